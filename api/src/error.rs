@@ -1,0 +1,157 @@
+//! Stable error codes and the RFC 9457 problem body shared by the server and the client.
+//!
+//! A code is part of the wire contract: clients branch on it, tests assert it. Add codes;
+//! never rename one.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Every `code` the server can put in a problem+json body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    BadRequest,
+    InvalidDigest,
+    InvalidId,
+    InvalidJson,
+    InvalidManifest,
+    InvalidRange,
+    DigestMismatch,
+    BodyTooLarge,
+    IncompleteBody,
+    Timeout,
+    Unauthorized,
+    Forbidden,
+    StaleSession,
+    NotFound,
+    BlobNotFound,
+    MethodNotAllowed,
+    UnsupportedMediaType,
+    UnknownAgent,
+    UnknownKey,
+    UnknownGroup,
+    NotAMember,
+    BadSignature,
+    WrongPayloadType,
+    ProducerMismatch,
+    UnknownSource,
+    Cycle,
+    Conflict,
+    ClockSkew,
+    NonceReused,
+    IntegrityFailure,
+    ShuttingDown,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The wire string, e.g. `digest_mismatch`.
+    pub fn as_str(self) -> &'static str {
+        // serde_json of a unit variant is its quoted name; computed once per call, never fails
+        // for this enum because every variant is a unit variant.
+        match self {
+            Self::BadRequest => "bad_request",
+            Self::InvalidDigest => "invalid_digest",
+            Self::InvalidId => "invalid_id",
+            Self::InvalidJson => "invalid_json",
+            Self::InvalidManifest => "invalid_manifest",
+            Self::InvalidRange => "invalid_range",
+            Self::DigestMismatch => "digest_mismatch",
+            Self::BodyTooLarge => "body_too_large",
+            Self::IncompleteBody => "incomplete_body",
+            Self::Timeout => "timeout",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::StaleSession => "stale_session",
+            Self::NotFound => "not_found",
+            Self::BlobNotFound => "blob_not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::UnknownAgent => "unknown_agent",
+            Self::UnknownKey => "unknown_key",
+            Self::UnknownGroup => "unknown_group",
+            Self::NotAMember => "not_a_member",
+            Self::BadSignature => "bad_signature",
+            Self::WrongPayloadType => "wrong_payload_type",
+            Self::ProducerMismatch => "producer_mismatch",
+            Self::UnknownSource => "unknown_source",
+            Self::Cycle => "cycle",
+            Self::Conflict => "conflict",
+            Self::ClockSkew => "clock_skew",
+            Self::NonceReused => "nonce_reused",
+            Self::IntegrityFailure => "integrity_failure",
+            Self::ShuttingDown => "shutting_down",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A protocol rule said no. Carries the code and a message that is safe to show anyone.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Rejection {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Rejection {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// RFC 9457 `application/problem+json` body with weft's stable `code`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    #[serde(rename = "type")]
+    pub type_uri: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    pub code: ErrorCode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+impl ErrorBody {
+    pub fn new(status: u16, code: ErrorCode, detail: impl Into<String>) -> Self {
+        Self {
+            type_uri: format!("https://weft.dev/problems/{}", code.as_str()),
+            title: code.as_str().replace('_', " "),
+            status,
+            detail: detail.into(),
+            code,
+            request_id: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn as_str_agrees_with_serde() {
+        for code in [
+            ErrorCode::DigestMismatch,
+            ErrorCode::InvalidId,
+            ErrorCode::MethodNotAllowed,
+            ErrorCode::IntegrityFailure,
+            ErrorCode::ShuttingDown,
+        ] {
+            let json = serde_json::to_string(&code).expect("unit variant");
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Group Events and their hash chain (DESIGN §7).
+//!
+//! `hash = blake3(prevHash ‖ canonical event bytes)`, with `prevHash` of the first Event all
+//! zeros. The canonical bytes are built field by field in a fixed order, with the payload
+//! embedded verbatim as it is stored, so a verifier never has to re-serialise JSON (and can
+//! never disagree with the server about key order or number formatting).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use crate::error::{ErrorCode, Rejection};
+
+/// Hash of an Event in a Group's chain, printed `blake3:<hex>`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventHash(pub [u8; 32]);
+
+impl EventHash {
+    /// The `prevHash` of sequence 1.
+    pub const GENESIS: Self = Self([0u8; 32]);
+}
+
+impl fmt::Display for EventHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "blake3:{}", hex::encode(self.0))
+    }
+}
+impl fmt::Debug for EventHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+impl FromStr for EventHash {
+    type Err = Rejection;
+    fn from_str(text: &str) -> Result<Self, Rejection> {
+        match crate::digest::Digest::parse(text)? {
+            crate::digest::Digest::Blake3(id) => Ok(Self(id.0)),
+            crate::digest::Digest::Sha256(_) => Err(Rejection::new(
+                ErrorCode::InvalidDigest,
+                "event hashes are blake3",
+            )),
+        }
+    }
+}
+impl Serialize for EventHash {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+impl<'de> Deserialize<'de> for EventHash {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// One Event of a Group log, as stored and as served.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub event_id: String,
+    pub group_id: String,
+    pub sequence: u64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub causation_command_id: Option<String>,
+    pub payload: Box<RawValue>,
+    /// RFC 3339 UTC with microseconds, kept as text so the hash input never changes.
+    pub appended_at: String,
+    pub prev_hash: EventHash,
+    pub hash: EventHash,
+}
+
+/// The canonical bytes of an Event without its own `hash`.
+pub fn canonical_bytes(
+    event_id: &str,
+    group_id: &str,
+    sequence: u64,
+    kind: &str,
+    causation_command_id: Option<&str>,
+    payload_json: &str,
+    appended_at: &str,
+    prev_hash: &EventHash,
+) -> Vec<u8> {
+    // serde_json::to_string of a &str cannot fail; it only escapes.
+    let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let causation = causation_command_id.map_or_else(|| "null".to_owned(), text);
+    format!(
+        "{{\"eventId\":{},\"groupId\":{},\"sequence\":{},\"type\":{},\"causationCommandId\":{},\"payload\":{},\"appendedAt\":{},\"prevHash\":{}}}",
+        text(event_id),
+        text(group_id),
+        sequence,
+        text(kind),
+        causation,
+        payload_json,
+        text(appended_at),
+        text(&prev_hash.to_string()),
+    )
+    .into_bytes()
+}
+
+/// `blake3(prevHash ‖ canonical bytes)`.
+pub fn chain_hash(prev_hash: &EventHash, canonical: &[u8]) -> EventHash {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&prev_hash.0);
+    hasher.update(canonical);
+    EventHash(*hasher.finalize().as_bytes())
+}
+
+impl Event {
+    /// Recomputes this Event's hash from its fields and its `prev_hash`.
+    pub fn computed_hash(&self) -> EventHash {
+        let canonical = canonical_bytes(
+            &self.event_id,
+            &self.group_id,
+            self.sequence,
+            &self.kind,
+            self.causation_command_id.as_deref(),
+            self.payload.get(),
+            &self.appended_at,
+            &self.prev_hash,
+        );
+        chain_hash(&self.prev_hash, &canonical)
+    }
+}
+
+/// Checks that `events` continue a chain whose last Event had `sequence` and `hash`
+/// (`0` and [`EventHash::GENESIS`] for a chain from the start). Returns the new head.
+pub fn verify_chain<'a>(
+    mut sequence: u64,
+    mut head: EventHash,
+    events: impl IntoIterator<Item = &'a Event>,
+) -> Result<(u64, EventHash), String> {
+    for event in events {
+        if event.sequence != sequence + 1 {
+            return Err(format!("expected sequence {}, found {}", sequence + 1, event.sequence));
+        }
+        if event.prev_hash != head {
+            return Err(format!("sequence {}: prevHash does not match", event.sequence));
+        }
+        if event.computed_hash() != event.hash {
+            return Err(format!("sequence {}: hash does not match its content", event.sequence));
+        }
+        sequence = event.sequence;
+        head = event.hash;
+    }
+    Ok((sequence, head))
+}

@@ -1,0 +1,25 @@
+//! The protocol contract of weft: identifiers, digests, DSSE envelopes, the signed payloads
+//! (artifact manifest, session request), the event chain, and the stable error codes.
+//!
+//! This crate does no I/O. Only the `client` module (cargo feature `client`) talks HTTP,
+//! and it speaks exactly the shapes defined here, so a client and the server cannot drift.
+
+pub mod digest;
+pub mod dsse;
+pub mod error;
+pub mod event;
+pub mod id;
+pub mod json;
+pub mod manifest;
+pub mod session;
+
+#[cfg(feature = "client")]
+pub mod client;
+
+pub use digest::{ArtifactId, Digest, Digests, Sha256Digest};
+pub use dsse::{Envelope, KeyId, Verified};
+pub use error::{ErrorBody, ErrorCode, Rejection};
+pub use event::{Event, EventHash};
+pub use id::Id;
+pub use manifest::Manifest;
+pub use session::SessionRequest;

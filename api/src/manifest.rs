@@ -1,0 +1,281 @@
+//! The artifact manifest, v1 payload (DESIGN §5, ART-3).
+//!
+//! Every ART-3 field is required; `content.schema` must be present but may be null. Unknown
+//! fields are refused at every level, so nothing unsigned-in-spirit or free-form of unbounded
+//! size can ride along. [`Manifest::parse`] is the only constructor the server uses.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, FixedOffset};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::digest::{ArtifactId, Sha256Digest};
+use crate::error::{ErrorCode, Rejection};
+use crate::id::Id;
+use crate::json::parse_strict;
+
+/// Largest manifest payload accepted, in bytes.
+pub const MAX_MANIFEST_BYTES: usize = 256 * 1024;
+const MAX_SOURCES: usize = 1024;
+const MAX_TOOLS: usize = 64;
+const MAX_ANNOTATIONS: usize = 64;
+const MAX_TEXT: usize = 256;
+const MAX_URI: usize = 2048;
+const MAX_ANNOTATION_VALUE: usize = 1024;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Manifest {
+    pub content: Content,
+    pub producer: Producer,
+    pub mission_id: Id,
+    pub group_id: Id,
+    pub work_item_id: Id,
+    pub execution: Execution,
+    pub sources: Vec<ArtifactId>,
+    pub tools: Vec<Tool>,
+    pub created_at: DateTime<FixedOffset>,
+    pub classification: Classification,
+    pub retrieval_uri: String,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Content {
+    pub blake3: ArtifactId,
+    pub sha256: Sha256Digest,
+    pub size: u64,
+    pub media_type: String,
+    /// Present but nullable: ART-3 asks for the schema, and "none" must be said explicitly.
+    #[serde(deserialize_with = "required_nullable")]
+    pub schema: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Producer {
+    pub agent_id: Id,
+    pub agent_card_version: String,
+}
+
+/// The execution lease the artifact was produced under (LSE-4). Enforcement comes with the
+/// lease workflow; here it is carried, signed and indexed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Execution {
+    pub lease_id: Id,
+    pub ownership_epoch: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tool {
+    pub kind: ToolKind,
+    pub id: String,
+    pub version: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Tool,
+    Model,
+    Capability,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Classification {
+    Public,
+    Internal,
+    Confidential,
+    Restricted,
+}
+
+impl Classification {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Internal => "internal",
+            Self::Confidential => "confidential",
+            Self::Restricted => "restricted",
+        }
+    }
+}
+
+fn required_nullable<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d)
+}
+
+fn invalid(message: impl Into<String>) -> Rejection {
+    Rejection::new(ErrorCode::InvalidManifest, message)
+}
+
+/// Printable text without control characters, bounded.
+fn check_text(field: &str, text: &str, max: usize) -> Result<(), Rejection> {
+    if text.is_empty() || text.len() > max {
+        return Err(invalid(format!("{field} must be 1..={max} bytes")));
+    }
+    if text.chars().any(|c| c.is_control()) {
+        return Err(invalid(format!("{field} contains control characters")));
+    }
+    Ok(())
+}
+
+/// `type/subtype[+suffix][;params]` in the RFC 6838 token alphabet.
+fn check_media_type(text: &str) -> Result<(), Rejection> {
+    let essence = text.split(';').next().unwrap_or_default().trim();
+    let token = |part: &str| {
+        !part.is_empty()
+            && part.len() <= 127
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    let well_formed = text.len() <= MAX_TEXT
+        && text.is_ascii()
+        && !text.bytes().any(|b| b.is_ascii_control())
+        && essence
+            .split_once('/')
+            .is_some_and(|(kind, subtype)| token(kind) && token(subtype));
+    if well_formed {
+        Ok(())
+    } else {
+        Err(invalid("content.mediaType must be a media type such as application/json"))
+    }
+}
+
+fn check_uri(field: &str, text: &str) -> Result<(), Rejection> {
+    let scheme_ok = ["https://", "http://", "urn:", "blake3:", "sha256:"]
+        .iter()
+        .any(|scheme| text.starts_with(scheme));
+    if !scheme_ok || text.len() > MAX_URI || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(format!(
+            "{field} must be an absolute http(s), urn or digest URI of at most {MAX_URI} bytes"
+        )));
+    }
+    Ok(())
+}
+
+impl Manifest {
+    /// Parses and validates a manifest payload: strict JSON, every field present and
+    /// well-formed, every bound respected.
+    pub fn parse(payload: &[u8]) -> Result<Self, Rejection> {
+        if payload.len() > MAX_MANIFEST_BYTES {
+            return Err(invalid(format!("manifest is larger than {MAX_MANIFEST_BYTES} bytes")));
+        }
+        let manifest: Self = parse_strict(payload, ErrorCode::InvalidManifest)?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    fn validate(&self) -> Result<(), Rejection> {
+        check_media_type(&self.content.media_type)?;
+        if let Some(schema) = &self.content.schema {
+            check_uri("content.schema", schema)?;
+        }
+        check_text("producer.agentCardVersion", &self.producer.agent_card_version, MAX_TEXT)?;
+        if self.sources.len() > MAX_SOURCES {
+            return Err(invalid(format!("at most {MAX_SOURCES} sources")));
+        }
+        let distinct: BTreeSet<_> = self.sources.iter().collect();
+        if distinct.len() != self.sources.len() {
+            return Err(invalid("sources lists the same artifact twice"));
+        }
+        if distinct.contains(&self.content.blake3) {
+            return Err(Rejection::new(ErrorCode::Cycle, "an artifact cannot be its own source"));
+        }
+        if self.tools.len() > MAX_TOOLS {
+            return Err(invalid(format!("at most {MAX_TOOLS} tools")));
+        }
+        for tool in &self.tools {
+            check_text("tools[].id", &tool.id, MAX_TEXT)?;
+            check_text("tools[].version", &tool.version, MAX_TEXT)?;
+        }
+        check_uri("retrievalUri", &self.retrieval_uri)?;
+        if self.annotations.len() > MAX_ANNOTATIONS {
+            return Err(invalid(format!("at most {MAX_ANNOTATIONS} annotations")));
+        }
+        for (key, value) in &self.annotations {
+            check_text("annotations key", key, MAX_TEXT)?;
+            if value.len() > MAX_ANNOTATION_VALUE {
+                return Err(invalid(format!(
+                    "annotation values are at most {MAX_ANNOTATION_VALUE} bytes"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::digest::Hasher;
+
+    fn sample() -> Value {
+        let digests = Hasher::digest(b"hello");
+        json!({
+            "content": {"blake3": digests.blake3, "sha256": digests.sha256, "size": 5,
+                        "mediaType": "text/plain", "schema": null},
+            "producer": {"agentId": "agent-7", "agentCardVersion": "3"},
+            "missionId": "m-1", "groupId": "g-1", "workItemId": "w-1",
+            "execution": {"leaseId": "lease-1", "ownershipEpoch": 2},
+            "sources": [],
+            "tools": [{"kind": "model", "id": "gpt", "version": "5"}],
+            "createdAt": "2026-11-30T12:00:00Z",
+            "classification": "internal",
+            "retrievalUri": "https://weft.example/v1/artifacts/x/content"
+        })
+    }
+
+    fn check(mutate: impl FnOnce(&mut Value), expected: Option<ErrorCode>) {
+        let mut value = sample();
+        mutate(&mut value);
+        let bytes = serde_json::to_vec(&value).expect("serialisable");
+        let outcome = Manifest::parse(&bytes).err().map(|e| e.code);
+        assert_eq!(outcome, expected, "{value}");
+    }
+
+    #[test]
+    fn a_complete_manifest_parses() {
+        check(|_| {}, None);
+    }
+
+    #[test]
+    fn every_art3_field_is_required() {
+        // ART-3: content hash, media type and schema, producer + card version, ids, sources,
+        // tools, creation time, classification, size, retrieval URI.
+        for field in ["content", "producer", "missionId", "groupId", "workItemId", "execution",
+                      "sources", "tools", "createdAt", "classification", "retrievalUri"] {
+            check(|v| { v.as_object_mut().map(|o| o.remove(field)); }, Some(ErrorCode::InvalidManifest));
+        }
+        for field in ["blake3", "sha256", "size", "mediaType", "schema"] {
+            check(|v| { v["content"].as_object_mut().map(|o| o.remove(field)); }, Some(ErrorCode::InvalidManifest));
+        }
+    }
+
+    #[test]
+    fn malformed_fields_are_refused() {
+        check(|v| v["extra"] = json!(1), Some(ErrorCode::InvalidManifest));
+        check(|v| v["content"]["extra"] = json!(1), Some(ErrorCode::InvalidManifest));
+        check(|v| v["groupId"] = json!("../g"), Some(ErrorCode::InvalidManifest));
+        check(|v| v["classification"] = json!("secret"), Some(ErrorCode::InvalidManifest));
+        check(|v| v["createdAt"] = json!("yesterday"), Some(ErrorCode::InvalidManifest));
+        check(|v| v["content"]["mediaType"] = json!("nonsense"), Some(ErrorCode::InvalidManifest));
+        check(|v| v["content"]["size"] = json!(-1), Some(ErrorCode::InvalidManifest));
+        check(|v| v["tools"][0]["kind"] = json!("oracle"), Some(ErrorCode::InvalidManifest));
+        check(|v| v["retrievalUri"] = json!("file:///etc/passwd"), Some(ErrorCode::InvalidManifest));
+        check(|v| v["sources"] = json!(["blake3:00"]), Some(ErrorCode::InvalidManifest));
+        let own = v_blake3();
+        check(|v| v["sources"] = json!([own]), Some(ErrorCode::Cycle));
+    }
+
+    fn v_blake3() -> String {
+        Hasher::digest(b"hello").blake3.to_string()
+    }
+}
