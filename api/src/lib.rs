@@ -12,6 +12,7 @@ pub mod id;
 pub mod json;
 pub mod manifest;
 pub mod session;
+pub mod views;
 
 #[cfg(feature = "client")]
 pub mod client;

@@ -47,3 +47,39 @@ pub struct SessionGrant {
     pub membership_epoch: u64,
     pub expires_at: DateTime<chrono::Utc>,
 }
+
+/// What a Member may do in a Group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Worker,
+    Coordinator,
+    Reviewer,
+    Auditor,
+}
+
+/// `POST /v1/admin/agents`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AgentRegistration {
+    pub agent_id: Id,
+    pub public_key: String,
+    pub agent_card_version: String,
+}
+
+/// `PUT /v1/admin/groups/{groupId}/members/{agentId}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MembershipRequest {
+    pub roles: Vec<Role>,
+}
+
+/// The answer to a membership change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Membership {
+    pub group_id: Id,
+    pub agent_id: Id,
+    pub roles: Vec<Role>,
+    pub epoch: u64,
+}

@@ -1,1 +1,209 @@
-//! weft-storage
+//! The weft engine: blobs on `object_store`, the index and the per-Group event log on SQLite,
+//! and the enforcement of the protocol rules in one transaction per accepted change.
+//!
+//! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
+//! envelopes and ids, and get back values or an [`Error`] with a stable code.
+//!
+//! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
+//! **Invariant:** every accepted change commits its rows and its Event in one transaction;
+//! a rejected change commits nothing.
+//! **Invariant:** nothing here deletes or rewrites an Event (DLV-7).
+
+mod blobs;
+mod clock;
+mod db;
+mod error;
+mod events;
+mod hashing;
+mod records;
+mod schema;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::Stream;
+use futures::stream::BoxStream;
+
+pub use blobs::Backend;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use db::Location;
+pub use error::{BackendError, Error};
+pub use records::{FsckReport, ListFilter, Reader, Session, UploadOutcome};
+
+use weft_api::session::{Membership, Role, SessionGrant};
+use weft_api::views::{ArtifactPage, ArtifactView, Published};
+use weft_api::{Digest, Digests, Envelope, Event, Id, KeyId};
+
+/// How to open a [`Store`]. The server builds this from its configuration.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub blobs: Backend,
+    pub index: Location,
+    pub clock: Arc<dyn Clock>,
+    /// Largest accepted upload, in bytes, enforced on the stream.
+    pub max_upload_bytes: u64,
+    /// How long a session token stays valid.
+    pub session_ttl: chrono::Duration,
+}
+
+impl Options {
+    /// Everything under `data_dir`: `index.sqlite` and `blobs/`.
+    pub fn on_disk(data_dir: &std::path::Path) -> Self {
+        Self {
+            blobs: Backend::Local(data_dir.to_path_buf()),
+            index: Location::File(data_dir.join("index.sqlite")),
+            clock: Arc::new(SystemClock),
+            max_upload_bytes: 64 * 1024 * 1024 * 1024,
+            session_ttl: chrono::Duration::hours(12),
+        }
+    }
+
+    /// Everything in memory, for tests.
+    pub fn in_memory() -> Self {
+        Self {
+            blobs: Backend::Memory,
+            index: Location::Memory,
+            clock: Arc::new(SystemClock),
+            max_upload_bytes: 64 * 1024 * 1024 * 1024,
+            session_ttl: chrono::Duration::hours(12),
+        }
+    }
+}
+
+/// Verified artifact bytes on their way out.
+pub struct Content {
+    pub digests: Digests,
+    pub media_type: String,
+    /// The requested bytes. Every stored byte is re-hashed while this is polled; if the
+    /// stored bytes do not match their address the stream ends with an error (never cleanly)
+    /// and the blob is quarantined.
+    pub body: BoxStream<'static, Result<Bytes, Error>>,
+}
+
+impl std::fmt::Debug for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Content")
+            .field("digests", &self.digests)
+            .field("media_type", &self.media_type)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The engine. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<records::Inner>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the index and the blob backend, and sweeps stale staging.
+    pub async fn open(options: Options) -> Result<Self, Error> {
+        let inner = records::Inner::open(options).await?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.inner.clock.now()
+    }
+
+    pub async fn create_group(&self, group_id: Id) -> Result<bool, Error> {
+        self.inner.create_group(group_id).await
+    }
+
+    /// Registers an Agent's key. `Ok((keyid, true))` if new, `(keyid, false)` if it was already
+    /// registered with this key; another key for the same Agent is a conflict.
+    pub async fn register_agent(
+        &self,
+        agent_id: Id,
+        public_key: ed25519_dalek_key::VerifyingKey,
+        agent_card_version: String,
+    ) -> Result<(KeyId, bool), Error> {
+        self.inner
+            .register_agent(agent_id, public_key, agent_card_version)
+            .await
+    }
+
+    pub async fn set_membership(
+        &self,
+        group_id: Id,
+        agent_id: Id,
+        roles: Vec<Role>,
+    ) -> Result<Membership, Error> {
+        self.inner.set_membership(group_id, agent_id, roles).await
+    }
+
+    /// Verifies a signed session request and opens a session (DESIGN §8.1).
+    pub async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
+        self.inner.open_session(envelope).await
+    }
+
+    /// Resolves a bearer token to a live session.
+    pub async fn authenticate(&self, token: &str) -> Result<Session, Error> {
+        self.inner.authenticate(token).await
+    }
+
+    /// Streams `body` into the store. With `expected`, the computed digest must match it.
+    pub async fn upload<S>(
+        &self,
+        body: S,
+        expected: Option<Digest>,
+        uploader: &Reader,
+    ) -> Result<UploadOutcome, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        self.inner.upload(body, expected, uploader).await
+    }
+
+    /// The digests of a blob if `reader` may know it exists (it uploaded it, or it is
+    /// published in one of the reader's Groups).
+    pub async fn blob(&self, digest: Digest, reader: &Reader) -> Result<Option<Digests>, Error> {
+        self.inner.visible_blob(digest, reader).await
+    }
+
+    /// Verifies and records a signed artifact manifest, appending `artifact.published`.
+    pub async fn publish(&self, envelope: Envelope, caller: &Reader) -> Result<(Published, bool), Error> {
+        self.inner.publish(envelope, caller).await
+    }
+
+    pub async fn artifact(&self, digest: Digest, reader: &Reader) -> Result<ArtifactView, Error> {
+        self.inner.artifact(digest, reader).await
+    }
+
+    pub async fn list_artifacts(&self, filter: ListFilter, reader: &Reader) -> Result<ArtifactPage, Error> {
+        self.inner.list_artifacts(filter, reader).await
+    }
+
+    /// Opens an artifact's bytes for reading, verified as they stream (ART-5).
+    pub async fn open_content(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+        range: Option<Range<u64>>,
+    ) -> Result<Content, Error> {
+        records::Inner::open_content(&self.inner, digest, reader, range).await
+    }
+
+    pub async fn events(
+        &self,
+        group_id: Id,
+        after: u64,
+        limit: u32,
+        reader: &Reader,
+    ) -> Result<Vec<Event>, Error> {
+        self.inner.events(group_id, after, limit, reader).await
+    }
+
+    /// Re-hashes every blob and re-checks every row, signature and chain.
+    pub async fn fsck(&self) -> Result<FsckReport, Error> {
+        self.inner.fsck().await
+    }
+}
+
+/// Re-exported so callers name the key type without depending on ed25519-dalek's version.
+pub mod ed25519_dalek_key {
+    pub use ed25519_dalek::VerifyingKey;
+}

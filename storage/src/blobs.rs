@@ -1,0 +1,295 @@
+//! Content-addressed blob storage on `object_store`.
+//!
+//! A blob is written once, at `blobs/blake3/<first two hex>/<64 hex>`. Uploads stream into
+//! `staging/<uuid>` and are promoted with a create-if-absent rename only after their digests
+//! check out, so a reader never sees a partial blob and two concurrent uploads of the same bytes
+//! leave exactly one object. On the local backend `LocalFileSystem` runs with fsync on, so a
+//! promoted blob and its directory entry are durable before `promote` returns.
+//!
+//! This module knows nothing about the index: the caller records the blob after `promote`.
+//!
+//! Crash story: a crash leaves at most files under `staging/` (and object_store's own
+//! `<key>#<n>` part files there); [`Blobs::sweep_staging`] removes them at start.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt as _, TryStreamExt as _};
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt as _, WriteMultipart};
+use weft_api::{ArtifactId, Digests, ErrorCode};
+
+use crate::error::Error;
+use crate::hashing::{BATCH, DualHasher};
+
+/// Part size for multipart writes; S3 needs at least 5 MiB per part.
+const PART_SIZE: usize = 8 * 1024 * 1024;
+/// Parts written concurrently per upload.
+const PART_CONCURRENCY: usize = 2;
+
+/// Where blobs live.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// A directory on the local filesystem, with fsync.
+    Local(PathBuf),
+    /// Process memory, for tests.
+    Memory,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Blobs {
+    store: Arc<dyn ObjectStore>,
+    local_root: Option<PathBuf>,
+}
+
+/// Bytes that were staged and hashed but are not yet visible. Dropping it deletes the staged
+/// object, so every early return and every cancelled request cleans up after itself.
+#[derive(Debug)]
+pub(crate) struct Staged {
+    path: Option<Path>,
+    store: Arc<dyn ObjectStore>,
+    pub(crate) digests: Digests,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let store = Arc::clone(&self.store);
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    if let Err(error) = store.delete(&path).await {
+                        tracing::warn!(%path, %error, "could not delete staged upload");
+                    }
+                });
+            }
+        }
+    }
+}
+
+pub(crate) fn blob_path(id: &ArtifactId) -> Path {
+    let hex = id.hex();
+    Path::from(format!("blobs/blake3/{}/{}", &hex[..2], hex))
+}
+
+/// Maps a failed body read to the error callers see.
+fn body_error(error: std::io::Error) -> Error {
+    if error.kind() == std::io::ErrorKind::TimedOut {
+        Error::reject(ErrorCode::Timeout, "the request body stalled")
+    } else {
+        Error::Body(error.to_string())
+    }
+}
+
+fn too_large(limit: u64) -> Error {
+    Error::reject(
+        ErrorCode::BodyTooLarge,
+        format!("uploads are limited to {limit} bytes"),
+    )
+}
+
+impl Blobs {
+    pub(crate) fn open(backend: &Backend) -> Result<Self, Error> {
+        match backend {
+            Backend::Local(root) => {
+                std::fs::create_dir_all(root.join("blobs")).map_err(Error::backend)?;
+                std::fs::create_dir_all(root.join("staging")).map_err(Error::backend)?;
+                let store = LocalFileSystem::new_with_prefix(root)?.with_fsync(true);
+                Ok(Self {
+                    store: Arc::new(store),
+                    local_root: Some(root.clone()),
+                })
+            }
+            Backend::Memory => Ok(Self {
+                store: Arc::new(InMemory::new()),
+                local_root: None,
+            }),
+        }
+    }
+
+    /// Removes everything a crashed or cancelled upload left in `staging/`.
+    /// Only safe while no upload is running: it is called once, at start.
+    pub(crate) fn sweep_staging(&self) -> Result<usize, Error> {
+        let Some(root) = &self.local_root else {
+            return Ok(0);
+        };
+        let mut n_removed = 0;
+        for entry in std::fs::read_dir(root.join("staging")).map_err(Error::backend)? {
+            let entry = entry.map_err(Error::backend)?;
+            std::fs::remove_file(entry.path()).map_err(Error::backend)?;
+            n_removed += 1;
+        }
+        Ok(n_removed)
+    }
+
+    /// Streams `body` into staging while hashing it, refusing it past `limit` bytes.
+    pub(crate) async fn stage<S>(&self, body: S, limit: u64) -> Result<Staged, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let path = Path::from(format!("staging/{}", uuid::Uuid::new_v4()));
+        let upload = self.store.put_multipart(&path).await?;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+        let outcome = async {
+            let mut hasher = DualHasher::default();
+            let mut body = std::pin::pin!(body);
+            let mut size = 0u64;
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(body_error)?;
+                size += chunk.len() as u64;
+                if size > limit {
+                    return Err(too_large(limit));
+                }
+                for batch in hasher.update(&chunk).await? {
+                    writer.wait_for_capacity(PART_CONCURRENCY).await?;
+                    writer.put(batch);
+                }
+            }
+            let (digests, tail) = hasher.finish().await?;
+            writer.put(tail);
+            Ok(digests)
+        }
+        .await;
+        match outcome {
+            Ok(digests) => {
+                writer.finish().await?;
+                Ok(Staged {
+                    path: Some(path),
+                    store: Arc::clone(&self.store),
+                    digests,
+                })
+            }
+            Err(error) => {
+                if let Err(abort_error) = writer.abort().await {
+                    tracing::warn!(%path, %abort_error, "could not abort staged upload");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Hashes `body` without keeping it: used when the claimed digest is already stored, so
+    /// re-uploading existing bytes costs no disk writes.
+    pub(crate) async fn hash_only<S>(&self, body: S, limit: u64) -> Result<Digests, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let mut hasher = DualHasher::default();
+        let mut body = std::pin::pin!(body);
+        let mut size = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(body_error)?;
+            size += chunk.len() as u64;
+            if size > limit {
+                return Err(too_large(limit));
+            }
+            hasher.update(&chunk).await?;
+        }
+        Ok(hasher.finish().await?.0)
+    }
+
+    /// Makes staged bytes visible under their digest. Returns `true` if this call stored them,
+    /// `false` if an object was already there (the staged copy is then deleted). With
+    /// `replace`, an existing object is overwritten: used to repair a quarantined blob.
+    pub(crate) async fn promote(&self, mut staged: Staged, replace: bool) -> Result<bool, Error> {
+        let Some(from) = staged.path.take() else {
+            return Ok(false);
+        };
+        let to = blob_path(&staged.digests.blake3);
+        let outcome = if replace {
+            self.store.rename(&from, &to).await.map(|()| true)
+        } else {
+            match self.store.rename_if_not_exists(&from, &to).await {
+                Ok(()) => Ok(true),
+                Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+                Err(error) => Err(error),
+            }
+        };
+        match outcome {
+            Ok(true) => Ok(true),
+            Ok(false) => {
+                self.store.delete(&from).await?;
+                Ok(false)
+            }
+            Err(error) => {
+                staged.path = Some(from); // let Drop clean up
+                Err(error.into())
+            }
+        }
+    }
+
+    /// The stored size of a blob, or `None` if its object is missing.
+    pub(crate) async fn stored_size(&self, id: &ArtifactId) -> Result<Option<u64>, Error> {
+        match self.store.head(&blob_path(id)).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The raw, unverified bytes of a blob in chunks of about [`BATCH`] bytes.
+    /// The caller verifies (see `Store::open_content`).
+    pub(crate) async fn read(
+        &self,
+        id: &ArtifactId,
+    ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
+        let result = self.store.get(&blob_path(id)).await?;
+        match result.payload {
+            GetResultPayload::File(file, _) => Ok(read_file(file)),
+            GetResultPayload::Stream(stream) => Ok(stream.map_err(Error::from).boxed()),
+        }
+    }
+
+    /// Every blob the backend holds, for fsck.
+    pub(crate) fn list(&self) -> BoxStream<'static, Result<(Path, u64), Error>> {
+        self.store
+            .list(Some(&Path::from("blobs/blake3")))
+            .map_ok(|meta| (meta.location, meta.size))
+            .map_err(Error::from)
+            .boxed()
+    }
+}
+
+/// Reads a local file on the blocking pool in [`BATCH`]-sized chunks (object_store's own
+/// file stream uses 8 KiB reads, which costs a channel hand-off per 8 KiB downstream).
+fn read_file(mut file: std::fs::File) -> BoxStream<'static, Result<Bytes, Error>> {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, Error>>(2);
+    tokio::task::spawn_blocking(move || {
+        loop {
+            let mut buffer = vec![0u8; BATCH];
+            let mut filled = 0;
+            while filled < BATCH {
+                match file.read(&mut buffer[filled..]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(error) => {
+                        let _ = sender.blocking_send(Err(Error::backend(error)));
+                        return;
+                    }
+                }
+            }
+            if filled == 0 {
+                return;
+            }
+            buffer.truncate(filled);
+            if sender.blocking_send(Ok(Bytes::from(buffer))).is_err() {
+                return; // the reader went away
+            }
+            if filled < BATCH {
+                return;
+            }
+        }
+    });
+    tokio_stream_from(receiver)
+}
+
+fn tokio_stream_from(
+    mut receiver: tokio::sync::mpsc::Receiver<Result<Bytes, Error>>,
+) -> BoxStream<'static, Result<Bytes, Error>> {
+    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)).boxed()
+}

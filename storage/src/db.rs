@@ -1,0 +1,223 @@
+//! The SQLite index and event log, behind a fence.
+//!
+//! One dedicated thread (`weft-sqlite-writer`) owns the only read-write connection. Async
+//! callers send it jobs; it runs every job that is waiting in one transaction, each job inside
+//! its own SAVEPOINT (a failed job rolls back alone), commits once, and only then answers the
+//! callers. That is group commit: one fsync covers a batch, and no caller hears "done" before
+//! its rows are durable (WAL with `synchronous=FULL`).
+//!
+//! Reads on an on-disk database use a small pool of read-only connections on the blocking
+//! pool; an in-memory database has only the writer's connection, so reads go through it too.
+//! No connection is ever held across an `.await`.
+//!
+//! Crash story: a transaction is all or nothing; on restart SQLite replays or discards the WAL.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::Error;
+use crate::schema;
+
+type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
+type Job = Box<dyn Work>;
+
+/// One caller's unit of work: run it inside the batch transaction, or tell the caller it
+/// could not run.
+trait Work: Send {
+    /// Runs the job; `true` if it succeeded (its savepoint is kept). The finisher delivers
+    /// the job's answer once the commit's outcome is known.
+    fn run(self: Box<Self>, txn: &Transaction<'_>) -> (bool, Finisher);
+    fn fail(self: Box<Self>, error: Error);
+}
+
+struct Typed<T, F> {
+    body: F,
+    reply: oneshot::Sender<Result<T, Error>>,
+}
+
+impl<T, F> Work for Typed<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Transaction<'_>) -> Result<T, Error> + Send + 'static,
+{
+    fn run(self: Box<Self>, txn: &Transaction<'_>) -> (bool, Finisher) {
+        let result = (self.body)(txn);
+        let ok = result.is_ok();
+        let reply = self.reply;
+        let finish: Finisher = Box::new(move |commit| {
+            // The caller may have gone away; its answer is then simply dropped.
+            let _ = reply.send(commit.and(result));
+        });
+        (ok, finish)
+    }
+
+    fn fail(self: Box<Self>, error: Error) {
+        let _ = self.reply.send(Err(error));
+    }
+}
+
+/// Most jobs committed together.
+const MAX_BATCH: usize = 512;
+/// Read-only connections kept open.
+const MAX_IDLE_READERS: usize = 8;
+
+/// Where the database lives.
+#[derive(Clone, Debug)]
+pub enum Location {
+    File(PathBuf),
+    Memory,
+}
+
+#[derive(Clone)]
+pub(crate) struct Db {
+    jobs: mpsc::Sender<Job>,
+    readers: Option<Arc<Mutex<Vec<Connection>>>>,
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("path", &self.path).finish()
+    }
+}
+
+fn open_writer(location: &Location) -> Result<Connection, Error> {
+    let conn = match location {
+        Location::File(path) => Connection::open(path)?,
+        Location::Memory => Connection::open_in_memory()?,
+    };
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA busy_timeout = 5000;",
+    )?;
+    schema::migrate(&conn)?;
+    Ok(conn)
+}
+
+impl Db {
+    pub(crate) fn open(location: &Location) -> Result<Self, Error> {
+        let mut conn = open_writer(location)?;
+        let (jobs, mut inbox) = mpsc::channel::<Job>(4096);
+        std::thread::Builder::new()
+            .name("weft-sqlite-writer".into())
+            .spawn(move || {
+                while let Some(first) = inbox.blocking_recv() {
+                    let mut batch = vec![first];
+                    while batch.len() < MAX_BATCH {
+                        match inbox.try_recv() {
+                            Ok(job) => batch.push(job),
+                            Err(_) => break,
+                        }
+                    }
+                    run_batch(&mut conn, batch);
+                }
+            })
+            .map_err(Error::backend)?;
+        let (readers, path) = match location {
+            Location::File(path) => (Some(Arc::new(Mutex::new(Vec::new()))), Some(path.clone())),
+            Location::Memory => (None, None),
+        };
+        Ok(Self {
+            jobs,
+            readers,
+            path,
+        })
+    }
+
+    /// Runs `f` in the writer's transaction; the answer arrives after the commit is durable.
+    pub(crate) async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(Typed { body: f, reply });
+        self.jobs.send(job).await.map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)?
+    }
+
+    /// Runs a read-only `f` on a pooled connection (or on the writer for in-memory databases).
+    pub(crate) async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let (Some(readers), Some(path)) = (self.readers.clone(), self.path.clone()) else {
+            return self.write(move |txn| f(txn)).await;
+        };
+        tokio::task::spawn_blocking(move || {
+            // Short critical sections: take or return one connection, nothing else.
+            let pooled = readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let conn = match pooled {
+                Some(conn) => conn,
+                None => {
+                    let conn = Connection::open_with_flags(
+                        &path,
+                        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )?;
+                    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+                    conn
+                }
+            };
+            let result = f(&conn);
+            let mut idle = readers.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < MAX_IDLE_READERS {
+                idle.push(conn);
+            }
+            result
+        })
+        .await
+        .map_err(Error::backend)?
+    }
+}
+
+fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
+    let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(txn) => txn,
+        Err(error) => {
+            let error = Error::from(error);
+            for job in batch {
+                // Without a transaction no job may run; each caller hears why.
+                job.fail(error.clone());
+            }
+            return;
+        }
+    };
+    let mut finishers = Vec::with_capacity(batch.len());
+    let mut broken: Option<Error> = None;
+    for job in batch {
+        if let Some(error) = &broken {
+            job.fail(error.clone());
+            continue;
+        }
+        if let Err(error) = txn.execute_batch("SAVEPOINT job") {
+            let error = Error::from(error);
+            job.fail(error.clone());
+            broken = Some(error);
+            continue;
+        }
+        let (ok, finish) = job.run(&txn);
+        let end = if ok {
+            txn.execute_batch("RELEASE job")
+        } else {
+            txn.execute_batch("ROLLBACK TO job; RELEASE job")
+        };
+        if let Err(error) = end {
+            broken = Some(error.into());
+        }
+        finishers.push(finish);
+    }
+    let commit = match broken {
+        Some(error) => {
+            drop(txn); // rolls back
+            Err(error)
+        }
+        None => txn.commit().map_err(Error::from),
+    };
+    for finish in finishers {
+        finish(commit.clone());
+    }
+}

@@ -1,0 +1,60 @@
+//! What can go wrong in the engine, phrased for its callers.
+
+use std::sync::Arc;
+
+use weft_api::{ArtifactId, ErrorCode, Rejection};
+
+/// An opaque backend failure (SQLite, object_store, the filesystem). Cloneable so one failed
+/// commit can be reported to every caller in its batch; the source chain is kept for logs.
+pub type BackendError = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// A protocol rule or an input check said no; nothing was changed.
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
+    /// Stored bytes no longer match their address; the blob is quarantined.
+    #[error("stored bytes of {0} do not match their address")]
+    Corrupt(ArtifactId),
+    /// The request body failed or stopped before its end; nothing was kept.
+    #[error("request body failed: {0}")]
+    Body(String),
+    /// The engine is stopping and takes no more work.
+    #[error("storage is shutting down")]
+    ShuttingDown,
+    #[error("storage backend failed")]
+    Backend(#[source] BackendError),
+}
+
+impl Error {
+    pub(crate) fn reject(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::Rejected(Rejection::new(code, message))
+    }
+
+    pub(crate) fn backend(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Backend(Arc::new(error))
+    }
+
+    /// The stable code this error is reported under.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Rejected(rejection) => rejection.code,
+            Self::Corrupt(_) => ErrorCode::IntegrityFailure,
+            Self::Body(_) => ErrorCode::IncompleteBody,
+            Self::ShuttingDown => ErrorCode::ShuttingDown,
+            Self::Backend(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::backend(error)
+    }
+}
+
+impl From<object_store::Error> for Error {
+    fn from(error: object_store::Error) -> Self {
+        Self::backend(error)
+    }
+}

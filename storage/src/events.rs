@@ -1,0 +1,113 @@
+//! Appending to and reading a Group's hash-chained log (DESIGN §7).
+//!
+//! Appends happen only inside the writer's transaction, together with the projection rows
+//! they describe; the single writer makes "read the head, insert head + 1" race-free.
+//! Nothing here updates or deletes an Event (DLV-7).
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+use serde_json::value::RawValue;
+use weft_api::event::{EventHash, canonical_bytes, chain_hash};
+use weft_api::{Event, Id};
+
+use crate::clock::format_instant;
+use crate::error::Error;
+
+/// Appends one Event to `group_id`'s log and returns its sequence.
+pub(crate) fn append(
+    conn: &Connection,
+    group_id: &Id,
+    kind: &str,
+    payload: &serde_json::Value,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<u64, Error> {
+    let head: Option<(u64, Vec<u8>)> = conn
+        .query_row(
+            "SELECT sequence, hash FROM events WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
+            [group_id.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    let (prev_sequence, prev_hash) = match head {
+        Some((sequence, hash)) => (sequence, EventHash(to32(hash)?)),
+        None => (0, EventHash::GENESIS),
+    };
+    let sequence = prev_sequence + 1;
+    let event_id = uuid::Uuid::now_v7().to_string();
+    let payload_json = serde_json::to_string(payload).map_err(Error::backend)?;
+    let appended_at = format_instant(now);
+    let canonical = canonical_bytes(
+        &event_id,
+        group_id.as_str(),
+        sequence,
+        kind,
+        None,
+        &payload_json,
+        &appended_at,
+        &prev_hash,
+    );
+    let hash = chain_hash(&prev_hash, &canonical);
+    conn.execute(
+        "INSERT INTO events (group_id, sequence, event_id, type, causation_command_id, payload,
+                             appended_at, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, NULL, ?5, ?6, ?7, ?8)",
+        params![
+            group_id.as_str(),
+            sequence,
+            event_id,
+            kind,
+            payload_json,
+            appended_at,
+            &prev_hash.0[..],
+            &hash.0[..]
+        ],
+    )?;
+    Ok(sequence)
+}
+
+/// Events of `group_id` after `after`, at most `limit`, in order.
+pub(crate) fn read(conn: &Connection, group_id: &str, after: u64, limit: u32) -> Result<Vec<Event>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
+                prev_hash, hash
+         FROM events WHERE group_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3",
+    )?;
+    let rows = statement.query_map(params![group_id, after, limit], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, u64>(2)?,
+            row.get::<_, String>(3)?,
+            row.get::<_, Option<String>>(4)?,
+            row.get::<_, String>(5)?,
+            row.get::<_, String>(6)?,
+            row.get::<_, Vec<u8>>(7)?,
+            row.get::<_, Vec<u8>>(8)?,
+        ))
+    })?;
+    let mut events = Vec::new();
+    for row in rows {
+        let (event_id, group_id, sequence, kind, causation, payload, appended_at, prev, hash) = row?;
+        events.push(Event {
+            event_id,
+            group_id,
+            sequence,
+            kind,
+            causation_command_id: causation,
+            payload: RawValue::from_string(payload).map_err(Error::backend)?,
+            appended_at,
+            prev_hash: EventHash(to32(prev)?),
+            hash: EventHash(to32(hash)?),
+        });
+    }
+    Ok(events)
+}
+
+/// A 32-byte column value.
+pub(crate) fn to32(bytes: Vec<u8>) -> Result<[u8; 32], Error> {
+    bytes.try_into().map_err(|bytes: Vec<u8>| {
+        Error::backend(std::io::Error::other(format!(
+            "expected a 32-byte value in the index, found {} bytes",
+            bytes.len()
+        )))
+    })
+}

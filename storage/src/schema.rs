@@ -1,0 +1,117 @@
+//! The index and event-log tables, versioned with `PRAGMA user_version`.
+//!
+//! Digests are stored as 32-byte BLOBs; ids as TEXT already validated by `weft_api::Id`.
+//! **Invariant:** every `manifests.blake3` has its `blobs` row, every `derivations` row joins
+//! two published artifacts (foreign keys are on), and `events` sequences per Group are
+//! contiguous from 1 (enforced by the single writer, checked by fsck).
+
+use rusqlite::Connection;
+
+use crate::error::Error;
+
+const V1: &str = r#"
+CREATE TABLE groups (
+    group_id    TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL
+);
+CREATE TABLE agents (
+    agent_id            TEXT PRIMARY KEY,
+    public_key          BLOB NOT NULL,
+    keyid               TEXT NOT NULL UNIQUE,
+    agent_card_version  TEXT NOT NULL,
+    registered_at       TEXT NOT NULL
+);
+CREATE TABLE memberships (
+    group_id  TEXT NOT NULL REFERENCES groups(group_id),
+    agent_id  TEXT NOT NULL REFERENCES agents(agent_id),
+    roles     TEXT NOT NULL,            -- JSON array of role names
+    epoch     INTEGER NOT NULL,
+    PRIMARY KEY (group_id, agent_id)
+);
+CREATE INDEX memberships_agent ON memberships(agent_id);
+CREATE TABLE session_epochs (
+    agent_id  TEXT NOT NULL,
+    group_id  TEXT NOT NULL,
+    epoch     INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, group_id)
+);
+CREATE TABLE sessions (
+    token_hash        BLOB PRIMARY KEY,  -- blake3 of the bearer token; the token is never stored
+    agent_id          TEXT NOT NULL,
+    group_id          TEXT NOT NULL,
+    session_epoch     INTEGER NOT NULL,
+    membership_epoch  INTEGER NOT NULL,
+    expires_at        TEXT NOT NULL
+);
+CREATE TABLE session_nonces (
+    agent_id  TEXT NOT NULL,
+    nonce     TEXT NOT NULL,
+    seen_at   TEXT NOT NULL,
+    PRIMARY KEY (agent_id, nonce)
+);
+CREATE TABLE blobs (
+    blake3          BLOB PRIMARY KEY,
+    sha256          BLOB NOT NULL UNIQUE,
+    size            INTEGER NOT NULL,
+    stored_at       TEXT NOT NULL,
+    quarantined_at  TEXT
+);
+CREATE TABLE blob_uploaders (
+    blake3    BLOB NOT NULL REFERENCES blobs(blake3),
+    agent_id  TEXT NOT NULL,
+    PRIMARY KEY (blake3, agent_id)
+);
+CREATE TABLE manifests (
+    manifest_id      BLOB PRIMARY KEY,  -- blake3 of the DSSE payload bytes
+    blake3           BLOB NOT NULL REFERENCES blobs(blake3),
+    group_id         TEXT NOT NULL REFERENCES groups(group_id),
+    mission_id       TEXT NOT NULL,
+    work_item_id     TEXT NOT NULL,
+    producer         TEXT NOT NULL REFERENCES agents(agent_id),
+    media_type       TEXT NOT NULL,
+    lease_id         TEXT NOT NULL,
+    ownership_epoch  INTEGER NOT NULL,
+    classification   TEXT NOT NULL,
+    created_at       TEXT NOT NULL,
+    envelope         TEXT NOT NULL,     -- the DSSE envelope exactly as accepted
+    sequence         INTEGER NOT NULL   -- of its artifact.published Event in group_id
+);
+CREATE INDEX manifests_blake3 ON manifests(blake3);
+CREATE INDEX manifests_mission ON manifests(mission_id);
+CREATE INDEX manifests_work_item ON manifests(work_item_id);
+CREATE INDEX manifests_group ON manifests(group_id);
+CREATE TABLE derivations (
+    artifact     BLOB NOT NULL REFERENCES blobs(blake3),
+    source       BLOB NOT NULL REFERENCES blobs(blake3),
+    manifest_id  BLOB NOT NULL REFERENCES manifests(manifest_id),
+    PRIMARY KEY (artifact, source, manifest_id)
+);
+CREATE INDEX derivations_source ON derivations(source);
+CREATE TABLE events (
+    group_id              TEXT NOT NULL REFERENCES groups(group_id),
+    sequence              INTEGER NOT NULL,
+    event_id              TEXT NOT NULL UNIQUE,
+    type                  TEXT NOT NULL,
+    causation_command_id  TEXT,
+    payload               TEXT NOT NULL,
+    appended_at           TEXT NOT NULL,
+    prev_hash             BLOB NOT NULL,
+    hash                  BLOB NOT NULL,
+    PRIMARY KEY (group_id, sequence)
+) WITHOUT ROWID;
+"#;
+
+/// Brings the schema to the newest version; refuses a database from a newer weft.
+pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    match version {
+        0 => {
+            conn.execute_batch(&format!("BEGIN; {V1} PRAGMA user_version = 1; COMMIT;"))?;
+            Ok(())
+        }
+        1 => Ok(()),
+        newer => Err(Error::backend(std::io::Error::other(format!(
+            "database schema version {newer} is newer than this weft understands (1)"
+        )))),
+    }
+}
