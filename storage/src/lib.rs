@@ -45,6 +45,9 @@ pub struct Options {
     pub max_upload_bytes: u64,
     /// How long a session token stays valid.
     pub session_ttl: chrono::Duration,
+    /// Delete leftovers in `staging/` on open. Only the server does this; an offline tool
+    /// such as fsck must not touch uploads a running server is still writing.
+    pub sweep_staging: bool,
 }
 
 impl Options {
@@ -56,6 +59,7 @@ impl Options {
             clock: Arc::new(SystemClock),
             max_upload_bytes: 64 * 1024 * 1024 * 1024,
             session_ttl: chrono::Duration::hours(12),
+            sweep_staging: true,
         }
     }
 
@@ -67,18 +71,28 @@ impl Options {
             clock: Arc::new(SystemClock),
             max_upload_bytes: 64 * 1024 * 1024 * 1024,
             session_ttl: chrono::Duration::hours(12),
+            sweep_staging: true,
         }
     }
 }
 
-/// Verified artifact bytes on their way out.
+/// An artifact opened for reading: its digests and media type, and its bytes not yet read.
 pub struct Content {
     pub digests: Digests,
     pub media_type: String,
-    /// The requested bytes. Every stored byte is re-hashed while this is polled; if the
-    /// stored bytes do not match their address the stream ends with an error (never cleanly)
-    /// and the blob is quarantined.
-    pub body: BoxStream<'static, Result<Bytes, Error>>,
+    raw: BoxStream<'static, Result<Bytes, Error>>,
+    inner: Arc<records::Inner>,
+}
+
+impl Content {
+    /// The bytes in `range` (all of them by default). Every stored byte is re-hashed while
+    /// this is polled, including those outside the range; if the stored bytes do not match
+    /// their address the stream ends with an error (never cleanly) and the blob is
+    /// quarantined (ART-5).
+    pub fn into_body(self, range: Option<Range<u64>>) -> BoxStream<'static, Result<Bytes, Error>> {
+        let range = range.unwrap_or(0..self.digests.size);
+        records::verified_stream(self.inner, self.raw, self.digests, range)
+    }
 }
 
 impl std::fmt::Debug for Content {
@@ -178,13 +192,8 @@ impl Store {
     }
 
     /// Opens an artifact's bytes for reading, verified as they stream (ART-5).
-    pub async fn open_content(
-        &self,
-        digest: Digest,
-        reader: &Reader,
-        range: Option<Range<u64>>,
-    ) -> Result<Content, Error> {
-        records::Inner::open_content(&self.inner, digest, reader, range).await
+    pub async fn open_content(&self, digest: Digest, reader: &Reader) -> Result<Content, Error> {
+        records::Inner::open_content(&self.inner, digest, reader).await
     }
 
     pub async fn events(
@@ -201,6 +210,22 @@ impl Store {
     pub async fn fsck(&self) -> Result<FsckReport, Error> {
         self.inner.fsck().await
     }
+}
+
+/// BLAKE3 and SHA-256 of a byte stream with the server's two-core pipeline (used by the
+/// throughput benchmark as the baseline "how fast can we hash").
+pub async fn digest_stream<S>(body: S) -> Result<Digests, Error>
+where
+    S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+{
+    use futures::StreamExt as _;
+    let mut hasher = hashing::DualHasher::default();
+    let mut body = std::pin::pin!(body);
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| Error::Body(e.to_string()))?;
+        hasher.update(&chunk).await?;
+    }
+    Ok(hasher.finish().await?.0)
 }
 
 /// Re-exported so callers name the key type without depending on ed25519-dalek's version.

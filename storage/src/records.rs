@@ -249,7 +249,7 @@ impl Inner {
         }
         let db = Db::open(&options.index)?;
         let blobs = Blobs::open(&options.blobs)?;
-        let n_swept = blobs.sweep_staging()?;
+        let n_swept = if options.sweep_staging { blobs.sweep_staging()? } else { 0 };
         if n_swept > 0 {
             tracing::info!(n_swept, "removed stale staging files");
         }
@@ -767,7 +767,6 @@ impl Inner {
         this: &Arc<Self>,
         digest: Digest,
         reader: &Reader,
-        range: Option<Range<u64>>,
     ) -> Result<Content, Error> {
         let reader = reader.clone();
         let (digests, quarantined, media_type) = this
@@ -800,9 +799,7 @@ impl Inner {
             }
         }
         let raw = this.blobs.read(&digests.blake3).await?;
-        let range = range.unwrap_or(0..digests.size);
-        let body = verified_stream(Arc::clone(this), raw, digests, range);
-        Ok(Content { digests, media_type, body })
+        Ok(Content { digests, media_type, raw, inner: Arc::clone(this) })
     }
 
     /// Marks a blob corrupt: later reads fail at once, and every Group that published it gets
@@ -971,9 +968,13 @@ fn check_manifest(conn: &Connection, manifest_id: &ArtifactId, blake3: &[u8], en
 
 
 /// Wraps the raw blob stream: hashes every stored byte, yields only those in `range`, and at
-/// the end compares with the recorded digests. On mismatch it quarantines the blob and ends
-/// the stream with an error, so the HTTP layer aborts the response instead of ending it.
-fn verified_stream(
+/// the end compares with the recorded digests.
+///
+/// The last slice is held back until the whole blob has been verified. Otherwise a client
+/// could receive every byte it asked for (and HTTP would see a complete body) before the
+/// mismatch is known. On mismatch the blob is quarantined and the stream ends with an error
+/// instead of its last slice, so the HTTP layer aborts the response.
+pub(crate) fn verified_stream(
     store: Arc<Inner>,
     raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
     expected: Digests,
@@ -982,19 +983,24 @@ fn verified_stream(
     struct State {
         raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
         hasher: Option<DualHasher>,
+        held: Option<Bytes>,
         offset: u64,
         store: Arc<Inner>,
     }
-    let state = State { raw, hasher: Some(DualHasher::default()), offset: 0, store };
+    let state = State { raw, hasher: Some(DualHasher::default()), held: None, offset: 0, store };
     futures::stream::unfold(state, move |mut state| {
         let range = range.clone();
         async move {
             loop {
-                let hasher = state.hasher.as_mut()?;
+                let Some(hasher) = state.hasher.as_mut() else {
+                    // Verified: release the held slice, then end.
+                    return state.held.take().map(|slice| (Ok(slice), state));
+                };
                 match state.raw.next().await {
                     Some(Ok(chunk)) => {
                         if let Err(error) = hasher.update(&chunk).await {
                             state.hasher = None;
+                            state.held = None;
                             return Some((Err(error), state));
                         }
                         let start = state.offset;
@@ -1004,11 +1010,14 @@ fn verified_stream(
                         let to = range.end.min(end);
                         if from < to {
                             let slice = chunk.slice((from - start) as usize..(to - start) as usize);
-                            return Some((Ok(slice), state));
+                            if let Some(previous) = state.held.replace(slice) {
+                                return Some((Ok(previous), state));
+                            }
                         }
                     }
                     Some(Err(error)) => {
                         state.hasher = None;
+                        state.held = None;
                         return Some((Err(error), state));
                     }
                     None => {
@@ -1016,8 +1025,9 @@ fn verified_stream(
                         let outcome = hasher.finish().await;
                         let intact = matches!(&outcome, Ok((digests, _)) if *digests == expected);
                         if intact {
-                            return None;
+                            continue;
                         }
+                        state.held = None;
                         if let Err(error) = state.store.quarantine(expected.blake3, "stored bytes do not hash to their address").await {
                             tracing::error!(%error, "could not record quarantine");
                         }
@@ -1029,4 +1039,3 @@ fn verified_stream(
     })
     .boxed()
 }
-

@@ -1,0 +1,225 @@
+//! A typed HTTP client for weft (cargo feature `client`), used by the CLI and the tests.
+//!
+//! It speaks the shapes of this crate, turns problem+json back into [`ErrorBody`], and
+//! verifies downloaded bytes itself (ART-5 on the client side too): a download whose bytes do
+//! not hash to the requested digest is an [`Error::Integrity`], never a success.
+
+use std::path::Path;
+
+use ed25519_dalek::SigningKey;
+use futures::{StreamExt as _, TryStreamExt as _};
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::io::AsyncWriteExt as _;
+
+use crate::digest::{Digest, Digests, Hasher};
+use crate::dsse::{BASE64, Envelope, MANIFEST_TYPE, SESSION_TYPE};
+use crate::error::ErrorBody;
+use crate::session::{Membership, Role, SessionGrant};
+use crate::views::{ArtifactPage, ArtifactView, Published, UploadReceipt};
+use crate::{Id, Manifest};
+use base64::Engine as _;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server refused, with a problem+json body.
+    #[error("{status}: {} ({})", body.detail, body.code)]
+    Api { status: u16, body: ErrorBody },
+    #[error("HTTP transport failed: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// Downloaded bytes do not match the digest they were requested by.
+    #[error("integrity failure: expected {expected}, received bytes hash to {actual}")]
+    Integrity { expected: String, actual: String },
+    #[error("unexpected answer: {0}")]
+    Protocol(String),
+}
+
+impl Error {
+    /// The problem code, when the server sent one.
+    pub fn code(&self) -> Option<crate::ErrorCode> {
+        match self {
+            Self::Api { body, .. } => Some(body.code),
+            _ => None,
+        }
+    }
+}
+
+/// A connection to one weft server with one bearer token (admin or session).
+#[derive(Clone, Debug)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+    token: Option<String>,
+}
+
+async fn decode<T: DeserializeOwned>(response: reqwest::Response) -> Result<(StatusCode, T), Error> {
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    if !status.is_success() {
+        return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(body) => Error::Api { status: status.as_u16(), body },
+            Err(_) => Error::Protocol(format!("{status}: {}", String::from_utf8_lossy(&bytes))),
+        });
+    }
+    let value = serde_json::from_slice(&bytes).map_err(|e| Error::Protocol(format!("{status}: {e}")))?;
+    Ok((status, value))
+}
+
+impl Client {
+    pub fn new(base: impl Into<String>, token: Option<String>) -> Self {
+        Self {
+            base: base.into().trim_end_matches('/').to_owned(),
+            http: reqwest::Client::new(),
+            token,
+        }
+    }
+
+    pub fn with_token(&self, token: impl Into<String>) -> Self {
+        Self { token: Some(token.into()), ..self.clone() }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let builder = self.http.request(method, format!("{}{}", self.base, path));
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    async fn send_json<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<(StatusCode, T), Error> {
+        let mut request = self.request(method, path);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        decode(request.send().await?).await
+    }
+
+    pub async fn create_group(&self, group_id: &Id) -> Result<bool, Error> {
+        let (status, _): (_, serde_json::Value) = self
+            .send_json::<(), _>(Method::PUT, &format!("/v1/admin/groups/{group_id}"), None)
+            .await?;
+        Ok(status == StatusCode::CREATED)
+    }
+
+    /// Registers an agent; returns its keyid.
+    pub async fn register_agent(&self, agent_id: &Id, key: &ed25519_dalek::VerifyingKey, card_version: &str) -> Result<String, Error> {
+        let body = serde_json::json!({
+            "agentId": agent_id,
+            "publicKey": BASE64.encode(key.as_bytes()),
+            "agentCardVersion": card_version,
+        });
+        let (_, answer): (_, serde_json::Value) = self.send_json(Method::POST, "/v1/admin/agents", Some(&body)).await?;
+        answer["keyid"].as_str().map(str::to_owned).ok_or_else(|| Error::Protocol("no keyid".into()))
+    }
+
+    pub async fn set_membership(&self, group_id: &Id, agent_id: &Id, roles: &[Role]) -> Result<Membership, Error> {
+        let body = serde_json::json!({ "roles": roles });
+        let path = format!("/v1/admin/groups/{group_id}/members/{agent_id}");
+        Ok(self.send_json(Method::PUT, &path, Some(&body)).await?.1)
+    }
+
+    /// Signs a session request with `key` and opens a session (DESIGN §8.1).
+    pub async fn open_session(&self, key: &SigningKey, agent_id: &Id, group_id: &Id) -> Result<SessionGrant, Error> {
+        let nonce = hex::encode(rand::random::<[u8; 16]>());
+        let payload = serde_json::json!({
+            "agentId": agent_id,
+            "groupId": group_id,
+            "issuedAt": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "nonce": nonce,
+        });
+        let payload = serde_json::to_vec(&payload).map_err(|e| Error::Protocol(e.to_string()))?;
+        let envelope = Envelope::sign(key, SESSION_TYPE, &payload);
+        Ok(self.send_json(Method::POST, "/v1/sessions", Some(&envelope)).await?.1)
+    }
+
+    /// Streams a file to `POST /v1/blobs`; `progress` hears the bytes sent so far.
+    pub async fn upload_file(
+        &self,
+        path: &Path,
+        mut progress: impl FnMut(u64) + Send + 'static,
+    ) -> Result<UploadReceipt, Error> {
+        let file = tokio::fs::File::open(path).await?;
+        let length = file.metadata().await?.len();
+        let mut sent = 0u64;
+        let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024).inspect_ok(move |chunk| {
+            sent += chunk.len() as u64;
+            progress(sent);
+        });
+        let response = self
+            .request(Method::POST, "/v1/blobs")
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .header(reqwest::header::CONTENT_LENGTH, length)
+            .body(reqwest::Body::wrap_stream(stream))
+            .send()
+            .await?;
+        Ok(decode(response).await?.1)
+    }
+
+    /// Signs `manifest` with `key` and publishes it.
+    pub async fn publish(&self, key: &SigningKey, manifest: &Manifest) -> Result<Published, Error> {
+        let payload = serde_json::to_vec(manifest).map_err(|e| Error::Protocol(e.to_string()))?;
+        let envelope = Envelope::sign(key, MANIFEST_TYPE, &payload);
+        self.publish_envelope(&envelope).await
+    }
+
+    pub async fn publish_envelope(&self, envelope: &Envelope) -> Result<Published, Error> {
+        Ok(self.send_json(Method::POST, "/v1/artifacts", Some(envelope)).await?.1)
+    }
+
+    pub async fn artifact(&self, digest: &Digest) -> Result<ArtifactView, Error> {
+        Ok(self.send_json::<(), _>(Method::GET, &format!("/v1/artifacts/{digest}"), None).await?.1)
+    }
+
+    /// `GET /v1/artifacts` with the given filters (`missionId`, `workItemId`, …).
+    pub async fn list(&self, filters: &[(&str, String)]) -> Result<ArtifactPage, Error> {
+        let response = self.request(Method::GET, "/v1/artifacts").query(filters).send().await?;
+        Ok(decode(response).await?.1)
+    }
+
+    /// Downloads an artifact into `out`, hashing every byte; fails with
+    /// [`Error::Integrity`] if the bytes are not the ones named by `digest`.
+    pub async fn download(
+        &self,
+        digest: &Digest,
+        out: &mut (impl tokio::io::AsyncWrite + Unpin),
+        mut progress: impl FnMut(u64, Option<u64>),
+    ) -> Result<Digests, Error> {
+        let response = self.request(Method::GET, &format!("/v1/artifacts/{digest}/content")).send().await?;
+        if !response.status().is_success() {
+            return Err(decode::<serde_json::Value>(response).await.err().unwrap_or_else(|| Error::Protocol("unexpected success".into())));
+        }
+        let total = response.content_length();
+        let mut hasher = Hasher::default();
+        let mut received = 0u64;
+        let mut body = response.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            hasher.update(&chunk);
+            out.write_all(&chunk).await?;
+            received += chunk.len() as u64;
+            progress(received, total);
+        }
+        out.flush().await?;
+        let digests = hasher.finish();
+        let (expected, actual) = match digest {
+            Digest::Blake3(id) => (id.to_string(), digests.blake3.to_string()),
+            Digest::Sha256(sha) => (sha.to_string(), digests.sha256.to_string()),
+        };
+        if expected != actual {
+            return Err(Error::Integrity { expected, actual });
+        }
+        Ok(digests)
+    }
+}

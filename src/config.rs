@@ -1,0 +1,84 @@
+//! Server configuration: flags with environment fallbacks, validated once, then turned into
+//! `weft_storage::Options`. The engine never sees this type.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use weft_storage::{Backend, Location, Options, SystemClock};
+
+/// `weft serve` flags.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Config {
+    /// Directory holding `index.sqlite`, `blobs/`, `staging/` and `admin.token`.
+    #[arg(long, env = "WEFT_DATA_DIR", default_value = "weft-data")]
+    pub data_dir: PathBuf,
+    /// Address to listen on; `127.0.0.1:0` picks a free port.
+    #[arg(long, env = "WEFT_LISTEN", default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+    /// Keep blobs and the index in memory (tests and demos; nothing survives a restart).
+    #[arg(long, env = "WEFT_IN_MEMORY")]
+    pub in_memory: bool,
+    /// Largest accepted upload in bytes, enforced on the stream.
+    #[arg(long, env = "WEFT_MAX_UPLOAD_BYTES", default_value_t = 64 * 1024 * 1024 * 1024)]
+    pub max_upload_bytes: u64,
+    /// Seconds a client may take to send a request's headers (slowloris guard).
+    #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+    /// Seconds an upload body may stall between two chunks before it is cut.
+    #[arg(long, env = "WEFT_BODY_IDLE_TIMEOUT", default_value_t = 30)]
+    pub body_idle_timeout_secs: u64,
+    /// Seconds a JSON request (not a blob transfer) may take in all.
+    #[arg(long, env = "WEFT_REQUEST_TIMEOUT", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+    /// Hours a session token stays valid.
+    #[arg(long, env = "WEFT_SESSION_HOURS", default_value_t = 12)]
+    pub session_hours: i64,
+}
+
+impl Config {
+    /// Defaults as `weft serve` would use them, rooted at `data_dir`.
+    pub fn with_data_dir(data_dir: PathBuf) -> Self {
+        Self {
+            data_dir,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            in_memory: false,
+            max_upload_bytes: 64 * 1024 * 1024 * 1024,
+            header_timeout_secs: 10,
+            body_idle_timeout_secs: 30,
+            request_timeout_secs: 30,
+            session_hours: 12,
+        }
+    }
+
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_timeout_secs.max(1))
+    }
+    pub fn body_idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.body_idle_timeout_secs.max(1))
+    }
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs.max(1))
+    }
+
+    /// The engine's options.
+    pub fn storage_options(&self) -> Options {
+        let (blobs, index) = if self.in_memory {
+            (Backend::Memory, Location::Memory)
+        } else {
+            (
+                Backend::Local(self.data_dir.clone()),
+                Location::File(self.data_dir.join("index.sqlite")),
+            )
+        };
+        Options {
+            blobs,
+            index,
+            clock: Arc::new(SystemClock),
+            max_upload_bytes: self.max_upload_bytes,
+            session_ttl: chrono::Duration::hours(self.session_hours.max(1)),
+            sweep_staging: true,
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Operator calls with the admin token: Groups, Agents, Memberships (DESIGN §8.1).
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::json;
+use weft_api::json::parse_strict;
+use weft_api::session::{AgentRegistration, MembershipRequest};
+use weft_api::{ErrorCode, Id};
+
+use super::body::read_json;
+use super::error::{HttpError, HttpResult};
+use super::{AppState, Caller, json};
+
+/// Parses a path segment as an id; axum has already percent-decoded it, so `%2e%2e` arrives
+/// as `..` and is refused here.
+pub(crate) fn path_id(what: &str, raw: Result<Path<String>, axum::extract::rejection::PathRejection>) -> Result<Id, HttpError> {
+    let Path(text) = raw.map_err(|_| HttpError::new(ErrorCode::InvalidId, format!("{what} is not valid UTF-8")))?;
+    Ok(Id::parse(what, &text)?)
+}
+
+/// Creates a Group (idempotent: 201 when new, 200 when it existed).
+#[utoipa::path(put, path = "/v1/admin/groups/{group_id}", params(("group_id" = String, Path)),
+    responses((status = 201, description = "created"), (status = 200, description = "already existed"), (status = 400, description = "invalid_id")))]
+pub(crate) async fn create_group(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let group_id = path_id("groupId", group_id)?;
+    let created = state.store.create_group(group_id.clone()).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok(json(status, &json!({"groupId": group_id})))
+}
+
+/// Registers an Agent's Ed25519 key and agent card version.
+#[utoipa::path(post, path = "/v1/admin/agents", request_body(content = String, description = "{agentId, publicKey (base64), agentCardVersion}", content_type = "application/json"),
+    responses((status = 201, description = "{agentId, keyid}"), (status = 200, description = "same key again"), (status = 409, description = "conflict: another key")))]
+pub(crate) async fn register_agent(State(state): State<AppState>, caller: Caller, headers: HeaderMap, body: Body) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let bytes = read_json(&headers, body).await?;
+    // Ids are checked as ids (invalid_id), everything else as JSON.
+    let raw: serde_json::Value = parse_strict(&bytes, ErrorCode::InvalidJson)?;
+    if let Some(agent_id) = raw.get("agentId").and_then(|v| v.as_str()) {
+        Id::parse("agentId", agent_id)?;
+    }
+    let registration: AgentRegistration = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let key = weft_api::dsse::parse_public_key(&registration.public_key)?;
+    let (keyid, created) = state
+        .store
+        .register_agent(registration.agent_id.clone(), key, registration.agent_card_version)
+        .await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok(json(status, &json!({"agentId": registration.agent_id, "keyid": keyid})))
+}
+
+/// Sets a Membership's roles and increments its epoch.
+#[utoipa::path(put, path = "/v1/admin/groups/{group_id}/members/{agent_id}", params(("group_id" = String, Path), ("agent_id" = String, Path)),
+    request_body(content = String, description = "{roles: [worker|coordinator|reviewer|auditor]}", content_type = "application/json"),
+    responses((status = 200, description = "{groupId, agentId, roles, epoch}")))]
+pub(crate) async fn set_membership(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let Path((group_id, agent_id)) = ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "ids must be valid UTF-8"))?;
+    let group_id = Id::parse("groupId", &group_id)?;
+    let agent_id = Id::parse("agentId", &agent_id)?;
+    let bytes = read_json(&headers, body).await?;
+    let request: MembershipRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let membership = state.store.set_membership(group_id, agent_id, request.roles).await?;
+    Ok(json(StatusCode::OK, &membership))
+}

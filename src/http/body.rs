@@ -1,0 +1,82 @@
+//! Reading request bodies: bounded JSON bodies, and upload streams with an idle timeout.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, header};
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use weft_api::ErrorCode;
+
+use super::error::HttpError;
+
+/// Largest JSON request body.
+pub(crate) const MAX_JSON_BYTES: usize = 1024 * 1024;
+
+/// Reads a JSON body of at most [`MAX_JSON_BYTES`], refusing other content types.
+pub(crate) async fn read_json(headers: &HeaderMap, body: Body) -> Result<Bytes, HttpError> {
+    if let Some(content_type) = headers.get(header::CONTENT_TYPE) {
+        let essence = content_type
+            .to_str()
+            .unwrap_or_default()
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        if essence != "application/json" && !essence.ends_with("+json") {
+            return Err(HttpError::new(
+                ErrorCode::UnsupportedMediaType,
+                "send the body as application/json",
+            ));
+        }
+    }
+    check_declared_length(headers, MAX_JSON_BYTES as u64)?;
+    let mut stream = body.into_data_stream();
+    let mut collected = bytes::BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| {
+            HttpError::new(ErrorCode::IncompleteBody, "the request body ended before it was complete")
+        })?;
+        if collected.len() + chunk.len() > MAX_JSON_BYTES {
+            return Err(HttpError::new(
+                ErrorCode::BodyTooLarge,
+                format!("JSON bodies are limited to {MAX_JSON_BYTES} bytes"),
+            ));
+        }
+        collected.extend_from_slice(&chunk);
+    }
+    Ok(collected.freeze())
+}
+
+/// Refuses a body whose declared `Content-Length` is already over `limit`, before reading it.
+pub(crate) fn check_declared_length(headers: &HeaderMap, limit: u64) -> Result<(), HttpError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    match declared {
+        Some(length) if length > limit => Err(HttpError::new(
+            ErrorCode::BodyTooLarge,
+            format!("bodies on this route are limited to {limit} bytes"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The body as a byte stream that fails with `TimedOut` if no chunk arrives for `idle`.
+pub(crate) fn upload_stream(body: Body, idle: Duration) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    let stream = body.into_data_stream();
+    futures::stream::unfold(Some(stream), move |state| async move {
+        let mut stream = state?;
+        match tokio::time::timeout(idle, stream.next()).await {
+            Err(_) => Some((
+                Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "upload stalled")),
+                None,
+            )),
+            Ok(None) => None,
+            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(stream))),
+            Ok(Some(Err(error))) => Some((Err(std::io::Error::other(error)), None)),
+        }
+    })
+}

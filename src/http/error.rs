@@ -1,0 +1,104 @@
+//! The only place that knows status codes: every failure becomes RFC 9457 problem+json with a
+//! stable `code` from `weft_api::ErrorCode`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use weft_api::{ErrorBody, ErrorCode, Rejection};
+
+/// A failed request, ready to be rendered.
+#[derive(Debug)]
+pub struct HttpError {
+    code: ErrorCode,
+    detail: String,
+    source: Option<weft_storage::Error>,
+}
+
+impl HttpError {
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: detail.into(),
+            source: None,
+        }
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+}
+
+/// The status each code is answered with.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    use ErrorCode as C;
+    match code {
+        C::BadRequest
+        | C::InvalidDigest
+        | C::InvalidId
+        | C::InvalidJson
+        | C::InvalidManifest
+        | C::DigestMismatch
+        | C::IncompleteBody
+        | C::WrongPayloadType
+        | C::BadSignature
+        | C::UnknownKey
+        | C::ClockSkew => StatusCode::BAD_REQUEST,
+        C::Unauthorized | C::StaleSession => StatusCode::UNAUTHORIZED,
+        C::Forbidden | C::NotAMember | C::ProducerMismatch => StatusCode::FORBIDDEN,
+        C::NotFound | C::UnknownAgent | C::UnknownGroup => StatusCode::NOT_FOUND,
+        C::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        C::Timeout => StatusCode::REQUEST_TIMEOUT,
+        C::Conflict | C::NonceReused | C::Cycle => StatusCode::CONFLICT,
+        C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        C::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,
+        C::UnknownSource | C::BlobNotFound => StatusCode::UNPROCESSABLE_ENTITY,
+        C::IntegrityFailure | C::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        C::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+impl From<Rejection> for HttpError {
+    fn from(rejection: Rejection) -> Self {
+        Self::new(rejection.code, rejection.message)
+    }
+}
+
+impl From<weft_storage::Error> for HttpError {
+    fn from(error: weft_storage::Error) -> Self {
+        use weft_storage::Error as E;
+        let detail = match &error {
+            E::Rejected(rejection) => rejection.message.clone(),
+            E::Corrupt(id) => format!("the stored bytes of {id} failed verification; it is quarantined"),
+            E::Body(_) => "the request body ended before it was complete".to_owned(),
+            E::ShuttingDown => "the server is shutting down".to_owned(),
+            // Operators see the source chain in the log; clients see a safe message.
+            E::Backend(_) => "internal storage error".to_owned(),
+        };
+        Self {
+            code: error.code(),
+            detail,
+            source: Some(error),
+        }
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let status = status_of(self.code);
+        if status.is_server_error() {
+            tracing::error!(code = %self.code, error = ?self.source, "request failed");
+        } else {
+            tracing::debug!(code = %self.code, detail = %self.detail, "request refused");
+        }
+        let body = ErrorBody::new(status.as_u16(), self.code, self.detail);
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = (status, json).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    }
+}
+
+pub type HttpResult<T> = Result<T, HttpError>;

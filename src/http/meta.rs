@@ -1,0 +1,75 @@
+//! Liveness, metrics, and the API description.
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use utoipa::OpenApi;
+use utoipa_swagger_ui::SwaggerUi;
+
+use super::{AppState, Caller, json};
+
+/// `GET /healthz`: the process answers. The only route without authentication.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive")))]
+pub(crate) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /metrics`: Prometheus text (bytes in/out, uploads, verification failures).
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format")))]
+pub(crate) async fn metrics(_caller: Caller) -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::telemetry::metrics().render(),
+    )
+        .into_response()
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "weft", description = "Content-addressed artifact store and per-Group event log of an MWP Group Authority."),
+    paths(
+        healthz,
+        metrics,
+        openapi,
+        super::sessions::open,
+        super::admin::create_group,
+        super::admin::register_agent,
+        super::admin::set_membership,
+        super::blobs::upload_named,
+        super::blobs::upload_unnamed,
+        super::blobs::head,
+        super::artifacts::publish,
+        super::artifacts::list,
+        super::artifacts::show,
+        super::artifacts::content,
+        super::events::replay,
+    ),
+    modifiers(&BearerAuth)
+)]
+pub(crate) struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// `GET /v1/openapi.json`: this description.
+#[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
+pub(crate) async fn openapi() -> Response {
+    json(StatusCode::OK, &ApiDoc::openapi())
+}
+
+/// `GET /docs`: swagger-ui, served from the binary (vendored; no external assets).
+pub(crate) fn docs() -> Router<AppState> {
+    SwaggerUi::new("/docs")
+        .url("/v1/openapi-docs.json", ApiDoc::openapi())
+        .into()
+}

@@ -1,0 +1,121 @@
+//! The accept loop: hyper with a header-read timeout (slowloris), HTTP/1.1 and HTTP/2, and a
+//! graceful shutdown that lets running requests finish.
+//!
+//! axum's own `serve` cannot set hyper's header timeout, and hyper silently disables that
+//! timeout when no timer is configured, so the connection builder is set up here.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::http::{AppState, app};
+
+/// Serves `router` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(header_timeout);
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let service = TowerToHyperService::new(router.clone());
+                let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let connection = graceful.watch(connection.into_owned());
+                tokio::spawn(async move {
+                    if let Err(error) = connection.await {
+                        tracing::debug!(%peer, %error, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await.is_err() {
+        tracing::warn!("connections still open after 30 s; stopping anyway");
+    }
+    Ok(())
+}
+
+/// Reads `DIR/admin.token`, creating it (mode 0600) with a random token on first start.
+pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join("admin.token");
+    match std::fs::read_to_string(&path) {
+        Ok(token) => return Ok(token.trim().to_owned()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+    }
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(&path).with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(token.as_bytes())?;
+    file.sync_all()?;
+    Ok(token)
+}
+
+/// `weft serve`: open the store, bind, print `listening on http://…`, serve until Ctrl-C.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let token = admin_token(&config.data_dir)?;
+    let store = weft_storage::Store::open(config.storage_options())
+        .await
+        .context("opening the store")?;
+    let state = AppState::new(store, &token, &config);
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let address = listener.local_addr()?;
+    // The first line on stdout; tests and scripts read it.
+    println!("listening on http://{address}");
+    std::io::stdout().flush()?;
+    tracing::info!(%address, data_dir = %config.data_dir.display(), in_memory = config.in_memory, "weft serving");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+    };
+    serve(listener, app(state), config.header_timeout(), shutdown).await?;
+    Ok(())
+}
