@@ -50,6 +50,8 @@ pub struct Limits {
 
 impl AppState {
     pub fn new(store: Store, admin_token: &str, config: &crate::config::Config) -> Self {
+        // Install the recorder before the first request counts anything.
+        crate::telemetry::metrics();
         Self {
             store,
             admin_token_hash: blake3::hash(admin_token.as_bytes()),

@@ -244,6 +244,23 @@ impl Blobs {
         }
     }
 
+    /// How many objects are under `blobs/` and under `staging/`. On the local backend the
+    /// staging count reads the directory itself, so object_store's hidden `#<n>` part files of
+    /// unfinished uploads are counted too.
+    pub(crate) async fn count_objects(&self) -> Result<(u64, u64), Error> {
+        let n_blobs = self.list().try_fold(0u64, |n, _| async move { Ok(n + 1) }).await?;
+        let n_staging = match &self.local_root {
+            Some(root) => std::fs::read_dir(root.join("staging")).map_err(Error::backend)?.count() as u64,
+            None => {
+                self.store
+                    .list(Some(&Path::from("staging")))
+                    .try_fold(0u64, |n, _| async move { Ok(n + 1) })
+                    .await?
+            }
+        };
+        Ok((n_blobs, n_staging))
+    }
+
     /// Every blob the backend holds, for fsck.
     pub(crate) fn list(&self) -> BoxStream<'static, Result<(Path, u64), Error>> {
         self.store

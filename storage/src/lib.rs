@@ -29,7 +29,7 @@ pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::Location;
 pub use error::{BackendError, Error};
-pub use records::{FsckReport, ListFilter, Reader, Session, UploadOutcome};
+pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome};
 
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{ArtifactPage, ArtifactView, Published};
@@ -204,6 +204,12 @@ impl Store {
         reader: &Reader,
     ) -> Result<Vec<Event>, Error> {
         self.inner.events(group_id, after, limit, reader).await
+    }
+
+    /// Row and object counts: for `/metrics`, and for tests asserting that a refused request
+    /// changed nothing.
+    pub async fn stats(&self) -> Result<Stats, Error> {
+        self.inner.stats().await
     }
 
     /// Re-hashes every blob and re-checks every row, signature and chain.

@@ -66,6 +66,25 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
+/// Counts of everything the store holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub groups: u64,
+    pub agents: u64,
+    pub memberships: u64,
+    pub sessions: u64,
+    pub blobs: u64,
+    pub blob_uploaders: u64,
+    pub manifests: u64,
+    pub derivations: u64,
+    pub events: u64,
+    pub quarantined: u64,
+    /// Objects under `blobs/` in the backend.
+    pub blob_objects: u64,
+    /// Objects under `staging/` in the backend (uploads in flight or leftovers).
+    pub staging_objects: u64,
+}
+
 /// What fsck found.
 #[derive(Clone, Debug, Default)]
 pub struct FsckReport {
@@ -846,6 +865,35 @@ impl Inner {
                 events::read(conn, group_id.as_str(), after, limit)
             })
             .await
+    }
+
+    pub(crate) async fn stats(&self) -> Result<crate::Stats, Error> {
+        let mut stats = self
+            .db
+            .read(|conn| {
+                let count = |table: &str| -> Result<u64, Error> {
+                    Ok(conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| row.get(0))?)
+                };
+                Ok(crate::Stats {
+                    groups: count("groups")?,
+                    agents: count("agents")?,
+                    memberships: count("memberships")?,
+                    sessions: count("sessions")?,
+                    blobs: count("blobs")?,
+                    blob_uploaders: count("blob_uploaders")?,
+                    manifests: count("manifests")?,
+                    derivations: count("derivations")?,
+                    events: count("events")?,
+                    quarantined: count("blobs WHERE quarantined_at IS NOT NULL")?,
+                    blob_objects: 0,
+                    staging_objects: 0,
+                })
+            })
+            .await?;
+        let (blob_objects, staging_objects) = self.blobs.count_objects().await?;
+        stats.blob_objects = blob_objects;
+        stats.staging_objects = staging_objects;
+        Ok(stats)
     }
 
     pub(crate) async fn fsck(&self) -> Result<crate::FsckReport, Error> {
