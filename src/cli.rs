@@ -19,7 +19,11 @@ use crate::config::Config;
 use crate::telemetry::LogArgs;
 
 #[derive(Debug, Parser)]
-#[command(name = "weft", version, about = "Content-addressed artifact store and event log of an MWP Group Authority")]
+#[command(
+    name = "weft",
+    version,
+    about = "Content-addressed artifact store and event log of an MWP Group Authority"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -31,7 +35,12 @@ pub struct Cli {
 #[derive(Clone, Debug, clap::Args)]
 struct ClientArgs {
     /// Base URL of the weft server.
-    #[arg(long, env = "WEFT_SERVER", default_value = "http://127.0.0.1:7070", global = true)]
+    #[arg(
+        long,
+        env = "WEFT_SERVER",
+        default_value = "http://127.0.0.1:7070",
+        global = true
+    )]
     server: String,
     /// Directory with `agent.key` and `session.json` (default `~/.weft`).
     #[arg(long, env = "WEFT_HOME", global = true)]
@@ -232,8 +241,10 @@ impl ClientArgs {
 
     fn key(&self) -> anyhow::Result<SigningKey> {
         let path = self.home()?.join("agent.key");
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {} (run `weft keygen`)", path.display()))?;
-        let file: KeyFile = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {} (run `weft keygen`)", path.display()))?;
+        let file: KeyFile =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         let secret: [u8; 32] = BASE64
             .decode(&file.secret_key)
             .ok()
@@ -244,8 +255,10 @@ impl ClientArgs {
 
     fn session(&self) -> anyhow::Result<(SessionFile, Client)> {
         let path = self.home()?.join("session.json");
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {} (run `weft login`)", path.display()))?;
-        let session: SessionFile = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {} (run `weft login`)", path.display()))?;
+        let session: SessionFile =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         let client = Client::new(self.server.clone(), Some(session.token.clone()));
         Ok((session, client))
     }
@@ -263,7 +276,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
     }
-    let mut file = options.open(path).with_context(|| format!("writing {}", path.display()))?;
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
     file.write_all(bytes)?;
     file.sync_all()?;
     Ok(())
@@ -292,12 +307,16 @@ fn parse_tool(text: &str) -> anyhow::Result<Tool> {
         "capability" => ToolKind::Capability,
         other => bail!("tool kind must be tool, model or capability, not {other:?}"),
     };
-    Ok(Tool { kind, id: id.to_owned(), version: version.to_owned() })
+    Ok(Tool {
+        kind,
+        id: id.to_owned(),
+        version: version.to_owned(),
+    })
 }
 
 fn parse_role(text: &str) -> anyhow::Result<Role> {
-    Ok(serde_json::from_value(serde_json::Value::String(text.to_owned()))
-        .map_err(|_| anyhow::anyhow!("role must be worker, coordinator, reviewer or auditor"))?)
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| anyhow::anyhow!("role must be worker, coordinator, reviewer or auditor"))
 }
 
 impl Cli {
@@ -305,23 +324,65 @@ impl Cli {
         match self.command {
             Command::Serve(config) => crate::serve::run(config).await,
             Command::Keygen { client, force } => keygen(&client, force),
-            Command::Admin { client, admin_token, admin_token_file, action } => {
+            Command::Admin {
+                client,
+                admin_token,
+                admin_token_file,
+                action,
+            } => {
                 let token = match admin_token {
                     Some(token) => token,
                     None => std::fs::read_to_string(&admin_token_file)
-                        .with_context(|| format!("reading {} (or pass --admin-token)", admin_token_file.display()))?
+                        .with_context(|| {
+                            format!(
+                                "reading {} (or pass --admin-token)",
+                                admin_token_file.display()
+                            )
+                        })?
                         .trim()
                         .to_owned(),
                 };
-                admin(&client, Client::new(client.server.clone(), Some(token)), action).await
+                admin(
+                    &client,
+                    Client::new(client.server.clone(), Some(token)),
+                    action,
+                )
+                .await
             }
-            Command::Login { client, agent_id, group, card_version } => login(&client, &agent_id, &group, card_version).await,
-            Command::Put { client, file, group, mission, work_item, lease, ownership_epoch, media_type, schema, sources, tools, classification, annotations, quiet } => {
+            Command::Login {
+                client,
+                agent_id,
+                group,
+                card_version,
+            } => login(&client, &agent_id, &group, card_version).await,
+            Command::Put {
+                client,
+                file,
+                group,
+                mission,
+                work_item,
+                lease,
+                ownership_epoch,
+                media_type,
+                schema,
+                sources,
+                tools,
+                classification,
+                annotations,
+                quiet,
+            } => {
                 let (session, api) = client.session()?;
                 let key = client.key()?;
-                let bar = progress_bar(std::fs::metadata(&file).with_context(|| format!("reading {}", file.display()))?.len(), quiet);
+                let bar = progress_bar(
+                    std::fs::metadata(&file)
+                        .with_context(|| format!("reading {}", file.display()))?
+                        .len(),
+                    quiet,
+                );
                 let progress = bar.clone();
-                let receipt = api.upload_file(&file, move |sent| progress.set_position(sent)).await?;
+                let receipt = api
+                    .upload_file(&file, move |sent| progress.set_position(sent))
+                    .await?;
                 bar.finish_and_clear();
                 let manifest = Manifest {
                     content: Content {
@@ -331,32 +392,68 @@ impl Cli {
                         media_type,
                         schema,
                     },
-                    producer: Producer { agent_id: Id::parse("agentId", &session.agent_id)?, agent_card_version: session.agent_card_version.clone() },
+                    producer: Producer {
+                        agent_id: Id::parse("agentId", &session.agent_id)?,
+                        agent_card_version: session.agent_card_version.clone(),
+                    },
                     mission_id: Id::parse("mission", &mission)?,
                     group_id: Id::parse("group", &group)?,
                     work_item_id: Id::parse("work-item", &work_item)?,
-                    execution: Execution { lease_id: Id::parse("lease", &lease)?, ownership_epoch },
-                    sources: sources.iter().map(|s| ArtifactId::parse(s)).collect::<Result<_, _>>()?,
-                    tools: tools.iter().map(|t| parse_tool(t)).collect::<Result<_, _>>()?,
+                    execution: Execution {
+                        lease_id: Id::parse("lease", &lease)?,
+                        ownership_epoch,
+                    },
+                    sources: sources
+                        .iter()
+                        .map(|s| ArtifactId::parse(s))
+                        .collect::<Result<_, _>>()?,
+                    tools: tools
+                        .iter()
+                        .map(|t| parse_tool(t))
+                        .collect::<Result<_, _>>()?,
                     created_at: chrono::Utc::now().fixed_offset(),
-                    classification: serde_json::from_value::<Classification>(serde_json::Value::String(classification))
-                        .map_err(|_| anyhow::anyhow!("classification must be public, internal, confidential or restricted"))?,
-                    retrieval_uri: format!("{}/v1/artifacts/{}/content", api.base(), receipt.blake3),
+                    classification: serde_json::from_value::<Classification>(
+                        serde_json::Value::String(classification),
+                    )
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "classification must be public, internal, confidential or restricted"
+                        )
+                    })?,
+                    retrieval_uri: format!(
+                        "{}/v1/artifacts/{}/content",
+                        api.base(),
+                        receipt.blake3
+                    ),
                     annotations: annotations
                         .iter()
-                        .map(|pair| pair.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())).context("--annotation wants key=value"))
+                        .map(|pair| {
+                            pair.split_once('=')
+                                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                                .context("--annotation wants key=value")
+                        })
                         .collect::<Result<_, _>>()?,
                 };
                 let published = api.publish(&key, &manifest).await?;
-                eprintln!("published manifest {} at sequence {}", published.manifest_id, published.sequence);
+                eprintln!(
+                    "published manifest {} at sequence {}",
+                    published.manifest_id, published.sequence
+                );
                 println!("{}", published.artifact);
                 Ok(())
             }
-            Command::Get { client, digest, output, quiet } => {
+            Command::Get {
+                client,
+                digest,
+                output,
+                quiet,
+            } => {
                 let (_, api) = client.session()?;
                 let digest = Digest::parse(&digest)?;
                 let partial = output.with_extension("weft-partial");
-                let mut file = tokio::fs::File::create(&partial).await.with_context(|| format!("creating {}", partial.display()))?;
+                let mut file = tokio::fs::File::create(&partial)
+                    .await
+                    .with_context(|| format!("creating {}", partial.display()))?;
                 let bar = progress_bar(0, quiet);
                 let outcome = api
                     .download(&digest, &mut file, |received, total| {
@@ -393,19 +490,53 @@ impl Cli {
                     let manifest = &record.manifest;
                     // Re-check the signature locally: the keyid must be the producer's key
                     // fingerprint as the envelope states it, and the payload must match.
-                    let signed = record.envelope.signer_keyid().map(|k| k.to_string()).unwrap_or_else(|e| format!("invalid ({e})"));
-                    let payload_ok = BASE64
-                        .decode(&record.envelope.payload)
-                        .ok()
-                        .is_some_and(|payload| ArtifactId::of(&payload) == record.manifest_id && Manifest::parse(&payload).ok().as_ref() == Some(manifest));
+                    let signed = record
+                        .envelope
+                        .signer_keyid()
+                        .map(|k| k.to_string())
+                        .unwrap_or_else(|e| format!("invalid ({e})"));
+                    let payload_ok =
+                        BASE64
+                            .decode(&record.envelope.payload)
+                            .ok()
+                            .is_some_and(|payload| {
+                                ArtifactId::of(&payload) == record.manifest_id
+                                    && Manifest::parse(&payload).ok().as_ref() == Some(manifest)
+                            });
                     println!();
-                    println!("manifest  {} (sequence {}, payload {})", record.manifest_id, record.sequence, if payload_ok { "matches its id" } else { "DOES NOT MATCH" });
+                    println!(
+                        "manifest  {} (sequence {}, payload {})",
+                        record.manifest_id,
+                        record.sequence,
+                        if payload_ok {
+                            "matches its id"
+                        } else {
+                            "DOES NOT MATCH"
+                        }
+                    );
                     println!("  signed by   {signed}");
-                    println!("  producer    {} (card {})", manifest.producer.agent_id, manifest.producer.agent_card_version);
-                    println!("  group       {}  mission {}  work item {}", manifest.group_id, manifest.mission_id, manifest.work_item_id);
-                    println!("  lease       {} (epoch {})", manifest.execution.lease_id, manifest.execution.ownership_epoch);
-                    println!("  media type  {}  schema {}", manifest.content.media_type, manifest.content.schema.as_deref().unwrap_or("-"));
-                    println!("  created     {}  classification {}", manifest.created_at, manifest.classification.as_str());
+                    println!(
+                        "  producer    {} (card {})",
+                        manifest.producer.agent_id, manifest.producer.agent_card_version
+                    );
+                    println!(
+                        "  group       {}  mission {}  work item {}",
+                        manifest.group_id, manifest.mission_id, manifest.work_item_id
+                    );
+                    println!(
+                        "  lease       {} (epoch {})",
+                        manifest.execution.lease_id, manifest.execution.ownership_epoch
+                    );
+                    println!(
+                        "  media type  {}  schema {}",
+                        manifest.content.media_type,
+                        manifest.content.schema.as_deref().unwrap_or("-")
+                    );
+                    println!(
+                        "  created     {}  classification {}",
+                        manifest.created_at,
+                        manifest.classification.as_str()
+                    );
                     for source in &manifest.sources {
                         println!("  source      {source}");
                     }
@@ -415,10 +546,22 @@ impl Cli {
                 }
                 Ok(())
             }
-            Command::Ls { client, mission, work_item, producer, media_type, json } => {
+            Command::Ls {
+                client,
+                mission,
+                work_item,
+                producer,
+                media_type,
+                json,
+            } => {
                 let (_, api) = client.session()?;
                 let mut filters: Vec<(&str, String)> = Vec::new();
-                for (name, value) in [("missionId", mission), ("workItemId", work_item), ("producer", producer), ("mediaType", media_type)] {
+                for (name, value) in [
+                    ("missionId", mission),
+                    ("workItemId", work_item),
+                    ("producer", producer),
+                    ("mediaType", media_type),
+                ] {
                     if let Some(value) = value {
                         filters.push((name, value));
                     }
@@ -434,7 +577,14 @@ impl Cli {
                         if json {
                             println!("{}", serde_json::to_string(item)?);
                         } else {
-                            println!("{}  {:>12}  {:<24}  {}  {}", item.artifact, item.size, item.media_type, item.work_item_id, item.producer);
+                            println!(
+                                "{}  {:>12}  {:<24}  {}  {}",
+                                item.artifact,
+                                item.size,
+                                item.media_type,
+                                item.work_item_id,
+                                item.producer
+                            );
                         }
                     }
                     match page.next {
@@ -477,31 +627,75 @@ fn keygen(client: &ClientArgs, force: bool) -> anyhow::Result<()> {
 
 async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> anyhow::Result<()> {
     match action {
-        AdminAction::Group { action: GroupAction::Create { group } } => {
+        AdminAction::Group {
+            action: GroupAction::Create { group },
+        } => {
             let created = api.create_group(&Id::parse("group", &group)?).await?;
-            println!("group {group} {}", if created { "created" } else { "already exists" });
+            println!(
+                "group {group} {}",
+                if created { "created" } else { "already exists" }
+            );
         }
-        AdminAction::Agent { action: AgentAction::Register { agent_id, public_key, card_version } } => {
+        AdminAction::Agent {
+            action:
+                AgentAction::Register {
+                    agent_id,
+                    public_key,
+                    card_version,
+                },
+        } => {
             let key = match public_key {
                 Some(text) => weft_api::dsse::parse_public_key(&text)?,
                 None => client_args.key()?.verifying_key(),
             };
-            let keyid = api.register_agent(&Id::parse("agent-id", &agent_id)?, &key, &card_version).await?;
+            let keyid = api
+                .register_agent(&Id::parse("agent-id", &agent_id)?, &key, &card_version)
+                .await?;
             println!("agent {agent_id} registered with {keyid}");
         }
-        AdminAction::Member { action: MemberAction::Set { group, agent_id, roles } } => {
-            let roles = roles.iter().map(|r| parse_role(r)).collect::<Result<Vec<_>, _>>()?;
-            let membership = api.set_membership(&Id::parse("group", &group)?, &Id::parse("agent-id", &agent_id)?, &roles).await?;
-            println!("{agent_id} in {group}: {:?} (membership epoch {})", membership.roles, membership.epoch);
+        AdminAction::Member {
+            action:
+                MemberAction::Set {
+                    group,
+                    agent_id,
+                    roles,
+                },
+        } => {
+            let roles = roles
+                .iter()
+                .map(|r| parse_role(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            let membership = api
+                .set_membership(
+                    &Id::parse("group", &group)?,
+                    &Id::parse("agent-id", &agent_id)?,
+                    &roles,
+                )
+                .await?;
+            println!(
+                "{agent_id} in {group}: {:?} (membership epoch {})",
+                membership.roles, membership.epoch
+            );
         }
     }
     Ok(())
 }
 
-async fn login(client: &ClientArgs, agent_id: &str, group: &str, card_version: String) -> anyhow::Result<()> {
+async fn login(
+    client: &ClientArgs,
+    agent_id: &str,
+    group: &str,
+    card_version: String,
+) -> anyhow::Result<()> {
     let key = client.key()?;
     let api = Client::new(client.server.clone(), None);
-    let grant = api.open_session(&key, &Id::parse("agent-id", agent_id)?, &Id::parse("group", group)?).await?;
+    let grant = api
+        .open_session(
+            &key,
+            &Id::parse("agent-id", agent_id)?,
+            &Id::parse("group", group)?,
+        )
+        .await?;
     let session = SessionFile {
         server: client.server.clone(),
         token: grant.token,
@@ -510,8 +704,14 @@ async fn login(client: &ClientArgs, agent_id: &str, group: &str, card_version: S
         agent_card_version: card_version,
         expires_at: grant.expires_at.to_rfc3339(),
     };
-    write_private(&client.home()?.join("session.json"), &serde_json::to_vec_pretty(&session)?)?;
-    println!("session open for {agent_id} in {group} (session epoch {}, expires {})", grant.session_epoch, session.expires_at);
+    write_private(
+        &client.home()?.join("session.json"),
+        &serde_json::to_vec_pretty(&session)?,
+    )?;
+    println!(
+        "session open for {agent_id} in {group} (session epoch {}, expires {})",
+        grant.session_epoch, session.expires_at
+    );
     Ok(())
 }
 

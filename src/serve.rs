@@ -66,7 +66,10 @@ pub async fn serve(
         }
     }
     drop(listener);
-    if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("connections still open after 30 s; stopping anyway");
     }
     Ok(())
@@ -89,7 +92,9 @@ pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
     }
-    let mut file = options.open(&path).with_context(|| format!("creating {}", path.display()))?;
+    let mut file = options
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
     file.write_all(token.as_bytes())?;
     file.sync_all()?;
     Ok(token)

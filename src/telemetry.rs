@@ -8,7 +8,12 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 #[derive(Clone, Debug, clap::Args)]
 pub struct LogArgs {
     /// Log filter, in `RUST_LOG` syntax.
-    #[arg(long = "log-level", env = "WEFT_LOG", default_value = "info", global = true)]
+    #[arg(
+        long = "log-level",
+        env = "WEFT_LOG",
+        default_value = "info",
+        global = true
+    )]
     pub level: String,
     /// Log as JSON lines instead of text.
     #[arg(long = "log-json", env = "WEFT_LOG_JSON", global = true)]

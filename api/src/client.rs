@@ -55,16 +55,22 @@ pub struct Client {
     token: Option<String>,
 }
 
-async fn decode<T: DeserializeOwned>(response: reqwest::Response) -> Result<(StatusCode, T), Error> {
+async fn decode<T: DeserializeOwned>(
+    response: reqwest::Response,
+) -> Result<(StatusCode, T), Error> {
     let status = response.status();
     let bytes = response.bytes().await?;
     if !status.is_success() {
         return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
-            Ok(body) => Error::Api { status: status.as_u16(), body },
+            Ok(body) => Error::Api {
+                status: status.as_u16(),
+                body,
+            },
             Err(_) => Error::Protocol(format!("{status}: {}", String::from_utf8_lossy(&bytes))),
         });
     }
-    let value = serde_json::from_slice(&bytes).map_err(|e| Error::Protocol(format!("{status}: {e}")))?;
+    let value =
+        serde_json::from_slice(&bytes).map_err(|e| Error::Protocol(format!("{status}: {e}")))?;
     Ok((status, value))
 }
 
@@ -78,7 +84,10 @@ impl Client {
     }
 
     pub fn with_token(&self, token: impl Into<String>) -> Self {
-        Self { token: Some(token.into()), ..self.clone() }
+        Self {
+            token: Some(token.into()),
+            ..self.clone()
+        }
     }
 
     pub fn base(&self) -> &str {
@@ -114,24 +123,44 @@ impl Client {
     }
 
     /// Registers an agent; returns its keyid.
-    pub async fn register_agent(&self, agent_id: &Id, key: &ed25519_dalek::VerifyingKey, card_version: &str) -> Result<String, Error> {
+    pub async fn register_agent(
+        &self,
+        agent_id: &Id,
+        key: &ed25519_dalek::VerifyingKey,
+        card_version: &str,
+    ) -> Result<String, Error> {
         let body = serde_json::json!({
             "agentId": agent_id,
             "publicKey": BASE64.encode(key.as_bytes()),
             "agentCardVersion": card_version,
         });
-        let (_, answer): (_, serde_json::Value) = self.send_json(Method::POST, "/v1/admin/agents", Some(&body)).await?;
-        answer["keyid"].as_str().map(str::to_owned).ok_or_else(|| Error::Protocol("no keyid".into()))
+        let (_, answer): (_, serde_json::Value) = self
+            .send_json(Method::POST, "/v1/admin/agents", Some(&body))
+            .await?;
+        answer["keyid"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Protocol("no keyid".into()))
     }
 
-    pub async fn set_membership(&self, group_id: &Id, agent_id: &Id, roles: &[Role]) -> Result<Membership, Error> {
+    pub async fn set_membership(
+        &self,
+        group_id: &Id,
+        agent_id: &Id,
+        roles: &[Role],
+    ) -> Result<Membership, Error> {
         let body = serde_json::json!({ "roles": roles });
         let path = format!("/v1/admin/groups/{group_id}/members/{agent_id}");
         Ok(self.send_json(Method::PUT, &path, Some(&body)).await?.1)
     }
 
     /// Signs a session request with `key` and opens a session (DESIGN §8.1).
-    pub async fn open_session(&self, key: &SigningKey, agent_id: &Id, group_id: &Id) -> Result<SessionGrant, Error> {
+    pub async fn open_session(
+        &self,
+        key: &SigningKey,
+        agent_id: &Id,
+        group_id: &Id,
+    ) -> Result<SessionGrant, Error> {
         let nonce = hex::encode(rand::random::<[u8; 16]>());
         let payload = serde_json::json!({
             "agentId": agent_id,
@@ -141,7 +170,10 @@ impl Client {
         });
         let payload = serde_json::to_vec(&payload).map_err(|e| Error::Protocol(e.to_string()))?;
         let envelope = Envelope::sign(key, SESSION_TYPE, &payload);
-        Ok(self.send_json(Method::POST, "/v1/sessions", Some(&envelope)).await?.1)
+        Ok(self
+            .send_json(Method::POST, "/v1/sessions", Some(&envelope))
+            .await?
+            .1)
     }
 
     /// Streams a file to `POST /v1/blobs`; `progress` hears the bytes sent so far.
@@ -153,10 +185,12 @@ impl Client {
         let file = tokio::fs::File::open(path).await?;
         let length = file.metadata().await?.len();
         let mut sent = 0u64;
-        let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024).inspect_ok(move |chunk| {
-            sent += chunk.len() as u64;
-            progress(sent);
-        });
+        let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024).inspect_ok(
+            move |chunk| {
+                sent += chunk.len() as u64;
+                progress(sent);
+            },
+        );
         let response = self
             .request(Method::POST, "/v1/blobs")
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
@@ -175,16 +209,26 @@ impl Client {
     }
 
     pub async fn publish_envelope(&self, envelope: &Envelope) -> Result<Published, Error> {
-        Ok(self.send_json(Method::POST, "/v1/artifacts", Some(envelope)).await?.1)
+        Ok(self
+            .send_json(Method::POST, "/v1/artifacts", Some(envelope))
+            .await?
+            .1)
     }
 
     pub async fn artifact(&self, digest: &Digest) -> Result<ArtifactView, Error> {
-        Ok(self.send_json::<(), _>(Method::GET, &format!("/v1/artifacts/{digest}"), None).await?.1)
+        Ok(self
+            .send_json::<(), _>(Method::GET, &format!("/v1/artifacts/{digest}"), None)
+            .await?
+            .1)
     }
 
     /// `GET /v1/artifacts` with the given filters (`missionId`, `workItemId`, …).
     pub async fn list(&self, filters: &[(&str, String)]) -> Result<ArtifactPage, Error> {
-        let response = self.request(Method::GET, "/v1/artifacts").query(filters).send().await?;
+        let response = self
+            .request(Method::GET, "/v1/artifacts")
+            .query(filters)
+            .send()
+            .await?;
         Ok(decode(response).await?.1)
     }
 
@@ -196,9 +240,15 @@ impl Client {
         out: &mut (impl tokio::io::AsyncWrite + Unpin),
         mut progress: impl FnMut(u64, Option<u64>),
     ) -> Result<Digests, Error> {
-        let response = self.request(Method::GET, &format!("/v1/artifacts/{digest}/content")).send().await?;
+        let response = self
+            .request(Method::GET, &format!("/v1/artifacts/{digest}/content"))
+            .send()
+            .await?;
         if !response.status().is_success() {
-            return Err(decode::<serde_json::Value>(response).await.err().unwrap_or_else(|| Error::Protocol("unexpected success".into())));
+            return Err(decode::<serde_json::Value>(response)
+                .await
+                .err()
+                .unwrap_or_else(|| Error::Protocol("unexpected success".into())));
         }
         let total = response.content_length();
         let mut hasher = Hasher::default();

@@ -219,7 +219,10 @@ mod tests {
         let digest = Digest::parse(&text).expect("valid");
         assert_eq!(digest.to_string(), text);
         assert_eq!(Hasher::digest(b"").blake3.to_string(), text);
-        let sha = format!("sha256:{}", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        let sha = format!(
+            "sha256:{}",
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
         assert_eq!(Hasher::digest(b"").sha256.to_string(), sha);
         check(&sha, true);
     }

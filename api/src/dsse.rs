@@ -210,9 +210,9 @@ impl Envelope {
             ));
         }
         let bad = |why: &str| Rejection::new(ErrorCode::BadSignature, why.to_owned());
-        let payload = BASE64
-            .decode(&self.payload)
-            .map_err(|_| Rejection::new(ErrorCode::BadRequest, "payload is not canonical base64"))?;
+        let payload = BASE64.decode(&self.payload).map_err(|_| {
+            Rejection::new(ErrorCode::BadRequest, "payload is not canonical base64")
+        })?;
         let sig_bytes = BASE64
             .decode(&self.signatures[0].sig)
             .map_err(|_| bad("sig is not canonical base64"))?;
@@ -276,11 +276,15 @@ mod tests {
     #[test]
     fn truncated_and_extended_signatures_fail() {
         let envelope = Envelope::sign(&key(), MANIFEST_TYPE, b"{}");
-        let raw = BASE64.decode(&envelope.signatures[0].sig).expect("own encoding");
+        let raw = BASE64
+            .decode(&envelope.signatures[0].sig)
+            .expect("own encoding");
         for mutated in [raw[..63].to_vec(), [raw.clone(), vec![0]].concat()] {
             let mut bad = envelope.clone();
             bad.signatures[0].sig = BASE64.encode(&mutated);
-            let err = bad.verify(MANIFEST_TYPE, &key().verifying_key()).expect_err("length");
+            let err = bad
+                .verify(MANIFEST_TYPE, &key().verifying_key())
+                .expect_err("length");
             assert_eq!(err.code, ErrorCode::BadSignature);
         }
     }

@@ -74,32 +74,47 @@ pub struct Event {
     pub hash: EventHash,
 }
 
-/// The canonical bytes of an Event without its own `hash`.
-pub fn canonical_bytes(
-    event_id: &str,
-    group_id: &str,
-    sequence: u64,
-    kind: &str,
-    causation_command_id: Option<&str>,
-    payload_json: &str,
-    appended_at: &str,
-    prev_hash: &EventHash,
-) -> Vec<u8> {
-    // serde_json::to_string of a &str cannot fail; it only escapes.
-    let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    let causation = causation_command_id.map_or_else(|| "null".to_owned(), text);
-    format!(
-        "{{\"eventId\":{},\"groupId\":{},\"sequence\":{},\"type\":{},\"causationCommandId\":{},\"payload\":{},\"appendedAt\":{},\"prevHash\":{}}}",
-        text(event_id),
-        text(group_id),
-        sequence,
-        text(kind),
-        causation,
-        payload_json,
-        text(appended_at),
-        text(&prev_hash.to_string()),
-    )
-    .into_bytes()
+/// The fields of an Event that its hash covers (everything but `hash`).
+#[derive(Clone, Copy, Debug)]
+pub struct Unhashed<'a> {
+    pub event_id: &'a str,
+    pub group_id: &'a str,
+    pub sequence: u64,
+    pub kind: &'a str,
+    pub causation_command_id: Option<&'a str>,
+    /// The payload JSON exactly as stored.
+    pub payload_json: &'a str,
+    pub appended_at: &'a str,
+    pub prev_hash: &'a EventHash,
+}
+
+impl Unhashed<'_> {
+    /// The canonical bytes: a JSON object with the fields in a fixed order, the payload
+    /// embedded verbatim.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        // serde_json::to_string of a &str cannot fail; it only escapes.
+        let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let causation = self
+            .causation_command_id
+            .map_or_else(|| "null".to_owned(), text);
+        format!(
+            "{{\"eventId\":{},\"groupId\":{},\"sequence\":{},\"type\":{},\"causationCommandId\":{},\"payload\":{},\"appendedAt\":{},\"prevHash\":{}}}",
+            text(self.event_id),
+            text(self.group_id),
+            self.sequence,
+            text(self.kind),
+            causation,
+            self.payload_json,
+            text(self.appended_at),
+            text(&self.prev_hash.to_string()),
+        )
+        .into_bytes()
+    }
+
+    /// `blake3(prevHash ‖ canonical bytes)`.
+    pub fn hash(&self) -> EventHash {
+        chain_hash(self.prev_hash, &self.canonical_bytes())
+    }
 }
 
 /// `blake3(prevHash ‖ canonical bytes)`.
@@ -113,17 +128,17 @@ pub fn chain_hash(prev_hash: &EventHash, canonical: &[u8]) -> EventHash {
 impl Event {
     /// Recomputes this Event's hash from its fields and its `prev_hash`.
     pub fn computed_hash(&self) -> EventHash {
-        let canonical = canonical_bytes(
-            &self.event_id,
-            &self.group_id,
-            self.sequence,
-            &self.kind,
-            self.causation_command_id.as_deref(),
-            self.payload.get(),
-            &self.appended_at,
-            &self.prev_hash,
-        );
-        chain_hash(&self.prev_hash, &canonical)
+        Unhashed {
+            event_id: &self.event_id,
+            group_id: &self.group_id,
+            sequence: self.sequence,
+            kind: &self.kind,
+            causation_command_id: self.causation_command_id.as_deref(),
+            payload_json: self.payload.get(),
+            appended_at: &self.appended_at,
+            prev_hash: &self.prev_hash,
+        }
+        .hash()
     }
 }
 
@@ -136,13 +151,23 @@ pub fn verify_chain<'a>(
 ) -> Result<(u64, EventHash), String> {
     for event in events {
         if event.sequence != sequence + 1 {
-            return Err(format!("expected sequence {}, found {}", sequence + 1, event.sequence));
+            return Err(format!(
+                "expected sequence {}, found {}",
+                sequence + 1,
+                event.sequence
+            ));
         }
         if event.prev_hash != head {
-            return Err(format!("sequence {}: prevHash does not match", event.sequence));
+            return Err(format!(
+                "sequence {}: prevHash does not match",
+                event.sequence
+            ));
         }
         if event.computed_hash() != event.hash {
-            return Err(format!("sequence {}: hash does not match its content", event.sequence));
+            return Err(format!(
+                "sequence {}: hash does not match its content",
+                event.sequence
+            ));
         }
         sequence = event.sequence;
         head = event.hash;

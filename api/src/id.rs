@@ -84,8 +84,21 @@ mod tests {
     #[test]
     fn refuses_path_tricks_and_unicode_twins() {
         for bad in [
-            "", "..", ".", "../etc", "%2e%2e", "a/b", "a\\b", "a\0b", "a b", " a",
-            "caf\u{e9}", "cafe\u{301}", "a\u{200b}b", "a\u{202e}b", "\u{ff41}",
+            "",
+            "..",
+            ".",
+            "../etc",
+            "%2e%2e",
+            "a/b",
+            "a\\b",
+            "a\0b",
+            "a b",
+            " a",
+            "caf\u{e9}",
+            "cafe\u{301}",
+            "a\u{200b}b",
+            "a\u{202e}b",
+            "\u{ff41}",
         ] {
             check(bad, false);
         }

@@ -105,7 +105,11 @@ mod tests {
         check(r#"{"name":"\ud800","tags":{}}"#, false);
         let bomb = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         check(&bomb, false);
-        let object_bomb = format!(r#"{{"name":"a","tags":{{}},"x":{}1{}}}"#, "[".repeat(5000), "]".repeat(5000));
+        let object_bomb = format!(
+            r#"{{"name":"a","tags":{{}},"x":{}1{}}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
         check(&object_bomb, false);
     }
 }

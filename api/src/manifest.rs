@@ -143,7 +143,9 @@ fn check_media_type(text: &str) -> Result<(), Rejection> {
     if well_formed {
         Ok(())
     } else {
-        Err(invalid("content.mediaType must be a media type such as application/json"))
+        Err(invalid(
+            "content.mediaType must be a media type such as application/json",
+        ))
     }
 }
 
@@ -151,7 +153,10 @@ fn check_uri(field: &str, text: &str) -> Result<(), Rejection> {
     let scheme_ok = ["https://", "http://", "urn:", "blake3:", "sha256:"]
         .iter()
         .any(|scheme| text.starts_with(scheme));
-    if !scheme_ok || text.len() > MAX_URI || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    if !scheme_ok
+        || text.len() > MAX_URI
+        || text.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
         return Err(invalid(format!(
             "{field} must be an absolute http(s), urn or digest URI of at most {MAX_URI} bytes"
         )));
@@ -164,7 +169,9 @@ impl Manifest {
     /// well-formed, every bound respected.
     pub fn parse(payload: &[u8]) -> Result<Self, Rejection> {
         if payload.len() > MAX_MANIFEST_BYTES {
-            return Err(invalid(format!("manifest is larger than {MAX_MANIFEST_BYTES} bytes")));
+            return Err(invalid(format!(
+                "manifest is larger than {MAX_MANIFEST_BYTES} bytes"
+            )));
         }
         let manifest: Self = parse_strict(payload, ErrorCode::InvalidManifest)?;
         manifest.validate()?;
@@ -176,7 +183,11 @@ impl Manifest {
         if let Some(schema) = &self.content.schema {
             check_uri("content.schema", schema)?;
         }
-        check_text("producer.agentCardVersion", &self.producer.agent_card_version, MAX_TEXT)?;
+        check_text(
+            "producer.agentCardVersion",
+            &self.producer.agent_card_version,
+            MAX_TEXT,
+        )?;
         if self.sources.len() > MAX_SOURCES {
             return Err(invalid(format!("at most {MAX_SOURCES} sources")));
         }
@@ -185,7 +196,10 @@ impl Manifest {
             return Err(invalid("sources lists the same artifact twice"));
         }
         if distinct.contains(&self.content.blake3) {
-            return Err(Rejection::new(ErrorCode::Cycle, "an artifact cannot be its own source"));
+            return Err(Rejection::new(
+                ErrorCode::Cycle,
+                "an artifact cannot be its own source",
+            ));
         }
         if self.tools.len() > MAX_TOOLS {
             return Err(invalid(format!("at most {MAX_TOOLS} tools")));
@@ -250,27 +264,75 @@ mod tests {
     fn every_art3_field_is_required() {
         // ART-3: content hash, media type and schema, producer + card version, ids, sources,
         // tools, creation time, classification, size, retrieval URI.
-        for field in ["content", "producer", "missionId", "groupId", "workItemId", "execution",
-                      "sources", "tools", "createdAt", "classification", "retrievalUri"] {
-            check(|v| { v.as_object_mut().map(|o| o.remove(field)); }, Some(ErrorCode::InvalidManifest));
+        for field in [
+            "content",
+            "producer",
+            "missionId",
+            "groupId",
+            "workItemId",
+            "execution",
+            "sources",
+            "tools",
+            "createdAt",
+            "classification",
+            "retrievalUri",
+        ] {
+            check(
+                |v| {
+                    v.as_object_mut().map(|o| o.remove(field));
+                },
+                Some(ErrorCode::InvalidManifest),
+            );
         }
         for field in ["blake3", "sha256", "size", "mediaType", "schema"] {
-            check(|v| { v["content"].as_object_mut().map(|o| o.remove(field)); }, Some(ErrorCode::InvalidManifest));
+            check(
+                |v| {
+                    v["content"].as_object_mut().map(|o| o.remove(field));
+                },
+                Some(ErrorCode::InvalidManifest),
+            );
         }
     }
 
     #[test]
     fn malformed_fields_are_refused() {
         check(|v| v["extra"] = json!(1), Some(ErrorCode::InvalidManifest));
-        check(|v| v["content"]["extra"] = json!(1), Some(ErrorCode::InvalidManifest));
-        check(|v| v["groupId"] = json!("../g"), Some(ErrorCode::InvalidManifest));
-        check(|v| v["classification"] = json!("secret"), Some(ErrorCode::InvalidManifest));
-        check(|v| v["createdAt"] = json!("yesterday"), Some(ErrorCode::InvalidManifest));
-        check(|v| v["content"]["mediaType"] = json!("nonsense"), Some(ErrorCode::InvalidManifest));
-        check(|v| v["content"]["size"] = json!(-1), Some(ErrorCode::InvalidManifest));
-        check(|v| v["tools"][0]["kind"] = json!("oracle"), Some(ErrorCode::InvalidManifest));
-        check(|v| v["retrievalUri"] = json!("file:///etc/passwd"), Some(ErrorCode::InvalidManifest));
-        check(|v| v["sources"] = json!(["blake3:00"]), Some(ErrorCode::InvalidManifest));
+        check(
+            |v| v["content"]["extra"] = json!(1),
+            Some(ErrorCode::InvalidManifest),
+        );
+        check(
+            |v| v["groupId"] = json!("../g"),
+            Some(ErrorCode::InvalidManifest),
+        );
+        check(
+            |v| v["classification"] = json!("secret"),
+            Some(ErrorCode::InvalidManifest),
+        );
+        check(
+            |v| v["createdAt"] = json!("yesterday"),
+            Some(ErrorCode::InvalidManifest),
+        );
+        check(
+            |v| v["content"]["mediaType"] = json!("nonsense"),
+            Some(ErrorCode::InvalidManifest),
+        );
+        check(
+            |v| v["content"]["size"] = json!(-1),
+            Some(ErrorCode::InvalidManifest),
+        );
+        check(
+            |v| v["tools"][0]["kind"] = json!("oracle"),
+            Some(ErrorCode::InvalidManifest),
+        );
+        check(
+            |v| v["retrievalUri"] = json!("file:///etc/passwd"),
+            Some(ErrorCode::InvalidManifest),
+        );
+        check(
+            |v| v["sources"] = json!(["blake3:00"]),
+            Some(ErrorCode::InvalidManifest),
+        );
         let own = v_blake3();
         check(|v| v["sources"] = json!([own]), Some(ErrorCode::Cycle));
     }

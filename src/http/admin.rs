@@ -15,8 +15,12 @@ use super::{AppState, Caller, json};
 
 /// Parses a path segment as an id; axum has already percent-decoded it, so `%2e%2e` arrives
 /// as `..` and is refused here.
-pub(crate) fn path_id(what: &str, raw: Result<Path<String>, axum::extract::rejection::PathRejection>) -> Result<Id, HttpError> {
-    let Path(text) = raw.map_err(|_| HttpError::new(ErrorCode::InvalidId, format!("{what} is not valid UTF-8")))?;
+pub(crate) fn path_id(
+    what: &str,
+    raw: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Id, HttpError> {
+    let Path(text) = raw
+        .map_err(|_| HttpError::new(ErrorCode::InvalidId, format!("{what} is not valid UTF-8")))?;
     Ok(Id::parse(what, &text)?)
 }
 
@@ -31,14 +35,23 @@ pub(crate) async fn create_group(
     caller.require_admin()?;
     let group_id = path_id("groupId", group_id)?;
     let created = state.store.create_group(group_id.clone()).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok(json(status, &json!({"groupId": group_id})))
 }
 
 /// Registers an Agent's Ed25519 key and agent card version.
 #[utoipa::path(post, path = "/v1/admin/agents", request_body(content = String, description = "{agentId, publicKey (base64), agentCardVersion}", content_type = "application/json"),
     responses((status = 201, description = "{agentId, keyid}"), (status = 200, description = "same key again"), (status = 409, description = "conflict: another key")))]
-pub(crate) async fn register_agent(State(state): State<AppState>, caller: Caller, headers: HeaderMap, body: Body) -> HttpResult<Response> {
+pub(crate) async fn register_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
     caller.require_admin()?;
     let bytes = read_json(&headers, body).await?;
     // Ids are checked as ids (invalid_id), everything else as JSON.
@@ -50,10 +63,21 @@ pub(crate) async fn register_agent(State(state): State<AppState>, caller: Caller
     let key = weft_api::dsse::parse_public_key(&registration.public_key)?;
     let (keyid, created) = state
         .store
-        .register_agent(registration.agent_id.clone(), key, registration.agent_card_version)
+        .register_agent(
+            registration.agent_id.clone(),
+            key,
+            registration.agent_card_version,
+        )
         .await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(json(status, &json!({"agentId": registration.agent_id, "keyid": keyid})))
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json(
+        status,
+        &json!({"agentId": registration.agent_id, "keyid": keyid}),
+    ))
 }
 
 /// Sets a Membership's roles and increments its epoch.
@@ -68,11 +92,15 @@ pub(crate) async fn set_membership(
     body: Body,
 ) -> HttpResult<Response> {
     caller.require_admin()?;
-    let Path((group_id, agent_id)) = ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "ids must be valid UTF-8"))?;
+    let Path((group_id, agent_id)) =
+        ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "ids must be valid UTF-8"))?;
     let group_id = Id::parse("groupId", &group_id)?;
     let agent_id = Id::parse("agentId", &agent_id)?;
     let bytes = read_json(&headers, body).await?;
     let request: MembershipRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
-    let membership = state.store.set_membership(group_id, agent_id, request.roles).await?;
+    let membership = state
+        .store
+        .set_membership(group_id, agent_id, request.roles)
+        .await?;
     Ok(json(StatusCode::OK, &membership))
 }

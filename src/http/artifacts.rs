@@ -23,25 +23,41 @@ use super::{AppState, Caller, json};
     responses((status = 201, description = "{artifact, manifestId, sequence}"), (status = 200, description = "this manifest was already published"),
               (status = 400, description = "bad_signature, invalid_manifest, wrong_payload_type, unknown_key"), (status = 403, description = "producer_mismatch, not_a_member"),
               (status = 409, description = "cycle"), (status = 422, description = "unknown_source, blob_not_found")))]
-pub(crate) async fn publish(State(state): State<AppState>, caller: Caller, headers: HeaderMap, body: Body) -> HttpResult<Response> {
+pub(crate) async fn publish(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
     let bytes = read_json(&headers, body).await?;
     let envelope: Envelope = parse_strict(&bytes, ErrorCode::InvalidJson)?;
     let (published, created) = state.store.publish(envelope, &caller.reader()).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok(json(status, &published))
 }
 
 /// An artifact's digests, size and every manifest visible to the caller.
 #[utoipa::path(get, path = "/v1/artifacts/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
     responses((status = 200, description = "{digests, size, quarantined, manifests}"), (status = 404, description = "not_found")))]
-pub(crate) async fn show(State(state): State<AppState>, caller: Caller, digest: RawPath) -> HttpResult<Response> {
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    digest: RawPath,
+) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
     let view = state.store.artifact(digest, &caller.reader()).await?;
     Ok(json(StatusCode::OK, &view))
 }
 
 fn query_id(query: &HashMap<String, String>, name: &str) -> Result<Option<Id>, HttpError> {
-    query.get(name).map(|text| Id::parse(name, text).map_err(HttpError::from)).transpose()
+    query
+        .get(name)
+        .map(|text| Id::parse(name, text).map_err(HttpError::from))
+        .transpose()
 }
 
 /// Paged listing of visible manifests, filtered.
@@ -54,7 +70,17 @@ pub(crate) async fn list(
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> HttpResult<Response> {
     let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["missionId", "workItemId", "producer", "mediaType", "after", "limit"])?;
+    only_params(
+        &query,
+        &[
+            "missionId",
+            "workItemId",
+            "producer",
+            "mediaType",
+            "after",
+            "limit",
+        ],
+    )?;
     let filter = ListFilter {
         mission_id: query_id(&query, "missionId")?,
         work_item_id: query_id(&query, "workItemId")?,
@@ -69,7 +95,10 @@ pub(crate) async fn list(
 
 /// The single range requested, `Ok(None)` for the whole body (no header, an unparseable one,
 /// or several ranges, which RFC 9110 lets a server answer with the full representation).
-fn requested_range(headers: &HeaderMap, size: u64) -> Result<Option<std::ops::Range<u64>>, HttpError> {
+fn requested_range(
+    headers: &HeaderMap,
+    size: u64,
+) -> Result<Option<std::ops::Range<u64>>, HttpError> {
     let Some(value) = headers.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
         return Ok(None);
     };
@@ -77,9 +106,14 @@ fn requested_range(headers: &HeaderMap, size: u64) -> Result<Option<std::ops::Ra
         return Ok(None);
     };
     match parsed.validate(size) {
-        Ok(ranges) if ranges.len() == 1 => Ok(ranges.first().map(|range| *range.start()..*range.end() + 1)),
+        Ok(ranges) if ranges.len() == 1 => {
+            Ok(ranges.first().map(|range| *range.start()..*range.end() + 1))
+        }
         Ok(_) => Ok(None),
-        Err(_) => Err(HttpError::new(ErrorCode::InvalidRange, format!("the artifact is {size} bytes long"))),
+        Err(_) => Err(HttpError::new(
+            ErrorCode::InvalidRange,
+            format!("the artifact is {size} bytes long"),
+        )),
     }
 }
 
@@ -87,7 +121,12 @@ fn requested_range(headers: &HeaderMap, size: u64) -> Result<Option<std::ops::Ra
 #[utoipa::path(get, path = "/v1/artifacts/{digest}/content", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
     responses((status = 200, description = "the bytes; ETag = digest; Repr-Digest: sha-256"), (status = 206, description = "one range"),
               (status = 304, description = "If-None-Match matched"), (status = 416, description = "invalid_range"), (status = 500, description = "integrity_failure")))]
-pub(crate) async fn content(State(state): State<AppState>, caller: Caller, digest: RawPath, headers: HeaderMap) -> HttpResult<Response> {
+pub(crate) async fn content(
+    State(state): State<AppState>,
+    caller: Caller,
+    digest: RawPath,
+    headers: HeaderMap,
+) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
     let content = state.store.open_content(digest, &caller.reader()).await?;
     let digests = content.digests;
@@ -95,21 +134,38 @@ pub(crate) async fn content(State(state): State<AppState>, caller: Caller, diges
     let not_modified = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|value| value.split(',').any(|tag| {
-            let tag = tag.trim();
-            tag == "*" || tag == etag || tag.strip_prefix("W/") == Some(etag.as_str())
-        }));
+        .is_some_and(|value| {
+            value.split(',').any(|tag| {
+                let tag = tag.trim();
+                tag == "*" || tag == etag || tag.strip_prefix("W/") == Some(etag.as_str())
+            })
+        });
     let mut response_headers = HeaderMap::new();
-    let header_value = |text: &str| HeaderValue::from_str(text).map_err(|_| HttpError::new(ErrorCode::Internal, "unencodable header"));
+    let header_value = |text: &str| {
+        HeaderValue::from_str(text)
+            .map_err(|_| HttpError::new(ErrorCode::Internal, "unencodable header"))
+    };
     response_headers.insert(header::ETAG, header_value(&etag)?);
     response_headers.insert(
         "repr-digest",
-        header_value(&format!("sha-256=:{}:", base64::engine::general_purpose::STANDARD.encode(digests.sha256.0)))?,
+        header_value(&format!(
+            "sha-256=:{}:",
+            base64::engine::general_purpose::STANDARD.encode(digests.sha256.0)
+        ))?,
     );
-    response_headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    response_headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+    response_headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response_headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
     response_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    response_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, immutable"));
+    response_headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, immutable"),
+    );
     if not_modified {
         return Ok((StatusCode::NOT_MODIFIED, response_headers).into_response());
     }
@@ -133,7 +189,12 @@ pub(crate) async fn content(State(state): State<AppState>, caller: Caller, diges
         Some(range) => {
             response_headers.insert(
                 header::CONTENT_RANGE,
-                header_value(&format!("bytes {}-{}/{}", range.start, range.end - 1, digests.size))?,
+                header_value(&format!(
+                    "bytes {}-{}/{}",
+                    range.start,
+                    range.end - 1,
+                    digests.size
+                ))?,
             );
             (StatusCode::PARTIAL_CONTENT, range.end - range.start)
         }

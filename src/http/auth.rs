@@ -28,7 +28,10 @@ impl Caller {
     pub fn require_admin(&self) -> Result<(), HttpError> {
         match self {
             Self::Admin => Ok(()),
-            Self::Agent(_) => Err(HttpError::new(ErrorCode::Forbidden, "this call needs the admin token")),
+            Self::Agent(_) => Err(HttpError::new(
+                ErrorCode::Forbidden,
+                "this call needs the admin token",
+            )),
         }
     }
 }

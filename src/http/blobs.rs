@@ -17,11 +17,18 @@ pub(crate) type RawPath = Result<Path<String>, axum::extract::rejection::PathRej
 
 /// Parses a `{digest}` path segment (`blake3:<hex>` or `sha256:<hex>`).
 pub(crate) fn path_digest(raw: RawPath) -> Result<Digest, HttpError> {
-    let Path(text) = raw.map_err(|_| HttpError::new(ErrorCode::InvalidDigest, "the digest is not valid UTF-8"))?;
+    let Path(text) =
+        raw.map_err(|_| HttpError::new(ErrorCode::InvalidDigest, "the digest is not valid UTF-8"))?;
     Ok(Digest::parse(&text)?)
 }
 
-async fn upload(state: AppState, caller: Caller, expected: Option<Digest>, headers: HeaderMap, body: Body) -> HttpResult<Response> {
+async fn upload(
+    state: AppState,
+    caller: Caller,
+    expected: Option<Digest>,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
     let limits = state.limits.clone();
     check_declared_length(&headers, limits.max_upload_bytes)?;
     let counted = upload_stream(body, limits.body_idle_timeout).inspect(|chunk| {
@@ -29,11 +36,15 @@ async fn upload(state: AppState, caller: Caller, expected: Option<Digest>, heade
             metrics::counter!("weft_upload_bytes_total").increment(chunk.len() as u64);
         }
     });
-    let outcome = state.store.upload(counted, expected, &caller.reader()).await;
+    let outcome = state
+        .store
+        .upload(counted, expected, &caller.reader())
+        .await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(error) => {
-            metrics::counter!("weft_uploads_total", "outcome" => error.code().as_str()).increment(1);
+            metrics::counter!("weft_uploads_total", "outcome" => error.code().as_str())
+                .increment(1);
             return Err(error.into());
         }
     };
@@ -41,8 +52,16 @@ async fn upload(state: AppState, caller: Caller, expected: Option<Digest>, heade
     let digests = outcome.digests;
     // "Already present" only to a caller who could already see these bytes; anyone else gets
     // the same answer as for new bytes, so uploads are no existence oracle across Groups.
-    let status = if outcome.already_visible { StatusCode::OK } else { StatusCode::CREATED };
-    let receipt = UploadReceipt { blake3: digests.blake3, sha256: digests.sha256, size: digests.size };
+    let status = if outcome.already_visible {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    let receipt = UploadReceipt {
+        blake3: digests.blake3,
+        sha256: digests.sha256,
+        size: digests.size,
+    };
     let mut response = json(status, &receipt);
     if let Ok(location) = HeaderValue::from_str(&format!("/v1/blobs/{}", digests.blake3)) {
         response.headers_mut().insert(header::LOCATION, location);
@@ -69,14 +88,23 @@ pub(crate) async fn upload_named(
 /// Streams bytes without a claimed digest; the answer carries the computed digests.
 #[utoipa::path(post, path = "/v1/blobs", request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, description = "{blake3, sha256, size}"), (status = 413, description = "body_too_large")))]
-pub(crate) async fn upload_unnamed(State(state): State<AppState>, caller: Caller, headers: HeaderMap, body: Body) -> HttpResult<Response> {
+pub(crate) async fn upload_unnamed(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
     upload(state, caller, None, headers, body).await
 }
 
 /// Whether a blob exists, scoped to what the caller may know.
 #[utoipa::path(head, path = "/v1/blobs/{digest}", params(("digest" = String, Path)),
     responses((status = 200, description = "exists and is visible to you"), (status = 404, description = "absent or not visible")))]
-pub(crate) async fn head(State(state): State<AppState>, caller: Caller, digest: RawPath) -> HttpResult<Response> {
+pub(crate) async fn head(
+    State(state): State<AppState>,
+    caller: Caller,
+    digest: RawPath,
+) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
     match state.store.blob(digest, &caller.reader()).await? {
         Some(digests) => {
@@ -88,6 +116,9 @@ pub(crate) async fn head(State(state): State<AppState>, caller: Caller, digest: 
             }
             Ok(response)
         }
-        None => Err(HttpError::new(ErrorCode::NotFound, "no such blob is visible to you")),
+        None => Err(HttpError::new(
+            ErrorCode::NotFound,
+            "no such blob is visible to you",
+        )),
     }
 }

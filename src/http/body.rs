@@ -36,7 +36,10 @@ pub(crate) async fn read_json(headers: &HeaderMap, body: Body) -> Result<Bytes, 
     let mut collected = bytes::BytesMut::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| {
-            HttpError::new(ErrorCode::IncompleteBody, "the request body ended before it was complete")
+            HttpError::new(
+                ErrorCode::IncompleteBody,
+                "the request body ended before it was complete",
+            )
         })?;
         if collected.len() + chunk.len() > MAX_JSON_BYTES {
             return Err(HttpError::new(
@@ -65,13 +68,19 @@ pub(crate) fn check_declared_length(headers: &HeaderMap, limit: u64) -> Result<(
 }
 
 /// The body as a byte stream that fails with `TimedOut` if no chunk arrives for `idle`.
-pub(crate) fn upload_stream(body: Body, idle: Duration) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
+pub(crate) fn upload_stream(
+    body: Body,
+    idle: Duration,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
     let stream = body.into_data_stream();
     futures::stream::unfold(Some(stream), move |state| async move {
         let mut stream = state?;
         match tokio::time::timeout(idle, stream.next()).await {
             Err(_) => Some((
-                Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "upload stalled")),
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "upload stalled",
+                )),
                 None,
             )),
             Ok(None) => None,

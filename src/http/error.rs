@@ -68,7 +68,9 @@ impl From<weft_storage::Error> for HttpError {
         use weft_storage::Error as E;
         let detail = match &error {
             E::Rejected(rejection) => rejection.message.clone(),
-            E::Corrupt(id) => format!("the stored bytes of {id} failed verification; it is quarantined"),
+            E::Corrupt(id) => {
+                format!("the stored bytes of {id} failed verification; it is quarantined")
+            }
             E::Body(_) => "the request body ended before it was complete".to_owned(),
             E::ShuttingDown => "the server is shutting down".to_owned(),
             // Operators see the source chain in the log; clients see a safe message.

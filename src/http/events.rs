@@ -13,21 +13,36 @@ use super::error::{HttpError, HttpResult};
 use super::{AppState, Caller, json};
 
 /// Parses an unsigned query parameter strictly (no sign, no spaces).
-pub(crate) fn query_u64(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, HttpError> {
+pub(crate) fn query_u64(
+    query: &HashMap<String, String>,
+    name: &str,
+) -> Result<Option<u64>, HttpError> {
     match query.get(name) {
         None => Ok(None),
-        Some(text) if !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit()) => text
-            .parse()
-            .map(Some)
-            .map_err(|_| HttpError::new(ErrorCode::BadRequest, format!("{name} is out of range"))),
-        Some(_) => Err(HttpError::new(ErrorCode::BadRequest, format!("{name} must be a non-negative integer"))),
+        Some(text)
+            if !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            text.parse().map(Some).map_err(|_| {
+                HttpError::new(ErrorCode::BadRequest, format!("{name} is out of range"))
+            })
+        }
+        Some(_) => Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("{name} must be a non-negative integer"),
+        )),
     }
 }
 
 /// Refuses query parameters a route does not know.
-pub(crate) fn only_params(query: &HashMap<String, String>, known: &[&str]) -> Result<(), HttpError> {
+pub(crate) fn only_params(
+    query: &HashMap<String, String>,
+    known: &[&str],
+) -> Result<(), HttpError> {
     match query.keys().find(|key| !known.contains(&key.as_str())) {
-        Some(unknown) => Err(HttpError::new(ErrorCode::BadRequest, format!("unknown query parameter {unknown:?}"))),
+        Some(unknown) => Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("unknown query parameter {unknown:?}"),
+        )),
         None => Ok(()),
     }
 }
@@ -46,6 +61,9 @@ pub(crate) async fn replay(
     only_params(&query, &["after", "limit"])?;
     let after = query_u64(&query, "after")?.unwrap_or(0);
     let limit = query_u64(&query, "limit")?.unwrap_or(1000).min(10_000) as u32;
-    let events = state.store.events(group_id, after, limit, &caller.reader()).await?;
+    let events = state
+        .store
+        .events(group_id, after, limit, &caller.reader())
+        .await?;
     Ok(json(StatusCode::OK, &EventPage { events }))
 }

@@ -18,7 +18,10 @@ pub(crate) async fn healthz() -> &'static str {
 #[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format")))]
 pub(crate) async fn metrics(_caller: Caller) -> Response {
     (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
         crate::telemetry::metrics().render(),
     )
         .into_response()

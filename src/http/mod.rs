@@ -65,7 +65,10 @@ impl AppState {
 }
 
 async fn method_not_allowed() -> HttpError {
-    HttpError::new(ErrorCode::MethodNotAllowed, "this method is not allowed on this route")
+    HttpError::new(
+        ErrorCode::MethodNotAllowed,
+        "this method is not allowed on this route",
+    )
 }
 
 async fn not_found() -> HttpError {
@@ -79,8 +82,14 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/sessions", post(sessions::open))
         .route("/v1/admin/groups/{group_id}", put(admin::create_group))
         .route("/v1/admin/agents", post(admin::register_agent))
-        .route("/v1/admin/groups/{group_id}/members/{agent_id}", put(admin::set_membership))
-        .route("/v1/artifacts", post(artifacts::publish).get(artifacts::list))
+        .route(
+            "/v1/admin/groups/{group_id}/members/{agent_id}",
+            put(admin::set_membership),
+        )
+        .route(
+            "/v1/artifacts",
+            post(artifacts::publish).get(artifacts::list),
+        )
         .route("/v1/artifacts/{digest}", get(artifacts::show))
         .route("/v1/groups/{group_id}/events", get(events::replay))
         .layer(TimeoutLayer::with_status_code(
@@ -90,7 +99,10 @@ pub fn app(state: AppState) -> Router {
     // Blob routes stream: no global timeout, no extractor body limit; they enforce their own.
     let blob_routes = Router::new()
         .route("/v1/blobs", post(blobs::upload_unnamed))
-        .route("/v1/blobs/{digest}", put(blobs::upload_named).head(blobs::head))
+        .route(
+            "/v1/blobs/{digest}",
+            put(blobs::upload_named).head(blobs::head),
+        )
         .route("/v1/artifacts/{digest}/content", get(artifacts::content))
         .layer(DefaultBodyLimit::disable());
     Router::new()
@@ -120,8 +132,17 @@ pub fn app(state: AppState) -> Router {
 /// A 2xx JSON answer.
 pub(crate) fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> axum::response::Response {
     match serde_json::to_vec(value) {
-        Ok(bytes) => (status, [(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response(),
-        Err(error) => HttpError::new(ErrorCode::Internal, format!("could not encode the answer: {error}")).into_response(),
+        Ok(bytes) => (
+            status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            bytes,
+        )
+            .into_response(),
+        Err(error) => HttpError::new(
+            ErrorCode::Internal,
+            format!("could not encode the answer: {error}"),
+        )
+        .into_response(),
     }
 }
 

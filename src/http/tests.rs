@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
+use base64::Engine as _;
 use bytes::Bytes;
 use ed25519_dalek::SigningKey;
 use futures::StreamExt as _;
@@ -16,7 +17,6 @@ use weft_api::dsse::{BASE64, MANIFEST_TYPE, SESSION_TYPE};
 use weft_api::manifest::{Classification, Content, Execution, Producer, Tool, ToolKind};
 use weft_api::{ArtifactId, Digests, Envelope, Id, Manifest};
 use weft_storage::{ManualClock, Options, Stats, Store};
-use base64::Engine as _;
 
 use super::{AppState, app};
 use crate::config::Config;
@@ -54,12 +54,15 @@ struct Answer {
 
 impl Answer {
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
     }
     /// The problem+json code, after checking the body really is problem+json.
     fn code(&self) -> String {
         assert_eq!(
-            self.headers.get("content-type").and_then(|v| v.to_str().ok()),
+            self.headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
             Some("application/problem+json"),
             "status {} body {:?}",
             self.status,
@@ -86,7 +89,12 @@ async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -> Harness {
     options.clock = Arc::new(clock.clone());
     let store = Store::open(options).await.expect("store opens");
     let state = AppState::new(store.clone(), ADMIN, &config);
-    Harness { app: app(state), store, clock, dir }
+    Harness {
+        app: app(state),
+        store,
+        clock,
+        dir,
+    }
 }
 
 fn digest_of(bytes: &[u8]) -> Digests {
@@ -95,19 +103,37 @@ fn digest_of(bytes: &[u8]) -> Digests {
 
 impl Harness {
     async fn send(&self, request: Request<Body>) -> Answer {
-        let response = self.app.clone().oneshot(request).await.expect("infallible service");
+        let response = self
+            .app
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible service");
         let status = response.status();
         let headers = response.headers().clone();
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap_or_default();
-        Answer { status, headers, body }
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap_or_default();
+        Answer {
+            status,
+            headers,
+            body,
+        }
     }
 
-    async fn call(&self, method: Method, uri: &str, token: Option<&str>, body: impl Into<Body>) -> Answer {
+    async fn call(
+        &self,
+        method: Method,
+        uri: &str,
+        token: Option<&str>,
+        body: impl Into<Body>,
+    ) -> Answer {
         let mut request = Request::builder().method(method).uri(uri);
         if let Some(token) = token {
             request = request.header("authorization", format!("Bearer {token}"));
         }
-        self.send(request.body(body.into()).expect("valid request")).await
+        self.send(request.body(body.into()).expect("valid request"))
+            .await
     }
 
     async fn admin_json(&self, method: Method, uri: &str, body: Value) -> Answer {
@@ -128,14 +154,25 @@ impl Harness {
     /// Registers `agent_id`, makes it a member of `group` with `roles`, opens a session.
     async fn agent(&self, agent_id: &str, group: &str, roles: &[&str]) -> Agent {
         let key = SigningKey::from_bytes(blake3::hash(agent_id.as_bytes()).as_bytes());
-        let answer = self.call(Method::PUT, &format!("/v1/admin/groups/{group}"), Some(ADMIN), Body::empty()).await;
+        let answer = self
+            .call(
+                Method::PUT,
+                &format!("/v1/admin/groups/{group}"),
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
         assert!(answer.status.is_success(), "{answer:?}");
         let answer = self
             .admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": agent_id, "publicKey": BASE64.encode(key.verifying_key().as_bytes()), "agentCardVersion": "1"}))
             .await;
         assert!(answer.status.is_success(), "{answer:?}");
         let answer = self
-            .admin_json(Method::PUT, &format!("/v1/admin/groups/{group}/members/{agent_id}"), json!({"roles": roles}))
+            .admin_json(
+                Method::PUT,
+                &format!("/v1/admin/groups/{group}/members/{agent_id}"),
+                json!({"roles": roles}),
+            )
             .await;
         assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
         let id = Id::parse("agentId", agent_id).expect("test id");
@@ -144,7 +181,9 @@ impl Harness {
     }
 
     async fn session(&self, key: &SigningKey, agent_id: &str, group: &str) -> String {
-        let answer = self.open_session(key, agent_id, group, self.clock_now(), &random_nonce()).await;
+        let answer = self
+            .open_session(key, agent_id, group, self.clock_now(), &random_nonce())
+            .await;
         assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
         answer.json()["token"].as_str().expect("token").to_owned()
     }
@@ -153,27 +192,58 @@ impl Harness {
         weft_storage::Clock::now(&self.clock).to_rfc3339()
     }
 
-    async fn open_session(&self, key: &SigningKey, agent_id: &str, group: &str, issued_at: String, nonce: &str) -> Answer {
-        let payload = json!({"agentId": agent_id, "groupId": group, "issuedAt": issued_at, "nonce": nonce});
+    async fn open_session(
+        &self,
+        key: &SigningKey,
+        agent_id: &str,
+        group: &str,
+        issued_at: String,
+        nonce: &str,
+    ) -> Answer {
+        let payload =
+            json!({"agentId": agent_id, "groupId": group, "issuedAt": issued_at, "nonce": nonce});
         let envelope = Envelope::sign(key, SESSION_TYPE, payload.to_string().as_bytes());
-        self.call(Method::POST, "/v1/sessions", None, serde_json::to_vec(&envelope).expect("json")).await
+        self.call(
+            Method::POST,
+            "/v1/sessions",
+            None,
+            serde_json::to_vec(&envelope).expect("json"),
+        )
+        .await
     }
 
     async fn upload(&self, agent: &Agent, bytes: &[u8]) -> Digests {
         let digests = digest_of(bytes);
         let answer = self
-            .call(Method::PUT, &format!("/v1/blobs/{}", digests.blake3), Some(&agent.token), bytes.to_vec())
+            .call(
+                Method::PUT,
+                &format!("/v1/blobs/{}", digests.blake3),
+                Some(&agent.token),
+                bytes.to_vec(),
+            )
             .await;
         assert!(answer.status.is_success(), "{answer:?}");
         digests
     }
 
     async fn publish(&self, agent: &Agent, envelope: &Envelope) -> Answer {
-        self.call(Method::POST, "/v1/artifacts", Some(&agent.token), serde_json::to_vec(envelope).expect("json")).await
+        self.call(
+            Method::POST,
+            "/v1/artifacts",
+            Some(&agent.token),
+            serde_json::to_vec(envelope).expect("json"),
+        )
+        .await
     }
 
     /// Uploads `bytes` and publishes a manifest for them in `group`; returns the artifact id.
-    async fn put(&self, agent: &Agent, group: &str, bytes: &[u8], sources: &[ArtifactId]) -> ArtifactId {
+    async fn put(
+        &self,
+        agent: &Agent,
+        group: &str,
+        bytes: &[u8],
+        sources: &[ArtifactId],
+    ) -> ArtifactId {
         let digests = self.upload(agent, bytes).await;
         let envelope = sign(&agent.key, &manifest(agent, group, digests, sources));
         let answer = self.publish(agent, &envelope).await;
@@ -183,7 +253,11 @@ impl Harness {
 
     fn blob_file(&self, id: &ArtifactId) -> std::path::PathBuf {
         let hex = id.hex();
-        self.dir.path().join("blobs/blake3").join(&hex[..2]).join(&hex)
+        self.dir
+            .path()
+            .join("blobs/blake3")
+            .join(&hex[..2])
+            .join(&hex)
     }
 
     /// Waits (bounded) until no staging object is left: cancelled uploads clean up on a
@@ -212,22 +286,39 @@ fn manifest(agent: &Agent, group: &str, digests: Digests, sources: &[ArtifactId]
             media_type: "application/json".into(),
             schema: None,
         },
-        producer: Producer { agent_id: agent.id.clone(), agent_card_version: "1".into() },
+        producer: Producer {
+            agent_id: agent.id.clone(),
+            agent_card_version: "1".into(),
+        },
         mission_id: Id::parse("m", "mission-1").expect("id"),
         group_id: Id::parse("g", group).expect("id"),
         work_item_id: Id::parse("w", "work-1").expect("id"),
-        execution: Execution { lease_id: Id::parse("l", "lease-1").expect("id"), ownership_epoch: 1 },
+        execution: Execution {
+            lease_id: Id::parse("l", "lease-1").expect("id"),
+            ownership_epoch: 1,
+        },
         sources: sources.to_vec(),
-        tools: vec![Tool { kind: ToolKind::Model, id: "m".into(), version: "1".into() }],
+        tools: vec![Tool {
+            kind: ToolKind::Model,
+            id: "m".into(),
+            version: "1".into(),
+        }],
         created_at: chrono::Utc::now().fixed_offset(),
         classification: Classification::Internal,
-        retrieval_uri: format!("https://weft.example/v1/artifacts/{}/content", digests.blake3),
+        retrieval_uri: format!(
+            "https://weft.example/v1/artifacts/{}/content",
+            digests.blake3
+        ),
         annotations: Default::default(),
     }
 }
 
 fn sign(key: &SigningKey, manifest: &Manifest) -> Envelope {
-    Envelope::sign(key, MANIFEST_TYPE, &serde_json::to_vec(manifest).expect("json"))
+    Envelope::sign(
+        key,
+        MANIFEST_TYPE,
+        &serde_json::to_vec(manifest).expect("json"),
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -242,14 +333,24 @@ async fn upload_then_read_round_trips_with_both_digests() {
         let id = h.put(&worker, "g1", &bytes, &[]).await;
         let digests = digest_of(&bytes);
         for form in [digests.blake3.to_string(), digests.sha256.to_string()] {
-            let answer = h.call(Method::GET, &format!("/v1/artifacts/{form}/content"), Some(&worker.token), Body::empty()).await;
+            let answer = h
+                .call(
+                    Method::GET,
+                    &format!("/v1/artifacts/{form}/content"),
+                    Some(&worker.token),
+                    Body::empty(),
+                )
+                .await;
             assert_eq!(answer.status, StatusCode::OK, "{kind:?}");
             assert_eq!(answer.body, bytes);
             assert_eq!(answer.headers["etag"], format!("\"{id}\"").as_str());
             assert_eq!(answer.headers["content-type"], "application/json");
             assert_eq!(answer.headers["x-content-type-options"], "nosniff");
             let sha = base64::engine::general_purpose::STANDARD.encode(digests.sha256.0);
-            assert_eq!(answer.headers["repr-digest"], format!("sha-256=:{sha}:").as_str());
+            assert_eq!(
+                answer.headers["repr-digest"],
+                format!("sha-256=:{sha}:").as_str()
+            );
         }
         if kind == Kind::Disk {
             assert!(h.blob_file(&id).exists(), "DESIGN §8.1 layout");
@@ -275,9 +376,27 @@ async fn malformed_digests_are_refused_and_change_nothing() {
             format!("blake3:{hex}%20"),
             format!("blake3:%20{}", &hex[..63]),
         ] {
-            let answer = h.call(Method::PUT, &format!("/v1/blobs/{bad}"), Some(&worker.token), b"x".to_vec()).await;
-            assert_eq!((answer.status, answer.code().as_str()), (StatusCode::BAD_REQUEST, "invalid_digest"), "{bad}");
-            let answer = h.call(Method::GET, &format!("/v1/artifacts/{bad}/content"), Some(&worker.token), Body::empty()).await;
+            let answer = h
+                .call(
+                    Method::PUT,
+                    &format!("/v1/blobs/{bad}"),
+                    Some(&worker.token),
+                    b"x".to_vec(),
+                )
+                .await;
+            assert_eq!(
+                (answer.status, answer.code().as_str()),
+                (StatusCode::BAD_REQUEST, "invalid_digest"),
+                "{bad}"
+            );
+            let answer = h
+                .call(
+                    Method::GET,
+                    &format!("/v1/artifacts/{bad}/content"),
+                    Some(&worker.token),
+                    Body::empty(),
+                )
+                .await;
             assert_eq!(answer.code(), "invalid_digest", "{bad}");
         }
         assert_eq!(h.stats().await, before, "{kind:?}");
@@ -292,8 +411,18 @@ async fn digest_mismatch_keeps_nothing() {
         let before = h.stats().await;
         let claimed = digest_of(b"other bytes");
         for claimed in [claimed.blake3.to_string(), claimed.sha256.to_string()] {
-            let answer = h.call(Method::PUT, &format!("/v1/blobs/{claimed}"), Some(&worker.token), b"these bytes".to_vec()).await;
-            assert_eq!((answer.status, answer.code().as_str()), (StatusCode::BAD_REQUEST, "digest_mismatch"));
+            let answer = h
+                .call(
+                    Method::PUT,
+                    &format!("/v1/blobs/{claimed}"),
+                    Some(&worker.token),
+                    b"these bytes".to_vec(),
+                )
+                .await;
+            assert_eq!(
+                (answer.status, answer.code().as_str()),
+                (StatusCode::BAD_REQUEST, "digest_mismatch")
+            );
         }
         h.assert_staging_empty().await;
         assert_eq!(h.stats().await, before, "{kind:?}");
@@ -309,9 +438,17 @@ async fn oversized_bodies_are_cut_on_the_stream() {
         // No Content-Length: the limit must hold on the stream itself.
         let chunks = (0..8).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![7u8; 1024 * 1024])));
         let answer = h
-            .call(Method::POST, "/v1/blobs", Some(&worker.token), Body::from_stream(futures::stream::iter(chunks)))
+            .call(
+                Method::POST,
+                "/v1/blobs",
+                Some(&worker.token),
+                Body::from_stream(futures::stream::iter(chunks)),
+            )
             .await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"));
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+        );
         // A declared length over the limit is refused before reading.
         let request = Request::builder()
             .method(Method::POST)
@@ -323,7 +460,9 @@ async fn oversized_bodies_are_cut_on_the_stream() {
         assert_eq!(h.send(request).await.code(), "body_too_large");
         // JSON routes have their own, smaller limit.
         let big = vec![b' '; 2 * 1024 * 1024];
-        let answer = h.call(Method::POST, "/v1/artifacts", Some(&worker.token), big).await;
+        let answer = h
+            .call(Method::POST, "/v1/artifacts", Some(&worker.token), big)
+            .await;
         assert_eq!(answer.code(), "body_too_large");
         h.assert_staging_empty().await;
         assert_eq!(h.stats().await, before, "{kind:?}");
@@ -338,12 +477,23 @@ async fn a_body_that_fails_midway_keeps_nothing() {
         let before = h.stats().await;
         let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
             Ok(Bytes::from(vec![1u8; 2 * 1024 * 1024])),
-            Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "client went away")),
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "client went away",
+            )),
         ];
         let answer = h
-            .call(Method::POST, "/v1/blobs", Some(&worker.token), Body::from_stream(futures::stream::iter(chunks)))
+            .call(
+                Method::POST,
+                "/v1/blobs",
+                Some(&worker.token),
+                Body::from_stream(futures::stream::iter(chunks)),
+            )
             .await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::BAD_REQUEST, "incomplete_body"));
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::BAD_REQUEST, "incomplete_body")
+        );
         h.assert_staging_empty().await;
         assert_eq!(h.stats().await, before, "{kind:?}");
     }
@@ -357,8 +507,18 @@ async fn a_stalled_body_times_out() {
         let before = h.stats().await;
         let first = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"start"))]);
         let stalled = first.chain(futures::stream::pending());
-        let answer = h.call(Method::POST, "/v1/blobs", Some(&worker.token), Body::from_stream(stalled)).await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::REQUEST_TIMEOUT, "timeout"));
+        let answer = h
+            .call(
+                Method::POST,
+                "/v1/blobs",
+                Some(&worker.token),
+                Body::from_stream(stalled),
+            )
+            .await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::REQUEST_TIMEOUT, "timeout")
+        );
         h.assert_staging_empty().await;
         assert_eq!(h.stats().await, before, "{kind:?}");
     }
@@ -370,11 +530,25 @@ async fn the_empty_blob_round_trips() {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let id = h.put(&worker, "g1", b"", &[]).await;
-        let answer = h.call(Method::GET, &format!("/v1/artifacts/{id}/content"), Some(&worker.token), Body::empty()).await;
+        let answer = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{id}/content"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
         assert_eq!(answer.status, StatusCode::OK);
         assert!(answer.body.is_empty());
         assert_eq!(answer.headers["content-length"], "0");
-        let answer = h.call(Method::GET, &format!("/v1/artifacts/{id}"), Some(&worker.token), Body::empty()).await;
+        let answer = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{id}"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
         assert_eq!(answer.json()["size"], json!(0), "{kind:?}");
     }
 }
@@ -387,12 +561,27 @@ async fn same_bytes_twice_and_concurrently_store_one_object() {
         let bytes = vec![42u8; 3 * 1024 * 1024 + 5];
         let digests = digest_of(&bytes);
         let uri = format!("/v1/blobs/{}", digests.blake3);
-        let first = h.call(Method::PUT, &uri, Some(&worker.token), bytes.clone()).await;
+        let first = h
+            .call(Method::PUT, &uri, Some(&worker.token), bytes.clone())
+            .await;
         assert_eq!(first.status, StatusCode::CREATED);
-        let second = h.call(Method::PUT, &uri, Some(&worker.token), bytes.clone()).await;
-        assert_eq!(second.status, StatusCode::OK, "already visible to its uploader");
+        let second = h
+            .call(Method::PUT, &uri, Some(&worker.token), bytes.clone())
+            .await;
+        assert_eq!(
+            second.status,
+            StatusCode::OK,
+            "already visible to its uploader"
+        );
         let other = b"concurrent".repeat(100_000);
-        let uploads = (0..8).map(|_| h.call(Method::POST, "/v1/blobs", Some(&worker.token), other.clone()));
+        let uploads = (0..8).map(|_| {
+            h.call(
+                Method::POST,
+                "/v1/blobs",
+                Some(&worker.token),
+                other.clone(),
+            )
+        });
         for answer in futures::future::join_all(uploads).await {
             assert!(answer.status.is_success(), "{answer:?}");
         }
@@ -408,9 +597,20 @@ async fn unsupported_methods_answer_405() {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let uri = format!("/v1/blobs/{}", digest_of(b"x").blake3);
-        for (method, uri) in [(Method::TRACE, uri.as_str()), (Method::PATCH, uri.as_str()), (Method::TRACE, "/v1/blobs"), (Method::DELETE, "/v1/artifacts")] {
-            let answer = h.call(method.clone(), uri, Some(&worker.token), Body::empty()).await;
-            assert_eq!((answer.status, answer.code().as_str()), (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"), "{method} {uri}");
+        for (method, uri) in [
+            (Method::TRACE, uri.as_str()),
+            (Method::PATCH, uri.as_str()),
+            (Method::TRACE, "/v1/blobs"),
+            (Method::DELETE, "/v1/artifacts"),
+        ] {
+            let answer = h
+                .call(method.clone(), uri, Some(&worker.token), Body::empty())
+                .await;
+            assert_eq!(
+                (answer.status, answer.code().as_str()),
+                (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+                "{method} {uri}"
+            );
         }
     }
 }
@@ -425,13 +625,43 @@ async fn ids_with_path_and_unicode_tricks_are_refused() {
         let before = h.stats().await;
         let long = "a".repeat(10 * 1024);
         for bad in [
-            "%2e%2e", "..", "..%2Fetc", "a%2Fb", "a%00b", "a%5Cb", "caf%C3%A9", "cafe%CC%81",
-            "a%E2%80%8Bb", "a%E2%80%AEb", "%EF%BD%81", "a%20b", long.as_str(),
+            "%2e%2e",
+            "..",
+            "..%2Fetc",
+            "a%2Fb",
+            "a%00b",
+            "a%5Cb",
+            "caf%C3%A9",
+            "cafe%CC%81",
+            "a%E2%80%8Bb",
+            "a%E2%80%AEb",
+            "%EF%BD%81",
+            "a%20b",
+            long.as_str(),
         ] {
-            let answer = h.call(Method::PUT, &format!("/v1/admin/groups/{bad}"), Some(ADMIN), Body::empty()).await;
-            assert_eq!((answer.status, answer.code().as_str()), (StatusCode::BAD_REQUEST, "invalid_id"), "{bad}");
+            let answer = h
+                .call(
+                    Method::PUT,
+                    &format!("/v1/admin/groups/{bad}"),
+                    Some(ADMIN),
+                    Body::empty(),
+                )
+                .await;
+            assert_eq!(
+                (answer.status, answer.code().as_str()),
+                (StatusCode::BAD_REQUEST, "invalid_id"),
+                "{bad}"
+            );
         }
-        for bad in ["../x", "a\u{0}b", "a\\b", "cafe\u{301}", "a\u{200b}b", "a\u{202e}b", long.as_str()] {
+        for bad in [
+            "../x",
+            "a\u{0}b",
+            "a\\b",
+            "cafe\u{301}",
+            "a\u{200b}b",
+            "a\u{202e}b",
+            long.as_str(),
+        ] {
             let answer = h
                 .admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": bad, "publicKey": BASE64.encode([9u8; 32]), "agentCardVersion": "1"}))
                 .await;
@@ -447,27 +677,67 @@ async fn admin_calls_need_the_admin_token() {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let before = h.stats().await;
-        let answer = h.call(Method::PUT, "/v1/admin/groups/g2", Some(&worker.token), Body::empty()).await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::FORBIDDEN, "forbidden"));
-        let answer = h.call(Method::PUT, "/v1/admin/groups/g2", None, Body::empty()).await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::UNAUTHORIZED, "unauthorized"));
-        let answer = h.call(Method::PUT, "/v1/admin/groups/g2", Some("not-a-token"), Body::empty()).await;
+        let answer = h
+            .call(
+                Method::PUT,
+                "/v1/admin/groups/g2",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::FORBIDDEN, "forbidden")
+        );
+        let answer = h
+            .call(Method::PUT, "/v1/admin/groups/g2", None, Body::empty())
+            .await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::UNAUTHORIZED, "unauthorized")
+        );
+        let answer = h
+            .call(
+                Method::PUT,
+                "/v1/admin/groups/g2",
+                Some("not-a-token"),
+                Body::empty(),
+            )
+            .await;
         assert_eq!(answer.code(), "unauthorized");
         // Same agent, another key: conflict.
         let other = SigningKey::from_bytes(&[3u8; 32]);
         let answer = h
             .admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": "w1", "publicKey": BASE64.encode(other.verifying_key().as_bytes()), "agentCardVersion": "1"}))
             .await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::CONFLICT, "conflict"));
-        let answer = h.admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": "w9", "publicKey": "AAAA", "agentCardVersion": "1"})).await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::CONFLICT, "conflict")
+        );
+        let answer = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/agents",
+                json!({"agentId": "w9", "publicKey": "AAAA", "agentCardVersion": "1"}),
+            )
+            .await;
         assert_eq!(answer.code(), "bad_request");
         let answer = h.admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": "w9", "publicKey": BASE64.encode([1u8; 32]), "agentCardVersion": "1", "extra": 1})).await;
         assert_eq!(answer.code(), "bad_request");
         assert_eq!(h.stats().await, before, "{kind:?}");
         // Every route but /healthz needs authentication.
-        assert_eq!(h.call(Method::GET, "/healthz", None, Body::empty()).await.status, StatusCode::OK);
+        assert_eq!(
+            h.call(Method::GET, "/healthz", None, Body::empty())
+                .await
+                .status,
+            StatusCode::OK
+        );
         for uri in ["/metrics", "/v1/artifacts", "/v1/groups/g1/events"] {
-            assert_eq!(h.call(Method::GET, uri, None, Body::empty()).await.code(), "unauthorized", "{uri}");
+            assert_eq!(
+                h.call(Method::GET, uri, None, Body::empty()).await.code(),
+                "unauthorized",
+                "{uri}"
+            );
         }
     }
 }
@@ -482,21 +752,64 @@ async fn session_requests_are_checked() {
         let worker = h.agent("w1", "g1", &["worker"]).await;
         h.agent("w2", "g2", &["worker"]).await;
         let before = h.stats().await;
-        let skewed = (weft_storage::Clock::now(&h.clock) - chrono::Duration::minutes(6)).to_rfc3339();
-        assert_eq!(h.open_session(&worker.key, "w1", "g1", skewed, &random_nonce()).await.code(), "clock_skew");
-        assert_eq!(h.open_session(&worker.key, "w1", "g2", h.clock_now(), &random_nonce()).await.code(), "not_a_member");
-        assert_eq!(h.open_session(&worker.key, "w2", "g2", h.clock_now(), &random_nonce()).await.code(), "producer_mismatch");
+        let skewed =
+            (weft_storage::Clock::now(&h.clock) - chrono::Duration::minutes(6)).to_rfc3339();
+        assert_eq!(
+            h.open_session(&worker.key, "w1", "g1", skewed, &random_nonce())
+                .await
+                .code(),
+            "clock_skew"
+        );
+        assert_eq!(
+            h.open_session(&worker.key, "w1", "g2", h.clock_now(), &random_nonce())
+                .await
+                .code(),
+            "not_a_member"
+        );
+        assert_eq!(
+            h.open_session(&worker.key, "w2", "g2", h.clock_now(), &random_nonce())
+                .await
+                .code(),
+            "producer_mismatch"
+        );
         let stranger = SigningKey::from_bytes(&[5u8; 32]);
-        assert_eq!(h.open_session(&stranger, "w1", "g1", h.clock_now(), &random_nonce()).await.code(), "unknown_key");
-        assert_eq!(h.open_session(&worker.key, "w1", "g1", h.clock_now(), "short").await.code(), "bad_request");
+        assert_eq!(
+            h.open_session(&stranger, "w1", "g1", h.clock_now(), &random_nonce())
+                .await
+                .code(),
+            "unknown_key"
+        );
+        assert_eq!(
+            h.open_session(&worker.key, "w1", "g1", h.clock_now(), "short")
+                .await
+                .code(),
+            "bad_request"
+        );
         // A manifest envelope replayed at the session endpoint.
         let manifest_envelope = Envelope::sign(&worker.key, MANIFEST_TYPE, b"{}");
-        let answer = h.call(Method::POST, "/v1/sessions", None, serde_json::to_vec(&manifest_envelope).expect("json")).await;
+        let answer = h
+            .call(
+                Method::POST,
+                "/v1/sessions",
+                None,
+                serde_json::to_vec(&manifest_envelope).expect("json"),
+            )
+            .await;
         assert_eq!(answer.code(), "wrong_payload_type");
         assert_eq!(h.stats().await, before, "{kind:?}");
         let nonce = random_nonce();
-        assert_eq!(h.open_session(&worker.key, "w1", "g1", h.clock_now(), &nonce).await.status, StatusCode::CREATED);
-        assert_eq!(h.open_session(&worker.key, "w1", "g1", h.clock_now(), &nonce).await.code(), "nonce_reused");
+        assert_eq!(
+            h.open_session(&worker.key, "w1", "g1", h.clock_now(), &nonce)
+                .await
+                .status,
+            StatusCode::CREATED
+        );
+        assert_eq!(
+            h.open_session(&worker.key, "w1", "g1", h.clock_now(), &nonce)
+                .await
+                .code(),
+            "nonce_reused"
+        );
     }
 }
 
@@ -506,14 +819,45 @@ async fn sessions_go_stale_when_replaced_membership_changes_or_time_passes() {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let newer = h.session(&worker.key, "w1", "g1").await;
-        let answer = h.call(Method::GET, "/v1/artifacts", Some(&worker.token), Body::empty()).await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::UNAUTHORIZED, "stale_session"));
-        assert_eq!(h.call(Method::GET, "/v1/artifacts", Some(&newer), Body::empty()).await.status, StatusCode::OK);
-        h.admin_json(Method::PUT, "/v1/admin/groups/g1/members/w1", json!({"roles": ["worker", "reviewer"]})).await;
-        assert_eq!(h.call(Method::GET, "/v1/artifacts", Some(&newer), Body::empty()).await.code(), "stale_session");
+        let answer = h
+            .call(
+                Method::GET,
+                "/v1/artifacts",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::UNAUTHORIZED, "stale_session")
+        );
+        assert_eq!(
+            h.call(Method::GET, "/v1/artifacts", Some(&newer), Body::empty())
+                .await
+                .status,
+            StatusCode::OK
+        );
+        h.admin_json(
+            Method::PUT,
+            "/v1/admin/groups/g1/members/w1",
+            json!({"roles": ["worker", "reviewer"]}),
+        )
+        .await;
+        assert_eq!(
+            h.call(Method::GET, "/v1/artifacts", Some(&newer), Body::empty())
+                .await
+                .code(),
+            "stale_session"
+        );
         let latest = h.session(&worker.key, "w1", "g1").await;
         h.clock.advance(chrono::Duration::hours(13));
-        assert_eq!(h.call(Method::GET, "/v1/artifacts", Some(&latest), Body::empty()).await.code(), "unauthorized", "{kind:?}");
+        assert_eq!(
+            h.call(Method::GET, "/v1/artifacts", Some(&latest), Body::empty())
+                .await
+                .code(),
+            "unauthorized",
+            "{kind:?}"
+        );
     }
 }
 
@@ -523,7 +867,9 @@ async fn sessions_go_stale_when_replaced_membership_changes_or_time_passes() {
 /// Breaks an envelope's signature in the given way.
 fn with_sig(envelope: &Envelope, mutate: impl FnOnce(Vec<u8>) -> Vec<u8>) -> Envelope {
     let mut envelope = envelope.clone();
-    let sig = BASE64.decode(&envelope.signatures[0].sig).expect("own encoding");
+    let sig = BASE64
+        .decode(&envelope.signatures[0].sig)
+        .expect("own encoding");
     envelope.signatures[0].sig = BASE64.encode(mutate(sig));
     envelope
 }
@@ -531,8 +877,8 @@ fn with_sig(envelope: &Envelope, mutate: impl FnOnce(Vec<u8>) -> Vec<u8>) -> Env
 /// S + L: the same signature with a non-canonical scalar, which verify_strict must refuse.
 fn s_plus_l(mut sig: Vec<u8>) -> Vec<u8> {
     const L: [u8; 32] = [
-        0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14,
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+        0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde,
+        0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
     ];
     let mut carry = 0u16;
     for (byte, l) in sig[32..].iter_mut().zip(L) {
@@ -557,19 +903,53 @@ async fn bad_signatures_and_wrong_signers_are_refused() {
         let good = sign(&worker.key, &manifest(&worker, "g1", digests, &[]));
         let before = h.stats().await;
         let cases: Vec<(&str, &Agent, Envelope)> = vec![
-            ("bad_signature", &worker, with_sig(&good, |s| s[..63].to_vec())),
-            ("bad_signature", &worker, with_sig(&good, |s| [s, vec![0]].concat())),
+            (
+                "bad_signature",
+                &worker,
+                with_sig(&good, |s| s[..63].to_vec()),
+            ),
+            (
+                "bad_signature",
+                &worker,
+                with_sig(&good, |s| [s, vec![0]].concat()),
+            ),
             ("bad_signature", &worker, with_sig(&good, s_plus_l)),
-            ("bad_signature", &worker, with_sig(&good, |mut s| { s[5] ^= 1; s })),
-            ("unknown_key", &worker, sign(&SigningKey::from_bytes(&[8u8; 32]), &manifest(&worker, "g1", digests, &[]))),
+            (
+                "bad_signature",
+                &worker,
+                with_sig(&good, |mut s| {
+                    s[5] ^= 1;
+                    s
+                }),
+            ),
+            (
+                "unknown_key",
+                &worker,
+                sign(
+                    &SigningKey::from_bytes(&[8u8; 32]),
+                    &manifest(&worker, "g1", digests, &[]),
+                ),
+            ),
             // Signed by a registered key that is not the producer's.
-            ("producer_mismatch", &colleague, sign(&colleague.key, &manifest(&worker, "g1", digests, &[]))),
+            (
+                "producer_mismatch",
+                &colleague,
+                sign(&colleague.key, &manifest(&worker, "g1", digests, &[])),
+            ),
             // Someone else's envelope, published by a caller who did not sign it.
             ("producer_mismatch", &colleague, good.clone()),
             // The producer is a member of another Group only.
-            ("not_a_member", &outsider, sign(&outsider.key, &manifest(&outsider, "g1", digests, &[]))),
+            (
+                "not_a_member",
+                &outsider,
+                sign(&outsider.key, &manifest(&outsider, "g1", digests, &[])),
+            ),
             // A member without the worker role.
-            ("forbidden", &reviewer, sign(&reviewer.key, &manifest(&reviewer, "g1", digests, &[]))),
+            (
+                "forbidden",
+                &reviewer,
+                sign(&reviewer.key, &manifest(&reviewer, "g1", digests, &[])),
+            ),
         ];
         for (code, caller, envelope) in cases {
             assert_eq!(h.publish(caller, &envelope).await.code(), code, "{kind:?}");
@@ -577,8 +957,18 @@ async fn bad_signatures_and_wrong_signers_are_refused() {
         // The manifest replayed as a session request (payloadType swapped): PAE binds the type.
         let mut replayed = good.clone();
         replayed.payload_type = SESSION_TYPE.into();
-        assert_eq!(h.publish(&worker, &replayed).await.code(), "wrong_payload_type");
-        let answer = h.call(Method::POST, "/v1/sessions", None, serde_json::to_vec(&replayed).expect("json")).await;
+        assert_eq!(
+            h.publish(&worker, &replayed).await.code(),
+            "wrong_payload_type"
+        );
+        let answer = h
+            .call(
+                Method::POST,
+                "/v1/sessions",
+                None,
+                serde_json::to_vec(&replayed).expect("json"),
+            )
+            .await;
         assert_eq!(answer.code(), "bad_signature");
         // Two signatures, or none.
         let mut doubled = good.clone();
@@ -595,26 +985,38 @@ async fn malformed_manifest_json_is_refused() {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let digests = h.upload(&worker, b"payload").await;
-        let good: Value = serde_json::to_value(manifest(&worker, "g1", digests, &[])).expect("json");
+        let good: Value =
+            serde_json::to_value(manifest(&worker, "g1", digests, &[])).expect("json");
         let good_text = good.to_string();
         let before = h.stats().await;
         let inner = &good_text[1..good_text.len() - 1];
         let payloads = [
-            format!("{{{inner},\"groupId\":\"g1\"}}"),                    // duplicate key
-            format!("{{{inner},\"extra\":1}}"),                           // unknown field
-            format!("{good_text} trailing"),                              // trailing garbage
-            good_text.replace("\"work-1\"", "\"\\ud800\""),               // lone surrogate
-            format!("{{{inner},\"annotations\":{}1{}}}", "[".repeat(4000), "]".repeat(4000)), // depth bomb
-            good_text.replace("\"schema\":null,", ""),                    // missing ART-3 field
+            format!("{{{inner},\"groupId\":\"g1\"}}"), // duplicate key
+            format!("{{{inner},\"extra\":1}}"),        // unknown field
+            format!("{good_text} trailing"),           // trailing garbage
+            good_text.replace("\"work-1\"", "\"\\ud800\""), // lone surrogate
+            format!(
+                "{{{inner},\"annotations\":{}1{}}}",
+                "[".repeat(4000),
+                "]".repeat(4000)
+            ), // depth bomb
+            good_text.replace("\"schema\":null,", ""), // missing ART-3 field
             "not json at all".to_owned(),
         ];
         for payload in &payloads {
             let envelope = Envelope::sign(&worker.key, MANIFEST_TYPE, payload.as_bytes());
             let answer = h.publish(&worker, &envelope).await;
-            assert_eq!((answer.status, answer.code().as_str()), (StatusCode::BAD_REQUEST, "invalid_manifest"), "{}", &payload[..payload.len().min(120)]);
+            assert_eq!(
+                (answer.status, answer.code().as_str()),
+                (StatusCode::BAD_REQUEST, "invalid_manifest"),
+                "{}",
+                &payload[..payload.len().min(120)]
+            );
         }
         // The same defects in the envelope itself.
-        let envelope = serde_json::to_string(&sign(&worker.key, &manifest(&worker, "g1", digests, &[]))).expect("json");
+        let envelope =
+            serde_json::to_string(&sign(&worker.key, &manifest(&worker, "g1", digests, &[])))
+                .expect("json");
         let body = &envelope[1..envelope.len() - 1];
         for text in [
             format!("{{{body},\"payloadType\":\"x\"}}"),
@@ -623,8 +1025,20 @@ async fn malformed_manifest_json_is_refused() {
             format!("{}{envelope}{}", "[".repeat(5000), "]".repeat(5000)),
             envelope.replace("\"payloadType\"", "\"payloadType\\ud800\""),
         ] {
-            let answer = h.call(Method::POST, "/v1/artifacts", Some(&worker.token), text.clone()).await;
-            assert_eq!(answer.code(), "invalid_json", "{}", &text[..text.len().min(80)]);
+            let answer = h
+                .call(
+                    Method::POST,
+                    "/v1/artifacts",
+                    Some(&worker.token),
+                    text.clone(),
+                )
+                .await;
+            assert_eq!(
+                answer.code(),
+                "invalid_json",
+                "{}",
+                &text[..text.len().min(80)]
+            );
         }
         let answer = h
             .send(
@@ -637,7 +1051,10 @@ async fn malformed_manifest_json_is_refused() {
                     .expect("request"),
             )
             .await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"));
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+        );
         assert_eq!(h.stats().await, before, "{kind:?}");
     }
 }
@@ -658,14 +1075,26 @@ async fn publication_checks_the_blob_sources_and_cycles() {
         let cycle = sign(&worker.key, &manifest(&worker, "g1", digests_a, &[b]));
         assert_eq!(h.publish(&worker, &cycle).await.code(), "cycle");
         let missing_source = digest_of(b"never published").blake3;
-        let unknown = sign(&worker.key, &manifest(&worker, "g1", digests_a, &[missing_source]));
+        let unknown = sign(
+            &worker.key,
+            &manifest(&worker, "g1", digests_a, &[missing_source]),
+        );
         assert_eq!(h.publish(&worker, &unknown).await.code(), "unknown_source");
         let unreadable = sign(&worker.key, &manifest(&worker, "g1", digests_a, &[hidden]));
-        assert_eq!(h.publish(&worker, &unreadable).await.code(), "unknown_source");
+        assert_eq!(
+            h.publish(&worker, &unreadable).await.code(),
+            "unknown_source"
+        );
         // Bytes that were never uploaded, or were uploaded only by someone else.
-        let never = sign(&worker.key, &manifest(&worker, "g1", digest_of(b"not uploaded"), &[]));
+        let never = sign(
+            &worker.key,
+            &manifest(&worker, "g1", digest_of(b"not uploaded"), &[]),
+        );
         assert_eq!(h.publish(&worker, &never).await.code(), "blob_not_found");
-        let theirs = sign(&worker.key, &manifest(&worker, "g1", digest_of(b"outsider only"), &[]));
+        let theirs = sign(
+            &worker.key,
+            &manifest(&worker, "g1", digest_of(b"outsider only"), &[]),
+        );
         assert_eq!(h.publish(&worker, &theirs).await.code(), "blob_not_found");
         // Digests or size that disagree with the stored bytes.
         let mut wrong_size = digest_of(b"artifact A");
@@ -678,13 +1107,28 @@ async fn publication_checks_the_blob_sources_and_cycles() {
         assert_eq!(h.publish(&worker, &lying).await.code(), "digest_mismatch");
         let mut unknown_group = manifest(&worker, "g1", digests_a, &[]);
         unknown_group.group_id = Id::parse("g", "nowhere").expect("id");
-        assert_eq!(h.publish(&worker, &sign(&worker.key, &unknown_group)).await.code(), "unknown_group");
+        assert_eq!(
+            h.publish(&worker, &sign(&worker.key, &unknown_group))
+                .await
+                .code(),
+            "unknown_group"
+        );
         let mut self_source = manifest(&worker, "g1", digests_a, &[]);
         self_source.sources = vec![a];
-        assert_eq!(h.publish(&worker, &sign(&worker.key, &self_source)).await.code(), "cycle");
+        assert_eq!(
+            h.publish(&worker, &sign(&worker.key, &self_source))
+                .await
+                .code(),
+            "cycle"
+        );
         let mut wrong_card = manifest(&worker, "g1", digests_a, &[]);
         wrong_card.producer.agent_card_version = "2".into();
-        assert_eq!(h.publish(&worker, &sign(&worker.key, &wrong_card)).await.code(), "producer_mismatch");
+        assert_eq!(
+            h.publish(&worker, &sign(&worker.key, &wrong_card))
+                .await
+                .code(),
+            "producer_mismatch"
+        );
         assert_eq!(h.stats().await, before, "{kind:?}");
     }
 }
@@ -701,16 +1145,40 @@ async fn publishing_appends_a_hash_chained_event_and_is_idempotent() {
         let again = h.publish(&worker, &envelope).await;
         assert_eq!(again.status, StatusCode::OK);
         assert_eq!(first.json(), again.json());
-        let answer = h.call(Method::GET, "/v1/groups/g1/events", Some(&worker.token), Body::empty()).await;
-        let page: weft_api::views::EventPage = serde_json::from_slice(&answer.body).expect("events");
+        let answer = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/events",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        let page: weft_api::views::EventPage =
+            serde_json::from_slice(&answer.body).expect("events");
         let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
-        assert_eq!(kinds, ["group.created", "membership.set", "session.opened", "artifact.published"]);
-        weft_api::event::verify_chain(0, weft_api::EventHash::GENESIS, &page.events).expect("chain verifies");
+        assert_eq!(
+            kinds,
+            [
+                "group.created",
+                "membership.set",
+                "session.opened",
+                "artifact.published"
+            ]
+        );
+        weft_api::event::verify_chain(0, weft_api::EventHash::GENESIS, &page.events)
+            .expect("chain verifies");
         assert_eq!(first.json()["sequence"], json!(4));
         // ART-2: the log carries digests, never the bytes.
         assert!(!String::from_utf8_lossy(&answer.body).contains("Ynl0ZXM="));
         for bad in ["after=-1", "after=abc", "after=1&limit=x", "bogus=1"] {
-            let answer = h.call(Method::GET, &format!("/v1/groups/g1/events?{bad}"), Some(&worker.token), Body::empty()).await;
+            let answer = h
+                .call(
+                    Method::GET,
+                    &format!("/v1/groups/g1/events?{bad}"),
+                    Some(&worker.token),
+                    Body::empty(),
+                )
+                .await;
             assert_eq!(answer.code(), "bad_request", "{bad} {kind:?}");
         }
     }
@@ -728,27 +1196,100 @@ async fn other_groups_learn_nothing_about_your_bytes() {
         let secret = b"group A's secret";
         let id = h.put(&alice, "ga", secret, &[]).await;
         let sha = digest_of(secret).sha256;
-        for uri in [format!("/v1/artifacts/{id}"), format!("/v1/artifacts/{id}/content"), format!("/v1/artifacts/{sha}")] {
-            assert_eq!(h.call(Method::GET, &uri, Some(&bob.token), Body::empty()).await.code(), "not_found", "{uri}");
+        for uri in [
+            format!("/v1/artifacts/{id}"),
+            format!("/v1/artifacts/{id}/content"),
+            format!("/v1/artifacts/{sha}"),
+        ] {
+            assert_eq!(
+                h.call(Method::GET, &uri, Some(&bob.token), Body::empty())
+                    .await
+                    .code(),
+                "not_found",
+                "{uri}"
+            );
         }
-        let head = h.call(Method::HEAD, &format!("/v1/blobs/{id}"), Some(&bob.token), Body::empty()).await;
+        let head = h
+            .call(
+                Method::HEAD,
+                &format!("/v1/blobs/{id}"),
+                Some(&bob.token),
+                Body::empty(),
+            )
+            .await;
         assert_eq!(head.status, StatusCode::NOT_FOUND);
-        let head = h.call(Method::HEAD, &format!("/v1/blobs/{id}"), Some(&alice.token), Body::empty()).await;
+        let head = h
+            .call(
+                Method::HEAD,
+                &format!("/v1/blobs/{id}"),
+                Some(&alice.token),
+                Body::empty(),
+            )
+            .await;
         assert_eq!(head.status, StatusCode::OK);
         // Uploading A's bytes answers exactly as for new bytes: 201, not 200.
-        let upload = h.call(Method::PUT, &format!("/v1/blobs/{id}"), Some(&bob.token), secret.to_vec()).await;
+        let upload = h
+            .call(
+                Method::PUT,
+                &format!("/v1/blobs/{id}"),
+                Some(&bob.token),
+                secret.to_vec(),
+            )
+            .await;
         assert_eq!(upload.status, StatusCode::CREATED);
-        let fresh = h.call(Method::PUT, &format!("/v1/blobs/{}", digest_of(b"new").blake3), Some(&bob.token), b"new".to_vec()).await;
+        let fresh = h
+            .call(
+                Method::PUT,
+                &format!("/v1/blobs/{}", digest_of(b"new").blake3),
+                Some(&bob.token),
+                b"new".to_vec(),
+            )
+            .await;
         assert_eq!(fresh.status, StatusCode::CREATED);
-        let listing = h.call(Method::GET, "/v1/artifacts", Some(&bob.token), Body::empty()).await;
+        let listing = h
+            .call(
+                Method::GET,
+                "/v1/artifacts",
+                Some(&bob.token),
+                Body::empty(),
+            )
+            .await;
         assert_eq!(listing.json()["items"], json!([]), "{kind:?}");
-        let events = h.call(Method::GET, "/v1/groups/ga/events", Some(&bob.token), Body::empty()).await;
+        let events = h
+            .call(
+                Method::GET,
+                "/v1/groups/ga/events",
+                Some(&bob.token),
+                Body::empty(),
+            )
+            .await;
         assert_eq!(events.code(), "not_found");
         // Having uploaded the bytes, bob may publish them in his own Group.
         h.put(&bob, "gb", secret, &[]).await;
-        assert_eq!(h.call(Method::GET, &format!("/v1/artifacts/{id}/content"), Some(&bob.token), Body::empty()).await.status, StatusCode::OK);
-        let view = h.call(Method::GET, &format!("/v1/artifacts/{id}"), Some(&bob.token), Body::empty()).await;
-        assert_eq!(view.json()["manifests"].as_array().map(Vec::len), Some(1), "bob sees only his own manifest");
+        assert_eq!(
+            h.call(
+                Method::GET,
+                &format!("/v1/artifacts/{id}/content"),
+                Some(&bob.token),
+                Body::empty()
+            )
+            .await
+            .status,
+            StatusCode::OK
+        );
+        let view = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{id}"),
+                Some(&bob.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(
+            view.json()["manifests"].as_array().map(Vec::len),
+            Some(1),
+            "bob sees only his own manifest"
+        );
     }
 }
 
@@ -758,17 +1299,53 @@ async fn listing_filters_and_pages() {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         for n in 0..5 {
-            h.put(&worker, "g1", format!("item {n}").as_bytes(), &[]).await;
+            h.put(&worker, "g1", format!("item {n}").as_bytes(), &[])
+                .await;
         }
-        let page = h.call(Method::GET, "/v1/artifacts?missionId=mission-1&limit=2", Some(&worker.token), Body::empty()).await.json();
+        let page = h
+            .call(
+                Method::GET,
+                "/v1/artifacts?missionId=mission-1&limit=2",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await
+            .json();
         assert_eq!(page["items"].as_array().map(Vec::len), Some(2));
         let next = page["next"].as_u64().expect("more pages");
-        let rest = h.call(Method::GET, &format!("/v1/artifacts?after={next}&limit=10"), Some(&worker.token), Body::empty()).await.json();
+        let rest = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts?after={next}&limit=10"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await
+            .json();
         assert_eq!(rest["items"].as_array().map(Vec::len), Some(3));
         assert!(rest.get("next").is_none());
-        let none = h.call(Method::GET, "/v1/artifacts?missionId=other", Some(&worker.token), Body::empty()).await.json();
+        let none = h
+            .call(
+                Method::GET,
+                "/v1/artifacts?missionId=other",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await
+            .json();
         assert_eq!(none["items"], json!([]));
-        assert_eq!(h.call(Method::GET, "/v1/artifacts?missionId=..", Some(&worker.token), Body::empty()).await.code(), "invalid_id", "{kind:?}");
+        assert_eq!(
+            h.call(
+                Method::GET,
+                "/v1/artifacts?missionId=..",
+                Some(&worker.token),
+                Body::empty()
+            )
+            .await
+            .code(),
+            "invalid_id",
+            "{kind:?}"
+        );
     }
 }
 
@@ -784,7 +1361,9 @@ async fn ranges_etags_and_conditional_requests() {
         let id = h.put(&worker, "g1", &bytes, &[]).await;
         let uri = format!("/v1/artifacts/{id}/content");
         let get = |headers: Vec<(&'static str, String)>| {
-            let mut request = Request::builder().uri(uri.clone()).header("authorization", format!("Bearer {}", worker.token));
+            let mut request = Request::builder()
+                .uri(uri.clone())
+                .header("authorization", format!("Bearer {}", worker.token));
             for (name, value) in headers {
                 request = request.header(name, value);
             }
@@ -793,14 +1372,23 @@ async fn ranges_etags_and_conditional_requests() {
         let partial = get(vec![("range", "bytes=1048570-1048580".into())]).await;
         assert_eq!(partial.status, StatusCode::PARTIAL_CONTENT);
         assert_eq!(partial.body, bytes[1_048_570..=1_048_580]);
-        assert_eq!(partial.headers["content-range"], "bytes 1048570-1048580/3000000");
+        assert_eq!(
+            partial.headers["content-range"],
+            "bytes 1048570-1048580/3000000"
+        );
         let suffix = get(vec![("range", "bytes=-10".into())]).await;
         assert_eq!(suffix.body, bytes[bytes.len() - 10..]);
         let unsatisfiable = get(vec![("range", "bytes=3000000-3000001".into())]).await;
-        assert_eq!((unsatisfiable.status, unsatisfiable.code().as_str()), (StatusCode::RANGE_NOT_SATISFIABLE, "invalid_range"));
+        assert_eq!(
+            (unsatisfiable.status, unsatisfiable.code().as_str()),
+            (StatusCode::RANGE_NOT_SATISFIABLE, "invalid_range")
+        );
         assert_eq!(unsatisfiable.headers["content-range"], "bytes */3000000");
         let multiple = get(vec![("range", "bytes=0-1,5-6".into())]).await;
-        assert_eq!((multiple.status, multiple.body.len()), (StatusCode::OK, bytes.len()));
+        assert_eq!(
+            (multiple.status, multiple.body.len()),
+            (StatusCode::OK, bytes.len())
+        );
         let cached = get(vec![("if-none-match", format!("\"{id}\""))]).await;
         assert_eq!(cached.status, StatusCode::NOT_MODIFIED);
         assert!(cached.body.is_empty());
@@ -811,7 +1399,11 @@ async fn ranges_etags_and_conditional_requests() {
 
 /// Reads a content response to its end; `Err` when the body was aborted.
 async fn read_to_end(h: &Harness, uri: &str, token: &str) -> (StatusCode, Result<Vec<u8>, String>) {
-    let request = Request::builder().uri(uri).header("authorization", format!("Bearer {token}")).body(Body::empty()).expect("request");
+    let request = Request::builder()
+        .uri(uri)
+        .header("authorization", format!("Bearer {token}"))
+        .body(Body::empty())
+        .expect("request");
     let response = h.app.clone().oneshot(request).await.expect("infallible");
     let status = response.status();
     let mut body = response.into_body().into_data_stream();
@@ -848,28 +1440,79 @@ async fn corrupted_blobs_are_never_served_as_success() {
     for id in [a, b] {
         let uri = format!("/v1/artifacts/{id}/content");
         let (status, body) = read_to_end(&h, &uri, &worker.token).await;
-        assert_eq!(status, StatusCode::OK, "headers were sent before the mismatch was known");
-        assert!(body.is_err(), "the body must end with an error, not cleanly");
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "headers were sent before the mismatch was known"
+        );
+        assert!(
+            body.is_err(),
+            "the body must end with an error, not cleanly"
+        );
         // Now quarantined: later reads fail at once, ranges too.
-        let answer = h.call(Method::GET, &uri, Some(&worker.token), Body::empty()).await;
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::INTERNAL_SERVER_ERROR, "integrity_failure"));
+        let answer = h
+            .call(Method::GET, &uri, Some(&worker.token), Body::empty())
+            .await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "integrity_failure")
+        );
     }
-    let answer = h.call(Method::GET, &format!("/v1/artifacts/{c}/content"), Some(&worker.token), Body::empty()).await;
+    let answer = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{c}/content"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
     assert_eq!(answer.code(), "integrity_failure");
     assert_eq!(h.stats().await.quarantined, 3);
-    let events = h.call(Method::GET, "/v1/groups/g1/events", Some(&worker.token), Body::empty()).await.json();
-    let failures = events["events"].as_array().expect("events").iter().filter(|e| e["type"] == "artifact.integrity_failure").count();
+    let events = h
+        .call(
+            Method::GET,
+            "/v1/groups/g1/events",
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json();
+    let failures = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["type"] == "artifact.integrity_failure")
+        .count();
     assert_eq!(failures, 3, "each quarantine is an audit Event");
-    let view = h.call(Method::GET, &format!("/v1/artifacts/{a}"), Some(&worker.token), Body::empty()).await.json();
+    let view = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{a}"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json();
     assert_eq!(view["quarantined"], json!(true));
     // fsck sees all three.
     let report = h.store.fsck().await.expect("fsck");
     assert!(report.problems.len() >= 3, "{:?}", report.problems);
     // Re-uploading the good bytes repairs the blob.
-    let answer = h.call(Method::PUT, &format!("/v1/blobs/{a}"), Some(&worker.token), first.clone()).await;
+    let answer = h
+        .call(
+            Method::PUT,
+            &format!("/v1/blobs/{a}"),
+            Some(&worker.token),
+            first.clone(),
+        )
+        .await;
     assert!(answer.status.is_success());
-    let (status, body) = read_to_end(&h, &format!("/v1/artifacts/{a}/content"), &worker.token).await;
-    assert_eq!((status, body.map(|b| b == first)), (StatusCode::OK, Ok(true)));
+    let (status, body) =
+        read_to_end(&h, &format!("/v1/artifacts/{a}/content"), &worker.token).await;
+    assert_eq!(
+        (status, body.map(|b| b == first)),
+        (StatusCode::OK, Ok(true))
+    );
 }
 
 #[tokio::test]
@@ -891,7 +1534,12 @@ async fn a_range_read_of_a_corrupt_blob_fails_too() {
         .expect("request");
     let response = h.app.clone().oneshot(request).await.expect("infallible");
     assert_eq!(response.status(), StatusCode::PARTIAL_CONTENT);
-    assert!(axum::body::to_bytes(response.into_body(), usize::MAX).await.is_err(), "every stored byte is verified");
+    assert!(
+        axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .is_err(),
+        "every stored byte is verified"
+    );
 }
 
 #[tokio::test]
@@ -899,14 +1547,36 @@ async fn openapi_and_metrics_are_served() {
     let h = harness(Kind::Memory).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     h.put(&worker, "g1", b"counted", &[]).await;
-    let spec = h.call(Method::GET, "/v1/openapi.json", None, Body::empty()).await.json();
-    for path in ["/v1/blobs/{digest}", "/v1/artifacts", "/v1/artifacts/{digest}/content", "/v1/sessions", "/v1/admin/agents"] {
-        assert!(spec["paths"].get(path).is_some(), "{path} missing from the OpenAPI description");
+    let spec = h
+        .call(Method::GET, "/v1/openapi.json", None, Body::empty())
+        .await
+        .json();
+    for path in [
+        "/v1/blobs/{digest}",
+        "/v1/artifacts",
+        "/v1/artifacts/{digest}/content",
+        "/v1/sessions",
+        "/v1/admin/agents",
+    ] {
+        assert!(
+            spec["paths"].get(path).is_some(),
+            "{path} missing from the OpenAPI description"
+        );
     }
     let docs = h.call(Method::GET, "/docs/", None, Body::empty()).await;
     assert_eq!(docs.status, StatusCode::OK);
-    assert!(!String::from_utf8_lossy(&docs.body).contains("https://"), "docs load no external assets");
-    let metrics = h.call(Method::GET, "/metrics", Some(ADMIN), Body::empty()).await;
+    assert!(
+        !String::from_utf8_lossy(&docs.body).contains("https://"),
+        "docs load no external assets"
+    );
+    let metrics = h
+        .call(Method::GET, "/metrics", Some(ADMIN), Body::empty())
+        .await;
     assert!(String::from_utf8_lossy(&metrics.body).contains("weft_upload_bytes_total"));
-    assert!(h.call(Method::GET, "/healthz", None, Body::empty()).await.headers.contains_key("x-request-id"));
+    assert!(
+        h.call(Method::GET, "/healthz", None, Body::empty())
+            .await
+            .headers
+            .contains_key("x-request-id")
+    );
 }

@@ -248,9 +248,14 @@ impl Blobs {
     /// staging count reads the directory itself, so object_store's hidden `#<n>` part files of
     /// unfinished uploads are counted too.
     pub(crate) async fn count_objects(&self) -> Result<(u64, u64), Error> {
-        let n_blobs = self.list().try_fold(0u64, |n, _| async move { Ok(n + 1) }).await?;
+        let n_blobs = self
+            .list()
+            .try_fold(0u64, |n, _| async move { Ok(n + 1) })
+            .await?;
         let n_staging = match &self.local_root {
-            Some(root) => std::fs::read_dir(root.join("staging")).map_err(Error::backend)?.count() as u64,
+            Some(root) => std::fs::read_dir(root.join("staging"))
+                .map_err(Error::backend)?
+                .count() as u64,
             None => {
                 self.store
                     .list(Some(&Path::from("staging")))

@@ -6,7 +6,7 @@
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde_json::value::RawValue;
-use weft_api::event::{EventHash, canonical_bytes, chain_hash};
+use weft_api::event::{EventHash, Unhashed};
 use weft_api::{Event, Id};
 
 use crate::clock::format_instant;
@@ -35,17 +35,17 @@ pub(crate) fn append(
     let event_id = uuid::Uuid::now_v7().to_string();
     let payload_json = serde_json::to_string(payload).map_err(Error::backend)?;
     let appended_at = format_instant(now);
-    let canonical = canonical_bytes(
-        &event_id,
-        group_id.as_str(),
+    let hash = Unhashed {
+        event_id: &event_id,
+        group_id: group_id.as_str(),
         sequence,
         kind,
-        None,
-        &payload_json,
-        &appended_at,
-        &prev_hash,
-    );
-    let hash = chain_hash(&prev_hash, &canonical);
+        causation_command_id: None,
+        payload_json: &payload_json,
+        appended_at: &appended_at,
+        prev_hash: &prev_hash,
+    }
+    .hash();
     conn.execute(
         "INSERT INTO events (group_id, sequence, event_id, type, causation_command_id, payload,
                              appended_at, prev_hash, hash)
@@ -65,7 +65,12 @@ pub(crate) fn append(
 }
 
 /// Events of `group_id` after `after`, at most `limit`, in order.
-pub(crate) fn read(conn: &Connection, group_id: &str, after: u64, limit: u32) -> Result<Vec<Event>, Error> {
+pub(crate) fn read(
+    conn: &Connection,
+    group_id: &str,
+    after: u64,
+    limit: u32,
+) -> Result<Vec<Event>, Error> {
     let mut statement = conn.prepare_cached(
         "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
                 prev_hash, hash
@@ -86,7 +91,8 @@ pub(crate) fn read(conn: &Connection, group_id: &str, after: u64, limit: u32) ->
     })?;
     let mut events = Vec::new();
     for row in rows {
-        let (event_id, group_id, sequence, kind, causation, payload, appended_at, prev, hash) = row?;
+        let (event_id, group_id, sequence, kind, causation, payload, appended_at, prev, hash) =
+            row?;
         events.push(Event {
             event_id,
             group_id,

@@ -63,7 +63,9 @@ pub(crate) struct DualHasher {
 
 impl std::fmt::Debug for DualHasher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DualHasher").field("size", &self.size).finish()
+        f.debug_struct("DualHasher")
+            .field("size", &self.size)
+            .finish()
     }
 }
 
@@ -88,8 +90,16 @@ impl DualHasher {
 
     async fn dispatch(&mut self, batch: Bytes) -> Result<(), Error> {
         let pipeline = self.pipeline.get_or_insert_with(Pipeline::start);
-        pipeline.to_blake3.send(batch.clone()).await.map_err(|_| stopped())?;
-        pipeline.to_sha256.send(batch).await.map_err(|_| stopped())?;
+        pipeline
+            .to_blake3
+            .send(batch.clone())
+            .await
+            .map_err(|_| stopped())?;
+        pipeline
+            .to_sha256
+            .send(batch)
+            .await
+            .map_err(|_| stopped())?;
         Ok(())
     }
 
@@ -104,8 +114,16 @@ impl DualHasher {
             ),
             Some(pipeline) => {
                 if !tail.is_empty() {
-                    pipeline.to_blake3.send(tail.clone()).await.map_err(|_| stopped())?;
-                    pipeline.to_sha256.send(tail.clone()).await.map_err(|_| stopped())?;
+                    pipeline
+                        .to_blake3
+                        .send(tail.clone())
+                        .await
+                        .map_err(|_| stopped())?;
+                    pipeline
+                        .to_sha256
+                        .send(tail.clone())
+                        .await
+                        .map_err(|_| stopped())?;
                 }
                 drop(pipeline.to_blake3);
                 drop(pipeline.to_sha256);
@@ -143,7 +161,11 @@ mod tests {
             let (digests, tail) = hasher.finish().await.expect("hashing");
             written.extend_from_slice(&tail);
             assert_eq!(written, data, "size {size}");
-            assert_eq!(digests, weft_api::digest::Hasher::digest(&data), "size {size}");
+            assert_eq!(
+                digests,
+                weft_api::digest::Hasher::digest(&data),
+                "size {size}"
+            );
         }
     }
 }

@@ -179,7 +179,11 @@ impl Store {
     }
 
     /// Verifies and records a signed artifact manifest, appending `artifact.published`.
-    pub async fn publish(&self, envelope: Envelope, caller: &Reader) -> Result<(Published, bool), Error> {
+    pub async fn publish(
+        &self,
+        envelope: Envelope,
+        caller: &Reader,
+    ) -> Result<(Published, bool), Error> {
         self.inner.publish(envelope, caller).await
     }
 
@@ -187,7 +191,11 @@ impl Store {
         self.inner.artifact(digest, reader).await
     }
 
-    pub async fn list_artifacts(&self, filter: ListFilter, reader: &Reader) -> Result<ArtifactPage, Error> {
+    pub async fn list_artifacts(
+        &self,
+        filter: ListFilter,
+        reader: &Reader,
+    ) -> Result<ArtifactPage, Error> {
         self.inner.list_artifacts(filter, reader).await
     }
 

@@ -13,10 +13,12 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use serde_json::json;
 use weft_api::dsse::{MANIFEST_TYPE, SESSION_TYPE};
 use weft_api::session::{Membership, Role, SessionGrant};
-use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord, Published};
+use weft_api::views::{
+    ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord, Published,
+};
 use weft_api::{
-    ArtifactId, Digest, Digests, Envelope, ErrorCode, Event, Id, KeyId, Manifest, Sha256Digest,
-    SessionRequest,
+    ArtifactId, Digest, Digests, Envelope, ErrorCode, Event, Id, KeyId, Manifest, SessionRequest,
+    Sha256Digest,
 };
 
 use crate::blobs::{Blobs, Staged};
@@ -105,7 +107,10 @@ pub(crate) struct Inner {
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Inner").field("db", &self.db).field("blobs", &self.blobs).finish()
+        f.debug_struct("Inner")
+            .field("db", &self.db)
+            .field("blobs", &self.blobs)
+            .finish()
     }
 }
 
@@ -115,7 +120,8 @@ fn reject(code: ErrorCode, message: impl Into<String>) -> Error {
 
 /// Groups `agent_id` is a member of.
 fn member_groups(conn: &Connection, agent_id: &str) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached("SELECT group_id FROM memberships WHERE agent_id = ?1")?;
+    let mut statement =
+        conn.prepare_cached("SELECT group_id FROM memberships WHERE agent_id = ?1")?;
     let groups = statement
         .query_map([agent_id], |row| row.get::<_, String>(0))?
         .collect::<Result<Vec<_>, _>>()?;
@@ -123,10 +129,18 @@ fn member_groups(conn: &Connection, agent_id: &str) -> Result<Vec<String>, Error
 }
 
 /// Whether `reader` may see artifact `blake3` (it is published in one of the reader's Groups).
-fn can_read_artifact(conn: &Connection, reader: &Reader, blake3: &ArtifactId) -> Result<bool, Error> {
+fn can_read_artifact(
+    conn: &Connection,
+    reader: &Reader,
+    blake3: &ArtifactId,
+) -> Result<bool, Error> {
     let visible = match reader {
         Reader::Admin => conn
-            .query_row("SELECT 1 FROM manifests WHERE blake3 = ?1 LIMIT 1", [&blake3.0[..]], |_| Ok(()))
+            .query_row(
+                "SELECT 1 FROM manifests WHERE blake3 = ?1 LIMIT 1",
+                [&blake3.0[..]],
+                |_| Ok(()),
+            )
             .optional()?
             .is_some(),
         Reader::Agent(agent_id) => conn
@@ -150,7 +164,11 @@ fn can_see_blob(conn: &Connection, reader: &Reader, blake3: &ArtifactId) -> Resu
     }
     match reader {
         Reader::Admin => Ok(conn
-            .query_row("SELECT 1 FROM blobs WHERE blake3 = ?1", [&blake3.0[..]], |_| Ok(()))
+            .query_row(
+                "SELECT 1 FROM blobs WHERE blake3 = ?1",
+                [&blake3.0[..]],
+                |_| Ok(()),
+            )
             .optional()?
             .is_some()),
         Reader::Agent(agent_id) => Ok(conn
@@ -167,8 +185,14 @@ fn can_see_blob(conn: &Connection, reader: &Reader, blake3: &ArtifactId) -> Resu
 /// A blob row: digests and whether it is quarantined.
 fn blob_row(conn: &Connection, digest: &Digest) -> Result<Option<(Digests, bool)>, Error> {
     let (sql, key) = match digest {
-        Digest::Blake3(id) => ("SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1", id.0),
-        Digest::Sha256(sha) => ("SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE sha256 = ?1", sha.0),
+        Digest::Blake3(id) => (
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1",
+            id.0,
+        ),
+        Digest::Sha256(sha) => (
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE sha256 = ?1",
+            sha.0,
+        ),
     };
     let row = conn
         .query_row(sql, [&key[..]], |row| {
@@ -194,12 +218,21 @@ fn blob_row(conn: &Connection, digest: &Digest) -> Result<Option<(Digests, bool)
 }
 
 /// The Agent a key belongs to, with its key and card version.
-fn agent_by_keyid(conn: &Connection, keyid: &KeyId) -> Result<Option<(Id, VerifyingKey, String)>, Error> {
+fn agent_by_keyid(
+    conn: &Connection,
+    keyid: &KeyId,
+) -> Result<Option<(Id, VerifyingKey, String)>, Error> {
     let row = conn
         .query_row(
             "SELECT agent_id, public_key, agent_card_version FROM agents WHERE keyid = ?1",
             [keyid.as_str()],
-            |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?, row.get::<_, String>(2)?)),
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
+            },
         )
         .optional()?;
     row.map(|(agent_id, key, card)| {
@@ -210,7 +243,11 @@ fn agent_by_keyid(conn: &Connection, keyid: &KeyId) -> Result<Option<(Id, Verify
 }
 
 /// Roles and epoch of a Membership.
-fn membership(conn: &Connection, group_id: &str, agent_id: &str) -> Result<Option<(Vec<Role>, u64)>, Error> {
+fn membership(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+) -> Result<Option<(Vec<Role>, u64)>, Error> {
     let row = conn
         .query_row(
             "SELECT roles, epoch FROM memberships WHERE group_id = ?1 AND agent_id = ?2",
@@ -227,7 +264,11 @@ fn membership(conn: &Connection, group_id: &str, agent_id: &str) -> Result<Optio
 
 fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
     Ok(conn
-        .query_row("SELECT 1 FROM groups WHERE group_id = ?1", [group_id], |_| Ok(()))
+        .query_row(
+            "SELECT 1 FROM groups WHERE group_id = ?1",
+            [group_id],
+            |_| Ok(()),
+        )
         .optional()?
         .is_some())
 }
@@ -235,7 +276,8 @@ fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
 /// Whether `target` is reachable from `start` by following derivedFrom edges towards sources.
 /// Iterative breadth-first search: never recurses on the call stack.
 fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Result<bool, Error> {
-    let mut statement = conn.prepare_cached("SELECT DISTINCT source FROM derivations WHERE artifact = ?1")?;
+    let mut statement =
+        conn.prepare_cached("SELECT DISTINCT source FROM derivations WHERE artifact = ?1")?;
     let mut seen: HashSet<ArtifactId> = start.iter().copied().collect();
     let mut queue: VecDeque<ArtifactId> = start.iter().copied().collect();
     while let Some(node) = queue.pop_front() {
@@ -268,7 +310,11 @@ impl Inner {
         }
         let db = Db::open(&options.index)?;
         let blobs = Blobs::open(&options.blobs)?;
-        let n_swept = if options.sweep_staging { blobs.sweep_staging()? } else { 0 };
+        let n_swept = if options.sweep_staging {
+            blobs.sweep_staging()?
+        } else {
+            0
+        };
         if n_swept > 0 {
             tracing::info!(n_swept, "removed stale staging files");
         }
@@ -292,7 +338,13 @@ impl Inner {
                     "INSERT INTO groups (group_id, created_at) VALUES (?1, ?2)",
                     params![group_id.as_str(), format_instant(now)],
                 )?;
-                events::append(txn, &group_id, "group.created", &json!({"groupId": group_id}), now)?;
+                events::append(
+                    txn,
+                    &group_id,
+                    "group.created",
+                    &json!({"groupId": group_id}),
+                    now,
+                )?;
                 Ok(true)
             })
             .await
@@ -304,8 +356,14 @@ impl Inner {
         key: VerifyingKey,
         card_version: String,
     ) -> Result<(KeyId, bool), Error> {
-        if card_version.is_empty() || card_version.len() > 256 || card_version.chars().any(char::is_control) {
-            return Err(reject(ErrorCode::BadRequest, "agentCardVersion must be 1..=256 printable bytes"));
+        if card_version.is_empty()
+            || card_version.len() > 256
+            || card_version.chars().any(char::is_control)
+        {
+            return Err(reject(
+                ErrorCode::BadRequest,
+                "agentCardVersion must be 1..=256 printable bytes",
+            ));
         }
         let keyid = KeyId::of(&key);
         let now = self.clock.now();
@@ -343,11 +401,19 @@ impl Inner {
             .await
     }
 
-    pub(crate) async fn set_membership(&self, group_id: Id, agent_id: Id, mut roles: Vec<Role>) -> Result<Membership, Error> {
+    pub(crate) async fn set_membership(
+        &self,
+        group_id: Id,
+        agent_id: Id,
+        mut roles: Vec<Role>,
+    ) -> Result<Membership, Error> {
         roles.sort();
         roles.dedup();
         if roles.is_empty() {
-            return Err(reject(ErrorCode::BadRequest, "roles must name at least one role"));
+            return Err(reject(
+                ErrorCode::BadRequest,
+                "roles must name at least one role",
+            ));
         }
         let now = self.clock.now();
         self.db
@@ -384,19 +450,31 @@ impl Inner {
     pub(crate) async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
         let keyid = parse_envelope(&envelope)?;
         let lookup = keyid.clone();
-        let agent = self.db.read(move |conn| agent_by_keyid(conn, &lookup)).await?;
+        let agent = self
+            .db
+            .read(move |conn| agent_by_keyid(conn, &lookup))
+            .await?;
         let Some((agent_id, key, _)) = agent else {
-            return Err(reject(ErrorCode::UnknownKey, format!("no agent is registered with key {keyid}")));
+            return Err(reject(
+                ErrorCode::UnknownKey,
+                format!("no agent is registered with key {keyid}"),
+            ));
         };
         let payload = envelope.verify(SESSION_TYPE, &key)?;
         let request = SessionRequest::parse(payload.value())?;
         if request.agent_id != agent_id {
-            return Err(reject(ErrorCode::ProducerMismatch, "the session request is signed by another agent's key"));
+            return Err(reject(
+                ErrorCode::ProducerMismatch,
+                "the session request is signed by another agent's key",
+            ));
         }
         let now = self.clock.now();
         let skew = (now - request.issued_at.to_utc()).num_seconds().abs();
         if skew > weft_api::session::MAX_CLOCK_SKEW_SECONDS {
-            return Err(reject(ErrorCode::ClockSkew, "issuedAt is more than 5 minutes from the server clock"));
+            return Err(reject(
+                ErrorCode::ClockSkew,
+                "issuedAt is more than 5 minutes from the server clock",
+            ));
         }
         let token_bytes: [u8; 32] = rand::random();
         let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token_bytes);
@@ -452,10 +530,19 @@ impl Inner {
                         "SELECT agent_id, group_id, session_epoch, membership_epoch, expires_at
                          FROM sessions WHERE token_hash = ?1",
                         [&token_hash[..]],
-                        |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, u64>(2)?, row.get::<_, u64>(3)?, row.get::<_, String>(4)?)),
+                        |row| {
+                            Ok((
+                                row.get::<_, String>(0)?,
+                                row.get::<_, String>(1)?,
+                                row.get::<_, u64>(2)?,
+                                row.get::<_, u64>(3)?,
+                                row.get::<_, String>(4)?,
+                            ))
+                        },
                     )
                     .optional()?;
-                let Some((agent_id, group_id, session_epoch, membership_epoch, expires_at)) = row else {
+                let Some((agent_id, group_id, session_epoch, membership_epoch, expires_at)) = row
+                else {
                     return Err(reject(ErrorCode::Unauthorized, "unknown or revoked token"));
                 };
                 if expires_at <= format_instant(now) {
@@ -463,7 +550,12 @@ impl Inner {
                 }
                 match membership(conn, &group_id, &agent_id)? {
                     Some((_, epoch)) if epoch == membership_epoch => {}
-                    _ => return Err(reject(ErrorCode::StaleSession, "the membership changed since this session was opened")),
+                    _ => {
+                        return Err(reject(
+                            ErrorCode::StaleSession,
+                            "the membership changed since this session was opened",
+                        ));
+                    }
                 }
                 let current_epoch: u64 = conn.query_row(
                     "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
@@ -471,7 +563,10 @@ impl Inner {
                     |row| row.get(0),
                 )?;
                 if current_epoch != session_epoch {
-                    return Err(reject(ErrorCode::StaleSession, "a newer session replaced this one"));
+                    return Err(reject(
+                        ErrorCode::StaleSession,
+                        "a newer session replaced this one",
+                    ));
                 }
                 Ok(crate::Session {
                     agent_id: Id::parse("agentId", &agent_id)?,
@@ -483,7 +578,12 @@ impl Inner {
             .await
     }
 
-    pub(crate) async fn upload<S>(&self, body: S, expected: Option<Digest>, uploader: &Reader) -> Result<crate::UploadOutcome, Error>
+    pub(crate) async fn upload<S>(
+        &self,
+        body: S,
+        expected: Option<Digest>,
+        uploader: &Reader,
+    ) -> Result<crate::UploadOutcome, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
@@ -493,7 +593,10 @@ impl Inner {
             None => None,
         };
         let (digests, staged) = match known {
-            Some((_, false)) => (self.blobs.hash_only(body, self.max_upload_bytes).await?, None),
+            Some((_, false)) => (
+                self.blobs.hash_only(body, self.max_upload_bytes).await?,
+                None,
+            ),
             _ => {
                 let staged = self.blobs.stage(body, self.max_upload_bytes).await?;
                 (staged.digests, Some(staged))
@@ -508,20 +611,31 @@ impl Inner {
                 // `staged` is dropped here, which deletes the staged bytes.
                 return Err(reject(
                     ErrorCode::DigestMismatch,
-                    format!("the body hashes to {} / {}, not {expected}", digests.blake3, digests.sha256),
+                    format!(
+                        "the body hashes to {} / {}, not {expected}",
+                        digests.blake3, digests.sha256
+                    ),
                 ));
             }
         }
         self.record_blob(digests, staged, uploader).await
     }
 
-    async fn record_blob(&self, digests: Digests, staged: Option<Staged>, uploader: &Reader) -> Result<crate::UploadOutcome, Error> {
+    async fn record_blob(
+        &self,
+        digests: Digests,
+        staged: Option<Staged>,
+        uploader: &Reader,
+    ) -> Result<crate::UploadOutcome, Error> {
         let reader = uploader.clone();
-        let before = self.db.read(move |conn| {
-            let row = blob_row(conn, &Digest::Blake3(digests.blake3))?;
-            let visible = can_see_blob(conn, &reader, &digests.blake3)?;
-            Ok((row, visible))
-        }).await?;
+        let before = self
+            .db
+            .read(move |conn| {
+                let row = blob_row(conn, &Digest::Blake3(digests.blake3))?;
+                let visible = can_see_blob(conn, &reader, &digests.blake3)?;
+                Ok((row, visible))
+            })
+            .await?;
         let (row, already_visible) = before;
         let quarantined = matches!(row, Some((_, true)));
         if let Some(staged) = staged {
@@ -535,10 +649,18 @@ impl Inner {
                 txn.execute(
                     "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (blake3) DO NOTHING",
-                    params![&digests.blake3.0[..], &digests.sha256.0[..], digests.size, format_instant(now)],
+                    params![
+                        &digests.blake3.0[..],
+                        &digests.sha256.0[..],
+                        digests.size,
+                        format_instant(now)
+                    ],
                 )?;
                 if quarantined {
-                    txn.execute("UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1", [&digests.blake3.0[..]])?;
+                    txn.execute(
+                        "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1",
+                        [&digests.blake3.0[..]],
+                    )?;
                 }
                 if let Reader::Agent(agent_id) = &uploader {
                     txn.execute(
@@ -549,10 +671,17 @@ impl Inner {
                 Ok(())
             })
             .await?;
-        Ok(crate::UploadOutcome { digests, already_visible })
+        Ok(crate::UploadOutcome {
+            digests,
+            already_visible,
+        })
     }
 
-    pub(crate) async fn visible_blob(&self, digest: Digest, reader: &Reader) -> Result<Option<Digests>, Error> {
+    pub(crate) async fn visible_blob(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<Option<Digests>, Error> {
         let reader = reader.clone();
         self.db
             .read(move |conn| {
@@ -564,13 +693,23 @@ impl Inner {
             .await
     }
 
-    pub(crate) async fn publish(&self, envelope: Envelope, caller: &Reader) -> Result<(Published, bool), Error> {
+    pub(crate) async fn publish(
+        &self,
+        envelope: Envelope,
+        caller: &Reader,
+    ) -> Result<(Published, bool), Error> {
         // 1. Signature: resolve the key, verify strictly, parse the payload.
         let keyid = parse_envelope(&envelope)?;
         let lookup = keyid.clone();
-        let agent = self.db.read(move |conn| agent_by_keyid(conn, &lookup)).await?;
+        let agent = self
+            .db
+            .read(move |conn| agent_by_keyid(conn, &lookup))
+            .await?;
         let Some((signer, key, card_version)) = agent else {
-            return Err(reject(ErrorCode::UnknownKey, format!("no agent is registered with key {keyid}")));
+            return Err(reject(
+                ErrorCode::UnknownKey,
+                format!("no agent is registered with key {keyid}"),
+            ));
         };
         let verified = envelope.verify(MANIFEST_TYPE, &key)?;
         let manifest_id = ArtifactId::of(verified.value());
@@ -578,15 +717,27 @@ impl Inner {
         let manifest = manifest.into_inner();
         // 2. Who: the signer is the producer, and the caller publishes only its own work.
         if manifest.producer.agent_id != signer {
-            return Err(reject(ErrorCode::ProducerMismatch, format!("signed by {signer}, but the producer is {}", manifest.producer.agent_id)));
+            return Err(reject(
+                ErrorCode::ProducerMismatch,
+                format!(
+                    "signed by {signer}, but the producer is {}",
+                    manifest.producer.agent_id
+                ),
+            ));
         }
         if manifest.producer.agent_card_version != card_version {
-            return Err(reject(ErrorCode::ProducerMismatch, format!("{signer}'s registered agent card version is {card_version}")));
+            return Err(reject(
+                ErrorCode::ProducerMismatch,
+                format!("{signer}'s registered agent card version is {card_version}"),
+            ));
         }
         if let Reader::Agent(caller) = caller
             && *caller != signer
         {
-            return Err(reject(ErrorCode::ProducerMismatch, "an agent publishes only manifests it signed"));
+            return Err(reject(
+                ErrorCode::ProducerMismatch,
+                "an agent publishes only manifests it signed",
+            ));
         }
         let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
         let now = self.clock.now();
@@ -681,7 +832,11 @@ impl Inner {
             .await
     }
 
-    pub(crate) async fn artifact(&self, digest: Digest, reader: &Reader) -> Result<ArtifactView, Error> {
+    pub(crate) async fn artifact(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<ArtifactView, Error> {
         let reader = reader.clone();
         self.db
             .read(move |conn| {
@@ -724,7 +879,11 @@ impl Inner {
             .await
     }
 
-    pub(crate) async fn list_artifacts(&self, filter: crate::ListFilter, reader: &Reader) -> Result<ArtifactPage, Error> {
+    pub(crate) async fn list_artifacts(
+        &self,
+        filter: crate::ListFilter,
+        reader: &Reader,
+    ) -> Result<ArtifactPage, Error> {
         let reader = reader.clone();
         let limit = filter.limit.clamp(1, 1000);
         self.db
@@ -813,12 +972,18 @@ impl Inner {
         match this.blobs.stored_size(&digests.blake3).await? {
             Some(size) if size == digests.size => {}
             _ => {
-                this.quarantine(digests.blake3, "stored size does not match the index").await?;
+                this.quarantine(digests.blake3, "stored size does not match the index")
+                    .await?;
                 return Err(Error::Corrupt(digests.blake3));
             }
         }
         let raw = this.blobs.read(&digests.blake3).await?;
-        Ok(Content { digests, media_type, raw, inner: Arc::clone(this) })
+        Ok(Content {
+            digests,
+            media_type,
+            raw,
+            inner: Arc::clone(this),
+        })
     }
 
     /// Marks a blob corrupt: later reads fail at once, and every Group that published it gets
@@ -850,17 +1015,28 @@ impl Inner {
             .await
     }
 
-    pub(crate) async fn events(&self, group_id: Id, after: u64, limit: u32, reader: &Reader) -> Result<Vec<Event>, Error> {
+    pub(crate) async fn events(
+        &self,
+        group_id: Id,
+        after: u64,
+        limit: u32,
+        reader: &Reader,
+    ) -> Result<Vec<Event>, Error> {
         let reader = reader.clone();
         let limit = limit.clamp(1, 10_000);
         self.db
             .read(move |conn| {
                 let allowed = match &reader {
                     Reader::Admin => group_exists(conn, group_id.as_str())?,
-                    Reader::Agent(agent_id) => membership(conn, group_id.as_str(), agent_id.as_str())?.is_some(),
+                    Reader::Agent(agent_id) => {
+                        membership(conn, group_id.as_str(), agent_id.as_str())?.is_some()
+                    }
                 };
                 if !allowed {
-                    return Err(reject(ErrorCode::NotFound, format!("no group {group_id} is visible to you")));
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!("no group {group_id} is visible to you"),
+                    ));
                 }
                 events::read(conn, group_id.as_str(), after, limit)
             })
@@ -872,7 +1048,11 @@ impl Inner {
             .db
             .read(|conn| {
                 let count = |table: &str| -> Result<u64, Error> {
-                    Ok(conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| row.get(0))?)
+                    Ok(
+                        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                            row.get(0)
+                        })?,
+                    )
                 };
                 Ok(crate::Stats {
                     groups: count("groups")?,
@@ -909,7 +1089,9 @@ impl Inner {
                 continue;
             };
             if crate::blobs::blob_path(&id) != path {
-                report.problems.push(format!("{path}: stored under the wrong directory"));
+                report
+                    .problems
+                    .push(format!("{path}: stored under the wrong directory"));
             }
             on_disk.insert(id);
             report.n_blobs += 1;
@@ -921,14 +1103,26 @@ impl Inner {
             let (digests, _) = hasher.finish().await?;
             report.n_bytes += digests.size;
             if digests.blake3 != id {
-                report.problems.push(format!("{path}: content hashes to {}", digests.blake3));
+                report
+                    .problems
+                    .push(format!("{path}: content hashes to {}", digests.blake3));
             }
-            let row = self.db.read(move |conn| blob_row(conn, &Digest::Blake3(id))).await?;
+            let row = self
+                .db
+                .read(move |conn| blob_row(conn, &Digest::Blake3(id)))
+                .await?;
             match row {
-                None => report.problems.push(format!("{id}: blob has no index row (orphan; harmless, can be swept)")),
+                None => report.problems.push(format!(
+                    "{id}: blob has no index row (orphan; harmless, can be swept)"
+                )),
                 Some((indexed, quarantined)) => {
-                    if digests.blake3 == id && (indexed.sha256 != digests.sha256 || indexed.size != digests.size) {
-                        report.problems.push(format!("{id}: index says {} / {} bytes", indexed.sha256, indexed.size));
+                    if digests.blake3 == id
+                        && (indexed.sha256 != digests.sha256 || indexed.size != digests.size)
+                    {
+                        report.problems.push(format!(
+                            "{id}: index says {} / {} bytes",
+                            indexed.sha256, indexed.size
+                        ));
                     }
                     if quarantined {
                         report.problems.push(format!("{id}: quarantined"));
@@ -949,14 +1143,24 @@ impl Inner {
                     }
                 }
                 let mut n_manifests = 0u64;
-                let mut statement = conn.prepare("SELECT manifest_id, blake3, envelope, producer FROM manifests")?;
+                let mut statement =
+                    conn.prepare("SELECT manifest_id, blake3, envelope, producer FROM manifests")?;
                 let rows = statement
-                    .query_map([], |row| Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?, row.get::<_, String>(2)?, row.get::<_, String>(3)?)))?
+                    .query_map([], |row| {
+                        Ok((
+                            row.get::<_, Vec<u8>>(0)?,
+                            row.get::<_, Vec<u8>>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, String>(3)?,
+                        ))
+                    })?
                     .collect::<Result<Vec<_>, _>>()?;
                 for (manifest_id, blake3, envelope, producer) in rows {
                     n_manifests += 1;
                     let manifest_id = ArtifactId(to32(manifest_id)?);
-                    if let Err(problem) = check_manifest(conn, &manifest_id, &blake3, &envelope, &producer) {
+                    if let Err(problem) =
+                        check_manifest(conn, &manifest_id, &blake3, &envelope, &producer)
+                    {
                         problems.push(format!("manifest {manifest_id}: {problem}"));
                     }
                 }
@@ -994,8 +1198,15 @@ impl Inner {
 
 /// Re-checks one stored manifest: its id, its signature by the registered producer key, and
 /// that it describes the blob it is filed under.
-fn check_manifest(conn: &Connection, manifest_id: &ArtifactId, blake3: &[u8], envelope: &str, producer: &str) -> Result<(), String> {
-    let envelope: Envelope = serde_json::from_str(envelope).map_err(|e| format!("envelope unreadable: {e}"))?;
+fn check_manifest(
+    conn: &Connection,
+    manifest_id: &ArtifactId,
+    blake3: &[u8],
+    envelope: &str,
+    producer: &str,
+) -> Result<(), String> {
+    let envelope: Envelope =
+        serde_json::from_str(envelope).map_err(|e| format!("envelope unreadable: {e}"))?;
     let keyid = envelope.signer_keyid().map_err(|e| e.to_string())?;
     let (agent_id, key, _) = agent_by_keyid(conn, &keyid)
         .map_err(|e| e.to_string())?
@@ -1003,7 +1214,9 @@ fn check_manifest(conn: &Connection, manifest_id: &ArtifactId, blake3: &[u8], en
     if agent_id.as_str() != producer {
         return Err(format!("signed by {agent_id}, filed under {producer}"));
     }
-    let payload = envelope.verify(MANIFEST_TYPE, &key).map_err(|e| e.to_string())?;
+    let payload = envelope
+        .verify(MANIFEST_TYPE, &key)
+        .map_err(|e| e.to_string())?;
     if ArtifactId::of(payload.value()) != *manifest_id {
         return Err("payload does not hash to the manifest id".into());
     }
@@ -1013,7 +1226,6 @@ fn check_manifest(conn: &Connection, manifest_id: &ArtifactId, blake3: &[u8], en
     }
     Ok(())
 }
-
 
 /// Wraps the raw blob stream: hashes every stored byte, yields only those in `range`, and at
 /// the end compares with the recorded digests.
@@ -1035,7 +1247,13 @@ pub(crate) fn verified_stream(
         offset: u64,
         store: Arc<Inner>,
     }
-    let state = State { raw, hasher: Some(DualHasher::default()), held: None, offset: 0, store };
+    let state = State {
+        raw,
+        hasher: Some(DualHasher::default()),
+        held: None,
+        offset: 0,
+        store,
+    };
     futures::stream::unfold(state, move |mut state| {
         let range = range.clone();
         async move {
@@ -1076,7 +1294,14 @@ pub(crate) fn verified_stream(
                             continue;
                         }
                         state.held = None;
-                        if let Err(error) = state.store.quarantine(expected.blake3, "stored bytes do not hash to their address").await {
+                        if let Err(error) = state
+                            .store
+                            .quarantine(
+                                expected.blake3,
+                                "stored bytes do not hash to their address",
+                            )
+                            .await
+                        {
                             tracing::error!(%error, "could not record quarantine");
                         }
                         return Some((Err(Error::Corrupt(expected.blake3)), state));

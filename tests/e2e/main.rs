@@ -1,1 +1,7 @@
-//! e2e
+//! End-to-end tests: the real `weft` binary on 127.0.0.1:0, driven over raw TCP, HTTP and
+//! its own CLI. One test per user-visible journey; the detailed cases live in-process in
+//! `src/http/tests.rs`.
+
+mod cli;
+mod support;
+mod transport;

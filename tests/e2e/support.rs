@@ -1,0 +1,96 @@
+//! `TestServer`: a temp data dir and the real binary listening on 127.0.0.1:0.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+
+pub struct TestServer {
+    child: Child,
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+}
+
+impl TestServer {
+    /// Starts `weft serve` on `data_dir` and waits for its `listening on` line.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(WEFT)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args(extra)
+            .env("RUST_BACKTRACE", "0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("weft starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut first = String::new();
+        BufReader::new(stdout).read_line(&mut first).expect("first line");
+        let addr = first
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .parse()
+            .expect("socket address");
+        Self { child, addr, data_dir: data_dir.to_path_buf() }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("admin.token")).expect("admin.token").trim().to_owned()
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        // Stop the process this test started, by its handle (never by name).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the CLI with `WEFT_HOME` and `WEFT_SERVER` set; returns (success, stdout, stderr).
+pub fn weft(home: &Path, server: &str, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(WEFT)
+        .args(args)
+        .env("WEFT_HOME", home)
+        .env("WEFT_SERVER", server)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("weft runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Files below `dir` (recursively), for "nothing was kept" checks.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
