@@ -229,6 +229,17 @@ impl Envelope {
     }
 }
 
+/// weft's one signature policy: exactly 64 bytes, checked with `verify_strict` (canonical S,
+/// no small-order R or A). The external vectors in `fixtures/vectors` pin what it accepts.
+pub fn verify_detached(key: &VerifyingKey, message: &[u8], signature: &[u8]) -> Result<(), Rejection> {
+    let bad = |why: &str| Rejection::new(ErrorCode::BadSignature, why.to_owned());
+    let signature: [u8; 64] = signature
+        .try_into()
+        .map_err(|_| bad("an Ed25519 signature is exactly 64 bytes"))?;
+    key.verify_strict(message, &Signature::from_bytes(&signature))
+        .map_err(|_| bad("signature does not verify"))
+}
+
 /// Generates a fresh signing key from the operating system's randomness.
 pub fn generate_key() -> SigningKey {
     let secret: [u8; 32] = rand::random();
