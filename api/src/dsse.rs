@@ -231,7 +231,11 @@ impl Envelope {
 
 /// weft's one signature policy: exactly 64 bytes, checked with `verify_strict` (canonical S,
 /// no small-order R or A). The external vectors in `fixtures/vectors` pin what it accepts.
-pub fn verify_detached(key: &VerifyingKey, message: &[u8], signature: &[u8]) -> Result<(), Rejection> {
+pub fn verify_detached(
+    key: &VerifyingKey,
+    message: &[u8],
+    signature: &[u8],
+) -> Result<(), Rejection> {
     let bad = |why: &str| Rejection::new(ErrorCode::BadSignature, why.to_owned());
     let signature: [u8; 64] = signature
         .try_into()

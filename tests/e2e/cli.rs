@@ -4,7 +4,11 @@
 use crate::support::{TestServer, files_under, weft};
 
 fn ok(outcome: (bool, String, String)) -> String {
-    assert!(outcome.0, "command failed:\nstdout: {}\nstderr: {}", outcome.1, outcome.2);
+    assert!(
+        outcome.0,
+        "command failed:\nstdout: {}\nstderr: {}",
+        outcome.1, outcome.2
+    );
     outcome.1
 }
 
@@ -25,22 +29,57 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&token_file).expect("token").permissions().mode();
+        let mode = std::fs::metadata(&token_file)
+            .expect("token")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600, "admin.token is private");
     }
     ok(weft(&home, &url, &["keygen"]));
     admin(&["group", "create", "g1"]);
-    admin(&["agent", "register", "--agent-id", "agent-1", "--card-version", "3"]);
+    admin(&[
+        "agent",
+        "register",
+        "--agent-id",
+        "agent-1",
+        "--card-version",
+        "3",
+    ]);
     admin(&["member", "set", "g1", "agent-1", "--role", "worker"]);
-    ok(weft(&home, &url, &["login", "--agent-id", "agent-1", "--group", "g1", "--card-version", "3"]));
+    ok(weft(
+        &home,
+        &url,
+        &[
+            "login",
+            "--agent-id",
+            "agent-1",
+            "--group",
+            "g1",
+            "--card-version",
+            "3",
+        ],
+    ));
 
     let input = root.path().join("input.bin");
     let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 256) as u8).collect();
     std::fs::write(&input, &bytes).expect("write input");
     let put = |file: &std::path::Path, sources: &[&str]| {
         let mut args = vec![
-            "put", file.to_str().expect("utf-8"), "--group", "g1", "--mission", "m1", "--work-item", "w1",
-            "--lease", "lease-1", "--media-type", "application/octet-stream", "--tool", "model:gpt:5", "-q",
+            "put",
+            file.to_str().expect("utf-8"),
+            "--group",
+            "g1",
+            "--mission",
+            "m1",
+            "--work-item",
+            "w1",
+            "--lease",
+            "lease-1",
+            "--media-type",
+            "application/octet-stream",
+            "--tool",
+            "model:gpt:5",
+            "-q",
         ];
         for source in sources {
             args.extend_from_slice(&["--source", source]);
@@ -48,13 +87,20 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         ok(weft(&home, &url, &args)).trim().to_owned()
     };
     let first = put(&input, &[]);
-    assert!(first.starts_with("blake3:"), "put prints the digest: {first}");
+    assert!(
+        first.starts_with("blake3:"),
+        "put prints the digest: {first}"
+    );
     let derived_input = root.path().join("derived.txt");
     std::fs::write(&derived_input, b"derived from input.bin").expect("write");
     let derived = put(&derived_input, &[&first]);
 
     let output = root.path().join("out.bin");
-    ok(weft(&home, &url, &["get", &first, "-o", output.to_str().expect("utf-8"), "-q"]));
+    ok(weft(
+        &home,
+        &url,
+        &["get", &first, "-o", output.to_str().expect("utf-8"), "-q"],
+    ));
     assert_eq!(std::fs::read(&output).expect("downloaded"), bytes);
     let shown = ok(weft(&home, &url, &["show", &derived]));
     assert!(shown.contains(&format!("source      {first}")), "{shown}");
@@ -66,25 +112,50 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     server.kill();
     let stray = data.join("staging").join("left-by-a-crash");
     std::fs::write(&stray, b"partial").expect("write");
-    let fsck = ok(weft(&home, &url, &["fsck", "--data-dir", data.to_str().expect("utf-8")]));
-    assert!(fsck.contains("checked 2 blobs") && fsck.trim_end().ends_with("ok"), "{fsck}");
+    let fsck = ok(weft(
+        &home,
+        &url,
+        &["fsck", "--data-dir", data.to_str().expect("utf-8")],
+    ));
+    assert!(
+        fsck.contains("checked 2 blobs") && fsck.trim_end().ends_with("ok"),
+        "{fsck}"
+    );
     let server = TestServer::start(&data, &[]);
     assert!(!stray.exists(), "stale staging files are swept at start");
     let url = server.url();
     let again = root.path().join("again.bin");
-    ok(weft(&home, &url, &["get", &first, "-o", again.to_str().expect("utf-8"), "-q"]));
+    ok(weft(
+        &home,
+        &url,
+        &["get", &first, "-o", again.to_str().expect("utf-8"), "-q"],
+    ));
     assert_eq!(std::fs::read(&again).expect("downloaded"), bytes);
 
     // A flipped bit: the CLI refuses the download and writes nothing; fsck exits non-zero.
-    let blob = files_under(&data.join("blobs")).into_iter().find(|p| p.to_string_lossy().contains(&first[7..])).expect("blob file");
+    let blob = files_under(&data.join("blobs"))
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains(&first[7..]))
+        .expect("blob file");
     let mut stored = std::fs::read(&blob).expect("blob");
     stored[12345] ^= 1;
     std::fs::write(&blob, stored).expect("write");
     let broken = root.path().join("broken.bin");
-    let outcome = weft(&home, &url, &["get", &first, "-o", broken.to_str().expect("utf-8"), "-q"]);
+    let outcome = weft(
+        &home,
+        &url,
+        &["get", &first, "-o", broken.to_str().expect("utf-8"), "-q"],
+    );
     assert!(!outcome.0, "a corrupt download must fail");
-    assert!(!broken.exists() && !broken.with_extension("weft-partial").exists(), "nothing is written");
+    assert!(
+        !broken.exists() && !broken.with_extension("weft-partial").exists(),
+        "nothing is written"
+    );
     drop(server);
-    let outcome = weft(&home, &url, &["fsck", "--data-dir", data.to_str().expect("utf-8")]);
+    let outcome = weft(
+        &home,
+        &url,
+        &["fsck", "--data-dir", data.to_str().expect("utf-8")],
+    );
     assert!(!outcome.0 && outcome.1.contains("PROBLEM"), "{outcome:?}");
 }

@@ -4,4 +4,5 @@
 
 mod cli;
 mod support;
+mod tidy;
 mod transport;

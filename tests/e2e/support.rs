@@ -27,14 +27,20 @@ impl TestServer {
             .expect("weft starts");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut first = String::new();
-        BufReader::new(stdout).read_line(&mut first).expect("first line");
+        BufReader::new(stdout)
+            .read_line(&mut first)
+            .expect("first line");
         let addr = first
             .trim()
             .strip_prefix("listening on http://")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
             .parse()
             .expect("socket address");
-        Self { child, addr, data_dir: data_dir.to_path_buf() }
+        Self {
+            child,
+            addr,
+            data_dir: data_dir.to_path_buf(),
+        }
     }
 
     pub fn url(&self) -> String {
@@ -42,7 +48,10 @@ impl TestServer {
     }
 
     pub fn admin_token(&self) -> String {
-        std::fs::read_to_string(self.data_dir.join("admin.token")).expect("admin.token").trim().to_owned()
+        std::fs::read_to_string(self.data_dir.join("admin.token"))
+            .expect("admin.token")
+            .trim()
+            .to_owned()
     }
 
     /// SIGKILL, as a crash would.
@@ -81,7 +90,9 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {

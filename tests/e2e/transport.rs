@@ -15,23 +15,51 @@ fn session(server: &TestServer, root: &std::path::Path) -> String {
     let token_file = token_file.to_str().expect("utf-8");
     for args in [
         vec!["keygen"],
-        vec!["admin", "--admin-token-file", token_file, "group", "create", "g1"],
-        vec!["admin", "--admin-token-file", token_file, "agent", "register", "--agent-id", "w1"],
-        vec!["admin", "--admin-token-file", token_file, "member", "set", "g1", "w1", "--role", "worker"],
+        vec![
+            "admin",
+            "--admin-token-file",
+            token_file,
+            "group",
+            "create",
+            "g1",
+        ],
+        vec![
+            "admin",
+            "--admin-token-file",
+            token_file,
+            "agent",
+            "register",
+            "--agent-id",
+            "w1",
+        ],
+        vec![
+            "admin",
+            "--admin-token-file",
+            token_file,
+            "member",
+            "set",
+            "g1",
+            "w1",
+            "--role",
+            "worker",
+        ],
         vec!["login", "--agent-id", "w1", "--group", "g1"],
     ] {
         let outcome = weft(&home, &url, &args);
         assert!(outcome.0, "{args:?}: {outcome:?}");
     }
     let session: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session")).expect("json");
+        serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
+            .expect("json");
     session["token"].as_str().expect("token").to_owned()
 }
 
 /// Sends `request` raw and returns everything the server answers until it closes or 3 s pass.
 fn exchange(server: &TestServer, request: &[u8], then_close: bool) -> String {
     let mut stream = TcpStream::connect(server.addr).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(3))).expect("timeout");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
     stream.write_all(request).expect("send");
     if then_close {
         let _ = stream.shutdown(std::net::Shutdown::Write);
@@ -42,7 +70,10 @@ fn exchange(server: &TestServer, request: &[u8], then_close: bool) -> String {
 }
 
 fn blobs_and_staging(server: &TestServer) -> (usize, usize) {
-    (files_under(&server.data_dir.join("blobs")).len(), files_under(&server.data_dir.join("staging")).len())
+    (
+        files_under(&server.data_dir.join("blobs")).len(),
+        files_under(&server.data_dir.join("staging")).len(),
+    )
 }
 
 /// Staging is cleaned by a task after the connection drops; poll briefly.
@@ -61,23 +92,35 @@ fn lying_lengths_aborts_and_smuggling_keep_nothing() {
     let body = vec![b'x'; 100_000];
     let digest = weft_api::digest::Hasher::digest(&body).blake3;
     let head = |length: &str, extra: &str| {
-        format!("PUT /v1/blobs/{digest} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Length: {length}\r\n{extra}\r\n")
+        format!(
+            "PUT /v1/blobs/{digest} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Length: {length}\r\n{extra}\r\n"
+        )
     };
 
     // Content-Length longer than the body, then the client closes: an incomplete body.
     let mut request = head("200000", "").into_bytes();
     request.extend_from_slice(&body);
     let answer = exchange(&server, &request, true);
-    assert!(answer.is_empty() || answer.contains("incomplete_body"), "{answer}");
+    assert!(
+        answer.is_empty() || answer.contains("incomplete_body"),
+        "{answer}"
+    );
     wait_for_empty_staging(&server);
-    assert_eq!(blobs_and_staging(&server), (0, 0), "nothing kept after a short body");
+    assert_eq!(
+        blobs_and_staging(&server),
+        (0, 0),
+        "nothing kept after a short body"
+    );
 
     // Content-Length shorter than the body: the server hashes what was declared, which does
     // not match the claimed digest; the excess is not a second request it would obey.
     let mut request = head("50000", "").into_bytes();
     request.extend_from_slice(&body);
     let answer = exchange(&server, &request, false);
-    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("\"code\":\"digest_mismatch\""), "{answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 400") && answer.contains("\"code\":\"digest_mismatch\""),
+        "{answer}"
+    );
     assert_eq!(blobs_and_staging(&server).0, 0);
 
     // Both Content-Length and Transfer-Encoding: refused, nothing stored.
@@ -95,7 +138,11 @@ fn lying_lengths_aborts_and_smuggling_keep_nothing() {
         stream.write_all(&request).expect("send");
     }
     wait_for_empty_staging(&server);
-    assert_eq!(blobs_and_staging(&server), (0, 0), "nothing kept after an abort");
+    assert_eq!(
+        blobs_and_staging(&server),
+        (0, 0),
+        "nothing kept after an abort"
+    );
 
     // The server still works.
     let mut request = head(&body.len().to_string(), "").into_bytes();
@@ -109,13 +156,23 @@ fn slowloris_connections_are_cut() {
     let root = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(&root.path().join("data"), &["--header-timeout-secs", "1"]);
     let mut stream = TcpStream::connect(server.addr).expect("connect");
-    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n").expect("send");
-    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n")
+        .expect("send");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
     let started = Instant::now();
     let mut answer = Vec::new();
     // Never finish the headers; the server must close the connection by itself.
     let outcome = stream.read_to_end(&mut answer);
     let elapsed = started.elapsed();
-    assert!(outcome.is_ok(), "the server closed the connection: {outcome:?}");
-    assert!(elapsed < Duration::from_secs(4), "cut after the header timeout, took {elapsed:?}");
+    assert!(
+        outcome.is_ok(),
+        "the server closed the connection: {outcome:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "cut after the header timeout, took {elapsed:?}"
+    );
 }
