@@ -324,6 +324,7 @@ fn sign(key: &SigningKey, manifest: &Manifest) -> Envelope {
 // ---------------------------------------------------------------------------------------
 // Upload
 
+/// ART-1: an Artifact is its bytes, looked up by either digest; ART-5: the read is verified.
 #[tokio::test]
 async fn upload_then_read_round_trips_with_both_digests() {
     for kind in KINDS {
@@ -553,6 +554,7 @@ async fn the_empty_blob_round_trips() {
     }
 }
 
+/// ART-1: immutable and content-addressed; the same bytes are one object, never rewritten.
 #[tokio::test]
 async fn same_bytes_twice_and_concurrently_store_one_object() {
     for kind in KINDS {
@@ -1059,6 +1061,8 @@ async fn malformed_manifest_json_is_refused() {
     }
 }
 
+/// ART-3 (the manifest's digests and size must be the stored bytes'), ART-4 (sources form an
+/// acyclic provenance graph with no dangling edge).
 #[tokio::test]
 async fn publication_checks_the_blob_sources_and_cycles() {
     for kind in KINDS {
@@ -1133,6 +1137,8 @@ async fn publication_checks_the_blob_sources_and_cycles() {
     }
 }
 
+/// ART-2 (bytes stay out of the log), LSE-4 (the published Event carries the lease),
+/// DLV-7 (reading the log never trims it).
 #[tokio::test]
 async fn publishing_appends_a_hash_chained_event_and_is_idempotent() {
     for kind in KINDS {
@@ -1170,6 +1176,25 @@ async fn publishing_appends_a_hash_chained_event_and_is_idempotent() {
         assert_eq!(first.json()["sequence"], json!(4));
         // ART-2: the log carries digests, never the bytes.
         assert!(!String::from_utf8_lossy(&answer.body).contains("Ynl0ZXM="));
+        // LSE-4: the publication references the execution lease it was made under.
+        let published = serde_json::to_value(&page.events[3].payload).expect("payload");
+        assert_eq!(
+            (
+                published["leaseId"].as_str(),
+                published["ownershipEpoch"].as_u64()
+            ),
+            (Some("lease-1"), Some(1))
+        );
+        // DLV-7: replaying (the only consumer so far) leaves the whole history in place.
+        let again = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/events",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(again.body, answer.body);
         for bad in ["after=-1", "after=abc", "after=1&limit=x", "bogus=1"] {
             let answer = h
                 .call(
@@ -1579,4 +1604,33 @@ async fn openapi_and_metrics_are_served() {
             .headers
             .contains_key("x-request-id")
     );
+}
+
+/// ART-6: a retrieval URI is a location, never an identity. A manifest whose URI points at
+/// other bytes changes nothing about what its digest names.
+#[tokio::test]
+async fn retrieval_uris_are_never_identities() {
+    for kind in KINDS {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let other = h.put(&worker, "g1", b"the other artifact", &[]).await;
+        let digests = h.upload(&worker, b"this artifact").await;
+        let mut misleading = manifest(&worker, "g1", digests, &[]);
+        misleading.retrieval_uri = format!("https://weft.example/v1/artifacts/{other}/content");
+        assert_eq!(
+            h.publish(&worker, &sign(&worker.key, &misleading))
+                .await
+                .status,
+            StatusCode::CREATED
+        );
+        let answer = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{}/content", digests.blake3),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(answer.body.as_ref(), b"this artifact", "{kind:?}");
+    }
 }

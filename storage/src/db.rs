@@ -221,3 +221,44 @@ fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
         finish(commit.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Group commit: jobs that fail roll back alone, the others in the same batch commit.
+    #[tokio::test]
+    async fn a_failing_job_does_not_spoil_its_batch() {
+        for location in [
+            Location::Memory,
+            Location::File(tempfile::tempdir().expect("dir").keep().join("t.sqlite")),
+        ] {
+            let db = Db::open(&location).expect("open");
+            let writes = (0..64u32).map(|n| {
+                let db = db.clone();
+                async move {
+                    db.write(move |txn| {
+                        txn.execute(
+                            "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
+                            [format!("g{n}")],
+                        )?;
+                        if n % 2 == 1 {
+                            return Err(Error::ShuttingDown); // any failure after a write
+                        }
+                        Ok(n)
+                    })
+                    .await
+                }
+            });
+            let outcomes = futures::future::join_all(writes).await;
+            assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 32);
+            let n_rows: u64 = db
+                .read(|conn| {
+                    Ok(conn.query_row("SELECT COUNT(*) FROM groups", [], |row| row.get(0))?)
+                })
+                .await
+                .expect("count");
+            assert_eq!(n_rows, 32, "{location:?}");
+        }
+    }
+}

@@ -29,7 +29,7 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&token_file)
+        let mode = std::fs::metadata(token_file)
             .expect("token")
             .permissions()
             .mode();

@@ -5,17 +5,17 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+pub(crate) const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
-pub struct TestServer {
+pub(crate) struct TestServer {
     child: Child,
-    pub addr: SocketAddr,
-    pub data_dir: PathBuf,
+    pub(crate) addr: SocketAddr,
+    pub(crate) data_dir: PathBuf,
 }
 
 impl TestServer {
     /// Starts `weft serve` on `data_dir` and waits for its `listening on` line.
-    pub fn start(data_dir: &Path, extra: &[&str]) -> Self {
+    pub(crate) fn start(data_dir: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(WEFT)
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
@@ -43,19 +43,12 @@ impl TestServer {
         }
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    pub fn admin_token(&self) -> String {
-        std::fs::read_to_string(self.data_dir.join("admin.token"))
-            .expect("admin.token")
-            .trim()
-            .to_owned()
-    }
-
     /// SIGKILL, as a crash would.
-    pub fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -70,7 +63,7 @@ impl Drop for TestServer {
 }
 
 /// Runs the CLI with `WEFT_HOME` and `WEFT_SERVER` set; returns (success, stdout, stderr).
-pub fn weft(home: &Path, server: &str, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn weft(home: &Path, server: &str, args: &[&str]) -> (bool, String, String) {
     let output = Command::new(WEFT)
         .args(args)
         .env("WEFT_HOME", home)
@@ -86,7 +79,7 @@ pub fn weft(home: &Path, server: &str, args: &[&str]) -> (bool, String, String) 
 }
 
 /// Files below `dir` (recursively), for "nothing was kept" checks.
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
