@@ -20,7 +20,6 @@ Usage: python3 bench/throughput.py [--size-mib 1024] [--memory-gib 3] [--keep]
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -91,13 +90,15 @@ class Weft:
         self.run(["login", "--agent-id", "bench-agent", "--group", "bench"])
 
     def run(self, args):
-        """Runs the CLI; returns (stdout, max RSS of that child in KiB)."""
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        done = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"weft {' '.join(args)} failed:\n{done.stderr}")
-        after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        return done.stdout.strip(), after if after > before else None
+        """Runs the CLI; returns (stdout, peak RSS of exactly that process in KiB)."""
+        child = subprocess.Popen([self.binary, *args], env=self.env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        stdout, stderr = child.stdout.read(), child.stderr.read()
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            raise SystemExit(f"weft {' '.join(args)} failed:\n{stderr}")
+        return stdout.strip(), usage.ru_maxrss
 
     def put(self, path):
         return self.run(["put", path, "--group", "bench", "--mission", "m", "--work-item", "w",
@@ -165,11 +166,12 @@ def main():
             os.remove(big)
             _, (_, get_rss) = timed(lambda: weft.get(big_digest, os.path.join(workdir, "big-out.bin")))
             server_rss = peak_rss_kib(weft.server.pid)
-            cli_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
             print(f"memory check: {options.memory_gib} GiB artifact uploaded and downloaded")
             print(f"  server peak RSS (VmHWM, whole run)   {server_rss / 1024:7.1f} MiB")
-            print(f"  CLI peak RSS (largest child)         {cli_rss / 1024:7.1f} MiB")
-            print(f"  ratio to artifact size               {max(server_rss, cli_rss) * 1024 / big_size:.4f}")
+            print(f"  weft put peak RSS                    {put_rss / 1024:7.1f} MiB")
+            print(f"  weft get peak RSS                    {get_rss / 1024:7.1f} MiB")
+            peak = max(server_rss, put_rss, get_rss)
+            print(f"  largest peak / artifact size         {peak * 1024 / big_size:.4f}")
         weft.stop()
     finally:
         if not options.keep:

@@ -27,8 +27,10 @@ use weft_api::{ArtifactId, Digests, ErrorCode};
 use crate::error::Error;
 use crate::hashing::{BATCH, DualHasher};
 
-/// Part size for multipart writes; S3 needs at least 5 MiB per part.
-const PART_SIZE: usize = 8 * 1024 * 1024;
+/// Part size for multipart writes. S3 (later) needs at least 5 MiB per part; the local
+/// backend writes each part at its offset in one file, so small parts only bound memory.
+const REMOTE_PART_SIZE: usize = 8 * 1024 * 1024;
+const LOCAL_PART_SIZE: usize = 2 * 1024 * 1024;
 /// Parts written concurrently per upload.
 const PART_CONCURRENCY: usize = 2;
 
@@ -133,7 +135,8 @@ impl Blobs {
     {
         let path = Path::from(format!("staging/{}", uuid::Uuid::new_v4()));
         let upload = self.store.put_multipart(&path).await?;
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+        let part_size = if self.local_root.is_some() { LOCAL_PART_SIZE } else { REMOTE_PART_SIZE };
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
         let outcome = async {
             let mut hasher = DualHasher::default();
             let mut body = std::pin::pin!(body);

@@ -17,7 +17,7 @@ use crate::error::Error;
 /// Bytes per hand-off to the hasher tasks.
 pub(crate) const BATCH: usize = 1024 * 1024;
 /// Batches queued per hasher before the producer waits.
-const DEPTH: usize = 4;
+const DEPTH: usize = 2;
 
 struct Pipeline {
     to_blake3: mpsc::Sender<Bytes>,
