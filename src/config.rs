@@ -79,6 +79,8 @@ impl Config {
             max_upload_bytes: self.max_upload_bytes,
             session_ttl: chrono::Duration::hours(self.session_hours.max(1)),
             sweep_staging: true,
+            // Replaced by the persisted `DIR/authority.key` in `serve::run`.
+            authority: Arc::new(weft_api::dsse::generate_key()),
         }
     }
 }

@@ -100,12 +100,56 @@ pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
+/// Reads `DIR/authority.key` (the server's own Ed25519 key, base64 of the 32-byte secret),
+/// creating it (mode 0600) on first start.
+pub fn authority_key(data_dir: &Path) -> anyhow::Result<ed25519_dalek::SigningKey> {
+    use base64::Engine as _;
+    let path = data_dir.join("authority.key");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let key = weft_api::dsse::generate_key();
+            write_private(
+                &path,
+                weft_api::dsse::BASE64.encode(key.to_bytes()).as_bytes(),
+            )?;
+            return Ok(key);
+        }
+        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+    };
+    let secret: [u8; 32] = weft_api::dsse::BASE64
+        .decode(text.trim())
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+        .with_context(|| format!("{} is not base64 of a 32-byte key", path.display()))?;
+    Ok(ed25519_dalek::SigningKey::from_bytes(&secret))
+}
+
+/// Creates `path` with mode 0600 (failing if it exists) and syncs it.
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    Ok(())
+}
+
 /// `weft serve`: open the store, bind, print `listening on http://…`, serve until Ctrl-C.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let token = admin_token(&config.data_dir)?;
-    let store = weft_storage::Store::open(config.storage_options())
+    let mut options = config.storage_options();
+    options.authority = std::sync::Arc::new(authority_key(&config.data_dir)?);
+    let store = weft_storage::Store::open(options)
         .await
         .context("opening the store")?;
     let state = AppState::new(store, &token, &config);

@@ -8,6 +8,7 @@ pub mod digest;
 pub mod dsse;
 pub mod error;
 pub mod event;
+pub mod evidence;
 pub mod id;
 pub mod json;
 pub mod manifest;

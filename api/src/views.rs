@@ -91,3 +91,110 @@ pub struct ArtifactPage {
 pub struct EventPage {
     pub events: Vec<crate::event::Event>,
 }
+
+/// One Evidence record as stored and served.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceRecord {
+    pub evidence_id: ArtifactId,
+    pub group_id: String,
+    pub sequence: u64,
+    pub envelope: Envelope,
+    pub evidence: crate::evidence::Evidence,
+}
+
+/// Answer to `GET /v1/evidence` and `GET /v1/artifacts/{digest}/evidence`, newest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidencePage {
+    pub items: Vec<EvidenceRecord>,
+    /// Pass as `after` to get the next (older) page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
+
+/// Answer to `POST /v1/evidence`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceRecorded {
+    pub evidence_id: ArtifactId,
+    pub sequence: u64,
+}
+
+/// The latest non-superseded verdict on one criterion.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub evidence_id: ArtifactId,
+    pub outcome: crate::evidence::Outcome,
+    pub method: crate::evidence::MethodKind,
+    pub producer: String,
+    pub timestamp: String,
+    pub sequence: u64,
+}
+
+/// How many records of each outcome exist for a criterion.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeCounts {
+    pub pass: u64,
+    pub fail: u64,
+    pub inconclusive: u64,
+}
+
+/// One row of `GET /v1/workitems/{id}/criteria`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CriterionSummary {
+    pub criterion: String,
+    pub latest: Verdict,
+    /// Every record, superseded ones included.
+    pub counts: OutcomeCounts,
+    pub producers: Vec<String>,
+    /// The records still in force (not superseded) disagree.
+    pub contested: bool,
+}
+
+/// Answer to `GET /v1/workitems/{id}/criteria`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CriteriaView {
+    pub work_item_id: String,
+    pub criteria: Vec<CriterionSummary>,
+}
+
+/// Body of `POST /v1/workitems/{id}/review`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewRequest {
+    pub criterion: String,
+    pub artifacts: Vec<ArtifactId>,
+    pub checks: Vec<Check>,
+}
+
+/// A deterministic check the built-in reviewer runs (EVD-3 step 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    Integrity,
+    Schema,
+}
+
+/// Answer to `POST /v1/workitems/{id}/review`: one Evidence record per check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReviewOutcome {
+    pub evidence: Vec<EvidenceRecord>,
+}
+
+/// `GET /v1/authority/keys`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthorityKeys {
+    pub keys: Vec<AuthorityKey>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorityKey {
+    pub keyid: String,
+    /// Base64 of the 32-byte Ed25519 public key.
+    pub public_key: String,
+}

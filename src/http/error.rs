@@ -36,6 +36,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::InvalidId
         | C::InvalidJson
         | C::InvalidManifest
+        | C::InvalidEvidence
         | C::DigestMismatch
         | C::IncompleteBody
         | C::WrongPayloadType
@@ -44,14 +45,18 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::ClockSkew => StatusCode::BAD_REQUEST,
         C::Unauthorized | C::StaleSession => StatusCode::UNAUTHORIZED,
         C::Forbidden | C::NotAMember | C::ProducerMismatch => StatusCode::FORBIDDEN,
-        C::NotFound | C::UnknownAgent | C::UnknownGroup => StatusCode::NOT_FOUND,
+        C::NotFound | C::UnknownAgent | C::UnknownGroup | C::UnknownWorkItem => {
+            StatusCode::NOT_FOUND
+        }
         C::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         C::Timeout => StatusCode::REQUEST_TIMEOUT,
-        C::Conflict | C::NonceReused | C::Cycle => StatusCode::CONFLICT,
+        C::Conflict | C::NonceReused | C::Cycle | C::SupersedesMismatch => StatusCode::CONFLICT,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         C::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,
-        C::UnknownSource | C::BlobNotFound => StatusCode::UNPROCESSABLE_ENTITY,
+        C::UnknownSource | C::UnknownArtifact | C::UnknownEvidence | C::BlobNotFound => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
         C::IntegrityFailure | C::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         C::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
     }

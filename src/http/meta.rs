@@ -46,6 +46,14 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::artifacts::show,
         super::artifacts::content,
         super::events::replay,
+        super::evidence::record,
+        super::evidence::list,
+        super::evidence::show,
+        super::evidence::for_artifact,
+        super::evidence::criteria,
+        super::evidence::review,
+        super::evidence::authority_keys,
+        super::evidence::register_schema,
     ),
     modifiers(&BearerAuth)
 )]

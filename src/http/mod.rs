@@ -11,6 +11,7 @@ mod blobs;
 mod body;
 pub mod error;
 mod events;
+mod evidence;
 mod meta;
 mod sessions;
 
@@ -92,6 +93,21 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/artifacts/{digest}", get(artifacts::show))
         .route("/v1/groups/{group_id}/events", get(events::replay))
+        .route("/v1/evidence", post(evidence::record).get(evidence::list))
+        .route("/v1/evidence/{evidence_id}", get(evidence::show))
+        .route(
+            "/v1/artifacts/{digest}/evidence",
+            get(evidence::for_artifact),
+        )
+        .route(
+            "/v1/workitems/{work_item_id}/criteria",
+            get(evidence::criteria),
+        )
+        .route(
+            "/v1/workitems/{work_item_id}/review",
+            post(evidence::review),
+        )
+        .route("/v1/admin/schemas", post(evidence::register_schema))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             state.limits.request_timeout,
@@ -111,6 +127,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(meta::healthz))
         .route("/metrics", get(meta::metrics))
         .route("/v1/openapi.json", get(meta::openapi))
+        .route("/v1/authority/keys", get(evidence::authority_keys))
         .merge(meta::docs())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)

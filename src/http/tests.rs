@@ -1634,3 +1634,6 @@ async fn retrieval_uris_are_never_identities() {
         assert_eq!(answer.body.as_ref(), b"this artifact", "{kind:?}");
     }
 }
+
+#[path = "tests/evidence.rs"]
+mod evidence;

@@ -135,7 +135,11 @@ impl Blobs {
     {
         let path = Path::from(format!("staging/{}", uuid::Uuid::new_v4()));
         let upload = self.store.put_multipart(&path).await?;
-        let part_size = if self.local_root.is_some() { LOCAL_PART_SIZE } else { REMOTE_PART_SIZE };
+        let part_size = if self.local_root.is_some() {
+            LOCAL_PART_SIZE
+        } else {
+            REMOTE_PART_SIZE
+        };
         let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
         let outcome = async {
             let mut hasher = DualHasher::default();

@@ -14,6 +14,7 @@ mod clock;
 mod db;
 mod error;
 mod events;
+mod evidence;
 mod hashing;
 mod records;
 mod schema;
@@ -29,11 +30,15 @@ pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::Location;
 pub use error::{BackendError, Error};
+pub use evidence::EvidenceFilter;
 pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome};
 
 use weft_api::session::{Membership, Role, SessionGrant};
-use weft_api::views::{ArtifactPage, ArtifactView, Published};
-use weft_api::{Digest, Digests, Envelope, Event, Id, KeyId};
+use weft_api::views::{
+    ArtifactPage, ArtifactView, CriterionSummary, EvidencePage, EvidenceRecord, EvidenceRecorded,
+    Published, ReviewRequest,
+};
+use weft_api::{ArtifactId, Digest, Digests, Envelope, Event, Id, KeyId};
 
 /// How to open a [`Store`]. The server builds this from its configuration.
 #[derive(Clone, Debug)]
@@ -45,6 +50,9 @@ pub struct Options {
     pub max_upload_bytes: u64,
     /// How long a session token stays valid.
     pub session_ttl: chrono::Duration,
+    /// The server's own signing key: it signs the built-in reviewer's Evidence (and, later,
+    /// exports, snapshots and checkpoints). Published at `GET /v1/authority/keys`.
+    pub authority: Arc<ed25519_dalek::SigningKey>,
     /// Delete leftovers in `staging/` on open. Only the server does this; an offline tool
     /// such as fsck must not touch uploads a running server is still writing.
     pub sweep_staging: bool,
@@ -60,6 +68,7 @@ impl Options {
             max_upload_bytes: 64 * 1024 * 1024 * 1024,
             session_ttl: chrono::Duration::hours(12),
             sweep_staging: true,
+            authority: Arc::new(weft_api::dsse::generate_key()),
         }
     }
 
@@ -72,6 +81,7 @@ impl Options {
             max_upload_bytes: 64 * 1024 * 1024 * 1024,
             session_ttl: chrono::Duration::hours(12),
             sweep_staging: true,
+            authority: Arc::new(weft_api::dsse::generate_key()),
         }
     }
 }
@@ -212,6 +222,62 @@ impl Store {
         reader: &Reader,
     ) -> Result<Vec<Event>, Error> {
         self.inner.events(group_id, after, limit, reader).await
+    }
+
+    /// Verifies and records a signed Evidence payload, appending `evidence.recorded`.
+    pub async fn record_evidence(
+        &self,
+        envelope: Envelope,
+        caller: &Reader,
+    ) -> Result<(EvidenceRecorded, bool), Error> {
+        self.inner.record_evidence(envelope, caller).await
+    }
+
+    /// Evidence matching `filter`, newest first, visible to `reader`.
+    pub async fn list_evidence(
+        &self,
+        filter: EvidenceFilter,
+        reader: &Reader,
+    ) -> Result<EvidencePage, Error> {
+        self.inner.list_evidence(filter, reader).await
+    }
+
+    pub async fn evidence(
+        &self,
+        evidence_id: ArtifactId,
+        reader: &Reader,
+    ) -> Result<EvidenceRecord, Error> {
+        self.inner.evidence(evidence_id, reader).await
+    }
+
+    /// For every criterion of a WorkItem with Evidence: the latest verdict in force, counts
+    /// by outcome, producers, and whether the records in force disagree.
+    pub async fn criteria(
+        &self,
+        work_item_id: Id,
+        reader: &Reader,
+    ) -> Result<Vec<CriterionSummary>, Error> {
+        self.inner.criteria(work_item_id, reader).await
+    }
+
+    /// Runs the built-in deterministic reviewer for a session's Group (EVD-3 steps 1, 2, 5).
+    pub async fn review(
+        &self,
+        work_item_id: Id,
+        request: ReviewRequest,
+        session: &Session,
+    ) -> Result<Vec<EvidenceRecord>, Error> {
+        records::Inner::review(&self.inner, work_item_id, request, session).await
+    }
+
+    /// Registers a schema URI as naming a published schema artifact, for the reviewer.
+    pub async fn register_schema(&self, uri: String, artifact: ArtifactId) -> Result<(), Error> {
+        self.inner.register_schema(uri, artifact).await
+    }
+
+    /// The server's own public signing keys.
+    pub fn authority_keys(&self) -> Vec<(KeyId, ed25519_dalek_key::VerifyingKey)> {
+        vec![self.inner.authority_key()]
     }
 
     /// Row and object counts: for `/metrics`, and for tests asserting that a refused request

@@ -80,6 +80,7 @@ pub struct Stats {
     pub manifests: u64,
     pub derivations: u64,
     pub events: u64,
+    pub evidence: u64,
     pub quarantined: u64,
     /// Objects under `blobs/` in the backend.
     pub blob_objects: u64,
@@ -98,9 +99,10 @@ pub struct FsckReport {
 }
 
 pub(crate) struct Inner {
-    db: Db,
-    blobs: Blobs,
+    pub(crate) db: Db,
+    pub(crate) blobs: Blobs,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) authority: Arc<ed25519_dalek::SigningKey>,
     max_upload_bytes: u64,
     session_ttl: chrono::Duration,
 }
@@ -114,12 +116,12 @@ impl std::fmt::Debug for Inner {
     }
 }
 
-fn reject(code: ErrorCode, message: impl Into<String>) -> Error {
+pub(crate) fn reject(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::reject(code, message)
 }
 
 /// Groups `agent_id` is a member of.
-fn member_groups(conn: &Connection, agent_id: &str) -> Result<Vec<String>, Error> {
+pub(crate) fn member_groups(conn: &Connection, agent_id: &str) -> Result<Vec<String>, Error> {
     let mut statement =
         conn.prepare_cached("SELECT group_id FROM memberships WHERE agent_id = ?1")?;
     let groups = statement
@@ -129,7 +131,7 @@ fn member_groups(conn: &Connection, agent_id: &str) -> Result<Vec<String>, Error
 }
 
 /// Whether `reader` may see artifact `blake3` (it is published in one of the reader's Groups).
-fn can_read_artifact(
+pub(crate) fn can_read_artifact(
     conn: &Connection,
     reader: &Reader,
     blake3: &ArtifactId,
@@ -183,7 +185,10 @@ fn can_see_blob(conn: &Connection, reader: &Reader, blake3: &ArtifactId) -> Resu
 }
 
 /// A blob row: digests and whether it is quarantined.
-fn blob_row(conn: &Connection, digest: &Digest) -> Result<Option<(Digests, bool)>, Error> {
+pub(crate) fn blob_row(
+    conn: &Connection,
+    digest: &Digest,
+) -> Result<Option<(Digests, bool)>, Error> {
     let (sql, key) = match digest {
         Digest::Blake3(id) => (
             "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1",
@@ -218,7 +223,7 @@ fn blob_row(conn: &Connection, digest: &Digest) -> Result<Option<(Digests, bool)
 }
 
 /// The Agent a key belongs to, with its key and card version.
-fn agent_by_keyid(
+pub(crate) fn agent_by_keyid(
     conn: &Connection,
     keyid: &KeyId,
 ) -> Result<Option<(Id, VerifyingKey, String)>, Error> {
@@ -243,7 +248,7 @@ fn agent_by_keyid(
 }
 
 /// Roles and epoch of a Membership.
-fn membership(
+pub(crate) fn membership(
     conn: &Connection,
     group_id: &str,
     agent_id: &str,
@@ -262,7 +267,7 @@ fn membership(
     .transpose()
 }
 
-fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
+pub(crate) fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
     Ok(conn
         .query_row(
             "SELECT 1 FROM groups WHERE group_id = ?1",
@@ -322,6 +327,7 @@ impl Inner {
             db,
             blobs,
             clock: options.clock,
+            authority: options.authority,
             max_upload_bytes: options.max_upload_bytes,
             session_ttl: options.session_ttl,
         })
@@ -364,6 +370,15 @@ impl Inner {
                 ErrorCode::BadRequest,
                 "agentCardVersion must be 1..=256 printable bytes",
             ));
+        }
+        if agent_id.as_str() == weft_api::evidence::AUTHORITY_AGENT {
+            return Err(reject(
+                ErrorCode::Conflict,
+                "this agent id is reserved for the server",
+            ));
+        }
+        if key == self.authority.verifying_key() {
+            return Err(reject(ErrorCode::Conflict, "this key is the server's own"));
         }
         let keyid = KeyId::of(&key);
         let now = self.clock.now();
@@ -1064,6 +1079,7 @@ impl Inner {
                     manifests: count("manifests")?,
                     derivations: count("derivations")?,
                     events: count("events")?,
+                    evidence: count("evidence")?,
                     quarantined: count("blobs WHERE quarantined_at IS NOT NULL")?,
                     blob_objects: 0,
                     staging_objects: 0,

@@ -101,17 +101,50 @@ CREATE TABLE events (
 ) WITHOUT ROWID;
 "#;
 
+/// Evidence (DESIGN §5.1) and registered schema URIs for the built-in reviewer.
+const V2: &str = r#"
+CREATE TABLE evidence (
+    evidence_id   BLOB PRIMARY KEY,   -- blake3 of the DSSE payload bytes
+    group_id      TEXT NOT NULL REFERENCES groups(group_id),
+    mission_id    TEXT NOT NULL,
+    work_item_id  TEXT NOT NULL,
+    criterion     TEXT NOT NULL,
+    outcome       TEXT NOT NULL,
+    method_kind   TEXT NOT NULL,
+    producer      TEXT NOT NULL,
+    timestamp     TEXT NOT NULL,
+    supersedes    BLOB REFERENCES evidence(evidence_id),
+    envelope      TEXT NOT NULL,
+    sequence      INTEGER NOT NULL
+);
+CREATE INDEX evidence_by_criterion ON evidence(work_item_id, criterion);
+CREATE INDEX evidence_by_group ON evidence(group_id);
+CREATE INDEX evidence_supersedes ON evidence(supersedes);
+CREATE TABLE evidence_artifacts (
+    evidence_id  BLOB NOT NULL REFERENCES evidence(evidence_id),
+    blake3       BLOB NOT NULL REFERENCES blobs(blake3),
+    PRIMARY KEY (evidence_id, blake3)
+);
+CREATE INDEX evidence_artifacts_blake3 ON evidence_artifacts(blake3);
+CREATE TABLE schemas (
+    uri       TEXT PRIMARY KEY,
+    blake3    BLOB NOT NULL REFERENCES blobs(blake3)
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    match version {
-        0 => {
-            conn.execute_batch(&format!("BEGIN; {V1} PRAGMA user_version = 1; COMMIT;"))?;
-            Ok(())
-        }
-        1 => Ok(()),
-        newer => Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {newer} is newer than this weft understands (1)"
-        )))),
+    if version > 2 {
+        return Err(Error::backend(std::io::Error::other(format!(
+            "database schema version {version} is newer than this weft understands (2)"
+        ))));
     }
+    if version < 1 {
+        conn.execute_batch(&format!("BEGIN; {V1} PRAGMA user_version = 1; COMMIT;"))?;
+    }
+    if version < 2 {
+        conn.execute_batch(&format!("BEGIN; {V2} PRAGMA user_version = 2; COMMIT;"))?;
+    }
+    Ok(())
 }

@@ -1,0 +1,244 @@
+//! Evidence for reviewers: record it signed, fetch it by criterion, and the built-in
+//! deterministic reviewer; plus the server's own public keys.
+
+use std::collections::HashMap;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use base64::Engine as _;
+use serde::Deserialize;
+use weft_api::dsse::BASE64;
+use weft_api::evidence::{MethodKind, Outcome};
+use weft_api::json::parse_strict;
+use weft_api::views::{AuthorityKey, AuthorityKeys, CriteriaView, ReviewOutcome, ReviewRequest};
+use weft_api::{ArtifactId, Envelope, ErrorCode, Id};
+use weft_storage::EvidenceFilter;
+
+use super::admin::path_id;
+use super::blobs::{RawPath, path_digest};
+use super::body::read_json;
+use super::error::{HttpError, HttpResult};
+use super::events::{only_params, query_u64};
+use super::{AppState, Caller, json};
+
+type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
+type RawId = Result<Path<String>, axum::extract::rejection::PathRejection>;
+
+/// Records DSSE-signed Evidence; appends `evidence.recorded`.
+#[utoipa::path(post, path = "/v1/evidence", request_body(content = String, description = "DSSE envelope of an Evidence payload", content_type = "application/json"),
+    responses((status = 201, description = "{evidenceId, sequence}"), (status = 200, description = "already recorded"),
+              (status = 400, description = "invalid_evidence, bad_signature, wrong_payload_type"), (status = 403, description = "producer_mismatch, not_a_member, forbidden"),
+              (status = 409, description = "supersedes_mismatch"), (status = 422, description = "unknown_artifact, unknown_evidence")))]
+pub(crate) async fn record(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let bytes = read_json(&headers, body).await?;
+    let envelope: Envelope = parse_strict(&bytes, ErrorCode::InvalidJson)?;
+    let (recorded, created) = state
+        .store
+        .record_evidence(envelope, &caller.reader())
+        .await?;
+    Ok(json(
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        &recorded,
+    ))
+}
+
+fn parse_enum<T: for<'de> Deserialize<'de>>(
+    query: &HashMap<String, String>,
+    name: &str,
+) -> Result<Option<T>, HttpError> {
+    query
+        .get(name)
+        .map(|text| {
+            serde_json::from_value(serde_json::Value::String(text.clone())).map_err(|_| {
+                HttpError::new(
+                    ErrorCode::BadRequest,
+                    format!("{name} has an unknown value"),
+                )
+            })
+        })
+        .transpose()
+}
+
+fn query_id(query: &HashMap<String, String>, name: &str) -> Result<Option<Id>, HttpError> {
+    query
+        .get(name)
+        .map(|text| Id::parse(name, text).map_err(HttpError::from))
+        .transpose()
+}
+
+fn filter_from(query: &HashMap<String, String>) -> Result<EvidenceFilter, HttpError> {
+    Ok(EvidenceFilter {
+        work_item_id: query_id(query, "workItemId")?,
+        criterion: query_id(query, "criterion")?.map(|id| id.to_string()),
+        outcome: parse_enum::<Outcome>(query, "outcome")?,
+        method: parse_enum::<MethodKind>(query, "method")?,
+        producer: query_id(query, "producer")?,
+        mission_id: query_id(query, "missionId")?,
+        artifact: None,
+        after: query_u64(query, "after")?,
+        limit: query_u64(query, "limit")?.unwrap_or(100).min(1000) as u32,
+    })
+}
+
+/// Evidence by WorkItem, criterion, outcome, method, producer, Mission; newest first, paged.
+#[utoipa::path(get, path = "/v1/evidence", params(("workItemId" = Option<String>, Query), ("criterion" = Option<String>, Query), ("outcome" = Option<String>, Query),
+    ("method" = Option<String>, Query), ("producer" = Option<String>, Query), ("missionId" = Option<String>, Query), ("after" = Option<u64>, Query, description = "cursor: `next` of the previous page"), ("limit" = Option<u32>, Query)),
+    responses((status = 200, description = "{items: [{evidenceId, groupId, sequence, envelope, evidence}], next}")))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    only_params(
+        &query,
+        &[
+            "workItemId",
+            "criterion",
+            "outcome",
+            "method",
+            "producer",
+            "missionId",
+            "after",
+            "limit",
+        ],
+    )?;
+    let page = state
+        .store
+        .list_evidence(filter_from(&query)?, &caller.reader())
+        .await?;
+    Ok(json(StatusCode::OK, &page))
+}
+
+/// One Evidence record.
+#[utoipa::path(get, path = "/v1/evidence/{evidence_id}", params(("evidence_id" = String, Path, description = "blake3 of the payload")),
+    responses((status = 200, description = "{evidenceId, groupId, sequence, envelope, evidence}"), (status = 404, description = "not_found")))]
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    evidence_id: RawId,
+) -> HttpResult<Response> {
+    let Path(text) =
+        evidence_id.map_err(|_| HttpError::new(ErrorCode::InvalidDigest, "not valid UTF-8"))?;
+    let evidence_id = ArtifactId::parse(&text)?;
+    let record = state.store.evidence(evidence_id, &caller.reader()).await?;
+    Ok(json(StatusCode::OK, &record))
+}
+
+/// Every Evidence record citing an artifact, newest first.
+#[utoipa::path(get, path = "/v1/artifacts/{digest}/evidence", params(("digest" = String, Path), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
+    responses((status = 200, description = "{items, next}")))]
+pub(crate) async fn for_artifact(
+    State(state): State<AppState>,
+    caller: Caller,
+    digest: RawPath,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    let digest = path_digest(digest)?;
+    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    only_params(&query, &["after", "limit"])?;
+    let view = state.store.artifact(digest, &caller.reader()).await?;
+    let mut filter = filter_from(&query)?;
+    filter.artifact = Some(view.digests.blake3);
+    let page = state.store.list_evidence(filter, &caller.reader()).await?;
+    Ok(json(StatusCode::OK, &page))
+}
+
+/// For every criterion of a WorkItem with Evidence: latest verdict in force, counts, producers.
+#[utoipa::path(get, path = "/v1/workitems/{work_item_id}/criteria", params(("work_item_id" = String, Path)),
+    responses((status = 200, description = "{workItemId, criteria: [{criterion, latest, counts, producers, contested}]}")))]
+pub(crate) async fn criteria(
+    State(state): State<AppState>,
+    caller: Caller,
+    work_item_id: RawId,
+) -> HttpResult<Response> {
+    let work_item_id = path_id("workItemId", work_item_id)?;
+    let criteria = state
+        .store
+        .criteria(work_item_id.clone(), &caller.reader())
+        .await?;
+    Ok(json(
+        StatusCode::OK,
+        &CriteriaView {
+            work_item_id: work_item_id.to_string(),
+            criteria,
+        },
+    ))
+}
+
+/// The built-in deterministic reviewer: integrity and schema checks recorded as Evidence
+/// signed by the server's key. A failed check is Evidence with outcome `fail`.
+#[utoipa::path(post, path = "/v1/workitems/{work_item_id}/review", params(("work_item_id" = String, Path)),
+    request_body(content = String, description = "{criterion, artifacts: [blake3:…], checks: [integrity|schema]}", content_type = "application/json"),
+    responses((status = 201, description = "{evidence: [...]}, one record per check"), (status = 403, description = "forbidden"), (status = 404, description = "unknown_work_item")))]
+pub(crate) async fn review(
+    State(state): State<AppState>,
+    caller: Caller,
+    work_item_id: RawId,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let work_item_id = path_id("workItemId", work_item_id)?;
+    let Caller::Agent(session) = caller else {
+        return Err(HttpError::new(
+            ErrorCode::Forbidden,
+            "the reviewer runs for a Group member's session",
+        ));
+    };
+    let bytes = read_json(&headers, body).await?;
+    let request: ReviewRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let evidence = state.store.review(work_item_id, request, &session).await?;
+    Ok(json(StatusCode::CREATED, &ReviewOutcome { evidence }))
+}
+
+/// The server's own signing keys, for everything it signs.
+#[utoipa::path(get, path = "/v1/authority/keys", responses((status = 200, description = "{keys: [{keyid, publicKey}]}")))]
+pub(crate) async fn authority_keys(State(state): State<AppState>) -> Response {
+    let keys = state
+        .store
+        .authority_keys()
+        .into_iter()
+        .map(|(keyid, key)| AuthorityKey {
+            keyid: keyid.to_string(),
+            public_key: BASE64.encode(key.as_bytes()),
+        })
+        .collect();
+    json(StatusCode::OK, &AuthorityKeys { keys })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SchemaRegistration {
+    uri: String,
+    artifact: ArtifactId,
+}
+
+/// Registers a schema URI as naming a published schema artifact (admin).
+#[utoipa::path(post, path = "/v1/admin/schemas", request_body(content = String, description = "{uri, artifact: blake3:…}", content_type = "application/json"),
+    responses((status = 204, description = "registered"), (status = 422, description = "unknown_artifact")))]
+pub(crate) async fn register_schema(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<StatusCode> {
+    caller.require_admin()?;
+    let bytes = read_json(&headers, body).await?;
+    let registration: SchemaRegistration = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    state
+        .store
+        .register_schema(registration.uri, registration.artifact)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
