@@ -151,6 +151,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Record and list Evidence.
+    Evidence {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: EvidenceAction,
+    },
+    /// The latest verdict per acceptance criterion of a WorkItem.
+    Criteria {
+        #[command(flatten)]
+        client: ClientArgs,
+        work_item: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Re-hash every blob and re-check every row, signature and Group chain (offline).
     Fsck {
         #[arg(long, default_value = "weft-data")]
@@ -159,6 +174,56 @@ enum Command {
     /// Print both digests of a file, hashed with the server's pipeline (benchmark baseline).
     #[command(hide = true)]
     Hash { file: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+enum EvidenceAction {
+    /// Sign Evidence with the agent key and record it.
+    Add {
+        #[arg(long)]
+        mission: String,
+        #[arg(long)]
+        work_item: String,
+        #[arg(long)]
+        criterion: String,
+        /// pass, fail or inconclusive.
+        #[arg(long)]
+        outcome: String,
+        /// integrity_check, schema_validation, automated_test, business_rule, reviewer_agent or human.
+        #[arg(long)]
+        method: String,
+        #[arg(long, default_value = "weft-cli")]
+        method_name: String,
+        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+        method_version: String,
+        /// A cited artifact (blake3 digest); repeat for several.
+        #[arg(long = "artifact")]
+        artifacts: Vec<String>,
+        /// Short structured prose (at most 4 KiB).
+        #[arg(long, default_value = "")]
+        summary: String,
+        /// A metric name=value (numbers stay numbers); repeat for several.
+        #[arg(long = "metric")]
+        metrics: Vec<String>,
+        /// The Evidence this record corrects.
+        #[arg(long)]
+        supersedes: Option<String>,
+    },
+    /// List Evidence, newest first.
+    Ls {
+        #[arg(long)]
+        work_item: Option<String>,
+        #[arg(long)]
+        criterion: Option<String>,
+        #[arg(long)]
+        outcome: Option<String>,
+        #[arg(long)]
+        method: Option<String>,
+        #[arg(long)]
+        producer: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -594,6 +659,29 @@ impl Cli {
                 }
                 Ok(())
             }
+            Command::Evidence { client, action } => evidence(&client, action).await,
+            Command::Criteria { client, work_item, json } => {
+                let (_, api) = client.session()?;
+                let view = api.criteria(&Id::parse("work item", &work_item)?).await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&view)?);
+                    return Ok(());
+                }
+                println!("{:<24} {:<13} {:>4} {:>4} {:>4}  {:<9} {}", "CRITERION", "LATEST", "PASS", "FAIL", "INC", "CONTESTED", "PRODUCERS");
+                for row in &view.criteria {
+                    println!(
+                        "{:<24} {:<13} {:>4} {:>4} {:>4}  {:<9} {}",
+                        row.criterion,
+                        format!("{} ({})", row.latest.outcome.as_str(), row.latest.producer),
+                        row.counts.pass,
+                        row.counts.fail,
+                        row.counts.inconclusive,
+                        if row.contested { "yes" } else { "no" },
+                        row.producers.join(",")
+                    );
+                }
+                Ok(())
+            }
             Command::Fsck { data_dir } => fsck(&data_dir).await,
             Command::Hash { file } => {
                 let reader = tokio::fs::File::open(&file).await?;
@@ -736,4 +824,77 @@ async fn fsck(data_dir: &Path) -> anyhow::Result<()> {
     } else {
         bail!("{} problems found", report.problems.len())
     }
+}
+
+fn parse_word<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| anyhow::anyhow!("{what} {text:?} is not one of the allowed values"))
+}
+
+async fn evidence(client: &ClientArgs, action: EvidenceAction) -> anyhow::Result<()> {
+    use weft_api::evidence::{Evidence, EvidenceResult, Method, Metric, Subject, SubjectKind};
+    let (session, api) = client.session()?;
+    match action {
+        EvidenceAction::Add { mission, work_item, criterion, outcome, method, method_name, method_version, artifacts, summary, metrics, supersedes } => {
+            let key = client.key()?;
+            let work_item_id = Id::parse("work item", &work_item)?;
+            let metrics = metrics
+                .iter()
+                .map(|pair| {
+                    let (name, value) = pair.split_once('=').context("--metric wants name=value")?;
+                    let value = value.parse::<f64>().map(Metric::Number).unwrap_or_else(|_| Metric::Text(value.to_owned()));
+                    Ok((name.to_owned(), value))
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let evidence = Evidence {
+                subject: Subject { kind: SubjectKind::WorkItem, id: work_item_id.to_string() },
+                mission_id: Id::parse("mission", &mission)?,
+                group_id: Id::parse("group", &session.group_id)?,
+                work_item_id,
+                criterion,
+                method: Method { kind: parse_word("method", &method)?, name: method_name, version: method_version },
+                result: EvidenceResult { outcome: parse_word("outcome", &outcome)?, summary, metrics },
+                producer: Producer { agent_id: Id::parse("agentId", &session.agent_id)?, agent_card_version: session.agent_card_version.clone() },
+                timestamp: chrono::Utc::now().fixed_offset(),
+                artifacts: artifacts.iter().map(|a| ArtifactId::parse(a)).collect::<Result<_, _>>()?,
+                supersedes: supersedes.as_deref().map(ArtifactId::parse).transpose()?,
+            };
+            let recorded = api.record_evidence(&key, &evidence).await?;
+            eprintln!("recorded at sequence {}", recorded.sequence);
+            println!("{}", recorded.evidence_id);
+        }
+        EvidenceAction::Ls { work_item, criterion, outcome, method, producer, json } => {
+            let mut filters: Vec<(&str, String)> = Vec::new();
+            for (name, value) in [("workItemId", work_item), ("criterion", criterion), ("outcome", outcome), ("method", method), ("producer", producer)] {
+                if let Some(value) = value {
+                    filters.push((name, value));
+                }
+            }
+            let mut after: Option<u64> = None;
+            loop {
+                let mut page_filters = filters.clone();
+                if let Some(after) = after {
+                    page_filters.push(("after", after.to_string()));
+                }
+                let page = api.list_evidence(&page_filters).await?;
+                for record in &page.items {
+                    if json {
+                        println!("{}", serde_json::to_string(record)?);
+                    } else {
+                        let evidence = &record.evidence;
+                        println!(
+                            "{}  {:<10} {:<12} {:<18} {:<12} {}",
+                            record.evidence_id, evidence.work_item_id, evidence.criterion, evidence.method.kind.as_str(),
+                            evidence.result.outcome.as_str(), evidence.producer.agent_id
+                        );
+                    }
+                }
+                match page.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -17,7 +17,11 @@ use crate::digest::{Digest, Digests, Hasher};
 use crate::dsse::{BASE64, Envelope, MANIFEST_TYPE, SESSION_TYPE};
 use crate::error::ErrorBody;
 use crate::session::{Membership, Role, SessionGrant};
-use crate::views::{ArtifactPage, ArtifactView, Published, UploadReceipt};
+use crate::evidence::{EVIDENCE_TYPE, Evidence};
+use crate::views::{
+    ArtifactPage, ArtifactView, CriteriaView, EvidencePage, EvidenceRecorded, Published,
+    UploadReceipt,
+};
 use crate::{Id, Manifest};
 use base64::Engine as _;
 
@@ -230,6 +234,25 @@ impl Client {
             .send()
             .await?;
         Ok(decode(response).await?.1)
+    }
+
+    /// Signs `evidence` with `key` and records it.
+    pub async fn record_evidence(&self, key: &SigningKey, evidence: &Evidence) -> Result<EvidenceRecorded, Error> {
+        let payload = serde_json::to_vec(evidence).map_err(|e| Error::Protocol(e.to_string()))?;
+        let envelope = Envelope::sign(key, EVIDENCE_TYPE, &payload);
+        Ok(self.send_json(Method::POST, "/v1/evidence", Some(&envelope)).await?.1)
+    }
+
+    /// `GET /v1/evidence` with the given filters, newest first.
+    pub async fn list_evidence(&self, filters: &[(&str, String)]) -> Result<EvidencePage, Error> {
+        let response = self.request(Method::GET, "/v1/evidence").query(filters).send().await?;
+        Ok(decode(response).await?.1)
+    }
+
+    /// The latest verdict per criterion of a WorkItem.
+    pub async fn criteria(&self, work_item_id: &Id) -> Result<CriteriaView, Error> {
+        let path = format!("/v1/workitems/{work_item_id}/criteria");
+        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
     }
 
     /// Downloads an artifact into `out`, hashing every byte; fails with
