@@ -660,14 +660,21 @@ impl Cli {
                 Ok(())
             }
             Command::Evidence { client, action } => evidence(&client, action).await,
-            Command::Criteria { client, work_item, json } => {
+            Command::Criteria {
+                client,
+                work_item,
+                json,
+            } => {
                 let (_, api) = client.session()?;
                 let view = api.criteria(&Id::parse("work item", &work_item)?).await?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&view)?);
                     return Ok(());
                 }
-                println!("{:<24} {:<13} {:>4} {:>4} {:>4}  {:<9} {}", "CRITERION", "LATEST", "PASS", "FAIL", "INC", "CONTESTED", "PRODUCERS");
+                println!(
+                    "{:<24} {:<13} {:>4} {:>4} {:>4}  {:<9} {}",
+                    "CRITERION", "LATEST", "PASS", "FAIL", "INC", "CONTESTED", "PRODUCERS"
+                );
                 for row in &view.criteria {
                     println!(
                         "{:<24} {:<13} {:>4} {:>4} {:>4}  {:<9} {}",
@@ -835,37 +842,83 @@ async fn evidence(client: &ClientArgs, action: EvidenceAction) -> anyhow::Result
     use weft_api::evidence::{Evidence, EvidenceResult, Method, Metric, Subject, SubjectKind};
     let (session, api) = client.session()?;
     match action {
-        EvidenceAction::Add { mission, work_item, criterion, outcome, method, method_name, method_version, artifacts, summary, metrics, supersedes } => {
+        EvidenceAction::Add {
+            mission,
+            work_item,
+            criterion,
+            outcome,
+            method,
+            method_name,
+            method_version,
+            artifacts,
+            summary,
+            metrics,
+            supersedes,
+        } => {
             let key = client.key()?;
             let work_item_id = Id::parse("work item", &work_item)?;
             let metrics = metrics
                 .iter()
                 .map(|pair| {
-                    let (name, value) = pair.split_once('=').context("--metric wants name=value")?;
-                    let value = value.parse::<f64>().map(Metric::Number).unwrap_or_else(|_| Metric::Text(value.to_owned()));
+                    let (name, value) =
+                        pair.split_once('=').context("--metric wants name=value")?;
+                    let value = value
+                        .parse::<f64>()
+                        .map(Metric::Number)
+                        .unwrap_or_else(|_| Metric::Text(value.to_owned()));
                     Ok((name.to_owned(), value))
                 })
                 .collect::<anyhow::Result<_>>()?;
             let evidence = Evidence {
-                subject: Subject { kind: SubjectKind::WorkItem, id: work_item_id.to_string() },
+                subject: Subject {
+                    kind: SubjectKind::WorkItem,
+                    id: work_item_id.to_string(),
+                },
                 mission_id: Id::parse("mission", &mission)?,
                 group_id: Id::parse("group", &session.group_id)?,
                 work_item_id,
                 criterion,
-                method: Method { kind: parse_word("method", &method)?, name: method_name, version: method_version },
-                result: EvidenceResult { outcome: parse_word("outcome", &outcome)?, summary, metrics },
-                producer: Producer { agent_id: Id::parse("agentId", &session.agent_id)?, agent_card_version: session.agent_card_version.clone() },
+                method: Method {
+                    kind: parse_word("method", &method)?,
+                    name: method_name,
+                    version: method_version,
+                },
+                result: EvidenceResult {
+                    outcome: parse_word("outcome", &outcome)?,
+                    summary,
+                    metrics,
+                },
+                producer: Producer {
+                    agent_id: Id::parse("agentId", &session.agent_id)?,
+                    agent_card_version: session.agent_card_version.clone(),
+                },
                 timestamp: chrono::Utc::now().fixed_offset(),
-                artifacts: artifacts.iter().map(|a| ArtifactId::parse(a)).collect::<Result<_, _>>()?,
+                artifacts: artifacts
+                    .iter()
+                    .map(|a| ArtifactId::parse(a))
+                    .collect::<Result<_, _>>()?,
                 supersedes: supersedes.as_deref().map(ArtifactId::parse).transpose()?,
             };
             let recorded = api.record_evidence(&key, &evidence).await?;
             eprintln!("recorded at sequence {}", recorded.sequence);
             println!("{}", recorded.evidence_id);
         }
-        EvidenceAction::Ls { work_item, criterion, outcome, method, producer, json } => {
+        EvidenceAction::Ls {
+            work_item,
+            criterion,
+            outcome,
+            method,
+            producer,
+            json,
+        } => {
             let mut filters: Vec<(&str, String)> = Vec::new();
-            for (name, value) in [("workItemId", work_item), ("criterion", criterion), ("outcome", outcome), ("method", method), ("producer", producer)] {
+            for (name, value) in [
+                ("workItemId", work_item),
+                ("criterion", criterion),
+                ("outcome", outcome),
+                ("method", method),
+                ("producer", producer),
+            ] {
                 if let Some(value) = value {
                     filters.push((name, value));
                 }
@@ -884,8 +937,12 @@ async fn evidence(client: &ClientArgs, action: EvidenceAction) -> anyhow::Result
                         let evidence = &record.evidence;
                         println!(
                             "{}  {:<10} {:<12} {:<18} {:<12} {}",
-                            record.evidence_id, evidence.work_item_id, evidence.criterion, evidence.method.kind.as_str(),
-                            evidence.result.outcome.as_str(), evidence.producer.agent_id
+                            record.evidence_id,
+                            evidence.work_item_id,
+                            evidence.criterion,
+                            evidence.method.kind.as_str(),
+                            evidence.result.outcome.as_str(),
+                            evidence.producer.agent_id
                         );
                     }
                 }

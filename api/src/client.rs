@@ -16,8 +16,8 @@ use tokio::io::AsyncWriteExt as _;
 use crate::digest::{Digest, Digests, Hasher};
 use crate::dsse::{BASE64, Envelope, MANIFEST_TYPE, SESSION_TYPE};
 use crate::error::ErrorBody;
-use crate::session::{Membership, Role, SessionGrant};
 use crate::evidence::{EVIDENCE_TYPE, Evidence};
+use crate::session::{Membership, Role, SessionGrant};
 use crate::views::{
     ArtifactPage, ArtifactView, CriteriaView, EvidencePage, EvidenceRecorded, Published,
     UploadReceipt,
@@ -237,15 +237,26 @@ impl Client {
     }
 
     /// Signs `evidence` with `key` and records it.
-    pub async fn record_evidence(&self, key: &SigningKey, evidence: &Evidence) -> Result<EvidenceRecorded, Error> {
+    pub async fn record_evidence(
+        &self,
+        key: &SigningKey,
+        evidence: &Evidence,
+    ) -> Result<EvidenceRecorded, Error> {
         let payload = serde_json::to_vec(evidence).map_err(|e| Error::Protocol(e.to_string()))?;
         let envelope = Envelope::sign(key, EVIDENCE_TYPE, &payload);
-        Ok(self.send_json(Method::POST, "/v1/evidence", Some(&envelope)).await?.1)
+        Ok(self
+            .send_json(Method::POST, "/v1/evidence", Some(&envelope))
+            .await?
+            .1)
     }
 
     /// `GET /v1/evidence` with the given filters, newest first.
     pub async fn list_evidence(&self, filters: &[(&str, String)]) -> Result<EvidencePage, Error> {
-        let response = self.request(Method::GET, "/v1/evidence").query(filters).send().await?;
+        let response = self
+            .request(Method::GET, "/v1/evidence")
+            .query(filters)
+            .send()
+            .await?;
         Ok(decode(response).await?.1)
     }
 

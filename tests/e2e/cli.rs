@@ -171,25 +171,100 @@ fn reviewer_records_evidence_and_reads_criteria() {
     let url = server.url();
     let token_file = data.join("admin.token");
     let token_file = token_file.to_str().expect("utf-8");
-    for (home, agent, role) in [(&worker_home, "w1", "worker"), (&reviewer_home, "r1", "reviewer")] {
+    for (home, agent, role) in [
+        (&worker_home, "w1", "worker"),
+        (&reviewer_home, "r1", "reviewer"),
+    ] {
         ok(weft(home, &url, &["keygen"]));
-        ok(weft(home, &url, &["admin", "--admin-token-file", token_file, "group", "create", "g1"]));
-        ok(weft(home, &url, &["admin", "--admin-token-file", token_file, "agent", "register", "--agent-id", agent]));
-        ok(weft(home, &url, &["admin", "--admin-token-file", token_file, "member", "set", "g1", agent, "--role", role]));
-        ok(weft(home, &url, &["login", "--agent-id", agent, "--group", "g1"]));
+        ok(weft(
+            home,
+            &url,
+            &[
+                "admin",
+                "--admin-token-file",
+                token_file,
+                "group",
+                "create",
+                "g1",
+            ],
+        ));
+        ok(weft(
+            home,
+            &url,
+            &[
+                "admin",
+                "--admin-token-file",
+                token_file,
+                "agent",
+                "register",
+                "--agent-id",
+                agent,
+            ],
+        ));
+        ok(weft(
+            home,
+            &url,
+            &[
+                "admin",
+                "--admin-token-file",
+                token_file,
+                "member",
+                "set",
+                "g1",
+                agent,
+                "--role",
+                role,
+            ],
+        ));
+        ok(weft(
+            home,
+            &url,
+            &["login", "--agent-id", agent, "--group", "g1"],
+        ));
     }
     let report = root.path().join("report.json");
     std::fs::write(&report, br#"{"passed": 412}"#).expect("write");
-    let digest = ok(weft(&worker_home, &url, &[
-        "put", report.to_str().expect("utf-8"), "--group", "g1", "--mission", "m1", "--work-item", "w1",
-        "--lease", "l1", "--media-type", "application/json", "-q",
-    ]))
+    let digest = ok(weft(
+        &worker_home,
+        &url,
+        &[
+            "put",
+            report.to_str().expect("utf-8"),
+            "--group",
+            "g1",
+            "--mission",
+            "m1",
+            "--work-item",
+            "w1",
+            "--lease",
+            "l1",
+            "--media-type",
+            "application/json",
+            "-q",
+        ],
+    ))
     .trim()
     .to_owned();
     let add = |outcome: &str, extra: &[&str]| {
         let mut args = vec![
-            "evidence", "add", "--mission", "m1", "--work-item", "w1", "--criterion", "ac-2", "--outcome", outcome,
-            "--method", "automated_test", "--artifact", &digest, "--summary", "412 passed", "--metric", "passed=412",
+            "evidence",
+            "add",
+            "--mission",
+            "m1",
+            "--work-item",
+            "w1",
+            "--criterion",
+            "ac-2",
+            "--outcome",
+            outcome,
+            "--method",
+            "automated_test",
+            "--artifact",
+            &digest,
+            "--summary",
+            "412 passed",
+            "--metric",
+            "passed=412",
         ];
         args.extend_from_slice(extra);
         ok(weft(&reviewer_home, &url, &args)).trim().to_owned()
@@ -197,14 +272,44 @@ fn reviewer_records_evidence_and_reads_criteria() {
     let first = add("fail", &[]);
     let second = add("pass", &["--supersedes", &first]);
     assert!(second.starts_with("blake3:") && second != first);
-    let listed = ok(weft(&worker_home, &url, &["evidence", "ls", "--work-item", "w1", "--criterion", "ac-2"]));
+    let listed = ok(weft(
+        &worker_home,
+        &url,
+        &["evidence", "ls", "--work-item", "w1", "--criterion", "ac-2"],
+    ));
     assert_eq!(listed.lines().count(), 2, "{listed}");
-    assert!(listed.lines().next().is_some_and(|line| line.starts_with(&second)), "newest first: {listed}");
+    assert!(
+        listed
+            .lines()
+            .next()
+            .is_some_and(|line| line.starts_with(&second)),
+        "newest first: {listed}"
+    );
     let criteria = ok(weft(&worker_home, &url, &["criteria", "w1"]));
-    assert!(criteria.contains("ac-2") && criteria.contains("pass (r1)"), "{criteria}");
-    let refused = weft(&reviewer_home, &url, &[
-        "evidence", "add", "--mission", "m1", "--work-item", "w1", "--criterion", "ac 2", "--outcome", "pass",
-        "--method", "automated_test",
-    ]);
-    assert!(!refused.0 && refused.2.contains("invalid_evidence"), "{refused:?}");
+    assert!(
+        criteria.contains("ac-2") && criteria.contains("pass (r1)"),
+        "{criteria}"
+    );
+    let refused = weft(
+        &reviewer_home,
+        &url,
+        &[
+            "evidence",
+            "add",
+            "--mission",
+            "m1",
+            "--work-item",
+            "w1",
+            "--criterion",
+            "ac 2",
+            "--outcome",
+            "pass",
+            "--method",
+            "automated_test",
+        ],
+    );
+    assert!(
+        !refused.0 && refused.2.contains("invalid_evidence"),
+        "{refused:?}"
+    );
 }
