@@ -672,8 +672,8 @@ impl Cli {
                     return Ok(());
                 }
                 println!(
-                    "{:<24} {:<13} {:>4} {:>4} {:>4}  {:<9} {}",
-                    "CRITERION", "LATEST", "PASS", "FAIL", "INC", "CONTESTED", "PRODUCERS"
+                    "{:<24} {:<13} {:>4} {:>4} {:>4}  {:<9} PRODUCERS",
+                    "CRITERION", "LATEST", "PASS", "FAIL", "INC", "CONTESTED"
                 );
                 for row in &view.criteria {
                     println!(
