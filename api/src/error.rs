@@ -41,6 +41,8 @@ pub enum ErrorCode {
     UnknownEvidence,
     UnknownWorkItem,
     SupersedesMismatch,
+    CursorAhead,
+    IdempotencyKeyReused,
     Cycle,
     Conflict,
     ClockSkew,
@@ -86,6 +88,8 @@ impl ErrorCode {
             Self::UnknownEvidence => "unknown_evidence",
             Self::UnknownWorkItem => "unknown_work_item",
             Self::SupersedesMismatch => "supersedes_mismatch",
+            Self::CursorAhead => "cursor_ahead",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::Cycle => "cycle",
             Self::Conflict => "conflict",
             Self::ClockSkew => "clock_skew",
@@ -164,6 +168,8 @@ mod tests {
             ErrorCode::UnknownEvidence,
             ErrorCode::UnknownWorkItem,
             ErrorCode::SupersedesMismatch,
+            ErrorCode::CursorAhead,
+            ErrorCode::IdempotencyKeyReused,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -198,3 +198,54 @@ pub struct AuthorityKey {
     /// Base64 of the 32-byte Ed25519 public key.
     pub public_key: String,
 }
+
+/// One ACK entry (DLV-6): the highest contiguous sequence the caller has durably processed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CursorEntry {
+    pub group_id: String,
+    pub sequence: u64,
+}
+
+/// Body of `POST /v1/groups/{g}/cursors`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ack {
+    pub cursors: Vec<CursorEntry>,
+}
+
+/// A stored cursor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cursor {
+    pub group_id: String,
+    pub agent_id: String,
+    pub sequence: u64,
+    /// For an ACK: whether it moved the cursor (an older or equal ACK is a no-op).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<bool>,
+}
+
+/// Answer to the cursor routes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursors {
+    pub cursors: Vec<Cursor>,
+}
+
+/// The signed head of a Group's log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Checkpoint {
+    pub group_id: String,
+    pub sequence: u64,
+    pub hash: crate::event::EventHash,
+    pub created_at: String,
+}
+
+/// Answer to `GET /v1/groups/{g}/checkpoint`: the envelope (signed by the authority key,
+/// payload type `application/vnd.mwp.checkpoint.v1+json`) and its decoded payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedCheckpoint {
+    pub envelope: Envelope,
+    pub checkpoint: Checkpoint,
+}

@@ -50,7 +50,10 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         }
         C::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         C::Timeout => StatusCode::REQUEST_TIMEOUT,
-        C::Conflict | C::NonceReused | C::Cycle | C::SupersedesMismatch => StatusCode::CONFLICT,
+        C::Conflict | C::NonceReused | C::Cycle | C::SupersedesMismatch | C::CursorAhead => {
+            StatusCode::CONFLICT
+        }
+        C::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         C::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,

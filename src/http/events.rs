@@ -2,11 +2,20 @@
 
 use std::collections::HashMap;
 
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::Response;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use weft_api::ErrorCode;
-use weft_api::views::EventPage;
+use weft_api::json::parse_strict;
+use weft_api::views::{Ack, Cursors, EventPage};
+
+use super::body::read_json;
 
 use super::admin::path_id;
 use super::error::{HttpError, HttpResult};
@@ -66,4 +75,152 @@ pub(crate) async fn replay(
         .events(group_id, after, limit, &caller.reader())
         .await?;
     Ok(json(StatusCode::OK, &EventPage { events }))
+}
+
+type RawGroup = Result<Path<String>, axum::extract::rejection::PathRejection>;
+type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
+
+/// Server-Sent Events: the replay after `after` (or `Last-Event-ID`), then live Events as they
+/// are appended, with keep-alives. Each SSE `id` is the Event's sequence.
+#[utoipa::path(get, path = "/v1/groups/{group_id}/events/stream", params(("group_id" = String, Path), ("after" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header)),
+    responses((status = 200, description = "text/event-stream of Events"), (status = 409, description = "cursor_ahead")))]
+pub(crate) async fn stream(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawGroup,
+    query: RawQuery,
+    headers: HeaderMap,
+) -> HttpResult<Response> {
+    let group_id = path_id("groupId", group_id)?;
+    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    only_params(&query, &["after"])?;
+    let mut after = query_u64(&query, "after")?;
+    if after.is_none()
+        && let Some(last) = headers.get("last-event-id")
+    {
+        let last: HashMap<String, String> = [(
+            "Last-Event-ID".to_owned(),
+            last.to_str().unwrap_or("x").to_owned(),
+        )]
+        .into();
+        after = query_u64(&last, "Last-Event-ID")?;
+    }
+    let events = state
+        .store
+        .follow(group_id, after.unwrap_or(0), &caller.reader())
+        .await?;
+    let frames = events.map(|event| {
+        let frame = match event {
+            Ok(event) => SseEvent::default()
+                .id(event.sequence.to_string())
+                .event(event.kind.clone())
+                .json_data(&event)
+                .unwrap_or_else(|_| SseEvent::default().event("error").data("unencodable event")),
+            Err(error) => {
+                tracing::error!(%error, "event stream failed");
+                SseEvent::default()
+                    .event("error")
+                    .data(error.code().as_str())
+            }
+        };
+        Ok::<_, Infallible>(frame)
+    });
+    Ok(Sse::new(frames)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+/// The ACK frame: records the caller's cursor for this Group (DLV-6). A cursor never moves
+/// back, never passes the head, and never deletes history (DLV-7).
+#[utoipa::path(post, path = "/v1/groups/{group_id}/cursors", params(("group_id" = String, Path)),
+    request_body(content = String, description = "{cursors: [{groupId, sequence}]}", content_type = "application/json"),
+    responses((status = 200, description = "{cursors: [{groupId, agentId, sequence, moved}]}"), (status = 409, description = "cursor_ahead")))]
+pub(crate) async fn ack(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawGroup,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let group_id = path_id("groupId", group_id)?;
+    let Caller::Agent(session) = caller else {
+        return Err(HttpError::new(
+            ErrorCode::Forbidden,
+            "cursors belong to Agents; ACK with a session",
+        ));
+    };
+    let bytes = read_json(&headers, body).await?;
+    let ack: Ack = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    if ack.cursors.is_empty() || ack.cursors.len() > 64 {
+        return Err(HttpError::new(
+            ErrorCode::BadRequest,
+            "an ACK carries 1..=64 cursors",
+        ));
+    }
+    if let Some(other) = ack
+        .cursors
+        .iter()
+        .find(|entry| entry.group_id != group_id.as_str())
+    {
+        return Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("cursor for {} sent to {group_id}", other.group_id),
+        ));
+    }
+    let highest = ack
+        .cursors
+        .iter()
+        .map(|entry| entry.sequence)
+        .max()
+        .unwrap_or(0);
+    let cursor = state
+        .store
+        .ack(group_id, session.agent_id.clone(), highest)
+        .await?;
+    Ok(json(
+        StatusCode::OK,
+        &Cursors {
+            cursors: vec![cursor],
+        },
+    ))
+}
+
+/// The caller's cursor; `all=true` lists every cursor (coordinators, auditors, admin).
+#[utoipa::path(get, path = "/v1/groups/{group_id}/cursors", params(("group_id" = String, Path), ("all" = Option<bool>, Query)),
+    responses((status = 200, description = "{cursors: [...]}")))]
+pub(crate) async fn cursors(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawGroup,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    let group_id = path_id("groupId", group_id)?;
+    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    only_params(&query, &["all"])?;
+    let all = match query.get("all").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            return Err(HttpError::new(
+                ErrorCode::BadRequest,
+                "all must be true or false",
+            ));
+        }
+    };
+    let cursors = state.store.cursors(group_id, &caller.reader(), all).await?;
+    Ok(json(StatusCode::OK, &Cursors { cursors }))
+}
+
+/// The head `{groupId, sequence, hash}` signed by the server key, so a client can prove the
+/// chain it holds is the server's.
+#[utoipa::path(get, path = "/v1/groups/{group_id}/checkpoint", params(("group_id" = String, Path)),
+    responses((status = 200, description = "{envelope, checkpoint}")))]
+pub(crate) async fn checkpoint(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawGroup,
+) -> HttpResult<Response> {
+    let group_id = path_id("groupId", group_id)?;
+    let checkpoint = state.store.checkpoint(group_id, &caller.reader()).await?;
+    Ok(json(StatusCode::OK, &checkpoint))
 }

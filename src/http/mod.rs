@@ -93,6 +93,11 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/artifacts/{digest}", get(artifacts::show))
         .route("/v1/groups/{group_id}/events", get(events::replay))
+        .route(
+            "/v1/groups/{group_id}/cursors",
+            post(events::ack).get(events::cursors),
+        )
+        .route("/v1/groups/{group_id}/checkpoint", get(events::checkpoint))
         .route("/v1/evidence", post(evidence::record).get(evidence::list))
         .route("/v1/evidence/{evidence_id}", get(evidence::show))
         .route(
@@ -120,6 +125,7 @@ pub fn app(state: AppState) -> Router {
             put(blobs::upload_named).head(blobs::head),
         )
         .route("/v1/artifacts/{digest}/content", get(artifacts::content))
+        .route("/v1/groups/{group_id}/events/stream", get(events::stream))
         .layer(DefaultBodyLimit::disable());
     Router::new()
         .merge(json_routes)

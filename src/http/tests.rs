@@ -1637,3 +1637,6 @@ async fn retrieval_uris_are_never_identities() {
 
 #[path = "tests/evidence.rs"]
 mod evidence;
+
+#[path = "tests/delivery.rs"]
+mod delivery;

@@ -61,6 +61,8 @@ where
 
 /// Most jobs committed together.
 const MAX_BATCH: usize = 512;
+/// Committed Events buffered for slow live subscribers before they must re-read the log.
+const COMMITTED_BUFFER: usize = 16 * 1024;
 /// Read-only connections kept open.
 const MAX_IDLE_READERS: usize = 8;
 
@@ -74,6 +76,8 @@ pub enum Location {
 #[derive(Clone)]
 pub(crate) struct Db {
     jobs: mpsc::Sender<Job>,
+    /// Every committed Event, in commit order, for live subscribers.
+    committed: tokio::sync::broadcast::Sender<weft_api::Event>,
     readers: Option<Arc<Mutex<Vec<Connection>>>>,
     path: Option<PathBuf>,
 }
@@ -103,6 +107,8 @@ impl Db {
     pub(crate) fn open(location: &Location) -> Result<Self, Error> {
         let mut conn = open_writer(location)?;
         let (jobs, mut inbox) = mpsc::channel::<Job>(4096);
+        let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
+        let publish = committed.clone();
         std::thread::Builder::new()
             .name("weft-sqlite-writer".into())
             .spawn(move || {
@@ -114,7 +120,7 @@ impl Db {
                             Err(_) => break,
                         }
                     }
-                    run_batch(&mut conn, batch);
+                    run_batch(&mut conn, batch, &publish);
                 }
             })
             .map_err(Error::backend)?;
@@ -124,9 +130,16 @@ impl Db {
         };
         Ok(Self {
             jobs,
+            committed,
             readers,
             path,
         })
+    }
+
+    /// Committed Events from now on, in commit order (and so in sequence order per Group).
+    /// A receiver that falls more than the buffer behind gets `Lagged` and must re-read.
+    pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<weft_api::Event> {
+        self.committed.subscribe()
     }
 
     /// Runs `f` in the writer's transaction; the answer arrives after the commit is durable.
@@ -174,7 +187,12 @@ impl Db {
     }
 }
 
-fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
+fn run_batch(
+    conn: &mut Connection,
+    batch: Vec<Job>,
+    publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
+) {
+    crate::events::take_appended(); // nothing may leak in from an earlier batch
     let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(txn) => txn,
         Err(error) => {
@@ -199,10 +217,12 @@ fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
             broken = Some(error);
             continue;
         }
+        let mark = crate::events::appended_mark();
         let (ok, finish) = job.run(&txn);
         let end = if ok {
             txn.execute_batch("RELEASE job")
         } else {
+            crate::events::forget_appended_after(mark);
             txn.execute_batch("ROLLBACK TO job; RELEASE job")
         };
         if let Err(error) = end {
@@ -217,6 +237,13 @@ fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
         }
         None => txn.commit().map_err(Error::from),
     };
+    let appended = crate::events::take_appended();
+    if commit.is_ok() {
+        // Durable first, then visible to subscribers; a send fails only with no subscriber.
+        for event in appended {
+            let _ = publish.send(event);
+        }
+    }
     for finish in finishers {
         finish(commit.clone());
     }

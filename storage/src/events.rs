@@ -4,6 +4,8 @@
 //! they describe; the single writer makes "read the head, insert head + 1" race-free.
 //! Nothing here updates or deletes an Event (DLV-7).
 
+use std::cell::RefCell;
+
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde_json::value::RawValue;
 use weft_api::event::{EventHash, Unhashed};
@@ -11,6 +13,28 @@ use weft_api::{Event, Id};
 
 use crate::clock::format_instant;
 use crate::error::Error;
+
+thread_local! {
+    /// Events appended by the writer thread's current batch, in append order. The writer
+    /// publishes them to live subscribers only after the batch commits (see `db`), and drops
+    /// those of a job whose savepoint was rolled back. Only the writer thread appends.
+    static APPENDED: RefCell<Vec<Event>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How many Events the current batch has appended so far.
+pub(crate) fn appended_mark() -> usize {
+    APPENDED.with(|appended| appended.borrow().len())
+}
+
+/// Forgets Events appended after `mark` (their job rolled back).
+pub(crate) fn forget_appended_after(mark: usize) {
+    APPENDED.with(|appended| appended.borrow_mut().truncate(mark));
+}
+
+/// Takes the batch's appended Events.
+pub(crate) fn take_appended() -> Vec<Event> {
+    APPENDED.with(|appended| std::mem::take(&mut *appended.borrow_mut()))
+}
 
 /// Appends one Event to `group_id`'s log and returns its sequence.
 pub(crate) fn append(
@@ -61,6 +85,18 @@ pub(crate) fn append(
             &hash.0[..]
         ],
     )?;
+    let event = Event {
+        event_id,
+        group_id: group_id.to_string(),
+        sequence,
+        kind: kind.to_owned(),
+        causation_command_id: None,
+        payload: RawValue::from_string(payload_json).map_err(Error::backend)?,
+        appended_at,
+        prev_hash,
+        hash,
+    };
+    APPENDED.with(|appended| appended.borrow_mut().push(event));
     Ok(sequence)
 }
 

@@ -12,6 +12,7 @@
 mod blobs;
 mod clock;
 mod db;
+mod delivery;
 mod error;
 mod events;
 mod evidence;
@@ -35,8 +36,8 @@ pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome}
 
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{
-    ArtifactPage, ArtifactView, CriterionSummary, EvidencePage, EvidenceRecord, EvidenceRecorded,
-    Published, ReviewRequest,
+    ArtifactPage, ArtifactView, CriterionSummary, Cursor, EvidencePage, EvidenceRecord,
+    EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint,
 };
 use weft_api::{ArtifactId, Digest, Digests, Envelope, Event, Id, KeyId};
 
@@ -278,6 +279,40 @@ impl Store {
     /// The server's own public signing keys.
     pub fn authority_keys(&self) -> Vec<(KeyId, ed25519_dalek_key::VerifyingKey)> {
         vec![self.inner.authority_key()]
+    }
+
+    /// A Group's Events after `after`, then live ones as they commit: in order, no gaps.
+    /// `after` past the head is refused (`cursor_ahead`).
+    pub async fn follow(
+        &self,
+        group_id: Id,
+        after: u64,
+        reader: &Reader,
+    ) -> Result<impl Stream<Item = Result<Event, Error>> + Send + use<>, Error> {
+        self.inner.follow(group_id, after, reader).await
+    }
+
+    /// Records an Agent's ACK for a Group; never moves a cursor back (DLV-6, DLV-7).
+    pub async fn ack(&self, group_id: Id, agent_id: Id, sequence: u64) -> Result<Cursor, Error> {
+        self.inner.ack(group_id, agent_id, sequence).await
+    }
+
+    pub async fn cursors(
+        &self,
+        group_id: Id,
+        reader: &Reader,
+        all: bool,
+    ) -> Result<Vec<Cursor>, Error> {
+        self.inner.cursors(group_id, reader, all).await
+    }
+
+    /// The Group's head `{groupId, sequence, hash}` signed by the authority key.
+    pub async fn checkpoint(
+        &self,
+        group_id: Id,
+        reader: &Reader,
+    ) -> Result<SignedCheckpoint, Error> {
+        self.inner.checkpoint(group_id, reader).await
     }
 
     /// Row and object counts: for `/metrics`, and for tests asserting that a refused request

@@ -132,12 +132,33 @@ CREATE TABLE schemas (
 );
 "#;
 
+/// Delivery state: ACK cursors and stored answers of idempotent requests. Neither is Group
+/// history; neither ever touches `events` (DLV-7).
+const V3: &str = r#"
+CREATE TABLE cursors (
+    group_id    TEXT NOT NULL REFERENCES groups(group_id),
+    agent_id    TEXT NOT NULL,
+    sequence    INTEGER NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (group_id, agent_id)
+);
+CREATE TABLE idempotency (
+    scope         TEXT NOT NULL,      -- who asked: an agent id, or "admin"
+    key           TEXT NOT NULL,
+    request_hash  BLOB NOT NULL,      -- blake3 of method, path and body
+    status        INTEGER NOT NULL,
+    body          BLOB NOT NULL,
+    created_at    TEXT NOT NULL,
+    PRIMARY KEY (scope, key)
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 2 {
+    if version > 3 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (2)"
+            "database schema version {version} is newer than this weft understands (3)"
         ))));
     }
     if version < 1 {
@@ -145,6 +166,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 2 {
         conn.execute_batch(&format!("BEGIN; {V2} PRAGMA user_version = 2; COMMIT;"))?;
+    }
+    if version < 3 {
+        conn.execute_batch(&format!("BEGIN; {V3} PRAGMA user_version = 3; COMMIT;"))?;
     }
     Ok(())
 }

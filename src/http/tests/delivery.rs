@@ -1,0 +1,308 @@
+//! Delivery (DLV-1…DLV-8): the SSE stream (replay, then live), ACK cursors and signed
+//! checkpoints.
+
+use std::time::Duration;
+
+use super::*;
+use weft_api::dsse::CHECKPOINT_TYPE;
+
+/// Reads SSE frames from a streaming response until `count` Events arrived (or 5 s passed).
+async fn read_events(body: Body, count: usize) -> Vec<Value> {
+    let mut stream = body.into_data_stream();
+    let mut text = String::new();
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while events.len() < count {
+        let chunk = tokio::time::timeout_at(deadline, stream.next()).await;
+        let Ok(Some(Ok(chunk))) = chunk else { break };
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let frame: String = text.drain(..end + 2).collect();
+            let id = frame
+                .lines()
+                .find_map(|l| l.strip_prefix("id: ").or_else(|| l.strip_prefix("id:")));
+            let data: String = frame
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+                .collect();
+            if let (Some(id), false) = (id, data.is_empty()) {
+                let event: Value = serde_json::from_str(&data).expect("event JSON");
+                assert_eq!(
+                    event["sequence"].to_string(),
+                    id.trim(),
+                    "SSE id is the sequence"
+                );
+                events.push(event);
+            }
+        }
+    }
+    events
+}
+
+async fn open_stream(
+    h: &Harness,
+    token: &str,
+    query: &str,
+    last_event_id: Option<&str>,
+) -> axum::response::Response {
+    let mut request = Request::builder()
+        .uri(format!("/v1/groups/g1/events/stream{query}"))
+        .header("authorization", format!("Bearer {token}"));
+    if let Some(id) = last_event_id {
+        request = request.header("last-event-id", id);
+    }
+    h.app
+        .clone()
+        .oneshot(request.body(Body::empty()).expect("request"))
+        .await
+        .expect("infallible")
+}
+
+/// DLV-1, DLV-3, DLV-8: replay from a position, then live Events, in order, without gaps.
+#[tokio::test]
+async fn the_stream_replays_then_follows_live() {
+    for kind in KINDS {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await; // events 1..3
+        let response = open_stream(&h, &worker.token, "?after=1", None).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        let reader = tokio::spawn(read_events(response.into_body(), 4));
+        h.put(&worker, "g1", b"live one", &[]).await; // event 4
+        h.put(&worker, "g1", b"live two", &[]).await; // event 5
+        let events = reader.await.expect("reader");
+        let sequences: Vec<u64> = events
+            .iter()
+            .filter_map(|e| e["sequence"].as_u64())
+            .collect();
+        assert_eq!(sequences, [2, 3, 4, 5], "{kind:?}");
+        let parsed: Vec<weft_api::Event> = events
+            .into_iter()
+            .map(|e| serde_json::from_value(e).expect("event"))
+            .collect();
+        let first = &parsed[0];
+        weft_api::event::verify_chain(first.sequence - 1, first.prev_hash, &parsed)
+            .expect("the chain continues");
+        // Last-Event-ID resumes after the given sequence.
+        let response = open_stream(&h, &worker.token, "", Some("4")).await;
+        let events = read_events(response.into_body(), 1).await;
+        assert_eq!(events[0]["sequence"], json!(5));
+    }
+}
+
+#[tokio::test]
+async fn bad_stream_positions_are_refused() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let outsider = h.agent("x1", "g2", &["worker"]).await;
+    for (query, last, code) in [
+        ("?after=99", None, "cursor_ahead"),
+        ("?after=-1", None, "bad_request"),
+        ("?after=abc", None, "bad_request"),
+        ("?after=1&x=2", None, "bad_request"),
+        ("", Some("nope"), "bad_request"),
+    ] {
+        let response = open_stream(&h, &worker.token, query, last).await;
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        let answer = Answer {
+            status,
+            headers: HeaderMap::from_iter([(
+                axum::http::header::CONTENT_TYPE,
+                "application/problem+json".parse().expect("value"),
+            )]),
+            body,
+        };
+        assert_eq!(answer.code(), code, "{query} {last:?}");
+    }
+    let response = open_stream(&h, &outsider.token, "", None).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+/// DLV-5, DLV-6, DLV-7: cursors move forward only, never past the head, never trim history.
+#[tokio::test]
+async fn acks_move_cursors_forward_only() {
+    for kind in KINDS {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let ack = |token: String, body: Value| {
+            let h = &h;
+            async move {
+                let request = Request::builder()
+                    .method(Method::POST)
+                    .uri("/v1/groups/g1/cursors")
+                    .header("authorization", format!("Bearer {token}"))
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.to_string()))
+                    .expect("request");
+                h.send(request).await
+            }
+        };
+        let before = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/events",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await
+            .body;
+        let moved = ack(
+            worker.token.clone(),
+            json!({"cursors": [{"groupId": "g1", "sequence": 4}]}),
+        )
+        .await;
+        assert_eq!(
+            moved.json()["cursors"][0],
+            json!({"groupId": "g1", "agentId": "w1", "sequence": 4, "moved": true})
+        );
+        let older = ack(
+            worker.token.clone(),
+            json!({"cursors": [{"groupId": "g1", "sequence": 2}]}),
+        )
+        .await;
+        assert_eq!(older.status, StatusCode::OK);
+        assert_eq!(
+            older.json()["cursors"][0]["moved"],
+            json!(false),
+            "an older ACK is a no-op that says so"
+        );
+        assert_eq!(older.json()["cursors"][0]["sequence"], json!(4));
+        assert_eq!(
+            ack(
+                worker.token.clone(),
+                json!({"cursors": [{"groupId": "g1", "sequence": 999}]})
+            )
+            .await
+            .code(),
+            "cursor_ahead"
+        );
+        assert_eq!(
+            ack(
+                worker.token.clone(),
+                json!({"cursors": [{"groupId": "g2", "sequence": 1}]})
+            )
+            .await
+            .code(),
+            "bad_request"
+        );
+        assert_eq!(
+            ack(
+                worker.token.clone(),
+                json!({"cursors": [{"groupId": "g1", "sequence": -1}]})
+            )
+            .await
+            .code(),
+            "bad_request"
+        );
+        assert_eq!(
+            ack(worker.token.clone(), json!({"cursors": []}))
+                .await
+                .code(),
+            "bad_request"
+        );
+        assert_eq!(
+            ack(
+                ADMIN.to_owned(),
+                json!({"cursors": [{"groupId": "g1", "sequence": 1}]})
+            )
+            .await
+            .code(),
+            "forbidden"
+        );
+        // Concurrent ACKs: the cursor ends at the highest, whatever the order.
+        let racing = (1..=5).rev().map(|n| {
+            ack(
+                coordinator.token.clone(),
+                json!({"cursors": [{"groupId": "g1", "sequence": n}]}),
+            )
+        });
+        futures::future::join_all(racing).await;
+        let mine = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/cursors",
+                Some(&coordinator.token),
+                Body::empty(),
+            )
+            .await
+            .json();
+        assert_eq!(mine["cursors"][0]["sequence"], json!(5));
+        let all = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/cursors?all=true",
+                Some(&coordinator.token),
+                Body::empty(),
+            )
+            .await
+            .json();
+        assert_eq!(all["cursors"].as_array().map(Vec::len), Some(2));
+        let refused = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/cursors?all=true",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(refused.code(), "forbidden");
+        // DLV-7: acknowledging deletes nothing.
+        let after = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/events",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await
+            .body;
+        assert!(after.starts_with(&before[..before.len() - 2]), "{kind:?}");
+    }
+}
+
+#[tokio::test]
+async fn checkpoints_are_signed_heads() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    h.put(&worker, "g1", b"something", &[]).await;
+    let signed = h
+        .call(
+            Method::GET,
+            "/v1/groups/g1/checkpoint",
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json();
+    let events: weft_api::views::EventPage = serde_json::from_slice(
+        &h.call(
+            Method::GET,
+            "/v1/groups/g1/events",
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .body,
+    )
+    .expect("events");
+    let last = events.events.last().expect("events");
+    assert_eq!(signed["checkpoint"]["sequence"], json!(last.sequence));
+    assert_eq!(signed["checkpoint"]["hash"], json!(last.hash.to_string()));
+    let keys = h
+        .call(Method::GET, "/v1/authority/keys", None, Body::empty())
+        .await
+        .json();
+    let key = weft_api::dsse::parse_public_key(keys["keys"][0]["publicKey"].as_str().expect("key"))
+        .expect("key");
+    let envelope: Envelope = serde_json::from_value(signed["envelope"].clone()).expect("envelope");
+    let payload = envelope
+        .verify(CHECKPOINT_TYPE, &key)
+        .expect("signed by the authority");
+    let checkpoint: weft_api::views::Checkpoint =
+        serde_json::from_slice(payload.value()).expect("payload");
+    assert_eq!(checkpoint.hash, last.hash);
+}

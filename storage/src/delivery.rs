@@ -1,0 +1,259 @@
+//! Delivery of a Group's log: live following (replay, then live Events without gaps), ACK
+//! cursors, and signed checkpoints (DESIGN §7–§8, DLV-1…DLV-8).
+//!
+//! Live Events come from the writer's post-commit broadcast, so any number of followers cost
+//! no log read per Event; a follower reads the log only to catch up (at start, after falling
+//! behind the broadcast buffer, or to fill a gap). Nothing here deletes history (DLV-7).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures::Stream;
+use rusqlite::{Connection, OptionalExtension as _, params};
+use tokio::sync::broadcast::error::RecvError;
+use weft_api::dsse::CHECKPOINT_TYPE;
+use weft_api::event::EventHash;
+use weft_api::session::Role;
+use weft_api::views::{Checkpoint, Cursor, SignedCheckpoint};
+use weft_api::{Envelope, ErrorCode, Event, Id};
+
+use crate::clock::format_instant;
+use crate::error::Error;
+use crate::events::{self, to32};
+use crate::records::{Inner, Reader, group_exists, membership, reject};
+
+/// Events read from the log per catch-up query.
+const CATCH_UP_PAGE: u32 = 1000;
+
+/// Whether `reader` may read `group_id`'s log, and with which roles.
+fn group_access(
+    conn: &Connection,
+    group_id: &str,
+    reader: &Reader,
+) -> Result<Option<Vec<Role>>, Error> {
+    match reader {
+        Reader::Admin => {
+            Ok(group_exists(conn, group_id)?.then(|| vec![Role::Coordinator, Role::Auditor]))
+        }
+        Reader::Agent(agent_id) => {
+            Ok(membership(conn, group_id, agent_id.as_str())?.map(|(roles, _)| roles))
+        }
+    }
+}
+
+fn not_visible(group_id: &Id) -> Error {
+    reject(
+        ErrorCode::NotFound,
+        format!("no group {group_id} is visible to you"),
+    )
+}
+
+/// `(sequence, hash)` of the newest Event of a Group (`(0, GENESIS)` for none).
+pub(crate) fn head(conn: &Connection, group_id: &str) -> Result<(u64, EventHash), Error> {
+    let row: Option<(u64, Vec<u8>)> = conn
+        .query_row(
+            "SELECT sequence, hash FROM events WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
+            [group_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    match row {
+        Some((sequence, hash)) => Ok((sequence, EventHash(to32(hash)?))),
+        None => Ok((0, EventHash::GENESIS)),
+    }
+}
+
+struct Follower {
+    inner: Arc<Inner>,
+    group_id: String,
+    last_sent: u64,
+    live: tokio::sync::broadcast::Receiver<Event>,
+    backlog: VecDeque<Event>,
+    catching_up: bool,
+}
+
+impl Inner {
+    /// Events of `group_id` after `after`: first the log, then live Events as they commit,
+    /// in order, without gaps, each exactly once per stream.
+    pub(crate) async fn follow(
+        self: &Arc<Self>,
+        group_id: Id,
+        after: u64,
+        reader: &Reader,
+    ) -> Result<impl Stream<Item = Result<Event, Error>> + Send + use<>, Error> {
+        // Subscribe before looking at the log: anything committed from here on arrives live,
+        // anything before is in the log.
+        let live = self.db.subscribe();
+        let (reader, group) = (reader.clone(), group_id.clone());
+        let head = self
+            .db
+            .read(move |conn| {
+                if group_access(conn, group.as_str(), &reader)?.is_none() {
+                    return Err(not_visible(&group));
+                }
+                Ok(head(conn, group.as_str())?.0)
+            })
+            .await?;
+        if after > head {
+            return Err(reject(
+                ErrorCode::CursorAhead,
+                format!("after={after} is past the head of the log ({head})"),
+            ));
+        }
+        let follower = Follower {
+            inner: Arc::clone(self),
+            group_id: group_id.to_string(),
+            last_sent: after,
+            live,
+            backlog: VecDeque::new(),
+            catching_up: true,
+        };
+        Ok(futures::stream::unfold(
+            follower,
+            |mut follower| async move {
+                loop {
+                    if let Some(event) = follower.backlog.pop_front() {
+                        if event.sequence <= follower.last_sent {
+                            continue;
+                        }
+                        follower.last_sent = event.sequence;
+                        return Some((Ok(event), follower));
+                    }
+                    if follower.catching_up {
+                        let (group, after) = (follower.group_id.clone(), follower.last_sent);
+                        match follower
+                            .inner
+                            .db
+                            .read(move |conn| events::read(conn, &group, after, CATCH_UP_PAGE))
+                            .await
+                        {
+                            Ok(page) if page.is_empty() => follower.catching_up = false,
+                            Ok(page) => follower.backlog.extend(page),
+                            Err(error) => return Some((Err(error), follower)),
+                        }
+                        continue;
+                    }
+                    match follower.live.recv().await {
+                        Ok(event)
+                            if event.group_id != follower.group_id
+                                || event.sequence <= follower.last_sent => {}
+                        Ok(event) if event.sequence == follower.last_sent + 1 => {
+                            follower.backlog.push_back(event)
+                        }
+                        // A gap (this follower fell behind) or a lag: catch up from the log.
+                        Ok(_) | Err(RecvError::Lagged(_)) => follower.catching_up = true,
+                        Err(RecvError::Closed) => return None,
+                    }
+                }
+            },
+        ))
+    }
+
+    /// Records an ACK (DLV-6): the cursor never moves backwards and never passes the head;
+    /// an older ACK is a no-op that says so. History is never touched (DLV-7).
+    pub(crate) async fn ack(
+        &self,
+        group_id: Id,
+        agent_id: Id,
+        sequence: u64,
+    ) -> Result<Cursor, Error> {
+        let now = self.clock.now();
+        self.db
+            .write(move |txn| {
+                if membership(txn, group_id.as_str(), agent_id.as_str())?.is_none() {
+                    return Err(not_visible(&group_id));
+                }
+                let (head_sequence, _) = head(txn, group_id.as_str())?;
+                if sequence > head_sequence {
+                    return Err(reject(ErrorCode::CursorAhead, format!("sequence {sequence} is past the head of the log ({head_sequence})")));
+                }
+                let current: Option<u64> = txn
+                    .query_row(
+                        "SELECT sequence FROM cursors WHERE group_id = ?1 AND agent_id = ?2",
+                        params![group_id.as_str(), agent_id.as_str()],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                let moved = current.is_none_or(|current| sequence > current);
+                if moved {
+                    txn.execute(
+                        "INSERT INTO cursors (group_id, agent_id, sequence, updated_at) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (group_id, agent_id) DO UPDATE SET sequence = excluded.sequence, updated_at = excluded.updated_at",
+                        params![group_id.as_str(), agent_id.as_str(), sequence, format_instant(now)],
+                    )?;
+                }
+                Ok(Cursor {
+                    group_id: group_id.to_string(),
+                    agent_id: agent_id.to_string(),
+                    sequence: if moved { sequence } else { current.unwrap_or(sequence) },
+                    moved: Some(moved),
+                })
+            })
+            .await
+    }
+
+    /// The caller's cursor in a Group; with `all`, every cursor (coordinators, auditors, admin).
+    pub(crate) async fn cursors(
+        &self,
+        group_id: Id,
+        reader: &Reader,
+        all: bool,
+    ) -> Result<Vec<Cursor>, Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let Some(roles) = group_access(conn, group_id.as_str(), &reader)? else {
+                    return Err(not_visible(&group_id));
+                };
+                let see_all = all || matches!(reader, Reader::Admin);
+                if see_all && !roles.iter().any(|r| matches!(r, Role::Coordinator | Role::Auditor)) {
+                    return Err(reject(ErrorCode::Forbidden, "all cursors are for coordinators and auditors"));
+                }
+                let mut statement = conn.prepare_cached(
+                    "SELECT agent_id, sequence FROM cursors WHERE group_id = ?1 AND (?2 OR agent_id = ?3) ORDER BY agent_id",
+                )?;
+                let me = match &reader {
+                    Reader::Agent(agent_id) => agent_id.to_string(),
+                    Reader::Admin => String::new(),
+                };
+                let cursors = statement
+                    .query_map(params![group_id.as_str(), see_all, me], |row| {
+                        Ok(Cursor { group_id: group_id.to_string(), agent_id: row.get(0)?, sequence: row.get(1)?, moved: None })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(cursors)
+            })
+            .await
+    }
+
+    /// The head of a Group's log, signed by the authority key.
+    pub(crate) async fn checkpoint(
+        &self,
+        group_id: Id,
+        reader: &Reader,
+    ) -> Result<SignedCheckpoint, Error> {
+        let reader = reader.clone();
+        let group = group_id.clone();
+        let (sequence, hash) = self
+            .db
+            .read(move |conn| {
+                if group_access(conn, group.as_str(), &reader)?.is_none() {
+                    return Err(not_visible(&group));
+                }
+                head(conn, group.as_str())
+            })
+            .await?;
+        let checkpoint = Checkpoint {
+            group_id: group_id.to_string(),
+            sequence,
+            hash,
+            created_at: format_instant(self.clock.now()),
+        };
+        let payload = serde_json::to_vec(&checkpoint).map_err(Error::backend)?;
+        let envelope = Envelope::sign(&self.authority, CHECKPOINT_TYPE, &payload);
+        Ok(SignedCheckpoint {
+            envelope,
+            checkpoint,
+        })
+    }
+}
