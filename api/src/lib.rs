@@ -10,6 +10,7 @@ pub mod error;
 pub mod event;
 pub mod evidence;
 pub mod id;
+pub mod idempotency;
 pub mod json;
 pub mod manifest;
 pub mod session;

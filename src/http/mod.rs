@@ -12,6 +12,7 @@ mod body;
 pub mod error;
 mod events;
 mod evidence;
+mod idempotency;
 mod meta;
 mod sessions;
 
@@ -39,6 +40,8 @@ pub struct AppState {
     /// blake3 of the admin token; the token itself is only on disk (mode 0600).
     pub admin_token_hash: blake3::Hash,
     pub limits: Arc<Limits>,
+    /// Idempotent requests in flight, by (caller, key).
+    pub in_flight: Arc<idempotency::InFlight>,
 }
 
 /// Transport limits the handlers apply themselves.
@@ -61,6 +64,7 @@ impl AppState {
                 request_timeout: config.request_timeout(),
                 max_upload_bytes: config.max_upload_bytes,
             }),
+            in_flight: Arc::default(),
         }
     }
 }
@@ -113,6 +117,10 @@ pub fn app(state: AppState) -> Router {
             post(evidence::review),
         )
         .route("/v1/admin/schemas", post(evidence::register_schema))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::layer,
+        ))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             state.limits.request_timeout,

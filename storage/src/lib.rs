@@ -30,6 +30,7 @@ use futures::stream::BoxStream;
 pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::Location;
+pub use delivery::StoredAnswer;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
 pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome};
@@ -313,6 +314,25 @@ impl Store {
         reader: &Reader,
     ) -> Result<SignedCheckpoint, Error> {
         self.inner.checkpoint(group_id, reader).await
+    }
+
+    /// The stored answer of an idempotent request, by caller scope and key.
+    pub async fn idempotent_answer(
+        &self,
+        scope: String,
+        key: String,
+    ) -> Result<Option<StoredAnswer>, Error> {
+        self.inner.idempotent_answer(scope, key).await
+    }
+
+    /// Stores the answer of an idempotent request (the first one wins).
+    pub async fn store_idempotent_answer(
+        &self,
+        scope: String,
+        key: String,
+        answer: StoredAnswer,
+    ) -> Result<(), Error> {
+        self.inner.store_idempotent_answer(scope, key, answer).await
     }
 
     /// Row and object counts: for `/metrics`, and for tests asserting that a refused request

@@ -1,0 +1,158 @@
+//! `Idempotency-Key` on mutating JSON routes (DLV-11, PRG-9): the same key from the same
+//! caller with the same request returns the stored answer without doing the work twice; the
+//! same key with a different request is `422 idempotency_key_reused`; concurrent requests with
+//! one key execute once (they queue on a per-key lock in this process).
+//!
+//! Blob uploads are content-addressed and so idempotent by nature; they are not buffered here.
+//! Server errors (5xx) are not stored, so a retry after one runs again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
+use weft_api::ErrorCode;
+use weft_storage::StoredAnswer;
+
+use super::AppState;
+use super::body::{MAX_JSON_BYTES, read_json};
+use super::error::HttpError;
+
+/// Per-(scope, key) locks of requests in flight.
+#[derive(Debug, Default)]
+pub struct InFlight(Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>);
+
+impl InFlight {
+    fn lock_for(&self, scope: &str, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        // Short critical section, no await inside.
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, lock| Arc::strong_count(lock) > 1);
+        Arc::clone(map.entry((scope.to_owned(), key.to_owned())).or_default())
+    }
+}
+
+fn check_key(value: &HeaderValue) -> Result<String, HttpError> {
+    let key = value.to_str().unwrap_or_default();
+    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(HttpError::new(
+            ErrorCode::BadRequest,
+            "Idempotency-Key must be 1..=255 visible ASCII characters",
+        ));
+    }
+    Ok(key.to_owned())
+}
+
+/// Who the key belongs to, or `None` when the request is not authenticated (the handler
+/// then answers 401 itself).
+async fn scope_of(state: &AppState, token: Option<String>) -> Option<String> {
+    let token = token?;
+    if blake3::hash(token.as_bytes()) == state.admin_token_hash {
+        return Some("admin".to_owned());
+    }
+    state
+        .store
+        .authenticate(&token)
+        .await
+        .ok()
+        .map(|session| format!("agent:{}", session.agent_id))
+}
+
+pub(crate) async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match run(state, request, next).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn run(state: AppState, request: Request, next: Next) -> Result<Response, HttpError> {
+    let Some(value) = request.headers().get("idempotency-key").cloned() else {
+        return Ok(next.run(request).await);
+    };
+    if !matches!(*request.method(), Method::POST | Method::PUT) {
+        return Ok(next.run(request).await);
+    }
+    let key = check_key(&value)?;
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let Some(scope) = scope_of(&state, token).await else {
+        return Ok(next.run(request).await);
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = read_json(&parts.headers, body).await?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(parts.method.as_str().as_bytes());
+    hasher.update(b" ");
+    hasher.update(parts.uri.to_string().as_bytes());
+    hasher.update(b"\n");
+    hasher.update(&bytes);
+    let request_hash = *hasher.finalize().as_bytes();
+
+    let lock = state.in_flight.lock_for(&scope, &key);
+    let _guard = lock.lock().await;
+    if let Some(stored) = state
+        .store
+        .idempotent_answer(scope.clone(), key.clone())
+        .await?
+    {
+        if stored.request_hash != request_hash {
+            return Err(HttpError::new(
+                ErrorCode::IdempotencyKeyReused,
+                "this Idempotency-Key was used for a different request",
+            ));
+        }
+        return Ok(replay(stored));
+    }
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    let status = response.status();
+    if status.is_server_error() {
+        return Ok(response);
+    }
+    let (response_parts, body) = response.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut answer = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|_| HttpError::new(ErrorCode::Internal, "could not read the answer"))?;
+        if answer.len() + chunk.len() > MAX_JSON_BYTES {
+            return Err(HttpError::new(
+                ErrorCode::Internal,
+                "answer too large to store for idempotency",
+            ));
+        }
+        answer.extend_from_slice(&chunk);
+    }
+    let stored = StoredAnswer {
+        request_hash,
+        status: status.as_u16(),
+        body: answer.clone(),
+    };
+    state
+        .store
+        .store_idempotent_answer(scope, key, stored)
+        .await?;
+    Ok(Response::from_parts(response_parts, Body::from(answer)))
+}
+
+fn replay(stored: StoredAnswer) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let content_type = if status.is_success() {
+        "application/json"
+    } else {
+        "application/problem+json"
+    };
+    let mut response = (status, stored.body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    response
+}
