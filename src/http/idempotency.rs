@@ -22,9 +22,12 @@ use super::AppState;
 use super::body::{MAX_JSON_BYTES, read_json};
 use super::error::HttpError;
 
+/// One lock per (caller scope, key).
+type KeyLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
+
 /// Per-(scope, key) locks of requests in flight.
 #[derive(Debug, Default)]
-pub struct InFlight(Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>);
+pub struct InFlight(Mutex<KeyLocks>);
 
 impl InFlight {
     fn lock_for(&self, scope: &str, key: &str) -> Arc<tokio::sync::Mutex<()>> {
