@@ -266,6 +266,80 @@ impl Client {
         Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
     }
 
+    /// Opens the SSE stream of a Group after `after`; the caller reads its frames.
+    pub async fn event_stream(
+        &self,
+        group_id: &Id,
+        after: u64,
+    ) -> Result<reqwest::Response, Error> {
+        let response = self
+            .request(Method::GET, &format!("/v1/groups/{group_id}/events/stream"))
+            .query(&[("after", after.to_string())])
+            .send()
+            .await?;
+        if response.status().is_success() {
+            Ok(response)
+        } else {
+            Err(decode::<serde_json::Value>(response)
+                .await
+                .err()
+                .unwrap_or_else(|| Error::Protocol("unexpected success".into())))
+        }
+    }
+
+    /// Replays up to `limit` Events after `after`.
+    pub async fn events(
+        &self,
+        group_id: &Id,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<crate::Event>, Error> {
+        let response = self
+            .request(Method::GET, &format!("/v1/groups/{group_id}/events"))
+            .query(&[("after", after.to_string()), ("limit", limit.to_string())])
+            .send()
+            .await?;
+        let page: crate::views::EventPage = decode(response).await?.1;
+        Ok(page.events)
+    }
+
+    /// ACKs `sequence` for a Group (DLV-6).
+    pub async fn ack(&self, group_id: &Id, sequence: u64) -> Result<crate::views::Cursor, Error> {
+        let body = serde_json::json!({"cursors": [{"groupId": group_id, "sequence": sequence}]});
+        let (_, cursors): (_, crate::views::Cursors) = self
+            .send_json(
+                Method::POST,
+                &format!("/v1/groups/{group_id}/cursors"),
+                Some(&body),
+            )
+            .await?;
+        cursors
+            .cursors
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Protocol("empty ACK answer".into()))
+    }
+
+    /// The Group's signed checkpoint.
+    pub async fn checkpoint(&self, group_id: &Id) -> Result<crate::views::SignedCheckpoint, Error> {
+        Ok(self
+            .send_json::<(), _>(
+                Method::GET,
+                &format!("/v1/groups/{group_id}/checkpoint"),
+                None,
+            )
+            .await?
+            .1)
+    }
+
+    /// The server's public keys.
+    pub async fn authority_keys(&self) -> Result<crate::views::AuthorityKeys, Error> {
+        Ok(self
+            .send_json::<(), _>(Method::GET, "/v1/authority/keys", None)
+            .await?
+            .1)
+    }
+
     /// Downloads an artifact into `out`, hashing every byte; fails with
     /// [`Error::Integrity`] if the bytes are not the ones named by `digest`.
     pub async fn download(

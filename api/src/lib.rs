@@ -4,6 +4,7 @@
 //! This crate does no I/O. Only the `client` module (cargo feature `client`) talks HTTP,
 //! and it speaks exactly the shapes defined here, so a client and the server cannot drift.
 
+pub mod delivery;
 pub mod digest;
 pub mod dsse;
 pub mod error;
@@ -18,6 +19,8 @@ pub mod views;
 
 #[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "client")]
+pub mod subscription;
 
 pub use digest::{ArtifactId, Digest, Digests, Sha256Digest};
 pub use dsse::{Envelope, KeyId, Verified};

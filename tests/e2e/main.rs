@@ -3,6 +3,7 @@
 //! `src/http/tests.rs`.
 
 mod cli;
+mod delivery;
 mod support;
 mod tidy;
 mod transport;

@@ -16,8 +16,13 @@ pub(crate) struct TestServer {
 impl TestServer {
     /// Starts `weft serve` on `data_dir` and waits for its `listening on` line.
     pub(crate) fn start(data_dir: &Path, extra: &[&str]) -> Self {
+        Self::start_on(data_dir, "127.0.0.1:0", extra)
+    }
+
+    /// Starts on a given address (to restart a killed server where its clients expect it).
+    pub(crate) fn start_on(data_dir: &Path, listen: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(WEFT)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(extra)
             .env("RUST_BACKTRACE", "0")

@@ -1,0 +1,133 @@
+//! Delivery with faults: a subscribed client keeps processing while another client appends,
+//! the server is SIGKILLed and restarted, and the client ends with every Event exactly once,
+//! in order, its durable cursor at the head (DLV-1…DLV-8).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ed25519_dalek::SigningKey;
+use weft_api::Id;
+use weft_api::client::Client;
+use weft_api::session::Role;
+use weft_api::subscription::{Flow, Subscription};
+
+use crate::support::TestServer;
+
+fn id(text: &str) -> Id {
+    Id::parse("id", text).expect("valid id")
+}
+
+async fn append(admin: &Client, n: usize) {
+    for i in 0..n {
+        let roles = if i % 2 == 0 {
+            [Role::Worker]
+        } else {
+            [Role::Reviewer]
+        };
+        admin
+            .set_membership(&id("g1"), &id("churn"), &roles)
+            .await
+            .expect("append");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_survives_a_server_crash_without_skipping_or_repeating() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = root.path().join("data");
+    let server = TestServer::start(&data, &[]);
+    let address = server.addr.to_string();
+    let admin_token = std::fs::read_to_string(data.join("admin.token")).expect("token");
+    let admin = Client::new(server.url(), Some(admin_token.trim().to_owned()));
+    admin.create_group(&id("g1")).await.expect("group");
+    let reader_key = SigningKey::from_bytes(&[11u8; 32]);
+    admin
+        .register_agent(&id("reader"), &reader_key.verifying_key(), "1")
+        .await
+        .expect("agent");
+    admin
+        .set_membership(&id("g1"), &id("reader"), &[Role::Worker])
+        .await
+        .expect("member");
+    admin
+        .register_agent(
+            &id("churn"),
+            &SigningKey::from_bytes(&[12u8; 32]).verifying_key(),
+            "1",
+        )
+        .await
+        .expect("agent");
+    let grant = Client::new(server.url(), None)
+        .open_session(&reader_key, &id("reader"), &id("g1"))
+        .await
+        .expect("session");
+    let reader = Client::new(server.url(), Some(grant.token));
+
+    let seen = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let target = Arc::new(AtomicU64::new(u64::MAX));
+    let cursor_file = root.path().join("cursor.json");
+    let mut subscription = Subscription::new(reader.clone(), id("g1"), cursor_file.clone());
+    subscription.ack_every = 7;
+    let (seen_by_handler, target_of_handler) = (Arc::clone(&seen), Arc::clone(&target));
+    let subscriber = tokio::spawn(subscription.run(move |event| {
+        let (seen, target) = (Arc::clone(&seen_by_handler), Arc::clone(&target_of_handler));
+        async move {
+            // Short critical section, no await inside.
+            seen.lock().map_err(|_| "poisoned")?.push(event.sequence);
+            Ok(if event.sequence >= target.load(Ordering::SeqCst) {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
+        }
+    }));
+
+    append(&admin, 60).await;
+    // Kill only once the subscriber is demonstrably mid-stream.
+    for _ in 0..500 {
+        if seen.lock().expect("lock").len() >= 30 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        seen.lock().expect("lock").len() >= 30,
+        "the subscriber is following"
+    );
+    server.kill(); // SIGKILL while the subscriber is connected
+    let server = TestServer::start_on(&data, &address, &[]);
+    append(&admin, 60).await;
+    let head = admin
+        .checkpoint(&id("g1"))
+        .await
+        .expect("checkpoint")
+        .checkpoint
+        .sequence;
+    target.store(head + 1, Ordering::SeqCst);
+    append(&admin, 1).await;
+
+    let cursor = tokio::time::timeout(std::time::Duration::from_secs(30), subscriber)
+        .await
+        .expect("the subscriber finishes")
+        .expect("task")
+        .expect("subscription");
+    assert_eq!(cursor, head + 1);
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(
+        seen,
+        (1..=head + 1).collect::<Vec<_>>(),
+        "every Event exactly once, in order"
+    );
+    let persisted: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cursor_file).expect("cursor file")).expect("json");
+    assert_eq!(persisted["sequence"], serde_json::json!(head + 1));
+    let server_cursor = reader
+        .ack(&id("g1"), 1)
+        .await
+        .expect("older ACK is a no-op");
+    assert_eq!(
+        (server_cursor.sequence, server_cursor.moved),
+        (head + 1, Some(false))
+    );
+    drop(server);
+}
