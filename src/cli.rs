@@ -158,6 +158,13 @@ enum Command {
         #[command(subcommand)]
         action: EvidenceAction,
     },
+    /// Read a Group's event log.
+    Events {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: EventsAction,
+    },
     /// The latest verdict per acceptance criterion of a WorkItem.
     Criteria {
         #[command(flatten)]
@@ -174,6 +181,24 @@ enum Command {
     /// Print both digests of a file, hashed with the server's pipeline (benchmark baseline).
     #[command(hide = true)]
     Hash { file: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+enum EventsAction {
+    /// Print Events (JSON lines) after a position; with --follow, keep printing live ones.
+    Tail {
+        #[arg(long)]
+        group: String,
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Re-check the whole hash chain and compare its head with the server's signed checkpoint.
+    Verify {
+        #[arg(long)]
+        group: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -660,6 +685,7 @@ impl Cli {
                 Ok(())
             }
             Command::Evidence { client, action } => evidence(&client, action).await,
+            Command::Events { client, action } => events(&client, action).await,
             Command::Criteria {
                 client,
                 work_item,
@@ -954,4 +980,76 @@ async fn evidence(client: &ClientArgs, action: EvidenceAction) -> anyhow::Result
         }
     }
     Ok(())
+}
+
+async fn events(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()> {
+    use futures::StreamExt as _;
+    let (_, api) = client.session()?;
+    match action {
+        EventsAction::Tail { group, after, follow } => {
+            let group = Id::parse("group", &group)?;
+            if !follow {
+                let mut after = after;
+                loop {
+                    let page = api.events(&group, after, 1000).await?;
+                    let Some(last) = page.last() else { break };
+                    after = last.sequence;
+                    for event in &page {
+                        println!("{}", serde_json::to_string(event)?);
+                    }
+                }
+                return Ok(());
+            }
+            let response = api.event_stream(&group, after).await?;
+            let mut body = response.bytes_stream();
+            let mut text = String::new();
+            while let Some(chunk) = body.next().await {
+                text.push_str(&String::from_utf8_lossy(&chunk?));
+                while let Some(end) = text.find("\n\n") {
+                    let frame: String = text.drain(..end + 2).collect();
+                    for data in frame.lines().filter_map(|line| line.strip_prefix("data:")) {
+                        println!("{}", data.trim_start());
+                    }
+                }
+            }
+            Ok(())
+        }
+        EventsAction::Verify { group } => {
+            let group = Id::parse("group", &group)?;
+            // The checkpoint first: the chain read afterwards must reach at least its head.
+            let signed = api.checkpoint(&group).await?;
+            let keys = api.authority_keys().await?;
+            let trusted = keys
+                .keys
+                .iter()
+                .filter_map(|key| weft_api::dsse::parse_public_key(&key.public_key).ok())
+                .any(|key| signed.envelope.verify(weft_api::dsse::CHECKPOINT_TYPE, &key).is_ok_and(|payload| {
+                    serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value()).ok().as_ref() == Some(&signed.checkpoint)
+                }));
+            if !trusted {
+                bail!("the checkpoint is not signed by the server's authority key");
+            }
+            let (mut sequence, mut head) = (0u64, weft_api::EventHash::GENESIS);
+            let mut hash_at_checkpoint = None;
+            loop {
+                let page = api.events(&group, sequence, 1000).await?;
+                if page.is_empty() {
+                    break;
+                }
+                (sequence, head) = weft_api::event::verify_chain(sequence, head, &page).map_err(|problem| anyhow::anyhow!("chain broken: {problem}"))?;
+                if let Some(event) = page.iter().find(|e| e.sequence == signed.checkpoint.sequence) {
+                    hash_at_checkpoint = Some(event.hash);
+                }
+            }
+            match hash_at_checkpoint {
+                Some(hash) if hash == signed.checkpoint.hash => {
+                    println!("ok: {sequence} events chain from genesis; sequence {} matches the signed checkpoint", signed.checkpoint.sequence);
+                    let _ = head;
+                    Ok(())
+                }
+                Some(_) => bail!("the chain disagrees with the signed checkpoint at sequence {}", signed.checkpoint.sequence),
+                None => bail!("the log ends before the signed checkpoint ({})", signed.checkpoint.sequence),
+            }
+        }
+    }
 }
