@@ -986,7 +986,11 @@ async fn events(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()>
     use futures::StreamExt as _;
     let (_, api) = client.session()?;
     match action {
-        EventsAction::Tail { group, after, follow } => {
+        EventsAction::Tail {
+            group,
+            after,
+            follow,
+        } => {
             let group = Id::parse("group", &group)?;
             if !follow {
                 let mut after = after;
@@ -1023,9 +1027,17 @@ async fn events(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()>
                 .keys
                 .iter()
                 .filter_map(|key| weft_api::dsse::parse_public_key(&key.public_key).ok())
-                .any(|key| signed.envelope.verify(weft_api::dsse::CHECKPOINT_TYPE, &key).is_ok_and(|payload| {
-                    serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value()).ok().as_ref() == Some(&signed.checkpoint)
-                }));
+                .any(|key| {
+                    signed
+                        .envelope
+                        .verify(weft_api::dsse::CHECKPOINT_TYPE, &key)
+                        .is_ok_and(|payload| {
+                            serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value())
+                                .ok()
+                                .as_ref()
+                                == Some(&signed.checkpoint)
+                        })
+                });
             if !trusted {
                 bail!("the checkpoint is not signed by the server's authority key");
             }
@@ -1036,19 +1048,32 @@ async fn events(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()>
                 if page.is_empty() {
                     break;
                 }
-                (sequence, head) = weft_api::event::verify_chain(sequence, head, &page).map_err(|problem| anyhow::anyhow!("chain broken: {problem}"))?;
-                if let Some(event) = page.iter().find(|e| e.sequence == signed.checkpoint.sequence) {
+                (sequence, head) = weft_api::event::verify_chain(sequence, head, &page)
+                    .map_err(|problem| anyhow::anyhow!("chain broken: {problem}"))?;
+                if let Some(event) = page
+                    .iter()
+                    .find(|e| e.sequence == signed.checkpoint.sequence)
+                {
                     hash_at_checkpoint = Some(event.hash);
                 }
             }
             match hash_at_checkpoint {
                 Some(hash) if hash == signed.checkpoint.hash => {
-                    println!("ok: {sequence} events chain from genesis; sequence {} matches the signed checkpoint", signed.checkpoint.sequence);
+                    println!(
+                        "ok: {sequence} events chain from genesis; sequence {} matches the signed checkpoint",
+                        signed.checkpoint.sequence
+                    );
                     let _ = head;
                     Ok(())
                 }
-                Some(_) => bail!("the chain disagrees with the signed checkpoint at sequence {}", signed.checkpoint.sequence),
-                None => bail!("the log ends before the signed checkpoint ({})", signed.checkpoint.sequence),
+                Some(_) => bail!(
+                    "the chain disagrees with the signed checkpoint at sequence {}",
+                    signed.checkpoint.sequence
+                ),
+                None => bail!(
+                    "the log ends before the signed checkpoint ({})",
+                    signed.checkpoint.sequence
+                ),
             }
         }
     }

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
+use axum::http::header;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures::StreamExt as _;
 use weft_api::ErrorCode;
 use weft_api::json::parse_strict;
@@ -109,25 +110,57 @@ pub(crate) async fn stream(
         .store
         .follow(group_id, after.unwrap_or(0), &caller.reader())
         .await?;
-    let frames = events.map(|event| {
-        let frame = match event {
-            Ok(event) => SseEvent::default()
-                .id(event.sequence.to_string())
-                .event(event.kind.clone())
-                .json_data(&event)
-                .unwrap_or_else(|_| SseEvent::default().event("error").data("unencodable event")),
-            Err(error) => {
-                tracing::error!(%error, "event stream failed");
-                SseEvent::default()
-                    .event("error")
-                    .data(error.code().as_str())
+    // Frames are written in batches of whatever is ready (up to SSE_BATCH Events), so a replay
+    // costs one body chunk per batch rather than per Event; an idle stream gets a keep-alive
+    // comment every KEEP_ALIVE.
+    let batches = Box::pin(events.ready_chunks(SSE_BATCH));
+    let body = futures::stream::unfold(batches, |mut batches| async move {
+        let next = tokio::time::timeout(KEEP_ALIVE, batches.next()).await;
+        let chunk = match next {
+            Err(_) => Bytes::from_static(b":keep-alive\n\n"),
+            Ok(None) => return None,
+            Ok(Some(batch)) => {
+                let mut frames = Vec::with_capacity(batch.len() * 512);
+                for event in batch {
+                    match event {
+                        Ok(event) => write_frame(&mut frames, &event),
+                        Err(error) => {
+                            tracing::error!(%error, "event stream failed");
+                            frames.extend_from_slice(
+                                format!("event: error\ndata: {}\n\n", error.code()).as_bytes(),
+                            );
+                        }
+                    }
+                }
+                Bytes::from(frames)
             }
         };
-        Ok::<_, Infallible>(frame)
+        Some((Ok::<_, Infallible>(chunk), batches))
     });
-    Ok(Sse::new(frames)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
         .into_response())
+}
+
+/// Most Events written in one body chunk.
+const SSE_BATCH: usize = 4096;
+/// Interval of keep-alive comments on an idle stream.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// One SSE frame: `id` is the sequence, `event` the type, `data` the Event as JSON (one line:
+/// serde_json never emits a raw newline).
+fn write_frame(out: &mut Vec<u8>, event: &weft_api::Event) {
+    use std::io::Write as _;
+    let _ = write!(out, "id: {}\nevent: {}\ndata: ", event.sequence, event.kind);
+    if serde_json::to_writer(&mut *out, event).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b"\n\n");
 }
 
 /// The ACK frame: records the caller's cursor for this Group (DLV-6). A cursor never moves

@@ -23,7 +23,7 @@ use crate::events::{self, to32};
 use crate::records::{Inner, Reader, group_exists, membership, reject};
 
 /// Events read from the log per catch-up query.
-const CATCH_UP_PAGE: u32 = 1000;
+const CATCH_UP_PAGE: u32 = 10_000;
 
 /// Whether `reader` may read `group_id`'s log, and with which roles.
 fn group_access(

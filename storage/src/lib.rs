@@ -293,6 +293,30 @@ impl Store {
         self.inner.follow(group_id, after, reader).await
     }
 
+    /// Appends an authority-generated Event (one the Group Authority itself decides, such as
+    /// GAP-1's session-replacement transition) and returns its sequence once it is durable.
+    /// Not reachable over HTTP; Agents change state only through signed requests.
+    pub async fn append(
+        &self,
+        group_id: Id,
+        kind: &'static str,
+        payload: serde_json::Value,
+    ) -> Result<u64, Error> {
+        let now = self.now();
+        self.inner
+            .db
+            .write(move |txn| {
+                if !records::group_exists(txn, group_id.as_str())? {
+                    return Err(Error::reject(
+                        weft_api::ErrorCode::UnknownGroup,
+                        format!("group {group_id} does not exist"),
+                    ));
+                }
+                events::append(txn, &group_id, kind, &payload, now)
+            })
+            .await
+    }
+
     /// Records an Agent's ACK for a Group; never moves a cursor back (DLV-6, DLV-7).
     pub async fn ack(&self, group_id: Id, agent_id: Id, sequence: u64) -> Result<Cursor, Error> {
         self.inner.ack(group_id, agent_id, sequence).await

@@ -110,9 +110,23 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     let tail = ok(weft(&home, &url, &["events", "tail", "--group", "g1"]));
     let kinds: Vec<String> = tail
         .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON line")["type"].as_str().unwrap_or_default().to_owned())
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).expect("JSON line")["type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect();
-    assert_eq!(kinds, ["group.created", "membership.set", "session.opened", "artifact.published", "artifact.published"]);
+    assert_eq!(
+        kinds,
+        [
+            "group.created",
+            "membership.set",
+            "session.opened",
+            "artifact.published",
+            "artifact.published"
+        ]
+    );
     let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
     assert!(verified.starts_with("ok: 5 events"), "{verified}");
 
