@@ -32,6 +32,13 @@ pub struct Config {
     /// Seconds a JSON request (not a blob transfer) may take in all.
     #[arg(long, env = "WEFT_REQUEST_TIMEOUT", default_value_t = 30)]
     pub request_timeout_secs: u64,
+    /// Keep only the newest N Events per Group online; older ones are compacted into a signed
+    /// snapshot and an archive artifact (nothing is deleted). Unset: keep every Event online.
+    #[arg(long, env = "WEFT_RETAIN_EVENTS")]
+    pub retain_events: Option<u64>,
+    /// Seconds between compaction passes when --retain-events is set.
+    #[arg(long, env = "WEFT_COMPACTION_INTERVAL", default_value_t = 10)]
+    pub compaction_interval_secs: u64,
     /// Hours a session token stays valid.
     #[arg(long, env = "WEFT_SESSION_HOURS", default_value_t = 12)]
     pub session_hours: i64,
@@ -49,6 +56,8 @@ impl Config {
             body_idle_timeout_secs: 30,
             request_timeout_secs: 30,
             session_hours: 12,
+            retain_events: None,
+            compaction_interval_secs: 10,
         }
     }
 

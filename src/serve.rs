@@ -152,6 +152,21 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let store = weft_storage::Store::open(options)
         .await
         .context("opening the store")?;
+    if let Some(retain) = config.retain_events {
+        let (store, every) = (
+            store.clone(),
+            Duration::from_secs(config.compaction_interval_secs.max(1)),
+        );
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = store.compact(retain).await {
+                    tracing::error!(%error, "compaction failed; the online log is unchanged");
+                }
+            }
+        });
+    }
     let state = AppState::new(store, &token, &config);
     let listener = TcpListener::bind(config.listen)
         .await

@@ -340,6 +340,25 @@ impl Client {
             .1)
     }
 
+    /// Downloads any byte route into `out`, hashing as it goes (the caller checks the digest).
+    pub async fn download_path(&self, path: &str, out: &mut Vec<u8>) -> Result<Digests, Error> {
+        let response = self.request(Method::GET, path).send().await?;
+        if !response.status().is_success() {
+            return Err(decode::<serde_json::Value>(response)
+                .await
+                .err()
+                .unwrap_or_else(|| Error::Protocol("unexpected success".into())));
+        }
+        let mut hasher = Hasher::default();
+        let mut body = response.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            hasher.update(&chunk);
+            out.extend_from_slice(&chunk);
+        }
+        Ok(hasher.finish())
+    }
+
     /// Downloads an artifact into `out`, hashing every byte; fails with
     /// [`Error::Integrity`] if the bytes are not the ones named by `digest`.
     pub async fn download(

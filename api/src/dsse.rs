@@ -25,6 +25,7 @@ pub const BASE64: GeneralPurpose = GeneralPurpose::new(
 
 pub const MANIFEST_TYPE: &str = "application/vnd.mwp.artifact-manifest.v1+json";
 pub const SESSION_TYPE: &str = "application/vnd.mwp.session.v1+json";
+pub const SNAPSHOT_TYPE: &str = "application/vnd.mwp.snapshot.v1+json";
 pub const CHECKPOINT_TYPE: &str = "application/vnd.mwp.checkpoint.v1+json";
 
 /// Fingerprint of an Ed25519 public key: `ed25519:<hex of blake3(key)>`.

@@ -42,6 +42,7 @@ pub enum ErrorCode {
     UnknownWorkItem,
     SupersedesMismatch,
     CursorAhead,
+    CursorTooOld,
     IdempotencyKeyReused,
     Cycle,
     Conflict,
@@ -89,6 +90,7 @@ impl ErrorCode {
             Self::UnknownWorkItem => "unknown_work_item",
             Self::SupersedesMismatch => "supersedes_mismatch",
             Self::CursorAhead => "cursor_ahead",
+            Self::CursorTooOld => "cursor_too_old",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::Cycle => "cycle",
             Self::Conflict => "conflict",
@@ -136,6 +138,9 @@ pub struct ErrorBody {
     pub code: ErrorCode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// With `cursor_too_old` (DLV-9): the latest signed snapshot reference to restore from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Box<crate::views::SignedSnapshot>>,
 }
 
 impl ErrorBody {
@@ -147,6 +152,7 @@ impl ErrorBody {
             detail: detail.into(),
             code,
             request_id: None,
+            snapshot: None,
         }
     }
 }
@@ -169,6 +175,7 @@ mod tests {
             ErrorCode::UnknownWorkItem,
             ErrorCode::SupersedesMismatch,
             ErrorCode::CursorAhead,
+            ErrorCode::CursorTooOld,
             ErrorCode::IdempotencyKeyReused,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");

@@ -15,8 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, Error};
 use crate::delivery::Sequencer;
+use crate::dsse::SNAPSHOT_TYPE;
 use crate::event::{Event, EventHash};
 use crate::id::Id;
+use crate::views::{SignedSnapshot, SnapshotReference};
 
 /// What the handler wants after an Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +36,10 @@ pub struct CursorState {
     pub hash: Option<EventHash>,
 }
 
-#[derive(Debug)]
+/// Called with a verified snapshot (its signed reference and its state document) when the
+/// cursor is older than the server's online log (DLV-10).
+pub type Restore = Box<dyn FnMut(&SnapshotReference, &[u8]) -> Result<(), String> + Send + Sync>;
+
 pub struct Subscription {
     client: Client,
     group_id: Id,
@@ -43,6 +48,17 @@ pub struct Subscription {
     pub ack_every: u64,
     /// Longest wait between reconnection attempts.
     pub max_backoff: Duration,
+    /// Restores application state from a snapshot; without it, `cursor_too_old` is an error.
+    pub restore: Option<Restore>,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("group_id", &self.group_id)
+            .field("cursor_path", &self.cursor_path)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Subscription {
@@ -53,6 +69,7 @@ impl Subscription {
             cursor_path,
             ack_every: 100,
             max_backoff: Duration::from_secs(2),
+            restore: None,
         }
     }
 
@@ -83,7 +100,7 @@ impl Subscription {
     /// Runs until the handler says [`Flow::Stop`] or fails. Returns the final cursor.
     /// Transport failures and server restarts are retried; refusals (4xx) and broken chains
     /// are returned.
-    pub async fn run<F, Fut>(self, mut handler: F) -> Result<u64, Error>
+    pub async fn run<F, Fut>(mut self, mut handler: F) -> Result<u64, Error>
     where
         F: FnMut(Event) -> Fut,
         Fut: Future<Output = Result<Flow, String>>,
@@ -100,6 +117,14 @@ impl Subscription {
                     return Ok(sequencer.cursor());
                 }
                 Ok(Flow::Continue) => backoff = Duration::from_millis(50), // the stream ended cleanly
+                Err(Error::Api { status: 410, body })
+                    if body.snapshot.is_some() && self.restore.is_some() =>
+                {
+                    let snapshot = body
+                        .snapshot
+                        .ok_or_else(|| Error::Protocol("no snapshot".into()))?;
+                    sequencer = self.restore_from(&snapshot).await?;
+                }
                 Err(Error::Api { status, body }) if status < 500 => {
                     return Err(Error::Api { status, body });
                 }
@@ -112,6 +137,60 @@ impl Subscription {
                 }
             }
         }
+    }
+
+    /// DLV-10: verify the snapshot reference's signature and the state's digest, hand the
+    /// state to the application, and resume from the snapshot's sequence.
+    async fn restore_from(&mut self, snapshot: &SignedSnapshot) -> Result<Sequencer, Error> {
+        let keys = self.client.authority_keys().await?;
+        let signed_by_authority = keys
+            .keys
+            .iter()
+            .filter_map(|key| crate::dsse::parse_public_key(&key.public_key).ok())
+            .any(|key| {
+                snapshot
+                    .envelope
+                    .verify(SNAPSHOT_TYPE, &key)
+                    .is_ok_and(|payload| {
+                        serde_json::from_slice::<SnapshotReference>(payload.value())
+                            .ok()
+                            .as_ref()
+                            == Some(&snapshot.reference)
+                    })
+            });
+        if !signed_by_authority || snapshot.reference.group_id != self.group_id.as_str() {
+            return Err(Error::Protocol(
+                "the snapshot reference is not signed by the server's authority key".into(),
+            ));
+        }
+        let reference = &snapshot.reference;
+        let mut state = Vec::new();
+        let path = format!(
+            "/v1/groups/{}/snapshots/blobs/{}",
+            self.group_id, reference.state_digest
+        );
+        let digests = self.client.download_path(&path, &mut state).await?;
+        if digests.blake3 != reference.state_digest {
+            return Err(Error::Integrity {
+                expected: reference.state_digest.to_string(),
+                actual: digests.blake3.to_string(),
+            });
+        }
+        if let Some(restore) = self.restore.as_mut() {
+            restore(reference, &state)
+                .map_err(|e| Error::Protocol(format!("restore failed: {e}")))?;
+        }
+        let cursor = CursorState {
+            group_id: self.group_id.to_string(),
+            sequence: reference.sequence,
+            hash: Some(reference.event_chain_hash),
+        };
+        self.save_cursor(&cursor)?;
+        Ok(Sequencer::new(
+            self.group_id.to_string(),
+            reference.sequence,
+            Some(reference.event_chain_hash),
+        ))
     }
 
     async fn ack(&self, cursor: u64, acked: &mut u64) {

@@ -249,3 +249,33 @@ pub struct SignedCheckpoint {
     pub envelope: Envelope,
     pub checkpoint: Checkpoint,
 }
+
+/// What a snapshot reference says (DLV-9): the projected Group state at `sequence` is the
+/// artifact `stateDigest`, and the chain hash of the Event at `sequence` is `eventChainHash`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SnapshotReference {
+    pub group_id: String,
+    pub sequence: u64,
+    pub state_digest: ArtifactId,
+    pub event_chain_hash: crate::event::EventHash,
+    pub created_at: String,
+}
+
+/// A snapshot reference signed by the authority key (payload type
+/// `application/vnd.mwp.snapshot.v1+json`), with where its archived Events are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignedSnapshot {
+    pub envelope: Envelope,
+    pub reference: SnapshotReference,
+    /// The archive artifact holding Events `fromSequence..=sequence` as JSON lines.
+    pub archive: ArtifactId,
+    pub from_sequence: u64,
+}
+
+/// Answer to `GET /v1/groups/{g}/snapshots`, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshots {
+    pub snapshots: Vec<SignedSnapshot>,
+}

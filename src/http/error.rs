@@ -11,6 +11,7 @@ pub struct HttpError {
     code: ErrorCode,
     detail: String,
     source: Option<weft_storage::Error>,
+    snapshot: Option<Box<weft_api::views::SignedSnapshot>>,
 }
 
 impl HttpError {
@@ -19,6 +20,7 @@ impl HttpError {
             code,
             detail: detail.into(),
             source: None,
+            snapshot: None,
         }
     }
 
@@ -54,6 +56,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
             StatusCode::CONFLICT
         }
         C::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+        C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         C::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,
@@ -74,8 +77,16 @@ impl From<Rejection> for HttpError {
 impl From<weft_storage::Error> for HttpError {
     fn from(error: weft_storage::Error) -> Self {
         use weft_storage::Error as E;
+        let snapshot = match &error {
+            weft_storage::Error::CursorTooOld(snapshot) => Some(snapshot.clone()),
+            _ => None,
+        };
         let detail = match &error {
             E::Rejected(rejection) => rejection.message.clone(),
+            E::CursorTooOld(snapshot) => format!(
+                "Events up to {} were compacted; restore from the signed snapshot and resume after it",
+                snapshot.reference.sequence
+            ),
             E::Corrupt(id) => {
                 format!("the stored bytes of {id} failed verification; it is quarantined")
             }
@@ -88,6 +99,7 @@ impl From<weft_storage::Error> for HttpError {
             code: error.code(),
             detail,
             source: Some(error),
+            snapshot,
         }
     }
 }
@@ -100,7 +112,8 @@ impl IntoResponse for HttpError {
         } else {
             tracing::debug!(code = %self.code, detail = %self.detail, "request refused");
         }
-        let body = ErrorBody::new(status.as_u16(), self.code, self.detail);
+        let mut body = ErrorBody::new(status.as_u16(), self.code, self.detail);
+        body.snapshot = self.snapshot;
         let json = serde_json::to_vec(&body).unwrap_or_default();
         let mut response = (status, json).into_response();
         response.headers_mut().insert(

@@ -257,3 +257,50 @@ pub(crate) async fn checkpoint(
     let checkpoint = state.store.checkpoint(group_id, &caller.reader()).await?;
     Ok(json(StatusCode::OK, &checkpoint))
 }
+
+/// The Group's signed snapshot references, oldest first (DLV-9).
+#[utoipa::path(get, path = "/v1/groups/{group_id}/snapshots", params(("group_id" = String, Path)),
+    responses((status = 200, description = "{snapshots: [{envelope, reference, archive, fromSequence}]}")))]
+pub(crate) async fn snapshots(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawGroup,
+) -> HttpResult<Response> {
+    let group_id = path_id("groupId", group_id)?;
+    let snapshots = state.store.snapshots(group_id, &caller.reader()).await?;
+    Ok(json(
+        StatusCode::OK,
+        &weft_api::views::Snapshots { snapshots },
+    ))
+}
+
+/// A snapshot's state document or Event archive (JSON lines), verified while it streams.
+#[utoipa::path(get, path = "/v1/groups/{group_id}/snapshots/blobs/{digest}", params(("group_id" = String, Path), ("digest" = String, Path)),
+    responses((status = 200, description = "the bytes"), (status = 404, description = "not_found")))]
+pub(crate) async fn snapshot_blob(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
+) -> HttpResult<Response> {
+    let Path((group_id, digest)) =
+        ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "not valid UTF-8"))?;
+    let group_id = weft_api::Id::parse("groupId", &group_id)?;
+    let blob = weft_api::ArtifactId::parse(&digest)?;
+    let content = state
+        .store
+        .open_snapshot_blob(group_id, blob, &caller.reader())
+        .await?;
+    let length = content.digests.size;
+    let body = content
+        .into_body(None)
+        .map(|chunk| chunk.map_err(std::io::Error::other));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (header::CONTENT_LENGTH, length.to_string()),
+            (header::ETAG, format!("\"{blob}\"")),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response())
+}

@@ -50,6 +50,8 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::events::ack,
         super::events::cursors,
         super::events::checkpoint,
+        super::events::snapshots,
+        super::events::snapshot_blob,
         super::evidence::record,
         super::evidence::list,
         super::evidence::show,

@@ -102,6 +102,7 @@ pub fn app(state: AppState) -> Router {
             post(events::ack).get(events::cursors),
         )
         .route("/v1/groups/{group_id}/checkpoint", get(events::checkpoint))
+        .route("/v1/groups/{group_id}/snapshots", get(events::snapshots))
         .route("/v1/evidence", post(evidence::record).get(evidence::list))
         .route("/v1/evidence/{evidence_id}", get(evidence::show))
         .route(
@@ -134,6 +135,10 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/artifacts/{digest}/content", get(artifacts::content))
         .route("/v1/groups/{group_id}/events/stream", get(events::stream))
+        .route(
+            "/v1/groups/{group_id}/snapshots/blobs/{digest}",
+            get(events::snapshot_blob),
+        )
         .layer(DefaultBodyLimit::disable());
     Router::new()
         .merge(json_routes)

@@ -12,7 +12,6 @@ use futures::Stream;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use tokio::sync::broadcast::error::RecvError;
 use weft_api::dsse::CHECKPOINT_TYPE;
-use weft_api::event::EventHash;
 use weft_api::session::Role;
 use weft_api::views::{Checkpoint, Cursor, SignedCheckpoint};
 use weft_api::{Envelope, ErrorCode, Event, Id};
@@ -48,20 +47,7 @@ fn not_visible(group_id: &Id) -> Error {
     )
 }
 
-/// `(sequence, hash)` of the newest Event of a Group (`(0, GENESIS)` for none).
-pub(crate) fn head(conn: &Connection, group_id: &str) -> Result<(u64, EventHash), Error> {
-    let row: Option<(u64, Vec<u8>)> = conn
-        .query_row(
-            "SELECT sequence, hash FROM events WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
-            [group_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
-    match row {
-        Some((sequence, hash)) => Ok((sequence, EventHash(to32(hash)?))),
-        None => Ok((0, EventHash::GENESIS)),
-    }
-}
+pub(crate) use crate::events::head;
 
 struct Follower {
     inner: Arc<Inner>,
@@ -70,6 +56,9 @@ struct Follower {
     live: tokio::sync::broadcast::Receiver<Event>,
     backlog: VecDeque<Event>,
     catching_up: bool,
+    /// Set after an error was yielded: the stream then ends, and the client reconnects (and
+    /// learns, for example, that it must restore from a snapshot).
+    failed: bool,
 }
 
 impl Inner {
@@ -91,7 +80,11 @@ impl Inner {
                 if group_access(conn, group.as_str(), &reader)?.is_none() {
                     return Err(not_visible(&group));
                 }
-                Ok(head(conn, group.as_str())?.0)
+                let head = head(conn, group.as_str())?.0;
+                if after <= head {
+                    crate::compaction::check_online(conn, group.as_str(), after)?;
+                }
+                Ok(head)
             })
             .await?;
         if after > head {
@@ -107,6 +100,7 @@ impl Inner {
             live,
             backlog: VecDeque::new(),
             catching_up: true,
+            failed: false,
         };
         Ok(futures::stream::unfold(
             follower,
@@ -124,12 +118,19 @@ impl Inner {
                         match follower
                             .inner
                             .db
-                            .read(move |conn| events::read(conn, &group, after, CATCH_UP_PAGE))
+                            .read(move |conn| {
+                                // Compacted while this follower was behind: restore (DLV-9).
+                                crate::compaction::check_online(conn, &group, after)?;
+                                events::read(conn, &group, after, CATCH_UP_PAGE)
+                            })
                             .await
                         {
                             Ok(page) if page.is_empty() => follower.catching_up = false,
                             Ok(page) => follower.backlog.extend(page),
-                            Err(error) => return Some((Err(error), follower)),
+                            Err(error) => {
+                                follower.failed = true;
+                                return Some((Err(error), follower));
+                            }
                         }
                         continue;
                     }

@@ -19,6 +19,9 @@ pub enum Error {
     /// The request body failed or stopped before its end; nothing was kept.
     #[error("request body failed: {0}")]
     Body(String),
+    /// The requested position was compacted away (DLV-9); restore from this snapshot.
+    #[error("the log before sequence {} was compacted into a snapshot", .0.reference.sequence)]
+    CursorTooOld(Box<weft_api::views::SignedSnapshot>),
     /// The engine is stopping and takes no more work.
     #[error("storage is shutting down")]
     ShuttingDown,
@@ -41,6 +44,7 @@ impl Error {
             Self::Rejected(rejection) => rejection.code,
             Self::Corrupt(_) => ErrorCode::IntegrityFailure,
             Self::Body(_) => ErrorCode::IncompleteBody,
+            Self::CursorTooOld(_) => ErrorCode::CursorTooOld,
             Self::ShuttingDown => ErrorCode::ShuttingDown,
             Self::Backend(_) => ErrorCode::Internal,
         }

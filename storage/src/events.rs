@@ -44,17 +44,7 @@ pub(crate) fn append(
     payload: &serde_json::Value,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
-    let head: Option<(u64, Vec<u8>)> = conn
-        .query_row(
-            "SELECT sequence, hash FROM events WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
-            [group_id.as_str()],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
-    let (prev_sequence, prev_hash) = match head {
-        Some((sequence, hash)) => (sequence, EventHash(to32(hash)?)),
-        None => (0, EventHash::GENESIS),
-    };
+    let (prev_sequence, prev_hash) = head(conn, group_id.as_str())?;
     let sequence = prev_sequence + 1;
     let event_id = uuid::Uuid::now_v7().to_string();
     let payload_json = serde_json::to_string(payload).map_err(Error::backend)?;
@@ -98,6 +88,41 @@ pub(crate) fn append(
     };
     APPENDED.with(|appended| appended.borrow_mut().push(event));
     Ok(sequence)
+}
+
+/// `(sequence, hash)` of the newest Event of a Group, online or compacted into a snapshot
+/// (`(0, GENESIS)` for an empty log).
+pub(crate) fn head(conn: &Connection, group_id: &str) -> Result<(u64, EventHash), Error> {
+    let online: Option<(u64, Vec<u8>)> = conn
+        .query_row(
+            "SELECT sequence, hash FROM events WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
+            [group_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    if let Some((sequence, hash)) = online {
+        return Ok((sequence, EventHash(to32(hash)?)));
+    }
+    match compacted(conn, group_id)? {
+        Some((sequence, hash)) => Ok((sequence, hash)),
+        None => Ok((0, EventHash::GENESIS)),
+    }
+}
+
+/// The sequence and chain hash up to which the log was compacted, if it was.
+pub(crate) fn compacted(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Option<(u64, EventHash)>, Error> {
+    let row: Option<(u64, Vec<u8>)> = conn
+        .query_row(
+            "SELECT sequence, event_chain_hash FROM snapshots WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
+            [group_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    row.map(|(sequence, hash)| Ok((sequence, EventHash(to32(hash)?))))
+        .transpose()
 }
 
 /// Events of `group_id` after `after`, at most `limit`, in order.

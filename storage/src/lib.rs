@@ -11,6 +11,7 @@
 
 mod blobs;
 mod clock;
+mod compaction;
 mod db;
 mod delivery;
 mod error;
@@ -29,6 +30,7 @@ use futures::stream::BoxStream;
 
 pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use compaction::GroupState;
 pub use db::Location;
 pub use delivery::StoredAnswer;
 pub use error::{BackendError, Error};
@@ -97,6 +99,20 @@ pub struct Content {
 }
 
 impl Content {
+    pub(crate) fn new(
+        digests: Digests,
+        media_type: String,
+        raw: BoxStream<'static, Result<Bytes, Error>>,
+        inner: Arc<records::Inner>,
+    ) -> Self {
+        Self {
+            digests,
+            media_type,
+            raw,
+            inner,
+        }
+    }
+
     /// The bytes in `range` (all of them by default). Every stored byte is re-hashed while
     /// this is polled, including those outside the range; if the stored bytes do not match
     /// their address the stream ends with an error (never cleanly) and the blob is
@@ -315,6 +331,41 @@ impl Store {
                 events::append(txn, &group_id, kind, &payload, now)
             })
             .await
+    }
+
+    /// Compacts every Group's online log down to its newest `retain` Events (at least 1),
+    /// archiving older Events and signing a snapshot reference for each compaction.
+    pub async fn compact(&self, retain: u64) -> Result<Vec<(String, u64)>, Error> {
+        self.inner.compact(retain).await
+    }
+
+    /// The signed snapshot references of a Group, oldest first.
+    pub async fn snapshots(
+        &self,
+        group_id: Id,
+        reader: &Reader,
+    ) -> Result<Vec<weft_api::views::SignedSnapshot>, Error> {
+        self.inner.snapshots(group_id, reader).await
+    }
+
+    /// Opens a snapshot's state document or Event archive of a Group, verified as it streams.
+    pub async fn open_snapshot_blob(
+        &self,
+        group_id: Id,
+        blob: ArtifactId,
+        reader: &Reader,
+    ) -> Result<Content, Error> {
+        let snapshots = self.inner.snapshots(group_id, reader).await?;
+        if !snapshots
+            .iter()
+            .any(|s| s.archive == blob || s.reference.state_digest == blob)
+        {
+            return Err(Error::reject(
+                weft_api::ErrorCode::NotFound,
+                format!("{blob} is not a snapshot blob of this group"),
+            ));
+        }
+        self.inner.open_group_blob(blob).await
     }
 
     /// Records an Agent's ACK for a Group; never moves a cursor back (DLV-6, DLV-7).

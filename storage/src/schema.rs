@@ -153,12 +153,28 @@ CREATE TABLE idempotency (
 );
 "#;
 
+/// Compaction of the online log into signed snapshots: Events up to `sequence` left the
+/// `events` table for the archive artifact `archive_blake3`; `state_blake3` is the projected
+/// Group state at `sequence`.
+const V4: &str = r#"
+CREATE TABLE snapshots (
+    group_id          TEXT NOT NULL REFERENCES groups(group_id),
+    sequence          INTEGER NOT NULL,
+    from_sequence     INTEGER NOT NULL,
+    state_blake3      BLOB NOT NULL REFERENCES blobs(blake3),
+    archive_blake3    BLOB NOT NULL REFERENCES blobs(blake3),
+    event_chain_hash  BLOB NOT NULL,
+    envelope          TEXT NOT NULL,
+    PRIMARY KEY (group_id, sequence)
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 3 {
+    if version > 4 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (3)"
+            "database schema version {version} is newer than this weft understands (4)"
         ))));
     }
     if version < 1 {
@@ -169,6 +185,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 3 {
         conn.execute_batch(&format!("BEGIN; {V3} PRAGMA user_version = 3; COMMIT;"))?;
+    }
+    if version < 4 {
+        conn.execute_batch(&format!("BEGIN; {V4} PRAGMA user_version = 4; COMMIT;"))?;
     }
     Ok(())
 }

@@ -374,3 +374,209 @@ async fn idempotency_keys_make_retries_safe() {
 }
 
 use axum::http::HeaderValue;
+
+/// DLV-9, DLV-7: with retention, old Events leave the online log only into an archive artifact
+/// behind a signed snapshot; a replay from before the window is `410 cursor_too_old` carrying
+/// that signed reference; the chain continues unbroken across the compaction.
+#[tokio::test]
+async fn compaction_archives_history_behind_signed_snapshots() {
+    for kind in KINDS {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await; // 1..=3
+        for n in 0..5 {
+            h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
+                .await; // 4..=8
+        }
+        let before = h.stats().await;
+        let compacted = h.store.compact(3).await.expect("compaction");
+        assert_eq!(compacted, [("g1".to_owned(), 5)]);
+        assert_eq!(
+            h.stats().await.events,
+            before.events - 5,
+            "rows left the online log"
+        );
+
+        let old = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/events?after=2",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(
+            (old.status, old.code().as_str()),
+            (StatusCode::GONE, "cursor_too_old")
+        );
+        let snapshot: weft_api::views::SignedSnapshot =
+            serde_json::from_value(old.json()["snapshot"].clone()).expect("snapshot");
+        let keys = h
+            .call(Method::GET, "/v1/authority/keys", None, Body::empty())
+            .await
+            .json();
+        let key =
+            weft_api::dsse::parse_public_key(keys["keys"][0]["publicKey"].as_str().expect("key"))
+                .expect("key");
+        let payload = snapshot
+            .envelope
+            .verify(weft_api::dsse::SNAPSHOT_TYPE, &key)
+            .expect("signed by the authority");
+        let reference: weft_api::views::SnapshotReference =
+            serde_json::from_slice(payload.value()).expect("reference");
+        assert_eq!(reference, snapshot.reference);
+        assert_eq!(reference.sequence, 5);
+        let stream = open_stream(&h, &worker.token, "?after=0", None).await;
+        assert_eq!(stream.status(), StatusCode::GONE);
+
+        // The archive holds the compacted Events, chained from genesis to the signed hash.
+        let archive = h
+            .call(
+                Method::GET,
+                &format!("/v1/groups/g1/snapshots/blobs/{}", snapshot.archive),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(archive.status, StatusCode::OK);
+        let archived: Vec<weft_api::Event> = archive
+            .body
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("event"))
+            .collect();
+        let end = weft_api::event::verify_chain(0, weft_api::EventHash::GENESIS, &archived)
+            .expect("archived chain");
+        assert_eq!(end, (5, reference.event_chain_hash));
+        let state = h
+            .call(
+                Method::GET,
+                &format!("/v1/groups/g1/snapshots/blobs/{}", reference.state_digest),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await
+            .json();
+        assert_eq!(
+            (
+                state["sequence"].as_u64(),
+                state["artifacts"].as_object().map(|a| a.len())
+            ),
+            (Some(5), Some(2))
+        );
+        assert_eq!(state["memberships"]["w1"]["roles"], json!(["worker"]));
+
+        // The online log continues the chain, and new Events keep extending it.
+        h.put(&worker, "g1", b"after compaction", &[]).await;
+        let online: weft_api::views::EventPage = serde_json::from_slice(
+            &h.call(
+                Method::GET,
+                "/v1/groups/g1/events?after=5",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await
+            .body,
+        )
+        .expect("events");
+        assert_eq!(
+            weft_api::event::verify_chain(5, reference.event_chain_hash, &online.events)
+                .expect("online chain")
+                .0,
+            9
+        );
+        // A second compaction continues from the first.
+        assert_eq!(
+            h.store.compact(2).await.expect("compaction"),
+            [("g1".to_owned(), 7)]
+        );
+        let snapshots = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/snapshots",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await
+            .json();
+        assert_eq!(snapshots["snapshots"][1]["fromSequence"], json!(6));
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(
+            report.n_events, 9,
+            "archived and online Events together, {kind:?}"
+        );
+        let outsider = h.agent("x1", "g2", &["worker"]).await;
+        let hidden = h
+            .call(
+                Method::GET,
+                &format!("/v1/groups/g1/snapshots/blobs/{}", snapshot.archive),
+                Some(&outsider.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(hidden.code(), "not_found");
+    }
+}
+
+/// DLV-10: a subscriber whose cursor fell out of the online log restores the signed
+/// snapshot (signature and digest checked) and resumes from its sequence.
+#[tokio::test]
+async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    for n in 0..6 {
+        h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
+            .await; // 4..=9
+    }
+    h.store.compact(2).await.expect("compaction"); // through 7
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let serving = tokio::spawn(crate::serve(
+        listener,
+        h.app.clone(),
+        Duration::from_secs(5),
+        futures::future::pending(),
+    ));
+    let client = weft_api::client::Client::new(base, Some(worker.token.clone()));
+    let mut subscription = weft_api::subscription::Subscription::new(
+        client,
+        Id::parse("g", "g1").expect("id"),
+        h.dir.path().join("cursor.json"),
+    );
+    let restored = Arc::new(std::sync::Mutex::new(None));
+    let restored_by = Arc::clone(&restored);
+    subscription.restore = Some(Box::new(move |reference, state| {
+        let state: Value = serde_json::from_slice(state).map_err(|e| e.to_string())?;
+        *restored_by.lock().map_err(|_| "poisoned")? = Some((
+            reference.sequence,
+            state["artifacts"].as_object().map(|a| a.len()),
+        ));
+        Ok(())
+    }));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen_by = Arc::clone(&seen);
+    let cursor = subscription
+        .run(move |event| {
+            let seen = Arc::clone(&seen_by);
+            async move {
+                seen.lock().map_err(|_| "poisoned")?.push(event.sequence);
+                Ok(if event.sequence >= 9 {
+                    weft_api::subscription::Flow::Stop
+                } else {
+                    weft_api::subscription::Flow::Continue
+                })
+            }
+        })
+        .await
+        .expect("subscription");
+    assert_eq!(cursor, 9);
+    assert_eq!(*restored.lock().expect("lock"), Some((7, Some(4))));
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        [8, 9],
+        "resumed right after the snapshot"
+    );
+    serving.abort();
+}

@@ -1,0 +1,392 @@
+//! Online-log retention: compaction of old Events into signed snapshots (DLV-9, DLV-10).
+//!
+//! With a retention window of N Events per Group, the Events before the newest N leave the
+//! `events` table, but nothing authoritative is lost: they are first written, as JSON lines,
+//! to an archive artifact in the blob store (content-addressed, verified on every read), the
+//! Group's projected state at that sequence is written as a state artifact, and a snapshot
+//! reference `{groupId, sequence, stateDigest, eventChainHash, createdAt}` is signed with the
+//! authority key. Only then, in one transaction that re-checks the chain, are the rows
+//! removed. Acknowledgements never trigger any of this (DLV-7).
+//!
+//! Crash story: blobs are written before the transaction; a crash before it leaves orphan
+//! blobs (harmless, reported by fsck) and the Events still online.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use futures::{StreamExt as _, TryStreamExt as _};
+use rusqlite::{Connection, OptionalExtension as _, params};
+use serde::{Deserialize, Serialize};
+use weft_api::dsse::{BASE64, SNAPSHOT_TYPE};
+use weft_api::event::EventHash;
+use weft_api::views::{SignedSnapshot, SnapshotReference};
+use weft_api::{ArtifactId, Digest, Envelope, Event, Id};
+
+use crate::clock::format_instant;
+use crate::error::Error;
+use crate::events::{self, to32};
+use crate::records::{Inner, Reader, reject};
+
+/// Events per archive read.
+const PAGE: u32 = 10_000;
+
+/// The projected state of a Group at a sequence: what a restoring Agent needs instead of
+/// replaying the compacted Events.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupState {
+    pub group_id: String,
+    pub sequence: u64,
+    /// Agent id → `{roles, membershipEpoch}` as of the last `membership.set`.
+    pub memberships: BTreeMap<String, serde_json::Value>,
+    /// Agent id → session epoch.
+    pub session_epochs: BTreeMap<String, u64>,
+    /// Published artifacts: manifest id → `{artifact, workItemId, producer, sequence}`.
+    pub artifacts: BTreeMap<String, serde_json::Value>,
+    /// Recorded Evidence: evidence id → `{workItemId, criterion, outcome, supersedes, sequence}`.
+    pub evidence: BTreeMap<String, serde_json::Value>,
+    /// Artifacts that failed verification.
+    pub integrity_failures: Vec<String>,
+    /// Events per type, compacted ones included.
+    pub event_counts: BTreeMap<String, u64>,
+}
+
+impl GroupState {
+    /// Applies one Event.
+    pub fn apply(&mut self, event: &Event) {
+        let payload: serde_json::Value =
+            serde_json::from_str(event.payload.get()).unwrap_or_default();
+        let text = |key: &str| {
+            payload
+                .get(key)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match event.kind.as_str() {
+            "membership.set" => {
+                let value = serde_json::json!({"roles": payload.get("roles"), "membershipEpoch": payload.get("membershipEpoch")});
+                self.memberships.insert(text("agentId"), value);
+            }
+            "session.opened" => {
+                let epoch = payload
+                    .get("sessionEpoch")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or_default();
+                self.session_epochs.insert(text("agentId"), epoch);
+            }
+            "artifact.published" => {
+                let value = serde_json::json!({"artifact": payload.get("artifact"), "workItemId": payload.get("workItemId"),
+                                               "producer": payload.get("producer"), "sequence": event.sequence});
+                self.artifacts.insert(text("manifestId"), value);
+            }
+            "evidence.recorded" => {
+                let value = serde_json::json!({"workItemId": payload.get("workItemId"), "criterion": payload.get("criterion"),
+                                               "outcome": payload.get("outcome"), "supersedes": payload.get("supersedes"),
+                                               "sequence": event.sequence});
+                self.evidence.insert(text("evidenceId"), value);
+            }
+            "artifact.integrity_failure" => self.integrity_failures.push(text("artifact")),
+            _ => {}
+        }
+        *self.event_counts.entry(event.kind.clone()).or_default() += 1;
+        self.sequence = event.sequence;
+    }
+}
+
+/// Reads the signed snapshots of a Group, oldest first.
+pub(crate) fn snapshots(conn: &Connection, group_id: &str) -> Result<Vec<SignedSnapshot>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT envelope, archive_blake3, from_sequence FROM snapshots WHERE group_id = ?1 ORDER BY sequence",
+    )?;
+    let rows = statement
+        .query_map([group_id], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, u64>(2)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(|(envelope, archive, from_sequence)| {
+            let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
+            let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
+            let reference: SnapshotReference =
+                serde_json::from_slice(&payload).map_err(Error::backend)?;
+            Ok(SignedSnapshot {
+                envelope,
+                reference,
+                archive: ArtifactId(to32(archive)?),
+                from_sequence,
+            })
+        })
+        .collect()
+}
+
+/// `Err(CursorTooOld)` when Events after `after` are no longer all online.
+pub(crate) fn check_online(conn: &Connection, group_id: &str, after: u64) -> Result<(), Error> {
+    match events::compacted(conn, group_id)? {
+        Some((compacted_through, _)) if after < compacted_through => {
+            let latest = snapshots(conn, group_id)?
+                .pop()
+                .ok_or_else(|| Error::backend(std::io::Error::other("snapshot row vanished")))?;
+            Err(Error::CursorTooOld(Box::new(latest)))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Inner {
+    /// Compacts every Group whose online log holds more than `retain` Events.
+    /// Returns `(group, compacted through)` for each Group it compacted.
+    pub(crate) async fn compact(
+        self: &Arc<Self>,
+        retain: u64,
+    ) -> Result<Vec<(String, u64)>, Error> {
+        let retain = retain.max(1);
+        let groups: Vec<String> = self
+            .db
+            .read(|conn| {
+                Ok(conn
+                    .prepare("SELECT group_id FROM groups ORDER BY group_id")?
+                    .query_map([], |row| row.get(0))?
+                    .collect::<Result<_, _>>()?)
+            })
+            .await?;
+        let mut compacted = Vec::new();
+        for group in groups {
+            if let Some(sequence) = self.compact_group(&group, retain).await? {
+                compacted.push((group, sequence));
+            }
+        }
+        Ok(compacted)
+    }
+
+    async fn compact_group(
+        self: &Arc<Self>,
+        group: &str,
+        retain: u64,
+    ) -> Result<Option<u64>, Error> {
+        let group_owned = group.to_owned();
+        let (head_sequence, previous) = self
+            .db
+            .read(move |conn| {
+                let (head, _) = events::head(conn, &group_owned)?;
+                let previous: Option<(u64, Vec<u8>, Vec<u8>)> = conn
+                    .query_row(
+                        "SELECT sequence, event_chain_hash, state_blake3 FROM snapshots WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
+                        [&group_owned],
+                        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                    )
+                    .optional()?;
+                Ok((head, previous))
+            })
+            .await?;
+        let Some(through) = head_sequence
+            .checked_sub(retain)
+            .filter(|through| *through > 0)
+        else {
+            return Ok(None);
+        };
+        let (from_exclusive, start_hash, mut state) = match previous {
+            Some((sequence, _, _)) if sequence >= through => return Ok(None),
+            Some((sequence, hash, state_blake3)) => {
+                let bytes = self
+                    .read_authority_blob(ArtifactId(to32(state_blake3)?))
+                    .await?;
+                let state: GroupState = serde_json::from_slice(&bytes).map_err(Error::backend)?;
+                (sequence, EventHash(to32(hash)?), state)
+            }
+            None => (
+                0,
+                EventHash::GENESIS,
+                GroupState {
+                    group_id: group.to_owned(),
+                    ..GroupState::default()
+                },
+            ),
+        };
+        // 1. The archive: Events (from_exclusive, through] as JSON lines, chain-checked as read.
+        let folded = Arc::new(Mutex::new((
+            std::mem::take(&mut state),
+            from_exclusive,
+            start_hash,
+            None::<String>,
+        )));
+        let pages = futures::stream::try_unfold((from_exclusive, Arc::clone(&folded)), {
+            let inner = Arc::clone(self);
+            let group = group.to_owned();
+            move |(after, folded)| {
+                let (inner, group) = (Arc::clone(&inner), group.clone());
+                async move {
+                    if after >= through {
+                        return Ok(None);
+                    }
+                    let limit = PAGE.min((through - after) as u32);
+                    let page = inner
+                        .db
+                        .read(move |conn| events::read(conn, &group, after, limit))
+                        .await?;
+                    let Some(last) = page.last().map(|e| e.sequence) else {
+                        return Err(Error::backend(std::io::Error::other(
+                            "the log ended before the compaction point",
+                        )));
+                    };
+                    let mut lines = Vec::with_capacity(page.len() * 400);
+                    // Short critical section, no await inside.
+                    let mut guard = folded.lock().unwrap_or_else(|p| p.into_inner());
+                    let (state, sequence, head, broken) = &mut *guard;
+                    match weft_api::event::verify_chain(*sequence, *head, &page) {
+                        Ok((next_sequence, next_head)) => {
+                            (*sequence, *head) = (next_sequence, next_head)
+                        }
+                        Err(problem) => *broken = Some(problem),
+                    }
+                    for event in &page {
+                        state.apply(event);
+                        serde_json::to_writer(&mut lines, event).map_err(Error::backend)?;
+                        lines.push(b'\n');
+                    }
+                    drop(guard);
+                    Ok(Some((
+                        Ok::<_, std::io::Error>(Bytes::from(lines)),
+                        (last, folded),
+                    )))
+                }
+            }
+        });
+        // Errors of the page reader end the stream; they surface through the stage's body error.
+        let archive_stream = pages.map(|item| match item {
+            Ok(chunk) => chunk,
+            Err(error) => Err(std::io::Error::other(error.to_string())),
+        });
+        let archive = self.blobs.stage(archive_stream, u64::MAX).await?;
+        let (state, sequence, chain_hash, broken) = {
+            let guard = folded.lock().unwrap_or_else(|p| p.into_inner());
+            guard.clone()
+        };
+        if let Some(problem) = broken {
+            return Err(Error::backend(std::io::Error::other(format!(
+                "refusing to compact a broken chain in {group}: {problem}"
+            ))));
+        }
+        if sequence != through {
+            return Err(Error::backend(std::io::Error::other(
+                "the archive does not end at the compaction point",
+            )));
+        }
+        // 2. The projected state.
+        let state_bytes = serde_json::to_vec(&state).map_err(Error::backend)?;
+        let state_blob = self
+            .blobs
+            .stage(
+                futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(state_bytes))]),
+                u64::MAX,
+            )
+            .await?;
+        let (archive_digests, state_digests) = (archive.digests, state_blob.digests);
+        self.blobs.promote(archive, false).await?;
+        self.blobs.promote(state_blob, false).await?;
+        // 3. The signed reference.
+        let reference = SnapshotReference {
+            group_id: group.to_owned(),
+            sequence: through,
+            state_digest: state_digests.blake3,
+            event_chain_hash: chain_hash,
+            created_at: format_instant(self.clock.now()),
+        };
+        let payload = serde_json::to_vec(&reference).map_err(Error::backend)?;
+        let envelope_json =
+            serde_json::to_string(&Envelope::sign(&self.authority, SNAPSHOT_TYPE, &payload))
+                .map_err(Error::backend)?;
+        // 4. One transaction: blob rows, the snapshot row, and only then the rows leave.
+        let (group, now) = (group.to_owned(), self.clock.now());
+        self.db
+            .write(move |txn| {
+                let hash_at: Option<Vec<u8>> = txn
+                    .query_row("SELECT hash FROM events WHERE group_id = ?1 AND sequence = ?2", params![group, through], |row| row.get(0))
+                    .optional()?;
+                if hash_at.map(to32).transpose()? != Some(chain_hash.0) {
+                    return Err(reject(weft_api::ErrorCode::Conflict, "the log changed under the compaction"));
+                }
+                for digests in [archive_digests, state_digests] {
+                    txn.execute(
+                        "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (blake3) DO NOTHING",
+                        params![&digests.blake3.0[..], &digests.sha256.0[..], digests.size, format_instant(now)],
+                    )?;
+                }
+                txn.execute(
+                    "INSERT INTO snapshots (group_id, sequence, from_sequence, state_blake3, archive_blake3, event_chain_hash, envelope)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![group, through, from_exclusive + 1, &state_digests.blake3.0[..], &archive_digests.blake3.0[..], &chain_hash.0[..], envelope_json],
+                )?;
+                txn.execute("DELETE FROM events WHERE group_id = ?1 AND sequence <= ?2", params![group, through])?;
+                Ok(())
+            })
+            .await?;
+        tracing::info!(%through, n_archived = through - from_exclusive, "compacted the online log into a snapshot");
+        Ok(Some(through))
+    }
+
+    /// Reads a whole authority blob (state documents), verified.
+    async fn read_authority_blob(self: &Arc<Self>, blake3: ArtifactId) -> Result<Vec<u8>, Error> {
+        let content = self.open_group_blob(blake3).await?;
+        content
+            .into_body(None)
+            .try_fold(Vec::new(), |mut all, chunk| async move {
+                all.extend_from_slice(&chunk);
+                Ok(all)
+            })
+            .await
+    }
+
+    /// Opens a snapshot's state or archive blob for reading (verified like any artifact).
+    pub(crate) async fn open_group_blob(
+        self: &Arc<Self>,
+        blake3: ArtifactId,
+    ) -> Result<crate::Content, Error> {
+        let digests = self
+            .db
+            .read(move |conn| crate::records::blob_row(conn, &Digest::Blake3(blake3)))
+            .await?
+            .map(|(digests, _)| digests)
+            .ok_or_else(|| reject(weft_api::ErrorCode::NotFound, format!("no blob {blake3}")))?;
+        let raw = self.blobs.read(&blake3).await?;
+        Ok(crate::Content::new(
+            digests,
+            "application/json".into(),
+            raw,
+            Arc::clone(self),
+        ))
+    }
+
+    /// The signed snapshots of a Group, for its members.
+    pub(crate) async fn snapshots(
+        &self,
+        group_id: Id,
+        reader: &Reader,
+    ) -> Result<Vec<SignedSnapshot>, Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let visible = match &reader {
+                    Reader::Admin => crate::records::group_exists(conn, group_id.as_str())?,
+                    Reader::Agent(agent) => {
+                        crate::records::membership(conn, group_id.as_str(), agent.as_str())?
+                            .is_some()
+                    }
+                };
+                if !visible {
+                    return Err(reject(
+                        weft_api::ErrorCode::NotFound,
+                        format!("no group {group_id} is visible to you"),
+                    ));
+                }
+                snapshots(conn, group_id.as_str())
+            })
+            .await
+    }
+}
