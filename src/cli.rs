@@ -842,6 +842,10 @@ async fn fsck(data_dir: &Path) -> anyhow::Result<()> {
     }
     let mut options = weft_storage::Options::on_disk(data_dir);
     options.sweep_staging = false;
+    // Snapshot signatures are checked against the server's own key.
+    if data_dir.join("authority.key").exists() {
+        options.authority = std::sync::Arc::new(crate::serve::authority_key(data_dir)?);
+    }
     let store = weft_storage::Store::open(options).await?;
     let report = store.fsck().await?;
     println!(
@@ -1042,7 +1046,63 @@ async fn events(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()>
                 bail!("the checkpoint is not signed by the server's authority key");
             }
             let (mut sequence, mut head) = (0u64, weft_api::EventHash::GENESIS);
-            let mut hash_at_checkpoint = None;
+            // Compacted history first: each archive, chained on from the previous one, must end
+            // at the chain hash its authority-signed snapshot reference states.
+            let authority: Vec<_> = keys
+                .keys
+                .iter()
+                .filter_map(|key| weft_api::dsse::parse_public_key(&key.public_key).ok())
+                .collect();
+            for snapshot in api.snapshots(&group).await?.snapshots {
+                let signed_ok = authority.iter().any(|key| {
+                    snapshot
+                        .envelope
+                        .verify(weft_api::dsse::SNAPSHOT_TYPE, key)
+                        .is_ok_and(|payload| {
+                            serde_json::from_slice::<weft_api::views::SnapshotReference>(
+                                payload.value(),
+                            )
+                            .ok()
+                            .as_ref()
+                                == Some(&snapshot.reference)
+                        })
+                });
+                if !signed_ok {
+                    bail!(
+                        "snapshot {} is not signed by the server's authority key",
+                        snapshot.reference.sequence
+                    );
+                }
+                let mut archive = Vec::new();
+                let digests = api
+                    .download_path(
+                        &format!("/v1/groups/{group}/snapshots/blobs/{}", snapshot.archive),
+                        &mut archive,
+                    )
+                    .await?;
+                if digests.blake3 != snapshot.archive {
+                    bail!("archive {} does not hash to its name", snapshot.archive);
+                }
+                let events: Vec<weft_api::Event> = archive
+                    .split(|b| *b == b'\n')
+                    .filter(|line| !line.is_empty())
+                    .map(serde_json::from_slice)
+                    .collect::<Result<_, _>>()?;
+                (sequence, head) = weft_api::event::verify_chain(sequence, head, &events)
+                    .map_err(|problem| anyhow::anyhow!("archive chain broken: {problem}"))?;
+                if (sequence, head)
+                    != (
+                        snapshot.reference.sequence,
+                        snapshot.reference.event_chain_hash,
+                    )
+                {
+                    bail!(
+                        "archive of snapshot {} does not end at its signed chain hash",
+                        snapshot.reference.sequence
+                    );
+                }
+            }
+            let mut hash_at_checkpoint = (signed.checkpoint.sequence == sequence).then_some(head);
             loop {
                 let page = api.events(&group, sequence, 1000).await?;
                 if page.is_empty() {
@@ -1063,7 +1123,6 @@ async fn events(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()>
                         "ok: {sequence} events chain from genesis; sequence {} matches the signed checkpoint",
                         signed.checkpoint.sequence
                     );
-                    let _ = head;
                     Ok(())
                 }
                 Some(_) => bail!(

@@ -332,6 +332,18 @@ impl Client {
             .1)
     }
 
+    /// The Group's signed snapshot references, oldest first.
+    pub async fn snapshots(&self, group_id: &Id) -> Result<crate::views::Snapshots, Error> {
+        Ok(self
+            .send_json::<(), _>(
+                Method::GET,
+                &format!("/v1/groups/{group_id}/snapshots"),
+                None,
+            )
+            .await?
+            .1)
+    }
+
     /// The server's public keys.
     pub async fn authority_keys(&self) -> Result<crate::views::AuthorityKeys, Error> {
         Ok(self

@@ -335,3 +335,119 @@ fn reviewer_records_evidence_and_reads_criteria() {
         "{refused:?}"
     );
 }
+
+/// `--retain-events`: the server compacts old Events into signed snapshots on its own, and
+/// `weft events verify` still proves the whole chain from genesis through the archives.
+#[test]
+fn retention_keeps_the_chain_verifiable() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = root.path().join("data");
+    let home = root.path().join("home");
+    let server = TestServer::start(
+        &data,
+        &["--retain-events", "2", "--compaction-interval-secs", "1"],
+    );
+    let url = server.url();
+    let token_file = data.join("admin.token");
+    let token_file = token_file.to_str().expect("utf-8");
+    ok(weft(&home, &url, &["keygen"]));
+    ok(weft(
+        &home,
+        &url,
+        &[
+            "admin",
+            "--admin-token-file",
+            token_file,
+            "group",
+            "create",
+            "g1",
+        ],
+    ));
+    ok(weft(
+        &home,
+        &url,
+        &[
+            "admin",
+            "--admin-token-file",
+            token_file,
+            "agent",
+            "register",
+            "--agent-id",
+            "w1",
+        ],
+    ));
+    ok(weft(
+        &home,
+        &url,
+        &[
+            "admin",
+            "--admin-token-file",
+            token_file,
+            "member",
+            "set",
+            "g1",
+            "w1",
+            "--role",
+            "worker",
+        ],
+    ));
+    ok(weft(
+        &home,
+        &url,
+        &["login", "--agent-id", "w1", "--group", "g1"],
+    ));
+    for n in 0..4 {
+        let file = root.path().join(format!("f{n}.txt"));
+        std::fs::write(&file, format!("file {n}")).expect("write");
+        ok(weft(
+            &home,
+            &url,
+            &[
+                "put",
+                file.to_str().expect("utf-8"),
+                "--group",
+                "g1",
+                "--mission",
+                "m1",
+                "--work-item",
+                "w1",
+                "--lease",
+                "l1",
+                "--media-type",
+                "text/plain",
+                "-q",
+            ],
+        ));
+    }
+    // 7 Events; with a window of 2 the compactor archives through 5 within a few seconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let tail = weft(&home, &url, &["events", "tail", "--group", "g1"]);
+        if !tail.0 && tail.2.contains("cursor_too_old") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no compaction happened: {tail:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
+    assert!(
+        verified.starts_with("ok: 7 events chain from genesis"),
+        "{verified}"
+    );
+    let tail = ok(weft(
+        &home,
+        &url,
+        &["events", "tail", "--group", "g1", "--after", "5"],
+    ));
+    assert_eq!(tail.lines().count(), 2, "{tail}");
+    drop(server);
+    let fsck = ok(weft(
+        &home,
+        &url,
+        &["fsck", "--data-dir", data.to_str().expect("utf-8")],
+    ));
+    assert!(fsck.trim_end().ends_with("ok"), "{fsck}");
+}
