@@ -131,3 +131,176 @@ async fn a_subscriber_survives_a_server_crash_without_skipping_or_repeating() {
     );
     drop(server);
 }
+
+/// A hostile network between server and client: a proxy that serves each stream connection a
+/// window of the real log shuffled, with duplicates, with stale Events from before the cursor,
+/// and with some Events missing (then closes). The client's processed sequence is still
+/// exactly 1..=N (DLV-2, DLV-3, DLV-4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_reordering_and_gaps_between_server_and_client() {
+    use axum::extract::{Path, Query, State};
+    use axum::routing::{get, post};
+
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = root.path().join("data");
+    let server = TestServer::start(&data, &[]);
+    let admin_token = std::fs::read_to_string(data.join("admin.token"))
+        .expect("token")
+        .trim()
+        .to_owned();
+    let admin = Client::new(server.url(), Some(admin_token));
+    admin.create_group(&id("g1")).await.expect("group");
+    let key = SigningKey::from_bytes(&[21u8; 32]);
+    admin
+        .register_agent(&id("reader"), &key.verifying_key(), "1")
+        .await
+        .expect("agent");
+    admin
+        .set_membership(&id("g1"), &id("reader"), &[Role::Worker])
+        .await
+        .expect("member");
+    admin
+        .register_agent(
+            &id("churn"),
+            &SigningKey::from_bytes(&[22u8; 32]).verifying_key(),
+            "1",
+        )
+        .await
+        .expect("agent");
+    let token = Client::new(server.url(), None)
+        .open_session(&key, &id("reader"), &id("g1"))
+        .await
+        .expect("session")
+        .token;
+    append(&admin, 80).await;
+    let head = admin
+        .checkpoint(&id("g1"))
+        .await
+        .expect("checkpoint")
+        .checkpoint
+        .sequence;
+
+    #[derive(Clone)]
+    struct Proxy {
+        upstream: Client,
+        connections: Arc<AtomicU64>,
+    }
+    async fn stream(
+        State(proxy): State<Proxy>,
+        Path(group): Path<String>,
+        Query(query): Query<std::collections::HashMap<String, String>>,
+    ) -> axum::response::Response {
+        let after: u64 = query.get("after").and_then(|a| a.parse().ok()).unwrap_or(0);
+        let connection = proxy.connections.fetch_add(1, Ordering::SeqCst);
+        let group = id(&group);
+        let window = proxy
+            .upstream
+            .events(&group, after, 20)
+            .await
+            .expect("upstream");
+        let stale = proxy
+            .upstream
+            .events(&group, after.saturating_sub(5), 5)
+            .await
+            .expect("upstream");
+        // A deterministic scramble per connection.
+        let mut state = connection.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut frames: Vec<&weft_api::Event> = Vec::new();
+        for event in &window {
+            if next() % 5 != 0 {
+                frames.push(event); // ~20% missing on this connection
+            }
+            if next() % 3 == 0 {
+                frames.push(event); // duplicated
+            }
+        }
+        frames.extend(stale.iter().filter(|e| e.sequence <= after)); // already processed
+        for i in (1..frames.len()).rev() {
+            frames.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        let mut body = String::new();
+        for event in frames {
+            let json = serde_json::to_string(event).expect("json");
+            body.push_str(&format!(
+                "id: {}\nevent: {}\ndata: {json}\n\n",
+                event.sequence, event.kind
+            ));
+        }
+        (
+            [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+            body,
+        )
+            .into_response()
+    }
+    async fn ack(
+        State(proxy): State<Proxy>,
+        Path(group): Path<String>,
+        body: axum::body::Bytes,
+    ) -> axum::response::Response {
+        let ack: weft_api::views::Ack = serde_json::from_slice(&body).expect("ack");
+        let cursor = proxy
+            .upstream
+            .ack(&id(&group), ack.cursors[0].sequence)
+            .await
+            .expect("upstream ack");
+        axum::Json(weft_api::views::Cursors {
+            cursors: vec![cursor],
+        })
+        .into_response()
+    }
+    use axum::response::IntoResponse as _;
+    let proxy = Proxy {
+        upstream: Client::new(server.url(), Some(token.clone())),
+        connections: Arc::default(),
+    };
+    let connections = Arc::clone(&proxy.connections);
+    let app = axum::Router::new()
+        .route("/v1/groups/{group}/events/stream", get(stream))
+        .route("/v1/groups/{group}/cursors", post(ack))
+        .with_state(proxy);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let proxy_url = format!("http://{}", listener.local_addr().expect("addr"));
+    let serving = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mut subscription = Subscription::new(
+        Client::new(proxy_url, Some(token)),
+        id("g1"),
+        root.path().join("cursor.json"),
+    );
+    subscription.ack_every = 10;
+    subscription.max_backoff = std::time::Duration::from_millis(20);
+    let seen = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let seen_by = Arc::clone(&seen);
+    let cursor = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        subscription.run(move |event| {
+            let seen = Arc::clone(&seen_by);
+            async move {
+                seen.lock().map_err(|_| "poisoned")?.push(event.sequence);
+                Ok(if event.sequence >= head {
+                    Flow::Stop
+                } else {
+                    Flow::Continue
+                })
+            }
+        }),
+    )
+    .await
+    .expect("finishes")
+    .expect("subscription");
+    assert_eq!(cursor, head);
+    assert_eq!(*seen.lock().expect("lock"), (1..=head).collect::<Vec<_>>());
+    assert!(
+        connections.load(Ordering::SeqCst) > 5,
+        "the gaps forced reconnections"
+    );
+    serving.abort();
+}
