@@ -7,7 +7,8 @@
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
 //! **Invariant:** every accepted change commits its rows and its Event in one transaction;
 //! a rejected change commits nothing.
-//! **Invariant:** nothing here deletes or rewrites an Event (DLV-7).
+//! **Invariant:** no Event is rewritten, and none leaves the online log except into an archive
+//! artifact behind a signed snapshot (compaction); an ACK never removes one (DLV-7).
 
 mod blobs;
 mod clock;
