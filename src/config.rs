@@ -36,7 +36,11 @@ pub struct Config {
     /// snapshot and an archive artifact (nothing is deleted). Unset: keep every Event online.
     #[arg(long, env = "WEFT_RETAIN_EVENTS")]
     pub retain_events: Option<u64>,
-    /// Seconds between compaction passes when --retain-events is set.
+    /// Keep Events younger than this many seconds online (with --retain-events too, an Event
+    /// stays if either setting keeps it).
+    #[arg(long, env = "WEFT_RETAIN_SECONDS")]
+    pub retain_seconds: Option<u64>,
+    /// Seconds between compaction passes when a retention window is set.
     #[arg(long, env = "WEFT_COMPACTION_INTERVAL", default_value_t = 10)]
     pub compaction_interval_secs: u64,
     /// Hours a session token stays valid.
@@ -57,6 +61,7 @@ impl Config {
             request_timeout_secs: 30,
             session_hours: 12,
             retain_events: None,
+            retain_seconds: None,
             compaction_interval_secs: 10,
         }
     }
@@ -69,6 +74,17 @@ impl Config {
     }
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs.max(1))
+    }
+
+    /// The online-log window, if any.
+    pub fn retention(&self) -> Option<weft_storage::Retention> {
+        let retention = weft_storage::Retention {
+            events: self.retain_events,
+            age: self
+                .retain_seconds
+                .map(|s| chrono::Duration::seconds(s.min(i64::MAX as u64) as i64)),
+        };
+        (retention.events.is_some() || retention.age.is_some()).then_some(retention)
     }
 
     /// The engine's options.

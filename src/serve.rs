@@ -152,7 +152,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let store = weft_storage::Store::open(options)
         .await
         .context("opening the store")?;
-    if let Some(retain) = config.retain_events {
+    if let Some(retain) = config.retention() {
         let (store, every) = (
             store.clone(),
             Duration::from_secs(config.compaction_interval_secs.max(1)),

@@ -29,6 +29,29 @@ use crate::error::Error;
 use crate::events::{self, to32};
 use crate::records::{Inner, Reader, reject};
 
+/// Which Events stay online: the newest `events`, and/or those younger than `age`. With both,
+/// an Event stays if either keeps it. The newest Event always stays online.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub events: Option<u64>,
+    pub age: Option<chrono::Duration>,
+}
+
+impl Retention {
+    pub fn events(n: u64) -> Self {
+        Self {
+            events: Some(n),
+            age: None,
+        }
+    }
+    pub fn age(age: chrono::Duration) -> Self {
+        Self {
+            events: None,
+            age: Some(age),
+        }
+    }
+}
+
 /// Events per archive read.
 const PAGE: u32 = 10_000;
 
@@ -140,13 +163,12 @@ pub(crate) fn check_online(conn: &Connection, group_id: &str, after: u64) -> Res
 }
 
 impl Inner {
-    /// Compacts every Group whose online log holds more than `retain` Events.
+    /// Compacts every Group's online log down to what `retain` keeps.
     /// Returns `(group, compacted through)` for each Group it compacted.
     pub(crate) async fn compact(
         self: &Arc<Self>,
-        retain: u64,
+        retain: Retention,
     ) -> Result<Vec<(String, u64)>, Error> {
-        let retain = retain.max(1);
         let groups: Vec<String> = self
             .db
             .read(|conn| {
@@ -168,13 +190,26 @@ impl Inner {
     async fn compact_group(
         self: &Arc<Self>,
         group: &str,
-        retain: u64,
+        retain: Retention,
     ) -> Result<Option<u64>, Error> {
+        if retain.events.is_none() && retain.age.is_none() {
+            return Ok(None);
+        }
         let group_owned = group.to_owned();
-        let (head_sequence, previous) = self
+        let cutoff = retain.age.map(|age| format_instant(self.clock.now() - age));
+        let (head_sequence, aged_through, previous) = self
             .db
             .read(move |conn| {
                 let (head, _) = events::head(conn, &group_owned)?;
+                // The newest Event older than the age limit (instants compare as text: one format).
+                let aged_through: Option<u64> = match &cutoff {
+                    Some(cutoff) => conn.query_row(
+                        "SELECT MAX(sequence) FROM events WHERE group_id = ?1 AND appended_at < ?2",
+                        params![group_owned, cutoff],
+                        |row| row.get(0),
+                    )?,
+                    None => None,
+                };
                 let previous: Option<(u64, Vec<u8>, Vec<u8>)> = conn
                     .query_row(
                         "SELECT sequence, event_chain_hash, state_blake3 FROM snapshots WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
@@ -182,15 +217,27 @@ impl Inner {
                         |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
                     )
                     .optional()?;
-                Ok((head, previous))
+                Ok((head, aged_through, previous))
             })
             .await?;
-        let Some(through) = head_sequence
-            .checked_sub(retain)
-            .filter(|through| *through > 0)
-        else {
-            return Ok(None);
+        // The newest Event always stays online; with both limits an Event stays if either
+        // keeps it, so only what both release is compacted.
+        let by_count = retain
+            .events
+            .map(|n| head_sequence.saturating_sub(n.max(1)));
+        let by_age = retain.age.map(|_| {
+            aged_through
+                .unwrap_or(0)
+                .min(head_sequence.saturating_sub(1))
+        });
+        let through = match (by_count, by_age) {
+            (Some(count), Some(age)) => count.min(age),
+            (Some(limit), None) | (None, Some(limit)) => limit,
+            (None, None) => 0,
         };
+        if through == 0 {
+            return Ok(None);
+        }
         let (from_exclusive, start_hash, mut state) = match previous {
             Some((sequence, _, _)) if sequence >= through => return Ok(None),
             Some((sequence, hash, state_blake3)) => {

@@ -31,7 +31,7 @@ use futures::stream::BoxStream;
 
 pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use compaction::GroupState;
+pub use compaction::{GroupState, Retention};
 pub use db::Location;
 pub use delivery::StoredAnswer;
 pub use error::{BackendError, Error};
@@ -334,9 +334,9 @@ impl Store {
             .await
     }
 
-    /// Compacts every Group's online log down to its newest `retain` Events (at least 1),
-    /// archiving older Events and signing a snapshot reference for each compaction.
-    pub async fn compact(&self, retain: u64) -> Result<Vec<(String, u64)>, Error> {
+    /// Compacts every Group's online log down to what `retain` keeps (always at least the
+    /// newest Event), archiving older Events and signing a snapshot reference for each.
+    pub async fn compact(&self, retain: Retention) -> Result<Vec<(String, u64)>, Error> {
         self.inner.compact(retain).await
     }
 

@@ -1,6 +1,7 @@
 //! Delivery with faults: a subscribed client keeps processing while another client appends,
 //! the server is SIGKILLed and restarted, and the client ends with every Event exactly once,
-//! in order, its durable cursor at the head (DLV-1…DLV-8).
+//! in order, its durable cursor at the head (DLV-1…DLV-8). The subscriber keeps one cursor per
+//! Group (SCH-1) and rebuilds its projection by replay from that cursor (SCH-2).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -388,7 +388,11 @@ async fn compaction_archives_history_behind_signed_snapshots() {
                 .await; // 4..=8
         }
         let before = h.stats().await;
-        let compacted = h.store.compact(3).await.expect("compaction");
+        let compacted = h
+            .store
+            .compact(weft_storage::Retention::events(3))
+            .await
+            .expect("compaction");
         assert_eq!(compacted, [("g1".to_owned(), 5)]);
         assert_eq!(
             h.stats().await.events,
@@ -486,7 +490,10 @@ async fn compaction_archives_history_behind_signed_snapshots() {
         );
         // A second compaction continues from the first.
         assert_eq!(
-            h.store.compact(2).await.expect("compaction"),
+            h.store
+                .compact(weft_storage::Retention::events(2))
+                .await
+                .expect("compaction"),
             [("g1".to_owned(), 7)]
         );
         let snapshots = h
@@ -528,7 +535,10 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
         h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
             .await; // 4..=9
     }
-    h.store.compact(2).await.expect("compaction"); // through 7
+    h.store
+        .compact(weft_storage::Retention::events(2))
+        .await
+        .expect("compaction"); // through 7
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -579,4 +589,29 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
         "resumed right after the snapshot"
     );
     serving.abort();
+}
+
+/// Retention by age: Events older than the limit are compacted, the newest always stays.
+#[tokio::test]
+async fn retention_by_age_uses_the_injected_clock() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await; // 1..=3
+    let day = weft_storage::Retention::age(chrono::Duration::hours(24));
+    assert_eq!(
+        h.store.compact(day).await.expect("compaction"),
+        [],
+        "nothing is old yet"
+    );
+    h.clock.advance(chrono::Duration::hours(25));
+    h.session(&worker.key, "w1", "g1").await; // 4, young (the old session expired meanwhile)
+    assert_eq!(
+        h.store.compact(day).await.expect("compaction"),
+        [("g1".to_owned(), 3)]
+    );
+    h.clock.advance(chrono::Duration::hours(25));
+    assert_eq!(
+        h.store.compact(day).await.expect("compaction"),
+        [],
+        "the newest Event always stays online"
+    );
 }
