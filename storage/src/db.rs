@@ -218,7 +218,19 @@ fn run_batch(
             continue;
         }
         let mark = crate::events::appended_mark();
-        let (ok, finish) = job.run(&txn);
+        // A panicking job must not take the writer thread (and every later write) with it:
+        // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
+        // reply channel.
+        let Ok((ok, finish)) =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(&txn)))
+        else {
+            tracing::error!("a storage job panicked; its changes were rolled back");
+            crate::events::forget_appended_after(mark);
+            if let Err(error) = txn.execute_batch("ROLLBACK TO job; RELEASE job") {
+                broken = Some(error.into());
+            }
+            continue;
+        };
         let end = if ok {
             txn.execute_batch("RELEASE job")
         } else {
