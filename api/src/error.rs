@@ -43,6 +43,7 @@ pub enum ErrorCode {
     SupersedesMismatch,
     CursorAhead,
     CursorTooOld,
+    NoPath,
     IdempotencyKeyReused,
     Cycle,
     Conflict,
@@ -91,6 +92,7 @@ impl ErrorCode {
             Self::SupersedesMismatch => "supersedes_mismatch",
             Self::CursorAhead => "cursor_ahead",
             Self::CursorTooOld => "cursor_too_old",
+            Self::NoPath => "no_path",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::Cycle => "cycle",
             Self::Conflict => "conflict",
@@ -176,6 +178,7 @@ mod tests {
             ErrorCode::SupersedesMismatch,
             ErrorCode::CursorAhead,
             ErrorCode::CursorTooOld,
+            ErrorCode::NoPath,
             ErrorCode::IdempotencyKeyReused,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");

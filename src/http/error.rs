@@ -47,7 +47,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::ClockSkew => StatusCode::BAD_REQUEST,
         C::Unauthorized | C::StaleSession => StatusCode::UNAUTHORIZED,
         C::Forbidden | C::NotAMember | C::ProducerMismatch => StatusCode::FORBIDDEN,
-        C::NotFound | C::UnknownAgent | C::UnknownGroup | C::UnknownWorkItem => {
+        C::NotFound | C::UnknownAgent | C::UnknownGroup | C::UnknownWorkItem | C::NoPath => {
             StatusCode::NOT_FOUND
         }
         C::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

@@ -13,6 +13,7 @@ pub mod error;
 mod events;
 mod evidence;
 mod idempotency;
+mod lineage;
 mod meta;
 mod sessions;
 
@@ -96,6 +97,12 @@ pub fn app(state: AppState) -> Router {
             post(artifacts::publish).get(artifacts::list),
         )
         .route("/v1/artifacts/{digest}", get(artifacts::show))
+        .route(
+            "/v1/artifacts/{digest}/provenance",
+            get(lineage::provenance),
+        )
+        .route("/v1/provenance/path", get(lineage::path))
+        .route("/v1/provenance/impact", get(lineage::impact))
         .route("/v1/groups/{group_id}/events", get(events::replay))
         .route(
             "/v1/groups/{group_id}/cursors",

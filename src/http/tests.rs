@@ -1640,3 +1640,6 @@ mod evidence;
 
 #[path = "tests/delivery.rs"]
 mod delivery;
+
+#[path = "tests/lineage.rs"]
+mod lineage;

@@ -19,6 +19,7 @@ mod error;
 mod events;
 mod evidence;
 mod hashing;
+mod lineage;
 mod records;
 mod schema;
 
@@ -36,6 +37,7 @@ pub use db::Location;
 pub use delivery::StoredAnswer;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
+pub use lineage::{ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Query as LineageQuery};
 pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome};
 
 use weft_api::session::{Membership, Role, SessionGrant};
@@ -409,6 +411,54 @@ impl Store {
         answer: StoredAnswer,
     ) -> Result<(), Error> {
         self.inner.store_idempotent_answer(scope, key, answer).await
+    }
+
+    /// Ancestors and/or descendants of an artifact, bounded by depth, limit and a time budget,
+    /// from the in-memory lineage index (DESIGN §6). `None` if the artifact is not visible.
+    pub async fn lineage(
+        &self,
+        digest: Digest,
+        query: LineageQuery,
+        reader: &Reader,
+    ) -> Result<Lineage, Error> {
+        let (id, groups) = self.inner.resolve_for_lineage(digest, reader).await?;
+        self.inner
+            .lineage
+            .traverse(&id, &query, groups.as_deref())
+            .ok_or_else(|| {
+                Error::reject(
+                    weft_api::ErrorCode::NotFound,
+                    format!("no artifact {digest} is visible to you"),
+                )
+            })
+    }
+
+    /// One shortest derivation path between two artifacts, or `no_path`.
+    pub async fn lineage_path(
+        &self,
+        from: Digest,
+        to: Digest,
+        max_depth: u32,
+        reader: &Reader,
+    ) -> Result<Vec<ArtifactId>, Error> {
+        let (from, groups) = self.inner.resolve_for_lineage(from, reader).await?;
+        let (to, _) = self.inner.resolve_for_lineage(to, reader).await?;
+        self.inner
+            .lineage
+            .path(&from, &to, max_depth, groups.as_deref())
+            .ok_or_else(|| {
+                Error::reject(
+                    weft_api::ErrorCode::NoPath,
+                    format!(
+                        "no derivation path of at most {max_depth} steps joins {from} and {to}"
+                    ),
+                )
+            })
+    }
+
+    /// Approximate memory the in-memory lineage index takes, in bytes.
+    pub fn lineage_index_bytes(&self) -> usize {
+        self.inner.lineage.approximate_bytes()
     }
 
     /// Row and object counts: for `/metrics`, and for tests asserting that a refused request

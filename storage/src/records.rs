@@ -103,6 +103,8 @@ pub(crate) struct Inner {
     pub(crate) blobs: Blobs,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) authority: Arc<ed25519_dalek::SigningKey>,
+    /// The provenance graph in memory, in step with the `manifests`/`derivations` tables.
+    pub(crate) lineage: crate::lineage::Index,
     max_upload_bytes: u64,
     session_ttl: chrono::Duration,
 }
@@ -302,6 +304,69 @@ fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Resu
     Ok(false)
 }
 
+/// Every publication in the index tables, for rebuilding the lineage index at start.
+fn load_publications(conn: &Connection) -> Result<Vec<crate::lineage::Publication>, Error> {
+    let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
+        std::collections::HashMap::new();
+    let mut statement = conn.prepare("SELECT manifest_id, source FROM derivations")?;
+    for row in statement.query_map([], |row| {
+        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?))
+    })? {
+        let (manifest_id, source) = row?;
+        sources
+            .entry(manifest_id)
+            .or_default()
+            .push(ArtifactId(to32(source)?));
+    }
+    let mut statement = conn.prepare(
+        "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence
+         FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 ORDER BY m.rowid",
+    )?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, u64>(1)?,
+                row.get::<_, Vec<u8>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, String>(6)?,
+                row.get::<_, String>(7)?,
+                row.get::<_, u64>(8)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(
+            |(
+                artifact,
+                size,
+                manifest_id,
+                group,
+                mission,
+                work_item,
+                producer,
+                media_type,
+                sequence,
+            )| {
+                Ok(crate::lineage::Publication {
+                    artifact: ArtifactId(to32(artifact)?),
+                    size,
+                    sources: sources.remove(&manifest_id).unwrap_or_default(),
+                    manifest_id: ArtifactId(to32(manifest_id)?),
+                    group,
+                    mission,
+                    work_item,
+                    producer,
+                    media_type,
+                    sequence,
+                })
+            },
+        )
+        .collect()
+}
+
 fn parse_envelope(bytes: &Envelope) -> Result<KeyId, Error> {
     Ok(bytes.signer_keyid()?)
 }
@@ -323,9 +388,12 @@ impl Inner {
         if n_swept > 0 {
             tracing::info!(n_swept, "removed stale staging files");
         }
+        let lineage = crate::lineage::Index::default();
+        lineage.add_all(&db.read(load_publications).await?);
         Ok(Self {
             db,
             blobs,
+            lineage,
             clock: options.clock,
             authority: options.authority,
             max_upload_bytes: options.max_upload_bytes,
@@ -756,8 +824,20 @@ impl Inner {
         }
         let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
         let now = self.clock.now();
+        let publication = crate::lineage::Publication {
+            artifact: manifest.content.blake3,
+            size: manifest.content.size,
+            manifest_id,
+            group: manifest.group_id.to_string(),
+            mission: manifest.mission_id.to_string(),
+            work_item: manifest.work_item_id.to_string(),
+            producer: signer.to_string(),
+            media_type: manifest.content.media_type.clone(),
+            sequence: 0,
+            sources: manifest.sources.clone(),
+        };
         // 3. Everything else is checked in the transaction that records it.
-        self.db
+        let outcome = self.db
             .write(move |txn| {
                 let existing: Option<(String, u64)> = txn
                     .query_row("SELECT blake3, sequence FROM manifests WHERE manifest_id = ?1", [&manifest_id.0[..]], |row| {
@@ -843,6 +923,44 @@ impl Inner {
                     )?;
                 }
                 Ok((Published { artifact: content.blake3, manifest_id, sequence }, true))
+            })
+            .await?;
+        if outcome.1 {
+            // Committed: the lineage index follows the tables (edges are only ever added).
+            self.lineage.add(&crate::lineage::Publication {
+                sequence: outcome.0.sequence,
+                ..publication
+            });
+        }
+        Ok(outcome)
+    }
+
+    /// The blake3 id of a visible artifact and the reader's Groups (`None`: all), for lineage.
+    pub(crate) async fn resolve_for_lineage(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<(ArtifactId, Option<Vec<String>>), Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let not_found = || {
+                    reject(
+                        ErrorCode::NotFound,
+                        format!("no artifact {digest} is visible to you"),
+                    )
+                };
+                let Some((digests, _)) = blob_row(conn, &digest)? else {
+                    return Err(not_found());
+                };
+                if !can_read_artifact(conn, &reader, &digests.blake3)? {
+                    return Err(not_found());
+                }
+                let groups = match &reader {
+                    Reader::Admin => None,
+                    Reader::Agent(agent) => Some(member_groups(conn, agent.as_str())?),
+                };
+                Ok((digests.blake3, groups))
             })
             .await
     }

@@ -1,0 +1,246 @@
+//! Provenance for auditors: bounded lineage queries, shortest derivation paths and impact,
+//! as JSON, Graphviz DOT or Mermaid (DESIGN §6, ART-4, CTX-5).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use weft_api::{Digest, ErrorCode};
+use weft_storage::{Direction, Lineage, LineageQuery};
+
+use super::blobs::{RawPath, path_digest};
+use super::error::{HttpError, HttpResult};
+use super::events::{only_params, query_u64};
+use super::{AppState, Caller, json};
+
+type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
+
+/// Time a single lineage query may take before it answers `truncated`.
+const BUDGET: Duration = Duration::from_millis(250);
+const MAX_LIMIT: u64 = 10_000;
+
+#[derive(Clone, Copy)]
+enum Format {
+    Json,
+    Dot,
+    Mermaid,
+}
+
+fn format_of(query: &HashMap<String, String>) -> Result<Format, HttpError> {
+    match query.get("format").map(String::as_str) {
+        None | Some("json") => Ok(Format::Json),
+        Some("dot") => Ok(Format::Dot),
+        Some("mermaid") => Ok(Format::Mermaid),
+        Some(other) => Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("format {other:?} is not json, dot or mermaid"),
+        )),
+    }
+}
+
+fn short(id: &str) -> String {
+    match id.split_once(':') {
+        Some((kind, rest)) if rest.len() > 12 => format!("{kind}:{}…", &rest[..12]),
+        _ => id.to_owned(),
+    }
+}
+
+/// Graphviz DOT of a lineage answer (every node id quoted; labels shortened).
+pub(crate) fn to_dot(lineage: &Lineage) -> String {
+    let mut out = String::from(
+        "digraph lineage {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n",
+    );
+    for artifact in &lineage.artifacts {
+        let media = artifact
+            .manifests
+            .first()
+            .map(|m| m.media_type.as_str())
+            .unwrap_or("");
+        let _ = writeln!(
+            out,
+            "  \"{}\" [label=\"{}\\n{}\"];",
+            artifact.id,
+            short(&artifact.id.to_string()),
+            media.replace('"', "'")
+        );
+    }
+    for edge in &lineage.edges {
+        let shape = |node: &str| {
+            if node.starts_with("workItem:") || node.starts_with("mission:") {
+                "ellipse"
+            } else if node.starts_with("agent:") {
+                "house"
+            } else {
+                "box"
+            }
+        };
+        for node in [&edge.from, &edge.to] {
+            if !node.starts_with("blake3:") {
+                let _ = writeln!(
+                    out,
+                    "  \"{}\" [shape={}];",
+                    node.replace('"', "'"),
+                    shape(node)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  \"{}\" -> \"{}\" [label=\"{}\"];",
+            edge.from.replace('"', "'"),
+            edge.to.replace('"', "'"),
+            edge.kind
+        );
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Mermaid flowchart of a lineage answer (node ids are generated; labels carry the names).
+pub(crate) fn to_mermaid(lineage: &Lineage) -> String {
+    let mut ids: HashMap<String, String> = HashMap::new();
+    let mut out = String::from("graph BT\n");
+    let mut id_of = |name: &str, out: &mut String| -> String {
+        if let Some(id) = ids.get(name) {
+            return id.clone();
+        }
+        let id = format!("n{}", ids.len());
+        let label = short(name).replace('"', "'");
+        let _ = if name.starts_with("blake3:") {
+            writeln!(out, "  {id}[\"{label}\"]")
+        } else {
+            writeln!(out, "  {id}([\"{label}\"])")
+        };
+        ids.insert(name.to_owned(), id.clone());
+        id
+    };
+    for artifact in &lineage.artifacts {
+        id_of(&artifact.id.to_string(), &mut out);
+    }
+    for edge in &lineage.edges {
+        let from = id_of(&edge.from, &mut out);
+        let to = id_of(&edge.to, &mut out);
+        let _ = writeln!(out, "  {from} -->|{}| {to}", edge.kind);
+    }
+    out
+}
+
+fn render(lineage: &Lineage, format: Format) -> Response {
+    match format {
+        Format::Json => json(StatusCode::OK, lineage),
+        Format::Dot => (
+            [(header::CONTENT_TYPE, "text/vnd.graphviz; charset=utf-8")],
+            to_dot(lineage),
+        )
+            .into_response(),
+        Format::Mermaid => (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            to_mermaid(lineage),
+        )
+            .into_response(),
+    }
+}
+
+/// Ancestors and/or descendants of an artifact: nodes (artifacts with their manifests' key
+/// fields, WorkItems, Missions, Agents), typed edges, the depth each artifact was reached at,
+/// `withheld` (nodes of Groups you cannot read, counted, never named) and `truncated` with a
+/// `cursor` when the limit or the time budget cut the answer.
+#[utoipa::path(get, path = "/v1/artifacts/{digest}/provenance", params(("digest" = String, Path), ("direction" = Option<String>, Query, description = "ancestors (default), descendants or both"),
+    ("depth" = Option<u32>, Query, description = "unbounded by default"), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query), ("format" = Option<String>, Query, description = "json, dot or mermaid")),
+    responses((status = 200, description = "{root, artifacts, workItems, missions, agents, edges, withheld, truncated, cursor}"), (status = 404, description = "not_found")))]
+pub(crate) async fn provenance(
+    State(state): State<AppState>,
+    caller: Caller,
+    digest: RawPath,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    let digest = path_digest(digest)?;
+    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    only_params(&query, &["direction", "depth", "limit", "cursor", "format"])?;
+    let direction = match query.get("direction").map(String::as_str) {
+        None | Some("ancestors") => Direction::Ancestors,
+        Some("descendants") => Direction::Descendants,
+        Some("both") => Direction::Both,
+        Some(other) => {
+            return Err(HttpError::new(
+                ErrorCode::BadRequest,
+                format!("direction {other:?} is not ancestors, descendants or both"),
+            ));
+        }
+    };
+    let lineage_query = LineageQuery {
+        direction,
+        depth: query_u64(&query, "depth")?.map(|d| d.min(u64::from(u32::MAX)) as u32),
+        limit: query_u64(&query, "limit")?
+            .unwrap_or(1000)
+            .clamp(1, MAX_LIMIT) as usize,
+        skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
+        budget: BUDGET,
+    };
+    let format = format_of(&query)?;
+    let lineage = state
+        .store
+        .lineage(digest, lineage_query, &caller.reader())
+        .await?;
+    Ok(render(&lineage, format))
+}
+
+fn query_digest(query: &HashMap<String, String>, name: &str) -> Result<Digest, HttpError> {
+    let text = query
+        .get(name)
+        .ok_or_else(|| HttpError::new(ErrorCode::BadRequest, format!("{name} is required")))?;
+    Ok(Digest::parse(text)?)
+}
+
+/// One shortest derivation path between two artifacts (either direction), or `404 no_path`.
+#[utoipa::path(get, path = "/v1/provenance/path", params(("from" = String, Query), ("to" = String, Query), ("maxDepth" = Option<u32>, Query)),
+    responses((status = 200, description = "{path: [blake3:…]}"), (status = 404, description = "no_path")))]
+pub(crate) async fn path(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    only_params(&query, &["from", "to", "maxDepth"])?;
+    let from = query_digest(&query, "from")?;
+    let to = query_digest(&query, "to")?;
+    let max_depth = query_u64(&query, "maxDepth")?.unwrap_or(64).min(10_000) as u32;
+    let path = state
+        .store
+        .lineage_path(from, to, max_depth, &caller.reader())
+        .await?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({ "path": path, "length": path.len().saturating_sub(1) }),
+    ))
+}
+
+/// Every descendant of an artifact with the WorkItems and Missions that produced them: what
+/// must be re-checked if this input was bad.
+#[utoipa::path(get, path = "/v1/provenance/impact", params(("artifact" = String, Query), ("format" = Option<String>, Query)),
+    responses((status = 200, description = "the descendants' lineage: artifacts, workItems, missions, edges, withheld, truncated")))]
+pub(crate) async fn impact(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    only_params(&query, &["artifact", "format", "cursor"])?;
+    let artifact = query_digest(&query, "artifact")?;
+    let lineage_query = LineageQuery {
+        direction: Direction::Descendants,
+        depth: None,
+        limit: MAX_LIMIT as usize,
+        skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
+        budget: BUDGET,
+    };
+    let format = format_of(&query)?;
+    let lineage = state
+        .store
+        .lineage(artifact, lineage_query, &caller.reader())
+        .await?;
+    Ok(render(&lineage, format))
+}

@@ -1,0 +1,444 @@
+//! The provenance graph in memory (DESIGN §6, ART-4): bounded lineage queries without a
+//! recursive query per request.
+//!
+//! The authoritative edges are the `derivations` rows, written in the same transaction as the
+//! `artifact.published` Event that carries them. This index is rebuilt from those tables at
+//! start and then kept in step by `Store::publish`, which adds a publication only after its
+//! transaction committed; edges are only ever added (the graph is append-only), so the index
+//! can lag a commit by microseconds but never holds an edge the tables do not.
+//!
+//! Every traversal is iterative (a queue, never the call stack), bounded by depth, by a node
+//! limit and by a time budget, and skips nodes the caller may not read: they are counted in
+//! `withheld`, never named, and never traversed through (CTX-5).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use weft_api::ArtifactId;
+
+/// One manifest's key fields, as the index keeps them (strings interned).
+#[derive(Clone, Copy, Debug)]
+struct ManifestNode {
+    manifest_id: ArtifactId,
+    group: u32,
+    mission: u32,
+    work_item: u32,
+    producer: u32,
+    media_type: u32,
+    sequence: u64,
+}
+
+/// A publication, as added to the index.
+#[derive(Clone, Debug)]
+pub(crate) struct Publication {
+    pub(crate) artifact: ArtifactId,
+    pub(crate) size: u64,
+    pub(crate) manifest_id: ArtifactId,
+    pub(crate) group: String,
+    pub(crate) mission: String,
+    pub(crate) work_item: String,
+    pub(crate) producer: String,
+    pub(crate) media_type: String,
+    pub(crate) sequence: u64,
+    pub(crate) sources: Vec<ArtifactId>,
+}
+
+#[derive(Debug, Default)]
+struct Graph {
+    index: HashMap<ArtifactId, u32>,
+    ids: Vec<ArtifactId>,
+    sizes: Vec<u64>,
+    manifests: Vec<Vec<ManifestNode>>,
+    /// derivedFrom: artifact → its sources.
+    sources: Vec<Vec<u32>>,
+    /// The reverse: artifact → artifacts derived from it.
+    derived: Vec<Vec<u32>>,
+    strings: Vec<String>,
+    string_index: HashMap<String, u32>,
+}
+
+impl Graph {
+    fn intern(&mut self, text: &str) -> u32 {
+        if let Some(&n) = self.string_index.get(text) {
+            return n;
+        }
+        let n = self.strings.len() as u32;
+        self.strings.push(text.to_owned());
+        self.string_index.insert(text.to_owned(), n);
+        n
+    }
+
+    fn node(&mut self, id: ArtifactId) -> u32 {
+        if let Some(&n) = self.index.get(&id) {
+            return n;
+        }
+        let n = self.ids.len() as u32;
+        self.index.insert(id, n);
+        self.ids.push(id);
+        self.sizes.push(0);
+        self.manifests.push(Vec::new());
+        self.sources.push(Vec::new());
+        self.derived.push(Vec::new());
+        n
+    }
+
+    fn add(&mut self, publication: &Publication) {
+        let node = self.node(publication.artifact);
+        self.sizes[node as usize] = publication.size;
+        if self.manifests[node as usize]
+            .iter()
+            .any(|m| m.manifest_id == publication.manifest_id)
+        {
+            return;
+        }
+        let manifest = ManifestNode {
+            manifest_id: publication.manifest_id,
+            group: self.intern(&publication.group),
+            mission: self.intern(&publication.mission),
+            work_item: self.intern(&publication.work_item),
+            producer: self.intern(&publication.producer),
+            media_type: self.intern(&publication.media_type),
+            sequence: publication.sequence,
+        };
+        self.manifests[node as usize].push(manifest);
+        for source in &publication.sources {
+            let source = self.node(*source);
+            if !self.sources[node as usize].contains(&source) {
+                self.sources[node as usize].push(source);
+                self.derived[source as usize].push(node);
+            }
+        }
+    }
+}
+
+/// Which way to walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Ancestors,
+    Descendants,
+    Both,
+}
+
+/// A bounded traversal request.
+#[derive(Clone, Debug)]
+pub struct Query {
+    pub direction: Direction,
+    /// Longest path followed; `None` for unbounded (still limited by `limit`).
+    pub depth: Option<u32>,
+    /// Most artifact nodes returned.
+    pub limit: usize,
+    /// Artifact nodes to skip (from the `cursor` of a truncated answer).
+    pub skip: usize,
+    pub budget: Duration,
+}
+
+/// An artifact reached by a traversal.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactNode {
+    pub id: ArtifactId,
+    pub depth: u32,
+    pub size: u64,
+    pub manifests: Vec<ManifestSummary>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestSummary {
+    pub manifest_id: ArtifactId,
+    pub group_id: String,
+    pub mission_id: String,
+    pub work_item_id: String,
+    pub producer: String,
+    pub media_type: String,
+    pub sequence: u64,
+}
+
+/// A typed edge of the answer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+}
+
+/// The answer to a lineage query.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lineage {
+    pub root: Option<ArtifactId>,
+    pub artifacts: Vec<ArtifactNode>,
+    pub work_items: Vec<String>,
+    pub missions: Vec<String>,
+    pub agents: Vec<String>,
+    pub edges: Vec<Edge>,
+    /// Nodes reached that belong only to Groups the caller cannot read: counted, not named.
+    pub withheld: usize,
+    pub truncated: bool,
+    /// Pass back as `cursor` to continue a truncated answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// The index. Reads take a shared lock for the duration of one query.
+#[derive(Debug, Default)]
+pub(crate) struct Index {
+    graph: RwLock<Graph>,
+}
+
+impl Index {
+    pub(crate) fn add(&self, publication: &Publication) {
+        // Short critical section, no await inside.
+        self.graph
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(publication);
+    }
+
+    pub(crate) fn add_all(&self, publications: &[Publication]) {
+        let mut graph = self.graph.write().unwrap_or_else(|p| p.into_inner());
+        for publication in publications {
+            graph.add(publication);
+        }
+    }
+
+    /// Bytes the index takes, roughly (for the benchmark's report).
+    pub(crate) fn approximate_bytes(&self) -> usize {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let n = graph.ids.len();
+        let edges: usize = graph.sources.iter().map(Vec::capacity).sum::<usize>()
+            + graph.derived.iter().map(Vec::capacity).sum::<usize>();
+        let manifests: usize = graph.manifests.iter().map(Vec::capacity).sum();
+        n * (32 + 8 + 3 * 24 + 48)
+            + edges * 4
+            + manifests * std::mem::size_of::<ManifestNode>()
+            + graph
+                .strings
+                .iter()
+                .map(|s| 2 * s.len() + 48)
+                .sum::<usize>()
+    }
+
+    /// Whether `reader_groups` (None: everything) can see node `n`.
+    fn visible(graph: &Graph, n: u32, reader_groups: Option<&HashSet<u32>>) -> bool {
+        match reader_groups {
+            None => true,
+            Some(groups) => graph.manifests[n as usize]
+                .iter()
+                .any(|m| groups.contains(&m.group)),
+        }
+    }
+
+    fn groups_of(graph: &Graph, reader_groups: Option<&[String]>) -> Option<HashSet<u32>> {
+        reader_groups.map(|groups| {
+            groups
+                .iter()
+                .filter_map(|g| graph.string_index.get(g).copied())
+                .collect()
+        })
+    }
+
+    /// Ancestors and/or descendants of `root`, bounded; see the module docs.
+    pub(crate) fn traverse(
+        &self,
+        root: &ArtifactId,
+        query: &Query,
+        reader_groups: Option<&[String]>,
+    ) -> Option<Lineage> {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let &start = graph.index.get(root)?;
+        let groups = Self::groups_of(&graph, reader_groups);
+        if !Self::visible(&graph, start, groups.as_ref()) {
+            return None;
+        }
+        let started = Instant::now();
+        let mut answer = Lineage {
+            root: Some(*root),
+            ..Lineage::default()
+        };
+        let mut seen: HashSet<u32> = HashSet::from([start]);
+        let mut withheld: HashSet<u32> = HashSet::new();
+        let mut queue: VecDeque<(u32, u32)> = VecDeque::from([(start, 0)]);
+        let mut reached: Vec<(u32, u32)> = Vec::new();
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        while let Some((node, depth)) = queue.pop_front() {
+            reached.push((node, depth));
+            if reached.len() > query.skip + query.limit {
+                answer.truncated = true;
+                break;
+            }
+            if reached.len() % 1024 == 0 && started.elapsed() > query.budget {
+                answer.truncated = true;
+                break;
+            }
+            if query.depth.is_some_and(|max| depth >= max) {
+                continue;
+            }
+            let mut neighbours: Vec<(u32, bool)> = Vec::new();
+            if matches!(query.direction, Direction::Ancestors | Direction::Both) {
+                neighbours.extend(graph.sources[node as usize].iter().map(|&s| (s, true)));
+            }
+            if matches!(query.direction, Direction::Descendants | Direction::Both) {
+                neighbours.extend(graph.derived[node as usize].iter().map(|&d| (d, false)));
+            }
+            for (next, is_source) in neighbours {
+                if !Self::visible(&graph, next, groups.as_ref()) {
+                    withheld.insert(next);
+                    continue;
+                }
+                edges.push(if is_source {
+                    (node, next)
+                } else {
+                    (next, node)
+                });
+                if seen.insert(next) {
+                    queue.push_back((next, depth + 1));
+                }
+            }
+        }
+        if answer.truncated {
+            let next_skip = (query.skip + query.limit).min(reached.len());
+            answer.cursor = Some(next_skip.to_string());
+        }
+        let page: Vec<(u32, u32)> = reached
+            .into_iter()
+            .skip(query.skip)
+            .take(query.limit)
+            .collect();
+        let in_page: HashSet<u32> = page.iter().map(|(n, _)| *n).collect();
+        let mut work_items = Vec::new();
+        let mut missions = Vec::new();
+        let mut agents = Vec::new();
+        let mut typed: Vec<Edge> = Vec::new();
+        let mut seen_edges: HashSet<Edge> = HashSet::new();
+        for (node, depth) in &page {
+            let id = graph.ids[*node as usize];
+            let manifests: Vec<ManifestSummary> = graph.manifests[*node as usize]
+                .iter()
+                .filter(|m| groups.as_ref().is_none_or(|g| g.contains(&m.group)))
+                .map(|m| ManifestSummary {
+                    manifest_id: m.manifest_id,
+                    group_id: graph.strings[m.group as usize].clone(),
+                    mission_id: graph.strings[m.mission as usize].clone(),
+                    work_item_id: graph.strings[m.work_item as usize].clone(),
+                    producer: graph.strings[m.producer as usize].clone(),
+                    media_type: graph.strings[m.media_type as usize].clone(),
+                    sequence: m.sequence,
+                })
+                .collect();
+            for manifest in &manifests {
+                let artifact = id.to_string();
+                let work_item = format!("workItem:{}", manifest.work_item_id);
+                let mission = format!("mission:{}", manifest.mission_id);
+                let agent = format!("agent:{}", manifest.producer);
+                for edge in [
+                    Edge {
+                        from: artifact.clone(),
+                        to: work_item.clone(),
+                        kind: "generatedBy",
+                    },
+                    Edge {
+                        from: work_item.clone(),
+                        to: mission.clone(),
+                        kind: "partOf",
+                    },
+                    Edge {
+                        from: artifact.clone(),
+                        to: agent.clone(),
+                        kind: "attributedTo",
+                    },
+                ] {
+                    if seen_edges.insert(edge.clone()) {
+                        typed.push(edge);
+                    }
+                }
+                if !work_items.contains(&manifest.work_item_id) {
+                    work_items.push(manifest.work_item_id.clone());
+                }
+                if !missions.contains(&manifest.mission_id) {
+                    missions.push(manifest.mission_id.clone());
+                }
+                if !agents.contains(&manifest.producer) {
+                    agents.push(manifest.producer.clone());
+                }
+            }
+            answer.artifacts.push(ArtifactNode {
+                id,
+                depth: *depth,
+                size: graph.sizes[*node as usize],
+                manifests,
+            });
+        }
+        for (child, source) in edges {
+            if in_page.contains(&child) && in_page.contains(&source) {
+                let edge = Edge {
+                    from: graph.ids[child as usize].to_string(),
+                    to: graph.ids[source as usize].to_string(),
+                    kind: "derivedFrom",
+                };
+                if seen_edges.insert(edge.clone()) {
+                    typed.push(edge);
+                }
+            }
+        }
+        answer.work_items = work_items;
+        answer.missions = missions;
+        answer.agents = agents;
+        answer.edges = typed;
+        answer.withheld = withheld.len();
+        Some(answer)
+    }
+
+    /// One shortest derivation path between two artifacts (either direction), within
+    /// `max_depth`, through visible artifacts only.
+    pub(crate) fn path(
+        &self,
+        from: &ArtifactId,
+        to: &ArtifactId,
+        max_depth: u32,
+        reader_groups: Option<&[String]>,
+    ) -> Option<Vec<ArtifactId>> {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let groups = Self::groups_of(&graph, reader_groups);
+        let (&start, &goal) = (graph.index.get(from)?, graph.index.get(to)?);
+        if !Self::visible(&graph, start, groups.as_ref())
+            || !Self::visible(&graph, goal, groups.as_ref())
+        {
+            return None;
+        }
+        for towards_sources in [true, false] {
+            let mut parent: HashMap<u32, u32> = HashMap::from([(start, start)]);
+            let mut queue = VecDeque::from([(start, 0u32)]);
+            while let Some((node, depth)) = queue.pop_front() {
+                if node == goal {
+                    let mut path = vec![graph.ids[node as usize]];
+                    let mut at = node;
+                    while at != start {
+                        at = parent[&at];
+                        path.push(graph.ids[at as usize]);
+                    }
+                    path.reverse();
+                    return Some(path);
+                }
+                if depth >= max_depth {
+                    continue;
+                }
+                let next = if towards_sources {
+                    &graph.sources[node as usize]
+                } else {
+                    &graph.derived[node as usize]
+                };
+                for &n in next {
+                    if Self::visible(&graph, n, groups.as_ref()) && !parent.contains_key(&n) {
+                        parent.insert(n, node);
+                        queue.push_back((n, depth + 1));
+                    }
+                }
+            }
+        }
+        None
+    }
+}
