@@ -270,7 +270,7 @@ impl Index {
                 answer.truncated = true;
                 break;
             }
-            if reached.len() % 1024 == 0 && started.elapsed() > query.budget {
+            if reached.len().is_multiple_of(1024) && started.elapsed() > query.budget {
                 answer.truncated = true;
                 break;
             }
