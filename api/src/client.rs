@@ -344,6 +344,18 @@ impl Client {
             .1)
     }
 
+    /// GETs a route and returns its body as text (for DOT, Mermaid or raw JSON answers).
+    pub async fn get_text(&self, path: &str, query: &[(&str, String)]) -> Result<String, Error> {
+        let response = self.request(Method::GET, path).query(query).send().await?;
+        if !response.status().is_success() {
+            return Err(decode::<serde_json::Value>(response)
+                .await
+                .err()
+                .unwrap_or_else(|| Error::Protocol("unexpected success".into())));
+        }
+        Ok(response.text().await?)
+    }
+
     /// The server's public keys.
     pub async fn authority_keys(&self) -> Result<crate::views::AuthorityKeys, Error> {
         Ok(self

@@ -102,6 +102,21 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         &["get", &first, "-o", output.to_str().expect("utf-8"), "-q"],
     ));
     assert_eq!(std::fs::read(&output).expect("downloaded"), bytes);
+    let tree = ok(weft(&home, &url, &["lineage", &derived]));
+    let lines: Vec<&str> = tree.lines().collect();
+    assert!(
+        lines[0].starts_with(&derived) && lines[1].starts_with(&format!("  {first}")),
+        "{tree}"
+    );
+    let dot = ok(weft(
+        &home,
+        &url,
+        &["lineage", &first, "--down", "--format", "dot"],
+    ));
+    assert!(
+        dot.contains(&format!("\"{derived}\" -> \"{first}\"")),
+        "{dot}"
+    );
     let shown = ok(weft(&home, &url, &["show", &derived]));
     assert!(shown.contains(&format!("source      {first}")), "{shown}");
     assert!(shown.contains("payload matches its id"), "{shown}");
