@@ -10,6 +10,8 @@
 //! **Invariant:** no Event is rewritten, and none leaves the online log except into an archive
 //! artifact behind a signed snapshot (compaction); an ACK never removes one (DLV-7).
 
+#[cfg(feature = "bench-support")]
+pub mod bench_support;
 mod blobs;
 mod clock;
 mod compaction;

@@ -305,7 +305,9 @@ fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Resu
 }
 
 /// Every publication in the index tables, for rebuilding the lineage index at start.
-fn load_publications(conn: &Connection) -> Result<Vec<crate::lineage::Publication>, Error> {
+pub(crate) fn load_publications(
+    conn: &Connection,
+) -> Result<Vec<crate::lineage::Publication>, Error> {
     let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
         std::collections::HashMap::new();
     let mut statement = conn.prepare("SELECT manifest_id, source FROM derivations")?;

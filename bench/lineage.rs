@@ -1,0 +1,110 @@
+//! Lineage benchmark (not a test; `cargo bench --bench lineage`): a synthetic DAG of
+//! 1,000,000 artifacts (each derived from 0–3 earlier ones) written into the real tables by a
+//! bulk loader, then ancestors and descendants queries at depth 10 and unbounded (limit 1000)
+//! through the in-memory index (`Store::lineage`, what the HTTP route calls), next to the
+//! same queries as SQLite recursive CTEs over the same tables. Prints p50/p99, the ratios and
+//! the memory the index takes. `WEFT_BENCH_ARTIFACTS=100000` for a quick run.
+
+use std::time::{Duration, Instant};
+
+use weft_api::{Digest, Id};
+use weft_storage::bench_support::{cte_lineage, load_synthetic_dag};
+use weft_storage::{Direction, LineageQuery, Reader};
+
+const QUERIES: usize = 300;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let n: usize = std::env::var("WEFT_BENCH_ARTIFACTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = tempfile::tempdir()?;
+    let store = weft_storage::Store::open(weft_storage::Options::on_disk(dir.path())).await?;
+    eprintln!("loading {n} artifacts …");
+    let started = Instant::now();
+    let ids = load_synthetic_dag(&store, n, 7).await?;
+    eprintln!("loaded in {:.1} s", started.elapsed().as_secs_f64());
+    // A member of the Group, so both sides pay for access checks.
+    let agent = Id::parse("agentId", "bench-agent")?;
+    store
+        .set_membership(
+            Id::parse("groupId", "bench")?,
+            agent.clone(),
+            vec![weft_api::session::Role::Auditor],
+        )
+        .await?;
+    let reader = Reader::Agent(agent);
+
+    println!("artifacts                          {n}");
+    println!(
+        "lineage index memory               {:.0} MiB (approximate)",
+        store.lineage_index_bytes() as f64 / (1024.0 * 1024.0)
+    );
+    for (label, descendants, depth) in [
+        ("ancestors, depth 10", false, Some(10)),
+        ("descendants, depth 10", true, Some(10)),
+        ("ancestors, unbounded", false, None),
+        ("descendants, unbounded", true, None),
+    ] {
+        let mut index_times = Vec::with_capacity(QUERIES);
+        let mut cte_times = Vec::with_capacity(QUERIES);
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..QUERIES {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // Ancestors from late nodes and descendants from early ones: the deep, wide cases.
+            let position = if descendants {
+                (state % (n as u64 / 10).max(1)) as usize
+            } else {
+                n - 1 - (state % (n as u64 / 10).max(1)) as usize
+            };
+            let root = ids[position];
+            let query = LineageQuery {
+                direction: if descendants {
+                    Direction::Descendants
+                } else {
+                    Direction::Ancestors
+                },
+                depth,
+                limit: 1000,
+                skip: 0,
+                budget: Duration::from_secs(5),
+            };
+            let started = Instant::now();
+            let answer = store.lineage(Digest::Blake3(root), query, &reader).await?;
+            index_times.push(started.elapsed());
+            let started = Instant::now();
+            let reached = cte_lineage(&store, root, descendants, depth, 1001, &reader).await?;
+            cte_times.push(started.elapsed());
+            std::hint::black_box((answer.artifacts.len(), reached));
+        }
+        index_times.sort();
+        cte_times.sort();
+        let (i50, i99, c50, c99) = (
+            percentile(&index_times, 0.5),
+            percentile(&index_times, 0.99),
+            percentile(&cte_times, 0.5),
+            percentile(&cte_times, 0.99),
+        );
+        println!(
+            "{label:<24} index p50 {:7.3} ms p99 {:7.3} ms | recursive CTE p50 {:8.3} ms p99 {:8.3} ms | CTE/index p50 {:6.1}x p99 {:6.1}x",
+            ms(i50),
+            ms(i99),
+            ms(c50),
+            ms(c99),
+            c50.as_secs_f64() / i50.as_secs_f64(),
+            c99.as_secs_f64() / i99.as_secs_f64()
+        );
+    }
+    Ok(())
+}
