@@ -86,8 +86,9 @@ pub async fn load_synthetic_dag(
     Ok(ids)
 }
 
-/// The same ancestors/descendants query as a recursive CTE over `derivations`, visibility
-/// checked per node against the reader's Groups. Returns how many artifacts it reached.
+/// The same ancestors/descendants query as a recursive CTE over `derivations`, returning what
+/// the index answer carries (each reached artifact's depth and its visible manifests' key
+/// fields), visibility checked against the reader's Groups. Returns how many rows it produced.
 pub async fn cte_lineage(
     store: &Store,
     root: ArtifactId,
@@ -111,16 +112,25 @@ pub async fn cte_lineage(
                      UNION
                      SELECT d.{to}, walk.depth + 1 FROM derivations d JOIN walk ON d.{from} = walk.node
                      WHERE walk.depth < ?2
-                 )
-                 SELECT COUNT(*) FROM (
-                     SELECT DISTINCT node FROM walk
-                     WHERE ?3 IS NULL OR EXISTS (
-                         SELECT 1 FROM manifests m JOIN memberships s ON s.group_id = m.group_id
-                         WHERE m.blake3 = walk.node AND s.agent_id = ?3)
-                     LIMIT ?4)"
+                 ),
+                 reached AS (SELECT node, MIN(depth) AS depth FROM walk GROUP BY node LIMIT ?4)
+                 SELECT r.node, r.depth, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer,
+                        m.media_type, m.sequence
+                 FROM reached r JOIN manifests m ON m.blake3 = r.node
+                 WHERE ?3 IS NULL OR m.group_id IN (SELECT group_id FROM memberships WHERE agent_id = ?3)"
             );
             let max_depth = depth.map_or(i64::MAX, i64::from);
-            Ok(conn.query_row(&sql, params![&root.0[..], max_depth, agent, limit as i64], |row| row.get::<_, i64>(0))? as usize)
+            let mut statement = conn.prepare_cached(&sql)?;
+            let rows = statement
+                .query_map(params![&root.0[..], max_depth, agent, limit as i64], |row| {
+                    Ok((
+                        row.get::<_, Vec<u8>>(0)?, row.get::<_, i64>(1)?, row.get::<_, Vec<u8>>(2)?, row.get::<_, String>(3)?,
+                        row.get::<_, String>(4)?, row.get::<_, String>(5)?, row.get::<_, String>(6)?, row.get::<_, String>(7)?,
+                        row.get::<_, i64>(8)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows.len())
         })
         .await
 }

@@ -12,7 +12,7 @@
 //! `withheld`, never named, and never traversed through (CTX-5).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -28,6 +28,9 @@ struct ManifestNode {
     producer: u32,
     media_type: u32,
     sequence: u64,
+    work_item_label: u32,
+    mission_label: u32,
+    agent_label: u32,
 }
 
 /// A publication, as added to the index.
@@ -49,14 +52,17 @@ pub(crate) struct Publication {
 struct Graph {
     index: HashMap<ArtifactId, u32>,
     ids: Vec<ArtifactId>,
+    /// `blake3:<hex>` of each artifact, computed once so answers share it.
+    names: Vec<Arc<str>>,
     sizes: Vec<u64>,
     manifests: Vec<Vec<ManifestNode>>,
     /// derivedFrom: artifact → its sources.
     sources: Vec<Vec<u32>>,
     /// The reverse: artifact → artifacts derived from it.
     derived: Vec<Vec<u32>>,
-    strings: Vec<String>,
-    string_index: HashMap<String, u32>,
+    /// Interned names; answers share them instead of copying.
+    strings: Vec<Arc<str>>,
+    string_index: HashMap<Arc<str>, u32>,
 }
 
 impl Graph {
@@ -65,8 +71,9 @@ impl Graph {
             return n;
         }
         let n = self.strings.len() as u32;
-        self.strings.push(text.to_owned());
-        self.string_index.insert(text.to_owned(), n);
+        let shared: Arc<str> = Arc::from(text);
+        self.strings.push(Arc::clone(&shared));
+        self.string_index.insert(shared, n);
         n
     }
 
@@ -77,11 +84,17 @@ impl Graph {
         let n = self.ids.len() as u32;
         self.index.insert(id, n);
         self.ids.push(id);
+        self.names.push(Arc::from(id.to_string()));
         self.sizes.push(0);
         self.manifests.push(Vec::new());
         self.sources.push(Vec::new());
         self.derived.push(Vec::new());
         n
+    }
+
+    /// Interned `kind:name` node label (e.g. `workItem:w-1`).
+    fn label(&mut self, kind: &str, name: &str) -> u32 {
+        self.intern(&format!("{kind}:{name}"))
     }
 
     fn add(&mut self, publication: &Publication) {
@@ -101,6 +114,9 @@ impl Graph {
             producer: self.intern(&publication.producer),
             media_type: self.intern(&publication.media_type),
             sequence: publication.sequence,
+            work_item_label: self.label("workItem", &publication.work_item),
+            mission_label: self.label("mission", &publication.mission),
+            agent_label: self.label("agent", &publication.producer),
         };
         self.manifests[node as usize].push(manifest);
         for source in &publication.sources {
@@ -148,19 +164,19 @@ pub struct ArtifactNode {
 #[serde(rename_all = "camelCase")]
 pub struct ManifestSummary {
     pub manifest_id: ArtifactId,
-    pub group_id: String,
-    pub mission_id: String,
-    pub work_item_id: String,
-    pub producer: String,
-    pub media_type: String,
+    pub group_id: Arc<str>,
+    pub mission_id: Arc<str>,
+    pub work_item_id: Arc<str>,
+    pub producer: Arc<str>,
+    pub media_type: Arc<str>,
     pub sequence: u64,
 }
 
 /// A typed edge of the answer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Edge {
-    pub from: String,
-    pub to: String,
+    pub from: Arc<str>,
+    pub to: Arc<str>,
     #[serde(rename = "type")]
     pub kind: &'static str,
 }
@@ -171,9 +187,9 @@ pub struct Edge {
 pub struct Lineage {
     pub root: Option<ArtifactId>,
     pub artifacts: Vec<ArtifactNode>,
-    pub work_items: Vec<String>,
-    pub missions: Vec<String>,
-    pub agents: Vec<String>,
+    pub work_items: Vec<Arc<str>>,
+    pub missions: Vec<Arc<str>>,
+    pub agents: Vec<Arc<str>>,
     pub edges: Vec<Edge>,
     /// Nodes reached that belong only to Groups the caller cannot read: counted, not named.
     pub withheld: usize,
@@ -236,7 +252,7 @@ impl Index {
         reader_groups.map(|groups| {
             groups
                 .iter()
-                .filter_map(|g| graph.string_index.get(g).copied())
+                .filter_map(|g| graph.string_index.get(g.as_str()).copied())
                 .collect()
         })
     }
@@ -309,85 +325,83 @@ impl Index {
             .take(query.limit)
             .collect();
         let in_page: HashSet<u32> = page.iter().map(|(n, _)| *n).collect();
-        let mut work_items = Vec::new();
-        let mut missions = Vec::new();
-        let mut agents = Vec::new();
-        let mut typed: Vec<Edge> = Vec::new();
-        let mut seen_edges: HashSet<Edge> = HashSet::new();
+        // Edges to WorkItems, Missions and Agents, deduplicated by interned ids; answers share
+        // the index's names instead of building strings.
+        let mut typed_seen: HashSet<(u32, u32, u8)> = HashSet::new();
+        let (mut work_items, mut missions, mut agents) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut seen_work_items, mut seen_missions, mut seen_agents) =
+            (HashSet::new(), HashSet::new(), HashSet::new());
+        let name = |n: u32| Arc::clone(&graph.strings[n as usize]);
         for (node, depth) in &page {
-            let id = graph.ids[*node as usize];
-            let manifests: Vec<ManifestSummary> = graph.manifests[*node as usize]
-                .iter()
-                .filter(|m| groups.as_ref().is_none_or(|g| g.contains(&m.group)))
-                .map(|m| ManifestSummary {
+            let mut manifests = Vec::new();
+            for m in &graph.manifests[*node as usize] {
+                if groups.as_ref().is_some_and(|g| !g.contains(&m.group)) {
+                    continue;
+                }
+                manifests.push(ManifestSummary {
                     manifest_id: m.manifest_id,
-                    group_id: graph.strings[m.group as usize].clone(),
-                    mission_id: graph.strings[m.mission as usize].clone(),
-                    work_item_id: graph.strings[m.work_item as usize].clone(),
-                    producer: graph.strings[m.producer as usize].clone(),
-                    media_type: graph.strings[m.media_type as usize].clone(),
+                    group_id: name(m.group),
+                    mission_id: name(m.mission),
+                    work_item_id: name(m.work_item),
+                    producer: name(m.producer),
+                    media_type: name(m.media_type),
                     sequence: m.sequence,
-                })
-                .collect();
-            for manifest in &manifests {
-                let artifact = id.to_string();
-                let work_item = format!("workItem:{}", manifest.work_item_id);
-                let mission = format!("mission:{}", manifest.mission_id);
-                let agent = format!("agent:{}", manifest.producer);
-                for edge in [
-                    Edge {
-                        from: artifact.clone(),
-                        to: work_item.clone(),
+                });
+                let artifact = Arc::clone(&graph.names[*node as usize]);
+                if typed_seen.insert((*node, m.work_item_label, 0)) {
+                    answer.edges.push(Edge {
+                        from: Arc::clone(&artifact),
+                        to: name(m.work_item_label),
                         kind: "generatedBy",
-                    },
-                    Edge {
-                        from: work_item.clone(),
-                        to: mission.clone(),
+                    });
+                }
+                if typed_seen.insert((m.work_item_label, m.mission_label, 1)) {
+                    answer.edges.push(Edge {
+                        from: name(m.work_item_label),
+                        to: name(m.mission_label),
                         kind: "partOf",
-                    },
-                    Edge {
-                        from: artifact.clone(),
-                        to: agent.clone(),
+                    });
+                }
+                if typed_seen.insert((*node, m.agent_label, 2)) {
+                    answer.edges.push(Edge {
+                        from: artifact,
+                        to: name(m.agent_label),
                         kind: "attributedTo",
-                    },
-                ] {
-                    if seen_edges.insert(edge.clone()) {
-                        typed.push(edge);
-                    }
+                    });
                 }
-                if !work_items.contains(&manifest.work_item_id) {
-                    work_items.push(manifest.work_item_id.clone());
+                if seen_work_items.insert(m.work_item) {
+                    work_items.push(name(m.work_item));
                 }
-                if !missions.contains(&manifest.mission_id) {
-                    missions.push(manifest.mission_id.clone());
+                if seen_missions.insert(m.mission) {
+                    missions.push(name(m.mission));
                 }
-                if !agents.contains(&manifest.producer) {
-                    agents.push(manifest.producer.clone());
+                if seen_agents.insert(m.producer) {
+                    agents.push(name(m.producer));
                 }
             }
             answer.artifacts.push(ArtifactNode {
-                id,
+                id: graph.ids[*node as usize],
                 depth: *depth,
                 size: graph.sizes[*node as usize],
                 manifests,
             });
         }
+        let mut derived_seen: HashSet<(u32, u32)> = HashSet::new();
         for (child, source) in edges {
-            if in_page.contains(&child) && in_page.contains(&source) {
-                let edge = Edge {
-                    from: graph.ids[child as usize].to_string(),
-                    to: graph.ids[source as usize].to_string(),
+            if in_page.contains(&child)
+                && in_page.contains(&source)
+                && derived_seen.insert((child, source))
+            {
+                answer.edges.push(Edge {
+                    from: Arc::clone(&graph.names[child as usize]),
+                    to: Arc::clone(&graph.names[source as usize]),
                     kind: "derivedFrom",
-                };
-                if seen_edges.insert(edge.clone()) {
-                    typed.push(edge);
-                }
+                });
             }
         }
         answer.work_items = work_items;
         answer.missions = missions;
         answer.agents = agents;
-        answer.edges = typed;
         answer.withheld = withheld.len();
         Some(answer)
     }

@@ -105,6 +105,10 @@ pub(crate) struct Inner {
     pub(crate) authority: Arc<ed25519_dalek::SigningKey>,
     /// The provenance graph in memory, in step with the `manifests`/`derivations` tables.
     pub(crate) lineage: crate::lineage::Index,
+    /// Agent → the Groups it is a member of, in step with `memberships` (for lineage reads,
+    /// which then need no database round trip).
+    pub(crate) member_groups:
+        std::sync::RwLock<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
     max_upload_bytes: u64,
     session_ttl: chrono::Duration,
 }
@@ -392,10 +396,25 @@ impl Inner {
         }
         let lineage = crate::lineage::Index::default();
         lineage.add_all(&db.read(load_publications).await?);
+        let member_groups = db
+            .read(|conn| {
+                let mut map: std::collections::HashMap<String, std::collections::BTreeSet<String>> =
+                    std::collections::HashMap::new();
+                let mut statement = conn.prepare("SELECT agent_id, group_id FROM memberships")?;
+                for row in statement.query_map([], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })? {
+                    let (agent, group) = row?;
+                    map.entry(agent).or_default().insert(group);
+                }
+                Ok(map)
+            })
+            .await?;
         Ok(Self {
             db,
             blobs,
             lineage,
+            member_groups: std::sync::RwLock::new(member_groups),
             clock: options.clock,
             authority: options.authority,
             max_upload_bytes: options.max_upload_bytes,
@@ -487,6 +506,24 @@ impl Inner {
     }
 
     pub(crate) async fn set_membership(
+        &self,
+        group_id: Id,
+        agent_id: Id,
+        roles: Vec<Role>,
+    ) -> Result<Membership, Error> {
+        let membership = self.write_membership(group_id, agent_id, roles).await?;
+        // Committed: the in-memory membership projection follows (memberships are only added
+        // or changed, never removed).
+        self.member_groups
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(membership.agent_id.to_string())
+            .or_default()
+            .insert(membership.group_id.to_string());
+        Ok(membership)
+    }
+
+    async fn write_membership(
         &self,
         group_id: Id,
         agent_id: Id,
