@@ -79,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
                 limit: 1000,
                 skip: 0,
                 budget: Duration::from_secs(5),
+                edges: None,
             };
             let started = Instant::now();
             let answer = store.lineage(Digest::Blake3(root), query, &reader).await?;

@@ -159,7 +159,10 @@ pub(crate) async fn provenance(
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
     let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["direction", "depth", "limit", "cursor", "format"])?;
+    only_params(
+        &query,
+        &["direction", "depth", "limit", "cursor", "format", "edges"],
+    )?;
     let direction = match query.get("direction").map(String::as_str) {
         None | Some("ancestors") => Direction::Ancestors,
         Some("descendants") => Direction::Descendants,
@@ -179,6 +182,7 @@ pub(crate) async fn provenance(
             .clamp(1, MAX_LIMIT) as usize,
         skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
         budget: BUDGET,
+        edges: edges_of(&query)?,
     };
     let format = format_of(&query)?;
     let lineage = state
@@ -186,6 +190,81 @@ pub(crate) async fn provenance(
         .lineage(digest, lineage_query, &caller.reader())
         .await?;
     Ok(render(&lineage, format))
+}
+
+/// `edges=derivedFrom,generatedBy,…`: the edge types to include.
+fn edges_of(query: &HashMap<String, String>) -> Result<Option<Vec<String>>, HttpError> {
+    let Some(list) = query.get("edges") else {
+        return Ok(None);
+    };
+    let kinds: Vec<String> = list.split(',').map(str::to_owned).collect();
+    if let Some(unknown) = kinds
+        .iter()
+        .find(|k| !["derivedFrom", "generatedBy", "partOf", "attributedTo"].contains(&k.as_str()))
+    {
+        return Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("unknown edge type {unknown:?}"),
+        ));
+    }
+    Ok(Some(kinds))
+}
+
+/// Everything produced inside a WorkItem or Mission and what it was derived from.
+async fn scoped(
+    state: AppState,
+    caller: Caller,
+    scope: weft_storage::Scope,
+    name: RawId,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    let name = super::admin::path_id("id", name)?;
+    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    only_params(&query, &["depth", "limit", "cursor", "format", "edges"])?;
+    let lineage_query = LineageQuery {
+        direction: Direction::Ancestors,
+        depth: query_u64(&query, "depth")?.map(|d| d.min(u64::from(u32::MAX)) as u32),
+        limit: query_u64(&query, "limit")?
+            .unwrap_or(1000)
+            .clamp(1, MAX_LIMIT) as usize,
+        skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
+        budget: BUDGET,
+        edges: edges_of(&query)?,
+    };
+    let format = format_of(&query)?;
+    let lineage = state
+        .store
+        .lineage_scope(scope, name, lineage_query, &caller.reader())
+        .await?;
+    Ok(render(&lineage, format))
+}
+
+type RawId = Result<axum::extract::Path<String>, axum::extract::rejection::PathRejection>;
+
+/// The subgraph of everything a WorkItem produced and what it was derived from.
+#[utoipa::path(get, path = "/v1/workitems/{work_item_id}/provenance", params(("work_item_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
+    ("cursor" = Option<String>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query)),
+    responses((status = 200, description = "lineage of the WorkItem's artifacts"), (status = 404, description = "not_found")))]
+pub(crate) async fn work_item(
+    State(state): State<AppState>,
+    caller: Caller,
+    id: RawId,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    scoped(state, caller, weft_storage::Scope::WorkItem, id, query).await
+}
+
+/// The subgraph of everything a Mission produced and what it was derived from.
+#[utoipa::path(get, path = "/v1/missions/{mission_id}/provenance", params(("mission_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
+    ("cursor" = Option<String>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query)),
+    responses((status = 200, description = "lineage of the Mission's artifacts"), (status = 404, description = "not_found")))]
+pub(crate) async fn mission(
+    State(state): State<AppState>,
+    caller: Caller,
+    id: RawId,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    scoped(state, caller, weft_storage::Scope::Mission, id, query).await
 }
 
 fn query_digest(query: &HashMap<String, String>, name: &str) -> Result<Digest, HttpError> {
@@ -236,6 +315,7 @@ pub(crate) async fn impact(
         limit: MAX_LIMIT as usize,
         skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
         budget: BUDGET,
+        edges: None,
     };
     let format = format_of(&query)?;
     let lineage = state

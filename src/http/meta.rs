@@ -49,6 +49,8 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::lineage::provenance,
         super::lineage::path,
         super::lineage::impact,
+        super::lineage::work_item,
+        super::lineage::mission,
         super::events::stream,
         super::events::ack,
         super::events::cursors,

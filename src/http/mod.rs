@@ -102,6 +102,14 @@ pub fn app(state: AppState) -> Router {
             get(lineage::provenance),
         )
         .route("/v1/provenance/path", get(lineage::path))
+        .route(
+            "/v1/workitems/{work_item_id}/provenance",
+            get(lineage::work_item),
+        )
+        .route(
+            "/v1/missions/{mission_id}/provenance",
+            get(lineage::mission),
+        )
         .route("/v1/provenance/impact", get(lineage::impact))
         .route("/v1/groups/{group_id}/events", get(events::replay))
         .route(

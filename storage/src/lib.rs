@@ -39,7 +39,9 @@ pub use db::Location;
 pub use delivery::StoredAnswer;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
-pub use lineage::{ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Query as LineageQuery};
+pub use lineage::{
+    ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Query as LineageQuery, Scope,
+};
 pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome};
 
 use weft_api::session::{Membership, Role, SessionGrant};
@@ -431,6 +433,26 @@ impl Store {
                 Error::reject(
                     weft_api::ErrorCode::NotFound,
                     format!("no artifact {digest} is visible to you"),
+                )
+            })
+    }
+
+    /// Everything published inside a WorkItem or Mission and what it was derived from.
+    pub async fn lineage_scope(
+        &self,
+        scope: Scope,
+        name: Id,
+        query: LineageQuery,
+        reader: &Reader,
+    ) -> Result<Lineage, Error> {
+        let groups = self.inner.reader_groups(reader);
+        self.inner
+            .lineage
+            .scope(scope, name.as_str(), &query, groups.as_deref())
+            .ok_or_else(|| {
+                Error::reject(
+                    weft_api::ErrorCode::NotFound,
+                    format!("nothing published in {name} is visible to you"),
                 )
             })
     }

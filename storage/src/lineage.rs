@@ -60,6 +60,9 @@ struct Graph {
     sources: Vec<Vec<u32>>,
     /// The reverse: artifact → artifacts derived from it.
     derived: Vec<Vec<u32>>,
+    /// WorkItem / Mission (interned) → artifacts published in it.
+    by_work_item: HashMap<u32, Vec<u32>>,
+    by_mission: HashMap<u32, Vec<u32>>,
     /// Interned names; answers share them instead of copying.
     strings: Vec<Arc<str>>,
     string_index: HashMap<Arc<str>, u32>,
@@ -118,6 +121,14 @@ impl Graph {
             mission_label: self.label("mission", &publication.mission),
             agent_label: self.label("agent", &publication.producer),
         };
+        self.by_work_item
+            .entry(manifest.work_item)
+            .or_default()
+            .push(node);
+        self.by_mission
+            .entry(manifest.mission)
+            .or_default()
+            .push(node);
         self.manifests[node as usize].push(manifest);
         for source in &publication.sources {
             let source = self.node(*source);
@@ -127,6 +138,13 @@ impl Graph {
             }
         }
     }
+}
+
+/// The scope of a subgraph query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    WorkItem,
+    Mission,
 }
 
 /// Which way to walk.
@@ -148,6 +166,9 @@ pub struct Query {
     /// Artifact nodes to skip (from the `cursor` of a truncated answer).
     pub skip: usize,
     pub budget: Duration,
+    /// Edge types to include: `derivedFrom` (without it nothing is walked), `generatedBy`,
+    /// `partOf`, `attributedTo`. `None`: all.
+    pub edges: Option<Vec<String>>,
 }
 
 /// An artifact reached by a traversal.
@@ -270,14 +291,71 @@ impl Index {
         if !Self::visible(&graph, start, groups.as_ref()) {
             return None;
         }
-        let started = Instant::now();
-        let mut answer = Lineage {
-            root: Some(*root),
-            ..Lineage::default()
+        let mut answer = Self::walk(&graph, vec![start], query, groups.as_ref());
+        answer.root = Some(*root);
+        Some(answer)
+    }
+
+    /// Everything published inside a WorkItem or Mission (`scope` is `workItem` or `mission`)
+    /// and what it was derived from, as the reader may see it. `None` if nothing is visible.
+    pub(crate) fn scope(
+        &self,
+        scope: Scope,
+        name: &str,
+        query: &Query,
+        reader_groups: Option<&[String]>,
+    ) -> Option<Lineage> {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let groups = Self::groups_of(&graph, reader_groups);
+        let &interned = graph.string_index.get(name)?;
+        let members = match scope {
+            Scope::WorkItem => graph.by_work_item.get(&interned)?,
+            Scope::Mission => graph.by_mission.get(&interned)?,
         };
-        let mut seen: HashSet<u32> = HashSet::from([start]);
+        let mut starts: Vec<u32> = Vec::new();
+        for &node in members {
+            let in_scope = graph.manifests[node as usize].iter().any(|m| {
+                groups.as_ref().is_none_or(|g| g.contains(&m.group))
+                    && match scope {
+                        Scope::WorkItem => m.work_item == interned,
+                        Scope::Mission => m.mission == interned,
+                    }
+            });
+            if in_scope && !starts.contains(&node) {
+                starts.push(node);
+            }
+        }
+        if starts.is_empty() {
+            return None;
+        }
+        let mut query = query.clone();
+        query.direction = Direction::Ancestors;
+        Some(Self::walk(&graph, starts, &query, groups.as_ref()))
+    }
+
+    /// Breadth-first from `starts` (all at depth 0).
+    fn walk(
+        graph: &Graph,
+        starts: Vec<u32>,
+        query: &Query,
+        groups: Option<&HashSet<u32>>,
+    ) -> Lineage {
+        let wanted = |kind: &str| {
+            query
+                .edges
+                .as_ref()
+                .is_none_or(|kinds| kinds.iter().any(|k| k == kind))
+        };
+        let max_depth = if wanted("derivedFrom") {
+            query.depth
+        } else {
+            Some(0)
+        };
+        let started = Instant::now();
+        let mut answer = Lineage::default();
+        let mut seen: HashSet<u32> = starts.iter().copied().collect();
         let mut withheld: HashSet<u32> = HashSet::new();
-        let mut queue: VecDeque<(u32, u32)> = VecDeque::from([(start, 0)]);
+        let mut queue: VecDeque<(u32, u32)> = starts.iter().map(|&s| (s, 0)).collect();
         let mut reached: Vec<(u32, u32)> = Vec::new();
         let mut edges: Vec<(u32, u32)> = Vec::new();
         while let Some((node, depth)) = queue.pop_front() {
@@ -290,7 +368,7 @@ impl Index {
                 answer.truncated = true;
                 break;
             }
-            if query.depth.is_some_and(|max| depth >= max) {
+            if max_depth.is_some_and(|max| depth >= max) {
                 continue;
             }
             let mut neighbours: Vec<(u32, bool)> = Vec::new();
@@ -301,7 +379,7 @@ impl Index {
                 neighbours.extend(graph.derived[node as usize].iter().map(|&d| (d, false)));
             }
             for (next, is_source) in neighbours {
-                if !Self::visible(&graph, next, groups.as_ref()) {
+                if !Self::visible(graph, next, groups) {
                     withheld.insert(next);
                     continue;
                 }
@@ -335,7 +413,7 @@ impl Index {
         for (node, depth) in &page {
             let mut manifests = Vec::new();
             for m in &graph.manifests[*node as usize] {
-                if groups.as_ref().is_some_and(|g| !g.contains(&m.group)) {
+                if groups.is_some_and(|g| !g.contains(&m.group)) {
                     continue;
                 }
                 manifests.push(ManifestSummary {
@@ -403,7 +481,8 @@ impl Index {
         answer.missions = missions;
         answer.agents = agents;
         answer.withheld = withheld.len();
-        Some(answer)
+        answer.edges.retain(|edge| wanted(edge.kind));
+        answer
     }
 
     /// One shortest derivation path between two artifacts (either direction), within

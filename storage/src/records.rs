@@ -974,6 +974,21 @@ impl Inner {
         Ok(outcome)
     }
 
+    /// The reader's Groups from the in-memory projection (`None`: the admin sees all).
+    pub(crate) fn reader_groups(&self, reader: &Reader) -> Option<Vec<String>> {
+        match reader {
+            Reader::Admin => None,
+            Reader::Agent(agent) => Some(
+                self.member_groups
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(agent.as_str())
+                    .map(|groups| groups.iter().cloned().collect())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
     /// The blake3 id of a visible artifact and the reader's Groups (`None`: all), for lineage.
     pub(crate) async fn resolve_for_lineage(
         &self,

@@ -278,6 +278,7 @@ async fn deep_chains_and_restarts() {
         limit: 100,
         skip: 0,
         budget: std::time::Duration::from_secs(1),
+        edges: None,
     };
     let rebuilt = reopened
         .lineage(
@@ -292,4 +293,115 @@ async fn deep_chains_and_restarts() {
         6,
         "depth 0..=5 after a rebuild from the tables"
     );
+}
+
+/// Publishes `bytes` for `work_item` in `group`.
+async fn put_in(
+    h: &Harness,
+    agent: &Agent,
+    group: &str,
+    bytes: &[u8],
+    sources: &[ArtifactId],
+    work_item: &str,
+) -> ArtifactId {
+    let digests = h.upload(agent, bytes).await;
+    let mut manifest = manifest(agent, group, digests, sources);
+    manifest.work_item_id = Id::parse("w", work_item).expect("id");
+    assert_eq!(
+        h.publish(agent, &sign(&agent.key, &manifest)).await.status,
+        StatusCode::CREATED
+    );
+    digests.blake3
+}
+
+/// WorkItem and Mission subgraphs, and the `edges=` filter.
+#[tokio::test]
+async fn scopes_and_edge_filters() {
+    for kind in KINDS {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let input = put_in(&h, &worker, "g1", b"input", &[], "collect").await;
+        let report = put_in(&h, &worker, "g1", b"report", &[input], "analyse").await;
+        let summary = put_in(&h, &worker, "g1", b"summary", &[report], "analyse").await;
+        let analyse = lineage(&h, &worker, "/v1/workitems/analyse/provenance").await;
+        let mut reached = ids(&analyse);
+        reached.sort();
+        let mut expected = vec![input.to_string(), report.to_string(), summary.to_string()];
+        expected.sort();
+        assert_eq!(
+            reached, expected,
+            "what the WorkItem produced and what that came from"
+        );
+        let roots: Vec<&Value> = analyse["artifacts"]
+            .as_array()
+            .expect("artifacts")
+            .iter()
+            .filter(|a| a["depth"] == json!(0))
+            .collect();
+        assert_eq!(roots.len(), 2);
+        let collect = lineage(&h, &worker, "/v1/workitems/collect/provenance").await;
+        assert_eq!(ids(&collect), [input.to_string()]);
+        let mission = lineage(&h, &worker, "/v1/missions/mission-1/provenance").await;
+        assert_eq!(ids(&mission).len(), 3);
+        let only_derivations = lineage(
+            &h,
+            &worker,
+            &format!("/v1/artifacts/{summary}/provenance?edges=derivedFrom"),
+        )
+        .await;
+        assert!(
+            only_derivations["edges"]
+                .as_array()
+                .expect("edges")
+                .iter()
+                .all(|e| e["type"] == "derivedFrom")
+        );
+        assert_eq!(ids(&only_derivations).len(), 3);
+        let no_walk = lineage(
+            &h,
+            &worker,
+            &format!("/v1/artifacts/{summary}/provenance?edges=generatedBy,attributedTo"),
+        )
+        .await;
+        assert_eq!(
+            ids(&no_walk),
+            [summary.to_string()],
+            "without derivedFrom nothing is walked"
+        );
+        assert!(
+            no_walk["edges"]
+                .as_array()
+                .expect("edges")
+                .iter()
+                .all(|e| e["type"] != "derivedFrom")
+        );
+        let bad = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{summary}/provenance?edges=derivedFrom,wasBornIn"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(bad.code(), "bad_request");
+        let nothing = h
+            .call(
+                Method::GET,
+                "/v1/workitems/never-ran/provenance",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(nothing.code(), "not_found");
+        let outsider = h.agent("x1", "g2", &["auditor"]).await;
+        let hidden = h
+            .call(
+                Method::GET,
+                "/v1/missions/mission-1/provenance",
+                Some(&outsider.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(hidden.code(), "not_found", "{kind:?}");
+    }
 }
