@@ -22,11 +22,13 @@ type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection:
 const BUDGET: Duration = Duration::from_millis(250);
 const MAX_LIMIT: u64 = 10_000;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
     Json,
     Dot,
     Mermaid,
+    ProvJson,
+    InToto,
 }
 
 fn format_of(query: &HashMap<String, String>) -> Result<Format, HttpError> {
@@ -34,9 +36,11 @@ fn format_of(query: &HashMap<String, String>) -> Result<Format, HttpError> {
         None | Some("json") => Ok(Format::Json),
         Some("dot") => Ok(Format::Dot),
         Some("mermaid") => Ok(Format::Mermaid),
+        Some("prov-json") => Ok(Format::ProvJson),
+        Some("intoto") => Ok(Format::InToto),
         Some(other) => Err(HttpError::new(
             ErrorCode::BadRequest,
-            format!("format {other:?} is not json, dot or mermaid"),
+            format!("format {other:?} is not json, dot, mermaid, prov-json or intoto"),
         )),
     }
 }
@@ -141,6 +145,12 @@ fn render(lineage: &Lineage, format: Format) -> Response {
             to_mermaid(lineage),
         )
             .into_response(),
+        Format::ProvJson => json(StatusCode::OK, &super::exports::prov_json(lineage)),
+        Format::InToto => HttpError::new(
+            ErrorCode::BadRequest,
+            "format=intoto describes one artifact: use /v1/artifacts/{digest}/provenance",
+        )
+        .into_response(),
     }
 }
 
@@ -185,6 +195,16 @@ pub(crate) async fn provenance(
         edges: edges_of(&query)?,
     };
     let format = format_of(&query)?;
+    if format == Format::InToto {
+        let view = state.store.artifact(digest, &caller.reader()).await?;
+        let statement = super::exports::intoto_statement(&view);
+        let payload = serde_json::to_vec(&statement)
+            .map_err(|e| HttpError::new(ErrorCode::Internal, e.to_string()))?;
+        let envelope = state
+            .store
+            .sign_as_authority(super::exports::INTOTO_PAYLOAD_TYPE, &payload);
+        return Ok(json(StatusCode::OK, &envelope));
+    }
     let lineage = state
         .store
         .lineage(digest, lineage_query, &caller.reader())

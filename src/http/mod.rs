@@ -12,6 +12,7 @@ mod body;
 pub mod error;
 mod events;
 mod evidence;
+mod exports;
 mod idempotency;
 mod lineage;
 mod meta;

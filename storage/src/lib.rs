@@ -300,6 +300,12 @@ impl Store {
         self.inner.register_schema(uri, artifact).await
     }
 
+    /// Signs `payload` as `payload_type` with the server's authority key (for exports such as
+    /// in-toto attestations; the key never leaves the engine).
+    pub fn sign_as_authority(&self, payload_type: &str, payload: &[u8]) -> Envelope {
+        Envelope::sign(&self.inner.authority, payload_type, payload)
+    }
+
     /// The server's own public signing keys.
     pub fn authority_keys(&self) -> Vec<(KeyId, ed25519_dalek_key::VerifyingKey)> {
         vec![self.inner.authority_key()]

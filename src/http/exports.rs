@@ -1,0 +1,195 @@
+//! Standard exports of provenance: W3C PROV-JSON for any lineage answer, and an in-toto
+//! Statement v1 with an SLSA-provenance-v1-shaped predicate for one artifact, wrapped in a
+//! DSSE envelope signed by the server's authority key.
+
+use serde_json::{Map, Value, json};
+use weft_api::views::ArtifactView;
+use weft_storage::Lineage;
+
+pub(crate) const INTOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+
+/// A PROV qualified name in the `weft` namespace: `:` in ids is percent-escaped.
+fn qname(kind: &str, id: &str) -> String {
+    format!("weft:{kind}_{}", id.replace(':', "%3A"))
+}
+
+/// The node name used in edges (`blake3:…`, `workItem:…`, `mission:…`, `agent:…`) as a QName.
+fn node_qname(node: &str) -> String {
+    match node.split_once(':') {
+        Some(("blake3", hex)) => qname("blake3", hex),
+        Some(("workItem", id)) => qname("workItem", id),
+        Some(("mission", id)) => qname("mission", id),
+        Some(("agent", id)) => qname("agent", id),
+        _ => qname("node", node),
+    }
+}
+
+/// W3C PROV-JSON: artifacts are entities, WorkItems and Missions activities, producers agents;
+/// derivedFrom → wasDerivedFrom, generatedBy → wasGeneratedBy, attributedTo → wasAttributedTo,
+/// and each WorkItem `used` the sources of what it generated. partOf is the WorkItem's
+/// `weft:partOf` attribute (PROV has no activity-in-activity relation).
+pub(crate) fn prov_json(lineage: &Lineage) -> Value {
+    let mut entities = Map::new();
+    for artifact in &lineage.artifacts {
+        let mut attributes = Map::new();
+        attributes.insert(
+            "prov:type".into(),
+            json!({"$": "weft:Artifact", "type": "prov:QUALIFIED_NAME"}),
+        );
+        attributes.insert("weft:size".into(), json!(artifact.size));
+        if let Some(manifest) = artifact.manifests.first() {
+            attributes.insert("weft:mediaType".into(), json!(&*manifest.media_type));
+        }
+        entities.insert(
+            node_qname(&artifact.id.to_string()),
+            Value::Object(attributes),
+        );
+    }
+    let mut activities = Map::new();
+    let mut agents = Map::new();
+    let mut relations: [(&str, Map<String, Value>); 4] = [
+        ("wasDerivedFrom", Map::new()),
+        ("wasGeneratedBy", Map::new()),
+        ("wasAttributedTo", Map::new()),
+        ("used", Map::new()),
+    ];
+    let mut generated_by: Vec<(String, String)> = Vec::new();
+    let mut derived: Vec<(String, String)> = Vec::new();
+    for edge in &lineage.edges {
+        let (from, to) = (node_qname(&edge.from), node_qname(&edge.to));
+        match edge.kind {
+            "derivedFrom" => {
+                let n = relations[0].1.len();
+                relations[0].1.insert(
+                    format!("_:d{n}"),
+                    json!({"prov:generatedEntity": from, "prov:usedEntity": to}),
+                );
+                derived.push((from, to));
+            }
+            "generatedBy" => {
+                activities.entry(to.clone()).or_insert_with(
+                    || json!({"prov:type": {"$": "weft:WorkItem", "type": "prov:QUALIFIED_NAME"}}),
+                );
+                let n = relations[1].1.len();
+                relations[1].1.insert(
+                    format!("_:g{n}"),
+                    json!({"prov:entity": from, "prov:activity": to}),
+                );
+                generated_by.push((from, to));
+            }
+            "attributedTo" => {
+                agents.entry(to.clone()).or_insert_with(|| json!({"prov:type": {"$": "prov:SoftwareAgent", "type": "prov:QUALIFIED_NAME"}}));
+                let n = relations[2].1.len();
+                relations[2].1.insert(
+                    format!("_:a{n}"),
+                    json!({"prov:entity": from, "prov:agent": to}),
+                );
+            }
+            "partOf" => {
+                activities.entry(to.clone()).or_insert_with(
+                    || json!({"prov:type": {"$": "weft:Mission", "type": "prov:QUALIFIED_NAME"}}),
+                );
+                let entry = activities.entry(from).or_insert_with(
+                    || json!({"prov:type": {"$": "weft:WorkItem", "type": "prov:QUALIFIED_NAME"}}),
+                );
+                if let Value::Object(attributes) = entry {
+                    attributes.insert(
+                        "weft:partOf".into(),
+                        json!({"$": to, "type": "prov:QUALIFIED_NAME"}),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    // A WorkItem used the sources of every artifact it generated.
+    for (artifact, activity) in &generated_by {
+        for (child, source) in &derived {
+            if child == artifact {
+                let n = relations[3].1.len();
+                relations[3].1.insert(
+                    format!("_:u{n}"),
+                    json!({"prov:activity": activity, "prov:entity": source}),
+                );
+            }
+        }
+    }
+    let mut document = Map::new();
+    document.insert("prefix".into(), json!({"weft": "https://weft.dev/ns#"}));
+    document.insert("entity".into(), Value::Object(entities));
+    if !activities.is_empty() {
+        document.insert("activity".into(), Value::Object(activities));
+    }
+    if !agents.is_empty() {
+        document.insert("agent".into(), Value::Object(agents));
+    }
+    for (name, records) in relations {
+        if !records.is_empty() {
+            document.insert(name.into(), Value::Object(records));
+        }
+    }
+    Value::Object(document)
+}
+
+/// An in-toto Statement v1 about one artifact: both digests as the subject, and an SLSA
+/// provenance v1 predicate (sources as resolvedDependencies, tool/model/capability versions,
+/// the producer as builder), taken from the artifact's newest visible manifest.
+pub(crate) fn intoto_statement(view: &ArtifactView) -> Value {
+    let digest = |blake3: &str, sha256: Option<&str>| {
+        let mut digest = Map::new();
+        digest.insert("blake3".into(), json!(blake3));
+        if let Some(sha256) = sha256 {
+            digest.insert("sha256".into(), json!(sha256));
+        }
+        Value::Object(digest)
+    };
+    let subject = json!([{
+        "name": view.digests.blake3.to_string(),
+        "digest": digest(&view.digests.blake3.hex(), Some(&view.digests.sha256.hex())),
+    }]);
+    let Some(record) = view.manifests.last() else {
+        return json!({"_type": "https://in-toto.io/Statement/v1", "subject": subject, "predicateType": "https://slsa.dev/provenance/v1", "predicate": {}});
+    };
+    let manifest = &record.manifest;
+    let mut dependencies: Vec<Value> = manifest
+        .sources
+        .iter()
+        .map(|source| json!({"name": source.to_string(), "digest": digest(&source.hex(), None)}))
+        .collect();
+    dependencies.extend(manifest.tools.iter().map(|tool| {
+        json!({"name": tool.id, "annotations": {"kind": format!("{:?}", tool.kind).to_lowercase(), "version": tool.version}})
+    }));
+    json!({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": subject,
+        "predicateType": "https://slsa.dev/provenance/v1",
+        "predicate": {
+            "buildDefinition": {
+                "buildType": "https://weft.dev/mwp/workitem/v1",
+                "externalParameters": {
+                    "groupId": manifest.group_id,
+                    "missionId": manifest.mission_id,
+                    "workItemId": manifest.work_item_id,
+                    "mediaType": manifest.content.media_type,
+                    "schema": manifest.content.schema,
+                },
+                "internalParameters": {
+                    "leaseId": manifest.execution.lease_id,
+                    "ownershipEpoch": manifest.execution.ownership_epoch,
+                    "classification": manifest.classification.as_str(),
+                },
+                "resolvedDependencies": dependencies,
+            },
+            "runDetails": {
+                "builder": {
+                    "id": format!("https://weft.dev/agents/{}", manifest.producer.agent_id),
+                    "version": {"agentCardVersion": manifest.producer.agent_card_version},
+                },
+                "metadata": {
+                    "invocationId": record.manifest_id.to_string(),
+                    "finishedOn": manifest.created_at.to_rfc3339(),
+                },
+            },
+        },
+    })
+}
