@@ -17,6 +17,7 @@ mod idempotency;
 mod lineage;
 mod meta;
 mod sessions;
+mod ui;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,6 +164,8 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(meta::metrics))
         .route("/v1/openapi.json", get(meta::openapi))
         .route("/v1/authority/keys", get(evidence::authority_keys))
+        .route("/ui/login", get(ui::login))
+        .route("/ui/artifacts/{digest}", get(ui::artifact))
         .merge(meta::docs())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)

@@ -7,3 +7,4 @@ mod delivery;
 mod support;
 mod tidy;
 mod transport;
+mod ui;
