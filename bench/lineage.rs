@@ -80,6 +80,7 @@ async fn main() -> anyhow::Result<()> {
                 skip: 0,
                 budget: Duration::from_secs(5),
                 edges: None,
+                as_of: None,
             };
             let started = Instant::now();
             let answer = store.lineage(Digest::Blake3(root), query, &reader).await?;

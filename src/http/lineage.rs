@@ -171,7 +171,16 @@ pub(crate) async fn provenance(
     let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
     only_params(
         &query,
-        &["direction", "depth", "limit", "cursor", "format", "edges"],
+        &[
+            "direction",
+            "depth",
+            "limit",
+            "cursor",
+            "format",
+            "edges",
+            "asOf",
+            "group",
+        ],
     )?;
     let direction = match query.get("direction").map(String::as_str) {
         None | Some("ancestors") => Direction::Ancestors,
@@ -193,6 +202,7 @@ pub(crate) async fn provenance(
         skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
         budget: BUDGET,
         edges: edges_of(&query)?,
+        as_of: as_of_of(&query, &caller)?,
     };
     let format = format_of(&query)?;
     if format == Format::InToto {
@@ -210,6 +220,28 @@ pub(crate) async fn provenance(
         .lineage(digest, lineage_query, &caller.reader())
         .await?;
     Ok(render(&lineage, format))
+}
+
+/// `asOf=SEQ[&group=G]`: the graph as Group G's log stood after sequence SEQ. G defaults to
+/// the caller's session Group; the admin names it.
+fn as_of_of(
+    query: &HashMap<String, String>,
+    caller: &Caller,
+) -> Result<Option<(String, u64)>, HttpError> {
+    let Some(sequence) = query_u64(query, "asOf")? else {
+        return Ok(None);
+    };
+    let group = match (query.get("group"), caller) {
+        (Some(group), _) => weft_api::Id::parse("group", group)?.to_string(),
+        (None, Caller::Agent(session)) => session.group_id.to_string(),
+        (None, Caller::Admin) => {
+            return Err(HttpError::new(
+                ErrorCode::BadRequest,
+                "asOf needs group=<groupId> with the admin token",
+            ));
+        }
+    };
+    Ok(Some((group, sequence)))
 }
 
 /// `edges=derivedFrom,generatedBy,…`: the edge types to include.
@@ -240,7 +272,12 @@ async fn scoped(
 ) -> HttpResult<Response> {
     let name = super::admin::path_id("id", name)?;
     let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["depth", "limit", "cursor", "format", "edges"])?;
+    only_params(
+        &query,
+        &[
+            "depth", "limit", "cursor", "format", "edges", "asOf", "group",
+        ],
+    )?;
     let lineage_query = LineageQuery {
         direction: Direction::Ancestors,
         depth: query_u64(&query, "depth")?.map(|d| d.min(u64::from(u32::MAX)) as u32),
@@ -250,6 +287,7 @@ async fn scoped(
         skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
         budget: BUDGET,
         edges: edges_of(&query)?,
+        as_of: as_of_of(&query, &caller)?,
     };
     let format = format_of(&query)?;
     let lineage = state
@@ -336,6 +374,7 @@ pub(crate) async fn impact(
         skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
         budget: BUDGET,
         edges: None,
+        as_of: None,
     };
     let format = format_of(&query)?;
     let lineage = state

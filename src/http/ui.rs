@@ -183,6 +183,7 @@ pub(crate) async fn artifact(
         skip: 0,
         budget: Duration::from_millis(250),
         edges: None,
+        as_of: None,
     };
     let lineage = state
         .store

@@ -56,10 +56,11 @@ struct Graph {
     names: Vec<Arc<str>>,
     sizes: Vec<u64>,
     manifests: Vec<Vec<ManifestNode>>,
-    /// derivedFrom: artifact → its sources.
-    sources: Vec<Vec<u32>>,
-    /// The reverse: artifact → artifacts derived from it.
-    derived: Vec<Vec<u32>>,
+    /// derivedFrom: artifact → `(source, slot)`, where `slot` indexes the artifact's manifest
+    /// that declared the edge (so `asOf` can tell when each edge appeared).
+    sources: Vec<Vec<(u32, u32)>>,
+    /// The reverse: artifact → `(derived artifact, slot in the derived artifact's manifests)`.
+    derived: Vec<Vec<(u32, u32)>>,
     /// WorkItem / Mission (interned) → artifacts published in it.
     by_work_item: HashMap<u32, Vec<u32>>,
     by_mission: HashMap<u32, Vec<u32>>,
@@ -129,14 +130,31 @@ impl Graph {
             .entry(manifest.mission)
             .or_default()
             .push(node);
+        let slot = self.manifests[node as usize].len() as u32;
         self.manifests[node as usize].push(manifest);
         for source in &publication.sources {
             let source = self.node(*source);
-            if !self.sources[node as usize].contains(&source) {
-                self.sources[node as usize].push(source);
-                self.derived[source as usize].push(node);
-            }
+            self.sources[node as usize].push((source, slot));
+            self.derived[source as usize].push((node, slot));
         }
+    }
+}
+
+/// What a query may see: the reader's Groups (`None`: all) and, with `asOf`, only what one
+/// Group's log held up to a sequence.
+#[derive(Clone, Copy, Debug)]
+struct View<'a> {
+    groups: Option<&'a HashSet<u32>>,
+    as_of: Option<(u32, u64)>,
+}
+
+impl View<'_> {
+    fn passes(&self, manifest: &ManifestNode) -> bool {
+        self.groups
+            .is_none_or(|groups| groups.contains(&manifest.group))
+            && self.as_of.is_none_or(|(group, sequence)| {
+                manifest.group == group && manifest.sequence <= sequence
+            })
     }
 }
 
@@ -169,6 +187,9 @@ pub struct Query {
     /// Edge types to include: `derivedFrom` (without it nothing is walked), `generatedBy`,
     /// `partOf`, `attributedTo`. `None`: all.
     pub edges: Option<Vec<String>>,
+    /// Time travel: the graph as it stood after this sequence of this Group's log (only that
+    /// Group's publications up to then are included).
+    pub as_of: Option<(String, u64)>,
 }
 
 /// An artifact reached by a traversal.
@@ -259,14 +280,22 @@ impl Index {
                 .sum::<usize>()
     }
 
-    /// Whether `reader_groups` (None: everything) can see node `n`.
-    fn visible(graph: &Graph, n: u32, reader_groups: Option<&HashSet<u32>>) -> bool {
-        match reader_groups {
-            None => true,
-            Some(groups) => graph.manifests[n as usize]
-                .iter()
-                .any(|m| groups.contains(&m.group)),
-        }
+    /// Whether `view` can see node `n`.
+    fn visible(graph: &Graph, n: u32, view: View<'_>) -> bool {
+        graph.manifests[n as usize].iter().any(|m| view.passes(m))
+    }
+
+    /// The view of a query: `None` if its `asOf` Group is unknown (nothing passes).
+    fn view<'a>(
+        graph: &Graph,
+        groups: Option<&'a HashSet<u32>>,
+        query: &Query,
+    ) -> Option<View<'a>> {
+        let as_of = match &query.as_of {
+            None => None,
+            Some((group, sequence)) => Some((*graph.string_index.get(group.as_str())?, *sequence)),
+        };
+        Some(View { groups, as_of })
     }
 
     fn groups_of(graph: &Graph, reader_groups: Option<&[String]>) -> Option<HashSet<u32>> {
@@ -288,10 +317,11 @@ impl Index {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let &start = graph.index.get(root)?;
         let groups = Self::groups_of(&graph, reader_groups);
-        if !Self::visible(&graph, start, groups.as_ref()) {
+        let view = Self::view(&graph, groups.as_ref(), query)?;
+        if !Self::visible(&graph, start, view) {
             return None;
         }
-        let mut answer = Self::walk(&graph, vec![start], query, groups.as_ref());
+        let mut answer = Self::walk(&graph, vec![start], query, view);
         answer.root = Some(*root);
         Some(answer)
     }
@@ -307,6 +337,7 @@ impl Index {
     ) -> Option<Lineage> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let groups = Self::groups_of(&graph, reader_groups);
+        let view = Self::view(&graph, groups.as_ref(), query)?;
         let &interned = graph.string_index.get(name)?;
         let members = match scope {
             Scope::WorkItem => graph.by_work_item.get(&interned)?,
@@ -315,7 +346,7 @@ impl Index {
         let mut starts: Vec<u32> = Vec::new();
         for &node in members {
             let in_scope = graph.manifests[node as usize].iter().any(|m| {
-                groups.as_ref().is_none_or(|g| g.contains(&m.group))
+                view.passes(m)
                     && match scope {
                         Scope::WorkItem => m.work_item == interned,
                         Scope::Mission => m.mission == interned,
@@ -330,16 +361,11 @@ impl Index {
         }
         let mut query = query.clone();
         query.direction = Direction::Ancestors;
-        Some(Self::walk(&graph, starts, &query, groups.as_ref()))
+        Some(Self::walk(&graph, starts, &query, view))
     }
 
     /// Breadth-first from `starts` (all at depth 0).
-    fn walk(
-        graph: &Graph,
-        starts: Vec<u32>,
-        query: &Query,
-        groups: Option<&HashSet<u32>>,
-    ) -> Lineage {
+    fn walk(graph: &Graph, starts: Vec<u32>, query: &Query, view: View<'_>) -> Lineage {
         let wanted = |kind: &str| {
             query
                 .edges
@@ -371,17 +397,36 @@ impl Index {
             if max_depth.is_some_and(|max| depth >= max) {
                 continue;
             }
-            let mut neighbours: Vec<(u32, bool)> = Vec::new();
+            // (neighbour, is a source, the manifest that declared the edge: (artifact, slot))
+            let mut neighbours: Vec<(u32, bool, u32, u32)> = Vec::new();
             if matches!(query.direction, Direction::Ancestors | Direction::Both) {
-                neighbours.extend(graph.sources[node as usize].iter().map(|&s| (s, true)));
+                neighbours.extend(
+                    graph.sources[node as usize]
+                        .iter()
+                        .map(|&(s, slot)| (s, true, node, slot)),
+                );
             }
             if matches!(query.direction, Direction::Descendants | Direction::Both) {
-                neighbours.extend(graph.derived[node as usize].iter().map(|&d| (d, false)));
+                neighbours.extend(
+                    graph.derived[node as usize]
+                        .iter()
+                        .map(|&(d, slot)| (d, false, d, slot)),
+                );
             }
-            for (next, is_source) in neighbours {
-                if !Self::visible(graph, next, groups) {
+            let without_time = View {
+                groups: view.groups,
+                as_of: None,
+            };
+            for (next, is_source, declared_by, slot) in neighbours {
+                if !view.passes(&graph.manifests[declared_by as usize][slot as usize]) {
+                    continue; // declared in a Group or at a time this view does not include
+                }
+                if !Self::visible(graph, next, without_time) {
                     withheld.insert(next);
                     continue;
+                }
+                if !Self::visible(graph, next, view) {
+                    continue; // published after `asOf`
                 }
                 edges.push(if is_source {
                     (node, next)
@@ -413,7 +458,7 @@ impl Index {
         for (node, depth) in &page {
             let mut manifests = Vec::new();
             for m in &graph.manifests[*node as usize] {
-                if groups.is_some_and(|g| !g.contains(&m.group)) {
+                if !view.passes(m) {
                     continue;
                 }
                 manifests.push(ManifestSummary {
@@ -496,10 +541,12 @@ impl Index {
     ) -> Option<Vec<ArtifactId>> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let groups = Self::groups_of(&graph, reader_groups);
+        let view = View {
+            groups: groups.as_ref(),
+            as_of: None,
+        };
         let (&start, &goal) = (graph.index.get(from)?, graph.index.get(to)?);
-        if !Self::visible(&graph, start, groups.as_ref())
-            || !Self::visible(&graph, goal, groups.as_ref())
-        {
+        if !Self::visible(&graph, start, view) || !Self::visible(&graph, goal, view) {
             return None;
         }
         for towards_sources in [true, false] {
@@ -524,8 +571,8 @@ impl Index {
                 } else {
                     &graph.derived[node as usize]
                 };
-                for &n in next {
-                    if Self::visible(&graph, n, groups.as_ref()) && !parent.contains_key(&n) {
+                for &(n, _) in next {
+                    if Self::visible(&graph, n, view) && !parent.contains_key(&n) {
                         parent.insert(n, node);
                         queue.push_back((n, depth + 1));
                     }

@@ -279,6 +279,7 @@ async fn deep_chains_and_restarts() {
         skip: 0,
         budget: std::time::Duration::from_secs(1),
         edges: None,
+        as_of: None,
     };
     let rebuilt = reopened
         .lineage(
@@ -525,4 +526,91 @@ async fn prov_json_and_intoto_exports_validate_independently() {
         )
         .await;
     assert_eq!(refused.code(), "bad_request");
+}
+
+/// Time travel: `asOf=SEQ` answers as the graph stood after that sequence of the Group's log.
+#[tokio::test]
+async fn as_of_answers_as_the_log_stood() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let a = put_in(&h, &worker, "g1", b"a", &[], "w").await;
+    let b = put_in(&h, &worker, "g1", b"b", &[a], "w").await;
+    let sequence_of = |view: Value| view["manifests"][0]["sequence"].as_u64().expect("sequence");
+    let seq_a = sequence_of(
+        h.call(
+            Method::GET,
+            &format!("/v1/artifacts/{a}"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json(),
+    );
+    let seq_b = sequence_of(
+        h.call(
+            Method::GET,
+            &format!("/v1/artifacts/{b}"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json(),
+    );
+    let then = lineage(
+        &h,
+        &worker,
+        &format!("/v1/artifacts/{a}/provenance?direction=descendants&asOf={seq_a}"),
+    )
+    .await;
+    assert_eq!(ids(&then), [a.to_string()], "b did not exist yet");
+    assert_eq!(
+        then["withheld"],
+        json!(0),
+        "not existing yet is not withholding"
+    );
+    let now = lineage(
+        &h,
+        &worker,
+        &format!("/v1/artifacts/{a}/provenance?direction=descendants&asOf={seq_b}"),
+    )
+    .await;
+    assert_eq!(ids(&now), [a.to_string(), b.to_string()]);
+    let before = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{b}/provenance?asOf={}", seq_b - 1),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(before.code(), "not_found");
+    let admin = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{a}/provenance?asOf=3"),
+            Some(ADMIN),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(admin.code(), "bad_request", "the admin names the Group");
+    let admin = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{a}/provenance?asOf={seq_b}&group=g1&direction=descendants"),
+            Some(ADMIN),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(ids(&admin.json()).len(), 2);
+    assert_eq!(
+        h.call(
+            Method::GET,
+            &format!("/v1/artifacts/{a}/provenance?asOf=-1"),
+            Some(&worker.token),
+            Body::empty()
+        )
+        .await
+        .code(),
+        "bad_request"
+    );
 }
