@@ -170,7 +170,7 @@ enum Command {
         depth: Option<u32>,
         #[arg(long, default_value_t = 1000)]
         limit: u32,
-        /// tree, json, dot or mermaid.
+        /// tree, json, dot, mermaid, prov-json or intoto (an in-toto Statement signed by the server).
         #[arg(long, default_value = "tree")]
         format: String,
     },
@@ -723,14 +723,14 @@ impl Cli {
                     query.push(("depth", depth.to_string()));
                 }
                 match format.as_str() {
-                    "dot" | "mermaid" | "json" => {
+                    "dot" | "mermaid" | "json" | "prov-json" | "intoto" => {
                         query.push(("format", format.clone()));
                         print!(
                             "{}",
                             api.get_text(&format!("/v1/artifacts/{digest}/provenance"), &query)
                                 .await?
                         );
-                        if format == "json" {
+                        if matches!(format.as_str(), "json" | "prov-json" | "intoto") {
                             println!();
                         }
                     }
@@ -740,7 +740,9 @@ impl Cli {
                             .await?;
                         print_tree(&serde_json::from_str(&text)?, down);
                     }
-                    other => bail!("--format {other:?} is not tree, json, dot or mermaid"),
+                    other => bail!(
+                        "--format {other:?} is not tree, json, dot, mermaid, prov-json or intoto"
+                    ),
                 }
                 Ok(())
             }

@@ -117,6 +117,13 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         dot.contains(&format!("\"{derived}\" -> \"{first}\"")),
         "{dot}"
     );
+    let attestation: serde_json::Value = serde_json::from_str(&ok(weft(
+        &home,
+        &url,
+        &["lineage", &derived, "--format", "intoto"],
+    )))
+    .expect("envelope");
+    assert_eq!(attestation["payloadType"], "application/vnd.in-toto+json");
     let shown = ok(weft(&home, &url, &["show", &derived]));
     assert!(shown.contains(&format!("source      {first}")), "{shown}");
     assert!(shown.contains("payload matches its id"), "{shown}");
