@@ -661,25 +661,20 @@ impl Cli {
                 json,
             } => {
                 let (_, api) = client.session()?;
-                let mut filters: Vec<(&str, String)> = Vec::new();
-                for (name, value) in [
+                let filters = given([
                     ("missionId", mission),
                     ("workItemId", work_item),
                     ("producer", producer),
                     ("mediaType", media_type),
-                ] {
-                    if let Some(value) = value {
-                        filters.push((name, value));
-                    }
-                }
-                let mut after: Option<u64> = None;
-                loop {
-                    let mut page_filters = filters.clone();
-                    if let Some(after) = after {
-                        page_filters.push(("after", after.to_string()));
-                    }
-                    let page = api.list(&page_filters).await?;
-                    for item in &page.items {
+                ]);
+                let api = &api;
+                each_page(
+                    &filters,
+                    |page_filters| async move {
+                        let page = api.list(&page_filters).await?;
+                        Ok((page.items, page.next))
+                    },
+                    |item| {
                         if json {
                             println!("{}", serde_json::to_string(item)?);
                         } else {
@@ -692,13 +687,10 @@ impl Cli {
                                 item.producer
                             );
                         }
-                    }
-                    match page.next {
-                        Some(next) => after = Some(next),
-                        None => break,
-                    }
-                }
-                Ok(())
+                        Ok(())
+                    },
+                )
+                .await
             }
             Command::Evidence { client, action } => evidence(&client, action).await,
             Command::Events { client, action } => events(&client, action).await,
@@ -923,6 +915,43 @@ async fn fsck(data_dir: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// The filters that were given, as query pairs.
+fn given<const N: usize>(
+    pairs: [(&'static str, Option<String>); N],
+) -> Vec<(&'static str, String)> {
+    pairs
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
+}
+
+/// Walks every page of a cursor-paged listing (`after` = the previous page's `next`).
+async fn each_page<T, F, Fut>(
+    filters: &[(&'static str, String)],
+    mut fetch: F,
+    mut each: impl FnMut(&T) -> anyhow::Result<()>,
+) -> anyhow::Result<()>
+where
+    F: FnMut(Vec<(&'static str, String)>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<(Vec<T>, Option<u64>)>>,
+{
+    let mut after: Option<u64> = None;
+    loop {
+        let mut page_filters = filters.to_vec();
+        if let Some(after) = after {
+            page_filters.push(("after", after.to_string()));
+        }
+        let (items, next) = fetch(page_filters).await?;
+        for item in &items {
+            each(item)?;
+        }
+        match next {
+            Some(next) => after = Some(next),
+            None => return Ok(()),
+        }
+    }
+}
+
 fn parse_word<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {
     serde_json::from_value(serde_json::Value::String(text.to_owned()))
         .map_err(|_| anyhow::anyhow!("{what} {text:?} is not one of the allowed values"))
@@ -1001,26 +1030,21 @@ async fn evidence(client: &ClientArgs, action: EvidenceAction) -> anyhow::Result
             producer,
             json,
         } => {
-            let mut filters: Vec<(&str, String)> = Vec::new();
-            for (name, value) in [
+            let filters = given([
                 ("workItemId", work_item),
                 ("criterion", criterion),
                 ("outcome", outcome),
                 ("method", method),
                 ("producer", producer),
-            ] {
-                if let Some(value) = value {
-                    filters.push((name, value));
-                }
-            }
-            let mut after: Option<u64> = None;
-            loop {
-                let mut page_filters = filters.clone();
-                if let Some(after) = after {
-                    page_filters.push(("after", after.to_string()));
-                }
-                let page = api.list_evidence(&page_filters).await?;
-                for record in &page.items {
+            ]);
+            let api = &api;
+            each_page(
+                &filters,
+                |page_filters| async move {
+                    let page = api.list_evidence(&page_filters).await?;
+                    Ok((page.items, page.next))
+                },
+                |record| {
                     if json {
                         println!("{}", serde_json::to_string(record)?);
                     } else {
@@ -1035,12 +1059,10 @@ async fn evidence(client: &ClientArgs, action: EvidenceAction) -> anyhow::Result
                             evidence.producer.agent_id
                         );
                     }
-                }
-                match page.next {
-                    Some(next) => after = Some(next),
-                    None => break,
-                }
-            }
+                    Ok(())
+                },
+            )
+            .await?;
         }
     }
     Ok(())
