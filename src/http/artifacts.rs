@@ -8,12 +8,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use futures::StreamExt as _;
-use weft_api::json::parse_strict;
-use weft_api::{Envelope, ErrorCode, Id};
+use weft_api::{ErrorCode, Id};
 use weft_storage::ListFilter;
 
 use super::blobs::{RawPath, path_digest};
-use super::body::read_json;
+use super::body::{created_or_ok, read_envelope};
 use super::error::{HttpError, HttpResult};
 use super::events::{only_params, query_u64};
 use super::{AppState, Caller, json};
@@ -29,15 +28,9 @@ pub(crate) async fn publish(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let bytes = read_json(&headers, body).await?;
-    let envelope: Envelope = parse_strict(&bytes, ErrorCode::InvalidJson)?;
+    let envelope = read_envelope(&headers, body).await?;
     let (published, created) = state.store.publish(envelope, &caller.reader()).await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(json(status, &published))
+    Ok(json(created_or_ok(created), &published))
 }
 
 /// An artifact's digests, size and every manifest visible to the caller.

@@ -89,3 +89,24 @@ pub(crate) fn upload_stream(
         }
     })
 }
+
+/// Reads a DSSE envelope body (bounded, strict JSON: `invalid_json` on any defect).
+pub(crate) async fn read_envelope(
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<weft_api::Envelope, HttpError> {
+    let bytes = read_json(headers, body).await?;
+    Ok(weft_api::json::parse_strict(
+        &bytes,
+        ErrorCode::InvalidJson,
+    )?)
+}
+
+/// 201 for something new, 200 for an idempotent repeat.
+pub(crate) fn created_or_ok(created: bool) -> axum::http::StatusCode {
+    if created {
+        axum::http::StatusCode::CREATED
+    } else {
+        axum::http::StatusCode::OK
+    }
+}

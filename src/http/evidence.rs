@@ -13,12 +13,12 @@ use weft_api::dsse::BASE64;
 use weft_api::evidence::{MethodKind, Outcome};
 use weft_api::json::parse_strict;
 use weft_api::views::{AuthorityKey, AuthorityKeys, CriteriaView, ReviewOutcome, ReviewRequest};
-use weft_api::{ArtifactId, Envelope, ErrorCode, Id};
+use weft_api::{ArtifactId, ErrorCode, Id};
 use weft_storage::EvidenceFilter;
 
 use super::admin::path_id;
 use super::blobs::{RawPath, path_digest};
-use super::body::read_json;
+use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
 use super::events::{only_params, query_u64};
 use super::{AppState, Caller, json};
@@ -37,20 +37,12 @@ pub(crate) async fn record(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let bytes = read_json(&headers, body).await?;
-    let envelope: Envelope = parse_strict(&bytes, ErrorCode::InvalidJson)?;
+    let envelope = read_envelope(&headers, body).await?;
     let (recorded, created) = state
         .store
         .record_evidence(envelope, &caller.reader())
         .await?;
-    Ok(json(
-        if created {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        },
-        &recorded,
-    ))
+    Ok(json(created_or_ok(created), &recorded))
 }
 
 fn parse_enum<T: for<'de> Deserialize<'de>>(

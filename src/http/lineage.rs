@@ -193,17 +193,7 @@ pub(crate) async fn provenance(
             ));
         }
     };
-    let lineage_query = LineageQuery {
-        direction,
-        depth: query_u64(&query, "depth")?.map(|d| d.min(u64::from(u32::MAX)) as u32),
-        limit: query_u64(&query, "limit")?
-            .unwrap_or(1000)
-            .clamp(1, MAX_LIMIT) as usize,
-        skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
-        budget: BUDGET,
-        edges: edges_of(&query)?,
-        as_of: as_of_of(&query, &caller)?,
-    };
+    let lineage_query = lineage_query(&query, direction, &caller)?;
     let format = format_of(&query)?;
     if format == Format::InToto {
         let view = state.store.artifact(digest, &caller.reader()).await?;
@@ -220,6 +210,25 @@ pub(crate) async fn provenance(
         .lineage(digest, lineage_query, &caller.reader())
         .await?;
     Ok(render(&lineage, format))
+}
+
+/// The bounds and filters shared by the lineage routes.
+fn lineage_query(
+    query: &HashMap<String, String>,
+    direction: Direction,
+    caller: &Caller,
+) -> Result<LineageQuery, HttpError> {
+    Ok(LineageQuery {
+        direction,
+        depth: query_u64(query, "depth")?.map(|d| d.min(u64::from(u32::MAX)) as u32),
+        limit: query_u64(query, "limit")?
+            .unwrap_or(1000)
+            .clamp(1, MAX_LIMIT) as usize,
+        skip: query_u64(query, "cursor")?.unwrap_or(0) as usize,
+        budget: BUDGET,
+        edges: edges_of(query)?,
+        as_of: as_of_of(query, caller)?,
+    })
 }
 
 /// `asOf=SEQ[&group=G]`: the graph as Group G's log stood after sequence SEQ. G defaults to
@@ -278,17 +287,7 @@ async fn scoped(
             "depth", "limit", "cursor", "format", "edges", "asOf", "group",
         ],
     )?;
-    let lineage_query = LineageQuery {
-        direction: Direction::Ancestors,
-        depth: query_u64(&query, "depth")?.map(|d| d.min(u64::from(u32::MAX)) as u32),
-        limit: query_u64(&query, "limit")?
-            .unwrap_or(1000)
-            .clamp(1, MAX_LIMIT) as usize,
-        skip: query_u64(&query, "cursor")?.unwrap_or(0) as usize,
-        budget: BUDGET,
-        edges: edges_of(&query)?,
-        as_of: as_of_of(&query, &caller)?,
-    };
+    let lineage_query = lineage_query(&query, Direction::Ancestors, &caller)?;
     let format = format_of(&query)?;
     let lineage = state
         .store

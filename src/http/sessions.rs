@@ -4,10 +4,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use weft_api::json::parse_strict;
-use weft_api::{Envelope, ErrorCode};
 
-use super::body::read_json;
+use super::body::read_envelope;
 use super::error::HttpResult;
 use super::{AppState, json};
 
@@ -19,8 +17,7 @@ pub(crate) async fn open(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let bytes = read_json(&headers, body).await?;
-    let envelope: Envelope = parse_strict(&bytes, ErrorCode::InvalidJson)?;
+    let envelope = read_envelope(&headers, body).await?;
     let grant = state.store.open_session(envelope).await?;
     Ok(json(StatusCode::CREATED, &grant))
 }
