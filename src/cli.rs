@@ -1092,14 +1092,10 @@ async fn events(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()>
             }
             let response = api.event_stream(&group, after).await?;
             let mut body = response.bytes_stream();
-            let mut text = String::new();
+            let mut decoder = weft_api::subscription::SseDecoder::default();
             while let Some(chunk) = body.next().await {
-                text.push_str(&String::from_utf8_lossy(&chunk?));
-                while let Some(end) = text.find("\n\n") {
-                    let frame: String = text.drain(..end + 2).collect();
-                    for data in frame.lines().filter_map(|line| line.strip_prefix("data:")) {
-                        println!("{}", data.trim_start());
-                    }
+                for frame in decoder.push(&chunk?) {
+                    println!("{}", frame.data);
                 }
             }
             Ok(())

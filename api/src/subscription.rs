@@ -20,6 +20,58 @@ use crate::event::{Event, EventHash};
 use crate::id::Id;
 use crate::views::{SignedSnapshot, SnapshotReference};
 
+/// One Server-Sent Events frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseFrame {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// Splits an SSE byte stream into frames. Bytes are buffered until a frame is complete, so a
+/// multi-byte character split across network chunks is decoded whole.
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    buffer: Vec<u8>,
+}
+
+impl SseDecoder {
+    /// Adds bytes; returns the frames they completed (comments and keep-alives are dropped).
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseFrame> {
+        self.buffer.extend_from_slice(chunk);
+        let mut frames = Vec::new();
+        while let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\n\n") {
+            let raw: Vec<u8> = self.buffer.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&raw);
+            let mut frame = SseFrame {
+                id: None,
+                event: None,
+                data: String::new(),
+            };
+            for line in text.lines() {
+                let field = |name: &str| {
+                    line.strip_prefix(name)
+                        .map(|v| v.strip_prefix(' ').unwrap_or(v).to_owned())
+                };
+                if let Some(data) = field("data:") {
+                    if !frame.data.is_empty() {
+                        frame.data.push('\n');
+                    }
+                    frame.data.push_str(&data);
+                } else if let Some(event) = field("event:") {
+                    frame.event = Some(event);
+                } else if let Some(id) = field("id:") {
+                    frame.id = Some(id);
+                }
+            }
+            if !frame.data.is_empty() {
+                frames.push(frame);
+            }
+        }
+        frames
+    }
+}
+
 /// What the handler wants after an Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
@@ -215,25 +267,13 @@ impl Subscription {
             .event_stream(&self.group_id, sequencer.cursor())
             .await?;
         let mut body = response.bytes_stream();
-        let mut text = String::new();
+        let mut decoder = SseDecoder::default();
         while let Some(chunk) = body.next().await {
-            text.push_str(&String::from_utf8_lossy(&chunk?));
-            while let Some(end) = text.find("\n\n") {
-                let frame: String = text.drain(..end + 2).collect();
-                let data: String = frame
-                    .lines()
-                    .filter_map(|line| {
-                        line.strip_prefix("data:")
-                            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                    })
-                    .collect();
-                if data.is_empty()
-                    || frame
-                        .lines()
-                        .any(|l| l == "event: error" || l == "event:error")
-                {
-                    continue;
+            for frame in decoder.push(&chunk?) {
+                if frame.event.as_deref() == Some("error") {
+                    continue; // the stream ends after an error; reconnecting tells why
                 }
+                let data = frame.data;
                 let event: Event = serde_json::from_str(&data)
                     .map_err(|e| Error::Protocol(format!("bad event frame: {e}")))?;
                 sequencer
@@ -265,5 +305,28 @@ impl Subscription {
             }
         }
         Ok(Flow::Continue)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames split anywhere, even inside a multi-byte character, decode whole.
+    #[test]
+    fn frames_survive_any_split() {
+        let stream = "id: 1\nevent: t\ndata: {\"x\":\"caf\u{e9} \u{1f980}\"}\n\n:keep-alive\n\nid: 2\ndata: a\ndata: b\n\n".as_bytes();
+        for split in 0..stream.len() {
+            let mut decoder = SseDecoder::default();
+            let mut frames = decoder.push(&stream[..split]);
+            frames.extend(decoder.push(&stream[split..]));
+            assert_eq!(frames.len(), 2, "split at {split}");
+            assert_eq!(frames[0].data, "{\"x\":\"caf\u{e9} \u{1f980}\"}");
+            assert_eq!(
+                (frames[0].id.as_deref(), frames[0].event.as_deref()),
+                (Some("1"), Some("t"))
+            );
+            assert_eq!(frames[1].data, "a\nb");
+        }
     }
 }
