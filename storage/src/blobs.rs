@@ -122,7 +122,14 @@ impl Blobs {
         let mut n_removed = 0;
         for entry in std::fs::read_dir(root.join("staging")).map_err(Error::backend)? {
             let entry = entry.map_err(Error::backend)?;
-            std::fs::remove_file(entry.path()).map_err(Error::backend)?;
+            let path = entry.path();
+            // Only weft writes here; a directory can only be a leftover too.
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(Error::backend)?;
             n_removed += 1;
         }
         Ok(n_removed)

@@ -156,6 +156,8 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     server.kill();
     let stray = data.join("staging").join("left-by-a-crash");
     std::fs::write(&stray, b"partial").expect("write");
+    let stray_dir = data.join("staging").join("a-directory");
+    std::fs::create_dir_all(stray_dir.join("nested")).expect("mkdir");
     let fsck = ok(weft(
         &home,
         &url,
@@ -166,7 +168,10 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         "{fsck}"
     );
     let server = TestServer::start(&data, &[]);
-    assert!(!stray.exists(), "stale staging files are swept at start");
+    assert!(
+        !stray.exists() && !stray_dir.exists(),
+        "stale staging files are swept at start"
+    );
     let url = server.url();
     let again = root.path().join("again.bin");
     ok(weft(
