@@ -1,20 +1,18 @@
 //! Publishing manifests and reading artifacts: metadata, listings, and verified content.
 
-use std::collections::HashMap;
-
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use futures::StreamExt as _;
-use weft_api::{ErrorCode, Id};
+use weft_api::ErrorCode;
 use weft_storage::ListFilter;
 
 use super::blobs::{RawPath, path_digest};
 use super::body::{created_or_ok, read_envelope};
 use super::error::{HttpError, HttpResult};
-use super::events::{only_params, query_u64};
+use super::params::{RawQuery, known_params, query_id, query_u64};
 use super::{AppState, Caller, json};
 
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.
@@ -46,13 +44,6 @@ pub(crate) async fn show(
     Ok(json(StatusCode::OK, &view))
 }
 
-fn query_id(query: &HashMap<String, String>, name: &str) -> Result<Option<Id>, HttpError> {
-    query
-        .get(name)
-        .map(|text| Id::parse(name, text).map_err(HttpError::from))
-        .transpose()
-}
-
 /// Paged listing of visible manifests, filtered.
 #[utoipa::path(get, path = "/v1/artifacts", params(("missionId" = Option<String>, Query), ("workItemId" = Option<String>, Query), ("producer" = Option<String>, Query),
     ("mediaType" = Option<String>, Query), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
@@ -60,11 +51,10 @@ fn query_id(query: &HashMap<String, String>, name: &str) -> Result<Option<Id>, H
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    query: RawQuery,
 ) -> HttpResult<Response> {
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(
-        &query,
+    let query = known_params(
+        query,
         &[
             "missionId",
             "workItemId",

@@ -13,7 +13,7 @@ use super::body::{check_declared_length, upload_stream};
 use super::error::{HttpError, HttpResult};
 use super::{AppState, Caller, json};
 
-pub(crate) type RawPath = Result<Path<String>, axum::extract::rejection::PathRejection>;
+pub(crate) use super::params::RawPath;
 
 /// Parses a `{digest}` path segment (`blake3:<hex>` or `sha256:<hex>`).
 pub(crate) fn path_digest(raw: RawPath) -> Result<Digest, HttpError> {

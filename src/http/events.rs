@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::header;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,42 +20,8 @@ use super::body::read_json;
 
 use super::admin::path_id;
 use super::error::{HttpError, HttpResult};
+use super::params::{RawPath, RawQuery, known_params, query_u64};
 use super::{AppState, Caller, json};
-
-/// Parses an unsigned query parameter strictly (no sign, no spaces).
-pub(crate) fn query_u64(
-    query: &HashMap<String, String>,
-    name: &str,
-) -> Result<Option<u64>, HttpError> {
-    match query.get(name) {
-        None => Ok(None),
-        Some(text)
-            if !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            text.parse().map(Some).map_err(|_| {
-                HttpError::new(ErrorCode::BadRequest, format!("{name} is out of range"))
-            })
-        }
-        Some(_) => Err(HttpError::new(
-            ErrorCode::BadRequest,
-            format!("{name} must be a non-negative integer"),
-        )),
-    }
-}
-
-/// Refuses query parameters a route does not know.
-pub(crate) fn only_params(
-    query: &HashMap<String, String>,
-    known: &[&str],
-) -> Result<(), HttpError> {
-    match query.keys().find(|key| !known.contains(&key.as_str())) {
-        Some(unknown) => Err(HttpError::new(
-            ErrorCode::BadRequest,
-            format!("unknown query parameter {unknown:?}"),
-        )),
-        None => Ok(()),
-    }
-}
 
 /// Events after `after` (default 0), at most `limit` (default 1000), in order.
 #[utoipa::path(get, path = "/v1/groups/{group_id}/events", params(("group_id" = String, Path), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
@@ -63,12 +29,11 @@ pub(crate) fn only_params(
 pub(crate) async fn replay(
     State(state): State<AppState>,
     caller: Caller,
-    group_id: Result<Path<String>, axum::extract::rejection::PathRejection>,
-    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    group_id: RawPath,
+    query: RawQuery,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["after", "limit"])?;
+    let query = known_params(query, &["after", "limit"])?;
     let after = query_u64(&query, "after")?.unwrap_or(0);
     let limit = query_u64(&query, "limit")?.unwrap_or(1000).min(10_000) as u32;
     let events = state
@@ -78,9 +43,6 @@ pub(crate) async fn replay(
     Ok(json(StatusCode::OK, &EventPage { events }))
 }
 
-type RawGroup = Result<Path<String>, axum::extract::rejection::PathRejection>;
-type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
-
 /// Server-Sent Events: the replay after `after` (or `Last-Event-ID`), then live Events as they
 /// are appended, with keep-alives. Each SSE `id` is the Event's sequence.
 #[utoipa::path(get, path = "/v1/groups/{group_id}/events/stream", params(("group_id" = String, Path), ("after" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header)),
@@ -88,13 +50,12 @@ type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection:
 pub(crate) async fn stream(
     State(state): State<AppState>,
     caller: Caller,
-    group_id: RawGroup,
+    group_id: RawPath,
     query: RawQuery,
     headers: HeaderMap,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["after"])?;
+    let query = known_params(query, &["after"])?;
     let mut after = query_u64(&query, "after")?;
     if after.is_none()
         && let Some(last) = headers.get("last-event-id")
@@ -171,7 +132,7 @@ fn write_frame(out: &mut Vec<u8>, event: &weft_api::Event) {
 pub(crate) async fn ack(
     State(state): State<AppState>,
     caller: Caller,
-    group_id: RawGroup,
+    group_id: RawPath,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
@@ -224,12 +185,11 @@ pub(crate) async fn ack(
 pub(crate) async fn cursors(
     State(state): State<AppState>,
     caller: Caller,
-    group_id: RawGroup,
+    group_id: RawPath,
     query: RawQuery,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["all"])?;
+    let query = known_params(query, &["all"])?;
     let all = match query.get("all").map(String::as_str) {
         None | Some("false") => false,
         Some("true") => true,
@@ -251,7 +211,7 @@ pub(crate) async fn cursors(
 pub(crate) async fn checkpoint(
     State(state): State<AppState>,
     caller: Caller,
-    group_id: RawGroup,
+    group_id: RawPath,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
     let checkpoint = state.store.checkpoint(group_id, &caller.reader()).await?;
@@ -264,7 +224,7 @@ pub(crate) async fn checkpoint(
 pub(crate) async fn snapshots(
     State(state): State<AppState>,
     caller: Caller,
-    group_id: RawGroup,
+    group_id: RawPath,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
     let snapshots = state.store.snapshots(group_id, &caller.reader()).await?;

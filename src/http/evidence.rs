@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use base64::Engine as _;
@@ -13,18 +13,15 @@ use weft_api::dsse::BASE64;
 use weft_api::evidence::{MethodKind, Outcome};
 use weft_api::json::parse_strict;
 use weft_api::views::{AuthorityKey, AuthorityKeys, CriteriaView, ReviewOutcome, ReviewRequest};
-use weft_api::{ArtifactId, ErrorCode, Id};
+use weft_api::{ArtifactId, ErrorCode};
 use weft_storage::EvidenceFilter;
 
 use super::admin::path_id;
 use super::blobs::{RawPath, path_digest};
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
-use super::events::{only_params, query_u64};
+use super::params::{RawQuery, known_params, query_id, query_u64};
 use super::{AppState, Caller, json};
-
-type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
-type RawId = Result<Path<String>, axum::extract::rejection::PathRejection>;
 
 /// Records DSSE-signed Evidence; appends `evidence.recorded`.
 #[utoipa::path(post, path = "/v1/evidence", request_body(content = String, description = "DSSE envelope of an Evidence payload", content_type = "application/json"),
@@ -62,13 +59,6 @@ fn parse_enum<T: for<'de> Deserialize<'de>>(
         .transpose()
 }
 
-fn query_id(query: &HashMap<String, String>, name: &str) -> Result<Option<Id>, HttpError> {
-    query
-        .get(name)
-        .map(|text| Id::parse(name, text).map_err(HttpError::from))
-        .transpose()
-}
-
 fn filter_from(query: &HashMap<String, String>) -> Result<EvidenceFilter, HttpError> {
     Ok(EvidenceFilter {
         work_item_id: query_id(query, "workItemId")?,
@@ -92,9 +82,8 @@ pub(crate) async fn list(
     caller: Caller,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(
-        &query,
+    let query = known_params(
+        query,
         &[
             "workItemId",
             "criterion",
@@ -119,7 +108,7 @@ pub(crate) async fn list(
 pub(crate) async fn show(
     State(state): State<AppState>,
     caller: Caller,
-    evidence_id: RawId,
+    evidence_id: RawPath,
 ) -> HttpResult<Response> {
     let Path(text) =
         evidence_id.map_err(|_| HttpError::new(ErrorCode::InvalidDigest, "not valid UTF-8"))?;
@@ -138,8 +127,7 @@ pub(crate) async fn for_artifact(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["after", "limit"])?;
+    let query = known_params(query, &["after", "limit"])?;
     let view = state.store.artifact(digest, &caller.reader()).await?;
     let mut filter = filter_from(&query)?;
     filter.artifact = Some(view.digests.blake3);
@@ -153,7 +141,7 @@ pub(crate) async fn for_artifact(
 pub(crate) async fn criteria(
     State(state): State<AppState>,
     caller: Caller,
-    work_item_id: RawId,
+    work_item_id: RawPath,
 ) -> HttpResult<Response> {
     let work_item_id = path_id("workItemId", work_item_id)?;
     let criteria = state
@@ -177,7 +165,7 @@ pub(crate) async fn criteria(
 pub(crate) async fn review(
     State(state): State<AppState>,
     caller: Caller,
-    work_item_id: RawId,
+    work_item_id: RawPath,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use weft_api::{Digest, ErrorCode};
@@ -13,10 +13,8 @@ use weft_storage::{Direction, Lineage, LineageQuery};
 
 use super::blobs::{RawPath, path_digest};
 use super::error::{HttpError, HttpResult};
-use super::events::{only_params, query_u64};
+use super::params::{RawQuery, known_params, query_u64};
 use super::{AppState, Caller, json};
-
-type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
 
 /// Time a single lineage query may take before it answers `truncated`.
 const BUDGET: Duration = Duration::from_millis(250);
@@ -168,9 +166,8 @@ pub(crate) async fn provenance(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(
-        &query,
+    let query = known_params(
+        query,
         &[
             "direction",
             "depth",
@@ -276,13 +273,12 @@ async fn scoped(
     state: AppState,
     caller: Caller,
     scope: weft_storage::Scope,
-    name: RawId,
+    name: RawPath,
     query: RawQuery,
 ) -> HttpResult<Response> {
     let name = super::admin::path_id("id", name)?;
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(
-        &query,
+    let query = known_params(
+        query,
         &[
             "depth", "limit", "cursor", "format", "edges", "asOf", "group",
         ],
@@ -296,8 +292,6 @@ async fn scoped(
     Ok(render(&lineage, format))
 }
 
-type RawId = Result<axum::extract::Path<String>, axum::extract::rejection::PathRejection>;
-
 /// The subgraph of everything a WorkItem produced and what it was derived from.
 #[utoipa::path(get, path = "/v1/workitems/{work_item_id}/provenance", params(("work_item_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
     ("cursor" = Option<String>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query)),
@@ -305,7 +299,7 @@ type RawId = Result<axum::extract::Path<String>, axum::extract::rejection::PathR
 pub(crate) async fn work_item(
     State(state): State<AppState>,
     caller: Caller,
-    id: RawId,
+    id: RawPath,
     query: RawQuery,
 ) -> HttpResult<Response> {
     scoped(state, caller, weft_storage::Scope::WorkItem, id, query).await
@@ -318,7 +312,7 @@ pub(crate) async fn work_item(
 pub(crate) async fn mission(
     State(state): State<AppState>,
     caller: Caller,
-    id: RawId,
+    id: RawPath,
     query: RawQuery,
 ) -> HttpResult<Response> {
     scoped(state, caller, weft_storage::Scope::Mission, id, query).await
@@ -339,8 +333,7 @@ pub(crate) async fn path(
     caller: Caller,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["from", "to", "maxDepth"])?;
+    let query = known_params(query, &["from", "to", "maxDepth"])?;
     let from = query_digest(&query, "from")?;
     let to = query_digest(&query, "to")?;
     let max_depth = query_u64(&query, "maxDepth")?.unwrap_or(64).min(10_000) as u32;
@@ -363,8 +356,7 @@ pub(crate) async fn impact(
     caller: Caller,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let Query(query) = query.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    only_params(&query, &["artifact", "format", "cursor"])?;
+    let query = known_params(query, &["artifact", "format", "cursor"])?;
     let artifact = query_digest(&query, "artifact")?;
     let lineage_query = LineageQuery {
         direction: Direction::Descendants,

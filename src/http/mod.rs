@@ -16,6 +16,7 @@ mod exports;
 mod idempotency;
 mod lineage;
 mod meta;
+mod params;
 mod sessions;
 mod ui;
 

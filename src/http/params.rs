@@ -1,0 +1,62 @@
+//! Request parameters: raw path and query extractors (so a malformed one becomes our
+//! problem+json, not axum's plain-text rejection) and the strict parsers every route shares.
+
+use std::collections::HashMap;
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query};
+use weft_api::{ErrorCode, Id};
+
+use super::error::HttpError;
+
+/// A single path segment, not yet validated.
+pub(crate) type RawPath = Result<Path<String>, PathRejection>;
+/// The query string, not yet validated.
+pub(crate) type RawQuery = Result<Query<HashMap<String, String>>, QueryRejection>;
+
+/// The query parameters, refusing any the route does not know.
+pub(crate) fn known_params(
+    raw: RawQuery,
+    known: &[&str],
+) -> Result<HashMap<String, String>, HttpError> {
+    let Query(query) = raw.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    match query.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(unknown) => Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("unknown query parameter {unknown:?}"),
+        )),
+        None => Ok(query),
+    }
+}
+
+/// Parses an unsigned query parameter strictly (no sign, no spaces).
+pub(crate) fn query_u64(
+    query: &HashMap<String, String>,
+    name: &str,
+) -> Result<Option<u64>, HttpError> {
+    match query.get(name) {
+        None => Ok(None),
+        Some(text)
+            if !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            text.parse().map(Some).map_err(|_| {
+                HttpError::new(ErrorCode::BadRequest, format!("{name} is out of range"))
+            })
+        }
+        Some(_) => Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("{name} must be a non-negative integer"),
+        )),
+    }
+}
+
+/// Parses an optional id query parameter (`invalid_id` when malformed).
+pub(crate) fn query_id(
+    query: &HashMap<String, String>,
+    name: &str,
+) -> Result<Option<Id>, HttpError> {
+    query
+        .get(name)
+        .map(|text| Id::parse(name, text).map_err(HttpError::from))
+        .transpose()
+}
