@@ -1,7 +1,7 @@
 //! The Worker's journey through the CLI: keygen → register → login → put → get → show → ls,
 //! then fsck, a crash and a restart.
 
-use crate::support::{TestServer, files_under, weft};
+use crate::support::{TestServer, enrol, files_under, weft};
 
 fn ok(outcome: (bool, String, String)) -> String {
     assert!(
@@ -218,59 +218,8 @@ fn reviewer_records_evidence_and_reads_criteria() {
     let reviewer_home = root.path().join("reviewer");
     let server = TestServer::start(&data, &[]);
     let url = server.url();
-    let token_file = data.join("admin.token");
-    let token_file = token_file.to_str().expect("utf-8");
-    for (home, agent, role) in [
-        (&worker_home, "w1", "worker"),
-        (&reviewer_home, "r1", "reviewer"),
-    ] {
-        ok(weft(home, &url, &["keygen"]));
-        ok(weft(
-            home,
-            &url,
-            &[
-                "admin",
-                "--admin-token-file",
-                token_file,
-                "group",
-                "create",
-                "g1",
-            ],
-        ));
-        ok(weft(
-            home,
-            &url,
-            &[
-                "admin",
-                "--admin-token-file",
-                token_file,
-                "agent",
-                "register",
-                "--agent-id",
-                agent,
-            ],
-        ));
-        ok(weft(
-            home,
-            &url,
-            &[
-                "admin",
-                "--admin-token-file",
-                token_file,
-                "member",
-                "set",
-                "g1",
-                agent,
-                "--role",
-                role,
-            ],
-        ));
-        ok(weft(
-            home,
-            &url,
-            &["login", "--agent-id", agent, "--group", "g1"],
-        ));
-    }
+    enrol(&server, &worker_home, "g1", "w1", "worker");
+    enrol(&server, &reviewer_home, "g1", "r1", "reviewer");
     let report = root.path().join("report.json");
     std::fs::write(&report, br#"{"passed": 412}"#).expect("write");
     let digest = ok(weft(
@@ -375,54 +324,7 @@ fn retention_keeps_the_chain_verifiable() {
         &["--retain-events", "2", "--compaction-interval-secs", "1"],
     );
     let url = server.url();
-    let token_file = data.join("admin.token");
-    let token_file = token_file.to_str().expect("utf-8");
-    ok(weft(&home, &url, &["keygen"]));
-    ok(weft(
-        &home,
-        &url,
-        &[
-            "admin",
-            "--admin-token-file",
-            token_file,
-            "group",
-            "create",
-            "g1",
-        ],
-    ));
-    ok(weft(
-        &home,
-        &url,
-        &[
-            "admin",
-            "--admin-token-file",
-            token_file,
-            "agent",
-            "register",
-            "--agent-id",
-            "w1",
-        ],
-    ));
-    ok(weft(
-        &home,
-        &url,
-        &[
-            "admin",
-            "--admin-token-file",
-            token_file,
-            "member",
-            "set",
-            "g1",
-            "w1",
-            "--role",
-            "worker",
-        ],
-    ));
-    ok(weft(
-        &home,
-        &url,
-        &["login", "--agent-id", "w1", "--group", "g1"],
-    ));
+    enrol(&server, &home, "g1", "w1", "worker");
     for n in 0..4 {
         let file = root.path().join(format!("f{n}.txt"));
         std::fs::write(&file, format!("file {n}")).expect("write");

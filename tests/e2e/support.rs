@@ -103,3 +103,41 @@ pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     found.sort();
     found
 }
+
+/// Through the CLI: a key for `agent` in `home`, the Group (created if new), the Agent, its
+/// Membership with `role`, and a session. Fails the test with the CLI's output on any step.
+pub(crate) fn enrol(server: &TestServer, home: &Path, group: &str, agent: &str, role: &str) {
+    let url = server.url();
+    let token_file = server.data_dir.join("admin.token");
+    let token_file = token_file.to_str().expect("utf-8");
+    let admin = |rest: &[&'static str]| -> Vec<String> {
+        ["admin", "--admin-token-file", token_file]
+            .iter()
+            .chain(rest)
+            .map(|s| (*s).to_owned())
+            .collect()
+    };
+    let steps: Vec<Vec<String>> = vec![
+        vec!["keygen".into()],
+        [admin(&["group", "create"]), vec![group.into()]].concat(),
+        [
+            admin(&["agent", "register", "--agent-id"]),
+            vec![agent.into()],
+        ]
+        .concat(),
+        [
+            admin(&["member", "set"]),
+            vec![group.into(), agent.into(), "--role".into(), role.into()],
+        ]
+        .concat(),
+        ["login", "--agent-id", agent, "--group", group]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+    ];
+    for args in steps {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let outcome = weft(home, &url, &args);
+        assert!(outcome.0, "{args:?}: {outcome:?}");
+    }
+}

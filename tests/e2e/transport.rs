@@ -5,49 +5,12 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use crate::support::{TestServer, files_under, weft};
+use crate::support::{TestServer, enrol, files_under};
 
 /// Registers agent `w1` in `g1` through the CLI and returns its session token.
 fn session(server: &TestServer, root: &std::path::Path) -> String {
     let home = root.join("home");
-    let url = server.url();
-    let token_file = server.data_dir.join("admin.token");
-    let token_file = token_file.to_str().expect("utf-8");
-    for args in [
-        vec!["keygen"],
-        vec![
-            "admin",
-            "--admin-token-file",
-            token_file,
-            "group",
-            "create",
-            "g1",
-        ],
-        vec![
-            "admin",
-            "--admin-token-file",
-            token_file,
-            "agent",
-            "register",
-            "--agent-id",
-            "w1",
-        ],
-        vec![
-            "admin",
-            "--admin-token-file",
-            token_file,
-            "member",
-            "set",
-            "g1",
-            "w1",
-            "--role",
-            "worker",
-        ],
-        vec!["login", "--agent-id", "w1", "--group", "g1"],
-    ] {
-        let outcome = weft(&home, &url, &args);
-        assert!(outcome.0, "{args:?}: {outcome:?}");
-    }
+    enrol(server, &home, "g1", "w1", "worker");
     let session: serde_json::Value =
         serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
             .expect("json");
