@@ -12,7 +12,7 @@ use weft_api::client::Client;
 use weft_api::session::Role;
 use weft_api::subscription::{Flow, Subscription};
 
-use crate::support::TestServer;
+use crate::support::{TestServer, admin_client, member_session};
 
 fn id(text: &str) -> Id {
     Id::parse("id", text).expect("valid id")
@@ -32,37 +32,25 @@ async fn append(admin: &Client, n: usize) {
     }
 }
 
+/// The agent whose membership changes append Events without touching the reader's session.
+async fn register_churn(admin: &Client) {
+    let key = SigningKey::from_bytes(&[12u8; 32]);
+    admin
+        .register_agent(&id("churn"), &key.verifying_key(), "1")
+        .await
+        .expect("agent");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_survives_a_server_crash_without_skipping_or_repeating() {
     let root = tempfile::tempdir().expect("tempdir");
     let data = root.path().join("data");
     let server = TestServer::start(&data, &[]);
     let address = server.addr.to_string();
-    let admin_token = std::fs::read_to_string(data.join("admin.token")).expect("token");
-    let admin = Client::new(server.url(), Some(admin_token.trim().to_owned()));
-    admin.create_group(&id("g1")).await.expect("group");
-    let reader_key = SigningKey::from_bytes(&[11u8; 32]);
-    admin
-        .register_agent(&id("reader"), &reader_key.verifying_key(), "1")
-        .await
-        .expect("agent");
-    admin
-        .set_membership(&id("g1"), &id("reader"), &[Role::Worker])
-        .await
-        .expect("member");
-    admin
-        .register_agent(
-            &id("churn"),
-            &SigningKey::from_bytes(&[12u8; 32]).verifying_key(),
-            "1",
-        )
-        .await
-        .expect("agent");
-    let grant = Client::new(server.url(), None)
-        .open_session(&reader_key, &id("reader"), &id("g1"))
-        .await
-        .expect("session");
-    let reader = Client::new(server.url(), Some(grant.token));
+    let admin = admin_client(&server);
+    let (_, token) = member_session(&server, &admin, "g1", "reader", Role::Worker, 11).await;
+    register_churn(&admin).await;
+    let reader = Client::new(server.url(), Some(token));
 
     let seen = Arc::new(Mutex::new(Vec::<u64>::new()));
     let target = Arc::new(AtomicU64::new(u64::MAX));
@@ -145,34 +133,9 @@ async fn duplicates_reordering_and_gaps_between_server_and_client() {
     let root = tempfile::tempdir().expect("tempdir");
     let data = root.path().join("data");
     let server = TestServer::start(&data, &[]);
-    let admin_token = std::fs::read_to_string(data.join("admin.token"))
-        .expect("token")
-        .trim()
-        .to_owned();
-    let admin = Client::new(server.url(), Some(admin_token));
-    admin.create_group(&id("g1")).await.expect("group");
-    let key = SigningKey::from_bytes(&[21u8; 32]);
-    admin
-        .register_agent(&id("reader"), &key.verifying_key(), "1")
-        .await
-        .expect("agent");
-    admin
-        .set_membership(&id("g1"), &id("reader"), &[Role::Worker])
-        .await
-        .expect("member");
-    admin
-        .register_agent(
-            &id("churn"),
-            &SigningKey::from_bytes(&[22u8; 32]).verifying_key(),
-            "1",
-        )
-        .await
-        .expect("agent");
-    let token = Client::new(server.url(), None)
-        .open_session(&key, &id("reader"), &id("g1"))
-        .await
-        .expect("session")
-        .token;
+    let admin = admin_client(&server);
+    let (_, token) = member_session(&server, &admin, "g1", "reader", Role::Worker, 21).await;
+    register_churn(&admin).await;
     append(&admin, 80).await;
     let head = admin
         .checkpoint(&id("g1"))

@@ -141,3 +141,37 @@ pub(crate) fn enrol(server: &TestServer, home: &Path, group: &str, agent: &str, 
         assert!(outcome.0, "{args:?}: {outcome:?}");
     }
 }
+
+/// A typed client holding the server's admin token.
+pub(crate) fn admin_client(server: &TestServer) -> weft_api::client::Client {
+    let token = std::fs::read_to_string(server.data_dir.join("admin.token")).expect("admin.token");
+    weft_api::client::Client::new(server.url(), Some(token.trim().to_owned()))
+}
+
+/// Through the API: the Group (created if new), an Agent with a key from `seed`, its
+/// Membership with `role`, and a session. Returns the key and the session token.
+pub(crate) async fn member_session(
+    server: &TestServer,
+    admin: &weft_api::client::Client,
+    group: &str,
+    agent: &str,
+    role: weft_api::session::Role,
+    seed: u8,
+) -> (ed25519_dalek::SigningKey, String) {
+    let id = |text: &str| weft_api::Id::parse("id", text).expect("valid id");
+    let key = ed25519_dalek::SigningKey::from_bytes(&[seed; 32]);
+    admin.create_group(&id(group)).await.expect("group");
+    admin
+        .register_agent(&id(agent), &key.verifying_key(), "1")
+        .await
+        .expect("agent");
+    admin
+        .set_membership(&id(group), &id(agent), &[role])
+        .await
+        .expect("member");
+    let grant = weft_api::client::Client::new(server.url(), None)
+        .open_session(&key, &id(agent), &id(group))
+        .await
+        .expect("session");
+    (key, grant.token)
+}

@@ -11,7 +11,7 @@ use weft_api::manifest::{Classification, Content, Execution, Producer, Tool, Too
 use weft_api::session::Role;
 use weft_api::{ArtifactId, Manifest};
 
-use crate::support::TestServer;
+use crate::support::{TestServer, admin_client, member_session};
 
 fn id(text: &str) -> Id {
     Id::parse("id", text).expect("valid id")
@@ -114,30 +114,8 @@ async fn the_auditor_page_draws_provenance_and_links_nodes() {
     let root = tempfile::tempdir().expect("tempdir");
     let data = root.path().join("data");
     let server = TestServer::start(&data, &[]);
-    let admin = Client::new(
-        server.url(),
-        Some(
-            std::fs::read_to_string(data.join("admin.token"))
-                .expect("token")
-                .trim()
-                .to_owned(),
-        ),
-    );
-    admin.create_group(&id("g1")).await.expect("group");
-    let key = SigningKey::from_bytes(&[31u8; 32]);
-    admin
-        .register_agent(&id("w1"), &key.verifying_key(), "1")
-        .await
-        .expect("agent");
-    admin
-        .set_membership(&id("g1"), &id("w1"), &[Role::Worker])
-        .await
-        .expect("member");
-    let token = Client::new(server.url(), None)
-        .open_session(&key, &id("w1"), &id("g1"))
-        .await
-        .expect("session")
-        .token;
+    let admin = admin_client(&server);
+    let (key, token) = member_session(&server, &admin, "g1", "w1", Role::Worker, 31).await;
     let worker = Client::new(server.url(), Some(token.clone()));
     let input = publish(&worker, &key, b"{\"raw\":1}", &[], root.path()).await;
     let report = publish(&worker, &key, b"{\"report\":1}", &[input], root.path()).await;
