@@ -137,14 +137,32 @@ impl Harness {
     }
 
     async fn admin_json(&self, method: Method, uri: &str, body: Value) -> Answer {
-        let request = Request::builder()
+        self.json_as(method, uri, ADMIN, body, &[]).await
+    }
+
+    /// A JSON request as `token`, with any `extra` headers.
+    async fn json_as(
+        &self,
+        method: Method,
+        uri: &str,
+        token: &str,
+        body: Value,
+        extra: &[(&str, &str)],
+    ) -> Answer {
+        let mut request = Request::builder()
             .method(method)
             .uri(uri)
-            .header("authorization", format!("Bearer {ADMIN}"))
-            .header("content-type", "application/json")
-            .body(Body::from(body.to_string()))
-            .expect("valid request");
-        self.send(request).await
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json");
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        self.send(
+            request
+                .body(Body::from(body.to_string()))
+                .expect("valid request"),
+        )
+        .await
     }
 
     async fn stats(&self) -> Stats {

@@ -131,14 +131,8 @@ async fn acks_move_cursors_forward_only() {
         let ack = |token: String, body: Value| {
             let h = &h;
             async move {
-                let request = Request::builder()
-                    .method(Method::POST)
-                    .uri("/v1/groups/g1/cursors")
-                    .header("authorization", format!("Bearer {token}"))
-                    .header("content-type", "application/json")
-                    .body(Body::from(body.to_string()))
-                    .expect("request");
-                h.send(request).await
+                h.json_as(Method::POST, "/v1/groups/g1/cursors", &token, body, &[])
+                    .await
             }
         };
         let before = h
@@ -317,15 +311,15 @@ async fn idempotency_keys_make_retries_safe() {
         let set_roles = |key: &'static str, roles: Value| {
             let h = &h;
             async move {
-                let request = Request::builder()
-                    .method(Method::PUT)
-                    .uri("/v1/admin/groups/g1/members/w1")
-                    .header("authorization", format!("Bearer {ADMIN}"))
-                    .header("content-type", "application/json")
-                    .header("idempotency-key", key)
-                    .body(Body::from(json!({"roles": roles}).to_string()))
-                    .expect("request");
-                h.send(request).await
+                let body = json!({"roles": roles});
+                h.json_as(
+                    Method::PUT,
+                    "/v1/admin/groups/g1/members/w1",
+                    ADMIN,
+                    body,
+                    &[("idempotency-key", key)],
+                )
+                .await
             }
         };
         // Setting a membership is not idempotent by itself: each call bumps the epoch.

@@ -415,14 +415,14 @@ async fn the_builtin_reviewer_checks_integrity_and_schemas() {
         let h = &h;
         async move {
             let body = json!({"criterion": "ac-1", "artifacts": artifacts, "checks": checks});
-            let request = Request::builder()
-                .method(Method::POST)
-                .uri("/v1/workitems/work-1/review")
-                .header("authorization", format!("Bearer {token}"))
-                .header("content-type", "application/json")
-                .body(Body::from(body.to_string()))
-                .expect("request");
-            h.send(request).await
+            h.json_as(
+                Method::POST,
+                "/v1/workitems/work-1/review",
+                &token,
+                body,
+                &[],
+            )
+            .await
         }
     };
     let answer = review(
