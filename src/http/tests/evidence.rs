@@ -533,3 +533,70 @@ async fn the_builtin_reviewer_checks_integrity_and_schemas() {
     );
     assert_eq!(h.stats().await, before);
 }
+
+/// Schema registration and the reserved authority identity refuse bad input and change nothing.
+#[tokio::test]
+async fn schema_registration_and_reserved_ids_are_checked() {
+    for kind in KINDS {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let schema = h.put(&worker, "g1", br#"{"type":"object"}"#, &[]).await;
+        let before = h.stats().await;
+        for (body, code) in [
+            (
+                json!({"uri": "ftp://example.org/s.json", "artifact": schema}),
+                "bad_request",
+            ),
+            (json!({"uri": "", "artifact": schema}), "bad_request"),
+            (
+                json!({"uri": "https://example.org/s.json", "artifact": digest_of(b"never published").blake3}),
+                "unknown_artifact",
+            ),
+            (
+                json!({"uri": "https://example.org/s.json", "artifact": schema, "extra": 1}),
+                "bad_request",
+            ),
+            (
+                json!({"uri": "https://example.org/s.json", "artifact": "blake3:XYZ"}),
+                "bad_request",
+            ),
+        ] {
+            assert_eq!(
+                h.admin_json(Method::POST, "/v1/admin/schemas", body.clone())
+                    .await
+                    .code(),
+                code,
+                "{body}"
+            );
+        }
+        let as_worker = h
+            .json_as(
+                Method::POST,
+                "/v1/admin/schemas",
+                &worker.token,
+                json!({"uri": "https://example.org/s.json", "artifact": schema}),
+                &[],
+            )
+            .await;
+        assert_eq!(as_worker.code(), "forbidden");
+        // Nobody may register as the server's reviewer, nor with the server's key.
+        let authority_key = h
+            .call(Method::GET, "/v1/authority/keys", None, Body::empty())
+            .await
+            .json()["keys"][0]["publicKey"]
+            .clone();
+        let answer = h
+            .admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": "weft-authority", "publicKey": BASE64.encode([9u8; 32]), "agentCardVersion": "1"}))
+            .await;
+        assert_eq!(answer.code(), "conflict");
+        let answer = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/agents",
+                json!({"agentId": "impostor", "publicKey": authority_key, "agentCardVersion": "1"}),
+            )
+            .await;
+        assert_eq!(answer.code(), "conflict");
+        assert_eq!(h.stats().await, before, "{kind:?}");
+    }
+}
