@@ -79,7 +79,8 @@ pub(crate) fn to_dot(lineage: &Lineage) -> String {
                 "box"
             }
         };
-        for node in [&edge.from, &edge.to] {
+        let (from, to) = (edge.from.name(), edge.to.name());
+        for node in [&from, &to] {
             if !node.starts_with("blake3:") {
                 let _ = writeln!(
                     out,
@@ -92,8 +93,8 @@ pub(crate) fn to_dot(lineage: &Lineage) -> String {
         let _ = writeln!(
             out,
             "  \"{}\" -> \"{}\" [label=\"{}\"];",
-            edge.from.replace('"', "'"),
-            edge.to.replace('"', "'"),
+            from.replace('"', "'"),
+            to.replace('"', "'"),
             edge.kind
         );
     }
@@ -123,8 +124,8 @@ pub(crate) fn to_mermaid(lineage: &Lineage) -> String {
         id_of(&artifact.id.to_string(), &mut out);
     }
     for edge in &lineage.edges {
-        let from = id_of(&edge.from, &mut out);
-        let to = id_of(&edge.to, &mut out);
+        let from = id_of(&edge.from.name(), &mut out);
+        let to = id_of(&edge.to.name(), &mut out);
         let _ = writeln!(out, "  {from} -->|{}| {to}", edge.kind);
     }
     out

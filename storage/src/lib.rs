@@ -471,8 +471,17 @@ impl Store {
         max_depth: u32,
         reader: &Reader,
     ) -> Result<Vec<ArtifactId>, Error> {
+        let (from_digest, to_digest) = (from, to);
         let (from, groups) = self.inner.resolve_for_lineage(from, reader).await?;
         let (to, _) = self.inner.resolve_for_lineage(to, reader).await?;
+        for (id, digest) in [(&from, from_digest), (&to, to_digest)] {
+            if !self.inner.lineage.sees(id, groups.as_deref()) {
+                return Err(Error::reject(
+                    weft_api::ErrorCode::NotFound,
+                    format!("no artifact {digest} is visible to you"),
+                ));
+            }
+        }
         self.inner
             .lineage
             .path(&from, &to, max_depth, groups.as_deref())

@@ -11,12 +11,25 @@
 //! limit and by a time budget, and skips nodes the caller may not read: they are counted in
 //! `withheld`, never named, and never traversed through (CTX-5).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use weft_api::ArtifactId;
+
+/// Hash sets and maps for the index and its walks: keys are small integers or BLAKE3 ids, so a
+/// fast, randomly seeded hasher instead of SipHash.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
+
+/// `Node::group` when an artifact's manifests span several Groups (or it has none yet): the
+/// manifests themselves must be consulted.
+const MIXED: u32 = u32::MAX;
+/// The end of a manifest chain.
+const NO_MANIFEST: u32 = u32::MAX;
 
 /// One manifest's key fields, as the index keeps them (strings interned).
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +44,8 @@ struct ManifestNode {
     work_item_label: u32,
     mission_label: u32,
     agent_label: u32,
+    /// The same artifact's next manifest, or `NO_MANIFEST`.
+    next: u32,
 }
 
 /// A publication, as added to the index.
@@ -48,25 +63,34 @@ pub(crate) struct Publication {
     pub(crate) sources: Vec<ArtifactId>,
 }
 
+/// One artifact. What a walk reads for every node it touches sits in this one record, so a
+/// step costs a cache miss or two, not one per parallel array.
+#[derive(Debug)]
+struct Node {
+    /// The Group all of this artifact's manifests are in, or `MIXED`.
+    group: u32,
+    /// Head of this artifact's manifest chain in `Graph::manifests`.
+    first_manifest: u32,
+    /// derivedFrom: `(source, manifest that declared the edge)`, the manifest being this
+    /// artifact's (so `asOf` can tell when each edge appeared).
+    sources: Vec<(u32, u32)>,
+    /// The reverse: `(derived artifact, the derived artifact's manifest that declared it)`.
+    derived: Vec<(u32, u32)>,
+    size: u64,
+    id: ArtifactId,
+}
+
 #[derive(Debug, Default)]
 struct Graph {
-    index: HashMap<ArtifactId, u32>,
-    ids: Vec<ArtifactId>,
-    /// `blake3:<hex>` of each artifact, computed once so answers share it.
-    names: Vec<Arc<str>>,
-    sizes: Vec<u64>,
-    manifests: Vec<Vec<ManifestNode>>,
-    /// derivedFrom: artifact → `(source, slot)`, where `slot` indexes the artifact's manifest
-    /// that declared the edge (so `asOf` can tell when each edge appeared).
-    sources: Vec<Vec<(u32, u32)>>,
-    /// The reverse: artifact → `(derived artifact, slot in the derived artifact's manifests)`.
-    derived: Vec<Vec<(u32, u32)>>,
+    index: FastMap<ArtifactId, u32>,
+    nodes: Vec<Node>,
+    manifests: Vec<ManifestNode>,
     /// WorkItem / Mission (interned) → artifacts published in it.
-    by_work_item: HashMap<u32, Vec<u32>>,
-    by_mission: HashMap<u32, Vec<u32>>,
+    by_work_item: FastMap<u32, Vec<u32>>,
+    by_mission: FastMap<u32, Vec<u32>>,
     /// Interned names; answers share them instead of copying.
     strings: Vec<Arc<str>>,
-    string_index: HashMap<Arc<str>, u32>,
+    string_index: FastMap<Arc<str>, u32>,
 }
 
 impl Graph {
@@ -85,15 +109,28 @@ impl Graph {
         if let Some(&n) = self.index.get(&id) {
             return n;
         }
-        let n = self.ids.len() as u32;
+        let n = self.nodes.len() as u32;
         self.index.insert(id, n);
-        self.ids.push(id);
-        self.names.push(Arc::from(id.to_string()));
-        self.sizes.push(0);
-        self.manifests.push(Vec::new());
-        self.sources.push(Vec::new());
-        self.derived.push(Vec::new());
+        self.nodes.push(Node {
+            group: MIXED,
+            first_manifest: NO_MANIFEST,
+            sources: Vec::new(),
+            derived: Vec::new(),
+            size: 0,
+            id,
+        });
         n
+    }
+
+    /// The manifests of node `n`, oldest first.
+    fn manifests_of(&self, n: u32) -> impl Iterator<Item = (u32, &ManifestNode)> {
+        let mut at = self.nodes[n as usize].first_manifest;
+        std::iter::from_fn(move || {
+            let index = at;
+            let manifest = self.manifests.get(index as usize)?;
+            at = manifest.next;
+            Some((index, manifest))
+        })
     }
 
     /// Interned `kind:name` node label (e.g. `workItem:w-1`).
@@ -103,10 +140,10 @@ impl Graph {
 
     fn add(&mut self, publication: &Publication) {
         let node = self.node(publication.artifact);
-        self.sizes[node as usize] = publication.size;
-        if self.manifests[node as usize]
-            .iter()
-            .any(|m| m.manifest_id == publication.manifest_id)
+        self.nodes[node as usize].size = publication.size;
+        if self
+            .manifests_of(node)
+            .any(|(_, m)| m.manifest_id == publication.manifest_id)
         {
             return;
         }
@@ -121,6 +158,7 @@ impl Graph {
             work_item_label: self.label("workItem", &publication.work_item),
             mission_label: self.label("mission", &publication.mission),
             agent_label: self.label("agent", &publication.producer),
+            next: NO_MANIFEST,
         };
         self.by_work_item
             .entry(manifest.work_item)
@@ -130,31 +168,72 @@ impl Graph {
             .entry(manifest.mission)
             .or_default()
             .push(node);
-        let slot = self.manifests[node as usize].len() as u32;
-        self.manifests[node as usize].push(manifest);
+        let index = self.manifests.len() as u32;
+        self.manifests.push(manifest);
+        // Append to the chain, keeping manifests oldest first.
+        match self.manifests_of(node).last().map(|(last, _)| last) {
+            Some(last) => self.manifests[last as usize].next = index,
+            None => {
+                self.nodes[node as usize].first_manifest = index;
+                self.nodes[node as usize].group = manifest.group;
+            }
+        }
+        if self.nodes[node as usize].group != manifest.group {
+            self.nodes[node as usize].group = MIXED;
+        }
         for source in &publication.sources {
             let source = self.node(*source);
-            self.sources[node as usize].push((source, slot));
-            self.derived[source as usize].push((node, slot));
+            self.nodes[node as usize].sources.push((source, index));
+            self.nodes[source as usize].derived.push((node, index));
         }
     }
 }
 
-/// What a query may see: the reader's Groups (`None`: all) and, with `asOf`, only what one
-/// Group's log held up to a sequence.
+/// What a query may see: the reader's Groups (`None`: all; sorted) and, with `asOf`, only what
+/// one Group's log held up to a sequence.
 #[derive(Clone, Copy, Debug)]
 struct View<'a> {
-    groups: Option<&'a HashSet<u32>>,
+    groups: Option<&'a [u32]>,
     as_of: Option<(u32, u64)>,
 }
 
 impl View<'_> {
-    fn passes(&self, manifest: &ManifestNode) -> bool {
+    fn group_ok(&self, group: u32) -> bool {
         self.groups
-            .is_none_or(|groups| groups.contains(&manifest.group))
+            .is_none_or(|groups| groups.binary_search(&group).is_ok())
+    }
+
+    fn passes(&self, manifest: &ManifestNode) -> bool {
+        self.group_ok(manifest.group)
             && self.as_of.is_none_or(|(group, sequence)| {
                 manifest.group == group && manifest.sequence <= sequence
             })
+    }
+
+    /// Whether this view sees artifact `n`: one of its manifests passes.
+    fn sees(&self, graph: &Graph, n: u32) -> bool {
+        let group = graph.nodes[n as usize].group;
+        if self.as_of.is_none() && group != MIXED {
+            return self.group_ok(group);
+        }
+        graph.manifests_of(n).any(|(_, m)| self.passes(m))
+    }
+
+    /// Whether the manifest that declared an edge is in this view (`declared_by` is the
+    /// artifact it belongs to).
+    fn sees_edge(&self, graph: &Graph, declared_by: u32, manifest: u32) -> bool {
+        let group = graph.nodes[declared_by as usize].group;
+        if self.as_of.is_none() && group != MIXED {
+            return self.group_ok(group);
+        }
+        self.passes(&graph.manifests[manifest as usize])
+    }
+
+    fn timeless(self) -> Self {
+        View {
+            groups: self.groups,
+            as_of: None,
+        }
     }
 }
 
@@ -214,11 +293,45 @@ pub struct ManifestSummary {
     pub sequence: u64,
 }
 
+/// An end of a typed edge: an artifact (named `blake3:<hex>`) or a WorkItem, Mission or Agent
+/// (named `workItem:<id>`, `mission:<id>`, `agent:<id>`). Serialized as that name; artifacts
+/// stay 32 bytes until then, so answers build no strings.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeRef {
+    Artifact(ArtifactId),
+    Named(Arc<str>),
+}
+
+impl NodeRef {
+    /// The node's name, as in the JSON answer.
+    pub fn name(&self) -> Cow<'_, str> {
+        match self {
+            NodeRef::Artifact(id) => Cow::Owned(id.to_string()),
+            NodeRef::Named(name) => Cow::Borrowed(name),
+        }
+    }
+}
+
+impl fmt::Display for NodeRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeRef::Artifact(id) => fmt::Display::fmt(id, f),
+            NodeRef::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+impl Serialize for NodeRef {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// A typed edge of the answer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Edge {
-    pub from: Arc<str>,
-    pub to: Arc<str>,
+    pub from: NodeRef,
+    pub to: NodeRef,
     #[serde(rename = "type")]
     pub kind: &'static str,
 }
@@ -266,13 +379,22 @@ impl Index {
     /// Bytes the index takes, roughly (for the benchmark's report).
     pub(crate) fn approximate_bytes(&self) -> usize {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
-        let n = graph.ids.len();
-        let edges: usize = graph.sources.iter().map(Vec::capacity).sum::<usize>()
-            + graph.derived.iter().map(Vec::capacity).sum::<usize>();
-        let manifests: usize = graph.manifests.iter().map(Vec::capacity).sum();
-        n * (32 + 8 + 3 * 24 + 48)
-            + edges * 4
-            + manifests * std::mem::size_of::<ManifestNode>()
+        let edges: usize = graph
+            .nodes
+            .iter()
+            .map(|n| n.sources.capacity() + n.derived.capacity())
+            .sum();
+        let scopes: usize = graph
+            .by_work_item
+            .values()
+            .chain(graph.by_mission.values())
+            .map(Vec::capacity)
+            .sum();
+        graph.nodes.capacity() * std::mem::size_of::<Node>()
+            + graph.index.capacity() * (std::mem::size_of::<(ArtifactId, u32)>() + 1)
+            + graph.manifests.capacity() * std::mem::size_of::<ManifestNode>()
+            + (edges * 2) * std::mem::size_of::<u32>()
+            + scopes * std::mem::size_of::<u32>()
             + graph
                 .strings
                 .iter()
@@ -280,17 +402,20 @@ impl Index {
                 .sum::<usize>()
     }
 
-    /// Whether `view` can see node `n`.
-    fn visible(graph: &Graph, n: u32, view: View<'_>) -> bool {
-        graph.manifests[n as usize].iter().any(|m| view.passes(m))
+    /// The reader's Groups as the index's sorted interned ids (`None`: all).
+    fn groups_of(graph: &Graph, reader_groups: Option<&[String]>) -> Option<Vec<u32>> {
+        reader_groups.map(|groups| {
+            let mut ids: Vec<u32> = groups
+                .iter()
+                .filter_map(|g| graph.string_index.get(g.as_str()).copied())
+                .collect();
+            ids.sort_unstable();
+            ids
+        })
     }
 
     /// The view of a query: `None` if its `asOf` Group is unknown (nothing passes).
-    fn view<'a>(
-        graph: &Graph,
-        groups: Option<&'a HashSet<u32>>,
-        query: &Query,
-    ) -> Option<View<'a>> {
+    fn view<'a>(graph: &Graph, groups: Option<&'a [u32]>, query: &Query) -> Option<View<'a>> {
         let as_of = match &query.as_of {
             None => None,
             Some((group, sequence)) => Some((*graph.string_index.get(group.as_str())?, *sequence)),
@@ -298,16 +423,19 @@ impl Index {
         Some(View { groups, as_of })
     }
 
-    fn groups_of(graph: &Graph, reader_groups: Option<&[String]>) -> Option<HashSet<u32>> {
-        reader_groups.map(|groups| {
-            groups
-                .iter()
-                .filter_map(|g| graph.string_index.get(g.as_str()).copied())
-                .collect()
-        })
+    /// Whether a reader with these Groups (`None`: all) can see artifact `id`.
+    pub(crate) fn sees(&self, id: &ArtifactId, reader_groups: Option<&[String]>) -> bool {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let groups = Self::groups_of(&graph, reader_groups);
+        let view = View {
+            groups: groups.as_deref(),
+            as_of: None,
+        };
+        graph.index.get(id).is_some_and(|&n| view.sees(&graph, n))
     }
 
-    /// Ancestors and/or descendants of `root`, bounded; see the module docs.
+    /// Ancestors and/or descendants of `root`, bounded; see the module docs. `None` if the
+    /// reader cannot see `root`.
     pub(crate) fn traverse(
         &self,
         root: &ArtifactId,
@@ -317,8 +445,8 @@ impl Index {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let &start = graph.index.get(root)?;
         let groups = Self::groups_of(&graph, reader_groups);
-        let view = Self::view(&graph, groups.as_ref(), query)?;
-        if !Self::visible(&graph, start, view) {
+        let view = Self::view(&graph, groups.as_deref(), query)?;
+        if !view.sees(&graph, start) {
             return None;
         }
         let mut answer = Self::walk(&graph, vec![start], query, view);
@@ -337,7 +465,7 @@ impl Index {
     ) -> Option<Lineage> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let groups = Self::groups_of(&graph, reader_groups);
-        let view = Self::view(&graph, groups.as_ref(), query)?;
+        let view = Self::view(&graph, groups.as_deref(), query)?;
         let &interned = graph.string_index.get(name)?;
         let members = match scope {
             Scope::WorkItem => graph.by_work_item.get(&interned)?,
@@ -345,7 +473,7 @@ impl Index {
         };
         let mut starts: Vec<u32> = Vec::new();
         for &node in members {
-            let in_scope = graph.manifests[node as usize].iter().any(|m| {
+            let in_scope = graph.manifests_of(node).any(|(_, m)| {
                 view.passes(m)
                     && match scope {
                         Scope::WorkItem => m.work_item == interned,
@@ -364,7 +492,8 @@ impl Index {
         Some(Self::walk(&graph, starts, &query, view))
     }
 
-    /// Breadth-first from `starts` (all at depth 0).
+    /// Breadth-first from `starts` (all at depth 0). `reached` is both the BFS queue and the
+    /// answer's order: nodes are appended when first discovered and expanded in that order.
     fn walk(graph: &Graph, starts: Vec<u32>, query: &Query, view: View<'_>) -> Lineage {
         let wanted = |kind: &str| {
             query
@@ -378,86 +507,119 @@ impl Index {
             Some(0)
         };
         let started = Instant::now();
+        let page_end = query.skip.saturating_add(query.limit);
         let mut answer = Lineage::default();
-        let mut seen: HashSet<u32> = starts.iter().copied().collect();
-        let mut withheld: HashSet<u32> = HashSet::new();
-        let mut queue: VecDeque<(u32, u32)> = starts.iter().map(|&s| (s, 0)).collect();
+        // node → its position in `reached`
+        let mut position: FastMap<u32, u32> = FastMap::default();
         let mut reached: Vec<(u32, u32)> = Vec::new();
-        let mut edges: Vec<(u32, u32)> = Vec::new();
-        while let Some((node, depth)) = queue.pop_front() {
-            reached.push((node, depth));
-            if reached.len() > query.skip + query.limit {
-                answer.truncated = true;
-                break;
-            }
-            if reached.len().is_multiple_of(1024) && started.elapsed() > query.budget {
+        for &s in &starts {
+            position.insert(s, reached.len() as u32);
+            reached.push((s, 0));
+        }
+        let mut withheld: FastSet<u32> = FastSet::default();
+        // (derived artifact, source), both reached
+        let mut derivations: Vec<(u32, u32)> = Vec::new();
+        let timeless = view.timeless();
+        let ancestors = matches!(query.direction, Direction::Ancestors | Direction::Both);
+        let descendants = matches!(query.direction, Direction::Descendants | Direction::Both);
+        let mut head = 0;
+        while head < reached.len().min(page_end) {
+            let (node, depth) = reached[head];
+            head += 1;
+            if head.is_multiple_of(1024) && started.elapsed() > query.budget {
                 answer.truncated = true;
                 break;
             }
             if max_depth.is_some_and(|max| depth >= max) {
                 continue;
             }
-            // (neighbour, is a source, the manifest that declared the edge: (artifact, slot))
-            let mut neighbours: Vec<(u32, bool, u32, u32)> = Vec::new();
-            if matches!(query.direction, Direction::Ancestors | Direction::Both) {
-                neighbours.extend(
-                    graph.sources[node as usize]
-                        .iter()
-                        .map(|&(s, slot)| (s, true, node, slot)),
-                );
-            }
-            if matches!(query.direction, Direction::Descendants | Direction::Both) {
-                neighbours.extend(
-                    graph.derived[node as usize]
-                        .iter()
-                        .map(|&(d, slot)| (d, false, d, slot)),
-                );
-            }
-            let without_time = View {
-                groups: view.groups,
-                as_of: None,
-            };
-            for (next, is_source, declared_by, slot) in neighbours {
-                if !view.passes(&graph.manifests[declared_by as usize][slot as usize]) {
+            let record = &graph.nodes[node as usize];
+            // (neighbour, is a source, the artifact whose manifest declared the edge, manifest)
+            let up = record
+                .sources
+                .iter()
+                .filter(|_| ancestors)
+                .map(|&(s, m)| (s, true, node, m));
+            let down = record
+                .derived
+                .iter()
+                .filter(|_| descendants)
+                .map(|&(d, m)| (d, false, d, m));
+            for (next, is_source, declared_by, manifest) in up.chain(down) {
+                if !view.sees_edge(graph, declared_by, manifest) {
                     continue; // declared in a Group or at a time this view does not include
                 }
-                if !Self::visible(graph, next, without_time) {
-                    withheld.insert(next);
-                    continue;
+                let seen = match position.get(&next) {
+                    Some(_) => true,
+                    None if !timeless.sees(graph, next) => {
+                        withheld.insert(next);
+                        continue;
+                    }
+                    None if !view.sees(graph, next) => continue, // published after `asOf`
+                    None if reached.len() > page_end => {
+                        answer.truncated = true; // beyond this page: not needed
+                        continue;
+                    }
+                    None => false,
+                };
+                if !seen {
+                    position.insert(next, reached.len() as u32);
+                    reached.push((next, depth + 1));
                 }
-                if !Self::visible(graph, next, view) {
-                    continue; // published after `asOf`
-                }
-                edges.push(if is_source {
+                derivations.push(if is_source {
                     (node, next)
                 } else {
                     (next, node)
                 });
-                if seen.insert(next) {
-                    queue.push_back((next, depth + 1));
-                }
             }
         }
-        if answer.truncated {
-            let next_skip = (query.skip + query.limit).min(reached.len());
-            answer.cursor = Some(next_skip.to_string());
+        if reached.len() > page_end {
+            answer.truncated = true;
         }
-        let page: Vec<(u32, u32)> = reached
-            .into_iter()
-            .skip(query.skip)
-            .take(query.limit)
-            .collect();
-        let in_page: HashSet<u32> = page.iter().map(|(n, _)| *n).collect();
-        // Edges to WorkItems, Missions and Agents, deduplicated by interned ids; answers share
-        // the index's names instead of building strings.
-        let mut typed_seen: HashSet<(u32, u32, u8)> = HashSet::new();
-        let (mut work_items, mut missions, mut agents) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut seen_work_items, mut seen_missions, mut seen_agents) =
-            (HashSet::new(), HashSet::new(), HashSet::new());
+        if answer.truncated {
+            answer.cursor = Some(page_end.min(reached.len()).to_string());
+        }
+        let page = reached
+            .get(query.skip..page_end.min(reached.len()))
+            .unwrap_or_default();
+        let in_page = |n: u32| {
+            position
+                .get(&n)
+                .is_some_and(|&p| (query.skip..page_end).contains(&(p as usize)))
+        };
+        Self::describe(graph, page, view, &mut answer);
+        let mut derived_seen: FastSet<(u32, u32)> = FastSet::default();
+        for (child, source) in derivations {
+            if in_page(child) && in_page(source) && derived_seen.insert((child, source)) {
+                answer.edges.push(Edge {
+                    from: NodeRef::Artifact(graph.nodes[child as usize].id),
+                    to: NodeRef::Artifact(graph.nodes[source as usize].id),
+                    kind: "derivedFrom",
+                });
+            }
+        }
+        answer.withheld = withheld.len();
+        answer.edges.retain(|edge| wanted(edge.kind));
+        answer
+    }
+
+    /// The page's artifacts with their visible manifests, and the WorkItems, Missions and
+    /// Agents behind them with their typed edges (deduplicated by interned id; the answer
+    /// shares the index's names instead of building strings).
+    fn describe(graph: &Graph, page: &[(u32, u32)], view: View<'_>, answer: &mut Lineage) {
         let name = |n: u32| Arc::clone(&graph.strings[n as usize]);
-        for (node, depth) in &page {
-            let mut manifests = Vec::new();
-            for m in &graph.manifests[*node as usize] {
+        let label = |n: u32| NodeRef::Named(name(n));
+        let mut part_of: FastSet<(u32, u32)> = FastSet::default();
+        let (mut work_items, mut missions, mut agents): (FastSet<u32>, FastSet<u32>, FastSet<u32>) =
+            Default::default();
+        answer.artifacts.reserve(page.len());
+        for &(node, depth) in page {
+            let record = &graph.nodes[node as usize];
+            let artifact = NodeRef::Artifact(record.id);
+            let mut manifests = Vec::with_capacity(1);
+            // (work item label, agent label) already linked to this artifact
+            let mut linked: Vec<(u32, u32)> = Vec::new();
+            for (_, m) in graph.manifests_of(node) {
                 if !view.passes(m) {
                     continue;
                 }
@@ -470,64 +632,45 @@ impl Index {
                     media_type: name(m.media_type),
                     sequence: m.sequence,
                 });
-                let artifact = Arc::clone(&graph.names[*node as usize]);
-                if typed_seen.insert((*node, m.work_item_label, 0)) {
+                if !linked.iter().any(|&(w, _)| w == m.work_item_label) {
                     answer.edges.push(Edge {
-                        from: Arc::clone(&artifact),
-                        to: name(m.work_item_label),
+                        from: artifact.clone(),
+                        to: label(m.work_item_label),
                         kind: "generatedBy",
                     });
                 }
-                if typed_seen.insert((m.work_item_label, m.mission_label, 1)) {
+                if part_of.insert((m.work_item_label, m.mission_label)) {
                     answer.edges.push(Edge {
-                        from: name(m.work_item_label),
-                        to: name(m.mission_label),
+                        from: label(m.work_item_label),
+                        to: label(m.mission_label),
                         kind: "partOf",
                     });
                 }
-                if typed_seen.insert((*node, m.agent_label, 2)) {
+                if !linked.iter().any(|&(_, a)| a == m.agent_label) {
                     answer.edges.push(Edge {
-                        from: artifact,
-                        to: name(m.agent_label),
+                        from: artifact.clone(),
+                        to: label(m.agent_label),
                         kind: "attributedTo",
                     });
                 }
-                if seen_work_items.insert(m.work_item) {
-                    work_items.push(name(m.work_item));
+                linked.push((m.work_item_label, m.agent_label));
+                if work_items.insert(m.work_item) {
+                    answer.work_items.push(name(m.work_item));
                 }
-                if seen_missions.insert(m.mission) {
-                    missions.push(name(m.mission));
+                if missions.insert(m.mission) {
+                    answer.missions.push(name(m.mission));
                 }
-                if seen_agents.insert(m.producer) {
-                    agents.push(name(m.producer));
+                if agents.insert(m.producer) {
+                    answer.agents.push(name(m.producer));
                 }
             }
             answer.artifacts.push(ArtifactNode {
-                id: graph.ids[*node as usize],
-                depth: *depth,
-                size: graph.sizes[*node as usize],
+                id: record.id,
+                depth,
+                size: record.size,
                 manifests,
             });
         }
-        let mut derived_seen: HashSet<(u32, u32)> = HashSet::new();
-        for (child, source) in edges {
-            if in_page.contains(&child)
-                && in_page.contains(&source)
-                && derived_seen.insert((child, source))
-            {
-                answer.edges.push(Edge {
-                    from: Arc::clone(&graph.names[child as usize]),
-                    to: Arc::clone(&graph.names[source as usize]),
-                    kind: "derivedFrom",
-                });
-            }
-        }
-        answer.work_items = work_items;
-        answer.missions = missions;
-        answer.agents = agents;
-        answer.withheld = withheld.len();
-        answer.edges.retain(|edge| wanted(edge.kind));
-        answer
     }
 
     /// One shortest derivation path between two artifacts (either direction), within
@@ -542,23 +685,24 @@ impl Index {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let groups = Self::groups_of(&graph, reader_groups);
         let view = View {
-            groups: groups.as_ref(),
+            groups: groups.as_deref(),
             as_of: None,
         };
         let (&start, &goal) = (graph.index.get(from)?, graph.index.get(to)?);
-        if !Self::visible(&graph, start, view) || !Self::visible(&graph, goal, view) {
+        if !view.sees(&graph, start) || !view.sees(&graph, goal) {
             return None;
         }
         for towards_sources in [true, false] {
-            let mut parent: HashMap<u32, u32> = HashMap::from([(start, start)]);
-            let mut queue = VecDeque::from([(start, 0u32)]);
+            let mut parent: FastMap<u32, u32> = FastMap::default();
+            parent.insert(start, start);
+            let mut queue = std::collections::VecDeque::from([(start, 0u32)]);
             while let Some((node, depth)) = queue.pop_front() {
                 if node == goal {
-                    let mut path = vec![graph.ids[node as usize]];
+                    let mut path = vec![graph.nodes[node as usize].id];
                     let mut at = node;
                     while at != start {
                         at = parent[&at];
-                        path.push(graph.ids[at as usize]);
+                        path.push(graph.nodes[at as usize].id);
                     }
                     path.reverse();
                     return Some(path);
@@ -566,13 +710,14 @@ impl Index {
                 if depth >= max_depth {
                     continue;
                 }
+                let record = &graph.nodes[node as usize];
                 let next = if towards_sources {
-                    &graph.sources[node as usize]
+                    &record.sources
                 } else {
-                    &graph.derived[node as usize]
+                    &record.derived
                 };
                 for &(n, _) in next {
-                    if Self::visible(&graph, n, view) && !parent.contains_key(&n) {
+                    if view.sees(&graph, n) && !parent.contains_key(&n) {
                         parent.insert(n, node);
                         queue.push_back((n, depth + 1));
                     }

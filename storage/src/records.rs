@@ -989,34 +989,29 @@ impl Inner {
         }
     }
 
-    /// The blake3 id of a visible artifact and the reader's Groups (`None`: all), for lineage.
+    /// The blake3 id named by `digest` and the reader's Groups (`None`: all), for lineage.
+    /// Whether the reader may see the artifact is the lineage index's answer (it holds every
+    /// published artifact's Groups), so a `blake3:` name costs no database read; a `sha256:`
+    /// alias is looked up.
     pub(crate) async fn resolve_for_lineage(
         &self,
         digest: Digest,
         reader: &Reader,
     ) -> Result<(ArtifactId, Option<Vec<String>>), Error> {
-        let reader = reader.clone();
-        self.db
-            .read(move |conn| {
-                let not_found = || {
+        let id = match digest {
+            Digest::Blake3(id) => id,
+            Digest::Sha256(_) => self
+                .db
+                .read(move |conn| Ok(blob_row(conn, &digest)?.map(|(digests, _)| digests.blake3)))
+                .await?
+                .ok_or_else(|| {
                     reject(
                         ErrorCode::NotFound,
                         format!("no artifact {digest} is visible to you"),
                     )
-                };
-                let Some((digests, _)) = blob_row(conn, &digest)? else {
-                    return Err(not_found());
-                };
-                if !can_read_artifact(conn, &reader, &digests.blake3)? {
-                    return Err(not_found());
-                }
-                let groups = match &reader {
-                    Reader::Admin => None,
-                    Reader::Agent(agent) => Some(member_groups(conn, agent.as_str())?),
-                };
-                Ok((digests.blake3, groups))
-            })
-            .await
+                })?,
+        };
+        Ok((id, self.reader_groups(reader)))
     }
 
     pub(crate) async fn artifact(
