@@ -11,8 +11,6 @@ use weft_api::{Digest, Id};
 use weft_storage::bench_support::{cte_lineage, load_synthetic_dag};
 use weft_storage::{Direction, LineageQuery, Reader};
 
-const QUERIES: usize = 300;
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
 }
@@ -27,6 +25,12 @@ async fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    // For profiling the index alone: `WEFT_BENCH_INDEX_ONLY=1` skips the CTE side.
+    let index_only = std::env::var_os("WEFT_BENCH_INDEX_ONLY").is_some();
+    let queries: usize = std::env::var("WEFT_BENCH_QUERIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
     let dir = tempfile::tempdir()?;
     let store = weft_storage::Store::open(weft_storage::Options::on_disk(dir.path())).await?;
     eprintln!("loading {n} artifacts …");
@@ -55,10 +59,10 @@ async fn main() -> anyhow::Result<()> {
         ("ancestors, unbounded", false, None),
         ("descendants, unbounded", true, None),
     ] {
-        let mut index_times = Vec::with_capacity(QUERIES);
-        let mut cte_times = Vec::with_capacity(QUERIES);
+        let mut index_times = Vec::with_capacity(queries);
+        let mut cte_times = Vec::with_capacity(queries);
         let mut state = 0x2545_F491_4F6C_DD1Du64;
-        for _ in 0..QUERIES {
+        for _ in 0..queries {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
@@ -86,7 +90,11 @@ async fn main() -> anyhow::Result<()> {
             let answer = store.lineage(Digest::Blake3(root), query, &reader).await?;
             index_times.push(started.elapsed());
             let started = Instant::now();
-            let reached = cte_lineage(&store, root, descendants, depth, 1001, &reader).await?;
+            let reached = if index_only {
+                0
+            } else {
+                cte_lineage(&store, root, descendants, depth, 1001, &reader).await?
+            };
             cte_times.push(started.elapsed());
             std::hint::black_box((answer.artifacts.len(), reached));
         }

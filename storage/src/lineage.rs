@@ -63,6 +63,23 @@ pub(crate) struct Publication {
     pub(crate) sources: Vec<ArtifactId>,
 }
 
+/// How many steps of a walk are loaded together (see `Index::walk`).
+const STEP_BATCH: usize = 32;
+
+/// One step of a walk: from `node` (reached at `depth`) along an edge to `next`.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    node: u32,
+    depth: u32,
+    next: u32,
+    is_source: bool,
+    /// The artifact whose manifest declared the edge, and that manifest.
+    declared_by: u32,
+    manifest: u32,
+    /// `next`'s `Node::group`, loaded with the rest of its batch.
+    group: u32,
+}
+
 /// One artifact. What a walk reads for every node it touches sits in this one record, so a
 /// step costs a cache miss or two, not one per parallel array.
 #[derive(Debug)]
@@ -212,17 +229,20 @@ impl View<'_> {
 
     /// Whether this view sees artifact `n`: one of its manifests passes.
     fn sees(&self, graph: &Graph, n: u32) -> bool {
-        let group = graph.nodes[n as usize].group;
+        self.sees_with(graph, n, graph.nodes[n as usize].group)
+    }
+
+    /// `sees`, with `n`'s `Node::group` already loaded.
+    fn sees_with(&self, graph: &Graph, n: u32, group: u32) -> bool {
         if self.as_of.is_none() && group != MIXED {
             return self.group_ok(group);
         }
         graph.manifests_of(n).any(|(_, m)| self.passes(m))
     }
 
-    /// Whether the manifest that declared an edge is in this view (`declared_by` is the
-    /// artifact it belongs to).
-    fn sees_edge(&self, graph: &Graph, declared_by: u32, manifest: u32) -> bool {
-        let group = graph.nodes[declared_by as usize].group;
+    /// Whether `manifest`, which declared an edge, is in this view (`group` is the
+    /// `Node::group` of the artifact it belongs to).
+    fn sees_edge(&self, graph: &Graph, group: u32, manifest: u32) -> bool {
         if self.as_of.is_none() && group != MIXED {
             return self.group_ok(group);
         }
@@ -522,40 +542,93 @@ impl Index {
         let timeless = view.timeless();
         let ancestors = matches!(query.direction, Direction::Ancestors | Direction::Both);
         let descendants = matches!(query.direction, Direction::Descendants | Direction::Both);
-        let mut head = 0;
-        while head < reached.len().min(page_end) {
-            let (node, depth) = reached[head];
-            head += 1;
-            if head.is_multiple_of(1024) && started.elapsed() > query.budget {
-                answer.truncated = true;
+        // Steps are taken in batches: the neighbours' records are loaded in one tight loop
+        // first, so the cache misses of a wide frontier overlap instead of queueing one
+        // behind another, then the batch is processed in order (the same order as one node
+        // at a time).
+        let mut batch: Vec<Step> = Vec::with_capacity(STEP_BATCH);
+        let (mut head, mut next_edge) = (0usize, 0usize);
+        'walk: loop {
+            batch.clear();
+            while batch.len() < STEP_BATCH && head < reached.len().min(page_end) {
+                let (node, depth) = reached[head];
+                if next_edge == 0 {
+                    if (head + 1).is_multiple_of(1024) && started.elapsed() > query.budget {
+                        answer.truncated = true;
+                        break 'walk;
+                    }
+                    if max_depth.is_some_and(|max| depth >= max) {
+                        head += 1;
+                        continue;
+                    }
+                }
+                let record = &graph.nodes[node as usize];
+                let up: &[(u32, u32)] = if ancestors { &record.sources } else { &[] };
+                let down: &[(u32, u32)] = if descendants { &record.derived } else { &[] };
+                let total = up.len() + down.len();
+                while next_edge < total && batch.len() < STEP_BATCH {
+                    let step = match up.get(next_edge) {
+                        Some(&(source, manifest)) => Step {
+                            node,
+                            depth,
+                            next: source,
+                            is_source: true,
+                            declared_by: node,
+                            manifest,
+                            group: MIXED,
+                        },
+                        None => {
+                            let (derived, manifest) = down[next_edge - up.len()];
+                            Step {
+                                node,
+                                depth,
+                                next: derived,
+                                is_source: false,
+                                declared_by: derived,
+                                manifest,
+                                group: MIXED,
+                            }
+                        }
+                    };
+                    batch.push(step);
+                    next_edge += 1;
+                }
+                if next_edge == total {
+                    head += 1;
+                    next_edge = 0;
+                }
+            }
+            if batch.is_empty() {
                 break;
             }
-            if max_depth.is_some_and(|max| depth >= max) {
-                continue;
+            for step in &mut batch {
+                step.group = graph.nodes[step.next as usize].group;
             }
-            let record = &graph.nodes[node as usize];
-            // (neighbour, is a source, the artifact whose manifest declared the edge, manifest)
-            let up = record
-                .sources
-                .iter()
-                .filter(|_| ancestors)
-                .map(|&(s, m)| (s, true, node, m));
-            let down = record
-                .derived
-                .iter()
-                .filter(|_| descendants)
-                .map(|&(d, m)| (d, false, d, m));
-            for (next, is_source, declared_by, manifest) in up.chain(down) {
-                if !view.sees_edge(graph, declared_by, manifest) {
+            for step in &batch {
+                let Step {
+                    node,
+                    depth,
+                    next,
+                    is_source,
+                    declared_by,
+                    manifest,
+                    group,
+                } = *step;
+                let declared_group = if is_source {
+                    graph.nodes[declared_by as usize].group
+                } else {
+                    group
+                };
+                if !view.sees_edge(graph, declared_group, manifest) {
                     continue; // declared in a Group or at a time this view does not include
                 }
                 let seen = match position.get(&next) {
                     Some(_) => true,
-                    None if !timeless.sees(graph, next) => {
+                    None if !timeless.sees_with(graph, next, group) => {
                         withheld.insert(next);
                         continue;
                     }
-                    None if !view.sees(graph, next) => continue, // published after `asOf`
+                    None if !view.sees_with(graph, next, group) => continue, // after `asOf`
                     None if reached.len() > page_end => {
                         answer.truncated = true; // beyond this page: not needed
                         continue;
@@ -609,18 +682,32 @@ impl Index {
     fn describe(graph: &Graph, page: &[(u32, u32)], view: View<'_>, answer: &mut Lineage) {
         let name = |n: u32| Arc::clone(&graph.strings[n as usize]);
         let label = |n: u32| NodeRef::Named(name(n));
+        // Each artifact's first manifest, copied out in one tight loop so that the page's
+        // cache misses overlap; the rest of a chain (rare) is followed in place.
+        let heads: Vec<Option<ManifestNode>> = page
+            .iter()
+            .map(|&(node, _)| {
+                let first = graph.nodes[node as usize].first_manifest;
+                graph.manifests.get(first as usize).copied()
+            })
+            .collect();
         let mut part_of: FastSet<(u32, u32)> = FastSet::default();
         let (mut work_items, mut missions, mut agents): (FastSet<u32>, FastSet<u32>, FastSet<u32>) =
             Default::default();
+        // (work item label, agent label) already linked to the current artifact
+        let mut linked: Vec<(u32, u32)> = Vec::new();
         answer.artifacts.reserve(page.len());
-        for &(node, depth) in page {
+        for (&(node, depth), head) in page.iter().zip(heads) {
             let record = &graph.nodes[node as usize];
             let artifact = NodeRef::Artifact(record.id);
             let mut manifests = Vec::with_capacity(1);
-            // (work item label, agent label) already linked to this artifact
-            let mut linked: Vec<(u32, u32)> = Vec::new();
-            for (_, m) in graph.manifests_of(node) {
-                if !view.passes(m) {
+            linked.clear();
+            let rest = head
+                .map(|m| m.next)
+                .into_iter()
+                .flat_map(|next| Self::chain(graph, next));
+            for m in head.into_iter().chain(rest) {
+                if !view.passes(&m) {
                     continue;
                 }
                 manifests.push(ManifestSummary {
@@ -671,6 +758,16 @@ impl Index {
                 manifests,
             });
         }
+    }
+
+    /// The manifests from `first` along its chain, copied.
+    fn chain(graph: &Graph, first: u32) -> impl Iterator<Item = ManifestNode> {
+        let mut at = first;
+        std::iter::from_fn(move || {
+            let manifest = *graph.manifests.get(at as usize)?;
+            at = manifest.next;
+            Some(manifest)
+        })
     }
 
     /// One shortest derivation path between two artifacts (either direction), within
