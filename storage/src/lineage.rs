@@ -18,6 +18,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
+use smallvec::SmallVec;
 use weft_api::ArtifactId;
 
 /// Hash sets and maps for the index and its walks: keys are small integers or BLAKE3 ids, so a
@@ -80,9 +81,12 @@ struct Step {
     group: u32,
 }
 
-/// One artifact. What a walk reads for every node it touches sits in this one record, so a
-/// step costs a cache miss or two, not one per parallel array.
+/// One artifact, as a walk reads it: exactly one cache line, so a step costs one miss for the
+/// neighbour's visibility and its edges (most edge lists fit inline; longer ones spill to the
+/// heap). Its id and size, needed only for artifacts that make the answer, live in
+/// `Graph::ids`.
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct Node {
     /// The Group all of this artifact's manifests are in, or `MIXED`.
     group: u32,
@@ -90,17 +94,19 @@ struct Node {
     first_manifest: u32,
     /// derivedFrom: `(source, manifest that declared the edge)`, the manifest being this
     /// artifact's (so `asOf` can tell when each edge appeared).
-    sources: Vec<(u32, u32)>,
+    sources: SmallVec<[(u32, u32); 3]>,
     /// The reverse: `(derived artifact, the derived artifact's manifest that declared it)`.
-    derived: Vec<(u32, u32)>,
-    size: u64,
-    id: ArtifactId,
+    derived: SmallVec<[(u32, u32); 2]>,
 }
+
+const _: () = assert!(std::mem::size_of::<Node>() == 64);
 
 #[derive(Debug, Default)]
 struct Graph {
     index: FastMap<ArtifactId, u32>,
     nodes: Vec<Node>,
+    /// Each artifact's id and size, by node number.
+    ids: Vec<(ArtifactId, u64)>,
     manifests: Vec<ManifestNode>,
     /// WorkItem / Mission (interned) → artifacts published in it.
     by_work_item: FastMap<u32, Vec<u32>>,
@@ -131,11 +137,10 @@ impl Graph {
         self.nodes.push(Node {
             group: MIXED,
             first_manifest: NO_MANIFEST,
-            sources: Vec::new(),
-            derived: Vec::new(),
-            size: 0,
-            id,
+            sources: SmallVec::new(),
+            derived: SmallVec::new(),
         });
+        self.ids.push((id, 0));
         n
     }
 
@@ -157,7 +162,7 @@ impl Graph {
 
     fn add(&mut self, publication: &Publication) {
         let node = self.node(publication.artifact);
-        self.nodes[node as usize].size = publication.size;
+        self.ids[node as usize].1 = publication.size;
         if self
             .manifests_of(node)
             .any(|(_, m)| m.manifest_id == publication.manifest_id)
@@ -399,10 +404,19 @@ impl Index {
     /// Bytes the index takes, roughly (for the benchmark's report).
     pub(crate) fn approximate_bytes(&self) -> usize {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        // Edge lists that spilled out of their node onto the heap.
         let edges: usize = graph
             .nodes
             .iter()
-            .map(|n| n.sources.capacity() + n.derived.capacity())
+            .map(|n| {
+                [
+                    n.sources.spilled().then(|| n.sources.capacity()),
+                    n.derived.spilled().then(|| n.derived.capacity()),
+                ]
+                .into_iter()
+                .flatten()
+                .sum::<usize>()
+            })
             .sum();
         let scopes: usize = graph
             .by_work_item
@@ -411,6 +425,7 @@ impl Index {
             .map(Vec::capacity)
             .sum();
         graph.nodes.capacity() * std::mem::size_of::<Node>()
+            + graph.ids.capacity() * std::mem::size_of::<(ArtifactId, u64)>()
             + graph.index.capacity() * (std::mem::size_of::<(ArtifactId, u32)>() + 1)
             + graph.manifests.capacity() * std::mem::size_of::<ManifestNode>()
             + (edges * 2) * std::mem::size_of::<u32>()
@@ -665,8 +680,8 @@ impl Index {
         for (child, source) in derivations {
             if in_page(child) && in_page(source) && derived_seen.insert((child, source)) {
                 answer.edges.push(Edge {
-                    from: NodeRef::Artifact(graph.nodes[child as usize].id),
-                    to: NodeRef::Artifact(graph.nodes[source as usize].id),
+                    from: NodeRef::Artifact(graph.ids[child as usize].0),
+                    to: NodeRef::Artifact(graph.ids[source as usize].0),
                     kind: "derivedFrom",
                 });
             }
@@ -682,13 +697,16 @@ impl Index {
     fn describe(graph: &Graph, page: &[(u32, u32)], view: View<'_>, answer: &mut Lineage) {
         let name = |n: u32| Arc::clone(&graph.strings[n as usize]);
         let label = |n: u32| NodeRef::Named(name(n));
-        // Each artifact's first manifest, copied out in one tight loop so that the page's
-        // cache misses overlap; the rest of a chain (rare) is followed in place.
-        let heads: Vec<Option<ManifestNode>> = page
+        // Each artifact's id, size and first manifest, copied out in one tight loop so that the
+        // page's cache misses overlap; the rest of a chain (rare) is followed in place.
+        let heads: Vec<((ArtifactId, u64), Option<ManifestNode>)> = page
             .iter()
             .map(|&(node, _)| {
                 let first = graph.nodes[node as usize].first_manifest;
-                graph.manifests.get(first as usize).copied()
+                (
+                    graph.ids[node as usize],
+                    graph.manifests.get(first as usize).copied(),
+                )
             })
             .collect();
         let mut part_of: FastSet<(u32, u32)> = FastSet::default();
@@ -697,9 +715,8 @@ impl Index {
         // (work item label, agent label) already linked to the current artifact
         let mut linked: Vec<(u32, u32)> = Vec::new();
         answer.artifacts.reserve(page.len());
-        for (&(node, depth), head) in page.iter().zip(heads) {
-            let record = &graph.nodes[node as usize];
-            let artifact = NodeRef::Artifact(record.id);
+        for (&(_, depth), ((id, size), head)) in page.iter().zip(heads) {
+            let artifact = NodeRef::Artifact(id);
             let mut manifests = Vec::with_capacity(1);
             linked.clear();
             let rest = head
@@ -752,9 +769,9 @@ impl Index {
                 }
             }
             answer.artifacts.push(ArtifactNode {
-                id: record.id,
+                id,
                 depth,
-                size: record.size,
+                size,
                 manifests,
             });
         }
@@ -795,11 +812,11 @@ impl Index {
             let mut queue = std::collections::VecDeque::from([(start, 0u32)]);
             while let Some((node, depth)) = queue.pop_front() {
                 if node == goal {
-                    let mut path = vec![graph.nodes[node as usize].id];
+                    let mut path = vec![graph.ids[node as usize].0];
                     let mut at = node;
                     while at != start {
                         at = parent[&at];
-                        path.push(graph.nodes[at as usize].id);
+                        path.push(graph.ids[at as usize].0);
                     }
                     path.reverse();
                     return Some(path);
@@ -808,7 +825,7 @@ impl Index {
                     continue;
                 }
                 let record = &graph.nodes[node as usize];
-                let next = if towards_sources {
+                let next: &[(u32, u32)] = if towards_sources {
                     &record.sources
                 } else {
                     &record.derived
