@@ -565,6 +565,20 @@ impl Index {
         let (mut head, mut next_edge) = (0usize, 0usize);
         'walk: loop {
             batch.clear();
+            // The edge lists of the next nodes to expand, read together for the same reason
+            // (a long list lives on the heap, a cache miss of its own).
+            let ahead = reached
+                .get(head..reached.len().min(page_end).min(head + 8))
+                .unwrap_or_default();
+            let touched: u32 = ahead
+                .iter()
+                .map(|&(n, _)| {
+                    let record = &graph.nodes[n as usize];
+                    record.sources.first().map_or(0, |e| e.0)
+                        ^ record.derived.first().map_or(0, |e| e.0)
+                })
+                .fold(0, |a, b| a ^ b);
+            std::hint::black_box(touched);
             while batch.len() < STEP_BATCH && head < reached.len().min(page_end) {
                 let (node, depth) = reached[head];
                 if next_edge == 0 {
@@ -670,18 +684,21 @@ impl Index {
         let page = reached
             .get(query.skip..page_end.min(reached.len()))
             .unwrap_or_default();
+        // Where an artifact sits in `answer.artifacts`, if it made this page.
         let in_page = |n: u32| {
-            position
-                .get(&n)
-                .is_some_and(|&p| (query.skip..page_end).contains(&(p as usize)))
+            let p = *position.get(&n)? as usize;
+            p.checked_sub(query.skip).filter(|&i| i < page.len())
         };
+        answer.edges.reserve(3 * page.len() + derivations.len());
         Self::describe(graph, page, view, &mut answer);
-        let mut derived_seen: FastSet<(u32, u32)> = FastSet::default();
+        let mut derived_seen: FastSet<(usize, usize)> = FastSet::default();
         for (child, source) in derivations {
-            if in_page(child) && in_page(source) && derived_seen.insert((child, source)) {
+            if let (Some(child), Some(source)) = (in_page(child), in_page(source))
+                && derived_seen.insert((child, source))
+            {
                 answer.edges.push(Edge {
-                    from: NodeRef::Artifact(graph.ids[child as usize].0),
-                    to: NodeRef::Artifact(graph.ids[source as usize].0),
+                    from: NodeRef::Artifact(answer.artifacts[child].id),
+                    to: NodeRef::Artifact(answer.artifacts[source].id),
                     kind: "derivedFrom",
                 });
             }
@@ -709,6 +726,17 @@ impl Index {
                 )
             })
             .collect();
+        // The same for the names whose reference counts the answer will raise: a WorkItem's
+        // name and label differ from artifact to artifact, and each is a cache miss.
+        let touched: usize = heads
+            .iter()
+            .filter_map(|(_, head)| head.as_ref())
+            .map(|m| {
+                Arc::strong_count(&graph.strings[m.work_item as usize])
+                    + Arc::strong_count(&graph.strings[m.work_item_label as usize])
+            })
+            .sum();
+        std::hint::black_box(touched);
         let mut part_of: FastSet<(u32, u32)> = FastSet::default();
         let (mut work_items, mut missions, mut agents): (FastSet<u32>, FastSet<u32>, FastSet<u32>) =
             Default::default();
