@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{LazyLock, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
@@ -111,9 +111,25 @@ struct Graph {
     /// WorkItem / Mission (interned) → artifacts published in it.
     by_work_item: FastMap<u32, Vec<u32>>,
     by_mission: FastMap<u32, Vec<u32>>,
-    /// Interned names; answers share them instead of copying.
-    strings: Vec<Arc<str>>,
-    string_index: FastMap<Arc<str>, u32>,
+    /// The names this index has seen, numbered (see `name`).
+    strings: Vec<&'static str>,
+    string_index: FastMap<&'static str, u32>,
+}
+
+/// A name (Group, Mission, WorkItem, Agent, media type, node label) as the process keeps it:
+/// once, for as long as it runs. The index never forgets a publication, so it would never free
+/// a name either; a `&'static str` lets an answer copy names without touching a reference
+/// count, which for names that differ from artifact to artifact is a cache miss each.
+fn name(text: &str) -> &'static str {
+    static NAMES: LazyLock<Mutex<HashSet<&'static str>>> = LazyLock::new(Mutex::default);
+    // Short critical section: publications and index rebuilds only, never a query.
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&kept) = names.get(text) {
+        return kept;
+    }
+    let kept: &'static str = Box::leak(text.into());
+    names.insert(kept);
+    kept
 }
 
 impl Graph {
@@ -122,9 +138,9 @@ impl Graph {
             return n;
         }
         let n = self.strings.len() as u32;
-        let shared: Arc<str> = Arc::from(text);
-        self.strings.push(Arc::clone(&shared));
-        self.string_index.insert(shared, n);
+        let kept = name(text);
+        self.strings.push(kept);
+        self.string_index.insert(kept, n);
         n
     }
 
@@ -310,11 +326,11 @@ pub struct ArtifactNode {
 #[serde(rename_all = "camelCase")]
 pub struct ManifestSummary {
     pub manifest_id: ArtifactId,
-    pub group_id: Arc<str>,
-    pub mission_id: Arc<str>,
-    pub work_item_id: Arc<str>,
-    pub producer: Arc<str>,
-    pub media_type: Arc<str>,
+    pub group_id: &'static str,
+    pub mission_id: &'static str,
+    pub work_item_id: &'static str,
+    pub producer: &'static str,
+    pub media_type: &'static str,
     pub sequence: u64,
 }
 
@@ -324,7 +340,7 @@ pub struct ManifestSummary {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum NodeRef {
     Artifact(ArtifactId),
-    Named(Arc<str>),
+    Named(&'static str),
 }
 
 impl NodeRef {
@@ -367,9 +383,9 @@ pub struct Edge {
 pub struct Lineage {
     pub root: Option<ArtifactId>,
     pub artifacts: Vec<ArtifactNode>,
-    pub work_items: Vec<Arc<str>>,
-    pub missions: Vec<Arc<str>>,
-    pub agents: Vec<Arc<str>>,
+    pub work_items: Vec<&'static str>,
+    pub missions: Vec<&'static str>,
+    pub agents: Vec<&'static str>,
     pub edges: Vec<Edge>,
     /// Nodes reached that belong only to Groups the caller cannot read: counted, not named.
     pub withheld: usize,
@@ -712,7 +728,7 @@ impl Index {
     /// Agents behind them with their typed edges (deduplicated by interned id; the answer
     /// shares the index's names instead of building strings).
     fn describe(graph: &Graph, page: &[(u32, u32)], view: View<'_>, answer: &mut Lineage) {
-        let name = |n: u32| Arc::clone(&graph.strings[n as usize]);
+        let name = |n: u32| graph.strings[n as usize];
         let label = |n: u32| NodeRef::Named(name(n));
         // Each artifact's id, size and first manifest, copied out in one tight loop so that the
         // page's cache misses overlap; the rest of a chain (rare) is followed in place.
@@ -726,17 +742,6 @@ impl Index {
                 )
             })
             .collect();
-        // The same for the names whose reference counts the answer will raise: a WorkItem's
-        // name and label differ from artifact to artifact, and each is a cache miss.
-        let touched: usize = heads
-            .iter()
-            .filter_map(|(_, head)| head.as_ref())
-            .map(|m| {
-                Arc::strong_count(&graph.strings[m.work_item as usize])
-                    + Arc::strong_count(&graph.strings[m.work_item_label as usize])
-            })
-            .sum();
-        std::hint::black_box(touched);
         let mut part_of: FastSet<(u32, u32)> = FastSet::default();
         let (mut work_items, mut missions, mut agents): (FastSet<u32>, FastSet<u32>, FastSet<u32>) =
             Default::default();
