@@ -38,7 +38,7 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
         );
         attributes.insert("weft:size".into(), json!(artifact.size));
         if let Some(manifest) = artifact.manifests.first() {
-            attributes.insert("weft:mediaType".into(), json!(&*manifest.media_type));
+            attributes.insert("weft:mediaType".into(), json!(manifest.media_type));
         }
         entities.insert(
             node_qname(&artifact.id.to_string()),

@@ -59,7 +59,7 @@ pub(crate) fn to_dot(lineage: &Lineage) -> String {
         let media = artifact
             .manifests
             .first()
-            .map(|m| &*m.media_type)
+            .map(|m| m.media_type)
             .unwrap_or("");
         let _ = writeln!(
             out,
