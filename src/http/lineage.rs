@@ -59,8 +59,7 @@ pub(crate) fn to_dot(lineage: &Lineage) -> String {
         let media = artifact
             .manifests
             .first()
-            .map(|m| m.media_type)
-            .unwrap_or("");
+            .map_or("", |m| m.media_type.as_str());
         let _ = writeln!(
             out,
             "  \"{}\" [label=\"{}\\n{}\"];",

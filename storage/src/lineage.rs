@@ -11,7 +11,6 @@
 //! limit and by a time budget, and skips nodes the caller may not read: they are counted in
 //! `withheld`, never named, and never traversed through (CTX-5).
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{LazyLock, Mutex, RwLock};
@@ -32,21 +31,92 @@ const MIXED: u32 = u32::MAX;
 /// The end of a manifest chain.
 const NO_MANIFEST: u32 = u32::MAX;
 
-/// One manifest's key fields, as the index keeps them (strings interned).
+/// One manifest's key fields as the index keeps them, with its artifact's id and size:
+/// everything an answer says about an artifact, in one aligned pair of cache lines, names
+/// included (see `Name`).
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(128))]
 struct ManifestNode {
+    artifact: ArtifactId,
     manifest_id: ArtifactId,
-    group: u32,
-    mission: u32,
-    work_item: u32,
-    producer: u32,
-    media_type: u32,
+    size: u64,
     sequence: u64,
-    work_item_label: u32,
-    mission_label: u32,
-    agent_label: u32,
+    group_name: Name,
+    mission: Name,
+    work_item: Name,
+    producer: Name,
+    media_type: Name,
+    /// The Group, numbered (see `Graph::groups`).
+    group: u32,
     /// The same artifact's next manifest, or `NO_MANIFEST`.
     next: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<ManifestNode>() == 128);
+
+/// An interned name (a Group, Mission, WorkItem, Agent or media type): eight bytes, copied
+/// freely, equal exactly when the text is. Names are kept once for as long as the process
+/// runs: the index never forgets a publication, so it would never free a name either, and
+/// copying a name into an answer then touches no memory beyond the record it sits in (a
+/// reference-counted string would cost a cache miss per distinct name).
+#[derive(Clone, Copy)]
+pub struct Name(&'static String);
+
+impl Name {
+    fn new(text: &str) -> Self {
+        static NAMES: LazyLock<Mutex<HashMap<&'static str, Name>>> = LazyLock::new(Mutex::default);
+        // Short critical section: publications and index rebuilds only, never a query.
+        let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&kept) = names.get(text) {
+            return kept;
+        }
+        let kept: &'static String = Box::leak(Box::new(text.to_owned()));
+        names.insert(kept.as_str(), Name(kept));
+        Name(kept)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.0.as_str()
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0) // interned: one text, one address
+    }
+}
+
+impl Eq for Name {}
+
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(self.0, state);
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0.as_str(), f)
+    }
+}
+
+impl Serialize for Name {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0)
+    }
 }
 
 /// A publication, as added to the index.
@@ -105,43 +175,18 @@ const _: () = assert!(std::mem::size_of::<Node>() == 64);
 struct Graph {
     index: FastMap<ArtifactId, u32>,
     nodes: Vec<Node>,
-    /// Each artifact's id and size, by node number.
-    ids: Vec<(ArtifactId, u64)>,
     manifests: Vec<ManifestNode>,
-    /// WorkItem / Mission (interned) → artifacts published in it.
-    by_work_item: FastMap<u32, Vec<u32>>,
-    by_mission: FastMap<u32, Vec<u32>>,
-    /// The names this index has seen, numbered (see `name`).
-    strings: Vec<&'static str>,
-    string_index: FastMap<&'static str, u32>,
-}
-
-/// A name (Group, Mission, WorkItem, Agent, media type, node label) as the process keeps it:
-/// once, for as long as it runs. The index never forgets a publication, so it would never free
-/// a name either; a `&'static str` lets an answer copy names without touching a reference
-/// count, which for names that differ from artifact to artifact is a cache miss each.
-fn name(text: &str) -> &'static str {
-    static NAMES: LazyLock<Mutex<HashSet<&'static str>>> = LazyLock::new(Mutex::default);
-    // Short critical section: publications and index rebuilds only, never a query.
-    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(&kept) = names.get(text) {
-        return kept;
-    }
-    let kept: &'static str = Box::leak(text.into());
-    names.insert(kept);
-    kept
+    /// WorkItem / Mission → artifacts published in it.
+    by_work_item: FastMap<&'static str, Vec<u32>>,
+    by_mission: FastMap<&'static str, Vec<u32>>,
+    /// The Groups, numbered in the order first seen (`Node::group`, `ManifestNode::group`).
+    groups: FastMap<&'static str, u32>,
 }
 
 impl Graph {
-    fn intern(&mut self, text: &str) -> u32 {
-        if let Some(&n) = self.string_index.get(text) {
-            return n;
-        }
-        let n = self.strings.len() as u32;
-        let kept = name(text);
-        self.strings.push(kept);
-        self.string_index.insert(kept, n);
-        n
+    fn group(&mut self, name: Name) -> u32 {
+        let next = self.groups.len() as u32;
+        *self.groups.entry(name.as_str()).or_insert(next)
     }
 
     fn node(&mut self, id: ArtifactId) -> u32 {
@@ -156,8 +201,14 @@ impl Graph {
             sources: SmallVec::new(),
             derived: SmallVec::new(),
         });
-        self.ids.push((id, 0));
         n
+    }
+
+    /// The id of artifact `n` (a published one: it has a manifest).
+    fn id(&self, n: u32) -> ArtifactId {
+        self.manifests_of(n)
+            .next()
+            .map_or(ArtifactId([0; 32]), |(_, m)| m.artifact)
     }
 
     /// The manifests of node `n`, oldest first.
@@ -171,39 +222,34 @@ impl Graph {
         })
     }
 
-    /// Interned `kind:name` node label (e.g. `workItem:w-1`).
-    fn label(&mut self, kind: &str, name: &str) -> u32 {
-        self.intern(&format!("{kind}:{name}"))
-    }
-
     fn add(&mut self, publication: &Publication) {
         let node = self.node(publication.artifact);
-        self.ids[node as usize].1 = publication.size;
         if self
             .manifests_of(node)
             .any(|(_, m)| m.manifest_id == publication.manifest_id)
         {
             return;
         }
+        let group_name = Name::new(&publication.group);
         let manifest = ManifestNode {
+            artifact: publication.artifact,
             manifest_id: publication.manifest_id,
-            group: self.intern(&publication.group),
-            mission: self.intern(&publication.mission),
-            work_item: self.intern(&publication.work_item),
-            producer: self.intern(&publication.producer),
-            media_type: self.intern(&publication.media_type),
+            size: publication.size,
             sequence: publication.sequence,
-            work_item_label: self.label("workItem", &publication.work_item),
-            mission_label: self.label("mission", &publication.mission),
-            agent_label: self.label("agent", &publication.producer),
+            group_name,
+            mission: Name::new(&publication.mission),
+            work_item: Name::new(&publication.work_item),
+            producer: Name::new(&publication.producer),
+            media_type: Name::new(&publication.media_type),
+            group: self.group(group_name),
             next: NO_MANIFEST,
         };
         self.by_work_item
-            .entry(manifest.work_item)
+            .entry(manifest.work_item.as_str())
             .or_default()
             .push(node);
         self.by_mission
-            .entry(manifest.mission)
+            .entry(manifest.mission.as_str())
             .or_default()
             .push(node);
         let index = self.manifests.len() as u32;
@@ -326,30 +372,29 @@ pub struct ArtifactNode {
 #[serde(rename_all = "camelCase")]
 pub struct ManifestSummary {
     pub manifest_id: ArtifactId,
-    pub group_id: &'static str,
-    pub mission_id: &'static str,
-    pub work_item_id: &'static str,
-    pub producer: &'static str,
-    pub media_type: &'static str,
+    pub group_id: Name,
+    pub mission_id: Name,
+    pub work_item_id: Name,
+    pub producer: Name,
+    pub media_type: Name,
     pub sequence: u64,
 }
 
-/// An end of a typed edge: an artifact (named `blake3:<hex>`) or a WorkItem, Mission or Agent
-/// (named `workItem:<id>`, `mission:<id>`, `agent:<id>`). Serialized as that name; artifacts
-/// stay 32 bytes until then, so answers build no strings.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// An end of a typed edge: an artifact, WorkItem, Mission or Agent, serialized as its node
+/// name (`blake3:<hex>`, `workItem:<id>`, `mission:<id>`, `agent:<id>`). Ids and names stay
+/// as they are until then, so answers build no strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NodeRef {
     Artifact(ArtifactId),
-    Named(&'static str),
+    WorkItem(Name),
+    Mission(Name),
+    Agent(Name),
 }
 
 impl NodeRef {
     /// The node's name, as in the JSON answer.
-    pub fn name(&self) -> Cow<'_, str> {
-        match self {
-            NodeRef::Artifact(id) => Cow::Owned(id.to_string()),
-            NodeRef::Named(name) => Cow::Borrowed(name),
-        }
+    pub fn name(&self) -> String {
+        self.to_string()
     }
 }
 
@@ -357,7 +402,9 @@ impl fmt::Display for NodeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NodeRef::Artifact(id) => fmt::Display::fmt(id, f),
-            NodeRef::Named(name) => f.write_str(name),
+            NodeRef::WorkItem(name) => write!(f, "workItem:{name}"),
+            NodeRef::Mission(name) => write!(f, "mission:{name}"),
+            NodeRef::Agent(name) => write!(f, "agent:{name}"),
         }
     }
 }
@@ -383,9 +430,9 @@ pub struct Edge {
 pub struct Lineage {
     pub root: Option<ArtifactId>,
     pub artifacts: Vec<ArtifactNode>,
-    pub work_items: Vec<&'static str>,
-    pub missions: Vec<&'static str>,
-    pub agents: Vec<&'static str>,
+    pub work_items: Vec<Name>,
+    pub missions: Vec<Name>,
+    pub agents: Vec<Name>,
     pub edges: Vec<Edge>,
     /// Nodes reached that belong only to Groups the caller cannot read: counted, not named.
     pub withheld: usize,
@@ -441,16 +488,12 @@ impl Index {
             .map(Vec::capacity)
             .sum();
         graph.nodes.capacity() * std::mem::size_of::<Node>()
-            + graph.ids.capacity() * std::mem::size_of::<(ArtifactId, u64)>()
             + graph.index.capacity() * (std::mem::size_of::<(ArtifactId, u32)>() + 1)
             + graph.manifests.capacity() * std::mem::size_of::<ManifestNode>()
             + (edges * 2) * std::mem::size_of::<u32>()
             + scopes * std::mem::size_of::<u32>()
-            + graph
-                .strings
-                .iter()
-                .map(|s| 2 * s.len() + 48)
-                .sum::<usize>()
+            + (graph.by_work_item.capacity() + graph.by_mission.capacity())
+                * std::mem::size_of::<(&str, Vec<u32>)>()
     }
 
     /// The reader's Groups as the index's sorted interned ids (`None`: all).
@@ -458,7 +501,7 @@ impl Index {
         reader_groups.map(|groups| {
             let mut ids: Vec<u32> = groups
                 .iter()
-                .filter_map(|g| graph.string_index.get(g.as_str()).copied())
+                .filter_map(|g| graph.groups.get(g.as_str()).copied())
                 .collect();
             ids.sort_unstable();
             ids
@@ -469,7 +512,7 @@ impl Index {
     fn view<'a>(graph: &Graph, groups: Option<&'a [u32]>, query: &Query) -> Option<View<'a>> {
         let as_of = match &query.as_of {
             None => None,
-            Some((group, sequence)) => Some((*graph.string_index.get(group.as_str())?, *sequence)),
+            Some((group, sequence)) => Some((*graph.groups.get(group.as_str())?, *sequence)),
         };
         Some(View { groups, as_of })
     }
@@ -517,18 +560,17 @@ impl Index {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let groups = Self::groups_of(&graph, reader_groups);
         let view = Self::view(&graph, groups.as_deref(), query)?;
-        let &interned = graph.string_index.get(name)?;
         let members = match scope {
-            Scope::WorkItem => graph.by_work_item.get(&interned)?,
-            Scope::Mission => graph.by_mission.get(&interned)?,
+            Scope::WorkItem => graph.by_work_item.get(name)?,
+            Scope::Mission => graph.by_mission.get(name)?,
         };
         let mut starts: Vec<u32> = Vec::new();
         for &node in members {
             let in_scope = graph.manifests_of(node).any(|(_, m)| {
                 view.passes(m)
                     && match scope {
-                        Scope::WorkItem => m.work_item == interned,
-                        Scope::Mission => m.mission == interned,
+                        Scope::WorkItem => m.work_item.as_str() == name,
+                        Scope::Mission => m.mission.as_str() == name,
                     }
             });
             if in_scope && !starts.contains(&node) {
@@ -713,8 +755,8 @@ impl Index {
                 && derived_seen.insert((child, source))
             {
                 answer.edges.push(Edge {
-                    from: NodeRef::Artifact(answer.artifacts[child].id),
-                    to: NodeRef::Artifact(answer.artifacts[source].id),
+                    from: NodeRef::Artifact(graph.id(page[child].0)),
+                    to: NodeRef::Artifact(graph.id(page[source].0)),
                     kind: "derivedFrom",
                 });
             }
@@ -725,80 +767,78 @@ impl Index {
     }
 
     /// The page's artifacts with their visible manifests, and the WorkItems, Missions and
-    /// Agents behind them with their typed edges (deduplicated by interned id; the answer
-    /// shares the index's names instead of building strings).
+    /// Agents behind them with their typed edges (deduplicated; names are copied handles).
     fn describe(graph: &Graph, page: &[(u32, u32)], view: View<'_>, answer: &mut Lineage) {
-        let name = |n: u32| graph.strings[n as usize];
-        let label = |n: u32| NodeRef::Named(name(n));
-        // Each artifact's id, size and first manifest, copied out in one tight loop so that the
-        // page's cache misses overlap; the rest of a chain (rare) is followed in place.
-        let heads: Vec<((ArtifactId, u64), Option<ManifestNode>)> = page
+        // Each artifact's first manifest, copied out in one tight loop so that the page's cache
+        // misses overlap; the rest of a chain (rare) is followed in place. Every artifact that
+        // made the page is visible, so it has one.
+        let heads: Vec<Option<ManifestNode>> = page
             .iter()
             .map(|&(node, _)| {
                 let first = graph.nodes[node as usize].first_manifest;
-                (
-                    graph.ids[node as usize],
-                    graph.manifests.get(first as usize).copied(),
-                )
+                graph.manifests.get(first as usize).copied()
             })
             .collect();
-        let mut part_of: FastSet<(u32, u32)> = FastSet::default();
-        let (mut work_items, mut missions, mut agents): (FastSet<u32>, FastSet<u32>, FastSet<u32>) =
-            Default::default();
-        // (work item label, agent label) already linked to the current artifact
-        let mut linked: Vec<(u32, u32)> = Vec::new();
+        let mut part_of: FastSet<(Name, Name)> = FastSet::default();
+        let (mut work_items, mut missions, mut agents): (
+            FastSet<Name>,
+            FastSet<Name>,
+            FastSet<Name>,
+        ) = Default::default();
+        // (WorkItem, Agent) already linked to the current artifact
+        let mut linked: Vec<(Name, Name)> = Vec::new();
         answer.artifacts.reserve(page.len());
-        for (&(_, depth), ((id, size), head)) in page.iter().zip(heads) {
+        for (&(_, depth), head) in page.iter().zip(heads) {
+            let Some(head) = head else {
+                continue; // unreachable: a visible artifact has a manifest
+            };
+            let (id, size) = (head.artifact, head.size);
             let artifact = NodeRef::Artifact(id);
             let mut manifests = Vec::with_capacity(1);
             linked.clear();
-            let rest = head
-                .map(|m| m.next)
-                .into_iter()
-                .flat_map(|next| Self::chain(graph, next));
-            for m in head.into_iter().chain(rest) {
+            for m in std::iter::once(head).chain(Self::chain(graph, head.next)) {
                 if !view.passes(&m) {
                     continue;
                 }
                 manifests.push(ManifestSummary {
                     manifest_id: m.manifest_id,
-                    group_id: name(m.group),
-                    mission_id: name(m.mission),
-                    work_item_id: name(m.work_item),
-                    producer: name(m.producer),
-                    media_type: name(m.media_type),
+                    group_id: m.group_name,
+                    mission_id: m.mission,
+                    work_item_id: m.work_item,
+                    producer: m.producer,
+                    media_type: m.media_type,
                     sequence: m.sequence,
                 });
-                if !linked.iter().any(|&(w, _)| w == m.work_item_label) {
+                if !linked.iter().any(|&(w, _)| w == m.work_item) {
                     answer.edges.push(Edge {
-                        from: artifact.clone(),
-                        to: label(m.work_item_label),
+                        from: artifact,
+                        to: NodeRef::WorkItem(m.work_item),
                         kind: "generatedBy",
                     });
                 }
-                if part_of.insert((m.work_item_label, m.mission_label)) {
+                if part_of.insert((m.work_item, m.mission)) {
                     answer.edges.push(Edge {
-                        from: label(m.work_item_label),
-                        to: label(m.mission_label),
+                        from: NodeRef::WorkItem(m.work_item),
+                        to: NodeRef::Mission(m.mission),
                         kind: "partOf",
                     });
                 }
-                if !linked.iter().any(|&(_, a)| a == m.agent_label) {
+                if !linked.iter().any(|&(_, a)| a == m.producer) {
                     answer.edges.push(Edge {
-                        from: artifact.clone(),
-                        to: label(m.agent_label),
+                        from: artifact,
+                        to: NodeRef::Agent(m.producer),
                         kind: "attributedTo",
                     });
                 }
-                linked.push((m.work_item_label, m.agent_label));
+                linked.push((m.work_item, m.producer));
                 if work_items.insert(m.work_item) {
-                    answer.work_items.push(name(m.work_item));
+                    answer.work_items.push(m.work_item);
                 }
                 if missions.insert(m.mission) {
-                    answer.missions.push(name(m.mission));
+                    answer.missions.push(m.mission);
                 }
                 if agents.insert(m.producer) {
-                    answer.agents.push(name(m.producer));
+                    answer.agents.push(m.producer);
                 }
             }
             answer.artifacts.push(ArtifactNode {
@@ -845,11 +885,11 @@ impl Index {
             let mut queue = std::collections::VecDeque::from([(start, 0u32)]);
             while let Some((node, depth)) = queue.pop_front() {
                 if node == goal {
-                    let mut path = vec![graph.ids[node as usize].0];
+                    let mut path = vec![graph.id(node)];
                     let mut at = node;
                     while at != start {
                         at = parent[&at];
-                        path.push(graph.ids[at as usize].0);
+                        path.push(graph.id(at));
                     }
                     path.reverse();
                     return Some(path);
