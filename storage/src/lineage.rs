@@ -137,10 +137,11 @@ pub(crate) struct Publication {
 /// How many steps of a walk are loaded together (see `Index::walk`).
 const STEP_BATCH: usize = 32;
 
-/// One step of a walk: from `node` (reached at `depth`) along an edge to `next`.
+/// One step of a walk: from the node at position `at` of the answer's order (reached at
+/// `depth`) along an edge to `next`.
 #[derive(Clone, Copy, Debug)]
 struct Step {
-    node: u32,
+    at: u32,
     depth: u32,
     next: u32,
     is_source: bool,
@@ -602,16 +603,19 @@ impl Index {
         let started = Instant::now();
         let page_end = query.skip.saturating_add(query.limit);
         let mut answer = Lineage::default();
+        // Sized for a typical answer up front: growing costs rehashes and copies.
+        let expected = page_end.saturating_add(1).min(512);
         // node → its position in `reached`
-        let mut position: FastMap<u32, u32> = FastMap::default();
-        let mut reached: Vec<(u32, u32)> = Vec::new();
+        let mut position: FastMap<u32, u32> =
+            FastMap::with_capacity_and_hasher(expected, Default::default());
+        let mut reached: Vec<(u32, u32)> = Vec::with_capacity(expected);
         for &s in &starts {
             position.insert(s, reached.len() as u32);
             reached.push((s, 0));
         }
         let mut withheld: FastSet<u32> = FastSet::default();
-        // (derived artifact, source), both reached
-        let mut derivations: Vec<(u32, u32)> = Vec::new();
+        // (derived artifact, source), both reached, by position in `reached`
+        let mut derivations: Vec<(u32, u32)> = Vec::with_capacity(expected * 2);
         let timeless = view.timeless();
         let ancestors = matches!(query.direction, Direction::Ancestors | Direction::Both);
         let descendants = matches!(query.direction, Direction::Descendants | Direction::Both);
@@ -656,7 +660,7 @@ impl Index {
                 while next_edge < total && batch.len() < STEP_BATCH {
                     let step = match up.get(next_edge) {
                         Some(&(source, manifest)) => Step {
-                            node,
+                            at: head as u32,
                             depth,
                             next: source,
                             is_source: true,
@@ -667,7 +671,7 @@ impl Index {
                         None => {
                             let (derived, manifest) = down[next_edge - up.len()];
                             Step {
-                                node,
+                                at: head as u32,
                                 depth,
                                 next: derived,
                                 is_source: false,
@@ -693,7 +697,7 @@ impl Index {
             }
             for step in &batch {
                 let Step {
-                    node,
+                    at,
                     depth,
                     next,
                     is_source,
@@ -709,8 +713,8 @@ impl Index {
                 if !view.sees_edge(graph, declared_group, manifest) {
                     continue; // declared in a Group or at a time this view does not include
                 }
-                let seen = match position.get(&next) {
-                    Some(_) => true,
+                let reached_at = match position.get(&next) {
+                    Some(&p) => p,
                     None if !timeless.sees_with(graph, next, group) => {
                         withheld.insert(next);
                         continue;
@@ -720,16 +724,17 @@ impl Index {
                         answer.truncated = true; // beyond this page: not needed
                         continue;
                     }
-                    None => false,
+                    None => {
+                        let p = reached.len() as u32;
+                        position.insert(next, p);
+                        reached.push((next, depth + 1));
+                        p
+                    }
                 };
-                if !seen {
-                    position.insert(next, reached.len() as u32);
-                    reached.push((next, depth + 1));
-                }
                 derivations.push(if is_source {
-                    (node, next)
+                    (at, reached_at)
                 } else {
-                    (next, node)
+                    (reached_at, at)
                 });
             }
         }
@@ -742,21 +747,23 @@ impl Index {
         let page = reached
             .get(query.skip..page_end.min(reached.len()))
             .unwrap_or_default();
-        // Where an artifact sits in `answer.artifacts`, if it made this page.
-        let in_page = |n: u32| {
-            let p = *position.get(&n)? as usize;
-            p.checked_sub(query.skip).filter(|&i| i < page.len())
+        // Where an artifact sits in the page, if it made it.
+        let in_page = |p: u32| {
+            (p as usize)
+                .checked_sub(query.skip)
+                .filter(|&i| i < page.len())
         };
         answer.edges.reserve(3 * page.len() + derivations.len());
-        Self::describe(graph, page, view, &mut answer);
-        let mut derived_seen: FastSet<(usize, usize)> = FastSet::default();
+        let ids = Self::describe(graph, page, view, &mut answer);
+        let mut derived_seen: FastSet<(usize, usize)> =
+            FastSet::with_capacity_and_hasher(derivations.len(), Default::default());
         for (child, source) in derivations {
             if let (Some(child), Some(source)) = (in_page(child), in_page(source))
                 && derived_seen.insert((child, source))
             {
                 answer.edges.push(Edge {
-                    from: NodeRef::Artifact(graph.id(page[child].0)),
-                    to: NodeRef::Artifact(graph.id(page[source].0)),
+                    from: NodeRef::Artifact(ids[child]),
+                    to: NodeRef::Artifact(ids[source]),
                     kind: "derivedFrom",
                 });
             }
@@ -768,7 +775,13 @@ impl Index {
 
     /// The page's artifacts with their visible manifests, and the WorkItems, Missions and
     /// Agents behind them with their typed edges (deduplicated; names are copied handles).
-    fn describe(graph: &Graph, page: &[(u32, u32)], view: View<'_>, answer: &mut Lineage) {
+    /// Returns the page's artifact ids, in page order.
+    fn describe(
+        graph: &Graph,
+        page: &[(u32, u32)],
+        view: View<'_>,
+        answer: &mut Lineage,
+    ) -> Vec<ArtifactId> {
         // Each artifact's first manifest, copied out in one tight loop so that the page's cache
         // misses overlap; the rest of a chain (rare) is followed in place. Every artifact that
         // made the page is visible, so it has one.
@@ -787,6 +800,10 @@ impl Index {
         ) = Default::default();
         // (WorkItem, Agent) already linked to the current artifact
         let mut linked: Vec<(Name, Name)> = Vec::new();
+        let ids: Vec<ArtifactId> = heads
+            .iter()
+            .map(|head| head.map_or(ArtifactId([0; 32]), |m| m.artifact))
+            .collect();
         answer.artifacts.reserve(page.len());
         for (&(_, depth), head) in page.iter().zip(heads) {
             let Some(head) = head else {
@@ -848,6 +865,7 @@ impl Index {
                 manifests,
             });
         }
+        ids
     }
 
     /// The manifests from `first` along its chain, copied.
