@@ -366,7 +366,8 @@ pub struct ArtifactNode {
     pub id: ArtifactId,
     pub depth: u32,
     pub size: u64,
-    pub manifests: Vec<ManifestSummary>,
+    /// Almost always one: kept inline, so an answer allocates nothing per artifact.
+    pub manifests: SmallVec<[ManifestSummary; 1]>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -811,7 +812,7 @@ impl Index {
             };
             let (id, size) = (head.artifact, head.size);
             let artifact = NodeRef::Artifact(id);
-            let mut manifests = Vec::with_capacity(1);
+            let mut manifests = SmallVec::new();
             linked.clear();
             for m in std::iter::once(head).chain(Self::chain(graph, head.next)) {
                 if !view.passes(&m) {
