@@ -933,3 +933,309 @@ impl Index {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The index against a plain reference walk (one node at a time, over the publications
+    //! as a list) on generated histories: artifacts published in several Groups, edges
+    //! declared by later manifests, readers of some Groups, `asOf`, paging and both
+    //! directions (ART-4, CTX-5).
+
+    use std::collections::{BTreeSet, VecDeque};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    struct Published {
+        artifact: usize,
+        group: usize,
+        sources: Vec<usize>,
+        sequence: u64,
+    }
+
+    fn artifact_id(n: usize) -> ArtifactId {
+        ArtifactId(*blake3::hash(format!("artifact {n}").as_bytes()).as_bytes())
+    }
+
+    fn group_name(g: usize) -> String {
+        format!("g{g}")
+    }
+
+    /// Artifacts `0..n`, each published once or twice (the second time perhaps in another
+    /// Group, declaring its own sources), sources always earlier artifacts.
+    fn history() -> impl Strategy<Value = Vec<Published>> {
+        (2usize..40).prop_flat_map(|n| {
+            prop::collection::vec(
+                (
+                    0usize..3,
+                    prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+                    prop::option::weighted(
+                        0.25,
+                        (
+                            0usize..3,
+                            prop::collection::vec(any::<prop::sample::Index>(), 0..3),
+                        ),
+                    ),
+                ),
+                n,
+            )
+            .prop_map(|artifacts| {
+                let mut published = Vec::new();
+                let mut later = Vec::new();
+                for (artifact, (group, sources, second)) in artifacts.into_iter().enumerate() {
+                    let pick = |indices: Vec<prop::sample::Index>| -> Vec<usize> {
+                        let mut picked: Vec<usize> = if artifact == 0 {
+                            Vec::new()
+                        } else {
+                            indices.iter().map(|i| i.index(artifact)).collect()
+                        };
+                        picked.sort_unstable();
+                        picked.dedup();
+                        picked
+                    };
+                    published.push((artifact, group, pick(sources)));
+                    if let Some((group, sources)) = second {
+                        later.push((artifact, group, pick(sources)));
+                    }
+                }
+                // Second publications come after everything else, so some edges appear late.
+                published
+                    .into_iter()
+                    .chain(later)
+                    .enumerate()
+                    .map(|(i, (artifact, group, sources))| Published {
+                        artifact,
+                        group,
+                        sources,
+                        sequence: i as u64 + 1,
+                    })
+                    .collect()
+            })
+        })
+    }
+
+    fn index_of(history: &[Published]) -> Index {
+        let index = Index::default();
+        for (i, p) in history.iter().enumerate() {
+            index.add(&Publication {
+                artifact: artifact_id(p.artifact),
+                size: p.artifact as u64,
+                manifest_id: ArtifactId(
+                    *blake3::hash(format!("manifest {i}").as_bytes()).as_bytes(),
+                ),
+                group: group_name(p.group),
+                mission: format!("m{}", p.artifact % 2),
+                work_item: format!("w{}", p.artifact % 5),
+                producer: format!("a{}", p.group),
+                media_type: "text/plain".into(),
+                sequence: p.sequence,
+                sources: p.sources.iter().map(|&s| artifact_id(s)).collect(),
+            });
+        }
+        index
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct Walked {
+        reached: Vec<(ArtifactId, u32)>,
+        derived_from: BTreeSet<(ArtifactId, ArtifactId)>,
+        withheld: usize,
+        truncated: bool,
+    }
+
+    /// The reference: the same rules, written as plainly as possible.
+    fn reference(
+        history: &[Published],
+        root: usize,
+        query: &Query,
+        reader: Option<&[usize]>,
+    ) -> Option<Walked> {
+        let as_of = query.as_of.as_ref().map(|(g, s)| (g.clone(), *s));
+        let passes = |p: &Published, timeless: bool| {
+            reader.is_none_or(|groups| groups.contains(&p.group))
+                && (timeless
+                    || as_of
+                        .as_ref()
+                        .is_none_or(|(g, s)| group_name(p.group) == *g && p.sequence <= *s))
+        };
+        let visible = |a: usize, timeless: bool| {
+            history
+                .iter()
+                .any(|p| p.artifact == a && passes(p, timeless))
+        };
+        if !visible(root, false) {
+            return None;
+        }
+        let page_end = query.skip + query.limit;
+        let mut seen = BTreeSet::from([root]);
+        let mut withheld = BTreeSet::new();
+        let mut queue = VecDeque::from([(root, 0u32)]);
+        let mut reached = Vec::new();
+        let mut edges = Vec::new();
+        let mut truncated = false;
+        while let Some((node, depth)) = queue.pop_front() {
+            reached.push((node, depth));
+            if reached.len() > page_end {
+                truncated = true;
+                break;
+            }
+            if query.depth.is_some_and(|max| depth >= max) {
+                continue;
+            }
+            let mut steps = Vec::new(); // (next, declaring publication, is a source)
+            if matches!(query.direction, Direction::Ancestors | Direction::Both) {
+                for p in history.iter().filter(|p| p.artifact == node) {
+                    steps.extend(p.sources.iter().map(|&s| (s, p, true)));
+                }
+            }
+            if matches!(query.direction, Direction::Descendants | Direction::Both) {
+                for p in history.iter().filter(|p| p.sources.contains(&node)) {
+                    steps.push((p.artifact, p, false));
+                }
+            }
+            for (next, declared, is_source) in steps {
+                if !passes(declared, false) {
+                    continue;
+                }
+                if !visible(next, true) {
+                    withheld.insert(next);
+                    continue;
+                }
+                if !visible(next, false) {
+                    continue;
+                }
+                edges.push(if is_source {
+                    (node, next)
+                } else {
+                    (next, node)
+                });
+                if seen.insert(next) {
+                    queue.push_back((next, depth + 1));
+                }
+            }
+        }
+        let page: Vec<(usize, u32)> = reached
+            .into_iter()
+            .skip(query.skip)
+            .take(query.limit)
+            .collect();
+        let in_page = |a: usize| page.iter().any(|&(n, _)| n == a);
+        Some(Walked {
+            derived_from: edges
+                .into_iter()
+                .filter(|&(c, s)| in_page(c) && in_page(s))
+                .map(|(c, s)| (artifact_id(c), artifact_id(s)))
+                .collect(),
+            reached: page.into_iter().map(|(n, d)| (artifact_id(n), d)).collect(),
+            withheld: withheld.len(),
+            truncated,
+        })
+    }
+
+    fn walked(lineage: Lineage) -> Walked {
+        Walked {
+            reached: lineage.artifacts.iter().map(|a| (a.id, a.depth)).collect(),
+            derived_from: lineage
+                .edges
+                .iter()
+                .filter(|e| e.kind == "derivedFrom")
+                .map(|e| match (e.from, e.to) {
+                    (NodeRef::Artifact(c), NodeRef::Artifact(s)) => (c, s),
+                    other => panic!("derivedFrom between {other:?}"),
+                })
+                .collect(),
+            withheld: lineage.withheld,
+            truncated: lineage.truncated,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn index_walks_as_the_reference_does(
+            history in history(),
+            root in any::<prop::sample::Index>(),
+            direction in prop::sample::select(vec![Direction::Ancestors, Direction::Descendants, Direction::Both]),
+            depth in prop::option::of(0u32..6),
+            limit in 1usize..30,
+            skip in 0usize..10,
+            reader in prop::option::of(prop::collection::vec(0usize..3, 0..3)),
+            as_of in prop::option::weighted(0.3, (0usize..3, 0u64..60)),
+        ) {
+            let artifacts = history.iter().map(|p| p.artifact).max().map_or(0, |m| m + 1);
+            let root = root.index(artifacts);
+            let query = Query {
+                direction,
+                depth,
+                limit,
+                skip,
+                budget: Duration::from_secs(60),
+                edges: None,
+                as_of: as_of.map(|(g, s)| (group_name(g), s)),
+            };
+            let names: Option<Vec<String>> = reader.as_ref().map(|gs| gs.iter().map(|&g| group_name(g)).collect());
+            let index = index_of(&history);
+            let got = index.traverse(&artifact_id(root), &query, names.as_deref()).map(walked);
+            let want = reference(&history, root, &query, reader.as_deref());
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn an_artifact_in_two_groups_is_seen_through_either() {
+        let history = vec![
+            Published {
+                artifact: 0,
+                group: 0,
+                sources: vec![],
+                sequence: 1,
+            },
+            Published {
+                artifact: 1,
+                group: 0,
+                sources: vec![0],
+                sequence: 2,
+            },
+            Published {
+                artifact: 1,
+                group: 1,
+                sources: vec![],
+                sequence: 3,
+            },
+        ];
+        let index = index_of(&history);
+        let query = Query {
+            direction: Direction::Ancestors,
+            depth: None,
+            limit: 10,
+            skip: 0,
+            budget: Duration::from_secs(60),
+            edges: None,
+            as_of: None,
+        };
+        // A reader of g1 sees artifact 1 (its g1 manifest) but not the edge its g0 manifest
+        // declared, nor artifact 0, which is counted as withheld only if an edge it may see
+        // leads there: none does.
+        let g1 = [group_name(1)];
+        let answer = index
+            .traverse(&artifact_id(1), &query, Some(&g1))
+            .map(walked);
+        assert_eq!(
+            answer,
+            Some(Walked {
+                reached: vec![(artifact_id(1), 0)],
+                derived_from: BTreeSet::new(),
+                withheld: 0,
+                truncated: false,
+            })
+        );
+        let both = [group_name(0), group_name(1)];
+        let answer = index
+            .traverse(&artifact_id(1), &query, Some(&both))
+            .map(walked);
+        assert_eq!(answer.map(|w| w.reached.len()), Some(2));
+    }
+}
