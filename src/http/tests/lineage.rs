@@ -248,6 +248,84 @@ async fn lineage_withholds_other_groups() {
     }
 }
 
+/// A lineage query may name an artifact by its `sha256:` alias; a path to or from an artifact
+/// the reader cannot see is `not_found` (never `no_path`, which would tell it exists), and so
+/// is an alias nobody published (CTX-5).
+#[tokio::test]
+async fn aliases_and_paths_to_hidden_artifacts() {
+    for kind in KINDS {
+        let h = harness(kind).await;
+        let reader = h.agent("r1", "g1", &["reviewer"]).await;
+        let bridge = h.agent("bridge", "g2", &["worker"]).await;
+        h.admin_json(
+            Method::PUT,
+            "/v1/admin/groups/g1/members/bridge",
+            json!({"roles": ["worker"]}),
+        )
+        .await;
+        let bridge = Agent {
+            token: h.session(&bridge.key, "bridge", "g1").await,
+            ..bridge
+        };
+        let hidden = h.put(&bridge, "g2", b"secret source", &[]).await;
+        let parent = h.put(&bridge, "g1", b"public parent", &[]).await;
+        let digests = h.upload(&bridge, b"public child").await;
+        let child = manifest(&bridge, "g1", digests, &[parent, hidden]);
+        assert_eq!(
+            h.publish(&bridge, &sign(&bridge.key, &child)).await.status,
+            StatusCode::CREATED
+        );
+        let by_blake3 = lineage(
+            &h,
+            &reader,
+            &format!("/v1/artifacts/{}/provenance", digests.blake3),
+        )
+        .await;
+        let by_sha256 = lineage(
+            &h,
+            &reader,
+            &format!("/v1/artifacts/{}/provenance", digests.sha256),
+        )
+        .await;
+        assert_eq!(by_sha256, by_blake3, "{kind:?}");
+        assert_eq!(ids(&by_sha256).len(), 2);
+        assert_eq!(by_sha256["withheld"], json!(1));
+        let before = h.store.stats().await.expect("stats");
+        let unknown = format!("sha256:{}", "0".repeat(64));
+        let hidden_sha256 = {
+            let view = lineage(&h, &bridge, &format!("/v1/artifacts/{hidden}")).await;
+            view["digests"]["sha256"]
+                .as_str()
+                .expect("sha256")
+                .to_owned()
+        };
+        for uri in [
+            format!("/v1/artifacts/{unknown}/provenance"),
+            format!("/v1/artifacts/{hidden_sha256}/provenance"),
+            format!("/v1/provenance/path?from={}&to={hidden}", digests.blake3),
+            format!("/v1/provenance/path?from={hidden}&to={}", digests.blake3),
+            format!("/v1/provenance/path?from={}&to={unknown}", digests.sha256),
+        ] {
+            let refused = h
+                .call(Method::GET, &uri, Some(&reader.token), Body::empty())
+                .await;
+            assert_eq!(
+                (refused.status, refused.code().as_str()),
+                (StatusCode::NOT_FOUND, "not_found"),
+                "{kind:?} {uri}"
+            );
+        }
+        let path = lineage(
+            &h,
+            &reader,
+            &format!("/v1/provenance/path?from={}&to={parent}", digests.sha256),
+        )
+        .await;
+        assert_eq!(path["path"].as_array().map(Vec::len), Some(2), "{path}");
+        assert_eq!(h.store.stats().await.expect("stats"), before);
+    }
+}
+
 /// Deep graphs are walked iteratively, and the index is rebuilt from the tables at start.
 #[tokio::test]
 async fn deep_chains_and_restarts() {
