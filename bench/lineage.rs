@@ -67,6 +67,7 @@ async fn main() -> anyhow::Result<()> {
     ] {
         let mut index_times = Vec::with_capacity(queries);
         let mut cte_times = Vec::with_capacity(queries);
+        let mut sizes = Vec::with_capacity(queries);
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         for _ in 0..queries {
             state ^= state << 13;
@@ -102,8 +103,18 @@ async fn main() -> anyhow::Result<()> {
                 cte_lineage(&store, root, descendants, depth, 1001, &reader).await?
             };
             cte_times.push(started.elapsed());
-            std::hint::black_box((answer.artifacts.len(), reached));
+            sizes.push((answer.artifacts.len(), answer.edges.len(), reached));
         }
+        // Median answer sizes: artifacts and typed edges in the index answer, rows of the CTE.
+        let median = |mut v: Vec<usize>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
+        let (artifacts, edges, rows) = (
+            median(sizes.iter().map(|s| s.0).collect()),
+            median(sizes.iter().map(|s| s.1).collect()),
+            median(sizes.iter().map(|s| s.2).collect()),
+        );
         index_times.sort();
         cte_times.sort();
         let (i50, i99, c50, c99) = (
@@ -113,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
             percentile(&cte_times, 0.99),
         );
         println!(
-            "{label:<24} index p50 {:7.3} ms p99 {:7.3} ms | recursive CTE p50 {:8.3} ms p99 {:8.3} ms | CTE/index p50 {:6.1}x p99 {:6.1}x",
+            "{label:<24} index p50 {:7.3} ms p99 {:7.3} ms | recursive CTE p50 {:8.3} ms p99 {:8.3} ms | CTE/index p50 {:6.1}x p99 {:6.1}x | median answer {artifacts} artifacts, {edges} edges; CTE {rows} rows",
             ms(i50),
             ms(i99),
             ms(c50),
