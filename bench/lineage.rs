@@ -52,6 +52,10 @@ async fn main() -> anyhow::Result<()> {
     println!("artifacts                          {n}");
     println!("derivation edges                   {}", dag.edges);
     println!(
+        "index rebuild from the tables      {:.1} s (what a restart pays)",
+        dag.index_rebuild.as_secs_f64()
+    );
+    println!(
         "lineage index memory               {:.0} MiB counted, {} measured (RSS growth while built)",
         store.lineage_index_bytes() as f64 / (1024.0 * 1024.0),
         dag.index_rss_bytes.map_or("n/a".to_owned(), |b| format!(

@@ -19,6 +19,9 @@ pub struct SyntheticDag {
     /// How much the process's resident memory grew while the lineage index was built from the
     /// tables (Linux `VmRSS`; `None` elsewhere).
     pub index_rss_bytes: Option<u64>,
+    /// How long reading the publications back and building the index took (what a restart
+    /// pays).
+    pub index_rebuild: std::time::Duration,
 }
 
 /// The process's resident set size, from `/proc/self/status`.
@@ -99,6 +102,7 @@ pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<Sy
             })
             .await?;
     }
+    let rebuild = std::time::Instant::now();
     let publications = store
         .inner
         .db
@@ -108,11 +112,13 @@ pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<Sy
     let before = resident_bytes();
     store.inner.lineage.add_all(&publications);
     let after = resident_bytes();
+    let index_rebuild = rebuild.elapsed();
     drop(publications);
     Ok(SyntheticDag {
         ids,
         edges,
         index_rss_bytes: before.zip(after).map(|(b, a)| a.saturating_sub(b)),
+        index_rebuild,
     })
 }
 
