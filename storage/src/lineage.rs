@@ -567,6 +567,7 @@ impl Index {
             Scope::Mission => graph.by_mission.get(name)?,
         };
         let mut starts: Vec<u32> = Vec::new();
+        let mut started: FastSet<u32> = FastSet::default();
         for &node in members {
             let in_scope = graph.manifests_of(node).any(|(_, m)| {
                 view.passes(m)
@@ -575,7 +576,7 @@ impl Index {
                         Scope::Mission => m.mission.as_str() == name,
                     }
             });
-            if in_scope && !starts.contains(&node) {
+            if in_scope && started.insert(node) {
                 starts.push(node);
             }
         }
@@ -1222,6 +1223,45 @@ mod tests {
             .expect("visible");
         assert!(!whole.truncated);
         assert_eq!(whole.artifacts.len(), 5001);
+    }
+
+    #[test]
+    fn a_scope_lists_each_artifact_once_whatever_its_manifests() {
+        // Artifacts 0..2000 in WorkItems w0..w4; artifact 0 published a second time.
+        let mut history: Vec<Published> = (0..2000)
+            .map(|a| Published {
+                artifact: a,
+                group: 0,
+                sources: if a == 0 { vec![] } else { vec![a - 1] },
+                sequence: a as u64 + 1,
+            })
+            .collect();
+        history.push(Published {
+            artifact: 0,
+            group: 1,
+            sources: vec![],
+            sequence: 2001,
+        });
+        let index = index_of(&history);
+        let query = Query {
+            direction: Direction::Ancestors,
+            depth: Some(0),
+            limit: 10_000,
+            skip: 0,
+            budget: Duration::from_secs(60),
+            edges: None,
+            as_of: None,
+        };
+        let answer = index
+            .scope(Scope::WorkItem, "w0", &query, None)
+            .expect("visible");
+        let mut ids: Vec<ArtifactId> = answer.artifacts.iter().map(|a| a.id).collect();
+        assert_eq!(ids.len(), 400);
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 400, "each artifact once");
+        assert!(answer.artifacts.iter().all(|a| a.depth == 0));
+        assert_eq!(answer.work_items.len(), 1);
     }
 
     #[test]
