@@ -40,7 +40,8 @@ pub use delivery::StoredAnswer;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
 pub use lineage::{
-    ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Query as LineageQuery, Scope,
+    ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
+    Scope,
 };
 pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome};
 
