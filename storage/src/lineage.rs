@@ -134,7 +134,7 @@ pub(crate) struct Publication {
     pub(crate) sources: Vec<ArtifactId>,
 }
 
-/// How many steps of a walk are loaded together (see `Index::walk`).
+/// How many steps of a walk are loaded together (see `Walk::next_batch`).
 const STEP_BATCH: usize = 32;
 
 /// One step of a walk: from the node at position `at` of the answer's order (reached at
@@ -150,6 +150,165 @@ struct Step {
     manifest: u32,
     /// `next`'s `Node::group`, loaded with the rest of its batch.
     group: u32,
+}
+
+/// A breadth-first walk in progress. `reached` is both the queue and the answer's order:
+/// nodes are appended when first discovered and expanded in that order, `head` (and
+/// `next_edge`, inside one node's edge lists) marking how far expansion has come.
+struct Walk<'a> {
+    graph: &'a Graph,
+    view: View<'a>,
+    ancestors: bool,
+    descendants: bool,
+    max_depth: Option<u32>,
+    /// Nodes past this position are not needed (they only tell that the page is truncated).
+    page_end: usize,
+    /// node → its position in `reached`
+    position: FastMap<u32, u32>,
+    /// (node, depth)
+    reached: Vec<(u32, u32)>,
+    head: usize,
+    next_edge: usize,
+    /// Neighbours the reader may not see: counted, never named.
+    withheld: FastSet<u32>,
+    /// (derived artifact, source), both reached, by position in `reached`
+    derivations: Vec<(u32, u32)>,
+    truncated: bool,
+}
+
+impl<'a> Walk<'a> {
+    fn new(
+        graph: &'a Graph,
+        starts: &[u32],
+        query: &Query,
+        max_depth: Option<u32>,
+        view: View<'a>,
+    ) -> Self {
+        let page_end = query.skip.saturating_add(query.limit);
+        // Sized for a typical answer up front: growing costs rehashes and copies.
+        let expected = page_end.saturating_add(1).min(512);
+        let mut walk = Walk {
+            graph,
+            view,
+            ancestors: matches!(query.direction, Direction::Ancestors | Direction::Both),
+            descendants: matches!(query.direction, Direction::Descendants | Direction::Both),
+            max_depth,
+            page_end,
+            position: FastMap::with_capacity_and_hasher(expected, Default::default()),
+            reached: Vec::with_capacity(expected),
+            head: 0,
+            next_edge: 0,
+            withheld: FastSet::default(),
+            derivations: Vec::with_capacity(expected * 2),
+            truncated: false,
+        };
+        for &start in starts {
+            if !walk.position.contains_key(&start) {
+                walk.position.insert(start, walk.reached.len() as u32);
+                walk.reached.push((start, 0));
+            }
+        }
+        walk
+    }
+
+    /// Refills `batch` with up to `STEP_BATCH` of the next steps, in order; `false` when the
+    /// walk is done.
+    fn next_batch(&mut self, batch: &mut Vec<Step>) -> bool {
+        batch.clear();
+        let graph = self.graph;
+        let expandable = self.reached.len().min(self.page_end);
+        // The edge lists of the next nodes to expand, read together first: a long list lives
+        // on the heap, a cache miss of its own.
+        let ahead = self
+            .reached
+            .get(self.head..expandable.min(self.head + 8))
+            .unwrap_or_default();
+        let touched: u32 = ahead
+            .iter()
+            .map(|&(n, _)| {
+                let record = &graph.nodes[n as usize];
+                record.sources.first().map_or(0, |e| e.0)
+                    ^ record.derived.first().map_or(0, |e| e.0)
+            })
+            .fold(0, |a, b| a ^ b);
+        std::hint::black_box(touched);
+        while batch.len() < STEP_BATCH && self.head < expandable {
+            let (node, depth) = self.reached[self.head];
+            if self.next_edge == 0 && self.max_depth.is_some_and(|max| depth >= max) {
+                self.head += 1;
+                continue;
+            }
+            let record = &graph.nodes[node as usize];
+            let up: &[(u32, u32)] = if self.ancestors { &record.sources } else { &[] };
+            let down: &[(u32, u32)] = if self.descendants {
+                &record.derived
+            } else {
+                &[]
+            };
+            let n_edges = up.len() + down.len();
+            while self.next_edge < n_edges && batch.len() < STEP_BATCH {
+                let (next, is_source, declared_by, manifest) = match up.get(self.next_edge) {
+                    Some(&(source, manifest)) => (source, true, node, manifest),
+                    None => {
+                        let (derived, manifest) = down[self.next_edge - up.len()];
+                        (derived, false, derived, manifest)
+                    }
+                };
+                batch.push(Step {
+                    at: self.head as u32,
+                    depth,
+                    next,
+                    is_source,
+                    declared_by,
+                    manifest,
+                    group: MIXED,
+                });
+                self.next_edge += 1;
+            }
+            if self.next_edge == n_edges {
+                self.head += 1;
+                self.next_edge = 0;
+            }
+        }
+        !batch.is_empty()
+    }
+
+    /// Takes one step (its `group` loaded): records the edge if the view includes it, and
+    /// discovers `next` if it is new, visible and still within the page.
+    fn take(&mut self, step: Step) {
+        let graph = self.graph;
+        let declared_group = if step.is_source {
+            graph.nodes[step.declared_by as usize].group
+        } else {
+            step.group
+        };
+        if !self.view.sees_edge(graph, declared_group, step.manifest) {
+            return; // declared in a Group or at a time this view does not include
+        }
+        let reached_at = match self.position.get(&step.next) {
+            Some(&p) => p,
+            None if !self.view.timeless().sees_with(graph, step.next, step.group) => {
+                self.withheld.insert(step.next);
+                return;
+            }
+            None if !self.view.sees_with(graph, step.next, step.group) => return, // after `asOf`
+            None if self.reached.len() > self.page_end => {
+                self.truncated = true; // beyond this page: not needed
+                return;
+            }
+            None => {
+                let p = self.reached.len() as u32;
+                self.position.insert(step.next, p);
+                self.reached.push((step.next, step.depth + 1));
+                p
+            }
+        };
+        self.derivations.push(if step.is_source {
+            (step.at, reached_at)
+        } else {
+            (reached_at, step.at)
+        });
+    }
 }
 
 /// One artifact, as a walk reads it: exactly one cache line, so a step costs one miss for the
@@ -588,8 +747,8 @@ impl Index {
         Some(Self::walk(&graph, starts, &query, view))
     }
 
-    /// Breadth-first from `starts` (all at depth 0). `reached` is both the BFS queue and the
-    /// answer's order: nodes are appended when first discovered and expanded in that order.
+    /// Breadth-first from `starts` (all at depth 0), bounded by depth, page and time budget;
+    /// see `Walk`.
     fn walk(graph: &Graph, starts: Vec<u32>, query: &Query, view: View<'_>) -> Lineage {
         let wanted = |kind: &str| {
             query
@@ -603,152 +762,37 @@ impl Index {
             Some(0)
         };
         let started = Instant::now();
-        let page_end = query.skip.saturating_add(query.limit);
-        let mut answer = Lineage::default();
-        // Sized for a typical answer up front: growing costs rehashes and copies.
-        let expected = page_end.saturating_add(1).min(512);
-        // node → its position in `reached`
-        let mut position: FastMap<u32, u32> =
-            FastMap::with_capacity_and_hasher(expected, Default::default());
-        let mut reached: Vec<(u32, u32)> = Vec::with_capacity(expected);
-        for &s in &starts {
-            position.insert(s, reached.len() as u32);
-            reached.push((s, 0));
-        }
-        let mut withheld: FastSet<u32> = FastSet::default();
-        // (derived artifact, source), both reached, by position in `reached`
-        let mut derivations: Vec<(u32, u32)> = Vec::with_capacity(expected * 2);
-        let timeless = view.timeless();
-        let ancestors = matches!(query.direction, Direction::Ancestors | Direction::Both);
-        let descendants = matches!(query.direction, Direction::Descendants | Direction::Both);
-        // Steps are taken in batches: the neighbours' records are loaded in one tight loop
-        // first, so the cache misses of a wide frontier overlap instead of queueing one
-        // behind another, then the batch is processed in order (the same order as one node
-        // at a time).
+        let mut walk = Walk::new(graph, &starts, query, max_depth, view);
         let mut batch: Vec<Step> = Vec::with_capacity(STEP_BATCH);
-        let (mut head, mut next_edge) = (0usize, 0usize);
-        let mut batches = 0u32;
-        loop {
+        let mut n_batches = 0u32;
+        while walk.next_batch(&mut batch) {
             // The time budget, looked at every 1024 steps (also inside one huge fan-out).
-            batches += 1;
-            if batches.is_multiple_of(32) && started.elapsed() > query.budget {
-                answer.truncated = true;
+            n_batches += 1;
+            if n_batches.is_multiple_of(32) && started.elapsed() > query.budget {
+                walk.truncated = true;
                 break;
             }
-            batch.clear();
-            // The edge lists of the next nodes to expand, read together for the same reason
-            // (a long list lives on the heap, a cache miss of its own).
-            let ahead = reached
-                .get(head..reached.len().min(page_end).min(head + 8))
-                .unwrap_or_default();
-            let touched: u32 = ahead
-                .iter()
-                .map(|&(n, _)| {
-                    let record = &graph.nodes[n as usize];
-                    record.sources.first().map_or(0, |e| e.0)
-                        ^ record.derived.first().map_or(0, |e| e.0)
-                })
-                .fold(0, |a, b| a ^ b);
-            std::hint::black_box(touched);
-            while batch.len() < STEP_BATCH && head < reached.len().min(page_end) {
-                let (node, depth) = reached[head];
-                if next_edge == 0 && max_depth.is_some_and(|max| depth >= max) {
-                    head += 1;
-                    continue;
-                }
-                let record = &graph.nodes[node as usize];
-                let up: &[(u32, u32)] = if ancestors { &record.sources } else { &[] };
-                let down: &[(u32, u32)] = if descendants { &record.derived } else { &[] };
-                let total = up.len() + down.len();
-                while next_edge < total && batch.len() < STEP_BATCH {
-                    let step = match up.get(next_edge) {
-                        Some(&(source, manifest)) => Step {
-                            at: head as u32,
-                            depth,
-                            next: source,
-                            is_source: true,
-                            declared_by: node,
-                            manifest,
-                            group: MIXED,
-                        },
-                        None => {
-                            let (derived, manifest) = down[next_edge - up.len()];
-                            Step {
-                                at: head as u32,
-                                depth,
-                                next: derived,
-                                is_source: false,
-                                declared_by: derived,
-                                manifest,
-                                group: MIXED,
-                            }
-                        }
-                    };
-                    batch.push(step);
-                    next_edge += 1;
-                }
-                if next_edge == total {
-                    head += 1;
-                    next_edge = 0;
-                }
-            }
-            if batch.is_empty() {
-                break;
-            }
+            // The neighbours' records, loaded in one tight loop so their cache misses overlap
+            // instead of queueing one behind another; the steps are then taken in order (the
+            // same order as one node at a time).
             for step in &mut batch {
                 step.group = graph.nodes[step.next as usize].group;
             }
             for step in &batch {
-                let Step {
-                    at,
-                    depth,
-                    next,
-                    is_source,
-                    declared_by,
-                    manifest,
-                    group,
-                } = *step;
-                let declared_group = if is_source {
-                    graph.nodes[declared_by as usize].group
-                } else {
-                    group
-                };
-                if !view.sees_edge(graph, declared_group, manifest) {
-                    continue; // declared in a Group or at a time this view does not include
-                }
-                let reached_at = match position.get(&next) {
-                    Some(&p) => p,
-                    None if !timeless.sees_with(graph, next, group) => {
-                        withheld.insert(next);
-                        continue;
-                    }
-                    None if !view.sees_with(graph, next, group) => continue, // after `asOf`
-                    None if reached.len() > page_end => {
-                        answer.truncated = true; // beyond this page: not needed
-                        continue;
-                    }
-                    None => {
-                        let p = reached.len() as u32;
-                        position.insert(next, p);
-                        reached.push((next, depth + 1));
-                        p
-                    }
-                };
-                derivations.push(if is_source {
-                    (at, reached_at)
-                } else {
-                    (reached_at, at)
-                });
+                walk.take(*step);
             }
         }
-        if reached.len() > page_end {
-            answer.truncated = true;
-        }
+        let mut answer = Lineage {
+            withheld: walk.withheld.len(),
+            truncated: walk.truncated || walk.reached.len() > walk.page_end,
+            ..Lineage::default()
+        };
         if answer.truncated {
-            answer.cursor = Some(page_end.min(reached.len()).to_string());
+            answer.cursor = Some(walk.page_end.min(walk.reached.len()).to_string());
         }
-        let page = reached
-            .get(query.skip..page_end.min(reached.len()))
+        let page = walk
+            .reached
+            .get(query.skip..walk.page_end.min(walk.reached.len()))
             .unwrap_or_default();
         // Where an artifact sits in the page, if it made it.
         let in_page = |p: u32| {
@@ -756,11 +800,13 @@ impl Index {
                 .checked_sub(query.skip)
                 .filter(|&i| i < page.len())
         };
-        answer.edges.reserve(3 * page.len() + derivations.len());
+        answer
+            .edges
+            .reserve(3 * page.len() + walk.derivations.len());
         let ids = Self::describe(graph, page, view, &mut answer);
         let mut derived_seen: FastSet<(usize, usize)> =
-            FastSet::with_capacity_and_hasher(derivations.len(), Default::default());
-        for (child, source) in derivations {
+            FastSet::with_capacity_and_hasher(walk.derivations.len(), Default::default());
+        for &(child, source) in &walk.derivations {
             if let (Some(child), Some(source)) = (in_page(child), in_page(source))
                 && derived_seen.insert((child, source))
             {
@@ -771,7 +817,6 @@ impl Index {
                 });
             }
         }
-        answer.withheld = withheld.len();
         answer.edges.retain(|edge| wanted(edge.kind));
         answer
     }
