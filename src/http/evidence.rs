@@ -59,11 +59,26 @@ fn parse_enum<T: for<'de> Deserialize<'de>>(
         .transpose()
 }
 
+/// The outcome filter: `result=` is DESIGN §8's name for it, `outcome=` the field's; either
+/// may be given, both only if they agree.
+fn outcome_of(query: &HashMap<String, String>) -> Result<Option<Outcome>, HttpError> {
+    match (
+        parse_enum::<Outcome>(query, "outcome")?,
+        parse_enum::<Outcome>(query, "result")?,
+    ) {
+        (Some(outcome), Some(result)) if outcome != result => Err(HttpError::new(
+            ErrorCode::BadRequest,
+            "result and outcome name the same filter and disagree",
+        )),
+        (outcome, result) => Ok(outcome.or(result)),
+    }
+}
+
 fn filter_from(query: &HashMap<String, String>) -> Result<EvidenceFilter, HttpError> {
     Ok(EvidenceFilter {
         work_item_id: query_id(query, "workItemId")?,
         criterion: query_id(query, "criterion")?.map(|id| id.to_string()),
-        outcome: parse_enum::<Outcome>(query, "outcome")?,
+        outcome: outcome_of(query)?,
         method: parse_enum::<MethodKind>(query, "method")?,
         producer: query_id(query, "producer")?,
         mission_id: query_id(query, "missionId")?,
@@ -75,6 +90,7 @@ fn filter_from(query: &HashMap<String, String>) -> Result<EvidenceFilter, HttpEr
 
 /// Evidence by WorkItem, criterion, outcome, method, producer, Mission; newest first, paged.
 #[utoipa::path(get, path = "/v1/evidence", params(("workItemId" = Option<String>, Query), ("criterion" = Option<String>, Query), ("outcome" = Option<String>, Query),
+    ("result" = Option<String>, Query, description = "the same filter as `outcome` (DESIGN §8's name)"),
     ("method" = Option<String>, Query), ("producer" = Option<String>, Query), ("missionId" = Option<String>, Query), ("after" = Option<u64>, Query, description = "cursor: `next` of the previous page"), ("limit" = Option<u32>, Query)),
     responses((status = 200, description = "{items: [{evidenceId, groupId, sequence, envelope, evidence}], next}")))]
 pub(crate) async fn list(
@@ -88,6 +104,7 @@ pub(crate) async fn list(
             "workItemId",
             "criterion",
             "outcome",
+            "result",
             "method",
             "producer",
             "missionId",

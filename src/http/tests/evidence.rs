@@ -97,6 +97,18 @@ async fn evidence_is_recorded_and_fetched_by_criterion() {
             .get_json(&worker, "/v1/evidence?workItemId=work-1&outcome=fail")
             .await;
         assert_eq!(failing["items"].as_array().map(Vec::len), Some(1));
+        // DESIGN §8 names the filter `result`.
+        let by_result = h
+            .get_json(&worker, "/v1/evidence?workItemId=work-1&result=fail")
+            .await;
+        assert_eq!(by_result, failing);
+        let both = h
+            .get_json(
+                &worker,
+                "/v1/evidence?workItemId=work-1&result=fail&outcome=fail",
+            )
+            .await;
+        assert_eq!(both, failing);
         let paged = h
             .get_json(&worker, "/v1/evidence?workItemId=work-1&limit=2")
             .await;
@@ -304,13 +316,15 @@ async fn bad_evidence_is_refused_and_changes_nothing() {
         // The payload type is bound by PAE: relabelling the envelope breaks the signature.
         replayed.payload_type = EVIDENCE_TYPE.into();
         assert_eq!(h.record(&reviewer, &replayed).await.code(), "bad_signature");
-        for bad in [
-            "criterion=a%20b",
-            "outcome=maybe",
-            "method=vibes",
-            "after=-1",
-            "workItemId=..",
-            "bogus=1",
+        for (bad, code) in [
+            ("criterion=a%20b", "invalid_id"),
+            ("outcome=maybe", "bad_request"),
+            ("result=maybe", "bad_request"),
+            ("result=pass&outcome=fail", "bad_request"),
+            ("method=vibes", "bad_request"),
+            ("after=-1", "bad_request"),
+            ("workItemId=..", "invalid_id"),
+            ("bogus=1", "bad_request"),
         ] {
             let answer = h
                 .call(
@@ -320,10 +334,7 @@ async fn bad_evidence_is_refused_and_changes_nothing() {
                     Body::empty(),
                 )
                 .await;
-            assert!(
-                matches!(answer.code().as_str(), "bad_request" | "invalid_id"),
-                "{bad}"
-            );
+            assert_eq!(answer.code(), code, "{bad}");
         }
         assert_eq!(h.stats().await, before, "{kind:?}");
     }
