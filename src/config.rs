@@ -106,6 +106,7 @@ impl Config {
             sweep_staging: true,
             // Replaced by the persisted `DIR/authority.key` in `serve::run`.
             authority: Arc::new(weft_api::dsse::generate_key()),
+            lineage_inline_budget: Some(weft_storage::LINEAGE_INLINE_BUDGET),
         }
     }
 }

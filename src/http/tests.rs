@@ -87,6 +87,10 @@ async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -> Harness {
     let clock = ManualClock::new(chrono::Utc::now());
     let mut options: Options = config.storage_options();
     options.clock = Arc::new(clock.clone());
+    if kind == Kind::Disk {
+        // The in-memory run walks lineage inline, this one on the blocking pool: both paths.
+        options.lineage_inline_budget = None;
+    }
     let store = Store::open(options).await.expect("store opens");
     let state = AppState::new(store.clone(), ADMIN, &config);
     Harness {

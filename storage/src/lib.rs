@@ -68,7 +68,15 @@ pub struct Options {
     /// Delete leftovers in `staging/` on open. Only the server does this; an offline tool
     /// such as fsck must not touch uploads a running server is still writing.
     pub sweep_staging: bool,
+    /// How long a lineage walk may run on the calling (async) thread. A walk that needs more
+    /// is run again on the blocking pool with its whole budget, so a huge fan-out never holds
+    /// a runtime thread for long; almost every walk takes well under a millisecond. `None`:
+    /// every walk goes to the blocking pool (tests use it to cover that path).
+    pub lineage_inline_budget: Option<std::time::Duration>,
 }
+
+/// The default `Options::lineage_inline_budget`.
+pub const LINEAGE_INLINE_BUDGET: std::time::Duration = std::time::Duration::from_millis(5);
 
 impl Options {
     /// Everything under `data_dir`: `index.sqlite` and `blobs/`.
@@ -81,6 +89,7 @@ impl Options {
             session_ttl: chrono::Duration::hours(12),
             sweep_staging: true,
             authority: Arc::new(weft_api::dsse::generate_key()),
+            lineage_inline_budget: Some(LINEAGE_INLINE_BUDGET),
         }
     }
 
@@ -94,6 +103,7 @@ impl Options {
             session_ttl: chrono::Duration::hours(12),
             sweep_staging: true,
             authority: Arc::new(weft_api::dsse::generate_key()),
+            lineage_inline_budget: Some(LINEAGE_INLINE_BUDGET),
         }
     }
 }
@@ -433,15 +443,44 @@ impl Store {
         reader: &Reader,
     ) -> Result<Lineage, Error> {
         let (id, groups) = self.inner.resolve_for_lineage(digest, reader).await?;
-        self.inner
-            .lineage
-            .traverse(&id, &query, groups.as_deref())
-            .ok_or_else(|| {
-                Error::reject(
-                    weft_api::ErrorCode::NotFound,
-                    format!("no artifact {digest} is visible to you"),
-                )
-            })
+        self.walk_lineage(query, move |index, query| {
+            index.traverse(&id, query, groups.as_deref())
+        })
+        .await?
+        .ok_or_else(|| {
+            Error::reject(
+                weft_api::ErrorCode::NotFound,
+                format!("no artifact {digest} is visible to you"),
+            )
+        })
+    }
+
+    /// Runs a lineage walk on this thread within the inline budget, and again on the blocking
+    /// pool with the query's whole budget if that was not enough (see
+    /// `Options::lineage_inline_budget`). A walk cut by time returns fewer artifacts than its
+    /// limit; one cut by the limit returns exactly the limit.
+    async fn walk_lineage(
+        &self,
+        query: LineageQuery,
+        walk: impl Fn(&lineage::Index, &LineageQuery) -> Option<Lineage> + Send + 'static,
+    ) -> Result<Option<Lineage>, Error> {
+        if let Some(inline_budget) = self.inner.lineage_inline_budget {
+            let inline = LineageQuery {
+                budget: query.budget.min(inline_budget),
+                ..query.clone()
+            };
+            let answer = walk(&self.inner.lineage, &inline);
+            let cut_by_time = answer
+                .as_ref()
+                .is_some_and(|a| a.truncated && a.artifacts.len() < query.limit);
+            if !cut_by_time || query.budget <= inline_budget {
+                return Ok(answer);
+            }
+        }
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || walk(&inner.lineage, &query))
+            .await
+            .map_err(Error::backend)
     }
 
     /// Everything published inside a WorkItem or Mission and what it was derived from.
@@ -453,15 +492,17 @@ impl Store {
         reader: &Reader,
     ) -> Result<Lineage, Error> {
         let groups = self.inner.reader_groups(reader);
-        self.inner
-            .lineage
-            .scope(scope, name.as_str(), &query, groups.as_deref())
-            .ok_or_else(|| {
-                Error::reject(
-                    weft_api::ErrorCode::NotFound,
-                    format!("nothing published in {name} is visible to you"),
-                )
-            })
+        let scope_name = name.clone();
+        self.walk_lineage(query, move |index, query| {
+            index.scope(scope, scope_name.as_str(), query, groups.as_deref())
+        })
+        .await?
+        .ok_or_else(|| {
+            Error::reject(
+                weft_api::ErrorCode::NotFound,
+                format!("nothing published in {name} is visible to you"),
+            )
+        })
     }
 
     /// One shortest derivation path between two artifacts, or `no_path`.
@@ -483,17 +524,20 @@ impl Store {
                 ));
             }
         }
-        self.inner
-            .lineage
-            .path(&from, &to, max_depth, groups.as_deref())
-            .ok_or_else(|| {
-                Error::reject(
-                    weft_api::ErrorCode::NoPath,
-                    format!(
-                        "no derivation path of at most {max_depth} steps joins {from} and {to}"
-                    ),
-                )
-            })
+        // A path search has no node limit (only `max_depth`) and may cover a large part of the
+        // graph, so it always runs on the blocking pool.
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            inner.lineage.path(&from, &to, max_depth, groups.as_deref())
+        })
+        .await
+        .map_err(Error::backend)?
+        .ok_or_else(|| {
+            Error::reject(
+                weft_api::ErrorCode::NoPath,
+                format!("no derivation path of at most {max_depth} steps joins {from} and {to}"),
+            )
+        })
     }
 
     /// Approximate memory the in-memory lineage index takes, in bytes.

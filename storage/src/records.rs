@@ -111,6 +111,7 @@ pub(crate) struct Inner {
         std::sync::RwLock<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
     max_upload_bytes: u64,
     session_ttl: chrono::Duration,
+    pub(crate) lineage_inline_budget: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -419,6 +420,7 @@ impl Inner {
             authority: options.authority,
             max_upload_bytes: options.max_upload_bytes,
             session_ttl: options.session_ttl,
+            lineage_inline_budget: options.lineage_inline_budget,
         })
     }
 
