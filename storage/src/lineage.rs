@@ -1084,6 +1084,19 @@ mod tests {
         index
     }
 
+    /// A query from the first page, with time to spare, all edge types, no `asOf`.
+    fn simple_query(direction: Direction, depth: Option<u32>, limit: usize) -> Query {
+        Query {
+            direction,
+            depth,
+            limit,
+            skip: 0,
+            budget: Duration::from_secs(60),
+            edges: None,
+            as_of: None,
+        }
+    }
+
     #[derive(Debug, PartialEq)]
     struct Walked {
         reached: Vec<(ArtifactId, u32)>,
@@ -1247,15 +1260,8 @@ mod tests {
             sequence: a as u64 + 1,
         }));
         let index = index_of(&history);
-        let mut query = Query {
-            direction: Direction::Descendants,
-            depth: None,
-            limit: 10_000,
-            skip: 0,
-            budget: Duration::ZERO,
-            edges: None,
-            as_of: None,
-        };
+        let mut query = simple_query(Direction::Descendants, None, 10_000);
+        query.budget = Duration::ZERO;
         let cut = index
             .traverse(&artifact_id(0), &query, None)
             .expect("visible");
@@ -1288,15 +1294,7 @@ mod tests {
             sequence: 2001,
         });
         let index = index_of(&history);
-        let query = Query {
-            direction: Direction::Ancestors,
-            depth: Some(0),
-            limit: 10_000,
-            skip: 0,
-            budget: Duration::from_secs(60),
-            edges: None,
-            as_of: None,
-        };
+        let query = simple_query(Direction::Ancestors, Some(0), 10_000);
         let answer = index
             .scope(Scope::WorkItem, "w0", &query, None)
             .expect("visible");
@@ -1332,15 +1330,7 @@ mod tests {
             },
         ];
         let index = index_of(&history);
-        let query = Query {
-            direction: Direction::Ancestors,
-            depth: None,
-            limit: 10,
-            skip: 0,
-            budget: Duration::from_secs(60),
-            edges: None,
-            as_of: None,
-        };
+        let query = simple_query(Direction::Ancestors, None, 10);
         // A reader of g1 sees artifact 1 (its g1 manifest) but not the edge its g0 manifest
         // declared, nor artifact 0, which is counted as withheld only if an edge it may see
         // leads there: none does.

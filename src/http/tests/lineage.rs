@@ -201,24 +201,31 @@ async fn paths_impact_and_formats() {
     assert_eq!(answer.code(), "invalid_digest");
 }
 
+/// A reviewer of g1, and a worker of g2 who is also a member of g1 (with a g1 session), so it
+/// can publish in g1 what derives from g2.
+async fn reader_and_bridge(h: &Harness) -> (Agent, Agent) {
+    let reader = h.agent("r1", "g1", &["reviewer"]).await;
+    let bridge = h.agent("bridge", "g2", &["worker"]).await;
+    h.admin_json(
+        Method::PUT,
+        "/v1/admin/groups/g1/members/bridge",
+        json!({"roles": ["worker"]}),
+    )
+    .await;
+    let bridge = Agent {
+        token: h.session(&bridge.key, "bridge", "g1").await,
+        ..bridge
+    };
+    (reader, bridge)
+}
+
 /// CTX-5: lineage from a Group the reader is not in is withheld: counted, never named, never
 /// walked through.
 #[tokio::test]
 async fn lineage_withholds_other_groups() {
     for kind in KINDS {
         let h = harness(kind).await;
-        let reader = h.agent("r1", "g1", &["reviewer"]).await;
-        let bridge = h.agent("bridge", "g2", &["worker"]).await;
-        h.admin_json(
-            Method::PUT,
-            "/v1/admin/groups/g1/members/bridge",
-            json!({"roles": ["worker"]}),
-        )
-        .await;
-        let bridge = Agent {
-            token: h.session(&bridge.key, "bridge", "g1").await,
-            ..bridge
-        };
+        let (reader, bridge) = reader_and_bridge(&h).await;
         let root = h.put(&bridge, "g2", b"secret root", &[]).await;
         let hidden = h.put(&bridge, "g2", b"secret middle", &[root]).await;
         let visible = h.put(&bridge, "g1", b"public child", &[hidden]).await;
@@ -255,18 +262,7 @@ async fn lineage_withholds_other_groups() {
 async fn aliases_and_paths_to_hidden_artifacts() {
     for kind in KINDS {
         let h = harness(kind).await;
-        let reader = h.agent("r1", "g1", &["reviewer"]).await;
-        let bridge = h.agent("bridge", "g2", &["worker"]).await;
-        h.admin_json(
-            Method::PUT,
-            "/v1/admin/groups/g1/members/bridge",
-            json!({"roles": ["worker"]}),
-        )
-        .await;
-        let bridge = Agent {
-            token: h.session(&bridge.key, "bridge", "g1").await,
-            ..bridge
-        };
+        let (reader, bridge) = reader_and_bridge(&h).await;
         let hidden = h.put(&bridge, "g2", b"secret source", &[]).await;
         let parent = h.put(&bridge, "g1", b"public parent", &[]).await;
         let digests = h.upload(&bridge, b"public child").await;
