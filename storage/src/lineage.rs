@@ -927,7 +927,7 @@ impl Index {
     }
 
     /// One shortest derivation path between two artifacts (either direction), within
-    /// `max_depth`, through visible artifacts only.
+    /// `max_depth`, through artifacts and edges the reader can see only (CTX-5).
     pub(crate) fn path(
         &self,
         from: &ArtifactId,
@@ -945,36 +945,101 @@ impl Index {
         if !view.sees(&graph, start) || !view.sees(&graph, goal) {
             return None;
         }
-        for towards_sources in [true, false] {
-            let mut parent: FastMap<u32, u32> = FastMap::default();
-            parent.insert(start, start);
-            let mut queue = std::collections::VecDeque::from([(start, 0u32)]);
-            while let Some((node, depth)) = queue.pop_front() {
-                if node == goal {
-                    let mut path = vec![graph.id(node)];
-                    let mut at = node;
-                    while at != start {
-                        at = parent[&at];
-                        path.push(graph.id(at));
-                    }
-                    path.reverse();
-                    return Some(path);
-                }
-                if depth >= max_depth {
-                    continue;
-                }
+        if start == goal {
+            return Some(vec![graph.id(start)]);
+        }
+        [true, false].into_iter().find_map(|towards_sources| {
+            let path = Self::meet(&graph, view, start, goal, max_depth, towards_sources)?;
+            Some(path.into_iter().map(|n| graph.id(n)).collect())
+        })
+    }
+
+    /// A shortest path from `start` to `goal` along sources (or along derived artifacts),
+    /// searched breadth-first from both ends at once, a whole level of the smaller frontier
+    /// at a time: each side then explores about the square root of what one search from
+    /// `start` would. The first level in which the sides meet gives a shortest path: before
+    /// it, every path was longer than both depths together; every meeting in it is exactly
+    /// one longer.
+    fn meet(
+        graph: &Graph,
+        view: View<'_>,
+        start: u32,
+        goal: u32,
+        max_depth: u32,
+        towards_sources: bool,
+    ) -> Option<Vec<u32>> {
+        /// One side: each reached node's parent (towards this side's end) and distance.
+        struct Side {
+            reached: FastMap<u32, (u32, u32)>,
+            frontier: Vec<u32>,
+            depth: u32,
+            along_sources: bool,
+        }
+        let side = |end: u32, along_sources: bool| Side {
+            reached: FastMap::from_iter([(end, (end, 0))]),
+            frontier: vec![end],
+            depth: 0,
+            along_sources,
+        };
+        let (mut forward, mut backward) =
+            (side(start, towards_sources), side(goal, !towards_sources));
+        while forward.depth + backward.depth < max_depth
+            && !forward.frontier.is_empty()
+            && !backward.frontier.is_empty()
+        {
+            let grow_forward = forward.frontier.len() <= backward.frontier.len();
+            let (growing, other) = if grow_forward {
+                (&mut forward, &backward)
+            } else {
+                (&mut backward, &forward)
+            };
+            let mut next_frontier = Vec::new();
+            let mut meeting = None;
+            'level: for &node in &growing.frontier {
                 let record = &graph.nodes[node as usize];
-                let next: &[(u32, u32)] = if towards_sources {
+                let edges: &[(u32, u32)] = if growing.along_sources {
                     &record.sources
                 } else {
                     &record.derived
                 };
-                for &(n, _) in next {
-                    if view.sees(&graph, n) && !parent.contains_key(&n) {
-                        parent.insert(n, node);
-                        queue.push_back((n, depth + 1));
+                for &(next, manifest) in edges {
+                    // A source edge is declared by the derived artifact's manifest: `node`
+                    // when walking to sources, `next` when walking to derived artifacts.
+                    let declared_by = if growing.along_sources { node } else { next };
+                    let declared_group = graph.nodes[declared_by as usize].group;
+                    if growing.reached.contains_key(&next)
+                        || !view.sees_edge(graph, declared_group, manifest)
+                        || !view.sees(graph, next)
+                    {
+                        continue;
                     }
+                    growing.reached.insert(next, (node, growing.depth + 1));
+                    if other.reached.contains_key(&next) {
+                        meeting = Some(next);
+                        break 'level;
+                    }
+                    next_frontier.push(next);
                 }
+            }
+            growing.frontier = next_frontier;
+            growing.depth += 1;
+            if let Some(middle) = meeting {
+                let trail = |side: &Side| {
+                    let mut trail = vec![middle];
+                    let mut at = middle;
+                    while let Some(&(parent, distance)) = side.reached.get(&at) {
+                        if distance == 0 {
+                            break;
+                        }
+                        trail.push(parent);
+                        at = parent;
+                    }
+                    trail
+                };
+                let mut path = trail(&forward);
+                path.reverse(); // start … middle
+                path.extend(trail(&backward).into_iter().skip(1)); // … goal
+                return Some(path);
             }
         }
         None
@@ -1241,6 +1306,93 @@ mod tests {
             let got = index.traverse(&artifact_id(root), &query, names.as_deref()).map(walked);
             let want = reference(&history, root, &query, reader.as_deref());
             prop_assert_eq!(got, want);
+        }
+    }
+
+    /// The reference path search: breadth-first from `from` over the visible edges towards
+    /// sources, then towards derived artifacts; the number of artifacts on a shortest path.
+    fn reference_path_len(
+        history: &[Published],
+        from: usize,
+        to: usize,
+        max_depth: u32,
+        reader: Option<&[usize]>,
+    ) -> Option<usize> {
+        let passes = |p: &Published| reader.is_none_or(|groups| groups.contains(&p.group));
+        let visible = |a: usize| history.iter().any(|p| p.artifact == a && passes(p));
+        if !visible(from) || !visible(to) {
+            return None;
+        }
+        // (derived, source), declared by a manifest the reader can see
+        let edges: Vec<(usize, usize)> = history
+            .iter()
+            .filter(|p| passes(p))
+            .flat_map(|p| p.sources.iter().map(move |&s| (p.artifact, s)))
+            .filter(|&(d, s)| visible(d) && visible(s))
+            .collect();
+        for towards_sources in [true, false] {
+            let mut distance = std::collections::BTreeMap::from([(from, 0u32)]);
+            let mut queue = VecDeque::from([from]);
+            while let Some(node) = queue.pop_front() {
+                let d = distance[&node];
+                if node == to {
+                    return Some(d as usize + 1);
+                }
+                if d >= max_depth {
+                    continue;
+                }
+                for &(derived, source) in &edges {
+                    let next = match (towards_sources, derived == node, source == node) {
+                        (true, true, _) => source,
+                        (false, _, true) => derived,
+                        _ => continue,
+                    };
+                    if let std::collections::btree_map::Entry::Vacant(e) = distance.entry(next) {
+                        e.insert(d + 1);
+                        queue.push_back(next);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// The two-ended search finds a path exactly when the reference does, as short, and
+        /// along edges the reader can see (CTX-5).
+        #[test]
+        fn paths_are_shortest_and_visible(
+            history in history(),
+            from in any::<prop::sample::Index>(),
+            to in any::<prop::sample::Index>(),
+            max_depth in 0u32..8,
+            reader in prop::option::of(prop::collection::vec(0usize..3, 0..3)),
+        ) {
+            let artifacts = history.iter().map(|p| p.artifact).max().map_or(0, |m| m + 1);
+            let (from, to) = (from.index(artifacts), to.index(artifacts));
+            let names: Option<Vec<String>> = reader.as_ref().map(|gs| gs.iter().map(|&g| group_name(g)).collect());
+            let index = index_of(&history);
+            let got = index.path(&artifact_id(from), &artifact_id(to), max_depth, names.as_deref());
+            let want = reference_path_len(&history, from, to, max_depth, reader.as_deref());
+            prop_assert_eq!(got.as_ref().map(Vec::len), want);
+            if let Some(path) = got {
+                let number = |id: &ArtifactId| (0..artifacts).find(|&a| artifact_id(a) == *id);
+                let steps: Vec<usize> = path.iter().filter_map(number).collect();
+                prop_assert_eq!(steps.first(), Some(&from));
+                prop_assert_eq!(steps.last(), Some(&to));
+                let declared = |derived: usize, source: usize| {
+                    history.iter().any(|p| {
+                        p.artifact == derived
+                            && p.sources.contains(&source)
+                            && reader.as_ref().is_none_or(|g| g.contains(&p.group))
+                    })
+                };
+                let up = steps.windows(2).all(|w| declared(w[0], w[1]));
+                let down = steps.windows(2).all(|w| declared(w[1], w[0]));
+                prop_assert!(up || down, "{steps:?} is not a path of visible edges");
+            }
         }
     }
 
