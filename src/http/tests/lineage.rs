@@ -322,6 +322,34 @@ async fn aliases_and_paths_to_hidden_artifacts() {
     }
 }
 
+/// CTX-5: an edge declared by a manifest in another Group is not followed by a path search,
+/// even between two artifacts the reader can see.
+#[tokio::test]
+async fn paths_follow_only_edges_the_reader_can_see() {
+    for kind in KINDS {
+        let h = harness(kind).await;
+        let (reader, bridge) = reader_and_bridge(&h).await;
+        let source = h.put(&bridge, "g1", b"shared source", &[]).await;
+        let derived = h.put(&bridge, "g1", b"shared artifact", &[]).await;
+        // The same bytes published again in g2, this time derived from `source`.
+        assert_eq!(
+            h.put(&bridge, "g2", b"shared artifact", &[source]).await,
+            derived
+        );
+        let uri = format!("/v1/provenance/path?from={derived}&to={source}");
+        let hidden = h
+            .call(Method::GET, &uri, Some(&reader.token), Body::empty())
+            .await;
+        assert_eq!(
+            (hidden.status, hidden.code().as_str()),
+            (StatusCode::NOT_FOUND, "no_path"),
+            "{kind:?}"
+        );
+        let seen = lineage(&h, &bridge, &uri).await;
+        assert_eq!(seen["path"].as_array().map(Vec::len), Some(2), "{seen}");
+    }
+}
+
 /// Deep graphs are walked iteratively, and the index is rebuilt from the tables at start.
 #[tokio::test]
 async fn deep_chains_and_restarts() {
