@@ -169,7 +169,7 @@ pub async fn cte_lineage(
                          SELECT d.{to} FROM derivations d JOIN walk ON d.{from} = walk.node
                          LIMIT ?4
                      ),
-                     reached AS (SELECT node, 0 AS depth FROM walk WHERE ?2 IS NOT NULL)
+                     reached AS (SELECT node, 0 AS depth FROM walk)
                      {select}"
                 ),
             };

@@ -373,7 +373,12 @@ impl Graph {
 
     /// The manifests of node `n`, oldest first.
     fn manifests_of(&self, n: u32) -> impl Iterator<Item = (u32, &ManifestNode)> {
-        let mut at = self.nodes[n as usize].first_manifest;
+        self.chain(self.nodes[n as usize].first_manifest)
+    }
+
+    /// The manifests from index `first` along its chain, with their indices.
+    fn chain(&self, first: u32) -> impl Iterator<Item = (u32, &ManifestNode)> {
+        let mut at = first;
         std::iter::from_fn(move || {
             let index = at;
             let manifest = self.manifests.get(index as usize)?;
@@ -861,7 +866,8 @@ impl Index {
             let artifact = NodeRef::Artifact(id);
             let mut manifests = SmallVec::new();
             linked.clear();
-            for m in std::iter::once(head).chain(Self::chain(graph, head.next)) {
+            let rest = graph.chain(head.next).map(|(_, m)| *m);
+            for m in std::iter::once(head).chain(rest) {
                 if !view.passes(&m) {
                     continue;
                 }
@@ -914,16 +920,6 @@ impl Index {
             });
         }
         ids
-    }
-
-    /// The manifests from `first` along its chain, copied.
-    fn chain(graph: &Graph, first: u32) -> impl Iterator<Item = ManifestNode> {
-        let mut at = first;
-        std::iter::from_fn(move || {
-            let manifest = *graph.manifests.get(at as usize)?;
-            at = manifest.next;
-            Some(manifest)
-        })
     }
 
     /// One shortest derivation path between two artifacts (either direction), within
