@@ -56,7 +56,10 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
     let mut generated_by: Vec<(String, String)> = Vec::new();
     let mut derived: Vec<(String, String)> = Vec::new();
     for edge in &lineage.edges {
-        let (from, to) = (node_qname(&edge.from.name()), node_qname(&edge.to.name()));
+        let (from, to) = (
+            node_qname(&edge.from.to_string()),
+            node_qname(&edge.to.to_string()),
+        );
         match edge.kind {
             "derivedFrom" => {
                 let n = relations[0].1.len();

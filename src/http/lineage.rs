@@ -78,7 +78,7 @@ pub(crate) fn to_dot(lineage: &Lineage) -> String {
                 "box"
             }
         };
-        let (from, to) = (edge.from.name(), edge.to.name());
+        let (from, to) = (edge.from.to_string(), edge.to.to_string());
         for node in [&from, &to] {
             if !node.starts_with("blake3:") {
                 let _ = writeln!(
@@ -123,8 +123,8 @@ pub(crate) fn to_mermaid(lineage: &Lineage) -> String {
         id_of(&artifact.id.to_string(), &mut out);
     }
     for edge in &lineage.edges {
-        let from = id_of(&edge.from.name(), &mut out);
-        let to = id_of(&edge.to.name(), &mut out);
+        let from = id_of(&edge.from.to_string(), &mut out);
+        let to = id_of(&edge.to.to_string(), &mut out);
         let _ = writeln!(out, "  {from} -->|{}| {to}", edge.kind);
     }
     out

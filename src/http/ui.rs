@@ -112,8 +112,8 @@ fn svg(lineage: &Lineage, direction: &str, depth: &str) -> String {
     out.push_str(r##"<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>"##);
     for edge in lineage.edges.iter().filter(|e| e.kind == "derivedFrom") {
         if let (Some(&(x1, y1)), Some(&(x2, y2))) = (
-            position.get(&*edge.from.name()),
-            position.get(&*edge.to.name()),
+            position.get(&*edge.from.to_string()),
+            position.get(&*edge.to.to_string()),
         ) {
             let (from_x, to_x) = if x1 < x2 { (x1 + W, x2) } else { (x1, x2 + W) };
             let _ = write!(

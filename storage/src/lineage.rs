@@ -546,8 +546,8 @@ pub struct ManifestSummary {
     pub sequence: u64,
 }
 
-/// An end of a typed edge: an artifact, WorkItem, Mission or Agent, serialized as its node
-/// name (`blake3:<hex>`, `workItem:<id>`, `mission:<id>`, `agent:<id>`). Ids and names stay
+/// An end of a typed edge: an artifact, WorkItem, Mission or Agent, displayed and serialized
+/// as its node name (`blake3:<hex>`, `workItem:<id>`, `mission:<id>`, `agent:<id>`). Ids and names stay
 /// as they are until then, so answers build no strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NodeRef {
@@ -555,13 +555,6 @@ pub enum NodeRef {
     WorkItem(Name),
     Mission(Name),
     Agent(Name),
-}
-
-impl NodeRef {
-    /// The node's name, as in the JSON answer.
-    pub fn name(&self) -> String {
-        self.to_string()
-    }
 }
 
 impl fmt::Display for NodeRef {
