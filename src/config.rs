@@ -6,31 +6,31 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weft_storage::{Backend, Location, Options, SystemClock};
+use weft_storage::{Backend, Location, Options, SystemClock, defaults};
 
 /// `weft serve` flags.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
     /// Directory holding `index.sqlite`, `blobs/`, `staging/` and `admin.token`.
-    #[arg(long, env = "WEFT_DATA_DIR", default_value = "weft-data")]
+    #[arg(long, env = "WEFT_DATA_DIR", default_value = defaults::DATA_DIR)]
     pub data_dir: PathBuf,
     /// Address to listen on; `127.0.0.1:0` picks a free port.
-    #[arg(long, env = "WEFT_LISTEN", default_value = "127.0.0.1:7070")]
+    #[arg(long, env = "WEFT_LISTEN", default_value = defaults::LISTEN)]
     pub listen: SocketAddr,
     /// Keep blobs and the index in memory (tests and demos; nothing survives a restart).
     #[arg(long, env = "WEFT_IN_MEMORY")]
     pub in_memory: bool,
     /// Largest accepted upload in bytes, enforced on the stream.
-    #[arg(long, env = "WEFT_MAX_UPLOAD_BYTES", default_value_t = 64 * 1024 * 1024 * 1024)]
+    #[arg(long, env = "WEFT_MAX_UPLOAD_BYTES", default_value_t = defaults::MAX_UPLOAD_BYTES)]
     pub max_upload_bytes: u64,
     /// Seconds a client may take to send a request's headers (slowloris guard).
-    #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = 10)]
+    #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
     pub header_timeout_secs: u64,
     /// Seconds an upload body may stall between two chunks before it is cut.
-    #[arg(long, env = "WEFT_BODY_IDLE_TIMEOUT", default_value_t = 30)]
+    #[arg(long, env = "WEFT_BODY_IDLE_TIMEOUT", default_value_t = defaults::BODY_IDLE_TIMEOUT_SECS)]
     pub body_idle_timeout_secs: u64,
     /// Seconds a JSON request (not a blob transfer) may take in all.
-    #[arg(long, env = "WEFT_REQUEST_TIMEOUT", default_value_t = 30)]
+    #[arg(long, env = "WEFT_REQUEST_TIMEOUT", default_value_t = defaults::REQUEST_TIMEOUT_SECS)]
     pub request_timeout_secs: u64,
     /// Keep only the newest N Events per Group online; older ones are compacted into a signed
     /// snapshot and an archive artifact (nothing is deleted). Unset: keep every Event online.
@@ -41,10 +41,10 @@ pub struct Config {
     #[arg(long, env = "WEFT_RETAIN_SECONDS")]
     pub retain_seconds: Option<u64>,
     /// Seconds between compaction passes when a retention window is set.
-    #[arg(long, env = "WEFT_COMPACTION_INTERVAL", default_value_t = 10)]
+    #[arg(long, env = "WEFT_COMPACTION_INTERVAL", default_value_t = defaults::COMPACTION_INTERVAL_SECS)]
     pub compaction_interval_secs: u64,
     /// Hours a session token stays valid.
-    #[arg(long, env = "WEFT_SESSION_HOURS", default_value_t = 12)]
+    #[arg(long, env = "WEFT_SESSION_HOURS", default_value_t = defaults::SESSION_HOURS)]
     pub session_hours: i64,
 }
 
@@ -55,14 +55,14 @@ impl Config {
             data_dir,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             in_memory: false,
-            max_upload_bytes: 64 * 1024 * 1024 * 1024,
-            header_timeout_secs: 10,
-            body_idle_timeout_secs: 30,
-            request_timeout_secs: 30,
-            session_hours: 12,
+            max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
+            header_timeout_secs: defaults::HEADER_TIMEOUT_SECS,
+            body_idle_timeout_secs: defaults::BODY_IDLE_TIMEOUT_SECS,
+            request_timeout_secs: defaults::REQUEST_TIMEOUT_SECS,
+            session_hours: defaults::SESSION_HOURS,
             retain_events: None,
             retain_seconds: None,
-            compaction_interval_secs: 10,
+            compaction_interval_secs: defaults::COMPACTION_INTERVAL_SECS,
         }
     }
 
@@ -106,7 +106,7 @@ impl Config {
             sweep_staging: true,
             // Replaced by the persisted `DIR/authority.key` in `serve::run`.
             authority: Arc::new(weft_api::dsse::generate_key()),
-            lineage_inline_budget: Some(weft_storage::LINEAGE_INLINE_BUDGET),
+            lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
         }
     }
 }

@@ -22,6 +22,7 @@ mod events;
 mod evidence;
 mod hashing;
 mod lineage;
+mod options;
 mod records;
 mod schema;
 
@@ -43,6 +44,7 @@ pub use lineage::{
     ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
     Scope,
 };
+pub use options::{Options, defaults};
 pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome};
 
 use weft_api::session::{Membership, Role, SessionGrant};
@@ -51,62 +53,6 @@ use weft_api::views::{
     EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint,
 };
 use weft_api::{ArtifactId, Digest, Digests, Envelope, Event, Id, KeyId};
-
-/// How to open a [`Store`]. The server builds this from its configuration.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub blobs: Backend,
-    pub index: Location,
-    pub clock: Arc<dyn Clock>,
-    /// Largest accepted upload, in bytes, enforced on the stream.
-    pub max_upload_bytes: u64,
-    /// How long a session token stays valid.
-    pub session_ttl: chrono::Duration,
-    /// The server's own signing key: it signs the built-in reviewer's Evidence (and, later,
-    /// exports, snapshots and checkpoints). Published at `GET /v1/authority/keys`.
-    pub authority: Arc<ed25519_dalek::SigningKey>,
-    /// Delete leftovers in `staging/` on open. Only the server does this; an offline tool
-    /// such as fsck must not touch uploads a running server is still writing.
-    pub sweep_staging: bool,
-    /// How long a lineage walk may run on the calling (async) thread. A walk that needs more
-    /// is run again on the blocking pool with its whole budget, so a huge fan-out never holds
-    /// a runtime thread for long; almost every walk takes well under a millisecond. `None`:
-    /// every walk goes to the blocking pool (tests use it to cover that path).
-    pub lineage_inline_budget: Option<std::time::Duration>,
-}
-
-/// The default `Options::lineage_inline_budget`.
-pub const LINEAGE_INLINE_BUDGET: std::time::Duration = std::time::Duration::from_millis(5);
-
-impl Options {
-    /// Everything under `data_dir`: `index.sqlite` and `blobs/`.
-    pub fn on_disk(data_dir: &std::path::Path) -> Self {
-        Self {
-            blobs: Backend::Local(data_dir.to_path_buf()),
-            index: Location::File(data_dir.join("index.sqlite")),
-            clock: Arc::new(SystemClock),
-            max_upload_bytes: 64 * 1024 * 1024 * 1024,
-            session_ttl: chrono::Duration::hours(12),
-            sweep_staging: true,
-            authority: Arc::new(weft_api::dsse::generate_key()),
-            lineage_inline_budget: Some(LINEAGE_INLINE_BUDGET),
-        }
-    }
-
-    /// Everything in memory, for tests.
-    pub fn in_memory() -> Self {
-        Self {
-            blobs: Backend::Memory,
-            index: Location::Memory,
-            clock: Arc::new(SystemClock),
-            max_upload_bytes: 64 * 1024 * 1024 * 1024,
-            session_ttl: chrono::Duration::hours(12),
-            sweep_staging: true,
-            authority: Arc::new(weft_api::dsse::generate_key()),
-            lineage_inline_budget: Some(LINEAGE_INLINE_BUDGET),
-        }
-    }
-}
 
 /// An artifact opened for reading: its digests and media type, and its bytes not yet read.
 pub struct Content {

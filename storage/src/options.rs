@@ -1,0 +1,87 @@
+//! How a [`crate::Store`] is opened, and the one place every default lives.
+//!
+//! `weft serve`'s flags (clap), the server's `Config` and [`Options`] all take their defaults
+//! from [`defaults`], so a default is changed in one line.
+
+use std::sync::Arc;
+
+use crate::blobs::Backend;
+use crate::clock::{Clock, SystemClock};
+use crate::db::Location;
+
+/// Every default of the engine and the server, in one place.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// Largest accepted upload: 64 GiB.
+    pub const MAX_UPLOAD_BYTES: u64 = 64 * 1024 * 1024 * 1024;
+    /// Hours a session token stays valid.
+    pub const SESSION_HOURS: i64 = 12;
+    /// Seconds a client may take to send a request's headers (slowloris guard).
+    pub const HEADER_TIMEOUT_SECS: u64 = 10;
+    /// Seconds an upload body may stall between two chunks.
+    pub const BODY_IDLE_TIMEOUT_SECS: u64 = 30;
+    /// Seconds a JSON request may take in all.
+    pub const REQUEST_TIMEOUT_SECS: u64 = 30;
+    /// Seconds between compaction passes when a retention window is set.
+    pub const COMPACTION_INTERVAL_SECS: u64 = 10;
+    /// How long a lineage walk may run on the calling (async) thread.
+    pub const LINEAGE_INLINE_BUDGET: Duration = Duration::from_millis(5);
+    /// Where `weft serve` keeps its data.
+    pub const DATA_DIR: &str = "weft-data";
+    /// Where `weft serve` listens.
+    pub const LISTEN: &str = "127.0.0.1:7070";
+}
+
+/// How to open a [`Store`]. The server builds this from its configuration.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub blobs: Backend,
+    pub index: Location,
+    pub clock: Arc<dyn Clock>,
+    /// Largest accepted upload, in bytes, enforced on the stream.
+    pub max_upload_bytes: u64,
+    /// How long a session token stays valid.
+    pub session_ttl: chrono::Duration,
+    /// The server's own signing key: it signs the built-in reviewer's Evidence (and, later,
+    /// exports, snapshots and checkpoints). Published at `GET /v1/authority/keys`.
+    pub authority: Arc<ed25519_dalek::SigningKey>,
+    /// Delete leftovers in `staging/` on open. Only the server does this; an offline tool
+    /// such as fsck must not touch uploads a running server is still writing.
+    pub sweep_staging: bool,
+    /// How long a lineage walk may run on the calling (async) thread. A walk that needs more
+    /// is run again on the blocking pool with its whole budget, so a huge fan-out never holds
+    /// a runtime thread for long; almost every walk takes well under a millisecond. `None`:
+    /// every walk goes to the blocking pool (tests use it to cover that path).
+    pub lineage_inline_budget: Option<std::time::Duration>,
+}
+
+impl Options {
+    /// Everything under `data_dir`: `index.sqlite` and `blobs/`.
+    pub fn on_disk(data_dir: &std::path::Path) -> Self {
+        Self {
+            blobs: Backend::Local(data_dir.to_path_buf()),
+            index: Location::File(data_dir.join("index.sqlite")),
+            clock: Arc::new(SystemClock),
+            max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
+            session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
+            sweep_staging: true,
+            authority: Arc::new(weft_api::dsse::generate_key()),
+            lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
+        }
+    }
+
+    /// Everything in memory, for tests.
+    pub fn in_memory() -> Self {
+        Self {
+            blobs: Backend::Memory,
+            index: Location::Memory,
+            clock: Arc::new(SystemClock),
+            max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
+            session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
+            sweep_staging: true,
+            authority: Arc::new(weft_api::dsse::generate_key()),
+            lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
+        }
+    }
+}
