@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::digest::ArtifactId;
 use crate::error::{ErrorCode, Rejection};
 use crate::id::Id;
-use crate::json::parse_strict;
 use crate::manifest::Producer;
+use crate::signed::SignedPayload;
 
 pub const EVIDENCE_TYPE: &str = "application/vnd.mwp.evidence.v1+json";
 /// Largest Evidence payload, in bytes.
@@ -141,16 +141,24 @@ fn check_text(field: &str, text: &str, max: usize) -> Result<(), Rejection> {
 }
 
 impl Evidence {
-    /// Parses and validates an Evidence payload; errors name the field.
+    /// Parses and validates an Evidence payload; errors name the field (see
+    /// [`SignedPayload::parse_payload`]).
     pub fn parse(payload: &[u8]) -> Result<Self, Rejection> {
-        if payload.len() > MAX_EVIDENCE_BYTES {
-            return Err(invalid(format!(
-                "evidence is larger than {MAX_EVIDENCE_BYTES} bytes"
-            )));
-        }
-        let evidence: Self = parse_strict(payload, ErrorCode::InvalidEvidence)?;
-        evidence.validate()?;
-        Ok(evidence)
+        Self::parse_payload(payload)
+    }
+}
+
+impl SignedPayload for Evidence {
+    const PAYLOAD_TYPE: &'static str = EVIDENCE_TYPE;
+    const NAME: &'static str = "evidence";
+    const MAX_BYTES: usize = MAX_EVIDENCE_BYTES;
+    const INVALID: ErrorCode = ErrorCode::InvalidEvidence;
+
+    fn signer_claim(&self) -> (&Id, Option<&str>) {
+        (
+            &self.producer.agent_id,
+            Some(&self.producer.agent_card_version),
+        )
     }
 
     fn validate(&self) -> Result<(), Rejection> {

@@ -10,11 +10,14 @@ pub mod dsse;
 pub mod error;
 pub mod event;
 pub mod evidence;
+pub mod group_state;
 pub mod id;
 pub mod idempotency;
 pub mod json;
+pub mod kinds;
 pub mod manifest;
 pub mod session;
+pub mod signed;
 pub mod views;
 
 #[cfg(feature = "client")]
@@ -26,6 +29,9 @@ pub use digest::{ArtifactId, Digest, Digests, Sha256Digest};
 pub use dsse::{Envelope, KeyId, Verified};
 pub use error::{ErrorBody, ErrorCode, Rejection};
 pub use event::{Event, EventHash};
+pub use group_state::GroupState;
 pub use id::Id;
+pub use kinds::{EventKind, EventPayload};
 pub use manifest::Manifest;
 pub use session::SessionRequest;
+pub use signed::SignedPayload;

@@ -10,9 +10,10 @@ use chrono::{DateTime, FixedOffset};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::digest::{ArtifactId, Sha256Digest};
+use crate::dsse::MANIFEST_TYPE;
 use crate::error::{ErrorCode, Rejection};
 use crate::id::Id;
-use crate::json::parse_strict;
+use crate::signed::SignedPayload;
 
 /// Largest manifest payload accepted, in bytes.
 pub const MAX_MANIFEST_BYTES: usize = 256 * 1024;
@@ -166,16 +167,23 @@ fn check_uri(field: &str, text: &str) -> Result<(), Rejection> {
 
 impl Manifest {
     /// Parses and validates a manifest payload: strict JSON, every field present and
-    /// well-formed, every bound respected.
+    /// well-formed, every bound respected (see [`SignedPayload::parse_payload`]).
     pub fn parse(payload: &[u8]) -> Result<Self, Rejection> {
-        if payload.len() > MAX_MANIFEST_BYTES {
-            return Err(invalid(format!(
-                "manifest is larger than {MAX_MANIFEST_BYTES} bytes"
-            )));
-        }
-        let manifest: Self = parse_strict(payload, ErrorCode::InvalidManifest)?;
-        manifest.validate()?;
-        Ok(manifest)
+        Self::parse_payload(payload)
+    }
+}
+
+impl SignedPayload for Manifest {
+    const PAYLOAD_TYPE: &'static str = MANIFEST_TYPE;
+    const NAME: &'static str = "manifest";
+    const MAX_BYTES: usize = MAX_MANIFEST_BYTES;
+    const INVALID: ErrorCode = ErrorCode::InvalidManifest;
+
+    fn signer_claim(&self) -> (&Id, Option<&str>) {
+        (
+            &self.producer.agent_id,
+            Some(&self.producer.agent_card_version),
+        )
     }
 
     fn validate(&self) -> Result<(), Rejection> {

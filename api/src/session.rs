@@ -4,9 +4,10 @@
 use chrono::{DateTime, FixedOffset};
 use serde::{Deserialize, Serialize};
 
+use crate::dsse::SESSION_TYPE;
 use crate::error::{ErrorCode, Rejection};
 use crate::id::Id;
-use crate::json::parse_strict;
+use crate::signed::SignedPayload;
 
 /// How far `issuedAt` may be from the server clock, either way.
 pub const MAX_CLOCK_SKEW_SECONDS: i64 = 300;
@@ -20,11 +21,29 @@ pub struct SessionRequest {
     pub nonce: String,
 }
 
+/// Largest session request payload.
+pub const MAX_SESSION_REQUEST_BYTES: usize = 4 * 1024;
+
 impl SessionRequest {
+    /// Parses and validates a session request (see [`SignedPayload::parse_payload`]).
     pub fn parse(payload: &[u8]) -> Result<Self, Rejection> {
-        let request: Self = parse_strict(payload, ErrorCode::BadRequest)?;
-        let nonce_ok = (16..=128).contains(&request.nonce.len())
-            && request
+        Self::parse_payload(payload)
+    }
+}
+
+impl SignedPayload for SessionRequest {
+    const PAYLOAD_TYPE: &'static str = SESSION_TYPE;
+    const NAME: &'static str = "session request";
+    const MAX_BYTES: usize = MAX_SESSION_REQUEST_BYTES;
+    const INVALID: ErrorCode = ErrorCode::BadRequest;
+
+    fn signer_claim(&self) -> (&Id, Option<&str>) {
+        (&self.agent_id, None)
+    }
+
+    fn validate(&self) -> Result<(), Rejection> {
+        let nonce_ok = (16..=128).contains(&self.nonce.len())
+            && self
                 .nonce
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-_=+/".contains(&b));
@@ -34,7 +53,7 @@ impl SessionRequest {
                 "nonce must be 16..=128 characters of base64 or hex",
             ));
         }
-        Ok(request)
+        Ok(())
     }
 }
 

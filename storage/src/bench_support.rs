@@ -106,7 +106,7 @@ pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<Sy
     let publications = store
         .inner
         .db
-        .read(crate::records::load_publications)
+        .read(crate::lineage::load_publications)
         .await?;
     let edges = publications.iter().map(|p| p.sources.len()).sum();
     let before = resident_bytes();

@@ -11,23 +11,24 @@
 //! Crash story: blobs are written before the transaction; a crash before it leaves orphan
 //! blobs (harmless, reported by fsck) and the Events still online.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use bytes::Bytes;
 use futures::{StreamExt as _, TryStreamExt as _};
 use rusqlite::{Connection, OptionalExtension as _, params};
-use serde::{Deserialize, Serialize};
 use weft_api::dsse::{BASE64, SNAPSHOT_TYPE};
 use weft_api::event::EventHash;
 use weft_api::views::{SignedSnapshot, SnapshotReference};
-use weft_api::{ArtifactId, Digest, Envelope, Event, Id};
+use weft_api::{ArtifactId, Digest, Envelope, GroupState, Id};
 
+use crate::access::Reader;
+use crate::artifacts::Content;
 use crate::clock::format_instant;
+use crate::engine::Engine;
 use crate::error::Error;
+use crate::error::reject;
 use crate::events::{self, to32};
-use crate::records::{Inner, Reader, reject};
 
 /// Which Events stay online: the newest `events`, and/or those younger than `age`. With both,
 /// an Event stays if either keeps it. The newest Event always stays online.
@@ -54,70 +55,6 @@ impl Retention {
 
 /// Events per archive read.
 const PAGE: u32 = 10_000;
-
-/// The projected state of a Group at a sequence: what a restoring Agent needs instead of
-/// replaying the compacted Events.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GroupState {
-    pub group_id: String,
-    pub sequence: u64,
-    /// Agent id → `{roles, membershipEpoch}` as of the last `membership.set`.
-    pub memberships: BTreeMap<String, serde_json::Value>,
-    /// Agent id → session epoch.
-    pub session_epochs: BTreeMap<String, u64>,
-    /// Published artifacts: manifest id → `{artifact, workItemId, producer, sequence}`.
-    pub artifacts: BTreeMap<String, serde_json::Value>,
-    /// Recorded Evidence: evidence id → `{workItemId, criterion, outcome, supersedes, sequence}`.
-    pub evidence: BTreeMap<String, serde_json::Value>,
-    /// Artifacts that failed verification.
-    pub integrity_failures: Vec<String>,
-    /// Events per type, compacted ones included.
-    pub event_counts: BTreeMap<String, u64>,
-}
-
-impl GroupState {
-    /// Applies one Event.
-    pub fn apply(&mut self, event: &Event) {
-        let payload: serde_json::Value =
-            serde_json::from_str(event.payload.get()).unwrap_or_default();
-        let text = |key: &str| {
-            payload
-                .get(key)
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        match event.kind.as_str() {
-            "membership.set" => {
-                let value = serde_json::json!({"roles": payload.get("roles"), "membershipEpoch": payload.get("membershipEpoch")});
-                self.memberships.insert(text("agentId"), value);
-            }
-            "session.opened" => {
-                let epoch = payload
-                    .get("sessionEpoch")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or_default();
-                self.session_epochs.insert(text("agentId"), epoch);
-            }
-            "artifact.published" => {
-                let value = serde_json::json!({"artifact": payload.get("artifact"), "workItemId": payload.get("workItemId"),
-                                               "producer": payload.get("producer"), "sequence": event.sequence});
-                self.artifacts.insert(text("manifestId"), value);
-            }
-            "evidence.recorded" => {
-                let value = serde_json::json!({"workItemId": payload.get("workItemId"), "criterion": payload.get("criterion"),
-                                               "outcome": payload.get("outcome"), "supersedes": payload.get("supersedes"),
-                                               "sequence": event.sequence});
-                self.evidence.insert(text("evidenceId"), value);
-            }
-            "artifact.integrity_failure" => self.integrity_failures.push(text("artifact")),
-            _ => {}
-        }
-        *self.event_counts.entry(event.kind.clone()).or_default() += 1;
-        self.sequence = event.sequence;
-    }
-}
 
 /// Reads the signed snapshots of a Group, oldest first.
 pub(crate) fn snapshots(conn: &Connection, group_id: &str) -> Result<Vec<SignedSnapshot>, Error> {
@@ -162,7 +99,7 @@ pub(crate) fn check_online(conn: &Connection, group_id: &str, after: u64) -> Res
     }
 }
 
-impl Inner {
+impl Engine {
     /// Compacts every Group's online log down to what `retain` keeps.
     /// Returns `(group, compacted through)` for each Group it compacted.
     pub(crate) async fn compact(
@@ -394,15 +331,15 @@ impl Inner {
     pub(crate) async fn open_group_blob(
         self: &Arc<Self>,
         blake3: ArtifactId,
-    ) -> Result<crate::Content, Error> {
+    ) -> Result<Content, Error> {
         let digests = self
             .db
-            .read(move |conn| crate::records::blob_row(conn, &Digest::Blake3(blake3)))
+            .read(move |conn| crate::artifacts::blob_row(conn, &Digest::Blake3(blake3)))
             .await?
             .map(|(digests, _)| digests)
             .ok_or_else(|| reject(weft_api::ErrorCode::NotFound, format!("no blob {blake3}")))?;
         let raw = self.blobs.read(&blake3).await?;
-        Ok(crate::Content::new(
+        Ok(Content::new(
             digests,
             "application/json".into(),
             raw,
@@ -420,9 +357,9 @@ impl Inner {
         self.db
             .read(move |conn| {
                 let visible = match &reader {
-                    Reader::Admin => crate::records::group_exists(conn, group_id.as_str())?,
+                    Reader::Admin => crate::access::group_exists(conn, group_id.as_str())?,
                     Reader::Agent(agent) => {
-                        crate::records::membership(conn, group_id.as_str(), agent.as_str())?
+                        crate::access::membership(conn, group_id.as_str(), agent.as_str())?
                             .is_some()
                     }
                 };
@@ -435,5 +372,27 @@ impl Inner {
                 snapshots(conn, group_id.as_str())
             })
             .await
+    }
+}
+
+impl Engine {
+    /// Opens a snapshot's state document or Event archive of a Group, verified as it streams.
+    pub(crate) async fn open_snapshot_blob(
+        self: &Arc<Self>,
+        group_id: Id,
+        blob: ArtifactId,
+        reader: &Reader,
+    ) -> Result<Content, Error> {
+        let snapshots = self.snapshots(group_id, reader).await?;
+        if !snapshots
+            .iter()
+            .any(|s| s.archive == blob || s.reference.state_digest == blob)
+        {
+            return Err(reject(
+                weft_api::ErrorCode::NotFound,
+                format!("{blob} is not a snapshot blob of this group"),
+            ));
+        }
+        self.open_group_blob(blob).await
     }
 }

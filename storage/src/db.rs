@@ -12,10 +12,11 @@
 //!
 //! Crash story: a transaction is all or nothing; on restart SQLite replays or discards the WAL.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
@@ -24,12 +25,46 @@ use crate::schema;
 type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
 type Job = Box<dyn Work>;
 
+/// The writer's transaction as one job sees it: the connection (through `Deref`, so every
+/// `&Connection` helper takes it) and the Events this job appended. The writer publishes a
+/// job's Events to live subscribers after the commit, and drops them if the job's savepoint
+/// is rolled back; a Command that appends several Events collects them all here.
+pub(crate) struct Tx<'a> {
+    conn: &'a Connection,
+    appended: RefCell<Vec<weft_api::Event>>,
+}
+
+impl<'a> Tx<'a> {
+    fn new(conn: &'a Connection) -> Self {
+        Self {
+            conn,
+            appended: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Notes an Event appended in this transaction (only `events::append` calls this).
+    pub(crate) fn appended(&self, event: weft_api::Event) {
+        self.appended.borrow_mut().push(event);
+    }
+
+    fn into_appended(self) -> Vec<weft_api::Event> {
+        self.appended.into_inner()
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
 /// One caller's unit of work: run it inside the batch transaction, or tell the caller it
 /// could not run.
 trait Work: Send {
     /// Runs the job; `true` if it succeeded (its savepoint is kept). The finisher delivers
     /// the job's answer once the commit's outcome is known.
-    fn run(self: Box<Self>, txn: &Transaction<'_>) -> (bool, Finisher);
+    fn run(self: Box<Self>, tx: &Tx<'_>) -> (bool, Finisher);
     fn fail(self: Box<Self>, error: Error);
 }
 
@@ -41,10 +76,10 @@ struct Typed<T, F> {
 impl<T, F> Work for Typed<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Transaction<'_>) -> Result<T, Error> + Send + 'static,
+    F: FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
 {
-    fn run(self: Box<Self>, txn: &Transaction<'_>) -> (bool, Finisher) {
-        let result = (self.body)(txn);
+    fn run(self: Box<Self>, tx: &Tx<'_>) -> (bool, Finisher) {
+        let result = (self.body)(tx);
         let ok = result.is_ok();
         let reply = self.reply;
         let finish: Finisher = Box::new(move |commit| {
@@ -145,7 +180,7 @@ impl Db {
     /// Runs `f` in the writer's transaction; the answer arrives after the commit is durable.
     pub(crate) async fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, Error> + Send + 'static,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(Typed { body: f, reply });
@@ -192,7 +227,6 @@ fn run_batch(
     batch: Vec<Job>,
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
 ) {
-    crate::events::take_appended(); // nothing may leak in from an earlier batch
     let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(txn) => txn,
         Err(error) => {
@@ -205,6 +239,7 @@ fn run_batch(
         }
     };
     let mut finishers = Vec::with_capacity(batch.len());
+    let mut appended = Vec::new();
     let mut broken: Option<Error> = None;
     for job in batch {
         if let Some(error) = &broken {
@@ -217,24 +252,23 @@ fn run_batch(
             broken = Some(error);
             continue;
         }
-        let mark = crate::events::appended_mark();
+        let tx = Tx::new(&txn);
         // A panicking job must not take the writer thread (and every later write) with it:
         // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
         // reply channel.
         let Ok((ok, finish)) =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(&txn)))
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(&tx)))
         else {
             tracing::error!("a storage job panicked; its changes were rolled back");
-            crate::events::forget_appended_after(mark);
             if let Err(error) = txn.execute_batch("ROLLBACK TO job; RELEASE job") {
                 broken = Some(error.into());
             }
             continue;
         };
         let end = if ok {
+            appended.extend(tx.into_appended());
             txn.execute_batch("RELEASE job")
         } else {
-            crate::events::forget_appended_after(mark);
             txn.execute_batch("ROLLBACK TO job; RELEASE job")
         };
         if let Err(error) = end {
@@ -249,7 +283,6 @@ fn run_batch(
         }
         None => txn.commit().map_err(Error::from),
     };
-    let appended = crate::events::take_appended();
     if commit.is_ok() {
         // Durable first, then visible to subscribers; a send fails only with no subscriber.
         for event in appended {

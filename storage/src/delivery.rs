@@ -16,10 +16,12 @@ use weft_api::session::Role;
 use weft_api::views::{Checkpoint, Cursor, SignedCheckpoint};
 use weft_api::{Envelope, ErrorCode, Event, Id};
 
+use crate::access::{Reader, group_exists, membership};
 use crate::clock::format_instant;
+use crate::engine::Engine;
 use crate::error::Error;
-use crate::events::{self, to32};
-use crate::records::{Inner, Reader, group_exists, membership, reject};
+use crate::error::reject;
+use crate::events;
 
 /// Events read from the log per catch-up query.
 const CATCH_UP_PAGE: u32 = 10_000;
@@ -50,7 +52,7 @@ fn not_visible(group_id: &Id) -> Error {
 pub(crate) use crate::events::head;
 
 struct Follower {
-    inner: Arc<Inner>,
+    inner: Arc<Engine>,
     group_id: String,
     last_sent: u64,
     live: tokio::sync::broadcast::Receiver<Event>,
@@ -61,7 +63,7 @@ struct Follower {
     failed: bool,
 }
 
-impl Inner {
+impl Engine {
     /// Events of `group_id` after `after`: first the log, then live Events as they commit,
     /// in order, without gaps, each exactly once per stream.
     pub(crate) async fn follow(
@@ -259,49 +261,56 @@ impl Inner {
     }
 }
 
-/// A stored answer to an idempotent request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredAnswer {
-    pub request_hash: [u8; 32],
-    pub status: u16,
-    pub body: Vec<u8>,
-}
-
-impl Inner {
-    pub(crate) async fn idempotent_answer(
+impl Engine {
+    pub(crate) async fn events(
         &self,
-        scope: String,
-        key: String,
-    ) -> Result<Option<StoredAnswer>, Error> {
+        group_id: Id,
+        after: u64,
+        limit: u32,
+        reader: &Reader,
+    ) -> Result<Vec<Event>, Error> {
+        let reader = reader.clone();
+        let limit = limit.clamp(1, 10_000);
         self.db
             .read(move |conn| {
-                let row: Option<(Vec<u8>, u16, Vec<u8>)> = conn
-                    .query_row(
-                        "SELECT request_hash, status, body FROM idempotency WHERE scope = ?1 AND key = ?2",
-                        params![scope, key],
-                        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-                    )
-                    .optional()?;
-                row.map(|(hash, status, body)| Ok(StoredAnswer { request_hash: to32(hash)?, status, body })).transpose()
+                let allowed = match &reader {
+                    Reader::Admin => group_exists(conn, group_id.as_str())?,
+                    Reader::Agent(agent_id) => {
+                        membership(conn, group_id.as_str(), agent_id.as_str())?.is_some()
+                    }
+                };
+                if !allowed {
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!("no group {group_id} is visible to you"),
+                    ));
+                }
+                crate::compaction::check_online(conn, group_id.as_str(), after)?;
+                events::read(conn, group_id.as_str(), after, limit)
             })
             .await
     }
+}
 
-    pub(crate) async fn store_idempotent_answer(
+impl Engine {
+    /// Appends a filler Event of any type (the events benchmark's load).
+    #[cfg(feature = "bench-support")]
+    pub(crate) async fn append_filler(
         &self,
-        scope: String,
-        key: String,
-        answer: StoredAnswer,
-    ) -> Result<(), Error> {
+        group_id: Id,
+        kind: &'static str,
+        payload: serde_json::Value,
+    ) -> Result<u64, Error> {
         let now = self.clock.now();
         self.db
             .write(move |txn| {
-                txn.execute(
-                    "INSERT OR IGNORE INTO idempotency (scope, key, request_hash, status, body, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![scope, key, &answer.request_hash[..], answer.status, answer.body, format_instant(now)],
-                )?;
-                Ok(())
+                if !group_exists(txn, group_id.as_str())? {
+                    return Err(reject(
+                        ErrorCode::UnknownGroup,
+                        format!("group {group_id} does not exist"),
+                    ));
+                }
+                events::append_raw(txn, &group_id, kind, payload.to_string(), now)
             })
             .await
     }

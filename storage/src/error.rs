@@ -62,3 +62,8 @@ impl From<object_store::Error> for Error {
         Self::backend(error)
     }
 }
+
+/// A protocol refusal with its stable code (shorthand for [`Error::reject`]).
+pub(crate) fn reject(code: ErrorCode, message: impl Into<String>) -> Error {
+    Error::reject(code, message)
+}

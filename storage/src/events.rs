@@ -4,50 +4,43 @@
 //! they describe; the single writer makes "read the head, insert head + 1" race-free.
 //! Nothing here updates or deletes an Event (DLV-7).
 
-use std::cell::RefCell;
-
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde_json::value::RawValue;
 use weft_api::event::{EventHash, Unhashed};
-use weft_api::{Event, Id};
+use weft_api::{Event, EventPayload, Id};
 
 use crate::clock::format_instant;
+use crate::db::Tx;
 use crate::error::Error;
-
-thread_local! {
-    /// Events appended by the writer thread's current batch, in append order. The writer
-    /// publishes them to live subscribers only after the batch commits (see `db`), and drops
-    /// those of a job whose savepoint was rolled back. Only the writer thread appends.
-    static APPENDED: RefCell<Vec<Event>> = const { RefCell::new(Vec::new()) };
-}
-
-/// How many Events the current batch has appended so far.
-pub(crate) fn appended_mark() -> usize {
-    APPENDED.with(|appended| appended.borrow().len())
-}
-
-/// Forgets Events appended after `mark` (their job rolled back).
-pub(crate) fn forget_appended_after(mark: usize) {
-    APPENDED.with(|appended| appended.borrow_mut().truncate(mark));
-}
-
-/// Takes the batch's appended Events.
-pub(crate) fn take_appended() -> Vec<Event> {
-    APPENDED.with(|appended| std::mem::take(&mut *appended.borrow_mut()))
-}
 
 /// Appends one Event to `group_id`'s log and returns its sequence.
 pub(crate) fn append(
-    conn: &Connection,
+    tx: &Tx<'_>,
     group_id: &Id,
-    kind: &str,
-    payload: &serde_json::Value,
+    payload: &EventPayload,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
+    append_raw(
+        tx,
+        group_id,
+        payload.kind().as_str(),
+        payload.to_json(),
+        now,
+    )
+}
+
+/// Appends an Event of any type with an untyped payload: only the benchmarks' filler.
+pub(crate) fn append_raw(
+    tx: &Tx<'_>,
+    group_id: &Id,
+    kind: &str,
+    payload_json: String,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<u64, Error> {
+    let conn: &Connection = tx;
     let (prev_sequence, prev_hash) = head(conn, group_id.as_str())?;
     let sequence = prev_sequence + 1;
     let event_id = uuid::Uuid::now_v7().to_string();
-    let payload_json = serde_json::to_string(payload).map_err(Error::backend)?;
     let appended_at = format_instant(now);
     let hash = Unhashed {
         event_id: &event_id,
@@ -86,7 +79,7 @@ pub(crate) fn append(
         prev_hash,
         hash,
     };
-    APPENDED.with(|appended| appended.borrow_mut().push(event));
+    tx.appended(event);
     Ok(sequence)
 }
 

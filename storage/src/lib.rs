@@ -10,6 +10,9 @@
 //! **Invariant:** no Event is rewritten, and none leaves the online log except into an archive
 //! artifact behind a signed snapshot (compaction); an ACK never removes one (DLV-7).
 
+mod access;
+mod agents;
+mod artifacts;
 #[cfg(feature = "bench-support")]
 pub mod bench_support;
 mod blobs;
@@ -17,35 +20,39 @@ mod clock;
 mod compaction;
 mod db;
 mod delivery;
+mod engine;
 mod error;
 mod events;
 mod evidence;
+mod fsck;
 mod hashing;
+mod idempotency;
 mod lineage;
 mod options;
-mod records;
 mod schema;
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::Stream;
-use futures::stream::BoxStream;
 
+pub use access::Reader;
+pub use agents::Session;
+pub use artifacts::{Content, ListFilter, UploadOutcome};
 pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use compaction::{GroupState, Retention};
+pub use compaction::Retention;
 pub use db::Location;
-pub use delivery::StoredAnswer;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
+pub use fsck::{FsckReport, Stats};
+pub use idempotency::StoredAnswer;
 pub use lineage::{
     ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
     Scope,
 };
 pub use options::{Options, defaults};
-pub use records::{FsckReport, ListFilter, Reader, Session, Stats, UploadOutcome};
+pub use weft_api::GroupState;
 
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{
@@ -54,58 +61,18 @@ use weft_api::views::{
 };
 use weft_api::{ArtifactId, Digest, Digests, Envelope, Event, Id, KeyId};
 
-/// An artifact opened for reading: its digests and media type, and its bytes not yet read.
-pub struct Content {
-    pub digests: Digests,
-    pub media_type: String,
-    raw: BoxStream<'static, Result<Bytes, Error>>,
-    inner: Arc<records::Inner>,
-}
-
-impl Content {
-    pub(crate) fn new(
-        digests: Digests,
-        media_type: String,
-        raw: BoxStream<'static, Result<Bytes, Error>>,
-        inner: Arc<records::Inner>,
-    ) -> Self {
-        Self {
-            digests,
-            media_type,
-            raw,
-            inner,
-        }
-    }
-
-    /// The bytes in `range` (all of them by default). Every stored byte is re-hashed while
-    /// this is polled, including those outside the range; if the stored bytes do not match
-    /// their address the stream ends with an error (never cleanly) and the blob is
-    /// quarantined (ART-5).
-    pub fn into_body(self, range: Option<Range<u64>>) -> BoxStream<'static, Result<Bytes, Error>> {
-        let range = range.unwrap_or(0..self.digests.size);
-        records::verified_stream(self.inner, self.raw, self.digests, range)
-    }
-}
-
-impl std::fmt::Debug for Content {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Content")
-            .field("digests", &self.digests)
-            .field("media_type", &self.media_type)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The engine. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Store {
-    inner: Arc<records::Inner>,
+    inner: Arc<engine::Engine>,
 }
 
 impl Store {
+    // ── engine.rs: opening the store ────────────────────────────────────────
+
     /// Opens (creating if needed) the index and the blob backend, and sweeps stale staging.
     pub async fn open(options: Options) -> Result<Self, Error> {
-        let inner = records::Inner::open(options).await?;
+        let inner = engine::Engine::open(options).await?;
         Ok(Self {
             inner: Arc::new(inner),
         })
@@ -114,6 +81,8 @@ impl Store {
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
         self.inner.clock.now()
     }
+
+    // ── agents.rs: Groups, Agents, Memberships, sessions ────────────────────
 
     pub async fn create_group(&self, group_id: Id) -> Result<bool, Error> {
         self.inner.create_group(group_id).await
@@ -151,6 +120,8 @@ impl Store {
         self.inner.authenticate(token).await
     }
 
+    // ── artifacts/upload.rs: uploads ────────────────────────────────────────
+
     /// Streams `body` into the store. With `expected`, the computed digest must match it.
     pub async fn upload<S>(
         &self,
@@ -170,6 +141,8 @@ impl Store {
         self.inner.visible_blob(digest, reader).await
     }
 
+    // ── artifacts/publish.rs: publication ───────────────────────────────────
+
     /// Verifies and records a signed artifact manifest, appending `artifact.published`.
     pub async fn publish(
         &self,
@@ -178,6 +151,8 @@ impl Store {
     ) -> Result<(Published, bool), Error> {
         self.inner.publish(envelope, caller).await
     }
+
+    // ── artifacts/reads.rs: reads (views, listings, verified content) ───────
 
     pub async fn artifact(&self, digest: Digest, reader: &Reader) -> Result<ArtifactView, Error> {
         self.inner.artifact(digest, reader).await
@@ -193,18 +168,10 @@ impl Store {
 
     /// Opens an artifact's bytes for reading, verified as they stream (ART-5).
     pub async fn open_content(&self, digest: Digest, reader: &Reader) -> Result<Content, Error> {
-        records::Inner::open_content(&self.inner, digest, reader).await
+        self.inner.open_content(digest, reader).await
     }
 
-    pub async fn events(
-        &self,
-        group_id: Id,
-        after: u64,
-        limit: u32,
-        reader: &Reader,
-    ) -> Result<Vec<Event>, Error> {
-        self.inner.events(group_id, after, limit, reader).await
-    }
+    // ── evidence/: Evidence and the built-in reviewer (evidence/reviewer.rs) ───
 
     /// Verifies and records a signed Evidence payload, appending `evidence.recorded`.
     pub async fn record_evidence(
@@ -249,13 +216,15 @@ impl Store {
         request: ReviewRequest,
         session: &Session,
     ) -> Result<Vec<EvidenceRecord>, Error> {
-        records::Inner::review(&self.inner, work_item_id, request, session).await
+        self.inner.review(work_item_id, request, session).await
     }
 
     /// Registers a schema URI as naming a published schema artifact, for the reviewer.
     pub async fn register_schema(&self, uri: String, artifact: ArtifactId) -> Result<(), Error> {
         self.inner.register_schema(uri, artifact).await
     }
+
+    // ── access.rs: the authority key ────────────────────────────────────────
 
     /// Signs `payload` as `payload_type` with the server's authority key (for exports such as
     /// in-toto attestations; the key never leaves the engine).
@@ -266,6 +235,19 @@ impl Store {
     /// The server's own public signing keys.
     pub fn authority_keys(&self) -> Vec<(KeyId, ed25519_dalek_key::VerifyingKey)> {
         vec![self.inner.authority_key()]
+    }
+
+    // ── delivery.rs: replay and live follow ─────────────────────────────────
+
+    /// A page of a Group's log after `after` (replay).
+    pub async fn events(
+        &self,
+        group_id: Id,
+        after: u64,
+        limit: u32,
+        reader: &Reader,
+    ) -> Result<Vec<Event>, Error> {
+        self.inner.events(group_id, after, limit, reader).await
     }
 
     /// A Group's Events after `after`, then live ones as they commit: in order, no gaps.
@@ -279,29 +261,20 @@ impl Store {
         self.inner.follow(group_id, after, reader).await
     }
 
-    /// Appends an authority-generated Event (one the Group Authority itself decides, such as
-    /// GAP-1's session-replacement transition) and returns its sequence once it is durable.
-    /// Not reachable over HTTP; Agents change state only through signed requests.
+    /// Appends a filler Event of any type (the events benchmark's load) and returns its
+    /// sequence once it is durable. Only with feature `bench-support`: the server appends
+    /// typed Events only, each with the change it describes.
+    #[cfg(feature = "bench-support")]
     pub async fn append(
         &self,
         group_id: Id,
         kind: &'static str,
         payload: serde_json::Value,
     ) -> Result<u64, Error> {
-        let now = self.now();
-        self.inner
-            .db
-            .write(move |txn| {
-                if !records::group_exists(txn, group_id.as_str())? {
-                    return Err(Error::reject(
-                        weft_api::ErrorCode::UnknownGroup,
-                        format!("group {group_id} does not exist"),
-                    ));
-                }
-                events::append(txn, &group_id, kind, &payload, now)
-            })
-            .await
+        self.inner.append_filler(group_id, kind, payload).await
     }
+
+    // ── compaction.rs: retention, snapshots ─────────────────────────────────
 
     /// Compacts every Group's online log down to what `retain` keeps (always at least the
     /// newest Event), archiving older Events and signing a snapshot reference for each.
@@ -325,18 +298,10 @@ impl Store {
         blob: ArtifactId,
         reader: &Reader,
     ) -> Result<Content, Error> {
-        let snapshots = self.inner.snapshots(group_id, reader).await?;
-        if !snapshots
-            .iter()
-            .any(|s| s.archive == blob || s.reference.state_digest == blob)
-        {
-            return Err(Error::reject(
-                weft_api::ErrorCode::NotFound,
-                format!("{blob} is not a snapshot blob of this group"),
-            ));
-        }
-        self.inner.open_group_blob(blob).await
+        self.inner.open_snapshot_blob(group_id, blob, reader).await
     }
+
+    // ── delivery.rs: ACK cursors and checkpoints ────────────────────────────
 
     /// Records an Agent's ACK for a Group; never moves a cursor back (DLV-6, DLV-7).
     pub async fn ack(&self, group_id: Id, agent_id: Id, sequence: u64) -> Result<Cursor, Error> {
@@ -361,6 +326,8 @@ impl Store {
         self.inner.checkpoint(group_id, reader).await
     }
 
+    // ── idempotency.rs: stored answers ──────────────────────────────────────
+
     /// The stored answer of an idempotent request, by caller scope and key.
     pub async fn idempotent_answer(
         &self,
@@ -380,53 +347,17 @@ impl Store {
         self.inner.store_idempotent_answer(scope, key, answer).await
     }
 
+    // ── lineage/: provenance queries (lineage/query.rs) ─────────────────────
+
     /// Ancestors and/or descendants of an artifact, bounded by depth, limit and a time budget,
-    /// from the in-memory lineage index (DESIGN §6). `None` if the artifact is not visible.
+    /// from the in-memory lineage index (DESIGN §6). `not_found` if the artifact is not visible.
     pub async fn lineage(
         &self,
         digest: Digest,
         query: LineageQuery,
         reader: &Reader,
     ) -> Result<Lineage, Error> {
-        let (id, groups) = self.inner.resolve_for_lineage(digest, reader).await?;
-        self.walk_lineage(query, move |index, query| {
-            index.traverse(&id, query, groups.as_deref())
-        })
-        .await?
-        .ok_or_else(|| {
-            Error::reject(
-                weft_api::ErrorCode::NotFound,
-                format!("no artifact {digest} is visible to you"),
-            )
-        })
-    }
-
-    /// Runs a lineage walk on this thread within the inline budget, and again on the blocking
-    /// pool with the query's whole budget if that was not enough (see
-    /// `Options::lineage_inline_budget`). A walk cut by time returns fewer artifacts than its
-    /// limit; one cut by the limit returns exactly the limit.
-    async fn walk_lineage(
-        &self,
-        query: LineageQuery,
-        walk: impl Fn(&lineage::Index, &LineageQuery) -> Option<Lineage> + Send + 'static,
-    ) -> Result<Option<Lineage>, Error> {
-        if let Some(inline_budget) = self.inner.lineage_inline_budget {
-            let inline = LineageQuery {
-                budget: query.budget.min(inline_budget),
-                ..query.clone()
-            };
-            let answer = walk(&self.inner.lineage, &inline);
-            let cut_by_time = answer
-                .as_ref()
-                .is_some_and(|a| a.truncated && a.artifacts.len() < query.limit);
-            if !cut_by_time || query.budget <= inline_budget {
-                return Ok(answer);
-            }
-        }
-        let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || walk(&inner.lineage, &query))
-            .await
-            .map_err(Error::backend)
+        self.inner.lineage(digest, query, reader).await
     }
 
     /// Everything published inside a WorkItem or Mission and what it was derived from.
@@ -437,18 +368,7 @@ impl Store {
         query: LineageQuery,
         reader: &Reader,
     ) -> Result<Lineage, Error> {
-        let groups = self.inner.reader_groups(reader);
-        let scope_name = name.clone();
-        self.walk_lineage(query, move |index, query| {
-            index.scope(scope, scope_name.as_str(), query, groups.as_deref())
-        })
-        .await?
-        .ok_or_else(|| {
-            Error::reject(
-                weft_api::ErrorCode::NotFound,
-                format!("nothing published in {name} is visible to you"),
-            )
-        })
+        self.inner.lineage_scope(scope, name, query, reader).await
     }
 
     /// One shortest derivation path between two artifacts, or `no_path`.
@@ -459,37 +379,15 @@ impl Store {
         max_depth: u32,
         reader: &Reader,
     ) -> Result<Vec<ArtifactId>, Error> {
-        let (from_digest, to_digest) = (from, to);
-        let (from, groups) = self.inner.resolve_for_lineage(from, reader).await?;
-        let (to, _) = self.inner.resolve_for_lineage(to, reader).await?;
-        for (id, digest) in [(&from, from_digest), (&to, to_digest)] {
-            if !self.inner.lineage.sees(id, groups.as_deref()) {
-                return Err(Error::reject(
-                    weft_api::ErrorCode::NotFound,
-                    format!("no artifact {digest} is visible to you"),
-                ));
-            }
-        }
-        // A path search has no node limit (only `max_depth`) and may cover a large part of the
-        // graph, so it always runs on the blocking pool.
-        let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || {
-            inner.lineage.path(&from, &to, max_depth, groups.as_deref())
-        })
-        .await
-        .map_err(Error::backend)?
-        .ok_or_else(|| {
-            Error::reject(
-                weft_api::ErrorCode::NoPath,
-                format!("no derivation path of at most {max_depth} steps joins {from} and {to}"),
-            )
-        })
+        self.inner.lineage_path(from, to, max_depth, reader).await
     }
 
     /// Approximate memory the in-memory lineage index takes, in bytes.
     pub fn lineage_index_bytes(&self) -> usize {
         self.inner.lineage.approximate_bytes()
     }
+
+    // ── fsck.rs: counts and the offline check ───────────────────────────────
 
     /// Row and object counts: for `/metrics`, and for tests asserting that a refused request
     /// changed nothing.

@@ -1,0 +1,115 @@
+//! The projection of a Group's log: a pure fold of typed Events ([`GroupState::apply`]).
+//!
+//! The server writes it into every snapshot's state document, and a client restoring from
+//! a snapshot folds the Events after it with the same function, so both agree by
+//! construction. It is where WorkItems, offers and leases will be folded as well.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::Event;
+use crate::evidence::Outcome;
+use crate::kinds::EventPayload;
+use crate::session::Role;
+
+/// A Membership as the projection keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberState {
+    pub membership_epoch: u64,
+    pub roles: Vec<Role>,
+}
+
+/// A published manifest as the projection keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactState {
+    pub artifact: String,
+    pub producer: String,
+    pub sequence: u64,
+    pub work_item_id: String,
+}
+
+/// A recorded Evidence as the projection keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceState {
+    pub criterion: String,
+    pub outcome: Outcome,
+    pub sequence: u64,
+    pub supersedes: Option<String>,
+    pub work_item_id: String,
+}
+
+/// The projected state of a Group at a sequence: what a restoring Agent needs instead of
+/// replaying the compacted Events.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupState {
+    pub group_id: String,
+    pub sequence: u64,
+    /// Agent id → its Membership as of the last `membership.set`.
+    pub memberships: BTreeMap<String, MemberState>,
+    /// Agent id → session epoch.
+    pub session_epochs: BTreeMap<String, u64>,
+    /// Published artifacts by manifest id.
+    pub artifacts: BTreeMap<String, ArtifactState>,
+    /// Recorded Evidence by evidence id.
+    pub evidence: BTreeMap<String, EvidenceState>,
+    /// Artifacts that failed verification.
+    pub integrity_failures: Vec<String>,
+    /// Events per type, compacted ones included.
+    pub event_counts: BTreeMap<String, u64>,
+}
+
+impl GroupState {
+    /// Folds one Event in. An Event of a type this version does not know, or whose payload
+    /// does not parse, is only counted.
+    pub fn apply(&mut self, event: &Event) {
+        match EventPayload::of(event).ok().flatten() {
+            Some(EventPayload::MembershipSet(set)) => {
+                self.memberships.insert(
+                    set.agent_id.to_string(),
+                    MemberState {
+                        membership_epoch: set.membership_epoch,
+                        roles: set.roles,
+                    },
+                );
+            }
+            Some(EventPayload::SessionOpened(opened)) => {
+                self.session_epochs
+                    .insert(opened.agent_id.to_string(), opened.session_epoch);
+            }
+            Some(EventPayload::ArtifactPublished(published)) => {
+                self.artifacts.insert(
+                    published.manifest_id.to_string(),
+                    ArtifactState {
+                        artifact: published.artifact.to_string(),
+                        producer: published.producer.to_string(),
+                        sequence: event.sequence,
+                        work_item_id: published.work_item_id.to_string(),
+                    },
+                );
+            }
+            Some(EventPayload::EvidenceRecorded(recorded)) => {
+                self.evidence.insert(
+                    recorded.evidence_id.to_string(),
+                    EvidenceState {
+                        criterion: recorded.criterion,
+                        outcome: recorded.outcome,
+                        sequence: event.sequence,
+                        supersedes: recorded.supersedes.map(|id| id.to_string()),
+                        work_item_id: recorded.work_item_id.to_string(),
+                    },
+                );
+            }
+            Some(EventPayload::ArtifactIntegrityFailure(failure)) => {
+                self.integrity_failures.push(failure.artifact.to_string());
+            }
+            Some(EventPayload::GroupCreated(_)) | None => {}
+        }
+        *self.event_counts.entry(event.kind.clone()).or_default() += 1;
+        self.sequence = event.sequence;
+    }
+}

@@ -1,0 +1,79 @@
+//! The one path from signed bytes to a value: every signed payload type (artifact manifest,
+//! Evidence, session request, and next Commands and Context Packages) is parsed by
+//! [`SignedPayload::parse_payload`]: a size cap, strict JSON (no duplicate keys, no unknown
+//! fields), then the type's own validation. The signature itself is checked before this, by
+//! [`crate::Envelope::verify`]; the server resolves the signing key and compares the signer
+//! with [`SignedPayload::signer_claim`] in one place (`storage`'s `verify_signed`).
+
+use serde::de::DeserializeOwned;
+
+use crate::error::{ErrorCode, Rejection};
+use crate::id::Id;
+use crate::json::parse_strict;
+
+/// A payload type that travels inside a DSSE envelope.
+pub trait SignedPayload: DeserializeOwned + Sized {
+    /// The DSSE `payloadType` it must be signed as.
+    const PAYLOAD_TYPE: &'static str;
+    /// What it is called in error messages.
+    const NAME: &'static str;
+    /// Largest payload accepted, in bytes.
+    const MAX_BYTES: usize;
+    /// The code of a malformed payload.
+    const INVALID: ErrorCode;
+
+    /// Checks what `deny_unknown_fields` and the types cannot: bounds, formats, consistency.
+    fn validate(&self) -> Result<(), Rejection>;
+
+    /// The Agent the payload says signed it, and the agent card version it claims (`None`
+    /// when the payload type names none, as a session request).
+    fn signer_claim(&self) -> (&Id, Option<&str>);
+
+    /// Size cap, strict JSON, validation: the only way signed bytes become a value.
+    fn parse_payload(payload: &[u8]) -> Result<Self, Rejection> {
+        if payload.len() > Self::MAX_BYTES {
+            return Err(Rejection::new(
+                Self::INVALID,
+                format!("{} is larger than {} bytes", Self::NAME, Self::MAX_BYTES),
+            ));
+        }
+        let value: Self = parse_strict(payload, Self::INVALID)?;
+        value.validate()?;
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Manifest, SessionRequest, evidence::Evidence};
+
+    /// Every payload type refuses what is over its cap with its own code, before parsing.
+    #[test]
+    fn each_type_caps_its_size_before_parsing() {
+        fn oversized<T: SignedPayload>() -> ErrorCode {
+            let bytes = vec![b' '; T::MAX_BYTES + 1];
+            T::parse_payload(&bytes)
+                .err()
+                .map(|r| r.code)
+                .expect("refused")
+        }
+        assert_eq!(oversized::<Manifest>(), ErrorCode::InvalidManifest);
+        assert_eq!(oversized::<Evidence>(), ErrorCode::InvalidEvidence);
+        assert_eq!(oversized::<SessionRequest>(), ErrorCode::BadRequest);
+    }
+
+    /// Duplicate keys are refused for every type (the strict parser is shared).
+    #[test]
+    fn duplicate_keys_are_refused_for_every_type() {
+        let twice = br#"{"agentId":"a","agentId":"b"}"#;
+        assert_eq!(
+            SessionRequest::parse_payload(twice).err().map(|r| r.code),
+            Some(ErrorCode::BadRequest)
+        );
+        assert_eq!(
+            Manifest::parse_payload(twice).err().map(|r| r.code),
+            Some(ErrorCode::InvalidManifest)
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! Artifacts: upload (streamed, dual-hashed, promoted only when verified), publication of
+//! signed manifests, and verified reads with quarantine. This file holds the blob row helper
+//! the three share; each step has its own file.
+
+use rusqlite::{Connection, OptionalExtension as _};
+use weft_api::{ArtifactId, Digest, Digests, Sha256Digest};
+
+use crate::error::Error;
+use crate::events::to32;
+
+mod publish;
+mod reads;
+mod upload;
+
+pub use reads::{Content, ListFilter};
+pub use upload::UploadOutcome;
+
+/// A blob row: digests and whether it is quarantined.
+pub(crate) fn blob_row(
+    conn: &Connection,
+    digest: &Digest,
+) -> Result<Option<(Digests, bool)>, Error> {
+    let (sql, key) = match digest {
+        Digest::Blake3(id) => (
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1",
+            id.0,
+        ),
+        Digest::Sha256(sha) => (
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE sha256 = ?1",
+            sha.0,
+        ),
+    };
+    let row = conn
+        .query_row(sql, [&key[..]], |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, u64>(2)?,
+                row.get::<_, Option<String>>(3)?,
+            ))
+        })
+        .optional()?;
+    row.map(|(blake3, sha256, size, quarantined)| {
+        Ok((
+            Digests {
+                blake3: ArtifactId(to32(blake3)?),
+                sha256: Sha256Digest(to32(sha256)?),
+                size,
+            },
+            quarantined.is_some(),
+        ))
+    })
+    .transpose()
+}

@@ -1,0 +1,184 @@
+//! Publication: a DSSE-signed manifest is verified, then checked (producer, membership, blob,
+//! sources, cycles) inside the one writer transaction that inserts it with its edges and its
+//! `artifact.published` Event.
+
+use std::collections::{HashSet, VecDeque};
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::kinds;
+use weft_api::session::Role;
+use weft_api::views::Published;
+use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
+
+use super::blob_row;
+use crate::access::{
+    AuthorityMay, Reader, Signed, agent_by_keyid, can_read_artifact, can_see_blob, group_exists,
+    membership,
+};
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::events::{self, to32};
+
+/// Whether `target` is reachable from `start` by following derivedFrom edges towards sources.
+/// Iterative breadth-first search: never recurses on the call stack.
+fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Result<bool, Error> {
+    let mut statement =
+        conn.prepare_cached("SELECT DISTINCT source FROM derivations WHERE artifact = ?1")?;
+    let mut seen: HashSet<ArtifactId> = start.iter().copied().collect();
+    let mut queue: VecDeque<ArtifactId> = start.iter().copied().collect();
+    while let Some(node) = queue.pop_front() {
+        if node == *target {
+            return Ok(true);
+        }
+        let sources = statement
+            .query_map([&node.0[..]], |row| row.get::<_, Vec<u8>>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        for source in sources {
+            let source = ArtifactId(to32(source)?);
+            if seen.insert(source) {
+                queue.push_back(source);
+            }
+        }
+    }
+    Ok(false)
+}
+
+impl Engine {
+    pub(crate) async fn publish(
+        &self,
+        envelope: Envelope,
+        caller: &Reader,
+    ) -> Result<(Published, bool), Error> {
+        // 1. Signature: resolve the key, verify strictly, parse the payload; the signer is
+        // the producer.
+        let Signed {
+            signer,
+            keyid,
+            payload_id: manifest_id,
+            value,
+        } = self
+            .verify_signed::<Manifest>(&envelope, AuthorityMay::NotSign)
+            .await?;
+        let manifest = value.into_inner();
+        // 2. Who: the caller publishes only its own work.
+        if let Reader::Agent(caller) = caller
+            && *caller != signer
+        {
+            return Err(reject(
+                ErrorCode::ProducerMismatch,
+                "an agent publishes only manifests it signed",
+            ));
+        }
+        let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
+        let now = self.clock.now();
+        let publication = crate::lineage::Publication {
+            artifact: manifest.content.blake3,
+            size: manifest.content.size,
+            manifest_id,
+            group: manifest.group_id.to_string(),
+            mission: manifest.mission_id.to_string(),
+            work_item: manifest.work_item_id.to_string(),
+            producer: signer.to_string(),
+            media_type: manifest.content.media_type.clone(),
+            sequence: 0,
+            sources: manifest.sources.clone(),
+        };
+        // 3. Everything else is checked in the transaction that records it.
+        let outcome = self.db
+            .write(move |txn| {
+                let existing: Option<(String, u64)> = txn
+                    .query_row("SELECT blake3, sequence FROM manifests WHERE manifest_id = ?1", [&manifest_id.0[..]], |row| {
+                        Ok((String::new(), row.get(1)?))
+                    })
+                    .optional()?;
+                if let Some((_, sequence)) = existing {
+                    return Ok((Published { artifact: manifest.content.blake3, manifest_id, sequence }, false));
+                }
+                match agent_by_keyid(txn, &keyid)? {
+                    Some((agent_id, _, _)) if agent_id == signer => {}
+                    _ => return Err(reject(ErrorCode::UnknownKey, "the signing key was unregistered meanwhile")),
+                }
+                let group = manifest.group_id.as_str();
+                if !group_exists(txn, group)? {
+                    return Err(reject(ErrorCode::UnknownGroup, format!("group {group} does not exist")));
+                }
+                match membership(txn, group, signer.as_str())? {
+                    Some((roles, _)) if roles.contains(&Role::Worker) => {}
+                    Some(_) => return Err(reject(ErrorCode::Forbidden, format!("{signer} is not a worker in {group}"))),
+                    None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
+                }
+                let producer = Reader::Agent(signer.clone());
+                let content = &manifest.content;
+                let blob = blob_row(txn, &Digest::Blake3(content.blake3))?;
+                let visible = can_see_blob(txn, &producer, &content.blake3)?;
+                match blob {
+                    Some(_) if !visible => {
+                        return Err(reject(ErrorCode::BlobNotFound, format!("upload {} before publishing it", content.blake3)));
+                    }
+                    None => {
+                        return Err(reject(ErrorCode::BlobNotFound, format!("upload {} before publishing it", content.blake3)));
+                    }
+                    Some((_, true)) => {
+                        return Err(reject(ErrorCode::IntegrityFailure, format!("{} is quarantined", content.blake3)));
+                    }
+                    Some((digests, false)) => {
+                        if digests.sha256 != content.sha256 || digests.size != content.size {
+                            return Err(reject(
+                                ErrorCode::DigestMismatch,
+                                format!("stored bytes are {} and {} bytes", digests.sha256, digests.size),
+                            ));
+                        }
+                    }
+                }
+                for source in &manifest.sources {
+                    if !can_read_artifact(txn, &producer, source)? {
+                        return Err(reject(ErrorCode::UnknownSource, format!("source {source} is not published in a group {signer} can read")));
+                    }
+                }
+                if reaches(txn, &manifest.sources, &content.blake3)? {
+                    return Err(reject(ErrorCode::Cycle, format!("{} is already an ancestor of one of its sources", content.blake3)));
+                }
+                let event = EventPayload::ArtifactPublished(kinds::ArtifactPublished {
+                    artifact: content.blake3,
+                    lease_id: manifest.execution.lease_id.clone(),
+                    manifest_id,
+                    media_type: content.media_type.clone(),
+                    mission_id: manifest.mission_id.clone(),
+                    ownership_epoch: manifest.execution.ownership_epoch,
+                    producer: signer.clone(),
+                    sha256: content.sha256,
+                    size: content.size,
+                    sources: manifest.sources.clone(),
+                    work_item_id: manifest.work_item_id.clone(),
+                });
+                let sequence = events::append(txn, &manifest.group_id, &event, now)?;
+                txn.execute(
+                    "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
+                                            lease_id, ownership_epoch, classification, created_at, envelope, sequence)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    params![
+                        &manifest_id.0[..], &content.blake3.0[..], group, manifest.mission_id.as_str(),
+                        manifest.work_item_id.as_str(), signer.as_str(), content.media_type,
+                        manifest.execution.lease_id.as_str(), manifest.execution.ownership_epoch,
+                        manifest.classification.as_str(), manifest.created_at.to_rfc3339(), envelope_json, sequence
+                    ],
+                )?;
+                for source in &manifest.sources {
+                    txn.execute(
+                        "INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)",
+                        params![&content.blake3.0[..], &source.0[..], &manifest_id.0[..]],
+                    )?;
+                }
+                Ok((Published { artifact: content.blake3, manifest_id, sequence }, true))
+            })
+            .await?;
+        if outcome.1 {
+            // Committed: the lineage index follows the tables (edges are only ever added).
+            self.lineage.add(&crate::lineage::Publication {
+                sequence: outcome.0.sequence,
+                ..publication
+            });
+        }
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,347 @@
+//! Reads: an artifact's view, paged listings, and the content stream that re-hashes every
+//! byte it serves and quarantines a blob whose bytes no longer match their address (ART-5).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use rusqlite::params;
+use weft_api::kinds;
+use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord};
+use weft_api::{ArtifactId, Digest, Digests, Envelope, ErrorCode, EventPayload, Id, Manifest};
+
+use super::blob_row;
+use crate::access::{Reader, can_read_artifact, member_groups};
+use crate::clock::format_instant;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::events::{self, to32};
+use crate::hashing::DualHasher;
+
+/// Filters of `GET /v1/artifacts`.
+#[derive(Clone, Debug, Default)]
+pub struct ListFilter {
+    pub mission_id: Option<Id>,
+    pub work_item_id: Option<Id>,
+    pub producer: Option<Id>,
+    pub media_type: Option<String>,
+    pub after: Option<u64>,
+    pub limit: u32,
+}
+
+/// Wraps the raw blob stream: hashes every stored byte, yields only those in `range`, and at
+/// the end compares with the recorded digests.
+///
+/// The last slice is held back until the whole blob has been verified. Otherwise a client
+/// could receive every byte it asked for (and HTTP would see a complete body) before the
+/// mismatch is known. On mismatch the blob is quarantined and the stream ends with an error
+/// instead of its last slice, so the HTTP layer aborts the response.
+pub(crate) fn verified_stream(
+    store: Arc<Engine>,
+    raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
+    expected: Digests,
+    range: Range<u64>,
+) -> futures::stream::BoxStream<'static, Result<Bytes, Error>> {
+    struct State {
+        raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
+        hasher: Option<DualHasher>,
+        held: Option<Bytes>,
+        offset: u64,
+        store: Arc<Engine>,
+    }
+    let state = State {
+        raw,
+        hasher: Some(DualHasher::default()),
+        held: None,
+        offset: 0,
+        store,
+    };
+    futures::stream::unfold(state, move |mut state| {
+        let range = range.clone();
+        async move {
+            loop {
+                let Some(hasher) = state.hasher.as_mut() else {
+                    // Verified: release the held slice, then end.
+                    return state.held.take().map(|slice| (Ok(slice), state));
+                };
+                match state.raw.next().await {
+                    Some(Ok(chunk)) => {
+                        if let Err(error) = hasher.update(&chunk).await {
+                            state.hasher = None;
+                            state.held = None;
+                            return Some((Err(error), state));
+                        }
+                        let start = state.offset;
+                        let end = start + chunk.len() as u64;
+                        state.offset = end;
+                        let from = range.start.max(start);
+                        let to = range.end.min(end);
+                        if from < to {
+                            let slice = chunk.slice((from - start) as usize..(to - start) as usize);
+                            if let Some(previous) = state.held.replace(slice) {
+                                return Some((Ok(previous), state));
+                            }
+                        }
+                    }
+                    Some(Err(error)) => {
+                        state.hasher = None;
+                        state.held = None;
+                        return Some((Err(error), state));
+                    }
+                    None => {
+                        let hasher = state.hasher.take()?;
+                        let outcome = hasher.finish().await;
+                        let intact = matches!(&outcome, Ok((digests, _)) if *digests == expected);
+                        if intact {
+                            continue;
+                        }
+                        state.held = None;
+                        if let Err(error) = state
+                            .store
+                            .quarantine(
+                                expected.blake3,
+                                "stored bytes do not hash to their address",
+                            )
+                            .await
+                        {
+                            tracing::error!(%error, "could not record quarantine");
+                        }
+                        return Some((Err(Error::Corrupt(expected.blake3)), state));
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// An artifact opened for reading: its digests and media type, and its bytes not yet read.
+pub struct Content {
+    pub digests: Digests,
+    pub media_type: String,
+    raw: BoxStream<'static, Result<Bytes, Error>>,
+    inner: Arc<Engine>,
+}
+
+impl Content {
+    pub(crate) fn new(
+        digests: Digests,
+        media_type: String,
+        raw: BoxStream<'static, Result<Bytes, Error>>,
+        inner: Arc<Engine>,
+    ) -> Self {
+        Self {
+            digests,
+            media_type,
+            raw,
+            inner,
+        }
+    }
+
+    /// The bytes in `range` (all of them by default). Every stored byte is re-hashed while
+    /// this is polled, including those outside the range; if the stored bytes do not match
+    /// their address the stream ends with an error (never cleanly) and the blob is
+    /// quarantined (ART-5).
+    pub fn into_body(self, range: Option<Range<u64>>) -> BoxStream<'static, Result<Bytes, Error>> {
+        let range = range.unwrap_or(0..self.digests.size);
+        verified_stream(self.inner, self.raw, self.digests, range)
+    }
+}
+
+impl std::fmt::Debug for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Content")
+            .field("digests", &self.digests)
+            .field("media_type", &self.media_type)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    pub(crate) async fn artifact(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<ArtifactView, Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let not_found = || reject(ErrorCode::NotFound, format!("no artifact {digest} is visible to you"));
+                let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
+                    return Err(not_found());
+                };
+                let groups: Option<Vec<String>> = match &reader {
+                    Reader::Admin => None,
+                    Reader::Agent(agent_id) => Some(member_groups(conn, agent_id.as_str())?),
+                };
+                let mut statement = conn.prepare_cached(
+                    "SELECT manifest_id, envelope, sequence, group_id FROM manifests WHERE blake3 = ?1 ORDER BY rowid",
+                )?;
+                let rows = statement
+                    .query_map([&digests.blake3.0[..]], |row| {
+                        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, String>(1)?, row.get::<_, u64>(2)?, row.get::<_, String>(3)?))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut manifests = Vec::new();
+                for (manifest_id, envelope, sequence, group_id) in rows {
+                    if groups.as_ref().is_some_and(|groups| !groups.contains(&group_id)) {
+                        continue;
+                    }
+                    let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
+                    let payload = weft_api::dsse::BASE64.decode(&envelope.payload).map_err(Error::backend)?;
+                    let manifest = Manifest::parse(&payload)?;
+                    manifests.push(ManifestRecord { manifest_id: ArtifactId(to32(manifest_id)?), envelope, manifest, sequence });
+                }
+                if manifests.is_empty() {
+                    return Err(not_found());
+                }
+                Ok(ArtifactView {
+                    digests: DigestPair { blake3: digests.blake3, sha256: digests.sha256 },
+                    size: digests.size,
+                    quarantined,
+                    manifests,
+                })
+            })
+            .await
+    }
+
+    pub(crate) async fn list_artifacts(
+        &self,
+        filter: ListFilter,
+        reader: &Reader,
+    ) -> Result<ArtifactPage, Error> {
+        let reader = reader.clone();
+        let limit = filter.limit.clamp(1, 1000);
+        self.db
+            .read(move |conn| {
+                let mut sql = String::from(
+                    "SELECT m.rowid, m.blake3, m.manifest_id, b.size, m.media_type, m.group_id, m.mission_id,
+                            m.work_item_id, m.producer, m.created_at, m.sequence
+                     FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1",
+                );
+                let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(filter.after.unwrap_or(0))];
+                let mut add = |clause: &str, value: String| {
+                    args.push(Box::new(value));
+                    sql.push_str(&format!(" AND {clause} = ?{}", args.len()));
+                };
+                if let Some(mission) = &filter.mission_id { add("m.mission_id", mission.to_string()); }
+                if let Some(work_item) = &filter.work_item_id { add("m.work_item_id", work_item.to_string()); }
+                if let Some(producer) = &filter.producer { add("m.producer", producer.to_string()); }
+                if let Some(media_type) = &filter.media_type { add("m.media_type", media_type.clone()); }
+                if let Reader::Agent(agent_id) = &reader {
+                    args.push(Box::new(agent_id.to_string()));
+                    sql.push_str(&format!(
+                        " AND m.group_id IN (SELECT group_id FROM memberships WHERE agent_id = ?{})",
+                        args.len()
+                    ));
+                }
+                args.push(Box::new(limit + 1));
+                sql.push_str(&format!(" ORDER BY m.rowid LIMIT ?{}", args.len()));
+                let mut statement = conn.prepare(&sql)?;
+                let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
+                let rows = statement
+                    .query_map(params.as_slice(), |row| {
+                        Ok((
+                            row.get::<_, u64>(0)?, row.get::<_, Vec<u8>>(1)?, row.get::<_, Vec<u8>>(2)?, row.get::<_, u64>(3)?,
+                            row.get::<_, String>(4)?, row.get::<_, String>(5)?, row.get::<_, String>(6)?, row.get::<_, String>(7)?,
+                            row.get::<_, String>(8)?, row.get::<_, String>(9)?, row.get::<_, u64>(10)?,
+                        ))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut items = Vec::new();
+                let mut next = None;
+                for (index, row) in rows.into_iter().enumerate() {
+                    if index as u32 == limit {
+                        next = items.last().map(|(rowid, _): &(u64, ListedArtifact)| *rowid);
+                        break;
+                    }
+                    let (rowid, blake3, manifest_id, size, media_type, group_id, mission_id, work_item_id, producer, created_at, sequence) = row;
+                    items.push((rowid, ListedArtifact {
+                        artifact: ArtifactId(to32(blake3)?),
+                        manifest_id: ArtifactId(to32(manifest_id)?),
+                        size, media_type, group_id, mission_id, work_item_id, producer, created_at, sequence,
+                    }));
+                }
+                Ok(ArtifactPage { items: items.into_iter().map(|(_, item)| item).collect(), next })
+            })
+            .await
+    }
+
+    pub(crate) async fn open_content(
+        self: &Arc<Self>,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<Content, Error> {
+        let reader = reader.clone();
+        let (digests, quarantined, media_type) = self
+            .db
+            .read(move |conn| {
+                let not_found = || reject(ErrorCode::NotFound, format!("no artifact {digest} is visible to you"));
+                let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
+                    return Err(not_found());
+                };
+                if !can_read_artifact(conn, &reader, &digests.blake3)? {
+                    return Err(not_found());
+                }
+                let media_type: String = conn.query_row(
+                    "SELECT media_type FROM manifests WHERE blake3 = ?1 ORDER BY rowid DESC LIMIT 1",
+                    [&digests.blake3.0[..]],
+                    |row| row.get(0),
+                )?;
+                Ok((digests, quarantined, media_type))
+            })
+            .await?;
+        if quarantined {
+            return Err(Error::Corrupt(digests.blake3));
+        }
+        // A blob whose size is wrong is corrupt before a single byte is sent.
+        match self.blobs.stored_size(&digests.blake3).await? {
+            Some(size) if size == digests.size => {}
+            _ => {
+                self.quarantine(digests.blake3, "stored size does not match the index")
+                    .await?;
+                return Err(Error::Corrupt(digests.blake3));
+            }
+        }
+        let raw = self.blobs.read(&digests.blake3).await?;
+        Ok(Content {
+            digests,
+            media_type,
+            raw,
+            inner: Arc::clone(self),
+        })
+    }
+
+    /// Marks a blob corrupt: later reads fail at once, and every Group that published it gets
+    /// an `artifact.integrity_failure` Event.
+    pub(crate) async fn quarantine(&self, blake3: ArtifactId, reason: &str) -> Result<(), Error> {
+        let now = self.clock.now();
+        let reason = reason.to_owned();
+        tracing::error!(artifact = %blake3, %reason, "integrity failure: blob quarantined");
+        metrics::counter!("weft_integrity_failures_total").increment(1);
+        self.db
+            .write(move |txn| {
+                let changed = txn.execute(
+                    "UPDATE blobs SET quarantined_at = ?2 WHERE blake3 = ?1 AND quarantined_at IS NULL",
+                    params![&blake3.0[..], format_instant(now)],
+                )?;
+                if changed == 0 {
+                    return Ok(());
+                }
+                let mut statement = txn.prepare("SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1")?;
+                let groups = statement
+                    .query_map([&blake3.0[..]], |row| row.get::<_, String>(0))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                for group in groups {
+                    let group = Id::parse("groupId", &group)?;
+                    let failure = kinds::IntegrityFailure { artifact: blake3, reason: reason.clone() };
+                    events::append(txn, &group, &EventPayload::ArtifactIntegrityFailure(failure), now)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+}

@@ -1,0 +1,85 @@
+//! The engine's shared state: the database, the blob store, the clock, the authority key, the
+//! lineage index and the membership projection. Nothing else lives here: every operation is
+//! in the feature file that owns its tables (see `lib.rs` for the map).
+
+use std::sync::Arc;
+
+use crate::blobs::Blobs;
+use crate::clock::Clock;
+use crate::db::Db;
+
+use crate::error::Error;
+use crate::lineage::load_publications;
+use crate::options::Options;
+
+pub(crate) struct Engine {
+    pub(crate) db: Db,
+    pub(crate) blobs: Blobs,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) authority: Arc<ed25519_dalek::SigningKey>,
+    /// The provenance graph in memory, in step with the `manifests`/`derivations` tables.
+    pub(crate) lineage: crate::lineage::Index,
+    /// Agent → the Groups it is a member of, in step with `memberships` (for lineage reads,
+    /// which then need no database round trip).
+    pub(crate) member_groups:
+        std::sync::RwLock<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
+    pub(crate) max_upload_bytes: u64,
+    pub(crate) session_ttl: chrono::Duration,
+    pub(crate) lineage_inline_budget: Option<std::time::Duration>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("db", &self.db)
+            .field("blobs", &self.blobs)
+            .finish()
+    }
+}
+
+impl Engine {
+    pub(crate) async fn open(options: Options) -> Result<Self, Error> {
+        if let crate::db::Location::File(path) = &options.index
+            && let Some(parent) = path.parent()
+        {
+            std::fs::create_dir_all(parent).map_err(Error::backend)?;
+        }
+        let db = Db::open(&options.index)?;
+        let blobs = Blobs::open(&options.blobs)?;
+        let n_swept = if options.sweep_staging {
+            blobs.sweep_staging()?
+        } else {
+            0
+        };
+        if n_swept > 0 {
+            tracing::info!(n_swept, "removed stale staging files");
+        }
+        let lineage = crate::lineage::Index::default();
+        lineage.add_all(&db.read(load_publications).await?);
+        let member_groups = db
+            .read(|conn| {
+                let mut map: std::collections::HashMap<String, std::collections::BTreeSet<String>> =
+                    std::collections::HashMap::new();
+                let mut statement = conn.prepare("SELECT agent_id, group_id FROM memberships")?;
+                for row in statement.query_map([], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })? {
+                    let (agent, group) = row?;
+                    map.entry(agent).or_default().insert(group);
+                }
+                Ok(map)
+            })
+            .await?;
+        Ok(Self {
+            db,
+            blobs,
+            lineage,
+            member_groups: std::sync::RwLock::new(member_groups),
+            clock: options.clock,
+            authority: options.authority,
+            max_upload_bytes: options.max_upload_bytes,
+            session_ttl: options.session_ttl,
+            lineage_inline_budget: options.lineage_inline_budget,
+        })
+    }
+}

@@ -1,0 +1,303 @@
+//! Counts and the offline check: `stats` for metrics and tests, `fsck` re-hashes every blob
+//! and re-checks every row, signature and chain.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::TryStreamExt as _;
+use rusqlite::Connection;
+use weft_api::dsse::MANIFEST_TYPE;
+use weft_api::{ArtifactId, Digest, Envelope, Event, Manifest};
+
+use crate::access::agent_by_keyid;
+use crate::artifacts::blob_row;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::events::{self, to32};
+use crate::hashing::DualHasher;
+
+/// Counts of everything the store holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub groups: u64,
+    pub agents: u64,
+    pub memberships: u64,
+    pub sessions: u64,
+    pub blobs: u64,
+    pub blob_uploaders: u64,
+    pub manifests: u64,
+    pub derivations: u64,
+    pub events: u64,
+    pub evidence: u64,
+    pub quarantined: u64,
+    /// Objects under `blobs/` in the backend.
+    pub blob_objects: u64,
+    /// Objects under `staging/` in the backend (uploads in flight or leftovers).
+    pub staging_objects: u64,
+}
+
+/// What fsck found.
+#[derive(Clone, Debug, Default)]
+pub struct FsckReport {
+    pub n_blobs: u64,
+    pub n_bytes: u64,
+    pub n_manifests: u64,
+    pub n_events: u64,
+    pub problems: Vec<String>,
+}
+
+/// Re-checks one stored manifest: its id, its signature by the registered producer key, and
+/// that it describes the blob it is filed under.
+fn check_manifest(
+    conn: &Connection,
+    manifest_id: &ArtifactId,
+    blake3: &[u8],
+    envelope: &str,
+    producer: &str,
+) -> Result<(), String> {
+    let envelope: Envelope =
+        serde_json::from_str(envelope).map_err(|e| format!("envelope unreadable: {e}"))?;
+    let keyid = envelope.signer_keyid().map_err(|e| e.to_string())?;
+    let (agent_id, key, _) = agent_by_keyid(conn, &keyid)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("signing key {keyid} is not registered"))?;
+    if agent_id.as_str() != producer {
+        return Err(format!("signed by {agent_id}, filed under {producer}"));
+    }
+    let payload = envelope
+        .verify(MANIFEST_TYPE, &key)
+        .map_err(|e| e.to_string())?;
+    if ArtifactId::of(payload.value()) != *manifest_id {
+        return Err("payload does not hash to the manifest id".into());
+    }
+    let manifest = Manifest::parse(payload.value()).map_err(|e| e.to_string())?;
+    if manifest.content.blake3.0[..] != *blake3 {
+        return Err("manifest describes other bytes than its row".into());
+    }
+    Ok(())
+}
+
+impl Engine {
+    pub(crate) async fn stats(&self) -> Result<Stats, Error> {
+        let mut stats = self
+            .db
+            .read(|conn| {
+                let count = |table: &str| -> Result<u64, Error> {
+                    Ok(
+                        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                            row.get(0)
+                        })?,
+                    )
+                };
+                Ok(Stats {
+                    groups: count("groups")?,
+                    agents: count("agents")?,
+                    memberships: count("memberships")?,
+                    sessions: count("sessions")?,
+                    blobs: count("blobs")?,
+                    blob_uploaders: count("blob_uploaders")?,
+                    manifests: count("manifests")?,
+                    derivations: count("derivations")?,
+                    events: count("events")?,
+                    evidence: count("evidence")?,
+                    quarantined: count("blobs WHERE quarantined_at IS NOT NULL")?,
+                    blob_objects: 0,
+                    staging_objects: 0,
+                })
+            })
+            .await?;
+        let (blob_objects, staging_objects) = self.blobs.count_objects().await?;
+        stats.blob_objects = blob_objects;
+        stats.staging_objects = staging_objects;
+        Ok(stats)
+    }
+
+    pub(crate) async fn fsck(self: &Arc<Self>) -> Result<FsckReport, Error> {
+        let mut report = FsckReport::default();
+        // 1. Every blob object: hash it, compare with its name and its row.
+        let mut objects = self.blobs.list();
+        let mut on_disk = HashSet::new();
+        while let Some(object) = objects.try_next().await? {
+            let (path, _) = object;
+            let name = path.filename().unwrap_or_default().to_owned();
+            let Ok(id) = ArtifactId::parse(&format!("blake3:{name}")) else {
+                report.problems.push(format!("{path}: not a blob name"));
+                continue;
+            };
+            if crate::blobs::blob_path(&id) != path {
+                report
+                    .problems
+                    .push(format!("{path}: stored under the wrong directory"));
+            }
+            on_disk.insert(id);
+            report.n_blobs += 1;
+            let mut hasher = DualHasher::default();
+            let mut stream = self.blobs.read(&id).await?;
+            while let Some(chunk) = stream.try_next().await? {
+                hasher.update(&chunk).await?;
+            }
+            let (digests, _) = hasher.finish().await?;
+            report.n_bytes += digests.size;
+            if digests.blake3 != id {
+                report
+                    .problems
+                    .push(format!("{path}: content hashes to {}", digests.blake3));
+            }
+            let row = self
+                .db
+                .read(move |conn| blob_row(conn, &Digest::Blake3(id)))
+                .await?;
+            match row {
+                None => report.problems.push(format!(
+                    "{id}: blob has no index row (orphan; harmless, can be swept)"
+                )),
+                Some((indexed, quarantined)) => {
+                    if digests.blake3 == id
+                        && (indexed.sha256 != digests.sha256 || indexed.size != digests.size)
+                    {
+                        report.problems.push(format!(
+                            "{id}: index says {} / {} bytes",
+                            indexed.sha256, indexed.size
+                        ));
+                    }
+                    if quarantined {
+                        report.problems.push(format!("{id}: quarantined"));
+                    }
+                }
+            }
+        }
+        // 2. Rows, signatures and chains, on one read connection.
+        let (n_manifests, n_events, problems) = self
+            .db
+            .read(move |conn| {
+                let mut problems = Vec::new();
+                let mut statement = conn.prepare("SELECT blake3 FROM blobs")?;
+                for blake3 in statement.query_map([], |row| row.get::<_, Vec<u8>>(0))? {
+                    let id = ArtifactId(to32(blake3?)?);
+                    if !on_disk.contains(&id) {
+                        problems.push(format!("{id}: index row without a blob"));
+                    }
+                }
+                let mut n_manifests = 0u64;
+                let mut statement =
+                    conn.prepare("SELECT manifest_id, blake3, envelope, producer FROM manifests")?;
+                let rows = statement
+                    .query_map([], |row| {
+                        Ok((
+                            row.get::<_, Vec<u8>>(0)?,
+                            row.get::<_, Vec<u8>>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, String>(3)?,
+                        ))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                for (manifest_id, blake3, envelope, producer) in rows {
+                    n_manifests += 1;
+                    let manifest_id = ArtifactId(to32(manifest_id)?);
+                    if let Err(problem) =
+                        check_manifest(conn, &manifest_id, &blake3, &envelope, &producer)
+                    {
+                        problems.push(format!("manifest {manifest_id}: {problem}"));
+                    }
+                }
+                let mut n_events = 0u64;
+                let groups: Vec<String> = conn
+                    .prepare("SELECT group_id FROM groups ORDER BY group_id")?
+                    .query_map([], |row| row.get(0))?
+                    .collect::<Result<_, _>>()?;
+                for group in groups {
+                    let mut head = (0u64, weft_api::EventHash::GENESIS);
+                    // Compacted history: each snapshot's signature, and its archive is checked
+                    // below (async); here the online chain continues from the last snapshot.
+                    if let Some((sequence, hash)) = events::compacted(conn, &group)? {
+                        head = (sequence, hash);
+                    }
+                    loop {
+                        let batch = events::read(conn, &group, head.0, 10_000)?;
+                        if batch.is_empty() {
+                            break;
+                        }
+                        n_events += batch.len() as u64;
+                        match weft_api::event::verify_chain(head.0, head.1, &batch) {
+                            Ok(next) => head = next,
+                            Err(problem) => {
+                                problems.push(format!("group {group}: {problem}"));
+                                break;
+                            }
+                        }
+                    }
+                }
+                Ok((n_manifests, n_events, problems))
+            })
+            .await?;
+        report.n_manifests = n_manifests;
+        report.n_events = n_events;
+        report.problems.extend(problems);
+        // 3. Compacted history: every snapshot signed by the authority, every archive a chain
+        //    that continues the previous one and ends at the signed chain hash.
+        let groups: Vec<String> = self
+            .db
+            .read(|conn| {
+                Ok(conn
+                    .prepare("SELECT DISTINCT group_id FROM snapshots ORDER BY group_id")?
+                    .query_map([], |row| row.get(0))?
+                    .collect::<Result<_, _>>()?)
+            })
+            .await?;
+        for group in groups {
+            let snapshots = self
+                .db
+                .read({
+                    let group = group.clone();
+                    move |conn| crate::compaction::snapshots(conn, &group)
+                })
+                .await?;
+            let mut head = (0u64, weft_api::EventHash::GENESIS);
+            for snapshot in snapshots {
+                let (_, authority) = self.authority_key();
+                if snapshot
+                    .envelope
+                    .verify(weft_api::dsse::SNAPSHOT_TYPE, &authority)
+                    .is_err()
+                {
+                    report.problems.push(format!(
+                        "group {group}: snapshot {} is not signed by the authority key",
+                        snapshot.reference.sequence
+                    ));
+                }
+                let content = self.open_group_blob(snapshot.archive).await;
+                let bytes = match content {
+                    Ok(content) => {
+                        content
+                            .into_body(None)
+                            .try_fold(Vec::new(), |mut all, chunk| async move {
+                                all.extend_from_slice(&chunk);
+                                Ok(all)
+                            })
+                            .await
+                    }
+                    Err(error) => Err(error),
+                };
+                let Ok(bytes) = bytes else {
+                    report.problems.push(format!(
+                        "group {group}: archive {} unreadable or corrupt",
+                        snapshot.archive
+                    ));
+                    continue;
+                };
+                let archived: Result<Vec<Event>, _> = bytes
+                    .split(|b| *b == b'\n')
+                    .filter(|line| !line.is_empty())
+                    .map(serde_json::from_slice)
+                    .collect();
+                match archived.map_err(|e| e.to_string()).and_then(|events| weft_api::event::verify_chain(head.0, head.1, &events)) {
+                    Ok(next) if next == (snapshot.reference.sequence, snapshot.reference.event_chain_hash) => head = next,
+                    Ok(_) => report.problems.push(format!("group {group}: archive of snapshot {} does not end at its signed chain hash", snapshot.reference.sequence)),
+                    Err(problem) => report.problems.push(format!("group {group}: archive of snapshot {}: {problem}", snapshot.reference.sequence)),
+                }
+                report.n_events += snapshot.reference.sequence - snapshot.from_sequence + 1;
+            }
+        }
+        Ok(report)
+    }
+}

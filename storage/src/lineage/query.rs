@@ -1,0 +1,213 @@
+//! Lineage queries as the engine runs them: the reader's Groups from the membership
+//! projection, the root resolved (a `sha256:` alias by one indexed read), and the walk run
+//! inline within its budget or on the blocking pool; plus the rebuild from the tables at open.
+
+use std::sync::Arc;
+
+use rusqlite::Connection;
+use weft_api::{ArtifactId, Digest, ErrorCode, Id};
+
+use super::*;
+use crate::access::Reader;
+use crate::artifacts::blob_row;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::events::to32;
+
+/// Every publication in the index tables, for rebuilding the lineage index at start.
+pub(crate) fn load_publications(
+    conn: &Connection,
+) -> Result<Vec<crate::lineage::Publication>, Error> {
+    let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
+        std::collections::HashMap::new();
+    let mut statement = conn.prepare("SELECT manifest_id, source FROM derivations")?;
+    for row in statement.query_map([], |row| {
+        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?))
+    })? {
+        let (manifest_id, source) = row?;
+        sources
+            .entry(manifest_id)
+            .or_default()
+            .push(ArtifactId(to32(source)?));
+    }
+    let mut statement = conn.prepare(
+        "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence
+         FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 ORDER BY m.rowid",
+    )?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, u64>(1)?,
+                row.get::<_, Vec<u8>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, String>(6)?,
+                row.get::<_, String>(7)?,
+                row.get::<_, u64>(8)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(
+            |(
+                artifact,
+                size,
+                manifest_id,
+                group,
+                mission,
+                work_item,
+                producer,
+                media_type,
+                sequence,
+            )| {
+                Ok(crate::lineage::Publication {
+                    artifact: ArtifactId(to32(artifact)?),
+                    size,
+                    sources: sources.remove(&manifest_id).unwrap_or_default(),
+                    manifest_id: ArtifactId(to32(manifest_id)?),
+                    group,
+                    mission,
+                    work_item,
+                    producer,
+                    media_type,
+                    sequence,
+                })
+            },
+        )
+        .collect()
+}
+
+impl Engine {
+    /// The blake3 id named by `digest` and the reader's Groups (`None`: all), for lineage.
+    /// Whether the reader may see the artifact is the lineage index's answer (it holds every
+    /// published artifact's Groups), so a `blake3:` name costs no database read; a `sha256:`
+    /// alias is looked up.
+    pub(crate) async fn resolve_for_lineage(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<(ArtifactId, Option<Vec<String>>), Error> {
+        let id = match digest {
+            Digest::Blake3(id) => id,
+            Digest::Sha256(_) => self
+                .db
+                .read(move |conn| Ok(blob_row(conn, &digest)?.map(|(digests, _)| digests.blake3)))
+                .await?
+                .ok_or_else(|| {
+                    reject(
+                        ErrorCode::NotFound,
+                        format!("no artifact {digest} is visible to you"),
+                    )
+                })?,
+        };
+        Ok((id, self.reader_groups(reader)))
+    }
+
+    /// Ancestors and/or descendants of an artifact, bounded by depth, limit and a time budget,
+    /// from the in-memory lineage index (DESIGN §6). `None` if the artifact is not visible.
+    pub(crate) async fn lineage(
+        self: &Arc<Self>,
+        digest: Digest,
+        query: Query,
+        reader: &Reader,
+    ) -> Result<Lineage, Error> {
+        let (id, groups) = self.resolve_for_lineage(digest, reader).await?;
+        self.walk_lineage(query, move |index, query| {
+            index.traverse(&id, query, groups.as_deref())
+        })
+        .await?
+        .ok_or_else(|| {
+            reject(
+                ErrorCode::NotFound,
+                format!("no artifact {digest} is visible to you"),
+            )
+        })
+    }
+
+    /// Runs a lineage walk on this thread within the inline budget, and again on the blocking
+    /// pool with the query's whole budget if that was not enough (see
+    /// `Options::lineage_inline_budget`). A walk cut by time returns fewer artifacts than its
+    /// limit; one cut by the limit returns exactly the limit.
+    async fn walk_lineage(
+        self: &Arc<Self>,
+        query: Query,
+        walk: impl Fn(&Index, &Query) -> Option<Lineage> + Send + 'static,
+    ) -> Result<Option<Lineage>, Error> {
+        if let Some(inline_budget) = self.lineage_inline_budget {
+            let inline = Query {
+                budget: query.budget.min(inline_budget),
+                ..query.clone()
+            };
+            let answer = walk(&self.lineage, &inline);
+            let cut_by_time = answer
+                .as_ref()
+                .is_some_and(|a| a.truncated && a.artifacts.len() < query.limit);
+            if !cut_by_time || query.budget <= inline_budget {
+                return Ok(answer);
+            }
+        }
+        let inner = Arc::clone(self);
+        tokio::task::spawn_blocking(move || walk(&inner.lineage, &query))
+            .await
+            .map_err(Error::backend)
+    }
+
+    /// Everything published inside a WorkItem or Mission and what it was derived from.
+    pub(crate) async fn lineage_scope(
+        self: &Arc<Self>,
+        scope: Scope,
+        name: Id,
+        query: Query,
+        reader: &Reader,
+    ) -> Result<Lineage, Error> {
+        let groups = self.reader_groups(reader);
+        let scope_name = name.clone();
+        self.walk_lineage(query, move |index, query| {
+            index.scope(scope, scope_name.as_str(), query, groups.as_deref())
+        })
+        .await?
+        .ok_or_else(|| {
+            reject(
+                ErrorCode::NotFound,
+                format!("nothing published in {name} is visible to you"),
+            )
+        })
+    }
+
+    /// One shortest derivation path between two artifacts, or `no_path`.
+    pub(crate) async fn lineage_path(
+        self: &Arc<Self>,
+        from: Digest,
+        to: Digest,
+        max_depth: u32,
+        reader: &Reader,
+    ) -> Result<Vec<ArtifactId>, Error> {
+        let (from_digest, to_digest) = (from, to);
+        let (from, groups) = self.resolve_for_lineage(from, reader).await?;
+        let (to, _) = self.resolve_for_lineage(to, reader).await?;
+        for (id, digest) in [(&from, from_digest), (&to, to_digest)] {
+            if !self.lineage.sees(id, groups.as_deref()) {
+                return Err(reject(
+                    ErrorCode::NotFound,
+                    format!("no artifact {digest} is visible to you"),
+                ));
+            }
+        }
+        // A path search has no node limit (only `max_depth`) and may cover a large part of the
+        // graph, so it always runs on the blocking pool.
+        let inner = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            inner.lineage.path(&from, &to, max_depth, groups.as_deref())
+        })
+        .await
+        .map_err(Error::backend)?
+        .ok_or_else(|| {
+            reject(
+                ErrorCode::NoPath,
+                format!("no derivation path of at most {max_depth} steps joins {from} and {to}"),
+            )
+        })
+    }
+}
