@@ -1,0 +1,100 @@
+//! Operator calls made with the admin token: creating Groups, registering agents and setting
+//! memberships (`weft admin …`).
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use weft_api::Id;
+use weft_api::client::Client;
+use weft_api::session::Role;
+
+use super::{AdminAction, AgentAction, ClientArgs, GroupAction, MemberAction};
+
+/// `weft admin`: finds the admin token (the flag, else the token file) and runs the action.
+pub(super) async fn run(
+    client: &ClientArgs,
+    admin_token: Option<String>,
+    admin_token_file: &Path,
+    action: AdminAction,
+) -> anyhow::Result<()> {
+    let token = match admin_token {
+        Some(token) => token,
+        None => std::fs::read_to_string(admin_token_file)
+            .with_context(|| {
+                format!(
+                    "reading {} (or pass --admin-token)",
+                    admin_token_file.display()
+                )
+            })?
+            .trim()
+            .to_owned(),
+    };
+    admin(
+        client,
+        Client::new(client.server.clone(), Some(token)),
+        action,
+    )
+    .await
+}
+
+async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> anyhow::Result<()> {
+    match action {
+        AdminAction::Group {
+            action: GroupAction::Create { group },
+        } => {
+            let created = api.create_group(&Id::parse("group", &group)?).await?;
+            println!(
+                "group {group} {}",
+                if created { "created" } else { "already exists" }
+            );
+        }
+        AdminAction::Agent {
+            action:
+                AgentAction::Register {
+                    agent_id,
+                    public_key,
+                    card_version,
+                },
+        } => {
+            let key = match public_key {
+                Some(text) => weft_api::dsse::parse_public_key(&text)?,
+                None => client_args.key()?.verifying_key(),
+            };
+            let keyid = api
+                .register_agent(&Id::parse("agent-id", &agent_id)?, &key, &card_version)
+                .await?;
+            println!("agent {agent_id} registered with {keyid}");
+        }
+        AdminAction::Member {
+            action:
+                MemberAction::Set {
+                    group,
+                    agent_id,
+                    roles,
+                },
+        } => {
+            let roles = roles
+                .iter()
+                .map(|r| parse_role(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            let membership = api
+                .set_membership(
+                    &Id::parse("group", &group)?,
+                    &Id::parse("agent-id", &agent_id)?,
+                    &roles,
+                )
+                .await?;
+            println!(
+                "{agent_id} in {group}: {:?} (membership epoch {})",
+                membership.roles, membership.epoch
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A role by its wire name, with an error that lists the allowed ones.
+fn parse_role(text: &str) -> anyhow::Result<Role> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| anyhow::anyhow!("role must be worker, coordinator, reviewer or auditor"))
+}

@@ -1,0 +1,165 @@
+//! A Group's event log: `weft events tail` (pages, or live with `--follow`) and
+//! `weft events verify`, which re-checks the whole hash chain, compacted archives included,
+//! against the checkpoint and snapshot references the server's authority key signed.
+
+use anyhow::bail;
+use weft_api::Id;
+use weft_api::client::Client;
+
+use super::{ClientArgs, EventsAction};
+
+/// `weft events tail` and `weft events verify`.
+pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()> {
+    let (_, api) = client.session()?;
+    match action {
+        EventsAction::Tail {
+            group,
+            after,
+            follow,
+        } => tail(&api, &group, after, follow).await,
+        EventsAction::Verify { group } => verify(&api, &group).await,
+    }
+}
+
+/// `weft events tail`: Events as JSON lines after `after`, page by page until the end of the
+/// log, or, with `follow`, from the live stream until the server closes it.
+async fn tail(api: &Client, group: &str, after: u64, follow: bool) -> anyhow::Result<()> {
+    use futures::StreamExt as _;
+    let group = Id::parse("group", group)?;
+    if !follow {
+        let mut after = after;
+        loop {
+            let page = api.events(&group, after, 1000).await?;
+            let Some(last) = page.last() else { break };
+            after = last.sequence;
+            for event in &page {
+                println!("{}", serde_json::to_string(event)?);
+            }
+        }
+        return Ok(());
+    }
+    let response = api.event_stream(&group, after).await?;
+    let mut body = response.bytes_stream();
+    let mut decoder = weft_api::subscription::SseDecoder::default();
+    while let Some(chunk) = body.next().await {
+        for frame in decoder.push(&chunk?) {
+            println!("{}", frame.data);
+        }
+    }
+    Ok(())
+}
+
+/// `weft events verify`: the checkpoint's signature, each compacted archive against its signed
+/// snapshot reference, then the online chain from where the archives end; the chain must agree
+/// with the checkpoint at its sequence.
+async fn verify(api: &Client, group: &str) -> anyhow::Result<()> {
+    let group = Id::parse("group", group)?;
+    // The checkpoint first: the chain read afterwards must reach at least its head.
+    let signed = api.checkpoint(&group).await?;
+    let keys = api.authority_keys().await?;
+    let trusted = keys
+        .keys
+        .iter()
+        .filter_map(|key| weft_api::dsse::parse_public_key(&key.public_key).ok())
+        .any(|key| {
+            signed
+                .envelope
+                .verify(weft_api::dsse::CHECKPOINT_TYPE, &key)
+                .is_ok_and(|payload| {
+                    serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value())
+                        .ok()
+                        .as_ref()
+                        == Some(&signed.checkpoint)
+                })
+        });
+    if !trusted {
+        bail!("the checkpoint is not signed by the server's authority key");
+    }
+    let (mut sequence, mut head) = (0u64, weft_api::EventHash::GENESIS);
+    // Compacted history first: each archive, chained on from the previous one, must end
+    // at the chain hash its authority-signed snapshot reference states.
+    let authority: Vec<_> = keys
+        .keys
+        .iter()
+        .filter_map(|key| weft_api::dsse::parse_public_key(&key.public_key).ok())
+        .collect();
+    for snapshot in api.snapshots(&group).await?.snapshots {
+        let signed_ok = authority.iter().any(|key| {
+            snapshot
+                .envelope
+                .verify(weft_api::dsse::SNAPSHOT_TYPE, key)
+                .is_ok_and(|payload| {
+                    serde_json::from_slice::<weft_api::views::SnapshotReference>(payload.value())
+                        .ok()
+                        .as_ref()
+                        == Some(&snapshot.reference)
+                })
+        });
+        if !signed_ok {
+            bail!(
+                "snapshot {} is not signed by the server's authority key",
+                snapshot.reference.sequence
+            );
+        }
+        let mut archive = Vec::new();
+        let digests = api
+            .download_path(
+                &format!("/v1/groups/{group}/snapshots/blobs/{}", snapshot.archive),
+                &mut archive,
+            )
+            .await?;
+        if digests.blake3 != snapshot.archive {
+            bail!("archive {} does not hash to its name", snapshot.archive);
+        }
+        let events: Vec<weft_api::Event> = archive
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(serde_json::from_slice)
+            .collect::<Result<_, _>>()?;
+        (sequence, head) = weft_api::event::verify_chain(sequence, head, &events)
+            .map_err(|problem| anyhow::anyhow!("archive chain broken: {problem}"))?;
+        if (sequence, head)
+            != (
+                snapshot.reference.sequence,
+                snapshot.reference.event_chain_hash,
+            )
+        {
+            bail!(
+                "archive of snapshot {} does not end at its signed chain hash",
+                snapshot.reference.sequence
+            );
+        }
+    }
+    let mut hash_at_checkpoint = (signed.checkpoint.sequence == sequence).then_some(head);
+    loop {
+        let page = api.events(&group, sequence, 1000).await?;
+        if page.is_empty() {
+            break;
+        }
+        (sequence, head) = weft_api::event::verify_chain(sequence, head, &page)
+            .map_err(|problem| anyhow::anyhow!("chain broken: {problem}"))?;
+        if let Some(event) = page
+            .iter()
+            .find(|e| e.sequence == signed.checkpoint.sequence)
+        {
+            hash_at_checkpoint = Some(event.hash);
+        }
+    }
+    match hash_at_checkpoint {
+        Some(hash) if hash == signed.checkpoint.hash => {
+            println!(
+                "ok: {sequence} events chain from genesis; sequence {} matches the signed checkpoint",
+                signed.checkpoint.sequence
+            );
+            Ok(())
+        }
+        Some(_) => bail!(
+            "the chain disagrees with the signed checkpoint at sequence {}",
+            signed.checkpoint.sequence
+        ),
+        None => bail!(
+            "the log ends before the signed checkpoint ({})",
+            signed.checkpoint.sequence
+        ),
+    }
+}

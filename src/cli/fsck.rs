@@ -1,0 +1,45 @@
+//! Offline commands on the server's own files, no server needed: `weft fsck` re-checks a data
+//! directory, and the hidden `weft hash` digests a file with the server's pipeline.
+
+use std::path::Path;
+
+use anyhow::bail;
+
+/// `weft fsck`: every blob re-hashed, every row, signature and Group chain re-checked; fails
+/// if any problem was found.
+pub(super) async fn run(data_dir: &Path) -> anyhow::Result<()> {
+    if !data_dir.join("index.sqlite").exists() {
+        bail!("{} holds no weft index", data_dir.display());
+    }
+    let mut options = weft_storage::Options::on_disk(data_dir);
+    options.sweep_staging = false;
+    // Snapshot signatures are checked against the server's own key.
+    if data_dir.join("authority.key").exists() {
+        options.authority = std::sync::Arc::new(crate::serve::authority_key(data_dir)?);
+    }
+    let store = weft_storage::Store::open(options).await?;
+    let report = store.fsck().await?;
+    println!(
+        "checked {} blobs ({} bytes), {} manifests, {} events",
+        report.n_blobs, report.n_bytes, report.n_manifests, report.n_events
+    );
+    for problem in &report.problems {
+        println!("PROBLEM {problem}");
+    }
+    if report.problems.is_empty() {
+        println!("ok");
+        Ok(())
+    } else {
+        bail!("{} problems found", report.problems.len())
+    }
+}
+
+/// `weft hash`: both digests of a file, hashed as the server hashes an upload (a benchmark
+/// baseline).
+pub(super) async fn hash(file: &Path) -> anyhow::Result<()> {
+    let reader = tokio::fs::File::open(file).await?;
+    let stream = tokio_util::io::ReaderStream::with_capacity(reader, 1024 * 1024);
+    let digests = weft_storage::digest_stream(stream).await?;
+    println!("{} {} {}", digests.blake3, digests.sha256, digests.size);
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! The agent's key and the files under the weft home (`WEFT_HOME`, default `~/.weft`):
+//! `weft keygen`, reading `agent.key` back, and writing private files there.
+//!
+//! `session.json` lives in the same directory but belongs to `session`; it is written through
+//! `write_private` here so both files get the same 0600 treatment.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+use ed25519_dalek::SigningKey;
+use serde::{Deserialize, Serialize};
+use weft_api::KeyId;
+use weft_api::dsse::BASE64;
+
+use super::ClientArgs;
+
+/// `agent.key`: the secret key, with its public half for convenience.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct KeyFile {
+    secret_key: String,
+    public_key: String,
+    keyid: String,
+}
+
+impl ClientArgs {
+    /// The weft home: `--home`/`WEFT_HOME`, else `~/.weft`.
+    pub(super) fn home(&self) -> anyhow::Result<PathBuf> {
+        if let Some(home) = &self.home {
+            return Ok(home.clone());
+        }
+        let user_home = std::env::var_os("HOME").context("set WEFT_HOME or HOME")?;
+        Ok(PathBuf::from(user_home).join(".weft"))
+    }
+
+    /// The agent's signing key, from `agent.key` in the weft home.
+    pub(super) fn key(&self) -> anyhow::Result<SigningKey> {
+        let path = self.home()?.join("agent.key");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {} (run `weft keygen`)", path.display()))?;
+        let file: KeyFile =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let secret: [u8; 32] = BASE64
+            .decode(&file.secret_key)
+            .ok()
+            .and_then(|bytes| bytes.try_into().ok())
+            .context("agent.key: secretKey is not base64 of 32 bytes")?;
+        Ok(SigningKey::from_bytes(&secret))
+    }
+}
+
+/// `weft keygen`: a fresh key in `agent.key`; refuses to replace one without `--force`.
+pub(super) fn keygen(client: &ClientArgs, force: bool) -> anyhow::Result<()> {
+    let path = client.home()?.join("agent.key");
+    if path.exists() && !force {
+        bail!("{} exists; pass --force to replace it", path.display());
+    }
+    let key = weft_api::dsse::generate_key();
+    let public = key.verifying_key();
+    let file = KeyFile {
+        secret_key: BASE64.encode(key.to_bytes()),
+        public_key: BASE64.encode(public.as_bytes()),
+        keyid: KeyId::of(&public).to_string(),
+    };
+    write_private(&path, &serde_json::to_vec_pretty(&file)?)?;
+    eprintln!("wrote {}", path.display());
+    println!("publicKey {}", file.public_key);
+    println!("keyid     {}", file.keyid);
+    Ok(())
+}
+
+/// Writes `bytes` to `path` readable by its owner only (mode 0600 on Unix): the key and the
+/// session token are secrets. Creates the weft home if it does not exist yet.
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    Ok(())
+}

@@ -1,0 +1,374 @@
+//! The `weft` command line: the server (`serve`), operator calls (`admin`), the Worker's
+//! journey (`keygen`, `login`, `put`, `get`, `show`, `ls`) and offline checks (`fsck`).
+//!
+//! This file holds the flags (the clap types) and `Cli::run`, which only dispatches. Each
+//! command lives in the module named after what it owns: `keys` (the agent key and the files
+//! under the weft home), `session` (login and `session.json`), `admin`, `artifacts`,
+//! `evidence`, `events`, `lineage` and `fsck`; `pages` walks cursor-paged listings for them.
+//! Output text, flags and exit codes are part of the interface: the e2e tests run the binary.
+
+mod admin;
+mod artifacts;
+mod events;
+mod evidence;
+mod fsck;
+mod keys;
+mod lineage;
+mod pages;
+mod session;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+use crate::telemetry::LogArgs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "weft",
+    version,
+    about = "Content-addressed artifact store and event log of an MWP Group Authority"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// Where a client command finds the server and the agent's files.
+#[derive(Clone, Debug, clap::Args)]
+struct ClientArgs {
+    /// Base URL of the weft server.
+    #[arg(
+        long,
+        env = "WEFT_SERVER",
+        default_value = "http://127.0.0.1:7070",
+        global = true
+    )]
+    server: String,
+    /// Directory with `agent.key` and `session.json` (default `~/.weft`).
+    #[arg(long, env = "WEFT_HOME", global = true)]
+    home: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server.
+    Serve(Config),
+    /// Create an Ed25519 agent key (`agent.key` in the weft home, mode 0600).
+    Keygen {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Overwrite an existing key.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Operator calls, with the admin token.
+    Admin {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The admin token (default: read from --admin-token-file).
+        #[arg(long, env = "WEFT_ADMIN_TOKEN")]
+        admin_token: Option<String>,
+        /// File holding the admin token.
+        #[arg(long, default_value = "weft-data/admin.token")]
+        admin_token_file: PathBuf,
+        #[command(subcommand)]
+        action: AdminAction,
+    },
+    /// Open a session for this agent in a Group (signed challenge).
+    Login {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long)]
+        agent_id: String,
+        #[arg(long)]
+        group: String,
+        /// The agent card version manifests will carry.
+        #[arg(long, default_value = "1")]
+        card_version: String,
+    },
+    /// Upload a file and publish its signed manifest; prints the artifact digest.
+    Put(PutArgs),
+    /// Download an artifact, verified.
+    Get {
+        #[command(flatten)]
+        client: ClientArgs,
+        digest: String,
+        #[arg(long, short)]
+        output: PathBuf,
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Show an artifact's manifests, decoded and signature-checked.
+    Show {
+        #[command(flatten)]
+        client: ClientArgs,
+        digest: String,
+    },
+    /// List artifacts.
+    Ls(LsArgs),
+    /// Record and list Evidence.
+    Evidence {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: EvidenceAction,
+    },
+    /// Where an artifact came from (or, with --down, what was derived from it).
+    Lineage(LineageArgs),
+    /// Read a Group's event log.
+    Events {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: EventsAction,
+    },
+    /// The latest verdict per acceptance criterion of a WorkItem.
+    Criteria {
+        #[command(flatten)]
+        client: ClientArgs,
+        work_item: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-hash every blob and re-check every row, signature and Group chain (offline).
+    Fsck {
+        #[arg(long, default_value = "weft-data")]
+        data_dir: PathBuf,
+    },
+    /// Print both digests of a file, hashed with the server's pipeline (benchmark baseline).
+    #[command(hide = true)]
+    Hash { file: PathBuf },
+}
+
+/// The flags of `weft put`: the file, and what its manifest will say about it.
+#[derive(Debug, clap::Args)]
+struct PutArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    file: PathBuf,
+    #[arg(long)]
+    group: String,
+    #[arg(long)]
+    mission: String,
+    #[arg(long)]
+    work_item: String,
+    #[arg(long)]
+    lease: String,
+    #[arg(long, default_value_t = 1)]
+    ownership_epoch: u64,
+    #[arg(long)]
+    media_type: String,
+    /// Schema URI or digest of the content, if any.
+    #[arg(long)]
+    schema: Option<String>,
+    /// A source artifact (blake3 digest); repeat for several.
+    #[arg(long = "source")]
+    sources: Vec<String>,
+    /// A tool as kind:id:version (kind is tool, model or capability); repeat for several.
+    #[arg(long = "tool")]
+    tools: Vec<String>,
+    #[arg(long, default_value = "internal")]
+    classification: String,
+    /// An annotation key=value; repeat for several.
+    #[arg(long = "annotation")]
+    annotations: Vec<String>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// The flags of `weft ls`: filters on the artifact listing.
+#[derive(Debug, clap::Args)]
+struct LsArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    #[arg(long)]
+    mission: Option<String>,
+    #[arg(long)]
+    work_item: Option<String>,
+    #[arg(long)]
+    producer: Option<String>,
+    #[arg(long)]
+    media_type: Option<String>,
+    /// Print JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The flags of `weft lineage`: which way to walk, how far, and how to print it.
+#[derive(Debug, clap::Args)]
+struct LineageArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    digest: String,
+    /// Descendants instead of ancestors.
+    #[arg(long)]
+    down: bool,
+    #[arg(long)]
+    depth: Option<u32>,
+    #[arg(long, default_value_t = 1000)]
+    limit: u32,
+    /// tree, json, dot, mermaid, prov-json or intoto (an in-toto Statement signed by the server).
+    #[arg(long, default_value = "tree")]
+    format: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum EventsAction {
+    /// Print Events (JSON lines) after a position; with --follow, keep printing live ones.
+    Tail {
+        #[arg(long)]
+        group: String,
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Re-check the whole hash chain and compare its head with the server's signed checkpoint.
+    Verify {
+        #[arg(long)]
+        group: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum EvidenceAction {
+    /// Sign Evidence with the agent key and record it.
+    Add {
+        #[arg(long)]
+        mission: String,
+        #[arg(long)]
+        work_item: String,
+        #[arg(long)]
+        criterion: String,
+        /// pass, fail or inconclusive.
+        #[arg(long)]
+        outcome: String,
+        /// integrity_check, schema_validation, automated_test, business_rule, reviewer_agent or human.
+        #[arg(long)]
+        method: String,
+        #[arg(long, default_value = "weft-cli")]
+        method_name: String,
+        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+        method_version: String,
+        /// A cited artifact (blake3 digest); repeat for several.
+        #[arg(long = "artifact")]
+        artifacts: Vec<String>,
+        /// Short structured prose (at most 4 KiB).
+        #[arg(long, default_value = "")]
+        summary: String,
+        /// A metric name=value (numbers stay numbers); repeat for several.
+        #[arg(long = "metric")]
+        metrics: Vec<String>,
+        /// The Evidence this record corrects.
+        #[arg(long)]
+        supersedes: Option<String>,
+    },
+    /// List Evidence, newest first.
+    Ls {
+        #[arg(long)]
+        work_item: Option<String>,
+        #[arg(long)]
+        criterion: Option<String>,
+        #[arg(long)]
+        outcome: Option<String>,
+        #[arg(long)]
+        method: Option<String>,
+        #[arg(long)]
+        producer: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminAction {
+    /// Groups.
+    Group {
+        #[command(subcommand)]
+        action: GroupAction,
+    },
+    /// Agents.
+    Agent {
+        #[command(subcommand)]
+        action: AgentAction,
+    },
+    /// Memberships.
+    Member {
+        #[command(subcommand)]
+        action: MemberAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum GroupAction {
+    Create { group: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum AgentAction {
+    Register {
+        #[arg(long)]
+        agent_id: String,
+        /// Base64 public key; default: the key in the weft home.
+        #[arg(long)]
+        public_key: Option<String>,
+        #[arg(long, default_value = "1")]
+        card_version: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum MemberAction {
+    Set {
+        group: String,
+        agent_id: String,
+        /// worker, coordinator, reviewer or auditor; repeat for several.
+        #[arg(long = "role", required = true)]
+        roles: Vec<String>,
+    },
+}
+
+impl Cli {
+    pub async fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Serve(config) => crate::serve::run(config).await,
+            Command::Keygen { client, force } => keys::keygen(&client, force),
+            Command::Admin {
+                client,
+                admin_token,
+                admin_token_file,
+                action,
+            } => admin::run(&client, admin_token, &admin_token_file, action).await,
+            Command::Login {
+                client,
+                agent_id,
+                group,
+                card_version,
+            } => session::login(&client, &agent_id, &group, card_version).await,
+            Command::Put(args) => artifacts::put(args).await,
+            Command::Get {
+                client,
+                digest,
+                output,
+                quiet,
+            } => artifacts::get(&client, &digest, &output, quiet).await,
+            Command::Show { client, digest } => artifacts::show(&client, &digest).await,
+            Command::Ls(args) => artifacts::ls(args).await,
+            Command::Evidence { client, action } => evidence::run(&client, action).await,
+            Command::Events { client, action } => events::run(&client, action).await,
+            Command::Lineage(args) => lineage::print(args).await,
+            Command::Criteria {
+                client,
+                work_item,
+                json,
+            } => evidence::criteria(&client, &work_item, json).await,
+            Command::Fsck { data_dir } => fsck::run(&data_dir).await,
+            Command::Hash { file } => fsck::hash(&file).await,
+        }
+    }
+}

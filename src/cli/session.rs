@@ -1,0 +1,70 @@
+//! The agent's session: `weft login` (a signed challenge) and `session.json`, which every
+//! client command reads to find its token, agent and Group.
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use weft_api::Id;
+use weft_api::client::Client;
+
+use super::ClientArgs;
+use super::keys::write_private;
+
+/// `session.json`, written by `weft login`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SessionFile {
+    server: String,
+    token: String,
+    pub(super) agent_id: String,
+    pub(super) group_id: String,
+    pub(super) agent_card_version: String,
+    expires_at: String,
+}
+
+impl ClientArgs {
+    /// The session `weft login` left in the weft home, and a client that carries its token.
+    pub(super) fn session(&self) -> anyhow::Result<(SessionFile, Client)> {
+        let path = self.home()?.join("session.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {} (run `weft login`)", path.display()))?;
+        let session: SessionFile =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let client = Client::new(self.server.clone(), Some(session.token.clone()));
+        Ok((session, client))
+    }
+}
+
+/// `weft login`: proves the agent holds its key and writes the granted session to the home.
+pub(super) async fn login(
+    client: &ClientArgs,
+    agent_id: &str,
+    group: &str,
+    card_version: String,
+) -> anyhow::Result<()> {
+    let key = client.key()?;
+    let api = Client::new(client.server.clone(), None);
+    let grant = api
+        .open_session(
+            &key,
+            &Id::parse("agent-id", agent_id)?,
+            &Id::parse("group", group)?,
+        )
+        .await?;
+    let session = SessionFile {
+        server: client.server.clone(),
+        token: grant.token,
+        agent_id: agent_id.to_owned(),
+        group_id: group.to_owned(),
+        agent_card_version: card_version,
+        expires_at: grant.expires_at.to_rfc3339(),
+    };
+    write_private(
+        &client.home()?.join("session.json"),
+        &serde_json::to_vec_pretty(&session)?,
+    )?;
+    println!(
+        "session open for {agent_id} in {group} (session epoch {}, expires {})",
+        grant.session_epoch, session.expires_at
+    );
+    Ok(())
+}
