@@ -12,7 +12,6 @@ use super::harness::*;
 backends!(
     async fn ids_with_path_and_unicode_tricks_are_refused(kind: Kind) {
         let h = harness(kind).await;
-        let before = h.stats().await;
         let long = "a".repeat(10 * 1024);
         for bad in [
             "%2e%2e",
@@ -29,19 +28,14 @@ backends!(
             "a%20b",
             long.as_str(),
         ] {
-            let answer = h
-                .call(
-                    Method::PUT,
-                    &format!("/v1/admin/groups/{bad}"),
-                    Some(ADMIN),
-                    Body::empty(),
-                )
-                .await;
-            assert_eq!(
-                (answer.status, answer.code().as_str()),
-                (StatusCode::BAD_REQUEST, "invalid_id"),
-                "{bad}"
+            let put = request(
+                Method::PUT,
+                &format!("/v1/admin/groups/{bad}"),
+                Some(ADMIN),
+                Body::empty(),
             );
+            let answer = refused(&h, put, "invalid_id").await;
+            assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{bad}");
         }
         for bad in [
             "../x",
@@ -52,12 +46,14 @@ backends!(
             "a\u{202e}b",
             long.as_str(),
         ] {
-            let answer = h
-                .admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": bad, "publicKey": BASE64.encode([9u8; 32]), "agentCardVersion": "1"}))
-                .await;
-            assert_eq!(answer.code(), "invalid_id", "{bad:?}");
+            let body = json!({"agentId": bad, "publicKey": BASE64.encode([9u8; 32]), "agentCardVersion": "1"});
+            refused(
+                &h,
+                admin_request(Method::POST, "/v1/admin/agents", body),
+                "invalid_id",
+            )
+            .await;
         }
-        assert_eq!(h.stats().await, before, "{kind:?}");
     }
 );
 
@@ -65,55 +61,45 @@ backends!(
     async fn admin_calls_need_the_admin_token(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
-        let before = h.stats().await;
-        let answer = h
-            .call(
-                Method::PUT,
-                "/v1/admin/groups/g2",
-                Some(&worker.token),
-                Body::empty(),
-            )
-            .await;
-        assert_eq!(
-            (answer.status, answer.code().as_str()),
-            (StatusCode::FORBIDDEN, "forbidden")
+        let as_worker = request(
+            Method::PUT,
+            "/v1/admin/groups/g2",
+            Some(&worker.token),
+            Body::empty(),
         );
-        let answer = h
-            .call(Method::PUT, "/v1/admin/groups/g2", None, Body::empty())
-            .await;
-        assert_eq!(
-            (answer.status, answer.code().as_str()),
-            (StatusCode::UNAUTHORIZED, "unauthorized")
+        let answer = refused(&h, as_worker, "forbidden").await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN);
+        let anonymous = request(Method::PUT, "/v1/admin/groups/g2", None, Body::empty());
+        let answer = refused(&h, anonymous, "unauthorized").await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+        let forged = request(
+            Method::PUT,
+            "/v1/admin/groups/g2",
+            Some("not-a-token"),
+            Body::empty(),
         );
-        let answer = h
-            .call(
-                Method::PUT,
-                "/v1/admin/groups/g2",
-                Some("not-a-token"),
-                Body::empty(),
-            )
-            .await;
-        assert_eq!(answer.code(), "unauthorized");
+        refused(&h, forged, "unauthorized").await;
         // Same agent, another key: conflict.
         let other = SigningKey::from_bytes(&[3u8; 32]);
-        let answer = h
-            .admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": "w1", "publicKey": BASE64.encode(other.verifying_key().as_bytes()), "agentCardVersion": "1"}))
-            .await;
-        assert_eq!(
-            (answer.status, answer.code().as_str()),
-            (StatusCode::CONFLICT, "conflict")
-        );
-        let answer = h
-            .admin_json(
-                Method::POST,
-                "/v1/admin/agents",
-                json!({"agentId": "w9", "publicKey": "AAAA", "agentCardVersion": "1"}),
+        let body = json!({"agentId": "w1", "publicKey": BASE64.encode(other.verifying_key().as_bytes()), "agentCardVersion": "1"});
+        let answer = refused(
+            &h,
+            admin_request(Method::POST, "/v1/admin/agents", body),
+            "conflict",
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::CONFLICT);
+        for body in [
+            json!({"agentId": "w9", "publicKey": "AAAA", "agentCardVersion": "1"}),
+            json!({"agentId": "w9", "publicKey": BASE64.encode([1u8; 32]), "agentCardVersion": "1", "extra": 1}),
+        ] {
+            refused(
+                &h,
+                admin_request(Method::POST, "/v1/admin/agents", body),
+                "bad_request",
             )
             .await;
-        assert_eq!(answer.code(), "bad_request");
-        let answer = h.admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": "w9", "publicKey": BASE64.encode([1u8; 32]), "agentCardVersion": "1", "extra": 1})).await;
-        assert_eq!(answer.code(), "bad_request");
-        assert_eq!(h.stats().await, before, "{kind:?}");
+        }
         // Every route but /healthz needs authentication.
         assert_eq!(
             h.call(Method::GET, "/healthz", None, Body::empty())
@@ -122,11 +108,12 @@ backends!(
             StatusCode::OK
         );
         for uri in ["/metrics", "/v1/artifacts", "/v1/groups/g1/events"] {
-            assert_eq!(
-                h.call(Method::GET, uri, None, Body::empty()).await.code(),
+            refused(
+                &h,
+                request(Method::GET, uri, None, Body::empty()),
                 "unauthorized",
-                "{uri}"
-            );
+            )
+            .await;
         }
     }
 );

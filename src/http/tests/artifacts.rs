@@ -21,7 +21,6 @@ backends!(
         h.upload(&outsider, b"payload").await;
         h.upload(&reviewer, b"payload").await;
         let good = sign(&worker.key, &manifest(&worker, "g1", digests, &[]));
-        let before = h.stats().await;
         let cases: Vec<(&str, &Agent, Envelope)> = vec![
             (
                 "bad_signature",
@@ -72,29 +71,28 @@ backends!(
             ),
         ];
         for (code, caller, envelope) in cases {
-            assert_eq!(h.publish(caller, &envelope).await.code(), code, "{kind:?}");
+            refused(&h, publish_request(caller, &envelope), code).await;
         }
         // The manifest replayed as a session request (payloadType swapped): PAE binds the type.
         let mut replayed = good.clone();
         replayed.payload_type = SESSION_TYPE.into();
-        assert_eq!(
-            h.publish(&worker, &replayed).await.code(),
-            "wrong_payload_type"
+        refused(
+            &h,
+            publish_request(&worker, &replayed),
+            "wrong_payload_type",
+        )
+        .await;
+        let as_session = request(
+            Method::POST,
+            "/v1/sessions",
+            None,
+            serde_json::to_vec(&replayed).expect("json"),
         );
-        let answer = h
-            .call(
-                Method::POST,
-                "/v1/sessions",
-                None,
-                serde_json::to_vec(&replayed).expect("json"),
-            )
-            .await;
-        assert_eq!(answer.code(), "bad_signature");
+        refused(&h, as_session, "bad_signature").await;
         // Two signatures, or none.
         let mut doubled = good.clone();
         doubled.signatures.push(doubled.signatures[0].clone());
-        assert_eq!(h.publish(&worker, &doubled).await.code(), "bad_signature");
-        assert_eq!(h.stats().await, before, "{kind:?}");
+        refused(&h, publish_request(&worker, &doubled), "bad_signature").await;
         assert_eq!(h.publish(&worker, &good).await.status, StatusCode::CREATED);
     }
 );
@@ -107,7 +105,6 @@ backends!(
         let good: Value =
             serde_json::to_value(manifest(&worker, "g1", digests, &[])).expect("json");
         let good_text = good.to_string();
-        let before = h.stats().await;
         let inner = &good_text[1..good_text.len() - 1];
         let payloads = [
             format!("{{{inner},\"groupId\":\"g1\"}}"), // duplicate key
@@ -124,13 +121,8 @@ backends!(
         ];
         for payload in &payloads {
             let envelope = Envelope::sign(&worker.key, MANIFEST_TYPE, payload.as_bytes());
-            let answer = h.publish(&worker, &envelope).await;
-            assert_eq!(
-                (answer.status, answer.code().as_str()),
-                (StatusCode::BAD_REQUEST, "invalid_manifest"),
-                "{}",
-                &payload[..payload.len().min(120)]
-            );
+            let answer = refused(&h, publish_request(&worker, &envelope), "invalid_manifest").await;
+            assert_eq!(answer.status, StatusCode::BAD_REQUEST);
         }
         // The same defects in the envelope itself.
         let envelope =
@@ -144,37 +136,18 @@ backends!(
             format!("{}{envelope}{}", "[".repeat(5000), "]".repeat(5000)),
             envelope.replace("\"payloadType\"", "\"payloadType\\ud800\""),
         ] {
-            let answer = h
-                .call(
-                    Method::POST,
-                    "/v1/artifacts",
-                    Some(&worker.token),
-                    text.clone(),
-                )
-                .await;
-            assert_eq!(
-                answer.code(),
-                "invalid_json",
-                "{}",
-                &text[..text.len().min(80)]
-            );
+            let post = request(Method::POST, "/v1/artifacts", Some(&worker.token), text);
+            refused(&h, post, "invalid_json").await;
         }
-        let answer = h
-            .send(
-                Request::builder()
-                    .method(Method::POST)
-                    .uri("/v1/artifacts")
-                    .header("authorization", format!("Bearer {}", worker.token))
-                    .header("content-type", "text/plain")
-                    .body(Body::from(envelope.clone()))
-                    .expect("request"),
-            )
-            .await;
-        assert_eq!(
-            (answer.status, answer.code().as_str()),
-            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
-        );
-        assert_eq!(h.stats().await, before, "{kind:?}");
+        let plain_text = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/artifacts")
+            .header("authorization", format!("Bearer {}", worker.token))
+            .header("content-type", "text/plain")
+            .body(Body::from(envelope.clone()))
+            .expect("request");
+        let answer = refused(&h, plain_text, "unsupported_media_type").await;
+        assert_eq!(answer.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 );
 
@@ -189,67 +162,62 @@ backends!(
         let b = h.put(&worker, "g1", b"artifact B", &[a]).await;
         let hidden = h.put(&outsider, "g2", b"in another group", &[]).await;
         h.upload(&outsider, b"outsider only").await;
-        let before = h.stats().await;
         // ART-4 / DESIGN §6: a second manifest for A's bytes citing B would close a cycle.
         let digests_a = digest_of(b"artifact A");
         let cycle = sign(&worker.key, &manifest(&worker, "g1", digests_a, &[b]));
-        assert_eq!(h.publish(&worker, &cycle).await.code(), "cycle");
+        refused(&h, publish_request(&worker, &cycle), "cycle").await;
         let missing_source = digest_of(b"never published").blake3;
         let unknown = sign(
             &worker.key,
             &manifest(&worker, "g1", digests_a, &[missing_source]),
         );
-        assert_eq!(h.publish(&worker, &unknown).await.code(), "unknown_source");
+        refused(&h, publish_request(&worker, &unknown), "unknown_source").await;
         let unreadable = sign(&worker.key, &manifest(&worker, "g1", digests_a, &[hidden]));
-        assert_eq!(
-            h.publish(&worker, &unreadable).await.code(),
-            "unknown_source"
-        );
+        refused(&h, publish_request(&worker, &unreadable), "unknown_source").await;
         // Bytes that were never uploaded, or were uploaded only by someone else.
         let never = sign(
             &worker.key,
             &manifest(&worker, "g1", digest_of(b"not uploaded"), &[]),
         );
-        assert_eq!(h.publish(&worker, &never).await.code(), "blob_not_found");
+        refused(&h, publish_request(&worker, &never), "blob_not_found").await;
         let theirs = sign(
             &worker.key,
             &manifest(&worker, "g1", digest_of(b"outsider only"), &[]),
         );
-        assert_eq!(h.publish(&worker, &theirs).await.code(), "blob_not_found");
+        refused(&h, publish_request(&worker, &theirs), "blob_not_found").await;
         // Digests or size that disagree with the stored bytes.
         let mut wrong_size = digest_of(b"artifact A");
         wrong_size.size += 1;
         let lying = sign(&worker.key, &manifest(&worker, "g1", wrong_size, &[]));
-        assert_eq!(h.publish(&worker, &lying).await.code(), "digest_mismatch");
+        refused(&h, publish_request(&worker, &lying), "digest_mismatch").await;
         let mut wrong_sha = digest_of(b"artifact A");
         wrong_sha.sha256 = digest_of(b"artifact B").sha256;
         let lying = sign(&worker.key, &manifest(&worker, "g1", wrong_sha, &[]));
-        assert_eq!(h.publish(&worker, &lying).await.code(), "digest_mismatch");
+        refused(&h, publish_request(&worker, &lying), "digest_mismatch").await;
         let mut unknown_group = manifest(&worker, "g1", digests_a, &[]);
         unknown_group.group_id = Id::parse("g", "nowhere").expect("id");
-        assert_eq!(
-            h.publish(&worker, &sign(&worker.key, &unknown_group))
-                .await
-                .code(),
-            "unknown_group"
-        );
+        refused(
+            &h,
+            publish_request(&worker, &sign(&worker.key, &unknown_group)),
+            "unknown_group",
+        )
+        .await;
         let mut self_source = manifest(&worker, "g1", digests_a, &[]);
         self_source.sources = vec![a];
-        assert_eq!(
-            h.publish(&worker, &sign(&worker.key, &self_source))
-                .await
-                .code(),
-            "cycle"
-        );
+        refused(
+            &h,
+            publish_request(&worker, &sign(&worker.key, &self_source)),
+            "cycle",
+        )
+        .await;
         let mut wrong_card = manifest(&worker, "g1", digests_a, &[]);
         wrong_card.producer.agent_card_version = "2".into();
-        assert_eq!(
-            h.publish(&worker, &sign(&worker.key, &wrong_card))
-                .await
-                .code(),
-            "producer_mismatch"
-        );
-        assert_eq!(h.stats().await, before, "{kind:?}");
+        refused(
+            &h,
+            publish_request(&worker, &sign(&worker.key, &wrong_card)),
+            "producer_mismatch",
+        )
+        .await;
     }
 );
 
@@ -311,15 +279,13 @@ backends!(
             .await;
         assert_eq!(again.body, answer.body);
         for bad in ["after=-1", "after=abc", "after=1&limit=x", "bogus=1"] {
-            let answer = h
-                .call(
-                    Method::GET,
-                    &format!("/v1/groups/g1/events?{bad}"),
-                    Some(&worker.token),
-                    Body::empty(),
-                )
-                .await;
-            assert_eq!(answer.code(), "bad_request", "{bad} {kind:?}");
+            let get = request(
+                Method::GET,
+                &format!("/v1/groups/g1/events?{bad}"),
+                Some(&worker.token),
+                Body::empty(),
+            );
+            refused(&h, get, "bad_request").await;
         }
     }
 );
@@ -364,18 +330,13 @@ backends!(
             .await
             .json();
         assert_eq!(none["items"], json!([]));
-        assert_eq!(
-            h.call(
-                Method::GET,
-                "/v1/artifacts?missionId=..",
-                Some(&worker.token),
-                Body::empty()
-            )
-            .await
-            .code(),
-            "invalid_id",
-            "{kind:?}"
+        let get = request(
+            Method::GET,
+            "/v1/artifacts?missionId=..",
+            Some(&worker.token),
+            Body::empty(),
         );
+        refused(&h, get, "invalid_id").await;
     }
 );
 

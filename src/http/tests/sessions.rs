@@ -15,52 +15,64 @@ backends!(
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         h.agent("w2", "g2", &["worker"]).await;
-        let before = h.stats().await;
         let skewed =
             (weft_storage::Clock::now(&h.clock) - chrono::Duration::minutes(6)).to_rfc3339();
-        assert_eq!(
-            h.open_session(&worker.key, "w1", "g1", skewed, &random_nonce())
-                .await
-                .code(),
-            "clock_skew"
-        );
-        assert_eq!(
-            h.open_session(&worker.key, "w1", "g2", h.clock_now(), &random_nonce())
-                .await
-                .code(),
-            "not_a_member"
-        );
-        assert_eq!(
-            h.open_session(&worker.key, "w2", "g2", h.clock_now(), &random_nonce())
-                .await
-                .code(),
-            "producer_mismatch"
-        );
         let stranger = SigningKey::from_bytes(&[5u8; 32]);
-        assert_eq!(
-            h.open_session(&stranger, "w1", "g1", h.clock_now(), &random_nonce())
-                .await
-                .code(),
-            "unknown_key"
-        );
-        assert_eq!(
-            h.open_session(&worker.key, "w1", "g1", h.clock_now(), "short")
-                .await
-                .code(),
-            "bad_request"
-        );
+        let now = h.clock_now();
+        for (code, key, agent_id, group, issued_at, nonce) in [
+            (
+                "clock_skew",
+                &worker.key,
+                "w1",
+                "g1",
+                skewed,
+                random_nonce(),
+            ),
+            (
+                "not_a_member",
+                &worker.key,
+                "w1",
+                "g2",
+                now.clone(),
+                random_nonce(),
+            ),
+            (
+                "producer_mismatch",
+                &worker.key,
+                "w2",
+                "g2",
+                now.clone(),
+                random_nonce(),
+            ),
+            (
+                "unknown_key",
+                &stranger,
+                "w1",
+                "g1",
+                now.clone(),
+                random_nonce(),
+            ),
+            (
+                "bad_request",
+                &worker.key,
+                "w1",
+                "g1",
+                now.clone(),
+                "short".to_owned(),
+            ),
+        ] {
+            let session = session_request(key, agent_id, group, issued_at, &nonce);
+            refused(&h, session, code).await;
+        }
         // A manifest envelope replayed at the session endpoint.
         let manifest_envelope = Envelope::sign(&worker.key, MANIFEST_TYPE, b"{}");
-        let answer = h
-            .call(
-                Method::POST,
-                "/v1/sessions",
-                None,
-                serde_json::to_vec(&manifest_envelope).expect("json"),
-            )
-            .await;
-        assert_eq!(answer.code(), "wrong_payload_type");
-        assert_eq!(h.stats().await, before, "{kind:?}");
+        let replayed = request(
+            Method::POST,
+            "/v1/sessions",
+            None,
+            serde_json::to_vec(&manifest_envelope).expect("json"),
+        );
+        refused(&h, replayed, "wrong_payload_type").await;
         let nonce = random_nonce();
         assert_eq!(
             h.open_session(&worker.key, "w1", "g1", h.clock_now(), &nonce)
@@ -68,12 +80,8 @@ backends!(
                 .status,
             StatusCode::CREATED
         );
-        assert_eq!(
-            h.open_session(&worker.key, "w1", "g1", h.clock_now(), &nonce)
-                .await
-                .code(),
-            "nonce_reused"
-        );
+        let again = session_request(&worker.key, "w1", "g1", h.clock_now(), &nonce);
+        refused(&h, again, "nonce_reused").await;
     }
 );
 
