@@ -172,48 +172,32 @@ backends!(
             "an older ACK is a no-op that says so"
         );
         assert_eq!(older.json()["cursors"][0]["sequence"], json!(4));
-        assert_eq!(
-            ack(
-                worker.token.clone(),
-                json!({"cursors": [{"groupId": "g1", "sequence": 999}]})
-            )
-            .await
-            .code(),
-            "cursor_ahead"
-        );
-        assert_eq!(
-            ack(
-                worker.token.clone(),
-                json!({"cursors": [{"groupId": "g2", "sequence": 1}]})
-            )
-            .await
-            .code(),
-            "bad_request"
-        );
-        assert_eq!(
-            ack(
-                worker.token.clone(),
-                json!({"cursors": [{"groupId": "g1", "sequence": -1}]})
-            )
-            .await
-            .code(),
-            "bad_request"
-        );
-        assert_eq!(
-            ack(worker.token.clone(), json!({"cursors": []}))
-                .await
-                .code(),
-            "bad_request"
-        );
-        assert_eq!(
-            ack(
-                ADMIN.to_owned(),
-                json!({"cursors": [{"groupId": "g1", "sequence": 1}]})
-            )
-            .await
-            .code(),
-            "forbidden"
-        );
+        for (token, body, code) in [
+            (
+                worker.token.as_str(),
+                json!({"cursors": [{"groupId": "g1", "sequence": 999}]}),
+                "cursor_ahead",
+            ),
+            (
+                &worker.token,
+                json!({"cursors": [{"groupId": "g2", "sequence": 1}]}),
+                "bad_request",
+            ),
+            (
+                &worker.token,
+                json!({"cursors": [{"groupId": "g1", "sequence": -1}]}),
+                "bad_request",
+            ),
+            (&worker.token, json!({"cursors": []}), "bad_request"),
+            (
+                ADMIN,
+                json!({"cursors": [{"groupId": "g1", "sequence": 1}]}),
+                "forbidden",
+            ),
+        ] {
+            let ack = json_request(Method::POST, "/v1/groups/g1/cursors", token, body, &[]);
+            refused(&h, ack, code).await;
+        }
         // Concurrent ACKs: the cursor ends at the highest, whatever the order.
         let racing = (1..=5).rev().map(|n| {
             ack(

@@ -17,14 +17,9 @@ backends!(
             (Method::TRACE, "/v1/blobs"),
             (Method::DELETE, "/v1/artifacts"),
         ] {
-            let answer = h
-                .call(method.clone(), uri, Some(&worker.token), Body::empty())
-                .await;
-            assert_eq!(
-                (answer.status, answer.code().as_str()),
-                (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-                "{method} {uri}"
-            );
+            let unsupported = request(method, uri, Some(&worker.token), Body::empty());
+            let answer = refused(&h, unsupported, "method_not_allowed").await;
+            assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED);
         }
     }
 );
