@@ -25,6 +25,7 @@ mod error;
 mod events;
 mod evidence;
 mod fsck;
+mod fingerprint;
 mod hashing;
 mod idempotency;
 mod lineage;
@@ -47,6 +48,7 @@ pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
 pub use fsck::{FsckReport, Stats};
 pub use idempotency::StoredAnswer;
+pub use fingerprint::Fingerprint;
 pub use lineage::{
     ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
     Scope,
@@ -393,6 +395,16 @@ impl Store {
     /// changed nothing.
     pub async fn stats(&self) -> Result<Stats, Error> {
         self.inner.stats().await
+    }
+
+    /// Every table's rows hashed, and the object counts: for tests asserting that a refused
+    /// request changed nothing, not even one column of one row.
+    pub async fn fingerprint(&self) -> Result<Fingerprint, Error> {
+        let mut fingerprint = self.inner.db.read(fingerprint::of_tables).await?;
+        let stats = self.stats().await?;
+        fingerprint.blob_objects = stats.blob_objects;
+        fingerprint.staging_objects = stats.staging_objects;
+        Ok(fingerprint)
     }
 
     /// Re-hashes every blob and re-checks every row, signature and chain.

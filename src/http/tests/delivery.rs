@@ -3,7 +3,16 @@
 
 use std::time::Duration;
 
-use super::*;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+use weft_api::{Envelope, Id};
+
+use super::harness::*;
 use weft_api::dsse::CHECKPOINT_TYPE;
 
 /// Reads SSE frames from a streaming response until `count` Events arrived (or 5 s passed).
@@ -58,10 +67,9 @@ async fn open_stream(
         .expect("infallible")
 }
 
-/// DLV-1, DLV-3, DLV-8: replay from a position, then live Events, in order, without gaps.
-#[tokio::test]
-async fn the_stream_replays_then_follows_live() {
-    for kind in KINDS {
+backends!(
+    /// DLV-1, DLV-3, DLV-8: replay from a position, then live Events, in order, without gaps.
+    async fn the_stream_replays_then_follows_live(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await; // events 1..3
         let response = open_stream(&h, &worker.token, "?after=1", None).await;
@@ -88,7 +96,7 @@ async fn the_stream_replays_then_follows_live() {
         let events = read_events(response.into_body(), 1).await;
         assert_eq!(events[0]["sequence"], json!(5));
     }
-}
+);
 
 #[tokio::test]
 async fn bad_stream_positions_are_refused() {
@@ -121,10 +129,9 @@ async fn bad_stream_positions_are_refused() {
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
 }
 
-/// DLV-5, DLV-6, DLV-7: cursors move forward only, never past the head, never trim history.
-#[tokio::test]
-async fn acks_move_cursors_forward_only() {
-    for kind in KINDS {
+backends!(
+    /// DLV-5, DLV-6, DLV-7: cursors move forward only, never past the head, never trim history.
+    async fn acks_move_cursors_forward_only(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
@@ -165,48 +172,32 @@ async fn acks_move_cursors_forward_only() {
             "an older ACK is a no-op that says so"
         );
         assert_eq!(older.json()["cursors"][0]["sequence"], json!(4));
-        assert_eq!(
-            ack(
-                worker.token.clone(),
-                json!({"cursors": [{"groupId": "g1", "sequence": 999}]})
-            )
-            .await
-            .code(),
-            "cursor_ahead"
-        );
-        assert_eq!(
-            ack(
-                worker.token.clone(),
-                json!({"cursors": [{"groupId": "g2", "sequence": 1}]})
-            )
-            .await
-            .code(),
-            "bad_request"
-        );
-        assert_eq!(
-            ack(
-                worker.token.clone(),
-                json!({"cursors": [{"groupId": "g1", "sequence": -1}]})
-            )
-            .await
-            .code(),
-            "bad_request"
-        );
-        assert_eq!(
-            ack(worker.token.clone(), json!({"cursors": []}))
-                .await
-                .code(),
-            "bad_request"
-        );
-        assert_eq!(
-            ack(
-                ADMIN.to_owned(),
-                json!({"cursors": [{"groupId": "g1", "sequence": 1}]})
-            )
-            .await
-            .code(),
-            "forbidden"
-        );
+        for (token, body, code) in [
+            (
+                worker.token.as_str(),
+                json!({"cursors": [{"groupId": "g1", "sequence": 999}]}),
+                "cursor_ahead",
+            ),
+            (
+                &worker.token,
+                json!({"cursors": [{"groupId": "g2", "sequence": 1}]}),
+                "bad_request",
+            ),
+            (
+                &worker.token,
+                json!({"cursors": [{"groupId": "g1", "sequence": -1}]}),
+                "bad_request",
+            ),
+            (&worker.token, json!({"cursors": []}), "bad_request"),
+            (
+                ADMIN,
+                json!({"cursors": [{"groupId": "g1", "sequence": 1}]}),
+                "forbidden",
+            ),
+        ] {
+            let ack = json_request(Method::POST, "/v1/groups/g1/cursors", token, body, &[]);
+            refused(&h, ack, code).await;
+        }
         // Concurrent ACKs: the cursor ends at the highest, whatever the order.
         let racing = (1..=5).rev().map(|n| {
             ack(
@@ -256,7 +247,7 @@ async fn acks_move_cursors_forward_only() {
             .body;
         assert!(after.starts_with(&before[..before.len() - 2]), "{kind:?}");
     }
-}
+);
 
 #[tokio::test]
 async fn checkpoints_are_signed_heads() {
@@ -301,80 +292,11 @@ async fn checkpoints_are_signed_heads() {
     assert_eq!(checkpoint.hash, last.hash);
 }
 
-/// DLV-11 / PRG-9: Idempotency-Key: same key and request → stored answer, work done once;
-/// same key, other request → 422; concurrent requests with one key execute once.
-#[tokio::test]
-async fn idempotency_keys_make_retries_safe() {
-    for kind in KINDS {
-        let h = harness(kind).await;
-        h.agent("w1", "g1", &["worker"]).await;
-        let set_roles = |key: &'static str, roles: Value| {
-            let h = &h;
-            async move {
-                let body = json!({"roles": roles});
-                h.json_as(
-                    Method::PUT,
-                    "/v1/admin/groups/g1/members/w1",
-                    ADMIN,
-                    body,
-                    &[("idempotency-key", key)],
-                )
-                .await
-            }
-        };
-        // Setting a membership is not idempotent by itself: each call bumps the epoch.
-        let first = set_roles("op-1", json!(["worker", "reviewer"])).await;
-        assert_eq!(first.json()["epoch"], json!(2));
-        let before = h.stats().await;
-        let retries = (0..8).map(|_| set_roles("op-1", json!(["worker", "reviewer"])));
-        for retry in futures::future::join_all(retries).await {
-            assert_eq!(retry.status, StatusCode::OK);
-            assert_eq!(retry.json(), first.json(), "the stored answer");
-            assert_eq!(retry.headers["idempotent-replayed"], "true");
-        }
-        assert_eq!(
-            set_roles("op-1", json!(["auditor"])).await.code(),
-            "idempotency_key_reused"
-        );
-        assert_eq!(
-            h.stats().await,
-            before,
-            "retries did the work once: {kind:?}"
-        );
-        // Concurrent first attempts with a fresh key execute once.
-        let racing = (0..8).map(|_| set_roles("op-2", json!(["worker"])));
-        let answers = futures::future::join_all(racing).await;
-        let epochs: std::collections::BTreeSet<String> = answers
-            .iter()
-            .map(|a| a.json()["epoch"].to_string())
-            .collect();
-        assert_eq!(epochs.len(), 1, "one execution, one answer: {epochs:?}");
-        assert_eq!(h.stats().await.events, before.events + 1);
-        for bad in ["", "has space", "caf\u{e9}"] {
-            let request = Request::builder()
-                .method(Method::PUT)
-                .uri("/v1/admin/groups/g1/members/w1")
-                .header("authorization", format!("Bearer {ADMIN}"))
-                .header("content-type", "application/json")
-                .header(
-                    "idempotency-key",
-                    HeaderValue::from_bytes(bad.as_bytes()).expect("header bytes"),
-                )
-                .body(Body::from(json!({"roles": ["worker"]}).to_string()))
-                .expect("request");
-            assert_eq!(h.send(request).await.code(), "bad_request", "{bad:?}");
-        }
-    }
-}
-
-use axum::http::HeaderValue;
-
-/// DLV-9, DLV-7: with retention, old Events leave the online log only into an archive artifact
-/// behind a signed snapshot; a replay from before the window is `410 cursor_too_old` carrying
-/// that signed reference; the chain continues unbroken across the compaction.
-#[tokio::test]
-async fn compaction_archives_history_behind_signed_snapshots() {
-    for kind in KINDS {
+backends!(
+    /// DLV-9, DLV-7: with retention, old Events leave the online log only into an archive artifact
+    /// behind a signed snapshot; a replay from before the window is `410 cursor_too_old` carrying
+    /// that signed reference; the chain continues unbroken across the compaction.
+    async fn compaction_archives_history_behind_signed_snapshots(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await; // 1..=3
         for n in 0..5 {
@@ -517,7 +439,7 @@ async fn compaction_archives_history_behind_signed_snapshots() {
             .await;
         assert_eq!(hidden.code(), "not_found");
     }
-}
+);
 
 /// DLV-10: a subscriber whose cursor fell out of the online log restores the signed
 /// snapshot (signature and digest checked) and resumes from its sequence.

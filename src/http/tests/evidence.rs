@@ -1,7 +1,14 @@
 //! Evidence for reviewers (EVD-1, EVD-3 steps 1, 2 and 5, EVD-4, EVD-5): recording, fetching by
 //! criterion, the criteria summary, access, bad input, and the built-in reviewer.
 
-use super::*;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use ed25519_dalek::SigningKey;
+use serde_json::{Value, json};
+use weft_api::dsse::MANIFEST_TYPE;
+use weft_api::{ArtifactId, Envelope};
+
+use super::harness::*;
 use weft_api::evidence::EVIDENCE_TYPE;
 
 fn evidence(
@@ -28,30 +35,25 @@ fn sign_evidence(key: &SigningKey, payload: &Value) -> Envelope {
     Envelope::sign(key, EVIDENCE_TYPE, payload.to_string().as_bytes())
 }
 
+/// `envelope` recorded by `agent`.
+fn record_request(agent: &Agent, envelope: &Envelope) -> Request<Body> {
+    request(
+        Method::POST,
+        "/v1/evidence",
+        Some(&agent.token),
+        serde_json::to_vec(envelope).expect("json"),
+    )
+}
+
 impl Harness {
     async fn record(&self, agent: &Agent, envelope: &Envelope) -> Answer {
-        self.call(
-            Method::POST,
-            "/v1/evidence",
-            Some(&agent.token),
-            serde_json::to_vec(envelope).expect("json"),
-        )
-        .await
-    }
-
-    async fn get_json(&self, agent: &Agent, uri: &str) -> Value {
-        let answer = self
-            .call(Method::GET, uri, Some(&agent.token), Body::empty())
-            .await;
-        assert_eq!(answer.status, StatusCode::OK, "{uri}: {answer:?}");
-        answer.json()
+        self.send(record_request(agent, envelope)).await
     }
 }
 
-/// EVD-4 and the by-criterion queries: record, correct by superseding, read the summary.
-#[tokio::test]
-async fn evidence_is_recorded_and_fetched_by_criterion() {
-    for kind in KINDS {
+backends!(
+    /// EVD-4 and the by-criterion queries: record, correct by superseding, read the summary.
+    async fn evidence_is_recorded_and_fetched_by_criterion(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
@@ -155,7 +157,7 @@ async fn evidence_is_recorded_and_fetched_by_criterion() {
             StatusCode::OK
         );
     }
-}
+);
 
 #[tokio::test]
 async fn contested_criteria_are_flagged() {
@@ -183,10 +185,9 @@ async fn contested_criteria_are_flagged() {
     assert_eq!(criteria["criteria"][0]["producers"], json!(["r1", "w1"]));
 }
 
-/// EVD-4/EVD-5 bad input: each refused with its code, nothing stored.
-#[tokio::test]
-async fn bad_evidence_is_refused_and_changes_nothing() {
-    for kind in KINDS {
+backends!(
+    /// EVD-4/EVD-5 bad input: each refused with its code, nothing stored.
+    async fn bad_evidence_is_refused_and_changes_nothing(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
@@ -214,7 +215,6 @@ async fn bad_evidence_is_refused_and_changes_nothing() {
             .as_str()
             .expect("id")
             .to_owned();
-        let before = h.stats().await;
         let good = evidence(&reviewer, "g1", "work-1", "ac-2", "pass", &[report]);
         let envelope = sign_evidence(&reviewer.key, &good);
         let mutated = |f: &dyn Fn(&mut Value)| {
@@ -311,11 +311,11 @@ async fn bad_evidence_is_refused_and_changes_nothing() {
             ),
         ];
         for (code, caller, envelope) in cases {
-            assert_eq!(h.record(caller, &envelope).await.code(), code, "{kind:?}");
+            refused(&h, record_request(caller, &envelope), code).await;
         }
         // The payload type is bound by PAE: relabelling the envelope breaks the signature.
         replayed.payload_type = EVIDENCE_TYPE.into();
-        assert_eq!(h.record(&reviewer, &replayed).await.code(), "bad_signature");
+        refused(&h, record_request(&reviewer, &replayed), "bad_signature").await;
         for (bad, code) in [
             ("criterion=a%20b", "invalid_id"),
             ("outcome=maybe", "bad_request"),
@@ -326,24 +326,20 @@ async fn bad_evidence_is_refused_and_changes_nothing() {
             ("workItemId=..", "invalid_id"),
             ("bogus=1", "bad_request"),
         ] {
-            let answer = h
-                .call(
-                    Method::GET,
-                    &format!("/v1/evidence?{bad}"),
-                    Some(&reviewer.token),
-                    Body::empty(),
-                )
-                .await;
-            assert_eq!(answer.code(), code, "{bad}");
+            let get = request(
+                Method::GET,
+                &format!("/v1/evidence?{bad}"),
+                Some(&reviewer.token),
+                Body::empty(),
+            );
+            refused(&h, get, code).await;
         }
-        assert_eq!(h.stats().await, before, "{kind:?}");
     }
-}
+);
 
-/// Evidence is visible only to members of its Group.
-#[tokio::test]
-async fn evidence_stays_in_its_group() {
-    for kind in KINDS {
+backends!(
+    /// Evidence is visible only to members of its Group.
+    async fn evidence_stays_in_its_group(kind: Kind) {
         let h = harness(kind).await;
         let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
         let outsider = h.agent("x1", "g2", &["reviewer"]).await;
@@ -369,245 +365,12 @@ async fn evidence_stays_in_its_group() {
             h.get_json(&outsider, "/v1/workitems/work-1/criteria").await["criteria"],
             json!([])
         );
-        let answer = h
-            .call(
-                Method::GET,
-                &format!("/v1/evidence/{id}"),
-                Some(&outsider.token),
-                Body::empty(),
-            )
-            .await;
-        assert_eq!(answer.code(), "not_found", "{kind:?}");
+        let get = request(
+            Method::GET,
+            &format!("/v1/evidence/{id}"),
+            Some(&outsider.token),
+            Body::empty(),
+        );
+        refused(&h, get, "not_found").await;
     }
-}
-
-/// EVD-3 steps 1, 2 and 5: the built-in reviewer re-hashes and validates, and preserves the
-/// results as Evidence signed by the server's own key.
-#[tokio::test]
-async fn the_builtin_reviewer_checks_integrity_and_schemas() {
-    let h = harness(Kind::Disk).await;
-    let worker = h.agent("w1", "g1", &["worker"]).await;
-    let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
-    let schema = h.put(&worker, "g1", br#"{"type":"object","required":["passed"],"properties":{"passed":{"type":"integer"}}}"#, &[]).await;
-    let publish_with_schema = |bytes: &'static [u8], schema_ref: Option<String>| {
-        let worker = &worker;
-        let h = &h;
-        async move {
-            let digests = h.upload(worker, bytes).await;
-            let mut manifest = manifest(worker, "g1", digests, &[]);
-            manifest.content.schema = schema_ref;
-            assert_eq!(
-                h.publish(worker, &sign(&worker.key, &manifest))
-                    .await
-                    .status,
-                StatusCode::CREATED
-            );
-            digests.blake3
-        }
-    };
-    let valid = publish_with_schema(br#"{"passed": 412}"#, Some(schema.to_string())).await;
-    let invalid = publish_with_schema(br#"{"passed": "many"}"#, Some(schema.to_string())).await;
-    let by_uri = publish_with_schema(
-        br#"{"passed": 1}"#,
-        Some("https://example.org/report.v1.json".into()),
-    )
-    .await;
-    let unschemed = publish_with_schema(br#"{"x": 1}"#, None).await;
-    let answer = h
-        .admin_json(
-            Method::POST,
-            "/v1/admin/schemas",
-            json!({"uri": "https://example.org/report.v1.json", "artifact": schema}),
-        )
-        .await;
-    assert_eq!(answer.status, StatusCode::NO_CONTENT, "{answer:?}");
-
-    let review = |artifacts: Vec<ArtifactId>, checks: Value, token: String| {
-        let h = &h;
-        async move {
-            let body = json!({"criterion": "ac-1", "artifacts": artifacts, "checks": checks});
-            h.json_as(
-                Method::POST,
-                "/v1/workitems/work-1/review",
-                &token,
-                body,
-                &[],
-            )
-            .await
-        }
-    };
-    let answer = review(
-        vec![valid, by_uri],
-        json!(["integrity", "schema"]),
-        reviewer.token.clone(),
-    )
-    .await;
-    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
-    let records = answer.json()["evidence"].clone();
-    assert_eq!(records[0]["evidence"]["method"]["kind"], "integrity_check");
-    assert_eq!(records[0]["evidence"]["result"]["outcome"], "pass");
-    assert_eq!(
-        records[1]["evidence"]["method"]["kind"],
-        "schema_validation"
-    );
-    assert_eq!(
-        records[1]["evidence"]["result"]["outcome"], "pass",
-        "{records}"
-    );
-    assert_eq!(
-        records[1]["evidence"]["producer"]["agentId"],
-        "weft-authority"
-    );
-
-    // The server's signature verifies with the key it publishes.
-    let keys = h
-        .call(Method::GET, "/v1/authority/keys", None, Body::empty())
-        .await
-        .json();
-    let key = weft_api::dsse::parse_public_key(keys["keys"][0]["publicKey"].as_str().expect("key"))
-        .expect("valid key");
-    let envelope: Envelope =
-        serde_json::from_value(records[1]["envelope"].clone()).expect("envelope");
-    envelope
-        .verify(EVIDENCE_TYPE, &key)
-        .expect("signed by the authority key");
-
-    let answer = review(
-        vec![invalid, unschemed],
-        json!(["schema"]),
-        reviewer.token.clone(),
-    )
-    .await;
-    let record = &answer.json()["evidence"][0]["evidence"];
-    assert_eq!(
-        record["result"]["outcome"], "fail",
-        "a failed check is Evidence, not an HTTP error"
-    );
-    assert!(
-        record["result"]["summary"]
-            .as_str()
-            .expect("summary")
-            .contains("inconclusive")
-    );
-
-    // A flipped bit: integrity fails (and the blob is quarantined).
-    let path = h.blob_file(&valid);
-    let mut stored = std::fs::read(&path).expect("blob");
-    stored[3] ^= 1;
-    std::fs::write(&path, stored).expect("write");
-    let answer = review(vec![valid], json!(["integrity"]), reviewer.token.clone()).await;
-    assert_eq!(
-        answer.json()["evidence"][0]["evidence"]["result"]["outcome"],
-        "fail"
-    );
-    let criteria = h.get_json(&reviewer, "/v1/workitems/work-1/criteria").await;
-    assert_eq!(criteria["criteria"][0]["latest"]["outcome"], "fail");
-
-    // Who may ask, and about what.
-    let before = h.stats().await;
-    assert_eq!(
-        review(vec![valid], json!(["integrity"]), worker.token.clone())
-            .await
-            .code(),
-        "forbidden"
-    );
-    let request = Request::builder()
-        .method(Method::POST)
-        .uri("/v1/workitems/no-such-item/review")
-        .header("authorization", format!("Bearer {}", reviewer.token))
-        .body(Body::from(
-            json!({"criterion": "ac-1", "artifacts": [valid], "checks": ["integrity"]}).to_string(),
-        ))
-        .expect("request");
-    assert_eq!(h.send(request).await.code(), "unknown_work_item");
-    assert_eq!(
-        review(
-            vec![digest_of(b"nope").blake3],
-            json!(["integrity"]),
-            reviewer.token.clone()
-        )
-        .await
-        .code(),
-        "unknown_artifact"
-    );
-    assert_eq!(
-        review(vec![valid], json!(["vibes"]), reviewer.token.clone())
-            .await
-            .code(),
-        "bad_request"
-    );
-    assert_eq!(
-        review(vec![valid], json!([]), reviewer.token.clone())
-            .await
-            .code(),
-        "bad_request"
-    );
-    assert_eq!(h.stats().await, before);
-}
-
-/// Schema registration and the reserved authority identity refuse bad input and change nothing.
-#[tokio::test]
-async fn schema_registration_and_reserved_ids_are_checked() {
-    for kind in KINDS {
-        let h = harness(kind).await;
-        let worker = h.agent("w1", "g1", &["worker"]).await;
-        let schema = h.put(&worker, "g1", br#"{"type":"object"}"#, &[]).await;
-        let before = h.stats().await;
-        for (body, code) in [
-            (
-                json!({"uri": "ftp://example.org/s.json", "artifact": schema}),
-                "bad_request",
-            ),
-            (json!({"uri": "", "artifact": schema}), "bad_request"),
-            (
-                json!({"uri": "https://example.org/s.json", "artifact": digest_of(b"never published").blake3}),
-                "unknown_artifact",
-            ),
-            (
-                json!({"uri": "https://example.org/s.json", "artifact": schema, "extra": 1}),
-                "bad_request",
-            ),
-            (
-                json!({"uri": "https://example.org/s.json", "artifact": "blake3:XYZ"}),
-                "bad_request",
-            ),
-        ] {
-            assert_eq!(
-                h.admin_json(Method::POST, "/v1/admin/schemas", body.clone())
-                    .await
-                    .code(),
-                code,
-                "{body}"
-            );
-        }
-        let as_worker = h
-            .json_as(
-                Method::POST,
-                "/v1/admin/schemas",
-                &worker.token,
-                json!({"uri": "https://example.org/s.json", "artifact": schema}),
-                &[],
-            )
-            .await;
-        assert_eq!(as_worker.code(), "forbidden");
-        // Nobody may register as the server's reviewer, nor with the server's key.
-        let authority_key = h
-            .call(Method::GET, "/v1/authority/keys", None, Body::empty())
-            .await
-            .json()["keys"][0]["publicKey"]
-            .clone();
-        let answer = h
-            .admin_json(Method::POST, "/v1/admin/agents", json!({"agentId": "weft-authority", "publicKey": BASE64.encode([9u8; 32]), "agentCardVersion": "1"}))
-            .await;
-        assert_eq!(answer.code(), "conflict");
-        let answer = h
-            .admin_json(
-                Method::POST,
-                "/v1/admin/agents",
-                json!({"agentId": "impostor", "publicKey": authority_key, "agentCardVersion": "1"}),
-            )
-            .await;
-        assert_eq!(answer.code(), "conflict");
-        assert_eq!(h.stats().await, before, "{kind:?}");
-    }
-}
+);

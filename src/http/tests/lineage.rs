@@ -1,6 +1,12 @@
 //! Provenance for auditors (ART-4, CTX-5): bounded lineage, paths, impact, formats, access.
 
-use super::*;
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+use weft_api::ArtifactId;
+use weft_storage::{Options, Store};
+
+use super::harness::*;
 
 async fn lineage(h: &Harness, agent: &Agent, uri: &str) -> Value {
     let answer = h
@@ -19,11 +25,10 @@ fn ids(answer: &Value) -> Vec<String> {
         .collect()
 }
 
-/// ART-4: derived Artifacts form a graph through their sources; queries walk it both ways,
-/// bounded by depth and limit, with typed edges and the depth each node was reached at.
-#[tokio::test]
-async fn lineage_walks_ancestors_and_descendants_with_bounds() {
-    for kind in KINDS {
+backends!(
+    /// ART-4: derived Artifacts form a graph through their sources; queries walk it both ways,
+    /// bounded by depth and limit, with typed edges and the depth each node was reached at.
+    async fn lineage_walks_ancestors_and_descendants_with_bounds(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let a = h.put(&worker, "g1", b"a", &[]).await;
@@ -106,7 +111,7 @@ async fn lineage_walks_ancestors_and_descendants_with_bounds() {
         .await;
         assert_eq!(ids(&both).len(), 3);
     }
-}
+);
 
 #[tokio::test]
 async fn paths_impact_and_formats() {
@@ -182,13 +187,12 @@ async fn paths_impact_and_formats() {
         format!("/v1/provenance/path?from={a}"),
         "/v1/provenance/impact".to_owned(),
     ] {
-        assert_eq!(
-            h.call(Method::GET, &bad, Some(&worker.token), Body::empty())
-                .await
-                .code(),
+        refused(
+            &h,
+            request(Method::GET, &bad, Some(&worker.token), Body::empty()),
             "bad_request",
-            "{bad}"
-        );
+        )
+        .await;
     }
     let answer = h
         .call(
@@ -219,11 +223,10 @@ async fn reader_and_bridge(h: &Harness) -> (Agent, Agent) {
     (reader, bridge)
 }
 
-/// CTX-5: lineage from a Group the reader is not in is withheld: counted, never named, never
-/// walked through.
-#[tokio::test]
-async fn lineage_withholds_other_groups() {
-    for kind in KINDS {
+backends!(
+    /// CTX-5: lineage from a Group the reader is not in is withheld: counted, never named, never
+    /// walked through.
+    async fn lineage_withholds_other_groups(kind: Kind) {
         let h = harness(kind).await;
         let (reader, bridge) = reader_and_bridge(&h).await;
         let root = h.put(&bridge, "g2", b"secret root", &[]).await;
@@ -253,14 +256,13 @@ async fn lineage_withholds_other_groups() {
         let full = lineage(&h, &bridge, &format!("/v1/artifacts/{visible}/provenance")).await;
         assert_eq!(ids(&full).len(), 3);
     }
-}
+);
 
-/// A lineage query may name an artifact by its `sha256:` alias; a path to or from an artifact
-/// the reader cannot see is `not_found` (never `no_path`, which would tell it exists), and so
-/// is an alias nobody published (CTX-5).
-#[tokio::test]
-async fn aliases_and_paths_to_hidden_artifacts() {
-    for kind in KINDS {
+backends!(
+    /// A lineage query may name an artifact by its `sha256:` alias; a path to or from an artifact
+    /// the reader cannot see is `not_found` (never `no_path`, which would tell it exists), and so
+    /// is an alias nobody published (CTX-5).
+    async fn aliases_and_paths_to_hidden_artifacts(kind: Kind) {
         let h = harness(kind).await;
         let (reader, bridge) = reader_and_bridge(&h).await;
         let hidden = h.put(&bridge, "g2", b"secret source", &[]).await;
@@ -286,7 +288,6 @@ async fn aliases_and_paths_to_hidden_artifacts() {
         assert_eq!(by_sha256, by_blake3, "{kind:?}");
         assert_eq!(ids(&by_sha256).len(), 2);
         assert_eq!(by_sha256["withheld"], json!(1));
-        let before = h.store.stats().await.expect("stats");
         let unknown = format!("sha256:{}", "0".repeat(64));
         let hidden_sha256 = {
             let view = lineage(&h, &bridge, &format!("/v1/artifacts/{hidden}")).await;
@@ -302,14 +303,9 @@ async fn aliases_and_paths_to_hidden_artifacts() {
             format!("/v1/provenance/path?from={hidden}&to={}", digests.blake3),
             format!("/v1/provenance/path?from={}&to={unknown}", digests.sha256),
         ] {
-            let refused = h
-                .call(Method::GET, &uri, Some(&reader.token), Body::empty())
-                .await;
-            assert_eq!(
-                (refused.status, refused.code().as_str()),
-                (StatusCode::NOT_FOUND, "not_found"),
-                "{kind:?} {uri}"
-            );
+            let get = request(Method::GET, &uri, Some(&reader.token), Body::empty());
+            let answer = refused(&h, get, "not_found").await;
+            assert_eq!(answer.status, StatusCode::NOT_FOUND, "{uri}");
         }
         let path = lineage(
             &h,
@@ -318,15 +314,13 @@ async fn aliases_and_paths_to_hidden_artifacts() {
         )
         .await;
         assert_eq!(path["path"].as_array().map(Vec::len), Some(2), "{path}");
-        assert_eq!(h.store.stats().await.expect("stats"), before);
     }
-}
+);
 
-/// CTX-5: an edge declared by a manifest in another Group is not followed by a path search,
-/// even between two artifacts the reader can see.
-#[tokio::test]
-async fn paths_follow_only_edges_the_reader_can_see() {
-    for kind in KINDS {
+backends!(
+    /// CTX-5: an edge declared by a manifest in another Group is not followed by a path search,
+    /// even between two artifacts the reader can see.
+    async fn paths_follow_only_edges_the_reader_can_see(kind: Kind) {
         let h = harness(kind).await;
         let (reader, bridge) = reader_and_bridge(&h).await;
         let source = h.put(&bridge, "g1", b"shared source", &[]).await;
@@ -348,7 +342,7 @@ async fn paths_follow_only_edges_the_reader_can_see() {
         let seen = lineage(&h, &bridge, &uri).await;
         assert_eq!(seen["path"].as_array().map(Vec::len), Some(2), "{seen}");
     }
-}
+);
 
 /// Deep graphs are walked iteratively, and the index is rebuilt from the tables at start.
 #[tokio::test]
@@ -398,34 +392,18 @@ async fn deep_chains_and_restarts() {
     );
 }
 
-/// Publishes `bytes` for `work_item` in `group`.
-async fn put_in(
-    h: &Harness,
-    agent: &Agent,
-    group: &str,
-    bytes: &[u8],
-    sources: &[ArtifactId],
-    work_item: &str,
-) -> ArtifactId {
-    let digests = h.upload(agent, bytes).await;
-    let mut manifest = manifest(agent, group, digests, sources);
-    manifest.work_item_id = Id::parse("w", work_item).expect("id");
-    assert_eq!(
-        h.publish(agent, &sign(&agent.key, &manifest)).await.status,
-        StatusCode::CREATED
-    );
-    digests.blake3
-}
-
-/// WorkItem and Mission subgraphs, and the `edges=` filter.
-#[tokio::test]
-async fn scopes_and_edge_filters() {
-    for kind in KINDS {
+backends!(
+    /// WorkItem and Mission subgraphs, and the `edges=` filter.
+    async fn scopes_and_edge_filters(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
-        let input = put_in(&h, &worker, "g1", b"input", &[], "collect").await;
-        let report = put_in(&h, &worker, "g1", b"report", &[input], "analyse").await;
-        let summary = put_in(&h, &worker, "g1", b"summary", &[report], "analyse").await;
+        let input = h.put_in(&worker, "g1", b"input", &[], "collect").await;
+        let report = h
+            .put_in(&worker, "g1", b"report", &[input], "analyse")
+            .await;
+        let summary = h
+            .put_in(&worker, "g1", b"summary", &[report], "analyse")
+            .await;
         let analyse = lineage(&h, &worker, "/v1/workitems/analyse/provenance").await;
         let mut reached = ids(&analyse);
         reached.sort();
@@ -507,136 +485,15 @@ async fn scopes_and_edge_filters() {
             .await;
         assert_eq!(hidden.code(), "not_found", "{kind:?}");
     }
-}
-
-/// The Python with `prov` and `cryptography` that `.ci/run` installs (`WEFT_PYTHON`).
-fn python() -> String {
-    std::env::var("WEFT_PYTHON").unwrap_or_else(|_| "python3".to_owned())
-}
-
-fn run_python(script: &str, args: &[&str], input: &[u8]) -> String {
-    use std::io::Write as _;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/python")
-        .join(script);
-    let mut child = std::process::Command::new(python())
-        .arg(&path)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python runs (run .ci/run to install the checkers' packages)");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input)
-        .expect("write");
-    let output = child.wait_with_output().expect("python finishes");
-    assert!(
-        output.status.success(),
-        "{script} failed (run .ci/run, which installs `prov` and `cryptography`):\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// PROV-JSON validated by the W3C `prov` package (round trip, record counts, no dangling
-/// references); in-toto checked by an independent Ed25519 implementation and the Statement
-/// structure, digest syntax checked here.
-#[tokio::test]
-async fn prov_json_and_intoto_exports_validate_independently() {
-    let h = harness(Kind::Memory).await;
-    let worker = h.agent("w1", "g1", &["worker"]).await;
-    let input = put_in(&h, &worker, "g1", b"input", &[], "collect").await;
-    let report = put_in(&h, &worker, "g1", b"report", &[input], "analyse").await;
-    let answer = h
-        .call(
-            Method::GET,
-            &format!("/v1/artifacts/{report}/provenance?format=prov-json"),
-            Some(&worker.token),
-            Body::empty(),
-        )
-        .await;
-    assert_eq!(answer.status, StatusCode::OK);
-    // 2 entities; activities: 2 WorkItems + 1 Mission; 1 agent; 1 derivation, 2 generations,
-    // 2 attributions, 1 usage (the analyse WorkItem used the input).
-    let checked = run_python(
-        "prov_roundtrip.py",
-        &["2", "3", "1", "1", "2", "2", "1"],
-        &answer.body,
-    );
-    assert!(checked.starts_with("ok"), "{checked}");
-
-    let envelope = h
-        .call(
-            Method::GET,
-            &format!("/v1/artifacts/{report}/provenance?format=intoto"),
-            Some(&worker.token),
-            Body::empty(),
-        )
-        .await;
-    assert_eq!(envelope.status, StatusCode::OK);
-    let keys = h
-        .call(Method::GET, "/v1/authority/keys", None, Body::empty())
-        .await
-        .json();
-    let public_key = keys["keys"][0]["publicKey"]
-        .as_str()
-        .expect("key")
-        .to_owned();
-    assert!(run_python("intoto_verify.py", &[&public_key], &envelope.body).starts_with("ok"));
-    let envelope: Envelope = serde_json::from_slice(&envelope.body).expect("envelope");
-    let statement: Value =
-        serde_json::from_slice(&BASE64.decode(&envelope.payload).expect("payload"))
-            .expect("statement");
-    let digests = digest_of(b"report");
-    assert_eq!(
-        statement["subject"][0]["digest"],
-        json!({"blake3": digests.blake3.hex(), "sha256": digests.sha256.hex()})
-    );
-    for value in [
-        &statement["subject"][0]["digest"]["blake3"],
-        &statement["subject"][0]["digest"]["sha256"],
-    ] {
-        let hex = value.as_str().expect("hex");
-        assert!(
-            hex.len() == 64
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
-            "lowercase hex digest: {hex}"
-        );
-    }
-    let dependencies = &statement["predicate"]["buildDefinition"]["resolvedDependencies"];
-    assert_eq!(dependencies[0]["digest"]["blake3"], json!(input.hex()));
-    assert_eq!(
-        dependencies[1]["annotations"],
-        json!({"kind": "model", "version": "1"})
-    );
-    assert_eq!(
-        statement["predicate"]["runDetails"]["builder"]["id"],
-        "https://weft.dev/agents/w1"
-    );
-    let refused = h
-        .call(
-            Method::GET,
-            "/v1/workitems/analyse/provenance?format=intoto",
-            Some(&worker.token),
-            Body::empty(),
-        )
-        .await;
-    assert_eq!(refused.code(), "bad_request");
-}
+);
 
 /// Time travel: `asOf=SEQ` answers as the graph stood after that sequence of the Group's log.
 #[tokio::test]
 async fn as_of_answers_as_the_log_stood() {
     let h = harness(Kind::Memory).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
-    let a = put_in(&h, &worker, "g1", b"a", &[], "w").await;
-    let b = put_in(&h, &worker, "g1", b"b", &[a], "w").await;
+    let a = h.put_in(&worker, "g1", b"a", &[], "w").await;
+    let b = h.put_in(&worker, "g1", b"b", &[a], "w").await;
     let sequence_of = |view: Value| view["manifests"][0]["sequence"].as_u64().expect("sequence");
     let seq_a = sequence_of(
         h.call(
@@ -714,86 +571,5 @@ async fn as_of_answers_as_the_log_stood() {
         .await
         .code(),
         "bad_request"
-    );
-}
-
-/// The auditor page refuses bad logins, foreign redirects and bad digests.
-#[tokio::test]
-async fn the_auditor_page_checks_its_input() {
-    let h = harness(Kind::Memory).await;
-    let worker = h.agent("w1", "g1", &["worker"]).await;
-    let a = h.put(&worker, "g1", b"a", &[]).await;
-    for bad in ["", "has%20space", "quote%22"] {
-        let answer = h
-            .call(
-                Method::GET,
-                &format!("/ui/login?token={bad}&next=/ui/"),
-                None,
-                Body::empty(),
-            )
-            .await;
-        assert_eq!(answer.code(), "unauthorized", "{bad}");
-    }
-    let login = h
-        .call(
-            Method::GET,
-            &format!("/ui/login?token={}&next=//evil.example/x", worker.token),
-            None,
-            Body::empty(),
-        )
-        .await;
-    assert_eq!(login.status, StatusCode::SEE_OTHER);
-    assert_eq!(
-        login.headers["location"], "/ui/",
-        "no redirect away from /ui/"
-    );
-    let cookie = login.headers["set-cookie"]
-        .to_str()
-        .expect("cookie")
-        .to_owned();
-    assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-        "{cookie}"
-    );
-    let page = |uri: String, cookie: String| {
-        let h = &h;
-        async move {
-            let request = Request::builder()
-                .uri(uri)
-                .header("cookie", cookie)
-                .body(Body::empty())
-                .expect("request");
-            h.send(request).await
-        }
-    };
-    let session_cookie = cookie.split(';').next().expect("pair").to_owned();
-    let ok = page(format!("/ui/artifacts/{a}"), session_cookie.clone()).await;
-    assert_eq!(ok.status, StatusCode::OK);
-    assert!(
-        ok.headers["content-security-policy"]
-            .to_str()
-            .expect("csp")
-            .contains("default-src 'none'")
-    );
-    assert_eq!(
-        page("/ui/artifacts/blake3:XYZ".into(), session_cookie.clone())
-            .await
-            .code(),
-        "invalid_digest"
-    );
-    assert_eq!(
-        page(
-            format!("/ui/artifacts/{}", digest_of(b"unknown").blake3),
-            session_cookie
-        )
-        .await
-        .code(),
-        "not_found"
-    );
-    assert_eq!(
-        page(format!("/ui/artifacts/{a}"), "weft_session=forged".into())
-            .await
-            .code(),
-        "unauthorized"
     );
 }

@@ -1,0 +1,199 @@
+//! Reading content (ART-5): ranges, ETags and conditional requests, and corrupted blobs that
+//! are never served as a success.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use futures::StreamExt as _;
+use serde_json::json;
+use tower::ServiceExt as _;
+
+use super::harness::*;
+
+backends!(
+    async fn ranges_etags_and_conditional_requests(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let id = h.put(&worker, "g1", &bytes, &[]).await;
+        let uri = format!("/v1/artifacts/{id}/content");
+        let get = |headers: Vec<(&'static str, String)>| {
+            let mut request = Request::builder()
+                .uri(uri.clone())
+                .header("authorization", format!("Bearer {}", worker.token));
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            h.send(request.body(Body::empty()).expect("request"))
+        };
+        let partial = get(vec![("range", "bytes=1048570-1048580".into())]).await;
+        assert_eq!(partial.status, StatusCode::PARTIAL_CONTENT);
+        assert_eq!(partial.body, bytes[1_048_570..=1_048_580]);
+        assert_eq!(
+            partial.headers["content-range"],
+            "bytes 1048570-1048580/3000000"
+        );
+        let suffix = get(vec![("range", "bytes=-10".into())]).await;
+        assert_eq!(suffix.body, bytes[bytes.len() - 10..]);
+        let unsatisfiable = get(vec![("range", "bytes=3000000-3000001".into())]).await;
+        assert_eq!(
+            (unsatisfiable.status, unsatisfiable.code().as_str()),
+            (StatusCode::RANGE_NOT_SATISFIABLE, "invalid_range")
+        );
+        assert_eq!(unsatisfiable.headers["content-range"], "bytes */3000000");
+        let multiple = get(vec![("range", "bytes=0-1,5-6".into())]).await;
+        assert_eq!(
+            (multiple.status, multiple.body.len()),
+            (StatusCode::OK, bytes.len())
+        );
+        let cached = get(vec![("if-none-match", format!("\"{id}\""))]).await;
+        assert_eq!(cached.status, StatusCode::NOT_MODIFIED);
+        assert!(cached.body.is_empty());
+        let stale = get(vec![("if-none-match", "\"blake3:00\"".into())]).await;
+        assert_eq!(stale.status, StatusCode::OK, "{kind:?}");
+    }
+);
+
+/// Reads a content response to its end; `Err` when the body was aborted.
+async fn read_to_end(h: &Harness, uri: &str, token: &str) -> (StatusCode, Result<Vec<u8>, String>) {
+    let request = Request::builder()
+        .uri(uri)
+        .header("authorization", format!("Bearer {token}"))
+        .body(Body::empty())
+        .expect("request");
+    let response = h.app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let mut body = response.into_body().into_data_stream();
+    let mut received = Vec::new();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => received.extend_from_slice(&chunk),
+            Err(error) => return (status, Err(error.to_string())),
+        }
+    }
+    (status, Ok(received))
+}
+
+#[tokio::test]
+async fn corrupted_blobs_are_never_served_as_success() {
+    // ART-5: bit flip, truncation and swapped files on disk (the local backend only).
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let first: Vec<u8> = (0..2_500_000u32).map(|i| (i % 13) as u8).collect();
+    let second: Vec<u8> = (0..2_500_000u32).map(|i| (i % 17) as u8).collect();
+    let a = h.put(&worker, "g1", &first, &[]).await;
+    let b = h.put(&worker, "g1", &second, &[]).await;
+    let c = h.put(&worker, "g1", b"will be truncated", &[]).await;
+    // Bit flip in the middle of A.
+    let path = h.blob_file(&a);
+    let mut stored = std::fs::read(&path).expect("blob");
+    stored[1_234_567] ^= 0x20;
+    std::fs::write(&path, &stored).expect("write");
+    // Swap B with a file of the same length holding other bytes.
+    let swapped: Vec<u8> = second.iter().map(|b| b.wrapping_add(1)).collect();
+    std::fs::write(h.blob_file(&b), &swapped).expect("write");
+    // Truncate C.
+    std::fs::write(h.blob_file(&c), b"will be").expect("write");
+    for id in [a, b] {
+        let uri = format!("/v1/artifacts/{id}/content");
+        let (status, body) = read_to_end(&h, &uri, &worker.token).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "headers were sent before the mismatch was known"
+        );
+        assert!(
+            body.is_err(),
+            "the body must end with an error, not cleanly"
+        );
+        // Now quarantined: later reads fail at once, ranges too.
+        let answer = h
+            .call(Method::GET, &uri, Some(&worker.token), Body::empty())
+            .await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "integrity_failure")
+        );
+    }
+    let answer = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{c}/content"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(answer.code(), "integrity_failure");
+    assert_eq!(h.stats().await.quarantined, 3);
+    let events = h
+        .call(
+            Method::GET,
+            "/v1/groups/g1/events",
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json();
+    let failures = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["type"] == "artifact.integrity_failure")
+        .count();
+    assert_eq!(failures, 3, "each quarantine is an audit Event");
+    let view = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{a}"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json();
+    assert_eq!(view["quarantined"], json!(true));
+    // fsck sees all three.
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(report.problems.len() >= 3, "{:?}", report.problems);
+    // Re-uploading the good bytes repairs the blob.
+    let answer = h
+        .call(
+            Method::PUT,
+            &format!("/v1/blobs/{a}"),
+            Some(&worker.token),
+            first.clone(),
+        )
+        .await;
+    assert!(answer.status.is_success());
+    let (status, body) =
+        read_to_end(&h, &format!("/v1/artifacts/{a}/content"), &worker.token).await;
+    assert_eq!(
+        (status, body.map(|b| b == first)),
+        (StatusCode::OK, Ok(true))
+    );
+}
+
+#[tokio::test]
+async fn a_range_read_of_a_corrupt_blob_fails_too() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let bytes = vec![5u8; 3 * 1024 * 1024];
+    let id = h.put(&worker, "g1", &bytes, &[]).await;
+    let path = h.blob_file(&id);
+    let mut stored = std::fs::read(&path).expect("blob");
+    let last = stored.len() - 1;
+    stored[last] ^= 1; // outside the requested range
+    std::fs::write(&path, &stored).expect("write");
+    let request = Request::builder()
+        .uri(format!("/v1/artifacts/{id}/content"))
+        .header("authorization", format!("Bearer {}", worker.token))
+        .header("range", "bytes=0-9")
+        .body(Body::empty())
+        .expect("request");
+    let response = h.app.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::PARTIAL_CONTENT);
+    assert!(
+        axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .is_err(),
+        "every stored byte is verified"
+    );
+}

@@ -1,0 +1,60 @@
+//! Idempotency keys (DLV-11, PRG-9): a retry with the same key gets the stored answer and the
+//! work is done once; the same key for another request is refused.
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Method, Request, StatusCode};
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+backends!(
+    /// DLV-11 / PRG-9: Idempotency-Key: same key and request → stored answer, work done once;
+    /// same key, other request → 422; concurrent requests with one key execute once.
+    async fn idempotency_keys_make_retries_safe(kind: Kind) {
+        let h = harness(kind).await;
+        h.agent("w1", "g1", &["worker"]).await;
+        let set_roles_request = |key: &'static str, roles: Value| {
+            let body = json!({"roles": roles});
+            let uri = "/v1/admin/groups/g1/members/w1";
+            json_request(Method::PUT, uri, ADMIN, body, &[("idempotency-key", key)])
+        };
+        let set_roles = |key: &'static str, roles: Value| h.send(set_roles_request(key, roles));
+        // Setting a membership is not idempotent by itself: each call bumps the epoch.
+        let first = set_roles("op-1", json!(["worker", "reviewer"])).await;
+        assert_eq!(first.json()["epoch"], json!(2));
+        let before = h.fingerprint().await;
+        let events_before = h.stats().await.events;
+        let retries = (0..8).map(|_| set_roles("op-1", json!(["worker", "reviewer"])));
+        for retry in futures::future::join_all(retries).await {
+            assert_eq!(retry.status, StatusCode::OK);
+            assert_eq!(retry.json(), first.json(), "the stored answer");
+            assert_eq!(retry.headers["idempotent-replayed"], "true");
+        }
+        let other_request = set_roles_request("op-1", json!(["auditor"]));
+        refused(&h, other_request, "idempotency_key_reused").await;
+        assert_unchanged(&before, &h.fingerprint().await, "retries did the work once");
+        // Concurrent first attempts with a fresh key execute once.
+        let racing = (0..8).map(|_| set_roles("op-2", json!(["worker"])));
+        let answers = futures::future::join_all(racing).await;
+        let epochs: std::collections::BTreeSet<String> = answers
+            .iter()
+            .map(|a| a.json()["epoch"].to_string())
+            .collect();
+        assert_eq!(epochs.len(), 1, "one execution, one answer: {epochs:?}");
+        assert_eq!(h.stats().await.events, events_before + 1);
+        for bad in ["", "has space", "caf\u{e9}"] {
+            let request = Request::builder()
+                .method(Method::PUT)
+                .uri("/v1/admin/groups/g1/members/w1")
+                .header("authorization", format!("Bearer {ADMIN}"))
+                .header("content-type", "application/json")
+                .header(
+                    "idempotency-key",
+                    HeaderValue::from_bytes(bad.as_bytes()).expect("header bytes"),
+                )
+                .body(Body::from(json!({"roles": ["worker"]}).to_string()))
+                .expect("request");
+            refused(&h, request, "bad_request").await;
+        }
+    }
+);

@@ -1,0 +1,22 @@
+//! In-process HTTP tests: `server::app(state).oneshot(request)`, each one stamped once per
+//! backend (object_store `InMemory` + SQLite in memory, and `LocalFileSystem` + SQLite on
+//! disk) by `backends!`. Each refused request goes through `refused`, which asserts its
+//! problem+json `code` and that nothing changed. The harness is in `harness.rs`; the tests are
+//! in one file per feature.
+
+mod harness;
+
+mod access;
+mod admin;
+mod artifacts;
+mod blobs;
+mod content;
+mod delivery;
+mod evidence;
+mod exports;
+mod idempotency;
+mod lineage;
+mod meta;
+mod review;
+mod sessions;
+mod ui;

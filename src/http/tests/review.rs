@@ -1,0 +1,227 @@
+//! The built-in reviewer (EVD-3 steps 1, 2 and 5) and what it relies on: schema registration,
+//! and the reserved authority identity nobody else may register as.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use weft_api::dsse::BASE64;
+use weft_api::{ArtifactId, Envelope};
+
+use super::harness::*;
+use weft_api::evidence::EVIDENCE_TYPE;
+
+/// EVD-3 steps 1, 2 and 5: the built-in reviewer re-hashes and validates, and preserves the
+/// results as Evidence signed by the server's own key.
+#[tokio::test]
+async fn the_builtin_reviewer_checks_integrity_and_schemas() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+    let schema = h.put(&worker, "g1", br#"{"type":"object","required":["passed"],"properties":{"passed":{"type":"integer"}}}"#, &[]).await;
+    let publish_with_schema = |bytes: &'static [u8], schema_ref: Option<String>| {
+        let worker = &worker;
+        let h = &h;
+        async move {
+            let digests = h.upload(worker, bytes).await;
+            let mut manifest = manifest(worker, "g1", digests, &[]);
+            manifest.content.schema = schema_ref;
+            assert_eq!(
+                h.publish(worker, &sign(&worker.key, &manifest))
+                    .await
+                    .status,
+                StatusCode::CREATED
+            );
+            digests.blake3
+        }
+    };
+    let valid = publish_with_schema(br#"{"passed": 412}"#, Some(schema.to_string())).await;
+    let invalid = publish_with_schema(br#"{"passed": "many"}"#, Some(schema.to_string())).await;
+    let by_uri = publish_with_schema(
+        br#"{"passed": 1}"#,
+        Some("https://example.org/report.v1.json".into()),
+    )
+    .await;
+    let unschemed = publish_with_schema(br#"{"x": 1}"#, None).await;
+    let answer = h
+        .admin_json(
+            Method::POST,
+            "/v1/admin/schemas",
+            json!({"uri": "https://example.org/report.v1.json", "artifact": schema}),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT, "{answer:?}");
+
+    let review = |artifacts: Vec<ArtifactId>, checks: Value, token: String| {
+        let h = &h;
+        async move {
+            let body = json!({"criterion": "ac-1", "artifacts": artifacts, "checks": checks});
+            h.json_as(
+                Method::POST,
+                "/v1/workitems/work-1/review",
+                &token,
+                body,
+                &[],
+            )
+            .await
+        }
+    };
+    let answer = review(
+        vec![valid, by_uri],
+        json!(["integrity", "schema"]),
+        reviewer.token.clone(),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let records = answer.json()["evidence"].clone();
+    assert_eq!(records[0]["evidence"]["method"]["kind"], "integrity_check");
+    assert_eq!(records[0]["evidence"]["result"]["outcome"], "pass");
+    assert_eq!(
+        records[1]["evidence"]["method"]["kind"],
+        "schema_validation"
+    );
+    assert_eq!(
+        records[1]["evidence"]["result"]["outcome"], "pass",
+        "{records}"
+    );
+    assert_eq!(
+        records[1]["evidence"]["producer"]["agentId"],
+        "weft-authority"
+    );
+
+    // The server's signature verifies with the key it publishes.
+    let keys = h
+        .call(Method::GET, "/v1/authority/keys", None, Body::empty())
+        .await
+        .json();
+    let key = weft_api::dsse::parse_public_key(keys["keys"][0]["publicKey"].as_str().expect("key"))
+        .expect("valid key");
+    let envelope: Envelope =
+        serde_json::from_value(records[1]["envelope"].clone()).expect("envelope");
+    envelope
+        .verify(EVIDENCE_TYPE, &key)
+        .expect("signed by the authority key");
+
+    let answer = review(
+        vec![invalid, unschemed],
+        json!(["schema"]),
+        reviewer.token.clone(),
+    )
+    .await;
+    let record = &answer.json()["evidence"][0]["evidence"];
+    assert_eq!(
+        record["result"]["outcome"], "fail",
+        "a failed check is Evidence, not an HTTP error"
+    );
+    assert!(
+        record["result"]["summary"]
+            .as_str()
+            .expect("summary")
+            .contains("inconclusive")
+    );
+
+    // A flipped bit: integrity fails (and the blob is quarantined).
+    let path = h.blob_file(&valid);
+    let mut stored = std::fs::read(&path).expect("blob");
+    stored[3] ^= 1;
+    std::fs::write(&path, stored).expect("write");
+    let answer = review(vec![valid], json!(["integrity"]), reviewer.token.clone()).await;
+    assert_eq!(
+        answer.json()["evidence"][0]["evidence"]["result"]["outcome"],
+        "fail"
+    );
+    let criteria = h.get_json(&reviewer, "/v1/workitems/work-1/criteria").await;
+    assert_eq!(criteria["criteria"][0]["latest"]["outcome"], "fail");
+
+    // Who may ask, and about what.
+    let review_request = |artifacts: Vec<ArtifactId>, checks: Value, token: &str| {
+        let body = json!({"criterion": "ac-1", "artifacts": artifacts, "checks": checks});
+        json_request(
+            Method::POST,
+            "/v1/workitems/work-1/review",
+            token,
+            body,
+            &[],
+        )
+    };
+    let as_worker = review_request(vec![valid], json!(["integrity"]), &worker.token);
+    refused(&h, as_worker, "forbidden").await;
+    // Without a content-type, unlike the others.
+    let unknown_item = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/workitems/no-such-item/review")
+        .header("authorization", format!("Bearer {}", reviewer.token))
+        .body(Body::from(
+            json!({"criterion": "ac-1", "artifacts": [valid], "checks": ["integrity"]}).to_string(),
+        ))
+        .expect("request");
+    refused(&h, unknown_item, "unknown_work_item").await;
+    let never_published = vec![digest_of(b"nope").blake3];
+    for (artifacts, checks, code) in [
+        (never_published, json!(["integrity"]), "unknown_artifact"),
+        (vec![valid], json!(["vibes"]), "bad_request"),
+        (vec![valid], json!([]), "bad_request"),
+    ] {
+        refused(&h, review_request(artifacts, checks, &reviewer.token), code).await;
+    }
+}
+
+backends!(
+    /// Schema registration and the reserved authority identity refuse bad input and change nothing.
+    async fn schema_registration_and_reserved_ids_are_checked(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let schema = h.put(&worker, "g1", br#"{"type":"object"}"#, &[]).await;
+        for (body, code) in [
+            (
+                json!({"uri": "ftp://example.org/s.json", "artifact": schema}),
+                "bad_request",
+            ),
+            (json!({"uri": "", "artifact": schema}), "bad_request"),
+            (
+                json!({"uri": "https://example.org/s.json", "artifact": digest_of(b"never published").blake3}),
+                "unknown_artifact",
+            ),
+            (
+                json!({"uri": "https://example.org/s.json", "artifact": schema, "extra": 1}),
+                "bad_request",
+            ),
+            (
+                json!({"uri": "https://example.org/s.json", "artifact": "blake3:XYZ"}),
+                "bad_request",
+            ),
+        ] {
+            refused(
+                &h,
+                admin_request(Method::POST, "/v1/admin/schemas", body),
+                code,
+            )
+            .await;
+        }
+        let as_worker = json_request(
+            Method::POST,
+            "/v1/admin/schemas",
+            &worker.token,
+            json!({"uri": "https://example.org/s.json", "artifact": schema}),
+            &[],
+        );
+        refused(&h, as_worker, "forbidden").await;
+        // Nobody may register as the server's reviewer, nor with the server's key.
+        let authority_key = h
+            .call(Method::GET, "/v1/authority/keys", None, Body::empty())
+            .await
+            .json()["keys"][0]["publicKey"]
+            .clone();
+        for body in [
+            json!({"agentId": "weft-authority", "publicKey": BASE64.encode([9u8; 32]), "agentCardVersion": "1"}),
+            json!({"agentId": "impostor", "publicKey": authority_key, "agentCardVersion": "1"}),
+        ] {
+            refused(
+                &h,
+                admin_request(Method::POST, "/v1/admin/agents", body),
+                "conflict",
+            )
+            .await;
+        }
+    }
+);

@@ -1,0 +1,133 @@
+//! Sessions (DESIGN §8.1): signed session requests and their checks, and the ways a session
+//! goes stale (replaced, membership changed, expired).
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use ed25519_dalek::SigningKey;
+use serde_json::json;
+use weft_api::Envelope;
+use weft_api::dsse::MANIFEST_TYPE;
+
+use super::harness::*;
+
+backends!(
+    async fn session_requests_are_checked(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        h.agent("w2", "g2", &["worker"]).await;
+        let skewed =
+            (weft_storage::Clock::now(&h.clock) - chrono::Duration::minutes(6)).to_rfc3339();
+        let stranger = SigningKey::from_bytes(&[5u8; 32]);
+        let now = h.clock_now();
+        for (code, key, agent_id, group, issued_at, nonce) in [
+            (
+                "clock_skew",
+                &worker.key,
+                "w1",
+                "g1",
+                skewed,
+                random_nonce(),
+            ),
+            (
+                "not_a_member",
+                &worker.key,
+                "w1",
+                "g2",
+                now.clone(),
+                random_nonce(),
+            ),
+            (
+                "producer_mismatch",
+                &worker.key,
+                "w2",
+                "g2",
+                now.clone(),
+                random_nonce(),
+            ),
+            (
+                "unknown_key",
+                &stranger,
+                "w1",
+                "g1",
+                now.clone(),
+                random_nonce(),
+            ),
+            (
+                "bad_request",
+                &worker.key,
+                "w1",
+                "g1",
+                now.clone(),
+                "short".to_owned(),
+            ),
+        ] {
+            let session = session_request(key, agent_id, group, issued_at, &nonce);
+            refused(&h, session, code).await;
+        }
+        // A manifest envelope replayed at the session endpoint.
+        let manifest_envelope = Envelope::sign(&worker.key, MANIFEST_TYPE, b"{}");
+        let replayed = request(
+            Method::POST,
+            "/v1/sessions",
+            None,
+            serde_json::to_vec(&manifest_envelope).expect("json"),
+        );
+        refused(&h, replayed, "wrong_payload_type").await;
+        let nonce = random_nonce();
+        assert_eq!(
+            h.open_session(&worker.key, "w1", "g1", h.clock_now(), &nonce)
+                .await
+                .status,
+            StatusCode::CREATED
+        );
+        let again = session_request(&worker.key, "w1", "g1", h.clock_now(), &nonce);
+        refused(&h, again, "nonce_reused").await;
+    }
+);
+
+backends!(
+    async fn sessions_go_stale_when_replaced_membership_changes_or_time_passes(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let newer = h.session(&worker.key, "w1", "g1").await;
+        let answer = h
+            .call(
+                Method::GET,
+                "/v1/artifacts",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::UNAUTHORIZED, "stale_session")
+        );
+        assert_eq!(
+            h.call(Method::GET, "/v1/artifacts", Some(&newer), Body::empty())
+                .await
+                .status,
+            StatusCode::OK
+        );
+        h.admin_json(
+            Method::PUT,
+            "/v1/admin/groups/g1/members/w1",
+            json!({"roles": ["worker", "reviewer"]}),
+        )
+        .await;
+        assert_eq!(
+            h.call(Method::GET, "/v1/artifacts", Some(&newer), Body::empty())
+                .await
+                .code(),
+            "stale_session"
+        );
+        let latest = h.session(&worker.key, "w1", "g1").await;
+        h.clock.advance(chrono::Duration::hours(13));
+        assert_eq!(
+            h.call(Method::GET, "/v1/artifacts", Some(&latest), Body::empty())
+                .await
+                .code(),
+            "unauthorized",
+            "{kind:?}"
+        );
+    }
+);

@@ -1,0 +1,167 @@
+//! A fingerprint of everything the index holds: every table's row count and a BLAKE3 digest of
+//! all its rows, plus the object counts under `blobs/` and `staging/`.
+//!
+//! It exists for tests that assert a refused request changed nothing. Row counts alone miss an
+//! `UPDATE` (a bumped epoch, a moved cursor, a quarantine flag); hashing every column of every
+//! row does not, and tables are discovered from `sqlite_master`, so a table added later is
+//! covered without anyone remembering to list it here.
+//!
+//! This module only reads. It knows nothing about what the tables mean.
+
+use std::collections::BTreeMap;
+
+use rusqlite::Connection;
+use rusqlite::types::ValueRef;
+
+use crate::Error;
+
+/// Every table's `(rows, hex BLAKE3 of all rows)`, by table name, and the backend's object
+/// counts. Two fingerprints are equal exactly when no row and no object count changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub tables: BTreeMap<String, (u64, String)>,
+    /// Objects under `blobs/` in the backend.
+    pub blob_objects: u64,
+    /// Objects under `staging/` in the backend.
+    pub staging_objects: u64,
+}
+
+/// Hashes every row of every table (`sqlite_%` internals excluded). The object counts are
+/// left at zero: they come from the blob backend, which the caller asks separately.
+pub(crate) fn of_tables(conn: &Connection) -> Result<Fingerprint, Error> {
+    let mut list = conn.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+         ORDER BY name",
+    )?;
+    let names = list
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut tables = BTreeMap::new();
+    for name in names {
+        tables.insert(name.clone(), of_table(conn, &name)?);
+    }
+    Ok(Fingerprint {
+        tables,
+        blob_objects: 0,
+        staging_objects: 0,
+    })
+}
+
+/// `(rows, hex digest)` of one table, rows in a stable order: by rowid, or by every column for
+/// a WITHOUT ROWID table (which has no rowid to order by).
+fn of_table(conn: &Connection, name: &str) -> Result<(u64, String), Error> {
+    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    let without_rowid: bool = conn.query_row(
+        "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1",
+        [name],
+        |row| row.get(0),
+    )?;
+    let n_columns = conn
+        .prepare(&format!("SELECT * FROM {quoted} LIMIT 0"))?
+        .column_count();
+    let order = if without_rowid {
+        (1..=n_columns)
+            .map(|column| column.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        "rowid".to_owned()
+    };
+    let mut select = conn.prepare(&format!("SELECT * FROM {quoted} ORDER BY {order}"))?;
+    let mut rows = select.query([])?;
+    let mut hasher = blake3::Hasher::new();
+    let mut n_rows = 0u64;
+    while let Some(row) = rows.next()? {
+        n_rows += 1;
+        for column in 0..n_columns {
+            hash_value(&mut hasher, row.get_ref(column)?);
+        }
+    }
+    Ok((n_rows, hasher.finalize().to_hex().to_string()))
+}
+
+/// Feeds one value with its type tag and, for variable-length values, its length, so that no
+/// two different rows can feed the hasher the same bytes.
+fn hash_value(hasher: &mut blake3::Hasher, value: ValueRef<'_>) {
+    match value {
+        ValueRef::Null => {
+            hasher.update(&[0]);
+        }
+        ValueRef::Integer(integer) => {
+            hasher.update(&[1]);
+            hasher.update(&integer.to_le_bytes());
+        }
+        ValueRef::Real(real) => {
+            hasher.update(&[2]);
+            hasher.update(&real.to_bits().to_le_bytes());
+        }
+        ValueRef::Text(bytes) => hash_bytes(hasher, 3, bytes),
+        ValueRef::Blob(bytes) => hash_bytes(hasher, 4, bytes),
+    }
+}
+
+fn hash_bytes(hasher: &mut blake3::Hasher, tag: u8, bytes: &[u8]) {
+    hasher.update(&[tag]);
+    hasher.update(&(bytes.len() as u64).to_le_bytes());
+    hasher.update(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn database() -> Connection {
+        let conn = Connection::open_in_memory().expect("in-memory database");
+        conn.execute_batch(
+            "CREATE TABLE plain (id INTEGER PRIMARY KEY, name TEXT, data BLOB);
+             CREATE TABLE keyed (a TEXT, b INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID;
+             INSERT INTO plain (name, data) VALUES ('one', x'01'), ('two', NULL);
+             INSERT INTO keyed VALUES ('x', 2), ('x', 1);",
+        )
+        .expect("schema");
+        conn
+    }
+
+    #[test]
+    fn fingerprint_counts_every_table_and_is_stable() {
+        let conn = database();
+        let first = of_tables(&conn).expect("fingerprint");
+        assert_eq!(
+            first.tables.keys().collect::<Vec<_>>(),
+            ["keyed", "plain"],
+            "sqlite_% tables are left out"
+        );
+        assert_eq!(first.tables["plain"].0, 2);
+        assert_eq!(first.tables["keyed"].0, 2);
+        assert_eq!(of_tables(&conn).expect("fingerprint"), first);
+    }
+
+    #[test]
+    fn fingerprint_sees_updates_inserts_and_deletes() {
+        let conn = database();
+        let before = of_tables(&conn).expect("fingerprint");
+        for change in [
+            "UPDATE plain SET name = 'uno' WHERE id = 1",
+            "UPDATE plain SET data = x'' WHERE id = 2", // NULL and empty differ
+            "INSERT INTO keyed VALUES ('y', 0)",
+            "DELETE FROM keyed WHERE b = 1",
+        ] {
+            let conn = database();
+            conn.execute_batch(change).expect("change");
+            let after = of_tables(&conn).expect("fingerprint");
+            let changed: Vec<&String> = after
+                .tables
+                .iter()
+                .filter(|(name, rows)| before.tables.get(*name) != Some(*rows))
+                .map(|(name, _)| name)
+                .collect();
+            assert_eq!(changed.len(), 1, "{change}");
+        }
+        let conn = database();
+        conn.execute_batch("CREATE TABLE added (x)").expect("table");
+        let after = of_tables(&conn).expect("fingerprint");
+        assert_eq!(after.tables.len(), 3);
+        assert_eq!(after.tables["added"].0, 0);
+        assert_eq!(after.tables["plain"], before.tables["plain"]);
+    }
+}
