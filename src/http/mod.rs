@@ -7,6 +7,7 @@
 mod admin;
 mod artifacts;
 mod auth;
+mod authority;
 mod blobs;
 mod body;
 pub mod error;
@@ -135,7 +136,7 @@ pub fn app(state: AppState) -> Router {
             "/v1/workitems/{work_item_id}/review",
             post(evidence::review),
         )
-        .route("/v1/admin/schemas", post(evidence::register_schema))
+        .route("/v1/admin/schemas", post(authority::register_schema))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             idempotency::layer,
@@ -164,7 +165,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(meta::healthz))
         .route("/metrics", get(meta::metrics))
         .route("/v1/openapi.json", get(meta::openapi))
-        .route("/v1/authority/keys", get(evidence::authority_keys))
+        .route("/v1/authority/keys", get(authority::authority_keys))
         .route("/ui/login", get(ui::login))
         .route("/ui/artifacts/{digest}", get(ui::artifact))
         .merge(meta::docs())
