@@ -14,6 +14,7 @@ pub mod id;
 pub mod idempotency;
 pub mod json;
 pub mod manifest;
+pub mod problem;
 pub mod session;
 pub mod views;
 
@@ -24,8 +25,9 @@ pub mod subscription;
 
 pub use digest::{ArtifactId, Digest, Digests, Sha256Digest};
 pub use dsse::{Envelope, KeyId, Verified};
-pub use error::{ErrorBody, ErrorCode, Rejection};
+pub use error::{ErrorCode, Rejection};
 pub use event::{Event, EventHash};
 pub use id::Id;
 pub use manifest::Manifest;
+pub use problem::ErrorBody;
 pub use session::SessionRequest;
