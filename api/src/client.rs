@@ -15,8 +15,8 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::digest::{Digest, Digests, Hasher};
 use crate::dsse::{BASE64, Envelope, MANIFEST_TYPE, SESSION_TYPE};
-use crate::error::ErrorBody;
 use crate::evidence::{EVIDENCE_TYPE, Evidence};
+use crate::problem::ErrorBody;
 use crate::session::{Membership, Role, SessionGrant};
 use crate::views::{
     ArtifactPage, ArtifactView, CriteriaView, EvidencePage, EvidenceRecorded, Published,

@@ -1,7 +1,8 @@
-//! Stable error codes and the RFC 9457 problem body shared by the server and the client.
+//! Stable error codes, and `Rejection`: a protocol rule said no.
 //!
 //! A code is part of the wire contract: clients branch on it, tests assert it. Add codes;
-//! never rename one.
+//! never rename one. The problem+json body that carries a code is in `problem`; this module
+//! imports nothing of the crate, so every module may use it.
 
 use std::fmt;
 
@@ -124,37 +125,6 @@ impl Rejection {
         Self {
             code,
             message: message.into(),
-        }
-    }
-}
-
-/// RFC 9457 `application/problem+json` body with weft's stable `code`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ErrorBody {
-    #[serde(rename = "type")]
-    pub type_uri: String,
-    pub title: String,
-    pub status: u16,
-    pub detail: String,
-    pub code: ErrorCode,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<String>,
-    /// With `cursor_too_old` (DLV-9): the latest signed snapshot reference to restore from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<Box<crate::views::SignedSnapshot>>,
-}
-
-impl ErrorBody {
-    pub fn new(status: u16, code: ErrorCode, detail: impl Into<String>) -> Self {
-        Self {
-            type_uri: format!("https://weft.dev/problems/{}", code.as_str()),
-            title: code.as_str().replace('_', " "),
-            status,
-            detail: detail.into(),
-            code,
-            request_id: None,
-            snapshot: None,
         }
     }
 }

@@ -11,18 +11,8 @@ use weft_api::{ErrorCode, Id};
 
 use super::body::read_json;
 use super::error::{HttpError, HttpResult};
+use super::params::{RawPath, path_id};
 use super::{AppState, Caller, json};
-
-/// Parses a path segment as an id; axum has already percent-decoded it, so `%2e%2e` arrives
-/// as `..` and is refused here.
-pub(crate) fn path_id(
-    what: &str,
-    raw: Result<Path<String>, axum::extract::rejection::PathRejection>,
-) -> Result<Id, HttpError> {
-    let Path(text) = raw
-        .map_err(|_| HttpError::new(ErrorCode::InvalidId, format!("{what} is not valid UTF-8")))?;
-    Ok(Id::parse(what, &text)?)
-}
 
 /// Creates a Group (idempotent: 201 when new, 200 when it existed).
 #[utoipa::path(put, path = "/v1/admin/groups/{group_id}", params(("group_id" = String, Path)),
@@ -30,7 +20,7 @@ pub(crate) fn path_id(
 pub(crate) async fn create_group(
     State(state): State<AppState>,
     caller: Caller,
-    group_id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    group_id: RawPath,
 ) -> HttpResult<Response> {
     caller.require_admin()?;
     let group_id = path_id("groupId", group_id)?;

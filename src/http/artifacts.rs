@@ -9,10 +9,9 @@ use futures::StreamExt as _;
 use weft_api::ErrorCode;
 use weft_storage::ListFilter;
 
-use super::blobs::{RawPath, path_digest};
 use super::body::{created_or_ok, read_envelope};
 use super::error::{HttpError, HttpResult};
-use super::params::{RawQuery, known_params, query_id, query_u64};
+use super::params::{RawPath, RawQuery, known_params, path_digest, query_id, query_u64};
 use super::{AppState, Caller, json};
 
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.

@@ -2,7 +2,7 @@
 //! every byte and never trusts a client's digest.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
@@ -11,16 +11,8 @@ use weft_api::{Digest, ErrorCode};
 
 use super::body::{check_declared_length, upload_stream};
 use super::error::{HttpError, HttpResult};
+use super::params::{RawPath, path_digest};
 use super::{AppState, Caller, json};
-
-pub(crate) use super::params::RawPath;
-
-/// Parses a `{digest}` path segment (`blake3:<hex>` or `sha256:<hex>`).
-pub(crate) fn path_digest(raw: RawPath) -> Result<Digest, HttpError> {
-    let Path(text) =
-        raw.map_err(|_| HttpError::new(ErrorCode::InvalidDigest, "the digest is not valid UTF-8"))?;
-    Ok(Digest::parse(&text)?)
-}
 
 async fn upload(
     state: AppState,

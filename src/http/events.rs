@@ -18,9 +18,8 @@ use weft_api::views::{Ack, Cursors, EventPage};
 
 use super::body::read_json;
 
-use super::admin::path_id;
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, query_u64};
+use super::params::{RawPath, RawQuery, known_params, path_id, query_u64};
 use super::{AppState, Caller, json};
 
 /// Events after `after` (default 0), at most `limit` (default 1000), in order.

@@ -1,5 +1,5 @@
 //! Evidence for reviewers: record it signed, fetch it by criterion, and the built-in
-//! deterministic reviewer; plus the server's own public keys.
+//! deterministic reviewer. The keys the reviewer signs with are published by `authority`.
 
 use std::collections::HashMap;
 
@@ -7,20 +7,16 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use base64::Engine as _;
 use serde::Deserialize;
-use weft_api::dsse::BASE64;
 use weft_api::evidence::{MethodKind, Outcome};
 use weft_api::json::parse_strict;
-use weft_api::views::{AuthorityKey, AuthorityKeys, CriteriaView, ReviewOutcome, ReviewRequest};
+use weft_api::views::{CriteriaView, ReviewOutcome, ReviewRequest};
 use weft_api::{ArtifactId, ErrorCode};
 use weft_storage::EvidenceFilter;
 
-use super::admin::path_id;
-use super::blobs::{RawPath, path_digest};
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
-use super::params::{RawQuery, known_params, query_id, query_u64};
+use super::params::{RawPath, RawQuery, known_params, path_digest, path_id, query_id, query_u64};
 use super::{AppState, Caller, json};
 
 /// Records DSSE-signed Evidence; appends `evidence.recorded`.
@@ -197,45 +193,4 @@ pub(crate) async fn review(
     let request: ReviewRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
     let evidence = state.store.review(work_item_id, request, &session).await?;
     Ok(json(StatusCode::CREATED, &ReviewOutcome { evidence }))
-}
-
-/// The server's own signing keys, for everything it signs.
-#[utoipa::path(get, path = "/v1/authority/keys", responses((status = 200, description = "{keys: [{keyid, publicKey}]}")))]
-pub(crate) async fn authority_keys(State(state): State<AppState>) -> Response {
-    let keys = state
-        .store
-        .authority_keys()
-        .into_iter()
-        .map(|(keyid, key)| AuthorityKey {
-            keyid: keyid.to_string(),
-            public_key: BASE64.encode(key.as_bytes()),
-        })
-        .collect();
-    json(StatusCode::OK, &AuthorityKeys { keys })
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SchemaRegistration {
-    uri: String,
-    artifact: ArtifactId,
-}
-
-/// Registers a schema URI as naming a published schema artifact (admin).
-#[utoipa::path(post, path = "/v1/admin/schemas", request_body(content = String, description = "{uri, artifact: blake3:…}", content_type = "application/json"),
-    responses((status = 204, description = "registered"), (status = 422, description = "unknown_artifact")))]
-pub(crate) async fn register_schema(
-    State(state): State<AppState>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<StatusCode> {
-    caller.require_admin()?;
-    let bytes = read_json(&headers, body).await?;
-    let registration: SchemaRegistration = parse_strict(&bytes, ErrorCode::BadRequest)?;
-    state
-        .store
-        .register_schema(registration.uri, registration.artifact)
-        .await?;
-    Ok(StatusCode::NO_CONTENT)
 }

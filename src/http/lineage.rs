@@ -11,9 +11,8 @@ use axum::response::{IntoResponse, Response};
 use weft_api::{Digest, ErrorCode};
 use weft_storage::{Direction, Lineage, LineageQuery};
 
-use super::blobs::{RawPath, path_digest};
 use super::error::{HttpError, HttpResult};
-use super::params::{RawQuery, known_params, query_u64};
+use super::params::{RawPath, RawQuery, known_params, path_digest, path_id, query_u64};
 use super::{AppState, Caller, json};
 
 /// Time a single lineage query may take before it answers `truncated`.
@@ -276,7 +275,7 @@ async fn scoped(
     name: RawPath,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let name = super::admin::path_id("id", name)?;
+    let name = path_id("id", name)?;
     let query = known_params(
         query,
         &[

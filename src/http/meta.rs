@@ -63,8 +63,8 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::evidence::for_artifact,
         super::evidence::criteria,
         super::evidence::review,
-        super::evidence::authority_keys,
-        super::evidence::register_schema,
+        super::authority::authority_keys,
+        super::authority::register_schema,
     ),
     modifiers(&BearerAuth)
 )]

@@ -7,6 +7,7 @@
 mod admin;
 mod artifacts;
 mod auth;
+mod authority;
 mod blobs;
 mod body;
 pub mod error;
@@ -16,8 +17,11 @@ mod exports;
 mod idempotency;
 mod lineage;
 mod meta;
+#[cfg(test)]
+mod openapi_check;
 mod params;
 mod sessions;
+mod timeout;
 mod ui;
 
 use std::sync::Arc;
@@ -25,11 +29,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, StatusCode};
+use axum::handler::Handler;
+use axum::http::{HeaderName, Method, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post, put};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use weft_api::ErrorCode;
 use weft_storage::Store;
@@ -84,89 +88,179 @@ async fn not_found() -> HttpError {
     HttpError::new(ErrorCode::NotFound, "no such route")
 }
 
+/// One route: the method and path template the OpenAPI document names, and the handler.
+/// `app` builds the router from these tables and `openapi_check` compares them with the
+/// document, so the two cannot list different routes.
+pub(crate) struct Route {
+    /// Read only by the OpenAPI check; the router has it inside `handler`.
+    #[cfg_attr(not(test), expect(dead_code))]
+    pub(crate) method: Method,
+    pub(crate) path: &'static str,
+    handler: MethodRouter<AppState>,
+}
+
+fn route<H, T>(method: Method, path: &'static str, handler: H) -> Route
+where
+    H: Handler<T, AppState>,
+    T: 'static,
+{
+    // Only the standard methods below are ever passed, and MethodFilter knows all of them.
+    let filter = MethodFilter::try_from(method.clone()).expect("a standard method");
+    Route {
+        method,
+        path,
+        handler: on(filter, handler),
+    }
+}
+
+/// JSON routes: a bounded body, the request timeout, and idempotency keys.
+fn json_routes() -> Vec<Route> {
+    vec![
+        route(Method::POST, "/v1/sessions", sessions::open),
+        route(
+            Method::PUT,
+            "/v1/admin/groups/{group_id}",
+            admin::create_group,
+        ),
+        route(Method::POST, "/v1/admin/agents", admin::register_agent),
+        route(
+            Method::PUT,
+            "/v1/admin/groups/{group_id}/members/{agent_id}",
+            admin::set_membership,
+        ),
+        route(
+            Method::POST,
+            "/v1/admin/schemas",
+            authority::register_schema,
+        ),
+        route(Method::POST, "/v1/artifacts", artifacts::publish),
+        route(Method::GET, "/v1/artifacts", artifacts::list),
+        route(Method::GET, "/v1/artifacts/{digest}", artifacts::show),
+        route(
+            Method::GET,
+            "/v1/artifacts/{digest}/provenance",
+            lineage::provenance,
+        ),
+        route(Method::GET, "/v1/provenance/path", lineage::path),
+        route(
+            Method::GET,
+            "/v1/workitems/{work_item_id}/provenance",
+            lineage::work_item,
+        ),
+        route(
+            Method::GET,
+            "/v1/missions/{mission_id}/provenance",
+            lineage::mission,
+        ),
+        route(Method::GET, "/v1/provenance/impact", lineage::impact),
+        route(Method::GET, "/v1/groups/{group_id}/events", events::replay),
+        route(Method::POST, "/v1/groups/{group_id}/cursors", events::ack),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/cursors",
+            events::cursors,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/checkpoint",
+            events::checkpoint,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/snapshots",
+            events::snapshots,
+        ),
+        route(Method::POST, "/v1/evidence", evidence::record),
+        route(Method::GET, "/v1/evidence", evidence::list),
+        route(Method::GET, "/v1/evidence/{evidence_id}", evidence::show),
+        route(
+            Method::GET,
+            "/v1/artifacts/{digest}/evidence",
+            evidence::for_artifact,
+        ),
+        route(
+            Method::GET,
+            "/v1/workitems/{work_item_id}/criteria",
+            evidence::criteria,
+        ),
+        route(
+            Method::POST,
+            "/v1/workitems/{work_item_id}/review",
+            evidence::review,
+        ),
+    ]
+}
+
+/// Blob routes stream: no global timeout, no extractor body limit; they enforce their own.
+fn blob_routes() -> Vec<Route> {
+    vec![
+        route(Method::POST, "/v1/blobs", blobs::upload_unnamed),
+        route(Method::PUT, "/v1/blobs/{digest}", blobs::upload_named),
+        route(Method::HEAD, "/v1/blobs/{digest}", blobs::head),
+        route(
+            Method::GET,
+            "/v1/artifacts/{digest}/content",
+            artifacts::content,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/events/stream",
+            events::stream,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/snapshots/blobs/{digest}",
+            events::snapshot_blob,
+        ),
+    ]
+}
+
+/// Bodiless routes outside both stacks: liveness, metrics, the API description, public keys
+/// and the server-rendered pages.
+fn plain_routes() -> Vec<Route> {
+    vec![
+        route(Method::GET, "/healthz", meta::healthz),
+        route(Method::GET, "/metrics", meta::metrics),
+        route(Method::GET, "/v1/openapi.json", meta::openapi),
+        route(Method::GET, "/v1/authority/keys", authority::authority_keys),
+        route(Method::GET, "/ui/login", ui::login),
+        route(Method::GET, "/ui/artifacts/{digest}", ui::artifact),
+    ]
+}
+
+/// Every route of the three tables (the swagger-ui pages of `meta::docs` aside).
+#[cfg(test)]
+pub(crate) fn routes() -> Vec<Route> {
+    let mut all = json_routes();
+    all.extend(blob_routes());
+    all.extend(plain_routes());
+    all
+}
+
+/// A router serving `routes`; two methods on one path merge into one method router.
+fn router_of(routes: Vec<Route>) -> Router<AppState> {
+    routes.into_iter().fold(Router::new(), |router, route| {
+        router.route(route.path, route.handler)
+    })
+}
+
 /// Everything `weft serve` answers.
 pub fn app(state: AppState) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
-    let json_routes = Router::new()
-        .route("/v1/sessions", post(sessions::open))
-        .route("/v1/admin/groups/{group_id}", put(admin::create_group))
-        .route("/v1/admin/agents", post(admin::register_agent))
-        .route(
-            "/v1/admin/groups/{group_id}/members/{agent_id}",
-            put(admin::set_membership),
-        )
-        .route(
-            "/v1/artifacts",
-            post(artifacts::publish).get(artifacts::list),
-        )
-        .route("/v1/artifacts/{digest}", get(artifacts::show))
-        .route(
-            "/v1/artifacts/{digest}/provenance",
-            get(lineage::provenance),
-        )
-        .route("/v1/provenance/path", get(lineage::path))
-        .route(
-            "/v1/workitems/{work_item_id}/provenance",
-            get(lineage::work_item),
-        )
-        .route(
-            "/v1/missions/{mission_id}/provenance",
-            get(lineage::mission),
-        )
-        .route("/v1/provenance/impact", get(lineage::impact))
-        .route("/v1/groups/{group_id}/events", get(events::replay))
-        .route(
-            "/v1/groups/{group_id}/cursors",
-            post(events::ack).get(events::cursors),
-        )
-        .route("/v1/groups/{group_id}/checkpoint", get(events::checkpoint))
-        .route("/v1/groups/{group_id}/snapshots", get(events::snapshots))
-        .route("/v1/evidence", post(evidence::record).get(evidence::list))
-        .route("/v1/evidence/{evidence_id}", get(evidence::show))
-        .route(
-            "/v1/artifacts/{digest}/evidence",
-            get(evidence::for_artifact),
-        )
-        .route(
-            "/v1/workitems/{work_item_id}/criteria",
-            get(evidence::criteria),
-        )
-        .route(
-            "/v1/workitems/{work_item_id}/review",
-            post(evidence::review),
-        )
-        .route("/v1/admin/schemas", post(evidence::register_schema))
+    let json_routes = router_of(json_routes())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             idempotency::layer,
         ))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            state.limits.request_timeout,
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            timeout::layer,
         ));
-    // Blob routes stream: no global timeout, no extractor body limit; they enforce their own.
-    let blob_routes = Router::new()
-        .route("/v1/blobs", post(blobs::upload_unnamed))
-        .route(
-            "/v1/blobs/{digest}",
-            put(blobs::upload_named).head(blobs::head),
-        )
-        .route("/v1/artifacts/{digest}/content", get(artifacts::content))
-        .route("/v1/groups/{group_id}/events/stream", get(events::stream))
-        .route(
-            "/v1/groups/{group_id}/snapshots/blobs/{digest}",
-            get(events::snapshot_blob),
-        )
-        .layer(DefaultBodyLimit::disable());
+    let blob_routes = router_of(blob_routes()).layer(DefaultBodyLimit::disable());
     Router::new()
         .merge(json_routes)
         .merge(blob_routes)
-        .route("/healthz", get(meta::healthz))
-        .route("/metrics", get(meta::metrics))
-        .route("/v1/openapi.json", get(meta::openapi))
-        .route("/v1/authority/keys", get(evidence::authority_keys))
-        .route("/ui/login", get(ui::login))
-        .route("/ui/artifacts/{digest}", get(ui::artifact))
+        .merge(router_of(plain_routes()))
         .merge(meta::docs())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)

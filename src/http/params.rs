@@ -1,11 +1,12 @@
 //! Request parameters: raw path and query extractors (so a malformed one becomes our
-//! problem+json, not axum's plain-text rejection) and the strict parsers every route shares.
+//! problem+json, not axum's plain-text rejection) and the strict parsers every route shares:
+//! ids and digests in the path, integers, ids and known names in the query.
 
 use std::collections::HashMap;
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query};
-use weft_api::{ErrorCode, Id};
+use weft_api::{Digest, ErrorCode, Id};
 
 use super::error::HttpError;
 
@@ -13,6 +14,21 @@ use super::error::HttpError;
 pub(crate) type RawPath = Result<Path<String>, PathRejection>;
 /// The query string, not yet validated.
 pub(crate) type RawQuery = Result<Query<HashMap<String, String>>, QueryRejection>;
+
+/// Parses a path segment as an id; axum has already percent-decoded it, so `%2e%2e` arrives
+/// as `..` and is refused here.
+pub(crate) fn path_id(what: &str, raw: RawPath) -> Result<Id, HttpError> {
+    let Path(text) = raw
+        .map_err(|_| HttpError::new(ErrorCode::InvalidId, format!("{what} is not valid UTF-8")))?;
+    Ok(Id::parse(what, &text)?)
+}
+
+/// Parses a `{digest}` path segment (`blake3:<hex>` or `sha256:<hex>`).
+pub(crate) fn path_digest(raw: RawPath) -> Result<Digest, HttpError> {
+    let Path(text) =
+        raw.map_err(|_| HttpError::new(ErrorCode::InvalidDigest, "the digest is not valid UTF-8"))?;
+    Ok(Digest::parse(&text)?)
+}
 
 /// The query parameters, refusing any the route does not know.
 pub(crate) fn known_params(

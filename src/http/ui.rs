@@ -16,8 +16,8 @@ use weft_api::{Digest, ErrorCode};
 use weft_storage::{Direction, Lineage, LineageQuery, Reader};
 
 use super::AppState;
-use super::blobs::{RawPath, path_digest};
 use super::error::{HttpError, HttpResult};
+use super::params::{RawPath, path_digest};
 
 const COOKIE: &str = "weft_session";
 
