@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Every table's `(rows, hex BLAKE3 of all rows)`, by table name, and the backend's object
 /// counts. Two fingerprints are equal exactly when no row and no object count changed.

@@ -24,8 +24,8 @@ mod engine;
 mod error;
 mod events;
 mod evidence;
-mod fsck;
 mod fingerprint;
+mod fsck;
 mod hashing;
 mod idempotency;
 mod lineage;
@@ -46,9 +46,9 @@ pub use compaction::Retention;
 pub use db::Location;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
+pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
 pub use idempotency::StoredAnswer;
-pub use fingerprint::Fingerprint;
 pub use lineage::{
     ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
     Scope,

@@ -145,7 +145,6 @@ const LONG_FILE: usize = 600;
 const LONGEST_FILE: usize = 800;
 
 #[test]
-#[ignore = "enabled once issue 9's splits land (storage records/lineage/evidence, src/cli.rs, src/http/tests)"]
 fn no_rust_file_is_too_long_and_long_ones_say_why() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
@@ -399,7 +398,6 @@ fn api_modules_import_no_circle() {
 }
 
 #[test]
-#[ignore = "enabled once storage is split (issue 9)"]
 fn storage_modules_import_no_circle() {
     assert_no_circle("storage/src");
 }
