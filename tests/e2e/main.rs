@@ -1,6 +1,6 @@
 //! End-to-end tests: the real `weft` binary on 127.0.0.1:0, driven over raw TCP, HTTP and
 //! its own CLI. One test per user-visible journey; the detailed cases live in-process in
-//! `src/http/tests.rs`.
+//! `src/http/tests/`.
 
 mod cli;
 mod delivery;

@@ -10,6 +10,20 @@
 //! Every traversal is iterative (a queue, never the call stack), bounded by depth, by a node
 //! limit and by a time budget, and skips nodes the caller may not read: they are counted in
 //! `withheld`, never named, and never traversed through (CTX-5).
+//!
+//! Layout, for cache misses rather than pointers: one 64-byte record per artifact (its Group,
+//! or "mixed" when its manifests span Groups; the head of its manifest chain; its sources and
+//! derived artifacts, inline up to three and two, each edge with the manifest that declared
+//! it, and so the Group sequence, for `asOf`), and one 128-byte record per manifest holding
+//! everything an answer says about the artifact (ids, size, sequence, and the Group, Mission,
+//! WorkItem, producer and media type as interned [`Name`]s). Traversals are breadth-first
+//! over the answer list itself and take their steps in batches of 32 whose neighbour records
+//! are loaded in one tight loop, so the misses of a wide frontier overlap. The reader's Groups
+//! come from the engine's in-memory projection of `memberships`, so a query by `blake3:`
+//! touches no database. Path searches run breadth-first from both ends at once, a level of
+//! the smaller frontier at a time, through visible artifacts and edges only. A walk runs on
+//! the calling thread for up to `Options::lineage_inline_budget` (5 ms); one cut by that runs
+//! again on the blocking pool with its whole budget (`query.rs`).
 
 mod answer;
 mod graph;
