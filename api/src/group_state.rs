@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{ErrorCode, Rejection};
 use crate::event::Event;
 use crate::evidence::Outcome;
 use crate::kinds::EventPayload;
@@ -64,6 +65,13 @@ pub struct GroupState {
 }
 
 impl GroupState {
+    /// Reads a snapshot's state document, as the server wrote it: a restoring client then
+    /// folds the Events after the snapshot into it with [`GroupState::apply`].
+    pub fn from_document(document: &[u8]) -> Result<Self, Rejection> {
+        serde_json::from_slice(document)
+            .map_err(|e| Rejection::new(ErrorCode::BadRequest, format!("state document: {e}")))
+    }
+
     /// Folds one Event in. An Event of a type this version does not know, or whose payload
     /// does not parse, is only counted.
     pub fn apply(&mut self, event: &Event) {

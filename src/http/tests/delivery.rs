@@ -471,23 +471,31 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
         Id::parse("g", "g1").expect("id"),
         h.dir.path().join("cursor.json"),
     );
-    let restored = Arc::new(std::sync::Mutex::new(None));
-    let restored_by = Arc::clone(&restored);
-    subscription.restore = Some(Box::new(move |reference, state| {
-        let state: Value = serde_json::from_slice(state).map_err(|e| e.to_string())?;
-        *restored_by.lock().map_err(|_| "poisoned")? = Some((
-            reference.sequence,
-            state["artifacts"].as_object().map(|a| a.len()),
-        ));
+    // The client restores the server's projection and folds later Events into it with the
+    // same pure function the server's snapshots use (`GroupState::apply`).
+    let state = Arc::new(std::sync::Mutex::new(None::<weft_api::GroupState>));
+    let restored_into = Arc::clone(&state);
+    subscription.restore = Some(Box::new(move |reference, document| {
+        let restored = weft_api::GroupState::from_document(document).map_err(|e| e.message)?;
+        if restored.sequence != reference.sequence {
+            return Err(format!(
+                "state at {} for reference {}",
+                restored.sequence, reference.sequence
+            ));
+        }
+        *restored_into.lock().map_err(|_| "poisoned")? = Some(restored);
         Ok(())
     }));
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen_by = Arc::clone(&seen);
+    let (seen_by, folded_into) = (Arc::clone(&seen), Arc::clone(&state));
     let cursor = subscription
         .run(move |event| {
-            let seen = Arc::clone(&seen_by);
+            let (seen, state) = (Arc::clone(&seen_by), Arc::clone(&folded_into));
             async move {
                 seen.lock().map_err(|_| "poisoned")?.push(event.sequence);
+                if let Some(state) = state.lock().map_err(|_| "poisoned")?.as_mut() {
+                    state.apply(&event);
+                }
                 Ok(if event.sequence >= 9 {
                     weft_api::subscription::Flow::Stop
                 } else {
@@ -498,12 +506,22 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
         .await
         .expect("subscription");
     assert_eq!(cursor, 9);
-    assert_eq!(*restored.lock().expect("lock"), Some((7, Some(4))));
     assert_eq!(
         *seen.lock().expect("lock"),
         [8, 9],
         "resumed right after the snapshot"
     );
+    let state = state.lock().expect("lock").clone().expect("restored");
+    assert_eq!(
+        state.sequence, 9,
+        "the client folded 8 and 9 into the snapshot at 7"
+    );
+    assert_eq!(
+        state.artifacts.len(),
+        6,
+        "4 in the snapshot, 2 folded after it"
+    );
+    assert_eq!(state.event_counts.get("artifact.published"), Some(&6));
     serving.abort();
 }
 
