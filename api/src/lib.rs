@@ -15,6 +15,7 @@ pub mod id;
 pub mod idempotency;
 pub mod json;
 pub mod kinds;
+pub mod lineage;
 pub mod manifest;
 pub mod problem;
 pub mod session;

@@ -20,3 +20,4 @@ mod meta;
 mod review;
 mod sessions;
 mod ui;
+mod wire;
