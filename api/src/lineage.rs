@@ -5,9 +5,10 @@
 //! (`GET /v1/provenance/path`, a [`LineagePath`]).
 //!
 //! The engine keeps its own answer types (interned names, enum edge ends) because the lineage
-//! benchmark depends on their layout; these are the plain mirrors a client decodes. Every
-//! struct denies unknown fields, so a field the server adds or renames fails a decode (and the
-//! server's round-trip test) instead of being silently dropped.
+//! benchmark depends on their layout; these are the plain mirrors a client decodes. They accept
+//! fields they do not know, so an older client keeps working against a newer server; drift is
+//! caught by the server's round-trip test instead, which re-serialises every answer and
+//! compares it with what the server sent (a field missing here fails it).
 
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +19,7 @@ use crate::digest::ArtifactId;
 /// were withheld (in Groups the caller cannot read: counted, never named) and whether a limit
 /// or the time budget cut the answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Lineage {
     /// The artifact the walk started from; `null` for WorkItem and Mission subgraphs.
     pub root: Option<ArtifactId>,
@@ -36,7 +37,7 @@ pub struct Lineage {
 
 /// An artifact reached by the walk.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ArtifactNode {
     pub id: ArtifactId,
     /// Edges followed from the root (0 for the root itself).
@@ -48,7 +49,7 @@ pub struct ArtifactNode {
 
 /// The key fields of one manifest of an artifact.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ManifestSummary {
     pub manifest_id: ArtifactId,
     pub group_id: String,
@@ -62,7 +63,6 @@ pub struct ManifestSummary {
 /// A typed edge. Its ends are node names: `blake3:<hex>` for an artifact, `workItem:<id>`,
 /// `mission:<id>` or `agent:<id>`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Edge {
     pub from: String,
     pub to: String,
@@ -73,7 +73,6 @@ pub struct Edge {
 
 /// The answer to `GET /v1/provenance/path`: one shortest derivation path, its ends included.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct LineagePath {
     pub path: Vec<ArtifactId>,
     /// Edges on the path (`path.len() - 1`).

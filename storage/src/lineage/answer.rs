@@ -1,4 +1,4 @@
-//! The query and answer types of a lineage walk (their wire shape is `weft_api::views::lineage`).
+//! The query and answer types of a lineage walk (their wire shape is `weft_api::lineage`).
 
 use std::fmt;
 use std::time::Duration;
