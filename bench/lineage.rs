@@ -47,7 +47,10 @@ async fn main() -> anyhow::Result<()> {
             vec![weft_api::session::Role::Auditor],
         )
         .await?;
-    let reader = Reader::Agent(agent);
+    let reader = Reader::Agent {
+        agent_id: agent,
+        group_id: Id::parse("groupId", "bench")?,
+    };
 
     println!("artifacts                          {n}");
     println!("derivation edges                   {}", dag.edges);

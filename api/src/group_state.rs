@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{ErrorCode, Rejection};
 use crate::event::Event;
 use crate::evidence::Outcome;
-use crate::kinds::EventPayload;
+use crate::kinds::{AgentDeactivated, EventPayload, MembershipRemoved};
 use crate::session::Role;
 
 /// A Membership as the projection keeps it.
@@ -85,6 +85,12 @@ impl GroupState {
                     },
                 );
             }
+            // A removed or deactivated member leaves the projection; its session epoch stays
+            // (a later session counts on from it).
+            Some(EventPayload::MembershipRemoved(MembershipRemoved { agent_id, .. }))
+            | Some(EventPayload::AgentDeactivated(AgentDeactivated { agent_id })) => {
+                self.memberships.remove(agent_id.as_str());
+            }
             Some(EventPayload::SessionOpened(opened)) => {
                 self.session_epochs
                     .insert(opened.agent_id.to_string(), opened.session_epoch);
@@ -115,7 +121,7 @@ impl GroupState {
             Some(EventPayload::ArtifactIntegrityFailure(failure)) => {
                 self.integrity_failures.push(failure.artifact.to_string());
             }
-            Some(EventPayload::GroupCreated(_)) | None => {}
+            Some(EventPayload::GroupCreated(_) | EventPayload::AgentKeyRotated(_)) | None => {}
         }
         *self.event_counts.entry(event.kind.clone()).or_default() += 1;
         self.sequence = event.sequence;

@@ -15,6 +15,7 @@ use crate::digest::{ArtifactId, Sha256Digest};
 use crate::error::{ErrorCode, Rejection};
 use crate::event::Event;
 use crate::evidence::{MethodKind, Outcome};
+use crate::dsse::KeyId;
 use crate::id::Id;
 use crate::session::Role;
 
@@ -27,16 +28,22 @@ pub enum EventKind {
     ArtifactPublished,
     ArtifactIntegrityFailure,
     EvidenceRecorded,
+    MembershipRemoved,
+    AgentDeactivated,
+    AgentKeyRotated,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 6] = [
+    pub const ALL: [EventKind; 9] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
         EventKind::ArtifactPublished,
         EventKind::ArtifactIntegrityFailure,
         EventKind::EvidenceRecorded,
+        EventKind::MembershipRemoved,
+        EventKind::AgentDeactivated,
+        EventKind::AgentKeyRotated,
     ];
 
     /// The `type` of an Event of this kind.
@@ -48,6 +55,9 @@ impl EventKind {
             EventKind::ArtifactPublished => "artifact.published",
             EventKind::ArtifactIntegrityFailure => "artifact.integrity_failure",
             EventKind::EvidenceRecorded => "evidence.recorded",
+            EventKind::MembershipRemoved => "membership.removed",
+            EventKind::AgentDeactivated => "agent.deactivated",
+            EventKind::AgentKeyRotated => "agent.key_rotated",
         }
     }
 
@@ -86,6 +96,33 @@ pub struct SessionOpened {
     pub agent_id: Id,
     pub membership_epoch: u64,
     pub session_epoch: u64,
+}
+
+/// `membership.removed`: the Agent is no longer a member; its sessions and streams in the
+/// Group ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MembershipRemoved {
+    pub agent_id: Id,
+    pub membership_epoch: u64,
+}
+
+/// `agent.deactivated`: appended to every Group the Agent was a member of; it can open no
+/// session and sign nothing new anywhere.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDeactivated {
+    pub agent_id: Id,
+}
+
+/// `agent.key_rotated`: appended to every Group the Agent is a member of; the old key
+/// verifies what was recorded before this Event and nothing newer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentKeyRotated {
+    pub agent_id: Id,
+    pub keyid: KeyId,
+    pub retired_keyid: KeyId,
 }
 
 /// `artifact.published`: a manifest about an artifact was accepted.
@@ -137,6 +174,9 @@ pub enum EventPayload {
     ArtifactPublished(ArtifactPublished),
     ArtifactIntegrityFailure(IntegrityFailure),
     EvidenceRecorded(EvidenceRecorded),
+    MembershipRemoved(MembershipRemoved),
+    AgentDeactivated(AgentDeactivated),
+    AgentKeyRotated(AgentKeyRotated),
 }
 
 impl EventPayload {
@@ -148,6 +188,9 @@ impl EventPayload {
             EventPayload::ArtifactPublished(_) => EventKind::ArtifactPublished,
             EventPayload::ArtifactIntegrityFailure(_) => EventKind::ArtifactIntegrityFailure,
             EventPayload::EvidenceRecorded(_) => EventKind::EvidenceRecorded,
+            EventPayload::MembershipRemoved(_) => EventKind::MembershipRemoved,
+            EventPayload::AgentDeactivated(_) => EventKind::AgentDeactivated,
+            EventPayload::AgentKeyRotated(_) => EventKind::AgentKeyRotated,
         }
     }
 
@@ -160,6 +203,9 @@ impl EventPayload {
             EventPayload::ArtifactPublished(p) => serde_json::to_string(p),
             EventPayload::ArtifactIntegrityFailure(p) => serde_json::to_string(p),
             EventPayload::EvidenceRecorded(p) => serde_json::to_string(p),
+            EventPayload::MembershipRemoved(p) => serde_json::to_string(p),
+            EventPayload::AgentDeactivated(p) => serde_json::to_string(p),
+            EventPayload::AgentKeyRotated(p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
         text.unwrap_or_else(|_| unreachable!("an Event payload always serialises"))
@@ -184,6 +230,9 @@ impl EventPayload {
                 EventPayload::ArtifactIntegrityFailure(parse(text)?)
             }
             EventKind::EvidenceRecorded => EventPayload::EvidenceRecorded(parse(text)?),
+            EventKind::MembershipRemoved => EventPayload::MembershipRemoved(parse(text)?),
+            EventKind::AgentDeactivated => EventPayload::AgentDeactivated(parse(text)?),
+            EventKind::AgentKeyRotated => EventPayload::AgentKeyRotated(parse(text)?),
         }))
     }
 }

@@ -75,6 +75,8 @@ pub enum Role {
     Coordinator,
     Reviewer,
     Auditor,
+    /// Grants execution approvals (T6) and approves reusable knowledge (CTX-6).
+    Approver,
 }
 
 /// `POST /v1/admin/agents`.

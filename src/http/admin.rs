@@ -94,3 +94,76 @@ pub(crate) async fn set_membership(
         .await?;
     Ok(json(StatusCode::OK, &membership))
 }
+
+/// Ends a Membership: `membership.removed`; the Agent's sessions in the Group answer
+/// `stale_membership` from now on and their streams close.
+#[utoipa::path(delete, path = "/v1/admin/groups/{group_id}/members/{agent_id}", params(("group_id" = String, Path), ("agent_id" = String, Path)),
+    responses((status = 200, description = "{groupId, agentId, epoch, removed: true}"), (status = 403, description = "not_a_member")))]
+pub(crate) async fn remove_membership(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let Path((group_id, agent_id)) =
+        ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "ids must be valid UTF-8"))?;
+    let group_id = Id::parse("groupId", &group_id)?;
+    let agent_id = Id::parse("agentId", &agent_id)?;
+    let epoch = state
+        .store
+        .remove_membership(group_id.clone(), agent_id.clone())
+        .await?;
+    Ok(json(
+        StatusCode::OK,
+        &json!({"groupId": group_id, "agentId": agent_id, "epoch": epoch, "removed": true}),
+    ))
+}
+
+/// Deactivates an Agent: `agent.deactivated` in each of its Groups; it opens no session and
+/// signs nothing new; its sessions and streams end. Again: 200 with no Group told.
+#[utoipa::path(post, path = "/v1/admin/agents/{agent_id}/deactivate", params(("agent_id" = String, Path)),
+    responses((status = 200, description = "{agentId, deactivated: true, groups}"), (status = 404, description = "unknown_agent")))]
+pub(crate) async fn deactivate_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    agent_id: RawPath,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let agent_id = path_id("agentId", agent_id)?;
+    let groups = state.store.deactivate_agent(agent_id.clone()).await?;
+    Ok(json(
+        StatusCode::OK,
+        &json!({"agentId": agent_id, "deactivated": true, "groups": groups}),
+    ))
+}
+
+/// `POST /v1/admin/agents/{agentId}/keys` body.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct KeyRotation {
+    public_key: String,
+}
+
+/// Rotates an Agent's key: `agent.key_rotated` in each of its Groups; the old key verifies
+/// what was recorded before and nothing newer (`key_retired`); its sessions end.
+#[utoipa::path(post, path = "/v1/admin/agents/{agent_id}/keys", params(("agent_id" = String, Path)),
+    request_body(content = String, description = "{publicKey (base64)}", content_type = "application/json"),
+    responses((status = 200, description = "{agentId, keyid}"), (status = 409, description = "conflict: the key is or was registered")))]
+pub(crate) async fn rotate_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    agent_id: RawPath,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let agent_id = path_id("agentId", agent_id)?;
+    let bytes = read_json(&headers, body).await?;
+    let rotation: KeyRotation = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let key = weft_api::dsse::parse_public_key(&rotation.public_key)?;
+    let keyid = state.store.rotate_key(agent_id.clone(), key).await?;
+    Ok(json(
+        StatusCode::OK,
+        &json!({"agentId": agent_id, "keyid": keyid}),
+    ))
+}

@@ -21,7 +21,7 @@ impl Caller {
     pub fn reader(&self) -> Reader {
         match self {
             Self::Admin => Reader::Admin,
-            Self::Agent(session) => Reader::Agent(session.agent_id.clone()),
+            Self::Agent(session) => session.reader(),
         }
     }
 

@@ -45,8 +45,12 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::BadSignature
         | C::UnknownKey
         | C::ClockSkew => StatusCode::BAD_REQUEST,
-        C::Unauthorized | C::StaleSession => StatusCode::UNAUTHORIZED,
-        C::Forbidden | C::NotAMember | C::ProducerMismatch => StatusCode::FORBIDDEN,
+        C::Unauthorized | C::StaleSession | C::StaleMembership => StatusCode::UNAUTHORIZED,
+        C::Forbidden
+        | C::NotAMember
+        | C::ProducerMismatch
+        | C::AgentDeactivated
+        | C::KeyRetired => StatusCode::FORBIDDEN,
         C::NotFound | C::UnknownAgent | C::UnknownGroup | C::UnknownWorkItem | C::NoPath => {
             StatusCode::NOT_FOUND
         }

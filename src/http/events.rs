@@ -168,7 +168,7 @@ pub(crate) async fn ack(
         .unwrap_or(0);
     let cursor = state
         .store
-        .ack(group_id, session.agent_id.clone(), highest)
+        .ack(group_id, &session, highest)
         .await?;
     Ok(json(
         StatusCode::OK,

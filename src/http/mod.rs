@@ -129,6 +129,21 @@ fn json_routes() -> Vec<Route> {
             admin::set_membership,
         ),
         route(
+            Method::DELETE,
+            "/v1/admin/groups/{group_id}/members/{agent_id}",
+            admin::remove_membership,
+        ),
+        route(
+            Method::POST,
+            "/v1/admin/agents/{agent_id}/deactivate",
+            admin::deactivate_agent,
+        ),
+        route(
+            Method::POST,
+            "/v1/admin/agents/{agent_id}/keys",
+            admin::rotate_key,
+        ),
+        route(
             Method::POST,
             "/v1/admin/schemas",
             authority::register_schema,

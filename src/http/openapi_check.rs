@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 41] = {
+const EVERY_CODE: [ErrorCode; 44] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -37,6 +37,9 @@ const EVERY_CODE: [ErrorCode; 41] = {
         C::Unauthorized,
         C::Forbidden,
         C::StaleSession,
+        C::StaleMembership,
+        C::AgentDeactivated,
+        C::KeyRetired,
         C::NotFound,
         C::BlobNotFound,
         C::MethodNotAllowed,
@@ -85,6 +88,9 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::Unauthorized
         | C::Forbidden
         | C::StaleSession
+        | C::StaleMembership
+        | C::AgentDeactivated
+        | C::KeyRetired
         | C::NotFound
         | C::BlobNotFound
         | C::MethodNotAllowed

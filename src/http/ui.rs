@@ -75,9 +75,7 @@ async fn reader(state: &AppState, headers: &HeaderMap) -> Result<Reader, HttpErr
     if blake3::hash(token.as_bytes()) == state.admin_token_hash {
         return Ok(Reader::Admin);
     }
-    Ok(Reader::Agent(
-        state.store.authenticate(token).await?.agent_id,
-    ))
+    Ok(state.store.authenticate(token).await?.reader())
 }
 
 /// Lays the lineage out in columns by depth and draws it as SVG; every artifact node links

@@ -18,18 +18,28 @@ use crate::events::to32;
 pub enum Reader {
     /// The operator, with the admin token: sees everything.
     Admin,
-    /// An Agent with a session: sees what its Groups published.
-    Agent(Id),
+    /// An Agent acting through a session of one Group: sees what that Group published and
+    /// nothing of its other Groups (a session acts in its own Group only).
+    Agent { agent_id: Id, group_id: Id },
 }
 
-/// Groups `agent_id` is a member of.
-pub(crate) fn member_groups(conn: &Connection, agent_id: &str) -> Result<Vec<String>, Error> {
-    let mut statement =
-        conn.prepare_cached("SELECT group_id FROM memberships WHERE agent_id = ?1")?;
-    let groups = statement
-        .query_map([agent_id], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(groups)
+impl Reader {
+    /// The calling Agent, if not the operator.
+    pub fn agent(&self) -> Option<&Id> {
+        match self {
+            Self::Admin => None,
+            Self::Agent { agent_id, .. } => Some(agent_id),
+        }
+    }
+
+    /// Whether this reader may act in `group_id` at all: the operator anywhere, a session
+    /// only in its own Group.
+    pub fn in_group(&self, group_id: &str) -> bool {
+        match self {
+            Self::Admin => true,
+            Self::Agent { group_id: own, .. } => own.as_str() == group_id,
+        }
+    }
 }
 
 /// Whether `reader` may see artifact `blake3` (it is published in one of the reader's Groups).
@@ -47,11 +57,10 @@ pub(crate) fn can_read_artifact(
             )
             .optional()?
             .is_some(),
-        Reader::Agent(agent_id) => conn
+        Reader::Agent { group_id, .. } => conn
             .query_row(
-                "SELECT 1 FROM manifests m JOIN memberships s ON s.group_id = m.group_id
-                 WHERE m.blake3 = ?1 AND s.agent_id = ?2 LIMIT 1",
-                params![&blake3.0[..], agent_id.as_str()],
+                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 LIMIT 1",
+                params![&blake3.0[..], group_id.as_str()],
                 |_| Ok(()),
             )
             .optional()?
@@ -79,10 +88,10 @@ pub(crate) fn can_see_blob(
             )
             .optional()?
             .is_some()),
-        Reader::Agent(agent_id) => Ok(conn
+        Reader::Agent { agent_id, group_id } => Ok(conn
             .query_row(
-                "SELECT 1 FROM blob_uploaders WHERE blake3 = ?1 AND agent_id = ?2",
-                params![&blake3.0[..], agent_id.as_str()],
+                "SELECT 1 FROM blob_uploaders WHERE blake3 = ?1 AND agent_id = ?2 AND group_id = ?3",
+                params![&blake3.0[..], agent_id.as_str(), group_id.as_str()],
                 |_| Ok(()),
             )
             .optional()?
@@ -90,14 +99,16 @@ pub(crate) fn can_see_blob(
     }
 }
 
-/// The Agent a key belongs to, with its key and card version.
+/// The active Agent whose current key this is, with the key and its card version: who may
+/// sign something new with it. A retired key or a deactivated Agent's key is `None`.
 pub(crate) fn agent_by_keyid(
     conn: &Connection,
     keyid: &KeyId,
 ) -> Result<Option<(Id, VerifyingKey, String)>, Error> {
     let row = conn
         .query_row(
-            "SELECT agent_id, public_key, agent_card_version FROM agents WHERE keyid = ?1",
+            "SELECT agent_id, public_key, agent_card_version FROM agents
+             WHERE keyid = ?1 AND deactivated_at IS NULL",
             [keyid.as_str()],
             |row| {
                 Ok((
@@ -115,7 +126,53 @@ pub(crate) fn agent_by_keyid(
     .transpose()
 }
 
-/// Roles and epoch of a Membership.
+/// Any key an Agent ever had, current or retired, with its Agent: for re-verifying what was
+/// recorded with it (a retired key was refused for anything newer at the door).
+pub(crate) fn recorded_key(
+    conn: &Connection,
+    keyid: &KeyId,
+) -> Result<Option<(Id, VerifyingKey)>, Error> {
+    let row = conn
+        .query_row(
+            "SELECT agent_id, public_key FROM agent_keys WHERE keyid = ?1",
+            [keyid.as_str()],
+            |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)),
+        )
+        .optional()?;
+    row.map(|(agent_id, key)| {
+        let key = VerifyingKey::from_bytes(&to32(key)?).map_err(Error::backend)?;
+        Ok((Id::parse("agentId", &agent_id)?, key))
+    })
+    .transpose()
+}
+
+/// Why `keyid` may not sign anything new: retired, its Agent deactivated, or unknown.
+fn key_refusal(conn: &Connection, keyid: &KeyId) -> Result<Error, Error> {
+    let row: Option<(Option<String>, Option<String>)> = conn
+        .query_row(
+            "SELECT k.retired_at, a.deactivated_at FROM agent_keys k
+             JOIN agents a ON a.agent_id = k.agent_id WHERE k.keyid = ?1",
+            [keyid.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    Ok(match row {
+        Some((_, Some(_))) => reject(
+            ErrorCode::AgentDeactivated,
+            format!("the agent of key {keyid} was deactivated"),
+        ),
+        Some((Some(retired_at), None)) => reject(
+            ErrorCode::KeyRetired,
+            format!("key {keyid} was retired at {retired_at}; sign with the current key"),
+        ),
+        _ => reject(
+            ErrorCode::UnknownKey,
+            format!("no agent is registered with key {keyid}"),
+        ),
+    })
+}
+
+/// Roles and epoch of a current Membership (`None` once removed).
 pub(crate) fn membership(
     conn: &Connection,
     group_id: &str,
@@ -123,7 +180,8 @@ pub(crate) fn membership(
 ) -> Result<Option<(Vec<Role>, u64)>, Error> {
     let row = conn
         .query_row(
-            "SELECT roles, epoch FROM memberships WHERE group_id = ?1 AND agent_id = ?2",
+            "SELECT roles, epoch FROM memberships
+             WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
             params![group_id, agent_id],
             |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?)),
         )
@@ -147,18 +205,11 @@ pub(crate) fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Er
 }
 
 impl Engine {
-    /// The reader's Groups from the in-memory projection (`None`: the admin sees all).
+    /// The Groups whose publications the reader sees (`None`: the admin sees all).
     pub(crate) fn reader_groups(&self, reader: &Reader) -> Option<Vec<String>> {
         match reader {
             Reader::Admin => None,
-            Reader::Agent(agent) => Some(
-                self.member_groups
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(agent.as_str())
-                    .map(|groups| groups.iter().cloned().collect())
-                    .unwrap_or_default(),
-            ),
+            Reader::Agent { group_id, .. } => Some(vec![group_id.to_string()]),
         }
     }
 }
@@ -204,14 +255,11 @@ impl Engine {
             } else {
                 let lookup = keyid.clone();
                 self.db
-                    .read(move |conn| agent_by_keyid(conn, &lookup))
+                    .read(move |conn| match agent_by_keyid(conn, &lookup)? {
+                        Some(found) => Ok(found),
+                        None => Err(key_refusal(conn, &lookup)?),
+                    })
                     .await?
-                    .ok_or_else(|| {
-                        reject(
-                            ErrorCode::UnknownKey,
-                            format!("no agent is registered with key {keyid}"),
-                        )
-                    })?
             };
         let verified = envelope.verify(T::PAYLOAD_TYPE, &key)?;
         let payload_id = ArtifactId::of(verified.value());

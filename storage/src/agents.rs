@@ -1,27 +1,19 @@
-//! Groups, Agents, Memberships and sessions: the rows that say who exists and where, and
-//! the operations that change them (each with its Event).
+//! Groups, Agents and Memberships: the rows that say who exists and where, and the operations
+//! that change them, each with its Event: registration, Membership set and removed, Agent
+//! deactivated, key rotated. Every operation that can end a session signals open streams
+//! after its commit (`sessions.rs`).
 
-use base64::Engine as _;
 use ed25519_dalek::VerifyingKey;
-use rusqlite::{OptionalExtension as _, params};
+use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::kinds;
-use weft_api::session::{Membership, Role, SessionGrant};
-use weft_api::{Envelope, ErrorCode, EventPayload, Id, KeyId, SessionRequest};
+use weft_api::session::{Membership, Role};
+use weft_api::{ErrorCode, EventPayload, Id, KeyId};
 
-use crate::access::{AuthorityMay, Signed, group_exists, membership};
+use crate::access::{group_exists, membership};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self};
-
-/// A live session, resolved from its bearer token.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Session {
-    pub agent_id: Id,
-    pub group_id: Id,
-    pub session_epoch: u64,
-    pub membership_epoch: u64,
-}
 
 impl Engine {
     pub(crate) async fn create_group(&self, group_id: Id) -> Result<bool, Error> {
@@ -90,7 +82,7 @@ impl Engine {
                     Some(_) => Err(reject(ErrorCode::Conflict, format!("agent {agent_id} is registered with another key"))),
                     None => {
                         let taken = txn
-                            .query_row("SELECT 1 FROM agents WHERE keyid = ?1", [keyid.as_str()], |_| Ok(()))
+                            .query_row("SELECT 1 FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |_| Ok(()))
                             .optional()?
                             .is_some();
                         if taken {
@@ -100,6 +92,10 @@ impl Engine {
                             "INSERT INTO agents (agent_id, public_key, keyid, agent_card_version, registered_at)
                              VALUES (?1, ?2, ?3, ?4, ?5)",
                             params![agent_id.as_str(), &key.as_bytes()[..], keyid.as_str(), card_version, format_instant(now)],
+                        )?;
+                        txn.execute(
+                            "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, ?2, ?3, ?4)",
+                            params![keyid.as_str(), agent_id.as_str(), &key.as_bytes()[..], format_instant(now)],
                         )?;
                         Ok((keyid, true))
                     }
@@ -115,14 +111,8 @@ impl Engine {
         roles: Vec<Role>,
     ) -> Result<Membership, Error> {
         let membership = self.write_membership(group_id, agent_id, roles).await?;
-        // Committed: the in-memory membership projection follows (memberships are only added
-        // or changed, never removed).
-        self.member_groups
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(membership.agent_id.to_string())
-            .or_default()
-            .insert(membership.group_id.to_string());
+        // Its Agent's sessions in that Group are stale now; their streams end at once.
+        self.auth_changed();
         Ok(membership)
     }
 
@@ -146,18 +136,15 @@ impl Engine {
                 if !group_exists(txn, group_id.as_str())? {
                     return Err(reject(ErrorCode::UnknownGroup, format!("group {group_id} does not exist")));
                 }
-                let agent_known = txn
-                    .query_row("SELECT 1 FROM agents WHERE agent_id = ?1", [agent_id.as_str()], |_| Ok(()))
-                    .optional()?
-                    .is_some();
-                if !agent_known {
-                    return Err(reject(ErrorCode::UnknownAgent, format!("agent {agent_id} is not registered")));
-                }
-                let epoch = membership(txn, group_id.as_str(), agent_id.as_str())?.map_or(0, |(_, epoch)| epoch) + 1;
+                require_active(txn, &agent_id)?;
+                // A removed Membership's epoch keeps counting, so no session of it ever
+                // matches again.
+                let epoch = any_membership_epoch(txn, group_id.as_str(), agent_id.as_str())?.unwrap_or(0) + 1;
                 let roles_json = serde_json::to_string(&roles).map_err(Error::backend)?;
                 txn.execute(
                     "INSERT INTO memberships (group_id, agent_id, roles, epoch) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (group_id, agent_id) DO UPDATE SET roles = excluded.roles, epoch = excluded.epoch",
+                     ON CONFLICT (group_id, agent_id)
+                     DO UPDATE SET roles = excluded.roles, epoch = excluded.epoch, removed_at = NULL",
                     params![group_id.as_str(), agent_id.as_str(), roles_json, epoch],
                 )?;
                 events::append(
@@ -175,125 +162,183 @@ impl Engine {
             .await
     }
 
-    pub(crate) async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
-        let Signed {
-            signer: agent_id,
-            value,
-            ..
-        } = self
-            .verify_signed::<SessionRequest>(&envelope, AuthorityMay::NotSign)
-            .await?;
-        let request = value.into_inner();
+    /// `DELETE /v1/admin/groups/{g}/members/{a}`: the Membership ends (`membership.removed`);
+    /// its sessions answer `stale_membership` from now on and their streams close.
+    pub(crate) async fn remove_membership(&self, group_id: Id, agent_id: Id) -> Result<u64, Error> {
         let now = self.clock.now();
-        let skew = (now - request.issued_at.to_utc()).num_seconds().abs();
-        if skew > weft_api::session::MAX_CLOCK_SKEW_SECONDS {
-            return Err(reject(
-                ErrorCode::ClockSkew,
-                "issuedAt is more than 5 minutes from the server clock",
-            ));
-        }
-        let token_bytes: [u8; 32] = rand::random();
-        let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token_bytes);
-        let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
-        let expires_at = now + self.session_ttl;
-        self.db
+        let epoch = self
+            .db
             .write(move |txn| {
-                if !group_exists(txn, request.group_id.as_str())? {
-                    return Err(reject(ErrorCode::UnknownGroup, format!("group {} does not exist", request.group_id)));
+                if !group_exists(txn, group_id.as_str())? {
+                    return Err(reject(ErrorCode::UnknownGroup, format!("group {group_id} does not exist")));
                 }
-                let Some((_, membership_epoch)) = membership(txn, request.group_id.as_str(), agent_id.as_str())? else {
-                    return Err(reject(ErrorCode::NotAMember, format!("{agent_id} is not a member of {}", request.group_id)));
+                let Some((_, epoch)) = membership(txn, group_id.as_str(), agent_id.as_str())? else {
+                    return Err(reject(ErrorCode::NotAMember, format!("{agent_id} is not a member of {group_id}")));
                 };
-                let fresh = txn.execute(
-                    "INSERT OR IGNORE INTO session_nonces (agent_id, nonce, seen_at) VALUES (?1, ?2, ?3)",
-                    params![agent_id.as_str(), request.nonce, format_instant(now)],
-                )?;
-                if fresh == 0 {
-                    return Err(reject(ErrorCode::NonceReused, "this session request was already used"));
-                }
-                let session_epoch: u64 = txn
-                    .query_row(
-                        "INSERT INTO session_epochs (agent_id, group_id, epoch) VALUES (?1, ?2, 1)
-                         ON CONFLICT (agent_id, group_id) DO UPDATE SET epoch = epoch + 1
-                         RETURNING epoch",
-                        params![agent_id.as_str(), request.group_id.as_str()],
-                        |row| row.get(0),
-                    )?;
+                let epoch = epoch + 1;
                 txn.execute(
-                    "INSERT INTO sessions (token_hash, agent_id, group_id, session_epoch, membership_epoch, expires_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![&token_hash[..], agent_id.as_str(), request.group_id.as_str(), session_epoch, membership_epoch, format_instant(expires_at)],
+                    "UPDATE memberships SET epoch = ?3, removed_at = ?4 WHERE group_id = ?1 AND agent_id = ?2",
+                    params![group_id.as_str(), agent_id.as_str(), epoch, format_instant(now)],
                 )?;
                 events::append(
                     txn,
-                    &request.group_id,
-                    &EventPayload::SessionOpened(kinds::SessionOpened {
-                        agent_id: agent_id.clone(),
-                        membership_epoch,
-                        session_epoch,
-                    }),
+                    &group_id,
+                    &EventPayload::MembershipRemoved(kinds::MembershipRemoved { agent_id: agent_id.clone(), membership_epoch: epoch }),
                     now,
                 )?;
-                Ok(SessionGrant { token, session_epoch, membership_epoch, expires_at })
+                Ok(epoch)
             })
-            .await
+            .await?;
+        self.auth_changed();
+        Ok(epoch)
     }
 
-    pub(crate) async fn authenticate(&self, token: &str) -> Result<crate::agents::Session, Error> {
-        let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
+    /// `POST /v1/admin/agents/{a}/deactivate`: the Agent opens no session and signs nothing
+    /// new anywhere; its sessions end (`agent.deactivated` in each of its Groups). What it
+    /// signed before stays verifiable. Deactivating twice answers the same and appends nothing.
+    pub(crate) async fn deactivate_agent(&self, agent_id: Id) -> Result<Vec<Id>, Error> {
         let now = self.clock.now();
-        self.db
-            .read(move |conn| {
-                let row = conn
-                    .query_row(
-                        "SELECT agent_id, group_id, session_epoch, membership_epoch, expires_at
-                         FROM sessions WHERE token_hash = ?1",
-                        [&token_hash[..]],
-                        |row| {
-                            Ok((
-                                row.get::<_, String>(0)?,
-                                row.get::<_, String>(1)?,
-                                row.get::<_, u64>(2)?,
-                                row.get::<_, u64>(3)?,
-                                row.get::<_, String>(4)?,
-                            ))
-                        },
-                    )
+        let groups = self
+            .db
+            .write(move |txn| {
+                let state: Option<Option<String>> = txn
+                    .query_row("SELECT deactivated_at FROM agents WHERE agent_id = ?1", [agent_id.as_str()], |row| row.get(0))
                     .optional()?;
-                let Some((agent_id, group_id, session_epoch, membership_epoch, expires_at)) = row
-                else {
-                    return Err(reject(ErrorCode::Unauthorized, "unknown or revoked token"));
-                };
-                if expires_at <= format_instant(now) {
-                    return Err(reject(ErrorCode::Unauthorized, "the session has expired"));
+                match state {
+                    None => return Err(reject(ErrorCode::UnknownAgent, format!("agent {agent_id} is not registered"))),
+                    Some(Some(_)) => return Ok(Vec::new()),
+                    Some(None) => {}
                 }
-                match membership(conn, &group_id, &agent_id)? {
-                    Some((_, epoch)) if epoch == membership_epoch => {}
-                    _ => {
-                        return Err(reject(
-                            ErrorCode::StaleSession,
-                            "the membership changed since this session was opened",
-                        ));
-                    }
+                txn.execute(
+                    "UPDATE agents SET deactivated_at = ?2 WHERE agent_id = ?1",
+                    params![agent_id.as_str(), format_instant(now)],
+                )?;
+                txn.execute("DELETE FROM sessions WHERE agent_id = ?1", [agent_id.as_str()])?;
+                let groups = current_groups(txn, &agent_id)?;
+                for group in &groups {
+                    events::append(
+                        txn,
+                        group,
+                        &EventPayload::AgentDeactivated(kinds::AgentDeactivated { agent_id: agent_id.clone() }),
+                        now,
+                    )?;
                 }
-                let current_epoch: u64 = conn.query_row(
-                    "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
-                    params![agent_id, group_id],
+                Ok(groups)
+            })
+            .await?;
+        self.auth_changed();
+        Ok(groups)
+    }
+
+    /// `POST /v1/admin/agents/{a}/keys`: `key` becomes the Agent's only current key; the
+    /// old one stays on record (with the instant it was retired) so what it signed before
+    /// still verifies, and anything it signs from now on is refused `key_retired`. The
+    /// Agent's sessions end (they were opened with the old key).
+    pub(crate) async fn rotate_key(&self, agent_id: Id, key: VerifyingKey) -> Result<KeyId, Error> {
+        if key == self.authority.verifying_key() {
+            return Err(reject(ErrorCode::Conflict, "this key is the server's own"));
+        }
+        let keyid = KeyId::of(&key);
+        let now = self.clock.now();
+        let new_keyid = keyid.clone();
+        self.db
+            .write(move |txn| {
+                require_active(txn, &agent_id)?;
+                let used_by: Option<String> = txn
+                    .query_row("SELECT agent_id FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |row| row.get(0))
+                    .optional()?;
+                if used_by.is_some() {
+                    // A key is never reused, not even by its own Agent: a retired key must
+                    // stay retired.
+                    return Err(reject(ErrorCode::Conflict, "this key is or was registered already"));
+                }
+                let retired: String = txn.query_row(
+                    "SELECT keyid FROM agents WHERE agent_id = ?1",
+                    [agent_id.as_str()],
                     |row| row.get(0),
                 )?;
-                if current_epoch != session_epoch {
-                    return Err(reject(
-                        ErrorCode::StaleSession,
-                        "a newer session replaced this one",
-                    ));
+                let instant = format_instant(now);
+                txn.execute(
+                    "UPDATE agent_keys SET retired_at = ?2 WHERE agent_id = ?1 AND retired_at IS NULL",
+                    params![agent_id.as_str(), instant],
+                )?;
+                txn.execute(
+                    "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, ?2, ?3, ?4)",
+                    params![keyid.as_str(), agent_id.as_str(), &key.as_bytes()[..], instant],
+                )?;
+                txn.execute(
+                    "UPDATE agents SET public_key = ?2, keyid = ?3 WHERE agent_id = ?1",
+                    params![agent_id.as_str(), &key.as_bytes()[..], keyid.as_str()],
+                )?;
+                txn.execute("DELETE FROM sessions WHERE agent_id = ?1", [agent_id.as_str()])?;
+                let retired_keyid: KeyId = retired.parse()?;
+                for group in current_groups(txn, &agent_id)? {
+                    events::append(
+                        txn,
+                        &group,
+                        &EventPayload::AgentKeyRotated(kinds::AgentKeyRotated {
+                            agent_id: agent_id.clone(),
+                            keyid: keyid.clone(),
+                            retired_keyid: retired_keyid.clone(),
+                        }),
+                        now,
+                    )?;
                 }
-                Ok(crate::agents::Session {
-                    agent_id: Id::parse("agentId", &agent_id)?,
-                    group_id: Id::parse("groupId", &group_id)?,
-                    session_epoch,
-                    membership_epoch,
-                })
+                Ok(())
             })
-            .await
+            .await?;
+        self.auth_changed();
+        Ok(new_keyid)
     }
+}
+
+/// The Agent exists and is not deactivated.
+fn require_active(conn: &Connection, agent_id: &Id) -> Result<(), Error> {
+    let state: Option<Option<String>> = conn
+        .query_row(
+            "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
+            [agent_id.as_str()],
+            |row| row.get(0),
+        )
+        .optional()?;
+    match state {
+        None => Err(reject(
+            ErrorCode::UnknownAgent,
+            format!("agent {agent_id} is not registered"),
+        )),
+        Some(Some(_)) => Err(reject(
+            ErrorCode::AgentDeactivated,
+            format!("agent {agent_id} was deactivated"),
+        )),
+        Some(None) => Ok(()),
+    }
+}
+
+/// The epoch of a Membership, removed or not.
+fn any_membership_epoch(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+) -> Result<Option<u64>, Error> {
+    Ok(conn
+        .query_row(
+            "SELECT epoch FROM memberships WHERE group_id = ?1 AND agent_id = ?2",
+            params![group_id, agent_id],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// The Groups the Agent is a current member of, in id order.
+fn current_groups(conn: &Connection, agent_id: &Id) -> Result<Vec<Id>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT group_id FROM memberships WHERE agent_id = ?1 AND removed_at IS NULL ORDER BY group_id",
+    )?;
+    let groups = statement
+        .query_map([agent_id.as_str()], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    groups
+        .iter()
+        .map(|group| Ok(Id::parse("groupId", group)?))
+        .collect()
 }

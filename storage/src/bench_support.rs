@@ -133,9 +133,9 @@ pub async fn cte_lineage(
     limit: usize,
     reader: &Reader,
 ) -> Result<usize, Error> {
-    let agent = match reader {
+    let group = match reader {
         Reader::Admin => None,
-        Reader::Agent(agent) => Some(agent.to_string()),
+        Reader::Agent { group_id, .. } => Some(group_id.to_string()),
     };
     store
         .inner
@@ -145,7 +145,7 @@ pub async fn cte_lineage(
             let select = "SELECT r.node, r.depth, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer,
                                  m.media_type, m.sequence
                           FROM reached r JOIN manifests m ON m.blake3 = r.node
-                          WHERE ?3 IS NULL OR m.group_id IN (SELECT group_id FROM memberships WHERE agent_id = ?3)";
+                          WHERE ?3 IS NULL OR m.group_id = ?3";
             let sql = match depth {
                 // Bounded: the walk carries each path's depth (UNION removes only repeated
                 // (node, depth) pairs), and each node keeps its shortest.
@@ -176,7 +176,7 @@ pub async fn cte_lineage(
             let max_depth = depth.map_or(i64::MAX, i64::from);
             let mut statement = conn.prepare_cached(&sql)?;
             let rows = statement
-                .query_map(params![&root.0[..], max_depth, agent, limit as i64], |row| {
+                .query_map(params![&root.0[..], max_depth, group, limit as i64], |row| {
                     Ok((
                         row.get::<_, Vec<u8>>(0)?, row.get::<_, i64>(1)?, row.get::<_, Vec<u8>>(2)?, row.get::<_, String>(3)?,
                         row.get::<_, String>(4)?, row.get::<_, String>(5)?, row.get::<_, String>(6)?, row.get::<_, String>(7)?,

@@ -358,9 +358,10 @@ impl Engine {
             .read(move |conn| {
                 let visible = match &reader {
                     Reader::Admin => crate::access::group_exists(conn, group_id.as_str())?,
-                    Reader::Agent(agent) => {
-                        crate::access::membership(conn, group_id.as_str(), agent.as_str())?
-                            .is_some()
+                    Reader::Agent { agent_id, group_id: own } => {
+                        own == &group_id
+                            && crate::access::membership(conn, group_id.as_str(), agent_id.as_str())?
+                                .is_some()
                     }
                 };
                 if !visible {

@@ -17,6 +17,7 @@ use weft_api::views::{Checkpoint, Cursor, SignedCheckpoint};
 use weft_api::{Envelope, ErrorCode, Event, Id};
 
 use crate::access::{Reader, group_exists, membership};
+use crate::sessions::Session;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::Error;
@@ -36,9 +37,11 @@ fn group_access(
         Reader::Admin => {
             Ok(group_exists(conn, group_id)?.then(|| vec![Role::Coordinator, Role::Auditor]))
         }
-        Reader::Agent(agent_id) => {
+        Reader::Agent { agent_id, group_id: own } if own.as_str() == group_id => {
             Ok(membership(conn, group_id, agent_id.as_str())?.map(|(roles, _)| roles))
         }
+        // A session acts in its own Group only: any other answers as to a non-member.
+        Reader::Agent { .. } => Ok(None),
     }
 }
 
@@ -157,13 +160,15 @@ impl Engine {
     pub(crate) async fn ack(
         &self,
         group_id: Id,
-        agent_id: Id,
+        session: &Session,
         sequence: u64,
     ) -> Result<Cursor, Error> {
         let now = self.clock.now();
+        let reader = session.reader();
+        let agent_id = session.agent_id.clone();
         self.db
             .write(move |txn| {
-                if membership(txn, group_id.as_str(), agent_id.as_str())?.is_none() {
+                if group_access(txn, group_id.as_str(), &reader)?.is_none() {
                     return Err(not_visible(&group_id));
                 }
                 let (head_sequence, _) = head(txn, group_id.as_str())?;
@@ -216,7 +221,7 @@ impl Engine {
                     "SELECT agent_id, sequence FROM cursors WHERE group_id = ?1 AND (?2 OR agent_id = ?3) ORDER BY agent_id",
                 )?;
                 let me = match &reader {
-                    Reader::Agent(agent_id) => agent_id.to_string(),
+                    Reader::Agent { agent_id, .. } => agent_id.to_string(),
                     Reader::Admin => String::new(),
                 };
                 let cursors = statement
@@ -273,13 +278,7 @@ impl Engine {
         let limit = limit.clamp(1, 10_000);
         self.db
             .read(move |conn| {
-                let allowed = match &reader {
-                    Reader::Admin => group_exists(conn, group_id.as_str())?,
-                    Reader::Agent(agent_id) => {
-                        membership(conn, group_id.as_str(), agent_id.as_str())?.is_some()
-                    }
-                };
-                if !allowed {
+                if group_access(conn, group_id.as_str(), &reader)?.is_none() {
                     return Err(reject(
                         ErrorCode::NotFound,
                         format!("no group {group_id} is visible to you"),

@@ -19,10 +19,9 @@ pub(crate) struct Engine {
     pub(crate) authority: Arc<ed25519_dalek::SigningKey>,
     /// The provenance graph in memory, in step with the `manifests`/`derivations` tables.
     pub(crate) lineage: crate::lineage::Index,
-    /// Agent → the Groups it is a member of, in step with `memberships` (for lineage reads,
-    /// which then need no database round trip).
-    pub(crate) member_groups:
-        std::sync::RwLock<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
+    /// Bumped after every commit that can end a session (`sessions.rs`), so open streams
+    /// re-check theirs at once.
+    pub(crate) auth_generation: tokio::sync::watch::Sender<u64>,
     pub(crate) max_upload_bytes: u64,
     pub(crate) session_ttl: chrono::Duration,
     pub(crate) lineage_inline_budget: Option<std::time::Duration>,
@@ -56,27 +55,13 @@ impl Engine {
         }
         let lineage = crate::lineage::Index::default();
         lineage.add_all(&db.read(load_publications).await?);
-        let member_groups = db
-            .read(|conn| {
-                let mut map: std::collections::HashMap<String, std::collections::BTreeSet<String>> =
-                    std::collections::HashMap::new();
-                let mut statement = conn.prepare("SELECT agent_id, group_id FROM memberships")?;
-                for row in statement.query_map([], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                })? {
-                    let (agent, group) = row?;
-                    map.entry(agent).or_default().insert(group);
-                }
-                Ok(map)
-            })
-            .await?;
         Ok(Self {
             db,
             blobs,
             lineage,
-            member_groups: std::sync::RwLock::new(member_groups),
             clock: options.clock,
             authority: options.authority,
+            auth_generation: tokio::sync::watch::Sender::new(0),
             max_upload_bytes: options.max_upload_bytes,
             session_ttl: options.session_ttl,
             lineage_inline_budget: options.lineage_inline_budget,

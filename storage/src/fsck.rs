@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use weft_api::dsse::MANIFEST_TYPE;
 use weft_api::{ArtifactId, Digest, Envelope, Event, Manifest};
 
-use crate::access::agent_by_keyid;
+use crate::access::recorded_key;
 use crate::artifacts::blob_row;
 use crate::engine::Engine;
 use crate::error::Error;
@@ -58,7 +58,7 @@ fn check_manifest(
     let envelope: Envelope =
         serde_json::from_str(envelope).map_err(|e| format!("envelope unreadable: {e}"))?;
     let keyid = envelope.signer_keyid().map_err(|e| e.to_string())?;
-    let (agent_id, key, _) = agent_by_keyid(conn, &keyid)
+    let (agent_id, key) = recorded_key(conn, &keyid)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("signing key {keyid} is not registered"))?;
     if agent_id.as_str() != producer {

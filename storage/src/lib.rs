@@ -31,6 +31,7 @@ mod idempotency;
 mod lineage;
 mod options;
 mod schema;
+mod sessions;
 
 use std::sync::Arc;
 
@@ -38,7 +39,7 @@ use bytes::Bytes;
 use futures::Stream;
 
 pub use access::Reader;
-pub use agents::Session;
+pub use sessions::Session;
 pub use artifacts::{Content, ListFilter, UploadOutcome};
 pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -84,7 +85,7 @@ impl Store {
         self.inner.clock.now()
     }
 
-    // ── agents.rs: Groups, Agents, Memberships, sessions ────────────────────
+    // ── agents.rs: Groups, Agents, Memberships ──────────────────────────────
 
     pub async fn create_group(&self, group_id: Id) -> Result<bool, Error> {
         self.inner.create_group(group_id).await
@@ -112,6 +113,28 @@ impl Store {
         self.inner.set_membership(group_id, agent_id, roles).await
     }
 
+    /// Ends a Membership (`membership.removed`); answers its new epoch.
+    pub async fn remove_membership(&self, group_id: Id, agent_id: Id) -> Result<u64, Error> {
+        self.inner.remove_membership(group_id, agent_id).await
+    }
+
+    /// Deactivates an Agent everywhere; answers the Groups that were told
+    /// (`agent.deactivated`), none if it was deactivated already.
+    pub async fn deactivate_agent(&self, agent_id: Id) -> Result<Vec<Id>, Error> {
+        self.inner.deactivate_agent(agent_id).await
+    }
+
+    /// Replaces an Agent's key (`agent.key_rotated`); answers the new keyid.
+    pub async fn rotate_key(
+        &self,
+        agent_id: Id,
+        public_key: ed25519_dalek_key::VerifyingKey,
+    ) -> Result<KeyId, Error> {
+        self.inner.rotate_key(agent_id, public_key).await
+    }
+
+    // ── sessions.rs: sessions and their liveness ────────────────────────────
+
     /// Verifies a signed session request and opens a session (DESIGN §8.1).
     pub async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
         self.inner.open_session(envelope).await
@@ -120,6 +143,17 @@ impl Store {
     /// Resolves a bearer token to a live session.
     pub async fn authenticate(&self, token: &str) -> Result<Session, Error> {
         self.inner.authenticate(token).await
+    }
+
+    /// Whether a session a stream was opened with is still live now.
+    pub async fn recheck(&self, session: &Session) -> Result<(), Error> {
+        self.inner.recheck(session).await
+    }
+
+    /// Changes whenever some session may have ended (a new session, a Membership set or
+    /// removed, an Agent deactivated, a key rotated): streams re-check theirs then.
+    pub fn auth_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.auth_changes()
     }
 
     // ── artifacts/upload.rs: uploads ────────────────────────────────────────
@@ -306,8 +340,13 @@ impl Store {
     // ── delivery.rs: ACK cursors and checkpoints ────────────────────────────
 
     /// Records an Agent's ACK for a Group; never moves a cursor back (DLV-6, DLV-7).
-    pub async fn ack(&self, group_id: Id, agent_id: Id, sequence: u64) -> Result<Cursor, Error> {
-        self.inner.ack(group_id, agent_id, sequence).await
+    pub async fn ack(
+        &self,
+        group_id: Id,
+        session: &Session,
+        sequence: u64,
+    ) -> Result<Cursor, Error> {
+        self.inner.ack(group_id, session, sequence).await
     }
 
     pub async fn cursors(

@@ -169,12 +169,43 @@ CREATE TABLE snapshots (
 );
 "#;
 
+/// Access model (issue #10): an upload is known to the Group its session acted in, not to
+/// every Group of its Agent (rows of v4 are kept for each Group the uploader was a member
+/// of, which is what they meant then); Memberships are removed by marking them, so their
+/// epoch keeps counting up and a session of the removed Membership never becomes valid again
+/// if the Agent is added back; Agents can be deactivated; every key an Agent ever had stays
+/// in `agent_keys` with the instant it was retired, so what it signed before stays verifiable.
+const V5: &str = r#"
+CREATE TABLE blob_uploads (
+    blake3    BLOB NOT NULL REFERENCES blobs(blake3),
+    agent_id  TEXT NOT NULL,
+    group_id  TEXT NOT NULL,
+    PRIMARY KEY (blake3, agent_id, group_id)
+);
+INSERT INTO blob_uploads (blake3, agent_id, group_id)
+    SELECT u.blake3, u.agent_id, m.group_id FROM blob_uploaders u JOIN memberships m ON m.agent_id = u.agent_id;
+DROP TABLE blob_uploaders;
+ALTER TABLE blob_uploads RENAME TO blob_uploaders;
+ALTER TABLE memberships ADD COLUMN removed_at TEXT;
+ALTER TABLE agents ADD COLUMN deactivated_at TEXT;
+CREATE TABLE agent_keys (
+    keyid       TEXT PRIMARY KEY,
+    agent_id    TEXT NOT NULL REFERENCES agents(agent_id),
+    public_key  BLOB NOT NULL,
+    added_at    TEXT NOT NULL,
+    retired_at  TEXT                  -- NULL: the Agent's current key
+);
+CREATE INDEX agent_keys_agent ON agent_keys(agent_id);
+INSERT INTO agent_keys (keyid, agent_id, public_key, added_at)
+    SELECT keyid, agent_id, public_key, registered_at FROM agents;
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 4 {
+    if version > 5 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (4)"
+            "database schema version {version} is newer than this weft understands (5)"
         ))));
     }
     if version < 1 {
@@ -188,6 +219,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 4 {
         conn.execute_batch(&format!("BEGIN; {V4} PRAGMA user_version = 4; COMMIT;"))?;
+    }
+    if version < 5 {
+        conn.execute_batch(&format!("BEGIN; {V5} PRAGMA user_version = 5; COMMIT;"))?;
     }
     Ok(())
 }

@@ -61,12 +61,19 @@ impl Engine {
             .await?;
         let manifest = value.into_inner();
         // 2. Who: the caller publishes only its own work.
-        if let Reader::Agent(caller) = caller
-            && *caller != signer
+        if let Reader::Agent { agent_id, .. } = caller
+            && *agent_id != signer
         {
             return Err(reject(
                 ErrorCode::ProducerMismatch,
                 "an agent publishes only manifests it signed",
+            ));
+        }
+        // A session acts in its own Group only: elsewhere it is not a member.
+        if !caller.in_group(manifest.group_id.as_str()) {
+            return Err(reject(
+                ErrorCode::NotAMember,
+                format!("{signer} is not a member of {}", manifest.group_id),
             ));
         }
         let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
@@ -107,7 +114,7 @@ impl Engine {
                     Some(_) => return Err(reject(ErrorCode::Forbidden, format!("{signer} is not a worker in {group}"))),
                     None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
                 }
-                let producer = Reader::Agent(signer.clone());
+                let producer = Reader::Agent { agent_id: signer.clone(), group_id: manifest.group_id.clone() };
                 let content = &manifest.content;
                 let blob = blob_row(txn, &Digest::Blake3(content.blake3))?;
                 let visible = can_see_blob(txn, &producer, &content.blake3)?;

@@ -14,7 +14,7 @@ use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, Ma
 use weft_api::{ArtifactId, Digest, Digests, Envelope, ErrorCode, EventPayload, Id, Manifest};
 
 use super::blob_row;
-use crate::access::{Reader, can_read_artifact, member_groups};
+use crate::access::{Reader, can_read_artifact};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -175,7 +175,7 @@ impl Engine {
                 };
                 let groups: Option<Vec<String>> = match &reader {
                     Reader::Admin => None,
-                    Reader::Agent(agent_id) => Some(member_groups(conn, agent_id.as_str())?),
+                    Reader::Agent { group_id, .. } => Some(vec![group_id.to_string()]),
                 };
                 let mut statement = conn.prepare_cached(
                     "SELECT manifest_id, envelope, sequence, group_id FROM manifests WHERE blake3 = ?1 ORDER BY rowid",
@@ -231,12 +231,9 @@ impl Engine {
                 if let Some(work_item) = &filter.work_item_id { add("m.work_item_id", work_item.to_string()); }
                 if let Some(producer) = &filter.producer { add("m.producer", producer.to_string()); }
                 if let Some(media_type) = &filter.media_type { add("m.media_type", media_type.clone()); }
-                if let Reader::Agent(agent_id) = &reader {
-                    args.push(Box::new(agent_id.to_string()));
-                    sql.push_str(&format!(
-                        " AND m.group_id IN (SELECT group_id FROM memberships WHERE agent_id = ?{})",
-                        args.len()
-                    ));
+                if let Reader::Agent { group_id, .. } = &reader {
+                    args.push(Box::new(group_id.to_string()));
+                    sql.push_str(&format!(" AND m.group_id = ?{}", args.len()));
                 }
                 args.push(Box::new(limit + 1));
                 sql.push_str(&format!(" ORDER BY m.rowid LIMIT ?{}", args.len()));

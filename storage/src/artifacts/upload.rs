@@ -108,10 +108,10 @@ impl Engine {
                         [&digests.blake3.0[..]],
                     )?;
                 }
-                if let Reader::Agent(agent_id) = &uploader {
+                if let Reader::Agent { agent_id, group_id } = &uploader {
                     txn.execute(
-                        "INSERT OR IGNORE INTO blob_uploaders (blake3, agent_id) VALUES (?1, ?2)",
-                        params![&digests.blake3.0[..], agent_id.as_str()],
+                        "INSERT OR IGNORE INTO blob_uploaders (blake3, agent_id, group_id) VALUES (?1, ?2, ?3)",
+                        params![&digests.blake3.0[..], agent_id.as_str(), group_id.as_str()],
                     )?;
                 }
                 Ok(())

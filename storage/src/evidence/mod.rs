@@ -57,12 +57,9 @@ fn roles_may_record(roles: &[Role]) -> bool {
 fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> String {
     match reader {
         Reader::Admin => String::new(),
-        Reader::Agent(agent_id) => {
-            args.push(Box::new(agent_id.to_string()));
-            format!(
-                " AND e.group_id IN (SELECT group_id FROM memberships WHERE agent_id = ?{})",
-                args.len()
-            )
+        Reader::Agent { group_id, .. } => {
+            args.push(Box::new(group_id.to_string()));
+            format!(" AND e.group_id = ?{}", args.len())
         }
     }
 }
@@ -84,16 +81,23 @@ impl Engine {
         let evidence = value.into_inner();
         let is_authority = signer.as_str() == AUTHORITY_AGENT;
         match caller {
-            Reader::Agent(caller) if *caller != signer => {
+            Reader::Agent { agent_id, .. } if *agent_id != signer => {
                 return Err(reject(
                     ErrorCode::ProducerMismatch,
                     "an agent records only Evidence it signed",
                 ));
             }
-            Reader::Agent(_) if is_authority => {
+            Reader::Agent { .. } if is_authority => {
                 return Err(reject(
                     ErrorCode::ProducerMismatch,
                     "only the server records its own Evidence",
+                ));
+            }
+            // A session acts in its own Group only: elsewhere it is not a member.
+            Reader::Agent { group_id, .. } if *group_id != evidence.group_id => {
+                return Err(reject(
+                    ErrorCode::NotAMember,
+                    format!("{signer} is not a member of {}", evidence.group_id),
                 ));
             }
             _ => {}
@@ -124,7 +128,7 @@ impl Engine {
                         Some(_) => return Err(reject(ErrorCode::Forbidden, format!("{signer} may not record Evidence in {group}"))),
                         None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
                     }
-                    Reader::Agent(signer.clone())
+                    Reader::Agent { agent_id: signer.clone(), group_id: evidence.group_id.clone() }
                 };
                 for artifact in &evidence.artifacts {
                     if !can_read_artifact(txn, &producer, artifact)? {

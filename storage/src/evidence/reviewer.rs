@@ -17,7 +17,7 @@ use weft_api::views::{Check, EvidenceRecord, ReviewRequest};
 use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, Id};
 
 use crate::access::{Reader, can_read_artifact, membership};
-use crate::agents::Session;
+use crate::sessions::Session;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
@@ -47,7 +47,7 @@ impl Engine {
                 "name at least one check and 1..=256 artifacts",
             ));
         }
-        let reader = Reader::Agent(session.agent_id.clone());
+        let reader = session.reader();
         let (group, agent, work_item) = (
             session.group_id.clone(),
             session.agent_id.clone(),
@@ -72,7 +72,7 @@ impl Engine {
                     return Err(reject(ErrorCode::UnknownWorkItem, format!("nothing was published for WorkItem {work_item} in {group}")));
                 };
                 for artifact in &artifacts {
-                    if !can_read_artifact(conn, &Reader::Agent(agent.clone()), artifact)? {
+                    if !can_read_artifact(conn, &Reader::Agent { agent_id: agent.clone(), group_id: group.clone() }, artifact)? {
                         return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not visible to you")));
                     }
                 }

@@ -18,9 +18,9 @@
 //! everything an answer says about the artifact (ids, size, sequence, and the Group, Mission,
 //! WorkItem, producer and media type as interned [`Name`]s). Traversals are breadth-first
 //! over the answer list itself and take their steps in batches of 32 whose neighbour records
-//! are loaded in one tight loop, so the misses of a wide frontier overlap. The reader's Groups
-//! come from the engine's in-memory projection of `memberships`, so a query by `blake3:`
-//! touches no database. Path searches run breadth-first from both ends at once, a level of
+//! are loaded in one tight loop, so the misses of a wide frontier overlap. The reader's Group
+//! is its session's (a session acts in its own Group only), so a query by `blake3:` touches
+//! no database. Path searches run breadth-first from both ends at once, a level of
 //! the smaller frontier at a time, through visible artifacts and edges only. A walk runs on
 //! the calling thread for up to `Options::lineage_inline_budget` (5 ms); one cut by that runs
 //! again on the blocking pool with its whole budget (`query.rs`).

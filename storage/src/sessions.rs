@@ -1,0 +1,206 @@
+//! Sessions: opening one from a signed request, resolving a bearer token to a live
+//! [`Session`], re-checking a session a long-lived stream was opened with, and the signal
+//! that tells such streams to re-check at once.
+//!
+//! **Invariant:** a session acts in its own Group only, and is live only while its session
+//! epoch is the newest of its (Agent, Group), its Membership is the one it was opened under
+//! (same epoch, not removed), its Agent is active and it has not expired. Every change that can
+//! end a session (a new session, a Membership set or removed, an Agent deactivated, a key
+//! rotated) bumps [`Engine::auth_changes`] after its commit.
+
+use base64::Engine as _;
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::kinds;
+use weft_api::session::SessionGrant;
+use weft_api::{Envelope, ErrorCode, EventPayload, Id, SessionRequest};
+
+use crate::access::{AuthorityMay, Reader, Signed, group_exists, membership};
+use crate::clock::format_instant;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::events;
+
+/// A live session, resolved from its bearer token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub agent_id: Id,
+    pub group_id: Id,
+    pub session_epoch: u64,
+    pub membership_epoch: u64,
+    /// blake3 of the bearer token: the row a stream re-checks.
+    token_hash: [u8; 32],
+}
+
+impl Session {
+    /// What this session may read: its own Group's publications, nothing of its Agent's
+    /// other Groups.
+    pub fn reader(&self) -> Reader {
+        Reader::Agent {
+            agent_id: self.agent_id.clone(),
+            group_id: self.group_id.clone(),
+        }
+    }
+}
+
+impl Engine {
+    pub(crate) async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
+        let Signed {
+            signer: agent_id,
+            value,
+            ..
+        } = self
+            .verify_signed::<SessionRequest>(&envelope, AuthorityMay::NotSign)
+            .await?;
+        let request = value.into_inner();
+        let now = self.clock.now();
+        let skew = (now - request.issued_at.to_utc()).num_seconds().abs();
+        if skew > weft_api::session::MAX_CLOCK_SKEW_SECONDS {
+            return Err(reject(
+                ErrorCode::ClockSkew,
+                "issuedAt is more than 5 minutes from the server clock",
+            ));
+        }
+        let token_bytes: [u8; 32] = rand::random();
+        let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token_bytes);
+        let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
+        let expires_at = now + self.session_ttl;
+        let grant = self.db
+            .write(move |txn| {
+                if !group_exists(txn, request.group_id.as_str())? {
+                    return Err(reject(ErrorCode::UnknownGroup, format!("group {} does not exist", request.group_id)));
+                }
+                let Some((_, membership_epoch)) = membership(txn, request.group_id.as_str(), agent_id.as_str())? else {
+                    return Err(reject(ErrorCode::NotAMember, format!("{agent_id} is not a member of {}", request.group_id)));
+                };
+                let fresh = txn.execute(
+                    "INSERT OR IGNORE INTO session_nonces (agent_id, nonce, seen_at) VALUES (?1, ?2, ?3)",
+                    params![agent_id.as_str(), request.nonce, format_instant(now)],
+                )?;
+                if fresh == 0 {
+                    return Err(reject(ErrorCode::NonceReused, "this session request was already used"));
+                }
+                let session_epoch: u64 = txn
+                    .query_row(
+                        "INSERT INTO session_epochs (agent_id, group_id, epoch) VALUES (?1, ?2, 1)
+                         ON CONFLICT (agent_id, group_id) DO UPDATE SET epoch = epoch + 1
+                         RETURNING epoch",
+                        params![agent_id.as_str(), request.group_id.as_str()],
+                        |row| row.get(0),
+                    )?;
+                txn.execute(
+                    "INSERT INTO sessions (token_hash, agent_id, group_id, session_epoch, membership_epoch, expires_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![&token_hash[..], agent_id.as_str(), request.group_id.as_str(), session_epoch, membership_epoch, format_instant(expires_at)],
+                )?;
+                events::append(
+                    txn,
+                    &request.group_id,
+                    &EventPayload::SessionOpened(kinds::SessionOpened {
+                        agent_id: agent_id.clone(),
+                        membership_epoch,
+                        session_epoch,
+                    }),
+                    now,
+                )?;
+                Ok(SessionGrant { token, session_epoch, membership_epoch, expires_at })
+            })
+            .await?;
+        // The replaced session's streams end now, not at their next request.
+        self.auth_changed();
+        Ok(grant)
+    }
+
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<Session, Error> {
+        let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
+        let now = format_instant(self.clock.now());
+        self.db
+            .read(move |conn| live_session(conn, token_hash, &now))
+            .await
+    }
+
+    /// Whether `session` is still live (for a stream opened with it): the same answer its
+    /// token would get on a new request now.
+    pub(crate) async fn recheck(&self, session: &Session) -> Result<(), Error> {
+        let token_hash = session.token_hash;
+        let now = format_instant(self.clock.now());
+        self.db
+            .read(move |conn| live_session(conn, token_hash, &now).map(|_| ()))
+            .await
+    }
+
+    /// A receiver that changes whenever some session may have ended.
+    pub(crate) fn auth_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.auth_generation.subscribe()
+    }
+
+    /// Called after the commit of anything that can end a session.
+    pub(crate) fn auth_changed(&self) {
+        self.auth_generation.send_modify(|generation| *generation += 1);
+    }
+}
+
+/// The session behind `token_hash`, if it is live at `now`.
+fn live_session(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Session, Error> {
+    let row = conn
+        .query_row(
+            "SELECT s.agent_id, s.group_id, s.session_epoch, s.membership_epoch, s.expires_at,
+                    a.deactivated_at IS NOT NULL
+             FROM sessions s JOIN agents a ON a.agent_id = s.agent_id
+             WHERE s.token_hash = ?1",
+            [&token_hash[..]],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, u64>(2)?,
+                    row.get::<_, u64>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, bool>(5)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((agent_id, group_id, session_epoch, membership_epoch, expires_at, deactivated)) = row
+    else {
+        return Err(reject(ErrorCode::Unauthorized, "unknown or revoked token"));
+    };
+    if deactivated {
+        return Err(reject(ErrorCode::Unauthorized, "the agent was deactivated"));
+    }
+    if expires_at.as_str() <= now {
+        return Err(reject(ErrorCode::Unauthorized, "the session has expired"));
+    }
+    match membership(conn, &group_id, &agent_id)? {
+        Some((_, epoch)) if epoch == membership_epoch => {}
+        Some(_) => {
+            return Err(reject(
+                ErrorCode::StaleMembership,
+                "the membership changed since this session was opened",
+            ));
+        }
+        None => {
+            return Err(reject(
+                ErrorCode::StaleMembership,
+                "the membership this session was opened under was removed",
+            ));
+        }
+    }
+    let current_epoch: u64 = conn.query_row(
+        "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
+        params![agent_id, group_id],
+        |row| row.get(0),
+    )?;
+    if current_epoch != session_epoch {
+        return Err(reject(
+            ErrorCode::StaleSession,
+            "a newer session replaced this one",
+        ));
+    }
+    Ok(Session {
+        agent_id: Id::parse("agentId", &agent_id)?,
+        group_id: Id::parse("groupId", &group_id)?,
+        session_epoch,
+        membership_epoch,
+        token_hash,
+    })
+}
