@@ -12,10 +12,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::{ArtifactId, Sha256Digest};
+use crate::dsse::KeyId;
 use crate::error::{ErrorCode, Rejection};
 use crate::event::Event;
 use crate::evidence::{MethodKind, Outcome};
-use crate::dsse::KeyId;
 use crate::id::Id;
 use crate::session::Role;
 

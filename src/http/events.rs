@@ -70,33 +70,17 @@ pub(crate) async fn stream(
         .store
         .follow(group_id, after.unwrap_or(0), &caller.reader())
         .await?;
-    // Frames are written in batches of whatever is ready (up to SSE_BATCH Events), so a replay
-    // costs one body chunk per batch rather than per Event; an idle stream gets a keep-alive
-    // comment every KEEP_ALIVE.
-    let batches = Box::pin(events.ready_chunks(SSE_BATCH));
-    let body = futures::stream::unfold(batches, |mut batches| async move {
-        let next = tokio::time::timeout(KEEP_ALIVE, batches.next()).await;
-        let chunk = match next {
-            Err(_) => Bytes::from_static(b":keep-alive\n\n"),
-            Ok(None) => return None,
-            Ok(Some(batch)) => {
-                let mut frames = Vec::with_capacity(batch.len() * 512);
-                for event in batch {
-                    match event {
-                        Ok(event) => write_frame(&mut frames, &event),
-                        Err(error) => {
-                            tracing::error!(%error, "event stream failed");
-                            frames.extend_from_slice(
-                                format!("event: error\ndata: {}\n\n", error.code()).as_bytes(),
-                            );
-                        }
-                    }
-                }
-                Bytes::from(frames)
-            }
-        };
-        Some((Ok::<_, Infallible>(chunk), batches))
-    });
+    // A stream lives only as long as the session it was opened with (issue #10 finding 4).
+    let guard = match &caller {
+        Caller::Agent(session) => Some(Guard {
+            store: state.store.clone(),
+            session: session.clone(),
+            changes: state.store.auth_changes(),
+            recheck: tokio::time::interval(RECHECK),
+        }),
+        Caller::Admin => None,
+    };
+    let body = sse_body(events, guard);
     Ok((
         [
             (header::CONTENT_TYPE, "text/event-stream"),
@@ -107,6 +91,104 @@ pub(crate) async fn stream(
         .into_response())
 }
 
+/// What ends a stream whose session ends: a re-check of the session whenever something that
+/// can end one was committed, and at least every [`RECHECK`] (for expiry).
+struct Guard {
+    store: weft_storage::Store,
+    session: weft_storage::Session,
+    changes: tokio::sync::watch::Receiver<u64>,
+    recheck: tokio::time::Interval,
+}
+
+impl Guard {
+    /// Waits for the next reason to re-check, then re-checks: `Some(error)` ends the stream.
+    async fn ended(&mut self) -> Option<weft_storage::Error> {
+        tokio::select! {
+            changed = self.changes.changed() => {
+                if changed.is_err() {
+                    // The store is gone: nothing more can change; expiry still counts.
+                    self.changes.mark_unchanged();
+                    std::future::pending::<()>().await;
+                }
+            }
+            _ = self.recheck.tick() => {}
+        }
+        self.store.recheck(&self.session).await.err()
+    }
+}
+
+/// The SSE body: frames written in batches of whatever is ready (up to [`SSE_BATCH`] Events),
+/// so a replay costs one body chunk per batch rather than per Event; an idle stream gets a
+/// keep-alive comment every [`KEEP_ALIVE`]; a stream whose session ended (expired, replaced,
+/// Membership changed or removed, Agent deactivated, key rotated) gets a comment and an
+/// `error` frame naming the code, and ends.
+fn sse_body(
+    events: impl futures::Stream<Item = Result<weft_api::Event, weft_storage::Error>> + Send + 'static,
+    guard: Option<Guard>,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
+    struct State<S> {
+        batches: std::pin::Pin<Box<S>>,
+        guard: Option<Guard>,
+        keep_alive: tokio::time::Instant,
+        done: bool,
+    }
+    let state = State {
+        batches: Box::pin(events.ready_chunks(SSE_BATCH)),
+        guard,
+        keep_alive: tokio::time::Instant::now() + KEEP_ALIVE,
+        done: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        if state.done {
+            return None;
+        }
+        let chunk = loop {
+            let ended = async {
+                match state.guard.as_mut() {
+                    Some(guard) => guard.ended().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                ended = ended => {
+                    if let Some(error) = ended {
+                        state.done = true;
+                        break Bytes::from(format!(
+                            ": the session ended: {}\nevent: error\ndata: {}\n\n",
+                            error.to_string().replace(['\r', '\n'], " "),
+                            error.code()
+                        ));
+                    }
+                }
+                _ = tokio::time::sleep_until(state.keep_alive) => {
+                    state.keep_alive = tokio::time::Instant::now() + KEEP_ALIVE;
+                    break Bytes::from_static(b":keep-alive\n\n");
+                }
+                next = state.batches.next() => {
+                    let Some(batch) = next else { return None };
+                    state.keep_alive = tokio::time::Instant::now() + KEEP_ALIVE;
+                    let mut frames = Vec::with_capacity(batch.len() * 512);
+                    for event in batch {
+                        match event {
+                            Ok(event) => write_frame(&mut frames, &event),
+                            Err(error) => {
+                                tracing::error!(%error, "event stream failed");
+                                frames.extend_from_slice(
+                                    format!("event: error\ndata: {}\n\n", error.code()).as_bytes(),
+                                );
+                            }
+                        }
+                    }
+                    break Bytes::from(frames);
+                }
+            }
+        };
+        Some((Ok(chunk), state))
+    })
+}
+
+/// Longest a stream outlives its session's expiry.
+const RECHECK: Duration = Duration::from_secs(1);
 /// Most Events written in one body chunk.
 const SSE_BATCH: usize = 4096;
 /// Interval of keep-alive comments on an idle stream.
@@ -166,10 +248,7 @@ pub(crate) async fn ack(
         .map(|entry| entry.sequence)
         .max()
         .unwrap_or(0);
-    let cursor = state
-        .store
-        .ack(group_id, &session, highest)
-        .await?;
+    let cursor = state.store.ack(group_id, &session, highest).await?;
     Ok(json(
         StatusCode::OK,
         &Cursors {

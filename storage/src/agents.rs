@@ -202,10 +202,19 @@ impl Engine {
             .db
             .write(move |txn| {
                 let state: Option<Option<String>> = txn
-                    .query_row("SELECT deactivated_at FROM agents WHERE agent_id = ?1", [agent_id.as_str()], |row| row.get(0))
+                    .query_row(
+                        "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
+                        [agent_id.as_str()],
+                        |row| row.get(0),
+                    )
                     .optional()?;
                 match state {
-                    None => return Err(reject(ErrorCode::UnknownAgent, format!("agent {agent_id} is not registered"))),
+                    None => {
+                        return Err(reject(
+                            ErrorCode::UnknownAgent,
+                            format!("agent {agent_id} is not registered"),
+                        ));
+                    }
                     Some(Some(_)) => return Ok(Vec::new()),
                     Some(None) => {}
                 }
@@ -213,13 +222,18 @@ impl Engine {
                     "UPDATE agents SET deactivated_at = ?2 WHERE agent_id = ?1",
                     params![agent_id.as_str(), format_instant(now)],
                 )?;
-                txn.execute("DELETE FROM sessions WHERE agent_id = ?1", [agent_id.as_str()])?;
+                txn.execute(
+                    "DELETE FROM sessions WHERE agent_id = ?1",
+                    [agent_id.as_str()],
+                )?;
                 let groups = current_groups(txn, &agent_id)?;
                 for group in &groups {
                     events::append(
                         txn,
                         group,
-                        &EventPayload::AgentDeactivated(kinds::AgentDeactivated { agent_id: agent_id.clone() }),
+                        &EventPayload::AgentDeactivated(kinds::AgentDeactivated {
+                            agent_id: agent_id.clone(),
+                        }),
                         now,
                     )?;
                 }

@@ -358,10 +358,17 @@ impl Engine {
             .read(move |conn| {
                 let visible = match &reader {
                     Reader::Admin => crate::access::group_exists(conn, group_id.as_str())?,
-                    Reader::Agent { agent_id, group_id: own } => {
+                    Reader::Agent {
+                        agent_id,
+                        group_id: own,
+                    } => {
                         own == &group_id
-                            && crate::access::membership(conn, group_id.as_str(), agent_id.as_str())?
-                                .is_some()
+                            && crate::access::membership(
+                                conn,
+                                group_id.as_str(),
+                                agent_id.as_str(),
+                            )?
+                            .is_some()
                     }
                 };
                 if !visible {

@@ -17,12 +17,12 @@ use weft_api::views::{Checkpoint, Cursor, SignedCheckpoint};
 use weft_api::{Envelope, ErrorCode, Event, Id};
 
 use crate::access::{Reader, group_exists, membership};
-use crate::sessions::Session;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
 use crate::events;
+use crate::sessions::Session;
 
 /// Events read from the log per catch-up query.
 const CATCH_UP_PAGE: u32 = 10_000;
@@ -37,7 +37,10 @@ fn group_access(
         Reader::Admin => {
             Ok(group_exists(conn, group_id)?.then(|| vec![Role::Coordinator, Role::Auditor]))
         }
-        Reader::Agent { agent_id, group_id: own } if own.as_str() == group_id => {
+        Reader::Agent {
+            agent_id,
+            group_id: own,
+        } if own.as_str() == group_id => {
             Ok(membership(conn, group_id, agent_id.as_str())?.map(|(roles, _)| roles))
         }
         // A session acts in its own Group only: any other answers as to a non-member.

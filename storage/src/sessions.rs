@@ -135,7 +135,8 @@ impl Engine {
 
     /// Called after the commit of anything that can end a session.
     pub(crate) fn auth_changed(&self) {
-        self.auth_generation.send_modify(|generation| *generation += 1);
+        self.auth_generation
+            .send_modify(|generation| *generation += 1);
     }
 }
 

@@ -199,7 +199,8 @@ backends!(
         refused(
             &h,
             publish_request(&worker, &sign(&worker.key, &unknown_group)),
-            "unknown_group",
+            // Another Group, existing or not, answers as to a non-member (no existence oracle).
+            "not_a_member",
         )
         .await;
         let mut self_source = manifest(&worker, "g1", digests_a, &[]);

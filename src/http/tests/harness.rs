@@ -340,6 +340,33 @@ impl Harness {
         Agent { id, key, token }
     }
 
+    /// Makes `agent` a member of `group` too and opens a session there: the same Agent acting
+    /// in another Group (a session acts in its own Group only).
+    pub(super) async fn join(&self, agent: &Agent, group: &str, roles: &[&str]) -> Agent {
+        let answer = self
+            .call(
+                Method::PUT,
+                &format!("/v1/admin/groups/{group}"),
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert!(answer.status.is_success(), "{answer:?}");
+        let answer = self
+            .admin_json(
+                Method::PUT,
+                &format!("/v1/admin/groups/{group}/members/{}", agent.id),
+                json!({"roles": roles}),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        Agent {
+            id: agent.id.clone(),
+            key: agent.key.clone(),
+            token: self.session(&agent.key, agent.id.as_str(), group).await,
+        }
+    }
+
     pub(super) async fn session(&self, key: &SigningKey, agent_id: &str, group: &str) -> String {
         let answer = self
             .open_session(key, agent_id, group, self.clock_now(), &random_nonce())

@@ -205,44 +205,48 @@ async fn paths_impact_and_formats() {
     assert_eq!(answer.code(), "invalid_digest");
 }
 
-/// A reviewer of g1, and a worker of g2 who is also a member of g1 (with a g1 session), so it
-/// can publish in g1 what derives from g2.
-async fn reader_and_bridge(h: &Harness) -> (Agent, Agent) {
+/// A reviewer of g1, and a worker of both g1 and g2: `bridge` holds a g1 session, `bridge2`
+/// the same Agent's g2 session (a session acts in its own Group only).
+async fn reader_and_bridge(h: &Harness) -> (Agent, Agent, Agent) {
     let reader = h.agent("r1", "g1", &["reviewer"]).await;
-    let bridge = h.agent("bridge", "g2", &["worker"]).await;
-    h.admin_json(
-        Method::PUT,
-        "/v1/admin/groups/g1/members/bridge",
-        json!({"roles": ["worker"]}),
-    )
-    .await;
-    let bridge = Agent {
-        token: h.session(&bridge.key, "bridge", "g1").await,
-        ..bridge
-    };
-    (reader, bridge)
+    let bridge2 = h.agent("bridge", "g2", &["worker"]).await;
+    let bridge = h.join(&bridge2, "g1", &["worker"]).await;
+    (reader, bridge, bridge2)
 }
 
 backends!(
-    /// CTX-5: lineage from a Group the reader is not in is withheld: counted, never named, never
-    /// walked through.
+    /// CTX-5, issue #10 finding 5: a manifest may cite only sources published in its own
+    /// Group, so no Group's log, manifest view or export ever names what another Group holds;
+    /// the same bytes published in two Groups show each reader its own Group's edges only.
     async fn lineage_withholds_other_groups(kind: Kind) {
         let h = harness(kind).await;
-        let (reader, bridge) = reader_and_bridge(&h).await;
-        let root = h.put(&bridge, "g2", b"secret root", &[]).await;
-        let hidden = h.put(&bridge, "g2", b"secret middle", &[root]).await;
-        let visible = h.put(&bridge, "g1", b"public child", &[hidden]).await;
+        let (reader, bridge, bridge2) = reader_and_bridge(&h).await;
+        let root = h.put(&bridge2, "g2", b"secret root", &[]).await;
+        let hidden = h.put(&bridge2, "g2", b"secret middle", &[root]).await;
+        let digests = h.upload(&bridge, b"public child").await;
+        let citing = sign(&bridge.key, &manifest(&bridge, "g1", digests, &[hidden]));
+        let answer = refused(&h, publish_request(&bridge, &citing), "unknown_source").await;
+        assert!(!answer.json().to_string().contains(&root.to_string()));
+        // Published in g2 with its g2 source, and in g1 on its own.
+        assert_eq!(
+            h.put(&bridge2, "g2", b"public child", &[hidden]).await,
+            digests.blake3
+        );
+        let visible = h.put(&bridge, "g1", b"public child", &[]).await;
         let answer = lineage(&h, &reader, &format!("/v1/artifacts/{visible}/provenance")).await;
         assert_eq!(ids(&answer), [visible.to_string()]);
-        assert_eq!(
-            answer["withheld"],
-            json!(1),
-            "one hidden neighbour; the walk stops there"
-        );
         let text = answer.to_string();
         assert!(
             !text.contains(&hidden.to_string()) && !text.contains(&root.to_string()),
             "{kind:?}"
+        );
+        let events = h
+            .get_json(&reader, "/v1/groups/g1/events")
+            .await
+            .to_string();
+        assert!(
+            !events.contains(&hidden.to_string()),
+            "g1's log names no g2 artifact"
         );
         let denied = h
             .call(
@@ -253,8 +257,11 @@ backends!(
             )
             .await;
         assert_eq!(denied.code(), "not_found");
-        let full = lineage(&h, &bridge, &format!("/v1/artifacts/{visible}/provenance")).await;
+        let full = lineage(&h, &bridge2, &format!("/v1/artifacts/{visible}/provenance")).await;
         assert_eq!(ids(&full).len(), 3);
+        // The same Agent's g1 session sees g1 only.
+        let own = lineage(&h, &bridge, &format!("/v1/artifacts/{visible}/provenance")).await;
+        assert_eq!(ids(&own).len(), 1);
     }
 );
 
@@ -264,11 +271,11 @@ backends!(
     /// is an alias nobody published (CTX-5).
     async fn aliases_and_paths_to_hidden_artifacts(kind: Kind) {
         let h = harness(kind).await;
-        let (reader, bridge) = reader_and_bridge(&h).await;
-        let hidden = h.put(&bridge, "g2", b"secret source", &[]).await;
+        let (reader, bridge, bridge2) = reader_and_bridge(&h).await;
+        let hidden = h.put(&bridge2, "g2", b"secret source", &[]).await;
         let parent = h.put(&bridge, "g1", b"public parent", &[]).await;
         let digests = h.upload(&bridge, b"public child").await;
-        let child = manifest(&bridge, "g1", digests, &[parent, hidden]);
+        let child = manifest(&bridge, "g1", digests, &[parent]);
         assert_eq!(
             h.publish(&bridge, &sign(&bridge.key, &child)).await.status,
             StatusCode::CREATED
@@ -287,10 +294,9 @@ backends!(
         .await;
         assert_eq!(by_sha256, by_blake3, "{kind:?}");
         assert_eq!(ids(&by_sha256).len(), 2);
-        assert_eq!(by_sha256["withheld"], json!(1));
         let unknown = format!("sha256:{}", "0".repeat(64));
         let hidden_sha256 = {
-            let view = lineage(&h, &bridge, &format!("/v1/artifacts/{hidden}")).await;
+            let view = lineage(&h, &bridge2, &format!("/v1/artifacts/{hidden}")).await;
             view["digests"]["sha256"]
                 .as_str()
                 .expect("sha256")
@@ -322,12 +328,14 @@ backends!(
     /// even between two artifacts the reader can see.
     async fn paths_follow_only_edges_the_reader_can_see(kind: Kind) {
         let h = harness(kind).await;
-        let (reader, bridge) = reader_and_bridge(&h).await;
+        let (reader, bridge, bridge2) = reader_and_bridge(&h).await;
         let source = h.put(&bridge, "g1", b"shared source", &[]).await;
         let derived = h.put(&bridge, "g1", b"shared artifact", &[]).await;
-        // The same bytes published again in g2, this time derived from `source`.
+        // The same bytes published again in g2, this time derived from `source` (published
+        // in g2 too).
+        assert_eq!(h.put(&bridge2, "g2", b"shared source", &[]).await, source);
         assert_eq!(
-            h.put(&bridge, "g2", b"shared artifact", &[source]).await,
+            h.put(&bridge2, "g2", b"shared artifact", &[source]).await,
             derived
         );
         let uri = format!("/v1/provenance/path?from={derived}&to={source}");
@@ -339,7 +347,7 @@ backends!(
             (StatusCode::NOT_FOUND, "no_path"),
             "{kind:?}"
         );
-        let seen = lineage(&h, &bridge, &uri).await;
+        let seen = lineage(&h, &bridge2, &uri).await;
         assert_eq!(seen["path"].as_array().map(Vec::len), Some(2), "{seen}");
     }
 );

@@ -18,6 +18,7 @@ mod idempotency;
 mod lineage;
 mod meta;
 mod review;
+mod revocation;
 mod sessions;
 mod ui;
 mod wire;

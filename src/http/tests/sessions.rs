@@ -118,7 +118,8 @@ backends!(
             h.call(Method::GET, "/v1/artifacts", Some(&newer), Body::empty())
                 .await
                 .code(),
-            "stale_session"
+            "stale_membership",
+            "DESIGN §10: a Membership change makes the session stale"
         );
         let latest = h.session(&worker.key, "w1", "g1").await;
         h.clock.advance(chrono::Duration::hours(13));
