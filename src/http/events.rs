@@ -165,7 +165,7 @@ fn sse_body(
                     break Bytes::from_static(b":keep-alive\n\n");
                 }
                 next = state.batches.next() => {
-                    let Some(batch) = next else { return None };
+                    let batch = next?;
                     state.keep_alive = tokio::time::Instant::now() + KEEP_ALIVE;
                     let mut frames = Vec::with_capacity(batch.len() * 512);
                     for event in batch {
