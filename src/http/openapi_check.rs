@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 41] = {
+const EVERY_CODE: [ErrorCode; 45] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -63,6 +63,10 @@ const EVERY_CODE: [ErrorCode; 41] = {
         C::NonceReused,
         C::IntegrityFailure,
         C::ShuttingDown,
+        C::TooManyUploads,
+        C::UploadQuotaExceeded,
+        C::RateLimited,
+        C::Overloaded,
         C::Internal,
     ]
 };
@@ -111,6 +115,10 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::NonceReused
         | C::IntegrityFailure
         | C::ShuttingDown
+        | C::TooManyUploads
+        | C::UploadQuotaExceeded
+        | C::RateLimited
+        | C::Overloaded
         | C::Internal => {}
     }
 }

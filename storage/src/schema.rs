@@ -169,12 +169,19 @@ CREATE TABLE snapshots (
 );
 "#;
 
+/// When each Agent last uploaded a blob (the sweep keeps an uncited blob while any upload of
+/// it is younger than the TTL), and uploads by Agent (the unpublished-bytes cap sums them).
+const V5: &str = r#"
+ALTER TABLE blob_uploaders ADD COLUMN uploaded_at TEXT;
+CREATE INDEX blob_uploaders_agent ON blob_uploaders(agent_id);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 4 {
+    if version > 5 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (4)"
+            "database schema version {version} is newer than this weft understands (5)"
         ))));
     }
     if version < 1 {
@@ -188,6 +195,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 4 {
         conn.execute_batch(&format!("BEGIN; {V4} PRAGMA user_version = 4; COMMIT;"))?;
+    }
+    if version < 5 {
+        conn.execute_batch(&format!("BEGIN; {V5} PRAGMA user_version = 5; COMMIT;"))?;
     }
     Ok(())
 }
