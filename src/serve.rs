@@ -184,7 +184,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         // An upload needs a socket and a staging file, and reads, the index and the other
         // connections need descriptors too: uploads may take at most a quarter of them, so
         // past that they answer 503 instead of failing other requests with EMFILE.
-        let bound = usize::try_from(descriptors / 4).unwrap_or(usize::MAX).max(1);
+        let bound = usize::try_from(descriptors / 4)
+            .unwrap_or(usize::MAX)
+            .max(1);
         options.quotas.max_open_uploads = options.quotas.max_open_uploads.min(bound);
     }
     options.authority = std::sync::Arc::new(authority_key(&config.data_dir)?);

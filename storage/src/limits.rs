@@ -118,7 +118,8 @@ impl Limits {
                     ));
                 }
                 let in_flight = entry.in_flight_bytes.load(Ordering::Relaxed);
-                if stored_unpublished.saturating_add(in_flight) >= self.settings.max_unpublished_bytes
+                if stored_unpublished.saturating_add(in_flight)
+                    >= self.settings.max_unpublished_bytes
                     && self.settings.max_unpublished_bytes > 0
                 {
                     return Err(quota_error(self.settings.max_unpublished_bytes));
@@ -264,7 +265,9 @@ mod tests {
         assert!(second.count(20).is_err(), "40 stored + 70 in flight > 100");
         drop(first);
         drop(second);
-        let refused = limits.admit_upload(Some("a"), 100).expect_err("stored at the cap");
+        let refused = limits
+            .admit_upload(Some("a"), 100)
+            .expect_err("stored at the cap");
         assert_eq!(refused.code(), ErrorCode::UploadQuotaExceeded);
     }
 
@@ -276,7 +279,9 @@ mod tests {
         limits.admit_login("a", start).expect("2");
         let refused = limits.admit_login("a", start).expect_err("3");
         assert_eq!(refused.code(), ErrorCode::RateLimited);
-        limits.admit_login("b", start).expect("another agent has its own bucket");
+        limits
+            .admit_login("b", start)
+            .expect("another agent has its own bucket");
         limits
             .admit_login("a", start + chrono::Duration::seconds(30))
             .expect("one token back after half a minute");

@@ -284,7 +284,10 @@ backends!(
             .await;
         assert_eq!(content.body, &b"published"[..]);
         if kind == Kind::Disk {
-            assert!(!h.blob_file(&abandoned).exists(), "the file went with the row");
+            assert!(
+                !h.blob_file(&abandoned).exists(),
+                "the file went with the row"
+            );
             assert!(h.blob_file(&published).exists());
         }
         let report = h.store.fsck().await.expect("fsck");
@@ -303,14 +306,18 @@ backends!(
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let issued_at = h.clock_now();
         let answer = h
-            .open_session(&worker.key, "w1", "g1", issued_at.clone(), "0123456789abcdef")
+            .open_session(
+                &worker.key,
+                "w1",
+                "g1",
+                issued_at.clone(),
+                "0123456789abcdef",
+            )
             .await;
         assert_eq!(answer.status, StatusCode::CREATED);
         let nonces = |h: &Harness| {
             let h = h.store.clone();
-            async move {
-                h.fingerprint().await.expect("fingerprint").tables["session_nonces"].0
-            }
+            async move { h.fingerprint().await.expect("fingerprint").tables["session_nonces"].0 }
         };
         assert_eq!(nonces(&h).await, 2);
         h.clock.advance(chrono::Duration::minutes(9));
