@@ -46,6 +46,24 @@ pub struct Config {
     /// Hours a session token stays valid.
     #[arg(long, env = "WEFT_SESSION_HOURS", default_value_t = defaults::SESSION_HOURS)]
     pub session_hours: i64,
+    /// Uploads one Agent may run at once; more answer 429 with Retry-After.
+    #[arg(long, env = "WEFT_MAX_UPLOADS_PER_AGENT", default_value_t = defaults::MAX_UPLOADS_PER_AGENT)]
+    pub max_uploads_per_agent: usize,
+    /// Uploads the server runs at once; more answer 503 with Retry-After.
+    #[arg(long, env = "WEFT_MAX_OPEN_UPLOADS", default_value_t = defaults::MAX_OPEN_UPLOADS)]
+    pub max_open_uploads: usize,
+    /// Bytes one Agent may hold uploaded but not yet cited by a manifest or Evidence (0: no cap).
+    #[arg(long, env = "WEFT_MAX_UNPUBLISHED_BYTES", default_value_t = defaults::MAX_UNPUBLISHED_BYTES)]
+    pub max_unpublished_bytes: u64,
+    /// Seconds an uncited upload is kept before the sweep removes it.
+    #[arg(long, env = "WEFT_UNPUBLISHED_BLOB_TTL", default_value_t = defaults::UNPUBLISHED_BLOB_TTL_SECS)]
+    pub unpublished_blob_ttl_secs: u64,
+    /// Seconds between sweeps of uncited uploads and spent session nonces.
+    #[arg(long, env = "WEFT_SWEEP_INTERVAL", default_value_t = defaults::SWEEP_INTERVAL_SECS)]
+    pub sweep_interval_secs: u64,
+    /// Session requests one Agent may make per minute (0: no limit).
+    #[arg(long, env = "WEFT_LOGINS_PER_MINUTE", default_value_t = defaults::LOGINS_PER_MINUTE)]
+    pub logins_per_minute: u32,
 }
 
 impl Config {
@@ -63,7 +81,30 @@ impl Config {
             retain_events: None,
             retain_seconds: None,
             compaction_interval_secs: defaults::COMPACTION_INTERVAL_SECS,
+            max_uploads_per_agent: defaults::MAX_UPLOADS_PER_AGENT,
+            max_open_uploads: defaults::MAX_OPEN_UPLOADS,
+            max_unpublished_bytes: defaults::MAX_UNPUBLISHED_BYTES,
+            unpublished_blob_ttl_secs: defaults::UNPUBLISHED_BLOB_TTL_SECS,
+            sweep_interval_secs: defaults::SWEEP_INTERVAL_SECS,
+            logins_per_minute: defaults::LOGINS_PER_MINUTE,
         }
+    }
+
+    /// The admission limits.
+    pub fn quotas(&self) -> weft_storage::Quotas {
+        weft_storage::Quotas {
+            max_uploads_per_agent: self.max_uploads_per_agent.max(1),
+            max_open_uploads: self.max_open_uploads.max(1),
+            max_unpublished_bytes: self.max_unpublished_bytes,
+            unpublished_blob_ttl: chrono::Duration::seconds(
+                self.unpublished_blob_ttl_secs.min(i64::MAX as u64) as i64,
+            ),
+            logins_per_minute: self.logins_per_minute,
+        }
+    }
+
+    pub fn sweep_interval(&self) -> Duration {
+        Duration::from_secs(self.sweep_interval_secs.max(1))
     }
 
     pub fn header_timeout(&self) -> Duration {
@@ -107,6 +148,7 @@ impl Config {
             // Replaced by the persisted `DIR/authority.key` in `serve::run`.
             authority: Arc::new(weft_api::dsse::generate_key()),
             lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
+            quotas: self.quotas(),
         }
     }
 }

@@ -142,12 +142,53 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Raises the soft limit on open file descriptors to the hard limit and returns the limit in
+/// force (`None` where it cannot be read). Every upload holds a socket and a staging file, so
+/// the usual soft limit of 1,024 is what many slow uploads would exhaust first.
+pub fn raise_descriptor_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let limit = getrlimit(Resource::Nofile);
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if limit.current != limit.maximum
+            && let Err(error) = setrlimit(Resource::Nofile, raised)
+        {
+            tracing::warn!(%error, "could not raise the open-file limit");
+        }
+        let in_force = getrlimit(Resource::Nofile).current;
+        tracing::info!(
+            open_files = ?in_force,
+            "open-file limit (unlimited if none)"
+        );
+        // `None` from getrlimit means unlimited: no descriptor bound on uploads then.
+        in_force.or(Some(u64::MAX))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
 /// `weft serve`: open the store, bind, print `listening on http://…`, serve until Ctrl-C.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let token = admin_token(&config.data_dir)?;
+    let descriptors = raise_descriptor_limit();
     let mut options = config.storage_options();
+    if let Some(descriptors) = descriptors {
+        // An upload needs a socket and a staging file, and reads, the index and the other
+        // connections need descriptors too: uploads may take at most a quarter of them, so
+        // past that they answer 503 instead of failing other requests with EMFILE.
+        let bound = usize::try_from(descriptors / 4)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        options.quotas.max_open_uploads = options.quotas.max_open_uploads.min(bound);
+    }
     options.authority = std::sync::Arc::new(authority_key(&config.data_dir)?);
     let store = weft_storage::Store::open(options)
         .await
@@ -163,6 +204,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 ticks.tick().await;
                 if let Err(error) = store.compact(retain).await {
                     tracing::error!(%error, "compaction failed; the online log is unchanged");
+                }
+            }
+        });
+    }
+    {
+        // Uncited uploads past their TTL and spent session nonces (`Store::sweep`).
+        let (store, every) = (store.clone(), config.sweep_interval());
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = store.sweep().await {
+                    tracing::error!(%error, "the sweep of uncited uploads failed");
                 }
             }
         });

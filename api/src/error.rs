@@ -55,6 +55,10 @@ pub enum ErrorCode {
     NonceReused,
     IntegrityFailure,
     ShuttingDown,
+    TooManyUploads,
+    UploadQuotaExceeded,
+    RateLimited,
+    Overloaded,
     Internal,
 }
 
@@ -107,6 +111,10 @@ impl ErrorCode {
             Self::NonceReused => "nonce_reused",
             Self::IntegrityFailure => "integrity_failure",
             Self::ShuttingDown => "shutting_down",
+            Self::TooManyUploads => "too_many_uploads",
+            Self::UploadQuotaExceeded => "upload_quota_exceeded",
+            Self::RateLimited => "rate_limited",
+            Self::Overloaded => "overloaded",
             Self::Internal => "internal",
         }
     }
@@ -156,6 +164,10 @@ mod tests {
             ErrorCode::CursorTooOld,
             ErrorCode::NoPath,
             ErrorCode::IdempotencyKeyReused,
+            ErrorCode::TooManyUploads,
+            ErrorCode::UploadQuotaExceeded,
+            ErrorCode::RateLimited,
+            ErrorCode::Overloaded,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");
             assert_eq!(json, format!("\"{}\"", code.as_str()));

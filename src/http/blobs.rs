@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use weft_api::views::UploadReceipt;
 use weft_api::{Digest, ErrorCode};
+use weft_storage::Uploader;
 
 use super::body::{check_declared_length, upload_stream};
 use super::error::{HttpError, HttpResult};
@@ -28,10 +29,11 @@ async fn upload(
             metrics::counter!("weft_upload_bytes_total").increment(chunk.len() as u64);
         }
     });
-    let outcome = state
-        .store
-        .upload(counted, expected, &caller.reader())
-        .await;
+    let uploader = match &caller {
+        Caller::Admin => Uploader::Admin,
+        Caller::Agent(session) => Uploader::Agent(session),
+    };
+    let outcome = state.store.upload(counted, expected, uploader).await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(error) => {
@@ -65,7 +67,9 @@ async fn upload(
 #[utoipa::path(put, path = "/v1/blobs/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, description = "stored: {blake3, sha256, size}"), (status = 200, description = "already present and visible to you"),
-              (status = 400, description = "digest_mismatch, invalid_digest, incomplete_body"), (status = 413, description = "body_too_large")))]
+              (status = 400, description = "digest_mismatch, invalid_digest, incomplete_body"), (status = 403, description = "forbidden: an auditor may not upload"),
+              (status = 413, description = "body_too_large"), (status = 429, description = "too_many_uploads, upload_quota_exceeded (Retry-After)"),
+              (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn upload_named(
     State(state): State<AppState>,
     caller: Caller,
@@ -79,7 +83,9 @@ pub(crate) async fn upload_named(
 
 /// Streams bytes without a claimed digest; the answer carries the computed digests.
 #[utoipa::path(post, path = "/v1/blobs", request_body(content = Vec<u8>, content_type = "application/octet-stream"),
-    responses((status = 201, description = "{blake3, sha256, size}"), (status = 413, description = "body_too_large")))]
+    responses((status = 201, description = "{blake3, sha256, size}"), (status = 403, description = "forbidden: an auditor may not upload"),
+              (status = 413, description = "body_too_large"), (status = 429, description = "too_many_uploads, upload_quota_exceeded (Retry-After)"),
+              (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn upload_unnamed(
     State(state): State<AppState>,
     caller: Caller,

@@ -68,7 +68,23 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         C::IntegrityFailure | C::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        C::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        C::TooManyUploads | C::UploadQuotaExceeded | C::RateLimited => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
+        C::ShuttingDown | C::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// Seconds a client should wait before retrying, for the codes that mean "not now".
+/// Uploads in flight end quickly and a login token refills every 6 s (10 per minute); room
+/// under the unpublished-bytes cap comes back only when the Agent publishes or the sweep runs.
+pub fn retry_after(code: ErrorCode) -> Option<u32> {
+    use ErrorCode as C;
+    match code {
+        C::TooManyUploads | C::Overloaded | C::ShuttingDown => Some(1),
+        C::RateLimited => Some(6),
+        C::UploadQuotaExceeded => Some(60),
+        _ => None,
     }
 }
 
@@ -124,6 +140,11 @@ impl IntoResponse for HttpError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(seconds) = retry_after(self.code) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
 }

@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 44] = {
+const EVERY_CODE: [ErrorCode; 48] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -66,6 +66,10 @@ const EVERY_CODE: [ErrorCode; 44] = {
         C::NonceReused,
         C::IntegrityFailure,
         C::ShuttingDown,
+        C::TooManyUploads,
+        C::UploadQuotaExceeded,
+        C::RateLimited,
+        C::Overloaded,
         C::Internal,
     ]
 };
@@ -117,6 +121,10 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::NonceReused
         | C::IntegrityFailure
         | C::ShuttingDown
+        | C::TooManyUploads
+        | C::UploadQuotaExceeded
+        | C::RateLimited
+        | C::Overloaded
         | C::Internal => {}
     }
 }

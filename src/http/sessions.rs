@@ -11,7 +11,8 @@ use super::{AppState, json};
 
 /// Opens a session for the signing Agent in the requested Group.
 #[utoipa::path(post, path = "/v1/sessions", request_body(content = String, description = "DSSE envelope of a session request", content_type = "application/json"),
-    responses((status = 201, description = "{token, sessionEpoch, membershipEpoch, expiresAt}"), (status = 400, description = "bad_signature, clock_skew, …")))]
+    responses((status = 201, description = "{token, sessionEpoch, membershipEpoch, expiresAt}"), (status = 400, description = "bad_signature, clock_skew, …"),
+              (status = 429, description = "rate_limited: too many session requests by this agent (Retry-After)")))]
 pub(crate) async fn open(
     State(state): State<AppState>,
     headers: HeaderMap,

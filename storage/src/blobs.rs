@@ -80,6 +80,9 @@ pub(crate) fn blob_path(id: &ArtifactId) -> Path {
 
 /// Maps a failed body read to the error callers see.
 fn body_error(error: std::io::Error) -> Error {
+    if let Some(refusal) = crate::limits::quota_from_io(&error) {
+        return refusal;
+    }
     if error.kind() == std::io::ErrorKind::TimedOut {
         Error::reject(ErrorCode::Timeout, "the request body stalled")
     } else {
@@ -233,6 +236,15 @@ impl Blobs {
                 staged.path = Some(from); // let Drop clean up
                 Err(error.into())
             }
+        }
+    }
+
+    /// Deletes a blob's object (the sweep of uncited uploads, after their rows are gone).
+    /// An object already missing is not an error.
+    pub(crate) async fn remove(&self, id: &ArtifactId) -> Result<(), Error> {
+        match self.store.delete(&blob_path(id)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
         }
     }
 

@@ -272,6 +272,8 @@ impl Engine {
             )
             .await?;
         let (archive_digests, state_digests) = (archive.digests, state_blob.digests);
+        // Like an upload: the sweep may not delete a file between its promotion and its row.
+        let _not_swept = self.sweep_lock.read().await;
         self.blobs.promote(archive, false).await?;
         self.blobs.promote(state_blob, false).await?;
         // 3. The signed reference.

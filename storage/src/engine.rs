@@ -25,6 +25,13 @@ pub(crate) struct Engine {
     pub(crate) max_upload_bytes: u64,
     pub(crate) session_ttl: chrono::Duration,
     pub(crate) lineage_inline_budget: Option<std::time::Duration>,
+    /// Admission limits on uploads and logins (in memory).
+    pub(crate) limits: crate::limits::Limits,
+    /// How long an uncited upload is kept.
+    pub(crate) unpublished_blob_ttl: chrono::Duration,
+    /// Shared by uploads (promotion to row) and compaction, exclusive for the sweep.
+    pub(crate) sweep_lock: tokio::sync::RwLock<()>,
+    pub(crate) upload_counters: crate::artifacts::Counters,
 }
 
 impl std::fmt::Debug for Engine {
@@ -65,6 +72,15 @@ impl Engine {
             max_upload_bytes: options.max_upload_bytes,
             session_ttl: options.session_ttl,
             lineage_inline_budget: options.lineage_inline_budget,
+            limits: crate::limits::Limits::new(crate::limits::Settings {
+                max_uploads_per_agent: options.quotas.max_uploads_per_agent,
+                max_open_uploads: options.quotas.max_open_uploads,
+                max_unpublished_bytes: options.quotas.max_unpublished_bytes,
+                logins_per_minute: options.quotas.logins_per_minute,
+            }),
+            unpublished_blob_ttl: options.quotas.unpublished_blob_ttl,
+            sweep_lock: tokio::sync::RwLock::new(()),
+            upload_counters: crate::artifacts::Counters::default(),
         })
     }
 }

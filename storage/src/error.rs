@@ -59,8 +59,33 @@ impl From<rusqlite::Error> for Error {
 
 impl From<object_store::Error> for Error {
     fn from(error: object_store::Error) -> Self {
+        if out_of_descriptors(&error) {
+            // Not a fault of the store: the process is at its descriptor limit. The client is
+            // told to retry (503 with Retry-After) instead of seeing a 500.
+            tracing::warn!(%error, "out of file descriptors");
+            return Self::reject(
+                ErrorCode::Overloaded,
+                "the server is out of file descriptors; retry later",
+            );
+        }
         Self::backend(error)
     }
+}
+
+/// Whether an error's source chain holds `EMFILE` or `ENFILE`.
+fn out_of_descriptors(error: &(dyn std::error::Error + 'static)) -> bool {
+    const EMFILE: i32 = 24;
+    const ENFILE: i32 = 23;
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(io) = error.downcast_ref::<std::io::Error>()
+            && matches!(io.raw_os_error(), Some(EMFILE | ENFILE))
+        {
+            return true;
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// A protocol refusal with its stable code (shorthand for [`Error::reject`]).

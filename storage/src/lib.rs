@@ -28,6 +28,7 @@ mod fingerprint;
 mod fsck;
 mod hashing;
 mod idempotency;
+mod limits;
 mod lineage;
 mod options;
 mod schema;
@@ -39,7 +40,7 @@ use bytes::Bytes;
 use futures::Stream;
 
 pub use access::Reader;
-pub use artifacts::{Content, ListFilter, UploadOutcome};
+pub use artifacts::{Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader};
 pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::Retention;
@@ -53,7 +54,7 @@ pub use lineage::{
     ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
     Scope,
 };
-pub use options::{Options, defaults};
+pub use options::{Options, Quotas, defaults};
 pub use sessions::Session;
 pub use weft_api::GroupState;
 
@@ -159,16 +160,31 @@ impl Store {
     // ── artifacts/upload.rs: uploads ────────────────────────────────────────
 
     /// Streams `body` into the store. With `expected`, the computed digest must match it.
+    /// Only producing roles may upload, within the admission limits of `Options::quotas`.
     pub async fn upload<S>(
         &self,
         body: S,
         expected: Option<Digest>,
-        uploader: &Reader,
+        uploader: Uploader<'_>,
     ) -> Result<UploadOutcome, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         self.inner.upload(body, expected, uploader).await
+    }
+
+    /// Which path uploads took since the store opened (staged or hashed only), and the bytes
+    /// they staged.
+    pub fn upload_counters(&self) -> UploadCounters {
+        self.inner.upload_counters.snapshot()
+    }
+
+    // ── artifacts/sweep.rs: uncited uploads, spent nonces ───────────────────
+
+    /// Removes uploads nothing cites whose latest upload is older than the TTL (rows, then
+    /// files), and session nonces too old to be replayed. The server runs it on an interval.
+    pub async fn sweep(&self) -> Result<SweepReport, Error> {
+        self.inner.sweep().await
     }
 
     /// The digests of a blob if `reader` may know it exists (it uploaded it, or it is

@@ -27,6 +27,21 @@ pub mod defaults {
     pub const COMPACTION_INTERVAL_SECS: u64 = 10;
     /// How long a lineage walk may run on the calling (async) thread.
     pub const LINEAGE_INLINE_BUDGET: Duration = Duration::from_millis(5);
+    /// Uploads one Agent may run at once (more answer `429 too_many_uploads`).
+    pub const MAX_UPLOADS_PER_AGENT: usize = 8;
+    /// Uploads the process runs at once, all Agents together (more answer `503 overloaded`).
+    /// Each holds a socket and a staging file; `weft serve` lowers this to a quarter of the
+    /// descriptor limit if that is smaller.
+    pub const MAX_OPEN_UPLOADS: usize = 512;
+    /// Bytes one Agent may hold uploaded but not yet cited by a manifest, Evidence, schema or
+    /// snapshot (more answer `429 upload_quota_exceeded`): two of the largest uploads.
+    pub const MAX_UNPUBLISHED_BYTES: u64 = 2 * MAX_UPLOAD_BYTES;
+    /// Seconds an uploaded blob may stay uncited before the sweep removes it: 24 h.
+    pub const UNPUBLISHED_BLOB_TTL_SECS: u64 = 24 * 60 * 60;
+    /// Seconds between two sweeps of uncited blobs and spent session nonces.
+    pub const SWEEP_INTERVAL_SECS: u64 = 60;
+    /// Session requests one Agent may make per minute (a token bucket of this size).
+    pub const LOGINS_PER_MINUTE: u32 = 10;
     /// Where `weft serve` keeps its data.
     pub const DATA_DIR: &str = "weft-data";
     /// Where `weft serve` listens.
@@ -54,6 +69,37 @@ pub struct Options {
     /// a runtime thread for long; almost every walk takes well under a millisecond. `None`:
     /// every walk goes to the blocking pool (tests use it to cover that path).
     pub lineage_inline_budget: Option<std::time::Duration>,
+    /// Admission limits on uploads and logins, and how long uncited uploads are kept.
+    pub quotas: Quotas,
+}
+
+/// Admission limits: what one Agent, and the process, may have in flight or stored unpublished.
+#[derive(Clone, Copy, Debug)]
+pub struct Quotas {
+    /// Uploads one Agent may run at once.
+    pub max_uploads_per_agent: usize,
+    /// Uploads the process runs at once.
+    pub max_open_uploads: usize,
+    /// Bytes one Agent may hold uploaded but uncited (0: no cap).
+    pub max_unpublished_bytes: u64,
+    /// How long an uploaded blob may stay uncited before [`crate::Store::sweep`] removes it.
+    pub unpublished_blob_ttl: chrono::Duration,
+    /// Session requests one Agent may make per minute (0: no limit).
+    pub logins_per_minute: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Self {
+            max_uploads_per_agent: defaults::MAX_UPLOADS_PER_AGENT,
+            max_open_uploads: defaults::MAX_OPEN_UPLOADS,
+            max_unpublished_bytes: defaults::MAX_UNPUBLISHED_BYTES,
+            unpublished_blob_ttl: chrono::Duration::seconds(
+                defaults::UNPUBLISHED_BLOB_TTL_SECS as i64,
+            ),
+            logins_per_minute: defaults::LOGINS_PER_MINUTE,
+        }
+    }
 }
 
 impl Options {
@@ -68,6 +114,7 @@ impl Options {
             sweep_staging: true,
             authority: Arc::new(weft_api::dsse::generate_key()),
             lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
+            quotas: Quotas::default(),
         }
     }
 
@@ -82,6 +129,7 @@ impl Options {
             sweep_staging: true,
             authority: Arc::new(weft_api::dsse::generate_key()),
             lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
+            quotas: Quotas::default(),
         }
     }
 }

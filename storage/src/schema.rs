@@ -180,12 +180,14 @@ CREATE TABLE blob_uploads (
     blake3    BLOB NOT NULL REFERENCES blobs(blake3),
     agent_id  TEXT NOT NULL,
     group_id  TEXT NOT NULL,
+    uploaded_at TEXT,                 -- the latest upload: the sweep keeps a recently uploaded blob
     PRIMARY KEY (blake3, agent_id, group_id)
 );
 INSERT INTO blob_uploads (blake3, agent_id, group_id)
     SELECT u.blake3, u.agent_id, m.group_id FROM blob_uploaders u JOIN memberships m ON m.agent_id = u.agent_id;
 DROP TABLE blob_uploaders;
 ALTER TABLE blob_uploads RENAME TO blob_uploaders;
+CREATE INDEX blob_uploaders_agent ON blob_uploaders(agent_id);
 ALTER TABLE memberships ADD COLUMN removed_at TEXT;
 ALTER TABLE agents ADD COLUMN deactivated_at TEXT;
 CREATE TABLE agent_keys (

@@ -53,6 +53,8 @@ impl Engine {
             .await?;
         let request = value.into_inner();
         let now = self.clock.now();
+        // Rate-limited per Agent only now that its signature checked out (limits.rs).
+        self.limits.admit_login(agent_id.as_str(), now)?;
         let skew = (now - request.issued_at.to_utc()).num_seconds().abs();
         if skew > weft_api::session::MAX_CLOCK_SKEW_SECONDS {
             return Err(reject(

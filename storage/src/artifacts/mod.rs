@@ -1,5 +1,6 @@
-//! Artifacts: upload (streamed, dual-hashed, promoted only when verified), publication of
-//! signed manifests, and verified reads with quarantine. This file holds the blob row helper
+//! Artifacts: upload (streamed, dual-hashed, promoted only when verified, within quotas),
+//! publication of signed manifests, verified reads with quarantine, and the sweep of uploads
+//! nothing cites. This file holds the blob row helper
 //! the three share; each step has its own file.
 
 use rusqlite::{Connection, OptionalExtension as _};
@@ -10,10 +11,13 @@ use crate::events::to32;
 
 mod publish;
 mod reads;
+mod sweep;
 mod upload;
 
 pub use reads::{Content, ListFilter};
-pub use upload::UploadOutcome;
+pub use sweep::SweepReport;
+pub(crate) use upload::Counters;
+pub use upload::{UploadCounters, UploadOutcome, Uploader};
 
 /// A blob row: digests and whether it is quarantined.
 pub(crate) fn blob_row(

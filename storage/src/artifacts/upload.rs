@@ -1,17 +1,29 @@
 //! Uploads: a byte stream is hashed (BLAKE3 + SHA-256) while it is staged, promoted to its
 //! digest path only when the digests check out, and only then recorded as a blob row.
+//!
+//! Who may upload, and how much: only a role that produces (worker, coordinator, reviewer; an
+//! auditor only reads) in the session's Group, within the admission limits of `limits.rs`
+//! (uploads in flight per Agent and in all, and bytes an Agent holds uploaded but uncited).
+//!
+//! No timing oracle: bytes the uploader cannot already see take the full path (staged,
+//! fsynced, promoted) even when another Group holds them, so they cost what new bytes cost.
+//! Only bytes the uploader may already see take the hash-only fast path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use futures::Stream;
-use rusqlite::params;
+use futures::{Stream, StreamExt as _};
+use rusqlite::{Connection, params};
+use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 
 use super::blob_row;
-use crate::access::{Reader, can_see_blob};
+use crate::access::{Reader, can_see_blob, membership};
 use crate::blobs::Staged;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
+use crate::sessions::Session;
 
 /// What an upload did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,30 +35,164 @@ pub struct UploadOutcome {
     pub already_visible: bool,
 }
 
+/// Who uploads: the operator (admin token), or an Agent through its session, whose roles in
+/// the session's Group decide whether it may.
+#[derive(Clone, Copy, Debug)]
+pub enum Uploader<'a> {
+    Admin,
+    Agent(&'a Session),
+}
+
+impl Uploader<'_> {
+    /// What this uploader may see (for "already present" and the fast path).
+    fn reader(&self) -> Reader {
+        match self {
+            Self::Admin => Reader::Admin,
+            Self::Agent(session) => session.reader(),
+        }
+    }
+}
+
+/// Roles that produce bytes: workers (artifacts), coordinators (plans, context), reviewers
+/// (Evidence attachments). Auditors and any role added later only read, so they may not upload.
+const UPLOADING_ROLES: [Role; 3] = [Role::Worker, Role::Coordinator, Role::Reviewer];
+
+/// How uploads went through the engine since it opened: which path they took and how many
+/// bytes they wrote to staging. Tests compare them to show that bytes held by another Group
+/// take exactly the path new bytes take (no timing oracle).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UploadCounters {
+    /// Uploads streamed into staging (and fsynced there on the local backend).
+    pub staged_uploads: u64,
+    /// Bytes those uploads wrote to staging.
+    pub staged_bytes: u64,
+    /// Uploads of bytes the uploader could already see, hashed without being written.
+    pub hashed_only_uploads: u64,
+}
+
+/// The engine's live counters behind [`UploadCounters`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    staged_uploads: AtomicU64,
+    staged_bytes: AtomicU64,
+    hashed_only_uploads: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> UploadCounters {
+        UploadCounters {
+            staged_uploads: self.staged_uploads.load(Ordering::Relaxed),
+            staged_bytes: self.staged_bytes.load(Ordering::Relaxed),
+            hashed_only_uploads: self.hashed_only_uploads.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// SQL condition, on a blob digest column `{0}`, that no manifest, Evidence, schema or
+/// snapshot cites it: such a blob counts against its uploaders' cap and is swept when old.
+pub(crate) fn uncited(column: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM manifests WHERE manifests.blake3 = {column})
+         AND NOT EXISTS (SELECT 1 FROM evidence_artifacts WHERE evidence_artifacts.blake3 = {column})
+         AND NOT EXISTS (SELECT 1 FROM schemas WHERE schemas.blake3 = {column})
+         AND NOT EXISTS (SELECT 1 FROM snapshots
+                         WHERE snapshots.state_blake3 = {column} OR snapshots.archive_blake3 = {column})"
+    )
+}
+
+/// Bytes `agent_id` uploaded that nothing cites yet.
+fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
+    let sql = format!(
+        // Each blob once, however many of the Agent's Groups it was uploaded in.
+        "SELECT COALESCE(SUM(blobs.size), 0) FROM blobs
+         WHERE blobs.blake3 IN (SELECT blake3 FROM blob_uploaders WHERE agent_id = ?1) AND {}",
+        uncited("blobs.blake3")
+    );
+    Ok(conn.query_row(&sql, [agent_id], |row| row.get::<_, u64>(0))?)
+}
+
+/// What the upload needs to know before it reads the body.
+struct Before {
+    /// The claimed digest is stored, healthy, and the uploader may already see it.
+    known_and_visible: bool,
+    stored_unpublished: u64,
+}
+
 impl Engine {
     pub(crate) async fn upload<S>(
         &self,
         body: S,
         expected: Option<Digest>,
-        uploader: &Reader,
+        uploader: Uploader<'_>,
     ) -> Result<UploadOutcome, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
-        // When the claimed bytes are already stored (and healthy), hash without writing.
-        let known = match expected {
-            Some(digest) => self.db.read(move |conn| blob_row(conn, &digest)).await?,
-            None => None,
+        let reader = uploader.reader();
+        let session = match uploader {
+            Uploader::Admin => None,
+            Uploader::Agent(session) => Some(session.clone()),
         };
-        let (digests, staged) = match known {
-            Some((_, false)) => (
-                self.blobs.hash_only(body, self.max_upload_bytes).await?,
-                None,
-            ),
-            _ => {
-                let staged = self.blobs.stage(body, self.max_upload_bytes).await?;
-                (staged.digests, Some(staged))
-            }
+        let looking = reader.clone();
+        let before = self
+            .db
+            .read(move |conn| {
+                let mut stored_unpublished = 0;
+                if let Some(session) = &session {
+                    let roles = membership(conn, session.group_id.as_str(), session.agent_id.as_str())?
+                        .map(|(roles, _)| roles)
+                        .unwrap_or_default();
+                    if !roles.iter().any(|role| UPLOADING_ROLES.contains(role)) {
+                        return Err(reject(
+                            ErrorCode::Forbidden,
+                            "only a worker, coordinator or reviewer of the session's group may upload",
+                        ));
+                    }
+                    stored_unpublished = unpublished_bytes(conn, session.agent_id.as_str())?;
+                }
+                let known_and_visible = match &expected {
+                    Some(digest) => match blob_row(conn, digest)? {
+                        Some((digests, false)) => can_see_blob(conn, &looking, &digests.blake3)?,
+                        _ => false,
+                    },
+                    None => false,
+                };
+                Ok(Before {
+                    known_and_visible,
+                    stored_unpublished,
+                })
+            })
+            .await?;
+        let agent = match uploader {
+            Uploader::Admin => None,
+            Uploader::Agent(session) => Some(session.agent_id.as_str()),
+        };
+        let permit = self.limits.admit_upload(agent, before.stored_unpublished)?;
+        let counted = body.map(|chunk| {
+            let chunk = chunk?;
+            permit
+                .count(chunk.len() as u64)
+                .map_err(std::io::Error::other)?;
+            Ok(chunk)
+        });
+        // Only bytes the uploader may already see skip staging. Bytes another Group holds are
+        // staged, fsynced and promoted like new bytes (promotion then finds them present and
+        // drops the copy), so the answer takes as long as for new bytes.
+        let (digests, staged) = if before.known_and_visible {
+            let digests = self.blobs.hash_only(counted, self.max_upload_bytes).await?;
+            self.upload_counters
+                .hashed_only_uploads
+                .fetch_add(1, Ordering::Relaxed);
+            (digests, None)
+        } else {
+            let staged = self.blobs.stage(counted, self.max_upload_bytes).await?;
+            self.upload_counters
+                .staged_uploads
+                .fetch_add(1, Ordering::Relaxed);
+            self.upload_counters
+                .staged_bytes
+                .fetch_add(staged.digests.size, Ordering::Relaxed);
+            (staged.digests, Some(staged))
         };
         if let Some(expected) = expected {
             let matches = match expected {
@@ -64,7 +210,9 @@ impl Engine {
                 ));
             }
         }
-        self.record_blob(digests, staged, uploader).await
+        let outcome = self.record_blob(digests, staged, &reader).await;
+        drop(permit);
+        outcome
     }
 
     async fn record_blob(
@@ -73,6 +221,10 @@ impl Engine {
         staged: Option<Staged>,
         uploader: &Reader,
     ) -> Result<UploadOutcome, Error> {
+        // The sweep of uncited blobs deletes rows and then files; holding this shared guard
+        // from promotion to the row keeps it from deleting a file this upload just found
+        // present and is about to record.
+        let _not_swept = self.sweep_lock.read().await;
         let reader = uploader.clone();
         let before = self
             .db
@@ -109,9 +261,12 @@ impl Engine {
                     )?;
                 }
                 if let Reader::Agent { agent_id, group_id } = &uploader {
+                    // `uploaded_at` moves with every upload: the sweep keeps a blob someone
+                    // uploaded recently, however old its first copy is.
                     txn.execute(
-                        "INSERT OR IGNORE INTO blob_uploaders (blake3, agent_id, group_id) VALUES (?1, ?2, ?3)",
-                        params![&digests.blake3.0[..], agent_id.as_str(), group_id.as_str()],
+                        "INSERT INTO blob_uploaders (blake3, agent_id, group_id, uploaded_at) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (blake3, agent_id, group_id) DO UPDATE SET uploaded_at = excluded.uploaded_at",
+                        params![&digests.blake3.0[..], agent_id.as_str(), group_id.as_str(), format_instant(now)],
                     )?;
                 }
                 Ok(())

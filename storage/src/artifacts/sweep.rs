@@ -1,0 +1,86 @@
+//! The sweep: uploads nothing cites (no manifest, Evidence, schema or snapshot) whose latest
+//! upload is older than the TTL are removed, rows first, then files; session nonces too old
+//! to be replayed are pruned in the same transaction.
+//!
+//! Crash story: rows and files cannot go in one transaction, so the rows go first (an index
+//! row never points at a missing blob); a crash before the files are deleted leaves files with
+//! no row, which start-up reconciliation and fsck treat as harmless leftovers. A running
+//! upload holds the sweep lock shared from promotion to its row, and the sweep holds it
+//! exclusively, so it never deletes a file an upload has just found present.
+
+use rusqlite::params;
+use weft_api::ArtifactId;
+
+use super::upload::uncited;
+use crate::clock::format_instant;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::events::to32;
+
+/// What one sweep removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Uncited blobs removed (rows and files).
+    pub blobs_removed: u64,
+    /// Their bytes.
+    pub bytes_removed: u64,
+    /// Session nonces pruned.
+    pub nonces_removed: u64,
+}
+
+/// A session nonce can only be replayed while a request carrying it could still pass the
+/// `issuedAt` check: at most the skew window after it was seen, plus the skew window again
+/// (issued up to 5 minutes in the future). Older nonces are dead weight.
+const NONCE_KEEP_SECONDS: i64 = 2 * weft_api::session::MAX_CLOCK_SKEW_SECONDS;
+
+impl Engine {
+    pub(crate) async fn sweep(&self) -> Result<SweepReport, Error> {
+        let _exclusive = self.sweep_lock.write().await;
+        let now = self.clock.now();
+        let blob_cutoff = format_instant(now - self.unpublished_blob_ttl);
+        let nonce_cutoff = format_instant(now - chrono::Duration::seconds(NONCE_KEEP_SECONDS));
+        let (removed, nonces_removed) = self
+            .db
+            .write(move |txn| {
+                let sql = format!(
+                    "SELECT blake3, size FROM blobs
+                     WHERE COALESCE((SELECT MAX(uploaded_at) FROM blob_uploaders
+                                     WHERE blob_uploaders.blake3 = blobs.blake3), stored_at) < ?1
+                       AND {}",
+                    uncited("blobs.blake3")
+                );
+                let mut select = txn.prepare(&sql)?;
+                let rows = select
+                    .query_map([&blob_cutoff], |row| {
+                        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, u64>(1)?))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                drop(select);
+                let mut removed = Vec::with_capacity(rows.len());
+                for (blake3, size) in rows {
+                    txn.execute("DELETE FROM blob_uploaders WHERE blake3 = ?1", [&blake3])?;
+                    txn.execute("DELETE FROM blobs WHERE blake3 = ?1", [&blake3])?;
+                    removed.push((ArtifactId(to32(blake3)?), size));
+                }
+                let nonces_removed = txn.execute(
+                    "DELETE FROM session_nonces WHERE seen_at < ?1",
+                    params![nonce_cutoff],
+                )? as u64;
+                Ok((removed, nonces_removed))
+            })
+            .await?;
+        let mut report = SweepReport {
+            nonces_removed,
+            ..SweepReport::default()
+        };
+        for (id, size) in removed {
+            self.blobs.remove(&id).await?;
+            report.blobs_removed += 1;
+            report.bytes_removed += size;
+        }
+        if report.blobs_removed > 0 || report.nonces_removed > 0 {
+            tracing::info!(?report, "swept uncited uploads and spent nonces");
+        }
+        Ok(report)
+    }
+}

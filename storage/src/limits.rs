@@ -1,0 +1,289 @@
+//! Admission limits held in memory: how many uploads run (per Agent and in all), how many
+//! bytes each Agent's running uploads have received, and a token bucket of logins per Agent.
+//!
+//! These are process-local on purpose: they protect this process's descriptors, disk and
+//! signature checks, and a restart starts them empty (an upload in flight is lost with the
+//! process anyway). The durable half of the unpublished-bytes cap, what an Agent already has
+//! stored but not published, is read from the index by the upload itself (`artifacts/upload.rs`).
+//!
+//! Every refusal here is a [`weft_api::Rejection`] with a 429 or 503 code, so a client is told
+//! to come back later (the HTTP layer adds `Retry-After`) and never sees a 500.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use weft_api::ErrorCode;
+
+use crate::error::{Error, reject};
+
+/// The limits' settings (from [`crate::Options`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settings {
+    pub(crate) max_uploads_per_agent: usize,
+    pub(crate) max_open_uploads: usize,
+    pub(crate) max_unpublished_bytes: u64,
+    pub(crate) logins_per_minute: u32,
+}
+
+/// What one Agent has in flight.
+#[derive(Debug, Default)]
+struct AgentUse {
+    uploads: usize,
+    /// Bytes received so far by this Agent's running uploads (shared with their permits).
+    in_flight_bytes: Arc<AtomicU64>,
+}
+
+/// A login token bucket: `tokens` at `at`.
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    tokens: f64,
+    at: DateTime<Utc>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    open_uploads: usize,
+    agents: HashMap<String, AgentUse>,
+    logins: HashMap<String, Bucket>,
+}
+
+/// The engine's admission limits. Cheap to share (`Arc` inside).
+#[derive(Clone, Debug)]
+pub(crate) struct Limits {
+    settings: Settings,
+    // A std Mutex: every critical section is a few map operations, with no `.await` inside.
+    state: Arc<Mutex<State>>,
+}
+
+/// One admitted upload. Dropping it (the upload ended, failed or was cancelled) frees its slot
+/// and its in-flight bytes.
+#[derive(Debug)]
+pub(crate) struct Permit {
+    limits: Limits,
+    agent: Option<String>,
+    in_flight_bytes: Arc<AtomicU64>,
+    /// Bytes this upload added to `in_flight_bytes`.
+    counted: AtomicU64,
+    /// Unpublished bytes the Agent already had stored when the upload began.
+    stored_unpublished: u64,
+}
+
+/// The error a byte stream carries when its Agent went past the unpublished-bytes cap; the
+/// blob layer turns it back into [`ErrorCode::UploadQuotaExceeded`].
+#[derive(Debug, thiserror::Error)]
+#[error("the unpublished-bytes cap of {0} bytes is reached")]
+pub(crate) struct QuotaExceeded(pub(crate) u64);
+
+impl Limits {
+    pub(crate) fn new(settings: Settings) -> Self {
+        Self {
+            settings,
+            state: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Admits one upload, by `agent` (`None`: the operator, who has no per-Agent caps), or
+    /// refuses it: `overloaded` (503) when the process has too many uploads open,
+    /// `too_many_uploads` (429) when this Agent does, `upload_quota_exceeded` (429) when its
+    /// stored unpublished bytes already reach the cap.
+    pub(crate) fn admit_upload(
+        &self,
+        agent: Option<&str>,
+        stored_unpublished: u64,
+    ) -> Result<Permit, Error> {
+        let mut state = self.lock();
+        if state.open_uploads >= self.settings.max_open_uploads {
+            return Err(reject(
+                ErrorCode::Overloaded,
+                "the server has too many uploads open; retry later",
+            ));
+        }
+        let in_flight_bytes = match agent {
+            None => Arc::default(),
+            Some(agent) => {
+                let entry = state.agents.entry(agent.to_owned()).or_default();
+                if entry.uploads >= self.settings.max_uploads_per_agent {
+                    return Err(reject(
+                        ErrorCode::TooManyUploads,
+                        format!(
+                            "at most {} uploads per agent may run at once",
+                            self.settings.max_uploads_per_agent
+                        ),
+                    ));
+                }
+                let in_flight = entry.in_flight_bytes.load(Ordering::Relaxed);
+                if stored_unpublished.saturating_add(in_flight)
+                    >= self.settings.max_unpublished_bytes
+                    && self.settings.max_unpublished_bytes > 0
+                {
+                    return Err(quota_error(self.settings.max_unpublished_bytes));
+                }
+                entry.uploads += 1;
+                Arc::clone(&entry.in_flight_bytes)
+            }
+        };
+        state.open_uploads += 1;
+        Ok(Permit {
+            limits: self.clone(),
+            agent: agent.map(str::to_owned),
+            in_flight_bytes,
+            counted: AtomicU64::new(0),
+            stored_unpublished,
+        })
+    }
+
+    /// Takes one login token of `agent` at `now`, or refuses with `rate_limited` (429).
+    /// Called only after the session request's signature checked out, so nobody can spend
+    /// another Agent's tokens.
+    pub(crate) fn admit_login(&self, agent: &str, now: DateTime<Utc>) -> Result<(), Error> {
+        let per_minute = f64::from(self.settings.logins_per_minute);
+        if per_minute <= 0.0 {
+            return Ok(());
+        }
+        let mut state = self.lock();
+        let bucket = state.logins.entry(agent.to_owned()).or_insert(Bucket {
+            tokens: per_minute,
+            at: now,
+        });
+        bucket.tokens = refilled(*bucket, now, per_minute);
+        bucket.at = now;
+        if bucket.tokens < 1.0 {
+            return Err(reject(
+                ErrorCode::RateLimited,
+                format!(
+                    "at most {} session requests per agent per minute",
+                    self.settings.logins_per_minute
+                ),
+            ));
+        }
+        bucket.tokens -= 1.0;
+        // A bucket that has refilled carries no information: forget it, so the map holds only
+        // the Agents that logged in within about the last minute.
+        state
+            .logins
+            .retain(|_, bucket| refilled(*bucket, now, per_minute) < per_minute);
+        Ok(())
+    }
+}
+
+/// The tokens of `bucket` at `now`, refilled at `per_minute` up to `per_minute`.
+fn refilled(bucket: Bucket, now: DateTime<Utc>, per_minute: f64) -> f64 {
+    let minutes = (now - bucket.at).num_milliseconds().max(0) as f64 / 60_000.0;
+    (bucket.tokens + minutes * per_minute).min(per_minute)
+}
+
+fn quota_error(cap: u64) -> Error {
+    reject(
+        ErrorCode::UploadQuotaExceeded,
+        format!(
+            "this agent holds {cap} or more unpublished bytes; publish them or wait for the sweep"
+        ),
+    )
+}
+
+impl Permit {
+    /// Counts `n` more received bytes; refuses once the Agent's stored unpublished bytes plus
+    /// everything its running uploads received would pass the cap.
+    pub(crate) fn count(&self, n: u64) -> Result<(), QuotaExceeded> {
+        let cap = self.limits.settings.max_unpublished_bytes;
+        if self.agent.is_none() || cap == 0 {
+            return Ok(());
+        }
+        self.counted.fetch_add(n, Ordering::Relaxed);
+        let in_flight = self.in_flight_bytes.fetch_add(n, Ordering::Relaxed) + n;
+        if self.stored_unpublished.saturating_add(in_flight) > cap {
+            return Err(QuotaExceeded(cap));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.in_flight_bytes
+            .fetch_sub(self.counted.load(Ordering::Relaxed), Ordering::Relaxed);
+        let mut state = self.limits.lock();
+        state.open_uploads = state.open_uploads.saturating_sub(1);
+        if let Some(agent) = &self.agent
+            && let Some(entry) = state.agents.get_mut(agent)
+        {
+            entry.uploads = entry.uploads.saturating_sub(1);
+            if entry.uploads == 0 {
+                state.agents.remove(agent);
+            }
+        }
+    }
+}
+
+/// Turns a [`QuotaExceeded`] carried in a body stream's `io::Error` back into its refusal.
+pub(crate) fn quota_from_io(error: &std::io::Error) -> Option<Error> {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<QuotaExceeded>())
+        .map(|QuotaExceeded(cap)| quota_error(*cap))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits::new(Settings {
+            max_uploads_per_agent: 2,
+            max_open_uploads: 3,
+            max_unpublished_bytes: 100,
+            logins_per_minute: 2,
+        })
+    }
+
+    #[test]
+    fn uploads_are_capped_per_agent_then_in_all() {
+        let limits = limits();
+        let a1 = limits.admit_upload(Some("a"), 0).expect("first");
+        let _a2 = limits.admit_upload(Some("a"), 0).expect("second");
+        let refused = limits.admit_upload(Some("a"), 0).expect_err("third");
+        assert_eq!(refused.code(), ErrorCode::TooManyUploads);
+        let _b1 = limits.admit_upload(Some("b"), 0).expect("another agent");
+        let refused = limits.admit_upload(None, 0).expect_err("process full");
+        assert_eq!(refused.code(), ErrorCode::Overloaded);
+        drop(a1);
+        limits.admit_upload(Some("a"), 0).expect("a slot came back");
+    }
+
+    #[test]
+    fn running_uploads_share_the_unpublished_cap() {
+        let limits = limits();
+        let first = limits.admit_upload(Some("a"), 40).expect("admitted");
+        first.count(50).expect("90 of 100");
+        let second = limits.admit_upload(Some("a"), 40).expect("admitted");
+        assert!(second.count(20).is_err(), "40 stored + 70 in flight > 100");
+        drop(first);
+        drop(second);
+        let refused = limits
+            .admit_upload(Some("a"), 100)
+            .expect_err("stored at the cap");
+        assert_eq!(refused.code(), ErrorCode::UploadQuotaExceeded);
+    }
+
+    #[test]
+    fn logins_refill_with_time() {
+        let limits = limits();
+        let start = Utc::now();
+        limits.admit_login("a", start).expect("1");
+        limits.admit_login("a", start).expect("2");
+        let refused = limits.admit_login("a", start).expect_err("3");
+        assert_eq!(refused.code(), ErrorCode::RateLimited);
+        limits
+            .admit_login("b", start)
+            .expect("another agent has its own bucket");
+        limits
+            .admit_login("a", start + chrono::Duration::seconds(30))
+            .expect("one token back after half a minute");
+    }
+}
