@@ -158,6 +158,44 @@ impl Client {
         Ok(self.send_json(Method::PUT, &path, Some(&body)).await?.1)
     }
 
+    /// Ends a Membership; answers its new epoch.
+    pub async fn remove_membership(&self, group_id: &Id, agent_id: &Id) -> Result<u64, Error> {
+        let path = format!("/v1/admin/groups/{group_id}/members/{agent_id}");
+        let answer: serde_json::Value = self
+            .send_json::<(), _>(Method::DELETE, &path, None)
+            .await?
+            .1;
+        answer["epoch"]
+            .as_u64()
+            .ok_or_else(|| Error::Protocol("no epoch".into()))
+    }
+
+    /// Deactivates an Agent; answers the Groups that were told.
+    pub async fn deactivate_agent(&self, agent_id: &Id) -> Result<Vec<Id>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            groups: Vec<Id>,
+        }
+        let path = format!("/v1/admin/agents/{agent_id}/deactivate");
+        let answer: Answer = self.send_json::<(), _>(Method::POST, &path, None).await?.1;
+        Ok(answer.groups)
+    }
+
+    /// Rotates an Agent's key to `key`; answers the new keyid.
+    pub async fn rotate_key(
+        &self,
+        agent_id: &Id,
+        key: &ed25519_dalek::VerifyingKey,
+    ) -> Result<String, Error> {
+        let body = serde_json::json!({ "publicKey": BASE64.encode(key.as_bytes()) });
+        let path = format!("/v1/admin/agents/{agent_id}/keys");
+        let answer: serde_json::Value = self.send_json(Method::POST, &path, Some(&body)).await?.1;
+        answer["keyid"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Protocol("no keyid".into()))
+    }
+
     /// Signs a session request with `key` and opens a session (DESIGN §8.1).
     pub async fn open_session(
         &self,

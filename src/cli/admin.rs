@@ -1,5 +1,5 @@
-//! Operator calls made with the admin token: creating Groups, registering agents and setting
-//! memberships (`weft admin …`).
+//! Operator calls made with the admin token: creating Groups, registering, deactivating and
+//! re-keying agents, setting and removing memberships (`weft admin …`).
 
 use std::path::Path;
 
@@ -65,6 +65,43 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
                 .await?;
             println!("agent {agent_id} registered with {keyid}");
         }
+        AdminAction::Agent {
+            action: AgentAction::Deactivate { agent_id },
+        } => {
+            let groups = api
+                .deactivate_agent(&Id::parse("agent-id", &agent_id)?)
+                .await?;
+            if groups.is_empty() {
+                println!("agent {agent_id} is deactivated (no Group told now)");
+            } else {
+                let groups: Vec<&str> = groups.iter().map(Id::as_str).collect();
+                println!("agent {agent_id} deactivated; told {}", groups.join(", "));
+            }
+        }
+        AdminAction::Agent {
+            action:
+                AgentAction::RotateKey {
+                    agent_id,
+                    public_key,
+                },
+        } => {
+            let key = weft_api::dsse::parse_public_key(&public_key)?;
+            let keyid = api
+                .rotate_key(&Id::parse("agent-id", &agent_id)?, &key)
+                .await?;
+            println!("agent {agent_id} now signs with {keyid}; its sessions ended");
+        }
+        AdminAction::Member {
+            action: MemberAction::Remove { group, agent_id },
+        } => {
+            let epoch = api
+                .remove_membership(
+                    &Id::parse("group", &group)?,
+                    &Id::parse("agent-id", &agent_id)?,
+                )
+                .await?;
+            println!("{agent_id} removed from {group} (membership epoch {epoch})");
+        }
         AdminAction::Member {
             action:
                 MemberAction::Set {
@@ -95,6 +132,7 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
 
 /// A role by its wire name, with an error that lists the allowed ones.
 fn parse_role(text: &str) -> anyhow::Result<Role> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned()))
-        .map_err(|_| anyhow::anyhow!("role must be worker, coordinator, reviewer or auditor"))
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|_| {
+        anyhow::anyhow!("role must be worker, coordinator, reviewer, auditor or approver")
+    })
 }

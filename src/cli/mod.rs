@@ -320,6 +320,17 @@ enum AgentAction {
         #[arg(long, default_value = "1")]
         card_version: String,
     },
+    /// Deactivates an Agent everywhere: it opens no session and signs nothing new; its
+    /// sessions and streams end.
+    Deactivate { agent_id: String },
+    /// Replaces an Agent's key: the old key verifies only what it signed before; the Agent's
+    /// sessions end.
+    RotateKey {
+        agent_id: String,
+        /// Base64 of the new 32-byte Ed25519 public key.
+        #[arg(long)]
+        public_key: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -327,10 +338,12 @@ enum MemberAction {
     Set {
         group: String,
         agent_id: String,
-        /// worker, coordinator, reviewer or auditor; repeat for several.
+        /// worker, coordinator, reviewer, auditor or approver; repeat for several.
         #[arg(long = "role", required = true)]
         roles: Vec<String>,
     },
+    /// Ends a Membership: the Agent's sessions in the Group end at once.
+    Remove { group: String, agent_id: String },
 }
 
 impl Cli {

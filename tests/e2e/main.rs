@@ -4,6 +4,7 @@
 
 mod cli;
 mod delivery;
+mod revoke;
 mod support;
 mod tidy;
 mod transport;
