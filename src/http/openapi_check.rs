@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 44] = {
+const EVERY_CODE: [ErrorCode; 45] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -56,6 +56,7 @@ const EVERY_CODE: [ErrorCode; 44] = {
         C::UnknownEvidence,
         C::UnknownWorkItem,
         C::SupersedesMismatch,
+        C::MissionMismatch,
         C::CursorAhead,
         C::CursorTooOld,
         C::NoPath,
@@ -107,6 +108,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::UnknownEvidence
         | C::UnknownWorkItem
         | C::SupersedesMismatch
+        | C::MissionMismatch
         | C::CursorAhead
         | C::CursorTooOld
         | C::NoPath
