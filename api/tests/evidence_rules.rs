@@ -77,7 +77,11 @@ fn verdicts_follow_the_table() {
             .iter()
             .map(|record| Weighed {
                 outcome: serde_json::from_value::<Outcome>(record[0].clone()).expect("outcome"),
-                standing: record[1].as_str().expect("standing").parse().expect("standing"),
+                standing: record[1]
+                    .as_str()
+                    .expect("standing")
+                    .parse()
+                    .expect("standing"),
                 superseded: record[2].as_bool().expect("superseded"),
             })
             .collect();

@@ -61,9 +61,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::Cycle
         | C::SupersedesMismatch
         | C::MissionMismatch
-        | C::CursorAhead => {
-            StatusCode::CONFLICT
-        }
+        | C::CursorAhead => StatusCode::CONFLICT,
         C::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

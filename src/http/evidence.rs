@@ -163,7 +163,11 @@ pub(crate) async fn criteria(
     let query = known_params(query, &["missionId"])?;
     let view = state
         .store
-        .criteria(work_item_id, query_id(&query, "missionId")?, &caller.reader())
+        .criteria(
+            work_item_id,
+            query_id(&query, "missionId")?,
+            &caller.reader(),
+        )
         .await?;
     Ok(json(StatusCode::OK, &view))
 }

@@ -39,7 +39,6 @@ use bytes::Bytes;
 use futures::Stream;
 
 pub use access::Reader;
-pub use sessions::Session;
 pub use artifacts::{Content, ListFilter, UploadOutcome};
 pub use blobs::Backend;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -55,6 +54,7 @@ pub use lineage::{
     Scope,
 };
 pub use options::{Options, defaults};
+pub use sessions::Session;
 pub use weft_api::GroupState;
 
 use weft_api::session::{Membership, Role, SessionGrant};

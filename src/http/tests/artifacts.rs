@@ -400,10 +400,7 @@ backends!(
         );
         refused(&h, publish_request(&in_g1, &citing), "unknown_source").await;
         let honest = sign(&in_g1.key, &manifest(&in_g1, "g1", digests, &[visible]));
-        assert_eq!(
-            h.publish(&in_g1, &honest).await.status,
-            StatusCode::CREATED
-        );
+        assert_eq!(h.publish(&in_g1, &honest).await.status, StatusCode::CREATED);
         let child = digests.blake3;
         for uri in [
             "/v1/groups/g1/events".to_owned(),

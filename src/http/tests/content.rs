@@ -223,7 +223,10 @@ backends!(
                 .await;
             assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
             assert_eq!(
-                answer.headers.get("content-type").and_then(|v| v.to_str().ok()),
+                answer
+                    .headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok()),
                 Some(expected),
                 "{kind:?}"
             );

@@ -183,7 +183,11 @@ async fn contested_criteria_are_flagged() {
     let ac3 = &criteria["criteria"][0];
     assert_eq!(ac3["latest"]["outcome"], "fail", "{criteria}");
     assert_eq!(ac3["latest"]["standing"], "reviewer");
-    assert_eq!(ac3["contested"], json!(false), "a claim does not contest a review");
+    assert_eq!(
+        ac3["contested"],
+        json!(false),
+        "a claim does not contest a review"
+    );
     assert_eq!(ac3["producers"], json!(["r1", "w1"]));
     h.record(
         &coordinator,
@@ -214,10 +218,7 @@ impl Harness {
             .record(agent, &sign_evidence(&agent.key, payload))
             .await;
         assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
-        answer.json()["evidenceId"]
-            .as_str()
-            .expect("id")
-            .to_owned()
+        answer.json()["evidenceId"].as_str().expect("id").to_owned()
     }
 }
 
@@ -236,7 +237,10 @@ backends!(
             evidence(agent, "g1", "work-1", "ac-1", outcome, &[report])
         };
         let failed = h
-            .recorded(&reviewer, &with_method(verdict(&reviewer, "fail"), "human", None))
+            .recorded(
+                &reviewer,
+                &with_method(verdict(&reviewer, "fail"), "human", None),
+            )
             .await;
         for (method, supersedes) in [
             ("human", Some(failed.as_str())),
@@ -254,7 +258,11 @@ backends!(
                 "forbidden",
             )
             .await;
-            assert_eq!(answer.status, StatusCode::FORBIDDEN, "{method} {supersedes:?}");
+            assert_eq!(
+                answer.status,
+                StatusCode::FORBIDDEN,
+                "{method} {supersedes:?}"
+            );
         }
         // A later `pass` of its own is recorded, but does not outrank the review.
         let claim = h.recorded(&worker, &verdict(&worker, "pass")).await;
@@ -268,7 +276,11 @@ backends!(
         let corrected = h
             .recorded(
                 &worker,
-                &with_method(verdict(&worker, "inconclusive"), "automated_test", Some(&claim)),
+                &with_method(
+                    verdict(&worker, "inconclusive"),
+                    "automated_test",
+                    Some(&claim),
+                ),
             )
             .await;
         // Supersedes stays within one criterion.
@@ -284,7 +296,11 @@ backends!(
         // A reviewer corrects a worker's record, a coordinator a reviewer's.
         h.recorded(
             &reviewer,
-            &with_method(verdict(&reviewer, "fail"), "automated_test", Some(&corrected)),
+            &with_method(
+                verdict(&reviewer, "fail"),
+                "automated_test",
+                Some(&corrected),
+            ),
         )
         .await;
         let overturned = h

@@ -255,7 +255,9 @@ backends!(
         let first = published[0];
         refused(
             &h,
-            review_request(json!({"criterion": "ac-1", "artifacts": [first], "checks": ["integrity"]})),
+            review_request(
+                json!({"criterion": "ac-1", "artifacts": [first], "checks": ["integrity"]}),
+            ),
             "bad_request",
         )
         .await;

@@ -48,7 +48,6 @@ pub(super) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error>
     Ok((envelope, evidence))
 }
 
-
 /// The SQL fragment and parameters restricting Evidence rows to `reader`'s Groups.
 fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> String {
     match reader {
@@ -99,10 +98,16 @@ fn check_supersedes(
         )
         .optional()?;
     let Some((group_id, mission_id, work_item_id, criterion, producer)) = target else {
-        return Err(reject(ErrorCode::UnknownEvidence, format!("supersedes names unknown Evidence {earlier}")));
+        return Err(reject(
+            ErrorCode::UnknownEvidence,
+            format!("supersedes names unknown Evidence {earlier}"),
+        ));
     };
     if group_id != evidence.group_id.as_str() {
-        return Err(reject(ErrorCode::UnknownEvidence, format!("supersedes names unknown Evidence {earlier}")));
+        return Err(reject(
+            ErrorCode::UnknownEvidence,
+            format!("supersedes names unknown Evidence {earlier}"),
+        ));
     }
     if mission_id != evidence.mission_id.as_str()
         || work_item_id != evidence.work_item_id.as_str()
@@ -423,7 +428,9 @@ fn criteria_of(
     if scopes.len() > 1 {
         return Err(reject(
             ErrorCode::BadRequest,
-            format!("WorkItem {work_item_id} has Evidence under more than one Mission; name missionId"),
+            format!(
+                "WorkItem {work_item_id} has Evidence under more than one Mission; name missionId"
+            ),
         ));
     }
     let mission = scopes
@@ -437,14 +444,26 @@ fn criteria_of(
     }
     let mut by_criterion: BTreeMap<String, Acc> = BTreeMap::new();
     for (row, _) in rows {
-        let (evidence_id, criterion, outcome, method, producer, timestamp, sequence, superseded, standing) = row;
+        let (
+            evidence_id,
+            criterion,
+            outcome,
+            method,
+            producer,
+            timestamp,
+            sequence,
+            superseded,
+            standing,
+        ) = row;
         let outcome: Outcome =
             serde_json::from_value(serde_json::json!(outcome)).map_err(Error::backend)?;
         let method: MethodKind =
             serde_json::from_value(serde_json::json!(method)).map_err(Error::backend)?;
-        let standing: Standing = standing
-            .parse()
-            .map_err(|()| Error::backend(std::io::Error::other(format!("unknown standing {standing}"))))?;
+        let standing: Standing = standing.parse().map_err(|()| {
+            Error::backend(std::io::Error::other(format!(
+                "unknown standing {standing}"
+            )))
+        })?;
         let acc = by_criterion.entry(criterion).or_insert_with(|| Acc {
             records: Vec::new(),
             counts: OutcomeCounts::default(),
@@ -465,7 +484,14 @@ fn criteria_of(
             timestamp,
             sequence,
         };
-        acc.records.push((Weighed { outcome, standing, superseded }, verdict));
+        acc.records.push((
+            Weighed {
+                outcome,
+                standing,
+                superseded,
+            },
+            verdict,
+        ));
     }
     let criteria = by_criterion
         .into_iter()

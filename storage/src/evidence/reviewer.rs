@@ -17,11 +17,11 @@ use weft_api::views::{Check, EvidenceRecord, ReviewRequest};
 use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, Id};
 
 use crate::access::{Reader, can_read_artifact, membership};
-use crate::sessions::Session;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
 use crate::events::to32;
+use crate::sessions::Session;
 
 /// Largest JSON artifact the schema check loads into memory.
 const MAX_SCHEMA_CONTENT: u64 = 16 * 1024 * 1024;
