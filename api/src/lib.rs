@@ -20,6 +20,7 @@ pub mod manifest;
 pub mod problem;
 pub mod session;
 pub mod signed;
+pub mod verdict;
 pub mod views;
 
 #[cfg(feature = "client")]

@@ -129,6 +129,9 @@ pub struct Verdict {
     pub outcome: crate::evidence::Outcome,
     pub method: crate::evidence::MethodKind,
     pub producer: String,
+    /// What the producer's word weighs (its roles when it recorded; EVD-1): a review
+    /// outranks a Worker's claim.
+    pub standing: crate::verdict::Standing,
     pub timestamp: String,
     pub sequence: u64,
 }
@@ -150,7 +153,7 @@ pub struct CriterionSummary {
     /// Every record, superseded ones included.
     pub counts: OutcomeCounts,
     pub producers: Vec<String>,
-    /// The records still in force (not superseded) disagree.
+    /// The records in force (not superseded) of the verdict's rank disagree.
     pub contested: bool,
 }
 
@@ -159,6 +162,9 @@ pub struct CriterionSummary {
 #[serde(rename_all = "camelCase")]
 pub struct CriteriaView {
     pub work_item_id: String,
+    /// The Mission the WorkItem belongs to (one answer covers one Mission).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission_id: Option<String>,
     pub criteria: Vec<CriterionSummary>,
 }
 
@@ -169,6 +175,10 @@ pub struct ReviewRequest {
     pub criterion: String,
     pub artifacts: Vec<ArtifactId>,
     pub checks: Vec<Check>,
+    /// The Mission of the WorkItem; required when the WorkItem id is used in more than one
+    /// Mission of the Group.
+    #[serde(default, rename = "missionId", skip_serializing_if = "Option::is_none")]
+    pub mission_id: Option<crate::id::Id>,
 }
 
 /// A deterministic check the built-in reviewer runs (EVD-3 step 1).

@@ -56,9 +56,12 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         }
         C::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         C::Timeout => StatusCode::REQUEST_TIMEOUT,
-        C::Conflict | C::NonceReused | C::Cycle | C::SupersedesMismatch | C::CursorAhead => {
-            StatusCode::CONFLICT
-        }
+        C::Conflict
+        | C::NonceReused
+        | C::Cycle
+        | C::SupersedesMismatch
+        | C::MissionMismatch
+        | C::CursorAhead => StatusCode::CONFLICT,
         C::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

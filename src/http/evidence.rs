@@ -10,7 +10,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use weft_api::evidence::{MethodKind, Outcome};
 use weft_api::json::parse_strict;
-use weft_api::views::{CriteriaView, ReviewOutcome, ReviewRequest};
+use weft_api::views::{ReviewOutcome, ReviewRequest};
 use weft_api::{ArtifactId, ErrorCode};
 use weft_storage::EvidenceFilter;
 
@@ -23,7 +23,7 @@ use super::{AppState, Caller, json};
 #[utoipa::path(post, path = "/v1/evidence", request_body(content = String, description = "DSSE envelope of an Evidence payload", content_type = "application/json"),
     responses((status = 201, description = "{evidenceId, sequence}"), (status = 200, description = "already recorded"),
               (status = 400, description = "invalid_evidence, bad_signature, wrong_payload_type"), (status = 403, description = "producer_mismatch, not_a_member, forbidden"),
-              (status = 409, description = "supersedes_mismatch"), (status = 422, description = "unknown_artifact, unknown_evidence")))]
+              (status = 409, description = "supersedes_mismatch, mission_mismatch"), (status = 422, description = "unknown_artifact, unknown_evidence")))]
 pub(crate) async fn record(
     State(state): State<AppState>,
     caller: Caller,
@@ -148,33 +148,35 @@ pub(crate) async fn for_artifact(
     Ok(json(StatusCode::OK, &page))
 }
 
-/// For every criterion of a WorkItem with Evidence: latest verdict in force, counts, producers.
-#[utoipa::path(get, path = "/v1/workitems/{work_item_id}/criteria", params(("work_item_id" = String, Path)),
-    responses((status = 200, description = "{workItemId, criteria: [{criterion, latest, counts, producers, contested}]}")))]
+/// For every criterion of a WorkItem with Evidence: the verdict in force, counts, producers.
+/// `missionId` picks the Mission when the WorkItem id is used in more than one.
+#[utoipa::path(get, path = "/v1/workitems/{work_item_id}/criteria", params(("work_item_id" = String, Path), ("missionId" = Option<String>, Query)),
+    responses((status = 200, description = "{workItemId, missionId, criteria: [{criterion, latest, counts, producers, contested}]}"),
+              (status = 400, description = "bad_request: the WorkItem has Evidence under several Missions; name missionId")))]
 pub(crate) async fn criteria(
     State(state): State<AppState>,
     caller: Caller,
     work_item_id: RawPath,
+    query: RawQuery,
 ) -> HttpResult<Response> {
     let work_item_id = path_id("workItemId", work_item_id)?;
-    let criteria = state
+    let query = known_params(query, &["missionId"])?;
+    let view = state
         .store
-        .criteria(work_item_id.clone(), &caller.reader())
+        .criteria(
+            work_item_id,
+            query_id(&query, "missionId")?,
+            &caller.reader(),
+        )
         .await?;
-    Ok(json(
-        StatusCode::OK,
-        &CriteriaView {
-            work_item_id: work_item_id.to_string(),
-            criteria,
-        },
-    ))
+    Ok(json(StatusCode::OK, &view))
 }
 
 /// The built-in deterministic reviewer: integrity and schema checks recorded as Evidence
 /// signed by the server's key. A failed check is Evidence with outcome `fail`.
 #[utoipa::path(post, path = "/v1/workitems/{work_item_id}/review", params(("work_item_id" = String, Path)),
-    request_body(content = String, description = "{criterion, artifacts: [blake3:…], checks: [integrity|schema]}", content_type = "application/json"),
-    responses((status = 201, description = "{evidence: [...]}, one record per check"), (status = 403, description = "forbidden"), (status = 404, description = "unknown_work_item")))]
+    request_body(content = String, description = "{criterion, artifacts: [blake3:…], checks: [integrity|schema], missionId?}", content_type = "application/json"),
+    responses((status = 201, description = "{evidence: [...]}, one record per check"), (status = 400, description = "bad_request: the WorkItem is in several Missions; name missionId"), (status = 403, description = "forbidden"), (status = 404, description = "unknown_work_item"), (status = 409, description = "mission_mismatch")))]
 pub(crate) async fn review(
     State(state): State<AppState>,
     caller: Caller,

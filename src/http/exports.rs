@@ -2,9 +2,14 @@
 //! Statement v1 with an SLSA-provenance-v1-shaped predicate for one artifact, wrapped in a
 //! DSSE envelope signed by the server's authority key.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value, json};
 use weft_api::views::ArtifactView;
-use weft_storage::Lineage;
+use weft_api::{ArtifactId, Digest, ErrorCode};
+use weft_storage::{Lineage, Reader};
+
+use super::error::HttpError;
 
 pub(crate) const INTOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 
@@ -134,10 +139,38 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
     Value::Object(document)
 }
 
+/// The in-toto Statement about `digest` as `reader` may see it: only sources the reader can
+/// read are named; the others are counted in `withheldSources` (CTX-5: counted, never
+/// named). Publication refuses a source the publishing Group cannot read, so a manifest the
+/// reader sees names hidden sources only if it was recorded before that rule.
+pub(crate) async fn intoto_for(
+    store: &weft_storage::Store,
+    digest: Digest,
+    reader: &Reader,
+) -> Result<Value, HttpError> {
+    let view = store.artifact(digest, reader).await?;
+    let mut hidden = BTreeSet::new();
+    if let Some(record) = view.manifests.last() {
+        for source in &record.manifest.sources {
+            match store.artifact(Digest::Blake3(*source), reader).await {
+                Ok(_) => {}
+                Err(weft_storage::Error::Rejected(rejection))
+                    if rejection.code == ErrorCode::NotFound =>
+                {
+                    hidden.insert(*source);
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+    Ok(intoto_statement(&view, &hidden))
+}
+
 /// An in-toto Statement v1 about one artifact: both digests as the subject, and an SLSA
 /// provenance v1 predicate (sources as resolvedDependencies, tool/model/capability versions,
-/// the producer as builder), taken from the artifact's newest visible manifest.
-pub(crate) fn intoto_statement(view: &ArtifactView) -> Value {
+/// the producer as builder), taken from the artifact's newest visible manifest. Sources in
+/// `hidden` are left out and counted.
+pub(crate) fn intoto_statement(view: &ArtifactView, hidden: &BTreeSet<ArtifactId>) -> Value {
     let digest = |blake3: &str, sha256: Option<&str>| {
         let mut digest = Map::new();
         digest.insert("blake3".into(), json!(blake3));
@@ -157,11 +190,20 @@ pub(crate) fn intoto_statement(view: &ArtifactView) -> Value {
     let mut dependencies: Vec<Value> = manifest
         .sources
         .iter()
+        .filter(|source| !hidden.contains(source))
         .map(|source| json!({"name": source.to_string(), "digest": digest(&source.hex(), None)}))
         .collect();
     dependencies.extend(manifest.tools.iter().map(|tool| {
         json!({"name": tool.id, "annotations": {"kind": format!("{:?}", tool.kind).to_lowercase(), "version": tool.version}})
     }));
+    let mut internal = json!({
+        "leaseId": manifest.execution.lease_id,
+        "ownershipEpoch": manifest.execution.ownership_epoch,
+        "classification": manifest.classification.as_str(),
+    });
+    if !hidden.is_empty() {
+        internal["withheldSources"] = json!(hidden.len());
+    }
     json!({
         "_type": "https://in-toto.io/Statement/v1",
         "subject": subject,
@@ -176,11 +218,7 @@ pub(crate) fn intoto_statement(view: &ArtifactView) -> Value {
                     "mediaType": manifest.content.media_type,
                     "schema": manifest.content.schema,
                 },
-                "internalParameters": {
-                    "leaseId": manifest.execution.lease_id,
-                    "ownershipEpoch": manifest.execution.ownership_epoch,
-                    "classification": manifest.classification.as_str(),
-                },
+                "internalParameters": internal,
                 "resolvedDependencies": dependencies,
             },
             "runDetails": {

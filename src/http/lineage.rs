@@ -192,8 +192,7 @@ pub(crate) async fn provenance(
     let lineage_query = lineage_query(&query, direction, &caller)?;
     let format = format_of(&query)?;
     if format == Format::InToto {
-        let view = state.store.artifact(digest, &caller.reader()).await?;
-        let statement = super::exports::intoto_statement(&view);
+        let statement = super::exports::intoto_for(&state.store, digest, &caller.reader()).await?;
         let payload = serde_json::to_vec(&statement)
             .map_err(|e| HttpError::new(ErrorCode::Internal, e.to_string()))?;
         let envelope = state

@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 48] = {
+const EVERY_CODE: [ErrorCode; 49] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -56,6 +56,7 @@ const EVERY_CODE: [ErrorCode; 48] = {
         C::UnknownEvidence,
         C::UnknownWorkItem,
         C::SupersedesMismatch,
+        C::MissionMismatch,
         C::CursorAhead,
         C::CursorTooOld,
         C::NoPath,
@@ -111,6 +112,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::UnknownEvidence
         | C::UnknownWorkItem
         | C::SupersedesMismatch
+        | C::MissionMismatch
         | C::CursorAhead
         | C::CursorTooOld
         | C::NoPath

@@ -60,7 +60,7 @@ pub use weft_api::GroupState;
 
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{
-    ArtifactPage, ArtifactView, CriterionSummary, Cursor, EvidencePage, EvidenceRecord,
+    ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
     EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint,
 };
 use weft_api::{ArtifactId, Digest, Digests, Envelope, Event, Id, KeyId};
@@ -251,14 +251,17 @@ impl Store {
         self.inner.evidence(evidence_id, reader).await
     }
 
-    /// For every criterion of a WorkItem with Evidence: the latest verdict in force, counts
-    /// by outcome, producers, and whether the records in force disagree.
+    /// For every criterion of a WorkItem of one Mission with Evidence: the verdict in force (a
+    /// review outranks a Worker's claim, EVD-1), counts by outcome, producers, and whether
+    /// the records in force of the verdict's rank disagree. `mission_id` is required when
+    /// the WorkItem id has Evidence under more than one Mission the reader can see.
     pub async fn criteria(
         &self,
         work_item_id: Id,
+        mission_id: Option<Id>,
         reader: &Reader,
-    ) -> Result<Vec<CriterionSummary>, Error> {
-        self.inner.criteria(work_item_id, reader).await
+    ) -> Result<CriteriaView, Error> {
+        self.inner.criteria(work_item_id, mission_id, reader).await
     }
 
     /// Runs the built-in deterministic reviewer for a session's Group (EVD-3 steps 1, 2, 5).

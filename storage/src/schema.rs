@@ -202,12 +202,30 @@ INSERT INTO agent_keys (keyid, agent_id, public_key, added_at)
     SELECT keyid, agent_id, public_key, registered_at FROM agents;
 "#;
 
+/// Evidence standing (EVD-1): what each record's producer weighed when it recorded it, so
+/// the verdict in force ranks a review over a Worker's claim without re-reading roles that
+/// may have changed since. The `membership.set` Events of the Group log carry the same
+/// roles, so the column is derivable from the log. Rows recorded before it get the standing
+/// of their producer's current Membership (the best that is known), the server's reviewer
+/// `authority`.
+const V6: &str = r#"
+ALTER TABLE evidence ADD COLUMN standing TEXT NOT NULL DEFAULT 'worker';
+UPDATE evidence SET standing = CASE
+    WHEN producer = 'weft-authority' THEN 'authority'
+    ELSE COALESCE((SELECT CASE
+            WHEN m.roles LIKE '%"reviewer"%' THEN 'reviewer'
+            WHEN m.roles LIKE '%"coordinator"%' THEN 'coordinator'
+            ELSE 'worker' END
+        FROM memberships m WHERE m.group_id = evidence.group_id AND m.agent_id = evidence.producer), 'worker')
+    END;
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 5 {
+    if version > 6 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (5)"
+            "database schema version {version} is newer than this weft understands (6)"
         ))));
     }
     if version < 1 {
@@ -224,6 +242,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 5 {
         conn.execute_batch(&format!("BEGIN; {V5} PRAGMA user_version = 5; COMMIT;"))?;
+    }
+    if version < 6 {
+        conn.execute_batch(&format!("BEGIN; {V6} PRAGMA user_version = 6; COMMIT;"))?;
     }
     Ok(())
 }

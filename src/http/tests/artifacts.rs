@@ -194,6 +194,7 @@ backends!(
         wrong_sha.sha256 = digest_of(b"artifact B").sha256;
         let lying = sign(&worker.key, &manifest(&worker, "g1", wrong_sha, &[]));
         refused(&h, publish_request(&worker, &lying), "digest_mismatch").await;
+        // A session acts in its own Group only: elsewhere, existing or not, it is not a member.
         let mut unknown_group = manifest(&worker, "g1", digests_a, &[]);
         unknown_group.group_id = Id::parse("g", "nowhere").expect("id");
         refused(
@@ -366,5 +367,63 @@ backends!(
             )
             .await;
         assert_eq!(answer.body.as_ref(), b"this artifact", "{kind:?}");
+    }
+);
+
+backends!(
+    /// Issue #10 finding 5 (DESIGN §6, CTX-5): an Agent that is a member of two Groups cannot,
+    /// from its g1 session, publish a manifest citing a source only g2 may read. So nothing
+    /// g1 can read (its `artifact.published` Events, the manifest view, the in-toto export)
+    /// ever names a source hidden from g1.
+    async fn a_publication_never_names_a_source_its_group_cannot_read(kind: Kind) {
+        let h = harness(kind).await;
+        let reader = h.agent("r1", "g1", &["reviewer"]).await;
+        let bridge = h.agent("bridge", "g2", &["worker"]).await;
+        let answer = h
+            .admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/members/bridge",
+                json!({"roles": ["worker"]}),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        let in_g1 = Agent {
+            id: bridge.id.clone(),
+            key: bridge.key.clone(),
+            token: h.session(&bridge.key, "bridge", "g1").await,
+        };
+        let hidden = h.put(&bridge, "g2", b"secret source", &[]).await;
+        let visible = h.put(&in_g1, "g1", b"public source", &[]).await;
+        let digests = h.upload(&in_g1, b"public child").await;
+        let citing = sign(
+            &in_g1.key,
+            &manifest(&in_g1, "g1", digests, &[visible, hidden]),
+        );
+        refused(&h, publish_request(&in_g1, &citing), "unknown_source").await;
+        let honest = sign(&in_g1.key, &manifest(&in_g1, "g1", digests, &[visible]));
+        assert_eq!(h.publish(&in_g1, &honest).await.status, StatusCode::CREATED);
+        let child = digests.blake3;
+        for uri in [
+            "/v1/groups/g1/events".to_owned(),
+            format!("/v1/artifacts/{child}"),
+            format!("/v1/artifacts/{child}/provenance?format=intoto"),
+        ] {
+            let answer = h
+                .call(Method::GET, &uri, Some(&reader.token), Body::empty())
+                .await;
+            assert_eq!(answer.status, StatusCode::OK, "{uri}: {answer:?}");
+            let text = String::from_utf8_lossy(&answer.body);
+            let payload = serde_json::from_slice::<weft_api::Envelope>(&answer.body)
+                .ok()
+                .and_then(|envelope| {
+                    base64::Engine::decode(&weft_api::dsse::BASE64, &envelope.payload).ok()
+                })
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .unwrap_or_default();
+            assert!(
+                !text.contains(&hidden.hex()) && !payload.contains(&hidden.hex()),
+                "{uri} names the hidden source"
+            );
+        }
     }
 );

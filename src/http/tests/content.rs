@@ -197,3 +197,39 @@ async fn a_range_read_of_a_corrupt_blob_fails_too() {
         "every stored byte is verified"
     );
 }
+
+backends!(
+    /// Issue #10 finding 5: the same bytes published by two Groups: each reader's
+    /// `Content-Type` comes from the newest manifest it may see, never from the other Group's.
+    async fn content_type_comes_from_a_manifest_the_reader_may_see(kind: Kind) {
+        let h = harness(kind).await;
+        let mine = h.agent("w1", "g1", &["worker"]).await;
+        let theirs = h.agent("w2", "g2", &["worker"]).await;
+        let bytes = b"<p>the same bytes</p>";
+        let id = h.put(&mine, "g1", bytes, &[]).await;
+        let digests = h.upload(&theirs, bytes).await;
+        let mut later = manifest(&theirs, "g2", digests, &[]);
+        later.content.media_type = "text/html".into();
+        let answer = h.publish(&theirs, &sign(&theirs.key, &later)).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        for (agent, expected) in [(&mine, "application/json"), (&theirs, "text/html")] {
+            let answer = h
+                .call(
+                    Method::GET,
+                    &format!("/v1/artifacts/{id}/content"),
+                    Some(&agent.token),
+                    Body::empty(),
+                )
+                .await;
+            assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+            assert_eq!(
+                answer
+                    .headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok()),
+                Some(expected),
+                "{kind:?}"
+            );
+        }
+    }
+);

@@ -159,31 +159,226 @@ backends!(
     }
 );
 
+/// EVD-1: a Worker's claim ranks below a review, whatever the order; reviews that disagree
+/// are contested.
 #[tokio::test]
 async fn contested_criteria_are_flagged() {
     let h = harness(Kind::Memory).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+    let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+    for (agent, outcome) in [(&worker, "pass"), (&reviewer, "fail")] {
+        let recorded = h
+            .record(
+                agent,
+                &sign_evidence(
+                    &agent.key,
+                    &evidence(agent, "g1", "work-1", "ac-3", outcome, &[]),
+                ),
+            )
+            .await;
+        assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
+    }
+    let criteria = h.get_json(&worker, "/v1/workitems/work-1/criteria").await;
+    let ac3 = &criteria["criteria"][0];
+    assert_eq!(ac3["latest"]["outcome"], "fail", "{criteria}");
+    assert_eq!(ac3["latest"]["standing"], "reviewer");
+    assert_eq!(
+        ac3["contested"],
+        json!(false),
+        "a claim does not contest a review"
+    );
+    assert_eq!(ac3["producers"], json!(["r1", "w1"]));
     h.record(
-        &worker,
+        &coordinator,
         &sign_evidence(
-            &worker.key,
-            &evidence(&worker, "g1", "work-1", "ac-3", "pass", &[]),
-        ),
-    )
-    .await;
-    h.record(
-        &reviewer,
-        &sign_evidence(
-            &reviewer.key,
-            &evidence(&reviewer, "g1", "work-1", "ac-3", "fail", &[]),
+            &coordinator.key,
+            &evidence(&coordinator, "g1", "work-1", "ac-3", "pass", &[]),
         ),
     )
     .await;
     let criteria = h.get_json(&worker, "/v1/workitems/work-1/criteria").await;
     assert_eq!(criteria["criteria"][0]["contested"], json!(true));
-    assert_eq!(criteria["criteria"][0]["producers"], json!(["r1", "w1"]));
+    assert_eq!(criteria["criteria"][0]["latest"]["producer"], "c1");
 }
+
+/// `payload` with `method.kind` set to `method` and, if given, `supersedes`.
+fn with_method(mut payload: Value, method: &str, supersedes: Option<&str>) -> Value {
+    payload["method"]["kind"] = json!(method);
+    if let Some(earlier) = supersedes {
+        payload["supersedes"] = json!(earlier);
+    }
+    payload
+}
+
+impl Harness {
+    /// Records `payload` signed by `agent`; must be created. Its evidence id.
+    async fn recorded(&self, agent: &Agent, payload: &Value) -> String {
+        let answer = self
+            .record(agent, &sign_evidence(&agent.key, payload))
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        answer.json()["evidenceId"].as_str().expect("id").to_owned()
+    }
+}
+
+backends!(
+    /// EVD-1 (issue #10): a Worker, even the producer of the artifact, cannot overturn a
+    /// reviewer's `fail`: not by superseding it, not by claiming a method only reviewers may
+    /// claim, not by recording a later `pass`. Its own records it may correct; a reviewer or
+    /// coordinator may correct anyone's.
+    async fn a_worker_cannot_overturn_a_review(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let report = h.put(&worker, "g1", b"{\"tests\":412}", &[]).await;
+        let verdict = |agent: &Agent, outcome: &str| {
+            evidence(agent, "g1", "work-1", "ac-1", outcome, &[report])
+        };
+        let failed = h
+            .recorded(
+                &reviewer,
+                &with_method(verdict(&reviewer, "fail"), "human", None),
+            )
+            .await;
+        for (method, supersedes) in [
+            ("human", Some(failed.as_str())),
+            ("integrity_check", Some(failed.as_str())),
+            ("schema_validation", Some(failed.as_str())),
+            ("reviewer_agent", Some(failed.as_str())),
+            ("automated_test", Some(failed.as_str())),
+            ("human", None),
+            ("integrity_check", None),
+        ] {
+            let attack = with_method(verdict(&worker, "pass"), method, supersedes);
+            let answer = refused(
+                &h,
+                record_request(&worker, &sign_evidence(&worker.key, &attack)),
+                "forbidden",
+            )
+            .await;
+            assert_eq!(
+                answer.status,
+                StatusCode::FORBIDDEN,
+                "{method} {supersedes:?}"
+            );
+        }
+        // A later `pass` of its own is recorded, but does not outrank the review.
+        let claim = h.recorded(&worker, &verdict(&worker, "pass")).await;
+        let criteria = h.get_json(&worker, "/v1/workitems/work-1/criteria").await;
+        let ac1 = &criteria["criteria"][0];
+        assert_eq!(ac1["latest"]["evidenceId"], json!(failed), "{criteria}");
+        assert_eq!(ac1["latest"]["outcome"], "fail");
+        assert_eq!(ac1["contested"], json!(false));
+        assert_eq!(criteria["missionId"], "mission-1");
+        // The producer corrects its own record.
+        let corrected = h
+            .recorded(
+                &worker,
+                &with_method(
+                    verdict(&worker, "inconclusive"),
+                    "automated_test",
+                    Some(&claim),
+                ),
+            )
+            .await;
+        // Supersedes stays within one criterion.
+        let mut elsewhere = verdict(&reviewer, "pass");
+        elsewhere["criterion"] = json!("ac-2");
+        elsewhere["supersedes"] = json!(failed);
+        refused(
+            &h,
+            record_request(&reviewer, &sign_evidence(&reviewer.key, &elsewhere)),
+            "supersedes_mismatch",
+        )
+        .await;
+        // A reviewer corrects a worker's record, a coordinator a reviewer's.
+        h.recorded(
+            &reviewer,
+            &with_method(
+                verdict(&reviewer, "fail"),
+                "automated_test",
+                Some(&corrected),
+            ),
+        )
+        .await;
+        let overturned = h
+            .recorded(
+                &coordinator,
+                &with_method(verdict(&coordinator, "pass"), "human", Some(&failed)),
+            )
+            .await;
+        let criteria = h.get_json(&worker, "/v1/workitems/work-1/criteria").await;
+        let ac1 = &criteria["criteria"][0];
+        assert_eq!(ac1["latest"]["evidenceId"], json!(overturned), "{criteria}");
+        assert_eq!(ac1["latest"]["standing"], "coordinator");
+        assert_eq!(
+            ac1["contested"],
+            json!(true),
+            "the coordinator's pass and the reviewer's later fail (of the worker's record) disagree"
+        );
+    }
+);
+
+backends!(
+    /// Issue #10 finding 5: Evidence speaks about artifacts of its own Mission and WorkItem.
+    async fn evidence_cites_only_its_own_mission_and_work_item(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        let report = h.put(&worker, "g1", b"report of work-1", &[]).await;
+        for (field, value) in [("missionId", "mission-2"), ("workItemId", "work-2")] {
+            let mut payload = evidence(&reviewer, "g1", "work-1", "ac-1", "pass", &[report]);
+            payload[field] = json!(value);
+            payload["subject"]["id"] = payload["workItemId"].clone();
+            refused(
+                &h,
+                record_request(&reviewer, &sign_evidence(&reviewer.key, &payload)),
+                "mission_mismatch",
+            )
+            .await;
+        }
+        h.recorded(
+            &reviewer,
+            &evidence(&reviewer, "g1", "work-1", "ac-1", "pass", &[report]),
+        )
+        .await;
+    }
+);
+
+backends!(
+    /// Issue #10 finding 5: a WorkItem id is unique only within its Mission, so the criteria
+    /// of `work-1` in two Missions are never merged: the reader names the Mission.
+    async fn criteria_answer_for_one_mission(kind: Kind) {
+        let h = harness(kind).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        for (mission, outcome) in [("mission-1", "pass"), ("mission-2", "fail")] {
+            let mut payload = evidence(&reviewer, "g1", "work-1", "ac-1", outcome, &[]);
+            payload["missionId"] = json!(mission);
+            h.recorded(&reviewer, &payload).await;
+        }
+        let ambiguous = request(
+            Method::GET,
+            "/v1/workitems/work-1/criteria",
+            Some(&reviewer.token),
+            Body::empty(),
+        );
+        refused(&h, ambiguous, "bad_request").await;
+        for (mission, outcome) in [("mission-1", "pass"), ("mission-2", "fail")] {
+            let view = h
+                .get_json(
+                    &reviewer,
+                    &format!("/v1/workitems/work-1/criteria?missionId={mission}"),
+                )
+                .await;
+            assert_eq!(view["missionId"], mission);
+            assert_eq!(view["criteria"][0]["latest"]["outcome"], outcome, "{view}");
+            assert_eq!(view["criteria"][0]["contested"], json!(false));
+            assert_eq!(view["criteria"][0]["counts"][outcome], json!(1));
+        }
+    }
+);
 
 backends!(
     /// EVD-4/EVD-5 bad input: each refused with its code, nothing stored.

@@ -132,3 +132,37 @@ async fn prov_json_and_intoto_exports_validate_independently() {
         .await;
     assert_eq!(refused.code(), "bad_request");
 }
+
+/// Issue #10 finding 5, defence in depth: a manifest recorded before publication refused
+/// unreadable sources may still name one; the in-toto export then lists only the sources the
+/// reader may see and counts the others (`withheldSources`), never naming them.
+#[tokio::test]
+async fn intoto_exports_count_hidden_sources_without_naming_them() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let shown = h.put(&worker, "g1", b"shown", &[]).await;
+    let hidden = h.put(&worker, "g1", b"taken as hidden", &[]).await;
+    let report = h.put(&worker, "g1", b"report", &[shown, hidden]).await;
+    let view = h
+        .store
+        .artifact(
+            weft_api::Digest::Blake3(report),
+            &weft_storage::Reader::Admin,
+        )
+        .await
+        .expect("view");
+    let statement = crate::http::exports::intoto_statement(&view, &[hidden].into());
+    let text = statement.to_string();
+    assert!(!text.contains(&hidden.hex()), "{text}");
+    assert!(text.contains(&shown.hex()), "{text}");
+    assert_eq!(
+        statement["predicate"]["buildDefinition"]["internalParameters"]["withheldSources"],
+        json!(1)
+    );
+    let everything = crate::http::exports::intoto_statement(&view, &Default::default());
+    assert!(
+        everything["predicate"]["buildDefinition"]["internalParameters"]
+            .get("withheldSources")
+            .is_none()
+    );
+}

@@ -225,3 +225,61 @@ backends!(
         }
     }
 );
+
+backends!(
+    /// Issue #10 finding 5: the built-in reviewer never picks a Mission for the caller. A
+    /// WorkItem id published under two Missions needs `missionId`, and the artifacts must be
+    /// that Mission's and WorkItem's.
+    async fn the_reviewer_reviews_one_named_mission(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        let mut published = Vec::new();
+        for (mission, bytes) in [("mission-1", &b"first"[..]), ("mission-2", &b"second"[..])] {
+            let digests = h.upload(&worker, bytes).await;
+            let mut manifest = manifest(&worker, "g1", digests, &[]);
+            manifest.mission_id = weft_api::Id::parse("m", mission).expect("id");
+            let answer = h.publish(&worker, &sign(&worker.key, &manifest)).await;
+            assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+            published.push(digests.blake3);
+        }
+        let review_request = |body: Value| {
+            json_request(
+                Method::POST,
+                "/v1/workitems/work-1/review",
+                &reviewer.token,
+                body,
+                &[],
+            )
+        };
+        let first = published[0];
+        refused(
+            &h,
+            review_request(
+                json!({"criterion": "ac-1", "artifacts": [first], "checks": ["integrity"]}),
+            ),
+            "bad_request",
+        )
+        .await;
+        refused(
+            &h,
+            review_request(json!({"criterion": "ac-1", "artifacts": [first], "checks": ["integrity"], "missionId": "mission-2"})),
+            "mission_mismatch",
+        )
+        .await;
+        refused(
+            &h,
+            review_request(json!({"criterion": "ac-1", "artifacts": [first], "checks": ["integrity"], "missionId": "mission-3"})),
+            "unknown_work_item",
+        )
+        .await;
+        let answer = h
+            .send(review_request(json!({"criterion": "ac-1", "artifacts": [first], "checks": ["integrity"], "missionId": "mission-1"})))
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        assert_eq!(
+            answer.json()["evidence"][0]["evidence"]["missionId"],
+            "mission-1"
+        );
+    }
+);

@@ -21,6 +21,14 @@ use crate::error::{Error, reject};
 use crate::events::{self, to32};
 use crate::hashing::DualHasher;
 
+/// The one Group whose manifests `reader` sees (`None`: the operator sees every Group's).
+fn visible_group(reader: &Reader) -> Option<&str> {
+    match reader {
+        Reader::Admin => None,
+        Reader::Agent { group_id, .. } => Some(group_id.as_str()),
+    }
+}
+
 /// Filters of `GET /v1/artifacts`.
 #[derive(Clone, Debug, Default)]
 pub struct ListFilter {
@@ -283,9 +291,12 @@ impl Engine {
                 if !can_read_artifact(conn, &reader, &digests.blake3)? {
                     return Err(not_found());
                 }
+                // The media type of the newest manifest the reader may see: another Group's
+                // newer manifest must not show through (nor tell that it exists).
                 let media_type: String = conn.query_row(
-                    "SELECT media_type FROM manifests WHERE blake3 = ?1 ORDER BY rowid DESC LIMIT 1",
-                    [&digests.blake3.0[..]],
+                    "SELECT media_type FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2)
+                     ORDER BY rowid DESC LIMIT 1",
+                    params![&digests.blake3.0[..], visible_group(&reader)],
                     |row| row.get(0),
                 )?;
                 Ok((digests, quarantined, media_type))

@@ -11,9 +11,10 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::dsse::BASE64;
 use weft_api::evidence::{AUTHORITY_AGENT, Evidence, MethodKind, Outcome};
 use weft_api::kinds;
-use weft_api::session::Role;
+use weft_api::verdict::{Standing, Weighed, in_force, may_claim, may_supersede};
 use weft_api::views::{
-    CriterionSummary, EvidencePage, EvidenceRecord, EvidenceRecorded, OutcomeCounts, Verdict,
+    CriteriaView, CriterionSummary, EvidencePage, EvidenceRecord, EvidenceRecorded, OutcomeCounts,
+    Verdict,
 };
 use weft_api::{ArtifactId, Envelope, ErrorCode, EventPayload, Id};
 
@@ -47,12 +48,6 @@ pub(super) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error>
     Ok((envelope, evidence))
 }
 
-fn roles_may_record(roles: &[Role]) -> bool {
-    roles
-        .iter()
-        .any(|role| matches!(role, Role::Reviewer | Role::Worker | Role::Coordinator))
-}
-
 /// The SQL fragment and parameters restricting Evidence rows to `reader`'s Groups.
 fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> String {
     match reader {
@@ -62,6 +57,76 @@ fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> 
             format!(" AND e.group_id = ?{}", args.len())
         }
     }
+}
+
+/// Whether `artifact` was published for the Evidence's Mission and WorkItem in its Group.
+fn published_for(
+    conn: &Connection,
+    artifact: &ArtifactId,
+    evidence: &Evidence,
+) -> Result<bool, Error> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
+            params![
+                &artifact.0[..],
+                evidence.group_id.as_str(),
+                evidence.mission_id.as_str(),
+                evidence.work_item_id.as_str()
+            ],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// EVD-1 for a correction: the superseded record must be of the same Group (else it is
+/// unknown: another Group's Evidence is never confirmed to exist), Mission, WorkItem and
+/// criterion, and the corrector its producer or a reviewer or coordinator.
+fn check_supersedes(
+    conn: &Connection,
+    earlier: &ArtifactId,
+    evidence: &Evidence,
+    signer: &Id,
+    standing: Standing,
+) -> Result<(), Error> {
+    let target: Option<(String, String, String, String, String)> = conn
+        .query_row(
+            "SELECT group_id, mission_id, work_item_id, criterion, producer FROM evidence WHERE evidence_id = ?1",
+            [&earlier.0[..]],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
+        )
+        .optional()?;
+    let Some((group_id, mission_id, work_item_id, criterion, producer)) = target else {
+        return Err(reject(
+            ErrorCode::UnknownEvidence,
+            format!("supersedes names unknown Evidence {earlier}"),
+        ));
+    };
+    if group_id != evidence.group_id.as_str() {
+        return Err(reject(
+            ErrorCode::UnknownEvidence,
+            format!("supersedes names unknown Evidence {earlier}"),
+        ));
+    }
+    if mission_id != evidence.mission_id.as_str()
+        || work_item_id != evidence.work_item_id.as_str()
+        || criterion != evidence.criterion
+    {
+        return Err(reject(
+            ErrorCode::SupersedesMismatch,
+            "supersedes names Evidence of another Mission, WorkItem or criterion",
+        ));
+    }
+    if !may_supersede(standing, producer == signer.as_str()) {
+        return Err(reject(
+            ErrorCode::Forbidden,
+            format!(
+                "only {producer}, or a reviewer or coordinator of {group_id}, may supersede {earlier}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl Engine {
@@ -116,38 +181,48 @@ impl Engine {
                 if !group_exists(txn, group)? {
                     return Err(reject(ErrorCode::UnknownGroup, format!("group {group} does not exist")));
                 }
-                let producer = if is_authority {
-                    Reader::Admin
+                let (producer, standing) = if is_authority {
+                    (Reader::Admin, Standing::Authority)
                 } else {
                     match agent_by_keyid(txn, &keyid)? {
                         Some((agent_id, _, _)) if agent_id == signer => {}
                         _ => return Err(reject(ErrorCode::UnknownKey, "the signing key was unregistered meanwhile")),
                     }
-                    match membership(txn, group, signer.as_str())? {
-                        Some((roles, _)) if roles_may_record(&roles) => {}
-                        Some(_) => return Err(reject(ErrorCode::Forbidden, format!("{signer} may not record Evidence in {group}"))),
+                    let standing = match membership(txn, group, signer.as_str())? {
+                        Some((roles, _)) => match Standing::of_roles(&roles) {
+                            Some(standing) => standing,
+                            None => return Err(reject(ErrorCode::Forbidden, format!("{signer} may not record Evidence in {group}"))),
+                        },
                         None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
-                    }
-                    Reader::Agent { agent_id: signer.clone(), group_id: evidence.group_id.clone() }
+                    };
+                    (Reader::Agent { agent_id: signer.clone(), group_id: evidence.group_id.clone() }, standing)
                 };
+                // EVD-1: a method kind is claimed only by a standing allowed to produce it.
+                let method = evidence.method.kind;
+                if !may_claim(standing, method) {
+                    return Err(reject(
+                        ErrorCode::Forbidden,
+                        format!("a {} may not record Evidence of method {}", standing.as_str(), method.as_str()),
+                    ));
+                }
                 for artifact in &evidence.artifacts {
                     if !can_read_artifact(txn, &producer, artifact)? {
                         return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not published in a group {signer} can read")));
                     }
+                    // Evidence speaks about the work it cites: the artifacts must have been
+                    // published for this Mission and WorkItem in this Group.
+                    if !published_for(txn, artifact, &evidence)? {
+                        return Err(reject(
+                            ErrorCode::MissionMismatch,
+                            format!(
+                                "{artifact} is not published for Mission {} WorkItem {} in {group}",
+                                evidence.mission_id, evidence.work_item_id
+                            ),
+                        ));
+                    }
                 }
                 if let Some(earlier) = &evidence.supersedes {
-                    let target: Option<(String, String)> = txn
-                        .query_row("SELECT work_item_id, group_id FROM evidence WHERE evidence_id = ?1", [&earlier.0[..]], |row| {
-                            Ok((row.get(0)?, row.get(1)?))
-                        })
-                        .optional()?;
-                    match target {
-                        None => return Err(reject(ErrorCode::UnknownEvidence, format!("supersedes names unknown Evidence {earlier}"))),
-                        Some((work_item, group_id)) if work_item != evidence.work_item_id.as_str() || group_id != group => {
-                            return Err(reject(ErrorCode::SupersedesMismatch, "supersedes names Evidence of another WorkItem"));
-                        }
-                        Some(_) => {}
-                    }
+                    check_supersedes(txn, earlier, &evidence, &signer, standing)?;
                 }
                 let event = EventPayload::EvidenceRecorded(kinds::EvidenceRecorded {
                     artifacts: evidence.artifacts.clone(),
@@ -163,13 +238,13 @@ impl Engine {
                 let sequence = events::append(txn, &evidence.group_id, &event, now)?;
                 txn.execute(
                     "INSERT INTO evidence (evidence_id, group_id, mission_id, work_item_id, criterion, outcome, method_kind,
-                                           producer, timestamp, supersedes, envelope, sequence)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                           producer, timestamp, supersedes, envelope, sequence, standing)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                     params![
                         &evidence_id.0[..], group, evidence.mission_id.as_str(), evidence.work_item_id.as_str(),
                         evidence.criterion, evidence.result.outcome.as_str(), evidence.method.kind.as_str(),
                         signer.as_str(), evidence.timestamp.to_rfc3339(), evidence.supersedes.map(|id| id.0.to_vec()),
-                        envelope_json, sequence
+                        envelope_json, sequence, standing.as_str()
                     ],
                 )?;
                 for artifact in &evidence.artifacts {
@@ -267,11 +342,12 @@ impl Engine {
     pub(crate) async fn criteria(
         &self,
         work_item_id: Id,
+        mission_id: Option<Id>,
         reader: &Reader,
-    ) -> Result<Vec<CriterionSummary>, Error> {
+    ) -> Result<CriteriaView, Error> {
         let reader = reader.clone();
         self.db
-            .read(move |conn| criteria_of(conn, &work_item_id, &reader))
+            .read(move |conn| criteria_of(conn, &work_item_id, mission_id.as_ref(), &reader))
             .await
     }
 
@@ -306,16 +382,26 @@ impl Engine {
     }
 }
 
+/// The verdict per criterion of one WorkItem of one Mission, from the Evidence the reader
+/// may see. A WorkItem id is only unique within a Mission, so when the reader's Evidence for
+/// it spans several Missions (or, for the operator, Groups) the caller must name the Mission.
 fn criteria_of(
     conn: &Connection,
     work_item_id: &Id,
+    mission_id: Option<&Id>,
     reader: &Reader,
-) -> Result<Vec<CriterionSummary>, Error> {
+) -> Result<CriteriaView, Error> {
     let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(work_item_id.to_string())];
+    let mut mission_clause = String::new();
+    if let Some(mission) = mission_id {
+        args.push(Box::new(mission.to_string()));
+        mission_clause = format!(" AND e.mission_id = ?{}", args.len());
+    }
     let sql = format!(
         "SELECT e.evidence_id, e.criterion, e.outcome, e.method_kind, e.producer, e.timestamp, e.sequence,
-                EXISTS (SELECT 1 FROM evidence s WHERE s.supersedes = e.evidence_id)
-         FROM evidence e WHERE e.work_item_id = ?1{} ORDER BY e.rowid",
+                EXISTS (SELECT 1 FROM evidence s WHERE s.supersedes = e.evidence_id), e.standing,
+                e.group_id, e.mission_id
+         FROM evidence e WHERE e.work_item_id = ?1{mission_clause}{} ORDER BY e.rowid",
         visible_clause(reader, &mut args)
     );
     let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
@@ -323,35 +409,65 @@ fn criteria_of(
     let rows = statement
         .query_map(params.as_slice(), |row| {
             Ok((
-                row.get::<_, Vec<u8>>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, String>(4)?,
-                row.get::<_, String>(5)?,
-                row.get::<_, u64>(6)?,
-                row.get::<_, bool>(7)?,
+                (
+                    row.get::<_, Vec<u8>>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, u64>(6)?,
+                    row.get::<_, bool>(7)?,
+                    row.get::<_, String>(8)?,
+                ),
+                (row.get::<_, String>(9)?, row.get::<_, String>(10)?),
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
+    let scopes: BTreeSet<&(String, String)> = rows.iter().map(|(_, scope)| scope).collect();
+    if scopes.len() > 1 {
+        return Err(reject(
+            ErrorCode::BadRequest,
+            format!(
+                "WorkItem {work_item_id} has Evidence under more than one Mission; name missionId"
+            ),
+        ));
+    }
+    let mission = scopes
+        .first()
+        .map(|(_, mission)| mission.clone())
+        .or_else(|| mission_id.map(Id::to_string));
     struct Acc {
-        latest: Option<Verdict>,
+        records: Vec<(Weighed, Verdict)>,
         counts: OutcomeCounts,
         producers: BTreeSet<String>,
-        in_force: BTreeSet<Outcome>,
     }
     let mut by_criterion: BTreeMap<String, Acc> = BTreeMap::new();
-    for (evidence_id, criterion, outcome, method, producer, timestamp, sequence, superseded) in rows
-    {
+    for (row, _) in rows {
+        let (
+            evidence_id,
+            criterion,
+            outcome,
+            method,
+            producer,
+            timestamp,
+            sequence,
+            superseded,
+            standing,
+        ) = row;
         let outcome: Outcome =
             serde_json::from_value(serde_json::json!(outcome)).map_err(Error::backend)?;
         let method: MethodKind =
             serde_json::from_value(serde_json::json!(method)).map_err(Error::backend)?;
+        let standing: Standing = standing.parse().map_err(|()| {
+            Error::backend(std::io::Error::other(format!(
+                "unknown standing {standing}"
+            )))
+        })?;
         let acc = by_criterion.entry(criterion).or_insert_with(|| Acc {
-            latest: None,
+            records: Vec::new(),
             counts: OutcomeCounts::default(),
             producers: BTreeSet::new(),
-            in_force: BTreeSet::new(),
         });
         match outcome {
             Outcome::Pass => acc.counts.pass += 1,
@@ -359,30 +475,43 @@ fn criteria_of(
             Outcome::Inconclusive => acc.counts.inconclusive += 1,
         }
         acc.producers.insert(producer.clone());
-        if !superseded {
-            acc.in_force.insert(outcome);
-            // Rows come in record order, so the last one in force is the latest verdict.
-            acc.latest = Some(Verdict {
-                evidence_id: ArtifactId(to32(evidence_id)?),
+        let verdict = Verdict {
+            evidence_id: ArtifactId(to32(evidence_id)?),
+            outcome,
+            method,
+            producer,
+            standing,
+            timestamp,
+            sequence,
+        };
+        acc.records.push((
+            Weighed {
                 outcome,
-                method,
-                producer,
-                timestamp,
-                sequence,
-            });
-        }
+                standing,
+                superseded,
+            },
+            verdict,
+        ));
     }
-    Ok(by_criterion
+    let criteria = by_criterion
         .into_iter()
         .filter_map(|(criterion, acc)| {
-            let latest = acc.latest?;
+            let weighed: Vec<Weighed> = acc.records.iter().map(|(weighed, _)| *weighed).collect();
+            // Rows come in record order, so the verdict is the newest of the highest standing.
+            let verdict = in_force(&weighed)?;
+            let latest = acc.records.into_iter().nth(verdict.latest)?.1;
             Some(CriterionSummary {
                 criterion,
                 latest,
                 counts: acc.counts,
                 producers: acc.producers.into_iter().collect(),
-                contested: acc.in_force.len() > 1,
+                contested: verdict.contested,
             })
         })
-        .collect())
+        .collect();
+    Ok(CriteriaView {
+        work_item_id: work_item_id.to_string(),
+        mission_id: mission,
+        criteria,
+    })
 }

@@ -54,6 +54,7 @@ impl Engine {
             work_item_id.clone(),
         );
         let artifacts = request.artifacts.clone();
+        let named_mission = request.mission_id.clone();
         let mission_id = self
             .db
             .read(move |conn| {
@@ -61,19 +62,40 @@ impl Engine {
                     Some((roles, _)) if roles.iter().any(|r| matches!(r, Role::Reviewer | Role::Coordinator)) => {}
                     _ => return Err(reject(ErrorCode::Forbidden, "the reviewer runs for coordinators and reviewers of the Group")),
                 }
-                let mission: Option<String> = conn
-                    .query_row(
-                        "SELECT mission_id FROM manifests WHERE work_item_id = ?1 AND group_id = ?2 LIMIT 1",
-                        params![work_item.as_str(), group.as_str()],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
-                let Some(mission) = mission else {
-                    return Err(reject(ErrorCode::UnknownWorkItem, format!("nothing was published for WorkItem {work_item} in {group}")));
+                // A WorkItem id is unique only within its Mission: the Mission is the one the
+                // request names, or the only one the id is published under in the Group.
+                let mut statement = conn.prepare(
+                    "SELECT DISTINCT mission_id FROM manifests WHERE work_item_id = ?1 AND group_id = ?2
+                     AND (?3 IS NULL OR mission_id = ?3) LIMIT 2",
+                )?;
+                let missions = statement
+                    .query_map(
+                        params![work_item.as_str(), group.as_str(), named_mission.as_ref().map(Id::as_str)],
+                        |row| row.get::<_, String>(0),
+                    )?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mission = match missions.as_slice() {
+                    [] => return Err(reject(ErrorCode::UnknownWorkItem, format!("nothing was published for WorkItem {work_item} in {group}"))),
+                    [mission] => mission.clone(),
+                    _ => return Err(reject(ErrorCode::BadRequest, format!("WorkItem {work_item} is published under more than one Mission in {group}; name missionId"))),
                 };
                 for artifact in &artifacts {
                     if !can_read_artifact(conn, &Reader::Agent { agent_id: agent.clone(), group_id: group.clone() }, artifact)? {
                         return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not visible to you")));
+                    }
+                    let for_work_item = conn
+                        .query_row(
+                            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
+                            params![&artifact.0[..], group.as_str(), mission, work_item.as_str()],
+                            |_| Ok(()),
+                        )
+                        .optional()?
+                        .is_some();
+                    if !for_work_item {
+                        return Err(reject(
+                            ErrorCode::MissionMismatch,
+                            format!("{artifact} is not published for Mission {mission} WorkItem {work_item}"),
+                        ));
                     }
                 }
                 Ok(Id::parse("missionId", &mission)?)
