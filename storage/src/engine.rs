@@ -37,22 +37,85 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Makes the index's directory 0700 and the index file 0600, creating the file empty with
+/// that mode if it is new: SQLite gives its `-wal` and `-shm` files the mode of the database
+/// file, so all three are owner-only from the first write. Existing ones are fixed too.
+fn owner_only_index(path: &std::path::Path) -> Result<(), Error> {
+    use crate::blobs::{owner_only_dir, owner_only_file};
+    if let Some(parent) = path.parent() {
+        owner_only_dir(parent)?;
+    }
+    if !path.exists() {
+        let mut create = std::fs::OpenOptions::new();
+        create.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut create, 0o600);
+        match create.open(path) {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(Error::backend(error)),
+        }
+    }
+    let name = path.as_os_str().to_owned();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = name.clone();
+        file.push(suffix);
+        owner_only_file(std::path::Path::new(&file))?;
+    }
+    Ok(())
+}
+
+/// Start-up reconciliation (issue #10 finding 10): a crash between promoting a blob file and
+/// committing its `blobs` row leaves a file that no row names. No upload was acknowledged for
+/// it (the answer follows the commit), it has no uploader and no Group, so it is removed
+/// rather than recorded: a client that retries uploads the bytes again. Runs before the
+/// server accepts requests, so no upload can be between its promotion and its row.
+async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
+    let files = blobs.local_blob_files()?;
+    if files.is_empty() {
+        return Ok(0);
+    }
+    let orphans = db
+        .read(move |conn| {
+            let mut statement = conn.prepare("SELECT 1 FROM blobs WHERE blake3 = ?1")?;
+            let mut orphans = Vec::new();
+            for (path, id) in files {
+                if !statement.exists([&id.0[..]])? {
+                    orphans.push(path);
+                }
+            }
+            Ok(orphans)
+        })
+        .await?;
+    for path in &orphans {
+        tracing::warn!(path = %path.display(), "removing a blob file with no index row");
+        std::fs::remove_file(path).map_err(Error::backend)?;
+    }
+    Ok(orphans.len())
+}
+
 impl Engine {
     pub(crate) async fn open(options: Options) -> Result<Self, Error> {
         if let crate::db::Location::File(path) = &options.index
             && let Some(parent) = path.parent()
         {
             std::fs::create_dir_all(parent).map_err(Error::backend)?;
+            owner_only_index(path)?;
         }
         let db = Db::open(&options.index)?;
         let blobs = Blobs::open(&options.blobs)?;
-        let n_swept = if options.sweep_staging {
-            blobs.sweep_staging()?
-        } else {
-            0
-        };
-        if n_swept > 0 {
-            tracing::info!(n_swept, "removed stale staging files");
+        if options.sweep_staging {
+            let n_swept = blobs.sweep_staging()?;
+            if n_swept > 0 {
+                tracing::info!(n_swept, "removed stale staging files");
+            }
+            let n_orphans = remove_orphan_blobs(&db, &blobs).await?;
+            if n_orphans > 0 {
+                tracing::info!(
+                    n_orphans,
+                    "removed blob files a crash left without an index row"
+                );
+            }
         }
         let lineage = crate::lineage::Index::default();
         lineage.add_all(&db.read(load_publications).await?);
@@ -81,5 +144,97 @@ impl Engine {
             session_ttl: options.session_ttl,
             lineage_inline_budget: options.lineage_inline_budget,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use crate::{Options, Reader, Store};
+
+    fn body(bytes: &'static [u8]) -> impl futures::Stream<Item = std::io::Result<Bytes>> + Send {
+        futures::stream::iter([Ok(Bytes::from_static(bytes))])
+    }
+
+    /// Issue #10 finding 10: a blob file a crash left without its index row (killed between
+    /// promotion and commit) is removed at the next start, and fsck then finds nothing; before
+    /// the restart fsck calls it a leftover, not damage.
+    #[tokio::test]
+    async fn start_up_removes_blob_files_without_a_row() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = Store::open(Options::on_disk(dir.path()))
+            .await
+            .expect("open");
+        store
+            .upload(body(b"acknowledged"), None, &Reader::Admin)
+            .await
+            .expect("upload");
+        drop(store);
+        let orphan_bytes = b"promoted, then the process was killed";
+        let hex = blake3::hash(orphan_bytes).to_hex();
+        let shard = dir.path().join("blobs/blake3").join(&hex[..2]);
+        std::fs::create_dir_all(&shard).expect("mkdir");
+        let orphan = shard.join(hex.as_str());
+        std::fs::write(&orphan, orphan_bytes).expect("write");
+        std::fs::write(dir.path().join("staging/partial"), b"x").expect("write");
+
+        let mut offline = Options::on_disk(dir.path());
+        offline.sweep_staging = false;
+        let report = Store::open(offline)
+            .await
+            .expect("open")
+            .fsck()
+            .await
+            .expect("fsck");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.leftovers.len(), 2, "{:?}", report.leftovers);
+        assert!(orphan.exists(), "fsck changes nothing");
+
+        let store = Store::open(Options::on_disk(dir.path()))
+            .await
+            .expect("reopen");
+        assert!(!orphan.exists(), "the orphan is removed at start");
+        let report = store.fsck().await.expect("fsck");
+        assert!(
+            report.problems.is_empty() && report.leftovers.is_empty(),
+            "{report:?}"
+        );
+        assert_eq!(report.n_blobs, 1, "the acknowledged blob stays");
+    }
+
+    /// Issue #10 finding 9a: the data directory, every directory and blob file under it and
+    /// the index (with its WAL files) are owner-only, and start-up fixes older modes.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_data_directory_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let parent = tempfile::tempdir().expect("dir");
+        let dir = parent.path().join("data");
+        std::fs::create_dir_all(dir.join("blobs/blake3/ff")).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let store = Store::open(Options::on_disk(&dir)).await.expect("open");
+        store
+            .upload(body(b"private bytes"), None, &Reader::Admin)
+            .await
+            .expect("upload");
+        let mut checked = 0;
+        let mut pending = vec![dir.clone()];
+        while let Some(path) = pending.pop() {
+            let mode = std::fs::metadata(&path).expect("stat").permissions().mode() & 0o777;
+            if path.is_dir() {
+                assert_eq!(mode, 0o700, "{}", path.display());
+                for entry in std::fs::read_dir(&path).expect("ls") {
+                    pending.push(entry.expect("entry").path());
+                }
+            } else {
+                assert_eq!(mode, 0o600, "{}", path.display());
+            }
+            checked += 1;
+        }
+        for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
+            assert!(dir.join(name).exists(), "{name}");
+        }
+        assert!(checked >= 8, "{checked}");
     }
 }
