@@ -48,7 +48,7 @@ pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
-pub use idempotency::StoredAnswer;
+pub use idempotency::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
 pub use lineage::{
     ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
     Scope,
