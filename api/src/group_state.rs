@@ -115,6 +115,10 @@ impl GroupState {
             Some(EventPayload::ArtifactIntegrityFailure(failure)) => {
                 self.integrity_failures.push(failure.artifact.to_string());
             }
+            Some(EventPayload::ArtifactRepaired(repaired)) => {
+                let artifact = repaired.artifact.to_string();
+                self.integrity_failures.retain(|failed| *failed != artifact);
+            }
             Some(EventPayload::GroupCreated(_)) | None => {}
         }
         *self.event_counts.entry(event.kind.clone()).or_default() += 1;

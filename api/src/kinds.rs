@@ -27,16 +27,18 @@ pub enum EventKind {
     ArtifactPublished,
     ArtifactIntegrityFailure,
     EvidenceRecorded,
+    ArtifactRepaired,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 6] = [
+    pub const ALL: [EventKind; 7] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
         EventKind::ArtifactPublished,
         EventKind::ArtifactIntegrityFailure,
         EventKind::EvidenceRecorded,
+        EventKind::ArtifactRepaired,
     ];
 
     /// The `type` of an Event of this kind.
@@ -48,6 +50,7 @@ impl EventKind {
             EventKind::ArtifactPublished => "artifact.published",
             EventKind::ArtifactIntegrityFailure => "artifact.integrity_failure",
             EventKind::EvidenceRecorded => "evidence.recorded",
+            EventKind::ArtifactRepaired => "artifact.repaired",
         }
     }
 
@@ -113,6 +116,14 @@ pub struct IntegrityFailure {
     pub reason: String,
 }
 
+/// `artifact.repaired`: a quarantined blob's good bytes were uploaded again; reads work
+/// again (appended to every Group that published it, like the integrity failure).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactRepaired {
+    pub artifact: ArtifactId,
+}
+
 /// `evidence.recorded`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -137,6 +148,7 @@ pub enum EventPayload {
     ArtifactPublished(ArtifactPublished),
     ArtifactIntegrityFailure(IntegrityFailure),
     EvidenceRecorded(EvidenceRecorded),
+    ArtifactRepaired(ArtifactRepaired),
 }
 
 impl EventPayload {
@@ -148,6 +160,7 @@ impl EventPayload {
             EventPayload::ArtifactPublished(_) => EventKind::ArtifactPublished,
             EventPayload::ArtifactIntegrityFailure(_) => EventKind::ArtifactIntegrityFailure,
             EventPayload::EvidenceRecorded(_) => EventKind::EvidenceRecorded,
+            EventPayload::ArtifactRepaired(_) => EventKind::ArtifactRepaired,
         }
     }
 
@@ -160,6 +173,7 @@ impl EventPayload {
             EventPayload::ArtifactPublished(p) => serde_json::to_string(p),
             EventPayload::ArtifactIntegrityFailure(p) => serde_json::to_string(p),
             EventPayload::EvidenceRecorded(p) => serde_json::to_string(p),
+            EventPayload::ArtifactRepaired(p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
         text.unwrap_or_else(|_| unreachable!("an Event payload always serialises"))
@@ -184,6 +198,7 @@ impl EventPayload {
                 EventPayload::ArtifactIntegrityFailure(parse(text)?)
             }
             EventKind::EvidenceRecorded => EventPayload::EvidenceRecorded(parse(text)?),
+            EventKind::ArtifactRepaired => EventPayload::ArtifactRepaired(parse(text)?),
         }))
     }
 }
