@@ -19,5 +19,6 @@ mod lineage;
 mod meta;
 mod review;
 mod sessions;
+mod snapshots;
 mod ui;
 mod wire;
