@@ -186,7 +186,7 @@ impl Db {
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
-        let Some((claim, renderer)) = crate::idempotency::armed_for::<T>() else {
+        let Some((claim, renderer)) = crate::claim::armed_for::<T>() else {
             return self.write_plain(f).await;
         };
         self.write_plain(move |tx| {
