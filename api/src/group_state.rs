@@ -121,6 +121,10 @@ impl GroupState {
             Some(EventPayload::ArtifactIntegrityFailure(failure)) => {
                 self.integrity_failures.push(failure.artifact.to_string());
             }
+            Some(EventPayload::ArtifactRepaired(repaired)) => {
+                let artifact = repaired.artifact.to_string();
+                self.integrity_failures.retain(|failed| *failed != artifact);
+            }
             Some(EventPayload::GroupCreated(_) | EventPayload::AgentKeyRotated(_)) | None => {}
         }
         *self.event_counts.entry(event.kind.clone()).or_default() += 1;

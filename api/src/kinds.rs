@@ -31,10 +31,11 @@ pub enum EventKind {
     MembershipRemoved,
     AgentDeactivated,
     AgentKeyRotated,
+    ArtifactRepaired,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
@@ -44,6 +45,7 @@ impl EventKind {
         EventKind::MembershipRemoved,
         EventKind::AgentDeactivated,
         EventKind::AgentKeyRotated,
+        EventKind::ArtifactRepaired,
     ];
 
     /// The `type` of an Event of this kind.
@@ -58,6 +60,7 @@ impl EventKind {
             EventKind::MembershipRemoved => "membership.removed",
             EventKind::AgentDeactivated => "agent.deactivated",
             EventKind::AgentKeyRotated => "agent.key_rotated",
+            EventKind::ArtifactRepaired => "artifact.repaired",
         }
     }
 
@@ -150,6 +153,14 @@ pub struct IntegrityFailure {
     pub reason: String,
 }
 
+/// `artifact.repaired`: a quarantined blob's good bytes were uploaded again; reads work
+/// again (appended to every Group that published it, like the integrity failure).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactRepaired {
+    pub artifact: ArtifactId,
+}
+
 /// `evidence.recorded`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -177,6 +188,7 @@ pub enum EventPayload {
     MembershipRemoved(MembershipRemoved),
     AgentDeactivated(AgentDeactivated),
     AgentKeyRotated(AgentKeyRotated),
+    ArtifactRepaired(ArtifactRepaired),
 }
 
 impl EventPayload {
@@ -191,6 +203,7 @@ impl EventPayload {
             EventPayload::MembershipRemoved(_) => EventKind::MembershipRemoved,
             EventPayload::AgentDeactivated(_) => EventKind::AgentDeactivated,
             EventPayload::AgentKeyRotated(_) => EventKind::AgentKeyRotated,
+            EventPayload::ArtifactRepaired(_) => EventKind::ArtifactRepaired,
         }
     }
 
@@ -206,6 +219,7 @@ impl EventPayload {
             EventPayload::MembershipRemoved(p) => serde_json::to_string(p),
             EventPayload::AgentDeactivated(p) => serde_json::to_string(p),
             EventPayload::AgentKeyRotated(p) => serde_json::to_string(p),
+            EventPayload::ArtifactRepaired(p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
         text.unwrap_or_else(|_| unreachable!("an Event payload always serialises"))
@@ -233,6 +247,7 @@ impl EventPayload {
             EventKind::MembershipRemoved => EventPayload::MembershipRemoved(parse(text)?),
             EventKind::AgentDeactivated => EventPayload::AgentDeactivated(parse(text)?),
             EventKind::AgentKeyRotated => EventPayload::AgentKeyRotated(parse(text)?),
+            EventKind::ArtifactRepaired => EventPayload::ArtifactRepaired(parse(text)?),
         }))
     }
 }

@@ -191,6 +191,14 @@ impl Subscription {
         }
     }
 
+    /// DLV-10: restores from `snapshot` as [`Subscription::run`] does on `cursor_too_old`
+    /// (signature, Group and state digest checked, then the state handed to `restore` and the
+    /// cursor saved); returns the sequence to resume after. Refused, with nothing restored
+    /// or saved, if any check fails.
+    pub async fn restore_snapshot(&mut self, snapshot: &SignedSnapshot) -> Result<u64, Error> {
+        Ok(self.restore_from(snapshot).await?.cursor())
+    }
+
     /// DLV-10: verify the snapshot reference's signature and the state's digest, hand the
     /// state to the application, and resume from the snapshot's sequence.
     async fn restore_from(&mut self, snapshot: &SignedSnapshot) -> Result<Sequencer, Error> {
@@ -221,6 +229,10 @@ impl Subscription {
             "/v1/groups/{}/snapshots/blobs/{}",
             self.group_id, reference.state_digest
         );
+        // The signed `uri` (DESIGN §7) must name that same place.
+        if reference.uri.as_ref().is_some_and(|uri| *uri != path) {
+            return Err(Error::Protocol(format!("the snapshot's uri is not {path}")));
+        }
         let digests = self.client.download_path(&path, &mut state).await?;
         if digests.blake3 != reference.state_digest {
             return Err(Error::Integrity {

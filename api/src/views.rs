@@ -270,6 +270,10 @@ pub struct SnapshotReference {
     pub state_digest: ArtifactId,
     pub event_chain_hash: crate::event::EventHash,
     pub created_at: String,
+    /// Where the state document is served: `/v1/groups/{g}/snapshots/blobs/{stateDigest}`
+    /// (DESIGN §7). Absent only in references signed before it was added, which still verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
 }
 
 /// A snapshot reference signed by the authority key (payload type

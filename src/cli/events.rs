@@ -17,7 +17,10 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
             after,
             follow,
         } => tail(&api, &group, after, follow).await,
-        EventsAction::Verify { group } => verify(&api, &group).await,
+        EventsAction::Verify {
+            group,
+            authority_key,
+        } => verify(&api, &group, authority_key.as_deref()).await,
     }
 }
 
@@ -52,37 +55,28 @@ async fn tail(api: &Client, group: &str, after: u64, follow: bool) -> anyhow::Re
 /// `weft events verify`: the checkpoint's signature, each compacted archive against its signed
 /// snapshot reference, then the online chain from where the archives end; the chain must agree
 /// with the checkpoint at its sequence.
-async fn verify(api: &Client, group: &str) -> anyhow::Result<()> {
+async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Result<()> {
     let group = Id::parse("group", group)?;
     // The checkpoint first: the chain read afterwards must reach at least its head.
     let signed = api.checkpoint(&group).await?;
-    let keys = api.authority_keys().await?;
-    let trusted = keys
-        .keys
-        .iter()
-        .filter_map(|key| weft_api::dsse::parse_public_key(&key.public_key).ok())
-        .any(|key| {
-            signed
-                .envelope
-                .verify(weft_api::dsse::CHECKPOINT_TYPE, &key)
-                .is_ok_and(|payload| {
-                    serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value())
-                        .ok()
-                        .as_ref()
-                        == Some(&signed.checkpoint)
-                })
-        });
+    let authority = authority_keys(api, pinned).await?;
+    let trusted = authority.iter().any(|key| {
+        signed
+            .envelope
+            .verify(weft_api::dsse::CHECKPOINT_TYPE, key)
+            .is_ok_and(|payload| {
+                serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value())
+                    .ok()
+                    .as_ref()
+                    == Some(&signed.checkpoint)
+            })
+    });
     if !trusted {
         bail!("the checkpoint is not signed by the server's authority key");
     }
     let (mut sequence, mut head) = (0u64, weft_api::EventHash::GENESIS);
     // Compacted history first: each archive, chained on from the previous one, must end
     // at the chain hash its authority-signed snapshot reference states.
-    let authority: Vec<_> = keys
-        .keys
-        .iter()
-        .filter_map(|key| weft_api::dsse::parse_public_key(&key.public_key).ok())
-        .collect();
     for snapshot in api.snapshots(&group).await?.snapshots {
         let signed_ok = authority.iter().any(|key| {
             snapshot
@@ -161,5 +155,41 @@ async fn verify(api: &Client, group: &str) -> anyhow::Result<()> {
             "the log ends before the signed checkpoint ({})",
             signed.checkpoint.sequence
         ),
+    }
+}
+
+/// The keys `verify` trusts: with a pinned key (issue #10 finding 9d) that key alone, and the
+/// server must still serve it (a server whose key changed is refused, not believed);
+/// without, the keys the server serves.
+async fn authority_keys(
+    api: &Client,
+    pinned: Option<&str>,
+) -> anyhow::Result<Vec<ed25519_dalek::VerifyingKey>> {
+    let served = api.authority_keys().await?;
+    let served: Vec<(String, ed25519_dalek::VerifyingKey)> = served
+        .keys
+        .iter()
+        .filter_map(|key| {
+            let parsed = weft_api::dsse::parse_public_key(&key.public_key).ok()?;
+            Some((weft_api::KeyId::of(&parsed).to_string(), parsed))
+        })
+        .collect();
+    let Some(pinned) = pinned else {
+        return Ok(served.into_iter().map(|(_, key)| key).collect());
+    };
+    let pinned = pinned.trim();
+    let wanted = if pinned.starts_with("ed25519:") {
+        pinned.to_owned()
+    } else {
+        let key = weft_api::dsse::parse_public_key(pinned).map_err(|error| {
+            anyhow::anyhow!("--authority-key is neither a keyid nor a base64 key: {error}")
+        })?;
+        weft_api::KeyId::of(&key).to_string()
+    };
+    match served.into_iter().find(|(keyid, _)| *keyid == wanted) {
+        Some((_, key)) => Ok(vec![key]),
+        None => {
+            bail!("the server's authority key is not the pinned key {wanted}: refusing to trust it")
+        }
     }
 }

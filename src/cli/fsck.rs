@@ -5,8 +5,13 @@ use std::path::Path;
 
 use anyhow::bail;
 
-/// `weft fsck`: every blob re-hashed, every row, signature and Group chain re-checked; fails
-/// if any problem was found.
+/// Exit code of `weft fsck` when it found crash leftovers and no damage.
+pub(super) const EXIT_LEFTOVERS: i32 = 2;
+
+/// `weft fsck`: every blob re-hashed, every row, signature and Group chain re-checked. Exits
+/// 1 on damage (`PROBLEM` lines), [`EXIT_LEFTOVERS`] when it found only harmless crash
+/// leftovers (`LEFTOVER` lines: unfinished uploads, blob files with no row; the next server
+/// start removes them), 0 when clean.
 pub(super) async fn run(data_dir: &Path) -> anyhow::Result<()> {
     if !data_dir.join("index.sqlite").exists() {
         bail!("{} holds no weft index", data_dir.display());
@@ -26,12 +31,22 @@ pub(super) async fn run(data_dir: &Path) -> anyhow::Result<()> {
     for problem in &report.problems {
         println!("PROBLEM {problem}");
     }
-    if report.problems.is_empty() {
-        println!("ok");
-        Ok(())
-    } else {
+    for leftover in &report.leftovers {
+        println!("LEFTOVER {leftover}");
+    }
+    if !report.problems.is_empty() {
         bail!("{} problems found", report.problems.len())
     }
+    if !report.leftovers.is_empty() {
+        println!(
+            "no damage; {} crash leftovers (removed at the next start)",
+            report.leftovers.len()
+        );
+        drop(store);
+        std::process::exit(EXIT_LEFTOVERS);
+    }
+    println!("ok");
+    Ok(())
 }
 
 /// `weft hash`: both digests of a file, hashed as the server hashes an upload (a benchmark

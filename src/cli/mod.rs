@@ -232,6 +232,12 @@ enum EventsAction {
     Verify {
         #[arg(long)]
         group: String,
+        /// Trust only this authority key (base64 of the 32-byte Ed25519 public key, or its
+        /// keyid `ed25519:<hex>`) instead of the keys the same server serves, so a server
+        /// that rewrote its log and its key is caught. Get it once, out of band:
+        /// `GET /v1/authority/keys` on a server you trust.
+        #[arg(long, value_name = "KEY", env = "WEFT_AUTHORITY_KEY")]
+        authority_key: Option<String>,
     },
 }
 

@@ -9,8 +9,9 @@ use weft_api::json::parse_strict;
 use weft_api::session::{AgentRegistration, MembershipRequest};
 use weft_api::{ErrorCode, Id};
 
-use super::body::read_json;
+use super::body::{created_or_ok, read_json};
 use super::error::{HttpError, HttpResult};
+use super::idempotency::answer_with;
 use super::params::{RawPath, path_id};
 use super::{AppState, Caller, json};
 
@@ -24,13 +25,12 @@ pub(crate) async fn create_group(
 ) -> HttpResult<Response> {
     caller.require_admin()?;
     let group_id = path_id("groupId", group_id)?;
-    let created = state.store.create_group(group_id.clone()).await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(json(status, &json!({"groupId": group_id})))
+    let answer_id = group_id.clone();
+    let render = move |created: &bool| (created_or_ok(*created), json!({"groupId": answer_id}));
+    answer_with(render.clone());
+    let created = state.store.create_group(group_id).await?;
+    let (status, body) = render(&created);
+    Ok(json(status, &body))
 }
 
 /// Registers an Agent's Ed25519 key and agent card version.
@@ -51,23 +51,18 @@ pub(crate) async fn register_agent(
     }
     let registration: AgentRegistration = parse_strict(&bytes, ErrorCode::BadRequest)?;
     let key = weft_api::dsse::parse_public_key(&registration.public_key)?;
-    let (keyid, created) = state
-        .store
-        .register_agent(
-            registration.agent_id.clone(),
-            key,
-            registration.agent_card_version,
-        )
-        .await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
+    let agent_id = registration.agent_id.clone();
+    let render = move |(keyid, created): &(weft_api::KeyId, bool)| {
+        let body = json!({"agentId": agent_id, "keyid": keyid});
+        (created_or_ok(*created), body)
     };
-    Ok(json(
-        status,
-        &json!({"agentId": registration.agent_id, "keyid": keyid}),
-    ))
+    answer_with(render.clone());
+    let registered = state
+        .store
+        .register_agent(registration.agent_id, key, registration.agent_card_version)
+        .await?;
+    let (status, body) = render(&registered);
+    Ok(json(status, &body))
 }
 
 /// Sets a Membership's roles and increments its epoch.
@@ -88,6 +83,7 @@ pub(crate) async fn set_membership(
     let agent_id = Id::parse("agentId", &agent_id)?;
     let bytes = read_json(&headers, body).await?;
     let request: MembershipRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    answer_with(|membership: &weft_api::session::Membership| (StatusCode::OK, membership.clone()));
     let membership = state
         .store
         .set_membership(group_id, agent_id, request.roles)

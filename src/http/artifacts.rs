@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use futures::StreamExt as _;
 use weft_api::ErrorCode;
+use weft_api::views::Published;
 use weft_storage::ListFilter;
 
 use super::body::{created_or_ok, read_envelope};
@@ -26,8 +27,12 @@ pub(crate) async fn publish(
     body: Body,
 ) -> HttpResult<Response> {
     let envelope = read_envelope(&headers, body).await?;
-    let (published, created) = state.store.publish(envelope, &caller.reader()).await?;
-    Ok(json(created_or_ok(created), &published))
+    let render =
+        |(published, created): &(Published, bool)| (created_or_ok(*created), published.clone());
+    super::idempotency::answer_with(render);
+    let outcome = state.store.publish(envelope, &caller.reader()).await?;
+    let (status, body) = render(&outcome);
+    Ok(json(status, &body))
 }
 
 /// An artifact's digests, size and every manifest visible to the caller.

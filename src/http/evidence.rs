@@ -10,7 +10,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use weft_api::evidence::{MethodKind, Outcome};
 use weft_api::json::parse_strict;
-use weft_api::views::{ReviewOutcome, ReviewRequest};
+use weft_api::views::{EvidenceRecorded, ReviewOutcome, ReviewRequest};
 use weft_api::{ArtifactId, ErrorCode};
 use weft_storage::EvidenceFilter;
 
@@ -31,11 +31,16 @@ pub(crate) async fn record(
     body: Body,
 ) -> HttpResult<Response> {
     let envelope = read_envelope(&headers, body).await?;
-    let (recorded, created) = state
+    let render = |(recorded, created): &(EvidenceRecorded, bool)| {
+        (created_or_ok(*created), recorded.clone())
+    };
+    super::idempotency::answer_with(render);
+    let outcome = state
         .store
         .record_evidence(envelope, &caller.reader())
         .await?;
-    Ok(json(created_or_ok(created), &recorded))
+    let (status, body) = render(&outcome);
+    Ok(json(status, &body))
 }
 
 fn parse_enum<T: for<'de> Deserialize<'de>>(

@@ -1,7 +1,15 @@
 //! `Idempotency-Key` on mutating JSON routes (DLV-11, PRG-9): the same key from the same
 //! caller with the same request returns the stored answer without doing the work twice; the
 //! same key with a different request is `422 idempotency_key_reused`; concurrent requests with
-//! one key execute once (they queue on a per-key lock in this process).
+//! one key execute once (they queue on a per-key lock in this process, and across processes
+//! the stored answer's primary key lets only one commit).
+//!
+//! The answer of a request that does work is committed in the same transaction as the work
+//! (issue #10 finding 8): the request runs inside `weft_storage::with_idempotency`, and its
+//! handler names, with [`answer_with`], the result of the write that does the work and how it
+//! renders its answer (see `storage/src/idempotency.rs`). The first answer is then the stored
+//! bytes, so every replay is byte for byte the same. A request that did no work (a refusal,
+//! or a route that arms nothing) has its answer stored afterwards, as before.
 //!
 //! Blob uploads are content-addressed and so idempotent by nature; they are not buffered here.
 //! Server errors (5xx) are not stored, so a retry after one runs again.
@@ -16,7 +24,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use weft_api::ErrorCode;
-use weft_storage::StoredAnswer;
+use weft_storage::{Claimed, IdempotentRequest, StoredAnswer};
 
 use super::AppState;
 use super::body::{MAX_JSON_BYTES, read_json};
@@ -113,12 +121,31 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         }
         return Ok(replay(stored));
     }
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let claim = IdempotentRequest {
+        scope: scope.clone(),
+        key: key.clone(),
+        request_hash,
+        received_at: state.store.now(),
+    };
+    let (response, claimed) = weft_storage::with_idempotency(
+        claim,
+        next.run(Request::from_parts(parts, Body::from(bytes))),
+    )
+    .await;
     let status = response.status();
     if status.is_server_error() {
         return Ok(response);
+    }
+    match claimed {
+        // Another process answered this key between our look-up and the write.
+        Some(Claimed::Replay(stored)) => return Ok(replay(stored)),
+        // The answer was committed with the work: answer with exactly those bytes.
+        Some(Claimed::Stored(stored)) => {
+            let mut first = answer(&stored);
+            first.headers_mut().remove("idempotent-replayed");
+            return Ok(first);
+        }
+        None => {}
     }
     let (response_parts, body) = response.into_parts();
     let mut stream = body.into_data_stream();
@@ -146,7 +173,28 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
     Ok(Response::from_parts(response_parts, Body::from(answer)))
 }
 
+/// Arms the current request's idempotency claim (a no-op without `Idempotency-Key`): the
+/// store's write whose result has type `T` commits, with the work, the answer `render`
+/// makes of that result. A handler calls it before the store operation and answers with the
+/// same `render`, so the first answer and every replay agree.
+pub(crate) fn answer_with<T: 'static, V: serde::Serialize>(
+    render: impl Fn(&T) -> (StatusCode, V) + Send + Sync + 'static,
+) {
+    weft_storage::answer_with::<T>(move |value| {
+        let (status, body) = render(value);
+        // An unencodable answer is not stored with the work; the handler then fails as usual.
+        let bytes = serde_json::to_vec(&body).ok()?;
+        Some((status.as_u16(), bytes))
+    });
+}
+
 fn replay(stored: StoredAnswer) -> Response {
+    answer(&stored)
+}
+
+/// A stored answer as a response, marked as replayed.
+fn answer(stored: &StoredAnswer) -> Response {
+    let stored = stored.clone();
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
     let content_type = if status.is_success() {
         "application/json"

@@ -239,6 +239,7 @@ fn plain_routes() -> Vec<Route> {
         route(Method::GET, "/v1/openapi.json", meta::openapi),
         route(Method::GET, "/v1/authority/keys", authority::authority_keys),
         route(Method::GET, "/ui/login", ui::login),
+        route(Method::POST, "/ui/login", ui::login_form),
         route(Method::GET, "/ui/artifacts/{digest}", ui::artifact),
     ]
 }

@@ -2,15 +2,19 @@
 //! verification status, its manifests, and its provenance drawn as an SVG graph whose nodes
 //! link to their own pages. Served by the binary; loads no external assets (no scripts at all).
 //!
-//! Browsers do not send bearer headers on navigation, so `/ui/login?token=…&next=…` stores the
-//! token in an HttpOnly, SameSite=Strict cookie scoped to `/ui` and redirects.
+//! Browsers do not send bearer headers on navigation, so `POST /ui/login` (form fields `token`,
+//! `next`, DESIGN §8) stores a session token in an HttpOnly, SameSite=Strict cookie scoped to
+//! `/ui` and goes on to `next`, a local `/ui/` path only. The token is authenticated first:
+//! a token that is not a live session is refused, and so is the admin token, which never
+//! leaves the operator's shell for a browser cookie (issue #10 finding 9b). `GET /ui/login`
+//! only shows the form; a token in a URL (logged by proxies, kept in history) sets nothing.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{Form, Query, State};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{Html, IntoResponse, Response};
 use weft_api::{Digest, ErrorCode};
 use weft_storage::{Direction, Lineage, LineageQuery, Reader};
@@ -29,30 +33,82 @@ fn escape(text: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// `/ui/login?token=…&next=/ui/…`: keep the token in a cookie and go on.
+/// `next` if it is a local page under `/ui/`, else `/ui/` (no open redirect).
+fn local_next(next: Option<&String>) -> String {
+    next.filter(|n| {
+        n.starts_with("/ui/")
+            && !n.contains("//")
+            && !n.contains('\\')
+            && n.bytes().all(|b| b.is_ascii_graphic())
+    })
+    .cloned()
+    .unwrap_or_else(|| "/ui/".into())
+}
+
+/// `GET /ui/login?next=/ui/…`: the sign-in form, nothing else (a `token` here is ignored).
 pub(crate) async fn login(Query(query): Query<HashMap<String, String>>) -> Response {
-    let token = query.get("token").cloned().unwrap_or_default();
-    let next = query
-        .get("next")
-        .filter(|n| n.starts_with("/ui/") && !n.contains("//"))
-        .cloned()
-        .unwrap_or_else(|| "/ui/".into());
+    let next = escape(&local_next(query.get("next")));
+    let page = format!(
+        r#"<!doctype html><html><head><meta charset="utf-8"><title>weft sign-in</title></head><body>
+<h1>weft auditor console</h1>
+<form method="post" action="/ui/login">
+<label>Session token <input type="password" name="token" autocomplete="off" required></label>
+<input type="hidden" name="next" value="{next}">
+<button type="submit">Sign in</button>
+</form></body></html>"#
+    );
+    let mut response = Html(page).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; form-action 'self'"),
+    );
+    response
+}
+
+/// `POST /ui/login` with form fields `token` and `next`: a live session token (never the
+/// admin token) goes into the cookie, then a redirect to `next`.
+pub(crate) async fn login_form(
+    State(state): State<AppState>,
+    form: Result<Form<HashMap<String, String>>, axum::extract::rejection::FormRejection>,
+) -> Response {
+    let refused = || {
+        HttpError::new(
+            ErrorCode::Unauthorized,
+            "sign in with a live session token (weft login prints one); the admin token is not accepted",
+        )
+        .into_response()
+    };
+    let Ok(Form(fields)) = form else {
+        return refused();
+    };
+    let token = fields.get("token").cloned().unwrap_or_default();
     if token.is_empty()
         || token.len() > 256
         || !token
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+        || blake3::hash(token.as_bytes()) == state.admin_token_hash
+        || state.store.authenticate(&token).await.is_err()
     {
-        return HttpError::new(
-            ErrorCode::Unauthorized,
-            "log in with /ui/login?token=<session or admin token>",
-        )
-        .into_response();
+        return refused();
     }
+    // The page goes on to `next` itself (meta refresh) rather than by a 303: a navigation
+    // started by this same-site page carries the SameSite=Strict cookie even when the form
+    // was posted from elsewhere (a bookmark page, a test's local file), a redirect would not.
+    let next = escape(&local_next(fields.get("next")));
+    let page = format!(
+        r#"<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={next}"><title>signed in</title></head><body><p>Signed in. <a id="next" href="{next}">Continue</a></p></body></html>"#
+    );
     let cookie = format!("{COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict");
-    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, next)]).into_response();
+    let mut response = Html(page).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
+        headers.insert(header::SET_COOKIE, value);
     }
     response
 }
@@ -66,15 +122,8 @@ async fn reader(state: &AppState, headers: &HeaderMap) -> Result<Reader, HttpErr
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().strip_prefix(&format!("{COOKIE}=")))
         .next()
-        .ok_or_else(|| {
-            HttpError::new(
-                ErrorCode::Unauthorized,
-                "log in first: /ui/login?token=…&next=…",
-            )
-        })?;
-    if blake3::hash(token.as_bytes()) == state.admin_token_hash {
-        return Ok(Reader::Admin);
-    }
+        .ok_or_else(|| HttpError::new(ErrorCode::Unauthorized, "sign in first at /ui/login"))?;
+    // Only session tokens: the admin token is refused at sign-in and here alike.
     Ok(state.store.authenticate(token).await?.reader())
 }
 

@@ -9,7 +9,14 @@
 //! This module knows nothing about the index: the caller records the blob after `promote`.
 //!
 //! Crash story: a crash leaves at most files under `staging/` (and object_store's own
-//! `<key>#<n>` part files there); [`Blobs::sweep_staging`] removes them at start.
+//! `<key>#<n>` part files there), and, if it struck between a promotion and the index row
+//! that records it, a blob file with no row (an "orphan": no upload was acknowledged for
+//! it). [`Blobs::sweep_staging`] removes the former at start and the engine's start-up
+//! reconciliation (`engine.rs`) the latter, with [`Blobs::local_blob_files`].
+//!
+//! Modes: on the local backend the data directory, every directory under it and every blob
+//! file are owner-only (0700 / 0600); [`Blobs::open`] also fixes the modes of what an older
+//! version left world-readable.
 
 use std::io::Read as _;
 use std::path::PathBuf;
@@ -103,6 +110,10 @@ impl Blobs {
             Backend::Local(root) => {
                 std::fs::create_dir_all(root.join("blobs")).map_err(Error::backend)?;
                 std::fs::create_dir_all(root.join("staging")).map_err(Error::backend)?;
+                owner_only_dir(root)?;
+                for sub in ["blobs", "staging"] {
+                    owner_only_tree(&root.join(sub))?;
+                }
                 let store = LocalFileSystem::new_with_prefix(root)?.with_fsync(true);
                 Ok(Self {
                     store: Arc::new(store),
@@ -136,6 +147,61 @@ impl Blobs {
             n_removed += 1;
         }
         Ok(n_removed)
+    }
+
+    /// Every file under `blobs/blake3/` of the local backend whose name is a blob digest,
+    /// with that digest (empty for the memory backend, which a crash empties anyway).
+    /// Files with other names are left for fsck to report.
+    pub(crate) fn local_blob_files(&self) -> Result<Vec<(PathBuf, ArtifactId)>, Error> {
+        let Some(root) = &self.local_root else {
+            return Ok(Vec::new());
+        };
+        let mut files = Vec::new();
+        let top = root.join("blobs").join("blake3");
+        if !top.is_dir() {
+            return Ok(files);
+        }
+        for shard in std::fs::read_dir(&top).map_err(Error::backend)? {
+            let shard = shard.map_err(Error::backend)?.path();
+            if !shard.is_dir() {
+                continue;
+            }
+            for entry in std::fs::read_dir(&shard).map_err(Error::backend)? {
+                let path = entry.map_err(Error::backend)?.path();
+                let name = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default();
+                if let Ok(id) = ArtifactId::parse(&format!("blake3:{name}"))
+                    && path.is_file()
+                {
+                    files.push((path, id));
+                }
+            }
+        }
+        Ok(files)
+    }
+
+    /// The names of what is under `staging/` (uploads in flight, or leftovers when no server
+    /// runs), for fsck.
+    pub(crate) async fn staging_entries(&self) -> Result<Vec<String>, Error> {
+        match &self.local_root {
+            Some(root) => std::fs::read_dir(root.join("staging"))
+                .map_err(Error::backend)?
+                .map(|entry| {
+                    let entry = entry.map_err(Error::backend)?;
+                    Ok(entry.file_name().to_string_lossy().into_owned())
+                })
+                .collect(),
+            None => {
+                self.store
+                    .list(Some(&Path::from("staging")))
+                    .map_ok(|meta| meta.location.to_string())
+                    .map_err(Error::from)
+                    .try_collect()
+                    .await
+            }
+        }
     }
 
     /// Streams `body` into staging while hashing it, refusing it past `limit` bytes.
@@ -227,7 +293,17 @@ impl Blobs {
             }
         };
         match outcome {
-            Ok(true) => Ok(true),
+            Ok(true) => {
+                // object_store creates files and directories with the process umask.
+                if let Some(root) = &self.local_root {
+                    let file = root.join(to.as_ref());
+                    if let Some(shard) = file.parent() {
+                        owner_only_dir(shard)?;
+                    }
+                    owner_only_file(&file)?;
+                }
+                Ok(true)
+            }
             Ok(false) => {
                 self.store.delete(&from).await?;
                 Ok(false)
@@ -300,6 +376,44 @@ impl Blobs {
             .map_err(Error::from)
             .boxed()
     }
+}
+
+/// Sets a directory's mode to 0700 (unix only; elsewhere a no-op).
+pub(crate) fn owner_only_dir(path: &std::path::Path) -> Result<(), Error> {
+    set_mode(path, 0o700).map_err(Error::backend)
+}
+
+/// Sets a file's mode to 0600 if it exists (unix only; elsewhere a no-op).
+pub(crate) fn owner_only_file(path: &std::path::Path) -> Result<(), Error> {
+    match set_mode(path, 0o600) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other.map_err(Error::backend),
+    }
+}
+
+/// Makes every directory under `root` (and `root`) 0700 and every file 0600.
+fn owner_only_tree(root: &std::path::Path) -> Result<(), Error> {
+    owner_only_dir(root)?;
+    for entry in std::fs::read_dir(root).map_err(Error::backend)? {
+        let path = entry.map_err(Error::backend)?.path();
+        if path.is_dir() {
+            owner_only_tree(&path)?;
+        } else {
+            owner_only_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn set_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_path: &std::path::Path, _mode: u32) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// Reads a local file on the blocking pool in [`BATCH`]-sized chunks (object_store's own

@@ -283,6 +283,10 @@ impl Engine {
             state_digest: state_digests.blake3,
             event_chain_hash: chain_hash,
             created_at: format_instant(self.clock.now()),
+            uri: Some(format!(
+                "/v1/groups/{group}/snapshots/blobs/{}",
+                state_digests.blake3
+            )),
         };
         let payload = serde_json::to_vec(&reference).map_err(Error::backend)?;
         let envelope_json =

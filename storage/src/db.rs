@@ -178,7 +178,28 @@ impl Db {
     }
 
     /// Runs `f` in the writer's transaction; the answer arrives after the commit is durable.
+    ///
+    /// Inside an idempotent request whose handler armed a claim for result type `T`, the job
+    /// first checks the key and, after `f`, stores the request's answer in the same
+    /// transaction (see `idempotency.rs`).
     pub(crate) async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let Some((claim, renderer)) = crate::claim::armed_for::<T>() else {
+            return self.write_plain(f).await;
+        };
+        self.write_plain(move |tx| {
+            claim.check(tx)?;
+            let value = f(tx)?;
+            claim.store(tx, &renderer, &value)?;
+            Ok(value)
+        })
+        .await
+    }
+
+    /// [`Db::write`] without the idempotency wrapping (reads on an in-memory database).
+    async fn write_plain<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
@@ -194,7 +215,7 @@ impl Db {
         f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         let (Some(readers), Some(path)) = (self.readers.clone(), self.path.clone()) else {
-            return self.write(move |txn| f(txn)).await;
+            return self.write_plain(move |txn| f(txn)).await;
         };
         tokio::task::spawn_blocking(move || {
             // Short critical sections: take or return one connection, nothing else.

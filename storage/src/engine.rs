@@ -43,22 +43,85 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Makes the index's directory 0700 and the index file 0600, creating the file empty with
+/// that mode if it is new: SQLite gives its `-wal` and `-shm` files the mode of the database
+/// file, so all three are owner-only from the first write. Existing ones are fixed too.
+fn owner_only_index(path: &std::path::Path) -> Result<(), Error> {
+    use crate::blobs::{owner_only_dir, owner_only_file};
+    if let Some(parent) = path.parent() {
+        owner_only_dir(parent)?;
+    }
+    if !path.exists() {
+        let mut create = std::fs::OpenOptions::new();
+        create.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut create, 0o600);
+        match create.open(path) {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(Error::backend(error)),
+        }
+    }
+    let name = path.as_os_str().to_owned();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = name.clone();
+        file.push(suffix);
+        owner_only_file(std::path::Path::new(&file))?;
+    }
+    Ok(())
+}
+
+/// Start-up reconciliation (issue #10 finding 10): a crash between promoting a blob file and
+/// committing its `blobs` row leaves a file that no row names. No upload was acknowledged for
+/// it (the answer follows the commit), it has no uploader and no Group, so it is removed
+/// rather than recorded: a client that retries uploads the bytes again. Runs before the
+/// server accepts requests, so no upload can be between its promotion and its row.
+async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
+    let files = blobs.local_blob_files()?;
+    if files.is_empty() {
+        return Ok(0);
+    }
+    let orphans = db
+        .read(move |conn| {
+            let mut statement = conn.prepare("SELECT 1 FROM blobs WHERE blake3 = ?1")?;
+            let mut orphans = Vec::new();
+            for (path, id) in files {
+                if !statement.exists([&id.0[..]])? {
+                    orphans.push(path);
+                }
+            }
+            Ok(orphans)
+        })
+        .await?;
+    for path in &orphans {
+        tracing::warn!(path = %path.display(), "removing a blob file with no index row");
+        std::fs::remove_file(path).map_err(Error::backend)?;
+    }
+    Ok(orphans.len())
+}
+
 impl Engine {
     pub(crate) async fn open(options: Options) -> Result<Self, Error> {
         if let crate::db::Location::File(path) = &options.index
             && let Some(parent) = path.parent()
         {
             std::fs::create_dir_all(parent).map_err(Error::backend)?;
+            owner_only_index(path)?;
         }
         let db = Db::open(&options.index)?;
         let blobs = Blobs::open(&options.blobs)?;
-        let n_swept = if options.sweep_staging {
-            blobs.sweep_staging()?
-        } else {
-            0
-        };
-        if n_swept > 0 {
-            tracing::info!(n_swept, "removed stale staging files");
+        if options.sweep_staging {
+            let n_swept = blobs.sweep_staging()?;
+            if n_swept > 0 {
+                tracing::info!(n_swept, "removed stale staging files");
+            }
+            let n_orphans = remove_orphan_blobs(&db, &blobs).await?;
+            if n_orphans > 0 {
+                tracing::info!(
+                    n_orphans,
+                    "removed blob files a crash left without an index row"
+                );
+            }
         }
         let lineage = crate::lineage::Index::default();
         lineage.add_all(&db.read(load_publications).await?);

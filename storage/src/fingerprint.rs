@@ -24,6 +24,9 @@ pub struct Fingerprint {
     pub blob_objects: u64,
     /// Objects under `staging/` in the backend.
     pub staging_objects: u64,
+    /// Hex BLAKE3 of every blob object's path and size, in path order: a blob replaced,
+    /// removed or added under another name changes it even when the count does not.
+    pub blob_listing: String,
 }
 
 /// Hashes every row of every table (`sqlite_%` internals excluded). The object counts are
@@ -44,6 +47,7 @@ pub(crate) fn of_tables(conn: &Connection) -> Result<Fingerprint, Error> {
         tables,
         blob_objects: 0,
         staging_objects: 0,
+        blob_listing: String::new(),
     })
 }
 

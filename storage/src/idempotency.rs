@@ -1,20 +1,30 @@
 //! Stored answers of idempotent requests (`Idempotency-Key`, DLV-11): the first answer to a
 //! key is kept with the hash of its request, so a retry gets the same answer.
+//!
+//! **Atomic with the work** (issue #10 finding 8): the answer of a request that changes
+//! something is inserted by the same write job, in the same SQLite transaction, as the change
+//! itself, so after a crash either both exist or neither, and a retry — from this process or
+//! another one on the same index — never redoes the work. How the HTTP layer and the engine
+//! meet without threading a parameter through every operation:
+//!
+//! 1. the idempotency middleware runs the request inside `claim::with_idempotency`, which puts the
+//!    caller's scope, the key and the request hash in a task-local `claim::Claim`;
+//! 2. the handler, before calling the store, names the result type of the write that does its
+//!    work and how to render its answer from it (`claim::answer_with`);
+//! 3. `Db::write` of that result type (and only that one; reads and other writes pass through)
+//!    wraps its job: it first looks the key up in the transaction (same hash → the stored
+//!    answer is replayed and the work is not done, other hash → `idempotency_key_reused`),
+//!    else runs the work, renders the answer from its result and inserts it before the job
+//!    ends. The primary key `(scope, key)` makes a concurrent second attempt in another
+//!    process fail and roll back its work.
+//!
+//! Requests that change nothing (refusals) or whose handler does not arm a claim keep the old
+//! path: the middleware stores the answer afterwards with `Engine::store_idempotent_answer`,
+//! which is harmless because no work was done.
 
-use rusqlite::{OptionalExtension as _, params};
-
-use crate::clock::format_instant;
+use crate::claim::{StoredAnswer, insert, lookup};
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::events::to32;
-
-/// A stored answer to an idempotent request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredAnswer {
-    pub request_hash: [u8; 32],
-    pub status: u16,
-    pub body: Vec<u8>,
-}
 
 impl Engine {
     pub(crate) async fn idempotent_answer(
@@ -22,20 +32,11 @@ impl Engine {
         scope: String,
         key: String,
     ) -> Result<Option<StoredAnswer>, Error> {
-        self.db
-            .read(move |conn| {
-                let row: Option<(Vec<u8>, u16, Vec<u8>)> = conn
-                    .query_row(
-                        "SELECT request_hash, status, body FROM idempotency WHERE scope = ?1 AND key = ?2",
-                        params![scope, key],
-                        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-                    )
-                    .optional()?;
-                row.map(|(hash, status, body)| Ok(StoredAnswer { request_hash: to32(hash)?, status, body })).transpose()
-            })
-            .await
+        self.db.read(move |conn| lookup(conn, &scope, &key)).await
     }
 
+    /// Stores the answer of a request that did no work (a refusal, or a route that arms no
+    /// claim); the first answer wins.
     pub(crate) async fn store_idempotent_answer(
         &self,
         scope: String,
@@ -44,14 +45,7 @@ impl Engine {
     ) -> Result<(), Error> {
         let now = self.clock.now();
         self.db
-            .write(move |txn| {
-                txn.execute(
-                    "INSERT OR IGNORE INTO idempotency (scope, key, request_hash, status, body, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![scope, key, &answer.request_hash[..], answer.status, answer.body, format_instant(now)],
-                )?;
-                Ok(())
-            })
+            .write(move |txn| insert(txn, &scope, &key, &answer, now, true))
             .await
     }
 }

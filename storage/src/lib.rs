@@ -16,6 +16,7 @@ mod artifacts;
 #[cfg(feature = "bench-support")]
 pub mod bench_support;
 mod blobs;
+mod claim;
 mod clock;
 mod compaction;
 mod db;
@@ -42,6 +43,7 @@ use futures::Stream;
 pub use access::Reader;
 pub use artifacts::{Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader};
 pub use blobs::Backend;
+pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::Retention;
 pub use db::Location;
@@ -49,7 +51,6 @@ pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
-pub use idempotency::StoredAnswer;
 pub use lineage::{
     ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
     Scope,
@@ -462,6 +463,19 @@ impl Store {
         let stats = self.stats().await?;
         fingerprint.blob_objects = stats.blob_objects;
         fingerprint.staging_objects = stats.staging_objects;
+        let mut listing: Vec<(String, u64)> =
+            futures::TryStreamExt::try_collect::<Vec<_>>(self.inner.blobs.list())
+                .await?
+                .into_iter()
+                .map(|(path, size)| (path.to_string(), size))
+                .collect();
+        listing.sort();
+        let mut hasher = blake3::Hasher::new();
+        for (path, size) in listing {
+            hasher.update(path.as_bytes());
+            hasher.update(&size.to_be_bytes());
+        }
+        fingerprint.blob_listing = hasher.finalize().to_hex().to_string();
         Ok(fingerprint)
     }
 

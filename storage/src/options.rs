@@ -61,8 +61,9 @@ pub struct Options {
     /// The server's own signing key: it signs the built-in reviewer's Evidence (and, later,
     /// exports, snapshots and checkpoints). Published at `GET /v1/authority/keys`.
     pub authority: Arc<ed25519_dalek::SigningKey>,
-    /// Delete leftovers in `staging/` on open. Only the server does this; an offline tool
-    /// such as fsck must not touch uploads a running server is still writing.
+    /// Delete crash leftovers on open: everything in `staging/`, and blob files with no index
+    /// row. Only the server does this; an offline tool such as fsck must not touch uploads a
+    /// running server is still writing.
     pub sweep_staging: bool,
     /// How long a lineage walk may run on the calling (async) thread. A walk that needs more
     /// is run again on the blocking pool with its whole budget, so a huge fan-out never holds

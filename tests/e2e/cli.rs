@@ -1,7 +1,9 @@
 //! The Worker's journey through the CLI: keygen → register → login → put → get → show → ls,
 //! then fsck, a crash and a restart.
 
-use crate::support::{TestServer, enrol, files_under, weft};
+use base64::Engine as _;
+
+use crate::support::{TestServer, enrol, files_under, fsck, weft};
 
 fn ok(outcome: (bool, String, String)) -> String {
     assert!(
@@ -151,26 +153,75 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     );
     let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
     assert!(verified.starts_with("ok: 5 events"), "{verified}");
+    // Issue #10 finding 9d: the operator pins the authority key (base64 or keyid); a server
+    // serving another key is refused rather than believed.
+    let served = served_authority_keys(&url);
+    let (keyid, public_key) = (&served[0].0, &served[0].1);
+    for pin in [keyid.as_str(), public_key.as_str()] {
+        let pinned = ok(weft(
+            &home,
+            &url,
+            &["events", "verify", "--group", "g1", "--authority-key", pin],
+        ));
+        assert!(pinned.starts_with("ok: 5 events"), "{pinned}");
+    }
+    let other = base64::engine::general_purpose::STANDARD.encode(
+        ed25519_dalek::SigningKey::from_bytes(&[9; 32])
+            .verifying_key()
+            .as_bytes(),
+    );
+    let refused = weft(
+        &home,
+        &url,
+        &[
+            "events",
+            "verify",
+            "--group",
+            "g1",
+            "--authority-key",
+            &other,
+        ],
+    );
+    assert!(
+        !refused.0 && refused.2.contains("not the pinned key"),
+        "{refused:?}"
+    );
 
-    // A crash (SIGKILL) loses nothing that was acknowledged.
+    // A crash (SIGKILL) loses nothing that was acknowledged. It may leave an unfinished
+    // upload in staging/ and (killed between promotion and commit) a blob file with no row:
+    // fsck calls those harmless leftovers, exit 2, not damage (issue #10 finding 10).
     server.kill();
     let stray = data.join("staging").join("left-by-a-crash");
     std::fs::write(&stray, b"partial").expect("write");
     let stray_dir = data.join("staging").join("a-directory");
     std::fs::create_dir_all(stray_dir.join("nested")).expect("mkdir");
-    let fsck = ok(weft(
-        &home,
-        &url,
-        &["fsck", "--data-dir", data.to_str().expect("utf-8")],
-    ));
+    let orphan_hex = blake3::hash(b"promoted but never recorded").to_hex();
+    let orphan = data.join("blobs/blake3").join(&orphan_hex[..2]);
+    std::fs::create_dir_all(&orphan).expect("mkdir");
+    let orphan = orphan.join(orphan_hex.as_str());
+    std::fs::write(&orphan, b"promoted but never recorded").expect("write");
+    let (code, report) = fsck(&data);
+    assert_eq!(code, 2, "leftovers only: {report}");
     assert!(
-        fsck.contains("checked 2 blobs") && fsck.trim_end().ends_with("ok"),
-        "{fsck}"
+        report.contains("checked 3 blobs")
+            && report.matches("LEFTOVER").count() == 3
+            && !report.contains("PROBLEM"),
+        "{report}"
     );
     let server = TestServer::start(&data, &[]);
     assert!(
         !stray.exists() && !stray_dir.exists(),
         "stale staging files are swept at start"
+    );
+    assert!(
+        !orphan.exists(),
+        "a blob file with no row is removed at start"
+    );
+    let (code, report) = fsck(&data);
+    assert_eq!(code, 0, "{report}");
+    assert!(
+        report.contains("checked 2 blobs") && report.trim_end().ends_with("ok"),
+        "{report}"
     );
     let url = server.url();
     let again = root.path().join("again.bin");
@@ -201,12 +252,9 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         "nothing is written"
     );
     drop(server);
-    let outcome = weft(
-        &home,
-        &url,
-        &["fsck", "--data-dir", data.to_str().expect("utf-8")],
-    );
-    assert!(!outcome.0 && outcome.1.contains("PROBLEM"), "{outcome:?}");
+    let (code, report) = fsck(&data);
+    assert_eq!(code, 1, "damage: {report}");
+    assert!(report.contains("PROBLEM"), "{report}");
 }
 
 /// A reviewer's journey: record Evidence by criterion through the CLI and read the verdicts.
@@ -379,4 +427,31 @@ fn retention_keeps_the_chain_verifiable() {
         &["fsck", "--data-dir", data.to_str().expect("utf-8")],
     ));
     assert!(fsck.trim_end().ends_with("ok"), "{fsck}");
+}
+
+/// The server's authority keys as (keyid, base64 public key), read over a plain TCP connection.
+fn served_authority_keys(url: &str) -> Vec<(String, String)> {
+    use std::io::{Read as _, Write as _};
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "GET /v1/authority/keys HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer");
+    let body = answer.split("\r\n\r\n").nth(1).expect("body");
+    let keys: serde_json::Value = serde_json::from_str(body).expect("json");
+    keys["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .map(|key| {
+            (
+                key["keyid"].as_str().expect("keyid").to_owned(),
+                key["publicKey"].as_str().expect("publicKey").to_owned(),
+            )
+        })
+        .collect()
 }

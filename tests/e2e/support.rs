@@ -83,6 +83,20 @@ pub(crate) fn weft(home: &Path, server: &str, args: &[&str]) -> (bool, String, S
     )
 }
 
+/// `weft fsck --data-dir DIR`: (exit code, stdout).
+pub(crate) fn fsck(data_dir: &Path) -> (i32, String) {
+    let output = Command::new(WEFT)
+        .args(["fsck", "--data-dir"])
+        .arg(data_dir)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("weft runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
 /// Files below `dir` (recursively), for "nothing was kept" checks.
 pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();

@@ -33,6 +33,8 @@ fn browse(profile: &Path, extra: &[&str], url: &str) -> String {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            // Lets the sign-in form's POST and its redirect finish before the dump.
+            "--virtual-time-budget=10000",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(extra)
@@ -45,18 +47,6 @@ fn browse(profile: &Path, extra: &[&str], url: &str) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 async fn publish(
@@ -121,12 +111,20 @@ async fn the_auditor_page_draws_provenance_and_links_nodes() {
     let report = publish(&worker, &key, b"{\"report\":1}", &[input], root.path()).await;
     let summary = publish(&worker, &key, b"{\"summary\":1}", &[report], root.path()).await;
 
+    // Signing in is a POSTed form (DESIGN §8): a local page submits it, as a browser user
+    // would from GET /ui/login; the redirect then lands on `next`.
     let page = |next: &str| {
-        format!(
-            "{}/ui/login?token={token}&next={}",
+        let file = root.path().join(format!(
+            "login-{}.html",
+            &blake3::hash(next.as_bytes()).to_hex()[..16]
+        ));
+        let html = format!(
+            r#"<!doctype html><form method="post" action="{}/ui/login"><input name="token" value="{token}"><input name="next" value="{}"></form><script>document.forms[0].submit()</script>"#,
             server.url(),
-            percent_encode(next)
-        )
+            next.replace('&', "&amp;").replace('"', "&quot;")
+        );
+        std::fs::write(&file, html).expect("login page");
+        format!("file://{}", file.display())
     };
     let profile = root.path().join("profile");
     let dom = browse(

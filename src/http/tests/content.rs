@@ -169,6 +169,25 @@ async fn corrupted_blobs_are_never_served_as_success() {
         (status, body.map(|b| b == first)),
         (StatusCode::OK, Ok(true))
     );
+    // Issue #10 finding 9c: the repair is an audit Event too, in the Group that heard of the
+    // quarantine, naming the artifact.
+    let events = h
+        .call(
+            Method::GET,
+            "/v1/groups/g1/events",
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json();
+    let repaired: Vec<&serde_json::Value> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["type"] == "artifact.repaired")
+        .collect();
+    assert_eq!(repaired.len(), 1, "one repair, one Event");
+    assert_eq!(repaired[0]["payload"]["artifact"], json!(a.to_string()));
 }
 
 #[tokio::test]

@@ -21,5 +21,6 @@ mod meta;
 mod review;
 mod revocation;
 mod sessions;
+mod snapshots;
 mod ui;
 mod wire;

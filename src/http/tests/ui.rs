@@ -11,30 +11,54 @@ async fn the_auditor_page_checks_its_input() {
     let h = harness(Kind::Memory).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let a = h.put(&worker, "g1", b"a", &[]).await;
-    for bad in ["", "has%20space", "quote%22"] {
-        let answer = h
-            .call(
-                Method::GET,
-                &format!("/ui/login?token={bad}&next=/ui/"),
-                None,
-                Body::empty(),
-            )
-            .await;
-        assert_eq!(answer.code(), "unauthorized", "{bad}");
-    }
-    let login = h
+    // Issue #10 finding 9b: signing in is a POSTed form; GET only shows the form and sets
+    // nothing, even with a token in the URL.
+    let get = h
         .call(
             Method::GET,
-            &format!("/ui/login?token={}&next=//evil.example/x", worker.token),
+            &format!("/ui/login?token={}&next=/ui/x", worker.token),
             None,
             Body::empty(),
         )
         .await;
-    assert_eq!(login.status, StatusCode::SEE_OTHER);
-    assert_eq!(
-        login.headers["location"], "/ui/",
-        "no redirect away from /ui/"
+    assert_eq!(get.status, StatusCode::OK);
+    assert!(
+        !get.headers.contains_key("set-cookie"),
+        "a URL token sets no cookie"
     );
+    let form = |token: &str, next: &str| {
+        let body = format!("token={token}&next={next}");
+        Request::builder()
+            .method(Method::POST)
+            .uri("/ui/login")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(body))
+            .expect("request")
+    };
+    // Malformed tokens, tokens that are no live session, and the admin token are refused.
+    for bad in ["", "has%20space", "quote%22", "not-a-session", ADMIN] {
+        let answer = h.send(form(bad, "/ui/")).await;
+        assert_eq!(answer.code(), "unauthorized", "{bad}");
+        assert!(!answer.headers.contains_key("set-cookie"), "{bad}");
+    }
+    // Signed in, the page goes on to `next`, a local /ui/ page only (no open redirect).
+    let goes_to = |answer: &Answer| {
+        let body = String::from_utf8_lossy(&answer.body).into_owned();
+        let start = body.find("url=").expect("refresh") + 4;
+        body[start..].split('"').next().expect("url").to_owned()
+    };
+    let login = h.send(form(&worker.token, "/ui/artifacts/x")).await;
+    assert_eq!(login.status, StatusCode::OK);
+    assert_eq!(goes_to(&login), "/ui/artifacts/x");
+    for foreign in [
+        "//evil.example/x",
+        "https://evil.example/",
+        "/ui/..%5C..%5Cevil",
+        "/v1/artifacts",
+    ] {
+        let answer = h.send(form(&worker.token, foreign)).await;
+        assert_eq!(goes_to(&answer), "/ui/", "{foreign}");
+    }
     let cookie = login.headers["set-cookie"]
         .to_str()
         .expect("cookie")
@@ -83,5 +107,15 @@ async fn the_auditor_page_checks_its_input() {
             .await
             .code(),
         "unauthorized"
+    );
+    assert_eq!(
+        page(
+            format!("/ui/artifacts/{a}"),
+            format!("weft_session={ADMIN}")
+        )
+        .await
+        .code(),
+        "unauthorized",
+        "the admin token is no UI cookie"
     );
 }

@@ -255,10 +255,15 @@ impl Engine {
                     ],
                 )?;
                 if quarantined {
-                    txn.execute(
-                        "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1",
+                    let repaired = txn.execute(
+                        "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
                         [&digests.blake3.0[..]],
                     )?;
+                    // Every Group that heard of the quarantine hears of the repair
+                    // (issue #10 finding 9c).
+                    if repaired > 0 {
+                        append_repaired(txn, digests.blake3, now)?;
+                    }
                 }
                 if let Reader::Agent { agent_id, group_id } = &uploader {
                     // `uploaded_at` moves with every upload: the sweep keeps a blob someone
@@ -293,4 +298,28 @@ impl Engine {
             })
             .await
     }
+}
+
+/// Appends `artifact.repaired` to every Group that published `blake3` (the Groups that got
+/// its `artifact.integrity_failure`).
+fn append_repaired(
+    txn: &crate::db::Tx<'_>,
+    blake3: weft_api::ArtifactId,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    let groups = txn
+        .prepare("SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1 ORDER BY group_id")?
+        .query_map([&blake3.0[..]], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    for group in groups {
+        let group = weft_api::Id::parse("groupId", &group)?;
+        let repaired = weft_api::kinds::ArtifactRepaired { artifact: blake3 };
+        crate::events::append(
+            txn,
+            &group,
+            &weft_api::kinds::EventPayload::ArtifactRepaired(repaired),
+            now,
+        )?;
+    }
+    Ok(())
 }

@@ -1,0 +1,219 @@
+//! The task-local idempotency claim of one request (issue #10 finding 8) and the
+//! `idempotency` table's rows: what `Db::write` consults to store a request's answer in the
+//! transaction of its work. How the pieces meet is told in `idempotency.rs`; this module
+//! depends on nothing but errors and the clock format, so the writer (`db.rs`) can use it.
+
+use std::any::{Any, TypeId};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::ErrorCode;
+
+use crate::clock::format_instant;
+use crate::error::{Error, reject};
+
+/// A stored answer to an idempotent request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredAnswer {
+    pub request_hash: [u8; 32],
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// Who sent an idempotent request, its key and the hash of the request.
+#[derive(Clone, Debug)]
+pub struct IdempotentRequest {
+    pub scope: String,
+    pub key: String,
+    pub request_hash: [u8; 32],
+    /// When the request arrived (`Store::now`), recorded with the answer.
+    pub received_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// What the engine did with a request's claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claimed {
+    /// The work ran and this answer was committed with it.
+    Stored(StoredAnswer),
+    /// The key was already answered (found inside the write transaction): the work was not
+    /// done again; this is the stored answer.
+    Replay(StoredAnswer),
+}
+
+type Renderer = Box<dyn Fn(&dyn Any) -> Option<(u16, Vec<u8>)> + Send + Sync>;
+
+/// The task-local state of one idempotent request.
+pub(crate) struct Claim {
+    request: IdempotentRequest,
+    /// The result type of the write that does the work, and how to render its answer.
+    armed: Mutex<Option<(TypeId, Arc<Renderer>)>>,
+    outcome: Mutex<Option<Claimed>>,
+}
+
+tokio::task_local! {
+    static CLAIM: Arc<Claim>;
+}
+
+/// Runs `work` (the handling of one request) with `request` as its idempotency claim, and
+/// returns its output with what the engine did with the claim (`None`: no armed write ran).
+pub async fn with_idempotency<F: std::future::Future>(
+    request: IdempotentRequest,
+    work: F,
+) -> (F::Output, Option<Claimed>) {
+    let claim = Arc::new(Claim {
+        request,
+        armed: Mutex::new(None),
+        outcome: Mutex::new(None),
+    });
+    let output = CLAIM.scope(Arc::clone(&claim), work).await;
+    let outcome = claim
+        .outcome
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    (output, outcome)
+}
+
+/// Arms the current request's claim: the next write whose result has type `T` stores the
+/// answer `render` makes of that result (status, body) in its own transaction (`None`: no
+/// answer is stored with the work). A no-op outside [`with_idempotency`] (no key was sent).
+pub fn answer_with<T: Any>(render: impl Fn(&T) -> Option<(u16, Vec<u8>)> + Send + Sync + 'static) {
+    let renderer: Renderer = Box::new(move |value| value.downcast_ref::<T>().and_then(&render));
+    let _ = CLAIM.try_with(|claim| {
+        *claim.armed.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((TypeId::of::<T>(), Arc::new(renderer)));
+    });
+}
+
+/// The armed claim of the current task if a write of result type `T` should honour it.
+/// Taking it disarms it, so exactly one write per request stores the answer.
+pub(crate) fn armed_for<T: Any>() -> Option<(Arc<Claim>, Arc<Renderer>)> {
+    CLAIM
+        .try_with(|claim| {
+            let mut armed = claim.armed.lock().unwrap_or_else(|p| p.into_inner());
+            match armed.as_ref() {
+                Some((type_id, _)) if *type_id == TypeId::of::<T>() => armed
+                    .take()
+                    .map(|(_, renderer)| (Arc::clone(claim), renderer)),
+                _ => None,
+            }
+        })
+        .ok()
+        .flatten()
+}
+
+impl Claim {
+    fn set(&self, outcome: Claimed) {
+        *self.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+    }
+
+    /// Before the work, inside its transaction: a stored answer for this key means the work
+    /// was done already (replayed, or refused when the request differs).
+    pub(crate) fn check(&self, conn: &Connection) -> Result<(), Error> {
+        let request = &self.request;
+        if let Some(stored) = lookup(conn, &request.scope, &request.key)? {
+            if stored.request_hash != request.request_hash {
+                return Err(key_reused());
+            }
+            self.set(Claimed::Replay(stored));
+            // Rolls this job back; the middleware answers with the stored answer instead.
+            return Err(reject(
+                ErrorCode::IdempotencyKeyReused,
+                "this Idempotency-Key was already answered",
+            ));
+        }
+        Ok(())
+    }
+
+    /// After the work, inside its transaction: stores the rendered answer with it.
+    pub(crate) fn store(
+        &self,
+        conn: &Connection,
+        renderer: &Renderer,
+        value: &dyn Any,
+    ) -> Result<(), Error> {
+        let now = self.request.received_at;
+        let Some((status, body)) = renderer(value) else {
+            return Ok(());
+        };
+        let answer = StoredAnswer {
+            request_hash: self.request.request_hash,
+            status,
+            body,
+        };
+        insert(
+            conn,
+            &self.request.scope,
+            &self.request.key,
+            &answer,
+            now,
+            false,
+        )?;
+        self.set(Claimed::Stored(answer));
+        Ok(())
+    }
+}
+
+pub(crate) fn key_reused() -> Error {
+    reject(
+        ErrorCode::IdempotencyKeyReused,
+        "this Idempotency-Key was used for a different request",
+    )
+}
+
+pub(crate) fn lookup(
+    conn: &Connection,
+    scope: &str,
+    key: &str,
+) -> Result<Option<StoredAnswer>, Error> {
+    let row: Option<(Vec<u8>, u16, Vec<u8>)> = conn
+        .query_row(
+            "SELECT request_hash, status, body FROM idempotency WHERE scope = ?1 AND key = ?2",
+            params![scope, key],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()?;
+    row.map(|(hash, status, body)| {
+        let request_hash = <[u8; 32]>::try_from(hash.as_slice()).map_err(|_| {
+            Error::backend(std::io::Error::other(
+                "a stored request hash is not 32 bytes",
+            ))
+        })?;
+        Ok(StoredAnswer {
+            request_hash,
+            status,
+            body,
+        })
+    })
+    .transpose()
+}
+
+pub(crate) fn insert(
+    conn: &Connection,
+    scope: &str,
+    key: &str,
+    answer: &StoredAnswer,
+    now: chrono::DateTime<chrono::Utc>,
+    or_ignore: bool,
+) -> Result<(), Error> {
+    let verb = if or_ignore {
+        "INSERT OR IGNORE"
+    } else {
+        "INSERT"
+    };
+    conn.execute(
+        &format!(
+            "{verb} INTO idempotency (scope, key, request_hash, status, body, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+        ),
+        params![
+            scope,
+            key,
+            &answer.request_hash[..],
+            answer.status,
+            answer.body,
+            format_instant(now)
+        ],
+    )?;
+    Ok(())
+}

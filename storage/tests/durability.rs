@@ -1,0 +1,223 @@
+//! Durability of the store across crashes and processes (issue #10 findings 8, 9a, 10):
+//! start-up reconciliation of crash leftovers, owner-only modes, and idempotent answers
+//! committed with their work. Integration tests: only the public façade.
+
+use bytes::Bytes;
+use weft_api::session::{Membership, Role};
+use weft_api::{ErrorCode, Id};
+use weft_storage::{Claimed, IdempotentRequest, Options, Store, answer_with, with_idempotency};
+
+fn body(bytes: &'static [u8]) -> impl futures::Stream<Item = std::io::Result<Bytes>> + Send {
+    futures::stream::iter([Ok(Bytes::from_static(bytes))])
+}
+
+/// Issue #10 finding 10: a blob file a crash left without its index row (killed between
+/// promotion and commit) is removed at the next start, and fsck then finds nothing; before
+/// the restart fsck calls it a leftover, not damage.
+#[tokio::test]
+async fn start_up_removes_blob_files_without_a_row() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Store::open(Options::on_disk(dir.path()))
+        .await
+        .expect("open");
+    store
+        .upload(body(b"acknowledged"), None, weft_storage::Uploader::Admin)
+        .await
+        .expect("upload");
+    drop(store);
+    let orphan_bytes = b"promoted, then the process was killed";
+    let hex = blake3::hash(orphan_bytes).to_hex();
+    let shard = dir.path().join("blobs/blake3").join(&hex[..2]);
+    std::fs::create_dir_all(&shard).expect("mkdir");
+    let orphan = shard.join(hex.as_str());
+    std::fs::write(&orphan, orphan_bytes).expect("write");
+    std::fs::write(dir.path().join("staging/partial"), b"x").expect("write");
+
+    let mut offline = Options::on_disk(dir.path());
+    offline.sweep_staging = false;
+    let report = Store::open(offline)
+        .await
+        .expect("open")
+        .fsck()
+        .await
+        .expect("fsck");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.leftovers.len(), 2, "{:?}", report.leftovers);
+    assert!(orphan.exists(), "fsck changes nothing");
+
+    let store = Store::open(Options::on_disk(dir.path()))
+        .await
+        .expect("reopen");
+    assert!(!orphan.exists(), "the orphan is removed at start");
+    let report = store.fsck().await.expect("fsck");
+    assert!(
+        report.problems.is_empty() && report.leftovers.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.n_blobs, 1, "the acknowledged blob stays");
+}
+
+/// Issue #10 finding 9a: the data directory, every directory and blob file under it and
+/// the index (with its WAL files) are owner-only, and start-up fixes older modes.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_directory_is_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let parent = tempfile::tempdir().expect("dir");
+    let dir = parent.path().join("data");
+    std::fs::create_dir_all(dir.join("blobs/blake3/ff")).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let store = Store::open(Options::on_disk(&dir)).await.expect("open");
+    store
+        .upload(body(b"private bytes"), None, weft_storage::Uploader::Admin)
+        .await
+        .expect("upload");
+    let mut checked = 0;
+    let mut pending = vec![dir.clone()];
+    while let Some(path) = pending.pop() {
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode() & 0o777;
+        if path.is_dir() {
+            assert_eq!(mode, 0o700, "{}", path.display());
+            for entry in std::fs::read_dir(&path).expect("ls") {
+                pending.push(entry.expect("entry").path());
+            }
+        } else {
+            assert_eq!(mode, 0o600, "{}", path.display());
+        }
+        checked += 1;
+    }
+    for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
+        assert!(dir.join(name).exists(), "{name}");
+    }
+    assert!(checked >= 8, "{checked}");
+}
+
+fn id(text: &str) -> Id {
+    Id::parse("id", text).expect("id")
+}
+
+fn request(store: &Store, key: &str, hash: u8) -> IdempotentRequest {
+    IdempotentRequest {
+        scope: "admin".into(),
+        key: key.into(),
+        request_hash: [hash; 32],
+        received_at: store.now(),
+    }
+}
+
+type RenderFn = fn(&Membership) -> Option<(u16, Vec<u8>)>;
+
+fn render(membership: &Membership) -> Option<(u16, Vec<u8>)> {
+    Some((200, serde_json::to_vec(membership).expect("json")))
+}
+
+/// A Group g1 with a registered Agent w1 (Membership epoch 1).
+async fn store_with_member(dir: &std::path::Path) -> Store {
+    let store = Store::open(Options::on_disk(dir)).await.expect("open");
+    store.create_group(id("g1")).await.expect("group");
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key();
+    store
+        .register_agent(id("w1"), key, "1".into())
+        .await
+        .expect("agent");
+    store
+        .set_membership(id("g1"), id("w1"), vec![Role::Worker])
+        .await
+        .expect("membership");
+    store
+}
+
+async fn set_roles(
+    store: &Store,
+    request: IdempotentRequest,
+    renderer: RenderFn,
+) -> (Result<Membership, weft_storage::Error>, Option<Claimed>) {
+    with_idempotency(request, async {
+        answer_with::<Membership>(renderer);
+        store
+            .set_membership(id("g1"), id("w1"), vec![Role::Reviewer])
+            .await
+    })
+    .await
+}
+
+/// Issue #10 finding 8 (DLV-11): the stored answer is committed in the transaction of the
+/// work: a failure after the work and before the commit leaves neither the change, its
+/// Event nor the answer; a success leaves all three.
+#[tokio::test]
+async fn the_answer_commits_with_the_work_or_not_at_all() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = store_with_member(dir.path()).await;
+    let before = store.fingerprint().await.expect("fingerprint");
+    let events_before = store.stats().await.expect("stats").events;
+    let (outcome, claimed) = set_roles(&store, request(&store, "k1", 1), |_| {
+        panic!("the process fails after the work, before the commit")
+    })
+    .await;
+    assert!(outcome.is_err());
+    assert_eq!(claimed, None);
+    assert_eq!(
+        before,
+        store.fingerprint().await.expect("fingerprint"),
+        "nothing kept"
+    );
+    assert_eq!(
+        store
+            .idempotent_answer("admin".into(), "k1".into())
+            .await
+            .expect("read"),
+        None
+    );
+
+    let (outcome, claimed) = set_roles(&store, request(&store, "k1", 1), render).await;
+    let membership = outcome.expect("the work ran");
+    assert_eq!(membership.epoch, 2);
+    let stored = store
+        .idempotent_answer("admin".into(), "k1".into())
+        .await
+        .expect("read")
+        .expect("the answer is stored with the work");
+    assert_eq!(claimed, Some(Claimed::Stored(stored.clone())));
+    assert_eq!(stored.body, serde_json::to_vec(&membership).expect("json"));
+    assert_eq!(
+        store.stats().await.expect("stats").events,
+        events_before + 1
+    );
+}
+
+/// Issue #10 finding 8: a second process (here: the store reopened after the first one
+/// stopped right after its commit, before any later step) replays the stored answer and
+/// does not redo the work; the key with another request is refused.
+#[tokio::test]
+async fn another_process_replays_rather_than_redoes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let first = store_with_member(dir.path()).await;
+    let (outcome, claimed) = set_roles(&first, request(&first, "k1", 1), render).await;
+    assert_eq!(outcome.expect("work").epoch, 2);
+    let Some(Claimed::Stored(answer)) = claimed else {
+        panic!("stored with the work: {claimed:?}");
+    };
+    drop(first);
+
+    let second = Store::open(Options::on_disk(dir.path()))
+        .await
+        .expect("reopen");
+    let before = second.fingerprint().await.expect("fingerprint");
+    let (outcome, claimed) = set_roles(&second, request(&second, "k1", 1), render).await;
+    assert_eq!(
+        outcome.map_err(|e| e.code()),
+        Err(ErrorCode::IdempotencyKeyReused)
+    );
+    assert_eq!(claimed, Some(Claimed::Replay(answer)));
+    let (outcome, claimed) = set_roles(&second, request(&second, "k1", 2), render).await;
+    assert_eq!(
+        outcome.map_err(|e| e.code()),
+        Err(ErrorCode::IdempotencyKeyReused)
+    );
+    assert_eq!(claimed, None, "another request is refused, not replayed");
+    assert_eq!(
+        before,
+        second.fingerprint().await.expect("fingerprint"),
+        "not redone"
+    );
+}
