@@ -60,6 +60,9 @@ pub struct GroupState {
     pub evidence: BTreeMap<String, EvidenceState>,
     /// Artifacts that failed verification.
     pub integrity_failures: Vec<String>,
+    /// Missions and WorkItems as the log says they are.
+    #[serde(default)]
+    pub work: crate::work::events::WorkProjection,
     /// Events per type, compacted ones included.
     pub event_counts: BTreeMap<String, u64>,
 }
@@ -121,6 +124,7 @@ impl GroupState {
             Some(EventPayload::ArtifactIntegrityFailure(failure)) => {
                 self.integrity_failures.push(failure.artifact.to_string());
             }
+            Some(EventPayload::Work(_, work)) => self.work.apply(event.sequence, &work),
             Some(EventPayload::ArtifactRepaired(repaired)) => {
                 let artifact = repaired.artifact.to_string();
                 self.integrity_failures.retain(|failed| *failed != artifact);

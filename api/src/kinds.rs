@@ -18,6 +18,7 @@ use crate::event::Event;
 use crate::evidence::{MethodKind, Outcome};
 use crate::id::Id;
 use crate::session::Role;
+use crate::work::events::{WorkEvent, WorkEventKind};
 
 /// Every Event type, by its wire name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,6 +33,8 @@ pub enum EventKind {
     AgentDeactivated,
     AgentKeyRotated,
     ArtifactRepaired,
+    /// A Mission or WorkItem Event (`crate::work::events`).
+    Work(WorkEventKind),
 }
 
 impl EventKind {
@@ -60,13 +63,17 @@ impl EventKind {
             EventKind::MembershipRemoved => "membership.removed",
             EventKind::AgentDeactivated => "agent.deactivated",
             EventKind::AgentKeyRotated => "agent.key_rotated",
+            EventKind::Work(kind) => kind.as_str(),
             EventKind::ArtifactRepaired => "artifact.repaired",
         }
     }
 
     /// The kind of a wire name; `None` for a type this version does not know.
     pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+            .or_else(|| WorkEventKind::parse(text).map(EventKind::Work))
     }
 }
 
@@ -189,6 +196,7 @@ pub enum EventPayload {
     AgentDeactivated(AgentDeactivated),
     AgentKeyRotated(AgentKeyRotated),
     ArtifactRepaired(ArtifactRepaired),
+    Work(WorkEventKind, WorkEvent),
 }
 
 impl EventPayload {
@@ -204,6 +212,7 @@ impl EventPayload {
             EventPayload::AgentDeactivated(_) => EventKind::AgentDeactivated,
             EventPayload::AgentKeyRotated(_) => EventKind::AgentKeyRotated,
             EventPayload::ArtifactRepaired(_) => EventKind::ArtifactRepaired,
+            EventPayload::Work(kind, _) => EventKind::Work(*kind),
         }
     }
 
@@ -220,6 +229,7 @@ impl EventPayload {
             EventPayload::AgentDeactivated(p) => serde_json::to_string(p),
             EventPayload::AgentKeyRotated(p) => serde_json::to_string(p),
             EventPayload::ArtifactRepaired(p) => serde_json::to_string(p),
+            EventPayload::Work(_, p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
         text.unwrap_or_else(|_| unreachable!("an Event payload always serialises"))
@@ -248,6 +258,7 @@ impl EventPayload {
             EventKind::AgentDeactivated => EventPayload::AgentDeactivated(parse(text)?),
             EventKind::AgentKeyRotated => EventPayload::AgentKeyRotated(parse(text)?),
             EventKind::ArtifactRepaired => EventPayload::ArtifactRepaired(parse(text)?),
+            EventKind::Work(kind) => EventPayload::Work(kind, parse(text)?),
         }))
     }
 }

@@ -22,6 +22,7 @@ pub mod session;
 pub mod signed;
 pub mod verdict;
 pub mod views;
+pub mod work;
 
 #[cfg(feature = "client")]
 pub mod client;

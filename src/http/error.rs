@@ -44,7 +44,10 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::WrongPayloadType
         | C::BadSignature
         | C::UnknownKey
-        | C::ClockSkew => StatusCode::BAD_REQUEST,
+        | C::ClockSkew
+        | C::InvalidCommand
+        | C::GroupMismatch
+        | C::UnknownExtension => StatusCode::BAD_REQUEST,
         C::Unauthorized | C::StaleSession | C::StaleMembership => StatusCode::UNAUTHORIZED,
         C::Forbidden
         | C::NotAMember
@@ -61,8 +64,15 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::Cycle
         | C::SupersedesMismatch
         | C::MissionMismatch
-        | C::CursorAhead => StatusCode::CONFLICT,
-        C::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+        | C::CursorAhead
+        | C::IllegalTransition
+        | C::StaleRevision
+        | C::StaleLease
+        | C::OfferExpired
+        | C::OfferWithdrawn
+        | C::NotEligible
+        | C::ApprovalRequired => StatusCode::CONFLICT,
+        C::IdempotencyKeyReused | C::EvidenceMissing => StatusCode::UNPROCESSABLE_ENTITY,
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 49] = {
+const EVERY_CODE: [ErrorCode; 60] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -71,6 +71,17 @@ const EVERY_CODE: [ErrorCode; 49] = {
         C::UploadQuotaExceeded,
         C::RateLimited,
         C::Overloaded,
+        C::InvalidCommand,
+        C::GroupMismatch,
+        C::UnknownExtension,
+        C::IllegalTransition,
+        C::StaleRevision,
+        C::StaleLease,
+        C::OfferExpired,
+        C::OfferWithdrawn,
+        C::NotEligible,
+        C::ApprovalRequired,
+        C::EvidenceMissing,
         C::Internal,
     ]
 };
@@ -127,6 +138,17 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::UploadQuotaExceeded
         | C::RateLimited
         | C::Overloaded
+        | C::InvalidCommand
+        | C::GroupMismatch
+        | C::UnknownExtension
+        | C::IllegalTransition
+        | C::StaleRevision
+        | C::StaleLease
+        | C::OfferExpired
+        | C::OfferWithdrawn
+        | C::NotEligible
+        | C::ApprovalRequired
+        | C::EvidenceMissing
         | C::Internal => {}
     }
 }

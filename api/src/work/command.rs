@@ -1,0 +1,549 @@
+//! The Command envelope (DESIGN §10): a DSSE payload of type
+//! `application/vnd.mwp.command.v1+json`, and the typed payload of each Command type. Parsed
+//! only through [`SignedPayload`]: unknown fields are refused at every level, an unknown
+//! critical extension is `unknown_extension`.
+
+use chrono::{DateTime, FixedOffset};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::contract::{Budgets, ChildFailurePolicy, Level, SelectionBasis, WorkContract};
+use crate::digest::ArtifactId;
+use crate::error::{ErrorCode, Rejection};
+use crate::id::Id;
+use crate::signed::SignedPayload;
+
+/// DSSE payload type of a Command.
+pub const COMMAND_TYPE: &str = "application/vnd.mwp.command.v1+json";
+/// Largest Command payload accepted (a contract fits many times over).
+pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
+
+/// The Command types this Authority executes (DESIGN §10's table; leases, progress,
+/// preemption and Context Packages come with their issues).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum CommandType {
+    #[serde(rename = "mission.create")]
+    MissionCreate,
+    #[serde(rename = "mission.approve")]
+    MissionApprove,
+    #[serde(rename = "mission.fail")]
+    MissionFail,
+    #[serde(rename = "mission.cancel")]
+    MissionCancel,
+    #[serde(rename = "mission.create_child")]
+    MissionCreateChild,
+    #[serde(rename = "work.propose")]
+    WorkPropose,
+    #[serde(rename = "work.authorize")]
+    WorkAuthorize,
+    #[serde(rename = "work.revise_contract")]
+    WorkReviseContract,
+    #[serde(rename = "work.offer")]
+    WorkOffer,
+    #[serde(rename = "work.accept_offer")]
+    WorkAcceptOffer,
+    #[serde(rename = "work.decline_offer")]
+    WorkDeclineOffer,
+    #[serde(rename = "approval.grant_execution")]
+    ApprovalGrantExecution,
+    #[serde(rename = "work.start")]
+    WorkStart,
+    #[serde(rename = "work.checkpoint")]
+    WorkCheckpoint,
+    #[serde(rename = "work.block")]
+    WorkBlock,
+    #[serde(rename = "work.unblock")]
+    WorkUnblock,
+    #[serde(rename = "work.submit")]
+    WorkSubmit,
+    #[serde(rename = "work.accept_result")]
+    WorkAcceptResult,
+    #[serde(rename = "work.fail")]
+    WorkFail,
+    #[serde(rename = "work.cancel")]
+    WorkCancel,
+}
+
+impl CommandType {
+    pub const ALL: [CommandType; 20] = [
+        Self::MissionCreate,
+        Self::MissionApprove,
+        Self::MissionFail,
+        Self::MissionCancel,
+        Self::MissionCreateChild,
+        Self::WorkPropose,
+        Self::WorkAuthorize,
+        Self::WorkReviseContract,
+        Self::WorkOffer,
+        Self::WorkAcceptOffer,
+        Self::WorkDeclineOffer,
+        Self::ApprovalGrantExecution,
+        Self::WorkStart,
+        Self::WorkCheckpoint,
+        Self::WorkBlock,
+        Self::WorkUnblock,
+        Self::WorkSubmit,
+        Self::WorkAcceptResult,
+        Self::WorkFail,
+        Self::WorkCancel,
+    ];
+
+    /// The wire name, e.g. `work.offer`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MissionCreate => "mission.create",
+            Self::MissionApprove => "mission.approve",
+            Self::MissionFail => "mission.fail",
+            Self::MissionCancel => "mission.cancel",
+            Self::MissionCreateChild => "mission.create_child",
+            Self::WorkPropose => "work.propose",
+            Self::WorkAuthorize => "work.authorize",
+            Self::WorkReviseContract => "work.revise_contract",
+            Self::WorkOffer => "work.offer",
+            Self::WorkAcceptOffer => "work.accept_offer",
+            Self::WorkDeclineOffer => "work.decline_offer",
+            Self::ApprovalGrantExecution => "approval.grant_execution",
+            Self::WorkStart => "work.start",
+            Self::WorkCheckpoint => "work.checkpoint",
+            Self::WorkBlock => "work.block",
+            Self::WorkUnblock => "work.unblock",
+            Self::WorkSubmit => "work.submit",
+            Self::WorkAcceptResult => "work.accept_result",
+            Self::WorkFail => "work.fail",
+            Self::WorkCancel => "work.cancel",
+        }
+    }
+
+    /// The Commands that act on an existing WorkItem (their payload names `workItemId`).
+    pub fn targets_work_item(self) -> bool {
+        !matches!(
+            self,
+            Self::MissionCreate
+                | Self::MissionApprove
+                | Self::MissionFail
+                | Self::MissionCancel
+                | Self::WorkPropose
+                | Self::WorkAuthorize
+        )
+    }
+}
+
+/// An extension entry; this Authority knows none, so a critical one is refused.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Extension {
+    pub urn: String,
+    pub critical: bool,
+    pub value: serde_json::Value,
+}
+
+/// A Command as signed (DESIGN §10).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Command {
+    pub command_id: Id,
+    #[serde(rename = "type")]
+    pub kind: CommandType,
+    pub group_id: Id,
+    pub agent_id: Id,
+    pub issued_at: DateTime<FixedOffset>,
+    pub session_epoch: u64,
+    pub membership_epoch: u64,
+    pub lease_id: Option<Id>,
+    pub expected_revision: Option<u64>,
+    pub extensions: Vec<Extension>,
+    pub payload: serde_json::Value,
+}
+
+impl SignedPayload for Command {
+    const PAYLOAD_TYPE: &'static str = COMMAND_TYPE;
+    const NAME: &'static str = "command";
+    const MAX_BYTES: usize = MAX_COMMAND_BYTES;
+    const INVALID: ErrorCode = ErrorCode::InvalidCommand;
+
+    fn signer_claim(&self) -> (&Id, Option<&str>) {
+        (&self.agent_id, None)
+    }
+
+    fn validate(&self) -> Result<(), Rejection> {
+        if self.extensions.len() > 16 {
+            return Err(invalid("at most 16 extensions"));
+        }
+        if let Some(unknown) = self.extensions.iter().find(|e| e.critical) {
+            return Err(Rejection::new(
+                ErrorCode::UnknownExtension,
+                format!("critical extension {} is not understood here", unknown.urn),
+            ));
+        }
+        // The typed payload must parse too: a malformed one is refused before anything else.
+        self.body().map(|_| ())
+    }
+}
+
+impl Command {
+    /// The typed payload of this Command's type.
+    pub fn body(&self) -> Result<CommandBody, Rejection> {
+        use CommandType as T;
+        Ok(match self.kind {
+            T::MissionCreate => CommandBody::MissionCreate(self.typed()?),
+            T::MissionApprove | T::MissionFail | T::MissionCancel => {
+                CommandBody::MissionClose(self.typed()?)
+            }
+            T::MissionCreateChild => CommandBody::MissionCreateChild(self.typed()?),
+            T::WorkPropose => CommandBody::WorkPropose(self.typed()?),
+            T::WorkAuthorize => CommandBody::WorkAuthorize(self.typed()?),
+            T::WorkReviseContract => CommandBody::WorkReviseContract(self.typed()?),
+            T::WorkOffer => CommandBody::WorkOffer(self.typed()?),
+            T::WorkAcceptOffer => CommandBody::OfferRef(self.typed()?),
+            T::WorkDeclineOffer => CommandBody::WorkDecline(self.typed()?),
+            T::ApprovalGrantExecution | T::WorkStart | T::WorkUnblock | T::WorkAcceptResult => {
+                CommandBody::WorkRef(self.typed()?)
+            }
+            T::WorkCheckpoint => CommandBody::WorkCheckpoint(self.typed()?),
+            T::WorkBlock => CommandBody::WorkBlock(self.typed()?),
+            T::WorkSubmit => CommandBody::WorkSubmit(self.typed()?),
+            T::WorkFail => CommandBody::WorkFail(self.typed()?),
+            T::WorkCancel => CommandBody::WorkCancel(self.typed()?),
+        })
+    }
+
+    fn typed<T: DeserializeOwned + Validate>(&self) -> Result<T, Rejection> {
+        let value: T = serde_json::from_value(self.payload.clone())
+            .map_err(|e| invalid(format!("{} payload: {e}", self.kind.as_str())))?;
+        value.validate()?;
+        Ok(value)
+    }
+}
+
+/// Checks of a typed payload beyond its shape.
+trait Validate {
+    fn validate(&self) -> Result<(), Rejection> {
+        Ok(())
+    }
+}
+
+/// The typed payload of a Command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CommandBody {
+    MissionCreate(MissionCreate),
+    MissionClose(MissionClose),
+    MissionCreateChild(MissionCreateChild),
+    WorkPropose(WorkPropose),
+    WorkAuthorize(WorkAuthorize),
+    WorkReviseContract(WorkReviseContract),
+    WorkOffer(WorkOffer),
+    OfferRef(OfferRef),
+    WorkDecline(WorkDecline),
+    WorkRef(WorkRef),
+    WorkCheckpoint(WorkCheckpoint),
+    WorkBlock(WorkBlock),
+    WorkSubmit(WorkSubmit),
+    WorkFail(WorkFail),
+    WorkCancel(WorkCancel),
+}
+
+impl CommandBody {
+    /// The WorkItem the Command acts on, if any.
+    pub fn work_item_id(&self) -> Option<&Id> {
+        match self {
+            Self::MissionCreate(_) | Self::MissionClose(_) | Self::WorkPropose(_) => None,
+            Self::WorkAuthorize(p) => Some(&p.work_item_id),
+            Self::MissionCreateChild(p) => Some(&p.work_item_id),
+            Self::WorkReviseContract(p) => Some(&p.work_item_id),
+            Self::WorkOffer(p) => Some(&p.work_item_id),
+            Self::OfferRef(p) => Some(&p.work_item_id),
+            Self::WorkDecline(p) => Some(&p.work_item_id),
+            Self::WorkRef(p) => Some(&p.work_item_id),
+            Self::WorkCheckpoint(p) => Some(&p.work_item_id),
+            Self::WorkBlock(p) => Some(&p.work_item_id),
+            Self::WorkSubmit(p) => Some(&p.work_item_id),
+            Self::WorkFail(p) => Some(&p.work_item_id),
+            Self::WorkCancel(p) => Some(&p.work_item_id),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MissionCreate {
+    pub mission_id: Id,
+    pub title: String,
+    pub priority_class: Level,
+    pub budget: Budgets,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_work_item_id: Option<Id>,
+}
+
+impl Validate for MissionCreate {
+    fn validate(&self) -> Result<(), Rejection> {
+        title(&self.title)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MissionClose {
+    pub mission_id: Id,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Vec<ArtifactId>>,
+}
+impl Validate for MissionClose {}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MissionCreateChild {
+    pub work_item_id: Id,
+    pub child_mission_id: Id,
+    pub title: String,
+    pub child_failure_policy: ChildFailurePolicy,
+}
+
+impl Validate for MissionCreateChild {
+    fn validate(&self) -> Result<(), Rejection> {
+        title(&self.title)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkPropose {
+    pub proposal_id: Id,
+    pub mission_id: Id,
+    pub contract: WorkContract,
+}
+
+impl Validate for WorkPropose {
+    fn validate(&self) -> Result<(), Rejection> {
+        self.contract.validate()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkAuthorize {
+    pub work_item_id: Id,
+    pub mission_id: Id,
+    pub contract: WorkContract,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal_id: Option<Id>,
+}
+
+impl Validate for WorkAuthorize {
+    fn validate(&self) -> Result<(), Rejection> {
+        self.contract.validate()?;
+        if self.contract.depends_on.contains(&self.work_item_id) {
+            return Err(Rejection::new(
+                ErrorCode::Cycle,
+                "a WorkItem cannot depend on itself",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkReviseContract {
+    pub work_item_id: Id,
+    pub contract: WorkContract,
+}
+
+impl Validate for WorkReviseContract {
+    fn validate(&self) -> Result<(), Rejection> {
+        self.contract.validate()?;
+        if self.contract.depends_on.contains(&self.work_item_id) {
+            return Err(Rejection::new(
+                ErrorCode::Cycle,
+                "a WorkItem cannot depend on itself",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkOffer {
+    pub work_item_id: Id,
+    pub offer_id: Id,
+    pub candidates: Vec<Id>,
+    pub expires_at: DateTime<FixedOffset>,
+    pub selection_basis: SelectionBasis,
+}
+
+impl Validate for WorkOffer {
+    fn validate(&self) -> Result<(), Rejection> {
+        let mut candidates: Vec<&str> = self.candidates.iter().map(Id::as_str).collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        // OFR-4: a bounded set.
+        if candidates.is_empty()
+            || candidates.len() > 16
+            || candidates.len() != self.candidates.len()
+        {
+            return Err(invalid("candidates: 1..=16 distinct agent ids"));
+        }
+        self.selection_basis.validate()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OfferRef {
+    pub work_item_id: Id,
+    pub offer_id: Id,
+}
+impl Validate for OfferRef {}
+
+/// OFR-9's structured decline reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeclineReason {
+    Capacity,
+    Deadline,
+    Capability,
+    Authorization,
+    Dependency,
+    Budget,
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkDecline {
+    pub work_item_id: Id,
+    pub offer_id: Id,
+    pub reason: DeclineReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Validate for WorkDecline {
+    fn validate(&self) -> Result<(), Rejection> {
+        detail(self.detail.as_deref())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkRef {
+    pub work_item_id: Id,
+}
+impl Validate for WorkRef {}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Checkpoint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkCheckpoint {
+    pub work_item_id: Id,
+    pub checkpoint: Checkpoint,
+}
+
+impl Validate for WorkCheckpoint {
+    fn validate(&self) -> Result<(), Rejection> {
+        detail(self.checkpoint.note.as_deref())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkBlock {
+    pub work_item_id: Id,
+    /// PRG-4: the resolution it needs.
+    pub needs: String,
+}
+
+impl Validate for WorkBlock {
+    fn validate(&self) -> Result<(), Rejection> {
+        if self.needs.trim().is_empty() {
+            return Err(invalid("needs says what resolution the WorkItem waits for"));
+        }
+        detail(Some(&self.needs))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkSubmit {
+    pub work_item_id: Id,
+    pub artifacts: Vec<ArtifactId>,
+    pub evidence: Vec<ArtifactId>,
+}
+
+impl Validate for WorkSubmit {
+    fn validate(&self) -> Result<(), Rejection> {
+        if self.artifacts.is_empty() || self.artifacts.len() > 1024 || self.evidence.len() > 1024 {
+            return Err(invalid(
+                "a submission names 1..=1024 artifacts and at most 1024 Evidence records",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailReason {
+    WorkerError,
+    ReviewFailed,
+    Deadline,
+    Budget,
+    Dependency,
+    RetriesExhausted,
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkFail {
+    pub work_item_id: Id,
+    pub evidence: Vec<ArtifactId>,
+    pub reason: FailReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Validate for WorkFail {
+    fn validate(&self) -> Result<(), Rejection> {
+        detail(self.detail.as_deref())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkCancel {
+    pub work_item_id: Id,
+    pub reason: String,
+}
+
+impl Validate for WorkCancel {
+    fn validate(&self) -> Result<(), Rejection> {
+        detail(Some(&self.reason))
+    }
+}
+
+fn title(text: &str) -> Result<(), Rejection> {
+    if text.trim().is_empty() || text.len() > 512 || text.chars().any(char::is_control) {
+        return Err(invalid("title must be 1..=512 printable bytes"));
+    }
+    Ok(())
+}
+
+fn detail(text: Option<&str>) -> Result<(), Rejection> {
+    if text.is_some_and(|t| t.len() > 4096) {
+        return Err(invalid("free text is at most 4 KiB"));
+    }
+    Ok(())
+}
+
+fn invalid(message: impl Into<String>) -> Rejection {
+    Rejection::new(ErrorCode::InvalidCommand, message)
+}

@@ -1,0 +1,175 @@
+//! The Events of Missions and WorkItems. Every one carries the aggregate's state after it
+//! (state, revision, contract revision, ownership epoch and owner) plus what changed
+//! (`detail`: the Command's payload, or what the Authority decided), so the projection is a
+//! plain fold of the log ([`WorkItemProjection::apply`]) and `fsck` can compare the stored
+//! projection with a replay.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::machine::{MissionState, WorkState};
+use crate::id::Id;
+
+/// The Event types of Missions and WorkItems (DESIGN §10), by wire name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkEventKind {
+    MissionCreated,
+    MissionApproved,
+    MissionFailed,
+    MissionCancelled,
+    MissionChildCreated,
+    WorkProposed,
+    WorkAuthorized,
+    WorkContractRevised,
+    WorkOffered,
+    WorkOfferAccepted,
+    WorkOfferDeclined,
+    OfferWithdrawn,
+    ApprovalExecutionGranted,
+    WorkStarted,
+    WorkCheckpointed,
+    WorkBlocked,
+    WorkUnblocked,
+    WorkSubmitted,
+    WorkResultAccepted,
+    WorkFailed,
+    WorkCancelled,
+    OwnershipExpired,
+    /// T16/T17/T18: a WorkItem moved because a Mission ended (no Command of its own).
+    WorkPropagated,
+}
+
+impl WorkEventKind {
+    pub const ALL: [WorkEventKind; 23] = [
+        Self::MissionCreated,
+        Self::MissionApproved,
+        Self::MissionFailed,
+        Self::MissionCancelled,
+        Self::MissionChildCreated,
+        Self::WorkProposed,
+        Self::WorkAuthorized,
+        Self::WorkContractRevised,
+        Self::WorkOffered,
+        Self::WorkOfferAccepted,
+        Self::WorkOfferDeclined,
+        Self::OfferWithdrawn,
+        Self::ApprovalExecutionGranted,
+        Self::WorkStarted,
+        Self::WorkCheckpointed,
+        Self::WorkBlocked,
+        Self::WorkUnblocked,
+        Self::WorkSubmitted,
+        Self::WorkResultAccepted,
+        Self::WorkFailed,
+        Self::WorkCancelled,
+        Self::OwnershipExpired,
+        Self::WorkPropagated,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MissionCreated => "mission.created",
+            Self::MissionApproved => "mission.approved",
+            Self::MissionFailed => "mission.failed",
+            Self::MissionCancelled => "mission.cancelled",
+            Self::MissionChildCreated => "mission.child_created",
+            Self::WorkProposed => "work.proposed",
+            Self::WorkAuthorized => "work.authorized",
+            Self::WorkContractRevised => "work.contract_revised",
+            Self::WorkOffered => "work.offered",
+            Self::WorkOfferAccepted => "work.offer_accepted",
+            Self::WorkOfferDeclined => "work.offer_declined",
+            Self::OfferWithdrawn => "offer.withdrawn",
+            Self::ApprovalExecutionGranted => "approval.execution_granted",
+            Self::WorkStarted => "work.started",
+            Self::WorkCheckpointed => "work.checkpointed",
+            Self::WorkBlocked => "work.blocked",
+            Self::WorkUnblocked => "work.unblocked",
+            Self::WorkSubmitted => "work.submitted",
+            Self::WorkResultAccepted => "work.result_accepted",
+            Self::WorkFailed => "work.failed",
+            Self::WorkCancelled => "work.cancelled",
+            Self::OwnershipExpired => "ownership.expired",
+            Self::WorkPropagated => "work.propagated",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
+    }
+}
+
+/// The payload of every Mission and WorkItem Event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkEvent {
+    pub mission_id: Id,
+    /// Absent for Mission Events and proposals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_item_id: Option<Id>,
+    /// The Mission's state after the Event (Mission Events only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission_state: Option<MissionState>,
+    /// The WorkItem's state, revision, contract revision, ownership epoch and owner after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<WorkState>,
+    #[serde(default)]
+    pub revision: u64,
+    #[serde(default)]
+    pub contract_revision: u64,
+    #[serde(default)]
+    pub ownership_epoch: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Id>,
+    /// What changed: the Command's payload as accepted, or what the Authority decided.
+    pub detail: serde_json::Value,
+}
+
+/// A WorkItem as the log says it is: the fold of its Events.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkItemProjection {
+    pub mission_id: String,
+    pub state: Option<WorkState>,
+    pub revision: u64,
+    pub contract_revision: u64,
+    pub ownership_epoch: u64,
+    pub owner: Option<String>,
+    /// The sequences of the Events that touched it.
+    pub history: Vec<u64>,
+}
+
+impl WorkItemProjection {
+    pub fn apply(&mut self, sequence: u64, event: &WorkEvent) {
+        self.mission_id = event.mission_id.to_string();
+        self.state = event.state.or(self.state);
+        self.revision = event.revision;
+        self.contract_revision = event.contract_revision;
+        self.ownership_epoch = event.ownership_epoch;
+        self.owner = event.owner.as_ref().map(Id::to_string);
+        self.history.push(sequence);
+    }
+}
+
+/// Missions and WorkItems of a Group as the log says they are.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkProjection {
+    pub missions: BTreeMap<String, MissionState>,
+    pub work_items: BTreeMap<String, WorkItemProjection>,
+}
+
+impl WorkProjection {
+    pub fn apply(&mut self, sequence: u64, event: &WorkEvent) {
+        if let Some(state) = event.mission_state {
+            self.missions.insert(event.mission_id.to_string(), state);
+        }
+        if let (Some(work_item), Some(_)) = (&event.work_item_id, event.state) {
+            self.work_items
+                .entry(work_item.to_string())
+                .or_default()
+                .apply(sequence, event);
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! The WorkItem state machine (SM-1…SM-12, T1…T18) and the Mission's, as pure functions of
+//! `state × Command × facts`: storage computes the facts from the aggregate inside the
+//! writer transaction, asks [`decide`], and appends exactly the Event it answers, or nothing.
+//! `fixtures/state_machine.json` holds the whole table as data and `api/tests/state_machine.rs`
+//! checks every row against these functions.
+//!
+//! Order of checks (DESIGN §10): role first ([`role_allows`], GAP-5: `forbidden` whatever the
+//! state), then the aggregate and its revision (storage), then the table (`illegal_transition`),
+//! then the rule-specific checks: owner or candidate (`forbidden`), offer standing
+//! (`offer_expired`, `offer_withdrawn`: answered whatever the state), approval and eligibility
+//! gates, Evidence.
+
+use serde::{Deserialize, Serialize};
+
+use super::command::CommandType;
+use crate::error::ErrorCode;
+use crate::session::Role;
+
+/// SM-1: the nine WorkItem states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkState {
+    Open,
+    Offered,
+    Queued,
+    Active,
+    Blocked,
+    Submitted,
+    Verified,
+    Failed,
+    Cancelled,
+}
+
+impl WorkState {
+    pub const ALL: [WorkState; 9] = [
+        Self::Open,
+        Self::Offered,
+        Self::Queued,
+        Self::Active,
+        Self::Blocked,
+        Self::Submitted,
+        Self::Verified,
+        Self::Failed,
+        Self::Cancelled,
+    ];
+
+    /// SM-4: no outgoing transition (`failed` leaves only by a new offer, SM-5).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Verified | Self::Cancelled)
+    }
+
+    /// T13, T14, T18's source states: the six non-terminal, non-failed states (SM-12).
+    pub fn is_live(self) -> bool {
+        matches!(
+            self,
+            Self::Open
+                | Self::Offered
+                | Self::Queued
+                | Self::Active
+                | Self::Blocked
+                | Self::Submitted
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Offered => "offered",
+            Self::Queued => "queued",
+            Self::Active => "active",
+            Self::Blocked => "blocked",
+            Self::Submitted => "submitted",
+            Self::Verified => "verified",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A Mission's states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissionState {
+    Active,
+    Approved,
+    Failed,
+    Cancelled,
+}
+
+impl MissionState {
+    pub fn is_terminal(self) -> bool {
+        self != Self::Active
+    }
+}
+
+/// The standing of the offer an `accept_offer` or `decline_offer` names, for its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferStanding {
+    /// No such offer on this WorkItem.
+    Unknown,
+    /// Live, and the caller is one of its candidates.
+    Candidate,
+    /// Live, but the caller is not a candidate.
+    NotCandidate,
+    /// Past its `expiresAt` (T5: nothing was appended; SM-8).
+    Expired,
+    /// Withdrawn: another candidate won, the contract was revised, or a new offer replaced it.
+    Withdrawn,
+}
+
+/// What the table needs to know besides the state; storage computes it inside the writer
+/// transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Facts {
+    /// The Mission the WorkItem belongs to is `active` (T18: a terminal Mission takes no
+    /// more work, GAP-3).
+    pub mission_active: bool,
+    /// An owner holds an unexpired, unrevoked ownership (SM-6).
+    pub live_owner: bool,
+    /// The caller is that owner (GAP-5).
+    pub caller_is_owner: bool,
+    /// The offer named by `work.accept_offer` / `work.decline_offer`.
+    pub offer: OfferStanding,
+    /// The contract needs an execution approval that was not granted yet (T6).
+    pub approval_pending: bool,
+    /// The dependencies satisfy the contract's policy (DEP-3).
+    pub eligible: bool,
+    /// The Command brings the Evidence it needs: for `work.submit` every acceptance
+    /// criterion is covered (EVD-2), for `work.fail` at least one record.
+    pub evidence_complete: bool,
+}
+
+impl Facts {
+    /// The facts of a WorkItem in `state` whose caller may do everything the state allows:
+    /// the baseline of every fixture row, which names only the facts it changes.
+    pub fn favourable(state: WorkState) -> Self {
+        let owned = matches!(
+            state,
+            WorkState::Queued | WorkState::Active | WorkState::Blocked | WorkState::Submitted
+        );
+        Self {
+            mission_active: true,
+            live_owner: owned,
+            caller_is_owner: owned,
+            offer: OfferStanding::Candidate,
+            approval_pending: false,
+            eligible: true,
+            evidence_complete: true,
+        }
+    }
+}
+
+/// What an accepted Command does to the WorkItem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Transition {
+    pub next: WorkState,
+    /// The Event type appended for the Command.
+    pub event: &'static str,
+}
+
+/// GAP-5: who may issue each Command type, by Membership role. Ownership and candidacy are
+/// checked after the table ([`decide`]); an owner Command also needs the `worker` role.
+pub fn role_allows(command: CommandType, roles: &[Role]) -> bool {
+    use CommandType as C;
+    let has = |role: Role| roles.contains(&role);
+    match command {
+        C::WorkPropose => !roles.is_empty(),
+        C::MissionCreate
+        | C::MissionApprove
+        | C::MissionFail
+        | C::MissionCancel
+        | C::MissionCreateChild
+        | C::WorkAuthorize
+        | C::WorkReviseContract
+        | C::WorkOffer
+        | C::WorkUnblock
+        | C::WorkAcceptResult
+        | C::WorkCancel => has(Role::Coordinator),
+        C::ApprovalGrantExecution => has(Role::Approver),
+        C::WorkAcceptOffer
+        | C::WorkDeclineOffer
+        | C::WorkStart
+        | C::WorkCheckpoint
+        | C::WorkBlock
+        | C::WorkSubmit => has(Role::Worker),
+        C::WorkFail => has(Role::Coordinator) || has(Role::Worker),
+    }
+}
+
+/// The transition table for a Command on an existing WorkItem in `state`, then the
+/// rule-specific checks. `work.authorize` on an existing WorkItem is `illegal_transition`
+/// (T2's source is "none"); Mission Commands go to [`decide_mission`].
+pub fn decide(
+    state: WorkState,
+    command: CommandType,
+    facts: &Facts,
+    caller_is_coordinator: bool,
+) -> Result<Transition, ErrorCode> {
+    use CommandType as C;
+    use WorkState as S;
+    // The offer's standing answers first, whatever the state (DESIGN §10's exception).
+    if command == C::WorkAcceptOffer {
+        match facts.offer {
+            OfferStanding::Expired => return Err(ErrorCode::OfferExpired),
+            OfferStanding::Withdrawn => return Err(ErrorCode::OfferWithdrawn),
+            _ => {}
+        }
+    }
+    let go = |next: S, event: &'static str| Ok(Transition { next, event });
+    let illegal = Err(ErrorCode::IllegalTransition);
+    // T18 / GAP-3: nothing moves under a terminal Mission (its propagation already moved
+    // every non-terminal WorkItem).
+    if !facts.mission_active {
+        return illegal;
+    }
+    let owner_only = || {
+        if facts.caller_is_owner && facts.live_owner {
+            Ok(())
+        } else {
+            Err(ErrorCode::Forbidden)
+        }
+    };
+    match (command, state) {
+        // T3 (SM-6: an expired owner is fenced first by the caller of `decide`).
+        (C::WorkOffer, S::Open | S::Offered | S::Queued | S::Active | S::Blocked | S::Failed) => {
+            if facts.live_owner {
+                illegal
+            } else {
+                go(S::Offered, "work.offered")
+            }
+        }
+        // T4 / SM-7: atomic; a new ownership epoch begins.
+        (C::WorkAcceptOffer, S::Offered) => match facts.offer {
+            OfferStanding::Candidate => go(S::Queued, "work.offer_accepted"),
+            OfferStanding::NotCandidate => Err(ErrorCode::Forbidden),
+            _ => Err(ErrorCode::NotFound),
+        },
+        // OFR-8/9: a structured decline; the WorkItem stays offered.
+        (C::WorkDeclineOffer, S::Offered) => match facts.offer {
+            OfferStanding::Candidate => go(S::Offered, "work.offer_declined"),
+            OfferStanding::NotCandidate => Err(ErrorCode::Forbidden),
+            OfferStanding::Expired => Err(ErrorCode::OfferExpired),
+            OfferStanding::Withdrawn => Err(ErrorCode::OfferWithdrawn),
+            OfferStanding::Unknown => Err(ErrorCode::NotFound),
+        },
+        // T6
+        (C::ApprovalGrantExecution, S::Queued) => go(S::Queued, "approval.execution_granted"),
+        // T7: owner, approved if required, eligible (DEP-3).
+        (C::WorkStart, S::Queued) => {
+            owner_only()?;
+            if facts.approval_pending {
+                Err(ErrorCode::ApprovalRequired)
+            } else if !facts.eligible {
+                Err(ErrorCode::NotEligible)
+            } else {
+                go(S::Active, "work.started")
+            }
+        }
+        // T8, T9 (PRG-4)
+        (C::WorkCheckpoint, S::Active) => owner_only().and(go(S::Queued, "work.checkpointed")),
+        (C::WorkBlock, S::Active) => owner_only().and(go(S::Blocked, "work.blocked")),
+        // T10 / SM-10
+        (C::WorkUnblock, S::Blocked) => go(
+            if facts.live_owner { S::Queued } else { S::Open },
+            "work.unblocked",
+        ),
+        // T11 (EVD-2)
+        (C::WorkSubmit, S::Active) => {
+            owner_only()?;
+            if facts.evidence_complete {
+                go(S::Submitted, "work.submitted")
+            } else {
+                Err(ErrorCode::EvidenceMissing)
+            }
+        }
+        // T12 (GAP-2: a failed review is `work.fail`)
+        (C::WorkAcceptResult, S::Submitted) => go(S::Verified, "work.result_accepted"),
+        // T13: the Coordinator, or the owner (which quotes its lease, LSE-4); failure Evidence
+        // required.
+        (C::WorkFail, s) if s.is_live() => {
+            if !caller_is_coordinator {
+                owner_only()?;
+            }
+            if facts.evidence_complete {
+                go(S::Failed, "work.failed")
+            } else {
+                Err(ErrorCode::EvidenceMissing)
+            }
+        }
+        // T14
+        (C::WorkCancel, s) if s.is_live() => go(S::Cancelled, "work.cancelled"),
+        // T15 / SM-11: ownership is fenced while the child Mission runs.
+        (C::MissionCreateChild, S::Open | S::Offered | S::Queued | S::Active | S::Blocked) => {
+            go(S::Blocked, "mission.child_created")
+        }
+        // CON-5: a revised contract needs renewed acceptance: live offers are withdrawn and
+        // an owner that has not started loses ownership, so the WorkItem is offered again.
+        (C::WorkReviseContract, S::Open | S::Offered | S::Queued) => {
+            go(S::Open, "work.contract_revised")
+        }
+        (C::WorkReviseContract, S::Failed) => go(S::Failed, "work.contract_revised"),
+        _ => illegal,
+    }
+}
+
+/// A Mission Command on a Mission in `state`: the terminal Commands leave `active` only.
+pub fn decide_mission(
+    state: MissionState,
+    command: CommandType,
+) -> Result<MissionState, ErrorCode> {
+    use CommandType as C;
+    match (command, state) {
+        (C::MissionApprove, MissionState::Active) => Ok(MissionState::Approved),
+        (C::MissionFail, MissionState::Active) => Ok(MissionState::Failed),
+        (C::MissionCancel, MissionState::Active) => Ok(MissionState::Cancelled),
+        _ => Err(ErrorCode::IllegalTransition),
+    }
+}
+
+/// T18 / SM-12: what a terminal Mission does to a WorkItem in `state`: live states follow
+/// (`failed` for a failed Mission, `cancelled` for a cancelled one; an approved Mission
+/// cancels what is left), `failed`, `verified` and `cancelled` stay (GAP-3).
+pub fn propagate(mission: MissionState, state: WorkState) -> Option<WorkState> {
+    if !state.is_live() {
+        return None;
+    }
+    match mission {
+        MissionState::Active => None,
+        MissionState::Failed => Some(WorkState::Failed),
+        MissionState::Cancelled | MissionState::Approved => Some(WorkState::Cancelled),
+    }
+}
+
+/// T16 / T17: what a terminal child Mission does to its parent WorkItem (blocked under it):
+/// approval verifies it, failure blocks or fails it by the declared policy, cancellation
+/// fails it.
+pub fn child_outcome(
+    child: MissionState,
+    policy: super::contract::ChildFailurePolicy,
+) -> Option<WorkState> {
+    use super::contract::ChildFailurePolicy as P;
+    match child {
+        MissionState::Active => None,
+        MissionState::Approved => Some(WorkState::Verified),
+        MissionState::Failed => Some(match policy {
+            P::Block => WorkState::Blocked,
+            P::Fail => WorkState::Failed,
+        }),
+        MissionState::Cancelled => Some(WorkState::Failed),
+    }
+}

@@ -1,0 +1,12 @@
+//! Missions and WorkItems (DESIGN §10, REQUIREMENTS §10): the work contract, the Command
+//! envelope and its typed payloads, the state machine as pure functions, and the Events that
+//! carry each change with the state it leads to (so the projection is a fold of the log).
+
+pub mod command;
+pub mod contract;
+pub mod events;
+pub mod machine;
+
+pub use command::{COMMAND_TYPE, Command, CommandBody, CommandType};
+pub use contract::{SelectionBasis, WorkContract};
+pub use machine::{Facts, MissionState, OfferStanding, Transition, WorkState};
