@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use weft_api::EventKind;
 use weft_api::error::ErrorCode;
 use weft_api::session::Role;
 use weft_api::work::contract::ChildFailurePolicy;
@@ -149,6 +150,23 @@ fn baseline_covers_every_state_and_command() {
         seen.len(),
         WorkState::ALL.len() * work_item_commands().len()
     );
+}
+
+/// Every Event the table names is one the Event vocabulary knows (`api::kinds`), so an
+/// accepted Command never appends a type that replay or the GroupState fold cannot read.
+#[test]
+fn every_event_named_is_a_known_kind() {
+    let table = table();
+    for row in rows(&table, "work_items") {
+        if let Some(event) = row.get("event") {
+            let event: String = serde_json::from_value(event.clone()).expect("event is a string");
+            assert!(
+                EventKind::parse(&event).is_some(),
+                "{}: {event} is not an Event kind",
+                id(row)
+            );
+        }
+    }
 }
 
 /// Row ids name the rule they check; two rows with one id would hide which one failed.
