@@ -23,6 +23,7 @@ mod params;
 mod sessions;
 mod timeout;
 mod ui;
+mod work;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -202,6 +203,18 @@ fn json_routes() -> Vec<Route> {
             Method::POST,
             "/v1/workitems/{work_item_id}/review",
             evidence::review,
+        ),
+        route(
+            Method::POST,
+            "/v1/groups/{group_id}/commands",
+            work::command,
+        ),
+        route(Method::GET, "/v1/workitems/{work_item_id}", work::work_item),
+        route(Method::GET, "/v1/missions/{mission_id}", work::mission),
+        route(
+            Method::GET,
+            "/v1/missions/{mission_id}/workitems",
+            work::mission_graph,
         ),
     ]
 }

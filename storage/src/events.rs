@@ -29,12 +29,41 @@ pub(crate) fn append(
     )
 }
 
+/// Appends one Event caused by the Command `command_id` (its `causationCommandId`).
+pub(crate) fn append_caused(
+    tx: &Tx<'_>,
+    group_id: &Id,
+    payload: &EventPayload,
+    command_id: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<u64, Error> {
+    append_with(
+        tx,
+        group_id,
+        payload.kind().as_str(),
+        payload.to_json(),
+        Some(command_id),
+        now,
+    )
+}
+
 /// Appends an Event of any type with an untyped payload: only the benchmarks' filler.
 pub(crate) fn append_raw(
     tx: &Tx<'_>,
     group_id: &Id,
     kind: &str,
     payload_json: String,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<u64, Error> {
+    append_with(tx, group_id, kind, payload_json, None, now)
+}
+
+fn append_with(
+    tx: &Tx<'_>,
+    group_id: &Id,
+    kind: &str,
+    payload_json: String,
+    causation: Option<&str>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
     let conn: &Connection = tx;
@@ -47,7 +76,7 @@ pub(crate) fn append_raw(
         group_id: group_id.as_str(),
         sequence,
         kind,
-        causation_command_id: None,
+        causation_command_id: causation,
         payload_json: &payload_json,
         appended_at: &appended_at,
         prev_hash: &prev_hash,
@@ -56,7 +85,7 @@ pub(crate) fn append_raw(
     conn.execute(
         "INSERT INTO events (group_id, sequence, event_id, type, causation_command_id, payload,
                              appended_at, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, NULL, ?5, ?6, ?7, ?8)",
+         VALUES (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?7, ?8)",
         params![
             group_id.as_str(),
             sequence,
@@ -65,7 +94,8 @@ pub(crate) fn append_raw(
             payload_json,
             appended_at,
             &prev_hash.0[..],
-            &hash.0[..]
+            &hash.0[..],
+            causation
         ],
     )?;
     let event = Event {
@@ -73,7 +103,7 @@ pub(crate) fn append_raw(
         group_id: group_id.to_string(),
         sequence,
         kind: kind.to_owned(),
-        causation_command_id: None,
+        causation_command_id: causation.map(str::to_owned),
         payload: RawValue::from_string(payload_json).map_err(Error::backend)?,
         appended_at,
         prev_hash,

@@ -34,6 +34,7 @@ mod lineage;
 mod options;
 mod schema;
 mod sessions;
+mod work;
 
 use std::sync::Arc;
 
@@ -133,6 +134,45 @@ impl Store {
         public_key: ed25519_dalek_key::VerifyingKey,
     ) -> Result<KeyId, Error> {
         self.inner.rotate_key(agent_id, public_key).await
+    }
+
+    // ── work/: Missions, WorkItems, Commands ─────────────────────────────────
+
+    /// Runs one signed Command in `group_id` for the caller's `session` (DESIGN §10): its
+    /// Events and the aggregate's view after it, or a refusal that changed nothing.
+    pub async fn execute_command(
+        &self,
+        group_id: Id,
+        envelope: Envelope,
+        session: &Session,
+    ) -> Result<weft_api::work::views::CommandAccepted, Error> {
+        self.inner
+            .execute_command(group_id, envelope, session)
+            .await
+    }
+
+    pub async fn work_item(
+        &self,
+        id: Id,
+        reader: &Reader,
+    ) -> Result<weft_api::work::views::WorkItemView, Error> {
+        self.inner.work_item(id, reader).await
+    }
+
+    pub async fn mission(
+        &self,
+        id: Id,
+        reader: &Reader,
+    ) -> Result<weft_api::work::views::MissionView, Error> {
+        self.inner.mission(id, reader).await
+    }
+
+    pub async fn mission_graph(
+        &self,
+        id: Id,
+        reader: &Reader,
+    ) -> Result<weft_api::work::views::WorkGraph, Error> {
+        self.inner.mission_graph(id, reader).await
     }
 
     // ── sessions.rs: sessions and their liveness ────────────────────────────

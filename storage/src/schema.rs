@@ -220,12 +220,99 @@ UPDATE evidence SET standing = CASE
     END;
 "#;
 
+/// Missions and WorkItems (DESIGN §10): the projection of their Events, kept in the
+/// transaction that appends them. `commands` holds each accepted Command's answer by
+/// `commandId` (a retry replays it). Offers stay after they end (`status`), so a late
+/// acceptance can be told `offer_withdrawn` or `offer_expired`.
+const V7: &str = r#"
+CREATE TABLE missions (
+    mission_id           TEXT PRIMARY KEY,
+    group_id             TEXT NOT NULL REFERENCES groups(group_id),
+    title                TEXT NOT NULL,
+    priority_class       TEXT NOT NULL,
+    budget               TEXT NOT NULL,      -- JSON, six dimensions
+    state                TEXT NOT NULL,
+    revision             INTEGER NOT NULL,
+    parent_work_item_id  TEXT,               -- set for a child Mission (T15)
+    child_failure_policy TEXT,
+    created_sequence     INTEGER NOT NULL
+);
+CREATE INDEX missions_group ON missions(group_id);
+CREATE INDEX missions_parent ON missions(parent_work_item_id);
+CREATE TABLE work_items (
+    work_item_id          TEXT PRIMARY KEY,
+    group_id              TEXT NOT NULL REFERENCES groups(group_id),
+    mission_id            TEXT NOT NULL REFERENCES missions(mission_id),
+    state                 TEXT NOT NULL,
+    revision              INTEGER NOT NULL,
+    contract_revision     INTEGER NOT NULL,
+    contract              TEXT NOT NULL,     -- JSON, the current contract
+    owner                 TEXT,
+    ownership_epoch       INTEGER NOT NULL,
+    ownership_expires_at  TEXT,
+    approval_granted      INTEGER NOT NULL,
+    child_mission_id      TEXT,
+    attempts              INTEGER NOT NULL
+);
+CREATE INDEX work_items_mission ON work_items(mission_id);
+CREATE TABLE work_deps (
+    work_item_id  TEXT NOT NULL REFERENCES work_items(work_item_id),
+    depends_on    TEXT NOT NULL REFERENCES work_items(work_item_id),
+    PRIMARY KEY (work_item_id, depends_on)
+) WITHOUT ROWID;
+CREATE INDEX work_deps_dependents ON work_deps(depends_on);
+CREATE TABLE work_history (
+    work_item_id  TEXT NOT NULL,
+    sequence      INTEGER NOT NULL,
+    PRIMARY KEY (work_item_id, sequence)
+) WITHOUT ROWID;
+CREATE TABLE offers (
+    work_item_id       TEXT NOT NULL REFERENCES work_items(work_item_id),
+    offer_id           TEXT NOT NULL,
+    candidates         TEXT NOT NULL,        -- JSON array of agent ids
+    expires_at         TEXT NOT NULL,
+    selection_basis    TEXT NOT NULL,        -- JSON (OFR-10)
+    contract_revision  INTEGER NOT NULL,
+    status             TEXT NOT NULL,        -- live | accepted | withdrawn
+    declined           TEXT NOT NULL,        -- JSON object agent id -> reason
+    sequence           INTEGER NOT NULL,
+    PRIMARY KEY (work_item_id, offer_id)
+) WITHOUT ROWID;
+CREATE TABLE leases (
+    lease_id         TEXT PRIMARY KEY,
+    work_item_id     TEXT NOT NULL REFERENCES work_items(work_item_id),
+    kind             TEXT NOT NULL,          -- execution | ownership | blocked
+    agent_id         TEXT NOT NULL,
+    session_epoch    INTEGER NOT NULL,
+    ownership_epoch  INTEGER NOT NULL,
+    started_at       TEXT NOT NULL,
+    expires_at       TEXT NOT NULL,
+    released_at      TEXT
+);
+CREATE INDEX leases_work_item ON leases(work_item_id);
+CREATE TABLE proposals (
+    proposal_id  TEXT PRIMARY KEY,
+    group_id     TEXT NOT NULL REFERENCES groups(group_id),
+    mission_id   TEXT NOT NULL,
+    proposer     TEXT NOT NULL,
+    contract     TEXT NOT NULL,
+    sequence     INTEGER NOT NULL,
+    authorized   INTEGER NOT NULL
+);
+CREATE TABLE commands (
+    command_id    TEXT PRIMARY KEY,
+    group_id      TEXT NOT NULL,
+    request_hash  BLOB NOT NULL,             -- blake3 of the DSSE payload bytes
+    answer        TEXT NOT NULL              -- the 201 body, replayed on a retry
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 6 {
+    if version > 7 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (6)"
+            "database schema version {version} is newer than this weft understands (7)"
         ))));
     }
     if version < 1 {
@@ -245,6 +332,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 6 {
         conn.execute_batch(&format!("BEGIN; {V6} PRAGMA user_version = 6; COMMIT;"))?;
+    }
+    if version < 7 {
+        conn.execute_batch(&format!("BEGIN; {V7} PRAGMA user_version = 7; COMMIT;"))?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ pub mod command;
 pub mod contract;
 pub mod events;
 pub mod machine;
+pub mod views;
 
 pub use command::{COMMAND_TYPE, Command, CommandBody, CommandType};
 pub use contract::{SelectionBasis, WorkContract};

@@ -1,0 +1,133 @@
+//! The answers of the Command route and the Mission and WorkItem reads (DESIGN §10).
+
+use serde::{Deserialize, Serialize};
+
+use super::contract::{Budgets, SelectionBasis, WorkContract};
+use super::machine::{MissionState, WorkState};
+
+/// One Event a Command appended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendedEvent {
+    pub sequence: u64,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// `201` of `POST /v1/groups/{g}/commands`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandAccepted {
+    pub command_id: String,
+    pub events: Vec<AppendedEvent>,
+    /// The aggregate's view after the Command: a [`WorkItemView`], a [`MissionView`], or a
+    /// proposal.
+    pub state: serde_json::Value,
+}
+
+/// The current owner of a WorkItem.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Owner {
+    pub agent_id: String,
+    pub ownership_epoch: u64,
+    pub expires_at: Option<String>,
+}
+
+/// A lease record (DESIGN §10).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    pub lease_id: String,
+    pub kind: String,
+    pub agent_id: String,
+    pub session_epoch: u64,
+    pub work_item_id: String,
+    pub ownership_epoch: u64,
+    pub started_at: String,
+    pub renewals: Vec<String>,
+    pub expires_at: String,
+}
+
+/// An offer as recorded (OFR-10: with its structured selection basis).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferView {
+    pub offer_id: String,
+    pub candidates: Vec<String>,
+    pub expires_at: String,
+    /// `live`, `expired`, `accepted` or `withdrawn`.
+    pub status: String,
+    pub contract_revision: u64,
+    pub selection_basis: SelectionBasis,
+    /// Candidate → its structured decline reason (OFR-9).
+    pub declined: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Limit and spending in the six dimensions (spending is recorded with the budgets issue).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetView {
+    pub limit: Budgets,
+    pub spent: Budgets,
+}
+
+/// `GET /v1/workitems/{id}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkItemView {
+    pub work_item_id: String,
+    pub group_id: String,
+    pub mission_id: String,
+    pub state: WorkState,
+    pub revision: u64,
+    pub contract_revision: u64,
+    pub contract: WorkContract,
+    pub owner: Option<Owner>,
+    pub lease: Option<Lease>,
+    pub offers: Vec<OfferView>,
+    pub depends_on: Vec<String>,
+    pub eligible: bool,
+    pub approval_granted: bool,
+    pub child_mission_id: Option<String>,
+    pub budget: BudgetView,
+    pub attempts: u32,
+    /// Sequences of the Events that touched it, oldest first.
+    pub history: Vec<u64>,
+}
+
+/// A WorkItem as a node of its Mission's graph.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkNode {
+    pub work_item_id: String,
+    pub state: WorkState,
+    pub eligible: bool,
+}
+
+/// A `dependsOn` edge: `from` depends on `to`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkEdge {
+    pub from: String,
+    pub to: String,
+}
+
+/// `GET /v1/missions/{id}/workitems`: the DAG (DEP-1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkGraph {
+    pub nodes: Vec<WorkNode>,
+    pub edges: Vec<WorkEdge>,
+}
+
+/// `GET /v1/missions/{id}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MissionView {
+    pub mission_id: String,
+    pub group_id: String,
+    pub title: String,
+    pub priority_class: super::contract::Level,
+    pub state: MissionState,
+    pub revision: u64,
+    pub budget: BudgetView,
+    pub parent_work_item_id: Option<String>,
+    pub work_items: Vec<WorkNode>,
+}

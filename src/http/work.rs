@@ -1,0 +1,86 @@
+//! Missions and WorkItems (DESIGN §10): `POST /v1/groups/{g}/commands` takes one signed
+//! Command; the reads answer the Mission, its WorkItem graph and a WorkItem, each only to a
+//! session of the Group it belongs to (another Group's answers as unknown).
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use weft_api::ErrorCode;
+
+use super::body::read_envelope;
+use super::error::{HttpError, HttpResult};
+use super::params::{RawPath, path_id};
+use super::{AppState, Caller, json};
+
+/// Runs one DSSE-signed Command; answers its Events and the aggregate's view after it.
+#[utoipa::path(post, path = "/v1/groups/{group_id}/commands", params(("group_id" = String, Path)),
+    request_body(content = String, description = "DSSE envelope of a Command (application/vnd.mwp.command.v1+json)", content_type = "application/json"),
+    responses((status = 201, description = "{commandId, events: [{sequence, type}], state}"),
+              (status = 400, description = "invalid_command, group_mismatch, unknown_extension, bad_signature"),
+              (status = 401, description = "stale_session, stale_membership"),
+              (status = 403, description = "forbidden, producer_mismatch, not_a_member"),
+              (status = 404, description = "unknown_work_item, not_found"),
+              (status = 409, description = "illegal_transition, stale_revision, stale_lease, offer_expired, offer_withdrawn, not_eligible, approval_required, cycle, mission_mismatch"),
+              (status = 422, description = "evidence_missing, idempotency_key_reused, unknown_evidence, unknown_artifact")))]
+pub(crate) async fn command(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let group_id = path_id("groupId", group_id)?;
+    let Caller::Agent(session) = caller else {
+        return Err(HttpError::new(
+            ErrorCode::Forbidden,
+            "Commands are signed by Agents and sent with their session",
+        ));
+    };
+    let envelope = read_envelope(&headers, body).await?;
+    let accepted = state
+        .store
+        .execute_command(group_id, envelope, &session)
+        .await?;
+    Ok(json(StatusCode::CREATED, &accepted))
+}
+
+/// A WorkItem: state, revisions, contract, owner, lease, offers, dependencies, eligibility,
+/// budget, attempts, history.
+#[utoipa::path(get, path = "/v1/workitems/{work_item_id}", params(("work_item_id" = String, Path)),
+    responses((status = 200, description = "the WorkItem"), (status = 404, description = "unknown_work_item")))]
+pub(crate) async fn work_item(
+    State(state): State<AppState>,
+    caller: Caller,
+    id: RawPath,
+) -> HttpResult<Response> {
+    let id = path_id("workItemId", id)?;
+    let view = state.store.work_item(id, &caller.reader()).await?;
+    Ok(json(StatusCode::OK, &view))
+}
+
+/// A Mission: state, budget, WorkItems.
+#[utoipa::path(get, path = "/v1/missions/{mission_id}", params(("mission_id" = String, Path)),
+    responses((status = 200, description = "the Mission"), (status = 404, description = "not_found")))]
+pub(crate) async fn mission(
+    State(state): State<AppState>,
+    caller: Caller,
+    id: RawPath,
+) -> HttpResult<Response> {
+    let id = path_id("missionId", id)?;
+    let view = state.store.mission(id, &caller.reader()).await?;
+    Ok(json(StatusCode::OK, &view))
+}
+
+/// A Mission's WorkItem DAG: nodes with state and eligibility, `dependsOn` edges.
+#[utoipa::path(get, path = "/v1/missions/{mission_id}/workitems", params(("mission_id" = String, Path)),
+    responses((status = 200, description = "{nodes, edges}"), (status = 404, description = "not_found")))]
+pub(crate) async fn mission_graph(
+    State(state): State<AppState>,
+    caller: Caller,
+    id: RawPath,
+) -> HttpResult<Response> {
+    let id = path_id("missionId", id)?;
+    let view = state.store.mission_graph(id, &caller.reader()).await?;
+    Ok(json(StatusCode::OK, &view))
+}

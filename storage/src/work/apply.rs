@@ -1,0 +1,952 @@
+//! What an accepted Command does: the row changes and the Events, in the writer transaction
+//! that `command.rs` opened. Every Event is a `WorkEvent` carrying the aggregate's state after
+//! it and the Command's payload (`detail`), with `causationCommandId`; every WorkItem Event is
+//! listed in `work_history`.
+//!
+//! This file is long because each Command type's effect is short and they belong together;
+//! the decisions themselves are in `weft_api::work::machine`.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension as _, params};
+use weft_api::session::Role;
+use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPropose};
+use weft_api::work::events::{WorkEvent, WorkEventKind};
+use weft_api::work::machine::{
+    MissionState, OfferStanding, Transition, WorkState, child_outcome, decide_mission, propagate,
+};
+use weft_api::work::views::AppendedEvent;
+use weft_api::work::{Command, CommandBody, CommandType};
+use weft_api::{ArtifactId, ErrorCode, EventPayload, Id};
+
+use super::command::{now_text, quotes_lease};
+use super::{MissionRow, WorkRow, deps, from_json, load_mission, load_work_item, name, to_json};
+use crate::access::membership;
+use crate::db::Tx;
+use crate::error::{Error, reject};
+use crate::events;
+
+/// One Command's execution: the transaction, the Command, and the Events appended so far.
+pub(super) struct Ctx<'t, 'c> {
+    pub(super) tx: &'t Tx<'c>,
+    pub(super) command: &'t Command,
+    pub(super) now: DateTime<Utc>,
+    pub(super) now_text: String,
+    pub(super) roles: Vec<Role>,
+    pub(super) session_epoch: u64,
+    pub(super) appended: Vec<AppendedEvent>,
+}
+
+impl<'t, 'c> Ctx<'t, 'c> {
+    pub(super) fn new(
+        tx: &'t Tx<'c>,
+        command: &'t Command,
+        now: DateTime<Utc>,
+        roles: Vec<Role>,
+        session_epoch: u64,
+    ) -> Self {
+        Self {
+            tx,
+            command,
+            now,
+            now_text: now_text(now),
+            roles,
+            session_epoch,
+            appended: Vec::new(),
+        }
+    }
+
+    fn group(&self) -> &str {
+        self.command.group_id.as_str()
+    }
+
+    fn later(&self, seconds: u64) -> String {
+        let seconds = i64::try_from(seconds).unwrap_or(i64::MAX / 2_000_000);
+        now_text(self.now + chrono::Duration::seconds(seconds.min(100 * 365 * 86_400)))
+    }
+
+    /// Appends one Event caused by this Command.
+    fn emit(&mut self, kind: WorkEventKind, event: WorkEvent) -> Result<u64, Error> {
+        let sequence = events::append_caused(
+            self.tx,
+            &self.command.group_id,
+            &EventPayload::Work(kind, event.clone()),
+            self.command.command_id.as_str(),
+            self.now,
+        )?;
+        if let Some(work_item) = &event.work_item_id {
+            self.tx.execute(
+                "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
+                params![work_item.as_str(), sequence],
+            )?;
+        }
+        self.appended.push(AppendedEvent {
+            sequence,
+            kind: kind.as_str().to_owned(),
+        });
+        Ok(sequence)
+    }
+
+    /// Saves `row` at its next revision and appends `kind` describing it.
+    fn record(
+        &mut self,
+        row: &mut WorkRow,
+        kind: WorkEventKind,
+        detail: serde_json::Value,
+    ) -> Result<(), Error> {
+        row.revision += 1;
+        save(self.tx, row)?;
+        let event = work_event(row, detail)?;
+        self.emit(kind, event)?;
+        Ok(())
+    }
+}
+
+fn id(text: &str) -> Result<Id, Error> {
+    Ok(Id::parse("id", text)?)
+}
+
+fn work_event(row: &WorkRow, detail: serde_json::Value) -> Result<WorkEvent, Error> {
+    Ok(WorkEvent {
+        mission_id: id(&row.mission_id)?,
+        work_item_id: Some(id(&row.work_item_id)?),
+        mission_state: None,
+        state: Some(row.state),
+        revision: row.revision,
+        contract_revision: row.contract_revision,
+        ownership_epoch: row.ownership_epoch,
+        owner: row.owner.as_deref().map(id).transpose()?,
+        detail,
+    })
+}
+
+fn mission_event(row: &MissionRow, detail: serde_json::Value) -> Result<WorkEvent, Error> {
+    Ok(WorkEvent {
+        mission_id: id(&row.mission_id)?,
+        work_item_id: None,
+        mission_state: Some(row.state),
+        state: None,
+        revision: row.revision,
+        contract_revision: 0,
+        ownership_epoch: 0,
+        owner: None,
+        detail,
+    })
+}
+
+fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
+    tx.execute(
+        "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
+                ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
+                attempts = ?11
+         WHERE work_item_id = ?1",
+        params![
+            row.work_item_id,
+            name(&row.state)?,
+            row.revision,
+            row.contract_revision,
+            to_json(&row.contract)?,
+            row.owner,
+            row.ownership_epoch,
+            row.ownership_expires_at,
+            row.approval_granted,
+            row.child_mission_id,
+            row.attempts
+        ],
+    )?;
+    Ok(())
+}
+
+fn insert_mission(tx: &Tx<'_>, row: &MissionRow, sequence_hint: u64) -> Result<(), Error> {
+    tx.execute(
+        "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state, revision,
+                               parent_work_item_id, child_failure_policy, created_sequence)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            row.mission_id,
+            row.group_id,
+            row.title,
+            name(&row.priority_class)?,
+            to_json(&row.budget)?,
+            name(&row.state)?,
+            row.revision,
+            row.parent_work_item_id,
+            row.child_failure_policy.as_ref().map(name).transpose()?,
+            sequence_hint
+        ],
+    )?;
+    Ok(())
+}
+
+/// Ids of Missions and WorkItems are unique in the whole store (DESIGN §10).
+fn id_taken(tx: &Tx<'_>, table: &str, column: &str, id: &str) -> Result<bool, Error> {
+    Ok(tx
+        .query_row(
+            &format!("SELECT 1 FROM {table} WHERE {column} = ?1"),
+            [id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+fn expect_new(ctx: &Ctx<'_, '_>) -> Result<(), Error> {
+    match ctx.command.expected_revision {
+        Some(0) | None => Ok(()),
+        Some(other) => Err(reject(
+            ErrorCode::StaleRevision,
+            format!("a new aggregate is at revision 0, not {other} (SM-3)"),
+        )),
+    }
+}
+
+/// The Mission as this Group sees it: another Group's is `not_found`.
+fn group_mission(ctx: &Ctx<'_, '_>, mission_id: &Id) -> Result<MissionRow, Error> {
+    match load_mission(ctx.tx, mission_id.as_str())? {
+        Some(row) if row.group_id == ctx.group() => Ok(row),
+        _ => Err(reject(
+            ErrorCode::NotFound,
+            format!("no Mission {mission_id} in {}", ctx.group()),
+        )),
+    }
+}
+
+fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(value).map_err(Error::backend)
+}
+
+pub(super) fn mission_create(
+    ctx: &mut Ctx<'_, '_>,
+    p: &MissionCreate,
+) -> Result<serde_json::Value, Error> {
+    expect_new(ctx)?;
+    if id_taken(ctx.tx, "missions", "mission_id", p.mission_id.as_str())? {
+        return Err(reject(
+            ErrorCode::Conflict,
+            format!("Mission id {} is taken", p.mission_id),
+        ));
+    }
+    if let Some(parent) = &p.parent_work_item_id {
+        match load_work_item(ctx.tx, parent.as_str())? {
+            Some(row) if row.group_id == ctx.group() => {}
+            _ => {
+                return Err(reject(
+                    ErrorCode::UnknownWorkItem,
+                    format!("no WorkItem {parent} in {}", ctx.group()),
+                ));
+            }
+        }
+    }
+    let row = MissionRow {
+        mission_id: p.mission_id.to_string(),
+        group_id: ctx.group().to_owned(),
+        title: p.title.clone(),
+        priority_class: p.priority_class,
+        budget: p.budget.clone(),
+        state: MissionState::Active,
+        revision: 1,
+        parent_work_item_id: p.parent_work_item_id.as_ref().map(Id::to_string),
+        child_failure_policy: None,
+    };
+    insert_mission(ctx.tx, &row, 0)?;
+    let event = mission_event(&row, detail(p)?)?;
+    ctx.emit(WorkEventKind::MissionCreated, event)?;
+    detail(&super::mission_view(ctx.tx, &row)?)
+}
+
+/// `mission.approve|fail|cancel`, then T18 over its WorkItems and T16/T17 for its parent.
+pub(super) fn mission_close(
+    ctx: &mut Ctx<'_, '_>,
+    p: &MissionClose,
+) -> Result<serde_json::Value, Error> {
+    let mut mission = group_mission(ctx, &p.mission_id)?;
+    if let Some(expected) = ctx.command.expected_revision
+        && expected != mission.revision
+    {
+        return Err(reject(
+            ErrorCode::StaleRevision,
+            format!(
+                "the Mission is at revision {}, not {expected} (SM-3)",
+                mission.revision
+            ),
+        ));
+    }
+    mission.state = decide_mission(mission.state, ctx.command.kind).map_err(|code| {
+        reject(
+            code,
+            format!(
+                "{} on a Mission that is {:?}",
+                ctx.command.kind.as_str(),
+                mission.state
+            ),
+        )
+    })?;
+    mission.revision += 1;
+    ctx.tx.execute(
+        "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
+        params![mission.mission_id, name(&mission.state)?, mission.revision],
+    )?;
+    let kind = match mission.state {
+        MissionState::Approved => WorkEventKind::MissionApproved,
+        MissionState::Failed => WorkEventKind::MissionFailed,
+        _ => WorkEventKind::MissionCancelled,
+    };
+    ctx.emit(kind, mission_event(&mission, detail(p)?)?)?;
+    close_mission_items(ctx, &mission)?;
+    detail(&super::mission_view(ctx.tx, &mission)?)
+}
+
+/// T18 (SM-12, GAP-3) for the Mission's WorkItems, then T16/T17 for its parent WorkItem.
+fn close_mission_items(ctx: &mut Ctx<'_, '_>, mission: &MissionRow) -> Result<(), Error> {
+    let mut statement = ctx.tx.prepare_cached(
+        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
+    )?;
+    let ids = statement
+        .query_map([&mission.mission_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    drop(statement);
+    for work_item in ids {
+        let Some(mut row) = load_work_item(ctx.tx, &work_item)? else {
+            continue;
+        };
+        if let Some(next) = propagate(mission.state, row.state) {
+            end_ownership(ctx, &mut row)?;
+            row.state = next;
+            let why = serde_json::json!({"rule": "T18", "missionState": mission.state});
+            ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
+        }
+    }
+    if let (Some(parent), Some(policy)) =
+        (&mission.parent_work_item_id, mission.child_failure_policy)
+        && let Some(mut row) = load_work_item(ctx.tx, parent)?
+        && row.state == WorkState::Blocked
+        && row.child_mission_id.as_deref() == Some(mission.mission_id.as_str())
+        && let Some(next) = child_outcome(mission.state, policy)
+    {
+        let rule = match mission.state {
+            MissionState::Approved => "T16",
+            _ => "T17",
+        };
+        row.state = next;
+        if next != WorkState::Blocked {
+            row.child_mission_id = None;
+        }
+        let why = serde_json::json!({"rule": rule, "childMissionId": mission.mission_id, "childState": mission.state});
+        ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
+    }
+    Ok(())
+}
+
+pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_json::Value, Error> {
+    expect_new(ctx)?;
+    let mission = group_mission(ctx, &p.mission_id)?;
+    if mission.state.is_terminal() {
+        return Err(reject(
+            ErrorCode::IllegalTransition,
+            "the Mission has ended",
+        ));
+    }
+    if id_taken(ctx.tx, "proposals", "proposal_id", p.proposal_id.as_str())? {
+        return Err(reject(
+            ErrorCode::Conflict,
+            format!("proposal id {} is taken", p.proposal_id),
+        ));
+    }
+    let event = WorkEvent {
+        mission_id: p.mission_id.clone(),
+        work_item_id: None,
+        mission_state: None,
+        state: None,
+        revision: 0,
+        contract_revision: 0,
+        ownership_epoch: 0,
+        owner: None,
+        detail: detail(p)?,
+    };
+    let sequence = ctx.emit(WorkEventKind::WorkProposed, event)?;
+    ctx.tx.execute(
+        "INSERT INTO proposals (proposal_id, group_id, mission_id, proposer, contract, sequence, authorized)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
+        params![p.proposal_id.as_str(), ctx.group(), p.mission_id.as_str(), ctx.command.agent_id.as_str(), to_json(&p.contract)?, sequence],
+    )?;
+    Ok(
+        serde_json::json!({"proposalId": p.proposal_id, "missionId": p.mission_id, "proposer": ctx.command.agent_id, "sequence": sequence}),
+    )
+}
+
+/// T2: `none` (or an open proposal) → `open`.
+pub(super) fn authorize(
+    ctx: &mut Ctx<'_, '_>,
+    p: &WorkAuthorize,
+) -> Result<serde_json::Value, Error> {
+    expect_new(ctx)?;
+    if id_taken(
+        ctx.tx,
+        "work_items",
+        "work_item_id",
+        p.work_item_id.as_str(),
+    )? {
+        // T2's source is "none": an existing WorkItem cannot be authorized again.
+        return Err(reject(
+            ErrorCode::IllegalTransition,
+            format!("WorkItem id {} is taken", p.work_item_id),
+        ));
+    }
+    let mission = group_mission(ctx, &p.mission_id)?;
+    if mission.state.is_terminal() {
+        return Err(reject(
+            ErrorCode::IllegalTransition,
+            "the Mission has ended",
+        ));
+    }
+    if let Some(proposal) = &p.proposal_id {
+        let found: Option<(String, String, bool)> = ctx
+            .tx
+            .query_row(
+                "SELECT group_id, mission_id, authorized FROM proposals WHERE proposal_id = ?1",
+                [proposal.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        match found {
+            Some((group, mission_id, false))
+                if group == ctx.group() && mission_id == p.mission_id.as_str() => {}
+            Some((group, _, true)) if group == ctx.group() => {
+                return Err(reject(
+                    ErrorCode::IllegalTransition,
+                    format!("proposal {proposal} was authorized already"),
+                ));
+            }
+            Some((group, _, _)) if group == ctx.group() => {
+                return Err(reject(
+                    ErrorCode::MissionMismatch,
+                    format!("proposal {proposal} is for another Mission"),
+                ));
+            }
+            _ => {
+                return Err(reject(
+                    ErrorCode::NotFound,
+                    format!("no proposal {proposal} in {}", ctx.group()),
+                ));
+            }
+        }
+        ctx.tx.execute(
+            "UPDATE proposals SET authorized = 1 WHERE proposal_id = ?1",
+            [proposal.as_str()],
+        )?;
+    }
+    deps::check(
+        ctx.tx,
+        ctx.group(),
+        &mission.mission_id,
+        p.work_item_id.as_str(),
+        &p.contract.depends_on,
+    )?;
+    let mut row = WorkRow {
+        work_item_id: p.work_item_id.to_string(),
+        group_id: ctx.group().to_owned(),
+        mission_id: mission.mission_id.clone(),
+        state: WorkState::Open,
+        revision: 0,
+        contract_revision: 1,
+        contract: p.contract.clone(),
+        owner: None,
+        ownership_epoch: 0,
+        ownership_expires_at: None,
+        approval_granted: false,
+        child_mission_id: None,
+        attempts: 0,
+    };
+    ctx.tx.execute(
+        "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
+                                 ownership_epoch, approval_granted, attempts)
+         VALUES (?1, ?2, ?3, 'open', 0, 1, ?4, 0, 0, 0)",
+        params![row.work_item_id, row.group_id, row.mission_id, to_json(&row.contract)?],
+    )?;
+    deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
+    ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
+    detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
+}
+
+/// The standing of offer `offer_id` of `row` for the caller (SM-8, OFR-5).
+pub(super) fn offer_standing(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    offer_id: &str,
+) -> Result<OfferStanding, Error> {
+    let found: Option<(String, String, String, String)> = ctx
+        .tx
+        .query_row(
+            "SELECT status, expires_at, candidates, declined FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
+            params![row.work_item_id, offer_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    let caller = ctx.command.agent_id.as_str();
+    Ok(match found {
+        None => OfferStanding::Unknown,
+        // The winner asking again meets the table (`queued`: illegal); anyone else lost.
+        Some((status, ..)) if status == "accepted" => {
+            if row.owner.as_deref() == Some(caller) {
+                OfferStanding::Candidate
+            } else {
+                OfferStanding::Withdrawn
+            }
+        }
+        Some((status, ..)) if status == "withdrawn" => OfferStanding::Withdrawn,
+        Some((_, expires_at, ..)) if expires_at <= ctx.now_text => OfferStanding::Expired,
+        Some((_, _, candidates, declined)) => {
+            let candidates: Vec<String> = from_json(&candidates)?;
+            let declined: serde_json::Map<String, serde_json::Value> = from_json(&declined)?;
+            if candidates.iter().any(|c| c == caller) && !declined.contains_key(caller) {
+                OfferStanding::Candidate
+            } else {
+                OfferStanding::NotCandidate
+            }
+        }
+    })
+}
+
+/// EVD-2: the submitted artifacts are this WorkItem's, and the Evidence cited covers every
+/// acceptance criterion of the contract.
+pub(super) fn covers_criteria(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    artifacts: &[ArtifactId],
+    evidence: &[ArtifactId],
+) -> Result<bool, Error> {
+    for artifact in artifacts {
+        let published = ctx
+            .tx
+            .query_row(
+                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
+                params![&artifact.0[..], row.group_id, row.mission_id, row.work_item_id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if !published {
+            return Err(reject(
+                ErrorCode::UnknownArtifact,
+                format!(
+                    "{artifact} is not published for WorkItem {} in {}",
+                    row.work_item_id, row.group_id
+                ),
+            ));
+        }
+    }
+    let criteria = cited_criteria(ctx, row, evidence)?;
+    Ok(row
+        .contract
+        .acceptance_criteria
+        .iter()
+        .all(|criterion| criteria.iter().any(|c| c == criterion.id.as_str())))
+}
+
+/// T13: a failure cites at least one Evidence record of this WorkItem.
+pub(super) fn cites_evidence(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    evidence: &[ArtifactId],
+) -> Result<bool, Error> {
+    Ok(!cited_criteria(ctx, row, evidence)?.is_empty())
+}
+
+/// The criteria of the cited Evidence, each of which must be this WorkItem's.
+fn cited_criteria(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    evidence: &[ArtifactId],
+) -> Result<Vec<String>, Error> {
+    let mut criteria = Vec::new();
+    for record in evidence {
+        let criterion: Option<String> = ctx
+            .tx
+            .query_row(
+                "SELECT criterion FROM evidence WHERE evidence_id = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4",
+                params![&record.0[..], row.group_id, row.mission_id, row.work_item_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match criterion {
+            Some(criterion) => criteria.push(criterion),
+            None => {
+                return Err(reject(
+                    ErrorCode::UnknownEvidence,
+                    format!(
+                        "no Evidence {record} for WorkItem {} in {}",
+                        row.work_item_id, row.group_id
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(criteria)
+}
+
+/// Releases every unreleased lease of the WorkItem.
+fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
+    ctx.tx.execute(
+        "UPDATE leases SET released_at = ?2 WHERE work_item_id = ?1 AND released_at IS NULL",
+        params![work_item_id, ctx.now_text],
+    )?;
+    Ok(())
+}
+
+/// Withdraws every live offer of the WorkItem but `except`, each with its `offer.withdrawn`.
+fn withdraw_offers(
+    ctx: &mut Ctx<'_, '_>,
+    row: &WorkRow,
+    except: Option<&str>,
+    why: &str,
+) -> Result<(), Error> {
+    let mut statement = ctx.tx.prepare_cached(
+        "SELECT offer_id FROM offers WHERE work_item_id = ?1 AND status = 'live' ORDER BY sequence",
+    )?;
+    let live = statement
+        .query_map([&row.work_item_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    drop(statement);
+    for offer in live.iter().filter(|o| Some(o.as_str()) != except) {
+        ctx.tx.execute(
+            "UPDATE offers SET status = 'withdrawn' WHERE work_item_id = ?1 AND offer_id = ?2",
+            params![row.work_item_id, offer],
+        )?;
+        let event = work_event(row, serde_json::json!({"offerId": offer, "reason": why}))?;
+        ctx.emit(WorkEventKind::OfferWithdrawn, event)?;
+    }
+    Ok(())
+}
+
+/// Ends the owner's hold (leases released, no owner); the ownership epoch stays, so a fenced
+/// owner's epoch never matches again.
+fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<(), Error> {
+    release_leases(ctx, &row.work_item_id)?;
+    withdraw_offers(ctx, row, None, "the WorkItem moved on")?;
+    row.owner = None;
+    row.ownership_expires_at = None;
+    Ok(())
+}
+
+/// The current lease must be the one the Command quotes (LSE-4/LSE-5), and unexpired.
+fn check_lease(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<(), Error> {
+    let Some(lease) = super::current_lease(ctx.tx, &row.work_item_id)? else {
+        return Ok(());
+    };
+    match &ctx.command.lease_id {
+        Some(quoted) if quoted.as_str() == lease.lease_id && lease.expires_at > ctx.now_text => {
+            Ok(())
+        }
+        Some(quoted) if quoted.as_str() == lease.lease_id => Err(reject(
+            ErrorCode::StaleLease,
+            format!("lease {} expired at {}", lease.lease_id, lease.expires_at),
+        )),
+        Some(quoted) => Err(reject(
+            ErrorCode::StaleLease,
+            format!(
+                "lease {quoted} is not the current lease of {}",
+                row.work_item_id
+            ),
+        )),
+        None => Err(reject(
+            ErrorCode::StaleLease,
+            format!("quote the current lease of {} (LSE-4)", row.work_item_id),
+        )),
+    }
+}
+
+fn new_lease(ctx: &Ctx<'_, '_>, row: &WorkRow, kind: &str, seconds: u64) -> Result<String, Error> {
+    let lease_id = format!("lease-{}", uuid::Uuid::now_v7());
+    ctx.tx.execute(
+        "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            lease_id,
+            row.work_item_id,
+            kind,
+            ctx.command.agent_id.as_str(),
+            ctx.session_epoch,
+            row.ownership_epoch,
+            ctx.now_text,
+            ctx.later(seconds)
+        ],
+    )?;
+    Ok(lease_id)
+}
+
+/// A WorkItem Command the table accepted: its effect and Events.
+pub(super) fn work(
+    ctx: &mut Ctx<'_, '_>,
+    mut row: WorkRow,
+    _mission: MissionRow,
+    transition: Transition,
+    body: &CommandBody,
+) -> Result<serde_json::Value, Error> {
+    let coordinator = ctx.roles.contains(&Role::Coordinator);
+    // T15–T17: while the child Mission runs, only its outcome (or a cancel or failure of
+    // the parent) moves the parent WorkItem.
+    if let Some(child) = &row.child_mission_id
+        && matches!(
+            ctx.command.kind,
+            CommandType::WorkOffer | CommandType::WorkUnblock | CommandType::MissionCreateChild
+        )
+        && load_mission(ctx.tx, child)?.is_some_and(|m| !m.state.is_terminal())
+    {
+        return Err(reject(
+            ErrorCode::IllegalTransition,
+            format!("child Mission {child} is still running (T15-T17)"),
+        ));
+    }
+    if quotes_lease(ctx.command.kind, coordinator) {
+        check_lease(ctx, &row)?;
+    }
+    let kind = WorkEventKind::parse(transition.event).ok_or_else(|| {
+        reject(
+            ErrorCode::Internal,
+            format!("no Event kind {}", transition.event),
+        )
+    })?;
+    let payload = command_detail(body)?;
+    match body {
+        CommandBody::WorkOffer(p) => {
+            if p.expires_at.to_utc() <= ctx.now {
+                return Err(reject(
+                    ErrorCode::InvalidCommand,
+                    "expiresAt is not in the future",
+                ));
+            }
+            for candidate in &p.candidates {
+                if membership(ctx.tx, ctx.group(), candidate.as_str())?.is_none() {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("candidate {candidate} is not a member of {}", ctx.group()),
+                    ));
+                }
+            }
+            if id_taken_offer(ctx, &row, p.offer_id.as_str())? {
+                return Err(reject(
+                    ErrorCode::Conflict,
+                    format!("offer id {} is taken", p.offer_id),
+                ));
+            }
+            // SM-6: an expired owner is fenced before the offer takes effect.
+            if row.owner.is_some() {
+                end_ownership(ctx, &mut row)?;
+                ctx.record(
+                    &mut row,
+                    WorkEventKind::OwnershipExpired,
+                    serde_json::json!({"rule": "SM-6"}),
+                )?;
+            }
+            // T3: the new offer replaces live ones.
+            withdraw_offers(ctx, &row, None, "replaced by a new offer")?;
+            let sequence_placeholder = 0;
+            ctx.tx.execute(
+                "INSERT INTO offers (work_item_id, offer_id, candidates, expires_at, selection_basis, contract_revision,
+                                     status, declined, sequence)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'live', '{}', ?7)",
+                params![
+                    row.work_item_id,
+                    p.offer_id.as_str(),
+                    to_json(&p.candidates)?,
+                    now_text(p.expires_at.to_utc()),
+                    to_json(&p.selection_basis)?,
+                    row.contract_revision,
+                    sequence_placeholder
+                ],
+            )?;
+            row.state = transition.next;
+            ctx.record(&mut row, kind, payload)?;
+            let sequence = ctx.appended.last().map_or(0, |e| e.sequence);
+            ctx.tx.execute(
+                "UPDATE offers SET sequence = ?3 WHERE work_item_id = ?1 AND offer_id = ?2",
+                params![row.work_item_id, p.offer_id.as_str(), sequence],
+            )?;
+        }
+        CommandBody::OfferRef(p) if ctx.command.kind == CommandType::WorkAcceptOffer => {
+            // T4 / SM-7 / OFR-5: one step: the offer is accepted, the others withdrawn, a new
+            // ownership epoch begins.
+            ctx.tx.execute(
+                "UPDATE offers SET status = 'accepted' WHERE work_item_id = ?1 AND offer_id = ?2",
+                params![row.work_item_id, p.offer_id.as_str()],
+            )?;
+            row.ownership_epoch += 1;
+            row.owner = Some(ctx.command.agent_id.to_string());
+            row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));
+            row.state = transition.next;
+            ctx.record(&mut row, kind, payload)?;
+            withdraw_offers(
+                ctx,
+                &row,
+                Some(p.offer_id.as_str()),
+                "another candidate accepted",
+            )?;
+        }
+        CommandBody::WorkDecline(p) => {
+            let declined: String = ctx.tx.query_row(
+                "SELECT declined FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
+                params![row.work_item_id, p.offer_id.as_str()],
+                |r| r.get(0),
+            )?;
+            let mut declined: serde_json::Map<String, serde_json::Value> = from_json(&declined)?;
+            declined.insert(ctx.command.agent_id.to_string(), detail(&p.reason)?);
+            ctx.tx.execute(
+                "UPDATE offers SET declined = ?3 WHERE work_item_id = ?1 AND offer_id = ?2",
+                params![row.work_item_id, p.offer_id.as_str(), to_json(&declined)?],
+            )?;
+            ctx.record(&mut row, kind, payload)?;
+        }
+        CommandBody::WorkRef(_) => match ctx.command.kind {
+            CommandType::ApprovalGrantExecution => {
+                row.approval_granted = true;
+                ctx.record(&mut row, kind, payload)?;
+            }
+            CommandType::WorkStart => {
+                let lease = new_lease(
+                    ctx,
+                    &row,
+                    "execution",
+                    row.contract.leases.execution_seconds,
+                )?;
+                row.attempts += 1;
+                row.state = transition.next;
+                let mut payload = payload;
+                if let serde_json::Value::Object(map) = &mut payload {
+                    map.insert("leaseId".into(), lease.into());
+                }
+                ctx.record(&mut row, kind, payload)?;
+            }
+            CommandType::WorkUnblock => {
+                release_leases(ctx, &row.work_item_id)?;
+                if transition.next == WorkState::Open {
+                    row.owner = None;
+                    row.ownership_expires_at = None;
+                }
+                row.state = transition.next;
+                ctx.record(&mut row, kind, payload)?;
+            }
+            _ => {
+                // work.accept_result (T12)
+                release_leases(ctx, &row.work_item_id)?;
+                row.ownership_expires_at = None;
+                row.state = transition.next;
+                ctx.record(&mut row, kind, payload)?;
+            }
+        },
+        CommandBody::WorkCheckpoint(_) => {
+            release_leases(ctx, &row.work_item_id)?;
+            row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));
+            row.state = transition.next;
+            ctx.record(&mut row, kind, payload)?;
+        }
+        CommandBody::WorkBlock(_) => {
+            release_leases(ctx, &row.work_item_id)?;
+            let seconds = row.contract.leases.blocked_seconds;
+            new_lease(ctx, &row, "blocked", seconds)?;
+            // PRG-5: ownership is kept for the blocked lease.
+            row.ownership_expires_at = Some(ctx.later(seconds));
+            row.state = transition.next;
+            ctx.record(&mut row, kind, payload)?;
+        }
+        CommandBody::WorkSubmit(_) => {
+            release_leases(ctx, &row.work_item_id)?;
+            row.state = transition.next;
+            ctx.record(&mut row, kind, payload)?;
+        }
+        CommandBody::WorkFail(_) | CommandBody::WorkCancel(_) => {
+            end_ownership(ctx, &mut row)?;
+            row.state = transition.next;
+            ctx.record(&mut row, kind, payload)?;
+        }
+        CommandBody::WorkReviseContract(p) => {
+            deps::check(
+                ctx.tx,
+                ctx.group(),
+                &row.mission_id,
+                &row.work_item_id,
+                &p.contract.depends_on,
+            )?;
+            deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
+            // CON-5: renewed acceptance: live offers go, an owner that has not started too.
+            end_ownership(ctx, &mut row)?;
+            row.contract = p.contract.clone();
+            row.contract_revision += 1;
+            row.approval_granted = false;
+            row.state = transition.next;
+            ctx.record(&mut row, kind, payload)?;
+        }
+        CommandBody::MissionCreateChild(p) => {
+            expect_new_child(ctx, p.child_mission_id.as_str())?;
+            // T15 / SM-11: ownership is fenced while the child Mission runs.
+            end_ownership(ctx, &mut row)?;
+            let child = MissionRow {
+                mission_id: p.child_mission_id.to_string(),
+                group_id: ctx.group().to_owned(),
+                title: p.title.clone(),
+                priority_class: weft_api::work::contract::Level::Normal,
+                budget: row.contract.budgets.clone(),
+                state: MissionState::Active,
+                revision: 1,
+                parent_work_item_id: Some(row.work_item_id.clone()),
+                child_failure_policy: Some(p.child_failure_policy),
+            };
+            insert_mission(ctx.tx, &child, 0)?;
+            ctx.emit(
+                WorkEventKind::MissionCreated,
+                mission_event(&child, payload.clone())?,
+            )?;
+            row.child_mission_id = Some(child.mission_id.clone());
+            row.state = transition.next;
+            ctx.record(&mut row, kind, payload)?;
+        }
+        _ => {
+            return Err(reject(
+                ErrorCode::InvalidCommand,
+                format!("{} does not act on a WorkItem", ctx.command.kind.as_str()),
+            ));
+        }
+    }
+    detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
+}
+
+fn expect_new_child(ctx: &Ctx<'_, '_>, mission_id: &str) -> Result<(), Error> {
+    if id_taken(ctx.tx, "missions", "mission_id", mission_id)? {
+        return Err(reject(
+            ErrorCode::Conflict,
+            format!("Mission id {mission_id} is taken"),
+        ));
+    }
+    Ok(())
+}
+
+fn id_taken_offer(ctx: &Ctx<'_, '_>, row: &WorkRow, offer_id: &str) -> Result<bool, Error> {
+    Ok(ctx
+        .tx
+        .query_row(
+            "SELECT 1 FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
+            params![row.work_item_id, offer_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// The Command's payload as the Event's `detail`.
+fn command_detail(body: &CommandBody) -> Result<serde_json::Value, Error> {
+    match body {
+        CommandBody::WorkOffer(p) => detail(p),
+        CommandBody::OfferRef(p) => detail(p),
+        CommandBody::WorkDecline(p) => detail(p),
+        CommandBody::WorkRef(p) => detail(p),
+        CommandBody::WorkCheckpoint(p) => detail(p),
+        CommandBody::WorkBlock(p) => detail(p),
+        CommandBody::WorkSubmit(p) => detail(p),
+        CommandBody::WorkFail(p) => detail(p),
+        CommandBody::WorkCancel(p) => detail(p),
+        CommandBody::WorkReviseContract(p) => detail(p),
+        CommandBody::MissionCreateChild(p) => detail(p),
+        CommandBody::MissionCreate(p) => detail(p),
+        CommandBody::MissionClose(p) => detail(p),
+        CommandBody::WorkPropose(p) => detail(p),
+        CommandBody::WorkAuthorize(p) => detail(p),
+    }
+}

@@ -1,0 +1,277 @@
+//! `POST /v1/groups/{g}/commands`: one Command, checked in DESIGN §10's order, executed in one
+//! writer transaction with its Events, or refused with nothing appended.
+//!
+//! Order: payload shape (`invalid_command`, `group_mismatch`, `unknown_extension`), the
+//! signature (the one check; a key that is not the `agentId`'s is `producer_mismatch`), the
+//! caller's session (its Group, its Agent) and epochs (`stale_session`, `stale_membership`),
+//! a retry of the same `commandId` (replayed, or `idempotency_key_reused`), the role (GAP-5,
+//! `forbidden` whatever the state), the aggregate (`unknown_work_item` / `not_found`, another
+//! Group's answering the same), `expectedRevision` (`stale_revision`, SM-3), then the table
+//! (`weft_api::work::machine::decide`) and the rule-specific checks.
+
+use rusqlite::{OptionalExtension as _, params};
+use weft_api::dsse::BASE64;
+use weft_api::session::Role;
+use weft_api::work::machine::{Facts, OfferStanding, decide, role_allows};
+use weft_api::work::views::CommandAccepted;
+use weft_api::work::{Command, CommandBody, CommandType};
+use weft_api::{Envelope, ErrorCode, Id, SignedPayload as _};
+
+use super::apply::{self, Ctx};
+use super::{WorkRow, load_mission, load_work_item};
+use crate::access::{AuthorityMay, membership};
+use crate::clock::format_instant;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::sessions::Session;
+
+impl Engine {
+    pub(crate) async fn execute_command(
+        &self,
+        route_group: Id,
+        envelope: Envelope,
+        session: &Session,
+    ) -> Result<CommandAccepted, Error> {
+        use base64::Engine as _;
+        // 1. Shape, before the signature is looked at.
+        let payload = BASE64
+            .decode(&envelope.payload)
+            .map_err(|_| reject(ErrorCode::InvalidCommand, "payload is not canonical base64"))?;
+        let shaped = Command::parse_payload(&payload)?;
+        if shaped.group_id != route_group {
+            return Err(reject(
+                ErrorCode::GroupMismatch,
+                format!(
+                    "the Command is for {}, sent to {route_group}",
+                    shaped.group_id
+                ),
+            ));
+        }
+        // 2. The signature, through the one check.
+        let signed = self
+            .verify_signed::<Command>(&envelope, AuthorityMay::NotSign)
+            .await?;
+        let command = signed.value.into_inner();
+        // 3. The session: its own Group only, its own Agent's Commands, current epochs.
+        if session.group_id != route_group {
+            return Err(reject(
+                ErrorCode::NotAMember,
+                format!("{} is not a member of {route_group}", session.agent_id),
+            ));
+        }
+        if session.agent_id != command.agent_id {
+            return Err(reject(
+                ErrorCode::ProducerMismatch,
+                "a session sends only its own Agent's Commands",
+            ));
+        }
+        if command.session_epoch != session.session_epoch {
+            return Err(reject(
+                ErrorCode::StaleSession,
+                format!(
+                    "sessionEpoch is {}, not {}",
+                    session.session_epoch, command.session_epoch
+                ),
+            ));
+        }
+        if command.membership_epoch != session.membership_epoch {
+            return Err(reject(
+                ErrorCode::StaleMembership,
+                format!(
+                    "membershipEpoch is {}, not {}",
+                    session.membership_epoch, command.membership_epoch
+                ),
+            ));
+        }
+        let body = command.body()?;
+        let request_hash = *blake3::hash(&payload).as_bytes();
+        let now = self.clock.now();
+        let session_epoch = session.session_epoch;
+        self.db
+            .write(move |tx| {
+                // 4. A retry of an accepted Command replays its answer.
+                let stored: Option<(Vec<u8>, String)> = tx
+                    .query_row(
+                        "SELECT request_hash, answer FROM commands WHERE command_id = ?1",
+                        [command.command_id.as_str()],
+                        |row| Ok((row.get(0)?, row.get(1)?)),
+                    )
+                    .optional()?;
+                if let Some((hash, answer)) = stored {
+                    if hash != request_hash {
+                        return Err(reject(
+                            ErrorCode::IdempotencyKeyReused,
+                            format!("commandId {} was used for another Command", command.command_id),
+                        ));
+                    }
+                    return serde_json::from_str(&answer).map_err(Error::backend);
+                }
+                // The epochs again, inside the transaction (a Membership may have changed).
+                let group = command.group_id.as_str();
+                let agent = command.agent_id.as_str();
+                let Some((roles, membership_epoch)) = membership(tx, group, agent)? else {
+                    return Err(reject(ErrorCode::StaleMembership, "the Membership was removed"));
+                };
+                if membership_epoch != command.membership_epoch {
+                    return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
+                }
+                let current: Option<u64> = tx
+                    .query_row(
+                        "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
+                        params![agent, group],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if current != Some(session_epoch) {
+                    return Err(reject(ErrorCode::StaleSession, "a newer session replaced this one"));
+                }
+                // 5. The role (GAP-5), whatever the state.
+                if !role_allows(command.kind, &roles) {
+                    return Err(reject(
+                        ErrorCode::Forbidden,
+                        format!("{} needs another role than {roles:?}", command.kind.as_str()),
+                    ));
+                }
+                let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
+                let state = run(&mut ctx, &body)?;
+                let answer = CommandAccepted {
+                    command_id: command.command_id.to_string(),
+                    events: std::mem::take(&mut ctx.appended),
+                    state,
+                };
+                tx.execute(
+                    "INSERT INTO commands (command_id, group_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4)",
+                    params![command.command_id.as_str(), group, &request_hash[..], super::to_json(&answer)?],
+                )?;
+                Ok(answer)
+            })
+            .await
+    }
+}
+
+/// Dispatches an authorized Command; answers the aggregate's view after it.
+fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, Error> {
+    match body {
+        CommandBody::MissionCreate(p) => apply::mission_create(ctx, p),
+        CommandBody::MissionClose(p) => apply::mission_close(ctx, p),
+        CommandBody::WorkPropose(p) => apply::propose(ctx, p),
+        CommandBody::WorkAuthorize(p) => apply::authorize(ctx, p),
+        _ => {
+            let Some(work_item_id) = body.work_item_id() else {
+                return Err(reject(ErrorCode::InvalidCommand, "no workItemId"));
+            };
+            let row = match load_work_item(ctx.tx, work_item_id.as_str())? {
+                Some(row) if row.group_id == ctx.command.group_id.as_str() => row,
+                // Another Group's WorkItem answers as an unknown one.
+                _ => {
+                    return Err(reject(
+                        ErrorCode::UnknownWorkItem,
+                        format!("no WorkItem {work_item_id} in {}", ctx.command.group_id),
+                    ));
+                }
+            };
+            if let Some(expected) = ctx.command.expected_revision
+                && expected != row.revision
+            {
+                return Err(reject(
+                    ErrorCode::StaleRevision,
+                    format!(
+                        "the WorkItem is at revision {}, not {expected} (SM-3)",
+                        row.revision
+                    ),
+                ));
+            }
+            let mission = load_mission(ctx.tx, &row.mission_id)?.ok_or_else(|| {
+                reject(
+                    ErrorCode::NotFound,
+                    format!("no Mission {}", row.mission_id),
+                )
+            })?;
+            let facts = facts(ctx, &row, mission.state.is_terminal(), body)?;
+            let coordinator = ctx.roles.contains(&Role::Coordinator);
+            let transition = decide(row.state, ctx.command.kind, &facts, coordinator)
+                .map_err(|code| refusal(code, ctx.command.kind, &row, &facts))?;
+            apply::work(ctx, row, mission, transition, body)
+        }
+    }
+}
+
+/// A refusal of the table, with a message saying which rule answered.
+fn refusal(code: ErrorCode, kind: CommandType, row: &WorkRow, facts: &Facts) -> Error {
+    let command = kind.as_str();
+    let state = row.state.as_str();
+    let message = match code {
+        ErrorCode::IllegalTransition if !facts.mission_active => {
+            format!("{command}: the Mission has ended (T18, GAP-3)")
+        }
+        ErrorCode::IllegalTransition => {
+            format!("{command} is not a transition from {state} (SM-2, SM-3)")
+        }
+        ErrorCode::OfferExpired => format!("{command}: the offer expired (T5, SM-8)"),
+        ErrorCode::OfferWithdrawn => {
+            format!(
+                "{command}: the offer was withdrawn (OFR-5: another candidate won, or it was replaced)"
+            )
+        }
+        ErrorCode::Forbidden => {
+            format!("{command}: only the current owner or a live offer's candidate (GAP-5)")
+        }
+        ErrorCode::ApprovalRequired => {
+            format!("{command}: needs approval.grant_execution first (T6)")
+        }
+        ErrorCode::NotEligible => format!("{command}: dependencies are not satisfied (DEP-3)"),
+        ErrorCode::EvidenceMissing => {
+            format!(
+                "{command}: Evidence must cover every acceptance criterion (EVD-2) / a failure needs Evidence (T13)"
+            )
+        }
+        ErrorCode::NotFound => format!("{command}: no such offer on {}", row.work_item_id),
+        _ => format!("{command} refused in {state}"),
+    };
+    reject(code, message)
+}
+
+/// What the table needs besides the state, from the rows as they are in this transaction.
+fn facts(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    mission_terminal: bool,
+    body: &CommandBody,
+) -> Result<Facts, Error> {
+    let caller = ctx.command.agent_id.as_str();
+    let live_owner = row.live_owner(&ctx.now_text);
+    let offer = match body {
+        CommandBody::OfferRef(weft_api::work::command::OfferRef { offer_id, .. })
+        | CommandBody::WorkDecline(weft_api::work::command::WorkDecline { offer_id, .. }) => {
+            apply::offer_standing(ctx, row, offer_id.as_str())?
+        }
+        _ => OfferStanding::Unknown,
+    };
+    let evidence_complete = match body {
+        CommandBody::WorkSubmit(p) => apply::covers_criteria(ctx, row, &p.artifacts, &p.evidence)?,
+        CommandBody::WorkFail(p) => apply::cites_evidence(ctx, row, &p.evidence)?,
+        _ => true,
+    };
+    Ok(Facts {
+        mission_active: !mission_terminal,
+        live_owner,
+        caller_is_owner: row.owner.as_deref() == Some(caller),
+        offer,
+        approval_pending: row.contract.needs_approval() && !row.approval_granted,
+        eligible: super::deps::eligible(ctx.tx, row)?,
+        evidence_complete,
+    })
+}
+
+/// Whether `kind` is an owner Command that must quote the current Execution Lease (LSE-4).
+pub(super) fn quotes_lease(kind: CommandType, coordinator: bool) -> bool {
+    match kind {
+        CommandType::WorkCheckpoint | CommandType::WorkBlock | CommandType::WorkSubmit => true,
+        CommandType::WorkFail => !coordinator,
+        _ => false,
+    }
+}
+
+pub(super) fn now_text(now: chrono::DateTime<chrono::Utc>) -> String {
+    format_instant(now)
+}

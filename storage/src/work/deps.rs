@@ -1,0 +1,128 @@
+//! Each Mission's WorkItems form a DAG (DEP-1) of `dependsOn` edges, kept in `work_deps`. A
+//! Command that would close a cycle is refused `cycle` (DEP-4): the Mission's graph is loaded
+//! into a petgraph `DiGraphMap` with the proposed edges and checked with a DFS. Eligibility
+//! (DEP-3) is the contract's dependency policy over the dependencies' states.
+
+use petgraph::algo::is_cyclic_directed;
+use petgraph::graphmap::DiGraphMap;
+use rusqlite::{Connection, params};
+use weft_api::ErrorCode;
+use weft_api::work::contract::DependencyPolicy;
+use weft_api::work::machine::WorkState;
+
+use super::{WorkRow, load_work_item, parse_name};
+use crate::error::{Error, reject};
+
+/// The WorkItems `work_item_id` depends on, by id.
+pub(super) fn dependencies(conn: &Connection, work_item_id: &str) -> Result<Vec<String>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT depends_on FROM work_deps WHERE work_item_id = ?1 ORDER BY depends_on",
+    )?;
+    let ids = statement
+        .query_map([work_item_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ids)
+}
+
+/// DEP-3: every dependency satisfies the contract's policy (default: all `verified`).
+pub(super) fn eligible(conn: &Connection, row: &WorkRow) -> Result<bool, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT w.state FROM work_deps d JOIN work_items w ON w.work_item_id = d.depends_on
+         WHERE d.work_item_id = ?1",
+    )?;
+    let states = statement
+        .query_map([&row.work_item_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    for state in states {
+        let state: WorkState = parse_name(&state)?;
+        let satisfied = match row.contract.dependency_policy {
+            DependencyPolicy::AllVerified => state == WorkState::Verified,
+            DependencyPolicy::AllTerminal => {
+                matches!(
+                    state,
+                    WorkState::Verified | WorkState::Failed | WorkState::Cancelled
+                )
+            }
+        };
+        if !satisfied {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Checks that `work_item_id` (of `mission_id` in `group_id`) may depend on `depends_on`:
+/// every dependency exists in this Group (`unknown_work_item` otherwise, as for another
+/// Group's), belongs to the same Mission (`mission_mismatch`), and the edges close no cycle
+/// (`cycle`, DEP-4).
+pub(super) fn check(
+    conn: &Connection,
+    group_id: &str,
+    mission_id: &str,
+    work_item_id: &str,
+    depends_on: &[weft_api::Id],
+) -> Result<(), Error> {
+    for dependency in depends_on {
+        match load_work_item(conn, dependency.as_str())? {
+            Some(row) if row.group_id == group_id => {
+                if row.mission_id != mission_id {
+                    return Err(reject(
+                        ErrorCode::MissionMismatch,
+                        format!(
+                            "{dependency} belongs to another Mission (DEP-1: a Mission's graph)"
+                        ),
+                    ));
+                }
+            }
+            _ => {
+                return Err(reject(
+                    ErrorCode::UnknownWorkItem,
+                    format!("no WorkItem {dependency} to depend on"),
+                ));
+            }
+        }
+    }
+    let mut statement = conn.prepare_cached(
+        "SELECT d.work_item_id, d.depends_on FROM work_deps d
+         JOIN work_items w ON w.work_item_id = d.work_item_id
+         WHERE w.mission_id = ?1 AND d.work_item_id != ?2",
+    )?;
+    let edges = statement
+        .query_map(params![mission_id, work_item_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut graph: DiGraphMap<&str, ()> = DiGraphMap::new();
+    for (from, to) in &edges {
+        graph.add_edge(from.as_str(), to.as_str(), ());
+    }
+    for dependency in depends_on {
+        graph.add_edge(work_item_id, dependency.as_str(), ());
+    }
+    if is_cyclic_directed(&graph) {
+        return Err(reject(
+            ErrorCode::Cycle,
+            format!("{work_item_id}'s dependencies would close a cycle (DEP-4)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Replaces `work_item_id`'s dependency edges.
+pub(super) fn set(
+    conn: &Connection,
+    work_item_id: &str,
+    depends_on: &[weft_api::Id],
+) -> Result<(), Error> {
+    conn.execute(
+        "DELETE FROM work_deps WHERE work_item_id = ?1",
+        [work_item_id],
+    )?;
+    let mut insert = conn.prepare_cached(
+        "INSERT OR IGNORE INTO work_deps (work_item_id, depends_on) VALUES (?1, ?2)",
+    )?;
+    for dependency in depends_on {
+        insert.execute(params![work_item_id, dependency.as_str()])?;
+    }
+    Ok(())
+}

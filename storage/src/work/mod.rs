@@ -1,0 +1,389 @@
+//! Missions and WorkItems (DESIGN §10): the projection rows of their Events and the reads
+//! over them. `command.rs` runs a Command (checks in DESIGN §10's order, then the pure table
+//! of `weft_api::work::machine`), `apply.rs` turns an accepted Command into row changes and
+//! Events in the one writer transaction, `deps.rs` keeps each Mission's dependency DAG
+//! (petgraph) and eligibility.
+//!
+//! **Invariant:** every row change here is made in the transaction that appends the Event
+//! describing it (a `WorkEvent` carrying the state after it), so `GroupState` folded from
+//! the log agrees with these rows (fsck compares them).
+
+mod apply;
+mod command;
+mod deps;
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level, WorkContract};
+use weft_api::work::machine::{MissionState, WorkState};
+use weft_api::work::views::{
+    BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
+};
+use weft_api::{ErrorCode, Id};
+
+use crate::access::Reader;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+
+/// A `work_items` row.
+#[derive(Clone, Debug)]
+pub(crate) struct WorkRow {
+    pub(crate) work_item_id: String,
+    pub(crate) group_id: String,
+    pub(crate) mission_id: String,
+    pub(crate) state: WorkState,
+    pub(crate) revision: u64,
+    pub(crate) contract_revision: u64,
+    pub(crate) contract: WorkContract,
+    pub(crate) owner: Option<String>,
+    pub(crate) ownership_epoch: u64,
+    pub(crate) ownership_expires_at: Option<String>,
+    pub(crate) approval_granted: bool,
+    pub(crate) child_mission_id: Option<String>,
+    pub(crate) attempts: u32,
+}
+
+impl WorkRow {
+    /// An owner holds an unexpired ownership at `now` (SM-6).
+    pub(crate) fn live_owner(&self, now: &str) -> bool {
+        self.owner.is_some()
+            && self
+                .ownership_expires_at
+                .as_deref()
+                .is_some_and(|at| at > now)
+    }
+}
+
+/// A `missions` row.
+#[derive(Clone, Debug)]
+pub(crate) struct MissionRow {
+    pub(crate) mission_id: String,
+    pub(crate) group_id: String,
+    pub(crate) title: String,
+    pub(crate) priority_class: Level,
+    pub(crate) budget: Budgets,
+    pub(crate) state: MissionState,
+    pub(crate) revision: u64,
+    pub(crate) parent_work_item_id: Option<String>,
+    pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
+}
+
+/// An enum's wire name (its serde string).
+pub(crate) fn name<T: Serialize>(value: &T) -> Result<String, Error> {
+    match serde_json::to_value(value).map_err(Error::backend)? {
+        serde_json::Value::String(text) => Ok(text),
+        other => Err(Error::backend(std::io::Error::other(format!(
+            "not a unit enum: {other}"
+        )))),
+    }
+}
+
+/// An enum from its wire name.
+pub(crate) fn parse_name<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(Error::backend)
+}
+
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(Error::backend)
+}
+
+pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    serde_json::from_str(text).map_err(Error::backend)
+}
+
+pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
+    let row = conn
+        .query_row(
+            "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
+                    owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
+             FROM work_items WHERE work_item_id = ?1",
+            [id],
+            |row| {
+                Ok((
+                    (row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?),
+                    (row.get::<_, String>(3)?, row.get::<_, u64>(4)?, row.get::<_, u64>(5)?, row.get::<_, String>(6)?),
+                    (row.get::<_, Option<String>>(7)?, row.get::<_, u64>(8)?, row.get::<_, Option<String>>(9)?),
+                    (row.get::<_, bool>(10)?, row.get::<_, Option<String>>(11)?, row.get::<_, u32>(12)?),
+                ))
+            },
+        )
+        .optional()?;
+    row.map(
+        |(
+            (work_item_id, group_id, mission_id),
+            (state, revision, contract_revision, contract),
+            (owner, ownership_epoch, ownership_expires_at),
+            (approval_granted, child_mission_id, attempts),
+        )| {
+            Ok(WorkRow {
+                work_item_id,
+                group_id,
+                mission_id,
+                state: parse_name(&state)?,
+                revision,
+                contract_revision,
+                contract: from_json(&contract)?,
+                owner,
+                ownership_epoch,
+                ownership_expires_at,
+                approval_granted,
+                child_mission_id,
+                attempts,
+            })
+        },
+    )
+    .transpose()
+}
+
+pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
+    let row = conn
+        .query_row(
+            "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
+                    parent_work_item_id, child_failure_policy
+             FROM missions WHERE mission_id = ?1",
+            [id],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, u64>(6)?,
+                    row.get::<_, Option<String>>(7)?,
+                    row.get::<_, Option<String>>(8)?,
+                ))
+            },
+        )
+        .optional()?;
+    row.map(
+        |(mission_id, group_id, title, priority, budget, state, revision, parent, policy)| {
+            Ok(MissionRow {
+                mission_id,
+                group_id,
+                title,
+                priority_class: parse_name(&priority)?,
+                budget: from_json(&budget)?,
+                state: parse_name(&state)?,
+                revision,
+                parent_work_item_id: parent,
+                child_failure_policy: policy.as_deref().map(parse_name).transpose()?,
+            })
+        },
+    )
+    .transpose()
+}
+
+/// The WorkItem as the reader may see it: another Group's is unknown.
+fn visible_work_item(conn: &Connection, reader: &Reader, id: &str) -> Result<WorkRow, Error> {
+    match load_work_item(conn, id)? {
+        Some(row) if reader.in_group(&row.group_id) => Ok(row),
+        _ => Err(reject(
+            ErrorCode::UnknownWorkItem,
+            format!("no WorkItem {id} is visible to you"),
+        )),
+    }
+}
+
+fn visible_mission(conn: &Connection, reader: &Reader, id: &str) -> Result<MissionRow, Error> {
+    match load_mission(conn, id)? {
+        Some(row) if reader.in_group(&row.group_id) => Ok(row),
+        _ => Err(reject(
+            ErrorCode::NotFound,
+            format!("no Mission {id} is visible to you"),
+        )),
+    }
+}
+
+/// The current (unreleased) lease of a WorkItem, if any.
+pub(crate) fn current_lease(conn: &Connection, work_item_id: &str) -> Result<Option<Lease>, Error> {
+    let row = conn
+        .query_row(
+            "SELECT lease_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at
+             FROM leases WHERE work_item_id = ?1 AND released_at IS NULL
+             ORDER BY started_at DESC LIMIT 1",
+            [work_item_id],
+            |row| {
+                Ok(Lease {
+                    lease_id: row.get(0)?,
+                    kind: row.get(1)?,
+                    agent_id: row.get(2)?,
+                    session_epoch: row.get(3)?,
+                    work_item_id: work_item_id.to_owned(),
+                    ownership_epoch: row.get(4)?,
+                    started_at: row.get(5)?,
+                    renewals: Vec::new(),
+                    expires_at: row.get(6)?,
+                })
+            },
+        )
+        .optional()?;
+    Ok(row)
+}
+
+fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferView>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT offer_id, candidates, expires_at, status, contract_revision, selection_basis, declined
+         FROM offers WHERE work_item_id = ?1 ORDER BY sequence",
+    )?;
+    let rows = statement
+        .query_map([work_item_id], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, u64>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, String>(6)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(
+            |(offer_id, candidates, expires_at, status, contract_revision, basis, declined)| {
+                let status = if status == "live" && expires_at.as_str() <= now {
+                    "expired".to_owned()
+                } else {
+                    status
+                };
+                Ok(OfferView {
+                    offer_id,
+                    candidates: from_json(&candidates)?,
+                    expires_at,
+                    status,
+                    contract_revision,
+                    selection_basis: from_json(&basis)?,
+                    declined: from_json(&declined)?,
+                })
+            },
+        )
+        .collect()
+}
+
+/// The full view of a WorkItem (its answer to a Command and to `GET /v1/workitems/{id}`).
+pub(crate) fn work_view(
+    conn: &Connection,
+    row: &WorkRow,
+    now: &str,
+) -> Result<WorkItemView, Error> {
+    let mut history = conn.prepare_cached(
+        "SELECT sequence FROM work_history WHERE work_item_id = ?1 ORDER BY sequence",
+    )?;
+    let history = history
+        .query_map([&row.work_item_id], |r| r.get::<_, u64>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    let owner = row.owner.as_ref().map(|agent_id| Owner {
+        agent_id: agent_id.clone(),
+        ownership_epoch: row.ownership_epoch,
+        expires_at: row.ownership_expires_at.clone(),
+    });
+    Ok(WorkItemView {
+        work_item_id: row.work_item_id.clone(),
+        group_id: row.group_id.clone(),
+        mission_id: row.mission_id.clone(),
+        state: row.state,
+        revision: row.revision,
+        contract_revision: row.contract_revision,
+        contract: row.contract.clone(),
+        owner,
+        lease: current_lease(conn, &row.work_item_id)?,
+        offers: offers(conn, &row.work_item_id, now)?,
+        depends_on: deps::dependencies(conn, &row.work_item_id)?,
+        eligible: deps::eligible(conn, row)?,
+        approval_granted: row.approval_granted,
+        child_mission_id: row.child_mission_id.clone(),
+        budget: BudgetView {
+            limit: row.contract.budgets.clone(),
+            spent: Budgets::default(),
+        },
+        attempts: row.attempts,
+        history,
+    })
+}
+
+fn nodes(conn: &Connection, mission_id: &str) -> Result<Vec<WorkNode>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
+    )?;
+    let ids = statement
+        .query_map([mission_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    ids.iter()
+        .filter_map(|id| load_work_item(conn, id).transpose())
+        .map(|row| {
+            let row = row?;
+            Ok(WorkNode {
+                eligible: deps::eligible(conn, &row)?,
+                work_item_id: row.work_item_id,
+                state: row.state,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<MissionView, Error> {
+    Ok(MissionView {
+        mission_id: row.mission_id.clone(),
+        group_id: row.group_id.clone(),
+        title: row.title.clone(),
+        priority_class: row.priority_class,
+        state: row.state,
+        revision: row.revision,
+        budget: BudgetView {
+            limit: row.budget.clone(),
+            spent: Budgets::default(),
+        },
+        parent_work_item_id: row.parent_work_item_id.clone(),
+        work_items: nodes(conn, &row.mission_id)?,
+    })
+}
+
+impl Engine {
+    pub(crate) async fn work_item(&self, id: Id, reader: &Reader) -> Result<WorkItemView, Error> {
+        let reader = reader.clone();
+        let now = crate::clock::format_instant(self.clock.now());
+        self.db
+            .read(move |conn| {
+                let row = visible_work_item(conn, &reader, id.as_str())?;
+                work_view(conn, &row, &now)
+            })
+            .await
+    }
+
+    pub(crate) async fn mission(&self, id: Id, reader: &Reader) -> Result<MissionView, Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let row = visible_mission(conn, &reader, id.as_str())?;
+                mission_view(conn, &row)
+            })
+            .await
+    }
+
+    pub(crate) async fn mission_graph(&self, id: Id, reader: &Reader) -> Result<WorkGraph, Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let row = visible_mission(conn, &reader, id.as_str())?;
+                let nodes = nodes(conn, &row.mission_id)?;
+                let mut statement = conn.prepare_cached(
+                    "SELECT d.work_item_id, d.depends_on FROM work_deps d
+                     JOIN work_items w ON w.work_item_id = d.work_item_id
+                     WHERE w.mission_id = ?1 ORDER BY d.work_item_id, d.depends_on",
+                )?;
+                let edges = statement
+                    .query_map(params![row.mission_id], |r| {
+                        Ok(WorkEdge {
+                            from: r.get(0)?,
+                            to: r.get(1)?,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(WorkGraph { nodes, edges })
+            })
+            .await
+    }
+}
