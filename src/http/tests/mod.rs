@@ -24,3 +24,4 @@ mod sessions;
 mod snapshots;
 mod ui;
 mod wire;
+mod work;
