@@ -1,6 +1,8 @@
 //! Missions and WorkItems through `POST /v1/groups/{g}/commands` (issue #11): the lifecycle,
 //! racing acceptances (OFR-5), refusals with their exact code and nothing changed, Mission
 //! ends propagating (T18), child Missions (T15/T16), reads scoped to the Group.
+//! It is long because the issue's list of bad Commands stays one table-like test, next to
+//! the helpers that build and sign Commands (the CLI and bench reuse their shapes).
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};

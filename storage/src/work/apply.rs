@@ -3,23 +3,21 @@
 //! it and the Command's payload (`detail`), with `causationCommandId`; every WorkItem Event is
 //! listed in `work_history`.
 //!
-//! This file is long because each Command type's effect is short and they belong together;
-//! the decisions themselves are in `weft_api::work::machine`.
+//! Mission Commands and `work.authorize` are in `missions.rs`; the rule-specific checks
+//! (offer standing, Evidence, the quoted lease) in `checks.rs`. The decisions themselves are
+//! in `weft_api::work::machine`.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::session::Role;
-use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPropose};
 use weft_api::work::events::{WorkEvent, WorkEventKind};
-use weft_api::work::machine::{
-    MissionState, OfferStanding, Transition, WorkState, child_outcome, decide_mission, propagate,
-};
+use weft_api::work::machine::{MissionState, Transition, WorkState};
 use weft_api::work::views::AppendedEvent;
 use weft_api::work::{Command, CommandBody, CommandType};
-use weft_api::{ArtifactId, ErrorCode, EventPayload, Id};
+use weft_api::{ErrorCode, EventPayload, Id};
 
 use super::command::{now_text, quotes_lease};
-use super::{MissionRow, WorkRow, deps, from_json, load_mission, load_work_item, name, to_json};
+use super::{MissionRow, WorkRow, deps, from_json, load_mission, name, to_json};
 use crate::access::membership;
 use crate::db::Tx;
 use crate::error::{Error, reject};
@@ -55,7 +53,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
         }
     }
 
-    fn group(&self) -> &str {
+    pub(super) fn group(&self) -> &str {
         self.command.group_id.as_str()
     }
 
@@ -65,7 +63,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
     }
 
     /// Appends one Event caused by this Command.
-    fn emit(&mut self, kind: WorkEventKind, event: WorkEvent) -> Result<u64, Error> {
+    pub(super) fn emit(&mut self, kind: WorkEventKind, event: WorkEvent) -> Result<u64, Error> {
         let sequence = events::append_caused(
             self.tx,
             &self.command.group_id,
@@ -87,7 +85,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
     }
 
     /// Saves `row` at its next revision and appends `kind` describing it.
-    fn record(
+    pub(super) fn record(
         &mut self,
         row: &mut WorkRow,
         kind: WorkEventKind,
@@ -101,11 +99,11 @@ impl<'t, 'c> Ctx<'t, 'c> {
     }
 }
 
-fn id(text: &str) -> Result<Id, Error> {
+pub(super) fn id(text: &str) -> Result<Id, Error> {
     Ok(Id::parse("id", text)?)
 }
 
-fn work_event(row: &WorkRow, detail: serde_json::Value) -> Result<WorkEvent, Error> {
+pub(super) fn work_event(row: &WorkRow, detail: serde_json::Value) -> Result<WorkEvent, Error> {
     Ok(WorkEvent {
         mission_id: id(&row.mission_id)?,
         work_item_id: Some(id(&row.work_item_id)?),
@@ -119,7 +117,10 @@ fn work_event(row: &WorkRow, detail: serde_json::Value) -> Result<WorkEvent, Err
     })
 }
 
-fn mission_event(row: &MissionRow, detail: serde_json::Value) -> Result<WorkEvent, Error> {
+pub(super) fn mission_event(
+    row: &MissionRow,
+    detail: serde_json::Value,
+) -> Result<WorkEvent, Error> {
     Ok(WorkEvent {
         mission_id: id(&row.mission_id)?,
         work_item_id: None,
@@ -133,7 +134,7 @@ fn mission_event(row: &MissionRow, detail: serde_json::Value) -> Result<WorkEven
     })
 }
 
-fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
+pub(super) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
     tx.execute(
         "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
                 ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
@@ -156,7 +157,11 @@ fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
     Ok(())
 }
 
-fn insert_mission(tx: &Tx<'_>, row: &MissionRow, sequence_hint: u64) -> Result<(), Error> {
+pub(super) fn insert_mission(
+    tx: &Tx<'_>,
+    row: &MissionRow,
+    sequence_hint: u64,
+) -> Result<(), Error> {
     tx.execute(
         "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state, revision,
                                parent_work_item_id, child_failure_policy, created_sequence)
@@ -178,7 +183,7 @@ fn insert_mission(tx: &Tx<'_>, row: &MissionRow, sequence_hint: u64) -> Result<(
 }
 
 /// Ids of Missions and WorkItems are unique in the whole store (DESIGN §10).
-fn id_taken(tx: &Tx<'_>, table: &str, column: &str, id: &str) -> Result<bool, Error> {
+pub(super) fn id_taken(tx: &Tx<'_>, table: &str, column: &str, id: &str) -> Result<bool, Error> {
     Ok(tx
         .query_row(
             &format!("SELECT 1 FROM {table} WHERE {column} = ?1"),
@@ -189,7 +194,7 @@ fn id_taken(tx: &Tx<'_>, table: &str, column: &str, id: &str) -> Result<bool, Er
         .is_some())
 }
 
-fn expect_new(ctx: &Ctx<'_, '_>) -> Result<(), Error> {
+pub(super) fn expect_new(ctx: &Ctx<'_, '_>) -> Result<(), Error> {
     match ctx.command.expected_revision {
         Some(0) | None => Ok(()),
         Some(other) => Err(reject(
@@ -200,7 +205,7 @@ fn expect_new(ctx: &Ctx<'_, '_>) -> Result<(), Error> {
 }
 
 /// The Mission as this Group sees it: another Group's is `not_found`.
-fn group_mission(ctx: &Ctx<'_, '_>, mission_id: &Id) -> Result<MissionRow, Error> {
+pub(super) fn group_mission(ctx: &Ctx<'_, '_>, mission_id: &Id) -> Result<MissionRow, Error> {
     match load_mission(ctx.tx, mission_id.as_str())? {
         Some(row) if row.group_id == ctx.group() => Ok(row),
         _ => Err(reject(
@@ -210,381 +215,12 @@ fn group_mission(ctx: &Ctx<'_, '_>, mission_id: &Id) -> Result<MissionRow, Error
     }
 }
 
-fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value, Error> {
+pub(super) fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value, Error> {
     serde_json::to_value(value).map_err(Error::backend)
 }
 
-pub(super) fn mission_create(
-    ctx: &mut Ctx<'_, '_>,
-    p: &MissionCreate,
-) -> Result<serde_json::Value, Error> {
-    expect_new(ctx)?;
-    if id_taken(ctx.tx, "missions", "mission_id", p.mission_id.as_str())? {
-        return Err(reject(
-            ErrorCode::Conflict,
-            format!("Mission id {} is taken", p.mission_id),
-        ));
-    }
-    if let Some(parent) = &p.parent_work_item_id {
-        match load_work_item(ctx.tx, parent.as_str())? {
-            Some(row) if row.group_id == ctx.group() => {}
-            _ => {
-                return Err(reject(
-                    ErrorCode::UnknownWorkItem,
-                    format!("no WorkItem {parent} in {}", ctx.group()),
-                ));
-            }
-        }
-    }
-    let row = MissionRow {
-        mission_id: p.mission_id.to_string(),
-        group_id: ctx.group().to_owned(),
-        title: p.title.clone(),
-        priority_class: p.priority_class,
-        budget: p.budget.clone(),
-        state: MissionState::Active,
-        revision: 1,
-        parent_work_item_id: p.parent_work_item_id.as_ref().map(Id::to_string),
-        child_failure_policy: None,
-    };
-    insert_mission(ctx.tx, &row, 0)?;
-    let event = mission_event(&row, detail(p)?)?;
-    ctx.emit(WorkEventKind::MissionCreated, event)?;
-    detail(&super::mission_view(ctx.tx, &row)?)
-}
-
-/// `mission.approve|fail|cancel`, then T18 over its WorkItems and T16/T17 for its parent.
-pub(super) fn mission_close(
-    ctx: &mut Ctx<'_, '_>,
-    p: &MissionClose,
-) -> Result<serde_json::Value, Error> {
-    let mut mission = group_mission(ctx, &p.mission_id)?;
-    if let Some(expected) = ctx.command.expected_revision
-        && expected != mission.revision
-    {
-        return Err(reject(
-            ErrorCode::StaleRevision,
-            format!(
-                "the Mission is at revision {}, not {expected} (SM-3)",
-                mission.revision
-            ),
-        ));
-    }
-    mission.state = decide_mission(mission.state, ctx.command.kind).map_err(|code| {
-        reject(
-            code,
-            format!(
-                "{} on a Mission that is {:?}",
-                ctx.command.kind.as_str(),
-                mission.state
-            ),
-        )
-    })?;
-    mission.revision += 1;
-    ctx.tx.execute(
-        "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
-        params![mission.mission_id, name(&mission.state)?, mission.revision],
-    )?;
-    let kind = match mission.state {
-        MissionState::Approved => WorkEventKind::MissionApproved,
-        MissionState::Failed => WorkEventKind::MissionFailed,
-        _ => WorkEventKind::MissionCancelled,
-    };
-    ctx.emit(kind, mission_event(&mission, detail(p)?)?)?;
-    close_mission_items(ctx, &mission)?;
-    detail(&super::mission_view(ctx.tx, &mission)?)
-}
-
-/// T18 (SM-12, GAP-3) for the Mission's WorkItems, then T16/T17 for its parent WorkItem.
-fn close_mission_items(ctx: &mut Ctx<'_, '_>, mission: &MissionRow) -> Result<(), Error> {
-    let mut statement = ctx.tx.prepare_cached(
-        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
-    )?;
-    let ids = statement
-        .query_map([&mission.mission_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    drop(statement);
-    for work_item in ids {
-        let Some(mut row) = load_work_item(ctx.tx, &work_item)? else {
-            continue;
-        };
-        if let Some(next) = propagate(mission.state, row.state) {
-            end_ownership(ctx, &mut row)?;
-            row.state = next;
-            let why = serde_json::json!({"rule": "T18", "missionState": mission.state});
-            ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
-        }
-    }
-    if let (Some(parent), Some(policy)) =
-        (&mission.parent_work_item_id, mission.child_failure_policy)
-        && let Some(mut row) = load_work_item(ctx.tx, parent)?
-        && row.state == WorkState::Blocked
-        && row.child_mission_id.as_deref() == Some(mission.mission_id.as_str())
-        && let Some(next) = child_outcome(mission.state, policy)
-    {
-        let rule = match mission.state {
-            MissionState::Approved => "T16",
-            _ => "T17",
-        };
-        row.state = next;
-        if next != WorkState::Blocked {
-            row.child_mission_id = None;
-        }
-        let why = serde_json::json!({"rule": rule, "childMissionId": mission.mission_id, "childState": mission.state});
-        ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
-    }
-    Ok(())
-}
-
-pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_json::Value, Error> {
-    expect_new(ctx)?;
-    let mission = group_mission(ctx, &p.mission_id)?;
-    if mission.state.is_terminal() {
-        return Err(reject(
-            ErrorCode::IllegalTransition,
-            "the Mission has ended",
-        ));
-    }
-    if id_taken(ctx.tx, "proposals", "proposal_id", p.proposal_id.as_str())? {
-        return Err(reject(
-            ErrorCode::Conflict,
-            format!("proposal id {} is taken", p.proposal_id),
-        ));
-    }
-    let event = WorkEvent {
-        mission_id: p.mission_id.clone(),
-        work_item_id: None,
-        mission_state: None,
-        state: None,
-        revision: 0,
-        contract_revision: 0,
-        ownership_epoch: 0,
-        owner: None,
-        detail: detail(p)?,
-    };
-    let sequence = ctx.emit(WorkEventKind::WorkProposed, event)?;
-    ctx.tx.execute(
-        "INSERT INTO proposals (proposal_id, group_id, mission_id, proposer, contract, sequence, authorized)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
-        params![p.proposal_id.as_str(), ctx.group(), p.mission_id.as_str(), ctx.command.agent_id.as_str(), to_json(&p.contract)?, sequence],
-    )?;
-    Ok(
-        serde_json::json!({"proposalId": p.proposal_id, "missionId": p.mission_id, "proposer": ctx.command.agent_id, "sequence": sequence}),
-    )
-}
-
-/// T2: `none` (or an open proposal) → `open`.
-pub(super) fn authorize(
-    ctx: &mut Ctx<'_, '_>,
-    p: &WorkAuthorize,
-) -> Result<serde_json::Value, Error> {
-    expect_new(ctx)?;
-    if id_taken(
-        ctx.tx,
-        "work_items",
-        "work_item_id",
-        p.work_item_id.as_str(),
-    )? {
-        // T2's source is "none": an existing WorkItem cannot be authorized again.
-        return Err(reject(
-            ErrorCode::IllegalTransition,
-            format!("WorkItem id {} is taken", p.work_item_id),
-        ));
-    }
-    let mission = group_mission(ctx, &p.mission_id)?;
-    if mission.state.is_terminal() {
-        return Err(reject(
-            ErrorCode::IllegalTransition,
-            "the Mission has ended",
-        ));
-    }
-    if let Some(proposal) = &p.proposal_id {
-        let found: Option<(String, String, bool)> = ctx
-            .tx
-            .query_row(
-                "SELECT group_id, mission_id, authorized FROM proposals WHERE proposal_id = ?1",
-                [proposal.as_str()],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
-        match found {
-            Some((group, mission_id, false))
-                if group == ctx.group() && mission_id == p.mission_id.as_str() => {}
-            Some((group, _, true)) if group == ctx.group() => {
-                return Err(reject(
-                    ErrorCode::IllegalTransition,
-                    format!("proposal {proposal} was authorized already"),
-                ));
-            }
-            Some((group, _, _)) if group == ctx.group() => {
-                return Err(reject(
-                    ErrorCode::MissionMismatch,
-                    format!("proposal {proposal} is for another Mission"),
-                ));
-            }
-            _ => {
-                return Err(reject(
-                    ErrorCode::NotFound,
-                    format!("no proposal {proposal} in {}", ctx.group()),
-                ));
-            }
-        }
-        ctx.tx.execute(
-            "UPDATE proposals SET authorized = 1 WHERE proposal_id = ?1",
-            [proposal.as_str()],
-        )?;
-    }
-    deps::check(
-        ctx.tx,
-        ctx.group(),
-        &mission.mission_id,
-        p.work_item_id.as_str(),
-        &p.contract.depends_on,
-    )?;
-    let mut row = WorkRow {
-        work_item_id: p.work_item_id.to_string(),
-        group_id: ctx.group().to_owned(),
-        mission_id: mission.mission_id.clone(),
-        state: WorkState::Open,
-        revision: 0,
-        contract_revision: 1,
-        contract: p.contract.clone(),
-        owner: None,
-        ownership_epoch: 0,
-        ownership_expires_at: None,
-        approval_granted: false,
-        child_mission_id: None,
-        attempts: 0,
-    };
-    ctx.tx.execute(
-        "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
-                                 ownership_epoch, approval_granted, attempts)
-         VALUES (?1, ?2, ?3, 'open', 0, 1, ?4, 0, 0, 0)",
-        params![row.work_item_id, row.group_id, row.mission_id, to_json(&row.contract)?],
-    )?;
-    deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
-    ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
-    detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
-}
-
-/// The standing of offer `offer_id` of `row` for the caller (SM-8, OFR-5).
-pub(super) fn offer_standing(
-    ctx: &Ctx<'_, '_>,
-    row: &WorkRow,
-    offer_id: &str,
-) -> Result<OfferStanding, Error> {
-    let found: Option<(String, String, String, String)> = ctx
-        .tx
-        .query_row(
-            "SELECT status, expires_at, candidates, declined FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
-            params![row.work_item_id, offer_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()?;
-    let caller = ctx.command.agent_id.as_str();
-    Ok(match found {
-        None => OfferStanding::Unknown,
-        // The winner asking again meets the table (`queued`: illegal); anyone else lost.
-        Some((status, ..)) if status == "accepted" => {
-            if row.owner.as_deref() == Some(caller) {
-                OfferStanding::Candidate
-            } else {
-                OfferStanding::Withdrawn
-            }
-        }
-        Some((status, ..)) if status == "withdrawn" => OfferStanding::Withdrawn,
-        Some((_, expires_at, ..)) if expires_at <= ctx.now_text => OfferStanding::Expired,
-        Some((_, _, candidates, declined)) => {
-            let candidates: Vec<String> = from_json(&candidates)?;
-            let declined: serde_json::Map<String, serde_json::Value> = from_json(&declined)?;
-            if candidates.iter().any(|c| c == caller) && !declined.contains_key(caller) {
-                OfferStanding::Candidate
-            } else {
-                OfferStanding::NotCandidate
-            }
-        }
-    })
-}
-
-/// EVD-2: the submitted artifacts are this WorkItem's, and the Evidence cited covers every
-/// acceptance criterion of the contract.
-pub(super) fn covers_criteria(
-    ctx: &Ctx<'_, '_>,
-    row: &WorkRow,
-    artifacts: &[ArtifactId],
-    evidence: &[ArtifactId],
-) -> Result<bool, Error> {
-    for artifact in artifacts {
-        let published = ctx
-            .tx
-            .query_row(
-                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
-                params![&artifact.0[..], row.group_id, row.mission_id, row.work_item_id],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some();
-        if !published {
-            return Err(reject(
-                ErrorCode::UnknownArtifact,
-                format!(
-                    "{artifact} is not published for WorkItem {} in {}",
-                    row.work_item_id, row.group_id
-                ),
-            ));
-        }
-    }
-    let criteria = cited_criteria(ctx, row, evidence)?;
-    Ok(row
-        .contract
-        .acceptance_criteria
-        .iter()
-        .all(|criterion| criteria.iter().any(|c| c == criterion.id.as_str())))
-}
-
-/// T13: a failure cites at least one Evidence record of this WorkItem.
-pub(super) fn cites_evidence(
-    ctx: &Ctx<'_, '_>,
-    row: &WorkRow,
-    evidence: &[ArtifactId],
-) -> Result<bool, Error> {
-    Ok(!cited_criteria(ctx, row, evidence)?.is_empty())
-}
-
-/// The criteria of the cited Evidence, each of which must be this WorkItem's.
-fn cited_criteria(
-    ctx: &Ctx<'_, '_>,
-    row: &WorkRow,
-    evidence: &[ArtifactId],
-) -> Result<Vec<String>, Error> {
-    let mut criteria = Vec::new();
-    for record in evidence {
-        let criterion: Option<String> = ctx
-            .tx
-            .query_row(
-                "SELECT criterion FROM evidence WHERE evidence_id = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4",
-                params![&record.0[..], row.group_id, row.mission_id, row.work_item_id],
-                |r| r.get(0),
-            )
-            .optional()?;
-        match criterion {
-            Some(criterion) => criteria.push(criterion),
-            None => {
-                return Err(reject(
-                    ErrorCode::UnknownEvidence,
-                    format!(
-                        "no Evidence {record} for WorkItem {} in {}",
-                        row.work_item_id, row.group_id
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(criteria)
-}
-
 /// Releases every unreleased lease of the WorkItem.
-fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
+pub(super) fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
     ctx.tx.execute(
         "UPDATE leases SET released_at = ?2 WHERE work_item_id = ?1 AND released_at IS NULL",
         params![work_item_id, ctx.now_text],
@@ -593,7 +229,7 @@ fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
 }
 
 /// Withdraws every live offer of the WorkItem but `except`, each with its `offer.withdrawn`.
-fn withdraw_offers(
+pub(super) fn withdraw_offers(
     ctx: &mut Ctx<'_, '_>,
     row: &WorkRow,
     except: Option<&str>,
@@ -619,39 +255,12 @@ fn withdraw_offers(
 
 /// Ends the owner's hold (leases released, no owner); the ownership epoch stays, so a fenced
 /// owner's epoch never matches again.
-fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<(), Error> {
+pub(super) fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<(), Error> {
     release_leases(ctx, &row.work_item_id)?;
     withdraw_offers(ctx, row, None, "the WorkItem moved on")?;
     row.owner = None;
     row.ownership_expires_at = None;
     Ok(())
-}
-
-/// The current lease must be the one the Command quotes (LSE-4/LSE-5), and unexpired.
-fn check_lease(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<(), Error> {
-    let Some(lease) = super::current_lease(ctx.tx, &row.work_item_id)? else {
-        return Ok(());
-    };
-    match &ctx.command.lease_id {
-        Some(quoted) if quoted.as_str() == lease.lease_id && lease.expires_at > ctx.now_text => {
-            Ok(())
-        }
-        Some(quoted) if quoted.as_str() == lease.lease_id => Err(reject(
-            ErrorCode::StaleLease,
-            format!("lease {} expired at {}", lease.lease_id, lease.expires_at),
-        )),
-        Some(quoted) => Err(reject(
-            ErrorCode::StaleLease,
-            format!(
-                "lease {quoted} is not the current lease of {}",
-                row.work_item_id
-            ),
-        )),
-        None => Err(reject(
-            ErrorCode::StaleLease,
-            format!("quote the current lease of {} (LSE-4)", row.work_item_id),
-        )),
-    }
 }
 
 fn new_lease(ctx: &Ctx<'_, '_>, row: &WorkRow, kind: &str, seconds: u64) -> Result<String, Error> {
@@ -697,7 +306,7 @@ pub(super) fn work(
         ));
     }
     if quotes_lease(ctx.command.kind, coordinator) {
-        check_lease(ctx, &row)?;
+        super::checks::check_lease(ctx, &row)?;
     }
     let kind = WorkEventKind::parse(transition.event).ok_or_else(|| {
         reject(

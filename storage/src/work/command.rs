@@ -152,10 +152,10 @@ impl Engine {
 /// Dispatches an authorized Command; answers the aggregate's view after it.
 fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, Error> {
     match body {
-        CommandBody::MissionCreate(p) => apply::mission_create(ctx, p),
-        CommandBody::MissionClose(p) => apply::mission_close(ctx, p),
-        CommandBody::WorkPropose(p) => apply::propose(ctx, p),
-        CommandBody::WorkAuthorize(p) => apply::authorize(ctx, p),
+        CommandBody::MissionCreate(p) => super::missions::mission_create(ctx, p),
+        CommandBody::MissionClose(p) => super::missions::mission_close(ctx, p),
+        CommandBody::WorkPropose(p) => super::missions::propose(ctx, p),
+        CommandBody::WorkAuthorize(p) => super::missions::authorize(ctx, p),
         _ => {
             let Some(work_item_id) = body.work_item_id() else {
                 return Err(reject(ErrorCode::InvalidCommand, "no workItemId"));
@@ -243,13 +243,15 @@ fn facts(
     let offer = match body {
         CommandBody::OfferRef(weft_api::work::command::OfferRef { offer_id, .. })
         | CommandBody::WorkDecline(weft_api::work::command::WorkDecline { offer_id, .. }) => {
-            apply::offer_standing(ctx, row, offer_id.as_str())?
+            super::checks::offer_standing(ctx, row, offer_id.as_str())?
         }
         _ => OfferStanding::Unknown,
     };
     let evidence_complete = match body {
-        CommandBody::WorkSubmit(p) => apply::covers_criteria(ctx, row, &p.artifacts, &p.evidence)?,
-        CommandBody::WorkFail(p) => apply::cites_evidence(ctx, row, &p.evidence)?,
+        CommandBody::WorkSubmit(p) => {
+            super::checks::covers_criteria(ctx, row, &p.artifacts, &p.evidence)?
+        }
+        CommandBody::WorkFail(p) => super::checks::cites_evidence(ctx, row, &p.evidence)?,
         _ => true,
     };
     Ok(Facts {

@@ -9,8 +9,10 @@
 //! the log agrees with these rows (fsck compares them).
 
 mod apply;
+mod checks;
 mod command;
 mod deps;
+mod missions;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde::Serialize;

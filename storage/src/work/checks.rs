@@ -1,0 +1,154 @@
+//! The rule-specific facts and checks of WorkItem Commands: an offer's standing for its
+//! caller (SM-8, OFR-5), Evidence that covers every acceptance criterion (EVD-2) or backs a
+//! failure (T13), and the quoted Execution Lease (LSE-4, LSE-5).
+
+use rusqlite::{OptionalExtension as _, params};
+use weft_api::work::machine::OfferStanding;
+use weft_api::{ArtifactId, ErrorCode};
+
+use super::apply::Ctx;
+use super::{WorkRow, from_json};
+use crate::error::{Error, reject};
+
+/// The standing of offer `offer_id` of `row` for the caller (SM-8, OFR-5).
+pub(super) fn offer_standing(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    offer_id: &str,
+) -> Result<OfferStanding, Error> {
+    let found: Option<(String, String, String, String)> = ctx
+        .tx
+        .query_row(
+            "SELECT status, expires_at, candidates, declined FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
+            params![row.work_item_id, offer_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    let caller = ctx.command.agent_id.as_str();
+    Ok(match found {
+        None => OfferStanding::Unknown,
+        // The winner asking again meets the table (`queued`: illegal); anyone else lost.
+        Some((status, ..)) if status == "accepted" => {
+            if row.owner.as_deref() == Some(caller) {
+                OfferStanding::Candidate
+            } else {
+                OfferStanding::Withdrawn
+            }
+        }
+        Some((status, ..)) if status == "withdrawn" => OfferStanding::Withdrawn,
+        Some((_, expires_at, ..)) if expires_at <= ctx.now_text => OfferStanding::Expired,
+        Some((_, _, candidates, declined)) => {
+            let candidates: Vec<String> = from_json(&candidates)?;
+            let declined: serde_json::Map<String, serde_json::Value> = from_json(&declined)?;
+            if candidates.iter().any(|c| c == caller) && !declined.contains_key(caller) {
+                OfferStanding::Candidate
+            } else {
+                OfferStanding::NotCandidate
+            }
+        }
+    })
+}
+
+/// EVD-2: the submitted artifacts are this WorkItem's, and the Evidence cited covers every
+/// acceptance criterion of the contract.
+pub(super) fn covers_criteria(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    artifacts: &[ArtifactId],
+    evidence: &[ArtifactId],
+) -> Result<bool, Error> {
+    for artifact in artifacts {
+        let published = ctx
+            .tx
+            .query_row(
+                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
+                params![&artifact.0[..], row.group_id, row.mission_id, row.work_item_id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if !published {
+            return Err(reject(
+                ErrorCode::UnknownArtifact,
+                format!(
+                    "{artifact} is not published for WorkItem {} in {}",
+                    row.work_item_id, row.group_id
+                ),
+            ));
+        }
+    }
+    let criteria = cited_criteria(ctx, row, evidence)?;
+    Ok(row
+        .contract
+        .acceptance_criteria
+        .iter()
+        .all(|criterion| criteria.iter().any(|c| c == criterion.id.as_str())))
+}
+
+/// T13: a failure cites at least one Evidence record of this WorkItem.
+pub(super) fn cites_evidence(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    evidence: &[ArtifactId],
+) -> Result<bool, Error> {
+    Ok(!cited_criteria(ctx, row, evidence)?.is_empty())
+}
+
+/// The criteria of the cited Evidence, each of which must be this WorkItem's.
+fn cited_criteria(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    evidence: &[ArtifactId],
+) -> Result<Vec<String>, Error> {
+    let mut criteria = Vec::new();
+    for record in evidence {
+        let criterion: Option<String> = ctx
+            .tx
+            .query_row(
+                "SELECT criterion FROM evidence WHERE evidence_id = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4",
+                params![&record.0[..], row.group_id, row.mission_id, row.work_item_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match criterion {
+            Some(criterion) => criteria.push(criterion),
+            None => {
+                return Err(reject(
+                    ErrorCode::UnknownEvidence,
+                    format!(
+                        "no Evidence {record} for WorkItem {} in {}",
+                        row.work_item_id, row.group_id
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(criteria)
+}
+
+/// The current lease must be the one the Command quotes (LSE-4/LSE-5), and unexpired.
+pub(super) fn check_lease(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<(), Error> {
+    let Some(lease) = super::current_lease(ctx.tx, &row.work_item_id)? else {
+        return Ok(());
+    };
+    match &ctx.command.lease_id {
+        Some(quoted) if quoted.as_str() == lease.lease_id && lease.expires_at > ctx.now_text => {
+            Ok(())
+        }
+        Some(quoted) if quoted.as_str() == lease.lease_id => Err(reject(
+            ErrorCode::StaleLease,
+            format!("lease {} expired at {}", lease.lease_id, lease.expires_at),
+        )),
+        Some(quoted) => Err(reject(
+            ErrorCode::StaleLease,
+            format!(
+                "lease {quoted} is not the current lease of {}",
+                row.work_item_id
+            ),
+        )),
+        None => Err(reject(
+            ErrorCode::StaleLease,
+            format!("quote the current lease of {} (LSE-4)", row.work_item_id),
+        )),
+    }
+}

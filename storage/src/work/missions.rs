@@ -1,0 +1,268 @@
+//! Mission Commands (`mission.create`, `mission.approve|fail|cancel` with T16–T18
+//! propagation), proposals (T1) and `work.authorize` (T2): what each does to the rows and
+//! which Events it appends, in the transaction `command.rs` opened.
+
+use rusqlite::{OptionalExtension as _, params};
+use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPropose};
+use weft_api::work::events::{WorkEvent, WorkEventKind};
+use weft_api::work::machine::{MissionState, WorkState, child_outcome, decide_mission, propagate};
+use weft_api::{ErrorCode, Id};
+
+use super::apply::{
+    Ctx, detail, end_ownership, expect_new, group_mission, id_taken, insert_mission, mission_event,
+};
+use super::{MissionRow, WorkRow, deps, load_work_item, name, to_json};
+use crate::error::{Error, reject};
+
+pub(super) fn mission_create(
+    ctx: &mut Ctx<'_, '_>,
+    p: &MissionCreate,
+) -> Result<serde_json::Value, Error> {
+    expect_new(ctx)?;
+    if id_taken(ctx.tx, "missions", "mission_id", p.mission_id.as_str())? {
+        return Err(reject(
+            ErrorCode::Conflict,
+            format!("Mission id {} is taken", p.mission_id),
+        ));
+    }
+    if let Some(parent) = &p.parent_work_item_id {
+        match load_work_item(ctx.tx, parent.as_str())? {
+            Some(row) if row.group_id == ctx.group() => {}
+            _ => {
+                return Err(reject(
+                    ErrorCode::UnknownWorkItem,
+                    format!("no WorkItem {parent} in {}", ctx.group()),
+                ));
+            }
+        }
+    }
+    let row = MissionRow {
+        mission_id: p.mission_id.to_string(),
+        group_id: ctx.group().to_owned(),
+        title: p.title.clone(),
+        priority_class: p.priority_class,
+        budget: p.budget.clone(),
+        state: MissionState::Active,
+        revision: 1,
+        parent_work_item_id: p.parent_work_item_id.as_ref().map(Id::to_string),
+        child_failure_policy: None,
+    };
+    insert_mission(ctx.tx, &row, 0)?;
+    let event = mission_event(&row, detail(p)?)?;
+    ctx.emit(WorkEventKind::MissionCreated, event)?;
+    detail(&super::mission_view(ctx.tx, &row)?)
+}
+
+/// `mission.approve|fail|cancel`, then T18 over its WorkItems and T16/T17 for its parent.
+pub(super) fn mission_close(
+    ctx: &mut Ctx<'_, '_>,
+    p: &MissionClose,
+) -> Result<serde_json::Value, Error> {
+    let mut mission = group_mission(ctx, &p.mission_id)?;
+    if let Some(expected) = ctx.command.expected_revision
+        && expected != mission.revision
+    {
+        return Err(reject(
+            ErrorCode::StaleRevision,
+            format!(
+                "the Mission is at revision {}, not {expected} (SM-3)",
+                mission.revision
+            ),
+        ));
+    }
+    mission.state = decide_mission(mission.state, ctx.command.kind).map_err(|code| {
+        reject(
+            code,
+            format!(
+                "{} on a Mission that is {:?}",
+                ctx.command.kind.as_str(),
+                mission.state
+            ),
+        )
+    })?;
+    mission.revision += 1;
+    ctx.tx.execute(
+        "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
+        params![mission.mission_id, name(&mission.state)?, mission.revision],
+    )?;
+    let kind = match mission.state {
+        MissionState::Approved => WorkEventKind::MissionApproved,
+        MissionState::Failed => WorkEventKind::MissionFailed,
+        _ => WorkEventKind::MissionCancelled,
+    };
+    ctx.emit(kind, mission_event(&mission, detail(p)?)?)?;
+    close_mission_items(ctx, &mission)?;
+    detail(&super::mission_view(ctx.tx, &mission)?)
+}
+
+/// T18 (SM-12, GAP-3) for the Mission's WorkItems, then T16/T17 for its parent WorkItem.
+fn close_mission_items(ctx: &mut Ctx<'_, '_>, mission: &MissionRow) -> Result<(), Error> {
+    let mut statement = ctx.tx.prepare_cached(
+        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
+    )?;
+    let ids = statement
+        .query_map([&mission.mission_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    drop(statement);
+    for work_item in ids {
+        let Some(mut row) = load_work_item(ctx.tx, &work_item)? else {
+            continue;
+        };
+        if let Some(next) = propagate(mission.state, row.state) {
+            end_ownership(ctx, &mut row)?;
+            row.state = next;
+            let why = serde_json::json!({"rule": "T18", "missionState": mission.state});
+            ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
+        }
+    }
+    if let (Some(parent), Some(policy)) =
+        (&mission.parent_work_item_id, mission.child_failure_policy)
+        && let Some(mut row) = load_work_item(ctx.tx, parent)?
+        && row.state == WorkState::Blocked
+        && row.child_mission_id.as_deref() == Some(mission.mission_id.as_str())
+        && let Some(next) = child_outcome(mission.state, policy)
+    {
+        let rule = match mission.state {
+            MissionState::Approved => "T16",
+            _ => "T17",
+        };
+        row.state = next;
+        if next != WorkState::Blocked {
+            row.child_mission_id = None;
+        }
+        let why = serde_json::json!({"rule": rule, "childMissionId": mission.mission_id, "childState": mission.state});
+        ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
+    }
+    Ok(())
+}
+
+pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_json::Value, Error> {
+    expect_new(ctx)?;
+    let mission = group_mission(ctx, &p.mission_id)?;
+    if mission.state.is_terminal() {
+        return Err(reject(
+            ErrorCode::IllegalTransition,
+            "the Mission has ended",
+        ));
+    }
+    if id_taken(ctx.tx, "proposals", "proposal_id", p.proposal_id.as_str())? {
+        return Err(reject(
+            ErrorCode::Conflict,
+            format!("proposal id {} is taken", p.proposal_id),
+        ));
+    }
+    let event = WorkEvent {
+        mission_id: p.mission_id.clone(),
+        work_item_id: None,
+        mission_state: None,
+        state: None,
+        revision: 0,
+        contract_revision: 0,
+        ownership_epoch: 0,
+        owner: None,
+        detail: detail(p)?,
+    };
+    let sequence = ctx.emit(WorkEventKind::WorkProposed, event)?;
+    ctx.tx.execute(
+        "INSERT INTO proposals (proposal_id, group_id, mission_id, proposer, contract, sequence, authorized)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
+        params![p.proposal_id.as_str(), ctx.group(), p.mission_id.as_str(), ctx.command.agent_id.as_str(), to_json(&p.contract)?, sequence],
+    )?;
+    Ok(
+        serde_json::json!({"proposalId": p.proposal_id, "missionId": p.mission_id, "proposer": ctx.command.agent_id, "sequence": sequence}),
+    )
+}
+
+/// T2: `none` (or an open proposal) → `open`.
+pub(super) fn authorize(
+    ctx: &mut Ctx<'_, '_>,
+    p: &WorkAuthorize,
+) -> Result<serde_json::Value, Error> {
+    expect_new(ctx)?;
+    if id_taken(
+        ctx.tx,
+        "work_items",
+        "work_item_id",
+        p.work_item_id.as_str(),
+    )? {
+        // T2's source is "none": an existing WorkItem cannot be authorized again.
+        return Err(reject(
+            ErrorCode::IllegalTransition,
+            format!("WorkItem id {} is taken", p.work_item_id),
+        ));
+    }
+    let mission = group_mission(ctx, &p.mission_id)?;
+    if mission.state.is_terminal() {
+        return Err(reject(
+            ErrorCode::IllegalTransition,
+            "the Mission has ended",
+        ));
+    }
+    if let Some(proposal) = &p.proposal_id {
+        let found: Option<(String, String, bool)> = ctx
+            .tx
+            .query_row(
+                "SELECT group_id, mission_id, authorized FROM proposals WHERE proposal_id = ?1",
+                [proposal.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        match found {
+            Some((group, mission_id, false))
+                if group == ctx.group() && mission_id == p.mission_id.as_str() => {}
+            Some((group, _, true)) if group == ctx.group() => {
+                return Err(reject(
+                    ErrorCode::IllegalTransition,
+                    format!("proposal {proposal} was authorized already"),
+                ));
+            }
+            Some((group, _, _)) if group == ctx.group() => {
+                return Err(reject(
+                    ErrorCode::MissionMismatch,
+                    format!("proposal {proposal} is for another Mission"),
+                ));
+            }
+            _ => {
+                return Err(reject(
+                    ErrorCode::NotFound,
+                    format!("no proposal {proposal} in {}", ctx.group()),
+                ));
+            }
+        }
+        ctx.tx.execute(
+            "UPDATE proposals SET authorized = 1 WHERE proposal_id = ?1",
+            [proposal.as_str()],
+        )?;
+    }
+    deps::check(
+        ctx.tx,
+        ctx.group(),
+        &mission.mission_id,
+        p.work_item_id.as_str(),
+        &p.contract.depends_on,
+    )?;
+    let mut row = WorkRow {
+        work_item_id: p.work_item_id.to_string(),
+        group_id: ctx.group().to_owned(),
+        mission_id: mission.mission_id.clone(),
+        state: WorkState::Open,
+        revision: 0,
+        contract_revision: 1,
+        contract: p.contract.clone(),
+        owner: None,
+        ownership_epoch: 0,
+        ownership_expires_at: None,
+        approval_granted: false,
+        child_mission_id: None,
+        attempts: 0,
+    };
+    ctx.tx.execute(
+        "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
+                                 ownership_epoch, approval_granted, attempts)
+         VALUES (?1, ?2, ?3, 'open', 0, 1, ?4, 0, 0, 0)",
+        params![row.work_item_id, row.group_id, row.mission_id, to_json(&row.contract)?],
+    )?;
+    deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
+    ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
+    detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
+}
