@@ -220,10 +220,15 @@ impl Engine {
                     .collect::<Result<_, _>>()?;
                 for group in groups {
                     let mut head = (0u64, weft_api::EventHash::GENESIS);
+                    // The Mission and WorkItem rows must be what the log folds to; a compacted
+                    // Group's fold would start from its snapshot's state document, so only a
+                    // whole online log is folded here.
+                    let mut work = Some(weft_api::work::events::WorkProjection::default());
                     // Compacted history: each snapshot's signature, and its archive is checked
                     // below (async); here the online chain continues from the last snapshot.
                     if let Some((sequence, hash)) = events::compacted(conn, &group)? {
                         head = (sequence, hash);
+                        work = None;
                     }
                     loop {
                         let batch = events::read(conn, &group, head.0, 10_000)?;
@@ -231,6 +236,15 @@ impl Engine {
                             break;
                         }
                         n_events += batch.len() as u64;
+                        if let Some(work) = work.as_mut() {
+                            for event in &batch {
+                                if let Ok(Some(weft_api::EventPayload::Work(_, payload))) =
+                                    weft_api::EventPayload::of(event)
+                                {
+                                    work.apply(event.sequence, &payload);
+                                }
+                            }
+                        }
                         match weft_api::event::verify_chain(head.0, head.1, &batch) {
                             Ok(next) => head = next,
                             Err(problem) => {
@@ -238,6 +252,9 @@ impl Engine {
                                 break;
                             }
                         }
+                    }
+                    if let Some(work) = work {
+                        problems.extend(crate::work::check_projection(conn, &group, &work)?);
                     }
                 }
                 Ok((n_manifests, n_events, problems))

@@ -249,6 +249,9 @@ backends!(
         let mission = h.get_json(&w1, "/v1/missions/mission-1").await;
         assert_eq!(mission["state"], "active");
         assert_eq!(mission["budget"]["limit"]["financial"], 1.0, "{kind:?}");
+        // The rows are what the log folds to (fsck replays the Events).
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(report.problems.is_empty(), "{report:?}");
     }
 );
 
@@ -707,6 +710,11 @@ backends!(
         )
         .await;
         assert_unchanged(&before, &h.fingerprint().await, "a terminal Mission");
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(
+            report.problems.is_empty(),
+            "the propagated rows are the fold of the log: {report:?}"
+        );
         // Reads are the Group's own: another Group's session sees nothing.
         let outsider = h.agent("x1", "g2", &["auditor"]).await;
         for uri in [

@@ -343,6 +343,71 @@ pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<Missio
     })
 }
 
+/// Where the Mission and WorkItem rows of `group_id` differ from `folded`, the fold of the
+/// Group's log (fsck).
+pub(crate) fn check_projection(
+    conn: &Connection,
+    group_id: &str,
+    folded: &weft_api::work::events::WorkProjection,
+) -> Result<Vec<String>, Error> {
+    let mut problems = Vec::new();
+    let mut statement = conn.prepare(
+        "SELECT mission_id, state FROM missions WHERE group_id = ?1 ORDER BY mission_id",
+    )?;
+    let missions = statement
+        .query_map([group_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    if missions.len() != folded.missions.len() {
+        problems.push(format!(
+            "group {group_id}: {} Missions in the index, {} in the log",
+            missions.len(),
+            folded.missions.len()
+        ));
+    }
+    for (mission_id, state) in missions {
+        let state: MissionState = parse_name(&state)?;
+        if folded.missions.get(&mission_id) != Some(&state) {
+            problems.push(format!(
+                "group {group_id}: Mission {mission_id} is {state:?} in the index, {:?} in the log",
+                folded.missions.get(&mission_id)
+            ));
+        }
+    }
+    let mut statement = conn
+        .prepare("SELECT work_item_id FROM work_items WHERE group_id = ?1 ORDER BY work_item_id")?;
+    let ids = statement
+        .query_map([group_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    if ids.len() != folded.work_items.len() {
+        problems.push(format!(
+            "group {group_id}: {} WorkItems in the index, {} in the log",
+            ids.len(),
+            folded.work_items.len()
+        ));
+    }
+    for id in ids {
+        let Some(row) = load_work_item(conn, &id)? else {
+            continue;
+        };
+        let agrees = folded.work_items.get(&id).is_some_and(|f| {
+            f.mission_id == row.mission_id
+                && f.state == Some(row.state)
+                && f.revision == row.revision
+                && f.contract_revision == row.contract_revision
+                && f.ownership_epoch == row.ownership_epoch
+                && f.owner == row.owner
+        });
+        if !agrees {
+            problems.push(format!(
+                "group {group_id}: WorkItem {id} in the index differs from the fold of its Events"
+            ));
+        }
+    }
+    Ok(problems)
+}
+
 impl Engine {
     pub(crate) async fn work_item(&self, id: Id, reader: &Reader) -> Result<WorkItemView, Error> {
         let reader = reader.clone();
