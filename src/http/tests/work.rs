@@ -602,6 +602,41 @@ backends!(
         )
         .await;
         assert_unchanged(&middle, &h.fingerprint().await, "reused commandId");
+        // Accepting twice: the winner meets the table (`queued`), a loser the withdrawal.
+        ok(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-a", "offerId": "o-a2"}),
+        )
+        .await;
+        let again = command_doc(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-a", "offerId": "o-a2"}),
+        )
+        .await;
+        refused(&h, command_request(&w1, "g1", &again), "illegal_transition").await;
+        // SM-4: a child Mission under a terminal WorkItem.
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.cancel",
+            json!({"workItemId": "wi-other", "reason": "not needed"}),
+        )
+        .await;
+        let child = command_doc(&h, &coordinator, "g1", "mission.create_child",
+            json!({"workItemId": "wi-other", "childMissionId": "m-late", "title": "too late", "childFailurePolicy": "block"})).await;
+        refused(
+            &h,
+            command_request(&coordinator, "g1", &child),
+            "illegal_transition",
+        )
+        .await;
         let _ = kind;
     }
 );
