@@ -100,30 +100,33 @@ impl WorkEventKind {
     }
 }
 
-/// The payload of every Mission and WorkItem Event.
+/// The payload of every Mission and WorkItem Event. Fields are in alphabetical order of
+/// their wire names and `detail` is a `serde_json::Value` (sorted keys), so an Event parsed
+/// into a `serde_json::Value` and written again keeps its bytes, and so its hash.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkEvent {
+    #[serde(default)]
+    pub contract_revision: u64,
+    /// What changed: the Command's payload as accepted, or what the Authority decided.
+    pub detail: serde_json::Value,
     pub mission_id: Id,
-    /// Absent for Mission Events and proposals.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub work_item_id: Option<Id>,
     /// The Mission's state after the Event (Mission Events only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mission_state: Option<MissionState>,
-    /// The WorkItem's state, revision, contract revision, ownership epoch and owner after it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<WorkState>,
-    #[serde(default)]
-    pub revision: u64,
-    #[serde(default)]
-    pub contract_revision: u64,
-    #[serde(default)]
-    pub ownership_epoch: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Id>,
-    /// What changed: the Command's payload as accepted, or what the Authority decided.
-    pub detail: serde_json::Value,
+    #[serde(default)]
+    pub ownership_epoch: u64,
+    #[serde(default)]
+    pub revision: u64,
+    /// The WorkItem's state after it (with its revision, contract revision, ownership epoch
+    /// and owner above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<WorkState>,
+    /// Absent for Mission Events and proposals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_item_id: Option<Id>,
 }
 
 /// A WorkItem as the log says it is: the fold of its Events.

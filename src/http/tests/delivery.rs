@@ -72,18 +72,21 @@ backends!(
     async fn the_stream_replays_then_follows_live(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await; // events 1..3
-        let response = open_stream(&h, &worker.token, "?after=1", None).await;
+        // The WorkItem the manifests name (issue #11): the harness coordinator joins, creates
+        // the Mission and authorizes it, events 4..7.
+        h.ensure_work_item("g1", "mission-1", "work-1").await;
+        let response = open_stream(&h, &worker.token, "?after=5", None).await;
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         let reader = tokio::spawn(read_events(response.into_body(), 4));
-        h.put(&worker, "g1", b"live one", &[]).await; // event 4
-        h.put(&worker, "g1", b"live two", &[]).await; // event 5
+        h.put(&worker, "g1", b"live one", &[]).await; // event 8
+        h.put(&worker, "g1", b"live two", &[]).await; // event 9
         let events = reader.await.expect("reader");
         let sequences: Vec<u64> = events
             .iter()
             .filter_map(|e| e["sequence"].as_u64())
             .collect();
-        assert_eq!(sequences, [2, 3, 4, 5], "{kind:?}");
+        assert_eq!(sequences, [6, 7, 8, 9], "{kind:?}");
         let parsed: Vec<weft_api::Event> = events
             .into_iter()
             .map(|e| serde_json::from_value(e).expect("event"))
@@ -92,9 +95,9 @@ backends!(
         weft_api::event::verify_chain(first.sequence - 1, first.prev_hash, &parsed)
             .expect("the chain continues");
         // Last-Event-ID resumes after the given sequence.
-        let response = open_stream(&h, &worker.token, "", Some("4")).await;
+        let response = open_stream(&h, &worker.token, "", Some("8")).await;
         let events = read_events(response.into_body(), 1).await;
-        assert_eq!(events[0]["sequence"], json!(5));
+        assert_eq!(events[0]["sequence"], json!(9));
     }
 );
 
@@ -299,9 +302,10 @@ backends!(
     async fn compaction_archives_history_behind_signed_snapshots(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await; // 1..=3
+        h.ensure_work_item("g1", "mission-1", "work-1").await; // 4..=7
         for n in 0..5 {
             h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
-                .await; // 4..=8
+                .await; // 8..=12
         }
         let before = h.stats().await;
         let compacted = h
@@ -309,10 +313,10 @@ backends!(
             .compact(weft_storage::Retention::events(3))
             .await
             .expect("compaction");
-        assert_eq!(compacted, [("g1".to_owned(), 5)]);
+        assert_eq!(compacted, [("g1".to_owned(), 9)]);
         assert_eq!(
             h.stats().await.events,
-            before.events - 5,
+            before.events - 9,
             "rows left the online log"
         );
 
@@ -344,7 +348,7 @@ backends!(
         let reference: weft_api::views::SnapshotReference =
             serde_json::from_slice(payload.value()).expect("reference");
         assert_eq!(reference, snapshot.reference);
-        assert_eq!(reference.sequence, 5);
+        assert_eq!(reference.sequence, 9);
         let stream = open_stream(&h, &worker.token, "?after=0", None).await;
         assert_eq!(stream.status(), StatusCode::GONE);
 
@@ -366,7 +370,7 @@ backends!(
             .collect();
         let end = weft_api::event::verify_chain(0, weft_api::EventHash::GENESIS, &archived)
             .expect("archived chain");
-        assert_eq!(end, (5, reference.event_chain_hash));
+        assert_eq!(end, (9, reference.event_chain_hash));
         let state = h
             .call(
                 Method::GET,
@@ -381,7 +385,7 @@ backends!(
                 state["sequence"].as_u64(),
                 state["artifacts"].as_object().map(|a| a.len())
             ),
-            (Some(5), Some(2))
+            (Some(9), Some(2))
         );
         assert_eq!(state["memberships"]["w1"]["roles"], json!(["worker"]));
 
@@ -390,7 +394,7 @@ backends!(
         let online: weft_api::views::EventPage = serde_json::from_slice(
             &h.call(
                 Method::GET,
-                "/v1/groups/g1/events?after=5",
+                "/v1/groups/g1/events?after=9",
                 Some(&worker.token),
                 Body::empty(),
             )
@@ -399,10 +403,10 @@ backends!(
         )
         .expect("events");
         assert_eq!(
-            weft_api::event::verify_chain(5, reference.event_chain_hash, &online.events)
+            weft_api::event::verify_chain(9, reference.event_chain_hash, &online.events)
                 .expect("online chain")
                 .0,
-            9
+            13
         );
         // A second compaction continues from the first.
         assert_eq!(
@@ -410,7 +414,7 @@ backends!(
                 .compact(weft_storage::Retention::events(2))
                 .await
                 .expect("compaction"),
-            [("g1".to_owned(), 7)]
+            [("g1".to_owned(), 11)]
         );
         let snapshots = h
             .call(
@@ -421,11 +425,11 @@ backends!(
             )
             .await
             .json();
-        assert_eq!(snapshots["snapshots"][1]["fromSequence"], json!(6));
+        assert_eq!(snapshots["snapshots"][1]["fromSequence"], json!(10));
         let report = h.store.fsck().await.expect("fsck");
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(
-            report.n_events, 9,
+            report.n_events, 13,
             "archived and online Events together, {kind:?}"
         );
         let outsider = h.agent("x1", "g2", &["worker"]).await;
@@ -446,15 +450,16 @@ backends!(
 #[tokio::test]
 async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
     let h = harness(Kind::Disk).await;
-    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await; // 1..=3
+    h.ensure_work_item("g1", "mission-1", "work-1").await; // 4..=7
     for n in 0..6 {
         h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
-            .await; // 4..=9
+            .await; // 8..=13
     }
     h.store
         .compact(weft_storage::Retention::events(2))
         .await
-        .expect("compaction"); // through 7
+        .expect("compaction"); // through 11
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -496,7 +501,7 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
                 if let Some(state) = state.lock().map_err(|_| "poisoned")?.as_mut() {
                     state.apply(&event);
                 }
-                Ok(if event.sequence >= 9 {
+                Ok(if event.sequence >= 13 {
                     weft_api::subscription::Flow::Stop
                 } else {
                     weft_api::subscription::Flow::Continue
@@ -505,16 +510,16 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
         })
         .await
         .expect("subscription");
-    assert_eq!(cursor, 9);
+    assert_eq!(cursor, 13);
     assert_eq!(
         *seen.lock().expect("lock"),
-        [8, 9],
+        [12, 13],
         "resumed right after the snapshot"
     );
     let state = state.lock().expect("lock").clone().expect("restored");
     assert_eq!(
-        state.sequence, 9,
-        "the client folded 8 and 9 into the snapshot at 7"
+        state.sequence, 13,
+        "the client folded 12 and 13 into the snapshot at 11"
     );
     assert_eq!(
         state.artifacts.len(),

@@ -73,6 +73,8 @@ pub(super) struct Harness {
     pub(super) store: Store,
     pub(super) clock: ManualClock,
     pub(super) dir: tempfile::TempDir,
+    /// Group → the session token of the harness's own coordinator there (`work_setup.rs`).
+    pub(super) coordinators: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 pub(super) struct Agent {
@@ -135,6 +137,7 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
         store,
         clock,
         dir,
+        coordinators: Default::default(),
     }
 }
 
@@ -405,7 +408,19 @@ impl Harness {
         digests
     }
 
+    /// Publishes `envelope`, first making sure the WorkItem it names exists.
     pub(super) async fn publish(&self, agent: &Agent, envelope: &Envelope) -> Answer {
+        use base64::Engine as _;
+        if let Ok(payload) = BASE64.decode(&envelope.payload)
+            && let Ok(manifest) = serde_json::from_slice::<Value>(&payload)
+            && let (Some(group), Some(mission), Some(work_item)) = (
+                manifest["groupId"].as_str(),
+                manifest["missionId"].as_str(),
+                manifest["workItemId"].as_str(),
+            )
+        {
+            self.ensure_work_item(group, mission, work_item).await;
+        }
         self.send(publish_request(agent, envelope)).await
     }
 
@@ -469,6 +484,16 @@ pub(super) fn random_nonce() -> String {
 }
 
 /// A valid manifest by `agent` for `digests` in `group`, mission `mission-1`, work item `work-1`.
+/// The default Mission or WorkItem id of a test manifest in `group`: `base` in g1, and
+/// `base-group` elsewhere (Mission and WorkItem ids are unique in the whole store).
+pub(super) fn default_id(base: &str, group: &str) -> String {
+    if group == "g1" {
+        base.to_owned()
+    } else {
+        format!("{base}-{group}")
+    }
+}
+
 pub(super) fn manifest(
     agent: &Agent,
     group: &str,
@@ -487,9 +512,9 @@ pub(super) fn manifest(
             agent_id: agent.id.clone(),
             agent_card_version: "1".into(),
         },
-        mission_id: Id::parse("m", "mission-1").expect("id"),
+        mission_id: Id::parse("m", &default_id("mission-1", group)).expect("id"),
         group_id: Id::parse("g", group).expect("id"),
-        work_item_id: Id::parse("w", "work-1").expect("id"),
+        work_item_id: Id::parse("w", &default_id("work-1", group)).expect("id"),
         execution: Execution {
             lease_id: Id::parse("l", "lease-1").expect("id"),
             ownership_epoch: 1,

@@ -25,3 +25,4 @@ mod snapshots;
 mod ui;
 mod wire;
 mod work;
+mod work_setup;

@@ -8,70 +8,14 @@ use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use weft_api::Envelope;
-use weft_api::work::COMMAND_TYPE;
 
 use super::harness::*;
-
-/// A complete v1 contract (every CON-1 item) with `criteria` and `depends_on`.
-pub(super) fn contract(depends_on: &[&str]) -> Value {
-    json!({
-        "objective": "summarise the corpus",
-        "deliverables": [{"name": "report", "mediaType": "application/json", "schema": null}],
-        "acceptanceCriteria": [{"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]}],
-        "inputs": [], "dependsOn": depends_on, "dependencyPolicy": "all_verified",
-        "permissions": {"tools": ["search"], "data": ["corpus"], "operations": ["read"]},
-        "requiredCapabilities": [{"id": "cap.summarize", "version": "1"}],
-        "deadline": "2026-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "medium",
-        "budgets": {"financial": 10.0, "tokens": 200000, "toolCalls": 500, "computeSeconds": 3600,
-                    "wallClockSeconds": 7200, "sideEffects": 5},
-        "retryPolicy": {"maxAttempts": 3, "backoffSeconds": 30, "deadline": null, "maxCost": 2.0},
-        "risk": "low", "approvalRequired": false,
-        "leases": {"offerSeconds": 600, "ownershipSeconds": 3600, "executionSeconds": 300,
-                   "blockedSeconds": 3600, "graceSeconds": 120},
-        "childFailurePolicy": "block"
-    })
-}
+use super::work_setup::{command_doc, command_request, contract};
 
 fn basis() -> Value {
     json!({"capabilityMatches": [{"id": "cap.summarize", "version": "1"}], "authorizationEligible": true,
            "availabilityEstimate": "2026-11-30T12:00:00Z", "expectedCost": 1.2,
            "reliabilityEvidence": [], "policyRules": ["least-loaded"]})
-}
-
-/// A Command document for `agent`'s current session in `group` (its epochs looked up).
-pub(super) async fn command_doc(
-    h: &Harness,
-    agent: &Agent,
-    group: &str,
-    kind: &str,
-    payload: Value,
-) -> Value {
-    let session = h
-        .store
-        .authenticate(&agent.token)
-        .await
-        .expect("live session");
-    json!({
-        "commandId": format!("cmd-{}", uuid::Uuid::now_v7()),
-        "type": kind, "groupId": group, "agentId": agent.id,
-        "issuedAt": h.clock_now(), "sessionEpoch": session.session_epoch,
-        "membershipEpoch": session.membership_epoch, "leaseId": null, "expectedRevision": null,
-        "extensions": [], "payload": payload
-    })
-}
-
-pub(super) fn command_request(
-    agent: &Agent,
-    group: &str,
-    document: &Value,
-) -> axum::http::Request<Body> {
-    let envelope = Envelope::sign(&agent.key, COMMAND_TYPE, document.to_string().as_bytes());
-    request(
-        Method::POST,
-        &format!("/v1/groups/{group}/commands"),
-        Some(&agent.token),
-        serde_json::to_vec(&envelope).expect("json"),
-    )
 }
 
 /// Sends `kind` with `payload` as `agent`; answers the raw answer.
@@ -763,5 +707,66 @@ backends!(
             assert_eq!(answer.status, StatusCode::NOT_FOUND, "{uri}: {answer:?}");
         }
         let _ = (w1, kind);
+    }
+);
+
+backends!(
+    /// Issue #11: `workItemId` is a reference: a manifest or Evidence naming a WorkItem that
+    /// does not exist, or exists only in another Group, is `unknown_work_item`; naming it
+    /// under another Mission is `mission_mismatch`.
+    async fn manifests_and_evidence_name_existing_work_items(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        let outsider = h.agent("x1", "g2", &["coordinator"]).await;
+        ok(&h, &outsider, "g2", "mission.create", json!({"missionId": "m2", "title": "other", "priorityClass": "low",
+            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        ok(
+            &h,
+            &outsider,
+            "g2",
+            "work.authorize",
+            json!({"workItemId": "wi-g2", "missionId": "m2", "contract": contract(&[])}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-1", "missionId": "m1", "contract": contract(&[])}),
+        )
+        .await;
+        let digests = h.upload(&w1, b"labelled output").await;
+        for (mission, work_item, code) in [
+            ("m1", "wi-nowhere", "unknown_work_item"),
+            ("m2", "wi-g2", "unknown_work_item"),
+            ("m1b", "wi-1", "mission_mismatch"),
+        ] {
+            let mut labelled = manifest(&w1, "g1", digests, &[]);
+            labelled.mission_id = weft_api::Id::parse("m", mission).expect("id");
+            labelled.work_item_id = weft_api::Id::parse("w", work_item).expect("id");
+            refused(&h, publish_request(&w1, &sign(&w1.key, &labelled)), code).await;
+        }
+        let evidence = json!({
+            "subject": {"kind": "workItem", "id": "wi-nowhere"},
+            "missionId": "m1", "groupId": "g1", "workItemId": "wi-nowhere", "criterion": "ac-1",
+            "method": {"kind": "automated_test", "name": "unit", "version": "1"},
+            "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
+            "producer": {"agentId": w1.id, "agentCardVersion": "1"},
+            "timestamp": "2026-11-30T12:05:00Z", "artifacts": [],
+        });
+        let envelope = Envelope::sign(
+            &w1.key,
+            weft_api::evidence::EVIDENCE_TYPE,
+            evidence.to_string().as_bytes(),
+        );
+        let record = request(
+            Method::POST,
+            "/v1/evidence",
+            Some(&w1.token),
+            serde_json::to_vec(&envelope).expect("json"),
+        );
+        refused(&h, record, "unknown_work_item").await;
+        let _ = kind;
     }
 );

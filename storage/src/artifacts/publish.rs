@@ -145,6 +145,7 @@ impl Engine {
                 if reaches(txn, &manifest.sources, &content.blake3)? {
                     return Err(reject(ErrorCode::Cycle, format!("{} is already an ancestor of one of its sources", content.blake3)));
                 }
+                crate::work::require_work_item(txn, group, manifest.mission_id.as_str(), manifest.work_item_id.as_str())?;
                 let event = EventPayload::ArtifactPublished(kinds::ArtifactPublished {
                     artifact: content.blake3,
                     lease_id: manifest.execution.lease_id.clone(),

@@ -1,0 +1,141 @@
+//! Building and signing Commands for tests, and the harness's own coordinator that makes the
+//! Missions and WorkItems other tests publish under exist (issue #11: a manifest or Evidence
+//! names an existing WorkItem of its Group and Mission).
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{Value, json};
+use weft_api::Envelope;
+use weft_api::work::COMMAND_TYPE;
+
+use super::harness::{ADMIN, Agent, Harness, request};
+
+/// A complete v1 contract (every CON-1 item) depending on `depends_on`.
+pub(super) fn contract(depends_on: &[&str]) -> Value {
+    json!({
+        "objective": "summarise the corpus",
+        "deliverables": [{"name": "report", "mediaType": "application/json", "schema": null}],
+        "acceptanceCriteria": [{"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]}],
+        "inputs": [], "dependsOn": depends_on, "dependencyPolicy": "all_verified",
+        "permissions": {"tools": ["search"], "data": ["corpus"], "operations": ["read"]},
+        "requiredCapabilities": [{"id": "cap.summarize", "version": "1"}],
+        "deadline": "2026-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "medium",
+        "budgets": {"financial": 10.0, "tokens": 200000, "toolCalls": 500, "computeSeconds": 3600,
+                    "wallClockSeconds": 7200, "sideEffects": 5},
+        "retryPolicy": {"maxAttempts": 3, "backoffSeconds": 30, "deadline": null, "maxCost": 2.0},
+        "risk": "low", "approvalRequired": false,
+        "leases": {"offerSeconds": 600, "ownershipSeconds": 3600, "executionSeconds": 300,
+                   "blockedSeconds": 3600, "graceSeconds": 120},
+        "childFailurePolicy": "block"
+    })
+}
+
+/// A budget for `mission.create`.
+pub(super) fn budget() -> Value {
+    json!({"financial": 100.0, "tokens": 1000, "toolCalls": 10, "computeSeconds": 60, "wallClockSeconds": 60, "sideEffects": 1})
+}
+
+/// A Command document for `agent`'s current session in `group` (its epochs looked up).
+pub(super) async fn command_doc(
+    h: &Harness,
+    agent: &Agent,
+    group: &str,
+    kind: &str,
+    payload: Value,
+) -> Value {
+    let session = h
+        .store
+        .authenticate(&agent.token)
+        .await
+        .expect("live session");
+    json!({
+        "commandId": format!("cmd-{}", uuid::Uuid::now_v7()),
+        "type": kind, "groupId": group, "agentId": agent.id,
+        "issuedAt": h.clock_now(), "sessionEpoch": session.session_epoch,
+        "membershipEpoch": session.membership_epoch, "leaseId": null, "expectedRevision": null,
+        "extensions": [], "payload": payload
+    })
+}
+
+/// `document` signed by `agent`, sent with its session to `group`'s Command route.
+pub(super) fn command_request(agent: &Agent, group: &str, document: &Value) -> Request<Body> {
+    let envelope = Envelope::sign(&agent.key, COMMAND_TYPE, document.to_string().as_bytes());
+    request(
+        Method::POST,
+        &format!("/v1/groups/{group}/commands"),
+        Some(&agent.token),
+        serde_json::to_vec(&envelope).expect("json"),
+    )
+}
+
+impl Harness {
+    /// Makes sure Mission `mission` and WorkItem `work_item` exist in `group`, created by the
+    /// harness's coordinator of that Group (registered once per Group).
+    pub(super) async fn ensure_work_item(&self, group: &str, mission: &str, work_item: &str) {
+        let exists = self
+            .call(
+                Method::GET,
+                &format!("/v1/workitems/{work_item}"),
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        if exists.status == StatusCode::OK {
+            return;
+        }
+        let coordinator = self.harness_coordinator(group).await;
+        let mission_exists = self
+            .call(
+                Method::GET,
+                &format!("/v1/missions/{mission}"),
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        if mission_exists.status != StatusCode::OK {
+            let payload = json!({"missionId": mission, "title": "harness", "priorityClass": "normal", "budget": budget()});
+            let document = command_doc(self, &coordinator, group, "mission.create", payload).await;
+            let answer = self
+                .send(command_request(&coordinator, group, &document))
+                .await;
+            assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        }
+        let payload =
+            json!({"workItemId": work_item, "missionId": mission, "contract": contract(&[])});
+        let document = command_doc(self, &coordinator, group, "work.authorize", payload).await;
+        let answer = self
+            .send(command_request(&coordinator, group, &document))
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    }
+
+    /// The harness's coordinator in `group`, with a live session.
+    async fn harness_coordinator(&self, group: &str) -> Agent {
+        let cached = self
+            .coordinators
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(group)
+            .cloned();
+        if let Some(token) = cached
+            && self.store.authenticate(&token).await.is_ok()
+        {
+            let key = ed25519_dalek::SigningKey::from_bytes(
+                blake3::hash(b"harness-coordinator").as_bytes(),
+            );
+            return Agent {
+                id: weft_api::Id::parse("agentId", "harness-coordinator").expect("id"),
+                key,
+                token,
+            };
+        }
+        let agent = self
+            .agent("harness-coordinator", group, &["coordinator"])
+            .await;
+        self.coordinators
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(group.to_owned(), agent.token.clone());
+        agent
+    }
+}
