@@ -22,6 +22,8 @@ use crate::views::{
     ArtifactPage, ArtifactView, CriteriaView, EvidencePage, EvidenceRecorded, Published,
     UploadReceipt,
 };
+use crate::work::views::{CommandAccepted, MissionView, WorkGraph, WorkItemView};
+use crate::work::{COMMAND_TYPE, Command, CommandType};
 use crate::{Id, Manifest};
 use base64::Engine as _;
 
@@ -49,6 +51,17 @@ impl Error {
             _ => None,
         }
     }
+}
+
+/// Who signs a Command and the session it is quoted against (DESIGN §10): the Agent's key,
+/// and the Group and epochs its session was granted with (`SessionGrant`).
+#[derive(Debug)]
+pub struct CommandSigner<'a> {
+    pub key: &'a SigningKey,
+    pub agent_id: &'a Id,
+    pub group_id: &'a Id,
+    pub session_epoch: u64,
+    pub membership_epoch: u64,
 }
 
 /// A connection to one weft server with one bearer token (admin or session).
@@ -460,5 +473,67 @@ impl Client {
             return Err(Error::Integrity { expected, actual });
         }
         Ok(digests)
+    }
+
+    /// Signs a Command of type `kind` with `payload` and sends it to its Group's Command
+    /// route (DESIGN §10). A fresh `commandId` is generated here, so a retry of the same call
+    /// is a new Command; resend [`Client::command_envelope`] to replay one.
+    pub async fn command(
+        &self,
+        signer: &CommandSigner<'_>,
+        kind: CommandType,
+        payload: serde_json::Value,
+        lease_id: Option<&Id>,
+        expected_revision: Option<u64>,
+    ) -> Result<CommandAccepted, Error> {
+        let command_id = Id::parse(
+            "commandId",
+            &format!("cmd-{}", hex::encode(rand::random::<[u8; 16]>())),
+        )
+        .map_err(|e| Error::Protocol(e.to_string()))?;
+        let command = Command {
+            command_id,
+            kind,
+            group_id: signer.group_id.clone(),
+            agent_id: signer.agent_id.clone(),
+            issued_at: chrono::Utc::now().fixed_offset(),
+            session_epoch: signer.session_epoch,
+            membership_epoch: signer.membership_epoch,
+            lease_id: lease_id.cloned(),
+            expected_revision,
+            extensions: Vec::new(),
+            payload,
+        };
+        let bytes = serde_json::to_vec(&command).map_err(|e| Error::Protocol(e.to_string()))?;
+        let envelope = Envelope::sign(signer.key, COMMAND_TYPE, &bytes);
+        self.command_envelope(signer.group_id, &envelope).await
+    }
+
+    /// Sends an already signed Command envelope (the same bytes replay the same answer).
+    pub async fn command_envelope(
+        &self,
+        group_id: &Id,
+        envelope: &Envelope,
+    ) -> Result<CommandAccepted, Error> {
+        let path = format!("/v1/groups/{group_id}/commands");
+        Ok(self.send_json(Method::POST, &path, Some(envelope)).await?.1)
+    }
+
+    /// `GET /v1/workitems/{id}`.
+    pub async fn work_item(&self, work_item_id: &Id) -> Result<WorkItemView, Error> {
+        let path = format!("/v1/workitems/{work_item_id}");
+        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+    }
+
+    /// `GET /v1/missions/{id}`.
+    pub async fn mission(&self, mission_id: &Id) -> Result<MissionView, Error> {
+        let path = format!("/v1/missions/{mission_id}");
+        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+    }
+
+    /// `GET /v1/missions/{id}/workitems`: the Mission's WorkItem graph.
+    pub async fn mission_graph(&self, mission_id: &Id) -> Result<WorkGraph, Error> {
+        let path = format!("/v1/missions/{mission_id}/workitems");
+        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
     }
 }

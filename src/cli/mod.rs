@@ -1,10 +1,12 @@
 //! The `weft` command line: the server (`serve`), operator calls (`admin`), the Worker's
-//! journey (`keygen`, `login`, `put`, `get`, `show`, `ls`) and offline checks (`fsck`).
+//! journey (`keygen`, `login`, `put`, `get`, `show`, `ls`), Missions and WorkItems
+//! (`mission`, `work`: signed Commands) and offline checks (`fsck`).
 //!
 //! This file holds the flags (the clap types) and `Cli::run`, which only dispatches. Each
 //! command lives in the module named after what it owns: `keys` (the agent key and the files
 //! under the weft home), `session` (login and `session.json`), `admin`, `artifacts`,
-//! `evidence`, `events`, `lineage` and `fsck`; `pages` walks cursor-paged listings for them.
+//! `evidence`, `events`, `lineage`, `work` and `fsck`; `pages` walks cursor-paged listings for
+//! them. It is long because every flag of every command is declared here, next to its help.
 //! Output text, flags and exit codes are part of the interface: the e2e tests run the binary.
 
 mod admin;
@@ -16,6 +18,7 @@ mod keys;
 mod lineage;
 mod pages;
 mod session;
+mod work;
 
 use std::path::PathBuf;
 
@@ -133,6 +136,20 @@ enum Command {
         work_item: String,
         #[arg(long)]
         json: bool,
+    },
+    /// Missions: create, show, and close them (signed Commands of the session's Group).
+    Mission {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: MissionAction,
+    },
+    /// WorkItems: authorize, offer, accept, run and close them; show one or a Mission's graph.
+    Work {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: WorkAction,
     },
     /// Re-hash every blob and re-check every row, signature and Group chain (offline).
     Fsck {
@@ -291,6 +308,229 @@ enum EvidenceAction {
     },
 }
 
+/// What every signed Command may add: the lease and revision it quotes, and how to print.
+#[derive(Debug, Clone, clap::Args)]
+struct CommandArgs {
+    /// The Execution Lease to quote (default for owner commands: the WorkItem's current lease
+    /// when this agent owns it).
+    #[arg(long)]
+    lease: Option<String>,
+    /// Refuse (`stale_revision`) unless the aggregate is still at this revision.
+    #[arg(long)]
+    expected_revision: Option<u64>,
+    /// Print the server's answer as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum MissionAction {
+    /// `mission.create` (coordinator).
+    Create {
+        mission: String,
+        #[arg(long)]
+        title: String,
+        /// low, normal, high or critical.
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        /// Budget limits, the six dimensions of the contract.
+        #[arg(long, default_value_t = 0.0)]
+        financial: f64,
+        #[arg(long, default_value_t = 0)]
+        tokens: u64,
+        #[arg(long, default_value_t = 0)]
+        tool_calls: u64,
+        #[arg(long, default_value_t = 0)]
+        compute_seconds: u64,
+        #[arg(long, default_value_t = 0)]
+        wall_clock_seconds: u64,
+        #[arg(long, default_value_t = 0)]
+        side_effects: u64,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// The Mission: state, budget, WorkItems.
+    Show {
+        mission: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// `mission.approve`.
+    Approve(MissionClose),
+    /// `mission.fail`.
+    Fail(MissionClose),
+    /// `mission.cancel`: its live WorkItems are cancelled too.
+    Cancel(MissionClose),
+}
+
+/// The flags of `mission approve|fail|cancel`.
+#[derive(Debug, clap::Args)]
+struct MissionClose {
+    mission: String,
+    /// An Evidence or artifact id backing the decision; repeat for several.
+    #[arg(long = "evidence")]
+    evidence: Vec<String>,
+    #[command(flatten)]
+    command: CommandArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkAction {
+    /// `work.authorize` (coordinator): a WorkItem of a Mission under a contract file.
+    Authorize {
+        work_item: String,
+        #[arg(long)]
+        mission: String,
+        /// The work contract, JSON or TOML (by extension: `.toml` is TOML, anything else JSON).
+        #[arg(long)]
+        contract: PathBuf,
+        /// The proposal this authorizes, if any.
+        #[arg(long)]
+        proposal: Option<String>,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// `work.offer` (coordinator): an offer to a bounded set of candidates.
+    Offer(OfferArgs),
+    /// `work.accept_offer`: take the offer (default: the live offer naming this agent).
+    Accept {
+        work_item: String,
+        #[arg(long)]
+        offer: Option<String>,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// `work.decline_offer` with a structured reason.
+    Decline {
+        work_item: String,
+        #[arg(long)]
+        offer: Option<String>,
+        /// capacity, deadline, capability, authorization, dependency, budget or other.
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        detail: Option<String>,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// `work.start` (owner): opens an Execution Lease.
+    Start(WorkRefArgs),
+    /// `work.checkpoint` (owner).
+    Checkpoint {
+        work_item: String,
+        #[arg(long)]
+        artifact: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// `work.block` (owner): says what resolution it needs.
+    Block {
+        work_item: String,
+        #[arg(long)]
+        needs: String,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// `work.unblock`.
+    Unblock(WorkRefArgs),
+    /// `work.submit` (owner): the artifacts and the Evidence of the result.
+    Submit {
+        work_item: String,
+        /// A result artifact (blake3 digest); repeat for several.
+        #[arg(long = "artifact", required = true)]
+        artifacts: Vec<String>,
+        /// An Evidence id; repeat for several.
+        #[arg(long = "evidence")]
+        evidence: Vec<String>,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// `work.accept_result` (reviewer or coordinator): the WorkItem is verified.
+    AcceptResult(WorkRefArgs),
+    /// `work.fail`.
+    Fail {
+        work_item: String,
+        /// worker_error, review_failed, deadline, budget, dependency, retries_exhausted or other.
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        detail: Option<String>,
+        /// An Evidence id; repeat for several.
+        #[arg(long = "evidence")]
+        evidence: Vec<String>,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// `work.cancel` (coordinator).
+    Cancel {
+        work_item: String,
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        command: CommandArgs,
+    },
+    /// The WorkItem: state, owner, lease, offers, dependencies, history.
+    Show {
+        work_item: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A Mission's WorkItems: state and eligibility of each, and the dependencies.
+    Ls {
+        #[arg(long)]
+        mission: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The flags of a Command that names only its WorkItem.
+#[derive(Debug, clap::Args)]
+struct WorkRefArgs {
+    work_item: String,
+    #[command(flatten)]
+    command: CommandArgs,
+}
+
+/// The flags of `work offer`: candidates, expiry and the structured selection basis (OFR-10),
+/// from flags or from `--basis FILE` (JSON or TOML).
+#[derive(Debug, clap::Args)]
+struct OfferArgs {
+    work_item: String,
+    /// The offer id (default: a fresh one).
+    #[arg(long)]
+    offer: Option<String>,
+    /// A candidate Agent; repeat for several (at most 16).
+    #[arg(long = "candidate", required = true)]
+    candidates: Vec<String>,
+    #[arg(long, default_value_t = 600)]
+    expires_in: u64,
+    /// The whole selection basis from a file; excludes the basis flags below.
+    #[arg(long, conflicts_with_all = ["capabilities", "not_authorization_eligible", "available_at", "expected_cost", "reliability_evidence", "policy_rules"])]
+    basis: Option<PathBuf>,
+    /// A matched capability as id:version; repeat for several.
+    #[arg(long = "capability")]
+    capabilities: Vec<String>,
+    /// The candidates are not known to be authorization-eligible.
+    #[arg(long)]
+    not_authorization_eligible: bool,
+    /// When the candidates are expected to be available (RFC 3339; default now).
+    #[arg(long)]
+    available_at: Option<String>,
+    #[arg(long, default_value_t = 0.0)]
+    expected_cost: f64,
+    /// An artifact backing the candidates' reliability; repeat for several.
+    #[arg(long = "reliability-evidence")]
+    reliability_evidence: Vec<String>,
+    /// A policy rule that selected them; repeat for several.
+    #[arg(long = "policy-rule")]
+    policy_rules: Vec<String>,
+    #[command(flatten)]
+    command: CommandArgs,
+}
+
 #[derive(Debug, Subcommand)]
 enum AdminAction {
     /// Groups.
@@ -386,6 +626,8 @@ impl Cli {
                 work_item,
                 json,
             } => evidence::criteria(&client, &work_item, json).await,
+            Command::Mission { client, action } => work::mission(&client, action).await,
+            Command::Work { client, action } => work::work(&client, action).await,
             Command::Fsck { data_dir } => fsck::run(&data_dir).await,
             Command::Hash { file } => fsck::hash(&file).await,
         }

@@ -1,5 +1,6 @@
 //! The agent's session: `weft login` (a signed challenge) and `session.json`, which every
-//! client command reads to find its token, agent and Group.
+//! client command reads to find its token, agent and Group, and the epochs a signed Command
+//! quotes (`weft mission`, `weft work`).
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,13 @@ pub(super) struct SessionFile {
     pub(super) group_id: String,
     pub(super) agent_card_version: String,
     expires_at: String,
+    /// The epochs the session was granted with; a Command quotes both (DESIGN §10). Absent
+    /// from files written before Commands existed, hence optional: such a session signs no
+    /// Command until `weft login` runs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) session_epoch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) membership_epoch: Option<u64>,
 }
 
 impl ClientArgs {
@@ -57,6 +65,8 @@ pub(super) async fn login(
         group_id: group.to_owned(),
         agent_card_version: card_version,
         expires_at: grant.expires_at.to_rfc3339(),
+        session_epoch: Some(grant.session_epoch),
+        membership_epoch: Some(grant.membership_epoch),
     };
     write_private(
         &client.home()?.join("session.json"),

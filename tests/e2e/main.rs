@@ -9,3 +9,4 @@ mod support;
 mod tidy;
 mod transport;
 mod ui;
+mod work;

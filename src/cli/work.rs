@@ -1,0 +1,654 @@
+//! Missions and WorkItems from the command line (issue #11): `weft mission …` and
+//! `weft work …` sign a Command with the agent key of the weft home and send it to the
+//! session's Group (DESIGN §10); `show` and `ls` print the reads.
+//!
+//! This module builds payloads and prints answers; the rules (who may do what, which
+//! transition is legal, which lease is current) are the server's, so a refusal is printed
+//! with the server's code rather than guessed here. Two conveniences look at the WorkItem's
+//! current view first: an owner Command quotes the current Execution Lease when the caller
+//! owns the WorkItem (LSE-4), and `accept`/`decline` pick the live offer naming the caller.
+//! Contracts and selection bases are read from JSON or TOML files and parsed into the typed
+//! `api` shapes, so both spellings send the same bytes and `WorkContract` validation applies
+//! before anything is signed.
+//!
+//! It is long because every Command of DESIGN §10's table the CLI offers is spelled out here,
+//! each with its own payload; the tests live in `work/tests.rs`.
+
+use std::path::Path;
+
+use anyhow::{Context as _, bail};
+use ed25519_dalek::SigningKey;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use weft_api::client::{Client, CommandSigner};
+use weft_api::work::command::{
+    Checkpoint, DeclineReason, FailReason, MissionClose as MissionClosePayload, MissionCreate,
+    OfferRef, WorkAuthorize, WorkBlock, WorkCancel, WorkCheckpoint, WorkDecline, WorkFail,
+    WorkOffer, WorkRef, WorkSubmit,
+};
+use weft_api::work::contract::{Budgets, Capability};
+use weft_api::work::views::{CommandAccepted, WorkItemView};
+use weft_api::work::{CommandType, SelectionBasis, WorkContract};
+use weft_api::{ArtifactId, Id};
+
+use super::{ClientArgs, CommandArgs, MissionAction, MissionClose, OfferArgs, WorkAction};
+
+/// The agent as a Command signer: its key, its session's client, Group and epochs.
+struct Signer {
+    api: Client,
+    key: SigningKey,
+    agent_id: Id,
+    group_id: Id,
+    session_epoch: u64,
+    membership_epoch: u64,
+}
+
+impl Signer {
+    fn open(client: &ClientArgs) -> anyhow::Result<Self> {
+        let (session, api) = client.session()?;
+        let (Some(session_epoch), Some(membership_epoch)) =
+            (session.session_epoch, session.membership_epoch)
+        else {
+            bail!("session.json predates signed Commands: run `weft login` again");
+        };
+        Ok(Self {
+            api,
+            key: client.key()?,
+            agent_id: Id::parse("agentId", &session.agent_id)?,
+            group_id: Id::parse("groupId", &session.group_id)?,
+            session_epoch,
+            membership_epoch,
+        })
+    }
+
+    /// Signs and sends `kind` with `payload`, then prints the answer.
+    async fn send(
+        &self,
+        kind: CommandType,
+        payload: &impl Serialize,
+        args: &CommandArgs,
+        lease: Option<Id>,
+    ) -> anyhow::Result<()> {
+        let signer = CommandSigner {
+            key: &self.key,
+            agent_id: &self.agent_id,
+            group_id: &self.group_id,
+            session_epoch: self.session_epoch,
+            membership_epoch: self.membership_epoch,
+        };
+        let payload = serde_json::to_value(payload)?;
+        let accepted = self
+            .api
+            .command(
+                &signer,
+                kind,
+                payload,
+                lease.as_ref(),
+                args.expected_revision,
+            )
+            .await?;
+        print_accepted(&accepted, args.json)
+    }
+
+    /// `--lease`, else the current lease of the WorkItem when this agent owns it (LSE-4).
+    async fn lease_for(&self, work_item: &Id, args: &CommandArgs) -> anyhow::Result<Option<Id>> {
+        if let Some(lease) = &args.lease {
+            return Ok(Some(Id::parse("lease", lease)?));
+        }
+        let view = self.api.work_item(work_item).await?;
+        let mine = view
+            .owner
+            .as_ref()
+            .is_some_and(|owner| owner.agent_id == self.agent_id.as_str());
+        match view.lease {
+            Some(lease) if mine => Ok(Some(Id::parse("lease", &lease.lease_id)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// `--offer`, else the newest live offer of the WorkItem that names this agent.
+    async fn offer_for(&self, work_item: &Id, offer: Option<String>) -> anyhow::Result<Id> {
+        if let Some(offer) = offer {
+            return Ok(Id::parse("offer", &offer)?);
+        }
+        let view = self.api.work_item(work_item).await?;
+        let live = view.offers.iter().rev().find(|offer| {
+            offer.status == "live" && offer.candidates.iter().any(|c| c == self.agent_id.as_str())
+        });
+        match live {
+            Some(offer) => Ok(Id::parse("offer", &offer.offer_id)?),
+            None => bail!(
+                "no live offer of {work_item} names {}; pass --offer",
+                self.agent_id
+            ),
+        }
+    }
+}
+
+/// `weft mission …`.
+pub(super) async fn mission(client: &ClientArgs, action: MissionAction) -> anyhow::Result<()> {
+    let (kind, close) = match action {
+        MissionAction::Create {
+            mission,
+            title,
+            priority,
+            financial,
+            tokens,
+            tool_calls,
+            compute_seconds,
+            wall_clock_seconds,
+            side_effects,
+            command,
+        } => {
+            let payload = MissionCreate {
+                mission_id: Id::parse("mission", &mission)?,
+                title,
+                priority_class: word("priority", &priority)?,
+                budget: Budgets {
+                    financial,
+                    tokens,
+                    tool_calls,
+                    compute_seconds,
+                    wall_clock_seconds,
+                    side_effects,
+                },
+                parent_work_item_id: None,
+            };
+            let signer = Signer::open(client)?;
+            return signer
+                .send(CommandType::MissionCreate, &payload, &command, None)
+                .await;
+        }
+        MissionAction::Show { mission, json } => {
+            let (_, api) = client.session()?;
+            let view = api.mission(&Id::parse("mission", &mission)?).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&view)?);
+                return Ok(());
+            }
+            println!("mission     {}", view.mission_id);
+            println!("title       {}", view.title);
+            println!("state       {}", text(&view.state));
+            println!("revision    {}", view.revision);
+            println!("priority    {}", text(&view.priority_class));
+            println!("budget      {}", serde_json::to_string(&view.budget.limit)?);
+            println!("spent       {}", serde_json::to_string(&view.budget.spent)?);
+            if let Some(parent) = &view.parent_work_item_id {
+                println!("parent      {parent}");
+            }
+            for node in &view.work_items {
+                println!(
+                    "work item   {} {}{}",
+                    node.work_item_id,
+                    node.state.as_str(),
+                    if node.eligible { " (eligible)" } else { "" }
+                );
+            }
+            return Ok(());
+        }
+        MissionAction::Approve(close) => (CommandType::MissionApprove, close),
+        MissionAction::Fail(close) => (CommandType::MissionFail, close),
+        MissionAction::Cancel(close) => (CommandType::MissionCancel, close),
+    };
+    let MissionClose {
+        mission,
+        evidence,
+        command,
+    } = close;
+    let payload = MissionClosePayload {
+        mission_id: Id::parse("mission", &mission)?,
+        evidence: if evidence.is_empty() {
+            None
+        } else {
+            Some(artifact_ids(&evidence)?)
+        },
+    };
+    Signer::open(client)?
+        .send(kind, &payload, &command, None)
+        .await
+}
+
+/// `weft work …`.
+pub(super) async fn work(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> {
+    match action {
+        WorkAction::Show { work_item, json } => {
+            let (_, api) = client.session()?;
+            let view = api.work_item(&Id::parse("work item", &work_item)?).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&view)?);
+            } else {
+                print_work_item(&view);
+            }
+            Ok(())
+        }
+        WorkAction::Ls { mission, json } => {
+            let (_, api) = client.session()?;
+            let graph = api.mission_graph(&Id::parse("mission", &mission)?).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&graph)?);
+                return Ok(());
+            }
+            for node in &graph.nodes {
+                let depends: Vec<&str> = graph
+                    .edges
+                    .iter()
+                    .filter(|edge| edge.from == node.work_item_id)
+                    .map(|edge| edge.to.as_str())
+                    .collect();
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    node.work_item_id,
+                    node.state.as_str(),
+                    if node.eligible {
+                        "eligible"
+                    } else {
+                        "not-eligible"
+                    },
+                    if depends.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        depends.join(",")
+                    }
+                );
+            }
+            Ok(())
+        }
+        action => command(client, action).await,
+    }
+}
+
+/// The `weft work` actions that sign a Command.
+async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> {
+    let signer = Signer::open(client)?;
+    let work_item_id = |text: &str| Id::parse("work item", text);
+    match action {
+        WorkAction::Authorize {
+            work_item,
+            mission,
+            contract,
+            proposal,
+            command,
+        } => {
+            let payload = WorkAuthorize {
+                work_item_id: work_item_id(&work_item)?,
+                mission_id: Id::parse("mission", &mission)?,
+                contract: read_contract(&contract)?,
+                proposal_id: proposal.map(|p| Id::parse("proposal", &p)).transpose()?,
+            };
+            signer
+                .send(CommandType::WorkAuthorize, &payload, &command, None)
+                .await
+        }
+        WorkAction::Offer(args) => offer(&signer, args).await,
+        WorkAction::Accept {
+            work_item,
+            offer,
+            command,
+        } => {
+            let work_item_id = work_item_id(&work_item)?;
+            let offer_id = signer.offer_for(&work_item_id, offer).await?;
+            let payload = OfferRef {
+                work_item_id,
+                offer_id,
+            };
+            signer
+                .send(CommandType::WorkAcceptOffer, &payload, &command, None)
+                .await
+        }
+        WorkAction::Decline {
+            work_item,
+            offer,
+            reason,
+            detail,
+            command,
+        } => {
+            let work_item_id = work_item_id(&work_item)?;
+            let offer_id = signer.offer_for(&work_item_id, offer).await?;
+            let payload = WorkDecline {
+                work_item_id,
+                offer_id,
+                reason: word::<DeclineReason>("reason", &reason)?,
+                detail,
+            };
+            signer
+                .send(CommandType::WorkDeclineOffer, &payload, &command, None)
+                .await
+        }
+        WorkAction::Start(args) => owner_ref(&signer, CommandType::WorkStart, args).await,
+        WorkAction::Unblock(args) => owner_ref(&signer, CommandType::WorkUnblock, args).await,
+        WorkAction::AcceptResult(args) => {
+            let payload = WorkRef {
+                work_item_id: work_item_id(&args.work_item)?,
+            };
+            signer
+                .send(CommandType::WorkAcceptResult, &payload, &args.command, None)
+                .await
+        }
+        WorkAction::Checkpoint {
+            work_item,
+            artifact,
+            note,
+            command,
+        } => {
+            let work_item_id = work_item_id(&work_item)?;
+            let lease = signer.lease_for(&work_item_id, &command).await?;
+            let payload = WorkCheckpoint {
+                work_item_id,
+                checkpoint: Checkpoint {
+                    artifact: artifact.map(|a| ArtifactId::parse(&a)).transpose()?,
+                    note,
+                },
+            };
+            signer
+                .send(CommandType::WorkCheckpoint, &payload, &command, lease)
+                .await
+        }
+        WorkAction::Block {
+            work_item,
+            needs,
+            command,
+        } => {
+            let work_item_id = work_item_id(&work_item)?;
+            let lease = signer.lease_for(&work_item_id, &command).await?;
+            let payload = WorkBlock {
+                work_item_id,
+                needs,
+            };
+            signer
+                .send(CommandType::WorkBlock, &payload, &command, lease)
+                .await
+        }
+        WorkAction::Submit {
+            work_item,
+            artifacts,
+            evidence,
+            command,
+        } => {
+            let work_item_id = work_item_id(&work_item)?;
+            let lease = signer.lease_for(&work_item_id, &command).await?;
+            let payload = WorkSubmit {
+                work_item_id,
+                artifacts: artifact_ids(&artifacts)?,
+                evidence: artifact_ids(&evidence)?,
+            };
+            signer
+                .send(CommandType::WorkSubmit, &payload, &command, lease)
+                .await
+        }
+        WorkAction::Fail {
+            work_item,
+            reason,
+            detail,
+            evidence,
+            command,
+        } => {
+            let work_item_id = work_item_id(&work_item)?;
+            let lease = signer.lease_for(&work_item_id, &command).await?;
+            let payload = WorkFail {
+                work_item_id,
+                evidence: artifact_ids(&evidence)?,
+                reason: word::<FailReason>("reason", &reason)?,
+                detail,
+            };
+            signer
+                .send(CommandType::WorkFail, &payload, &command, lease)
+                .await
+        }
+        WorkAction::Cancel {
+            work_item,
+            reason,
+            command,
+        } => {
+            let payload = WorkCancel {
+                work_item_id: work_item_id(&work_item)?,
+                reason,
+            };
+            signer
+                .send(CommandType::WorkCancel, &payload, &command, None)
+                .await
+        }
+        WorkAction::Show { .. } | WorkAction::Ls { .. } => {
+            unreachable!("reads are answered by `work` before signing anything")
+        }
+    }
+}
+
+/// An owner Command naming only its WorkItem (`start`, `unblock`), quoting the current lease.
+async fn owner_ref(
+    signer: &Signer,
+    kind: CommandType,
+    args: super::WorkRefArgs,
+) -> anyhow::Result<()> {
+    let work_item_id = Id::parse("work item", &args.work_item)?;
+    let lease = signer.lease_for(&work_item_id, &args.command).await?;
+    let payload = WorkRef { work_item_id };
+    signer.send(kind, &payload, &args.command, lease).await
+}
+
+/// `weft work offer`: the selection basis from `--basis FILE` or from the flags.
+async fn offer(signer: &Signer, args: OfferArgs) -> anyhow::Result<()> {
+    let now = chrono::Utc::now().fixed_offset();
+    let selection_basis = match &args.basis {
+        Some(path) => read_typed::<SelectionBasis>(path, "selection basis")?,
+        None => SelectionBasis {
+            capability_matches: args
+                .capabilities
+                .iter()
+                .map(|text| {
+                    let (id, version) = text
+                        .rsplit_once(':')
+                        .context("--capability wants id:version")?;
+                    Ok(Capability {
+                        id: id.to_owned(),
+                        version: version.to_owned(),
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
+            authorization_eligible: !args.not_authorization_eligible,
+            availability_estimate: match &args.available_at {
+                Some(text) => chrono::DateTime::parse_from_rfc3339(text)
+                    .context("--available-at wants an RFC 3339 instant")?,
+                None => now,
+            },
+            expected_cost: args.expected_cost,
+            reliability_evidence: artifact_ids(&args.reliability_evidence)?,
+            policy_rules: args.policy_rules.clone(),
+        },
+    };
+    selection_basis.validate()?;
+    let seconds = i64::try_from(args.expires_in).context("--expires-in is too large")?;
+    let expires_at = now
+        .checked_add_signed(chrono::Duration::seconds(seconds))
+        .context("--expires-in is too large")?;
+    let offer_id = match &args.offer {
+        Some(offer) => Id::parse("offer", offer)?,
+        None => Id::parse("offer", &format!("offer-{}", uuid::Uuid::now_v7()))?,
+    };
+    let payload = WorkOffer {
+        work_item_id: Id::parse("work item", &args.work_item)?,
+        offer_id,
+        candidates: args
+            .candidates
+            .iter()
+            .map(|c| Id::parse("candidate", c))
+            .collect::<Result<_, _>>()?,
+        expires_at,
+        selection_basis,
+    };
+    signer
+        .send(CommandType::WorkOffer, &payload, &args.command, None)
+        .await
+}
+
+/// A work contract from a JSON or TOML file, validated (CON-1) before it is signed.
+fn read_contract(path: &Path) -> anyhow::Result<WorkContract> {
+    let contract: WorkContract = read_typed(path, "contract")?;
+    contract
+        .validate()
+        .with_context(|| format!("{}: invalid contract", path.display()))?;
+    Ok(contract)
+}
+
+/// Parses a JSON or TOML file (`.toml` by extension) into `T` through the same JSON value,
+/// so both spellings of a document give the same `T` (TOML datetimes become RFC 3339 text).
+fn read_typed<T: DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let is_toml = path
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
+    let value = if is_toml {
+        let table: toml::Table = text
+            .parse()
+            .with_context(|| format!("parsing {} as TOML", path.display()))?;
+        toml_to_json(toml::Value::Table(table))
+            .with_context(|| format!("converting {}", path.display()))?
+    } else {
+        serde_json::from_str(&text)
+            .with_context(|| format!("parsing {} as JSON", path.display()))?
+    };
+    serde_json::from_value(value).with_context(|| format!("{}: not a valid {what}", path.display()))
+}
+
+/// TOML has no null (an absent optional field is simply left out) and a datetime type of its
+/// own; everything else maps one to one.
+fn toml_to_json(value: toml::Value) -> anyhow::Result<Value> {
+    Ok(match value {
+        toml::Value::String(text) => Value::String(text),
+        toml::Value::Integer(number) => Value::from(number),
+        toml::Value::Float(number) => serde_json::Number::from_f64(number)
+            .map(Value::Number)
+            .context("a float is not finite")?,
+        toml::Value::Boolean(flag) => Value::Bool(flag),
+        toml::Value::Datetime(instant) => Value::String(instant.to_string()),
+        toml::Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(toml_to_json)
+                .collect::<anyhow::Result<_>>()?,
+        ),
+        toml::Value::Table(table) => Value::Object(
+            table
+                .into_iter()
+                .map(|(key, value)| Ok((key, toml_to_json(value)?)))
+                .collect::<anyhow::Result<_>>()?,
+        ),
+    })
+}
+
+/// A protocol word (a level, a reason) by its wire name.
+fn word<T: DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {
+    serde_json::from_value(Value::String(text.to_owned()))
+        .map_err(|_| anyhow::anyhow!("{what} {text:?} is not one of the allowed values"))
+}
+
+/// The wire name of a protocol word, for printing.
+fn text(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(text)) => text,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_owned(),
+    }
+}
+
+fn artifact_ids(texts: &[String]) -> anyhow::Result<Vec<ArtifactId>> {
+    Ok(texts
+        .iter()
+        .map(|text| ArtifactId::parse(text))
+        .collect::<Result<_, _>>()?)
+}
+
+/// The answer of a Command: its Events, then the aggregate it left behind.
+fn print_accepted(accepted: &CommandAccepted, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(accepted)?);
+        return Ok(());
+    }
+    println!("accepted {}", accepted.command_id);
+    for event in &accepted.events {
+        println!("  #{} {}", event.sequence, event.kind);
+    }
+    let state = &accepted.state;
+    let name = state["workItemId"]
+        .as_str()
+        .map(|id| format!("work item {id}"))
+        .or_else(|| {
+            state["missionId"]
+                .as_str()
+                .map(|id| format!("mission {id}"))
+        })
+        .or_else(|| {
+            state["proposalId"]
+                .as_str()
+                .map(|id| format!("proposal {id}"))
+        });
+    match name {
+        Some(name) => {
+            println!(
+                "{name}: {} (revision {})",
+                state["state"].as_str().unwrap_or("?"),
+                state["revision"]
+            );
+            if let Some(lease) = state["lease"]["leaseId"].as_str() {
+                println!(
+                    "lease {lease} until {}",
+                    state["lease"]["expiresAt"].as_str().unwrap_or("?")
+                );
+            }
+        }
+        None => println!("{}", json!(state)),
+    }
+    Ok(())
+}
+
+fn print_work_item(view: &WorkItemView) {
+    println!("work item   {}", view.work_item_id);
+    println!("mission     {}", view.mission_id);
+    println!("state       {}", view.state.as_str());
+    println!(
+        "revision    {} (contract {})",
+        view.revision, view.contract_revision
+    );
+    println!("objective   {}", view.contract.objective);
+    println!("eligible    {}", view.eligible);
+    if let Some(owner) = &view.owner {
+        println!(
+            "owner       {} (ownership epoch {})",
+            owner.agent_id, owner.ownership_epoch
+        );
+    }
+    if let Some(lease) = &view.lease {
+        println!(
+            "lease       {} {} until {}",
+            lease.lease_id, lease.kind, lease.expires_at
+        );
+    }
+    for offer in &view.offers {
+        println!(
+            "offer       {} {} to {} until {}",
+            offer.offer_id,
+            offer.status,
+            offer.candidates.join(","),
+            offer.expires_at
+        );
+    }
+    if !view.depends_on.is_empty() {
+        println!("depends on  {}", view.depends_on.join(","));
+    }
+    if let Some(child) = &view.child_mission_id {
+        println!("child       {child}");
+    }
+    println!("attempts    {}", view.attempts);
+    println!(
+        "history     {}",
+        view.history
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+}
+
+#[cfg(test)]
+mod tests;
