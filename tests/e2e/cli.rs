@@ -62,6 +62,7 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         ],
     ));
 
+    crate::support::work_item(&server, root.path(), "g1", "m1", "w1");
     let input = root.path().join("input.bin");
     let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 256) as u8).collect();
     std::fs::write(&input, &bytes).expect("write input");
@@ -147,12 +148,17 @@ fn worker_journey_through_the_cli_survives_a_crash() {
             "group.created",
             "membership.set",
             "session.opened",
+            // The coordinator that made the Mission and the WorkItem (issue #11).
+            "membership.set",
+            "session.opened",
+            "mission.created",
+            "work.authorized",
             "artifact.published",
             "artifact.published"
         ]
     );
     let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
-    assert!(verified.starts_with("ok: 5 events"), "{verified}");
+    assert!(verified.starts_with("ok: 9 events"), "{verified}");
     // Issue #10 finding 9d: the operator pins the authority key (base64 or keyid); a server
     // serving another key is refused rather than believed.
     let served = served_authority_keys(&url);
@@ -163,7 +169,7 @@ fn worker_journey_through_the_cli_survives_a_crash() {
             &url,
             &["events", "verify", "--group", "g1", "--authority-key", pin],
         ));
-        assert!(pinned.starts_with("ok: 5 events"), "{pinned}");
+        assert!(pinned.starts_with("ok: 9 events"), "{pinned}");
     }
     let other = base64::engine::general_purpose::STANDARD.encode(
         ed25519_dalek::SigningKey::from_bytes(&[9; 32])
@@ -268,6 +274,7 @@ fn reviewer_records_evidence_and_reads_criteria() {
     let url = server.url();
     enrol(&server, &worker_home, "g1", "w1", "worker");
     enrol(&server, &reviewer_home, "g1", "r1", "reviewer");
+    crate::support::work_item(&server, root.path(), "g1", "m1", "w1");
     let report = root.path().join("report.json");
     std::fs::write(&report, br#"{"passed": 412}"#).expect("write");
     let digest = ok(weft(
@@ -373,6 +380,7 @@ fn retention_keeps_the_chain_verifiable() {
     );
     let url = server.url();
     enrol(&server, &home, "g1", "w1", "worker");
+    crate::support::work_item(&server, root.path(), "g1", "m1", "w1");
     for n in 0..4 {
         let file = root.path().join(format!("f{n}.txt"));
         std::fs::write(&file, format!("file {n}")).expect("write");
@@ -396,7 +404,8 @@ fn retention_keeps_the_chain_verifiable() {
             ],
         ));
     }
-    // 7 Events; with a window of 2 the compactor archives through 5 within a few seconds.
+    // 11 Events (3 for the worker, 4 for the coordinator's Mission and WorkItem, 4
+    // publications); with a window of 2 the compactor archives through 9 within seconds.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let tail = weft(&home, &url, &["events", "tail", "--group", "g1"]);
@@ -411,13 +420,13 @@ fn retention_keeps_the_chain_verifiable() {
     }
     let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
     assert!(
-        verified.starts_with("ok: 7 events chain from genesis"),
+        verified.starts_with("ok: 11 events chain from genesis"),
         "{verified}"
     );
     let tail = ok(weft(
         &home,
         &url,
-        &["events", "tail", "--group", "g1", "--after", "5"],
+        &["events", "tail", "--group", "g1", "--after", "9"],
     ));
     assert_eq!(tail.lines().count(), 2, "{tail}");
     drop(server);

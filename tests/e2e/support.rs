@@ -189,3 +189,70 @@ pub(crate) async fn member_session(
         .expect("session");
     (key, grant.token)
 }
+
+/// A complete v1 work contract (every CON-1 item), as JSON.
+pub(crate) const CONTRACT_JSON: &str = r#"{
+  "objective": "summarise the corpus",
+  "deliverables": [{"name": "report", "mediaType": "application/json", "schema": null}],
+  "acceptanceCriteria": [{"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]}],
+  "inputs": [], "dependsOn": [], "dependencyPolicy": "all_verified",
+  "permissions": {"tools": ["search"], "data": ["corpus"], "operations": ["read"]},
+  "requiredCapabilities": [{"id": "cap.summarize", "version": "1"}],
+  "deadline": "2026-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "medium",
+  "budgets": {"financial": 10.0, "tokens": 200000, "toolCalls": 500, "computeSeconds": 3600,
+              "wallClockSeconds": 7200, "sideEffects": 5},
+  "retryPolicy": {"maxAttempts": 3, "backoffSeconds": 30, "deadline": null, "maxCost": 2.0},
+  "risk": "low", "approvalRequired": false,
+  "leases": {"offerSeconds": 600, "ownershipSeconds": 3600, "executionSeconds": 300,
+             "blockedSeconds": 3600, "graceSeconds": 120},
+  "childFailurePolicy": "block"
+}"#;
+
+/// Through the CLI, as a coordinator of `group` (its own weft home under `root`): Mission
+/// `mission` (created if new) and WorkItem `work_item` in it, which manifests and Evidence
+/// then name (issue #11: a WorkItem id is a reference, not a label).
+pub(crate) fn work_item(
+    server: &TestServer,
+    root: &Path,
+    group: &str,
+    mission: &str,
+    work_item: &str,
+) {
+    let home = root.join(format!("coordinator-{group}"));
+    let url = server.url();
+    if !home.join("session.json").exists() {
+        enrol(
+            server,
+            &home,
+            group,
+            &format!("coordinator-{group}"),
+            "coordinator",
+        );
+    }
+    let (shown, _, _) = weft(&home, &url, &["mission", "show", mission]);
+    if !shown {
+        let created = weft(
+            &home,
+            &url,
+            &["mission", "create", mission, "--title", "e2e"],
+        );
+        assert!(created.0, "{created:?}");
+    }
+    let contract = root.join("contract.json");
+    std::fs::write(&contract, CONTRACT_JSON).expect("write contract");
+    let contract = contract.to_str().expect("utf-8 path");
+    let authorized = weft(
+        &home,
+        &url,
+        &[
+            "work",
+            "authorize",
+            work_item,
+            "--mission",
+            mission,
+            "--contract",
+            contract,
+        ],
+    );
+    assert!(authorized.0, "{authorized:?}");
+}

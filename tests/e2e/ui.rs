@@ -107,6 +107,9 @@ async fn the_auditor_page_draws_provenance_and_links_nodes() {
     let admin = admin_client(&server);
     let (key, token) = member_session(&server, &admin, "g1", "w1", Role::Worker, 31).await;
     let worker = Client::new(server.url(), Some(token.clone()));
+    tokio::task::block_in_place(|| {
+        crate::support::work_item(&server, root.path(), "g1", "m1", "w-analyse")
+    });
     let input = publish(&worker, &key, b"{\"raw\":1}", &[], root.path()).await;
     let report = publish(&worker, &key, b"{\"report\":1}", &[input], root.path()).await;
     let summary = publish(&worker, &key, b"{\"summary\":1}", &[report], root.path()).await;
