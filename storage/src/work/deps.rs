@@ -78,7 +78,11 @@ pub(super) fn mission_nodes(conn: &Connection, mission_id: &str) -> Result<Vec<W
         if nodes.last().is_none_or(|node| node.work_item_id != id) {
             let state: String = row.get(1)?;
             let named: Option<String> = row.get(2)?;
-            policy = named.as_deref().map(parse_name).transpose()?.unwrap_or_default();
+            policy = named
+                .as_deref()
+                .map(parse_name)
+                .transpose()?
+                .unwrap_or_default();
             nodes.push(WorkNode {
                 work_item_id: id,
                 state: parse_name(&state)?,
@@ -170,4 +174,111 @@ pub(super) fn set(
         insert.execute(params![work_item_id, dependency.as_str()])?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! DEP-3: the one-query graph read agrees with the per-WorkItem rule.
+
+    use rusqlite::{Connection, params};
+    use serde_json::json;
+
+    use super::{eligible, mission_nodes};
+    use crate::work::load_work_item;
+
+    fn contract(policy: Option<&str>) -> String {
+        let mut contract = json!({
+            "objective": "o", "deliverables": [{"name": "r", "mediaType": "application/json", "schema": null}],
+            "acceptanceCriteria": [{"id": "ac-1", "description": "d", "requiredEvidence": ["automated_test"]}],
+            "inputs": [], "dependsOn": [],
+            "permissions": {"tools": [], "data": [], "operations": []},
+            "requiredCapabilities": [], "deadline": "2099-12-31T00:00:00Z", "urgency": "normal",
+            "businessImpact": "medium",
+            "budgets": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1,
+                        "wallClockSeconds": 1, "sideEffects": 1},
+            "retryPolicy": {"maxAttempts": 1, "backoffSeconds": 1, "deadline": null, "maxCost": 1.0},
+            "risk": "low", "approvalRequired": false,
+            "leases": {"offerSeconds": 1, "ownershipSeconds": 1, "executionSeconds": 1,
+                       "blockedSeconds": 1, "graceSeconds": 1},
+            "childFailurePolicy": "block"
+        });
+        if let Some(policy) = policy {
+            contract["dependencyPolicy"] = json!(policy);
+        }
+        contract.to_string()
+    }
+
+    /// id, Mission, state, dependency policy, dependencies, expected eligibility.
+    type Item = (
+        &'static str,
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        &'static [&'static str],
+        bool,
+    );
+
+    /// DEP-3 under both policies (and the default when the contract names none), a dangling
+    /// edge skipped as the per-node join skips it, another Mission's WorkItems left out: the
+    /// batched `mission_nodes` answers what `eligible` answers for each node.
+    #[test]
+    fn dep_3_mission_nodes_agree_with_eligible_per_node() {
+        let conn = Connection::open_in_memory().expect("database");
+        crate::schema::migrate(&conn).expect("schema");
+        // Rows stand alone here (no Group, no Mission rows), and the dangling edge `h` has
+        // to be writable to check that both forms skip it.
+        conn.execute_batch("PRAGMA foreign_keys = OFF")
+            .expect("pragma");
+        let items: [Item; 10] = [
+            ("a", "m1", "verified", Some("all_verified"), &[], true),
+            ("b", "m1", "failed", Some("all_verified"), &[], true),
+            ("c", "m1", "active", Some("all_verified"), &[], true),
+            ("d", "m1", "open", Some("all_verified"), &["a"], true),
+            ("e", "m1", "open", Some("all_verified"), &["a", "b"], false),
+            ("f", "m1", "open", Some("all_terminal"), &["a", "b"], true),
+            ("g", "m1", "open", Some("all_terminal"), &["a", "c"], false),
+            ("h", "m1", "open", Some("all_verified"), &["ghost"], true),
+            ("i", "m1", "queued", None, &["b"], false),
+            ("z", "m2", "open", Some("all_verified"), &["c"], false),
+        ];
+        for (id, mission, state, policy, deps, _) in &items {
+            conn.execute(
+                "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision,
+                     contract_revision, contract, ownership_epoch, approval_granted, attempts)
+                 VALUES (?1, 'g1', ?2, ?3, 0, 1, ?4, 0, 0, 0)",
+                params![id, mission, state, contract(*policy)],
+            )
+            .expect("work item");
+            for dep in *deps {
+                conn.execute(
+                    "INSERT INTO work_deps (work_item_id, depends_on) VALUES (?1, ?2)",
+                    params![id, dep],
+                )
+                .expect("edge");
+            }
+        }
+        let nodes = mission_nodes(&conn, "m1").expect("nodes");
+        let got: Vec<(&str, bool)> = nodes
+            .iter()
+            .map(|n| (n.work_item_id.as_str(), n.eligible))
+            .collect();
+        let expected: Vec<(&str, bool)> = items
+            .iter()
+            .filter(|item| item.1 == "m1")
+            .map(|item| (item.0, item.5))
+            .collect();
+        assert_eq!(got, expected);
+        for node in &nodes {
+            let row = load_work_item(&conn, &node.work_item_id)
+                .expect("load")
+                .expect("row");
+            assert_eq!(node.state, row.state, "{}", node.work_item_id);
+            assert_eq!(
+                node.eligible,
+                eligible(&conn, &row).expect("eligible"),
+                "{}",
+                node.work_item_id
+            );
+        }
+    }
 }
