@@ -307,23 +307,7 @@ pub(crate) fn work_view(
 }
 
 fn nodes(conn: &Connection, mission_id: &str) -> Result<Vec<WorkNode>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
-    )?;
-    let ids = statement
-        .query_map([mission_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    ids.iter()
-        .filter_map(|id| load_work_item(conn, id).transpose())
-        .map(|row| {
-            let row = row?;
-            Ok(WorkNode {
-                eligible: deps::eligible(conn, &row)?,
-                work_item_id: row.work_item_id,
-                state: row.state,
-            })
-        })
-        .collect()
+    deps::mission_nodes(conn, mission_id)
 }
 
 pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<MissionView, Error> {
