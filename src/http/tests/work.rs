@@ -500,6 +500,17 @@ backends!(
             assert!(answer.json()["detail"].is_string(), "{code}: {answer:?}");
         }
         assert_unchanged(&before, &h.fingerprint().await, "every refusal above");
+        // DEP-3: wi-b depends on wi-a, which is not verified: its owner cannot start it.
+        ok(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-b", "offerId": "o-b"}),
+        )
+        .await;
+        let start = command_doc(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-b"})).await;
+        refused(&h, command_request(&w1, "g1", &start), "not_eligible").await;
         // Accepting after expiry (T5: expiry appended nothing), a reused commandId with other
         // bytes.
         h.clock.advance(chrono::Duration::seconds(5));
