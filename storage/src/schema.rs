@@ -307,12 +307,18 @@ CREATE TABLE commands (
 );
 "#;
 
+/// The sequence of the `work.started` Event that opened each Execution Lease: Evidence a
+/// Worker recorded after it is bound to that lease (EVD-2, issue #12).
+const V8: &str = r#"
+ALTER TABLE leases ADD COLUMN started_sequence INTEGER;
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 7 {
+    if version > 8 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (7)"
+            "database schema version {version} is newer than this weft understands (8)"
         ))));
     }
     if version < 1 {
@@ -335,6 +341,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 7 {
         conn.execute_batch(&format!("BEGIN; {V7} PRAGMA user_version = 7; COMMIT;"))?;
+    }
+    if version < 8 {
+        conn.execute_batch(&format!("BEGIN; {V8} PRAGMA user_version = 8; COMMIT;"))?;
     }
     Ok(())
 }

@@ -61,13 +61,35 @@ fn offer(work_item: &str, offer_id: &str, candidates: &[&str], h: &Harness, seco
 
 /// Publishes an artifact for `wi` and records passing Evidence for `ac-1`; answers the ids.
 async fn evidence_for(h: &Harness, worker: &Agent, wi: &str) -> (String, String) {
-    let artifact = h
-        .put_in(worker, "g1", format!("result of {wi}").as_bytes(), &[], wi)
-        .await;
+    evidence_of(h, worker, wi, "automated_test", &format!("result of {wi}")).await
+}
+
+/// Publishes `bytes` for `wi` as `agent` and records a passing Evidence of `method` for
+/// `ac-1`; answers the artifact and the Evidence id.
+async fn evidence_of(
+    h: &Harness,
+    worker: &Agent,
+    wi: &str,
+    method: &str,
+    bytes: &str,
+) -> (String, String) {
+    let artifact = h.put_in(worker, "g1", bytes.as_bytes(), &[], wi).await;
+    let id = record_evidence(h, worker, wi, method, &artifact.to_string()).await;
+    (artifact.to_string(), id)
+}
+
+/// Records `agent`'s passing Evidence of `method` for `ac-1` of `wi`, citing `artifact`.
+async fn record_evidence(
+    h: &Harness,
+    worker: &Agent,
+    wi: &str,
+    method: &str,
+    artifact: &str,
+) -> String {
     let evidence = json!({
         "subject": {"kind": "workItem", "id": wi},
         "missionId": "mission-1", "groupId": "g1", "workItemId": wi, "criterion": "ac-1",
-        "method": {"kind": "automated_test", "name": "unit", "version": "1"},
+        "method": {"kind": method, "name": "unit", "version": "1"},
         "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
         "producer": {"agentId": worker.id, "agentCardVersion": "1"},
         "timestamp": "2026-11-30T12:05:00Z", "artifacts": [artifact],
@@ -86,10 +108,7 @@ async fn evidence_for(h: &Harness, worker: &Agent, wi: &str) -> (String, String)
         ))
         .await;
     assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
-    (
-        artifact.to_string(),
-        answer.json()["evidenceId"].as_str().expect("id").to_owned(),
-    )
+    answer.json()["evidenceId"].as_str().expect("id").to_owned()
 }
 
 backends!(
@@ -779,5 +798,118 @@ backends!(
         );
         refused(&h, record, "unknown_work_item").await;
         let _ = kind;
+    }
+);
+
+backends!(
+    /// EVD-1/EVD-2 (issue #12): a submission needs, for every acceptance criterion, passing
+    /// Evidence of a method the contract requires: a Worker's own `pass` does not count where
+    /// the contract asks for a human review, nor does Evidence it recorded before its current
+    /// Execution Lease started; a reviewer's does.
+    async fn submission_needs_evidence_of_a_required_method(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        ok(&h, &coordinator, "g1", "mission.create", json!({"missionId": "mission-1", "title": "t", "priorityClass": "high",
+            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        let mut reviewed = contract(&[]);
+        reviewed["acceptanceCriteria"][0]["requiredEvidence"] = json!(["human"]);
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-h", "missionId": "mission-1", "contract": reviewed}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-t", "missionId": "mission-1", "contract": contract(&[])}),
+        )
+        .await;
+        // Evidence the Worker records before it owns and starts wi-t is not bound to a lease.
+        let (early_artifact, early) = evidence_of(&h, &w1, "wi-t", "automated_test", "early").await;
+        for wi in ["wi-h", "wi-t"] {
+            ok(
+                &h,
+                &coordinator,
+                "g1",
+                "work.offer",
+                offer(wi, &format!("o-{wi}"), &["w1"], &h, 600),
+            )
+            .await;
+            ok(
+                &h,
+                &w1,
+                "g1",
+                "work.accept_offer",
+                json!({"workItemId": wi, "offerId": format!("o-{wi}")}),
+            )
+            .await;
+        }
+        let mut leases = std::collections::HashMap::new();
+        for wi in ["wi-h", "wi-t"] {
+            let started = ok(&h, &w1, "g1", "work.start", json!({"workItemId": wi})).await;
+            leases.insert(
+                wi,
+                started["state"]["lease"]["leaseId"]
+                    .as_str()
+                    .expect("lease")
+                    .to_owned(),
+            );
+        }
+        let submit = |wi: &str, artifact: &str, evidence: &[&str], id: &str| {
+            let lease = leases[wi].clone();
+            let (wi, artifact, evidence, id) = (
+                wi.to_owned(),
+                artifact.to_owned(),
+                evidence.iter().map(|e| (*e).to_owned()).collect::<Vec<_>>(),
+                id.to_owned(),
+            );
+            let (h, w1) = (&h, &w1);
+            async move {
+                let mut doc = command_doc(
+                    h,
+                    w1,
+                    "g1",
+                    "work.submit",
+                    json!({"workItemId": wi, "artifacts": [artifact], "evidence": evidence}),
+                )
+                .await;
+                doc["leaseId"] = json!(lease);
+                doc["commandId"] = json!(id);
+                command_request(w1, "g1", &doc)
+            }
+        };
+        refused(
+            &h,
+            submit("wi-t", &early_artifact, &[&early], "s1").await,
+            "evidence_missing",
+        )
+        .await;
+        let (own_artifact, own) = evidence_of(&h, &w1, "wi-h", "automated_test", "own claim").await;
+        refused(
+            &h,
+            submit("wi-h", &own_artifact, &[&own], "s2").await,
+            "evidence_missing",
+        )
+        .await;
+        let human = record_evidence(&h, &reviewer, "wi-h", "human", &own_artifact).await;
+        let accepted = h
+            .send(submit("wi-h", &own_artifact, &[&own, &human], "s3").await)
+            .await;
+        assert_eq!(accepted.status, StatusCode::CREATED, "{accepted:?}");
+        let (fresh_artifact, fresh) = evidence_of(&h, &w1, "wi-t", "automated_test", "fresh").await;
+        let accepted = h
+            .send(submit("wi-t", &fresh_artifact, &[&fresh], "s4").await)
+            .await;
+        assert_eq!(
+            accepted.status,
+            StatusCode::CREATED,
+            "{kind:?}: {accepted:?}"
+        );
     }
 );

@@ -420,9 +420,14 @@ pub(super) fn work(
                 row.state = transition.next;
                 let mut payload = payload;
                 if let serde_json::Value::Object(map) = &mut payload {
-                    map.insert("leaseId".into(), lease.into());
+                    map.insert("leaseId".into(), lease.clone().into());
                 }
                 ctx.record(&mut row, kind, payload)?;
+                let started = ctx.appended.last().map_or(0, |e| e.sequence);
+                ctx.tx.execute(
+                    "UPDATE leases SET started_sequence = ?2 WHERE lease_id = ?1",
+                    params![lease, started],
+                )?;
             }
             CommandType::WorkUnblock => {
                 release_leases(ctx, &row.work_item_id)?;

@@ -77,12 +77,72 @@ pub(super) fn covers_criteria(
             ));
         }
     }
-    let criteria = cited_criteria(ctx, row, evidence)?;
-    Ok(row
-        .contract
-        .acceptance_criteria
-        .iter()
-        .all(|criterion| criteria.iter().any(|c| c == criterion.id.as_str())))
+    // Every cited record must be this WorkItem's (unknown_evidence otherwise).
+    cited_criteria(ctx, row, evidence)?;
+    let lease_started: Option<u64> = match super::current_lease(ctx.tx, &row.work_item_id)? {
+        Some(lease) => ctx
+            .tx
+            .query_row(
+                "SELECT started_sequence FROM leases WHERE lease_id = ?1",
+                [&lease.lease_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten(),
+        None => None,
+    };
+    for criterion in &row.contract.acceptance_criteria {
+        let mut satisfied = false;
+        for record in evidence {
+            if counts_for(ctx, row, record, criterion, lease_started)? {
+                satisfied = true;
+                break;
+            }
+        }
+        if !satisfied {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// EVD-1/EVD-2 (issue #12): a record satisfies `criterion` only if it is about that
+/// criterion, passes, is of a method kind the criterion requires, is still in force (not
+/// superseded), and, when a Worker produced it, was produced by the current owner under the
+/// current Execution Lease (recorded after the `work.started` that opened it). A reviewer's, coordinator's or
+/// the Authority's record needs no lease. So a Worker's own `pass` never suffices where the
+/// contract requires a method only a reviewer may claim (EVD-1's method table).
+fn counts_for(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    record: &ArtifactId,
+    criterion: &weft_api::work::contract::AcceptanceCriterion,
+    lease_started: Option<u64>,
+) -> Result<bool, Error> {
+    let found: Option<(String, String, String, String, u64)> = ctx
+        .tx
+        .query_row(
+            "SELECT e.outcome, e.method_kind, e.standing, e.producer, e.sequence
+             FROM evidence e
+             WHERE e.evidence_id = ?1 AND e.criterion = ?2
+               AND NOT EXISTS (SELECT 1 FROM evidence later WHERE later.supersedes = e.evidence_id)",
+            params![&record.0[..], criterion.id.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .optional()?;
+    let Some((outcome, method, standing, producer, recorded_at)) = found else {
+        return Ok(false);
+    };
+    let method: weft_api::evidence::MethodKind = super::parse_name(&method)?;
+    if outcome != "pass" || !criterion.required_evidence.contains(&method) {
+        return Ok(false);
+    }
+    if standing != "worker" {
+        return Ok(true);
+    }
+    // Recorded after the `work.started` Event that opened the current lease.
+    Ok(row.owner.as_deref() == Some(producer.as_str())
+        && lease_started.is_some_and(|started| recorded_at > started))
 }
 
 /// T13: a failure cites at least one Evidence record of this WorkItem.
