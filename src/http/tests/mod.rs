@@ -25,4 +25,5 @@ mod snapshots;
 mod ui;
 mod wire;
 mod work;
+mod work_refusals;
 mod work_setup;
