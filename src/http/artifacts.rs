@@ -10,10 +10,10 @@ use weft_api::ErrorCode;
 use weft_api::views::Published;
 use weft_storage::ListFilter;
 
+use super::auth::Bearer;
 use super::body::{created_or_ok, read_envelope};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, RawQuery, known_params, path_digest, query_id, query_u64};
-use super::auth::Bearer;
 use super::{AppState, Caller, json};
 
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.

@@ -102,6 +102,8 @@ where
         if Grant::looks_like(token) {
             return Ok(Self::Token(app.store.authorize_token(token).await?));
         }
-        Ok(Self::Caller(Caller::from_request_parts(parts, state).await?))
+        Ok(Self::Caller(
+            Caller::from_request_parts(parts, state).await?,
+        ))
     }
 }

@@ -11,10 +11,10 @@ use weft_api::work::views::TokenScope;
 use weft_api::{Digest, ErrorCode};
 use weft_storage::Uploader;
 
+use super::auth::Bearer;
 use super::body::{check_declared_length, upload_stream};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, path_digest};
-use super::auth::Bearer;
 use super::{AppState, Caller, json};
 
 async fn upload(

@@ -14,10 +14,10 @@ use weft_api::views::{EvidenceRecorded, ReviewOutcome, ReviewRequest};
 use weft_api::{ArtifactId, ErrorCode};
 use weft_storage::EvidenceFilter;
 
+use super::auth::Bearer;
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, RawQuery, known_params, path_digest, path_id, query_id, query_u64};
-use super::auth::Bearer;
 use super::{AppState, Caller, json};
 
 /// Records DSSE-signed Evidence; appends `evidence.recorded`.

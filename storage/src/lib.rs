@@ -58,8 +58,8 @@ pub use lineage::{
 };
 pub use options::{Options, Quotas, defaults};
 pub use sessions::Session;
-pub use work::Grant;
 pub use weft_api::GroupState;
+pub use work::Grant;
 
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{

@@ -175,11 +175,12 @@ fn owned_lease(conn: &Connection, lease_id: &str, session: &Session) -> Result<L
                 format!("no lease {lease_id} is visible to you"),
             )
         })?;
-    if lease.agent_id != session.agent_id.as_str() || lease.session_epoch != session.session_epoch
-    {
+    if lease.agent_id != session.agent_id.as_str() || lease.session_epoch != session.session_epoch {
         return Err(reject(
             ErrorCode::Forbidden,
-            format!("only the owner of lease {lease_id}, in the session it runs under, manages its tokens"),
+            format!(
+                "only the owner of lease {lease_id}, in the session it runs under, manages its tokens"
+            ),
         ));
     }
     Ok(lease)
@@ -194,7 +195,15 @@ fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, 
             "SELECT token_id, lease_id, scope, expires_at, revoked_at IS NOT NULL
              FROM capability_tokens WHERE token_hash = ?1",
             [&token_hash[..]],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            },
         )
         .optional()?;
     let Some((token_id, lease_id, scope, expires_at, revoked)) = row else {
@@ -255,7 +264,10 @@ impl Engine {
             ));
         }
         if request.ttl_seconds == 0 {
-            return Err(reject(ErrorCode::BadRequest, "ttlSeconds must be at least 1"));
+            return Err(reject(
+                ErrorCode::BadRequest,
+                "ttlSeconds must be at least 1",
+            ));
         }
         let now = self.clock.now();
         let now_text = format_instant(now);
