@@ -10,6 +10,7 @@ use weft_api::ErrorCode;
 use weft_api::views::Published;
 use weft_storage::ListFilter;
 
+use super::auth::Bearer;
 use super::body::{created_or_ok, read_envelope};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, RawQuery, known_params, path_digest, query_id, query_u64};
@@ -18,11 +19,12 @@ use super::{AppState, Caller, json};
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.
 #[utoipa::path(post, path = "/v1/artifacts", request_body(content = String, description = "DSSE envelope of an artifact manifest", content_type = "application/json"),
     responses((status = 201, description = "{artifact, manifestId, sequence}"), (status = 200, description = "this manifest was already published"),
-              (status = 400, description = "bad_signature, invalid_manifest, wrong_payload_type, unknown_key"), (status = 403, description = "producer_mismatch, not_a_member"),
+              (status = 400, description = "bad_signature, invalid_manifest, wrong_payload_type, unknown_key"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"),
+              (status = 403, description = "producer_mismatch, not_a_member, forbidden: a capability token without artifact:publish or for another WorkItem or lease"),
               (status = 409, description = "cycle"), (status = 422, description = "unknown_source, blob_not_found")))]
 pub(crate) async fn publish(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Bearer,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
@@ -30,7 +32,11 @@ pub(crate) async fn publish(
     let render =
         |(published, created): &(Published, bool)| (created_or_ok(*created), published.clone());
     super::idempotency::answer_with(render);
-    let outcome = state.store.publish(envelope, &caller.reader()).await?;
+    let outcome = match &caller {
+        Bearer::Caller(caller) => state.store.publish(envelope, &caller.reader()).await?,
+        // LSE-6: `artifact:publish`, for the token's lease and WorkItem only.
+        Bearer::Token(grant) => state.store.publish_with_token(envelope, grant).await?,
+    };
     let (status, body) = render(&outcome);
     Ok(json(status, &body))
 }

@@ -1,10 +1,15 @@
-//! Who is calling: the admin token, or an Agent's session token.
+//! Who is calling: the admin token, an Agent's session token, or a capability token.
+//!
+//! A capability token (LSE-6) is accepted only where a handler asks for a [`Bearer`] (blob
+//! uploads, `POST /v1/artifacts`, `POST /v1/evidence`), which then checks the scope it needs.
+//! Every other route takes a [`Caller`], which refuses a capability token unread: a new route
+//! takes tokens only by opting in.
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
 use weft_api::ErrorCode;
-use weft_storage::{Reader, Session};
+use weft_storage::{Grant, Reader, Session};
 
 use super::AppState;
 use super::error::HttpError;
@@ -36,6 +41,21 @@ impl Caller {
     }
 }
 
+/// The bearer token of the request (`unauthorized` without a well-formed one).
+fn bearer_token(parts: &Parts) -> Result<&str, HttpError> {
+    let unauthorized = |why: &str| HttpError::new(ErrorCode::Unauthorized, why.to_owned());
+    let header = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
+    header
+        .to_str()
+        .ok()
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .filter(|token| !token.is_empty() && token.len() <= 256)
+        .ok_or_else(|| unauthorized("the Authorization header is not a bearer token"))
+}
+
 impl<S> FromRequestParts<S> for Caller
 where
     AppState: FromRef<S>,
@@ -45,22 +65,45 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let state = AppState::from_ref(state);
-        let unauthorized = |why: &str| HttpError::new(ErrorCode::Unauthorized, why.to_owned());
-        let header = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
-        let token = header
-            .to_str()
-            .ok()
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .filter(|token| !token.is_empty() && token.len() <= 256)
-            .ok_or_else(|| unauthorized("the Authorization header is not a bearer token"))?;
+        let token = bearer_token(parts)?;
         // blake3::Hash compares in constant time.
         if blake3::hash(token.as_bytes()) == state.admin_token_hash {
             return Ok(Self::Admin);
         }
+        if Grant::looks_like(token) {
+            return Err(HttpError::new(
+                ErrorCode::Forbidden,
+                "a capability token is accepted only for blob uploads, POST /v1/artifacts and POST /v1/evidence",
+            ));
+        }
         let session = state.store.authenticate(token).await?;
         Ok(Self::Agent(session))
+    }
+}
+
+/// The caller of a route that also takes capability tokens: a session or the admin, or a
+/// live capability token, resolved with its lease now.
+#[derive(Clone, Debug)]
+pub(crate) enum Bearer {
+    Caller(Caller),
+    Token(Grant),
+}
+
+impl<S> FromRequestParts<S> for Bearer
+where
+    AppState: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = HttpError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let app = AppState::from_ref(state);
+        let token = bearer_token(parts)?;
+        if Grant::looks_like(token) {
+            return Ok(Self::Token(app.store.authorize_token(token).await?));
+        }
+        Ok(Self::Caller(
+            Caller::from_request_parts(parts, state).await?,
+        ))
     }
 }

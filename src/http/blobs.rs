@@ -7,9 +7,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use weft_api::views::UploadReceipt;
+use weft_api::work::views::TokenScope;
 use weft_api::{Digest, ErrorCode};
 use weft_storage::Uploader;
 
+use super::auth::Bearer;
 use super::body::{check_declared_length, upload_stream};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, path_digest};
@@ -17,7 +19,7 @@ use super::{AppState, Caller, json};
 
 async fn upload(
     state: AppState,
-    caller: Caller,
+    caller: Bearer,
     expected: Option<Digest>,
     headers: HeaderMap,
     body: Body,
@@ -30,8 +32,13 @@ async fn upload(
         }
     });
     let uploader = match &caller {
-        Caller::Admin => Uploader::Admin,
-        Caller::Agent(session) => Uploader::Agent(session),
+        Bearer::Caller(Caller::Admin) => Uploader::Admin,
+        Bearer::Caller(Caller::Agent(session)) => Uploader::Agent(session),
+        // LSE-6: a capability token uploads only with `blob:write`, as its lease's owner.
+        Bearer::Token(grant) => {
+            grant.require(TokenScope::BlobWrite)?;
+            Uploader::Agent(grant.session())
+        }
     };
     let outcome = state.store.upload(counted, expected, uploader).await;
     let outcome = match outcome {
@@ -67,12 +74,12 @@ async fn upload(
 #[utoipa::path(put, path = "/v1/blobs/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, description = "stored: {blake3, sha256, size}"), (status = 200, description = "already present and visible to you"),
-              (status = 400, description = "digest_mismatch, invalid_digest, incomplete_body"), (status = 403, description = "forbidden: an auditor may not upload"),
+              (status = 400, description = "digest_mismatch, invalid_digest, incomplete_body"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"), (status = 403, description = "forbidden: an auditor may not upload, or a capability token without blob:write"),
               (status = 413, description = "body_too_large"), (status = 429, description = "too_many_uploads, upload_quota_exceeded (Retry-After)"),
               (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn upload_named(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Bearer,
     digest: RawPath,
     headers: HeaderMap,
     body: Body,
@@ -83,12 +90,12 @@ pub(crate) async fn upload_named(
 
 /// Streams bytes without a claimed digest; the answer carries the computed digests.
 #[utoipa::path(post, path = "/v1/blobs", request_body(content = Vec<u8>, content_type = "application/octet-stream"),
-    responses((status = 201, description = "{blake3, sha256, size}"), (status = 403, description = "forbidden: an auditor may not upload"),
+    responses((status = 201, description = "{blake3, sha256, size}"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"), (status = 403, description = "forbidden: an auditor may not upload, or a capability token without blob:write"),
               (status = 413, description = "body_too_large"), (status = 429, description = "too_many_uploads, upload_quota_exceeded (Retry-After)"),
               (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn upload_unnamed(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Bearer,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {

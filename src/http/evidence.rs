@@ -14,6 +14,7 @@ use weft_api::views::{EvidenceRecorded, ReviewOutcome, ReviewRequest};
 use weft_api::{ArtifactId, ErrorCode};
 use weft_storage::EvidenceFilter;
 
+use super::auth::Bearer;
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, RawQuery, known_params, path_digest, path_id, query_id, query_u64};
@@ -22,11 +23,12 @@ use super::{AppState, Caller, json};
 /// Records DSSE-signed Evidence; appends `evidence.recorded`.
 #[utoipa::path(post, path = "/v1/evidence", request_body(content = String, description = "DSSE envelope of an Evidence payload", content_type = "application/json"),
     responses((status = 201, description = "{evidenceId, sequence}"), (status = 200, description = "already recorded"),
-              (status = 400, description = "invalid_evidence, bad_signature, wrong_payload_type"), (status = 403, description = "producer_mismatch, not_a_member, forbidden"),
+              (status = 400, description = "invalid_evidence, bad_signature, wrong_payload_type"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"),
+              (status = 403, description = "producer_mismatch, not_a_member, forbidden (also: a capability token without evidence:record or for another WorkItem)"),
               (status = 409, description = "supersedes_mismatch, mission_mismatch"), (status = 422, description = "unknown_artifact, unknown_evidence")))]
 pub(crate) async fn record(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Bearer,
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
@@ -35,10 +37,21 @@ pub(crate) async fn record(
         (created_or_ok(*created), recorded.clone())
     };
     super::idempotency::answer_with(render);
-    let outcome = state
-        .store
-        .record_evidence(envelope, &caller.reader())
-        .await?;
+    let outcome = match &caller {
+        Bearer::Caller(caller) => {
+            state
+                .store
+                .record_evidence(envelope, &caller.reader())
+                .await?
+        }
+        // LSE-6: `evidence:record`, for the token's WorkItem only.
+        Bearer::Token(grant) => {
+            state
+                .store
+                .record_evidence_with_token(envelope, grant)
+                .await?
+        }
+    };
     let (status, body) = render(&outcome);
     Ok(json(status, &body))
 }

@@ -64,6 +64,8 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::work::work_item,
         super::work::mission,
         super::work::mission_graph,
+        super::tokens::issue,
+        super::tokens::revoke,
         super::evidence::record,
         super::evidence::list,
         super::evidence::show,

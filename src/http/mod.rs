@@ -22,6 +22,7 @@ mod openapi_check;
 mod params;
 mod sessions;
 mod timeout;
+mod tokens;
 mod ui;
 mod work;
 
@@ -215,6 +216,12 @@ fn json_routes() -> Vec<Route> {
             Method::GET,
             "/v1/missions/{mission_id}/workitems",
             work::mission_graph,
+        ),
+        route(Method::POST, "/v1/leases/{lease_id}/tokens", tokens::issue),
+        route(
+            Method::DELETE,
+            "/v1/leases/{lease_id}/tokens/{token_id}",
+            tokens::revoke,
         ),
     ]
 }

@@ -59,6 +59,7 @@ pub use lineage::{
 pub use options::{Options, Quotas, defaults};
 pub use sessions::Session;
 pub use weft_api::GroupState;
+pub use work::Grant;
 
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{
@@ -173,6 +174,55 @@ impl Store {
         reader: &Reader,
     ) -> Result<weft_api::work::views::WorkGraph, Error> {
         self.inner.mission_graph(id, reader).await
+    }
+
+    // ── work/tokens.rs: capability tokens (LSE-6/7) ──────────────────────────
+
+    /// Issues a capability token for lease `lease_id` to its owner `session`, expiring no
+    /// later than the lease; `replaces` revokes a previous token of the lease in the same step.
+    pub async fn issue_token(
+        &self,
+        lease_id: Id,
+        request: weft_api::work::views::TokenRequest,
+        session: &Session,
+    ) -> Result<weft_api::work::views::TokenIssued, Error> {
+        self.inner.issue_token(lease_id, request, session).await
+    }
+
+    /// Revokes token `token_id` of lease `lease_id` (its owner `session` only).
+    pub async fn revoke_token(
+        &self,
+        lease_id: Id,
+        token_id: Id,
+        session: &Session,
+    ) -> Result<(), Error> {
+        self.inner.revoke_token(lease_id, token_id, session).await
+    }
+
+    /// Resolves a capability token to what it may do now: its token, lease and lease owner's
+    /// session are re-read at each call (`unauthorized` once any of them ended).
+    pub async fn authorize_token(&self, token: &str) -> Result<Grant, Error> {
+        self.inner.authorize_token(token).await
+    }
+
+    /// [`Store::publish`] under a capability token: scope `artifact:publish`, and a manifest
+    /// of the token's lease and WorkItem only (`forbidden` otherwise).
+    pub async fn publish_with_token(
+        &self,
+        envelope: Envelope,
+        grant: &Grant,
+    ) -> Result<(Published, bool), Error> {
+        self.inner.publish_with_token(envelope, grant).await
+    }
+
+    /// [`Store::record_evidence`] under a capability token: scope `evidence:record`, and
+    /// Evidence of the token's WorkItem only (`forbidden` otherwise).
+    pub async fn record_evidence_with_token(
+        &self,
+        envelope: Envelope,
+        grant: &Grant,
+    ) -> Result<(EvidenceRecorded, bool), Error> {
+        self.inner.record_evidence_with_token(envelope, grant).await
     }
 
     // ── sessions.rs: sessions and their liveness ────────────────────────────

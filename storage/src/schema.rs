@@ -313,12 +313,27 @@ const V8: &str = r#"
 ALTER TABLE leases ADD COLUMN started_sequence INTEGER;
 "#;
 
+/// Capability tokens (LSE-6/7): bound to an Execution Lease, narrowed to a scope, expiring no
+/// later than the lease. Only the token's hash is kept, as for sessions.
+const V9: &str = r#"
+CREATE TABLE capability_tokens (
+    token_hash  BLOB PRIMARY KEY,            -- blake3 of the bearer token; the token is never stored
+    token_id    TEXT NOT NULL UNIQUE,
+    lease_id    TEXT NOT NULL REFERENCES leases(lease_id),
+    scope       TEXT NOT NULL,               -- JSON array of scope names
+    issued_at   TEXT NOT NULL,
+    expires_at  TEXT NOT NULL,
+    revoked_at  TEXT
+);
+CREATE INDEX capability_tokens_lease ON capability_tokens(lease_id);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 8 {
+    if version > 9 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (8)"
+            "database schema version {version} is newer than this weft understands (9)"
         ))));
     }
     if version < 1 {
@@ -344,6 +359,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 8 {
         conn.execute_batch(&format!("BEGIN; {V8} PRAGMA user_version = 8; COMMIT;"))?;
+    }
+    if version < 9 {
+        conn.execute_batch(&format!("BEGIN; {V9} PRAGMA user_version = 9; COMMIT;"))?;
     }
     Ok(())
 }

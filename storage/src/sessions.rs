@@ -143,7 +143,11 @@ impl Engine {
 }
 
 /// The session behind `token_hash`, if it is live at `now`.
-fn live_session(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Session, Error> {
+pub(crate) fn live_session(
+    conn: &Connection,
+    token_hash: [u8; 32],
+    now: &str,
+) -> Result<Session, Error> {
     let row = conn
         .query_row(
             "SELECT s.agent_id, s.group_id, s.session_epoch, s.membership_epoch, s.expires_at,

@@ -131,3 +131,51 @@ pub struct MissionView {
     pub parent_work_item_id: Option<String>,
     pub work_items: Vec<WorkNode>,
 }
+
+/// What a capability token lets its bearer do (DESIGN §10, LSE-6): each scope opens exactly
+/// one kind of write, for the lease's WorkItem only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TokenScope {
+    /// Blob uploads (`POST /v1/blobs`, `PUT /v1/blobs/{digest}`).
+    #[serde(rename = "blob:write")]
+    BlobWrite,
+    /// `POST /v1/artifacts` for the lease's WorkItem.
+    #[serde(rename = "artifact:publish")]
+    ArtifactPublish,
+    /// `POST /v1/evidence` for the lease's WorkItem.
+    #[serde(rename = "evidence:record")]
+    EvidenceRecord,
+}
+
+impl TokenScope {
+    /// The wire name, as in `scope`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BlobWrite => "blob:write",
+            Self::ArtifactPublish => "artifact:publish",
+            Self::EvidenceRecord => "evidence:record",
+        }
+    }
+}
+
+/// Body of `POST /v1/leases/{leaseId}/tokens`. `replaces` names a token of the same lease
+/// that the new one rotates out: it is revoked in the transaction that issues the new one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TokenRequest {
+    pub scope: Vec<TokenScope>,
+    pub ttl_seconds: u64,
+    #[serde(default)]
+    pub replaces: Option<String>,
+}
+
+/// `201` of `POST /v1/leases/{leaseId}/tokens`. `token` is shown once; the server keeps only
+/// its hash. `expiresAt` is no later than the lease's expiry (LSE-7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenIssued {
+    pub token_id: String,
+    pub token: String,
+    pub scope: Vec<TokenScope>,
+    pub expires_at: String,
+}

@@ -22,6 +22,7 @@ mod review;
 mod revocation;
 mod sessions;
 mod snapshots;
+mod tokens;
 mod ui;
 mod wire;
 mod work;

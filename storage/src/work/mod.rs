@@ -13,6 +13,9 @@ mod checks;
 mod command;
 mod deps;
 mod missions;
+mod tokens;
+
+pub use tokens::Grant;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde::Serialize;
