@@ -307,12 +307,33 @@ CREATE TABLE commands (
 );
 "#;
 
+/// Owner Commands of issue #12: lease renewals (LSE-3's renewal history), a preemption request
+/// bound to the Execution Lease it asks to end (LSE-12, so releasing the lease clears it), and
+/// the latest progress report of each WorkItem (PRG-1).
+const V8: &str = r#"
+CREATE TABLE lease_renewals (
+    lease_id    TEXT NOT NULL REFERENCES leases(lease_id),
+    renewed_at  TEXT NOT NULL,
+    expires_at  TEXT NOT NULL           -- the lease's expiry after this renewal
+);
+CREATE INDEX lease_renewals_lease ON lease_renewals(lease_id);
+ALTER TABLE leases ADD COLUMN preemption_requested_at TEXT;
+ALTER TABLE leases ADD COLUMN preemption_requested_by TEXT;
+CREATE TABLE work_progress (
+    work_item_id  TEXT PRIMARY KEY REFERENCES work_items(work_item_id),
+    sequence      INTEGER NOT NULL,       -- the work.progress_reported Event
+    agent_id      TEXT NOT NULL,
+    reported_at   TEXT NOT NULL,
+    report        TEXT NOT NULL           -- JSON, the work.progress payload
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 7 {
+    if version > 8 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (7)"
+            "database schema version {version} is newer than this weft understands (8)"
         ))));
     }
     if version < 1 {
@@ -335,6 +356,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 7 {
         conn.execute_batch(&format!("BEGIN; {V7} PRAGMA user_version = 7; COMMIT;"))?;
+    }
+    if version < 8 {
+        conn.execute_batch(&format!("BEGIN; {V8} PRAGMA user_version = 8; COMMIT;"))?;
     }
     Ok(())
 }

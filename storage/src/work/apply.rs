@@ -57,7 +57,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
         self.command.group_id.as_str()
     }
 
-    fn later(&self, seconds: u64) -> String {
+    pub(super) fn later(&self, seconds: u64) -> String {
         let seconds = i64::try_from(seconds).unwrap_or(i64::MAX / 2_000_000);
         now_text(self.now + chrono::Duration::seconds(seconds.min(100 * 365 * 86_400)))
     }
@@ -421,8 +421,14 @@ pub(super) fn work(
                 let mut payload = payload;
                 if let serde_json::Value::Object(map) = &mut payload {
                     map.insert("leaseId".into(), lease.into());
+                    // PRG-9: the attempt key external operations of this attempt use.
+                    map.insert("attemptKey".into(), super::owner::attempt_key(&row)?.into());
                 }
                 ctx.record(&mut row, kind, payload)?;
+            }
+            CommandType::LeaseRenew => super::owner::renew(ctx, &mut row, kind, payload)?,
+            CommandType::PreemptionRequest => {
+                super::owner::request_preemption(ctx, &mut row, kind, payload)?;
             }
             CommandType::WorkUnblock => {
                 release_leases(ctx, &row.work_item_id)?;
@@ -441,6 +447,7 @@ pub(super) fn work(
                 ctx.record(&mut row, kind, payload)?;
             }
         },
+        CommandBody::WorkProgress(p) => super::owner::progress(ctx, &mut row, kind, payload, p)?,
         CommandBody::WorkCheckpoint(_) => {
             release_leases(ctx, &row.work_item_id)?;
             row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));
@@ -557,5 +564,6 @@ fn command_detail(body: &CommandBody) -> Result<serde_json::Value, Error> {
         CommandBody::MissionClose(p) => detail(p),
         CommandBody::WorkPropose(p) => detail(p),
         CommandBody::WorkAuthorize(p) => detail(p),
+        CommandBody::WorkProgress(p) => detail(p),
     }
 }

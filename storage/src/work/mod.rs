@@ -13,6 +13,7 @@ mod checks;
 mod command;
 mod deps;
 mod missions;
+mod owner;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde::Serialize;
@@ -222,7 +223,11 @@ pub(crate) fn current_lease(conn: &Connection, work_item_id: &str) -> Result<Opt
             },
         )
         .optional()?;
-    Ok(row)
+    row.map(|mut lease| {
+        lease.renewals = owner::renewals(conn, &lease.lease_id)?;
+        Ok(lease)
+    })
+    .transpose()
 }
 
 fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferView>, Error> {
@@ -282,6 +287,11 @@ pub(crate) fn work_view(
         ownership_epoch: row.ownership_epoch,
         expires_at: row.ownership_expires_at.clone(),
     });
+    let lease = current_lease(conn, &row.work_item_id)?;
+    let preemption_requested = match &lease {
+        Some(lease) => owner::preemption(conn, &lease.lease_id)?,
+        None => None,
+    };
     Ok(WorkItemView {
         work_item_id: row.work_item_id.clone(),
         group_id: row.group_id.clone(),
@@ -291,7 +301,7 @@ pub(crate) fn work_view(
         contract_revision: row.contract_revision,
         contract: row.contract.clone(),
         owner,
-        lease: current_lease(conn, &row.work_item_id)?,
+        lease,
         offers: offers(conn, &row.work_item_id, now)?,
         depends_on: deps::dependencies(conn, &row.work_item_id)?,
         eligible: deps::eligible(conn, row)?,
@@ -302,6 +312,9 @@ pub(crate) fn work_view(
             spent: Budgets::default(),
         },
         attempts: row.attempts,
+        attempt_key: owner::attempt_key(row)?,
+        progress: owner::latest_progress(conn, &row.work_item_id)?,
+        preemption_requested,
         history,
     })
 }
