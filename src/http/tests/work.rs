@@ -53,14 +53,20 @@ pub(super) async fn group(h: &Harness) -> (Agent, Agent, Agent) {
     (coordinator, w1, w2)
 }
 
-fn offer(work_item: &str, offer_id: &str, candidates: &[&str], h: &Harness, seconds: i64) -> Value {
+pub(super) fn offer(
+    work_item: &str,
+    offer_id: &str,
+    candidates: &[&str],
+    h: &Harness,
+    seconds: i64,
+) -> Value {
     let expires =
         (weft_storage::Clock::now(&h.clock) + chrono::Duration::seconds(seconds)).to_rfc3339();
     json!({"workItemId": work_item, "offerId": offer_id, "candidates": candidates, "expiresAt": expires, "selectionBasis": basis()})
 }
 
 /// Publishes an artifact for `wi` and records passing Evidence for `ac-1`; answers the ids.
-async fn evidence_for(h: &Harness, worker: &Agent, wi: &str) -> (String, String) {
+pub(super) async fn evidence_for(h: &Harness, worker: &Agent, wi: &str) -> (String, String) {
     let artifact = h
         .put_in(worker, "g1", format!("result of {wi}").as_bytes(), &[], wi)
         .await;
