@@ -2,6 +2,8 @@
 //! `application/vnd.mwp.command.v1+json`, and the typed payload of each Command type. Parsed
 //! only through [`SignedPayload`]: unknown fields are refused at every level, an unknown
 //! critical extension is `unknown_extension`.
+//! It is longer than 600 lines because every Command type's payload is here, so the wire
+//! shapes of DESIGN §10's table are read and reviewed in one place.
 
 use chrono::{DateTime, FixedOffset};
 use serde::de::DeserializeOwned;

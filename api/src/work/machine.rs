@@ -8,7 +8,7 @@
 //! state), then the aggregate and its revision (storage), then the table (`illegal_transition`),
 //! then the rule-specific checks: owner or candidate (`forbidden`), offer standing
 //! (`offer_expired`, `offer_withdrawn`: answered whatever the state), approval and eligibility
-//! gates, Evidence.
+//! gates, the retry policy (PRG-8), Evidence.
 
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,8 @@
 //! over them. `command.rs` runs a Command (checks in DESIGN §10's order, then the pure table
 //! of `weft_api::work::machine`), `apply.rs` turns an accepted Command into row changes and
 //! Events in the one writer transaction, `deps.rs` keeps each Mission's dependency DAG
-//! (petgraph) and eligibility.
+//! (petgraph) and eligibility, `owner.rs` the owner's Commands while it executes (lease
+//! renewal, progress, preemption requests) and the retry policy at `work.start`.
 //!
 //! **Invariant:** every row change here is made in the transaction that appends the Event
 //! describing it (a `WorkEvent` carrying the state after it), so `GroupState` folded from
