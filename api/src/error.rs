@@ -72,6 +72,7 @@ pub enum ErrorCode {
     NotEligible,
     ApprovalRequired,
     EvidenceMissing,
+    BudgetExceeded,
     Internal,
 }
 
@@ -140,6 +141,7 @@ impl ErrorCode {
             Self::NotEligible => "not_eligible",
             Self::ApprovalRequired => "approval_required",
             Self::EvidenceMissing => "evidence_missing",
+            Self::BudgetExceeded => "budget_exceeded",
             Self::Internal => "internal",
         }
     }

@@ -71,7 +71,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::OfferExpired
         | C::OfferWithdrawn
         | C::NotEligible
-        | C::ApprovalRequired => StatusCode::CONFLICT,
+        | C::ApprovalRequired
+        | C::BudgetExceeded => StatusCode::CONFLICT,
         C::IdempotencyKeyReused | C::EvidenceMissing => StatusCode::UNPROCESSABLE_ENTITY,
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 60] = {
+const EVERY_CODE: [ErrorCode; 61] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -82,6 +82,7 @@ const EVERY_CODE: [ErrorCode; 60] = {
         C::NotEligible,
         C::ApprovalRequired,
         C::EvidenceMissing,
+        C::BudgetExceeded,
         C::Internal,
     ]
 };
@@ -149,6 +150,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::NotEligible
         | C::ApprovalRequired
         | C::EvidenceMissing
+        | C::BudgetExceeded
         | C::Internal => {}
     }
 }

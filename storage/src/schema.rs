@@ -328,12 +328,33 @@ CREATE TABLE capability_tokens (
 CREATE INDEX capability_tokens_lease ON capability_tokens(lease_id);
 "#;
 
+/// Owner Commands of issue #12: lease renewals (LSE-3's renewal history), a preemption request
+/// bound to the Execution Lease it asks to end (LSE-12, so releasing the lease clears it), and
+/// the latest progress report of each WorkItem (PRG-1).
+const V10: &str = r#"
+CREATE TABLE lease_renewals (
+    lease_id    TEXT NOT NULL REFERENCES leases(lease_id),
+    renewed_at  TEXT NOT NULL,
+    expires_at  TEXT NOT NULL           -- the lease's expiry after this renewal
+);
+CREATE INDEX lease_renewals_lease ON lease_renewals(lease_id);
+ALTER TABLE leases ADD COLUMN preemption_requested_at TEXT;
+ALTER TABLE leases ADD COLUMN preemption_requested_by TEXT;
+CREATE TABLE work_progress (
+    work_item_id  TEXT PRIMARY KEY REFERENCES work_items(work_item_id),
+    sequence      INTEGER NOT NULL,       -- the work.progress_reported Event
+    agent_id      TEXT NOT NULL,
+    reported_at   TEXT NOT NULL,
+    report        TEXT NOT NULL           -- JSON, the work.progress payload
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 9 {
+    if version > 10 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (9)"
+            "database schema version {version} is newer than this weft understands (10)"
         ))));
     }
     if version < 1 {
@@ -362,6 +383,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 9 {
         conn.execute_batch(&format!("BEGIN; {V9} PRAGMA user_version = 9; COMMIT;"))?;
+    }
+    if version < 10 {
+        conn.execute_batch(&format!("BEGIN; {V10} PRAGMA user_version = 10; COMMIT;"))?;
     }
     Ok(())
 }

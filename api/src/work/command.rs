@@ -2,6 +2,8 @@
 //! `application/vnd.mwp.command.v1+json`, and the typed payload of each Command type. Parsed
 //! only through [`SignedPayload`]: unknown fields are refused at every level, an unknown
 //! critical extension is `unknown_extension`.
+//! It is longer than 600 lines because every Command type's payload is here, so the wire
+//! shapes of DESIGN §10's table are read and reviewed in one place.
 
 use chrono::{DateTime, FixedOffset};
 use serde::de::DeserializeOwned;
@@ -18,8 +20,8 @@ pub const COMMAND_TYPE: &str = "application/vnd.mwp.command.v1+json";
 /// Largest Command payload accepted (a contract fits many times over).
 pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
 
-/// The Command types this Authority executes (DESIGN §10's table; leases, progress,
-/// preemption and Context Packages come with their issues).
+/// The Command types this Authority executes (DESIGN §10's table; Context Packages come
+/// with their issue).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum CommandType {
     #[serde(rename = "mission.create")]
@@ -62,10 +64,16 @@ pub enum CommandType {
     WorkFail,
     #[serde(rename = "work.cancel")]
     WorkCancel,
+    #[serde(rename = "lease.renew")]
+    LeaseRenew,
+    #[serde(rename = "work.progress")]
+    WorkProgress,
+    #[serde(rename = "preemption.request")]
+    PreemptionRequest,
 }
 
 impl CommandType {
-    pub const ALL: [CommandType; 20] = [
+    pub const ALL: [CommandType; 23] = [
         Self::MissionCreate,
         Self::MissionApprove,
         Self::MissionFail,
@@ -86,6 +94,9 @@ impl CommandType {
         Self::WorkAcceptResult,
         Self::WorkFail,
         Self::WorkCancel,
+        Self::LeaseRenew,
+        Self::WorkProgress,
+        Self::PreemptionRequest,
     ];
 
     /// The wire name, e.g. `work.offer`.
@@ -111,6 +122,9 @@ impl CommandType {
             Self::WorkAcceptResult => "work.accept_result",
             Self::WorkFail => "work.fail",
             Self::WorkCancel => "work.cancel",
+            Self::LeaseRenew => "lease.renew",
+            Self::WorkProgress => "work.progress",
+            Self::PreemptionRequest => "preemption.request",
         }
     }
 
@@ -196,9 +210,13 @@ impl Command {
             T::WorkOffer => CommandBody::WorkOffer(self.typed()?),
             T::WorkAcceptOffer => CommandBody::OfferRef(self.typed()?),
             T::WorkDeclineOffer => CommandBody::WorkDecline(self.typed()?),
-            T::ApprovalGrantExecution | T::WorkStart | T::WorkUnblock | T::WorkAcceptResult => {
-                CommandBody::WorkRef(self.typed()?)
-            }
+            T::ApprovalGrantExecution
+            | T::WorkStart
+            | T::WorkUnblock
+            | T::WorkAcceptResult
+            | T::LeaseRenew
+            | T::PreemptionRequest => CommandBody::WorkRef(self.typed()?),
+            T::WorkProgress => CommandBody::WorkProgress(self.typed()?),
             T::WorkCheckpoint => CommandBody::WorkCheckpoint(self.typed()?),
             T::WorkBlock => CommandBody::WorkBlock(self.typed()?),
             T::WorkSubmit => CommandBody::WorkSubmit(self.typed()?),
@@ -240,6 +258,7 @@ pub enum CommandBody {
     WorkSubmit(WorkSubmit),
     WorkFail(WorkFail),
     WorkCancel(WorkCancel),
+    WorkProgress(WorkProgress),
 }
 
 impl CommandBody {
@@ -259,6 +278,7 @@ impl CommandBody {
             Self::WorkSubmit(p) => Some(&p.work_item_id),
             Self::WorkFail(p) => Some(&p.work_item_id),
             Self::WorkCancel(p) => Some(&p.work_item_id),
+            Self::WorkProgress(p) => Some(&p.work_item_id),
         }
     }
 }
@@ -527,6 +547,74 @@ pub struct WorkCancel {
 impl Validate for WorkCancel {
     fn validate(&self) -> Result<(), Rejection> {
         detail(Some(&self.reason))
+    }
+}
+
+/// PRG-1's revised estimate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Estimate {
+    pub completion_at: Option<DateTime<FixedOffset>>,
+    /// 0 to 1.
+    pub confidence: f64,
+}
+
+/// `work.progress` (PRG-1): a structured report. `percent` is stored with it but is never
+/// read by a decision (PRG-2); `usage` is recorded in the Event, not charged (budgets are
+/// issue #13).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkProgress {
+    pub work_item_id: Id,
+    pub phase: String,
+    pub milestones_done: Vec<String>,
+    pub next_checkpoint: Option<String>,
+    pub blockers: Vec<String>,
+    pub estimate: Estimate,
+    pub evidence: Vec<ArtifactId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Budgets>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<f64>,
+}
+
+impl Validate for WorkProgress {
+    fn validate(&self) -> Result<(), Rejection> {
+        if self.phase.trim().is_empty() || self.phase.len() > 512 {
+            return Err(invalid("phase must be 1..=512 bytes"));
+        }
+        if self.milestones_done.len() > 256
+            || self.blockers.len() > 256
+            || self.evidence.len() > 1024
+        {
+            return Err(invalid(
+                "at most 256 milestones, 256 blockers and 1024 Evidence records",
+            ));
+        }
+        for text in self.milestones_done.iter().chain(&self.blockers) {
+            detail(Some(text))?;
+        }
+        detail(self.next_checkpoint.as_deref())?;
+        let confidence = self.estimate.confidence;
+        if !confidence.is_finite() || !(0.0..=1.0).contains(&confidence) {
+            return Err(invalid("estimate.confidence is between 0 and 1"));
+        }
+        if self
+            .percent
+            .is_some_and(|p| !p.is_finite() || !(0.0..=100.0).contains(&p))
+        {
+            return Err(invalid("percent is between 0 and 100"));
+        }
+        if self
+            .usage
+            .as_ref()
+            .is_some_and(|u| !u.financial.is_finite() || u.financial < 0.0)
+        {
+            return Err(invalid(
+                "usage.financial must be a finite, non-negative number",
+            ));
+        }
+        Ok(())
     }
 }
 

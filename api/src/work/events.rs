@@ -38,10 +38,13 @@ pub enum WorkEventKind {
     OwnershipExpired,
     /// T16/T17/T18: a WorkItem moved because a Mission ended (no Command of its own).
     WorkPropagated,
+    LeaseRenewed,
+    WorkProgressReported,
+    WorkPreemptionRequested,
 }
 
 impl WorkEventKind {
-    pub const ALL: [WorkEventKind; 23] = [
+    pub const ALL: [WorkEventKind; 26] = [
         Self::MissionCreated,
         Self::MissionApproved,
         Self::MissionFailed,
@@ -65,6 +68,9 @@ impl WorkEventKind {
         Self::WorkCancelled,
         Self::OwnershipExpired,
         Self::WorkPropagated,
+        Self::LeaseRenewed,
+        Self::WorkProgressReported,
+        Self::WorkPreemptionRequested,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -92,6 +98,9 @@ impl WorkEventKind {
             Self::WorkCancelled => "work.cancelled",
             Self::OwnershipExpired => "ownership.expired",
             Self::WorkPropagated => "work.propagated",
+            Self::LeaseRenewed => "lease.renewed",
+            Self::WorkProgressReported => "work.progress_reported",
+            Self::WorkPreemptionRequested => "work.preemption_requested",
         }
     }
 

@@ -8,7 +8,7 @@
 //! state), then the aggregate and its revision (storage), then the table (`illegal_transition`),
 //! then the rule-specific checks: owner or candidate (`forbidden`), offer standing
 //! (`offer_expired`, `offer_withdrawn`: answered whatever the state), approval and eligibility
-//! gates, Evidence.
+//! gates, the retry policy (PRG-8), Evidence.
 
 use serde::{Deserialize, Serialize};
 
@@ -109,6 +109,22 @@ pub enum OfferStanding {
     Withdrawn,
 }
 
+/// Whether the retry policy of the contract lets the WorkItem start again (PRG-8), for
+/// `work.start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryStanding {
+    /// Within every bound.
+    Allowed,
+    /// `retryPolicy.maxAttempts` starts were made (PRG-8, PRG-10: the Coordinator ends it
+    /// with `work.fail` reason `retries_exhausted`).
+    Exhausted,
+    /// A retry after `retryPolicy.deadline`.
+    PastDeadline,
+    /// Within `retryPolicy.backoffSeconds` of the last failure.
+    BackingOff,
+}
+
 /// What the table needs to know besides the state; storage computes it inside the writer
 /// transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +146,8 @@ pub struct Facts {
     /// The Command brings the Evidence it needs: for `work.submit` every acceptance
     /// criterion is covered (EVD-2), for `work.fail` at least one record.
     pub evidence_complete: bool,
+    /// The retry policy's standing for a new attempt (PRG-8).
+    pub retry: RetryStanding,
 }
 
 impl Facts {
@@ -148,6 +166,7 @@ impl Facts {
             approval_pending: false,
             eligible: true,
             evidence_complete: true,
+            retry: RetryStanding::Allowed,
         }
     }
 }
@@ -185,8 +204,11 @@ pub fn role_allows(command: CommandType, roles: &[Role]) -> bool {
         | C::WorkStart
         | C::WorkCheckpoint
         | C::WorkBlock
-        | C::WorkSubmit => has(Role::Worker),
-        C::WorkFail => has(Role::Coordinator) || has(Role::Worker),
+        | C::WorkSubmit
+        | C::LeaseRenew
+        | C::WorkProgress => has(Role::Worker),
+        // The Coordinator (the Scheduler) or the Worker's own scheduler, i.e. the owner.
+        C::WorkFail | C::PreemptionRequest => has(Role::Coordinator) || has(Role::Worker),
     }
 }
 
@@ -256,8 +278,27 @@ pub fn decide(
             } else if !facts.eligible {
                 Err(ErrorCode::NotEligible)
             } else {
-                go(S::Active, "work.started")
+                // PRG-8: attempts and the retry deadline are budgets; the backoff only delays.
+                match facts.retry {
+                    RetryStanding::Allowed => go(S::Active, "work.started"),
+                    RetryStanding::Exhausted | RetryStanding::PastDeadline => {
+                        Err(ErrorCode::BudgetExceeded)
+                    }
+                    RetryStanding::BackingOff => Err(ErrorCode::NotEligible),
+                }
             }
+        }
+        // LSE-1, LSE-3: the owner extends its Execution Lease (the quoted one, LSE-4).
+        (C::LeaseRenew, S::Active) => owner_only().and(go(S::Active, "lease.renewed")),
+        // PRG-1/PRG-2: a structured report; nothing in it moves the WorkItem.
+        (C::WorkProgress, S::Active) => owner_only().and(go(S::Active, "work.progress_reported")),
+        // LSE-11/LSE-12 step 1: recorded only; the WorkItem stays active until its owner
+        // checkpoints (or the lease expires, is revoked, or the work is cancelled or failed).
+        (C::PreemptionRequest, S::Active) => {
+            if !caller_is_coordinator {
+                owner_only()?;
+            }
+            go(S::Active, "work.preemption_requested")
         }
         // T8, T9 (PRG-4)
         (C::WorkCheckpoint, S::Active) => owner_only().and(go(S::Queued, "work.checkpointed")),

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::command::WorkProgress;
 use super::contract::{Budgets, SelectionBasis, WorkContract};
 use super::machine::{MissionState, WorkState};
 
@@ -48,6 +49,27 @@ pub struct Lease {
     pub expires_at: String,
 }
 
+/// A pending preemption request of the current Execution Lease (LSE-12 step 1); it ends
+/// with that lease (the owner's checkpoint releases it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preemption {
+    pub requested_at: String,
+    pub requested_by: String,
+    pub lease_id: String,
+}
+
+/// The latest `work.progress` of a WorkItem (PRG-1; its `percent` decides nothing, PRG-2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressView {
+    /// The `work.progress_reported` Event.
+    pub sequence: u64,
+    pub agent_id: String,
+    pub reported_at: String,
+    pub report: WorkProgress,
+}
+
 /// An offer as recorded (OFR-10: with its structured selection basis).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,7 +111,14 @@ pub struct WorkItemView {
     pub approval_granted: bool,
     pub child_mission_id: Option<String>,
     pub budget: BudgetView,
+    /// `work.start`s so far (PRG-8: bounded by `retryPolicy.maxAttempts`).
     pub attempts: u32,
+    /// PRG-9: the key of the current attempt, derived from the DLV-11 operation key
+    /// (`operation_key(mission, workItem, ownershipEpoch, "attempt-<attempts>")`); absent
+    /// before the first start.
+    pub attempt_key: Option<String>,
+    pub progress: Option<ProgressView>,
+    pub preemption_requested: Option<Preemption>,
     /// Sequences of the Events that touched it, oldest first.
     pub history: Vec<u64>,
 }

@@ -18,6 +18,7 @@ mod idempotency;
 mod limits;
 mod lineage;
 mod meta;
+mod progress;
 mod review;
 mod revocation;
 mod sessions;

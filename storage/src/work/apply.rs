@@ -57,7 +57,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
         self.command.group_id.as_str()
     }
 
-    fn later(&self, seconds: u64) -> String {
+    pub(super) fn later(&self, seconds: u64) -> String {
         let seconds = i64::try_from(seconds).unwrap_or(i64::MAX / 2_000_000);
         now_text(self.now + chrono::Duration::seconds(seconds.min(100 * 365 * 86_400)))
     }
@@ -421,6 +421,8 @@ pub(super) fn work(
                 let mut payload = payload;
                 if let serde_json::Value::Object(map) = &mut payload {
                     map.insert("leaseId".into(), lease.clone().into());
+                    // PRG-9: the attempt key external operations of this attempt use.
+                    map.insert("attemptKey".into(), super::owner::attempt_key(&row)?.into());
                 }
                 ctx.record(&mut row, kind, payload)?;
                 let started = ctx.appended.last().map_or(0, |e| e.sequence);
@@ -428,6 +430,10 @@ pub(super) fn work(
                     "UPDATE leases SET started_sequence = ?2 WHERE lease_id = ?1",
                     params![lease, started],
                 )?;
+            }
+            CommandType::LeaseRenew => super::owner::renew(ctx, &mut row, kind, payload)?,
+            CommandType::PreemptionRequest => {
+                super::owner::request_preemption(ctx, &mut row, kind, payload)?;
             }
             CommandType::WorkUnblock => {
                 release_leases(ctx, &row.work_item_id)?;
@@ -446,6 +452,7 @@ pub(super) fn work(
                 ctx.record(&mut row, kind, payload)?;
             }
         },
+        CommandBody::WorkProgress(p) => super::owner::progress(ctx, &mut row, kind, payload, p)?,
         CommandBody::WorkCheckpoint(_) => {
             release_leases(ctx, &row.work_item_id)?;
             row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));
@@ -562,5 +569,6 @@ fn command_detail(body: &CommandBody) -> Result<serde_json::Value, Error> {
         CommandBody::MissionClose(p) => detail(p),
         CommandBody::WorkPropose(p) => detail(p),
         CommandBody::WorkAuthorize(p) => detail(p),
+        CommandBody::WorkProgress(p) => detail(p),
     }
 }

@@ -12,7 +12,7 @@
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::dsse::BASE64;
 use weft_api::session::Role;
-use weft_api::work::machine::{Facts, OfferStanding, decide, role_allows};
+use weft_api::work::machine::{Facts, OfferStanding, RetryStanding, decide, role_allows};
 use weft_api::work::views::CommandAccepted;
 use weft_api::work::{Command, CommandBody, CommandType};
 use weft_api::{Envelope, ErrorCode, Id, SignedPayload as _};
@@ -219,6 +219,11 @@ fn refusal(code: ErrorCode, kind: CommandType, row: &WorkRow, facts: &Facts) -> 
         ErrorCode::ApprovalRequired => {
             format!("{command}: needs approval.grant_execution first (T6)")
         }
+        ErrorCode::NotEligible | ErrorCode::BudgetExceeded
+            if let Some(message) = super::owner::retry_refusal(row, facts.retry) =>
+        {
+            message
+        }
         ErrorCode::NotEligible => format!("{command}: dependencies are not satisfied (DEP-3)"),
         ErrorCode::EvidenceMissing => {
             format!(
@@ -262,13 +267,24 @@ fn facts(
         approval_pending: row.contract.needs_approval() && !row.approval_granted,
         eligible: super::deps::eligible(ctx.tx, row)?,
         evidence_complete,
+        retry: if matches!(body, CommandBody::WorkRef(_))
+            && ctx.command.kind == CommandType::WorkStart
+        {
+            super::owner::retry_standing(ctx, row)?
+        } else {
+            RetryStanding::Allowed
+        },
     })
 }
 
 /// Whether `kind` is an owner Command that must quote the current Execution Lease (LSE-4).
 pub(super) fn quotes_lease(kind: CommandType, coordinator: bool) -> bool {
     match kind {
-        CommandType::WorkCheckpoint | CommandType::WorkBlock | CommandType::WorkSubmit => true,
+        CommandType::WorkCheckpoint
+        | CommandType::WorkBlock
+        | CommandType::WorkSubmit
+        | CommandType::LeaseRenew
+        | CommandType::WorkProgress => true,
         CommandType::WorkFail => !coordinator,
         _ => false,
     }

@@ -2,7 +2,8 @@
 //! over them. `command.rs` runs a Command (checks in DESIGN §10's order, then the pure table
 //! of `weft_api::work::machine`), `apply.rs` turns an accepted Command into row changes and
 //! Events in the one writer transaction, `deps.rs` keeps each Mission's dependency DAG
-//! (petgraph) and eligibility.
+//! (petgraph) and eligibility, `owner.rs` the owner's Commands while it executes (lease
+//! renewal, progress, preemption requests) and the retry policy at `work.start`.
 //!
 //! **Invariant:** every row change here is made in the transaction that appends the Event
 //! describing it (a `WorkEvent` carrying the state after it), so `GroupState` folded from
@@ -13,6 +14,7 @@ mod checks;
 mod command;
 mod deps;
 mod missions;
+mod owner;
 mod tokens;
 
 pub use tokens::Grant;
@@ -225,7 +227,11 @@ pub(crate) fn current_lease(conn: &Connection, work_item_id: &str) -> Result<Opt
             },
         )
         .optional()?;
-    Ok(row)
+    row.map(|mut lease| {
+        lease.renewals = owner::renewals(conn, &lease.lease_id)?;
+        Ok(lease)
+    })
+    .transpose()
 }
 
 fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferView>, Error> {
@@ -285,6 +291,11 @@ pub(crate) fn work_view(
         ownership_epoch: row.ownership_epoch,
         expires_at: row.ownership_expires_at.clone(),
     });
+    let lease = current_lease(conn, &row.work_item_id)?;
+    let preemption_requested = match &lease {
+        Some(lease) => owner::preemption(conn, &lease.lease_id)?,
+        None => None,
+    };
     Ok(WorkItemView {
         work_item_id: row.work_item_id.clone(),
         group_id: row.group_id.clone(),
@@ -294,7 +305,7 @@ pub(crate) fn work_view(
         contract_revision: row.contract_revision,
         contract: row.contract.clone(),
         owner,
-        lease: current_lease(conn, &row.work_item_id)?,
+        lease,
         offers: offers(conn, &row.work_item_id, now)?,
         depends_on: deps::dependencies(conn, &row.work_item_id)?,
         eligible: deps::eligible(conn, row)?,
@@ -305,6 +316,9 @@ pub(crate) fn work_view(
             spent: Budgets::default(),
         },
         attempts: row.attempts,
+        attempt_key: owner::attempt_key(row)?,
+        progress: owner::latest_progress(conn, &row.work_item_id)?,
+        preemption_requested,
         history,
     })
 }

@@ -1,0 +1,245 @@
+//! What the owner does while it executes (issue #12): `lease.renew` (LSE-1, LSE-3), structured
+//! `work.progress` (PRG-1, PRG-2), and `preemption.request` from the Scheduler or the owner's
+//! own scheduler (LSE-11, LSE-12 step 1); plus the retry policy's standing for a new
+//! `work.start` (PRG-8) and the attempt key (PRG-9).
+//!
+//! Each runs after `machine::decide` accepted the Command and, for the owner Commands that
+//! quote a lease, after `checks::check_lease` (LSE-4, LSE-5), inside the Command's writer
+//! transaction. Nothing here moves the WorkItem out of `active` (LSE-11): the owner's
+//! checkpoint releases the lease, which also ends a pending preemption request, since that
+//! request is recorded on the lease it asks to end.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::ErrorCode;
+use weft_api::idempotency::operation_key;
+use weft_api::work::command::WorkProgress;
+use weft_api::work::events::WorkEventKind;
+use weft_api::work::machine::RetryStanding;
+use weft_api::work::views::{Preemption, ProgressView};
+
+use super::apply::{Ctx, id};
+use super::{WorkRow, current_lease, from_json, to_json};
+use crate::error::{Error, reject};
+
+/// `lease.renew`: the current Execution Lease (the one quoted, already checked unexpired)
+/// lasts the contract's `executionSeconds` from now; the renewal is kept (LSE-3).
+pub(super) fn renew(
+    ctx: &mut Ctx<'_, '_>,
+    row: &mut WorkRow,
+    kind: WorkEventKind,
+    payload: serde_json::Value,
+) -> Result<(), Error> {
+    let lease = execution_lease(ctx, row)?;
+    let expires_at = ctx.later(row.contract.leases.execution_seconds);
+    ctx.tx.execute(
+        "UPDATE leases SET expires_at = ?2 WHERE lease_id = ?1",
+        params![lease, expires_at],
+    )?;
+    ctx.tx.execute(
+        "INSERT INTO lease_renewals (lease_id, renewed_at, expires_at) VALUES (?1, ?2, ?3)",
+        params![lease, ctx.now_text, expires_at],
+    )?;
+    // An Execution Lease never outlives the ownership it works under (LSE-1: both are
+    // renewable); otherwise a renewing owner would be fenced mid-execution.
+    if row
+        .ownership_expires_at
+        .as_deref()
+        .is_none_or(|at| *at < *expires_at)
+    {
+        row.ownership_expires_at = Some(expires_at.clone());
+    }
+    let payload = with(
+        payload,
+        &[
+            ("leaseId", lease.into()),
+            ("renewedAt", ctx.now_text.clone().into()),
+            ("expiresAt", expires_at.into()),
+        ],
+    );
+    ctx.record(row, kind, payload)
+}
+
+/// `work.progress` (PRG-1): recorded in its Event and kept as the WorkItem's latest report.
+/// The Evidence it cites must be this WorkItem's; `percent` is stored and never read (PRG-2).
+pub(super) fn progress(
+    ctx: &mut Ctx<'_, '_>,
+    row: &mut WorkRow,
+    kind: WorkEventKind,
+    payload: serde_json::Value,
+    report: &WorkProgress,
+) -> Result<(), Error> {
+    super::checks::cites_evidence(ctx, row, &report.evidence)?;
+    ctx.record(row, kind, payload)?;
+    let sequence = ctx.appended.last().map_or(0, |event| event.sequence);
+    ctx.tx.execute(
+        "INSERT OR REPLACE INTO work_progress (work_item_id, sequence, agent_id, reported_at, report)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            row.work_item_id,
+            sequence,
+            ctx.command.agent_id.as_str(),
+            ctx.now_text,
+            to_json(report)?
+        ],
+    )?;
+    Ok(())
+}
+
+/// `preemption.request` (LSE-12 step 1): recorded on the current Execution Lease; the
+/// WorkItem stays `active` until its owner checkpoints (steps 2–5, T8).
+pub(super) fn request_preemption(
+    ctx: &mut Ctx<'_, '_>,
+    row: &mut WorkRow,
+    kind: WorkEventKind,
+    payload: serde_json::Value,
+) -> Result<(), Error> {
+    let lease = execution_lease(ctx, row)?;
+    ctx.tx.execute(
+        "UPDATE leases SET preemption_requested_at = ?2, preemption_requested_by = ?3 WHERE lease_id = ?1",
+        params![lease, ctx.now_text, ctx.command.agent_id.as_str()],
+    )?;
+    let payload = with(payload, &[("leaseId", lease.into())]);
+    ctx.record(row, kind, payload)
+}
+
+/// PRG-8: may the WorkItem start another attempt? Every `work.start` is an attempt (a
+/// resume after a checkpoint runs under a new lease and a new attempt key); the bound is
+/// `retryPolicy.maxAttempts` (0 is read as 1: the first attempt is never refused), the
+/// retry deadline binds every attempt after the first, and `backoffSeconds` runs from the
+/// WorkItem's last `work.failed`.
+pub(super) fn retry_standing(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<RetryStanding, Error> {
+    let policy = &row.contract.retry_policy;
+    if row.attempts >= policy.max_attempts.max(1) {
+        return Ok(RetryStanding::Exhausted);
+    }
+    if row.attempts > 0 && policy.deadline.is_some_and(|at| at.to_utc() <= ctx.now) {
+        return Ok(RetryStanding::PastDeadline);
+    }
+    let last_failure: Option<String> = ctx.tx.query_row(
+        "SELECT max(e.appended_at) FROM work_history h
+         JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
+         WHERE h.work_item_id = ?2 AND e.type = 'work.failed'",
+        params![row.group_id, row.work_item_id],
+        |r| r.get(0),
+    )?;
+    if let Some(failed_at) = last_failure {
+        let failed_at: DateTime<Utc> = DateTime::parse_from_rfc3339(&failed_at)
+            .map_err(Error::backend)?
+            .to_utc();
+        let backoff = i64::try_from(policy.backoff_seconds).unwrap_or(i64::MAX / 2_000_000);
+        let backoff = chrono::Duration::seconds(backoff.min(100 * 365 * 86_400));
+        if ctx.now < failed_at + backoff {
+            return Ok(RetryStanding::BackingOff);
+        }
+    }
+    Ok(RetryStanding::Allowed)
+}
+
+/// A message for a refused `work.start` saying which bound of the retry policy answered.
+pub(super) fn retry_refusal(row: &WorkRow, standing: RetryStanding) -> Option<String> {
+    let policy = &row.contract.retry_policy;
+    match standing {
+        RetryStanding::Allowed => None,
+        RetryStanding::Exhausted => Some(format!(
+            "work.start: {} of retryPolicy.maxAttempts {} attempts made (PRG-8); the Coordinator ends it with work.fail reason retries_exhausted (PRG-10)",
+            row.attempts, policy.max_attempts
+        )),
+        RetryStanding::PastDeadline => {
+            Some("work.start: past retryPolicy.deadline (PRG-8)".to_owned())
+        }
+        RetryStanding::BackingOff => Some(format!(
+            "work.start: within retryPolicy.backoffSeconds {} of the last failure (PRG-8)",
+            policy.backoff_seconds
+        )),
+    }
+}
+
+/// PRG-9: the current attempt's key, derived from the DLV-11 operation key of the WorkItem
+/// under its ownership epoch; `None` before the first start.
+pub(crate) fn attempt_key(row: &WorkRow) -> Result<Option<String>, Error> {
+    if row.attempts == 0 {
+        return Ok(None);
+    }
+    Ok(Some(operation_key(
+        &id(&row.mission_id)?,
+        &id(&row.work_item_id)?,
+        row.ownership_epoch,
+        &format!("attempt-{}", row.attempts),
+    )))
+}
+
+/// The renewal instants of a lease, oldest first (LSE-3).
+pub(crate) fn renewals(conn: &Connection, lease_id: &str) -> Result<Vec<String>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT renewed_at FROM lease_renewals WHERE lease_id = ?1 ORDER BY rowid",
+    )?;
+    let renewals = statement
+        .query_map([lease_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(renewals)
+}
+
+/// The pending preemption request of a lease, if any.
+pub(crate) fn preemption(conn: &Connection, lease_id: &str) -> Result<Option<Preemption>, Error> {
+    let found: Option<(Option<String>, Option<String>)> = conn
+        .query_row(
+            "SELECT preemption_requested_at, preemption_requested_by FROM leases WHERE lease_id = ?1",
+            [lease_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(match found {
+        Some((Some(requested_at), Some(requested_by))) => Some(Preemption {
+            requested_at,
+            requested_by,
+            lease_id: lease_id.to_owned(),
+        }),
+        _ => None,
+    })
+}
+
+/// The latest progress report of a WorkItem.
+pub(crate) fn latest_progress(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Option<ProgressView>, Error> {
+    let found: Option<(u64, String, String, String)> = conn
+        .query_row(
+            "SELECT sequence, agent_id, reported_at, report FROM work_progress WHERE work_item_id = ?1",
+            [work_item_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    found
+        .map(|(sequence, agent_id, reported_at, report)| {
+            Ok(ProgressView {
+                sequence,
+                agent_id,
+                reported_at,
+                report: from_json(&report)?,
+            })
+        })
+        .transpose()
+}
+
+/// The current lease of an `active` WorkItem, which is its Execution Lease.
+fn execution_lease(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<String, Error> {
+    match current_lease(ctx.tx, &row.work_item_id)? {
+        Some(lease) if lease.kind == "execution" => Ok(lease.lease_id),
+        _ => Err(reject(
+            ErrorCode::StaleLease,
+            format!("{} holds no Execution Lease", row.work_item_id),
+        )),
+    }
+}
+
+/// `payload` (an object) with `fields` added.
+fn with(mut payload: serde_json::Value, fields: &[(&str, serde_json::Value)]) -> serde_json::Value {
+    if let serde_json::Value::Object(map) = &mut payload {
+        for (name, value) in fields {
+            map.insert((*name).to_owned(), value.clone());
+        }
+    }
+    payload
+}
