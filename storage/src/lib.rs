@@ -151,6 +151,14 @@ impl Store {
             .await
     }
 
+    /// Appends the lease and ownership expiry Events due at `now` (`lease.expired`,
+    /// `ownership.expired`) in one writer transaction; answers how many. Finds them in an
+    /// in-memory set of deadlines, never by scanning every lease; the server calls it on a
+    /// timer, and every Command also expires its own WorkItem first.
+    pub async fn expire_due(&self, now: chrono::DateTime<chrono::Utc>) -> Result<usize, Error> {
+        self.inner.expire_due(now).await
+    }
+
     pub async fn work_item(
         &self,
         id: Id,

@@ -36,12 +36,16 @@ pub enum WorkEventKind {
     WorkFailed,
     WorkCancelled,
     OwnershipExpired,
+    /// An Execution Lease ran out (LSE-8: timeout expires it); the Authority's own Event.
+    LeaseExpired,
+    /// A lease ended by a replacement session of its Agent (LSE-9, GAP-1); the Authority's own.
+    LeaseRevoked,
     /// T16/T17/T18: a WorkItem moved because a Mission ended (no Command of its own).
     WorkPropagated,
 }
 
 impl WorkEventKind {
-    pub const ALL: [WorkEventKind; 23] = [
+    pub const ALL: [WorkEventKind; 25] = [
         Self::MissionCreated,
         Self::MissionApproved,
         Self::MissionFailed,
@@ -64,6 +68,8 @@ impl WorkEventKind {
         Self::WorkFailed,
         Self::WorkCancelled,
         Self::OwnershipExpired,
+        Self::LeaseExpired,
+        Self::LeaseRevoked,
         Self::WorkPropagated,
     ];
 
@@ -91,6 +97,8 @@ impl WorkEventKind {
             Self::WorkFailed => "work.failed",
             Self::WorkCancelled => "work.cancelled",
             Self::OwnershipExpired => "ownership.expired",
+            Self::LeaseExpired => "lease.expired",
+            Self::LeaseRevoked => "lease.revoked",
             Self::WorkPropagated => "work.propagated",
         }
     }

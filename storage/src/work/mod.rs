@@ -12,6 +12,7 @@ mod apply;
 mod checks;
 mod command;
 mod deps;
+pub(crate) mod expiry;
 mod missions;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
