@@ -268,7 +268,9 @@ pub(super) fn fence_owner(
          RETURNING lease_id",
     )?;
     let mut ended = statement
-        .query_map(params![row.work_item_id, now_text], |r| r.get::<_, String>(0))?
+        .query_map(params![row.work_item_id, now_text], |r| {
+            r.get::<_, String>(0)
+        })?
         .collect::<Result<Vec<_>, _>>()?;
     ended.sort();
     row.owner = None;

@@ -114,8 +114,8 @@ impl Deadlines {
 /// ownership deadlines of owned WorkItems. Stale ones cost one look when they fall due.
 pub(crate) fn load(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
     let mut found = Vec::new();
-    let mut leases = conn
-        .prepare("SELECT expires_at, work_item_id FROM leases WHERE released_at IS NULL")?;
+    let mut leases =
+        conn.prepare("SELECT expires_at, work_item_id FROM leases WHERE released_at IS NULL")?;
     found.extend(
         leases
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -162,12 +162,7 @@ impl<'t, 'c> Authority<'t, 'c> {
         save(self.tx, row)?;
         let event = work_event(row, detail)?;
         let group = Id::parse("groupId", &row.group_id)?;
-        let sequence = events::append(
-            self.tx,
-            &group,
-            &EventPayload::Work(kind, event),
-            self.now,
-        )?;
+        let sequence = events::append(self.tx, &group, &EventPayload::Work(kind, event), self.now)?;
         self.tx.execute(
             "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
             params![row.work_item_id, sequence],
@@ -192,7 +187,10 @@ fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<String>, Error
 }
 
 /// The WorkItem's next deadline as the rows say now (noted after every Command).
-pub(crate) fn next_deadline(conn: &Connection, work_item_id: &str) -> Result<Option<String>, Error> {
+pub(crate) fn next_deadline(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Option<String>, Error> {
     match load_work_item(conn, work_item_id)? {
         Some(row) => deadline_of(conn, &row),
         None => Ok(None),
@@ -328,10 +326,7 @@ pub(crate) fn check_quoted_lease(
     let why = match found {
         None => format!("no lease {quoted}"),
         Some((work_item, ..)) if work_item != row.work_item_id => {
-            format!(
-                "lease {quoted} is not a lease of {}",
-                row.work_item_id
-            )
+            format!("lease {quoted} is not a lease of {}", row.work_item_id)
         }
         Some((_, Some(ended), _)) => {
             format!("lease {quoted} ended at {ended} (released, expired or revoked: LSE-8)")
@@ -384,7 +379,11 @@ mod tests {
     use super::*;
 
     fn instant(second: u32) -> String {
-        format!("2026-11-30T12:{:02}:{:02}.000000Z", second / 60, second % 60)
+        format!(
+            "2026-11-30T12:{:02}:{:02}.000000Z",
+            second / 60,
+            second % 60
+        )
     }
 
     /// The measure: with 100,000 live deadlines, finding the due ones looks at the
@@ -400,15 +399,21 @@ mod tests {
         deadlines.note("wi-late-2", instant(30)); // a stale entry of the same WorkItem
         let due = deadlines.take_due(&instant(100), MAX_PER_CALL);
         assert_eq!(
-            due.work_items.iter().map(String::as_str).collect::<Vec<_>>(),
+            due.work_items
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
             ["wi-late-1", "wi-late-2"]
         );
         assert_eq!(due.visited, 4, "three due entries and the first not due");
         assert_eq!(deadlines.len(), 100_000);
-        assert_eq!(deadlines.take_due(&instant(100), MAX_PER_CALL), Due {
-            work_items: BTreeSet::new(),
-            visited: 1
-        });
+        assert_eq!(
+            deadlines.take_due(&instant(100), MAX_PER_CALL),
+            Due {
+                work_items: BTreeSet::new(),
+                visited: 1
+            }
+        );
     }
 
     #[test]
