@@ -111,7 +111,7 @@ impl Deadlines {
 }
 
 /// Every deadline the rows hold, to fill [`Deadlines`] at open: unreleased leases and the
-/// ownership deadlines of owned WorkItems. Stale ones cost one look when they fall due.
+/// ownership deadlines of owned `queued` or `blocked` WorkItems. Stale ones cost one look when they fall due.
 pub(crate) fn load(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
     let mut found = Vec::new();
     let mut leases =
@@ -123,7 +123,8 @@ pub(crate) fn load(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
     );
     let mut owned = conn.prepare(
         "SELECT ownership_expires_at, work_item_id FROM work_items
-         WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL",
+         WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL
+               AND state IN ('queued', 'blocked')",
     )?;
     found.extend(
         owned
@@ -377,6 +378,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::Clock as _;
 
     fn instant(second: u32) -> String {
         format!(
@@ -413,6 +415,73 @@ mod tests {
                 work_items: BTreeSet::new(),
                 visited: 1
             }
+        );
+    }
+
+    /// The issue's measure, end to end: 100,000 live Execution Leases, 100 of them past due;
+    /// one `expire_due` appends their `lease.expired` well within a second (debug build).
+    #[tokio::test]
+    async fn expiry_with_100000_live_leases_is_prompt() {
+        let start: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().expect("instant");
+        let clock = crate::clock::ManualClock::new(start);
+        let mut options = crate::options::Options::in_memory();
+        options.clock = std::sync::Arc::new(clock.clone());
+        let engine = Engine::open(options).await.expect("open");
+        let contract = serde_json::json!({
+            "objective": "o", "deliverables": [], "acceptanceCriteria": [], "inputs": [],
+            "dependsOn": [], "dependencyPolicy": "all_verified",
+            "permissions": {"tools": [], "data": [], "operations": []}, "requiredCapabilities": [],
+            "deadline": "2026-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "medium",
+            "budgets": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1,
+                        "wallClockSeconds": 1, "sideEffects": 1},
+            "retryPolicy": {"maxAttempts": 3, "backoffSeconds": 30, "deadline": null, "maxCost": 2.0},
+            "risk": "low", "approvalRequired": false,
+            "leases": {"offerSeconds": 600, "ownershipSeconds": 36000, "executionSeconds": 300,
+                       "blockedSeconds": 3600, "graceSeconds": 120},
+            "childFailurePolicy": "block"})
+        .to_string();
+        let n_leases = 100_000u32;
+        engine
+            .db
+            .write(move |tx| {
+                tx.execute("INSERT INTO groups VALUES ('g1', 'now')", [])?;
+                tx.execute(
+                    "INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1)",
+                    [],
+                )?;
+                let mut item = tx.prepare(
+                    "INSERT INTO work_items VALUES (?1, 'g1', 'm1', 'active', 3, 0, ?2, 'w1', 1, ?3, 0, NULL, 1)",
+                )?;
+                let mut lease = tx.prepare(
+                    "INSERT INTO leases VALUES (?1, ?2, 'execution', 'w1', 1, 1, ?3, ?4, NULL)",
+                )?;
+                for n in 0..n_leases {
+                    let id = format!("wi-{n:06}");
+                    // The first 100 expire at +100 s, the others spread over +10 min to +1 h.
+                    let seconds = if n < 100 { 100 } else { 600 + i64::from(n % 3000) };
+                    let expires = format_instant(start + chrono::Duration::seconds(seconds));
+                    let ownership = format_instant(start + chrono::Duration::seconds(36_000));
+                    item.execute(params![id, contract, ownership])?;
+                    lease.execute(params![format!("lease-{n:06}"), id, format_instant(start), expires])?;
+                }
+                Ok(())
+            })
+            .await
+            .expect("load");
+        for (at, work_item_id) in engine.db.read(load).await.expect("deadlines") {
+            engine.deadlines.note(&work_item_id, at);
+        }
+        clock.advance(chrono::Duration::seconds(101));
+        let began = std::time::Instant::now();
+        let n_events = engine.expire_due(clock.now()).await.expect("expire");
+        let took = began.elapsed();
+        assert_eq!(n_events, 100);
+        assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
+        eprintln!("expire_due with {n_leases} live leases, 100 due: {took:?}");
+        // The 99,900 live leases, and the 100 re-queued WorkItems' ownership deadlines.
+        assert_eq!(
+            engine.deadlines.len(),
+            usize::try_from(n_leases).expect("fits")
         );
     }
 
