@@ -20,6 +20,9 @@ use tokio::net::TcpListener;
 use crate::config::Config;
 use crate::http::{AppState, app};
 
+/// How often the server appends the lease and ownership expiries that fell due.
+const EXPIRY_TICK: Duration = Duration::from_millis(200);
+
 /// Serves `router` on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
@@ -217,6 +220,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 ticks.tick().await;
                 if let Err(error) = store.sweep().await {
                     tracing::error!(%error, "the sweep of uncited uploads failed");
+                }
+            }
+        });
+    }
+    {
+        // Lease and ownership expiry (`Store::expire_due`, LSE-8, OFL-1): every 200 ms, so an
+        // expiry is in the log within a second of its instant. Every Command also expires its
+        // own WorkItem first, so nothing depends on this timer having run.
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(EXPIRY_TICK);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = store.expire_due(store.now()).await {
+                    tracing::error!(%error, "appending lease expiries failed; retried next tick");
                 }
             }
         });

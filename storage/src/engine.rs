@@ -32,6 +32,9 @@ pub(crate) struct Engine {
     /// Shared by uploads (promotion to row) and compaction, exclusive for the sweep.
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,
     pub(crate) upload_counters: crate::artifacts::Counters,
+    /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
+    /// by every Command, so the expiry timer never scans every lease.
+    pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -125,6 +128,10 @@ impl Engine {
         }
         let lineage = crate::lineage::Index::default();
         lineage.add_all(&db.read(load_publications).await?);
+        let deadlines = Arc::new(crate::work::expiry::Deadlines::default());
+        for (at, work_item_id) in db.read(crate::work::expiry::load).await? {
+            deadlines.note(&work_item_id, at);
+        }
         Ok(Self {
             db,
             blobs,
@@ -144,6 +151,7 @@ impl Engine {
             unpublished_blob_ttl: options.quotas.unpublished_blob_ttl,
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: crate::artifacts::Counters::default(),
+            deadlines,
         })
     }
 }

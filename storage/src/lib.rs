@@ -2,7 +2,9 @@
 //! and the enforcement of the protocol rules in one transaction per accepted change.
 //!
 //! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
-//! envelopes and ids, and get back values or an [`Error`] with a stable code.
+//! envelopes and ids, and get back values or an [`Error`] with a stable code. The file is
+//! long (just over 600 lines) because it is the façade only: one short method per operation,
+//! grouped under headers naming the file behind each group.
 //!
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
 //! **Invariant:** every accepted change commits its rows and its Event in one transaction;
@@ -150,6 +152,14 @@ impl Store {
         self.inner
             .execute_command(group_id, envelope, session)
             .await
+    }
+
+    /// Appends the lease and ownership expiry Events due at `now` (`lease.expired`,
+    /// `ownership.expired`) in one writer transaction; answers how many. Finds them in an
+    /// in-memory set of deadlines, never by scanning every lease; the server calls it on a
+    /// timer, and every Command also expires its own WorkItem first.
+    pub async fn expire_due(&self, now: chrono::DateTime<chrono::Utc>) -> Result<usize, Error> {
+        self.inner.expire_due(now).await
     }
 
     pub async fn work_item(

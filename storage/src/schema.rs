@@ -340,6 +340,8 @@ CREATE TABLE lease_renewals (
 CREATE INDEX lease_renewals_lease ON lease_renewals(lease_id);
 ALTER TABLE leases ADD COLUMN preemption_requested_at TEXT;
 ALTER TABLE leases ADD COLUMN preemption_requested_by TEXT;
+-- A new session revokes its Agent's unreleased leases (LSE-9): found without a scan.
+CREATE INDEX leases_agent_open ON leases(agent_id) WHERE released_at IS NULL;
 CREATE TABLE work_progress (
     work_item_id  TEXT PRIMARY KEY REFERENCES work_items(work_item_id),
     sequence      INTEGER NOT NULL,       -- the work.progress_reported Event

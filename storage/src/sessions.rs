@@ -66,6 +66,7 @@ impl Engine {
         let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token_bytes);
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
         let expires_at = now + self.session_ttl;
+        let deadlines = self.deadlines.clone();
         let grant = self.db
             .write(move |txn| {
                 if !group_exists(txn, request.group_id.as_str())? {
@@ -104,6 +105,16 @@ impl Engine {
                     }),
                     now,
                 )?;
+                // LSE-9 / GAP-1: the replaced session's Execution Leases end here, in the
+                // transaction that opens the new one, so no new lease can start first.
+                let touched = crate::work::expiry::revoke_for_new_session(
+                    txn, request.group_id.as_str(), agent_id.as_str(), session_epoch, now,
+                )?;
+                for (work_item_id, next) in touched {
+                    if let Some(at) = next {
+                        deadlines.note(&work_item_id, at);
+                    }
+                }
                 Ok(SessionGrant { token, session_epoch, membership_epoch, expires_at })
             })
             .await?;

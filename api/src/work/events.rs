@@ -36,6 +36,10 @@ pub enum WorkEventKind {
     WorkFailed,
     WorkCancelled,
     OwnershipExpired,
+    /// An Execution Lease ran out (LSE-8: timeout expires it); the Authority's own Event.
+    LeaseExpired,
+    /// A lease ended by a replacement session of its Agent (LSE-9, GAP-1); the Authority's own.
+    LeaseRevoked,
     /// T16/T17/T18: a WorkItem moved because a Mission ended (no Command of its own).
     WorkPropagated,
     LeaseRenewed,
@@ -44,7 +48,7 @@ pub enum WorkEventKind {
 }
 
 impl WorkEventKind {
-    pub const ALL: [WorkEventKind; 26] = [
+    pub const ALL: [WorkEventKind; 28] = [
         Self::MissionCreated,
         Self::MissionApproved,
         Self::MissionFailed,
@@ -67,6 +71,8 @@ impl WorkEventKind {
         Self::WorkFailed,
         Self::WorkCancelled,
         Self::OwnershipExpired,
+        Self::LeaseExpired,
+        Self::LeaseRevoked,
         Self::WorkPropagated,
         Self::LeaseRenewed,
         Self::WorkProgressReported,
@@ -97,6 +103,8 @@ impl WorkEventKind {
             Self::WorkFailed => "work.failed",
             Self::WorkCancelled => "work.cancelled",
             Self::OwnershipExpired => "ownership.expired",
+            Self::LeaseExpired => "lease.expired",
+            Self::LeaseRevoked => "lease.revoked",
             Self::WorkPropagated => "work.propagated",
             Self::LeaseRenewed => "lease.renewed",
             Self::WorkProgressReported => "work.progress_reported",

@@ -15,6 +15,7 @@ mod delivery;
 mod evidence;
 mod exports;
 mod idempotency;
+mod leases;
 mod limits;
 mod lineage;
 mod meta;

@@ -5,7 +5,8 @@
 //!
 //! Mission Commands and `work.authorize` are in `missions.rs`; the rule-specific checks
 //! (offer standing, Evidence, the quoted lease) in `checks.rs`. The decisions themselves are
-//! in `weft_api::work::machine`.
+//! in `weft_api::work::machine`. The file is long (just over 600 lines) because the effect of each
+//! WorkItem Command stays in one match, so a Command's row changes read in one place.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension as _, params};
@@ -253,13 +254,36 @@ pub(super) fn withdraw_offers(
     Ok(())
 }
 
-/// Ends the owner's hold (leases released, no owner); the ownership epoch stays, so a fenced
-/// owner's epoch never matches again.
-pub(super) fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<(), Error> {
-    release_leases(ctx, &row.work_item_id)?;
-    withdraw_offers(ctx, row, None, "the WorkItem moved on")?;
+/// Fences the owner of `row` (SM-6, OFL-1): every unreleased lease of the WorkItem ends at
+/// `now_text`, the owner and its ownership deadline are cleared. The ownership epoch stays, so
+/// the fenced owner's epoch never matches again and the next acceptance starts a higher one.
+/// The caller saves the row and appends the Event that says why (`ownership.expired` for the
+/// Authority's expiry and for `work.offer`'s SM-6 fencing). Answers the ids of the leases ended.
+pub(super) fn fence_owner(
+    tx: &Tx<'_>,
+    row: &mut WorkRow,
+    now_text: &str,
+) -> Result<Vec<String>, Error> {
+    let mut statement = tx.prepare_cached(
+        "UPDATE leases SET released_at = ?2 WHERE work_item_id = ?1 AND released_at IS NULL
+         RETURNING lease_id",
+    )?;
+    let mut ended = statement
+        .query_map(params![row.work_item_id, now_text], |r| {
+            r.get::<_, String>(0)
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    ended.sort();
     row.owner = None;
     row.ownership_expires_at = None;
+    Ok(ended)
+}
+
+/// Ends the owner's hold (leases released, no owner, live offers withdrawn); the ownership
+/// epoch stays, so a fenced owner's epoch never matches again.
+pub(super) fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<(), Error> {
+    fence_owner(ctx.tx, row, &ctx.now_text)?;
+    withdraw_offers(ctx, row, None, "the WorkItem moved on")?;
     Ok(())
 }
 
@@ -337,13 +361,18 @@ pub(super) fn work(
                     format!("offer id {} is taken", p.offer_id),
                 ));
             }
-            // SM-6: an expired owner is fenced before the offer takes effect.
-            if row.owner.is_some() {
-                end_ownership(ctx, &mut row)?;
+            // SM-6: an expired owner is fenced before the offer takes effect (the table
+            // refused the offer if the ownership were live). The Command's own expiry step
+            // (`expiry.rs`) fenced a queued or blocked owner already; what is left here is an
+            // active owner whose ownership deadline passed while its lease ran.
+            if let Some(previous_owner) = row.owner.clone() {
+                let expired_at = row.ownership_expires_at.clone();
+                let leases = fence_owner(ctx.tx, &mut row, &ctx.now_text)?;
                 ctx.record(
                     &mut row,
                     WorkEventKind::OwnershipExpired,
-                    serde_json::json!({"rule": "SM-6"}),
+                    serde_json::json!({"expiresAt": expired_at, "leases": leases,
+                                       "previousOwner": previous_owner, "rule": "SM-6"}),
                 )?;
             }
             // T3: the new offer replaces live ones.

@@ -87,6 +87,7 @@ impl Engine {
         let request_hash = *blake3::hash(&payload).as_bytes();
         let now = self.clock.now();
         let session_epoch = session.session_epoch;
+        let deadlines = self.deadlines.clone();
         self.db
             .write(move |tx| {
                 // 4. A retry of an accepted Command replays its answer.
@@ -134,6 +135,13 @@ impl Engine {
                 }
                 let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
                 let state = run(&mut ctx, &body)?;
+                // The WorkItem's deadline as this Command left it, for the expiry timer
+                // (a stale entry costs one look; noted before the commit, which is harmless).
+                if let Some(work_item_id) = body.work_item_id()
+                    && let Some(at) = super::expiry::next_deadline(tx, work_item_id.as_str())?
+                {
+                    deadlines.note(work_item_id.as_str(), at);
+                }
                 let answer = CommandAccepted {
                     command_id: command.command_id.to_string(),
                     events: std::mem::take(&mut ctx.appended),
@@ -161,7 +169,21 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, E
                 return Err(reject(ErrorCode::InvalidCommand, "no workItemId"));
             };
             let row = match load_work_item(ctx.tx, work_item_id.as_str())? {
-                Some(row) if row.group_id == ctx.command.group_id.as_str() => row,
+                Some(row) if row.group_id == ctx.command.group_id.as_str() => {
+                    // Expiry first, for this WorkItem only, so the Command sees the fenced
+                    // state even if the timer never ran. These Events are the Authority's own
+                    // (no causation, not in the answer's `events`), not the Command's; they
+                    // commit with an accepted Command, and roll back with a refused one (so a
+                    // refusal still changes nothing), to be appended by the timer or the next
+                    // Command.
+                    let (n_expired, _) =
+                        super::expiry::expire_work_item(ctx.tx, work_item_id.as_str(), ctx.now)?;
+                    if n_expired == 0 {
+                        row
+                    } else {
+                        load_work_item(ctx.tx, work_item_id.as_str())?.unwrap_or(row)
+                    }
+                }
                 // Another Group's WorkItem answers as an unknown one.
                 _ => {
                     return Err(reject(
@@ -180,6 +202,10 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, E
                         row.revision
                     ),
                 ));
+            }
+            // LSE-5: a quoted lease that ended is stale whatever the state it left behind.
+            if let Some(quoted) = &ctx.command.lease_id {
+                super::expiry::check_quoted_lease(ctx.tx, quoted.as_str(), &row, &ctx.now_text)?;
             }
             let mission = load_mission(ctx.tx, &row.mission_id)?.ok_or_else(|| {
                 reject(

@@ -13,8 +13,10 @@ mod apply;
 mod checks;
 mod command;
 mod deps;
+pub(crate) mod expiry;
 mod missions;
 mod owner;
+mod timer;
 mod tokens;
 
 pub use tokens::Grant;

@@ -1,0 +1,340 @@
+//! Lease and ownership expiry, fencing and session revocation (LSE-1…3 expiry side, LSE-8,
+//! LSE-9, GAP-1, SM-6, OFL-1): the Authority's own Events, appended without a Command.
+//!
+//! What expires, and where the WorkItem goes (the Authority-generated transitions that SM-3
+//! permits alongside the table, DESIGN §10):
+//! - `active` whose Execution Lease passed its `expiresAt`: the lease ends, `lease.expired`,
+//!   the WorkItem returns to `queued` like a checkpoint without progress. The ownership is
+//!   kept until its own deadline (not refreshed: a silent Worker earns no time), so the owner
+//!   may start again under a new lease; past that deadline the next rule fences it at once.
+//!   While `active` only the Execution Lease counts (LSE-11: nothing but the lease's expiry
+//!   or revocation, the owner's checkpoint, cancellation or failure forces work out of
+//!   `active`).
+//! - `queued` or `blocked` whose ownership deadline (`ownership_expires_at`: the start
+//!   deadline set at acceptance, refreshed at checkpoint; the blocked lease's expiry during a
+//!   block) passed: the owner is fenced ([`super::apply::fence_owner`]: its leases end, no
+//!   owner, the epoch stays so it never matches again), `ownership.expired`; `queued` goes to
+//!   `open` so the Coordinator may offer it again with a higher epoch (OFL-1), `blocked` stays
+//!   `blocked` but ownerless, and `work.unblock` then answers `open` (SM-10).
+//! - A replacement session of an Agent in a Group ([`revoke_for_new_session`], called by
+//!   `sessions.rs` in the transaction that opens it) ends that Agent's Execution Leases there,
+//!   `lease.revoked`, and returns each affected `active` WorkItem to `queued` (GAP-1) with its
+//!   ownership deadline refreshed (the Agent just proved it is alive), before the new session
+//!   can start anything. Blocked leases are not revoked: they hold ownership across a block
+//!   (PRG-5), not the right to execute.
+//!
+//! How expiry is found: [`Deadlines`], an in-memory ordered set of (instant, WorkItem) loaded
+//! at open ([`load`]) and noted whenever a Command leaves a WorkItem with a deadline. It is
+//! lazy: an entry may be stale (a lease renewed, released or revoked since), so a due entry
+//! only says "look at this WorkItem now"; [`expire_work_item`] reads the rows and appends
+//! what is really due, then notes the WorkItem's next deadline. The timer
+//! (`Store::expire_due`) therefore visits the due entries only, never every lease. Every
+//! Command also runs [`expire_work_item`] on its own WorkItem first (`command.rs`), so
+//! nothing depends on the timer having run.
+//!
+//! Threads: [`Deadlines`] is shared by the writer thread (Command jobs note deadlines) and the
+//! timer; a `std::sync::Mutex` guards it for short critical sections with no `.await`.
+//! Crash story: the set is memory only and the rows say what is due, so open rebuilds it.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::work::events::WorkEventKind;
+use weft_api::work::machine::WorkState;
+use weft_api::{ErrorCode, EventPayload, Id};
+
+use super::apply::{fence_owner, save, work_event};
+use super::{WorkRow, current_lease, load_work_item};
+use crate::clock::format_instant;
+use crate::db::Tx;
+use crate::error::{Error, reject};
+use crate::events;
+
+/// The most WorkItems one `expire_due` call handles in its one transaction; the rest stay due
+/// for the next tick, so a burst of expiries never makes one huge write job.
+pub(super) const MAX_PER_CALL: usize = 10_000;
+
+/// Lease and ownership deadlines by instant: `(RFC 3339 instant, WorkItem id)`, the instants
+/// in the index's one text form, so text order is time order.
+#[derive(Debug, Default)]
+pub(crate) struct Deadlines {
+    entries: Mutex<BTreeSet<(String, String)>>,
+}
+
+/// What one [`Deadlines::take_due`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Due {
+    /// The WorkItems with a due entry, each once.
+    pub(crate) work_items: BTreeSet<String>,
+    /// How many entries were looked at: the due ones and the one that stopped the walk.
+    pub(crate) visited: usize,
+}
+
+impl Deadlines {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, String)>> {
+        // Short critical sections, no await inside; a panic elsewhere leaves a usable set.
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Remembers that `work_item_id` has a deadline at `at`.
+    pub(crate) fn note(&self, work_item_id: &str, at: String) {
+        self.lock().insert((at, work_item_id.to_owned()));
+    }
+
+    /// Takes the entries due at `now` (at most `limit` WorkItems), earliest first.
+    pub(crate) fn take_due(&self, now: &str, limit: usize) -> Due {
+        let mut entries = self.lock();
+        let mut due = Due::default();
+        while due.work_items.len() < limit {
+            due.visited += 1;
+            match entries.first() {
+                Some((at, _)) if at.as_str() <= now => {
+                    if let Some((_, work_item)) = entries.pop_first() {
+                        due.work_items.insert(work_item);
+                    }
+                }
+                _ => break,
+            }
+        }
+        due
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// Every deadline the rows hold, to fill [`Deadlines`] at open: unreleased leases and the
+/// ownership deadlines of owned `queued` or `blocked` WorkItems. Stale ones cost one look when they fall due.
+pub(crate) fn load(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
+    let mut found = Vec::new();
+    let mut leases =
+        conn.prepare("SELECT expires_at, work_item_id FROM leases WHERE released_at IS NULL")?;
+    found.extend(
+        leases
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    let mut owned = conn.prepare(
+        "SELECT ownership_expires_at, work_item_id FROM work_items
+         WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL
+               AND state IN ('queued', 'blocked')",
+    )?;
+    found.extend(
+        owned
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    Ok(found)
+}
+
+/// Appends the Authority's own WorkItem Events (no `causationCommandId`).
+struct Authority<'t, 'c> {
+    tx: &'t Tx<'c>,
+    now: DateTime<Utc>,
+    now_text: String,
+    n_events: usize,
+}
+
+impl<'t, 'c> Authority<'t, 'c> {
+    fn new(tx: &'t Tx<'c>, now: DateTime<Utc>) -> Self {
+        Self {
+            tx,
+            now,
+            now_text: format_instant(now),
+            n_events: 0,
+        }
+    }
+
+    /// Saves `row` at its next revision and appends `kind` describing it.
+    fn record(
+        &mut self,
+        row: &mut WorkRow,
+        kind: WorkEventKind,
+        detail: serde_json::Value,
+    ) -> Result<(), Error> {
+        row.revision += 1;
+        save(self.tx, row)?;
+        let event = work_event(row, detail)?;
+        let group = Id::parse("groupId", &row.group_id)?;
+        let sequence = events::append(self.tx, &group, &EventPayload::Work(kind, event), self.now)?;
+        self.tx.execute(
+            "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
+            params![row.work_item_id, sequence],
+        )?;
+        self.n_events += 1;
+        Ok(())
+    }
+}
+
+/// The next instant at which something of `row` may expire: the Execution Lease's expiry
+/// while `active`, the ownership deadline while `queued` or `blocked` with an owner.
+fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<String>, Error> {
+    Ok(match row.state {
+        WorkState::Active => current_lease(conn, &row.work_item_id)?
+            .filter(|lease| lease.kind == "execution")
+            .map(|lease| lease.expires_at),
+        WorkState::Queued | WorkState::Blocked if row.owner.is_some() => {
+            row.ownership_expires_at.clone()
+        }
+        _ => None,
+    })
+}
+
+/// The WorkItem's next deadline as the rows say now (noted after every Command).
+pub(crate) fn next_deadline(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Option<String>, Error> {
+    match load_work_item(conn, work_item_id)? {
+        Some(row) => deadline_of(conn, &row),
+        None => Ok(None),
+    }
+}
+
+/// Appends what is due at `now` for one WorkItem (see the module comment for the rules);
+/// answers how many Events it appended and the WorkItem's next deadline.
+pub(crate) fn expire_work_item(
+    tx: &Tx<'_>,
+    work_item_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(usize, Option<String>), Error> {
+    let mut authority = Authority::new(tx, now);
+    // At most two rounds: an expired Execution Lease, then an ownership already past due.
+    loop {
+        let Some(mut row) = load_work_item(tx, work_item_id)? else {
+            return Ok((authority.n_events, None));
+        };
+        let Some(at) = deadline_of(tx, &row)? else {
+            return Ok((authority.n_events, None));
+        };
+        if at > authority.now_text {
+            return Ok((authority.n_events, Some(at)));
+        }
+        if row.state == WorkState::Active {
+            // LSE-8: timeout expires the Execution Lease; back to the ready queue.
+            let lease = current_lease(tx, work_item_id)?.map(|lease| lease.lease_id);
+            tx.execute(
+                "UPDATE leases SET released_at = ?2 WHERE lease_id = ?1",
+                params![lease, authority.now_text],
+            )?;
+            row.state = WorkState::Queued;
+            authority.record(
+                &mut row,
+                WorkEventKind::LeaseExpired,
+                serde_json::json!({"expiresAt": at, "kind": "execution", "leaseId": lease,
+                                   "rule": "LSE-8"}),
+            )?;
+            continue;
+        }
+        // OFL-1 / SM-6: a missed start deadline or an expired ownership fences the owner.
+        let previous_owner = row.owner.clone();
+        let leases = fence_owner(tx, &mut row, &authority.now_text)?;
+        if row.state == WorkState::Queued {
+            row.state = WorkState::Open;
+        }
+        authority.record(
+            &mut row,
+            WorkEventKind::OwnershipExpired,
+            serde_json::json!({"expiresAt": at, "leases": leases,
+                               "previousOwner": previous_owner, "rule": "OFL-1"}),
+        )?;
+        return Ok((authority.n_events, None));
+    }
+}
+
+/// LSE-9 / GAP-1: the Execution Leases of `agent_id` in `group_id` end because a new session
+/// (`session_epoch`) replaced the one they were granted under; each affected `active`
+/// WorkItem returns to `queued`. Runs in the transaction that opens the session. Answers the
+/// WorkItems touched with their next deadlines, for [`Deadlines`].
+pub(crate) fn revoke_for_new_session(
+    tx: &Tx<'_>,
+    group_id: &str,
+    agent_id: &str,
+    session_epoch: u64,
+    now: DateTime<Utc>,
+) -> Result<Vec<(String, Option<String>)>, Error> {
+    let mut statement = tx.prepare_cached(
+        "SELECT l.work_item_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
+         WHERE l.agent_id = ?1 AND w.group_id = ?2 AND l.kind = 'execution' AND l.released_at IS NULL
+         ORDER BY l.work_item_id",
+    )?;
+    let work_items = statement
+        .query_map(params![agent_id, group_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<BTreeSet<_>, _>>()?;
+    drop(statement);
+    let mut touched = Vec::new();
+    for work_item_id in work_items {
+        // A lease already past its expiry expired; it is not revoked.
+        expire_work_item(tx, &work_item_id, now)?;
+        let mut authority = Authority::new(tx, now);
+        let Some(mut row) = load_work_item(tx, &work_item_id)? else {
+            continue;
+        };
+        let Some(lease) = current_lease(tx, &work_item_id)?
+            .filter(|lease| lease.kind == "execution" && lease.agent_id == agent_id)
+        else {
+            touched.push((work_item_id.clone(), deadline_of(tx, &row)?));
+            continue;
+        };
+        tx.execute(
+            "UPDATE leases SET released_at = ?2 WHERE lease_id = ?1",
+            params![lease.lease_id, authority.now_text],
+        )?;
+        if row.state == WorkState::Active {
+            row.state = WorkState::Queued;
+            let seconds = i64::try_from(row.contract.leases.ownership_seconds)
+                .unwrap_or(i64::MAX)
+                .min(100 * 365 * 86_400);
+            row.ownership_expires_at =
+                Some(format_instant(now + chrono::Duration::seconds(seconds)));
+        }
+        authority.record(
+            &mut row,
+            WorkEventKind::LeaseRevoked,
+            serde_json::json!({"kind": lease.kind, "leaseId": lease.lease_id,
+                               "reason": "session_replaced", "rule": "LSE-9",
+                               "sessionEpoch": session_epoch}),
+        )?;
+        touched.push((work_item_id, deadline_of(tx, &row)?));
+    }
+    Ok(touched)
+}
+
+/// LSE-5: a Command that quotes a lease must quote a live lease of its WorkItem; one that
+/// ended (released, expired or revoked) or belongs to another WorkItem is `stale_lease`,
+/// whatever the WorkItem's state now (the table would otherwise answer for a state the
+/// Worker cannot know it left). Whether it is the *current* lease is `checks::check_lease`.
+pub(crate) fn check_quoted_lease(
+    conn: &Connection,
+    quoted: &str,
+    row: &WorkRow,
+    now_text: &str,
+) -> Result<(), Error> {
+    let found: Option<(String, Option<String>, String)> = conn
+        .query_row(
+            "SELECT work_item_id, released_at, expires_at FROM leases WHERE lease_id = ?1",
+            [quoted],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let why = match found {
+        None => format!("no lease {quoted}"),
+        Some((work_item, ..)) if work_item != row.work_item_id => {
+            format!("lease {quoted} is not a lease of {}", row.work_item_id)
+        }
+        Some((_, Some(ended), _)) => {
+            format!("lease {quoted} ended at {ended} (released, expired or revoked: LSE-8)")
+        }
+        Some((_, None, expires_at)) if expires_at.as_str() <= now_text => {
+            format!("lease {quoted} expired at {expires_at}")
+        }
+        Some(_) => return Ok(()),
+    };
+    Err(reject(ErrorCode::StaleLease, format!("{why} (LSE-5)")))
+}

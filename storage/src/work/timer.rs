@@ -1,0 +1,172 @@
+//! The expiry timer's entry point (`Store::expire_due`): takes the due entries of the
+//! in-memory deadline set and runs `expiry::expire_work_item` for each in one writer
+//! transaction. Kept apart from `expiry.rs` so the engine, which holds the deadline set,
+//! and the code that expires never import each other.
+
+use chrono::{DateTime, Utc};
+
+use super::expiry::{MAX_PER_CALL, expire_work_item};
+use crate::clock::format_instant;
+use crate::engine::Engine;
+use crate::error::Error;
+
+impl Engine {
+    /// Appends the expiry Events due at `now`, in one writer transaction, for the WorkItems
+    /// whose deadlines fell due (at most [`MAX_PER_CALL`]); answers how many Events.
+    pub(crate) async fn expire_due(&self, now: DateTime<Utc>) -> Result<usize, Error> {
+        let now_text = format_instant(now);
+        let due = self.deadlines.take_due(&now_text, MAX_PER_CALL).work_items;
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let deadlines = self.deadlines.clone();
+        let work_items = due.clone();
+        let result = self
+            .db
+            .write(move |tx| {
+                let mut n_events = 0;
+                for work_item_id in &work_items {
+                    let (appended, next) = expire_work_item(tx, work_item_id, now)?;
+                    n_events += appended;
+                    if let Some(at) = next {
+                        deadlines.note(work_item_id, at);
+                    }
+                }
+                Ok(n_events)
+            })
+            .await;
+        if result.is_err() {
+            // Nothing was appended: look at them again on the next call.
+            for work_item_id in &due {
+                self.deadlines.note(work_item_id, now_text.clone());
+            }
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use rusqlite::params;
+
+    use super::super::expiry::*;
+    use super::*;
+    use crate::clock::Clock as _;
+
+    fn instant(second: u32) -> String {
+        format!(
+            "2026-11-30T12:{:02}:{:02}.000000Z",
+            second / 60,
+            second % 60
+        )
+    }
+
+    /// The measure: with 100,000 live deadlines, finding the due ones looks at the
+    /// due entries only (plus the one that stops the walk), never all of them.
+    #[test]
+    fn take_due_visits_only_due_entries() {
+        let deadlines = Deadlines::default();
+        for n in 0..100_000u32 {
+            deadlines.note(&format!("wi-{n}"), instant(600 + n % 3000));
+        }
+        deadlines.note("wi-late-1", instant(10));
+        deadlines.note("wi-late-2", instant(20));
+        deadlines.note("wi-late-2", instant(30)); // a stale entry of the same WorkItem
+        let due = deadlines.take_due(&instant(100), MAX_PER_CALL);
+        assert_eq!(
+            due.work_items
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            ["wi-late-1", "wi-late-2"]
+        );
+        assert_eq!(due.visited, 4, "three due entries and the first not due");
+        assert_eq!(deadlines.len(), 100_000);
+        assert_eq!(
+            deadlines.take_due(&instant(100), MAX_PER_CALL),
+            Due {
+                work_items: BTreeSet::new(),
+                visited: 1
+            }
+        );
+    }
+
+    /// The measure, end to end: 100,000 live Execution Leases, 100 of them past due;
+    /// one `expire_due` appends their `lease.expired` well within a second (debug build).
+    #[tokio::test]
+    async fn expiry_with_100000_live_leases_is_prompt() {
+        let start: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().expect("instant");
+        let clock = crate::clock::ManualClock::new(start);
+        let mut options = crate::options::Options::in_memory();
+        options.clock = std::sync::Arc::new(clock.clone());
+        let engine = Engine::open(options).await.expect("open");
+        let contract = serde_json::json!({
+            "objective": "o", "deliverables": [], "acceptanceCriteria": [], "inputs": [],
+            "dependsOn": [], "dependencyPolicy": "all_verified",
+            "permissions": {"tools": [], "data": [], "operations": []}, "requiredCapabilities": [],
+            "deadline": "2026-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "medium",
+            "budgets": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1,
+                        "wallClockSeconds": 1, "sideEffects": 1},
+            "retryPolicy": {"maxAttempts": 3, "backoffSeconds": 30, "deadline": null, "maxCost": 2.0},
+            "risk": "low", "approvalRequired": false,
+            "leases": {"offerSeconds": 600, "ownershipSeconds": 36000, "executionSeconds": 300,
+                       "blockedSeconds": 3600, "graceSeconds": 120},
+            "childFailurePolicy": "block"})
+        .to_string();
+        let n_leases = 100_000u32;
+        engine
+            .db
+            .write(move |tx| {
+                tx.execute("INSERT INTO groups VALUES ('g1', 'now')", [])?;
+                tx.execute(
+                    "INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1)",
+                    [],
+                )?;
+                let mut item = tx.prepare(
+                    "INSERT INTO work_items VALUES (?1, 'g1', 'm1', 'active', 3, 0, ?2, 'w1', 1, ?3, 0, NULL, 1)",
+                )?;
+                let mut lease = tx.prepare(
+                    "INSERT INTO leases VALUES (?1, ?2, 'execution', 'w1', 1, 1, ?3, ?4, NULL)",
+                )?;
+                for n in 0..n_leases {
+                    let id = format!("wi-{n:06}");
+                    // The first 100 expire at +100 s, the others spread over +10 min to +1 h.
+                    let seconds = if n < 100 { 100 } else { 600 + i64::from(n % 3000) };
+                    let expires = format_instant(start + chrono::Duration::seconds(seconds));
+                    let ownership = format_instant(start + chrono::Duration::seconds(36_000));
+                    item.execute(params![id, contract, ownership])?;
+                    lease.execute(params![format!("lease-{n:06}"), id, format_instant(start), expires])?;
+                }
+                Ok(())
+            })
+            .await
+            .expect("load");
+        for (at, work_item_id) in engine.db.read(load).await.expect("deadlines") {
+            engine.deadlines.note(&work_item_id, at);
+        }
+        clock.advance(chrono::Duration::seconds(101));
+        let began = std::time::Instant::now();
+        let n_events = engine.expire_due(clock.now()).await.expect("expire");
+        let took = began.elapsed();
+        assert_eq!(n_events, 100);
+        assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
+        eprintln!("expire_due with {n_leases} live leases, 100 due: {took:?}");
+        // The 99,900 live leases, and the 100 re-queued WorkItems' ownership deadlines.
+        assert_eq!(
+            engine.deadlines.len(),
+            usize::try_from(n_leases).expect("fits")
+        );
+    }
+
+    #[test]
+    fn take_due_stops_at_its_limit() {
+        let deadlines = Deadlines::default();
+        for n in 0..5u32 {
+            deadlines.note(&format!("wi-{n}"), instant(n));
+        }
+        assert_eq!(deadlines.take_due(&instant(100), 2).work_items.len(), 2);
+        assert_eq!(deadlines.len(), 3);
+    }
+}
