@@ -42,13 +42,15 @@ pub enum WorkEventKind {
     LeaseRevoked,
     /// T16/T17/T18: a WorkItem moved because a Mission ended (no Command of its own).
     WorkPropagated,
+    /// EVD-3: a submission asks reviewer Agents for Evidence on the criteria no review covers.
+    WorkReviewRequested,
     LeaseRenewed,
     WorkProgressReported,
     WorkPreemptionRequested,
 }
 
 impl WorkEventKind {
-    pub const ALL: [WorkEventKind; 28] = [
+    pub const ALL: [WorkEventKind; 29] = [
         Self::MissionCreated,
         Self::MissionApproved,
         Self::MissionFailed,
@@ -74,6 +76,7 @@ impl WorkEventKind {
         Self::LeaseExpired,
         Self::LeaseRevoked,
         Self::WorkPropagated,
+        Self::WorkReviewRequested,
         Self::LeaseRenewed,
         Self::WorkProgressReported,
         Self::WorkPreemptionRequested,
@@ -106,6 +109,7 @@ impl WorkEventKind {
             Self::LeaseExpired => "lease.expired",
             Self::LeaseRevoked => "lease.revoked",
             Self::WorkPropagated => "work.propagated",
+            Self::WorkReviewRequested => "work.review_requested",
             Self::LeaseRenewed => "lease.renewed",
             Self::WorkProgressReported => "work.progress_reported",
             Self::WorkPreemptionRequested => "work.preemption_requested",

@@ -144,7 +144,8 @@ pub struct Facts {
     /// The dependencies satisfy the contract's policy (DEP-3).
     pub eligible: bool,
     /// The Command brings the Evidence it needs: for `work.submit` every acceptance
-    /// criterion is covered (EVD-2), for `work.fail` at least one record.
+    /// criterion is covered (EVD-2), for `work.fail` at least one record, for
+    /// `work.accept_result` every criterion's verdict in force passes (EVD-3).
     pub evidence_complete: bool,
     /// The retry policy's standing for a new attempt (PRG-8).
     pub retry: RetryStanding,
@@ -317,8 +318,15 @@ pub fn decide(
                 Err(ErrorCode::EvidenceMissing)
             }
         }
-        // T12 (GAP-2: a failed review is `work.fail`)
-        (C::WorkAcceptResult, S::Submitted) => go(S::Verified, "work.result_accepted"),
+        // T12 (GAP-2: a failed review is `work.fail`); EVD-3: only once the combined Evidence
+        // passes (every criterion's verdict in force is `pass`, uncontested).
+        (C::WorkAcceptResult, S::Submitted) => {
+            if facts.evidence_complete {
+                go(S::Verified, "work.result_accepted")
+            } else {
+                Err(ErrorCode::EvidenceMissing)
+            }
+        }
         // T13: the Coordinator, or the owner (which quotes its lease, LSE-4); failure Evidence
         // required.
         (C::WorkFail, s) if s.is_live() => {

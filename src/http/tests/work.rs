@@ -187,6 +187,74 @@ backends!(
         assert_unchanged(&before, &h.fingerprint().await, "refused submissions");
         let submitted = h.send(command_request(&w1, "g1", &submit)).await;
         assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
+        // EVD-3: only a Worker's claim covers ac-1, so reviewers are asked for it.
+        let answer = submitted.json();
+        let kinds: Vec<&str> = answer["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter_map(|e| e["type"].as_str())
+            .collect();
+        assert_eq!(kinds, ["work.submitted", "work.review_requested"]);
+        // A reviewer's `fail` is in force over the Worker's `pass`: the result waits (EVD-3).
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        let review = json!({
+            "subject": {"kind": "workItem", "id": "wi-1"},
+            "missionId": "mission-1", "groupId": "g1", "workItemId": "wi-1", "criterion": "ac-1",
+            "method": {"kind": "human", "name": "read it", "version": "1"},
+            "result": {"outcome": "fail", "summary": "not yet", "metrics": {}},
+            "producer": {"agentId": "r1", "agentCardVersion": "1"},
+            "timestamp": "2026-11-30T12:06:00Z", "artifacts": [],
+        });
+        let envelope = Envelope::sign(
+            &reviewer.key,
+            weft_api::evidence::EVIDENCE_TYPE,
+            review.to_string().as_bytes(),
+        );
+        let recorded = h
+            .send(request(
+                Method::POST,
+                "/v1/evidence",
+                Some(&reviewer.token),
+                serde_json::to_vec(&envelope).expect("json"),
+            ))
+            .await;
+        assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
+        let failed_review = recorded.json()["evidenceId"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let early = command_doc(
+            &h,
+            &coordinator,
+            "g1",
+            "work.accept_result",
+            json!({"workItemId": "wi-1"}),
+        )
+        .await;
+        refused(
+            &h,
+            command_request(&coordinator, "g1", &early),
+            "evidence_missing",
+        )
+        .await;
+        let mut passed = review.clone();
+        passed["result"]["outcome"] = json!("pass");
+        passed["supersedes"] = json!(failed_review);
+        let envelope = Envelope::sign(
+            &reviewer.key,
+            weft_api::evidence::EVIDENCE_TYPE,
+            passed.to_string().as_bytes(),
+        );
+        let recorded = h
+            .send(request(
+                Method::POST,
+                "/v1/evidence",
+                Some(&reviewer.token),
+                serde_json::to_vec(&envelope).expect("json"),
+            ))
+            .await;
+        assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
         let verified = ok(
             &h,
             &coordinator,
@@ -198,7 +266,7 @@ backends!(
         assert_eq!(verified["state"]["state"], "verified");
         let view = h.get_json(&coordinator, "/v1/workitems/wi-1").await;
         assert_eq!(view["state"], "verified");
-        assert_eq!(view["history"].as_array().map(Vec::len), Some(6), "{view}");
+        assert_eq!(view["history"].as_array().map(Vec::len), Some(7), "{view}");
         let events = h.get_json(&coordinator, "/v1/groups/g1/events").await;
         let caused: Vec<&Value> = events["events"]
             .as_array()

@@ -386,7 +386,7 @@ impl Engine {
 /// The verdict per criterion of one WorkItem of one Mission, from the Evidence the reader
 /// may see. A WorkItem id is only unique within a Mission, so when the reader's Evidence for
 /// it spans several Missions (or, for the operator, Groups) the caller must name the Mission.
-fn criteria_of(
+pub(crate) fn criteria_of(
     conn: &Connection,
     work_item_id: &Id,
     mission_id: Option<&Id>,

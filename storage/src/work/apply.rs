@@ -501,6 +501,16 @@ pub(super) fn work(
             release_leases(ctx, &row.work_item_id)?;
             row.state = transition.next;
             ctx.record(&mut row, kind, payload)?;
+            // EVD-3: reviewers (subscribed to the Group's stream) are asked for the criteria
+            // no review covers yet; `work.accept_result` waits for the combined Evidence.
+            let awaiting = super::checks::criteria_awaiting_review(ctx, &row)?;
+            if !awaiting.is_empty() {
+                let detail = serde_json::json!({"criteria": awaiting, "rule": "EVD-3"});
+                ctx.emit(
+                    WorkEventKind::WorkReviewRequested,
+                    work_event(&row, detail)?,
+                )?;
+            }
         }
         CommandBody::WorkFail(_) | CommandBody::WorkCancel(_) => {
             end_ownership(ctx, &mut row)?;

@@ -212,3 +212,53 @@ pub(super) fn check_lease(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<(), Error>
         )),
     }
 }
+
+/// EVD-3: the combined Evidence passes: every acceptance criterion of the contract has a
+/// verdict in force (`weft_api::verdict`, ranked by standing) that is `pass` and not
+/// contested. `work.accept_result` waits for it.
+pub(super) fn verdicts_pass(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<bool, Error> {
+    let work_item = weft_api::Id::parse("workItemId", &row.work_item_id)?;
+    let mission = weft_api::Id::parse("missionId", &row.mission_id)?;
+    let view = crate::evidence::criteria_of(
+        ctx.tx,
+        &work_item,
+        Some(&mission),
+        &crate::access::Reader::Admin,
+    )?;
+    Ok(row.contract.acceptance_criteria.iter().all(|criterion| {
+        view.criteria.iter().any(|summary| {
+            summary.criterion == criterion.id.as_str()
+                && summary.latest.outcome == weft_api::evidence::Outcome::Pass
+                && !summary.contested
+        })
+    }))
+}
+
+/// The acceptance criteria no review (a reviewer's, coordinator's or the Authority's
+/// passing Evidence in force) covers yet: what `work.review_requested` asks reviewers for.
+pub(super) fn criteria_awaiting_review(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+) -> Result<Vec<String>, Error> {
+    let work_item = weft_api::Id::parse("workItemId", &row.work_item_id)?;
+    let mission = weft_api::Id::parse("missionId", &row.mission_id)?;
+    let view = crate::evidence::criteria_of(
+        ctx.tx,
+        &work_item,
+        Some(&mission),
+        &crate::access::Reader::Admin,
+    )?;
+    Ok(row
+        .contract
+        .acceptance_criteria
+        .iter()
+        .filter(|criterion| {
+            !view.criteria.iter().any(|summary| {
+                summary.criterion == criterion.id.as_str()
+                    && summary.latest.outcome == weft_api::evidence::Outcome::Pass
+                    && summary.latest.standing != weft_api::verdict::Standing::Worker
+            })
+        })
+        .map(|criterion| criterion.id.to_string())
+        .collect())
+}

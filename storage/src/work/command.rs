@@ -283,6 +283,9 @@ fn facts(
             super::checks::covers_criteria(ctx, row, &p.artifacts, &p.evidence)?
         }
         CommandBody::WorkFail(p) => super::checks::cites_evidence(ctx, row, &p.evidence)?,
+        CommandBody::WorkRef(_) if ctx.command.kind == CommandType::WorkAcceptResult => {
+            super::checks::verdicts_pass(ctx, row)?
+        }
         _ => true,
     };
     Ok(Facts {
