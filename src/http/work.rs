@@ -42,6 +42,16 @@ pub(crate) async fn command(
         .store
         .execute_command(group_id, envelope, &session)
         .await?;
+    // EVD-3: once a submission is committed, the built-in reviewer runs the checks its
+    // contract names; their Evidence follows the Command's Events in the log. A failure here
+    // leaves the submission standing (a reviewer can run the checks again by hand).
+    if accepted.events.iter().any(|e| e.kind == "work.submitted")
+        && let Some(work_item) = accepted.state["workItemId"].as_str()
+        && let Ok(work_item) = weft_api::Id::parse("workItemId", work_item)
+        && let Err(error) = state.store.review_submission(work_item).await
+    {
+        tracing::warn!(%error, "the review after a submission failed");
+    }
     Ok(json(StatusCode::CREATED, &accepted))
 }
 

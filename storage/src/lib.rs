@@ -375,6 +375,12 @@ impl Store {
         self.inner.review(work_item_id, request, session).await
     }
 
+    /// EVD-3: the built-in reviewer's checks after a submission (the criteria whose contract
+    /// requires `integrity_check` or `schema_validation`), recorded as the Authority's Evidence.
+    pub async fn review_submission(&self, work_item_id: Id) -> Result<Vec<EvidenceRecord>, Error> {
+        self.inner.review_submission(work_item_id).await
+    }
+
     /// Registers a schema URI as naming a published schema artifact, for the reviewer.
     pub async fn register_schema(&self, uri: String, artifact: ArtifactId) -> Result<(), Error> {
         self.inner.register_schema(uri, artifact).await

@@ -476,3 +476,80 @@ backends!(
         let _ = (w1, kind);
     }
 );
+
+backends!(
+    /// EVD-3: a criterion the contract checks by integrity is not the Worker's to evidence:
+    /// the submission goes through without it, the built-in reviewer then checks the submitted
+    /// artifacts and records the Authority's Evidence, and `work.accept_result` waits for it.
+    async fn the_built_in_reviewer_checks_a_submission(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        ok(&h, &coordinator, "g1", "mission.create", json!({"missionId": "mission-1", "title": "t", "priorityClass": "high",
+            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        let mut checked = contract(&[]);
+        checked["acceptanceCriteria"] = json!([
+            {"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]},
+            {"id": "ac-int", "description": "the bytes are what was published", "requiredEvidence": ["integrity_check"]}
+        ]);
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-r", "missionId": "mission-1", "contract": checked}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-r", "o-r", &["w1"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-r", "offerId": "o-r"}),
+        )
+        .await;
+        let started = ok(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-r"})).await;
+        let lease = started["state"]["lease"]["leaseId"].clone();
+        let (artifact, evidence) = evidence_for(&h, &w1, "wi-r").await;
+        let mut submit = command_doc(
+            &h,
+            &w1,
+            "g1",
+            "work.submit",
+            json!({"workItemId": "wi-r", "artifacts": [artifact], "evidence": [evidence]}),
+        )
+        .await;
+        submit["leaseId"] = lease;
+        let submitted = h.send(command_request(&w1, "g1", &submit)).await;
+        assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
+        let criteria = h
+            .get_json(&coordinator, "/v1/workitems/wi-r/criteria")
+            .await;
+        let integrity = criteria["criteria"]
+            .as_array()
+            .expect("criteria")
+            .iter()
+            .find(|c| c["criterion"] == "ac-int")
+            .cloned()
+            .expect("the reviewer recorded ac-int");
+        assert_eq!(integrity["latest"]["outcome"], "pass", "{criteria}");
+        assert_eq!(integrity["latest"]["standing"], "authority");
+        assert_eq!(integrity["latest"]["method"], "integrity_check");
+        let verified = ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.accept_result",
+            json!({"workItemId": "wi-r"}),
+        )
+        .await;
+        assert_eq!(verified["state"]["state"], "verified", "{kind:?}");
+    }
+);

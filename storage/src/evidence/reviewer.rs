@@ -101,18 +101,91 @@ impl Engine {
                 Ok(Id::parse("missionId", &mission)?)
             })
             .await?;
+        self.run_checks(
+            &work_item_id,
+            &session.group_id,
+            &mission_id,
+            &request.criterion,
+            &request.artifacts,
+            &checks,
+            &reader,
+        )
+        .await
+    }
+
+    /// EVD-3: after a submission, the built-in reviewer runs the checks the contract names
+    /// (a criterion requiring `integrity_check` or `schema_validation`) over the submitted
+    /// artifacts, as the Authority, and records their Evidence. Answers what it recorded.
+    pub(crate) async fn review_submission(
+        self: &Arc<Self>,
+        work_item_id: Id,
+    ) -> Result<Vec<EvidenceRecord>, Error> {
+        let id = work_item_id.clone();
+        let plan = self
+            .db
+            .read(move |conn| crate::work::submission_plan(conn, id.as_str()))
+            .await?;
+        let Some(plan) = plan else {
+            return Ok(Vec::new());
+        };
+        let reader = Reader::Agent {
+            agent_id: Id::parse("agentId", AUTHORITY_AGENT)?,
+            group_id: plan.group_id.clone(),
+        };
         let mut records = Vec::new();
-        for check in checks {
+        for (criterion, methods) in &plan.criteria {
+            let checks: BTreeSet<Check> = methods
+                .iter()
+                .filter_map(|method| match method {
+                    MethodKind::IntegrityCheck => Some(Check::Integrity),
+                    MethodKind::SchemaValidation => Some(Check::Schema),
+                    _ => None,
+                })
+                .collect();
+            if checks.is_empty() || plan.artifacts.is_empty() {
+                continue;
+            }
+            records.extend(
+                self.run_checks(
+                    &work_item_id,
+                    &plan.group_id,
+                    &plan.mission_id,
+                    criterion,
+                    &plan.artifacts,
+                    &checks,
+                    &reader,
+                )
+                .await?,
+            );
+        }
+        Ok(records)
+    }
+
+    /// Runs `checks` over `artifacts` and records one Evidence per check for `criterion`,
+    /// signed by the server's key. A failed check is Evidence with outcome `fail`.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_checks(
+        self: &Arc<Self>,
+        work_item_id: &Id,
+        group_id: &Id,
+        mission_id: &Id,
+        criterion: &str,
+        artifacts: &[ArtifactId],
+        checks: &BTreeSet<Check>,
+        reader: &Reader,
+    ) -> Result<Vec<EvidenceRecord>, Error> {
+        let mut records = Vec::new();
+        for check in checks.iter().copied() {
             let (kind, name, findings) = match check {
                 Check::Integrity => (
                     MethodKind::IntegrityCheck,
                     "weft integrity check",
-                    self.check_integrity(&request.artifacts, &reader).await?,
+                    self.check_integrity(artifacts, reader).await?,
                 ),
                 Check::Schema => (
                     MethodKind::SchemaValidation,
                     "weft schema validation",
-                    self.check_schemas(&request.artifacts, &reader).await?,
+                    self.check_schemas(artifacts, reader).await?,
                 ),
             };
             let outcome = if findings.iter().any(|f| f.outcome == Outcome::Fail) {
@@ -153,9 +226,9 @@ impl Engine {
                     id: work_item_id.to_string(),
                 },
                 mission_id: mission_id.clone(),
-                group_id: session.group_id.clone(),
+                group_id: group_id.clone(),
                 work_item_id: work_item_id.clone(),
-                criterion: request.criterion.clone(),
+                criterion: criterion.to_owned(),
                 method: Method {
                     kind,
                     name: name.to_owned(),
@@ -171,7 +244,7 @@ impl Engine {
                     agent_card_version: "1".to_owned(),
                 },
                 timestamp: self.clock.now().fixed_offset(),
-                artifacts: request.artifacts.clone(),
+                artifacts: artifacts.to_vec(),
                 supersedes: None,
             };
             let payload = serde_json::to_vec(&evidence).map_err(Error::backend)?;
@@ -181,7 +254,7 @@ impl Engine {
                 .await?;
             records.push(EvidenceRecord {
                 evidence_id: recorded.evidence_id,
-                group_id: session.group_id.to_string(),
+                group_id: group_id.to_string(),
                 sequence: recorded.sequence,
                 envelope,
                 evidence,

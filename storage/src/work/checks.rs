@@ -92,6 +92,17 @@ pub(super) fn covers_criteria(
         None => None,
     };
     for criterion in &row.contract.acceptance_criteria {
+        // EVD-3: a criterion the built-in reviewer can satisfy (integrity or schema) is
+        // checked by it after the submission; `work.accept_result` waits for its verdict.
+        if criterion.required_evidence.iter().any(|m| {
+            matches!(
+                m,
+                weft_api::evidence::MethodKind::IntegrityCheck
+                    | weft_api::evidence::MethodKind::SchemaValidation
+            )
+        }) {
+            continue;
+        }
         let mut satisfied = false;
         for record in evidence {
             if counts_for(ctx, row, record, criterion, lease_started)? {

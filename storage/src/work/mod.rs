@@ -371,6 +371,56 @@ pub(crate) fn require_work_item(
     }
 }
 
+/// What the built-in reviewer checks after a submission (EVD-3): the WorkItem's Group and
+/// Mission, its last submission's artifacts, and each criterion's required methods.
+pub(crate) struct SubmissionPlan {
+    pub(crate) group_id: Id,
+    pub(crate) mission_id: Id,
+    pub(crate) artifacts: Vec<weft_api::ArtifactId>,
+    pub(crate) criteria: Vec<(String, Vec<weft_api::evidence::MethodKind>)>,
+}
+
+/// The plan for a `submitted` WorkItem (`None` in any other state).
+pub(crate) fn submission_plan(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Option<SubmissionPlan>, Error> {
+    let Some(row) = load_work_item(conn, work_item_id)? else {
+        return Ok(None);
+    };
+    if row.state != WorkState::Submitted {
+        return Ok(None);
+    }
+    let detail: Option<String> = conn
+        .query_row(
+            "SELECT ev.payload FROM work_history h
+             JOIN events ev ON ev.group_id = ?1 AND ev.sequence = h.sequence
+             WHERE h.work_item_id = ?2 AND ev.type = 'work.submitted'
+             ORDER BY h.sequence DESC LIMIT 1",
+            params![row.group_id, row.work_item_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let artifacts = match detail {
+        Some(payload) => {
+            let event: weft_api::work::events::WorkEvent = from_json(&payload)?;
+            serde_json::from_value(event.detail["artifacts"].clone()).map_err(Error::backend)?
+        }
+        None => Vec::new(),
+    };
+    Ok(Some(SubmissionPlan {
+        group_id: Id::parse("groupId", &row.group_id)?,
+        mission_id: Id::parse("missionId", &row.mission_id)?,
+        artifacts,
+        criteria: row
+            .contract
+            .acceptance_criteria
+            .iter()
+            .map(|c| (c.id.to_string(), c.required_evidence.clone()))
+            .collect(),
+    }))
+}
+
 /// Where the Mission and WorkItem rows of `group_id` differ from `folded`, the fold of the
 /// Group's log (fsck).
 pub(crate) fn check_projection(
