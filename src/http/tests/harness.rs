@@ -408,20 +408,54 @@ impl Harness {
         digests
     }
 
-    /// Publishes `envelope`, first making sure the WorkItem it names exists.
+    /// Publishes `envelope` as `agent`, first making sure the WorkItem it names exists and
+    /// that `agent` holds its current Execution Lease ([`Harness::ensure_lease`]). When the
+    /// envelope is exactly `sign(&agent.key, manifest)` of a manifest `agent` produced, its
+    /// `execution` is rewritten to that lease and epoch and re-signed with `agent.key` (so
+    /// tests build manifests without knowing lease ids); any other envelope (another
+    /// producer, a broken signature, non-canonical bytes) is sent as it is.
     pub(super) async fn publish(&self, agent: &Agent, envelope: &Envelope) -> Answer {
-        use base64::Engine as _;
-        if let Ok(payload) = BASE64.decode(&envelope.payload)
-            && let Ok(manifest) = serde_json::from_slice::<Value>(&payload)
-            && let (Some(group), Some(mission), Some(work_item)) = (
-                manifest["groupId"].as_str(),
-                manifest["missionId"].as_str(),
-                manifest["workItemId"].as_str(),
-            )
-        {
-            self.ensure_work_item(group, mission, work_item).await;
+        let envelope = self.bind_to_lease(agent, envelope).await;
+        self.send(publish_request(agent, &envelope)).await
+    }
+
+    /// `envelope` rewritten to `agent`'s current Execution Lease, as [`Harness::publish`] says.
+    pub(super) async fn bind_to_lease(&self, agent: &Agent, envelope: &Envelope) -> Envelope {
+        let Ok(payload) = BASE64.decode(&envelope.payload) else {
+            return envelope.clone();
+        };
+        let Ok(manifest) = serde_json::from_slice::<Value>(&payload) else {
+            return envelope.clone();
+        };
+        let (Some(group), Some(mission), Some(work_item)) = (
+            manifest["groupId"].as_str(),
+            manifest["missionId"].as_str(),
+            manifest["workItemId"].as_str(),
+        ) else {
+            return envelope.clone();
+        };
+        let Some((lease_id, epoch)) = self.ensure_lease(agent, group, mission, work_item).await
+        else {
+            return envelope.clone();
+        };
+        let Ok(mut typed) = serde_json::from_slice::<Manifest>(&payload) else {
+            return envelope.clone();
+        };
+        let canonical = serde_json::to_vec(&typed).is_ok_and(|bytes| bytes == payload);
+        let signed_by_agent = typed.producer.agent_id == agent.id
+            && Envelope::sign(&agent.key, MANIFEST_TYPE, &payload) == *envelope;
+        if !canonical || !signed_by_agent {
+            return envelope.clone();
         }
-        self.send(publish_request(agent, envelope)).await
+        let execution = Execution {
+            lease_id: Id::parse("leaseId", &lease_id).expect("a stored lease id"),
+            ownership_epoch: epoch,
+        };
+        if typed.execution == execution {
+            return envelope.clone();
+        }
+        typed.execution = execution;
+        sign(&agent.key, &typed)
     }
 
     /// Uploads `bytes` and publishes a manifest for them in `group`; returns the artifact id.
