@@ -130,10 +130,7 @@ pub(super) fn check(
         ));
     }
     if lease.expires_at.as_str() <= now {
-        return refused(format!(
-            "lease {lease_id} expired at {}",
-            lease.expires_at
-        ));
+        return refused(format!("lease {lease_id} expired at {}", lease.expires_at));
     }
     if owner.as_deref() != Some(producer) || current_epoch != epoch {
         return refused(format!(

@@ -27,7 +27,8 @@ use serde::de::DeserializeOwned;
 use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level, WorkContract};
 use weft_api::work::machine::{MissionState, WorkState};
 use weft_api::work::views::{
-    BudgetView, InertPublication, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
+    BudgetView, InertPublication, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph,
+    WorkItemView, WorkNode,
 };
 use weft_api::{ErrorCode, Id};
 
