@@ -419,45 +419,6 @@ impl Harness {
         self.send(publish_request(agent, &envelope)).await
     }
 
-    /// `envelope` rewritten to `agent`'s current Execution Lease, as [`Harness::publish`] says.
-    pub(super) async fn bind_to_lease(&self, agent: &Agent, envelope: &Envelope) -> Envelope {
-        let Ok(payload) = BASE64.decode(&envelope.payload) else {
-            return envelope.clone();
-        };
-        let Ok(manifest) = serde_json::from_slice::<Value>(&payload) else {
-            return envelope.clone();
-        };
-        let (Some(group), Some(mission), Some(work_item)) = (
-            manifest["groupId"].as_str(),
-            manifest["missionId"].as_str(),
-            manifest["workItemId"].as_str(),
-        ) else {
-            return envelope.clone();
-        };
-        let Some((lease_id, epoch)) = self.ensure_lease(agent, group, mission, work_item).await
-        else {
-            return envelope.clone();
-        };
-        let Ok(mut typed) = serde_json::from_slice::<Manifest>(&payload) else {
-            return envelope.clone();
-        };
-        let canonical = serde_json::to_vec(&typed).is_ok_and(|bytes| bytes == payload);
-        let signed_by_agent = typed.producer.agent_id == agent.id
-            && Envelope::sign(&agent.key, MANIFEST_TYPE, &payload) == *envelope;
-        if !canonical || !signed_by_agent {
-            return envelope.clone();
-        }
-        let execution = Execution {
-            lease_id: Id::parse("leaseId", &lease_id).expect("a stored lease id"),
-            ownership_epoch: epoch,
-        };
-        if typed.execution == execution {
-            return envelope.clone();
-        }
-        typed.execution = execution;
-        sign(&agent.key, &typed)
-    }
-
     /// Uploads `bytes` and publishes a manifest for them in `group`; returns the artifact id.
     pub(super) async fn put(
         &self,
