@@ -173,10 +173,13 @@ struct PutArgs {
     mission: String,
     #[arg(long)]
     work_item: String,
+    /// The Execution Lease the manifest names (LSE-4); by default the WorkItem's current
+    /// lease when this agent holds it.
     #[arg(long)]
-    lease: String,
-    #[arg(long, default_value_t = 1)]
-    ownership_epoch: u64,
+    lease: Option<String>,
+    /// By default the ownership epoch of that lease.
+    #[arg(long)]
+    ownership_epoch: Option<u64>,
     #[arg(long)]
     media_type: String,
     /// Schema URI or digest of the content, if any.

@@ -351,12 +351,30 @@ CREATE TABLE work_progress (
 );
 "#;
 
+/// Lease-bound publication (issue #12, OFL-2): a manifest a fenced owner published under the
+/// lease of an older ownership epoch is refused `stale_lease` but kept here as an inert audit
+/// record. It is never in `manifests`, so never in lineage, listings, criteria or the log.
+const V11: &str = r#"
+CREATE TABLE inert_publications (
+    manifest_id      BLOB PRIMARY KEY,     -- blake3 of the manifest payload, as in manifests
+    group_id         TEXT NOT NULL,
+    work_item_id     TEXT NOT NULL REFERENCES work_items(work_item_id),
+    producer         TEXT NOT NULL,
+    lease_id         TEXT NOT NULL REFERENCES leases(lease_id),
+    ownership_epoch  INTEGER NOT NULL,     -- the manifest's, older than the WorkItem's
+    envelope         TEXT NOT NULL,        -- the DSSE envelope as received
+    received_at      TEXT NOT NULL,
+    reason           TEXT NOT NULL         -- why it is inert, in words
+);
+CREATE INDEX inert_publications_work_item ON inert_publications(work_item_id);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 10 {
+    if version > 11 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (10)"
+            "database schema version {version} is newer than this weft understands (11)"
         ))));
     }
     if version < 1 {
@@ -388,6 +406,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 10 {
         conn.execute_batch(&format!("BEGIN; {V10} PRAGMA user_version = 10; COMMIT;"))?;
+    }
+    if version < 11 {
+        conn.execute_batch(&format!("BEGIN; {V11} PRAGMA user_version = 11; COMMIT;"))?;
     }
     Ok(())
 }

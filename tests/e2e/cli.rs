@@ -62,7 +62,8 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         ],
     ));
 
-    crate::support::work_item(&server, root.path(), "g1", "m1", "w1");
+    // `weft put` below names no lease: it takes the one `weft work start` opened (LSE-4).
+    crate::support::leased_work_item(&server, root.path(), "g1", "m1", "w1", &home, "agent-1");
     let input = root.path().join("input.bin");
     let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 256) as u8).collect();
     std::fs::write(&input, &bytes).expect("write input");
@@ -76,8 +77,6 @@ fn worker_journey_through_the_cli_survives_a_crash() {
             "m1",
             "--work-item",
             "w1",
-            "--lease",
-            "lease-1",
             "--media-type",
             "application/octet-stream",
             "--tool",
@@ -153,12 +152,16 @@ fn worker_journey_through_the_cli_survives_a_crash() {
             "session.opened",
             "mission.created",
             "work.authorized",
+            // ... offered it to the worker, which accepted and started it (issue #12).
+            "work.offered",
+            "work.offer_accepted",
+            "work.started",
             "artifact.published",
             "artifact.published"
         ]
     );
     let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
-    assert!(verified.starts_with("ok: 9 events"), "{verified}");
+    assert!(verified.starts_with("ok: 12 events"), "{verified}");
     // Issue #10 finding 9d: the operator pins the authority key (base64 or keyid); a server
     // serving another key is refused rather than believed.
     let served = served_authority_keys(&url);
@@ -169,7 +172,7 @@ fn worker_journey_through_the_cli_survives_a_crash() {
             &url,
             &["events", "verify", "--group", "g1", "--authority-key", pin],
         ));
-        assert!(pinned.starts_with("ok: 9 events"), "{pinned}");
+        assert!(pinned.starts_with("ok: 12 events"), "{pinned}");
     }
     let other = base64::engine::general_purpose::STANDARD.encode(
         ed25519_dalek::SigningKey::from_bytes(&[9; 32])
@@ -274,7 +277,15 @@ fn reviewer_records_evidence_and_reads_criteria() {
     let url = server.url();
     enrol(&server, &worker_home, "g1", "w1", "worker");
     enrol(&server, &reviewer_home, "g1", "r1", "reviewer");
-    crate::support::work_item(&server, root.path(), "g1", "m1", "w1");
+    let lease = crate::support::leased_work_item(
+        &server,
+        root.path(),
+        "g1",
+        "m1",
+        "w1",
+        &worker_home,
+        "w1",
+    );
     let report = root.path().join("report.json");
     std::fs::write(&report, br#"{"passed": 412}"#).expect("write");
     let digest = ok(weft(
@@ -290,7 +301,7 @@ fn reviewer_records_evidence_and_reads_criteria() {
             "--work-item",
             "w1",
             "--lease",
-            "l1",
+            &lease,
             "--media-type",
             "application/json",
             "-q",
@@ -380,7 +391,7 @@ fn retention_keeps_the_chain_verifiable() {
     );
     let url = server.url();
     enrol(&server, &home, "g1", "w1", "worker");
-    crate::support::work_item(&server, root.path(), "g1", "m1", "w1");
+    crate::support::leased_work_item(&server, root.path(), "g1", "m1", "w1", &home, "w1");
     for n in 0..4 {
         let file = root.path().join(format!("f{n}.txt"));
         std::fs::write(&file, format!("file {n}")).expect("write");
@@ -396,16 +407,15 @@ fn retention_keeps_the_chain_verifiable() {
                 "m1",
                 "--work-item",
                 "w1",
-                "--lease",
-                "l1",
                 "--media-type",
                 "text/plain",
                 "-q",
             ],
         ));
     }
-    // 11 Events (3 for the worker, 4 for the coordinator's Mission and WorkItem, 4
-    // publications); with a window of 2 the compactor archives through 9 within seconds.
+    // 14 Events (3 for the worker, 4 for the coordinator's Mission and WorkItem, 3 for the
+    // offer, acceptance and start that give the worker its lease, 4 publications); with a
+    // window of 2 the compactor archives through 12 within seconds.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let tail = weft(&home, &url, &["events", "tail", "--group", "g1"]);
@@ -420,13 +430,13 @@ fn retention_keeps_the_chain_verifiable() {
     }
     let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
     assert!(
-        verified.starts_with("ok: 11 events chain from genesis"),
+        verified.starts_with("ok: 14 events chain from genesis"),
         "{verified}"
     );
     let tail = ok(weft(
         &home,
         &url,
-        &["events", "tail", "--group", "g1", "--after", "9"],
+        &["events", "tail", "--group", "g1", "--after", "12"],
     ));
     assert_eq!(tail.lines().count(), 2, "{tail}");
     drop(server);

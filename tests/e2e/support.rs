@@ -256,3 +256,59 @@ pub(crate) fn work_item(
     );
     assert!(authorized.0, "{authorized:?}");
 }
+
+/// [`work_item`], then the WorkItem's Execution Lease for the worker whose CLI home is
+/// `worker_home` (issue #12: a manifest names its WorkItem's current lease, LSE-4): the
+/// coordinator offers it to `worker`, which accepts and starts it. Answers the lease id.
+pub(crate) fn leased_work_item(
+    server: &TestServer,
+    root: &Path,
+    group: &str,
+    mission: &str,
+    work_item: &str,
+    worker_home: &Path,
+    worker: &str,
+) -> String {
+    self::work_item(server, root, group, mission, work_item);
+    offer_to(server, root, group, work_item, worker);
+    let url = server.url();
+    let accepted = weft(worker_home, &url, &["work", "accept", work_item]);
+    assert!(accepted.0, "{accepted:?}");
+    let started = weft(worker_home, &url, &["work", "start", work_item, "--json"]);
+    assert!(started.0, "{started:?}");
+    let started: serde_json::Value = serde_json::from_str(&started.1).expect("--json answer");
+    started["state"]["lease"]["leaseId"]
+        .as_str()
+        .expect("an Execution Lease")
+        .to_owned()
+}
+
+/// Through the CLI, as the coordinator of `group` that [`work_item`] enrolled: offers
+/// `work_item` to `candidate`.
+pub(crate) fn offer_to(
+    server: &TestServer,
+    root: &Path,
+    group: &str,
+    work_item: &str,
+    candidate: &str,
+) {
+    let home = root.join(format!("coordinator-{group}"));
+    let offered = weft(
+        &home,
+        &server.url(),
+        &[
+            "work",
+            "offer",
+            work_item,
+            "--candidate",
+            candidate,
+            "--expires-in",
+            "600",
+            "--capability",
+            "cap.summarize:1",
+            "--policy-rule",
+            "e2e",
+        ],
+    );
+    assert!(offered.0, "{offered:?}");
+}

@@ -6,9 +6,10 @@ use std::process::Command;
 
 use ed25519_dalek::SigningKey;
 use weft_api::Id;
-use weft_api::client::Client;
+use weft_api::client::{Client, CommandSigner};
 use weft_api::manifest::{Classification, Content, Execution, Producer, Tool, ToolKind};
-use weft_api::session::Role;
+use weft_api::session::{Role, SessionGrant};
+use weft_api::work::CommandType;
 use weft_api::{ArtifactId, Manifest};
 
 use crate::support::{TestServer, admin_client, member_session};
@@ -49,9 +50,40 @@ fn browse(profile: &Path, extra: &[&str], url: &str) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// `w1` takes the live offer of `w-analyse` and starts it; answers its Execution Lease, which
+/// every manifest of the WorkItem names (issue #12, LSE-4).
+async fn start(worker: &Client, key: &SigningKey, grant: &SessionGrant) -> Id {
+    let (agent_id, group_id) = (id("w1"), id("g1"));
+    let signer = CommandSigner {
+        key,
+        agent_id: &agent_id,
+        group_id: &group_id,
+        session_epoch: grant.session_epoch,
+        membership_epoch: grant.membership_epoch,
+    };
+    let view = worker.work_item(&id("w-analyse")).await.expect("view");
+    let offer = view
+        .offers
+        .iter()
+        .find(|offer| offer.status == "live")
+        .expect("a live offer");
+    let accept = serde_json::json!({"workItemId": "w-analyse", "offerId": offer.offer_id});
+    worker
+        .command(&signer, CommandType::WorkAcceptOffer, accept, None, None)
+        .await
+        .expect("accept");
+    let start = serde_json::json!({"workItemId": "w-analyse"});
+    let started = worker
+        .command(&signer, CommandType::WorkStart, start, None, None)
+        .await
+        .expect("start");
+    id(started.state["lease"]["leaseId"].as_str().expect("lease"))
+}
+
 async fn publish(
     worker: &Client,
     key: &SigningKey,
+    lease: &Id,
     bytes: &[u8],
     sources: &[ArtifactId],
     root: &Path,
@@ -75,7 +107,7 @@ async fn publish(
         group_id: id("g1"),
         work_item_id: id("w-analyse"),
         execution: Execution {
-            lease_id: id("l1"),
+            lease_id: lease.clone(),
             ownership_epoch: 1,
         },
         sources: sources.to_vec(),
@@ -105,14 +137,38 @@ async fn the_auditor_page_draws_provenance_and_links_nodes() {
     let data = root.path().join("data");
     let server = TestServer::start(&data, &[]);
     let admin = admin_client(&server);
-    let (key, token) = member_session(&server, &admin, "g1", "w1", Role::Worker, 31).await;
+    let (key, _) = member_session(&server, &admin, "g1", "w1", Role::Worker, 31).await;
+    // A session of its own, whose epochs the worker's Commands quote.
+    let grant = Client::new(server.url(), None)
+        .open_session(&key, &id("w1"), &id("g1"))
+        .await
+        .expect("session");
+    let token = grant.token.clone();
     let worker = Client::new(server.url(), Some(token.clone()));
     tokio::task::block_in_place(|| {
-        crate::support::work_item(&server, root.path(), "g1", "m1", "w-analyse")
+        crate::support::work_item(&server, root.path(), "g1", "m1", "w-analyse");
+        crate::support::offer_to(&server, root.path(), "g1", "w-analyse", "w1");
     });
-    let input = publish(&worker, &key, b"{\"raw\":1}", &[], root.path()).await;
-    let report = publish(&worker, &key, b"{\"report\":1}", &[input], root.path()).await;
-    let summary = publish(&worker, &key, b"{\"summary\":1}", &[report], root.path()).await;
+    let lease = start(&worker, &key, &grant).await;
+    let input = publish(&worker, &key, &lease, b"{\"raw\":1}", &[], root.path()).await;
+    let report = publish(
+        &worker,
+        &key,
+        &lease,
+        b"{\"report\":1}",
+        &[input],
+        root.path(),
+    )
+    .await;
+    let summary = publish(
+        &worker,
+        &key,
+        &lease,
+        b"{\"summary\":1}",
+        &[report],
+        root.path(),
+    )
+    .await;
 
     // Signing in is a POSTed form (DESIGN §8): a local page submits it, as a browser user
     // would from GET /ui/login; the redirect then lands on `next`.

@@ -59,6 +59,20 @@ pub struct Preemption {
     pub lease_id: String,
 }
 
+/// An inert audit record (OFL-2): a manifest refused `stale_lease` because its producer's
+/// lease was of an ownership epoch older than the WorkItem's. It completes nothing, and is in
+/// no listing, lineage or Evidence check.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InertPublication {
+    /// `blake3:<hex>` of the manifest payload, as a published manifest's id would be.
+    pub manifest_id: crate::ArtifactId,
+    pub producer: String,
+    pub lease_id: String,
+    pub ownership_epoch: u64,
+    pub received_at: String,
+}
+
 /// The latest `work.progress` of a WorkItem (PRG-1; its `percent` decides nothing, PRG-2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,6 +133,9 @@ pub struct WorkItemView {
     pub attempt_key: Option<String>,
     pub progress: Option<ProgressView>,
     pub preemption_requested: Option<Preemption>,
+    /// Manifests a fenced owner published after the WorkItem was reassigned (OFL-2): kept for
+    /// audit, refused `stale_lease`, never artifacts of the WorkItem; oldest first.
+    pub inert_publications: Vec<InertPublication>,
     /// Sequences of the Events that touched it, oldest first.
     pub history: Vec<u64>,
 }

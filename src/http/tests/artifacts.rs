@@ -258,22 +258,27 @@ backends!(
                 "session.opened",
                 "mission.created",
                 "work.authorized",
+                // ... and gives the worker its Execution Lease (issue #12, LSE-4).
+                "work.offered",
+                "work.offer_accepted",
+                "work.started",
                 "artifact.published"
             ]
         );
         weft_api::event::verify_chain(0, weft_api::EventHash::GENESIS, &page.events)
             .expect("chain verifies");
-        assert_eq!(first.json()["sequence"], json!(8));
+        assert_eq!(first.json()["sequence"], json!(11));
         // ART-2: the log carries digests, never the bytes.
         assert!(!String::from_utf8_lossy(&answer.body).contains("Ynl0ZXM="));
         // LSE-4: the publication references the execution lease it was made under.
-        let published = serde_json::to_value(&page.events[7].payload).expect("payload");
+        let published = serde_json::to_value(&page.events[10].payload).expect("payload");
+        let work_item = h.get_json(&worker, "/v1/workitems/work-1").await;
         assert_eq!(
             (
                 published["leaseId"].as_str(),
                 published["ownershipEpoch"].as_u64()
             ),
-            (Some("lease-1"), Some(1))
+            (work_item["lease"]["leaseId"].as_str(), Some(1))
         );
         // DLV-7: replaying (the only consumer so far) leaves the whole history in place.
         let again = h

@@ -302,10 +302,11 @@ backends!(
     async fn compaction_archives_history_behind_signed_snapshots(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await; // 1..=3
-        h.ensure_work_item("g1", "mission-1", "work-1").await; // 4..=7
+        // 4..=10: the WorkItem, and the worker's Execution Lease its manifests name (issue #12)
+        h.ensure_lease(&worker, "g1", "mission-1", "work-1").await;
         for n in 0..5 {
             h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
-                .await; // 8..=12
+                .await; // 11..=15
         }
         let before = h.stats().await;
         let compacted = h
@@ -313,10 +314,10 @@ backends!(
             .compact(weft_storage::Retention::events(3))
             .await
             .expect("compaction");
-        assert_eq!(compacted, [("g1".to_owned(), 9)]);
+        assert_eq!(compacted, [("g1".to_owned(), 12)]);
         assert_eq!(
             h.stats().await.events,
-            before.events - 9,
+            before.events - 12,
             "rows left the online log"
         );
 
@@ -348,7 +349,7 @@ backends!(
         let reference: weft_api::views::SnapshotReference =
             serde_json::from_slice(payload.value()).expect("reference");
         assert_eq!(reference, snapshot.reference);
-        assert_eq!(reference.sequence, 9);
+        assert_eq!(reference.sequence, 12);
         let stream = open_stream(&h, &worker.token, "?after=0", None).await;
         assert_eq!(stream.status(), StatusCode::GONE);
 
@@ -370,7 +371,7 @@ backends!(
             .collect();
         let end = weft_api::event::verify_chain(0, weft_api::EventHash::GENESIS, &archived)
             .expect("archived chain");
-        assert_eq!(end, (9, reference.event_chain_hash));
+        assert_eq!(end, (12, reference.event_chain_hash));
         let state = h
             .call(
                 Method::GET,
@@ -385,7 +386,7 @@ backends!(
                 state["sequence"].as_u64(),
                 state["artifacts"].as_object().map(|a| a.len())
             ),
-            (Some(9), Some(2))
+            (Some(12), Some(2))
         );
         assert_eq!(state["memberships"]["w1"]["roles"], json!(["worker"]));
 
@@ -394,7 +395,7 @@ backends!(
         let online: weft_api::views::EventPage = serde_json::from_slice(
             &h.call(
                 Method::GET,
-                "/v1/groups/g1/events?after=9",
+                "/v1/groups/g1/events?after=12",
                 Some(&worker.token),
                 Body::empty(),
             )
@@ -403,10 +404,10 @@ backends!(
         )
         .expect("events");
         assert_eq!(
-            weft_api::event::verify_chain(9, reference.event_chain_hash, &online.events)
+            weft_api::event::verify_chain(12, reference.event_chain_hash, &online.events)
                 .expect("online chain")
                 .0,
-            13
+            16
         );
         // A second compaction continues from the first.
         assert_eq!(
@@ -414,7 +415,7 @@ backends!(
                 .compact(weft_storage::Retention::events(2))
                 .await
                 .expect("compaction"),
-            [("g1".to_owned(), 11)]
+            [("g1".to_owned(), 14)]
         );
         let snapshots = h
             .call(
@@ -425,11 +426,11 @@ backends!(
             )
             .await
             .json();
-        assert_eq!(snapshots["snapshots"][1]["fromSequence"], json!(10));
+        assert_eq!(snapshots["snapshots"][1]["fromSequence"], json!(13));
         let report = h.store.fsck().await.expect("fsck");
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(
-            report.n_events, 13,
+            report.n_events, 16,
             "archived and online Events together, {kind:?}"
         );
         let outsider = h.agent("x1", "g2", &["worker"]).await;
@@ -451,15 +452,16 @@ backends!(
 async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
     let h = harness(Kind::Disk).await;
     let worker = h.agent("w1", "g1", &["worker"]).await; // 1..=3
-    h.ensure_work_item("g1", "mission-1", "work-1").await; // 4..=7
+    // 4..=10: the WorkItem, and the worker's Execution Lease its manifests name (issue #12)
+    h.ensure_lease(&worker, "g1", "mission-1", "work-1").await;
     for n in 0..6 {
         h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
-            .await; // 8..=13
+            .await; // 11..=16
     }
     h.store
         .compact(weft_storage::Retention::events(2))
         .await
-        .expect("compaction"); // through 11
+        .expect("compaction"); // through 14
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -501,7 +503,7 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
                 if let Some(state) = state.lock().map_err(|_| "poisoned")?.as_mut() {
                     state.apply(&event);
                 }
-                Ok(if event.sequence >= 13 {
+                Ok(if event.sequence >= 16 {
                     weft_api::subscription::Flow::Stop
                 } else {
                     weft_api::subscription::Flow::Continue
@@ -510,16 +512,16 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
         })
         .await
         .expect("subscription");
-    assert_eq!(cursor, 13);
+    assert_eq!(cursor, 16);
     assert_eq!(
         *seen.lock().expect("lock"),
-        [12, 13],
+        [15, 16],
         "resumed right after the snapshot"
     );
     let state = state.lock().expect("lock").clone().expect("restored");
     assert_eq!(
-        state.sequence, 13,
-        "the client folded 12 and 13 into the snapshot at 11"
+        state.sequence, 16,
+        "the client folded 15 and 16 into the snapshot at 14"
     );
     assert_eq!(
         state.artifacts.len(),

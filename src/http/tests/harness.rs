@@ -408,20 +408,15 @@ impl Harness {
         digests
     }
 
-    /// Publishes `envelope`, first making sure the WorkItem it names exists.
+    /// Publishes `envelope` as `agent`, first making sure the WorkItem it names exists and
+    /// that `agent` holds its current Execution Lease ([`Harness::ensure_lease`]). When the
+    /// envelope is exactly `sign(&agent.key, manifest)` of a manifest `agent` produced, its
+    /// `execution` is rewritten to that lease and epoch and re-signed with `agent.key` (so
+    /// tests build manifests without knowing lease ids); any other envelope (another
+    /// producer, a broken signature, non-canonical bytes) is sent as it is.
     pub(super) async fn publish(&self, agent: &Agent, envelope: &Envelope) -> Answer {
-        use base64::Engine as _;
-        if let Ok(payload) = BASE64.decode(&envelope.payload)
-            && let Ok(manifest) = serde_json::from_slice::<Value>(&payload)
-            && let (Some(group), Some(mission), Some(work_item)) = (
-                manifest["groupId"].as_str(),
-                manifest["missionId"].as_str(),
-                manifest["workItemId"].as_str(),
-            )
-        {
-            self.ensure_work_item(group, mission, work_item).await;
-        }
-        self.send(publish_request(agent, envelope)).await
+        let envelope = self.bind_to_lease(agent, envelope).await;
+        self.send(publish_request(agent, &envelope)).await
     }
 
     /// Uploads `bytes` and publishes a manifest for them in `group`; returns the artifact id.

@@ -9,6 +9,7 @@ mod harness;
 mod access;
 mod admin;
 mod artifacts;
+mod binding;
 mod blobs;
 mod content;
 mod delivery;

@@ -436,8 +436,6 @@ backends!(
             json!({"workItemId": "wi-t", "missionId": "mission-1", "contract": contract(&[])}),
         )
         .await;
-        // Evidence the Worker records before it owns and starts wi-t is not bound to a lease.
-        let (early_artifact, early) = evidence_of(&h, &w1, "wi-t", "automated_test", "early").await;
         for wi in ["wi-h", "wi-t"] {
             ok(
                 &h,
@@ -467,6 +465,29 @@ backends!(
                     .to_owned(),
             );
         }
+        // Evidence the Worker recorded under an earlier lease of wi-t is not bound to the
+        // current one. (Issue #12: it publishes for wi-t only under a lease, so "before it
+        // owns and starts wi-t" became "under the lease it checkpointed".)
+        let (early_artifact, early) = evidence_of(&h, &w1, "wi-t", "automated_test", "early").await;
+        let mut checkpoint = command_doc(
+            &h,
+            &w1,
+            "g1",
+            "work.checkpoint",
+            json!({"workItemId": "wi-t", "checkpoint": {"note": "pause"}}),
+        )
+        .await;
+        checkpoint["leaseId"] = json!(leases["wi-t"]);
+        let answer = h.send(command_request(&w1, "g1", &checkpoint)).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        let restarted = ok(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-t"})).await;
+        leases.insert(
+            "wi-t",
+            restarted["state"]["lease"]["leaseId"]
+                .as_str()
+                .expect("lease")
+                .to_owned(),
+        );
         let submit = |wi: &str, artifact: &str, evidence: &[&str], id: &str| {
             let lease = leases[wi].clone();
             let (wi, artifact, evidence, id) = (

@@ -9,6 +9,7 @@ use weft_api::{ArtifactId, Digest, Digests, Sha256Digest};
 use crate::error::Error;
 use crate::events::to32;
 
+mod binding;
 mod publish;
 mod reads;
 mod sweep;

@@ -1,6 +1,7 @@
 //! Publication: a DSSE-signed manifest is verified, then checked (producer, membership, blob,
-//! sources, cycles) inside the one writer transaction that inserts it with its edges and its
-//! `artifact.published` Event.
+//! sources, cycles, WorkItem, and last its Execution Lease: `binding.rs`) inside the one
+//! writer transaction that inserts it with its edges and its `artifact.published` Event.
+//! A fenced owner's refused manifest is kept as an inert audit record afterwards (OFL-2).
 
 use std::collections::{HashSet, VecDeque};
 
@@ -10,6 +11,7 @@ use weft_api::session::Role;
 use weft_api::views::Published;
 use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
 
+use super::binding::{self, Inert, Stale};
 use super::blob_row;
 use crate::access::{
     AuthorityMay, Reader, Signed, agent_by_keyid, can_read_artifact, can_see_blob, group_exists,
@@ -78,6 +80,11 @@ impl Engine {
         }
         let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
         let now = self.clock.now();
+        let now_text = crate::clock::format_instant(now);
+        // Set when the lease check finds a fenced owner: its manifest is kept as inert after
+        // the refused transaction (OFL-2).
+        let fenced: std::sync::Arc<std::sync::Mutex<Option<Inert>>> = Default::default();
+        let fenced_in = std::sync::Arc::clone(&fenced);
         let publication = crate::lineage::Publication {
             artifact: manifest.content.blake3,
             size: manifest.content.size,
@@ -146,6 +153,22 @@ impl Engine {
                     return Err(reject(ErrorCode::Cycle, format!("{} is already an ancestor of one of its sources", content.blake3)));
                 }
                 crate::work::require_work_item(txn, group, manifest.mission_id.as_str(), manifest.work_item_id.as_str())?;
+                // LSE-4/5, last, so every earlier refusal keeps its code.
+                match binding::check(txn, &manifest, signer.as_str(), &now_text)? {
+                    Ok(()) => {}
+                    Err(Stale::Fenced(reason)) => {
+                        *fenced_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(Inert {
+                            manifest_id,
+                            manifest: manifest.clone(),
+                            producer: signer.to_string(),
+                            envelope_json: envelope_json.clone(),
+                            received_at: now_text.clone(),
+                            reason: reason.clone(),
+                        });
+                        return Err(Stale::Fenced(reason).into_error());
+                    }
+                    Err(stale) => return Err(stale.into_error()),
+                }
                 let event = EventPayload::ArtifactPublished(kinds::ArtifactPublished {
                     artifact: content.blake3,
                     lease_id: manifest.execution.lease_id.clone(),
@@ -179,7 +202,18 @@ impl Engine {
                 }
                 Ok((Published { artifact: content.blake3, manifest_id, sequence }, true))
             })
-            .await?;
+            .await;
+        let inert = fenced.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let (Err(refusal), Some(inert)) = (&outcome, inert) {
+            // OFL-2: the refused transaction appended nothing; the audit record is a
+            // transaction of its own (a fenced epoch never becomes current again, so the
+            // finding still holds), and the answer stays the refusal.
+            self.db
+                .write(move |txn| binding::keep_inert(txn, &inert))
+                .await?;
+            return Err(refusal.clone());
+        }
+        let outcome = outcome?;
         if outcome.1 {
             // Committed: the lineage index follows the tables (edges are only ever added).
             self.lineage.add(&crate::lineage::Publication {

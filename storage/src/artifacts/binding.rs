@@ -1,0 +1,174 @@
+//! Lease-bound publication (issue #12, LSE-4/5, OFL-1/2): a manifest's `execution` must name
+//! the current Execution Lease of its WorkItem, held by its producer under its ownership
+//! epoch, whoever sends it (the producer's session, a capability token, or the operator
+//! with an Agent-signed manifest).
+//!
+//! [`check`] runs last inside the publication's writer transaction, so the earlier refusals
+//! keep their codes. A refusal appends nothing. One refusal leaves a trace: a manifest of a
+//! fenced owner (OFL-2: its lease was of an ownership epoch older than the WorkItem's, so
+//! the WorkItem was reassigned) is kept by [`keep_inert`] in `inert_publications`, in a
+//! transaction of its own after the refused one, and is never a manifest: not in lineage,
+//! listings or criteria, and no Event (the issue's bad-input list: "nothing appended").
+//!
+//! This module does not decide when leases end: `work::expiry` does, and a lease is live
+//! here exactly when it is unreleased and its `expires_at` is after now, as there.
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::{ArtifactId, ErrorCode, Manifest};
+
+use crate::error::{Error, reject};
+
+/// Why a manifest's lease does not let it publish.
+pub(super) enum Stale {
+    /// Refused, nothing kept.
+    Refused(String),
+    /// Refused, and its producer is a fenced owner of the WorkItem: kept as inert (OFL-2).
+    Fenced(String),
+}
+
+impl Stale {
+    /// The `stale_lease` refusal the caller sees.
+    pub(super) fn into_error(self) -> Error {
+        match self {
+            Self::Refused(why) => reject(ErrorCode::StaleLease, why),
+            Self::Fenced(why) => reject(
+                ErrorCode::StaleLease,
+                format!(
+                    "{why}; the manifest was kept as an inert audit record (OFL-2) and \
+                     completes nothing"
+                ),
+            ),
+        }
+    }
+}
+
+/// A `leases` row as the check reads it.
+struct LeaseRow {
+    work_item_id: String,
+    kind: String,
+    agent_id: String,
+    ownership_epoch: u64,
+    expires_at: String,
+    released: bool,
+}
+
+/// Whether `manifest`, signed by `producer`, may publish at `now` (a `format_instant` text):
+/// its lease exists, is of its WorkItem, held by `producer` under the manifest's ownership
+/// epoch, and is the WorkItem's current Execution Lease (unreleased, unexpired, its owner and
+/// epoch still the producer's). The WorkItem is known to exist (`require_work_item` ran).
+pub(super) fn check(
+    conn: &Connection,
+    manifest: &Manifest,
+    producer: &str,
+    now: &str,
+) -> Result<Result<(), Stale>, Error> {
+    let lease_id = manifest.execution.lease_id.as_str();
+    let epoch = manifest.execution.ownership_epoch;
+    let work_item_id = manifest.work_item_id.as_str();
+    let lease = conn
+        .query_row(
+            "SELECT work_item_id, kind, agent_id, ownership_epoch, expires_at,
+                    released_at IS NOT NULL
+             FROM leases WHERE lease_id = ?1",
+            [lease_id],
+            |row| {
+                Ok(LeaseRow {
+                    work_item_id: row.get(0)?,
+                    kind: row.get(1)?,
+                    agent_id: row.get(2)?,
+                    ownership_epoch: row.get(3)?,
+                    expires_at: row.get(4)?,
+                    released: row.get(5)?,
+                })
+            },
+        )
+        .optional()?;
+    let refused = |why: String| Ok(Err(Stale::Refused(why)));
+    let Some(lease) = lease else {
+        return refused(format!("no lease {lease_id} (LSE-4)"));
+    };
+    if lease.work_item_id != work_item_id {
+        return refused(format!(
+            "lease {lease_id} is of WorkItem {}, not {work_item_id}",
+            lease.work_item_id
+        ));
+    }
+    if lease.agent_id != producer {
+        return refused(format!(
+            "lease {lease_id} is held by {}, not {producer}",
+            lease.agent_id
+        ));
+    }
+    if lease.ownership_epoch != epoch {
+        return refused(format!(
+            "lease {lease_id} is of ownership epoch {}, not {epoch}",
+            lease.ownership_epoch
+        ));
+    }
+    // The WorkItem exists: the caller checked it in this transaction.
+    let (owner, current_epoch): (Option<String>, u64) = conn.query_row(
+        "SELECT owner, ownership_epoch FROM work_items WHERE work_item_id = ?1",
+        [work_item_id],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    if epoch < current_epoch {
+        return Ok(Err(Stale::Fenced(format!(
+            "{producer} was fenced: lease {lease_id} is of ownership epoch {epoch}, \
+             WorkItem {work_item_id} is at {current_epoch} (OFL-1)"
+        ))));
+    }
+    if lease.kind != "execution" {
+        return refused(format!(
+            "lease {lease_id} is a {} lease; publish under an Execution Lease",
+            lease.kind
+        ));
+    }
+    if lease.released {
+        return refused(format!(
+            "lease {lease_id} ended (released or revoked) and is not the current lease of \
+             {work_item_id} (LSE-5)"
+        ));
+    }
+    if lease.expires_at.as_str() <= now {
+        return refused(format!("lease {lease_id} expired at {}", lease.expires_at));
+    }
+    if owner.as_deref() != Some(producer) || current_epoch != epoch {
+        return refused(format!(
+            "{producer} no longer owns {work_item_id} under ownership epoch {epoch}"
+        ));
+    }
+    Ok(Ok(()))
+}
+
+/// An inert audit record (OFL-2) of a fenced owner's manifest.
+pub(super) struct Inert {
+    pub(super) manifest_id: ArtifactId,
+    pub(super) manifest: Manifest,
+    pub(super) producer: String,
+    pub(super) envelope_json: String,
+    pub(super) received_at: String,
+    pub(super) reason: String,
+}
+
+/// Keeps `inert` unless its manifest is kept already (the same bytes again add nothing) or
+/// was published (it cannot have been: a fenced epoch never becomes current again).
+pub(super) fn keep_inert(conn: &Connection, inert: &Inert) -> Result<(), Error> {
+    let manifest = &inert.manifest;
+    conn.execute(
+        "INSERT OR IGNORE INTO inert_publications (manifest_id, group_id, work_item_id, producer,
+                 lease_id, ownership_epoch, envelope, received_at, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            &inert.manifest_id.0[..],
+            manifest.group_id.as_str(),
+            manifest.work_item_id.as_str(),
+            inert.producer,
+            manifest.execution.lease_id.as_str(),
+            manifest.execution.ownership_epoch,
+            inert.envelope_json,
+            inert.received_at,
+            inert.reason,
+        ],
+    )?;
+    Ok(())
+}
