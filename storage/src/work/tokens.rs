@@ -381,8 +381,9 @@ impl Engine {
 
     /// Publishes under a token: scope `artifact:publish`, a manifest of the lease's WorkItem
     /// naming the lease, then the publication as the lease owner's session would make it.
-    // FIXME(#12): the grant is re-checked just before the publication's own transaction, not
-    // inside it; a lease released in between lets this one publication through.
+    // The grant is re-checked just before the publication's transaction; inside it, the
+    // manifest's lease must still be the WorkItem's current Execution Lease
+    // (`artifacts/binding.rs`), so a lease released in between publishes nothing.
     pub(crate) async fn publish_with_token(
         &self,
         envelope: Envelope,
