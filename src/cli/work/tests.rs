@@ -93,3 +93,14 @@ fn incomplete_or_unknown_contract_fields_are_refused() {
         assert!(chain.contains(expected), "{name}: {chain}");
     }
 }
+
+/// The README's example contracts (`examples/contract.json`, `examples/contract.toml`) are
+/// complete, valid, and the same contract but for their notes.
+#[test]
+fn the_example_contracts_read_and_agree() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let json = read_contract(&root.join("contract.json")).expect("examples/contract.json");
+    let mut toml = read_contract(&root.join("contract.toml")).expect("examples/contract.toml");
+    toml.notes = json.notes.clone();
+    assert_eq!(json, toml);
+}
