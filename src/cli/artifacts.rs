@@ -37,6 +37,28 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
     } = args;
     let (session, api) = client.session()?;
     let key = client.key()?;
+    let work_item_id = Id::parse("work-item", &work_item)?;
+    let (lease_id, ownership_epoch) = match (lease, ownership_epoch) {
+        (Some(lease), Some(epoch)) => (lease, epoch),
+        (lease, epoch) => {
+            // LSE-4: the lease `weft work start` remembered (or the WorkItem's current one).
+            let home = client.home()?;
+            let found =
+                super::work::lease::current(&home, &api, &session.agent_id, &work_item_id).await?;
+            match (lease, found) {
+                (None, Some(found)) => (found.lease_id, epoch.unwrap_or(found.ownership_epoch)),
+                (Some(lease), Some(found)) if found.lease_id == lease => {
+                    (lease, found.ownership_epoch)
+                }
+                // A lease this agent is not known to hold: epoch 1 unless told, as before
+                // leases were remembered; the server decides whether it is current.
+                (Some(lease), _) => (lease, 1),
+                (None, None) => bail!(
+                    "this agent holds no Execution Lease of {work_item_id}: run `weft work start`, or pass --lease"
+                ),
+            }
+        }
+    };
     let bar = progress_bar(
         std::fs::metadata(&file)
             .with_context(|| format!("reading {}", file.display()))?
@@ -62,9 +84,9 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
         },
         mission_id: Id::parse("mission", &mission)?,
         group_id: Id::parse("group", &group)?,
-        work_item_id: Id::parse("work-item", &work_item)?,
+        work_item_id,
         execution: Execution {
-            lease_id: Id::parse("lease", &lease)?,
+            lease_id: Id::parse("lease", &lease_id)?,
             ownership_epoch,
         },
         sources: sources
