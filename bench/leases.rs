@@ -77,6 +77,11 @@ fn contract(execution: u64) -> Value {
     })
 }
 
+fn budget() -> Value {
+    json!({"financial": 100.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1,
+           "wallClockSeconds": 1, "sideEffects": 1})
+}
+
 fn offer(work_item: &str, candidate: &Id) -> Value {
     let expires = (Utc::now() + chrono::Duration::seconds(600)).to_rfc3339();
     json!({"workItemId": work_item, "offerId": format!("o-{work_item}"), "candidates": [candidate],
@@ -100,8 +105,8 @@ struct Actor {
     base: String,
     store: Store,
     sent: u64,
-    /// Its active Execution Leases: (WorkItem, lease).
-    leases: Vec<(String, String)>,
+    /// Its active Execution Leases: (WorkItem, lease, Mission).
+    leases: Vec<(String, String, String)>,
 }
 
 impl Actor {
@@ -187,12 +192,12 @@ impl Actor {
     /// over HTTP or in-process, and keeps its lease.
     async fn prepare(
         &mut self,
+        mission: &str,
         work_item: &str,
-        execution: u64,
         over_http: bool,
     ) -> anyhow::Result<()> {
-        let authorize = json!({"workItemId": work_item, "missionId": "m-bench",
-                               "contract": contract(execution)});
+        let authorize = json!({"workItemId": work_item, "missionId": mission,
+                               "contract": contract(3600)});
         let offer = offer(work_item, &self.agent.clone());
         let accept = json!({"workItemId": work_item, "offerId": format!("o-{work_item}")});
         let start = json!({"workItemId": work_item});
@@ -210,7 +215,8 @@ impl Actor {
         let lease = started["state"]["lease"]["leaseId"]
             .as_str()
             .ok_or_else(|| anyhow::anyhow!("no Execution Lease in {started}"))?;
-        self.leases.push((work_item.to_owned(), lease.to_owned()));
+        self.leases
+            .push((work_item.to_owned(), lease.to_owned(), mission.to_owned()));
         Ok(())
     }
 }
@@ -226,7 +232,7 @@ enum Op {
 async fn run_op(actor: &mut Actor, op: Op, n: u64) -> anyhow::Result<()> {
     match op {
         Op::Renew => {
-            let (work_item, lease) = actor.leases[n as usize % actor.leases.len()].clone();
+            let (work_item, lease, _) = actor.leases[n as usize % actor.leases.len()].clone();
             actor
                 .command(
                     "lease.renew",
@@ -240,13 +246,13 @@ async fn run_op(actor: &mut Actor, op: Op, n: u64) -> anyhow::Result<()> {
             anyhow::ensure!(cursor.moved == Some(true), "the cursor moved: {cursor:?}");
         }
         Op::Evidence => {
-            let work_item = actor.leases[0].0.clone();
+            let (work_item, _, mission) = actor.leases[0].clone();
             let record = Evidence {
                 subject: Subject {
                     kind: SubjectKind::WorkItem,
                     id: work_item.clone(),
                 },
-                mission_id: Id::parse("m", "m-bench")?,
+                mission_id: Id::parse("m", &mission)?,
                 group_id: actor.group.clone(),
                 work_item_id: Id::parse("w", &work_item)?,
                 criterion: "ac-1".into(),
@@ -316,8 +322,20 @@ async fn prepare_all(
             tokio::spawn(async move {
                 let mine = count / n_actors + usize::from(i < count % n_actors);
                 for n in 0..mine {
+                    // A Mission per 100 WorkItems: the Mission's reads stay the size of a
+                    // real one's, so the setup does not slow down as the Group grows.
+                    let mission = format!("m-{tag}-{}-{}", actor.agent, n / 100);
+                    if n % 100 == 0 {
+                        let create = json!({"missionId": mission, "title": "bench",
+                                            "priorityClass": "normal", "budget": budget()});
+                        if over_http {
+                            actor.command("mission.create", create, None).await?;
+                        } else {
+                            actor.local("mission.create", create).await?;
+                        }
+                    }
                     let work_item = format!("{tag}-{}-{n}", actor.agent);
-                    actor.prepare(&work_item, 3600, over_http).await?;
+                    actor.prepare(&mission, &work_item, over_http).await?;
                     if !over_http && i == 0 && n % 100 == 0 {
                         eprintln!("  … {} live leases", n * n_actors);
                     }
@@ -343,9 +361,13 @@ struct Lags {
 /// `lease.expired` on the Group's SSE stream.
 async fn expiry_probe(actor: &mut Actor, tag: &str, probes: usize) -> anyhow::Result<Lags> {
     let mut names = Vec::with_capacity(probes);
+    let mission = format!("m-probe-{tag}");
+    let create = json!({"missionId": mission, "title": "probe", "priorityClass": "normal",
+                        "budget": budget()});
+    actor.local("mission.create", create).await?;
     for n in 0..probes {
         let work_item = format!("probe-{tag}-{n}");
-        let authorize = json!({"workItemId": work_item, "missionId": "m-bench",
+        let authorize = json!({"workItemId": work_item, "missionId": mission,
                                "contract": contract(1)});
         actor.local("work.authorize", authorize).await?;
         actor
@@ -498,16 +520,6 @@ async fn main() -> anyhow::Result<()> {
         admin.set_membership(&group, &agent, &roles).await?;
         actors.push(Actor::open(&base, &store, &agent, &key, &group).await?);
     }
-    let budget = json!({"financial": 100.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1,
-                        "wallClockSeconds": 1, "sideEffects": 1});
-    actors[0]
-        .command(
-            "mission.create",
-            json!({"missionId": "m-bench", "title": "bench", "priorityClass": "normal",
-                   "budget": budget}),
-            None,
-        )
-        .await?;
     let actors = prepare_all(actors, "wi", active, true).await?;
 
     let (actors, renewals) = phase(actors, seconds, Op::Renew).await?;
