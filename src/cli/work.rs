@@ -11,12 +11,10 @@
 //! `api` shapes, so both spellings send the same bytes and `WorkContract` validation applies
 //! before anything is signed.
 //!
-//! The owner's lease Commands (`renew`, `progress`), capability tokens (`token`) and the
-//! weft home's `work.json` (the leases this agent holds, refreshed from every answer) are in
-//! `work/lease.rs`.
-//!
 //! It is long because every Command of DESIGN §10's table the CLI offers is spelled out here,
-//! each with its own payload; the tests live in `work/tests.rs`.
+//! each with its own payload; the tests live in `work/tests.rs`. The owner's lease Commands
+//! (`renew`, `progress`), capability tokens (`token`) and the weft home's `work.json` (the
+//! leases this agent holds, refreshed from every answer) are in `work/lease.rs`.
 
 pub(super) mod lease;
 

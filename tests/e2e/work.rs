@@ -196,7 +196,10 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
         .expect("work start remembered its lease")
         .to_owned();
     assert_eq!(local["workItems"]["wi-1"]["ownershipEpoch"], 1, "{local}");
-    assert!(started.contains(&format!("lease {first_lease} until")), "{started}");
+    assert!(
+        started.contains(&format!("lease {first_lease} until")),
+        "{started}"
+    );
 
     // Owner Commands quote the current Execution Lease without being told (LSE-4).
     let renewed = ok(&worker, &url, &["work", "renew", "wi-1"]);
@@ -230,22 +233,53 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
     let (issued, token, stderr) = weft(
         &worker,
         &url,
-        &["work", "token", "wi-1", "--scope", "blob:write", "--scope", "artifact:publish"],
+        &[
+            "work",
+            "token",
+            "wi-1",
+            "--scope",
+            "blob:write",
+            "--scope",
+            "artifact:publish",
+        ],
     );
-    assert!(issued && token.trim().len() > 16, "{token}
-{stderr}");
-    assert!(stderr.contains(&format!("of lease {first_lease}")), "{stderr}");
+    assert!(
+        issued && token.trim().len() > 16,
+        "{token}
+{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("of lease {first_lease}")),
+        "{stderr}"
+    );
     let issued = ok(
         &worker,
         &url,
-        &["work", "token", "wi-1", "--scope", "blob:write", "--ttl", "60", "--json"],
+        &[
+            "work",
+            "token",
+            "wi-1",
+            "--scope",
+            "blob:write",
+            "--ttl",
+            "60",
+            "--json",
+        ],
     );
     let issued: serde_json::Value = serde_json::from_str(&issued).expect("--json answer");
     let token_id = issued["tokenId"].as_str().expect("tokenId");
     let rotated = ok(
         &worker,
         &url,
-        &["work", "token", "wi-1", "--scope", "blob:write", "--replaces", token_id],
+        &[
+            "work",
+            "token",
+            "wi-1",
+            "--scope",
+            "blob:write",
+            "--replaces",
+            token_id,
+        ],
     );
     assert_ne!(rotated.trim(), issued["token"].as_str().expect("token"));
     // `put` names the remembered lease and epoch (no --lease).
@@ -293,7 +327,10 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
             "-q",
         ],
     );
-    assert!(!published && stderr.contains("holds no Execution Lease"), "{stderr}");
+    assert!(
+        !published && stderr.contains("holds no Execution Lease"),
+        "{stderr}"
+    );
     let checkpointed = ok(
         &worker,
         &url,

@@ -139,7 +139,9 @@ pub(super) async fn renew(signer: &Signer, args: WorkRefArgs) -> anyhow::Result<
 /// `weft work progress`: a structured `work.progress` (PRG-1).
 pub(super) async fn progress(signer: &Signer, args: ProgressArgs) -> anyhow::Result<()> {
     let payload = progress_payload(&args)?;
-    let lease = signer.lease_for(&payload.work_item_id, &args.command).await?;
+    let lease = signer
+        .lease_for(&payload.work_item_id, &args.command)
+        .await?;
     signer
         .send(CommandType::WorkProgress, &payload, &args.command, lease)
         .await
@@ -176,11 +178,16 @@ pub(super) async fn token(signer: &Signer, args: TokenArgs) -> anyhow::Result<()
     let lease_id = match &args.lease {
         Some(lease) => Id::parse("lease", lease)?,
         None => {
-            let found = current(&signer.home, &signer.api, signer.agent_id.as_str(), &work_item)
-                .await?
-                .with_context(|| {
-                    format!("this agent holds no Execution Lease of {work_item}; pass --lease")
-                })?;
+            let found = current(
+                &signer.home,
+                &signer.api,
+                signer.agent_id.as_str(),
+                &work_item,
+            )
+            .await?
+            .with_context(|| {
+                format!("this agent holds no Execution Lease of {work_item}; pass --lease")
+            })?;
             Id::parse("lease", &found.lease_id)?
         }
     };

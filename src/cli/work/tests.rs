@@ -102,7 +102,8 @@ fn incomplete_or_unknown_contract_fields_are_refused() {
 fn work_json_follows_the_answers() {
     use super::lease::LocalState;
     let dir = tempfile::tempdir().expect("tempdir");
-    let answer = |lease: serde_json::Value| json!({"workItemId": "wi-1", "state": "active", "lease": lease});
+    let answer =
+        |lease: serde_json::Value| json!({"workItemId": "wi-1", "state": "active", "lease": lease});
     let held = |id: &str, kind: &str, agent: &str| {
         json!({"leaseId": id, "kind": kind, "agentId": agent, "ownershipEpoch": 2,
                "expiresAt": "2026-11-30T12:05:00Z"})
@@ -126,7 +127,11 @@ fn work_json_follows_the_answers() {
         assert!(local.work_items.is_empty(), "{gone}");
     }
     // It survives a reload, written by `remember` (the path every answer takes).
-    super::lease::remember(dir.path(), "w1", &answer(held("lease-e", "execution", "w1")));
+    super::lease::remember(
+        dir.path(),
+        "w1",
+        &answer(held("lease-e", "execution", "w1")),
+    );
     let reloaded = LocalState::load(dir.path()).expect("reload");
     assert_eq!(reloaded.work_items["wi-1"].lease_id, "lease-e");
     std::fs::write(dir.path().join("work.json"), "not json").expect("write");
@@ -141,7 +146,10 @@ fn progress_flags_make_the_payload() {
     let parse = |extra: &[&str]| {
         let mut args = vec!["weft", "work", "progress", "wi-1", "--phase", "drafting"];
         args.extend_from_slice(extra);
-        match crate::cli::Cli::try_parse_from(args).expect("flags").command {
+        match crate::cli::Cli::try_parse_from(args)
+            .expect("flags")
+            .command
+        {
             crate::cli::Command::Work {
                 action: WorkAction::Progress(progress),
                 ..
@@ -150,9 +158,20 @@ fn progress_flags_make_the_payload() {
         }
     };
     let payload = super::lease::progress_payload(&parse(&[
-        "--milestone", "outline", "--milestone", "sources", "--next-checkpoint", "first draft",
-        "--blocker", "corpus access", "--completion-at", "2026-12-01T10:00:00Z",
-        "--confidence", "0.7", "--percent", "40",
+        "--milestone",
+        "outline",
+        "--milestone",
+        "sources",
+        "--next-checkpoint",
+        "first draft",
+        "--blocker",
+        "corpus access",
+        "--completion-at",
+        "2026-12-01T10:00:00Z",
+        "--confidence",
+        "0.7",
+        "--percent",
+        "40",
     ]))
     .expect("payload");
     assert_eq!(
@@ -165,10 +184,27 @@ fn progress_flags_make_the_payload() {
     let bare = super::lease::progress_payload(&parse(&[])).expect("bare");
     assert_eq!(bare.estimate.completion_at, None);
     assert_eq!(bare.percent, None);
-    assert!(super::lease::progress_payload(&parse(&["--completion-at", "tomorrow", "--confidence", "1"])).is_err());
+    assert!(
+        super::lease::progress_payload(&parse(&[
+            "--completion-at",
+            "tomorrow",
+            "--confidence",
+            "1"
+        ]))
+        .is_err()
+    );
     // --completion-at without --confidence is a usage error.
-    assert!(crate::cli::Cli::try_parse_from([
-        "weft", "work", "progress", "wi-1", "--phase", "p", "--completion-at", "2026-12-01T10:00:00Z"
-    ])
-    .is_err());
+    assert!(
+        crate::cli::Cli::try_parse_from([
+            "weft",
+            "work",
+            "progress",
+            "wi-1",
+            "--phase",
+            "p",
+            "--completion-at",
+            "2026-12-01T10:00:00Z"
+        ])
+        .is_err()
+    );
 }
