@@ -315,6 +315,7 @@ async fn prepare_all(
     over_http: bool,
 ) -> anyhow::Result<Vec<Actor>> {
     let n_actors = actors.len();
+    let began = Instant::now();
     let tasks: Vec<_> = actors
         .into_iter()
         .enumerate()
@@ -336,8 +337,12 @@ async fn prepare_all(
                     }
                     let work_item = format!("{tag}-{}-{n}", actor.agent);
                     actor.prepare(&mission, &work_item, over_http).await?;
-                    if !over_http && i == 0 && n % 100 == 0 {
-                        eprintln!("  … {} live leases", n * n_actors);
+                    if !over_http && i == 0 && n % 25 == 24 {
+                        let done = (n + 1) * n_actors;
+                        eprintln!(
+                            "  … {done} more live leases, {:.0} leases/s so far",
+                            done as f64 / began.elapsed().as_secs_f64()
+                        );
                     }
                 }
                 Ok::<_, anyhow::Error>(actor)
@@ -526,16 +531,6 @@ async fn main() -> anyhow::Result<()> {
     let (actors, acks) = phase(actors, seconds, Op::Ack).await?;
     let (mut actors, evidence) = phase(actors, seconds, Op::Evidence).await?;
 
-    eprintln!("expiry probe with {active} live leases …");
-    let few = expiry_probe(&mut actors[0], "few", probes).await?;
-    let more = live.saturating_sub(active);
-    eprintln!("setting up {more} more live leases in-process …");
-    let began = Instant::now();
-    let mut actors = prepare_all(actors, "live", more, false).await?;
-    let setup = began.elapsed().as_secs_f64();
-    eprintln!("expiry probe with {live} live leases …");
-    let many = expiry_probe(&mut actors[0], "many", probes).await?;
-
     println!(
         "server: in-process, listening on 127.0.0.1 (loopback, reqwest), on-disk SQLite + blobs in a temp dir, expiry timer every {} ms on the real clock; clients share the machine's cores",
         EXPIRY_TICK.as_millis()
@@ -550,11 +545,21 @@ async fn main() -> anyhow::Result<()> {
         renewals / acks,
         renewals / evidence
     );
+    eprintln!("expiry probe with {active} live leases …");
+    let few = expiry_probe(&mut actors[0], "few", probes).await?;
+    println!("expiry → lease.expired, {probes} leases of 1 s started 20 ms apart, never renewed:");
+    print_lags(&format!("{active} live leases (baseline)"), &few);
+    let more = live.saturating_sub(active);
+    eprintln!("setting up {more} more live leases in-process …");
+    let began = Instant::now();
+    let mut actors = prepare_all(actors, "live", more, false).await?;
+    let setup = began.elapsed().as_secs_f64();
+    eprintln!("expiry probe with {live} live leases …");
+    let many = expiry_probe(&mut actors[0], "many", probes).await?;
+    print_lags(&format!("{live} live leases"), &many);
     println!(
-        "expiry → lease.expired, {probes} leases of 1 s started 20 ms apart (setup of {more} leases in-process: {setup:.0} s, {:.0} leases/s):",
+        "(setup of the {more} more leases, 4 signed Commands each through Store::execute_command: {setup:.0} s, {:.0} leases/s)",
         more as f64 / setup
     );
-    print_lags(&format!("{active} live leases (baseline)"), &few);
-    print_lags(&format!("{live} live leases"), &many);
     Ok(())
 }
