@@ -22,7 +22,9 @@ use crate::views::{
     ArtifactPage, ArtifactView, CriteriaView, EvidencePage, EvidenceRecorded, Published,
     UploadReceipt,
 };
-use crate::work::views::{CommandAccepted, MissionView, WorkGraph, WorkItemView};
+use crate::work::views::{
+    CommandAccepted, MissionView, TokenIssued, TokenRequest, WorkGraph, WorkItemView,
+};
 use crate::work::{COMMAND_TYPE, Command, CommandType};
 use crate::{Id, Manifest};
 use base64::Engine as _;
@@ -535,5 +537,16 @@ impl Client {
     pub async fn mission_graph(&self, mission_id: &Id) -> Result<WorkGraph, Error> {
         let path = format!("/v1/missions/{mission_id}/workitems");
         Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+    }
+
+    /// `POST /v1/leases/{id}/tokens`: a capability token bound to the lease (LSE-6/7), shown
+    /// once; `request.replaces` rotates out a previous token of the same lease.
+    pub async fn issue_token(
+        &self,
+        lease_id: &Id,
+        request: &TokenRequest,
+    ) -> Result<TokenIssued, Error> {
+        let path = format!("/v1/leases/{lease_id}/tokens");
+        Ok(self.send_json(Method::POST, &path, Some(request)).await?.1)
     }
 }

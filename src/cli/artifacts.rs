@@ -38,14 +38,27 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
     let (session, api) = client.session()?;
     let key = client.key()?;
     let work_item_id = Id::parse("work-item", &work_item)?;
-    let execution = execution_for(
-        &api,
-        &session.agent_id,
-        &work_item_id,
-        lease,
-        ownership_epoch,
-    )
-    .await?;
+    let (lease_id, ownership_epoch) = match (lease, ownership_epoch) {
+        (Some(lease), Some(epoch)) => (lease, epoch),
+        (lease, epoch) => {
+            // LSE-4: the lease `weft work start` remembered (or the WorkItem's current one).
+            let home = client.home()?;
+            let found =
+                super::work::lease::current(&home, &api, &session.agent_id, &work_item_id).await?;
+            match (lease, found) {
+                (None, Some(found)) => (found.lease_id, epoch.unwrap_or(found.ownership_epoch)),
+                (Some(lease), Some(found)) if found.lease_id == lease => {
+                    (lease, found.ownership_epoch)
+                }
+                // A lease this agent is not known to hold: epoch 1 unless told, as before
+                // leases were remembered; the server decides whether it is current.
+                (Some(lease), _) => (lease, 1),
+                (None, None) => bail!(
+                    "this agent holds no Execution Lease of {work_item_id}: run `weft work start`, or pass --lease"
+                ),
+            }
+        }
+    };
     let bar = progress_bar(
         std::fs::metadata(&file)
             .with_context(|| format!("reading {}", file.display()))?
@@ -72,7 +85,10 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
         mission_id: Id::parse("mission", &mission)?,
         group_id: Id::parse("group", &group)?,
         work_item_id,
-        execution,
+        execution: Execution {
+            lease_id: Id::parse("lease", &lease_id)?,
+            ownership_epoch,
+        },
         sources: sources
             .iter()
             .map(|s| ArtifactId::parse(s))
@@ -105,48 +121,6 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
     );
     println!("{}", published.artifact);
     Ok(())
-}
-
-/// The manifest's `execution`: `--lease` and `--ownership-epoch`, each by default taken from
-/// the WorkItem's current Execution Lease when this agent holds it (LSE-4; the server refuses
-/// any other lease `stale_lease`, so a guess would only fail later).
-async fn execution_for(
-    api: &weft_api::client::Client,
-    agent_id: &str,
-    work_item: &Id,
-    lease: Option<String>,
-    ownership_epoch: Option<u64>,
-) -> anyhow::Result<Execution> {
-    if let (Some(lease), Some(ownership_epoch)) = (&lease, ownership_epoch) {
-        return Ok(Execution {
-            lease_id: Id::parse("lease", lease)?,
-            ownership_epoch,
-        });
-    }
-    let view = api.work_item(work_item).await?;
-    let held = view
-        .lease
-        .filter(|current| current.kind == "execution" && current.agent_id == agent_id);
-    let lease_id = match (lease, &held) {
-        (Some(lease), _) => lease,
-        (None, Some(current)) => current.lease_id.clone(),
-        (None, None) => bail!(
-            "no --lease given, and {agent_id} holds no Execution Lease of {work_item} \
-             (run `weft work start {work_item}`)"
-        ),
-    };
-    let ownership_epoch = match (ownership_epoch, &held) {
-        (Some(epoch), _) => epoch,
-        (None, Some(current)) if current.lease_id == lease_id => current.ownership_epoch,
-        (None, _) => view
-            .owner
-            .filter(|owner| owner.agent_id == agent_id)
-            .map_or(1, |owner| owner.ownership_epoch),
-    };
-    Ok(Execution {
-        lease_id: Id::parse("lease", &lease_id)?,
-        ownership_epoch,
-    })
 }
 
 /// `weft get`: downloads into `<output>.weft-partial`, renamed to `output` only once the

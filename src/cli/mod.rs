@@ -173,11 +173,11 @@ struct PutArgs {
     mission: String,
     #[arg(long)]
     work_item: String,
-    /// The Execution Lease the manifest names (LSE-4); by default the WorkItem's current
-    /// lease when this agent holds it.
+    /// The Execution Lease the manifest names (default: the one `weft work start` left in
+    /// work.json for the WorkItem, else its current lease when this agent holds it).
     #[arg(long)]
     lease: Option<String>,
-    /// By default the ownership epoch of that lease.
+    /// The ownership epoch the manifest names (default: the lease's, from the same place).
     #[arg(long)]
     ownership_epoch: Option<u64>,
     #[arg(long)]
@@ -418,6 +418,13 @@ enum WorkAction {
     },
     /// `work.start` (owner): opens an Execution Lease.
     Start(WorkRefArgs),
+    /// `lease.renew` (owner): the current Execution Lease lasts the contract's
+    /// `executionSeconds` from now.
+    Renew(WorkRefArgs),
+    /// `work.progress` (owner): a structured progress report (PRG-1).
+    Progress(ProgressArgs),
+    /// A capability token bound to the current Execution Lease (LSE-6/7); prints the token.
+    Token(TokenArgs),
     /// `work.checkpoint` (owner).
     Checkpoint {
         work_item: String,
@@ -495,6 +502,59 @@ struct WorkRefArgs {
     work_item: String,
     #[command(flatten)]
     command: CommandArgs,
+}
+
+/// The flags of `work progress`: the fields of `work.progress` (PRG-1). `--percent`, if
+/// given, is stored but never drives a decision (PRG-2).
+#[derive(Debug, clap::Args)]
+struct ProgressArgs {
+    work_item: String,
+    /// The phase the work is in.
+    #[arg(long)]
+    phase: String,
+    /// A milestone done; repeat for several.
+    #[arg(long = "milestone")]
+    milestones: Vec<String>,
+    #[arg(long)]
+    next_checkpoint: Option<String>,
+    /// A blocker; repeat for several.
+    #[arg(long = "blocker")]
+    blockers: Vec<String>,
+    /// Estimated completion (RFC 3339).
+    #[arg(long, requires = "confidence")]
+    completion_at: Option<String>,
+    /// Confidence in the estimate, 0 to 1 (0: no estimate).
+    #[arg(long, default_value_t = 0.0)]
+    confidence: f64,
+    /// An Evidence id backing the report; repeat for several.
+    #[arg(long = "evidence")]
+    evidence: Vec<String>,
+    #[arg(long)]
+    percent: Option<f64>,
+    #[command(flatten)]
+    command: CommandArgs,
+}
+
+/// The flags of `work token`.
+#[derive(Debug, clap::Args)]
+struct TokenArgs {
+    work_item: String,
+    /// blob:write, artifact:publish or evidence:record; repeat for several.
+    #[arg(long = "scope", required = true)]
+    scopes: Vec<String>,
+    /// Lifetime in seconds (the server clamps it to the lease's expiry).
+    #[arg(long, default_value_t = 300)]
+    ttl: u64,
+    /// A token id of the same lease that the new token rotates out.
+    #[arg(long)]
+    replaces: Option<String>,
+    /// The lease (default: the one `weft work start` left in work.json, else the WorkItem's
+    /// current Execution Lease when this agent holds it).
+    #[arg(long)]
+    lease: Option<String>,
+    /// Print the whole answer as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// The flags of `work offer`: candidates, expiry and the structured selection basis (OFR-10),

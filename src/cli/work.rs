@@ -12,9 +12,13 @@
 //! before anything is signed.
 //!
 //! It is long because every Command of DESIGN §10's table the CLI offers is spelled out here,
-//! each with its own payload; the tests live in `work/tests.rs`.
+//! each with its own payload; the tests live in `work/tests.rs`. The owner's lease Commands
+//! (`renew`, `progress`), capability tokens (`token`) and the weft home's `work.json` (the
+//! leases this agent holds, refreshed from every answer) are in `work/lease.rs`.
 
-use std::path::Path;
+pub(super) mod lease;
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use ed25519_dalek::SigningKey;
@@ -37,6 +41,8 @@ use super::{ClientArgs, CommandArgs, MissionAction, MissionClose, OfferArgs, Wor
 /// The agent as a Command signer: its key, its session's client, Group and epochs.
 struct Signer {
     api: Client,
+    /// The weft home, whose `work.json` every answer refreshes.
+    home: PathBuf,
     key: SigningKey,
     agent_id: Id,
     group_id: Id,
@@ -54,6 +60,7 @@ impl Signer {
         };
         Ok(Self {
             api,
+            home: client.home()?,
             key: client.key()?,
             agent_id: Id::parse("agentId", &session.agent_id)?,
             group_id: Id::parse("groupId", &session.group_id)?,
@@ -88,6 +95,7 @@ impl Signer {
                 args.expected_revision,
             )
             .await?;
+        lease::remember(&self.home, self.agent_id.as_str(), &accepted.state);
         print_accepted(&accepted, args.json)
     }
 
@@ -213,8 +221,13 @@ pub(super) async fn mission(client: &ClientArgs, action: MissionAction) -> anyho
 pub(super) async fn work(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> {
     match action {
         WorkAction::Show { work_item, json } => {
-            let (_, api) = client.session()?;
+            let (session, api) = client.session()?;
             let view = api.work_item(&Id::parse("work item", &work_item)?).await?;
+            lease::remember(
+                &client.home()?,
+                &session.agent_id,
+                &serde_json::to_value(&view)?,
+            );
             if json {
                 println!("{}", serde_json::to_string_pretty(&view)?);
             } else {
@@ -316,6 +329,9 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
                 .await
         }
         WorkAction::Start(args) => owner_ref(&signer, CommandType::WorkStart, args).await,
+        WorkAction::Renew(args) => lease::renew(&signer, args).await,
+        WorkAction::Progress(args) => lease::progress(&signer, args).await,
+        WorkAction::Token(args) => lease::token(&signer, args).await,
         WorkAction::Unblock(args) => owner_ref(&signer, CommandType::WorkUnblock, args).await,
         WorkAction::AcceptResult(args) => {
             let payload = WorkRef {

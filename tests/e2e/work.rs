@@ -2,6 +2,9 @@
 //! its own weft home, take a WorkItem from `mission create` to `verified` with signed
 //! Commands (the contract from a TOML file), and a non-candidate's acceptance is refused
 //! with its code, as is a contract file missing a CON-1 item before anything is signed.
+//! The owner's lease (issue #12): `work start` leaves the lease in the home's `work.json`;
+//! `work renew`, `work progress` and `work token` act on it, `put` publishes under it without
+//! being told, and a checkpoint forgets it.
 
 use std::path::Path;
 
@@ -183,13 +186,162 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
     let started = ok(&worker, &url, &["work", "start", "wi-1"]);
     assert_eq!(state_after(&started), "active");
     assert!(started.contains("lease lease-"), "{started}");
+    let remembered = |home: &Path| -> serde_json::Value {
+        let text = std::fs::read_to_string(home.join("work.json")).expect("work.json");
+        serde_json::from_str(&text).expect("work.json is JSON")
+    };
+    let local = remembered(&worker);
+    let first_lease = local["workItems"]["wi-1"]["leaseId"]
+        .as_str()
+        .expect("work start remembered its lease")
+        .to_owned();
+    assert_eq!(local["workItems"]["wi-1"]["ownershipEpoch"], 1, "{local}");
+    assert!(
+        started.contains(&format!("lease {first_lease} until")),
+        "{started}"
+    );
+
     // Owner Commands quote the current Execution Lease without being told (LSE-4).
+    let renewed = ok(&worker, &url, &["work", "renew", "wi-1"]);
+    assert!(renewed.contains("lease.renewed"), "{renewed}");
+    assert_eq!(state_after(&renewed), "active");
+    let progressed = ok(
+        &worker,
+        &url,
+        &[
+            "work",
+            "progress",
+            "wi-1",
+            "--phase",
+            "reading",
+            "--milestone",
+            "corpus fetched",
+            "--next-checkpoint",
+            "outline",
+            "--completion-at",
+            "2026-12-30T00:00:00Z",
+            "--confidence",
+            "0.6",
+            "--percent",
+            "30",
+        ],
+    );
+    assert!(progressed.contains("work.progress"), "{progressed}");
+    let shown = ok(&worker, &url, &["work", "show", "wi-1", "--json"]);
+    assert!(shown.contains("corpus fetched"), "{shown}");
+    // A capability token bound to the remembered lease, printed once; then rotated.
+    let (issued, token, stderr) = weft(
+        &worker,
+        &url,
+        &[
+            "work",
+            "token",
+            "wi-1",
+            "--scope",
+            "blob:write",
+            "--scope",
+            "artifact:publish",
+        ],
+    );
+    assert!(
+        issued && token.trim().len() > 16,
+        "{token}
+{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("of lease {first_lease}")),
+        "{stderr}"
+    );
+    let issued = ok(
+        &worker,
+        &url,
+        &[
+            "work",
+            "token",
+            "wi-1",
+            "--scope",
+            "blob:write",
+            "--ttl",
+            "60",
+            "--json",
+        ],
+    );
+    let issued: serde_json::Value = serde_json::from_str(&issued).expect("--json answer");
+    let token_id = issued["tokenId"].as_str().expect("tokenId");
+    let rotated = ok(
+        &worker,
+        &url,
+        &[
+            "work",
+            "token",
+            "wi-1",
+            "--scope",
+            "blob:write",
+            "--replaces",
+            token_id,
+        ],
+    );
+    assert_ne!(rotated.trim(), issued["token"].as_str().expect("token"));
+    // `put` names the remembered lease and epoch (no --lease).
+    let draft = root.path().join("draft.json");
+    std::fs::write(&draft, br#"{"draft": 1}"#).expect("write draft");
+    let draft_id = ok(
+        &worker,
+        &url,
+        &[
+            "put",
+            draft.to_str().expect("utf-8"),
+            "--group",
+            "g1",
+            "--mission",
+            "m1",
+            "--work-item",
+            "wi-1",
+            "--media-type",
+            "application/json",
+            "-q",
+        ],
+    )
+    .trim()
+    .to_owned();
+    let shown = ok(&worker, &url, &["show", &draft_id]);
+    assert!(
+        shown.contains(&format!("lease       {first_lease} (epoch 1)")),
+        "{shown}"
+    );
+    // The bystander holds no lease of wi-1: its `put` stops before uploading anything.
+    let (published, _, stderr) = weft(
+        &bystander,
+        &url,
+        &[
+            "put",
+            draft.to_str().expect("utf-8"),
+            "--group",
+            "g1",
+            "--mission",
+            "m1",
+            "--work-item",
+            "wi-1",
+            "--media-type",
+            "application/json",
+            "-q",
+        ],
+    );
+    assert!(
+        !published && stderr.contains("holds no Execution Lease"),
+        "{stderr}"
+    );
     let checkpointed = ok(
         &worker,
         &url,
         &["work", "checkpoint", "wi-1", "--note", "half way"],
     );
     assert_eq!(state_after(&checkpointed), "queued");
+    // The checkpoint released the lease: work.json forgets it, and renewing it now is the
+    // server's refusal, not a guess.
+    assert_eq!(remembered(&worker)["workItems"], serde_json::json!({}));
+    let (renewed, _, stderr) = weft(&worker, &url, &["work", "renew", "wi-1"]);
+    assert!(!renewed, "{stderr}");
     ok(&worker, &url, &["work", "start", "wi-1"]);
     let blocked = ok(
         &worker,
@@ -206,6 +358,8 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
         .as_str()
         .expect("an Execution Lease")
         .to_owned();
+    assert_ne!(lease, first_lease);
+    assert_eq!(remembered(&worker)["workItems"]["wi-1"]["leaseId"], *lease);
 
     // The result: an artifact under the lease, Evidence for ac-1, submit, accept.
     let report = root.path().join("report.json");
@@ -222,8 +376,6 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
             "m1",
             "--work-item",
             "wi-1",
-            "--lease",
-            &lease,
             "--media-type",
             "application/json",
             "-q",

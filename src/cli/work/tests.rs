@@ -1,5 +1,5 @@
 //! Contract files: JSON and TOML give the same contract, and bad ones are refused before
-//! anything is signed.
+//! anything is signed. The lease memory of `work.json` and the `work.progress` payload.
 
 use super::*;
 
@@ -103,4 +103,119 @@ fn the_example_contracts_read_and_agree() {
     let mut toml = read_contract(&root.join("contract.toml")).expect("examples/contract.toml");
     toml.notes = json.notes.clone();
     assert_eq!(json, toml);
+}
+
+/// `work.json` remembers the Execution Lease an answer shows this agent holding, replaces it
+/// when a new one starts, and forgets it when an answer shows none (checkpoint, expiry) or
+/// another agent's, or a non-execution lease (blocked); answers about no WorkItem change
+/// nothing.
+#[test]
+fn work_json_follows_the_answers() {
+    use super::lease::LocalState;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let answer =
+        |lease: serde_json::Value| json!({"workItemId": "wi-1", "state": "active", "lease": lease});
+    let held = |id: &str, kind: &str, agent: &str| {
+        json!({"leaseId": id, "kind": kind, "agentId": agent, "ownershipEpoch": 2,
+               "expiresAt": "2026-11-30T12:05:00Z"})
+    };
+    let mut local = LocalState::load(dir.path()).expect("absent is empty");
+    assert!(local.work_items.is_empty());
+    assert!(local.observe("w1", &answer(held("lease-a", "execution", "w1"))));
+    assert!(!local.observe("w1", &answer(held("lease-a", "execution", "w1"))));
+    assert_eq!(local.work_items["wi-1"].lease_id, "lease-a");
+    assert_eq!(local.work_items["wi-1"].ownership_epoch, 2);
+    assert!(!local.observe("w1", &json!({"missionId": "m1", "state": "active"})));
+    assert!(local.observe("w1", &answer(held("lease-b", "execution", "w1"))));
+    assert_eq!(local.work_items["wi-1"].lease_id, "lease-b");
+    for gone in [
+        json!(null),
+        held("lease-c", "execution", "w2"),
+        held("lease-d", "blocked", "w1"),
+    ] {
+        local.observe("w1", &answer(held("lease-b", "execution", "w1")));
+        assert!(local.observe("w1", &answer(gone.clone())), "{gone}");
+        assert!(local.work_items.is_empty(), "{gone}");
+    }
+    // It survives a reload, written by `remember` (the path every answer takes).
+    super::lease::remember(
+        dir.path(),
+        "w1",
+        &answer(held("lease-e", "execution", "w1")),
+    );
+    let reloaded = LocalState::load(dir.path()).expect("reload");
+    assert_eq!(reloaded.work_items["wi-1"].lease_id, "lease-e");
+    std::fs::write(dir.path().join("work.json"), "not json").expect("write");
+    assert!(LocalState::load(dir.path()).is_err());
+}
+
+/// PRG-1: the flags spell `work.progress`'s payload; an estimate needs an RFC 3339 instant,
+/// and what the payload's own checks refuse is refused by the server, not guessed here.
+#[test]
+fn progress_flags_make_the_payload() {
+    use clap::Parser as _;
+    let parse = |extra: &[&str]| {
+        let mut args = vec!["weft", "work", "progress", "wi-1", "--phase", "drafting"];
+        args.extend_from_slice(extra);
+        match crate::cli::Cli::try_parse_from(args)
+            .expect("flags")
+            .command
+        {
+            crate::cli::Command::Work {
+                action: WorkAction::Progress(progress),
+                ..
+            } => progress,
+            other => panic!("{other:?}"),
+        }
+    };
+    let payload = super::lease::progress_payload(&parse(&[
+        "--milestone",
+        "outline",
+        "--milestone",
+        "sources",
+        "--next-checkpoint",
+        "first draft",
+        "--blocker",
+        "corpus access",
+        "--completion-at",
+        "2026-12-01T10:00:00Z",
+        "--confidence",
+        "0.7",
+        "--percent",
+        "40",
+    ]))
+    .expect("payload");
+    assert_eq!(
+        serde_json::to_value(&payload).expect("json"),
+        json!({"workItemId": "wi-1", "phase": "drafting", "milestonesDone": ["outline", "sources"],
+               "nextCheckpoint": "first draft", "blockers": ["corpus access"],
+               "estimate": {"completionAt": "2026-12-01T10:00:00Z", "confidence": 0.7},
+               "evidence": [], "percent": 40.0})
+    );
+    let bare = super::lease::progress_payload(&parse(&[])).expect("bare");
+    assert_eq!(bare.estimate.completion_at, None);
+    assert_eq!(bare.percent, None);
+    assert!(
+        super::lease::progress_payload(&parse(&[
+            "--completion-at",
+            "tomorrow",
+            "--confidence",
+            "1"
+        ]))
+        .is_err()
+    );
+    // --completion-at without --confidence is a usage error.
+    assert!(
+        crate::cli::Cli::try_parse_from([
+            "weft",
+            "work",
+            "progress",
+            "wi-1",
+            "--phase",
+            "p",
+            "--completion-at",
+            "2026-12-01T10:00:00Z"
+        ])
+        .is_err()
+    );
 }

@@ -1,0 +1,217 @@
+//! The owner's lease from the command line (issue #12): `weft work renew`, `weft work
+//! progress`, `weft work token`, and `work.json`, the weft home's memory of the Execution
+//! Leases this agent holds.
+//!
+//! `work.json` maps a WorkItem id to the lease the last answer about it showed this agent
+//! holding: `{"workItems": {"wi-1": {"leaseId", "ownershipEpoch", "expiresAt"}}}`. Every
+//! signed `weft work` Command and `weft work show` refresh the WorkItem's entry from the
+//! server's answer: kept while the answer shows an Execution Lease held by this agent, dropped
+//! otherwise (checkpoint, block, submit, expiry, another owner). `weft put` and `weft work
+//! token` take the lease and ownership epoch from it when not told (`--lease`). It is a
+//! convenience, never an authority: the server checks every lease it is shown (LSE-4/5), so
+//! a stale entry only earns the server's `stale_lease`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use weft_api::Id;
+use weft_api::client::Client;
+use weft_api::work::CommandType;
+use weft_api::work::command::{Estimate, WorkProgress, WorkRef};
+use weft_api::work::views::{TokenRequest, TokenScope};
+
+use super::{Signer, artifact_ids, word};
+use crate::cli::keys::write_private;
+use crate::cli::{ProgressArgs, TokenArgs, WorkRefArgs};
+
+const FILE: &str = "work.json";
+
+/// One remembered Execution Lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(in crate::cli) struct LocalLease {
+    pub(in crate::cli) lease_id: String,
+    pub(in crate::cli) ownership_epoch: u64,
+    pub(in crate::cli) expires_at: String,
+}
+
+/// `work.json`.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct LocalState {
+    pub(super) work_items: BTreeMap<String, LocalLease>,
+}
+
+impl LocalState {
+    pub(super) fn load(home: &Path) -> anyhow::Result<Self> {
+        let path = home.join(FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    fn save(&self, home: &Path) -> anyhow::Result<()> {
+        write_private(&home.join(FILE), &serde_json::to_vec_pretty(self)?)
+    }
+
+    /// Takes in what an answer about a WorkItem (a Command's `state`, or its view) says:
+    /// remembers its Execution Lease if `agent_id` holds it, forgets it otherwise. Answers
+    /// whether anything changed; an answer about no WorkItem changes nothing.
+    pub(super) fn observe(&mut self, agent_id: &str, state: &Value) -> bool {
+        let Some(work_item) = state["workItemId"].as_str() else {
+            return false;
+        };
+        let lease = &state["lease"];
+        let held = lease["kind"] == "execution" && lease["agentId"] == agent_id;
+        let entry = match (
+            held,
+            lease["leaseId"].as_str(),
+            lease["ownershipEpoch"].as_u64(),
+        ) {
+            (true, Some(lease_id), Some(ownership_epoch)) => Some(LocalLease {
+                lease_id: lease_id.to_owned(),
+                ownership_epoch,
+                expires_at: lease["expiresAt"].as_str().unwrap_or_default().to_owned(),
+            }),
+            _ => None,
+        };
+        let before = self.work_items.get(work_item).cloned();
+        match &entry {
+            Some(entry) => self.work_items.insert(work_item.to_owned(), entry.clone()),
+            None => self.work_items.remove(work_item),
+        };
+        before != entry
+    }
+}
+
+/// Refreshes `work.json` in `home` from an answer about a WorkItem. A failure to write is
+/// reported, never fatal: the Command it follows was accepted.
+pub(super) fn remember(home: &Path, agent_id: &str, state: &Value) {
+    let outcome = LocalState::load(home).and_then(|mut local| {
+        if local.observe(agent_id, state) {
+            local.save(home)?;
+        }
+        Ok(())
+    });
+    if let Err(error) = outcome {
+        eprintln!("warning: {FILE} not updated: {error:#}");
+    }
+}
+
+/// The lease to publish under for `work_item` (`weft put`, `weft work token`): the one
+/// `work.json` remembers, else the WorkItem's current Execution Lease when `agent_id` holds
+/// it (one read of the WorkItem); `None` when neither names one.
+pub(in crate::cli) async fn current(
+    home: &Path,
+    api: &Client,
+    agent_id: &str,
+    work_item: &Id,
+) -> anyhow::Result<Option<LocalLease>> {
+    if let Some(found) = LocalState::load(home)?
+        .work_items
+        .remove(work_item.as_str())
+    {
+        return Ok(Some(found));
+    }
+    let view = serde_json::to_value(api.work_item(work_item).await?)?;
+    let mut local = LocalState::default();
+    local.observe(agent_id, &view);
+    Ok(local.work_items.remove(work_item.as_str()))
+}
+
+/// `weft work renew`: `lease.renew` quoting the current lease.
+pub(super) async fn renew(signer: &Signer, args: WorkRefArgs) -> anyhow::Result<()> {
+    let work_item_id = Id::parse("work item", &args.work_item)?;
+    let lease = signer.lease_for(&work_item_id, &args.command).await?;
+    let payload = WorkRef { work_item_id };
+    signer
+        .send(CommandType::LeaseRenew, &payload, &args.command, lease)
+        .await
+}
+
+/// `weft work progress`: a structured `work.progress` (PRG-1).
+pub(super) async fn progress(signer: &Signer, args: ProgressArgs) -> anyhow::Result<()> {
+    let payload = progress_payload(&args)?;
+    let lease = signer
+        .lease_for(&payload.work_item_id, &args.command)
+        .await?;
+    signer
+        .send(CommandType::WorkProgress, &payload, &args.command, lease)
+        .await
+}
+
+/// The `work.progress` payload the flags spell.
+pub(super) fn progress_payload(args: &ProgressArgs) -> anyhow::Result<WorkProgress> {
+    let completion_at = args
+        .completion_at
+        .as_deref()
+        .map(chrono::DateTime::parse_from_rfc3339)
+        .transpose()
+        .context("--completion-at wants an RFC 3339 instant")?;
+    Ok(WorkProgress {
+        work_item_id: Id::parse("work item", &args.work_item)?,
+        phase: args.phase.clone(),
+        milestones_done: args.milestones.clone(),
+        next_checkpoint: args.next_checkpoint.clone(),
+        blockers: args.blockers.clone(),
+        estimate: Estimate {
+            completion_at,
+            confidence: args.confidence,
+        },
+        evidence: artifact_ids(&args.evidence)?,
+        usage: None,
+        percent: args.percent,
+    })
+}
+
+/// `weft work token`: a capability token bound to the current lease (LSE-6/7). The token is
+/// printed once on stdout (the server keeps only its hash); its id and expiry go to stderr.
+pub(super) async fn token(signer: &Signer, args: TokenArgs) -> anyhow::Result<()> {
+    let work_item = Id::parse("work item", &args.work_item)?;
+    let lease_id = match &args.lease {
+        Some(lease) => Id::parse("lease", lease)?,
+        None => {
+            let found = current(
+                &signer.home,
+                &signer.api,
+                signer.agent_id.as_str(),
+                &work_item,
+            )
+            .await?
+            .with_context(|| {
+                format!("this agent holds no Execution Lease of {work_item}; pass --lease")
+            })?;
+            Id::parse("lease", &found.lease_id)?
+        }
+    };
+    let request = TokenRequest {
+        scope: args
+            .scopes
+            .iter()
+            .map(|scope| word::<TokenScope>("scope", scope))
+            .collect::<anyhow::Result<_>>()?,
+        ttl_seconds: args.ttl,
+        replaces: args.replaces.clone(),
+    };
+    let issued = signer.api.issue_token(&lease_id, &request).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&issued)?);
+        return Ok(());
+    }
+    let scope: Vec<&str> = issued.scope.iter().map(|s| s.as_str()).collect();
+    eprintln!(
+        "token {} of lease {lease_id} ({}) until {}",
+        issued.token_id,
+        scope.join(" "),
+        issued.expires_at
+    );
+    println!("{}", issued.token);
+    Ok(())
+}
