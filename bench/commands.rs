@@ -235,6 +235,7 @@ fn evidence(actor: &Actor, mission: &str, work_item: &str, n: u64) -> anyhow::Re
         timestamp: chrono::Utc::now().fixed_offset(),
         artifacts: vec![],
         supersedes: None,
+        execution: None,
     })
 }
 

@@ -61,6 +61,7 @@ fn evidence(n: usize, agent: &Id) -> Evidence {
         timestamp: chrono::Utc::now().fixed_offset(),
         artifacts: vec![],
         supersedes: None,
+        execution: None,
     }
 }
 

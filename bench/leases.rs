@@ -273,6 +273,7 @@ async fn run_op(actor: &mut Actor, op: Op, n: u64) -> anyhow::Result<()> {
                 timestamp: Utc::now().fixed_offset(),
                 artifacts: vec![],
                 supersedes: None,
+                execution: None,
             };
             actor.client().record_evidence(&actor.key, &record).await?;
         }

@@ -44,6 +44,10 @@ pub struct Evidence {
     /// The Evidence this record corrects (its evidence id), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<ArtifactId>,
+    /// The Execution Lease it was produced under (DESIGN §5.1): required when the producer is
+    /// the WorkItem's owner, and checked like a manifest's (LSE-4/5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<crate::manifest::Execution>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

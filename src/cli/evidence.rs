@@ -46,6 +46,13 @@ pub(super) async fn run(client: &ClientArgs, action: EvidenceAction) -> anyhow::
                     Ok((name.to_owned(), value))
                 })
                 .collect::<anyhow::Result<_>>()?;
+            let execution = super::work::lease::current(
+                &client.home()?,
+                &api,
+                &session.agent_id,
+                &work_item_id,
+            )
+            .await?;
             let evidence = Evidence {
                 subject: Subject {
                     kind: SubjectKind::WorkItem,
@@ -75,6 +82,17 @@ pub(super) async fn run(client: &ClientArgs, action: EvidenceAction) -> anyhow::
                     .map(|a| ArtifactId::parse(a))
                     .collect::<Result<_, _>>()?,
                 supersedes: supersedes.as_deref().map(ArtifactId::parse).transpose()?,
+                // The owner's Evidence names its current Execution Lease (DESIGN §5.1,
+                // LSE-4): the one `weft work start` remembered, else the WorkItem's current
+                // one when this agent holds it; nobody else's Evidence names one.
+                execution: execution
+                    .map(|lease| -> anyhow::Result<weft_api::manifest::Execution> {
+                        Ok(weft_api::manifest::Execution {
+                            lease_id: Id::parse("lease", &lease.lease_id)?,
+                            ownership_epoch: lease.ownership_epoch,
+                        })
+                    })
+                    .transpose()?,
             };
             let recorded = api.record_evidence(&key, &evidence).await?;
             eprintln!("recorded at sequence {}", recorded.sequence);

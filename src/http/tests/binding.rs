@@ -282,3 +282,67 @@ backends!(
         refused(&h, publish_request(&w2, &derived), "unknown_source").await;
     }
 );
+
+/// Signed Evidence by `agent` for `ac-1` of `wi` (Mission `m1`), naming `execution` if given.
+fn evidence_request(
+    agent: &Agent,
+    wi: &str,
+    execution: Option<Value>,
+) -> axum::http::Request<Body> {
+    let mut evidence = json!({
+        "subject": {"kind": "workItem", "id": wi},
+        "missionId": "m1", "groupId": "g1", "workItemId": wi, "criterion": "ac-1",
+        "method": {"kind": "automated_test", "name": "unit", "version": "1"},
+        "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
+        "producer": {"agentId": agent.id, "agentCardVersion": "1"},
+        "timestamp": "2026-11-30T12:05:00Z", "artifacts": [],
+    });
+    if let Some(execution) = execution {
+        evidence["execution"] = execution;
+    }
+    let envelope = weft_api::Envelope::sign(
+        &agent.key,
+        weft_api::evidence::EVIDENCE_TYPE,
+        evidence.to_string().as_bytes(),
+    );
+    request(
+        Method::POST,
+        "/v1/evidence",
+        Some(&agent.token),
+        serde_json::to_vec(&envelope).expect("json"),
+    )
+}
+
+backends!(
+    /// DESIGN §5.1, LSE-4/5: the owner's Evidence names its current Execution Lease, checked
+    /// like a manifest's: none, an older lease id or another WorkItem's is `stale_lease` and
+    /// nothing changes; the current one is recorded. A reviewer (not the owner) names none.
+    async fn an_owners_evidence_names_its_current_lease(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        let first = leased(&h, &coordinator, &w1, "wi-1").await;
+        checkpoint(&h, &w1, "wi-1", &first).await;
+        let (second, _) = h
+            .ensure_lease(&w1, "g1", "m1", "wi-1")
+            .await
+            .expect("restart");
+        let other = leased(&h, &coordinator, &w1, "wi-2").await;
+        for execution in [
+            None,
+            Some(json!({"leaseId": first, "ownershipEpoch": 1})),
+            Some(json!({"leaseId": other, "ownershipEpoch": 1})),
+        ] {
+            refused(&h, evidence_request(&w1, "wi-1", execution), "stale_lease").await;
+        }
+        let current = Some(json!({"leaseId": second, "ownershipEpoch": 1}));
+        let recorded = h.send(evidence_request(&w1, "wi-1", current)).await;
+        assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
+        let reviewed = h.send(evidence_request(&reviewer, "wi-1", None)).await;
+        assert_eq!(
+            reviewed.status,
+            StatusCode::CREATED,
+            "{kind:?}: {reviewed:?}"
+        );
+    }
+);

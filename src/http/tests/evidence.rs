@@ -59,7 +59,8 @@ impl Harness {
         {
             self.ensure_work_item(group, mission, work_item).await;
         }
-        self.send(record_request(agent, envelope)).await
+        let envelope = self.bind_evidence(agent, envelope).await;
+        self.send(record_request(agent, &envelope)).await
     }
 }
 

@@ -126,9 +126,15 @@ fn publish_as(bearer: &str, envelope: &Envelope) -> Request<Body> {
     )
 }
 
-/// Passing Evidence by `worker` for `ac-1` of `work_item`, sent with `bearer`.
-fn evidence_as(bearer: &str, worker: &Agent, work_item: &str) -> Request<Body> {
-    let evidence = json!({
+/// Passing Evidence by `worker` for `ac-1` of `work_item`, sent with `bearer`, naming
+/// `execution` (the owner's current lease, DESIGN §5.1) if given.
+fn evidence_as(
+    bearer: &str,
+    worker: &Agent,
+    work_item: &str,
+    execution: Option<serde_json::Value>,
+) -> Request<Body> {
+    let mut evidence = json!({
         "subject": {"kind": "workItem", "id": work_item},
         "missionId": "mission-1", "groupId": "g1", "workItemId": work_item, "criterion": "ac-1",
         "method": {"kind": "automated_test", "name": "unit", "version": "1"},
@@ -136,6 +142,9 @@ fn evidence_as(bearer: &str, worker: &Agent, work_item: &str) -> Request<Body> {
         "producer": {"agentId": worker.id, "agentCardVersion": "1"},
         "timestamp": "2026-11-30T12:05:00Z", "artifacts": [],
     });
+    if let Some(execution) = execution {
+        evidence["execution"] = execution;
+    }
     let envelope = Envelope::sign(
         &worker.key,
         weft_api::evidence::EVIDENCE_TYPE,
@@ -184,7 +193,8 @@ backends!(
             ))
             .await;
         assert_eq!(published.status, StatusCode::CREATED, "{published:?}");
-        let recorded = h.send(evidence_as(token, &w1, "wi-1")).await;
+        let execution = h.execution_of(&w1, "wi-1").await;
+        let recorded = h.send(evidence_as(token, &w1, "wi-1", execution)).await;
         assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
         // Published as the lease's owner.
         let artifact = h
@@ -261,7 +271,12 @@ backends!(
         let bytes = b"only bytes";
         let uploaded = h.send(upload_request(secret(&writer), bytes)).await;
         assert_eq!(uploaded.status, StatusCode::CREATED, "{uploaded:?}");
-        refused(&h, evidence_as(secret(&writer), &w1, "wi-1"), "forbidden").await;
+        refused(
+            &h,
+            evidence_as(secret(&writer), &w1, "wi-1", None),
+            "forbidden",
+        )
+        .await;
         refused(
             &h,
             publish_as(secret(&writer), &manifest_for(&w1, bytes, "wi-1", lease)),
@@ -373,7 +388,7 @@ backends!(
         .await;
         refused(
             &h,
-            evidence_as(secret(&other_token), &w2, "wi-1"),
+            evidence_as(secret(&other_token), &w2, "wi-1", None),
             "forbidden",
         )
         .await;

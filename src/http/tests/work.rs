@@ -104,6 +104,7 @@ pub(super) async fn record_evidence(
         weft_api::evidence::EVIDENCE_TYPE,
         evidence.to_string().as_bytes(),
     );
+    let envelope = h.bind_evidence(worker, &envelope).await;
     let answer = h
         .send(request(
             Method::POST,

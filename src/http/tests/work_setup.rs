@@ -292,3 +292,58 @@ impl Harness {
         agent
     }
 }
+
+impl Harness {
+    /// `{leaseId, ownershipEpoch}` of `work_item`'s current Execution Lease when `agent` owns
+    /// it (what the owner's Evidence names, DESIGN §5.1), else `None`.
+    pub(super) async fn execution_of(&self, agent: &Agent, work_item: &str) -> Option<Value> {
+        let view = self
+            .call(
+                Method::GET,
+                &format!("/v1/workitems/{work_item}"),
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        if view.status != StatusCode::OK {
+            return None;
+        }
+        let view = view.json();
+        let lease = &view["lease"];
+        (view["owner"]["agentId"] == json!(agent.id.as_str())
+            && lease["kind"] == "execution"
+            && lease["agentId"] == json!(agent.id.as_str()))
+        .then(|| json!({"leaseId": lease["leaseId"], "ownershipEpoch": lease["ownershipEpoch"]}))
+    }
+
+    /// An Evidence envelope signed by `agent`, re-signed with the `execution` of its current
+    /// lease when `agent` owns the WorkItem and the payload names none (as `weft evidence add`
+    /// does); any other envelope is returned as it is.
+    pub(super) async fn bind_evidence(&self, agent: &Agent, envelope: &Envelope) -> Envelope {
+        let Ok(payload) = BASE64.decode(&envelope.payload) else {
+            return envelope.clone();
+        };
+        let Ok(mut evidence) = serde_json::from_slice::<Value>(&payload) else {
+            return envelope.clone();
+        };
+        let signed_by_agent =
+            Envelope::sign(&agent.key, weft_api::evidence::EVIDENCE_TYPE, &payload) == *envelope;
+        if !signed_by_agent || evidence.get("execution").is_some() {
+            return envelope.clone();
+        }
+        let Some(work_item) = evidence["workItemId"].as_str().map(str::to_owned) else {
+            return envelope.clone();
+        };
+        match self.execution_of(agent, &work_item).await {
+            Some(execution) => {
+                evidence["execution"] = execution;
+                Envelope::sign(
+                    &agent.key,
+                    weft_api::evidence::EVIDENCE_TYPE,
+                    evidence.to_string().as_bytes(),
+                )
+            }
+            None => envelope.clone(),
+        }
+    }
+}

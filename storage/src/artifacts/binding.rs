@@ -19,7 +19,7 @@ use weft_api::{ArtifactId, ErrorCode, Manifest};
 use crate::error::{Error, reject};
 
 /// Why a manifest's lease does not let it publish.
-pub(super) enum Stale {
+pub(crate) enum Stale {
     /// Refused, nothing kept.
     Refused(String),
     /// Refused, and its producer is a fenced owner of the WorkItem: kept as inert (OFL-2).
@@ -27,8 +27,17 @@ pub(super) enum Stale {
 }
 
 impl Stale {
+    /// The `stale_lease` refusal of a record that is never kept inert (Evidence).
+    pub(crate) fn into_error_for(self, what: &str) -> Error {
+        match self {
+            Self::Refused(why) | Self::Fenced(why) => {
+                reject(ErrorCode::StaleLease, format!("{what}: {why}"))
+            }
+        }
+    }
+
     /// The `stale_lease` refusal the caller sees.
-    pub(super) fn into_error(self) -> Error {
+    pub(crate) fn into_error(self) -> Error {
         match self {
             Self::Refused(why) => reject(ErrorCode::StaleLease, why),
             Self::Fenced(why) => reject(
@@ -62,9 +71,26 @@ pub(super) fn check(
     producer: &str,
     now: &str,
 ) -> Result<Result<(), Stale>, Error> {
-    let lease_id = manifest.execution.lease_id.as_str();
-    let epoch = manifest.execution.ownership_epoch;
-    let work_item_id = manifest.work_item_id.as_str();
+    check_lease(
+        conn,
+        manifest.work_item_id.as_str(),
+        manifest.execution.lease_id.as_str(),
+        manifest.execution.ownership_epoch,
+        producer,
+        now,
+    )
+}
+
+/// The rule of [`check`] for any signed record naming `lease_id` under `epoch` for
+/// `work_item_id` (a manifest, or an owner's Evidence, DESIGN §5.1).
+pub(crate) fn check_lease(
+    conn: &Connection,
+    work_item_id: &str,
+    lease_id: &str,
+    epoch: u64,
+    producer: &str,
+    now: &str,
+) -> Result<Result<(), Stale>, Error> {
     let lease = conn
         .query_row(
             "SELECT work_item_id, kind, agent_id, ownership_epoch, expires_at,

@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::events::to32;
 
 mod binding;
+pub(crate) use binding::check_lease;
 mod publish;
 mod reads;
 mod sweep;

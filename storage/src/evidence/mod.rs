@@ -225,6 +225,7 @@ impl Engine {
                     check_supersedes(txn, earlier, &evidence, &signer, standing)?;
                 }
                 crate::work::require_work_item(txn, group, evidence.mission_id.as_str(), evidence.work_item_id.as_str())?;
+                check_execution(txn, &evidence, signer.as_str(), now)?;
                 let event = EventPayload::EvidenceRecorded(kinds::EvidenceRecorded {
                     artifacts: evidence.artifacts.clone(),
                     criterion: evidence.criterion.clone(),
@@ -386,6 +387,51 @@ impl Engine {
 /// The verdict per criterion of one WorkItem of one Mission, from the Evidence the reader
 /// may see. A WorkItem id is only unique within a Mission, so when the reader's Evidence for
 /// it spans several Missions (or, for the operator, Groups) the caller must name the Mission.
+/// DESIGN §5.1, issue #12 (LSE-4/5): the WorkItem's owner names the Execution Lease its
+/// Evidence was produced under, checked like a manifest's (`artifacts::binding`); anyone
+/// else naming one is checked the same way. A stale or missing lease is `stale_lease`.
+fn check_execution(
+    conn: &Connection,
+    evidence: &Evidence,
+    signer: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    let owner: Option<String> = conn
+        .query_row(
+            "SELECT owner FROM work_items WHERE work_item_id = ?1",
+            [evidence.work_item_id.as_str()],
+            |row| row.get(0),
+        )
+        .optional()?
+        .flatten();
+    let Some(execution) = &evidence.execution else {
+        if owner.as_deref() == Some(signer) {
+            return Err(reject(
+                ErrorCode::StaleLease,
+                format!(
+                    "{signer} owns WorkItem {}: its Evidence names the current Execution Lease (execution.leaseId, LSE-4)",
+                    evidence.work_item_id
+                ),
+            ));
+        }
+        return Ok(());
+    };
+    let now = crate::clock::format_instant(now);
+    match crate::artifacts::check_lease(
+        conn,
+        evidence.work_item_id.as_str(),
+        execution.lease_id.as_str(),
+        execution.ownership_epoch,
+        signer,
+        &now,
+    )? {
+        Ok(()) => Ok(()),
+        // Evidence of a fenced owner is refused like any stale one: only manifests are kept
+        // as inert records (OFL-2 names results).
+        Err(stale) => Err(stale.into_error_for("Evidence")),
+    }
+}
+
 pub(crate) fn criteria_of(
     conn: &Connection,
     work_item_id: &Id,

@@ -246,6 +246,7 @@ impl Engine {
                 timestamp: self.clock.now().fixed_offset(),
                 artifacts: artifacts.to_vec(),
                 supersedes: None,
+                execution: None,
             };
             let payload = serde_json::to_vec(&evidence).map_err(Error::backend)?;
             let envelope = Envelope::sign(&self.authority, EVIDENCE_TYPE, &payload);
