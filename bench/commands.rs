@@ -409,6 +409,8 @@ async fn verify(
     let published = client.publish(&actor.key, &manifest).await?;
     let mut record = evidence(actor, mission, x, 0)?;
     record.artifacts = vec![published.artifact];
+    // The owner's Evidence names its current Execution Lease (DESIGN §5.1).
+    record.execution = Some(manifest.execution.clone());
     let recorded = client.record_evidence(&actor.key, &record).await?;
     actor
         .command(

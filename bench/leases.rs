@@ -246,7 +246,7 @@ async fn run_op(actor: &mut Actor, op: Op, n: u64) -> anyhow::Result<()> {
             anyhow::ensure!(cursor.moved == Some(true), "the cursor moved: {cursor:?}");
         }
         Op::Evidence => {
-            let (work_item, _, mission) = actor.leases[0].clone();
+            let (work_item, lease, mission) = actor.leases[0].clone();
             let record = Evidence {
                 subject: Subject {
                     kind: SubjectKind::WorkItem,
@@ -273,7 +273,11 @@ async fn run_op(actor: &mut Actor, op: Op, n: u64) -> anyhow::Result<()> {
                 timestamp: Utc::now().fixed_offset(),
                 artifacts: vec![],
                 supersedes: None,
-                execution: None,
+                // The owner's Evidence names its current Execution Lease (DESIGN §5.1).
+                execution: Some(weft_api::manifest::Execution {
+                    lease_id: Id::parse("l", &lease)?,
+                    ownership_epoch: 1,
+                }),
             };
             actor.client().record_evidence(&actor.key, &record).await?;
         }
