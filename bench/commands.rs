@@ -61,7 +61,7 @@ fn contract(depends_on: &[String]) -> Value {
         "deadline": "2099-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "medium",
         "budgets": {"financial": 10.0, "tokens": 200000, "toolCalls": 500, "computeSeconds": 3600,
                     "wallClockSeconds": 7200, "sideEffects": 5},
-        "retryPolicy": {"maxAttempts": 3, "backoffSeconds": 30, "deadline": null, "maxCost": 2.0},
+        "retryPolicy": {"maxAttempts": 1000, "backoffSeconds": 30, "deadline": null, "maxCost": 2.0},
         "risk": "low", "approvalRequired": false,
         "leases": {"offerSeconds": 600, "ownershipSeconds": 3600, "executionSeconds": 300,
                    "blockedSeconds": 3600, "graceSeconds": 120},
@@ -239,17 +239,17 @@ fn evidence(actor: &Actor, mission: &str, work_item: &str, n: u64) -> anyhow::Re
     })
 }
 
+/// The WorkItem an actor's baseline Evidence is about (ids are unique in the store).
+fn evidence_work_item(actor: &Actor) -> String {
+    format!("wi-ev-{}-{}", actor.group, actor.agent)
+}
+
 /// Baseline: the same clients record signed Evidence until `deadline`.
 async fn record_evidence(actor: &Actor, deadline: Instant) -> anyhow::Result<u64> {
     let client = actor.client();
     let mut count = 0u64;
     while Instant::now() < deadline {
-        let record = evidence(
-            actor,
-            &actor.mission,
-            &format!("wi-ev-{}", actor.agent),
-            count,
-        )?;
+        let record = evidence(actor, &actor.mission, &evidence_work_item(actor), count)?;
         client.record_evidence(&actor.key, &record).await?;
         count += 1;
     }
@@ -487,6 +487,18 @@ async fn main() -> anyhow::Result<()> {
             None,
         )
         .await?;
+    // The baseline's Evidence names a WorkItem of the actor's Mission that exists (issue
+    // #11); nobody owns it, so the Evidence names no lease.
+    for actor in single.iter_mut().chain(spread.iter_mut()) {
+        let (wi, mission) = (evidence_work_item(actor), actor.mission.clone());
+        actor
+            .command(
+                "work.authorize",
+                json!({"workItemId": wi, "missionId": mission, "contract": contract(&[])}),
+                None,
+            )
+            .await?;
+    }
     let (single, one_group_commands, one_group_secs) = phase(single, seconds, "one", true).await?;
     let (_single, one_group_evidence, one_group_evidence_secs) =
         phase(single, seconds, "ev", false).await?;

@@ -119,12 +119,37 @@ async fn main() -> anyhow::Result<()> {
         .register_agent(&agent, &key.verifying_key(), "1")
         .await?;
     admin
-        .set_membership(&group, &agent, &[Role::Reviewer])
+        .set_membership(&group, &agent, &[Role::Reviewer, Role::Coordinator])
         .await?;
     let grant = Client::new(base.clone(), None)
         .open_session(&key, &agent, &group)
         .await?;
     let client = Arc::new(Client::new(base.clone(), Some(grant.token)));
+    // Evidence names WorkItems that exist (issue #11): the Mission and its WorkItems first,
+    // authorized by the same Agent as coordinator (not timed).
+    let signer = weft_api::client::CommandSigner {
+        key: &key,
+        agent_id: &agent,
+        group_id: &group,
+        session_epoch: grant.session_epoch,
+        membership_epoch: grant.membership_epoch,
+    };
+    let budget = serde_json::json!({"financial": 1.0, "tokens": 1, "toolCalls": 1,
+        "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1});
+    client
+        .command(&signer, weft_api::work::CommandType::MissionCreate,
+            serde_json::json!({"missionId": "mission-1", "title": "bench", "priorityClass": "normal", "budget": budget}),
+            None, None)
+        .await?;
+    let contract: serde_json::Value =
+        serde_json::from_str(include_str!("../examples/contract.json"))?;
+    for n in 0..WORK_ITEMS {
+        client
+            .command(&signer, weft_api::work::CommandType::WorkAuthorize,
+                serde_json::json!({"workItemId": format!("wi-{n}"), "missionId": "mission-1", "contract": contract}),
+                None, None)
+            .await?;
+    }
 
     eprintln!("ingesting {n_records} records with {CONCURRENCY} concurrent clients …");
     let key = Arc::new(key);
