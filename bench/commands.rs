@@ -1,4 +1,5 @@
-//! Command benchmark for issue #11 (not a test; `cargo bench --bench commands`). It starts
+//! Command benchmark for issue #11 (not a test; `cargo bench --bench commands`); long
+//! (just over 600 lines) because its setup, two measurements and baselines share one file. It starts
 //! the real server in-process, listening on 127.0.0.1:0, with on-disk SQLite and blobs in a
 //! temp dir, and talks to it over loopback with reqwest. Two measurements:
 //!  * signed, durable Commands per second (each answer sent after its commit) from 64
