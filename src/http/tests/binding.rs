@@ -12,7 +12,9 @@ use weft_storage::Fingerprint;
 
 use super::harness::*;
 use super::work::{group, offer, ok};
-use super::work_setup::{command_doc, command_request, contract};
+use super::work_setup::{
+    command_doc, command_request, contract, evidence_payload, signed_evidence,
+};
 
 /// `executionSeconds` and `ownershipSeconds` of `contract(&[])`.
 const EXECUTION: i64 = 300;
@@ -289,28 +291,12 @@ fn evidence_request(
     wi: &str,
     execution: Option<Value>,
 ) -> axum::http::Request<Body> {
-    let mut evidence = json!({
-        "subject": {"kind": "workItem", "id": wi},
-        "missionId": "m1", "groupId": "g1", "workItemId": wi, "criterion": "ac-1",
-        "method": {"kind": "automated_test", "name": "unit", "version": "1"},
-        "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
-        "producer": {"agentId": agent.id, "agentCardVersion": "1"},
-        "timestamp": "2026-11-30T12:05:00Z", "artifacts": [],
-    });
+    let mut evidence = evidence_payload(agent, "g1", "m1", wi, "automated_test", &[]);
     if let Some(execution) = execution {
         evidence["execution"] = execution;
     }
-    let envelope = weft_api::Envelope::sign(
-        &agent.key,
-        weft_api::evidence::EVIDENCE_TYPE,
-        evidence.to_string().as_bytes(),
-    );
-    request(
-        Method::POST,
-        "/v1/evidence",
-        Some(&agent.token),
-        serde_json::to_vec(&envelope).expect("json"),
-    )
+    let body = signed_evidence(agent, &evidence);
+    request(Method::POST, "/v1/evidence", Some(&agent.token), body)
 }
 
 backends!(

@@ -7,7 +7,7 @@ use chrono::{DateTime, Duration, SubsecRound as _, Utc};
 use serde_json::{Value, json};
 
 use super::harness::*;
-use super::work::{evidence_for, group, offer, ok};
+use super::work::{evidence_for, group, mission, offer, ok};
 use super::work_setup::{command_doc, command_request, contract};
 
 /// The Evidence of a WorkItem names the Mission its manifests do (`mission-1`).
@@ -16,9 +16,7 @@ const MISSION: &str = "mission-1";
 /// `work::group`'s Group g1 (c1, w1, w2) plus the Mission `mission-1`.
 async fn setup(h: &Harness) -> (Agent, Agent, Agent) {
     let agents = group(h).await;
-    ok(h, &agents.0, "g1", "mission.create", json!({"missionId": MISSION, "title": "t", "priorityClass": "normal",
-        "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}}))
-    .await;
+    mission(h, &agents.0, "g1", MISSION).await;
     agents
 }
 

@@ -12,6 +12,7 @@ use serde_json::json;
 use tower::ServiceExt as _;
 
 use super::harness::*;
+use super::work_setup::{evidence_payload, signed_evidence};
 
 /// Opens the SSE stream of `group` with `token`.
 async fn open_stream(h: &Harness, token: &str, group: &str) -> axum::response::Response {
@@ -147,22 +148,16 @@ backends!(
 
 /// A signed Evidence envelope (as a request body) about `artifact` in `group`.
 fn evidence_for(agent: &Agent, group: &str, artifact: weft_api::ArtifactId) -> Vec<u8> {
-    let evidence = json!({
-        "subject": {"kind": "workItem", "id": "work-1"},
-        "missionId": "mission-1", "groupId": group, "workItemId": "work-1",
-        "criterion": "ac-1",
-        "method": {"kind": "automated_test", "name": "unit", "version": "1"},
-        "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
-        "producer": {"agentId": agent.id, "agentCardVersion": "1"},
-        "timestamp": "2026-11-30T12:05:00Z",
-        "artifacts": [artifact],
-    });
-    let envelope = weft_api::Envelope::sign(
-        &agent.key,
-        weft_api::evidence::EVIDENCE_TYPE,
-        evidence.to_string().as_bytes(),
+    let artifact = artifact.to_string();
+    let payload = evidence_payload(
+        agent,
+        group,
+        "mission-1",
+        "work-1",
+        "automated_test",
+        &[&artifact],
     );
-    serde_json::to_vec(&envelope).expect("json")
+    signed_evidence(agent, &payload)
 }
 
 backends!(

@@ -9,8 +9,10 @@ use serde_json::{Value, json};
 use weft_api::{Envelope, Id};
 
 use super::harness::*;
-use super::work::ok;
-use super::work_setup::{command_doc, command_request, contract};
+use super::work::{mission, ok};
+use super::work_setup::{
+    command_doc, command_request, contract, evidence_payload, signed_evidence,
+};
 
 /// Authorizes `work_item` in Mission `mission-1`, offers it to `worker`, which accepts and
 /// starts it; answers the Execution Lease (`state.lease` of `work.start`).
@@ -61,8 +63,7 @@ async fn setup(h: &Harness) -> (Agent, Agent, Agent, Value) {
     let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
     let w1 = h.agent("w1", "g1", &["worker"]).await;
     let w2 = h.agent("w2", "g1", &["worker"]).await;
-    ok(h, &coordinator, "g1", "mission.create", json!({"missionId": "mission-1", "title": "t", "priorityClass": "normal",
-        "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+    mission(h, &coordinator, "g1", "mission-1").await;
     let lease = started(h, &coordinator, &w1, "wi-1").await;
     (coordinator, w1, w2, lease)
 }
@@ -134,27 +135,16 @@ fn evidence_as(
     work_item: &str,
     execution: Option<serde_json::Value>,
 ) -> Request<Body> {
-    let mut evidence = json!({
-        "subject": {"kind": "workItem", "id": work_item},
-        "missionId": "mission-1", "groupId": "g1", "workItemId": work_item, "criterion": "ac-1",
-        "method": {"kind": "automated_test", "name": "unit", "version": "1"},
-        "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
-        "producer": {"agentId": worker.id, "agentCardVersion": "1"},
-        "timestamp": "2026-11-30T12:05:00Z", "artifacts": [],
-    });
+    let mut evidence =
+        evidence_payload(worker, "g1", "mission-1", work_item, "automated_test", &[]);
     if let Some(execution) = execution {
         evidence["execution"] = execution;
     }
-    let envelope = Envelope::sign(
-        &worker.key,
-        weft_api::evidence::EVIDENCE_TYPE,
-        evidence.to_string().as_bytes(),
-    );
     request(
         Method::POST,
         "/v1/evidence",
         Some(bearer),
-        serde_json::to_vec(&envelope).expect("json"),
+        signed_evidence(worker, &evidence),
     )
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use weft_api::Envelope;
 
 use super::harness::*;
-use super::work_setup::{command_doc, command_request, contract};
+use super::work_setup::{command_doc, command_request, contract, evidence_payload};
 
 pub(super) fn basis() -> Value {
     json!({"capabilityMatches": [{"id": "cap.summarize", "version": "1"}], "authorizationEligible": true,
@@ -40,6 +40,21 @@ pub(super) async fn ok(
     let answer = send(h, agent, group, kind, payload).await;
     assert_eq!(answer.status, StatusCode::CREATED, "{kind}: {answer:?}");
     answer.json()
+}
+
+/// Mission `mission_id` in `group`, created by `agent`, with a budget of one unit in each
+/// dimension (one dollar).
+pub(super) async fn mission(h: &Harness, agent: &Agent, group: &str, mission_id: &str) -> Value {
+    let budget = json!({"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1,
+        "wallClockSeconds": 1, "sideEffects": 1});
+    ok(
+        h,
+        agent,
+        group,
+        "mission.create",
+        json!({"missionId": mission_id, "title": "t", "priorityClass": "normal", "budget": budget}),
+    )
+    .await
 }
 
 /// A Group g1 with a coordinator, two workers and an approver, a Mission `m1`.
@@ -91,14 +106,7 @@ pub(super) async fn record_evidence(
     method: &str,
     artifact: &str,
 ) -> String {
-    let evidence = json!({
-        "subject": {"kind": "workItem", "id": wi},
-        "missionId": "mission-1", "groupId": "g1", "workItemId": wi, "criterion": "ac-1",
-        "method": {"kind": method, "name": "unit", "version": "1"},
-        "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
-        "producer": {"agentId": worker.id, "agentCardVersion": "1"},
-        "timestamp": "2026-11-30T12:05:00Z", "artifacts": [artifact],
-    });
+    let evidence = evidence_payload(worker, "g1", "mission-1", wi, method, &[artifact]);
     let envelope = Envelope::sign(
         &worker.key,
         weft_api::evidence::EVIDENCE_TYPE,
@@ -124,8 +132,7 @@ backends!(
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
         // The Evidence of a WorkItem names the Mission its manifests do ("mission-1").
-        ok(&h, &coordinator, "g1", "mission.create", json!({"missionId": "mission-1", "title": "t", "priorityClass": "high",
-            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        mission(&h, &coordinator, "g1", "mission-1").await;
         let authorized = ok(
             &h,
             &coordinator,
@@ -485,8 +492,7 @@ backends!(
     async fn the_built_in_reviewer_checks_a_submission(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
-        ok(&h, &coordinator, "g1", "mission.create", json!({"missionId": "mission-1", "title": "t", "priorityClass": "high",
-            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        mission(&h, &coordinator, "g1", "mission-1").await;
         let mut checked = contract(&[]);
         checked["acceptanceCriteria"] = json!([
             {"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]},

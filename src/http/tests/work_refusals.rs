@@ -4,11 +4,12 @@
 
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use weft_api::Envelope;
 
 use super::harness::*;
-use super::work::{evidence_of, group, offer, ok, record_evidence};
-use super::work_setup::{command_doc, command_request, contract};
+use super::work::{evidence_of, group, mission, offer, ok, record_evidence};
+use super::work_setup::{
+    command_doc, command_request, contract, evidence_payload, signed_evidence,
+};
 
 backends!(
     /// Bad Commands (issue #11's list): each answers its exact code and changes nothing.
@@ -16,8 +17,7 @@ backends!(
         let h = harness(kind).await;
         let (coordinator, w1, w2) = group(&h).await;
         let outsider = h.agent("x1", "g2", &["coordinator"]).await;
-        ok(&h, &outsider, "g2", "mission.create", json!({"missionId": "m2", "title": "other", "priorityClass": "low",
-            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        mission(&h, &outsider, "g2", "m2").await;
         ok(
             &h,
             &outsider,
@@ -26,8 +26,7 @@ backends!(
             json!({"workItemId": "wi-g2", "missionId": "m2", "contract": contract(&[])}),
         )
         .await;
-        ok(&h, &coordinator, "g1", "mission.create", json!({"missionId": "m1b", "title": "second", "priorityClass": "low",
-            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        mission(&h, &coordinator, "g1", "m1b").await;
         ok(
             &h,
             &coordinator,
@@ -354,8 +353,7 @@ backends!(
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
         let outsider = h.agent("x1", "g2", &["coordinator"]).await;
-        ok(&h, &outsider, "g2", "mission.create", json!({"missionId": "m2", "title": "other", "priorityClass": "low",
-            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        mission(&h, &outsider, "g2", "m2").await;
         ok(
             &h,
             &outsider,
@@ -383,25 +381,9 @@ backends!(
             labelled.work_item_id = weft_api::Id::parse("w", work_item).expect("id");
             refused(&h, publish_request(&w1, &sign(&w1.key, &labelled)), code).await;
         }
-        let evidence = json!({
-            "subject": {"kind": "workItem", "id": "wi-nowhere"},
-            "missionId": "m1", "groupId": "g1", "workItemId": "wi-nowhere", "criterion": "ac-1",
-            "method": {"kind": "automated_test", "name": "unit", "version": "1"},
-            "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
-            "producer": {"agentId": w1.id, "agentCardVersion": "1"},
-            "timestamp": "2026-11-30T12:05:00Z", "artifacts": [],
-        });
-        let envelope = Envelope::sign(
-            &w1.key,
-            weft_api::evidence::EVIDENCE_TYPE,
-            evidence.to_string().as_bytes(),
-        );
-        let record = request(
-            Method::POST,
-            "/v1/evidence",
-            Some(&w1.token),
-            serde_json::to_vec(&envelope).expect("json"),
-        );
+        let evidence = evidence_payload(&w1, "g1", "m1", "wi-nowhere", "automated_test", &[]);
+        let body = signed_evidence(&w1, &evidence);
+        let record = request(Method::POST, "/v1/evidence", Some(&w1.token), body);
         refused(&h, record, "unknown_work_item").await;
         let _ = kind;
     }
@@ -416,8 +398,7 @@ backends!(
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
         let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
-        ok(&h, &coordinator, "g1", "mission.create", json!({"missionId": "mission-1", "title": "t", "priorityClass": "high",
-            "budget": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1}})).await;
+        mission(&h, &coordinator, "g1", "mission-1").await;
         let mut reviewed = contract(&[]);
         reviewed["acceptanceCriteria"][0]["requiredEvidence"] = json!(["human"]);
         ok(

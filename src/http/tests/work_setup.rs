@@ -347,3 +347,34 @@ impl Harness {
         }
     }
 }
+
+/// Passing Evidence by `agent` for criterion `ac-1` of `work_item` (in `group`, Mission
+/// `mission`), of method `method`, citing `artifacts`: the one Evidence shape the work,
+/// binding, token and revocation tests record.
+pub(super) fn evidence_payload(
+    agent: &Agent,
+    group: &str,
+    mission: &str,
+    work_item: &str,
+    method: &str,
+    artifacts: &[&str],
+) -> Value {
+    json!({
+        "subject": {"kind": "workItem", "id": work_item},
+        "missionId": mission, "groupId": group, "workItemId": work_item, "criterion": "ac-1",
+        "method": {"kind": method, "name": "unit", "version": "1"},
+        "result": {"outcome": "pass", "summary": "ok", "metrics": {}},
+        "producer": {"agentId": agent.id, "agentCardVersion": "1"},
+        "timestamp": "2026-11-30T12:05:00Z", "artifacts": artifacts,
+    })
+}
+
+/// `payload` signed by `agent` as Evidence, as a request body.
+pub(super) fn signed_evidence(agent: &Agent, payload: &Value) -> Vec<u8> {
+    let envelope = Envelope::sign(
+        &agent.key,
+        weft_api::evidence::EVIDENCE_TYPE,
+        payload.to_string().as_bytes(),
+    );
+    serde_json::to_vec(&envelope).expect("json")
+}
