@@ -358,6 +358,61 @@ backends!(
             "conflict",
         )
         .await;
+        // The server's own key, and the operator's calls on nobody.
+        let keys = h
+            .call(Method::GET, "/v1/authority/keys", None, Body::empty())
+            .await
+            .json();
+        let authority = json!({"publicKey": keys["keys"][0]["publicKey"]});
+        refused(
+            &h,
+            admin_request(Method::POST, "/v1/admin/agents/w1/keys", authority.clone()),
+            "conflict",
+        )
+        .await;
+        refused(
+            &h,
+            admin_request(
+                Method::POST,
+                "/v1/admin/agents/nobody/keys",
+                json!({"publicKey": weft_api::dsse::BASE64.encode(ed25519_dalek::SigningKey::from_bytes(&[5; 32]).verifying_key().as_bytes())}),
+            ),
+            "unknown_agent",
+        )
+        .await;
+        refused(
+            &h,
+            request(
+                Method::POST,
+                "/v1/admin/agents/nobody/deactivate",
+                Some(ADMIN),
+                Body::empty(),
+            ),
+            "unknown_agent",
+        )
+        .await;
+        refused(
+            &h,
+            request(
+                Method::DELETE,
+                "/v1/admin/groups/nowhere/members/w1",
+                Some(ADMIN),
+                Body::empty(),
+            ),
+            "unknown_group",
+        )
+        .await;
+        refused(
+            &h,
+            request(
+                Method::POST,
+                "/v1/admin/agents/w1/keys",
+                Some(&auditor.token),
+                authority.to_string(),
+            ),
+            "forbidden",
+        )
+        .await;
         assert_unchanged(
             &before,
             &h.fingerprint().await,
