@@ -294,7 +294,8 @@ fn facts(
         caller_is_owner: row.owner.as_deref() == Some(caller),
         offer,
         approval_pending: row.contract.needs_approval() && !row.approval_granted,
-        eligible: super::deps::eligible(ctx.tx, row)?,
+        // Only `work.start` reads it (DEP-3): the dependency query runs for that one.
+        eligible: ctx.command.kind != CommandType::WorkStart || super::deps::eligible(ctx.tx, row)?,
         evidence_complete,
         retry: if matches!(body, CommandBody::WorkRef(_))
             && ctx.command.kind == CommandType::WorkStart
