@@ -2,6 +2,7 @@
 //! "is this Agent a member, may it read this artifact or know this blob", and the one
 //! signature check every signed payload goes through.
 
+use crate::db::Cached as _;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::AUTHORITY_AGENT;
@@ -50,7 +51,7 @@ pub(crate) fn can_read_artifact(
 ) -> Result<bool, Error> {
     let visible = match reader {
         Reader::Admin => conn
-            .query_row(
+            .row(
                 "SELECT 1 FROM manifests WHERE blake3 = ?1 LIMIT 1",
                 [&blake3.0[..]],
                 |_| Ok(()),
@@ -58,7 +59,7 @@ pub(crate) fn can_read_artifact(
             .optional()?
             .is_some(),
         Reader::Agent { group_id, .. } => conn
-            .query_row(
+            .row(
                 "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 LIMIT 1",
                 params![&blake3.0[..], group_id.as_str()],
                 |_| Ok(()),
@@ -81,7 +82,7 @@ pub(crate) fn can_see_blob(
     }
     match reader {
         Reader::Admin => Ok(conn
-            .query_row(
+            .row(
                 "SELECT 1 FROM blobs WHERE blake3 = ?1",
                 [&blake3.0[..]],
                 |_| Ok(()),
@@ -89,7 +90,7 @@ pub(crate) fn can_see_blob(
             .optional()?
             .is_some()),
         Reader::Agent { agent_id, group_id } => Ok(conn
-            .query_row(
+            .row(
                 "SELECT 1 FROM blob_uploaders WHERE blake3 = ?1 AND agent_id = ?2 AND group_id = ?3",
                 params![&blake3.0[..], agent_id.as_str(), group_id.as_str()],
                 |_| Ok(()),
@@ -106,7 +107,7 @@ pub(crate) fn agent_by_keyid(
     keyid: &KeyId,
 ) -> Result<Option<(Id, VerifyingKey, String)>, Error> {
     let row = conn
-        .query_row(
+        .row(
             "SELECT agent_id, public_key, agent_card_version FROM agents
              WHERE keyid = ?1 AND deactivated_at IS NULL",
             [keyid.as_str()],
@@ -133,7 +134,7 @@ pub(crate) fn recorded_key(
     keyid: &KeyId,
 ) -> Result<Option<(Id, VerifyingKey)>, Error> {
     let row = conn
-        .query_row(
+        .row(
             "SELECT agent_id, public_key FROM agent_keys WHERE keyid = ?1",
             [keyid.as_str()],
             |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)),
@@ -149,7 +150,7 @@ pub(crate) fn recorded_key(
 /// Why `keyid` may not sign anything new: retired, its Agent deactivated, or unknown.
 fn key_refusal(conn: &Connection, keyid: &KeyId) -> Result<Error, Error> {
     let row: Option<(Option<String>, Option<String>)> = conn
-        .query_row(
+        .row(
             "SELECT k.retired_at, a.deactivated_at FROM agent_keys k
              JOIN agents a ON a.agent_id = k.agent_id WHERE k.keyid = ?1",
             [keyid.as_str()],
@@ -179,7 +180,7 @@ pub(crate) fn membership(
     agent_id: &str,
 ) -> Result<Option<(Vec<Role>, u64)>, Error> {
     let row = conn
-        .query_row(
+        .row(
             "SELECT roles, epoch FROM memberships
              WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
             params![group_id, agent_id],
@@ -195,7 +196,7 @@ pub(crate) fn membership(
 
 pub(crate) fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
     Ok(conn
-        .query_row(
+        .row(
             "SELECT 1 FROM groups WHERE group_id = ?1",
             [group_id],
             |_| Ok(()),

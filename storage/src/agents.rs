@@ -3,6 +3,7 @@
 //! deactivated, key rotated. Every operation that can end a session signals open streams
 //! after its commit (`sessions.rs`).
 
+use crate::db::Cached as _;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::kinds;
@@ -23,7 +24,7 @@ impl Engine {
                 if group_exists(txn, group_id.as_str())? {
                     return Ok(false);
                 }
-                txn.execute(
+                txn.run(
                     "INSERT INTO groups (group_id, created_at) VALUES (?1, ?2)",
                     params![group_id.as_str(), format_instant(now)],
                 )?;
@@ -69,11 +70,11 @@ impl Engine {
         self.db
             .write(move |txn| {
                 let existing: Option<Vec<u8>> = txn
-                    .query_row("SELECT public_key FROM agents WHERE agent_id = ?1", [agent_id.as_str()], |row| row.get(0))
+                    .row("SELECT public_key FROM agents WHERE agent_id = ?1", [agent_id.as_str()], |row| row.get(0))
                     .optional()?;
                 match existing {
                     Some(stored) if stored == key.as_bytes() => {
-                        txn.execute(
+                        txn.run(
                             "UPDATE agents SET agent_card_version = ?2 WHERE agent_id = ?1",
                             params![agent_id.as_str(), card_version],
                         )?;
@@ -82,18 +83,18 @@ impl Engine {
                     Some(_) => Err(reject(ErrorCode::Conflict, format!("agent {agent_id} is registered with another key"))),
                     None => {
                         let taken = txn
-                            .query_row("SELECT 1 FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |_| Ok(()))
+                            .row("SELECT 1 FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |_| Ok(()))
                             .optional()?
                             .is_some();
                         if taken {
                             return Err(reject(ErrorCode::Conflict, "this key is registered to another agent"));
                         }
-                        txn.execute(
+                        txn.run(
                             "INSERT INTO agents (agent_id, public_key, keyid, agent_card_version, registered_at)
                              VALUES (?1, ?2, ?3, ?4, ?5)",
                             params![agent_id.as_str(), &key.as_bytes()[..], keyid.as_str(), card_version, format_instant(now)],
                         )?;
-                        txn.execute(
+                        txn.run(
                             "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, ?2, ?3, ?4)",
                             params![keyid.as_str(), agent_id.as_str(), &key.as_bytes()[..], format_instant(now)],
                         )?;
@@ -141,7 +142,7 @@ impl Engine {
                 // matches again.
                 let epoch = any_membership_epoch(txn, group_id.as_str(), agent_id.as_str())?.unwrap_or(0) + 1;
                 let roles_json = serde_json::to_string(&roles).map_err(Error::backend)?;
-                txn.execute(
+                txn.run(
                     "INSERT INTO memberships (group_id, agent_id, roles, epoch) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (group_id, agent_id)
                      DO UPDATE SET roles = excluded.roles, epoch = excluded.epoch, removed_at = NULL",
@@ -176,7 +177,7 @@ impl Engine {
                     return Err(reject(ErrorCode::NotAMember, format!("{agent_id} is not a member of {group_id}")));
                 };
                 let epoch = epoch + 1;
-                txn.execute(
+                txn.run(
                     "UPDATE memberships SET epoch = ?3, removed_at = ?4 WHERE group_id = ?1 AND agent_id = ?2",
                     params![group_id.as_str(), agent_id.as_str(), epoch, format_instant(now)],
                 )?;
@@ -202,7 +203,7 @@ impl Engine {
             .db
             .write(move |txn| {
                 let state: Option<Option<String>> = txn
-                    .query_row(
+                    .row(
                         "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
                         [agent_id.as_str()],
                         |row| row.get(0),
@@ -218,11 +219,11 @@ impl Engine {
                     Some(Some(_)) => return Ok(Vec::new()),
                     Some(None) => {}
                 }
-                txn.execute(
+                txn.run(
                     "UPDATE agents SET deactivated_at = ?2 WHERE agent_id = ?1",
                     params![agent_id.as_str(), format_instant(now)],
                 )?;
-                txn.execute(
+                txn.run(
                     "DELETE FROM sessions WHERE agent_id = ?1",
                     [agent_id.as_str()],
                 )?;
@@ -259,32 +260,32 @@ impl Engine {
             .write(move |txn| {
                 require_active(txn, &agent_id)?;
                 let used_by: Option<String> = txn
-                    .query_row("SELECT agent_id FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |row| row.get(0))
+                    .row("SELECT agent_id FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |row| row.get(0))
                     .optional()?;
                 if used_by.is_some() {
                     // A key is never reused, not even by its own Agent: a retired key must
                     // stay retired.
                     return Err(reject(ErrorCode::Conflict, "this key is or was registered already"));
                 }
-                let retired: String = txn.query_row(
+                let retired: String = txn.row(
                     "SELECT keyid FROM agents WHERE agent_id = ?1",
                     [agent_id.as_str()],
                     |row| row.get(0),
                 )?;
                 let instant = format_instant(now);
-                txn.execute(
+                txn.run(
                     "UPDATE agent_keys SET retired_at = ?2 WHERE agent_id = ?1 AND retired_at IS NULL",
                     params![agent_id.as_str(), instant],
                 )?;
-                txn.execute(
+                txn.run(
                     "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, ?2, ?3, ?4)",
                     params![keyid.as_str(), agent_id.as_str(), &key.as_bytes()[..], instant],
                 )?;
-                txn.execute(
+                txn.run(
                     "UPDATE agents SET public_key = ?2, keyid = ?3 WHERE agent_id = ?1",
                     params![agent_id.as_str(), &key.as_bytes()[..], keyid.as_str()],
                 )?;
-                txn.execute("DELETE FROM sessions WHERE agent_id = ?1", [agent_id.as_str()])?;
+                txn.run("DELETE FROM sessions WHERE agent_id = ?1", [agent_id.as_str()])?;
                 let retired_keyid: KeyId = retired.parse()?;
                 for group in current_groups(txn, &agent_id)? {
                     events::append(
@@ -309,7 +310,7 @@ impl Engine {
 /// The Agent exists and is not deactivated.
 fn require_active(conn: &Connection, agent_id: &Id) -> Result<(), Error> {
     let state: Option<Option<String>> = conn
-        .query_row(
+        .row(
             "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
             [agent_id.as_str()],
             |row| row.get(0),
@@ -335,7 +336,7 @@ fn any_membership_epoch(
     agent_id: &str,
 ) -> Result<Option<u64>, Error> {
     Ok(conn
-        .query_row(
+        .row(
             "SELECT epoch FROM memberships WHERE group_id = ?1 AND agent_id = ?2",
             params![group_id, agent_id],
             |row| row.get(0),

@@ -3,6 +3,7 @@
 //! transaction of its work. How the pieces meet is told in `idempotency.rs`; this module
 //! depends on nothing but errors and the clock format, so the writer (`db.rs`) can use it.
 
+use crate::db::Cached as _;
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex};
 
@@ -167,7 +168,7 @@ pub(crate) fn lookup(
     key: &str,
 ) -> Result<Option<StoredAnswer>, Error> {
     let row: Option<(Vec<u8>, u16, Vec<u8>)> = conn
-        .query_row(
+        .row(
             "SELECT request_hash, status, body FROM idempotency WHERE scope = ?1 AND key = ?2",
             params![scope, key],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
@@ -201,7 +202,7 @@ pub(crate) fn insert(
     } else {
         "INSERT"
     };
-    conn.execute(
+    conn.run(
         &format!(
             "{verb} INTO idempotency (scope, key, request_hash, status, body, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)"

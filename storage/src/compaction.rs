@@ -11,6 +11,7 @@
 //! Crash story: blobs are written before the transaction; a crash before it leaves orphan
 //! blobs (harmless, reported by fsck) and the Events still online.
 
+use crate::db::Cached as _;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
@@ -110,7 +111,7 @@ impl Engine {
             .db
             .read(|conn| {
                 Ok(conn
-                    .prepare("SELECT group_id FROM groups ORDER BY group_id")?
+                    .prepare_cached("SELECT group_id FROM groups ORDER BY group_id")?
                     .query_map([], |row| row.get(0))?
                     .collect::<Result<_, _>>()?)
             })
@@ -140,7 +141,7 @@ impl Engine {
                 let (head, _) = events::head(conn, &group_owned)?;
                 // The newest Event older than the age limit (instants compare as text: one format).
                 let aged_through: Option<u64> = match &cutoff {
-                    Some(cutoff) => conn.query_row(
+                    Some(cutoff) => conn.row(
                         "SELECT MAX(sequence) FROM events WHERE group_id = ?1 AND appended_at < ?2",
                         params![group_owned, cutoff],
                         |row| row.get(0),
@@ -148,7 +149,7 @@ impl Engine {
                     None => None,
                 };
                 let previous: Option<(u64, Vec<u8>, Vec<u8>)> = conn
-                    .query_row(
+                    .row(
                         "SELECT sequence, event_chain_hash, state_blake3 FROM snapshots WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
                         [&group_owned],
                         |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
@@ -297,23 +298,23 @@ impl Engine {
         self.db
             .write(move |txn| {
                 let hash_at: Option<Vec<u8>> = txn
-                    .query_row("SELECT hash FROM events WHERE group_id = ?1 AND sequence = ?2", params![group, through], |row| row.get(0))
+                    .row("SELECT hash FROM events WHERE group_id = ?1 AND sequence = ?2", params![group, through], |row| row.get(0))
                     .optional()?;
                 if hash_at.map(to32).transpose()? != Some(chain_hash.0) {
                     return Err(reject(weft_api::ErrorCode::Conflict, "the log changed under the compaction"));
                 }
                 for digests in [archive_digests, state_digests] {
-                    txn.execute(
+                    txn.run(
                         "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (blake3) DO NOTHING",
                         params![&digests.blake3.0[..], &digests.sha256.0[..], digests.size, format_instant(now)],
                     )?;
                 }
-                txn.execute(
+                txn.run(
                     "INSERT INTO snapshots (group_id, sequence, from_sequence, state_blake3, archive_blake3, event_chain_hash, envelope)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                     params![group, through, from_exclusive + 1, &state_digests.blake3.0[..], &archive_digests.blake3.0[..], &chain_hash.0[..], envelope_json],
                 )?;
-                txn.execute("DELETE FROM events WHERE group_id = ?1 AND sequence <= ?2", params![group, through])?;
+                txn.run("DELETE FROM events WHERE group_id = ?1 AND sequence <= ?2", params![group, through])?;
                 Ok(())
             })
             .await?;

@@ -5,6 +5,7 @@
 //! no log read per Event; a follower reads the log only to catch up (at start, after falling
 //! behind the broadcast buffer, or to fill a gap). Nothing here deletes history (DLV-7).
 
+use crate::db::Cached as _;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -179,7 +180,7 @@ impl Engine {
                     return Err(reject(ErrorCode::CursorAhead, format!("sequence {sequence} is past the head of the log ({head_sequence})")));
                 }
                 let current: Option<u64> = txn
-                    .query_row(
+                    .row(
                         "SELECT sequence FROM cursors WHERE group_id = ?1 AND agent_id = ?2",
                         params![group_id.as_str(), agent_id.as_str()],
                         |row| row.get(0),
@@ -187,7 +188,7 @@ impl Engine {
                     .optional()?;
                 let moved = current.is_none_or(|current| sequence > current);
                 if moved {
-                    txn.execute(
+                    txn.run(
                         "INSERT INTO cursors (group_id, agent_id, sequence, updated_at) VALUES (?1, ?2, ?3, ?4)
                          ON CONFLICT (group_id, agent_id) DO UPDATE SET sequence = excluded.sequence, updated_at = excluded.updated_at",
                         params![group_id.as_str(), agent_id.as_str(), sequence, format_instant(now)],

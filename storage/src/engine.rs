@@ -86,7 +86,7 @@ async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
     }
     let orphans = db
         .read(move |conn| {
-            let mut statement = conn.prepare("SELECT 1 FROM blobs WHERE blake3 = ?1")?;
+            let mut statement = conn.prepare_cached("SELECT 1 FROM blobs WHERE blake3 = ?1")?;
             let mut orphans = Vec::new();
             for (path, id) in files {
                 if !statement.exists([&id.0[..]])? {

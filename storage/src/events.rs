@@ -4,6 +4,7 @@
 //! they describe; the single writer makes "read the head, insert head + 1" race-free.
 //! Nothing here updates or deletes an Event (DLV-7).
 
+use crate::db::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde_json::value::RawValue;
 use weft_api::event::{EventHash, Unhashed};
@@ -82,7 +83,7 @@ fn append_with(
         prev_hash: &prev_hash,
     }
     .hash();
-    conn.execute(
+    conn.run(
         "INSERT INTO events (group_id, sequence, event_id, type, causation_command_id, payload,
                              appended_at, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?7, ?8)",
@@ -117,7 +118,7 @@ fn append_with(
 /// (`(0, GENESIS)` for an empty log).
 pub(crate) fn head(conn: &Connection, group_id: &str) -> Result<(u64, EventHash), Error> {
     let online: Option<(u64, Vec<u8>)> = conn
-        .query_row(
+        .row(
             "SELECT sequence, hash FROM events WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
             [group_id],
             |row| Ok((row.get(0)?, row.get(1)?)),
@@ -138,7 +139,7 @@ pub(crate) fn compacted(
     group_id: &str,
 ) -> Result<Option<(u64, EventHash)>, Error> {
     let row: Option<(u64, Vec<u8>)> = conn
-        .query_row(
+        .row(
             "SELECT sequence, event_chain_hash FROM snapshots WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
             [group_id],
             |row| Ok((row.get(0)?, row.get(1)?)),

@@ -8,6 +8,7 @@
 //!
 //! This module only reads. It knows nothing about what the tables mean.
 
+use crate::db::Cached as _;
 use std::collections::BTreeMap;
 
 use rusqlite::Connection;
@@ -32,7 +33,7 @@ pub struct Fingerprint {
 /// Hashes every row of every table (`sqlite_%` internals excluded). The object counts are
 /// left at zero: they come from the blob backend, which the caller asks separately.
 pub(crate) fn of_tables(conn: &Connection) -> Result<Fingerprint, Error> {
-    let mut list = conn.prepare(
+    let mut list = conn.prepare_cached(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
          ORDER BY name",
     )?;
@@ -55,7 +56,7 @@ pub(crate) fn of_tables(conn: &Connection) -> Result<Fingerprint, Error> {
 /// a WITHOUT ROWID table (which has no rowid to order by).
 fn of_table(conn: &Connection, name: &str) -> Result<(u64, String), Error> {
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-    let without_rowid: bool = conn.query_row(
+    let without_rowid: bool = conn.row(
         "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1",
         [name],
         |row| row.get(0),

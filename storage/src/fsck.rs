@@ -6,6 +6,7 @@
 //! crash harmlessly leaves (a blob file no row names, files in `staging/`), which the next
 //! server start removes. `weft fsck` exits 1 on damage, 2 on leftovers only, 0 when clean.
 
+use crate::db::Cached as _;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -92,7 +93,7 @@ impl Engine {
             .read(|conn| {
                 let count = |table: &str| -> Result<u64, Error> {
                     Ok(
-                        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                        conn.row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
                             row.get(0)
                         })?,
                     )
@@ -184,7 +185,7 @@ impl Engine {
             .db
             .read(move |conn| {
                 let mut problems = Vec::new();
-                let mut statement = conn.prepare("SELECT blake3 FROM blobs")?;
+                let mut statement = conn.prepare_cached("SELECT blake3 FROM blobs")?;
                 for blake3 in statement.query_map([], |row| row.get::<_, Vec<u8>>(0))? {
                     let id = ArtifactId(to32(blake3?)?);
                     if !on_disk.contains(&id) {
@@ -192,8 +193,9 @@ impl Engine {
                     }
                 }
                 let mut n_manifests = 0u64;
-                let mut statement =
-                    conn.prepare("SELECT manifest_id, blake3, envelope, producer FROM manifests")?;
+                let mut statement = conn.prepare_cached(
+                    "SELECT manifest_id, blake3, envelope, producer FROM manifests",
+                )?;
                 let rows = statement
                     .query_map([], |row| {
                         Ok((
@@ -215,7 +217,7 @@ impl Engine {
                 }
                 let mut n_events = 0u64;
                 let groups: Vec<String> = conn
-                    .prepare("SELECT group_id FROM groups ORDER BY group_id")?
+                    .prepare_cached("SELECT group_id FROM groups ORDER BY group_id")?
                     .query_map([], |row| row.get(0))?
                     .collect::<Result<_, _>>()?;
                 for group in groups {
@@ -269,7 +271,7 @@ impl Engine {
             .db
             .read(|conn| {
                 Ok(conn
-                    .prepare("SELECT DISTINCT group_id FROM snapshots ORDER BY group_id")?
+                    .prepare_cached("SELECT DISTINCT group_id FROM snapshots ORDER BY group_id")?
                     .query_map([], |row| row.get(0))?
                     .collect::<Result<_, _>>()?)
             })

@@ -8,6 +8,7 @@
 //! end a session (a new session, a Membership set or removed, an Agent deactivated, a key
 //! rotated) bumps [`Engine::auth_changes`] after its commit.
 
+use crate::db::Cached as _;
 use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::kinds;
@@ -75,7 +76,7 @@ impl Engine {
                 let Some((_, membership_epoch)) = membership(txn, request.group_id.as_str(), agent_id.as_str())? else {
                     return Err(reject(ErrorCode::NotAMember, format!("{agent_id} is not a member of {}", request.group_id)));
                 };
-                let fresh = txn.execute(
+                let fresh = txn.run(
                     "INSERT OR IGNORE INTO session_nonces (agent_id, nonce, seen_at) VALUES (?1, ?2, ?3)",
                     params![agent_id.as_str(), request.nonce, format_instant(now)],
                 )?;
@@ -83,14 +84,14 @@ impl Engine {
                     return Err(reject(ErrorCode::NonceReused, "this session request was already used"));
                 }
                 let session_epoch: u64 = txn
-                    .query_row(
+                    .row(
                         "INSERT INTO session_epochs (agent_id, group_id, epoch) VALUES (?1, ?2, 1)
                          ON CONFLICT (agent_id, group_id) DO UPDATE SET epoch = epoch + 1
                          RETURNING epoch",
                         params![agent_id.as_str(), request.group_id.as_str()],
                         |row| row.get(0),
                     )?;
-                txn.execute(
+                txn.run(
                     "INSERT INTO sessions (token_hash, agent_id, group_id, session_epoch, membership_epoch, expires_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     params![&token_hash[..], agent_id.as_str(), request.group_id.as_str(), session_epoch, membership_epoch, format_instant(expires_at)],
@@ -160,7 +161,7 @@ pub(crate) fn live_session(
     now: &str,
 ) -> Result<Session, Error> {
     let row = conn
-        .query_row(
+        .row(
             "SELECT s.agent_id, s.group_id, s.session_epoch, s.membership_epoch, s.expires_at,
                     a.deactivated_at IS NOT NULL
              FROM sessions s JOIN agents a ON a.agent_id = s.agent_id
@@ -203,7 +204,7 @@ pub(crate) fn live_session(
             ));
         }
     }
-    let current_epoch: u64 = conn.query_row(
+    let current_epoch: u64 = conn.row(
         "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
         params![agent_id, group_id],
         |row| row.get(0),

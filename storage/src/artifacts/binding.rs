@@ -13,6 +13,7 @@
 //! This module does not decide when leases end: `work::expiry` does, and a lease is live
 //! here exactly when it is unreleased and its `expires_at` is after now, as there.
 
+use crate::db::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::{ArtifactId, ErrorCode, Manifest};
 
@@ -92,7 +93,7 @@ pub(crate) fn check_lease(
     now: &str,
 ) -> Result<Result<(), Stale>, Error> {
     let lease = conn
-        .query_row(
+        .row(
             "SELECT work_item_id, kind, agent_id, ownership_epoch, expires_at,
                     released_at IS NOT NULL
              FROM leases WHERE lease_id = ?1",
@@ -132,7 +133,7 @@ pub(crate) fn check_lease(
         ));
     }
     // The WorkItem exists: the caller checked it in this transaction.
-    let (owner, current_epoch): (Option<String>, u64) = conn.query_row(
+    let (owner, current_epoch): (Option<String>, u64) = conn.row(
         "SELECT owner, ownership_epoch FROM work_items WHERE work_item_id = ?1",
         [work_item_id],
         |row| Ok((row.get(0)?, row.get(1)?)),
@@ -180,7 +181,7 @@ pub(super) struct Inert {
 /// was published (it cannot have been: a fenced epoch never becomes current again).
 pub(super) fn keep_inert(conn: &Connection, inert: &Inert) -> Result<(), Error> {
     let manifest = &inert.manifest;
-    conn.execute(
+    conn.run(
         "INSERT OR IGNORE INTO inert_publications (manifest_id, group_id, work_item_id, producer,
                  lease_id, ownership_epoch, envelope, received_at, reason)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",

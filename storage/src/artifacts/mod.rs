@@ -3,6 +3,7 @@
 //! nothing cites. This file holds the blob row helper
 //! the three share; each step has its own file.
 
+use crate::db::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _};
 use weft_api::{ArtifactId, Digest, Digests, Sha256Digest};
 
@@ -37,7 +38,7 @@ pub(crate) fn blob_row(
         ),
     };
     let row = conn
-        .query_row(sql, [&key[..]], |row| {
+        .row(sql, [&key[..]], |row| {
             Ok((
                 row.get::<_, Vec<u8>>(0)?,
                 row.get::<_, Vec<u8>>(1)?,

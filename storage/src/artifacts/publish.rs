@@ -3,6 +3,7 @@
 //! writer transaction that inserts it with its edges and its `artifact.published` Event.
 //! A fenced owner's refused manifest is kept as an inert audit record afterwards (OFL-2).
 
+use crate::db::Cached as _;
 use std::collections::{HashSet, VecDeque};
 
 use rusqlite::{Connection, OptionalExtension as _, params};
@@ -101,7 +102,7 @@ impl Engine {
         let outcome = self.db
             .write(move |txn| {
                 let existing: Option<(String, u64)> = txn
-                    .query_row("SELECT blake3, sequence FROM manifests WHERE manifest_id = ?1", [&manifest_id.0[..]], |row| {
+                    .row("SELECT blake3, sequence FROM manifests WHERE manifest_id = ?1", [&manifest_id.0[..]], |row| {
                         Ok((String::new(), row.get(1)?))
                     })
                     .optional()?;
@@ -183,7 +184,7 @@ impl Engine {
                     work_item_id: manifest.work_item_id.clone(),
                 });
                 let sequence = events::append(txn, &manifest.group_id, &event, now)?;
-                txn.execute(
+                txn.run(
                     "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
                                             lease_id, ownership_epoch, classification, created_at, envelope, sequence)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
@@ -195,7 +196,7 @@ impl Engine {
                     ],
                 )?;
                 for source in &manifest.sources {
-                    txn.execute(
+                    txn.run(
                         "INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)",
                         params![&content.blake3.0[..], &source.0[..], &manifest_id.0[..]],
                     )?;

@@ -1,6 +1,7 @@
 //! Reads: an artifact's view, paged listings, and the content stream that re-hashes every
 //! byte it serves and quarantines a blob whose bytes no longer match their address (ART-5).
 
+use crate::db::Cached as _;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -293,7 +294,7 @@ impl Engine {
                 }
                 // The media type of the newest manifest the reader may see: another Group's
                 // newer manifest must not show through (nor tell that it exists).
-                let media_type: String = conn.query_row(
+                let media_type: String = conn.row(
                     "SELECT media_type FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2)
                      ORDER BY rowid DESC LIMIT 1",
                     params![&digests.blake3.0[..], visible_group(&reader)],
@@ -332,14 +333,14 @@ impl Engine {
         metrics::counter!("weft_integrity_failures_total").increment(1);
         self.db
             .write(move |txn| {
-                let changed = txn.execute(
+                let changed = txn.run(
                     "UPDATE blobs SET quarantined_at = ?2 WHERE blake3 = ?1 AND quarantined_at IS NULL",
                     params![&blake3.0[..], format_instant(now)],
                 )?;
                 if changed == 0 {
                     return Ok(());
                 }
-                let mut statement = txn.prepare("SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1")?;
+                let mut statement = txn.prepare_cached("SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1")?;
                 let groups = statement
                     .query_map([&blake3.0[..]], |row| row.get::<_, String>(0))?
                     .collect::<Result<Vec<_>, _>>()?;

@@ -8,6 +8,7 @@
 //! upload holds the sweep lock shared from promotion to its row, and the sweep holds it
 //! exclusively, so it never deletes a file an upload has just found present.
 
+use crate::db::Cached as _;
 use rusqlite::params;
 use weft_api::ArtifactId;
 
@@ -58,11 +59,11 @@ impl Engine {
                 drop(select);
                 let mut removed = Vec::with_capacity(rows.len());
                 for (blake3, size) in rows {
-                    txn.execute("DELETE FROM blob_uploaders WHERE blake3 = ?1", [&blake3])?;
-                    txn.execute("DELETE FROM blobs WHERE blake3 = ?1", [&blake3])?;
+                    txn.run("DELETE FROM blob_uploaders WHERE blake3 = ?1", [&blake3])?;
+                    txn.run("DELETE FROM blobs WHERE blake3 = ?1", [&blake3])?;
                     removed.push((ArtifactId(to32(blake3)?), size));
                 }
-                let nonces_removed = txn.execute(
+                let nonces_removed = txn.run(
                     "DELETE FROM session_nonces WHERE seen_at < ?1",
                     params![nonce_cutoff],
                 )? as u64;

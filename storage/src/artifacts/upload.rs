@@ -9,6 +9,7 @@
 //! fsynced, promoted) even when another Group holds them, so they cost what new bytes cost.
 //! Only bytes the uploader may already see take the hash-only fast path.
 
+use crate::db::Cached as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -108,7 +109,7 @@ fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
          WHERE blobs.blake3 IN (SELECT blake3 FROM blob_uploaders WHERE agent_id = ?1) AND {}",
         uncited("blobs.blake3")
     );
-    Ok(conn.query_row(&sql, [agent_id], |row| row.get::<_, u64>(0))?)
+    Ok(conn.row(&sql, [agent_id], |row| row.get::<_, u64>(0))?)
 }
 
 /// What the upload needs to know before it reads the body.
@@ -244,7 +245,7 @@ impl Engine {
         let uploader = uploader.clone();
         self.db
             .write(move |txn| {
-                txn.execute(
+                txn.run(
                     "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (blake3) DO NOTHING",
                     params![
@@ -255,7 +256,7 @@ impl Engine {
                     ],
                 )?;
                 if quarantined {
-                    let repaired = txn.execute(
+                    let repaired = txn.run(
                         "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
                         [&digests.blake3.0[..]],
                     )?;
@@ -268,7 +269,7 @@ impl Engine {
                 if let Reader::Agent { agent_id, group_id } = &uploader {
                     // `uploaded_at` moves with every upload: the sweep keeps a blob someone
                     // uploaded recently, however old its first copy is.
-                    txn.execute(
+                    txn.run(
                         "INSERT INTO blob_uploaders (blake3, agent_id, group_id, uploaded_at) VALUES (?1, ?2, ?3, ?4)
                          ON CONFLICT (blake3, agent_id, group_id) DO UPDATE SET uploaded_at = excluded.uploaded_at",
                         params![&digests.blake3.0[..], agent_id.as_str(), group_id.as_str(), format_instant(now)],
@@ -308,7 +309,9 @@ fn append_repaired(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
     let groups = txn
-        .prepare("SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1 ORDER BY group_id")?
+        .prepare_cached(
+            "SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1 ORDER BY group_id",
+        )?
         .query_map([&blake3.0[..]], |row| row.get::<_, String>(0))?
         .collect::<Result<Vec<_>, _>>()?;
     for group in groups {

@@ -4,6 +4,7 @@
 
 mod reviewer;
 
+use crate::db::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
@@ -66,7 +67,7 @@ fn published_for(
     evidence: &Evidence,
 ) -> Result<bool, Error> {
     Ok(conn
-        .query_row(
+        .row(
             "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
             params![
                 &artifact.0[..],
@@ -91,7 +92,7 @@ fn check_supersedes(
     standing: Standing,
 ) -> Result<(), Error> {
     let target: Option<(String, String, String, String, String)> = conn
-        .query_row(
+        .row(
             "SELECT group_id, mission_id, work_item_id, criterion, producer FROM evidence WHERE evidence_id = ?1",
             [&earlier.0[..]],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
@@ -172,7 +173,7 @@ impl Engine {
         self.db
             .write(move |txn| {
                 let existing: Option<u64> = txn
-                    .query_row("SELECT sequence FROM evidence WHERE evidence_id = ?1", [&evidence_id.0[..]], |row| row.get(0))
+                    .row("SELECT sequence FROM evidence WHERE evidence_id = ?1", [&evidence_id.0[..]], |row| row.get(0))
                     .optional()?;
                 if let Some(sequence) = existing {
                     return Ok((EvidenceRecorded { evidence_id, sequence }, false));
@@ -238,7 +239,7 @@ impl Engine {
                     work_item_id: evidence.work_item_id.clone(),
                 });
                 let sequence = events::append(txn, &evidence.group_id, &event, now)?;
-                txn.execute(
+                txn.run(
                     "INSERT INTO evidence (evidence_id, group_id, mission_id, work_item_id, criterion, outcome, method_kind,
                                            producer, timestamp, supersedes, envelope, sequence, standing)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
@@ -250,7 +251,7 @@ impl Engine {
                     ],
                 )?;
                 for artifact in &evidence.artifacts {
-                    txn.execute(
+                    txn.run(
                         "INSERT INTO evidence_artifacts (evidence_id, blake3) VALUES (?1, ?2)",
                         params![&evidence_id.0[..], &artifact.0[..]],
                     )?;
@@ -330,7 +331,7 @@ impl Engine {
                 );
                 let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
                 let row = conn
-                    .query_row(&sql, params.as_slice(), |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?, row.get::<_, String>(2)?)))
+                    .row(&sql, params.as_slice(), |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?, row.get::<_, String>(2)?)))
                     .optional()?;
                 let Some((group_id, sequence, envelope)) = row else {
                     return Err(reject(ErrorCode::NotFound, format!("no Evidence {evidence_id} is visible to you")));
@@ -374,7 +375,7 @@ impl Engine {
                 if !can_read_artifact(txn, &Reader::Admin, &artifact)? {
                     return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not a published artifact")));
                 }
-                txn.execute(
+                txn.run(
                     "INSERT INTO schemas (uri, blake3) VALUES (?1, ?2) ON CONFLICT (uri) DO UPDATE SET blake3 = excluded.blake3",
                     params![uri, &artifact.0[..]],
                 )?;
@@ -397,7 +398,7 @@ fn check_execution(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
     let owner: Option<String> = conn
-        .query_row(
+        .row(
             "SELECT owner FROM work_items WHERE work_item_id = ?1",
             [evidence.work_item_id.as_str()],
             |row| row.get(0),

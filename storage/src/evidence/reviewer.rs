@@ -2,6 +2,7 @@
 //! verified read path, JSON Schema validation (built without resolvers, so a schema never
 //! makes the server fetch anything), each result recorded as Evidence signed by the server.
 
+use crate::db::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -64,7 +65,7 @@ impl Engine {
                 }
                 // A WorkItem id is unique only within its Mission: the Mission is the one the
                 // request names, or the only one the id is published under in the Group.
-                let mut statement = conn.prepare(
+                let mut statement = conn.prepare_cached(
                     "SELECT DISTINCT mission_id FROM manifests WHERE work_item_id = ?1 AND group_id = ?2
                      AND (?3 IS NULL OR mission_id = ?3) LIMIT 2",
                 )?;
@@ -84,7 +85,7 @@ impl Engine {
                         return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not visible to you")));
                     }
                     let for_work_item = conn
-                        .query_row(
+                        .row(
                             "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
                             params![&artifact.0[..], group.as_str(), mission, work_item.as_str()],
                             |_| Ok(()),
@@ -354,7 +355,7 @@ impl Engine {
                 self.db
                     .read(move |conn| {
                         let row: Option<Vec<u8>> = conn
-                            .query_row("SELECT blake3 FROM schemas WHERE uri = ?1", [uri], |row| {
+                            .row("SELECT blake3 FROM schemas WHERE uri = ?1", [uri], |row| {
                                 row.get(0)
                             })
                             .optional()?;

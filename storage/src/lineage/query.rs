@@ -20,7 +20,7 @@ pub(crate) fn load_publications(
 ) -> Result<Vec<crate::lineage::Publication>, Error> {
     let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
         std::collections::HashMap::new();
-    let mut statement = conn.prepare("SELECT manifest_id, source FROM derivations")?;
+    let mut statement = conn.prepare_cached("SELECT manifest_id, source FROM derivations")?;
     for row in statement.query_map([], |row| {
         Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?))
     })? {
@@ -30,7 +30,7 @@ pub(crate) fn load_publications(
             .or_default()
             .push(ArtifactId(to32(source)?));
     }
-    let mut statement = conn.prepare(
+    let mut statement = conn.prepare_cached(
         "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence
          FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 ORDER BY m.rowid",
     )?;

@@ -8,6 +8,7 @@
 //! in `weft_api::work::machine`. The file is long (just over 600 lines) because the effect of each
 //! WorkItem Command stays in one match, so a Command's row changes read in one place.
 
+use crate::db::Cached as _;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::session::Role;
@@ -73,7 +74,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             self.now,
         )?;
         if let Some(work_item) = &event.work_item_id {
-            self.tx.execute(
+            self.tx.run(
                 "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
                 params![work_item.as_str(), sequence],
             )?;
@@ -136,7 +137,7 @@ pub(super) fn mission_event(
 }
 
 pub(super) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
-    tx.execute(
+    tx.run(
         "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
                 ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
                 attempts = ?11
@@ -163,7 +164,7 @@ pub(super) fn insert_mission(
     row: &MissionRow,
     sequence_hint: u64,
 ) -> Result<(), Error> {
-    tx.execute(
+    tx.run(
         "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state, revision,
                                parent_work_item_id, child_failure_policy, created_sequence)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -186,7 +187,7 @@ pub(super) fn insert_mission(
 /// Ids of Missions and WorkItems are unique in the whole store (DESIGN §10).
 pub(super) fn id_taken(tx: &Tx<'_>, table: &str, column: &str, id: &str) -> Result<bool, Error> {
     Ok(tx
-        .query_row(
+        .row(
             &format!("SELECT 1 FROM {table} WHERE {column} = ?1"),
             [id],
             |_| Ok(()),
@@ -222,7 +223,7 @@ pub(super) fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value,
 
 /// Releases every unreleased lease of the WorkItem.
 pub(super) fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
-    ctx.tx.execute(
+    ctx.tx.run(
         "UPDATE leases SET released_at = ?2 WHERE work_item_id = ?1 AND released_at IS NULL",
         params![work_item_id, ctx.now_text],
     )?;
@@ -244,7 +245,7 @@ pub(super) fn withdraw_offers(
         .collect::<Result<Vec<_>, _>>()?;
     drop(statement);
     for offer in live.iter().filter(|o| Some(o.as_str()) != except) {
-        ctx.tx.execute(
+        ctx.tx.run(
             "UPDATE offers SET status = 'withdrawn' WHERE work_item_id = ?1 AND offer_id = ?2",
             params![row.work_item_id, offer],
         )?;
@@ -289,7 +290,7 @@ pub(super) fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<
 
 fn new_lease(ctx: &Ctx<'_, '_>, row: &WorkRow, kind: &str, seconds: u64) -> Result<String, Error> {
     let lease_id = format!("lease-{}", uuid::Uuid::now_v7());
-    ctx.tx.execute(
+    ctx.tx.run(
         "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
@@ -378,7 +379,7 @@ pub(super) fn work(
             // T3: the new offer replaces live ones.
             withdraw_offers(ctx, &row, None, "replaced by a new offer")?;
             let sequence_placeholder = 0;
-            ctx.tx.execute(
+            ctx.tx.run(
                 "INSERT INTO offers (work_item_id, offer_id, candidates, expires_at, selection_basis, contract_revision,
                                      status, declined, sequence)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'live', '{}', ?7)",
@@ -395,7 +396,7 @@ pub(super) fn work(
             row.state = transition.next;
             ctx.record(&mut row, kind, payload)?;
             let sequence = ctx.appended.last().map_or(0, |e| e.sequence);
-            ctx.tx.execute(
+            ctx.tx.run(
                 "UPDATE offers SET sequence = ?3 WHERE work_item_id = ?1 AND offer_id = ?2",
                 params![row.work_item_id, p.offer_id.as_str(), sequence],
             )?;
@@ -403,7 +404,7 @@ pub(super) fn work(
         CommandBody::OfferRef(p) if ctx.command.kind == CommandType::WorkAcceptOffer => {
             // T4 / SM-7 / OFR-5: one step: the offer is accepted, the others withdrawn, a new
             // ownership epoch begins.
-            ctx.tx.execute(
+            ctx.tx.run(
                 "UPDATE offers SET status = 'accepted' WHERE work_item_id = ?1 AND offer_id = ?2",
                 params![row.work_item_id, p.offer_id.as_str()],
             )?;
@@ -420,14 +421,14 @@ pub(super) fn work(
             )?;
         }
         CommandBody::WorkDecline(p) => {
-            let declined: String = ctx.tx.query_row(
+            let declined: String = ctx.tx.row(
                 "SELECT declined FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
                 params![row.work_item_id, p.offer_id.as_str()],
                 |r| r.get(0),
             )?;
             let mut declined: serde_json::Map<String, serde_json::Value> = from_json(&declined)?;
             declined.insert(ctx.command.agent_id.to_string(), detail(&p.reason)?);
-            ctx.tx.execute(
+            ctx.tx.run(
                 "UPDATE offers SET declined = ?3 WHERE work_item_id = ?1 AND offer_id = ?2",
                 params![row.work_item_id, p.offer_id.as_str(), to_json(&declined)?],
             )?;
@@ -455,7 +456,7 @@ pub(super) fn work(
                 }
                 ctx.record(&mut row, kind, payload)?;
                 let started = ctx.appended.last().map_or(0, |e| e.sequence);
-                ctx.tx.execute(
+                ctx.tx.run(
                     "UPDATE leases SET started_sequence = ?2 WHERE lease_id = ?1",
                     params![lease, started],
                 )?;
@@ -581,7 +582,7 @@ fn expect_new_child(ctx: &Ctx<'_, '_>, mission_id: &str) -> Result<(), Error> {
 fn id_taken_offer(ctx: &Ctx<'_, '_>, row: &WorkRow, offer_id: &str) -> Result<bool, Error> {
     Ok(ctx
         .tx
-        .query_row(
+        .row(
             "SELECT 1 FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
             params![row.work_item_id, offer_id],
             |_| Ok(()),

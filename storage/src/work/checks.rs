@@ -2,6 +2,7 @@
 //! caller (SM-8, OFR-5), Evidence that covers every acceptance criterion (EVD-2) or backs a
 //! failure (T13), and the quoted Execution Lease (LSE-4, LSE-5).
 
+use crate::db::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::work::machine::OfferStanding;
 use weft_api::{ArtifactId, ErrorCode};
@@ -18,7 +19,7 @@ pub(super) fn offer_standing(
 ) -> Result<OfferStanding, Error> {
     let found: Option<(String, String, String, String)> = ctx
         .tx
-        .query_row(
+        .row(
             "SELECT status, expires_at, candidates, declined FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
             params![row.work_item_id, offer_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
@@ -60,7 +61,7 @@ pub(super) fn covers_criteria(
     for artifact in artifacts {
         let published = ctx
             .tx
-            .query_row(
+            .row(
                 "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
                 params![&artifact.0[..], row.group_id, row.mission_id, row.work_item_id],
                 |_| Ok(()),
@@ -82,7 +83,7 @@ pub(super) fn covers_criteria(
     let lease_started: Option<u64> = match super::current_lease(ctx.tx, &row.work_item_id)? {
         Some(lease) => ctx
             .tx
-            .query_row(
+            .row(
                 "SELECT started_sequence FROM leases WHERE lease_id = ?1",
                 [&lease.lease_id],
                 |r| r.get(0),
@@ -132,7 +133,7 @@ fn counts_for(
 ) -> Result<bool, Error> {
     let found: Option<(String, String, String, String, u64)> = ctx
         .tx
-        .query_row(
+        .row(
             "SELECT e.outcome, e.method_kind, e.standing, e.producer, e.sequence
              FROM evidence e
              WHERE e.evidence_id = ?1 AND e.criterion = ?2
@@ -175,7 +176,7 @@ fn cited_criteria(
     for record in evidence {
         let criterion: Option<String> = ctx
             .tx
-            .query_row(
+            .row(
                 "SELECT criterion FROM evidence WHERE evidence_id = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4",
                 params![&record.0[..], row.group_id, row.mission_id, row.work_item_id],
                 |r| r.get(0),

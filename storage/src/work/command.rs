@@ -9,6 +9,7 @@
 //! Group's answering the same), `expectedRevision` (`stale_revision`, SM-3), then the table
 //! (`weft_api::work::machine::decide`) and the rule-specific checks.
 
+use crate::db::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::dsse::BASE64;
 use weft_api::session::Role;
@@ -92,7 +93,7 @@ impl Engine {
             .write(move |tx| {
                 // 4. A retry of an accepted Command replays its answer.
                 let stored: Option<(Vec<u8>, String)> = tx
-                    .query_row(
+                    .row(
                         "SELECT request_hash, answer FROM commands WHERE command_id = ?1",
                         [command.command_id.as_str()],
                         |row| Ok((row.get(0)?, row.get(1)?)),
@@ -117,7 +118,7 @@ impl Engine {
                     return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
                 }
                 let current: Option<u64> = tx
-                    .query_row(
+                    .row(
                         "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
                         params![agent, group],
                         |row| row.get(0),
@@ -147,7 +148,7 @@ impl Engine {
                     events: std::mem::take(&mut ctx.appended),
                     state,
                 };
-                tx.execute(
+                tx.run(
                     "INSERT INTO commands (command_id, group_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4)",
                     params![command.command_id.as_str(), group, &request_hash[..], super::to_json(&answer)?],
                 )?;

@@ -4,6 +4,7 @@
 //! (DEP-3) is the contract's dependency policy over the dependencies' states, for one
 //! WorkItem or for a whole Mission in one query (the graph read).
 
+use crate::db::Cached as _;
 use petgraph::algo::is_cyclic_directed;
 use petgraph::graphmap::DiGraphMap;
 use rusqlite::{Connection, params};
@@ -163,7 +164,7 @@ pub(super) fn set(
     work_item_id: &str,
     depends_on: &[weft_api::Id],
 ) -> Result<(), Error> {
-    conn.execute(
+    conn.run(
         "DELETE FROM work_deps WHERE work_item_id = ?1",
         [work_item_id],
     )?;
@@ -180,6 +181,7 @@ pub(super) fn set(
 mod tests {
     //! DEP-3: the one-query graph read agrees with the per-WorkItem rule.
 
+    use crate::db::Cached as _;
     use rusqlite::{Connection, params};
     use serde_json::json;
 
@@ -242,7 +244,7 @@ mod tests {
             ("z", "m2", "open", Some("all_verified"), &["c"], false),
         ];
         for (id, mission, state, policy, deps, _) in &items {
-            conn.execute(
+            conn.run(
                 "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision,
                      contract_revision, contract, ownership_epoch, approval_granted, attempts)
                  VALUES (?1, 'g1', ?2, ?3, 0, 1, ?4, 0, 0, 0)",
@@ -250,7 +252,7 @@ mod tests {
             )
             .expect("work item");
             for dep in *deps {
-                conn.execute(
+                conn.run(
                     "INSERT INTO work_deps (work_item_id, depends_on) VALUES (?1, ?2)",
                     params![id, dep],
                 )

@@ -36,6 +36,7 @@
 //! timer; a `std::sync::Mutex` guards it for short critical sections with no `.await`.
 //! Crash story: the set is memory only and the rows say what is due, so open rebuilds it.
 
+use crate::db::Cached as _;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
@@ -113,14 +114,14 @@ impl Deadlines {
 /// ownership deadlines of owned `queued` or `blocked` WorkItems. Stale ones cost one look when they fall due.
 pub(crate) fn load(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
     let mut found = Vec::new();
-    let mut leases =
-        conn.prepare("SELECT expires_at, work_item_id FROM leases WHERE released_at IS NULL")?;
+    let mut leases = conn
+        .prepare_cached("SELECT expires_at, work_item_id FROM leases WHERE released_at IS NULL")?;
     found.extend(
         leases
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<Vec<_>, _>>()?,
     );
-    let mut owned = conn.prepare(
+    let mut owned = conn.prepare_cached(
         "SELECT ownership_expires_at, work_item_id FROM work_items
          WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL
                AND state IN ('queued', 'blocked')",
@@ -163,7 +164,7 @@ impl<'t, 'c> Authority<'t, 'c> {
         let event = work_event(row, detail)?;
         let group = Id::parse("groupId", &row.group_id)?;
         let sequence = events::append(self.tx, &group, &EventPayload::Work(kind, event), self.now)?;
-        self.tx.execute(
+        self.tx.run(
             "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
             params![row.work_item_id, sequence],
         )?;
@@ -219,7 +220,7 @@ pub(crate) fn expire_work_item(
         if row.state == WorkState::Active {
             // LSE-8: timeout expires the Execution Lease; back to the ready queue.
             let lease = current_lease(tx, work_item_id)?.map(|lease| lease.lease_id);
-            tx.execute(
+            tx.run(
                 "UPDATE leases SET released_at = ?2 WHERE lease_id = ?1",
                 params![lease, authority.now_text],
             )?;
@@ -282,7 +283,7 @@ pub(crate) fn revoke_for_new_session(
             touched.push((work_item_id.clone(), deadline_of(tx, &row)?));
             continue;
         };
-        tx.execute(
+        tx.run(
             "UPDATE leases SET released_at = ?2 WHERE lease_id = ?1",
             params![lease.lease_id, authority.now_text],
         )?;
@@ -317,7 +318,7 @@ pub(crate) fn check_quoted_lease(
     now_text: &str,
 ) -> Result<(), Error> {
     let found: Option<(String, Option<String>, String)> = conn
-        .query_row(
+        .row(
             "SELECT work_item_id, released_at, expires_at FROM leases WHERE lease_id = ?1",
             [quoted],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),

@@ -2,6 +2,7 @@
 //! propagation), proposals (T1) and `work.authorize` (T2): what each does to the rows and
 //! which Events it appends, in the transaction `command.rs` opened.
 
+use crate::db::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPropose};
 use weft_api::work::events::{WorkEvent, WorkEventKind};
@@ -81,7 +82,7 @@ pub(super) fn mission_close(
         )
     })?;
     mission.revision += 1;
-    ctx.tx.execute(
+    ctx.tx.run(
         "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
         params![mission.mission_id, name(&mission.state)?, mission.revision],
     )?;
@@ -163,7 +164,7 @@ pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_js
         detail: detail(p)?,
     };
     let sequence = ctx.emit(WorkEventKind::WorkProposed, event)?;
-    ctx.tx.execute(
+    ctx.tx.run(
         "INSERT INTO proposals (proposal_id, group_id, mission_id, proposer, contract, sequence, authorized)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
         params![p.proposal_id.as_str(), ctx.group(), p.mission_id.as_str(), ctx.command.agent_id.as_str(), to_json(&p.contract)?, sequence],
@@ -201,7 +202,7 @@ pub(super) fn authorize(
     if let Some(proposal) = &p.proposal_id {
         let found: Option<(String, String, bool)> = ctx
             .tx
-            .query_row(
+            .row(
                 "SELECT group_id, mission_id, authorized FROM proposals WHERE proposal_id = ?1",
                 [proposal.as_str()],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -229,7 +230,7 @@ pub(super) fn authorize(
                 ));
             }
         }
-        ctx.tx.execute(
+        ctx.tx.run(
             "UPDATE proposals SET authorized = 1 WHERE proposal_id = ?1",
             [proposal.as_str()],
         )?;
@@ -256,7 +257,7 @@ pub(super) fn authorize(
         child_mission_id: None,
         attempts: 0,
     };
-    ctx.tx.execute(
+    ctx.tx.run(
         "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
                                  ownership_epoch, approval_granted, attempts)
          VALUES (?1, ?2, ?3, 'open', 0, 1, ?4, 0, 0, 0)",

@@ -21,6 +21,7 @@ mod tokens;
 
 pub use tokens::Grant;
 
+use crate::db::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -104,7 +105,7 @@ pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
 
 pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
     let row = conn
-        .query_row(
+        .row(
             "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
                     owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
              FROM work_items WHERE work_item_id = ?1",
@@ -148,7 +149,7 @@ pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkR
 
 pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
     let row = conn
-        .query_row(
+        .row(
             "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
                     parent_work_item_id, child_failure_policy
              FROM missions WHERE mission_id = ?1",
@@ -210,7 +211,7 @@ fn visible_mission(conn: &Connection, reader: &Reader, id: &str) -> Result<Missi
 /// The current (unreleased) lease of a WorkItem, if any.
 pub(crate) fn current_lease(conn: &Connection, work_item_id: &str) -> Result<Option<Lease>, Error> {
     let row = conn
-        .query_row(
+        .row(
             "SELECT lease_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at
              FROM leases WHERE work_item_id = ?1 AND released_at IS NULL
              ORDER BY started_at DESC LIMIT 1",
@@ -429,7 +430,7 @@ pub(crate) fn submission_plan(
         return Ok(None);
     }
     let detail: Option<String> = conn
-        .query_row(
+        .row(
             "SELECT ev.payload FROM work_history h
              JOIN events ev ON ev.group_id = ?1 AND ev.sequence = h.sequence
              WHERE h.work_item_id = ?2 AND ev.type = 'work.submitted'
@@ -466,7 +467,7 @@ pub(crate) fn check_projection(
     folded: &weft_api::work::events::WorkProjection,
 ) -> Result<Vec<String>, Error> {
     let mut problems = Vec::new();
-    let mut statement = conn.prepare(
+    let mut statement = conn.prepare_cached(
         "SELECT mission_id, state FROM missions WHERE group_id = ?1 ORDER BY mission_id",
     )?;
     let missions = statement
@@ -490,8 +491,9 @@ pub(crate) fn check_projection(
             ));
         }
     }
-    let mut statement = conn
-        .prepare("SELECT work_item_id FROM work_items WHERE group_id = ?1 ORDER BY work_item_id")?;
+    let mut statement = conn.prepare_cached(
+        "SELECT work_item_id FROM work_items WHERE group_id = ?1 ORDER BY work_item_id",
+    )?;
     let ids = statement
         .query_map([group_id], |r| r.get::<_, String>(0))?
         .collect::<Result<Vec<_>, _>>()?;

@@ -9,6 +9,7 @@
 //! checkpoint releases the lease, which also ends a pending preemption request, since that
 //! request is recorded on the lease it asks to end.
 
+use crate::db::Cached as _;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::ErrorCode;
@@ -32,11 +33,11 @@ pub(super) fn renew(
 ) -> Result<(), Error> {
     let lease = execution_lease(ctx, row)?;
     let expires_at = ctx.later(row.contract.leases.execution_seconds);
-    ctx.tx.execute(
+    ctx.tx.run(
         "UPDATE leases SET expires_at = ?2 WHERE lease_id = ?1",
         params![lease, expires_at],
     )?;
-    ctx.tx.execute(
+    ctx.tx.run(
         "INSERT INTO lease_renewals (lease_id, renewed_at, expires_at) VALUES (?1, ?2, ?3)",
         params![lease, ctx.now_text, expires_at],
     )?;
@@ -72,7 +73,7 @@ pub(super) fn progress(
     super::checks::cites_evidence(ctx, row, &report.evidence)?;
     ctx.record(row, kind, payload)?;
     let sequence = ctx.appended.last().map_or(0, |event| event.sequence);
-    ctx.tx.execute(
+    ctx.tx.run(
         "INSERT OR REPLACE INTO work_progress (work_item_id, sequence, agent_id, reported_at, report)
          VALUES (?1, ?2, ?3, ?4, ?5)",
         params![
@@ -95,7 +96,7 @@ pub(super) fn request_preemption(
     payload: serde_json::Value,
 ) -> Result<(), Error> {
     let lease = execution_lease(ctx, row)?;
-    ctx.tx.execute(
+    ctx.tx.run(
         "UPDATE leases SET preemption_requested_at = ?2, preemption_requested_by = ?3 WHERE lease_id = ?1",
         params![lease, ctx.now_text, ctx.command.agent_id.as_str()],
     )?;
@@ -116,7 +117,7 @@ pub(super) fn retry_standing(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<RetrySt
     if row.attempts > 0 && policy.deadline.is_some_and(|at| at.to_utc() <= ctx.now) {
         return Ok(RetryStanding::PastDeadline);
     }
-    let last_failure: Option<String> = ctx.tx.query_row(
+    let last_failure: Option<String> = ctx.tx.row(
         "SELECT max(e.appended_at) FROM work_history h
          JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
          WHERE h.work_item_id = ?2 AND e.type = 'work.failed'",
@@ -183,7 +184,7 @@ pub(crate) fn renewals(conn: &Connection, lease_id: &str) -> Result<Vec<String>,
 /// The pending preemption request of a lease, if any.
 pub(crate) fn preemption(conn: &Connection, lease_id: &str) -> Result<Option<Preemption>, Error> {
     let found: Option<(Option<String>, Option<String>)> = conn
-        .query_row(
+        .row(
             "SELECT preemption_requested_at, preemption_requested_by FROM leases WHERE lease_id = ?1",
             [lease_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -205,7 +206,7 @@ pub(crate) fn latest_progress(
     work_item_id: &str,
 ) -> Result<Option<ProgressView>, Error> {
     let found: Option<(u64, String, String, String)> = conn
-        .query_row(
+        .row(
             "SELECT sequence, agent_id, reported_at, report FROM work_progress WHERE work_item_id = ?1",
             [work_item_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),

@@ -49,6 +49,7 @@ impl Engine {
 mod tests {
     use std::collections::BTreeSet;
 
+    use crate::db::Cached as _;
     use rusqlite::params;
 
     use super::super::expiry::*;
@@ -120,15 +121,15 @@ mod tests {
         engine
             .db
             .write(move |tx| {
-                tx.execute("INSERT INTO groups VALUES ('g1', 'now')", [])?;
-                tx.execute(
+                tx.run("INSERT INTO groups VALUES ('g1', 'now')", [])?;
+                tx.run(
                     "INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1)",
                     [],
                 )?;
-                let mut item = tx.prepare(
+                let mut item = tx.prepare_cached(
                     "INSERT INTO work_items VALUES (?1, 'g1', 'm1', 'active', 3, 0, ?2, 'w1', 1, ?3, 0, NULL, 1)",
                 )?;
-                let mut lease = tx.prepare(
+                let mut lease = tx.prepare_cached(
                     "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
                      VALUES (?1, ?2, 'execution', 'w1', 1, 1, ?3, ?4)",
                 )?;

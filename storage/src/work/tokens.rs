@@ -15,6 +15,7 @@
 //! This module does not know HTTP routes: the server decides which routes take a token, and
 //! asks [`Grant::require`] for the scope each needs.
 
+use crate::db::Cached as _;
 use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::Evidence;
@@ -138,7 +139,7 @@ impl LeaseRow {
 
 fn lease_row(conn: &Connection, lease_id: &str) -> Result<Option<LeaseRow>, Error> {
     Ok(conn
-        .query_row(
+        .row(
             "SELECT l.work_item_id, l.kind, l.agent_id, l.session_epoch, l.ownership_epoch,
                     l.expires_at, l.released_at IS NOT NULL, w.group_id, w.mission_id, w.owner,
                     w.ownership_epoch
@@ -191,7 +192,7 @@ fn owned_lease(conn: &Connection, lease_id: &str, session: &Session) -> Result<L
 fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, Error> {
     let dead = |why: &str| reject(ErrorCode::Unauthorized, format!("capability token: {why}"));
     let row: Option<(String, String, String, String, bool)> = conn
-        .query_row(
+        .row(
             "SELECT token_id, lease_id, scope, expires_at, revoked_at IS NOT NULL
              FROM capability_tokens WHERE token_hash = ?1",
             [&token_hash[..]],
@@ -222,7 +223,7 @@ fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, 
         return Err(dead(why));
     }
     let session_hash: Option<Vec<u8>> = conn
-        .query_row(
+        .row(
             "SELECT token_hash FROM sessions WHERE agent_id = ?1 AND group_id = ?2 AND session_epoch = ?3",
             params![lease.agent_id, lease.group_id, lease.session_epoch],
             |row| row.get(0),
@@ -293,7 +294,7 @@ impl Engine {
                     ));
                 }
                 if let Some(old) = &replaces {
-                    let revoked = txn.execute(
+                    let revoked = txn.run(
                         "UPDATE capability_tokens SET revoked_at = COALESCE(revoked_at, ?3)
                          WHERE token_id = ?1 AND lease_id = ?2",
                         params![old, lease_id.as_str(), now_text],
@@ -307,7 +308,7 @@ impl Engine {
                 }
                 // LSE-7: never past the lease.
                 let expires_at = wanted.min(lease.expires_at);
-                txn.execute(
+                txn.run(
                     "INSERT INTO capability_tokens (token_hash, token_id, lease_id, scope, issued_at, expires_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     params![&token_hash[..], token_id, lease_id.as_str(), to_json(&scope)?, now_text, expires_at],
@@ -335,14 +336,14 @@ impl Engine {
         self.db
             .write(move |txn| {
                 owned_lease(txn, lease_id.as_str(), &session)?;
-                let found = txn.execute(
+                let found = txn.run(
                     "UPDATE capability_tokens SET revoked_at = COALESCE(revoked_at, ?3)
                      WHERE token_id = ?1 AND lease_id = ?2 AND revoked_at IS NULL",
                     params![token_id.as_str(), lease_id.as_str(), now_text],
                 )?;
                 let exists = found > 0
                     || txn
-                        .query_row(
+                        .row(
                             "SELECT 1 FROM capability_tokens WHERE token_id = ?1 AND lease_id = ?2",
                             params![token_id.as_str(), lease_id.as_str()],
                             |_| Ok(()),
