@@ -1,4 +1,5 @@
-//! Lease benchmark for issue #12 (not a test; `cargo bench --bench leases`). It starts the
+//! Lease benchmark for issue #12 (not a test; `cargo bench --bench leases`; long, because one
+//! server set-up serves all three #12 measurements). It starts the
 //! real server in-process, listening on 127.0.0.1:0, with on-disk SQLite and blobs in a temp
 //! dir, the same 200 ms expiry timer `weft serve` runs (`Store::expire_due` on the real
 //! clock), and talks to it over loopback with reqwest. Two measurements:
@@ -18,6 +19,13 @@
 //! The 1,000 leases are set up over HTTP; the other ~99,000 are set up through
 //! `Store::execute_command` in-process (the same signed Commands, without the HTTP hop) to
 //! keep the setup to minutes; the measured expiries go through the real server either way.
+//!
+//!  * the cost the lease check adds to a 4 KiB publication (LSE-4/5): 4 KiB publications per
+//!    second (blob upload + a manifest signed under the publisher's current Execution Lease,
+//!    64 clients), and the mean time of the check itself (`binding::check_lease`, run on the
+//!    writer's connection over the same 1,000 leases). The check runs inside the serial writer
+//!    transaction, so its share of the work is at most `check time × publications/s` (the
+//!    fraction of each writer-second it takes).
 //!
 //! Knobs: `WEFT_BENCH_SECONDS` (each throughput phase, default 5), `WEFT_BENCH_ACTIVE`
 //! (leases renewed, default 1000), `WEFT_BENCH_LIVE` (live leases for the expiry probe,
@@ -227,6 +235,7 @@ enum Op {
     Renew,
     Ack,
     Evidence,
+    Publish,
 }
 
 async fn run_op(actor: &mut Actor, op: Op, n: u64) -> anyhow::Result<()> {
@@ -281,7 +290,65 @@ async fn run_op(actor: &mut Actor, op: Op, n: u64) -> anyhow::Result<()> {
             };
             actor.client().record_evidence(&actor.key, &record).await?;
         }
+        Op::Publish => publish_4k(actor, n).await?,
     }
+    Ok(())
+}
+
+/// Uploads 4 KiB of fresh bytes and publishes them under one of `actor`'s leases.
+async fn publish_4k(actor: &mut Actor, n: u64) -> anyhow::Result<()> {
+    use weft_api::manifest::{Classification, Content, Execution, Manifest, Tool, ToolKind};
+    let (work_item, lease, mission) = actor.leases[n as usize % actor.leases.len()].clone();
+    let mut bytes = format!("{} {n} ", actor.agent).into_bytes();
+    bytes.resize(4096, b'.');
+    let response = actor
+        .http
+        .post(format!("{}/v1/blobs", actor.base))
+        .bearer_auth(&actor.token)
+        .header("content-type", "application/octet-stream")
+        .body(bytes)
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "upload: {}",
+        response.status()
+    );
+    let receipt: weft_api::views::UploadReceipt = response.json().await?;
+    let manifest = Manifest {
+        content: Content {
+            blake3: receipt.blake3,
+            sha256: receipt.sha256,
+            size: receipt.size,
+            media_type: "application/json".into(),
+            schema: None,
+        },
+        producer: Producer {
+            agent_id: actor.agent.clone(),
+            agent_card_version: "1".into(),
+        },
+        mission_id: Id::parse("m", &mission)?,
+        group_id: actor.group.clone(),
+        work_item_id: Id::parse("w", &work_item)?,
+        execution: Execution {
+            lease_id: Id::parse("l", &lease)?,
+            ownership_epoch: 1,
+        },
+        sources: vec![],
+        tools: vec![Tool {
+            kind: ToolKind::Model,
+            id: "m".into(),
+            version: "1".into(),
+        }],
+        created_at: Utc::now().fixed_offset(),
+        classification: Classification::Internal,
+        retrieval_uri: format!(
+            "https://weft.example/v1/artifacts/{}/content",
+            receipt.blake3
+        ),
+        annotations: Default::default(),
+    };
+    actor.client().publish(&actor.key, &manifest).await?;
     Ok(())
 }
 
@@ -534,7 +601,17 @@ async fn main() -> anyhow::Result<()> {
 
     let (actors, renewals) = phase(actors, seconds, Op::Renew).await?;
     let (actors, acks) = phase(actors, seconds, Op::Ack).await?;
-    let (mut actors, evidence) = phase(actors, seconds, Op::Evidence).await?;
+    let (actors, evidence) = phase(actors, seconds, Op::Evidence).await?;
+    let (mut actors, publications) = phase(actors, seconds, Op::Publish).await?;
+    let leases: Vec<_> = actors
+        .iter()
+        .flat_map(|actor| {
+            actor.leases.iter().map(|(work_item, lease, _)| {
+                (work_item.clone(), lease.clone(), 1, actor.agent.to_string())
+            })
+        })
+        .collect();
+    let check = weft_storage::bench_support::time_lease_checks(&store, leases, 20).await?;
 
     println!(
         "server: in-process, listening on 127.0.0.1 (loopback, reqwest), on-disk SQLite + blobs in a temp dir, expiry timer every {} ms on the real clock; clients share the machine's cores",
@@ -549,6 +626,15 @@ async fn main() -> anyhow::Result<()> {
         "renewals / ACK {:.2}   renewals / Evidence {:.2}",
         renewals / acks,
         renewals / evidence
+    );
+    println!(
+        "4 KiB publication (blob + manifest under its lease) {publications:>8.0} publications/s"
+    );
+    let share = check.as_secs_f64() * publications;
+    println!(
+        "lease check (LSE-4/5) on the writer: {:.1} µs each = {:.2} % of the writer's time at that rate (goal ≤ 5 %)",
+        check.as_secs_f64() * 1e6,
+        share * 100.0
     );
     eprintln!("expiry probe with {active} live leases …");
     let few = expiry_probe(&mut actors[0], "few", probes).await?;

@@ -188,3 +188,36 @@ pub async fn cte_lineage(
         })
         .await
 }
+
+/// One Execution Lease as a publication names it: (WorkItem, lease id, ownership epoch,
+/// producer).
+pub type LeaseRef = (String, String, u64, String);
+
+/// Runs the publication's lease check (`artifacts::binding::check_lease`, LSE-4/5: the one a
+/// manifest or an owner's Evidence pays inside its writer transaction) `rounds` times over
+/// `leases` on the writer's connection, as publication does; answers the mean time of one
+/// check. Every lease must be current, or this fails.
+pub async fn time_lease_checks(
+    store: &Store,
+    leases: Vec<LeaseRef>,
+    rounds: usize,
+) -> Result<std::time::Duration, Error> {
+    let now = crate::clock::format_instant(store.inner.clock.now());
+    store
+        .inner
+        .db
+        .write(move |tx| {
+            let started = std::time::Instant::now();
+            for _ in 0..rounds {
+                for (work_item, lease, epoch, producer) in &leases {
+                    if let Err(stale) = crate::artifacts::binding::check_lease(
+                        tx, work_item, lease, *epoch, producer, &now,
+                    )? {
+                        return Err(stale.into_error());
+                    }
+                }
+            }
+            Ok(started.elapsed() / (rounds * leases.len()).max(1) as u32)
+        })
+        .await
+}

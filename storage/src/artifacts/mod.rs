@@ -10,7 +10,7 @@ use weft_api::{ArtifactId, Digest, Digests, Sha256Digest};
 use crate::error::Error;
 use crate::events::to32;
 
-mod binding;
+pub(crate) mod binding;
 pub(crate) use binding::check_lease;
 mod publish;
 mod reads;
