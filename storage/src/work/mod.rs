@@ -432,7 +432,7 @@ pub(crate) fn submission_plan(
     let detail: Option<String> = conn
         .row(
             "SELECT ev.payload FROM work_history h
-             JOIN events ev ON ev.group_id = ?1 AND ev.sequence = h.sequence
+             CROSS JOIN events ev ON ev.group_id = ?1 AND ev.sequence = h.sequence
              WHERE h.work_item_id = ?2 AND ev.type = 'work.submitted'
              ORDER BY h.sequence DESC LIMIT 1",
             params![row.group_id, row.work_item_id],

@@ -104,6 +104,13 @@ pub(super) fn request_preemption(
     ctx.record(row, kind, payload)
 }
 
+/// The WorkItem's last `work.failed`, through its own history. `CROSS JOIN` fixes the loop
+/// order: left to the planner, SQLite walked every Event of the Group looking for the type,
+/// and `work.start` slowed linearly with the Group's log (29 → 8 leases/s at 10,000 leases).
+const LAST_FAILURE: &str = "SELECT max(e.appended_at) FROM work_history h
+     CROSS JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
+     WHERE h.work_item_id = ?2 AND e.type = 'work.failed'";
+
 /// PRG-8: may the WorkItem start another attempt? Every `work.start` is an attempt (a
 /// resume after a checkpoint runs under a new lease and a new attempt key); the bound is
 /// `retryPolicy.maxAttempts` (0 is read as 1: the first attempt is never refused), the
@@ -117,13 +124,11 @@ pub(super) fn retry_standing(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<RetrySt
     if row.attempts > 0 && policy.deadline.is_some_and(|at| at.to_utc() <= ctx.now) {
         return Ok(RetryStanding::PastDeadline);
     }
-    let last_failure: Option<String> = ctx.tx.row(
-        "SELECT max(e.appended_at) FROM work_history h
-         JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
-         WHERE h.work_item_id = ?2 AND e.type = 'work.failed'",
-        params![row.group_id, row.work_item_id],
-        |r| r.get(0),
-    )?;
+    let last_failure: Option<String> =
+        ctx.tx
+            .row(LAST_FAILURE, params![row.group_id, row.work_item_id], |r| {
+                r.get(0)
+            })?;
     if let Some(failed_at) = last_failure {
         let failed_at: DateTime<Utc> = DateTime::parse_from_rfc3339(&failed_at)
             .map_err(Error::backend)?
@@ -243,4 +248,32 @@ fn with(mut payload: serde_json::Value, fields: &[(&str, serde_json::Value)]) ->
         }
     }
     payload
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    /// `work.start`'s retry look-up reads one WorkItem's history, never a Group's whole log.
+    #[test]
+    fn the_last_failure_is_found_without_scanning_the_log() {
+        let conn = Connection::open_in_memory().expect("open");
+        crate::schema::migrate(&conn).expect("schema");
+        let mut plan = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::LAST_FAILURE))
+            .expect("plan");
+        let steps: Vec<String> = plan
+            .query_map(["g", "w"], |row| row.get(3))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("steps");
+        assert!(
+            steps.iter().all(|step| step.starts_with("SEARCH")),
+            "{steps:?}"
+        );
+        assert!(
+            steps[0].contains(" h "),
+            "the history drives the loop: {steps:?}"
+        );
+    }
 }
