@@ -47,10 +47,13 @@ pub enum WorkEventKind {
     LeaseRenewed,
     WorkProgressReported,
     WorkPreemptionRequested,
+    /// OFL-11 step 1: a reconciled offline usage delta, naming the historical execution
+    /// session and the reconciling one (DESIGN §12); caused by the buffered Command.
+    ResourceUsageRecorded,
 }
 
 impl WorkEventKind {
-    pub const ALL: [WorkEventKind; 29] = [
+    pub const ALL: [WorkEventKind; 30] = [
         Self::MissionCreated,
         Self::MissionApproved,
         Self::MissionFailed,
@@ -80,6 +83,7 @@ impl WorkEventKind {
         Self::LeaseRenewed,
         Self::WorkProgressReported,
         Self::WorkPreemptionRequested,
+        Self::ResourceUsageRecorded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -113,6 +117,7 @@ impl WorkEventKind {
             Self::LeaseRenewed => "lease.renewed",
             Self::WorkProgressReported => "work.progress_reported",
             Self::WorkPreemptionRequested => "work.preemption_requested",
+            Self::ResourceUsageRecorded => "ext.missionweaveprotocol.core.resource_usage_recorded",
         }
     }
 

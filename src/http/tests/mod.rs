@@ -11,6 +11,7 @@ mod admin;
 mod artifacts;
 mod binding;
 mod blobs;
+mod budget;
 mod content;
 mod delivery;
 mod evidence;

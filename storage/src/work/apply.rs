@@ -19,10 +19,14 @@ use weft_api::{ErrorCode, EventPayload, Id};
 
 use super::command::{now_text, quotes_lease};
 use super::{MissionRow, WorkRow, deps, from_json, load_mission, name, to_json};
+use weft_api::work::contract::Budgets;
+use weft_api::work::offline::Binding;
+
 use crate::access::membership;
 use crate::db::Tx;
 use crate::error::{Error, reject};
 use crate::events;
+use crate::options::{Faults, ReconcileStep};
 
 /// One Command's execution: the transaction, the Command, and the Events appended so far.
 pub(super) struct Ctx<'t, 'c> {
@@ -33,6 +37,11 @@ pub(super) struct Ctx<'t, 'c> {
     pub(super) roles: Vec<Role>,
     pub(super) session_epoch: u64,
     pub(super) appended: Vec<AppendedEvent>,
+    /// The binding of a buffered Command (OFL-6/7), checked in `command.rs`.
+    pub(super) offline: Option<Binding>,
+    /// The usage delta the Command charges (DESIGN §12).
+    pub(super) usage: Option<Budgets>,
+    pub(super) faults: Faults,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -51,6 +60,9 @@ impl<'t, 'c> Ctx<'t, 'c> {
             roles,
             session_epoch,
             appended: Vec::new(),
+            offline: None,
+            usage: None,
+            faults: Faults::default(),
         }
     }
 
@@ -223,7 +235,7 @@ pub(super) fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value,
 /// Releases every unreleased lease of the WorkItem.
 pub(super) fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
     ctx.tx.execute(
-        "UPDATE leases SET released_at = ?2 WHERE work_item_id = ?1 AND released_at IS NULL",
+        "UPDATE leases SET released_at = ?2, ended_by = 'released' WHERE work_item_id = ?1 AND released_at IS NULL",
         params![work_item_id, ctx.now_text],
     )?;
     Ok(())
@@ -265,7 +277,7 @@ pub(super) fn fence_owner(
     now_text: &str,
 ) -> Result<Vec<String>, Error> {
     let mut statement = tx.prepare_cached(
-        "UPDATE leases SET released_at = ?2 WHERE work_item_id = ?1 AND released_at IS NULL
+        "UPDATE leases SET released_at = ?2, ended_by = 'fenced' WHERE work_item_id = ?1 AND released_at IS NULL
          RETURNING lease_id",
     )?;
     let mut ended = statement
@@ -339,6 +351,7 @@ pub(super) fn work(
         )
     })?;
     let payload = command_detail(body)?;
+    let reconcile = charge_usage(ctx, &mut row)?;
     match body {
         CommandBody::WorkOffer(p) => {
             if p.expires_at.to_utc() <= ctx.now {
@@ -565,7 +578,34 @@ pub(super) fn work(
             ));
         }
     }
+    if reconcile {
+        ctx.faults.after(ReconcileStep::CommandApplied)?;
+    }
     detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
+}
+
+/// The Command's usage delta, before its effect: a buffered Command's first appends
+/// `resource_usage_recorded` (OFL-11 step 1); either is then charged to the whole budget
+/// lineage or refused `budget_exceeded` (step 2, OFL-12). Answers whether this was a
+/// reconciliation (a nonzero offline delta), whose step 3 is the Command's own effect.
+fn charge_usage(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<bool, Error> {
+    let Some(delta) = ctx.usage.clone().filter(|usage| !usage.is_zero()) else {
+        return Ok(false);
+    };
+    let reconcile = match ctx.offline.clone() {
+        Some(binding) => {
+            let detail = super::offline::usage_detail(ctx, &binding, &delta)?;
+            ctx.record(row, WorkEventKind::ResourceUsageRecorded, detail)?;
+            ctx.faults.after(ReconcileStep::UsageRecorded)?;
+            true
+        }
+        None => false,
+    };
+    super::budget::charge_lineage(ctx.tx, row, &delta)?;
+    if reconcile {
+        ctx.faults.after(ReconcileStep::LineageCharged)?;
+    }
+    Ok(reconcile)
 }
 
 fn expect_new_child(ctx: &Ctx<'_, '_>, mission_id: &str) -> Result<(), Error> {

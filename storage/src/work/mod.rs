@@ -10,11 +10,13 @@
 //! the log agrees with these rows (fsck compares them).
 
 mod apply;
+mod budget;
 mod checks;
 mod command;
 mod deps;
 pub(crate) mod expiry;
 mod missions;
+mod offline;
 mod owner;
 mod timer;
 mod tokens;
@@ -316,7 +318,7 @@ pub(crate) fn work_view(
         child_mission_id: row.child_mission_id.clone(),
         budget: BudgetView {
             limit: row.contract.budgets.clone(),
-            spent: Budgets::default(),
+            spent: budget::spent(conn, budget::Table::WorkItems, &row.work_item_id)?,
         },
         attempts: row.attempts,
         attempt_key: owner::attempt_key(row)?,
@@ -376,7 +378,7 @@ pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<Missio
         revision: row.revision,
         budget: BudgetView {
             limit: row.budget.clone(),
-            spent: Budgets::default(),
+            spent: budget::spent(conn, budget::Table::Missions, &row.mission_id)?,
         },
         parent_work_item_id: row.parent_work_item_id.clone(),
         work_items: nodes(conn, &row.mission_id)?,

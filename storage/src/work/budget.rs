@@ -1,0 +1,164 @@
+//! Spending budgets (CON-1.7, OFL-10…12, DESIGN §12): the budget lineage of a WorkItem (its
+//! own budget, its Mission's, then each enclosing parent WorkItem's and Mission's, following
+//! `missions.parent_work_item_id`), its spend read from the rows, and the charge of a usage
+//! delta to all of it, in the Command's writer transaction. Whether a delta fits is
+//! `weft_api::work::budget::charge`; this module only reads and writes the `spent` columns.
+//!
+//! The parent WorkItem of a child Mission is on the lineage: its child Mission is how it is
+//! being done, so what the child spends, the parent WorkItem spends.
+
+use rusqlite::{Connection, params};
+use weft_api::ErrorCode;
+use weft_api::work::budget::charge;
+use weft_api::work::contract::Budgets;
+use weft_api::work::views::BudgetView;
+
+use super::{WorkRow, from_json, load_mission, load_work_item, to_json};
+use crate::db::Tx;
+use crate::error::{Error, reject};
+
+/// Deepest nesting of child Missions followed; deeper is refused rather than walked forever.
+const MAX_DEPTH: usize = 64;
+
+/// One budget on a lineage.
+#[derive(Clone, Debug, PartialEq)]
+enum Holder {
+    WorkItem(String),
+    Mission(String),
+}
+
+impl Holder {
+    fn describe(&self) -> String {
+        match self {
+            Self::WorkItem(id) => format!("WorkItem {id}"),
+            Self::Mission(id) => format!("Mission {id}"),
+        }
+    }
+}
+
+/// What a WorkItem or Mission has spent so far.
+pub(crate) fn spent(conn: &Connection, table: Table, id: &str) -> Result<Budgets, Error> {
+    let text: String = conn.query_row(
+        &format!(
+            "SELECT spent FROM {} WHERE {} = ?1",
+            table.name(),
+            table.key()
+        ),
+        [id],
+        |r| r.get(0),
+    )?;
+    from_json(&text)
+}
+
+/// The two tables that hold a budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Table {
+    WorkItems,
+    Missions,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Self::WorkItems => "work_items",
+            Self::Missions => "missions",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Self::WorkItems => "work_item_id",
+            Self::Missions => "mission_id",
+        }
+    }
+}
+
+/// The lineage of `row`, innermost first, with each budget's limit and spend.
+fn lineage(conn: &Connection, row: &WorkRow) -> Result<Vec<(Holder, BudgetView)>, Error> {
+    let mut lines = Vec::new();
+    let mut work_item = row.clone();
+    loop {
+        if lines.len() >= 2 * MAX_DEPTH {
+            return Err(reject(
+                ErrorCode::BudgetExceeded,
+                format!(
+                    "the budget lineage of {} is deeper than {MAX_DEPTH} Missions",
+                    row.work_item_id
+                ),
+            ));
+        }
+        lines.push((
+            Holder::WorkItem(work_item.work_item_id.clone()),
+            BudgetView {
+                limit: work_item.contract.budgets.clone(),
+                spent: spent(conn, Table::WorkItems, &work_item.work_item_id)?,
+            },
+        ));
+        let Some(mission) = load_mission(conn, &work_item.mission_id)? else {
+            return Ok(lines);
+        };
+        lines.push((
+            Holder::Mission(mission.mission_id.clone()),
+            BudgetView {
+                limit: mission.budget.clone(),
+                spent: spent(conn, Table::Missions, &mission.mission_id)?,
+            },
+        ));
+        let Some(parent) = mission.parent_work_item_id.as_deref() else {
+            return Ok(lines);
+        };
+        let Some(parent) = load_work_item(conn, parent)? else {
+            return Ok(lines);
+        };
+        work_item = parent;
+    }
+}
+
+/// Charges `delta` to every budget on the lineage of `row` (OFL-11 step 2), or refuses it
+/// whole with `budget_exceeded`, naming the first budget and dimension it would overflow
+/// (OFL-12: nothing is written before the answer is known).
+pub(super) fn charge_lineage(tx: &Tx<'_>, row: &WorkRow, delta: &Budgets) -> Result<(), Error> {
+    let lines = lineage(tx, row)?;
+    let views: Vec<BudgetView> = lines.iter().map(|(_, view)| view.clone()).collect();
+    let after = charge(&views, delta).map_err(|overflow| {
+        let (holder, view) = &lines[overflow.level];
+        reject(
+            ErrorCode::BudgetExceeded,
+            format!(
+                "the usage would overflow the {} budget of {} (limit {}, spent {}; OFL-12)",
+                overflow.dimension.as_str(),
+                holder.describe(),
+                amount(&view.limit, overflow.dimension),
+                amount(&view.spent, overflow.dimension),
+            ),
+        )
+    })?;
+    for ((holder, _), spent) in lines.iter().zip(after) {
+        let (table, id) = match holder {
+            Holder::WorkItem(id) => (Table::WorkItems, id),
+            Holder::Mission(id) => (Table::Missions, id),
+        };
+        tx.execute(
+            &format!(
+                "UPDATE {} SET spent = ?2 WHERE {} = ?1",
+                table.name(),
+                table.key()
+            ),
+            params![id, to_json(&spent)?],
+        )?;
+    }
+    Ok(())
+}
+
+/// One dimension of `budgets`, as text for a message.
+fn amount(budgets: &Budgets, dimension: weft_api::work::budget::Dimension) -> String {
+    use weft_api::work::budget::Dimension as D;
+    match dimension {
+        D::Financial => budgets.financial.to_string(),
+        D::Tokens => budgets.tokens.to_string(),
+        D::ToolCalls => budgets.tool_calls.to_string(),
+        D::ComputeSeconds => budgets.compute_seconds.to_string(),
+        D::WallClockSeconds => budgets.wall_clock_seconds.to_string(),
+        D::SideEffects => budgets.side_effects.to_string(),
+    }
+}
