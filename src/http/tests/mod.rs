@@ -21,6 +21,7 @@ mod leases;
 mod limits;
 mod lineage;
 mod meta;
+mod offline;
 mod progress;
 mod review;
 mod revocation;
