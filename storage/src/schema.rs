@@ -381,6 +381,9 @@ ALTER TABLE work_items ADD COLUMN spent TEXT NOT NULL
 ALTER TABLE missions ADD COLUMN spent TEXT NOT NULL
     DEFAULT '{"financial":0.0,"tokens":0,"toolCalls":0,"computeSeconds":0,"wallClockSeconds":0,"sideEffects":0}';
 ALTER TABLE leases ADD COLUMN ended_by TEXT;  -- released | expired | revoked | fenced
+-- When the lease was closed for OFL-9: its release or fencing, or the bufferedAt of the
+-- reconciled checkpoint that released it; NULL while it runs, expired or revoked.
+ALTER TABLE leases ADD COLUMN closed_at TEXT;
 "#;
 
 /// Brings the schema to the newest version; refuses a database from a newer weft.

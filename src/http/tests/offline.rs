@@ -153,6 +153,27 @@ backends!(
         let again = accepted(&h, &w1, &report).await;
         assert_eq!(again, answer);
         assert_unchanged(&before, &h.fingerprint().await, "a replayed reconciliation");
+        // Rebased again onto yet another session (the Worker lost the answer and reconnected):
+        // still the same buffered Command, replayed, charged once.
+        let w1 = reconnect(&h, &w1).await;
+        let mut rebased = buffered(
+            &h,
+            &w1,
+            "work.progress",
+            progress(WI, usage(30, 0.5)),
+            &report_binding,
+        )
+        .await;
+        rebased["commandId"] = report["commandId"].clone();
+        assert_ne!(rebased["sessionEpoch"], report["sessionEpoch"]);
+        let before = h.fingerprint().await;
+        let again = accepted(&h, &w1, &rebased).await;
+        assert_eq!(again, answer);
+        assert_unchanged(
+            &before,
+            &h.fingerprint().await,
+            "a re-rebased reconciliation",
+        );
 
         let checkpoint = buffered(
             &h,
@@ -166,6 +187,27 @@ backends!(
         assert_eq!(kinds(&answer), [USAGE_RECORDED, "work.checkpointed"]);
         assert_eq!(answer["state"]["state"], "queued");
         assert_eq!(answer["state"]["budget"]["spent"], usage(50, 0.75));
+        // The checkpoint closed the historical lease when it was buffered: what the Worker
+        // buffered after it is past the lease (OFL-9).
+        let after_checkpoint = binding(
+            &lease,
+            instant(&checkpoint_binding["bufferedAt"]) + Duration::seconds(5),
+            usage(1, 0.0),
+        );
+        let late = buffered(
+            &h,
+            &w1,
+            "work.progress",
+            progress(WI, usage(1, 0.0)),
+            &after_checkpoint,
+        )
+        .await;
+        refused(
+            &h,
+            command_request(&w1, "g1", &late),
+            "offline_lease_closed",
+        )
+        .await;
         // Reconciled, the Worker starts again under a new lease.
         let restarted = ok(&h, &w1, "g1", "work.start", json!({"workItemId": WI})).await;
         assert_ne!(restarted["state"]["lease"]["leaseId"], lease["leaseId"]);

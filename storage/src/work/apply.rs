@@ -235,7 +235,8 @@ pub(super) fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value,
 /// Releases every unreleased lease of the WorkItem.
 pub(super) fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
     ctx.tx.execute(
-        "UPDATE leases SET released_at = ?2, ended_by = 'released' WHERE work_item_id = ?1 AND released_at IS NULL",
+        "UPDATE leases SET released_at = ?2, ended_by = 'released', closed_at = ?2
+         WHERE work_item_id = ?1 AND released_at IS NULL",
         params![work_item_id, ctx.now_text],
     )?;
     Ok(())
@@ -277,7 +278,8 @@ pub(super) fn fence_owner(
     now_text: &str,
 ) -> Result<Vec<String>, Error> {
     let mut statement = tx.prepare_cached(
-        "UPDATE leases SET released_at = ?2, ended_by = 'fenced' WHERE work_item_id = ?1 AND released_at IS NULL
+        "UPDATE leases SET released_at = ?2, ended_by = 'fenced', closed_at = ?2
+         WHERE work_item_id = ?1 AND released_at IS NULL
          RETURNING lease_id",
     )?;
     let mut ended = statement
@@ -497,6 +499,17 @@ pub(super) fn work(
         CommandBody::WorkProgress(p) => super::owner::progress(ctx, &mut row, kind, payload, p)?,
         CommandBody::WorkCheckpoint(_) => {
             release_leases(ctx, &row.work_item_id)?;
+            // A reconciled checkpoint closed its historical lease when it was buffered: what
+            // the Worker buffered after it is past the lease (OFL-9).
+            if let Some(binding) = &ctx.offline {
+                ctx.tx.execute(
+                    "UPDATE leases SET closed_at = ?2 WHERE lease_id = ?1",
+                    params![
+                        binding.lease_id.as_str(),
+                        now_text(binding.buffered_at.to_utc())
+                    ],
+                )?;
+            }
             row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));
             row.state = transition.next;
             ctx.record(&mut row, kind, payload)?;

@@ -88,7 +88,19 @@ impl Engine {
         let offline = command.offline_binding()?;
         let usage = command.usage()?;
         let faults = self.faults.clone();
-        let request_hash = *blake3::hash(&payload).as_bytes();
+        let request_hash = match &offline {
+            // A buffered Command stays the same Command whatever session it was rebased onto
+            // (OFL-8): sent again after yet another reconnect, it replays its answer and is
+            // charged once. So its rebase fields are left out of what identifies it.
+            Some(_) => {
+                let mut unrebased = command.clone();
+                unrebased.issued_at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH.fixed_offset();
+                unrebased.session_epoch = 0;
+                unrebased.membership_epoch = 0;
+                *blake3::hash(&serde_json::to_vec(&unrebased).map_err(Error::backend)?).as_bytes()
+            }
+            None => *blake3::hash(&payload).as_bytes(),
+        };
         let now = self.clock.now();
         let session_epoch = session.session_epoch;
         let deadlines = self.deadlines.clone();

@@ -35,22 +35,16 @@ fn instant(text: &str) -> Result<DateTime<FixedOffset>, Error> {
     DateTime::parse_from_rfc3339(text).map_err(Error::backend)
 }
 
-/// The lease record a binding names, with its close time when a release or fencing ended it.
+/// The lease record a binding names, with its close time (OFL-9).
 fn lease_record(conn: &Connection, lease_id: &Id) -> Result<Option<LeaseRecord>, Error> {
-    type Row = (
-        String,
-        String,
-        u64,
-        u64,
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-    );
+    type Row = (String, String, u64, u64, String, String, Option<String>);
+    // `closed_at` is NULL while the lease runs, and after it expired or the reconnect revoked
+    // it (neither closes the window, DESIGN §12); a lease that ended before schema v12 said
+    // why counts as closed when it was released.
     let found: Option<Row> = conn
         .query_row(
             "SELECT work_item_id, agent_id, session_epoch, ownership_epoch, started_at, expires_at,
-                    released_at, ended_by
+                    CASE WHEN ended_by IS NULL THEN released_at ELSE closed_at END
              FROM leases WHERE lease_id = ?1 AND kind = 'execution'",
             [lease_id.as_str()],
             |r| {
@@ -62,22 +56,16 @@ fn lease_record(conn: &Connection, lease_id: &Id) -> Result<Option<LeaseRecord>,
                     r.get(4)?,
                     r.get(5)?,
                     r.get(6)?,
-                    r.get(7)?,
                 ))
             },
         )
         .optional()?;
-    let Some((work_item_id, agent_id, session_epoch, ownership_epoch, started, expires, ended, by)) =
+    let Some((work_item_id, agent_id, session_epoch, ownership_epoch, started, expires, closed)) =
         found
     else {
         return Ok(None);
     };
-    // Expiry and the reconnect's revocation do not close the window; anything else that ended
-    // the lease does (a lease ended before schema v12 recorded why counts as closed).
-    let closed_at = match (ended, by.as_deref()) {
-        (Some(_), Some("expired" | "revoked")) | (None, _) => None,
-        (Some(at), _) => Some(instant(&at)?),
-    };
+    let closed_at = closed.as_deref().map(instant).transpose()?;
     Ok(Some(LeaseRecord {
         work_item_id,
         agent_id,
