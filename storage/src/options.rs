@@ -107,13 +107,13 @@ impl Faults {
     }
 
     /// Fails if a test asked for a failure right after `step`.
-    pub(crate) fn after(&self, step: ReconcileStep) -> Result<(), crate::Error> {
+    pub(crate) fn after(&self, step: ReconcileStep) -> Result<(), crate::error::Error> {
         if self
             .reconcile_fail_after
             .load(std::sync::atomic::Ordering::SeqCst)
             == step as u8
         {
-            return Err(crate::Error::backend(std::io::Error::other(format!(
+            return Err(crate::error::Error::backend(std::io::Error::other(format!(
                 "injected fault after reconciliation step {step:?}"
             ))));
         }

@@ -5,8 +5,9 @@
 //!
 //! Mission Commands and `work.authorize` are in `missions.rs`; the rule-specific checks
 //! (offer standing, Evidence, the quoted lease) in `checks.rs`. The decisions themselves are
-//! in `weft_api::work::machine`. The file is long (just over 600 lines) because the effect of each
-//! WorkItem Command stays in one match, so a Command's row changes read in one place.
+//! in `weft_api::work::machine`. The file is long (about 670 lines) because the effect of each
+//! WorkItem Command stays in one match, so a Command's row changes read in one place, and the
+//! usage charge that precedes every effect (`charge_usage`, OFL-11) sits beside it.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension as _, params};

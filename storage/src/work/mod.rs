@@ -3,7 +3,9 @@
 //! of `weft_api::work::machine`), `apply.rs` turns an accepted Command into row changes and
 //! Events in the one writer transaction, `deps.rs` keeps each Mission's dependency DAG
 //! (petgraph) and eligibility, `owner.rs` the owner's Commands while it executes (lease
-//! renewal, progress, preemption requests) and the retry policy at `work.start`.
+//! renewal, progress, preemption requests) and the retry policy at `work.start`, `budget.rs`
+//! the budget lineage and its spend (CON-1.7, OFL-12), `offline.rs` the judgement of a
+//! buffered Command's binding against its lease record (OFL-9).
 //!
 //! **Invariant:** every row change here is made in the transaction that appends the Event
 //! describing it (a `WorkEvent` carrying the state after it), so `GroupState` folded from
