@@ -113,9 +113,9 @@ impl Faults {
             .load(std::sync::atomic::Ordering::SeqCst)
             == step as u8
         {
-            return Err(crate::error::Error::backend(std::io::Error::other(format!(
-                "injected fault after reconciliation step {step:?}"
-            ))));
+            return Err(crate::error::Error::backend(std::io::Error::other(
+                format!("injected fault after reconciliation step {step:?}"),
+            )));
         }
         Ok(())
     }

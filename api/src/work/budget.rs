@@ -79,6 +79,29 @@ impl Budgets {
                 .all(|d| d.count(self).is_none_or(|n| n == 0))
     }
 
+    /// `self + other` in every dimension, saturating (a fold of the log; [`charge`] is the
+    /// rule that refuses an overflow).
+    pub fn saturating_add(&self, other: &Budgets) -> Budgets {
+        Budgets {
+            financial: (micros(self.financial) + micros(other.financial)) as f64 / 1e6,
+            tokens: self.tokens.saturating_add(other.tokens),
+            tool_calls: self.tool_calls.saturating_add(other.tool_calls),
+            compute_seconds: self.compute_seconds.saturating_add(other.compute_seconds),
+            wall_clock_seconds: self
+                .wall_clock_seconds
+                .saturating_add(other.wall_clock_seconds),
+            side_effects: self.side_effects.saturating_add(other.side_effects),
+        }
+    }
+
+    /// The same spend in every dimension (`financial` to the millionth).
+    pub fn same_spend(&self, other: &Budgets) -> bool {
+        micros(self.financial) == micros(other.financial)
+            && Dimension::ALL[1..]
+                .iter()
+                .all(|d| d.count(self) == d.count(other))
+    }
+
     /// A usage delta is finite and non-negative in every dimension (the whole-unit ones are
     /// unsigned by type); `what` names it in the message.
     pub fn validate_usage(&self, what: &str) -> Result<(), Rejection> {

@@ -119,6 +119,13 @@ pub(super) async fn accepted(h: &Harness, agent: &Agent, document: &Value) -> Va
     answer.json()
 }
 
+/// fsck finds nothing: every `spent` agrees with the fold of the log (each WorkItem's usage
+/// on every budget of its lineage).
+pub(super) async fn assert_fsck_clean(h: &Harness) {
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(report.problems.is_empty(), "{report:?}");
+}
+
 /// The `budget` of a WorkItem or Mission read back: (limit, spent).
 pub(super) async fn budget_of(h: &Harness, reader: &Agent, uri: &str) -> (Value, Value) {
     let view = h.get_json(reader, uri).await;
@@ -175,6 +182,7 @@ backends!(
         assert_eq!(spent["financial"], 2.0);
         let (_, mission_spent) = budget_of(&h, &w1, &format!("/v1/missions/{MISSION}")).await;
         assert_eq!(mission_spent["tokens"], 150);
+        assert_fsck_clean(&h).await;
     }
 );
 
@@ -402,6 +410,7 @@ backends!(
         )
         .await;
         accepted(&h, &w1, &exact).await;
+        assert_fsck_clean(&h).await;
     }
 );
 

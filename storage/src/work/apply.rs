@@ -353,7 +353,14 @@ pub(super) fn work(
             format!("no Event kind {}", transition.event),
         )
     })?;
-    let payload = command_detail(body)?;
+    let mut payload = command_detail(body)?;
+    if ctx.offline.is_some()
+        && let serde_json::Value::Object(map) = &mut payload
+    {
+        // A reconciled Command's delta is in its `resource_usage_recorded`; its own Event
+        // leaves it out, so a fold of the log counts it once (fsck).
+        map.remove("usage");
+    }
     let reconcile = charge_usage(ctx, &mut row)?;
     match body {
         CommandBody::WorkOffer(p) => {

@@ -162,3 +162,57 @@ fn amount(budgets: &Budgets, dimension: weft_api::work::budget::Dimension) -> St
         D::SideEffects => budgets.side_effects.to_string(),
     }
 }
+
+/// Where the `spent` of the Group's WorkItems and Missions differs from the fold of its log
+/// (fsck): each WorkItem's own usage (`WorkItemProjection::usage`) added to every budget on
+/// its lineage.
+pub(crate) fn check_spent(
+    conn: &Connection,
+    group_id: &str,
+    folded: &weft_api::work::events::WorkProjection,
+) -> Result<Vec<String>, Error> {
+    let mut expected: std::collections::BTreeMap<(bool, String), Budgets> = Default::default();
+    for (work_item_id, projection) in &folded.work_items {
+        if projection.usage.is_zero() {
+            continue;
+        }
+        let Some(row) = load_work_item(conn, work_item_id)? else {
+            continue;
+        };
+        for (holder, _) in lineage(conn, &row)? {
+            let key = match holder {
+                Holder::WorkItem(id) => (false, id),
+                Holder::Mission(id) => (true, id),
+            };
+            let sum = expected.entry(key).or_default();
+            *sum = sum.saturating_add(&projection.usage);
+        }
+    }
+    let mut problems = Vec::new();
+    for (is_mission, table) in [(false, Table::WorkItems), (true, Table::Missions)] {
+        let mut statement = conn.prepare(&format!(
+            "SELECT {}, spent FROM {} WHERE group_id = ?1 ORDER BY 1",
+            table.key(),
+            table.name()
+        ))?;
+        let rows = statement
+            .query_map([group_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        for (id, spent) in rows {
+            let spent: Budgets = from_json(&spent)?;
+            let wanted = expected
+                .get(&(is_mission, id.clone()))
+                .cloned()
+                .unwrap_or_default();
+            if !spent.same_spend(&wanted) {
+                problems.push(format!(
+                    "group {group_id}: {} {id} has spent {spent:?} in the index, {wanted:?} by its log",
+                    if is_mission { "Mission" } else { "WorkItem" }
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}

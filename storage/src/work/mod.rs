@@ -524,6 +524,7 @@ pub(crate) fn check_projection(
             ));
         }
     }
+    problems.extend(budget::check_spent(conn, group_id, folded)?);
     Ok(problems)
 }
 
