@@ -3,7 +3,8 @@
 //! only through [`SignedPayload`]: unknown fields are refused at every level, an unknown
 //! critical extension is `unknown_extension`; the offline binding (`offline.rs`) is known.
 //! It is longer than 600 lines because every Command type's payload is here, so the wire
-//! shapes of DESIGN §10's table are read and reviewed in one place.
+//! shapes of DESIGN §10's table are read and reviewed in one place (with the offline
+//! binding's envelope checks, OFL-6).
 
 use chrono::{DateTime, FixedOffset};
 use serde::de::DeserializeOwned;
@@ -151,6 +152,18 @@ pub struct Extension {
     pub urn: String,
     pub critical: bool,
     pub value: serde_json::Value,
+}
+
+impl Extension {
+    /// The critical bounded-offline-execution entry a buffered Command carries (OFL-6).
+    pub fn offline(binding: &Binding) -> Extension {
+        Extension {
+            urn: OFFLINE_EXTENSION.to_owned(),
+            critical: true,
+            // A struct of ids, instants and numbers always serialises.
+            value: serde_json::to_value(binding).unwrap_or_default(),
+        }
+    }
 }
 
 /// A Command as signed (DESIGN §10).

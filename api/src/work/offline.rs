@@ -125,3 +125,128 @@ pub fn judge(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> DateTime<FixedOffset> {
+        let start: DateTime<FixedOffset> = "2026-12-01T00:00:00Z".parse().expect("instant");
+        start + chrono::Duration::seconds(seconds)
+    }
+
+    fn id(text: &str) -> Id {
+        Id::parse("id", text).expect("id")
+    }
+
+    /// A binding buffered at +50 s under a lease of +0…+300 s with 120 s of grace.
+    fn case() -> (Binding, LeaseRecord, Current) {
+        let binding = Binding {
+            agent_id: id("w1"),
+            group_id: id("g1"),
+            work_item_id: id("wi"),
+            session_epoch: 1,
+            ownership_epoch: 1,
+            lease_id: id("lease-1"),
+            disconnected_at: at(40),
+            buffered_at: at(50),
+            grace_seconds: 120,
+            lease_expires_at: at(300),
+            usage: Budgets::default(),
+        };
+        let lease = LeaseRecord {
+            work_item_id: "wi".into(),
+            agent_id: "w1".into(),
+            session_epoch: 1,
+            ownership_epoch: 1,
+            started_at: at(0),
+            expires_at: at(300),
+            closed_at: None,
+        };
+        let current = Current {
+            work_item_id: "wi".into(),
+            owner: Some("w1".into()),
+            ownership_epoch: 1,
+            contract_grace_seconds: 120,
+            now: at(1000),
+        };
+        (binding, lease, current)
+    }
+
+    #[test]
+    fn the_window_is_lease_start_to_expiry_plus_grace_inclusive() {
+        let (mut binding, lease, current) = case();
+        for (seconds, fits) in [
+            (-1, false),
+            (0, true),
+            (300, true),
+            (420, true),
+            (421, false),
+        ] {
+            binding.buffered_at = at(seconds);
+            binding.disconnected_at = at(seconds);
+            let answer = judge(&binding, Some(&lease), &current);
+            assert_eq!(answer.is_ok(), fits, "+{seconds} s: {answer:?}");
+        }
+    }
+
+    #[test]
+    fn closing_counts_from_the_close_instant_on() {
+        let (binding, mut lease, current) = case();
+        lease.closed_at = Some(at(51));
+        assert_eq!(judge(&binding, Some(&lease), &current), Ok(()));
+        lease.closed_at = Some(at(50));
+        assert_eq!(
+            judge(&binding, Some(&lease), &current),
+            Err(ErrorCode::OfflineLeaseClosed)
+        );
+    }
+
+    #[test]
+    fn a_fenced_owner_is_not_a_changed_owner_but_a_new_epoch_is() {
+        let (binding, lease, mut current) = case();
+        current.owner = None;
+        assert_eq!(judge(&binding, Some(&lease), &current), Ok(()));
+        current.owner = Some("w1".into());
+        current.ownership_epoch = 2;
+        assert_eq!(
+            judge(&binding, Some(&lease), &current),
+            Err(ErrorCode::OfflineOwnerChanged)
+        );
+    }
+
+    #[test]
+    fn the_bound_work_item_answers_before_the_lease_record() {
+        let (binding, _, mut current) = case();
+        current.work_item_id = "wi-other".into();
+        assert_eq!(
+            judge(&binding, None, &current),
+            Err(ErrorCode::OfflineWrongWorkItem)
+        );
+        current.work_item_id = "wi".into();
+        assert_eq!(
+            judge(&binding, None, &current),
+            Err(ErrorCode::OfflineBindingMismatch)
+        );
+    }
+
+    #[test]
+    fn more_grace_than_the_contract_grants_is_a_mismatch() {
+        let (mut binding, lease, current) = case();
+        binding.grace_seconds = 121;
+        assert_eq!(
+            judge(&binding, Some(&lease), &current),
+            Err(ErrorCode::OfflineBindingMismatch)
+        );
+    }
+
+    #[test]
+    fn the_extension_round_trips() {
+        let (binding, ..) = case();
+        let extension = super::super::command::Extension::offline(&binding);
+        assert!(extension.critical);
+        assert_eq!(extension.urn, OFFLINE_EXTENSION);
+        let back: Binding = serde_json::from_value(extension.value).expect("parses");
+        assert_eq!(back, binding);
+    }
+}
