@@ -76,8 +76,8 @@ pub struct Current {
 
 /// OFL-9 and DESIGN §12, in this order, the first failing answering: the bound WorkItem is the
 /// Command's (`offline_wrong_work_item`); the binding agrees with the lease record (`lease`
-/// `None`: no such lease) and claims no more grace than the contract grants
-/// (`offline_binding_mismatch`); the WorkItem still has that owner under that ownership epoch
+/// `None`: no such lease), claims no more grace than the contract grants, and was disconnected
+/// no later than it buffered (`offline_binding_mismatch`); the WorkItem still has that owner under that ownership epoch
 /// (`offline_owner_changed`: reassigned, or accepted again under a new epoch); `bufferedAt`
 /// lies in `[lease start, lease expiry + grace]` and not in the future
 /// (`offline_outside_grace`); and before the lease was closed (`offline_lease_closed`).
