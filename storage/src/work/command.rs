@@ -86,7 +86,10 @@ impl Engine {
         let body = command.body()?;
         // A buffered Command's binding (OFL-6/7) and the usage delta it charges (DESIGN §12).
         let offline = command.offline_binding()?;
-        let usage = command.usage()?;
+        let usage = match &offline {
+            Some(binding) => Some(binding.usage.clone()),
+            None => body.usage().cloned(),
+        };
         let faults = self.faults.clone();
         let request_hash = match &offline {
             // A buffered Command stays the same Command whatever session it was rebased onto
