@@ -356,6 +356,9 @@ backends!(
         let mut document = report.clone();
         document["sessionEpoch"] = lease["sessionEpoch"].clone();
         refused(&h, send(document), "stale_session").await;
+        let mut document = report.clone();
+        document["membershipEpoch"] = json!(report["membershipEpoch"].as_u64().expect("epoch") + 1);
+        refused(&h, send(document), "stale_membership").await;
         // OFL-9: outside the bound WorkItem, whichever side names the other one.
         let document = buffered(
             &h,
