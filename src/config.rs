@@ -149,6 +149,7 @@ impl Config {
             authority: Arc::new(weft_api::dsse::generate_key()),
             lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
             quotas: self.quotas(),
+            faults: weft_storage::Faults::default(),
         }
     }
 }

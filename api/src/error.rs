@@ -73,6 +73,16 @@ pub enum ErrorCode {
     ApprovalRequired,
     EvidenceMissing,
     BudgetExceeded,
+    /// OFL-6/7: the bounded-offline-execution binding disagrees with the lease record.
+    OfflineBindingMismatch,
+    /// OFL-9: buffered outside the historical lease plus grace window.
+    OfflineOutsideGrace,
+    /// OFL-9: buffered after the lease was closed (released, cancelled, failed).
+    OfflineLeaseClosed,
+    /// OFL-9: the WorkItem's owner changed since the lease.
+    OfflineOwnerChanged,
+    /// OFL-9: outside the bound WorkItem.
+    OfflineWrongWorkItem,
     Internal,
 }
 
@@ -142,6 +152,11 @@ impl ErrorCode {
             Self::ApprovalRequired => "approval_required",
             Self::EvidenceMissing => "evidence_missing",
             Self::BudgetExceeded => "budget_exceeded",
+            Self::OfflineBindingMismatch => "offline_binding_mismatch",
+            Self::OfflineOutsideGrace => "offline_outside_grace",
+            Self::OfflineLeaseClosed => "offline_lease_closed",
+            Self::OfflineOwnerChanged => "offline_owner_changed",
+            Self::OfflineWrongWorkItem => "offline_wrong_work_item",
             Self::Internal => "internal",
         }
     }
@@ -196,6 +211,11 @@ mod tests {
             ErrorCode::UploadQuotaExceeded,
             ErrorCode::RateLimited,
             ErrorCode::Overloaded,
+            ErrorCode::OfflineBindingMismatch,
+            ErrorCode::OfflineOutsideGrace,
+            ErrorCode::OfflineLeaseClosed,
+            ErrorCode::OfflineOwnerChanged,
+            ErrorCode::OfflineWrongWorkItem,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -355,6 +355,7 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
                     artifact: artifact.map(|a| ArtifactId::parse(&a)).transpose()?,
                     note,
                 },
+                usage: None,
             };
             signer
                 .send(CommandType::WorkCheckpoint, &payload, &command, lease)
@@ -387,6 +388,7 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
                 work_item_id,
                 artifacts: artifact_ids(&artifacts)?,
                 evidence: artifact_ids(&evidence)?,
+                usage: None,
             };
             signer
                 .send(CommandType::WorkSubmit, &payload, &command, lease)

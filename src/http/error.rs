@@ -72,7 +72,12 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::OfferWithdrawn
         | C::NotEligible
         | C::ApprovalRequired
-        | C::BudgetExceeded => StatusCode::CONFLICT,
+        | C::BudgetExceeded
+        | C::OfflineBindingMismatch
+        | C::OfflineOutsideGrace
+        | C::OfflineLeaseClosed
+        | C::OfflineOwnerChanged
+        | C::OfflineWrongWorkItem => StatusCode::CONFLICT,
         C::IdempotencyKeyReused | C::EvidenceMissing => StatusCode::UNPROCESSABLE_ENTITY,
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

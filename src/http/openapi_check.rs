@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 61] = {
+const EVERY_CODE: [ErrorCode; 66] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -83,6 +83,11 @@ const EVERY_CODE: [ErrorCode; 61] = {
         C::ApprovalRequired,
         C::EvidenceMissing,
         C::BudgetExceeded,
+        C::OfflineBindingMismatch,
+        C::OfflineOutsideGrace,
+        C::OfflineLeaseClosed,
+        C::OfflineOwnerChanged,
+        C::OfflineWrongWorkItem,
         C::Internal,
     ]
 };
@@ -151,6 +156,11 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::ApprovalRequired
         | C::EvidenceMissing
         | C::BudgetExceeded
+        | C::OfflineBindingMismatch
+        | C::OfflineOutsideGrace
+        | C::OfflineLeaseClosed
+        | C::OfflineOwnerChanged
+        | C::OfflineWrongWorkItem
         | C::Internal => {}
     }
 }

@@ -35,6 +35,8 @@ pub(crate) struct Engine {
     /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
     /// by every Command, so the expiry timer never scans every lease.
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
+    /// Test hooks (`Options::faults`): off in every server.
+    pub(crate) faults: crate::options::Faults,
 }
 
 impl std::fmt::Debug for Engine {
@@ -152,6 +154,7 @@ impl Engine {
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: crate::artifacts::Counters::default(),
             deadlines,
+            faults: options.faults,
         })
     }
 }

@@ -58,7 +58,7 @@ pub use lineage::{
     ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
     Scope,
 };
-pub use options::{Options, Quotas, defaults};
+pub use options::{Faults, Options, Quotas, ReconcileStep, defaults};
 pub use sessions::Session;
 pub use weft_api::GroupState;
 pub use work::Grant;

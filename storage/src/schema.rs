@@ -369,12 +369,29 @@ CREATE TABLE inert_publications (
 CREATE INDEX inert_publications_work_item ON inert_publications(work_item_id);
 "#;
 
+/// Budgets and bounded offline execution (issue #13, OFL-10…12): what each WorkItem and
+/// Mission has spent in the six CON-1.7 dimensions (JSON, `weft_api::work::contract::Budgets`;
+/// the limit is the contract's or the Mission's), and why a lease ended, so a buffered
+/// Command can tell a lease that was closed (released, or fenced by a cancellation, failure,
+/// reassignment or ownership expiry) from one that only expired or was revoked by its Agent's
+/// reconnect (DESIGN §12). Leases ended before this version say NULL: treated as closed.
+const V12: &str = r#"
+ALTER TABLE work_items ADD COLUMN spent TEXT NOT NULL
+    DEFAULT '{"financial":0.0,"tokens":0,"toolCalls":0,"computeSeconds":0,"wallClockSeconds":0,"sideEffects":0}';
+ALTER TABLE missions ADD COLUMN spent TEXT NOT NULL
+    DEFAULT '{"financial":0.0,"tokens":0,"toolCalls":0,"computeSeconds":0,"wallClockSeconds":0,"sideEffects":0}';
+ALTER TABLE leases ADD COLUMN ended_by TEXT;  -- released | expired | revoked | fenced
+-- When the lease was closed for OFL-9: its release or fencing, or the bufferedAt of the
+-- reconciled checkpoint that released it; NULL while it runs, expired or revoked.
+ALTER TABLE leases ADD COLUMN closed_at TEXT;
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 11 {
+    if version > 12 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (11)"
+            "database schema version {version} is newer than this weft understands (12)"
         ))));
     }
     if version < 1 {
@@ -409,6 +426,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 11 {
         conn.execute_batch(&format!("BEGIN; {V11} PRAGMA user_version = 11; COMMIT;"))?;
+    }
+    if version < 12 {
+        conn.execute_batch(&format!("BEGIN; {V12} PRAGMA user_version = 12; COMMIT;"))?;
     }
     Ok(())
 }

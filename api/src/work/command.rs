@@ -1,15 +1,17 @@
 //! The Command envelope (DESIGN §10): a DSSE payload of type
 //! `application/vnd.mwp.command.v1+json`, and the typed payload of each Command type. Parsed
 //! only through [`SignedPayload`]: unknown fields are refused at every level, an unknown
-//! critical extension is `unknown_extension`.
+//! critical extension is `unknown_extension`; the offline binding (`offline.rs`) is known.
 //! It is longer than 600 lines because every Command type's payload is here, so the wire
-//! shapes of DESIGN §10's table are read and reviewed in one place.
+//! shapes of DESIGN §10's table are read and reviewed in one place (with the offline
+//! binding's envelope checks, OFL-6).
 
 use chrono::{DateTime, FixedOffset};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::contract::{Budgets, ChildFailurePolicy, Level, SelectionBasis, WorkContract};
+use super::offline::{Binding, OFFLINE_EXTENSION};
 use crate::digest::ArtifactId;
 use crate::error::{ErrorCode, Rejection};
 use crate::id::Id;
@@ -142,13 +144,26 @@ impl CommandType {
     }
 }
 
-/// An extension entry; this Authority knows none, so a critical one is refused.
+/// An extension entry. The one this Authority understands is the bounded-offline-execution
+/// binding ([`super::offline`]); any other critical one is refused `unknown_extension`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Extension {
     pub urn: String,
     pub critical: bool,
     pub value: serde_json::Value,
+}
+
+impl Extension {
+    /// The critical bounded-offline-execution entry a buffered Command carries (OFL-6).
+    pub fn offline(binding: &Binding) -> Extension {
+        Extension {
+            urn: OFFLINE_EXTENSION.to_owned(),
+            critical: true,
+            // A struct of ids, instants and numbers always serialises.
+            value: serde_json::to_value(binding).unwrap_or_default(),
+        }
+    }
 }
 
 /// A Command as signed (DESIGN §10).
@@ -183,14 +198,28 @@ impl SignedPayload for Command {
         if self.extensions.len() > 16 {
             return Err(invalid("at most 16 extensions"));
         }
-        if let Some(unknown) = self.extensions.iter().find(|e| e.critical) {
+        if let Some(unknown) = self
+            .extensions
+            .iter()
+            .find(|e| e.critical && e.urn != OFFLINE_EXTENSION)
+        {
             return Err(Rejection::new(
                 ErrorCode::UnknownExtension,
                 format!("critical extension {} is not understood here", unknown.urn),
             ));
         }
         // The typed payload must parse too: a malformed one is refused before anything else.
-        self.body().map(|_| ())
+        let body = self.body()?;
+        if let Some(binding) = self.offline_binding()? {
+            // One delta per buffered Command: the binding's (OFL-7); a payload `usage` may
+            // only repeat it.
+            if body.usage().is_some_and(|usage| *usage != binding.usage) {
+                return Err(invalid(
+                    "a buffered Command's usage is the binding's; the payload may only repeat it",
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -223,6 +252,55 @@ impl Command {
             T::WorkFail => CommandBody::WorkFail(self.typed()?),
             T::WorkCancel => CommandBody::WorkCancel(self.typed()?),
         })
+    }
+
+    /// The bounded-offline-execution binding (OFL-6/7), if the Command carries one: it then
+    /// says it was buffered while its Worker was cut off. See [`super::offline`] for which
+    /// Commands may carry it and why it must be critical.
+    pub fn offline_binding(&self) -> Result<Option<Binding>, Rejection> {
+        let mut found = self
+            .extensions
+            .iter()
+            .filter(|e| e.urn == OFFLINE_EXTENSION);
+        let Some(extension) = found.next() else {
+            return Ok(None);
+        };
+        if found.next().is_some() {
+            return Err(invalid("at most one bounded-offline-execution binding"));
+        }
+        if !extension.critical {
+            return Err(invalid(
+                "the bounded-offline-execution binding must be marked critical (OFL-6)",
+            ));
+        }
+        if !matches!(
+            self.kind,
+            CommandType::WorkProgress | CommandType::WorkCheckpoint
+        ) {
+            return Err(invalid(format!(
+                "{} cannot be buffered: only progress and checkpoints (OFL-3, OFL-5)",
+                self.kind.as_str()
+            )));
+        }
+        let binding: Binding = serde_json::from_value(extension.value.clone())
+            .map_err(|e| invalid(format!("bounded-offline-execution binding: {e}")))?;
+        binding.usage.validate_usage("binding usage")?;
+        if binding.agent_id != self.agent_id || binding.group_id != self.group_id {
+            return Err(Rejection::new(
+                ErrorCode::OfflineBindingMismatch,
+                "the binding names another Agent or Group than the Command",
+            ));
+        }
+        Ok(Some(binding))
+    }
+
+    /// The usage delta this Command charges to its WorkItem's budget lineage: a buffered
+    /// Command's binding's, otherwise its payload's `usage`.
+    pub fn usage(&self) -> Result<Option<Budgets>, Rejection> {
+        if let Some(binding) = self.offline_binding()? {
+            return Ok(Some(binding.usage));
+        }
+        Ok(self.body()?.usage().cloned())
     }
 
     fn typed<T: DeserializeOwned + Validate>(&self) -> Result<T, Rejection> {
@@ -262,6 +340,17 @@ pub enum CommandBody {
 }
 
 impl CommandBody {
+    /// The usage delta the payload reports (`work.progress`, `work.checkpoint`,
+    /// `work.submit`; DESIGN §12).
+    pub fn usage(&self) -> Option<&Budgets> {
+        match self {
+            Self::WorkProgress(p) => p.usage.as_ref(),
+            Self::WorkCheckpoint(p) => p.usage.as_ref(),
+            Self::WorkSubmit(p) => p.usage.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The WorkItem the Command acts on, if any.
     pub fn work_item_id(&self) -> Option<&Id> {
         match self {
@@ -296,7 +385,8 @@ pub struct MissionCreate {
 
 impl Validate for MissionCreate {
     fn validate(&self) -> Result<(), Rejection> {
-        title(&self.title)
+        title(&self.title)?;
+        self.budget.validate_usage("budget")
     }
 }
 
@@ -460,16 +550,20 @@ pub struct Checkpoint {
     pub note: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkCheckpoint {
     pub work_item_id: Id,
     pub checkpoint: Checkpoint,
+    /// Spend since the last report, charged to the budget lineage (DESIGN §12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Budgets>,
 }
 
 impl Validate for WorkCheckpoint {
     fn validate(&self) -> Result<(), Rejection> {
-        detail(self.checkpoint.note.as_deref())
+        detail(self.checkpoint.note.as_deref())?;
+        usage(self.usage.as_ref())
     }
 }
 
@@ -490,12 +584,15 @@ impl Validate for WorkBlock {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkSubmit {
     pub work_item_id: Id,
     pub artifacts: Vec<ArtifactId>,
     pub evidence: Vec<ArtifactId>,
+    /// Spend since the last report, charged to the budget lineage (DESIGN §12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Budgets>,
 }
 
 impl Validate for WorkSubmit {
@@ -505,7 +602,7 @@ impl Validate for WorkSubmit {
                 "a submission names 1..=1024 artifacts and at most 1024 Evidence records",
             ));
         }
-        Ok(())
+        usage(self.usage.as_ref())
     }
 }
 
@@ -560,8 +657,7 @@ pub struct Estimate {
 }
 
 /// `work.progress` (PRG-1): a structured report. `percent` is stored with it but is never
-/// read by a decision (PRG-2); `usage` is recorded in the Event, not charged (budgets are
-/// issue #13).
+/// read by a decision (PRG-2); `usage` is charged to the budget lineage (DESIGN §12).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkProgress {
@@ -605,17 +701,13 @@ impl Validate for WorkProgress {
         {
             return Err(invalid("percent is between 0 and 100"));
         }
-        if self
-            .usage
-            .as_ref()
-            .is_some_and(|u| !u.financial.is_finite() || u.financial < 0.0)
-        {
-            return Err(invalid(
-                "usage.financial must be a finite, non-negative number",
-            ));
-        }
-        Ok(())
+        usage(self.usage.as_ref())
     }
+}
+
+/// A reported usage delta is finite and non-negative (OFL-12's "no negative spend").
+fn usage(delta: Option<&Budgets>) -> Result<(), Rejection> {
+    delta.map_or(Ok(()), |delta| delta.validate_usage("usage"))
 }
 
 fn title(text: &str) -> Result<(), Rejection> {

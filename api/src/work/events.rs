@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::contract::Budgets;
 use super::machine::{MissionState, WorkState};
 use crate::id::Id;
 
@@ -47,10 +48,13 @@ pub enum WorkEventKind {
     LeaseRenewed,
     WorkProgressReported,
     WorkPreemptionRequested,
+    /// OFL-11 step 1: a reconciled offline usage delta, naming the historical execution
+    /// session and the reconciling one (DESIGN §12); caused by the buffered Command.
+    ResourceUsageRecorded,
 }
 
 impl WorkEventKind {
-    pub const ALL: [WorkEventKind; 29] = [
+    pub const ALL: [WorkEventKind; 30] = [
         Self::MissionCreated,
         Self::MissionApproved,
         Self::MissionFailed,
@@ -80,6 +84,7 @@ impl WorkEventKind {
         Self::LeaseRenewed,
         Self::WorkProgressReported,
         Self::WorkPreemptionRequested,
+        Self::ResourceUsageRecorded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -113,6 +118,7 @@ impl WorkEventKind {
             Self::LeaseRenewed => "lease.renewed",
             Self::WorkProgressReported => "work.progress_reported",
             Self::WorkPreemptionRequested => "work.preemption_requested",
+            Self::ResourceUsageRecorded => "ext.missionweaveprotocol.core.resource_usage_recorded",
         }
     }
 
@@ -162,6 +168,12 @@ pub struct WorkItemProjection {
     pub owner: Option<String>,
     /// The sequences of the Events that touched it.
     pub history: Vec<u64>,
+    /// Its own usage so far: the sum of the `usage` its Events' `detail` carries (an owner
+    /// Command's delta, or a reconciled one's `resource_usage_recorded`; the reconciled
+    /// Command's own Event leaves it out, so nothing counts twice). What a Mission or a parent
+    /// WorkItem spent is this summed over the WorkItems below it.
+    #[serde(default)]
+    pub usage: Budgets,
 }
 
 impl WorkItemProjection {
@@ -173,6 +185,13 @@ impl WorkItemProjection {
         self.ownership_epoch = event.ownership_epoch;
         self.owner = event.owner.as_ref().map(Id::to_string);
         self.history.push(sequence);
+        if let Some(Ok(usage)) = event
+            .detail
+            .get("usage")
+            .map(|usage| serde_json::from_value::<Budgets>(usage.clone()))
+        {
+            self.usage = self.usage.saturating_add(&usage);
+        }
     }
 }
 

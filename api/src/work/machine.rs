@@ -149,6 +149,12 @@ pub struct Facts {
     pub evidence_complete: bool,
     /// The retry policy's standing for a new attempt (PRG-8).
     pub retry: RetryStanding,
+    /// The Command is a buffered one whose binding checked out (OFL-9) and whose historical
+    /// Execution Lease ended without being closed: it expired, or the reconnect's new session
+    /// revoked it (LSE-9), which left the WorkItem `queued` under the same owner. Its progress
+    /// or checkpoint is then applied there (OFL-11 step 3).
+    #[serde(default)]
+    pub reconciling: bool,
 }
 
 impl Facts {
@@ -168,6 +174,7 @@ impl Facts {
             eligible: true,
             evidence_complete: true,
             retry: RetryStanding::Allowed,
+            reconciling: false,
         }
     }
 }
@@ -300,6 +307,15 @@ pub fn decide(
                 owner_only()?;
             }
             go(S::Active, "work.preemption_requested")
+        }
+        // OFL-3, OFL-11: a reconciled buffered report or checkpoint of the historical lease,
+        // which expired or was revoked by the reconnect (the WorkItem went back to `queued`
+        // under the same owner): recorded there; the checkpoint keeps it `queued` (T8's end).
+        (C::WorkProgress, S::Queued) if facts.reconciling => {
+            owner_only().and(go(S::Queued, "work.progress_reported"))
+        }
+        (C::WorkCheckpoint, S::Queued) if facts.reconciling => {
+            owner_only().and(go(S::Queued, "work.checkpointed"))
         }
         // T8, T9 (PRG-4)
         (C::WorkCheckpoint, S::Active) => owner_only().and(go(S::Queued, "work.checkpointed")),

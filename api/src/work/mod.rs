@@ -2,10 +2,12 @@
 //! envelope and its typed payloads, the state machine as pure functions, and the Events that
 //! carry each change with the state it leads to (so the projection is a fold of the log).
 
+pub mod budget;
 pub mod command;
 pub mod contract;
 pub mod events;
 pub mod machine;
+pub mod offline;
 pub mod views;
 
 pub use command::{COMMAND_TYPE, Command, CommandBody, CommandType};

@@ -75,6 +75,8 @@ pub(super) struct Harness {
     pub(super) dir: tempfile::TempDir,
     /// Group → the session token of the harness's own coordinator there (`work_setup.rs`).
     pub(super) coordinators: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// The store's fault-injection hooks (off unless a test turns one on).
+    pub(super) faults: weft_storage::Faults,
 }
 
 pub(super) struct Agent {
@@ -126,6 +128,8 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
     let clock = ManualClock::new(chrono::Utc::now());
     let mut options: Options = config.storage_options();
     options.clock = Arc::new(clock.clone());
+    let faults = weft_storage::Faults::default();
+    options.faults = faults.clone();
     if kind == Kind::Disk {
         // The in-memory run walks lineage inline, this one on the blocking pool: both paths.
         options.lineage_inline_budget = None;
@@ -138,6 +142,7 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
         clock,
         dir,
         coordinators: Default::default(),
+        faults,
     }
 }
 

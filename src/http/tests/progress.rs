@@ -301,7 +301,8 @@ backends!(
         // The next report replaces it as the latest; the first stays in the log.
         let mut later = progress("wi-p", 5.0);
         later["phase"] = json!("drafting");
-        later["usage"] = json!({"financial": 0.5, "tokens": 900, "toolCalls": 3, "computeSeconds": 20, "wallClockSeconds": 30, "sideEffects": 0});
+        // Usage is charged (issue #13): within the Mission's budget of one unit a dimension.
+        later["usage"] = json!({"financial": 0.5, "tokens": 1, "toolCalls": 1, "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 0});
         ok_quoting(&h, &w1, "work.progress", later, &lease).await;
         let view = h.get_json(&w1, "/v1/workitems/wi-p").await;
         assert_eq!(view["progress"]["report"]["phase"], "drafting");

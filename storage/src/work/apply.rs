@@ -5,8 +5,9 @@
 //!
 //! Mission Commands and `work.authorize` are in `missions.rs`; the rule-specific checks
 //! (offer standing, Evidence, the quoted lease) in `checks.rs`. The decisions themselves are
-//! in `weft_api::work::machine`. The file is long (just over 600 lines) because the effect of each
-//! WorkItem Command stays in one match, so a Command's row changes read in one place.
+//! in `weft_api::work::machine`. The file is long (about 670 lines) because the effect of each
+//! WorkItem Command stays in one match, so a Command's row changes read in one place, and the
+//! usage charge that precedes every effect (`charge_usage`, OFL-11) sits beside it.
 
 use crate::db::Cached as _;
 use chrono::{DateTime, Utc};
@@ -20,10 +21,14 @@ use weft_api::{ErrorCode, EventPayload, Id};
 
 use super::command::{now_text, quotes_lease};
 use super::{MissionRow, WorkRow, deps, from_json, load_mission, name, to_json};
+use weft_api::work::contract::Budgets;
+use weft_api::work::offline::Binding;
+
 use crate::access::membership;
 use crate::db::Tx;
 use crate::error::{Error, reject};
 use crate::events;
+use crate::options::{Faults, ReconcileStep};
 
 /// One Command's execution: the transaction, the Command, and the Events appended so far.
 pub(super) struct Ctx<'t, 'c> {
@@ -34,6 +39,11 @@ pub(super) struct Ctx<'t, 'c> {
     pub(super) roles: Vec<Role>,
     pub(super) session_epoch: u64,
     pub(super) appended: Vec<AppendedEvent>,
+    /// The binding of a buffered Command (OFL-6/7), checked in `command.rs`.
+    pub(super) offline: Option<Binding>,
+    /// The usage delta the Command charges (DESIGN §12).
+    pub(super) usage: Option<Budgets>,
+    pub(super) faults: Faults,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -52,6 +62,9 @@ impl<'t, 'c> Ctx<'t, 'c> {
             roles,
             session_epoch,
             appended: Vec::new(),
+            offline: None,
+            usage: None,
+            faults: Faults::default(),
         }
     }
 
@@ -224,7 +237,8 @@ pub(super) fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value,
 /// Releases every unreleased lease of the WorkItem.
 pub(super) fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
     ctx.tx.run(
-        "UPDATE leases SET released_at = ?2 WHERE work_item_id = ?1 AND released_at IS NULL",
+        "UPDATE leases SET released_at = ?2, ended_by = 'released', closed_at = ?2
+         WHERE work_item_id = ?1 AND released_at IS NULL",
         params![work_item_id, ctx.now_text],
     )?;
     Ok(())
@@ -266,7 +280,8 @@ pub(super) fn fence_owner(
     now_text: &str,
 ) -> Result<Vec<String>, Error> {
     let mut statement = tx.prepare_cached(
-        "UPDATE leases SET released_at = ?2 WHERE work_item_id = ?1 AND released_at IS NULL
+        "UPDATE leases SET released_at = ?2, ended_by = 'fenced', closed_at = ?2
+         WHERE work_item_id = ?1 AND released_at IS NULL
          RETURNING lease_id",
     )?;
     let mut ended = statement
@@ -339,7 +354,15 @@ pub(super) fn work(
             format!("no Event kind {}", transition.event),
         )
     })?;
-    let payload = command_detail(body)?;
+    let mut payload = command_detail(body)?;
+    if ctx.offline.is_some()
+        && let serde_json::Value::Object(map) = &mut payload
+    {
+        // A reconciled Command's delta is in its `resource_usage_recorded`; its own Event
+        // leaves it out, so a fold of the log counts it once (fsck).
+        map.remove("usage");
+    }
+    let reconcile = charge_usage(ctx, &mut row)?;
     match body {
         CommandBody::WorkOffer(p) => {
             if p.expires_at.to_utc() <= ctx.now {
@@ -485,6 +508,17 @@ pub(super) fn work(
         CommandBody::WorkProgress(p) => super::owner::progress(ctx, &mut row, kind, payload, p)?,
         CommandBody::WorkCheckpoint(_) => {
             release_leases(ctx, &row.work_item_id)?;
+            // A reconciled checkpoint closed its historical lease when it was buffered: what
+            // the Worker buffered after it is past the lease (OFL-9).
+            if let Some(binding) = &ctx.offline {
+                ctx.tx.run(
+                    "UPDATE leases SET closed_at = ?2 WHERE lease_id = ?1",
+                    params![
+                        binding.lease_id.as_str(),
+                        now_text(binding.buffered_at.to_utc())
+                    ],
+                )?;
+            }
             row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));
             row.state = transition.next;
             ctx.record(&mut row, kind, payload)?;
@@ -566,7 +600,34 @@ pub(super) fn work(
             ));
         }
     }
+    if reconcile {
+        ctx.faults.after(ReconcileStep::CommandApplied)?;
+    }
     detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
+}
+
+/// The Command's usage delta, before its effect: a buffered Command's first appends
+/// `resource_usage_recorded` (OFL-11 step 1); either is then charged to the whole budget
+/// lineage or refused `budget_exceeded` (step 2, OFL-12). Answers whether this was a
+/// reconciliation (a nonzero offline delta), whose step 3 is the Command's own effect.
+fn charge_usage(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<bool, Error> {
+    let Some(delta) = ctx.usage.clone().filter(|usage| !usage.is_zero()) else {
+        return Ok(false);
+    };
+    let reconcile = match ctx.offline.clone() {
+        Some(binding) => {
+            let detail = super::offline::usage_detail(ctx, &binding, &delta)?;
+            ctx.record(row, WorkEventKind::ResourceUsageRecorded, detail)?;
+            ctx.faults.after(ReconcileStep::UsageRecorded)?;
+            true
+        }
+        None => false,
+    };
+    super::budget::charge_lineage(ctx.tx, row, &delta)?;
+    if reconcile {
+        ctx.faults.after(ReconcileStep::LineageCharged)?;
+    }
+    Ok(reconcile)
 }
 
 fn expect_new_child(ctx: &Ctx<'_, '_>, mission_id: &str) -> Result<(), Error> {

@@ -85,7 +85,26 @@ impl Engine {
             ));
         }
         let body = command.body()?;
-        let request_hash = *blake3::hash(&payload).as_bytes();
+        // A buffered Command's binding (OFL-6/7) and the usage delta it charges (DESIGN §12).
+        let offline = command.offline_binding()?;
+        let usage = match &offline {
+            Some(binding) => Some(binding.usage.clone()),
+            None => body.usage().cloned(),
+        };
+        let faults = self.faults.clone();
+        let request_hash = match &offline {
+            // A buffered Command stays the same Command whatever session it was rebased onto
+            // (OFL-8): sent again after yet another reconnect, it replays its answer and is
+            // charged once. So its rebase fields are left out of what identifies it.
+            Some(_) => {
+                let mut unrebased = command.clone();
+                unrebased.issued_at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH.fixed_offset();
+                unrebased.session_epoch = 0;
+                unrebased.membership_epoch = 0;
+                *blake3::hash(&serde_json::to_vec(&unrebased).map_err(Error::backend)?).as_bytes()
+            }
+            None => *blake3::hash(&payload).as_bytes(),
+        };
         let now = self.clock.now();
         let session_epoch = session.session_epoch;
         let deadlines = self.deadlines.clone();
@@ -135,6 +154,9 @@ impl Engine {
                     ));
                 }
                 let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
+                ctx.offline = offline;
+                ctx.usage = usage;
+                ctx.faults = faults;
                 let state = run(&mut ctx, &body)?;
                 // The WorkItem's deadline as this Command left it, for the expiry timer
                 // (a stale entry costs one look; noted before the commit, which is harmless).
@@ -204,17 +226,30 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, E
                     ),
                 ));
             }
-            // LSE-5: a quoted lease that ended is stale whatever the state it left behind.
-            if let Some(quoted) = &ctx.command.lease_id {
-                super::expiry::check_quoted_lease(ctx.tx, quoted.as_str(), &row, &ctx.now_text)?;
-            }
+            // LSE-5: a quoted lease that ended is stale whatever the state it left behind;
+            // a buffered Command's historical lease is judged by its binding instead (OFL-9).
+            let standing = match &ctx.offline {
+                Some(binding) => Some(super::offline::check(ctx, &row, binding)?),
+                None => {
+                    if let Some(quoted) = &ctx.command.lease_id {
+                        super::expiry::check_quoted_lease(
+                            ctx.tx,
+                            quoted.as_str(),
+                            &row,
+                            &ctx.now_text,
+                        )?;
+                    }
+                    None
+                }
+            };
+            let reconciling = standing == Some(super::offline::Standing::Reconciling);
             let mission = load_mission(ctx.tx, &row.mission_id)?.ok_or_else(|| {
                 reject(
                     ErrorCode::NotFound,
                     format!("no Mission {}", row.mission_id),
                 )
             })?;
-            let facts = facts(ctx, &row, mission.state.is_terminal(), body)?;
+            let facts = facts(ctx, &row, mission.state.is_terminal(), body, reconciling)?;
             let coordinator = ctx.roles.contains(&Role::Coordinator);
             let transition = decide(row.state, ctx.command.kind, &facts, coordinator)
                 .map_err(|code| refusal(code, ctx.command.kind, &row, &facts))?;
@@ -269,6 +304,7 @@ fn facts(
     row: &WorkRow,
     mission_terminal: bool,
     body: &CommandBody,
+    reconciling: bool,
 ) -> Result<Facts, Error> {
     let caller = ctx.command.agent_id.as_str();
     let live_owner = row.live_owner(&ctx.now_text);
@@ -305,6 +341,7 @@ fn facts(
         } else {
             RetryStanding::Allowed
         },
+        reconciling,
     })
 }
 

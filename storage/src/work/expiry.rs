@@ -221,7 +221,7 @@ pub(crate) fn expire_work_item(
             // LSE-8: timeout expires the Execution Lease; back to the ready queue.
             let lease = current_lease(tx, work_item_id)?.map(|lease| lease.lease_id);
             tx.run(
-                "UPDATE leases SET released_at = ?2 WHERE lease_id = ?1",
+                "UPDATE leases SET released_at = ?2, ended_by = 'expired' WHERE lease_id = ?1",
                 params![lease, authority.now_text],
             )?;
             row.state = WorkState::Queued;
@@ -284,7 +284,7 @@ pub(crate) fn revoke_for_new_session(
             continue;
         };
         tx.run(
-            "UPDATE leases SET released_at = ?2 WHERE lease_id = ?1",
+            "UPDATE leases SET released_at = ?2, ended_by = 'revoked' WHERE lease_id = ?1",
             params![lease.lease_id, authority.now_text],
         )?;
         if row.state == WorkState::Active {

@@ -3,18 +3,22 @@
 //! of `weft_api::work::machine`), `apply.rs` turns an accepted Command into row changes and
 //! Events in the one writer transaction, `deps.rs` keeps each Mission's dependency DAG
 //! (petgraph) and eligibility, `owner.rs` the owner's Commands while it executes (lease
-//! renewal, progress, preemption requests) and the retry policy at `work.start`.
+//! renewal, progress, preemption requests) and the retry policy at `work.start`, `budget.rs`
+//! the budget lineage and its spend (CON-1.7, OFL-12), `offline.rs` the judgement of a
+//! buffered Command's binding against its lease record (OFL-9).
 //!
 //! **Invariant:** every row change here is made in the transaction that appends the Event
 //! describing it (a `WorkEvent` carrying the state after it), so `GroupState` folded from
 //! the log agrees with these rows (fsck compares them).
 
 mod apply;
+mod budget;
 mod checks;
 mod command;
 mod deps;
 pub(crate) mod expiry;
 mod missions;
+mod offline;
 mod owner;
 mod timer;
 mod tokens;
@@ -317,7 +321,7 @@ pub(crate) fn work_view(
         child_mission_id: row.child_mission_id.clone(),
         budget: BudgetView {
             limit: row.contract.budgets.clone(),
-            spent: Budgets::default(),
+            spent: budget::spent(conn, budget::Table::WorkItems, &row.work_item_id)?,
         },
         attempts: row.attempts,
         attempt_key: owner::attempt_key(row)?,
@@ -377,7 +381,7 @@ pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<Missio
         revision: row.revision,
         budget: BudgetView {
             limit: row.budget.clone(),
-            spent: Budgets::default(),
+            spent: budget::spent(conn, budget::Table::Missions, &row.mission_id)?,
         },
         parent_work_item_id: row.parent_work_item_id.clone(),
         work_items: nodes(conn, &row.mission_id)?,
@@ -522,6 +526,7 @@ pub(crate) fn check_projection(
             ));
         }
     }
+    problems.extend(budget::check_spent(conn, group_id, folded)?);
     Ok(problems)
 }
 

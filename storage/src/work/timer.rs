@@ -123,11 +123,11 @@ mod tests {
             .write(move |tx| {
                 tx.run("INSERT INTO groups VALUES ('g1', 'now')", [])?;
                 tx.run(
-                    "INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1)",
+                    "INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1, '{}')",
                     [],
                 )?;
                 let mut item = tx.prepare_cached(
-                    "INSERT INTO work_items VALUES (?1, 'g1', 'm1', 'active', 3, 0, ?2, 'w1', 1, ?3, 0, NULL, 1)",
+                    "INSERT INTO work_items VALUES (?1, 'g1', 'm1', 'active', 3, 0, ?2, 'w1', 1, ?3, 0, NULL, 1, '{}')",
                 )?;
                 let mut lease = tx.prepare_cached(
                     "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)

@@ -1,0 +1,219 @@
+//! Spending budgets (CON-1.7, OFL-10…12, DESIGN §12): the budget lineage of a WorkItem (its
+//! own budget, its Mission's, then each enclosing parent WorkItem's and Mission's, following
+//! `missions.parent_work_item_id`), its spend read from the rows, and the charge of a usage
+//! delta to all of it, in the Command's writer transaction. Whether a delta fits is
+//! `weft_api::work::budget::charge`; this module only reads and writes the `spent` columns.
+//!
+//! The parent WorkItem of a child Mission is on the lineage: its child Mission is how it is
+//! being done, so what the child spends, the parent WorkItem spends.
+
+use crate::db::Cached as _;
+use rusqlite::{Connection, params};
+use weft_api::ErrorCode;
+use weft_api::work::budget::charge;
+use weft_api::work::contract::Budgets;
+use weft_api::work::views::BudgetView;
+
+use super::{WorkRow, from_json, load_mission, load_work_item, to_json};
+use crate::db::Tx;
+use crate::error::{Error, reject};
+
+/// Deepest nesting of child Missions followed; deeper is refused rather than walked forever.
+const MAX_DEPTH: usize = 64;
+
+/// One budget on a lineage.
+#[derive(Clone, Debug, PartialEq)]
+enum Holder {
+    WorkItem(String),
+    Mission(String),
+}
+
+impl Holder {
+    fn describe(&self) -> String {
+        match self {
+            Self::WorkItem(id) => format!("WorkItem {id}"),
+            Self::Mission(id) => format!("Mission {id}"),
+        }
+    }
+}
+
+/// What a WorkItem or Mission has spent so far.
+pub(crate) fn spent(conn: &Connection, table: Table, id: &str) -> Result<Budgets, Error> {
+    let text: String = conn.row(
+        &format!(
+            "SELECT spent FROM {} WHERE {} = ?1",
+            table.name(),
+            table.key()
+        ),
+        [id],
+        |r| r.get(0),
+    )?;
+    from_json(&text)
+}
+
+/// The two tables that hold a budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Table {
+    WorkItems,
+    Missions,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Self::WorkItems => "work_items",
+            Self::Missions => "missions",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Self::WorkItems => "work_item_id",
+            Self::Missions => "mission_id",
+        }
+    }
+}
+
+/// The lineage of `row`, innermost first, with each budget's limit and spend.
+fn lineage(conn: &Connection, row: &WorkRow) -> Result<Vec<(Holder, BudgetView)>, Error> {
+    let mut lines = Vec::new();
+    let mut work_item = row.clone();
+    loop {
+        if lines.len() >= 2 * MAX_DEPTH {
+            return Err(reject(
+                ErrorCode::BudgetExceeded,
+                format!(
+                    "the budget lineage of {} is deeper than {MAX_DEPTH} Missions",
+                    row.work_item_id
+                ),
+            ));
+        }
+        lines.push((
+            Holder::WorkItem(work_item.work_item_id.clone()),
+            BudgetView {
+                limit: work_item.contract.budgets.clone(),
+                spent: spent(conn, Table::WorkItems, &work_item.work_item_id)?,
+            },
+        ));
+        let Some(mission) = load_mission(conn, &work_item.mission_id)? else {
+            return Ok(lines);
+        };
+        lines.push((
+            Holder::Mission(mission.mission_id.clone()),
+            BudgetView {
+                limit: mission.budget.clone(),
+                spent: spent(conn, Table::Missions, &mission.mission_id)?,
+            },
+        ));
+        let Some(parent) = mission.parent_work_item_id.as_deref() else {
+            return Ok(lines);
+        };
+        let Some(parent) = load_work_item(conn, parent)? else {
+            return Ok(lines);
+        };
+        work_item = parent;
+    }
+}
+
+/// Charges `delta` to every budget on the lineage of `row` (OFL-11 step 2), or refuses it
+/// whole with `budget_exceeded`, naming the first budget and dimension it would overflow
+/// (OFL-12: nothing is written before the answer is known).
+pub(super) fn charge_lineage(tx: &Tx<'_>, row: &WorkRow, delta: &Budgets) -> Result<(), Error> {
+    let lines = lineage(tx, row)?;
+    let views: Vec<BudgetView> = lines.iter().map(|(_, view)| view.clone()).collect();
+    let after = charge(&views, delta).map_err(|overflow| {
+        let (holder, view) = &lines[overflow.level];
+        reject(
+            ErrorCode::BudgetExceeded,
+            format!(
+                "the usage would overflow the {} budget of {} (limit {}, spent {}; OFL-12)",
+                overflow.dimension.as_str(),
+                holder.describe(),
+                amount(&view.limit, overflow.dimension),
+                amount(&view.spent, overflow.dimension),
+            ),
+        )
+    })?;
+    for ((holder, _), spent) in lines.iter().zip(after) {
+        let (table, id) = match holder {
+            Holder::WorkItem(id) => (Table::WorkItems, id),
+            Holder::Mission(id) => (Table::Missions, id),
+        };
+        tx.run(
+            &format!(
+                "UPDATE {} SET spent = ?2 WHERE {} = ?1",
+                table.name(),
+                table.key()
+            ),
+            params![id, to_json(&spent)?],
+        )?;
+    }
+    Ok(())
+}
+
+/// One dimension of `budgets`, as text for a message.
+fn amount(budgets: &Budgets, dimension: weft_api::work::budget::Dimension) -> String {
+    use weft_api::work::budget::Dimension as D;
+    match dimension {
+        D::Financial => budgets.financial.to_string(),
+        D::Tokens => budgets.tokens.to_string(),
+        D::ToolCalls => budgets.tool_calls.to_string(),
+        D::ComputeSeconds => budgets.compute_seconds.to_string(),
+        D::WallClockSeconds => budgets.wall_clock_seconds.to_string(),
+        D::SideEffects => budgets.side_effects.to_string(),
+    }
+}
+
+/// Where the `spent` of the Group's WorkItems and Missions differs from the fold of its log
+/// (fsck): each WorkItem's own usage (`WorkItemProjection::usage`) added to every budget on
+/// its lineage.
+pub(crate) fn check_spent(
+    conn: &Connection,
+    group_id: &str,
+    folded: &weft_api::work::events::WorkProjection,
+) -> Result<Vec<String>, Error> {
+    let mut expected: std::collections::BTreeMap<(bool, String), Budgets> = Default::default();
+    for (work_item_id, projection) in &folded.work_items {
+        if projection.usage.is_zero() {
+            continue;
+        }
+        let Some(row) = load_work_item(conn, work_item_id)? else {
+            continue;
+        };
+        for (holder, _) in lineage(conn, &row)? {
+            let key = match holder {
+                Holder::WorkItem(id) => (false, id),
+                Holder::Mission(id) => (true, id),
+            };
+            let sum = expected.entry(key).or_default();
+            *sum = sum.saturating_add(&projection.usage);
+        }
+    }
+    let mut problems = Vec::new();
+    for (is_mission, table) in [(false, Table::WorkItems), (true, Table::Missions)] {
+        let mut statement = conn.prepare(&format!(
+            "SELECT {}, spent FROM {} WHERE group_id = ?1 ORDER BY 1",
+            table.key(),
+            table.name()
+        ))?;
+        let rows = statement
+            .query_map([group_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        for (id, spent) in rows {
+            let spent: Budgets = from_json(&spent)?;
+            let wanted = expected
+                .get(&(is_mission, id.clone()))
+                .cloned()
+                .unwrap_or_default();
+            if !spent.same_spend(&wanted) {
+                problems.push(format!(
+                    "group {group_id}: {} {id} has spent {spent:?} in the index, {wanted:?} by its log",
+                    if is_mission { "Mission" } else { "WorkItem" }
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
