@@ -73,6 +73,8 @@ pub enum ErrorCode {
     ApprovalRequired,
     EvidenceMissing,
     BudgetExceeded,
+    /// A citation of another Mission's Artifact that was not published as reusable (CTX-6).
+    NotReusable,
     Internal,
 }
 
@@ -142,6 +144,7 @@ impl ErrorCode {
             Self::ApprovalRequired => "approval_required",
             Self::EvidenceMissing => "evidence_missing",
             Self::BudgetExceeded => "budget_exceeded",
+            Self::NotReusable => "not_reusable",
             Self::Internal => "internal",
         }
     }
@@ -196,6 +199,7 @@ mod tests {
             ErrorCode::UploadQuotaExceeded,
             ErrorCode::RateLimited,
             ErrorCode::Overloaded,
+            ErrorCode::NotReusable,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -19,6 +19,9 @@ use crate::session::Role;
 #[serde(rename_all = "camelCase")]
 pub struct MemberState {
     pub membership_epoch: u64,
+    /// The Missions it covers (CTX-5); absent: the whole Group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missions: Option<Vec<String>>,
     pub roles: Vec<Role>,
 }
 
@@ -84,6 +87,9 @@ impl GroupState {
                     set.agent_id.to_string(),
                     MemberState {
                         membership_epoch: set.membership_epoch,
+                        missions: set
+                            .missions
+                            .map(|missions| missions.iter().map(ToString::to_string).collect()),
                         roles: set.roles,
                     },
                 );

@@ -96,6 +96,10 @@ pub struct GroupCreated {
 pub struct MembershipSet {
     pub agent_id: Id,
     pub membership_epoch: u64,
+    /// The Missions the Membership covers (CTX-5); absent (and not written) for the whole
+    /// Group, so Events of unscoped Memberships keep their old bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missions: Option<Vec<Id>>,
     pub roles: Vec<Role>,
 }
 

@@ -72,7 +72,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::OfferWithdrawn
         | C::NotEligible
         | C::ApprovalRequired
-        | C::BudgetExceeded => StatusCode::CONFLICT,
+        | C::BudgetExceeded
+        | C::NotReusable => StatusCode::CONFLICT,
         C::IdempotencyKeyReused | C::EvidenceMissing => StatusCode::UNPROCESSABLE_ENTITY,
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -40,6 +40,7 @@ fn group_access(
         Reader::Agent {
             agent_id,
             group_id: own,
+            ..
         } if own.as_str() == group_id => {
             Ok(membership(conn, group_id, agent_id.as_str())?.map(|(roles, _)| roles))
         }

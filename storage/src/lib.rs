@@ -43,7 +43,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::Stream;
 
-pub use access::Reader;
+pub use access::{MissionScope, Reader};
 pub use artifacts::{Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader};
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
@@ -116,7 +116,23 @@ impl Store {
         agent_id: Id,
         roles: Vec<Role>,
     ) -> Result<Membership, Error> {
-        self.inner.set_membership(group_id, agent_id, roles).await
+        self.inner
+            .set_membership(group_id, agent_id, roles, None)
+            .await
+    }
+
+    /// Sets a Membership that covers only `missions` of its Group (CTX-5; `None`: the whole
+    /// Group). A scope for a coordinator or auditor, or an empty one, is refused `bad_request`.
+    pub async fn set_scoped_membership(
+        &self,
+        group_id: Id,
+        agent_id: Id,
+        roles: Vec<Role>,
+        missions: Option<Vec<Id>>,
+    ) -> Result<Membership, Error> {
+        self.inner
+            .set_membership(group_id, agent_id, roles, missions)
+            .await
     }
 
     /// Ends a Membership (`membership.removed`); answers its new epoch.

@@ -369,12 +369,29 @@ CREATE TABLE inert_publications (
 CREATE INDEX inert_publications_work_item ON inert_publications(work_item_id);
 "#;
 
+/// Mission isolation and reusable knowledge (CTX-5, CTX-6): a Membership may cover only some
+/// Missions of its Group, and an Artifact published as reusable is readable and citable in
+/// every Mission of the Group.
+const V12: &str = r#"
+ALTER TABLE memberships ADD COLUMN missions TEXT;   -- JSON list of Mission ids; NULL: the whole Group
+CREATE TABLE reusable_artifacts (
+    group_id        TEXT NOT NULL REFERENCES groups(group_id),
+    blake3          BLOB NOT NULL,
+    classification  TEXT NOT NULL,                   -- public | internal | confidential | restricted
+    evidence_id     BLOB NOT NULL REFERENCES evidence(evidence_id),  -- the signed approval
+    approved_by     TEXT NOT NULL,                   -- the approver who signed it
+    sequence        INTEGER NOT NULL,                -- of its artifact.reuse_published Event
+    published_at    TEXT NOT NULL,
+    PRIMARY KEY (group_id, blake3)
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 11 {
+    if version > 12 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (11)"
+            "database schema version {version} is newer than this weft understands (12)"
         ))));
     }
     if version < 1 {
@@ -409,6 +426,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 11 {
         conn.execute_batch(&format!("BEGIN; {V11} PRAGMA user_version = 11; COMMIT;"))?;
+    }
+    if version < 12 {
+        conn.execute_batch(&format!("BEGIN; {V12} PRAGMA user_version = 12; COMMIT;"))?;
     }
     Ok(())
 }

@@ -195,7 +195,7 @@ impl Engine {
                         },
                         None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
                     };
-                    (Reader::Agent { agent_id: signer.clone(), group_id: evidence.group_id.clone() }, standing)
+                    (crate::access::agent_reader(txn, &evidence.group_id, &signer)?, standing)
                 };
                 // EVD-1: a method kind is claimed only by a standing allowed to produce it.
                 let method = evidence.method.kind;

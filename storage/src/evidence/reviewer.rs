@@ -80,7 +80,7 @@ impl Engine {
                     _ => return Err(reject(ErrorCode::BadRequest, format!("WorkItem {work_item} is published under more than one Mission in {group}; name missionId"))),
                 };
                 for artifact in &artifacts {
-                    if !can_read_artifact(conn, &Reader::Agent { agent_id: agent.clone(), group_id: group.clone() }, artifact)? {
+                    if !can_read_artifact(conn, &crate::access::agent_reader(conn, &group, &agent)?, artifact)? {
                         return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not visible to you")));
                     }
                     let for_work_item = conn
@@ -131,6 +131,7 @@ impl Engine {
         let reader = Reader::Agent {
             agent_id: Id::parse("agentId", AUTHORITY_AGENT)?,
             group_id: plan.group_id.clone(),
+            scope: crate::access::MissionScope::Group,
         };
         let mut records = Vec::new();
         for (criterion, methods) in &plan.criteria {
