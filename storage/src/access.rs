@@ -127,6 +127,34 @@ pub(crate) fn can_read_artifact(
     Ok(visible)
 }
 
+/// Whether `reader` may see a manifest (or Evidence) of Mission `mission_id` in Group
+/// `group_id` about artifact `blake3`: its Mission is covered, or the artifact was published
+/// there as reusable knowledge (CTX-6: provenance is kept, so its manifests stay readable).
+pub(crate) fn sees_manifest(
+    conn: &Connection,
+    reader: &Reader,
+    group_id: &str,
+    mission_id: &str,
+    blake3: &ArtifactId,
+) -> Result<bool, Error> {
+    Ok(reader.sees_mission(group_id, mission_id)
+        || (reader.in_group(group_id) && reusable(conn, group_id, blake3)?))
+}
+
+impl Reader {
+    /// The Missions a scoped reader covers as a JSON array, for SQL filters written
+    /// `mission_id IN (SELECT value FROM json_each(?))`; `None` when it sees the whole Group.
+    pub(crate) fn missions_json(&self) -> Option<String> {
+        match self {
+            Self::Agent {
+                scope: MissionScope::Missions(missions),
+                ..
+            } => Some(serde_json::Value::from(missions.iter().cloned().collect::<Vec<_>>()).to_string()),
+            _ => None,
+        }
+    }
+}
+
 /// The Missions of Group `group_id` that published artifact `blake3` (one per manifest).
 pub(crate) fn artifact_missions(
     conn: &Connection,

@@ -48,13 +48,22 @@ pub(super) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error>
     Ok((envelope, evidence))
 }
 
-/// The SQL fragment and parameters restricting Evidence rows to `reader`'s Groups.
+/// The SQL fragment and parameters restricting Evidence rows to `reader`'s Group and, for a
+/// Mission-scoped member, to its Missions (CTX-5): every Evidence read goes through it.
 fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> String {
     match reader {
         Reader::Admin => String::new(),
         Reader::Agent { group_id, .. } => {
             args.push(Box::new(group_id.to_string()));
-            format!(" AND e.group_id = ?{}", args.len())
+            let mut clause = format!(" AND e.group_id = ?{}", args.len());
+            if let Some(missions) = reader.missions_json() {
+                args.push(Box::new(missions));
+                clause.push_str(&format!(
+                    " AND e.mission_id IN (SELECT value FROM json_each(?{}))",
+                    args.len()
+                ));
+            }
+            clause
         }
     }
 }
@@ -197,6 +206,14 @@ impl Engine {
                     };
                     (crate::access::agent_reader(txn, &evidence.group_id, &signer)?, standing)
                 };
+                // CTX-5: a Mission-scoped member records Evidence for its Missions only,
+                // answered as for another Group whether or not the Mission exists.
+                if !producer.sees_mission(group, evidence.mission_id.as_str()) {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{signer} is not a member of Mission {} in {group}", evidence.mission_id),
+                    ));
+                }
                 // EVD-1: a method kind is claimed only by a standing allowed to produce it.
                 let method = evidence.method.kind;
                 if !may_claim(standing, method) {
