@@ -346,7 +346,7 @@ impl Client {
         group_id: &Id,
         after: u64,
         limit: u32,
-    ) -> Result<Vec<crate::Event>, Error> {
+    ) -> Result<Vec<crate::event::Delivered>, Error> {
         let response = self
             .request(Method::GET, &format!("/v1/groups/{group_id}/events"))
             .query(&[("after", after.to_string()), ("limit", limit.to_string())])

@@ -15,6 +15,9 @@ use crate::id::Id;
 use crate::manifest::Producer;
 use crate::signed::SignedPayload;
 
+/// The criterion of an approver's Evidence approving an Artifact as reusable knowledge (CTX-6).
+pub const REUSE_CRITERION: &str = "reuse";
+
 pub const EVIDENCE_TYPE: &str = "application/vnd.mwp.evidence.v1+json";
 /// Largest Evidence payload, in bytes.
 pub const MAX_EVIDENCE_BYTES: usize = 64 * 1024;

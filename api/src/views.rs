@@ -89,7 +89,8 @@ pub struct ArtifactPage {
 /// Answer to `GET /v1/groups/{g}/events`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EventPage {
-    pub events: Vec<crate::event::Event>,
+    /// Whole Events, and `withheld` placeholders for a Mission-scoped member (CTX-5).
+    pub events: Vec<crate::event::Delivered>,
 }
 
 /// One Evidence record as stored and served.

@@ -149,7 +149,9 @@ impl Reader {
             Self::Agent {
                 scope: MissionScope::Missions(missions),
                 ..
-            } => Some(serde_json::Value::from(missions.iter().cloned().collect::<Vec<_>>()).to_string()),
+            } => Some(
+                serde_json::Value::from(missions.iter().cloned().collect::<Vec<_>>()).to_string(),
+            ),
             _ => None,
         }
     }

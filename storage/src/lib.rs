@@ -68,7 +68,7 @@ use weft_api::views::{
     ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
     EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint,
 };
-use weft_api::{ArtifactId, Digest, Digests, Envelope, Event, Id, KeyId};
+use weft_api::{ArtifactId, Digest, Digests, Envelope, Id, KeyId};
 
 /// The engine. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -417,14 +417,15 @@ impl Store {
 
     // ── delivery.rs: replay and live follow ─────────────────────────────────
 
-    /// A page of a Group's log after `after` (replay).
+    /// A page of a Group's log after `after` (replay); a Mission-scoped reader gets `withheld`
+    /// placeholders for other Missions' Events (CTX-5).
     pub async fn events(
         &self,
         group_id: Id,
         after: u64,
         limit: u32,
         reader: &Reader,
-    ) -> Result<Vec<Event>, Error> {
+    ) -> Result<Vec<weft_api::event::Delivered>, Error> {
         self.inner.events(group_id, after, limit, reader).await
     }
 
@@ -435,7 +436,8 @@ impl Store {
         group_id: Id,
         after: u64,
         reader: &Reader,
-    ) -> Result<impl Stream<Item = Result<Event, Error>> + Send + use<>, Error> {
+    ) -> Result<impl Stream<Item = Result<weft_api::event::Delivered, Error>> + Send + use<>, Error>
+    {
         self.inner.follow(group_id, after, reader).await
     }
 

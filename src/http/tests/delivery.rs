@@ -278,8 +278,8 @@ async fn checkpoints_are_signed_heads() {
     )
     .expect("events");
     let last = events.events.last().expect("events");
-    assert_eq!(signed["checkpoint"]["sequence"], json!(last.sequence));
-    assert_eq!(signed["checkpoint"]["hash"], json!(last.hash.to_string()));
+    assert_eq!(signed["checkpoint"]["sequence"], json!(last.sequence()));
+    assert_eq!(signed["checkpoint"]["hash"], json!(last.hash().to_string()));
     let keys = h
         .call(Method::GET, "/v1/authority/keys", None, Body::empty())
         .await
@@ -292,7 +292,7 @@ async fn checkpoints_are_signed_heads() {
         .expect("signed by the authority");
     let checkpoint: weft_api::views::Checkpoint =
         serde_json::from_slice(payload.value()).expect("payload");
-    assert_eq!(checkpoint.hash, last.hash);
+    assert_eq!(checkpoint.hash, last.hash());
 }
 
 backends!(

@@ -163,7 +163,11 @@ impl Engine {
 /// Refuses a Command of a Mission-scoped member about a Mission its Membership does not cover,
 /// with the code the aggregate's absence would get: `unknown_work_item` for a WorkItem,
 /// `not_found` for a Mission.
-fn check_scope(tx: &rusqlite::Connection, command: &Command, body: &CommandBody) -> Result<(), Error> {
+fn check_scope(
+    tx: &rusqlite::Connection,
+    command: &Command,
+    body: &CommandBody,
+) -> Result<(), Error> {
     let group = command.group_id.as_str();
     let scope = mission_scope(tx, group, command.agent_id.as_str())?;
     if scope == MissionScope::Group {
@@ -178,7 +182,10 @@ fn check_scope(tx: &rusqlite::Connection, command: &Command, body: &CommandBody)
     };
     if let Some(mission) = named_mission {
         if !scope.covers(mission.as_str()) {
-            return Err(reject(ErrorCode::NotFound, format!("no Mission {mission} in {group}")));
+            return Err(reject(
+                ErrorCode::NotFound,
+                format!("no Mission {mission} in {group}"),
+            ));
         }
         return Ok(());
     }
