@@ -323,6 +323,19 @@ impl Store {
 
     // ── artifacts/reads.rs: reads (views, listings, verified content) ───────
 
+    /// Publishes an Artifact as reusable knowledge in the session's Group (CTX-6): an
+    /// approver, citing its approval Evidence; `true` when new.
+    pub async fn publish_reusable(
+        &self,
+        artifact: ArtifactId,
+        request: weft_api::views::ReuseRequest,
+        session: &Session,
+    ) -> Result<(weft_api::views::ReuseRecord, bool), Error> {
+        self.inner
+            .publish_reusable(artifact, request, session)
+            .await
+    }
+
     pub async fn artifact(&self, digest: Digest, reader: &Reader) -> Result<ArtifactView, Error> {
         self.inner.artifact(digest, reader).await
     }

@@ -380,6 +380,8 @@ CREATE TABLE reusable_artifacts (
     classification  TEXT NOT NULL,                   -- public | internal | confidential | restricted
     evidence_id     BLOB NOT NULL REFERENCES evidence(evidence_id),  -- the signed approval
     approved_by     TEXT NOT NULL,                   -- the approver who signed it
+    mission_id      TEXT NOT NULL,                   -- the Mission it came from (the approval's)
+    published_by    TEXT NOT NULL,
     sequence        INTEGER NOT NULL,                -- of its artifact.reuse_published Event
     published_at    TEXT NOT NULL,
     PRIMARY KEY (group_id, blake3)

@@ -204,11 +204,16 @@ impl Engine {
                 if manifests.is_empty() {
                     return Err(not_found());
                 }
+                let reuse = match &reader {
+                    Reader::Agent { group_id, .. } => super::reuse_record(conn, group_id.as_str(), &digests.blake3)?,
+                    Reader::Admin => None,
+                };
                 Ok(ArtifactView {
                     digests: DigestPair { blake3: digests.blake3, sha256: digests.sha256 },
                     size: digests.size,
                     quarantined,
                     manifests,
+                    reuse,
                 })
             })
             .await

@@ -9,8 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::dsse::BASE64;
-use weft_api::evidence::{AUTHORITY_AGENT, Evidence, MethodKind, Outcome};
+use weft_api::evidence::{
+    AUTHORITY_AGENT, Evidence, MethodKind, Outcome, REUSE_CRITERION, SubjectKind,
+};
 use weft_api::kinds;
+use weft_api::session::Role;
 use weft_api::verdict::{Standing, Weighed, in_force, may_claim, may_supersede};
 use weft_api::views::{
     CriteriaView, CriterionSummary, EvidencePage, EvidenceRecord, EvidenceRecorded, OutcomeCounts,
@@ -41,7 +44,7 @@ pub struct EvidenceFilter {
     pub limit: u32,
 }
 
-pub(super) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error> {
+pub(crate) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error> {
     let envelope: Envelope = serde_json::from_str(envelope_json).map_err(Error::backend)?;
     let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
     let evidence = Evidence::parse(&payload)?;
@@ -66,6 +69,12 @@ fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> 
             clause
         }
     }
+}
+
+/// Whether `evidence` is an approval of reusable knowledge (CTX-6): criterion
+/// [`REUSE_CRITERION`] about an Artifact.
+pub(crate) fn is_reuse_approval(evidence: &Evidence) -> bool {
+    evidence.criterion == REUSE_CRITERION && evidence.subject.kind == SubjectKind::Artifact
 }
 
 /// Whether `artifact` was published for the Evidence's Mission and WorkItem in its Group.
@@ -198,6 +207,17 @@ impl Engine {
                         _ => return Err(reject(ErrorCode::UnknownKey, "the signing key was unregistered meanwhile")),
                     }
                     let standing = match membership(txn, group, signer.as_str())? {
+                        // CTX-6: approving reusable knowledge is an approver's Evidence, and
+                        // the only Evidence an approver records.
+                        Some((roles, _)) if is_reuse_approval(&evidence) => {
+                            if !roles.contains(&Role::Approver) {
+                                return Err(reject(
+                                    ErrorCode::Forbidden,
+                                    format!("only an Organization approver approves reusable knowledge (CTX-6); {signer} is not one in {group}"),
+                                ));
+                            }
+                            Standing::Approver
+                        }
                         Some((roles, _)) => match Standing::of_roles(&roles) {
                             Some(standing) => standing,
                             None => return Err(reject(ErrorCode::Forbidden, format!("{signer} may not record Evidence in {group}"))),
