@@ -183,11 +183,34 @@ impl Withheld {
 }
 
 /// One entry of a replay or stream: a whole Event, or a withheld placeholder.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum Delivered {
     Event(Event),
     Withheld(Withheld),
+}
+
+impl<'de> Deserialize<'de> for Delivered {
+    /// By `type`: `withheld` is a placeholder, anything else an Event. (Not serde's
+    /// `untagged`: it buffers, and an Event's raw payload cannot be read from a buffer.)
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Probe {
+            #[serde(rename = "type")]
+            kind: String,
+        }
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        let probe: Probe = serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?;
+        if probe.kind == WITHHELD {
+            serde_json::from_str(raw.get())
+                .map(Self::Withheld)
+                .map_err(serde::de::Error::custom)
+        } else {
+            serde_json::from_str(raw.get())
+                .map(Self::Event)
+                .map_err(serde::de::Error::custom)
+        }
+    }
 }
 
 impl Delivered {
