@@ -257,6 +257,52 @@ mod tests {
         );
     }
 
+    /// CTX-5: a withheld placeholder takes its Event's place: the Sequencer moves the cursor
+    /// over it and `verify_chain` checks its links; one whose hash was changed breaks the
+    /// next Event's link, and one whose prevHash was changed breaks its own.
+    #[test]
+    fn withheld_placeholders_keep_the_chain_and_the_cursor() {
+        use crate::event::{Withheld, verify_chain};
+        let events = chain(4);
+        let delivered: Vec<Delivered> = events
+            .iter()
+            .map(|e| match e.sequence {
+                2 | 3 => Delivered::Withheld(Withheld::of(e)),
+                _ => Delivered::Event(e.clone()),
+            })
+            .collect();
+        assert_eq!(
+            verify_chain(0, EventHash::GENESIS, &delivered),
+            Ok((4, events[3].hash))
+        );
+        let mut sequencer = Sequencer::new("g", 0, None);
+        for entry in delivered.iter().rev() {
+            sequencer.offer(entry.clone()).expect("fine");
+        }
+        while let Some(next) = sequencer.next_ready().expect("chain holds") {
+            let sequence = next.sequence();
+            sequencer.processed(sequence);
+        }
+        assert_eq!(
+            (sequencer.cursor(), sequencer.head()),
+            (4, Some(events[3].hash))
+        );
+        let mut forged = delivered.clone();
+        if let Delivered::Withheld(placeholder) = &mut forged[2] {
+            placeholder.hash = EventHash([9; 32]);
+        }
+        assert!(verify_chain(0, EventHash::GENESIS, &forged).is_err());
+        let mut forged = delivered;
+        if let Delivered::Withheld(placeholder) = &mut forged[1] {
+            placeholder.prev_hash = EventHash([9; 32]);
+        }
+        assert!(verify_chain(0, EventHash::GENESIS, &forged).is_err());
+        let json = serde_json::to_value(&forged[1]).expect("json");
+        assert_eq!(json.as_object().map(|o| o.len()), Some(4), "{json}");
+        let back: Delivered = serde_json::from_value(json).expect("parses back");
+        assert!(back.event().is_none());
+    }
+
     #[test]
     fn a_cursor_never_moves_without_processing() {
         let events = chain(5);
