@@ -16,7 +16,7 @@ use super::harness::*;
 use weft_api::dsse::CHECKPOINT_TYPE;
 
 /// Reads SSE frames from a streaming response until `count` Events arrived (or 5 s passed).
-async fn read_events(body: Body, count: usize) -> Vec<Value> {
+pub(super) async fn read_events(body: Body, count: usize) -> Vec<Value> {
     let mut stream = body.into_data_stream();
     let mut text = String::new();
     let mut events = Vec::new();
@@ -48,7 +48,7 @@ async fn read_events(body: Body, count: usize) -> Vec<Value> {
     events
 }
 
-async fn open_stream(
+pub(super) async fn open_stream(
     h: &Harness,
     token: &str,
     query: &str,

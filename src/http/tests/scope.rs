@@ -11,6 +11,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use weft_api::ArtifactId;
 
+use super::delivery::{open_stream, read_events};
 use super::harness::{
     Agent, Answer, Harness, Kind, admin_request, backends, digest_of, harness, manifest,
     publish_request, refused, request, sign,
@@ -497,5 +498,36 @@ backends!(
             .cloned()
             .expect("membership.set");
         assert_eq!(last_set["payload"]["missions"], json!(["mission-2"]));
+    }
+);
+
+backends!(
+    /// CTX-5, DESIGN §11: the SSE stream withholds exactly what the replay does, and an Event
+    /// of another Mission appended while the stream is open arrives as a placeholder too.
+    async fn scoped_streams_withhold_other_missions_events_live_too(kind: Kind) {
+        let World {
+            h,
+            producer,
+            scoped,
+            ..
+        } = world(kind).await;
+        let replay = get(&h, &scoped, "/v1/groups/g1/events?limit=1000")
+            .await
+            .json();
+        let replayed = replay["events"].as_array().expect("events").clone();
+        let response = open_stream(&h, &scoped.token, "?after=0", None).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let reader = tokio::spawn(read_events(response.into_body(), replayed.len() + 1));
+        // The producer still holds work-2's lease: one Event, artifact.published in mission-2.
+        let answer = publish_in(&h, &producer, "mission-2", "work-2", b"a live secret", &[]).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        let streamed = reader.await.expect("reader");
+        assert_eq!(streamed.len(), replayed.len() + 1, "{streamed:?}");
+        assert_eq!(streamed[..replayed.len()], replayed[..]);
+        let live = streamed.last().expect("live");
+        let keys: Vec<&String> = live.as_object().expect("object").keys().collect();
+        assert_eq!(keys, ["hash", "prevHash", "sequence", "type"], "{live}");
+        assert_eq!(live["type"], "withheld");
+        assert_eq!(live["prevHash"], replayed.last().expect("last")["hash"]);
     }
 );
