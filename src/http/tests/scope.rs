@@ -192,6 +192,9 @@ backends!(
             [a1.to_string()]
         );
         assert!(listed(&get(&h, &scoped, "/v1/artifacts?missionId=mission-2").await).is_empty());
+        // A snapshot's state document covers every Mission: not for a scoped member.
+        let snapshots = get(&h, &scoped, "/v1/groups/g1/snapshots").await;
+        assert_eq!(snapshots.code(), "not_found");
         // Auditors (and coordinators) see the whole Group.
         assert_eq!(
             get(&h, &auditor, &format!("/v1/artifacts/{a2}"))

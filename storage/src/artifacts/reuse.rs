@@ -7,7 +7,7 @@
 //! file only writes and reads the record.
 
 use rusqlite::{Connection, OptionalExtension as _, params};
-use weft_api::evidence::{Outcome, SubjectKind};
+use weft_api::evidence::Outcome;
 use weft_api::kinds;
 use weft_api::manifest::Classification;
 use weft_api::session::Role;
@@ -130,8 +130,7 @@ fn check_approval(
         .optional()?
         .is_some();
     let approves = standing == Standing::Approver.as_str()
-        && crate::evidence::is_reuse_approval(&evidence)
-        && evidence.subject.kind == SubjectKind::Artifact
+        && evidence.is_reuse_approval()
         && evidence.subject.id == artifact.to_string()
         && evidence.result.outcome == Outcome::Pass
         && !superseded;

@@ -9,9 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::dsse::BASE64;
-use weft_api::evidence::{
-    AUTHORITY_AGENT, Evidence, MethodKind, Outcome, REUSE_CRITERION, SubjectKind,
-};
+use weft_api::evidence::{AUTHORITY_AGENT, Evidence, MethodKind, Outcome};
 use weft_api::kinds;
 use weft_api::session::Role;
 use weft_api::verdict::{Standing, Weighed, in_force, may_claim, may_supersede};
@@ -69,12 +67,6 @@ fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> 
             clause
         }
     }
-}
-
-/// Whether `evidence` is an approval of reusable knowledge (CTX-6): criterion
-/// [`REUSE_CRITERION`] about an Artifact.
-pub(crate) fn is_reuse_approval(evidence: &Evidence) -> bool {
-    evidence.criterion == REUSE_CRITERION && evidence.subject.kind == SubjectKind::Artifact
 }
 
 /// Whether `artifact` was published for the Evidence's Mission and WorkItem in its Group.
@@ -209,7 +201,7 @@ impl Engine {
                     let standing = match membership(txn, group, signer.as_str())? {
                         // CTX-6: approving reusable knowledge is an approver's Evidence, and
                         // the only Evidence an approver records.
-                        Some((roles, _)) if is_reuse_approval(&evidence) => {
+                        Some((roles, _)) if evidence.is_reuse_approval() => {
                             if !roles.contains(&Role::Approver) {
                                 return Err(reject(
                                     ErrorCode::Forbidden,
