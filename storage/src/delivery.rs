@@ -18,7 +18,7 @@ use weft_api::session::Role;
 use weft_api::views::{Checkpoint, Cursor, SignedCheckpoint};
 use weft_api::{Envelope, ErrorCode, Event, EventPayload, Id};
 
-use crate::access::{Reader, can_read_artifact, group_exists, membership, sees_manifest};
+use crate::access::{Reader, can_read_artifact, group_exists, membership};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::Error;
@@ -65,7 +65,7 @@ pub(crate) use crate::events::head;
 ///
 /// Which Events belong to a Mission: those whose payload names one (every Mission and WorkItem
 /// Event, `artifact.published`, `evidence.recorded`); `artifact.integrity_failure` and
-/// `artifact.repaired` belong to the artifact they name (shown when the reader may read it).
+/// `artifact.repaired` name only an artifact, and are shown when the reader may read it.
 /// Group-level Events (`group.created`, memberships, sessions, agents, and
 /// `artifact.reuse_published`, whose point is to announce reusable knowledge) reach every
 /// member. An Event this version cannot classify is withheld from a scoped member.
@@ -80,9 +80,9 @@ pub(crate) fn deliver(
     let group = event.group_id.as_str();
     let visible = match EventPayload::of(&event) {
         Ok(Some(payload)) => match payload {
-            EventPayload::ArtifactPublished(p) => {
-                sees_manifest(conn, reader, group, p.mission_id.as_str(), &p.artifact)?
-            }
+            // A publication stays its Mission's Event even once the Artifact is reusable (the
+            // `artifact.reuse_published` Event says that), so a placeholder never turns whole.
+            EventPayload::ArtifactPublished(p) => reader.sees_mission(group, p.mission_id.as_str()),
             EventPayload::EvidenceRecorded(p) => reader.sees_mission(group, p.mission_id.as_str()),
             EventPayload::Work(_, p) => reader.sees_mission(group, p.mission_id.as_str()),
             EventPayload::ArtifactIntegrityFailure(kinds::IntegrityFailure {

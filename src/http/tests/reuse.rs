@@ -228,5 +228,18 @@ backends!(
             .expect("artifact.reuse_published");
         assert_eq!(announced["payload"]["evidenceId"], json!(approval_id));
         assert_eq!(announced["payload"]["artifact"], json!(a1_text));
+        // a1's publication stays mission-1's Event: withheld from mission-2's member for good.
+        let theirs = get(&h, &other, "/v1/groups/g1/events?limit=1000")
+            .await
+            .json();
+        let published_in_one = theirs["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| {
+                e["type"] == "artifact.published" && e["payload"]["missionId"] == "mission-1"
+            })
+            .count();
+        assert_eq!(published_in_one, 0);
     }
 );
