@@ -515,7 +515,10 @@ async fn expiry_probe(actor: &mut Actor, tag: &str, probes: usize) -> anyhow::Re
             tokio::time::timeout_at(deadline, rx.recv()).await
         else {
             let tail = client.events(&actor.group, head, 1000).await?;
-            let kinds: Vec<&str> = tail.iter().map(|e| e.kind.as_str()).collect();
+            let kinds: Vec<&str> = tail
+                .iter()
+                .map(|e| e.event().map_or("withheld", |e| e.kind.as_str()))
+                .collect();
             anyhow::bail!(
                 "{} of {probes} lease.expired seen in 30 s; after {head}: {kinds:?}",
                 lags.arrived.len()

@@ -50,6 +50,7 @@ async fn main() -> anyhow::Result<()> {
     let reader = Reader::Agent {
         agent_id: agent,
         group_id: Id::parse("groupId", "bench")?,
+        scope: weft_storage::MissionScope::Group,
     };
 
     println!("artifacts                          {n}");

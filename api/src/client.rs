@@ -168,7 +168,22 @@ impl Client {
         agent_id: &Id,
         roles: &[Role],
     ) -> Result<Membership, Error> {
-        let body = serde_json::json!({ "roles": roles });
+        self.set_scoped_membership(group_id, agent_id, roles, None)
+            .await
+    }
+
+    /// Sets a Membership covering only `missions` of the Group (CTX-5; `None`: all of it).
+    pub async fn set_scoped_membership(
+        &self,
+        group_id: &Id,
+        agent_id: &Id,
+        roles: &[Role],
+        missions: Option<&[Id]>,
+    ) -> Result<Membership, Error> {
+        let mut body = serde_json::json!({ "roles": roles });
+        if let Some(missions) = missions {
+            body["missions"] = serde_json::json!(missions);
+        }
         let path = format!("/v1/admin/groups/{group_id}/members/{agent_id}");
         Ok(self.send_json(Method::PUT, &path, Some(&body)).await?.1)
     }
@@ -346,7 +361,7 @@ impl Client {
         group_id: &Id,
         after: u64,
         limit: u32,
-    ) -> Result<Vec<crate::Event>, Error> {
+    ) -> Result<Vec<crate::event::Delivered>, Error> {
         let response = self
             .request(Method::GET, &format!("/v1/groups/{group_id}/events"))
             .query(&[("after", after.to_string()), ("limit", limit.to_string())])

@@ -6,10 +6,12 @@
 //! the next Event after the cursor, checks each against the hash chain, and advances the
 //! cursor only when the application says the Event was processed. The cursor is therefore
 //! always the highest contiguous processed sequence (DLV-5), never past a gap (DLV-4).
+//! A `withheld` placeholder (CTX-5) takes its place in the sequence like any Event; only its
+//! links are checked, since its content is not there to hash.
 
 use std::collections::BTreeMap;
 
-use crate::event::{Event, EventHash};
+use crate::event::{Delivered, EventHash};
 
 /// Why a delivered Event cannot be accepted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -35,7 +37,7 @@ pub struct Sequencer {
     cursor: u64,
     /// Hash of the Event at `cursor`, when known (always known after the first one).
     head: Option<EventHash>,
-    buffer: BTreeMap<u64, Event>,
+    buffer: BTreeMap<u64, Delivered>,
 }
 
 impl Sequencer {
@@ -70,49 +72,57 @@ impl Sequencer {
 
     /// Takes a delivered Event. Duplicates (by sequence and Event id) are dropped; Events
     /// beyond the next one wait in the buffer.
-    pub fn offer(&mut self, event: Event) -> Result<(), ChainError> {
-        if event.group_id != self.group_id {
+    pub fn offer(&mut self, event: impl Into<Delivered>) -> Result<(), ChainError> {
+        let event: Delivered = event.into();
+        let sequence = event.sequence();
+        if let Some(whole) = event.event()
+            && whole.group_id != self.group_id
+        {
             return Err(ChainError::WrongGroup {
-                sequence: event.sequence,
+                sequence,
                 expected: self.group_id.clone(),
-                found: event.group_id,
+                found: whole.group_id.clone(),
             });
         }
-        if event.sequence <= self.cursor {
+        if sequence <= self.cursor {
             return Ok(()); // already processed: a duplicate
         }
-        if let Some(held) = self.buffer.get(&event.sequence) {
-            return if held.event_id == event.event_id && held.hash == event.hash {
+        if let Some(held) = self.buffer.get(&sequence) {
+            let same_id = match (held.event(), event.event()) {
+                (Some(held), Some(event)) => held.event_id == event.event_id,
+                (None, None) => true,
+                _ => false,
+            };
+            return if same_id && held.hash() == event.hash() {
                 Ok(())
             } else {
-                Err(ChainError::Conflict {
-                    sequence: event.sequence,
-                })
+                Err(ChainError::Conflict { sequence })
             };
         }
-        if event.computed_hash() != event.hash {
-            return Err(ChainError::Broken {
-                sequence: event.sequence,
-            });
+        if event
+            .event()
+            .is_some_and(|whole| whole.computed_hash() != whole.hash)
+        {
+            return Err(ChainError::Broken { sequence });
         }
-        if self.buffer.len() >= MAX_BUFFERED && event.sequence > self.cursor + MAX_BUFFERED as u64 {
+        if self.buffer.len() >= MAX_BUFFERED && sequence > self.cursor + MAX_BUFFERED as u64 {
             return Ok(()); // too far ahead: it will be delivered again after the gap fills
         }
-        self.buffer.insert(event.sequence, event);
+        self.buffer.insert(sequence, event);
         Ok(())
     }
 
-    /// The Event at `cursor + 1`, if it arrived and continues the chain. It stays the next
-    /// Event until [`Sequencer::processed`] is called for it.
-    pub fn next_ready(&self) -> Result<Option<&Event>, ChainError> {
+    /// The Event (or placeholder) at `cursor + 1`, if it arrived and continues the chain. It
+    /// stays the next one until [`Sequencer::processed`] is called for it.
+    pub fn next_ready(&self) -> Result<Option<&Delivered>, ChainError> {
         let Some(event) = self.buffer.get(&(self.cursor + 1)) else {
             return Ok(None);
         };
         if let Some(head) = self.head
-            && event.prev_hash != head
+            && event.prev_hash() != head
         {
             return Err(ChainError::Broken {
-                sequence: event.sequence,
+                sequence: event.sequence(),
             });
         }
         Ok(Some(event))
@@ -124,7 +134,7 @@ impl Sequencer {
             && let Some(event) = self.buffer.remove(&sequence)
         {
             self.cursor = sequence;
-            self.head = Some(event.hash);
+            self.head = Some(event.hash());
         }
     }
 }
@@ -135,6 +145,7 @@ mod tests {
     use serde_json::value::RawValue;
 
     use super::*;
+    use crate::event::Event;
     use crate::event::Unhashed;
 
     fn chain(n: u64) -> Vec<Event> {
@@ -180,7 +191,7 @@ mod tests {
         for &index in deliveries {
             sequencer.offer(events[index].clone()).expect("valid chain");
             while let Some(event) = sequencer.next_ready().expect("chain holds") {
-                let sequence = event.sequence;
+                let sequence = event.sequence();
                 seen.push(sequence);
                 sequencer.processed(sequence);
                 // DLV-5: the durable cursor is the highest contiguous processed sequence.
@@ -246,6 +257,52 @@ mod tests {
         );
     }
 
+    /// CTX-5: a withheld placeholder takes its Event's place: the Sequencer moves the cursor
+    /// over it and `verify_chain` checks its links; one whose hash was changed breaks the
+    /// next Event's link, and one whose prevHash was changed breaks its own.
+    #[test]
+    fn withheld_placeholders_keep_the_chain_and_the_cursor() {
+        use crate::event::{Withheld, verify_chain};
+        let events = chain(4);
+        let delivered: Vec<Delivered> = events
+            .iter()
+            .map(|e| match e.sequence {
+                2 | 3 => Delivered::Withheld(Withheld::of(e)),
+                _ => Delivered::Event(e.clone()),
+            })
+            .collect();
+        assert_eq!(
+            verify_chain(0, EventHash::GENESIS, &delivered),
+            Ok((4, events[3].hash))
+        );
+        let mut sequencer = Sequencer::new("g", 0, None);
+        for entry in delivered.iter().rev() {
+            sequencer.offer(entry.clone()).expect("fine");
+        }
+        while let Some(next) = sequencer.next_ready().expect("chain holds") {
+            let sequence = next.sequence();
+            sequencer.processed(sequence);
+        }
+        assert_eq!(
+            (sequencer.cursor(), sequencer.head()),
+            (4, Some(events[3].hash))
+        );
+        let mut forged = delivered.clone();
+        if let Delivered::Withheld(placeholder) = &mut forged[2] {
+            placeholder.hash = EventHash([9; 32]);
+        }
+        assert!(verify_chain(0, EventHash::GENESIS, &forged).is_err());
+        let mut forged = delivered;
+        if let Delivered::Withheld(placeholder) = &mut forged[1] {
+            placeholder.prev_hash = EventHash([9; 32]);
+        }
+        assert!(verify_chain(0, EventHash::GENESIS, &forged).is_err());
+        let json = serde_json::to_value(&forged[1]).expect("json");
+        assert_eq!(json.as_object().map(|o| o.len()), Some(4), "{json}");
+        let back: Delivered = serde_json::from_value(json).expect("parses back");
+        assert!(back.event().is_none());
+    }
+
     #[test]
     fn a_cursor_never_moves_without_processing() {
         let events = chain(5);
@@ -260,7 +317,7 @@ mod tests {
         assert_eq!(sequencer.cursor(), 0);
         sequencer.offer(events[0].clone()).expect("fine");
         assert_eq!(
-            sequencer.next_ready().expect("ok").map(|e| e.sequence),
+            sequencer.next_ready().expect("ok").map(|e| e.sequence()),
             Some(1)
         );
         assert_eq!(sequencer.cursor(), 0, "not processed yet");

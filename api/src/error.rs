@@ -83,6 +83,8 @@ pub enum ErrorCode {
     OfflineOwnerChanged,
     /// OFL-9: outside the bound WorkItem.
     OfflineWrongWorkItem,
+    /// A citation of another Mission's Artifact that was not published as reusable (CTX-6).
+    NotReusable,
     Internal,
 }
 
@@ -157,6 +159,7 @@ impl ErrorCode {
             Self::OfflineLeaseClosed => "offline_lease_closed",
             Self::OfflineOwnerChanged => "offline_owner_changed",
             Self::OfflineWrongWorkItem => "offline_wrong_work_item",
+            Self::NotReusable => "not_reusable",
             Self::Internal => "internal",
         }
     }
@@ -216,6 +219,7 @@ mod tests {
             ErrorCode::OfflineLeaseClosed,
             ErrorCode::OfflineOwnerChanged,
             ErrorCode::OfflineWrongWorkItem,
+            ErrorCode::NotReusable,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -142,35 +142,187 @@ impl Event {
     }
 }
 
+/// The `type` of a withheld placeholder (DESIGN §11).
+pub const WITHHELD: &str = "withheld";
+
+/// An Event of another Mission as a Mission-scoped member receives it (CTX-5, DESIGN §11):
+/// `{"sequence", "type": "withheld", "prevHash", "hash"}`, no payload. Its own hash cannot be
+/// recomputed, but its links can: its `prevHash` is the previous Event's `hash`, and the next
+/// Event's `prevHash` is its `hash`, so cursors and the chain still hold around it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Withheld {
+    pub sequence: u64,
+    #[serde(rename = "type", deserialize_with = "withheld_type")]
+    pub kind: String,
+    pub prev_hash: EventHash,
+    pub hash: EventHash,
+}
+
+fn withheld_type<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let kind = String::deserialize(deserializer)?;
+    if kind == WITHHELD {
+        Ok(kind)
+    } else {
+        Err(serde::de::Error::custom(
+            "a placeholder's type is \"withheld\"",
+        ))
+    }
+}
+
+impl Withheld {
+    /// The placeholder standing for `event`.
+    pub fn of(event: &Event) -> Self {
+        Self {
+            sequence: event.sequence,
+            kind: WITHHELD.to_owned(),
+            prev_hash: event.prev_hash,
+            hash: event.hash,
+        }
+    }
+}
+
+/// One entry of a replay or stream: a whole Event, or a withheld placeholder.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Delivered {
+    Event(Event),
+    Withheld(Withheld),
+}
+
+impl<'de> Deserialize<'de> for Delivered {
+    /// By `type`: `withheld` is a placeholder, anything else an Event. (Not serde's
+    /// `untagged`: it buffers, and an Event's raw payload cannot be read from a buffer.)
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Probe {
+            #[serde(rename = "type")]
+            kind: String,
+        }
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        let probe: Probe = serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?;
+        if probe.kind == WITHHELD {
+            serde_json::from_str(raw.get())
+                .map(Self::Withheld)
+                .map_err(serde::de::Error::custom)
+        } else {
+            serde_json::from_str(raw.get())
+                .map(Self::Event)
+                .map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+impl Delivered {
+    pub fn sequence(&self) -> u64 {
+        match self {
+            Self::Event(event) => event.sequence,
+            Self::Withheld(withheld) => withheld.sequence,
+        }
+    }
+
+    pub fn hash(&self) -> EventHash {
+        match self {
+            Self::Event(event) => event.hash,
+            Self::Withheld(withheld) => withheld.hash,
+        }
+    }
+
+    pub fn prev_hash(&self) -> EventHash {
+        match self {
+            Self::Event(event) => event.prev_hash,
+            Self::Withheld(withheld) => withheld.prev_hash,
+        }
+    }
+
+    /// The whole Event, unless withheld.
+    pub fn event(&self) -> Option<&Event> {
+        match self {
+            Self::Event(event) => Some(event),
+            Self::Withheld(_) => None,
+        }
+    }
+}
+
+impl From<Event> for Delivered {
+    fn from(event: Event) -> Self {
+        Self::Event(event)
+    }
+}
+
+/// Something with a place in a Group's chain: an [`Event`], or a [`Delivered`] entry.
+pub trait Linked {
+    fn sequence(&self) -> u64;
+    fn prev_hash(&self) -> EventHash;
+    fn hash(&self) -> EventHash;
+    /// The hash recomputed from the content; `None` for a withheld placeholder (only its
+    /// links can be checked).
+    fn content_hash(&self) -> Option<EventHash>;
+}
+
+impl Linked for Event {
+    fn sequence(&self) -> u64 {
+        self.sequence
+    }
+    fn prev_hash(&self) -> EventHash {
+        self.prev_hash
+    }
+    fn hash(&self) -> EventHash {
+        self.hash
+    }
+    fn content_hash(&self) -> Option<EventHash> {
+        Some(self.computed_hash())
+    }
+}
+
+impl Linked for Delivered {
+    fn sequence(&self) -> u64 {
+        Delivered::sequence(self)
+    }
+    fn prev_hash(&self) -> EventHash {
+        Delivered::prev_hash(self)
+    }
+    fn hash(&self) -> EventHash {
+        Delivered::hash(self)
+    }
+    fn content_hash(&self) -> Option<EventHash> {
+        self.event().map(Event::computed_hash)
+    }
+}
+
 /// Checks that `events` continue a chain whose last Event had `sequence` and `hash`
 /// (`0` and [`EventHash::GENESIS`] for a chain from the start). Returns the new head.
-pub fn verify_chain<'a>(
+/// A withheld placeholder is checked by its links only.
+pub fn verify_chain<'a, E: Linked + 'a>(
     mut sequence: u64,
     mut head: EventHash,
-    events: impl IntoIterator<Item = &'a Event>,
+    events: impl IntoIterator<Item = &'a E>,
 ) -> Result<(u64, EventHash), String> {
     for event in events {
-        if event.sequence != sequence + 1 {
+        if event.sequence() != sequence + 1 {
             return Err(format!(
                 "expected sequence {}, found {}",
                 sequence + 1,
-                event.sequence
+                event.sequence()
             ));
         }
-        if event.prev_hash != head {
+        if event.prev_hash() != head {
             return Err(format!(
                 "sequence {}: prevHash does not match",
-                event.sequence
+                event.sequence()
             ));
         }
-        if event.computed_hash() != event.hash {
+        if event
+            .content_hash()
+            .is_some_and(|computed| computed != event.hash())
+        {
             return Err(format!(
                 "sequence {}: hash does not match its content",
-                event.sequence
+                event.sequence()
             ));
         }
-        sequence = event.sequence;
-        head = event.hash;
+        sequence = event.sequence();
+        head = event.hash();
     }
     Ok((sequence, head))
 }

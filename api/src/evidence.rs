@@ -15,6 +15,18 @@ use crate::id::Id;
 use crate::manifest::Producer;
 use crate::signed::SignedPayload;
 
+/// The criterion of an approver's Evidence approving an Artifact as reusable knowledge (CTX-6).
+pub const REUSE_CRITERION: &str = "reuse";
+
+impl Evidence {
+    /// Whether this is an approval of reusable knowledge (CTX-6): criterion
+    /// [`REUSE_CRITERION`] about an Artifact. Only an approver records it, and it is the only
+    /// Evidence an approver records.
+    pub fn is_reuse_approval(&self) -> bool {
+        self.criterion == REUSE_CRITERION && self.subject.kind == SubjectKind::Artifact
+    }
+}
+
 pub const EVIDENCE_TYPE: &str = "application/vnd.mwp.evidence.v1+json";
 /// Largest Evidence payload, in bytes.
 pub const MAX_EVIDENCE_BYTES: usize = 64 * 1024;

@@ -19,6 +19,9 @@ use crate::session::Role;
 #[serde(rename_all = "camelCase")]
 pub struct MemberState {
     pub membership_epoch: u64,
+    /// The Missions it covers (CTX-5); absent: the whole Group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missions: Option<Vec<String>>,
     pub roles: Vec<Role>,
 }
 
@@ -58,6 +61,9 @@ pub struct GroupState {
     pub artifacts: BTreeMap<String, ArtifactState>,
     /// Recorded Evidence by evidence id.
     pub evidence: BTreeMap<String, EvidenceState>,
+    /// Artifacts published as reusable knowledge (CTX-6) → their classification.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reusable: BTreeMap<String, String>,
     /// Artifacts that failed verification.
     pub integrity_failures: Vec<String>,
     /// Missions and WorkItems as the log says they are.
@@ -84,6 +90,9 @@ impl GroupState {
                     set.agent_id.to_string(),
                     MemberState {
                         membership_epoch: set.membership_epoch,
+                        missions: set
+                            .missions
+                            .map(|missions| missions.iter().map(ToString::to_string).collect()),
                         roles: set.roles,
                     },
                 );
@@ -128,6 +137,12 @@ impl GroupState {
             Some(EventPayload::ArtifactRepaired(repaired)) => {
                 let artifact = repaired.artifact.to_string();
                 self.integrity_failures.retain(|failed| *failed != artifact);
+            }
+            Some(EventPayload::ReusePublished(published)) => {
+                self.reusable.insert(
+                    published.artifact.to_string(),
+                    published.classification.as_str().to_owned(),
+                );
             }
             Some(EventPayload::GroupCreated(_) | EventPayload::AgentKeyRotated(_)) | None => {}
         }

@@ -33,12 +33,14 @@ pub enum EventKind {
     AgentDeactivated,
     AgentKeyRotated,
     ArtifactRepaired,
+    /// An Artifact was published as reusable knowledge (CTX-6).
+    ReusePublished,
     /// A Mission or WorkItem Event (`crate::work::events`).
     Work(WorkEventKind),
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
@@ -49,6 +51,7 @@ impl EventKind {
         EventKind::AgentDeactivated,
         EventKind::AgentKeyRotated,
         EventKind::ArtifactRepaired,
+        EventKind::ReusePublished,
     ];
 
     /// The `type` of an Event of this kind.
@@ -65,6 +68,7 @@ impl EventKind {
             EventKind::AgentKeyRotated => "agent.key_rotated",
             EventKind::Work(kind) => kind.as_str(),
             EventKind::ArtifactRepaired => "artifact.repaired",
+            EventKind::ReusePublished => "artifact.reuse_published",
         }
     }
 
@@ -96,6 +100,10 @@ pub struct GroupCreated {
 pub struct MembershipSet {
     pub agent_id: Id,
     pub membership_epoch: u64,
+    /// The Missions the Membership covers (CTX-5); absent (and not written) for the whole
+    /// Group, so Events of unscoped Memberships keep their old bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missions: Option<Vec<Id>>,
     pub roles: Vec<Role>,
 }
 
@@ -168,6 +176,20 @@ pub struct ArtifactRepaired {
     pub artifact: ArtifactId,
 }
 
+/// `artifact.reuse_published`: the Artifact is reusable knowledge in its Group (CTX-6): any
+/// Mission of the Group may read and cite it. Names the approval Evidence (signed by an
+/// Organization approver), the classification, and the Mission it came from (provenance).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReusePublished {
+    pub approved_by: Id,
+    pub artifact: ArtifactId,
+    pub classification: crate::manifest::Classification,
+    pub evidence_id: ArtifactId,
+    pub mission_id: Id,
+    pub published_by: Id,
+}
+
 /// `evidence.recorded`
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -196,6 +218,7 @@ pub enum EventPayload {
     AgentDeactivated(AgentDeactivated),
     AgentKeyRotated(AgentKeyRotated),
     ArtifactRepaired(ArtifactRepaired),
+    ReusePublished(ReusePublished),
     Work(WorkEventKind, WorkEvent),
 }
 
@@ -212,6 +235,7 @@ impl EventPayload {
             EventPayload::AgentDeactivated(_) => EventKind::AgentDeactivated,
             EventPayload::AgentKeyRotated(_) => EventKind::AgentKeyRotated,
             EventPayload::ArtifactRepaired(_) => EventKind::ArtifactRepaired,
+            EventPayload::ReusePublished(_) => EventKind::ReusePublished,
             EventPayload::Work(kind, _) => EventKind::Work(*kind),
         }
     }
@@ -229,6 +253,7 @@ impl EventPayload {
             EventPayload::AgentDeactivated(p) => serde_json::to_string(p),
             EventPayload::AgentKeyRotated(p) => serde_json::to_string(p),
             EventPayload::ArtifactRepaired(p) => serde_json::to_string(p),
+            EventPayload::ReusePublished(p) => serde_json::to_string(p),
             EventPayload::Work(_, p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
@@ -258,6 +283,7 @@ impl EventPayload {
             EventKind::AgentDeactivated => EventPayload::AgentDeactivated(parse(text)?),
             EventKind::AgentKeyRotated => EventPayload::AgentKeyRotated(parse(text)?),
             EventKind::ArtifactRepaired => EventPayload::ArtifactRepaired(parse(text)?),
+            EventKind::ReusePublished => EventPayload::ReusePublished(parse(text)?),
             EventKind::Work(kind) => EventPayload::Work(kind, parse(text)?),
         }))
     }

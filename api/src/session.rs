@@ -93,6 +93,9 @@ pub struct AgentRegistration {
 #[serde(deny_unknown_fields)]
 pub struct MembershipRequest {
     pub roles: Vec<Role>,
+    /// The Missions the Membership covers (CTX-5); absent: the whole Group.
+    #[serde(default)]
+    pub missions: Option<Vec<Id>>,
 }
 
 /// The answer to a membership change.
@@ -103,4 +106,15 @@ pub struct Membership {
     pub agent_id: Id,
     pub roles: Vec<Role>,
     pub epoch: u64,
+    /// The Missions it covers (CTX-5); absent: the whole Group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missions: Option<Vec<Id>>,
+}
+
+impl Role {
+    /// Whether a Membership with this role sees the whole Group whatever its scope: a
+    /// coordinator and an auditor do (CTX-5, DESIGN §11), so a Mission scope for them is refused.
+    pub fn sees_whole_group(self) -> bool {
+        matches!(self, Role::Coordinator | Role::Auditor)
+    }
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::{Client, Error};
 use crate::delivery::Sequencer;
 use crate::dsse::SNAPSHOT_TYPE;
-use crate::event::{Event, EventHash};
+use crate::event::{Delivered, Event, EventHash};
 use crate::id::Id;
 use crate::views::{SignedSnapshot, SnapshotReference};
 
@@ -286,7 +286,7 @@ impl Subscription {
                     continue; // the stream ends after an error; reconnecting tells why
                 }
                 let data = frame.data;
-                let event: Event = serde_json::from_str(&data)
+                let event: Delivered = serde_json::from_str(&data)
                     .map_err(|e| Error::Protocol(format!("bad event frame: {e}")))?;
                 sequencer
                     .offer(event)
@@ -295,12 +295,15 @@ impl Subscription {
                     .next_ready()
                     .map_err(|e| Error::Protocol(e.to_string()))?
                 {
-                    let event = event.clone();
-                    let sequence = event.sequence;
-                    let hash = event.hash;
-                    let flow = handler(event).await.map_err(|e| {
-                        Error::Protocol(format!("handler failed at {sequence}: {e}"))
-                    })?;
+                    let (sequence, hash) = (event.sequence(), event.hash());
+                    // A withheld placeholder (CTX-5) moves the cursor; the handler never
+                    // sees it, since there is nothing in it to handle.
+                    let flow = match event.event().cloned() {
+                        Some(event) => handler(event).await.map_err(|e| {
+                            Error::Protocol(format!("handler failed at {sequence}: {e}"))
+                        })?,
+                        None => Flow::Continue,
+                    };
                     sequencer.processed(sequence);
                     self.save_cursor(&CursorState {
                         group_id: self.group_id.to_string(),

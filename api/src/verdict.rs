@@ -28,14 +28,20 @@ pub enum Standing {
     Reviewer,
     /// The server's built-in reviewer (`weft-authority`).
     Authority,
+    /// An Organization approver approving an Artifact as reusable knowledge (CTX-6): the only
+    /// Evidence an approver records (criterion [`crate::evidence::REUSE_CRITERION`], subject
+    /// the Artifact). Storage gives this standing to that Evidence only; [`Standing::of_roles`]
+    /// never answers it.
+    Approver,
 }
 
 impl Standing {
-    pub const ALL: [Standing; 4] = [
+    pub const ALL: [Standing; 5] = [
         Standing::Worker,
         Standing::Coordinator,
         Standing::Reviewer,
         Standing::Authority,
+        Standing::Approver,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -44,6 +50,7 @@ impl Standing {
             Self::Coordinator => "coordinator",
             Self::Reviewer => "reviewer",
             Self::Authority => "authority",
+            Self::Approver => "approver",
         }
     }
 
@@ -68,7 +75,7 @@ impl Standing {
     pub fn rank(self) -> u8 {
         match self {
             Self::Worker => 0,
-            Self::Coordinator | Self::Reviewer | Self::Authority => 1,
+            Self::Coordinator | Self::Reviewer | Self::Authority | Self::Approver => 1,
         }
     }
 }
@@ -86,14 +93,14 @@ impl std::str::FromStr for Standing {
 
 /// Whether a producer of `standing` may claim `method`.
 ///
-/// | method              | worker | coordinator | reviewer | authority |
-/// |---------------------|--------|-------------|----------|-----------|
+/// | method              | worker | coordinator | reviewer | authority | approver |
+/// |---------------------|--------|-------------|----------|-----------|----------|
 /// | `integrity_check`   |        |             | yes      | yes       |
 /// | `schema_validation` |        |             | yes      | yes       |
 /// | `automated_test`    | yes    | yes         | yes      |           |
 /// | `business_rule`     | yes    | yes         | yes      |           |
 /// | `reviewer_agent`    |        |             | yes      |           |
-/// | `human`             |        | yes         | yes      |           |
+/// | `human`             |        | yes         | yes      |           | yes      |
 ///
 /// The server's reviewer signs only the two deterministic checks it runs; a `human` verdict
 /// comes from the people who accept or fail results; a Worker may report its own tests and
@@ -107,7 +114,7 @@ pub fn may_claim(standing: Standing, method: MethodKind) -> bool {
             matches!(standing, S::Worker | S::Coordinator | S::Reviewer)
         }
         M::ReviewerAgent => standing == S::Reviewer,
-        M::Human => matches!(standing, S::Coordinator | S::Reviewer),
+        M::Human => matches!(standing, S::Coordinator | S::Reviewer | S::Approver),
     }
 }
 

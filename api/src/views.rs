@@ -48,6 +48,36 @@ pub struct ArtifactView {
     pub size: u64,
     pub quarantined: bool,
     pub manifests: Vec<ManifestRecord>,
+    /// Set when the Artifact was published as reusable knowledge in the reader's Group (CTX-6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<ReuseRecord>,
+}
+
+/// `POST /v1/artifacts/{digest}/reuse` body: publish an Artifact as reusable knowledge
+/// (CTX-6), citing the approver's signed approval Evidence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReuseRequest {
+    pub classification: crate::manifest::Classification,
+    /// The approval: Evidence with criterion `reuse` about this Artifact, recorded by an
+    /// Organization approver, outcome `pass`, not superseded.
+    pub approval: ArtifactId,
+}
+
+/// An Artifact published as reusable knowledge in a Group (CTX-6), with its provenance: the
+/// approval Evidence, who signed it, who published, and the Mission it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReuseRecord {
+    pub artifact: ArtifactId,
+    pub group_id: String,
+    pub classification: crate::manifest::Classification,
+    pub approval: ArtifactId,
+    pub approved_by: String,
+    pub mission_id: String,
+    pub published_by: String,
+    pub published_at: String,
+    pub sequence: u64,
 }
 
 impl ArtifactView {
@@ -89,7 +119,8 @@ pub struct ArtifactPage {
 /// Answer to `GET /v1/groups/{g}/events`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EventPage {
-    pub events: Vec<crate::event::Event>,
+    /// Whole Events, and `withheld` placeholders for a Mission-scoped member (CTX-5).
+    pub events: Vec<crate::event::Delivered>,
 }
 
 /// One Evidence record as stored and served.

@@ -108,21 +108,31 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
                     group,
                     agent_id,
                     roles,
+                    missions,
                 },
         } => {
+            let missions = missions
+                .iter()
+                .map(|m| Id::parse("mission", m))
+                .collect::<Result<Vec<_>, _>>()?;
             let roles = roles
                 .iter()
                 .map(|r| parse_role(r))
                 .collect::<Result<Vec<_>, _>>()?;
             let membership = api
-                .set_membership(
+                .set_scoped_membership(
                     &Id::parse("group", &group)?,
                     &Id::parse("agent-id", &agent_id)?,
                     &roles,
+                    (!missions.is_empty()).then_some(&missions[..]),
                 )
                 .await?;
+            let scope = membership.missions.map_or_else(
+                || "the whole Group".to_owned(),
+                |m| format!("Missions {m:?}"),
+            );
             println!(
-                "{agent_id} in {group}: {:?} (membership epoch {})",
+                "{agent_id} in {group}: {:?} (membership epoch {}), {scope}",
                 membership.roles, membership.epoch
             );
         }

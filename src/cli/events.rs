@@ -34,7 +34,7 @@ async fn tail(api: &Client, group: &str, after: u64, follow: bool) -> anyhow::Re
         loop {
             let page = api.events(&group, after, 1000).await?;
             let Some(last) = page.last() else { break };
-            after = last.sequence;
+            after = last.sequence();
             for event in &page {
                 println!("{}", serde_json::to_string(event)?);
             }
@@ -134,9 +134,9 @@ async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Resu
             .map_err(|problem| anyhow::anyhow!("chain broken: {problem}"))?;
         if let Some(event) = page
             .iter()
-            .find(|e| e.sequence == signed.checkpoint.sequence)
+            .find(|e| e.sequence() == signed.checkpoint.sequence)
         {
-            hash_at_checkpoint = Some(event.hash);
+            hash_at_checkpoint = Some(event.hash());
         }
     }
     match hash_at_checkpoint {

@@ -650,6 +650,9 @@ enum MemberAction {
         /// worker, coordinator, reviewer, auditor or approver; repeat for several.
         #[arg(long = "role", required = true)]
         roles: Vec<String>,
+        /// Scope the Membership to this Mission (CTX-5); repeat for several; none: the Group.
+        #[arg(long = "mission")]
+        missions: Vec<String>,
     },
     /// Ends a Membership: the Agent's sessions in the Group end at once.
     Remove { group: String, agent_id: String },

@@ -67,8 +67,8 @@ pub(crate) async fn register_agent(
 
 /// Sets a Membership's roles and increments its epoch.
 #[utoipa::path(put, path = "/v1/admin/groups/{group_id}/members/{agent_id}", params(("group_id" = String, Path), ("agent_id" = String, Path)),
-    request_body(content = String, description = "{roles: [worker|coordinator|reviewer|auditor]}", content_type = "application/json"),
-    responses((status = 200, description = "{groupId, agentId, roles, epoch}")))]
+    request_body(content = String, description = "{roles: [worker|coordinator|reviewer|auditor|approver], missions?: [missionId] (CTX-5: only those Missions; not for coordinators or auditors)}", content_type = "application/json"),
+    responses((status = 200, description = "{groupId, agentId, roles, epoch, missions?}"), (status = 400, description = "bad_request")))]
 pub(crate) async fn set_membership(
     State(state): State<AppState>,
     caller: Caller,
@@ -86,7 +86,7 @@ pub(crate) async fn set_membership(
     answer_with(|membership: &weft_api::session::Membership| (StatusCode::OK, membership.clone()));
     let membership = state
         .store
-        .set_membership(group_id, agent_id, request.roles)
+        .set_scoped_membership(group_id, agent_id, request.roles, request.missions)
         .await?;
     Ok(json(StatusCode::OK, &membership))
 }

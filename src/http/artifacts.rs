@@ -207,3 +207,54 @@ pub(crate) async fn content(
     });
     Ok((status, response_headers, Body::from_stream(body)).into_response())
 }
+
+/// Publishes an Artifact as reusable knowledge in the caller's Group (CTX-6): the caller is an
+/// approver, the body names the classification and the approver's signed approval Evidence
+/// (criterion `reuse`, subject the Artifact, outcome `pass`). Appends `artifact.reuse_published`;
+/// from then on every Mission of the Group may read and cite the Artifact.
+#[utoipa::path(post, path = "/v1/artifacts/{digest}/reuse", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
+    request_body(content = String, description = "{classification: public|internal|confidential|restricted, approval: <evidence id>}", content_type = "application/json"),
+    responses((status = 201, description = "{artifact, groupId, classification, approval, approvedBy, missionId, publishedBy, publishedAt, sequence}"),
+              (status = 200, description = "published with this approval already"), (status = 400, description = "bad_request"),
+              (status = 403, description = "forbidden: not an approver of the Group"), (status = 404, description = "not_found"),
+              (status = 409, description = "conflict: reusable already under another approval"),
+              (status = 422, description = "unknown_evidence, evidence_missing: the approval is not an approver's passing reuse Evidence about this Artifact")))]
+pub(crate) async fn reuse(
+    State(state): State<AppState>,
+    caller: Caller,
+    digest: RawPath,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let Caller::Agent(session) = &caller else {
+        return Err(HttpError::new(
+            ErrorCode::Forbidden,
+            "reusable knowledge is approved by an approver's session, not the operator",
+        ));
+    };
+    let digest = path_digest(digest)?;
+    let bytes = super::body::read_json(&headers, body).await?;
+    let request: weft_api::views::ReuseRequest =
+        weft_api::json::parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let artifact = match digest {
+        weft_api::Digest::Blake3(id) => id,
+        weft_api::Digest::Sha256(_) => {
+            state
+                .store
+                .artifact(digest, &caller.reader())
+                .await?
+                .digests
+                .blake3
+        }
+    };
+    let render = |(record, created): &(weft_api::views::ReuseRecord, bool)| {
+        (created_or_ok(*created), record.clone())
+    };
+    super::idempotency::answer_with(render);
+    let outcome = state
+        .store
+        .publish_reusable(artifact, request, session)
+        .await?;
+    let (status, body) = render(&outcome);
+    Ok(json(status, &body))
+}

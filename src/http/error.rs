@@ -77,7 +77,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::OfflineOutsideGrace
         | C::OfflineLeaseClosed
         | C::OfflineOwnerChanged
-        | C::OfflineWrongWorkItem => StatusCode::CONFLICT,
+        | C::OfflineWrongWorkItem
+        | C::NotReusable => StatusCode::CONFLICT,
         C::IdempotencyKeyReused | C::EvidenceMissing => StatusCode::UNPROCESSABLE_ENTITY,
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

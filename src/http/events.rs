@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt as _;
 use weft_api::ErrorCode;
+use weft_api::event::Delivered;
 use weft_api::json::parse_strict;
 use weft_api::views::{Ack, Cursors, EventPage};
 
@@ -123,7 +124,7 @@ impl Guard {
 /// Membership changed or removed, Agent deactivated, key rotated) gets a comment and an
 /// `error` frame naming the code, and ends.
 fn sse_body(
-    events: impl futures::Stream<Item = Result<weft_api::Event, weft_storage::Error>> + Send + 'static,
+    events: impl futures::Stream<Item = Result<Delivered, weft_storage::Error>> + Send + 'static,
     guard: Option<Guard>,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
     struct State<S> {
@@ -194,11 +195,15 @@ const SSE_BATCH: usize = 4096;
 /// Interval of keep-alive comments on an idle stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// One SSE frame: `id` is the sequence, `event` the type, `data` the Event as JSON (one line:
-/// serde_json never emits a raw newline).
-fn write_frame(out: &mut Vec<u8>, event: &weft_api::Event) {
+/// One SSE frame: `id` is the sequence, `event` the type (`withheld` for a placeholder, CTX-5),
+/// `data` the Event as JSON (one line: serde_json never emits a raw newline).
+fn write_frame(out: &mut Vec<u8>, event: &Delivered) {
     use std::io::Write as _;
-    let _ = write!(out, "id: {}\nevent: {}\ndata: ", event.sequence, event.kind);
+    let kind = match event {
+        Delivered::Event(event) => event.kind.as_str(),
+        Delivered::Withheld(withheld) => withheld.kind.as_str(),
+    };
+    let _ = write!(out, "id: {}\nevent: {kind}\ndata: ", event.sequence());
     if serde_json::to_writer(&mut *out, event).is_err() {
         out.extend_from_slice(b"null");
     }

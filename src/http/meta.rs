@@ -47,6 +47,7 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::artifacts::publish,
         super::artifacts::list,
         super::artifacts::show,
+        super::artifacts::reuse,
         super::artifacts::content,
         super::events::replay,
         super::lineage::provenance,

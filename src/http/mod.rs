@@ -154,6 +154,11 @@ fn json_routes() -> Vec<Route> {
         route(Method::GET, "/v1/artifacts", artifacts::list),
         route(Method::GET, "/v1/artifacts/{digest}", artifacts::show),
         route(
+            Method::POST,
+            "/v1/artifacts/{digest}/reuse",
+            artifacts::reuse,
+        ),
+        route(
             Method::GET,
             "/v1/artifacts/{digest}/provenance",
             lineage::provenance,

@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 66] = {
+const EVERY_CODE: [ErrorCode; 67] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -88,6 +88,7 @@ const EVERY_CODE: [ErrorCode; 66] = {
         C::OfflineLeaseClosed,
         C::OfflineOwnerChanged,
         C::OfflineWrongWorkItem,
+        C::NotReusable,
         C::Internal,
     ]
 };
@@ -161,6 +162,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::OfflineLeaseClosed
         | C::OfflineOwnerChanged
         | C::OfflineWrongWorkItem
+        | C::NotReusable
         | C::Internal => {}
     }
 }

@@ -1,8 +1,15 @@
 //! Who is asking and what they may see: the [`Reader`], the row helpers that answer
 //! "is this Agent a member, may it read this artifact or know this blob", and the one
 //! signature check every signed payload goes through.
+//!
+//! Mission isolation (CTX-5) is decided here and nowhere else: a Membership may cover only
+//! some Missions of its Group ([`MissionScope`]), and every read path asks [`Reader::sees_mission`]
+//! (or [`can_read_artifact`], which adds the reusable-knowledge exception of CTX-6), while
+//! every citation asks [`may_cite`].
 
 use crate::db::Cached as _;
+use std::collections::BTreeSet;
+
 use ed25519_dalek::VerifyingKey;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::AUTHORITY_AGENT;
@@ -14,17 +21,68 @@ use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::to32;
 
+/// Which Missions of its Group a Membership covers (CTX-5).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum MissionScope {
+    /// The whole Group: every Membership without `missions`, and every coordinator and auditor.
+    #[default]
+    Group,
+    /// Only these Missions: content of any other Mission of the Group answers as if it did
+    /// not exist, and its Events reach the member as `withheld` placeholders.
+    Missions(BTreeSet<String>),
+}
+
+impl MissionScope {
+    /// Whether the scope covers Mission `mission_id`.
+    pub fn covers(&self, mission_id: &str) -> bool {
+        match self {
+            Self::Group => true,
+            Self::Missions(missions) => missions.contains(mission_id),
+        }
+    }
+}
+
 /// Who is asking.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reader {
     /// The operator, with the admin token: sees everything.
     Admin,
     /// An Agent acting through a session of one Group: sees what that Group published and
-    /// nothing of its other Groups (a session acts in its own Group only).
-    Agent { agent_id: Id, group_id: Id },
+    /// nothing of its other Groups (a session acts in its own Group only), and of its Group
+    /// only the Missions its Membership covers.
+    Agent {
+        agent_id: Id,
+        group_id: Id,
+        scope: MissionScope,
+    },
 }
 
 impl Reader {
+    /// The one question every read path asks (CTX-5): may this reader see the content of
+    /// Mission `mission_id` of Group `group_id`?
+    pub fn sees_mission(&self, group_id: &str, mission_id: &str) -> bool {
+        match self {
+            Self::Admin => true,
+            Self::Agent {
+                group_id: own,
+                scope,
+                ..
+            } => own.as_str() == group_id && scope.covers(mission_id),
+        }
+    }
+
+    /// Whether this reader sees every Mission of the Groups it reads.
+    pub fn sees_whole_group(&self) -> bool {
+        matches!(
+            self,
+            Self::Admin
+                | Self::Agent {
+                    scope: MissionScope::Group,
+                    ..
+                }
+        )
+    }
+
     /// The calling Agent, if not the operator.
     pub fn agent(&self) -> Option<&Id> {
         match self {
@@ -43,7 +101,8 @@ impl Reader {
     }
 }
 
-/// Whether `reader` may see artifact `blake3` (it is published in one of the reader's Groups).
+/// Whether `reader` may see artifact `blake3`: it is published in the reader's Group for a
+/// Mission the reader's Membership covers, or published there as reusable knowledge (CTX-6).
 pub(crate) fn can_read_artifact(
     conn: &Connection,
     reader: &Reader,
@@ -58,16 +117,149 @@ pub(crate) fn can_read_artifact(
             )
             .optional()?
             .is_some(),
-        Reader::Agent { group_id, .. } => conn
-            .row(
-                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 LIMIT 1",
-                params![&blake3.0[..], group_id.as_str()],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some(),
+        Reader::Agent {
+            group_id, scope, ..
+        } => {
+            let missions = artifact_missions(conn, group_id.as_str(), blake3)?;
+            missions.iter().any(|mission| scope.covers(mission))
+                || (!missions.is_empty() && reusable(conn, group_id.as_str(), blake3)?)
+        }
     };
     Ok(visible)
+}
+
+/// Whether `reader` may see a manifest (or Evidence) of Mission `mission_id` in Group
+/// `group_id` about artifact `blake3`: its Mission is covered, or the artifact was published
+/// there as reusable knowledge (CTX-6: provenance is kept, so its manifests stay readable).
+pub(crate) fn sees_manifest(
+    conn: &Connection,
+    reader: &Reader,
+    group_id: &str,
+    mission_id: &str,
+    blake3: &ArtifactId,
+) -> Result<bool, Error> {
+    Ok(reader.sees_mission(group_id, mission_id)
+        || (reader.in_group(group_id) && reusable(conn, group_id, blake3)?))
+}
+
+impl Reader {
+    /// The Missions a scoped reader covers as a JSON array, for SQL filters written
+    /// `mission_id IN (SELECT value FROM json_each(?))`; `None` when it sees the whole Group.
+    pub(crate) fn missions_json(&self) -> Option<String> {
+        match self {
+            Self::Agent {
+                scope: MissionScope::Missions(missions),
+                ..
+            } => Some(
+                serde_json::Value::from(missions.iter().cloned().collect::<Vec<_>>()).to_string(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// The Missions of Group `group_id` that published artifact `blake3` (one per manifest).
+pub(crate) fn artifact_missions(
+    conn: &Connection,
+    group_id: &str,
+    blake3: &ArtifactId,
+) -> Result<BTreeSet<String>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT DISTINCT mission_id FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
+    )?;
+    let missions = statement
+        .query_map(params![&blake3.0[..], group_id], |row| row.get(0))?
+        .collect::<Result<BTreeSet<String>, _>>()?;
+    Ok(missions)
+}
+
+/// Whether artifact `blake3` was published as reusable knowledge in Group `group_id` (CTX-6).
+pub(crate) fn reusable(
+    conn: &Connection,
+    group_id: &str,
+    blake3: &ArtifactId,
+) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM reusable_artifacts WHERE group_id = ?1 AND blake3 = ?2",
+            params![group_id, &blake3.0[..]],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// Whether content of Mission `mission_id` may cite artifact `blake3` (as a manifest source, an
+/// Evidence artifact, or a Context Package's artifact): `producer` must be able to read it, and
+/// it must be the same Mission's (some manifest of `mission_id` in the producer's Group) or
+/// published as reusable knowledge (CTX-5, CTX-6). `Err` is the refusal: `unknown_source` when
+/// the producer cannot see the artifact at all (no existence oracle), `not_reusable` when it
+/// can but the artifact belongs to other Missions only.
+pub(crate) fn may_cite(
+    conn: &Connection,
+    producer: &Reader,
+    mission_id: &str,
+    blake3: &ArtifactId,
+) -> Result<Result<(), Error>, Error> {
+    if !can_read_artifact(conn, producer, blake3)? {
+        return Ok(Err(reject(
+            ErrorCode::UnknownSource,
+            format!("source {blake3} is not published in a Mission you can read"),
+        )));
+    }
+    let group_id = match producer {
+        Reader::Agent { group_id, .. } => group_id.as_str(),
+        // The operator publishes nothing; answer as for its first Group's view.
+        Reader::Admin => return Ok(Ok(())),
+    };
+    if artifact_missions(conn, group_id, blake3)?.contains(mission_id)
+        || reusable(conn, group_id, blake3)?
+    {
+        return Ok(Ok(()));
+    }
+    Ok(Err(reject(
+        ErrorCode::NotReusable,
+        format!(
+            "{blake3} belongs to another Mission and was not published as reusable knowledge (CTX-6)"
+        ),
+    )))
+}
+
+/// The Mission scope of a current Membership (the whole Group when it names none, or when it
+/// was removed: a removed member reads nothing anyway).
+pub(crate) fn mission_scope(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+) -> Result<MissionScope, Error> {
+    let missions: Option<Option<String>> = conn
+        .row(
+            "SELECT missions FROM memberships
+             WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
+            params![group_id, agent_id],
+            |row| row.get(0),
+        )
+        .optional()?;
+    match missions.flatten() {
+        None => Ok(MissionScope::Group),
+        Some(text) => {
+            let missions: BTreeSet<String> = serde_json::from_str(&text).map_err(Error::backend)?;
+            Ok(MissionScope::Missions(missions))
+        }
+    }
+}
+
+/// A Reader for Agent `agent_id` in Group `group_id` with its Membership's current scope.
+pub(crate) fn agent_reader(
+    conn: &Connection,
+    group_id: &Id,
+    agent_id: &Id,
+) -> Result<Reader, Error> {
+    Ok(Reader::Agent {
+        agent_id: agent_id.clone(),
+        group_id: group_id.clone(),
+        scope: mission_scope(conn, group_id.as_str(), agent_id.as_str())?,
+    })
 }
 
 /// Whether `reader` may know blob `blake3` exists: it can read an artifact of those bytes or
@@ -89,7 +281,9 @@ pub(crate) fn can_see_blob(
             )
             .optional()?
             .is_some()),
-        Reader::Agent { agent_id, group_id } => Ok(conn
+        Reader::Agent {
+            agent_id, group_id, ..
+        } => Ok(conn
             .row(
                 "SELECT 1 FROM blob_uploaders WHERE blake3 = ?1 AND agent_id = ?2 AND group_id = ?3",
                 params![&blake3.0[..], agent_id.as_str(), group_id.as_str()],

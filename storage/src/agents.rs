@@ -110,8 +110,11 @@ impl Engine {
         group_id: Id,
         agent_id: Id,
         roles: Vec<Role>,
+        missions: Option<Vec<Id>>,
     ) -> Result<Membership, Error> {
-        let membership = self.write_membership(group_id, agent_id, roles).await?;
+        let membership = self
+            .write_membership(group_id, agent_id, roles, missions)
+            .await?;
         // Its Agent's sessions in that Group are stale now; their streams end at once.
         self.auth_changed();
         Ok(membership)
@@ -122,6 +125,7 @@ impl Engine {
         group_id: Id,
         agent_id: Id,
         mut roles: Vec<Role>,
+        missions: Option<Vec<Id>>,
     ) -> Result<Membership, Error> {
         roles.sort();
         roles.dedup();
@@ -131,6 +135,7 @@ impl Engine {
                 "roles must name at least one role",
             ));
         }
+        let missions = checked_scope(&roles, missions)?;
         let now = self.clock.now();
         self.db
             .write(move |txn| {
@@ -142,11 +147,16 @@ impl Engine {
                 // matches again.
                 let epoch = any_membership_epoch(txn, group_id.as_str(), agent_id.as_str())?.unwrap_or(0) + 1;
                 let roles_json = serde_json::to_string(&roles).map_err(Error::backend)?;
+                let missions_json = missions
+                    .as_ref()
+                    .map(|missions| serde_json::to_string(missions).map_err(Error::backend))
+                    .transpose()?;
                 txn.run(
-                    "INSERT INTO memberships (group_id, agent_id, roles, epoch) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO memberships (group_id, agent_id, roles, epoch, missions) VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT (group_id, agent_id)
-                     DO UPDATE SET roles = excluded.roles, epoch = excluded.epoch, removed_at = NULL",
-                    params![group_id.as_str(), agent_id.as_str(), roles_json, epoch],
+                     DO UPDATE SET roles = excluded.roles, epoch = excluded.epoch, missions = excluded.missions,
+                                   removed_at = NULL",
+                    params![group_id.as_str(), agent_id.as_str(), roles_json, epoch, missions_json],
                 )?;
                 events::append(
                     txn,
@@ -154,11 +164,12 @@ impl Engine {
                     &EventPayload::MembershipSet(kinds::MembershipSet {
                         agent_id: agent_id.clone(),
                         membership_epoch: epoch,
+                        missions: missions.clone(),
                         roles: roles.clone(),
                     }),
                     now,
                 )?;
-                Ok(Membership { group_id, agent_id, roles, epoch })
+                Ok(Membership { group_id, agent_id, roles, epoch, missions })
             })
             .await
     }
@@ -305,6 +316,31 @@ impl Engine {
         self.auth_changed();
         Ok(new_keyid)
     }
+}
+
+/// A Membership's Mission scope, sorted and deduplicated (CTX-5). A coordinator or an auditor
+/// sees the whole Group (DESIGN §11), so a scope for either is refused rather than ignored: the
+/// operator would otherwise believe a restriction that does not hold. An empty list is refused
+/// too (a Membership that covers nothing is a removal; use DELETE).
+fn checked_scope(roles: &[Role], missions: Option<Vec<Id>>) -> Result<Option<Vec<Id>>, Error> {
+    let Some(mut missions) = missions else {
+        return Ok(None);
+    };
+    if let Some(role) = roles.iter().find(|role| role.sees_whole_group()) {
+        return Err(reject(
+            ErrorCode::BadRequest,
+            format!("a {role:?} Membership covers the whole Group; it takes no missions (CTX-5)"),
+        ));
+    }
+    missions.sort();
+    missions.dedup();
+    if missions.is_empty() {
+        return Err(reject(
+            ErrorCode::BadRequest,
+            "missions must name at least one Mission (or be absent for the whole Group)",
+        ));
+    }
+    Ok(Some(missions))
 }
 
 /// The Agent exists and is not deactivated.

@@ -365,9 +365,15 @@ impl Engine {
             .read(move |conn| {
                 let visible = match &reader {
                     Reader::Admin => crate::access::group_exists(conn, group_id.as_str())?,
+                    // A snapshot's state document and archive cover every Mission of
+                    // the Group: a Mission-scoped member does not get them (CTX-5).
+                    Reader::Agent { scope, .. } if *scope != crate::access::MissionScope::Group => {
+                        false
+                    }
                     Reader::Agent {
                         agent_id,
                         group_id: own,
+                        ..
                     } => {
                         own == &group_id
                             && crate::access::membership(

@@ -13,11 +13,13 @@ use futures::Stream;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use tokio::sync::broadcast::error::RecvError;
 use weft_api::dsse::CHECKPOINT_TYPE;
+use weft_api::event::{Delivered, Withheld};
+use weft_api::kinds;
 use weft_api::session::Role;
 use weft_api::views::{Checkpoint, Cursor, SignedCheckpoint};
-use weft_api::{Envelope, ErrorCode, Event, Id};
+use weft_api::{Envelope, ErrorCode, Event, EventPayload, Id};
 
-use crate::access::{Reader, group_exists, membership};
+use crate::access::{Reader, can_read_artifact, group_exists, membership};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::Error;
@@ -41,6 +43,7 @@ fn group_access(
         Reader::Agent {
             agent_id,
             group_id: own,
+            ..
         } if own.as_str() == group_id => {
             Ok(membership(conn, group_id, agent_id.as_str())?.map(|(roles, _)| roles))
         }
@@ -58,6 +61,54 @@ fn not_visible(group_id: &Id) -> Error {
 
 pub(crate) use crate::events::head;
 
+/// An Event as `reader` may receive it (CTX-5, DESIGN §11): whole, or, for a Mission-scoped
+/// member and an Event of a Mission it does not cover, a `withheld` placeholder.
+///
+/// Which Events belong to a Mission: those whose payload names one (every Mission and WorkItem
+/// Event, `artifact.published`, `evidence.recorded`); `artifact.integrity_failure` and
+/// `artifact.repaired` name only an artifact, and are shown when the reader may read it.
+/// Group-level Events (`group.created`, memberships, sessions, agents, and
+/// `artifact.reuse_published`, whose point is to announce reusable knowledge) reach every
+/// member. An Event this version cannot classify is withheld from a scoped member.
+pub(crate) fn deliver(
+    conn: &Connection,
+    reader: &Reader,
+    event: Event,
+) -> Result<Delivered, Error> {
+    if reader.sees_whole_group() {
+        return Ok(Delivered::Event(event));
+    }
+    let group = event.group_id.as_str();
+    let visible = match EventPayload::of(&event) {
+        Ok(Some(payload)) => match payload {
+            // A publication stays its Mission's Event even once the Artifact is reusable (the
+            // `artifact.reuse_published` Event says that), so a placeholder never turns whole.
+            EventPayload::ArtifactPublished(p) => reader.sees_mission(group, p.mission_id.as_str()),
+            EventPayload::EvidenceRecorded(p) => reader.sees_mission(group, p.mission_id.as_str()),
+            EventPayload::Work(_, p) => reader.sees_mission(group, p.mission_id.as_str()),
+            EventPayload::ArtifactIntegrityFailure(kinds::IntegrityFailure {
+                artifact, ..
+            })
+            | EventPayload::ArtifactRepaired(kinds::ArtifactRepaired { artifact }) => {
+                can_read_artifact(conn, reader, &artifact)?
+            }
+            EventPayload::GroupCreated(_)
+            | EventPayload::MembershipSet(_)
+            | EventPayload::MembershipRemoved(_)
+            | EventPayload::SessionOpened(_)
+            | EventPayload::AgentDeactivated(_)
+            | EventPayload::AgentKeyRotated(_)
+            | EventPayload::ReusePublished(_) => true,
+        },
+        Ok(None) | Err(_) => false,
+    };
+    Ok(if visible {
+        Delivered::Event(event)
+    } else {
+        Delivered::Withheld(Withheld::of(&event))
+    })
+}
+
 struct Follower {
     inner: Arc<Engine>,
     group_id: String,
@@ -68,6 +119,8 @@ struct Follower {
     /// Set after an error was yielded: the stream then ends, and the client reconnects (and
     /// learns, for example, that it must restore from a snapshot).
     failed: bool,
+    /// Who follows: a Mission-scoped member gets placeholders for other Missions' Events.
+    reader: Reader,
 }
 
 impl Engine {
@@ -78,15 +131,15 @@ impl Engine {
         group_id: Id,
         after: u64,
         reader: &Reader,
-    ) -> Result<impl Stream<Item = Result<Event, Error>> + Send + use<>, Error> {
+    ) -> Result<impl Stream<Item = Result<Delivered, Error>> + Send + use<>, Error> {
         // Subscribe before looking at the log: anything committed from here on arrives live,
         // anything before is in the log.
         let live = self.db.subscribe();
-        let (reader, group) = (reader.clone(), group_id.clone());
+        let (checking, group) = (reader.clone(), group_id.clone());
         let head = self
             .db
             .read(move |conn| {
-                if group_access(conn, group.as_str(), &reader)?.is_none() {
+                if group_access(conn, group.as_str(), &checking)?.is_none() {
                     return Err(not_visible(&group));
                 }
                 let head = head(conn, group.as_str())?.0;
@@ -110,6 +163,7 @@ impl Engine {
             backlog: VecDeque::new(),
             catching_up: true,
             failed: false,
+            reader: reader.clone(),
         };
         Ok(futures::stream::unfold(
             follower,
@@ -120,7 +174,21 @@ impl Engine {
                             continue;
                         }
                         follower.last_sent = event.sequence;
-                        return Some((Ok(event), follower));
+                        if follower.reader.sees_whole_group() {
+                            return Some((Ok(Delivered::Event(event)), follower));
+                        }
+                        // A scoped member: the placeholder decision may read the tables
+                        // (reusable knowledge), so it runs on the read pool.
+                        let reader = follower.reader.clone();
+                        let delivered = follower
+                            .inner
+                            .db
+                            .read(move |conn| deliver(conn, &reader, event))
+                            .await;
+                        if delivered.is_err() {
+                            follower.failed = true;
+                        }
+                        return Some((delivered, follower));
                     }
                     if follower.catching_up {
                         let (group, after) = (follower.group_id.clone(), follower.last_sent);
@@ -277,7 +345,7 @@ impl Engine {
         after: u64,
         limit: u32,
         reader: &Reader,
-    ) -> Result<Vec<Event>, Error> {
+    ) -> Result<Vec<Delivered>, Error> {
         let reader = reader.clone();
         let limit = limit.clamp(1, 10_000);
         self.db
@@ -289,7 +357,10 @@ impl Engine {
                     ));
                 }
                 crate::compaction::check_online(conn, group_id.as_str(), after)?;
-                events::read(conn, group_id.as_str(), after, limit)
+                events::read(conn, group_id.as_str(), after, limit)?
+                    .into_iter()
+                    .map(|event| deliver(conn, &reader, event))
+                    .collect()
             })
             .await
     }

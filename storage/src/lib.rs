@@ -3,7 +3,7 @@
 //!
 //! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
 //! envelopes and ids, and get back values or an [`Error`] with a stable code. The file is
-//! long (just over 600 lines) because it is the façade only: one short method per operation,
+//! long (about 650 lines) because it is the façade only: one short method per operation,
 //! grouped under headers naming the file behind each group.
 //!
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
@@ -43,7 +43,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::Stream;
 
-pub use access::Reader;
+pub use access::{MissionScope, Reader};
 pub use artifacts::{Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader};
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
@@ -68,7 +68,7 @@ use weft_api::views::{
     ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
     EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint,
 };
-use weft_api::{ArtifactId, Digest, Digests, Envelope, Event, Id, KeyId};
+use weft_api::{ArtifactId, Digest, Digests, Envelope, Id, KeyId};
 
 /// The engine. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -116,7 +116,23 @@ impl Store {
         agent_id: Id,
         roles: Vec<Role>,
     ) -> Result<Membership, Error> {
-        self.inner.set_membership(group_id, agent_id, roles).await
+        self.inner
+            .set_membership(group_id, agent_id, roles, None)
+            .await
+    }
+
+    /// Sets a Membership that covers only `missions` of its Group (CTX-5; `None`: the whole
+    /// Group). A scope for a coordinator or auditor, or an empty one, is refused `bad_request`.
+    pub async fn set_scoped_membership(
+        &self,
+        group_id: Id,
+        agent_id: Id,
+        roles: Vec<Role>,
+        missions: Option<Vec<Id>>,
+    ) -> Result<Membership, Error> {
+        self.inner
+            .set_membership(group_id, agent_id, roles, missions)
+            .await
     }
 
     /// Ends a Membership (`membership.removed`); answers its new epoch.
@@ -307,6 +323,19 @@ impl Store {
 
     // ── artifacts/reads.rs: reads (views, listings, verified content) ───────
 
+    /// Publishes an Artifact as reusable knowledge in the session's Group (CTX-6): an
+    /// approver, citing its approval Evidence; `true` when new.
+    pub async fn publish_reusable(
+        &self,
+        artifact: ArtifactId,
+        request: weft_api::views::ReuseRequest,
+        session: &Session,
+    ) -> Result<(weft_api::views::ReuseRecord, bool), Error> {
+        self.inner
+            .publish_reusable(artifact, request, session)
+            .await
+    }
+
     pub async fn artifact(&self, digest: Digest, reader: &Reader) -> Result<ArtifactView, Error> {
         self.inner.artifact(digest, reader).await
     }
@@ -401,14 +430,15 @@ impl Store {
 
     // ── delivery.rs: replay and live follow ─────────────────────────────────
 
-    /// A page of a Group's log after `after` (replay).
+    /// A page of a Group's log after `after` (replay); a Mission-scoped reader gets `withheld`
+    /// placeholders for other Missions' Events (CTX-5).
     pub async fn events(
         &self,
         group_id: Id,
         after: u64,
         limit: u32,
         reader: &Reader,
-    ) -> Result<Vec<Event>, Error> {
+    ) -> Result<Vec<weft_api::event::Delivered>, Error> {
         self.inner.events(group_id, after, limit, reader).await
     }
 
@@ -419,7 +449,8 @@ impl Store {
         group_id: Id,
         after: u64,
         reader: &Reader,
-    ) -> Result<impl Stream<Item = Result<Event, Error>> + Send + use<>, Error> {
+    ) -> Result<impl Stream<Item = Result<weft_api::event::Delivered, Error>> + Send + use<>, Error>
+    {
         self.inner.follow(group_id, after, reader).await
     }
 

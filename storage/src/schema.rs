@@ -386,12 +386,31 @@ ALTER TABLE leases ADD COLUMN ended_by TEXT;  -- released | expired | revoked | 
 ALTER TABLE leases ADD COLUMN closed_at TEXT;
 "#;
 
+/// Mission isolation and reusable knowledge (CTX-5, CTX-6): a Membership may cover only some
+/// Missions of its Group, and an Artifact published as reusable is readable and citable in
+/// every Mission of the Group.
+const V13: &str = r#"
+ALTER TABLE memberships ADD COLUMN missions TEXT;   -- JSON list of Mission ids; NULL: the whole Group
+CREATE TABLE reusable_artifacts (
+    group_id        TEXT NOT NULL REFERENCES groups(group_id),
+    blake3          BLOB NOT NULL,
+    classification  TEXT NOT NULL,                   -- public | internal | confidential | restricted
+    evidence_id     BLOB NOT NULL REFERENCES evidence(evidence_id),  -- the signed approval
+    approved_by     TEXT NOT NULL,                   -- the approver who signed it
+    mission_id      TEXT NOT NULL,                   -- the Mission it came from (the approval's)
+    published_by    TEXT NOT NULL,
+    sequence        INTEGER NOT NULL,                -- of its artifact.reuse_published Event
+    published_at    TEXT NOT NULL,
+    PRIMARY KEY (group_id, blake3)
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 12 {
+    if version > 13 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (12)"
+            "database schema version {version} is newer than this weft understands (13)"
         ))));
     }
     if version < 1 {
@@ -429,6 +448,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 12 {
         conn.execute_batch(&format!("BEGIN; {V12} PRAGMA user_version = 12; COMMIT;"))?;
+    }
+    if version < 13 {
+        conn.execute_batch(&format!("BEGIN; {V13} PRAGMA user_version = 13; COMMIT;"))?;
     }
     Ok(())
 }

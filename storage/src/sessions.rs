@@ -15,7 +15,9 @@ use weft_api::kinds;
 use weft_api::session::SessionGrant;
 use weft_api::{Envelope, ErrorCode, EventPayload, Id, SessionRequest};
 
-use crate::access::{AuthorityMay, Reader, Signed, group_exists, membership};
+use crate::access::{
+    AuthorityMay, MissionScope, Reader, Signed, group_exists, membership, mission_scope,
+};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -28,17 +30,21 @@ pub struct Session {
     pub group_id: Id,
     pub session_epoch: u64,
     pub membership_epoch: u64,
+    /// The Missions its Membership covers (CTX-5). A change of scope bumps the Membership's
+    /// epoch, so a live session's scope is the one it was opened under.
+    pub scope: MissionScope,
     /// blake3 of the bearer token: the row a stream re-checks.
     token_hash: [u8; 32],
 }
 
 impl Session {
-    /// What this session may read: its own Group's publications, nothing of its Agent's
-    /// other Groups.
+    /// What this session may read: its own Group's publications, of the Missions its
+    /// Membership covers, nothing of its Agent's other Groups.
     pub fn reader(&self) -> Reader {
         Reader::Agent {
             agent_id: self.agent_id.clone(),
             group_id: self.group_id.clone(),
+            scope: self.scope.clone(),
         }
     }
 }
@@ -215,11 +221,13 @@ pub(crate) fn live_session(
             "a newer session replaced this one",
         ));
     }
+    let scope = mission_scope(conn, &group_id, &agent_id)?;
     Ok(Session {
         agent_id: Id::parse("agentId", &agent_id)?,
         group_id: Id::parse("groupId", &group_id)?,
         session_epoch,
         membership_epoch,
+        scope,
         token_hash,
     })
 }

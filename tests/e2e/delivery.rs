@@ -175,7 +175,7 @@ async fn duplicates_reordering_and_gaps_between_server_and_client() {
             state ^= state << 17;
             state
         };
-        let mut frames: Vec<&weft_api::Event> = Vec::new();
+        let mut frames: Vec<&weft_api::event::Delivered> = Vec::new();
         for event in &window {
             if next() % 5 != 0 {
                 frames.push(event); // ~20% missing on this connection
@@ -184,7 +184,7 @@ async fn duplicates_reordering_and_gaps_between_server_and_client() {
                 frames.push(event); // duplicated
             }
         }
-        frames.extend(stale.iter().filter(|e| e.sequence <= after)); // already processed
+        frames.extend(stale.iter().filter(|e| e.sequence() <= after)); // already processed
         for i in (1..frames.len()).rev() {
             frames.swap(i, (next() % (i as u64 + 1)) as usize);
         }
@@ -193,7 +193,8 @@ async fn duplicates_reordering_and_gaps_between_server_and_client() {
             let json = serde_json::to_string(event).expect("json");
             body.push_str(&format!(
                 "id: {}\nevent: {}\ndata: {json}\n\n",
-                event.sequence, event.kind
+                event.sequence(),
+                event.event().map_or("withheld", |e| e.kind.as_str())
             ));
         }
         (

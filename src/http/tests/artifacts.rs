@@ -246,7 +246,16 @@ backends!(
             .await;
         let page: weft_api::views::EventPage =
             serde_json::from_slice(&answer.body).expect("events");
-        let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
+        let kinds: Vec<&str> = page
+            .events
+            .iter()
+            .map(|e| {
+                e.event()
+                    .expect("a whole-Group member sees every Event")
+                    .kind
+                    .as_str()
+            })
+            .collect();
         assert_eq!(
             kinds,
             [
@@ -271,7 +280,8 @@ backends!(
         // ART-2: the log carries digests, never the bytes.
         assert!(!String::from_utf8_lossy(&answer.body).contains("Ynl0ZXM="));
         // LSE-4: the publication references the execution lease it was made under.
-        let published = serde_json::to_value(&page.events[10].payload).expect("payload");
+        let published = serde_json::to_value(&page.events[10].event().expect("whole").payload)
+            .expect("payload");
         let work_item = h.get_json(&worker, "/v1/workitems/work-1").await;
         assert_eq!(
             (

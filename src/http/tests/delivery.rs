@@ -16,7 +16,7 @@ use super::harness::*;
 use weft_api::dsse::CHECKPOINT_TYPE;
 
 /// Reads SSE frames from a streaming response until `count` Events arrived (or 5 s passed).
-async fn read_events(body: Body, count: usize) -> Vec<Value> {
+pub(super) async fn read_events(body: Body, count: usize) -> Vec<Value> {
     let mut stream = body.into_data_stream();
     let mut text = String::new();
     let mut events = Vec::new();
@@ -48,7 +48,7 @@ async fn read_events(body: Body, count: usize) -> Vec<Value> {
     events
 }
 
-async fn open_stream(
+pub(super) async fn open_stream(
     h: &Harness,
     token: &str,
     query: &str,
@@ -278,8 +278,8 @@ async fn checkpoints_are_signed_heads() {
     )
     .expect("events");
     let last = events.events.last().expect("events");
-    assert_eq!(signed["checkpoint"]["sequence"], json!(last.sequence));
-    assert_eq!(signed["checkpoint"]["hash"], json!(last.hash.to_string()));
+    assert_eq!(signed["checkpoint"]["sequence"], json!(last.sequence()));
+    assert_eq!(signed["checkpoint"]["hash"], json!(last.hash().to_string()));
     let keys = h
         .call(Method::GET, "/v1/authority/keys", None, Body::empty())
         .await
@@ -292,7 +292,7 @@ async fn checkpoints_are_signed_heads() {
         .expect("signed by the authority");
     let checkpoint: weft_api::views::Checkpoint =
         serde_json::from_slice(payload.value()).expect("payload");
-    assert_eq!(checkpoint.hash, last.hash);
+    assert_eq!(checkpoint.hash, last.hash());
 }
 
 backends!(

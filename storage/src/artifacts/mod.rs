@@ -14,6 +14,8 @@ pub(crate) mod binding;
 pub(crate) use binding::check_lease;
 mod publish;
 mod reads;
+mod reuse;
+pub(crate) use reuse::reuse_record;
 mod sweep;
 mod upload;
 

@@ -15,8 +15,7 @@ use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
 use super::binding::{self, Inert, Stale};
 use super::blob_row;
 use crate::access::{
-    AuthorityMay, Reader, Signed, agent_by_keyid, can_read_artifact, can_see_blob, group_exists,
-    membership,
+    AuthorityMay, Reader, Signed, agent_by_keyid, can_see_blob, group_exists, may_cite, membership,
 };
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -122,7 +121,15 @@ impl Engine {
                     Some(_) => return Err(reject(ErrorCode::Forbidden, format!("{signer} is not a worker in {group}"))),
                     None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
                 }
-                let producer = Reader::Agent { agent_id: signer.clone(), group_id: manifest.group_id.clone() };
+                let producer = crate::access::agent_reader(txn, &manifest.group_id, &signer)?;
+                // CTX-5: a Mission-scoped member writes only in its Missions; another Mission
+                // answers as another Group does, whether or not that Mission exists.
+                if !producer.sees_mission(group, manifest.mission_id.as_str()) {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{signer} is not a member of Mission {} in {group}", manifest.mission_id),
+                    ));
+                }
                 let content = &manifest.content;
                 let blob = blob_row(txn, &Digest::Blake3(content.blake3))?;
                 let visible = can_see_blob(txn, &producer, &content.blake3)?;
@@ -145,10 +152,10 @@ impl Engine {
                         }
                     }
                 }
+                // CTX-5/6: a source must be readable by the producer and be this Mission's own or
+                // published as reusable knowledge.
                 for source in &manifest.sources {
-                    if !can_read_artifact(txn, &producer, source)? {
-                        return Err(reject(ErrorCode::UnknownSource, format!("source {source} is not published in a group {signer} can read")));
-                    }
+                    may_cite(txn, &producer, manifest.mission_id.as_str(), source)??;
                 }
                 if reaches(txn, &manifest.sources, &content.blake3)? {
                     return Err(reject(ErrorCode::Cycle, format!("{} is already an ancestor of one of its sources", content.blake3)));

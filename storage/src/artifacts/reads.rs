@@ -15,7 +15,7 @@ use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, Ma
 use weft_api::{ArtifactId, Digest, Digests, Envelope, ErrorCode, EventPayload, Id, Manifest};
 
 use super::blob_row;
-use crate::access::{Reader, can_read_artifact};
+use crate::access::{Reader, can_read_artifact, sees_manifest};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -182,21 +182,19 @@ impl Engine {
                 let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
                     return Err(not_found());
                 };
-                let groups: Option<Vec<String>> = match &reader {
-                    Reader::Admin => None,
-                    Reader::Agent { group_id, .. } => Some(vec![group_id.to_string()]),
-                };
                 let mut statement = conn.prepare_cached(
-                    "SELECT manifest_id, envelope, sequence, group_id FROM manifests WHERE blake3 = ?1 ORDER BY rowid",
+                    "SELECT manifest_id, envelope, sequence, group_id, mission_id FROM manifests WHERE blake3 = ?1 ORDER BY rowid",
                 )?;
                 let rows = statement
                     .query_map([&digests.blake3.0[..]], |row| {
-                        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, String>(1)?, row.get::<_, u64>(2)?, row.get::<_, String>(3)?))
+                        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, String>(1)?, row.get::<_, u64>(2)?, row.get::<_, String>(3)?, row.get::<_, String>(4)?))
                     })?
                     .collect::<Result<Vec<_>, _>>()?;
                 let mut manifests = Vec::new();
-                for (manifest_id, envelope, sequence, group_id) in rows {
-                    if groups.as_ref().is_some_and(|groups| !groups.contains(&group_id)) {
+                for (manifest_id, envelope, sequence, group_id, mission_id) in rows {
+                    // Another Group's, or another Mission's for a scoped member (CTX-5): as if
+                    // it did not exist.
+                    if !sees_manifest(conn, &reader, &group_id, &mission_id, &digests.blake3)? {
                         continue;
                     }
                     let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
@@ -207,11 +205,16 @@ impl Engine {
                 if manifests.is_empty() {
                     return Err(not_found());
                 }
+                let reuse = match &reader {
+                    Reader::Agent { group_id, .. } => super::reuse_record(conn, group_id.as_str(), &digests.blake3)?,
+                    Reader::Admin => None,
+                };
                 Ok(ArtifactView {
                     digests: DigestPair { blake3: digests.blake3, sha256: digests.sha256 },
                     size: digests.size,
                     quarantined,
                     manifests,
+                    reuse,
                 })
             })
             .await
@@ -243,6 +246,15 @@ impl Engine {
                 if let Reader::Agent { group_id, .. } = &reader {
                     args.push(Box::new(group_id.to_string()));
                     sql.push_str(&format!(" AND m.group_id = ?{}", args.len()));
+                }
+                // CTX-5: a scoped member lists its Missions' manifests and reusable knowledge.
+                if let Some(missions) = reader.missions_json() {
+                    args.push(Box::new(missions));
+                    sql.push_str(&format!(
+                        " AND (m.mission_id IN (SELECT value FROM json_each(?{})) OR EXISTS
+                           (SELECT 1 FROM reusable_artifacts r WHERE r.group_id = m.group_id AND r.blake3 = m.blake3))",
+                        args.len()
+                    ));
                 }
                 args.push(Box::new(limit + 1));
                 sql.push_str(&format!(" ORDER BY m.rowid LIMIT ?{}", args.len()));
@@ -292,14 +304,27 @@ impl Engine {
                 if !can_read_artifact(conn, &reader, &digests.blake3)? {
                     return Err(not_found());
                 }
-                // The media type of the newest manifest the reader may see: another Group's
-                // newer manifest must not show through (nor tell that it exists).
-                let media_type: String = conn.row(
-                    "SELECT media_type FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2)
-                     ORDER BY rowid DESC LIMIT 1",
-                    params![&digests.blake3.0[..], visible_group(&reader)],
-                    |row| row.get(0),
+                // The media type of the newest manifest the reader may see: another Group's (or
+                // Mission's) newer manifest must not show through (nor tell that it exists).
+                let mut statement = conn.prepare_cached(
+                    "SELECT media_type, group_id, mission_id FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2)
+                     ORDER BY rowid DESC",
                 )?;
+                let rows = statement
+                    .query_map(params![&digests.blake3.0[..], visible_group(&reader)], |row| {
+                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut media_type = None;
+                for (media, group_id, mission_id) in rows {
+                    if sees_manifest(conn, &reader, &group_id, &mission_id, &digests.blake3)? {
+                        media_type = Some(media);
+                        break;
+                    }
+                }
+                let Some(media_type) = media_type else {
+                    return Err(not_found());
+                };
                 Ok((digests, quarantined, media_type))
             })
             .await?;

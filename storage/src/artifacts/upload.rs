@@ -266,7 +266,7 @@ impl Engine {
                         append_repaired(txn, digests.blake3, now)?;
                     }
                 }
-                if let Reader::Agent { agent_id, group_id } = &uploader {
+                if let Reader::Agent { agent_id, group_id, .. } = &uploader {
                     // `uploaded_at` moves with every upload: the sweep keeps a blob someone
                     // uploaded recently, however old its first copy is.
                     txn.run(

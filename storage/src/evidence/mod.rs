@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::dsse::BASE64;
 use weft_api::evidence::{AUTHORITY_AGENT, Evidence, MethodKind, Outcome};
 use weft_api::kinds;
+use weft_api::session::Role;
 use weft_api::verdict::{Standing, Weighed, in_force, may_claim, may_supersede};
 use weft_api::views::{
     CriteriaView, CriterionSummary, EvidencePage, EvidenceRecord, EvidenceRecorded, OutcomeCounts,
@@ -42,20 +43,29 @@ pub struct EvidenceFilter {
     pub limit: u32,
 }
 
-pub(super) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error> {
+pub(crate) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error> {
     let envelope: Envelope = serde_json::from_str(envelope_json).map_err(Error::backend)?;
     let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
     let evidence = Evidence::parse(&payload)?;
     Ok((envelope, evidence))
 }
 
-/// The SQL fragment and parameters restricting Evidence rows to `reader`'s Groups.
+/// The SQL fragment and parameters restricting Evidence rows to `reader`'s Group and, for a
+/// Mission-scoped member, to its Missions (CTX-5): every Evidence read goes through it.
 fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> String {
     match reader {
         Reader::Admin => String::new(),
         Reader::Agent { group_id, .. } => {
             args.push(Box::new(group_id.to_string()));
-            format!(" AND e.group_id = ?{}", args.len())
+            let mut clause = format!(" AND e.group_id = ?{}", args.len());
+            if let Some(missions) = reader.missions_json() {
+                args.push(Box::new(missions));
+                clause.push_str(&format!(
+                    " AND e.mission_id IN (SELECT value FROM json_each(?{}))",
+                    args.len()
+                ));
+            }
+            clause
         }
     }
 }
@@ -190,14 +200,33 @@ impl Engine {
                         _ => return Err(reject(ErrorCode::UnknownKey, "the signing key was unregistered meanwhile")),
                     }
                     let standing = match membership(txn, group, signer.as_str())? {
+                        // CTX-6: approving reusable knowledge is an approver's Evidence, and
+                        // the only Evidence an approver records.
+                        Some((roles, _)) if evidence.is_reuse_approval() => {
+                            if !roles.contains(&Role::Approver) {
+                                return Err(reject(
+                                    ErrorCode::Forbidden,
+                                    format!("only an Organization approver approves reusable knowledge (CTX-6); {signer} is not one in {group}"),
+                                ));
+                            }
+                            Standing::Approver
+                        }
                         Some((roles, _)) => match Standing::of_roles(&roles) {
                             Some(standing) => standing,
                             None => return Err(reject(ErrorCode::Forbidden, format!("{signer} may not record Evidence in {group}"))),
                         },
                         None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
                     };
-                    (Reader::Agent { agent_id: signer.clone(), group_id: evidence.group_id.clone() }, standing)
+                    (crate::access::agent_reader(txn, &evidence.group_id, &signer)?, standing)
                 };
+                // CTX-5: a Mission-scoped member records Evidence for its Missions only,
+                // answered as for another Group whether or not the Mission exists.
+                if !producer.sees_mission(group, evidence.mission_id.as_str()) {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{signer} is not a member of Mission {} in {group}", evidence.mission_id),
+                    ));
+                }
                 // EVD-1: a method kind is claimed only by a standing allowed to produce it.
                 let method = evidence.method.kind;
                 if !may_claim(standing, method) {

@@ -69,19 +69,24 @@ impl Engine {
                     "SELECT DISTINCT mission_id FROM manifests WHERE work_item_id = ?1 AND group_id = ?2
                      AND (?3 IS NULL OR mission_id = ?3) LIMIT 2",
                 )?;
+                // CTX-5: a Mission-scoped reviewer's other Missions are not there for it.
+                let requester = crate::access::agent_reader(conn, &group, &agent)?;
                 let missions = statement
                     .query_map(
                         params![work_item.as_str(), group.as_str(), named_mission.as_ref().map(Id::as_str)],
                         |row| row.get::<_, String>(0),
                     )?
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter()
+                    .filter(|mission| requester.sees_mission(group.as_str(), mission))
+                    .collect::<Vec<_>>();
                 let mission = match missions.as_slice() {
                     [] => return Err(reject(ErrorCode::UnknownWorkItem, format!("nothing was published for WorkItem {work_item} in {group}"))),
                     [mission] => mission.clone(),
                     _ => return Err(reject(ErrorCode::BadRequest, format!("WorkItem {work_item} is published under more than one Mission in {group}; name missionId"))),
                 };
                 for artifact in &artifacts {
-                    if !can_read_artifact(conn, &Reader::Agent { agent_id: agent.clone(), group_id: group.clone() }, artifact)? {
+                    if !can_read_artifact(conn, &requester, artifact)? {
                         return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not visible to you")));
                     }
                     let for_work_item = conn
@@ -132,6 +137,7 @@ impl Engine {
         let reader = Reader::Agent {
             agent_id: Id::parse("agentId", AUTHORITY_AGENT)?,
             group_id: plan.group_id.clone(),
+            scope: crate::access::MissionScope::Group,
         };
         let mut records = Vec::new();
         for (criterion, methods) in &plan.criteria {

@@ -138,6 +138,9 @@ impl Graph {
 pub(super) struct View<'a> {
     pub(super) groups: Option<&'a [u32]>,
     pub(super) as_of: Option<(u32, u64)>,
+    /// A Mission-scoped reader's Missions and its Group's reusable artifacts (CTX-5/6);
+    /// `None`: the reader sees every Mission of its Groups.
+    pub(super) missions: Option<&'a Audience>,
 }
 
 impl View<'_> {
@@ -146,8 +149,16 @@ impl View<'_> {
             .is_none_or(|groups| groups.binary_search(&group).is_ok())
     }
 
+    /// Whether a Mission scope says nothing here: then a node's Group alone decides.
+    fn group_decides(&self) -> bool {
+        self.as_of.is_none() && self.missions.is_none()
+    }
+
     pub(super) fn passes(&self, manifest: &ManifestNode) -> bool {
         self.group_ok(manifest.group)
+            && self
+                .missions
+                .is_none_or(|audience| audience.covers(manifest))
             && self.as_of.is_none_or(|(group, sequence)| {
                 manifest.group == group && manifest.sequence <= sequence
             })
@@ -160,7 +171,7 @@ impl View<'_> {
 
     /// `sees`, with `n`'s `Node::group` already loaded.
     pub(super) fn sees_with(&self, graph: &Graph, n: u32, group: u32) -> bool {
-        if self.as_of.is_none() && group != MIXED {
+        if self.group_decides() && group != MIXED {
             return self.group_ok(group);
         }
         graph.manifests_of(n).any(|(_, m)| self.passes(m))
@@ -169,7 +180,7 @@ impl View<'_> {
     /// Whether `manifest`, which declared an edge, is in this view (`group` is the
     /// `Node::group` of the artifact it belongs to).
     pub(super) fn sees_edge(&self, graph: &Graph, group: u32, manifest: u32) -> bool {
-        if self.as_of.is_none() && group != MIXED {
+        if self.group_decides() && group != MIXED {
             return self.group_ok(group);
         }
         self.passes(&graph.manifests[manifest as usize])
@@ -179,6 +190,7 @@ impl View<'_> {
         View {
             groups: self.groups,
             as_of: None,
+            missions: self.missions,
         }
     }
 }

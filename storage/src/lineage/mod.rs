@@ -52,6 +52,41 @@ pub(crate) use query::load_publications;
 pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 pub(super) type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
 
+/// Who walks the graph: the Groups it reads (`None`: all) and, for a Mission-scoped member,
+/// its Missions and the reusable artifacts of its Group (CTX-5/6). A manifest of another
+/// Mission is invisible to it exactly as another Group's is: its node is counted in
+/// `withheld`, never named, never traversed through.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Audience {
+    pub(crate) groups: Option<Vec<String>>,
+    /// `None`: every Mission of the Groups.
+    pub(crate) missions: Option<FastSet<String>>,
+    pub(crate) reusable: FastSet<ArtifactId>,
+}
+
+impl Audience {
+    /// A reader of these Groups' every Mission (`None`: all Groups).
+    pub(crate) fn of_groups(groups: Option<&[String]>) -> Self {
+        Self {
+            groups: groups.map(<[String]>::to_vec),
+            ..Self::default()
+        }
+    }
+
+    /// Whether a Mission-scoped reader may see `manifest`: its Mission, or reusable knowledge.
+    pub(super) fn covers(&self, manifest: &ManifestNode) -> bool {
+        self.missions
+            .as_ref()
+            .is_none_or(|missions| missions.contains(manifest.mission.as_str()))
+            || self.reusable.contains(&manifest.artifact)
+    }
+
+    /// The scope part of a [`View`]: `None` when the reader sees every Mission.
+    fn mission_view(&self) -> Option<&Self> {
+        self.missions.is_some().then_some(self)
+    }
+}
+
 /// `Node::group` when an artifact's manifests span several Groups (or it has none yet): the
 /// manifests themselves must be consulted.
 pub(super) const MIXED: u32 = u32::MAX;
@@ -151,8 +186,8 @@ impl Index {
     }
 
     /// The reader's Groups as the index's sorted interned ids (`None`: all).
-    fn groups_of(graph: &Graph, reader_groups: Option<&[String]>) -> Option<Vec<u32>> {
-        reader_groups.map(|groups| {
+    fn groups_of(graph: &Graph, audience: &Audience) -> Option<Vec<u32>> {
+        audience.groups.as_deref().map(|groups| {
             let mut ids: Vec<u32> = groups
                 .iter()
                 .filter_map(|g| graph.groups.get(g.as_str()).copied())
@@ -163,21 +198,31 @@ impl Index {
     }
 
     /// The view of a query: `None` if its `asOf` Group is unknown (nothing passes).
-    fn view<'a>(graph: &Graph, groups: Option<&'a [u32]>, query: &Query) -> Option<View<'a>> {
+    fn view<'a>(
+        graph: &Graph,
+        groups: Option<&'a [u32]>,
+        audience: &'a Audience,
+        query: &Query,
+    ) -> Option<View<'a>> {
         let as_of = match &query.as_of {
             None => None,
             Some((group, sequence)) => Some((*graph.groups.get(group.as_str())?, *sequence)),
         };
-        Some(View { groups, as_of })
+        Some(View {
+            groups,
+            as_of,
+            missions: audience.mission_view(),
+        })
     }
 
     /// Whether a reader with these Groups (`None`: all) can see artifact `id`.
-    pub(crate) fn sees(&self, id: &ArtifactId, reader_groups: Option<&[String]>) -> bool {
+    pub(crate) fn sees(&self, id: &ArtifactId, audience: &Audience) -> bool {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
-        let groups = Self::groups_of(&graph, reader_groups);
+        let groups = Self::groups_of(&graph, audience);
         let view = View {
             groups: groups.as_deref(),
             as_of: None,
+            missions: audience.mission_view(),
         };
         graph.index.get(id).is_some_and(|&n| view.sees(&graph, n))
     }
@@ -188,12 +233,12 @@ impl Index {
         &self,
         root: &ArtifactId,
         query: &Query,
-        reader_groups: Option<&[String]>,
+        audience: &Audience,
     ) -> Option<Lineage> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let &start = graph.index.get(root)?;
-        let groups = Self::groups_of(&graph, reader_groups);
-        let view = Self::view(&graph, groups.as_deref(), query)?;
+        let groups = Self::groups_of(&graph, audience);
+        let view = Self::view(&graph, groups.as_deref(), audience, query)?;
         if !view.sees(&graph, start) {
             return None;
         }
@@ -209,11 +254,11 @@ impl Index {
         scope: Scope,
         name: &str,
         query: &Query,
-        reader_groups: Option<&[String]>,
+        audience: &Audience,
     ) -> Option<Lineage> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
-        let groups = Self::groups_of(&graph, reader_groups);
-        let view = Self::view(&graph, groups.as_deref(), query)?;
+        let groups = Self::groups_of(&graph, audience);
+        let view = Self::view(&graph, groups.as_deref(), audience, query)?;
         let members = match scope {
             Scope::WorkItem => graph.by_work_item.get(name)?,
             Scope::Mission => graph.by_mission.get(name)?,
@@ -417,13 +462,14 @@ impl Index {
         from: &ArtifactId,
         to: &ArtifactId,
         max_depth: u32,
-        reader_groups: Option<&[String]>,
+        audience: &Audience,
     ) -> Option<Vec<ArtifactId>> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
-        let groups = Self::groups_of(&graph, reader_groups);
+        let groups = Self::groups_of(&graph, audience);
         let view = View {
             groups: groups.as_deref(),
             as_of: None,
+            missions: audience.mission_view(),
         };
         let (&start, &goal) = (graph.index.get(from)?, graph.index.get(to)?);
         if !view.sees(&graph, start) || !view.sees(&graph, goal) {

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use weft_api::{ArtifactId, Digest, ErrorCode, Id};
 
 use super::*;
-use crate::access::Reader;
+use crate::access::{MissionScope, Reader};
 use crate::artifacts::blob_row;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -88,7 +88,7 @@ impl Engine {
         &self,
         digest: Digest,
         reader: &Reader,
-    ) -> Result<(ArtifactId, Option<Vec<String>>), Error> {
+    ) -> Result<(ArtifactId, Audience), Error> {
         let id = match digest {
             Digest::Blake3(id) => id,
             Digest::Sha256(_) => self
@@ -102,7 +102,39 @@ impl Engine {
                     )
                 })?,
         };
-        Ok((id, self.reader_groups(reader)))
+        Ok((id, self.audience(reader).await?))
+    }
+
+    /// Who `reader` is to the lineage index: its Groups, and for a Mission-scoped member its
+    /// Missions and its Group's reusable artifacts (one read; none for anyone else).
+    pub(crate) async fn audience(&self, reader: &Reader) -> Result<Audience, Error> {
+        let groups = self.reader_groups(reader);
+        let (group_id, missions) = match reader {
+            Reader::Agent {
+                group_id,
+                scope: MissionScope::Missions(missions),
+                ..
+            } => (group_id.to_string(), missions.clone()),
+            _ => return Ok(Audience::of_groups(groups.as_deref())),
+        };
+        let reusable = self
+            .db
+            .read(move |conn| {
+                let mut statement = conn
+                    .prepare_cached("SELECT blake3 FROM reusable_artifacts WHERE group_id = ?1")?;
+                let rows = statement
+                    .query_map([group_id], |row| row.get::<_, Vec<u8>>(0))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter()
+                    .map(|blake3| Ok(ArtifactId(to32(blake3)?)))
+                    .collect::<Result<FastSet<_>, Error>>()
+            })
+            .await?;
+        Ok(Audience {
+            groups,
+            missions: Some(missions.into_iter().collect()),
+            reusable,
+        })
     }
 
     /// Ancestors and/or descendants of an artifact, bounded by depth, limit and a time budget,
@@ -113,9 +145,9 @@ impl Engine {
         query: Query,
         reader: &Reader,
     ) -> Result<Lineage, Error> {
-        let (id, groups) = self.resolve_for_lineage(digest, reader).await?;
+        let (id, audience) = self.resolve_for_lineage(digest, reader).await?;
         self.walk_lineage(query, move |index, query| {
-            index.traverse(&id, query, groups.as_deref())
+            index.traverse(&id, query, &audience)
         })
         .await?
         .ok_or_else(|| {
@@ -162,10 +194,10 @@ impl Engine {
         query: Query,
         reader: &Reader,
     ) -> Result<Lineage, Error> {
-        let groups = self.reader_groups(reader);
+        let audience = self.audience(reader).await?;
         let scope_name = name.clone();
         self.walk_lineage(query, move |index, query| {
-            index.scope(scope, scope_name.as_str(), query, groups.as_deref())
+            index.scope(scope, scope_name.as_str(), query, &audience)
         })
         .await?
         .ok_or_else(|| {
@@ -185,10 +217,10 @@ impl Engine {
         reader: &Reader,
     ) -> Result<Vec<ArtifactId>, Error> {
         let (from_digest, to_digest) = (from, to);
-        let (from, groups) = self.resolve_for_lineage(from, reader).await?;
+        let (from, audience) = self.resolve_for_lineage(from, reader).await?;
         let (to, _) = self.resolve_for_lineage(to, reader).await?;
         for (id, digest) in [(&from, from_digest), (&to, to_digest)] {
-            if !self.lineage.sees(id, groups.as_deref()) {
+            if !self.lineage.sees(id, &audience) {
                 return Err(reject(
                     ErrorCode::NotFound,
                     format!("no artifact {digest} is visible to you"),
@@ -198,16 +230,16 @@ impl Engine {
         // A path search has no node limit (only `max_depth`) and may cover a large part of the
         // graph, so it always runs on the blocking pool.
         let inner = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            inner.lineage.path(&from, &to, max_depth, groups.as_deref())
-        })
-        .await
-        .map_err(Error::backend)?
-        .ok_or_else(|| {
-            reject(
-                ErrorCode::NoPath,
-                format!("no derivation path of at most {max_depth} steps joins {from} and {to}"),
-            )
-        })
+        tokio::task::spawn_blocking(move || inner.lineage.path(&from, &to, max_depth, &audience))
+            .await
+            .map_err(Error::backend)?
+            .ok_or_else(|| {
+                reject(
+                    ErrorCode::NoPath,
+                    format!(
+                        "no derivation path of at most {max_depth} steps joins {from} and {to}"
+                    ),
+                )
+            })
     }
 }

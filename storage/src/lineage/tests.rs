@@ -252,7 +252,7 @@ proptest! {
         };
         let names: Option<Vec<String>> = reader.as_ref().map(|gs| gs.iter().map(|&g| group_name(g)).collect());
         let index = index_of(&history);
-        let got = index.traverse(&artifact_id(root), &query, names.as_deref()).map(walked);
+        let got = index.traverse(&artifact_id(root), &query, &Audience::of_groups(names.as_deref())).map(walked);
         let want = reference(&history, root, &query, reader.as_deref());
         prop_assert_eq!(got, want);
     }
@@ -323,7 +323,7 @@ proptest! {
         let (from, to) = (from.index(artifacts), to.index(artifacts));
         let names: Option<Vec<String>> = reader.as_ref().map(|gs| gs.iter().map(|&g| group_name(g)).collect());
         let index = index_of(&history);
-        let got = index.path(&artifact_id(from), &artifact_id(to), max_depth, names.as_deref());
+        let got = index.path(&artifact_id(from), &artifact_id(to), max_depth, &Audience::of_groups(names.as_deref()));
         let want = reference_path_len(&history, from, to, max_depth, reader.as_deref());
         prop_assert_eq!(got.as_ref().map(Vec::len), want);
         if let Some(path) = got {
@@ -364,14 +364,14 @@ fn a_huge_fan_out_is_cut_by_the_time_budget_with_a_cursor() {
     let mut query = simple_query(Direction::Descendants, None, 10_000);
     query.budget = Duration::ZERO;
     let cut = index
-        .traverse(&artifact_id(0), &query, None)
+        .traverse(&artifact_id(0), &query, &Audience::default())
         .expect("visible");
     assert!(cut.truncated);
     assert!(cut.artifacts.len() < 5001, "{}", cut.artifacts.len());
     assert_eq!(cut.cursor, Some(cut.artifacts.len().to_string()));
     query.budget = Duration::from_secs(60);
     let whole = index
-        .traverse(&artifact_id(0), &query, None)
+        .traverse(&artifact_id(0), &query, &Audience::default())
         .expect("visible");
     assert!(!whole.truncated);
     assert_eq!(whole.artifacts.len(), 5001);
@@ -397,7 +397,7 @@ fn a_scope_lists_each_artifact_once_whatever_its_manifests() {
     let index = index_of(&history);
     let query = simple_query(Direction::Ancestors, Some(0), 10_000);
     let answer = index
-        .scope(Scope::WorkItem, "w0", &query, None)
+        .scope(Scope::WorkItem, "w0", &query, &Audience::default())
         .expect("visible");
     let mut ids: Vec<ArtifactId> = answer.artifacts.iter().map(|a| a.id).collect();
     assert_eq!(ids.len(), 400);
@@ -437,7 +437,7 @@ fn an_artifact_in_two_groups_is_seen_through_either() {
     // leads there: none does.
     let g1 = [group_name(1)];
     let answer = index
-        .traverse(&artifact_id(1), &query, Some(&g1))
+        .traverse(&artifact_id(1), &query, &Audience::of_groups(Some(&g1)))
         .map(walked);
     assert_eq!(
         answer,
@@ -450,7 +450,7 @@ fn an_artifact_in_two_groups_is_seen_through_either() {
     );
     let both = [group_name(0), group_name(1)];
     let answer = index
-        .traverse(&artifact_id(1), &query, Some(&both))
+        .traverse(&artifact_id(1), &query, &Audience::of_groups(Some(&both)))
         .map(walked);
     assert_eq!(answer.map(|w| w.reached.len()), Some(2));
 }

@@ -372,10 +372,18 @@ pub(super) fn work(
                 ));
             }
             for candidate in &p.candidates {
-                if membership(ctx.tx, ctx.group(), candidate.as_str())?.is_none() {
+                // CTX-5: a member scoped to other Missions is no candidate for this one.
+                if membership(ctx.tx, ctx.group(), candidate.as_str())?.is_none()
+                    || !crate::access::mission_scope(ctx.tx, ctx.group(), candidate.as_str())?
+                        .covers(&row.mission_id)
+                {
                     return Err(reject(
                         ErrorCode::NotAMember,
-                        format!("candidate {candidate} is not a member of {}", ctx.group()),
+                        format!(
+                            "candidate {candidate} is not a member of {} for Mission {}",
+                            ctx.group(),
+                            row.mission_id
+                        ),
                     ));
                 }
             }

@@ -20,7 +20,7 @@ use weft_api::{Envelope, ErrorCode, Id, SignedPayload as _};
 
 use super::apply::{self, Ctx};
 use super::{WorkRow, load_mission, load_work_item};
-use crate::access::{AuthorityMay, membership};
+use crate::access::{AuthorityMay, MissionScope, membership, mission_scope};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -153,6 +153,9 @@ impl Engine {
                         format!("{} needs another role than {roles:?}", command.kind.as_str()),
                     ));
                 }
+                // CTX-5: a Mission-scoped member commands only its Missions; another Mission's
+                // aggregate answers exactly as another Group's (unknown, whether or not it exists).
+                check_scope(tx, &command, &body)?;
                 let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
                 ctx.offline = offline;
                 ctx.usage = usage;
@@ -178,6 +181,48 @@ impl Engine {
             })
             .await
     }
+}
+
+/// Refuses a Command of a Mission-scoped member about a Mission its Membership does not cover,
+/// with the code the aggregate's absence would get: `unknown_work_item` for a WorkItem,
+/// `not_found` for a Mission.
+fn check_scope(
+    tx: &rusqlite::Connection,
+    command: &Command,
+    body: &CommandBody,
+) -> Result<(), Error> {
+    let group = command.group_id.as_str();
+    let scope = mission_scope(tx, group, command.agent_id.as_str())?;
+    if scope == MissionScope::Group {
+        return Ok(());
+    }
+    let named_mission = match body {
+        CommandBody::MissionCreate(p) => Some(&p.mission_id),
+        CommandBody::MissionClose(p) => Some(&p.mission_id),
+        CommandBody::WorkPropose(p) => Some(&p.mission_id),
+        CommandBody::WorkAuthorize(p) => Some(&p.mission_id),
+        _ => None,
+    };
+    if let Some(mission) = named_mission {
+        if !scope.covers(mission.as_str()) {
+            return Err(reject(
+                ErrorCode::NotFound,
+                format!("no Mission {mission} in {group}"),
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(work_item_id) = body.work_item_id()
+        && let Some(row) = load_work_item(tx, work_item_id.as_str())?
+        && row.group_id == group
+        && !scope.covers(&row.mission_id)
+    {
+        return Err(reject(
+            ErrorCode::UnknownWorkItem,
+            format!("no WorkItem {work_item_id} in {group}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Dispatches an authorized Command; answers the aggregate's view after it.

@@ -191,10 +191,11 @@ pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<Mission
     .transpose()
 }
 
-/// The WorkItem as the reader may see it: another Group's is unknown.
+/// The WorkItem as the reader may see it: another Group's, or another Mission's for a
+/// Mission-scoped member (CTX-5), is unknown.
 fn visible_work_item(conn: &Connection, reader: &Reader, id: &str) -> Result<WorkRow, Error> {
     match load_work_item(conn, id)? {
-        Some(row) if reader.in_group(&row.group_id) => Ok(row),
+        Some(row) if reader.sees_mission(&row.group_id, &row.mission_id) => Ok(row),
         _ => Err(reject(
             ErrorCode::UnknownWorkItem,
             format!("no WorkItem {id} is visible to you"),
@@ -204,7 +205,7 @@ fn visible_work_item(conn: &Connection, reader: &Reader, id: &str) -> Result<Wor
 
 fn visible_mission(conn: &Connection, reader: &Reader, id: &str) -> Result<MissionRow, Error> {
     match load_mission(conn, id)? {
-        Some(row) if reader.in_group(&row.group_id) => Ok(row),
+        Some(row) if reader.sees_mission(&row.group_id, &row.mission_id) => Ok(row),
         _ => Err(reject(
             ErrorCode::NotFound,
             format!("no Mission {id} is visible to you"),

@@ -1,0 +1,190 @@
+//! Reusable knowledge (CTX-6): an Artifact becomes readable and citable in every Mission of its
+//! Group only once it is published as reusable, classified and approved by an Organization
+//! approver's signed Evidence. The record keeps that provenance (the approval, its signer, the
+//! Mission the Artifact came from) and its `artifact.reuse_published` Event announces it.
+//!
+//! Who may read or cite what is decided in `access.rs` (`can_read_artifact`, `may_cite`); this
+//! file only writes and reads the record.
+
+use crate::db::Cached as _;
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::evidence::Outcome;
+use weft_api::kinds;
+use weft_api::manifest::Classification;
+use weft_api::session::Role;
+use weft_api::verdict::Standing;
+use weft_api::views::{ReuseRecord, ReuseRequest};
+use weft_api::{ArtifactId, ErrorCode, EventPayload, Id};
+
+use crate::access::{can_read_artifact, membership};
+use crate::clock::format_instant;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::events::{self, to32};
+use crate::sessions::Session;
+
+impl Engine {
+    /// `POST /v1/artifacts/{digest}/reuse`: publishes `artifact` as reusable knowledge in the
+    /// caller's Group. The caller is an approver of the Group that can read the Artifact (else
+    /// `forbidden`, or `not_found` as for an Artifact that does not exist); the approval is
+    /// that Group's Evidence about this Artifact with criterion `reuse`, recorded with approver
+    /// standing, outcome `pass` and not superseded (else `unknown_evidence` when there is no such
+    /// record, `evidence_missing` when the record is not such an approval). The same approval
+    /// again answers the record (not new); another one for a reusable Artifact is `conflict`.
+    pub(crate) async fn publish_reusable(
+        &self,
+        artifact: ArtifactId,
+        request: ReuseRequest,
+        session: &Session,
+    ) -> Result<(ReuseRecord, bool), Error> {
+        let reader = session.reader();
+        let (group_id, agent_id) = (session.group_id.clone(), session.agent_id.clone());
+        let now = self.clock.now();
+        self.db
+            .write(move |txn| {
+                let group = group_id.as_str();
+                match membership(txn, group, agent_id.as_str())? {
+                    Some((roles, _)) if roles.contains(&Role::Approver) => {}
+                    _ => {
+                        return Err(reject(
+                            ErrorCode::Forbidden,
+                            "only an Organization approver publishes reusable knowledge (CTX-6)",
+                        ));
+                    }
+                }
+                if !can_read_artifact(txn, &reader, &artifact)? {
+                    return Err(reject(ErrorCode::NotFound, format!("no artifact {artifact} is visible to you")));
+                }
+                if let Some(existing) = reuse_record(txn, group, &artifact)? {
+                    if existing.approval == request.approval && existing.classification == request.classification {
+                        return Ok((existing, false));
+                    }
+                    return Err(reject(ErrorCode::Conflict, format!("{artifact} is reusable already, under approval {}", existing.approval)));
+                }
+                let (approved_by, mission_id) = check_approval(txn, group, &artifact, &request.approval)?;
+                let event = EventPayload::ReusePublished(kinds::ReusePublished {
+                    approved_by: Id::parse("agentId", &approved_by)?,
+                    artifact,
+                    classification: request.classification,
+                    evidence_id: request.approval,
+                    mission_id: Id::parse("missionId", &mission_id)?,
+                    published_by: agent_id.clone(),
+                });
+                let sequence = events::append(txn, &group_id, &event, now)?;
+                let published_at = format_instant(now);
+                txn.run(
+                    "INSERT INTO reusable_artifacts (group_id, blake3, classification, evidence_id, approved_by, mission_id,
+                                                     published_by, sequence, published_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![
+                        group, &artifact.0[..], request.classification.as_str(), &request.approval.0[..], approved_by,
+                        mission_id, agent_id.as_str(), sequence, published_at
+                    ],
+                )?;
+                Ok((
+                    ReuseRecord {
+                        artifact,
+                        group_id: group_id.to_string(),
+                        classification: request.classification,
+                        approval: request.approval,
+                        approved_by,
+                        mission_id,
+                        published_by: agent_id.to_string(),
+                        published_at,
+                        sequence,
+                    },
+                    true,
+                ))
+            })
+            .await
+    }
+}
+
+/// The approval's signer and Mission, if `evidence_id` is an approver's passing, unsuperseded
+/// `reuse` Evidence about `artifact` in `group`.
+fn check_approval(
+    conn: &Connection,
+    group: &str,
+    artifact: &ArtifactId,
+    evidence_id: &ArtifactId,
+) -> Result<(String, String), Error> {
+    let row: Option<(String, String, String, String)> = conn
+        .row(
+            "SELECT producer, mission_id, standing, envelope FROM evidence WHERE evidence_id = ?1 AND group_id = ?2",
+            params![&evidence_id.0[..], group],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )
+        .optional()?;
+    let Some((producer, mission_id, standing, envelope)) = row else {
+        return Err(reject(
+            ErrorCode::UnknownEvidence,
+            format!("no Evidence {evidence_id} in {group}"),
+        ));
+    };
+    let (_, evidence) = crate::evidence::decode(&envelope)?;
+    let superseded = conn
+        .row(
+            "SELECT 1 FROM evidence WHERE supersedes = ?1",
+            [&evidence_id.0[..]],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    let approves = standing == Standing::Approver.as_str()
+        && evidence.is_reuse_approval()
+        && evidence.subject.id == artifact.to_string()
+        && evidence.result.outcome == Outcome::Pass
+        && !superseded;
+    if !approves {
+        return Err(reject(
+            ErrorCode::EvidenceMissing,
+            format!(
+                "{evidence_id} is not an approver's passing, current `reuse` Evidence about {artifact} (CTX-6)"
+            ),
+        ));
+    }
+    Ok((producer, mission_id))
+}
+
+/// The reuse record of `artifact` in `group`, if it was published as reusable there.
+pub(crate) fn reuse_record(
+    conn: &Connection,
+    group: &str,
+    artifact: &ArtifactId,
+) -> Result<Option<ReuseRecord>, Error> {
+    type Row = (String, Vec<u8>, String, String, String, u64, String);
+    let row: Option<Row> = conn
+        .row(
+            "SELECT classification, evidence_id, approved_by, mission_id, published_by, sequence, published_at
+             FROM reusable_artifacts WHERE group_id = ?1 AND blake3 = ?2",
+            params![group, &artifact.0[..]],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?)),
+        )
+        .optional()?;
+    let Some((
+        classification,
+        evidence_id,
+        approved_by,
+        mission_id,
+        published_by,
+        sequence,
+        published_at,
+    )) = row
+    else {
+        return Ok(None);
+    };
+    let classification: Classification =
+        serde_json::from_value(serde_json::Value::String(classification))
+            .map_err(Error::backend)?;
+    Ok(Some(ReuseRecord {
+        artifact: *artifact,
+        group_id: group.to_owned(),
+        classification,
+        approval: ArtifactId(to32(evidence_id)?),
+        approved_by,
+        mission_id,
+        published_by,
+        published_at,
+        sequence,
+    }))
+}
