@@ -129,7 +129,14 @@ impl GroupState {
                 let artifact = repaired.artifact.to_string();
                 self.integrity_failures.retain(|failed| *failed != artifact);
             }
-            Some(EventPayload::GroupCreated(_) | EventPayload::AgentKeyRotated(_)) | None => {}
+            // Context Packages are summaries, never state (CTX-1): counted only.
+            Some(
+                EventPayload::GroupCreated(_)
+                | EventPayload::AgentKeyRotated(_)
+                | EventPayload::ContextPublished(_)
+                | EventPayload::ContextForwarded(_),
+            )
+            | None => {}
         }
         *self.event_counts.entry(event.kind.clone()).or_default() += 1;
         self.sequence = event.sequence;

@@ -11,6 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::EventRange;
 use crate::digest::{ArtifactId, Sha256Digest};
 use crate::dsse::KeyId;
 use crate::error::{ErrorCode, Rejection};
@@ -33,12 +34,14 @@ pub enum EventKind {
     AgentDeactivated,
     AgentKeyRotated,
     ArtifactRepaired,
+    ContextPublished,
+    ContextForwarded,
     /// A Mission or WorkItem Event (`crate::work::events`).
     Work(WorkEventKind),
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
@@ -49,6 +52,8 @@ impl EventKind {
         EventKind::AgentDeactivated,
         EventKind::AgentKeyRotated,
         EventKind::ArtifactRepaired,
+        EventKind::ContextPublished,
+        EventKind::ContextForwarded,
     ];
 
     /// The `type` of an Event of this kind.
@@ -65,6 +70,8 @@ impl EventKind {
             EventKind::AgentKeyRotated => "agent.key_rotated",
             EventKind::Work(kind) => kind.as_str(),
             EventKind::ArtifactRepaired => "artifact.repaired",
+            EventKind::ContextPublished => "context.published",
+            EventKind::ContextForwarded => "context.forwarded",
         }
     }
 
@@ -183,6 +190,35 @@ pub struct EvidenceRecorded {
     pub work_item_id: Id,
 }
 
+/// `context.published`: a Context Package version was accepted (CTX-4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextPublished {
+    pub artifacts: Vec<ArtifactId>,
+    pub context_id: ArtifactId,
+    pub generator: Id,
+    pub mission_id: Id,
+    pub package_id: Id,
+    pub previous: Option<ArtifactId>,
+    pub source_events: EventRange,
+    pub version: u64,
+    pub work_item_id: Option<Id>,
+}
+
+/// `context.forwarded`: a Context Package version was copied from one Group to another
+/// (CTX-7); appended to both, each naming the other.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextForwarded {
+    pub artifacts: Vec<ArtifactId>,
+    pub context_id: ArtifactId,
+    pub forwarder: Id,
+    pub from_group_id: Id,
+    pub package_id: Id,
+    pub to_group_id: Id,
+    pub version: u64,
+}
+
 /// One Event's payload, typed by its kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EventPayload {
@@ -196,6 +232,8 @@ pub enum EventPayload {
     AgentDeactivated(AgentDeactivated),
     AgentKeyRotated(AgentKeyRotated),
     ArtifactRepaired(ArtifactRepaired),
+    ContextPublished(ContextPublished),
+    ContextForwarded(ContextForwarded),
     Work(WorkEventKind, WorkEvent),
 }
 
@@ -212,6 +250,8 @@ impl EventPayload {
             EventPayload::AgentDeactivated(_) => EventKind::AgentDeactivated,
             EventPayload::AgentKeyRotated(_) => EventKind::AgentKeyRotated,
             EventPayload::ArtifactRepaired(_) => EventKind::ArtifactRepaired,
+            EventPayload::ContextPublished(_) => EventKind::ContextPublished,
+            EventPayload::ContextForwarded(_) => EventKind::ContextForwarded,
             EventPayload::Work(kind, _) => EventKind::Work(*kind),
         }
     }
@@ -229,6 +269,8 @@ impl EventPayload {
             EventPayload::AgentDeactivated(p) => serde_json::to_string(p),
             EventPayload::AgentKeyRotated(p) => serde_json::to_string(p),
             EventPayload::ArtifactRepaired(p) => serde_json::to_string(p),
+            EventPayload::ContextPublished(p) => serde_json::to_string(p),
+            EventPayload::ContextForwarded(p) => serde_json::to_string(p),
             EventPayload::Work(_, p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
@@ -258,6 +300,8 @@ impl EventPayload {
             EventKind::AgentDeactivated => EventPayload::AgentDeactivated(parse(text)?),
             EventKind::AgentKeyRotated => EventPayload::AgentKeyRotated(parse(text)?),
             EventKind::ArtifactRepaired => EventPayload::ArtifactRepaired(parse(text)?),
+            EventKind::ContextPublished => EventPayload::ContextPublished(parse(text)?),
+            EventKind::ContextForwarded => EventPayload::ContextForwarded(parse(text)?),
             EventKind::Work(kind) => EventPayload::Work(kind, parse(text)?),
         }))
     }
