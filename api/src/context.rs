@@ -238,6 +238,62 @@ pub fn check_chain(
     }
 }
 
+/// `201` of `POST /v1/groups/{groupId}/context`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextPublishedAnswer {
+    pub context_id: ArtifactId,
+    pub package_id: Id,
+    pub version: u64,
+    /// Of its `context.published` Event.
+    pub sequence: u64,
+}
+
+/// One version as the server indexed it in a Group.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextRecord {
+    pub context_id: ArtifactId,
+    /// The Group it is indexed in: its own, or the one it was forwarded to.
+    pub group_id: Id,
+    /// Of its `context.published` (or, for a forwarded copy, `context.forwarded`) Event.
+    pub sequence: u64,
+    /// The Group it was forwarded from, for a forwarded copy (CTX-7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_from: Option<Id>,
+    pub envelope: crate::Envelope,
+    pub package: ContextPackage,
+}
+
+/// `GET /v1/context/{packageId}/versions`: oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextVersions {
+    pub package_id: Id,
+    pub versions: Vec<ContextRecord>,
+}
+
+/// `POST /v1/context/{packageId}/forward` body (CTX-7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ForwardRequest {
+    pub to_group_id: Id,
+    /// The version to forward; the latest when absent.
+    #[serde(default)]
+    pub version: Option<u64>,
+}
+
+/// The answer of a forward: the `context.forwarded` Event in each Group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextForwardedAnswer {
+    pub context_id: ArtifactId,
+    pub from_group_id: Id,
+    pub from_sequence: u64,
+    pub to_group_id: Id,
+    pub to_sequence: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};

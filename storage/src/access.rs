@@ -57,9 +57,12 @@ pub(crate) fn can_read_artifact(
             )
             .optional()?
             .is_some(),
+        // A Context Package forwarded to the Group brings the Artifacts it cites (CTX-7).
         Reader::Agent { group_id, .. } => conn
             .query_row(
-                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 LIMIT 1",
+                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2
+                 UNION ALL SELECT 1 FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2
+                 LIMIT 1",
                 params![&blake3.0[..], group_id.as_str()],
                 |_| Ok(()),
             )

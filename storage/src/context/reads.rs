@@ -1,0 +1,307 @@
+//! Reading Context Packages: the latest version, all versions, one version, the Event range a
+//! version cites (CTX-3) and its provenance (`revisionOf` between versions, `cites` of the
+//! Artifacts, each cited Artifact's own lineage), in the reader's Group only.
+//!
+//! A package of another Group answers `not_found`, as one that does not exist (no existence
+//! oracle). Visibility goes through the reader's Group as every other read does; a Mission
+//! scope of the Membership (CTX-5) applies here once `Reader` carries it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::context::{ContextPackage, ContextRecord, ContextVersions};
+use weft_api::dsse::BASE64;
+use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, Event, Id};
+
+use crate::access::Reader;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::events::to32;
+use crate::lineage::{ContextNode, Edge, Lineage, Name, NodeRef, Query};
+
+pub(super) fn no_package(package_id: &Id) -> Error {
+    reject(
+        ErrorCode::NotFound,
+        format!("no Context Package {package_id} is visible to you"),
+    )
+}
+
+const COLUMNS: &str = "context_id, group_id, sequence, forwarded_from, envelope";
+
+fn record(
+    row: &rusqlite::Row<'_>,
+) -> rusqlite::Result<(Vec<u8>, String, u64, Option<String>, String)> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+    ))
+}
+
+fn to_record(
+    (id, group_id, sequence, forwarded_from, envelope): (
+        Vec<u8>,
+        String,
+        u64,
+        Option<String>,
+        String,
+    ),
+) -> Result<ContextRecord, Error> {
+    let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
+    let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
+    let package = ContextPackage::parse(&payload)?;
+    Ok(ContextRecord {
+        context_id: ArtifactId(to32(id)?),
+        group_id: Id::parse("groupId", &group_id)?,
+        sequence,
+        forwarded_from: forwarded_from
+            .map(|group| Id::parse("groupId", &group))
+            .transpose()?,
+        envelope,
+        package,
+    })
+}
+
+/// Version `version` (the latest when `None`) of `package_id` as indexed in `group_id`.
+pub(super) fn version_row(
+    conn: &Connection,
+    group_id: &str,
+    package_id: &str,
+    version: Option<u64>,
+) -> Result<Option<ContextRecord>, Error> {
+    let row = match version {
+        Some(version) => conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM context_packages WHERE group_id = ?1 AND package_id = ?2 AND version = ?3"),
+                params![group_id, package_id, version],
+                record,
+            )
+            .optional()?,
+        None => conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM context_packages WHERE group_id = ?1 AND package_id = ?2 ORDER BY version DESC LIMIT 1"),
+                params![group_id, package_id],
+                record,
+            )
+            .optional()?,
+    };
+    row.map(to_record).transpose()
+}
+
+fn all_rows(
+    conn: &Connection,
+    group_id: &str,
+    package_id: &str,
+) -> Result<Vec<ContextRecord>, Error> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM context_packages WHERE group_id = ?1 AND package_id = ?2 ORDER BY version"
+    ))?;
+    let rows = statement
+        .query_map(params![group_id, package_id], record)?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter().map(to_record).collect()
+}
+
+/// The Group in which `reader` looks `package_id` up: a session's own; for the operator, the
+/// Group the package was published in.
+fn reader_group(
+    conn: &Connection,
+    reader: &Reader,
+    package_id: &str,
+) -> Result<Option<String>, Error> {
+    match reader {
+        Reader::Agent { group_id, .. } => Ok(Some(group_id.to_string())),
+        Reader::Admin => Ok(conn
+            .query_row(
+                "SELECT group_id FROM context_packages WHERE package_id = ?1
+                 ORDER BY forwarded_from IS NOT NULL, group_id LIMIT 1",
+                [package_id],
+                |row| row.get(0),
+            )
+            .optional()?),
+    }
+}
+
+impl Engine {
+    /// Version `version` of a package, the latest when `None`.
+    pub(crate) async fn context_version(
+        &self,
+        package_id: Id,
+        version: Option<u64>,
+        reader: &Reader,
+    ) -> Result<ContextRecord, Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let Some(group) = reader_group(conn, &reader, package_id.as_str())? else {
+                    return Err(no_package(&package_id));
+                };
+                version_row(conn, &group, package_id.as_str(), version)?
+                    .ok_or_else(|| no_package(&package_id))
+            })
+            .await
+    }
+
+    /// Every version of a package in the reader's Group, oldest first.
+    pub(crate) async fn context_versions(
+        &self,
+        package_id: Id,
+        reader: &Reader,
+    ) -> Result<ContextVersions, Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let Some(group) = reader_group(conn, &reader, package_id.as_str())? else {
+                    return Err(no_package(&package_id));
+                };
+                let versions = all_rows(conn, &group, package_id.as_str())?;
+                if versions.is_empty() {
+                    return Err(no_package(&package_id));
+                }
+                Ok(ContextVersions {
+                    package_id,
+                    versions,
+                })
+            })
+            .await
+    }
+
+    /// CTX-3: the Events a version cites, for a reader whose Membership may read that Group's
+    /// log. A forwarded copy cites the log of the Group it came from: a session of the Group it
+    /// was forwarded to may not read that log (`forbidden`), it reads the summary only.
+    pub(crate) async fn context_events(
+        &self,
+        package_id: Id,
+        version: Option<u64>,
+        reader: &Reader,
+    ) -> Result<(ContextRecord, Vec<Event>), Error> {
+        let record = self.context_version(package_id, version, reader).await?;
+        let package = &record.package;
+        if !reader.in_group(package.group_id.as_str()) {
+            return Err(reject(
+                ErrorCode::Forbidden,
+                format!(
+                    "the cited Events are in the log of {}, which your Membership does not cover",
+                    package.group_id
+                ),
+            ));
+        }
+        let range = package.source_events;
+        let count = range.to - range.from + 1;
+        let mut events = Vec::new();
+        let mut after = range.from - 1;
+        while after < range.to {
+            let limit = (range.to - after).min(10_000) as u32;
+            let page = self
+                .events(package.group_id.clone(), after, limit, reader)
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = last.sequence;
+            events.extend(page);
+        }
+        debug_assert!(events.len() as u64 <= count);
+        Ok((record, events))
+    }
+
+    /// Provenance of a package (DESIGN §11): every version in the reader's Group with
+    /// `revisionOf` edges to its previous version, `cites` edges to the Artifacts it cites and
+    /// `attributedTo` its generator, plus the lineage of each cited Artifact under `query`.
+    pub(crate) async fn context_provenance(
+        self: &Arc<Self>,
+        package_id: Id,
+        query: Query,
+        reader: &Reader,
+    ) -> Result<Lineage, Error> {
+        let versions = self.context_versions(package_id, reader).await?.versions;
+        let mut lineage = Lineage {
+            root: versions.last().map(|latest| latest.context_id),
+            ..Lineage::default()
+        };
+        let mut cited: Vec<ArtifactId> = Vec::new();
+        let mut agents: Vec<Name> = Vec::new();
+        for version in &versions {
+            let package = &version.package;
+            let node = NodeRef::Context(version.context_id);
+            if let Some(previous) = package.previous {
+                lineage.edges.push(Edge {
+                    from: node,
+                    to: NodeRef::Context(previous),
+                    kind: "revisionOf",
+                });
+            }
+            for artifact in &package.artifacts {
+                lineage.edges.push(Edge {
+                    from: node,
+                    to: NodeRef::Artifact(*artifact),
+                    kind: "cites",
+                });
+                if !cited.contains(artifact) {
+                    cited.push(*artifact);
+                }
+            }
+            let generator = Name::new(package.generator.agent_id.as_str());
+            lineage.edges.push(Edge {
+                from: node,
+                to: NodeRef::Agent(generator),
+                kind: "attributedTo",
+            });
+            if !agents.contains(&generator) {
+                agents.push(generator);
+            }
+            lineage.contexts.push(ContextNode {
+                id: version.context_id,
+                package_id: Name::new(package.package_id.as_str()),
+                version: package.version,
+                group_id: Name::new(version.group_id.as_str()),
+                mission_id: Name::new(package.mission_id.as_str()),
+                generator,
+                sequence: version.sequence,
+                source_events: package.source_events,
+            });
+        }
+        let mut seen: HashSet<ArtifactId> = HashSet::new();
+        let mut edges: HashSet<Edge> = lineage.edges.iter().cloned().collect();
+        for artifact in cited {
+            let found = match self
+                .lineage(Digest::Blake3(artifact), query.clone(), reader)
+                .await
+            {
+                Ok(found) => found,
+                Err(Error::Rejected(rejection)) if rejection.code == ErrorCode::NotFound => {
+                    lineage.withheld += 1;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            for node in found.artifacts {
+                if seen.insert(node.id) {
+                    lineage.artifacts.push(node);
+                }
+            }
+            for edge in found.edges {
+                if edges.insert(edge.clone()) {
+                    lineage.edges.push(edge);
+                }
+            }
+            merge(&mut lineage.work_items, found.work_items);
+            merge(&mut lineage.missions, found.missions);
+            merge(&mut agents, found.agents);
+            lineage.withheld += found.withheld;
+            lineage.truncated |= found.truncated;
+        }
+        lineage.agents = agents;
+        Ok(lineage)
+    }
+}
+
+fn merge(into: &mut Vec<Name>, from: Vec<Name>) {
+    for name in from {
+        if !into.contains(&name) {
+            into.push(name);
+        }
+    }
+}
