@@ -294,6 +294,31 @@ pub struct ContextForwardedAnswer {
     pub to_sequence: u64,
 }
 
+/// CTX-8: what a Worker's global Scheduler may see of a WorkItem (`GET
+/// /v1/workitems/{id}/scheduling`): urgency, deadline, budget state, dependencies and
+/// classification, and no content (no objective, contract prose, inputs, Artifacts or
+/// Context).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchedulingView {
+    pub work_item_id: String,
+    pub group_id: String,
+    pub mission_id: String,
+    pub state: crate::work::machine::WorkState,
+    pub eligible: bool,
+    pub urgency: crate::work::contract::Level,
+    pub priority_class: crate::work::contract::Level,
+    pub deadline: DateTime<FixedOffset>,
+    pub business_impact: crate::work::contract::Impact,
+    pub risk: crate::work::contract::Risk,
+    pub approval_required: bool,
+    pub budget: crate::work::views::BudgetView,
+    pub depends_on: Vec<String>,
+    /// The highest classification of the WorkItem's inputs visible to the caller (`internal`
+    /// when it has none).
+    pub classification: crate::manifest::Classification,
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};

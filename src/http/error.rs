@@ -39,6 +39,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::InvalidJson
         | C::InvalidManifest
         | C::InvalidEvidence
+        | C::InvalidContext
         | C::DigestMismatch
         | C::IncompleteBody
         | C::WrongPayloadType
@@ -72,8 +73,15 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::OfferWithdrawn
         | C::NotEligible
         | C::ApprovalRequired
-        | C::BudgetExceeded => StatusCode::CONFLICT,
-        C::IdempotencyKeyReused | C::EvidenceMissing => StatusCode::UNPROCESSABLE_ENTITY,
+        | C::BudgetExceeded
+        | C::ContextPreviousMismatch
+        | C::ContextVersionSkipped
+        | C::ContextOtherPackage
+        | C::ContextOtherMission
+        | C::ClassificationForbids => StatusCode::CONFLICT,
+        C::IdempotencyKeyReused | C::EvidenceMissing | C::EventsOutOfRange => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,

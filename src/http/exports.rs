@@ -107,6 +107,35 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
                     );
                 }
             }
+            // A package version is an entity revising its previous version and derived
+            // from the Artifacts it cites (DESIGN §11).
+            "revisionOf" | "cites" => {
+                for (node, kind) in [
+                    (&from, "weft:ContextPackage"),
+                    (
+                        &to,
+                        if edge.kind == "cites" {
+                            "weft:Artifact"
+                        } else {
+                            "weft:ContextPackage"
+                        },
+                    ),
+                ] {
+                    entities.entry(node.clone()).or_insert_with(
+                        || json!({"prov:type": {"$": kind, "type": "prov:QUALIFIED_NAME"}}),
+                    );
+                }
+                let n = relations[0].1.len();
+                let mut relation = json!({"prov:generatedEntity": from, "prov:usedEntity": to});
+                if edge.kind == "revisionOf" {
+                    relation["prov:type"] =
+                        json!({"$": "prov:Revision", "type": "prov:QUALIFIED_NAME"});
+                } else {
+                    relation["prov:type"] =
+                        json!({"$": "weft:Cites", "type": "prov:QUALIFIED_NAME"});
+                }
+                relations[0].1.insert(format!("_:d{n}"), relation);
+            }
             _ => {}
         }
     }

@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 61] = {
+const EVERY_CODE: [ErrorCode; 68] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -83,6 +83,13 @@ const EVERY_CODE: [ErrorCode; 61] = {
         C::ApprovalRequired,
         C::EvidenceMissing,
         C::BudgetExceeded,
+        C::InvalidContext,
+        C::ContextPreviousMismatch,
+        C::ContextVersionSkipped,
+        C::ContextOtherPackage,
+        C::ContextOtherMission,
+        C::EventsOutOfRange,
+        C::ClassificationForbids,
         C::Internal,
     ]
 };
@@ -151,6 +158,13 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::ApprovalRequired
         | C::EvidenceMissing
         | C::BudgetExceeded
+        | C::InvalidContext
+        | C::ContextPreviousMismatch
+        | C::ContextVersionSkipped
+        | C::ContextOtherPackage
+        | C::ContextOtherMission
+        | C::EventsOutOfRange
+        | C::ClassificationForbids
         | C::Internal => {}
     }
 }

@@ -195,7 +195,7 @@ fn classification(
         for text in found {
             let level: Classification =
                 serde_json::from_value(serde_json::Value::String(text)).map_err(Error::backend)?;
-            if rank(level) > rank(highest) {
+            if level.rank() > highest.rank() {
                 highest = level;
             }
         }
@@ -203,19 +203,10 @@ fn classification(
     Ok(highest)
 }
 
-fn rank(level: Classification) -> u8 {
-    match level {
-        Classification::Public => 0,
-        Classification::Internal => 1,
-        Classification::Confidential => 2,
-        Classification::Restricted => 3,
-    }
-}
-
 /// CTX-7: what may leave its Group. Public and internal knowledge may be forwarded to another
 /// Group of the same Organization; confidential and restricted content never leaves its Group.
 pub(crate) fn may_forward(level: Classification) -> bool {
-    rank(level) <= rank(Classification::Internal)
+    level.rank() <= Classification::Internal.rank()
 }
 
 impl Engine {
