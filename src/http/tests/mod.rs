@@ -12,6 +12,8 @@ mod artifacts;
 mod binding;
 mod blobs;
 mod content;
+mod context;
+mod context_forward;
 mod delivery;
 mod evidence;
 mod exports;

@@ -292,9 +292,11 @@ impl Engine {
                     return Err(not_found());
                 }
                 // The media type of the newest manifest the reader may see: another Group's
-                // newer manifest must not show through (nor tell that it exists).
+                // newer manifest must not show through (nor tell that it exists). An Artifact
+                // forwarded with a Context Package (CTX-7) shows its source Group's.
                 let media_type: String = conn.query_row(
-                    "SELECT media_type FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2)
+                    "SELECT media_type FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2
+                         OR group_id IN (SELECT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2))
                      ORDER BY rowid DESC LIMIT 1",
                     params![&digests.blake3.0[..], visible_group(&reader)],
                     |row| row.get(0),
