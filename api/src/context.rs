@@ -273,6 +273,16 @@ pub struct ContextVersions {
     pub versions: Vec<ContextRecord>,
 }
 
+/// `GET /v1/context/{packageId}/events`: the Events a version cites (CTX-3).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextEvents {
+    pub context_id: ArtifactId,
+    pub group_id: Id,
+    pub source_events: EventRange,
+    pub events: Vec<crate::Event>,
+}
+
 /// `POST /v1/context/{packageId}/forward` body (CTX-7).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -161,7 +161,7 @@ async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Resu
 /// The keys `verify` trusts: with a pinned key (issue #10 finding 9d) that key alone, and the
 /// server must still serve it (a server whose key changed is refused, not believed);
 /// without, the keys the server serves.
-async fn authority_keys(
+pub(super) async fn authority_keys(
     api: &Client,
     pinned: Option<&str>,
 ) -> anyhow::Result<Vec<ed25519_dalek::VerifyingKey>> {

@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
-use weft_api::context::{ContextRecord, ForwardRequest, SchedulingView};
+use weft_api::context::{ContextEvents, ContextRecord, ForwardRequest, SchedulingView};
 use weft_api::json::parse_strict;
 use weft_api::manifest::Classification;
 use weft_api::{Digest, ErrorCode, Id};
@@ -121,12 +121,12 @@ pub(crate) async fn events(
         .await?;
     Ok(json(
         StatusCode::OK,
-        &json!({
-            "contextId": record.context_id,
-            "groupId": record.package.group_id,
-            "sourceEvents": record.package.source_events,
-            "events": events,
-        }),
+        &ContextEvents {
+            context_id: record.context_id,
+            group_id: record.package.group_id,
+            source_events: record.package.source_events,
+            events,
+        },
     ))
 }
 
