@@ -213,6 +213,7 @@ impl Engine {
                         problems.push(format!("manifest {manifest_id}: {problem}"));
                     }
                 }
+                problems.extend(crate::context::check_rows(conn)?);
                 let mut n_events = 0u64;
                 let groups: Vec<String> = conn
                     .prepare("SELECT group_id FROM groups ORDER BY group_id")?

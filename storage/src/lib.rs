@@ -3,7 +3,7 @@
 //!
 //! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
 //! envelopes and ids, and get back values or an [`Error`] with a stable code. The file is
-//! long (just over 600 lines) because it is the façade only: one short method per operation,
+//! long (under 700 lines) because it is the façade only: one short method per operation,
 //! grouped under headers naming the file behind each group.
 //!
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).

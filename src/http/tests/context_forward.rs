@@ -135,6 +135,12 @@ backends!(
             "forbidden",
             "CTX-3: g2's Membership does not cover g1's log"
         );
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(
+            report.problems.is_empty(),
+            "fsck re-checks context rows: {:?}",
+            report.problems
+        );
     }
 );
 

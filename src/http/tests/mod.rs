@@ -14,6 +14,7 @@ mod blobs;
 mod content;
 mod context;
 mod context_forward;
+mod context_reads;
 mod delivery;
 mod evidence;
 mod exports;

@@ -8,6 +8,8 @@
 
 mod reads;
 
+pub(crate) use reads::check_rows;
+
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::context::{
     ContextForwardedAnswer, ContextPackage, ContextPublishedAnswer, ForwardRequest, Link,

@@ -305,3 +305,64 @@ fn merge(into: &mut Vec<Name>, from: Vec<Name>) {
         }
     }
 }
+
+/// fsck: every indexed version's payload hashes to its id and is signed by a key its generator
+/// had, and a version after 1 names a previous version indexed in the same Group.
+pub(crate) fn check_rows(conn: &Connection) -> Result<Vec<String>, Error> {
+    let mut statement = conn.prepare(&format!(
+        "SELECT {COLUMNS}, previous FROM context_packages ORDER BY group_id, package_id, version"
+    ))?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok((record(row)?, row.get::<_, Option<Vec<u8>>>(5)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut problems = Vec::new();
+    for (row, previous) in rows {
+        let (id, group) = (row.0.clone(), row.1.clone());
+        let name = ArtifactId(to32(id)?);
+        let record = match to_record(row) {
+            Ok(record) => record,
+            Err(error) => {
+                problems.push(format!("context {name} in {group}: unreadable ({error})"));
+                continue;
+            }
+        };
+        let signed = record
+            .envelope
+            .signer_keyid()
+            .ok()
+            .and_then(|keyid| crate::access::recorded_key(conn, &keyid).ok().flatten())
+            .filter(|(agent, _)| *agent == record.package.generator.agent_id)
+            .and_then(|(_, key)| {
+                record
+                    .envelope
+                    .verify(weft_api::context::CONTEXT_TYPE, &key)
+                    .ok()
+            });
+        match signed {
+            Some(payload) if ArtifactId::of(payload.value()) == name => {}
+            Some(_) => problems.push(format!(
+                "context {name} in {group}: payload does not hash to its id"
+            )),
+            None => problems.push(format!(
+                "context {name} in {group}: not signed by its generator's key"
+            )),
+        }
+        if let Some(previous) = previous {
+            let found: Option<u64> = conn
+                .query_row(
+                    "SELECT version FROM context_packages WHERE group_id = ?1 AND context_id = ?2",
+                    params![group, previous],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if found.is_none() && record.forwarded_from.is_none() {
+                problems.push(format!(
+                    "context {name} in {group}: previous version is not indexed"
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
