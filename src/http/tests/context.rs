@@ -12,12 +12,11 @@ use weft_api::{ArtifactId, Envelope};
 
 use super::harness::*;
 
-/// A valid version of `package` by `agent` in `group`, Mission `mission`, citing `artifacts`
+/// A valid version of `package` by `agent` in its scope (Group, Mission), citing `artifacts`
 /// and Events `from..=to`.
 pub(super) fn package(
     agent: &Agent,
-    group: &str,
-    mission: &str,
+    (group, mission): (&str, &str),
     package: &str,
     version: u64,
     previous: Option<&ArtifactId>,
@@ -100,8 +99,7 @@ backends!(
         let range = (1, 2);
         let v1 = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-a",
             1,
             None,
@@ -115,8 +113,7 @@ backends!(
             "g1",
             &package(
                 &worker,
-                "g1",
-                "mission-1",
+                ("g1", "mission-1"),
                 "pkg-a",
                 2,
                 Some(&a1),
@@ -129,29 +126,28 @@ backends!(
             &h,
             &worker,
             "g1",
-            &package(&worker, "g1", "mission-1", "pkg-b", 1, None, range, &[]),
+            &package(&worker, ("g1", "mission-1"), "pkg-b", 1, None, range, &[]),
         )
         .await;
         let c1 = published(
             &h,
             &worker,
             "g1",
-            &package(&worker, "g1", "mission-2", "pkg-c", 1, None, range, &[]),
+            &package(&worker, ("g1", "mission-2"), "pkg-c", 1, None, range, &[]),
         )
         .await;
         let unknown: ArtifactId = weft_api::digest::Hasher::digest(b"no such version").blake3;
         for (name, payload, code) in [
             (
                 "version 1 of a started package",
-                package(&worker, "g1", "mission-1", "pkg-a", 1, None, (1, 3), &[]),
+                package(&worker, ("g1", "mission-1"), "pkg-a", 1, None, (1, 3), &[]),
                 "context_previous_mismatch",
             ),
             (
                 "previous unknown",
                 package(
                     &worker,
-                    "g1",
-                    "mission-1",
+                    ("g1", "mission-1"),
                     "pkg-a",
                     3,
                     Some(&unknown),
@@ -164,8 +160,7 @@ backends!(
                 "previous not the latest (a fork)",
                 package(
                     &worker,
-                    "g1",
-                    "mission-1",
+                    ("g1", "mission-1"),
                     "pkg-a",
                     2,
                     Some(&a1),
@@ -178,8 +173,7 @@ backends!(
                 "version skipped",
                 package(
                     &worker,
-                    "g1",
-                    "mission-1",
+                    ("g1", "mission-1"),
                     "pkg-a",
                     4,
                     Some(&a2),
@@ -192,8 +186,7 @@ backends!(
                 "previous of another package",
                 package(
                     &worker,
-                    "g1",
-                    "mission-1",
+                    ("g1", "mission-1"),
                     "pkg-a",
                     3,
                     Some(&b1),
@@ -206,8 +199,7 @@ backends!(
                 "previous of another Mission",
                 package(
                     &worker,
-                    "g1",
-                    "mission-1",
+                    ("g1", "mission-1"),
                     "pkg-c",
                     2,
                     Some(&c1),
@@ -243,8 +235,7 @@ backends!(
         ] {
             let mut payload = package(
                 &worker,
-                "g1",
-                "mission-1",
+                ("g1", "mission-1"),
                 "pkg-1",
                 1,
                 None,
@@ -262,8 +253,7 @@ backends!(
         }
         let mut payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -280,8 +270,7 @@ backends!(
         // The signature is the envelope's: an unsigned or wrongly signed one is refused.
         let payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -310,8 +299,7 @@ backends!(
         let g1_head = head(&h, "g1").await;
         let payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -334,8 +322,7 @@ backends!(
         assert!(g2_head > g1_head, "g2 {g2_head} > g1 {g1_head}");
         let payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -349,7 +336,15 @@ backends!(
         )
         .await;
         // A package of g2 cannot be published through g1's route, nor by a g1 session in g2.
-        let payload = package(&worker, "g2", "mission-1-g2", "pkg-1", 1, None, (1, 2), &[]);
+        let payload = package(
+            &worker,
+            ("g2", "mission-1-g2"),
+            "pkg-1",
+            1,
+            None,
+            (1, 2),
+            &[],
+        );
         refused(
             &h,
             publish_context(&worker, "g1", &payload),
@@ -369,8 +364,7 @@ backends!(
         let unknown = weft_api::digest::Hasher::digest(b"never published").blake3;
         let payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -387,8 +381,7 @@ backends!(
         let theirs = h.put(&other, "g2", b"g2 secret", &[]).await;
         let payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -413,8 +406,7 @@ backends!(
         let auditor = h.agent("ctx-auditor", "g1", &["auditor"]).await;
         let payload = package(
             &auditor,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -425,8 +417,7 @@ backends!(
         // Signed by the worker, sent by the auditor's session.
         let payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -444,8 +435,7 @@ backends!(
         // A generator naming another Agent than the signer.
         let mut payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -461,8 +451,7 @@ backends!(
         .await;
         let payload = package(
             &worker,
-            "g1",
-            "no-such-mission",
+            ("g1", "no-such-mission"),
             "pkg-1",
             1,
             None,
@@ -470,7 +459,7 @@ backends!(
             &[],
         );
         refused(&h, publish_context(&worker, "g1", &payload), "not_found").await;
-        let mut payload = package(&worker, "g1", "mission-1", "pkg-1", 1, None, (1, 2), &[]);
+        let mut payload = package(&worker, ("g1", "mission-1"), "pkg-1", 1, None, (1, 2), &[]);
         payload["workItemId"] = json!("no-such-work");
         refused(
             &h,

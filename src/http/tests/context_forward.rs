@@ -22,8 +22,7 @@ backends!(
             "g1",
             &package(
                 &worker,
-                "g1",
-                "mission-1",
+                ("g1", "mission-1"),
                 "pkg-1",
                 1,
                 None,
@@ -157,8 +156,7 @@ backends!(
             "g1",
             &package(
                 &worker,
-                "g1",
-                "mission-1",
+                ("g1", "mission-1"),
                 "pkg-1",
                 1,
                 None,
@@ -215,8 +213,7 @@ backends!(
             "g1",
             &package(
                 &worker,
-                "g1",
-                "mission-1",
+                ("g1", "mission-1"),
                 "pkg-2",
                 1,
                 None,

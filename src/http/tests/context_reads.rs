@@ -18,8 +18,7 @@ backends!(
         let (worker, artifact) = setting(&h).await;
         let v1 = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -36,8 +35,7 @@ backends!(
         let to = head(&h, "g1").await;
         let v2 = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             2,
             Some(&id1),
@@ -91,8 +89,7 @@ backends!(
         let to = head(&h, "g1").await;
         let payload = package(
             &worker,
-            "g1",
-            "mission-1",
+            ("g1", "mission-1"),
             "pkg-1",
             1,
             None,
@@ -142,8 +139,7 @@ backends!(
             "g1",
             &package(
                 &worker,
-                "g1",
-                "mission-1",
+                ("g1", "mission-1"),
                 "pkg-1",
                 1,
                 None,
@@ -158,8 +154,7 @@ backends!(
             "g1",
             &package(
                 &worker,
-                "g1",
-                "mission-1",
+                ("g1", "mission-1"),
                 "pkg-1",
                 2,
                 Some(&id1),

@@ -30,9 +30,11 @@ pub(super) fn no_package(package_id: &Id) -> Error {
 
 const COLUMNS: &str = "context_id, group_id, sequence, forwarded_from, envelope";
 
-fn record(
-    row: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(Vec<u8>, String, u64, Option<String>, String)> {
+/// One `context_packages` row as `COLUMNS` selects it: id, Group, sequence, forwarded from,
+/// envelope.
+type Row = (Vec<u8>, String, u64, Option<String>, String);
+
+fn record(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok((
         row.get(0)?,
         row.get(1)?,
@@ -43,13 +45,7 @@ fn record(
 }
 
 fn to_record(
-    (id, group_id, sequence, forwarded_from, envelope): (
-        Vec<u8>,
-        String,
-        u64,
-        Option<String>,
-        String,
-    ),
+    (id, group_id, sequence, forwarded_from, envelope): Row,
 ) -> Result<ContextRecord, Error> {
     let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
     let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
