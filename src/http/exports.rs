@@ -50,6 +50,16 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
             Value::Object(attributes),
         );
     }
+    for context in &lineage.contexts {
+        entities.insert(
+            node_qname(&format!("context:{}", context.id)),
+            json!({
+                "prov:type": {"$": "weft:ContextPackage", "type": "prov:QUALIFIED_NAME"},
+                "weft:packageId": context.package_id.as_str(),
+                "weft:version": context.version,
+            }),
+        );
+    }
     let mut activities = Map::new();
     let mut agents = Map::new();
     let mut relations: [(&str, Map<String, Value>); 4] = [

@@ -235,6 +235,13 @@ backends!(
             .filter(|r| r["prov:type"]["$"] == "prov:Revision")
             .count();
         assert_eq!(revisions, 1, "{prov}");
+        // The W3C `prov` package reads it back, every relation pointing at a declared node.
+        let checked = crate::http::tests::exports::run_python(
+            "prov_roundtrip.py",
+            &[],
+            prov.to_string().as_bytes(),
+        );
+        assert!(checked.starts_with("ok"), "{checked}");
         let envelope: Envelope = serde_json::from_value(
             h.get_json(&worker, "/v1/context/pkg-1/provenance?format=intoto")
                 .await,
