@@ -261,7 +261,7 @@ pub struct ContextRecord {
     /// The Group it was forwarded from, for a forwarded copy (CTX-7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forwarded_from: Option<Id>,
-    pub envelope: crate::Envelope,
+    pub envelope: crate::dsse::Envelope,
     pub package: ContextPackage,
 }
 
@@ -280,7 +280,7 @@ pub struct ContextEvents {
     pub context_id: ArtifactId,
     pub group_id: Id,
     pub source_events: EventRange,
-    pub events: Vec<crate::Event>,
+    pub events: Vec<crate::event::Event>,
 }
 
 /// `POST /v1/context/{packageId}/forward` body (CTX-7).
@@ -302,31 +302,6 @@ pub struct ContextForwardedAnswer {
     pub from_sequence: u64,
     pub to_group_id: Id,
     pub to_sequence: u64,
-}
-
-/// CTX-8: what a Worker's global Scheduler may see of a WorkItem (`GET
-/// /v1/workitems/{id}/scheduling`): urgency, deadline, budget state, dependencies and
-/// classification, and no content (no objective, contract prose, inputs, Artifacts or
-/// Context).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SchedulingView {
-    pub work_item_id: String,
-    pub group_id: String,
-    pub mission_id: String,
-    pub state: crate::work::machine::WorkState,
-    pub eligible: bool,
-    pub urgency: crate::work::contract::Level,
-    pub priority_class: crate::work::contract::Level,
-    pub deadline: DateTime<FixedOffset>,
-    pub business_impact: crate::work::contract::Impact,
-    pub risk: crate::work::contract::Risk,
-    pub approval_required: bool,
-    pub budget: crate::work::views::BudgetView,
-    pub depends_on: Vec<String>,
-    /// The highest classification of the WorkItem's inputs visible to the caller (`internal`
-    /// when it has none).
-    pub classification: crate::manifest::Classification,
 }
 
 #[cfg(test)]

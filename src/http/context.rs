@@ -11,9 +11,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
-use weft_api::context::{ContextEvents, ContextRecord, ForwardRequest, SchedulingView};
+use weft_api::context::{ContextEvents, ContextRecord, ForwardRequest};
 use weft_api::json::parse_strict;
 use weft_api::manifest::Classification;
+use weft_api::work::views::SchedulingView;
 use weft_api::{Digest, ErrorCode, Id};
 use weft_storage::Direction;
 

@@ -275,7 +275,7 @@ backends!(
                 "no {content} in {view}"
             );
         }
-        let typed: weft_api::context::SchedulingView =
+        let typed: weft_api::work::views::SchedulingView =
             serde_json::from_value(view).expect("exactly the api type");
         assert_eq!(typed.work_item_id, "work-1");
         let stranger = h.agent("ctx-stranger", "g2", &["worker"]).await;
