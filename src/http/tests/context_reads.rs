@@ -57,6 +57,13 @@ backends!(
         assert_eq!(listed, [id1.to_string(), id2.to_string()]);
         let first = h.get_json(&worker, "/v1/context/pkg-1/versions/1").await;
         assert_eq!(first["package"], v1);
+        // A version is also found by its own id.
+        let by_id = h.get_json(&worker, &format!("/v1/context/{id1}")).await;
+        assert_eq!(by_id["package"], v1);
+        let listed_by_id = h
+            .get_json(&worker, &format!("/v1/context/{id1}/versions"))
+            .await;
+        assert_eq!(listed_by_id["packageId"], "pkg-1");
         let events = h
             .get_json(&worker, "/v1/groups/g1/events?after=0&limit=1000")
             .await;

@@ -102,24 +102,41 @@ fn all_rows(
     rows.into_iter().map(to_record).collect()
 }
 
-/// The Group in which `reader` looks `package_id` up: a session's own; for the operator, the
-/// Group the package was published in.
-fn reader_group(
+/// Where `reader` finds the package `id` names: `(Group, packageId, version)`. `id` is a
+/// packageId, or a version's own id (`blake3:…`, then that version). A session looks in its
+/// own Group; the operator in the Group the package was published in.
+fn resolve(
     conn: &Connection,
     reader: &Reader,
-    package_id: &str,
-) -> Result<Option<String>, Error> {
-    match reader {
-        Reader::Agent { group_id, .. } => Ok(Some(group_id.to_string())),
-        Reader::Admin => Ok(conn
+    id: &Id,
+) -> Result<Option<(String, String, Option<u64>)>, Error> {
+    let own = match reader {
+        Reader::Agent { group_id, .. } => Some(group_id.as_str()),
+        Reader::Admin => None,
+    };
+    if let Ok(context_id) = ArtifactId::parse(id.as_str()) {
+        return Ok(conn
+            .query_row(
+                "SELECT group_id, package_id, version FROM context_packages
+                 WHERE context_id = ?1 AND (?2 IS NULL OR group_id = ?2)
+                 ORDER BY forwarded_from IS NOT NULL, group_id LIMIT 1",
+                params![&context_id.0[..], own],
+                |row| Ok((row.get(0)?, row.get(1)?, Some(row.get(2)?))),
+            )
+            .optional()?);
+    }
+    let group: Option<String> = match own {
+        Some(group) => Some(group.to_owned()),
+        None => conn
             .query_row(
                 "SELECT group_id FROM context_packages WHERE package_id = ?1
                  ORDER BY forwarded_from IS NOT NULL, group_id LIMIT 1",
-                [package_id],
+                [id.as_str()],
                 |row| row.get(0),
             )
-            .optional()?),
-    }
+            .optional()?,
+    };
+    Ok(group.map(|group| (group, id.to_string(), None)))
 }
 
 impl Engine {
@@ -133,10 +150,10 @@ impl Engine {
         let reader = reader.clone();
         self.db
             .read(move |conn| {
-                let Some(group) = reader_group(conn, &reader, package_id.as_str())? else {
+                let Some((group, package, named)) = resolve(conn, &reader, &package_id)? else {
                     return Err(no_package(&package_id));
                 };
-                version_row(conn, &group, package_id.as_str(), version)?
+                version_row(conn, &group, &package, version.or(named))?
                     .ok_or_else(|| no_package(&package_id))
             })
             .await
@@ -151,15 +168,15 @@ impl Engine {
         let reader = reader.clone();
         self.db
             .read(move |conn| {
-                let Some(group) = reader_group(conn, &reader, package_id.as_str())? else {
+                let Some((group, package, _)) = resolve(conn, &reader, &package_id)? else {
                     return Err(no_package(&package_id));
                 };
-                let versions = all_rows(conn, &group, package_id.as_str())?;
+                let versions = all_rows(conn, &group, &package)?;
                 if versions.is_empty() {
                     return Err(no_package(&package_id));
                 }
                 Ok(ContextVersions {
-                    package_id,
+                    package_id: Id::parse("packageId", &package)?,
                     versions,
                 })
             })
