@@ -96,6 +96,13 @@ backends!(
             StatusCode::OK,
             "the cited Artifact came along: {content:?}"
         );
+        let view = h
+            .get_json(&reader, &format!("/v1/artifacts/{artifact}"))
+            .await;
+        assert_eq!(
+            view["manifests"][0]["manifest"]["groupId"], "g1",
+            "its provenance came along: {view}"
+        );
         for (agent, group, other) in [(&worker, "g1", "g2"), (&in_g2, "g2", "g1")] {
             let events = h
                 .get_json(

@@ -181,9 +181,20 @@ impl Engine {
                 let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
                     return Err(not_found());
                 };
+                // A session sees its Group's manifests, and those of the Group an Artifact was
+                // forwarded from with a Context Package (CTX-7: it came with its provenance).
                 let groups: Option<Vec<String>> = match &reader {
                     Reader::Admin => None,
-                    Reader::Agent { group_id, .. } => Some(vec![group_id.to_string()]),
+                    Reader::Agent { group_id, .. } => {
+                        let mut groups = vec![group_id.to_string()];
+                        let mut statement = conn.prepare_cached(
+                            "SELECT DISTINCT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2",
+                        )?;
+                        for from in statement.query_map(params![&digests.blake3.0[..], group_id.as_str()], |row| row.get::<_, String>(0))? {
+                            groups.push(from?);
+                        }
+                        Some(groups)
+                    }
                 };
                 let mut statement = conn.prepare_cached(
                     "SELECT manifest_id, envelope, sequence, group_id FROM manifests WHERE blake3 = ?1 ORDER BY rowid",
