@@ -235,8 +235,28 @@ async fn verify(
     }
     // 3. The range lies within the log (CTX-1): its Events chain, and chain on to the head
     // the authority signed.
-    let cited = api.context_events(package_id, version).await?;
-    let range = cited.source_events;
+    let range = package.source_events;
+    let cited = match api.context_events(package_id, version).await {
+        Ok(cited) => cited,
+        // Compacted into signed snapshots: the whole chain, archives included, is checked
+        // against the signed snapshot references and checkpoint, which must reach the range.
+        Err(error) if error.code() == Some(weft_api::ErrorCode::CursorTooOld) => {
+            let group = package.group_id.as_str();
+            let checkpoint = super::events::verify(api, group, authority_key).await?;
+            if checkpoint < range.to {
+                bail!(
+                    "the signed log of {group} ends at {checkpoint}, before the cited {}",
+                    range.to
+                );
+            }
+            println!(
+                "ok: events {}..={} of {group} lie in history verified through its signed snapshots",
+                range.from, range.to
+            );
+            return Ok(());
+        }
+        Err(error) => return Err(error.into()),
+    };
     let Some(first) = cited.events.first() else {
         bail!(
             "the server returned none of the cited Events {}..={}",

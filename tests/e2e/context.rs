@@ -158,3 +158,56 @@ fn a_context_package_is_published_verified_and_forwarded() {
         "CTX-3: g2 may not read g1's log: {refused:?}"
     );
 }
+
+/// CTX-1 after compaction: a package citing Events that were archived into signed snapshots
+/// is verified through the snapshot archives and the signed checkpoint.
+#[test]
+fn a_package_citing_compacted_events_verifies_through_the_snapshots() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = root.path().join("data");
+    let home = root.path().join("home");
+    let server = TestServer::start(
+        &data,
+        &["--retain-events", "2", "--compaction-interval-secs", "1"],
+    );
+    let url = server.url();
+    enrol(&server, &home, "g1", "w1", "worker");
+    crate::support::leased_work_item(&server, root.path(), "g1", "m1", "w1", &home, "w1");
+    ok(weft(
+        &home,
+        &url,
+        &[
+            "context",
+            "publish",
+            "--package",
+            "p1",
+            "--mission",
+            "m1",
+            "--from",
+            "1",
+            "--to",
+            "3",
+            "--decision",
+            "start small",
+        ],
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let tail = weft(&home, &url, &["events", "tail", "--group", "g1"]);
+        if !tail.0 && tail.2.contains("cursor_too_old") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no compaction happened: {tail:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let verified = ok(weft(&home, &url, &["context", "verify", "p1"]));
+    assert!(
+        verified.contains(
+            "ok: events 1..=3 of g1 lie in history verified through its signed snapshots"
+        ),
+        "{verified}"
+    );
+}
