@@ -379,3 +379,71 @@ pub(crate) fn check_rows(conn: &Connection) -> Result<Vec<String>, Error> {
     }
     Ok(problems)
 }
+
+#[cfg(test)]
+mod tests {
+    use ed25519_dalek::SigningKey;
+    use serde_json::json;
+    use weft_api::KeyId;
+
+    use super::*;
+
+    /// fsck's context check: a row signed by its generator's recorded key passes; one whose
+    /// signer is not the generator, or whose id is not its payload's, is reported.
+    #[test]
+    fn fsck_reports_a_context_row_that_is_not_what_it_claims() {
+        let conn = Connection::open_in_memory().expect("database");
+        crate::schema::migrate(&conn).expect("schema");
+        // Rows stand alone here (no Group or Agent rows).
+        conn.execute_batch("PRAGMA foreign_keys = OFF")
+            .expect("pragma");
+        let key = SigningKey::from_bytes(&[7; 32]);
+        conn.execute(
+            "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, 'a1', ?2, 'now')",
+            params![KeyId::of(&key.verifying_key()).as_str(), key.verifying_key().as_bytes().to_vec()],
+        )
+        .expect("key");
+        let payload = |agent: &str, package: &str| {
+            json!({
+                "packageId": package, "version": 1, "previous": null, "groupId": "g1",
+                "missionId": "m1", "workItemId": null, "sourceEvents": {"from": 1, "to": 1},
+                "artifacts": [], "decisions": [], "constraints": [], "openQuestions": [],
+                "generator": {"agentId": agent, "agentCardVersion": "1"},
+                "createdAt": "2026-11-30T12:00:00Z"
+            })
+            .to_string()
+        };
+        let insert = |package: &str, payload: &str, id: ArtifactId| {
+            let envelope =
+                Envelope::sign(&key, weft_api::context::CONTEXT_TYPE, payload.as_bytes());
+            conn.execute(
+                "INSERT INTO context_packages (context_id, group_id, package_id, version, mission_id,
+                     events_from, events_to, artifacts, generator, envelope, sequence)
+                 VALUES (?1, 'g1', ?2, 1, 'm1', 1, 1, '[]', 'a1', ?3, 1)",
+                params![&id.0[..], package, serde_json::to_string(&envelope).expect("json")],
+            )
+            .expect("row");
+        };
+        let good = payload("a1", "good");
+        insert("good", &good, ArtifactId::of(good.as_bytes()));
+        assert_eq!(check_rows(&conn).expect("check"), Vec::<String>::new());
+        let impostor = payload("a2", "impostor");
+        insert("impostor", &impostor, ArtifactId::of(impostor.as_bytes()));
+        let renamed = payload("a1", "renamed");
+        insert("renamed", &renamed, ArtifactId::of(b"other bytes"));
+        let problems = check_rows(&conn).expect("check");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("not signed by its generator's key")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("does not hash to its id")),
+            "{problems:?}"
+        );
+    }
+}
