@@ -85,6 +85,20 @@ pub enum ErrorCode {
     OfflineWrongWorkItem,
     /// A citation of another Mission's Artifact that was not published as reusable (CTX-6).
     NotReusable,
+    /// A Context Package payload is malformed or misses a CTX-2 item.
+    InvalidContext,
+    /// `previous` names no published version of the package, or not its latest (CTX-4).
+    ContextPreviousMismatch,
+    /// `version` skips past the one after `previous` (CTX-4).
+    ContextVersionSkipped,
+    /// `previous` names a version of another package (CTX-4).
+    ContextOtherPackage,
+    /// `previous` names a version scoped to another Mission (CTX-4).
+    ContextOtherMission,
+    /// `sourceEvents` reaches past the Group's head (CTX-1).
+    EventsOutOfRange,
+    /// A cited Artifact's classification forbids forwarding to another Group (CTX-7).
+    ClassificationForbids,
     Internal,
 }
 
@@ -160,6 +174,13 @@ impl ErrorCode {
             Self::OfflineOwnerChanged => "offline_owner_changed",
             Self::OfflineWrongWorkItem => "offline_wrong_work_item",
             Self::NotReusable => "not_reusable",
+            Self::InvalidContext => "invalid_context",
+            Self::ContextPreviousMismatch => "context_previous_mismatch",
+            Self::ContextVersionSkipped => "context_version_skipped",
+            Self::ContextOtherPackage => "context_other_package",
+            Self::ContextOtherMission => "context_other_mission",
+            Self::EventsOutOfRange => "events_out_of_range",
+            Self::ClassificationForbids => "classification_forbids",
             Self::Internal => "internal",
         }
     }
@@ -220,6 +241,13 @@ mod tests {
             ErrorCode::OfflineOwnerChanged,
             ErrorCode::OfflineWrongWorkItem,
             ErrorCode::NotReusable,
+            ErrorCode::InvalidContext,
+            ErrorCode::ContextPreviousMismatch,
+            ErrorCode::ContextVersionSkipped,
+            ErrorCode::ContextOtherPackage,
+            ErrorCode::ContextOtherMission,
+            ErrorCode::EventsOutOfRange,
+            ErrorCode::ClassificationForbids,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -144,7 +144,14 @@ impl GroupState {
                     published.classification.as_str().to_owned(),
                 );
             }
-            Some(EventPayload::GroupCreated(_) | EventPayload::AgentKeyRotated(_)) | None => {}
+            // Context Packages are summaries, never state (CTX-1): counted only.
+            Some(
+                EventPayload::GroupCreated(_)
+                | EventPayload::AgentKeyRotated(_)
+                | EventPayload::ContextPublished(_)
+                | EventPayload::ContextForwarded(_),
+            )
+            | None => {}
         }
         *self.event_counts.entry(event.kind.clone()).or_default() += 1;
         self.sequence = event.sequence;

@@ -11,6 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::EventRange;
 use crate::digest::{ArtifactId, Sha256Digest};
 use crate::dsse::KeyId;
 use crate::error::{ErrorCode, Rejection};
@@ -35,12 +36,14 @@ pub enum EventKind {
     ArtifactRepaired,
     /// An Artifact was published as reusable knowledge (CTX-6).
     ReusePublished,
+    ContextPublished,
+    ContextForwarded,
     /// A Mission or WorkItem Event (`crate::work::events`).
     Work(WorkEventKind),
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 13] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
@@ -52,6 +55,8 @@ impl EventKind {
         EventKind::AgentKeyRotated,
         EventKind::ArtifactRepaired,
         EventKind::ReusePublished,
+        EventKind::ContextPublished,
+        EventKind::ContextForwarded,
     ];
 
     /// The `type` of an Event of this kind.
@@ -69,6 +74,8 @@ impl EventKind {
             EventKind::Work(kind) => kind.as_str(),
             EventKind::ArtifactRepaired => "artifact.repaired",
             EventKind::ReusePublished => "artifact.reuse_published",
+            EventKind::ContextPublished => "context.published",
+            EventKind::ContextForwarded => "context.forwarded",
         }
     }
 
@@ -205,6 +212,35 @@ pub struct EvidenceRecorded {
     pub work_item_id: Id,
 }
 
+/// `context.published`: a Context Package version was accepted (CTX-4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextPublished {
+    pub artifacts: Vec<ArtifactId>,
+    pub context_id: ArtifactId,
+    pub generator: Id,
+    pub mission_id: Id,
+    pub package_id: Id,
+    pub previous: Option<ArtifactId>,
+    pub source_events: EventRange,
+    pub version: u64,
+    pub work_item_id: Option<Id>,
+}
+
+/// `context.forwarded`: a Context Package version was copied from one Group to another
+/// (CTX-7); appended to both, each naming the other.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextForwarded {
+    pub artifacts: Vec<ArtifactId>,
+    pub context_id: ArtifactId,
+    pub forwarder: Id,
+    pub from_group_id: Id,
+    pub package_id: Id,
+    pub to_group_id: Id,
+    pub version: u64,
+}
+
 /// One Event's payload, typed by its kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EventPayload {
@@ -219,6 +255,8 @@ pub enum EventPayload {
     AgentKeyRotated(AgentKeyRotated),
     ArtifactRepaired(ArtifactRepaired),
     ReusePublished(ReusePublished),
+    ContextPublished(ContextPublished),
+    ContextForwarded(ContextForwarded),
     Work(WorkEventKind, WorkEvent),
 }
 
@@ -236,6 +274,8 @@ impl EventPayload {
             EventPayload::AgentKeyRotated(_) => EventKind::AgentKeyRotated,
             EventPayload::ArtifactRepaired(_) => EventKind::ArtifactRepaired,
             EventPayload::ReusePublished(_) => EventKind::ReusePublished,
+            EventPayload::ContextPublished(_) => EventKind::ContextPublished,
+            EventPayload::ContextForwarded(_) => EventKind::ContextForwarded,
             EventPayload::Work(kind, _) => EventKind::Work(*kind),
         }
     }
@@ -254,6 +294,8 @@ impl EventPayload {
             EventPayload::AgentKeyRotated(p) => serde_json::to_string(p),
             EventPayload::ArtifactRepaired(p) => serde_json::to_string(p),
             EventPayload::ReusePublished(p) => serde_json::to_string(p),
+            EventPayload::ContextPublished(p) => serde_json::to_string(p),
+            EventPayload::ContextForwarded(p) => serde_json::to_string(p),
             EventPayload::Work(_, p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
@@ -284,6 +326,8 @@ impl EventPayload {
             EventKind::AgentKeyRotated => EventPayload::AgentKeyRotated(parse(text)?),
             EventKind::ArtifactRepaired => EventPayload::ArtifactRepaired(parse(text)?),
             EventKind::ReusePublished => EventPayload::ReusePublished(parse(text)?),
+            EventKind::ContextPublished => EventPayload::ContextPublished(parse(text)?),
+            EventKind::ContextForwarded => EventPayload::ContextForwarded(parse(text)?),
             EventKind::Work(kind) => EventPayload::Work(kind, parse(text)?),
         }))
     }

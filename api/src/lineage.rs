@@ -28,11 +28,29 @@ pub struct Lineage {
     pub missions: Vec<String>,
     pub agents: Vec<String>,
     pub edges: Vec<Edge>,
+    /// Context Package versions: only in a package's provenance (DESIGN §11).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<ContextNode>,
     pub withheld: u64,
     pub truncated: bool,
     /// Present only on a truncated answer: pass it back as `cursor` to continue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+}
+
+/// A Context Package version in a package's provenance: `revisionOf` edges link it to its
+/// previous version, `cites` edges to the Artifacts it cites.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextNode {
+    pub id: ArtifactId,
+    pub package_id: String,
+    pub version: u64,
+    pub group_id: String,
+    pub mission_id: String,
+    pub generator: String,
+    pub sequence: u64,
+    pub source_events: crate::context::EventRange,
 }
 
 /// An artifact reached by the walk.

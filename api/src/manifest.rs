@@ -96,6 +96,16 @@ pub enum Classification {
 }
 
 impl Classification {
+    /// Its level, from `public` (0) to `restricted` (3): higher is more sensitive.
+    pub fn rank(self) -> u8 {
+        match self {
+            Self::Public => 0,
+            Self::Internal => 1,
+            Self::Confidential => 2,
+            Self::Restricted => 3,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Public => "public",

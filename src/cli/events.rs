@@ -20,7 +20,9 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
         EventsAction::Verify {
             group,
             authority_key,
-        } => verify(&api, &group, authority_key.as_deref()).await,
+        } => verify(&api, &group, authority_key.as_deref())
+            .await
+            .map(|_| ()),
     }
 }
 
@@ -54,8 +56,9 @@ async fn tail(api: &Client, group: &str, after: u64, follow: bool) -> anyhow::Re
 
 /// `weft events verify`: the checkpoint's signature, each compacted archive against its signed
 /// snapshot reference, then the online chain from where the archives end; the chain must agree
-/// with the checkpoint at its sequence.
-async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Result<()> {
+/// with the checkpoint at its sequence. Answers the signed checkpoint's sequence (`weft
+/// context verify` checks a compacted range with it).
+pub(super) async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Result<u64> {
     let group = Id::parse("group", group)?;
     // The checkpoint first: the chain read afterwards must reach at least its head.
     let signed = api.checkpoint(&group).await?;
@@ -145,7 +148,7 @@ async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Resu
                 "ok: {sequence} events chain from genesis; sequence {} matches the signed checkpoint",
                 signed.checkpoint.sequence
             );
-            Ok(())
+            Ok(signed.checkpoint.sequence)
         }
         Some(_) => bail!(
             "the chain disagrees with the signed checkpoint at sequence {}",
@@ -161,7 +164,7 @@ async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Resu
 /// The keys `verify` trusts: with a pinned key (issue #10 finding 9d) that key alone, and the
 /// server must still serve it (a server whose key changed is refused, not believed);
 /// without, the keys the server serves.
-async fn authority_keys(
+pub(super) async fn authority_keys(
     api: &Client,
     pinned: Option<&str>,
 ) -> anyhow::Result<Vec<ed25519_dalek::VerifyingKey>> {

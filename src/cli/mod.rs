@@ -11,6 +11,7 @@
 
 mod admin;
 mod artifacts;
+mod context;
 mod events;
 mod evidence;
 mod fsck;
@@ -122,6 +123,13 @@ enum Command {
     },
     /// Where an artifact came from (or, with --down, what was derived from it).
     Lineage(LineageArgs),
+    /// Context Packages: publish, show, list versions, verify against the log, forward.
+    Context {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: ContextAction,
+    },
     /// Read a Group's event log.
     Events {
         #[command(flatten)]
@@ -235,6 +243,68 @@ struct LineageArgs {
     /// tree, json, dot, mermaid, prov-json or intoto (an in-toto Statement signed by the server).
     #[arg(long, default_value = "tree")]
     format: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum ContextAction {
+    /// Sign the next version of a package (version 1, or the latest + 1 naming it as previous)
+    /// in the session's Group; prints its id.
+    Publish {
+        #[arg(long)]
+        package: String,
+        #[arg(long)]
+        mission: String,
+        #[arg(long)]
+        work_item: Option<String>,
+        /// First Event of the Group's log it summarises.
+        #[arg(long)]
+        from: u64,
+        /// Last Event it summarises (at most the head).
+        #[arg(long)]
+        to: u64,
+        /// A cited Artifact digest (repeat).
+        #[arg(long = "artifact")]
+        artifacts: Vec<String>,
+        #[arg(long = "decision")]
+        decisions: Vec<String>,
+        #[arg(long = "constraint")]
+        constraints: Vec<String>,
+        /// An unresolved question (repeat).
+        #[arg(long = "question")]
+        questions: Vec<String>,
+    },
+    /// Show the latest version (or --version N).
+    Show {
+        package: String,
+        #[arg(long)]
+        version: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every version, oldest first.
+    Versions { package: String },
+    /// Check a version: its id, its signature and that its Event range lies within the log,
+    /// chaining to the checkpoint the server's authority key signed.
+    Verify {
+        package: String,
+        #[arg(long)]
+        version: Option<u64>,
+        /// The generator's public key (base64); without it, only a package this agent
+        /// generated has its signature checked.
+        #[arg(long, value_name = "KEY")]
+        generator_key: Option<String>,
+        /// Trust only this authority key (as for `weft events verify`).
+        #[arg(long, value_name = "KEY", env = "WEFT_AUTHORITY_KEY")]
+        authority_key: Option<String>,
+    },
+    /// Forward a version and the Artifacts it cites to another Group (a coordinator of both).
+    Forward {
+        package: String,
+        #[arg(long)]
+        to_group: String,
+        #[arg(long)]
+        version: Option<u64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -686,6 +756,7 @@ impl Cli {
             Command::Ls(args) => artifacts::ls(args).await,
             Command::Evidence { client, action } => evidence::run(&client, action).await,
             Command::Events { client, action } => events::run(&client, action).await,
+            Command::Context { client, action } => context::run(&client, action).await,
             Command::Lineage(args) => lineage::print(args).await,
             Command::Criteria {
                 client,

@@ -39,6 +39,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::InvalidJson
         | C::InvalidManifest
         | C::InvalidEvidence
+        | C::InvalidContext
         | C::DigestMismatch
         | C::IncompleteBody
         | C::WrongPayloadType
@@ -78,8 +79,15 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::OfflineLeaseClosed
         | C::OfflineOwnerChanged
         | C::OfflineWrongWorkItem
-        | C::NotReusable => StatusCode::CONFLICT,
-        C::IdempotencyKeyReused | C::EvidenceMissing => StatusCode::UNPROCESSABLE_ENTITY,
+        | C::NotReusable
+        | C::ContextPreviousMismatch
+        | C::ContextVersionSkipped
+        | C::ContextOtherPackage
+        | C::ContextOtherMission
+        | C::ClassificationForbids => StatusCode::CONFLICT,
+        C::IdempotencyKeyReused | C::EvidenceMissing | C::EventsOutOfRange => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,

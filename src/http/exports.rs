@@ -50,6 +50,16 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
             Value::Object(attributes),
         );
     }
+    for context in &lineage.contexts {
+        entities.insert(
+            node_qname(&format!("context:{}", context.id)),
+            json!({
+                "prov:type": {"$": "weft:ContextPackage", "type": "prov:QUALIFIED_NAME"},
+                "weft:packageId": context.package_id.as_str(),
+                "weft:version": context.version,
+            }),
+        );
+    }
     let mut activities = Map::new();
     let mut agents = Map::new();
     let mut relations: [(&str, Map<String, Value>); 4] = [
@@ -106,6 +116,35 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
                         json!({"$": to, "type": "prov:QUALIFIED_NAME"}),
                     );
                 }
+            }
+            // A package version is an entity revising its previous version and derived
+            // from the Artifacts it cites (DESIGN §11).
+            "revisionOf" | "cites" => {
+                for (node, kind) in [
+                    (&from, "weft:ContextPackage"),
+                    (
+                        &to,
+                        if edge.kind == "cites" {
+                            "weft:Artifact"
+                        } else {
+                            "weft:ContextPackage"
+                        },
+                    ),
+                ] {
+                    entities.entry(node.clone()).or_insert_with(
+                        || json!({"prov:type": {"$": kind, "type": "prov:QUALIFIED_NAME"}}),
+                    );
+                }
+                let n = relations[0].1.len();
+                let mut relation = json!({"prov:generatedEntity": from, "prov:usedEntity": to});
+                if edge.kind == "revisionOf" {
+                    relation["prov:type"] =
+                        json!({"$": "prov:Revision", "type": "prov:QUALIFIED_NAME"});
+                } else {
+                    relation["prov:type"] =
+                        json!({"$": "weft:Cites", "type": "prov:QUALIFIED_NAME"});
+                }
+                relations[0].1.insert(format!("_:d{n}"), relation);
             }
             _ => {}
         }

@@ -20,7 +20,7 @@ const BUDGET: Duration = Duration::from_millis(250);
 const MAX_LIMIT: u64 = 10_000;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub(super) enum Format {
     Json,
     Dot,
     Mermaid,
@@ -28,7 +28,7 @@ enum Format {
     InToto,
 }
 
-fn format_of(query: &HashMap<String, String>) -> Result<Format, HttpError> {
+pub(super) fn format_of(query: &HashMap<String, String>) -> Result<Format, HttpError> {
     match query.get("format").map(String::as_str) {
         None | Some("json") => Ok(Format::Json),
         Some("dot") => Ok(Format::Dot),
@@ -129,7 +129,7 @@ pub(crate) fn to_mermaid(lineage: &Lineage) -> String {
     out
 }
 
-fn render(lineage: &Lineage, format: Format) -> Response {
+pub(super) fn render(lineage: &Lineage, format: Format) -> Response {
     match format {
         Format::Json => json(StatusCode::OK, lineage),
         Format::Dot => (
@@ -208,7 +208,7 @@ pub(crate) async fn provenance(
 }
 
 /// The bounds and filters shared by the lineage routes.
-fn lineage_query(
+pub(super) fn lineage_query(
     query: &HashMap<String, String>,
     direction: Direction,
     caller: &Caller,

@@ -10,6 +10,7 @@ mod auth;
 mod authority;
 mod blobs;
 mod body;
+mod context;
 pub mod error;
 mod events;
 mod evidence;
@@ -216,6 +217,42 @@ fn json_routes() -> Vec<Route> {
             work::command,
         ),
         route(Method::GET, "/v1/workitems/{work_item_id}", work::work_item),
+        route(
+            Method::GET,
+            "/v1/workitems/{work_item_id}/scheduling",
+            context::scheduling,
+        ),
+        route(
+            Method::POST,
+            "/v1/groups/{group_id}/context",
+            context::publish,
+        ),
+        route(Method::GET, "/v1/context/{package_id}", context::latest),
+        route(
+            Method::GET,
+            "/v1/context/{package_id}/versions",
+            context::versions,
+        ),
+        route(
+            Method::GET,
+            "/v1/context/{package_id}/versions/{version}",
+            context::version,
+        ),
+        route(
+            Method::GET,
+            "/v1/context/{package_id}/events",
+            context::events,
+        ),
+        route(
+            Method::GET,
+            "/v1/context/{package_id}/provenance",
+            context::provenance,
+        ),
+        route(
+            Method::POST,
+            "/v1/context/{package_id}/forward",
+            context::forward,
+        ),
         route(Method::GET, "/v1/missions/{mission_id}", work::mission),
         route(
             Method::GET,

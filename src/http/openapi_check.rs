@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 67] = {
+const EVERY_CODE: [ErrorCode; 74] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -89,6 +89,13 @@ const EVERY_CODE: [ErrorCode; 67] = {
         C::OfflineOwnerChanged,
         C::OfflineWrongWorkItem,
         C::NotReusable,
+        C::InvalidContext,
+        C::ContextPreviousMismatch,
+        C::ContextVersionSkipped,
+        C::ContextOtherPackage,
+        C::ContextOtherMission,
+        C::EventsOutOfRange,
+        C::ClassificationForbids,
         C::Internal,
     ]
 };
@@ -163,6 +170,13 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::OfflineOwnerChanged
         | C::OfflineWrongWorkItem
         | C::NotReusable
+        | C::InvalidContext
+        | C::ContextPreviousMismatch
+        | C::ContextVersionSkipped
+        | C::ContextOtherPackage
+        | C::ContextOtherMission
+        | C::EventsOutOfRange
+        | C::ClassificationForbids
         | C::Internal => {}
     }
 }

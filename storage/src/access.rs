@@ -7,7 +7,7 @@
 //! (or [`can_read_artifact`], which adds the reusable-knowledge exception of CTX-6), while
 //! every citation asks [`may_cite`].
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::collections::BTreeSet;
 
 use ed25519_dalek::VerifyingKey;
@@ -123,6 +123,8 @@ pub(crate) fn can_read_artifact(
             let missions = artifact_missions(conn, group_id.as_str(), blake3)?;
             missions.iter().any(|mission| scope.covers(mission))
                 || (!missions.is_empty() && reusable(conn, group_id.as_str(), blake3)?)
+                || (*scope == MissionScope::Group
+                    && forwarded_from(conn, group_id.as_str(), blake3)?.is_some())
         }
     };
     Ok(visible)
@@ -138,8 +140,40 @@ pub(crate) fn sees_manifest(
     mission_id: &str,
     blake3: &ArtifactId,
 ) -> Result<bool, Error> {
-    Ok(reader.sees_mission(group_id, mission_id)
-        || (reader.in_group(group_id) && reusable(conn, group_id, blake3)?))
+    if reader.sees_mission(group_id, mission_id)
+        || (reader.in_group(group_id) && reusable(conn, group_id, blake3)?)
+    {
+        return Ok(true);
+    }
+    // An Artifact forwarded to a Group-wide reader's Group with a Context Package (CTX-7)
+    // comes with its source Group's manifests (its provenance).
+    Ok(match reader {
+        Reader::Agent {
+            group_id: own,
+            scope: MissionScope::Group,
+            ..
+        } => forwarded_from(conn, own.as_str(), blake3)?
+            .is_some_and(|groups| groups.iter().any(|g| g == group_id)),
+        _ => false,
+    })
+}
+
+/// The Groups `blake3` was forwarded from into `group_id` with a Context Package (CTX-7);
+/// `None` when it was not forwarded there.
+pub(crate) fn forwarded_from(
+    conn: &Connection,
+    group_id: &str,
+    blake3: &ArtifactId,
+) -> Result<Option<Vec<String>>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT DISTINCT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2",
+    )?;
+    let groups = statement
+        .query_map(params![&blake3.0[..], group_id], |row| {
+            row.get::<_, String>(0)
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((!groups.is_empty()).then_some(groups))
 }
 
 impl Reader {

@@ -3,7 +3,7 @@
 //! deactivated, key rotated. Every operation that can end a session signals open streams
 //! after its commit (`sessions.rs`).
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::kinds;

@@ -3,7 +3,7 @@
 //! transaction of its work. How the pieces meet is told in `idempotency.rs`; this module
 //! depends on nothing but errors and the clock format, so the writer (`db.rs`) can use it.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex};
 

@@ -11,7 +11,7 @@
 //! Crash story: blobs are written before the transaction; a crash before it leaves orphan
 //! blobs (harmless, reported by fsck) and the Events still online.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;

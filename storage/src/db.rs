@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
 use crate::schema;
+use crate::sql::STATEMENT_CACHE;
 
 type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
 type Job = Box<dyn Work>;
@@ -115,35 +116,6 @@ pub(crate) struct Db {
     committed: tokio::sync::broadcast::Sender<weft_api::Event>,
     readers: Option<Arc<Mutex<Vec<Connection>>>>,
     path: Option<PathBuf>,
-}
-
-/// Prepared statements kept per connection (rusqlite's default is 16; a Command alone runs
-/// more distinct statements than that, and parsing SQL was a fifth of the writer's time).
-const STATEMENT_CACHE: usize = 256;
-
-/// `query_row` and `execute` through the connection's statement cache: the same SQL text is
-/// parsed once per connection, not once per call. Every storage module uses these two, never
-/// `Connection::query_row`/`execute`, on the writer and the readers alike.
-pub(crate) trait Cached {
-    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
-    where
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>;
-    fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
-}
-
-impl Cached for Connection {
-    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
-    where
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    {
-        self.prepare_cached(sql)?.query_row(params, f)
-    }
-
-    fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
-        self.prepare_cached(sql)?.execute(params)
-    }
 }
 
 impl std::fmt::Debug for Db {
@@ -349,6 +321,7 @@ fn run_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::Cached as _;
 
     /// Group commit: jobs that fail roll back alone, the others in the same batch commit.
     #[tokio::test]

@@ -5,7 +5,7 @@
 //! no log read per Event; a follower reads the log only to catch up (at start, after falling
 //! behind the broadcast buffer, or to fill a gap). Nothing here deletes history (DLV-7).
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -86,6 +86,10 @@ pub(crate) fn deliver(
             EventPayload::ArtifactPublished(p) => reader.sees_mission(group, p.mission_id.as_str()),
             EventPayload::EvidenceRecorded(p) => reader.sees_mission(group, p.mission_id.as_str()),
             EventPayload::Work(_, p) => reader.sees_mission(group, p.mission_id.as_str()),
+            EventPayload::ContextPublished(p) => reader.sees_mission(group, p.mission_id.as_str()),
+            // A copy to or from another Group names no Mission of this one's reader: shown to
+            // Group-wide readers only (returned above).
+            EventPayload::ContextForwarded(_) => false,
             EventPayload::ArtifactIntegrityFailure(kinds::IntegrityFailure {
                 artifact, ..
             })

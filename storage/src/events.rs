@@ -4,7 +4,7 @@
 //! they describe; the single writer makes "read the head, insert head + 1" race-free.
 //! Nothing here updates or deletes an Event (DLV-7).
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde_json::value::RawValue;
 use weft_api::event::{EventHash, Unhashed};

@@ -8,7 +8,7 @@
 //!
 //! This module only reads. It knows nothing about what the tables mean.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::collections::BTreeMap;
 
 use rusqlite::Connection;

@@ -6,7 +6,7 @@
 //! crash harmlessly leaves (a blob file no row names, files in `staging/`), which the next
 //! server start removes. `weft fsck` exits 1 on damage, 2 on leftovers only, 0 when clean.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -215,6 +215,7 @@ impl Engine {
                         problems.push(format!("manifest {manifest_id}: {problem}"));
                     }
                 }
+                problems.extend(crate::context::check_rows(conn)?);
                 let mut n_events = 0u64;
                 let groups: Vec<String> = conn
                     .prepare_cached("SELECT group_id FROM groups ORDER BY group_id")?

@@ -3,7 +3,7 @@
 //!
 //! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
 //! envelopes and ids, and get back values or an [`Error`] with a stable code. The file is
-//! long (about 650 lines) because it is the façade only: one short method per operation,
+//! long (about 720 lines) because it is the façade only: one short method per operation,
 //! grouped under headers naming the file behind each group.
 //!
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
@@ -21,6 +21,7 @@ mod blobs;
 mod claim;
 mod clock;
 mod compaction;
+mod context;
 mod db;
 mod delivery;
 mod engine;
@@ -36,6 +37,7 @@ mod lineage;
 mod options;
 mod schema;
 mod sessions;
+mod sql;
 mod work;
 
 use std::sync::Arc;
@@ -55,14 +57,17 @@ pub use evidence::EvidenceFilter;
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
 pub use lineage::{
-    ArtifactNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef, Query as LineageQuery,
-    Scope,
+    ArtifactNode, ContextNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef,
+    Query as LineageQuery, Scope,
 };
 pub use options::{Faults, Options, Quotas, ReconcileStep, defaults};
 pub use sessions::Session;
 pub use weft_api::GroupState;
 pub use work::Grant;
 
+use weft_api::context::{
+    ContextForwardedAnswer, ContextPublishedAnswer, ContextRecord, ContextVersions, ForwardRequest,
+};
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{
     ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
@@ -426,6 +431,74 @@ impl Store {
     /// The server's own public signing keys.
     pub fn authority_keys(&self) -> Vec<(KeyId, ed25519_dalek_key::VerifyingKey)> {
         vec![self.inner.authority_key()]
+    }
+
+    // ── context/: Context Packages (DESIGN §11) ─────────────────────────────
+
+    /// Publishes a signed Context Package version in `group_id` (`context.published`);
+    /// `Ok((answer, false))` when it was already published there.
+    pub async fn publish_context(
+        &self,
+        group_id: Id,
+        envelope: Envelope,
+        caller: &Reader,
+    ) -> Result<(ContextPublishedAnswer, bool), Error> {
+        self.inner.publish_context(group_id, envelope, caller).await
+    }
+
+    /// Version `version` of a package in the reader's Group (the latest when `None`).
+    pub async fn context_version(
+        &self,
+        package_id: Id,
+        version: Option<u64>,
+        reader: &Reader,
+    ) -> Result<ContextRecord, Error> {
+        self.inner
+            .context_version(package_id, version, reader)
+            .await
+    }
+
+    pub async fn context_versions(
+        &self,
+        package_id: Id,
+        reader: &Reader,
+    ) -> Result<ContextVersions, Error> {
+        self.inner.context_versions(package_id, reader).await
+    }
+
+    /// The Events a version cites, when the reader's Membership covers that log (CTX-3).
+    pub async fn context_events(
+        &self,
+        package_id: Id,
+        version: Option<u64>,
+        reader: &Reader,
+    ) -> Result<(ContextRecord, Vec<weft_api::event::Delivered>), Error> {
+        self.inner.context_events(package_id, version, reader).await
+    }
+
+    /// The package's versions (`revisionOf`), what they cite (`cites`) and those Artifacts'
+    /// lineage under `query`.
+    pub async fn context_provenance(
+        &self,
+        package_id: Id,
+        query: LineageQuery,
+        reader: &Reader,
+    ) -> Result<Lineage, Error> {
+        self.inner
+            .context_provenance(package_id, query, reader)
+            .await
+    }
+
+    /// Forwards a version to another Group (CTX-7, `context.forwarded` in both).
+    pub async fn forward_context(
+        &self,
+        package_id: Id,
+        request: ForwardRequest,
+        caller: &Reader,
+    ) -> Result<(ContextForwardedAnswer, bool), Error> {
+        self.inner
+            .forward_context(package_id, request, caller)
+            .await
     }
 
     // ── delivery.rs: replay and live follow ─────────────────────────────────

@@ -405,12 +405,45 @@ CREATE TABLE reusable_artifacts (
 );
 "#;
 
+/// Context Packages (issue #14, CTX-1…4, CTX-7): each version indexed in the Group it was
+/// published in, and a forwarded copy in each Group it was forwarded to (the same id: the
+/// payload bytes do not change). `forwarded_artifacts` lets a Group read the Artifacts a
+/// forwarded package cites, by digest (blobs are content-addressed, nothing is copied).
+const V14: &str = r#"
+CREATE TABLE context_packages (
+    context_id       BLOB NOT NULL,          -- blake3 of the DSSE payload bytes
+    group_id         TEXT NOT NULL REFERENCES groups(group_id),  -- where it is indexed
+    package_id       TEXT NOT NULL,
+    version          INTEGER NOT NULL,
+    previous         BLOB,                   -- the previous version's context_id
+    mission_id       TEXT NOT NULL,
+    work_item_id     TEXT,
+    events_from      INTEGER NOT NULL,       -- sourceEvents, of the payload's groupId
+    events_to        INTEGER NOT NULL,
+    artifacts        TEXT NOT NULL,          -- JSON array of cited blake3 digests
+    generator        TEXT NOT NULL,
+    envelope         TEXT NOT NULL,          -- the DSSE envelope exactly as accepted
+    sequence         INTEGER NOT NULL,       -- its context.published / context.forwarded Event
+    forwarded_from   TEXT,                   -- the source Group of a forwarded copy
+    forwarded_by     TEXT,
+    PRIMARY KEY (context_id, group_id),
+    UNIQUE (group_id, package_id, version)
+);
+CREATE TABLE forwarded_artifacts (
+    group_id       TEXT NOT NULL REFERENCES groups(group_id),
+    blake3         BLOB NOT NULL REFERENCES blobs(blake3),
+    context_id     BLOB NOT NULL,
+    from_group_id  TEXT NOT NULL,
+    PRIMARY KEY (group_id, blake3, context_id)
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 13 {
+    if version > 14 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (13)"
+            "database schema version {version} is newer than this weft understands (14)"
         ))));
     }
     if version < 1 {
@@ -451,6 +484,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 13 {
         conn.execute_batch(&format!("BEGIN; {V13} PRAGMA user_version = 13; COMMIT;"))?;
+    }
+    if version < 14 {
+        conn.execute_batch(&format!("BEGIN; {V14} PRAGMA user_version = 14; COMMIT;"))?;
     }
     Ok(())
 }

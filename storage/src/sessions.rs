@@ -8,7 +8,7 @@
 //! end a session (a new session, a Membership set or removed, an Agent deactivated, a key
 //! rotated) bumps [`Engine::auth_changes`] after its commit.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::kinds;

@@ -3,6 +3,7 @@
 //! `src/http/tests/`.
 
 mod cli;
+mod context;
 mod delivery;
 mod revoke;
 mod support;

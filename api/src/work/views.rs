@@ -225,3 +225,28 @@ pub struct TokenIssued {
     pub scope: Vec<TokenScope>,
     pub expires_at: String,
 }
+
+/// CTX-8: what a Worker's global Scheduler may see of a WorkItem (`GET
+/// /v1/workitems/{id}/scheduling`): urgency, deadline, budget state, dependencies and
+/// classification, and no content (no objective, contract prose, inputs, Artifacts or
+/// Context).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchedulingView {
+    pub work_item_id: String,
+    pub group_id: String,
+    pub mission_id: String,
+    pub state: super::machine::WorkState,
+    pub eligible: bool,
+    pub urgency: super::contract::Level,
+    pub priority_class: super::contract::Level,
+    pub deadline: chrono::DateTime<chrono::FixedOffset>,
+    pub business_impact: super::contract::Impact,
+    pub risk: super::contract::Risk,
+    pub approval_required: bool,
+    pub budget: BudgetView,
+    pub depends_on: Vec<String>,
+    /// The highest classification of the WorkItem's inputs visible to the caller (`internal`
+    /// when it has none).
+    pub classification: crate::manifest::Classification,
+}

@@ -15,7 +15,7 @@ fn python() -> String {
     std::env::var("WEFT_PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
-fn run_python(script: &str, args: &[&str], input: &[u8]) -> String {
+pub(super) fn run_python(script: &str, args: &[&str], input: &[u8]) -> String {
     use std::io::Write as _;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/python")

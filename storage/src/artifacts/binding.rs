@@ -13,7 +13,7 @@
 //! This module does not decide when leases end: `work::expiry` does, and a lease is live
 //! here exactly when it is unreleased and its `expires_at` is after now, as there.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::{ArtifactId, ErrorCode, Manifest};
 

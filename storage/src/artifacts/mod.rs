@@ -3,7 +3,7 @@
 //! nothing cites. This file holds the blob row helper
 //! the three share; each step has its own file.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _};
 use weft_api::{ArtifactId, Digest, Digests, Sha256Digest};
 

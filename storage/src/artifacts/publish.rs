@@ -3,7 +3,7 @@
 //! writer transaction that inserts it with its edges and its `artifact.published` Event.
 //! A fenced owner's refused manifest is kept as an inert audit record afterwards (OFL-2).
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::collections::{HashSet, VecDeque};
 
 use rusqlite::{Connection, OptionalExtension as _, params};

@@ -1,7 +1,7 @@
 //! Reads: an artifact's view, paged listings, and the content stream that re-hashes every
 //! byte it serves and quarantines a blob whose bytes no longer match their address (ART-5).
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -305,9 +305,11 @@ impl Engine {
                     return Err(not_found());
                 }
                 // The media type of the newest manifest the reader may see: another Group's (or
-                // Mission's) newer manifest must not show through (nor tell that it exists).
+                // Mission's) newer manifest must not show through (nor tell that it exists). An
+                // Artifact forwarded with a Context Package (CTX-7) shows its source Group's.
                 let mut statement = conn.prepare_cached(
-                    "SELECT media_type, group_id, mission_id FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2)
+                    "SELECT media_type, group_id, mission_id FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2
+                         OR group_id IN (SELECT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2))
                      ORDER BY rowid DESC",
                 )?;
                 let rows = statement

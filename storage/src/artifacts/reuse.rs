@@ -6,7 +6,7 @@
 //! Who may read or cite what is decided in `access.rs` (`can_read_artifact`, `may_cite`); this
 //! file only writes and reads the record.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::Outcome;
 use weft_api::kinds;

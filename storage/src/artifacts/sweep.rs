@@ -8,7 +8,7 @@
 //! upload holds the sweep lock shared from promotion to its row, and the sweep holds it
 //! exclusively, so it never deletes a file an upload has just found present.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::params;
 use weft_api::ArtifactId;
 

@@ -9,7 +9,7 @@
 //! fsynced, promoted) even when another Group holds them, so they cost what new bytes cost.
 //! Only bytes the uploader may already see take the hash-only fast path.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;

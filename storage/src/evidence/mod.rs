@@ -4,7 +4,7 @@
 
 mod reviewer;
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;

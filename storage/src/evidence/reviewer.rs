@@ -2,7 +2,7 @@
 //! verified read path, JSON Schema validation (built without resolvers, so a schema never
 //! makes the server fetch anything), each result recorded as Evidence signed by the server.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

@@ -75,6 +75,8 @@ pub enum NodeRef {
     WorkItem(Name),
     Mission(Name),
     Agent(Name),
+    /// A Context Package version (DESIGN §11), by its id: `context:blake3:<hex>`.
+    Context(ArtifactId),
 }
 
 impl fmt::Display for NodeRef {
@@ -84,6 +86,7 @@ impl fmt::Display for NodeRef {
             NodeRef::WorkItem(name) => write!(f, "workItem:{name}"),
             NodeRef::Mission(name) => write!(f, "mission:{name}"),
             NodeRef::Agent(name) => write!(f, "agent:{name}"),
+            NodeRef::Context(id) => write!(f, "context:{id}"),
         }
     }
 }
@@ -103,6 +106,20 @@ pub struct Edge {
     pub kind: &'static str,
 }
 
+/// A Context Package version in a package's provenance.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextNode {
+    pub id: ArtifactId,
+    pub package_id: Name,
+    pub version: u64,
+    pub group_id: Name,
+    pub mission_id: Name,
+    pub generator: Name,
+    pub sequence: u64,
+    pub source_events: weft_api::context::EventRange,
+}
+
 /// The answer to a lineage query.
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -113,6 +130,9 @@ pub struct Lineage {
     pub missions: Vec<Name>,
     pub agents: Vec<Name>,
     pub edges: Vec<Edge>,
+    /// Context Package versions (only in a package's provenance, DESIGN §11).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<ContextNode>,
     /// Nodes reached that belong only to Groups the caller cannot read: counted, not named.
     pub withheld: usize,
     pub truncated: bool,

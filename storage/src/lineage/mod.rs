@@ -43,7 +43,9 @@ use weft_api::ArtifactId;
 use graph::{Graph, Node, View};
 use walk::{STEP_BATCH, Step, Walk};
 
-pub use answer::{ArtifactNode, Direction, Edge, Lineage, ManifestSummary, NodeRef, Query, Scope};
+pub use answer::{
+    ArtifactNode, ContextNode, Direction, Edge, Lineage, ManifestSummary, NodeRef, Query, Scope,
+};
 pub use name::Name;
 pub(crate) use query::load_publications;
 

@@ -15,7 +15,7 @@ use serde::{Serialize, Serializer};
 pub struct Name(&'static String);
 
 impl Name {
-    pub(super) fn new(text: &str) -> Self {
+    pub(crate) fn new(text: &str) -> Self {
         static NAMES: LazyLock<Mutex<HashMap<&'static str, Name>>> = LazyLock::new(Mutex::default);
         // Short critical section: publications and index rebuilds only, never a query.
         let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());

@@ -9,7 +9,7 @@
 //! WorkItem Command stays in one match, so a Command's row changes read in one place, and the
 //! usage charge that precedes every effect (`charge_usage`, OFL-11) sits beside it.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::session::Role;

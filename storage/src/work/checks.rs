@@ -2,7 +2,7 @@
 //! caller (SM-8, OFR-5), Evidence that covers every acceptance criterion (EVD-2) or backs a
 //! failure (T13), and the quoted Execution Lease (LSE-4, LSE-5).
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::work::machine::OfferStanding;
 use weft_api::{ArtifactId, ErrorCode};

@@ -9,7 +9,7 @@
 //! Group's answering the same), `expectedRevision` (`stale_revision`, SM-3), then the table
 //! (`weft_api::work::machine::decide`) and the rule-specific checks.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::dsse::BASE64;
 use weft_api::session::Role;

@@ -4,7 +4,7 @@
 //! (DEP-3) is the contract's dependency policy over the dependencies' states, for one
 //! WorkItem or for a whole Mission in one query (the graph read).
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use petgraph::algo::is_cyclic_directed;
 use petgraph::graphmap::DiGraphMap;
 use rusqlite::{Connection, params};
@@ -181,7 +181,7 @@ pub(super) fn set(
 mod tests {
     //! DEP-3: the one-query graph read agrees with the per-WorkItem rule.
 
-    use crate::db::Cached as _;
+    use crate::sql::Cached as _;
     use rusqlite::{Connection, params};
     use serde_json::json;
 

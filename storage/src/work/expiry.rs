@@ -36,7 +36,7 @@
 //! timer; a `std::sync::Mutex` guards it for short critical sections with no `.await`.
 //! Crash story: the set is memory only and the rows say what is due, so open rebuilds it.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 

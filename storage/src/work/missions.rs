@@ -2,7 +2,7 @@
 //! propagation), proposals (T1) and `work.authorize` (T2): what each does to the rows and
 //! which Events it appends, in the transaction `command.rs` opened.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPropose};
 use weft_api::work::events::{WorkEvent, WorkEventKind};

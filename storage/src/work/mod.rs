@@ -25,7 +25,7 @@ mod tokens;
 
 pub use tokens::Grant;
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -13,7 +13,7 @@
 //! release, cancellation, failure or fencing closes the window (`offline_lease_closed`); a
 //! newer Execution Lease makes the historical one stale (`stale_lease`, LSE-5).
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use chrono::{DateTime, FixedOffset};
 use rusqlite::{Connection, OptionalExtension as _};
 use weft_api::work::offline::{Binding, Current, LeaseRecord, judge};

@@ -9,7 +9,7 @@
 //! checkpoint releases the lease, which also ends a pending preemption request, since that
 //! request is recorded on the lease it asks to end.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::ErrorCode;

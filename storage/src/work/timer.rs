@@ -49,7 +49,7 @@ impl Engine {
 mod tests {
     use std::collections::BTreeSet;
 
-    use crate::db::Cached as _;
+    use crate::sql::Cached as _;
     use rusqlite::params;
 
     use super::super::expiry::*;

@@ -15,7 +15,7 @@
 //! This module does not know HTTP routes: the server decides which routes take a token, and
 //! asks [`Grant::require`] for the scope each needs.
 
-use crate::db::Cached as _;
+use crate::sql::Cached as _;
 use base64::Engine as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::Evidence;

@@ -1,0 +1,473 @@
+//! Context Packages (DESIGN §11, CTX-1…4, CTX-7): publishing a signed version in one writer
+//! transaction with its `context.published` Event, and forwarding a version to another Group
+//! with a `context.forwarded` Event in both. Reads and provenance are in `reads.rs`.
+//!
+//! A package is a summary, never state: nothing here changes a Mission or WorkItem, and the
+//! log it cites stays the authority (CTX-1). Every check runs inside the transaction that would
+//! write, so a refused package appends nothing and changes nothing.
+
+mod reads;
+
+pub(crate) use reads::check_rows;
+
+use crate::sql::Cached as _;
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::context::{
+    ContextForwardedAnswer, ContextPackage, ContextPublishedAnswer, ForwardRequest, Link,
+    check_chain,
+};
+use weft_api::kinds::{ContextForwarded, ContextPublished};
+use weft_api::manifest::Classification;
+use weft_api::session::Role;
+use weft_api::{ArtifactId, Envelope, ErrorCode, EventPayload, Id};
+
+use crate::access::{
+    AuthorityMay, Reader, Signed, agent_by_keyid, can_read_artifact, may_cite, membership,
+    mission_scope,
+};
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::events;
+
+/// Roles that may write a Mission's context: those that do its work or judge it. An auditor
+/// reads; an approver grants approvals.
+const WRITERS: [Role; 3] = [Role::Worker, Role::Coordinator, Role::Reviewer];
+
+/// The chain link of the version `context_id` indexed in `group_id`, if any.
+fn link_by_id(conn: &Connection, group_id: &str, id: &ArtifactId) -> Result<Option<Link>, Error> {
+    conn.row(
+        "SELECT package_id, version, mission_id FROM context_packages
+         WHERE group_id = ?1 AND context_id = ?2",
+        params![group_id, &id.0[..]],
+        |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        },
+    )
+    .optional()?
+    .map(|(package_id, version, mission_id)| link(*id, &package_id, version, &mission_id))
+    .transpose()
+}
+
+/// The latest version of `package_id` indexed in `group_id`, if any.
+fn latest_link(conn: &Connection, group_id: &str, package_id: &str) -> Result<Option<Link>, Error> {
+    conn.row(
+        "SELECT context_id, version, mission_id FROM context_packages
+         WHERE group_id = ?1 AND package_id = ?2 ORDER BY version DESC LIMIT 1",
+        params![group_id, package_id],
+        |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        },
+    )
+    .optional()?
+    .map(|(id, version, mission_id)| {
+        link(
+            ArtifactId(events::to32(id)?),
+            package_id,
+            version,
+            &mission_id,
+        )
+    })
+    .transpose()
+}
+
+fn link(id: ArtifactId, package_id: &str, version: u64, mission_id: &str) -> Result<Link, Error> {
+    Ok(Link {
+        id,
+        package_id: Id::parse("packageId", package_id)?,
+        version,
+        mission_id: Id::parse("missionId", mission_id)?,
+    })
+}
+
+/// Whether `agent_id` is a member of `group_id` allowed to write context there:
+/// `not_a_member` or `forbidden` otherwise. `need` narrows the roles (a forward needs a
+/// coordinator).
+fn check_writer(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+    need: &[Role],
+) -> Result<(), Error> {
+    match membership(conn, group_id, agent_id)? {
+        None => Err(reject(
+            ErrorCode::NotAMember,
+            format!("{agent_id} is not a member of {group_id}"),
+        )),
+        Some((roles, _)) if roles.iter().any(|role| need.contains(role)) => Ok(()),
+        Some(_) => Err(reject(
+            ErrorCode::Forbidden,
+            format!("{agent_id} may not write context in {group_id}"),
+        )),
+    }
+}
+
+/// The Mission and WorkItem scope must exist in the package's Group (a Mission of another
+/// Group answers as one that does not exist).
+fn check_scope(conn: &Connection, package: &ContextPackage) -> Result<(), Error> {
+    let group = package.group_id.as_str();
+    let mission: Option<String> = conn
+        .row(
+            "SELECT group_id FROM missions WHERE mission_id = ?1",
+            [package.mission_id.as_str()],
+            |row| row.get(0),
+        )
+        .optional()?;
+    if mission.as_deref() != Some(group) {
+        return Err(reject(
+            ErrorCode::NotFound,
+            format!("no Mission {} in {group}", package.mission_id),
+        ));
+    }
+    if let Some(work_item) = &package.work_item_id {
+        let found: Option<(String, String)> = conn
+            .row(
+                "SELECT group_id, mission_id FROM work_items WHERE work_item_id = ?1",
+                [work_item.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        if found != Some((group.to_owned(), package.mission_id.to_string())) {
+            return Err(reject(
+                ErrorCode::UnknownWorkItem,
+                format!("no WorkItem {work_item} in Mission {}", package.mission_id),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// CTX-1: the cited range lies within the Group's log (from ≥ 1 and from ≤ to are checked by
+/// the payload; the range is always of the payload's own Group).
+fn check_range(conn: &Connection, package: &ContextPackage) -> Result<(), Error> {
+    let (head, _) = events::head(conn, package.group_id.as_str())?;
+    if package.source_events.to > head {
+        return Err(reject(
+            ErrorCode::EventsOutOfRange,
+            format!(
+                "sourceEvents reaches {} but the log of {} ends at {head}",
+                package.source_events.to, package.group_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Cited Artifacts must exist and be readable by the generator; one it cannot read answers
+/// as one that does not exist.
+fn check_artifacts(
+    conn: &Connection,
+    package: &ContextPackage,
+    generator: &Reader,
+) -> Result<(), Error> {
+    for artifact in &package.artifacts {
+        if !can_read_artifact(conn, generator, artifact)? {
+            return Err(reject(
+                ErrorCode::UnknownArtifact,
+                format!(
+                    "no artifact {artifact} is readable by {}",
+                    package.generator.agent_id
+                ),
+            ));
+        }
+        // Another Mission's Artifact only once published as reusable knowledge (CTX-6).
+        may_cite(conn, generator, package.mission_id.as_str(), artifact)??;
+    }
+    Ok(())
+}
+
+/// The highest classification of the Artifacts a package cites, as published in `group_id`
+/// (`internal` when it cites none: a summary of a Group's log is internal to it).
+fn classification(
+    conn: &Connection,
+    group_id: &str,
+    artifacts: &[ArtifactId],
+) -> Result<Classification, Error> {
+    let mut highest = Classification::Internal;
+    for artifact in artifacts {
+        let mut statement = conn.prepare_cached(
+            "SELECT classification FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
+        )?;
+        let found = statement
+            .query_map(params![&artifact.0[..], group_id], |row| {
+                row.get::<_, String>(0)
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        for text in found {
+            let level: Classification =
+                serde_json::from_value(serde_json::Value::String(text)).map_err(Error::backend)?;
+            if level.rank() > highest.rank() {
+                highest = level;
+            }
+        }
+    }
+    Ok(highest)
+}
+
+/// CTX-7: what may leave its Group. Public and internal knowledge may be forwarded to another
+/// Group of the same Organization; confidential and restricted content never leaves its Group.
+pub(crate) fn may_forward(level: Classification) -> bool {
+    level.rank() <= Classification::Internal.rank()
+}
+
+impl Engine {
+    /// Publishes a Context Package version (`context.published`). `Ok((answer, false))` when
+    /// this exact version was already published in the Group.
+    pub(crate) async fn publish_context(
+        &self,
+        group_id: Id,
+        envelope: Envelope,
+        caller: &Reader,
+    ) -> Result<(ContextPublishedAnswer, bool), Error> {
+        let Signed {
+            signer,
+            keyid,
+            payload_id: context_id,
+            value,
+        } = self
+            .verify_signed::<ContextPackage>(&envelope, AuthorityMay::NotSign)
+            .await?;
+        let package = value.into_inner();
+        if package.group_id != group_id {
+            return Err(reject(
+                ErrorCode::GroupMismatch,
+                format!(
+                    "the package is of {}, the route of {group_id}",
+                    package.group_id
+                ),
+            ));
+        }
+        match caller {
+            Reader::Agent { agent_id, .. } if *agent_id != signer => {
+                return Err(reject(
+                    ErrorCode::ProducerMismatch,
+                    "an agent publishes only context it generated and signed",
+                ));
+            }
+            Reader::Agent { group_id: own, .. } if *own != group_id => {
+                return Err(reject(
+                    ErrorCode::NotAMember,
+                    format!("{signer} is not a member of {group_id}"),
+                ));
+            }
+            _ => {}
+        }
+        let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
+        let now = self.clock.now();
+        self.db
+            .write(move |txn| {
+                let group = group_id.as_str();
+                let existing: Option<u64> = txn
+                    .row(
+                        "SELECT sequence FROM context_packages WHERE context_id = ?1 AND group_id = ?2",
+                        params![&context_id.0[..], group],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                let answer = |sequence| ContextPublishedAnswer {
+                    context_id,
+                    package_id: package.package_id.clone(),
+                    version: package.version,
+                    sequence,
+                };
+                if let Some(sequence) = existing {
+                    return Ok((answer(sequence), false));
+                }
+                match agent_by_keyid(txn, &keyid)? {
+                    Some((agent_id, _, _)) if agent_id == signer => {}
+                    _ => return Err(reject(ErrorCode::UnknownKey, "the signing key was unregistered meanwhile")),
+                }
+                // CTX-4: the generator must be a member allowed to write the Mission.
+                check_writer(txn, group, signer.as_str(), &WRITERS)?;
+                check_scope(txn, &package)?;
+                let new = package.link(context_id);
+                let named = match &package.previous {
+                    Some(previous) => link_by_id(txn, group, previous)?,
+                    None => None,
+                };
+                let latest = latest_link(txn, group, package.package_id.as_str())?;
+                check_chain(&new, package.previous.as_ref(), named.as_ref(), latest.as_ref())?;
+                check_range(txn, &package)?;
+                let generator = Reader::Agent {
+                    agent_id: signer.clone(),
+                    group_id: group_id.clone(),
+                    scope: mission_scope(txn, group, signer.as_str())?,
+                };
+                // A Mission-scoped generator writes context of its Missions only (CTX-5).
+                if !generator.sees_mission(group, package.mission_id.as_str()) {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{signer} is not a member of Mission {}", package.mission_id),
+                    ));
+                }
+                check_artifacts(txn, &package, &generator)?;
+                let sequence = events::append(
+                    txn,
+                    &group_id,
+                    &EventPayload::ContextPublished(ContextPublished {
+                        artifacts: package.artifacts.clone(),
+                        context_id,
+                        generator: signer.clone(),
+                        mission_id: package.mission_id.clone(),
+                        package_id: package.package_id.clone(),
+                        previous: package.previous,
+                        source_events: package.source_events,
+                        version: package.version,
+                        work_item_id: package.work_item_id.clone(),
+                    }),
+                    now,
+                )?;
+                insert_row(txn, group, &package, context_id, &envelope_json, sequence, None)?;
+                Ok((answer(sequence), true))
+            })
+            .await
+    }
+
+    /// CTX-7: copies a version of a package of the caller's Group, and the Artifacts it cites
+    /// (by digest), into another Group. The forwarder must be a coordinator of both Groups
+    /// (DESIGN §10) and the cited Artifacts' classification must allow it; `context.forwarded`
+    /// is appended to both logs, each naming the other Group.
+    pub(crate) async fn forward_context(
+        &self,
+        package_id: Id,
+        request: ForwardRequest,
+        caller: &Reader,
+    ) -> Result<(ContextForwardedAnswer, bool), Error> {
+        let Reader::Agent {
+            agent_id,
+            group_id: from,
+            ..
+        } = caller.clone()
+        else {
+            return Err(reject(
+                ErrorCode::Forbidden,
+                "a forward is an Agent's act: use a session of the source Group",
+            ));
+        };
+        let now = self.clock.now();
+        self.db
+            .write(move |txn| {
+                let record = reads::version_row(txn, from.as_str(), package_id.as_str(), request.version)?
+                    .ok_or_else(|| reads::no_package(&package_id))?;
+                let to = request.to_group_id.clone();
+                if to == from {
+                    return Err(reject(ErrorCode::BadRequest, "toGroupId is the package's own Group"));
+                }
+                check_writer(txn, from.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
+                // Another Group the forwarder cannot write answers alike whether or not it exists.
+                if !crate::access::group_exists(txn, to.as_str())? {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{agent_id} is not a member of {to}"),
+                    ));
+                }
+                check_writer(txn, to.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
+                let package = &record.package;
+                let level = classification(txn, from.as_str(), &package.artifacts)?;
+                if !may_forward(level) {
+                    return Err(reject(
+                        ErrorCode::ClassificationForbids,
+                        format!("the package cites {} content, which never leaves its Group", level.as_str()),
+                    ));
+                }
+                let context_id = record.context_id;
+                let answer = |from_sequence, to_sequence| ContextForwardedAnswer {
+                    context_id,
+                    from_group_id: from.clone(),
+                    from_sequence,
+                    to_group_id: to.clone(),
+                    to_sequence,
+                };
+                let already: Option<u64> = txn
+                    .row(
+                        "SELECT sequence FROM context_packages WHERE context_id = ?1 AND group_id = ?2",
+                        params![&context_id.0[..], to.as_str()],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if let Some(to_sequence) = already {
+                    return Ok((answer(record.sequence, to_sequence), false));
+                }
+                let taken: Option<Vec<u8>> = txn
+                    .row(
+                        "SELECT context_id FROM context_packages WHERE group_id = ?1 AND package_id = ?2 AND version = ?3",
+                        params![to.as_str(), package.package_id.as_str(), package.version],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if taken.is_some() {
+                    return Err(reject(
+                        ErrorCode::Conflict,
+                        format!("{to} already holds another version {} of {}", package.version, package.package_id),
+                    ));
+                }
+                let event = |from_group_id: &Id, to_group_id: &Id| {
+                    EventPayload::ContextForwarded(ContextForwarded {
+                        artifacts: package.artifacts.clone(),
+                        context_id,
+                        forwarder: agent_id.clone(),
+                        from_group_id: from_group_id.clone(),
+                        package_id: package.package_id.clone(),
+                        to_group_id: to_group_id.clone(),
+                        version: package.version,
+                    })
+                };
+                let from_sequence = events::append(txn, &from, &event(&from, &to), now)?;
+                let to_sequence = events::append(txn, &to, &event(&from, &to), now)?;
+                let envelope_json = serde_json::to_string(&record.envelope).map_err(Error::backend)?;
+                insert_row(txn, to.as_str(), package, context_id, &envelope_json, to_sequence, Some((&from, &agent_id)))?;
+                for artifact in &package.artifacts {
+                    txn.run(
+                        "INSERT OR IGNORE INTO forwarded_artifacts (group_id, blake3, context_id, from_group_id)
+                         VALUES (?1, ?2, ?3, ?4)",
+                        params![to.as_str(), &artifact.0[..], &context_id.0[..], from.as_str()],
+                    )?;
+                }
+                Ok((answer(from_sequence, to_sequence), true))
+            })
+            .await
+    }
+}
+
+fn insert_row(
+    conn: &Connection,
+    group_id: &str,
+    package: &ContextPackage,
+    context_id: ArtifactId,
+    envelope_json: &str,
+    sequence: u64,
+    forwarded: Option<(&Id, &Id)>,
+) -> Result<(), Error> {
+    let artifacts = serde_json::to_string(&package.artifacts).map_err(Error::backend)?;
+    conn.run(
+        "INSERT INTO context_packages (context_id, group_id, package_id, version, previous, mission_id,
+             work_item_id, events_from, events_to, artifacts, generator, envelope, sequence,
+             forwarded_from, forwarded_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        params![
+            &context_id.0[..],
+            group_id,
+            package.package_id.as_str(),
+            package.version,
+            package.previous.as_ref().map(|id| id.0.to_vec()),
+            package.mission_id.as_str(),
+            package.work_item_id.as_ref().map(Id::as_str),
+            package.source_events.from,
+            package.source_events.to,
+            artifacts,
+            package.generator.agent_id.as_str(),
+            envelope_json,
+            sequence,
+            forwarded.map(|(from, _)| from.as_str()),
+            forwarded.map(|(_, by)| by.as_str()),
+        ],
+    )?;
+    Ok(())
+}
