@@ -28,6 +28,8 @@ pub mod work;
 #[cfg(feature = "client")]
 pub mod client;
 #[cfg(feature = "client")]
+pub mod journal;
+#[cfg(feature = "client")]
 pub mod subscription;
 
 pub use digest::{ArtifactId, Digest, Digests, Sha256Digest};

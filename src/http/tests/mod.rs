@@ -20,6 +20,7 @@ mod delivery;
 mod evidence;
 mod exports;
 mod idempotency;
+mod journal;
 mod leases;
 mod limits;
 mod lineage;
