@@ -491,17 +491,34 @@ enum WorkAction {
     /// `lease.renew` (owner): the current Execution Lease lasts the contract's
     /// `executionSeconds` from now.
     Renew(WorkRefArgs),
-    /// `work.progress` (owner): a structured progress report (PRG-1).
+    /// `work.progress` (owner): a structured progress report (PRG-1); buffered in the offline
+    /// journal when the server does not answer.
     Progress(ProgressArgs),
+    /// The offline journal (OFL-3…8): what was buffered while the server did not answer.
+    Journal {
+        /// Send what is pending now (every `weft work` Command does that first anyway).
+        #[arg(long)]
+        sync: bool,
+        /// Drop what was accepted or refused (and what followed a refusal).
+        #[arg(long)]
+        discard: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// A capability token bound to the current Execution Lease (LSE-6/7); prints the token.
     Token(TokenArgs),
-    /// `work.checkpoint` (owner).
+    /// `work.checkpoint` (owner); buffered in the offline journal when the server does not
+    /// answer.
     Checkpoint {
         work_item: String,
         #[arg(long)]
         artifact: Option<String>,
         #[arg(long)]
         note: Option<String>,
+        /// Resources spent, `dimension=amount` (financial, tokens, toolCalls, computeSeconds,
+        /// wallClockSeconds, sideEffects); repeat for several.
+        #[arg(long = "usage", value_name = "DIMENSION=AMOUNT")]
+        usage: Vec<String>,
         #[command(flatten)]
         command: CommandArgs,
     },
@@ -601,6 +618,10 @@ struct ProgressArgs {
     evidence: Vec<String>,
     #[arg(long)]
     percent: Option<f64>,
+    /// Resources spent, `dimension=amount` (financial, tokens, toolCalls, computeSeconds,
+    /// wallClockSeconds, sideEffects); repeat for several.
+    #[arg(long = "usage", value_name = "DIMENSION=AMOUNT")]
+    usage: Vec<String>,
     #[command(flatten)]
     command: CommandArgs,
 }

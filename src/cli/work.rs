@@ -17,6 +17,7 @@
 //! leases this agent holds, refreshed from every answer) are in `work/lease.rs`.
 
 pub(super) mod lease;
+mod offline;
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +78,7 @@ impl Signer {
         args: &CommandArgs,
         lease: Option<Id>,
     ) -> anyhow::Result<()> {
+        offline::reconcile_first(self).await?;
         let signer = CommandSigner {
             key: &self.key,
             agent_id: &self.agent_id,
@@ -341,25 +343,44 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
                 .send(CommandType::WorkAcceptResult, &payload, &args.command, None)
                 .await
         }
+        WorkAction::Journal {
+            sync,
+            discard,
+            json,
+        } => offline::journal(&signer, sync, discard, json).await,
         WorkAction::Checkpoint {
             work_item,
             artifact,
             note,
+            usage,
             command,
         } => {
             let work_item_id = work_item_id(&work_item)?;
-            let lease = signer.lease_for(&work_item_id, &command).await?;
             let payload = WorkCheckpoint {
-                work_item_id,
+                work_item_id: work_item_id.clone(),
                 checkpoint: Checkpoint {
                     artifact: artifact.map(|a| ArtifactId::parse(&a)).transpose()?,
                     note,
                 },
-                usage: None,
+                usage: offline::usage(&usage)?,
             };
-            signer
-                .send(CommandType::WorkCheckpoint, &payload, &command, lease)
-                .await
+            // When the Authority does not answer, the checkpoint is buffered (OFL-3).
+            let online = async {
+                let lease = signer.lease_for(&work_item_id, &command).await?;
+                signer
+                    .send(CommandType::WorkCheckpoint, &payload, &command, lease)
+                    .await
+            };
+            match online.await {
+                Err(error) if offline::unreachable(&error) => offline::buffer(
+                    &signer,
+                    &work_item_id,
+                    CommandType::WorkCheckpoint,
+                    serde_json::to_value(&payload)?,
+                    payload.usage.clone().unwrap_or_default(),
+                ),
+                other => other,
+            }
         }
         WorkAction::Block {
             work_item,

@@ -36,6 +36,9 @@ pub(in crate::cli) struct LocalLease {
     pub(in crate::cli) lease_id: String,
     pub(in crate::cli) ownership_epoch: u64,
     pub(in crate::cli) expires_at: String,
+    /// The contract's `leases.graceSeconds` (the offline journal's window, OFL-9).
+    #[serde(default)]
+    pub(in crate::cli) grace_seconds: u64,
 }
 
 /// `work.json`.
@@ -79,6 +82,9 @@ impl LocalState {
                 lease_id: lease_id.to_owned(),
                 ownership_epoch,
                 expires_at: lease["expiresAt"].as_str().unwrap_or_default().to_owned(),
+                grace_seconds: state["contract"]["leases"]["graceSeconds"]
+                    .as_u64()
+                    .unwrap_or(0),
             }),
             _ => None,
         };
@@ -137,14 +143,27 @@ pub(super) async fn renew(signer: &Signer, args: WorkRefArgs) -> anyhow::Result<
 }
 
 /// `weft work progress`: a structured `work.progress` (PRG-1).
+/// When the Authority does not answer, the report is buffered in the offline journal.
 pub(super) async fn progress(signer: &Signer, args: ProgressArgs) -> anyhow::Result<()> {
     let payload = progress_payload(&args)?;
-    let lease = signer
-        .lease_for(&payload.work_item_id, &args.command)
-        .await?;
-    signer
-        .send(CommandType::WorkProgress, &payload, &args.command, lease)
-        .await
+    let online = async {
+        let lease = signer
+            .lease_for(&payload.work_item_id, &args.command)
+            .await?;
+        signer
+            .send(CommandType::WorkProgress, &payload, &args.command, lease)
+            .await
+    };
+    match online.await {
+        Err(error) if super::offline::unreachable(&error) => super::offline::buffer(
+            signer,
+            &payload.work_item_id,
+            CommandType::WorkProgress,
+            serde_json::to_value(&payload)?,
+            payload.usage.clone().unwrap_or_default(),
+        ),
+        other => other,
+    }
 }
 
 /// The `work.progress` payload the flags spell.
@@ -166,7 +185,7 @@ pub(super) fn progress_payload(args: &ProgressArgs) -> anyhow::Result<WorkProgre
             confidence: args.confidence,
         },
         evidence: artifact_ids(&args.evidence)?,
-        usage: None,
+        usage: super::offline::usage(&args.usage)?,
         percent: args.percent,
     })
 }
