@@ -538,6 +538,20 @@ impl Client {
         Ok(self.send_json(Method::POST, &path, Some(envelope)).await?.1)
     }
 
+    /// `POST /v1/groups/{g}/commands/batch`: signed Commands applied in order, stopping at
+    /// the first refusal (answered inside the 200).
+    pub async fn command_batch(
+        &self,
+        group_id: &Id,
+        envelopes: Vec<Envelope>,
+    ) -> Result<crate::work::views::BatchAccepted, Error> {
+        let path = format!("/v1/groups/{group_id}/commands/batch");
+        let batch = crate::work::views::CommandBatch {
+            commands: envelopes,
+        };
+        Ok(self.send_json(Method::POST, &path, Some(&batch)).await?.1)
+    }
+
     /// `GET /v1/workitems/{id}`.
     pub async fn work_item(&self, work_item_id: &Id) -> Result<WorkItemView, Error> {
         let path = format!("/v1/workitems/{work_item_id}");

@@ -9,7 +9,8 @@
 //! crash mid-append can do, is cut off when the journal is opened).
 //!
 //! On reconnect [`Journal::reconcile`] sends every pending Command in buffering order, before
-//! anything else (OFL-5): each is rebased onto the new session (`issuedAt`, `sessionEpoch`,
+//! anything else (OFL-5), up to 128 per request (`POST /v1/groups/{g}/commands/batch`, applied
+//! in order in one transaction on the Authority): each is rebased onto the new session (`issuedAt`, `sessionEpoch`,
 //! `membershipEpoch`; the binding and the `commandId` unchanged, OFL-8), re-signed and sent; it
 //! stops at the first refusal, which it records with the server's code. The outcome of a sent
 //! Command is appended without waiting for the disk: if it is lost in a crash, the Command is
@@ -104,6 +105,9 @@ impl Entry {
         self.command.offline_binding().ok().flatten()
     }
 }
+
+/// Buffered Commands sent per request on reconcile (at most the route's 256).
+const BATCH: usize = 128;
 
 /// One line of the journal file.
 #[derive(Debug, Serialize, Deserialize)]
@@ -419,25 +423,31 @@ impl Journal {
             .filter(|&i| self.entries[i].status == Status::Pending)
             .collect();
         let mut outcome = Ok(());
-        for index in pending {
-            let command = &self.entries[index].command;
-            let envelope = Self::rebased(command, session)?;
-            match client.command_envelope(&command.group_id, &envelope).await {
-                Ok(accepted) => {
-                    let status = Status::Accepted {
-                        events: accepted.events.iter().map(|e| e.sequence).collect(),
-                    };
-                    self.record(index, status, false)?;
-                    done.accepted.push(accepted);
+        // In order, many per request (one transaction and one fsync on the Authority for a
+        // whole batch), stopping at the first refusal.
+        'batches: for chunk in pending.chunks(BATCH) {
+            let group_id = self.entries[chunk[0]].command.group_id.clone();
+            let envelopes = chunk
+                .iter()
+                .map(|&index| Self::rebased(&self.entries[index].command, session))
+                .collect::<Result<Vec<_>, _>>()?;
+            match client.command_batch(&group_id, envelopes).await {
+                Ok(batch) => {
+                    for (&index, accepted) in chunk.iter().zip(batch.accepted) {
+                        let status = Status::Accepted {
+                            events: accepted.events.iter().map(|e| e.sequence).collect(),
+                        };
+                        self.record(index, status, false)?;
+                        done.accepted.push(accepted);
+                    }
+                    if let Some(refusal) = batch.refused {
+                        let index = chunk.get(refusal.index).copied().unwrap_or(chunk[0]);
+                        self.refuse(index, refusal.problem, &mut done)?;
+                        break 'batches;
+                    }
                 }
                 Err(ClientError::Api { body, .. }) => {
-                    let id = command.command_id.clone();
-                    let status = Status::Refused {
-                        code: body.code.as_str().to_owned(),
-                        detail: body.detail.clone(),
-                    };
-                    self.record(index, status, true)?;
-                    done.refused = Some((id, body.code.as_str().to_owned(), body.detail));
+                    self.refuse(chunk[0], body, &mut done)?;
                     break;
                 }
                 Err(other) => {
@@ -448,6 +458,24 @@ impl Journal {
         }
         self.sync()?;
         outcome.map(|()| done)
+    }
+
+    /// Records the refusal of entry `index` (durably: it stops the journal).
+    fn refuse(
+        &mut self,
+        index: usize,
+        problem: crate::problem::ErrorBody,
+        done: &mut Reconciled,
+    ) -> Result<(), JournalError> {
+        let id = self.entries[index].command.command_id.clone();
+        let code = problem.code.as_str().to_owned();
+        let status = Status::Refused {
+            code: code.clone(),
+            detail: problem.detail.clone(),
+        };
+        self.record(index, status, true)?;
+        done.refused = Some((id, code, problem.detail));
+        Ok(())
     }
 
     fn record(&mut self, index: usize, status: Status, sync: bool) -> Result<(), JournalError> {

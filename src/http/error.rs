@@ -27,6 +27,15 @@ impl HttpError {
     pub fn code(&self) -> ErrorCode {
         self.code
     }
+
+    /// The problem+json body this error renders as (for answers that carry one inside).
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody::new(
+            status_of(self.code).as_u16(),
+            self.code,
+            self.detail.clone(),
+        )
+    }
 }
 
 /// The status each code is answered with.

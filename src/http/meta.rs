@@ -62,6 +62,7 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::events::snapshots,
         super::events::snapshot_blob,
         super::work::command,
+        super::work::command_batch,
         super::work::work_item,
         super::work::mission,
         super::work::mission_graph,

@@ -216,6 +216,11 @@ fn json_routes() -> Vec<Route> {
             "/v1/groups/{group_id}/commands",
             work::command,
         ),
+        route(
+            Method::POST,
+            "/v1/groups/{group_id}/commands/batch",
+            work::command_batch,
+        ),
         route(Method::GET, "/v1/workitems/{work_item_id}", work::work_item),
         route(
             Method::GET,

@@ -55,6 +55,59 @@ pub(crate) async fn command(
     Ok(json(StatusCode::CREATED, &accepted))
 }
 
+/// Runs up to 256 signed Commands of the caller's session in order, in one transaction, each in
+/// a savepoint of its own: every accepted one is durable when this answers, the first refusal
+/// stops the batch (nothing of it or after it is applied) and is answered inside the 200 with
+/// its index. The offline journal reconciles through this route (OFL-8), one fsync for many.
+#[utoipa::path(post, path = "/v1/groups/{group_id}/commands/batch", params(("group_id" = String, Path)),
+    request_body(content = String, description = "{commands: [DSSE envelope of a Command, …]} (at most 256)", content_type = "application/json"),
+    responses((status = 200, description = "{accepted: [{commandId, events, state}], refused: null | {index, problem}}"),
+              (status = 400, description = "bad_request, invalid_json"),
+              (status = 403, description = "forbidden: not a session")))]
+pub(crate) async fn command_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    use weft_api::work::views::{BatchAccepted, BatchRefusal, CommandBatch, MAX_BATCH_COMMANDS};
+    let group_id = path_id("groupId", group_id)?;
+    let Caller::Agent(session) = caller else {
+        return Err(HttpError::new(
+            ErrorCode::Forbidden,
+            "Commands are signed by Agents and sent with their session",
+        ));
+    };
+    let bytes = super::body::read_json(&headers, body).await?;
+    let batch: CommandBatch = weft_api::json::parse_strict(&bytes, ErrorCode::InvalidJson)?;
+    if batch.commands.is_empty() || batch.commands.len() > MAX_BATCH_COMMANDS {
+        return Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("a batch carries 1 to {MAX_BATCH_COMMANDS} Commands"),
+        ));
+    }
+    let (accepted, refused) = state
+        .store
+        .execute_commands(group_id, batch.commands, &session)
+        .await?;
+    for answer in &accepted {
+        // EVD-3, as for one Command.
+        if answer.events.iter().any(|e| e.kind == "work.submitted")
+            && let Some(work_item) = answer.state["workItemId"].as_str()
+            && let Ok(work_item) = weft_api::Id::parse("workItemId", work_item)
+            && let Err(error) = state.store.review_submission(work_item).await
+        {
+            tracing::warn!(%error, "the review after a submission failed");
+        }
+    }
+    let refused = refused.map(|(index, error)| BatchRefusal {
+        index,
+        problem: HttpError::from(error).body(),
+    });
+    Ok(json(StatusCode::OK, &BatchAccepted { accepted, refused }))
+}
+
 /// A WorkItem: state, revisions, contract, owner, lease, offers, dependencies, eligibility,
 /// budget, attempts, history.
 #[utoipa::path(get, path = "/v1/workitems/{work_item_id}", params(("work_item_id" = String, Path)),

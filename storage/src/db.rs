@@ -48,6 +48,17 @@ impl<'a> Tx<'a> {
         self.appended.borrow_mut().push(event);
     }
 
+    /// How many Events this job has appended so far (for [`Tx::forget_events_after`]).
+    pub(crate) fn events_mark(&self) -> usize {
+        self.appended.borrow().len()
+    }
+
+    /// Forgets the Events appended after `mark`: a nested savepoint that appended them was
+    /// rolled back, so they must never reach a subscriber.
+    pub(crate) fn forget_events_after(&self, mark: usize) {
+        self.appended.borrow_mut().truncate(mark);
+    }
+
     fn into_appended(self) -> Vec<weft_api::Event> {
         self.appended.into_inner()
     }

@@ -162,6 +162,25 @@ impl Store {
 
     // ── work/: Missions, WorkItems, Commands ─────────────────────────────────
 
+    /// Commands of one session applied in order in one transaction, each in a savepoint of
+    /// its own; stops at the first refusal (its index and error).
+    pub async fn execute_commands(
+        &self,
+        group_id: Id,
+        envelopes: Vec<Envelope>,
+        session: &Session,
+    ) -> Result<
+        (
+            Vec<weft_api::work::views::CommandAccepted>,
+            Option<(usize, Error)>,
+        ),
+        Error,
+    > {
+        self.inner
+            .execute_commands(group_id, envelopes, session)
+            .await
+    }
+
     /// Runs one signed Command in `group_id` for the caller's `session` (DESIGN §10): its
     /// Events and the aggregate's view after it, or a refusal that changed nothing.
     pub async fn execute_command(

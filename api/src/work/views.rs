@@ -250,3 +250,31 @@ pub struct SchedulingView {
     /// when it has none).
     pub classification: crate::manifest::Classification,
 }
+
+/// The most Commands one batch carries (`POST /v1/groups/{g}/commands/batch`).
+pub const MAX_BATCH_COMMANDS: usize = 256;
+
+/// `POST /v1/groups/{g}/commands/batch`: signed Commands of the caller's session, applied in
+/// order in one transaction, each in a savepoint of its own, stopping at the first refusal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CommandBatch {
+    pub commands: Vec<crate::dsse::Envelope>,
+}
+
+/// Its answer: the accepted Commands' answers, in order, and the refusal that stopped it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchAccepted {
+    pub accepted: Vec<CommandAccepted>,
+    pub refused: Option<BatchRefusal>,
+}
+
+/// The first refused Command of a batch: its index and the problem it was refused with.
+/// Nothing of it and nothing after it was applied.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchRefusal {
+    pub index: usize,
+    pub problem: crate::problem::ErrorBody,
+}

@@ -14,7 +14,11 @@ use weft_api::journal::{Journal, JournalError, OfflineLease, Rebase, Status};
 use weft_api::work::CommandType;
 use weft_api::work::contract::Budgets;
 
-use super::budget::{MISSION, budget_of, limit, mission_with, progress, started, usage};
+use axum::http::Method;
+use weft_api::Envelope;
+use weft_api::work::COMMAND_TYPE;
+
+use super::budget::{MISSION, budget_of, limit, mission_with, progress, quoting, started, usage};
 use super::harness::*;
 use super::work::group;
 
@@ -309,5 +313,89 @@ backends!(
             "{refused:?}"
         );
         assert!(journal.entries().is_empty());
+    }
+);
+
+/// `documents` signed by `agent` as one batch.
+fn batch_request(agent: &Agent, documents: &[Value]) -> axum::http::Request<axum::body::Body> {
+    let commands: Vec<Envelope> = documents
+        .iter()
+        .map(|d| Envelope::sign(&agent.key, COMMAND_TYPE, d.to_string().as_bytes()))
+        .collect();
+    request(
+        Method::POST,
+        "/v1/groups/g1/commands/batch",
+        Some(&agent.token),
+        serde_json::to_vec(&json!({"commands": commands})).expect("json"),
+    )
+}
+
+fn progress_reports(events: &Value) -> usize {
+    events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["type"] == "work.progress_reported")
+        .count()
+}
+
+backends!(
+    /// The batch route the journal reconciles through (OFL-8's order): Commands apply in
+    /// order in one transaction, the first refusal stops the batch with its index and code,
+    /// nothing of it or after it is applied (OFL-12: no partial charge), and sending the batch
+    /// again replays the accepted one; an empty or oversized batch, or the operator's, is
+    /// refused whole with nothing changed.
+    async fn a_batch_applies_in_order_and_stops_at_the_first_refusal(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        mission_with(&h, &coordinator, MISSION, limit(100, 50.0), None).await;
+        let lease = started(&h, &coordinator, &w1, MISSION, WI, limit(500, 10.0)).await;
+        let mut documents = Vec::new();
+        for tokens in [60, 60, 1] {
+            let payload = progress(WI, usage(tokens, 0.0));
+            documents.push(quoting(&h, &w1, "work.progress", payload, &lease).await);
+        }
+        let answer = h.send(batch_request(&w1, &documents)).await;
+        assert_eq!(answer.status, axum::http::StatusCode::OK, "{answer:?}");
+        let body: Value = answer.json();
+        assert_eq!(
+            body["accepted"].as_array().expect("accepted").len(),
+            1,
+            "{body}"
+        );
+        assert_eq!(body["refused"]["index"], 1);
+        assert_eq!(body["refused"]["problem"]["code"], "budget_exceeded");
+        let (_, spent) = budget_of(&h, &w1, &format!("/v1/missions/{MISSION}")).await;
+        assert_eq!(spent["tokens"], 60, "the refused delta charged nothing");
+        let events = h
+            .get_json(&w1, "/v1/groups/g1/events?after=0&limit=1000")
+            .await;
+        assert_eq!(
+            progress_reports(&events),
+            1,
+            "nothing after the refusal applied"
+        );
+
+        let again: Value = h.send(batch_request(&w1, &documents)).await.json();
+        assert_eq!(again["accepted"][0], body["accepted"][0], "replayed");
+        assert_eq!(again["refused"]["index"], 1);
+        let events = h
+            .get_json(&w1, "/v1/groups/g1/events?after=0&limit=1000")
+            .await;
+        assert_eq!(progress_reports(&events), 1);
+
+        refused(&h, batch_request(&w1, &[]), "bad_request").await;
+        refused(
+            &h,
+            batch_request(&w1, &vec![documents[2].clone(); 257]),
+            "bad_request",
+        )
+        .await;
+        let operator = admin_request(
+            Method::POST,
+            "/v1/groups/g1/commands/batch",
+            json!({"commands": []}),
+        );
+        refused(&h, operator, "forbidden").await;
     }
 );

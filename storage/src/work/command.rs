@@ -22,9 +22,21 @@ use super::apply::{self, Ctx};
 use super::{WorkRow, load_mission, load_work_item};
 use crate::access::{AuthorityMay, MissionScope, membership, mission_scope};
 use crate::clock::format_instant;
+use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::sessions::Session;
+
+/// A Command past the checks that need no transaction (shape, signature, session), ready to
+/// run in the writer.
+pub(crate) struct Prepared {
+    command: Command,
+    body: CommandBody,
+    offline: Option<weft_api::work::offline::Binding>,
+    usage: Option<weft_api::work::contract::Budgets>,
+    request_hash: [u8; 32],
+    session_epoch: u64,
+}
 
 impl Engine {
     pub(crate) async fn execute_command(
@@ -33,6 +45,76 @@ impl Engine {
         envelope: Envelope,
         session: &Session,
     ) -> Result<CommandAccepted, Error> {
+        let prepared = self.prepare_command(route_group, envelope, session).await?;
+        let now = self.clock.now();
+        let deadlines = self.deadlines.clone();
+        let faults = self.faults.clone();
+        self.db
+            .write(move |tx| apply_prepared(tx, prepared, now, &deadlines, faults))
+            .await
+    }
+
+    /// Commands of one session applied in order in one writer transaction, each in a
+    /// savepoint of its own: every accepted one commits (one fsync for all), the first refusal
+    /// stops the batch with nothing of its own kept and nothing after it tried. Answers the
+    /// accepted answers and the refusal with its index. The offline journal sends its
+    /// buffered Commands this way (OFL-8: in order, stopping at the first refusal).
+    pub(crate) async fn execute_commands(
+        &self,
+        route_group: Id,
+        envelopes: Vec<Envelope>,
+        session: &Session,
+    ) -> Result<(Vec<CommandAccepted>, Option<(usize, Error)>), Error> {
+        let mut prepared = Vec::with_capacity(envelopes.len());
+        let mut refused = None;
+        for (index, envelope) in envelopes.into_iter().enumerate() {
+            match self
+                .prepare_command(route_group.clone(), envelope, session)
+                .await
+            {
+                Ok(command) => prepared.push(command),
+                Err(error) => {
+                    refused = Some((index, error));
+                    break;
+                }
+            }
+        }
+        let now = self.clock.now();
+        let deadlines = self.deadlines.clone();
+        let faults = self.faults.clone();
+        let (accepted, failed) = self
+            .db
+            .write(move |tx| {
+                let mut accepted = Vec::with_capacity(prepared.len());
+                for (index, command) in prepared.into_iter().enumerate() {
+                    let mark = tx.events_mark();
+                    tx.run("SAVEPOINT batched_command", [])?;
+                    match apply_prepared(tx, command, now, &deadlines, faults.clone()) {
+                        Ok(answer) => {
+                            tx.run("RELEASE batched_command", [])?;
+                            accepted.push(answer);
+                        }
+                        Err(error) => {
+                            tx.run("ROLLBACK TO batched_command", [])?;
+                            tx.run("RELEASE batched_command", [])?;
+                            tx.forget_events_after(mark);
+                            return Ok((accepted, Some((index, error))));
+                        }
+                    }
+                }
+                Ok((accepted, None))
+            })
+            .await?;
+        Ok((accepted, failed.or(refused)))
+    }
+
+    /// DESIGN §10's checks that need no transaction: the shape, the signature, the session.
+    async fn prepare_command(
+        &self,
+        route_group: Id,
+        envelope: Envelope,
+        session: &Session,
+    ) -> Result<Prepared, Error> {
         use base64::Engine as _;
         // 1. Shape, before the signature is looked at.
         let payload = BASE64
@@ -91,7 +173,6 @@ impl Engine {
             Some(binding) => Some(binding.usage.clone()),
             None => body.usage().cloned(),
         };
-        let faults = self.faults.clone();
         let request_hash = match &offline {
             // A buffered Command stays the same Command whatever session it was rebased onto
             // (OFL-8): sent again after yet another reconnect, it replays its answer and is
@@ -105,81 +186,115 @@ impl Engine {
             }
             None => *blake3::hash(&payload).as_bytes(),
         };
-        let now = self.clock.now();
-        let session_epoch = session.session_epoch;
-        let deadlines = self.deadlines.clone();
-        self.db
-            .write(move |tx| {
-                // 4. A retry of an accepted Command replays its answer.
-                let stored: Option<(Vec<u8>, String)> = tx
-                    .row(
-                        "SELECT request_hash, answer FROM commands WHERE command_id = ?1",
-                        [command.command_id.as_str()],
-                        |row| Ok((row.get(0)?, row.get(1)?)),
-                    )
-                    .optional()?;
-                if let Some((hash, answer)) = stored {
-                    if hash != request_hash {
-                        return Err(reject(
-                            ErrorCode::IdempotencyKeyReused,
-                            format!("commandId {} was used for another Command", command.command_id),
-                        ));
-                    }
-                    return serde_json::from_str(&answer).map_err(Error::backend);
-                }
-                // The epochs again, inside the transaction (a Membership may have changed).
-                let group = command.group_id.as_str();
-                let agent = command.agent_id.as_str();
-                let Some((roles, membership_epoch)) = membership(tx, group, agent)? else {
-                    return Err(reject(ErrorCode::StaleMembership, "the Membership was removed"));
-                };
-                if membership_epoch != command.membership_epoch {
-                    return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
-                }
-                let current: Option<u64> = tx
-                    .row(
-                        "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
-                        params![agent, group],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
-                if current != Some(session_epoch) {
-                    return Err(reject(ErrorCode::StaleSession, "a newer session replaced this one"));
-                }
-                // 5. The role (GAP-5), whatever the state.
-                if !role_allows(command.kind, &roles) {
-                    return Err(reject(
-                        ErrorCode::Forbidden,
-                        format!("{} needs another role than {roles:?}", command.kind.as_str()),
-                    ));
-                }
-                // CTX-5: a Mission-scoped member commands only its Missions; another Mission's
-                // aggregate answers exactly as another Group's (unknown, whether or not it exists).
-                check_scope(tx, &command, &body)?;
-                let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
-                ctx.offline = offline;
-                ctx.usage = usage;
-                ctx.faults = faults;
-                let state = run(&mut ctx, &body)?;
-                // The WorkItem's deadline as this Command left it, for the expiry timer
-                // (a stale entry costs one look; noted before the commit, which is harmless).
-                if let Some(work_item_id) = body.work_item_id()
-                    && let Some(at) = super::expiry::next_deadline(tx, work_item_id.as_str())?
-                {
-                    deadlines.note(work_item_id.as_str(), at);
-                }
-                let answer = CommandAccepted {
-                    command_id: command.command_id.to_string(),
-                    events: std::mem::take(&mut ctx.appended),
-                    state,
-                };
-                tx.run(
+        Ok(Prepared {
+            command,
+            body,
+            offline,
+            usage,
+            request_hash,
+            session_epoch: session.session_epoch,
+        })
+    }
+}
+
+/// The rest of DESIGN §10's order, inside the writer transaction: a retry, the epochs again,
+/// the role, the scope, the table and the effects, then the stored answer.
+fn apply_prepared(
+    tx: &Tx<'_>,
+    prepared: Prepared,
+    now: chrono::DateTime<chrono::Utc>,
+    deadlines: &super::expiry::Deadlines,
+    faults: crate::options::Faults,
+) -> Result<CommandAccepted, Error> {
+    let Prepared {
+        command,
+        body,
+        offline,
+        usage,
+        request_hash,
+        session_epoch,
+    } = prepared;
+    {
+        // 4. A retry of an accepted Command replays its answer.
+        let stored: Option<(Vec<u8>, String)> = tx
+            .row(
+                "SELECT request_hash, answer FROM commands WHERE command_id = ?1",
+                [command.command_id.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        if let Some((hash, answer)) = stored {
+            if hash != request_hash {
+                return Err(reject(
+                    ErrorCode::IdempotencyKeyReused,
+                    format!(
+                        "commandId {} was used for another Command",
+                        command.command_id
+                    ),
+                ));
+            }
+            return serde_json::from_str(&answer).map_err(Error::backend);
+        }
+        // The epochs again, inside the transaction (a Membership may have changed).
+        let group = command.group_id.as_str();
+        let agent = command.agent_id.as_str();
+        let Some((roles, membership_epoch)) = membership(tx, group, agent)? else {
+            return Err(reject(
+                ErrorCode::StaleMembership,
+                "the Membership was removed",
+            ));
+        };
+        if membership_epoch != command.membership_epoch {
+            return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
+        }
+        let current: Option<u64> = tx
+            .row(
+                "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
+                params![agent, group],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if current != Some(session_epoch) {
+            return Err(reject(
+                ErrorCode::StaleSession,
+                "a newer session replaced this one",
+            ));
+        }
+        // 5. The role (GAP-5), whatever the state.
+        if !role_allows(command.kind, &roles) {
+            return Err(reject(
+                ErrorCode::Forbidden,
+                format!(
+                    "{} needs another role than {roles:?}",
+                    command.kind.as_str()
+                ),
+            ));
+        }
+        // CTX-5: a Mission-scoped member commands only its Missions; another Mission's
+        // aggregate answers exactly as another Group's (unknown, whether or not it exists).
+        check_scope(tx, &command, &body)?;
+        let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
+        ctx.offline = offline;
+        ctx.usage = usage;
+        ctx.faults = faults;
+        let state = run(&mut ctx, &body)?;
+        // The WorkItem's deadline as this Command left it, for the expiry timer
+        // (a stale entry costs one look; noted before the commit, which is harmless).
+        if let Some(work_item_id) = body.work_item_id()
+            && let Some(at) = super::expiry::next_deadline(tx, work_item_id.as_str())?
+        {
+            deadlines.note(work_item_id.as_str(), at);
+        }
+        let answer = CommandAccepted {
+            command_id: command.command_id.to_string(),
+            events: std::mem::take(&mut ctx.appended),
+            state,
+        };
+        tx.run(
                     "INSERT INTO commands (command_id, group_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4)",
                     params![command.command_id.as_str(), group, &request_hash[..], super::to_json(&answer)?],
                 )?;
-                Ok(answer)
-            })
-            .await
+        Ok(answer)
     }
 }
 
