@@ -3,13 +3,13 @@
 //! in a temp dir, and talks to it over loopback with reqwest, as a Worker that was cut off:
 //!  * it starts a WorkItem, then buffers a journal of `work.progress` Commands (default
 //!    10,000) under the critical bounded-offline-execution binding, each with a usage delta;
-//!  * it reconnects (a new session, which revokes its lease, LSE-9), then rebases, re-signs
-//!    and sends the journal in order, one Command at a time, stopping at the first refusal,
-//!    as the client journal does (OFL-8). Each answer is durable: the usage Event, the budget
+//!  * it reconnects (a new session, which revokes its lease, LSE-9), then the client's
+//!    journal (`weft_api::journal`) rebases, re-signs and sends it in order, 128 Commands per
+//!    `POST /v1/groups/{g}/commands/batch`, stopping at the first refusal (OFL-8). Each answer is durable: the usage Event, the budget
 //!    lineage and the Command commit together before it is sent (OFL-10/11).
 //!
 //! Printed: reconciled Commands per second (signing included, as the Worker re-signs on
-//! reconnect), and per tenth of the journal (the WorkItem's history grows with it), the same figure for ordinary `work.progress` under a live lease as a baseline
+//! reconnect), the same figure for ordinary `work.progress` under a live lease, one at a time, as a baseline
 //! in the same run, and the process's peak resident memory (`VmHWM`; server and client share
 //! the process, so it bounds the server's). Knob: `WEFT_BENCH_JOURNAL` (default 10000).
 
@@ -19,8 +19,11 @@ use chrono::{DateTime, Utc};
 use ed25519_dalek::SigningKey;
 use serde_json::{Value, json};
 use weft_api::client::Client;
+use weft_api::journal::{Journal, OfflineLease, Rebase};
 use weft_api::session::Role;
 use weft_api::work::COMMAND_TYPE;
+use weft_api::work::CommandType;
+use weft_api::work::contract::Budgets;
 use weft_api::work::offline::OFFLINE_EXTENSION;
 use weft_api::{Envelope, Id};
 use weft_storage::Store;
@@ -240,52 +243,62 @@ async fn main() -> anyhow::Result<()> {
     }
     let baseline = n_baseline as f64 / began.elapsed().as_secs_f64();
 
-    // The journal, buffered while cut off: bindings spread over the last second.
+    // The journal, buffered while cut off through the client's own offline journal
+    // (`weft_api::journal`: each entry fsynced), buffering times spread over the lease so far.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cut_off = Utc::now();
     let span = (cut_off - lease_start)
         .num_microseconds()
         .unwrap_or(1_000_000)
         .max(1);
-    let bindings: Vec<Value> = (0..journal)
-        .map(|n| {
-            let offset = span * n as i64 / journal as i64;
-            let buffered_at = lease_start + chrono::Duration::microseconds(offset);
-            json!({"agentId": agent, "groupId": group, "workItemId": wi,
-                   "sessionEpoch": lease["sessionEpoch"], "ownershipEpoch": lease["ownershipEpoch"],
-                   "leaseId": lease["leaseId"], "disconnectedAt": lease_start.to_rfc3339(),
-                   "bufferedAt": buffered_at.to_rfc3339(), "graceSeconds": 3600,
-                   "leaseExpiresAt": lease["expiresAt"], "usage": usage()})
-        })
-        .collect();
+    let offline = OfflineLease {
+        agent_id: agent.clone(),
+        group_id: group.clone(),
+        work_item_id: Id::parse("w", wi)?,
+        lease_id: Id::parse("l", &lease_id)?,
+        session_epoch: worker.session_epoch,
+        membership_epoch: worker.membership_epoch,
+        ownership_epoch: lease["ownershipEpoch"].as_u64().unwrap_or(1),
+        lease_expires_at: DateTime::parse_from_rfc3339(
+            lease["expiresAt"].as_str().unwrap_or_default(),
+        )?,
+        grace_seconds: 3600,
+    };
+    let mut log = Journal::open(&dir.path().join("journal.jsonl"))?;
+    let buffering = Instant::now();
+    for n in 0..journal {
+        let offset = span * n as i64 / journal as i64;
+        let buffered_at = (lease_start + chrono::Duration::microseconds(offset)).fixed_offset();
+        let usage: Budgets = serde_json::from_value(usage())?;
+        log.buffer(
+            &offline,
+            lease_start.fixed_offset(),
+            CommandType::WorkProgress,
+            progress(wi, n),
+            usage,
+            buffered_at,
+        )?;
+    }
+    let buffered_per_second = journal as f64 / buffering.elapsed().as_secs_f64();
     let rss_before = peak_rss();
     let worker = Worker::open(&base, &agent, &key, &group).await?;
+    let client = Client::new(base.clone(), Some(worker.token.clone()));
     let began = Instant::now();
-    let mut n_reconciled = 0;
-    // Per tenth of the journal: does the rate hold as the WorkItem's history grows?
-    let tenth = (journal / 10).max(1);
-    let mut tenth_began = Instant::now();
-    let mut tenths = Vec::new();
-    for (n, binding) in bindings.iter().enumerate() {
-        if n > 0 && n % tenth == 0 {
-            tenths.push(tenth as f64 / tenth_began.elapsed().as_secs_f64());
-            tenth_began = Instant::now();
-        }
-        let (status, body) = worker
-            .send(
-                &format!("buffered-{n}"),
-                "work.progress",
-                &progress(wi, n),
-                Some(&lease_id),
-                Some(binding),
-            )
-            .await?;
-        if status != reqwest::StatusCode::CREATED {
-            eprintln!("the journal stopped at Command {n}: {status} {body}");
-            break;
-        }
-        n_reconciled += 1;
+    let done = log
+        .reconcile(
+            &client,
+            Rebase {
+                key: &key,
+                session_epoch: worker.session_epoch,
+                membership_epoch: worker.membership_epoch,
+                issued_at: Utc::now().fixed_offset(),
+            },
+        )
+        .await?;
+    if let Some((id, code, detail)) = &done.refused {
+        eprintln!("the journal stopped at {id}: {code} {detail}");
     }
+    let n_reconciled = done.accepted.len();
     let took = began.elapsed().as_secs_f64();
     let view: Value = reqwest::Client::new()
         .get(format!("{base}/v1/workitems/{wi}"))
@@ -295,16 +308,14 @@ async fn main() -> anyhow::Result<()> {
         .json()
         .await?;
     println!(
-        "server: in-process, listening on 127.0.0.1 (loopback, reqwest), on-disk SQLite + blobs in a temp dir; one Worker sends in order, one Command at a time"
+        "server: in-process, listening on 127.0.0.1 (loopback, reqwest), on-disk SQLite + blobs in a temp dir; one Worker"
     );
     println!(
-        "reconciled buffered work.progress (signed, durable, usage Event + lineage + Command): {n_reconciled} in {took:.1} s, {:.0} Commands/s",
+        "buffered offline (weft_api::journal, one fsync per entry): {journal} at {buffered_per_second:.0} Commands/s"
+    );
+    println!(
+        "reconciled through Journal::reconcile (rebased, re-signed, 128 per batch request, in order; each durable with its usage Event and lineage charge): {n_reconciled} in {took:.1} s, {:.0} Commands/s",
         n_reconciled as f64 / took
-    );
-    let tenths: Vec<String> = tenths.iter().map(|rate| format!("{rate:.0}")).collect();
-    println!(
-        "  Commands/s per tenth of the journal: {}",
-        tenths.join(" ")
     );
     println!(
         "baseline: work.progress under a live lease, same client:                    {n_baseline} at {baseline:.0} Commands/s"
