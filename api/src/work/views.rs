@@ -136,8 +136,12 @@ pub struct WorkItemView {
     /// Manifests a fenced owner published after the WorkItem was reassigned (OFL-2): kept for
     /// audit, refused `stale_lease`, never artifacts of the WorkItem; oldest first.
     pub inert_publications: Vec<InertPublication>,
-    /// Sequences of the Events that touched it, oldest first.
+    /// Sequences of the newest (at most 256) Events that touched it, oldest first; the Group's
+    /// log has them all.
     pub history: Vec<u64>,
+    /// How many Events touched it.
+    #[serde(default)]
+    pub history_total: u64,
 }
 
 /// A WorkItem as a node of its Mission's graph.
