@@ -139,9 +139,9 @@ pub struct WorkItemView {
     /// Sequences of the newest (at most 256) Events that touched it, oldest first; the Group's
     /// log has them all.
     pub history: Vec<u64>,
-    /// How many Events touched it.
+    /// Whether older Events touched it too (then the log has them).
     #[serde(default)]
-    pub history_total: u64,
+    pub history_truncated: bool,
 }
 
 /// A WorkItem as a node of its Mission's graph.

@@ -283,7 +283,8 @@ fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferV
         .collect()
 }
 
-/// How many of a WorkItem's newest Event sequences its view lists (`historyTotal` counts all).
+/// How many of a WorkItem's newest Event sequences its view lists (`historyTruncated` says
+/// whether there are older ones).
 pub(crate) const HISTORY_SHOWN: u64 = 256;
 
 /// The full view of a WorkItem (its answer to a Command and to `GET /v1/workitems/{id}`).
@@ -292,24 +293,22 @@ pub(crate) fn work_view(
     row: &WorkRow,
     now: &str,
 ) -> Result<WorkItemView, Error> {
-    // The newest HISTORY_SHOWN sequences and the count: every Command answers this view and
-    // stores the answer, so a whole history made each Command cost its WorkItem's age (a
-    // reconciled 10,000-Command journal grew to gigabytes). The log holds all of it.
+    // The newest HISTORY_SHOWN sequences (one more read to know whether there are older
+    // ones): every Command answers this view and stores the answer, so a whole history (or
+    // even counting it) made each Command cost its WorkItem's age; a reconciled 10,000-Command
+    // journal grew to gigabytes. The log holds all of it.
     let mut history = conn.prepare_cached(
-        "SELECT sequence FROM (SELECT sequence FROM work_history WHERE work_item_id = ?1
-                               ORDER BY sequence DESC LIMIT ?2)
-         ORDER BY sequence",
+        "SELECT sequence FROM work_history WHERE work_item_id = ?1
+         ORDER BY sequence DESC LIMIT ?2",
     )?;
-    let history = history
-        .query_map(params![&row.work_item_id, HISTORY_SHOWN], |r| {
+    let mut history = history
+        .query_map(params![&row.work_item_id, HISTORY_SHOWN + 1], |r| {
             r.get::<_, u64>(0)
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    let history_total: u64 = conn.row(
-        "SELECT count(*) FROM work_history WHERE work_item_id = ?1",
-        [&row.work_item_id],
-        |r| r.get(0),
-    )?;
+    let history_truncated = history.len() as u64 > HISTORY_SHOWN;
+    history.truncate(HISTORY_SHOWN as usize);
+    history.reverse();
     let owner = row.owner.as_ref().map(|agent_id| Owner {
         agent_id: agent_id.clone(),
         ownership_epoch: row.ownership_epoch,
@@ -345,7 +344,7 @@ pub(crate) fn work_view(
         preemption_requested,
         inert_publications: inert_publications(conn, &row.work_item_id)?,
         history,
-        history_total,
+        history_truncated,
     })
 }
 
