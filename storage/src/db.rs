@@ -135,6 +135,9 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// The writer's connection. `temp_store = MEMORY` keeps the statement sub-journal of every
+/// job's savepoint (and a batch's per-Command savepoints) in memory rather than a temp file:
+/// it only ever serves a rollback inside the open transaction, never recovery.
 fn open_writer(location: &Location) -> Result<Connection, Error> {
     let conn = match location {
         Location::File(path) => Connection::open(path)?,
@@ -144,7 +147,8 @@ fn open_writer(location: &Location) -> Result<Connection, Error> {
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = FULL;
          PRAGMA foreign_keys = ON;
-         PRAGMA busy_timeout = 5000;",
+         PRAGMA busy_timeout = 5000;
+         PRAGMA temp_store = MEMORY;",
     )?;
     schema::migrate(&conn)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
