@@ -16,6 +16,7 @@ mod content;
 mod context;
 mod context_forward;
 mod context_reads;
+mod context_scope;
 mod delivery;
 mod evidence;
 mod exports;
