@@ -123,6 +123,8 @@ pub enum RetryStanding {
     PastDeadline,
     /// Within `retryPolicy.backoffSeconds` of the last failure.
     BackingOff,
+    /// A retry after the WorkItem's financial spend reached `retryPolicy.maxCost`.
+    CostExhausted,
 }
 
 /// What the table needs to know besides the state; storage computes it inside the writer
@@ -289,9 +291,9 @@ pub fn decide(
                 // PRG-8: attempts and the retry deadline are budgets; the backoff only delays.
                 match facts.retry {
                     RetryStanding::Allowed => go(S::Active, "work.started"),
-                    RetryStanding::Exhausted | RetryStanding::PastDeadline => {
-                        Err(ErrorCode::BudgetExceeded)
-                    }
+                    RetryStanding::Exhausted
+                    | RetryStanding::PastDeadline
+                    | RetryStanding::CostExhausted => Err(ErrorCode::BudgetExceeded),
                     RetryStanding::BackingOff => Err(ErrorCode::NotEligible),
                 }
             }

@@ -495,3 +495,29 @@ backends!(
         assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
     }
 );
+
+backends!(
+    /// PRG-8: the cost bound: once the WorkItem's financial spend reaches
+    /// `retryPolicy.maxCost`, no further attempt starts (`budget_exceeded`), whatever the
+    /// attempts left.
+    async fn spend_bounds_retries(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = setup(&h).await;
+        let policy =
+            json!({"maxAttempts": 5, "backoffSeconds": 0, "deadline": null, "maxCost": 0.5});
+        owned(&h, &coordinator, &w1, "wi-c", with_retry(policy)).await;
+        let lease = start(&h, &w1, "wi-c").await;
+        let mut paused = checkpoint("wi-c");
+        paused["usage"] = json!({"financial": 0.5, "tokens": 0, "toolCalls": 0,
+                                 "computeSeconds": 0, "wallClockSeconds": 0, "sideEffects": 0});
+        ok_quoting(&h, &w1, "work.checkpoint", paused, &lease).await;
+        let again = command_doc(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-c"})).await;
+        let answer = refused(&h, command_request(&w1, "g1", &again), "budget_exceeded").await;
+        assert!(
+            answer.json()["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("maxCost")),
+            "{answer:?}"
+        );
+    }
+);

@@ -114,8 +114,8 @@ const LAST_FAILURE: &str = "SELECT max(e.appended_at) FROM work_history h
 /// PRG-8: may the WorkItem start another attempt? Every `work.start` is an attempt (a
 /// resume after a checkpoint runs under a new lease and a new attempt key); the bound is
 /// `retryPolicy.maxAttempts` (0 is read as 1: the first attempt is never refused), the
-/// retry deadline binds every attempt after the first, and `backoffSeconds` runs from the
-/// WorkItem's last `work.failed`.
+/// retry deadline and `maxCost` (the WorkItem's financial spend so far) bind every attempt
+/// after the first, and `backoffSeconds` runs from the WorkItem's last `work.failed`.
 pub(super) fn retry_standing(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<RetryStanding, Error> {
     let policy = &row.contract.retry_policy;
     if row.attempts >= policy.max_attempts.max(1) {
@@ -123,6 +123,14 @@ pub(super) fn retry_standing(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<RetrySt
     }
     if row.attempts > 0 && policy.deadline.is_some_and(|at| at.to_utc() <= ctx.now) {
         return Ok(RetryStanding::PastDeadline);
+    }
+    // The cost bound: once the WorkItem has spent `maxCost` (financial), no retry starts.
+    if row.attempts > 0 {
+        let spent =
+            super::budget::spent(ctx.tx, super::budget::Table::WorkItems, &row.work_item_id)?;
+        if spent.financial >= policy.max_cost {
+            return Ok(RetryStanding::CostExhausted);
+        }
     }
     let last_failure: Option<String> =
         ctx.tx
@@ -154,6 +162,10 @@ pub(super) fn retry_refusal(row: &WorkRow, standing: RetryStanding) -> Option<St
         RetryStanding::PastDeadline => {
             Some("work.start: past retryPolicy.deadline (PRG-8)".to_owned())
         }
+        RetryStanding::CostExhausted => Some(format!(
+            "work.start: the WorkItem has spent retryPolicy.maxCost {} (PRG-8)",
+            policy.max_cost
+        )),
         RetryStanding::BackingOff => Some(format!(
             "work.start: within retryPolicy.backoffSeconds {} of the last failure (PRG-8)",
             policy.backoff_seconds
