@@ -177,6 +177,18 @@ impl IntoResponse for HttpError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 9110 §11.6.1: a 401 names the scheme it wants (RFC 6750 for bearer tokens).
+            let challenge = format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\"",
+                self.code.as_str()
+            );
+            if let Ok(value) = HeaderValue::from_str(&challenge) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, value);
+            }
+        }
         if let Some(seconds) = retry_after(self.code) {
             response
                 .headers_mut()

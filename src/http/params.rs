@@ -55,9 +55,17 @@ pub(crate) fn query_u64(
         Some(text)
             if !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit()) =>
         {
-            text.parse().map(Some).map_err(|_| {
-                HttpError::new(ErrorCode::BadRequest, format!("{name} is out of range"))
-            })
+            // Sequences and cursors are SQLite integers: nothing is above i64::MAX.
+            text.parse::<u64>()
+                .ok()
+                .filter(|n| i64::try_from(*n).is_ok())
+                .map(Some)
+                .ok_or_else(|| {
+                    HttpError::new(
+                        ErrorCode::BadRequest,
+                        format!("{name} is out of range (at most {})", i64::MAX),
+                    )
+                })
         }
         Some(_) => Err(HttpError::new(
             ErrorCode::BadRequest,

@@ -72,6 +72,16 @@ backends!(
         let anonymous = request(Method::PUT, "/v1/admin/groups/g2", None, Body::empty());
         let answer = refused(&h, anonymous, "unauthorized").await;
         assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+        let challenge = answer
+            .headers
+            .get("www-authenticate")
+            .map(|v| v.to_str().ok());
+        assert!(
+            challenge
+                .flatten()
+                .is_some_and(|c| c.starts_with("Bearer ")),
+            "a 401 names its scheme (RFC 9110 §11.6.1): {challenge:?}"
+        );
         let forged = request(
             Method::PUT,
             "/v1/admin/groups/g2",

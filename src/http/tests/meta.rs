@@ -62,3 +62,31 @@ async fn openapi_and_metrics_are_served() {
             .contains_key("x-request-id")
     );
 }
+
+backends!(
+    /// Cursors are SQLite integers: `after` above i64::MAX is `bad_request` on every paged
+    /// route (it was a 500), and i64::MAX itself is an empty page.
+    async fn cursors_above_i64_are_bad_requests(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let artifact = h.put(&worker, "g1", b"paged", &[]).await;
+        let routes = [
+            "/v1/artifacts".to_owned(),
+            "/v1/evidence".to_owned(),
+            "/v1/groups/g1/events".to_owned(),
+            format!("/v1/artifacts/{artifact}/evidence"),
+        ];
+        for route in routes {
+            let over = format!("{route}?after=9223372036854775808");
+            let answer = h
+                .call(Method::GET, &over, Some(&worker.token), Body::empty())
+                .await;
+            assert_eq!(answer.code(), "bad_request", "{over}: {answer:?}");
+            let max = format!("{route}?after=9223372036854775807");
+            let answer = h
+                .call(Method::GET, &max, Some(&worker.token), Body::empty())
+                .await;
+            assert_eq!(answer.status, StatusCode::OK, "{max}: {answer:?}");
+        }
+    }
+);
