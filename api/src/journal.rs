@@ -157,12 +157,12 @@ impl Journal {
     /// Opens (or creates) the journal at `path`, cutting off a torn last line.
     pub fn open(path: &Path) -> Result<Self, JournalError> {
         let created = !path.exists();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io(path))?;
+        let mut options = OpenOptions::new();
+        options.read(true).append(true).create(true);
+        // Owner-only, like the rest of the weft home: the buffered payloads are the Worker's.
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(path).map_err(io(path))?;
         if created {
             // The new file's directory entry must survive a crash too.
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -511,7 +511,11 @@ impl Journal {
         };
         let temp = self.path.with_extension("jsonl.tmp");
         {
-            let mut file = File::create(&temp).map_err(io(&temp))?;
+            let mut options = OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options.open(&temp).map_err(io(&temp))?;
             for entry in &kept {
                 let mut line = serde_json::to_vec(&Record::Buffered {
                     command: Box::new(entry.command.clone()),
