@@ -166,3 +166,86 @@ async fn intoto_exports_count_hidden_sources_without_naming_them() {
             .is_none()
     );
 }
+
+/// The quoted strings of a DOT text, decoded (`\"` and `\\` unescaped, DOT's `\n` kept as
+/// `\n`), or an error naming where a string never closes: the lexer rule `dot` applies.
+fn dot_strings(dot: &str) -> Result<Vec<String>, String> {
+    let mut strings = Vec::new();
+    let mut characters = dot.char_indices();
+    while let Some((start, character)) = characters.next() {
+        if character != '"' {
+            continue;
+        }
+        let mut decoded = String::new();
+        loop {
+            match characters.next() {
+                None => return Err(format!("string opened at byte {start} never closes")),
+                Some((_, '"')) => break,
+                Some((_, '\\')) => match characters.next() {
+                    Some((_, '"')) => decoded.push('"'),
+                    Some((_, '\\')) => decoded.push('\\'),
+                    Some((_, other)) => {
+                        decoded.push('\\');
+                        decoded.push(other);
+                    }
+                    None => return Err(format!("string opened at byte {start} never closes")),
+                },
+                Some((_, other)) => decoded.push(other),
+            }
+        }
+        strings.push(decoded);
+    }
+    Ok(strings)
+}
+
+/// Issue #16: every DOT id and label is escaped, so a media type with a backslash (or a
+/// quote) neither ends its string early nor swallows the closing quote.
+#[test]
+fn dot_quoting_escapes_backslashes_quotes_and_line_breaks() {
+    use crate::http::lineage::dot_quoted;
+    for (text, expected) in [
+        (r"text/plain; x=a\", r#""text/plain; x=a\\""#),
+        (r#"say "hi""#, r#""say \"hi\"""#),
+        ("two\nlines", r#""two\nlines""#),
+        (r#"\"#, r#""\\""#),
+        (r#"\""#, r#""\\\"""#),
+        ("bell\u{7}", r#""bell""#),
+    ] {
+        let quoted = dot_quoted(text);
+        assert_eq!(quoted, expected, "{text:?}");
+        let decoded = dot_strings(&quoted).expect("closes");
+        assert_eq!(decoded.len(), 1, "{quoted}");
+    }
+}
+
+/// Issue #16, end to end: a media type `text/plain; x="a\` renders as a DOT graph whose
+/// strings all close and whose label carries the media type as it was published.
+#[tokio::test]
+async fn dot_export_survives_a_media_type_with_a_backslash_and_a_quote() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let digests = h.upload(&worker, b"odd media type").await;
+    let mut manifest = manifest(&worker, "g1", digests, &[]);
+    let media_type = r#"text/plain; x="a\"#;
+    manifest.content.media_type = media_type.into();
+    let answer = h.publish(&worker, &sign(&worker.key, &manifest)).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let dot = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{}/provenance?format=dot", digests.blake3),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(dot.status, StatusCode::OK);
+    let dot = String::from_utf8(dot.body.to_vec()).expect("utf-8");
+    let strings = dot_strings(&dot).unwrap_or_else(|error| panic!("{error}:\n{dot}"));
+    assert!(
+        strings
+            .iter()
+            .any(|label| label.ends_with(&format!("\\n{media_type}"))),
+        "{strings:?}\n{dot}"
+    );
+    assert!(dot.trim_end().ends_with('}'), "{dot}");
+}
