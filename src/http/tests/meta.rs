@@ -90,3 +90,49 @@ backends!(
         }
     }
 );
+
+/// Issue #16: a malformed JSON body is `invalid_json` on every JSON route that reads one
+/// (some answered `bad_request`), and changes nothing. The route list is the router's own,
+/// so a new body-reading route is checked without touching this test.
+#[tokio::test]
+async fn malformed_json_is_invalid_json_on_every_json_body_route() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    // The two JSON routes whose handlers take no body at all.
+    let bodiless = [
+        "/v1/admin/groups/{group_id}",
+        "/v1/admin/agents/{agent_id}/deactivate",
+    ];
+    let digest = digest_of(b"x").blake3.to_string();
+    let mut checked = Vec::new();
+    for route in crate::http::json_routes() {
+        if !matches!(route.method, Method::POST | Method::PUT) || bodiless.contains(&route.path) {
+            continue;
+        }
+        let uri = route
+            .path
+            .replace("{group_id}", "g1")
+            .replace("{agent_id}", "w1")
+            .replace("{digest}", &digest)
+            .replace("{lease_id}", "lease-1")
+            .replace("{work_item_id}", "work-1")
+            .replace("{package_id}", "package-1");
+        assert!(!uri.contains('{'), "a path parameter to fill in {uri}");
+        let token = if uri.starts_with("/v1/admin/") {
+            ADMIN
+        } else {
+            worker.token.as_str()
+        };
+        let malformed = axum::http::Request::builder()
+            .method(route.method.clone())
+            .uri(&uri)
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(Body::from("{"))
+            .expect("request");
+        let answer = refused(&h, malformed, "invalid_json").await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{uri}");
+        checked.push(uri);
+    }
+    assert!(checked.len() >= 15, "{checked:?}");
+}
