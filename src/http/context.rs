@@ -199,7 +199,7 @@ fn intoto_statement(record: &ContextRecord) -> Value {
                     "id": format!("https://weft.dev/agents/{}", package.generator.agent_id),
                     "version": {"agentCardVersion": package.generator.agent_card_version},
                 },
-                "metadata": {"finishedOn": package.created_at.to_rfc3339()},
+                "metadata": {"finishedOn": super::exports::utc_timestamp(&package.created_at)},
             },
         },
     })

@@ -151,7 +151,11 @@ async fn intoto_exports_count_hidden_sources_without_naming_them() {
         )
         .await
         .expect("view");
-    let statement = crate::http::exports::intoto_statement(&view, &[hidden].into());
+    let sources = crate::http::exports::StatementSources {
+        hidden: [hidden].into(),
+        ..Default::default()
+    };
+    let statement = crate::http::exports::intoto_statement(&view, &sources);
     let text = statement.to_string();
     assert!(!text.contains(&hidden.hex()), "{text}");
     assert!(text.contains(&shown.hex()), "{text}");
@@ -248,4 +252,77 @@ async fn dot_export_survives_a_media_type_with_a_backslash_and_a_quote() {
         "{strings:?}\n{dot}"
     );
     assert!(dot.trim_end().ends_with('}'), "{dot}");
+}
+
+/// Issue #16, the in-toto validators' rules checked here (the `in-toto-attestation` package
+/// is not in the test venv): every resolvedDependency carries a `uri`, `digest` or `content`;
+/// tools and models a `urn:weft:` uri; sources both their blake3 and sha256; and timestamps
+/// are UTC ending in `Z`, whatever offset the manifest was signed with.
+#[tokio::test]
+async fn intoto_dependencies_carry_a_uri_or_digest_and_timestamps_end_in_z() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let input = h.put(&worker, "g1", b"input", &[]).await;
+    let digests = h.upload(&worker, b"report").await;
+    let mut manifest = manifest(&worker, "g1", digests, &[input]);
+    let plus_two = chrono::FixedOffset::east_opt(2 * 3600).expect("offset");
+    manifest.created_at = chrono::Utc::now().with_timezone(&plus_two);
+    manifest.tools = vec![
+        weft_api::manifest::Tool {
+            kind: weft_api::manifest::ToolKind::Model,
+            id: "gpt 5/turbo:x".into(),
+            version: "2025-01 β".into(),
+        },
+        weft_api::manifest::Tool {
+            kind: weft_api::manifest::ToolKind::Tool,
+            id: "rustc".into(),
+            version: "1.95".into(),
+        },
+    ];
+    let answer = h.publish(&worker, &sign(&worker.key, &manifest)).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let envelope = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{}/provenance?format=intoto", digests.blake3),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(envelope.status, StatusCode::OK);
+    let envelope: Envelope = serde_json::from_slice(&envelope.body).expect("envelope");
+    let statement: Value =
+        serde_json::from_slice(&BASE64.decode(&envelope.payload).expect("payload"))
+            .expect("statement");
+    let dependencies = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+        .as_array()
+        .expect("dependencies");
+    assert_eq!(dependencies.len(), 3, "{dependencies:?}");
+    for dependency in dependencies {
+        let has = |field: &str| match &dependency[field] {
+            Value::String(text) => !text.is_empty(),
+            Value::Object(map) => !map.is_empty(),
+            _ => false,
+        };
+        assert!(
+            has("uri") || has("digest") || has("content"),
+            "{dependency}"
+        );
+    }
+    let input_digests = digest_of(b"input");
+    assert_eq!(
+        dependencies[0]["digest"],
+        json!({"blake3": input.hex(), "sha256": input_digests.sha256.hex()})
+    );
+    assert_eq!(
+        dependencies[1]["uri"],
+        json!("urn:weft:model:gpt%205%2Fturbo%3Ax:2025-01%20%CE%B2")
+    );
+    assert_eq!(dependencies[2]["uri"], json!("urn:weft:tool:rustc:1.95"));
+    let finished_on = statement["predicate"]["runDetails"]["metadata"]["finishedOn"]
+        .as_str()
+        .expect("finishedOn");
+    assert!(finished_on.ends_with('Z'), "{finished_on}");
+    let parsed = chrono::DateTime::parse_from_rfc3339(finished_on).expect("RFC 3339");
+    assert_eq!(parsed, manifest.created_at);
 }
