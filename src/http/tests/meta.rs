@@ -136,3 +136,96 @@ async fn malformed_json_is_invalid_json_on_every_json_body_route() {
     }
     assert!(checked.len() >= 15, "{checked:?}");
 }
+
+/// The metric family a Prometheus sample line belongs to (histogram series folded in).
+fn family(sample: &str) -> &str {
+    let name = sample
+        .split(|c: char| c == '{' || c == ' ')
+        .next()
+        .unwrap_or_default();
+    ["_bucket", "_sum", "_count"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .filter(|base| *base == crate::telemetry::HTTP_DURATION)
+        .unwrap_or(name)
+}
+
+/// Issue #16: `/metrics` has `# HELP` and `# TYPE` for every family, every counter from the
+/// start (registered at zero, so this test's scrape sees failures it never caused), and
+/// request counts and latency histograms per matched route template and status, never the
+/// raw path.
+#[tokio::test]
+async fn metrics_describe_every_family_and_count_requests_per_route_template() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let artifact = h.put(&worker, "g1", b"counted per route", &[]).await;
+    let shown = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{artifact}"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(shown.status, StatusCode::OK);
+    let unrouted = format!("/v1/nowhere/{}", artifact.hex());
+    let missing = h
+        .call(Method::GET, &unrouted, Some(&worker.token), Body::empty())
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let scrape = h
+        .call(Method::GET, "/metrics", Some(ADMIN), Body::empty())
+        .await;
+    let text = String::from_utf8(scrape.body.to_vec()).expect("utf-8");
+
+    for (name, _, _) in crate::telemetry::COUNTERS {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name}:\n{text}");
+        assert!(
+            text.contains(&format!("# TYPE {name} counter")),
+            "{name}:\n{text}"
+        );
+    }
+    for sample in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let family = family(sample);
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "no HELP for {family}"
+        );
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "no TYPE for {family}"
+        );
+    }
+    assert!(text.contains(&format!(
+        "# TYPE {} histogram",
+        crate::telemetry::HTTP_DURATION
+    )));
+    let series = |prefix: &str, labels: &[&str]| {
+        text.lines()
+            .any(|line| line.starts_with(prefix) && labels.iter().all(|label| line.contains(label)))
+    };
+    let show = [
+        "route=\"/v1/artifacts/{digest}\"",
+        "method=\"GET\"",
+        "status=\"200\"",
+    ];
+    assert!(series("weft_http_requests_total{", &show), "{text}");
+    assert!(
+        series("weft_http_request_duration_seconds_bucket{", &show),
+        "{text}"
+    );
+    assert!(
+        series(
+            "weft_http_requests_total{",
+            &["route=\"unmatched\"", "status=\"404\""]
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains(&artifact.hex()),
+        "a raw path leaked:\n{text}"
+    );
+}
