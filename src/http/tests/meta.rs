@@ -91,20 +91,16 @@ backends!(
     }
 );
 
-/// Issue #16: a malformed JSON body is `invalid_json` on every JSON route that reads one
-/// (some answered `bad_request`), and changes nothing. The route list is the router's own,
-/// so a new body-reading route is checked without touching this test.
-#[tokio::test]
-async fn malformed_json_is_invalid_json_on_every_json_body_route() {
-    let h = harness(Kind::Memory).await;
-    let worker = h.agent("w1", "g1", &["worker"]).await;
+/// Every JSON route that reads a body (POST and PUT of the router's own table, so a new one
+/// is checked without touching the tests), as (method, uri with ids filled in, token).
+fn json_body_routes(worker_token: &str) -> Vec<(Method, String, String)> {
     // The two JSON routes whose handlers take no body at all.
     let bodiless = [
         "/v1/admin/groups/{group_id}",
         "/v1/admin/agents/{agent_id}/deactivate",
     ];
     let digest = digest_of(b"x").blake3.to_string();
-    let mut checked = Vec::new();
+    let mut routes = Vec::new();
     for route in crate::http::json_routes() {
         if !matches!(route.method, Method::POST | Method::PUT) || bodiless.contains(&route.path) {
             continue;
@@ -121,20 +117,79 @@ async fn malformed_json_is_invalid_json_on_every_json_body_route() {
         let token = if uri.starts_with("/v1/admin/") {
             ADMIN
         } else {
-            worker.token.as_str()
+            worker_token
         };
-        let malformed = axum::http::Request::builder()
-            .method(route.method.clone())
-            .uri(&uri)
-            .header("authorization", format!("Bearer {token}"))
-            .header("content-type", "application/json")
-            .body(Body::from("{"))
-            .expect("request");
+        routes.push((route.method.clone(), uri, token.to_owned()));
+    }
+    assert!(routes.len() >= 15, "{routes:?}");
+    routes
+}
+
+/// A JSON request with `body` as its bytes.
+fn raw_json_request(
+    method: Method,
+    uri: &str,
+    token: &str,
+    body: Body,
+) -> axum::http::Request<Body> {
+    axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(body)
+        .expect("request")
+}
+
+/// Issue #16: a malformed JSON body is `invalid_json` on every JSON route that reads one
+/// (some answered `bad_request`), and changes nothing.
+#[tokio::test]
+async fn malformed_json_is_invalid_json_on_every_json_body_route() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    for (method, uri, token) in json_body_routes(&worker.token) {
+        let malformed = raw_json_request(method, &uri, &token, Body::from("{"));
         let answer = refused(&h, malformed, "invalid_json").await;
         assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{uri}");
-        checked.push(uri);
     }
-    assert!(checked.len() >= 15, "{checked:?}");
+}
+
+/// Issue #16: a JSON body that stalls past `--request-timeout-secs` answers 408
+/// problem+json `timeout` on every JSON body route (tower's layer answered an empty 408).
+/// The requests run together, so the whole test waits one deadline.
+#[tokio::test]
+async fn a_stalled_json_body_is_problem_json_timeout_on_every_json_body_route() {
+    let h = harness_with(Kind::Memory, |config| {
+        config.request_timeout_secs = 1;
+        config.body_idle_timeout_secs = 600;
+    })
+    .await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let stalled = json_body_routes(&worker.token)
+        .into_iter()
+        .map(|(method, uri, token)| {
+            let first = futures::stream::iter([Ok::<_, std::io::Error>(
+                bytes::Bytes::from_static(b"{\"a\""),
+            )]);
+            let body =
+                Body::from_stream(futures::StreamExt::chain(first, futures::stream::pending()));
+            let request = raw_json_request(method, &uri, &token, body);
+            let h = &h;
+            async move { (uri, h.send(request).await) }
+        });
+    for (uri, answer) in futures::future::join_all(stalled).await {
+        assert_eq!(
+            answer.status,
+            StatusCode::REQUEST_TIMEOUT,
+            "{uri}: {answer:?}"
+        );
+        assert_eq!(
+            answer.headers.get("content-type").map(|v| v.as_bytes()),
+            Some(&b"application/problem+json"[..]),
+            "{uri}"
+        );
+        assert_eq!(answer.code(), "timeout", "{uri}");
+    }
 }
 
 /// The metric family a Prometheus sample line belongs to (histogram series folded in).
