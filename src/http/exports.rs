@@ -31,7 +31,8 @@ fn node_qname(node: &str) -> String {
 
 /// W3C PROV-JSON: artifacts are entities, WorkItems and Missions activities, producers agents;
 /// derivedFrom → wasDerivedFrom, generatedBy → wasGeneratedBy, attributedTo → wasAttributedTo,
-/// and each WorkItem `used` the sources of what it generated. partOf is the WorkItem's
+/// each WorkItem `used` the sources of what it generated and `wasAssociatedWith` the Agents
+/// its artifacts are attributed to. partOf is the WorkItem's
 /// `weft:partOf` attribute (PROV has no activity-in-activity relation).
 pub(crate) fn prov_json(lineage: &Lineage) -> Value {
     let mut entities = Map::new();
@@ -62,13 +63,15 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
     }
     let mut activities = Map::new();
     let mut agents = Map::new();
-    let mut relations: [(&str, Map<String, Value>); 4] = [
+    let mut relations: [(&str, Map<String, Value>); 5] = [
         ("wasDerivedFrom", Map::new()),
         ("wasGeneratedBy", Map::new()),
         ("wasAttributedTo", Map::new()),
         ("used", Map::new()),
+        ("wasAssociatedWith", Map::new()),
     ];
     let mut generated_by: Vec<(String, String)> = Vec::new();
+    let mut attributed_to: Vec<(String, String)> = Vec::new();
     let mut derived: Vec<(String, String)> = Vec::new();
     for edge in &lineage.edges {
         let (from, to) = (
@@ -102,6 +105,7 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
                     format!("_:a{n}"),
                     json!({"prov:entity": from, "prov:agent": to}),
                 );
+                attributed_to.push((from, to));
             }
             "partOf" => {
                 activities.entry(to.clone()).or_insert_with(
@@ -157,6 +161,19 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
                 relations[3].1.insert(
                     format!("_:u{n}"),
                     json!({"prov:activity": activity, "prov:entity": source}),
+                );
+            }
+        }
+    }
+    // A WorkItem was carried out by the Agents its artifacts are attributed to (once each).
+    let mut associated = BTreeSet::new();
+    for (artifact, activity) in &generated_by {
+        for (attributed, agent) in &attributed_to {
+            if attributed == artifact && associated.insert((activity, agent)) {
+                let n = relations[4].1.len();
+                relations[4].1.insert(
+                    format!("_:as{n}"),
+                    json!({"prov:activity": activity, "prov:agent": agent}),
                 );
             }
         }

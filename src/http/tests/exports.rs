@@ -64,13 +64,40 @@ async fn prov_json_and_intoto_exports_validate_independently() {
         .await;
     assert_eq!(answer.status, StatusCode::OK);
     // 2 entities; activities: 2 WorkItems + 1 Mission; 1 agent; 1 derivation, 2 generations,
-    // 2 attributions, 1 usage (the analyse WorkItem used the input).
+    // 2 attributions, 1 usage (the analyse WorkItem used the input), 2 associations (each
+    // WorkItem with w1; issue #16).
     let checked = run_python(
         "prov_roundtrip.py",
-        &["2", "3", "1", "1", "2", "2", "1"],
+        &["2", "3", "1", "1", "2", "2", "1", "2"],
         &answer.body,
     );
     assert!(checked.starts_with("ok"), "{checked}");
+    let prov: Value = serde_json::from_slice(&answer.body).expect("prov-json");
+    let mut associations: Vec<(String, String)> = prov["wasAssociatedWith"]
+        .as_object()
+        .expect("wasAssociatedWith")
+        .values()
+        .map(|r| {
+            (
+                r["prov:activity"].as_str().expect("activity").to_owned(),
+                r["prov:agent"].as_str().expect("agent").to_owned(),
+            )
+        })
+        .collect();
+    associations.sort();
+    assert_eq!(
+        associations,
+        [
+            (
+                "weft:workItem_analyse".to_owned(),
+                "weft:agent_w1".to_owned()
+            ),
+            (
+                "weft:workItem_collect".to_owned(),
+                "weft:agent_w1".to_owned()
+            ),
+        ]
+    );
 
     let envelope = h
         .call(
