@@ -41,10 +41,17 @@ pub const HTTP_REQUESTS: &str = "weft_http_requests_total";
 /// Request latency until the response head, by the same labels, as a Prometheus histogram.
 pub const HTTP_DURATION: &str = "weft_http_request_duration_seconds";
 
+/// A counter's name, the labels it starts with, and its help text.
+pub(crate) type Counter = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
 /// Every counter weft counts, with its `# HELP` text. Each is registered at zero when the
 /// recorder is installed, so a scrape sees it before its first event (`rate()` needs that).
 /// Labelled counters start with the label set named here.
-pub(crate) const COUNTERS: &[(&str, &[(&str, &str)], &str)] = &[
+pub(crate) const COUNTERS: &[Counter] = &[
     (
         "weft_upload_bytes_total",
         &[],

@@ -194,10 +194,7 @@ async fn a_stalled_json_body_is_problem_json_timeout_on_every_json_body_route() 
 
 /// The metric family a Prometheus sample line belongs to (histogram series folded in).
 fn family(sample: &str) -> &str {
-    let name = sample
-        .split(|c: char| c == '{' || c == ' ')
-        .next()
-        .unwrap_or_default();
+    let name = sample.split(['{', ' ']).next().unwrap_or_default();
     ["_bucket", "_sum", "_count"]
         .iter()
         .find_map(|suffix| name.strip_suffix(suffix))
