@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Log flags shared by every subcommand.
 #[derive(Clone, Debug, clap::Args)]
@@ -36,16 +36,89 @@ pub fn init(args: &LogArgs) {
     };
 }
 
-/// The process-wide metrics recorder; installed on first use.
+/// Requests by matched route template (never the raw path), method and status.
+pub const HTTP_REQUESTS: &str = "weft_http_requests_total";
+/// Request latency until the response head, by the same labels, as a Prometheus histogram.
+pub const HTTP_DURATION: &str = "weft_http_request_duration_seconds";
+
+/// A counter's name, the labels it starts with, and its help text.
+pub(crate) type Counter = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
+/// Every counter weft counts, with its `# HELP` text. Each is registered at zero when the
+/// recorder is installed, so a scrape sees it before its first event (`rate()` needs that).
+/// Labelled counters start with the label set named here.
+pub(crate) const COUNTERS: &[Counter] = &[
+    (
+        "weft_upload_bytes_total",
+        &[],
+        "Bytes received on blob upload routes.",
+    ),
+    (
+        "weft_uploads_total",
+        &[("outcome", "ok")],
+        "Blob uploads by outcome: ok, or the refusal code.",
+    ),
+    (
+        "weft_download_bytes_total",
+        &[],
+        "Bytes of artifact content sent.",
+    ),
+    (
+        "weft_verification_failures_total",
+        &[],
+        "Downloads whose bytes did not match their digest.",
+    ),
+    (
+        "weft_integrity_failures_total",
+        &[],
+        "Stored blobs found not to match their address when read.",
+    ),
+];
+
+/// Latency buckets in seconds, from a cached read to a slow lineage query or upload.
+const DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// The process-wide metrics recorder; installed on first use, with every metric described
+/// and every counter at zero.
 pub fn metrics() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(HTTP_DURATION.to_owned()), DURATION_BUCKETS)
+                .expect("the bucket list is not empty")
+                .build_recorder();
             let handle = recorder.handle();
             // Fails only if another recorder was installed first; then ours stays empty.
             let _ = metrics::set_global_recorder(recorder);
+            describe();
             handle
         })
         .clone()
+}
+
+/// `# HELP` for every metric, and every counter registered at zero.
+fn describe() {
+    for (name, labels, help) in COUNTERS {
+        metrics::describe_counter!(*name, *help);
+        let labels: Vec<metrics::Label> = labels
+            .iter()
+            .map(|(key, value)| metrics::Label::new(*key, *value))
+            .collect();
+        metrics::counter!(*name, labels).increment(0);
+    }
+    metrics::describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests by route template, method and status."
+    );
+    metrics::describe_histogram!(
+        HTTP_DURATION,
+        "HTTP request latency until the response head, by route template, method and status."
+    );
 }

@@ -6,6 +6,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::json;
 use weft_api::json::parse_strict;
+
+use super::body::parse_body;
 use weft_api::session::{AgentRegistration, MembershipRequest};
 use weft_api::{ErrorCode, Id};
 
@@ -49,7 +51,7 @@ pub(crate) async fn register_agent(
     if let Some(agent_id) = raw.get("agentId").and_then(|v| v.as_str()) {
         Id::parse("agentId", agent_id)?;
     }
-    let registration: AgentRegistration = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let registration: AgentRegistration = parse_body(&bytes, ErrorCode::BadRequest)?;
     let key = weft_api::dsse::parse_public_key(&registration.public_key)?;
     let agent_id = registration.agent_id.clone();
     let render = move |(keyid, created): &(weft_api::KeyId, bool)| {
@@ -82,7 +84,7 @@ pub(crate) async fn set_membership(
     let group_id = Id::parse("groupId", &group_id)?;
     let agent_id = Id::parse("agentId", &agent_id)?;
     let bytes = read_json(&headers, body).await?;
-    let request: MembershipRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let request: MembershipRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
     answer_with(|membership: &weft_api::session::Membership| (StatusCode::OK, membership.clone()));
     let membership = state
         .store
@@ -155,7 +157,7 @@ pub(crate) async fn rotate_key(
     caller.require_admin()?;
     let agent_id = path_id("agentId", agent_id)?;
     let bytes = read_json(&headers, body).await?;
-    let rotation: KeyRotation = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let rotation: KeyRotation = parse_body(&bytes, ErrorCode::BadRequest)?;
     let key = weft_api::dsse::parse_public_key(&rotation.public_key)?;
     let keyid = state.store.rotate_key(agent_id.clone(), key).await?;
     Ok(json(

@@ -235,7 +235,7 @@ pub(crate) async fn reuse(
     let digest = path_digest(digest)?;
     let bytes = super::body::read_json(&headers, body).await?;
     let request: weft_api::views::ReuseRequest =
-        weft_api::json::parse_strict(&bytes, ErrorCode::BadRequest)?;
+        super::body::parse_body(&bytes, ErrorCode::BadRequest)?;
     let artifact = match digest {
         weft_api::Digest::Blake3(id) => id,
         weft_api::Digest::Sha256(_) => {

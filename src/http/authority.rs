@@ -2,6 +2,7 @@
 //! reviewer Evidence with, and the admin call that names a published artifact as a schema
 //! (which the built-in reviewer's `schema` check then resolves).
 
+use super::body::parse_body;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -9,7 +10,6 @@ use axum::response::Response;
 use base64::Engine as _;
 use serde::Deserialize;
 use weft_api::dsse::BASE64;
-use weft_api::json::parse_strict;
 use weft_api::views::{AuthorityKey, AuthorityKeys};
 use weft_api::{ArtifactId, ErrorCode};
 
@@ -50,7 +50,7 @@ pub(crate) async fn register_schema(
 ) -> HttpResult<StatusCode> {
     caller.require_admin()?;
     let bytes = read_json(&headers, body).await?;
-    let registration: SchemaRegistration = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let registration: SchemaRegistration = parse_body(&bytes, ErrorCode::BadRequest)?;
     state
         .store
         .register_schema(registration.uri, registration.artifact)

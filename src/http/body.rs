@@ -52,6 +52,17 @@ pub(crate) async fn read_json(headers: &HeaderMap, body: Body) -> Result<Bytes, 
     Ok(collected.freeze())
 }
 
+/// Parses a JSON request body read by [`read_json`]. A syntax defect or a repeated key is
+/// `invalid_json` on every route, so clients branch on one code; a well-formed body of the
+/// wrong shape answers `shape`, the route's own code.
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    shape: ErrorCode,
+) -> Result<T, HttpError> {
+    weft_api::json::parse_strict::<serde::de::IgnoredAny>(bytes, ErrorCode::InvalidJson)?;
+    Ok(weft_api::json::parse_strict(bytes, shape)?)
+}
+
 /// Refuses a body whose declared `Content-Length` is already over `limit`, before reading it.
 pub(crate) fn check_declared_length(headers: &HeaderMap, limit: u64) -> Result<(), HttpError> {
     let declared = headers

@@ -5,6 +5,7 @@
 //!
 //! Every read is scoped to the caller's Group: another Group's package answers `not_found`.
 
+use super::body::parse_body;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -12,7 +13,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 use weft_api::context::{ContextEvents, ContextRecord, ForwardRequest};
-use weft_api::json::parse_strict;
 use weft_api::manifest::Classification;
 use weft_api::work::views::SchedulingView;
 use weft_api::{Digest, ErrorCode, Id};
@@ -199,7 +199,7 @@ fn intoto_statement(record: &ContextRecord) -> Value {
                     "id": format!("https://weft.dev/agents/{}", package.generator.agent_id),
                     "version": {"agentCardVersion": package.generator.agent_card_version},
                 },
-                "metadata": {"finishedOn": package.created_at.to_rfc3339()},
+                "metadata": {"finishedOn": super::exports::utc_timestamp(&package.created_at)},
             },
         },
     })
@@ -221,7 +221,7 @@ pub(crate) async fn forward(
 ) -> HttpResult<Response> {
     let package_id = path_id("packageId", package_id)?;
     let bytes = read_json(&headers, body).await?;
-    let request: ForwardRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let request: ForwardRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
     let (answer, created) = state
         .store
         .forward_context(package_id, request, &caller.reader())

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
+use super::body::parse_body;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::header;
@@ -14,7 +15,6 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use weft_api::ErrorCode;
 use weft_api::event::Delivered;
-use weft_api::json::parse_strict;
 use weft_api::views::{Ack, Cursors, EventPage};
 
 use super::body::read_json;
@@ -230,7 +230,7 @@ pub(crate) async fn ack(
         ));
     };
     let bytes = read_json(&headers, body).await?;
-    let ack: Ack = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let ack: Ack = parse_body(&bytes, ErrorCode::BadRequest)?;
     if ack.cursors.is_empty() || ack.cursors.len() > 64 {
         return Err(HttpError::new(
             ErrorCode::BadRequest,

@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
+use super::body::parse_body;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use weft_api::evidence::{MethodKind, Outcome};
-use weft_api::json::parse_strict;
 use weft_api::views::{EvidenceRecorded, ReviewOutcome, ReviewRequest};
 use weft_api::{ArtifactId, ErrorCode};
 use weft_storage::EvidenceFilter;
@@ -210,7 +210,7 @@ pub(crate) async fn review(
         ));
     };
     let bytes = read_json(&headers, body).await?;
-    let request: ReviewRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let request: ReviewRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
     let evidence = state.store.review(work_item_id, request, &session).await?;
     Ok(json(StatusCode::CREATED, &ReviewOutcome { evidence }))
 }

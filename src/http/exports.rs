@@ -2,11 +2,11 @@
 //! Statement v1 with an SLSA-provenance-v1-shaped predicate for one artifact, wrapped in a
 //! DSSE envelope signed by the server's authority key.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 use weft_api::views::ArtifactView;
-use weft_api::{ArtifactId, Digest, ErrorCode};
+use weft_api::{ArtifactId, Digest, ErrorCode, Sha256Digest};
 use weft_storage::{Lineage, Reader};
 
 use super::error::HttpError;
@@ -31,7 +31,8 @@ fn node_qname(node: &str) -> String {
 
 /// W3C PROV-JSON: artifacts are entities, WorkItems and Missions activities, producers agents;
 /// derivedFrom → wasDerivedFrom, generatedBy → wasGeneratedBy, attributedTo → wasAttributedTo,
-/// and each WorkItem `used` the sources of what it generated. partOf is the WorkItem's
+/// each WorkItem `used` the sources of what it generated and `wasAssociatedWith` the Agents
+/// its artifacts are attributed to. partOf is the WorkItem's
 /// `weft:partOf` attribute (PROV has no activity-in-activity relation).
 pub(crate) fn prov_json(lineage: &Lineage) -> Value {
     let mut entities = Map::new();
@@ -62,13 +63,15 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
     }
     let mut activities = Map::new();
     let mut agents = Map::new();
-    let mut relations: [(&str, Map<String, Value>); 4] = [
+    let mut relations: [(&str, Map<String, Value>); 5] = [
         ("wasDerivedFrom", Map::new()),
         ("wasGeneratedBy", Map::new()),
         ("wasAttributedTo", Map::new()),
         ("used", Map::new()),
+        ("wasAssociatedWith", Map::new()),
     ];
     let mut generated_by: Vec<(String, String)> = Vec::new();
+    let mut attributed_to: Vec<(String, String)> = Vec::new();
     let mut derived: Vec<(String, String)> = Vec::new();
     for edge in &lineage.edges {
         let (from, to) = (
@@ -102,6 +105,7 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
                     format!("_:a{n}"),
                     json!({"prov:entity": from, "prov:agent": to}),
                 );
+                attributed_to.push((from, to));
             }
             "partOf" => {
                 activities.entry(to.clone()).or_insert_with(
@@ -161,6 +165,19 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
             }
         }
     }
+    // A WorkItem was carried out by the Agents its artifacts are attributed to (once each).
+    let mut associated = BTreeSet::new();
+    for (artifact, activity) in &generated_by {
+        for (attributed, agent) in &attributed_to {
+            if attributed == artifact && associated.insert((activity, agent)) {
+                let n = relations[4].1.len();
+                relations[4].1.insert(
+                    format!("_:as{n}"),
+                    json!({"prov:activity": activity, "prov:agent": agent}),
+                );
+            }
+        }
+    }
     let mut document = Map::new();
     document.insert("prefix".into(), json!({"weft": "https://weft.dev/ns#"}));
     document.insert("entity".into(), Value::Object(entities));
@@ -178,6 +195,14 @@ pub(crate) fn prov_json(lineage: &Lineage) -> Value {
     Value::Object(document)
 }
 
+/// The sources of an in-toto Statement as one reader sees them: the sha256 of each readable
+/// source (so a dependency names both digests), and the ids of the others.
+#[derive(Debug, Default)]
+pub(crate) struct StatementSources {
+    pub(crate) sha256: BTreeMap<ArtifactId, Sha256Digest>,
+    pub(crate) hidden: BTreeSet<ArtifactId>,
+}
+
 /// The in-toto Statement about `digest` as `reader` may see it: only sources the reader can
 /// read are named; the others are counted in `withheldSources` (CTX-5: counted, never
 /// named). Publication refuses a source the publishing Group cannot read, so a manifest the
@@ -188,28 +213,53 @@ pub(crate) async fn intoto_for(
     reader: &Reader,
 ) -> Result<Value, HttpError> {
     let view = store.artifact(digest, reader).await?;
-    let mut hidden = BTreeSet::new();
+    let mut sources = StatementSources::default();
     if let Some(record) = view.manifests.last() {
         for source in &record.manifest.sources {
             match store.artifact(Digest::Blake3(*source), reader).await {
-                Ok(_) => {}
+                Ok(source_view) => {
+                    sources.sha256.insert(*source, source_view.digests.sha256);
+                }
                 Err(weft_storage::Error::Rejected(rejection))
                     if rejection.code == ErrorCode::NotFound =>
                 {
-                    hidden.insert(*source);
+                    sources.hidden.insert(*source);
                 }
                 Err(error) => return Err(error.into()),
             }
         }
     }
-    Ok(intoto_statement(&view, &hidden))
+    Ok(intoto_statement(&view, &sources))
+}
+
+/// An in-toto timestamp: RFC 3339 in UTC, ending in `Z` (the validators refuse offsets).
+pub(crate) fn utc_timestamp<Tz: chrono::TimeZone>(time: &chrono::DateTime<Tz>) -> String {
+    time.with_timezone(&chrono::Utc)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, for a URI segment.
+fn uri_segment(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
 }
 
 /// An in-toto Statement v1 about one artifact: both digests as the subject, and an SLSA
 /// provenance v1 predicate (sources as resolvedDependencies, tool/model/capability versions,
 /// the producer as builder), taken from the artifact's newest visible manifest. Sources in
-/// `hidden` are left out and counted.
-pub(crate) fn intoto_statement(view: &ArtifactView, hidden: &BTreeSet<ArtifactId>) -> Value {
+/// `sources.hidden` are left out and counted.
+///
+/// Every ResourceDescriptor carries what the in-toto validators require (a `uri`, `digest`
+/// or `content`): sources both digests, tools a `urn:weft:<kind>:<id>:<version>` uri; and
+/// every timestamp is RFC 3339 in UTC with a `Z`.
+pub(crate) fn intoto_statement(view: &ArtifactView, sources: &StatementSources) -> Value {
     let digest = |blake3: &str, sha256: Option<&str>| {
         let mut digest = Map::new();
         digest.insert("blake3".into(), json!(blake3));
@@ -229,19 +279,27 @@ pub(crate) fn intoto_statement(view: &ArtifactView, hidden: &BTreeSet<ArtifactId
     let mut dependencies: Vec<Value> = manifest
         .sources
         .iter()
-        .filter(|source| !hidden.contains(source))
-        .map(|source| json!({"name": source.to_string(), "digest": digest(&source.hex(), None)}))
+        .filter(|source| !sources.hidden.contains(source))
+        .map(|source| {
+            let sha256 = sources.sha256.get(source).map(Sha256Digest::hex);
+            json!({"name": source.to_string(), "digest": digest(&source.hex(), sha256.as_deref())})
+        })
         .collect();
     dependencies.extend(manifest.tools.iter().map(|tool| {
-        json!({"name": tool.id, "annotations": {"kind": format!("{:?}", tool.kind).to_lowercase(), "version": tool.version}})
+        let kind = format!("{:?}", tool.kind).to_lowercase();
+        json!({
+            "name": tool.id,
+            "uri": format!("urn:weft:{kind}:{}:{}", uri_segment(&tool.id), uri_segment(&tool.version)),
+            "annotations": {"kind": kind, "version": tool.version},
+        })
     }));
     let mut internal = json!({
         "leaseId": manifest.execution.lease_id,
         "ownershipEpoch": manifest.execution.ownership_epoch,
         "classification": manifest.classification.as_str(),
     });
-    if !hidden.is_empty() {
-        internal["withheldSources"] = json!(hidden.len());
+    if !sources.hidden.is_empty() {
+        internal["withheldSources"] = json!(sources.hidden.len());
     }
     json!({
         "_type": "https://in-toto.io/Statement/v1",
@@ -267,7 +325,7 @@ pub(crate) fn intoto_statement(view: &ArtifactView, hidden: &BTreeSet<ArtifactId
                 },
                 "metadata": {
                     "invocationId": record.manifest_id.to_string(),
-                    "finishedOn": manifest.created_at.to_rfc3339(),
+                    "finishedOn": utc_timestamp(&manifest.created_at),
                 },
             },
         },

@@ -49,7 +49,27 @@ fn short(id: &str) -> String {
     }
 }
 
-/// Graphviz DOT of a lineage answer (every node id quoted; labels shortened).
+/// `text` as a DOT quoted string: `\` and `"` escaped, line breaks as DOT's `\n`, other
+/// control characters dropped. Without this a media type ending in `\` escapes the closing
+/// quote and `dot` refuses the whole graph.
+pub(crate) fn dot_quoted(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for character in text.chars() {
+        match character {
+            '\\' => quoted.push_str("\\\\"),
+            '"' => quoted.push_str("\\\""),
+            '\n' => quoted.push_str("\\n"),
+            control if control.is_control() => {}
+            other => quoted.push(other),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// Graphviz DOT of a lineage answer (every id and label a quoted, escaped string; labels
+/// shortened).
 pub(crate) fn to_dot(lineage: &Lineage) -> String {
     let mut out = String::from(
         "digraph lineage {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n",
@@ -59,12 +79,12 @@ pub(crate) fn to_dot(lineage: &Lineage) -> String {
             .manifests
             .first()
             .map_or("", |m| m.media_type.as_str());
+        let id = artifact.id.to_string();
         let _ = writeln!(
             out,
-            "  \"{}\" [label=\"{}\\n{}\"];",
-            artifact.id,
-            short(&artifact.id.to_string()),
-            media.replace('"', "'")
+            "  {} [label={}];",
+            dot_quoted(&id),
+            dot_quoted(&format!("{}\n{media}", short(&id)))
         );
     }
     for edge in &lineage.edges {
@@ -80,20 +100,15 @@ pub(crate) fn to_dot(lineage: &Lineage) -> String {
         let (from, to) = (edge.from.to_string(), edge.to.to_string());
         for node in [&from, &to] {
             if !node.starts_with("blake3:") {
-                let _ = writeln!(
-                    out,
-                    "  \"{}\" [shape={}];",
-                    node.replace('"', "'"),
-                    shape(node)
-                );
+                let _ = writeln!(out, "  {} [shape={}];", dot_quoted(node), shape(node));
             }
         }
         let _ = writeln!(
             out,
-            "  \"{}\" -> \"{}\" [label=\"{}\"];",
-            from.replace('"', "'"),
-            to.replace('"', "'"),
-            edge.kind
+            "  {} -> {} [label={}];",
+            dot_quoted(&from),
+            dot_quoted(&to),
+            dot_quoted(edge.kind)
         );
     }
     out.push_str("}\n");

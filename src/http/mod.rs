@@ -347,6 +347,7 @@ pub fn app(state: AppState) -> Router {
         .merge(meta::docs())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(meta::record_request))
         .with_state(state)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(

@@ -2,11 +2,11 @@
 //! narrowed bearer tokens bound to its Execution Lease. Which routes accept a token, and with
 //! which scope, is decided in `auth` (`Bearer`) and the blob, artifact and Evidence handlers.
 
+use super::body::parse_body;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use weft_api::json::parse_strict;
 use weft_api::work::views::TokenRequest;
 use weft_api::{ErrorCode, Id};
 use weft_storage::Session;
@@ -46,7 +46,7 @@ pub(crate) async fn issue(
     let lease_id = path_id("leaseId", lease_id)?;
     let session = owner_session(caller)?;
     let bytes = read_json(&headers, body).await?;
-    let request: TokenRequest = parse_strict(&bytes, ErrorCode::BadRequest)?;
+    let request: TokenRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
     let issued = state.store.issue_token(lease_id, request, &session).await?;
     Ok(json(StatusCode::CREATED, &issued))
 }

@@ -2,9 +2,13 @@
 
 argv[1]: the authority public key (standard base64). stdin: the DSSE envelope JSON.
 Checks the Ed25519 signature over PAE with the `cryptography` package, then the Statement v1
-structure (_type, subject name and digest map, predicateType, predicate object).
+structure (_type, subject name and digest map, predicateType, predicate object), and the
+rules the `in-toto-attestation` validators apply to an SLSA provenance v1 predicate: every
+ResourceDescriptor carries a uri, digest or content, digests are lowercase hex, and
+timestamps are RFC 3339 ending in `Z`.
 """
 import base64
+import datetime
 import json
 import sys
 
@@ -27,4 +31,15 @@ for subject in statement["subject"]:
     assert isinstance(subject["name"], str) and isinstance(subject["digest"], dict) and subject["digest"], subject
 assert statement["predicateType"] == "https://slsa.dev/provenance/v1"
 assert isinstance(statement["predicate"], dict)
+predicate = statement["predicate"]
+for dependency in predicate.get("buildDefinition", {}).get("resolvedDependencies", []):
+    assert dependency.get("uri") or dependency.get("digest") or dependency.get("content"), dependency
+    for value in dependency.get("digest", {}).values():
+        assert value == value.lower() and all(c in "0123456789abcdef" for c in value), dependency
+metadata = predicate.get("runDetails", {}).get("metadata", {})
+for field in ("startedOn", "finishedOn"):
+    if field in metadata:
+        stamp = metadata[field]
+        assert stamp.endswith("Z"), (field, stamp)
+        datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 print("ok")

@@ -2,7 +2,8 @@
 
 Reads a PROV-JSON document on stdin; deserialises it, serialises it again, deserialises that,
 and checks both documents are equal and hold the expected numbers of records (argv:
-entities activities agents derivations generations attributions usages). Exits non-zero on
+entities activities agents derivations generations attributions usages
+associations). Exits non-zero on
 any difference.
 """
 import io
@@ -10,7 +11,7 @@ import json
 import sys
 
 from prov.model import ProvDocument, ProvEntity, ProvActivity, ProvAgent
-from prov.model import ProvDerivation, ProvGeneration, ProvAttribution, ProvUsage
+from prov.model import ProvDerivation, ProvGeneration, ProvAttribution, ProvUsage, ProvAssociation
 
 text = sys.stdin.read()
 document = ProvDocument.deserialize(content=text, format="json")
@@ -18,14 +19,14 @@ again = ProvDocument.deserialize(content=document.serialize(format="json"), form
 if document != again:
     sys.exit("the document changed in a round trip")
 expected = [int(n) for n in sys.argv[1:]]
-kinds = [ProvEntity, ProvActivity, ProvAgent, ProvDerivation, ProvGeneration, ProvAttribution, ProvUsage]
+kinds = [ProvEntity, ProvActivity, ProvAgent, ProvDerivation, ProvGeneration, ProvAttribution, ProvUsage, ProvAssociation]
 found = [sum(1 for record in document.get_records() if isinstance(record, kind)) for kind in kinds]
 if expected and found != expected:
     sys.exit(f"expected {expected} records by kind, found {found}")
 # Every relation points at declared elements.
 declared = {str(record.identifier) for record in document.get_records() if isinstance(record, (ProvEntity, ProvActivity, ProvAgent))}
 for record in document.get_records():
-    if isinstance(record, (ProvDerivation, ProvGeneration, ProvAttribution, ProvUsage)):
+    if isinstance(record, (ProvDerivation, ProvGeneration, ProvAttribution, ProvUsage, ProvAssociation)):
         for _, value in record.formal_attributes:
             if value is not None and str(value) not in declared:
                 sys.exit(f"{record} points at undeclared {value}")

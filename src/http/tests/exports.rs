@@ -64,13 +64,40 @@ async fn prov_json_and_intoto_exports_validate_independently() {
         .await;
     assert_eq!(answer.status, StatusCode::OK);
     // 2 entities; activities: 2 WorkItems + 1 Mission; 1 agent; 1 derivation, 2 generations,
-    // 2 attributions, 1 usage (the analyse WorkItem used the input).
+    // 2 attributions, 1 usage (the analyse WorkItem used the input), 2 associations (each
+    // WorkItem with w1; issue #16).
     let checked = run_python(
         "prov_roundtrip.py",
-        &["2", "3", "1", "1", "2", "2", "1"],
+        &["2", "3", "1", "1", "2", "2", "1", "2"],
         &answer.body,
     );
     assert!(checked.starts_with("ok"), "{checked}");
+    let prov: Value = serde_json::from_slice(&answer.body).expect("prov-json");
+    let mut associations: Vec<(String, String)> = prov["wasAssociatedWith"]
+        .as_object()
+        .expect("wasAssociatedWith")
+        .values()
+        .map(|r| {
+            (
+                r["prov:activity"].as_str().expect("activity").to_owned(),
+                r["prov:agent"].as_str().expect("agent").to_owned(),
+            )
+        })
+        .collect();
+    associations.sort();
+    assert_eq!(
+        associations,
+        [
+            (
+                "weft:workItem_analyse".to_owned(),
+                "weft:agent_w1".to_owned()
+            ),
+            (
+                "weft:workItem_collect".to_owned(),
+                "weft:agent_w1".to_owned()
+            ),
+        ]
+    );
 
     let envelope = h
         .call(
@@ -151,7 +178,11 @@ async fn intoto_exports_count_hidden_sources_without_naming_them() {
         )
         .await
         .expect("view");
-    let statement = crate::http::exports::intoto_statement(&view, &[hidden].into());
+    let sources = crate::http::exports::StatementSources {
+        hidden: [hidden].into(),
+        ..Default::default()
+    };
+    let statement = crate::http::exports::intoto_statement(&view, &sources);
     let text = statement.to_string();
     assert!(!text.contains(&hidden.hex()), "{text}");
     assert!(text.contains(&shown.hex()), "{text}");
@@ -165,4 +196,160 @@ async fn intoto_exports_count_hidden_sources_without_naming_them() {
             .get("withheldSources")
             .is_none()
     );
+}
+
+/// The quoted strings of a DOT text, decoded (`\"` and `\\` unescaped, DOT's `\n` kept as
+/// `\n`), or an error naming where a string never closes: the lexer rule `dot` applies.
+fn dot_strings(dot: &str) -> Result<Vec<String>, String> {
+    let mut strings = Vec::new();
+    let mut characters = dot.char_indices();
+    while let Some((start, character)) = characters.next() {
+        if character != '"' {
+            continue;
+        }
+        let mut decoded = String::new();
+        loop {
+            match characters.next() {
+                None => return Err(format!("string opened at byte {start} never closes")),
+                Some((_, '"')) => break,
+                Some((_, '\\')) => match characters.next() {
+                    Some((_, '"')) => decoded.push('"'),
+                    Some((_, '\\')) => decoded.push('\\'),
+                    Some((_, other)) => {
+                        decoded.push('\\');
+                        decoded.push(other);
+                    }
+                    None => return Err(format!("string opened at byte {start} never closes")),
+                },
+                Some((_, other)) => decoded.push(other),
+            }
+        }
+        strings.push(decoded);
+    }
+    Ok(strings)
+}
+
+/// Issue #16: every DOT id and label is escaped, so a media type with a backslash (or a
+/// quote) neither ends its string early nor swallows the closing quote.
+#[test]
+fn dot_quoting_escapes_backslashes_quotes_and_line_breaks() {
+    use crate::http::lineage::dot_quoted;
+    for (text, expected) in [
+        (r"text/plain; x=a\", r#""text/plain; x=a\\""#),
+        (r#"say "hi""#, r#""say \"hi\"""#),
+        ("two\nlines", r#""two\nlines""#),
+        (r#"\"#, r#""\\""#),
+        (r#"\""#, r#""\\\"""#),
+        ("bell\u{7}", r#""bell""#),
+    ] {
+        let quoted = dot_quoted(text);
+        assert_eq!(quoted, expected, "{text:?}");
+        let decoded = dot_strings(&quoted).expect("closes");
+        assert_eq!(decoded.len(), 1, "{quoted}");
+    }
+}
+
+/// Issue #16, end to end: a media type `text/plain; x="a\` renders as a DOT graph whose
+/// strings all close and whose label carries the media type as it was published.
+#[tokio::test]
+async fn dot_export_survives_a_media_type_with_a_backslash_and_a_quote() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let digests = h.upload(&worker, b"odd media type").await;
+    let mut manifest = manifest(&worker, "g1", digests, &[]);
+    let media_type = r#"text/plain; x="a\"#;
+    manifest.content.media_type = media_type.into();
+    let answer = h.publish(&worker, &sign(&worker.key, &manifest)).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let dot = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{}/provenance?format=dot", digests.blake3),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(dot.status, StatusCode::OK);
+    let dot = String::from_utf8(dot.body.to_vec()).expect("utf-8");
+    let strings = dot_strings(&dot).unwrap_or_else(|error| panic!("{error}:\n{dot}"));
+    assert!(
+        strings
+            .iter()
+            .any(|label| label.ends_with(&format!("\\n{media_type}"))),
+        "{strings:?}\n{dot}"
+    );
+    assert!(dot.trim_end().ends_with('}'), "{dot}");
+}
+
+/// Issue #16, the in-toto validators' rules checked here (the `in-toto-attestation` package
+/// is not in the test venv): every resolvedDependency carries a `uri`, `digest` or `content`;
+/// tools and models a `urn:weft:` uri; sources both their blake3 and sha256; and timestamps
+/// are UTC ending in `Z`, whatever offset the manifest was signed with.
+#[tokio::test]
+async fn intoto_dependencies_carry_a_uri_or_digest_and_timestamps_end_in_z() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let input = h.put(&worker, "g1", b"input", &[]).await;
+    let digests = h.upload(&worker, b"report").await;
+    let mut manifest = manifest(&worker, "g1", digests, &[input]);
+    let plus_two = chrono::FixedOffset::east_opt(2 * 3600).expect("offset");
+    manifest.created_at = chrono::Utc::now().with_timezone(&plus_two);
+    manifest.tools = vec![
+        weft_api::manifest::Tool {
+            kind: weft_api::manifest::ToolKind::Model,
+            id: "gpt 5/turbo:x".into(),
+            version: "2025-01 β".into(),
+        },
+        weft_api::manifest::Tool {
+            kind: weft_api::manifest::ToolKind::Tool,
+            id: "rustc".into(),
+            version: "1.95".into(),
+        },
+    ];
+    let answer = h.publish(&worker, &sign(&worker.key, &manifest)).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let envelope = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{}/provenance?format=intoto", digests.blake3),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(envelope.status, StatusCode::OK);
+    let envelope: Envelope = serde_json::from_slice(&envelope.body).expect("envelope");
+    let statement: Value =
+        serde_json::from_slice(&BASE64.decode(&envelope.payload).expect("payload"))
+            .expect("statement");
+    let dependencies = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+        .as_array()
+        .expect("dependencies");
+    assert_eq!(dependencies.len(), 3, "{dependencies:?}");
+    for dependency in dependencies {
+        let has = |field: &str| match &dependency[field] {
+            Value::String(text) => !text.is_empty(),
+            Value::Object(map) => !map.is_empty(),
+            _ => false,
+        };
+        assert!(
+            has("uri") || has("digest") || has("content"),
+            "{dependency}"
+        );
+    }
+    let input_digests = digest_of(b"input");
+    assert_eq!(
+        dependencies[0]["digest"],
+        json!({"blake3": input.hex(), "sha256": input_digests.sha256.hex()})
+    );
+    assert_eq!(
+        dependencies[1]["uri"],
+        json!("urn:weft:model:gpt%205%2Fturbo%3Ax:2025-01%20%CE%B2")
+    );
+    assert_eq!(dependencies[2]["uri"], json!("urn:weft:tool:rustc:1.95"));
+    let finished_on = statement["predicate"]["runDetails"]["metadata"]["finishedOn"]
+        .as_str()
+        .expect("finishedOn");
+    assert!(finished_on.ends_with('Z'), "{finished_on}");
+    let parsed = chrono::DateTime::parse_from_rfc3339(finished_on).expect("RFC 3339");
+    assert_eq!(parsed, manifest.created_at);
 }
