@@ -1,5 +1,5 @@
 //! Operator calls made with the admin token: creating Groups, registering, deactivating and
-//! re-keying agents, setting and removing memberships (`weft admin …`).
+//! re-keying agents, setting and removing memberships, registering schemas (`weft admin …`).
 
 use std::path::Path;
 
@@ -39,6 +39,11 @@ pub(super) async fn run(
 
 async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> anyhow::Result<()> {
     match action {
+        AdminAction::Schema { uri, artifact } => {
+            let artifact = weft_api::ArtifactId::parse(&artifact)?;
+            api.register_schema(&uri, &artifact).await?;
+            println!("schema {uri} names {artifact}");
+        }
         AdminAction::Group {
             action: GroupAction::Create { group },
         } => {
@@ -142,7 +147,5 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
 
 /// A role by its wire name, with an error that lists the allowed ones.
 fn parse_role(text: &str) -> anyhow::Result<Role> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|_| {
-        anyhow::anyhow!("role must be worker, coordinator, reviewer, auditor or approver")
-    })
+    super::errors::wire_word("role", text)
 }

@@ -10,8 +10,7 @@ use super::{ClientArgs, EvidenceAction};
 
 /// A protocol word (an outcome, a method kind) by its wire name.
 fn parse_word<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned()))
-        .map_err(|_| anyhow::anyhow!("{what} {text:?} is not one of the allowed values"))
+    super::errors::wire_word(what, text)
 }
 
 /// `weft evidence add` and `weft evidence ls`.

@@ -37,7 +37,8 @@ use weft_api::work::views::{CommandAccepted, WorkItemView};
 use weft_api::work::{CommandType, SelectionBasis, WorkContract};
 use weft_api::{ArtifactId, Id};
 
-use super::{ClientArgs, CommandArgs, MissionAction, MissionClose, OfferArgs, WorkAction};
+use super::ClientArgs;
+use super::work_args::{CommandArgs, MissionAction, MissionClose, OfferArgs, WorkAction};
 
 /// The agent as a Command signer: its key, its session's client, Group and epochs.
 struct Signer {
@@ -457,7 +458,7 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
 async fn owner_ref(
     signer: &Signer,
     kind: CommandType,
-    args: super::WorkRefArgs,
+    args: super::work_args::WorkRefArgs,
 ) -> anyhow::Result<()> {
     let work_item_id = Id::parse("work item", &args.work_item)?;
     let lease = signer.lease_for(&work_item_id, &args.command).await?;
@@ -578,8 +579,7 @@ fn toml_to_json(value: toml::Value) -> anyhow::Result<Value> {
 
 /// A protocol word (a level, a reason) by its wire name.
 fn word<T: DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {
-    serde_json::from_value(Value::String(text.to_owned()))
-        .map_err(|_| anyhow::anyhow!("{what} {text:?} is not one of the allowed values"))
+    super::errors::wire_word(what, text)
 }
 
 /// The wire name of a protocol word, for printing.

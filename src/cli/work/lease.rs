@@ -25,7 +25,7 @@ use weft_api::work::views::{TokenRequest, TokenScope};
 
 use super::{Signer, artifact_ids, word};
 use crate::cli::keys::write_private;
-use crate::cli::{ProgressArgs, TokenArgs, WorkRefArgs};
+use crate::cli::work_args::{ProgressArgs, TokenArgs, WorkRefArgs};
 
 const FILE: &str = "work.json";
 
