@@ -147,10 +147,10 @@ pub(super) async fn get(
     let output = match output {
         Some(path) if path == Path::new("-") => {
             let mut stdout = tokio::io::stdout();
-            let digests = api
-                .download(&digest, &mut stdout, |_, _| {})
-                .await
-                .map_err(|error| integrity(&digest, error))?;
+            let digests = match api.download(&digest, &mut stdout, |_, _| {}).await {
+                Ok(digests) => digests,
+                Err(error) => return Err(integrity(&api, &digest, error).await),
+            };
             eprintln!("verified {} ({} bytes)", digests.blake3, digests.size);
             return Ok(());
         }
@@ -185,21 +185,30 @@ pub(super) async fn get(
         }
         Err(error) => {
             let _ = tokio::fs::remove_file(&partial).await;
-            Err(integrity(&digest, error)).context("download failed; nothing was written")
+            Err(integrity(&api, &digest, error).await)
+                .context("download failed; nothing was written")
         }
     }
 }
 
-/// A download whose bytes broke off or did not hash to the digest: the server found the
-/// stored bytes corrupt and quarantined them (it aborts the body rather than send bad bytes),
-/// which reads as a transport decode error unless named here.
-fn integrity(digest: &Digest, error: weft_api::client::Error) -> anyhow::Error {
+/// A download whose bytes did not hash to the digest, or that the server broke off because
+/// it found the stored bytes corrupt (it quarantines them and aborts the body rather than
+/// send bad bytes): named as what it is, not as a transport decode error. A body that broke
+/// off for another reason (the network) is reported as such: the artifact view says which.
+async fn integrity(
+    api: &weft_api::client::Client,
+    digest: &Digest,
+    error: weft_api::client::Error,
+) -> anyhow::Error {
     use weft_api::client::Error as E;
     match error {
         E::Integrity { .. } => anyhow::anyhow!(error),
-        E::Http(http) if http.is_body() || http.is_decode() => anyhow::anyhow!(
-            "integrity failure; the server has quarantined it ({digest}: the body broke off: {http})"
-        ),
+        E::Http(http) if http.is_body() || http.is_decode() => match api.artifact(digest).await {
+            Ok(view) if view.quarantined => anyhow::anyhow!(
+                "integrity failure; the server has quarantined it ({digest}: the server stopped the download mid-way)"
+            ),
+            _ => anyhow::anyhow!("the download of {digest} broke off: {http}"),
+        },
         other => anyhow::anyhow!(other),
     }
 }
