@@ -77,7 +77,9 @@ pub(super) fn logout(client: &ClientArgs) -> anyhow::Result<()> {
     match session {
         Some(session) => println!(
             "forgot the session of {} in {}; the server keeps accepting its token until {} (it has no route to revoke one session)",
-            session.agent_id, session.group_id, session.expires_at
+            session.agent_id,
+            session.group_id,
+            super::when_text(&session.expires_at)
         ),
         None => println!("removed {}", path.display()),
     }

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub use errors::explain;
-use table::when;
+use table::{when, when_text};
 use work_args::{MissionAction, WorkAction};
 
 use crate::config::Config;

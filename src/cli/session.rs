@@ -74,7 +74,8 @@ pub(super) async fn login(
     )?;
     println!(
         "session open for {agent_id} in {group} (session epoch {}, expires {})",
-        grant.session_epoch, session.expires_at
+        grant.session_epoch,
+        super::when(&grant.expires_at)
     );
     Ok(())
 }

@@ -147,3 +147,74 @@ fn signature_verdict(record: &ManifestRecord, trusted: &Trusted) -> String {
         Err(error) => format!("INVALID: {} (key {keyid}, {whose})", error.message),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use weft_api::digest::Hasher;
+    use weft_api::dsse::Envelope;
+    use weft_api::manifest::{Classification, Content, Execution, Producer};
+
+    use super::*;
+
+    fn record(key: &ed25519_dalek::SigningKey) -> ManifestRecord {
+        let mut hasher = Hasher::default();
+        hasher.update(b"bytes");
+        let digests = hasher.finish();
+        let manifest = Manifest {
+            content: Content {
+                blake3: digests.blake3.clone(),
+                sha256: digests.sha256.clone(),
+                size: digests.size,
+                media_type: "text/plain".into(),
+                schema: None,
+            },
+            producer: Producer {
+                agent_id: weft_api::Id::parse("agent", "agent-1").expect("id"),
+                agent_card_version: "1".into(),
+            },
+            mission_id: weft_api::Id::parse("mission", "m1").expect("id"),
+            group_id: weft_api::Id::parse("group", "g1").expect("id"),
+            work_item_id: weft_api::Id::parse("work item", "w1").expect("id"),
+            execution: Execution {
+                lease_id: weft_api::Id::parse("lease", "lease-1").expect("id"),
+                ownership_epoch: 1,
+            },
+            sources: Vec::new(),
+            tools: Vec::new(),
+            created_at: chrono::Utc::now().fixed_offset(),
+            classification: Classification::Internal,
+            retrieval_uri: "https://weft.example/x".into(),
+            annotations: Default::default(),
+        };
+        let payload = serde_json::to_vec(&manifest).expect("JSON");
+        ManifestRecord {
+            manifest_id: ArtifactId::of(&payload),
+            envelope: Envelope::sign(key, MANIFEST_TYPE, &payload),
+            manifest,
+            sequence: 1,
+        }
+    }
+
+    fn trusting(key: &ed25519_dalek::SigningKey) -> Trusted {
+        let public = key.verifying_key();
+        Trusted {
+            keys: vec![(KeyId::of(&public), public, "a test key".into())],
+        }
+    }
+
+    #[test]
+    fn a_manifest_is_valid_only_under_the_key_that_signed_it() {
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let signed = record(&key);
+        assert!(signature_verdict(&signed, &trusting(&key)).starts_with("valid (key ed25519:"));
+        let other = ed25519_dalek::SigningKey::from_bytes(&[8; 32]);
+        assert!(signature_verdict(&signed, &trusting(&other)).starts_with("not verified:"));
+        // A signature over other bytes under the trusted keyid: INVALID, never "valid".
+        let mut forged = signed.clone();
+        forged.envelope.signatures[0].sig = Envelope::sign(&key, MANIFEST_TYPE, b"other")
+            .signatures[0]
+            .sig
+            .clone();
+        assert!(signature_verdict(&forged, &trusting(&key)).starts_with("INVALID:"));
+    }
+}

@@ -10,6 +10,11 @@ pub(super) fn when<Tz: TimeZone>(at: &DateTime<Tz>) -> String {
         .to_string()
 }
 
+/// [`when`] of an RFC 3339 timestamp the server sent as text; anything else prints as sent.
+pub(super) fn when_text(text: &str) -> String {
+    DateTime::parse_from_rfc3339(text).map_or_else(|_| text.to_owned(), |at| when(&at))
+}
+
 /// Rows printed under a header, each column as wide as its widest cell.
 pub(super) struct Table {
     header: Vec<String>,
@@ -74,5 +79,7 @@ mod tests {
     fn timestamps_print_to_the_second_in_utc() {
         let at = DateTime::parse_from_rfc3339("2026-12-01T04:36:14.123456+01:00").expect("time");
         assert_eq!(when(&at), "2026-12-01 03:36:14Z");
+        assert_eq!(when_text("2026-12-01T03:36:14.5Z"), "2026-12-01 03:36:14Z");
+        assert_eq!(when_text("soon"), "soon");
     }
 }

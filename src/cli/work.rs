@@ -660,7 +660,9 @@ fn print_work_item(view: &WorkItemView) {
     if let Some(lease) = &view.lease {
         println!(
             "lease       {} {} until {}",
-            lease.lease_id, lease.kind, lease.expires_at
+            lease.lease_id,
+            lease.kind,
+            super::when_text(&lease.expires_at)
         );
     }
     for offer in &view.offers {
@@ -669,7 +671,7 @@ fn print_work_item(view: &WorkItemView) {
             offer.offer_id,
             offer.status,
             offer.candidates.join(","),
-            offer.expires_at
+            super::when_text(&offer.expires_at)
         );
     }
     if !view.depends_on.is_empty() {

@@ -345,8 +345,8 @@ fn reviewer_records_evidence_and_reads_criteria() {
     assert!(
         listed
             .lines()
-            .next()
-            .is_some_and(|line| line.starts_with(&second)),
+            .nth(1)
+            .is_some_and(|line| line.starts_with(&format!("evidence {second}"))),
         "newest first: {listed}"
     );
     let criteria = ok(weft(&worker_home, &url, &["criteria", "w1"]));

@@ -316,6 +316,8 @@ fn whoami_logout_review_and_admin_schema() {
         "{who}"
     );
 
+    let none = ok(weft(&reviewer, &url, &["criteria", "w1"]));
+    assert!(none.starts_with("no Evidence recorded for w1"), "{none}");
     let reviewed = ok(weft(
         &reviewer,
         &url,

@@ -229,7 +229,7 @@ pub(super) async fn token(signer: &Signer, args: TokenArgs) -> anyhow::Result<()
         "token {} of lease {lease_id} ({}) until {}",
         issued.token_id,
         scope.join(" "),
-        issued.expires_at
+        crate::cli::when_text(&issued.expires_at)
     );
     println!("{}", issued.token);
     Ok(())
