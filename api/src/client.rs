@@ -250,6 +250,14 @@ impl Client {
             .1)
     }
 
+    /// `GET /v1/session`: this token's session as the server resolves it now.
+    pub async fn current_session(&self) -> Result<crate::session::SessionView, Error> {
+        Ok(self
+            .send_json::<(), _>(Method::GET, "/v1/session", None)
+            .await?
+            .1)
+    }
+
     /// Streams a file to `POST /v1/blobs`; `progress` hears the bytes sent so far.
     pub async fn upload_file(
         &self,

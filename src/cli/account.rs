@@ -1,8 +1,8 @@
 //! The session as its holder sees it: `weft whoami` (what `session.json` says, and whether
 //! the server still accepts the token) and `weft logout` (forget the session locally).
 //!
-//! The server has no route that describes a session (its roles) nor one that revokes a
-//! single session, so both commands say what they could not do instead of pretending.
+//! The roles and scope come from the server (`GET /v1/session`); the server has no route that
+//! revokes a single session, so `logout` says the token stays valid until it expires.
 
 use weft_api::ErrorCode;
 
@@ -34,13 +34,27 @@ pub(super) async fn whoami(client: &ClientArgs) -> anyhow::Result<()> {
     {
         println!("epochs    session {session_epoch}, membership {membership_epoch}");
     }
-    println!(
-        "roles     not shown: the server exposes no session's roles (an operator sees them with `weft admin member`)"
-    );
     println!("server    {}", session.server);
-    // Any authenticated read tells whether the token is still accepted.
-    match api.list(&[("limit", "1".to_owned())]).await {
-        Ok(_) => println!("status    the server accepts this session"),
+    // The server's view of the token: roles, scope and whether it still accepts it.
+    match api.current_session().await {
+        Ok(live) => {
+            let roles: Vec<String> = live
+                .roles
+                .iter()
+                .map(|role| {
+                    serde_json::to_value(role).map_or_else(
+                        |_| format!("{role:?}"),
+                        |v| v.as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect();
+            println!("roles     {}", roles.join(", "));
+            match &live.missions {
+                Some(missions) => println!("scope     Missions {}", missions.join(", ")),
+                None => println!("scope     the whole Group"),
+            }
+            println!("status    the server accepts this session");
+        }
         Err(error)
             if matches!(
                 error.code(),

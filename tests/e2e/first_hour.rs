@@ -312,6 +312,8 @@ fn whoami_logout_review_and_admin_schema() {
         who.contains("agent     agent-2")
             && who.contains("group     g1")
             && who.contains("expires   ")
+            && who.contains("roles     reviewer")
+            && who.contains("scope     the whole Group")
             && who.contains("the server accepts this session"),
         "{who}"
     );
