@@ -162,8 +162,8 @@ mod tests {
         let digests = hasher.finish();
         let manifest = Manifest {
             content: Content {
-                blake3: digests.blake3.clone(),
-                sha256: digests.sha256.clone(),
+                blake3: digests.blake3,
+                sha256: digests.sha256,
                 size: digests.size,
                 media_type: "text/plain".into(),
                 schema: None,
