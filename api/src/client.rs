@@ -4,6 +4,7 @@
 //! verifies downloaded bytes itself (ART-5 on the client side too): a download whose bytes do
 //! not hash to the requested digest is an [`Error::Integrity`], never a success.
 
+mod account;
 mod context;
 
 use std::path::Path;
@@ -250,14 +251,6 @@ impl Client {
             .1)
     }
 
-    /// `GET /v1/session`: this token's session as the server resolves it now.
-    pub async fn current_session(&self) -> Result<crate::session::SessionView, Error> {
-        Ok(self
-            .send_json::<(), _>(Method::GET, "/v1/session", None)
-            .await?
-            .1)
-    }
-
     /// Streams a file to `POST /v1/blobs`; `progress` hears the bytes sent so far.
     pub async fn upload_file(
         &self,
@@ -342,38 +335,6 @@ impl Client {
     pub async fn criteria(&self, work_item_id: &Id) -> Result<CriteriaView, Error> {
         let path = format!("/v1/workitems/{work_item_id}/criteria");
         Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
-    }
-
-    /// Runs the built-in reviewer on a WorkItem (`POST /v1/workitems/{id}/review`): one
-    /// server-signed Evidence record per check.
-    pub async fn review(
-        &self,
-        work_item_id: &Id,
-        request: &crate::views::ReviewRequest,
-    ) -> Result<crate::views::ReviewOutcome, Error> {
-        let path = format!("/v1/workitems/{work_item_id}/review");
-        Ok(self.send_json(Method::POST, &path, Some(request)).await?.1)
-    }
-
-    /// Registers a schema URI as naming a published schema artifact (admin; answers 204).
-    pub async fn register_schema(
-        &self,
-        uri: &str,
-        artifact: &crate::ArtifactId,
-    ) -> Result<(), Error> {
-        let body = serde_json::json!({ "uri": uri, "artifact": artifact });
-        let response = self
-            .request(Method::POST, "/v1/admin/schemas")
-            .json(&body)
-            .send()
-            .await?;
-        if response.status().is_success() {
-            return Ok(());
-        }
-        Err(decode::<serde_json::Value>(response)
-            .await
-            .err()
-            .unwrap_or_else(|| Error::Protocol("unexpected success".into())))
     }
 
     /// Opens the SSE stream of a Group after `after`; the caller reads its frames.
