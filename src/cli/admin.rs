@@ -134,11 +134,26 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
                 .await?;
             let scope = membership.missions.map_or_else(
                 || "the whole Group".to_owned(),
-                |m| format!("Missions {m:?}"),
+                |missions| {
+                    let missions: Vec<String> = missions.iter().map(ToString::to_string).collect();
+                    format!("Missions {}", missions.join(", "))
+                },
             );
+            // Roles as typed (`worker, reviewer`), not as Rust debug output.
+            let roles: Vec<String> = membership
+                .roles
+                .iter()
+                .map(|role| {
+                    serde_json::to_value(role)
+                        .ok()
+                        .and_then(|value| value.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                })
+                .collect();
             println!(
-                "{agent_id} in {group}: {:?} (membership epoch {}), {scope}",
-                membership.roles, membership.epoch
+                "{agent_id} in {group}: {} (membership epoch {}), {scope}",
+                roles.join(", "),
+                membership.epoch
             );
         }
     }

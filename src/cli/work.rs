@@ -245,6 +245,8 @@ pub(super) async fn work(client: &ClientArgs, action: WorkAction) -> anyhow::Res
                 println!("{}", serde_json::to_string_pretty(&graph)?);
                 return Ok(());
             }
+            let mut table =
+                super::table::Table::new(&["WORK ITEM", "STATE", "ELIGIBLE", "DEPENDS ON"]);
             for node in &graph.nodes {
                 let depends: Vec<&str> = graph
                     .edges
@@ -252,22 +254,18 @@ pub(super) async fn work(client: &ClientArgs, action: WorkAction) -> anyhow::Res
                     .filter(|edge| edge.from == node.work_item_id)
                     .map(|edge| edge.to.as_str())
                     .collect();
-                println!(
-                    "{}\t{}\t{}\t{}",
-                    node.work_item_id,
-                    node.state.as_str(),
-                    if node.eligible {
-                        "eligible"
-                    } else {
-                        "not-eligible"
-                    },
+                table.row(vec![
+                    node.work_item_id.to_string(),
+                    node.state.as_str().to_owned(),
+                    if node.eligible { "yes" } else { "no" }.to_owned(),
                     if depends.is_empty() {
                         "-".to_owned()
                     } else {
                         depends.join(",")
-                    }
-                );
+                    },
+                ]);
             }
+            print!("{}", table.render());
             Ok(())
         }
         action => command(client, action).await,

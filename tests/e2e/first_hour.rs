@@ -386,4 +386,21 @@ fn whoami_logout_review_and_admin_schema() {
     assert!(reviewer.join("agent.key").exists(), "the key stays");
     let stderr = fails(weft(&reviewer, &url, &["whoami"]));
     assert!(stderr.contains("weft login"), "{stderr}");
+
+    // Roles print as typed, not as Rust debug output.
+    let set = ok(weft(
+        &worker,
+        &url,
+        &[
+            &admin[..],
+            &[
+                "member", "set", "g1", "agent-2", "--role", "reviewer", "--role", "auditor",
+            ],
+        ]
+        .concat(),
+    ));
+    assert!(
+        set.contains("agent-2 in g1: reviewer, auditor (membership epoch"),
+        "{set}"
+    );
 }
