@@ -10,7 +10,21 @@ use weft_api::client::Error as ClientError;
 
 /// The words a failed command prints on stderr before exiting 1.
 pub fn explain(error: &anyhow::Error) -> String {
-    let mut text = format!("error: {error:#}");
+    // `{error:#}` joins the cause chain, but an error that prints its source in its own
+    // message (as `reqwest`'s and the client's do) would then say everything twice.
+    let mut text = String::from("error: ");
+    let mut said = String::new();
+    for cause in error.chain() {
+        let message = cause.to_string();
+        if said.contains(&message) {
+            continue;
+        }
+        if !said.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
+        said.push_str(&message);
+    }
     if let Some(next) = next_step(error) {
         text.push_str("\nnext: ");
         text.push_str(&next);
@@ -63,4 +77,29 @@ pub(super) fn wire_word<T: serde::de::DeserializeOwned>(
             .unwrap_or(message);
         anyhow::anyhow!("{what} {text:?} is not allowed; expected {allowed}")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let error = anyhow::anyhow!("connection refused")
+            .context("sending request: connection refused")
+            .context("download failed");
+        assert_eq!(
+            explain(&error),
+            "error: download failed: sending request: connection refused"
+        );
+    }
+
+    #[test]
+    fn a_wrong_word_lists_the_allowed_ones() {
+        let error = wire_word::<weft_api::evidence::Outcome>("outcome", "maybe").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "outcome \"maybe\" is not allowed; expected one of pass, fail, inconclusive"
+        );
+    }
 }
