@@ -96,7 +96,8 @@ mod tests {
 
     #[test]
     fn a_wrong_word_lists_the_allowed_ones() {
-        let error = wire_word::<weft_api::evidence::Outcome>("outcome", "maybe").unwrap_err();
+        let error =
+            wire_word::<weft_api::evidence::Outcome>("outcome", "maybe").expect_err("refused");
         assert_eq!(
             error.to_string(),
             "outcome \"maybe\" is not allowed; expected one of pass, fail, inconclusive"
