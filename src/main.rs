@@ -2,12 +2,21 @@
 
 use clap::Parser as _;
 
+/// A failed command prints `error: …` (and the next step) itself and exits 1: returning the
+/// error would let the runtime print a backtrace when `RUST_BACKTRACE` is set, which helps
+/// no user.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     quiet_on_closed_stdout();
     let cli = server::cli::Cli::parse();
     server::telemetry::init(&cli.log);
-    cli.run().await
+    match cli.run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{}", server::cli::explain(&error));
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// `weft show … | head` closes stdout early; Rust's `println!` then panics. Exit quietly

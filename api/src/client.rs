@@ -4,6 +4,7 @@
 //! verifies downloaded bytes itself (ART-5 on the client side too): a download whose bytes do
 //! not hash to the requested digest is an [`Error::Integrity`], never a success.
 
+mod account;
 mod context;
 
 use std::path::Path;

@@ -67,6 +67,23 @@ pub struct SessionGrant {
     pub expires_at: DateTime<chrono::Utc>,
 }
 
+/// The answer to `GET /v1/session`: the caller's own session, as the server resolved its
+/// token (what `weft whoami` prints).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionView {
+    pub agent_id: String,
+    pub group_id: String,
+    pub roles: Vec<Role>,
+    /// The Missions a scoped Membership covers; absent for the whole Group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missions: Option<Vec<String>>,
+    pub session_epoch: u64,
+    pub membership_epoch: u64,
+    /// RFC 3339.
+    pub expires_at: String,
+}
+
 /// What a Member may do in a Group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

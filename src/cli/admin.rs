@@ -1,5 +1,5 @@
 //! Operator calls made with the admin token: creating Groups, registering, deactivating and
-//! re-keying agents, setting and removing memberships (`weft admin …`).
+//! re-keying agents, setting and removing memberships, registering schemas (`weft admin …`).
 
 use std::path::Path;
 
@@ -39,6 +39,11 @@ pub(super) async fn run(
 
 async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> anyhow::Result<()> {
     match action {
+        AdminAction::Schema { uri, artifact } => {
+            let artifact = weft_api::ArtifactId::parse(&artifact)?;
+            api.register_schema(&uri, &artifact).await?;
+            println!("schema {uri} names {artifact}");
+        }
         AdminAction::Group {
             action: GroupAction::Create { group },
         } => {
@@ -129,11 +134,26 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
                 .await?;
             let scope = membership.missions.map_or_else(
                 || "the whole Group".to_owned(),
-                |m| format!("Missions {m:?}"),
+                |missions| {
+                    let missions: Vec<String> = missions.iter().map(ToString::to_string).collect();
+                    format!("Missions {}", missions.join(", "))
+                },
             );
+            // Roles as typed (`worker, reviewer`), not as Rust debug output.
+            let roles: Vec<String> = membership
+                .roles
+                .iter()
+                .map(|role| {
+                    serde_json::to_value(role)
+                        .ok()
+                        .and_then(|value| value.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                })
+                .collect();
             println!(
-                "{agent_id} in {group}: {:?} (membership epoch {}), {scope}",
-                membership.roles, membership.epoch
+                "{agent_id} in {group}: {} (membership epoch {}), {scope}",
+                roles.join(", "),
+                membership.epoch
             );
         }
     }
@@ -142,7 +162,5 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
 
 /// A role by its wire name, with an error that lists the allowed ones.
 fn parse_role(text: &str) -> anyhow::Result<Role> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|_| {
-        anyhow::anyhow!("role must be worker, coordinator, reviewer, auditor or approver")
-    })
+    super::errors::wire_word("role", text)
 }

@@ -1,6 +1,6 @@
 //! Artifacts, the Worker's journey: `weft put` (upload, then publish a signed manifest),
-//! `weft get` (a verified download), `weft show` (an artifact's manifests, signatures
-//! re-checked here) and `weft ls`.
+//! `weft get` (a verified download, to a file or stdout) and `weft ls`; `weft show` lives in
+//! `show`.
 //!
 //! Artifact bodies stream from and to disk through the typed client; nothing here holds a
 //! whole artifact in memory.
@@ -8,9 +8,7 @@
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use base64::Engine as _;
 use indicatif::{ProgressBar, ProgressStyle};
-use weft_api::dsse::BASE64;
 use weft_api::manifest::{Classification, Content, Execution, Producer, Tool, ToolKind};
 use weft_api::{ArtifactId, Digest, Id, Manifest};
 
@@ -59,17 +57,29 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
             }
         }
     };
+    // `put -`: the upload declares its length, so stdin is spooled to a file in the weft
+    // home first (streamed, never held in memory) and removed once sent.
+    let spooled = if file == Path::new("-") {
+        Some(spool_stdin(&client.home()?).await?)
+    } else {
+        None
+    };
+    let upload_path = spooled.as_deref().unwrap_or(&file);
     let bar = progress_bar(
-        std::fs::metadata(&file)
-            .with_context(|| format!("reading {}", file.display()))?
+        std::fs::metadata(upload_path)
+            .with_context(|| format!("reading {}", upload_path.display()))?
             .len(),
         quiet,
     );
     let progress = bar.clone();
     let receipt = api
-        .upload_file(&file, move |sent| progress.set_position(sent))
-        .await?;
+        .upload_file(upload_path, move |sent| progress.set_position(sent))
+        .await;
     bar.finish_and_clear();
+    if let Some(spooled) = &spooled {
+        let _ = std::fs::remove_file(spooled);
+    }
+    let receipt = receipt?;
     let manifest = Manifest {
         content: Content {
             blake3: receipt.blake3,
@@ -98,12 +108,10 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
             .map(|t| parse_tool(t))
             .collect::<Result<_, _>>()?,
         created_at: chrono::Utc::now().fixed_offset(),
-        classification: serde_json::from_value::<Classification>(serde_json::Value::String(
-            classification,
-        ))
-        .map_err(|_| {
-            anyhow::anyhow!("classification must be public, internal, confidential or restricted")
-        })?,
+        classification: super::errors::wire_word::<Classification>(
+            "classification",
+            &classification,
+        )?,
         retrieval_uri: format!("{}/v1/artifacts/{}/content", api.base(), receipt.blake3),
         annotations: annotations
             .iter()
@@ -124,15 +132,31 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
 }
 
 /// `weft get`: downloads into `<output>.weft-partial`, renamed to `output` only once the
-/// digests check out, so a failed download leaves nothing behind.
+/// digests check out, so a failed download leaves nothing behind. `-o -` streams to stdout
+/// (there a failure can only be reported, after the bytes went out); without `-o`, the file is
+/// named after the manifest's `name` annotation, else the digest's hex, in the current
+/// directory.
 pub(super) async fn get(
     client: &ClientArgs,
     digest: &str,
-    output: &Path,
+    output: Option<&Path>,
     quiet: bool,
 ) -> anyhow::Result<()> {
     let (_, api) = client.session()?;
     let digest = Digest::parse(digest)?;
+    let output = match output {
+        Some(path) if path == Path::new("-") => {
+            let mut stdout = tokio::io::stdout();
+            let digests = match api.download(&digest, &mut stdout, |_, _| {}).await {
+                Ok(digests) => digests,
+                Err(error) => return Err(integrity(&api, &digest, error).await),
+            };
+            eprintln!("verified {} ({} bytes)", digests.blake3, digests.size);
+            return Ok(());
+        }
+        Some(path) => path.to_path_buf(),
+        None => default_name(&api, &digest).await?.into(),
+    };
     let partial = output.with_extension("weft-partial");
     let mut file = tokio::fs::File::create(&partial)
         .await
@@ -150,85 +174,56 @@ pub(super) async fn get(
     match outcome {
         Ok(digests) => {
             file.sync_all().await?;
-            tokio::fs::rename(&partial, output).await?;
-            eprintln!("verified {} ({} bytes)", digests.blake3, digests.size);
+            tokio::fs::rename(&partial, &output).await?;
+            eprintln!(
+                "verified {} ({} bytes) into {}",
+                digests.blake3,
+                digests.size,
+                output.display()
+            );
             Ok(())
         }
         Err(error) => {
             let _ = tokio::fs::remove_file(&partial).await;
-            Err(error).context("download failed; nothing was written")
+            Err(integrity(&api, &digest, error).await)
+                .context("download failed; nothing was written")
         }
     }
 }
 
-/// `weft show`: the artifact's digests and every manifest recorded for it.
-pub(super) async fn show(client: &ClientArgs, digest: &str) -> anyhow::Result<()> {
-    let (_, api) = client.session()?;
-    let view = api.artifact(&Digest::parse(digest)?).await?;
-    println!("artifact  {}", view.digests.blake3);
-    println!("sha256    {}", view.digests.sha256);
-    println!("size      {}", view.size);
-    if view.quarantined {
-        println!("status    QUARANTINED (stored bytes failed verification)");
+/// A download whose bytes did not hash to the digest, or that the server broke off because
+/// it found the stored bytes corrupt (it quarantines them and aborts the body rather than
+/// send bad bytes): named as what it is, not as a transport decode error. A body that broke
+/// off for another reason (the network) is reported as such: the artifact view says which.
+async fn integrity(
+    api: &weft_api::client::Client,
+    digest: &Digest,
+    error: weft_api::client::Error,
+) -> anyhow::Error {
+    use weft_api::client::Error as E;
+    match error {
+        E::Integrity { .. } => anyhow::anyhow!(error),
+        E::Http(http) if http.is_body() || http.is_decode() => match api.artifact(digest).await {
+            Ok(view) if view.quarantined => anyhow::anyhow!(
+                "integrity failure; the server has quarantined it ({digest}: the server stopped the download mid-way)"
+            ),
+            _ => anyhow::anyhow!("the download of {digest} broke off: {http}"),
+        },
+        other => anyhow::anyhow!(other),
     }
-    for record in &view.manifests {
-        let manifest = &record.manifest;
-        // Re-check the signature locally: the keyid must be the producer's key
-        // fingerprint as the envelope states it, and the payload must match.
-        let signed = record
-            .envelope
-            .signer_keyid()
-            .map(|k| k.to_string())
-            .unwrap_or_else(|e| format!("invalid ({e})"));
-        let payload_ok = BASE64
-            .decode(&record.envelope.payload)
-            .ok()
-            .is_some_and(|payload| {
-                ArtifactId::of(&payload) == record.manifest_id
-                    && Manifest::parse(&payload).ok().as_ref() == Some(manifest)
-            });
-        println!();
-        println!(
-            "manifest  {} (sequence {}, payload {})",
-            record.manifest_id,
-            record.sequence,
-            if payload_ok {
-                "matches its id"
-            } else {
-                "DOES NOT MATCH"
-            }
-        );
-        println!("  signed by   {signed}");
-        println!(
-            "  producer    {} (card {})",
-            manifest.producer.agent_id, manifest.producer.agent_card_version
-        );
-        println!(
-            "  group       {}  mission {}  work item {}",
-            manifest.group_id, manifest.mission_id, manifest.work_item_id
-        );
-        println!(
-            "  lease       {} (epoch {})",
-            manifest.execution.lease_id, manifest.execution.ownership_epoch
-        );
-        println!(
-            "  media type  {}  schema {}",
-            manifest.content.media_type,
-            manifest.content.schema.as_deref().unwrap_or("-")
-        );
-        println!(
-            "  created     {}  classification {}",
-            manifest.created_at,
-            manifest.classification.as_str()
-        );
-        for source in &manifest.sources {
-            println!("  source      {source}");
-        }
-        for tool in &manifest.tools {
-            println!("  tool        {:?} {} {}", tool.kind, tool.id, tool.version);
-        }
-    }
-    Ok(())
+}
+
+/// The file name `weft get` writes without `-o`: the `name` annotation of the newest manifest
+/// that has one (its last path component, so a manifest cannot aim outside the current
+/// directory), else the digest's hex.
+async fn default_name(api: &weft_api::client::Client, digest: &Digest) -> anyhow::Result<String> {
+    let view = api.artifact(digest).await?;
+    let named = view.manifests.iter().rev().find_map(|record| {
+        let name = record.manifest.annotations.get("name")?;
+        let base = Path::new(name).file_name()?.to_str()?;
+        (!base.is_empty() && base != "." && base != "..").then(|| base.to_owned())
+    });
+    Ok(named.unwrap_or_else(|| view.digests.blake3.to_string()["blake3:".len()..].to_owned()))
 }
 
 /// `weft ls`: every page of the artifact listing, as a table or JSON lines.
@@ -249,6 +244,13 @@ pub(super) async fn ls(args: LsArgs) -> anyhow::Result<()> {
         ("mediaType", media_type),
     ]);
     let api = &api;
+    if !json {
+        // Fixed widths, so rows print as pages arrive instead of after the whole listing.
+        println!(
+            "{:<71}  {:>12}  {:<24}  {:<20}  PRODUCER",
+            "ARTIFACT", "SIZE", "MEDIA TYPE", "WORK ITEM"
+        );
+    }
     each_page(
         &filters,
         |page_filters| async move {
@@ -260,14 +262,36 @@ pub(super) async fn ls(args: LsArgs) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(item)?);
             } else {
                 println!(
-                    "{}  {:>12}  {:<24}  {}  {}",
-                    item.artifact, item.size, item.media_type, item.work_item_id, item.producer
+                    "{:<71}  {:>12}  {:<24}  {:<20}  {}",
+                    item.artifact,
+                    item.size,
+                    item.media_type,
+                    item.work_item_id.to_string(),
+                    item.producer
                 );
             }
             Ok(())
         },
     )
     .await
+}
+
+/// Copies stdin to `<home>/spool/stdin-<random>`, chunk by chunk; the caller removes it.
+async fn spool_stdin(home: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let dir = home.join("spool");
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("stdin-{}", hex::encode(rand::random::<[u8; 8]>())));
+    let mut spool = tokio::fs::File::create(&path)
+        .await
+        .with_context(|| format!("creating {}", path.display()))?;
+    let copied = tokio::io::copy(&mut tokio::io::stdin(), &mut spool).await;
+    if let Err(error) = copied.and(spool.sync_all().await) {
+        let _ = tokio::fs::remove_file(&path).await;
+        return Err(error).context("reading stdin");
+    }
+    Ok(path)
 }
 
 fn progress_bar(total: u64, quiet: bool) -> ProgressBar {

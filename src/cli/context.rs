@@ -167,7 +167,7 @@ fn print_record(record: &ContextRecord) {
         "generator {} (card {}) at {}",
         package.generator.agent_id,
         package.generator.agent_card_version,
-        package.created_at.to_rfc3339()
+        super::when(&package.created_at)
     );
     for artifact in &package.artifacts {
         println!("cites     {artifact}");

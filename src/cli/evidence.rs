@@ -10,8 +10,7 @@ use super::{ClientArgs, EvidenceAction};
 
 /// A protocol word (an outcome, a method kind) by its wire name.
 fn parse_word<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned()))
-        .map_err(|_| anyhow::anyhow!("{what} {text:?} is not one of the allowed values"))
+    super::errors::wire_word(what, text)
 }
 
 /// `weft evidence add` and `weft evidence ls`.
@@ -114,6 +113,13 @@ pub(super) async fn run(client: &ClientArgs, action: EvidenceAction) -> anyhow::
                 ("producer", producer),
             ]);
             let api = &api;
+            if !json {
+                // Fixed widths, so rows print as pages arrive.
+                println!(
+                    "{:<80}  {:<10} {:<12} {:<18} {:<12} PRODUCER",
+                    "EVIDENCE", "WORK ITEM", "CRITERION", "METHOD", "OUTCOME"
+                );
+            }
             each_page(
                 &filters,
                 |page_filters| async move {
@@ -125,9 +131,11 @@ pub(super) async fn run(client: &ClientArgs, action: EvidenceAction) -> anyhow::
                         println!("{}", serde_json::to_string(record)?);
                     } else {
                         let evidence = &record.evidence;
+                        // "evidence blake3:…": an Evidence id is not mistaken for an
+                        // artifact digest.
                         println!(
-                            "{}  {:<10} {:<12} {:<18} {:<12} {}",
-                            record.evidence_id,
+                            "{:<80}  {:<10} {:<12} {:<18} {:<12} {}",
+                            format!("evidence {}", record.evidence_id),
                             evidence.work_item_id,
                             evidence.criterion,
                             evidence.method.kind.as_str(),
@@ -154,6 +162,10 @@ pub(super) async fn criteria(
     let view = api.criteria(&Id::parse("work item", work_item)?).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&view)?);
+        return Ok(());
+    }
+    if view.criteria.is_empty() {
+        println!("no Evidence recorded for {work_item} yet: no criterion has a verdict");
         return Ok(());
     }
     println!(

@@ -9,21 +9,31 @@
 //! them. It is long because every flag of every command is declared here, next to its help.
 //! Output text, flags and exit codes are part of the interface: the e2e tests run the binary.
 
+mod account;
 mod admin;
 mod artifacts;
 mod context;
+mod errors;
 mod events;
 mod evidence;
 mod fsck;
 mod keys;
 mod lineage;
 mod pages;
+mod review;
 mod session;
+mod show;
+mod table;
 mod work;
+mod work_args;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+
+pub use errors::explain;
+use table::{when, when_text};
+use work_args::{MissionAction, WorkAction};
 
 use crate::config::Config;
 use crate::telemetry::LogArgs;
@@ -101,17 +111,38 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
         digest: String,
+        /// Where to write it; `-` is stdout. Default: the manifest's `name` annotation, else
+        /// the digest's hex, in the current directory.
         #[arg(long, short)]
-        output: PathBuf,
+        output: Option<PathBuf>,
         #[arg(long, short)]
         quiet: bool,
     },
-    /// Show an artifact's manifests, decoded and signature-checked.
+    /// Show an artifact's manifests, each signature verified against a key trusted here.
     Show {
         #[command(flatten)]
         client: ClientArgs,
         digest: String,
+        /// A producer's public key (base64) to verify its manifests with; repeat for several.
+        /// Without one, only this agent's own manifests and server-signed records are checked.
+        #[arg(long = "producer-key", value_name = "KEY")]
+        producer_keys: Vec<String>,
+        /// Trust only this authority key (as for `weft events verify`).
+        #[arg(long, value_name = "KEY", env = "WEFT_AUTHORITY_KEY")]
+        authority_key: Option<String>,
     },
+    /// Who this session is: agent, Group, expiry, and whether the server still accepts it.
+    Whoami {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Forget the session (`session.json`); the agent key stays.
+    Logout {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Run the built-in reviewer on a WorkItem: server-signed Evidence, one record per check.
+    Review(ReviewArgs),
     /// List artifacts.
     Ls(LsArgs),
     /// Record and list Evidence.
@@ -174,6 +205,7 @@ enum Command {
 struct PutArgs {
     #[command(flatten)]
     client: ClientArgs,
+    /// The file to upload; `-` reads stdin (spooled to the weft home, then removed).
     file: PathBuf,
     #[arg(long)]
     group: String,
@@ -207,6 +239,28 @@ struct PutArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// The flags of `weft review`.
+#[derive(Debug, clap::Args)]
+struct ReviewArgs {
+    #[command(flatten)]
+    client: ClientArgs,
+    work_item: String,
+    /// The acceptance criterion the Evidence is about.
+    #[arg(long)]
+    criterion: String,
+    /// An artifact to check (blake3 digest); repeat for several.
+    #[arg(long = "artifact", required = true)]
+    artifacts: Vec<String>,
+    /// integrity or schema; repeat for several (default: integrity).
+    #[arg(long = "check")]
+    checks: Vec<String>,
+    /// The WorkItem's Mission, when its id is used in several.
+    #[arg(long)]
+    mission: Option<String>,
+    #[arg(long)]
+    json: bool,
 }
 
 /// The flags of `weft ls`: filters on the artifact listing.
@@ -381,310 +435,6 @@ enum EvidenceAction {
     },
 }
 
-/// What every signed Command may add: the lease and revision it quotes, and how to print.
-#[derive(Debug, Clone, clap::Args)]
-struct CommandArgs {
-    /// The Execution Lease to quote (default for owner commands: the WorkItem's current lease
-    /// when this agent owns it).
-    #[arg(long)]
-    lease: Option<String>,
-    /// Refuse (`stale_revision`) unless the aggregate is still at this revision.
-    #[arg(long)]
-    expected_revision: Option<u64>,
-    /// Print the server's answer as JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Debug, Subcommand)]
-enum MissionAction {
-    /// `mission.create` (coordinator).
-    Create {
-        mission: String,
-        #[arg(long)]
-        title: String,
-        /// low, normal, high or critical.
-        #[arg(long, default_value = "normal")]
-        priority: String,
-        /// Budget limits, the six dimensions of the contract.
-        #[arg(long, default_value_t = 0.0)]
-        financial: f64,
-        #[arg(long, default_value_t = 0)]
-        tokens: u64,
-        #[arg(long, default_value_t = 0)]
-        tool_calls: u64,
-        #[arg(long, default_value_t = 0)]
-        compute_seconds: u64,
-        #[arg(long, default_value_t = 0)]
-        wall_clock_seconds: u64,
-        #[arg(long, default_value_t = 0)]
-        side_effects: u64,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// The Mission: state, budget, WorkItems.
-    Show {
-        mission: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// `mission.approve`.
-    Approve(MissionClose),
-    /// `mission.fail`.
-    Fail(MissionClose),
-    /// `mission.cancel`: its live WorkItems are cancelled too.
-    Cancel(MissionClose),
-}
-
-/// The flags of `mission approve|fail|cancel`.
-#[derive(Debug, clap::Args)]
-struct MissionClose {
-    mission: String,
-    /// An Evidence or artifact id backing the decision; repeat for several.
-    #[arg(long = "evidence")]
-    evidence: Vec<String>,
-    #[command(flatten)]
-    command: CommandArgs,
-}
-
-#[derive(Debug, Subcommand)]
-enum WorkAction {
-    /// `work.authorize` (coordinator): a WorkItem of a Mission under a contract file.
-    Authorize {
-        work_item: String,
-        #[arg(long)]
-        mission: String,
-        /// The work contract, JSON or TOML (by extension: `.toml` is TOML, anything else JSON).
-        #[arg(long)]
-        contract: PathBuf,
-        /// The proposal this authorizes, if any.
-        #[arg(long)]
-        proposal: Option<String>,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// `work.offer` (coordinator): an offer to a bounded set of candidates.
-    Offer(OfferArgs),
-    /// `work.accept_offer`: take the offer (default: the live offer naming this agent).
-    Accept {
-        work_item: String,
-        #[arg(long)]
-        offer: Option<String>,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// `work.decline_offer` with a structured reason.
-    Decline {
-        work_item: String,
-        #[arg(long)]
-        offer: Option<String>,
-        /// capacity, deadline, capability, authorization, dependency, budget or other.
-        #[arg(long)]
-        reason: String,
-        #[arg(long)]
-        detail: Option<String>,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// `work.start` (owner): opens an Execution Lease.
-    Start(WorkRefArgs),
-    /// `lease.renew` (owner): the current Execution Lease lasts the contract's
-    /// `executionSeconds` from now.
-    Renew(WorkRefArgs),
-    /// `work.progress` (owner): a structured progress report (PRG-1); buffered in the offline
-    /// journal when the server does not answer.
-    Progress(ProgressArgs),
-    /// The offline journal (OFL-3…8): what was buffered while the server did not answer.
-    Journal {
-        /// Send what is pending now (every `weft work` Command does that first anyway).
-        #[arg(long)]
-        sync: bool,
-        /// Drop what was accepted or refused (and what followed a refusal).
-        #[arg(long)]
-        discard: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// A capability token bound to the current Execution Lease (LSE-6/7); prints the token.
-    Token(TokenArgs),
-    /// `work.checkpoint` (owner); buffered in the offline journal when the server does not
-    /// answer.
-    Checkpoint {
-        work_item: String,
-        #[arg(long)]
-        artifact: Option<String>,
-        #[arg(long)]
-        note: Option<String>,
-        /// Resources spent, `dimension=amount` (financial, tokens, toolCalls, computeSeconds,
-        /// wallClockSeconds, sideEffects); repeat for several.
-        #[arg(long = "usage", value_name = "DIMENSION=AMOUNT")]
-        usage: Vec<String>,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// `work.block` (owner): says what resolution it needs.
-    Block {
-        work_item: String,
-        #[arg(long)]
-        needs: String,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// `work.unblock`.
-    Unblock(WorkRefArgs),
-    /// `work.submit` (owner): the artifacts and the Evidence of the result.
-    Submit {
-        work_item: String,
-        /// A result artifact (blake3 digest); repeat for several.
-        #[arg(long = "artifact", required = true)]
-        artifacts: Vec<String>,
-        /// An Evidence id; repeat for several.
-        #[arg(long = "evidence")]
-        evidence: Vec<String>,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// `work.accept_result` (reviewer or coordinator): the WorkItem is verified.
-    AcceptResult(WorkRefArgs),
-    /// `work.fail`.
-    Fail {
-        work_item: String,
-        /// worker_error, review_failed, deadline, budget, dependency, retries_exhausted or other.
-        #[arg(long)]
-        reason: String,
-        #[arg(long)]
-        detail: Option<String>,
-        /// An Evidence id; repeat for several.
-        #[arg(long = "evidence")]
-        evidence: Vec<String>,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// `work.cancel` (coordinator).
-    Cancel {
-        work_item: String,
-        #[arg(long)]
-        reason: String,
-        #[command(flatten)]
-        command: CommandArgs,
-    },
-    /// The WorkItem: state, owner, lease, offers, dependencies, history.
-    Show {
-        work_item: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// A Mission's WorkItems: state and eligibility of each, and the dependencies.
-    Ls {
-        #[arg(long)]
-        mission: String,
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-/// The flags of a Command that names only its WorkItem.
-#[derive(Debug, clap::Args)]
-struct WorkRefArgs {
-    work_item: String,
-    #[command(flatten)]
-    command: CommandArgs,
-}
-
-/// The flags of `work progress`: the fields of `work.progress` (PRG-1). `--percent`, if
-/// given, is stored but never drives a decision (PRG-2).
-#[derive(Debug, clap::Args)]
-struct ProgressArgs {
-    work_item: String,
-    /// The phase the work is in.
-    #[arg(long)]
-    phase: String,
-    /// A milestone done; repeat for several.
-    #[arg(long = "milestone")]
-    milestones: Vec<String>,
-    #[arg(long)]
-    next_checkpoint: Option<String>,
-    /// A blocker; repeat for several.
-    #[arg(long = "blocker")]
-    blockers: Vec<String>,
-    /// Estimated completion (RFC 3339).
-    #[arg(long, requires = "confidence")]
-    completion_at: Option<String>,
-    /// Confidence in the estimate, 0 to 1 (0: no estimate).
-    #[arg(long, default_value_t = 0.0)]
-    confidence: f64,
-    /// An Evidence id backing the report; repeat for several.
-    #[arg(long = "evidence")]
-    evidence: Vec<String>,
-    #[arg(long)]
-    percent: Option<f64>,
-    /// Resources spent, `dimension=amount` (financial, tokens, toolCalls, computeSeconds,
-    /// wallClockSeconds, sideEffects); repeat for several.
-    #[arg(long = "usage", value_name = "DIMENSION=AMOUNT")]
-    usage: Vec<String>,
-    #[command(flatten)]
-    command: CommandArgs,
-}
-
-/// The flags of `work token`.
-#[derive(Debug, clap::Args)]
-struct TokenArgs {
-    work_item: String,
-    /// blob:write, artifact:publish or evidence:record; repeat for several.
-    #[arg(long = "scope", required = true)]
-    scopes: Vec<String>,
-    /// Lifetime in seconds (the server clamps it to the lease's expiry).
-    #[arg(long, default_value_t = 300)]
-    ttl: u64,
-    /// A token id of the same lease that the new token rotates out.
-    #[arg(long)]
-    replaces: Option<String>,
-    /// The lease (default: the one `weft work start` left in work.json, else the WorkItem's
-    /// current Execution Lease when this agent holds it).
-    #[arg(long)]
-    lease: Option<String>,
-    /// Print the whole answer as JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-/// The flags of `work offer`: candidates, expiry and the structured selection basis (OFR-10),
-/// from flags or from `--basis FILE` (JSON or TOML).
-#[derive(Debug, clap::Args)]
-struct OfferArgs {
-    work_item: String,
-    /// The offer id (default: a fresh one).
-    #[arg(long)]
-    offer: Option<String>,
-    /// A candidate Agent; repeat for several (at most 16).
-    #[arg(long = "candidate", required = true)]
-    candidates: Vec<String>,
-    #[arg(long, default_value_t = 600)]
-    expires_in: u64,
-    /// The whole selection basis from a file; excludes the basis flags below.
-    #[arg(long, conflicts_with_all = ["capabilities", "not_authorization_eligible", "available_at", "expected_cost", "reliability_evidence", "policy_rules"])]
-    basis: Option<PathBuf>,
-    /// A matched capability as id:version; repeat for several.
-    #[arg(long = "capability")]
-    capabilities: Vec<String>,
-    /// The candidates are not known to be authorization-eligible.
-    #[arg(long)]
-    not_authorization_eligible: bool,
-    /// When the candidates are expected to be available (RFC 3339; default now).
-    #[arg(long)]
-    available_at: Option<String>,
-    #[arg(long, default_value_t = 0.0)]
-    expected_cost: f64,
-    /// An artifact backing the candidates' reliability; repeat for several.
-    #[arg(long = "reliability-evidence")]
-    reliability_evidence: Vec<String>,
-    /// A policy rule that selected them; repeat for several.
-    #[arg(long = "policy-rule")]
-    policy_rules: Vec<String>,
-    #[command(flatten)]
-    command: CommandArgs,
-}
-
 #[derive(Debug, Subcommand)]
 enum AdminAction {
     /// Groups.
@@ -701,6 +451,12 @@ enum AdminAction {
     Member {
         #[command(subcommand)]
         action: MemberAction,
+    },
+    /// Register a schema URI as naming a published schema artifact.
+    Schema {
+        uri: String,
+        /// The schema artifact's blake3 digest.
+        artifact: String,
     },
 }
 
@@ -772,8 +528,16 @@ impl Cli {
                 digest,
                 output,
                 quiet,
-            } => artifacts::get(&client, &digest, &output, quiet).await,
-            Command::Show { client, digest } => artifacts::show(&client, &digest).await,
+            } => artifacts::get(&client, &digest, output.as_deref(), quiet).await,
+            Command::Show {
+                client,
+                digest,
+                producer_keys,
+                authority_key,
+            } => show::show(&client, &digest, &producer_keys, authority_key.as_deref()).await,
+            Command::Whoami { client } => account::whoami(&client).await,
+            Command::Logout { client } => account::logout(&client),
+            Command::Review(args) => review::run(args).await,
             Command::Ls(args) => artifacts::ls(args).await,
             Command::Evidence { client, action } => evidence::run(&client, action).await,
             Command::Events { client, action } => events::run(&client, action).await,

@@ -14,12 +14,12 @@ use super::keys::write_private;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct SessionFile {
-    server: String,
+    pub(super) server: String,
     token: String,
     pub(super) agent_id: String,
     pub(super) group_id: String,
     pub(super) agent_card_version: String,
-    expires_at: String,
+    pub(super) expires_at: String,
     /// The epochs the session was granted with; a Command quotes both (DESIGN §10). Absent
     /// from files written before Commands existed, hence optional: such a session signs no
     /// Command until `weft login` runs again.
@@ -74,7 +74,8 @@ pub(super) async fn login(
     )?;
     println!(
         "session open for {agent_id} in {group} (session epoch {}, expires {})",
-        grant.session_epoch, session.expires_at
+        grant.session_epoch,
+        super::when(&grant.expires_at)
     );
     Ok(())
 }

@@ -37,7 +37,8 @@ use weft_api::work::views::{CommandAccepted, WorkItemView};
 use weft_api::work::{CommandType, SelectionBasis, WorkContract};
 use weft_api::{ArtifactId, Id};
 
-use super::{ClientArgs, CommandArgs, MissionAction, MissionClose, OfferArgs, WorkAction};
+use super::ClientArgs;
+use super::work_args::{CommandArgs, MissionAction, MissionClose, OfferArgs, WorkAction};
 
 /// The agent as a Command signer: its key, its session's client, Group and epochs.
 struct Signer {
@@ -244,6 +245,8 @@ pub(super) async fn work(client: &ClientArgs, action: WorkAction) -> anyhow::Res
                 println!("{}", serde_json::to_string_pretty(&graph)?);
                 return Ok(());
             }
+            let mut table =
+                super::table::Table::new(&["WORK ITEM", "STATE", "ELIGIBLE", "DEPENDS ON"]);
             for node in &graph.nodes {
                 let depends: Vec<&str> = graph
                     .edges
@@ -251,22 +254,18 @@ pub(super) async fn work(client: &ClientArgs, action: WorkAction) -> anyhow::Res
                     .filter(|edge| edge.from == node.work_item_id)
                     .map(|edge| edge.to.as_str())
                     .collect();
-                println!(
-                    "{}\t{}\t{}\t{}",
-                    node.work_item_id,
-                    node.state.as_str(),
-                    if node.eligible {
-                        "eligible"
-                    } else {
-                        "not-eligible"
-                    },
+                table.row(vec![
+                    node.work_item_id.to_string(),
+                    node.state.as_str().to_owned(),
+                    if node.eligible { "yes" } else { "no" }.to_owned(),
                     if depends.is_empty() {
                         "-".to_owned()
                     } else {
                         depends.join(",")
-                    }
-                );
+                    },
+                ]);
             }
+            print!("{}", table.render());
             Ok(())
         }
         action => command(client, action).await,
@@ -457,7 +456,7 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
 async fn owner_ref(
     signer: &Signer,
     kind: CommandType,
-    args: super::WorkRefArgs,
+    args: super::work_args::WorkRefArgs,
 ) -> anyhow::Result<()> {
     let work_item_id = Id::parse("work item", &args.work_item)?;
     let lease = signer.lease_for(&work_item_id, &args.command).await?;
@@ -578,8 +577,7 @@ fn toml_to_json(value: toml::Value) -> anyhow::Result<Value> {
 
 /// A protocol word (a level, a reason) by its wire name.
 fn word<T: DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {
-    serde_json::from_value(Value::String(text.to_owned()))
-        .map_err(|_| anyhow::anyhow!("{what} {text:?} is not one of the allowed values"))
+    super::errors::wire_word(what, text)
 }
 
 /// The wire name of a protocol word, for printing.
@@ -660,7 +658,9 @@ fn print_work_item(view: &WorkItemView) {
     if let Some(lease) = &view.lease {
         println!(
             "lease       {} {} until {}",
-            lease.lease_id, lease.kind, lease.expires_at
+            lease.lease_id,
+            lease.kind,
+            super::when_text(&lease.expires_at)
         );
     }
     for offer in &view.offers {
@@ -669,7 +669,7 @@ fn print_work_item(view: &WorkItemView) {
             offer.offer_id,
             offer.status,
             offer.candidates.join(","),
-            offer.expires_at
+            super::when_text(&offer.expires_at)
         );
     }
     if !view.depends_on.is_empty() {

@@ -61,6 +61,7 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         metrics,
         openapi,
         super::sessions::open,
+        super::sessions::current,
         super::admin::create_group,
         super::admin::register_agent,
         super::admin::set_membership,

@@ -33,6 +33,10 @@ pub struct Session {
     /// The Missions its Membership covers (CTX-5). A change of scope bumps the Membership's
     /// epoch, so a live session's scope is the one it was opened under.
     pub scope: MissionScope,
+    /// The Membership's roles and the session's expiry, as read when the token was resolved
+    /// (what `GET /v1/session` shows its holder).
+    pub roles: Vec<weft_api::session::Role>,
+    pub expires_at: String,
     /// blake3 of the bearer token: the row a stream re-checks.
     token_hash: [u8; 32],
 }
@@ -195,8 +199,8 @@ pub(crate) fn live_session(
     if expires_at.as_str() <= now {
         return Err(reject(ErrorCode::Unauthorized, "the session has expired"));
     }
-    match membership(conn, &group_id, &agent_id)? {
-        Some((_, epoch)) if epoch == membership_epoch => {}
+    let roles = match membership(conn, &group_id, &agent_id)? {
+        Some((roles, epoch)) if epoch == membership_epoch => roles,
         Some(_) => {
             return Err(reject(
                 ErrorCode::StaleMembership,
@@ -209,7 +213,7 @@ pub(crate) fn live_session(
                 "the membership this session was opened under was removed",
             ));
         }
-    }
+    };
     let current_epoch: u64 = conn.row(
         "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
         params![agent_id, group_id],
@@ -228,6 +232,8 @@ pub(crate) fn live_session(
         session_epoch,
         membership_epoch,
         scope,
+        roles,
+        expires_at,
         token_hash,
     })
 }

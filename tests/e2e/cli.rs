@@ -130,7 +130,7 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     assert!(shown.contains(&format!("source      {first}")), "{shown}");
     assert!(shown.contains("payload matches its id"), "{shown}");
     let listed = ok(weft(&home, &url, &["ls", "--mission", "m1"]));
-    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert_eq!(listed.lines().count(), 3, "a header and two rows: {listed}");
     let tail = ok(weft(&home, &url, &["events", "tail", "--group", "g1"]));
     let kinds: Vec<String> = tail
         .lines()
@@ -341,12 +341,12 @@ fn reviewer_records_evidence_and_reads_criteria() {
         &url,
         &["evidence", "ls", "--work-item", "w1", "--criterion", "ac-2"],
     ));
-    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert_eq!(listed.lines().count(), 3, "a header and two rows: {listed}");
     assert!(
         listed
             .lines()
-            .next()
-            .is_some_and(|line| line.starts_with(&second)),
+            .nth(1)
+            .is_some_and(|line| line.starts_with(&format!("evidence {second}"))),
         "newest first: {listed}"
     );
     let criteria = ok(weft(&worker_home, &url, &["criteria", "w1"]));

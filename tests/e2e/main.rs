@@ -5,6 +5,7 @@
 mod cli;
 mod context;
 mod delivery;
+mod first_hour;
 mod offline;
 mod revoke;
 mod support;

@@ -426,7 +426,16 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
     assert!(shown.contains("state       verified"), "{shown}");
     assert!(shown.contains("owner       worker-1"), "{shown}");
     let listed = ok(&coordinator, &url, &["work", "ls", "--mission", "m1"]);
-    assert!(listed.starts_with("wi-1\tverified\t"), "{listed}");
+    let rows: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["WORK", "ITEM", "STATE", "ELIGIBLE", "DEPENDS", "ON"],
+        "{listed}"
+    );
+    assert_eq!(rows[1][..2], ["wi-1", "verified"], "{listed}");
     let mission = ok(&coordinator, &url, &["mission", "show", "m1"]);
     assert!(mission.contains("state       active"), "{mission}");
     let approved = ok(&coordinator, &url, &["mission", "approve", "m1"]);

@@ -25,7 +25,7 @@ use weft_api::work::views::{TokenRequest, TokenScope};
 
 use super::{Signer, artifact_ids, word};
 use crate::cli::keys::write_private;
-use crate::cli::{ProgressArgs, TokenArgs, WorkRefArgs};
+use crate::cli::work_args::{ProgressArgs, TokenArgs, WorkRefArgs};
 
 const FILE: &str = "work.json";
 
@@ -229,7 +229,7 @@ pub(super) async fn token(signer: &Signer, args: TokenArgs) -> anyhow::Result<()
         "token {} of lease {lease_id} ({}) until {}",
         issued.token_id,
         scope.join(" "),
-        issued.expires_at
+        crate::cli::when_text(&issued.expires_at)
     );
     println!("{}", issued.token);
     Ok(())

@@ -132,3 +132,38 @@ backends!(
         );
     }
 );
+
+backends!(
+    async fn a_session_reads_itself_and_the_admin_token_is_none(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker", "reviewer"]).await;
+        let view = h.get_json(&worker, "/v1/session").await;
+        assert_eq!(view["agentId"], "w1");
+        assert_eq!(view["groupId"], "g1");
+        assert_eq!(view["roles"], json!(["worker", "reviewer"]));
+        assert!(view.get("missions").is_none(), "a Group-wide Membership");
+        let expires =
+            chrono::DateTime::parse_from_rfc3339(view["expiresAt"].as_str().expect("expiresAt"))
+                .expect("RFC 3339");
+        assert!(expires > weft_storage::Clock::now(&h.clock));
+        assert_eq!(view["sessionEpoch"], 1);
+        let admin = h
+            .call(Method::GET, "/v1/session", Some(ADMIN), Body::empty())
+            .await;
+        assert_eq!(
+            (admin.status, admin.code().as_str()),
+            (StatusCode::FORBIDDEN, "forbidden")
+        );
+        // A replaced session reads as stale, like any other route.
+        h.session(&worker.key, "w1", "g1").await;
+        let stale = h
+            .call(
+                Method::GET,
+                "/v1/session",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(stale.code(), "stale_session");
+    }
+);

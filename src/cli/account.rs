@@ -1,0 +1,111 @@
+//! The session as its holder sees it: `weft whoami` (what `session.json` says, and whether
+//! the server still accepts the token) and `weft logout` (forget the session locally).
+//!
+//! The roles and scope come from the server (`GET /v1/session`); the server has no route that
+//! revokes a single session, so `logout` says the token stays valid until it expires.
+
+use weft_api::ErrorCode;
+
+use super::ClientArgs;
+
+/// `weft whoami`.
+pub(super) async fn whoami(client: &ClientArgs) -> anyhow::Result<()> {
+    let (session, api) = client.session()?;
+    println!(
+        "agent     {} (card {})",
+        session.agent_id, session.agent_card_version
+    );
+    println!("group     {}", session.group_id);
+    let expires = chrono::DateTime::parse_from_rfc3339(&session.expires_at).ok();
+    match expires {
+        Some(at) => {
+            let left = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
+            let remaining = if left.num_seconds() > 0 {
+                format!("in {}", span(left.num_seconds()))
+            } else {
+                "already".to_owned()
+            };
+            println!("expires   {} ({remaining})", super::when(&at));
+        }
+        None => println!("expires   {} (unreadable)", session.expires_at),
+    }
+    if let (Some(session_epoch), Some(membership_epoch)) =
+        (session.session_epoch, session.membership_epoch)
+    {
+        println!("epochs    session {session_epoch}, membership {membership_epoch}");
+    }
+    println!("server    {}", session.server);
+    // The server's view of the token: roles, scope and whether it still accepts it.
+    match api.current_session().await {
+        Ok(live) => {
+            let roles: Vec<String> = live
+                .roles
+                .iter()
+                .map(|role| {
+                    serde_json::to_value(role).map_or_else(
+                        |_| format!("{role:?}"),
+                        |v| v.as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect();
+            println!("roles     {}", roles.join(", "));
+            match &live.missions {
+                Some(missions) => println!("scope     Missions {}", missions.join(", ")),
+                None => println!("scope     the whole Group"),
+            }
+            println!("status    the server accepts this session");
+        }
+        Err(error)
+            if matches!(
+                error.code(),
+                Some(
+                    ErrorCode::StaleSession
+                        | ErrorCode::StaleMembership
+                        | ErrorCode::Unauthorized
+                        | ErrorCode::AgentDeactivated
+                )
+            ) =>
+        {
+            println!("status    REFUSED by the server ({error}): run `weft login`");
+        }
+        Err(error) => return Err(error.into()),
+    }
+    Ok(())
+}
+
+/// `weft logout`: removes `session.json`. The token itself stays valid on the server until it
+/// expires (there is no session-revoking route), which the command says.
+pub(super) fn logout(client: &ClientArgs) -> anyhow::Result<()> {
+    let path = client.home()?.join("session.json");
+    let session = client.session().ok().map(|(session, _)| session);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            println!("no session to forget ({} does not exist)", path.display());
+            return Ok(());
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!("removing {}", path.display())));
+        }
+    }
+    match session {
+        Some(session) => println!(
+            "forgot the session of {} in {}; the server keeps accepting its token until {} (it has no route to revoke one session)",
+            session.agent_id,
+            session.group_id,
+            super::when_text(&session.expires_at)
+        ),
+        None => println!("removed {}", path.display()),
+    }
+    Ok(())
+}
+
+/// `3h 05m`, `12m 30s`, `45s`.
+fn span(seconds: i64) -> String {
+    let (hours, minutes, secs) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
+    match (hours, minutes) {
+        (0, 0) => format!("{secs}s"),
+        (0, _) => format!("{minutes}m {secs:02}s"),
+        _ => format!("{hours}h {minutes:02}m"),
+    }
+}

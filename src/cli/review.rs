@@ -1,0 +1,70 @@
+//! `weft review`: asks the server's built-in deterministic reviewer to check a WorkItem's
+//! artifacts (`POST /v1/workitems/{id}/review`) and prints the server-signed Evidence it
+//! recorded, one record per check.
+
+use weft_api::views::{Check, ReviewRequest};
+use weft_api::{ArtifactId, Id};
+
+use super::ReviewArgs;
+use super::errors::wire_word;
+use super::table::Table;
+
+/// `weft review`.
+pub(super) async fn run(args: ReviewArgs) -> anyhow::Result<()> {
+    let ReviewArgs {
+        client,
+        work_item,
+        criterion,
+        artifacts,
+        checks,
+        mission,
+        json,
+    } = args;
+    let (_, api) = client.session()?;
+    let checks: Vec<Check> = if checks.is_empty() {
+        vec![Check::Integrity]
+    } else {
+        checks
+            .iter()
+            .map(|check| wire_word("--check", check))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let request = ReviewRequest {
+        criterion,
+        artifacts: artifacts
+            .iter()
+            .map(|artifact| ArtifactId::parse(artifact))
+            .collect::<Result<_, _>>()?,
+        checks,
+        mission_id: mission.map(|m| Id::parse("mission", &m)).transpose()?,
+    };
+    let outcome = api
+        .review(&Id::parse("work-item", &work_item)?, &request)
+        .await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+        return Ok(());
+    }
+    let mut table = Table::new(&["EVIDENCE", "CRITERION", "OUTCOME", "METHOD", "SUMMARY"]);
+    for record in &outcome.evidence {
+        let evidence = &record.evidence;
+        table.row(vec![
+            format!("evidence {}", record.evidence_id),
+            evidence.criterion.clone(),
+            word(&evidence.result.outcome),
+            evidence.method.name.clone(),
+            evidence.result.summary.clone(),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(())
+}
+
+/// The wire name of a protocol word.
+fn word(value: &impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(text)) => text,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_owned(),
+    }
+}
