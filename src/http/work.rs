@@ -45,7 +45,9 @@ pub(crate) async fn command(
     // EVD-3: once a submission is committed, the built-in reviewer runs the checks its
     // contract names; their Evidence follows the Command's Events in the log. A failure here
     // leaves the submission standing (a reviewer can run the checks again by hand).
-    if accepted.events.iter().any(|e| e.kind == "work.submitted")
+    // A replayed answer did nothing this time, so it reviews nothing either.
+    if !accepted.replayed
+        && accepted.events.iter().any(|e| e.kind == "work.submitted")
         && let Some(work_item) = accepted.state["workItemId"].as_str()
         && let Ok(work_item) = weft_api::Id::parse("workItemId", work_item)
         && let Err(error) = state.store.review_submission(work_item).await
@@ -91,9 +93,12 @@ pub(crate) async fn command_batch(
         .store
         .execute_commands(group_id, batch.commands, &session)
         .await?;
+    let mut reviewed = std::collections::BTreeSet::new();
     for answer in &accepted {
-        // EVD-3, as for one Command.
-        if answer.events.iter().any(|e| e.kind == "work.submitted")
+        // EVD-3, as for one Command: once per submitted WorkItem, never for a replay.
+        if !answer.replayed
+            && answer.events.iter().any(|e| e.kind == "work.submitted")
+            && reviewed.insert(answer.state["workItemId"].to_string())
             && let Some(work_item) = answer.state["workItemId"].as_str()
             && let Ok(work_item) = weft_api::Id::parse("workItemId", work_item)
             && let Err(error) = state.store.review_submission(work_item).await

@@ -23,6 +23,10 @@ pub struct CommandAccepted {
     /// The aggregate's view after the Command: a [`WorkItemView`], a [`MissionView`], or a
     /// proposal.
     pub state: serde_json::Value,
+    /// Whether this answer is a stored one replayed for a retried `commandId` (nothing was
+    /// done this time). Not on the wire.
+    #[serde(skip)]
+    pub replayed: bool,
 }
 
 /// The current owner of a WorkItem.

@@ -549,6 +549,25 @@ backends!(
         assert_eq!(integrity["latest"]["outcome"], "pass", "{criteria}");
         assert_eq!(integrity["latest"]["standing"], "authority");
         assert_eq!(integrity["latest"]["method"], "integrity_check");
+        // The same submission again is a replay: it does nothing, so it reviews nothing (no
+        // new Evidence, no Event), one at a time or many in a batch.
+        let before = h.fingerprint().await;
+        let again = h.send(command_request(&w1, "g1", &submit)).await;
+        assert_eq!(again.status, StatusCode::CREATED, "{again:?}");
+        let envelope = weft_api::Envelope::sign(
+            &w1.key,
+            weft_api::work::COMMAND_TYPE,
+            submit.to_string().as_bytes(),
+        );
+        let batch = request(
+            axum::http::Method::POST,
+            "/v1/groups/g1/commands/batch",
+            Some(&w1.token),
+            serde_json::to_vec(&json!({"commands": [envelope.clone(), envelope]})).expect("json"),
+        );
+        let answer = h.send(batch).await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        assert_unchanged(&before, &h.fingerprint().await, "replayed submissions");
         let verified = ok(
             &h,
             &coordinator,

@@ -233,7 +233,10 @@ fn apply_prepared(
                     ),
                 ));
             }
-            return serde_json::from_str(&answer).map_err(Error::backend);
+            let mut replayed: CommandAccepted =
+                serde_json::from_str(&answer).map_err(Error::backend)?;
+            replayed.replayed = true;
+            return Ok(replayed);
         }
         // The epochs again, inside the transaction (a Membership may have changed).
         let group = command.group_id.as_str();
@@ -286,6 +289,7 @@ fn apply_prepared(
             deadlines.note(work_item_id.as_str(), at);
         }
         let answer = CommandAccepted {
+            replayed: false,
             command_id: command.command_id.to_string(),
             events: std::mem::take(&mut ctx.appended),
             state,
