@@ -208,6 +208,27 @@ backends!(
             "offline_lease_closed",
         )
         .await;
+        // Nor a second checkpoint dated before the first: it would push the ownership
+        // deadline again without a start.
+        let earlier = binding(
+            &lease,
+            instant(&checkpoint_binding["bufferedAt"]) - Duration::seconds(1),
+            usage(0, 0.0),
+        );
+        let second = buffered(
+            &h,
+            &w1,
+            "work.checkpoint",
+            json!({"workItemId": WI, "checkpoint": {"note": "again"}}),
+            &earlier,
+        )
+        .await;
+        refused(
+            &h,
+            command_request(&w1, "g1", &second),
+            "offline_lease_closed",
+        )
+        .await;
         // Reconciled, the Worker starts again under a new lease.
         let restarted = ok(&h, &w1, "g1", "work.start", json!({"workItemId": WI})).await;
         assert_ne!(restarted["state"]["lease"]["leaseId"], lease["leaseId"]);

@@ -130,6 +130,23 @@ pub(super) fn check(
         };
         reject(code, why)
     })?;
+    // A checkpoint ends its lease; a lease that ended (released, a reconciled checkpoint,
+    // cancellation, failure) takes no further checkpoint, whatever bufferedAt it claims:
+    // otherwise each new buffered checkpoint, dated ever earlier, would move the ownership
+    // deadline forward without a start (attacker review).
+    if ctx.command.kind == weft_api::work::CommandType::WorkCheckpoint
+        && lease
+            .as_ref()
+            .is_some_and(|record| record.closed_at.is_some())
+    {
+        return Err(reject(
+            ErrorCode::OfflineLeaseClosed,
+            format!(
+                "lease {} already ended; a buffered checkpoint cannot end it again (OFL-9)",
+                binding.lease_id
+            ),
+        ));
+    }
     let runs = super::current_lease(ctx.tx, &row.work_item_id)?
         .is_some_and(|lease| lease.lease_id == binding.lease_id.as_str());
     Ok(if runs {
