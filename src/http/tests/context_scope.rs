@@ -1,5 +1,6 @@
 //! Context Packages under Mission isolation (CTX-5, CTX-6): a Mission-scoped member gets no
-//! package of another Mission (the same answer as for none) and writes none there; a package
+//! package of another Mission (the same answer as for none) and writes none there (the same
+//! answer as for a Mission that does not exist); a package
 //! cites another Mission's Artifact only once it is reusable knowledge.
 
 use axum::body::Body;
@@ -69,21 +70,56 @@ backends!(
             "not_reusable",
         )
         .await;
-        // A member scoped to mission-1 writes no context of mission-2.
+        // A member scoped to mission-1 writes no context of mission-2, and learns nothing of
+        // it: the answer is the one for a Mission that does not exist.
+        let scope = |mission| ("g1", mission);
         let foreign = package(
             &w.scoped,
-            ("g1", "mission-2"),
+            scope("mission-2"),
             "pkg-3",
             1,
             None,
             (1, to),
             &[],
         );
-        refused(
-            h,
-            publish_context(&w.scoped, "g1", &foreign),
-            "not_a_member",
-        )
-        .await;
+        let hidden = refused(h, publish_context(&w.scoped, "g1", &foreign), "not_found").await;
+        let none = package(
+            &w.scoped,
+            scope("mission-zzz"),
+            "pkg-3",
+            1,
+            None,
+            (1, to),
+            &[],
+        );
+        let absent = refused(h, publish_context(&w.scoped, "g1", &none), "not_found").await;
+        assert_eq!(
+            hidden.json()["detail"]
+                .as_str()
+                .map(|d| d.replace("mission-2", "M")),
+            absent.json()["detail"]
+                .as_str()
+                .map(|d| d.replace("mission-zzz", "M")),
+        );
+        // Another Mission's package id is taken, with no version or Mission named.
+        let taken = package(
+            &w.scoped,
+            scope("mission-1"),
+            "pkg-2",
+            1,
+            None,
+            (1, to),
+            &[],
+        );
+        let request = publish_context(&w.scoped, "g1", &taken);
+        let answer = refused(h, request, "context_other_mission").await;
+        let detail = answer.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            !detail.contains("mission-2") && !detail.contains("version"),
+            "{detail}"
+        );
     }
 );

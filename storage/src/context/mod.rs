@@ -286,27 +286,41 @@ impl Engine {
                 }
                 // CTX-4: the generator must be a member allowed to write the Mission.
                 check_writer(txn, group, signer.as_str(), &WRITERS)?;
-                check_scope(txn, &package)?;
-                let new = package.link(context_id);
-                let named = match &package.previous {
-                    Some(previous) => link_by_id(txn, group, previous)?,
-                    None => None,
-                };
-                let latest = latest_link(txn, group, package.package_id.as_str())?;
-                check_chain(&new, package.previous.as_ref(), named.as_ref(), latest.as_ref())?;
-                check_range(txn, &package)?;
                 let generator = Reader::Agent {
                     agent_id: signer.clone(),
                     group_id: group_id.clone(),
                     scope: mission_scope(txn, group, signer.as_str())?,
                 };
-                // A Mission-scoped generator writes context of its Missions only (CTX-5).
+                // A Mission-scoped generator writes context of its Missions only (CTX-5), and
+                // learns nothing of the others: a Mission it does not cover answers exactly as
+                // one that does not exist, before anything else looks at it.
                 if !generator.sees_mission(group, package.mission_id.as_str()) {
                     return Err(reject(
-                        ErrorCode::NotAMember,
-                        format!("{signer} is not a member of Mission {}", package.mission_id),
+                        ErrorCode::NotFound,
+                        format!("no Mission {} in {group}", package.mission_id),
                     ));
                 }
+                check_scope(txn, &package)?;
+                let new = package.link(context_id);
+                // Versions of Missions the generator cannot see are not named to it: a
+                // `previous` among them is unknown, and a package id they hold is taken.
+                let named = match &package.previous {
+                    Some(previous) => link_by_id(txn, group, previous)?
+                        .filter(|link| generator.sees_mission(group, link.mission_id.as_str())),
+                    None => None,
+                };
+                let latest = latest_link(txn, group, package.package_id.as_str())?;
+                if latest
+                    .as_ref()
+                    .is_some_and(|link| !generator.sees_mission(group, link.mission_id.as_str()))
+                {
+                    return Err(reject(
+                        ErrorCode::ContextOtherMission,
+                        format!("package id {} is taken; choose another", package.package_id),
+                    ));
+                }
+                check_chain(&new, package.previous.as_ref(), named.as_ref(), latest.as_ref())?;
+                check_range(txn, &package)?;
                 check_artifacts(txn, &package, &generator)?;
                 let sequence = events::append(
                     txn,
