@@ -56,8 +56,9 @@ pub enum JournalError {
     /// The Command cannot be buffered (the Authority would refuse it too).
     #[error("{0}")]
     Refused(String),
-    /// Sending failed before the Authority answered; the Command stays pending.
-    #[error("the Authority did not answer: {0}")]
+    /// Sending failed before the Authority answered, or it answered "not now" (a session to
+    /// renew, busy, failing); the Command stays pending.
+    #[error("the Authority did not take the journal now: {0}")]
     Unreachable(ClientError),
 }
 
@@ -104,6 +105,13 @@ impl Entry {
     pub fn binding(&self) -> Option<Binding> {
         self.command.offline_binding().ok().flatten()
     }
+}
+
+/// Whether an answer with `status` says "not now" rather than "never": the session must be
+/// renewed (401), the Authority is busy (408, 429) or failing (5xx). The Command stays
+/// pending; only a refusal of the Command itself stops the journal.
+fn transient(status: u16) -> bool {
+    matches!(status, 401 | 408 | 429) || status >= 500
 }
 
 /// Buffered Commands sent per request on reconcile (at most the route's 256).
@@ -441,10 +449,21 @@ impl Journal {
                         done.accepted.push(accepted);
                     }
                     if let Some(refusal) = batch.refused {
+                        if transient(refusal.problem.status) {
+                            outcome = Err(JournalError::Unreachable(ClientError::Api {
+                                status: refusal.problem.status,
+                                body: refusal.problem,
+                            }));
+                            break 'batches;
+                        }
                         let index = chunk.get(refusal.index).copied().unwrap_or(chunk[0]);
                         self.refuse(index, refusal.problem, &mut done)?;
                         break 'batches;
                     }
+                }
+                Err(ClientError::Api { status, body }) if transient(status) => {
+                    outcome = Err(JournalError::Unreachable(ClientError::Api { status, body }));
+                    break;
                 }
                 Err(ClientError::Api { body, .. }) => {
                     self.refuse(chunk[0], body, &mut done)?;

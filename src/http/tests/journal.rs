@@ -437,3 +437,50 @@ backends!(
         assert!(head.is_object());
     }
 );
+
+backends!(
+    /// A "not now" (here `stale_session`: the journal rebased onto an old session) leaves the
+    /// Command pending instead of stopping the journal for good; rebased onto the current
+    /// session, it goes through.
+    async fn a_journal_keeps_commands_pending_on_a_transient_refusal(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        mission_with(&h, &coordinator, MISSION, limit(1000, 50.0), None).await;
+        started(&h, &coordinator, &w1, MISSION, WI, limit(500, 10.0)).await;
+        let lease = offline_lease(&h, &w1).await;
+        let mut journal = Journal::open(&h.dir.path().join("journal.jsonl")).expect("open");
+        let cut_off = now(&h);
+        h.clock.advance(Duration::seconds(5));
+        journal
+            .buffer(
+                &lease,
+                cut_off,
+                CommandType::WorkProgress,
+                progress(WI, usage(3, 0.0)),
+                budgets(3, 0.0),
+                now(&h),
+            )
+            .expect("buffered");
+        let old = rebase(&h, &w1).await;
+        let (old_epoch, old_membership) = (old.session_epoch, old.membership_epoch);
+        let (w1, client) = reconnect(&h, &w1).await;
+        let stale = Rebase {
+            key: &w1.key,
+            session_epoch: old_epoch,
+            membership_epoch: old_membership,
+            issued_at: now(&h),
+        };
+        let outcome = journal.reconcile(&client, stale).await;
+        assert!(
+            matches!(outcome, Err(JournalError::Unreachable(_))),
+            "{outcome:?}"
+        );
+        assert_eq!(journal.pending().count(), 1, "still pending");
+        assert!(journal.stopped().is_none());
+        let done = journal
+            .reconcile(&client, rebase(&h, &w1).await)
+            .await
+            .expect("sent");
+        assert_eq!(done.accepted.len(), 1);
+    }
+);
