@@ -406,6 +406,30 @@ backends!(
             "not_a_member",
         )
         .await;
+        // Its own Mission with another Mission's WorkItem: answered as an unknown WorkItem,
+        // exactly as one that does not exist (never `mission_mismatch` naming mission-2).
+        let mut answers = Vec::new();
+        for work_item in ["work-2", "no-such-work"] {
+            let evidence =
+                evidence_payload(&scoped, "g1", "mission-1", work_item, "automated_test", &[]);
+            let answer = refused(
+                &h,
+                request(
+                    Method::POST,
+                    "/v1/evidence",
+                    Some(&scoped.token),
+                    signed_evidence(&scoped, &evidence),
+                ),
+                "unknown_work_item",
+            )
+            .await;
+            let detail = answer.json()["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .replace(work_item, "W");
+            answers.push(detail);
+        }
+        assert_eq!(answers[0], answers[1]);
         let propose = |mission: &str, proposal: &str| json!({"proposalId": proposal, "missionId": mission, "contract": contract(&[])});
         for (mission, proposal) in [
             ("mission-2", "p-elsewhere"),

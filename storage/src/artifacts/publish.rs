@@ -160,7 +160,7 @@ impl Engine {
                 if reaches(txn, &manifest.sources, &content.blake3)? {
                     return Err(reject(ErrorCode::Cycle, format!("{} is already an ancestor of one of its sources", content.blake3)));
                 }
-                crate::work::require_work_item(txn, group, manifest.mission_id.as_str(), manifest.work_item_id.as_str())?;
+                crate::work::require_work_item(txn, &producer, group, manifest.mission_id.as_str(), manifest.work_item_id.as_str())?;
                 // LSE-4/5, last, so every earlier refusal keeps its code.
                 match binding::check(txn, &manifest, signer.as_str(), &now_text)? {
                     Ok(()) => {}

@@ -254,7 +254,7 @@ impl Engine {
                 if let Some(earlier) = &evidence.supersedes {
                     check_supersedes(txn, earlier, &evidence, &signer, standing)?;
                 }
-                crate::work::require_work_item(txn, group, evidence.mission_id.as_str(), evidence.work_item_id.as_str())?;
+                crate::work::require_work_item(txn, &producer, group, evidence.mission_id.as_str(), evidence.work_item_id.as_str())?;
                 check_execution(txn, &evidence, signer.as_str(), now)?;
                 let event = EventPayload::EvidenceRecorded(kinds::EvidenceRecorded {
                     artifacts: evidence.artifacts.clone(),

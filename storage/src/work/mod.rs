@@ -407,21 +407,29 @@ pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<Missio
 /// A manifest or Evidence names a WorkItem that exists in its Group under its Mission
 /// (issue #11: `workItemId` is a reference, not a label); another Group's WorkItem answers
 /// as an unknown one.
+///
+/// A WorkItem of a Mission the `producer` cannot see (CTX-5) answers as an unknown one too,
+/// never naming its Mission.
 pub(crate) fn require_work_item(
     conn: &Connection,
+    producer: &crate::access::Reader,
     group_id: &str,
     mission_id: &str,
     work_item_id: &str,
 ) -> Result<(), Error> {
     match load_work_item(conn, work_item_id)? {
         Some(row) if row.group_id == group_id && row.mission_id == mission_id => Ok(()),
-        Some(row) if row.group_id == group_id => Err(reject(
-            ErrorCode::MissionMismatch,
-            format!(
-                "WorkItem {work_item_id} belongs to Mission {}, not {mission_id}",
-                row.mission_id
-            ),
-        )),
+        Some(row)
+            if row.group_id == group_id && producer.sees_mission(group_id, &row.mission_id) =>
+        {
+            Err(reject(
+                ErrorCode::MissionMismatch,
+                format!(
+                    "WorkItem {work_item_id} belongs to Mission {}, not {mission_id}",
+                    row.mission_id
+                ),
+            ))
+        }
         _ => Err(reject(
             ErrorCode::UnknownWorkItem,
             format!("no WorkItem {work_item_id} in {group_id}"),
