@@ -6,7 +6,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::json;
 use weft_api::manifest::Classification;
 
-use super::context::{package, published, setting};
+use super::context::{head, package, published, setting};
 use super::harness::*;
 
 backends!(
@@ -239,6 +239,33 @@ backends!(
             &[],
         );
         refused(&h, request, "classification_forbids").await;
+
+        // A forwarded version never joins a chain the target Group published itself: g1's
+        // pkg-1 v2 may not land beside g2's own pkg-1 v1.
+        let v1 = h.get_json(&worker, "/v1/context/pkg-1").await["contextId"]
+            .as_str()
+            .expect("contextId")
+            .parse::<weft_api::ArtifactId>()
+            .expect("digest");
+        let v2 = package(
+            &worker,
+            ("g1", "mission-1"),
+            "pkg-1",
+            2,
+            Some(&v1),
+            (1, 2),
+            &[artifact],
+        );
+        published(&h, &worker, "g1", &v2).await;
+        let local = h.join(&worker, "g2", &["coordinator"]).await;
+        let budget = crate::http::tests::budget::limit(10, 1.0);
+        let create = json!({"missionId": "m-g2", "title": "t", "priorityClass": "normal",
+                            "budget": budget});
+        crate::http::tests::work::ok(&h, &local, "g2", "mission.create", create).await;
+        let to = head(&h, "g2").await;
+        let own = package(&local, ("g2", "m-g2"), "pkg-1", 1, None, (1, to), &[]);
+        published(&h, &local, "g2", &own).await;
+        refused(&h, forward(&coordinator.token, "g2"), "conflict").await;
     }
 );
 

@@ -409,17 +409,20 @@ impl Engine {
                 if let Some(to_sequence) = already {
                     return Ok((answer(record.sequence, to_sequence), false));
                 }
-                let taken: Option<Vec<u8>> = txn
-                    .row(
-                        "SELECT context_id FROM context_packages WHERE group_id = ?1 AND package_id = ?2 AND version = ?3",
-                        params![to.as_str(), package.package_id.as_str(), package.version],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
-                if taken.is_some() {
+                // The target's versions of this package id must all be copies from this same
+                // source Group: a forwarded version never joins a chain published there (whose
+                // readers may be scoped to a Mission the copy is not of).
+                let (same_version, foreign): (bool, bool) = txn.row(
+                    "SELECT coalesce(max(version = ?3), 0),
+                            coalesce(max(forwarded_from IS NULL OR forwarded_from != ?4), 0)
+                     FROM context_packages WHERE group_id = ?1 AND package_id = ?2",
+                    params![to.as_str(), package.package_id.as_str(), package.version, from.as_str()],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )?;
+                if same_version || foreign {
                     return Err(reject(
                         ErrorCode::Conflict,
-                        format!("{to} already holds another version {} of {}", package.version, package.package_id),
+                        format!("{to} already holds another package {}", package.package_id),
                     ));
                 }
                 let event = |from_group_id: &Id, to_group_id: &Id| {
