@@ -176,10 +176,39 @@ pub fn raise_descriptor_limit() -> Option<u64> {
     }
 }
 
+/// The data directory's lock file: `weft serve` holds it exclusively while it runs (so two
+/// servers never share a directory) and `weft fsck` shared (so it never checks a directory a
+/// server is writing: uploads in flight would look like damage). The OS drops it with the
+/// process, a crash included.
+pub const LOCK_FILE: &str = "weft.lock";
+
+/// Takes `data_dir`'s lock exclusively, or says which server holds it.
+pub fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{} is in use by another weft serve (it holds {}); stop it first or use another --data-dir",
+            data_dir.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
 /// `weft serve`: open the store, bind, print `listening on http://…`, serve until Ctrl-C.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let _lock = lock_data_dir(&config.data_dir)?;
     let token = admin_token(&config.data_dir)?;
     let descriptors = raise_descriptor_limit();
     let mut options = config.storage_options();

@@ -16,6 +16,21 @@ pub(super) async fn run(data_dir: &Path) -> anyhow::Result<()> {
     if !data_dir.join("index.sqlite").exists() {
         bail!("{} holds no weft index", data_dir.display());
     }
+    // Offline only: a running server holds the lock, and its uploads in flight would be
+    // reported as damage. Held shared while checking, so no server starts meanwhile.
+    let lock = data_dir.join(crate::serve::LOCK_FILE);
+    let _held = match std::fs::OpenOptions::new().read(true).open(&lock) {
+        Ok(file) => match file.try_lock_shared() {
+            Ok(()) => Some(file),
+            Err(std::fs::TryLockError::WouldBlock) => bail!(
+                "{} is in use by a running weft serve; fsck checks a data directory offline: stop the server first",
+                data_dir.display()
+            ),
+            Err(std::fs::TryLockError::Error(error)) => return Err(error.into()),
+        },
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => return Err(error.into()),
+    };
     let mut options = weft_storage::Options::on_disk(data_dir);
     options.sweep_staging = false;
     // Snapshot signatures are checked against the server's own key.

@@ -226,12 +226,29 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         !orphan.exists(),
         "a blob file with no row is removed at start"
     );
+    // fsck is offline: it refuses a data directory a running server holds (issue #16: a live
+    // check reported uploads in flight as damage), and a second server is refused too.
+    let (code, report) = fsck(&data);
+    assert!(code == 1 && !report.contains("checked"), "{code}: {report}");
+    let second = std::process::Command::new(crate::support::WEFT)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .output()
+        .expect("weft runs");
+    assert!(
+        !second.status.success(),
+        "a second server on the same directory"
+    );
+    assert!(String::from_utf8_lossy(&second.stderr).contains("in use"));
+    let addr = server.addr.to_string();
+    server.kill();
     let (code, report) = fsck(&data);
     assert_eq!(code, 0, "{report}");
     assert!(
         report.contains("checked 2 blobs") && report.trim_end().ends_with("ok"),
         "{report}"
     );
+    let server = TestServer::start_on(&data, &addr, &[]);
     let url = server.url();
     let again = root.path().join("again.bin");
     ok(weft(
