@@ -214,92 +214,95 @@ fn apply_prepared(
         request_hash,
         session_epoch,
     } = prepared;
-    {
-        // 4. A retry of an accepted Command replays its answer.
-        let stored: Option<(Vec<u8>, String)> = tx
-            .row(
-                "SELECT request_hash, answer FROM commands WHERE command_id = ?1",
-                [command.command_id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()?;
-        if let Some((hash, answer)) = stored {
-            if hash != request_hash {
-                return Err(reject(
-                    ErrorCode::IdempotencyKeyReused,
-                    format!(
-                        "commandId {} was used for another Command",
-                        command.command_id
-                    ),
-                ));
-            }
-            let mut replayed: CommandAccepted =
-                serde_json::from_str(&answer).map_err(Error::backend)?;
-            replayed.replayed = true;
-            return Ok(replayed);
-        }
-        // The epochs again, inside the transaction (a Membership may have changed).
-        let group = command.group_id.as_str();
-        let agent = command.agent_id.as_str();
-        let Some((roles, membership_epoch)) = membership(tx, group, agent)? else {
+    // 4. A retry of an accepted Command replays its answer.
+    let stored: Option<(Vec<u8>, String)> = tx
+        .row(
+            "SELECT request_hash, answer FROM commands WHERE command_id = ?1",
+            [command.command_id.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    if let Some((hash, answer)) = stored {
+        if hash != request_hash {
             return Err(reject(
-                ErrorCode::StaleMembership,
-                "the Membership was removed",
-            ));
-        };
-        if membership_epoch != command.membership_epoch {
-            return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
-        }
-        let current: Option<u64> = tx
-            .row(
-                "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
-                params![agent, group],
-                |row| row.get(0),
-            )
-            .optional()?;
-        if current != Some(session_epoch) {
-            return Err(reject(
-                ErrorCode::StaleSession,
-                "a newer session replaced this one",
-            ));
-        }
-        // 5. The role (GAP-5), whatever the state.
-        if !role_allows(command.kind, &roles) {
-            return Err(reject(
-                ErrorCode::Forbidden,
+                ErrorCode::IdempotencyKeyReused,
                 format!(
-                    "{} needs another role than {roles:?}",
-                    command.kind.as_str()
+                    "commandId {} was used for another Command",
+                    command.command_id
                 ),
             ));
         }
-        // CTX-5: a Mission-scoped member commands only its Missions; another Mission's
-        // aggregate answers exactly as another Group's (unknown, whether or not it exists).
-        check_scope(tx, &command, &body)?;
-        let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
-        ctx.offline = offline;
-        ctx.usage = usage;
-        ctx.faults = faults;
-        let state = run(&mut ctx, &body)?;
-        // The WorkItem's deadline as this Command left it, for the expiry timer
-        // (a stale entry costs one look; noted before the commit, which is harmless).
-        if let Some(work_item_id) = body.work_item_id()
-            && let Some(at) = super::expiry::next_deadline(tx, work_item_id.as_str())?
-        {
-            deadlines.note(work_item_id.as_str(), at);
-        }
-        let answer = CommandAccepted {
-            replayed: false,
-            command_id: command.command_id.to_string(),
-            events: std::mem::take(&mut ctx.appended),
-            state,
-        };
-        tx.run(
-                    "INSERT INTO commands (command_id, group_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4)",
-                    params![command.command_id.as_str(), group, &request_hash[..], super::to_json(&answer)?],
-                )?;
-        Ok(answer)
+        let mut replayed: CommandAccepted =
+            serde_json::from_str(&answer).map_err(Error::backend)?;
+        replayed.replayed = true;
+        return Ok(replayed);
     }
+    // The epochs again, inside the transaction (a Membership may have changed).
+    let group = command.group_id.as_str();
+    let agent = command.agent_id.as_str();
+    let Some((roles, membership_epoch)) = membership(tx, group, agent)? else {
+        return Err(reject(
+            ErrorCode::StaleMembership,
+            "the Membership was removed",
+        ));
+    };
+    if membership_epoch != command.membership_epoch {
+        return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
+    }
+    let current: Option<u64> = tx
+        .row(
+            "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
+            params![agent, group],
+            |row| row.get(0),
+        )
+        .optional()?;
+    if current != Some(session_epoch) {
+        return Err(reject(
+            ErrorCode::StaleSession,
+            "a newer session replaced this one",
+        ));
+    }
+    // 5. The role (GAP-5), whatever the state.
+    if !role_allows(command.kind, &roles) {
+        return Err(reject(
+            ErrorCode::Forbidden,
+            format!(
+                "{} needs another role than {roles:?}",
+                command.kind.as_str()
+            ),
+        ));
+    }
+    // CTX-5: a Mission-scoped member commands only its Missions; another Mission's
+    // aggregate answers exactly as another Group's (unknown, whether or not it exists).
+    check_scope(tx, &command, &body)?;
+    let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
+    ctx.offline = offline;
+    ctx.usage = usage;
+    ctx.faults = faults;
+    let state = run(&mut ctx, &body)?;
+    // The WorkItem's deadline as this Command left it, for the expiry timer
+    // (a stale entry costs one look; noted before the commit, which is harmless).
+    if let Some(work_item_id) = body.work_item_id()
+        && let Some(at) = super::expiry::next_deadline(tx, work_item_id.as_str())?
+    {
+        deadlines.note(work_item_id.as_str(), at);
+    }
+    let answer = CommandAccepted {
+        replayed: false,
+        command_id: command.command_id.to_string(),
+        events: std::mem::take(&mut ctx.appended),
+        state,
+    };
+    tx.run(
+        "INSERT INTO commands (command_id, group_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            command.command_id.as_str(),
+            group,
+            &request_hash[..],
+            super::to_json(&answer)?
+        ],
+    )?;
+    Ok(answer)
 }
 
 /// Refuses a Command of a Mission-scoped member about a Mission its Membership does not cover,
