@@ -364,22 +364,15 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
                 usage: offline::usage(&usage)?,
             };
             // When the Authority does not answer, the checkpoint is buffered (OFL-3).
-            let online = async {
-                let lease = signer.lease_for(&work_item_id, &command).await?;
-                signer
-                    .send(CommandType::WorkCheckpoint, &payload, &command, lease)
-                    .await
-            };
-            match online.await {
-                Err(error) if offline::unreachable(&error) => offline::buffer(
-                    &signer,
-                    &work_item_id,
-                    CommandType::WorkCheckpoint,
-                    serde_json::to_value(&payload)?,
-                    payload.usage.clone().unwrap_or_default(),
-                ),
-                other => other,
-            }
+            offline::send_or_buffer(
+                &signer,
+                CommandType::WorkCheckpoint,
+                &work_item_id,
+                &payload,
+                payload.usage.as_ref(),
+                &command,
+            )
+            .await
         }
         WorkAction::Block {
             work_item,

@@ -146,24 +146,15 @@ pub(super) async fn renew(signer: &Signer, args: WorkRefArgs) -> anyhow::Result<
 /// When the Authority does not answer, the report is buffered in the offline journal.
 pub(super) async fn progress(signer: &Signer, args: ProgressArgs) -> anyhow::Result<()> {
     let payload = progress_payload(&args)?;
-    let online = async {
-        let lease = signer
-            .lease_for(&payload.work_item_id, &args.command)
-            .await?;
-        signer
-            .send(CommandType::WorkProgress, &payload, &args.command, lease)
-            .await
-    };
-    match online.await {
-        Err(error) if super::offline::unreachable(&error) => super::offline::buffer(
-            signer,
-            &payload.work_item_id,
-            CommandType::WorkProgress,
-            serde_json::to_value(&payload)?,
-            payload.usage.clone().unwrap_or_default(),
-        ),
-        other => other,
-    }
+    super::offline::send_or_buffer(
+        signer,
+        CommandType::WorkProgress,
+        &payload.work_item_id,
+        &payload,
+        payload.usage.as_ref(),
+        &args.command,
+    )
+    .await
 }
 
 /// The `work.progress` payload the flags spell.

@@ -79,8 +79,34 @@ pub(super) async fn reconcile_first(signer: &Signer) -> anyhow::Result<()> {
     }
 }
 
+/// Sends owner Command `kind` (`work.progress` or `work.checkpoint`) quoting the current
+/// lease; when the Authority does not answer, buffers it instead (OFL-3).
+pub(super) async fn send_or_buffer(
+    signer: &Signer,
+    kind: CommandType,
+    work_item: &Id,
+    payload: &impl serde::Serialize,
+    usage: Option<&Budgets>,
+    command: &crate::cli::work_args::CommandArgs,
+) -> anyhow::Result<()> {
+    let online = async {
+        let lease = signer.lease_for(work_item, command).await?;
+        signer.send(kind, payload, command, lease).await
+    };
+    match online.await {
+        Err(error) if unreachable(&error) => buffer(
+            signer,
+            work_item,
+            kind,
+            serde_json::to_value(payload)?,
+            usage.cloned().unwrap_or_default(),
+        ),
+        other => other,
+    }
+}
+
 /// Buffers `kind` with `payload` for `work_item` under the lease `work.json` remembers.
-pub(super) fn buffer(
+fn buffer(
     signer: &Signer,
     work_item: &Id,
     kind: CommandType,
