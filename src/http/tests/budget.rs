@@ -470,3 +470,57 @@ backends!(
         refused(&h, request, "invalid_command").await;
     }
 );
+
+backends!(
+    /// CTX-5 in a budget refusal: a worker scoped to the child Mission overflowing the parent
+    /// Mission is refused `budget_exceeded` without the parent's id, limit or spend.
+    async fn a_scoped_worker_is_not_told_the_enclosing_budget(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, _, _) = group(&h).await;
+        mission_with(&h, &coordinator, "m-parent", limit(100, 50.0), None).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-parent", "missionId": "m-parent", "contract": contract(&[])}),
+        )
+        .await;
+        mission_with(
+            &h,
+            &coordinator,
+            MISSION,
+            limit(1000, 50.0),
+            Some("wi-parent"),
+        )
+        .await;
+        let scoped =
+            crate::http::tests::scope::scoped_agent(&h, "w-scoped", &["worker"], &[MISSION]).await;
+        let lease = started(
+            &h,
+            &coordinator,
+            &scoped,
+            MISSION,
+            "wi-child",
+            limit(1000, 10.0),
+        )
+        .await;
+        let over = quoting(
+            &h,
+            &scoped,
+            "work.progress",
+            progress("wi-child", usage(101, 0.0)),
+            &lease,
+        )
+        .await;
+        let answer = refused(&h, command_request(&scoped, "g1", &over), "budget_exceeded").await;
+        let detail = answer.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            detail.contains("enclosing") && !detail.contains("m-parent") && !detail.contains("100"),
+            "{detail}"
+        );
+    }
+);

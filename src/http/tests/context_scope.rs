@@ -54,6 +54,19 @@ backends!(
             "the auditor sees the whole Group"
         );
 
+        // Forwarding asks for the coordinator role first: the scoped member learns nothing of
+        // which packages or versions exist.
+        for package_id in ["pkg-2", "pkg-none"] {
+            let forward = json_request(
+                Method::POST,
+                &format!("/v1/context/{package_id}/forward"),
+                &w.scoped.token,
+                serde_json::json!({"toGroupId": "g2", "version": 1}),
+                &[],
+            );
+            refused(h, forward, "forbidden").await;
+        }
+
         // Mission one's package may not cite Mission two's Artifact: it is not reusable.
         let citing = package(
             &w.producer,

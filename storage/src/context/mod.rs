@@ -368,13 +368,15 @@ impl Engine {
         let now = self.clock.now();
         self.db
             .write(move |txn| {
+                // The role first: only a coordinator (who sees the whole Group) learns whether a
+                // package or version exists; a Mission-scoped member learns nothing here.
+                check_writer(txn, from.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
                 let record = reads::version_row(txn, from.as_str(), package_id.as_str(), request.version)?
                     .ok_or_else(|| reads::no_package(&package_id))?;
                 let to = request.to_group_id.clone();
                 if to == from {
                     return Err(reject(ErrorCode::BadRequest, "toGroupId is the package's own Group"));
                 }
-                check_writer(txn, from.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
                 // Another Group the forwarder cannot write answers alike whether or not it exists.
                 if !crate::access::group_exists(txn, to.as_str())? {
                     return Err(reject(

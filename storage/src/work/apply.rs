@@ -631,7 +631,12 @@ fn charge_usage(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<bool, Error>
         }
         None => false,
     };
-    super::budget::charge_lineage(ctx.tx, row, &delta)?;
+    let whole_group = crate::access::mission_scope(
+        ctx.tx,
+        ctx.command.group_id.as_str(),
+        ctx.command.agent_id.as_str(),
+    )? == crate::access::MissionScope::Group;
+    super::budget::charge_lineage(ctx.tx, row, &delta, whole_group)?;
     if reconcile {
         ctx.faults.after(ReconcileStep::LineageCharged)?;
     }

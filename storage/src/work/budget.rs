@@ -118,21 +118,32 @@ fn lineage(conn: &Connection, row: &WorkRow) -> Result<Vec<(Holder, BudgetView)>
 /// Charges `delta` to every budget on the lineage of `row` (OFL-11 step 2), or refuses it
 /// whole with `budget_exceeded`, naming the first budget and dimension it would overflow
 /// (OFL-12: nothing is written before the answer is known).
-pub(super) fn charge_lineage(tx: &Tx<'_>, row: &WorkRow, delta: &Budgets) -> Result<(), Error> {
+///
+/// `whole_group`: whether the caller sees the whole Group. A Mission-scoped caller is told
+/// only which dimension of an enclosing budget (above its own WorkItem and Mission) would
+/// overflow, never that budget's holder, limit or spend (CTX-5).
+pub(super) fn charge_lineage(
+    tx: &Tx<'_>,
+    row: &WorkRow,
+    delta: &Budgets,
+    whole_group: bool,
+) -> Result<(), Error> {
     let lines = lineage(tx, row)?;
     let views: Vec<BudgetView> = lines.iter().map(|(_, view)| view.clone()).collect();
     let after = charge(&views, delta).map_err(|overflow| {
         let (holder, view) = &lines[overflow.level];
-        reject(
-            ErrorCode::BudgetExceeded,
+        let dimension = overflow.dimension.as_str();
+        let why = if whole_group || overflow.level < 2 {
             format!(
-                "the usage would overflow the {} budget of {} (limit {}, spent {}; OFL-12)",
-                overflow.dimension.as_str(),
+                "the usage would overflow the {dimension} budget of {} (limit {}, spent {}; OFL-12)",
                 holder.describe(),
                 amount(&view.limit, overflow.dimension),
                 amount(&view.spent, overflow.dimension),
-            ),
-        )
+            )
+        } else {
+            format!("the usage would overflow the {dimension} budget of an enclosing Mission (OFL-12)")
+        };
+        reject(ErrorCode::BudgetExceeded, why)
     })?;
     for ((holder, _), spent) in lines.iter().zip(after) {
         let (table, id) = match holder {
