@@ -32,13 +32,19 @@ pub fn explain(error: &anyhow::Error) -> String {
     text
 }
 
+/// Whether `http` failed because no server answered (nothing was refused): the one test of
+/// "the Authority is away", for the next-step hint here and for the offline journal.
+pub(super) fn unanswered(error: &ClientError) -> bool {
+    matches!(error, ClientError::Http(http) if http.is_connect() || http.is_timeout())
+}
+
 /// The step that fixes the failure, when the failure says which one.
 fn next_step(error: &anyhow::Error) -> Option<String> {
     let client = error
         .chain()
         .find_map(|e| e.downcast_ref::<ClientError>())?;
     match client {
-        ClientError::Http(http) if http.is_connect() || http.is_timeout() => {
+        ClientError::Http(http) if unanswered(client) => {
             let tried = http
                 .url()
                 .map(|url| url.origin().ascii_serialization())

@@ -330,7 +330,8 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
                 .await
         }
         WorkAction::Start(args) => owner_ref(&signer, CommandType::WorkStart, args).await,
-        WorkAction::Renew(args) => lease::renew(&signer, args).await,
+        // `lease.renew` quoting the current lease: the shape of every owner `WorkRef`.
+        WorkAction::Renew(args) => owner_ref(&signer, CommandType::LeaseRenew, args).await,
         WorkAction::Progress(args) => lease::progress(&signer, args).await,
         WorkAction::Token(args) => lease::token(&signer, args).await,
         WorkAction::Unblock(args) => owner_ref(&signer, CommandType::WorkUnblock, args).await,

@@ -1,4 +1,4 @@
-//! The owner's lease from the command line (issue #12): `weft work renew`, `weft work
+//! The owner's lease from the command line (issue #12): `weft work
 //! progress`, `weft work token`, and `work.json`, the weft home's memory of the Execution
 //! Leases this agent holds.
 //!
@@ -20,12 +20,12 @@ use serde_json::Value;
 use weft_api::Id;
 use weft_api::client::Client;
 use weft_api::work::CommandType;
-use weft_api::work::command::{Estimate, WorkProgress, WorkRef};
+use weft_api::work::command::{Estimate, WorkProgress};
 use weft_api::work::views::{TokenRequest, TokenScope};
 
 use super::{Signer, artifact_ids, word};
 use crate::cli::keys::write_private;
-use crate::cli::work_args::{ProgressArgs, TokenArgs, WorkRefArgs};
+use crate::cli::work_args::{ProgressArgs, TokenArgs};
 
 const FILE: &str = "work.json";
 
@@ -130,16 +130,6 @@ pub(in crate::cli) async fn current(
     let mut local = LocalState::default();
     local.observe(agent_id, &view);
     Ok(local.work_items.remove(work_item.as_str()))
-}
-
-/// `weft work renew`: `lease.renew` quoting the current lease.
-pub(super) async fn renew(signer: &Signer, args: WorkRefArgs) -> anyhow::Result<()> {
-    let work_item_id = Id::parse("work item", &args.work_item)?;
-    let lease = signer.lease_for(&work_item_id, &args.command).await?;
-    let payload = WorkRef { work_item_id };
-    signer
-        .send(CommandType::LeaseRenew, &payload, &args.command, lease)
-        .await
 }
 
 /// `weft work progress`: a structured `work.progress` (PRG-1).

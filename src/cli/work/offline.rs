@@ -26,12 +26,10 @@ fn path(home: &Path) -> PathBuf {
 
 /// Whether `error` means the Authority did not answer (nothing was refused).
 pub(super) fn unreachable(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        matches!(
-            cause.downcast_ref::<ClientError>(),
-            Some(ClientError::Http(e)) if e.is_connect() || e.is_timeout()
-        )
-    })
+    error
+        .chain()
+        .filter_map(|cause| cause.downcast_ref::<ClientError>())
+        .any(crate::cli::errors::unanswered)
 }
 
 fn rebase(signer: &Signer) -> Rebase<'_> {
