@@ -309,11 +309,7 @@ impl Journal {
                 kind.as_str()
             )));
         }
-        let grace = chrono::Duration::seconds(
-            i64::try_from(lease.grace_seconds)
-                .unwrap_or(i64::MAX)
-                .min(100 * 365 * 86_400),
-        );
+        let grace = crate::work::capped_seconds(lease.grace_seconds);
         if now > lease.lease_expires_at + grace {
             return Err(JournalError::Refused(format!(
                 "the grace period of lease {} ended at {} (OFL-9): stop and reconnect",
@@ -326,9 +322,10 @@ impl Journal {
                 "buffered before the disconnection it names".into(),
             ));
         }
+        // Every entry quotes its binding's lease as `leaseId` (see below): no binding to parse.
         let checkpointed = self.entries.iter().any(|e| {
             e.command.kind == CommandType::WorkCheckpoint
-                && e.binding().is_some_and(|b| b.lease_id == lease.lease_id)
+                && e.command.lease_id.as_ref() == Some(&lease.lease_id)
         });
         if checkpointed {
             return Err(JournalError::Refused(format!(

@@ -13,3 +13,10 @@ pub mod views;
 pub use command::{COMMAND_TYPE, Command, CommandBody, CommandType};
 pub use contract::{SelectionBasis, WorkContract};
 pub use machine::{Facts, MissionState, OfferStanding, Transition, WorkState};
+
+/// A contract's duration in seconds (lease, grace, backoff) as a `chrono::Duration`, capped at
+/// 100 years so that adding it to an instant never overflows.
+pub fn capped_seconds(seconds: u64) -> chrono::Duration {
+    const CAP: i64 = 100 * 365 * 86_400;
+    chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(CAP).min(CAP))
+}

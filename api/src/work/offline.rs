@@ -110,11 +110,7 @@ pub fn judge(
     if !same_owner {
         return Err(ErrorCode::OfflineOwnerChanged);
     }
-    let grace = chrono::Duration::seconds(
-        i64::try_from(binding.grace_seconds)
-            .unwrap_or(i64::MAX)
-            .min(100 * 365 * 86_400),
-    );
+    let grace = super::capped_seconds(binding.grace_seconds);
     let buffered = binding.buffered_at;
     if buffered < lease.started_at || buffered > lease.expires_at + grace || buffered > current.now
     {

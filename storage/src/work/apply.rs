@@ -73,8 +73,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
     }
 
     pub(super) fn later(&self, seconds: u64) -> String {
-        let seconds = i64::try_from(seconds).unwrap_or(i64::MAX / 2_000_000);
-        now_text(self.now + chrono::Duration::seconds(seconds.min(100 * 365 * 86_400)))
+        now_text(self.now + weft_api::work::capped_seconds(seconds))
     }
 
     /// Appends one Event caused by this Command.

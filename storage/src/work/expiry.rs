@@ -289,11 +289,8 @@ pub(crate) fn revoke_for_new_session(
         )?;
         if row.state == WorkState::Active {
             row.state = WorkState::Queued;
-            let seconds = i64::try_from(row.contract.leases.ownership_seconds)
-                .unwrap_or(i64::MAX)
-                .min(100 * 365 * 86_400);
-            row.ownership_expires_at =
-                Some(format_instant(now + chrono::Duration::seconds(seconds)));
+            let seconds = weft_api::work::capped_seconds(row.contract.leases.ownership_seconds);
+            row.ownership_expires_at = Some(format_instant(now + seconds));
         }
         authority.record(
             &mut row,

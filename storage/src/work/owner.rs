@@ -141,8 +141,7 @@ pub(super) fn retry_standing(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<RetrySt
         let failed_at: DateTime<Utc> = DateTime::parse_from_rfc3339(&failed_at)
             .map_err(Error::backend)?
             .to_utc();
-        let backoff = i64::try_from(policy.backoff_seconds).unwrap_or(i64::MAX / 2_000_000);
-        let backoff = chrono::Duration::seconds(backoff.min(100 * 365 * 86_400));
+        let backoff = weft_api::work::capped_seconds(policy.backoff_seconds);
         if ctx.now < failed_at + backoff {
             return Ok(RetryStanding::BackingOff);
         }
