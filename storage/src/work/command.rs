@@ -134,6 +134,8 @@ impl Engine {
         let signed = self
             .verify_signed::<Command>(&envelope, AuthorityMay::NotSign)
             .await?;
+        // The blake3 of the signed payload bytes, computed by the signature check already.
+        let payload_id = signed.payload_id.0;
         let command = signed.value.into_inner();
         // 3. The session: its own Group only, its own Agent's Commands, current epochs.
         if session.group_id != route_group {
@@ -184,7 +186,7 @@ impl Engine {
                 unrebased.membership_epoch = 0;
                 *blake3::hash(&serde_json::to_vec(&unrebased).map_err(Error::backend)?).as_bytes()
             }
-            None => *blake3::hash(&payload).as_bytes(),
+            None => payload_id,
         };
         Ok(Prepared {
             command,
