@@ -48,15 +48,24 @@ impl<'a> Tx<'a> {
         self.appended.borrow_mut().push(event);
     }
 
-    /// How many Events this job has appended so far (for [`Tx::forget_events_after`]).
-    pub(crate) fn events_mark(&self) -> usize {
-        self.appended.borrow().len()
-    }
-
-    /// Forgets the Events appended after `mark`: a nested savepoint that appended them was
-    /// rolled back, so they must never reach a subscriber.
-    pub(crate) fn forget_events_after(&self, mark: usize) {
-        self.appended.borrow_mut().truncate(mark);
+    /// Runs `f` in a savepoint nested in this job's: an error rolls back its rows and forgets
+    /// the Events it appended (they must never reach a subscriber), and leaves the rest of the
+    /// job standing. The batch Command route runs each Command this way.
+    pub(crate) fn nested<T>(&self, f: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
+        let mark = self.appended.borrow().len();
+        self.conn.execute_batch("SAVEPOINT nested")?;
+        match f(self) {
+            Ok(value) => {
+                self.conn.execute_batch("RELEASE nested")?;
+                Ok(value)
+            }
+            Err(error) => {
+                self.conn
+                    .execute_batch("ROLLBACK TO nested; RELEASE nested")?;
+                self.appended.borrow_mut().truncate(mark);
+                Err(error)
+            }
+        }
     }
 
     fn into_appended(self) -> Vec<weft_api::Event> {

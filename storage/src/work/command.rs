@@ -87,19 +87,11 @@ impl Engine {
             .write(move |tx| {
                 let mut accepted = Vec::with_capacity(prepared.len());
                 for (index, command) in prepared.into_iter().enumerate() {
-                    let mark = tx.events_mark();
-                    tx.run("SAVEPOINT batched_command", [])?;
-                    match apply_prepared(tx, command, now, &deadlines, faults.clone()) {
-                        Ok(answer) => {
-                            tx.run("RELEASE batched_command", [])?;
-                            accepted.push(answer);
-                        }
-                        Err(error) => {
-                            tx.run("ROLLBACK TO batched_command", [])?;
-                            tx.run("RELEASE batched_command", [])?;
-                            tx.forget_events_after(mark);
-                            return Ok((accepted, Some((index, error))));
-                        }
+                    match tx
+                        .nested(|tx| apply_prepared(tx, command, now, &deadlines, faults.clone()))
+                    {
+                        Ok(answer) => accepted.push(answer),
+                        Err(error) => return Ok((accepted, Some((index, error)))),
                     }
                 }
                 Ok((accepted, None))
