@@ -185,6 +185,8 @@ backends!(
             )
         };
         refused(&h, forward(&coordinator.token, "g3"), "not_a_member").await;
+        // A forward is an Agent's act: the operator's token is refused.
+        refused(&h, forward(ADMIN, "g2"), "forbidden").await;
         refused(
             &h,
             forward(&coordinator.token, "no-such-group"),

@@ -384,6 +384,30 @@ backends!(
             .await;
         assert_eq!(progress_reports(&events), 1);
 
+        // A refusal before the transaction (here: a Command of another Agent in w1's batch)
+        // stops the batch at its index too, the Commands before it applied.
+        let first = quoting(
+            &h,
+            &w1,
+            "work.progress",
+            progress(WI, usage(1, 0.0)),
+            &lease,
+        )
+        .await;
+        let mut foreign = first.clone();
+        foreign["commandId"] = json!("cmd-foreign");
+        foreign["agentId"] = json!("w2");
+        let before = h.fingerprint().await;
+        let answer: Value = h.send(batch_request(&w1, &[first, foreign])).await.json();
+        assert_eq!(
+            answer["accepted"].as_array().map(Vec::len),
+            Some(1),
+            "{answer}"
+        );
+        assert_eq!(answer["refused"]["index"], 1);
+        assert_eq!(answer["refused"]["problem"]["code"], "producer_mismatch");
+        assert_ne!(before, h.fingerprint().await, "the first one was applied");
+
         refused(&h, batch_request(&w1, &[]), "bad_request").await;
         refused(
             &h,
