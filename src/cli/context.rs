@@ -264,47 +264,29 @@ async fn verify(
             range.to
         );
     };
-    let (mut sequence, mut head) =
+    let (sequence, head) =
         weft_api::event::verify_chain(range.from - 1, first.prev_hash(), &cited.events)
             .map_err(|problem| anyhow::anyhow!("cited range broken: {problem}"))?;
     if sequence != range.to {
         bail!("the cited range ends at {sequence}, not {}", range.to);
     }
-    let signed = api.checkpoint(&cited.group_id).await?;
     let authority = super::events::authority_keys(api, authority_key).await?;
-    let trusted = authority.iter().any(|key| {
-        signed
-            .envelope
-            .verify(weft_api::dsse::CHECKPOINT_TYPE, key)
-            .is_ok_and(|payload| {
-                serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value())
-                    .ok()
-                    .as_ref()
-                    == Some(&signed.checkpoint)
-            })
-    });
-    if !trusted {
-        bail!("the checkpoint is not signed by the server's authority key");
-    }
-    let mut at_checkpoint = cited
+    let signed = super::events::trusted_checkpoint(api, &cited.group_id, &authority).await?;
+    let at = cited
         .events
         .iter()
         .find(|e| e.sequence() == signed.checkpoint.sequence)
         .map(|e| e.hash());
-    while sequence < signed.checkpoint.sequence {
-        let page = api.events(&cited.group_id, sequence, 1000).await?;
-        if page.is_empty() {
-            break;
-        }
-        (sequence, head) = weft_api::event::verify_chain(sequence, head, &page)
-            .map_err(|problem| anyhow::anyhow!("chain broken after the range: {problem}"))?;
-        if let Some(event) = page
-            .iter()
-            .find(|e| e.sequence() == signed.checkpoint.sequence)
-        {
-            at_checkpoint = Some(event.hash());
-        }
-    }
+    let (_, _, at_checkpoint) = super::events::chain_onwards(
+        api,
+        &cited.group_id,
+        (sequence, head),
+        &signed.checkpoint,
+        true,
+        at,
+        "chain broken after the range",
+    )
+    .await?;
     match at_checkpoint {
         Some(hash) if hash == signed.checkpoint.hash => {
             println!(

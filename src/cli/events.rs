@@ -61,22 +61,8 @@ async fn tail(api: &Client, group: &str, after: u64, follow: bool) -> anyhow::Re
 pub(super) async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Result<u64> {
     let group = Id::parse("group", group)?;
     // The checkpoint first: the chain read afterwards must reach at least its head.
-    let signed = api.checkpoint(&group).await?;
     let authority = authority_keys(api, pinned).await?;
-    let trusted = authority.iter().any(|key| {
-        signed
-            .envelope
-            .verify(weft_api::dsse::CHECKPOINT_TYPE, key)
-            .is_ok_and(|payload| {
-                serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value())
-                    .ok()
-                    .as_ref()
-                    == Some(&signed.checkpoint)
-            })
-    });
-    if !trusted {
-        bail!("the checkpoint is not signed by the server's authority key");
-    }
+    let signed = trusted_checkpoint(api, &group, &authority).await?;
     let (mut sequence, mut head) = (0u64, weft_api::EventHash::GENESIS);
     // Compacted history first: each archive, chained on from the previous one, must end
     // at the chain hash its authority-signed snapshot reference states.
@@ -127,21 +113,18 @@ pub(super) async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> a
             );
         }
     }
-    let mut hash_at_checkpoint = (signed.checkpoint.sequence == sequence).then_some(head);
-    loop {
-        let page = api.events(&group, sequence, 1000).await?;
-        if page.is_empty() {
-            break;
-        }
-        (sequence, head) = weft_api::event::verify_chain(sequence, head, &page)
-            .map_err(|problem| anyhow::anyhow!("chain broken: {problem}"))?;
-        if let Some(event) = page
-            .iter()
-            .find(|e| e.sequence() == signed.checkpoint.sequence)
-        {
-            hash_at_checkpoint = Some(event.hash());
-        }
-    }
+    let at = (signed.checkpoint.sequence == sequence).then_some(head);
+    let hash_at_checkpoint;
+    (sequence, _, hash_at_checkpoint) = chain_onwards(
+        api,
+        &group,
+        (sequence, head),
+        &signed.checkpoint,
+        false,
+        at,
+        "chain broken",
+    )
+    .await?;
     match hash_at_checkpoint {
         Some(hash) if hash == signed.checkpoint.hash => {
             println!(
@@ -195,4 +178,55 @@ pub(super) async fn authority_keys(
             bail!("the server's authority key is not the pinned key {wanted}: refusing to trust it")
         }
     }
+}
+
+/// The Group's head checkpoint, refused unless signed by one of the `authority` keys.
+pub(super) async fn trusted_checkpoint(
+    api: &Client,
+    group: &Id,
+    authority: &[ed25519_dalek::VerifyingKey],
+) -> anyhow::Result<weft_api::views::SignedCheckpoint> {
+    let signed = api.checkpoint(group).await?;
+    let trusted = authority.iter().any(|key| {
+        signed
+            .envelope
+            .verify(weft_api::dsse::CHECKPOINT_TYPE, key)
+            .is_ok_and(|payload| {
+                serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value())
+                    .ok()
+                    .as_ref()
+                    == Some(&signed.checkpoint)
+            })
+    });
+    if !trusted {
+        bail!("the checkpoint is not signed by the server's authority key");
+    }
+    Ok(signed)
+}
+
+/// Reads and chain-checks the log after `from` (sequence, hash) page by page, to its end or
+/// (with `stop_at_checkpoint`) until it reaches the checkpoint's sequence; answers the last
+/// sequence and hash, and the hash at the checkpoint's sequence (`at` if already seen).
+pub(super) async fn chain_onwards(
+    api: &Client,
+    group: &Id,
+    from: (u64, weft_api::EventHash),
+    checkpoint: &weft_api::views::Checkpoint,
+    stop_at_checkpoint: bool,
+    mut at: Option<weft_api::EventHash>,
+    broken: &str,
+) -> anyhow::Result<(u64, weft_api::EventHash, Option<weft_api::EventHash>)> {
+    let (mut sequence, mut head) = from;
+    while !stop_at_checkpoint || sequence < checkpoint.sequence {
+        let page = api.events(group, sequence, 1000).await?;
+        if page.is_empty() {
+            break;
+        }
+        (sequence, head) = weft_api::event::verify_chain(sequence, head, &page)
+            .map_err(|problem| anyhow::anyhow!("{broken}: {problem}"))?;
+        if let Some(event) = page.iter().find(|e| e.sequence() == checkpoint.sequence) {
+            at = Some(event.hash());
+        }
+    }
+    Ok((sequence, head, at))
 }
