@@ -4,6 +4,7 @@
 //! Blob routes stream and carry no global timeout or body limit (they enforce their own,
 //! on the stream); every JSON route reads a bounded body under a request timeout.
 
+mod access;
 mod admin;
 mod artifacts;
 mod auth;
@@ -11,6 +12,7 @@ mod authority;
 mod blobs;
 mod body;
 mod context;
+mod directory;
 pub mod error;
 mod events;
 mod evidence;
@@ -137,6 +139,12 @@ fn json_routes() -> Vec<Route> {
             "/v1/admin/groups/{group_id}/members/{agent_id}",
             admin::remove_membership,
         ),
+        route(
+            Method::GET,
+            "/v1/admin/groups/{group_id}/members",
+            directory::members,
+        ),
+        route(Method::GET, "/v1/admin/agents/{agent_id}", directory::agent),
         route(
             Method::POST,
             "/v1/admin/agents/{agent_id}/deactivate",
@@ -348,7 +356,7 @@ pub fn app(state: AppState) -> Router {
         .merge(meta::docs())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(meta::record_request))
+        .layer(axum::middleware::from_fn(access::layer))
         .with_state(state)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(
@@ -358,7 +366,8 @@ pub fn app(state: AppState) -> Router {
                     .get("x-request-id")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
-                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+                // No raw path: its ids would make the log a record of what was read.
+                tracing::info_span!("request", request_id = %id)
             },
         ))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))

@@ -24,6 +24,7 @@ mod compaction;
 mod context;
 mod db;
 mod delivery;
+mod directory;
 mod engine;
 mod error;
 mod events;
@@ -68,7 +69,7 @@ pub use work::Grant;
 use weft_api::context::{
     ContextForwardedAnswer, ContextPublishedAnswer, ContextRecord, ContextVersions, ForwardRequest,
 };
-use weft_api::session::{Membership, Role, SessionGrant};
+use weft_api::session::{AgentRecord, MemberList, Membership, Role, SessionGrant};
 use weft_api::views::{
     ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
     EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint,
@@ -149,6 +150,16 @@ impl Store {
     /// (`agent.deactivated`), none if it was deactivated already.
     pub async fn deactivate_agent(&self, agent_id: Id) -> Result<Vec<Id>, Error> {
         self.inner.deactivate_agent(agent_id).await
+    }
+
+    /// Every live Membership of a Group (operator reads; `not_found` for no such Group).
+    pub async fn list_members(&self, group_id: Id) -> Result<MemberList, Error> {
+        self.inner.list_members(group_id).await
+    }
+
+    /// An Agent with its key history and Memberships (operator reads; `not_found` if none).
+    pub async fn agent_record(&self, agent_id: Id) -> Result<AgentRecord, Error> {
+        self.inner.agent_record(agent_id).await
     }
 
     /// Replaces an Agent's key (`agent.key_rotated`); answers the new keyid.
