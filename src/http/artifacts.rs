@@ -54,6 +54,16 @@ pub(crate) async fn show(
     Ok(json(StatusCode::OK, &view))
 }
 
+/// The query parameters `list` accepts (the OpenAPI check compares them with the document).
+pub(super) const LIST_QUERY: &[&str] = &[
+    "missionId",
+    "workItemId",
+    "producer",
+    "mediaType",
+    "after",
+    "limit",
+];
+
 /// Paged listing of visible manifests, filtered.
 #[utoipa::path(get, path = "/v1/artifacts", params(("missionId" = Option<String>, Query), ("workItemId" = Option<String>, Query), ("producer" = Option<String>, Query),
     ("mediaType" = Option<String>, Query), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
@@ -63,17 +73,7 @@ pub(crate) async fn list(
     caller: Caller,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let query = known_params(
-        query,
-        &[
-            "missionId",
-            "workItemId",
-            "producer",
-            "mediaType",
-            "after",
-            "limit",
-        ],
-    )?;
+    let query = known_params(query, LIST_QUERY)?;
     let filter = ListFilter {
         mission_id: query_id(&query, "missionId")?,
         work_item_id: query_id(&query, "workItemId")?,
