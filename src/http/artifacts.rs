@@ -13,7 +13,9 @@ use weft_storage::ListFilter;
 use super::auth::Bearer;
 use super::body::{created_or_ok, read_envelope};
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, path_digest, query_id, query_u64};
+use super::params::{
+    RawPath, RawQuery, known_params, path_digest, query_id, query_limit, query_u64,
+};
 use super::{AppState, Caller, json};
 
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.
@@ -80,7 +82,7 @@ pub(crate) async fn list(
         producer: query_id(&query, "producer")?,
         media_type: query.get("mediaType").cloned(),
         after: query_u64(&query, "after")?,
-        limit: query_u64(&query, "limit")?.unwrap_or(100).min(1000) as u32,
+        limit: query_limit(&query)?.unwrap_or(100).min(1000),
     };
     let page = state.store.list_artifacts(filter, &caller.reader()).await?;
     Ok(json(StatusCode::OK, &page))

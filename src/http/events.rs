@@ -20,7 +20,7 @@ use weft_api::views::{Ack, Cursors, EventPage};
 use super::body::read_json;
 
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, path_id, query_u64};
+use super::params::{RawPath, RawQuery, known_params, path_id, query_limit, query_u64};
 use super::{AppState, Caller, json};
 
 /// The query parameters `replay` accepts (the OpenAPI check compares them with the document).
@@ -38,7 +38,7 @@ pub(crate) async fn replay(
     let group_id = path_id("groupId", group_id)?;
     let query = known_params(query, REPLAY_QUERY)?;
     let after = query_u64(&query, "after")?.unwrap_or(0);
-    let limit = query_u64(&query, "limit")?.unwrap_or(1000).min(10_000) as u32;
+    let limit = query_limit(&query)?.unwrap_or(1000).min(10_000);
     let events = state
         .store
         .events(group_id, after, limit, &caller.reader())

@@ -17,7 +17,9 @@ use weft_storage::EvidenceFilter;
 use super::auth::Bearer;
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, path_digest, path_id, query_id, query_u64};
+use super::params::{
+    RawPath, RawQuery, known_params, path_digest, path_id, query_id, query_limit, query_u64,
+};
 use super::{AppState, Caller, json};
 
 /// Records DSSE-signed Evidence; appends `evidence.recorded`.
@@ -98,7 +100,7 @@ fn filter_from(query: &HashMap<String, String>) -> Result<EvidenceFilter, HttpEr
         mission_id: query_id(query, "missionId")?,
         artifact: None,
         after: query_u64(query, "after")?,
-        limit: query_u64(query, "limit")?.unwrap_or(100).min(1000) as u32,
+        limit: query_limit(query)?.unwrap_or(100).min(1000),
     })
 }
 

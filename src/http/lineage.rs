@@ -12,7 +12,9 @@ use weft_api::{Digest, ErrorCode};
 use weft_storage::{Direction, Lineage, LineageQuery};
 
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, path_digest, path_id, query_u64};
+use super::params::{
+    RawPath, RawQuery, known_params, path_digest, path_id, query_limit, query_u64,
+};
 use super::{AppState, Caller, json};
 
 /// Time a single lineage query may take before it answers `truncated`.
@@ -232,9 +234,7 @@ pub(super) fn lineage_query(
     Ok(LineageQuery {
         direction,
         depth: query_u64(query, "depth")?.map(|d| d.min(u64::from(u32::MAX)) as u32),
-        limit: query_u64(query, "limit")?
-            .unwrap_or(1000)
-            .clamp(1, MAX_LIMIT) as usize,
+        limit: u64::from(query_limit(query)?.unwrap_or(1000)).clamp(1, MAX_LIMIT) as usize,
         skip: query_u64(query, "cursor")?.unwrap_or(0) as usize,
         budget: BUDGET,
         edges: edges_of(query)?,

@@ -56,6 +56,20 @@ pub(crate) fn query_u64(
         .transpose()
 }
 
+/// Parses `limit`: a u32 (the document says so), clamped by each route to its page size.
+pub(crate) fn query_limit(query: &HashMap<String, String>) -> Result<Option<u32>, HttpError> {
+    query_u64(query, "limit")?
+        .map(|limit| {
+            u32::try_from(limit).map_err(|_| {
+                HttpError::new(
+                    ErrorCode::BadRequest,
+                    format!("limit is out of range (at most {})", u32::MAX),
+                )
+            })
+        })
+        .transpose()
+}
+
 /// Parses an unsigned integer strictly: decimal digits only, at most `i64::MAX`, because
 /// sequences, versions and cursors are SQLite integers and nothing stored is above it.
 pub(crate) fn parse_u64(name: &str, text: &str) -> Result<u64, HttpError> {

@@ -5,7 +5,7 @@
 # Environment: WEFT_URL (http://host:port), WEFT_WORKER_TOKEN, WEFT_ADMIN_TOKEN, WEFT_PYTHON
 # (a Python with schemathesis 4; `scripts/test` installs it), and optionally
 # WEFT_SCHEMATHESIS_EXAMPLES (cases per operation and phase; default 10) and
-# WEFT_SCHEMATHESIS_REPORT (a directory for the JUnit and NDJSON reports).
+# WEFT_SCHEMATHESIS_REPORT (a directory for the JUnit and NDJSON reports) and WEFT_SCHEMATHESIS_SEED.
 #
 # The event stream never ends, so it is excluded; `/ui/*` and `/docs` are pages, not API.
 # Tokens travel in the environment, not on the command line: schemathesis.toml reads them.
@@ -25,7 +25,7 @@ for caller in worker admin; do
     "$WEFT_URL/v1/openapi.json" \
     --checks all \
     --max-examples "$examples" \
-    --seed 16 \
+    --seed "${WEFT_SCHEMATHESIS_SEED:-16}" \
     --generation-database none \
     --suppress-health-check all \
     --exclude-path-regex '(/events/stream$|^/ui/|^/docs)' \

@@ -124,9 +124,8 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
         "asOf" => counter(
             "the graph as the Group's log stood after this sequence (the admin names `group`)",
         ),
-        "limit" => {
-            counter("at most this many items (larger values are clamped to the route's page size)")
-        }
+        "limit" => json!({"type": "integer", "format": "int64", "minimum": 0, "maximum": u32::MAX,
+            "description": "at most this many items (a u32; above the route's page size is clamped to it)"}),
         "depth" | "maxDepth" => counter("hops to follow (clamped)"),
         "direction" => string_enum(&["ancestors", "descendants", "both"]),
         // A signed in-toto statement describes one subject: an artifact or a Context Package.
@@ -250,7 +249,7 @@ pub(super) fn success_content(method: &str, path: &str, status: u16) -> Option<V
         return None;
     }
     let text = |media: &str| json!({media: {"schema": {"type": "string"}}});
-    let object = json!({"application/json": {"schema": {"type": "object"}}});
+    let object = json!({"application/json": {"schema": answer(method, path)}});
     Some(match path {
         "/healthz" => text("text/plain"),
         "/metrics" => text("text/plain"),
@@ -266,4 +265,55 @@ pub(super) fn success_content(method: &str, path: &str, status: u16) -> Option<V
         }),
         _ => object,
     })
+}
+
+/// The JSON answer of `(method, path)`: the fields it always carries, where they were checked
+/// against the server; otherwise any object.
+fn answer(method: &str, path: &str) -> Value {
+    let list = |field: &str| json!({"type": "object", "required": [field], "properties": {field: {"type": "array"}}});
+    match (method, path) {
+        ("get", "/v1/session") => json!({
+            "type": "object",
+            "required": ["agentId", "groupId", "roles", "sessionEpoch", "membershipEpoch", "expiresAt"],
+            "properties": {
+                "agentId": id(), "groupId": id(), "roles": {"type": "array", "items": {"type": "string"}},
+                "missions": {"type": "array", "items": id()},
+                "sessionEpoch": {"type": "integer", "minimum": 0},
+                "membershipEpoch": {"type": "integer", "minimum": 0},
+                "expiresAt": {"type": "string"}
+            }
+        }),
+        ("post", "/v1/blobs") | ("put", "/v1/blobs/{digest}") => json!({
+            "type": "object",
+            "required": ["blake3", "sha256", "size"],
+            "properties": {
+                "blake3": blake3(),
+                "sha256": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+                "size": {"type": "integer", "minimum": 0}
+            }
+        }),
+        ("get", "/v1/authority/keys") => json!({
+            "type": "object",
+            "required": ["keys"],
+            "properties": {"keys": {"type": "array", "items": {
+                "type": "object",
+                "required": ["keyid", "publicKey"],
+                "properties": {"keyid": {"type": "string"}, "publicKey": {"type": "string"}}
+            }}}
+        }),
+        ("get", "/v1/artifacts")
+        | ("get", "/v1/evidence")
+        | ("get", "/v1/artifacts/{digest}/evidence") => list("items"),
+        ("get", "/v1/groups/{group_id}/events") => list("events"),
+        ("get", "/v1/groups/{group_id}/cursors") | ("post", "/v1/groups/{group_id}/cursors") => {
+            list("cursors")
+        }
+        ("get", "/v1/groups/{group_id}/snapshots") => list("snapshots"),
+        ("get", "/v1/groups/{group_id}/checkpoint") => json!({
+            "type": "object",
+            "required": ["envelope", "checkpoint"],
+            "properties": {"envelope": schema_ref("EnvelopeShape"), "checkpoint": {"type": "object"}}
+        }),
+        _ => json!({"type": "object"}),
+    }
 }
