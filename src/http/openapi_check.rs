@@ -3,7 +3,11 @@
 //! Both sides come from one place: `super::routes()` is the table `app` builds its router
 //! from, and the document is what `GET /v1/openapi.json` serves. The checks: the same
 //! (method, path template) pairs under `/v1/` on both sides, every documented operation
-//! reachable on the real router, and every documented status one the server can answer.
+//! reachable on the real router, every documented status one the server can answer (errors
+//! as problem+json), the bearer requirement on exactly the non-public operations (and the
+//! server answering `401` there), every query parameter a handler accepts documented, and
+//! JSON bodies and path parameters with real schemas. Schemathesis (`tests/e2e`) then checks
+//! the document against the running server.
 
 use std::collections::BTreeSet;
 
@@ -508,6 +512,48 @@ async fn every_accepted_query_parameter_is_documented() {
                 .map(|(_, _, names)| names.iter().copied().collect())
                 .unwrap_or_default();
             assert_eq!(documented, server, "{method} {path}");
+        }
+    }
+}
+
+/// JSON bodies are objects with their schema (never utoipa's placeholder string), uploads
+/// are binary strings under `application/octet-stream`, and every path parameter is an id, a
+/// digest or an integer as its parser accepts it.
+#[tokio::test]
+async fn bodies_and_path_parameters_have_their_schemas() {
+    let document = document().await;
+    let resolve = |schema: &Value| -> Value {
+        match schema["$ref"].as_str() {
+            Some(reference) => {
+                let name = reference.rsplit('/').next().expect("a name");
+                document["components"]["schemas"][name].clone()
+            }
+            None => schema.clone(),
+        }
+    };
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            let content = &operation["requestBody"]["content"];
+            if let Some(json) = content.get("application/json") {
+                let schema = resolve(&json["schema"]);
+                assert_eq!(schema["type"], "object", "{method} {path}: {schema}");
+                assert!(schema["required"].is_array(), "{method} {path}: {schema}");
+            }
+            if let Some(bytes) = content.get("application/octet-stream") {
+                assert_eq!(
+                    bytes["schema"],
+                    serde_json::json!({"type": "string", "format": "binary"}),
+                    "{method} {path}"
+                );
+            }
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                if parameter["in"] != "path" {
+                    continue;
+                }
+                let schema = &parameter["schema"];
+                let typed = schema["pattern"].is_string() || schema["type"] == "integer";
+                assert!(typed, "{method} {path}: {parameter}");
+            }
         }
     }
 }
