@@ -17,6 +17,11 @@ schemathesis="$(dirname "$python")/schemathesis"
 examples="${WEFT_SCHEMATHESIS_EXAMPLES:-10}"
 report="${WEFT_SCHEMATHESIS_REPORT:-$(mktemp -d)}"
 
+# Schemathesis keeps a cache in `.schemathesis/` of the working directory: not in the clone.
+mkdir -p "$report"
+report="$(cd "$report" && pwd)"
+cd "$report"
+
 failed=0
 for caller in worker admin; do
   if [ "$caller" = worker ]; then token="$WEFT_WORKER_TOKEN"; else token="$WEFT_ADMIN_TOKEN"; fi
