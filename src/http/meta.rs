@@ -135,9 +135,10 @@ pub(crate) async fn openapi() -> Response {
     json(StatusCode::OK, super::openapi::document())
 }
 
-/// `GET /docs`: swagger-ui, served from the binary (vendored; no external assets).
+/// `GET /docs`: swagger-ui, served from the binary (vendored; no external assets), reading
+/// the document `GET /v1/openapi.json` serves, so the two can never differ.
 pub(crate) fn docs() -> Router<AppState> {
     SwaggerUi::new("/docs")
-        .url("/v1/openapi-docs.json", super::openapi::typed())
+        .config(utoipa_swagger_ui::Config::from("/v1/openapi.json"))
         .into()
 }

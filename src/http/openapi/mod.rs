@@ -46,12 +46,6 @@ pub(crate) fn document() -> &'static Value {
     DOCUMENT.get_or_init(build)
 }
 
-/// The same document as utoipa's type, for swagger-ui.
-pub(crate) fn typed() -> utoipa::openapi::OpenApi {
-    // The document is utoipa's own output with fields it knows, so it reads back.
-    serde_json::from_value(document().clone()).unwrap_or_else(|_| ApiDoc::openapi())
-}
-
 fn build() -> Value {
     let mut document =
         serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({"paths": {}}));
