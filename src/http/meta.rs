@@ -8,7 +8,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use super::{AppState, Caller, json};
 
-/// `GET /healthz`: the process answers. The only route without authentication.
+/// `GET /healthz`: the process answers (no authentication; see `openapi::PUBLIC`).
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive")))]
 pub(crate) async fn healthz() -> &'static str {
     "ok\n"
@@ -110,12 +110,13 @@ impl utoipa::Modify for BearerAuth {
 /// `GET /v1/openapi.json`: this description.
 #[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
 pub(crate) async fn openapi() -> Response {
-    json(StatusCode::OK, &ApiDoc::openapi())
+    json(StatusCode::OK, super::openapi::document())
 }
 
-/// `GET /docs`: swagger-ui, served from the binary (vendored; no external assets).
+/// `GET /docs`: swagger-ui, served from the binary (vendored; no external assets), reading
+/// the document `GET /v1/openapi.json` serves, so the two can never differ.
 pub(crate) fn docs() -> Router<AppState> {
     SwaggerUi::new("/docs")
-        .url("/v1/openapi-docs.json", ApiDoc::openapi())
+        .config(utoipa_swagger_ui::Config::from("/v1/openapi.json"))
         .into()
 }

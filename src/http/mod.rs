@@ -20,6 +20,7 @@ mod exports;
 mod idempotency;
 mod lineage;
 mod meta;
+mod openapi;
 #[cfg(test)]
 mod openapi_check;
 mod params;

@@ -8,6 +8,7 @@ mod delivery;
 mod first_hour;
 mod offline;
 mod revoke;
+mod schemathesis;
 mod support;
 mod tidy;
 mod transport;

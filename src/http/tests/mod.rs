@@ -27,6 +27,7 @@ mod limits;
 mod lineage;
 mod meta;
 mod offline;
+mod paging;
 mod progress;
 mod reuse;
 mod review;
