@@ -17,6 +17,7 @@ mod budget;
 mod checks;
 mod command;
 mod deps;
+mod listing;
 pub(crate) mod expiry;
 mod missions;
 mod offline;
