@@ -143,11 +143,11 @@ fn signature_verdict(record: &ManifestRecord, trusted: &Trusted) -> String {
 
 #[cfg(test)]
 mod tests {
-    use weft_api::dsse::MANIFEST_TYPE;
-    use weft_api::{ArtifactId, Manifest};
     use weft_api::digest::Hasher;
     use weft_api::dsse::Envelope;
+    use weft_api::dsse::MANIFEST_TYPE;
     use weft_api::manifest::{Classification, Content, Execution, Producer};
+    use weft_api::{ArtifactId, Manifest};
 
     use super::*;
 

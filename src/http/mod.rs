@@ -314,7 +314,11 @@ fn plain_routes() -> Vec<Route> {
         route(Method::POST, "/ui/logout", ui::logout),
         route(Method::GET, "/ui/search", ui::search),
         route(Method::GET, "/ui/artifacts/{digest}", ui::artifact),
-        route(Method::POST, "/ui/artifacts/{digest}/verify", ui::verify_now),
+        route(
+            Method::POST,
+            "/ui/artifacts/{digest}/verify",
+            ui::verify_now,
+        ),
         route(Method::GET, "/ui/workitems/{work_item_id}", ui::work_item),
         route(Method::GET, "/ui/missions/{mission_id}", ui::mission),
         route(Method::GET, "/ui/groups/{group_id}/events", ui::events),

@@ -57,7 +57,11 @@ impl GraphQuery {
             self.direction,
             self.depth,
             if self.all_kinds { "&kinds=all" } else { "" },
-            if page > 0 { format!("&page={page}") } else { String::new() }
+            if page > 0 {
+                format!("&page={page}")
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -96,7 +100,14 @@ pub(crate) async fn verify_now(
         Err(weft_storage::Error::Corrupt(_)) => r#"<p class="bad" id="verify-result" role="alert">Integrity failure: the stored bytes do not hash to their address. The artifact is quarantined.</p>"#.to_owned(),
         Err(error) => return Err(error.into()),
     };
-    render(&state, &viewer, digest, &GraphQuery::of(&HashMap::new()), Some(result)).await
+    render(
+        &state,
+        &viewer,
+        digest,
+        &GraphQuery::of(&HashMap::new()),
+        Some(result),
+    )
+    .await
 }
 
 /// `valid`, `INVALID` or `unknown key`, with the key id and its Agent.
@@ -114,10 +125,16 @@ async fn signature_status(state: &AppState, record: &ManifestRecord) -> (bool, S
                     false,
                     format!("INVALID: key {keyid} is {agent}'s, not the producer {producer}'s"),
                 ),
-                Err(error) => (false, format!("INVALID: {} (key {keyid} of {agent})", error.message)),
+                Err(error) => (
+                    false,
+                    format!("INVALID: {} (key {keyid} of {agent})", error.message),
+                ),
             }
         }
-        Ok(None) => (false, format!("not verified: no Agent registered key {keyid}")),
+        Ok(None) => (
+            false,
+            format!("not verified: no Agent registered key {keyid}"),
+        ),
         Err(_) => (false, "not verified: the key could not be read".to_owned()),
     }
 }
@@ -174,7 +191,11 @@ async fn render(
             body,
             r#"<tr><td>{}</td><td class="{}">{}</td><td>{} (card {})</td><td><a href="/ui/workitems/{}">{}</a></td><td><a href="/ui/missions/{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
             escape(&record.manifest_id.to_string()),
-            if valid { "good signature" } else { "bad signature" },
+            if valid {
+                "good signature"
+            } else {
+                "bad signature"
+            },
             escape(&signature),
             escape(m.producer.agent_id.as_str()),
             escape(&m.producer.agent_card_version),
@@ -235,16 +256,21 @@ async fn evidence_section(
     }
     out.push_str(r#"</table><h3>Verdict per criterion</h3><table id="verdicts"><tr><th>WorkItem</th><th>criterion</th><th>verdict in force</th><th>by</th><th>records (pass/fail/inconclusive)</th></tr>"#);
     for ((mission, work_item), criteria) in cited {
-        let (Ok(mission_id), Ok(work_item_id)) =
-            (Id::parse("missionId", &mission), Id::parse("workItemId", &work_item))
-        else {
+        let (Ok(mission_id), Ok(work_item_id)) = (
+            Id::parse("missionId", &mission),
+            Id::parse("workItemId", &work_item),
+        ) else {
             continue;
         };
         let view = state
             .store
             .criteria(work_item_id, Some(mission_id), &viewer.reader)
             .await?;
-        for summary in view.criteria.iter().filter(|c| criteria.contains(&c.criterion)) {
+        for summary in view
+            .criteria
+            .iter()
+            .filter(|c| criteria.contains(&c.criterion))
+        {
             let _ = write!(
                 out,
                 r#"<tr><td>{}</td><td>{}</td><td class="outcome-{}">{}{}</td><td>{} ({})</td><td>{}/{}/{}</td></tr>"#,
@@ -252,7 +278,11 @@ async fn evidence_section(
                 escape(&summary.criterion),
                 summary.latest.outcome.as_str(),
                 summary.latest.outcome.as_str(),
-                if summary.contested { " (contested)" } else { "" },
+                if summary.contested {
+                    " (contested)"
+                } else {
+                    ""
+                },
                 escape(&summary.latest.producer),
                 summary.latest.method.as_str(),
                 summary.counts.pass,
@@ -290,9 +320,18 @@ async fn graph_section(
         },
         as_of: None,
     };
-    let lineage = state.store.lineage(focus, lineage_query, &viewer.reader).await?;
+    let lineage = state
+        .store
+        .lineage(focus, lineage_query, &viewer.reader)
+        .await?;
     let (nodes, links) = graph_of(&lineage, id, graph_query);
-    let selected = |value: &str| if value == graph_query.direction { " selected" } else { "" };
+    let selected = |value: &str| {
+        if value == graph_query.direction {
+            " selected"
+        } else {
+            ""
+        }
+    };
     let mut out = String::new();
     let _ = write!(
         out,
@@ -304,14 +343,22 @@ async fn graph_section(
         d = selected("descendants"),
         b = selected("both"),
         depth = graph_query.depth,
-        all = if graph_query.all_kinds { " selected" } else { "" },
+        all = if graph_query.all_kinds {
+            " selected"
+        } else {
+            ""
+        },
         n = lineage.artifacts.len(),
         withheld = if lineage.withheld > 0 {
             format!(", {} withheld (Groups you cannot read)", lineage.withheld)
         } else {
             String::new()
         },
-        truncated = if lineage.truncated { ", more on the next page" } else { "" },
+        truncated = if lineage.truncated {
+            ", more on the next page"
+        } else {
+            ""
+        },
         page = if graph_query.page > 0 {
             format!(
                 r#", page {} (<a href="{}">first page</a>)"#,
@@ -350,7 +397,11 @@ fn graph_of(lineage: &Lineage, focus: &str, graph_query: &GraphQuery) -> (Vec<No
             ),
             caption,
             href: Some(graph_query.href(&id, 0)),
-            kind: if id == focus { NodeKind::Focus } else { NodeKind::Artifact },
+            kind: if id == focus {
+                NodeKind::Focus
+            } else {
+                NodeKind::Artifact
+            },
             name: id,
         });
     }
@@ -360,13 +411,28 @@ fn graph_of(lineage: &Lineage, focus: &str, graph_query: &GraphQuery) -> (Vec<No
             return Some(at);
         }
         let (kind, label, href) = match node {
-            NodeRef::WorkItem(id) => (NodeKind::WorkItem, format!("WorkItem {id}"), Some(format!("/ui/workitems/{}", url_encode(&id.to_string())))),
-            NodeRef::Mission(id) => (NodeKind::Mission, format!("Mission {id}"), Some(format!("/ui/missions/{}", url_encode(&id.to_string())))),
+            NodeRef::WorkItem(id) => (
+                NodeKind::WorkItem,
+                format!("WorkItem {id}"),
+                Some(format!("/ui/workitems/{}", url_encode(&id.to_string()))),
+            ),
+            NodeRef::Mission(id) => (
+                NodeKind::Mission,
+                format!("Mission {id}"),
+                Some(format!("/ui/missions/{}", url_encode(&id.to_string()))),
+            ),
             NodeRef::Agent(id) => (NodeKind::Agent, format!("Agent {id}"), None),
             NodeRef::Artifact(_) | NodeRef::Context(_) => return None,
         };
         index.insert(name.clone(), nodes.len());
-        nodes.push(Node { title: name.clone(), label, caption: String::new(), href, kind, name });
+        nodes.push(Node {
+            title: name.clone(),
+            label,
+            caption: String::new(),
+            href,
+            kind,
+            name,
+        });
         Some(nodes.len() - 1)
     };
     let mut links = Vec::new();
@@ -378,9 +444,19 @@ fn graph_of(lineage: &Lineage, focus: &str, graph_query: &GraphQuery) -> (Vec<No
         };
         links.push(if edge.kind == "derivedFrom" {
             // The source is drawn left; the arrow points at it.
-            Link { left: to, right: from, kind: LinkKind::DerivedFrom, arrow_left: true }
+            Link {
+                left: to,
+                right: from,
+                kind: LinkKind::DerivedFrom,
+                arrow_left: true,
+            }
         } else {
-            Link { left: from, right: to, kind: LinkKind::Context(edge.kind), arrow_left: false }
+            Link {
+                left: from,
+                right: to,
+                kind: LinkKind::Context(edge.kind),
+                arrow_left: false,
+            }
         });
     }
     if lineage.truncated {

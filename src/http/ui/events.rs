@@ -35,8 +35,14 @@ pub(crate) async fn events(
         .and_then(|l| l.parse().ok())
         .unwrap_or(PAGE)
         .clamp(1, 1000);
-    let kind = query.get("type").map(|t| t.trim().to_owned()).unwrap_or_default();
-    let delivered = state.store.events(group.clone(), after, limit, &viewer.reader).await?;
+    let kind = query
+        .get("type")
+        .map(|t| t.trim().to_owned())
+        .unwrap_or_default();
+    let delivered = state
+        .store
+        .events(group.clone(), after, limit, &viewer.reader)
+        .await?;
     let group_url = url_encode(group.as_str());
     let type_url = url_encode(&kind);
     let mut body = format!(
@@ -86,14 +92,20 @@ pub(crate) async fn events(
                 r#"<details><summary>payload</summary><pre>{}</pre></details>"#,
                 escape(&short(event.payload.get(), 4000))
             ),
-            Delivered::Withheld(_) => r#"<p class="muted">withheld: another Mission's Event</p>"#.to_owned(),
+            Delivered::Withheld(_) => {
+                r#"<p class="muted">withheld: another Mission's Event</p>"#.to_owned()
+            }
         };
         let _ = write!(
             body,
             r#"<li id="e{sequence}" data-type="{kind_attr}"><strong>#{sequence}</strong> <code>{kind_text}</code> {when}<br><span class="muted">hash</span> <a href="/ui/groups/{group_url}/events?after={before}&amp;limit=1" title="{hash}">{hash_short}</a> · <span class="muted">prevHash</span> {prev}{detail}</li>"#,
             kind_attr = escape(event_kind),
             kind_text = escape(event_kind),
-            when = if withheld { String::new() } else { escape(when) },
+            when = if withheld {
+                String::new()
+            } else {
+                escape(when)
+            },
             before = sequence - 1,
             hash_short = escape(&short(&hash.to_string(), 24)),
         );

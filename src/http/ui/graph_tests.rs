@@ -18,7 +18,10 @@ fn check(n_nodes: usize, links: &[Link]) -> Layout {
     let boxes = &layout.places;
     for (a, first) in boxes.iter().enumerate() {
         assert!(first.x >= 0 && first.y >= 0, "node {a} inside");
-        assert!(first.x + BOX_W <= layout.width && first.y + BOX_H <= layout.height, "node {a} within bounds {first:?}");
+        assert!(
+            first.x + BOX_W <= layout.width && first.y + BOX_H <= layout.height,
+            "node {a} within bounds {first:?}"
+        );
         for (b, second) in boxes.iter().enumerate().skip(a + 1) {
             let apart = first.x + BOX_W <= second.x
                 || second.x + BOX_W <= first.x
@@ -29,7 +32,12 @@ fn check(n_nodes: usize, links: &[Link]) -> Layout {
     }
     for (link, route) in links.iter().zip(&layout.routes) {
         let (from, to) = (boxes[link.left], boxes[link.right]);
-        assert!(from.layer < to.layer, "link {}→{} goes rightward", link.left, link.right);
+        assert!(
+            from.layer < to.layer,
+            "link {}→{} goes rightward",
+            link.left,
+            link.right
+        );
         for pair in route.windows(2) {
             let ((x1, y1), (x2, y2)) = (pair[0], pair[1]);
             assert!(x1 <= x2, "routes run left to right");
@@ -41,7 +49,10 @@ fn check(n_nodes: usize, links: &[Link]) -> Layout {
                 } else {
                     // A curve between columns: no box lies in the gap it spans.
                     let in_gap = place.x < x2 && place.x + BOX_W > x1;
-                    assert!(!in_gap, "a curve from x {x1} to {x2} crosses the box at {place:?}");
+                    assert!(
+                        !in_gap,
+                        "a curve from x {x1} to {x2} crosses the box at {place:?}"
+                    );
                 }
             }
         }
@@ -62,7 +73,11 @@ fn a_chain_and_a_diamond_lay_out_by_depth() {
 fn a_long_link_passes_through_lanes_not_boxes() {
     // 0 → 1 → 2 → 3 and 0 → 3: the long link gets a lane in layers 1 and 2.
     let layout = check(4, &[link(0, 1), link(1, 2), link(2, 3), link(0, 3)]);
-    assert_eq!(layout.routes[3].len(), 2 + 2 * 2, "two lanes of two points each");
+    assert_eq!(
+        layout.routes[3].len(),
+        2 + 2 * 2,
+        "two lanes of two points each"
+    );
 }
 
 #[test]
@@ -72,7 +87,10 @@ fn sweeps_remove_crossings_of_a_twisted_input() {
     let input = crossings_between(&[(0, 2), (1, 1), (2, 0)]);
     assert_eq!(input, 3);
     let layout = check(6, &links);
-    assert!(layout.crossings <= input, "never worse than the input order");
+    assert!(
+        layout.crossings <= input,
+        "never worse than the input order"
+    );
     assert_eq!(layout.crossings, 0, "the barycentre order untwists it");
 }
 

@@ -29,7 +29,12 @@ pub(crate) async fn home(
     let roles: Vec<String> = session
         .roles
         .iter()
-        .map(|role| serde_json::to_value(role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| format!("{role:?}")))
+        .map(|role| {
+            serde_json::to_value(role)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| format!("{role:?}"))
+        })
         .collect();
     let scope = match &session.scope {
         MissionScope::Group => "the whole Group".to_owned(),
@@ -103,7 +108,10 @@ pub(crate) async fn home(
         }
         body.push_str("</table>");
         if let Some(next) = listed.next {
-            let _ = write!(body, r#"<p><a href="/ui/?after={next}">Next artifacts</a></p>"#);
+            let _ = write!(
+                body,
+                r#"<p><a href="/ui/?after={next}">Next artifacts</a></p>"#
+            );
         }
     }
     Ok(page(&viewer, "Home", &body))
@@ -123,9 +131,16 @@ pub(crate) async fn search(
     headers: HeaderMap,
 ) -> UiResult {
     let viewer = Viewer::of(&state, &headers).await?;
-    let text = query.get("q").map(|q| q.trim().to_owned()).unwrap_or_default();
+    let text = query
+        .get("q")
+        .map(|q| q.trim().to_owned())
+        .unwrap_or_default();
     if text.is_empty() {
-        return Ok(page(&viewer, "Search", &format!("<h1>Search</h1>{}", search_form(""))));
+        return Ok(page(
+            &viewer,
+            "Search",
+            &format!("<h1>Search</h1>{}", search_form("")),
+        ));
     }
     if let Some(found) = find(&state, &viewer, &text).await? {
         return Ok(found);

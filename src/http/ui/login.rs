@@ -31,7 +31,12 @@ fn local_next(next: Option<&String>) -> String {
 /// The sign-in form, with `message` above it when a page sent the browser here.
 pub(super) fn form_page(status: StatusCode, message: Option<&str>, next: &str) -> Response {
     let message = message
-        .map(|m| format!(r#"<p class="error" id="error-code" role="alert">unauthorized: {}</p>"#, escape(m)))
+        .map(|m| {
+            format!(
+                r#"<p class="error" id="error-code" role="alert">unauthorized: {}</p>"#,
+                escape(m)
+            )
+        })
         .unwrap_or_default();
     let body = format!(
         r#"<h1>Sign in</h1>{message}
@@ -70,7 +75,9 @@ pub(crate) async fn login_form(
     {
         return form_page(
             StatusCode::UNAUTHORIZED,
-            Some("sign in with a live session token (weft login prints one); the admin token is not accepted"),
+            Some(
+                "sign in with a live session token (weft login prints one); the admin token is not accepted",
+            ),
             &next,
         );
     }

@@ -47,10 +47,9 @@ pub(crate) const STYLE: &str = include_str!("style.css");
 /// `GET /ui/style.css`.
 pub(crate) async fn style() -> Response {
     let mut response = ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response();
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
 
@@ -109,7 +108,10 @@ impl Viewer {
     /// sign-in and would not resolve here either).
     pub(super) async fn of(state: &AppState, headers: &HeaderMap) -> Result<Self, UiError> {
         let token = cookie_token(headers).ok_or_else(|| {
-            UiError(HttpError::new(ErrorCode::Unauthorized, "sign in to continue"))
+            UiError(HttpError::new(
+                ErrorCode::Unauthorized,
+                "sign in to continue",
+            ))
         })?;
         let session = state.store.authenticate(token).await.map_err(|error| {
             let mut error = HttpError::from(error);
@@ -130,7 +132,11 @@ impl Viewer {
 
     /// A state-changing form: same-site (no foreign `Origin`, no cross-site fetch metadata)
     /// and carrying this session's form token. Refused `forbidden` otherwise.
-    pub(super) fn check_form(&self, headers: &HeaderMap, token: Option<&str>) -> Result<(), UiError> {
+    pub(super) fn check_form(
+        &self,
+        headers: &HeaderMap,
+        token: Option<&str>,
+    ) -> Result<(), UiError> {
         let forbidden = |why: &str| UiError(HttpError::new(ErrorCode::Forbidden, why));
         if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
             && !matches!(site, "same-origin" | "none")
@@ -148,7 +154,9 @@ impl Viewer {
             }
         }
         if token != Some(self.form_token.as_str()) {
-            return Err(forbidden("the form is stale or was not made by this console; reload the page"));
+            return Err(forbidden(
+                "the form is stale or was not made by this console; reload the page",
+            ));
         }
         Ok(())
     }
@@ -186,10 +194,19 @@ impl IntoResponse for UiError {
             return login::form_page(status, Some(error.detail()), "/ui/");
         }
         let (title, hint) = match status.as_u16() {
-            404 => ("Not found", "Nothing visible to you has this name. It may not exist, or belong to a Group or Mission you cannot read."),
-            400 => ("Bad request", "The address or form is not one this console understands."),
+            404 => (
+                "Not found",
+                "Nothing visible to you has this name. It may not exist, or belong to a Group or Mission you cannot read.",
+            ),
+            400 => (
+                "Bad request",
+                "The address or form is not one this console understands.",
+            ),
             403 => ("Forbidden", "This action was refused; nothing changed."),
-            500..=599 => ("Server error", "The server could not answer. The operator's log has the details."),
+            500..=599 => (
+                "Server error",
+                "The server could not answer. The operator's log has the details.",
+            ),
             _ => ("Refused", "The request was refused; nothing changed."),
         };
         let body = format!(
@@ -204,7 +221,12 @@ impl IntoResponse for UiError {
 pub(super) type UiResult<T = Response> = Result<T, UiError>;
 
 /// The shared frame of every page: head, stylesheet, navigation (signed in only), `body`.
-pub(super) fn layout(status: StatusCode, title: &str, viewer: Option<&Viewer>, body: &str) -> Response {
+pub(super) fn layout(
+    status: StatusCode,
+    title: &str,
+    viewer: Option<&Viewer>,
+    body: &str,
+) -> Response {
     let nav = match viewer {
         Some(viewer) => format!(
             r#"<nav aria-label="console"><a href="/ui/">Home</a> <a href="/ui/search">Search</a> <a href="/ui/groups/{group}/events">Event log</a> <span class="who">{agent} in {group_text}</span> <form class="inline" method="post" action="/ui/logout"><input type="hidden" name="form" value="{form}"><button type="submit">Sign out</button></form></nav>"#,
@@ -221,9 +243,15 @@ pub(super) fn layout(status: StatusCode, title: &str, viewer: Option<&Viewer>, b
     );
     let mut response = (status, Html(page)).into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     response
 }
@@ -235,7 +263,11 @@ pub(super) fn page(viewer: &Viewer, title: &str, body: &str) -> Response {
 
 /// `GET /ui/{anything else}`: an HTML 404, not the API's JSON one.
 pub(crate) async fn not_found() -> Response {
-    UiError(HttpError::new(ErrorCode::NotFound, "no console page has this address")).into_response()
+    UiError(HttpError::new(
+        ErrorCode::NotFound,
+        "no console page has this address",
+    ))
+    .into_response()
 }
 
 /// A short form of a long id for a label: the first `keep` characters and an ellipsis.

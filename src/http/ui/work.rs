@@ -30,7 +30,9 @@ fn word<T: Serialize>(value: &T) -> String {
 fn budget_table(budget: &BudgetView) -> String {
     let limit = serde_json::to_value(&budget.limit).unwrap_or_default();
     let spent = serde_json::to_value(&budget.spent).unwrap_or_default();
-    let mut out = String::from(r#"<table id="budget"><tr><th>dimension</th><th>limit</th><th>spent</th></tr>"#);
+    let mut out = String::from(
+        r#"<table id="budget"><tr><th>dimension</th><th>limit</th><th>spent</th></tr>"#,
+    );
     if let Some(limits) = limit.as_object() {
         for (dimension, value) in limits {
             let _ = write!(
@@ -38,7 +40,12 @@ fn budget_table(budget: &BudgetView) -> String {
                 "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(dimension),
                 escape(&value.to_string()),
-                escape(&spent.get(dimension).map(|v| v.to_string()).unwrap_or_default())
+                escape(
+                    &spent
+                        .get(dimension)
+                        .map(|v| v.to_string())
+                        .unwrap_or_default()
+                )
             );
         }
     }
@@ -65,14 +72,22 @@ pub(crate) async fn work_item(
                 "{} (epoch {}{})",
                 o.agent_id,
                 o.ownership_epoch,
-                o.expires_at.as_ref().map(|e| format!(", until {e}")).unwrap_or_default()
+                o.expires_at
+                    .as_ref()
+                    .map(|e| format!(", until {e}"))
+                    .unwrap_or_default()
             )
         })
         .unwrap_or_else(|| "none".to_owned());
     let lease = view
         .lease
         .as_ref()
-        .map(|l| format!("{} {} by {}, since {}, expires {}", l.kind, l.lease_id, l.agent_id, l.started_at, l.expires_at))
+        .map(|l| {
+            format!(
+                "{} {} by {}, since {}, expires {}",
+                l.kind, l.lease_id, l.agent_id, l.started_at, l.expires_at
+            )
+        })
         .unwrap_or_else(|| "none".to_owned());
     let _ = write!(
         body,
@@ -91,7 +106,11 @@ pub(crate) async fn work_item(
         deps = view
             .depends_on
             .iter()
-            .map(|d| format!(r#"<a href="/ui/workitems/{}">{}</a>"#, url_encode(d), escape(d)))
+            .map(|d| format!(
+                r#"<a href="/ui/workitems/{}">{}</a>"#,
+                url_encode(d),
+                escape(d)
+            ))
             .collect::<Vec<_>>()
             .join(", "),
         revision = view.revision,
@@ -124,7 +143,10 @@ pub(crate) async fn work_item(
                     c.counts.fail,
                     c.counts.inconclusive,
                     escape(&c.latest.evidence_id.to_string()),
-                    escape(&format!("evidence {}", short(&c.latest.evidence_id.to_string(), 22))),
+                    escape(&format!(
+                        "evidence {}",
+                        short(&c.latest.evidence_id.to_string(), 22)
+                    )),
                 );
             }
             body.push_str("</table>");
@@ -173,7 +195,11 @@ pub(crate) async fn work_item(
     if view.history_truncated {
         body.push_str(r#"<p class="muted">Older Events are in the Group's log.</p>"#);
     }
-    Ok(page(&viewer, &format!("WorkItem {}", view.work_item_id), &body))
+    Ok(page(
+        &viewer,
+        &format!("WorkItem {}", view.work_item_id),
+        &body,
+    ))
 }
 
 /// `GET /ui/missions/{id}`.
@@ -232,11 +258,22 @@ pub(crate) async fn mission(
         parent = view
             .parent_work_item_id
             .as_ref()
-            .map(|p| format!(r#"<a href="/ui/workitems/{}">{}</a>"#, url_encode(p), escape(p)))
+            .map(|p| format!(
+                r#"<a href="/ui/workitems/{}">{}</a>"#,
+                url_encode(p),
+                escape(p)
+            ))
             .unwrap_or_else(|| "none".to_owned()),
         budget = budget_table(&view.budget),
-        legend = graph::legend(&[(NodeKind::WorkItem, "WorkItem (state in its box)")], &graph::WORK_LINKS),
+        legend = graph::legend(
+            &[(NodeKind::WorkItem, "WorkItem (state in its box)")],
+            &graph::WORK_LINKS
+        ),
         svg = graph::svg(&nodes, &links),
     );
-    Ok(page(&viewer, &format!("Mission {}", view.mission_id), &body))
+    Ok(page(
+        &viewer,
+        &format!("Mission {}", view.mission_id),
+        &body,
+    ))
 }

@@ -30,7 +30,11 @@ pub struct Verification {
 
 impl Engine {
     /// Records that `blake3`'s bytes were just re-hashed and found intact.
-    pub(crate) async fn record_verified(&self, blake3: ArtifactId, by: String) -> Result<(), Error> {
+    pub(crate) async fn record_verified(
+        &self,
+        blake3: ArtifactId,
+        by: String,
+    ) -> Result<(), Error> {
         let now = format_instant(self.clock.now());
         self.db
             .write(move |txn| {
@@ -53,7 +57,12 @@ impl Engine {
         let reader = reader.clone();
         self.db
             .read(move |conn| {
-                let not_found = || reject(ErrorCode::NotFound, format!("no artifact {digest} is visible to you"));
+                let not_found = || {
+                    reject(
+                        ErrorCode::NotFound,
+                        format!("no artifact {digest} is visible to you"),
+                    )
+                };
                 let Some((digests, _)) = blob_row(conn, &digest)? else {
                     return Err(not_found());
                 };
@@ -64,7 +73,12 @@ impl Engine {
                     .row(
                         "SELECT verified_at, verified_by FROM blob_verifications WHERE blake3 = ?1",
                         [&digests.blake3.0[..]],
-                        |row| Ok(Verification { verified_at: row.get(0)?, verified_by: row.get(1)? }),
+                        |row| {
+                            Ok(Verification {
+                                verified_at: row.get(0)?,
+                                verified_by: row.get(1)?,
+                            })
+                        },
                     )
                     .optional()?)
             })
