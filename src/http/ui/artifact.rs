@@ -91,7 +91,7 @@ pub(crate) async fn verify_now(
     let fields = form.map(|Form(fields)| fields).unwrap_or_default();
     viewer.check_form(&headers, fields.get("form").map(String::as_str))?;
     let digest = path_digest(digest)?;
-    let result = match state.store.verify_now(digest.clone(), &viewer.reader).await {
+    let result = match state.store.verify_now(digest, &viewer.reader).await {
         Ok(record) => format!(
             r#"<p class="good" id="verify-result" role="status">Verified now: the stored bytes hash to their address ({} at {}).</p>"#,
             escape(&record.verified_by),
@@ -149,7 +149,7 @@ async fn render(
     let reader = &viewer.reader;
     let view = state.store.artifact(digest, reader).await?;
     let focus = Digest::Blake3(view.digests.blake3);
-    let verification = state.store.verification(focus.clone(), reader).await?;
+    let verification = state.store.verification(focus, reader).await?;
     let id = view.digests.blake3.to_string();
     let newest = view.manifests.last().map(|r| &r.manifest);
     let status = if view.quarantined {

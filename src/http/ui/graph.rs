@@ -214,8 +214,8 @@ pub(super) fn layout(n_nodes: usize, links: &[Link]) -> Layout {
         let (from, to) = (layer_of[link.left], layer_of[link.right]);
         let mut chain = vec![(from, Slot::Node(link.left))];
         if to > from {
-            for layer in from + 1..to {
-                columns[layer].push(Slot::Lane(index));
+            for (layer, column) in columns.iter_mut().enumerate().take(to).skip(from + 1) {
+                column.push(Slot::Lane(index));
                 chain.push((layer, Slot::Lane(index)));
             }
             chain.push((to, Slot::Node(link.right)));
