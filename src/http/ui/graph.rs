@@ -374,7 +374,7 @@ pub(super) fn svg(nodes: &[Node], links: &[Link]) -> String {
     let (width, height) = (layout.width.max(BOX_W + 2 * MARGIN), layout.height);
     let crossings = layout.crossings;
     let mut out = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" id="lineage" role="img" aria-label="graph" data-crossings="{crossings}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" id="lineage" role="group" aria-label="graph" data-crossings="{crossings}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">"#
     );
     out.push_str(r##"<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>"##);
     for (link, points) in links.iter().zip(&layout.routes) {
