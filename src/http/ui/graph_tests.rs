@@ -143,7 +143,7 @@ fn two_hundred_nodes_stay_within_bounds() {
     );
     assert_eq!(svg.matches("<rect").count(), 200);
     assert!(
-        svg.contains(">node 12 with a label much lo…</text>")
+        svg.contains(">node 12 with a label much long…</text>")
             && svg.contains("<title>node 12</title>"),
         "labels are cut to their box, the tooltip keeps the whole title"
     );
