@@ -48,7 +48,7 @@ impl ManifestRecord {
     pub fn check_signature(
         &self,
         key: &ed25519_dalek::VerifyingKey,
-    ) -> Result<crate::dsse::KeyId, crate::Rejection> {
+    ) -> Result<crate::dsse::KeyId, crate::error::Rejection> {
         let payload = self
             .envelope
             .verify(crate::dsse::MANIFEST_TYPE, key)?
@@ -66,14 +66,14 @@ impl ManifestRecord {
             .is_ok_and(|payload| self.check_payload(&payload).is_ok())
     }
 
-    fn check_payload(&self, payload: &[u8]) -> Result<(), crate::Rejection> {
+    fn check_payload(&self, payload: &[u8]) -> Result<(), crate::error::Rejection> {
         if ArtifactId::of(payload) == self.manifest_id
             && Manifest::parse(payload).ok().as_ref() == Some(&self.manifest)
         {
             Ok(())
         } else {
-            Err(crate::Rejection::new(
-                crate::ErrorCode::BadSignature,
+            Err(crate::error::Rejection::new(
+                crate::error::ErrorCode::BadSignature,
                 "the signed payload is not this manifest",
             ))
         }
