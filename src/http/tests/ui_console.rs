@@ -282,6 +282,21 @@ async fn verify_now_quarantines_corrupt_bytes() {
     assert_eq!(view["quarantined"], true);
 }
 
+/// fsck records its intact re-hash too, and the artifact page says so.
+#[tokio::test]
+async fn fsck_records_the_last_verification() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let a = h.put(&worker, "g1", b"checked offline", &[]).await;
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let page = html(&get(&h, &cookie(&worker), &format!("/ui/artifacts/{a}")).await);
+    assert!(
+        page.contains("intact: last re-hashed at") && page.contains("(fsck)"),
+        "{page}"
+    );
+}
+
 /// Every console failure is an HTML page with its status; 401 is the sign-in form.
 #[tokio::test]
 async fn console_errors_are_html_pages() {

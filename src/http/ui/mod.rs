@@ -235,7 +235,8 @@ pub(super) fn layout(
             agent = escape(viewer.session.agent_id.as_str()),
             form = viewer.form_token,
         ),
-        None => r#"<nav aria-label="console"><a href="/ui/login">Sign in</a></nav>"#.to_owned(),
+        // An error page does not know who asked: links that work either way.
+        None => r#"<nav aria-label="console"><a href="/ui/">Home</a> <a href="/ui/search">Search</a> <a href="/ui/login">Sign in</a></nav>"#.to_owned(),
     };
     let page = format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>{title} · weft</title><link rel="stylesheet" href="/ui/style.css"></head><body><header><span class="brand">weft auditor console</span> {nav}</header><main>{body}</main></body></html>"#,
