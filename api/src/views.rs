@@ -40,6 +40,46 @@ pub struct ManifestRecord {
     pub sequence: u64,
 }
 
+impl ManifestRecord {
+    /// Checks the record against `key`, which the caller resolved from the envelope's keyid
+    /// and trusts (a key it holds, or the producer's registered key): the signature verifies,
+    /// and the signed payload hashes to `manifest_id` and is exactly `manifest`. `weft show`
+    /// and the console's artifact page both ask this; neither takes the server's word.
+    pub fn check_signature(
+        &self,
+        key: &ed25519_dalek::VerifyingKey,
+    ) -> Result<crate::dsse::KeyId, crate::error::Rejection> {
+        let payload = self
+            .envelope
+            .verify(crate::dsse::MANIFEST_TYPE, key)?
+            .into_inner();
+        self.check_payload(&payload)?;
+        self.envelope.signer_keyid()
+    }
+
+    /// Whether the envelope's payload is exactly this record's manifest (hashes to its id and
+    /// parses to it), signature aside.
+    pub fn payload_matches(&self) -> bool {
+        use base64::Engine as _;
+        crate::dsse::BASE64
+            .decode(&self.envelope.payload)
+            .is_ok_and(|payload| self.check_payload(&payload).is_ok())
+    }
+
+    fn check_payload(&self, payload: &[u8]) -> Result<(), crate::error::Rejection> {
+        if ArtifactId::of(payload) == self.manifest_id
+            && Manifest::parse(payload).ok().as_ref() == Some(&self.manifest)
+        {
+            Ok(())
+        } else {
+            Err(crate::error::Rejection::new(
+                crate::error::ErrorCode::BadSignature,
+                "the signed payload is not this manifest",
+            ))
+        }
+    }
+}
+
 /// Answer to `GET /v1/artifacts/{digest}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -315,9 +315,23 @@ fn plain_routes() -> Vec<Route> {
         route(Method::GET, "/metrics", meta::metrics),
         route(Method::GET, "/v1/openapi.json", meta::openapi),
         route(Method::GET, "/v1/authority/keys", authority::authority_keys),
+        route(Method::GET, "/ui", ui::home),
+        route(Method::GET, "/ui/", ui::home),
+        route(Method::GET, "/ui/style.css", ui::style),
         route(Method::GET, "/ui/login", ui::login),
         route(Method::POST, "/ui/login", ui::login_form),
+        route(Method::POST, "/ui/logout", ui::logout),
+        route(Method::GET, "/ui/search", ui::search),
         route(Method::GET, "/ui/artifacts/{digest}", ui::artifact),
+        route(
+            Method::POST,
+            "/ui/artifacts/{digest}/verify",
+            ui::verify_now,
+        ),
+        route(Method::GET, "/ui/workitems/{work_item_id}", ui::work_item),
+        route(Method::GET, "/ui/missions/{mission_id}", ui::mission),
+        route(Method::GET, "/ui/groups/{group_id}/events", ui::events),
+        route(Method::GET, "/ui/{*rest}", ui::not_found),
     ]
 }
 

@@ -47,7 +47,9 @@ use bytes::Bytes;
 use futures::Stream;
 
 pub use access::{MissionScope, Reader};
-pub use artifacts::{Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader};
+pub use artifacts::{
+    Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader, Verification,
+};
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -229,6 +231,15 @@ impl Store {
         self.inner.mission(id, reader).await
     }
 
+    /// The Missions `reader` may see, newest first (at most `limit`).
+    pub async fn missions(
+        &self,
+        reader: &Reader,
+        limit: u32,
+    ) -> Result<Vec<weft_api::work::views::MissionView>, Error> {
+        self.inner.visible_missions(reader, limit).await
+    }
+
     pub async fn mission_graph(
         &self,
         id: Id,
@@ -386,6 +397,32 @@ impl Store {
     /// Opens an artifact's bytes for reading, verified as they stream (ART-5).
     pub async fn open_content(&self, digest: Digest, reader: &Reader) -> Result<Content, Error> {
         self.inner.open_content(digest, reader).await
+    }
+
+    // ── artifacts/verification.rs: the last intact re-hash, producer keys ───
+
+    /// When `reader`'s artifact was last re-hashed and found intact, and by what.
+    pub async fn verification(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<Option<Verification>, Error> {
+        self.inner.verification(digest, reader).await
+    }
+
+    /// Re-hashes the stored bytes now through the read path (quarantined and `Corrupt` on a
+    /// mismatch) and records it; answers the new record.
+    pub async fn verify_now(&self, digest: Digest, reader: &Reader) -> Result<Verification, Error> {
+        self.inner.verify_now(digest, reader).await
+    }
+
+    /// The Agent and public key behind `keyid`, current or retired (to check a recorded
+    /// signature).
+    pub async fn recorded_key(
+        &self,
+        keyid: KeyId,
+    ) -> Result<Option<(Id, ed25519_dalek_key::VerifyingKey)>, Error> {
+        self.inner.recorded_key(keyid).await
     }
 
     // ── evidence/: Evidence and the built-in reviewer (evidence/reviewer.rs) ───

@@ -438,12 +438,22 @@ CREATE TABLE forwarded_artifacts (
 );
 "#;
 
+/// When each blob's stored bytes were last re-hashed and found intact, and by what (a full
+/// verified read, `verify-now` from the console, or fsck): what the auditor sees.
+const V15: &str = r#"
+CREATE TABLE blob_verifications (
+    blake3       BLOB PRIMARY KEY REFERENCES blobs(blake3),
+    verified_at  TEXT NOT NULL,
+    verified_by  TEXT NOT NULL      -- "read", "verify-now by <agent>", "fsck"
+);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 14 {
+    if version > 15 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (14)"
+            "database schema version {version} is newer than this weft understands (15)"
         ))));
     }
     if version < 1 {
@@ -487,6 +497,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 14 {
         conn.execute_batch(&format!("BEGIN; {V14} PRAGMA user_version = 14; COMMIT;"))?;
+    }
+    if version < 15 {
+        conn.execute_batch(&format!("BEGIN; {V15} PRAGMA user_version = 15; COMMIT;"))?;
     }
     Ok(())
 }

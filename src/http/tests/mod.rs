@@ -37,6 +37,7 @@ mod sessions;
 mod snapshots;
 mod tokens;
 mod ui;
+mod ui_console;
 mod wire;
 mod work;
 mod work_refusals;

@@ -18,11 +18,13 @@ mod reuse;
 pub(crate) use reuse::reuse_record;
 mod sweep;
 mod upload;
+mod verification;
 
 pub use reads::{Content, ListFilter};
 pub use sweep::SweepReport;
 pub(crate) use upload::Counters;
 pub use upload::{UploadCounters, UploadOutcome, Uploader};
+pub use verification::Verification;
 
 /// A blob row: digests and whether it is quarantined.
 pub(crate) fn blob_row(
