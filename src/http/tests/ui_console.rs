@@ -191,7 +191,7 @@ async fn another_groups_session_sees_nothing() {
 }
 
 /// Verify-now needs a session and a same-site form carrying this session's token; refused,
-/// it changes nothing. Accepted, it re-hashes and records who asked; a read records too.
+/// it changes nothing. Accepted, it re-hashes and records who asked; a read records nothing.
 #[tokio::test]
 async fn verify_now_needs_a_session_and_a_same_site_form() {
     let h = harness(Kind::Memory).await;
@@ -199,7 +199,7 @@ async fn verify_now_needs_a_session_and_a_same_site_form() {
     let a = h.put(&worker, "g1", b"verify me", &[]).await.to_string();
     let session = cookie(&worker);
     let page = html(&get(&h, &session, &format!("/ui/artifacts/{a}")).await);
-    assert!(page.contains("not re-hashed since it was stored"), "{page}");
+    assert!(page.contains("no recorded re-hash yet"), "{page}");
     assert!(
         page.contains("valid: key"),
         "the producer's signature is checked: {page}"
@@ -242,7 +242,8 @@ async fn verify_now_needs_a_session_and_a_same_site_form() {
         verified.contains("Verified now") && verified.contains("verify-now by w1"),
         "{verified}"
     );
-    // A full read records its re-hash too.
+    // An ordinary read re-hashes but records nothing: no write on the read path.
+    let before = h.fingerprint().await;
     let read = h
         .call(
             Method::GET,
@@ -252,9 +253,10 @@ async fn verify_now_needs_a_session_and_a_same_site_form() {
         )
         .await;
     assert_eq!(read.status, StatusCode::OK);
+    assert_unchanged(&before, &h.fingerprint().await, "a read");
     let page = html(&get(&h, &session, &format!("/ui/artifacts/{a}")).await);
     assert!(
-        page.contains("intact: last re-hashed at") && page.contains("(read)"),
+        page.contains("intact: last re-hashed at") && page.contains("(verify-now by w1)"),
         "{page}"
     );
 }

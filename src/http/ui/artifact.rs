@@ -162,7 +162,7 @@ async fn render(
                 escape(&v.verified_at),
                 escape(&v.verified_by)
             ),
-            None => "not re-hashed since it was stored (every read re-hashes it)".to_owned(),
+            None => "no recorded re-hash yet (verify now, or fsck, records one; every read re-hashes the bytes it serves)".to_owned(),
         }
     };
     let mut body = banner.unwrap_or_default();

@@ -163,7 +163,7 @@ impl Content {
         }
     }
 
-    /// Names what the re-hash of this read is recorded as (`read` by default).
+    /// Records this read's intact re-hash as `by` (ordinary reads record nothing).
     pub(crate) fn verified_by(mut self, by: String) -> Self {
         self.verified_by = Some(by);
         self
@@ -367,7 +367,9 @@ impl Engine {
             media_type,
             raw,
             inner: Arc::clone(self),
-            verified_by: Some("read".to_owned()),
+            // An ordinary read re-hashes every byte but records nothing: a durable write per
+            // GET would put a commit on the read path (issue #15). verify-now and fsck record.
+            verified_by: None,
         })
     }
 

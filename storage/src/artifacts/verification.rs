@@ -1,6 +1,7 @@
 //! When an artifact's stored bytes were last re-hashed and found intact, and by what (schema
-//! V15, `blob_verifications`): a full verified read (any range re-hashes the whole blob),
-//! or an explicit `verify_now` from the auditor console. A mismatch never lands here: the
+//! V15, `blob_verifications`): an explicit `verify_now` from the auditor console, or fsck.
+//! Ordinary reads re-hash every byte too but record nothing (a write per GET would put a
+//! commit on the read path). A mismatch never lands here: the
 //! read path quarantines the blob instead (ART-5).
 //!
 //! Also the producer-key lookup the console's signature check needs: keys are looked up by
@@ -24,7 +25,7 @@ use crate::sql::Cached as _;
 pub struct Verification {
     /// RFC 3339 UTC.
     pub verified_at: String,
-    /// `read`, or `verify-now by <agent>`.
+    /// `verify-now by <agent>`, or `fsck`.
     pub verified_by: String,
 }
 
