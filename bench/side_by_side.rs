@@ -1,0 +1,637 @@
+//! weft side by side with nginx WebDAV on loopback (issue #15), one load generator for both.
+//!
+//! `cargo bench --bench side_by_side` (release). Installs nginx from the distribution's
+//! packages if it is missing (apt-get; root or sudo), starts nginx (WebDAV `PUT`, sendfile GET,
+//! no fsync: this favours nginx) and the release `weft serve` on temporary directories on the
+//! same disk, then runs interleaved rounds of:
+//! - 4 KiB PUT per second: nginx `PUT /dav/…`, weft `PUT /v1/blobs/{digest}` (durable);
+//! - 4 KiB durable publication per second (weft: blob PUT + signed manifest + Event, the
+//!   envelopes signed before the clock starts) against nginx's 4 KiB PUT;
+//! - 4 KiB GET per second: nginx's static GET, weft's verified `GET /v1/artifacts/{d}/content`;
+//! - 1 GiB PUT and GET in MB/s through `curl` (weft's GET re-hashes every byte it sends);
+//! - `dd conv=fsync` of the same file: the disk's limit for a durable write.
+//!
+//! Every small request runs on 16 keep-alive connections of one reqwest client. The figures
+//! are medians of the per-round values and ratios, because the machine is shared and nginx's
+//! un-synced PUT swings with the disk's writeback state. Settings (environment):
+//! `SBS_ROUNDS` (3), `SBS_SMALL` (4 KiB objects per round and phase, 4000), `SBS_LARGE_MIB`
+//! (1024; 0 skips the large transfers).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weft_api::digest::Digests;
+use weft_api::manifest::{Classification, Content, Execution, Manifest, Producer};
+use weft_api::{Envelope, Id};
+
+const CONNECTIONS: usize = 16;
+const SMALL: usize = 4096;
+const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
+
+/// A child process stopped by its handle when dropped (never by name).
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn ensure_nginx() -> PathBuf {
+    let found = |path: &str| Path::new(path).exists().then(|| PathBuf::from(path));
+    if let Some(path) = found("/usr/sbin/nginx") {
+        return path;
+    }
+    eprintln!("installing nginx from the distribution's packages");
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|out| out.stdout.starts_with(b"0"))
+        .unwrap_or(false);
+    let apt = |args: &[&str]| {
+        let mut command = if root {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.arg("apt-get");
+            sudo
+        };
+        command
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if !apt(&["install", "-y", "-q", "nginx"]) {
+        apt(&["update", "-q"]);
+        assert!(
+            apt(&["install", "-y", "-q", "nginx"]),
+            "could not install nginx"
+        );
+    }
+    found("/usr/sbin/nginx").expect("nginx installed")
+}
+
+fn start_nginx(dir: &Path) -> (Process, String) {
+    let nginx = ensure_nginx();
+    let port = free_port();
+    let (dav, temp) = (dir.join("dav"), dir.join("body"));
+    std::fs::create_dir_all(&dav).expect("dav dir");
+    std::fs::create_dir_all(&temp).expect("temp dir");
+    let config = format!(
+        "daemon off;\nworker_processes auto;\nuser root;\npid {pid};\nerror_log {err} warn;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n access_log off;\n sendfile on;\n tcp_nopush on;\n keepalive_requests 1000000;\n\
+          client_body_temp_path {temp};\n client_max_body_size 0;\n\
+          server {{\n  listen 127.0.0.1:{port};\n  root {dav};\n\
+           location /dav/ {{ alias {dav}/; dav_methods PUT DELETE; create_full_put_path on; }}\n  }}\n}}\n",
+        pid = dir.join("nginx.pid").display(),
+        err = dir.join("nginx.err").display(),
+        temp = temp.display(),
+        dav = dav.display(),
+    );
+    let conf = dir.join("nginx.conf");
+    std::fs::write(&conf, config).expect("nginx.conf");
+    let child = Command::new(nginx)
+        .args(["-e", "stderr", "-c"])
+        .arg(&conf)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx starts");
+    let url = format!("http://127.0.0.1:{port}");
+    wait_until_listening(port);
+    (Process(child), url)
+}
+
+fn wait_until_listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn start_weft(dir: &Path) -> (Process, String) {
+    let port = free_port();
+    let child = Command::new(WEFT)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(dir.join("data"))
+        .args(["--max-uploads-per-agent", "64", "--log-level", "warn"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("weft starts");
+    wait_until_listening(port);
+    (Process(child), format!("http://127.0.0.1:{port}"))
+}
+
+/// Runs the CLI with a weft home and the server's address; panics with its output on failure.
+fn cli(home: &Path, url: &str, args: &[&str]) -> String {
+    let output = Command::new(WEFT)
+        .args(args)
+        .env("WEFT_HOME", home)
+        .env("WEFT_SERVER", url)
+        .output()
+        .expect("weft runs");
+    assert!(
+        output.status.success(),
+        "weft {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The Worker the bench publishes as: Agent `bench` in Group `g1` with WorkItem `w1` of
+/// Mission `m1` started (its Execution Lease is what every manifest names, LSE-4).
+struct Worker {
+    home: PathBuf,
+    url: String,
+    token: String,
+    key: ed25519_dalek::SigningKey,
+    lease_id: String,
+    ownership_epoch: u64,
+}
+
+fn enrol(dir: &Path, url: &str) -> Worker {
+    let home = dir.join("home");
+    let token_file = dir.join("data/admin.token");
+    let token_file = token_file.to_str().expect("utf-8 path");
+    let admin = |args: &[&str]| {
+        cli(
+            &home,
+            url,
+            &[&["admin", "--admin-token-file", token_file][..], args].concat(),
+        )
+    };
+    cli(&home, url, &["keygen"]);
+    admin(&["group", "create", "g1"]);
+    admin(&["agent", "register", "--agent-id", "bench"]);
+    admin(&[
+        "member",
+        "set",
+        "g1",
+        "bench",
+        "--role",
+        "worker",
+        "--role",
+        "coordinator",
+    ]);
+    cli(
+        &home,
+        url,
+        &["login", "--agent-id", "bench", "--group", "g1"],
+    );
+    cli(&home, url, &["mission", "create", "m1", "--title", "bench"]);
+    let contract = dir.join("contract.json");
+    std::fs::write(&contract, CONTRACT).expect("contract");
+    let contract = contract.to_str().expect("utf-8 path");
+    cli(
+        &home,
+        url,
+        &[
+            "work",
+            "authorize",
+            "w1",
+            "--mission",
+            "m1",
+            "--contract",
+            contract,
+        ],
+    );
+    cli(
+        &home,
+        url,
+        &[
+            "work",
+            "offer",
+            "w1",
+            "--candidate",
+            "bench",
+            "--expires-in",
+            "600",
+            "--capability",
+            "cap.bench:1",
+            "--policy-rule",
+            "bench",
+        ],
+    );
+    cli(&home, url, &["work", "accept", "w1"]);
+    let started: serde_json::Value =
+        serde_json::from_str(&cli(&home, url, &["work", "start", "w1", "--json"]))
+            .expect("--json answer");
+    let lease = &started["state"]["lease"];
+    let session: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
+            .expect("session json");
+    let key: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.join("agent.key")).expect("key"))
+            .expect("key json");
+    let secret: [u8; 32] = base64::Engine::decode(
+        &weft_api::dsse::BASE64,
+        key["secretKey"].as_str().expect("secretKey"),
+    )
+    .expect("base64")
+    .try_into()
+    .expect("32 bytes");
+    Worker {
+        url: url.to_owned(),
+        token: session["token"].as_str().expect("token").to_owned(),
+        key: ed25519_dalek::SigningKey::from_bytes(&secret),
+        lease_id: lease["leaseId"].as_str().expect("lease").to_owned(),
+        ownership_epoch: lease["ownershipEpoch"].as_u64().expect("epoch"),
+        home,
+    }
+}
+
+const CONTRACT: &str = r#"{
+  "objective": "benchmark", "deliverables": [{"name": "out", "mediaType": "application/octet-stream", "schema": null}],
+  "acceptanceCriteria": [{"id": "ac-1", "description": "bytes", "requiredEvidence": ["integrity_check"]}],
+  "inputs": [], "dependsOn": [], "dependencyPolicy": "all_verified",
+  "permissions": {"tools": [], "data": [], "operations": []},
+  "requiredCapabilities": [{"id": "cap.bench", "version": "1"}],
+  "deadline": "2099-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "low",
+  "budgets": {"financial": 10.0, "tokens": 1000, "toolCalls": 10, "computeSeconds": 3600,
+              "wallClockSeconds": 86400, "sideEffects": 0},
+  "retryPolicy": {"maxAttempts": 1, "backoffSeconds": 1, "deadline": null, "maxCost": 1.0},
+  "risk": "low", "approvalRequired": false,
+  "leases": {"offerSeconds": 600, "ownershipSeconds": 86400, "executionSeconds": 3600,
+             "blockedSeconds": 3600, "graceSeconds": 60},
+  "childFailurePolicy": "block"
+}"#;
+
+/// `count` distinct random 4 KiB objects with their digests.
+fn objects(count: usize) -> Vec<(Vec<u8>, Digests)> {
+    (0..count)
+        .map(|_| {
+            let bytes: Vec<u8> = (0..SMALL).map(|_| rand::random::<u8>()).collect();
+            let digests = weft_api::digest::Hasher::digest(&bytes);
+            (bytes, digests)
+        })
+        .collect()
+}
+
+/// Runs `request(i)` for every i in 0..count on CONNECTIONS tasks; answers requests per
+/// second. Every answer must be a success.
+async fn rate<F, Fut>(count: usize, request: F) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = reqwest::Result<reqwest::Response>> + Send,
+{
+    let request = Arc::new(request);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let (request, next) = (request.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= count {
+                        break;
+                    }
+                    let answer = request(i).await.expect("request");
+                    let status = answer.status();
+                    let body = answer.bytes().await.expect("body");
+                    assert!(
+                        status.is_success(),
+                        "{status}: {}",
+                        String::from_utf8_lossy(&body)
+                    );
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    count as f64 / started.elapsed().as_secs_f64()
+}
+
+fn manifest(worker: &Worker, digests: &Digests) -> Envelope {
+    let manifest = Manifest {
+        content: Content {
+            blake3: digests.blake3,
+            sha256: digests.sha256,
+            size: digests.size,
+            media_type: "application/octet-stream".to_owned(),
+            schema: None,
+        },
+        producer: Producer {
+            agent_id: Id::parse("agentId", "bench").expect("id"),
+            agent_card_version: "1".to_owned(),
+        },
+        mission_id: Id::parse("missionId", "m1").expect("id"),
+        group_id: Id::parse("groupId", "g1").expect("id"),
+        work_item_id: Id::parse("workItemId", "w1").expect("id"),
+        execution: Execution {
+            lease_id: Id::parse("leaseId", &worker.lease_id).expect("id"),
+            ownership_epoch: worker.ownership_epoch,
+        },
+        sources: Vec::new(),
+        tools: Vec::new(),
+        created_at: chrono::Utc::now().fixed_offset(),
+        classification: Classification::Internal,
+        retrieval_uri: format!("{}/v1/artifacts/{}/content", worker.url, digests.blake3),
+        annotations: Default::default(),
+    };
+    let payload = serde_json::to_vec(&manifest).expect("manifest json");
+    Envelope::sign(&worker.key, weft_api::dsse::MANIFEST_TYPE, &payload)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn timed_mb_per_s(bytes: u64, run: impl FnOnce()) -> f64 {
+    let started = Instant::now();
+    run();
+    bytes as f64 / 1e6 / started.elapsed().as_secs_f64()
+}
+
+fn run(program: &str, args: &[&str]) {
+    let status = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .expect("runs");
+    assert!(status.success(), "{program} {args:?} failed");
+}
+
+#[derive(Default)]
+struct Figures {
+    nginx_put: Vec<f64>,
+    weft_put: Vec<f64>,
+    publish: Vec<f64>,
+    nginx_get: Vec<f64>,
+    weft_get: Vec<f64>,
+    nginx_large_put: Vec<f64>,
+    weft_large_put: Vec<f64>,
+    nginx_large_get: Vec<f64>,
+    weft_large_get: Vec<f64>,
+    dd: Vec<f64>,
+    ratios: std::collections::BTreeMap<&'static str, Vec<f64>>,
+}
+
+impl Figures {
+    fn ratio(&mut self, name: &'static str, value: f64) {
+        self.ratios.entry(name).or_default().push(value);
+    }
+}
+
+fn main() {
+    let rounds = setting("SBS_ROUNDS", 3);
+    let small = setting("SBS_SMALL", 4000);
+    let large_mib = setting("SBS_LARGE_MIB", 1024) as u64;
+    let dir =
+        tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on the target disk");
+    let (_nginx, nginx) = start_nginx(&dir.path().join("nginx"));
+    let (_weft, weft) = start_weft(dir.path());
+    let worker = enrol(dir.path(), &weft);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(CONNECTIONS)
+        .build()
+        .expect("client");
+    let large = dir.path().join("large.bin");
+    let large_digest = (large_mib > 0).then(|| {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&large).expect("large file"));
+        let mut hasher = blake3::Hasher::new();
+        let mut block = vec![0u8; 1 << 20];
+        for _ in 0..large_mib {
+            block.iter_mut().for_each(|b| *b = rand::random());
+            hasher.update(&block);
+            std::io::Write::write_all(&mut file, &block).expect("write");
+        }
+        format!("blake3:{}", hasher.finalize().to_hex())
+    });
+    let mut figures = Figures::default();
+    for round in 0..rounds {
+        eprintln!("round {} of {rounds}", round + 1);
+        let puts = Arc::new(objects(small));
+        let published = Arc::new(objects(small));
+        let envelopes: Arc<Vec<Envelope>> = Arc::new(
+            published
+                .iter()
+                .map(|(_, d)| manifest(&worker, d))
+                .collect(),
+        );
+        runtime.block_on(async {
+            let (c, u, p) = (client.clone(), nginx.clone(), puts.clone());
+            let nginx_put = rate(small, move |i| {
+                c.put(format!("{u}/dav/r{round}/o{i}"))
+                    .body(p[i].0.clone())
+                    .send()
+            })
+            .await;
+            let (c, u, p, t) = (
+                client.clone(),
+                weft.clone(),
+                puts.clone(),
+                worker.token.clone(),
+            );
+            let weft_put = rate(small, move |i| {
+                c.put(format!("{u}/v1/blobs/{}", p[i].1.blake3))
+                    .bearer_auth(&t)
+                    .body(p[i].0.clone())
+                    .send()
+            })
+            .await;
+            let (c, u, p, e, t) = (
+                client.clone(),
+                weft.clone(),
+                published.clone(),
+                envelopes.clone(),
+                worker.token.clone(),
+            );
+            let publish = rate(small, move |i| {
+                let (c, u, p, e, t) = (c.clone(), u.clone(), p.clone(), e.clone(), t.clone());
+                async move {
+                    let blob = c
+                        .put(format!("{u}/v1/blobs/{}", p[i].1.blake3))
+                        .bearer_auth(&t)
+                        .body(p[i].0.clone())
+                        .send()
+                        .await?;
+                    assert!(blob.status().is_success(), "blob: {}", blob.status());
+                    c.post(format!("{u}/v1/artifacts"))
+                        .bearer_auth(&t)
+                        .json(&e[i])
+                        .send()
+                        .await
+                }
+            })
+            .await;
+            let (c, u) = (client.clone(), nginx.clone());
+            let nginx_get = rate(small, move |i| {
+                c.get(format!("{u}/dav/r{round}/o{i}")).send()
+            })
+            .await;
+            let (c, u, p, t) = (
+                client.clone(),
+                weft.clone(),
+                published.clone(),
+                worker.token.clone(),
+            );
+            let weft_get = rate(small, move |i| {
+                c.get(format!("{u}/v1/artifacts/{}/content", p[i].1.blake3))
+                    .bearer_auth(&t)
+                    .send()
+            })
+            .await;
+            figures.nginx_put.push(nginx_put);
+            figures.weft_put.push(weft_put);
+            figures.publish.push(publish);
+            figures.nginx_get.push(nginx_get);
+            figures.weft_get.push(weft_get);
+            figures.ratio("4 KiB PUT: weft (durable) / nginx", weft_put / nginx_put);
+            figures.ratio(
+                "4 KiB publication / nginx 4 KiB PUT (goal >= 1.0)",
+                publish / nginx_put,
+            );
+            figures.ratio(
+                "4 KiB GET: weft (verified) / nginx (goal >= 0.8)",
+                weft_get / nginx_get,
+            );
+        });
+        if let Some(digest) = &large_digest {
+            let bytes = large_mib << 20;
+            let path = large.to_str().expect("utf-8 path");
+            let auth = format!("Authorization: Bearer {}", worker.token);
+            let dd_out = dir.path().join("dd.out");
+            let dd = timed_mb_per_s(bytes, || {
+                run(
+                    "dd",
+                    &[
+                        &format!("if={path}"),
+                        &format!("of={}", dd_out.display()),
+                        "bs=8M",
+                        "conv=fsync",
+                        "status=none",
+                    ],
+                )
+            });
+            let _ = std::fs::remove_file(&dd_out);
+            let nginx_put = timed_mb_per_s(bytes, || {
+                run(
+                    "curl",
+                    &["-sSf", "-T", path, &format!("{nginx}/dav/r{round}/large")],
+                )
+            });
+            let weft_put = timed_mb_per_s(bytes, || {
+                run(
+                    "curl",
+                    &[
+                        "-sSf",
+                        "-T",
+                        path,
+                        "-H",
+                        &auth,
+                        &format!("{weft}/v1/blobs/{digest}"),
+                    ],
+                )
+            });
+            let nginx_get = timed_mb_per_s(bytes, || {
+                run(
+                    "curl",
+                    &[
+                        "-sSf",
+                        "-o",
+                        "/dev/null",
+                        &format!("{nginx}/dav/r{round}/large"),
+                    ],
+                )
+            });
+            // The uploader reads its own unpublished blob back through the blob route.
+            let weft_get = timed_mb_per_s(bytes, || {
+                run(
+                    "curl",
+                    &[
+                        "-sSf",
+                        "-o",
+                        "/dev/null",
+                        "-H",
+                        &auth,
+                        &format!("{weft}/v1/blobs/{digest}"),
+                    ],
+                )
+            });
+            let _ = std::fs::remove_file(dir.path().join(format!("nginx/dav/r{round}/large")));
+            figures.dd.push(dd);
+            figures.nginx_large_put.push(nginx_put);
+            figures.weft_large_put.push(weft_put);
+            figures.nginx_large_get.push(nginx_get);
+            figures.weft_large_get.push(weft_get);
+            figures.ratio(
+                "1 GiB PUT: weft (durable) / dd conv=fsync (goal >= 0.9)",
+                weft_put / dd,
+            );
+            figures.ratio("1 GiB PUT: weft (durable) / nginx", weft_put / nginx_put);
+            figures.ratio(
+                "1 GiB GET: weft (verified) / nginx (goal >= 0.8)",
+                weft_get / nginx_get,
+            );
+        }
+    }
+    let _ = &worker.home;
+    println!(
+        "side by side, {rounds} rounds, medians ({small} x 4 KiB per phase, {CONNECTIONS} connections; {large_mib} MiB large)"
+    );
+    let line = |name: &str, values: &Vec<f64>, unit: &str| {
+        if !values.is_empty() {
+            println!("  {name:<44} {:>10.0} {unit}", median(values.clone()));
+        }
+    };
+    line("nginx 4 KiB PUT (no fsync)", &figures.nginx_put, "/s");
+    line("weft 4 KiB blob PUT (durable)", &figures.weft_put, "/s");
+    line(
+        "weft 4 KiB publication (blob+manifest+Event)",
+        &figures.publish,
+        "/s",
+    );
+    line("nginx 4 KiB GET", &figures.nginx_get, "/s");
+    line("weft 4 KiB content GET (verified)", &figures.weft_get, "/s");
+    line("dd conv=fsync", &figures.dd, "MB/s");
+    line("nginx large PUT", &figures.nginx_large_put, "MB/s");
+    line("weft large PUT (durable)", &figures.weft_large_put, "MB/s");
+    line(
+        "nginx large GET (sendfile)",
+        &figures.nginx_large_get,
+        "MB/s",
+    );
+    line("weft large GET (verified)", &figures.weft_large_get, "MB/s");
+    println!("ratios (median of the per-round ratios):");
+    for (name, values) in &figures.ratios {
+        let rounds: Vec<String> = values.iter().map(|v| format!("{v:.2}")).collect();
+        println!(
+            "  {name:<58} {:>6.2}x   rounds: {}",
+            median(values.clone()),
+            rounds.join(" ")
+        );
+    }
+}
