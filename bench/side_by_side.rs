@@ -1,4 +1,6 @@
 //! weft side by side with nginx WebDAV on loopback (issue #15), one load generator for both.
+//! Long (about 650 lines) because it is a whole harness: it installs and configures nginx,
+//! enrols a Worker with a leased WorkItem through the CLI, and drives both servers.
 //!
 //! `cargo bench --bench side_by_side` (release). Installs nginx from the distribution's
 //! packages if it is missing (apt-get; root or sudo), starts nginx (WebDAV `PUT`, sendfile GET,
@@ -419,15 +421,21 @@ fn main() {
         .build()
         .expect("client");
     let large = dir.path().join("large.bin");
+    let mut large_sha256 = None;
     let large_digest = (large_mib > 0).then(|| {
         let mut file = std::io::BufWriter::new(std::fs::File::create(&large).expect("large file"));
         let mut hasher = blake3::Hasher::new();
+        let mut sha = <sha2::Sha256 as sha2::Digest>::new();
         let mut block = vec![0u8; 1 << 20];
         for _ in 0..large_mib {
             block.iter_mut().for_each(|b| *b = rand::random());
             hasher.update(&block);
+            sha2::Digest::update(&mut sha, &block);
             std::io::Write::write_all(&mut file, &block).expect("write");
         }
+        large_sha256 = Some(weft_api::digest::Sha256Digest(
+            sha2::Digest::finalize(sha).into(),
+        ));
         format!("blake3:{}", hasher.finalize().to_hex())
     });
     let mut figures = Figures::default();
@@ -567,19 +575,26 @@ fn main() {
                     ],
                 )
             });
-            // The uploader reads its own unpublished blob back through the blob route.
+            // Published, then read back verified through the content route.
+            let large_digests = Digests {
+                blake3: weft_api::ArtifactId::parse(digest).expect("digest"),
+                sha256: large_sha256.expect("sha256 of the large file"),
+                size: bytes,
+            };
+            let envelope = manifest(&worker, &large_digests);
+            runtime.block_on(async {
+                let answer = client
+                    .post(format!("{weft}/v1/artifacts"))
+                    .bearer_auth(&worker.token)
+                    .json(&envelope)
+                    .send()
+                    .await
+                    .expect("publish");
+                assert!(answer.status().is_success(), "publish: {}", answer.status());
+            });
+            let content = format!("{weft}/v1/artifacts/{digest}/content");
             let weft_get = timed_mb_per_s(bytes, || {
-                run(
-                    "curl",
-                    &[
-                        "-sSf",
-                        "-o",
-                        "/dev/null",
-                        "-H",
-                        &auth,
-                        &format!("{weft}/v1/blobs/{digest}"),
-                    ],
-                )
+                run("curl", &["-sSf", "-o", "/dev/null", "-H", &auth, &content])
             });
             let _ = std::fs::remove_file(dir.path().join(format!("nginx/dav/r{round}/large")));
             figures.dd.push(dd);

@@ -24,6 +24,10 @@ pub struct Config {
     /// `500MiB` or `2GB` (binary and decimal units).
     #[arg(long, env = "WEFT_MAX_UPLOAD_BYTES", default_value = "64GiB", value_parser = parse_size)]
     pub max_upload_bytes: u64,
+    /// Uploads up to this size are stored inline in the index database, durable with their
+    /// row in one group commit (bytes or a size such as 64KiB; 0: every blob is a file).
+    #[arg(long, env = "WEFT_INLINE_BLOB_BYTES", default_value = "64KiB", value_parser = parse_size)]
+    pub inline_blob_bytes: u64,
     /// Seconds a client may take to send a request's headers (slowloris guard).
     #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
     pub header_timeout_secs: u64,
@@ -83,6 +87,7 @@ impl Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             in_memory: false,
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
+            inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
             header_timeout_secs: defaults::HEADER_TIMEOUT_SECS,
             body_idle_timeout_secs: defaults::BODY_IDLE_TIMEOUT_SECS,
             request_timeout_secs: defaults::REQUEST_TIMEOUT_SECS,
@@ -152,6 +157,7 @@ impl Config {
             index,
             clock: Arc::new(SystemClock),
             max_upload_bytes: self.max_upload_bytes,
+            inline_blob_bytes: self.inline_blob_bytes,
             session_ttl: chrono::Duration::hours(self.session_hours.max(1)),
             sweep_staging: true,
             // Replaced by the persisted `DIR/authority.key` in `serve::run`.

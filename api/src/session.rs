@@ -149,7 +149,7 @@ pub struct MemberList {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentKey {
-    pub keyid: crate::KeyId,
+    pub keyid: crate::dsse::KeyId,
     /// Base64 of the 32-byte Ed25519 public key.
     pub public_key: String,
     pub added_at: String,

@@ -63,6 +63,9 @@ pub(crate) struct Staged {
     path: Option<Path>,
     store: Arc<dyn ObjectStore>,
     pub(crate) digests: Digests,
+    /// A body no larger than the inline threshold, held in memory instead of a staged file:
+    /// the caller writes it into the index in the transaction of its row.
+    pub(crate) inline: Option<Bytes>,
 }
 
 impl Drop for Staged {
@@ -204,8 +207,51 @@ impl Blobs {
         }
     }
 
-    /// Streams `body` into staging while hashing it, refusing it past `limit` bytes.
-    pub(crate) async fn stage<S>(&self, body: S, limit: u64) -> Result<Staged, Error>
+    /// Streams `body` into staging while hashing it, refusing it past `limit` bytes. A body
+    /// that ends within `inline_limit` bytes is kept in memory instead ([`Staged::inline`]):
+    /// no file, no rename, no fsync of its own. Memory stays bounded by `inline_limit`
+    /// whatever the body's size: the buffered prefix goes to staging once it outgrows it.
+    pub(crate) async fn stage<S>(
+        &self,
+        body: S,
+        limit: u64,
+        inline_limit: u64,
+    ) -> Result<Staged, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        if inline_limit == 0 {
+            return self.stage_file(body, limit).await;
+        }
+        let mut body = Box::pin(body);
+        let mut prefix = bytes::BytesMut::new();
+        let mut outgrown = None;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(body_error)?;
+            if (prefix.len() + chunk.len()) as u64 > inline_limit.min(limit) {
+                outgrown = Some(chunk);
+                break;
+            }
+            prefix.extend_from_slice(&chunk);
+        }
+        let Some(next) = outgrown else {
+            let inline = prefix.freeze();
+            let mut hasher = DualHasher::default();
+            hasher.update(&inline).await?;
+            let (digests, _) = hasher.finish().await?;
+            return Ok(Staged {
+                path: None,
+                store: Arc::clone(&self.store),
+                digests,
+                inline: Some(inline),
+            });
+        };
+        let head = futures::stream::iter([Ok(prefix.freeze()), Ok(next)]);
+        self.stage_file(head.chain(body), limit).await
+    }
+
+    /// [`Blobs::stage`] into a staged file, whatever the size.
+    async fn stage_file<S>(&self, body: S, limit: u64) -> Result<Staged, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
@@ -244,6 +290,7 @@ impl Blobs {
                     path: Some(path),
                     store: Arc::clone(&self.store),
                     digests,
+                    inline: None,
                 })
             }
             Err(error) => {

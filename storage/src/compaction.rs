@@ -248,7 +248,8 @@ impl Engine {
             Ok(chunk) => chunk,
             Err(error) => Err(std::io::Error::other(error.to_string())),
         });
-        let archive = self.blobs.stage(archive_stream, u64::MAX).await?;
+        // Archives and state documents are files whatever their size (inline limit 0).
+        let archive = self.blobs.stage(archive_stream, u64::MAX, 0).await?;
         let (state, sequence, chain_hash, broken) = {
             let guard = folded.lock().unwrap_or_else(|p| p.into_inner());
             guard.clone()
@@ -270,6 +271,7 @@ impl Engine {
             .stage(
                 futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(state_bytes))]),
                 u64::MAX,
+                0,
             )
             .await?;
         let (archive_digests, state_digests) = (archive.digests, state_blob.digests);
@@ -345,7 +347,7 @@ impl Engine {
             .await?
             .map(|(digests, _)| digests)
             .ok_or_else(|| reject(weft_api::ErrorCode::NotFound, format!("no blob {blake3}")))?;
-        let raw = self.blobs.read(&blake3).await?;
+        let raw = self.raw_bytes(&digests, None).await?;
         Ok(Content::new(
             digests,
             "application/json".into(),

@@ -23,6 +23,7 @@ pub(crate) struct Engine {
     /// re-check theirs at once.
     pub(crate) auth_generation: tokio::sync::watch::Sender<u64>,
     pub(crate) max_upload_bytes: u64,
+    pub(crate) inline_blob_bytes: u64,
     pub(crate) session_ttl: chrono::Duration,
     pub(crate) lineage_inline_budget: Option<std::time::Duration>,
     /// Admission limits on uploads and logins (in memory).
@@ -142,6 +143,7 @@ impl Engine {
             authority: options.authority,
             auth_generation: tokio::sync::watch::Sender::new(0),
             max_upload_bytes: options.max_upload_bytes,
+            inline_blob_bytes: options.inline_blob_bytes,
             session_ttl: options.session_ttl,
             lineage_inline_budget: options.lineage_inline_budget,
             limits: crate::limits::Limits::new(crate::limits::Settings {

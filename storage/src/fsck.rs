@@ -118,7 +118,16 @@ impl Engine {
             })
             .await?;
         let (blob_objects, staging_objects) = self.blobs.count_objects().await?;
-        stats.blob_objects = blob_objects;
+        let inline = self
+            .db
+            .read(|conn| {
+                Ok(conn.row("SELECT COUNT(*) FROM inline_blobs", [], |row| {
+                    row.get::<_, u64>(0)
+                })?)
+            })
+            .await?;
+        // Stored copies: files, and blobs inline in the index.
+        stats.blob_objects = blob_objects + inline;
         stats.staging_objects = staging_objects;
         Ok(stats)
     }
@@ -186,6 +195,47 @@ impl Engine {
                         self.record_verified(id, "fsck".to_owned()).await?;
                     }
                 }
+            }
+        }
+        // 1b. Every inline blob (issue #15): hash its bytes, compare with its row.
+        let inline: Vec<ArtifactId> = self
+            .db
+            .read(|conn| {
+                let mut statement = conn.prepare_cached("SELECT blake3 FROM inline_blobs")?;
+                let ids = statement
+                    .query_map([], |row| row.get::<_, Vec<u8>>(0))?
+                    .map(|blake3| Ok(ArtifactId(to32(blake3?)?)))
+                    .collect::<Result<Vec<_>, Error>>()?;
+                Ok(ids)
+            })
+            .await?;
+        for id in inline {
+            let (bytes, row) = self
+                .db
+                .read(move |conn| {
+                    Ok((
+                        crate::artifacts::inline_bytes(conn, &id)?,
+                        blob_row(conn, &Digest::Blake3(id))?,
+                    ))
+                })
+                .await?;
+            let Some(bytes) = bytes else { continue };
+            on_disk.insert(id);
+            report.n_blobs += 1;
+            report.n_bytes += bytes.len() as u64;
+            let digests = weft_api::digest::Hasher::digest(&bytes);
+            match row {
+                Some((indexed, quarantined)) if indexed == digests => {
+                    if quarantined {
+                        report.problems.push(format!("{id}: quarantined"));
+                    } else {
+                        self.record_verified(id, "fsck".to_owned()).await?;
+                    }
+                }
+                _ => report.problems.push(format!(
+                    "{id}: inline bytes hash to {} / {} ({} bytes)",
+                    digests.blake3, digests.sha256, digests.size
+                )),
             }
         }
         // 2. Rows, signatures and chains, on one read connection.

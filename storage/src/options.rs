@@ -15,6 +15,8 @@ pub mod defaults {
 
     /// Largest accepted upload: 64 GiB.
     pub const MAX_UPLOAD_BYTES: u64 = 64 * 1024 * 1024 * 1024;
+    /// Blobs up to this size live in the index database, written with their row (issue #15).
+    pub const INLINE_BLOB_BYTES: u64 = 64 * 1024;
     /// Hours a session token stays valid.
     pub const SESSION_HOURS: i64 = 12;
     /// Seconds a client may take to send a request's headers (slowloris guard).
@@ -56,6 +58,10 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// Largest accepted upload, in bytes, enforced on the stream.
     pub max_upload_bytes: u64,
+    /// Uploads up to this many bytes are stored inline in the index, in the transaction of
+    /// their row; larger ones as files. May change between restarts: a blob is read from
+    /// wherever it was stored.
+    pub inline_blob_bytes: u64,
     /// How long a session token stays valid.
     pub session_ttl: chrono::Duration,
     /// The server's own signing key: it signs the built-in reviewer's Evidence (and, later,
@@ -158,6 +164,7 @@ impl Options {
             index: Location::File(data_dir.join("index.sqlite")),
             clock: Arc::new(SystemClock),
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
+            inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
             session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
             sweep_staging: true,
             authority: Arc::new(weft_api::dsse::generate_key()),
@@ -174,6 +181,7 @@ impl Options {
             index: Location::Memory,
             clock: Arc::new(SystemClock),
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
+            inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
             session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
             sweep_staging: true,
             authority: Arc::new(weft_api::dsse::generate_key()),

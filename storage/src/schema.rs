@@ -449,11 +449,24 @@ CREATE TABLE blob_verifications (
 "#;
 
 /// Brings the schema to the newest version; refuses a database from a newer weft.
+const V16: &str = r#"
+-- Small blobs live in the index (issue #15): written in the transaction of their `blobs`
+-- row, so a durable small upload costs a share of one group commit, not a file, a rename
+-- and two fsyncs. A blob is inline or a file (or both, after a repair); reads try here first.
+CREATE TABLE inline_blobs (
+    blake3  BLOB PRIMARY KEY REFERENCES blobs(blake3),
+    bytes   BLOB NOT NULL
+);
+"#;
+
+/// The newest schema version this build writes.
+const LATEST: i64 = 16;
+
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 15 {
+    if version > LATEST {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (15)"
+            "database schema version {version} is newer than this weft understands ({LATEST})"
         ))));
     }
     if version < 1 {
@@ -500,6 +513,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 15 {
         conn.execute_batch(&format!("BEGIN; {V15} PRAGMA user_version = 15; COMMIT;"))?;
+    }
+    if version < 16 {
+        conn.execute_batch(&format!("BEGIN; {V16} PRAGMA user_version = 16; COMMIT;"))?;
     }
     Ok(())
 }

@@ -221,3 +221,96 @@ async fn another_process_replays_rather_than_redoes() {
         "not redone"
     );
 }
+
+fn owned_body(bytes: Vec<u8>) -> impl futures::Stream<Item = std::io::Result<Bytes>> + Send {
+    futures::stream::iter([Ok(Bytes::from(bytes))])
+}
+
+fn blob_files(dir: &std::path::Path) -> usize {
+    fn walk(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |entries| {
+            entries
+                .flatten()
+                .map(|entry| {
+                    let path = entry.path();
+                    if path.is_dir() { walk(&path) } else { 1 }
+                })
+                .sum()
+        })
+    }
+    walk(&dir.join("blobs"))
+}
+
+/// Issue #15: blobs up to the inline threshold live in the index with their row (no file),
+/// larger ones are files; the threshold may change between restarts without losing
+/// anything, and fsck hashes both kinds (and finds a tampered inline copy).
+#[tokio::test]
+async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let open = |inline: u64| {
+        let mut options = Options::on_disk(dir.path());
+        options.inline_blob_bytes = inline;
+        Store::open(options)
+    };
+    let admin = || weft_storage::Uploader::Admin;
+    let store = open(1024).await.expect("open");
+    let small = store
+        .upload(owned_body(vec![1; 1024]), None, admin())
+        .await
+        .expect("small");
+    store
+        .upload(owned_body(vec![2; 1025]), None, admin())
+        .await
+        .expect("large");
+    assert_eq!(
+        blob_files(dir.path()),
+        1,
+        "only the blob above 1 KiB is a file"
+    );
+    drop(store);
+
+    let store = open(0).await.expect("reopen with every blob a file");
+    store
+        .upload(owned_body(vec![3; 10]), None, admin())
+        .await
+        .expect("tiny");
+    assert_eq!(blob_files(dir.path()), 2);
+    let report = store.fsck().await.expect("fsck");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!((report.n_blobs, report.n_bytes), (3, 1024 + 1025 + 10));
+    drop(store);
+
+    let store = open(1 << 20).await.expect("reopen with a larger threshold");
+    store
+        .upload(owned_body(vec![4; 4096]), None, admin())
+        .await
+        .expect("inline again");
+    assert_eq!(blob_files(dir.path()), 2);
+    let stats = store.stats().await.expect("stats");
+    assert_eq!((stats.blobs, stats.blob_objects), (4, 4));
+    drop(store);
+
+    // A disk fault in the index: fsck names the blob.
+    let index = rusqlite::Connection::open(dir.path().join("index.sqlite")).expect("index");
+    index
+        .execute(
+            "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
+            rusqlite::params![vec![9u8; 1024], &small.digests.blake3.0[..]],
+        )
+        .expect("tamper");
+    drop(index);
+    let mut offline = Options::on_disk(dir.path());
+    offline.sweep_staging = false;
+    let report = Store::open(offline)
+        .await
+        .expect("open")
+        .fsck()
+        .await
+        .expect("fsck");
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert!(
+        report.problems[0].starts_with(&small.digests.blake3.to_string()),
+        "{:?}",
+        report.problems
+    );
+}

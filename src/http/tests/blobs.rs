@@ -13,7 +13,7 @@ use super::harness::*;
 backends!(
     /// ART-1: an Artifact is its bytes, looked up by either digest; ART-5: the read is verified.
     async fn upload_then_read_round_trips_with_both_digests(kind: Kind) {
-        let h = harness(kind).await;
+        let h = harness_files(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let bytes = b"{\"hello\":\"world\"}".to_vec();
         let id = h.put(&worker, "g1", &bytes, &[]).await;

@@ -76,7 +76,7 @@ async fn read_to_end(h: &Harness, uri: &str, token: &str) -> (StatusCode, Result
 #[tokio::test]
 async fn corrupted_blobs_are_never_served_as_success() {
     // ART-5: bit flip, truncation and swapped files on disk (the local backend only).
-    let h = harness(Kind::Disk).await;
+    let h = harness_files(Kind::Disk).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let first: Vec<u8> = (0..2_500_000u32).map(|i| (i % 13) as u8).collect();
     let second: Vec<u8> = (0..2_500_000u32).map(|i| (i % 17) as u8).collect();
@@ -252,3 +252,52 @@ backends!(
         }
     }
 );
+
+/// Issue #15 with ART-5: a small blob lives in the index, not in a file; bytes changed there
+/// are never served as success either: the read fails, the blob is quarantined, and the good
+/// bytes uploaded again repair it.
+#[tokio::test]
+async fn a_corrupt_inline_blob_is_never_served_and_an_upload_repairs_it() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    let id = h.put(&worker, "g1", &bytes, &[]).await;
+    assert!(
+        !h.blob_file(&id).exists(),
+        "4 KiB is stored inline, not as a file"
+    );
+    let uri = format!("/v1/artifacts/{id}/content");
+    let (status, body) = read_to_end(&h, &uri, &worker.token).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body.expect("intact"), bytes);
+
+    let mut flipped = bytes.clone();
+    flipped[100] ^= 1;
+    let index = rusqlite::Connection::open(h.dir.path().join("index.sqlite")).expect("index");
+    index
+        .execute(
+            "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
+            rusqlite::params![flipped, &id.0[..]],
+        )
+        .expect("tamper");
+    drop(index);
+    let (status, body) = read_to_end(&h, &uri, &worker.token).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "headers go before the mismatch is known"
+    );
+    assert!(body.is_err(), "the body ends with an error, not cleanly");
+    let answer = h
+        .call(Method::GET, &uri, Some(&worker.token), Body::empty())
+        .await;
+    assert_eq!(answer.code(), "integrity_failure");
+    assert_eq!(h.stats().await.quarantined, 1);
+
+    let repaired = h.upload(&worker, &bytes).await;
+    assert_eq!(repaired.blake3, id);
+    let (status, body) = read_to_end(&h, &uri, &worker.token).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body.expect("repaired"), bytes);
+    assert_eq!(h.stats().await.quarantined, 0);
+}

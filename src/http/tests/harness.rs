@@ -119,6 +119,12 @@ pub(super) async fn harness(kind: Kind) -> Harness {
     harness_with(kind, |_| {}).await
 }
 
+/// A harness that stores every blob as a file (no inline blobs), for tests about the file
+/// layout and what happens to files on disk.
+pub(super) async fn harness_files(kind: Kind) -> Harness {
+    harness_with(kind, |config| config.inline_blob_bytes = 0).await
+}
+
 pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -> Harness {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config::with_data_dir(dir.path().to_path_buf());

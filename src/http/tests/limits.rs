@@ -247,7 +247,7 @@ backends!(
     /// Issue #10 finding 7: the sweep removes an upload nothing cites once its latest upload
     /// is older than the TTL (rows and file), and keeps published bytes and recent uploads.
     async fn the_sweep_removes_old_uncited_uploads_only(kind: Kind) {
-        let h = harness(kind).await;
+        let h = harness_files(kind).await;
         let mut worker = h.agent("w1", "g1", &["worker"]).await;
         let abandoned = h.upload(&worker, b"never published").await.blake3;
         let refreshed = h.upload(&worker, b"uploaded again later").await.blake3;

@@ -15,7 +15,7 @@ use weft_api::evidence::EVIDENCE_TYPE;
 /// results as Evidence signed by the server's own key.
 #[tokio::test]
 async fn the_builtin_reviewer_checks_integrity_and_schemas() {
-    let h = harness(Kind::Disk).await;
+    let h = harness_files(Kind::Disk).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
     let schema = h.put(&worker, "g1", br#"{"type":"object","required":["passed"],"properties":{"passed":{"type":"integer"}}}"#, &[]).await;

@@ -264,7 +264,7 @@ async fn verify_now_needs_a_session_and_a_same_site_form() {
 /// Verify-now on bytes that no longer match quarantines the artifact, as reads do.
 #[tokio::test]
 async fn verify_now_quarantines_corrupt_bytes() {
-    let h = harness(Kind::Disk).await;
+    let h = harness_files(Kind::Disk).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let a = h.put(&worker, "g1", b"soon corrupt", &[]).await;
     std::fs::write(h.blob_file(&a), b"SOON CORRUPT").expect("corrupt the blob");

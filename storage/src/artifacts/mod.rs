@@ -20,6 +20,7 @@ mod sweep;
 mod upload;
 mod verification;
 
+pub(crate) use reads::inline_bytes;
 pub use reads::{Content, ListFilter};
 pub use sweep::SweepReport;
 pub(crate) use upload::Counters;

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use rusqlite::params;
+use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::kinds;
 use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord};
 use weft_api::{ArtifactId, Digest, Digests, Envelope, ErrorCode, EventPayload, Id, Manifest};
@@ -313,7 +313,7 @@ impl Engine {
         reader: &Reader,
     ) -> Result<Content, Error> {
         let reader = reader.clone();
-        let (digests, quarantined, media_type) = self
+        let (digests, quarantined, media_type, inline) = self
             .db
             .read(move |conn| {
                 let not_found = || reject(ErrorCode::NotFound, format!("no artifact {digest} is visible to you"));
@@ -346,22 +346,15 @@ impl Engine {
                 let Some(media_type) = media_type else {
                     return Err(not_found());
                 };
-                Ok((digests, quarantined, media_type))
+                // A small blob answers from this same read: no file to open.
+                let inline = if quarantined { None } else { inline_bytes(conn, &digests.blake3)? };
+                Ok((digests, quarantined, media_type, inline))
             })
             .await?;
         if quarantined {
             return Err(Error::Corrupt(digests.blake3));
         }
-        // A blob whose size is wrong is corrupt before a single byte is sent.
-        match self.blobs.stored_size(&digests.blake3).await? {
-            Some(size) if size == digests.size => {}
-            _ => {
-                self.quarantine(digests.blake3, "stored size does not match the index")
-                    .await?;
-                return Err(Error::Corrupt(digests.blake3));
-            }
-        }
-        let raw = self.blobs.read(&digests.blake3).await?;
+        let raw = self.raw_bytes(&digests, inline).await?;
         Ok(Content {
             digests,
             media_type,
@@ -371,6 +364,38 @@ impl Engine {
             // GET would put a commit on the read path (issue #15). verify-now and fsck record.
             verified_by: None,
         })
+    }
+
+    /// The raw, unverified bytes of a blob the index knows as `digests`: `inline` when the
+    /// caller read them with its row, else the inline copy or the file. A stored size that
+    /// differs from the index quarantines the blob before a single byte is sent.
+    pub(crate) async fn raw_bytes(
+        &self,
+        digests: &Digests,
+        inline: Option<Vec<u8>>,
+    ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
+        let inline = match inline {
+            Some(bytes) => Some(bytes),
+            None => {
+                let blake3 = digests.blake3;
+                self.db
+                    .read(move |conn| inline_bytes(conn, &blake3))
+                    .await?
+            }
+        };
+        let size = match &inline {
+            Some(bytes) => Some(bytes.len() as u64),
+            None => self.blobs.stored_size(&digests.blake3).await?,
+        };
+        if size != Some(digests.size) {
+            self.quarantine(digests.blake3, "stored size does not match the index")
+                .await?;
+            return Err(Error::Corrupt(digests.blake3));
+        }
+        match inline {
+            Some(bytes) => Ok(futures::stream::once(async move { Ok(Bytes::from(bytes)) }).boxed()),
+            None => self.blobs.read(&digests.blake3).await,
+        }
     }
 
     /// Marks a blob corrupt: later reads fail at once, and every Group that published it gets
@@ -402,4 +427,18 @@ impl Engine {
             })
             .await
     }
+}
+
+/// The inline copy of a small blob (issue #15), if it has one.
+pub(crate) fn inline_bytes(
+    conn: &Connection,
+    blake3: &ArtifactId,
+) -> Result<Option<Vec<u8>>, Error> {
+    Ok(conn
+        .row(
+            "SELECT bytes FROM inline_blobs WHERE blake3 = ?1",
+            [&blake3.0[..]],
+            |row| row.get::<_, Vec<u8>>(0),
+        )
+        .optional()?)
 }

@@ -60,6 +60,11 @@ impl Engine {
                 let mut removed = Vec::with_capacity(rows.len());
                 for (blake3, size) in rows {
                     txn.run("DELETE FROM blob_uploaders WHERE blake3 = ?1", [&blake3])?;
+                    txn.run(
+                        "DELETE FROM blob_verifications WHERE blake3 = ?1",
+                        [&blake3],
+                    )?;
+                    txn.run("DELETE FROM inline_blobs WHERE blake3 = ?1", [&blake3])?;
                     txn.run("DELETE FROM blobs WHERE blake3 = ?1", [&blake3])?;
                     removed.push((ArtifactId(to32(blake3)?), size));
                 }

@@ -186,7 +186,10 @@ impl Engine {
                 .fetch_add(1, Ordering::Relaxed);
             (digests, None)
         } else {
-            let staged = self.blobs.stage(counted, self.max_upload_bytes).await?;
+            let staged = self
+                .blobs
+                .stage(counted, self.max_upload_bytes, self.inline_blob_bytes)
+                .await?;
             self.upload_counters
                 .staged_uploads
                 .fetch_add(1, Ordering::Relaxed);
@@ -237,9 +240,16 @@ impl Engine {
             .await?;
         let (row, already_visible) = before;
         let quarantined = matches!(row, Some((_, true)));
-        if let Some(staged) = staged {
-            // Blob first, index second. A quarantined blob is replaced by the good bytes.
-            self.blobs.promote(staged, quarantined).await?;
+        let mut inline = None;
+        if let Some(mut staged) = staged {
+            match staged.inline.take() {
+                // Small bytes go into the index with their row, below.
+                Some(bytes) => inline = Some(bytes),
+                // Blob first, index second. A quarantined blob is replaced by the good bytes.
+                None => {
+                    self.blobs.promote(staged, quarantined).await?;
+                }
+            }
         }
         let now = self.clock.now();
         let uploader = uploader.clone();
@@ -255,6 +265,17 @@ impl Engine {
                         format_instant(now)
                     ],
                 )?;
+                if let Some(bytes) = &inline {
+                    // Verified bytes: replacing a quarantined copy repairs it.
+                    let sql = if quarantined {
+                        "INSERT INTO inline_blobs (blake3, bytes) VALUES (?1, ?2)
+                         ON CONFLICT (blake3) DO UPDATE SET bytes = excluded.bytes"
+                    } else {
+                        "INSERT INTO inline_blobs (blake3, bytes) VALUES (?1, ?2)
+                         ON CONFLICT (blake3) DO NOTHING"
+                    };
+                    txn.run(sql, params![&digests.blake3.0[..], &bytes[..]])?;
+                }
                 if quarantined {
                     let repaired = txn.run(
                         "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
