@@ -25,7 +25,11 @@ pub(super) async fn read_events(body: Body, count: usize) -> Vec<Value> {
         let chunk = tokio::time::timeout_at(deadline, stream.next()).await;
         let Ok(Some(Ok(chunk))) = chunk else { break };
         text.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = text.find("\n\n") {
+        // Exactly `count`: one chunk may carry more frames than asked for (a live Event
+        // right behind the last one wanted), which made this helper flaky.
+        while events.len() < count
+            && let Some(end) = text.find("\n\n")
+        {
             let frame: String = text.drain(..end + 2).collect();
             let id = frame
                 .lines()
