@@ -137,9 +137,19 @@ impl Engine {
     pub(crate) async fn authenticate(&self, token: &str) -> Result<Session, Error> {
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
         let now = format_instant(self.clock.now());
-        self.db
+        // The generation before the read: a change committed after it moves the generation,
+        // so what this read saw is never served once that change has been answered.
+        let generation = *self.auth_generation.borrow();
+        if let Some(session) = self.session_cache.get(&token_hash, generation, &now) {
+            return Ok(session);
+        }
+        let session = self
+            .db
             .read(move |conn| live_session(conn, token_hash, &now))
-            .await
+            .await?;
+        self.session_cache
+            .put(token_hash, generation, session.clone());
+        Ok(session)
     }
 
     /// Whether `session` is still live (for a stream opened with it): the same answer its
@@ -161,6 +171,44 @@ impl Engine {
     pub(crate) fn auth_changed(&self) {
         self.auth_generation
             .send_modify(|generation| *generation += 1);
+    }
+}
+
+/// Live sessions by token hash, each with the auth generation it was read at. An entry
+/// answers only while the generation is unchanged (every change that can end a session moves
+/// it, after its commit and before its answer) and the session has not expired; refusals are
+/// never kept. Bounded: emptied when full.
+#[derive(Debug, Default)]
+pub(crate) struct SessionCache(
+    std::sync::Mutex<std::collections::HashMap<[u8; 32], (u64, Session)>>,
+);
+
+/// Entries a [`SessionCache`] holds before it starts over.
+const SESSION_CACHE_ENTRIES: usize = 65_536;
+
+impl SessionCache {
+    fn get(&self, token_hash: &[u8; 32], generation: u64, now: &str) -> Option<Session> {
+        let cache = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match cache.get(token_hash) {
+            Some((at, session)) if *at == generation && session.expires_at.as_str() > now => {
+                Some(session.clone())
+            }
+            _ => None,
+        }
+    }
+
+    fn put(&self, token_hash: [u8; 32], generation: u64, session: Session) {
+        let mut cache = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if cache.len() >= SESSION_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(token_hash, (generation, session));
     }
 }
 
