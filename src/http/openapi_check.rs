@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 74] = {
+const EVERY_CODE: [ErrorCode; 75] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -96,6 +96,7 @@ const EVERY_CODE: [ErrorCode; 74] = {
         C::ContextOtherMission,
         C::EventsOutOfRange,
         C::ClassificationForbids,
+        C::UploadOffsetMismatch,
         C::Internal,
     ]
 };
@@ -177,6 +178,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::ContextOtherMission
         | C::EventsOutOfRange
         | C::ClassificationForbids
+        | C::UploadOffsetMismatch
         | C::Internal => {}
     }
 }

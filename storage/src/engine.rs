@@ -32,6 +32,8 @@ pub(crate) struct Engine {
     /// Shared by uploads (promotion to row) and compaction, exclusive for the sweep.
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,
     pub(crate) upload_counters: crate::artifacts::Counters,
+    /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
+    pub(crate) upload_claims: crate::artifacts::resumable::Claims,
     /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
     /// by every Command, so the expiry timer never scans every lease.
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
@@ -127,6 +129,10 @@ impl Engine {
                     "removed blob files a crash left without an index row"
                 );
             }
+            let n_uploads = crate::artifacts::resumable::remove_orphan_uploads(&db, &blobs).await?;
+            if n_uploads > 0 {
+                tracing::info!(n_uploads, "removed upload objects with no session row");
+            }
         }
         let lineage = crate::lineage::Index::default();
         lineage.add_all(&db.read(load_publications).await?);
@@ -153,6 +159,7 @@ impl Engine {
             unpublished_blob_ttl: options.quotas.unpublished_blob_ttl,
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: crate::artifacts::Counters::default(),
+            upload_claims: crate::artifacts::resumable::Claims::default(),
             deadlines,
             faults: options.faults,
         })

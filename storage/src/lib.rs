@@ -3,7 +3,7 @@
 //!
 //! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
 //! envelopes and ids, and get back values or an [`Error`] with a stable code. The file is
-//! long (about 720 lines) because it is the façade only: one short method per operation,
+//! long (about 770 lines) because it is the façade only: one short method per operation,
 //! grouped under headers naming the file behind each group.
 //!
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
@@ -318,6 +318,64 @@ impl Store {
     /// they staged.
     pub fn upload_counters(&self) -> UploadCounters {
         self.inner.upload_counters.snapshot()
+    }
+
+    // ── artifacts/resumable.rs: resumable upload sessions ───────────────────
+
+    /// Starts a resumable upload for `session`'s Agent in its Group (offset 0).
+    pub async fn start_upload(
+        &self,
+        session: &Session,
+    ) -> Result<weft_api::views::UploadSession, Error> {
+        self.inner.start_upload(session).await
+    }
+
+    /// The durable offset of one of `session`'s upload sessions (`not_found` for anyone else's).
+    pub async fn upload_offset(
+        &self,
+        upload_id: &str,
+        session: &Session,
+    ) -> Result<weft_api::views::UploadSession, Error> {
+        self.inner.upload_offset(upload_id, session).await
+    }
+
+    /// Appends a chunk starting at `start`, which must be the durable offset
+    /// (`upload_offset_mismatch` otherwise); the chunk is durable when this returns.
+    pub async fn append_upload<S>(
+        &self,
+        upload_id: &str,
+        start: u64,
+        body: S,
+        session: &Session,
+    ) -> Result<weft_api::views::UploadSession, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        self.inner
+            .append_upload(upload_id, start, body, session)
+            .await
+    }
+
+    /// Appends an optional last chunk, verifies the upload against `expected` and stores it
+    /// as a blob, as [`Store::upload`] would; on a mismatch the session is discarded.
+    pub async fn finish_upload<S>(
+        &self,
+        upload_id: &str,
+        expected: Digest,
+        last_chunk: Option<(u64, S)>,
+        session: &Session,
+    ) -> Result<UploadOutcome, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        self.inner
+            .finish_upload(upload_id, expected, last_chunk, session)
+            .await
+    }
+
+    /// Cancels an upload session, removing its bytes.
+    pub async fn cancel_upload(&self, upload_id: &str, session: &Session) -> Result<(), Error> {
+        self.inner.cancel_upload(upload_id, session).await
     }
 
     // ── artifacts/sweep.rs: uncited uploads, spent nonces ───────────────────
@@ -698,6 +756,8 @@ impl Store {
                 .into_iter()
                 .map(|(path, size)| (path.to_string(), size))
                 .collect();
+        // Resumable upload objects too: a refused chunk must leave them as they were.
+        listing.extend(self.inner.blobs.upload_listing().await?);
         listing.sort();
         let mut hasher = blake3::Hasher::new();
         for (path, size) in listing {

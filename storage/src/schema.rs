@@ -438,12 +438,28 @@ CREATE TABLE forwarded_artifacts (
 );
 "#;
 
+/// Resumable uploads (issue #16): one row per upload session, owned by the Agent and Group
+/// that started it. `received` is the durable length of the staged object at `staging_path`
+/// (the object may be longer after a crash mid-chunk; the next chunk truncates it back).
+const V15: &str = r#"
+CREATE TABLE upload_sessions (
+    upload_id     TEXT PRIMARY KEY,
+    agent_id      TEXT NOT NULL,
+    group_id      TEXT NOT NULL REFERENCES groups(group_id),
+    staging_path  TEXT NOT NULL,          -- object path under the data directory
+    received      INTEGER NOT NULL,       -- bytes durably appended so far
+    started_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL           -- the sweep removes sessions idle past the TTL
+);
+CREATE INDEX upload_sessions_by_agent ON upload_sessions (agent_id);
+"#;
+
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 14 {
+    if version > 15 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (14)"
+            "database schema version {version} is newer than this weft understands (15)"
         ))));
     }
     if version < 1 {
@@ -487,6 +503,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 14 {
         conn.execute_batch(&format!("BEGIN; {V14} PRAGMA user_version = 14; COMMIT;"))?;
+    }
+    if version < 15 {
+        conn.execute_batch(&format!("BEGIN; {V15} PRAGMA user_version = 15; COMMIT;"))?;
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ pub(crate) mod binding;
 pub(crate) use binding::check_lease;
 mod publish;
 mod reads;
+pub(crate) mod resumable;
 mod reuse;
 pub(crate) use reuse::reuse_record;
 mod sweep;

@@ -101,8 +101,23 @@ pub(crate) fn uncited(column: &str) -> String {
     )
 }
 
+/// Refuses a session whose Membership holds no producing role (auditors only read).
+pub(crate) fn require_uploading_role(conn: &Connection, session: &Session) -> Result<(), Error> {
+    let roles = membership(conn, session.group_id.as_str(), session.agent_id.as_str())?
+        .map(|(roles, _)| roles)
+        .unwrap_or_default();
+    if roles.iter().any(|role| UPLOADING_ROLES.contains(role)) {
+        Ok(())
+    } else {
+        Err(reject(
+            ErrorCode::Forbidden,
+            "only a worker, coordinator or reviewer of the session's group may upload",
+        ))
+    }
+}
+
 /// Bytes `agent_id` uploaded that nothing cites yet.
-fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
+pub(crate) fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
     let sql = format!(
         // Each blob once, however many of the Agent's Groups it was uploaded in.
         "SELECT COALESCE(SUM(blobs.size), 0) FROM blobs
@@ -140,15 +155,7 @@ impl Engine {
             .read(move |conn| {
                 let mut stored_unpublished = 0;
                 if let Some(session) = &session {
-                    let roles = membership(conn, session.group_id.as_str(), session.agent_id.as_str())?
-                        .map(|(roles, _)| roles)
-                        .unwrap_or_default();
-                    if !roles.iter().any(|role| UPLOADING_ROLES.contains(role)) {
-                        return Err(reject(
-                            ErrorCode::Forbidden,
-                            "only a worker, coordinator or reviewer of the session's group may upload",
-                        ));
-                    }
+                    require_uploading_role(conn, session)?;
                     stored_unpublished = unpublished_bytes(conn, session.agent_id.as_str())?;
                 }
                 let known_and_visible = match &expected {
@@ -211,16 +218,19 @@ impl Engine {
                 ));
             }
         }
-        let outcome = self.record_blob(digests, staged, &reader).await;
+        let outcome = self.record_blob(digests, staged, &reader, None).await;
         drop(permit);
         outcome
     }
 
-    async fn record_blob(
+    /// Promotes `staged` (if any) and records the blob and its uploader. `finishing` names a
+    /// resumable upload session whose row goes in the same transaction as the blob row.
+    pub(crate) async fn record_blob(
         &self,
         digests: Digests,
         staged: Option<Staged>,
         uploader: &Reader,
+        finishing: Option<String>,
     ) -> Result<UploadOutcome, Error> {
         // The sweep of uncited blobs deletes rows and then files; holding this shared guard
         // from promotion to the row keeps it from deleting a file this upload just found
@@ -265,6 +275,9 @@ impl Engine {
                     if repaired > 0 {
                         append_repaired(txn, digests.blake3, now)?;
                     }
+                }
+                if let Some(upload_id) = &finishing {
+                    txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [upload_id])?;
                 }
                 if let Reader::Agent { agent_id, group_id, .. } = &uploader {
                     // `uploaded_at` moves with every upload: the sweep keeps a blob someone
