@@ -204,7 +204,12 @@ fn operations(document: &Value) -> Vec<(Method, String, Vec<String>)> {
             };
             if !matches!(
                 method,
-                Method::GET | Method::HEAD | Method::POST | Method::PUT | Method::DELETE
+                Method::GET
+                    | Method::HEAD
+                    | Method::POST
+                    | Method::PUT
+                    | Method::PATCH
+                    | Method::DELETE
             ) {
                 // `parameters`, `summary` and friends are path-item fields, not operations.
                 continue;

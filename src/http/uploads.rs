@@ -80,7 +80,9 @@ fn chunk_start(headers: &HeaderMap) -> Result<Option<(u64, Option<u64>)>, HttpEr
             .split_once('-')
             .and_then(|(start, end)| Some((strict_u64(start)?, strict_u64(end)?)))
             .filter(|(start, end)| end >= start)
-            .ok_or_else(|| bad("Content-Range must be <start>-<end>, end inclusive and not before start"))?;
+            .ok_or_else(|| {
+                bad("Content-Range must be <start>-<end>, end inclusive and not before start")
+            })?;
         return Ok(Some((start, Some(end - start + 1))));
     }
     match headers.get(&UPLOAD_OFFSET) {
@@ -246,9 +248,12 @@ pub(crate) async fn finish(
     let session = uploader(&caller)?;
     let id = upload_id(raw)?;
     let query = known_params(query, &["digest"])?;
-    let digest = query
-        .get("digest")
-        .ok_or_else(|| HttpError::new(ErrorCode::BadRequest, "name the upload's digest: ?digest=blake3:<hex>"))?;
+    let digest = query.get("digest").ok_or_else(|| {
+        HttpError::new(
+            ErrorCode::BadRequest,
+            "name the upload's digest: ?digest=blake3:<hex>",
+        )
+    })?;
     let expected = Digest::parse(digest)?;
     let declared_empty = headers
         .get(header::CONTENT_LENGTH)
@@ -260,7 +265,9 @@ pub(crate) async fn finish(
         None => Some((state.store.upload_offset(&id, session).await?.offset, None)),
     };
     let last_chunk = match last_chunk {
-        Some((start, length)) => Some((start, chunk_stream(&state, &headers, start, length, body)?)),
+        Some((start, length)) => {
+            Some((start, chunk_stream(&state, &headers, start, length, body)?))
+        }
         None => None,
     };
     match state
@@ -273,7 +280,8 @@ pub(crate) async fn finish(
             Ok(super::blobs::stored(outcome))
         }
         Err(error) => {
-            metrics::counter!("weft_uploads_total", "outcome" => error.code().as_str()).increment(1);
+            metrics::counter!("weft_uploads_total", "outcome" => error.code().as_str())
+                .increment(1);
             Ok(refusal(&state, error, &id, session).await)
         }
     }

@@ -36,6 +36,7 @@ mod sessions;
 mod snapshots;
 mod tokens;
 mod ui;
+mod uploads;
 mod wire;
 mod work;
 mod work_refusals;

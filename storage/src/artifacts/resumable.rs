@@ -95,7 +95,11 @@ fn owned(conn: &Connection, upload_id: &str, session: &Session) -> Result<Row, E
     conn.row(
         "SELECT staging_path, received FROM upload_sessions
          WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3",
-        params![upload_id, session.agent_id.as_str(), session.group_id.as_str()],
+        params![
+            upload_id,
+            session.agent_id.as_str(),
+            session.group_id.as_str()
+        ],
         |row| {
             Ok(Row {
                 staging_path: row.get(0)?,
@@ -121,7 +125,9 @@ fn held_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
 fn offset_mismatch(start: u64, received: u64) -> Error {
     reject(
         ErrorCode::UploadOffsetMismatch,
-        format!("the chunk starts at {start}, but the upload holds {received} bytes: send from {received}"),
+        format!(
+            "the chunk starts at {start}, but the upload holds {received} bytes: send from {received}"
+        ),
     )
 }
 
@@ -271,9 +277,10 @@ impl Engine {
             })
             .await?;
         // The finish holds a slot like any upload: it reads and hashes the whole object.
-        let permit = self
-            .limits
-            .admit_upload(Some(session.agent_id.as_str()), held.saturating_sub(row.received))?;
+        let permit = self.limits.admit_upload(
+            Some(session.agent_id.as_str()),
+            held.saturating_sub(row.received),
+        )?;
         let path = object_store::path::Path::from(row.staging_path.as_str());
         let staged = self.blobs.hash_upload(&path, row.received).await?;
         let digests = staged.digests;
@@ -311,7 +318,11 @@ impl Engine {
     }
 
     /// Cancels an upload session: its row and its bytes go.
-    pub(crate) async fn cancel_upload(&self, upload_id: &str, session: &Session) -> Result<(), Error> {
+    pub(crate) async fn cancel_upload(
+        &self,
+        upload_id: &str,
+        session: &Session,
+    ) -> Result<(), Error> {
         let _claim = self.upload_claims.claim(upload_id)?;
         let (id, looking) = (upload_id.to_owned(), session.clone());
         let path = self
@@ -336,7 +347,9 @@ impl Engine {
                 conn.prepare_cached(
                     "SELECT upload_id, staging_path FROM upload_sessions WHERE updated_at < ?1",
                 )?
-                .query_map([&cutoff], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))?
+                .query_map([&cutoff], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Error::from)
             })

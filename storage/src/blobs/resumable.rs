@@ -120,7 +120,10 @@ impl Blobs {
         }
         if self.local_root.is_some() && received > 0 {
             // A tail past `received` (a crash mid-chunk) must not be promoted with the blob.
-            let file = self.local_root.as_ref().map(|root| root.join(path.as_ref()));
+            let file = self
+                .local_root
+                .as_ref()
+                .map(|root| root.join(path.as_ref()));
             if let Some(file) = file {
                 truncate_local(&file, received).await?;
             }
@@ -234,7 +237,9 @@ where
                 // A refused first chunk leaves no object at all, as before it.
                 tokio::fs::remove_file(file).await
             } else {
-                truncate_local(file, received).await.map_err(std::io::Error::other)
+                truncate_local(file, received)
+                    .await
+                    .map_err(std::io::Error::other)
             };
             if let Err(trim_error) = undone {
                 tracing::warn!(file = %file.display(), %trim_error, "could not cut a failed chunk back");
