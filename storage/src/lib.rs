@@ -3,7 +3,7 @@
 //!
 //! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
 //! envelopes and ids, and get back values or an [`Error`] with a stable code. The file is
-//! long (about 770 lines) because it is the façade only: one short method per operation,
+//! long (about 790 lines) because it is the façade only: one short method per operation,
 //! grouped under headers naming the file behind each group.
 //!
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
@@ -71,7 +71,7 @@ use weft_api::context::{
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{
     ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
-    EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint,
+    EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint, UploadSession,
 };
 use weft_api::{ArtifactId, Digest, Digests, Envelope, Id, KeyId};
 
@@ -322,38 +322,26 @@ impl Store {
 
     // ── artifacts/resumable.rs: resumable upload sessions ───────────────────
 
-    /// Starts a resumable upload for `session`'s Agent in its Group (offset 0).
-    pub async fn start_upload(
-        &self,
-        session: &Session,
-    ) -> Result<weft_api::views::UploadSession, Error> {
+    /// Starts a resumable upload for `session`'s Agent in its Group, at offset 0.
+    pub async fn start_upload(&self, session: &Session) -> Result<UploadSession, Error> {
         self.inner.start_upload(session).await
     }
 
     /// The durable offset of one of `session`'s upload sessions (`not_found` for anyone else's).
-    pub async fn upload_offset(
-        &self,
-        upload_id: &str,
-        session: &Session,
-    ) -> Result<weft_api::views::UploadSession, Error> {
-        self.inner.upload_offset(upload_id, session).await
+    pub async fn upload_offset(&self, id: &str, session: &Session) -> Result<UploadSession, Error> {
+        self.inner.upload_offset(id, session).await
     }
 
     /// Appends a chunk starting at `start`, which must be the durable offset
     /// (`upload_offset_mismatch` otherwise); the chunk is durable when this returns.
-    pub async fn append_upload<S>(
+    pub async fn append_upload(
         &self,
-        upload_id: &str,
+        id: &str,
         start: u64,
-        body: S,
+        body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send,
         session: &Session,
-    ) -> Result<weft_api::views::UploadSession, Error>
-    where
-        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
-    {
-        self.inner
-            .append_upload(upload_id, start, body, session)
-            .await
+    ) -> Result<UploadSession, Error> {
+        self.inner.append_upload(id, start, body, session).await
     }
 
     /// Appends an optional last chunk, verifies the upload against `expected` and stores it
