@@ -94,3 +94,55 @@ pub(super) async fn check_session(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use weft_api::manifest::{Classification, Content, Execution, Producer};
+    use weft_api::{ArtifactId, Id, Sha256Digest};
+
+    use super::*;
+
+    fn placeholder(media_type: &str, schema: Option<&str>) -> Manifest {
+        let id = |text: &str| Id::parse("id", text).expect("id");
+        Manifest {
+            content: Content {
+                blake3: ArtifactId([0; 32]),
+                sha256: Sha256Digest([0; 32]),
+                size: 0,
+                media_type: media_type.into(),
+                schema: schema.map(str::to_owned),
+            },
+            producer: Producer {
+                agent_id: id("agent-1"),
+                agent_card_version: "1".into(),
+            },
+            mission_id: id("m1"),
+            group_id: id("g1"),
+            work_item_id: id("w1"),
+            execution: Execution {
+                lease_id: id("w1"),
+                ownership_epoch: 1,
+            },
+            sources: vec![],
+            tools: vec![],
+            created_at: chrono::Utc::now().fixed_offset(),
+            classification: Classification::Internal,
+            retrieval_uri: "http://127.0.0.1:7070/v1/artifacts/x/content".into(),
+            annotations: Default::default(),
+        }
+    }
+
+    /// The placeholder manifest passes the server's own parser, so only a real defect in a
+    /// flag stops `weft put`; a malformed media type or schema URI is caught before upload.
+    #[test]
+    fn only_defective_fields_fail_the_manifest_check() {
+        check_manifest(&placeholder("application/octet-stream", None)).expect("well-formed");
+        for (media_type, schema) in [("octet-stream", None), ("text/plain", Some("my schema"))] {
+            let error = check_manifest(&placeholder(media_type, schema)).expect_err("refused");
+            assert!(
+                error.to_string().contains("nothing was uploaded"),
+                "{error}"
+            );
+        }
+    }
+}
