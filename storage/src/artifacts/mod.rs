@@ -14,13 +14,14 @@ pub(crate) mod binding;
 pub(crate) use binding::check_lease;
 mod publish;
 mod reads;
-pub(crate) mod resumable;
+mod resumable;
 mod reuse;
 pub(crate) use reuse::reuse_record;
 mod sweep;
 mod upload;
 
 pub use reads::{Content, ListFilter};
+pub(crate) use resumable::{Claims, remove_orphan_uploads};
 pub use sweep::SweepReport;
 pub(crate) use upload::Counters;
 pub use upload::{UploadCounters, UploadOutcome, Uploader};
