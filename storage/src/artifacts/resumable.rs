@@ -30,7 +30,7 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::views::UploadSession;
 use weft_api::{Digest, ErrorCode};
 
-use super::upload::{UploadOutcome, require_uploading_role, unpublished_bytes};
+use super::upload::{UploadOutcome, held_bytes, require_uploading_role};
 use crate::blobs::{Blobs, upload_path};
 use crate::clock::format_instant;
 use crate::db::Db;
@@ -78,6 +78,11 @@ impl Claims {
     }
 }
 
+/// Upload sessions one Agent may hold open at once (running or waiting to be resumed); a
+/// session costs a row until it is finished, cancelled or swept, so this bounds what an Agent
+/// can make the server keep.
+pub(crate) const MAX_SESSIONS_PER_AGENT: u64 = 64;
+
 /// A session row as its owner sees it.
 struct Row {
     staging_path: String,
@@ -111,17 +116,6 @@ fn owned(conn: &Connection, upload_id: &str, session: &Session) -> Result<Row, E
     .ok_or_else(not_found)
 }
 
-/// What an Agent holds on the server without a citation: its uncited blobs and the bytes of
-/// its open upload sessions.
-fn held_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
-    let in_sessions: u64 = conn.row(
-        "SELECT COALESCE(SUM(received), 0) FROM upload_sessions WHERE agent_id = ?1",
-        [agent_id],
-        |row| row.get(0),
-    )?;
-    Ok(unpublished_bytes(conn, agent_id)?.saturating_add(in_sessions))
-}
-
 fn offset_mismatch(start: u64, received: u64) -> Error {
     reject(
         ErrorCode::UploadOffsetMismatch,
@@ -141,6 +135,19 @@ impl Engine {
         self.db
             .write(move |txn| {
                 require_uploading_role(txn, &session)?;
+                let open: u64 = txn.row(
+                    "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1",
+                    [session.agent_id.as_str()],
+                    |row| row.get(0),
+                )?;
+                if open >= MAX_SESSIONS_PER_AGENT {
+                    return Err(reject(
+                        ErrorCode::TooManyUploads,
+                        format!(
+                            "at most {MAX_SESSIONS_PER_AGENT} upload sessions per agent may be open; finish or cancel one"
+                        ),
+                    ));
+                }
                 txn.run(
                     "INSERT INTO upload_sessions
                      (upload_id, agent_id, group_id, staging_path, received, started_at, updated_at)

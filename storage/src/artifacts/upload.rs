@@ -116,8 +116,19 @@ pub(crate) fn require_uploading_role(conn: &Connection, session: &Session) -> Re
     }
 }
 
+/// What an Agent holds on the server without a citation: its uncited blobs and the bytes of
+/// its open resumable upload sessions (`resumable.rs`), so chunking is no way around the cap.
+pub(crate) fn held_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
+    let in_sessions: u64 = conn.row(
+        "SELECT COALESCE(SUM(received), 0) FROM upload_sessions WHERE agent_id = ?1",
+        [agent_id],
+        |row| row.get(0),
+    )?;
+    Ok(unpublished_bytes(conn, agent_id)?.saturating_add(in_sessions))
+}
+
 /// Bytes `agent_id` uploaded that nothing cites yet.
-pub(crate) fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
+fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
     let sql = format!(
         // Each blob once, however many of the Agent's Groups it was uploaded in.
         "SELECT COALESCE(SUM(blobs.size), 0) FROM blobs
@@ -156,7 +167,7 @@ impl Engine {
                 let mut stored_unpublished = 0;
                 if let Some(session) = &session {
                     require_uploading_role(conn, session)?;
-                    stored_unpublished = unpublished_bytes(conn, session.agent_id.as_str())?;
+                    stored_unpublished = held_bytes(conn, session.agent_id.as_str())?;
                 }
                 let known_and_visible = match &expected {
                     Some(digest) => match blob_row(conn, digest)? {
