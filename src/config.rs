@@ -20,8 +20,9 @@ pub struct Config {
     /// Keep blobs and the index in memory (tests and demos; nothing survives a restart).
     #[arg(long, env = "WEFT_IN_MEMORY")]
     pub in_memory: bool,
-    /// Largest accepted upload in bytes, enforced on the stream.
-    #[arg(long, env = "WEFT_MAX_UPLOAD_BYTES", default_value_t = defaults::MAX_UPLOAD_BYTES)]
+    /// Largest accepted upload, enforced on the stream: bytes, or a size such as `64GiB`,
+    /// `500MiB` or `2GB` (binary and decimal units).
+    #[arg(long, env = "WEFT_MAX_UPLOAD_BYTES", default_value = "64GiB", value_parser = parse_size)]
     pub max_upload_bytes: u64,
     /// Seconds a client may take to send a request's headers (slowloris guard).
     #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
@@ -64,6 +65,14 @@ pub struct Config {
     /// Session requests one Agent may make per minute (0: no limit).
     #[arg(long, env = "WEFT_LOGINS_PER_MINUTE", default_value_t = defaults::LOGINS_PER_MINUTE)]
     pub logins_per_minute: u32,
+}
+
+/// A size in bytes as a person writes it: `65536`, `64KiB`, `64 GiB`, `2GB`.
+fn parse_size(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|_| format!("`{text}` is not a size: write bytes or a number with a unit such as 64GiB, 500MiB or 2GB"))
 }
 
 impl Config {
@@ -151,5 +160,34 @@ impl Config {
             quotas: self.quotas(),
             faults: weft_storage::Faults::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_are_read_as_people_write_them() {
+        assert_eq!(parse_size("65536"), Ok(65_536));
+        assert_eq!(parse_size("64GiB"), Ok(64 << 30));
+        assert_eq!(parse_size("64 GiB"), Ok(64 << 30));
+        assert_eq!(parse_size("500MiB"), Ok(500 << 20));
+        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
+        assert!(parse_size("lots").is_err_and(|why| why.contains("64GiB")));
+    }
+
+    #[test]
+    fn the_default_upload_limit_is_64_gib() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Probe {
+            #[command(flatten)]
+            config: super::Config,
+        }
+        let probe = Probe::parse_from(["weft"]);
+        assert_eq!(probe.config.max_upload_bytes, 64 << 30);
+        let probe = Probe::parse_from(["weft", "--max-upload-bytes", "1MiB"]);
+        assert_eq!(probe.config.max_upload_bytes, 1 << 20);
     }
 }

@@ -27,6 +27,8 @@ pub fn init(args: &LogArgs) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour codes only for a person at a terminal, never in a file or a log collector.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     // A second init (tests start several servers in one process) is harmless.
     let _ = if args.json {

@@ -204,6 +204,18 @@ impl Client {
             .ok_or_else(|| Error::Protocol("no epoch".into()))
     }
 
+    /// Every live Membership of a Group (admin token).
+    pub async fn members(&self, group_id: &Id) -> Result<crate::session::MemberList, Error> {
+        let path = format!("/v1/admin/groups/{group_id}/members");
+        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+    }
+
+    /// An Agent with its key history and Memberships (admin token).
+    pub async fn agent_record(&self, agent_id: &Id) -> Result<crate::session::AgentRecord, Error> {
+        let path = format!("/v1/admin/agents/{agent_id}");
+        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+    }
+
     /// Deactivates an Agent; answers the Groups that were told.
     pub async fn deactivate_agent(&self, agent_id: &Id) -> Result<Vec<Id>, Error> {
         #[derive(serde::Deserialize)]

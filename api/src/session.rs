@@ -135,3 +135,39 @@ impl Role {
         matches!(self, Role::Coordinator | Role::Auditor)
     }
 }
+
+/// Answer to `GET /v1/admin/groups/{groupId}/members` (operator only): every Membership of
+/// the Group, by Agent id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberList {
+    pub group_id: Id,
+    pub members: Vec<Membership>,
+}
+
+/// One key an Agent has had, newest first in [`AgentRecord::keys`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentKey {
+    pub keyid: crate::KeyId,
+    /// Base64 of the 32-byte Ed25519 public key.
+    pub public_key: String,
+    pub added_at: String,
+    /// When a rotation retired it; absent: the Agent's current key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<String>,
+}
+
+/// Answer to `GET /v1/admin/agents/{agentId}` (operator only): the Agent, its keys (the
+/// current one first) and the Groups it is a member of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRecord {
+    pub agent_id: Id,
+    pub agent_card_version: String,
+    pub registered_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deactivated_at: Option<String>,
+    pub keys: Vec<AgentKey>,
+    pub memberships: Vec<Membership>,
+}

@@ -49,6 +49,46 @@ pub struct ManifestRecord {
     pub sequence: u64,
 }
 
+impl ManifestRecord {
+    /// Checks the record against `key`, which the caller resolved from the envelope's keyid
+    /// and trusts (a key it holds, or the producer's registered key): the signature verifies,
+    /// and the signed payload hashes to `manifest_id` and is exactly `manifest`. `weft show`
+    /// and the console's artifact page both ask this; neither takes the server's word.
+    pub fn check_signature(
+        &self,
+        key: &ed25519_dalek::VerifyingKey,
+    ) -> Result<crate::dsse::KeyId, crate::error::Rejection> {
+        let payload = self
+            .envelope
+            .verify(crate::dsse::MANIFEST_TYPE, key)?
+            .into_inner();
+        self.check_payload(&payload)?;
+        self.envelope.signer_keyid()
+    }
+
+    /// Whether the envelope's payload is exactly this record's manifest (hashes to its id and
+    /// parses to it), signature aside.
+    pub fn payload_matches(&self) -> bool {
+        use base64::Engine as _;
+        crate::dsse::BASE64
+            .decode(&self.envelope.payload)
+            .is_ok_and(|payload| self.check_payload(&payload).is_ok())
+    }
+
+    fn check_payload(&self, payload: &[u8]) -> Result<(), crate::error::Rejection> {
+        if ArtifactId::of(payload) == self.manifest_id
+            && Manifest::parse(payload).ok().as_ref() == Some(&self.manifest)
+        {
+            Ok(())
+        } else {
+            Err(crate::error::Rejection::new(
+                crate::error::ErrorCode::BadSignature,
+                "the signed payload is not this manifest",
+            ))
+        }
+    }
+}
+
 /// Answer to `GET /v1/artifacts/{digest}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -209,16 +249,69 @@ pub struct CriteriaView {
 }
 
 /// Body of `POST /v1/workitems/{id}/review`.
+///
+/// Each check is recorded under a criterion of its own ([`ReviewRequest::assignments`]), so
+/// one review of a binary artifact (integrity passes, schema cannot) is not contested
+/// against itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewRequest {
+    /// The criterion of a single check, or the stem of several (`ac-1.integrity`,
+    /// `ac-1.schema`). May be left out when `criteria` names one for every check.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub criterion: String,
     pub artifacts: Vec<ArtifactId>,
+    /// The checks to run; left out, the keys of `criteria`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<Check>,
+    /// The caller's criterion for a check, overriding the one derived from `criterion`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub criteria: std::collections::BTreeMap<Check, String>,
     /// The Mission of the WorkItem; required when the WorkItem id is used in more than one
     /// Mission of the Group.
     #[serde(default, rename = "missionId", skip_serializing_if = "Option::is_none")]
     pub mission_id: Option<crate::id::Id>,
+}
+
+impl ReviewRequest {
+    /// Which criterion each check is recorded under, in check order: the one `criteria`
+    /// maps it to; else `criterion` when a single check runs; else `criterion.<check>` (one
+    /// criterion per check kind). Refused (the reason): no check, a mapped check that is
+    /// not run, or a check with no criterion to derive.
+    pub fn assignments(&self) -> Result<Vec<(Check, String)>, String> {
+        let checks: std::collections::BTreeSet<Check> = if self.checks.is_empty() {
+            self.criteria.keys().copied().collect()
+        } else {
+            self.checks.iter().copied().collect()
+        };
+        if checks.is_empty() {
+            return Err("name at least one check (checks, or criteria's keys)".to_owned());
+        }
+        if let Some(extra) = self.criteria.keys().find(|check| !checks.contains(check)) {
+            return Err(format!(
+                "criteria maps {} but checks does not run it",
+                extra.as_str()
+            ));
+        }
+        let single = checks.len() == 1;
+        checks
+            .into_iter()
+            .map(|check| {
+                let criterion = match (self.criteria.get(&check), self.criterion.as_str()) {
+                    (Some(mapped), _) => mapped.clone(),
+                    (None, "") => {
+                        return Err(format!(
+                            "name a criterion, or map {} to one in criteria",
+                            check.as_str()
+                        ));
+                    }
+                    (None, stem) if single => stem.to_owned(),
+                    (None, stem) => format!("{stem}.{}", check.as_str()),
+                };
+                Ok((check, criterion))
+            })
+            .collect()
+    }
 }
 
 /// A deterministic check the built-in reviewer runs (EVD-3 step 1).
@@ -227,6 +320,16 @@ pub struct ReviewRequest {
 pub enum Check {
     Integrity,
     Schema,
+}
+
+impl Check {
+    /// The wire word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Integrity => "integrity",
+            Self::Schema => "schema",
+        }
+    }
 }
 
 /// Answer to `POST /v1/workitems/{id}/review`: one Evidence record per check.
@@ -332,4 +435,63 @@ pub struct SignedSnapshot {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshots {
     pub snapshots: Vec<SignedSnapshot>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Check, ReviewRequest};
+
+    fn request(criterion: &str, checks: &[Check], criteria: &[(Check, &str)]) -> ReviewRequest {
+        ReviewRequest {
+            criterion: criterion.to_owned(),
+            artifacts: Vec::new(),
+            checks: checks.to_vec(),
+            criteria: criteria
+                .iter()
+                .map(|(check, name)| (*check, (*name).to_owned()))
+                .collect(),
+            mission_id: None,
+        }
+    }
+
+    #[test]
+    fn each_check_kind_is_recorded_under_its_own_criterion() {
+        use Check::{Integrity, Schema};
+        let own = |pairs: &[(Check, &str)]| {
+            pairs
+                .iter()
+                .map(|(check, name)| (*check, (*name).to_owned()))
+                .collect::<Vec<_>>()
+        };
+        // One check: the criterion as named.
+        assert_eq!(
+            request("ac-1", &[Integrity], &[]).assignments(),
+            Ok(own(&[(Integrity, "ac-1")]))
+        );
+        // Several: one criterion per kind, so they cannot contest each other.
+        assert_eq!(
+            request("ac-1", &[Schema, Integrity, Schema], &[]).assignments(),
+            Ok(own(&[
+                (Integrity, "ac-1.integrity"),
+                (Schema, "ac-1.schema")
+            ]))
+        );
+        // The caller's map wins, and alone names the checks.
+        assert_eq!(
+            request("", &[], &[(Integrity, "bytes"), (Schema, "shape")]).assignments(),
+            Ok(own(&[(Integrity, "bytes"), (Schema, "shape")]))
+        );
+        assert_eq!(
+            request("ac-1", &[Integrity, Schema], &[(Schema, "shape")]).assignments(),
+            Ok(own(&[(Integrity, "ac-1.integrity"), (Schema, "shape")]))
+        );
+        // Refusals.
+        assert!(request("ac-1", &[], &[]).assignments().is_err());
+        assert!(request("", &[Integrity], &[]).assignments().is_err());
+        assert!(
+            request("ac-1", &[Integrity], &[(Schema, "shape")])
+                .assignments()
+                .is_err()
+        );
+    }
 }

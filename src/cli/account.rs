@@ -9,8 +9,12 @@ use weft_api::ErrorCode;
 use super::ClientArgs;
 
 /// `weft whoami`.
-pub(super) async fn whoami(client: &ClientArgs) -> anyhow::Result<()> {
+pub(super) async fn whoami(client: &ClientArgs, token_only: bool) -> anyhow::Result<()> {
     let (session, api) = client.session()?;
+    if token_only {
+        println!("{}", session.token);
+        return Ok(());
+    }
     println!(
         "agent     {} (card {})",
         session.agent_id, session.agent_card_version

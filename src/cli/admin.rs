@@ -8,6 +8,7 @@ use weft_api::Id;
 use weft_api::client::Client;
 use weft_api::session::Role;
 
+use super::table::{Table, when_text};
 use super::{AdminAction, AgentAction, ClientArgs, GroupAction, MemberAction};
 
 /// `weft admin`: finds the admin token (the flag, else the token file) and runs the action.
@@ -97,6 +98,70 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
             println!("agent {agent_id} now signs with {keyid}; its sessions ended");
         }
         AdminAction::Member {
+            action: MemberAction::Ls { group, json },
+        } => {
+            let list = api.members(&Id::parse("group", &group)?).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else if list.members.is_empty() {
+                println!(
+                    "no members in {group}; add one with `weft admin member set {group} AGENT --role worker`"
+                );
+            } else {
+                let mut table = Table::new(&["AGENT", "ROLES", "SCOPE", "EPOCH"]);
+                for member in &list.members {
+                    table.row(vec![
+                        member.agent_id.to_string(),
+                        role_words(&member.roles),
+                        scope_words(member.missions.as_deref()),
+                        member.epoch.to_string(),
+                    ]);
+                }
+                print!("{}", table.render());
+            }
+        }
+        AdminAction::Agent {
+            action: AgentAction::Show { agent_id, json },
+        } => {
+            let record = api.agent_record(&Id::parse("agent-id", &agent_id)?).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&record)?);
+                return Ok(());
+            }
+            println!("agent        {}", record.agent_id);
+            println!("card         {}", record.agent_card_version);
+            println!("registered   {}", when_text(&record.registered_at));
+            match &record.deactivated_at {
+                Some(at) => println!("deactivated  {}", when_text(at)),
+                None => println!("deactivated  no"),
+            }
+            let mut keys = Table::new(&["KEYID", "ADDED", "RETIRED"]);
+            for key in &record.keys {
+                keys.row(vec![
+                    key.keyid.to_string(),
+                    when_text(&key.added_at),
+                    key.retired_at
+                        .as_deref()
+                        .map_or_else(|| "current".to_owned(), when_text),
+                ]);
+            }
+            print!("\n{}", keys.render());
+            if record.memberships.is_empty() {
+                println!("\nno Memberships");
+            } else {
+                let mut groups = Table::new(&["GROUP", "ROLES", "SCOPE", "EPOCH"]);
+                for member in &record.memberships {
+                    groups.row(vec![
+                        member.group_id.to_string(),
+                        role_words(&member.roles),
+                        scope_words(member.missions.as_deref()),
+                        member.epoch.to_string(),
+                    ]);
+                }
+                print!("\n{}", groups.render());
+            }
+        }
+        AdminAction::Member {
             action: MemberAction::Remove { group, agent_id },
         } => {
             let epoch = api
@@ -132,32 +197,40 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
                     (!missions.is_empty()).then_some(&missions[..]),
                 )
                 .await?;
-            let scope = membership.missions.map_or_else(
-                || "the whole Group".to_owned(),
-                |missions| {
-                    let missions: Vec<String> = missions.iter().map(ToString::to_string).collect();
-                    format!("Missions {}", missions.join(", "))
-                },
-            );
-            // Roles as typed (`worker, reviewer`), not as Rust debug output.
-            let roles: Vec<String> = membership
-                .roles
-                .iter()
-                .map(|role| {
-                    serde_json::to_value(role)
-                        .ok()
-                        .and_then(|value| value.as_str().map(str::to_owned))
-                        .unwrap_or_default()
-                })
-                .collect();
             println!(
-                "{agent_id} in {group}: {} (membership epoch {}), {scope}",
-                roles.join(", "),
-                membership.epoch
+                "{agent_id} in {group}: {} (membership epoch {}), {}",
+                role_words(&membership.roles),
+                membership.epoch,
+                scope_words(membership.missions.as_deref())
             );
         }
     }
     Ok(())
+}
+
+/// Roles as typed (`worker, reviewer`), not as Rust debug output.
+fn role_words(roles: &[Role]) -> String {
+    roles
+        .iter()
+        .map(|role| {
+            serde_json::to_value(role)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A Membership's scope: the whole Group, or its Missions.
+fn scope_words(missions: Option<&[Id]>) -> String {
+    missions.map_or_else(
+        || "the whole Group".to_owned(),
+        |missions| {
+            let missions: Vec<&str> = missions.iter().map(Id::as_str).collect();
+            format!("Missions {}", missions.join(", "))
+        },
+    )
 }
 
 /// A role by its wire name, with an error that lists the allowed ones.

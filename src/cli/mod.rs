@@ -137,6 +137,10 @@ enum Command {
     Whoami {
         #[command(flatten)]
         client: ClientArgs,
+        /// Print only the session's bearer token (for curl: `-H "Authorization: Bearer
+        /// $(weft whoami --token)"`); nothing is asked of the server.
+        #[arg(long)]
+        token: bool,
     },
     /// Forget the session (`session.json`); the agent key stays.
     Logout {
@@ -253,13 +257,15 @@ struct ReviewArgs {
     #[command(flatten)]
     client: ClientArgs,
     work_item: String,
-    /// The acceptance criterion the Evidence is about.
+    /// The acceptance criterion the Evidence is about; with several checks, each records
+    /// under CRITERION.<check> (so one check cannot contest another).
     #[arg(long)]
-    criterion: String,
+    criterion: Option<String>,
     /// An artifact to check (blake3 digest); repeat for several.
     #[arg(long = "artifact", required = true)]
     artifacts: Vec<String>,
-    /// integrity or schema; repeat for several (default: integrity).
+    /// integrity or schema, optionally with its own criterion (schema=ac-2); repeat for
+    /// several (default: integrity).
     #[arg(long = "check")]
     checks: Vec<String>,
     /// The WorkItem's Mission, when its id is used in several.
@@ -493,6 +499,12 @@ enum AgentAction {
         #[arg(long)]
         public_key: String,
     },
+    /// Shows an Agent: its keys (current first, retired ones with when) and Memberships.
+    Show {
+        agent_id: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -509,6 +521,12 @@ enum MemberAction {
     },
     /// Ends a Membership: the Agent's sessions in the Group end at once.
     Remove { group: String, agent_id: String },
+    /// Lists a Group's Memberships: Agent, roles, scope, epoch.
+    Ls {
+        group: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl Cli {
@@ -541,7 +559,7 @@ impl Cli {
                 producer_keys,
                 authority_key,
             } => show::show(&client, &digest, &producer_keys, authority_key.as_deref()).await,
-            Command::Whoami { client } => account::whoami(&client).await,
+            Command::Whoami { client, token } => account::whoami(&client, token).await,
             Command::Logout { client } => account::logout(&client),
             Command::Review(args) => review::run(args).await,
             Command::Ls(args) => artifacts::ls(args).await,

@@ -2,6 +2,8 @@
 //! artifacts (`POST /v1/workitems/{id}/review`) and prints the server-signed Evidence it
 //! recorded, one record per check.
 
+use std::collections::BTreeMap;
+
 use weft_api::views::{Check, ReviewRequest};
 use weft_api::{ArtifactId, Id};
 
@@ -21,21 +23,30 @@ pub(super) async fn run(args: ReviewArgs) -> anyhow::Result<()> {
         json,
     } = args;
     let (_, api) = client.session()?;
-    let checks: Vec<Check> = if checks.is_empty() {
-        vec![Check::Integrity]
-    } else {
-        checks
-            .iter()
-            .map(|check| wire_word("--check", check))
-            .collect::<anyhow::Result<_>>()?
-    };
+    let mut kinds = Vec::new();
+    let mut criteria = BTreeMap::new();
+    for check in &checks {
+        let (kind, criterion) = match check.split_once('=') {
+            Some((kind, criterion)) => (kind, Some(criterion)),
+            None => (check.as_str(), None),
+        };
+        let kind: Check = wire_word("--check", kind)?;
+        kinds.push(kind);
+        if let Some(criterion) = criterion {
+            criteria.insert(kind, criterion.to_owned());
+        }
+    }
+    if kinds.is_empty() {
+        kinds.push(Check::Integrity);
+    }
     let request = ReviewRequest {
-        criterion,
+        criterion: criterion.unwrap_or_default(),
+        criteria,
         artifacts: artifacts
             .iter()
             .map(|artifact| ArtifactId::parse(artifact))
             .collect::<Result<_, _>>()?,
-        checks,
+        checks: kinds,
         mission_id: mission.map(|m| Id::parse("mission", &m)).transpose()?,
     };
     let outcome = api

@@ -15,7 +15,7 @@ use super::keys::write_private;
 #[serde(rename_all = "camelCase")]
 pub(super) struct SessionFile {
     pub(super) server: String,
-    token: String,
+    pub(super) token: String,
     pub(super) agent_id: String,
     pub(super) group_id: String,
     pub(super) agent_card_version: String,

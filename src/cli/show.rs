@@ -7,11 +7,10 @@
 //! one the server serves) for server-signed records. The server exposes no Agent's public key
 //! to a session, so any other manifest prints `not verified: <why>` rather than a false "ok".
 
-use base64::Engine as _;
 use ed25519_dalek::VerifyingKey;
-use weft_api::dsse::{BASE64, MANIFEST_TYPE, parse_public_key};
+use weft_api::dsse::parse_public_key;
 use weft_api::views::ManifestRecord;
-use weft_api::{ArtifactId, Digest, KeyId, Manifest};
+use weft_api::{Digest, KeyId};
 
 use super::ClientArgs;
 
@@ -74,13 +73,7 @@ pub(super) async fn show(
 /// One manifest: its signature verdict, then what it says.
 fn print_manifest(record: &ManifestRecord, trusted: &Trusted) {
     let manifest = &record.manifest;
-    let payload_ok = BASE64
-        .decode(&record.envelope.payload)
-        .ok()
-        .is_some_and(|payload| {
-            ArtifactId::of(&payload) == record.manifest_id
-                && Manifest::parse(&payload).ok().as_ref() == Some(manifest)
-        });
+    let payload_ok = record.payload_matches();
     println!();
     println!(
         "manifest  {} (sequence {}, payload {})",
@@ -142,7 +135,7 @@ fn signature_verdict(record: &ManifestRecord, trusted: &Trusted) -> String {
             "not verified: signed with key {keyid}, which is none this command can trust (the server exposes no Agent's public key to a session); pass --producer-key with {producer}'s key to check it"
         );
     };
-    match record.envelope.verify(MANIFEST_TYPE, key) {
+    match record.check_signature(key) {
         Ok(_) => format!("valid (key {keyid}, agent {producer}; checked against {whose})"),
         Err(error) => format!("INVALID: {} (key {keyid}, {whose})", error.message),
     }
@@ -152,7 +145,9 @@ fn signature_verdict(record: &ManifestRecord, trusted: &Trusted) -> String {
 mod tests {
     use weft_api::digest::Hasher;
     use weft_api::dsse::Envelope;
+    use weft_api::dsse::MANIFEST_TYPE;
     use weft_api::manifest::{Classification, Content, Execution, Producer};
+    use weft_api::{ArtifactId, Manifest};
 
     use super::*;
 

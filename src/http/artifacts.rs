@@ -13,7 +13,9 @@ use weft_storage::ListFilter;
 use super::auth::Bearer;
 use super::body::{created_or_ok, read_envelope};
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, path_digest, query_id, query_u64};
+use super::params::{
+    RawPath, RawQuery, known_params, path_digest, query_id, query_limit, query_u64,
+};
 use super::{AppState, Caller, json};
 
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.
@@ -54,6 +56,16 @@ pub(crate) async fn show(
     Ok(json(StatusCode::OK, &view))
 }
 
+/// The query parameters `list` accepts (the OpenAPI check compares them with the document).
+pub(super) const LIST_QUERY: &[&str] = &[
+    "missionId",
+    "workItemId",
+    "producer",
+    "mediaType",
+    "after",
+    "limit",
+];
+
 /// Paged listing of visible manifests, filtered.
 #[utoipa::path(get, path = "/v1/artifacts", params(("missionId" = Option<String>, Query), ("workItemId" = Option<String>, Query), ("producer" = Option<String>, Query),
     ("mediaType" = Option<String>, Query), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
@@ -63,24 +75,14 @@ pub(crate) async fn list(
     caller: Caller,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let query = known_params(
-        query,
-        &[
-            "missionId",
-            "workItemId",
-            "producer",
-            "mediaType",
-            "after",
-            "limit",
-        ],
-    )?;
+    let query = known_params(query, LIST_QUERY)?;
     let filter = ListFilter {
         mission_id: query_id(&query, "missionId")?,
         work_item_id: query_id(&query, "workItemId")?,
         producer: query_id(&query, "producer")?,
         media_type: query.get("mediaType").cloned(),
         after: query_u64(&query, "after")?,
-        limit: query_u64(&query, "limit")?.unwrap_or(100).min(1000) as u32,
+        limit: query_limit(&query)?.unwrap_or(100).min(1000),
     };
     let page = state.store.list_artifacts(filter, &caller.reader()).await?;
     Ok(json(StatusCode::OK, &page))

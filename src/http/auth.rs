@@ -12,6 +12,7 @@ use weft_api::ErrorCode;
 use weft_storage::{Grant, Reader, Session};
 
 use super::AppState;
+use super::access::note_caller;
 use super::error::HttpError;
 
 /// An authenticated caller.
@@ -68,6 +69,7 @@ where
         let token = bearer_token(parts)?;
         // blake3::Hash compares in constant time.
         if blake3::hash(token.as_bytes()) == state.admin_token_hash {
+            note_caller(parts, || "admin".to_owned());
             return Ok(Self::Admin);
         }
         if Grant::looks_like(token) {
@@ -77,6 +79,7 @@ where
             ));
         }
         let session = state.store.authenticate(token).await?;
+        note_caller(parts, || format!("agent:{}", session.agent_id));
         Ok(Self::Agent(session))
     }
 }
@@ -100,7 +103,15 @@ where
         let app = AppState::from_ref(state);
         let token = bearer_token(parts)?;
         if Grant::looks_like(token) {
-            return Ok(Self::Token(app.store.authorize_token(token).await?));
+            let grant = app.store.authorize_token(token).await?;
+            note_caller(parts, || {
+                format!(
+                    "agent:{} (token {})",
+                    grant.session().agent_id,
+                    grant.token_id
+                )
+            });
+            return Ok(Self::Token(grant));
         }
         Ok(Self::Caller(
             Caller::from_request_parts(parts, state).await?,

@@ -60,7 +60,47 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
     shape: ErrorCode,
 ) -> Result<T, HttpError> {
     weft_api::json::parse_strict::<serde::de::IgnoredAny>(bytes, ErrorCode::InvalidJson)?;
-    Ok(weft_api::json::parse_strict(bytes, shape)?)
+    match weft_api::json::parse_strict(bytes, shape) {
+        Ok(parsed) => Ok(parsed),
+        Err(rejection) => {
+            // JSON has one number type: `3.0` is the integer 3 to JSON Schema and to encoders
+            // that write every number as a float, but serde's u64 refuses it. Retry with whole
+            // floats as integers; when that does not help, the first error stands.
+            let mut value: serde_json::Value =
+                serde_json::from_slice(bytes).map_err(|_| HttpError::from(rejection.clone()))?;
+            if whole_floats_as_integers(&mut value)
+                && let Ok(parsed) = serde_json::from_value(value)
+            {
+                return Ok(parsed);
+            }
+            Err(rejection.into())
+        }
+    }
+}
+
+/// Rewrites every float with no fractional part (and exactly representable, at most 2^53)
+/// as an integer; answers whether anything changed.
+fn whole_floats_as_integers(value: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            let float = number.as_f64().unwrap_or(f64::NAN);
+            if float.fract() != 0.0 || float.abs() > EXACT {
+                return false;
+            }
+            // Within ±2^53 the cast is exact.
+            *value = Value::from(float as i64);
+            true
+        }
+        Value::Array(items) => items.iter_mut().fold(false, |changed, item| {
+            whole_floats_as_integers(item) | changed
+        }),
+        Value::Object(fields) => fields.values_mut().fold(false, |changed, field| {
+            whole_floats_as_integers(field) | changed
+        }),
+        _ => false,
+    }
 }
 
 /// Refuses a body whose declared `Content-Length` is already over `limit`, before reading it.

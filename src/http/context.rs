@@ -21,7 +21,7 @@ use weft_storage::Direction;
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
 use super::lineage::{Format, format_of, lineage_query, render};
-use super::params::{RawPath, RawQuery, known_params, path_id, query_u64};
+use super::params::{RawPath, RawQuery, known_params, parse_u64, path_id, query_u64};
 use super::{AppState, Caller, json};
 
 /// Publishes a DSSE-signed Context Package version; appends `context.published`.
@@ -92,15 +92,17 @@ pub(crate) async fn version(
     let Path((package_id, version)) =
         ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "not valid UTF-8"))?;
     let package_id = Id::parse("packageId", &package_id)?;
-    let version: u64 = version
-        .parse()
-        .map_err(|_| HttpError::new(ErrorCode::BadRequest, "version is a positive integer"))?;
+    // Strict, and within i64: a larger version once reached SQLite and answered 500.
+    let version = parse_u64("version", &version)?;
     let record = state
         .store
         .context_version(package_id, Some(version), &caller.reader())
         .await?;
     Ok(json(StatusCode::OK, &record))
 }
+
+/// The query parameters `events` accepts (the OpenAPI check compares them with the document).
+pub(super) const EVENTS_QUERY: &[&str] = &["version"];
 
 /// CTX-3: the Events a version cites (the latest unless `version=`), when the caller's
 /// Membership covers that Group's log.
@@ -114,7 +116,7 @@ pub(crate) async fn events(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let package_id = path_id("packageId", package_id)?;
-    let query = known_params(query, &["version"])?;
+    let query = known_params(query, EVENTS_QUERY)?;
     let version = query_u64(&query, "version")?;
     let (record, events) = state
         .store
@@ -131,10 +133,13 @@ pub(crate) async fn events(
     ))
 }
 
+/// The query parameters `provenance` accepts (the OpenAPI check compares them with the document).
+pub(super) const PROVENANCE_QUERY: &[&str] = &["depth", "limit", "cursor", "format"];
+
 /// A package's provenance: its versions linked by `revisionOf`, the Artifacts each `cites`
 /// and their lineage, in the formats of an artifact's provenance.
 #[utoipa::path(get, path = "/v1/context/{package_id}/provenance", params(("package_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
-    ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto")),
+    ("cursor" = Option<u64>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto")),
     responses((status = 200, description = "{root, contexts, artifacts, workItems, missions, agents, edges, withheld, truncated}"), (status = 400, description = "bad_request"), (status = 404, description = "not_found")))]
 pub(crate) async fn provenance(
     State(state): State<AppState>,
@@ -143,7 +148,7 @@ pub(crate) async fn provenance(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let package_id = path_id("packageId", package_id)?;
-    let query = known_params(query, &["depth", "limit", "cursor", "format"])?;
+    let query = known_params(query, PROVENANCE_QUERY)?;
     let lineage_query = lineage_query(&query, Direction::Ancestors, &caller)?;
     let format = format_of(&query)?;
     if format == Format::InToto {

@@ -28,6 +28,20 @@ impl HttpError {
         self.code
     }
 
+    /// The safe message a client sees.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
+    /// Logs the failure as every answer does: server errors with their source chain.
+    pub fn log(&self) {
+        if status_of(self.code).is_server_error() {
+            tracing::error!(code = %self.code, error = ?self.source, "request failed");
+        } else {
+            tracing::debug!(code = %self.code, detail = %self.detail, "request refused");
+        }
+    }
+
     /// The problem+json body this error renders as (for answers that carry one inside).
     pub fn body(&self) -> ErrorBody {
         ErrorBody::new(
@@ -164,11 +178,7 @@ impl From<weft_storage::Error> for HttpError {
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let status = status_of(self.code);
-        if status.is_server_error() {
-            tracing::error!(code = %self.code, error = ?self.source, "request failed");
-        } else {
-            tracing::debug!(code = %self.code, detail = %self.detail, "request refused");
-        }
+        self.log();
         let mut body = ErrorBody::new(status.as_u16(), self.code, self.detail);
         body.snapshot = self.snapshot;
         let json = serde_json::to_vec(&body).unwrap_or_default();

@@ -20,8 +20,11 @@ use weft_api::views::{Ack, Cursors, EventPage};
 use super::body::read_json;
 
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, path_id, query_u64};
+use super::params::{RawPath, RawQuery, known_params, path_id, query_limit, query_u64};
 use super::{AppState, Caller, json};
+
+/// The query parameters `replay` accepts (the OpenAPI check compares them with the document).
+pub(super) const REPLAY_QUERY: &[&str] = &["after", "limit"];
 
 /// Events after `after` (default 0), at most `limit` (default 1000), in order.
 #[utoipa::path(get, path = "/v1/groups/{group_id}/events", params(("group_id" = String, Path), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
@@ -33,15 +36,18 @@ pub(crate) async fn replay(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
-    let query = known_params(query, &["after", "limit"])?;
+    let query = known_params(query, REPLAY_QUERY)?;
     let after = query_u64(&query, "after")?.unwrap_or(0);
-    let limit = query_u64(&query, "limit")?.unwrap_or(1000).min(10_000) as u32;
+    let limit = query_limit(&query)?.unwrap_or(1000).min(10_000);
     let events = state
         .store
         .events(group_id, after, limit, &caller.reader())
         .await?;
     Ok(json(StatusCode::OK, &EventPage { events }))
 }
+
+/// The query parameters `stream` accepts (the OpenAPI check compares them with the document).
+pub(super) const STREAM_QUERY: &[&str] = &["after"];
 
 /// Server-Sent Events: the replay after `after` (or `Last-Event-ID`), then live Events as they
 /// are appended, with keep-alives. Each SSE `id` is the Event's sequence.
@@ -55,7 +61,7 @@ pub(crate) async fn stream(
     headers: HeaderMap,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
-    let query = known_params(query, &["after"])?;
+    let query = known_params(query, STREAM_QUERY)?;
     let mut after = query_u64(&query, "after")?;
     if after.is_none()
         && let Some(last) = headers.get("last-event-id")
@@ -262,6 +268,9 @@ pub(crate) async fn ack(
     ))
 }
 
+/// The query parameters `cursors` accepts (the OpenAPI check compares them with the document).
+pub(super) const CURSORS_QUERY: &[&str] = &["all"];
+
 /// The caller's cursor; `all=true` lists every cursor (coordinators, auditors, admin).
 #[utoipa::path(get, path = "/v1/groups/{group_id}/cursors", params(("group_id" = String, Path), ("all" = Option<bool>, Query)),
     responses((status = 200, description = "{cursors: [...]}")))]
@@ -272,7 +281,7 @@ pub(crate) async fn cursors(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
-    let query = known_params(query, &["all"])?;
+    let query = known_params(query, CURSORS_QUERY)?;
     let all = match query.get("all").map(String::as_str) {
         None | Some("false") => false,
         Some("true") => true,

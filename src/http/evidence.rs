@@ -17,7 +17,9 @@ use weft_storage::EvidenceFilter;
 use super::auth::Bearer;
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, path_digest, path_id, query_id, query_u64};
+use super::params::{
+    RawPath, RawQuery, known_params, path_digest, path_id, query_id, query_limit, query_u64,
+};
 use super::{AppState, Caller, json};
 
 /// Records DSSE-signed Evidence; appends `evidence.recorded`.
@@ -98,9 +100,22 @@ fn filter_from(query: &HashMap<String, String>) -> Result<EvidenceFilter, HttpEr
         mission_id: query_id(query, "missionId")?,
         artifact: None,
         after: query_u64(query, "after")?,
-        limit: query_u64(query, "limit")?.unwrap_or(100).min(1000) as u32,
+        limit: query_limit(query)?.unwrap_or(100).min(1000),
     })
 }
+
+/// The query parameters `list` accepts (the OpenAPI check compares them with the document).
+pub(super) const LIST_QUERY: &[&str] = &[
+    "workItemId",
+    "criterion",
+    "outcome",
+    "result",
+    "method",
+    "producer",
+    "missionId",
+    "after",
+    "limit",
+];
 
 /// Evidence by WorkItem, criterion, outcome, method, producer, Mission; newest first, paged.
 #[utoipa::path(get, path = "/v1/evidence", params(("workItemId" = Option<String>, Query), ("criterion" = Option<String>, Query), ("outcome" = Option<String>, Query),
@@ -112,20 +127,7 @@ pub(crate) async fn list(
     caller: Caller,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let query = known_params(
-        query,
-        &[
-            "workItemId",
-            "criterion",
-            "outcome",
-            "result",
-            "method",
-            "producer",
-            "missionId",
-            "after",
-            "limit",
-        ],
-    )?;
+    let query = known_params(query, LIST_QUERY)?;
     let page = state
         .store
         .list_evidence(filter_from(&query)?, &caller.reader())
@@ -148,6 +150,9 @@ pub(crate) async fn show(
     Ok(json(StatusCode::OK, &record))
 }
 
+/// The query parameters `for_artifact` accepts (the OpenAPI check compares them with the document).
+pub(super) const FOR_ARTIFACT_QUERY: &[&str] = &["after", "limit"];
+
 /// Every Evidence record citing an artifact, newest first.
 #[utoipa::path(get, path = "/v1/artifacts/{digest}/evidence", params(("digest" = String, Path), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
     responses((status = 200, description = "{items, next}")))]
@@ -158,13 +163,16 @@ pub(crate) async fn for_artifact(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
-    let query = known_params(query, &["after", "limit"])?;
+    let query = known_params(query, FOR_ARTIFACT_QUERY)?;
     let view = state.store.artifact(digest, &caller.reader()).await?;
     let mut filter = filter_from(&query)?;
     filter.artifact = Some(view.digests.blake3);
     let page = state.store.list_evidence(filter, &caller.reader()).await?;
     Ok(json(StatusCode::OK, &page))
 }
+
+/// The query parameters `criteria` accepts (the OpenAPI check compares them with the document).
+pub(super) const CRITERIA_QUERY: &[&str] = &["missionId"];
 
 /// For every criterion of a WorkItem with Evidence: the verdict in force, counts, producers.
 /// `missionId` picks the Mission when the WorkItem id is used in more than one.
@@ -178,7 +186,7 @@ pub(crate) async fn criteria(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let work_item_id = path_id("workItemId", work_item_id)?;
-    let query = known_params(query, &["missionId"])?;
+    let query = known_params(query, CRITERIA_QUERY)?;
     let view = state
         .store
         .criteria(

@@ -12,7 +12,9 @@ use weft_api::{Digest, ErrorCode};
 use weft_storage::{Direction, Lineage, LineageQuery};
 
 use super::error::{HttpError, HttpResult};
-use super::params::{RawPath, RawQuery, known_params, path_digest, path_id, query_u64};
+use super::params::{
+    RawPath, RawQuery, known_params, path_digest, path_id, query_limit, query_u64,
+};
 use super::{AppState, Caller, json};
 
 /// Time a single lineage query may take before it answers `truncated`.
@@ -166,12 +168,25 @@ pub(super) fn render(lineage: &Lineage, format: Format) -> Response {
     }
 }
 
+/// The query parameters `provenance` accepts (the OpenAPI check compares them with the document).
+pub(super) const PROVENANCE_QUERY: &[&str] = &[
+    "direction",
+    "depth",
+    "limit",
+    "cursor",
+    "format",
+    "edges",
+    "asOf",
+    "group",
+];
+
 /// Ancestors and/or descendants of an artifact: nodes (artifacts with their manifests' key
 /// fields, WorkItems, Missions, Agents), typed edges, the depth each artifact was reached at,
 /// `withheld` (nodes of Groups you cannot read, counted, never named) and `truncated` with a
 /// `cursor` when the limit or the time budget cut the answer.
 #[utoipa::path(get, path = "/v1/artifacts/{digest}/provenance", params(("digest" = String, Path), ("direction" = Option<String>, Query, description = "ancestors (default), descendants or both"),
-    ("depth" = Option<u32>, Query, description = "unbounded by default"), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query), ("format" = Option<String>, Query, description = "json, dot or mermaid")),
+    ("depth" = Option<u32>, Query, description = "unbounded by default"), ("limit" = Option<u32>, Query), ("cursor" = Option<u64>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto (a signed in-toto statement)"),
+    ("edges" = Option<String>, Query, description = "comma-separated: derivedFrom, generatedBy, partOf, attributedTo"), ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query, description = "the Group whose log asOf counts (needed with the admin token)")),
     responses((status = 200, description = "{root, artifacts, workItems, missions, agents, edges, withheld, truncated, cursor}"), (status = 404, description = "not_found")))]
 pub(crate) async fn provenance(
     State(state): State<AppState>,
@@ -180,19 +195,7 @@ pub(crate) async fn provenance(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
-    let query = known_params(
-        query,
-        &[
-            "direction",
-            "depth",
-            "limit",
-            "cursor",
-            "format",
-            "edges",
-            "asOf",
-            "group",
-        ],
-    )?;
+    let query = known_params(query, PROVENANCE_QUERY)?;
     let direction = match query.get("direction").map(String::as_str) {
         None | Some("ancestors") => Direction::Ancestors,
         Some("descendants") => Direction::Descendants,
@@ -231,9 +234,7 @@ pub(super) fn lineage_query(
     Ok(LineageQuery {
         direction,
         depth: query_u64(query, "depth")?.map(|d| d.min(u64::from(u32::MAX)) as u32),
-        limit: query_u64(query, "limit")?
-            .unwrap_or(1000)
-            .clamp(1, MAX_LIMIT) as usize,
+        limit: u64::from(query_limit(query)?.unwrap_or(1000)).clamp(1, MAX_LIMIT) as usize,
         skip: query_u64(query, "cursor")?.unwrap_or(0) as usize,
         budget: BUDGET,
         edges: edges_of(query)?,
@@ -281,6 +282,11 @@ fn edges_of(query: &HashMap<String, String>) -> Result<Option<Vec<String>>, Http
     Ok(Some(kinds))
 }
 
+/// The query parameters `scoped` accepts (the OpenAPI check compares them with the document).
+pub(super) const SCOPED_QUERY: &[&str] = &[
+    "depth", "limit", "cursor", "format", "edges", "asOf", "group",
+];
+
 /// Everything produced inside a WorkItem or Mission and what it was derived from.
 async fn scoped(
     state: AppState,
@@ -290,12 +296,7 @@ async fn scoped(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let name = path_id("id", name)?;
-    let query = known_params(
-        query,
-        &[
-            "depth", "limit", "cursor", "format", "edges", "asOf", "group",
-        ],
-    )?;
+    let query = known_params(query, SCOPED_QUERY)?;
     let lineage_query = lineage_query(&query, Direction::Ancestors, &caller)?;
     let format = format_of(&query)?;
     let lineage = state
@@ -307,7 +308,8 @@ async fn scoped(
 
 /// The subgraph of everything a WorkItem produced and what it was derived from.
 #[utoipa::path(get, path = "/v1/workitems/{work_item_id}/provenance", params(("work_item_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
-    ("cursor" = Option<String>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query)),
+    ("cursor" = Option<u64>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid or prov-json"),
+    ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query)),
     responses((status = 200, description = "lineage of the WorkItem's artifacts"), (status = 404, description = "not_found")))]
 pub(crate) async fn work_item(
     State(state): State<AppState>,
@@ -320,7 +322,8 @@ pub(crate) async fn work_item(
 
 /// The subgraph of everything a Mission produced and what it was derived from.
 #[utoipa::path(get, path = "/v1/missions/{mission_id}/provenance", params(("mission_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
-    ("cursor" = Option<String>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query)),
+    ("cursor" = Option<u64>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid or prov-json"),
+    ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query)),
     responses((status = 200, description = "lineage of the Mission's artifacts"), (status = 404, description = "not_found")))]
 pub(crate) async fn mission(
     State(state): State<AppState>,
@@ -338,6 +341,9 @@ fn query_digest(query: &HashMap<String, String>, name: &str) -> Result<Digest, H
     Ok(Digest::parse(text)?)
 }
 
+/// The query parameters `path` accepts (the OpenAPI check compares them with the document).
+pub(super) const PATH_QUERY: &[&str] = &["from", "to", "maxDepth"];
+
 /// One shortest derivation path between two artifacts (either direction), or `404 no_path`.
 #[utoipa::path(get, path = "/v1/provenance/path", params(("from" = String, Query), ("to" = String, Query), ("maxDepth" = Option<u32>, Query)),
     responses((status = 200, description = "{path: [blake3:…]}"), (status = 404, description = "no_path")))]
@@ -346,7 +352,7 @@ pub(crate) async fn path(
     caller: Caller,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let query = known_params(query, &["from", "to", "maxDepth"])?;
+    let query = known_params(query, PATH_QUERY)?;
     let from = query_digest(&query, "from")?;
     let to = query_digest(&query, "to")?;
     let max_depth = query_u64(&query, "maxDepth")?.unwrap_or(64).min(10_000) as u32;
@@ -360,16 +366,19 @@ pub(crate) async fn path(
     ))
 }
 
+/// The query parameters `impact` accepts (the OpenAPI check compares them with the document).
+pub(super) const IMPACT_QUERY: &[&str] = &["artifact", "format", "cursor"];
+
 /// Every descendant of an artifact with the WorkItems and Missions that produced them: what
 /// must be re-checked if this input was bad.
-#[utoipa::path(get, path = "/v1/provenance/impact", params(("artifact" = String, Query), ("format" = Option<String>, Query)),
+#[utoipa::path(get, path = "/v1/provenance/impact", params(("artifact" = String, Query), ("format" = Option<String>, Query), ("cursor" = Option<u64>, Query)),
     responses((status = 200, description = "the descendants' lineage: artifacts, workItems, missions, edges, withheld, truncated")))]
 pub(crate) async fn impact(
     State(state): State<AppState>,
     caller: Caller,
     query: RawQuery,
 ) -> HttpResult<Response> {
-    let query = known_params(query, &["artifact", "format", "cursor"])?;
+    let query = known_params(query, IMPACT_QUERY)?;
     let artifact = query_digest(&query, "artifact")?;
     let lineage_query = LineageQuery {
         direction: Direction::Descendants,

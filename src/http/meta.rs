@@ -1,41 +1,17 @@
 //! Liveness, metrics, and the API description.
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request};
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
 use super::{AppState, Caller, json};
 
-/// `GET /healthz`: the process answers. The only route without authentication.
+/// `GET /healthz`: the process answers (no authentication; see `openapi::PUBLIC`).
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive")))]
 pub(crate) async fn healthz() -> &'static str {
     "ok\n"
-}
-
-/// Counts every request and times it to the response head, labelled by the matched route
-/// template (`/v1/artifacts/{digest}`; `unmatched` for no route), never the raw path, whose
-/// ids would make one series per artifact.
-pub(crate) async fn record_request(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
-    let started = std::time::Instant::now();
-    let response = next.run(request).await;
-    let labels = [
-        ("route", route),
-        ("method", method),
-        ("status", response.status().as_u16().to_string()),
-    ];
-    metrics::counter!(crate::telemetry::HTTP_REQUESTS, &labels).increment(1);
-    metrics::histogram!(crate::telemetry::HTTP_DURATION, &labels)
-        .record(started.elapsed().as_secs_f64());
-    response
 }
 
 /// `GET /metrics`: Prometheus text with `# HELP` and `# TYPE` for every metric: bytes in and
@@ -68,6 +44,8 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::admin::remove_membership,
         super::admin::deactivate_agent,
         super::admin::rotate_key,
+        super::directory::members,
+        super::directory::agent,
         super::blobs::upload_named,
         super::blobs::upload_unnamed,
         super::blobs::head,
@@ -137,12 +115,13 @@ impl utoipa::Modify for BearerAuth {
 /// `GET /v1/openapi.json`: this description.
 #[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
 pub(crate) async fn openapi() -> Response {
-    json(StatusCode::OK, &ApiDoc::openapi())
+    json(StatusCode::OK, super::openapi::document())
 }
 
-/// `GET /docs`: swagger-ui, served from the binary (vendored; no external assets).
+/// `GET /docs`: swagger-ui, served from the binary (vendored; no external assets), reading
+/// the document `GET /v1/openapi.json` serves, so the two can never differ.
 pub(crate) fn docs() -> Router<AppState> {
     SwaggerUi::new("/docs")
-        .url("/v1/openapi-docs.json", ApiDoc::openapi())
+        .config(utoipa_swagger_ui::Config::from("/v1/openapi.json"))
         .into()
 }

@@ -4,6 +4,7 @@
 //! Blob routes stream and carry no global timeout or body limit (they enforce their own,
 //! on the stream); every JSON route reads a bounded body under a request timeout.
 
+mod access;
 mod admin;
 mod artifacts;
 mod auth;
@@ -11,6 +12,7 @@ mod authority;
 mod blobs;
 mod body;
 mod context;
+mod directory;
 pub mod error;
 mod events;
 mod evidence;
@@ -18,6 +20,7 @@ mod exports;
 mod idempotency;
 mod lineage;
 mod meta;
+mod openapi;
 #[cfg(test)]
 mod openapi_check;
 mod params;
@@ -138,6 +141,12 @@ fn json_routes() -> Vec<Route> {
             "/v1/admin/groups/{group_id}/members/{agent_id}",
             admin::remove_membership,
         ),
+        route(
+            Method::GET,
+            "/v1/admin/groups/{group_id}/members",
+            directory::members,
+        ),
+        route(Method::GET, "/v1/admin/agents/{agent_id}", directory::agent),
         route(
             Method::POST,
             "/v1/admin/agents/{agent_id}/deactivate",
@@ -312,9 +321,23 @@ fn plain_routes() -> Vec<Route> {
         route(Method::GET, "/metrics", meta::metrics),
         route(Method::GET, "/v1/openapi.json", meta::openapi),
         route(Method::GET, "/v1/authority/keys", authority::authority_keys),
+        route(Method::GET, "/ui", ui::home),
+        route(Method::GET, "/ui/", ui::home),
+        route(Method::GET, "/ui/style.css", ui::style),
         route(Method::GET, "/ui/login", ui::login),
         route(Method::POST, "/ui/login", ui::login_form),
+        route(Method::POST, "/ui/logout", ui::logout),
+        route(Method::GET, "/ui/search", ui::search),
         route(Method::GET, "/ui/artifacts/{digest}", ui::artifact),
+        route(
+            Method::POST,
+            "/ui/artifacts/{digest}/verify",
+            ui::verify_now,
+        ),
+        route(Method::GET, "/ui/workitems/{work_item_id}", ui::work_item),
+        route(Method::GET, "/ui/missions/{mission_id}", ui::mission),
+        route(Method::GET, "/ui/groups/{group_id}/events", ui::events),
+        route(Method::GET, "/ui/{*rest}", ui::not_found),
     ]
 }
 
@@ -354,7 +377,7 @@ pub fn app(state: AppState) -> Router {
         .merge(meta::docs())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(meta::record_request))
+        .layer(axum::middleware::from_fn(access::layer))
         .with_state(state)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(
@@ -364,7 +387,8 @@ pub fn app(state: AppState) -> Router {
                     .get("x-request-id")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
-                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+                // No raw path: its ids would make the log a record of what was read.
+                tracing::info_span!("request", request_id = %id)
             },
         ))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))

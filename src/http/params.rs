@@ -50,28 +50,44 @@ pub(crate) fn query_u64(
     query: &HashMap<String, String>,
     name: &str,
 ) -> Result<Option<u64>, HttpError> {
-    match query.get(name) {
-        None => Ok(None),
-        Some(text)
-            if !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            // Sequences and cursors are SQLite integers: nothing is above i64::MAX.
-            text.parse::<u64>()
-                .ok()
-                .filter(|n| i64::try_from(*n).is_ok())
-                .map(Some)
-                .ok_or_else(|| {
-                    HttpError::new(
-                        ErrorCode::BadRequest,
-                        format!("{name} is out of range (at most {})", i64::MAX),
-                    )
-                })
-        }
-        Some(_) => Err(HttpError::new(
+    query
+        .get(name)
+        .map(|text| parse_u64(name, text))
+        .transpose()
+}
+
+/// Parses `limit`: a u32 (the document says so), clamped by each route to its page size.
+pub(crate) fn query_limit(query: &HashMap<String, String>) -> Result<Option<u32>, HttpError> {
+    query_u64(query, "limit")?
+        .map(|limit| {
+            u32::try_from(limit).map_err(|_| {
+                HttpError::new(
+                    ErrorCode::BadRequest,
+                    format!("limit is out of range (at most {})", u32::MAX),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// Parses an unsigned integer strictly: decimal digits only, at most `i64::MAX`, because
+/// sequences, versions and cursors are SQLite integers and nothing stored is above it.
+pub(crate) fn parse_u64(name: &str, text: &str) -> Result<u64, HttpError> {
+    if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(HttpError::new(
             ErrorCode::BadRequest,
             format!("{name} must be a non-negative integer"),
-        )),
+        ));
     }
+    text.parse::<u64>()
+        .ok()
+        .filter(|n| i64::try_from(*n).is_ok())
+        .ok_or_else(|| {
+            HttpError::new(
+                ErrorCode::BadRequest,
+                format!("{name} is out of range (at most {})", i64::MAX),
+            )
+        })
 }
 
 /// Parses an optional id query parameter (`invalid_id` when malformed).

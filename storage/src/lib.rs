@@ -24,6 +24,7 @@ mod compaction;
 mod context;
 mod db;
 mod delivery;
+mod directory;
 mod engine;
 mod error;
 mod events;
@@ -46,7 +47,9 @@ use bytes::Bytes;
 use futures::Stream;
 
 pub use access::{MissionScope, Reader};
-pub use artifacts::{Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader};
+pub use artifacts::{
+    Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader, Verification,
+};
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -68,7 +71,7 @@ pub use work::Grant;
 use weft_api::context::{
     ContextForwardedAnswer, ContextPublishedAnswer, ContextRecord, ContextVersions, ForwardRequest,
 };
-use weft_api::session::{Membership, Role, SessionGrant};
+use weft_api::session::{AgentRecord, MemberList, Membership, Role, SessionGrant};
 use weft_api::views::{
     ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
     EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint, UploadSession,
@@ -151,6 +154,16 @@ impl Store {
         self.inner.deactivate_agent(agent_id).await
     }
 
+    /// Every live Membership of a Group (operator reads; `not_found` for no such Group).
+    pub async fn list_members(&self, group_id: Id) -> Result<MemberList, Error> {
+        self.inner.list_members(group_id).await
+    }
+
+    /// An Agent with its key history and Memberships (operator reads; `not_found` if none).
+    pub async fn agent_record(&self, agent_id: Id) -> Result<AgentRecord, Error> {
+        self.inner.agent_record(agent_id).await
+    }
+
     /// Replaces an Agent's key (`agent.key_rotated`); answers the new keyid.
     pub async fn rotate_key(
         &self,
@@ -216,6 +229,15 @@ impl Store {
         reader: &Reader,
     ) -> Result<weft_api::work::views::MissionView, Error> {
         self.inner.mission(id, reader).await
+    }
+
+    /// The Missions `reader` may see, newest first (at most `limit`).
+    pub async fn missions(
+        &self,
+        reader: &Reader,
+        limit: u32,
+    ) -> Result<Vec<weft_api::work::views::MissionView>, Error> {
+        self.inner.visible_missions(reader, limit).await
     }
 
     pub async fn mission_graph(
@@ -421,6 +443,32 @@ impl Store {
     /// Opens an artifact's bytes for reading, verified as they stream (ART-5).
     pub async fn open_content(&self, digest: Digest, reader: &Reader) -> Result<Content, Error> {
         self.inner.open_content(digest, reader).await
+    }
+
+    // ── artifacts/verification.rs: the last intact re-hash, producer keys ───
+
+    /// When `reader`'s artifact was last re-hashed and found intact, and by what.
+    pub async fn verification(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<Option<Verification>, Error> {
+        self.inner.verification(digest, reader).await
+    }
+
+    /// Re-hashes the stored bytes now through the read path (quarantined and `Corrupt` on a
+    /// mismatch) and records it; answers the new record.
+    pub async fn verify_now(&self, digest: Digest, reader: &Reader) -> Result<Verification, Error> {
+        self.inner.verify_now(digest, reader).await
+    }
+
+    /// The Agent and public key behind `keyid`, current or retired (to check a recorded
+    /// signature).
+    pub async fn recorded_key(
+        &self,
+        keyid: KeyId,
+    ) -> Result<Option<(Id, ed25519_dalek_key::VerifyingKey)>, Error> {
+        self.inner.recorded_key(keyid).await
     }
 
     // ── evidence/: Evidence and the built-in reviewer (evidence/reviewer.rs) ───

@@ -438,10 +438,20 @@ CREATE TABLE forwarded_artifacts (
 );
 "#;
 
+/// When each blob's stored bytes were last re-hashed and found intact, and by what (a full
+/// verified read, `verify-now` from the console, or fsck): what the auditor sees.
+const V15: &str = r#"
+CREATE TABLE blob_verifications (
+    blake3       BLOB PRIMARY KEY REFERENCES blobs(blake3),
+    verified_at  TEXT NOT NULL,
+    verified_by  TEXT NOT NULL      -- "read", "verify-now by <agent>", "fsck"
+);
+"#;
+
 /// Resumable uploads (issue #16): one row per upload session, owned by the Agent and Group
 /// that started it. `received` is the durable length of the staged object at `staging_path`
 /// (the object may be longer after a crash mid-chunk; the next chunk truncates it back).
-const V15: &str = r#"
+const V16: &str = r#"
 CREATE TABLE upload_sessions (
     upload_id     TEXT PRIMARY KEY,
     agent_id      TEXT NOT NULL,
@@ -457,9 +467,9 @@ CREATE INDEX upload_sessions_by_agent ON upload_sessions (agent_id);
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > 15 {
+    if version > 16 {
         return Err(Error::backend(std::io::Error::other(format!(
-            "database schema version {version} is newer than this weft understands (15)"
+            "database schema version {version} is newer than this weft understands (16)"
         ))));
     }
     if version < 1 {
@@ -506,6 +516,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 15 {
         conn.execute_batch(&format!("BEGIN; {V15} PRAGMA user_version = 15; COMMIT;"))?;
+    }
+    if version < 16 {
+        conn.execute_batch(&format!("BEGIN; {V16} PRAGMA user_version = 16; COMMIT;"))?;
     }
     Ok(())
 }

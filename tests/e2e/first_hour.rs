@@ -318,6 +318,12 @@ fn whoami_logout_review_and_admin_schema() {
         "{who}"
     );
 
+    let token = ok(weft(&reviewer, &url, &["whoami", "--token"]));
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(reviewer.join("session.json")).expect("session"))
+            .expect("json");
+    assert_eq!(token.trim(), stored["token"].as_str().expect("token"));
+
     let none = ok(weft(&reviewer, &url, &["criteria", "w1"]));
     assert!(none.starts_with("no Evidence recorded for w1"), "{none}");
     let reviewed = ok(weft(
@@ -403,4 +409,39 @@ fn whoami_logout_review_and_admin_schema() {
         set.contains("agent-2 in g1: reviewer, auditor (membership epoch"),
         "{set}"
     );
+
+    // The operator's reads: a table with a header and one row per member, and an Agent's keys.
+    let members = ok(weft(
+        &worker,
+        &url,
+        &[&admin[..], &["member", "ls", "g1"]].concat(),
+    ));
+    let lines: Vec<&str> = members.lines().collect();
+    assert!(
+        lines[0].starts_with("AGENT") && lines[0].contains("ROLES"),
+        "{members}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("agent-2")
+            && l.contains("reviewer, auditor")
+            && l.contains("the whole Group")),
+        "{members}"
+    );
+    let shown = ok(weft(
+        &worker,
+        &url,
+        &[&admin[..], &["agent", "show", "agent-1"]].concat(),
+    ));
+    assert!(
+        shown.contains("agent        agent-1")
+            && shown.contains("KEYID")
+            && shown.contains("current"),
+        "{shown}"
+    );
+    let stderr = fails(weft(
+        &worker,
+        &url,
+        &[&admin[..], &["agent", "show", "nobody"]].concat(),
+    ));
+    assert!(stderr.contains("not_found"), "{stderr}");
 }

@@ -9,6 +9,7 @@ mod first_hour;
 mod offline;
 mod resume;
 mod revoke;
+mod schemathesis;
 mod support;
 mod tidy;
 mod transport;

@@ -21,13 +21,23 @@ impl TestServer {
 
     /// Starts on a given address (to restart a killed server where its clients expect it).
     pub(crate) fn start_on(data_dir: &Path, listen: &str, extra: &[&str]) -> Self {
+        Self::spawn(data_dir, listen, extra, Stdio::null())
+    }
+
+    /// Starts with the server's log (stderr) written to `log`.
+    pub(crate) fn start_logged(data_dir: &Path, extra: &[&str], log: &Path) -> Self {
+        let file = std::fs::File::create(log).expect("log file");
+        Self::spawn(data_dir, "127.0.0.1:0", extra, Stdio::from(file))
+    }
+
+    fn spawn(data_dir: &Path, listen: &str, extra: &[&str], stderr: Stdio) -> Self {
         let mut child = Command::new(WEFT)
             .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(extra)
             .env("RUST_BACKTRACE", "0")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("weft starts");
         let stdout = child.stdout.take().expect("piped stdout");

@@ -139,3 +139,65 @@ fn slowloris_connections_are_cut() {
         "cut after the header timeout, took {elapsed:?}"
     );
 }
+
+/// Issue #16: one access line per request at `info` (method, route template, status,
+/// duration, caller, request id), never the token, and no colour codes in a log file.
+#[test]
+fn every_request_leaves_one_access_line_without_its_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("server.log");
+    let server = TestServer::start_logged(&dir.path().join("data"), &[], &log);
+    let token = session(&server, dir.path());
+    let get = |path: &str, token: &str, id: &str| {
+        exchange(
+            &server,
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nx-request-id: {id}\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+            false,
+        )
+    };
+    assert!(get("/v1/session", &token, "req-session").starts_with("HTTP/1.1 200"));
+    let digest = format!("blake3:{}", "ab".repeat(32));
+    assert!(
+        get(&format!("/v1/artifacts/{digest}"), &token, "req-missing").starts_with("HTTP/1.1 404")
+    );
+    assert!(get("/v1/session", "not-a-token", "req-refused").starts_with("HTTP/1.1 401"));
+    drop(server);
+
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        !text.contains('\u{1b}'),
+        "colour codes in a log file: {text}"
+    );
+    assert!(!text.contains(&token), "the session token was logged");
+    assert!(!text.contains("not-a-token"), "a refused token was logged");
+    assert!(!text.contains(&digest[7..]), "a raw path was logged");
+    let line = |id: &str| {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|line| line.contains("weft::access") && line.contains(id))
+            .collect();
+        assert_eq!(lines.len(), 1, "one access line for {id}: {text}");
+        lines[0].to_owned()
+    };
+    let ok = line("req-session");
+    for field in [
+        "INFO",
+        "method=GET",
+        "route=/v1/session",
+        "status=200",
+        "duration_ms=",
+        "caller=agent:",
+    ] {
+        assert!(ok.contains(field), "{field} missing in {ok}");
+    }
+    assert!(line("req-missing").contains("route=/v1/artifacts/{digest}"));
+    assert!(line("req-missing").contains("status=404"));
+    let refused = line("req-refused");
+    assert!(
+        refused.contains("status=401") && refused.contains("caller=-"),
+        "{refused}"
+    );
+}

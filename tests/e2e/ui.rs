@@ -131,60 +131,76 @@ async fn publish(
         .artifact
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_auditor_page_draws_provenance_and_links_nodes() {
-    let root = tempfile::tempdir().expect("tempdir");
-    let data = root.path().join("data");
-    let server = TestServer::start(&data, &[]);
-    let admin = admin_client(&server);
-    let (key, _) = member_session(&server, &admin, "g1", "w1", Role::Worker, 31).await;
-    // A session of its own, whose epochs the worker's Commands quote.
-    let grant = Client::new(server.url(), None)
-        .open_session(&key, &id("w1"), &id("g1"))
-        .await
-        .expect("session");
-    let token = grant.token.clone();
-    let worker = Client::new(server.url(), Some(token.clone()));
-    tokio::task::block_in_place(|| {
-        crate::support::work_item(&server, root.path(), "g1", "m1", "w-analyse");
-        crate::support::offer_to(&server, root.path(), "g1", "w-analyse", "w1");
-    });
-    let lease = start(&worker, &key, &grant).await;
-    let input = publish(&worker, &key, &lease, b"{\"raw\":1}", &[], root.path()).await;
-    let report = publish(
-        &worker,
-        &key,
-        &lease,
-        b"{\"report\":1}",
-        &[input],
-        root.path(),
-    )
-    .await;
-    let summary = publish(
-        &worker,
-        &key,
-        &lease,
-        b"{\"summary\":1}",
-        &[report],
-        root.path(),
-    )
-    .await;
+/// A running server with a WorkItem `w-analyse` of Mission `m1` in Group `g1` and three
+/// artifacts derived in a chain (input ← report ← summary), and a session token of `w1`.
+struct Scene {
+    root: tempfile::TempDir,
+    server: TestServer,
+    token: String,
+    input: ArtifactId,
+    report: ArtifactId,
+    summary: ArtifactId,
+}
 
-    // Signing in is a POSTed form (DESIGN §8): a local page submits it, as a browser user
-    // would from GET /ui/login; the redirect then lands on `next`.
-    let page = |next: &str| {
-        let file = root.path().join(format!(
+impl Scene {
+    async fn new() -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let data = root.path().join("data");
+        let server = TestServer::start(&data, &[]);
+        let admin = admin_client(&server);
+        let (key, _) = member_session(&server, &admin, "g1", "w1", Role::Worker, 31).await;
+        // A session of its own, whose epochs the worker's Commands quote.
+        let grant = Client::new(server.url(), None)
+            .open_session(&key, &id("w1"), &id("g1"))
+            .await
+            .expect("session");
+        let token = grant.token.clone();
+        let worker = Client::new(server.url(), Some(token.clone()));
+        tokio::task::block_in_place(|| {
+            crate::support::work_item(&server, root.path(), "g1", "m1", "w-analyse");
+            crate::support::offer_to(&server, root.path(), "g1", "w-analyse", "w1");
+        });
+        let lease = start(&worker, &key, &grant).await;
+        let dir = root.path();
+        let input = publish(&worker, &key, &lease, b"{\"raw\":1}", &[], dir).await;
+        let report = publish(&worker, &key, &lease, b"{\"report\":1}", &[input], dir).await;
+        let summary = publish(&worker, &key, &lease, b"{\"summary\":1}", &[report], dir).await;
+        Self {
+            root,
+            server,
+            token,
+            input,
+            report,
+            summary,
+        }
+    }
+
+    /// A local page that signs in with the session token and goes on to `next`.
+    ///
+    /// Signing in is a POSTed form (DESIGN §8): a local page submits it, as a browser user
+    /// would from GET /ui/login; the sign-in page then lands on `next`.
+    fn page(&self, next: &str) -> String {
+        let file = self.root.path().join(format!(
             "login-{}.html",
             &blake3::hash(next.as_bytes()).to_hex()[..16]
         ));
         let html = format!(
-            r#"<!doctype html><form method="post" action="{}/ui/login"><input name="token" value="{token}"><input name="next" value="{}"></form><script>document.forms[0].submit()</script>"#,
-            server.url(),
+            r#"<!doctype html><form method="post" action="{}/ui/login"><input name="token" value="{}"><input name="next" value="{}"></form><script>document.forms[0].submit()</script>"#,
+            self.server.url(),
+            self.token,
             next.replace('&', "&amp;").replace('"', "&quot;")
         );
         std::fs::write(&file, html).expect("login page");
         format!("file://{}", file.display())
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auditor_page_draws_provenance_and_links_nodes() {
+    let scene = Scene::new().await;
+    let (root, server) = (&scene.root, &scene.server);
+    let (input, report, summary) = (scene.input, scene.report, scene.summary);
+    let page = |next: &str| scene.page(next);
     let profile = root.path().join("profile");
     let dom = browse(
         &profile,
@@ -197,7 +213,7 @@ async fn the_auditor_page_draws_provenance_and_links_nodes() {
     );
     for node in [summary, report, input] {
         assert!(
-            dom.contains(&format!(r#"data-artifact="{node}""#)),
+            dom.contains(&format!(r#"data-node="{node}""#)),
             "node {node} is drawn"
         );
     }
@@ -225,7 +241,7 @@ async fn the_auditor_page_draws_provenance_and_links_nodes() {
         followed.contains(&format!(r#"<code id="artifact-id">{report}</code>"#)),
         "{followed}"
     );
-    assert!(followed.contains(&format!(r#"data-artifact="{input}""#)));
+    assert!(followed.contains(&format!(r#"data-node="{input}""#)));
     // A screenshot for the record.
     let shot = root.path().join("auditor-page.png");
     browse(
@@ -252,4 +268,216 @@ async fn the_auditor_page_draws_provenance_and_links_nodes() {
         &format!("{}/ui/artifacts/{summary}", server.url()),
     );
     assert!(refused.contains("unauthorized"), "{refused}");
+}
+
+/// Where the screenshots of each page kind are kept: `$CARGO_TARGET_DIR/ui-screenshots/`
+/// (or `target/ui-screenshots/` beside this test binary).
+fn screenshot_dir() -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            // target/debug/deps/e2e-…: three levels up is the target directory.
+            std::env::current_exe()
+                .ok()
+                .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_path_buf()))
+        })
+        .unwrap_or_else(|| std::path::PathBuf::from("target"));
+    let dir = target.join("ui-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    dir
+}
+
+/// axe-core, fetched by `scripts/test` into the cache (`npm pack axe-core@4`), or `WEFT_AXE`.
+fn axe_source() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("WEFT_AXE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(std::path::PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
+            Some(cache.join("weft-axe/axe.min.js"))
+        })?;
+    path.is_file().then_some(path)
+}
+
+/// WCAG 2 relative luminance of `#rrggbb`.
+fn luminance(hex: &str) -> f64 {
+    let channel = |at: usize| {
+        let value = u8::from_str_radix(&hex[at..at + 2], 16).expect("hex colour") as f64 / 255.0;
+        if value <= 0.03928 {
+            value / 12.92
+        } else {
+            ((value + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5)
+}
+
+fn contrast(foreground: &str, background: &str) -> f64 {
+    let (a, b) = (luminance(foreground), luminance(background));
+    (a.max(b) + 0.05) / (a.min(b) + 0.05)
+}
+
+/// The in-page check a test-only copy of a page runs (never served by weft): axe-core's WCAG
+/// 2 A/AA rules, and every link, button and field reachable by Tab (a tab index ≥ 0, shown,
+/// not disabled). The answer goes into `<pre id="audit">` for `--dump-dom` to carry out.
+const AUDIT: &str = r#"
+window.addEventListener('load', () => {
+  const focusable = [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, summary')];
+  const unreachable = focusable.filter(el => el.tabIndex < 0 || el.disabled || el.getClientRects().length === 0).map(el => el.outerHTML.slice(0, 120));
+  axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa'] } }).then(result => {
+    const out = document.createElement('pre');
+    out.id = 'audit';
+    out.textContent = JSON.stringify({
+      focusable: focusable.length,
+      unreachable,
+      violations: result.violations.map(v => ({ id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.html.slice(0, 160)) })),
+    });
+    document.body.appendChild(out);
+  });
+});
+"#;
+
+/// Every page kind, signed in through the form: a screenshot of each, no script served,
+/// every link and button reachable by Tab with a visible focus style, and axe-core's WCAG
+/// A/AA rules (contrast among them) passing in the browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_console_page_is_keyboard_reachable_and_passes_axe() {
+    let scene = Scene::new().await;
+    let summary = scene.summary;
+    let shots = screenshot_dir();
+    let axe = axe_source();
+    if axe.is_none() {
+        eprintln!("axe-core is not in the cache (scripts/test fetches it): skipping the axe run");
+    }
+    let absent = format!("blake3:{}", "0".repeat(64));
+    let pages = [
+        ("home", "/ui/".to_owned(), "What you can see"),
+        (
+            "search",
+            "/ui/search?q=nothing-here".to_owned(),
+            "Nothing visible matches",
+        ),
+        (
+            "artifact",
+            format!("/ui/artifacts/{summary}?direction=both&kinds=all"),
+            "Verify now",
+        ),
+        (
+            "workitem",
+            "/ui/workitems/w-analyse".to_owned(),
+            "w-analyse",
+        ),
+        (
+            "mission",
+            "/ui/missions/m1".to_owned(),
+            r#"data-node="w-analyse""#,
+        ),
+        ("events", "/ui/groups/g1/events".to_owned(), "prevHash"),
+        ("not-found", format!("/ui/artifacts/{absent}"), "not_found"),
+    ];
+    // The stylesheet: a visible focus outline on everything focusable, and AA contrast for
+    // each text colour on its background (checked here even when axe is absent).
+    let style = reqwest::get(format!("{}/ui/style.css", scene.server.url()))
+        .await
+        .expect("style")
+        .text()
+        .await
+        .expect("css");
+    assert!(
+        style.contains("a:focus-visible, button:focus-visible, input:focus-visible, select:focus-visible, summary:focus-visible")
+            && style.contains("outline: 3px solid"),
+        "a visible focus style"
+    );
+    for (foreground, background) in [
+        ("#111111", "#ffffff"),
+        ("#1d4ed8", "#ffffff"),
+        ("#ffffff", "#1e293b"),
+        ("#ffffff", "#1d4ed8"),
+        ("#ffffff", "#334155"),
+        ("#b91c1c", "#ffffff"),
+        ("#166534", "#ffffff"),
+        ("#4b5563", "#ffffff"),
+        ("#111111", "#f1f5f9"),
+        ("#111111", "#fde68a"),
+        ("#374151", "#e0f2fe"),
+    ] {
+        assert!(style.contains(foreground) || foreground == "#374151");
+        let ratio = contrast(foreground, background);
+        assert!(ratio >= 4.5, "{foreground} on {background}: {ratio:.2}");
+    }
+    for (index, (name, uri, expected)) in pages.iter().enumerate() {
+        let profile = scene.root.path().join(format!("profile-page-{index}"));
+        let dom = browse(&profile, &["--dump-dom"], &scene.page(uri));
+        assert!(dom.contains(expected), "{name}: {dom}");
+        assert!(
+            !dom.contains("tabindex=\"-1\""),
+            "{name}: nothing taken out of the Tab order"
+        );
+        let shot = shots.join(format!("{name}.png"));
+        browse(
+            &scene.root.path().join(format!("profile-shot-{index}")),
+            &[
+                &format!("--screenshot={}", shot.display()),
+                "--window-size=1280,1000",
+            ],
+            &scene.page(uri),
+        );
+        assert!(
+            std::fs::metadata(&shot)
+                .map(|m| m.len() > 1000)
+                .unwrap_or(false),
+            "{name}: screenshot saved"
+        );
+        let Some(axe) = &axe else {
+            continue;
+        };
+        // A test-only copy of the page as the browser built it, with axe-core and the audit
+        // script added and the stylesheet fetched from the server.
+        let dir = scene.root.path().join(format!("audit-{index}"));
+        std::fs::create_dir_all(&dir).expect("audit dir");
+        std::fs::copy(axe, dir.join("axe.min.js")).expect("axe");
+        std::fs::write(dir.join("audit.js"), AUDIT).expect("audit script");
+        let copy = dom
+            .replace(
+                r#"href="/ui/style.css""#,
+                &format!(r#"href="{}/ui/style.css""#, scene.server.url()),
+            )
+            .replace(
+                "</head>",
+                r#"<script src="axe.min.js"></script><script src="audit.js"></script></head>"#,
+            );
+        std::fs::write(dir.join("page.html"), copy).expect("copy");
+        let audited = browse(
+            &scene.root.path().join(format!("profile-audit-{index}")),
+            &["--dump-dom", "--allow-file-access-from-files"],
+            &format!("file://{}", dir.join("page.html").display()),
+        );
+        let start = audited
+            .find(r#"<pre id="audit">"#)
+            .unwrap_or_else(|| panic!("{name}: axe ran: {audited}"))
+            + r#"<pre id="audit">"#.len();
+        let end = start + audited[start..].find("</pre>").expect("end");
+        let text = audited[start..end]
+            .replace("&quot;", "\"")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&");
+        let audit: serde_json::Value = serde_json::from_str(&text).expect("audit JSON");
+        assert!(
+            audit["focusable"].as_u64().unwrap_or(0) >= 2,
+            "{name}: {audit}"
+        );
+        assert_eq!(
+            audit["unreachable"],
+            serde_json::json!([]),
+            "{name}: every control reachable by Tab"
+        );
+        assert_eq!(
+            audit["violations"],
+            serde_json::json!([]),
+            "{name}: axe-core WCAG A/AA"
+        );
+    }
+    println!("console screenshots: {}", shots.display());
 }

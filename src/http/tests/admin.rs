@@ -127,3 +127,82 @@ backends!(
         }
     }
 );
+
+backends!(
+    /// The operator's reads (issue #16): a Group's Memberships and an Agent's key history;
+    /// a session, even a coordinator's, is refused, and unknown names are `not_found`.
+    async fn the_operator_lists_members_and_an_agents_keys(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let _worker = h.agent("w1", "g1", &["worker", "reviewer"]).await;
+        let answer = h
+            .admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/members/w1",
+                json!({"roles": ["worker"], "missions": ["m1"]}),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        let new_key = SigningKey::from_bytes(&[7; 32]);
+        let answer = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/agents/w1/keys",
+                json!({"publicKey": BASE64.encode(new_key.verifying_key().as_bytes())}),
+            )
+            .await;
+        assert!(answer.status.is_success(), "{answer:?}");
+
+        let list = h
+            .call(
+                Method::GET,
+                "/v1/admin/groups/g1/members",
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(list.status, StatusCode::OK, "{list:?}");
+        let list = list.json();
+        assert_eq!(list["groupId"], "g1");
+        assert_eq!(list["members"][0]["agentId"], "c1");
+        assert_eq!(list["members"][0]["roles"], json!(["coordinator"]));
+        assert!(list["members"][0].get("missions").is_none());
+        assert_eq!(list["members"][1]["agentId"], "w1");
+        assert_eq!(list["members"][1]["missions"], json!(["m1"]));
+        assert_eq!(list["members"][1]["epoch"], 2);
+
+        let record = h
+            .call(
+                Method::GET,
+                "/v1/admin/agents/w1",
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(record.status, StatusCode::OK, "{record:?}");
+        let record = record.json();
+        let keys = record["keys"].as_array().expect("keys");
+        assert_eq!(keys.len(), 2, "{record}");
+        assert_eq!(
+            keys[0]["publicKey"],
+            BASE64.encode(new_key.verifying_key().as_bytes()),
+            "the current key first"
+        );
+        assert!(keys[0].get("retiredAt").is_none());
+        assert!(keys[1]["retiredAt"].is_string());
+        assert_eq!(record["memberships"][0]["groupId"], "g1");
+
+        for uri in ["/v1/admin/groups/g1/members", "/v1/admin/agents/w1"] {
+            let as_session = request(Method::GET, uri, Some(&coordinator.token), Body::empty());
+            refused(&h, as_session, "forbidden").await;
+        }
+        for uri in ["/v1/admin/groups/g9/members", "/v1/admin/agents/nobody"] {
+            refused(
+                &h,
+                request(Method::GET, uri, Some(ADMIN), Body::empty()),
+                "not_found",
+            )
+            .await;
+        }
+    }
+);

@@ -175,6 +175,31 @@ backends!(
             "an older ACK is a no-op that says so"
         );
         assert_eq!(older.json()["cursors"][0]["sequence"], json!(4));
+        // JSON has one number type: `5.0` is the integer 5 (JSON Schema agrees; Schemathesis
+        // sends it), while `5.5` is no sequence at all.
+        let whole = ack(
+            worker.token.clone(),
+            json!({"cursors": [{"groupId": "g1", "sequence": 5.0}]}),
+        )
+        .await;
+        assert_eq!(
+            whole.json()["cursors"][0]["sequence"],
+            json!(5),
+            "{whole:?}"
+        );
+        let fraction = json!({"cursors": [{"groupId": "g1", "sequence": 5.5}]});
+        refused(
+            &h,
+            json_request(
+                Method::POST,
+                "/v1/groups/g1/cursors",
+                &worker.token,
+                fraction,
+                &[],
+            ),
+            "bad_request",
+        )
+        .await;
         for (token, body, code) in [
             (
                 worker.token.as_str(),

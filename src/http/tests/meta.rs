@@ -51,6 +51,19 @@ async fn openapi_and_metrics_are_served() {
         !String::from_utf8_lossy(&docs.body).contains("https://"),
         "docs load no external assets"
     );
+    // swagger-ui reads the very document the API serves, not a copy of its own.
+    let initializer = h
+        .call(
+            Method::GET,
+            "/docs/swagger-initializer.js",
+            None,
+            Body::empty(),
+        )
+        .await;
+    assert!(
+        String::from_utf8_lossy(&initializer.body).contains("\"/v1/openapi.json\""),
+        "{initializer:?}"
+    );
     let metrics = h
         .call(Method::GET, "/metrics", Some(ADMIN), Body::empty())
         .await;

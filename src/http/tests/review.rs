@@ -74,6 +74,9 @@ async fn the_builtin_reviewer_checks_integrity_and_schemas() {
     .await;
     assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
     let records = answer.json()["evidence"].clone();
+    // Two checks, two criteria (issue #16): one check kind cannot contest another.
+    assert_eq!(records[0]["evidence"]["criterion"], "ac-1.integrity");
+    assert_eq!(records[1]["evidence"]["criterion"], "ac-1.schema");
     assert_eq!(records[0]["evidence"]["method"]["kind"], "integrity_check");
     assert_eq!(records[0]["evidence"]["result"]["outcome"], "pass");
     assert_eq!(
@@ -164,6 +167,90 @@ async fn the_builtin_reviewer_checks_integrity_and_schemas() {
     ] {
         refused(&h, review_request(artifacts, checks, &reviewer.token), code).await;
     }
+}
+
+/// Issue #16: one review of a binary artifact with both checks is not contested against
+/// itself: integrity passes under one criterion, schema is inconclusive under another; and a caller may
+/// map each check to a criterion of its own.
+#[tokio::test]
+async fn each_check_kind_records_under_its_own_criterion() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+    let binary = h.put(&worker, "g1", &[0u8, 159, 146, 150, 255], &[]).await;
+    let review = |body: Value| {
+        let h = &h;
+        let token = reviewer.token.clone();
+        async move {
+            h.json_as(
+                Method::POST,
+                "/v1/workitems/work-1/review",
+                &token,
+                body,
+                &[],
+            )
+            .await
+        }
+    };
+    let answer = review(
+        json!({"criterion": "ac-1", "artifacts": [binary], "checks": ["integrity", "schema"]}),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let answer = review(json!({"artifacts": [binary], "criteria": {"integrity": "bytes-intact", "schema": "shape"}})).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let records = answer.json()["evidence"].clone();
+    assert_eq!(records[0]["evidence"]["criterion"], "bytes-intact");
+    assert_eq!(records[1]["evidence"]["criterion"], "shape");
+
+    let criteria = h.get_json(&reviewer, "/v1/workitems/work-1/criteria").await;
+    let summary: Vec<(String, String, bool)> = criteria["criteria"]
+        .as_array()
+        .expect("criteria")
+        .iter()
+        .map(|c| {
+            (
+                c["criterion"].as_str().expect("criterion").to_owned(),
+                c["latest"]["outcome"].as_str().expect("outcome").to_owned(),
+                c["contested"].as_bool().expect("contested"),
+            )
+        })
+        .collect();
+    let row = |name: &str, outcome: &str| (name.to_owned(), outcome.to_owned(), false);
+    assert_eq!(
+        summary,
+        vec![
+            row("ac-1.integrity", "pass"),
+            row("ac-1.schema", "inconclusive"),
+            row("bytes-intact", "pass"),
+            row("shape", "inconclusive"),
+        ],
+        "{criteria}"
+    );
+
+    // A map naming a check that does not run, or no criterion at all: refused, nothing kept.
+    let request = |body: Value| {
+        json_request(
+            Method::POST,
+            "/v1/workitems/work-1/review",
+            &reviewer.token,
+            body,
+            &[],
+        )
+    };
+    refused(&h, request(json!({"artifacts": [binary], "checks": ["integrity"], "criteria": {"schema": "shape"}})), "bad_request").await;
+    refused(
+        &h,
+        request(json!({"artifacts": [binary], "checks": ["integrity"]})),
+        "bad_request",
+    )
+    .await;
+    refused(
+        &h,
+        request(json!({"artifacts": [binary], "criteria": {"schema": "not a criterion"}})),
+        "invalid_evidence",
+    )
+    .await;
 }
 
 backends!(

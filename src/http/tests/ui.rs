@@ -1,9 +1,25 @@
-//! The auditor page: logins, redirects and digests it refuses.
+//! The auditor console's door: logins, redirects and digests it refuses, each refusal an
+//! HTML page (never JSON in a browser) with the code in `#error-code`.
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 
 use super::harness::*;
+
+/// The code an HTML error page shows, after checking it is HTML under the console's CSP.
+pub(super) fn html_code(answer: &Answer) -> String {
+    let content_type = answer.headers["content-type"].to_str().expect("type");
+    assert!(
+        content_type.starts_with("text/html"),
+        "{content_type}: {answer:?}"
+    );
+    assert!(answer.headers.contains_key("content-security-policy"));
+    let body = String::from_utf8_lossy(&answer.body);
+    let start = body.find(r#"id="error-code""#).expect("an error page");
+    let text = &body[start..];
+    let text = &text[text.find('>').expect("tag") + 1..];
+    text.split(['<', ':']).next().expect("code").to_owned()
+}
 
 /// The auditor page refuses bad logins, foreign redirects and bad digests.
 #[tokio::test]
@@ -38,7 +54,8 @@ async fn the_auditor_page_checks_its_input() {
     // Malformed tokens, tokens that are no live session, and the admin token are refused.
     for bad in ["", "has%20space", "quote%22", "not-a-session", ADMIN] {
         let answer = h.send(form(bad, "/ui/")).await;
-        assert_eq!(answer.code(), "unauthorized", "{bad}");
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{bad}");
+        assert_eq!(html_code(&answer), "unauthorized", "{bad}");
         assert!(!answer.headers.contains_key("set-cookie"), "{bad}");
     }
     // Signed in, the page goes on to `next`, a local /ui/ page only (no open redirect).
@@ -88,33 +105,31 @@ async fn the_auditor_page_checks_its_input() {
             .contains("default-src 'none'")
     );
     assert_eq!(
-        page("/ui/artifacts/blake3:XYZ".into(), session_cookie.clone())
-            .await
-            .code(),
+        html_code(&page("/ui/artifacts/blake3:XYZ".into(), session_cookie.clone()).await),
         "invalid_digest"
     );
     assert_eq!(
-        page(
-            format!("/ui/artifacts/{}", digest_of(b"unknown").blake3),
-            session_cookie
-        )
-        .await
-        .code(),
+        html_code(
+            &page(
+                format!("/ui/artifacts/{}", digest_of(b"unknown").blake3),
+                session_cookie
+            )
+            .await
+        ),
         "not_found"
     );
     assert_eq!(
-        page(format!("/ui/artifacts/{a}"), "weft_session=forged".into())
-            .await
-            .code(),
+        html_code(&page(format!("/ui/artifacts/{a}"), "weft_session=forged".into()).await),
         "unauthorized"
     );
     assert_eq!(
-        page(
-            format!("/ui/artifacts/{a}"),
-            format!("weft_session={ADMIN}")
-        )
-        .await
-        .code(),
+        html_code(
+            &page(
+                format!("/ui/artifacts/{a}"),
+                format!("weft_session={ADMIN}")
+            )
+            .await
+        ),
         "unauthorized",
         "the admin token is no UI cookie"
     );

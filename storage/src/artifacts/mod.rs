@@ -19,12 +19,14 @@ mod reuse;
 pub(crate) use reuse::reuse_record;
 mod sweep;
 mod upload;
+mod verification;
 
 pub use reads::{Content, ListFilter};
 pub(crate) use resumable::{Claims, remove_orphan_uploads};
 pub use sweep::SweepReport;
 pub(crate) use upload::Counters;
 pub use upload::{UploadCounters, UploadOutcome, Uploader};
+pub use verification::Verification;
 
 /// A blob row: digests and whether it is quarantined.
 pub(crate) fn blob_row(

@@ -47,12 +47,14 @@ pub struct ListFilter {
 /// The last slice is held back until the whole blob has been verified. Otherwise a client
 /// could receive every byte it asked for (and HTTP would see a complete body) before the
 /// mismatch is known. On mismatch the blob is quarantined and the stream ends with an error
-/// instead of its last slice, so the HTTP layer aborts the response.
+/// instead of its last slice, so the HTTP layer aborts the response. When intact, the
+/// re-hash is recorded (`verified_by`) before the last slice goes out.
 pub(crate) fn verified_stream(
     store: Arc<Engine>,
     raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
     expected: Digests,
     range: Range<u64>,
+    verified_by: Option<String>,
 ) -> futures::stream::BoxStream<'static, Result<Bytes, Error>> {
     struct State {
         raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
@@ -70,6 +72,7 @@ pub(crate) fn verified_stream(
     };
     futures::stream::unfold(state, move |mut state| {
         let range = range.clone();
+        let verified_by = verified_by.clone();
         async move {
             loop {
                 let Some(hasher) = state.hasher.as_mut() else {
@@ -105,6 +108,13 @@ pub(crate) fn verified_stream(
                         let outcome = hasher.finish().await;
                         let intact = matches!(&outcome, Ok((digests, _)) if *digests == expected);
                         if intact {
+                            // A failure to record loses only the audit note, never the read.
+                            if let Some(by) = verified_by.clone()
+                                && let Err(error) =
+                                    state.store.record_verified(expected.blake3, by).await
+                            {
+                                tracing::warn!(%error, "could not record a verification");
+                            }
                             continue;
                         }
                         state.held = None;
@@ -133,6 +143,8 @@ pub struct Content {
     pub media_type: String,
     raw: BoxStream<'static, Result<Bytes, Error>>,
     inner: Arc<Engine>,
+    /// What an intact re-hash is recorded as; `None` for blobs outside the index (snapshots).
+    verified_by: Option<String>,
 }
 
 impl Content {
@@ -147,7 +159,14 @@ impl Content {
             media_type,
             raw,
             inner,
+            verified_by: None,
         }
+    }
+
+    /// Records this read's intact re-hash as `by` (ordinary reads record nothing).
+    pub(crate) fn verified_by(mut self, by: String) -> Self {
+        self.verified_by = Some(by);
+        self
     }
 
     /// The bytes in `range` (all of them by default). Every stored byte is re-hashed while
@@ -156,7 +175,7 @@ impl Content {
     /// quarantined (ART-5).
     pub fn into_body(self, range: Option<Range<u64>>) -> BoxStream<'static, Result<Bytes, Error>> {
         let range = range.unwrap_or(0..self.digests.size);
-        verified_stream(self.inner, self.raw, self.digests, range)
+        verified_stream(self.inner, self.raw, self.digests, range, self.verified_by)
     }
 }
 
@@ -348,6 +367,9 @@ impl Engine {
             media_type,
             raw,
             inner: Arc::clone(self),
+            // An ordinary read re-hashes every byte but records nothing: a durable write per
+            // GET would put a commit on the read path (issue #15). verify-now and fsck record.
+            verified_by: None,
         })
     }
 

@@ -39,14 +39,15 @@ impl Engine {
         request: ReviewRequest,
         session: &Session,
     ) -> Result<Vec<EvidenceRecord>, Error> {
-        Id::parse("criterion", &request.criterion)
-            .map_err(|e| reject(ErrorCode::InvalidEvidence, e.message))?;
-        let checks: BTreeSet<Check> = request.checks.iter().copied().collect();
-        if checks.is_empty() || request.artifacts.is_empty() || request.artifacts.len() > 256 {
-            return Err(reject(
-                ErrorCode::BadRequest,
-                "name at least one check and 1..=256 artifacts",
-            ));
+        let assignments = request
+            .assignments()
+            .map_err(|why| reject(ErrorCode::BadRequest, why))?;
+        for (_, criterion) in &assignments {
+            Id::parse("criterion", criterion)
+                .map_err(|e| reject(ErrorCode::InvalidEvidence, e.message))?;
+        }
+        if request.artifacts.is_empty() || request.artifacts.len() > 256 {
+            return Err(reject(ErrorCode::BadRequest, "name 1..=256 artifacts"));
         }
         let reader = session.reader();
         let (group, agent, work_item) = (
@@ -111,9 +112,8 @@ impl Engine {
             &work_item_id,
             &session.group_id,
             &mission_id,
-            &request.criterion,
+            &assignments,
             &request.artifacts,
-            &checks,
             &reader,
         )
         .await
@@ -141,13 +141,17 @@ impl Engine {
         };
         let mut records = Vec::new();
         for (criterion, methods) in &plan.criteria {
-            let checks: BTreeSet<Check> = methods
+            // The contract's criterion names these checks: each records under it.
+            let checks: Vec<(Check, String)> = methods
                 .iter()
                 .filter_map(|method| match method {
                     MethodKind::IntegrityCheck => Some(Check::Integrity),
                     MethodKind::SchemaValidation => Some(Check::Schema),
                     _ => None,
                 })
+                .collect::<BTreeSet<Check>>()
+                .into_iter()
+                .map(|check| (check, criterion.clone()))
                 .collect();
             if checks.is_empty() || plan.artifacts.is_empty() {
                 continue;
@@ -157,9 +161,8 @@ impl Engine {
                     &work_item_id,
                     &plan.group_id,
                     &plan.mission_id,
-                    criterion,
-                    &plan.artifacts,
                     &checks,
+                    &plan.artifacts,
                     &reader,
                 )
                 .await?,
@@ -168,21 +171,20 @@ impl Engine {
         Ok(records)
     }
 
-    /// Runs `checks` over `artifacts` and records one Evidence per check for `criterion`,
+    /// Runs each check over `artifacts` and records one Evidence for it under its criterion,
     /// signed by the server's key. A failed check is Evidence with outcome `fail`.
-    #[allow(clippy::too_many_arguments)]
     async fn run_checks(
         self: &Arc<Self>,
         work_item_id: &Id,
         group_id: &Id,
         mission_id: &Id,
-        criterion: &str,
+        checks: &[(Check, String)],
         artifacts: &[ArtifactId],
-        checks: &BTreeSet<Check>,
         reader: &Reader,
     ) -> Result<Vec<EvidenceRecord>, Error> {
         let mut records = Vec::new();
-        for check in checks.iter().copied() {
+        for (check, criterion) in checks {
+            let check = *check;
             let (kind, name, findings) = match check {
                 Check::Integrity => (
                     MethodKind::IntegrityCheck,

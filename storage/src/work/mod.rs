@@ -18,6 +18,7 @@ mod checks;
 mod command;
 mod deps;
 pub(crate) mod expiry;
+mod listing;
 mod missions;
 mod offline;
 mod owner;

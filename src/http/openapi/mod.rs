@@ -1,0 +1,150 @@
+//! The OpenAPI document `GET /v1/openapi.json` serves: utoipa's paths from `meta::ApiDoc`,
+//! refined here so that tools which trust it (Schemathesis, generated clients) are told the
+//! truth about every operation.
+//!
+//! The refinements apply rules that hold for whole classes of routes, one place each:
+//! security (bearer on every route but the public ones), the error statuses every route of a
+//! stack can answer (all as `application/problem+json` with the `Problem` schema), success
+//! media types, parameter schemas by name (ids, digests, integers and enums as the parsers in
+//! `params.rs` accept them) and request bodies (`schemas.rs`). utoipa's per-handler
+//! annotations keep what is particular to one route: its path, parameters, and the statuses
+//! and descriptions only it answers.
+//!
+//! This module owns no behavior: it describes what the handlers do, and `openapi_check` (tests)
+//! holds the two together.
+
+mod schemas;
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value, json};
+use utoipa::OpenApi as _;
+
+use super::meta::ApiDoc;
+
+/// Operations anyone may call: liveness, this description, the authority's public keys, and
+/// opening a session (its body is signed by the Agent's key, which is the credential).
+pub(crate) const PUBLIC: [(&str, &str); 4] = [
+    ("get", "/healthz"),
+    ("get", "/v1/openapi.json"),
+    ("get", "/v1/authority/keys"),
+    ("post", "/v1/sessions"),
+];
+
+/// Routes whose bodies stream and carry no request timeout (`blob_routes` in `mod.rs`).
+const STREAMING: [&str; 5] = [
+    "/v1/blobs",
+    "/v1/blobs/{digest}",
+    "/v1/artifacts/{digest}/content",
+    "/v1/groups/{group_id}/events/stream",
+    "/v1/groups/{group_id}/snapshots/blobs/{digest}",
+];
+
+/// The document, built once (it depends on nothing but the code).
+pub(crate) fn document() -> &'static Value {
+    static DOCUMENT: OnceLock<Value> = OnceLock::new();
+    DOCUMENT.get_or_init(build)
+}
+
+fn build() -> Value {
+    let mut document =
+        serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({"paths": {}}));
+    document["openapi"] = json!("3.1.0");
+    let components = document
+        .as_object_mut()
+        .map(|root| root.entry("components").or_insert_with(|| json!({})));
+    if let Some(Value::Object(components)) = components {
+        let schemas = components.entry("schemas").or_insert_with(|| json!({}));
+        if let Value::Object(schemas) = schemas {
+            schemas.extend(schemas::components());
+        }
+    }
+    if let Some(Value::Object(paths)) = document.get_mut("paths") {
+        for (path, item) in paths.iter_mut() {
+            let Value::Object(item) = item else { continue };
+            for (method, operation) in item.iter_mut() {
+                if let Value::Object(operation) = operation {
+                    refine(method, path, operation);
+                }
+            }
+        }
+    }
+    document
+}
+
+/// Whether `(method, path)` is callable without a token.
+pub(crate) fn is_public(method: &str, path: &str) -> bool {
+    PUBLIC.contains(&(method, path))
+}
+
+fn refine(method: &str, path: &str, operation: &mut Map<String, Value>) {
+    let public = is_public(method, path);
+    if !public {
+        operation.insert("security".into(), json!([{"bearer": []}]));
+    }
+    if let Some(Value::Array(parameters)) = operation.get_mut("parameters") {
+        for parameter in parameters.iter_mut() {
+            schemas::refine_parameter(path, parameter);
+        }
+    }
+    if let Some(body) = schemas::request_body(method, path) {
+        operation.insert("requestBody".into(), body);
+    }
+    let has_input = operation.contains_key("parameters") || operation.contains_key("requestBody");
+    let has_body = operation.contains_key("requestBody");
+    let responses = operation.entry("responses").or_insert_with(|| json!({}));
+    let Value::Object(responses) = responses else {
+        return;
+    };
+    let mut errors: Vec<(u16, &str)> = vec![(500, "internal, integrity_failure")];
+    if !public || path == "/v1/sessions" {
+        errors.push((503, "shutting_down, overloaded (Retry-After)"));
+    }
+    if has_input || !public {
+        errors.push((
+            400,
+            "bad_request, invalid_id, invalid_digest: a malformed parameter",
+        ));
+    }
+    if !public {
+        errors.push((
+            401,
+            "unauthorized, stale_session, stale_membership (WWW-Authenticate)",
+        ));
+        errors.push((403, "forbidden: the token may not make this call"));
+    }
+    if has_input {
+        errors.push((404, "not_found: nothing of that name you may read"));
+    }
+    if has_body && !STREAMING.contains(&path) {
+        errors.push((408, "timeout: the request did not complete in time"));
+        errors.push((413, "body_too_large"));
+        errors.push((415, "unsupported_media_type: send application/json"));
+        errors.push((422, "idempotency_key_reused"));
+    }
+    for (status, description) in errors {
+        responses
+            .entry(status.to_string())
+            .or_insert_with(|| json!({"description": description}));
+    }
+    for (status, response) in responses.iter_mut() {
+        let Value::Object(response) = response else {
+            continue;
+        };
+        let content = match status.parse::<u16>() {
+            Ok(400..) => Some(json!({
+                "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+            })),
+            Ok(code) => schemas::success_content(method, path, code),
+            Err(_) => None,
+        };
+        match content {
+            Some(content) => {
+                response.insert("content".into(), content);
+            }
+            None => {
+                response.remove("content");
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! When an artifact's stored bytes were last re-hashed and found intact, and by what (schema
+//! V15, `blob_verifications`): an explicit `verify_now` from the auditor console, or fsck.
+//! Ordinary reads re-hash every byte too but record nothing (a write per GET would put a
+//! commit on the read path). A mismatch never lands here: the
+//! read path quarantines the blob instead (ART-5).
+//!
+//! Also the producer-key lookup the console's signature check needs: keys are looked up by
+//! keyid among every key an Agent ever had, so what a retired key signed stays checkable.
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use rusqlite::{OptionalExtension as _, params};
+use weft_api::{ArtifactId, Digest, ErrorCode, Id, KeyId};
+
+use super::blob_row;
+use crate::access::{Reader, can_read_artifact, recorded_key};
+use crate::clock::format_instant;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::sql::Cached as _;
+
+/// The newest intact re-hash of a blob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verification {
+    /// RFC 3339 UTC.
+    pub verified_at: String,
+    /// `verify-now by <agent>`, or `fsck`.
+    pub verified_by: String,
+}
+
+impl Engine {
+    /// Records that `blake3`'s bytes were just re-hashed and found intact.
+    pub(crate) async fn record_verified(
+        &self,
+        blake3: ArtifactId,
+        by: String,
+    ) -> Result<(), Error> {
+        let now = format_instant(self.clock.now());
+        self.db
+            .write(move |txn| {
+                txn.run(
+                    "INSERT INTO blob_verifications (blake3, verified_at, verified_by) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (blake3) DO UPDATE SET verified_at = excluded.verified_at, verified_by = excluded.verified_by",
+                    params![&blake3.0[..], now, by],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The newest intact re-hash of an artifact `reader` may read (`None`: never yet).
+    pub(crate) async fn verification(
+        &self,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<Option<Verification>, Error> {
+        let reader = reader.clone();
+        self.db
+            .read(move |conn| {
+                let not_found = || {
+                    reject(
+                        ErrorCode::NotFound,
+                        format!("no artifact {digest} is visible to you"),
+                    )
+                };
+                let Some((digests, _)) = blob_row(conn, &digest)? else {
+                    return Err(not_found());
+                };
+                if !can_read_artifact(conn, &reader, &digests.blake3)? {
+                    return Err(not_found());
+                }
+                Ok(conn
+                    .row(
+                        "SELECT verified_at, verified_by FROM blob_verifications WHERE blake3 = ?1",
+                        [&digests.blake3.0[..]],
+                        |row| {
+                            Ok(Verification {
+                                verified_at: row.get(0)?,
+                                verified_by: row.get(1)?,
+                            })
+                        },
+                    )
+                    .optional()?)
+            })
+            .await
+    }
+
+    /// Re-hashes an artifact's stored bytes now, through the read path (quarantine on
+    /// mismatch, `Error::Corrupt` then), and records who asked.
+    pub(crate) async fn verify_now(
+        self: &Arc<Self>,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<Verification, Error> {
+        let by = match reader.agent() {
+            Some(agent) => format!("verify-now by {agent}"),
+            None => "verify-now by the operator".to_owned(),
+        };
+        let content = self.open_content(digest, reader).await?;
+        let blake3 = content.digests.blake3;
+        let mut body = content.verified_by(by.clone()).into_body(None);
+        while let Some(chunk) = body.next().await {
+            chunk?;
+        }
+        drop(body);
+        self.verification(Digest::Blake3(blake3), reader)
+            .await?
+            .ok_or_else(|| reject(ErrorCode::Internal, "the verification was not recorded"))
+    }
+
+    /// The Agent and public key behind `keyid`, current or retired.
+    pub(crate) async fn recorded_key(
+        &self,
+        keyid: KeyId,
+    ) -> Result<Option<(Id, ed25519_dalek::VerifyingKey)>, Error> {
+        self.db.read(move |conn| recorded_key(conn, &keyid)).await
+    }
+}

@@ -1,0 +1,123 @@
+//! The operator's reads of who exists and where: a Group's Memberships and an Agent's record
+//! with its key history. Admin only (the HTTP layer checks the admin token); nothing here
+//! changes a row.
+
+use crate::sql::Cached as _;
+use base64::Engine as _;
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::session::{AgentKey, AgentRecord, MemberList, Membership, Role};
+use weft_api::{ErrorCode, Id, KeyId};
+
+use crate::access::group_exists;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+
+impl Engine {
+    /// Every live Membership of `group_id`, by Agent id; `not_found` for an unknown Group.
+    pub(crate) async fn list_members(&self, group_id: Id) -> Result<MemberList, Error> {
+        self.db
+            .read(move |conn| {
+                if !group_exists(conn, group_id.as_str())? {
+                    return Err(reject(ErrorCode::NotFound, format!("no Group {group_id}")));
+                }
+                let members = memberships(conn, "group_id", group_id.as_str())?;
+                Ok(MemberList { group_id, members })
+            })
+            .await
+    }
+
+    /// An Agent, its keys (current first, then by retirement, newest first) and its live
+    /// Memberships; `not_found` for an unknown Agent.
+    pub(crate) async fn agent_record(&self, agent_id: Id) -> Result<AgentRecord, Error> {
+        self.db
+            .read(move |conn| {
+                let row = conn
+                    .row(
+                        "SELECT agent_card_version, registered_at, deactivated_at FROM agents
+                         WHERE agent_id = ?1",
+                        [agent_id.as_str()],
+                        |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, Option<String>>(2)?)),
+                    )
+                    .optional()?;
+                let Some((agent_card_version, registered_at, deactivated_at)) = row else {
+                    return Err(reject(ErrorCode::NotFound, format!("no Agent {agent_id}")));
+                };
+                let mut statement = conn.prepare_cached(
+                    "SELECT keyid, public_key, added_at, retired_at FROM agent_keys WHERE agent_id = ?1
+                     ORDER BY retired_at IS NOT NULL, retired_at DESC, added_at DESC",
+                )?;
+                let keys = statement
+                    .query_map([agent_id.as_str()], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, Vec<u8>>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                        ))
+                    })?
+                    .map(|row| {
+                        let (keyid, public_key, added_at, retired_at) = row?;
+                        let key = <[u8; 32]>::try_from(public_key.as_slice())
+                            .ok()
+                            .and_then(|bytes| ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok())
+                            .ok_or_else(|| {
+                                Error::backend(std::io::Error::other(format!(
+                                    "stored key {keyid} is not an Ed25519 key"
+                                )))
+                            })?;
+                        Ok(AgentKey {
+                            keyid: KeyId::of(&key),
+                            public_key: weft_api::dsse::BASE64.encode(public_key),
+                            added_at,
+                            retired_at,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, Error>>()?;
+                let memberships = memberships(conn, "agent_id", agent_id.as_str())?;
+                Ok(AgentRecord {
+                    agent_id,
+                    agent_card_version,
+                    registered_at,
+                    deactivated_at,
+                    keys,
+                    memberships,
+                })
+            })
+            .await
+    }
+}
+
+/// Live Memberships where `column` (`group_id` or `agent_id`) is `value`, ordered by Group
+/// then Agent.
+fn memberships(conn: &Connection, column: &str, value: &str) -> Result<Vec<Membership>, Error> {
+    let sql = format!(
+        "SELECT group_id, agent_id, roles, epoch, missions FROM memberships
+         WHERE {column} = ?1 AND removed_at IS NULL ORDER BY group_id, agent_id"
+    );
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement.query_map(params![value], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+            row.get::<_, u64>(3)?,
+            row.get::<_, Option<String>>(4)?,
+        ))
+    })?;
+    rows.map(|row| {
+        let (group_id, agent_id, roles, epoch, missions) = row?;
+        let roles: Vec<Role> = serde_json::from_str(&roles).map_err(Error::backend)?;
+        let missions: Option<Vec<Id>> = missions
+            .map(|text| serde_json::from_str(&text))
+            .transpose()
+            .map_err(Error::backend)?;
+        Ok(Membership {
+            group_id: Id::parse("groupId", &group_id)?,
+            agent_id: Id::parse("agentId", &agent_id)?,
+            roles,
+            epoch,
+            missions,
+        })
+    })
+    .collect()
+}

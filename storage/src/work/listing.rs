@@ -1,0 +1,49 @@
+//! The Missions a reader may see, newest first: the console's landing page lists them. Each
+//! is read through the same visibility check as `GET /v1/missions/{id}` (CTX-5), so a
+//! Mission-scoped member lists only its own Missions.
+
+use rusqlite::params;
+use weft_api::work::views::MissionView;
+
+use super::{mission_view, visible_mission};
+use crate::access::Reader;
+use crate::engine::Engine;
+use crate::error::Error;
+
+impl Engine {
+    pub(crate) async fn visible_missions(
+        &self,
+        reader: &Reader,
+        limit: u32,
+    ) -> Result<Vec<MissionView>, Error> {
+        let reader = reader.clone();
+        let group = match &reader {
+            Reader::Admin => None,
+            Reader::Agent { group_id, .. } => Some(group_id.to_string()),
+        };
+        self.db
+            .read(move |conn| {
+                let mut statement = conn.prepare_cached(
+                    "SELECT mission_id FROM missions WHERE (?1 IS NULL OR group_id = ?1)
+                     ORDER BY created_sequence DESC",
+                )?;
+                let ids = statement
+                    .query_map(params![group], |row| row.get::<_, String>(0))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut missions = Vec::new();
+                for id in ids {
+                    if missions.len() as u32 >= limit {
+                        break;
+                    }
+                    // Not visible (another Mission of a scoped member): skipped, not named.
+                    match visible_mission(conn, &reader, &id) {
+                        Ok(row) => missions.push(mission_view(conn, &row)?),
+                        Err(error) if error.code() == weft_api::ErrorCode::NotFound => {}
+                        Err(error) => return Err(error),
+                    }
+                }
+                Ok(missions)
+            })
+            .await
+    }
+}
