@@ -489,6 +489,11 @@ fn accepted_query() -> Vec<(&'static str, &'static str, &'static [&'static str])
         ),
         ("get", "/v1/provenance/path", lineage::PATH_QUERY),
         ("get", "/v1/provenance/impact", lineage::IMPACT_QUERY),
+        (
+            "put",
+            "/v1/uploads/{upload_id}",
+            super::uploads::FINISH_QUERY,
+        ),
     ]
 }
 

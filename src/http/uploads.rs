@@ -26,6 +26,9 @@ use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, RawQuery, known_params, path_id};
 use super::{AppState, json};
 
+/// The query parameters of the finish.
+pub(super) const FINISH_QUERY: &[&str] = &["digest"];
+
 /// The header carrying a session's durable offset, and a chunk's start.
 const UPLOAD_OFFSET: HeaderName = HeaderName::from_static("upload-offset");
 
@@ -248,7 +251,7 @@ pub(crate) async fn finish(
 ) -> HttpResult<Response> {
     let session = uploader(&caller)?;
     let id = upload_id(raw)?;
-    let query = known_params(query, &["digest"])?;
+    let query = known_params(query, FINISH_QUERY)?;
     let digest = query.get("digest").ok_or_else(|| {
         HttpError::new(
             ErrorCode::BadRequest,
