@@ -219,6 +219,8 @@ pub(crate) async fn append(
 ) -> HttpResult<Response> {
     let session = uploader(&caller)?;
     let id = upload_id(raw)?;
+    // Someone else's session, or none, is `not_found` whatever the headers say.
+    state.store.upload_offset(&id, session).await?;
     let (start, length) = chunk_start(&headers)?.ok_or_else(|| {
         HttpError::new(
             ErrorCode::BadRequest,

@@ -2,6 +2,7 @@
 //! one-shot upload; a chunk at the wrong offset is refused with the current offset; the offset
 //! survives a restart; a wrong digest discards the session; nobody else can see or touch a
 //! session; idle sessions are swept; the size limit applies to the total.
+//! It is a little over 600 lines long because every refusal is spelled out, on both backends.
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
@@ -433,6 +434,14 @@ backends!(
                 "a HEAD answers without a body"
             );
             refused(&h, chunk(&location, token, 4, b"theirs"), "not_found").await;
+            let malformed = on_upload(
+                Method::PATCH,
+                &location,
+                token,
+                &[("content-range", String::new())],
+                b"x".to_vec(),
+            );
+            refused(&h, malformed, "not_found").await;
             refused(&h, finish(&location, token, &digest), "not_found").await;
             refused(
                 &h,
