@@ -146,6 +146,8 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
             "human",
         ]),
         "all" => json!({"type": "boolean"}),
+        "Content-Range" => json!({"type": "string",
+            "pattern": "^(bytes )?[0-9]{1,20}-[0-9]{1,20}(/([0-9]{1,20}|\\*))?$"}),
         "mediaType" => json!({"type": "string"}),
         _ => return,
     };
