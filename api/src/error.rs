@@ -99,6 +99,8 @@ pub enum ErrorCode {
     EventsOutOfRange,
     /// A cited Artifact's classification forbids forwarding to another Group (CTX-7).
     ClassificationForbids,
+    /// A resumable upload's chunk does not start at the durable offset (answered with it).
+    UploadOffsetMismatch,
     Internal,
 }
 
@@ -181,6 +183,7 @@ impl ErrorCode {
             Self::ContextOtherMission => "context_other_mission",
             Self::EventsOutOfRange => "events_out_of_range",
             Self::ClassificationForbids => "classification_forbids",
+            Self::UploadOffsetMismatch => "upload_offset_mismatch",
             Self::Internal => "internal",
         }
     }
@@ -248,6 +251,7 @@ mod tests {
             ErrorCode::ContextOtherMission,
             ErrorCode::EventsOutOfRange,
             ErrorCode::ClassificationForbids,
+            ErrorCode::UploadOffsetMismatch,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");
             assert_eq!(json, format!("\"{}\"", code.as_str()));

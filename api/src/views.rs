@@ -15,6 +15,15 @@ pub struct UploadReceipt {
     pub size: u64,
 }
 
+/// A resumable upload session (`POST /v1/uploads`, `PATCH` and `HEAD /v1/uploads/{id}`):
+/// its id and how many bytes the server holds durably, where the next chunk must start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadSession {
+    pub upload_id: String,
+    pub offset: u64,
+}
+
 /// Answer to `POST /v1/artifacts`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

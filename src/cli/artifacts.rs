@@ -15,7 +15,8 @@ use weft_api::{ArtifactId, Digest, Id, Manifest};
 use super::pages::{each_page, given};
 use super::{ClientArgs, LsArgs, PutArgs};
 
-/// `weft put`: uploads the file, then signs and publishes its manifest; prints the digest.
+/// `weft put`: checks what it can, uploads the file (in resumable chunks above
+/// `--chunk-size`), then signs and publishes its manifest; prints the digest.
 pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
     let PutArgs {
         client,
@@ -31,11 +32,72 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
         tools,
         classification,
         annotations,
+        chunk_size,
         quiet,
     } = args;
     let (session, api) = client.session()?;
     let key = client.key()?;
+    if chunk_size == 0 {
+        bail!("--chunk-size must be at least 1 byte");
+    }
+    // Every manifest field is checked before a byte is sent, so a typo fails in a second
+    // rather than after a long upload.
     let work_item_id = Id::parse("work-item", &work_item)?;
+    let mission_id = Id::parse("mission", &mission)?;
+    let group_id = Id::parse("group", &group)?;
+    let lease_given = lease
+        .as_deref()
+        .map(|l| Id::parse("lease", l))
+        .transpose()?;
+    let mut manifest = Manifest {
+        // Placeholder content until the upload answers; checked with the rest below.
+        content: Content {
+            blake3: ArtifactId([0; 32]),
+            sha256: weft_api::Sha256Digest([0; 32]),
+            size: 0,
+            media_type,
+            schema,
+        },
+        producer: Producer {
+            agent_id: Id::parse("agentId", &session.agent_id)?,
+            agent_card_version: session.agent_card_version.clone(),
+        },
+        mission_id,
+        group_id,
+        work_item_id: work_item_id.clone(),
+        execution: Execution {
+            lease_id: lease_given.unwrap_or_else(|| work_item_id.clone()),
+            ownership_epoch: ownership_epoch.unwrap_or(1),
+        },
+        sources: sources
+            .iter()
+            .map(|s| ArtifactId::parse(s).with_context(|| format!("--source {s:?}")))
+            .collect::<Result<_, _>>()?,
+        tools: tools
+            .iter()
+            .map(|t| parse_tool(t))
+            .collect::<Result<_, _>>()?,
+        created_at: chrono::Utc::now().fixed_offset(),
+        classification: super::errors::wire_word::<Classification>(
+            "classification",
+            &classification,
+        )?,
+        retrieval_uri: format!(
+            "{}/v1/artifacts/{}/content",
+            api.base(),
+            ArtifactId([0; 32])
+        ),
+        annotations: annotations
+            .iter()
+            .map(|pair| {
+                pair.split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .context("--annotation wants key=value")
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    super::preflight::check_manifest(&manifest)?;
+    super::preflight::check_session(&api, &session, &manifest).await?;
     let (lease_id, ownership_epoch) = match (lease, ownership_epoch) {
         (Some(lease), Some(epoch)) => (lease, epoch),
         (lease, epoch) => {
@@ -57,6 +119,10 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
             }
         }
     };
+    manifest.execution = Execution {
+        lease_id: Id::parse("lease", &lease_id)?,
+        ownership_epoch,
+    };
     // `put -`: the upload declares its length, so stdin is spooled to a file in the weft
     // home first (streamed, never held in memory) and removed once sent.
     let spooled = if file == Path::new("-") {
@@ -65,63 +131,28 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
         None
     };
     let upload_path = spooled.as_deref().unwrap_or(&file);
-    let bar = progress_bar(
-        std::fs::metadata(upload_path)
-            .with_context(|| format!("reading {}", upload_path.display()))?
-            .len(),
-        quiet,
-    );
-    let progress = bar.clone();
-    let receipt = api
-        .upload_file(upload_path, move |sent| progress.set_position(sent))
-        .await;
+    let size = std::fs::metadata(upload_path)
+        .with_context(|| format!("reading {}", upload_path.display()))?
+        .len();
+    let bar = progress_bar(size, quiet);
+    let receipt = if size > chunk_size && spooled.is_none() {
+        let home = client.home()?;
+        super::resume::upload(&api, &home, &session, upload_path, chunk_size, &bar).await
+    } else {
+        let progress = bar.clone();
+        api.upload_file(upload_path, move |sent| progress.set_position(sent))
+            .await
+            .map_err(anyhow::Error::from)
+    };
     bar.finish_and_clear();
     if let Some(spooled) = &spooled {
         let _ = std::fs::remove_file(spooled);
     }
     let receipt = receipt?;
-    let manifest = Manifest {
-        content: Content {
-            blake3: receipt.blake3,
-            sha256: receipt.sha256,
-            size: receipt.size,
-            media_type,
-            schema,
-        },
-        producer: Producer {
-            agent_id: Id::parse("agentId", &session.agent_id)?,
-            agent_card_version: session.agent_card_version.clone(),
-        },
-        mission_id: Id::parse("mission", &mission)?,
-        group_id: Id::parse("group", &group)?,
-        work_item_id,
-        execution: Execution {
-            lease_id: Id::parse("lease", &lease_id)?,
-            ownership_epoch,
-        },
-        sources: sources
-            .iter()
-            .map(|s| ArtifactId::parse(s))
-            .collect::<Result<_, _>>()?,
-        tools: tools
-            .iter()
-            .map(|t| parse_tool(t))
-            .collect::<Result<_, _>>()?,
-        created_at: chrono::Utc::now().fixed_offset(),
-        classification: super::errors::wire_word::<Classification>(
-            "classification",
-            &classification,
-        )?,
-        retrieval_uri: format!("{}/v1/artifacts/{}/content", api.base(), receipt.blake3),
-        annotations: annotations
-            .iter()
-            .map(|pair| {
-                pair.split_once('=')
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .context("--annotation wants key=value")
-            })
-            .collect::<Result<_, _>>()?,
-    };
+    manifest.content.blake3 = receipt.blake3;
+    manifest.content.sha256 = receipt.sha256;
+    manifest.content.size = receipt.size;
+    manifest.retrieval_uri = format!("{}/v1/artifacts/{}/content", api.base(), receipt.blake3);
     let published = api.publish(&key, &manifest).await?;
     eprintln!(
         "published manifest {} at sequence {}",

@@ -20,6 +20,8 @@ mod fsck;
 mod keys;
 mod lineage;
 mod pages;
+mod preflight;
+mod resume;
 mod review;
 mod session;
 mod show;
@@ -240,6 +242,10 @@ struct PutArgs {
     /// An annotation key=value; repeat for several.
     #[arg(long = "annotation")]
     annotations: Vec<String>,
+    /// Files larger than this many bytes go up in chunks of this size through a resumable
+    /// upload; `weft put` run again after an interruption resumes where the server stands.
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    chunk_size: u64,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,

@@ -50,6 +50,12 @@ async fn upload(
         }
     };
     metrics::counter!("weft_uploads_total", "outcome" => "ok").increment(1);
+    Ok(stored(outcome))
+}
+
+/// The answer to a completed upload, one-shot or resumable: 201 with the digests, or 200 when
+/// the caller could already see these bytes.
+pub(crate) fn stored(outcome: weft_storage::UploadOutcome) -> Response {
     let digests = outcome.digests;
     // "Already present" only to a caller who could already see these bytes; anyone else gets
     // the same answer as for new bytes, so uploads are no existence oracle across Groups.
@@ -67,7 +73,7 @@ async fn upload(
     if let Ok(location) = HeaderValue::from_str(&format!("/v1/blobs/{}", digests.blake3)) {
         response.headers_mut().insert(header::LOCATION, location);
     }
-    Ok(response)
+    response
 }
 
 /// Streams bytes that must hash to `{digest}`; nothing is kept on mismatch.

@@ -114,7 +114,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         C::CursorTooOld => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        C::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,
+        C::InvalidRange | C::UploadOffsetMismatch => StatusCode::RANGE_NOT_SATISFIABLE,
         C::UnknownSource | C::UnknownArtifact | C::UnknownEvidence | C::BlobNotFound => {
             StatusCode::UNPROCESSABLE_ENTITY
         }

@@ -28,6 +28,7 @@ mod sessions;
 mod timeout;
 mod tokens;
 mod ui;
+mod uploads;
 mod work;
 
 use std::sync::Arc;
@@ -289,6 +290,11 @@ fn blob_routes() -> Vec<Route> {
         route(Method::POST, "/v1/blobs", blobs::upload_unnamed),
         route(Method::PUT, "/v1/blobs/{digest}", blobs::upload_named),
         route(Method::HEAD, "/v1/blobs/{digest}", blobs::head),
+        route(Method::POST, "/v1/uploads", uploads::start),
+        route(Method::HEAD, "/v1/uploads/{upload_id}", uploads::offset),
+        route(Method::PATCH, "/v1/uploads/{upload_id}", uploads::append),
+        route(Method::PUT, "/v1/uploads/{upload_id}", uploads::finish),
+        route(Method::DELETE, "/v1/uploads/{upload_id}", uploads::cancel),
         route(
             Method::GET,
             "/v1/artifacts/{digest}/content",

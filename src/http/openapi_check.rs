@@ -24,7 +24,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 74] = {
+const EVERY_CODE: [ErrorCode; 75] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -100,6 +100,7 @@ const EVERY_CODE: [ErrorCode; 74] = {
         C::ContextOtherMission,
         C::EventsOutOfRange,
         C::ClassificationForbids,
+        C::UploadOffsetMismatch,
         C::Internal,
     ]
 };
@@ -181,6 +182,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::ContextOtherMission
         | C::EventsOutOfRange
         | C::ClassificationForbids
+        | C::UploadOffsetMismatch
         | C::Internal => {}
     }
 }
@@ -206,7 +208,12 @@ fn operations(document: &Value) -> Vec<(Method, String, Vec<String>)> {
             };
             if !matches!(
                 method,
-                Method::GET | Method::HEAD | Method::POST | Method::PUT | Method::DELETE
+                Method::GET
+                    | Method::HEAD
+                    | Method::POST
+                    | Method::PUT
+                    | Method::PATCH
+                    | Method::DELETE
             ) {
                 // `parameters`, `summary` and friends are path-item fields, not operations.
                 continue;
@@ -482,6 +489,11 @@ fn accepted_query() -> Vec<(&'static str, &'static str, &'static [&'static str])
         ),
         ("get", "/v1/provenance/path", lineage::PATH_QUERY),
         ("get", "/v1/provenance/impact", lineage::IMPACT_QUERY),
+        (
+            "put",
+            "/v1/uploads/{upload_id}",
+            super::uploads::FINISH_QUERY,
+        ),
     ]
 }
 

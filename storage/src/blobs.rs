@@ -34,6 +34,9 @@ use weft_api::{ArtifactId, Digests, ErrorCode};
 use crate::error::Error;
 use crate::hashing::{BATCH, DualHasher};
 
+mod resumable;
+pub(crate) use resumable::upload_path;
+
 /// Part size for multipart writes. S3 (later) needs at least 5 MiB per part; the local
 /// backend writes each part at its offset in one file, so small parts only bound memory.
 const REMOTE_PART_SIZE: usize = 8 * 1024 * 1024;
@@ -113,8 +116,9 @@ impl Blobs {
             Backend::Local(root) => {
                 std::fs::create_dir_all(root.join("blobs")).map_err(Error::backend)?;
                 std::fs::create_dir_all(root.join("staging")).map_err(Error::backend)?;
+                std::fs::create_dir_all(root.join("uploads")).map_err(Error::backend)?;
                 owner_only_dir(root)?;
-                for sub in ["blobs", "staging"] {
+                for sub in ["blobs", "staging", "uploads"] {
                     owner_only_tree(&root.join(sub))?;
                 }
                 let store = LocalFileSystem::new_with_prefix(root)?.with_fsync(true);

@@ -36,6 +36,8 @@ pub(crate) struct Engine {
     /// Shared by uploads (promotion to row) and compaction, exclusive for the sweep.
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,
     pub(crate) upload_counters: crate::artifacts::Counters,
+    /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
+    pub(crate) upload_claims: crate::artifacts::Claims,
     /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
     /// by every Command, so the expiry timer never scans every lease.
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
@@ -131,6 +133,10 @@ impl Engine {
                     "removed blob files a crash left without an index row"
                 );
             }
+            let n_uploads = crate::artifacts::remove_orphan_uploads(&db, &blobs).await?;
+            if n_uploads > 0 {
+                tracing::info!(n_uploads, "removed upload objects with no session row");
+            }
         }
         let lineage = crate::lineage::Index::default();
         lineage.add_all(&db.read(load_publications).await?);
@@ -159,6 +165,7 @@ impl Engine {
             unpublished_blob_ttl: options.quotas.unpublished_blob_ttl,
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: crate::artifacts::Counters::default(),
+            upload_claims: crate::artifacts::Claims::default(),
             deadlines,
             faults: options.faults,
         })

@@ -25,7 +25,7 @@ pub struct Fingerprint {
     pub blob_objects: u64,
     /// Objects under `staging/` in the backend.
     pub staging_objects: u64,
-    /// Hex BLAKE3 of every blob object's path and size, in path order: a blob replaced,
+    /// Hex BLAKE3 of every blob object's and upload session object's path and size, in path order: a blob replaced,
     /// removed or added under another name changes it even when the count does not.
     pub blob_listing: String,
 }

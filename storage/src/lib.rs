@@ -3,7 +3,7 @@
 //!
 //! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
 //! envelopes and ids, and get back values or an [`Error`] with a stable code. The file is
-//! long (about 720 lines) because it is the façade only: one short method per operation,
+//! long (about 790 lines) because it is the façade only: one short method per operation,
 //! grouped under headers naming the file behind each group.
 //!
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
@@ -39,6 +39,7 @@ mod options;
 mod schema;
 mod sessions;
 mod sql;
+mod upload_sessions;
 mod work;
 
 use std::sync::Arc;
@@ -341,6 +342,8 @@ impl Store {
     pub fn upload_counters(&self) -> UploadCounters {
         self.inner.upload_counters.snapshot()
     }
+
+    // ── artifacts/resumable.rs: resumable upload sessions, in `upload_sessions.rs` ──
 
     // ── artifacts/sweep.rs: uncited uploads, spent nonces ───────────────────
 
@@ -746,6 +749,8 @@ impl Store {
                 .into_iter()
                 .map(|(path, size)| (path.to_string(), size))
                 .collect();
+        // Resumable upload objects too: a refused chunk must leave them as they were.
+        listing.extend(self.inner.blobs.upload_listing().await?);
         listing.sort();
         let mut hasher = blake3::Hasher::new();
         for (path, size) in listing {

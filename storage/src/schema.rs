@@ -438,17 +438,33 @@ CREATE TABLE forwarded_artifacts (
 );
 "#;
 
-/// When each blob's stored bytes were last re-hashed and found intact, and by what (a full
-/// verified read, `verify-now` from the console, or fsck): what the auditor sees.
+/// When each blob's stored bytes were last re-hashed and found intact, and by what
+/// (`verify-now` from the console, or fsck): what the auditor sees.
 const V15: &str = r#"
 CREATE TABLE blob_verifications (
     blake3       BLOB PRIMARY KEY REFERENCES blobs(blake3),
     verified_at  TEXT NOT NULL,
-    verified_by  TEXT NOT NULL      -- "read", "verify-now by <agent>", "fsck"
+    verified_by  TEXT NOT NULL      -- "verify-now by <agent>", "fsck"
 );
 "#;
 
-/// Brings the schema to the newest version; refuses a database from a newer weft.
+/// Resumable uploads (issue #16): one row per upload session, owned by the Agent and Group
+/// that started it. `received` is the durable length of the staged object at `staging_path`
+/// (the object may be longer after a crash mid-chunk; the next chunk truncates it back).
+const V17: &str = r#"
+CREATE TABLE upload_sessions (
+    upload_id     TEXT PRIMARY KEY,
+    agent_id      TEXT NOT NULL,
+    group_id      TEXT NOT NULL REFERENCES groups(group_id),
+    staging_path  TEXT NOT NULL,          -- object path under the data directory
+    received      INTEGER NOT NULL,       -- bytes durably appended so far
+    started_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL           -- the sweep removes sessions idle past the TTL
+);
+CREATE INDEX upload_sessions_by_agent ON upload_sessions (agent_id);
+"#;
+
+/// Small blobs inline (issue #15).
 const V16: &str = r#"
 -- Small blobs live in the index (issue #15): written in the transaction of their `blobs`
 -- row, so a durable small upload costs a share of one group commit, not a file, a rename
@@ -460,8 +476,9 @@ CREATE TABLE inline_blobs (
 "#;
 
 /// The newest schema version this build writes.
-const LATEST: i64 = 16;
+const LATEST: i64 = 17;
 
+/// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if version > LATEST {
@@ -516,6 +533,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     }
     if version < 16 {
         conn.execute_batch(&format!("BEGIN; {V16} PRAGMA user_version = 16; COMMIT;"))?;
+    }
+    if version < 17 {
+        conn.execute_batch(&format!("BEGIN; {V17} PRAGMA user_version = 17; COMMIT;"))?;
     }
     Ok(())
 }

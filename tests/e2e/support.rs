@@ -79,8 +79,19 @@ impl Drop for TestServer {
 
 /// Runs the CLI with `WEFT_HOME` and `WEFT_SERVER` set; returns (success, stdout, stderr).
 pub(crate) fn weft(home: &Path, server: &str, args: &[&str]) -> (bool, String, String) {
+    weft_with(home, server, args, &[])
+}
+
+/// [`weft`] with more environment variables (test hooks).
+pub(crate) fn weft_with(
+    home: &Path,
+    server: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (bool, String, String) {
     let output = Command::new(WEFT)
         .args(args)
+        .envs(env.iter().copied())
         .env("WEFT_HOME", home)
         .env("WEFT_SERVER", server)
         .env("RUST_BACKTRACE", "0")

@@ -32,9 +32,11 @@ pub(crate) const PUBLIC: [(&str, &str); 4] = [
 ];
 
 /// Routes whose bodies stream and carry no request timeout (`blob_routes` in `mod.rs`).
-const STREAMING: [&str; 5] = [
+const STREAMING: [&str; 7] = [
     "/v1/blobs",
     "/v1/blobs/{digest}",
+    "/v1/uploads",
+    "/v1/uploads/{upload_id}",
     "/v1/artifacts/{digest}/content",
     "/v1/groups/{group_id}/events/stream",
     "/v1/groups/{group_id}/snapshots/blobs/{digest}",

@@ -112,7 +112,8 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
     let name = parameter["name"].as_str().unwrap_or_default().to_owned();
     let schema = match name.as_str() {
         "group_id" | "agent_id" | "work_item_id" | "mission_id" | "package_id" | "lease_id"
-        | "token_id" | "missionId" | "workItemId" | "producer" | "criterion" | "group" => id(),
+        | "token_id" | "upload_id" | "missionId" | "workItemId" | "producer" | "criterion"
+        | "group" => id(),
         "digest" if path.contains("/snapshots/blobs/") => blake3(),
         "digest" | "artifact" | "from" | "to" => digest(),
         "evidence_id" => blake3(),
@@ -145,6 +146,8 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
             "human",
         ]),
         "all" => json!({"type": "boolean"}),
+        "Content-Range" => json!({"type": "string",
+            "pattern": "^(bytes )?[0-9]{1,20}-[0-9]{1,20}(/([0-9]{1,20}|\\*))?$"}),
         "mediaType" => json!({"type": "string"}),
         _ => return,
     };
@@ -171,7 +174,10 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
     let roles = string_enum(&["worker", "coordinator", "reviewer", "auditor", "approver"]);
     let schema = match (method, path) {
         // No body is the empty blob, which is a blob like any other.
-        ("put", "/v1/blobs/{digest}") | ("post", "/v1/blobs") => {
+        ("put", "/v1/blobs/{digest}")
+        | ("post", "/v1/blobs")
+        | ("patch", "/v1/uploads/{upload_id}")
+        | ("put", "/v1/uploads/{upload_id}") => {
             return Some(
                 json!({"required": false, "content": {"application/octet-stream":
                 {"schema": {"type": "string", "format": "binary"}}}}),

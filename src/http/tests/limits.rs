@@ -2,7 +2,8 @@
 //! roles upload; per-Agent caps on running uploads and uncited bytes answer 429 and a full
 //! server 503, each with `Retry-After`; the sweep removes old uncited uploads and spent
 //! nonces; logins are rate-limited per Agent after their signature checks out; and bytes held
-//! only by another Group take exactly the path new bytes take.
+//! only by another Group take exactly the path new bytes take; an Agent holds at most 64
+//! resumable upload sessions.
 //!
 //! Nothing here is timed: the oracle is shown structurally, by which path the engine took and
 //! how many bytes it staged (`Store::upload_counters`), and a stalled upload is held open by a
@@ -357,5 +358,85 @@ backends!(
         h.session(&other.key, "w2", "g1").await;
         h.clock.advance(chrono::Duration::seconds(i64::from(wait)));
         h.session(&victim.key, "w1", "g1").await;
+    }
+);
+
+backends!(
+    /// Issue #16: an Agent holds at most 64 resumable upload sessions open (each costs a row
+    /// until it is finished, cancelled or swept); the 65th is refused (429) and changes
+    /// nothing, and cancelling one makes room.
+    async fn open_upload_sessions_per_agent_are_capped(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let start = || {
+            request(
+                Method::POST,
+                "/v1/uploads",
+                Some(&worker.token),
+                Body::empty(),
+            )
+        };
+        let mut first = None;
+        for _ in 0..64 {
+            let answer = h.send(start()).await;
+            assert_eq!(answer.status, StatusCode::ACCEPTED, "{answer:?}");
+            first.get_or_insert(
+                answer.headers["location"]
+                    .to_str()
+                    .expect("ascii")
+                    .to_owned(),
+            );
+        }
+        let answer = refused(&h, start(), "too_many_uploads").await;
+        assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+        let location = first.expect("a session");
+        let cancel = request(
+            Method::DELETE,
+            &location,
+            Some(&worker.token),
+            Body::empty(),
+        );
+        assert_eq!(h.send(cancel).await.status, StatusCode::NO_CONTENT);
+        assert_eq!(h.send(start()).await.status, StatusCode::ACCEPTED);
+    }
+);
+
+backends!(
+    /// Issue #16: bytes held in open upload sessions count against the unpublished-bytes cap,
+    /// so chunking an upload is no way around it.
+    async fn upload_session_bytes_count_against_the_unpublished_cap(kind: Kind) {
+        let h = harness_with(kind, |config| config.max_unpublished_bytes = 1000).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let answer = h
+            .send(request(
+                Method::POST,
+                "/v1/uploads",
+                Some(&worker.token),
+                Body::empty(),
+            ))
+            .await;
+        let location = answer.headers["location"]
+            .to_str()
+            .expect("ascii")
+            .to_owned();
+        let chunk = |start: u64, bytes: Vec<u8>| {
+            let end = start + bytes.len() as u64 - 1;
+            let mut patch = request(Method::PATCH, &location, Some(&worker.token), bytes);
+            let range = format!("{start}-{end}").parse().expect("header value");
+            patch.headers_mut().insert("content-range", range);
+            patch
+        };
+        assert_eq!(
+            h.send(chunk(0, vec![1; 800])).await.status,
+            StatusCode::ACCEPTED
+        );
+        refused(&h, chunk(800, vec![2; 300]), "upload_quota_exceeded").await;
+        // A one-shot upload of the same Agent meets the same cap.
+        let one_shot = request(Method::POST, "/v1/blobs", Some(&worker.token), vec![3; 300]);
+        refused(&h, one_shot, "upload_quota_exceeded").await;
+        assert_eq!(
+            h.send(chunk(800, vec![2; 200])).await.status,
+            StatusCode::ACCEPTED
+        );
     }
 );

@@ -38,6 +38,7 @@ mod snapshots;
 mod tokens;
 mod ui;
 mod ui_console;
+mod uploads;
 mod wire;
 mod work;
 mod work_refusals;

@@ -14,6 +14,7 @@ pub(crate) mod binding;
 pub(crate) use binding::check_lease;
 mod publish;
 mod reads;
+mod resumable;
 mod reuse;
 pub(crate) use reuse::reuse_record;
 mod sweep;
@@ -22,6 +23,7 @@ mod verification;
 
 pub(crate) use reads::inline_bytes;
 pub use reads::{Content, ListFilter};
+pub(crate) use resumable::{Claims, remove_orphan_uploads};
 pub use sweep::SweepReport;
 pub(crate) use upload::Counters;
 pub use upload::{UploadCounters, UploadOutcome, Uploader};

@@ -27,6 +27,8 @@ pub struct SweepReport {
     pub bytes_removed: u64,
     /// Session nonces pruned.
     pub nonces_removed: u64,
+    /// Resumable upload sessions idle past the TTL, removed with their bytes.
+    pub upload_sessions_removed: u64,
 }
 
 /// A session nonce can only be replayed while a request carrying it could still pass the
@@ -39,6 +41,7 @@ impl Engine {
         let _exclusive = self.sweep_lock.write().await;
         let now = self.clock.now();
         let blob_cutoff = format_instant(now - self.unpublished_blob_ttl);
+        let upload_sessions_removed = self.sweep_upload_sessions(blob_cutoff.clone()).await?;
         let nonce_cutoff = format_instant(now - chrono::Duration::seconds(NONCE_KEEP_SECONDS));
         let (removed, nonces_removed) = self
             .db
@@ -77,6 +80,7 @@ impl Engine {
             .await?;
         let mut report = SweepReport {
             nonces_removed,
+            upload_sessions_removed,
             ..SweepReport::default()
         };
         for (id, size) in removed {
@@ -84,7 +88,7 @@ impl Engine {
             report.blobs_removed += 1;
             report.bytes_removed += size;
         }
-        if report.blobs_removed > 0 || report.nonces_removed > 0 {
+        if report.blobs_removed > 0 || report.nonces_removed > 0 || upload_sessions_removed > 0 {
             tracing::info!(?report, "swept uncited uploads and spent nonces");
         }
         Ok(report)

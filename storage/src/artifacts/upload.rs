@@ -101,6 +101,32 @@ pub(crate) fn uncited(column: &str) -> String {
     )
 }
 
+/// Refuses a session whose Membership holds no producing role (auditors only read).
+pub(crate) fn require_uploading_role(conn: &Connection, session: &Session) -> Result<(), Error> {
+    let roles = membership(conn, session.group_id.as_str(), session.agent_id.as_str())?
+        .map(|(roles, _)| roles)
+        .unwrap_or_default();
+    if roles.iter().any(|role| UPLOADING_ROLES.contains(role)) {
+        Ok(())
+    } else {
+        Err(reject(
+            ErrorCode::Forbidden,
+            "only a worker, coordinator or reviewer of the session's group may upload",
+        ))
+    }
+}
+
+/// What an Agent holds on the server without a citation: its uncited blobs and the bytes of
+/// its open resumable upload sessions (`resumable.rs`), so chunking is no way around the cap.
+pub(crate) fn held_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
+    let in_sessions: u64 = conn.row(
+        "SELECT COALESCE(SUM(received), 0) FROM upload_sessions WHERE agent_id = ?1",
+        [agent_id],
+        |row| row.get(0),
+    )?;
+    Ok(unpublished_bytes(conn, agent_id)?.saturating_add(in_sessions))
+}
+
 /// Bytes `agent_id` uploaded that nothing cites yet.
 fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
     let sql = format!(
@@ -140,16 +166,8 @@ impl Engine {
             .read(move |conn| {
                 let mut stored_unpublished = 0;
                 if let Some(session) = &session {
-                    let roles = membership(conn, session.group_id.as_str(), session.agent_id.as_str())?
-                        .map(|(roles, _)| roles)
-                        .unwrap_or_default();
-                    if !roles.iter().any(|role| UPLOADING_ROLES.contains(role)) {
-                        return Err(reject(
-                            ErrorCode::Forbidden,
-                            "only a worker, coordinator or reviewer of the session's group may upload",
-                        ));
-                    }
-                    stored_unpublished = unpublished_bytes(conn, session.agent_id.as_str())?;
+                    require_uploading_role(conn, session)?;
+                    stored_unpublished = held_bytes(conn, session.agent_id.as_str())?;
                 }
                 let known_and_visible = match &expected {
                     Some(digest) => match blob_row(conn, digest)? {
@@ -214,16 +232,19 @@ impl Engine {
                 ));
             }
         }
-        let outcome = self.record_blob(digests, staged, &reader).await;
+        let outcome = self.record_blob(digests, staged, &reader, None).await;
         drop(permit);
         outcome
     }
 
-    async fn record_blob(
+    /// Promotes `staged` (if any) and records the blob and its uploader. `finishing` names a
+    /// resumable upload session whose row goes in the same transaction as the blob row.
+    pub(crate) async fn record_blob(
         &self,
         digests: Digests,
         staged: Option<Staged>,
         uploader: &Reader,
+        finishing: Option<String>,
     ) -> Result<UploadOutcome, Error> {
         // The sweep of uncited blobs deletes rows and then files; holding this shared guard
         // from promotion to the row keeps it from deleting a file this upload just found
@@ -286,6 +307,9 @@ impl Engine {
                     if repaired > 0 {
                         append_repaired(txn, digests.blake3, now)?;
                     }
+                }
+                if let Some(upload_id) = &finishing {
+                    txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [upload_id])?;
                 }
                 if let Reader::Agent { agent_id, group_id, .. } = &uploader {
                     // `uploaded_at` moves with every upload: the sweep keeps a blob someone

@@ -1,0 +1,411 @@
+//! Resumable uploads, as OCI distribution does them: a session is started, chunks are
+//! appended at the durable offset, the offset can be asked for at any time (also after a
+//! restart), and the finish verifies the whole object against the claimed digest before it
+//! becomes an ordinary blob, with the same uploader row, quotas and sweep as a one-shot upload.
+//!
+//! Ownership: a session belongs to the Agent and Group of the session that started it; any
+//! other caller is told `not_found`, as if it did not exist (no oracle). Every call re-checks
+//! that the Membership still holds a producing role.
+//!
+//! Hashing: the finish re-hashes the staged object (streaming, memory flat) rather than
+//! persisting hasher state at each chunk: neither `blake3::Hasher` nor `sha2::Sha256` can
+//! serialize its state, a re-hash costs one sequential read at about 1 GB/s, and it checks
+//! the bytes actually on disk, not the bytes we believe we wrote.
+//!
+//! Concurrency: one request at a time per session (a process-local claim; a second one is
+//! refused with `conflict`). The sweep claims a session before it removes it, so it never
+//! deletes an object a chunk is being written to.
+//!
+//! Crash story: the row is inserted before any byte is written; a chunk is fsynced before the
+//! row's `received` moves; the finish deletes the row in the blob row's transaction, after the
+//! promotion. Start-up removes objects under `uploads/` that no row names.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use crate::sql::Cached as _;
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::views::UploadSession;
+use weft_api::{Digest, ErrorCode};
+
+use super::upload::{UploadOutcome, held_bytes, require_uploading_role};
+use crate::blobs::{Blobs, upload_path};
+use crate::clock::format_instant;
+use crate::db::Db;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::sessions::Session;
+
+/// Upload sessions a request is working on right now. A std Mutex: each critical section is
+/// one set operation, with no `.await` inside.
+#[derive(Debug, Default)]
+pub(crate) struct Claims(Mutex<HashSet<String>>);
+
+/// One claimed session; dropping it releases the claim.
+struct Claim<'a> {
+    claims: &'a Claims,
+    upload_id: String,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.claims
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.upload_id);
+    }
+}
+
+impl Claims {
+    fn try_claim(&self, upload_id: &str) -> Option<Claim<'_>> {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        held.insert(upload_id.to_owned()).then(|| Claim {
+            claims: self,
+            upload_id: upload_id.to_owned(),
+        })
+    }
+
+    fn claim(&self, upload_id: &str) -> Result<Claim<'_>, Error> {
+        self.try_claim(upload_id).ok_or_else(|| {
+            reject(
+                ErrorCode::Conflict,
+                "another request is working on this upload; retry once it has ended",
+            )
+        })
+    }
+}
+
+/// Upload sessions one Agent may hold open at once (running or waiting to be resumed); a
+/// session costs a row until it is finished, cancelled or swept, so this bounds what an Agent
+/// can make the server keep.
+pub(crate) const MAX_SESSIONS_PER_AGENT: u64 = 64;
+
+/// A session row as its owner sees it.
+struct Row {
+    staging_path: String,
+    received: u64,
+}
+
+fn not_found() -> Error {
+    reject(ErrorCode::NotFound, "no such upload session is yours")
+}
+
+/// The session `upload_id` if it belongs to `session`'s Agent and Group, which must still
+/// hold a producing role.
+fn owned(conn: &Connection, upload_id: &str, session: &Session) -> Result<Row, Error> {
+    require_uploading_role(conn, session)?;
+    conn.row(
+        "SELECT staging_path, received FROM upload_sessions
+         WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3",
+        params![
+            upload_id,
+            session.agent_id.as_str(),
+            session.group_id.as_str()
+        ],
+        |row| {
+            Ok(Row {
+                staging_path: row.get(0)?,
+                received: row.get(1)?,
+            })
+        },
+    )
+    .optional()?
+    .ok_or_else(not_found)
+}
+
+fn offset_mismatch(start: u64, received: u64) -> Error {
+    reject(
+        ErrorCode::UploadOffsetMismatch,
+        format!(
+            "the chunk starts at {start}, but the upload holds {received} bytes: send from {received}"
+        ),
+    )
+}
+
+impl Engine {
+    /// Opens an upload session for `session`'s Agent in its Group.
+    pub(crate) async fn start_upload(&self, session: &Session) -> Result<UploadSession, Error> {
+        let upload_id = format!("up-{}", uuid::Uuid::new_v4().simple());
+        let now = format_instant(self.clock.now());
+        let session = session.clone();
+        let id = upload_id.clone();
+        self.db
+            .write(move |txn| {
+                require_uploading_role(txn, &session)?;
+                let open: u64 = txn.row(
+                    "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1",
+                    [session.agent_id.as_str()],
+                    |row| row.get(0),
+                )?;
+                if open >= MAX_SESSIONS_PER_AGENT {
+                    return Err(reject(
+                        ErrorCode::TooManyUploads,
+                        format!(
+                            "at most {MAX_SESSIONS_PER_AGENT} upload sessions per agent may be open; finish or cancel one"
+                        ),
+                    ));
+                }
+                txn.run(
+                    "INSERT INTO upload_sessions
+                     (upload_id, agent_id, group_id, staging_path, received, started_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5)",
+                    params![
+                        id,
+                        session.agent_id.as_str(),
+                        session.group_id.as_str(),
+                        upload_path(&id).to_string(),
+                        now
+                    ],
+                )?;
+                Ok(())
+            })
+            .await?;
+        Ok(UploadSession {
+            upload_id,
+            offset: 0,
+        })
+    }
+
+    /// The durable offset of an upload session of `session`'s Agent and Group.
+    pub(crate) async fn upload_offset(
+        &self,
+        upload_id: &str,
+        session: &Session,
+    ) -> Result<UploadSession, Error> {
+        let (id, session) = (upload_id.to_owned(), session.clone());
+        let row = self.db.read(move |conn| owned(conn, &id, &session)).await?;
+        Ok(UploadSession {
+            upload_id: upload_id.to_owned(),
+            offset: row.received,
+        })
+    }
+
+    /// Appends a chunk that must start at the durable offset; durable before it returns.
+    pub(crate) async fn append_upload<S>(
+        &self,
+        upload_id: &str,
+        start: u64,
+        body: S,
+        session: &Session,
+    ) -> Result<UploadSession, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let _claim = self.upload_claims.claim(upload_id)?;
+        let received = self.append_claimed(upload_id, start, body, session).await?;
+        Ok(UploadSession {
+            upload_id: upload_id.to_owned(),
+            offset: received,
+        })
+    }
+
+    /// The body of [`Engine::append_upload`], for a caller holding the claim.
+    async fn append_claimed<S>(
+        &self,
+        upload_id: &str,
+        start: u64,
+        body: S,
+        session: &Session,
+    ) -> Result<u64, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let (id, looking) = (upload_id.to_owned(), session.clone());
+        let (row, held) = self
+            .db
+            .read(move |conn| {
+                let row = owned(conn, &id, &looking)?;
+                Ok((row, held_bytes(conn, looking.agent_id.as_str())?))
+            })
+            .await?;
+        if start != row.received {
+            return Err(offset_mismatch(start, row.received));
+        }
+        let permit = self
+            .limits
+            .admit_upload(Some(session.agent_id.as_str()), held)?;
+        let counted = body.map(|chunk| {
+            let chunk = chunk?;
+            permit
+                .count(chunk.len() as u64)
+                .map_err(std::io::Error::other)?;
+            Ok(chunk)
+        });
+        let room = self.max_upload_bytes.saturating_sub(row.received);
+        let path = object_store::path::Path::from(row.staging_path.as_str());
+        let appended = self
+            .blobs
+            .append_upload(&path, row.received, counted, room)
+            .await?;
+        drop(permit);
+        let now = format_instant(self.clock.now());
+        let id = upload_id.to_owned();
+        let before = row.received;
+        self.db
+            .write(move |txn| {
+                let moved = txn.run(
+                    "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2
+                     WHERE upload_id = ?3 AND received = ?4",
+                    params![appended, now, id, before],
+                )?;
+                // The claim keeps every other writer of this row away.
+                if moved == 1 { Ok(()) } else { Err(not_found()) }
+            })
+            .await?;
+        Ok(before + appended)
+    }
+
+    /// Appends an optional last chunk, then verifies the whole upload against `expected` and
+    /// records it as a blob exactly as a one-shot upload would. On a mismatch nothing is kept:
+    /// the session and its bytes are removed.
+    pub(crate) async fn finish_upload<S>(
+        &self,
+        upload_id: &str,
+        expected: Digest,
+        last_chunk: Option<(u64, S)>,
+        session: &Session,
+    ) -> Result<UploadOutcome, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let _claim = self.upload_claims.claim(upload_id)?;
+        if let Some((start, body)) = last_chunk {
+            self.append_claimed(upload_id, start, body, session).await?;
+        }
+        let (id, looking) = (upload_id.to_owned(), session.clone());
+        let (row, held) = self
+            .db
+            .read(move |conn| {
+                let row = owned(conn, &id, &looking)?;
+                Ok((row, held_bytes(conn, looking.agent_id.as_str())?))
+            })
+            .await?;
+        // The finish holds a slot like any upload: it reads and hashes the whole object.
+        let permit = self.limits.admit_upload(
+            Some(session.agent_id.as_str()),
+            held.saturating_sub(row.received),
+        )?;
+        let path = object_store::path::Path::from(row.staging_path.as_str());
+        let staged = self.blobs.hash_upload(&path, row.received).await?;
+        let digests = staged.digests;
+        let matches = match expected {
+            Digest::Blake3(id) => id == digests.blake3,
+            Digest::Sha256(sha) => sha == digests.sha256,
+        };
+        if !matches {
+            let id = upload_id.to_owned();
+            self.db
+                .write(move |txn| {
+                    txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [&id])?;
+                    Ok(())
+                })
+                .await?;
+            drop(staged); // deletes the object
+            return Err(reject(
+                ErrorCode::DigestMismatch,
+                format!(
+                    "the upload hashes to {} / {}, not {expected}; it was discarded",
+                    digests.blake3, digests.sha256
+                ),
+            ));
+        }
+        let outcome = self
+            .record_blob(
+                digests,
+                Some(staged),
+                &session.reader(),
+                Some(upload_id.to_owned()),
+            )
+            .await;
+        drop(permit);
+        outcome
+    }
+
+    /// Cancels an upload session: its row and its bytes go.
+    pub(crate) async fn cancel_upload(
+        &self,
+        upload_id: &str,
+        session: &Session,
+    ) -> Result<(), Error> {
+        let _claim = self.upload_claims.claim(upload_id)?;
+        let (id, looking) = (upload_id.to_owned(), session.clone());
+        let path = self
+            .db
+            .write(move |txn| {
+                let row = owned(txn, &id, &looking)?;
+                txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [&id])?;
+                Ok(row.staging_path)
+            })
+            .await?;
+        self.blobs
+            .remove_upload(&object_store::path::Path::from(path.as_str()))
+            .await
+    }
+
+    /// Removes upload sessions idle since before `cutoff` (rows, then objects), skipping any a
+    /// request is working on. Returns how many went.
+    pub(crate) async fn sweep_upload_sessions(&self, cutoff: String) -> Result<u64, Error> {
+        let idle = self
+            .db
+            .read(move |conn| {
+                conn.prepare_cached(
+                    "SELECT upload_id, staging_path FROM upload_sessions WHERE updated_at < ?1",
+                )?
+                .query_map([&cutoff], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Error::from)
+            })
+            .await?;
+        let mut n_removed = 0;
+        for (upload_id, path) in idle {
+            let Some(_claim) = self.upload_claims.try_claim(&upload_id) else {
+                continue;
+            };
+            let id = upload_id.clone();
+            self.db
+                .write(move |txn| {
+                    txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [&id])?;
+                    Ok(())
+                })
+                .await?;
+            self.blobs
+                .remove_upload(&object_store::path::Path::from(path.as_str()))
+                .await?;
+            n_removed += 1;
+        }
+        Ok(n_removed)
+    }
+}
+
+/// Start-up reconciliation: objects under `uploads/` that no session row names (a crash
+/// between the sweep's or the cancel's row deletion and its file deletion) are removed. Runs
+/// before the server accepts requests.
+pub(crate) async fn remove_orphan_uploads(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
+    let files = blobs.local_upload_files()?;
+    if files.is_empty() {
+        return Ok(0);
+    }
+    let orphans = db
+        .read(move |conn| {
+            let mut statement =
+                conn.prepare_cached("SELECT 1 FROM upload_sessions WHERE upload_id = ?1")?;
+            let mut orphans = Vec::new();
+            for (path, name) in files {
+                if !statement.exists([&name])? {
+                    orphans.push(path);
+                }
+            }
+            Ok(orphans)
+        })
+        .await?;
+    for path in &orphans {
+        tracing::warn!(path = %path.display(), "removing an upload object with no session row");
+        std::fs::remove_file(path).map_err(Error::backend)?;
+    }
+    Ok(orphans.len())
+}

@@ -1,0 +1,252 @@
+//! The bytes of resumable upload sessions: one object per session at `uploads/<upload id>`,
+//! appended to chunk by chunk, re-hashed once at the end and then promoted like a staged
+//! one-shot upload (a rename, no copy).
+//!
+//! Why `uploads/` and not `staging/`: `staging/` is emptied at every start, and a session must
+//! survive a restart. Leftovers here are removed at start only when no session row names them
+//! (`engine.rs`).
+//!
+//! Crash story (local backend): a chunk is written, then the file is fsynced, then the caller
+//! commits the new durable length. A crash in between leaves the file longer than the length
+//! the row records; the next chunk truncates it back first, so the object always starts with
+//! exactly the acknowledged bytes. The memory backend (tests only) rewrites the whole object
+//! per chunk, since `InMemory` cannot append; it holds everything in memory anyway.
+//!
+//! This module knows nothing about the `upload_sessions` table or who may upload.
+
+use bytes::{Bytes, BytesMut};
+use futures::{Stream, StreamExt as _};
+use object_store::path::Path;
+use object_store::{GetResultPayload, ObjectStoreExt as _, PutPayload};
+use weft_api::Digests;
+
+use super::{Blobs, Staged, body_error, read_file, too_large};
+use crate::error::Error;
+use crate::hashing::DualHasher;
+
+/// Where the bytes of upload session `upload_id` are staged.
+pub(crate) fn upload_path(upload_id: &str) -> Path {
+    Path::from(format!("uploads/{upload_id}"))
+}
+
+impl Blobs {
+    /// Appends `body` at `received`, the object's durable length, and makes it durable (file
+    /// and, for a new file, its directory fsynced). Refuses past `room` bytes. Returns how many
+    /// bytes were appended. On any failure the object is cut back to `received`.
+    pub(crate) async fn append_upload<S>(
+        &self,
+        path: &Path,
+        received: u64,
+        body: S,
+        room: u64,
+    ) -> Result<u64, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        match &self.local_root {
+            Some(root) => append_local(&root.join(path.as_ref()), received, body, room).await,
+            None => self.append_memory(path, received, body, room).await,
+        }
+    }
+
+    async fn append_memory<S>(
+        &self,
+        path: &Path,
+        received: u64,
+        body: S,
+        room: u64,
+    ) -> Result<u64, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let mut object = match self.store.get(path).await {
+            Ok(result) => BytesMut::from(result.bytes().await?),
+            Err(object_store::Error::NotFound { .. }) => BytesMut::new(),
+            Err(error) => return Err(error.into()),
+        };
+        object.truncate(usize::try_from(received).map_err(Error::backend)?);
+        let mut body = std::pin::pin!(body);
+        let mut appended = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(body_error)?;
+            appended += chunk.len() as u64;
+            if appended > room {
+                return Err(too_large(received.saturating_add(room)));
+            }
+            object.extend_from_slice(&chunk);
+        }
+        self.store
+            .put(path, PutPayload::from(object.freeze()))
+            .await?;
+        Ok(appended)
+    }
+
+    /// Deletes an upload session's object; one already gone is not an error.
+    pub(crate) async fn remove_upload(&self, path: &Path) -> Result<(), Error> {
+        match self.store.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Re-hashes the first `received` bytes of an upload session's object, streaming (memory
+    /// stays at a few batches whatever the size), and hands it back as staged bytes ready to
+    /// promote. Dropping the result deletes the object.
+    pub(crate) async fn hash_upload(&self, path: &Path, received: u64) -> Result<Staged, Error> {
+        if received == 0 {
+            // Nothing was ever appended, so there may be no object: stage an empty one.
+            self.store.put(path, PutPayload::default()).await?;
+        }
+        let result = self.store.get(path).await?;
+        let mut stream = match result.payload {
+            GetResultPayload::File(file, _) => read_file(file),
+            GetResultPayload::Stream(stream) => stream.map(|c| c.map_err(Error::from)).boxed(),
+        };
+        let mut hasher = DualHasher::default();
+        let mut hashed = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            let keep = usize::try_from((received - hashed).min(chunk.len() as u64))
+                .map_err(Error::backend)?;
+            hasher.update(&chunk[..keep]).await?;
+            hashed += keep as u64;
+        }
+        let (digests, _tail) = hasher.finish().await?;
+        if digests.size != received {
+            return Err(Error::backend(std::io::Error::other(format!(
+                "upload object {path} holds {} bytes, its session recorded {received}",
+                digests.size
+            ))));
+        }
+        if self.local_root.is_some() && received > 0 {
+            // A tail past `received` (a crash mid-chunk) must not be promoted with the blob.
+            let file = self
+                .local_root
+                .as_ref()
+                .map(|root| root.join(path.as_ref()));
+            if let Some(file) = file {
+                truncate_local(&file, received).await?;
+            }
+        }
+        Ok(self.staged(path.clone(), digests))
+    }
+
+    fn staged(&self, path: Path, digests: Digests) -> Staged {
+        // A resumed upload is a file whatever its size: its bytes already are one.
+        Staged {
+            path: Some(path),
+            store: std::sync::Arc::clone(&self.store),
+            digests,
+            inline: None,
+        }
+    }
+
+    /// Every upload session object with its size, for the fingerprint.
+    pub(crate) async fn upload_listing(&self) -> Result<Vec<(String, u64)>, Error> {
+        use futures::TryStreamExt as _;
+        self.store
+            .list(Some(&Path::from("uploads")))
+            .map_ok(|meta| (meta.location.to_string(), meta.size))
+            .map_err(Error::from)
+            .try_collect()
+            .await
+    }
+
+    /// The names under `uploads/` of the local backend (empty for memory), for the start-up
+    /// removal of objects no session row names.
+    pub(crate) fn local_upload_files(&self) -> Result<Vec<(std::path::PathBuf, String)>, Error> {
+        let Some(root) = &self.local_root else {
+            return Ok(Vec::new());
+        };
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(root.join("uploads")).map_err(Error::backend)? {
+            let path = entry.map_err(Error::backend)?.path();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            files.push((path, name));
+        }
+        Ok(files)
+    }
+}
+
+async fn truncate_local(file: &std::path::Path, length: u64) -> Result<(), Error> {
+    let handle = tokio::fs::OpenOptions::new()
+        .write(true)
+        .open(file)
+        .await
+        .map_err(Error::backend)?;
+    if handle.metadata().await.map_err(Error::backend)?.len() != length {
+        handle.set_len(length).await.map_err(Error::backend)?;
+        handle.sync_all().await.map_err(Error::backend)?;
+    }
+    Ok(())
+}
+
+async fn append_local<S>(
+    file: &std::path::Path,
+    received: u64,
+    body: S,
+    room: u64,
+) -> Result<u64, Error>
+where
+    S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+{
+    use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
+    let is_new = !tokio::fs::try_exists(file).await.map_err(Error::backend)?;
+    let mut open = tokio::fs::OpenOptions::new();
+    open.create(true).write(true);
+    #[cfg(unix)]
+    open.mode(0o600);
+    let mut handle = open.open(file).await.map_err(Error::backend)?;
+    // Drop whatever a crash or a failed chunk left past the durable length.
+    handle.set_len(received).await.map_err(Error::backend)?;
+    handle
+        .seek(std::io::SeekFrom::Start(received))
+        .await
+        .map_err(Error::backend)?;
+    let outcome = async {
+        let mut body = std::pin::pin!(body);
+        let mut appended = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(body_error)?;
+            appended += chunk.len() as u64;
+            if appended > room {
+                return Err(too_large(received.saturating_add(room)));
+            }
+            handle.write_all(&chunk).await.map_err(Error::backend)?;
+        }
+        handle.flush().await.map_err(Error::backend)?;
+        handle.sync_all().await.map_err(Error::backend)?;
+        Ok(appended)
+    }
+    .await;
+    match outcome {
+        Ok(appended) => {
+            if is_new && let Some(dir) = file.parent() {
+                let dir = dir.to_path_buf();
+                tokio::task::spawn_blocking(move || std::fs::File::open(dir)?.sync_all())
+                    .await
+                    .map_err(Error::backend)?
+                    .map_err(Error::backend)?;
+            }
+            Ok(appended)
+        }
+        Err(error) => {
+            drop(handle);
+            let undone = if is_new {
+                // A refused first chunk leaves no object at all, as before it.
+                tokio::fs::remove_file(file).await
+            } else {
+                truncate_local(file, received)
+                    .await
+                    .map_err(std::io::Error::other)
+            };
+            if let Err(trim_error) = undone {
+                tracing::warn!(file = %file.display(), %trim_error, "could not cut a failed chunk back");
+            }
+            Err(error)
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! The façade's resumable-upload group (`Store::start_upload` … `Store::cancel_upload`), kept
+//! out of `lib.rs` for size only: one short method per operation, as there; the work is in
+//! `artifacts/resumable.rs`.
+
+use bytes::Bytes;
+use futures::Stream;
+use weft_api::Digest;
+use weft_api::views::UploadSession;
+
+use crate::{Error, Session, Store, UploadOutcome};
+
+impl Store {
+    /// Starts a resumable upload for `session`'s Agent in its Group, at offset 0.
+    pub async fn start_upload(&self, session: &Session) -> Result<UploadSession, Error> {
+        self.inner.start_upload(session).await
+    }
+
+    /// The durable offset of one of `session`'s upload sessions (`not_found` for anyone else's).
+    pub async fn upload_offset(&self, id: &str, session: &Session) -> Result<UploadSession, Error> {
+        self.inner.upload_offset(id, session).await
+    }
+
+    /// Appends a chunk starting at `start`, which must be the durable offset
+    /// (`upload_offset_mismatch` otherwise); the chunk is durable when this returns.
+    pub async fn append_upload(
+        &self,
+        id: &str,
+        start: u64,
+        body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send,
+        session: &Session,
+    ) -> Result<UploadSession, Error> {
+        self.inner.append_upload(id, start, body, session).await
+    }
+
+    /// Appends an optional last chunk, verifies the upload against `expected` and stores it
+    /// as a blob, as [`Store::upload`] would; on a mismatch the session is discarded.
+    pub async fn finish_upload<S>(
+        &self,
+        upload_id: &str,
+        expected: Digest,
+        last_chunk: Option<(u64, S)>,
+        session: &Session,
+    ) -> Result<UploadOutcome, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        self.inner
+            .finish_upload(upload_id, expected, last_chunk, session)
+            .await
+    }
+
+    /// Cancels an upload session, removing its bytes.
+    pub async fn cancel_upload(&self, upload_id: &str, session: &Session) -> Result<(), Error> {
+        self.inner.cancel_upload(upload_id, session).await
+    }
+}
