@@ -22,9 +22,6 @@ pub(crate) struct Engine {
     /// Bumped after every commit that can end a session (`sessions.rs`), so open streams
     /// re-check theirs at once.
     pub(crate) auth_generation: tokio::sync::watch::Sender<u64>,
-    /// Sessions resolved at an auth generation (`sessions.rs`): a token seen again before the
-    /// generation moves answers from here, without a database read.
-    pub(crate) session_cache: crate::sessions::SessionCache,
     pub(crate) max_upload_bytes: u64,
     pub(crate) inline_blob_bytes: u64,
     pub(crate) session_ttl: chrono::Duration,
@@ -151,7 +148,6 @@ impl Engine {
             clock: options.clock,
             authority: options.authority,
             auth_generation: tokio::sync::watch::Sender::new(0),
-            session_cache: crate::sessions::SessionCache::default(),
             max_upload_bytes: options.max_upload_bytes,
             inline_blob_bytes: options.inline_blob_bytes,
             session_ttl: options.session_ttl,

@@ -83,6 +83,8 @@ use weft_api::{ArtifactId, Digest, Digests, Envelope, Id, KeyId};
 #[derive(Clone, Debug)]
 pub struct Store {
     inner: Arc<engine::Engine>,
+    /// Sessions resolved at an auth generation: a token seen again answers without a read.
+    sessions: Arc<sessions::SessionCache>,
 }
 
 impl Store {
@@ -93,6 +95,7 @@ impl Store {
         let inner = engine::Engine::open(options).await?;
         Ok(Self {
             inner: Arc::new(inner),
+            sessions: Arc::default(),
         })
     }
 
@@ -307,7 +310,7 @@ impl Store {
 
     /// Resolves a bearer token to a live session.
     pub async fn authenticate(&self, token: &str) -> Result<Session, Error> {
-        self.inner.authenticate(token).await
+        self.sessions.authenticate(&self.inner, token).await
     }
 
     /// Whether a session a stream was opened with is still live now.

@@ -137,19 +137,9 @@ impl Engine {
     pub(crate) async fn authenticate(&self, token: &str) -> Result<Session, Error> {
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
         let now = format_instant(self.clock.now());
-        // The generation before the read: a change committed after it moves the generation,
-        // so what this read saw is never served once that change has been answered.
-        let generation = *self.auth_generation.borrow();
-        if let Some(session) = self.session_cache.get(&token_hash, generation, &now) {
-            return Ok(session);
-        }
-        let session = self
-            .db
+        self.db
             .read(move |conn| live_session(conn, token_hash, &now))
-            .await?;
-        self.session_cache
-            .put(token_hash, generation, session.clone());
-        Ok(session)
+            .await
     }
 
     /// Whether `session` is still live (for a stream opened with it): the same answer its
@@ -187,6 +177,26 @@ pub(crate) struct SessionCache(
 const SESSION_CACHE_ENTRIES: usize = 65_536;
 
 impl SessionCache {
+    /// [`Engine::authenticate`], answered from here while nothing that can end a session
+    /// has committed since the entry was read.
+    pub(crate) async fn authenticate(
+        &self,
+        engine: &Engine,
+        token: &str,
+    ) -> Result<Session, Error> {
+        let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
+        // The generation before the read: a change committed after it moves the generation,
+        // so what this read saw is never served once that change has been answered.
+        let generation = *engine.auth_generation.borrow();
+        let now = format_instant(engine.clock.now());
+        if let Some(session) = self.get(&token_hash, generation, &now) {
+            return Ok(session);
+        }
+        let session = engine.authenticate(token).await?;
+        self.put(token_hash, generation, session.clone());
+        Ok(session)
+    }
+
     fn get(&self, token_hash: &[u8; 32], generation: u64, now: &str) -> Option<Session> {
         let cache = self
             .0
