@@ -13,9 +13,19 @@ use super::error::HttpError;
 
 pub(crate) const INTOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 
-/// A PROV qualified name in the `weft` namespace: `:` in ids is percent-escaped.
+/// A PROV qualified name in the `weft` namespace. Its local part must be an XML NCName
+/// (PROV-XML's `prov:id` is an `xsd:QName`), and ids may hold `:`, which no NCName may:
+/// `_` is written `__` and `:` `_-`, which reads back unambiguously (`w:1` → `agent_w_-1`).
 fn qname(kind: &str, id: &str) -> String {
-    format!("weft:{kind}_{}", id.replace(':', "%3A"))
+    let mut local = String::with_capacity(id.len() + 4);
+    for c in id.chars() {
+        match c {
+            '_' => local.push_str("__"),
+            ':' => local.push_str("_-"),
+            c => local.push(c),
+        }
+    }
+    format!("weft:{kind}_{local}")
 }
 
 /// The node name used in edges (`blake3:…`, `workItem:…`, `mission:…`, `agent:…`) as a QName.

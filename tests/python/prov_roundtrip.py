@@ -4,7 +4,8 @@ Reads a PROV-JSON document on stdin; deserialises it, serialises it again, deser
 and checks both documents are equal and hold the expected numbers of records (argv:
 entities activities agents derivations generations attributions usages
 associations). Exits non-zero on
-any difference.
+any difference, or when the document serialised as PROV-XML does not validate against the
+W3C PROV-XML schema.
 """
 import io
 import json
@@ -30,4 +31,14 @@ for record in document.get_records():
         for _, value in record.formal_attributes:
             if value is not None and str(value) not in declared:
                 sys.exit(f"{record} points at undeclared {value}")
+# PROV-XML: the same document serialised as XML validates against the W3C schema the prov
+# package ships (every prov:id an xsd:QName, so no `%` or second `:` in a local part).
+import os
+from lxml import etree
+import prov
+schema_path = os.path.join(os.path.dirname(prov.__file__), "tests", "schemas", "prov.xsd")
+schema = etree.XMLSchema(etree.parse(schema_path))
+xml = etree.fromstring(document.serialize(format="xml").encode())
+if not schema.validate(xml):
+    sys.exit(f"PROV-XML does not validate: {schema.error_log.last_error}")
 print("ok", found)

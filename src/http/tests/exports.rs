@@ -49,10 +49,11 @@ pub(super) fn run_python(script: &str, args: &[&str], input: &[u8]) -> String {
 #[tokio::test]
 async fn prov_json_and_intoto_exports_validate_independently() {
     let h = harness(Kind::Memory).await;
-    let worker = h.agent("w1", "g1", &["worker"]).await;
+    // Ids with `:` and `_` (issue #16: PROV-XML needs NCName local parts).
+    let worker = h.agent("w:1", "g1", &["worker"]).await;
     let input = h.put_in(&worker, "g1", b"input", &[], "collect").await;
     let report = h
-        .put_in(&worker, "g1", b"report", &[input], "analyse")
+        .put_in(&worker, "g1", b"report", &[input], "ana:ly_se")
         .await;
     let answer = h
         .call(
@@ -64,8 +65,8 @@ async fn prov_json_and_intoto_exports_validate_independently() {
         .await;
     assert_eq!(answer.status, StatusCode::OK);
     // 2 entities; activities: 2 WorkItems + 1 Mission; 1 agent; 1 derivation, 2 generations,
-    // 2 attributions, 1 usage (the analyse WorkItem used the input), 2 associations (each
-    // WorkItem with w1; issue #16).
+    // 2 attributions, 1 usage (the ana:ly_se WorkItem used the input), 2 associations (each
+    // WorkItem with w:1; issue #16).
     let checked = run_python(
         "prov_roundtrip.py",
         &["2", "3", "1", "1", "2", "2", "1", "2"],
@@ -89,12 +90,12 @@ async fn prov_json_and_intoto_exports_validate_independently() {
         associations,
         [
             (
-                "weft:workItem_analyse".to_owned(),
-                "weft:agent_w1".to_owned()
+                "weft:workItem_ana_-ly__se".to_owned(),
+                "weft:agent_w_-1".to_owned()
             ),
             (
                 "weft:workItem_collect".to_owned(),
-                "weft:agent_w1".to_owned()
+                "weft:agent_w_-1".to_owned()
             ),
         ]
     );
@@ -147,12 +148,12 @@ async fn prov_json_and_intoto_exports_validate_independently() {
     );
     assert_eq!(
         statement["predicate"]["runDetails"]["builder"]["id"],
-        "https://weft.dev/agents/w1"
+        "https://weft.dev/agents/w:1"
     );
     let refused = h
         .call(
             Method::GET,
-            "/v1/workitems/analyse/provenance?format=intoto",
+            "/v1/workitems/ana:ly_se/provenance?format=intoto",
             Some(&worker.token),
             Body::empty(),
         )
