@@ -475,8 +475,17 @@ CREATE TABLE inline_blobs (
 );
 "#;
 
+/// Composite indexes for the lookups every read makes (issue #15): without statistics SQLite
+/// picked the one-column `manifests_group` index for `blake3 = ? AND group_id = ?`, so each
+/// visibility check walked every manifest of the Group (a 4 KiB GET slowed with the Group's
+/// size). `work_item_id, group_id` serves the reviewer's and the scheduling look-ups.
+const V18: &str = r#"
+CREATE INDEX manifests_blake3_group ON manifests(blake3, group_id, mission_id);
+CREATE INDEX manifests_work_item_group ON manifests(work_item_id, group_id, mission_id);
+"#;
+
 /// The newest schema version this build writes.
-const LATEST: i64 = 17;
+const LATEST: i64 = 18;
 
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
@@ -537,5 +546,54 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     if version < 17 {
         conn.execute_batch(&format!("BEGIN; {V17} PRAGMA user_version = 17; COMMIT;"))?;
     }
+    if version < 18 {
+        conn.execute_batch(&format!("BEGIN; {V18} PRAGMA user_version = 18; COMMIT;"))?;
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    /// The plan SQLite picks for `sql` on the migrated schema, one line per step.
+    fn plan(conn: &Connection, sql: &str, params: usize) -> Vec<String> {
+        let mut statement = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("plan");
+        let values: Vec<&str> = vec!["x"; params];
+        statement
+            .query_map(rusqlite::params_from_iter(values), |row| row.get(3))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("steps")
+    }
+
+    /// Issue #15: the visibility look-ups of every read find one artifact's manifests in a
+    /// Group through the (blake3, group) index, never by walking the Group's manifests.
+    #[test]
+    fn visibility_lookups_never_walk_a_groups_manifests() {
+        let conn = Connection::open_in_memory().expect("open");
+        super::migrate(&conn).expect("schema");
+        for (sql, params) in [
+            ("SELECT DISTINCT mission_id FROM manifests WHERE blake3 = ?1 AND group_id = ?2", 2),
+            (
+                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
+                4,
+            ),
+            (
+                "SELECT DISTINCT mission_id FROM manifests WHERE work_item_id = ?1 AND group_id = ?2
+                 AND (?3 IS NULL OR mission_id = ?3) LIMIT 2",
+                3,
+            ),
+        ] {
+            let steps = plan(&conn, sql, params);
+            assert!(
+                steps[0].starts_with("SEARCH")
+                    && !steps[0].contains("manifests_group ")
+                    && steps[0].contains("group_id=?"),
+                "{sql}: {steps:?}"
+            );
+        }
+    }
 }
