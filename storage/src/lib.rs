@@ -60,8 +60,8 @@ pub use evidence::EvidenceFilter;
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
 pub use lineage::{
-    ArtifactNode, ContextNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef,
-    Query as LineageQuery, Scope,
+    ArtifactNode, ContextNode, Direction, Edge, Lineage, LineageStart, ManifestSummary, Name,
+    NodeRef, Query as LineageQuery, Scope, SnapshotSaved,
 };
 pub use options::{Faults, Options, Quotas, ReconcileStep, defaults};
 pub use sessions::Session;
@@ -718,6 +718,19 @@ impl Store {
         reader: &Reader,
     ) -> Result<Vec<ArtifactId>, Error> {
         self.inner.lineage_path(from, to, max_depth, reader).await
+    }
+
+    /// Brings the lineage index up to every committed publication and writes its snapshot
+    /// beside the index database, so the next open reads it instead of rebuilding (issue #15;
+    /// `None`: an in-memory database, or nothing published). Call at clean shutdown and
+    /// periodically; a crash between two calls costs only a longer catch-up.
+    pub async fn save_lineage_snapshot(&self) -> Result<Option<SnapshotSaved>, Error> {
+        self.inner.save_lineage_snapshot().await
+    }
+
+    /// How the lineage index was made ready when this store was opened.
+    pub fn lineage_start(&self) -> LineageStart {
+        self.inner.lineage_start
     }
 
     /// Approximate memory the in-memory lineage index takes, in bytes.

@@ -29,12 +29,16 @@ mod answer;
 mod graph;
 mod name;
 mod query;
+mod restart;
+#[cfg(test)]
+mod restart_tests;
+mod snapshot;
 #[cfg(test)]
 mod tests;
 mod walk;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 use std::time::Instant;
 
 use smallvec::SmallVec;
@@ -47,7 +51,11 @@ pub use answer::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, ManifestSummary, NodeRef, Query, Scope,
 };
 pub use name::Name;
-pub(crate) use query::load_publications;
+#[cfg(feature = "bench-support")]
+pub(crate) use query::load_publications_after;
+use restart::Coverage;
+pub(crate) use restart::snapshot_path;
+pub use restart::{LineageStart, SnapshotSaved};
 
 /// Hash sets and maps for the index and its walks: keys are small integers or BLAKE3 ids, so a
 /// fast, randomly seeded hasher instead of SipHash.
@@ -131,28 +139,48 @@ pub(crate) struct Publication {
     pub(crate) media_type: String,
     pub(crate) sequence: u64,
     pub(crate) sources: Vec<ArtifactId>,
+    /// Its `manifests` row's rowid (see `restart.rs`).
+    pub(crate) rowid: u64,
 }
 
 /// The index. Reads take a shared lock for the duration of one query.
 #[derive(Debug, Default)]
 pub(crate) struct Index {
     graph: RwLock<Graph>,
+    /// Which rows `graph` holds; changed only while holding `graph`'s write lock, so a
+    /// snapshot taken under its read lock sees the two agree.
+    coverage: Mutex<Coverage>,
 }
 
 impl Index {
+    /// Adds one committed publication.
     pub(crate) fn add(&self, publication: &Publication) {
-        // Short critical section, no await inside.
-        self.graph
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .add(publication);
+        // Short critical sections, no await inside.
+        let mut graph = self.graph.write().unwrap_or_else(|p| p.into_inner());
+        graph.add(publication);
+        self.coverage()
+            .note(publication.rowid, publication.manifest_id);
     }
 
-    pub(crate) fn add_all(&self, publications: &[Publication]) {
+    /// Adds every row one read of the tables saw, the last being `last` (rows the index holds
+    /// already are skipped).
+    pub(crate) fn catch_up(&self, publications: &[Publication], last: Option<(u64, ArtifactId)>) {
         let mut graph = self.graph.write().unwrap_or_else(|p| p.into_inner());
         for publication in publications {
             graph.add(publication);
         }
+        self.coverage().caught_up(last);
+    }
+
+    fn coverage(&self) -> std::sync::MutexGuard<'_, Coverage> {
+        self.coverage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The snapshot file's bytes and the rowid through which they hold every row.
+    fn encode(&self) -> (Vec<u8>, u64) {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let coverage = self.coverage().clone();
+        (snapshot::encode(&graph, &coverage), coverage.through.0)
     }
 
     /// Bytes the index takes, roughly (for the benchmark's report).
