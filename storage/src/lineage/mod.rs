@@ -150,6 +150,10 @@ pub(crate) struct Index {
     /// Which rows `graph` holds; changed only while holding `graph`'s write lock, so a
     /// snapshot taken under its read lock sees the two agree.
     coverage: Mutex<Coverage>,
+    /// `Coverage::through` of the snapshot on disk, as this process read or wrote it.
+    saved_through: std::sync::atomic::AtomicU64,
+    /// Held while a snapshot is written, so two saves never share the temporary file.
+    saving: Mutex<()>,
 }
 
 impl Index {
@@ -160,27 +164,6 @@ impl Index {
         graph.add(publication);
         self.coverage()
             .note(publication.rowid, publication.manifest_id);
-    }
-
-    /// Adds every row one read of the tables saw, the last being `last` (rows the index holds
-    /// already are skipped).
-    pub(crate) fn catch_up(&self, publications: &[Publication], last: Option<(u64, ArtifactId)>) {
-        let mut graph = self.graph.write().unwrap_or_else(|p| p.into_inner());
-        for publication in publications {
-            graph.add(publication);
-        }
-        self.coverage().caught_up(last);
-    }
-
-    fn coverage(&self) -> std::sync::MutexGuard<'_, Coverage> {
-        self.coverage.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The snapshot file's bytes and the rowid through which they hold every row.
-    fn encode(&self) -> (Vec<u8>, u64) {
-        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
-        let coverage = self.coverage().clone();
-        (snapshot::encode(&graph, &coverage), coverage.through.0)
     }
 
     /// Bytes the index takes, roughly (for the benchmark's report).

@@ -24,12 +24,13 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, OptionalExtension as _};
 use weft_api::ArtifactId;
 
 use super::query::load_publications_after;
-use super::{Index, snapshot};
+use super::{Index, Publication, snapshot};
 use crate::db::{Db, Location};
 use crate::engine::Engine;
 use crate::error::Error;
@@ -94,6 +95,9 @@ pub enum LineageStart {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotSaved {
     pub bytes: usize,
+    /// Committed publications the index did not hold yet, read from the tables first (0 when
+    /// every publication reached the index through `Store::publish`).
+    pub caught_up: usize,
     /// The rowid through which it holds every `manifests` row.
     pub through: u64,
 }
@@ -134,6 +138,27 @@ fn matches(conn: &Connection, coverage: &Coverage) -> Result<bool, Error> {
 }
 
 impl Index {
+    /// Adds every row one read of the tables saw, the last being `last` (rows the index holds
+    /// already are skipped).
+    pub(crate) fn catch_up(&self, publications: &[Publication], last: Option<(u64, ArtifactId)>) {
+        let mut graph = self.graph.write().unwrap_or_else(|p| p.into_inner());
+        for publication in publications {
+            graph.add(publication);
+        }
+        self.coverage().caught_up(last);
+    }
+
+    pub(super) fn coverage(&self) -> std::sync::MutexGuard<'_, Coverage> {
+        self.coverage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The snapshot file's bytes and the rowid through which they hold every row.
+    pub(super) fn encode(&self) -> (Vec<u8>, u64) {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let coverage = self.coverage().clone();
+        (snapshot::encode(&graph, &coverage), coverage.through.0)
+    }
+
     /// The index of the database `db` at `location`: from its snapshot if there is a usable
     /// one, else rebuilt from the tables.
     pub(crate) async fn open(db: &Db, location: &Location) -> Result<(Self, LineageStart), Error> {
@@ -187,6 +212,8 @@ impl Index {
         let index = Self {
             graph: std::sync::RwLock::new(graph),
             coverage: std::sync::Mutex::new(coverage),
+            saved_through: AtomicU64::new(through),
+            saving: std::sync::Mutex::new(()),
         };
         index.catch_up(&publications, last);
         Ok(Some((
@@ -221,8 +248,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 impl Engine {
     /// Brings the lineage index up to every committed publication, then writes its snapshot
-    /// (`None`: an in-memory database, or nothing published yet). The server calls this at
-    /// clean shutdown and periodically.
+    /// (`None`: an in-memory database, nothing published yet, or nothing new since the
+    /// snapshot on disk). The server calls this at clean shutdown and periodically.
     pub(crate) async fn save_lineage_snapshot(
         self: &Arc<Self>,
     ) -> Result<Option<SnapshotSaved>, Error> {
@@ -235,15 +262,26 @@ impl Engine {
             .read(move |conn| load_publications_after(conn, through))
             .await?;
         self.lineage.catch_up(&publications, last);
+        let caught_up = publications.len();
+        drop(publications);
         let engine = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
-            let (bytes, through) = engine.lineage.encode();
-            if through == 0 {
+            // Held for the whole write, on the blocking pool (no await inside).
+            let _one_at_a_time = engine
+                .lineage
+                .saving
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let saved = &engine.lineage.saved_through;
+            if engine.lineage.coverage().through.0 == saved.load(Ordering::Relaxed) {
                 return Ok(None);
             }
+            let (bytes, through) = engine.lineage.encode();
             write_atomically(&path, &bytes).map_err(Error::backend)?;
+            saved.store(through, Ordering::Relaxed);
             Ok(Some(SnapshotSaved {
                 bytes: bytes.len(),
+                caught_up,
                 through,
             }))
         })

@@ -70,6 +70,8 @@ fn read_back(bytes: &[u8]) -> Index {
     Index {
         graph: RwLock::new(graph),
         coverage: Mutex::new(coverage),
+        saved_through: Default::default(),
+        saving: Mutex::new(()),
     }
 }
 
@@ -227,7 +229,12 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
     commit_rows(&store, 0, 300, "a").await;
     // Saving first reads the rows the index has not seen.
     let saved = store.save_lineage_snapshot().await.unwrap().unwrap();
-    assert_eq!(saved.through, 300);
+    assert_eq!((saved.through, saved.caught_up), (300, 300));
+    assert_eq!(
+        store.save_lineage_snapshot().await.unwrap(),
+        None,
+        "nothing new"
+    );
     // Committed after the snapshot, then a crash: no newer snapshot.
     commit_rows(&store, 300, 400, "a").await;
     drop(store);
