@@ -17,7 +17,8 @@ use crate::events::to32;
 
 /// The publications whose `manifests` rowid is above `after`, oldest first, and the last one's
 /// rowid and manifest id: everything, for a rebuild at start (`after` = 0), or what was
-/// committed after a snapshot. A rebuild reads `derivations` in one scan; a catch-up looks up
+/// committed after a snapshot (`CROSS JOIN` keeps SQLite on the rowid range of `manifests`,
+/// never a scan of `blobs`). A rebuild reads `derivations` in one scan; a catch-up looks up
 /// each new manifest's rows by the primary key. Either takes a manifest's sources in the order
 /// they were written, as the publication added them, so every way of building the index
 /// gives the same edge lists.
@@ -42,7 +43,7 @@ pub(crate) fn load_publications_after(
     }
     let mut statement = conn.prepare_cached(
         "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
-         FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1 ORDER BY m.rowid",
+         FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1 ORDER BY m.rowid",
     )?;
     let rows = statement
         .query_map([i64::try_from(after).unwrap_or(i64::MAX)], |row| {

@@ -173,16 +173,36 @@ pub(super) fn encode(graph: &Graph, coverage: &Coverage) -> Vec<u8> {
     file
 }
 
-/// The graph and coverage a file holds, if its digest and every index in it check out.
+/// The graph and coverage a file holds, if its digest and every index in it check out. The
+/// digest is checked on a second thread (`weft-lineage-verify`) while this one decodes, and
+/// the decoded graph is dropped unless it matches: decoding checks every count and index, so
+/// it is safe on any bytes, and this halves the time to ready on two cores.
 pub(super) fn decode(file: &[u8]) -> Result<(Graph, Coverage), Unusable> {
     let mut input = In(file);
     if input.bytes(MAGIC.len())? != MAGIC {
         return Err(Unusable("not a lineage snapshot of this version"));
     }
     let digest = input.bytes(32)?;
-    if blake3::hash(input.0).as_bytes() != digest {
-        return Err(Unusable("its digest does not match its bytes"));
-    }
+    let body = input.0;
+    std::thread::scope(|scope| {
+        let verified = std::thread::Builder::new()
+            .name("weft-lineage-verify".into())
+            .spawn_scoped(scope, || blake3::hash(body).as_bytes() == digest);
+        let decoded = decode_body(In(body));
+        let verified = match verified {
+            Ok(thread) => thread.join().unwrap_or(false),
+            // No second thread to be had: check it here.
+            Err(_) => blake3::hash(body).as_bytes() == digest,
+        };
+        if !verified {
+            return Err(Unusable("its digest does not match its bytes"));
+        }
+        decoded
+    })
+}
+
+/// Everything after the digest.
+fn decode_body(mut input: In<'_>) -> Result<(Graph, Coverage), Unusable> {
     let mut coverage = Coverage {
         through: (input.u64()?, input.id()?),
         ahead: Default::default(),
@@ -235,6 +255,8 @@ pub(super) fn decode(file: &[u8]) -> Result<(Graph, Coverage), Unusable> {
     }
     let n_manifests = input.count(MANIFEST_BYTES)?;
     graph.manifests.reserve_exact(n_manifests);
+    // Each manifest's WorkItem and Mission, as numbers in the name table (see below).
+    let mut scopes: Vec<(u32, u32)> = Vec::with_capacity(n_manifests);
     for _ in 0..n_manifests {
         let artifact = input.id()?;
         let manifest_id = input.id()?;
@@ -246,6 +268,7 @@ pub(super) fn decode(file: &[u8]) -> Result<(Graph, Coverage), Unusable> {
             input.u32()?,
             input.u32()?,
         ];
+        scopes.push((names[2], names[1]));
         graph.manifests.push(ManifestNode {
             artifact,
             manifest_id,
@@ -283,20 +306,26 @@ pub(super) fn decode(file: &[u8]) -> Result<(Graph, Coverage), Unusable> {
             steps += 1;
         }
     }
-    for (manifest, &node) in graph.manifests.iter().zip(&node_of) {
+    // Lists indexed by name number, so no name is hashed per manifest (names were checked
+    // against the table above).
+    let (mut work_items, mut missions) =
+        (vec![Vec::new(); table.len()], vec![Vec::new(); table.len()]);
+    for (&(work_item, mission), &node) in scopes.iter().zip(&node_of) {
         if node == u32::MAX {
             return Err(Unusable("a manifest belongs to no node"));
         }
-        graph
-            .by_work_item
-            .entry(manifest.work_item.as_str())
-            .or_default()
-            .push(node);
-        graph
-            .by_mission
-            .entry(manifest.mission.as_str())
-            .or_default()
-            .push(node);
+        work_items[work_item as usize].push(node);
+        missions[mission as usize].push(node);
+    }
+    for (lists, map) in [
+        (work_items, &mut graph.by_work_item),
+        (missions, &mut graph.by_mission),
+    ] {
+        for (number, list) in lists.into_iter().enumerate() {
+            if !list.is_empty() {
+                map.insert(table[number].as_str(), list);
+            }
+        }
     }
     Ok((graph, coverage))
 }
