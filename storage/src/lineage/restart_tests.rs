@@ -148,15 +148,19 @@ async fn commit_rows(store: &Store, from: usize, to: usize, salt: &str) {
     if from == 0 {
         for group in ["g0", "g1"] {
             store
-                .create_group(Id::parse("groupId", group).unwrap())
+                .create_group(Id::parse("groupId", group).expect("a valid id"))
                 .await
-                .unwrap();
+                .expect("the test store answers");
         }
         let key = weft_api::dsse::generate_key().verifying_key();
         store
-            .register_agent(Id::parse("agentId", "producer").unwrap(), key, "1".into())
+            .register_agent(
+                Id::parse("agentId", "producer").expect("a valid id"),
+                key,
+                "1".into(),
+            )
             .await
-            .unwrap();
+            .expect("the test store answers");
     }
     let salt = salt.to_owned();
     store
@@ -188,7 +192,7 @@ async fn commit_rows(store: &Store, from: usize, to: usize, salt: &str) {
             Ok(())
         })
         .await
-        .unwrap();
+        .expect("the test store answers");
 }
 
 /// The index as a rebuild from `store`'s tables makes it, encoded.
@@ -198,14 +202,16 @@ async fn rebuilt(store: &Store) -> Vec<u8> {
         .db
         .read(|conn| query::load_publications_after(conn, 0))
         .await
-        .unwrap();
+        .expect("the test store answers");
     let index = Index::default();
     index.catch_up(&publications, last);
     index.encode().0
 }
 
 async fn open(dir: &std::path::Path) -> Store {
-    Store::open(Options::on_disk(dir)).await.unwrap()
+    Store::open(Options::on_disk(dir))
+        .await
+        .expect("the test store answers")
 }
 
 fn snapshot_file(dir: &std::path::Path) -> std::path::PathBuf {
@@ -214,24 +220,34 @@ fn snapshot_file(dir: &std::path::Path) -> std::path::PathBuf {
 
 #[tokio::test]
 async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("a temporary directory");
     let store = open(dir.path()).await;
     assert_eq!(
         store.lineage_start(),
         LineageStart::Rebuilt { manifests: 0 }
     );
     assert_eq!(
-        store.save_lineage_snapshot().await.unwrap(),
+        store
+            .save_lineage_snapshot()
+            .await
+            .expect("the test store answers"),
         None,
         "nothing to save yet"
     );
     assert!(!snapshot_file(dir.path()).exists());
     commit_rows(&store, 0, 300, "a").await;
     // Saving first reads the rows the index has not seen.
-    let saved = store.save_lineage_snapshot().await.unwrap().unwrap();
+    let saved = store
+        .save_lineage_snapshot()
+        .await
+        .expect("the save")
+        .expect("a snapshot");
     assert_eq!((saved.through, saved.caught_up), (300, 300));
     assert_eq!(
-        store.save_lineage_snapshot().await.unwrap(),
+        store
+            .save_lineage_snapshot()
+            .await
+            .expect("the test store answers"),
         None,
         "nothing new"
     );
@@ -250,8 +266,8 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
         store
             .save_lineage_snapshot()
             .await
-            .unwrap()
-            .unwrap()
+            .expect("the test store answers")
+            .expect("the test store answers")
             .through,
         400
     );
@@ -266,15 +282,22 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
 
 #[tokio::test]
 async fn a_torn_corrupt_foreign_or_too_new_snapshot_is_rebuilt_from_the_tables() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("a temporary directory");
     let store = open(dir.path()).await;
     commit_rows(&store, 0, 200, "a").await;
-    store.save_lineage_snapshot().await.unwrap().unwrap();
+    store
+        .save_lineage_snapshot()
+        .await
+        .expect("the save")
+        .expect("a snapshot");
     drop(store);
-    let good = std::fs::read(snapshot_file(dir.path())).unwrap();
+    let good = std::fs::read(snapshot_file(dir.path())).expect("the snapshot file");
     // Another database with the same first 150 rows (a backup restored from before the
     // snapshot), and one with other rows altogether.
-    let (older, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (older, other) = (
+        tempfile::tempdir().expect("a temporary directory"),
+        tempfile::tempdir().expect("a temporary directory"),
+    );
     let store = open(older.path()).await;
     commit_rows(&store, 0, 150, "a").await;
     drop(store);
@@ -289,7 +312,7 @@ async fn a_torn_corrupt_foreign_or_too_new_snapshot_is_rebuilt_from_the_tables()
         ("too new for its database", older.path(), good.clone()),
         ("of another database", other.path(), good.clone()),
     ] {
-        std::fs::write(snapshot_file(dir), &file).unwrap();
+        std::fs::write(snapshot_file(dir), &file).expect("writing the snapshot file");
         let store = open(dir).await;
         assert!(
             matches!(store.lineage_start(), LineageStart::Rebuilt { .. }),
@@ -302,7 +325,7 @@ async fn a_torn_corrupt_foreign_or_too_new_snapshot_is_rebuilt_from_the_tables()
         );
     }
     // The untouched file is still good.
-    std::fs::write(snapshot_file(dir.path()), &good).unwrap();
+    std::fs::write(snapshot_file(dir.path()), &good).expect("writing the snapshot file");
     assert_eq!(
         open(dir.path()).await.lineage_start(),
         LineageStart::FromSnapshot { caught_up: 0 }
@@ -311,9 +334,17 @@ async fn a_torn_corrupt_foreign_or_too_new_snapshot_is_rebuilt_from_the_tables()
 
 #[tokio::test]
 async fn an_in_memory_store_keeps_no_snapshot() {
-    let store = Store::open(Options::in_memory()).await.unwrap();
+    let store = Store::open(Options::in_memory())
+        .await
+        .expect("the test store answers");
     commit_rows(&store, 0, 20, "a").await;
-    assert_eq!(store.save_lineage_snapshot().await.unwrap(), None);
+    assert_eq!(
+        store
+            .save_lineage_snapshot()
+            .await
+            .expect("the test store answers"),
+        None
+    );
     assert_eq!(
         store.lineage_start(),
         LineageStart::Rebuilt { manifests: 0 }
