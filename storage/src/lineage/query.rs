@@ -15,6 +15,9 @@ use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::to32;
 
+/// Publications read from the tables, oldest first, and the last one's rowid and manifest id.
+pub(crate) type PublicationsRead = (Vec<Publication>, Option<(u64, ArtifactId)>);
+
 /// The publications whose `manifests` rowid is above `after`, oldest first, and the last one's
 /// rowid and manifest id: everything, for a rebuild at start (`after` = 0), or what was
 /// committed after a snapshot (`CROSS JOIN` keeps SQLite on the rowid range of `manifests`,
@@ -25,7 +28,7 @@ use crate::events::to32;
 pub(crate) fn load_publications_after(
     conn: &Connection,
     after: u64,
-) -> Result<(Vec<Publication>, Option<(u64, ArtifactId)>), Error> {
+) -> Result<PublicationsRead, Error> {
     let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
         std::collections::HashMap::new();
     if after == 0 {
