@@ -2,9 +2,10 @@
 //! recursive query per request.
 //!
 //! The authoritative edges are the `derivations` rows, written in the same transaction as the
-//! `artifact.published` Event that carries them. This index is rebuilt from those tables at
-//! start and then kept in step by `Store::publish`, which adds a publication only after its
-//! transaction committed; edges are only ever added (the graph is append-only), so the index
+//! `artifact.published` Event that carries them. At start this index is read from its snapshot
+//! plus the rows committed after it, or else rebuilt from those tables (`restart.rs`; the file
+//! format is `snapshot.rs`), and then kept in step by `Store::publish`, which adds a
+//! publication only after its transaction committed; edges are only ever added (the graph is append-only), so the index
 //! can lag a commit by microseconds but never holds an edge the tables do not.
 //!
 //! Every traversal is iterative (a queue, never the call stack), bounded by depth, by a node
