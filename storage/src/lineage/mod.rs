@@ -5,8 +5,9 @@
 //! `artifact.published` Event that carries them. At start this index is read from its snapshot
 //! plus the rows committed after it, or else rebuilt from those tables (`restart.rs`; the file
 //! format is `snapshot.rs`), and then kept in step by `Store::publish`, which adds a
-//! publication only after its transaction committed; edges are only ever added (the graph is append-only), so the index
-//! can lag a commit by microseconds but never holds an edge the tables do not.
+//! publication only after its transaction committed; edges are only ever added (the graph is
+//! append-only), so the index can lag a commit by microseconds but never holds an edge the
+//! tables do not.
 //!
 //! Every traversal is iterative (a queue, never the call stack), bounded by depth, by a node
 //! limit and by a time budget, and skips nodes the caller may not read: they are counted in
