@@ -269,7 +269,25 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             }
         });
     }
-    let state = AppState::new(store, &token, &config);
+    {
+        // The lineage index's snapshot (`Store::save_lineage_snapshot`, issue #15): the first
+        // tick writes one at once after a full rebuild, later ones only if something new was
+        // published; shutdown writes the last.
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(Duration::from_secs(
+                weft_storage::defaults::LINEAGE_SNAPSHOT_INTERVAL_SECS,
+            ));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = store.save_lineage_snapshot().await {
+                    tracing::error!(%error, "writing the lineage snapshot failed; the next restart rebuilds more");
+                }
+            }
+        });
+    }
+    let state = AppState::new(store.clone(), &token, &config);
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -283,5 +301,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tracing::info!("shutting down");
     };
     serve(listener, app(state), config.header_timeout(), shutdown).await?;
+    match store.save_lineage_snapshot().await {
+        Ok(saved) => tracing::info!(?saved, "lineage snapshot written"),
+        Err(error) => tracing::error!(%error, "writing the lineage snapshot failed"),
+    }
     Ok(())
 }

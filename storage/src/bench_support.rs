@@ -103,14 +103,14 @@ pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<Sy
             .await?;
     }
     let rebuild = std::time::Instant::now();
-    let publications = store
+    let (publications, last) = store
         .inner
         .db
-        .read(crate::lineage::load_publications)
+        .read(|conn| crate::lineage::load_publications_after(conn, 0))
         .await?;
     let edges = publications.iter().map(|p| p.sources.len()).sum();
     let before = resident_bytes();
-    store.inner.lineage.add_all(&publications);
+    store.inner.lineage.catch_up(&publications, last);
     let after = resident_bytes();
     let index_rebuild = rebuild.elapsed();
     drop(publications);

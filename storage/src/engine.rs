@@ -9,7 +9,6 @@ use crate::clock::Clock;
 use crate::db::Db;
 
 use crate::error::Error;
-use crate::lineage::load_publications;
 use crate::options::Options;
 
 pub(crate) struct Engine {
@@ -19,6 +18,10 @@ pub(crate) struct Engine {
     pub(crate) authority: Arc<ed25519_dalek::SigningKey>,
     /// The provenance graph in memory, in step with the `manifests`/`derivations` tables.
     pub(crate) lineage: crate::lineage::Index,
+    /// How `lineage` was made ready at open (for the log and the restart benchmark).
+    pub(crate) lineage_start: crate::lineage::LineageStart,
+    /// Where `lineage`'s snapshot is written (`None`: an in-memory database).
+    pub(crate) lineage_snapshot: Option<std::path::PathBuf>,
     /// Bumped after every commit that can end a session (`sessions.rs`), so open streams
     /// re-check theirs at once.
     pub(crate) auth_generation: tokio::sync::watch::Sender<u64>,
@@ -135,8 +138,8 @@ impl Engine {
                 tracing::info!(n_uploads, "removed upload objects with no session row");
             }
         }
-        let lineage = crate::lineage::Index::default();
-        lineage.add_all(&db.read(load_publications).await?);
+        let (lineage, lineage_start) = crate::lineage::Index::open(&db, &options.index).await?;
+        tracing::info!(?lineage_start, "lineage index ready");
         let deadlines = Arc::new(crate::work::expiry::Deadlines::default());
         for (at, work_item_id) in db.read(crate::work::expiry::load).await? {
             deadlines.note(&work_item_id, at);
@@ -145,6 +148,8 @@ impl Engine {
             db,
             blobs,
             lineage,
+            lineage_start,
+            lineage_snapshot: crate::lineage::snapshot_path(&options.index),
             clock: options.clock,
             authority: options.authority,
             auth_generation: tokio::sync::watch::Sender::new(0),

@@ -61,8 +61,8 @@ pub use evidence::EvidenceFilter;
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
 pub use lineage::{
-    ArtifactNode, ContextNode, Direction, Edge, Lineage, ManifestSummary, Name, NodeRef,
-    Query as LineageQuery, Scope,
+    ArtifactNode, ContextNode, Direction, Edge, Lineage, LineageStart, ManifestSummary, Name,
+    NodeRef, Query as LineageQuery, Scope, SnapshotSaved,
 };
 pub use options::{Faults, Options, Quotas, ReconcileStep, defaults};
 pub use sessions::Session;
@@ -72,7 +72,7 @@ pub use work::Grant;
 use weft_api::context::{
     ContextForwardedAnswer, ContextPublishedAnswer, ContextRecord, ContextVersions, ForwardRequest,
 };
-use weft_api::session::{AgentRecord, MemberList, Membership, Role, SessionGrant};
+use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{
     ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
     EvidenceRecorded, Published, ReviewRequest, SignedCheckpoint,
@@ -158,15 +158,7 @@ impl Store {
         self.inner.deactivate_agent(agent_id).await
     }
 
-    /// Every live Membership of a Group (operator reads; `not_found` for no such Group).
-    pub async fn list_members(&self, group_id: Id) -> Result<MemberList, Error> {
-        self.inner.list_members(group_id).await
-    }
-
-    /// An Agent with its key history and Memberships (operator reads; `not_found` if none).
-    pub async fn agent_record(&self, agent_id: Id) -> Result<AgentRecord, Error> {
-        self.inner.agent_record(agent_id).await
-    }
+    // directory.rs: `list_members` and `agent_record`, the operator's reads (there for size).
 
     /// Replaces an Agent's key (`agent.key_rotated`); answers the new keyid.
     pub async fn rotate_key(
@@ -724,6 +716,19 @@ impl Store {
         reader: &Reader,
     ) -> Result<Vec<ArtifactId>, Error> {
         self.inner.lineage_path(from, to, max_depth, reader).await
+    }
+
+    /// Brings the lineage index up to every committed publication and writes its snapshot
+    /// beside the index database, so the next open reads it instead of rebuilding (issue #15;
+    /// `None`: an in-memory database, or nothing published). Call at clean shutdown and
+    /// periodically; a crash between two calls costs only a longer catch-up.
+    pub async fn save_lineage_snapshot(&self) -> Result<Option<SnapshotSaved>, Error> {
+        self.inner.save_lineage_snapshot().await
+    }
+
+    /// How the lineage index was made ready when this store was opened.
+    pub fn lineage_start(&self) -> LineageStart {
+        self.inner.lineage_start
     }
 
     /// Approximate memory the in-memory lineage index takes, in bytes.

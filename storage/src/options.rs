@@ -42,6 +42,10 @@ pub mod defaults {
     pub const UNPUBLISHED_BLOB_TTL_SECS: u64 = 24 * 60 * 60;
     /// Seconds between two sweeps of uncited blobs and spent session nonces.
     pub const SWEEP_INTERVAL_SECS: u64 = 60;
+    /// Seconds between two snapshots of the lineage index (`Store::save_lineage_snapshot`;
+    /// one is also written at clean shutdown). A crash costs a restart the catch-up of the
+    /// publications since the last one, read from the tables.
+    pub const LINEAGE_SNAPSHOT_INTERVAL_SECS: u64 = 300;
     /// Session requests one Agent may make per minute (a token bucket of this size).
     pub const LOGINS_PER_MINUTE: u32 = 10;
     /// Where `weft serve` keeps its data.

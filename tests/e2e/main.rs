@@ -7,6 +7,7 @@ mod context;
 mod delivery;
 mod first_hour;
 mod offline;
+mod restart;
 mod resume;
 mod revoke;
 mod schemathesis;

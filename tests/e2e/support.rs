@@ -62,6 +62,17 @@ impl TestServer {
         format!("http://{}", self.addr)
     }
 
+    /// SIGINT, as Ctrl-C would (a clean shutdown), through `kill` with this child's id; then
+    /// waits for it to exit.
+    pub(crate) fn interrupt(mut self) {
+        let sent = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "SIGINT sent");
+        let _ = self.child.wait();
+    }
+
     /// SIGKILL, as a crash would.
     pub(crate) fn kill(mut self) {
         let _ = self.child.kill();

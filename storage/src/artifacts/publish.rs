@@ -85,6 +85,9 @@ impl Engine {
         // the refused transaction (OFL-2).
         let fenced: std::sync::Arc<std::sync::Mutex<Option<Inert>>> = Default::default();
         let fenced_in = std::sync::Arc::clone(&fenced);
+        // The new `manifests` row's rowid, for the lineage index's coverage (`lineage/restart.rs`).
+        let rowid: std::sync::Arc<std::sync::atomic::AtomicU64> = Default::default();
+        let rowid_in = std::sync::Arc::clone(&rowid);
         let publication = crate::lineage::Publication {
             artifact: manifest.content.blake3,
             size: manifest.content.size,
@@ -96,6 +99,7 @@ impl Engine {
             media_type: manifest.content.media_type.clone(),
             sequence: 0,
             sources: manifest.sources.clone(),
+            rowid: 0,
         };
         // 3. Everything else is checked in the transaction that records it.
         let outcome = self.db
@@ -202,6 +206,7 @@ impl Engine {
                         manifest.classification.as_str(), manifest.created_at.to_rfc3339(), envelope_json, sequence
                     ],
                 )?;
+                rowid_in.store(txn.last_insert_rowid().try_into().unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
                 for source in &manifest.sources {
                     txn.run(
                         "INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)",
@@ -226,6 +231,7 @@ impl Engine {
             // Committed: the lineage index follows the tables (edges are only ever added).
             self.lineage.add(&crate::lineage::Publication {
                 sequence: outcome.0.sequence,
+                rowid: rowid.load(std::sync::atomic::Ordering::Relaxed),
                 ..publication
             });
         }

@@ -2,10 +2,12 @@
 //! recursive query per request.
 //!
 //! The authoritative edges are the `derivations` rows, written in the same transaction as the
-//! `artifact.published` Event that carries them. This index is rebuilt from those tables at
-//! start and then kept in step by `Store::publish`, which adds a publication only after its
-//! transaction committed; edges are only ever added (the graph is append-only), so the index
-//! can lag a commit by microseconds but never holds an edge the tables do not.
+//! `artifact.published` Event that carries them. At start this index is read from its snapshot
+//! plus the rows committed after it, or else rebuilt from those tables (`restart.rs`; the file
+//! format is `snapshot.rs`), and then kept in step by `Store::publish`, which adds a
+//! publication only after its transaction committed; edges are only ever added (the graph is
+//! append-only), so the index can lag a commit by microseconds but never holds an edge the
+//! tables do not.
 //!
 //! Every traversal is iterative (a queue, never the call stack), bounded by depth, by a node
 //! limit and by a time budget, and skips nodes the caller may not read: they are counted in
@@ -29,12 +31,16 @@ mod answer;
 mod graph;
 mod name;
 mod query;
+mod restart;
+#[cfg(test)]
+mod restart_tests;
+mod snapshot;
 #[cfg(test)]
 mod tests;
 mod walk;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 use std::time::Instant;
 
 use smallvec::SmallVec;
@@ -47,7 +53,11 @@ pub use answer::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, ManifestSummary, NodeRef, Query, Scope,
 };
 pub use name::Name;
-pub(crate) use query::load_publications;
+#[cfg(feature = "bench-support")]
+pub(crate) use query::load_publications_after;
+use restart::Coverage;
+pub(crate) use restart::snapshot_path;
+pub use restart::{LineageStart, SnapshotSaved};
 
 /// Hash sets and maps for the index and its walks: keys are small integers or BLAKE3 ids, so a
 /// fast, randomly seeded hasher instead of SipHash.
@@ -131,28 +141,31 @@ pub(crate) struct Publication {
     pub(crate) media_type: String,
     pub(crate) sequence: u64,
     pub(crate) sources: Vec<ArtifactId>,
+    /// Its `manifests` row's rowid (see `restart.rs`).
+    pub(crate) rowid: u64,
 }
 
 /// The index. Reads take a shared lock for the duration of one query.
 #[derive(Debug, Default)]
 pub(crate) struct Index {
     graph: RwLock<Graph>,
+    /// Which rows `graph` holds; changed only while holding `graph`'s write lock, so a
+    /// snapshot taken under its read lock sees the two agree.
+    coverage: Mutex<Coverage>,
+    /// `Coverage::through` of the snapshot on disk, as this process read or wrote it.
+    saved_through: std::sync::atomic::AtomicU64,
+    /// Held while a snapshot is written, so two saves never share the temporary file.
+    saving: Mutex<()>,
 }
 
 impl Index {
+    /// Adds one committed publication.
     pub(crate) fn add(&self, publication: &Publication) {
-        // Short critical section, no await inside.
-        self.graph
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .add(publication);
-    }
-
-    pub(crate) fn add_all(&self, publications: &[Publication]) {
+        // Short critical sections, no await inside.
         let mut graph = self.graph.write().unwrap_or_else(|p| p.into_inner());
-        for publication in publications {
-            graph.add(publication);
-        }
+        graph.add(publication);
+        self.coverage()
+            .note(publication.rowid, publication.manifest_id);
     }
 
     /// Bytes the index takes, roughly (for the benchmark's report).

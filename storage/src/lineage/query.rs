@@ -1,6 +1,7 @@
 //! Lineage queries as the engine runs them: the reader's Groups from the membership
 //! projection, the root resolved (a `sha256:` alias by one indexed read), and the walk run
-//! inline within its budget or on the blocking pool; plus the rebuild from the tables at open.
+//! inline within its budget or on the blocking pool; plus reading publications from the tables
+//! (a rebuild at open, or a catch-up after a snapshot).
 
 use std::sync::Arc;
 
@@ -14,28 +15,41 @@ use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::to32;
 
-/// Every publication in the index tables, for rebuilding the lineage index at start.
-pub(crate) fn load_publications(
+/// Publications read from the tables, oldest first, and the last one's rowid and manifest id.
+pub(crate) type PublicationsRead = (Vec<Publication>, Option<(u64, ArtifactId)>);
+
+/// The publications whose `manifests` rowid is above `after`, oldest first, and the last one's
+/// rowid and manifest id: everything, for a rebuild at start (`after` = 0), or what was
+/// committed after a snapshot (`CROSS JOIN` keeps SQLite on the rowid range of `manifests`,
+/// never a scan of `blobs`). A rebuild reads `derivations` in one scan; a catch-up looks up
+/// each new manifest's rows by the primary key. Either takes a manifest's sources in the order
+/// they were written, as the publication added them, so every way of building the index
+/// gives the same edge lists.
+pub(crate) fn load_publications_after(
     conn: &Connection,
-) -> Result<Vec<crate::lineage::Publication>, Error> {
+    after: u64,
+) -> Result<PublicationsRead, Error> {
     let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
         std::collections::HashMap::new();
-    let mut statement = conn.prepare_cached("SELECT manifest_id, source FROM derivations")?;
-    for row in statement.query_map([], |row| {
-        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?))
-    })? {
-        let (manifest_id, source) = row?;
-        sources
-            .entry(manifest_id)
-            .or_default()
-            .push(ArtifactId(to32(source)?));
+    if after == 0 {
+        let mut statement =
+            conn.prepare_cached("SELECT manifest_id, source FROM derivations ORDER BY rowid")?;
+        for row in statement.query_map([], |row| {
+            Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?))
+        })? {
+            let (manifest_id, source) = row?;
+            sources
+                .entry(manifest_id)
+                .or_default()
+                .push(ArtifactId(to32(source)?));
+        }
     }
     let mut statement = conn.prepare_cached(
-        "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence
-         FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 ORDER BY m.rowid",
+        "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
+         FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1 ORDER BY m.rowid",
     )?;
     let rows = statement
-        .query_map([], |row| {
+        .query_map([i64::try_from(after).unwrap_or(i64::MAX)], |row| {
             Ok((
                 row.get::<_, Vec<u8>>(0)?,
                 row.get::<_, u64>(1)?,
@@ -46,37 +60,51 @@ pub(crate) fn load_publications(
                 row.get::<_, String>(6)?,
                 row.get::<_, String>(7)?,
                 row.get::<_, u64>(8)?,
+                row.get::<_, u64>(9)?,
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    rows.into_iter()
-        .map(
-            |(
-                artifact,
-                size,
-                manifest_id,
-                group,
-                mission,
-                work_item,
-                producer,
-                media_type,
-                sequence,
-            )| {
-                Ok(crate::lineage::Publication {
-                    artifact: ArtifactId(to32(artifact)?),
-                    size,
-                    sources: sources.remove(&manifest_id).unwrap_or_default(),
-                    manifest_id: ArtifactId(to32(manifest_id)?),
-                    group,
-                    mission,
-                    work_item,
-                    producer,
-                    media_type,
-                    sequence,
-                })
-            },
-        )
-        .collect()
+    let mut by_manifest = conn.prepare_cached(
+        "SELECT source FROM derivations WHERE artifact = ?1 AND manifest_id = ?2 ORDER BY rowid",
+    )?;
+    let mut publications = Vec::with_capacity(rows.len());
+    for (
+        artifact,
+        size,
+        manifest_id,
+        group,
+        mission,
+        work_item,
+        producer,
+        media_type,
+        sequence,
+        rowid,
+    ) in rows
+    {
+        let sources = if after == 0 {
+            sources.remove(&manifest_id).unwrap_or_default()
+        } else {
+            by_manifest
+                .query_map([&artifact, &manifest_id], |row| row.get::<_, Vec<u8>>(0))?
+                .map(|source| Ok(ArtifactId(to32(source?)?)))
+                .collect::<Result<Vec<_>, Error>>()?
+        };
+        publications.push(Publication {
+            artifact: ArtifactId(to32(artifact)?),
+            size,
+            sources,
+            manifest_id: ArtifactId(to32(manifest_id)?),
+            group,
+            mission,
+            work_item,
+            producer,
+            media_type,
+            sequence,
+            rowid,
+        });
+    }
+    let last = publications.last().map(|p| (p.rowid, p.manifest_id));
+    Ok((publications, last))
 }
 
 impl Engine {

@@ -11,24 +11,24 @@ use proptest::prelude::*;
 use super::*;
 
 #[derive(Clone, Debug)]
-struct Published {
-    artifact: usize,
+pub(super) struct Published {
+    pub(super) artifact: usize,
     group: usize,
     sources: Vec<usize>,
     sequence: u64,
 }
 
-fn artifact_id(n: usize) -> ArtifactId {
+pub(super) fn artifact_id(n: usize) -> ArtifactId {
     ArtifactId(*blake3::hash(format!("artifact {n}").as_bytes()).as_bytes())
 }
 
-fn group_name(g: usize) -> String {
+pub(super) fn group_name(g: usize) -> String {
     format!("g{g}")
 }
 
 /// Artifacts `0..n`, each published once or twice (the second time perhaps in another
 /// Group, declaring its own sources), sources always earlier artifacts.
-fn history() -> impl Strategy<Value = Vec<Published>> {
+pub(super) fn history() -> impl Strategy<Value = Vec<Published>> {
     (2usize..40).prop_flat_map(|n| {
         prop::collection::vec(
             (
@@ -79,27 +79,33 @@ fn history() -> impl Strategy<Value = Vec<Published>> {
     })
 }
 
-fn index_of(history: &[Published]) -> Index {
+/// The `i`-th publication of a history (its manifests row is `i + 1`).
+pub(super) fn publication(i: usize, p: &Published) -> Publication {
+    Publication {
+        artifact: artifact_id(p.artifact),
+        size: p.artifact as u64,
+        manifest_id: ArtifactId(*blake3::hash(format!("manifest {i}").as_bytes()).as_bytes()),
+        group: group_name(p.group),
+        mission: format!("m{}", p.artifact % 2),
+        work_item: format!("w{}", p.artifact % 5),
+        producer: format!("a{}", p.group),
+        media_type: "text/plain".into(),
+        sequence: p.sequence,
+        sources: p.sources.iter().map(|&s| artifact_id(s)).collect(),
+        rowid: i as u64 + 1,
+    }
+}
+
+pub(super) fn index_of(history: &[Published]) -> Index {
     let index = Index::default();
     for (i, p) in history.iter().enumerate() {
-        index.add(&Publication {
-            artifact: artifact_id(p.artifact),
-            size: p.artifact as u64,
-            manifest_id: ArtifactId(*blake3::hash(format!("manifest {i}").as_bytes()).as_bytes()),
-            group: group_name(p.group),
-            mission: format!("m{}", p.artifact % 2),
-            work_item: format!("w{}", p.artifact % 5),
-            producer: format!("a{}", p.group),
-            media_type: "text/plain".into(),
-            sequence: p.sequence,
-            sources: p.sources.iter().map(|&s| artifact_id(s)).collect(),
-        });
+        index.add(&publication(i, p));
     }
     index
 }
 
 /// A query from the first page, with time to spare, all edge types, no `asOf`.
-fn simple_query(direction: Direction, depth: Option<u32>, limit: usize) -> Query {
+pub(super) fn simple_query(direction: Direction, depth: Option<u32>, limit: usize) -> Query {
     Query {
         direction,
         depth,
