@@ -71,7 +71,8 @@ pub fn verify_range(
             let to = leaf_range.end.min(range.end);
             if from < to {
                 out[(from - range.start) as usize..(to - range.start) as usize].copy_from_slice(
-                    &leaf.data[(from - leaf_range.start) as usize..(to - leaf_range.start) as usize],
+                    &leaf.data
+                        [(from - leaf_range.start) as usize..(to - leaf_range.start) as usize],
                 );
                 covered += to - from;
             }
@@ -113,8 +114,8 @@ mod tests {
         let root = ArtifactId(*blake3::hash(&data).as_bytes());
         for range in [0..1, 1000..70_000, 123_457..123_458, 299_000..300_000] {
             let encoded = encode(&data, &range);
-            let bytes = verify_range(&root, data.len() as u64, range.clone(), &encoded)
-                .expect("verifies");
+            let bytes =
+                verify_range(&root, data.len() as u64, range.clone(), &encoded).expect("verifies");
             assert_eq!(bytes, data[range.start as usize..range.end as usize]);
             for at in [0, encoded.len() / 2, encoded.len() - 1] {
                 let mut tampered = encoded.clone();
@@ -126,8 +127,13 @@ mod tests {
             let wrong_size = data.len() as u64 * 2;
             assert!(verify_range(&root, wrong_size, range.clone(), &encoded).is_err());
             assert!(
-                verify_range(&root, data.len() as u64, range.clone(), &encoded[..encoded.len() - 1])
-                    .is_err()
+                verify_range(
+                    &root,
+                    data.len() as u64,
+                    range.clone(),
+                    &encoded[..encoded.len() - 1]
+                )
+                .is_err()
             );
         }
     }

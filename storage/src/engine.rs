@@ -32,6 +32,8 @@ pub(crate) struct Engine {
     /// Shared by uploads (promotion to row) and compaction, exclusive for the sweep.
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,
     pub(crate) upload_counters: crate::artifacts::Counters,
+    /// Blobs whose outboard is being rebuilt (`artifacts/ranges.rs`), so one runs per blob.
+    pub(crate) rebuilding: std::sync::Mutex<std::collections::HashSet<weft_api::ArtifactId>>,
     /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
     /// by every Command, so the expiry timer never scans every lease.
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
@@ -92,15 +94,16 @@ async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
             let mut orphans = Vec::new();
             for (path, id) in files {
                 if !statement.exists([&id.0[..]])? {
-                    orphans.push(path);
+                    orphans.push((path, id));
                 }
             }
             Ok(orphans)
         })
         .await?;
-    for path in &orphans {
+    for (path, id) in &orphans {
         tracing::warn!(path = %path.display(), "removing a blob file with no index row");
         std::fs::remove_file(path).map_err(Error::backend)?;
+        blobs.remove_outboard(id).await?;
     }
     Ok(orphans.len())
 }
@@ -153,6 +156,7 @@ impl Engine {
             unpublished_blob_ttl: options.quotas.unpublished_blob_ttl,
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: crate::artifacts::Counters::default(),
+            rebuilding: std::sync::Mutex::default(),
             deadlines,
             faults: options.faults,
         })

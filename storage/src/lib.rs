@@ -36,6 +36,7 @@ mod idempotency;
 mod limits;
 mod lineage;
 mod options;
+mod outboard;
 mod schema;
 mod sessions;
 mod sql;
@@ -48,7 +49,8 @@ use futures::Stream;
 
 pub use access::{MissionScope, Reader};
 pub use artifacts::{
-    Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader, Verification,
+    Content, ListFilter, MAX_PROOF_BYTES, SweepReport, UploadCounters, UploadOutcome, Uploader,
+    Verification,
 };
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
@@ -340,6 +342,12 @@ impl Store {
     /// they staged.
     pub fn upload_counters(&self) -> UploadCounters {
         self.inner.upload_counters.snapshot()
+    }
+
+    /// Blob bytes read from the object store since the store opened (whole-blob streams and
+    /// the chunk groups of verified ranges): tests show with it what a read cost.
+    pub fn blob_bytes_read(&self) -> u64 {
+        self.inner.blobs.bytes_read()
     }
 
     // ── artifacts/sweep.rs: uncited uploads, spent nonces ───────────────────

@@ -13,6 +13,7 @@ use crate::events::to32;
 pub(crate) mod binding;
 pub(crate) use binding::check_lease;
 mod publish;
+mod ranges;
 mod reads;
 mod reuse;
 pub(crate) use reuse::reuse_record;
@@ -20,6 +21,7 @@ mod sweep;
 mod upload;
 mod verification;
 
+pub use ranges::MAX_PROOF_BYTES;
 pub use reads::{Content, ListFilter};
 pub use sweep::SweepReport;
 pub(crate) use upload::Counters;
