@@ -6,6 +6,7 @@
 
 mod account;
 mod context;
+mod ranges;
 
 use std::path::Path;
 
