@@ -41,11 +41,9 @@ impl Client {
             .and_then(|(_, size)| size.parse::<u64>().ok())
             .ok_or_else(|| Error::Protocol("a proof without Content-Range".into()))?;
         let encoded = response.bytes().await?;
-        crate::bao::verify_range(digest, size, range, &encoded).map_err(|error| {
-            Error::Integrity {
-                expected: digest.to_string(),
-                actual: error.to_string(),
-            }
+        crate::bao::verify_range(digest, size, range, &encoded).map_err(|error| Error::Integrity {
+            expected: digest.to_string(),
+            actual: error.to_string(),
         })
     }
 }

@@ -9,8 +9,8 @@
 //! Any failure of the fast path (no outboard, an outboard that does not verify, bytes that
 //! do not) falls back to the full re-hash of `reads.rs` for what is left of the range, which
 //! serves only verified bytes and quarantines a corrupt blob. An outboard that failed is
-//! deleted; a missing one is rebuilt in the background from a full read, and stored only if
-//! its root is the blob's address.
+//! deleted; a missing or deleted one is rebuilt in the background from a full read, and
+//! stored only if its root is the blob's address.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -129,6 +129,7 @@ async fn fall_back(engine: &Arc<Engine>, digests: Digests, checked: Checked) -> 
             tracing::warn!(artifact = %digests.blake3, %reason, "outboard verification failed; re-hashing the whole blob");
             metrics::counter!("weft_outboard_failures_total").increment(1);
             engine.blobs.remove_outboard(&digests.blake3).await?;
+            rebuild_in_background(Arc::clone(engine), digests);
         }
         Checked::Verified(..) => {}
     }
