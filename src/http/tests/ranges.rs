@@ -304,3 +304,16 @@ async fn the_client_fetches_and_verifies_a_range() {
     assert!(client.verified_range(&other, 0..10).await.is_err());
     serving.abort();
 }
+
+#[tokio::test]
+async fn the_sweep_removes_an_uncited_blobs_outboard_with_it() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let abandoned = h.upload(&worker, &large()).await.blake3;
+    assert!(outboard_file(&h, &abandoned).exists());
+    h.clock.advance(chrono::Duration::hours(25));
+    let report = h.store.sweep().await.expect("sweep");
+    assert_eq!(report.blobs_removed, 1, "{report:?}");
+    assert!(!h.blob_file(&abandoned).exists());
+    assert!(!outboard_file(&h, &abandoned).exists(), "the outboard went with its blob");
+}
