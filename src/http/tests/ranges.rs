@@ -315,5 +315,8 @@ async fn the_sweep_removes_an_uncited_blobs_outboard_with_it() {
     let report = h.store.sweep().await.expect("sweep");
     assert_eq!(report.blobs_removed, 1, "{report:?}");
     assert!(!h.blob_file(&abandoned).exists());
-    assert!(!outboard_file(&h, &abandoned).exists(), "the outboard went with its blob");
+    assert!(
+        !outboard_file(&h, &abandoned).exists(),
+        "the outboard went with its blob"
+    );
 }

@@ -187,6 +187,15 @@ impl Content {
         }
     }
 
+    /// The Range read without the outboard: every stored byte re-hashed (benchmark baseline).
+    #[cfg(feature = "bench-support")]
+    pub(crate) fn into_full_rehash_body(
+        self,
+        range: Range<u64>,
+    ) -> BoxStream<'static, Result<Bytes, Error>> {
+        super::ranges::full_read(self.inner, self.digests, range, None)
+    }
+
     /// The proof of `range` (all the bytes by default): bao-tree's range encoding that a
     /// client verifies with `weft_api::bao::verify_range`. Ranges over
     /// [`super::ranges::MAX_PROOF_BYTES`] are refused (`invalid_range`); bytes that do not
