@@ -228,6 +228,10 @@ pub async fn time_lease_checks(
 pub async fn cite_blob(store: &Store, blake3: ArtifactId) -> Result<(), Error> {
     let group = Id::parse("groupId", "bench")?;
     store.create_group(group).await?;
+    let key = weft_api::dsse::generate_key().verifying_key();
+    store
+        .register_agent(Id::parse("agentId", "bench-agent")?, key, "1".into())
+        .await?;
     store
         .inner
         .db
