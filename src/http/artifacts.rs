@@ -112,10 +112,13 @@ fn requested_range(
     }
 }
 
+/// The query parameters of `GET /v1/artifacts/{digest}/content`.
+pub(crate) const CONTENT_QUERY: &[&str] = &["proof"];
+
 /// Whether the caller asks for the proof of the range (`Accept: application/vnd.weft.bao` or
 /// `?proof=bao`) rather than its bytes.
 fn wants_proof(headers: &HeaderMap, query: RawQuery) -> Result<bool, HttpError> {
-    let query = known_params(query, &["proof"])?;
+    let query = known_params(query, CONTENT_QUERY)?;
     let by_query = match query.get("proof").map(String::as_str) {
         None => false,
         Some("bao") => true,
