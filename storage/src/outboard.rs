@@ -4,8 +4,8 @@
 //!
 //! Format: bao-tree's post-order outboard (64-byte hash pairs, no size suffix) with chunk
 //! groups of 16 KiB ([`weft_api::bao::BLOCK_SIZE`]), about 4 KiB per MiB of blob. It is built
-//! while the upload is hashed ([`Builder`], on the BLAKE3 hasher's thread: the chaining value
-//! of each 16 KiB group, merged into the tree once the size is known), stored as its own object
+//! while the upload is hashed ([`Builder`], on the BLAKE3 hasher's thread: BLAKE3's chaining
+//! value stack over 16 KiB groups, each merge one hash pair), stored as its own object
 //! `outboards/<hex>` and only ever trusted through the root taken from the index: a wrong
 //! outboard fails verification, it never makes wrong bytes pass.
 
@@ -18,40 +18,45 @@ use bao_tree::blake3::hazmat::{
 use bao_tree::io::sync::{Outboard, ReadAt};
 use bao_tree::iter::BaoChunk;
 use bao_tree::{BaoTree, TreeNode};
-use weft_api::bao::{GROUP_BYTES, tree};
+use weft_api::bao::GROUP_BYTES;
 
 const GROUP: usize = GROUP_BYTES as usize;
 
 /// Builds the BLAKE3 root and the post-order outboard of a stream of unknown length.
-/// Holds 32 bytes per 16 KiB group until [`Builder::finish`] (2 MiB per GiB).
+///
+/// BLAKE3's own chaining-value stack over 16 KiB groups: a group is hashed once a byte
+/// follows it, and each merge of two complete subtrees is a node of the final tree whose
+/// place does not depend on the size (bao-tree's "stable" nodes, in post-order), so its pair
+/// is appended at once; the right edge is merged at [`Builder::finish`]. State: at most 64
+/// chaining values and one group, plus the outboard itself (64 bytes per group, 4 MiB per GiB).
 #[derive(Debug, Default)]
 pub(crate) struct Builder {
-    groups: Vec<ChainingValue>,
+    stack: Vec<ChainingValue>,
+    n_groups: u64,
     partial: Vec<u8>,
-    size: u64,
+    out: Vec<u8>,
 }
 
-fn group_cv(index: usize, bytes: &[u8]) -> ChainingValue {
+fn group_cv(index: u64, bytes: &[u8]) -> ChainingValue {
     let mut hasher = blake3::Hasher::new();
-    hasher.set_input_offset(index as u64 * GROUP_BYTES);
+    hasher.set_input_offset(index * GROUP_BYTES);
     hasher.update(bytes);
     hasher.finalize_non_root()
 }
 
 impl Builder {
     pub(crate) fn update(&mut self, mut data: &[u8]) {
-        self.size += data.len() as u64;
         while !data.is_empty() {
             // A full group is hashed only once a byte follows it: the last group of a blob
             // of one group is the root, hashed differently.
             if self.partial.len() == GROUP {
-                let cv = group_cv(self.groups.len(), &self.partial);
-                self.groups.push(cv);
+                let cv = group_cv(self.n_groups, &self.partial);
+                self.push(cv);
                 self.partial.clear();
             }
             if self.partial.is_empty() && data.len() > GROUP {
-                let cv = group_cv(self.groups.len(), &data[..GROUP]);
-                self.groups.push(cv);
+                let cv = group_cv(self.n_groups, &data[..GROUP]);
+                self.push(cv);
                 data = &data[GROUP..];
                 continue;
             }
@@ -61,35 +66,37 @@ impl Builder {
         }
     }
 
+    /// Adds the chaining value of a group that more bytes follow, merging complete subtrees.
+    fn push(&mut self, mut cv: ChainingValue) {
+        self.n_groups += 1;
+        let mut total = self.n_groups;
+        while total & 1 == 0 {
+            let Some(left) = self.stack.pop() else { break };
+            self.out.extend_from_slice(&left);
+            self.out.extend_from_slice(&cv);
+            cv = merge_subtrees_non_root(&left, &cv, Mode::Hash);
+            total >>= 1;
+        }
+        self.stack.push(cv);
+    }
+
     /// The BLAKE3 digest and the outboard (empty for a blob of one group).
     pub(crate) fn finish(mut self) -> ([u8; 32], Vec<u8>) {
-        if self.groups.is_empty() {
+        if self.n_groups == 0 {
             return (*blake3::hash(&self.partial).as_bytes(), Vec::new());
         }
-        let last = group_cv(self.groups.len(), &self.partial);
-        self.groups.push(last);
-        let tree = tree(self.size);
-        let mut out = Vec::with_capacity(tree.outboard_size() as usize);
-        let mut stack: Vec<ChainingValue> = Vec::with_capacity(64);
-        let mut leaves = self.groups.into_iter();
+        let mut cv = group_cv(self.n_groups, &self.partial);
         let mut root = [0u8; 32];
-        for item in tree.post_order_chunks_iter() {
-            match item {
-                BaoChunk::Leaf { .. } => stack.push(leaves.next().unwrap_or_default()),
-                BaoChunk::Parent { is_root, .. } => {
-                    let right = stack.pop().unwrap_or_default();
-                    let left = stack.pop().unwrap_or_default();
-                    out.extend_from_slice(&left);
-                    out.extend_from_slice(&right);
-                    if is_root {
-                        root = *merge_subtrees_root(&left, &right, Mode::Hash).as_bytes();
-                    } else {
-                        stack.push(merge_subtrees_non_root(&left, &right, Mode::Hash));
-                    }
-                }
+        while let Some(left) = self.stack.pop() {
+            self.out.extend_from_slice(&left);
+            self.out.extend_from_slice(&cv);
+            if self.stack.is_empty() {
+                root = *merge_subtrees_root(&left, &cv, Mode::Hash).as_bytes();
+            } else {
+                cv = merge_subtrees_non_root(&left, &cv, Mode::Hash);
             }
         }
-        (root, out)
+        (root, self.out)
     }
 }
 
