@@ -320,3 +320,32 @@ async fn the_sweep_removes_an_uncited_blobs_outboard_with_it() {
         "the outboard went with its blob"
     );
 }
+
+#[tokio::test]
+async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let bytes = large();
+    let id = h.put(&worker, "g1", &bytes, &[]).await;
+    let size = bytes.len() as u64;
+    std::fs::remove_file(outboard_file(&h, &id)).expect("remove");
+    let bao = Some("application/vnd.weft.bao");
+    let answer = get_range(&h, &worker.token, &id, "bytes=100-200", bao).await;
+    assert_eq!(answer.status, StatusCode::PARTIAL_CONTENT, "{answer:?}");
+    let verified =
+        weft_api::bao::verify_range(&id, size, 100..201, &answer.body).expect("verifies");
+    assert_eq!(verified, bytes[100..201]);
+    assert!(outboard_file(&h, &id).exists(), "stored on the way");
+    // Corrupt bytes (outside the range) and no outboard: the whole blob is checked first.
+    let path = h.blob_file(&id);
+    let mut stored = std::fs::read(&path).expect("blob");
+    stored[2_000_000] ^= 1;
+    std::fs::write(&path, &stored).expect("write");
+    std::fs::remove_file(outboard_file(&h, &id)).expect("remove");
+    let answer = get_range(&h, &worker.token, &id, "bytes=100-200", bao).await;
+    assert_eq!(
+        (answer.status, answer.code().as_str()),
+        (StatusCode::INTERNAL_SERVER_ERROR, "integrity_failure")
+    );
+    assert_eq!(h.stats().await.quarantined, 1);
+}

@@ -194,10 +194,16 @@ pub(crate) async fn proof(
 ) -> Result<Vec<u8>, Error> {
     if digests.size >= OUTBOARD_MIN {
         let checked = check(engine, &digests, range.clone(), true).await?;
-        if let Checked::Verified(_, Some(proof)) = checked {
-            return Ok(proof);
+        match checked {
+            Checked::Verified(_, Some(proof)) => return Ok(proof),
+            // Rebuilt below, from the same full read that checks the root.
+            Checked::NoOutboard | Checked::Verified(..) => {}
+            Checked::Failed(reason) => {
+                tracing::warn!(artifact = %digests.blake3, %reason, "outboard verification failed; re-hashing the whole blob");
+                metrics::counter!("weft_outboard_failures_total").increment(1);
+                engine.blobs.remove_outboard(&digests.blake3).await?;
+            }
         }
-        fall_back(engine, digests, checked).await?;
     }
     // No usable outboard: the proof is built from the whole blob, which is verified first.
     let (root, outboard, data) = build(engine, &digests, digests.size < OUTBOARD_MIN).await?;
