@@ -128,6 +128,8 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
             "description": "at most this many items (a u32; above the route's page size is clamped to it)"}),
         "depth" | "maxDepth" => counter("hops to follow (clamped)"),
         "direction" => string_enum(&["ancestors", "descendants", "both"]),
+        // The one proof format of a verified range (README, "Verified ranges").
+        "proof" => string_enum(&["bao"]),
         // A signed in-toto statement describes one subject: an artifact or a Context Package.
         "format" if path.starts_with("/v1/artifacts/") || path.starts_with("/v1/context/") => {
             string_enum(&["json", "dot", "mermaid", "prov-json", "intoto"])
