@@ -14,7 +14,7 @@ use bao_tree::io::BaoContentItem;
 use bao_tree::io::sync::DecodeResponseIter;
 use bao_tree::{BaoTree, BlockSize, ChunkNum, ChunkRanges};
 
-use crate::ArtifactId;
+use crate::digest::ArtifactId;
 
 /// The media type of a proof response.
 pub const MEDIA_TYPE: &str = "application/vnd.weft.bao";
