@@ -79,6 +79,11 @@ pub(crate) const COUNTERS: &[Counter] = &[
         &[],
         "Stored blobs found not to match their address when read.",
     ),
+    (
+        "weft_outboard_failures_total",
+        &[],
+        "Range reads whose outboard failed verification (answered by the full re-hash).",
+    ),
 ];
 
 /// Latency buckets in seconds, from a cached read to a slow lineage query or upload.

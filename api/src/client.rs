@@ -6,6 +6,7 @@
 
 mod account;
 mod context;
+mod ranges;
 mod uploads;
 
 use std::path::Path;

@@ -112,17 +112,50 @@ fn requested_range(
     }
 }
 
-/// The bytes, re-hashed while they stream (ART-5). On mismatch the connection is aborted.
-#[utoipa::path(get, path = "/v1/artifacts/{digest}/content", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
-    responses((status = 200, description = "the bytes; ETag = digest; Repr-Digest: sha-256"), (status = 206, description = "one range"),
-              (status = 304, description = "If-None-Match matched"), (status = 416, description = "invalid_range"), (status = 500, description = "integrity_failure")))]
+/// The query parameters of `GET /v1/artifacts/{digest}/content`.
+pub(crate) const CONTENT_QUERY: &[&str] = &["proof"];
+
+/// Whether the caller asks for the proof of the range (`Accept: application/vnd.weft.bao` or
+/// `?proof=bao`) rather than its bytes.
+fn wants_proof(headers: &HeaderMap, query: RawQuery) -> Result<bool, HttpError> {
+    let query = known_params(query, CONTENT_QUERY)?;
+    let by_query = match query.get("proof").map(String::as_str) {
+        None => false,
+        Some("bao") => true,
+        Some(other) => {
+            return Err(HttpError::new(
+                ErrorCode::BadRequest,
+                format!("proof={other:?}: the one proof format is \"bao\""),
+            ));
+        }
+    };
+    let by_accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|media| media.split(';').next().map(str::trim) == Some(weft_api::bao::MEDIA_TYPE));
+    Ok(by_query || by_accept)
+}
+
+/// The bytes, verified before they go out (ART-5): the whole blob is re-hashed as it
+/// streams, a Range of a large blob verifies only the chunk groups it serves through the
+/// blob's BLAKE3 outboard. On mismatch the connection is aborted. With `?proof=bao` or
+/// `Accept: application/vnd.weft.bao` the answer is the range's proof instead (README,
+/// "Verified ranges"), at most 16 MiB of range.
+#[utoipa::path(get, path = "/v1/artifacts/{digest}/content", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>"),
+        ("proof" = Option<String>, Query, description = "bao: answer the bao-tree 0.17 range encoding (16 KiB chunk groups) of the range, which a client verifies against the digest (as Accept: application/vnd.weft.bao)")),
+    responses((status = 200, description = "the bytes; ETag = digest; Repr-Digest: sha-256"), (status = 206, description = "one range, or its proof (application/vnd.weft.bao)"),
+              (status = 304, description = "If-None-Match matched"), (status = 400, description = "bad_request: proof other than bao"), (status = 416, description = "invalid_range (a proof covers at most 16 MiB)"), (status = 500, description = "integrity_failure")))]
 pub(crate) async fn content(
     State(state): State<AppState>,
     caller: Caller,
     digest: RawPath,
+    query: RawQuery,
     headers: HeaderMap,
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
+    let proof = wants_proof(&headers, query)?;
     let content = state.store.open_content(digest, &caller.reader()).await?;
     let digests = content.digests;
     let etag = format!("\"{}\"", digests.blake3);
@@ -161,6 +194,7 @@ pub(crate) async fn content(
         header::CACHE_CONTROL,
         HeaderValue::from_static("private, immutable"),
     );
+    response_headers.insert(header::VARY, HeaderValue::from_static("accept"));
     if not_modified {
         return Ok((StatusCode::NOT_MODIFIED, response_headers).into_response());
     }
@@ -179,6 +213,32 @@ pub(crate) async fn content(
             return Ok(response);
         }
     };
+    if proof {
+        let status = if range.is_some() {
+            StatusCode::PARTIAL_CONTENT
+        } else {
+            StatusCode::OK
+        };
+        let shown = range.clone().unwrap_or(0..digests.size);
+        if !shown.is_empty() {
+            response_headers.insert(
+                header::CONTENT_RANGE,
+                header_value(&format!(
+                    "bytes {}-{}/{}",
+                    shown.start,
+                    shown.end - 1,
+                    digests.size
+                ))?,
+            );
+        }
+        let encoded = content.proof(range).await?;
+        response_headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(weft_api::bao::MEDIA_TYPE),
+        );
+        response_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(encoded.len()));
+        return Ok((status, response_headers, encoded).into_response());
+    }
     response_headers.insert(header::CONTENT_TYPE, header_value(&content.media_type)?);
     let (status, length) = match &range {
         Some(range) => {

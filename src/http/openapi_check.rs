@@ -442,6 +442,11 @@ fn accepted_query() -> Vec<(&'static str, &'static str, &'static [&'static str])
         ("get", "/v1/artifacts", artifacts::LIST_QUERY),
         (
             "get",
+            "/v1/artifacts/{digest}/content",
+            artifacts::CONTENT_QUERY,
+        ),
+        (
+            "get",
             "/v1/context/{package_id}/events",
             context::EVENTS_QUERY,
         ),

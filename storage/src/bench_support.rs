@@ -3,6 +3,7 @@
 //! writes, and the recursive-CTE lineage query the in-memory index is compared against.
 //! Never compiled into the server.
 
+use crate::sql::Cached as _;
 use rusqlite::params;
 use weft_api::{ArtifactId, Id};
 
@@ -220,4 +221,38 @@ pub async fn time_lease_checks(
             Ok(started.elapsed() / (rounds * leases.len()).max(1) as u32)
         })
         .await
+}
+
+/// Cites an uploaded blob with a manifest row in Group `bench` (as `load_synthetic_dag`
+/// does), so `open_content` finds a media type for it: the range benchmark's setup.
+pub async fn cite_blob(store: &Store, blake3: ArtifactId) -> Result<(), Error> {
+    let group = Id::parse("groupId", "bench")?;
+    store.create_group(group).await?;
+    let key = weft_api::dsse::generate_key().verifying_key();
+    store
+        .register_agent(Id::parse("agentId", "bench-agent")?, key, "1".into())
+        .await?;
+    store
+        .inner
+        .db
+        .write(move |txn| {
+            let manifest_id = blake3::hash(&blake3.0);
+            txn.run(
+                "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
+                                        lease_id, ownership_epoch, classification, created_at, envelope, sequence)
+                 VALUES (?1, ?2, 'bench', 'm', 'w', 'bench-agent', 'application/octet-stream', 'lease', 1, 'internal', 'bench', '{}', 1)",
+                params![manifest_id.as_bytes().as_slice(), &blake3.0[..]],
+            )?;
+            Ok(())
+        })
+        .await
+}
+
+/// The Range read as it was before outboards (issue #15), the benchmark's baseline: every
+/// stored byte re-hashed, the range's bytes kept.
+pub fn full_rehash_range(
+    content: crate::Content,
+    range: std::ops::Range<u64>,
+) -> futures::stream::BoxStream<'static, Result<bytes::Bytes, Error>> {
+    content.into_full_rehash_body(range)
 }

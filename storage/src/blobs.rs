@@ -1,10 +1,17 @@
-//! Content-addressed blob storage on `object_store`.
+//! Content-addressed blob storage on `object_store`. (Long, about 600 lines: the whole object
+//! store surface, staging, inline bodies, promotion, outboards and reads, in one place.)
 //!
 //! A blob is written once, at `blobs/blake3/<first two hex>/<64 hex>`. Uploads stream into
 //! `staging/<uuid>` and are promoted with a create-if-absent rename only after their digests
 //! check out, so a reader never sees a partial blob and two concurrent uploads of the same bytes
 //! leave exactly one object. On the local backend `LocalFileSystem` runs with fsync on, so a
 //! promoted blob and its directory entry are durable before `promote` returns.
+//!
+//! A blob of at least 1 MiB also gets its BLAKE3 outboard (`outboard.rs`) at
+//! `outboards/<64 hex>`, written (and fsynced) before the blob is promoted, so every
+//! acknowledged large upload has one; it is removed with its blob. A blob without one (stored
+//! before outboards existed, or whose outboard failed verification) is read with the full
+//! re-hash, and its outboard is rebuilt.
 //!
 //! This module knows nothing about the index: the caller records the blob after `promote`.
 //!
@@ -57,6 +64,8 @@ pub enum Backend {
 pub(crate) struct Blobs {
     store: Arc<dyn ObjectStore>,
     local_root: Option<PathBuf>,
+    /// Blob bytes read (whole-blob streams and ranges), for tests to show what a read cost.
+    bytes_read: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Bytes that were staged and hashed but are not yet visible. Dropping it deletes the staged
@@ -69,6 +78,8 @@ pub(crate) struct Staged {
     /// A body no larger than the inline threshold, held in memory instead of a staged file:
     /// the caller writes it into the index in the transaction of its row.
     pub(crate) inline: Option<Bytes>,
+    /// The BLAKE3 outboard, for a body of at least [`BATCH`] bytes.
+    outboard: Option<Vec<u8>>,
 }
 
 impl Drop for Staged {
@@ -89,6 +100,10 @@ impl Drop for Staged {
 pub(crate) fn blob_path(id: &ArtifactId) -> Path {
     let hex = id.hex();
     Path::from(format!("blobs/blake3/{}/{}", &hex[..2], hex))
+}
+
+pub(crate) fn outboard_path(id: &ArtifactId) -> Path {
+    Path::from(format!("outboards/{}", id.hex()))
 }
 
 /// Maps a failed body read to the error callers see.
@@ -117,19 +132,22 @@ impl Blobs {
                 std::fs::create_dir_all(root.join("blobs")).map_err(Error::backend)?;
                 std::fs::create_dir_all(root.join("staging")).map_err(Error::backend)?;
                 std::fs::create_dir_all(root.join("uploads")).map_err(Error::backend)?;
+                std::fs::create_dir_all(root.join("outboards")).map_err(Error::backend)?;
                 owner_only_dir(root)?;
-                for sub in ["blobs", "staging", "uploads"] {
+                for sub in ["blobs", "staging", "uploads", "outboards"] {
                     owner_only_tree(&root.join(sub))?;
                 }
                 let store = LocalFileSystem::new_with_prefix(root)?.with_fsync(true);
                 Ok(Self {
                     store: Arc::new(store),
                     local_root: Some(root.clone()),
+                    bytes_read: Arc::default(),
                 })
             }
             Backend::Memory => Ok(Self {
                 store: Arc::new(InMemory::new()),
                 local_root: None,
+                bytes_read: Arc::default(),
             }),
         }
     }
@@ -248,6 +266,8 @@ impl Blobs {
                 store: Arc::clone(&self.store),
                 digests,
                 inline: Some(inline),
+                // Below 1 MiB: no outboard (a small blob is re-hashed whole).
+                outboard: None,
             });
         };
         let head = futures::stream::iter([Ok(prefix.freeze()), Ok(next)]);
@@ -282,19 +302,20 @@ impl Blobs {
                     writer.put(batch);
                 }
             }
-            let (digests, tail) = hasher.finish().await?;
+            let (digests, tail, outboard) = hasher.finish_with_outboard().await?;
             writer.put(tail);
-            Ok(digests)
+            Ok((digests, outboard))
         }
         .await;
         match outcome {
-            Ok(digests) => {
+            Ok((digests, outboard)) => {
                 writer.finish().await?;
                 Ok(Staged {
                     path: Some(path),
                     store: Arc::clone(&self.store),
                     digests,
                     inline: None,
+                    outboard,
                 })
             }
             Err(error) => {
@@ -334,6 +355,11 @@ impl Blobs {
             return Ok(false);
         };
         let to = blob_path(&staged.digests.blake3);
+        // The outboard first: a crash after it leaves an outboard without a blob (fsck
+        // reports it), never an acknowledged large blob without its outboard.
+        if let Some(outboard) = staged.outboard.take() {
+            self.put_outboard(&staged.digests.blake3, outboard).await?;
+        }
         let outcome = if replace {
             self.store.rename(&from, &to).await.map(|()| true)
         } else {
@@ -370,9 +396,67 @@ impl Blobs {
     /// An object already missing is not an error.
     pub(crate) async fn remove(&self, id: &ArtifactId) -> Result<(), Error> {
         match self.store.delete(&blob_path(id)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+        self.remove_outboard(id).await
+    }
+
+    /// Deletes a blob's outboard (with its blob, or when it failed verification).
+    pub(crate) async fn remove_outboard(&self, id: &ArtifactId) -> Result<(), Error> {
+        match self.store.delete(&outboard_path(id)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// Stores a blob's outboard (durably on the local backend: fsync is on).
+    pub(crate) async fn put_outboard(
+        &self,
+        id: &ArtifactId,
+        outboard: Vec<u8>,
+    ) -> Result<(), Error> {
+        let path = outboard_path(id);
+        self.store.put(&path, Bytes::from(outboard).into()).await?;
+        if let Some(root) = &self.local_root {
+            owner_only_file(&root.join(path.as_ref()))?;
+        }
+        Ok(())
+    }
+
+    /// The whole outboard of a blob (fsck), or `None`.
+    pub(crate) async fn outboard(&self, id: &ArtifactId) -> Result<Option<Bytes>, Error> {
+        match self.store.get(&outboard_path(id)).await {
+            Ok(result) => Ok(Some(result.bytes().await?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Byte ranges of a blob's outboard (the hash pairs one range read needs), or `None` if
+    /// it has none.
+    pub(crate) async fn outboard_ranges(
+        &self,
+        id: &ArtifactId,
+        ranges: &[std::ops::Range<u64>],
+    ) -> Result<Option<Vec<Bytes>>, Error> {
+        match self.store.get_ranges(&outboard_path(id), ranges).await {
+            Ok(parts) => Ok(Some(parts)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The raw, unverified bytes of `range` of a blob (the caller verifies).
+    pub(crate) async fn read_range(
+        &self,
+        id: &ArtifactId,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, Error> {
+        let bytes = self.store.get_range(&blob_path(id), range).await?;
+        self.bytes_read
+            .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(bytes)
     }
 
     /// The stored size of a blob, or `None` if its object is missing.
@@ -391,10 +475,21 @@ impl Blobs {
         id: &ArtifactId,
     ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
         let result = self.store.get(&blob_path(id)).await?;
-        match result.payload {
-            GetResultPayload::File(file, _) => Ok(read_file(file)),
-            GetResultPayload::Stream(stream) => Ok(stream.map_err(Error::from).boxed()),
-        }
+        let stream = match result.payload {
+            GetResultPayload::File(file, _) => read_file(file),
+            GetResultPayload::Stream(stream) => stream.map_err(Error::from).boxed(),
+        };
+        let counter = Arc::clone(&self.bytes_read);
+        Ok(stream
+            .inspect_ok(move |chunk| {
+                counter.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            })
+            .boxed())
+    }
+
+    /// Blob bytes read since the store opened.
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many objects are under `blobs/` and under `staging/`. On the local backend the

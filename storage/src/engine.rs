@@ -38,6 +38,8 @@ pub(crate) struct Engine {
     pub(crate) upload_counters: crate::artifacts::Counters,
     /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
     pub(crate) upload_claims: crate::artifacts::Claims,
+    /// Blobs whose outboard is being rebuilt (`artifacts/ranges.rs`), so one runs per blob.
+    pub(crate) rebuilding: std::sync::Mutex<std::collections::HashSet<weft_api::ArtifactId>>,
     /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
     /// by every Command, so the expiry timer never scans every lease.
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
@@ -98,15 +100,16 @@ async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
             let mut orphans = Vec::new();
             for (path, id) in files {
                 if !statement.exists([&id.0[..]])? {
-                    orphans.push(path);
+                    orphans.push((path, id));
                 }
             }
             Ok(orphans)
         })
         .await?;
-    for path in &orphans {
+    for (path, id) in &orphans {
         tracing::warn!(path = %path.display(), "removing a blob file with no index row");
         std::fs::remove_file(path).map_err(Error::backend)?;
+        blobs.remove_outboard(id).await?;
     }
     Ok(orphans.len())
 }
@@ -167,6 +170,7 @@ impl Engine {
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: crate::artifacts::Counters::default(),
             upload_claims: crate::artifacts::Claims::default(),
+            rebuilding: std::sync::Mutex::default(),
             deadlines,
             faults: options.faults,
         })

@@ -132,6 +132,33 @@ impl Engine {
         Ok(stats)
     }
 
+    /// A large intact blob's stored outboard against the one just computed from its bytes:
+    /// a missing one is rebuilt (a leftover of a blob stored before outboards existed), a
+    /// different one (its root is not the blob's address) is a problem, and is replaced.
+    async fn check_outboard(
+        &self,
+        id: &ArtifactId,
+        computed: Vec<u8>,
+        report: &mut FsckReport,
+    ) -> Result<(), Error> {
+        match self.blobs.outboard(id).await? {
+            Some(stored) if stored[..] == computed[..] => {}
+            Some(_) => {
+                report.problems.push(format!(
+                    "{id}: outboard does not match the blob's hash tree (replaced)"
+                ));
+                self.blobs.put_outboard(id, computed).await?;
+            }
+            None => {
+                report
+                    .leftovers
+                    .push(format!("{id}: blob had no outboard (rebuilt)"));
+                self.blobs.put_outboard(id, computed).await?;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) async fn fsck(self: &Arc<Self>) -> Result<FsckReport, Error> {
         let mut report = FsckReport::default();
         for name in self.blobs.staging_entries().await? {
@@ -161,8 +188,13 @@ impl Engine {
             while let Some(chunk) = stream.try_next().await? {
                 hasher.update(&chunk).await?;
             }
-            let (digests, _) = hasher.finish().await?;
+            let (digests, _, outboard) = hasher.finish_with_outboard().await?;
             report.n_bytes += digests.size;
+            if digests.blake3 == id
+                && let Some(outboard) = outboard
+            {
+                self.check_outboard(&id, outboard, &mut report).await?;
+            }
             if digests.blake3 != id {
                 report
                     .problems

@@ -5,6 +5,10 @@
 //! blocking tasks costs more than hashing a few hundred KiB. Large bodies are cut into batches
 //! of [`BATCH`] bytes and each batch is sent to both hasher tasks over bounded channels, so the
 //! memory in flight is at most `2 × DEPTH × BATCH` whatever the body's size.
+//!
+//! The BLAKE3 task hashes by 16 KiB chunk groups ([`crate::outboard::Builder`]), so a large
+//! body's digest comes with its outboard (the hash tree that verified Range reads use) for
+//! the cost of merging the group hashes; small bodies, hashed inline, get none.
 
 use bytes::{Bytes, BytesMut};
 use sha2::Digest as _;
@@ -22,7 +26,7 @@ const DEPTH: usize = 2;
 struct Pipeline {
     to_blake3: mpsc::Sender<Bytes>,
     to_sha256: mpsc::Sender<Bytes>,
-    blake3: JoinHandle<[u8; 32]>,
+    blake3: JoinHandle<([u8; 32], Vec<u8>)>,
     sha256: JoinHandle<[u8; 32]>,
 }
 
@@ -31,11 +35,11 @@ impl Pipeline {
         let (to_blake3, mut blake3_rx) = mpsc::channel::<Bytes>(DEPTH);
         let (to_sha256, mut sha256_rx) = mpsc::channel::<Bytes>(DEPTH);
         let blake3 = tokio::task::spawn_blocking(move || {
-            let mut hasher = blake3::Hasher::new();
+            let mut builder = crate::outboard::Builder::default();
             while let Some(batch) = blake3_rx.blocking_recv() {
-                hasher.update(&batch);
+                builder.update(&batch);
             }
-            *hasher.finalize().as_bytes()
+            builder.finish()
         });
         let sha256 = tokio::task::spawn_blocking(move || {
             let mut hasher = sha2::Sha256::new();
@@ -105,12 +109,22 @@ impl DualHasher {
 
     /// Hashes what is left and returns the digests together with the final partial batch
     /// (possibly empty), which the caller still has to write.
-    pub(crate) async fn finish(mut self) -> Result<(Digests, Bytes), Error> {
+    pub(crate) async fn finish(self) -> Result<(Digests, Bytes), Error> {
+        let (digests, tail, _) = self.finish_with_outboard().await?;
+        Ok((digests, tail))
+    }
+
+    /// [`DualHasher::finish`], with the outboard of a body large enough to have gone through
+    /// the hasher tasks (at least [`BATCH`] bytes; `None` below).
+    pub(crate) async fn finish_with_outboard(
+        mut self,
+    ) -> Result<(Digests, Bytes, Option<Vec<u8>>), Error> {
         let tail = std::mem::take(&mut self.pending).freeze();
-        let (blake3, sha256) = match self.pipeline.take() {
+        let (blake3, sha256, outboard) = match self.pipeline.take() {
             None => (
                 *blake3::hash(&tail).as_bytes(),
                 sha2::Sha256::digest(&tail).into(),
+                None,
             ),
             Some(pipeline) => {
                 if !tail.is_empty() {
@@ -127,9 +141,9 @@ impl DualHasher {
                 }
                 drop(pipeline.to_blake3);
                 drop(pipeline.to_sha256);
-                let blake3 = pipeline.blake3.await.map_err(Error::backend)?;
+                let (blake3, outboard) = pipeline.blake3.await.map_err(Error::backend)?;
                 let sha256 = pipeline.sha256.await.map_err(Error::backend)?;
-                (blake3, sha256)
+                (blake3, sha256, Some(outboard))
             }
         };
         let digests = Digests {
@@ -137,7 +151,7 @@ impl DualHasher {
             sha256: Sha256Digest(sha256),
             size: self.size,
         };
-        Ok((digests, tail))
+        Ok((digests, tail, outboard))
     }
 }
 
@@ -158,8 +172,14 @@ mod tests {
                     written.extend_from_slice(&batch);
                 }
             }
-            let (digests, tail) = hasher.finish().await.expect("hashing");
+            let (digests, tail, outboard) = hasher.finish_with_outboard().await.expect("hashing");
             written.extend_from_slice(&tail);
+            // The outboard comes with every body that went through the hasher tasks.
+            assert_eq!(outboard.is_some(), size >= BATCH, "size {size}");
+            if let Some(outboard) = outboard {
+                let tree = weft_api::bao::tree(size as u64);
+                assert_eq!(outboard.len() as u64, tree.outboard_size(), "size {size}");
+            }
             assert_eq!(written, data, "size {size}");
             assert_eq!(
                 digests,

@@ -36,6 +36,7 @@ mod idempotency;
 mod limits;
 mod lineage;
 mod options;
+mod outboard;
 mod schema;
 mod sessions;
 mod sql;
@@ -49,7 +50,8 @@ use futures::Stream;
 
 pub use access::{MissionScope, Reader};
 pub use artifacts::{
-    Content, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader, Verification,
+    Content, ListFilter, MAX_PROOF_BYTES, SweepReport, UploadCounters, UploadOutcome, Uploader,
+    Verification,
 };
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
@@ -339,6 +341,11 @@ impl Store {
     }
 
     // ── artifacts/resumable.rs: resumable upload sessions, in `upload_sessions.rs` ──
+    /// Blob bytes read from the object store since the store opened (whole-blob streams and
+    /// the chunk groups of verified ranges): tests show with it what a read cost.
+    pub fn blob_bytes_read(&self) -> u64 {
+        self.inner.blobs.bytes_read()
+    }
 
     // ── artifacts/sweep.rs: uncited uploads, spent nonces ───────────────────
 
@@ -397,31 +404,7 @@ impl Store {
         self.inner.open_content(digest, reader).await
     }
 
-    // ── artifacts/verification.rs: the last intact re-hash, producer keys ───
-
-    /// When `reader`'s artifact was last re-hashed and found intact, and by what.
-    pub async fn verification(
-        &self,
-        digest: Digest,
-        reader: &Reader,
-    ) -> Result<Option<Verification>, Error> {
-        self.inner.verification(digest, reader).await
-    }
-
-    /// Re-hashes the stored bytes now through the read path (quarantined and `Corrupt` on a
-    /// mismatch) and records it; answers the new record.
-    pub async fn verify_now(&self, digest: Digest, reader: &Reader) -> Result<Verification, Error> {
-        self.inner.verify_now(digest, reader).await
-    }
-
-    /// The Agent and public key behind `keyid`, current or retired (to check a recorded
-    /// signature).
-    pub async fn recorded_key(
-        &self,
-        keyid: KeyId,
-    ) -> Result<Option<(Id, ed25519_dalek_key::VerifyingKey)>, Error> {
-        self.inner.recorded_key(keyid).await
-    }
+    // ── artifacts/verification.rs: `verification`, `verify_now`, `recorded_key` (there) ──
 
     // ── evidence/: Evidence and the built-in reviewer (evidence/reviewer.rs) ───
 

@@ -129,6 +129,8 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
             "description": "at most this many items (a u32; above the route's page size is clamped to it)"}),
         "depth" | "maxDepth" => counter("hops to follow (clamped)"),
         "direction" => string_enum(&["ancestors", "descendants", "both"]),
+        // The one proof format of a verified range (README, "Verified ranges").
+        "proof" => string_enum(&["bao"]),
         // A signed in-toto statement describes one subject: an artifact or a Context Package.
         "format" if path.starts_with("/v1/artifacts/") || path.starts_with("/v1/context/") => {
             string_enum(&["json", "dot", "mermaid", "prov-json", "intoto"])
@@ -260,10 +262,12 @@ pub(super) fn success_content(method: &str, path: &str, status: u16) -> Option<V
         "/healthz" => text("text/plain"),
         "/metrics" => text("text/plain"),
         "/v1/groups/{group_id}/events/stream" => text("text/event-stream"),
-        // The bytes, under the media type their manifests declare.
-        "/v1/artifacts/{digest}/content" => {
-            json!({"*/*": {"schema": {"type": "string", "format": "binary"}}})
-        }
+        // The bytes, under the media type their manifests declare, or a range's proof.
+        "/v1/artifacts/{digest}/content" => json!({
+            "*/*": {"schema": {"type": "string", "format": "binary"}},
+            "application/vnd.weft.bao": {"schema": {"type": "string", "format": "binary",
+                "description": "bao-tree 0.17 range encoding (encode_ranges_validated), chunk groups of 16 KiB (chunk log 4), of the 1 KiB chunks covering the range; verify with decode_ranges against the digest and the size in Content-Range"}}
+        }),
         path if path.ends_with("/provenance") || path == "/v1/provenance/impact" => json!({
             "application/json": {"schema": {"type": "object"}},
             "text/vnd.graphviz": {"schema": {"type": "string"}},

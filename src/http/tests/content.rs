@@ -198,8 +198,9 @@ async fn a_range_read_of_a_corrupt_blob_fails_too() {
     let id = h.put(&worker, "g1", &bytes, &[]).await;
     let path = h.blob_file(&id);
     let mut stored = std::fs::read(&path).expect("blob");
-    let last = stored.len() - 1;
-    stored[last] ^= 1; // outside the requested range
+    // Inside the requested range (a byte outside it is covered in `ranges.rs`: the range's
+    // own chunk groups verify, so it is served).
+    stored[5] ^= 1;
     std::fs::write(&path, &stored).expect("write");
     let request = Request::builder()
         .uri(format!("/v1/artifacts/{id}/content"))
@@ -213,7 +214,7 @@ async fn a_range_read_of_a_corrupt_blob_fails_too() {
         axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .is_err(),
-        "every stored byte is verified"
+        "every byte served is verified"
     );
 }
 

@@ -29,6 +29,7 @@ mod meta;
 mod offline;
 mod paging;
 mod progress;
+mod ranges;
 mod restart;
 mod reuse;
 mod review;

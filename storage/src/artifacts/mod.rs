@@ -13,6 +13,7 @@ use crate::events::to32;
 pub(crate) mod binding;
 pub(crate) use binding::check_lease;
 mod publish;
+mod ranges;
 mod reads;
 mod resumable;
 mod reuse;
@@ -21,6 +22,7 @@ mod sweep;
 mod upload;
 mod verification;
 
+pub use ranges::MAX_PROOF_BYTES;
 pub(crate) use reads::inline_bytes;
 pub use reads::{Content, ListFilter};
 pub(crate) use resumable::{Claims, remove_orphan_uploads};

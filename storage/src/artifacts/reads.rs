@@ -141,7 +141,8 @@ pub(crate) fn verified_stream(
 pub struct Content {
     pub digests: Digests,
     pub media_type: String,
-    raw: BoxStream<'static, Result<Bytes, Error>>,
+    /// The bytes of a blob outside the index (snapshots); `None`: the blob, opened on demand.
+    raw: Option<BoxStream<'static, Result<Bytes, Error>>>,
     inner: Arc<Engine>,
     /// What an intact re-hash is recorded as; `None` for blobs outside the index (snapshots).
     verified_by: Option<String>,
@@ -157,7 +158,7 @@ impl Content {
         Self {
             digests,
             media_type,
-            raw,
+            raw: Some(raw),
             inner,
             verified_by: None,
         }
@@ -169,13 +170,48 @@ impl Content {
         self
     }
 
-    /// The bytes in `range` (all of them by default). Every stored byte is re-hashed while
-    /// this is polled, including those outside the range; if the stored bytes do not match
-    /// their address the stream ends with an error (never cleanly) and the blob is
-    /// quarantined (ART-5).
+    /// The bytes in `range` (all of them by default), verified before they go out; if the
+    /// stored bytes do not match their address the stream ends with an error (never
+    /// cleanly) and the blob is quarantined (ART-5). The whole blob is re-hashed while this
+    /// is polled, except for a proper range of a blob with an outboard: then only the chunk
+    /// groups that cover the range are read and verified (`ranges.rs`).
     pub fn into_body(self, range: Option<Range<u64>>) -> BoxStream<'static, Result<Bytes, Error>> {
+        let whole = 0..self.digests.size;
+        let range = range.unwrap_or(whole.clone());
+        match self.raw {
+            Some(raw) => verified_stream(self.inner, raw, self.digests, range, self.verified_by),
+            None if range != whole && self.digests.size >= super::ranges::OUTBOARD_MIN => {
+                super::ranges::ranged_stream(self.inner, self.digests, range)
+            }
+            None => super::ranges::full_read(self.inner, self.digests, range, self.verified_by),
+        }
+    }
+
+    /// The Range read without the outboard: every stored byte re-hashed (benchmark baseline).
+    #[cfg(feature = "bench-support")]
+    pub(crate) fn into_full_rehash_body(
+        self,
+        range: Range<u64>,
+    ) -> BoxStream<'static, Result<Bytes, Error>> {
+        super::ranges::full_read(self.inner, self.digests, range, None)
+    }
+
+    /// The proof of `range` (all the bytes by default): bao-tree's range encoding that a
+    /// client verifies with `weft_api::bao::verify_range`. Ranges over
+    /// [`super::ranges::MAX_PROOF_BYTES`] are refused (`invalid_range`); bytes that do not
+    /// verify quarantine the blob and fail with [`Error::Corrupt`].
+    pub async fn proof(self, range: Option<Range<u64>>) -> Result<Vec<u8>, Error> {
         let range = range.unwrap_or(0..self.digests.size);
-        verified_stream(self.inner, self.raw, self.digests, range, self.verified_by)
+        if range.end - range.start > super::ranges::MAX_PROOF_BYTES || range.is_empty() {
+            return Err(reject(
+                ErrorCode::InvalidRange,
+                format!(
+                    "a proof covers 1 to {} bytes; ask for a shorter Range",
+                    super::ranges::MAX_PROOF_BYTES
+                ),
+            ));
+        }
+        super::ranges::proof(&self.inner, self.digests, range).await
     }
 }
 
@@ -354,7 +390,23 @@ impl Engine {
         if quarantined {
             return Err(Error::Corrupt(digests.blake3));
         }
-        let raw = self.raw_bytes(&digests, inline).await?;
+        // A small blob answers from the row's own read; a file is opened when read (a Range
+        // of a large one reads only its chunk groups, `ranges.rs`).
+        let raw = match inline {
+            Some(bytes) => Some(self.raw_bytes(&digests, Some(bytes)).await?),
+            None => {
+                // A blob whose size is wrong is corrupt before a single byte is sent.
+                match self.blobs.stored_size(&digests.blake3).await? {
+                    Some(size) if size == digests.size => {}
+                    _ => {
+                        self.quarantine(digests.blake3, "stored size does not match the index")
+                            .await?;
+                        return Err(Error::Corrupt(digests.blake3));
+                    }
+                }
+                None
+            }
+        };
         Ok(Content {
             digests,
             media_type,

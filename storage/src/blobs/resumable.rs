@@ -138,6 +138,9 @@ impl Blobs {
             store: std::sync::Arc::clone(&self.store),
             digests,
             inline: None,
+            // The finish re-hashes without building one; the first Range read of a large
+            // resumed blob rebuilds it (ranges.rs), full re-hash until then.
+            outboard: None,
         }
     }
 
