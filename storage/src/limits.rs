@@ -47,6 +47,10 @@ struct State {
     open_uploads: usize,
     agents: HashMap<String, AgentUse>,
     logins: HashMap<String, Bucket>,
+    /// An upper bound of each Agent's uncited uploaded bytes: set from the exact sum, raised
+    /// by every blob it uploads after (citations only ever lower the exact value), so the
+    /// exact sum, a walk over all of the Agent's uploads, runs only near the cap.
+    uncited_bounds: HashMap<String, u64>,
 }
 
 /// The engine's admission limits. Cheap to share (`Arc` inside).
@@ -81,6 +85,34 @@ impl Limits {
         Self {
             settings,
             state: Arc::default(),
+        }
+    }
+
+    /// An upper bound of `agent`'s uncited blob bytes to admit an upload with instead of the
+    /// exact sum: only when no upload of up to `largest_upload` bytes could pass the cap with
+    /// it (so the bound never refuses what the exact sum would admit). `Some(0)` when there
+    /// is no cap.
+    pub(crate) fn uncited_bound(&self, agent: &str, largest_upload: u64) -> Option<u64> {
+        let cap = self.settings.max_unpublished_bytes;
+        if cap == 0 {
+            return Some(0);
+        }
+        self.lock()
+            .uncited_bounds
+            .get(agent)
+            .copied()
+            .filter(|bound| bound.saturating_add(largest_upload) < cap)
+    }
+
+    /// Sets `agent`'s bound to the exact sum just read.
+    pub(crate) fn set_uncited_bound(&self, agent: &str, exact: u64) {
+        self.lock().uncited_bounds.insert(agent.to_owned(), exact);
+    }
+
+    /// Raises `agent`'s bound by a blob it just uploaded (if a bound is kept).
+    pub(crate) fn raise_uncited_bound(&self, agent: &str, bytes: u64) {
+        if let Some(bound) = self.lock().uncited_bounds.get_mut(agent) {
+            *bound = bound.saturating_add(bytes);
         }
     }
 
@@ -240,6 +272,40 @@ mod tests {
             max_unpublished_bytes: 100,
             logins_per_minute: 2,
         })
+    }
+
+    /// Issue #15: the uncited-bytes bound stands in for the exact sum only while no upload
+    /// could reach the cap with it, and only ever grows until the exact sum is read again.
+    #[test]
+    fn the_uncited_bound_is_used_only_far_below_the_cap() {
+        let limits = limits();
+        assert_eq!(
+            limits.uncited_bound("a", 10),
+            None,
+            "nothing known: read the sum"
+        );
+        limits.set_uncited_bound("a", 40);
+        assert_eq!(limits.uncited_bound("a", 10), Some(40));
+        limits.raise_uncited_bound("a", 45);
+        assert_eq!(limits.uncited_bound("a", 10), Some(85));
+        assert_eq!(
+            limits.uncited_bound("a", 15),
+            None,
+            "an upload of 15 could reach the cap of 100: read the exact sum"
+        );
+        limits.set_uncited_bound("a", 5);
+        assert_eq!(limits.uncited_bound("a", 15), Some(5));
+        limits.raise_uncited_bound("b", 1);
+        assert_eq!(limits.uncited_bound("b", 1), None, "no bound is made up");
+        let unlimited = Limits::new(Settings {
+            max_unpublished_bytes: 0,
+            ..limits.settings
+        });
+        assert_eq!(
+            unlimited.uncited_bound("a", u64::MAX),
+            Some(0),
+            "no cap: no sum"
+        );
     }
 
     #[test]

@@ -119,12 +119,16 @@ pub(crate) fn require_uploading_role(conn: &Connection, session: &Session) -> Re
 /// What an Agent holds on the server without a citation: its uncited blobs and the bytes of
 /// its open resumable upload sessions (`resumable.rs`), so chunking is no way around the cap.
 pub(crate) fn held_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
-    let in_sessions: u64 = conn.row(
+    Ok(unpublished_bytes(conn, agent_id)?.saturating_add(session_bytes(conn, agent_id)?))
+}
+
+/// Bytes in `agent_id`'s open resumable upload sessions.
+fn session_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
+    Ok(conn.row(
         "SELECT COALESCE(SUM(received), 0) FROM upload_sessions WHERE agent_id = ?1",
         [agent_id],
         |row| row.get(0),
-    )?;
-    Ok(unpublished_bytes(conn, agent_id)?.saturating_add(in_sessions))
+    )?)
 }
 
 /// Bytes `agent_id` uploaded that nothing cites yet.
@@ -143,6 +147,8 @@ struct Before {
     /// The claimed digest is stored, healthy, and the uploader may already see it.
     known_and_visible: bool,
     stored_unpublished: u64,
+    /// The exact uncited sum, when it was read (no usable bound in memory).
+    exact: Option<u64>,
 }
 
 impl Engine {
@@ -161,13 +167,26 @@ impl Engine {
             Uploader::Agent(session) => Some(session.clone()),
         };
         let looking = reader.clone();
+        // The exact uncited sum walks every upload of the Agent; a bound kept in memory
+        // stands in for it while it is far enough below the cap (issue #15: it made each
+        // upload cost the Agent's history).
+        let bound = session.as_ref().and_then(|session| {
+            self.limits
+                .uncited_bound(session.agent_id.as_str(), self.max_upload_bytes)
+        });
         let before = self
             .db
             .read(move |conn| {
                 let mut stored_unpublished = 0;
+                let mut exact = None;
                 if let Some(session) = &session {
                     require_uploading_role(conn, session)?;
-                    stored_unpublished = held_bytes(conn, session.agent_id.as_str())?;
+                    let agent = session.agent_id.as_str();
+                    let blobs = match bound {
+                        Some(bound) => bound,
+                        None => *exact.insert(unpublished_bytes(conn, agent)?),
+                    };
+                    stored_unpublished = blobs.saturating_add(session_bytes(conn, agent)?);
                 }
                 let known_and_visible = match &expected {
                     Some(digest) => match blob_row(conn, digest)? {
@@ -179,9 +198,14 @@ impl Engine {
                 Ok(Before {
                     known_and_visible,
                     stored_unpublished,
+                    exact,
                 })
             })
             .await?;
+        if let (Some(exact), Uploader::Agent(session)) = (before.exact, uploader) {
+            self.limits
+                .set_uncited_bound(session.agent_id.as_str(), exact);
+        }
         let agent = match uploader {
             Uploader::Admin => None,
             Uploader::Agent(session) => Some(session.agent_id.as_str()),
@@ -273,6 +297,7 @@ impl Engine {
             }
         }
         let now = self.clock.now();
+        let agent = uploader.agent().map(|agent| agent.to_string());
         let uploader = uploader.clone();
         self.db
             .write(move |txn| {
@@ -323,6 +348,11 @@ impl Engine {
                 Ok(())
             })
             .await?;
+        // The blob may now be this Agent's and uncited: the bound grows by it (counted again
+        // if it already was: a bound may only be too high).
+        if let Some(agent) = agent {
+            self.limits.raise_uncited_bound(&agent, digests.size);
+        }
         Ok(UploadOutcome {
             digests,
             already_visible,
