@@ -91,7 +91,20 @@ fn ensure_nginx() -> PathBuf {
     found("/usr/sbin/nginx").expect("nginx installed")
 }
 
-fn start_nginx(dir: &Path) -> (Process, String) {
+/// nginx's master, stopped with SIGQUIT so its workers stop too (a SIGKILL would orphan them,
+/// still holding the port and the bench's output pipe).
+struct Nginx(Child);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-QUIT", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_nginx(dir: &Path) -> (Nginx, String) {
     let nginx = ensure_nginx();
     let port = free_port();
     let (dav, temp) = (dir.join("dav"), dir.join("body"));
@@ -119,7 +132,7 @@ fn start_nginx(dir: &Path) -> (Process, String) {
         .expect("nginx starts");
     let url = format!("http://127.0.0.1:{port}");
     wait_until_listening(port);
-    (Process(child), url)
+    (Nginx(child), url)
 }
 
 fn wait_until_listening(port: u16) {
