@@ -4,9 +4,10 @@
 //! template, the status, the time to the response head, the caller and the request id. It
 //! never carries a token, a query string or a raw path (ids in paths would make the line a
 //! record of what was read, and a path can hold a digest the caller may not see): the caller
-//! is `admin`, `agent:<id>`, `token:<id>` for a capability token, or `-` when the request was
-//! not authenticated (public routes, refused credentials). The authentication extractors note
-//! who called in a [`CallerSlot`] the middleware put into the request.
+//! is `admin`, `agent:<id>`, `agent:<id> (token <id>)` for a capability token, or `-` when
+//! the request was not authenticated (public routes, refused credentials). The authentication
+//! extractors note who called in a [`CallerSlot`] the middleware put into the request; the
+//! console's cookie sign-in notes it through the task-local slot of the request.
 
 use std::sync::{Arc, OnceLock};
 
@@ -19,11 +20,24 @@ use axum::response::Response;
 #[derive(Clone, Default)]
 pub(crate) struct CallerSlot(Arc<OnceLock<String>>);
 
+tokio::task_local! {
+    /// The slot of the request this task serves (handlers run in the middleware's task).
+    static SLOT: CallerSlot;
+}
+
 /// Records the caller of this request for its access line (the first note wins).
 pub(crate) fn note_caller(parts: &Parts, who: impl FnOnce() -> String) {
     if let Some(slot) = parts.extensions.get::<CallerSlot>() {
         let _ = slot.0.get_or_init(who);
     }
+}
+
+/// [`note_caller`] from code that authenticates without the request parts (the console's
+/// cookie): the slot of the request being served by this task.
+pub(crate) fn note_caller_here(who: impl FnOnce() -> String) {
+    let _ = SLOT.try_with(|slot| {
+        let _ = slot.0.get_or_init(who);
+    });
 }
 
 /// Counts every request, times it to the response head, and logs its access line; the
@@ -44,7 +58,7 @@ pub(crate) async fn layer(mut request: Request, next: Next) -> Response {
     let slot = CallerSlot::default();
     request.extensions_mut().insert(slot.clone());
     let started = std::time::Instant::now();
-    let response = next.run(request).await;
+    let response = SLOT.scope(slot.clone(), next.run(request)).await;
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
     tracing::info!(

@@ -164,6 +164,16 @@ fn every_request_leaves_one_access_line_without_its_token() {
         get(&format!("/v1/artifacts/{digest}"), &token, "req-missing").starts_with("HTTP/1.1 404")
     );
     assert!(get("/v1/session", "not-a-token", "req-refused").starts_with("HTTP/1.1 401"));
+    // The console signs in with its cookie; its caller is noted too.
+    let console = exchange(
+        &server,
+        format!(
+            "GET /ui HTTP/1.1\r\nHost: x\r\nCookie: weft_session={token}\r\nx-request-id: req-console\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+        false,
+    );
+    assert!(console.starts_with("HTTP/1.1 200"), "{console}");
     drop(server);
 
     let text = std::fs::read_to_string(&log).expect("log");
@@ -195,6 +205,10 @@ fn every_request_leaves_one_access_line_without_its_token() {
     }
     assert!(line("req-missing").contains("route=/v1/artifacts/{digest}"));
     assert!(line("req-missing").contains("status=404"));
+    assert!(
+        line("req-console").contains("caller=agent:w1 (console)"),
+        "{text}"
+    );
     let refused = line("req-refused");
     assert!(
         refused.contains("status=401") && refused.contains("caller=-"),

@@ -123,6 +123,7 @@ impl Viewer {
             }
             UiError(error)
         })?;
+        super::access::note_caller_here(|| format!("agent:{} (console)", session.agent_id));
         Ok(Self {
             reader: session.reader(),
             form_token: form_token_of(token),
