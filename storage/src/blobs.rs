@@ -1,4 +1,4 @@
-//! Content-addressed blob storage on `object_store`. (Long, about 600 lines: the whole object
+//! Content-addressed blob storage on `object_store`. (Long, about 650 lines: the whole object
 //! store surface, staging, inline bodies, promotion, outboards and reads, in one place.)
 //!
 //! A blob is written once, at `blobs/blake3/<first two hex>/<64 hex>`. Uploads stream into
@@ -78,12 +78,27 @@ pub(crate) struct Staged {
     /// A body no larger than the inline threshold, held in memory instead of a staged file:
     /// the caller writes it into the index in the transaction of its row.
     pub(crate) inline: Option<Bytes>,
-    /// The BLAKE3 outboard, for a body of at least [`BATCH`] bytes.
-    outboard: Option<Vec<u8>>,
+    /// The BLAKE3 outboard, for a body of at least [`BATCH`] bytes: in memory, or (a local
+    /// upload) in the file it was written to as it was built, beside the staged bytes.
+    outboard: Option<crate::outboard::Built>,
+}
+
+/// A spilled outboard's file, removed when dropped unless disarmed (`.0 = None`).
+struct SpillGuard(Option<std::path::PathBuf>);
+
+impl Drop for SpillGuard {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 impl Drop for Staged {
     fn drop(&mut self) {
+        if let Some(crate::outboard::Built::Spilled(path)) = self.outboard.take() {
+            let _ = std::fs::remove_file(path);
+        }
         if let Some(path) = self.path.take() {
             let store = Arc::clone(&self.store);
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -287,8 +302,19 @@ impl Blobs {
             REMOTE_PART_SIZE
         };
         let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
+        // On the local backend a large body's outboard goes to a file beside the staged bytes
+        // as it is built (flat memory); the start-up sweep of `staging/` removes a crash's.
+        let spill = self
+            .local_root
+            .as_ref()
+            .map(|root| root.join(format!("{}.outboard", path.as_ref())));
+        // Removes the spill file on every way out but success (an error, a dropped request).
+        let mut spill_guard = SpillGuard(spill.clone());
         let outcome = async {
-            let mut hasher = DualHasher::default();
+            let mut hasher = match spill {
+                Some(spill) => DualHasher::spilling_to(spill),
+                None => DualHasher::default(),
+            };
             let mut body = std::pin::pin!(body);
             let mut size = 0u64;
             while let Some(chunk) = body.next().await {
@@ -310,6 +336,8 @@ impl Blobs {
         match outcome {
             Ok((digests, outboard)) => {
                 writer.finish().await?;
+                // From here the Staged value owns the spill file (its Drop removes it).
+                spill_guard.0 = None;
                 Ok(Staged {
                     path: Some(path),
                     store: Arc::clone(&self.store),
@@ -357,8 +385,14 @@ impl Blobs {
         let to = blob_path(&staged.digests.blake3);
         // The outboard first: a crash after it leaves an outboard without a blob (fsck
         // reports it), never an acknowledged large blob without its outboard.
-        if let Some(outboard) = staged.outboard.take() {
-            self.put_outboard(&staged.digests.blake3, outboard).await?;
+        match staged.outboard.take() {
+            Some(crate::outboard::Built::Memory(outboard)) => {
+                self.put_outboard(&staged.digests.blake3, outboard).await?;
+            }
+            Some(crate::outboard::Built::Spilled(file)) => {
+                self.place_spilled_outboard(&staged.digests.blake3, &file)?;
+            }
+            None => {}
         }
         let outcome = if replace {
             self.store.rename(&from, &to).await.map(|()| true)
@@ -422,6 +456,29 @@ impl Blobs {
             owner_only_file(&root.join(path.as_ref()))?;
         }
         Ok(())
+    }
+
+    /// Moves an outboard written (and fsynced) while its upload was hashed into its place,
+    /// and makes the rename durable. Local backend only: only it spills.
+    fn place_spilled_outboard(&self, id: &ArtifactId, file: &std::path::Path) -> Result<(), Error> {
+        let Some(root) = &self.local_root else {
+            return Err(Error::backend(std::io::Error::other(
+                "a spilled outboard without a local backend",
+            )));
+        };
+        let to = root.join(outboard_path(id).as_ref());
+        let result = (|| {
+            std::fs::rename(file, &to)?;
+            owner_only_file(&to).map_err(std::io::Error::other)?;
+            if let Some(dir) = to.parent() {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok::<_, std::io::Error>(())
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(file);
+        }
+        result.map_err(Error::backend)
     }
 
     /// The whole outboard of a blob (fsck), or `None`.

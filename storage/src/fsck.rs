@@ -190,8 +190,9 @@ impl Engine {
             }
             let (digests, _, outboard) = hasher.finish_with_outboard().await?;
             report.n_bytes += digests.size;
+            // This hasher keeps the outboard in memory (it spills only for uploads).
             if digests.blake3 == id
-                && let Some(outboard) = outboard
+                && let Some(crate::outboard::Built::Memory(outboard)) = outboard
             {
                 self.check_outboard(&id, outboard, &mut report).await?;
             }

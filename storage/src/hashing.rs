@@ -23,23 +23,31 @@ pub(crate) const BATCH: usize = 1024 * 1024;
 /// Batches queued per hasher before the producer waits.
 const DEPTH: usize = 2;
 
+/// The BLAKE3 task's answer: the root, and the outboard unless it was spilled to a file.
+type Blake3Out = ([u8; 32], Option<Vec<u8>>);
+
 struct Pipeline {
     to_blake3: mpsc::Sender<Bytes>,
     to_sha256: mpsc::Sender<Bytes>,
-    blake3: JoinHandle<([u8; 32], Vec<u8>)>,
+    blake3: JoinHandle<std::io::Result<Blake3Out>>,
     sha256: JoinHandle<[u8; 32]>,
 }
 
 impl Pipeline {
-    fn start() -> Self {
+    /// Starts both hasher tasks; with `spill`, the outboard is written to that file as it is
+    /// built instead of kept in memory.
+    fn start(spill: Option<std::fs::File>) -> Self {
         let (to_blake3, mut blake3_rx) = mpsc::channel::<Bytes>(DEPTH);
         let (to_sha256, mut sha256_rx) = mpsc::channel::<Bytes>(DEPTH);
         let blake3 = tokio::task::spawn_blocking(move || {
-            let mut builder = crate::outboard::Builder::default();
+            let mut builder = match spill {
+                Some(file) => crate::outboard::Builder::spilling(file),
+                None => crate::outboard::Builder::default(),
+            };
             while let Some(batch) = blake3_rx.blocking_recv() {
                 builder.update(&batch);
             }
-            builder.finish()
+            builder.finish_spilled()
         });
         let sha256 = tokio::task::spawn_blocking(move || {
             let mut hasher = sha2::Sha256::new();
@@ -63,6 +71,8 @@ pub(crate) struct DualHasher {
     pending: BytesMut,
     pipeline: Option<Pipeline>,
     size: u64,
+    /// Where a large body's outboard is written as it is built (local uploads).
+    spill_to: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for DualHasher {
@@ -78,6 +88,15 @@ fn stopped() -> Error {
 }
 
 impl DualHasher {
+    /// A hasher whose outboard (for a body of at least [`BATCH`] bytes) is written to `path`
+    /// as it is built, so memory stays flat whatever the body's size.
+    pub(crate) fn spilling_to(path: std::path::PathBuf) -> Self {
+        Self {
+            spill_to: Some(path),
+            ..Self::default()
+        }
+    }
+
     /// Adds `chunk`; returns the batches that are now complete, for the caller to write
     /// onwards in order (they are the same bytes, cheaply cloned).
     pub(crate) async fn update(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, Error> {
@@ -93,7 +112,16 @@ impl DualHasher {
     }
 
     async fn dispatch(&mut self, batch: Bytes) -> Result<(), Error> {
-        let pipeline = self.pipeline.get_or_insert_with(Pipeline::start);
+        if self.pipeline.is_none() {
+            let spill = match &self.spill_to {
+                Some(path) => Some(std::fs::File::create(path).map_err(Error::backend)?),
+                None => None,
+            };
+            self.pipeline = Some(Pipeline::start(spill));
+        }
+        let Some(pipeline) = self.pipeline.as_mut() else {
+            return Err(stopped());
+        };
         pipeline
             .to_blake3
             .send(batch.clone())
@@ -118,7 +146,7 @@ impl DualHasher {
     /// the hasher tasks (at least [`BATCH`] bytes; `None` below).
     pub(crate) async fn finish_with_outboard(
         mut self,
-    ) -> Result<(Digests, Bytes, Option<Vec<u8>>), Error> {
+    ) -> Result<(Digests, Bytes, Option<crate::outboard::Built>), Error> {
         let tail = std::mem::take(&mut self.pending).freeze();
         let (blake3, sha256, outboard) = match self.pipeline.take() {
             None => (
@@ -141,8 +169,17 @@ impl DualHasher {
                 }
                 drop(pipeline.to_blake3);
                 drop(pipeline.to_sha256);
-                let (blake3, outboard) = pipeline.blake3.await.map_err(Error::backend)?;
+                let (blake3, outboard) = pipeline
+                    .blake3
+                    .await
+                    .map_err(Error::backend)?
+                    .map_err(Error::backend)?;
                 let sha256 = pipeline.sha256.await.map_err(Error::backend)?;
+                let outboard = match (outboard, self.spill_to.take()) {
+                    (Some(bytes), _) => crate::outboard::Built::Memory(bytes),
+                    (None, Some(path)) => crate::outboard::Built::Spilled(path),
+                    (None, None) => return Err(stopped()),
+                };
                 (blake3, sha256, Some(outboard))
             }
         };
@@ -177,6 +214,9 @@ mod tests {
             // The outboard comes with every body that went through the hasher tasks.
             assert_eq!(outboard.is_some(), size >= BATCH, "size {size}");
             if let Some(outboard) = outboard {
+                let crate::outboard::Built::Memory(outboard) = outboard else {
+                    panic!("a default hasher keeps the outboard in memory");
+                };
                 let tree = weft_api::bao::tree(size as u64);
                 assert_eq!(outboard.len() as u64, tree.outboard_size(), "size {size}");
             }
@@ -187,5 +227,33 @@ mod tests {
                 "size {size}"
             );
         }
+    }
+
+    /// Issue #15, flat memory: a spilling hasher writes a large body's outboard to its file as
+    /// it goes, and the file holds exactly the outboard the in-memory builder makes.
+    #[tokio::test]
+    async fn a_spilled_outboard_equals_the_one_built_in_memory() {
+        let dir = tempfile::tempdir().expect("dir");
+        let size = 20 * BATCH + 12_345; // an 80 KiB outboard: more than one spill buffer
+        let data: Vec<u8> = (0..size).map(|i| (i % 241) as u8).collect();
+        let path = dir.path().join("x.outboard");
+        let mut spilling = DualHasher::spilling_to(path.clone());
+        let mut in_memory = DualHasher::default();
+        for chunk in data.chunks(300_000) {
+            spilling.update(chunk).await.expect("hashing");
+            in_memory.update(chunk).await.expect("hashing");
+        }
+        let (spilled_digests, _, spilled) = spilling.finish_with_outboard().await.expect("hashing");
+        let (digests, _, kept) = in_memory.finish_with_outboard().await.expect("hashing");
+        assert_eq!(spilled_digests, digests);
+        let Some(crate::outboard::Built::Spilled(file)) = spilled else {
+            panic!("spilled: {spilled:?}");
+        };
+        assert_eq!(file, path);
+        let Some(crate::outboard::Built::Memory(kept)) = kept else {
+            panic!("kept: {kept:?}");
+        };
+        assert!(kept.len() > 64 * 1024, "more than one spill buffer");
+        assert_eq!(std::fs::read(&path).expect("spill file"), kept);
     }
 }

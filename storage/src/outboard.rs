@@ -35,7 +35,20 @@ pub(crate) struct Builder {
     n_groups: u64,
     partial: Vec<u8>,
     out: Vec<u8>,
+    /// Where the pairs go as they are made (an upload on the local backend), so the outboard
+    /// never sits whole in memory; the first write error is kept for [`Builder::finish_spilled`].
+    spill: Option<(io::BufWriter<std::fs::File>, Option<io::Error>)>,
 }
+
+/// A finished outboard: in memory, or in the file it was spilled to as it was built.
+#[derive(Debug)]
+pub(crate) enum Built {
+    Memory(Vec<u8>),
+    Spilled(std::path::PathBuf),
+}
+
+/// Pairs held in memory before they are written to the spill file.
+const SPILL_AT: usize = 64 * 1024;
 
 fn group_cv(index: u64, bytes: &[u8]) -> ChainingValue {
     let mut hasher = blake3::Hasher::new();
@@ -45,6 +58,48 @@ fn group_cv(index: u64, bytes: &[u8]) -> ChainingValue {
 }
 
 impl Builder {
+    /// A builder that writes the outboard to `file` as it goes (memory stays at one buffer).
+    pub(crate) fn spilling(file: std::fs::File) -> Self {
+        Self {
+            spill: Some((io::BufWriter::new(file), None)),
+            ..Self::default()
+        }
+    }
+
+    fn maybe_spill(&mut self, at_least: usize) {
+        if let Some((writer, failed)) = &mut self.spill
+            && self.out.len() >= at_least
+        {
+            if failed.is_none()
+                && let Err(error) = io::Write::write_all(writer, &self.out)
+            {
+                *failed = Some(error);
+            }
+            self.out.clear();
+        }
+    }
+
+    /// [`Builder::finish`] of a spilling builder: the root, once every pair is written and the
+    /// file fsynced (`None` for the outboard: it is in the file).
+    pub(crate) fn finish_spilled(mut self) -> io::Result<([u8; 32], Option<Vec<u8>>)> {
+        let spill = self.spill.take();
+        let (root, out) = self.finish();
+        match spill {
+            None => Ok((root, Some(out))),
+            Some((mut writer, failed)) => {
+                if let Some(error) = failed {
+                    return Err(error);
+                }
+                io::Write::write_all(&mut writer, &out)?;
+                let file = writer
+                    .into_inner()
+                    .map_err(io::IntoInnerError::into_error)?;
+                file.sync_all()?;
+                Ok((root, None))
+            }
+        }
+    }
+
     pub(crate) fn update(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
             // A full group is hashed only once a byte follows it: the last group of a blob
@@ -78,6 +133,7 @@ impl Builder {
             total >>= 1;
         }
         self.stack.push(cv);
+        self.maybe_spill(SPILL_AT);
     }
 
     /// The BLAKE3 digest and the outboard (empty for a blob of one group).
