@@ -50,7 +50,15 @@ struct State {
     /// An upper bound of each Agent's uncited uploaded bytes: set from the exact sum, raised
     /// by every blob it uploads after (citations only ever lower the exact value), so the
     /// exact sum, a walk over all of the Agent's uploads, runs only near the cap.
-    uncited_bounds: HashMap<String, u64>,
+    uncited_bounds: HashMap<String, UncitedBound>,
+}
+
+/// An Agent's uncited-bytes bound, and every byte its uploads added since the engine opened
+/// (so a sum read while another upload committed is corrected by what that upload added).
+#[derive(Debug, Default)]
+struct UncitedBound {
+    bound: Option<u64>,
+    raised: u64,
 }
 
 /// The engine's admission limits. Cheap to share (`Arc` inside).
@@ -100,18 +108,34 @@ impl Limits {
         self.lock()
             .uncited_bounds
             .get(agent)
-            .copied()
+            .and_then(|entry| entry.bound)
             .filter(|bound| bound.saturating_add(largest_upload) < cap)
     }
 
-    /// Sets `agent`'s bound to the exact sum just read.
-    pub(crate) fn set_uncited_bound(&self, agent: &str, exact: u64) {
-        self.lock().uncited_bounds.insert(agent.to_owned(), exact);
+    /// What `agent`'s uploads have added so far: read before the exact sum, handed back to
+    /// [`Limits::set_uncited_bound`].
+    pub(crate) fn uncited_raised(&self, agent: &str) -> u64 {
+        self.lock()
+            .uncited_bounds
+            .get(agent)
+            .map_or(0, |entry| entry.raised)
     }
 
-    /// Raises `agent`'s bound by a blob it just uploaded (if a bound is kept).
+    /// Sets `agent`'s bound to the exact sum just read, plus every byte its uploads added
+    /// since `raised_before` (an upload that committed while the sum was read may be missing
+    /// from it; counting it twice only makes the bound too high, never too low).
+    pub(crate) fn set_uncited_bound(&self, agent: &str, exact: u64, raised_before: u64) {
+        let mut state = self.lock();
+        let entry = state.uncited_bounds.entry(agent.to_owned()).or_default();
+        entry.bound = Some(exact.saturating_add(entry.raised.saturating_sub(raised_before)));
+    }
+
+    /// Raises `agent`'s bound by a blob it just uploaded.
     pub(crate) fn raise_uncited_bound(&self, agent: &str, bytes: u64) {
-        if let Some(bound) = self.lock().uncited_bounds.get_mut(agent) {
+        let mut state = self.lock();
+        let entry = state.uncited_bounds.entry(agent.to_owned()).or_default();
+        entry.raised = entry.raised.saturating_add(bytes);
+        if let Some(bound) = &mut entry.bound {
             *bound = bound.saturating_add(bytes);
         }
     }
@@ -284,7 +308,7 @@ mod tests {
             None,
             "nothing known: read the sum"
         );
-        limits.set_uncited_bound("a", 40);
+        limits.set_uncited_bound("a", 40, limits.uncited_raised("a"));
         assert_eq!(limits.uncited_bound("a", 10), Some(40));
         limits.raise_uncited_bound("a", 45);
         assert_eq!(limits.uncited_bound("a", 10), Some(85));
@@ -293,8 +317,13 @@ mod tests {
             None,
             "an upload of 15 could reach the cap of 100: read the exact sum"
         );
-        limits.set_uncited_bound("a", 5);
+        limits.set_uncited_bound("a", 5, limits.uncited_raised("a"));
         assert_eq!(limits.uncited_bound("a", 15), Some(5));
+        // An upload that committed while the sum was read counts in the bound.
+        let before = limits.uncited_raised("a");
+        limits.raise_uncited_bound("a", 7);
+        limits.set_uncited_bound("a", 5, before);
+        assert_eq!(limits.uncited_bound("a", 15), Some(12));
         limits.raise_uncited_bound("b", 1);
         assert_eq!(limits.uncited_bound("b", 1), None, "no bound is made up");
         let unlimited = Limits::new(Settings {

@@ -174,6 +174,9 @@ impl Engine {
             self.limits
                 .uncited_bound(session.agent_id.as_str(), self.max_upload_bytes)
         });
+        let raised_before = session.as_ref().map_or(0, |session| {
+            self.limits.uncited_raised(session.agent_id.as_str())
+        });
         let before = self
             .db
             .read(move |conn| {
@@ -204,7 +207,7 @@ impl Engine {
             .await?;
         if let (Some(exact), Uploader::Agent(session)) = (before.exact, uploader) {
             self.limits
-                .set_uncited_bound(session.agent_id.as_str(), exact);
+                .set_uncited_bound(session.agent_id.as_str(), exact, raised_before);
         }
         let agent = match uploader {
             Uploader::Admin => None,
