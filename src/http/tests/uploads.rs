@@ -177,6 +177,10 @@ backends!(
                     std::fs::read(h.blob_file(&digests.blake3)).expect("blob file"),
                     bytes
                 );
+                // Issue #15: a resumed blob of 1 MiB or more has its outboard at once, built
+                // by the finish's re-hash, like a one-shot upload's.
+                let outboard = h.dir.path().join("outboards").join(digests.blake3.hex());
+                assert_eq!(outboard.exists(), size >= 1024 * 1024, "{size}");
             }
         }
         if kind == Kind::Disk {

@@ -102,7 +102,17 @@ impl Blobs {
             GetResultPayload::File(file, _) => read_file(file),
             GetResultPayload::Stream(stream) => stream.map(|c| c.map_err(Error::from)).boxed(),
         };
-        let mut hasher = DualHasher::default();
+        // The outboard is built by the same pass (written to a file as it goes on the local
+        // backend, so memory stays flat), as for a one-shot upload.
+        let spill = self
+            .local_root
+            .as_ref()
+            .map(|root| root.join(format!("{}.outboard", path.as_ref())));
+        let mut spill_guard = super::SpillGuard(spill.clone());
+        let mut hasher = match spill {
+            Some(spill) => DualHasher::spilling_to(spill),
+            None => DualHasher::default(),
+        };
         let mut hashed = 0u64;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk?;
@@ -111,7 +121,7 @@ impl Blobs {
             hasher.update(&chunk[..keep]).await?;
             hashed += keep as u64;
         }
-        let (digests, _tail) = hasher.finish().await?;
+        let (digests, _tail, outboard) = hasher.finish_with_outboard().await?;
         if digests.size != received {
             return Err(Error::backend(std::io::Error::other(format!(
                 "upload object {path} holds {} bytes, its session recorded {received}",
@@ -128,19 +138,24 @@ impl Blobs {
                 truncate_local(&file, received).await?;
             }
         }
-        Ok(self.staged(path.clone(), digests))
+        // From here the Staged value owns the spill file (its Drop removes it).
+        spill_guard.0 = None;
+        Ok(self.staged(path.clone(), digests, outboard))
     }
 
-    fn staged(&self, path: Path, digests: Digests) -> Staged {
+    fn staged(
+        &self,
+        path: Path,
+        digests: Digests,
+        outboard: Option<crate::outboard::Built>,
+    ) -> Staged {
         // A resumed upload is a file whatever its size: its bytes already are one.
         Staged {
             path: Some(path),
             store: std::sync::Arc::clone(&self.store),
             digests,
             inline: None,
-            // The finish re-hashes without building one; the first Range read of a large
-            // resumed blob rebuilds it (ranges.rs), full re-hash until then.
-            outboard: None,
+            outboard,
         }
     }
 
