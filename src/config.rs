@@ -28,6 +28,10 @@ pub struct Config {
     /// row in one group commit (bytes or a size such as 64KiB; 0: every blob is a file).
     #[arg(long, env = "WEFT_INLINE_BLOB_BYTES", default_value = "64KiB", value_parser = parse_size)]
     pub inline_blob_bytes: u64,
+    /// Memory for the bytes of small (inline-sized) artifacts read or uploaded recently, so
+    /// their reads need no index read; every read is still verified (0: off).
+    #[arg(long, env = "WEFT_HOT_BLOB_BYTES", default_value = "64MiB", value_parser = parse_size)]
+    pub hot_blob_bytes: u64,
     /// Seconds a client may take to send a request's headers (slowloris guard).
     #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
     pub header_timeout_secs: u64,
@@ -88,6 +92,7 @@ impl Config {
             in_memory: false,
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
             inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
+            hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             header_timeout_secs: defaults::HEADER_TIMEOUT_SECS,
             body_idle_timeout_secs: defaults::BODY_IDLE_TIMEOUT_SECS,
             request_timeout_secs: defaults::REQUEST_TIMEOUT_SECS,
@@ -158,6 +163,7 @@ impl Config {
             clock: Arc::new(SystemClock),
             max_upload_bytes: self.max_upload_bytes,
             inline_blob_bytes: self.inline_blob_bytes,
+            hot_blob_bytes: self.hot_blob_bytes,
             session_ttl: chrono::Duration::hours(self.session_hours.max(1)),
             sweep_staging: true,
             // Replaced by the persisted `DIR/authority.key` in `serve::run`.

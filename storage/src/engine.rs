@@ -27,6 +27,8 @@ pub(crate) struct Engine {
     pub(crate) auth_generation: tokio::sync::watch::Sender<u64>,
     pub(crate) max_upload_bytes: u64,
     pub(crate) inline_blob_bytes: u64,
+    /// Small blobs in memory for reads, and what the fast read must leave to the index.
+    pub(crate) hot: Arc<crate::artifacts::Hot>,
     pub(crate) session_ttl: chrono::Duration,
     pub(crate) lineage_inline_budget: Option<std::time::Duration>,
     /// Admission limits on uploads and logins (in memory).
@@ -147,6 +149,18 @@ impl Engine {
         for (at, work_item_id) in db.read(crate::work::expiry::load).await? {
             deadlines.note(&work_item_id, at);
         }
+        let forwarded = db
+            .read(|conn| {
+                let mut statement =
+                    conn.prepare_cached("SELECT DISTINCT blake3 FROM forwarded_artifacts")?;
+                let rows = statement
+                    .query_map([], |row| row.get::<_, Vec<u8>>(0))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter()
+                    .map(|id| Ok(weft_api::ArtifactId(crate::events::to32(id)?)))
+                    .collect::<Result<crate::artifacts::FastSet, Error>>()
+            })
+            .await?;
         Ok(Self {
             db,
             blobs,
@@ -158,6 +172,10 @@ impl Engine {
             auth_generation: tokio::sync::watch::Sender::new(0),
             max_upload_bytes: options.max_upload_bytes,
             inline_blob_bytes: options.inline_blob_bytes,
+            hot: Arc::new(crate::artifacts::Hot::new(
+                options.hot_blob_bytes,
+                forwarded,
+            )),
             session_ttl: options.session_ttl,
             lineage_inline_budget: options.lineage_inline_budget,
             limits: crate::limits::Limits::new(crate::limits::Settings {

@@ -50,8 +50,8 @@ use futures::Stream;
 
 pub use access::{MissionScope, Reader};
 pub use artifacts::{
-    Content, ListFilter, MAX_PROOF_BYTES, SweepReport, UploadCounters, UploadOutcome, Uploader,
-    Verification,
+    Content, HotStats, ListFilter, MAX_PROOF_BYTES, SweepReport, UploadCounters, UploadOutcome,
+    Uploader, Verification,
 };
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
@@ -338,6 +338,11 @@ impl Store {
     /// they staged.
     pub fn upload_counters(&self) -> UploadCounters {
         self.inner.upload_counters.snapshot()
+    }
+
+    /// What the small-artifact read cache holds and how many reads it answered.
+    pub fn hot_stats(&self) -> HotStats {
+        self.inner.hot.stats()
     }
 
     // ── artifacts/resumable.rs: resumable upload sessions, in `upload_sessions.rs` ──

@@ -17,6 +17,8 @@ pub mod defaults {
     pub const MAX_UPLOAD_BYTES: u64 = 64 * 1024 * 1024 * 1024;
     /// Blobs up to this size live in the index database, written with their row (issue #15).
     pub const INLINE_BLOB_BYTES: u64 = 64 * 1024;
+    /// Bytes of small blobs kept in memory for reads (`artifacts/hot.rs`).
+    pub const HOT_BLOB_BYTES: u64 = 64 * 1024 * 1024;
     /// Hours a session token stays valid.
     pub const SESSION_HOURS: i64 = 12;
     /// Seconds a client may take to send a request's headers (slowloris guard).
@@ -66,6 +68,9 @@ pub struct Options {
     /// their row; larger ones as files. May change between restarts: a blob is read from
     /// wherever it was stored.
     pub inline_blob_bytes: u64,
+    /// Bytes of small (inline-sized) blobs kept in memory for content reads, least recently
+    /// used out first; 0 turns the cache off. Every read is still verified.
+    pub hot_blob_bytes: u64,
     /// How long a session token stays valid.
     pub session_ttl: chrono::Duration,
     /// The server's own signing key: it signs the built-in reviewer's Evidence (and, later,
@@ -169,6 +174,7 @@ impl Options {
             clock: Arc::new(SystemClock),
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
             inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
+            hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
             sweep_staging: true,
             authority: Arc::new(weft_api::dsse::generate_key()),
@@ -186,6 +192,7 @@ impl Options {
             clock: Arc::new(SystemClock),
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
             inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
+            hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
             sweep_staging: true,
             authority: Arc::new(weft_api::dsse::generate_key()),

@@ -12,6 +12,9 @@ use crate::events::to32;
 
 pub(crate) mod binding;
 pub(crate) use binding::check_lease;
+mod hot;
+pub use hot::HotStats;
+pub(crate) use hot::{FastSet, Hot, HotBlob};
 mod publish;
 mod ranges;
 mod reads;

@@ -343,11 +343,36 @@ impl Engine {
             .await
     }
 
+    /// The content of an artifact `reader` may read: a small one from memory when it is there
+    /// (`hot.rs`), else from the store.
     pub(crate) async fn open_content(
         self: &Arc<Self>,
         digest: Digest,
         reader: &Reader,
     ) -> Result<Content, Error> {
+        if let Digest::Blake3(id) = digest
+            && let Some((hot, media_type)) = self.hot_content(&id, reader)
+        {
+            let bytes = hot.bytes;
+            return Ok(Content {
+                digests: hot.digests,
+                media_type,
+                raw: Some(futures::stream::once(async move { Ok(bytes) }).boxed()),
+                inner: Arc::clone(self),
+                verified_by: None,
+            });
+        }
+        self.open_stored_content(digest, reader).await
+    }
+
+    /// The content of an artifact `reader` may read, from the store itself (never from
+    /// memory): what verify-now re-hashes.
+    pub(crate) async fn open_stored_content(
+        self: &Arc<Self>,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<Content, Error> {
+        let generation = self.hot.generation();
         let reader = reader.clone();
         let (digests, quarantined, media_type, inline) = self
             .db
@@ -393,7 +418,11 @@ impl Engine {
         // A small blob answers from the row's own read; a file is opened when read (a Range
         // of a large one reads only its chunk groups, `ranges.rs`).
         let raw = match inline {
-            Some(bytes) => Some(self.raw_bytes(&digests, Some(bytes)).await?),
+            Some(bytes) => {
+                let bytes = Bytes::from(bytes);
+                self.keep_hot(&digests, &bytes, generation);
+                Some(self.raw_bytes(&digests, Some(bytes)).await?)
+            }
             None => {
                 // A blob whose size is wrong is corrupt before a single byte is sent.
                 match self.blobs.stored_size(&digests.blake3).await? {
@@ -424,7 +453,7 @@ impl Engine {
     pub(crate) async fn raw_bytes(
         &self,
         digests: &Digests,
-        inline: Option<Vec<u8>>,
+        inline: Option<Bytes>,
     ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
         let inline = match inline {
             Some(bytes) => Some(bytes),
@@ -433,6 +462,7 @@ impl Engine {
                 self.db
                     .read(move |conn| inline_bytes(conn, &blake3))
                     .await?
+                    .map(Bytes::from)
             }
         };
         let size = match &inline {
@@ -445,7 +475,7 @@ impl Engine {
             return Err(Error::Corrupt(digests.blake3));
         }
         match inline {
-            Some(bytes) => Ok(futures::stream::once(async move { Ok(Bytes::from(bytes)) }).boxed()),
+            Some(bytes) => Ok(futures::stream::once(async move { Ok(bytes) }).boxed()),
             None => self.blobs.read(&digests.blake3).await,
         }
     }
@@ -455,6 +485,8 @@ impl Engine {
     pub(crate) async fn quarantine(&self, blake3: ArtifactId, reason: &str) -> Result<(), Error> {
         let now = self.clock.now();
         let reason = reason.to_owned();
+        // Out of memory first, so no later read is answered from there (`hot.rs`).
+        self.hot.forget(&blake3);
         tracing::error!(artifact = %blake3, %reason, "integrity failure: blob quarantined");
         metrics::counter!("weft_integrity_failures_total").increment(1);
         self.db

@@ -302,6 +302,9 @@ impl Engine {
         let now = self.clock.now();
         let agent = uploader.agent().map(|agent| agent.to_string());
         let uploader = uploader.clone();
+        let generation = self.hot.generation();
+        let inline = inline.map(Bytes::from);
+        let hot = inline.clone();
         self.db
             .write(move |txn| {
                 txn.run(
@@ -351,6 +354,11 @@ impl Engine {
                 Ok(())
             })
             .await?;
+        // Just hashed on the way in: a reader soon after is answered from memory (`hot.rs`).
+        if let Some(bytes) = hot {
+            self.hot
+                .insert(crate::artifacts::HotBlob { digests, bytes }, generation);
+        }
         // The blob may now be this Agent's and uncited: the bound grows by it (counted again
         // if it already was: a bound may only be too high).
         if let Some(agent) = agent {

@@ -366,6 +366,7 @@ impl Engine {
             ));
         };
         let now = self.clock.now();
+        let hot = std::sync::Arc::clone(&self.hot);
         self.db
             .write(move |txn| {
                 // The role first: only a coordinator (who sees the whole Group) learns whether a
@@ -443,6 +444,8 @@ impl Engine {
                 let envelope_json = serde_json::to_string(&record.envelope).map_err(Error::backend)?;
                 insert_row(txn, to.as_str(), package, context_id, &envelope_json, to_sequence, Some((&from, &agent_id)))?;
                 for artifact in &package.artifacts {
+                    // Before the commit: the fast read may only ever leave too many to the index.
+                    hot.note_forwarded(*artifact);
                     txn.run(
                         "INSERT OR IGNORE INTO forwarded_artifacts (group_id, blake3, context_id, from_group_id)
                          VALUES (?1, ?2, ?3, ?4)",

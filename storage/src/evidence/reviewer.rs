@@ -280,35 +280,36 @@ impl Engine {
     ) -> Result<Vec<Finding>, Error> {
         let mut findings = Vec::new();
         for artifact in artifacts {
-            let outcome = match Engine::open_content(self, Digest::Blake3(*artifact), reader).await
-            {
-                Ok(content) => {
-                    let size = content.digests.size;
-                    match content
-                        .into_body(None)
-                        .try_fold(0u64, |n, chunk| async move { Ok(n + chunk.len() as u64) })
-                        .await
-                    {
-                        Ok(_) => Finding::new(
-                            *artifact,
-                            Outcome::Pass,
-                            format!("{size} bytes re-hashed, blake3 and sha256 match"),
-                        ),
-                        Err(Error::Corrupt(_)) => Finding::new(
-                            *artifact,
-                            Outcome::Fail,
-                            "stored bytes do not match their address; quarantined".into(),
-                        ),
-                        Err(error) => return Err(error),
+            // The integrity check re-hashes what is stored, never a copy in memory.
+            let outcome =
+                match Engine::open_stored_content(self, Digest::Blake3(*artifact), reader).await {
+                    Ok(content) => {
+                        let size = content.digests.size;
+                        match content
+                            .into_body(None)
+                            .try_fold(0u64, |n, chunk| async move { Ok(n + chunk.len() as u64) })
+                            .await
+                        {
+                            Ok(_) => Finding::new(
+                                *artifact,
+                                Outcome::Pass,
+                                format!("{size} bytes re-hashed, blake3 and sha256 match"),
+                            ),
+                            Err(Error::Corrupt(_)) => Finding::new(
+                                *artifact,
+                                Outcome::Fail,
+                                "stored bytes do not match their address; quarantined".into(),
+                            ),
+                            Err(error) => return Err(error),
+                        }
                     }
-                }
-                Err(Error::Corrupt(_)) => Finding::new(
-                    *artifact,
-                    Outcome::Fail,
-                    "stored bytes do not match their address; quarantined".into(),
-                ),
-                Err(error) => return Err(error),
-            };
+                    Err(Error::Corrupt(_)) => Finding::new(
+                        *artifact,
+                        Outcome::Fail,
+                        "stored bytes do not match their address; quarantined".into(),
+                    ),
+                    Err(error) => return Err(error),
+                };
             findings.push(outcome);
         }
         Ok(findings)

@@ -242,6 +242,21 @@ impl Index {
         graph.index.get(id).is_some_and(|&n| view.sees(&graph, n))
     }
 
+    /// The media type of the newest manifest of `id` in Group `group` (by its sequence in
+    /// that Group, which is commit order), or `None` if the Group published no manifest of it.
+    /// For a Group-wide reader of `group` this is what the index's read of the manifests
+    /// answers for an artifact that was not forwarded into the Group (`artifacts/hot.rs`).
+    pub(crate) fn newest_media_type_in(&self, id: &ArtifactId, group: &str) -> Option<String> {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let &g = graph.groups.get(group)?;
+        let &n = graph.index.get(id)?;
+        graph
+            .manifests_of(n)
+            .filter(|(_, manifest)| manifest.group == g)
+            .max_by_key(|(_, manifest)| manifest.sequence)
+            .map(|(_, manifest)| manifest.media_type.as_str().to_owned())
+    }
+
     /// Ancestors and/or descendants of `root`, bounded; see the module docs. `None` if the
     /// reader cannot see `root`.
     pub(crate) fn traverse(

@@ -1,0 +1,153 @@
+//! Issue #15: small artifacts read from memory (`storage/src/artifacts/hot.rs`): the same
+//! answer as a read from the index, still verified, never across a Group or a Mission, and
+//! never once the stored bytes are found corrupt.
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+
+use super::harness::*;
+use super::scope::scoped_agent;
+
+/// The headers two reads of the same artifact must agree on.
+fn shown(answer: &Answer) -> Vec<(String, String)> {
+    [
+        "content-type",
+        "content-length",
+        "etag",
+        "repr-digest",
+        "cache-control",
+        "content-security-policy",
+    ]
+    .iter()
+    .map(|name| {
+        let value = answer
+            .headers
+            .get(*name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        (name.to_string(), value.to_owned())
+    })
+    .collect()
+}
+
+backends!(
+    /// A small artifact read right after its publication is answered from memory, with the
+    /// headers and bytes of a read from the index (by its SHA-256, which always goes there).
+    async fn a_small_artifact_is_answered_from_memory_as_the_index_would(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8).collect();
+        let id = h.put(&worker, "g1", &bytes, &[]).await;
+        let sha256 = digest_of(&bytes).sha256;
+        let before = h.store.hot_stats().hits;
+        let hot = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{id}/content"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(h.store.hot_stats().hits, before + 1, "answered from memory");
+        let stored = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{sha256}/content"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(
+            h.store.hot_stats().hits,
+            before + 1,
+            "the SHA-256 form reads the index"
+        );
+        assert_eq!(hot.status, StatusCode::OK);
+        assert_eq!(stored.status, StatusCode::OK);
+        assert_eq!(shown(&hot), shown(&stored));
+        assert_eq!(hot.body, bytes);
+        assert_eq!(stored.body, bytes);
+    }
+);
+
+backends!(
+    /// Visibility comes before memory: another Group, a Mission-scoped member of another
+    /// Mission and an uploader of the same bytes in another Group get what a nonexistent
+    /// artifact gets, and the cache is not asked.
+    async fn memory_answers_no_one_the_index_would_refuse(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes = b"a small report of mission one".to_vec();
+        let id = h.put(&worker, "g1", &bytes, &[]).await;
+        let stranger = h.agent("w2", "g2", &["worker", "auditor"]).await;
+        h.upload(&stranger, &bytes).await;
+        let scoped = scoped_agent(&h, "s1", &["worker"], &["mission-2"]).await;
+        let before = h.store.hot_stats().hits;
+        for reader in [&stranger, &scoped] {
+            let request = axum::http::Request::builder()
+                .uri(format!("/v1/artifacts/{id}/content"))
+                .header("authorization", format!("Bearer {}", reader.token))
+                .body(Body::empty())
+                .expect("request");
+            refused(&h, request, "not_found").await;
+        }
+        assert_eq!(h.store.hot_stats().hits, before);
+    }
+);
+
+/// ART-5 with the cache: bytes changed in the index under a cached artifact are never served
+/// (memory holds the verified bytes); verify-now reads the index, finds the change and
+/// quarantines the blob, which leaves memory at once; an upload of the good bytes repairs it.
+#[tokio::test]
+async fn a_corrupt_stored_copy_is_found_by_verify_now_and_never_served_from_memory() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 241) as u8).collect();
+    let id = h.put(&worker, "g1", &bytes, &[]).await;
+    let uri = format!("/v1/artifacts/{id}/content");
+    let mut flipped = bytes.clone();
+    flipped[7] ^= 1;
+    let index = rusqlite::Connection::open(h.dir.path().join("index.sqlite")).expect("index");
+    index
+        .execute(
+            "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
+            rusqlite::params![flipped, &id.0[..]],
+        )
+        .expect("tamper");
+    drop(index);
+    let answer = h
+        .call(Method::GET, &uri, Some(&worker.token), Body::empty())
+        .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(
+        answer.body, bytes,
+        "the verified copy, never the changed bytes"
+    );
+
+    let reader = weft_storage::Reader::Agent {
+        agent_id: worker.id.clone(),
+        group_id: weft_api::Id::parse("g", "g1").expect("id"),
+        scope: weft_storage::MissionScope::Group,
+    };
+    let verdict = h
+        .store
+        .verify_now(weft_api::Digest::Blake3(id), &reader)
+        .await;
+    assert!(
+        matches!(verdict, Err(weft_storage::Error::Corrupt(_))),
+        "{verdict:?}"
+    );
+    assert_eq!(h.stats().await.quarantined, 1);
+    let answer = h
+        .call(Method::GET, &uri, Some(&worker.token), Body::empty())
+        .await;
+    assert_eq!(answer.code(), "integrity_failure");
+
+    h.upload(&worker, &bytes).await;
+    let answer = h
+        .call(Method::GET, &uri, Some(&worker.token), Body::empty())
+        .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.body, bytes);
+    assert_eq!(h.stats().await.quarantined, 0);
+}
