@@ -303,7 +303,6 @@ impl Engine {
         let agent = uploader.agent().map(|agent| agent.to_string());
         let uploader = uploader.clone();
         let generation = self.hot.generation();
-        let inline = inline.map(Bytes::from);
         let hot = inline.clone();
         self.db
             .write(move |txn| {
