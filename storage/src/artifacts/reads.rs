@@ -143,6 +143,8 @@ pub struct Content {
     pub media_type: String,
     /// The bytes of a blob outside the index (snapshots); `None`: the blob, opened on demand.
     raw: Option<BoxStream<'static, Result<Bytes, Error>>>,
+    /// The whole blob, when it is small and already in memory (from the cache or its row).
+    memory: Option<Bytes>,
     inner: Arc<Engine>,
     /// What an intact re-hash is recorded as; `None` for blobs outside the index (snapshots).
     verified_by: Option<String>,
@@ -159,9 +161,34 @@ impl Content {
             digests,
             media_type,
             raw: Some(raw),
+            memory: None,
             inner,
             verified_by: None,
         }
+    }
+
+    /// For a small blob already in memory: its bytes in `range` (all by default), verified
+    /// now, so the answer can go out whole with its headers; `None` for a blob read from a
+    /// file (use [`Content::into_body`]). Bytes that do not match their address quarantine
+    /// the blob and answer [`Error::Corrupt`] before anything is sent (ART-5).
+    pub fn verified_in_memory(
+        &self,
+        range: Option<Range<u64>>,
+    ) -> Option<impl Future<Output = Result<Bytes, Error>> + Send + 'static> {
+        let bytes = self.memory.clone()?;
+        let intact = weft_api::digest::Hasher::digest(&bytes) == self.digests;
+        let (digests, inner) = (self.digests, Arc::clone(&self.inner));
+        Some(async move {
+            if !intact {
+                metrics::counter!("weft_verification_failures_total").increment(1);
+                inner
+                    .quarantine(digests.blake3, "stored bytes do not match their digests")
+                    .await?;
+                return Err(Error::Corrupt(digests.blake3));
+            }
+            let range = range.unwrap_or(0..digests.size);
+            Ok(bytes.slice(range.start as usize..range.end as usize))
+        })
     }
 
     /// Records this read's intact re-hash as `by` (ordinary reads record nothing).
@@ -357,7 +384,8 @@ impl Engine {
             return Ok(Content {
                 digests: hot.digests,
                 media_type,
-                raw: Some(futures::stream::once(async move { Ok(bytes) }).boxed()),
+                raw: Some(futures::stream::once(futures::future::ready(Ok(bytes.clone()))).boxed()),
+                memory: Some(bytes),
                 inner: Arc::clone(self),
                 verified_by: None,
             });
@@ -417,9 +445,9 @@ impl Engine {
         }
         // A small blob answers from the row's own read; a file is opened when read (a Range
         // of a large one reads only its chunk groups, `ranges.rs`).
-        let raw = match inline {
+        let memory = inline.map(Bytes::from);
+        let raw = match memory.clone() {
             Some(bytes) => {
-                let bytes = Bytes::from(bytes);
                 self.keep_hot(&digests, &bytes, generation);
                 Some(self.raw_bytes(&digests, Some(bytes)).await?)
             }
@@ -440,6 +468,7 @@ impl Engine {
             digests,
             media_type,
             raw,
+            memory,
             inner: Arc::clone(self),
             // An ordinary read re-hashes every byte but records nothing: a durable write per
             // GET would put a commit on the read path (issue #15). verify-now and fsck record.
