@@ -277,24 +277,26 @@ impl Engine {
         // from promotion to the row keeps it from deleting a file this upload just found
         // present and is about to record.
         let _not_swept = self.sweep_lock.read().await;
-        let reader = uploader.clone();
-        let before = self
-            .db
-            .read(move |conn| {
-                let row = blob_row(conn, &Digest::Blake3(digests.blake3))?;
-                let visible = can_see_blob(conn, &reader, &digests.blake3)?;
-                Ok((row, visible))
-            })
-            .await?;
-        let (row, already_visible) = before;
-        let quarantined = matches!(row, Some((_, true)));
+        // What the index says of the blob now: read before a file is promoted (which needs
+        // it), else in the transaction that records the blob (one hop fewer for small ones).
+        let blake3 = digests.blake3;
+        let before = move |conn: &Connection, reader: &Reader| -> Result<(bool, bool), Error> {
+            let row = blob_row(conn, &Digest::Blake3(blake3))?;
+            let visible = can_see_blob(conn, reader, &blake3)?;
+            Ok((matches!(row, Some((_, true))), visible))
+        };
         let mut inline = None;
+        let mut read_before = None;
         if let Some(mut staged) = staged {
             match staged.inline.take() {
                 // Small bytes go into the index with their row, below.
                 Some(bytes) => inline = Some(bytes),
                 // Blob first, index second. A quarantined blob is replaced by the good bytes.
                 None => {
+                    let reader = uploader.clone();
+                    let (quarantined, visible) =
+                        self.db.read(move |conn| before(conn, &reader)).await?;
+                    read_before = Some((quarantined, visible));
                     self.blobs.promote(staged, quarantined).await?;
                 }
             }
@@ -304,8 +306,13 @@ impl Engine {
         let uploader = uploader.clone();
         let generation = self.hot.generation();
         let hot = inline.clone();
-        self.db
+        let already_visible = self
+            .db
             .write(move |txn| {
+                let (quarantined, already_visible) = match read_before {
+                    Some(read) => read,
+                    None => before(txn, &uploader)?,
+                };
                 txn.run(
                     "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (blake3) DO NOTHING",
@@ -350,7 +357,7 @@ impl Engine {
                         params![&digests.blake3.0[..], agent_id.as_str(), group_id.as_str(), format_instant(now)],
                     )?;
                 }
-                Ok(())
+                Ok(already_visible)
             })
             .await?;
         // Just hashed on the way in: a reader soon after is answered from memory (`hot.rs`).
