@@ -482,13 +482,23 @@ impl Engine {
                     "1".to_owned(),
                 )
             } else {
-                let lookup = keyid.clone();
-                self.db
-                    .read(move |conn| match agent_by_keyid(conn, &lookup)? {
-                        Some(found) => Ok(found),
-                        None => Err(key_refusal(conn, &lookup)?),
-                    })
-                    .await?
+                // The generation before the read, as the session cache does (`keys.rs`).
+                let generation = *self.auth_generation.borrow();
+                match self.keys.get(&keyid, generation) {
+                    Some(found) => found,
+                    None => {
+                        let lookup = keyid.clone();
+                        let found = self
+                            .db
+                            .read(move |conn| match agent_by_keyid(conn, &lookup)? {
+                                Some(found) => Ok(found),
+                                None => Err(key_refusal(conn, &lookup)?),
+                            })
+                            .await?;
+                        self.keys.put(keyid.clone(), generation, found.clone());
+                        found
+                    }
+                }
             };
         let verified = envelope.verify(T::PAYLOAD_TYPE, &key)?;
         let payload_id = ArtifactId::of(verified.value());

@@ -67,7 +67,8 @@ impl Engine {
         }
         let keyid = KeyId::of(&key);
         let now = self.clock.now();
-        self.db
+        let registered = self
+            .db
             .write(move |txn| {
                 let existing: Option<Vec<u8>> = txn
                     .row("SELECT public_key FROM agents WHERE agent_id = ?1", [agent_id.as_str()], |row| row.get(0))
@@ -102,7 +103,10 @@ impl Engine {
                     }
                 }
             })
-            .await
+            .await?;
+        // A new Agent, or a new card version: signed payloads check it from now on (`keys.rs`).
+        self.auth_changed();
+        Ok(registered)
     }
 
     pub(crate) async fn set_membership(

@@ -25,6 +25,8 @@ pub(crate) struct Engine {
     /// Bumped after every commit that can end a session (`sessions.rs`), so open streams
     /// re-check theirs at once.
     pub(crate) auth_generation: tokio::sync::watch::Sender<u64>,
+    /// Signing keys by keyid, valid while `auth_generation` is unchanged (`keys.rs`).
+    pub(crate) keys: crate::keys::KeyCache,
     pub(crate) max_upload_bytes: u64,
     pub(crate) inline_blob_bytes: u64,
     /// Small blobs in memory for reads, and what the fast read must leave to the index.
@@ -170,6 +172,7 @@ impl Engine {
             clock: options.clock,
             authority: options.authority,
             auth_generation: tokio::sync::watch::Sender::new(0),
+            keys: crate::keys::KeyCache::default(),
             max_upload_bytes: options.max_upload_bytes,
             inline_blob_bytes: options.inline_blob_bytes,
             hot: Arc::new(crate::artifacts::Hot::new(

@@ -33,6 +33,7 @@ mod fingerprint;
 mod fsck;
 mod hashing;
 mod idempotency;
+mod keys;
 mod limits;
 mod lineage;
 mod options;

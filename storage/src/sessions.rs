@@ -6,7 +6,8 @@
 //! epoch is the newest of its (Agent, Group), its Membership is the one it was opened under
 //! (same epoch, not removed), its Agent is active and it has not expired. Every change that can
 //! end a session (a new session, a Membership set or removed, an Agent deactivated, a key
-//! rotated) bumps [`Engine::auth_changes`] after its commit.
+//! rotated) bumps [`Engine::auth_changes`] after its commit, and so does an Agent's registration
+//! (a new Agent or card version), which the key cache (`keys.rs`) follows.
 
 use crate::sql::Cached as _;
 use base64::Engine as _;

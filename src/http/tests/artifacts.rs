@@ -2,10 +2,11 @@
 //! checks against the stored blob and the provenance graph, the published Event, listing.
 
 use axum::body::Body;
+use base64::Engine as _;
 use axum::http::{Method, Request, StatusCode};
 use ed25519_dalek::SigningKey;
 use serde_json::{Value, json};
-use weft_api::dsse::{MANIFEST_TYPE, SESSION_TYPE};
+use weft_api::dsse::{BASE64, MANIFEST_TYPE, SESSION_TYPE};
 use weft_api::{Envelope, Id};
 
 use super::harness::*;
@@ -220,6 +221,27 @@ backends!(
             "producer_mismatch",
         )
         .await;
+        // The key was just looked up (and is kept in memory, `storage/src/keys.rs`); a new
+        // card version registered now is what the next signature is checked against.
+        let answer = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/agents",
+                json!({"agentId": "w1", "publicKey": BASE64.encode(worker.key.verifying_key().as_bytes()), "agentCardVersion": "2"}),
+            )
+            .await;
+        assert!(answer.status.is_success(), "{answer:?}");
+        refused(
+            &h,
+            publish_request(
+                &worker,
+                &sign(&worker.key, &manifest(&worker, "g1", digests_a, &[])),
+            ),
+            "producer_mismatch",
+        )
+        .await;
+        let answer = h.publish(&worker, &sign(&worker.key, &wrong_card)).await;
+        assert!(answer.status.is_success(), "{answer:?}");
     }
 );
 
