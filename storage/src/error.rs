@@ -46,9 +46,47 @@ impl Error {
             Self::Body(_) => ErrorCode::IncompleteBody,
             Self::CursorTooOld(_) => ErrorCode::CursorTooOld,
             Self::ShuttingDown => ErrorCode::ShuttingDown,
-            Self::Backend(_) => ErrorCode::Internal,
+            Self::Backend(error) => match disk_failure(error.as_ref()) {
+                Some(DiskFailure::Full) => ErrorCode::InsufficientStorage,
+                Some(DiskFailure::Io) => ErrorCode::StorageUnavailable,
+                None => ErrorCode::Internal,
+            },
         }
     }
+}
+
+/// What a failed write says about the disk, found anywhere in an error's source chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DiskFailure {
+    /// `ENOSPC` (`io::ErrorKind::StorageFull`), SQLite's `SQLITE_FULL`.
+    Full,
+    /// `EIO`, SQLite's `SQLITE_IOERR`.
+    Io,
+}
+
+fn disk_failure(error: &(dyn std::error::Error + 'static)) -> Option<DiskFailure> {
+    const ENOSPC: i32 = 28;
+    const EIO: i32 = 5;
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.raw_os_error() == Some(ENOSPC) || io.kind() == std::io::ErrorKind::StorageFull {
+                return Some(DiskFailure::Full);
+            }
+            if io.raw_os_error() == Some(EIO) {
+                return Some(DiskFailure::Io);
+            }
+        }
+        if let Some(sqlite) = error.downcast_ref::<rusqlite::Error>() {
+            match sqlite.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::DiskFull) => return Some(DiskFailure::Full),
+                Some(rusqlite::ErrorCode::SystemIoFailure) => return Some(DiskFailure::Io),
+                _ => {}
+            }
+        }
+        current = error.source();
+    }
+    None
 }
 
 impl From<rusqlite::Error> for Error {

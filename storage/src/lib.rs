@@ -29,6 +29,7 @@ mod engine;
 mod error;
 mod events;
 mod evidence;
+mod faults;
 mod fingerprint;
 mod fsck;
 mod hashing;
@@ -60,13 +61,14 @@ pub use compaction::Retention;
 pub use db::Location;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
+pub use faults::{FaultKind, FaultSite, Faults, ReconcileStep};
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
 pub use lineage::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, LineageStart, ManifestSummary, Name,
     NodeRef, Query as LineageQuery, Scope, SnapshotSaved,
 };
-pub use options::{Faults, Options, Quotas, ReconcileStep, defaults};
+pub use options::{Options, Quotas, defaults};
 pub use sessions::Session;
 pub use weft_api::GroupState;
 pub use work::Grant;

@@ -244,7 +244,8 @@ impl Engine {
         let now = format_instant(self.clock.now());
         let id = upload_id.to_owned();
         let before = row.received;
-        self.db
+        let moved = self
+            .db
             .write(move |txn| {
                 let moved = txn.run(
                     "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2
@@ -254,7 +255,14 @@ impl Engine {
                 // The claim keeps every other writer of this row away.
                 if moved == 1 { Ok(()) } else { Err(not_found()) }
             })
-            .await?;
+            .await;
+        if let Err(error) = moved {
+            // The row still says `before`: the object says so too (issue #15, fault injection).
+            if let Err(cut) = self.blobs.cut_upload(&path, before).await {
+                tracing::warn!(%path, %cut, "could not cut an uncommitted chunk back");
+            }
+            return Err(error);
+        }
         Ok(before + appended)
     }
 
@@ -303,7 +311,8 @@ impl Engine {
                     Ok(())
                 })
                 .await?;
-            drop(staged); // deletes the object
+            drop(staged);
+            self.blobs.remove_upload(&path).await?;
             return Err(reject(
                 ErrorCode::DigestMismatch,
                 format!(

@@ -276,7 +276,7 @@ impl Engine {
         // The sweep of uncited blobs deletes rows and then files; holding this shared guard
         // from promotion to the row keeps it from deleting a file this upload just found
         // present and is about to record.
-        let _not_swept = self.sweep_lock.read().await;
+        let not_swept = self.sweep_lock.read().await;
         let reader = uploader.clone();
         let before = self
             .db
@@ -289,20 +289,23 @@ impl Engine {
         let (row, already_visible) = before;
         let quarantined = matches!(row, Some((_, true)));
         let mut inline = None;
+        let mut promoted = false;
         if let Some(mut staged) = staged {
             match staged.inline.take() {
                 // Small bytes go into the index with their row, below.
                 Some(bytes) => inline = Some(bytes),
                 // Blob first, index second. A quarantined blob is replaced by the good bytes.
                 None => {
-                    self.blobs.promote(staged, quarantined).await?;
+                    promoted = self.blobs.promote(staged, quarantined).await?;
                 }
             }
         }
+        let session_object = finishing.as_deref().map(crate::blobs::upload_path);
         let now = self.clock.now();
         let agent = uploader.agent().map(|agent| agent.to_string());
         let uploader = uploader.clone();
-        self.db
+        let written = self
+            .db
             .write(move |txn| {
                 txn.run(
                     "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4)
@@ -350,7 +353,23 @@ impl Engine {
                 }
                 Ok(())
             })
-            .await?;
+            .await;
+        if let Err(error) = written {
+            // Nothing of a failed upload stays (issue #15, fault injection): the blob this
+            // call promoted goes (a session's back to its object, for the retry).
+            if promoted {
+                drop(not_swept);
+                self.undo_promotion(digests.blake3, session_object).await;
+            }
+            return Err(error);
+        }
+        drop(not_swept);
+        if let Some(object) = &session_object
+            && let Err(error) = self.blobs.remove_upload(object).await
+        {
+            // Its row is gone: start-up removes the object if this could not.
+            tracing::warn!(%object, %error, "could not remove a finished upload's object");
+        }
         // The blob may now be this Agent's and uncited: the bound grows by it (counted again
         // if it already was: a bound may only be too high).
         if let Some(agent) = agent {
@@ -360,6 +379,30 @@ impl Engine {
             digests,
             already_visible,
         })
+    }
+
+    /// Removes the blob a failed upload promoted, unless a row names it by now: another
+    /// upload of the same bytes may have found it present and recorded it. The sweep's
+    /// exclusive guard waits out every upload between its promotion and its row.
+    async fn undo_promotion(
+        &self,
+        id: weft_api::ArtifactId,
+        back_to: Option<object_store::path::Path>,
+    ) {
+        let _alone = self.sweep_lock.write().await;
+        let recorded = self
+            .db
+            .read(move |conn| Ok(blob_row(conn, &Digest::Blake3(id))?.is_some()))
+            .await;
+        let undone = match recorded {
+            Ok(true) => Ok(()),
+            Ok(false) => self.blobs.unpromote(&id, back_to.as_ref()).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = undone {
+            // Left for start-up, which removes blob files no row names.
+            tracing::error!(%id, %error, "could not undo the promotion of a failed upload");
+        }
     }
 
     pub(crate) async fn visible_blob(
