@@ -94,10 +94,13 @@ impl FaultKind {
     }
 }
 
-/// One armed site: how it fails, and how many more operations fail (`None`: until cleared).
+/// One armed site: how it fails, how many operations pass first (so a test reaches a later
+/// step of one write, such as the fsync after a write), and how many fail then (`None`:
+/// every one until cleared).
 #[derive(Clone, Copy, Debug)]
 struct Armed {
     kind: FaultKind,
+    skip: u32,
     remaining: Option<u32>,
 }
 
@@ -126,6 +129,13 @@ impl Writes {
         let mut sites = self.lock();
         let slot = &mut sites[site.index()];
         let armed = (*slot)?;
+        if armed.skip > 0 {
+            *slot = Some(Armed {
+                skip: armed.skip - 1,
+                ..armed
+            });
+            return None;
+        }
         match armed.remaining {
             Some(n) if n <= 1 => *slot = None,
             Some(n) => {
@@ -161,10 +171,18 @@ impl Faults {
 
     /// Every write at `site` fails with `kind` until [`Faults::clear`].
     pub fn fail_writes(&self, site: FaultSite, kind: FaultKind) {
+        self.fail_writes_after(site, kind, 0);
+    }
+
+    /// The next `skip` writes at `site` succeed, then every one fails with `kind` until
+    /// [`Faults::clear`]: one write's later steps (a spilled outboard's fsync after its write,
+    /// a chunk's fsync) fail this way.
+    pub fn fail_writes_after(&self, site: FaultSite, kind: FaultKind, skip: u32) {
         self.writes.arm(
             site,
             Some(Armed {
                 kind,
+                skip,
                 remaining: None,
             }),
         );
@@ -174,6 +192,7 @@ impl Faults {
     pub fn fail_next(&self, site: FaultSite, kind: FaultKind, n: u32) {
         let armed = (n > 0).then_some(Armed {
             kind,
+            skip: 0,
             remaining: Some(n),
         });
         self.writes.arm(site, armed);
@@ -251,5 +270,16 @@ mod tests {
         }
         faults.clear();
         assert!(faults.check_commit().is_ok());
+        faults.fail_writes_after(FaultSite::Outboard, FaultKind::Io, 2);
+        assert!(faults.check(FaultSite::Outboard).is_ok(), "1st passes");
+        assert!(faults.check(FaultSite::Outboard).is_ok(), "2nd passes");
+        let error = faults.check(FaultSite::Outboard).expect_err("3rd fails");
+        assert_eq!(error.raw_os_error(), Some(EIO));
+        assert!(
+            faults.check(FaultSite::Outboard).is_err(),
+            "and every later one"
+        );
+        faults.clear();
+        assert!(faults.check(FaultSite::Outboard).is_ok());
     }
 }

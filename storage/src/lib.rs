@@ -742,8 +742,10 @@ impl Store {
                 .into_iter()
                 .map(|(path, size)| (path.to_string(), size))
                 .collect();
-        // Resumable upload objects too: a refused chunk must leave them as they were.
-        listing.extend(self.inner.blobs.upload_listing().await?);
+        // Resumable upload objects and outboards too: a refused write must leave them as they were.
+        for prefix in ["uploads", "outboards"] {
+            listing.extend(self.inner.blobs.listing(prefix).await?);
+        }
         listing.sort();
         let mut hasher = blake3::Hasher::new();
         for (path, size) in listing {

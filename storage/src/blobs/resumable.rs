@@ -189,11 +189,12 @@ impl Blobs {
         }
     }
 
-    /// Every upload session object with its size, for the fingerprint.
-    pub(crate) async fn upload_listing(&self) -> Result<Vec<(String, u64)>, Error> {
+    /// Every object under `prefix` (`uploads`, `outboards`) with its size, for the
+    /// fingerprint.
+    pub(crate) async fn listing(&self, prefix: &str) -> Result<Vec<(String, u64)>, Error> {
         use futures::TryStreamExt as _;
         self.store
-            .list(Some(&Path::from("uploads")))
+            .list(Some(&Path::from(prefix)))
             .map_ok(|meta| (meta.location.to_string(), meta.size))
             .map_err(Error::from)
             .try_collect()
