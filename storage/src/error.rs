@@ -130,3 +130,53 @@ fn out_of_descriptors(error: &(dyn std::error::Error + 'static)) -> bool {
 pub(crate) fn reject(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::reject(code, message)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::ffi;
+    use std::io;
+
+    /// ENOSPC and EIO are found wherever they sit in the source chain: an `io::Error` of ours,
+    /// one inside an object_store error, SQLite's own codes. Anything else stays `internal`.
+    #[test]
+    fn a_full_or_failing_disk_has_its_own_code() {
+        let in_store = |raw| {
+            Error::from(object_store::Error::Generic {
+                store: "test",
+                source: Box::new(io::Error::from_raw_os_error(raw)),
+            })
+        };
+        let sqlite =
+            |code| Error::from(rusqlite::Error::SqliteFailure(ffi::Error::new(code), None));
+        let cases = [
+            (
+                Error::backend(io::Error::from_raw_os_error(28)),
+                ErrorCode::InsufficientStorage,
+            ),
+            (
+                Error::backend(io::Error::from(io::ErrorKind::StorageFull)),
+                ErrorCode::InsufficientStorage,
+            ),
+            (in_store(28), ErrorCode::InsufficientStorage),
+            (sqlite(ffi::SQLITE_FULL), ErrorCode::InsufficientStorage),
+            (
+                Error::backend(io::Error::from_raw_os_error(5)),
+                ErrorCode::StorageUnavailable,
+            ),
+            (in_store(5), ErrorCode::StorageUnavailable),
+            (
+                sqlite(ffi::SQLITE_IOERR_WRITE),
+                ErrorCode::StorageUnavailable,
+            ),
+            (
+                Error::backend(io::Error::other("something else")),
+                ErrorCode::Internal,
+            ),
+            (sqlite(ffi::SQLITE_CORRUPT), ErrorCode::Internal),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+    }
+}
