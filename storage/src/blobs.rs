@@ -1,4 +1,4 @@
-//! Content-addressed blob storage on `object_store`. (Long, about 650 lines: the whole object
+//! Content-addressed blob storage on `object_store`. (Long, about 720 lines: the whole object
 //! store surface, staging, inline bodies, promotion, outboards and reads, in one place.)
 //!
 //! A blob is written once, at `blobs/blake3/<first two hex>/<64 hex>`. Uploads stream into
