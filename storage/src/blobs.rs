@@ -65,7 +65,10 @@ pub enum Backend {
 
 #[derive(Clone, Debug)]
 pub(crate) struct Blobs {
+    /// Every write goes through this: the real store wrapped in `faulty.rs`.
     store: Arc<dyn ObjectStore>,
+    /// The real store itself, for the reads: a content GET pays nothing for the test hooks.
+    reads: Arc<dyn ObjectStore>,
     local_root: Option<PathBuf>,
     /// Blob bytes read (whole-blob streams and ranges), for tests to show what a read cost.
     bytes_read: Arc<std::sync::atomic::AtomicU64>,
@@ -164,23 +167,26 @@ impl Blobs {
                 for sub in ["blobs", "staging", "uploads", "outboards"] {
                     owner_only_tree(&root.join(sub))?;
                 }
-                let store = LocalFileSystem::new_with_prefix(root)?.with_fsync(true);
+                let store: Arc<dyn ObjectStore> =
+                    Arc::new(LocalFileSystem::new_with_prefix(root)?.with_fsync(true));
                 Ok(Self {
-                    store: Arc::new(faulty::FaultyStore::new(Arc::new(store), faults.clone())),
+                    store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
+                    reads: store,
                     local_root: Some(root.clone()),
                     bytes_read: Arc::default(),
                     faults,
                 })
             }
-            Backend::Memory => Ok(Self {
-                store: Arc::new(faulty::FaultyStore::new(
-                    Arc::new(InMemory::new()),
-                    faults.clone(),
-                )),
-                local_root: None,
-                bytes_read: Arc::default(),
-                faults,
-            }),
+            Backend::Memory => {
+                let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+                Ok(Self {
+                    store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
+                    reads: store,
+                    local_root: None,
+                    bytes_read: Arc::default(),
+                    faults,
+                })
+            }
         }
     }
 
@@ -544,7 +550,7 @@ impl Blobs {
 
     /// The whole outboard of a blob (fsck), or `None`.
     pub(crate) async fn outboard(&self, id: &ArtifactId) -> Result<Option<Bytes>, Error> {
-        match self.store.get(&outboard_path(id)).await {
+        match self.reads.get(&outboard_path(id)).await {
             Ok(result) => Ok(Some(result.bytes().await?)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
@@ -558,7 +564,7 @@ impl Blobs {
         id: &ArtifactId,
         ranges: &[std::ops::Range<u64>],
     ) -> Result<Option<Vec<Bytes>>, Error> {
-        match self.store.get_ranges(&outboard_path(id), ranges).await {
+        match self.reads.get_ranges(&outboard_path(id), ranges).await {
             Ok(parts) => Ok(Some(parts)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
@@ -571,7 +577,7 @@ impl Blobs {
         id: &ArtifactId,
         range: std::ops::Range<u64>,
     ) -> Result<Bytes, Error> {
-        let bytes = self.store.get_range(&blob_path(id), range).await?;
+        let bytes = self.reads.get_range(&blob_path(id), range).await?;
         self.bytes_read
             .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(bytes)
@@ -579,7 +585,7 @@ impl Blobs {
 
     /// The stored size of a blob, or `None` if its object is missing.
     pub(crate) async fn stored_size(&self, id: &ArtifactId) -> Result<Option<u64>, Error> {
-        match self.store.head(&blob_path(id)).await {
+        match self.reads.head(&blob_path(id)).await {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
@@ -592,7 +598,7 @@ impl Blobs {
         &self,
         id: &ArtifactId,
     ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
-        let result = self.store.get(&blob_path(id)).await?;
+        let result = self.reads.get(&blob_path(id)).await?;
         let stream = match result.payload {
             GetResultPayload::File(file, _) => read_file(file),
             GetResultPayload::Stream(stream) => stream.map_err(Error::from).boxed(),

@@ -10,7 +10,8 @@
 //!
 //! Reads, listings and deletes pass through untouched: reads must keep working while writes
 //! fail, and a delete frees space rather than using it (a failed cleanup would only leave
-//! what the start-up sweep already removes).
+//! what the start-up sweep already removes). The blob layer's own reads (content, ranges,
+//! outboards) do not come here at all: they use the real store, so a GET pays nothing.
 //!
 //! Disarmed, each write costs one relaxed atomic load ([`Faults::check`]).
 

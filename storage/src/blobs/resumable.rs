@@ -126,7 +126,7 @@ impl Blobs {
             // Nothing was ever appended, so there may be no object: stage an empty one.
             self.store.put(path, PutPayload::default()).await?;
         }
-        let result = self.store.get(path).await?;
+        let result = self.reads.get(path).await?;
         let mut stream = match result.payload {
             GetResultPayload::File(file, _) => read_file(file),
             GetResultPayload::Stream(stream) => stream.map(|c| c.map_err(Error::from)).boxed(),
