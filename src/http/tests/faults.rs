@@ -416,5 +416,9 @@ backends!(
         }
         let report = h.store.fsck().await.expect("fsck runs");
         assert!(report.problems.is_empty(), "{report:?}");
+        assert!(
+            report.leftovers.is_empty(),
+            "nothing for a restart to sweep: {report:?}"
+        );
     }
 );
