@@ -451,8 +451,10 @@ impl Blobs {
             Ok(false) => {
                 if staged.session_owned {
                     staged.path = Some(from); // Drop leaves a session's object alone
-                } else {
-                    self.store.delete(&from).await?;
+                } else if let Err(error) = self.store.delete(&from).await {
+                    // The bytes are stored: a copy left in `staging/` is only a leftover,
+                    // which the next start removes, not a reason to fail the upload.
+                    tracing::warn!(%from, %error, "could not delete a redundant staged copy");
                 }
                 Ok(false)
             }

@@ -4,7 +4,9 @@
 //! (507) or `storage_unavailable` (503 with Retry-After); nothing changed (every table, every
 //! object under `blobs/`, `outboards/` and `uploads/`, and `staging/` empty); earlier artifacts
 //! still read back verified while the fault is armed; and once it is cleared the same request
-//! succeeds and what it stored reads back.
+//! succeeds and what it stored reads back. A delete that fails after its change is done (a
+//! cancelled upload's object, a redundant staged copy) leaves a leftover the next start
+//! removes, never a failed answer for a change that happened.
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, Request, StatusCode};
@@ -420,5 +422,73 @@ backends!(
             report.leftovers.is_empty(),
             "nothing for a restart to sweep: {report:?}"
         );
+    }
+);
+
+backends!(
+    /// A delete that fails after its change committed (a cancelled upload's object, EIO) does
+    /// not turn the committed cancel into an error: the session is gone, and the object it
+    /// left, which nothing names, is removed at the next start (the disk backend's restart).
+    async fn a_cleanup_that_fails_after_its_commit_does_not_fail_the_request(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("worker-f", "g1", &["worker"]).await;
+        let bytes = sample(3000, 7);
+        let location = session_with(&h, &worker, &bytes, bytes.len()).await;
+        h.faults.fail_writes(FaultSite::UploadChunk, FaultKind::Io);
+        let cancel = raw(Method::DELETE, &location, &worker.token, &[], Vec::new());
+        let answer = h.send(cancel).await;
+        assert_eq!(answer.status, StatusCode::NO_CONTENT, "{answer:?}");
+        h.faults.clear();
+        let head = raw(Method::HEAD, &location, &worker.token, &[], Vec::new());
+        assert_eq!(h.send(head).await.status, StatusCode::NOT_FOUND);
+        if kind == Kind::Disk {
+            let left = |h: &Harness| {
+                files(h)
+                    .into_iter()
+                    .filter(|(name, _)| name.starts_with("uploads"))
+                    .count()
+            };
+            assert_eq!(left(&h), 1, "the object stays until the next start");
+            let config = crate::config::Config::with_data_dir(h.dir.path().to_path_buf());
+            let reopened = weft_storage::Store::open(config.storage_options()).await;
+            drop(reopened.expect("the store reopens"));
+            assert_eq!(left(&h), 0, "the start removed it");
+        }
+    }
+);
+
+backends!(
+    /// Bytes another Group already holds are staged like new ones, then found present; a
+    /// failed delete of that redundant staged copy (EIO) does not fail the upload: the bytes
+    /// are stored, and the copy is a leftover the next start removes (the disk backend's
+    /// restart).
+    async fn a_redundant_copy_that_cannot_be_deleted_does_not_fail_the_upload(kind: Kind) {
+        let h = harness(kind).await;
+        let first = h.agent("worker-f", "g1", &["worker"]).await;
+        let other = h.agent("worker-o", "g2", &["worker"]).await;
+        let bytes = sample(FILE_SIZE, 9);
+        h.upload(&first, &bytes).await;
+        // The other Group's upload: open the staged file [1], write its one part [2], then the
+        // delete of the copy once the promotion found the blob present [3] fails.
+        h.faults
+            .fail_writes_after(FaultSite::BlobWrite, FaultKind::Io, 2);
+        let digests = digest_of(&bytes);
+        let put = raw(
+            Method::PUT,
+            &format!("/v1/blobs/{}", digests.blake3),
+            &other.token,
+            &[],
+            bytes.clone(),
+        );
+        let answer = h.send(put).await;
+        h.faults.clear();
+        assert!(answer.status.is_success(), "{answer:?}");
+        assert_eq!(h.stats().await.staging_objects, 1, "the copy is left over");
+        if kind == Kind::Disk {
+            let config = crate::config::Config::with_data_dir(h.dir.path().to_path_buf());
+            let reopened = weft_storage::Store::open(config.storage_options()).await;
+            drop(reopened.expect("the store reopens"));
+            assert_eq!(h.stats().await.staging_objects, 0, "the start removed it");
+        }
     }
 );

@@ -349,9 +349,13 @@ impl Engine {
                 Ok(row.staging_path)
             })
             .await?;
-        self.blobs
-            .remove_upload(&object_store::path::Path::from(path.as_str()))
-            .await
+        // The row is gone, committed: the cancel happened. An object that could not be removed
+        // now is one no row names, which the next start removes; the answer stays a success.
+        let object = object_store::path::Path::from(path.as_str());
+        if let Err(error) = self.blobs.remove_upload(&object).await {
+            tracing::warn!(%object, %error, "could not remove a cancelled upload's object");
+        }
+        Ok(())
     }
 
     /// Removes upload sessions idle since before `cutoff` (rows, then objects), skipping any a

@@ -2,16 +2,16 @@
 //!
 //! Every write the blob layer sends through `object_store` passes here: a put (a blob, an
 //! outboard, a resumable upload's object on the memory backend), a multipart upload's parts
-//! and its completion (the staged file's fsync on the local backend), and a rename or copy (a
-//! promotion). The site a put is counted under follows its path (`outboards/` → outboard,
-//! `uploads/` → upload chunk, anything else → blob write). An injected failure happens before
-//! the inner store is touched, as a full disk or a failed fsync would stop it: the inner store
-//! then aborts or removes what it began, exactly as on a real error.
+//! and its completion (the staged file's fsync on the local backend), a rename or copy (a
+//! promotion), and a delete. The site a put or a delete is counted under follows its path
+//! (`outboards/` → outboard, `uploads/` → upload chunk, anything else → blob write). An
+//! injected failure happens before the inner store is touched, as a full disk or a failed
+//! fsync would stop it: the inner store then aborts or removes what it began, exactly as on a
+//! real error.
 //!
-//! Reads, listings and deletes pass through untouched: reads must keep working while writes
-//! fail, and a delete frees space rather than using it (a failed cleanup would only leave
-//! what the start-up sweep already removes). The blob layer's own reads (content, ranges,
-//! outboards) do not come here at all: they use the real store, so a GET pays nothing.
+//! Reads and listings pass through untouched: reads must keep working while writes fail. The
+//! blob layer's own reads (content, ranges, outboards) do not come here at all: they use the
+//! real store, so a GET pays nothing.
 //!
 //! Disarmed, each write costs one relaxed atomic load ([`Faults::check`]).
 
@@ -19,6 +19,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
@@ -47,7 +48,7 @@ impl std::fmt::Display for FaultyStore {
     }
 }
 
-/// The write site a put to `location` belongs to.
+/// The write site a put to, or a delete of, `location` belongs to.
 fn site_of(location: &Path) -> FaultSite {
     let path = location.as_ref();
     if path.starts_with("outboards/") {
@@ -110,7 +111,16 @@ impl ObjectStore for FaultyStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
+        // A failed delete is an error item of the stream, which the inner store passes on.
+        let faults = self.faults.clone();
+        let checked = locations
+            .map(move |location| {
+                let location = location?;
+                check(&faults, site_of(&location))?;
+                Ok(location)
+            })
+            .boxed();
+        self.inner.delete_stream(checked)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
