@@ -426,9 +426,10 @@ backends!(
 );
 
 backends!(
-    /// A delete that fails after its change committed (a cancelled upload's object, EIO) does
-    /// not turn the committed cancel into an error: the session is gone, and the object it
-    /// left, which nothing names, is removed at the next start (the disk backend's restart).
+    /// A delete that fails after its change committed (a cancelled or discarded upload's
+    /// object, EIO) does not turn the committed change into an error: the session is gone,
+    /// and the object it left, which nothing names, is removed at the next start (the disk
+    /// backend's restart).
     async fn a_cleanup_that_fails_after_its_commit_does_not_fail_the_request(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("worker-f", "g1", &["worker"]).await;
@@ -441,6 +442,15 @@ backends!(
         h.faults.clear();
         let head = raw(Method::HEAD, &location, &worker.token, &[], Vec::new());
         assert_eq!(h.send(head).await.status, StatusCode::NOT_FOUND);
+        // A finish with the wrong digest discards its session: the same, with its own answer.
+        let other = session_with(&h, &worker, &bytes, bytes.len()).await;
+        h.faults.fail_writes(FaultSite::UploadChunk, FaultKind::Io);
+        let wrong = digest_of(b"other bytes");
+        let answer = h.send(finish(&other, &worker.token, &wrong)).await;
+        h.faults.clear();
+        assert_eq!(answer.code(), "digest_mismatch", "{answer:?}");
+        let head = raw(Method::HEAD, &other, &worker.token, &[], Vec::new());
+        assert_eq!(h.send(head).await.status, StatusCode::NOT_FOUND);
         if kind == Kind::Disk {
             let left = |h: &Harness| {
                 files(h)
@@ -448,11 +458,11 @@ backends!(
                     .filter(|(name, _)| name.starts_with("uploads"))
                     .count()
             };
-            assert_eq!(left(&h), 1, "the object stays until the next start");
+            assert_eq!(left(&h), 2, "the objects stay until the next start");
             let config = crate::config::Config::with_data_dir(h.dir.path().to_path_buf());
             let reopened = weft_storage::Store::open(config.storage_options()).await;
             drop(reopened.expect("the store reopens"));
-            assert_eq!(left(&h), 0, "the start removed it");
+            assert_eq!(left(&h), 0, "the start removed them");
         }
     }
 );

@@ -312,7 +312,10 @@ impl Engine {
                 })
                 .await?;
             drop(staged);
-            self.blobs.remove_upload(&path).await?;
+            // The session is gone, committed; an object left here is removed at the next start.
+            if let Err(error) = self.blobs.remove_upload(&path).await {
+                tracing::warn!(%path, %error, "could not remove a discarded upload's object");
+            }
             return Err(reject(
                 ErrorCode::DigestMismatch,
                 format!(
