@@ -61,6 +61,10 @@ pub enum ErrorCode {
     UploadQuotaExceeded,
     RateLimited,
     Overloaded,
+    /// The server's disk is full (ENOSPC): the write was not kept. Answered 507.
+    InsufficientStorage,
+    /// The server's disk failed (EIO): the write was not kept; retry later. Answered 503.
+    StorageUnavailable,
     InvalidCommand,
     GroupMismatch,
     UnknownExtension,
@@ -158,6 +162,8 @@ impl ErrorCode {
             Self::UploadQuotaExceeded => "upload_quota_exceeded",
             Self::RateLimited => "rate_limited",
             Self::Overloaded => "overloaded",
+            Self::InsufficientStorage => "insufficient_storage",
+            Self::StorageUnavailable => "storage_unavailable",
             Self::InvalidCommand => "invalid_command",
             Self::GroupMismatch => "group_mismatch",
             Self::UnknownExtension => "unknown_extension",
@@ -238,6 +244,8 @@ mod tests {
             ErrorCode::UploadQuotaExceeded,
             ErrorCode::RateLimited,
             ErrorCode::Overloaded,
+            ErrorCode::InsufficientStorage,
+            ErrorCode::StorageUnavailable,
             ErrorCode::OfflineBindingMismatch,
             ErrorCode::OfflineOutsideGrace,
             ErrorCode::OfflineLeaseClosed,

@@ -122,7 +122,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         C::TooManyUploads | C::UploadQuotaExceeded | C::RateLimited => {
             StatusCode::TOO_MANY_REQUESTS
         }
-        C::ShuttingDown | C::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        C::ShuttingDown | C::Overloaded | C::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        C::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
     }
 }
 
@@ -133,6 +134,8 @@ pub fn retry_after(code: ErrorCode) -> Option<u32> {
     use ErrorCode as C;
     match code {
         C::TooManyUploads | C::Overloaded | C::ShuttingDown => Some(1),
+        // A disk that failed may be back soon (a remount, a replaced volume); not at once.
+        C::StorageUnavailable => Some(5),
         C::RateLimited => Some(6),
         C::UploadQuotaExceeded => Some(60),
         _ => None,
@@ -163,8 +166,17 @@ impl From<weft_storage::Error> for HttpError {
             }
             E::Body(_) => "the request body ended before it was complete".to_owned(),
             E::ShuttingDown => "the server is shutting down".to_owned(),
-            // Operators see the source chain in the log; clients see a safe message.
-            E::Backend(_) => "internal storage error".to_owned(),
+            // Operators see the source chain in the log; clients see a safe message, which
+            // names a full or failing disk (never a path).
+            E::Backend(_) => match error.code() {
+                ErrorCode::InsufficientStorage => {
+                    "the server's storage is full; nothing was kept".to_owned()
+                }
+                ErrorCode::StorageUnavailable => {
+                    "the server's storage failed to write; nothing was kept, retry later".to_owned()
+                }
+                _ => "internal storage error".to_owned(),
+            },
         };
         Self {
             code: error.code(),

@@ -24,7 +24,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 75] = {
+const EVERY_CODE: [ErrorCode; 77] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -75,6 +75,8 @@ const EVERY_CODE: [ErrorCode; 75] = {
         C::UploadQuotaExceeded,
         C::RateLimited,
         C::Overloaded,
+        C::InsufficientStorage,
+        C::StorageUnavailable,
         C::InvalidCommand,
         C::GroupMismatch,
         C::UnknownExtension,
@@ -157,6 +159,8 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::UploadQuotaExceeded
         | C::RateLimited
         | C::Overloaded
+        | C::InsufficientStorage
+        | C::StorageUnavailable
         | C::InvalidCommand
         | C::GroupMismatch
         | C::UnknownExtension

@@ -1,4 +1,4 @@
-//! Content-addressed blob storage on `object_store`. (Long, about 650 lines: the whole object
+//! Content-addressed blob storage on `object_store`. (Long, about 720 lines: the whole object
 //! store surface, staging, inline bodies, promotion, outboards and reads, in one place.)
 //!
 //! A blob is written once, at `blobs/blake3/<first two hex>/<64 hex>`. Uploads stream into
@@ -41,8 +41,11 @@ use weft_api::{ArtifactId, Digests, ErrorCode};
 use crate::error::Error;
 use crate::hashing::{BATCH, DualHasher};
 
+mod faulty;
 mod resumable;
 pub(crate) use resumable::upload_path;
+
+use crate::faults::{FaultSite, Faults};
 
 /// Part size for multipart writes. S3 (later) needs at least 5 MiB per part; the local
 /// backend writes each part at its offset in one file, so small parts only bound memory.
@@ -62,10 +65,16 @@ pub enum Backend {
 
 #[derive(Clone, Debug)]
 pub(crate) struct Blobs {
+    /// Every write goes through this: the real store wrapped in `faulty.rs`.
     store: Arc<dyn ObjectStore>,
+    /// The real store itself, for the reads: a content GET pays nothing for the test hooks.
+    reads: Arc<dyn ObjectStore>,
     local_root: Option<PathBuf>,
     /// Blob bytes read (whole-blob streams and ranges), for tests to show what a read cost.
     bytes_read: Arc<std::sync::atomic::AtomicU64>,
+    /// Write faults for the direct file writes and fsyncs (the store is wrapped in
+    /// `faulty.rs` for the rest); off outside tests.
+    faults: Faults,
 }
 
 /// Bytes that were staged and hashed but are not yet visible. Dropping it deletes the staged
@@ -81,6 +90,9 @@ pub(crate) struct Staged {
     /// The BLAKE3 outboard, for a body of at least [`BATCH`] bytes: in memory, or (a local
     /// upload) in the file it was written to as it was built, beside the staged bytes.
     outboard: Option<crate::outboard::Built>,
+    /// The staged object is a resumable upload session's (`resumable.rs`): its row owns it,
+    /// so a failed finish keeps it for the retry instead of deleting it.
+    session_owned: bool,
 }
 
 /// A spilled outboard's file, removed when dropped unless disarmed (`.0 = None`).
@@ -99,7 +111,9 @@ impl Drop for Staged {
         if let Some(crate::outboard::Built::Spilled(path)) = self.outboard.take() {
             let _ = std::fs::remove_file(path);
         }
-        if let Some(path) = self.path.take() {
+        if let Some(path) = self.path.take()
+            && !self.session_owned
+        {
             let store = Arc::clone(&self.store);
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move {
@@ -141,7 +155,8 @@ fn too_large(limit: u64) -> Error {
 }
 
 impl Blobs {
-    pub(crate) fn open(backend: &Backend) -> Result<Self, Error> {
+    /// Opens the store; `faults` may fail its writes (tests only, see `faults.rs`).
+    pub(crate) fn open(backend: &Backend, faults: Faults) -> Result<Self, Error> {
         match backend {
             Backend::Local(root) => {
                 std::fs::create_dir_all(root.join("blobs")).map_err(Error::backend)?;
@@ -152,18 +167,26 @@ impl Blobs {
                 for sub in ["blobs", "staging", "uploads", "outboards"] {
                     owner_only_tree(&root.join(sub))?;
                 }
-                let store = LocalFileSystem::new_with_prefix(root)?.with_fsync(true);
+                let store: Arc<dyn ObjectStore> =
+                    Arc::new(LocalFileSystem::new_with_prefix(root)?.with_fsync(true));
                 Ok(Self {
-                    store: Arc::new(store),
+                    store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
+                    reads: store,
                     local_root: Some(root.clone()),
                     bytes_read: Arc::default(),
+                    faults,
                 })
             }
-            Backend::Memory => Ok(Self {
-                store: Arc::new(InMemory::new()),
-                local_root: None,
-                bytes_read: Arc::default(),
-            }),
+            Backend::Memory => {
+                let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+                Ok(Self {
+                    store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
+                    reads: store,
+                    local_root: None,
+                    bytes_read: Arc::default(),
+                    faults,
+                })
+            }
         }
     }
 
@@ -283,6 +306,7 @@ impl Blobs {
                 inline: Some(inline),
                 // Below 1 MiB: no outboard (a small blob is re-hashed whole).
                 outboard: None,
+                session_owned: false,
             });
         };
         let head = futures::stream::iter([Ok(prefix.freeze()), Ok(next)]);
@@ -312,7 +336,7 @@ impl Blobs {
         let mut spill_guard = SpillGuard(spill.clone());
         let outcome = async {
             let mut hasher = match spill {
-                Some(spill) => DualHasher::spilling_to(spill),
+                Some(spill) => DualHasher::spilling_to(spill, self.faults.clone()),
                 None => DualHasher::default(),
             };
             let mut body = std::pin::pin!(body);
@@ -344,6 +368,7 @@ impl Blobs {
                     digests,
                     inline: None,
                     outboard,
+                    session_owned: false,
                 })
             }
             Err(error) => {
@@ -376,23 +401,31 @@ impl Blobs {
     }
 
     /// Makes staged bytes visible under their digest. Returns `true` if this call stored them,
-    /// `false` if an object was already there (the staged copy is then deleted). With
+    /// `false` if an object was already there (the staged copy is then deleted, unless an
+    /// upload session owns it: the caller removes that once the blob's row is committed). With
     /// `replace`, an existing object is overwritten: used to repair a quarantined blob.
+    ///
+    /// On failure nothing new is left under `blobs/` or `outboards/`, and the staged bytes
+    /// are deleted (or, a session's, kept for a retry).
     pub(crate) async fn promote(&self, mut staged: Staged, replace: bool) -> Result<bool, Error> {
         let Some(from) = staged.path.take() else {
             return Ok(false);
         };
-        let to = blob_path(&staged.digests.blake3);
+        let id = staged.digests.blake3;
+        let to = blob_path(&id);
         // The outboard first: a crash after it leaves an outboard without a blob (fsck
         // reports it), never an acknowledged large blob without its outboard.
-        match staged.outboard.take() {
+        let with_outboard = staged.outboard.is_some();
+        let placed = match staged.outboard.take() {
             Some(crate::outboard::Built::Memory(outboard)) => {
-                self.put_outboard(&staged.digests.blake3, outboard).await?;
+                self.put_outboard(&id, outboard).await
             }
-            Some(crate::outboard::Built::Spilled(file)) => {
-                self.place_spilled_outboard(&staged.digests.blake3, &file)?;
-            }
-            None => {}
+            Some(crate::outboard::Built::Spilled(file)) => self.place_spilled_outboard(&id, &file),
+            None => Ok(()),
+        };
+        if let Err(error) = placed {
+            staged.path = Some(from); // let Drop clean up
+            return Err(error);
         }
         let outcome = if replace {
             self.store.rename(&from, &to).await.map(|()| true)
@@ -416,13 +449,44 @@ impl Blobs {
                 Ok(true)
             }
             Ok(false) => {
-                self.store.delete(&from).await?;
+                if staged.session_owned {
+                    staged.path = Some(from); // Drop leaves a session's object alone
+                } else if let Err(error) = self.store.delete(&from).await {
+                    // The bytes are stored: a copy left in `staging/` is only a leftover,
+                    // which the next start removes, not a reason to fail the upload.
+                    tracing::warn!(%from, %error, "could not delete a redundant staged copy");
+                }
                 Ok(false)
             }
             Err(error) => {
+                // The outboard placed above must not outlive a blob that never appeared.
+                if with_outboard
+                    && matches!(self.stored_size(&id).await, Ok(None))
+                    && let Err(cleanup) = self.remove_outboard(&id).await
+                {
+                    tracing::warn!(%id, %cleanup, "could not remove the outboard of a failed promotion");
+                }
                 staged.path = Some(from); // let Drop clean up
                 Err(error.into())
             }
+        }
+    }
+
+    /// Undoes a promotion whose blob row was not committed (the index write failed): the
+    /// blob's object goes back to `back_to` (a resumable upload session's object, kept for
+    /// the retry) or is deleted, and so is its outboard. The caller makes sure that no row
+    /// names the blob and that no other upload is between its promotion and its row.
+    pub(crate) async fn unpromote(
+        &self,
+        id: &ArtifactId,
+        back_to: Option<&Path>,
+    ) -> Result<(), Error> {
+        match back_to {
+            Some(path) => {
+                self.store.rename(&blob_path(id), path).await?;
+                self.remove_outboard(id).await
+            }
+            None => self.remove(id).await,
         }
     }
 
@@ -467,23 +531,28 @@ impl Blobs {
             )));
         };
         let to = root.join(outboard_path(id).as_ref());
+        let mut renamed = false;
         let result = (|| {
+            self.faults.check(FaultSite::Outboard)?;
             std::fs::rename(file, &to)?;
+            renamed = true;
             owner_only_file(&to).map_err(std::io::Error::other)?;
             if let Some(dir) = to.parent() {
+                self.faults.check(FaultSite::Outboard)?;
                 std::fs::File::open(dir)?.sync_all()?;
             }
             Ok::<_, std::io::Error>(())
         })();
         if result.is_err() {
-            let _ = std::fs::remove_file(file);
+            // Wherever it failed, neither the spill file nor a half-placed outboard stays.
+            let _ = std::fs::remove_file(if renamed { &to } else { file });
         }
         result.map_err(Error::backend)
     }
 
     /// The whole outboard of a blob (fsck), or `None`.
     pub(crate) async fn outboard(&self, id: &ArtifactId) -> Result<Option<Bytes>, Error> {
-        match self.store.get(&outboard_path(id)).await {
+        match self.reads.get(&outboard_path(id)).await {
             Ok(result) => Ok(Some(result.bytes().await?)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
@@ -497,7 +566,7 @@ impl Blobs {
         id: &ArtifactId,
         ranges: &[std::ops::Range<u64>],
     ) -> Result<Option<Vec<Bytes>>, Error> {
-        match self.store.get_ranges(&outboard_path(id), ranges).await {
+        match self.reads.get_ranges(&outboard_path(id), ranges).await {
             Ok(parts) => Ok(Some(parts)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
@@ -510,7 +579,7 @@ impl Blobs {
         id: &ArtifactId,
         range: std::ops::Range<u64>,
     ) -> Result<Bytes, Error> {
-        let bytes = self.store.get_range(&blob_path(id), range).await?;
+        let bytes = self.reads.get_range(&blob_path(id), range).await?;
         self.bytes_read
             .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(bytes)
@@ -518,7 +587,7 @@ impl Blobs {
 
     /// The stored size of a blob, or `None` if its object is missing.
     pub(crate) async fn stored_size(&self, id: &ArtifactId) -> Result<Option<u64>, Error> {
-        match self.store.head(&blob_path(id)).await {
+        match self.reads.head(&blob_path(id)).await {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
@@ -531,7 +600,7 @@ impl Blobs {
         &self,
         id: &ArtifactId,
     ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
-        let result = self.store.get(&blob_path(id)).await?;
+        let result = self.reads.get(&blob_path(id)).await?;
         let stream = match result.payload {
             GetResultPayload::File(file, _) => read_file(file),
             GetResultPayload::Stream(stream) => stream.map_err(Error::from).boxed(),

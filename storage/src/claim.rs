@@ -126,16 +126,17 @@ impl Claim {
         Ok(())
     }
 
-    /// After the work, inside its transaction: stores the rendered answer with it.
+    /// After the work, inside its transaction: stores the rendered answer with it, and
+    /// returns it for [`Claim::committed`] once the transaction is.
     pub(crate) fn store(
         &self,
         conn: &Connection,
         renderer: &Renderer,
         value: &dyn Any,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<StoredAnswer>, Error> {
         let now = self.request.received_at;
         let Some((status, body)) = renderer(value) else {
-            return Ok(());
+            return Ok(None);
         };
         let answer = StoredAnswer {
             request_hash: self.request.request_hash,
@@ -150,8 +151,13 @@ impl Claim {
             now,
             false,
         )?;
+        Ok(Some(answer))
+    }
+
+    /// The answer [`Claim::store`] wrote is durable: the request answers with it. Only after
+    /// the commit: a commit that failed (a full disk) must not answer as if the work was done.
+    pub(crate) fn committed(&self, answer: StoredAnswer) {
         self.set(Claimed::Stored(answer));
-        Ok(())
     }
 }
 

@@ -165,7 +165,16 @@ fn open_writer(location: &Location) -> Result<Connection, Error> {
 }
 
 impl Db {
+    #[cfg(test)]
     pub(crate) fn open(location: &Location) -> Result<Self, Error> {
+        Self::open_with(location, crate::faults::Faults::default())
+    }
+
+    /// Opens the database; `faults` may fail a batch's commit (tests only, see `faults.rs`).
+    pub(crate) fn open_with(
+        location: &Location,
+        faults: crate::faults::Faults,
+    ) -> Result<Self, Error> {
         let mut conn = open_writer(location)?;
         let (jobs, mut inbox) = mpsc::channel::<Job>(4096);
         let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
@@ -181,7 +190,7 @@ impl Db {
                             Err(_) => break,
                         }
                     }
-                    run_batch(&mut conn, batch, &publish);
+                    run_batch(&mut conn, batch, &publish, &faults);
                 }
             })
             .map_err(Error::backend)?;
@@ -215,13 +224,19 @@ impl Db {
         let Some((claim, renderer)) = crate::claim::armed_for::<T>() else {
             return self.write_plain(f).await;
         };
-        self.write_plain(move |tx| {
-            claim.check(tx)?;
-            let value = f(tx)?;
-            claim.store(tx, &renderer, &value)?;
-            Ok(value)
-        })
-        .await
+        let claim_in = Arc::clone(&claim);
+        let (value, stored) = self
+            .write_plain(move |tx| {
+                claim_in.check(tx)?;
+                let value = f(tx)?;
+                let stored = claim_in.store(tx, &renderer, &value)?;
+                Ok((value, stored))
+            })
+            .await?;
+        if let Some(answer) = stored {
+            claim.committed(answer);
+        }
+        Ok(value)
     }
 
     /// [`Db::write`] without the idempotency wrapping (reads on an in-memory database).
@@ -274,6 +289,7 @@ fn run_batch(
     conn: &mut Connection,
     batch: Vec<Job>,
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
+    faults: &crate::faults::Faults,
 ) {
     let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(txn) => txn,
@@ -286,6 +302,8 @@ fn run_batch(
             return;
         }
     };
+    // Only read when a test armed a fault (see below).
+    let changes_before = faults.armed().then(|| txn.total_changes());
     let mut finishers = Vec::with_capacity(batch.len());
     let mut appended = Vec::new();
     let mut broken: Option<Error> = None;
@@ -328,6 +346,18 @@ fn run_batch(
         Some(error) => {
             drop(txn); // rolls back
             Err(error)
+        }
+        // A commit that cannot write or fsync the WAL (a full disk, an I/O error) leaves the
+        // transaction rolled back, as SQLite does; every job of the batch hears why. A batch
+        // that changed nothing (reads on an in-memory database) writes no WAL and cannot fail.
+        None if changes_before.is_some_and(|before| txn.total_changes() != before) => {
+            match faults.check_commit() {
+                Ok(()) => txn.commit().map_err(Error::from),
+                Err(injected) => {
+                    drop(txn); // rolls back
+                    Err(Error::from(injected))
+                }
+            }
         }
         None => txn.commit().map_err(Error::from),
     };

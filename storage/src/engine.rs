@@ -48,7 +48,7 @@ pub(crate) struct Engine {
     /// by every Command, so the expiry timer never scans every lease.
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
     /// Test hooks (`Options::faults`): off in every server.
-    pub(crate) faults: crate::options::Faults,
+    pub(crate) faults: crate::faults::Faults,
 }
 
 impl std::fmt::Debug for Engine {
@@ -126,8 +126,8 @@ impl Engine {
             std::fs::create_dir_all(parent).map_err(Error::backend)?;
             owner_only_index(path)?;
         }
-        let db = Db::open(&options.index)?;
-        let blobs = Blobs::open(&options.blobs)?;
+        let db = Db::open_with(&options.index, options.faults.clone())?;
+        let blobs = Blobs::open(&options.blobs, options.faults.clone())?;
         if options.sweep_staging {
             let n_swept = blobs.sweep_staging()?;
             if n_swept > 0 {

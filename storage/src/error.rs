@@ -46,9 +46,47 @@ impl Error {
             Self::Body(_) => ErrorCode::IncompleteBody,
             Self::CursorTooOld(_) => ErrorCode::CursorTooOld,
             Self::ShuttingDown => ErrorCode::ShuttingDown,
-            Self::Backend(_) => ErrorCode::Internal,
+            Self::Backend(error) => match disk_failure(error.as_ref()) {
+                Some(DiskFailure::Full) => ErrorCode::InsufficientStorage,
+                Some(DiskFailure::Io) => ErrorCode::StorageUnavailable,
+                None => ErrorCode::Internal,
+            },
         }
     }
+}
+
+/// What a failed write says about the disk, found anywhere in an error's source chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DiskFailure {
+    /// `ENOSPC` (`io::ErrorKind::StorageFull`), SQLite's `SQLITE_FULL`.
+    Full,
+    /// `EIO`, SQLite's `SQLITE_IOERR`.
+    Io,
+}
+
+fn disk_failure(error: &(dyn std::error::Error + 'static)) -> Option<DiskFailure> {
+    const ENOSPC: i32 = 28;
+    const EIO: i32 = 5;
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.raw_os_error() == Some(ENOSPC) || io.kind() == std::io::ErrorKind::StorageFull {
+                return Some(DiskFailure::Full);
+            }
+            if io.raw_os_error() == Some(EIO) {
+                return Some(DiskFailure::Io);
+            }
+        }
+        if let Some(sqlite) = error.downcast_ref::<rusqlite::Error>() {
+            match sqlite.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::DiskFull) => return Some(DiskFailure::Full),
+                Some(rusqlite::ErrorCode::SystemIoFailure) => return Some(DiskFailure::Io),
+                _ => {}
+            }
+        }
+        current = error.source();
+    }
+    None
 }
 
 impl From<rusqlite::Error> for Error {
@@ -91,4 +129,54 @@ fn out_of_descriptors(error: &(dyn std::error::Error + 'static)) -> bool {
 /// A protocol refusal with its stable code (shorthand for [`Error::reject`]).
 pub(crate) fn reject(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::reject(code, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::ffi;
+    use std::io;
+
+    /// ENOSPC and EIO are found wherever they sit in the source chain: an `io::Error` of ours,
+    /// one inside an object_store error, SQLite's own codes. Anything else stays `internal`.
+    #[test]
+    fn a_full_or_failing_disk_has_its_own_code() {
+        let in_store = |raw| {
+            Error::from(object_store::Error::Generic {
+                store: "test",
+                source: Box::new(io::Error::from_raw_os_error(raw)),
+            })
+        };
+        let sqlite =
+            |code| Error::from(rusqlite::Error::SqliteFailure(ffi::Error::new(code), None));
+        let cases = [
+            (
+                Error::backend(io::Error::from_raw_os_error(28)),
+                ErrorCode::InsufficientStorage,
+            ),
+            (
+                Error::backend(io::Error::from(io::ErrorKind::StorageFull)),
+                ErrorCode::InsufficientStorage,
+            ),
+            (in_store(28), ErrorCode::InsufficientStorage),
+            (sqlite(ffi::SQLITE_FULL), ErrorCode::InsufficientStorage),
+            (
+                Error::backend(io::Error::from_raw_os_error(5)),
+                ErrorCode::StorageUnavailable,
+            ),
+            (in_store(5), ErrorCode::StorageUnavailable),
+            (
+                sqlite(ffi::SQLITE_IOERR_WRITE),
+                ErrorCode::StorageUnavailable,
+            ),
+            (
+                Error::backend(io::Error::other("something else")),
+                ErrorCode::Internal,
+            ),
+            (sqlite(ffi::SQLITE_CORRUPT), ErrorCode::Internal),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+    }
 }

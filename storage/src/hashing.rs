@@ -36,12 +36,12 @@ struct Pipeline {
 impl Pipeline {
     /// Starts both hasher tasks; with `spill`, the outboard is written to that file as it is
     /// built instead of kept in memory.
-    fn start(spill: Option<std::fs::File>) -> Self {
+    fn start(spill: Option<(std::fs::File, crate::faults::Faults)>) -> Self {
         let (to_blake3, mut blake3_rx) = mpsc::channel::<Bytes>(DEPTH);
         let (to_sha256, mut sha256_rx) = mpsc::channel::<Bytes>(DEPTH);
         let blake3 = tokio::task::spawn_blocking(move || {
             let mut builder = match spill {
-                Some(file) => crate::outboard::Builder::spilling(file),
+                Some((file, faults)) => crate::outboard::Builder::spilling(file, faults),
                 None => crate::outboard::Builder::default(),
             };
             while let Some(batch) = blake3_rx.blocking_recv() {
@@ -71,8 +71,10 @@ pub(crate) struct DualHasher {
     pending: BytesMut,
     pipeline: Option<Pipeline>,
     size: u64,
-    /// Where a large body's outboard is written as it is built (local uploads).
+    /// Where a large body's outboard is written as it is built (local uploads), and the
+    /// write faults of that file (tests only).
     spill_to: Option<std::path::PathBuf>,
+    faults: crate::faults::Faults,
 }
 
 impl std::fmt::Debug for DualHasher {
@@ -90,9 +92,10 @@ fn stopped() -> Error {
 impl DualHasher {
     /// A hasher whose outboard (for a body of at least [`BATCH`] bytes) is written to `path`
     /// as it is built, so memory stays flat whatever the body's size.
-    pub(crate) fn spilling_to(path: std::path::PathBuf) -> Self {
+    pub(crate) fn spilling_to(path: std::path::PathBuf, faults: crate::faults::Faults) -> Self {
         Self {
             spill_to: Some(path),
+            faults,
             ..Self::default()
         }
     }
@@ -114,7 +117,13 @@ impl DualHasher {
     async fn dispatch(&mut self, batch: Bytes) -> Result<(), Error> {
         if self.pipeline.is_none() {
             let spill = match &self.spill_to {
-                Some(path) => Some(std::fs::File::create(path).map_err(Error::backend)?),
+                Some(path) => {
+                    self.faults
+                        .check(crate::faults::FaultSite::Outboard)
+                        .map_err(Error::backend)?;
+                    let file = std::fs::File::create(path).map_err(Error::backend)?;
+                    Some((file, self.faults.clone()))
+                }
                 None => None,
             };
             self.pipeline = Some(Pipeline::start(spill));
@@ -237,7 +246,7 @@ mod tests {
         let size = 20 * BATCH + 12_345; // an 80 KiB outboard: more than one spill buffer
         let data: Vec<u8> = (0..size).map(|i| (i % 241) as u8).collect();
         let path = dir.path().join("x.outboard");
-        let mut spilling = DualHasher::spilling_to(path.clone());
+        let mut spilling = DualHasher::spilling_to(path.clone(), crate::faults::Faults::default());
         let mut in_memory = DualHasher::default();
         for chunk in data.chunks(300_000) {
             spilling.update(chunk).await.expect("hashing");

@@ -29,6 +29,7 @@ mod engine;
 mod error;
 mod events;
 mod evidence;
+mod faults;
 mod fingerprint;
 mod fsck;
 mod hashing;
@@ -61,13 +62,14 @@ pub use compaction::Retention;
 pub use db::Location;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
+pub use faults::{FaultKind, FaultSite, Faults, ReconcileStep};
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
 pub use lineage::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, LineageStart, ManifestSummary, Name,
     NodeRef, Query as LineageQuery, Scope, SnapshotSaved,
 };
-pub use options::{Faults, Options, Quotas, ReconcileStep, defaults};
+pub use options::{Options, Quotas, defaults};
 pub use sessions::Session;
 pub use weft_api::GroupState;
 pub use work::Grant;
@@ -746,8 +748,10 @@ impl Store {
                 .into_iter()
                 .map(|(path, size)| (path.to_string(), size))
                 .collect();
-        // Resumable upload objects too: a refused chunk must leave them as they were.
-        listing.extend(self.inner.blobs.upload_listing().await?);
+        // Resumable upload objects and outboards too: a refused write must leave them as they were.
+        for prefix in ["uploads", "outboards"] {
+            listing.extend(self.inner.blobs.listing(prefix).await?);
+        }
         listing.sort();
         let mut hasher = blake3::Hasher::new();
         for (path, size) in listing {

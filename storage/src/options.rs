@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::blobs::Backend;
 use crate::clock::{Clock, SystemClock};
 use crate::db::Location;
+use crate::faults::Faults;
 
 /// Every default of the engine and the server, in one place.
 pub mod defaults {
@@ -87,53 +88,9 @@ pub struct Options {
     pub lineage_inline_budget: Option<std::time::Duration>,
     /// Admission limits on uploads and logins, and how long uncited uploads are kept.
     pub quotas: Quotas,
-    /// Test hooks that make a transaction fail part-way; off unless a test turns one on.
+    /// Test hooks that make a transaction or a write fail (`faults.rs`); off unless a test
+    /// turns one on.
     pub faults: Faults,
-}
-
-/// Fault injection for the crash tests of reconciliation (OFL-10/11): a hook makes the
-/// Command's writer transaction fail right after one of its steps, to prove that it commits
-/// all of them or none. Cheap to clone; clones share the setting. Off by default, and no
-/// server configuration turns it on.
-#[derive(Clone, Debug, Default)]
-pub struct Faults {
-    reconcile_fail_after: Arc<std::sync::atomic::AtomicU8>,
-}
-
-/// The steps of one reconciliation, in OFL-11's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ReconcileStep {
-    /// `resource_usage_recorded` is appended.
-    UsageRecorded = 1,
-    /// The WorkItem's and every enclosing budget's spend is updated.
-    LineageCharged = 2,
-    /// The buffered Command is applied (its Event appended).
-    CommandApplied = 3,
-}
-
-impl Faults {
-    /// Every reconciliation from now on fails right after `step` (`None`: never).
-    pub fn fail_reconciliation_after(&self, step: Option<ReconcileStep>) {
-        self.reconcile_fail_after.store(
-            step.map_or(0, |s| s as u8),
-            std::sync::atomic::Ordering::SeqCst,
-        );
-    }
-
-    /// Fails if a test asked for a failure right after `step`.
-    pub(crate) fn after(&self, step: ReconcileStep) -> Result<(), crate::error::Error> {
-        if self
-            .reconcile_fail_after
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == step as u8
-        {
-            return Err(crate::error::Error::backend(std::io::Error::other(
-                format!("injected fault after reconciliation step {step:?}"),
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// Admission limits: what one Agent, and the process, may have in flight or stored unpublished.

@@ -38,6 +38,8 @@ pub(crate) struct Builder {
     /// Where the pairs go as they are made (an upload on the local backend), so the outboard
     /// never sits whole in memory; the first write error is kept for [`Builder::finish_spilled`].
     spill: Option<(io::BufWriter<std::fs::File>, Option<io::Error>)>,
+    /// Write faults of the spill file (tests only).
+    faults: crate::faults::Faults,
 }
 
 /// A finished outboard: in memory, or in the file it was spilled to as it was built.
@@ -59,9 +61,10 @@ fn group_cv(index: u64, bytes: &[u8]) -> ChainingValue {
 
 impl Builder {
     /// A builder that writes the outboard to `file` as it goes (memory stays at one buffer).
-    pub(crate) fn spilling(file: std::fs::File) -> Self {
+    pub(crate) fn spilling(file: std::fs::File, faults: crate::faults::Faults) -> Self {
         Self {
             spill: Some((io::BufWriter::new(file), None)),
+            faults,
             ..Self::default()
         }
     }
@@ -71,7 +74,10 @@ impl Builder {
             && self.out.len() >= at_least
         {
             if failed.is_none()
-                && let Err(error) = io::Write::write_all(writer, &self.out)
+                && let Err(error) = self
+                    .faults
+                    .check(crate::faults::FaultSite::Outboard)
+                    .and_then(|()| io::Write::write_all(writer, &self.out))
             {
                 *failed = Some(error);
             }
@@ -83,6 +89,7 @@ impl Builder {
     /// file fsynced (`None` for the outboard: it is in the file).
     pub(crate) fn finish_spilled(mut self) -> io::Result<([u8; 32], Option<Vec<u8>>)> {
         let spill = self.spill.take();
+        let faults = std::mem::take(&mut self.faults);
         let (root, out) = self.finish();
         match spill {
             None => Ok((root, Some(out))),
@@ -90,10 +97,12 @@ impl Builder {
                 if let Some(error) = failed {
                     return Err(error);
                 }
+                faults.check(crate::faults::FaultSite::Outboard)?;
                 io::Write::write_all(&mut writer, &out)?;
                 let file = writer
                     .into_inner()
                     .map_err(io::IntoInnerError::into_error)?;
+                faults.check(crate::faults::FaultSite::Outboard)?;
                 file.sync_all()?;
                 Ok((root, None))
             }

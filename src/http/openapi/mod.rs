@@ -100,7 +100,13 @@ fn refine(method: &str, path: &str, operation: &mut Map<String, Value>) {
     };
     let mut errors: Vec<(u16, &str)> = vec![(500, "internal, integrity_failure")];
     if !public || path == "/v1/sessions" {
-        errors.push((503, "shutting_down, overloaded (Retry-After)"));
+        errors.push((
+            503,
+            "shutting_down, overloaded, storage_unavailable: a disk error, nothing kept (Retry-After)",
+        ));
+    }
+    if !public && method != "get" && method != "head" {
+        errors.push((507, "insufficient_storage: the disk is full, nothing kept"));
     }
     if has_input || !public {
         errors.push((

@@ -2,8 +2,8 @@
 //! checks against the stored blob and the provenance graph, the published Event, listing.
 
 use axum::body::Body;
-use base64::Engine as _;
 use axum::http::{Method, Request, StatusCode};
+use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use serde_json::{Value, json};
 use weft_api::dsse::{BASE64, MANIFEST_TYPE, SESSION_TYPE};

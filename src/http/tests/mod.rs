@@ -20,6 +20,7 @@ mod context_scope;
 mod delivery;
 mod evidence;
 mod exports;
+mod faults;
 mod hot;
 mod idempotency;
 mod journal;

@@ -244,7 +244,8 @@ impl Engine {
         let now = format_instant(self.clock.now());
         let id = upload_id.to_owned();
         let before = row.received;
-        self.db
+        let moved = self
+            .db
             .write(move |txn| {
                 let moved = txn.run(
                     "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2
@@ -254,7 +255,14 @@ impl Engine {
                 // The claim keeps every other writer of this row away.
                 if moved == 1 { Ok(()) } else { Err(not_found()) }
             })
-            .await?;
+            .await;
+        if let Err(error) = moved {
+            // The row still says `before`: the object says so too (issue #15, fault injection).
+            if let Err(cut) = self.blobs.cut_upload(&path, before).await {
+                tracing::warn!(%path, %cut, "could not cut an uncommitted chunk back");
+            }
+            return Err(error);
+        }
         Ok(before + appended)
     }
 
@@ -303,7 +311,11 @@ impl Engine {
                     Ok(())
                 })
                 .await?;
-            drop(staged); // deletes the object
+            drop(staged);
+            // The session is gone, committed; an object left here is removed at the next start.
+            if let Err(error) = self.blobs.remove_upload(&path).await {
+                tracing::warn!(%path, %error, "could not remove a discarded upload's object");
+            }
             return Err(reject(
                 ErrorCode::DigestMismatch,
                 format!(
@@ -340,9 +352,13 @@ impl Engine {
                 Ok(row.staging_path)
             })
             .await?;
-        self.blobs
-            .remove_upload(&object_store::path::Path::from(path.as_str()))
-            .await
+        // The row is gone, committed: the cancel happened. An object that could not be removed
+        // now is one no row names, which the next start removes; the answer stays a success.
+        let object = object_store::path::Path::from(path.as_str());
+        if let Err(error) = self.blobs.remove_upload(&object).await {
+            tracing::warn!(%object, %error, "could not remove a cancelled upload's object");
+        }
+        Ok(())
     }
 
     /// Removes upload sessions idle since before `cutoff` (rows, then objects), skipping any a

@@ -276,7 +276,7 @@ impl Engine {
         // The sweep of uncited blobs deletes rows and then files; holding this shared guard
         // from promotion to the row keeps it from deleting a file this upload just found
         // present and is about to record.
-        let _not_swept = self.sweep_lock.read().await;
+        let not_swept = self.sweep_lock.read().await;
         // What the index says of the blob now: read before a file is promoted (which needs
         // it), else in the transaction that records the blob (one hop fewer for small ones).
         let blake3 = digests.blake3;
@@ -287,6 +287,7 @@ impl Engine {
         };
         let mut inline = None;
         let mut read_before = None;
+        let mut promoted = false;
         if let Some(mut staged) = staged {
             match staged.inline.take() {
                 // Small bytes go into the index with their row, below.
@@ -297,16 +298,17 @@ impl Engine {
                     let (quarantined, visible) =
                         self.db.read(move |conn| before(conn, &reader)).await?;
                     read_before = Some((quarantined, visible));
-                    self.blobs.promote(staged, quarantined).await?;
+                    promoted = self.blobs.promote(staged, quarantined).await?;
                 }
             }
         }
+        let session_object = finishing.as_deref().map(crate::blobs::upload_path);
         let now = self.clock.now();
         let agent = uploader.agent().map(|agent| agent.to_string());
         let uploader = uploader.clone();
         let generation = self.hot.generation();
         let hot = inline.clone();
-        let already_visible = self
+        let written = self
             .db
             .write(move |txn| {
                 let (quarantined, already_visible) = match read_before {
@@ -359,11 +361,30 @@ impl Engine {
                 }
                 Ok(already_visible)
             })
-            .await?;
+            .await;
+        let already_visible = match written {
+            Ok(already_visible) => already_visible,
+            Err(error) => {
+                // Nothing of a failed upload stays (issue #15, fault injection): the blob this
+                // call promoted goes (a session's back to its object, for the retry).
+                if promoted {
+                    drop(not_swept);
+                    self.undo_promotion(digests.blake3, session_object).await;
+                }
+                return Err(error);
+            }
+        };
+        drop(not_swept);
         // Just hashed on the way in: a reader soon after is answered from memory (`hot.rs`).
         if let Some(bytes) = hot {
             self.hot
                 .insert(crate::artifacts::HotBlob { digests, bytes }, generation);
+        }
+        if let Some(object) = &session_object
+            && let Err(error) = self.blobs.remove_upload(object).await
+        {
+            // Its row is gone: start-up removes the object if this could not.
+            tracing::warn!(%object, %error, "could not remove a finished upload's object");
         }
         // The blob may now be this Agent's and uncited: the bound grows by it (counted again
         // if it already was: a bound may only be too high).
@@ -374,6 +395,30 @@ impl Engine {
             digests,
             already_visible,
         })
+    }
+
+    /// Removes the blob a failed upload promoted, unless a row names it by now: another
+    /// upload of the same bytes may have found it present and recorded it. The sweep's
+    /// exclusive guard waits out every upload between its promotion and its row.
+    async fn undo_promotion(
+        &self,
+        id: weft_api::ArtifactId,
+        back_to: Option<object_store::path::Path>,
+    ) {
+        let _alone = self.sweep_lock.write().await;
+        let recorded = self
+            .db
+            .read(move |conn| Ok(blob_row(conn, &Digest::Blake3(id))?.is_some()))
+            .await;
+        let undone = match recorded {
+            Ok(true) => Ok(()),
+            Ok(false) => self.blobs.unpromote(&id, back_to.as_ref()).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = undone {
+            // Left for start-up, which removes blob files no row names.
+            tracing::error!(%id, %error, "could not undo the promotion of a failed upload");
+        }
     }
 
     pub(crate) async fn visible_blob(

@@ -44,7 +44,10 @@ impl Blobs {
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         match &self.local_root {
-            Some(root) => append_local(&root.join(path.as_ref()), received, body, room).await,
+            Some(root) => {
+                let file = root.join(path.as_ref());
+                append_local(&file, received, body, room, &self.faults).await
+            }
             None => self.append_memory(path, received, body, room).await,
         }
     }
@@ -81,6 +84,32 @@ impl Blobs {
         Ok(appended)
     }
 
+    /// Cuts an upload session's object back to `received` bytes, its durable length, after a
+    /// chunk was written but its new length could not be committed (none at all for 0: the
+    /// first chunk made it). One already gone is not an error.
+    pub(crate) async fn cut_upload(&self, path: &Path, received: u64) -> Result<(), Error> {
+        if received == 0 {
+            return self.remove_upload(path).await;
+        }
+        match &self.local_root {
+            Some(root) => truncate_local(&root.join(path.as_ref()), received).await,
+            None => {
+                let object = match self.store.get(path).await {
+                    Ok(result) => result.bytes().await?,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(()),
+                    Err(error) => return Err(error.into()),
+                };
+                let keep = usize::try_from(received).map_err(Error::backend)?;
+                if object.len() > keep {
+                    self.store
+                        .put(path, PutPayload::from(object.slice(..keep)))
+                        .await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Deletes an upload session's object; one already gone is not an error.
     pub(crate) async fn remove_upload(&self, path: &Path) -> Result<(), Error> {
         match self.store.delete(path).await {
@@ -97,7 +126,7 @@ impl Blobs {
             // Nothing was ever appended, so there may be no object: stage an empty one.
             self.store.put(path, PutPayload::default()).await?;
         }
-        let result = self.store.get(path).await?;
+        let result = self.reads.get(path).await?;
         let mut stream = match result.payload {
             GetResultPayload::File(file, _) => read_file(file),
             GetResultPayload::Stream(stream) => stream.map(|c| c.map_err(Error::from)).boxed(),
@@ -110,7 +139,7 @@ impl Blobs {
             .map(|root| root.join(format!("{}.outboard", path.as_ref())));
         let mut spill_guard = super::SpillGuard(spill.clone());
         let mut hasher = match spill {
-            Some(spill) => DualHasher::spilling_to(spill),
+            Some(spill) => DualHasher::spilling_to(spill, self.faults.clone()),
             None => DualHasher::default(),
         };
         let mut hashed = 0u64;
@@ -156,14 +185,16 @@ impl Blobs {
             digests,
             inline: None,
             outboard,
+            session_owned: true,
         }
     }
 
-    /// Every upload session object with its size, for the fingerprint.
-    pub(crate) async fn upload_listing(&self) -> Result<Vec<(String, u64)>, Error> {
+    /// Every object under `prefix` (`uploads`, `outboards`) with its size, for the
+    /// fingerprint.
+    pub(crate) async fn listing(&self, prefix: &str) -> Result<Vec<(String, u64)>, Error> {
         use futures::TryStreamExt as _;
         self.store
-            .list(Some(&Path::from("uploads")))
+            .list(Some(&Path::from(prefix)))
             .map_ok(|meta| (meta.location.to_string(), meta.size))
             .map_err(Error::from)
             .try_collect()
@@ -207,10 +238,12 @@ async fn append_local<S>(
     received: u64,
     body: S,
     room: u64,
+    faults: &crate::faults::Faults,
 ) -> Result<u64, Error>
 where
     S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
 {
+    use crate::faults::FaultSite;
     use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
     let is_new = !tokio::fs::try_exists(file).await.map_err(Error::backend)?;
     let mut open = tokio::fs::OpenOptions::new();
@@ -233,24 +266,31 @@ where
             if appended > room {
                 return Err(too_large(received.saturating_add(room)));
             }
+            faults
+                .check(FaultSite::UploadChunk)
+                .map_err(Error::backend)?;
             handle.write_all(&chunk).await.map_err(Error::backend)?;
         }
         handle.flush().await.map_err(Error::backend)?;
+        faults
+            .check(FaultSite::UploadChunk)
+            .map_err(Error::backend)?;
         handle.sync_all().await.map_err(Error::backend)?;
+        if is_new && let Some(dir) = file.parent() {
+            faults
+                .check(FaultSite::UploadChunk)
+                .map_err(Error::backend)?;
+            let dir = dir.to_path_buf();
+            tokio::task::spawn_blocking(move || std::fs::File::open(dir)?.sync_all())
+                .await
+                .map_err(Error::backend)?
+                .map_err(Error::backend)?;
+        }
         Ok(appended)
     }
     .await;
     match outcome {
-        Ok(appended) => {
-            if is_new && let Some(dir) = file.parent() {
-                let dir = dir.to_path_buf();
-                tokio::task::spawn_blocking(move || std::fs::File::open(dir)?.sync_all())
-                    .await
-                    .map_err(Error::backend)?
-                    .map_err(Error::backend)?;
-            }
-            Ok(appended)
-        }
+        Ok(appended) => Ok(appended),
         Err(error) => {
             drop(handle);
             let undone = if is_new {

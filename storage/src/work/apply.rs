@@ -28,7 +28,7 @@ use crate::access::membership;
 use crate::db::Tx;
 use crate::error::{Error, reject};
 use crate::events;
-use crate::options::{Faults, ReconcileStep};
+use crate::faults::{Faults, ReconcileStep};
 
 /// One Command's execution: the transaction, the Command, and the Events appended so far.
 pub(super) struct Ctx<'t, 'c> {

@@ -198,7 +198,7 @@ fn apply_prepared(
     prepared: Prepared,
     now: chrono::DateTime<chrono::Utc>,
     deadlines: &super::expiry::Deadlines,
-    faults: crate::options::Faults,
+    faults: crate::faults::Faults,
 ) -> Result<CommandAccepted, Error> {
     let Prepared {
         command,

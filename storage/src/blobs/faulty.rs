@@ -1,0 +1,181 @@
+//! An `ObjectStore` that fails writes when a test arms [`Faults`], over the real store.
+//!
+//! Every write the blob layer sends through `object_store` passes here: a put (a blob, an
+//! outboard, a resumable upload's object on the memory backend), a multipart upload's parts
+//! and its completion (the staged file's fsync on the local backend), a rename or copy (a
+//! promotion), and a delete. The site a put or a delete is counted under follows its path
+//! (`outboards/` → outboard, `uploads/` → upload chunk, anything else → blob write). An
+//! injected failure happens before the inner store is touched, as a full disk or a failed
+//! fsync would stop it: the inner store then aborts or removes what it began, exactly as on a
+//! real error.
+//!
+//! Reads and listings pass through untouched: reads must keep working while writes fail. The
+//! blob layer's own reads (content, ranges, outboards) do not come here at all: they use the
+//! real store, so a GET pays nothing.
+//!
+//! Disarmed, each write costs one relaxed atomic load ([`Faults::check`]).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result, UploadPart,
+};
+
+use crate::faults::{FaultSite, Faults};
+
+/// The real store, with write faults a test controls.
+#[derive(Debug)]
+pub(crate) struct FaultyStore {
+    inner: Arc<dyn ObjectStore>,
+    faults: Faults,
+}
+
+impl FaultyStore {
+    pub(crate) fn new(inner: Arc<dyn ObjectStore>, faults: Faults) -> Self {
+        Self { inner, faults }
+    }
+}
+
+impl std::fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Faulty({})", self.inner)
+    }
+}
+
+/// The write site a put to, or a delete of, `location` belongs to.
+fn site_of(location: &Path) -> FaultSite {
+    let path = location.as_ref();
+    if path.starts_with("outboards/") {
+        FaultSite::Outboard
+    } else if path.starts_with("uploads/") {
+        FaultSite::UploadChunk
+    } else {
+        FaultSite::BlobWrite
+    }
+}
+
+/// An injected failure as object_store reports an I/O error (the `io::Error` stays in the
+/// source chain, where `error.rs` finds ENOSPC or EIO).
+fn injected(error: std::io::Error) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "faulty",
+        source: Box::new(error),
+    }
+}
+
+fn check(faults: &Faults, site: FaultSite) -> Result<()> {
+    faults.check(site).map_err(injected)
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for FaultyStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        check(&self.faults, site_of(location))?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        check(&self.faults, site_of(location))?;
+        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(FaultyUpload {
+            inner: upload,
+            faults: self.faults.clone(),
+            site: site_of(location),
+        }))
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        // A failed delete is an error item of the stream, which the inner store passes on.
+        let faults = self.faults.clone();
+        let checked = locations
+            .map(move |location| {
+                let location = location?;
+                check(&faults, site_of(&location))?;
+                Ok(location)
+            })
+            .boxed();
+        self.inner.delete_stream(checked)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        check(&self.faults, FaultSite::Promote)?;
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        check(&self.faults, FaultSite::Promote)?;
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// A multipart upload whose parts fail at their put's site and whose completion (the fsync of
+/// the staged file, on the local backend) fails at [`FaultSite::BlobFsync`].
+#[derive(Debug)]
+struct FaultyUpload {
+    inner: Box<dyn MultipartUpload>,
+    faults: Faults,
+    site: FaultSite,
+}
+
+#[async_trait::async_trait]
+impl MultipartUpload for FaultyUpload {
+    fn put_part(&mut self, data: PutPayload) -> UploadPart {
+        match check(&self.faults, self.site) {
+            Ok(()) => self.inner.put_part(data),
+            Err(error) => Box::pin(futures::future::ready(Err(error))),
+        }
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        // Before the inner completion, as a failed fsync stops it: the caller's abort then
+        // removes the part file, as after a real failure.
+        check(&self.faults, FaultSite::BlobFsync)?;
+        self.inner.complete().await
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.inner.abort().await
+    }
+}

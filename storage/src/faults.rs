@@ -1,0 +1,285 @@
+//! Test hooks that make writes fail: a reconciliation step (OFL-10/11), and ENOSPC or EIO at
+//! each write site of the object store and the database (issue #15, fault injection).
+//!
+//! [`Faults`] is carried in `Options::faults`; it is off by default and no server
+//! configuration turns it on. A disarmed write site pays one relaxed atomic load
+//! ([`Faults::check`]); only an armed one takes the lock that says which sites fail, how, and
+//! for how many more operations.
+//!
+//! Where the hooks sit: the object store is wrapped in `blobs/faulty.rs` (puts, multipart
+//! parts and completes, renames and copies), the direct file writes and fsyncs call
+//! [`Faults::check`] themselves (spilled outboards, resumable chunks, directory fsyncs), and
+//! the writer thread (`db.rs`) asks [`Faults::check_commit`] before each batch's commit.
+//!
+//! This module knows nothing about what a failed write should leave behind: the callers undo
+//! their own work, and the tests (`src/http/tests/faults.rs`) prove it.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Fault injection, shared by clones (cheap to clone). See the module docs.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    reconcile_fail_after: Arc<AtomicU8>,
+    writes: Arc<Writes>,
+}
+
+/// The steps of one reconciliation, in OFL-11's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ReconcileStep {
+    /// `resource_usage_recorded` is appended.
+    UsageRecorded = 1,
+    /// The WorkItem's and every enclosing budget's spend is updated.
+    LineageCharged = 2,
+    /// The buffered Command is applied (its Event appended).
+    CommandApplied = 3,
+}
+
+/// A place where the engine writes to the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultSite {
+    /// Bytes written to an object: a staged upload's parts, a one-shot put of a blob.
+    BlobWrite,
+    /// The fsync that makes a staged upload durable (the multipart upload's completion).
+    BlobFsync,
+    /// The rename (or copy) that promotes staged bytes to their digest's path.
+    Promote,
+    /// A BLAKE3 outboard: its spill file's writes and fsync, its rename into place and the
+    /// directory fsync after it, or its put on the object store.
+    Outboard,
+    /// A resumable upload's chunk: its write, its fsync, the directory fsync of a new object.
+    UploadChunk,
+    /// The commit of the writer's batch transaction (SQLite's WAL write and fsync).
+    DbCommit,
+}
+
+const N_SITES: usize = 6;
+
+impl FaultSite {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How an armed write fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The disk is full: `ENOSPC` (SQLite: `SQLITE_FULL`).
+    NoSpace,
+    /// The disk failed: `EIO` (SQLite: `SQLITE_IOERR`).
+    Io,
+}
+
+const ENOSPC: i32 = 28;
+const EIO: i32 = 5;
+
+impl FaultKind {
+    /// The error the operating system would have given.
+    pub(crate) fn io_error(self) -> std::io::Error {
+        std::io::Error::from_raw_os_error(match self {
+            Self::NoSpace => ENOSPC,
+            Self::Io => EIO,
+        })
+    }
+
+    /// The error SQLite would have given for a commit that could not write or fsync its WAL.
+    fn sqlite_error(self) -> rusqlite::Error {
+        use rusqlite::ffi;
+        let (code, message) = match self {
+            Self::NoSpace => (ffi::SQLITE_FULL, "database or disk is full (injected)"),
+            Self::Io => (ffi::SQLITE_IOERR_FSYNC, "disk I/O error (injected)"),
+        };
+        rusqlite::Error::SqliteFailure(ffi::Error::new(code), Some(message.to_owned()))
+    }
+}
+
+/// One armed site: how it fails, how many operations pass first (so a test reaches a later
+/// step of one write, such as the fsync after a write), and how many fail then (`None`:
+/// every one until cleared).
+#[derive(Clone, Copy, Debug)]
+struct Armed {
+    kind: FaultKind,
+    skip: u32,
+    remaining: Option<u32>,
+}
+
+#[derive(Debug, Default)]
+struct Writes {
+    /// Whether any site is armed: the only thing a disarmed write looks at.
+    armed: AtomicBool,
+    // A std Mutex: each critical section is a few array operations, with no `.await` inside.
+    sites: Mutex<[Option<Armed>; N_SITES]>,
+}
+
+impl Writes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Armed>; N_SITES]> {
+        self.sites.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn arm(&self, site: FaultSite, armed: Option<Armed>) {
+        let mut sites = self.lock();
+        sites[site.index()] = armed;
+        self.armed
+            .store(sites.iter().any(Option::is_some), Ordering::SeqCst);
+    }
+
+    /// The kind `site` fails with now, counting this operation.
+    fn hit(&self, site: FaultSite) -> Option<FaultKind> {
+        let mut sites = self.lock();
+        let slot = &mut sites[site.index()];
+        let armed = (*slot)?;
+        if armed.skip > 0 {
+            *slot = Some(Armed {
+                skip: armed.skip - 1,
+                ..armed
+            });
+            return None;
+        }
+        match armed.remaining {
+            Some(n) if n <= 1 => *slot = None,
+            Some(n) => {
+                *slot = Some(Armed {
+                    remaining: Some(n - 1),
+                    ..armed
+                })
+            }
+            None => {}
+        }
+        self.armed
+            .store(sites.iter().any(Option::is_some), Ordering::SeqCst);
+        Some(armed.kind)
+    }
+}
+
+impl Faults {
+    /// Every reconciliation from now on fails right after `step` (`None`: never).
+    pub fn fail_reconciliation_after(&self, step: Option<ReconcileStep>) {
+        self.reconcile_fail_after
+            .store(step.map_or(0, |s| s as u8), Ordering::SeqCst);
+    }
+
+    /// Fails if a test asked for a failure right after `step`.
+    pub(crate) fn after(&self, step: ReconcileStep) -> Result<(), crate::error::Error> {
+        if self.reconcile_fail_after.load(Ordering::SeqCst) == step as u8 {
+            return Err(crate::error::Error::backend(std::io::Error::other(
+                format!("injected fault after reconciliation step {step:?}"),
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every write at `site` fails with `kind` until [`Faults::clear`].
+    pub fn fail_writes(&self, site: FaultSite, kind: FaultKind) {
+        self.fail_writes_after(site, kind, 0);
+    }
+
+    /// The next `skip` writes at `site` succeed, then every one fails with `kind` until
+    /// [`Faults::clear`]: one write's later steps (a spilled outboard's fsync after its write,
+    /// a chunk's fsync) fail this way.
+    pub fn fail_writes_after(&self, site: FaultSite, kind: FaultKind, skip: u32) {
+        self.writes.arm(
+            site,
+            Some(Armed {
+                kind,
+                skip,
+                remaining: None,
+            }),
+        );
+    }
+
+    /// The next `n` writes at `site` fail with `kind`; later ones succeed again.
+    pub fn fail_next(&self, site: FaultSite, kind: FaultKind, n: u32) {
+        let armed = (n > 0).then_some(Armed {
+            kind,
+            skip: 0,
+            remaining: Some(n),
+        });
+        self.writes.arm(site, armed);
+    }
+
+    /// Disarms every write site (the reconciliation hook is left as it is).
+    pub fn clear(&self) {
+        let mut sites = self.writes.lock();
+        *sites = [None; N_SITES];
+        self.writes.armed.store(false, Ordering::SeqCst);
+    }
+
+    /// Fails with the operating system's error if a test armed `site`. Disarmed: one relaxed
+    /// atomic load.
+    pub(crate) fn check(&self, site: FaultSite) -> std::io::Result<()> {
+        if !self.writes.armed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match self.writes.hit(site) {
+            Some(kind) => {
+                tracing::warn!(?site, ?kind, "injected write fault");
+                Err(kind.io_error())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Whether any write site is armed (one relaxed load), for a check that costs more than
+    /// [`Faults::check`] to prepare.
+    pub(crate) fn armed(&self) -> bool {
+        self.writes.armed.load(Ordering::Relaxed)
+    }
+
+    /// [`Faults::check`] of [`FaultSite::DbCommit`], as SQLite's error.
+    pub(crate) fn check_commit(&self) -> Result<(), rusqlite::Error> {
+        if !self.writes.armed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match self.writes.hit(FaultSite::DbCommit) {
+            Some(kind) => {
+                tracing::warn!(?kind, "injected commit fault");
+                Err(kind.sqlite_error())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `fail_next` counts down and disarms itself; `clear` disarms everything; a site that is
+    /// not armed never fails while another one is.
+    #[test]
+    fn sites_fail_as_armed_and_recover() {
+        let faults = Faults::default();
+        assert!(faults.check(FaultSite::BlobWrite).is_ok(), "off by default");
+        faults.fail_next(FaultSite::BlobWrite, FaultKind::NoSpace, 2);
+        assert!(faults.check(FaultSite::Promote).is_ok(), "another site");
+        for _ in 0..2 {
+            let error = faults.check(FaultSite::BlobWrite).expect_err("armed");
+            assert_eq!(error.kind(), std::io::ErrorKind::StorageFull);
+            assert_eq!(error.raw_os_error(), Some(ENOSPC));
+        }
+        assert!(faults.check(FaultSite::BlobWrite).is_ok(), "used up");
+        assert!(!faults.writes.armed.load(Ordering::Relaxed), "disarmed");
+        faults.fail_writes(FaultSite::DbCommit, FaultKind::Io);
+        for _ in 0..3 {
+            let error = faults.check_commit().expect_err("until cleared");
+            assert_eq!(
+                error.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::SystemIoFailure)
+            );
+        }
+        faults.clear();
+        assert!(faults.check_commit().is_ok());
+        faults.fail_writes_after(FaultSite::Outboard, FaultKind::Io, 2);
+        assert!(faults.check(FaultSite::Outboard).is_ok(), "1st passes");
+        assert!(faults.check(FaultSite::Outboard).is_ok(), "2nd passes");
+        let error = faults.check(FaultSite::Outboard).expect_err("3rd fails");
+        assert_eq!(error.raw_os_error(), Some(EIO));
+        assert!(
+            faults.check(FaultSite::Outboard).is_err(),
+            "and every later one"
+        );
+        faults.clear();
+        assert!(faults.check(FaultSite::Outboard).is_ok());
+    }
+}
