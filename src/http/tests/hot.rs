@@ -151,3 +151,42 @@ async fn a_corrupt_stored_copy_is_found_by_verify_now_and_never_served_from_memo
     assert_eq!(answer.body, bytes);
     assert_eq!(h.stats().await.quarantined, 0);
 }
+
+backends!(
+    /// With the bytes not in memory (cache off), visibility and the media type still come from
+    /// memory and the read is only the blob's row: the answer is the index's, including the
+    /// media type of the Group's newest manifest.
+    async fn visibility_from_memory_answers_as_the_index_does(kind: Kind) {
+        let h = harness_with(kind, |config| config.hot_blob_bytes = 0).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes = b"{\"report\": 1}".to_vec();
+        let digests = h.upload(&worker, &bytes).await;
+        for media_type in ["application/json", "text/plain"] {
+            let mut manifest = manifest(&worker, "g1", digests, &[]);
+            manifest.content.media_type = media_type.into();
+            let answer = h.publish(&worker, &sign(&worker.key, &manifest)).await;
+            assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        }
+        let by_blake3 = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{}/content", digests.blake3),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        let by_sha256 = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{}/content", digests.sha256),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(h.store.hot_stats().hits, 0);
+        assert_eq!(by_blake3.status, StatusCode::OK);
+        assert_eq!(shown(&by_blake3), shown(&by_sha256));
+        assert_eq!(shown(&by_blake3)[0].1, "text/plain");
+        assert_eq!(by_blake3.body, bytes);
+    }
+);

@@ -1,12 +1,13 @@
 //! Small artifacts read from memory (issue #15): the bytes of recently uploaded or read
 //! inline-sized blobs, bounded by bytes, least recently used first out.
 //!
-//! A content GET of a small artifact by a Group-wide reader is answered without the index:
-//! the lineage index says whether the reader's Group published it and with which media type
-//! (its newest manifest there), and this cache holds the bytes. Anything else (an Admin, a
-//! Mission-scoped member, an artifact forwarded with a Context Package, a miss) takes the
-//! ordinary read, which stays the authority on visibility; the fast path only ever answers
-//! what that read would answer.
+//! A content GET by a Group-wide reader decides visibility from memory: the lineage index
+//! says whether the reader's Group published the artifact and with which media type (its
+//! newest manifest there). A small artifact in this cache is then answered without the
+//! index, any other with one read of the blob's row (and its inline bytes). Anyone else (an
+//! Admin, a Mission-scoped member) and an artifact forwarded with a Context Package take the
+//! ordinary read, which stays the authority on visibility; the memory path only ever answers
+//! what that read would answer (`http/tests/hot.rs` compares them).
 //!
 //! Every answer is still verified: the cached bytes are re-hashed as they are sent (ART-5).
 //! What the cache changes is where a small artifact is read from: bytes rotting in the index
@@ -153,13 +154,14 @@ impl Hot {
 }
 
 impl crate::engine::Engine {
-    /// A small artifact and the media type a Group-wide reader of its Group sees, from
-    /// memory; `None` sends the read to the index (see the module docs for who qualifies).
-    pub(crate) fn hot_content(
+    /// The media type a Group-wide reader sees for an artifact its Group published, decided
+    /// from memory; `None` leaves visibility to the index (see the module docs for who
+    /// qualifies). The bytes then come from [`Hot::get`] or the blob's row.
+    pub(crate) fn visible_in_memory(
         &self,
         id: &ArtifactId,
         reader: &crate::access::Reader,
-    ) -> Option<(HotBlob, String)> {
+    ) -> Option<String> {
         let crate::access::Reader::Agent {
             group_id,
             scope: crate::access::MissionScope::Group,
@@ -168,13 +170,10 @@ impl crate::engine::Engine {
         else {
             return None;
         };
-        if self.hot.budget == 0 || self.hot.was_forwarded(id) {
+        if self.hot.was_forwarded(id) {
             return None;
         }
-        // Visibility before the cache, so what another Group holds in memory shows in no
-        // answer and no timing.
-        let media_type = self.lineage.newest_media_type_in(id, group_id.as_str())?;
-        Some((self.hot.get(id)?, media_type))
+        self.lineage.newest_media_type_in(id, group_id.as_str())
     }
 
     /// Keeps the bytes of an inline blob just read from the index, if they are intact

@@ -377,9 +377,13 @@ impl Engine {
         digest: Digest,
         reader: &Reader,
     ) -> Result<Content, Error> {
-        if let Digest::Blake3(id) = digest
-            && let Some((hot, media_type)) = self.hot_content(&id, reader)
-        {
+        let Digest::Blake3(id) = digest else {
+            return self.open_stored_content(digest, reader, None).await;
+        };
+        let Some(media_type) = self.visible_in_memory(&id, reader) else {
+            return self.open_stored_content(digest, reader, None).await;
+        };
+        if let Some(hot) = self.hot.get(&id) {
             let bytes = hot.bytes;
             return Ok(Content {
                 digests: hot.digests,
@@ -390,15 +394,18 @@ impl Engine {
                 verified_by: None,
             });
         }
-        self.open_stored_content(digest, reader).await
+        self.open_stored_content(digest, reader, Some(media_type))
+            .await
     }
 
     /// The content of an artifact `reader` may read, from the store itself (never from
-    /// memory): what verify-now re-hashes.
+    /// memory): what verify-now re-hashes. `decided` is the media type when visibility was
+    /// already decided from memory (`hot.rs`): then the read is only the blob's row.
     pub(crate) async fn open_stored_content(
         self: &Arc<Self>,
         digest: Digest,
         reader: &Reader,
+        decided: Option<String>,
     ) -> Result<Content, Error> {
         let generation = self.hot.generation();
         let reader = reader.clone();
@@ -409,6 +416,10 @@ impl Engine {
                 let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
                     return Err(not_found());
                 };
+                if let Some(media_type) = decided {
+                    let inline = if quarantined { None } else { inline_bytes(conn, &digests.blake3)? };
+                    return Ok((digests, quarantined, media_type, inline));
+                }
                 if !can_read_artifact(conn, &reader, &digests.blake3)? {
                     return Err(not_found());
                 }

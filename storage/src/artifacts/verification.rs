@@ -123,7 +123,7 @@ impl Engine {
             Some(agent) => format!("verify-now by {agent}"),
             None => "verify-now by the operator".to_owned(),
         };
-        let content = self.open_stored_content(digest, reader).await?;
+        let content = self.open_stored_content(digest, reader, None).await?;
         let blake3 = content.digests.blake3;
         let mut body = content.verified_by(by.clone()).into_body(None);
         while let Some(chunk) = body.next().await {

@@ -282,7 +282,9 @@ impl Engine {
         for artifact in artifacts {
             // The integrity check re-hashes what is stored, never a copy in memory.
             let outcome =
-                match Engine::open_stored_content(self, Digest::Blake3(*artifact), reader).await {
+                match Engine::open_stored_content(self, Digest::Blake3(*artifact), reader, None)
+                    .await
+                {
                     Ok(content) => {
                         let size = content.digests.size;
                         match content
