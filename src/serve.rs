@@ -23,13 +23,14 @@ use crate::http::{AppState, app};
 /// How often the server appends the lease and ownership expiries that fell due.
 const EXPIRY_TICK: Duration = Duration::from_millis(200);
 
-/// Serves `router` on `listener` until `shutdown` resolves.
+/// Serves `router` on `listener` until `shutdown` resolves; answers whether every connection
+/// then finished (false: some were still open after 30 s and were dropped).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     header_timeout: Duration,
     shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -74,8 +75,9 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("connections still open after 30 s; stopping anyway");
+        return Ok(false);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Reads `DIR/admin.token`, creating it (mode 0600) with a random token on first start.
@@ -300,10 +302,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutting down");
     };
-    serve(listener, app(state), config.header_timeout(), shutdown).await?;
+    let drained = serve(listener, app(state), config.header_timeout(), shutdown).await?;
     match store.save_lineage_snapshot().await {
         Ok(saved) => tracing::info!(?saved, "lineage snapshot written"),
         Err(error) => tracing::error!(%error, "writing the lineage snapshot failed"),
+    }
+    // Only when every request finished: the next start may then skip the orphan scan.
+    if drained && let Err(error) = store.mark_clean_shutdown().await {
+        tracing::error!(%error, "marking the clean shutdown failed");
     }
     Ok(())
 }

@@ -215,6 +215,11 @@ impl Blobs {
     /// Every file under `blobs/blake3/` of the local backend whose name is a blob digest,
     /// with that digest (empty for the memory backend, which a crash empties anyway).
     /// Files with other names are left for fsck to report.
+    /// The data directory of the local backend (`None` in memory).
+    pub(crate) fn local_root(&self) -> Option<&std::path::Path> {
+        self.local_root.as_deref()
+    }
+
     pub(crate) fn local_blob_files(&self) -> Result<Vec<(PathBuf, ArtifactId)>, Error> {
         let Some(root) = &self.local_root else {
             return Ok(Vec::new());

@@ -717,6 +717,12 @@ impl Store {
         self.inner.save_lineage_snapshot().await
     }
 
+    /// Marks a clean shutdown, so the next open skips the scan for orphan blob files: call
+    /// last, once every request has finished. From then on this process promotes no blob.
+    pub async fn mark_clean_shutdown(&self) -> Result<(), Error> {
+        self.inner.mark_clean_shutdown().await
+    }
+
     /// How the lineage index was made ready when this store was opened.
     pub fn lineage_start(&self) -> LineageStart {
         self.inner.lineage_start
