@@ -201,8 +201,94 @@ impl DualHasher {
     }
 }
 
+/// BLAKE3 alone over bytes being served: what a read checks them against, the address
+/// (ART-5). SHA-256 was computed from the same bytes at upload and is implied by the address
+/// (finding other bytes with the same BLAKE3 digest would break BLAKE3), so a read does not
+/// pay for it again; fsck still checks both. Bodies of [`BATCH`] bytes or more are hashed on
+/// a blocking thread while the caller sends them, smaller ones at the end, on this thread.
+#[derive(Debug, Default)]
+pub(crate) struct AddressHasher {
+    pending: Vec<Bytes>,
+    pending_len: usize,
+    task: Option<(mpsc::Sender<Bytes>, JoinHandle<[u8; 32]>)>,
+    size: u64,
+}
+
+impl AddressHasher {
+    /// Adds `chunk` (a cheap clone of it is handed to the hashing thread).
+    pub(crate) async fn update(&mut self, chunk: &Bytes) -> Result<(), Error> {
+        self.size += chunk.len() as u64;
+        if self.task.is_none() {
+            self.pending.push(chunk.clone());
+            self.pending_len += chunk.len();
+            if self.pending_len < BATCH {
+                return Ok(());
+            }
+            let (to_task, mut from_caller) = mpsc::channel::<Bytes>(DEPTH * 8);
+            let task = tokio::task::spawn_blocking(move || {
+                let mut hasher = blake3::Hasher::new();
+                while let Some(bytes) = from_caller.blocking_recv() {
+                    hasher.update(&bytes);
+                }
+                *hasher.finalize().as_bytes()
+            });
+            self.task = Some((to_task, task));
+            self.pending_len = 0;
+            for bytes in std::mem::take(&mut self.pending) {
+                self.send(bytes).await?;
+            }
+            return Ok(());
+        }
+        self.send(chunk.clone()).await
+    }
+
+    async fn send(&mut self, bytes: Bytes) -> Result<(), Error> {
+        let Some((to_task, _)) = &self.task else {
+            return Err(stopped());
+        };
+        to_task.send(bytes).await.map_err(|_| stopped())
+    }
+
+    /// The BLAKE3 digest of everything added, and its length.
+    pub(crate) async fn finish(self) -> Result<(ArtifactId, u64), Error> {
+        let root = match self.task {
+            None => {
+                let mut hasher = blake3::Hasher::new();
+                for bytes in &self.pending {
+                    hasher.update(bytes);
+                }
+                *hasher.finalize().as_bytes()
+            }
+            Some((to_task, task)) => {
+                drop(to_task);
+                task.await.map_err(Error::backend)?
+            }
+        };
+        Ok((ArtifactId(root), self.size))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// A read checks exactly the address, whether the body was hashed at the end on this
+    /// thread or on the hashing thread while it was sent, in chunks of any size.
+    #[tokio::test]
+    async fn the_address_hasher_answers_the_blake3_digest_of_any_body() {
+        for size in [0, 1, 4096, BATCH - 1, BATCH, 3 * BATCH + 17] {
+            let body: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let mut hasher = AddressHasher::default();
+            for chunk in body.chunks(64 * 1024 + 3) {
+                hasher
+                    .update(&Bytes::copy_from_slice(chunk))
+                    .await
+                    .expect("update");
+            }
+            let (root, length) = hasher.finish().await.expect("finish");
+            assert_eq!(root.0, *blake3::hash(&body).as_bytes(), "{size}");
+            assert_eq!(length, size as u64);
+        }
+    }
+
     use super::*;
 
     /// Sizes that matter: empty, one byte, one below / at / above a batch, several batches.

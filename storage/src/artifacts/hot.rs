@@ -182,7 +182,7 @@ impl crate::engine::Engine {
         if self.hot.budget == 0 || bytes.len() as u64 != digests.size {
             return;
         }
-        if weft_api::digest::Hasher::digest(bytes) == *digests {
+        if blake3::hash(bytes).as_bytes() == &digests.blake3.0 {
             let blob = HotBlob {
                 digests: *digests,
                 bytes: bytes.clone(),

@@ -20,7 +20,7 @@ use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self, to32};
-use crate::hashing::DualHasher;
+use crate::hashing::AddressHasher;
 
 /// The one Group whose manifests `reader` sees (`None`: the operator sees every Group's).
 fn visible_group(reader: &Reader) -> Option<&str> {
@@ -58,14 +58,14 @@ pub(crate) fn verified_stream(
 ) -> futures::stream::BoxStream<'static, Result<Bytes, Error>> {
     struct State {
         raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
-        hasher: Option<DualHasher>,
+        hasher: Option<AddressHasher>,
         held: Option<Bytes>,
         offset: u64,
         store: Arc<Engine>,
     }
     let state = State {
         raw,
-        hasher: Some(DualHasher::default()),
+        hasher: Some(AddressHasher::default()),
         held: None,
         offset: 0,
         store,
@@ -106,7 +106,7 @@ pub(crate) fn verified_stream(
                     None => {
                         let hasher = state.hasher.take()?;
                         let outcome = hasher.finish().await;
-                        let intact = matches!(&outcome, Ok((digests, _)) if *digests == expected);
+                        let intact = matches!(&outcome, Ok((root, size)) if *root == expected.blake3 && *size == expected.size);
                         if intact {
                             // A failure to record loses only the audit note, never the read.
                             if let Some(by) = verified_by.clone()
@@ -176,7 +176,9 @@ impl Content {
         range: Option<Range<u64>>,
     ) -> Option<impl Future<Output = Result<Bytes, Error>> + Send + 'static> {
         let bytes = self.memory.clone()?;
-        let intact = weft_api::digest::Hasher::digest(&bytes) == self.digests;
+        // The address, as every read checks it (`hashing::AddressHasher`).
+        let intact = bytes.len() as u64 == self.digests.size
+            && blake3::hash(&bytes).as_bytes() == &self.digests.blake3.0;
         let (digests, inner) = (self.digests, Arc::clone(&self.inner));
         Some(async move {
             if !intact {
