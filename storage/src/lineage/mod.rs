@@ -1,5 +1,6 @@
 //! The provenance graph in memory (DESIGN §6, ART-4): bounded lineage queries without a
-//! recursive query per request.
+//! recursive query per request. (Long, about 600 lines: the index's every question, walks,
+//! paths, visibility and media types, on one lock, with the layout notes they share.)
 //!
 //! The authoritative edges are the `derivations` rows, written in the same transaction as the
 //! `artifact.published` Event that carries them. At start this index is read from its snapshot
