@@ -6,7 +6,7 @@
 //! re-hashed by the client as well as verified by the server). Reads cover what earlier runs
 //! did not check, plus a random sample of what they did; a full run reads everything.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
@@ -60,6 +60,7 @@ pub(super) async fn check(
     rng: &mut StdRng,
 ) -> Outcome {
     let client = Client::new(url, Some(world.token.clone()));
+    let token = world.token.as_str();
     let mut outcome = Outcome::default();
     let (expected, seen, acked_cursor) = {
         let record = record.lock().unwrap_or_else(|e| e.into_inner());
@@ -132,7 +133,14 @@ pub(super) async fn check(
         Err(e) => outcome.lost(format!("after kill {kill}: cursors: {e}")),
     }
 
-    read_back(&client, record, kill, sample, full, rng, &mut outcome).await;
+    let reads = Reads {
+        client: &client,
+        token,
+        kill,
+        sample,
+        full,
+    };
+    read_back(&reads, record, rng, &mut outcome).await;
     outcome
 }
 
@@ -221,15 +229,28 @@ fn pick(total: usize, checked: usize, sample: usize, full: bool, rng: &mut StdRn
     picked
 }
 
-async fn read_back(
-    client: &Client,
-    record: &Arc<Mutex<Record>>,
+/// How an oracle run reads back.
+struct Reads<'a> {
+    client: &'a Client,
+    token: &'a str,
     kill: usize,
     sample: usize,
     full: bool,
+}
+
+async fn read_back(
+    reads: &Reads<'_>,
+    record: &Arc<Mutex<Record>>,
     rng: &mut StdRng,
     outcome: &mut Outcome,
 ) {
+    let Reads {
+        client,
+        token,
+        kill,
+        sample,
+        full,
+    } = *reads;
     let (blobs, publications, evidence) = {
         let record = record.lock().unwrap_or_else(|e| e.into_inner());
         let blobs: Vec<Blob> = pick(record.blobs.len(), record.checked_blobs, sample, full, rng)
@@ -258,28 +279,43 @@ async fn read_back(
         .collect();
         (blobs, publications, evidence)
     };
-    let (n_blobs, n_publications, n_evidence) = {
+    let (n_blobs, n_publications, n_evidence, published) = {
         let record = record.lock().unwrap_or_else(|e| e.into_inner());
+        let published: HashSet<ArtifactId> =
+            record.publications.iter().map(|p| p.artifact).collect();
         (
             record.blobs.len(),
             record.publications.len(),
             record.evidence.len(),
+            published,
         )
     };
 
+    let http = reqwest::Client::new();
     let answers: Vec<Result<(), String>> = futures::stream::iter(blobs)
-        .map(|blob| async move {
-            let mut sink = tokio::io::sink();
-            match client
-                .download(&Digest::Blake3(blob.digest), &mut sink, |_, _| {})
-                .await
-            {
-                Ok(digests) if digests.size == blob.size => Ok(()),
-                Ok(digests) => Err(format!("{} read back {} bytes", blob.digest, digests.size)),
-                Err(e) => Err(format!(
-                    "{} ({:?}, {} B, acknowledged in burst {}): {e}",
-                    blob.digest, blob.kind, blob.size, blob.kill
-                )),
+        .map(|blob| {
+            let published = published.contains(&blob.digest);
+            let http = &http;
+            async move {
+                let held = if published {
+                    read_content(client, &blob).await
+                } else {
+                    head_blob(http, client.base(), token, &blob).await
+                };
+                held.map_err(|e| {
+                    format!(
+                        "{} ({:?}, {} B, {}, acknowledged in burst {}): {e}",
+                        blob.digest,
+                        blob.kind,
+                        blob.size,
+                        if published {
+                            "published"
+                        } else {
+                            "never published"
+                        },
+                        blob.kill
+                    )
+                })
             }
         })
         .buffer_unordered(READERS)
@@ -337,6 +373,45 @@ async fn read_back(
     record.checked_blobs = n_blobs;
     record.checked_publications = n_publications;
     record.checked_evidence = n_evidence;
+}
+
+/// A published blob: the content GET, verified by the server while it streams and re-hashed
+/// here (`Client::download` fails on other bytes).
+async fn read_content(client: &Client, blob: &Blob) -> Result<(), String> {
+    let mut sink = tokio::io::sink();
+    match client
+        .download(&Digest::Blake3(blob.digest), &mut sink, |_, _| {})
+        .await
+    {
+        Ok(digests) if digests.size == blob.size => Ok(()),
+        Ok(digests) => Err(format!("read back {} bytes", digests.size)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A blob nothing published: only its uploader may know it, through `HEAD /v1/blobs/{d}`
+/// (the content route serves published artifacts); fsck re-hashes its bytes.
+async fn head_blob(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    blob: &Blob,
+) -> Result<(), String> {
+    let response = http
+        .head(format!("{base}/v1/blobs/{}", blob.digest))
+        .bearer_auth(token)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let size = response
+        .headers()
+        .get(reqwest::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    match (response.status().is_success(), size) {
+        (true, Some(size)) if size == blob.size => Ok(()),
+        (true, size) => Err(format!("HEAD answered size {size:?}")),
+        (false, _) => Err(format!("HEAD answered {}", response.status())),
+    }
 }
 
 fn tally(answers: Vec<Result<(), String>>, kill: usize, what: &str, outcome: &mut Outcome) {
