@@ -382,7 +382,11 @@ async fn commands(burst: Arc<Burst>, mut rng: StdRng) {
 async fn subscriber(burst: Arc<Burst>) {
     let (after, mut head) = burst.note(|r| {
         let after = r.acked_cursor;
-        (after, r.seen.get(&after).copied())
+        let head = match after {
+            0 => Some(EventHash::GENESIS),
+            _ => r.seen.get(&after).copied(),
+        };
+        (after, head)
     });
     let mut last = after;
     let Ok(response) = burst.client.event_stream(&burst.world.group, after).await else {
