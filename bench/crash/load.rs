@@ -13,7 +13,6 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
-use weft_api::Digest;
 use weft_api::client::{Client, Error};
 use weft_api::digest::{Digests, Hasher};
 use weft_api::event::{Delivered, EventHash};
@@ -26,6 +25,8 @@ use weft_api::work::CommandType;
 
 use super::record::{Blob, BlobKind, CommandAck, EvidenceAck, Publication, Record};
 use super::server::World;
+
+mod resumable;
 
 const UPLOADERS: u64 = 2;
 
@@ -130,10 +131,11 @@ fn draw_size(rng: &mut StdRng) -> usize {
     }
 }
 
-/// `size` bytes no other upload of the campaign has (BLAKE3's output stream of a random key).
-fn content(rng: &mut StdRng, size: usize) -> Bytes {
+/// `size` bytes no other upload of the campaign has: BLAKE3's output stream of a random
+/// `key` (so a cut resumable upload can regenerate its bytes).
+fn content(key: &[u8; 32], size: usize) -> Bytes {
     let mut bytes = vec![0u8; size];
-    blake3::Hasher::new_keyed(&rng.random())
+    blake3::Hasher::new_keyed(key)
         .finalize_xof()
         .fill(&mut bytes);
     Bytes::from(bytes)
@@ -141,23 +143,26 @@ fn content(rng: &mut StdRng, size: usize) -> Bytes {
 
 async fn uploader(burst: Arc<Burst>, mut rng: StdRng) {
     while !burst.stopped() {
-        let resumable = rng.random_ratio(1, 25);
-        let size = if resumable {
-            rng.random_range(65_537..=3 << 20)
-        } else {
-            draw_size(&mut rng)
-        };
-        let bytes = content(&mut rng, size);
-        let digests = Hasher::digest(&bytes);
-        let (kind, uploaded) = if resumable {
-            let chunk = rng.random_range(256 * 1024..=1024 * 1024);
-            let uploaded = upload_resumable(&burst, bytes, &digests, chunk).await;
-            (BlobKind::Resumable, uploaded)
-        } else {
-            (
-                BlobKind::of_size(size),
-                put_blob(&burst, bytes, &digests).await,
-            )
+        let pending = burst.note(|r| r.pending_uploads.pop());
+        let (kind, digests, uploaded) = match pending {
+            Some(job) => match resumable::upload(&burst, job).await {
+                Some((digests, uploaded)) => (BlobKind::Resumable, digests, uploaded),
+                None => continue,
+            },
+            None if rng.random_ratio(1, 25) => {
+                let job = resumable::new_job(&mut rng, burst.kill);
+                match resumable::upload(&burst, job).await {
+                    Some((digests, uploaded)) => (BlobKind::Resumable, digests, uploaded),
+                    None => continue,
+                }
+            }
+            None => {
+                let size = draw_size(&mut rng);
+                let bytes = content(&rng.random(), size);
+                let digests = Hasher::digest(&bytes);
+                let uploaded = put_blob(&burst, bytes, &digests).await;
+                (BlobKind::of_size(size), digests, uploaded)
+            }
         };
         let receipt = match uploaded {
             Ok(receipt) => receipt,
@@ -215,34 +220,6 @@ async fn put_blob(burst: &Burst, bytes: Bytes, digests: &Digests) -> Result<Uplo
         });
     }
     serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("PUT blob answer: {e}")))
-}
-
-async fn upload_resumable(
-    burst: &Burst,
-    bytes: Bytes,
-    digests: &Digests,
-    chunk: usize,
-) -> Result<UploadReceipt, Error> {
-    let session = burst.client.start_upload().await?;
-    let mut offset = 0usize;
-    while offset < bytes.len() {
-        let end = (offset + chunk).min(bytes.len());
-        let answer = burst
-            .client
-            .append_chunk(&session.upload_id, offset as u64, bytes.slice(offset..end))
-            .await?;
-        if answer.offset != end as u64 {
-            return Err(Error::Protocol(format!(
-                "PATCH answered offset {} for a chunk ending at {end}",
-                answer.offset
-            )));
-        }
-        offset = end;
-    }
-    burst
-        .client
-        .finish_upload(&session.upload_id, &Digest::Blake3(digests.blake3))
-        .await
 }
 
 async fn publish(burst: &Burst, digests: &Digests) {

@@ -61,6 +61,9 @@ pub(crate) struct Report {
     pub(crate) fsck: Vec<(usize, i32)>,
     /// Requests cut by the kills, and refusals by status and code (not losses).
     pub(crate) cut: u64,
+    /// Resumable uploads resumed after a kill (HEAD answered their durable offset), and those
+    /// found finished (the finish committed, its answer cut).
+    pub(crate) resumed: (u64, u64),
     pub(crate) refusals: Vec<(String, u64)>,
     /// Time from spawning `weft serve` to its `listening on` line, per restart.
     pub(crate) restarts: Vec<Duration>,
@@ -80,6 +83,10 @@ impl Report {
         for (label, count) in &self.acknowledged {
             line(format!("acknowledged {label:<34} {count}"));
         }
+        line(format!(
+            "uploads resumed after a kill  {} (and {} found finished: the answer was cut)",
+            self.resumed.0, self.resumed.1
+        ));
         line(format!("requests cut by the kills     {}", self.cut));
         for (code, count) in &self.refusals {
             line(format!("refused {code:<39} {count}"));
@@ -241,6 +248,7 @@ fn finish(mut report: Report, record: &Mutex<Record>, started: Instant) -> Repor
         ),
     ]);
     report.cut = record.cut;
+    report.resumed = (record.resumed, record.finished_unacked);
     report.refusals = record
         .refusals
         .iter()

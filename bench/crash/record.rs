@@ -73,6 +73,23 @@ pub(super) struct CommandAck {
     pub(super) kill: usize,
 }
 
+/// A resumable upload a kill cut after its start was acknowledged: what it takes to resume it
+/// (its bytes are regenerated from `key`).
+#[derive(Clone, Debug)]
+pub(super) struct PendingUpload {
+    /// Empty until the start is answered.
+    pub(super) upload_id: String,
+    pub(super) key: [u8; 32],
+    pub(super) size: usize,
+    pub(super) chunk: usize,
+    /// The offset the last answered chunk ended at.
+    pub(super) acked: u64,
+    /// Whether the finish was sent.
+    pub(super) finishing: bool,
+    /// The burst that started it.
+    pub(super) kill: usize,
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Record {
     pub(super) blobs: Vec<Blob>,
@@ -90,6 +107,11 @@ pub(super) struct Record {
     pub(super) checked_blobs: usize,
     pub(super) checked_publications: usize,
     pub(super) checked_evidence: usize,
+    /// Resumable uploads cut by a kill, to resume in a later burst; how many were resumed
+    /// after a restart, and how many turned out finished (the finish committed, its answer cut).
+    pub(super) pending_uploads: Vec<PendingUpload>,
+    pub(super) resumed: u64,
+    pub(super) finished_unacked: u64,
     /// Requests cut by a kill (transport errors), and refusals by status and code.
     pub(super) cut: u64,
     pub(super) refusals: BTreeMap<String, u64>,

@@ -27,6 +27,7 @@ async fn a_few_kills_under_mixed_load_lose_nothing_acknowledged() {
         .await
         .expect("the campaign starts");
     let rendered = report.render();
+    eprintln!("{rendered}");
     assert!(report.losses.is_empty(), "{rendered}");
     assert_eq!(report.kills, 5, "{rendered}");
     assert_eq!(report.oracle_runs, 5, "{rendered}");
