@@ -4,6 +4,7 @@
 
 mod cli;
 mod context;
+mod crash;
 mod delivery;
 mod first_hour;
 mod offline;
