@@ -53,15 +53,17 @@ impl Burst {
     }
 
     /// Counts a failed request: cut by the kill (transport), or refused (by code).
-    fn failed(&self, error: &Error) {
+    fn failed(&self, what: &str, error: &Error) {
         let key = match error {
             Error::Http(_) | Error::Io(_) => return self.note(|r| r.cut += 1),
-            Error::Api { status, body } => format!("{status} {}", body.code),
+            Error::Api { status, body } => format!("{what}: {status} {}", body.code),
             Error::Integrity { .. } => {
                 let text = format!("kill {}: a read answered other bytes: {error}", self.kill);
                 return self.note(|r| r.losses.push(text));
             }
-            Error::Protocol(text) => text.chars().take(80).collect(),
+            Error::Protocol(text) => {
+                format!("{what}: {}", text.chars().take(80).collect::<String>())
+            }
         };
         self.note(|r| *r.refusals.entry(key).or_default() += 1);
     }
@@ -167,7 +169,7 @@ async fn uploader(burst: Arc<Burst>, mut rng: StdRng) {
         let receipt = match uploaded {
             Ok(receipt) => receipt,
             Err(error) => {
-                burst.failed(&error);
+                burst.failed(kind.label(), &error);
                 pause(&burst).await;
                 continue;
             }
@@ -260,7 +262,7 @@ async fn publish(burst: &Burst, digests: &Digests) {
             };
             burst.note(|r| r.publications.push(publication));
         }
-        Err(error) => burst.failed(&error),
+        Err(error) => burst.failed("publish", &error),
     }
 }
 
@@ -313,7 +315,7 @@ async fn evidence(burst: Arc<Burst>, mut rng: StdRng) {
                 };
                 burst.note(|r| r.evidence.push(ack));
             }
-            Err(error) => burst.failed(&error),
+            Err(error) => burst.failed("Evidence", &error),
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..5))).await;
     }
@@ -346,7 +348,7 @@ async fn commands(burst: Arc<Burst>, mut rng: StdRng) {
                 };
                 burst.note(|r| r.commands.push(ack));
             }
-            Err(error) => burst.failed(&error),
+            Err(error) => burst.failed("lease.renew", &error),
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..10))).await;
     }
@@ -464,7 +466,7 @@ async fn ack(burst: &Burst, sequence: u64) -> Result<(), ()> {
             Ok(())
         }
         Err(error) => {
-            burst.failed(&error);
+            burst.failed("ACK", &error);
             Err(())
         }
     }
