@@ -432,10 +432,25 @@ impl Blobs {
             staged.path = Some(from); // let Drop clean up
             return Err(error);
         }
+        // A resumable upload session's object is linked into place, not moved: it stays until
+        // the blob's row (which deletes the session row) has committed, so a crash between
+        // the two leaves a session that can still be finished, and only an orphan blob file
+        // that the next start removes (found by the crash campaign: a moved object left a
+        // session row whose every finish failed).
+        let session = staged.session_owned;
         let outcome = if replace {
-            self.store.rename(&from, &to).await.map(|()| true)
+            if session {
+                self.store.copy(&from, &to).await.map(|()| true)
+            } else {
+                self.store.rename(&from, &to).await.map(|()| true)
+            }
         } else {
-            match self.store.rename_if_not_exists(&from, &to).await {
+            let placed = if session {
+                self.store.copy_if_not_exists(&from, &to).await
+            } else {
+                self.store.rename_if_not_exists(&from, &to).await
+            };
+            match placed {
                 Ok(()) => Ok(true),
                 Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
                 Err(error) => Err(error),
@@ -478,21 +493,11 @@ impl Blobs {
     }
 
     /// Undoes a promotion whose blob row was not committed (the index write failed): the
-    /// blob's object goes back to `back_to` (a resumable upload session's object, kept for
-    /// the retry) or is deleted, and so is its outboard. The caller makes sure that no row
-    /// names the blob and that no other upload is between its promotion and its row.
-    pub(crate) async fn unpromote(
-        &self,
-        id: &ArtifactId,
-        back_to: Option<&Path>,
-    ) -> Result<(), Error> {
-        match back_to {
-            Some(path) => {
-                self.store.rename(&blob_path(id), path).await?;
-                self.remove_outboard(id).await
-            }
-            None => self.remove(id).await,
-        }
+    /// blob's object is deleted, and so is its outboard (a resumable upload session's object
+    /// was linked, not moved, so it is still there for the retry). The caller makes sure that
+    /// no row names the blob and that no other upload is between its promotion and its row.
+    pub(crate) async fn unpromote(&self, id: &ArtifactId) -> Result<(), Error> {
+        self.remove(id).await
     }
 
     /// Deletes a blob's object (the sweep of uncited uploads, after their rows are gone).

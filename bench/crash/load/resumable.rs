@@ -95,6 +95,22 @@ pub(super) async fn upload(
         .finish_upload(&job.upload_id, &Digest::Blake3(digests.blake3))
         .await;
     if let Err(e) = &finished {
+        // A server error on the finish of an upload whose chunks were acknowledged means
+        // they can no longer become a blob: counted as lost (the first campaigns found a
+        // crash window here, a session row left without its object).
+        if let Error::Api { status, body } = e
+            && *status >= 500
+        {
+            let (kill, id) = (burst.kill, job.upload_id.clone());
+            let code = body.code;
+            burst.note(|r| {
+                r.losses.push(format!(
+                    "kill {kill}: the finish of upload {id} ({} acknowledged bytes) answered {status} {code:?}",
+                    job.acked
+                ))
+            });
+            return Some((digests, finished));
+        }
         keep(burst, job, e);
     }
     Some((digests, finished))

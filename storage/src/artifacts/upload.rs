@@ -366,10 +366,10 @@ impl Engine {
             Ok(already_visible) => already_visible,
             Err(error) => {
                 // Nothing of a failed upload stays (issue #15, fault injection): the blob this
-                // call promoted goes (a session's back to its object, for the retry).
+                // call promoted goes (a session's object was linked, not moved: kept for the retry).
                 if promoted {
                     drop(not_swept);
-                    self.undo_promotion(digests.blake3, session_object).await;
+                    self.undo_promotion(digests.blake3).await;
                 }
                 return Err(error);
             }
@@ -400,11 +400,7 @@ impl Engine {
     /// Removes the blob a failed upload promoted, unless a row names it by now: another
     /// upload of the same bytes may have found it present and recorded it. The sweep's
     /// exclusive guard waits out every upload between its promotion and its row.
-    async fn undo_promotion(
-        &self,
-        id: weft_api::ArtifactId,
-        back_to: Option<object_store::path::Path>,
-    ) {
+    async fn undo_promotion(&self, id: weft_api::ArtifactId) {
         let _alone = self.sweep_lock.write().await;
         let recorded = self
             .db
@@ -412,7 +408,7 @@ impl Engine {
             .await;
         let undone = match recorded {
             Ok(true) => Ok(()),
-            Ok(false) => self.blobs.unpromote(&id, back_to.as_ref()).await,
+            Ok(false) => self.blobs.unpromote(&id).await,
             Err(error) => Err(error),
         };
         if let Err(error) = undone {
