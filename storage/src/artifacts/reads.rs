@@ -141,7 +141,8 @@ pub(crate) fn verified_stream(
 pub struct Content {
     pub digests: Digests,
     pub media_type: String,
-    /// The bytes of a blob outside the index (snapshots); `None`: the blob, opened on demand.
+    /// The bytes of a blob outside the index (snapshots); `None`: `memory`, or the blob,
+    /// opened on demand.
     raw: Option<BoxStream<'static, Result<Bytes, Error>>>,
     /// The whole blob, when it is small and already in memory (from the cache or its row).
     memory: Option<Bytes>,
@@ -207,7 +208,13 @@ impl Content {
     pub fn into_body(self, range: Option<Range<u64>>) -> BoxStream<'static, Result<Bytes, Error>> {
         let whole = 0..self.digests.size;
         let range = range.unwrap_or(whole.clone());
-        match self.raw {
+        // Bytes already in memory become a stream only here, when someone streams them (the
+        // HTTP answer takes `verified_in_memory` instead).
+        let raw = self.raw.or_else(|| {
+            self.memory
+                .map(|bytes| futures::stream::once(futures::future::ready(Ok(bytes))).boxed())
+        });
+        match raw {
             Some(raw) => verified_stream(self.inner, raw, self.digests, range, self.verified_by),
             None if range != whole && self.digests.size >= super::ranges::OUTBOARD_MIN => {
                 super::ranges::ranged_stream(self.inner, self.digests, range)
@@ -390,7 +397,7 @@ impl Engine {
             return Ok(Content {
                 digests: hot.digests,
                 media_type,
-                raw: Some(futures::stream::once(futures::future::ready(Ok(bytes.clone()))).boxed()),
+                raw: None,
                 memory: Some(bytes),
                 inner: Arc::clone(self),
                 verified_by: None,
