@@ -17,7 +17,8 @@
 //! are medians of the per-round values and ratios, because the machine is shared and nginx's
 //! un-synced PUT swings with the disk's writeback state. Settings (environment):
 //! `SBS_ROUNDS` (3), `SBS_SMALL` (4 KiB objects per round and phase, 4000), `SBS_LARGE_MIB`
-//! (1024; 0 skips the large transfers).
+//! (1024; 0 skips the large transfers), `SBS_GET_PASSES` (1; reads each small object this many
+//! times, for longer GET phases under a profiler).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -420,6 +421,7 @@ fn main() {
     let rounds = setting("SBS_ROUNDS", 3);
     let small = setting("SBS_SMALL", 4000);
     let large_mib = setting("SBS_LARGE_MIB", 1024) as u64;
+    let get_passes = setting("SBS_GET_PASSES", 1).max(1);
     let dir =
         tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on the target disk");
     let (_nginx, nginx) = start_nginx(&dir.path().join("nginx"));
@@ -509,8 +511,8 @@ fn main() {
             })
             .await;
             let (c, u) = (client.clone(), nginx.clone());
-            let nginx_get = rate(small, move |i| {
-                c.get(format!("{u}/dav/r{round}/o{i}")).send()
+            let nginx_get = rate(small * get_passes, move |i| {
+                c.get(format!("{u}/dav/r{round}/o{}", i % small)).send()
             })
             .await;
             let (c, u, p, t) = (
@@ -519,8 +521,8 @@ fn main() {
                 published.clone(),
                 worker.token.clone(),
             );
-            let weft_get = rate(small, move |i| {
-                c.get(format!("{u}/v1/artifacts/{}/content", p[i].1.blake3))
+            let weft_get = rate(small * get_passes, move |i| {
+                c.get(format!("{u}/v1/artifacts/{}/content", p[i % small].1.blake3))
                     .bearer_auth(&t)
                     .send()
             })

@@ -168,7 +168,7 @@ pub(crate) async fn content(
                 tag == "*" || tag == etag || tag.strip_prefix("W/") == Some(etag.as_str())
             })
         });
-    let mut response_headers = HeaderMap::new();
+    let mut response_headers = HeaderMap::with_capacity(12);
     let header_value = |text: &str| {
         HeaderValue::from_str(text)
             .map_err(|_| HttpError::new(ErrorCode::Internal, "unencodable header"))

@@ -20,6 +20,7 @@ use crate::access::{
     AuthorityMay, MissionScope, Reader, Signed, group_exists, membership, mission_scope,
 };
 use crate::clock::format_instant;
+use chrono::{DateTime, Utc};
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events;
@@ -170,9 +171,16 @@ impl Engine {
 /// it, after its commit and before its answer) and the session has not expired; refusals are
 /// never kept. Bounded: emptied when full.
 #[derive(Debug, Default)]
-pub(crate) struct SessionCache(
-    std::sync::Mutex<std::collections::HashMap<[u8; 32], (u64, Session)>>,
-);
+pub(crate) struct SessionCache(std::sync::Mutex<std::collections::HashMap<[u8; 32], Cached>>);
+
+/// A live session as read, with the auth generation it was read at and its expiry parsed once
+/// (a cached answer compares instants; it never formats one).
+#[derive(Debug)]
+struct Cached {
+    generation: u64,
+    expires: DateTime<Utc>,
+    session: Session,
+}
 
 /// Entries a [`SessionCache`] holds before it starts over.
 const SESSION_CACHE_ENTRIES: usize = 65_536;
@@ -189,8 +197,7 @@ impl SessionCache {
         // The generation before the read: a change committed after it moves the generation,
         // so what this read saw is never served once that change has been answered.
         let generation = *engine.auth_generation.borrow();
-        let now = format_instant(engine.clock.now());
-        if let Some(session) = self.get(&token_hash, generation, &now) {
+        if let Some(session) = self.get(&token_hash, generation, engine.clock.now()) {
             return Ok(session);
         }
         let session = engine.authenticate(token).await?;
@@ -198,20 +205,24 @@ impl SessionCache {
         Ok(session)
     }
 
-    fn get(&self, token_hash: &[u8; 32], generation: u64, now: &str) -> Option<Session> {
+    fn get(&self, token_hash: &[u8; 32], generation: u64, now: DateTime<Utc>) -> Option<Session> {
         let cache = self
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match cache.get(token_hash) {
-            Some((at, session)) if *at == generation && session.expires_at.as_str() > now => {
-                Some(session.clone())
+            Some(cached) if cached.generation == generation && cached.expires > now => {
+                Some(cached.session.clone())
             }
             _ => None,
         }
     }
 
+    /// Keeps `session` unless its expiry does not parse (it is then read again next time).
     fn put(&self, token_hash: [u8; 32], generation: u64, session: Session) {
+        let Ok(expires) = DateTime::parse_from_rfc3339(&session.expires_at) else {
+            return;
+        };
         let mut cache = self
             .0
             .lock()
@@ -219,7 +230,15 @@ impl SessionCache {
         if cache.len() >= SESSION_CACHE_ENTRIES {
             cache.clear();
         }
-        cache.insert(token_hash, (generation, session));
+        let expires = expires.with_timezone(&Utc);
+        cache.insert(
+            token_hash,
+            Cached {
+                generation,
+                expires,
+                session,
+            },
+        );
     }
 }
 
