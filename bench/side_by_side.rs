@@ -522,9 +522,12 @@ fn main() {
                 worker.token.clone(),
             );
             let weft_get = rate(small * get_passes, move |i| {
-                c.get(format!("{u}/v1/artifacts/{}/content", p[i % small].1.blake3))
-                    .bearer_auth(&t)
-                    .send()
+                c.get(format!(
+                    "{u}/v1/artifacts/{}/content",
+                    p[i % small].1.blake3
+                ))
+                .bearer_auth(&t)
+                .send()
             })
             .await;
             figures.nginx_put.push(nginx_put);

@@ -290,6 +290,11 @@ fn blob_routes() -> Vec<Route> {
         route(Method::POST, "/v1/blobs", blobs::upload_unnamed),
         route(Method::PUT, "/v1/blobs/{digest}", blobs::upload_named),
         route(Method::HEAD, "/v1/blobs/{digest}", blobs::head),
+        route(
+            Method::PUT,
+            "/v1/artifacts/{digest}",
+            artifacts::publish_with_content,
+        ),
         route(Method::POST, "/v1/uploads", uploads::start),
         route(Method::HEAD, "/v1/uploads/{upload_id}", uploads::offset),
         route(Method::PATCH, "/v1/uploads/{upload_id}", uploads::append),

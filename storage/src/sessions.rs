@@ -20,10 +20,10 @@ use crate::access::{
     AuthorityMay, MissionScope, Reader, Signed, group_exists, membership, mission_scope,
 };
 use crate::clock::format_instant;
-use chrono::{DateTime, Utc};
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events;
+use chrono::{DateTime, Utc};
 
 /// A live session, resolved from its bearer token.
 #[derive(Clone, Debug, PartialEq, Eq)]

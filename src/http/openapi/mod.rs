@@ -32,7 +32,8 @@ pub(crate) const PUBLIC: [(&str, &str); 4] = [
 ];
 
 /// Routes whose bodies stream and carry no request timeout (`blob_routes` in `mod.rs`).
-const STREAMING: [&str; 7] = [
+const STREAMING: [&str; 8] = [
+    "/v1/artifacts/{digest}",
     "/v1/blobs",
     "/v1/blobs/{digest}",
     "/v1/uploads",

@@ -185,6 +185,18 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
                 {"schema": {"type": "string", "format": "binary"}}}}),
             );
         }
+        // A publication with its bytes: the manifest part first, the content part second.
+        ("put", "/v1/artifacts/{digest}") => {
+            return Some(
+                json!({"required": true, "content": {"multipart/form-data": {
+                "schema": {"type": "object", "required": ["manifest", "content"],
+                    "properties": {"manifest": {"$ref": "#/components/schemas/Envelope"},
+                        "content": {"type": "string", "format": "binary"}},
+                    "additionalProperties": false},
+                "encoding": {"manifest": {"contentType": "application/json"},
+                    "content": {"contentType": "application/octet-stream"}}}}}),
+            );
+        }
         ("post", "/v1/sessions")
         | ("post", "/v1/artifacts")
         | ("post", "/v1/evidence")

@@ -44,6 +44,7 @@ mod ui;
 mod ui_console;
 mod uploads;
 mod wire;
+mod with_content;
 mod work;
 mod work_refusals;
 mod work_setup;

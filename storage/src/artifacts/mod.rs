@@ -24,6 +24,7 @@ pub(crate) use reuse::reuse_record;
 mod sweep;
 mod upload;
 mod verification;
+mod with_content;
 
 pub use ranges::MAX_PROOF_BYTES;
 pub(crate) use reads::inline_bytes;

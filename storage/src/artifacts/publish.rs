@@ -5,6 +5,8 @@
 
 use crate::sql::Cached as _;
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::kinds;
@@ -17,6 +19,7 @@ use super::blob_row;
 use crate::access::{
     AuthorityMay, Reader, Signed, agent_by_keyid, can_see_blob, group_exists, may_cite, membership,
 };
+use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self, to32};
@@ -45,24 +48,273 @@ fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Resu
     Ok(false)
 }
 
-impl Engine {
-    pub(crate) async fn publish(
-        &self,
-        envelope: Envelope,
-        caller: &Reader,
+/// A manifest whose signature checked out and whose signer may publish through this caller:
+/// what its transaction needs.
+pub(crate) struct Verified {
+    signer: weft_api::Id,
+    keyid: weft_api::KeyId,
+    manifest_id: ArtifactId,
+    pub(crate) manifest: Manifest,
+    envelope_json: String,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+/// What a publication's transaction leaves for after its commit: a fenced owner's manifest
+/// to keep as inert (OFL-2), and the lineage index's new entry.
+pub(crate) struct Aftermath {
+    fenced: Arc<Mutex<Option<Inert>>>,
+    /// The new `manifests` row's rowid, for the lineage index's coverage (`lineage/restart.rs`).
+    rowid: Arc<AtomicU64>,
+    publication: crate::lineage::Publication,
+}
+
+/// The transaction's part of a publication, run inside a writer job.
+pub(crate) type Recording = Box<dyn FnOnce(&Tx<'_>) -> Result<(Published, bool), Error> + Send>;
+
+impl Verified {
+    /// Splits the publication into its transaction and what follows its commit.
+    pub(crate) fn into_recording(self) -> (Recording, Aftermath) {
+        let fenced: Arc<Mutex<Option<Inert>>> = Arc::default();
+        let rowid: Arc<AtomicU64> = Arc::default();
+        let manifest = &self.manifest;
+        let publication = crate::lineage::Publication {
+            artifact: manifest.content.blake3,
+            size: manifest.content.size,
+            manifest_id: self.manifest_id,
+            group: manifest.group_id.to_string(),
+            mission: manifest.mission_id.to_string(),
+            work_item: manifest.work_item_id.to_string(),
+            producer: self.signer.to_string(),
+            media_type: manifest.content.media_type.clone(),
+            sequence: 0,
+            sources: manifest.sources.clone(),
+            rowid: 0,
+        };
+        let (fenced_in, rowid_in) = (Arc::clone(&fenced), Arc::clone(&rowid));
+        let recording: Recording = Box::new(move |txn| self.record(txn, &fenced_in, &rowid_in));
+        (
+            recording,
+            Aftermath {
+                fenced,
+                rowid,
+                publication,
+            },
+        )
+    }
+
+    /// Checks everything else in the transaction that records the manifest, its edges and
+    /// its `artifact.published` Event.
+    fn record(
+        self,
+        txn: &Tx<'_>,
+        fenced_in: &Mutex<Option<Inert>>,
+        rowid_in: &AtomicU64,
     ) -> Result<(Published, bool), Error> {
-        // 1. Signature: resolve the key, verify strictly, parse the payload; the signer is
-        // the producer.
+        let Self {
+            signer,
+            keyid,
+            manifest_id,
+            manifest,
+            envelope_json,
+            now,
+        } = self;
+        let now_text = crate::clock::format_instant(now);
+        let existing: Option<(String, u64)> = txn
+            .row(
+                "SELECT blake3, sequence FROM manifests WHERE manifest_id = ?1",
+                [&manifest_id.0[..]],
+                |row| Ok((String::new(), row.get(1)?)),
+            )
+            .optional()?;
+        if let Some((_, sequence)) = existing {
+            return Ok((
+                Published {
+                    artifact: manifest.content.blake3,
+                    manifest_id,
+                    sequence,
+                },
+                false,
+            ));
+        }
+        match agent_by_keyid(txn, &keyid)? {
+            Some((agent_id, _, _)) if agent_id == signer => {}
+            _ => {
+                return Err(reject(
+                    ErrorCode::UnknownKey,
+                    "the signing key was unregistered meanwhile",
+                ));
+            }
+        }
+        let group = manifest.group_id.as_str();
+        if !group_exists(txn, group)? {
+            return Err(reject(
+                ErrorCode::UnknownGroup,
+                format!("group {group} does not exist"),
+            ));
+        }
+        match membership(txn, group, signer.as_str())? {
+            Some((roles, _)) if roles.contains(&Role::Worker) => {}
+            Some(_) => {
+                return Err(reject(
+                    ErrorCode::Forbidden,
+                    format!("{signer} is not a worker in {group}"),
+                ));
+            }
+            None => {
+                return Err(reject(
+                    ErrorCode::NotAMember,
+                    format!("{signer} is not a member of {group}"),
+                ));
+            }
+        }
+        let producer = crate::access::agent_reader(txn, &manifest.group_id, &signer)?;
+        // CTX-5: a Mission-scoped member writes only in its Missions; another Mission
+        // answers as another Group does, whether or not that Mission exists.
+        if !producer.sees_mission(group, manifest.mission_id.as_str()) {
+            return Err(reject(
+                ErrorCode::NotAMember,
+                format!(
+                    "{signer} is not a member of Mission {} in {group}",
+                    manifest.mission_id
+                ),
+            ));
+        }
+        let content = &manifest.content;
+        let blob = blob_row(txn, &Digest::Blake3(content.blake3))?;
+        let visible = can_see_blob(txn, &producer, &content.blake3)?;
+        match blob {
+            Some(_) if !visible => {
+                return Err(reject(
+                    ErrorCode::BlobNotFound,
+                    format!("upload {} before publishing it", content.blake3),
+                ));
+            }
+            None => {
+                return Err(reject(
+                    ErrorCode::BlobNotFound,
+                    format!("upload {} before publishing it", content.blake3),
+                ));
+            }
+            Some((_, true)) => {
+                return Err(reject(
+                    ErrorCode::IntegrityFailure,
+                    format!("{} is quarantined", content.blake3),
+                ));
+            }
+            Some((digests, false)) => {
+                if digests.sha256 != content.sha256 || digests.size != content.size {
+                    return Err(reject(
+                        ErrorCode::DigestMismatch,
+                        format!(
+                            "stored bytes are {} and {} bytes",
+                            digests.sha256, digests.size
+                        ),
+                    ));
+                }
+            }
+        }
+        // CTX-5/6: a source must be readable by the producer and be this Mission's own or
+        // published as reusable knowledge.
+        for source in &manifest.sources {
+            may_cite(txn, &producer, manifest.mission_id.as_str(), source)??;
+        }
+        if reaches(txn, &manifest.sources, &content.blake3)? {
+            return Err(reject(
+                ErrorCode::Cycle,
+                format!(
+                    "{} is already an ancestor of one of its sources",
+                    content.blake3
+                ),
+            ));
+        }
+        crate::work::require_work_item(
+            txn,
+            &producer,
+            group,
+            manifest.mission_id.as_str(),
+            manifest.work_item_id.as_str(),
+        )?;
+        // LSE-4/5, last, so every earlier refusal keeps its code.
+        match binding::check(txn, &manifest, signer.as_str(), &now_text)? {
+            Ok(()) => {}
+            Err(Stale::Fenced(reason)) => {
+                *fenced_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(Inert {
+                    manifest_id,
+                    manifest: manifest.clone(),
+                    producer: signer.to_string(),
+                    envelope_json: envelope_json.clone(),
+                    received_at: now_text.clone(),
+                    reason: reason.clone(),
+                });
+                return Err(Stale::Fenced(reason).into_error());
+            }
+            Err(stale) => return Err(stale.into_error()),
+        }
+        let event = EventPayload::ArtifactPublished(kinds::ArtifactPublished {
+            artifact: content.blake3,
+            lease_id: manifest.execution.lease_id.clone(),
+            manifest_id,
+            media_type: content.media_type.clone(),
+            mission_id: manifest.mission_id.clone(),
+            ownership_epoch: manifest.execution.ownership_epoch,
+            producer: signer.clone(),
+            sha256: content.sha256,
+            size: content.size,
+            sources: manifest.sources.clone(),
+            work_item_id: manifest.work_item_id.clone(),
+        });
+        let sequence = events::append(txn, &manifest.group_id, &event, now)?;
+        txn.run(
+            "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
+                                    lease_id, ownership_epoch, classification, created_at, envelope, sequence)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            params![
+                &manifest_id.0[..], &content.blake3.0[..], group, manifest.mission_id.as_str(),
+                manifest.work_item_id.as_str(), signer.as_str(), content.media_type,
+                manifest.execution.lease_id.as_str(), manifest.execution.ownership_epoch,
+                manifest.classification.as_str(), manifest.created_at.to_rfc3339(), envelope_json, sequence
+            ],
+        )?;
+        rowid_in.store(
+            txn.last_insert_rowid().try_into().unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        for source in &manifest.sources {
+            txn.run(
+                "INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)",
+                params![&content.blake3.0[..], &source.0[..], &manifest_id.0[..]],
+            )?;
+        }
+        Ok((
+            Published {
+                artifact: content.blake3,
+                manifest_id,
+                sequence,
+            },
+            true,
+        ))
+    }
+}
+
+impl Engine {
+    /// Steps 1 and 2 of a publication, before any transaction: the signature (resolve the
+    /// key, verify strictly, parse the payload; the signer is the producer), and who may
+    /// publish it through `caller`.
+    pub(crate) async fn verify_publication(
+        &self,
+        envelope: &Envelope,
+        caller: &Reader,
+    ) -> Result<Verified, Error> {
         let Signed {
             signer,
             keyid,
             payload_id: manifest_id,
             value,
         } = self
-            .verify_signed::<Manifest>(&envelope, AuthorityMay::NotSign)
+            .verify_signed::<Manifest>(envelope, AuthorityMay::NotSign)
             .await?;
         let manifest = value.into_inner();
-        // 2. Who: the caller publishes only its own work.
+        // The caller publishes only its own work.
         if let Reader::Agent { agent_id, .. } = caller
             && *agent_id != signer
         {
@@ -78,144 +330,43 @@ impl Engine {
                 format!("{signer} is not a member of {}", manifest.group_id),
             ));
         }
-        let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
-        let now = self.clock.now();
-        let now_text = crate::clock::format_instant(now);
-        // Set when the lease check finds a fenced owner: its manifest is kept as inert after
-        // the refused transaction (OFL-2).
-        let fenced: std::sync::Arc<std::sync::Mutex<Option<Inert>>> = Default::default();
-        let fenced_in = std::sync::Arc::clone(&fenced);
-        // The new `manifests` row's rowid, for the lineage index's coverage (`lineage/restart.rs`).
-        let rowid: std::sync::Arc<std::sync::atomic::AtomicU64> = Default::default();
-        let rowid_in = std::sync::Arc::clone(&rowid);
-        let publication = crate::lineage::Publication {
-            artifact: manifest.content.blake3,
-            size: manifest.content.size,
+        let envelope_json = serde_json::to_string(envelope).map_err(Error::backend)?;
+        Ok(Verified {
+            signer,
+            keyid,
             manifest_id,
-            group: manifest.group_id.to_string(),
-            mission: manifest.mission_id.to_string(),
-            work_item: manifest.work_item_id.to_string(),
-            producer: signer.to_string(),
-            media_type: manifest.content.media_type.clone(),
-            sequence: 0,
-            sources: manifest.sources.clone(),
-            rowid: 0,
-        };
+            manifest,
+            envelope_json,
+            now: self.clock.now(),
+        })
+    }
+
+    pub(crate) async fn publish(
+        &self,
+        envelope: Envelope,
+        caller: &Reader,
+    ) -> Result<(Published, bool), Error> {
+        let (recording, aftermath) = self
+            .verify_publication(&envelope, caller)
+            .await?
+            .into_recording();
         // 3. Everything else is checked in the transaction that records it.
-        let outcome = self.db
-            .write(move |txn| {
-                let existing: Option<(String, u64)> = txn
-                    .row("SELECT blake3, sequence FROM manifests WHERE manifest_id = ?1", [&manifest_id.0[..]], |row| {
-                        Ok((String::new(), row.get(1)?))
-                    })
-                    .optional()?;
-                if let Some((_, sequence)) = existing {
-                    return Ok((Published { artifact: manifest.content.blake3, manifest_id, sequence }, false));
-                }
-                match agent_by_keyid(txn, &keyid)? {
-                    Some((agent_id, _, _)) if agent_id == signer => {}
-                    _ => return Err(reject(ErrorCode::UnknownKey, "the signing key was unregistered meanwhile")),
-                }
-                let group = manifest.group_id.as_str();
-                if !group_exists(txn, group)? {
-                    return Err(reject(ErrorCode::UnknownGroup, format!("group {group} does not exist")));
-                }
-                match membership(txn, group, signer.as_str())? {
-                    Some((roles, _)) if roles.contains(&Role::Worker) => {}
-                    Some(_) => return Err(reject(ErrorCode::Forbidden, format!("{signer} is not a worker in {group}"))),
-                    None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
-                }
-                let producer = crate::access::agent_reader(txn, &manifest.group_id, &signer)?;
-                // CTX-5: a Mission-scoped member writes only in its Missions; another Mission
-                // answers as another Group does, whether or not that Mission exists.
-                if !producer.sees_mission(group, manifest.mission_id.as_str()) {
-                    return Err(reject(
-                        ErrorCode::NotAMember,
-                        format!("{signer} is not a member of Mission {} in {group}", manifest.mission_id),
-                    ));
-                }
-                let content = &manifest.content;
-                let blob = blob_row(txn, &Digest::Blake3(content.blake3))?;
-                let visible = can_see_blob(txn, &producer, &content.blake3)?;
-                match blob {
-                    Some(_) if !visible => {
-                        return Err(reject(ErrorCode::BlobNotFound, format!("upload {} before publishing it", content.blake3)));
-                    }
-                    None => {
-                        return Err(reject(ErrorCode::BlobNotFound, format!("upload {} before publishing it", content.blake3)));
-                    }
-                    Some((_, true)) => {
-                        return Err(reject(ErrorCode::IntegrityFailure, format!("{} is quarantined", content.blake3)));
-                    }
-                    Some((digests, false)) => {
-                        if digests.sha256 != content.sha256 || digests.size != content.size {
-                            return Err(reject(
-                                ErrorCode::DigestMismatch,
-                                format!("stored bytes are {} and {} bytes", digests.sha256, digests.size),
-                            ));
-                        }
-                    }
-                }
-                // CTX-5/6: a source must be readable by the producer and be this Mission's own or
-                // published as reusable knowledge.
-                for source in &manifest.sources {
-                    may_cite(txn, &producer, manifest.mission_id.as_str(), source)??;
-                }
-                if reaches(txn, &manifest.sources, &content.blake3)? {
-                    return Err(reject(ErrorCode::Cycle, format!("{} is already an ancestor of one of its sources", content.blake3)));
-                }
-                crate::work::require_work_item(txn, &producer, group, manifest.mission_id.as_str(), manifest.work_item_id.as_str())?;
-                // LSE-4/5, last, so every earlier refusal keeps its code.
-                match binding::check(txn, &manifest, signer.as_str(), &now_text)? {
-                    Ok(()) => {}
-                    Err(Stale::Fenced(reason)) => {
-                        *fenced_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(Inert {
-                            manifest_id,
-                            manifest: manifest.clone(),
-                            producer: signer.to_string(),
-                            envelope_json: envelope_json.clone(),
-                            received_at: now_text.clone(),
-                            reason: reason.clone(),
-                        });
-                        return Err(Stale::Fenced(reason).into_error());
-                    }
-                    Err(stale) => return Err(stale.into_error()),
-                }
-                let event = EventPayload::ArtifactPublished(kinds::ArtifactPublished {
-                    artifact: content.blake3,
-                    lease_id: manifest.execution.lease_id.clone(),
-                    manifest_id,
-                    media_type: content.media_type.clone(),
-                    mission_id: manifest.mission_id.clone(),
-                    ownership_epoch: manifest.execution.ownership_epoch,
-                    producer: signer.clone(),
-                    sha256: content.sha256,
-                    size: content.size,
-                    sources: manifest.sources.clone(),
-                    work_item_id: manifest.work_item_id.clone(),
-                });
-                let sequence = events::append(txn, &manifest.group_id, &event, now)?;
-                txn.run(
-                    "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
-                                            lease_id, ownership_epoch, classification, created_at, envelope, sequence)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                    params![
-                        &manifest_id.0[..], &content.blake3.0[..], group, manifest.mission_id.as_str(),
-                        manifest.work_item_id.as_str(), signer.as_str(), content.media_type,
-                        manifest.execution.lease_id.as_str(), manifest.execution.ownership_epoch,
-                        manifest.classification.as_str(), manifest.created_at.to_rfc3339(), envelope_json, sequence
-                    ],
-                )?;
-                rowid_in.store(txn.last_insert_rowid().try_into().unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
-                for source in &manifest.sources {
-                    txn.run(
-                        "INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)",
-                        params![&content.blake3.0[..], &source.0[..], &manifest_id.0[..]],
-                    )?;
-                }
-                Ok((Published { artifact: content.blake3, manifest_id, sequence }, true))
-            })
-            .await;
+        let outcome = self.db.write(recording).await;
+        self.conclude_publication(outcome, aftermath).await
+    }
+
+    /// After a publication's transaction: a fenced owner's refused manifest is kept as an
+    /// inert audit record, and a committed one enters the lineage index.
+    pub(crate) async fn conclude_publication(
+        &self,
+        outcome: Result<(Published, bool), Error>,
+        aftermath: Aftermath,
+    ) -> Result<(Published, bool), Error> {
+        let Aftermath {
+            fenced,
+            rowid,
+            publication,
+        } = aftermath;
         let inert = fenced.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let (Err(refusal), Some(inert)) = (&outcome, inert) {
             // OFL-2: the refused transaction appended nothing; the audit record is a
@@ -231,7 +382,7 @@ impl Engine {
             // Committed: the lineage index follows the tables (edges are only ever added).
             self.lineage.add(&crate::lineage::Publication {
                 sequence: outcome.0.sequence,
-                rowid: rowid.load(std::sync::atomic::Ordering::Relaxed),
+                rowid: rowid.load(Ordering::Relaxed),
                 ..publication
             });
         }

@@ -74,8 +74,8 @@ pub struct UploadCounters {
 /// The engine's live counters behind [`UploadCounters`].
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    staged_uploads: AtomicU64,
-    staged_bytes: AtomicU64,
+    pub(super) staged_uploads: AtomicU64,
+    pub(super) staged_bytes: AtomicU64,
     hashed_only_uploads: AtomicU64,
 }
 
@@ -140,6 +140,14 @@ fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
         uncited("blobs.blake3")
     );
     Ok(conn.row(&sql, [agent_id], |row| row.get::<_, u64>(0))?)
+}
+
+/// Whether the transaction that records a blob also cites it (a publication of its bytes),
+/// so it never counts against its uploader's uncited bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cited {
+    Not,
+    InTheSameTransaction,
 }
 
 /// What the upload needs to know before it reads the body.
@@ -273,6 +281,35 @@ impl Engine {
         uploader: &Reader,
         finishing: Option<String>,
     ) -> Result<UploadOutcome, Error> {
+        let already_visible = self
+            .record_blob_and(
+                digests,
+                staged,
+                uploader,
+                finishing,
+                Cited::Not,
+                |_, visible| Ok(visible),
+            )
+            .await?;
+        Ok(UploadOutcome {
+            digests,
+            already_visible,
+        })
+    }
+
+    /// [`Engine::record_blob`], and `then` in the same transaction after the blob's rows
+    /// (given whether the uploader could already see the blob): a publication of the bytes
+    /// (`with_content.rs`) commits with them or not at all, and a failed `then` undoes the
+    /// promotion as a failed commit does. Answers what `then` answered.
+    pub(crate) async fn record_blob_and<T: Send + 'static>(
+        &self,
+        digests: Digests,
+        staged: Option<Staged>,
+        uploader: &Reader,
+        finishing: Option<String>,
+        cited: Cited,
+        then: impl FnOnce(&crate::db::Tx<'_>, bool) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
         // The sweep of uncited blobs deletes rows and then files; holding this shared guard
         // from promotion to the row keeps it from deleting a file this upload just found
         // present and is about to record.
@@ -359,11 +396,11 @@ impl Engine {
                         params![&digests.blake3.0[..], agent_id.as_str(), group_id.as_str(), format_instant(now)],
                     )?;
                 }
-                Ok(already_visible)
+                then(txn, already_visible)
             })
             .await;
-        let already_visible = match written {
-            Ok(already_visible) => already_visible,
+        let answer = match written {
+            Ok(answer) => answer,
             Err(error) => {
                 // Nothing of a failed upload stays (issue #15, fault injection): the blob this
                 // call promoted goes (a session's object was linked, not moved: kept for the retry).
@@ -388,13 +425,10 @@ impl Engine {
         }
         // The blob may now be this Agent's and uncited: the bound grows by it (counted again
         // if it already was: a bound may only be too high).
-        if let Some(agent) = agent {
+        if let (Some(agent), Cited::Not) = (agent, cited) {
             self.limits.raise_uncited_bound(&agent, digests.size);
         }
-        Ok(UploadOutcome {
-            digests,
-            already_visible,
-        })
+        Ok(answer)
     }
 
     /// Removes the blob a failed upload promoted, unless a row names it by now: another

@@ -413,6 +413,43 @@ impl Engine {
         self.publish(envelope, &grant.reader()).await
     }
 
+    /// Publishes with its bytes under a token: scopes `blob:write` and `artifact:publish`, a
+    /// manifest of the lease's WorkItem naming the lease, then as the lease owner's session.
+    pub(crate) async fn publish_with_content_and_token<S>(
+        &self,
+        envelope: Envelope,
+        expected: weft_api::Digest,
+        body: S,
+        grant: &Grant,
+    ) -> Result<(Published, bool), Error>
+    where
+        S: futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send,
+    {
+        grant.require(TokenScope::BlobWrite)?;
+        grant.require(TokenScope::ArtifactPublish)?;
+        let Signed { value, .. } = self
+            .verify_signed::<Manifest>(&envelope, AuthorityMay::NotSign)
+            .await?;
+        let manifest = value.into_inner();
+        grant.require_subject(
+            &manifest.group_id,
+            &manifest.mission_id,
+            &manifest.work_item_id,
+        )?;
+        if manifest.execution.lease_id.as_str() != grant.lease_id {
+            return Err(reject(
+                ErrorCode::Forbidden,
+                format!(
+                    "capability token {} publishes under lease {} only",
+                    grant.token_id, grant.lease_id
+                ),
+            ));
+        }
+        let grant = self.recheck_grant(grant).await?;
+        self.publish_with_content(envelope, expected, body, grant.session())
+            .await
+    }
+
     /// Records Evidence under a token: scope `evidence:record`, Evidence of the lease's
     /// WorkItem, recorded as the lease owner's session would record it.
     pub(crate) async fn record_evidence_with_token(

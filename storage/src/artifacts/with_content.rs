@@ -1,0 +1,124 @@
+//! Publication with its bytes, in one request and one transaction (issue #15): the signed
+//! manifest is verified first, then the bytes stream through the ordinary staging path (hashed
+//! BLAKE3 + SHA-256 on the way in, inline in the index when small, a promoted file otherwise)
+//! and must be the bytes the manifest names; the blob's rows, the manifest, its edges and its
+//! `artifact.published` Event commit in one writer job, or nothing does.
+//!
+//! The two-request path (`PUT /v1/blobs`, then `POST /v1/artifacts`) costs two requests, two
+//! group commits and a read; this one costs one of each fewer, which is most of what a small
+//! publication costs.
+//!
+//! Who may: an Agent's session (or a capability token with both `blob:write` and
+//! `artifact:publish`) whose Membership makes it a worker, checked from the session before a
+//! byte is read and again in the transaction. The operator does not publish this way.
+//! A refusal keeps nothing of the bytes (a promoted file is removed again) except a fenced
+//! owner's manifest, which is kept as inert as on the other path (OFL-2).
+//! No timing oracle: the bytes are always staged, whoever else holds them.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use weft_api::session::Role;
+use weft_api::views::Published;
+use weft_api::{Digest, Envelope, ErrorCode};
+
+use super::upload::Cited;
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::sessions::Session;
+
+impl Engine {
+    /// Publishes `envelope` with `body` as its bytes, as `session`'s Agent; the bytes must
+    /// also be `expected` (the route's digest).
+    pub(crate) async fn publish_with_content<S>(
+        &self,
+        envelope: Envelope,
+        expected: Digest,
+        body: S,
+        session: &Session,
+    ) -> Result<(Published, bool), Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let reader = session.reader();
+        let verified = self.verify_publication(&envelope, &reader).await?;
+        // Before a byte is read or staged; the transaction checks the Membership again.
+        if !session.roles.contains(&Role::Worker) {
+            return Err(reject(
+                ErrorCode::Forbidden,
+                format!(
+                    "{} is not a worker in {}",
+                    session.agent_id, session.group_id
+                ),
+            ));
+        }
+        // The bytes are cited in the transaction that records them, or not kept: they never
+        // count against the Agent's uncited bytes, only against its uploads in flight.
+        let permit = self
+            .limits
+            .admit_upload(Some(session.agent_id.as_str()), 0)?;
+        let counted = body.map(|chunk| {
+            let chunk = chunk?;
+            permit
+                .count(chunk.len() as u64)
+                .map_err(std::io::Error::other)?;
+            Ok(chunk)
+        });
+        let staged = self
+            .blobs
+            .stage(counted, self.max_upload_bytes, self.inline_blob_bytes)
+            .await?;
+        self.upload_counters
+            .staged_uploads
+            .fetch_add(1, Ordering::Relaxed);
+        self.upload_counters
+            .staged_bytes
+            .fetch_add(staged.digests.size, Ordering::Relaxed);
+        let digests = staged.digests;
+        let named = &verified.manifest.content;
+        let as_expected = match expected {
+            Digest::Blake3(id) => id == digests.blake3,
+            Digest::Sha256(sha) => sha == digests.sha256,
+        };
+        if !as_expected {
+            return Err(reject(
+                ErrorCode::DigestMismatch,
+                format!(
+                    "the content hashes to {} / {}, not {expected}",
+                    digests.blake3, digests.sha256
+                ),
+            ));
+        }
+        if (named.blake3, named.sha256, named.size)
+            != (digests.blake3, digests.sha256, digests.size)
+        {
+            // `staged` is dropped here, which deletes the staged bytes.
+            return Err(reject(
+                ErrorCode::DigestMismatch,
+                format!(
+                    "the content hashes to {} / {} ({} bytes), not the manifest's {} / {} ({} bytes)",
+                    digests.blake3,
+                    digests.sha256,
+                    digests.size,
+                    named.blake3,
+                    named.sha256,
+                    named.size
+                ),
+            ));
+        }
+        let (recording, aftermath) = verified.into_recording();
+        let outcome = self
+            .record_blob_and(
+                digests,
+                Some(staged),
+                &reader,
+                None,
+                Cited::InTheSameTransaction,
+                move |txn, _| recording(txn),
+            )
+            .await;
+        drop(permit);
+        self.conclude_publication(outcome, aftermath).await
+    }
+}
