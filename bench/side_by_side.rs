@@ -7,8 +7,10 @@
 //! no fsync: this favours nginx) and the release `weft serve` on temporary directories on the
 //! same disk, then runs interleaved rounds of:
 //! - 4 KiB PUT per second: nginx `PUT /dav/…`, weft `PUT /v1/blobs/{digest}` (durable);
-//! - 4 KiB durable publication per second (weft: blob PUT + signed manifest + Event, the
-//!   envelopes signed before the clock starts) against nginx's 4 KiB PUT;
+//! - 4 KiB durable publication per second (blob + signed manifest + Event, the envelopes
+//!   signed before the clock starts) against nginx's 4 KiB PUT, both ways weft takes it: one
+//!   request (`PUT /v1/artifacts/{digest}`, multipart: manifest and bytes, one transaction)
+//!   and two (`PUT /v1/blobs/{digest}`, then `POST /v1/artifacts`);
 //! - 4 KiB GET per second: nginx's static GET, weft's verified `GET /v1/artifacts/{d}/content`;
 //! - 1 GiB PUT and GET in MB/s through `curl` (weft's GET re-hashes every byte it sends);
 //! - `dd conv=fsync` of the same file: the disk's limit for a durable write.
@@ -376,6 +378,23 @@ fn manifest(worker: &Worker, digests: &Digests) -> Envelope {
     Envelope::sign(&worker.key, weft_api::dsse::MANIFEST_TYPE, &payload)
 }
 
+const BOUNDARY: &str = "weft-bench-7MA4YWxkTrZu0gW";
+
+/// The `multipart/form-data` body of a publication with its bytes: manifest, then content.
+fn multipart(envelope: &Envelope, bytes: &[u8]) -> bytes::Bytes {
+    let mut body = Vec::with_capacity(bytes.len() + 2048);
+    body.extend_from_slice(
+        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"manifest\"\r\nContent-Type: application/json\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(&serde_json::to_vec(envelope).expect("envelope json"));
+    body.extend_from_slice(
+        format!("\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"content\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    body.into()
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -401,6 +420,7 @@ struct Figures {
     nginx_put: Vec<f64>,
     weft_put: Vec<f64>,
     publish: Vec<f64>,
+    publish_one: Vec<f64>,
     nginx_get: Vec<f64>,
     weft_get: Vec<f64>,
     nginx_large_put: Vec<f64>,
@@ -425,7 +445,8 @@ fn main() {
     let dir =
         tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on the target disk");
     let (_nginx, nginx) = start_nginx(&dir.path().join("nginx"));
-    let (_weft, weft) = start_weft(dir.path());
+    let (weft_process, weft) = start_weft(dir.path());
+    eprintln!("weft pid: {}", weft_process.0.id());
     let worker = enrol(dir.path(), &weft);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -462,6 +483,16 @@ fn main() {
             published
                 .iter()
                 .map(|(_, d)| manifest(&worker, d))
+                .collect(),
+        );
+        // The one-request publications: the multipart bodies are built before the clock too.
+        let one_step: Arc<Vec<(String, bytes::Bytes)>> = Arc::new(
+            objects(small)
+                .iter()
+                .map(|(bytes, digests)| {
+                    let envelope = manifest(&worker, digests);
+                    (digests.blake3.to_string(), multipart(&envelope, bytes))
+                })
                 .collect(),
         );
         runtime.block_on(async {
@@ -510,6 +541,22 @@ fn main() {
                 }
             })
             .await;
+            let (c, u, b) = (client.clone(), weft.clone(), one_step.clone());
+            let t = worker.token.clone();
+            eprintln!("phase: publication, one request");
+            let publish_one = rate(small, move |i| {
+                let (digest, body) = &b[i];
+                c.put(format!("{u}/v1/artifacts/{digest}"))
+                    .bearer_auth(&t)
+                    .header(
+                        reqwest::header::CONTENT_TYPE,
+                        format!("multipart/form-data; boundary={BOUNDARY}"),
+                    )
+                    .body(body.clone())
+                    .send()
+            })
+            .await;
+            eprintln!("phase: nginx GET");
             let (c, u) = (client.clone(), nginx.clone());
             let nginx_get = rate(small * get_passes, move |i| {
                 c.get(format!("{u}/dav/r{round}/o{}", i % small)).send()
@@ -533,11 +580,16 @@ fn main() {
             figures.nginx_put.push(nginx_put);
             figures.weft_put.push(weft_put);
             figures.publish.push(publish);
+            figures.publish_one.push(publish_one);
             figures.nginx_get.push(nginx_get);
             figures.weft_get.push(weft_get);
             figures.ratio("4 KiB PUT: weft (durable) / nginx", weft_put / nginx_put);
             figures.ratio(
-                "4 KiB publication / nginx 4 KiB PUT (goal >= 1.0)",
+                "4 KiB publication, one request / nginx 4 KiB PUT (goal >= 1.0)",
+                publish_one / nginx_put,
+            );
+            figures.ratio(
+                "4 KiB publication, two requests / nginx 4 KiB PUT",
                 publish / nginx_put,
             );
             figures.ratio(
@@ -643,7 +695,12 @@ fn main() {
     line("nginx 4 KiB PUT (no fsync)", &figures.nginx_put, "/s");
     line("weft 4 KiB blob PUT (durable)", &figures.weft_put, "/s");
     line(
-        "weft 4 KiB publication (blob+manifest+Event)",
+        "weft 4 KiB publication, one request",
+        &figures.publish_one,
+        "/s",
+    );
+    line(
+        "weft 4 KiB publication, two requests",
         &figures.publish,
         "/s",
     );

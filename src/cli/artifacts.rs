@@ -134,6 +134,23 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
     let size = std::fs::metadata(upload_path)
         .with_context(|| format!("reading {}", upload_path.display()))?
         .len();
+    if size <= ONE_REQUEST_BYTES {
+        // Small: hashed here, then bytes and manifest in one request and one transaction.
+        let read = std::fs::read(upload_path)
+            .with_context(|| format!("reading {}", upload_path.display()));
+        if let Some(spooled) = &spooled {
+            let _ = std::fs::remove_file(spooled);
+        }
+        let bytes = read?;
+        let digests = weft_api::digest::Hasher::digest(&bytes);
+        manifest.content.blake3 = digests.blake3;
+        manifest.content.sha256 = digests.sha256;
+        manifest.content.size = digests.size;
+        manifest.retrieval_uri = format!("{}/v1/artifacts/{}/content", api.base(), digests.blake3);
+        let published = api.publish_with_content(&key, &manifest, &bytes).await?;
+        report(&published);
+        return Ok(());
+    }
     let bar = progress_bar(size, quiet);
     let receipt = if size > chunk_size && spooled.is_none() {
         let home = client.home()?;
@@ -154,12 +171,21 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
     manifest.content.size = receipt.size;
     manifest.retrieval_uri = format!("{}/v1/artifacts/{}/content", api.base(), receipt.blake3);
     let published = api.publish(&key, &manifest).await?;
+    report(&published);
+    Ok(())
+}
+
+/// Files up to this size go up with their manifest in one request
+/// (`PUT /v1/artifacts/{digest}`), held in memory; larger ones stream to `/v1/blobs` (or
+/// `/v1/uploads` in chunks) and are published after.
+const ONE_REQUEST_BYTES: u64 = 64 * 1024;
+
+fn report(published: &weft_api::views::Published) {
     eprintln!(
         "published manifest {} at sequence {}",
         published.manifest_id, published.sequence
     );
     println!("{}", published.artifact);
-    Ok(())
 }
 
 /// `weft get`: downloads into `<output>.weft-partial`, renamed to `output` only once the

@@ -484,8 +484,17 @@ CREATE INDEX manifests_blake3_group ON manifests(blake3, group_id, mission_id);
 CREATE INDEX manifests_work_item_group ON manifests(work_item_id, group_id, mission_id);
 "#;
 
+/// Issue #15: the one-column indexes on `manifests(blake3)` and `manifests(work_item_id)`
+/// are prefixes of V18's composite ones, which answer every look-up they answered; each cost
+/// every publication a write into one more B-tree (for `blake3`, a random page: a 4 KiB page
+/// more in the WAL per publication, the writer's busiest work).
+const V19: &str = r#"
+DROP INDEX manifests_blake3;
+DROP INDEX manifests_work_item;
+"#;
+
 /// The newest schema version this build writes.
-const LATEST: i64 = 18;
+const LATEST: i64 = 19;
 
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
@@ -549,6 +558,9 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
     if version < 18 {
         conn.execute_batch(&format!("BEGIN; {V18} PRAGMA user_version = 18; COMMIT;"))?;
     }
+    if version < 19 {
+        conn.execute_batch(&format!("BEGIN; {V19} PRAGMA user_version = 19; COMMIT;"))?;
+    }
     Ok(())
 }
 
@@ -592,6 +604,30 @@ mod tests {
                 steps[0].starts_with("SEARCH")
                     && !steps[0].contains("manifests_group ")
                     && steps[0].contains("group_id=?"),
+                "{sql}: {steps:?}"
+            );
+        }
+    }
+
+    /// Issue #15 (V19): with the one-column indexes gone, a look-up by digest or by WorkItem
+    /// alone searches the composite index by its first column, never scans.
+    #[test]
+    fn lookups_by_one_column_search_the_composite_indexes() {
+        let conn = Connection::open_in_memory().expect("open");
+        super::migrate(&conn).expect("schema");
+        for (sql, index) in [
+            (
+                "SELECT group_id FROM manifests WHERE blake3 = ?1",
+                "manifests_blake3_group (blake3=?)",
+            ),
+            (
+                "SELECT manifest_id FROM manifests WHERE work_item_id = ?1",
+                "manifests_work_item_group (work_item_id=?)",
+            ),
+        ] {
+            let steps = plan(&conn, sql, 1);
+            assert!(
+                steps[0].starts_with("SEARCH") && steps[0].contains(index),
                 "{sql}: {steps:?}"
             );
         }

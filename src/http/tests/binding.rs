@@ -219,10 +219,32 @@ backends!(
         let answer = h.send(publish_request(&w1, &late)).await;
         assert_eq!(answer.code(), "stale_lease");
         assert_eq!(h.fingerprint().await, after);
+        // New bytes with their manifest in one request (issue #15): refused alike, the
+        // manifest kept inert, and nothing of the bytes kept.
+        let fresh = b"a late result, sent with its bytes";
+        let mut with_bytes = manifest(&w1, "g1", digest_of(fresh), &[]);
+        with_bytes.mission_id = Id::parse("m", "m1").expect("id");
+        with_bytes.work_item_id = Id::parse("w", "wi-f").expect("id");
+        with_bytes.execution = Execution {
+            lease_id: Id::parse("l", &lease).expect("id"),
+            ownership_epoch: 1,
+        };
+        let answer = h
+            .send(crate::http::tests::with_content::publication(
+                &w1,
+                &sign(&w1.key, &with_bytes),
+                fresh,
+            ))
+            .await;
+        assert_eq!(answer.code(), "stale_lease");
+        only_inert_added(&after, &h.fingerprint().await, 1);
 
         let view = h.get_json(&coordinator, "/v1/workitems/wi-f").await;
         let inert = view["inertPublications"].as_array().expect("inert records");
-        assert_eq!(inert.len(), 1, "{view}");
+        // One from each route; both alike but for their manifests.
+        assert_eq!(inert.len(), 2, "{view}");
+        assert_eq!(inert[0]["leaseId"], inert[1]["leaseId"]);
+        assert_ne!(inert[0]["manifestId"], inert[1]["manifestId"]);
         assert_eq!(
             (
                 inert[0]["producer"].as_str(),

@@ -78,7 +78,7 @@ async fn bound(h: &Harness, agent: &Agent, bytes: &[u8]) -> Envelope {
 }
 
 /// The publication request of `bytes` under `envelope`, as `agent`.
-fn publication(agent: &Agent, envelope: &Envelope, bytes: &[u8]) -> Request<Body> {
+pub(super) fn publication(agent: &Agent, envelope: &Envelope, bytes: &[u8]) -> Request<Body> {
     put_request(
         Some(&agent.token),
         &digest_of(bytes).blake3.to_string(),
@@ -164,6 +164,24 @@ backends!(
                     token,
                     &digest_of(&other).blake3.to_string(),
                     &[manifest_part(&envelope), content_part(&bytes)],
+                ),
+            ),
+            // The manifest and the path agree, the body carries other bytes.
+            (
+                "digest_mismatch",
+                put_request(
+                    token,
+                    &digest,
+                    &[manifest_part(&envelope), content_part(&other)],
+                ),
+            ),
+            // The same, with the path in its sha256 form.
+            (
+                "digest_mismatch",
+                put_request(
+                    token,
+                    &digest_of(&bytes).sha256.to_string(),
+                    &[manifest_part(&envelope), content_part(&other)],
                 ),
             ),
             // The body and the path agree, the manifest names other bytes.

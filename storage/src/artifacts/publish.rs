@@ -17,7 +17,7 @@ use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
 use super::binding::{self, Inert, Stale};
 use super::blob_row;
 use crate::access::{
-    AuthorityMay, Reader, Signed, agent_by_keyid, can_see_blob, group_exists, may_cite, membership,
+    AuthorityMay, Reader, Signed, agent_of_keyid, can_see_blob, group_exists, may_cite, membership,
 };
 use crate::db::Tx;
 use crate::engine::Engine;
@@ -136,8 +136,8 @@ impl Verified {
                 false,
             ));
         }
-        match agent_by_keyid(txn, &keyid)? {
-            Some((agent_id, _, _)) if agent_id == signer => {}
+        match agent_of_keyid(txn, &keyid)? {
+            Some(agent_id) if agent_id == signer => {}
             _ => {
                 return Err(reject(
                     ErrorCode::UnknownKey,

@@ -43,6 +43,21 @@ impl Engine {
     {
         let reader = session.reader();
         let verified = self.verify_publication(&envelope, &reader).await?;
+        // The route's digest must be the manifest's, before a byte is read.
+        let named = &verified.manifest.content;
+        let names_it = match expected {
+            Digest::Blake3(id) => id == named.blake3,
+            Digest::Sha256(sha) => sha == named.sha256,
+        };
+        if !names_it {
+            return Err(reject(
+                ErrorCode::DigestMismatch,
+                format!(
+                    "the manifest names {} / {}, not {expected}",
+                    named.blake3, named.sha256
+                ),
+            ));
+        }
         // Before a byte is read or staged; the transaction checks the Membership again.
         if !session.roles.contains(&Role::Worker) {
             return Err(reject(
@@ -77,19 +92,7 @@ impl Engine {
             .fetch_add(staged.digests.size, Ordering::Relaxed);
         let digests = staged.digests;
         let named = &verified.manifest.content;
-        let as_expected = match expected {
-            Digest::Blake3(id) => id == digests.blake3,
-            Digest::Sha256(sha) => sha == digests.sha256,
-        };
-        if !as_expected {
-            return Err(reject(
-                ErrorCode::DigestMismatch,
-                format!(
-                    "the content hashes to {} / {}, not {expected}",
-                    digests.blake3, digests.sha256
-                ),
-            ));
-        }
+        // The manifest names `expected`: bytes that are the manifest's are the route's too.
         if (named.blake3, named.sha256, named.size)
             != (digests.blake3, digests.sha256, digests.size)
         {
