@@ -162,6 +162,11 @@ async fn uploader(burst: Arc<Burst>, mut rng: StdRng) {
                 let size = draw_size(&mut rng);
                 let bytes = content(&rng.random(), size);
                 let digests = Hasher::digest(&bytes);
+                // Small bytes are also published with their manifest in one request.
+                if size <= ONE_REQUEST_BYTES && rng.random_ratio(1, 3) {
+                    publish_with_content(&burst, &bytes, &digests, BlobKind::of_size(size)).await;
+                    continue;
+                }
                 let uploaded = put_blob(&burst, bytes, &digests).await;
                 (BlobKind::of_size(size), digests, uploaded)
             }
@@ -224,9 +229,54 @@ async fn put_blob(burst: &Burst, bytes: Bytes, digests: &Digests) -> Result<Uplo
     serde_json::from_slice(&body).map_err(|e| Error::Protocol(format!("PUT blob answer: {e}")))
 }
 
-async fn publish(burst: &Burst, digests: &Digests) {
+/// Bytes up to this size are sometimes published with their manifest in one request
+/// (`PUT /v1/artifacts/{digest}`), as `weft put` does.
+const ONE_REQUEST_BYTES: usize = 64 * 1024;
+
+/// Publishes `bytes` with their manifest in one request; an answer records both the blob
+/// and the publication as acknowledged.
+async fn publish_with_content(burst: &Burst, bytes: &[u8], digests: &Digests, kind: BlobKind) {
+    let manifest = manifest_of(burst, digests);
+    match burst
+        .client
+        .publish_with_content(&burst.world.key, &manifest, bytes)
+        .await
+    {
+        Ok(published) => {
+            if published.artifact != digests.blake3 {
+                let text = format!(
+                    "kill {}: publication with the bytes of {} answered {published:?}",
+                    burst.kill, digests.blake3
+                );
+                burst.note(|r| r.losses.push(text));
+            }
+            let blob = Blob {
+                digest: digests.blake3,
+                size: digests.size,
+                kind,
+                kill: burst.kill,
+            };
+            let publication = Publication {
+                artifact: published.artifact,
+                manifest_id: published.manifest_id,
+                sequence: published.sequence,
+                kill: burst.kill,
+            };
+            burst.note(|r| {
+                r.blobs.push(blob);
+                r.publications.push(publication);
+            });
+        }
+        Err(error) => {
+            burst.failed("publish with content", &error);
+            pause(burst).await;
+        }
+    }
+}
+
+fn manifest_of(burst: &Burst, digests: &Digests) -> Manifest {
     let world = &burst.world;
-    let manifest = Manifest {
+    Manifest {
         content: Content {
             blake3: digests.blake3,
             sha256: digests.sha256,
@@ -251,8 +301,12 @@ async fn publish(burst: &Burst, digests: &Digests) {
         classification: Classification::Internal,
         retrieval_uri: format!("{}/v1/artifacts/{}/content", burst.url, digests.blake3),
         annotations: Default::default(),
-    };
-    match burst.client.publish(&world.key, &manifest).await {
+    }
+}
+
+async fn publish(burst: &Burst, digests: &Digests) {
+    let manifest = manifest_of(burst, digests);
+    match burst.client.publish(&burst.world.key, &manifest).await {
         Ok(published) => {
             let publication = Publication {
                 artifact: published.artifact,

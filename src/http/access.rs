@@ -59,8 +59,8 @@ pub(crate) async fn layer(mut request: Request, next: Next) -> Response {
     let method = method_label(&method);
     tracing::info!(
         target: "weft::access",
-        method,
-        route,
+        method = %method,
+        route = %route,
         status,
         duration_ms = elapsed.as_secs_f64() * 1000.0,
         caller = %slot.0.get().map_or("-", String::as_str),

@@ -532,9 +532,29 @@ impl Blobs {
         Ok(())
     }
 
-    /// Moves an outboard written (and fsynced) while its upload was hashed into its place,
-    /// and makes the rename durable. Local backend only: only it spills.
-    fn place_spilled_outboard(&self, id: &ArtifactId, file: &std::path::Path) -> Result<(), Error> {
+    /// A file in `staging/` to spill a rebuilt outboard of `id` into as it is built (flat
+    /// memory), and the faults of its writes; `None` off the local backend (an in-memory
+    /// store holds everything in memory anyway). The start-up sweep of `staging/` removes a
+    /// crash's leftover.
+    pub(crate) fn rebuild_spill(
+        &self,
+        id: &ArtifactId,
+    ) -> Option<std::io::Result<(std::path::PathBuf, std::fs::File, Faults)>> {
+        let root = self.local_root.as_ref()?;
+        let path =
+            root.join("staging")
+                .join(format!("{}-{}.outboard", id.hex(), uuid::Uuid::new_v4()));
+        Some(std::fs::File::create_new(&path).map(|file| (path, file, self.faults.clone())))
+    }
+
+    /// Moves an outboard written (and fsynced) while its upload was hashed, or while it was
+    /// rebuilt, into its place, and makes the rename durable. Local backend only: only it
+    /// spills.
+    pub(crate) fn place_spilled_outboard(
+        &self,
+        id: &ArtifactId,
+        file: &std::path::Path,
+    ) -> Result<(), Error> {
         let Some(root) = &self.local_root else {
             return Err(Error::backend(std::io::Error::other(
                 "a spilled outboard without a local backend",

@@ -288,23 +288,6 @@ impl Store {
         self.inner.publish_with_token(envelope, grant).await
     }
 
-    /// [`Store::publish_with_content`] under a capability token: scopes `blob:write` and
-    /// `artifact:publish`, and a manifest of the token's lease and WorkItem only.
-    pub async fn publish_with_content_and_token<S>(
-        &self,
-        envelope: Envelope,
-        expected: Digest,
-        body: S,
-        grant: &Grant,
-    ) -> Result<(Published, bool), Error>
-    where
-        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
-    {
-        self.inner
-            .publish_with_content_and_token(envelope, expected, body, grant)
-            .await
-    }
-
     /// [`Store::record_evidence`] under a capability token: scope `evidence:record`, and
     /// Evidence of the token's WorkItem only (`forbidden` otherwise).
     pub async fn record_evidence_with_token(
@@ -397,22 +380,7 @@ impl Store {
         self.inner.publish(envelope, caller).await
     }
 
-    /// Publishes a signed manifest with its bytes in one transaction (`with_content.rs`):
-    /// the bytes are hashed as they stream and must be the ones the manifest names.
-    pub async fn publish_with_content<S>(
-        &self,
-        envelope: Envelope,
-        expected: Digest,
-        body: S,
-        session: &Session,
-    ) -> Result<(Published, bool), Error>
-    where
-        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
-    {
-        self.inner
-            .publish_with_content(envelope, expected, body, session)
-            .await
-    }
+    // artifacts/with_content.rs: `publish_with_content` and `..._and_token` (there for size).
 
     // ── artifacts/reads.rs: reads (views, listings, verified content) ───────
 

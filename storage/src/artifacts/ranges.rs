@@ -268,6 +268,52 @@ async fn build(
     task.await.map_err(Error::backend)
 }
 
+/// Rebuilds the outboard of `digests` into the spill file as it reads the blob (memory stays
+/// at one buffer, whatever the size), and puts it in place if its root is the address:
+/// `Ok(false)` (and the file removed) if not.
+async fn build_spilled(
+    engine: &Engine,
+    digests: &Digests,
+    (path, file, faults): (std::path::PathBuf, std::fs::File, crate::faults::Faults),
+) -> Result<bool, Error> {
+    // Removes the spill file on every way out but its placing.
+    struct Leftover(Option<std::path::PathBuf>);
+    impl Drop for Leftover {
+        fn drop(&mut self) {
+            if let Some(path) = self.0.take() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+    let mut leftover = Leftover(Some(path.clone()));
+    let mut raw = engine.raw_bytes(digests, None).await?;
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(2);
+    let task = tokio::task::spawn_blocking(move || {
+        let mut builder = Builder::spilling(file, faults);
+        while let Some(batch) = receiver.blocking_recv() {
+            builder.update(&batch);
+        }
+        builder.finish_spilled()
+    });
+    while let Some(chunk) = raw.next().await {
+        if sender.send(chunk?).await.is_err() {
+            break;
+        }
+    }
+    drop(sender);
+    let (root, _) = task
+        .await
+        .map_err(Error::backend)?
+        .map_err(Error::backend)?;
+    if root != digests.blake3.0 {
+        return Ok(false);
+    }
+    let id = digests.blake3;
+    leftover.0 = None;
+    engine.blobs.place_spilled_outboard(&id, &path)?;
+    Ok(true)
+}
+
 /// Rebuilds a missing outboard from a full read, once per blob at a time; stores it only if
 /// its root is the blob's address (otherwise the reads' full re-hash quarantines the blob).
 pub(crate) fn rebuild_in_background(engine: Arc<Engine>, digests: Digests) {
@@ -281,15 +327,24 @@ pub(crate) fn rebuild_in_background(engine: Arc<Engine>, digests: Digests) {
         Err(_) => return,
     }
     tokio::spawn(async move {
-        match build(&engine, &digests, false).await {
-            Ok((root, outboard, _)) if root == id.0 => {
-                if let Err(error) = engine.blobs.put_outboard(&id, outboard).await {
-                    tracing::warn!(artifact = %id, %error, "could not store a rebuilt outboard");
-                } else {
-                    tracing::info!(artifact = %id, "outboard rebuilt");
-                }
-            }
-            Ok(_) => {
+        let rebuilt = match engine.blobs.rebuild_spill(&id) {
+            Some(spill) => match spill {
+                Ok(spill) => build_spilled(&engine, &digests, spill).await,
+                Err(error) => Err(Error::backend(error)),
+            },
+            None => match build(&engine, &digests, false).await {
+                Ok((root, outboard, _)) if root == id.0 => engine
+                    .blobs
+                    .put_outboard(&id, outboard)
+                    .await
+                    .map(|()| true),
+                Ok(_) => Ok(false),
+                Err(error) => Err(error),
+            },
+        };
+        match rebuilt {
+            Ok(true) => tracing::info!(artifact = %id, "outboard rebuilt"),
+            Ok(false) => {
                 tracing::warn!(artifact = %id, "not rebuilding the outboard of bytes that do not hash to their address")
             }
             Err(error) => tracing::warn!(artifact = %id, %error, "could not rebuild an outboard"),
