@@ -26,6 +26,10 @@ enum Op {
     PutFile,
     /// A manifest publication of an uploaded blob.
     Publish,
+    /// A publication with its bytes in one request, small enough to be stored inline.
+    PublishInline,
+    /// A publication with its bytes in one request, of more than 1 MiB (a file, an outboard).
+    PublishFile,
     /// A Command (`work.authorize`), with an Idempotency-Key.
     Command,
     /// The first chunk of a resumable upload (it creates the session's object).
@@ -61,6 +65,11 @@ const CASES: &[Case] = &[
     case(FaultSite::BlobFsync, 0, Op::PutFile),
     case(FaultSite::Promote, 0, Op::PutFile),
     case(FaultSite::Promote, 0, Op::Finish),
+    case(FaultSite::BlobWrite, 0, Op::PublishFile),
+    case(FaultSite::BlobFsync, 0, Op::PublishFile),
+    case(FaultSite::Promote, 0, Op::PublishFile),
+    case(FaultSite::Outboard, 0, Op::PublishFile),
+    case(FaultSite::Outboard, 3, Op::PublishFile),
     // Outboard, disk: create the spill file, write it, fsync it, rename it, fsync its
     // directory; memory: one put.
     case(FaultSite::Outboard, 0, Op::PutFile),
@@ -78,6 +87,8 @@ const CASES: &[Case] = &[
     case(FaultSite::DbCommit, 0, Op::PutInline),
     case(FaultSite::DbCommit, 0, Op::PutFile),
     case(FaultSite::DbCommit, 0, Op::Publish),
+    case(FaultSite::DbCommit, 0, Op::PublishInline),
+    case(FaultSite::DbCommit, 0, Op::PublishFile),
     case(FaultSite::DbCommit, 0, Op::Command),
     case(FaultSite::DbCommit, 0, Op::FirstChunk),
     case(FaultSite::DbCommit, 0, Op::Chunk),
@@ -191,7 +202,7 @@ fn finish(location: &str, token: &str, digests: &Digests) -> Request<Body> {
 
 /// Sets up `op` (unarmed) so that sending the returned request is the write under test.
 async fn prepare(h: &Harness, worker: &Agent, coordinator: &Agent, op: Op, seed: u64) -> Prepared {
-    let size = if op == Op::PutInline || op == Op::Publish {
+    let size = if matches!(op, Op::PutInline | Op::Publish | Op::PublishInline) {
         INLINE_SIZE
     } else {
         FILE_SIZE
@@ -220,6 +231,23 @@ async fn prepare(h: &Harness, worker: &Agent, coordinator: &Agent, op: Op, seed:
                     raw(Method::POST, "/v1/artifacts", &token, &[], body.clone())
                 }),
                 stores: None,
+                then_get: Some(format!("/v1/artifacts/{}/content", digests.blake3)),
+                session: None,
+            }
+        }
+        Op::PublishInline | Op::PublishFile => {
+            use super::with_content::{BOUNDARY, content_part, manifest_part, multipart};
+            let envelope = sign(&worker.key, &manifest(worker, "g1", digests, &[]));
+            let envelope = h.bind_to_lease(worker, &envelope).await;
+            let body = multipart(&[manifest_part(&envelope), content_part(&bytes)]);
+            let uri = format!("/v1/artifacts/{}", digests.blake3);
+            let content_type = format!("multipart/form-data; boundary={BOUNDARY}");
+            Prepared {
+                build: Box::new(move || {
+                    let headers = [("content-type", content_type.clone())];
+                    raw(Method::PUT, &uri, &token, &headers, body.clone())
+                }),
+                stores: Some((digests, bytes)),
                 then_get: Some(format!("/v1/artifacts/{}/content", digests.blake3)),
                 session: None,
             }

@@ -11,16 +11,16 @@ use weft_api::{Envelope, Id};
 
 use super::harness::*;
 
-const BOUNDARY: &str = "weft-test-boundary-7MA4YWxkTrZu0gW";
+pub(super) const BOUNDARY: &str = "weft-test-boundary-7MA4YWxkTrZu0gW";
 
 /// One part of a `multipart/form-data` body.
-struct Part<'a> {
+pub(super) struct Part<'a> {
     name: &'a str,
     content_type: &'a str,
     bytes: Vec<u8>,
 }
 
-fn manifest_part(envelope: &Envelope) -> Part<'static> {
+pub(super) fn manifest_part(envelope: &Envelope) -> Part<'static> {
     Part {
         name: "manifest",
         content_type: "application/json",
@@ -28,7 +28,7 @@ fn manifest_part(envelope: &Envelope) -> Part<'static> {
     }
 }
 
-fn content_part(bytes: &[u8]) -> Part<'static> {
+pub(super) fn content_part(bytes: &[u8]) -> Part<'static> {
     Part {
         name: "content",
         content_type: "application/octet-stream",
@@ -36,7 +36,7 @@ fn content_part(bytes: &[u8]) -> Part<'static> {
     }
 }
 
-fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
+pub(super) fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
     let mut body = Vec::new();
     for part in parts {
         body.extend_from_slice(
