@@ -265,6 +265,7 @@ async fn publish_with_content(burst: &Burst, bytes: &[u8], digests: &Digests, ki
             burst.note(|r| {
                 r.blobs.push(blob);
                 r.publications.push(publication);
+                r.with_content += 1;
             });
         }
         Err(error) => {

@@ -239,6 +239,10 @@ fn finish(mut report: Report, record: &Mutex<Record>, started: Instant) -> Repor
             "manifests (signed publications)",
             record.publications.len() as u64,
         ),
+        (
+            "  of which bytes + manifest in one request",
+            record.with_content,
+        ),
         ("Evidence records", record.evidence.len() as u64),
         ("Commands (lease.renew)", record.commands.len() as u64),
         ("ACKs (cursor moves answered)", record.acks),

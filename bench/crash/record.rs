@@ -111,6 +111,9 @@ pub(super) struct Record {
     /// after a restart, and how many turned out finished (the finish committed, its answer cut).
     pub(super) pending_uploads: Vec<PendingUpload>,
     pub(super) resumed: u64,
+    /// Publications acknowledged through `PUT /v1/artifacts/{digest}` (also in `blobs` and
+    /// `publications`).
+    pub(super) with_content: u64,
     pub(super) finished_unacked: u64,
     /// Requests cut by a kill (transport errors), and refusals by status and code.
     pub(super) cut: u64,

@@ -136,20 +136,25 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
         .len();
     if size <= ONE_REQUEST_BYTES {
         // Small: hashed here, then bytes and manifest in one request and one transaction.
-        let read = std::fs::read(upload_path)
-            .with_context(|| format!("reading {}", upload_path.display()));
-        if let Some(spooled) = &spooled {
-            let _ = std::fs::remove_file(spooled);
-        }
-        let bytes = read?;
+        let bytes = std::fs::read(upload_path)
+            .with_context(|| format!("reading {}", upload_path.display()))?;
         let digests = weft_api::digest::Hasher::digest(&bytes);
-        manifest.content.blake3 = digests.blake3;
-        manifest.content.sha256 = digests.sha256;
-        manifest.content.size = digests.size;
-        manifest.retrieval_uri = format!("{}/v1/artifacts/{}/content", api.base(), digests.blake3);
-        let published = api.publish_with_content(&key, &manifest, &bytes).await?;
-        report(&published);
-        return Ok(());
+        let mut whole = manifest.clone();
+        whole.content.blake3 = digests.blake3;
+        whole.content.sha256 = digests.sha256;
+        whole.content.size = digests.size;
+        whole.retrieval_uri = format!("{}/v1/artifacts/{}/content", api.base(), digests.blake3);
+        match api.publish_with_content(&key, &whole, &bytes).await {
+            // A server without the route (an older weft answers 405): the two requests below.
+            Err(weft_api::client::Error::Api { status: 405, .. }) => {}
+            outcome => {
+                if let Some(spooled) = &spooled {
+                    let _ = std::fs::remove_file(spooled);
+                }
+                report(&outcome?);
+                return Ok(());
+            }
+        }
     }
     let bar = progress_bar(size, quiet);
     let receipt = if size > chunk_size && spooled.is_none() {

@@ -11,9 +11,7 @@ use weft_api::views::Published;
 use weft_storage::ListFilter;
 
 use super::auth::Bearer;
-use super::body::{
-    MAX_JSON_BYTES, check_declared_length, created_or_ok, read_envelope, upload_stream,
-};
+use super::body::{created_or_ok, read_envelope};
 use super::error::{HttpError, HttpResult};
 use super::params::{
     RawPath, RawQuery, known_params, path_digest, query_id, query_limit, query_u64,
@@ -43,135 +41,6 @@ pub(crate) async fn publish(
     };
     let (status, body) = render(&outcome);
     Ok(json(status, &body))
-}
-
-/// The parts of a publication with its bytes, in this order.
-const MANIFEST_PART: &str = "manifest";
-const CONTENT_PART: &str = "content";
-
-/// Publishes a signed manifest with its bytes in one request and one transaction (issue #15):
-/// `multipart/form-data` (RFC 7578) with the part `manifest` (the DSSE envelope, JSON, at
-/// most 1 MiB) first and the part `content` (the bytes) second. The bytes stream through the
-/// ordinary upload path, are hashed on the way in, and must hash to `{digest}` and to the
-/// manifest's content digests and size; the blob and the publication commit together or
-/// not at all.
-#[utoipa::path(put, path = "/v1/artifacts/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex> of the content")),
-    request_body(content = String, description = "multipart/form-data: part `manifest` (DSSE envelope of an artifact manifest, application/json) first, part `content` (the bytes) second", content_type = "multipart/form-data"),
-    responses((status = 201, description = "{artifact, manifestId, sequence}"), (status = 200, description = "this manifest was already published"),
-              (status = 400, description = "bad_request (parts missing or out of order), digest_mismatch, bad_signature, invalid_manifest, invalid_json, incomplete_body"), (status = 401, description = "unauthorized"),
-              (status = 403, description = "producer_mismatch, not_a_member, forbidden: not a worker, the operator, or a capability token without blob:write and artifact:publish or for another WorkItem or lease"),
-              (status = 409, description = "cycle; stale_lease (LSE-4/5; a fenced owner's manifest is kept as an inert audit record, OFL-2)"), (status = 413, description = "body_too_large"),
-              (status = 415, description = "unsupported_media_type: not multipart/form-data"), (status = 422, description = "unknown_source"), (status = 429, description = "too_many_uploads"), (status = 503, description = "overloaded")))]
-pub(crate) async fn publish_with_content(
-    State(state): State<AppState>,
-    caller: Bearer,
-    digest: RawPath,
-    headers: HeaderMap,
-    body: Body,
-) -> HttpResult<Response> {
-    let expected = path_digest(digest)?;
-    let limits = state.limits.clone();
-    check_declared_length(
-        &headers,
-        limits
-            .max_upload_bytes
-            .saturating_add(MAX_JSON_BYTES as u64 + 4096),
-    )?;
-    let boundary = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| multer::parse_boundary(value).ok())
-        .ok_or_else(|| {
-            HttpError::new(
-                ErrorCode::UnsupportedMediaType,
-                "send multipart/form-data with the parts manifest and content",
-            )
-        })?;
-    let constraints = multer::Constraints::new()
-        .allowed_fields(vec![MANIFEST_PART, CONTENT_PART])
-        // The content's limit is the upload path's own (`body_too_large` as on PUT /v1/blobs).
-        .size_limit(multer::SizeLimit::new().for_field(MANIFEST_PART, MAX_JSON_BYTES as u64));
-    let mut parts = multer::Multipart::with_constraints(
-        upload_stream(body, limits.body_idle_timeout),
-        boundary,
-        constraints,
-    );
-    let manifest = next_part(&mut parts, MANIFEST_PART).await?;
-    let envelope_bytes = manifest.bytes().await.map_err(part_error)?;
-    let envelope: weft_api::Envelope =
-        weft_api::json::parse_strict(&envelope_bytes, ErrorCode::InvalidJson)?;
-    let content = next_part(&mut parts, CONTENT_PART).await?;
-    let content = content.map(|chunk| chunk.map_err(part_io_error));
-    let outcome = match &caller {
-        Bearer::Caller(Caller::Agent(session)) => {
-            state
-                .store
-                .publish_with_content(envelope, expected, content, session)
-                .await?
-        }
-        Bearer::Caller(Caller::Admin) => {
-            return Err(HttpError::new(
-                ErrorCode::Forbidden,
-                "the operator does not publish: a worker's session does",
-            ));
-        }
-        // LSE-6: `blob:write` and `artifact:publish`, for the token's lease and WorkItem only.
-        Bearer::Token(grant) => {
-            state
-                .store
-                .publish_with_content_and_token(envelope, expected, content, grant)
-                .await?
-        }
-    };
-    let (published, created) = outcome;
-    Ok(json(created_or_ok(created), &published))
-}
-
-/// The next part of a publication, which must be named `name`.
-async fn next_part(
-    parts: &mut multer::Multipart<'static>,
-    name: &str,
-) -> Result<multer::Field<'static>, HttpError> {
-    match parts.next_field().await.map_err(part_error)? {
-        Some(field) if field.name() == Some(name) => Ok(field),
-        _ => Err(HttpError::new(
-            ErrorCode::BadRequest,
-            format!("the parts are {MANIFEST_PART} then {CONTENT_PART}; expected {name} here"),
-        )),
-    }
-}
-
-/// A body that fails while its parts are read: its stall, its end or its shape.
-fn part_error(error: multer::Error) -> HttpError {
-    match error {
-        multer::Error::FieldSizeExceeded { .. } | multer::Error::StreamSizeExceeded { .. } => {
-            HttpError::new(ErrorCode::BodyTooLarge, "a part is over its limit")
-        }
-        multer::Error::UnknownField { .. } => HttpError::new(
-            ErrorCode::BadRequest,
-            format!("the parts are {MANIFEST_PART} then {CONTENT_PART}"),
-        ),
-        multer::Error::StreamReadFailed(inner)
-            if inner
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut) =>
-        {
-            HttpError::new(ErrorCode::Timeout, "the request body stalled")
-        }
-        other => HttpError::new(ErrorCode::IncompleteBody, format!("the body: {other}")),
-    }
-}
-
-/// The content part's failure as the upload path's stream error: a stall stays `TimedOut`
-/// (answered `timeout`), a malformed body is an incomplete one.
-fn part_io_error(error: multer::Error) -> std::io::Error {
-    match error {
-        multer::Error::StreamReadFailed(inner) => match inner.downcast::<std::io::Error>() {
-            Ok(io) => *io,
-            Err(other) => std::io::Error::other(other),
-        },
-        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
-    }
 }
 
 /// An artifact's digests, size and every manifest visible to the caller.

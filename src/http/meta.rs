@@ -55,7 +55,7 @@ pub(crate) async fn metrics(_caller: Caller) -> Response {
         super::uploads::finish,
         super::uploads::cancel,
         super::artifacts::publish,
-        super::artifacts::publish_with_content,
+        super::with_content::publish_with_content,
         super::artifacts::list,
         super::artifacts::show,
         super::artifacts::reuse,

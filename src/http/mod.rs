@@ -29,6 +29,7 @@ mod timeout;
 mod tokens;
 mod ui;
 mod uploads;
+mod with_content;
 mod work;
 
 use std::sync::Arc;
@@ -293,7 +294,7 @@ fn blob_routes() -> Vec<Route> {
         route(
             Method::PUT,
             "/v1/artifacts/{digest}",
-            artifacts::publish_with_content,
+            with_content::publish_with_content,
         ),
         route(Method::POST, "/v1/uploads", uploads::start),
         route(Method::HEAD, "/v1/uploads/{upload_id}", uploads::offset),

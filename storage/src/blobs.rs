@@ -142,6 +142,9 @@ fn body_error(error: std::io::Error) -> Error {
     }
     if error.kind() == std::io::ErrorKind::TimedOut {
         Error::reject(ErrorCode::Timeout, "the request body stalled")
+    } else if error.kind() == std::io::ErrorKind::InvalidData {
+        // A body whose framing is wrong (a multipart body with a part after its content).
+        Error::reject(ErrorCode::BadRequest, error.to_string())
     } else {
         Error::Body(error.to_string())
     }

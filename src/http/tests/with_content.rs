@@ -404,3 +404,91 @@ backends!(
         assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
     }
 );
+
+/// `parts` as a body, with `before` ahead of the first boundary and `after` in place of the
+/// closing delimiter (`None`: the usual one).
+fn framed(before: &[u8], parts: &[Part<'_>], after: Option<&[u8]>) -> Vec<u8> {
+    let mut body = before.to_vec();
+    let whole = multipart(parts);
+    let closing = format!("--{BOUNDARY}--\r\n");
+    body.extend_from_slice(&whole[..whole.len() - closing.len()]);
+    body.extend_from_slice(after.unwrap_or(closing.as_bytes()));
+    body
+}
+
+fn raw_put(token: &str, digest: &str, body: Vec<u8>) -> Request<Body> {
+    Request::builder()
+        .method(Method::PUT)
+        .uri(format!("/v1/artifacts/{digest}"))
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .header("authorization", format!("Bearer {token}"))
+        .body(Body::from(body))
+        .expect("valid request")
+}
+
+backends!(
+    /// The body's framing is checked before the transaction: a part after the content, a
+    /// body cut before its closing delimiter, and a preamble over its bound (nobody makes the
+    /// server buffer what comes before the content) each commit nothing.
+    async fn a_malformed_frame_commits_nothing(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes = b"framed bytes".to_vec();
+        let envelope = bound(&h, &worker, &bytes).await;
+        let digest = digest_of(&bytes).blake3.to_string();
+        let parts = [manifest_part(&envelope), content_part(&bytes)];
+        let extra = [
+            manifest_part(&envelope),
+            content_part(&bytes),
+            content_part(b"more"),
+        ];
+        let cases = [
+            ("bad_request", framed(b"", &extra, None)),
+            ("incomplete_body", framed(b"", &parts, Some(b""))),
+            (
+                "body_too_large",
+                framed(
+                    &vec![b'x'; crate::http::with_content::BEFORE_CONTENT as usize + 1],
+                    &parts,
+                    None,
+                ),
+            ),
+        ];
+        for (code, body) in cases {
+            refused(&h, raw_put(&worker.token, &digest, body), code).await;
+        }
+        let answer = h
+            .send(raw_put(&worker.token, &digest, framed(b"", &parts, None)))
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    }
+);
+
+backends!(
+    /// Bytes that will be a file are refused before a byte is staged when the transaction
+    /// would refuse them (LSE-4 here): the refusal writes nothing and costs the same whoever
+    /// holds the bytes (no staging, no promotion to undo), and an upload limit the manifest's
+    /// size is over is refused from the manifest alone.
+    async fn a_file_publication_is_checked_before_its_bytes(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        // Held already by another Group: still no staging for a refused request.
+        let other = h.agent("w9", "g2", &["worker"]).await;
+        h.upload(&other, &large).await;
+        bound(&h, &worker, &large).await;
+        let mut stale = manifest(&worker, "g1", digest_of(&large), &[]);
+        stale.execution.lease_id = Id::parse("l", "no-such-lease").expect("id");
+        let staged_before = h.store.upload_counters().staged_uploads;
+        refused(
+            &h,
+            publication(&worker, &sign(&worker.key, &stale), &large),
+            "stale_lease",
+        )
+        .await;
+        assert_eq!(h.store.upload_counters().staged_uploads, staged_before);
+    }
+);

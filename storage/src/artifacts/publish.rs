@@ -48,15 +48,25 @@ fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Resu
     Ok(false)
 }
 
+/// Whether a publication's check requires its bytes to be stored already: they are not yet
+/// when a publication with its bytes is checked before they are staged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bytes {
+    Stored,
+    NotYet,
+}
+
 /// A manifest whose signature checked out and whose signer may publish through this caller:
 /// what its transaction needs.
+#[derive(Clone)]
 pub(crate) struct Verified {
     signer: weft_api::Id,
     keyid: weft_api::KeyId,
     manifest_id: ArtifactId,
     pub(crate) manifest: Manifest,
     envelope_json: String,
-    now: chrono::DateTime<chrono::Utc>,
+    /// When it is recorded: set again just before its transaction (`with_content.rs`).
+    pub(crate) now: chrono::DateTime<chrono::Utc>,
 }
 
 /// What a publication's transaction leaves for after its commit: a fenced owner's manifest
@@ -102,14 +112,27 @@ impl Verified {
         )
     }
 
-    /// Checks everything else in the transaction that records the manifest, its edges and
-    /// its `artifact.published` Event.
-    fn record(
-        self,
-        txn: &Tx<'_>,
+    /// The sequence of this manifest's `artifact.published`, if it is published already.
+    fn already(&self, conn: &Connection) -> Result<Option<u64>, Error> {
+        Ok(conn
+            .row(
+                "SELECT sequence FROM manifests WHERE manifest_id = ?1",
+                [&self.manifest_id.0[..]],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Everything a publication is checked for besides its signature: the key still the
+    /// signer's, the Group, the worker role, CTX-5, the stored bytes (when `bytes` says they
+    /// must be stored already), the sources, cycles, the WorkItem and last its Execution Lease
+    /// (a fenced owner's manifest is put in `fenced_in`, to be kept inert).
+    fn check(
+        &self,
+        conn: &Connection,
+        bytes: Bytes,
         fenced_in: &Mutex<Option<Inert>>,
-        rowid_in: &AtomicU64,
-    ) -> Result<(Published, bool), Error> {
+    ) -> Result<(), Error> {
         let Self {
             signer,
             keyid,
@@ -118,25 +141,9 @@ impl Verified {
             envelope_json,
             now,
         } = self;
-        let now_text = crate::clock::format_instant(now);
-        let existing: Option<(String, u64)> = txn
-            .row(
-                "SELECT blake3, sequence FROM manifests WHERE manifest_id = ?1",
-                [&manifest_id.0[..]],
-                |row| Ok((String::new(), row.get(1)?)),
-            )
-            .optional()?;
-        if let Some((_, sequence)) = existing {
-            return Ok((
-                Published {
-                    artifact: manifest.content.blake3,
-                    manifest_id,
-                    sequence,
-                },
-                false,
-            ));
-        }
-        match agent_of_keyid(txn, &keyid)? {
+        let (signer, manifest_id) = (signer.clone(), *manifest_id);
+        let now_text = crate::clock::format_instant(*now);
+        match agent_of_keyid(conn, keyid)? {
             Some(agent_id) if agent_id == signer => {}
             _ => {
                 return Err(reject(
@@ -146,13 +153,13 @@ impl Verified {
             }
         }
         let group = manifest.group_id.as_str();
-        if !group_exists(txn, group)? {
+        if !group_exists(conn, group)? {
             return Err(reject(
                 ErrorCode::UnknownGroup,
                 format!("group {group} does not exist"),
             ));
         }
-        match membership(txn, group, signer.as_str())? {
+        match membership(conn, group, signer.as_str())? {
             Some((roles, _)) if roles.contains(&Role::Worker) => {}
             Some(_) => {
                 return Err(reject(
@@ -167,7 +174,7 @@ impl Verified {
                 ));
             }
         }
-        let producer = crate::access::agent_reader(txn, &manifest.group_id, &signer)?;
+        let producer = crate::access::agent_reader(conn, &manifest.group_id, &signer)?;
         // CTX-5: a Mission-scoped member writes only in its Missions; another Mission
         // answers as another Group does, whether or not that Mission exists.
         if !producer.sees_mission(group, manifest.mission_id.as_str()) {
@@ -180,45 +187,47 @@ impl Verified {
             ));
         }
         let content = &manifest.content;
-        let blob = blob_row(txn, &Digest::Blake3(content.blake3))?;
-        let visible = can_see_blob(txn, &producer, &content.blake3)?;
-        match blob {
-            Some(_) if !visible => {
-                return Err(reject(
-                    ErrorCode::BlobNotFound,
-                    format!("upload {} before publishing it", content.blake3),
-                ));
-            }
-            None => {
-                return Err(reject(
-                    ErrorCode::BlobNotFound,
-                    format!("upload {} before publishing it", content.blake3),
-                ));
-            }
-            Some((_, true)) => {
-                return Err(reject(
-                    ErrorCode::IntegrityFailure,
-                    format!("{} is quarantined", content.blake3),
-                ));
-            }
-            Some((digests, false)) => {
-                if digests.sha256 != content.sha256 || digests.size != content.size {
+        if bytes == Bytes::Stored {
+            let blob = blob_row(conn, &Digest::Blake3(content.blake3))?;
+            let visible = can_see_blob(conn, &producer, &content.blake3)?;
+            match blob {
+                Some(_) if !visible => {
                     return Err(reject(
-                        ErrorCode::DigestMismatch,
-                        format!(
-                            "stored bytes are {} and {} bytes",
-                            digests.sha256, digests.size
-                        ),
+                        ErrorCode::BlobNotFound,
+                        format!("upload {} before publishing it", content.blake3),
                     ));
+                }
+                None => {
+                    return Err(reject(
+                        ErrorCode::BlobNotFound,
+                        format!("upload {} before publishing it", content.blake3),
+                    ));
+                }
+                Some((_, true)) => {
+                    return Err(reject(
+                        ErrorCode::IntegrityFailure,
+                        format!("{} is quarantined", content.blake3),
+                    ));
+                }
+                Some((digests, false)) => {
+                    if digests.sha256 != content.sha256 || digests.size != content.size {
+                        return Err(reject(
+                            ErrorCode::DigestMismatch,
+                            format!(
+                                "stored bytes are {} and {} bytes",
+                                digests.sha256, digests.size
+                            ),
+                        ));
+                    }
                 }
             }
         }
         // CTX-5/6: a source must be readable by the producer and be this Mission's own or
         // published as reusable knowledge.
         for source in &manifest.sources {
-            may_cite(txn, &producer, manifest.mission_id.as_str(), source)??;
+            may_cite(conn, &producer, manifest.mission_id.as_str(), source)??;
         }
-        if reaches(txn, &manifest.sources, &content.blake3)? {
+        if reaches(conn, &manifest.sources, &content.blake3)? {
             return Err(reject(
                 ErrorCode::Cycle,
                 format!(
@@ -228,14 +237,14 @@ impl Verified {
             ));
         }
         crate::work::require_work_item(
-            txn,
+            conn,
             &producer,
             group,
             manifest.mission_id.as_str(),
             manifest.work_item_id.as_str(),
         )?;
         // LSE-4/5, last, so every earlier refusal keeps its code.
-        match binding::check(txn, &manifest, signer.as_str(), &now_text)? {
+        match binding::check(conn, manifest, signer.as_str(), &now_text)? {
             Ok(()) => {}
             Err(Stale::Fenced(reason)) => {
                 *fenced_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(Inert {
@@ -250,6 +259,38 @@ impl Verified {
             }
             Err(stale) => return Err(stale.into_error()),
         }
+        Ok(())
+    }
+
+    /// Checks everything else in the transaction that records the manifest, its edges and
+    /// its `artifact.published` Event.
+    fn record(
+        self,
+        txn: &Tx<'_>,
+        fenced_in: &Mutex<Option<Inert>>,
+        rowid_in: &AtomicU64,
+    ) -> Result<(Published, bool), Error> {
+        if let Some(sequence) = self.already(txn)? {
+            return Ok((
+                Published {
+                    artifact: self.manifest.content.blake3,
+                    manifest_id: self.manifest_id,
+                    sequence,
+                },
+                false,
+            ));
+        }
+        self.check(txn, Bytes::Stored, fenced_in)?;
+        let Self {
+            signer,
+            manifest_id,
+            manifest,
+            envelope_json,
+            now,
+            ..
+        } = self;
+        let group = manifest.group_id.as_str();
+        let content = &manifest.content;
         let event = EventPayload::ArtifactPublished(kinds::ArtifactPublished {
             artifact: content.blake3,
             lease_id: manifest.execution.lease_id.clone(),
@@ -353,6 +394,33 @@ impl Engine {
         // 3. Everything else is checked in the transaction that records it.
         let outcome = self.db.write(recording).await;
         self.conclude_publication(outcome, aftermath).await
+    }
+
+    /// The checks of a publication's transaction, on a read before its bytes are staged
+    /// (`with_content.rs`): a refusal then costs the same whoever holds the bytes and leaves
+    /// no promoted file to undo. The transaction checks again. A fenced owner's manifest is
+    /// kept inert here as it would be there (OFL-2).
+    pub(crate) async fn precheck_publication(&self, verified: &Verified) -> Result<(), Error> {
+        let copy = verified.clone();
+        let fenced: Arc<Mutex<Option<Inert>>> = Arc::default();
+        let fenced_in = Arc::clone(&fenced);
+        let outcome = self
+            .db
+            .read(move |conn| {
+                if copy.already(conn)?.is_some() {
+                    return Ok(());
+                }
+                copy.check(conn, Bytes::NotYet, &fenced_in)
+            })
+            .await;
+        let inert = fenced.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let (Err(refusal), Some(inert)) = (&outcome, inert) {
+            self.db
+                .write(move |txn| binding::keep_inert(txn, &inert))
+                .await?;
+            return Err(refusal.clone());
+        }
+        outcome
     }
 
     /// After a publication's transaction: a fenced owner's refused manifest is kept as an

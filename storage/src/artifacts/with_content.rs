@@ -11,9 +11,13 @@
 //! Who may: an Agent's session (or a capability token with both `blob:write` and
 //! `artifact:publish`) whose Membership makes it a worker, checked from the session before a
 //! byte is read and again in the transaction. The operator does not publish this way.
-//! A refusal keeps nothing of the bytes (a promoted file is removed again) except a fenced
-//! owner's manifest, which is kept as inert as on the other path (OFL-2).
-//! No timing oracle: the bytes are always staged, whoever else holds them.
+//! Bytes that will be a file (the manifest's size over the inline threshold) are first
+//! checked against everything the transaction checks, on a read, so a refusal stages
+//! nothing and has no promoted file to undo; after them the session (or token) must still
+//! be live, and the publication takes the time of its transaction (LSE-5 is judged then).
+//! A refusal keeps nothing of the bytes except a fenced owner's manifest, which is kept as
+//! inert as on the other path (OFL-2). No timing oracle: admitted bytes are always staged,
+//! whoever else holds them, and refused ones never are.
 
 use std::sync::atomic::Ordering;
 
@@ -42,7 +46,7 @@ impl crate::Store {
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         self.inner
-            .publish_with_content(envelope, expected, body, session)
+            .publish_with_content(envelope, expected, body, session, None)
             .await
     }
 
@@ -65,20 +69,21 @@ impl crate::Store {
 }
 
 impl Engine {
-    /// Publishes `envelope` with `body` as its bytes, as `session`'s Agent; the bytes must
-    /// also be `expected` (the route's digest).
+    /// Publishes `envelope` with `body` as its bytes, as `session`'s Agent (under `grant`, a
+    /// capability token, when given); the bytes must also be `expected` (the route's digest).
     pub(crate) async fn publish_with_content<S>(
         &self,
         envelope: Envelope,
         expected: Digest,
         body: S,
         session: &Session,
+        grant: Option<&crate::Grant>,
     ) -> Result<(Published, bool), Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         let reader = session.reader();
-        let verified = self.verify_publication(&envelope, &reader).await?;
+        let mut verified = self.verify_publication(&envelope, &reader).await?;
         // The route's digest must be the manifest's, before a byte is read.
         let named = &verified.manifest.content;
         let names_it = match expected {
@@ -94,6 +99,12 @@ impl Engine {
                 ),
             ));
         }
+        if named.size > self.max_upload_bytes {
+            return Err(reject(
+                ErrorCode::BodyTooLarge,
+                format!("uploads are limited to {} bytes", self.max_upload_bytes),
+            ));
+        }
         // Before a byte is read or staged; the transaction checks the Membership again.
         if !session.roles.contains(&Role::Worker) {
             return Err(reject(
@@ -103,6 +114,13 @@ impl Engine {
                     session.agent_id, session.group_id
                 ),
             ));
+        }
+        // Bytes that will be a file: every check of the transaction first, so a refusal
+        // writes nothing, costs the same whoever holds the bytes, and has no promoted file to
+        // undo (which waits out every upload: the sweep's lock).
+        let file = named.size > self.inline_blob_bytes;
+        if file {
+            self.precheck_publication(&verified).await?;
         }
         // The bytes are cited in the transaction that records them, or not kept: they never
         // count against the Agent's uncited bytes, only against its uploads in flight.
@@ -146,6 +164,18 @@ impl Engine {
                 ),
             ));
         }
+        // A file's bytes may have taken long: the caller's session (and token) must still be
+        // live now, and the publication is recorded at the time of its transaction (LSE-5:
+        // its lease is judged then, not when the request began).
+        if file {
+            match grant {
+                Some(grant) => {
+                    self.recheck_grant(grant).await?;
+                }
+                None => self.recheck(session).await?,
+            }
+        }
+        verified.now = self.clock.now();
         let (recording, aftermath) = verified.into_recording();
         let outcome = self
             .record_blob_and(

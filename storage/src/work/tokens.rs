@@ -372,7 +372,7 @@ impl Engine {
     }
 
     /// The grant again, right before it acts: it may have died since the request began.
-    async fn recheck_grant(&self, grant: &Grant) -> Result<Grant, Error> {
+    pub(crate) async fn recheck_grant(&self, grant: &Grant) -> Result<Grant, Error> {
         let token_hash = grant.token_hash;
         let now = format_instant(self.clock.now());
         self.db
@@ -446,7 +446,7 @@ impl Engine {
             ));
         }
         let grant = self.recheck_grant(grant).await?;
-        self.publish_with_content(envelope, expected, body, grant.session())
+        self.publish_with_content(envelope, expected, body, grant.session(), Some(&grant))
             .await
     }
 
