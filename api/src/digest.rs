@@ -45,6 +45,14 @@ fn parse_hex32(what: &str, hex_digits: &str) -> Result<[u8; 32], Rejection> {
 }
 
 impl Digest {
+    /// Whether this digest, in whichever form it is, names the bytes of `blake3` / `sha256`.
+    pub fn names(&self, blake3: &ArtifactId, sha256: &Sha256Digest) -> bool {
+        match self {
+            Self::Blake3(id) => id == blake3,
+            Self::Sha256(sha) => sha == sha256,
+        }
+    }
+
     pub fn parse(text: &str) -> Result<Self, Rejection> {
         if let Some(rest) = text.strip_prefix("blake3:") {
             Ok(Self::Blake3(ArtifactId(parse_hex32("blake3:", rest)?)))

@@ -251,21 +251,17 @@ impl Engine {
                 .fetch_add(staged.digests.size, Ordering::Relaxed);
             (staged.digests, Some(staged))
         };
-        if let Some(expected) = expected {
-            let matches = match expected {
-                Digest::Blake3(id) => id == digests.blake3,
-                Digest::Sha256(sha) => sha == digests.sha256,
-            };
-            if !matches {
-                // `staged` is dropped here, which deletes the staged bytes.
-                return Err(reject(
-                    ErrorCode::DigestMismatch,
-                    format!(
-                        "the body hashes to {} / {}, not {expected}",
-                        digests.blake3, digests.sha256
-                    ),
-                ));
-            }
+        if let Some(expected) = expected
+            && !expected.names(&digests.blake3, &digests.sha256)
+        {
+            // `staged` is dropped here, which deletes the staged bytes.
+            return Err(reject(
+                ErrorCode::DigestMismatch,
+                format!(
+                    "the body hashes to {} / {}, not {expected}",
+                    digests.blake3, digests.sha256
+                ),
+            ));
         }
         let outcome = self.record_blob(digests, staged, &reader, None).await;
         drop(permit);

@@ -86,11 +86,7 @@ impl Engine {
         let mut verified = self.verify_publication(&envelope, &reader).await?;
         // The route's digest must be the manifest's, before a byte is read.
         let named = &verified.manifest.content;
-        let names_it = match expected {
-            Digest::Blake3(id) => id == named.blake3,
-            Digest::Sha256(sha) => sha == named.sha256,
-        };
-        if !names_it {
+        if !expected.names(&named.blake3, &named.sha256) {
             return Err(reject(
                 ErrorCode::DigestMismatch,
                 format!(

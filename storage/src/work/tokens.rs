@@ -391,25 +391,7 @@ impl Engine {
         grant: &Grant,
     ) -> Result<(Published, bool), Error> {
         grant.require(TokenScope::ArtifactPublish)?;
-        let Signed { value, .. } = self
-            .verify_signed::<Manifest>(&envelope, AuthorityMay::NotSign)
-            .await?;
-        let manifest = value.into_inner();
-        grant.require_subject(
-            &manifest.group_id,
-            &manifest.mission_id,
-            &manifest.work_item_id,
-        )?;
-        if manifest.execution.lease_id.as_str() != grant.lease_id {
-            return Err(reject(
-                ErrorCode::Forbidden,
-                format!(
-                    "capability token {} publishes under lease {} only",
-                    grant.token_id, grant.lease_id
-                ),
-            ));
-        }
-        let grant = self.recheck_grant(grant).await?;
+        let grant = self.grant_publishes(&envelope, grant).await?;
         self.publish(envelope, &grant.reader()).await
     }
 
@@ -427,8 +409,16 @@ impl Engine {
     {
         grant.require(TokenScope::BlobWrite)?;
         grant.require(TokenScope::ArtifactPublish)?;
+        let grant = self.grant_publishes(&envelope, grant).await?;
+        self.publish_with_content(envelope, expected, body, grant.session(), Some(&grant))
+            .await
+    }
+
+    /// `forbidden` unless `envelope` is a manifest of `grant`'s lease and WorkItem; then the
+    /// grant as it stands now (`unauthorized` once its token, lease or session ended).
+    async fn grant_publishes(&self, envelope: &Envelope, grant: &Grant) -> Result<Grant, Error> {
         let Signed { value, .. } = self
-            .verify_signed::<Manifest>(&envelope, AuthorityMay::NotSign)
+            .verify_signed::<Manifest>(envelope, AuthorityMay::NotSign)
             .await?;
         let manifest = value.into_inner();
         grant.require_subject(
@@ -445,9 +435,7 @@ impl Engine {
                 ),
             ));
         }
-        let grant = self.recheck_grant(grant).await?;
-        self.publish_with_content(envelope, expected, body, grant.session(), Some(&grant))
-            .await
+        self.recheck_grant(grant).await
     }
 
     /// Records Evidence under a token: scope `evidence:record`, Evidence of the lease's
