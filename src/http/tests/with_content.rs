@@ -492,3 +492,101 @@ backends!(
         assert_eq!(h.store.upload_counters().staged_uploads, staged_before);
     }
 );
+
+backends!(
+    /// A file's bytes may take long: the capability token they are sent under is checked
+    /// again after them, so one revoked while they streamed publishes nothing (LSE-7), though
+    /// the lease, the session and the manifest are all still good.
+    async fn a_token_revoked_while_the_bytes_stream_publishes_nothing(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+        let envelope = bound(&h, &worker, &large).await;
+        let view = h.get_json(&worker, "/v1/workitems/work-1").await;
+        let lease = view["lease"]["leaseId"]
+            .as_str()
+            .expect("a lease")
+            .to_owned();
+        let issued = h
+            .send(json_request(
+                Method::POST,
+                &format!("/v1/leases/{lease}/tokens"),
+                &worker.token,
+                json!({"scope": ["blob:write", "artifact:publish"], "ttlSeconds": 600}),
+                &[],
+            ))
+            .await;
+        assert_eq!(issued.status, StatusCode::CREATED, "{issued:?}");
+        let issued = issued.json();
+        let token = issued["token"].as_str().expect("a token").to_owned();
+        let body = multipart(&[manifest_part(&envelope), content_part(&large)]);
+        let (first, rest) = body.split_at(body.len() / 2);
+        let (sender, mut receiver) =
+            tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(1);
+        let stream = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri(format!("/v1/artifacts/{}", digest_of(&large).blake3))
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::from_stream(stream))
+            .expect("valid request");
+        let app = h.app.clone();
+        let task = tokio::spawn(async move {
+            let response = tower::ServiceExt::oneshot(app, request)
+                .await
+                .expect("infallible");
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap_or_default();
+            (status, body)
+        });
+        // Capacity 1: a send completes only once the handler took the chunk before it. The
+        // third chunk is content the upload pulls after every check made before the bytes, so
+        // once the fourth send completes, the checks up front are behind the request.
+        for chunk in [&first[..1], &first[1..], &rest[..1000], &rest[1000..2000]] {
+            sender
+                .send(Ok(bytes::Bytes::copy_from_slice(chunk)))
+                .await
+                .expect("the handler reads");
+        }
+        let revoked = h
+            .call(
+                Method::DELETE,
+                &format!(
+                    "/v1/leases/{lease}/tokens/{}",
+                    issued["tokenId"].as_str().expect("an id")
+                ),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
+        let mut before = h.store.fingerprint().await.expect("fingerprint");
+        // The bytes in flight are staged now; afterwards nothing of them may be left.
+        before.staging_objects = 0;
+        sender
+            .send(Ok(bytes::Bytes::copy_from_slice(&rest[2000..])))
+            .await
+            .expect("the upload reads on");
+        drop(sender);
+        let (status, answer) = task.await.expect("the request finishes");
+        let code =
+            serde_json::from_slice::<serde_json::Value>(&answer).expect("problem json")["code"]
+                .clone();
+        assert_eq!(
+            (status, code),
+            (StatusCode::UNAUTHORIZED, json!("unauthorized")),
+            "{answer:?}"
+        );
+        assert_unchanged(
+            &before,
+            &h.fingerprint().await,
+            "a revoked token's publication",
+        );
+    }
+);
