@@ -258,6 +258,23 @@ impl Permit {
         }
         Ok(())
     }
+
+    /// `body` with every chunk counted as it arrives ([`Permit::count`]): a chunk that
+    /// passes the cap fails the stream, which the upload answers `upload_quota_exceeded`.
+    pub(crate) fn metered<'a, S>(
+        &'a self,
+        body: S,
+    ) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'a
+    where
+        S: futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'a,
+    {
+        futures::StreamExt::map(body, move |chunk| {
+            let chunk = chunk?;
+            self.count(chunk.len() as u64)
+                .map_err(std::io::Error::other)?;
+            Ok(chunk)
+        })
+    }
 }
 
 impl Drop for Permit {

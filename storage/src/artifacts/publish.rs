@@ -48,12 +48,17 @@ fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Resu
     Ok(false)
 }
 
-/// Whether a publication's check requires its bytes to be stored already: they are not yet
-/// when a publication with its bytes is checked before they are staged.
+/// What a publication's check knows of its bytes, and so whether it checks the stored blob
+/// (present, visible to the producer, healthy, as the manifest names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Bytes {
+    /// Uploaded earlier, by whoever: checked.
     Stored,
+    /// Not stored yet: a publication with its bytes checked before they are staged.
     NotYet,
+    /// Recorded inline earlier in this same transaction from bytes just hashed against the
+    /// manifest (a quarantined copy repaired there too): nothing left to check.
+    JustRecorded,
 }
 
 /// A manifest whose signature checked out and whose signer may publish through this caller:
@@ -83,7 +88,7 @@ pub(crate) type Recording = Box<dyn FnOnce(&Tx<'_>) -> Result<(Published, bool),
 
 impl Verified {
     /// Splits the publication into its transaction and what follows its commit.
-    pub(crate) fn into_recording(self) -> (Recording, Aftermath) {
+    pub(crate) fn into_recording(self, bytes: Bytes) -> (Recording, Aftermath) {
         let fenced: Arc<Mutex<Option<Inert>>> = Arc::default();
         let rowid: Arc<AtomicU64> = Arc::default();
         let manifest = &self.manifest;
@@ -101,7 +106,8 @@ impl Verified {
             rowid: 0,
         };
         let (fenced_in, rowid_in) = (Arc::clone(&fenced), Arc::clone(&rowid));
-        let recording: Recording = Box::new(move |txn| self.record(txn, &fenced_in, &rowid_in));
+        let recording: Recording =
+            Box::new(move |txn| self.record(txn, bytes, &fenced_in, &rowid_in));
         (
             recording,
             Aftermath {
@@ -267,6 +273,7 @@ impl Verified {
     fn record(
         self,
         txn: &Tx<'_>,
+        bytes: Bytes,
         fenced_in: &Mutex<Option<Inert>>,
         rowid_in: &AtomicU64,
     ) -> Result<(Published, bool), Error> {
@@ -280,7 +287,7 @@ impl Verified {
                 false,
             ));
         }
-        self.check(txn, Bytes::Stored, fenced_in)?;
+        self.check(txn, bytes, fenced_in)?;
         let Self {
             signer,
             manifest_id,
@@ -346,14 +353,26 @@ impl Engine {
         envelope: &Envelope,
         caller: &Reader,
     ) -> Result<Verified, Error> {
+        let signed = self
+            .verify_signed::<Manifest>(envelope, AuthorityMay::NotSign)
+            .await?;
+        self.may_publish(signed, envelope, caller)
+    }
+
+    /// Step 2 for a manifest whose signature checked out (`signed`, of `envelope`): who may
+    /// publish it through `caller`.
+    pub(crate) fn may_publish(
+        &self,
+        signed: Signed<Manifest>,
+        envelope: &Envelope,
+        caller: &Reader,
+    ) -> Result<Verified, Error> {
         let Signed {
             signer,
             keyid,
             payload_id: manifest_id,
             value,
-        } = self
-            .verify_signed::<Manifest>(envelope, AuthorityMay::NotSign)
-            .await?;
+        } = signed;
         let manifest = value.into_inner();
         // The caller publishes only its own work.
         if let Reader::Agent { agent_id, .. } = caller
@@ -387,10 +406,16 @@ impl Engine {
         envelope: Envelope,
         caller: &Reader,
     ) -> Result<(Published, bool), Error> {
-        let (recording, aftermath) = self
-            .verify_publication(&envelope, caller)
-            .await?
-            .into_recording();
+        let verified = self.verify_publication(&envelope, caller).await?;
+        self.publish_verified(verified).await
+    }
+
+    /// Step 3 of a publication of bytes uploaded before: its transaction.
+    pub(crate) async fn publish_verified(
+        &self,
+        verified: Verified,
+    ) -> Result<(Published, bool), Error> {
+        let (recording, aftermath) = verified.into_recording(Bytes::Stored);
         // 3. Everything else is checked in the transaction that records it.
         let outcome = self.db.write(recording).await;
         self.conclude_publication(outcome, aftermath).await

@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use crate::sql::Cached as _;
 use bytes::Bytes;
-use futures::{Stream, StreamExt as _};
+use futures::Stream;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::views::UploadSession;
 use weft_api::{Digest, ErrorCode};
@@ -227,13 +227,7 @@ impl Engine {
         let permit = self
             .limits
             .admit_upload(Some(session.agent_id.as_str()), held)?;
-        let counted = body.map(|chunk| {
-            let chunk = chunk?;
-            permit
-                .count(chunk.len() as u64)
-                .map_err(std::io::Error::other)?;
-            Ok(chunk)
-        });
+        let counted = permit.metered(body);
         let room = self.max_upload_bytes.saturating_sub(row.received);
         let path = object_store::path::Path::from(row.staging_path.as_str());
         let appended = self

@@ -13,7 +13,7 @@ use crate::sql::Cached as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt as _};
+use futures::Stream;
 use rusqlite::{Connection, params};
 use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
@@ -74,12 +74,18 @@ pub struct UploadCounters {
 /// The engine's live counters behind [`UploadCounters`].
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(super) staged_uploads: AtomicU64,
-    pub(super) staged_bytes: AtomicU64,
+    staged_uploads: AtomicU64,
+    staged_bytes: AtomicU64,
     hashed_only_uploads: AtomicU64,
 }
 
 impl Counters {
+    /// One more upload staged, of `size` bytes.
+    pub(super) fn staged(&self, size: u64) {
+        self.staged_uploads.fetch_add(1, Ordering::Relaxed);
+        self.staged_bytes.fetch_add(size, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> UploadCounters {
         UploadCounters {
             staged_uploads: self.staged_uploads.load(Ordering::Relaxed),
@@ -222,13 +228,7 @@ impl Engine {
             Uploader::Agent(session) => Some(session.agent_id.as_str()),
         };
         let permit = self.limits.admit_upload(agent, before.stored_unpublished)?;
-        let counted = body.map(|chunk| {
-            let chunk = chunk?;
-            permit
-                .count(chunk.len() as u64)
-                .map_err(std::io::Error::other)?;
-            Ok(chunk)
-        });
+        let counted = permit.metered(body);
         // Only bytes the uploader may already see skip staging. Bytes another Group holds are
         // staged, fsynced and promoted like new bytes (promotion then finds them present and
         // drops the copy), so the answer takes as long as for new bytes.
@@ -243,12 +243,7 @@ impl Engine {
                 .blobs
                 .stage(counted, self.max_upload_bytes, self.inline_blob_bytes)
                 .await?;
-            self.upload_counters
-                .staged_uploads
-                .fetch_add(1, Ordering::Relaxed);
-            self.upload_counters
-                .staged_bytes
-                .fetch_add(staged.digests.size, Ordering::Relaxed);
+            self.upload_counters.staged(staged.digests.size);
             (staged.digests, Some(staged))
         };
         if let Some(expected) = expected

@@ -19,14 +19,13 @@
 //! inert as on the other path (OFL-2). No timing oracle: admitted bytes are always staged,
 //! whoever else holds them, and refused ones never are.
 
-use std::sync::atomic::Ordering;
-
 use bytes::Bytes;
-use futures::{Stream, StreamExt as _};
+use futures::Stream;
 use weft_api::session::Role;
 use weft_api::views::Published;
 use weft_api::{Digest, Envelope, ErrorCode};
 
+use super::publish::{Bytes as Known, Verified};
 use super::upload::Cited;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -46,7 +45,7 @@ impl crate::Store {
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         self.inner
-            .publish_with_content(envelope, expected, body, session, None)
+            .publish_with_content(envelope, expected, body, session)
             .await
     }
 
@@ -77,13 +76,31 @@ impl Engine {
         expected: Digest,
         body: S,
         session: &Session,
+    ) -> Result<(Published, bool), Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let verified = self
+            .verify_publication(&envelope, &session.reader())
+            .await?;
+        self.publish_verified_with_content(verified, expected, body, session, None)
+            .await
+    }
+
+    /// [`Engine::publish_with_content`] of a manifest already verified for `session` (and
+    /// for `grant`, when it goes under a capability token).
+    pub(crate) async fn publish_verified_with_content<S>(
+        &self,
+        mut verified: Verified,
+        expected: Digest,
+        body: S,
+        session: &Session,
         grant: Option<&crate::Grant>,
     ) -> Result<(Published, bool), Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         let reader = session.reader();
-        let mut verified = self.verify_publication(&envelope, &reader).await?;
         // The route's digest must be the manifest's, before a byte is read.
         let named = &verified.manifest.content;
         if !expected.names(&named.blake3, &named.sha256) {
@@ -123,24 +140,13 @@ impl Engine {
         let permit = self
             .limits
             .admit_upload(Some(session.agent_id.as_str()), 0)?;
-        let counted = body.map(|chunk| {
-            let chunk = chunk?;
-            permit
-                .count(chunk.len() as u64)
-                .map_err(std::io::Error::other)?;
-            Ok(chunk)
-        });
+        let counted = permit.metered(body);
         let staged = self
             .blobs
             .stage(counted, self.max_upload_bytes, self.inline_blob_bytes)
             .await?;
-        self.upload_counters
-            .staged_uploads
-            .fetch_add(1, Ordering::Relaxed);
-        self.upload_counters
-            .staged_bytes
-            .fetch_add(staged.digests.size, Ordering::Relaxed);
-        let digests = staged.digests;
+        self.upload_counters.staged(staged.digests.size);
+        let (digests, inline) = (staged.digests, staged.inline.is_some());
         let named = &verified.manifest.content;
         // The manifest names `expected`: bytes that are the manifest's are the route's too.
         if (named.blake3, named.sha256, named.size)
@@ -172,7 +178,15 @@ impl Engine {
             }
         }
         verified.now = self.clock.now();
-        let (recording, aftermath) = verified.into_recording();
+        // Inline bytes are recorded in the job's own transaction, just before the publication,
+        // which need not look them up again; a file's row may have been read before its
+        // promotion, so it is checked as on the other path.
+        let known = if inline {
+            Known::JustRecorded
+        } else {
+            Known::Stored
+        };
+        let (recording, aftermath) = verified.into_recording(known);
         let outcome = self
             .record_blob_and(
                 digests,

@@ -391,8 +391,9 @@ impl Engine {
         grant: &Grant,
     ) -> Result<(Published, bool), Error> {
         grant.require(TokenScope::ArtifactPublish)?;
-        let grant = self.grant_publishes(&envelope, grant).await?;
-        self.publish(envelope, &grant.reader()).await
+        let (signed, grant) = self.grant_publishes(&envelope, grant).await?;
+        let verified = self.may_publish(signed, &envelope, &grant.reader())?;
+        self.publish_verified(verified).await
     }
 
     /// Publishes with its bytes under a token: scopes `blob:write` and `artifact:publish`, a
@@ -409,18 +410,24 @@ impl Engine {
     {
         grant.require(TokenScope::BlobWrite)?;
         grant.require(TokenScope::ArtifactPublish)?;
-        let grant = self.grant_publishes(&envelope, grant).await?;
-        self.publish_with_content(envelope, expected, body, grant.session(), Some(&grant))
+        let (signed, grant) = self.grant_publishes(&envelope, grant).await?;
+        let verified = self.may_publish(signed, &envelope, &grant.reader())?;
+        self.publish_verified_with_content(verified, expected, body, grant.session(), Some(&grant))
             .await
     }
 
-    /// `forbidden` unless `envelope` is a manifest of `grant`'s lease and WorkItem; then the
-    /// grant as it stands now (`unauthorized` once its token, lease or session ended).
-    async fn grant_publishes(&self, envelope: &Envelope, grant: &Grant) -> Result<Grant, Error> {
-        let Signed { value, .. } = self
+    /// The signature of `envelope` checked (once for the whole publication), `forbidden`
+    /// unless it is a manifest of `grant`'s lease and WorkItem; then the grant as it stands
+    /// now (`unauthorized` once its token, lease or session ended).
+    async fn grant_publishes(
+        &self,
+        envelope: &Envelope,
+        grant: &Grant,
+    ) -> Result<(Signed<Manifest>, Grant), Error> {
+        let signed = self
             .verify_signed::<Manifest>(envelope, AuthorityMay::NotSign)
             .await?;
-        let manifest = value.into_inner();
+        let manifest = signed.value.value();
         grant.require_subject(
             &manifest.group_id,
             &manifest.mission_id,
@@ -435,7 +442,7 @@ impl Engine {
                 ),
             ));
         }
-        self.recheck_grant(grant).await
+        Ok((signed, self.recheck_grant(grant).await?))
     }
 
     /// Records Evidence under a token: scope `evidence:record`, Evidence of the lease's
