@@ -45,6 +45,7 @@ mod ui_console;
 mod uploads;
 mod wire;
 mod with_content;
+mod with_content_held;
 mod work;
 mod work_refusals;
 mod work_setup;

@@ -1,0 +1,163 @@
+//! Publication with its bytes while the bytes stream (issue #15, LSE-5/LSE-7): a file's
+//! bytes may take long, so what may end meanwhile (the capability token, the session) is
+//! checked again after them, and a request whose caller ended while it streamed publishes
+//! nothing. Each test holds its request part-way on a channel (no sleeps) and asserts the
+//! exact code and that nothing changed.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::json;
+use weft_api::Envelope;
+
+use super::harness::*;
+use super::with_content::{BOUNDARY, bound, content_part, manifest_part, multipart};
+
+/// A publication of `bytes` under `envelope` as `bearer`, held part-way: the request runs
+/// on its own task and has taken content the upload pulls after every check made before the
+/// bytes; `finish` sends the rest and answers the status and the problem's code.
+struct Held {
+    sender: tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+    rest: Vec<u8>,
+    task: tokio::task::JoinHandle<(StatusCode, bytes::Bytes)>,
+}
+
+impl Held {
+    async fn start(h: &Harness, bearer: &str, envelope: &Envelope, bytes: &[u8]) -> Self {
+        let body = multipart(&[manifest_part(envelope), content_part(bytes)]);
+        let (first, rest) = body.split_at(body.len() / 2);
+        let (sender, mut receiver) =
+            tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(1);
+        let stream = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri(format!("/v1/artifacts/{}", digest_of(bytes).blake3))
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .header("authorization", format!("Bearer {bearer}"))
+            .body(Body::from_stream(stream))
+            .expect("valid request");
+        let app = h.app.clone();
+        let task = tokio::spawn(async move {
+            let response = tower::ServiceExt::oneshot(app, request)
+                .await
+                .expect("infallible");
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap_or_default();
+            (status, body)
+        });
+        // Capacity 1: a send completes only once the handler took the chunk before it. The
+        // third chunk is content the upload pulls after every check made before the bytes, so
+        // once the fourth send completes, the checks up front are behind the request.
+        for chunk in [&first[..1], &first[1..], &rest[..1000], &rest[1000..2000]] {
+            sender
+                .send(Ok(bytes::Bytes::copy_from_slice(chunk)))
+                .await
+                .expect("the handler reads");
+        }
+        Self {
+            sender,
+            rest: rest[2000..].to_vec(),
+            task,
+        }
+    }
+
+    async fn finish(self) -> (StatusCode, serde_json::Value) {
+        self.sender
+            .send(Ok(bytes::Bytes::from(self.rest)))
+            .await
+            .expect("the upload reads on");
+        drop(self.sender);
+        let (status, answer) = self.task.await.expect("the request finishes");
+        let answer: serde_json::Value = serde_json::from_slice(&answer).expect("json");
+        (status, answer["code"].clone())
+    }
+}
+
+/// The store's fingerprint while a held upload's bytes are staged: afterwards nothing of
+/// them may be left.
+async fn fingerprint_while_held(h: &Harness) -> weft_storage::Fingerprint {
+    let mut before = h.store.fingerprint().await.expect("fingerprint");
+    before.staging_objects = 0;
+    before
+}
+
+backends!(
+    /// A file's bytes may take long: the capability token they are sent under is checked
+    /// again after them, so one revoked while they streamed publishes nothing (LSE-7), though
+    /// the lease, the session and the manifest are all still good.
+    async fn a_token_revoked_while_the_bytes_stream_publishes_nothing(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+        let envelope = bound(&h, &worker, &large).await;
+        let view = h.get_json(&worker, "/v1/workitems/work-1").await;
+        let lease = view["lease"]["leaseId"]
+            .as_str()
+            .expect("a lease")
+            .to_owned();
+        let issued = h
+            .send(json_request(
+                Method::POST,
+                &format!("/v1/leases/{lease}/tokens"),
+                &worker.token,
+                json!({"scope": ["blob:write", "artifact:publish"], "ttlSeconds": 600}),
+                &[],
+            ))
+            .await;
+        assert_eq!(issued.status, StatusCode::CREATED, "{issued:?}");
+        let issued = issued.json();
+        let token = issued["token"].as_str().expect("a token");
+        let held = Held::start(&h, token, &envelope, &large).await;
+        let revoked = h
+            .call(
+                Method::DELETE,
+                &format!(
+                    "/v1/leases/{lease}/tokens/{}",
+                    issued["tokenId"].as_str().expect("an id")
+                ),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
+        let before = fingerprint_while_held(&h).await;
+        assert_eq!(
+            held.finish().await,
+            (StatusCode::UNAUTHORIZED, json!("unauthorized"))
+        );
+        assert_unchanged(
+            &before,
+            &h.fingerprint().await,
+            "a revoked token's publication",
+        );
+    }
+);
+
+backends!(
+    /// The same for a session: one replaced by a newer session while a file's bytes
+    /// streamed answers `stale_session` from the check after the bytes (the transaction
+    /// would have answered `stale_lease`: the replaced session's lease ended, LSE-9), and
+    /// publishes nothing.
+    async fn a_session_replaced_while_the_bytes_stream_publishes_nothing(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 239) as u8).collect();
+        let envelope = bound(&h, &worker, &large).await;
+        let held = Held::start(&h, &worker.token, &envelope, &large).await;
+        h.session(&worker.key, "w1", "g1").await;
+        let before = fingerprint_while_held(&h).await;
+        assert_eq!(
+            held.finish().await,
+            (StatusCode::UNAUTHORIZED, json!("stale_session"))
+        );
+        assert_unchanged(
+            &before,
+            &h.fingerprint().await,
+            "a replaced session's publication",
+        );
+    }
+);
