@@ -136,6 +136,20 @@ pub(crate) struct Db {
     committed: tokio::sync::broadcast::Sender<weft_api::Event>,
     readers: Option<Arc<Mutex<Vec<Connection>>>>,
     path: Option<PathBuf>,
+    /// Names this database among those a thread keeps a connection to (`read_here`).
+    id: u64,
+}
+
+/// Gives every opened database its own `Db::id`.
+static NEXT_DB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Databases a thread keeps a read-only connection to for `Db::read_here` (a server has one;
+/// tests open many, so the oldest is closed past this many).
+const NEAR_PER_THREAD: usize = 4;
+
+thread_local! {
+    /// This thread's read-only connections for `Db::read_here`, by `Db::id`, newest last.
+    static NEAR: RefCell<Vec<(u64, Connection)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl std::fmt::Debug for Db {
@@ -219,6 +233,7 @@ impl Db {
             committed,
             readers,
             path,
+            id: NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -279,15 +294,7 @@ impl Db {
             let pooled = readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let conn = match pooled {
                 Some(conn) => conn,
-                None => {
-                    let conn = Connection::open_with_flags(
-                        &path,
-                        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                    )?;
-                    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-                    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-                    conn
-                }
+                None => open_reader(&path)?,
             };
             let result = f(&conn);
             let mut idle = readers.lock().unwrap_or_else(|p| p.into_inner());
@@ -299,6 +306,50 @@ impl Db {
         .await
         .map_err(Error::backend)?
     }
+}
+
+impl Db {
+    /// Runs a read of a few indexed rows (`f`) right here, on a read-only connection this
+    /// thread keeps open, instead of hopping to the blocking pool and back: for a small
+    /// artifact's content GET that misses the memory cache, the hop (a futex wake and two
+    /// context switches) cost more than the read itself (issue #15's profile). Only for point
+    /// lookups that take microseconds, like hashing a chunk inline; anything that scans goes
+    /// through [`Db::read`]. WAL readers never wait for the writer or the checkpointer. An
+    /// in-memory database has no readers: its reads go through the writer as ever.
+    pub(crate) async fn read_here<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let Some(path) = &self.path else {
+            return self.read(f).await;
+        };
+        NEAR.with(|near| {
+            let mut near = near.borrow_mut();
+            let index = match near.iter().position(|(id, _)| *id == self.id) {
+                Some(index) => index,
+                None => {
+                    let conn = open_reader(path)?;
+                    if near.len() >= NEAR_PER_THREAD {
+                        near.remove(0);
+                    }
+                    near.push((self.id, conn));
+                    near.len() - 1
+                }
+            };
+            f(&near[index].1)
+        })
+    }
+}
+
+/// A read-only connection to the database at `path`, with the writer's statement cache size.
+fn open_reader(path: &std::path::Path) -> Result<Connection, Error> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(conn)
 }
 
 /// WAL pages after which the writer checkpoints by itself (SQLite's own auto-checkpoint,

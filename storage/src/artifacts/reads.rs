@@ -418,48 +418,72 @@ impl Engine {
     ) -> Result<Content, Error> {
         let generation = self.hot.generation();
         let reader = reader.clone();
-        let (digests, quarantined, media_type, inline) = self
-            .db
-            .read(move |conn| {
-                let not_found = || reject(ErrorCode::NotFound, format!("no artifact {digest} is visible to you"));
-                let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
-                    return Err(not_found());
+        // Visibility decided from memory leaves two point lookups: they run right here.
+        let near = decided.is_some();
+        let read = move |conn: &rusqlite::Connection| {
+            let not_found = || {
+                reject(
+                    ErrorCode::NotFound,
+                    format!("no artifact {digest} is visible to you"),
+                )
+            };
+            let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
+                return Err(not_found());
+            };
+            if let Some(media_type) = decided {
+                let inline = if quarantined {
+                    None
+                } else {
+                    inline_bytes(conn, &digests.blake3)?
                 };
-                if let Some(media_type) = decided {
-                    let inline = if quarantined { None } else { inline_bytes(conn, &digests.blake3)? };
-                    return Ok((digests, quarantined, media_type, inline));
-                }
-                if !can_read_artifact(conn, &reader, &digests.blake3)? {
-                    return Err(not_found());
-                }
-                // The media type of the newest manifest the reader may see: another Group's (or
-                // Mission's) newer manifest must not show through (nor tell that it exists). An
-                // Artifact forwarded with a Context Package (CTX-7) shows its source Group's.
-                let mut statement = conn.prepare_cached(
+                return Ok((digests, quarantined, media_type, inline));
+            }
+            if !can_read_artifact(conn, &reader, &digests.blake3)? {
+                return Err(not_found());
+            }
+            // The media type of the newest manifest the reader may see: another Group's (or
+            // Mission's) newer manifest must not show through (nor tell that it exists). An
+            // Artifact forwarded with a Context Package (CTX-7) shows its source Group's.
+            let mut statement = conn.prepare_cached(
                     "SELECT media_type, group_id, mission_id FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2
                          OR group_id IN (SELECT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2))
                      ORDER BY rowid DESC",
                 )?;
-                let rows = statement
-                    .query_map(params![&digests.blake3.0[..], visible_group(&reader)], |row| {
-                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
-                let mut media_type = None;
-                for (media, group_id, mission_id) in rows {
-                    if sees_manifest(conn, &reader, &group_id, &mission_id, &digests.blake3)? {
-                        media_type = Some(media);
-                        break;
-                    }
+            let rows = statement
+                .query_map(
+                    params![&digests.blake3.0[..], visible_group(&reader)],
+                    |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                        ))
+                    },
+                )?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut media_type = None;
+            for (media, group_id, mission_id) in rows {
+                if sees_manifest(conn, &reader, &group_id, &mission_id, &digests.blake3)? {
+                    media_type = Some(media);
+                    break;
                 }
-                let Some(media_type) = media_type else {
-                    return Err(not_found());
-                };
-                // A small blob answers from this same read: no file to open.
-                let inline = if quarantined { None } else { inline_bytes(conn, &digests.blake3)? };
-                Ok((digests, quarantined, media_type, inline))
-            })
-            .await?;
+            }
+            let Some(media_type) = media_type else {
+                return Err(not_found());
+            };
+            // A small blob answers from this same read: no file to open.
+            let inline = if quarantined {
+                None
+            } else {
+                inline_bytes(conn, &digests.blake3)?
+            };
+            Ok((digests, quarantined, media_type, inline))
+        };
+        let (digests, quarantined, media_type, inline) = if near {
+            self.db.read_here(read).await?
+        } else {
+            self.db.read(read).await?
+        };
         if quarantined {
             return Err(Error::Corrupt(digests.blake3));
         }
