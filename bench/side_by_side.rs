@@ -1,5 +1,5 @@
 //! weft side by side with nginx WebDAV on loopback (issue #15), one load generator for both.
-//! Long (about 650 lines) because it is a whole harness: it installs and configures nginx,
+//! Long (about 780 lines) because it is a whole harness: it installs and configures nginx,
 //! enrols a Worker with a leased WorkItem through the CLI, and drives both servers.
 //!
 //! `cargo bench --bench side_by_side` (release). Installs nginx from the distribution's
@@ -14,6 +14,10 @@
 //! - 4 KiB GET per second: nginx's static GET, weft's verified `GET /v1/artifacts/{d}/content`;
 //! - 1 GiB PUT and GET in MB/s through `curl` (weft's GET re-hashes every byte it sends);
 //! - `dd conv=fsync` of the same file: the disk's limit for a durable write.
+//!
+//! Each small phase also reports the CPU time (user + system, from `/proc`) its server and
+//! the load generator spent per request: on this 2-core machine the three share the cores, so
+//! CPU per request, not the disk, is what bounds a small-object rate.
 //!
 //! Every small request runs on 16 keep-alive connections of one reqwest client. The figures
 //! are medians of the per-round values and ratios, because the machine is shared and nginx's
@@ -30,6 +34,9 @@ use std::time::{Duration, Instant};
 use weft_api::digest::Digests;
 use weft_api::manifest::{Classification, Content, Execution, Manifest, Producer};
 use weft_api::{Envelope, Id};
+
+mod cpu;
+use cpu::{Cpu, Probes, per_request};
 
 const CONNECTIONS: usize = 16;
 const SMALL: usize = 4096;
@@ -429,11 +436,19 @@ struct Figures {
     weft_large_get: Vec<f64>,
     dd: Vec<f64>,
     ratios: std::collections::BTreeMap<&'static str, Vec<f64>>,
+    /// Per phase: CPU microseconds per request on its server and in the load generator.
+    cpu: std::collections::BTreeMap<&'static str, (Vec<f64>, Vec<f64>)>,
 }
 
 impl Figures {
     fn ratio(&mut self, name: &'static str, value: f64) {
         self.ratios.entry(name).or_default().push(value);
+    }
+
+    fn cpu(&mut self, name: &'static str, (server, client): (f64, f64)) {
+        let entry = self.cpu.entry(name).or_default();
+        entry.0.push(server);
+        entry.1.push(client);
     }
 }
 
@@ -444,9 +459,14 @@ fn main() {
     let get_passes = setting("SBS_GET_PASSES", 1).max(1);
     let dir =
         tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on the target disk");
-    let (_nginx, nginx) = start_nginx(&dir.path().join("nginx"));
+    let (nginx_process, nginx) = start_nginx(&dir.path().join("nginx"));
     let (weft_process, weft) = start_weft(dir.path());
     eprintln!("weft pid: {}", weft_process.0.id());
+    let probes = Probes {
+        nginx: Cpu::of(nginx_process.0.id()),
+        weft: Cpu::of(weft_process.0.id()),
+        client: Cpu(vec![std::process::id()]),
+    };
     let worker = enrol(dir.path(), &weft);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -497,6 +517,7 @@ fn main() {
         );
         runtime.block_on(async {
             let (c, u, p) = (client.clone(), nginx.clone(), puts.clone());
+            let before = probes.sample();
             let nginx_put = rate(small, move |i| {
                 c.put(format!("{u}/dav/r{round}/o{i}"))
                     .body(p[i].0.clone())
@@ -509,6 +530,8 @@ fn main() {
                 puts.clone(),
                 worker.token.clone(),
             );
+            let nginx_put_cpu = per_request(before, probes.sample(), small, false);
+            let before = probes.sample();
             let weft_put = rate(small, move |i| {
                 c.put(format!("{u}/v1/blobs/{}", p[i].1.blake3))
                     .bearer_auth(&t)
@@ -523,6 +546,8 @@ fn main() {
                 envelopes.clone(),
                 worker.token.clone(),
             );
+            let weft_put_cpu = per_request(before, probes.sample(), small, true);
+            let before = probes.sample();
             let publish = rate(small, move |i| {
                 let (c, u, p, e, t) = (c.clone(), u.clone(), p.clone(), e.clone(), t.clone());
                 async move {
@@ -543,7 +568,9 @@ fn main() {
             .await;
             let (c, u, b) = (client.clone(), weft.clone(), one_step.clone());
             let t = worker.token.clone();
+            let publish_cpu = per_request(before, probes.sample(), small, true);
             eprintln!("phase: publication, one request");
+            let before = probes.sample();
             let publish_one = rate(small, move |i| {
                 let (digest, body) = &b[i];
                 c.put(format!("{u}/v1/artifacts/{digest}"))
@@ -556,7 +583,9 @@ fn main() {
                     .send()
             })
             .await;
+            let publish_one_cpu = per_request(before, probes.sample(), small, true);
             eprintln!("phase: nginx GET");
+            let before = probes.sample();
             let (c, u) = (client.clone(), nginx.clone());
             let nginx_get = rate(small * get_passes, move |i| {
                 c.get(format!("{u}/dav/r{round}/o{}", i % small)).send()
@@ -568,6 +597,8 @@ fn main() {
                 published.clone(),
                 worker.token.clone(),
             );
+            let nginx_get_cpu = per_request(before, probes.sample(), small * get_passes, false);
+            let before = probes.sample();
             let weft_get = rate(small * get_passes, move |i| {
                 c.get(format!(
                     "{u}/v1/artifacts/{}/content",
@@ -577,6 +608,13 @@ fn main() {
                 .send()
             })
             .await;
+            let weft_get_cpu = per_request(before, probes.sample(), small * get_passes, true);
+            figures.cpu("nginx 4 KiB PUT (no fsync)", nginx_put_cpu);
+            figures.cpu("weft 4 KiB blob PUT (durable)", weft_put_cpu);
+            figures.cpu("weft 4 KiB publication, one request", publish_one_cpu);
+            figures.cpu("weft 4 KiB publication, two requests", publish_cpu);
+            figures.cpu("nginx 4 KiB GET", nginx_get_cpu);
+            figures.cpu("weft 4 KiB content GET (verified)", weft_get_cpu);
             figures.nginx_put.push(nginx_put);
             figures.weft_put.push(weft_put);
             figures.publish.push(publish);
@@ -715,6 +753,16 @@ fn main() {
         "MB/s",
     );
     line("weft large GET (verified)", &figures.weft_large_get, "MB/s");
+    println!(
+        "CPU per request, microseconds (user + system from /proc; medians): its server, the load generator"
+    );
+    for (name, (server, client)) in &figures.cpu {
+        println!(
+            "  {name:<44} {:>8.1} {:>8.1}",
+            median(server.clone()),
+            median(client.clone())
+        );
+    }
     println!("ratios (median of the per-round ratios):");
     for (name, values) in &figures.ratios {
         let rounds: Vec<String> = values.iter().map(|v| format!("{v:.2}")).collect();

@@ -517,4 +517,68 @@ mod tests {
             assert_eq!(n_rows, 32, "{location:?}");
         }
     }
+
+    /// `read_here` answers from the database it is asked about, on a thread that keeps
+    /// connections to more databases than it holds open (issue #15's near reads), and an
+    /// in-memory database reads through its writer.
+    #[tokio::test]
+    async fn a_near_read_reads_its_own_database() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut dbs = Vec::new();
+        for n in 0..NEAR_PER_THREAD + 2 {
+            let db =
+                Db::open(&Location::File(dir.path().join(format!("{n}.sqlite")))).expect("open");
+            db.write(move |txn| {
+                txn.run(
+                    "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
+                    [format!("g{n}")],
+                )?;
+                Ok(())
+            })
+            .await
+            .expect("write");
+            dbs.push(db);
+        }
+        dbs.push(Db::open(&Location::Memory).expect("open"));
+        for _ in 0..2 {
+            for (n, db) in dbs.iter().enumerate() {
+                let groups: Vec<String> = db
+                    .read_here(|conn| {
+                        let mut statement = conn.prepare("SELECT group_id FROM groups")?;
+                        let rows = statement.query_map([], |row| row.get(0))?;
+                        Ok(rows.collect::<Result<_, _>>()?)
+                    })
+                    .await
+                    .expect("read");
+                let expected: Vec<String> = if n <= NEAR_PER_THREAD + 1 {
+                    vec![format!("g{n}")]
+                } else {
+                    Vec::new()
+                };
+                assert_eq!(groups, expected, "database {n}");
+            }
+        }
+        // A row committed after this thread opened its connection is seen at once.
+        let db = &dbs[0];
+        db.write(|txn| {
+            txn.run(
+                "INSERT INTO groups (group_id, created_at) VALUES ('later', 'now')",
+                [],
+            )?;
+            Ok(())
+        })
+        .await
+        .expect("write");
+        let later: u64 = db
+            .read_here(|conn| {
+                Ok(conn.row(
+                    "SELECT COUNT(*) FROM groups WHERE group_id = 'later'",
+                    [],
+                    |row| row.get(0),
+                )?)
+            })
+            .await
+            .expect("read");
+        assert_eq!(later, 1);
+    }
 }

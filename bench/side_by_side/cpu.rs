@@ -1,0 +1,87 @@
+//! CPU accounting for `side_by_side.rs`: the user + system time of nginx (master and
+//! workers), of `weft serve` and of the load generator itself, read from `/proc/<pid>/stat`
+//! around each small phase, so the bench can print what each request costs in CPU on a
+//! machine whose cores all three share.
+
+/// CPU time (user + system) a set of processes has used, read from `/proc/<pid>/stat`
+/// (clock ticks of 10 ms): what each server, and the load generator, spends per request.
+pub(crate) struct Cpu(pub(crate) Vec<u32>);
+
+impl Cpu {
+    /// `pid` and its children (nginx's workers).
+    pub(crate) fn of(pid: u32) -> Self {
+        let mut pids = vec![pid];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(child) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if stat_fields(child).and_then(|f| f.get(1).and_then(|p| p.parse::<u32>().ok()))
+                == Some(pid)
+            {
+                pids.push(child);
+            }
+        }
+        Self(pids)
+    }
+
+    fn seconds(&self) -> f64 {
+        let ticks: u64 = self
+            .0
+            .iter()
+            .filter_map(|&pid| stat_fields(pid))
+            .map(|fields| {
+                // utime and stime, fields 14 and 15 of stat(5), 12th and 13th after `comm`.
+                let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+                field(11).unwrap_or(0) + field(12).unwrap_or(0)
+            })
+            .sum();
+        ticks as f64 / 100.0
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (state, ppid, …).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// CPU seconds of nginx, weft and the load generator at one instant.
+#[derive(Clone, Copy)]
+pub(crate) struct Sample {
+    nginx: f64,
+    weft: f64,
+    client: f64,
+}
+
+pub(crate) struct Probes {
+    pub(crate) nginx: Cpu,
+    pub(crate) weft: Cpu,
+    pub(crate) client: Cpu,
+}
+
+impl Probes {
+    pub(crate) fn sample(&self) -> Sample {
+        Sample {
+            nginx: self.nginx.seconds(),
+            weft: self.weft.seconds(),
+            client: self.client.seconds(),
+        }
+    }
+}
+
+/// Microseconds of CPU per request of a phase of `count` requests, on the server it ran
+/// against (`weft` or not) and in the load generator.
+pub(crate) fn per_request(before: Sample, after: Sample, count: usize, weft: bool) -> (f64, f64) {
+    let server = if weft {
+        after.weft - before.weft
+    } else {
+        after.nginx - before.nginx
+    };
+    let us = |seconds: f64| seconds * 1e6 / count as f64;
+    (us(server), us(after.client - before.client))
+}
