@@ -35,6 +35,7 @@ use weft_api::digest::Digests;
 use weft_api::manifest::{Classification, Content, Execution, Manifest, Producer};
 use weft_api::{Envelope, Id};
 
+#[path = "side_by_side/cpu.rs"]
 mod cpu;
 use cpu::{Cpu, Probes, per_request};
 
