@@ -2,11 +2,9 @@
 //!
 //! One dedicated thread (`weft-sqlite-writer`) owns the only read-write connection. Async
 //! callers send it jobs; it runs every job that is waiting in one transaction, each job inside
-//! its own SAVEPOINT (a failed job rolls back alone), and commits once. That is group commit.
-//! On disk, the commit does not wait for the disk: the sync thread `fdatasync`s the WAL for
-//! every batch committed since its last sync and only then answers the callers, while the
-//! writer runs the next batch (`db/durable.rs`). No caller hears "done", no subscriber sees an
-//! Event, and no read returns a row, before the commit that wrote it is durable.
+//! its own SAVEPOINT (a failed job rolls back alone), commits once, and only then answers the
+//! callers. That is group commit: one fsync covers a batch, and no caller hears "done" before
+//! its rows are durable (WAL with `synchronous=FULL`).
 //!
 //! Reads on an on-disk database use a small pool of read-only connections on the blocking
 //! pool; an in-memory database has only the writer's connection, so reads go through it too.
@@ -24,8 +22,6 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error::Error;
 use crate::schema;
 use crate::sql::STATEMENT_CACHE;
-
-mod durable;
 
 type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
 type Job = Box<dyn Work>;
@@ -142,8 +138,6 @@ pub(crate) struct Db {
     path: Option<PathBuf>,
     /// Names this database among those a thread keeps a connection to (`read_here`).
     id: u64,
-    /// Which commits are durable (on disk only): every read waits for what it may have seen.
-    durability: Option<durable::Shared>,
 }
 
 /// Gives every opened database its own `Db::id`.
@@ -185,11 +179,6 @@ fn open_writer(location: &Location) -> Result<Connection, Error> {
         conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
     }
     schema::migrate(&conn)?;
-    if matches!(location, Location::File(_)) {
-        // From here on the sync thread makes each commit durable before it is answered
-        // (`db/durable.rs`); the migrations above committed with SQLite's own fsync.
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-    }
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
 }
@@ -211,31 +200,13 @@ impl Db {
         let publish = committed.clone();
         // Dropped when the writer thread ends, which ends the checkpointer.
         let (writing, written) = std::sync::mpsc::sync_channel::<()>(1);
-        // On disk: the sync thread answers each batch once the WAL holding it is synced.
-        let mut syncing = None;
-        let mut durability = None;
         if let Location::File(path) = location {
-            let checkpointed = path.clone();
+            let path = path.clone();
             std::thread::Builder::new()
                 .name("weft-sqlite-checkpoint".into())
-                .spawn(move || checkpointer(&checkpointed, &written))
+                .spawn(move || checkpointer(&path, &written))
                 .map_err(Error::backend)?;
-            let shared: durable::Shared = Arc::new(durable::Durability::new());
-            let (rounds, taken) = std::sync::mpsc::sync_channel(durable::ROUNDS_IN_FLIGHT);
-            let (wal, synced, publish, faults) = (
-                durable::wal_path(path),
-                Arc::clone(&shared),
-                publish.clone(),
-                faults.clone(),
-            );
-            let thread = std::thread::Builder::new()
-                .name("weft-sqlite-sync".into())
-                .spawn(move || durable::sync_thread(&taken, &wal, &synced, &publish, &faults))
-                .map_err(Error::backend)?;
-            syncing = Some((rounds, thread));
-            durability = Some(shared);
         }
-        let numbering = durability.clone();
         std::thread::Builder::new()
             .name("weft-sqlite-writer".into())
             .spawn(move || {
@@ -247,33 +218,10 @@ impl Db {
                             Err(_) => break,
                         }
                     }
-                    if let Some(error) = numbering.as_ref().and_then(|d| d.failure()) {
-                        // A failed sync: nothing more is written until restart.
-                        for job in batch {
-                            job.fail(error.clone());
-                        }
-                        continue;
-                    }
-                    let round = run_batch(&mut conn, batch, numbering.as_deref(), &faults);
-                    match &syncing {
-                        Some((rounds, _)) => {
-                            if let Err(unsent) = rounds.send(round) {
-                                // The sync thread is gone (it panicked): nobody can vouch
-                                // for the disk, so nobody hears "done".
-                                unsent.0.deliver(Err(Error::ShuttingDown), &publish);
-                            }
-                        }
-                        None => round.deliver(Ok(()), &publish),
-                    }
+                    run_batch(&mut conn, batch, &publish, &faults);
                     // Something may be in the WAL now; a full channel already says so.
                     let _ = writing.try_send(());
                 }
-                // Answer what is in flight before the connection closes (and checkpoints).
-                if let Some((rounds, thread)) = syncing {
-                    drop(rounds);
-                    let _ = thread.join();
-                }
-                drop(conn);
             })
             .map_err(Error::backend)?;
         let (readers, path) = match location {
@@ -286,7 +234,6 @@ impl Db {
             readers,
             path,
             id: NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            durability,
         })
     }
 
@@ -342,8 +289,7 @@ impl Db {
         let (Some(readers), Some(path)) = (self.readers.clone(), self.path.clone()) else {
             return self.write_plain(move |txn| f(txn)).await;
         };
-        let durability = self.durability.clone();
-        let (result, horizon) = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             // Short critical sections: take or return one connection, nothing else.
             let pooled = readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let conn = match pooled {
@@ -351,25 +297,14 @@ impl Db {
                 None => open_reader(&path)?,
             };
             let result = f(&conn);
-            let horizon = durability.as_ref().map(|d| d.horizon());
             let mut idle = readers.lock().unwrap_or_else(|p| p.into_inner());
             if idle.len() < MAX_IDLE_READERS {
                 idle.push(conn);
             }
-            Ok::<_, Error>((result, horizon))
+            result
         })
         .await
-        .map_err(Error::backend)??;
-        self.settled(horizon).await?;
-        result
-    }
-
-    /// Waits until every commit a read may have seen (up to `horizon`) is durable.
-    async fn settled(&self, horizon: Option<u64>) -> Result<(), Error> {
-        match (&self.durability, horizon) {
-            (Some(durability), Some(horizon)) => durability.settled(horizon).await,
-            _ => Ok(()),
-        }
+        .map_err(Error::backend)?
     }
 }
 
@@ -388,7 +323,7 @@ impl Db {
         let Some(path) = &self.path else {
             return self.read(f).await;
         };
-        let (result, horizon) = NEAR.with(|near| {
+        NEAR.with(|near| {
             let mut near = near.borrow_mut();
             let index = match near.iter().position(|(id, _)| *id == self.id) {
                 Some(index) => index,
@@ -401,11 +336,8 @@ impl Db {
                     near.len() - 1
                 }
             };
-            let result = f(&near[index].1);
-            Ok::<_, Error>((result, self.durability.as_ref().map(|d| d.horizon())))
-        })?;
-        self.settled(horizon).await?;
-        result
+            f(&near[index].1)
+        })
     }
 }
 
@@ -460,14 +392,12 @@ fn checkpointer(path: &std::path::Path, written: &std::sync::mpsc::Receiver<()>)
     }
 }
 
-/// Runs one batch in one transaction and commits it (numbering the commit first, on disk);
-/// the returned round carries the answers, to be delivered once the commit is durable.
 fn run_batch(
     conn: &mut Connection,
     batch: Vec<Job>,
-    durability: Option<&durable::Durability>,
+    publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
     faults: &crate::faults::Faults,
-) -> durable::Round {
+) {
     let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(txn) => txn,
         Err(error) => {
@@ -476,16 +406,11 @@ fn run_batch(
                 // Without a transaction no job may run; each caller hears why.
                 job.fail(error.clone());
             }
-            return durable::Round {
-                number: 0,
-                wrote: false,
-                outcome: Err(error),
-                finishers: Vec::new(),
-                appended: Vec::new(),
-            };
+            return;
         }
     };
-    let changes_before = txn.total_changes();
+    // Only read when a test armed a fault (see below).
+    let changes_before = faults.armed().then(|| txn.total_changes());
     let mut finishers = Vec::with_capacity(batch.len());
     let mut appended = Vec::new();
     let mut broken: Option<Error> = None;
@@ -524,34 +449,136 @@ fn run_batch(
         }
         finishers.push(finish);
     }
-    let wrote = txn.total_changes() != changes_before;
-    // Numbered before SQLite makes it visible, so a reader that sees it waits for its sync.
-    let number = durability.map_or(0, durable::Durability::begin);
-    let outcome = match broken {
+    let commit = match broken {
         Some(error) => {
             drop(txn); // rolls back
             Err(error)
         }
-        // A commit that cannot write the WAL (a full disk, an I/O error) leaves the
+        // A commit that cannot write or fsync the WAL (a full disk, an I/O error) leaves the
         // transaction rolled back, as SQLite does; every job of the batch hears why. A batch
         // that changed nothing (reads on an in-memory database) writes no WAL and cannot fail.
-        None if wrote => match faults.check_commit() {
-            Ok(()) => txn.commit().map_err(Error::from),
-            Err(injected) => {
-                drop(txn); // rolls back
-                Err(Error::from(injected))
+        None if changes_before.is_some_and(|before| txn.total_changes() != before) => {
+            match faults.check_commit() {
+                Ok(()) => txn.commit().map_err(Error::from),
+                Err(injected) => {
+                    drop(txn); // rolls back
+                    Err(Error::from(injected))
+                }
             }
-        },
+        }
         None => txn.commit().map_err(Error::from),
     };
-    durable::Round {
-        number,
-        wrote,
-        outcome,
-        finishers,
-        appended,
+    if commit.is_ok() {
+        // Durable first, then visible to subscribers; a send fails only with no subscriber.
+        for event in appended {
+            let _ = publish.send(event);
+        }
+    }
+    for finish in finishers {
+        finish(commit.clone());
     }
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+    use crate::sql::Cached as _;
+
+    /// Group commit: jobs that fail roll back alone, the others in the same batch commit.
+    #[tokio::test]
+    async fn a_failing_job_does_not_spoil_its_batch() {
+        for location in [
+            Location::Memory,
+            Location::File(tempfile::tempdir().expect("dir").keep().join("t.sqlite")),
+        ] {
+            let db = Db::open(&location).expect("open");
+            let writes = (0..64u32).map(|n| {
+                let db = db.clone();
+                async move {
+                    db.write(move |txn| {
+                        txn.run(
+                            "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
+                            [format!("g{n}")],
+                        )?;
+                        if n % 2 == 1 {
+                            return Err(Error::ShuttingDown); // any failure after a write
+                        }
+                        Ok(n)
+                    })
+                    .await
+                }
+            });
+            let outcomes = futures::future::join_all(writes).await;
+            assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 32);
+            let n_rows: u64 = db
+                .read(|conn| Ok(conn.row("SELECT COUNT(*) FROM groups", [], |row| row.get(0))?))
+                .await
+                .expect("count");
+            assert_eq!(n_rows, 32, "{location:?}");
+        }
+    }
+
+    /// `read_here` answers from the database it is asked about, on a thread that keeps
+    /// connections to more databases than it holds open (issue #15's near reads), and an
+    /// in-memory database reads through its writer.
+    #[tokio::test]
+    async fn a_near_read_reads_its_own_database() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut dbs = Vec::new();
+        for n in 0..NEAR_PER_THREAD + 2 {
+            let db =
+                Db::open(&Location::File(dir.path().join(format!("{n}.sqlite")))).expect("open");
+            db.write(move |txn| {
+                txn.run(
+                    "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
+                    [format!("g{n}")],
+                )?;
+                Ok(())
+            })
+            .await
+            .expect("write");
+            dbs.push(db);
+        }
+        dbs.push(Db::open(&Location::Memory).expect("open"));
+        for _ in 0..2 {
+            for (n, db) in dbs.iter().enumerate() {
+                let groups: Vec<String> = db
+                    .read_here(|conn| {
+                        let mut statement = conn.prepare("SELECT group_id FROM groups")?;
+                        let rows = statement.query_map([], |row| row.get(0))?;
+                        Ok(rows.collect::<Result<_, _>>()?)
+                    })
+                    .await
+                    .expect("read");
+                let expected: Vec<String> = if n <= NEAR_PER_THREAD + 1 {
+                    vec![format!("g{n}")]
+                } else {
+                    Vec::new()
+                };
+                assert_eq!(groups, expected, "database {n}");
+            }
+        }
+        // A row committed after this thread opened its connection is seen at once.
+        let db = &dbs[0];
+        db.write(|txn| {
+            txn.run(
+                "INSERT INTO groups (group_id, created_at) VALUES ('later', 'now')",
+                [],
+            )?;
+            Ok(())
+        })
+        .await
+        .expect("write");
+        let later: u64 = db
+            .read_here(|conn| {
+                Ok(conn.row(
+                    "SELECT COUNT(*) FROM groups WHERE group_id = 'later'",
+                    [],
+                    |row| row.get(0),
+                )?)
+            })
+            .await
+            .expect("read");
+        assert_eq!(later, 1);
+    }
+}

@@ -9,8 +9,7 @@
 //! Where the hooks sit: the object store is wrapped in `blobs/faulty.rs` (puts, multipart
 //! parts and completes, renames and copies), the direct file writes and fsyncs call
 //! [`Faults::check`] themselves (spilled outboards, resumable chunks, directory fsyncs), and
-//! the writer thread (`db.rs`) asks [`Faults::check_commit`] before each batch's commit, and
-//! the sync thread (`db/durable.rs`) asks [`Faults::check`] of `DbSync` before each WAL sync.
+//! the writer thread (`db.rs`) asks [`Faults::check_commit`] before each batch's commit.
 //!
 //! This module knows nothing about what a failed write should leave behind: the callers undo
 //! their own work, and the tests (`src/http/tests/faults.rs`) prove it.
@@ -23,8 +22,6 @@ use std::sync::{Arc, Mutex};
 pub struct Faults {
     reconcile_fail_after: Arc<AtomicU8>,
     writes: Arc<Writes>,
-    /// While set, the WAL's sync waits (tests of what may not return before it).
-    sync_held: Arc<(Mutex<bool>, std::sync::Condvar)>,
 }
 
 /// The steps of one reconciliation, in OFL-11's order.
@@ -53,14 +50,11 @@ pub enum FaultSite {
     Outboard,
     /// A resumable upload's chunk: its write, its fsync, the directory fsync of a new object.
     UploadChunk,
-    /// The commit of the writer's batch transaction (SQLite's WAL write).
+    /// The commit of the writer's batch transaction (SQLite's WAL write and fsync).
     DbCommit,
-    /// The fdatasync of the WAL that makes committed batches durable (`db/durable.rs`),
-    /// after their commit: a failure there leaves the database refusing work until restart.
-    DbSync,
 }
 
-const N_SITES: usize = 7;
+const N_SITES: usize = 6;
 
 impl FaultSite {
     fn index(self) -> usize {
@@ -175,27 +169,6 @@ impl Faults {
         Ok(())
     }
 
-    /// Holds every WAL sync (`DbSync`) until [`Faults::release_syncs`]: committed batches
-    /// stay unanswered meanwhile, so a test can see that nothing returns before its sync.
-    pub fn hold_syncs(&self) {
-        *self.sync_held.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
-    }
-
-    /// Lets held WAL syncs run.
-    pub fn release_syncs(&self) {
-        *self.sync_held.0.lock().unwrap_or_else(|p| p.into_inner()) = false;
-        self.sync_held.1.notify_all();
-    }
-
-    /// Blocks the calling (sync) thread while [`Faults::hold_syncs`] holds it.
-    pub(crate) fn wait_while_syncs_held(&self) {
-        let (held, released) = &*self.sync_held;
-        let mut held = held.lock().unwrap_or_else(|p| p.into_inner());
-        while *held {
-            held = released.wait(held).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
     /// Every write at `site` fails with `kind` until [`Faults::clear`].
     pub fn fail_writes(&self, site: FaultSite, kind: FaultKind) {
         self.fail_writes_after(site, kind, 0);
@@ -245,6 +218,12 @@ impl Faults {
             }
             None => Ok(()),
         }
+    }
+
+    /// Whether any write site is armed (one relaxed load), for a check that costs more than
+    /// [`Faults::check`] to prepare.
+    pub(crate) fn armed(&self) -> bool {
+        self.writes.armed.load(Ordering::Relaxed)
     }
 
     /// [`Faults::check`] of [`FaultSite::DbCommit`], as SQLite's error.
