@@ -1,0 +1,133 @@
+//! The writer's group commit and near reads (`db.rs`).
+
+use super::*;
+use crate::sql::Cached as _;
+
+/// Group commit: jobs that fail roll back alone, the others in the same batch commit.
+#[tokio::test]
+async fn a_failing_job_does_not_spoil_its_batch() {
+    for location in [
+        Location::Memory,
+        Location::File(tempfile::tempdir().expect("dir").keep().join("t.sqlite")),
+    ] {
+        let db = Db::open(&location).expect("open");
+        let writes = (0..64u32).map(|n| {
+            let db = db.clone();
+            async move {
+                db.write(move |txn| {
+                    txn.run(
+                        "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
+                        [format!("g{n}")],
+                    )?;
+                    if n % 2 == 1 {
+                        return Err(Error::ShuttingDown); // any failure after a write
+                    }
+                    Ok(n)
+                })
+                .await
+            }
+        });
+        let outcomes = futures::future::join_all(writes).await;
+        assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 32);
+        let n_rows: u64 = db
+            .read(|conn| Ok(conn.row("SELECT COUNT(*) FROM groups", [], |row| row.get(0))?))
+            .await
+            .expect("count");
+        assert_eq!(n_rows, 32, "{location:?}");
+    }
+}
+
+/// `read_here` answers from the database it is asked about, on a thread that keeps
+/// connections to more databases than it holds open (issue #15's near reads), and an
+/// in-memory database reads through its writer.
+#[tokio::test]
+async fn a_near_read_reads_its_own_database() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut dbs = Vec::new();
+    for n in 0..NEAR_PER_THREAD + 2 {
+        let db = Db::open(&Location::File(dir.path().join(format!("{n}.sqlite")))).expect("open");
+        db.write(move |txn| {
+            txn.run(
+                "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
+                [format!("g{n}")],
+            )?;
+            Ok(())
+        })
+        .await
+        .expect("write");
+        dbs.push(db);
+    }
+    dbs.push(Db::open(&Location::Memory).expect("open"));
+    for _ in 0..2 {
+        for (n, db) in dbs.iter().enumerate() {
+            let groups: Vec<String> = db
+                .read_here(|conn| {
+                    let mut statement = conn.prepare("SELECT group_id FROM groups")?;
+                    let rows = statement.query_map([], |row| row.get(0))?;
+                    Ok(rows.collect::<Result<_, _>>()?)
+                })
+                .await
+                .expect("read");
+            let expected: Vec<String> = if n <= NEAR_PER_THREAD + 1 {
+                vec![format!("g{n}")]
+            } else {
+                Vec::new()
+            };
+            assert_eq!(groups, expected, "database {n}");
+        }
+    }
+    // A row committed after this thread opened its connection is seen at once.
+    let db = &dbs[0];
+    db.write(|txn| {
+        txn.run(
+            "INSERT INTO groups (group_id, created_at) VALUES ('later', 'now')",
+            [],
+        )?;
+        Ok(())
+    })
+    .await
+    .expect("write");
+    let later: u64 = db
+        .read_here(|conn| {
+            Ok(conn.row(
+                "SELECT COUNT(*) FROM groups WHERE group_id = 'later'",
+                [],
+                |row| row.get(0),
+            )?)
+        })
+        .await
+        .expect("read");
+    assert_eq!(later, 1);
+}
+
+/// A database as a SIGKILL leaves it (its file and its WAL, copied while the writer runs)
+/// opens with every committed row: the open syncs the leftover WAL before anything reads it
+/// (`sync_leftover_wal`), and SQLite's recovery then replays it.
+#[tokio::test]
+async fn a_killed_database_opens_with_its_wal() {
+    let dir = tempfile::tempdir().expect("dir");
+    let live = dir.path().join("live.sqlite");
+    let db = Db::open(&Location::File(live.clone())).expect("open");
+    for n in 0..50u32 {
+        db.write(move |txn| {
+            txn.run(
+                "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
+                [format!("g{n}")],
+            )?;
+            Ok(())
+        })
+        .await
+        .expect("write");
+    }
+    let killed = dir.path().join("killed.sqlite");
+    std::fs::copy(&live, &killed).expect("copy the database");
+    let wal = dir.path().join("live.sqlite-wal");
+    assert!(wal.exists(), "a running database has its WAL");
+    std::fs::copy(&wal, dir.path().join("killed.sqlite-wal")).expect("copy the WAL");
+    let reopened = Db::open(&Location::File(killed)).expect("opens");
+    let n: u64 = reopened
+        .read(|conn| Ok(conn.row("SELECT COUNT(*) FROM groups", [], |row| row.get(0))?))
+        .await
+        .expect("count");
+    assert_eq!(n, 50);
+}
