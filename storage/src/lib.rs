@@ -3,7 +3,7 @@
 //!
 //! Used through one façade, [`Store`]. It never sees HTTP: callers hand it byte streams,
 //! envelopes and ids, and get back values or an [`Error`] with a stable code. The file is
-//! long (about 790 lines) because it is the façade only: one short method per operation,
+//! long (about 730 lines) because it is the façade only: one short method per operation,
 //! grouped under headers naming the file behind each group.
 //!
 //! **Invariant:** a blob exists before its index row (stage → hash → promote → record).
@@ -74,9 +74,6 @@ pub use sessions::Session;
 pub use weft_api::GroupState;
 pub use work::Grant;
 
-use weft_api::context::{
-    ContextForwardedAnswer, ContextPublishedAnswer, ContextRecord, ContextVersions, ForwardRequest,
-};
 use weft_api::session::{Membership, Role, SessionGrant};
 use weft_api::views::{
     ArtifactPage, ArtifactView, CriteriaView, Cursor, EvidencePage, EvidenceRecord,
@@ -491,73 +488,7 @@ impl Store {
         vec![self.inner.authority_key()]
     }
 
-    // ── context/: Context Packages (DESIGN §11) ─────────────────────────────
-
-    /// Publishes a signed Context Package version in `group_id` (`context.published`);
-    /// `Ok((answer, false))` when it was already published there.
-    pub async fn publish_context(
-        &self,
-        group_id: Id,
-        envelope: Envelope,
-        caller: &Reader,
-    ) -> Result<(ContextPublishedAnswer, bool), Error> {
-        self.inner.publish_context(group_id, envelope, caller).await
-    }
-
-    /// Version `version` of a package in the reader's Group (the latest when `None`).
-    pub async fn context_version(
-        &self,
-        package_id: Id,
-        version: Option<u64>,
-        reader: &Reader,
-    ) -> Result<ContextRecord, Error> {
-        self.inner
-            .context_version(package_id, version, reader)
-            .await
-    }
-
-    pub async fn context_versions(
-        &self,
-        package_id: Id,
-        reader: &Reader,
-    ) -> Result<ContextVersions, Error> {
-        self.inner.context_versions(package_id, reader).await
-    }
-
-    /// The Events a version cites, when the reader's Membership covers that log (CTX-3).
-    pub async fn context_events(
-        &self,
-        package_id: Id,
-        version: Option<u64>,
-        reader: &Reader,
-    ) -> Result<(ContextRecord, Vec<weft_api::event::Delivered>), Error> {
-        self.inner.context_events(package_id, version, reader).await
-    }
-
-    /// The package's versions (`revisionOf`), what they cite (`cites`) and those Artifacts'
-    /// lineage under `query`.
-    pub async fn context_provenance(
-        &self,
-        package_id: Id,
-        query: LineageQuery,
-        reader: &Reader,
-    ) -> Result<Lineage, Error> {
-        self.inner
-            .context_provenance(package_id, query, reader)
-            .await
-    }
-
-    /// Forwards a version to another Group (CTX-7, `context.forwarded` in both).
-    pub async fn forward_context(
-        &self,
-        package_id: Id,
-        request: ForwardRequest,
-        caller: &Reader,
-    ) -> Result<(ContextForwardedAnswer, bool), Error> {
-        self.inner
-            .forward_context(package_id, request, caller)
-            .await
-    }
+    // context/store.rs: the Context Package operations (DESIGN §11; there for size).
 
     // ── delivery.rs: replay and live follow ─────────────────────────────────
 

@@ -7,6 +7,7 @@
 //! write, so a refused package appends nothing and changes nothing.
 
 mod reads;
+mod store;
 
 pub(crate) use reads::check_rows;
 
