@@ -46,15 +46,7 @@ async fn a_near_read_reads_its_own_database() {
     let mut dbs = Vec::new();
     for n in 0..NEAR_PER_THREAD + 2 {
         let db = Db::open(&Location::File(dir.path().join(format!("{n}.sqlite")))).expect("open");
-        db.write(move |txn| {
-            txn.run(
-                "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
-                [format!("g{n}")],
-            )?;
-            Ok(())
-        })
-        .await
-        .expect("write");
+        add_group(&db, format!("g{n}")).await;
         dbs.push(db);
     }
     dbs.push(Db::open(&Location::Memory).expect("open"));
@@ -78,15 +70,7 @@ async fn a_near_read_reads_its_own_database() {
     }
     // A row committed after this thread opened its connection is seen at once.
     let db = &dbs[0];
-    db.write(|txn| {
-        txn.run(
-            "INSERT INTO groups (group_id, created_at) VALUES ('later', 'now')",
-            [],
-        )?;
-        Ok(())
-    })
-    .await
-    .expect("write");
+    add_group(db, "later".into()).await;
     let later: u64 = db
         .read_here(|conn| {
             Ok(conn.row(
@@ -109,15 +93,7 @@ async fn a_killed_database_opens_with_its_wal() {
     let live = dir.path().join("live.sqlite");
     let db = Db::open(&Location::File(live.clone())).expect("open");
     for n in 0..50u32 {
-        db.write(move |txn| {
-            txn.run(
-                "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
-                [format!("g{n}")],
-            )?;
-            Ok(())
-        })
-        .await
-        .expect("write");
+        add_group(&db, format!("g{n}")).await;
     }
     let killed = dir.path().join("killed.sqlite");
     std::fs::copy(&live, &killed).expect("copy the database");
@@ -130,4 +106,17 @@ async fn a_killed_database_opens_with_its_wal() {
         .await
         .expect("count");
     assert_eq!(n, 50);
+}
+
+/// Commits one Group row named `name` (the rows these tests count).
+async fn add_group(db: &Db, name: String) {
+    db.write(move |txn| {
+        txn.run(
+            "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
+            [name],
+        )?;
+        Ok(())
+    })
+    .await
+    .expect("write");
 }
