@@ -445,10 +445,10 @@ impl Engine {
             // Mission's) newer manifest must not show through (nor tell that it exists). An
             // Artifact forwarded with a Context Package (CTX-7) shows its source Group's.
             let mut statement = conn.prepare_cached(
-                    "SELECT media_type, group_id, mission_id FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2
-                         OR group_id IN (SELECT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2))
-                     ORDER BY rowid DESC",
-                )?;
+                "SELECT media_type, group_id, mission_id FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2
+                     OR group_id IN (SELECT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2))
+                 ORDER BY rowid DESC",
+            )?;
             let rows = statement
                 .query_map(
                     params![&digests.blake3.0[..], visible_group(&reader)],
