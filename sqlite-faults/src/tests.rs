@@ -1,0 +1,189 @@
+use std::sync::Mutex;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use super::*;
+
+/// Fails every call that matches the armed (file, op) and counts every call it sees.
+#[derive(Default)]
+struct Armed {
+    armed: Mutex<Option<(File, Op, Failure)>>,
+    seen: Mutex<Vec<(File, Op)>>,
+}
+
+impl Hook for Armed {
+    fn before(&self, file: File, op: Op) -> Option<Failure> {
+        self.seen.lock().expect("lock").push((file, op));
+        match *self.armed.lock().expect("lock") {
+            Some((f, o, failure)) if (f, o) == (file, op) => Some(failure),
+            _ => None,
+        }
+    }
+}
+
+impl Armed {
+    fn arm(&self, armed: Option<(File, Op, Failure)>) {
+        *self.armed.lock().expect("lock") = armed;
+    }
+
+    fn saw(&self, file: File, op: Op) -> bool {
+        self.seen.lock().expect("lock").contains(&(file, op))
+    }
+}
+
+fn open(path: &std::path::Path, vfs: &str) -> Connection {
+    let conn = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs).expect("opens");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = 0;
+         CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v BLOB NOT NULL);",
+    )
+    .expect("setup");
+    conn
+}
+
+fn count(conn: &Connection) -> i64 {
+    conn.query_row("SELECT count(*) FROM t", [], |row| row.get(0))
+        .expect("count")
+}
+
+/// Inserts `n` rows of 3 KiB in one transaction.
+fn insert(conn: &mut Connection, n: usize) -> rusqlite::Result<()> {
+    let txn = conn.transaction()?;
+    for _ in 0..n {
+        txn.execute("INSERT INTO t (v) VALUES (zeroblob(3072))", [])?;
+    }
+    txn.commit()
+}
+
+/// Nothing armed: the VFS is the default one. Rows written through it, checkpointed through
+/// it, read back through the default VFS after a reopen, and the database checks whole; the
+/// hook saw the WAL's writes and fsyncs and the checkpoint's writes to the main file.
+#[test]
+fn unarmed_it_is_the_default_vfs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let hook = Arc::new(Armed::default());
+    let vfs = register(hook.clone()).expect("registers");
+    let mut conn = open(&path, &vfs);
+    for _ in 0..20 {
+        insert(&mut conn, 50).expect("inserts");
+    }
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+        row.get::<_, i64>(0)
+    })
+    .expect("checkpoints");
+    assert!(hook.saw(File::Wal, Op::Write) && hook.saw(File::Wal, Op::Sync));
+    assert!(hook.saw(File::Main, Op::Write) && hook.saw(File::Main, Op::Sync));
+    drop(conn);
+    let plain = Connection::open(&path).expect("reopens");
+    assert_eq!(count(&plain), 1000);
+    let check: String = plain
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .expect("checks");
+    assert_eq!(check, "ok");
+}
+
+/// A commit whose WAL write or fsync fails returns SQLite's error for it, its rows are never
+/// visible to another connection, and the next commit after the fault clears succeeds.
+#[test]
+fn a_failed_wal_write_or_fsync_fails_the_commit_and_nothing_shows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let hook = Arc::new(Armed::default());
+    let vfs = register(hook.clone()).expect("registers");
+    let mut conn = open(&path, &vfs);
+    insert(&mut conn, 10).expect("inserts");
+    let reader = Connection::open(&path).expect("reader");
+    let cases = [
+        (
+            Op::Write,
+            Failure::Full,
+            ErrorCode::DiskFull,
+            ffi::SQLITE_FULL,
+        ),
+        (
+            Op::Write,
+            Failure::Io,
+            ErrorCode::SystemIoFailure,
+            ffi::SQLITE_IOERR_WRITE,
+        ),
+        (
+            Op::Sync,
+            Failure::Full,
+            ErrorCode::DiskFull,
+            ffi::SQLITE_FULL,
+        ),
+        (
+            Op::Sync,
+            Failure::Io,
+            ErrorCode::SystemIoFailure,
+            ffi::SQLITE_IOERR_FSYNC,
+        ),
+    ];
+    let mut expected = 10;
+    for (op, failure, code, extended) in cases {
+        hook.arm(Some((File::Wal, op, failure)));
+        let error = insert(&mut conn, 10).expect_err("the commit fails");
+        assert_eq!(error.sqlite_error_code(), Some(code), "{op:?} {failure:?}");
+        assert_eq!(
+            error.sqlite_error().map(|e| e.extended_code),
+            Some(extended),
+            "{op:?} {failure:?}"
+        );
+        assert!(conn.is_autocommit(), "rolled back: {op:?} {failure:?}");
+        assert_eq!(
+            count(&reader),
+            expected,
+            "nothing shows: {op:?} {failure:?}"
+        );
+        hook.arm(None);
+        insert(&mut conn, 10).expect("recovers");
+        expected += 10;
+        assert_eq!(count(&reader), expected);
+        assert_eq!(count(&conn), expected);
+    }
+    drop(conn);
+    drop(reader);
+    assert_eq!(count(&Connection::open(&path).expect("reopens")), expected);
+}
+
+/// A checkpoint that cannot write or fsync the main file fails; every committed row is still
+/// read (from the WAL), and the next checkpoint copies them all.
+#[test]
+fn a_failed_checkpoint_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let hook = Arc::new(Armed::default());
+    let vfs = register(hook.clone()).expect("registers");
+    let mut conn = open(&path, &vfs);
+    let checkpoint = |conn: &Connection| {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            row.get::<_, i64>(0)
+        })
+    };
+    let mut expected = 0;
+    for op in [Op::Write, Op::Sync] {
+        insert(&mut conn, 30).expect("inserts");
+        expected += 30;
+        hook.arm(Some((File::Main, op, Failure::Io)));
+        let error = checkpoint(&conn).expect_err("the checkpoint fails");
+        assert_eq!(
+            error.sqlite_error_code(),
+            Some(ErrorCode::SystemIoFailure),
+            "{op:?}"
+        );
+        assert_eq!(count(&conn), expected, "{op:?}");
+        assert_eq!(count(&Connection::open(&path).expect("reader")), expected);
+        hook.arm(None);
+        insert(&mut conn, 1).expect("commits go on");
+        expected += 1;
+        assert_eq!(checkpoint(&conn).expect("checkpoints"), 0, "{op:?}");
+    }
+    drop(conn);
+    let plain = Connection::open(&path).expect("reopens");
+    assert_eq!(count(&plain), expected);
+    let check: String = plain
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .expect("checks");
+    assert_eq!(check, "ok");
+}
