@@ -1,3 +1,6 @@
+//! The VFS against real files: a pass-through while nothing is armed, and SQLite's own
+//! answer to a failed WAL write, WAL fsync and checkpoint.
+
 use std::sync::Mutex;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};

@@ -161,11 +161,11 @@ impl std::fmt::Debug for Db {
 /// The writer's connection. `temp_store = MEMORY` keeps the statement sub-journal of every
 /// job's savepoint (and a batch's per-Command savepoints) in memory rather than a temp file:
 /// it only ever serves a rollback inside the open transaction, never recovery.
-fn open_writer(location: &Location) -> Result<Connection, Error> {
+fn open_writer(location: &Location, vfs: Option<&str>) -> Result<Connection, Error> {
     let conn = match location {
         Location::File(path) => {
             sync_leftover_wal(path)?;
-            Connection::open(path)?
+            open_writing(path, vfs)?
         }
         Location::Memory => Connection::open_in_memory()?,
     };
@@ -184,6 +184,15 @@ fn open_writer(location: &Location) -> Result<Connection, Error> {
     schema::migrate(&conn)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
+}
+
+/// A read-write connection to the database at `path`, through `vfs` (the fault-injection
+/// VFS of a test, `faults.rs`) when given.
+fn open_writing(path: &std::path::Path, vfs: Option<&str>) -> rusqlite::Result<Connection> {
+    match vfs {
+        Some(vfs) => Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs),
+        None => Connection::open(path),
+    }
 }
 
 /// A process killed inside a commit's fsync leaves WAL frames that were written but maybe not
@@ -215,12 +224,14 @@ impl Db {
         Self::open_with(location, crate::faults::Faults::default())
     }
 
-    /// Opens the database; `faults` may fail a batch's commit (tests only, see `faults.rs`).
+    /// Opens the database; with `faults` made by [`crate::Faults::with_database`], the writer
+    /// and the checkpointer write through the VFS that injects them (tests only).
     pub(crate) fn open_with(
         location: &Location,
         faults: crate::faults::Faults,
     ) -> Result<Self, Error> {
-        let mut conn = open_writer(location)?;
+        let vfs: Option<String> = faults.vfs().map(str::to_owned);
+        let mut conn = open_writer(location, vfs.as_deref())?;
         let (jobs, mut inbox) = mpsc::channel::<Job>(4096);
         let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
         let publish = committed.clone();
@@ -230,7 +241,7 @@ impl Db {
             let path = path.clone();
             std::thread::Builder::new()
                 .name("weft-sqlite-checkpoint".into())
-                .spawn(move || checkpointer(&path, &written))
+                .spawn(move || checkpointer(&path, vfs.as_deref(), &written))
                 .map_err(Error::backend)?;
         }
         std::thread::Builder::new()
@@ -244,7 +255,7 @@ impl Db {
                             Err(_) => break,
                         }
                     }
-                    run_batch(&mut conn, batch, &publish, &faults);
+                    run_batch(&mut conn, batch, &publish);
                     // Something may be in the WAL now; a full channel already says so.
                     let _ = writing.try_send(());
                 }
@@ -392,8 +403,12 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(1
 /// the writer or a reader; the writer rewinds the WAL once a checkpoint has caught up.
 /// Durability does not depend on it: a commit is durable when its WAL frames are fsynced.
 /// Ends when the writer thread does (`written` disconnects).
-fn checkpointer(path: &std::path::Path, written: &std::sync::mpsc::Receiver<()>) {
-    let conn = match Connection::open(path) {
+fn checkpointer(
+    path: &std::path::Path,
+    vfs: Option<&str>,
+    written: &std::sync::mpsc::Receiver<()>,
+) {
+    let conn = match open_writing(path, vfs) {
         Ok(conn) => conn,
         Err(error) => {
             tracing::warn!(%error, "no checkpointer connection; the writer checkpoints alone");
@@ -422,7 +437,6 @@ fn run_batch(
     conn: &mut Connection,
     batch: Vec<Job>,
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
-    faults: &crate::faults::Faults,
 ) {
     let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(txn) => txn,
@@ -435,8 +449,6 @@ fn run_batch(
             return;
         }
     };
-    // Only read when a test armed a fault (see below).
-    let changes_before = faults.armed().then(|| txn.total_changes());
     let mut finishers = Vec::with_capacity(batch.len());
     let mut appended = Vec::new();
     let mut broken: Option<Error> = None;
@@ -480,20 +492,18 @@ fn run_batch(
             drop(txn); // rolls back
             Err(error)
         }
-        // A commit that cannot write or fsync the WAL (a full disk, an I/O error) leaves the
-        // transaction rolled back, as SQLite does; every job of the batch hears why. A batch
-        // that changed nothing (reads on an in-memory database) writes no WAL and cannot fail.
-        None if changes_before.is_some_and(|before| txn.total_changes() != before) => {
-            match faults.check_commit() {
-                Ok(()) => txn.commit().map_err(Error::from),
-                Err(injected) => {
-                    drop(txn); // rolls back
-                    Err(Error::from(injected))
-                }
-            }
-        }
+        // A commit that cannot write or fsync the WAL (a full disk, an I/O error) fails
+        // and is rolled back (rusqlite rolls back a transaction whose COMMIT failed, if
+        // SQLite has not already): nothing of it is visible, and every job of the batch hears
+        // why.
         None => txn.commit().map_err(Error::from),
     };
+    if commit.is_err() && !conn.is_autocommit() {
+        // The rollback on drop failed too: without this the writer could never begin again.
+        if let Err(error) = conn.execute_batch("ROLLBACK") {
+            tracing::error!(%error, "the writer could not roll back a failed commit");
+        }
+    }
     if commit.is_ok() {
         // Durable first, then visible to subscribers; a send fails only with no subscriber.
         for event in appended {

@@ -9,7 +9,11 @@
 //! Where the hooks sit: the object store is wrapped in `blobs/faulty.rs` (puts, multipart
 //! parts and completes, renames and copies), the direct file writes and fsyncs call
 //! [`Faults::check`] themselves (spilled outboards, resumable chunks, directory fsyncs), and
-//! the writer thread (`db.rs`) asks [`Faults::check_commit`] before each batch's commit.
+//! the database's own writes go through SQLite's VFS: a store opened with
+//! [`Faults::with_database`] opens its writer and checkpointer connections through the
+//! `weft-sqlite-faults` VFS, which asks these hooks before every write, fsync and truncation
+//! of the WAL and the database file, so a failed commit or checkpoint is SQLite's own error
+//! path, not a simulation of it. An in-memory database writes no file and has no such site.
 //!
 //! This module knows nothing about what a failed write should leave behind: the callers undo
 //! their own work, and the tests (`src/http/tests/faults.rs`) prove it.
@@ -22,6 +26,8 @@ use std::sync::{Arc, Mutex};
 pub struct Faults {
     reconcile_fail_after: Arc<AtomicU8>,
     writes: Arc<Writes>,
+    /// The VFS the database opens through, when these faults reach it.
+    vfs: Option<Arc<str>>,
 }
 
 /// The steps of one reconciliation, in OFL-11's order.
@@ -50,11 +56,16 @@ pub enum FaultSite {
     Outboard,
     /// A resumable upload's chunk: its write, its fsync, the directory fsync of a new object.
     UploadChunk,
-    /// The commit of the writer's batch transaction (SQLite's WAL write and fsync).
-    DbCommit,
+    /// A write (or truncation) of the WAL: a commit's frames, the header of a rewound WAL.
+    DbWalWrite,
+    /// The WAL's fsync: the point where a commit becomes durable.
+    DbWalSync,
+    /// A checkpoint's writes and fsync of the database file (the WAL keeps every frame until
+    /// one succeeds).
+    DbCheckpoint,
 }
 
-const N_SITES: usize = 6;
+const N_SITES: usize = 8;
 
 impl FaultSite {
     fn index(self) -> usize {
@@ -81,16 +92,6 @@ impl FaultKind {
             Self::NoSpace => ENOSPC,
             Self::Io => EIO,
         })
-    }
-
-    /// The error SQLite would have given for a commit that could not write or fsync its WAL.
-    fn sqlite_error(self) -> rusqlite::Error {
-        use rusqlite::ffi;
-        let (code, message) = match self {
-            Self::NoSpace => (ffi::SQLITE_FULL, "database or disk is full (injected)"),
-            Self::Io => (ffi::SQLITE_IOERR_FSYNC, "disk I/O error (injected)"),
-        };
-        rusqlite::Error::SqliteFailure(ffi::Error::new(code), Some(message.to_owned()))
     }
 }
 
@@ -220,24 +221,55 @@ impl Faults {
         }
     }
 
-    /// Whether any write site is armed (one relaxed load), for a check that costs more than
-    /// [`Faults::check`] to prepare.
-    pub(crate) fn armed(&self) -> bool {
-        self.writes.armed.load(Ordering::Relaxed)
+    /// Faults that also reach the database's own writes: [`Faults`] whose store opens its
+    /// writer and checkpointer connections through a VFS (`weft-sqlite-faults`) that asks them
+    /// before every write, fsync and truncation of the WAL and the database file. Registering
+    /// the VFS leaks a few hundred bytes that SQLite keeps pointing at: tests only.
+    ///
+    /// # Errors
+    /// SQLite refused to register the VFS.
+    pub fn with_database() -> Result<Self, crate::error::Error> {
+        let mut faults = Self::default();
+        let hook = DatabaseHook(faults.writes.clone());
+        let name = weft_sqlite_faults::register(Arc::new(hook)).map_err(|code| {
+            crate::error::Error::backend(std::io::Error::other(format!(
+                "SQLite did not register the fault-injection VFS (code {code})"
+            )))
+        })?;
+        faults.vfs = Some(name.into());
+        Ok(faults)
     }
 
-    /// [`Faults::check`] of [`FaultSite::DbCommit`], as SQLite's error.
-    pub(crate) fn check_commit(&self) -> Result<(), rusqlite::Error> {
-        if !self.writes.armed.load(Ordering::Relaxed) {
-            return Ok(());
+    /// The VFS the database's writing connections open through, if these faults reach it.
+    pub(crate) fn vfs(&self) -> Option<&str> {
+        self.vfs.as_deref()
+    }
+}
+
+/// What the database's VFS asks before each write: the site of that file and operation.
+struct DatabaseHook(Arc<Writes>);
+
+impl weft_sqlite_faults::Hook for DatabaseHook {
+    fn before(
+        &self,
+        file: weft_sqlite_faults::File,
+        op: weft_sqlite_faults::Op,
+    ) -> Option<weft_sqlite_faults::Failure> {
+        use weft_sqlite_faults::{Failure, File, Op};
+        if !self.0.armed.load(Ordering::Relaxed) {
+            return None;
         }
-        match self.writes.hit(FaultSite::DbCommit) {
-            Some(kind) => {
-                tracing::warn!(?kind, "injected commit fault");
-                Err(kind.sqlite_error())
-            }
-            None => Ok(()),
-        }
+        let site = match (file, op) {
+            (File::Wal, Op::Sync) => FaultSite::DbWalSync,
+            (File::Wal, Op::Write | Op::Truncate) => FaultSite::DbWalWrite,
+            (File::Main, _) => FaultSite::DbCheckpoint,
+        };
+        let kind = self.0.hit(site)?;
+        tracing::warn!(?site, ?op, ?kind, "injected database write fault");
+        Some(match kind {
+            FaultKind::NoSpace => Failure::Full,
+            FaultKind::Io => Failure::Io,
+        })
     }
 }
 
@@ -260,16 +292,15 @@ mod tests {
         }
         assert!(faults.check(FaultSite::BlobWrite).is_ok(), "used up");
         assert!(!faults.writes.armed.load(Ordering::Relaxed), "disarmed");
-        faults.fail_writes(FaultSite::DbCommit, FaultKind::Io);
+        faults.fail_writes(FaultSite::DbWalSync, FaultKind::Io);
         for _ in 0..3 {
-            let error = faults.check_commit().expect_err("until cleared");
-            assert_eq!(
-                error.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::SystemIoFailure)
-            );
+            let error = faults
+                .check(FaultSite::DbWalSync)
+                .expect_err("until cleared");
+            assert_eq!(error.raw_os_error(), Some(EIO));
         }
         faults.clear();
-        assert!(faults.check_commit().is_ok());
+        assert!(faults.check(FaultSite::DbWalSync).is_ok());
         faults.fail_writes_after(FaultSite::Outboard, FaultKind::Io, 2);
         assert!(faults.check(FaultSite::Outboard).is_ok(), "1st passes");
         assert!(faults.check(FaultSite::Outboard).is_ok(), "2nd passes");

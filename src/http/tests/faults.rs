@@ -59,6 +59,16 @@ const fn case(site: FaultSite, skip: u32, op: Op) -> Case {
     }
 }
 
+/// A database site: only the disk backend's database is a file.
+const fn db_case(site: FaultSite, op: Op) -> Case {
+    Case {
+        site,
+        skip: 0,
+        op,
+        disk_only: true,
+    }
+}
+
 /// Every write site with every request that writes there.
 const CASES: &[Case] = &[
     case(FaultSite::BlobWrite, 0, Op::PutFile),
@@ -84,15 +94,26 @@ const CASES: &[Case] = &[
     case(FaultSite::UploadChunk, 2, Op::FirstChunk),
     case(FaultSite::UploadChunk, 0, Op::Chunk),
     case(FaultSite::UploadChunk, 1, Op::Chunk),
-    case(FaultSite::DbCommit, 0, Op::PutInline),
-    case(FaultSite::DbCommit, 0, Op::PutFile),
-    case(FaultSite::DbCommit, 0, Op::Publish),
-    case(FaultSite::DbCommit, 0, Op::PublishInline),
-    case(FaultSite::DbCommit, 0, Op::PublishFile),
-    case(FaultSite::DbCommit, 0, Op::Command),
-    case(FaultSite::DbCommit, 0, Op::FirstChunk),
-    case(FaultSite::DbCommit, 0, Op::Chunk),
-    case(FaultSite::DbCommit, 0, Op::Finish),
+    // The database, through SQLite's VFS (an in-memory database writes no file): a commit's
+    // WAL writes and its fsync.
+    db_case(FaultSite::DbWalWrite, Op::PutInline),
+    db_case(FaultSite::DbWalWrite, Op::PutFile),
+    db_case(FaultSite::DbWalWrite, Op::Publish),
+    db_case(FaultSite::DbWalWrite, Op::PublishInline),
+    db_case(FaultSite::DbWalWrite, Op::PublishFile),
+    db_case(FaultSite::DbWalWrite, Op::Command),
+    db_case(FaultSite::DbWalWrite, Op::FirstChunk),
+    db_case(FaultSite::DbWalWrite, Op::Chunk),
+    db_case(FaultSite::DbWalWrite, Op::Finish),
+    db_case(FaultSite::DbWalSync, Op::PutInline),
+    db_case(FaultSite::DbWalSync, Op::PutFile),
+    db_case(FaultSite::DbWalSync, Op::Publish),
+    db_case(FaultSite::DbWalSync, Op::PublishInline),
+    db_case(FaultSite::DbWalSync, Op::PublishFile),
+    db_case(FaultSite::DbWalSync, Op::Command),
+    db_case(FaultSite::DbWalSync, Op::FirstChunk),
+    db_case(FaultSite::DbWalSync, Op::Chunk),
+    db_case(FaultSite::DbWalSync, Op::Finish),
 ];
 
 /// Each kind of failure with the code and status it is answered with.

@@ -134,7 +134,9 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
     let clock = ManualClock::new(chrono::Utc::now());
     let mut options: Options = config.storage_options();
     options.clock = Arc::new(clock.clone());
-    let faults = weft_storage::Faults::default();
+    // Every test's database writes through the fault-injection VFS, so the whole suite also
+    // checks that it is the default VFS while nothing is armed.
+    let faults = weft_storage::Faults::with_database().expect("the VFS registers");
     options.faults = faults.clone();
     if kind == Kind::Disk {
         // The in-memory run walks lineage inline, this one on the blocking pool: both paths.
