@@ -1,11 +1,13 @@
 //! Who may say what in Evidence, and which Evidence is in force (EVD-1, DESIGN §5.1).
 //!
-//! Three pure rules, each checked against the table in `fixtures/evidence_rules.json`:
+//! Four pure rules, each checked against the table in `fixtures/evidence_rules.json`:
 //! - [`may_claim`]: a method kind is claimed only by a producer whose standing may produce it
 //!   (a Worker cannot sign an `integrity_check` or a `human` review);
 //! - [`may_supersede`]: a record is corrected only by its own producer or by a reviewer or
 //!   coordinator of its Group (Memberships are Group-wide, so "of that Mission" is "of the
 //!   Group the record belongs to");
+//! - [`on_own_work`]: separation of duties, a producer's standing on work it did itself is a
+//!   Worker's, whatever its roles;
 //! - [`in_force`]: the verdict on a criterion is the newest record of the highest standing
 //!   still in force, so a Worker's Evidence never overrides a review; records of that same
 //!   standing that disagree make the criterion `contested`.
@@ -115,6 +117,18 @@ pub fn may_claim(standing: Standing, method: MethodKind) -> bool {
         }
         M::ReviewerAgent => standing == S::Reviewer,
         M::Human => matches!(standing, S::Coordinator | S::Reviewer | S::Approver),
+    }
+}
+
+/// Separation of duties: the standing of a producer recording Evidence on its own work (a
+/// WorkItem it owns or held a lease of or published for, an Artifact it published). Whatever
+/// its roles, its word there is a Worker's claim: it may report its own tests and rule checks,
+/// never review itself (no method only reviewers claim), and it cannot supersede another
+/// producer's record. The server's own reviewer has no work of its own.
+pub fn on_own_work(standing: Standing) -> Standing {
+    match standing {
+        Standing::Authority => Standing::Authority,
+        _ => Standing::Worker,
     }
 }
 

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use weft_api::evidence::{MethodKind, Outcome};
-use weft_api::verdict::{InForce, Standing, Weighed, in_force, may_claim, may_supersede};
+use weft_api::verdict::{
+    InForce, Standing, Weighed, in_force, may_claim, may_supersede, on_own_work,
+};
 
 const METHODS: [MethodKind; 6] = [
     MethodKind::IntegrityCheck,
@@ -61,6 +63,29 @@ fn supersedes_follow_the_table() {
                 "{} superseding {row}",
                 standing.as_str()
             );
+        }
+    }
+}
+
+/// Separation of duties: on its own work every standing but the server's is a Worker's, so
+/// a producer never reviews itself and never supersedes another's record there.
+#[test]
+fn own_work_follows_the_table() {
+    let rules = rules();
+    let row = rules["own_work"].as_object().expect("own_work");
+    assert_eq!(row.len(), Standing::ALL.len(), "one decision per standing");
+    for standing in Standing::ALL {
+        let expected: Standing = row[standing.as_str()]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("own_work: no standing for {}", standing.as_str()));
+        let own = on_own_work(standing);
+        assert_eq!(own, expected, "{} on its own work", standing.as_str());
+        if own != Standing::Authority {
+            assert!(!may_supersede(own, false), "{}", standing.as_str());
+            for method in [MethodKind::ReviewerAgent, MethodKind::Human] {
+                assert!(!may_claim(own, method), "{}", standing.as_str());
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 //! are preserved as Evidence signed by the server's key).
 
 mod reviewer;
+mod standing;
 
 use crate::sql::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +14,7 @@ use weft_api::dsse::BASE64;
 use weft_api::evidence::{AUTHORITY_AGENT, Evidence, MethodKind, Outcome};
 use weft_api::kinds;
 use weft_api::session::Role;
-use weft_api::verdict::{Standing, Weighed, in_force, may_claim, may_supersede};
+use weft_api::verdict::{Standing, Weighed, in_force, may_claim, on_own_work};
 use weft_api::views::{
     CriteriaView, CriterionSummary, EvidencePage, EvidenceRecord, EvidenceRecorded, OutcomeCounts,
     Verdict,
@@ -89,55 +90,6 @@ fn published_for(
         )
         .optional()?
         .is_some())
-}
-
-/// EVD-1 for a correction: the superseded record must be of the same Group (else it is
-/// unknown: another Group's Evidence is never confirmed to exist), Mission, WorkItem and
-/// criterion, and the corrector its producer or a reviewer or coordinator.
-fn check_supersedes(
-    conn: &Connection,
-    earlier: &ArtifactId,
-    evidence: &Evidence,
-    signer: &Id,
-    standing: Standing,
-) -> Result<(), Error> {
-    let target: Option<(String, String, String, String, String)> = conn
-        .row(
-            "SELECT group_id, mission_id, work_item_id, criterion, producer FROM evidence WHERE evidence_id = ?1",
-            [&earlier.0[..]],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
-        )
-        .optional()?;
-    let Some((group_id, mission_id, work_item_id, criterion, producer)) = target else {
-        return Err(reject(
-            ErrorCode::UnknownEvidence,
-            format!("supersedes names unknown Evidence {earlier}"),
-        ));
-    };
-    if group_id != evidence.group_id.as_str() {
-        return Err(reject(
-            ErrorCode::UnknownEvidence,
-            format!("supersedes names unknown Evidence {earlier}"),
-        ));
-    }
-    if mission_id != evidence.mission_id.as_str()
-        || work_item_id != evidence.work_item_id.as_str()
-        || criterion != evidence.criterion
-    {
-        return Err(reject(
-            ErrorCode::SupersedesMismatch,
-            "supersedes names Evidence of another Mission, WorkItem or criterion",
-        ));
-    }
-    if !may_supersede(standing, producer == signer.as_str()) {
-        return Err(reject(
-            ErrorCode::Forbidden,
-            format!(
-                "only {producer}, or a reviewer or coordinator of {group_id}, may supersede {earlier}"
-            ),
-        ));
-    }
-    Ok(())
 }
 
 impl Engine {
@@ -219,6 +171,13 @@ impl Engine {
                     };
                     (crate::access::agent_reader(txn, &evidence.group_id, &signer)?, standing)
                 };
+                // Separation of duties: on work it did itself a producer's word is a Worker's
+                // claim, whatever its roles (it may not review itself, nor supersede another's
+                // record there).
+                let own_work = standing != Standing::Worker
+                    && !is_authority
+                    && standing::did_the_work(txn, &evidence, signer.as_str())?;
+                let standing = if own_work { on_own_work(standing) } else { standing };
                 // CTX-5: a Mission-scoped member records Evidence for its Missions only,
                 // answered as for another Group whether or not the Mission exists.
                 if !producer.sees_mission(group, evidence.mission_id.as_str()) {
@@ -230,9 +189,14 @@ impl Engine {
                 // EVD-1: a method kind is claimed only by a standing allowed to produce it.
                 let method = evidence.method.kind;
                 if !may_claim(standing, method) {
+                    let why = if own_work {
+                        format!("{signer} did this work (separation of duties), so its Evidence on it is a worker's claim: ")
+                    } else {
+                        String::new()
+                    };
                     return Err(reject(
                         ErrorCode::Forbidden,
-                        format!("a {} may not record Evidence of method {}", standing.as_str(), method.as_str()),
+                        format!("{why}a {} may not record Evidence of method {}", standing.as_str(), method.as_str()),
                     ));
                 }
                 for artifact in &evidence.artifacts {
@@ -252,7 +216,7 @@ impl Engine {
                     }
                 }
                 if let Some(earlier) = &evidence.supersedes {
-                    check_supersedes(txn, earlier, &evidence, &signer, standing)?;
+                    standing::check_supersedes(txn, earlier, &evidence, &signer, standing)?;
                 }
                 crate::work::require_work_item(txn, &producer, group, evidence.mission_id.as_str(), evidence.work_item_id.as_str())?;
                 check_execution(txn, &evidence, signer.as_str(), now)?;

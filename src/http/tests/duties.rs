@@ -1,0 +1,121 @@
+//! Separation of duties (EVD-1): an Agent that holds a reviewer or coordinator role besides
+//! the worker role weighs as a Worker on work it did itself (a WorkItem it owns, held a lease
+//! of or published for, an Artifact it published): it may report its own tests, never review
+//! itself, never supersede another's record there. On other work its standing is whole.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{Value, json};
+use weft_api::Envelope;
+use weft_api::evidence::EVIDENCE_TYPE;
+
+use super::budget::{MISSION, limit, mission_with, started};
+use super::harness::*;
+use super::work_setup::evidence_payload;
+
+/// `payload` signed by `agent`, bound to its Execution Lease when it owns the WorkItem.
+async fn bound(h: &Harness, agent: &Agent, payload: &Value) -> Request<Body> {
+    let envelope = Envelope::sign(&agent.key, EVIDENCE_TYPE, payload.to_string().as_bytes());
+    let envelope = h.bind_evidence(agent, &envelope).await;
+    request(
+        Method::POST,
+        "/v1/evidence",
+        Some(&agent.token),
+        serde_json::to_vec(&envelope).expect("json"),
+    )
+}
+
+/// `agent`'s Evidence of `method` and `outcome` on criterion ac-1 of `wi`, recorded: its id.
+async fn recorded(h: &Harness, agent: &Agent, wi: &str, method: &str, outcome: &str) -> String {
+    let mut payload = evidence_payload(agent, "g1", MISSION, wi, method, &[]);
+    payload["result"]["outcome"] = json!(outcome);
+    let answer = h.send(bound(h, agent, &payload).await).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    answer.json()["evidenceId"]
+        .as_str()
+        .expect("an id")
+        .to_owned()
+}
+
+/// The verdict in force on ac-1 of `wi`: (its producer, its standing, its outcome).
+async fn in_force(h: &Harness, agent: &Agent, wi: &str) -> (Value, Value, Value) {
+    let criteria = h
+        .get_json(agent, &format!("/v1/workitems/{wi}/criteria"))
+        .await;
+    let latest = &criteria["criteria"][0]["latest"];
+    (
+        latest["producer"].clone(),
+        latest["standing"].clone(),
+        latest["outcome"].clone(),
+    )
+}
+
+backends!(
+    /// A worker who is also a reviewer (or a coordinator) cannot pass its own WorkItem: every
+    /// method only reviewers or coordinators claim is `forbidden` there (nothing changes), its
+    /// own test report counts as a worker's claim, a reviewer's `fail` outranks it, and it
+    /// cannot supersede that `fail`. On a WorkItem it did not work on, its reviewer standing
+    /// is whole.
+    async fn a_producer_does_not_review_its_own_work(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let dual = h.agent("d1", "g1", &["worker", "reviewer"]).await;
+        let lead = h.agent("l1", "g1", &["worker", "coordinator"]).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        mission_with(&h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
+        for (owner, wi) in [
+            (&dual, "wi-dual"),
+            (&lead, "wi-lead"),
+            (&worker, "wi-other"),
+        ] {
+            started(&h, &coordinator, owner, MISSION, wi, limit(1000, 1.0)).await;
+        }
+        let attempts = [
+            (&dual, "wi-dual", "reviewer_agent"),
+            (&dual, "wi-dual", "human"),
+            (&dual, "wi-dual", "integrity_check"),
+            (&dual, "wi-dual", "schema_validation"),
+            (&lead, "wi-lead", "human"),
+        ];
+        for (agent, wi, method) in attempts {
+            let payload = evidence_payload(agent, "g1", MISSION, wi, method, &[]);
+            let answer = refused(&h, bound(&h, agent, &payload).await, "forbidden").await;
+            assert_eq!(answer.status, StatusCode::FORBIDDEN, "{method}");
+            let detail = answer.json()["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            assert!(
+                detail.contains("separation of duties"),
+                "{method}: {detail}"
+            );
+        }
+        // Its own test report is a worker's claim, and a review outranks it.
+        recorded(&h, &dual, "wi-dual", "automated_test", "pass").await;
+        assert_eq!(
+            in_force(&h, &dual, "wi-dual").await,
+            (json!("d1"), json!("worker"), json!("pass"))
+        );
+        let failed = recorded(&h, &reviewer, "wi-dual", "reviewer_agent", "fail").await;
+        assert_eq!(
+            in_force(&h, &dual, "wi-dual").await,
+            (json!("r1"), json!("reviewer"), json!("fail"))
+        );
+        // It cannot supersede the review of its own work, as a reviewer could.
+        let mut overturn = evidence_payload(&dual, "g1", MISSION, "wi-dual", "automated_test", &[]);
+        overturn["supersedes"] = json!(failed);
+        refused(&h, bound(&h, &dual, &overturn).await, "forbidden").await;
+        // Elsewhere it is a reviewer, and the lead a coordinator.
+        recorded(&h, &dual, "wi-other", "reviewer_agent", "pass").await;
+        assert_eq!(
+            in_force(&h, &dual, "wi-other").await,
+            (json!("d1"), json!("reviewer"), json!("pass"))
+        );
+        recorded(&h, &lead, "wi-other", "human", "pass").await;
+        assert_eq!(
+            in_force(&h, &lead, "wi-other").await.1,
+            json!("coordinator")
+        );
+    }
+);
