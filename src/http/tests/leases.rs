@@ -172,10 +172,12 @@ backends!(
 );
 
 backends!(
-    /// OFL-1 / SM-6: a missed start deadline, and an ownership that ran out while the Worker
-    /// stopped renewing, append `ownership.expired`: the owner is fenced (no owner, leases
-    /// ended, the epoch kept), the WorkItem is `open`, and a re-offer wins epoch 2; the old
-    /// owner's Commands are then `forbidden` or `stale_lease`.
+    /// LSE-2: the ownership grant carries its epoch and its start deadline (`owner.expiresAt`,
+    /// `ownershipSeconds` after the acceptance). OFL-1 / SM-6: a missed start deadline, and an
+    /// ownership that ran out while the Worker stopped renewing, append `ownership.expired`:
+    /// the owner is fenced (no owner, leases ended, the epoch kept), the WorkItem is `open`,
+    /// and a re-offer wins epoch 2; the old owner's Commands are then `forbidden` or
+    /// `stale_lease`.
     async fn an_expired_ownership_fences_the_owner(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, w2) = group(&h).await;
@@ -183,6 +185,16 @@ backends!(
         offered(&h, &coordinator, "wi-a", "oa", &["w1"]).await;
         let view = accepted(&h, &w1, "wi-q", "oq").await;
         assert_eq!(view["owner"]["ownershipEpoch"], 1);
+        let deadline = view["owner"]["expiresAt"]
+            .as_str()
+            .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+            .unwrap_or_else(|| panic!("a start deadline: {view}"));
+        let expected = weft_storage::Clock::now(&h.clock) + chrono::Duration::seconds(OWNERSHIP);
+        assert_eq!(
+            deadline.timestamp_micros(),
+            expected.timestamp_micros(),
+            "{view}"
+        );
         accepted(&h, &w1, "wi-a", "oa").await;
         let lease = started(&h, &w1, "wi-a").await;
         // The start deadline of wi-q passes; wi-a's lease expired long before, and its
