@@ -374,6 +374,10 @@ backends!(
         .await;
         let sent = h.send(command_request(&w1, "g1", &checkpointed)).await;
         assert_eq!(sent.status, StatusCode::CREATED, "{sent:?}");
+        // SM-9: T8 released execution: queued, and no Execution Lease is held any more.
+        let state = &sent.json()["state"];
+        assert_eq!(state["state"], "queued", "{state}");
+        assert_ne!(state["lease"]["kind"], "execution", "{state}");
         h.clock.advance(chrono::Duration::seconds(OWNERSHIP + 1));
         offered(&h, &coordinator, "wi-1", "o2", &["w1"]).await;
         let fenced = events_of(&h, &coordinator, "ownership.expired").await;
