@@ -3,9 +3,9 @@
 //! [`register`] wraps the default VFS ("unix" on Linux) under a new name. Every file opens
 //! through the default VFS exactly as before; a database's main file and its WAL then get a
 //! copy of their real method table in which `xWrite`, `xSync` and `xTruncate` first ask the
-//! [`Hook`]. `None` goes on to the real method; `Some(failure)` returns SQLite's error for a
-//! full disk or a failed write without touching the file, which is what SQLite would see if
-//! the disk failed there. Everything else (reads, locks, the WAL's shared memory, closing) is
+//! [`Hook`]. `None` goes on to the real method; `Some(failure)` returns, without touching the
+//! file, the code the unix VFS would have returned had the operating system failed that call
+//! with `ENOSPC` or `EIO`. Everything else (reads, locks, the WAL's shared memory, closing) is
 //! the real method itself, not a wrapper, so a connection through this VFS behaves as one
 //! through the default VFS while nothing is armed.
 //!
@@ -23,8 +23,8 @@
 
 use std::ffi::{CString, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rusqlite::ffi;
 
@@ -48,23 +48,26 @@ pub enum Op {
     Truncate,
 }
 
-/// How a hooked call fails.
+/// How a hooked call fails: the `errno` the operating system gave it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {
-    /// The disk is full: `SQLITE_FULL`, as the default VFS answers `ENOSPC`.
+    /// The disk is full: `ENOSPC`.
     Full,
-    /// The disk failed: `SQLITE_IOERR_WRITE`, `_FSYNC` or `_TRUNCATE`, as for `EIO`.
+    /// The disk failed: `EIO`.
     Io,
 }
 
 impl Failure {
-    /// The code the default VFS returns for this failure of `op`.
+    /// The code the unix VFS returns for this failure of `op`: `ENOSPC` is `SQLITE_FULL` only
+    /// from a write (its `unixSync` and `unixTruncate` report every error as
+    /// `SQLITE_IOERR_FSYNC` and `SQLITE_IOERR_TRUNCATE`); `EIO` is the `SQLITE_IOERR_*` of the
+    /// operation.
     pub fn code(self, op: Op) -> c_int {
         match (self, op) {
-            (Self::Full, _) => ffi::SQLITE_FULL,
-            (Self::Io, Op::Write) => ffi::SQLITE_IOERR_WRITE,
-            (Self::Io, Op::Sync) => ffi::SQLITE_IOERR_FSYNC,
-            (Self::Io, Op::Truncate) => ffi::SQLITE_IOERR_TRUNCATE,
+            (Self::Full, Op::Write) => ffi::SQLITE_FULL,
+            (_, Op::Write) => ffi::SQLITE_IOERR_WRITE,
+            (_, Op::Sync) => ffi::SQLITE_IOERR_FSYNC,
+            (_, Op::Truncate) => ffi::SQLITE_IOERR_TRUNCATE,
         }
     }
 }
@@ -109,6 +112,13 @@ struct Extra {
 /// # Errors
 /// SQLite's code if there is no default VFS or the registration fails.
 pub fn register(hook: Arc<dyn Hook>) -> Result<String, c_int> {
+    // SQLite links registered VFSes through their `pNext`, which `sqlite3_vfs_register` writes
+    // under its own lock; the copy of the default VFS below reads it, so registrations from
+    // several threads (tests run in parallel) take turns here. Nothing else registers a VFS.
+    static REGISTERING: Mutex<()> = Mutex::new(());
+    let _turn = REGISTERING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = format!("weft-faults-{}", NEXT.fetch_add(1, Ordering::Relaxed));
     let c_name = CString::new(name.clone()).map_err(|_| ffi::SQLITE_MISUSE)?;

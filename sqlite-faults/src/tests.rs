@@ -110,11 +110,12 @@ fn a_failed_wal_write_or_fsync_fails_the_commit_and_nothing_shows() {
             ErrorCode::SystemIoFailure,
             ffi::SQLITE_IOERR_WRITE,
         ),
+        // The unix VFS reports any failed fsync as an I/O error, ENOSPC included.
         (
             Op::Sync,
             Failure::Full,
-            ErrorCode::DiskFull,
-            ffi::SQLITE_FULL,
+            ErrorCode::SystemIoFailure,
+            ffi::SQLITE_IOERR_FSYNC,
         ),
         (
             Op::Sync,

@@ -11,7 +11,8 @@ use weft_api::evidence::EVIDENCE_TYPE;
 
 use super::budget::{MISSION, limit, mission_with, started};
 use super::harness::*;
-use super::work_setup::evidence_payload;
+use super::work::{offer, ok};
+use super::work_setup::{command_doc, command_request, contract, evidence_payload};
 
 /// `payload` signed by `agent`, bound to its Execution Lease when it owns the WorkItem.
 async fn bound(h: &Harness, agent: &Agent, payload: &Value) -> Request<Body> {
@@ -116,6 +117,63 @@ backends!(
         assert_eq!(
             in_force(&h, &lead, "wi-other").await.1,
             json!("coordinator")
+        );
+    }
+);
+
+backends!(
+    /// Separation of duties when the work comes after the review: a reviewer's pass recorded
+    /// on a WorkItem before it took the work weighs as a worker's claim once it owns it, so
+    /// it neither stands as the verdict over another reviewer's `fail` nor counts for its
+    /// submission.
+    async fn a_review_recorded_before_taking_the_work_is_a_claim(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let dual = h.agent("d1", "g1", &["worker", "reviewer"]).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        mission_with(&h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
+        let wi = "wi-later";
+        let authorize = json!({"workItemId": wi, "missionId": MISSION, "contract": contract(&[])});
+        ok(&h, &coordinator, "g1", "work.authorize", authorize).await;
+        let early = recorded(&h, &dual, wi, "automated_test", "pass").await;
+        assert_eq!(
+            in_force(&h, &dual, wi).await,
+            (json!("d1"), json!("reviewer"), json!("pass")),
+            "a review while it has not worked on it"
+        );
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer(wi, "o-later", &["d1"], &h, 600),
+        )
+        .await;
+        let accept = json!({"workItemId": wi, "offerId": "o-later"});
+        ok(&h, &dual, "g1", "work.accept_offer", accept).await;
+        assert_eq!(
+            in_force(&h, &dual, wi).await,
+            (json!("d1"), json!("worker"), json!("pass")),
+            "the owner's own review is a claim now"
+        );
+        // Its submission cannot cite it: a Worker's claim counts only under the current lease.
+        let started = ok(&h, &dual, "g1", "work.start", json!({"workItemId": wi})).await;
+        let artifact = h.put_in(&dual, "g1", b"the report", &[], wi).await;
+        let submit =
+            json!({"workItemId": wi, "artifacts": [artifact.to_string()], "evidence": [early]});
+        let mut submit = command_doc(&h, &dual, "g1", "work.submit", submit).await;
+        submit["leaseId"] = started["state"]["lease"]["leaseId"].clone();
+        refused(
+            &h,
+            command_request(&dual, "g1", &submit),
+            "evidence_missing",
+        )
+        .await;
+        recorded(&h, &reviewer, wi, "reviewer_agent", "fail").await;
+        assert_eq!(
+            in_force(&h, &dual, wi).await,
+            (json!("r1"), json!("reviewer"), json!("fail")),
+            "a review outranks it, uncontested"
         );
     }
 );

@@ -405,6 +405,13 @@ backends!(
                 continue;
             }
             for (fault, code, status) in KINDS {
+                // SQLite reports a failed fsync as an I/O error whatever its errno.
+                let (code, status) = match case.site {
+                    FaultSite::DbWalSync => {
+                        ("storage_unavailable", StatusCode::SERVICE_UNAVAILABLE)
+                    }
+                    _ => (code, status),
+                };
                 seed += 1;
                 let context = format!(
                     "{:?} after {} at {:?}, {fault:?}",

@@ -3,7 +3,7 @@
 //! are preserved as Evidence signed by the server's key).
 
 mod reviewer;
-mod standing;
+pub(crate) mod standing;
 
 use crate::sql::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
@@ -478,6 +478,11 @@ pub(crate) fn criteria_of(
         .first()
         .map(|(_, mission)| mission.clone())
         .or_else(|| mission_id.map(Id::to_string));
+    // Separation of duties, at weigh time: see `standing::weighed`.
+    let workers = match rows.first() {
+        Some((_, (group, _))) => standing::worked_on(conn, work_item_id.as_str(), group)?,
+        None => BTreeSet::new(),
+    };
     struct Acc {
         records: Vec<(Weighed, Verdict)>,
         counts: OutcomeCounts,
@@ -505,6 +510,7 @@ pub(crate) fn criteria_of(
                 "unknown standing {standing}"
             )))
         })?;
+        let standing = standing::weighed(standing, &producer, &workers);
         let acc = by_criterion.entry(criterion).or_insert_with(|| Acc {
             records: Vec::new(),
             counts: OutcomeCounts::default(),

@@ -1,39 +1,67 @@
-//! What a producer's standing lets it do with one Evidence record (EVD-1), checked in the
-//! record's transaction: separation of duties (whether the producer did the work the record
-//! judges; `mod.rs` then weighs its word as a Worker's, `verdict::on_own_work`) and whether it
-//! may supersede the record it names.
+//! What a producer's standing lets it do with Evidence (EVD-1): separation of duties (who did
+//! the work a record judges; such a producer's word weighs as a Worker's,
+//! `verdict::on_own_work`, both when it records, in the record's transaction, and whenever
+//! records are weighed, so doing the work after recording a review does not keep the review)
+//! and whether a producer may supersede the record it names.
+
+use std::collections::BTreeSet;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::Evidence;
-use weft_api::verdict::{Standing, may_supersede};
+use weft_api::verdict::{Standing, may_supersede, on_own_work};
 use weft_api::{ArtifactId, ErrorCode, Id};
 
 use crate::error::{Error, reject};
 use crate::sql::Cached as _;
 
-/// Separation of duties: whether `agent` did the work `evidence` judges: it owns or has held
-/// a lease of the WorkItem, published an Artifact for it, or published an Artifact the
-/// Evidence cites.
+/// Separation of duties: the Agents who did the work of WorkItem `work_item` in `group`, at
+/// any time so far: its owner, every Agent that held a lease of it (leases are never
+/// deleted, so a reassignment does not forget one), every producer of a manifest for it.
+/// Empty for a WorkItem of another Group, so nothing here tells a caller about one.
+pub(crate) fn worked_on(
+    conn: &Connection,
+    work_item: &str,
+    group: &str,
+) -> Result<BTreeSet<String>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT owner FROM work_items WHERE work_item_id = ?1 AND group_id = ?2 AND owner IS NOT NULL
+         UNION SELECT l.agent_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
+               WHERE l.work_item_id = ?1 AND w.group_id = ?2
+         UNION SELECT producer FROM manifests WHERE work_item_id = ?1 AND group_id = ?2",
+    )?;
+    let agents = statement
+        .query_map([work_item, group], |row| row.get::<_, String>(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(agents)
+}
+
+/// The standing `recorded` (as stored with a record by `producer`) weighs with now: a
+/// Worker's if `producer` did the work (`workers`, from [`worked_on`]), whenever that
+/// happened, before or after the record; so a reviewer that records first and takes the
+/// work later has not reviewed itself.
+pub(crate) fn weighed(recorded: Standing, producer: &str, workers: &BTreeSet<String>) -> Standing {
+    if workers.contains(producer) {
+        on_own_work(recorded)
+    } else {
+        recorded
+    }
+}
+
+/// Separation of duties at record time: whether `agent` did the work `evidence` judges (see
+/// [`worked_on`]) or published, in the Evidence's Group, an Artifact the Evidence cites.
 pub(super) fn did_the_work(
     txn: &Connection,
     evidence: &Evidence,
     agent: &str,
 ) -> Result<bool, Error> {
     let (work_item, group) = (evidence.work_item_id.as_str(), evidence.group_id.as_str());
-    let on_the_work_item: bool = txn.row(
-        "SELECT EXISTS (SELECT 1 FROM work_items WHERE work_item_id = ?1 AND group_id = ?2 AND owner = ?3)
-             OR EXISTS (SELECT 1 FROM leases WHERE work_item_id = ?1 AND agent_id = ?3)
-             OR EXISTS (SELECT 1 FROM manifests WHERE work_item_id = ?1 AND group_id = ?2 AND producer = ?3)",
-        [work_item, group, agent],
-        |row| row.get(0),
-    )?;
-    if on_the_work_item {
+    if worked_on(txn, work_item, group)?.contains(agent) {
         return Ok(true);
     }
     for artifact in &evidence.artifacts {
         let published: bool = txn.row(
-            "SELECT EXISTS (SELECT 1 FROM manifests WHERE blake3 = ?1 AND producer = ?2)",
-            params![&artifact.0[..], agent],
+            "SELECT EXISTS (SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND producer = ?3)",
+            params![&artifact.0[..], group, agent],
             |row| row.get(0),
         )?;
         if published {

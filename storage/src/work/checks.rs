@@ -149,7 +149,13 @@ fn counts_for(
     if outcome != "pass" || !criterion.required_evidence.contains(&method) {
         return Ok(false);
     }
-    if standing != "worker" {
+    // A review counts as one unless its producer did this work (separation of duties, at
+    // weigh time: `evidence::standing::weighed`); a Worker's claim only from the owner
+    // under its current lease.
+    if standing != "worker"
+        && !crate::evidence::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?
+            .contains(&producer)
+    {
         return Ok(true);
     }
     // Recorded after the `work.started` Event that opened the current lease.
