@@ -126,8 +126,9 @@ pub(super) async fn record_evidence(
 }
 
 backends!(
-    /// T2, T3, T4 (SM-7), T7, T11 (EVD-2), T12: authorize → offer → accept → start → submit →
-    /// accept_result, each with its Event carrying `causationCommandId`, and the reads.
+    /// T2, T3 (OFR-2), T4 (SM-7), T7, T11 (EVD-2), T12: authorize → offer → accept → start →
+    /// submit → accept_result, each with its Event carrying `causationCommandId`, and the
+    /// reads.
     async fn a_work_item_runs_from_authorize_to_verified(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
@@ -143,7 +144,7 @@ backends!(
         .await;
         assert_eq!(authorized["state"]["state"], "open");
         assert_eq!(authorized["events"][0]["type"], "work.authorized");
-        ok(
+        let offered = ok(
             &h,
             &coordinator,
             "g1",
@@ -151,6 +152,9 @@ backends!(
             offer("wi-1", "o1", &["w1"], &h, 600),
         )
         .await;
+        // OFR-2: an offer reserves no ownership before it is accepted.
+        assert_eq!(offered["state"]["state"], "offered");
+        assert!(offered["state"]["owner"].is_null(), "{offered}");
         let accepted = ok(
             &h,
             &w1,

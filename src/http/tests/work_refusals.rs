@@ -12,7 +12,9 @@ use super::work_setup::{
 };
 
 backends!(
-    /// Bad Commands (issue #11's list): each answers its exact code and changes nothing.
+    /// Bad Commands (issue #11's list): each answers its exact code and changes nothing. A
+    /// Command never reaches into another Group (DEP-5: no cross-Group transactions): naming
+    /// its WorkItem, as a dependency or a target, is `unknown_work_item`.
     async fn bad_commands_are_refused_and_change_nothing(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, w2) = group(&h).await;
