@@ -40,8 +40,9 @@ pub(crate) struct Settings {
     pub(crate) sample: usize,
     /// The campaign's directory (the data directory and the server log go below it).
     pub(crate) dir: PathBuf,
-    /// Records one acknowledged blob that was never uploaded, so the oracle must report a loss
-    /// (the e2e test's proof that the oracle is not blind).
+    /// Records one acknowledged blob that was never uploaded and one acknowledged charge that
+    /// was never sent, so the oracle must report two losses (the e2e test's proof that the
+    /// oracle is not blind).
     pub(crate) phantom: bool,
     /// Prints a line per oracle run to stderr.
     pub(crate) verbose: bool,
@@ -156,6 +157,13 @@ pub(crate) async fn run(settings: Settings) -> Result<Report, String> {
             kill: 0,
         };
         lock(&record).blobs.push(phantom);
+        // And one acknowledged charge that was never sent: the spend must come up short.
+        let never = weft_api::Envelope::sign(&world.key, weft_api::work::COMMAND_TYPE, b"{}");
+        lock(&record).charges.push(record::Charge {
+            envelope: never,
+            acked: true,
+            kill: 0,
+        });
     }
     for kill in 1..=settings.kills {
         let load = load::start(
@@ -184,6 +192,8 @@ pub(crate) async fn run(settings: Settings) -> Result<Report, String> {
         };
         server = restarted;
         report.restarts.push(took);
+        let losses = load::resend_charges(&server.url, &world, &record, kill).await;
+        report.losses.extend(losses);
         let last = kill == settings.kills;
         if kill % settings.check_every == 0 || last {
             let outcome = oracle::check(
@@ -244,7 +254,14 @@ fn finish(mut report: Report, record: &Mutex<Record>, started: Instant) -> Repor
             record.with_content,
         ),
         ("Evidence records", record.evidence.len() as u64),
-        ("Commands (lease.renew)", record.commands.len() as u64),
+        (
+            "Commands (lease.renew, work.progress)",
+            record.commands.len() as u64,
+        ),
+        (
+            "  of them charges re-sent after a kill",
+            record.charges_resent,
+        ),
         ("ACKs (cursor moves answered)", record.acks),
         (
             "Events received by the subscriber",

@@ -62,8 +62,10 @@ pub(super) async fn check(
     let client = Client::new(url, Some(world.token.clone()));
     let token = world.token.as_str();
     let mut outcome = Outcome::default();
-    let (expected, seen, acked_cursor) = {
+    let (expected, seen, acked_cursor, charges) = {
         let record = record.lock().unwrap_or_else(|e| e.into_inner());
+        let acked = record.charges.iter().filter(|charge| charge.acked).count() as u64;
+        let charges = (acked, record.charges.len() as u64);
         let mut expected: HashMap<u64, Vec<Expect>> = HashMap::new();
         for p in &record.publications {
             let at = expected.entry(p.sequence).or_default();
@@ -79,8 +81,22 @@ pub(super) async fn check(
                 at.push(Expect::Command(c.command_id.clone(), kind.clone(), c.kill));
             }
         }
-        (expected, record.seen.clone(), record.acked_cursor)
+        (expected, record.seen.clone(), record.acked_cursor, charges)
     };
+    // Exactly once: every acknowledged charge is in the WorkItem's spend, none twice (one
+    // token each; a charge whose answer was cut may or may not be, until it is re-sent).
+    let (acked, sent) = charges;
+    match client.work_item(&world.work_item).await {
+        Ok(view) => {
+            let spent = view.budget.spent.tokens;
+            outcome.check(acked <= spent && spent <= sent, || {
+                format!(
+                    "after kill {kill}: {spent} tokens spent, but {acked} charges acknowledged of {sent} sent"
+                )
+            });
+        }
+        Err(e) => outcome.lost(format!("after kill {kill}: the WorkItem: {e}")),
+    }
 
     let hashes = replay(&client, world, kill, &expected, &mut outcome).await;
     let head = hashes.len() as u64;

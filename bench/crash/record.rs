@@ -66,6 +66,15 @@ pub(super) struct EvidenceAck {
 }
 
 #[derive(Clone, Debug)]
+pub(super) struct Charge {
+    /// The signed `work.progress`, exactly as sent.
+    pub(super) envelope: weft_api::Envelope,
+    /// Its answer arrived whole (at first or when re-sent).
+    pub(super) acked: bool,
+    pub(super) kill: usize,
+}
+
+#[derive(Clone, Debug)]
 pub(super) struct CommandAck {
     pub(super) command_id: String,
     /// The Events the answer named: (sequence, type).
@@ -96,6 +105,13 @@ pub(super) struct Record {
     pub(super) publications: Vec<Publication>,
     pub(super) evidence: Vec<EvidenceAck>,
     pub(super) commands: Vec<CommandAck>,
+    /// Every `work.progress` sent, each charging one token to the WorkItem (and its Mission):
+    /// recorded before it is sent, so one cut by a kill is re-sent, same bytes, after the
+    /// restart. Each must be charged exactly once.
+    pub(super) charges: Vec<Charge>,
+    /// Charges re-sent after a restart because their answer was cut by the kill (each must
+    /// then be applied once: now, or before the kill with its answer lost).
+    pub(super) charges_resent: u64,
     /// The highest sequence an ACK was answered for (the server's cursor may not be behind).
     pub(super) acked_cursor: u64,
     /// ACK requests answered.
