@@ -346,9 +346,11 @@ async fn time_graph_reads(
 }
 
 /// Drives `x` (no dependencies) to `verified`: offer, accept, start, an artifact and
-/// passing Evidence, submit, accept_result. Answers how long the last Command took.
+/// passing Evidence, submit (all by `actor`), then accept_result by `lead`, a coordinator that
+/// did not do the work (separation of duties). Answers how long the last Command took.
 async fn verify(
     actor: &mut Actor,
+    lead: &mut Actor,
     mission: &str,
     x: &str,
     dir: &std::path::Path,
@@ -421,7 +423,7 @@ async fn verify(
         )
         .await?;
     let started = Instant::now();
-    let accepted = actor
+    let accepted = lead
         .command("work.accept_result", json!({"workItemId": x}), None)
         .await?;
     let took = started.elapsed();
@@ -519,6 +521,16 @@ async fn main() -> anyhow::Result<()> {
         .set_membership(&elig_group, &coordinator_id, &roles)
         .await?;
     let mut actor = Actor::open(&base, &coordinator_id, &key, &elig_group, "m-elig").await?;
+    // Accepts x's result: a coordinator that did not do the work.
+    let lead_id = Id::parse("a", "elig-lead")?;
+    let lead_key = SigningKey::from_bytes(&[201u8; 32]);
+    admin
+        .register_agent(&lead_id, &lead_key.verifying_key(), "1")
+        .await?;
+    admin
+        .set_membership(&elig_group, &lead_id, &[Role::Coordinator])
+        .await?;
+    let mut lead = Actor::open(&base, &lead_id, &lead_key, &elig_group, "m-elig").await?;
     actor
         .command(
             "mission.create",
@@ -549,7 +561,7 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let url = format!("{base}/v1/missions/m-elig/workitems");
     let before = time_graph_reads(&store, &http, &url, &mission, runs).await?;
-    let accept_took = verify(&mut actor, "m-elig", "x", dir.path()).await?;
+    let accept_took = verify(&mut actor, &mut lead, "m-elig", "x", dir.path()).await?;
     let after = time_graph_reads(&store, &http, &url, &mission, runs).await?;
     anyhow::ensure!(
         before.eligible == 1 && after.eligible == dependents + 1,

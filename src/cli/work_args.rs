@@ -168,7 +168,7 @@ pub(super) enum WorkAction {
         #[command(flatten)]
         command: CommandArgs,
     },
-    /// `work.accept_result` (reviewer or coordinator): the WorkItem is verified.
+    /// `work.accept_result` (a coordinator that did not do the work): the WorkItem is verified.
     AcceptResult(WorkRefArgs),
     /// `work.fail`.
     Fail {

@@ -157,6 +157,10 @@ pub struct Facts {
     /// or checkpoint is then applied there (OFL-11 step 3).
     #[serde(default)]
     pub reconciling: bool,
+    /// The caller did this WorkItem's work (owned it, held a lease of it or published for
+    /// it): separation of duties, it may not accept its own result (`work.accept_result`).
+    #[serde(default)]
+    pub caller_did_the_work: bool,
 }
 
 impl Facts {
@@ -177,6 +181,7 @@ impl Facts {
             evidence_complete: true,
             retry: RetryStanding::Allowed,
             reconciling: false,
+            caller_did_the_work: false,
         }
     }
 }
@@ -337,9 +342,12 @@ pub fn decide(
             }
         }
         // T12 (GAP-2: a failed review is `work.fail`); EVD-3: only once the combined Evidence
-        // passes (every criterion's verdict in force is `pass`, uncontested).
+        // passes (every criterion's verdict in force is `pass`, uncontested); separation of
+        // duties: never by an Agent that did the work.
         (C::WorkAcceptResult, S::Submitted) => {
-            if facts.evidence_complete {
+            if facts.caller_did_the_work {
+                Err(ErrorCode::Forbidden)
+            } else if facts.evidence_complete {
                 go(S::Verified, "work.result_accepted")
             } else {
                 Err(ErrorCode::EvidenceMissing)

@@ -177,3 +177,30 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// Separation of duties for the Commands: an Agent with the coordinator and worker roles
+    /// that did a WorkItem may not accept its result (`forbidden`, nothing changed), even
+    /// when its own claims cover every criterion; a coordinator that did not do it may.
+    async fn a_coordinator_does_not_accept_its_own_result(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let lead = h.agent("l1", "g1", &["worker", "coordinator"]).await;
+        mission_with(&h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
+        let wi = "wi-lead";
+        let lease = started(&h, &coordinator, &lead, MISSION, wi, limit(1000, 1.0)).await;
+        let artifact = h.put_in(&lead, "g1", b"the lead's report", &[], wi).await;
+        let claim = recorded(&h, &lead, wi, "automated_test", "pass").await;
+        let submit =
+            json!({"workItemId": wi, "artifacts": [artifact.to_string()], "evidence": [claim]});
+        let mut submit = command_doc(&h, &lead, "g1", "work.submit", submit).await;
+        submit["leaseId"] = json!(lease);
+        let submitted = h.send(command_request(&lead, "g1", &submit)).await;
+        assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
+        let accept = json!({"workItemId": wi});
+        let own = command_doc(&h, &lead, "g1", "work.accept_result", accept.clone()).await;
+        refused(&h, command_request(&lead, "g1", &own), "forbidden").await;
+        let accepted = ok(&h, &coordinator, "g1", "work.accept_result", accept).await;
+        assert_eq!(accepted["state"]["state"], "verified", "{accepted}");
+    }
+);

@@ -503,6 +503,10 @@ fn facts(
             RetryStanding::Allowed
         },
         reconciling,
+        // Separation of duties: only `work.accept_result` reads it, so only it pays the query.
+        caller_did_the_work: ctx.command.kind == CommandType::WorkAcceptResult
+            && crate::evidence::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?
+                .contains(caller),
     })
 }
 
