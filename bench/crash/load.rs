@@ -25,7 +25,7 @@ use weft_api::work::views::CommandAccepted;
 use weft_api::work::{COMMAND_TYPE, Command, CommandType};
 use weft_api::{Envelope, Id};
 
-use super::record::{Blob, BlobKind, Charge, CommandAck, EvidenceAck, Publication, Record};
+use super::record::{Answer, Blob, BlobKind, Charge, CommandAck, EvidenceAck, Publication, Record};
 use super::server::World;
 
 mod resumable;
@@ -378,12 +378,13 @@ async fn evidence(burst: Arc<Burst>, mut rng: StdRng) {
     }
 }
 
-/// The Command writer: `lease.renew` and, every other time, a `work.progress` charging one
-/// token (a [`Charge`], recorded before it is sent so a kill cannot hide it).
+/// The Command writer: `lease.renew` or, half of the time at random, a `work.progress`
+/// charging one token (a [`Charge`], recorded before it is sent so a kill cannot hide it).
 async fn commands(burst: Arc<Burst>, mut rng: StdRng) {
     let world = burst.world.clone();
     let renew = serde_json::json!({"workItemId": world.work_item});
     while !burst.stopped() {
+        // Half of the Commands, at random, are charges.
         let answer = if rng.random_bool(0.5) {
             burst
                 .client
@@ -400,14 +401,16 @@ async fn commands(burst: Arc<Burst>, mut rng: StdRng) {
             let index = burst.note(|r| {
                 r.charges.push(Charge {
                     envelope: envelope.clone(),
-                    acked: false,
+                    answer: Answer::Pending,
                     kill: burst.kill,
                 });
                 r.charges.len() - 1
             });
             let answer = burst.client.command_envelope(&world.group, &envelope).await;
-            if answer.is_ok() {
-                burst.note(|r| r.charges[index].acked = true);
+            match &answer {
+                Ok(_) => burst.note(|r| r.charges[index].answer = Answer::Acked),
+                Err(Error::Api { .. }) => burst.note(|r| r.charges[index].answer = Answer::Refused),
+                Err(_) => {}
             }
             answer
         };
@@ -424,7 +427,8 @@ async fn commands(burst: Arc<Burst>, mut rng: StdRng) {
 
 /// After a restart: every charge whose answer a kill cut is sent again, the same bytes, so
 /// that each is applied exactly once (the server replays the stored answer of one that
-/// committed). A refusal is a loss; a transport error leaves it for the next restart.
+/// committed). A refusal is a loss (the charge was valid when it was first sent); a
+/// transport error is tried again a few times, then left for the next restart.
 pub(super) async fn resend_charges(
     url: &str,
     world: &World,
@@ -436,24 +440,34 @@ pub(super) async fn resend_charges(
         let record = record.lock().unwrap_or_else(|e| e.into_inner());
         let unacked = record.charges.iter().enumerate();
         unacked
-            .filter(|(_, charge)| !charge.acked)
+            .filter(|(_, charge)| charge.answer == Answer::Pending)
             .map(|(index, charge)| (index, charge.kill, charge.envelope.clone()))
             .collect()
     };
     let mut losses = Vec::new();
     for (index, sent_in, envelope) in pending {
-        match client.command_envelope(&world.group, &envelope).await {
-            Ok(accepted) => {
-                let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
-                record.charges[index].acked = true;
-                record.charges_resent += 1;
-                record.commands.push(command_ack(accepted, kill));
+        for attempt in 0..5 {
+            match client.command_envelope(&world.group, &envelope).await {
+                Ok(accepted) => {
+                    let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
+                    record.charges[index].answer = Answer::Acked;
+                    record.charges_resent += 1;
+                    record.commands.push(command_ack(accepted, kill));
+                }
+                Err(Error::Api { status, body }) => {
+                    let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
+                    record.charges[index].answer = Answer::Refused;
+                    losses.push(format!(
+                        "after kill {kill}: charge {index} (sent in burst {sent_in}) re-sent: {status} {} ({})",
+                        body.code, body.detail
+                    ));
+                }
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+                    continue;
+                }
             }
-            Err(Error::Api { status, body }) => losses.push(format!(
-                "after kill {kill}: charge {index} (sent in burst {sent_in}) re-sent: {status} {} ({})",
-                body.code, body.detail
-            )),
-            Err(_) => {}
+            break;
         }
     }
     losses

@@ -161,7 +161,7 @@ pub(crate) async fn run(settings: Settings) -> Result<Report, String> {
         let never = weft_api::Envelope::sign(&world.key, weft_api::work::COMMAND_TYPE, b"{}");
         lock(&record).charges.push(record::Charge {
             envelope: never,
-            acked: true,
+            answer: record::Answer::Acked,
             kill: 0,
         });
     }

@@ -16,7 +16,7 @@ use weft_api::client::Client;
 use weft_api::event::{Delivered, EventHash, verify_chain};
 use weft_api::{ArtifactId, Digest};
 
-use super::record::{Blob, Publication, Record};
+use super::record::{Answer, Blob, Publication, Record};
 use super::server::World;
 
 const READERS: usize = 4;
@@ -64,8 +64,11 @@ pub(super) async fn check(
     let mut outcome = Outcome::default();
     let (expected, seen, acked_cursor, charges) = {
         let record = record.lock().unwrap_or_else(|e| e.into_inner());
-        let acked = record.charges.iter().filter(|charge| charge.acked).count() as u64;
-        let charges = (acked, record.charges.len() as u64);
+        let count = |answer| {
+            let charges = record.charges.iter();
+            charges.filter(|charge| charge.answer == answer).count() as u64
+        };
+        let charges = (count(Answer::Acked), count(Answer::Pending));
         let mut expected: HashMap<u64, Vec<Expect>> = HashMap::new();
         for p in &record.publications {
             let at = expected.entry(p.sequence).or_default();
@@ -84,16 +87,25 @@ pub(super) async fn check(
         (expected, record.seen.clone(), record.acked_cursor, charges)
     };
     // Exactly once: every acknowledged charge is in the WorkItem's spend, none twice (one
-    // token each; a charge whose answer was cut may or may not be, until it is re-sent).
-    let (acked, sent) = charges;
+    // token each; one whose answer was cut may or may not be, until it is re-sent; a refused
+    // one is not). At the end every charge must have been answered, and the spend must be
+    // exactly the acknowledged ones.
+    let (acked, pending) = charges;
     match client.work_item(&world.work_item).await {
         Ok(view) => {
             let spent = view.budget.spent.tokens;
-            outcome.check(acked <= spent && spent <= sent, || {
+            outcome.check(acked <= spent && spent <= acked + pending, || {
                 format!(
-                    "after kill {kill}: {spent} tokens spent, but {acked} charges acknowledged of {sent} sent"
+                    "after kill {kill}: {spent} tokens spent, but {acked} charges acknowledged and {pending} unanswered"
                 )
             });
+            if full {
+                outcome.check(pending == 0 && spent == acked, || {
+                    format!(
+                        "at the end: {spent} tokens spent for {acked} charges acknowledged, {pending} never answered"
+                    )
+                });
+            }
         }
         Err(e) => outcome.lost(format!("after kill {kill}: the WorkItem: {e}")),
     }

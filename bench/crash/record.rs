@@ -69,9 +69,20 @@ pub(super) struct EvidenceAck {
 pub(super) struct Charge {
     /// The signed `work.progress`, exactly as sent.
     pub(super) envelope: weft_api::Envelope,
-    /// Its answer arrived whole (at first or when re-sent).
-    pub(super) acked: bool,
+    pub(super) answer: Answer,
     pub(super) kill: usize,
+}
+
+/// What a charge's request got back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// Nothing whole yet (cut by a kill): it may or may not have been applied; re-sent after
+    /// the restart.
+    Pending,
+    /// Its answer arrived whole (at first or when re-sent): applied exactly once.
+    Acked,
+    /// A whole refusal: not applied (counted with the refusals, never re-sent).
+    Refused,
 }
 
 #[derive(Clone, Debug)]

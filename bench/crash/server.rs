@@ -194,7 +194,8 @@ pub(super) async fn setup(server: &Server, data: &Path) -> Result<World, String>
     };
     let client = Client::new(server.url.clone(), Some(world.token.clone()));
     let signer = world.signer();
-    let budget = serde_json::json!({"financial": 1000.0, "tokens": 1000000, "toolCalls": 1000,
+    // Room for a billion one-token charges: no campaign ends in `budget_exceeded`.
+    let budget = serde_json::json!({"financial": 1000.0, "tokens": 1_000_000_000u64, "toolCalls": 1000,
         "computeSeconds": 1000000, "wallClockSeconds": 1000000, "sideEffects": 1000});
     let mission = serde_json::json!({"missionId": "m1", "title": "crash campaign",
         "priorityClass": "normal", "budget": budget});
@@ -208,6 +209,7 @@ pub(super) async fn setup(server: &Server, data: &Path) -> Result<World, String>
     let month = 30 * 24 * 3600;
     contract["leases"]["ownershipSeconds"] = month.into();
     contract["leases"]["executionSeconds"] = month.into();
+    contract["budgets"]["tokens"] = 1_000_000_000u64.into();
     let authorize =
         serde_json::json!({"workItemId": "w1", "missionId": "m1", "contract": contract});
     client

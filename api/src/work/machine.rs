@@ -385,9 +385,15 @@ pub fn decide(
 pub fn decide_mission(
     state: MissionState,
     command: CommandType,
+    caller_did_the_parent_work: bool,
 ) -> Result<MissionState, ErrorCode> {
     use CommandType as C;
     match (command, state) {
+        // Separation of duties: approving a child Mission verifies its parent WorkItem (T16),
+        // so an Agent that did that WorkItem's work may not approve it.
+        (C::MissionApprove, MissionState::Active) if caller_did_the_parent_work => {
+            Err(ErrorCode::Forbidden)
+        }
         (C::MissionApprove, MissionState::Active) => Ok(MissionState::Approved),
         (C::MissionFail, MissionState::Active) => Ok(MissionState::Failed),
         (C::MissionCancel, MissionState::Active) => Ok(MissionState::Cancelled),

@@ -199,8 +199,85 @@ backends!(
         assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
         let accept = json!({"workItemId": wi});
         let own = command_doc(&h, &lead, "g1", "work.accept_result", accept.clone()).await;
-        refused(&h, command_request(&lead, "g1", &own), "forbidden").await;
+        let answer = refused(&h, command_request(&lead, "g1", &own), "forbidden").await;
+        let detail = answer.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(detail.contains("separation of duties"), "{detail}");
         let accepted = ok(&h, &coordinator, "g1", "work.accept_result", accept).await;
         assert_eq!(accepted["state"]["state"], "verified", "{accepted}");
+    }
+);
+
+backends!(
+    /// Separation of duties through a child Mission: approving it verifies its parent
+    /// WorkItem (T16), so the Agent that did the parent's work may not approve it
+    /// (`forbidden`, nothing changed); another coordinator may.
+    async fn a_coordinator_does_not_approve_the_child_mission_of_its_own_work(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let lead = h.agent("l1", "g1", &["worker", "coordinator"]).await;
+        mission_with(&h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
+        let wi = "wi-parent";
+        started(&h, &coordinator, &lead, MISSION, wi, limit(1000, 1.0)).await;
+        let child = json!({"workItemId": wi, "childMissionId": "m-child", "title": "sub",
+                           "childFailurePolicy": "fail"});
+        let blocked = ok(&h, &lead, "g1", "mission.create_child", child).await;
+        assert_eq!(blocked["state"]["state"], "blocked", "{blocked}");
+        let approve = json!({"missionId": "m-child"});
+        let own = command_doc(&h, &lead, "g1", "mission.approve", approve.clone()).await;
+        let answer = refused(&h, command_request(&lead, "g1", &own), "forbidden").await;
+        let detail = answer.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(detail.contains("separation of duties"), "{detail}");
+        ok(&h, &coordinator, "g1", "mission.approve", approve).await;
+        let parent = h
+            .get_json(&coordinator, &format!("/v1/workitems/{wi}"))
+            .await;
+        assert_eq!(parent["state"], "verified", "T16: {parent}");
+    }
+);
+
+backends!(
+    /// Separation of duties for corrections: a reviewer that supersedes another reviewer's
+    /// `fail` and then takes the work has not overturned it: once it did the work, its
+    /// correction no longer counts, and the `fail` is the verdict again.
+    async fn a_correction_recorded_before_taking_the_work_stops_counting(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let dual = h.agent("d1", "g1", &["worker", "reviewer"]).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        mission_with(&h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
+        let wi = "wi-corrected";
+        let authorize = json!({"workItemId": wi, "missionId": MISSION, "contract": contract(&[])});
+        ok(&h, &coordinator, "g1", "work.authorize", authorize).await;
+        let failed = recorded(&h, &reviewer, wi, "reviewer_agent", "fail").await;
+        let mut correction = evidence_payload(&dual, "g1", MISSION, wi, "reviewer_agent", &[]);
+        correction["supersedes"] = json!(failed);
+        let answer = h.send(bound(&h, &dual, &correction).await).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        assert_eq!(
+            in_force(&h, &dual, wi).await,
+            (json!("d1"), json!("reviewer"), json!("pass")),
+            "a reviewer's correction, before it worked on it"
+        );
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer(wi, "o-c", &["d1"], &h, 600),
+        )
+        .await;
+        let accept = json!({"workItemId": wi, "offerId": "o-c"});
+        ok(&h, &dual, "g1", "work.accept_offer", accept).await;
+        assert_eq!(
+            in_force(&h, &dual, wi).await,
+            (json!("r1"), json!("reviewer"), json!("fail")),
+            "the fail stands again once the corrector took the work"
+        );
     }
 );

@@ -130,7 +130,11 @@ fn check_approval(
         )
         .optional()?
         .is_some();
-    let approves = standing == Standing::Approver.as_str()
+    // Separation of duties at weigh time: an approver that did the work since is a worker.
+    let workers =
+        crate::evidence::standing::worked_on(conn, evidence.work_item_id.as_str(), group)?;
+    let approver_now = standing == Standing::Approver.as_str() && !workers.contains(&producer);
+    let approves = approver_now
         && evidence.is_reuse_approval()
         && evidence.subject.id == artifact.to_string()
         && evidence.result.outcome == Outcome::Pass

@@ -440,7 +440,7 @@ pub(crate) fn criteria_of(
     }
     let sql = format!(
         "SELECT e.evidence_id, e.criterion, e.outcome, e.method_kind, e.producer, e.timestamp, e.sequence,
-                EXISTS (SELECT 1 FROM evidence s WHERE s.supersedes = e.evidence_id), e.standing,
+                e.standing,
                 e.group_id, e.mission_id
          FROM evidence e WHERE e.work_item_id = ?1{mission_clause}{} ORDER BY e.rowid",
         visible_clause(reader, &mut args)
@@ -458,10 +458,9 @@ pub(crate) fn criteria_of(
                     row.get::<_, String>(4)?,
                     row.get::<_, String>(5)?,
                     row.get::<_, u64>(6)?,
-                    row.get::<_, bool>(7)?,
-                    row.get::<_, String>(8)?,
+                    row.get::<_, String>(7)?,
                 ),
-                (row.get::<_, String>(9)?, row.get::<_, String>(10)?),
+                (row.get::<_, String>(8)?, row.get::<_, String>(9)?),
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
@@ -483,6 +482,7 @@ pub(crate) fn criteria_of(
         Some((_, (group, _))) => standing::worked_on(conn, work_item_id.as_str(), group)?,
         None => BTreeSet::new(),
     };
+    let superseded_now = standing::superseded(conn, work_item_id.as_str(), &workers)?;
     struct Acc {
         records: Vec<(Weighed, Verdict)>,
         counts: OutcomeCounts,
@@ -490,17 +490,9 @@ pub(crate) fn criteria_of(
     }
     let mut by_criterion: BTreeMap<String, Acc> = BTreeMap::new();
     for (row, _) in rows {
-        let (
-            evidence_id,
-            criterion,
-            outcome,
-            method,
-            producer,
-            timestamp,
-            sequence,
-            superseded,
-            standing,
-        ) = row;
+        let (evidence_id, criterion, outcome, method, producer, timestamp, sequence, standing) =
+            row;
+        let superseded = superseded_now.contains(&evidence_id);
         let outcome: Outcome =
             serde_json::from_value(serde_json::json!(outcome)).map_err(Error::backend)?;
         let method: MethodKind =

@@ -15,9 +15,10 @@ use crate::error::{Error, reject};
 use crate::sql::Cached as _;
 
 /// Separation of duties: the Agents who did the work of WorkItem `work_item` in `group`, at
-/// any time so far: its owner, every Agent that held a lease of it (leases are never
-/// deleted, so a reassignment does not forget one), every producer of a manifest for it.
-/// Empty for a WorkItem of another Group, so nothing here tells a caller about one.
+/// any time so far: its owner and every Agent that held a lease of it (leases are never
+/// deleted, so a reassignment does not forget one; a manifest for a WorkItem is accepted only
+/// under its producer's own lease, so every producer is among them). Empty for a WorkItem of
+/// another Group, so nothing here tells a caller about one. Two indexed look-ups.
 pub(crate) fn worked_on(
     conn: &Connection,
     work_item: &str,
@@ -26,13 +27,51 @@ pub(crate) fn worked_on(
     let mut statement = conn.prepare_cached(
         "SELECT owner FROM work_items WHERE work_item_id = ?1 AND group_id = ?2 AND owner IS NOT NULL
          UNION SELECT l.agent_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
-               WHERE l.work_item_id = ?1 AND w.group_id = ?2
-         UNION SELECT producer FROM manifests WHERE work_item_id = ?1 AND group_id = ?2",
+               WHERE l.work_item_id = ?1 AND w.group_id = ?2",
     )?;
     let agents = statement
         .query_map([work_item, group], |row| row.get::<_, String>(0))?
         .collect::<Result<_, _>>()?;
     Ok(agents)
+}
+
+/// The Evidence records of `work_item` superseded now: those a later record names in
+/// `supersedes` whose producer, weighed now ([`weighed`]), may supersede it (its own record,
+/// or a reviewer's or coordinator's that did not do the work). A correction recorded before
+/// its producer took the work stops counting once it does, as its verdict does.
+pub(crate) fn superseded(
+    conn: &Connection,
+    work_item: &str,
+    workers: &BTreeSet<String>,
+) -> Result<BTreeSet<Vec<u8>>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT s.supersedes, s.producer, s.standing, e.producer
+         FROM evidence s JOIN evidence e ON e.evidence_id = s.supersedes
+         WHERE s.work_item_id = ?1 AND s.supersedes IS NOT NULL",
+    )?;
+    let rows = statement
+        .query_map([work_item], |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut superseded = BTreeSet::new();
+    for (earlier, corrector, standing, producer) in rows {
+        let standing: Standing = standing.parse().map_err(|()| {
+            Error::backend(std::io::Error::other(format!(
+                "unknown standing {standing}"
+            )))
+        })?;
+        let now = weighed(standing, &corrector, workers);
+        if may_supersede(now, corrector == producer) {
+            superseded.insert(earlier);
+        }
+    }
+    Ok(superseded)
 }
 
 /// The standing `recorded` (as stored with a record by `producer`) weighs with now: a

@@ -4,6 +4,7 @@
 
 use crate::sql::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
+use std::collections::BTreeSet;
 use weft_api::work::machine::OfferStanding;
 use weft_api::{ArtifactId, ErrorCode};
 
@@ -92,6 +93,11 @@ pub(super) fn covers_criteria(
             .flatten(),
         None => None,
     };
+    // Separation of duties, at weigh time (`evidence::standing`): who did this work, and
+    // which records are superseded by someone who may still supersede them.
+    let workers = crate::evidence::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?;
+    let superseded = crate::evidence::standing::superseded(ctx.tx, &row.work_item_id, &workers)?;
+    let weighing = (workers, superseded);
     for criterion in &row.contract.acceptance_criteria {
         // EVD-3: a criterion the built-in reviewer can satisfy (integrity or schema) is
         // checked by it after the submission; `work.accept_result` waits for its verdict.
@@ -106,7 +112,7 @@ pub(super) fn covers_criteria(
         }
         let mut satisfied = false;
         for record in evidence {
-            if counts_for(ctx, row, record, criterion, lease_started)? {
+            if counts_for(ctx, row, record, criterion, lease_started, &weighing)? {
                 satisfied = true;
                 break;
             }
@@ -130,14 +136,16 @@ fn counts_for(
     record: &ArtifactId,
     criterion: &weft_api::work::contract::AcceptanceCriterion,
     lease_started: Option<u64>,
+    (workers, superseded): &(BTreeSet<String>, BTreeSet<Vec<u8>>),
 ) -> Result<bool, Error> {
+    if superseded.contains(&record.0[..]) {
+        return Ok(false);
+    }
     let found: Option<(String, String, String, String, u64)> = ctx
         .tx
         .row(
             "SELECT e.outcome, e.method_kind, e.standing, e.producer, e.sequence
-             FROM evidence e
-             WHERE e.evidence_id = ?1 AND e.criterion = ?2
-               AND NOT EXISTS (SELECT 1 FROM evidence later WHERE later.supersedes = e.evidence_id)",
+             FROM evidence e WHERE e.evidence_id = ?1 AND e.criterion = ?2",
             params![&record.0[..], criterion.id.as_str()],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )
@@ -152,10 +160,7 @@ fn counts_for(
     // A review counts as one unless its producer did this work (separation of duties, at
     // weigh time: `evidence::standing::weighed`); a Worker's claim only from the owner
     // under its current lease.
-    if standing != "worker"
-        && !crate::evidence::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?
-            .contains(&producer)
-    {
+    if standing != "worker" && !workers.contains(&producer) {
         return Ok(true);
     }
     // Recorded after the `work.started` Event that opened the current lease.

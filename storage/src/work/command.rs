@@ -436,6 +436,12 @@ fn refusal(code: ErrorCode, kind: CommandType, row: &WorkRow, facts: &Facts) -> 
                 "{command}: the offer was withdrawn (OFR-5: another candidate won, or it was replaced)"
             )
         }
+        ErrorCode::Forbidden if facts.caller_did_the_work => {
+            format!(
+                "{command}: the caller did the work of {} (separation of duties): another coordinator accepts its result",
+                row.work_item_id
+            )
+        }
         ErrorCode::Forbidden => {
             format!("{command}: only the current owner or a live offer's candidate (GAP-5)")
         }

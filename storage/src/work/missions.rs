@@ -4,6 +4,7 @@
 
 use crate::sql::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
+use weft_api::work::CommandType;
 use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPropose};
 use weft_api::work::events::{WorkEvent, WorkEventKind};
 use weft_api::work::machine::{MissionState, WorkState, child_outcome, decide_mission, propagate};
@@ -71,16 +72,31 @@ pub(super) fn mission_close(
             ),
         ));
     }
-    mission.state = decide_mission(mission.state, ctx.command.kind).map_err(|code| {
-        reject(
-            code,
-            format!(
-                "{} on a Mission that is {:?}",
-                ctx.command.kind.as_str(),
-                mission.state
-            ),
-        )
-    })?;
+    // Separation of duties: approving a child Mission verifies its parent WorkItem (T16).
+    let caller = ctx.command.agent_id.as_str();
+    let did_the_parent_work = match &mission.parent_work_item_id {
+        Some(parent) if ctx.command.kind == CommandType::MissionApprove => {
+            crate::evidence::standing::worked_on(ctx.tx, parent, &mission.group_id)?
+                .contains(caller)
+        }
+        _ => false,
+    };
+    mission.state = decide_mission(mission.state, ctx.command.kind, did_the_parent_work)
+        .map_err(|code| {
+            let why = if code == ErrorCode::Forbidden {
+                format!(
+                    "{caller} did the work of {}, whose child Mission this is (separation of duties): another coordinator approves it",
+                    mission.parent_work_item_id.as_deref().unwrap_or_default()
+                )
+            } else {
+                format!(
+                    "{} on a Mission that is {:?}",
+                    ctx.command.kind.as_str(),
+                    mission.state
+                )
+            };
+            reject(code, why)
+        })?;
     mission.revision += 1;
     ctx.tx.run(
         "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
