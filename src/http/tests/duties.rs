@@ -51,6 +51,31 @@ async fn in_force(h: &Harness, agent: &Agent, wi: &str) -> (Value, Value, Value)
     )
 }
 
+/// The coordinator `c1`, `d1` (worker and reviewer) and the reviewer `r1` of `g1`, and the
+/// Mission.
+async fn cast(h: &Harness) -> (Agent, Agent, Agent) {
+    let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+    let dual = h.agent("d1", "g1", &["worker", "reviewer"]).await;
+    let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+    mission_with(h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
+    (coordinator, dual, reviewer)
+}
+
+/// `wi` authorized by `coordinator` in the Mission, not offered yet.
+async fn authorized(h: &Harness, coordinator: &Agent, wi: &str) {
+    let authorize = json!({"workItemId": wi, "missionId": MISSION, "contract": contract(&[])});
+    ok(h, coordinator, "g1", "work.authorize", authorize).await;
+}
+
+/// `wi` offered by `coordinator` to `worker` alone, and accepted by it.
+async fn taken(h: &Harness, coordinator: &Agent, worker: &Agent, wi: &str) {
+    let offer_id = format!("o-{wi}");
+    let offered = offer(wi, &offer_id, &[worker.id.as_str()], h, 600);
+    ok(h, coordinator, "g1", "work.offer", offered).await;
+    let accept = json!({"workItemId": wi, "offerId": offer_id});
+    ok(h, worker, "g1", "work.accept_offer", accept).await;
+}
+
 backends!(
     /// A worker who is also a reviewer (or a coordinator) cannot pass its own WorkItem: every
     /// method only reviewers or coordinators claim is `forbidden` there (nothing changes), its
@@ -59,12 +84,9 @@ backends!(
     /// is whole.
     async fn a_producer_does_not_review_its_own_work(kind: Kind) {
         let h = harness(kind).await;
-        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
-        let dual = h.agent("d1", "g1", &["worker", "reviewer"]).await;
+        let (coordinator, dual, reviewer) = cast(&h).await;
         let lead = h.agent("l1", "g1", &["worker", "coordinator"]).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
-        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
-        mission_with(&h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
         for (owner, wi) in [
             (&dual, "wi-dual"),
             (&lead, "wi-lead"),
@@ -128,29 +150,16 @@ backends!(
     /// submission.
     async fn a_review_recorded_before_taking_the_work_is_a_claim(kind: Kind) {
         let h = harness(kind).await;
-        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
-        let dual = h.agent("d1", "g1", &["worker", "reviewer"]).await;
-        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
-        mission_with(&h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
+        let (coordinator, dual, reviewer) = cast(&h).await;
         let wi = "wi-later";
-        let authorize = json!({"workItemId": wi, "missionId": MISSION, "contract": contract(&[])});
-        ok(&h, &coordinator, "g1", "work.authorize", authorize).await;
+        authorized(&h, &coordinator, wi).await;
         let early = recorded(&h, &dual, wi, "automated_test", "pass").await;
         assert_eq!(
             in_force(&h, &dual, wi).await,
             (json!("d1"), json!("reviewer"), json!("pass")),
             "a review while it has not worked on it"
         );
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer(wi, "o-later", &["d1"], &h, 600),
-        )
-        .await;
-        let accept = json!({"workItemId": wi, "offerId": "o-later"});
-        ok(&h, &dual, "g1", "work.accept_offer", accept).await;
+        taken(&h, &coordinator, &dual, wi).await;
         assert_eq!(
             in_force(&h, &dual, wi).await,
             (json!("d1"), json!("worker"), json!("pass")),
@@ -247,13 +256,9 @@ backends!(
     /// correction no longer counts, and the `fail` is the verdict again.
     async fn a_correction_recorded_before_taking_the_work_stops_counting(kind: Kind) {
         let h = harness(kind).await;
-        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
-        let dual = h.agent("d1", "g1", &["worker", "reviewer"]).await;
-        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
-        mission_with(&h, &coordinator, MISSION, limit(1_000_000, 100.0), None).await;
+        let (coordinator, dual, reviewer) = cast(&h).await;
         let wi = "wi-corrected";
-        let authorize = json!({"workItemId": wi, "missionId": MISSION, "contract": contract(&[])});
-        ok(&h, &coordinator, "g1", "work.authorize", authorize).await;
+        authorized(&h, &coordinator, wi).await;
         let failed = recorded(&h, &reviewer, wi, "reviewer_agent", "fail").await;
         let mut correction = evidence_payload(&dual, "g1", MISSION, wi, "reviewer_agent", &[]);
         correction["supersedes"] = json!(failed);
@@ -264,16 +269,7 @@ backends!(
             (json!("d1"), json!("reviewer"), json!("pass")),
             "a reviewer's correction, before it worked on it"
         );
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer(wi, "o-c", &["d1"], &h, 600),
-        )
-        .await;
-        let accept = json!({"workItemId": wi, "offerId": "o-c"});
-        ok(&h, &dual, "g1", "work.accept_offer", accept).await;
+        taken(&h, &coordinator, &dual, wi).await;
         assert_eq!(
             in_force(&h, &dual, wi).await,
             (json!("r1"), json!("reviewer"), json!("fail")),
