@@ -497,12 +497,7 @@ pub(crate) fn criteria_of(
             serde_json::from_value(serde_json::json!(outcome)).map_err(Error::backend)?;
         let method: MethodKind =
             serde_json::from_value(serde_json::json!(method)).map_err(Error::backend)?;
-        let standing: Standing = standing.parse().map_err(|()| {
-            Error::backend(std::io::Error::other(format!(
-                "unknown standing {standing}"
-            )))
-        })?;
-        let standing = standing::weighed(standing, &producer, &workers);
+        let standing = standing::weighed(standing::stored(&standing)?, &producer, &workers);
         let acc = by_criterion.entry(criterion).or_insert_with(|| Acc {
             records: Vec::new(),
             counts: OutcomeCounts::default(),

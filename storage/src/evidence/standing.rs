@@ -61,17 +61,18 @@ pub(crate) fn superseded(
         .collect::<Result<Vec<_>, _>>()?;
     let mut superseded = BTreeSet::new();
     for (earlier, corrector, standing, producer) in rows {
-        let standing: Standing = standing.parse().map_err(|()| {
-            Error::backend(std::io::Error::other(format!(
-                "unknown standing {standing}"
-            )))
-        })?;
-        let now = weighed(standing, &corrector, workers);
+        let now = weighed(stored(&standing)?, &corrector, workers);
         if may_supersede(now, corrector == producer) {
             superseded.insert(earlier);
         }
     }
     Ok(superseded)
+}
+
+/// A standing as the `evidence` table stores it.
+pub(crate) fn stored(text: &str) -> Result<Standing, Error> {
+    text.parse()
+        .map_err(|()| Error::backend(std::io::Error::other(format!("unknown standing {text}"))))
 }
 
 /// The standing `recorded` (as stored with a record by `producer`) weighs with now: a
