@@ -95,17 +95,23 @@ async fn a_killed_database_opens_with_its_wal() {
     for n in 0..50u32 {
         add_group(&db, format!("g{n}")).await;
     }
-    let killed = dir.path().join("killed.sqlite");
-    std::fs::copy(&live, &killed).expect("copy the database");
-    let wal = dir.path().join("live.sqlite-wal");
-    assert!(wal.exists(), "a running database has its WAL");
-    std::fs::copy(&wal, dir.path().join("killed.sqlite-wal")).expect("copy the WAL");
-    let reopened = Db::open(&Location::File(killed)).expect("opens");
-    let n: u64 = reopened
-        .read(|conn| Ok(conn.row("SELECT COUNT(*) FROM groups", [], |row| row.get(0))?))
-        .await
-        .expect("count");
-    assert_eq!(n, 50);
+    assert_eq!(count_groups(&killed_copy(&live, "killed")).await, 50);
+}
+
+/// The database at `live` as a SIGKILL would leave it now (its file and its WAL, copied
+/// beside it under `name`), opened again.
+fn killed_copy(live: &std::path::Path, name: &str) -> Db {
+    let dir = live.parent().expect("in a directory");
+    let copy = dir.join(format!("{name}.sqlite"));
+    std::fs::copy(live, &copy).expect("copy the database");
+    let mut wal = live.as_os_str().to_owned();
+    wal.push("-wal");
+    assert!(
+        std::path::Path::new(&wal).exists(),
+        "a running database has its WAL"
+    );
+    std::fs::copy(&wal, dir.join(format!("{name}.sqlite-wal"))).expect("copy the WAL");
+    Db::open(&Location::File(copy)).expect("reopens")
 }
 
 /// Issue #15's fault rule at the database's own write sites, through SQLite's VFS: a commit
@@ -213,17 +219,6 @@ async fn a_commit_whose_fsync_failed_comes_back_whole_only_before_the_next_commi
         .await
         .expect_err("the fsync fails");
     assert_eq!(count_groups(&db).await, 1, "nothing shows while it runs");
-    // A crash now (the files as a SIGKILL leaves them).
-    let crash = |name: &str| {
-        let copy = dir.path().join(format!("{name}.sqlite"));
-        std::fs::copy(&live, &copy).expect("copy the database");
-        std::fs::copy(
-            dir.path().join("live.sqlite-wal"),
-            dir.path().join(format!("{name}.sqlite-wal")),
-        )
-        .expect("copy the WAL");
-        Db::open(&Location::File(copy)).expect("reopens")
-    };
     let groups = |db: Db| async move {
         db.read(|conn| {
             let mut statement = conn.prepare("SELECT group_id FROM groups ORDER BY group_id")?;
@@ -233,9 +228,13 @@ async fn a_commit_whose_fsync_failed_comes_back_whole_only_before_the_next_commi
         .await
         .expect("read")
     };
-    assert_eq!(groups(crash("first")).await, ["ghost", "kept"]);
+    // A crash now (the files as a SIGKILL leaves them), and one after the next commit.
+    assert_eq!(groups(killed_copy(&live, "first")).await, ["ghost", "kept"]);
     add_group(&db, "after".into()).await;
-    assert_eq!(groups(crash("second")).await, ["after", "kept"]);
+    assert_eq!(
+        groups(killed_copy(&live, "second")).await,
+        ["after", "kept"]
+    );
 }
 
 /// Commits one Group row named `name` (the rows these tests count).
