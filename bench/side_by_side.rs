@@ -599,6 +599,7 @@ fn main() {
                 worker.token.clone(),
             );
             let nginx_get_cpu = per_request(before, probes.sample(), small * get_passes, false);
+            eprintln!("phase: weft GET");
             let before = probes.sample();
             let weft_get = rate(small * get_passes, move |i| {
                 c.get(format!(
