@@ -347,7 +347,7 @@ impl Engine {
             .await?
             .map(|(digests, _)| digests)
             .ok_or_else(|| reject(weft_api::ErrorCode::NotFound, format!("no blob {blake3}")))?;
-        let raw = self.raw_bytes(&digests, None).await?;
+        let raw = self.raw_bytes(&digests).await?;
         Ok(Content::new(
             digests,
             "application/json".into(),

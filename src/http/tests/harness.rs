@@ -9,7 +9,8 @@
 //!   changed: every row of every table hashes the same before and after, and `staging/` is
 //!   empty (the engine's promise that a rejected change commits nothing).
 //!
-//! The tests themselves live in sibling files, one per feature; this file holds no test.
+//! The tests themselves live in sibling files, one per feature; this file holds no test. It is
+//! long (a little over 600 lines) because it is the one place for what every suite shares.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -150,6 +151,36 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
         clock,
         dir,
         coordinators: Default::default(),
+        faults,
+    }
+}
+
+/// A new server on the same data directory, as after a restart (the disk backend).
+pub(super) async fn restart(h: Harness) -> Harness {
+    let Harness {
+        app: old_app,
+        store: old_store,
+        clock,
+        dir,
+        coordinators,
+        faults,
+    } = h;
+    drop(old_app);
+    drop(old_store);
+    let mut config = Config::with_data_dir(dir.path().to_path_buf());
+    config.max_upload_bytes = MAX_UPLOAD;
+    let mut options: weft_storage::Options = config.storage_options();
+    options.clock = Arc::new(clock.clone());
+    let store = weft_storage::Store::open(options)
+        .await
+        .expect("store reopens");
+    let state = AppState::new(store.clone(), ADMIN, &config);
+    Harness {
+        app: app(state),
+        store,
+        clock,
+        dir,
+        coordinators,
         faults,
     }
 }

@@ -190,3 +190,34 @@ backends!(
         assert_eq!(by_blake3.body, bytes);
     }
 );
+
+/// Issue #15: a small artifact read after a restart comes from its row, in one statement, and
+/// the verification that answers it also keeps it in memory: the next read is a hit, with the
+/// same bytes.
+#[tokio::test]
+async fn a_cold_read_is_verified_once_and_kept_in_memory() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    let id = h.put(&worker, "g1", &bytes, &[]).await;
+    let h = restart(h).await;
+    assert_eq!(h.store.hot_stats().entries, 0, "a restart starts cold");
+    let get = || async {
+        h.call(
+            Method::GET,
+            &format!("/v1/artifacts/{id}/content"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+    };
+    let cold = get().await;
+    assert_eq!(cold.status, StatusCode::OK);
+    assert_eq!(cold.body, bytes);
+    assert_eq!(h.store.hot_stats().hits, 0, "the first read is the row's");
+    assert_eq!(h.store.hot_stats().entries, 1, "kept once verified");
+    let warm = get().await;
+    assert_eq!(h.store.hot_stats().hits, 1, "the second read is memory's");
+    assert_eq!(shown(&warm), shown(&cold));
+    assert_eq!(warm.body, bytes);
+}

@@ -6,11 +6,8 @@
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
-use std::sync::Arc;
 
 use super::harness::*;
-use crate::config::Config;
-use crate::http::{AppState, app};
 
 /// A request on an upload session as `token`, with extra headers.
 fn on_upload(
@@ -291,36 +288,6 @@ backends!(
         assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
     }
 );
-
-/// A new server on the same data directory, as after a restart (the disk backend).
-async fn restart(h: Harness) -> Harness {
-    let Harness {
-        app: old_app,
-        store: old_store,
-        clock,
-        dir,
-        coordinators,
-        faults,
-    } = h;
-    drop(old_app);
-    drop(old_store);
-    let mut config = Config::with_data_dir(dir.path().to_path_buf());
-    config.max_upload_bytes = MAX_UPLOAD;
-    let mut options: weft_storage::Options = config.storage_options();
-    options.clock = Arc::new(clock.clone());
-    let store = weft_storage::Store::open(options)
-        .await
-        .expect("store reopens");
-    let state = AppState::new(store.clone(), ADMIN, &config);
-    Harness {
-        app: app(state),
-        store,
-        clock,
-        dir,
-        coordinators,
-        faults,
-    }
-}
 
 /// After a restart HEAD answers the durable offset and the upload finishes; a tail a crash
 /// left past the durable offset is cut off by the next chunk.

@@ -176,19 +176,17 @@ impl crate::engine::Engine {
         self.lineage.newest_media_type_in(id, group_id.as_str())
     }
 
-    /// Keeps the bytes of an inline blob just read from the index, if they are intact
-    /// (`generation` was read before the index was).
+    /// Keeps the bytes of an inline blob read from the index and just verified against
+    /// `digests` by the caller (`generation` was read before the index was).
     pub(crate) fn keep_hot(&self, digests: &Digests, bytes: &Bytes, generation: u64) {
         if self.hot.budget == 0 || bytes.len() as u64 != digests.size {
             return;
         }
-        if blake3::hash(bytes).as_bytes() == &digests.blake3.0 {
-            let blob = HotBlob {
-                digests: *digests,
-                bytes: bytes.clone(),
-            };
-            self.hot.insert(blob, generation);
-        }
+        let blob = HotBlob {
+            digests: *digests,
+            bytes: bytes.clone(),
+        };
+        self.hot.insert(blob, generation);
     }
 }
 

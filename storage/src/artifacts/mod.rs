@@ -40,35 +40,83 @@ pub(crate) fn blob_row(
     conn: &Connection,
     digest: &Digest,
 ) -> Result<Option<(Digests, bool)>, Error> {
-    let (sql, key) = match digest {
-        Digest::Blake3(id) => (
-            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1",
-            id.0,
-        ),
-        Digest::Sha256(sha) => (
-            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE sha256 = ?1",
-            sha.0,
-        ),
+    let sql = match digest {
+        Digest::Blake3(_) => {
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1"
+        }
+        Digest::Sha256(_) => {
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE sha256 = ?1"
+        }
     };
-    let row = conn
-        .row(sql, [&key[..]], |row| {
-            Ok((
-                row.get::<_, Vec<u8>>(0)?,
-                row.get::<_, Vec<u8>>(1)?,
-                row.get::<_, u64>(2)?,
-                row.get::<_, Option<String>>(3)?,
-            ))
-        })
-        .optional()?;
-    row.map(|(blake3, sha256, size, quarantined)| {
+    conn.row(sql, [&key_of(digest)[..]], |row| {
         Ok((
-            Digests {
-                blake3: ArtifactId(to32(blake3)?),
-                sha256: Sha256Digest(to32(sha256)?),
-                size,
-            },
+            row.get::<_, Vec<u8>>(0)?,
+            row.get::<_, Vec<u8>>(1)?,
+            row.get::<_, u64>(2)?,
+            row.get::<_, Option<String>>(3)?,
+        ))
+    })
+    .optional()?
+    .map(|(blake3, sha256, size, quarantined)| {
+        Ok((digests_of(blake3, sha256, size)?, quarantined.is_some()))
+    })
+    .transpose()
+}
+
+/// A blob row (digests, quarantined) with its inline bytes: `None` for a file blob, or a
+/// quarantined one.
+pub(crate) type BlobWithInline = (Digests, bool, Option<Vec<u8>>);
+
+/// A blob row with its inline bytes in one statement, so from one read transaction and one
+/// snapshot: a small GET's whole read.
+pub(crate) fn blob_with_inline(
+    conn: &Connection,
+    digest: &Digest,
+) -> Result<Option<BlobWithInline>, Error> {
+    let sql = match digest {
+        Digest::Blake3(_) => {
+            "SELECT b.blake3, b.sha256, b.size, b.quarantined_at, i.bytes FROM blobs b
+             LEFT JOIN inline_blobs i ON i.blake3 = b.blake3 AND b.quarantined_at IS NULL
+             WHERE b.blake3 = ?1"
+        }
+        Digest::Sha256(_) => {
+            "SELECT b.blake3, b.sha256, b.size, b.quarantined_at, i.bytes FROM blobs b
+             LEFT JOIN inline_blobs i ON i.blake3 = b.blake3 AND b.quarantined_at IS NULL
+             WHERE b.sha256 = ?1"
+        }
+    };
+    conn.row(sql, [&key_of(digest)[..]], |row| {
+        Ok((
+            row.get::<_, Vec<u8>>(0)?,
+            row.get::<_, Vec<u8>>(1)?,
+            row.get::<_, u64>(2)?,
+            row.get::<_, Option<String>>(3)?,
+            row.get::<_, Option<Vec<u8>>>(4)?,
+        ))
+    })
+    .optional()?
+    .map(|(blake3, sha256, size, quarantined, inline)| {
+        Ok((
+            digests_of(blake3, sha256, size)?,
             quarantined.is_some(),
+            inline,
         ))
     })
     .transpose()
+}
+
+/// The bytes a digest is looked up by.
+fn key_of(digest: &Digest) -> [u8; 32] {
+    match digest {
+        Digest::Blake3(id) => id.0,
+        Digest::Sha256(sha) => sha.0,
+    }
+}
+
+fn digests_of(blake3: Vec<u8>, sha256: Vec<u8>, size: u64) -> Result<Digests, Error> {
+    Ok(Digests {
+        blake3: ArtifactId(to32(blake3)?),
+        sha256: Sha256Digest(to32(sha256)?),
+        size,
+    })
 }

@@ -111,7 +111,7 @@ pub(crate) fn full_read(
     verified_by: Option<String>,
 ) -> BoxStream<'static, Result<Bytes, Error>> {
     futures::stream::once(async move {
-        match engine.raw_bytes(&digests, None).await {
+        match engine.raw_bytes(&digests).await {
             Ok(raw) => super::reads::verified_stream(engine, raw, digests, range, verified_by),
             Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
         }
@@ -245,7 +245,7 @@ async fn build(
     digests: &Digests,
     keep: bool,
 ) -> Result<([u8; 32], Vec<u8>, Option<Vec<u8>>), Error> {
-    let mut raw = engine.raw_bytes(digests, None).await?;
+    let mut raw = engine.raw_bytes(digests).await?;
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(2);
     let task = tokio::task::spawn_blocking(move || {
         let mut builder = Builder::default();
@@ -286,7 +286,7 @@ async fn build_spilled(
         }
     }
     let mut leftover = Leftover(Some(path.clone()));
-    let mut raw = engine.raw_bytes(digests, None).await?;
+    let mut raw = engine.raw_bytes(digests).await?;
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(2);
     let task = tokio::task::spawn_blocking(move || {
         let mut builder = Builder::spilling(file, faults);

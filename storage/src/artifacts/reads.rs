@@ -149,6 +149,10 @@ pub struct Content {
     inner: Arc<Engine>,
     /// What an intact re-hash is recorded as; `None` for blobs outside the index (snapshots).
     verified_by: Option<String>,
+    /// For bytes just read from their row: the small-artifact cache's generation before the
+    /// read; the verification that answers them also keeps them there (`hot.rs`), so they
+    /// are hashed once, not once for the cache and once for the answer.
+    keep_hot: Option<u64>,
 }
 
 impl Content {
@@ -165,6 +169,7 @@ impl Content {
             memory: None,
             inner,
             verified_by: None,
+            keep_hot: None,
         }
     }
 
@@ -181,6 +186,9 @@ impl Content {
         let intact = bytes.len() as u64 == self.digests.size
             && blake3::hash(&bytes).as_bytes() == &self.digests.blake3.0;
         let (digests, inner) = (self.digests, Arc::clone(&self.inner));
+        if let (true, Some(generation)) = (intact, self.keep_hot) {
+            inner.keep_hot(&digests, &bytes, generation);
+        }
         Some(async move {
             if !intact {
                 metrics::counter!("weft_verification_failures_total").increment(1);
@@ -401,6 +409,7 @@ impl Engine {
                 memory: Some(bytes),
                 inner: Arc::clone(self),
                 verified_by: None,
+                keep_hot: None,
             });
         }
         self.open_stored_content(digest, reader, Some(media_type))
@@ -427,17 +436,16 @@ impl Engine {
                     format!("no artifact {digest} is visible to you"),
                 )
             };
-            let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
-                return Err(not_found());
-            };
             if let Some(media_type) = decided {
-                let inline = if quarantined {
-                    None
-                } else {
-                    inline_bytes(conn, &digests.blake3)?
+                let Some((digests, quarantined, inline)) = super::blob_with_inline(conn, &digest)?
+                else {
+                    return Err(not_found());
                 };
                 return Ok((digests, quarantined, media_type, inline));
             }
+            let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
+                return Err(not_found());
+            };
             if !can_read_artifact(conn, &reader, &digests.blake3)? {
                 return Err(not_found());
             }
@@ -487,31 +495,25 @@ impl Engine {
         if quarantined {
             return Err(Error::Corrupt(digests.blake3));
         }
-        // A small blob answers from the row's own read; a file is opened when read (a Range
-        // of a large one reads only its chunk groups, `ranges.rs`).
+        // A small blob answers from the row's own read, verified (and then kept in memory)
+        // when answered; a file is opened when read (a Range of a large one reads only its
+        // chunk groups, `ranges.rs`). A blob whose size is wrong is corrupt before a single
+        // byte is sent.
         let memory = inline.map(Bytes::from);
-        let raw = match memory.clone() {
-            Some(bytes) => {
-                self.keep_hot(&digests, &bytes, generation);
-                Some(self.raw_bytes(&digests, Some(bytes)).await?)
-            }
-            None => {
-                // A blob whose size is wrong is corrupt before a single byte is sent.
-                match self.blobs.stored_size(&digests.blake3).await? {
-                    Some(size) if size == digests.size => {}
-                    _ => {
-                        self.quarantine(digests.blake3, "stored size does not match the index")
-                            .await?;
-                        return Err(Error::Corrupt(digests.blake3));
-                    }
-                }
-                None
-            }
+        let size = match &memory {
+            Some(bytes) => Some(bytes.len() as u64),
+            None => self.blobs.stored_size(&digests.blake3).await?,
         };
+        if size != Some(digests.size) {
+            self.quarantine(digests.blake3, "stored size does not match the index")
+                .await?;
+            return Err(Error::Corrupt(digests.blake3));
+        }
         Ok(Content {
             digests,
             media_type,
-            raw,
+            raw: None,
+            keep_hot: memory.is_some().then_some(generation),
             memory,
             inner: Arc::clone(self),
             // An ordinary read re-hashes every byte but records nothing: a durable write per
@@ -520,24 +522,19 @@ impl Engine {
         })
     }
 
-    /// The raw, unverified bytes of a blob the index knows as `digests`: `inline` when the
-    /// caller read them with its row, else the inline copy or the file. A stored size that
+    /// The raw, unverified bytes of a blob the index knows as `digests`: its inline copy or
+    /// its file. A stored size that
     /// differs from the index quarantines the blob before a single byte is sent.
     pub(crate) async fn raw_bytes(
         &self,
         digests: &Digests,
-        inline: Option<Bytes>,
     ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
-        let inline = match inline {
-            Some(bytes) => Some(bytes),
-            None => {
-                let blake3 = digests.blake3;
-                self.db
-                    .read(move |conn| inline_bytes(conn, &blake3))
-                    .await?
-                    .map(Bytes::from)
-            }
-        };
+        let blake3 = digests.blake3;
+        let inline = self
+            .db
+            .read(move |conn| inline_bytes(conn, &blake3))
+            .await?
+            .map(Bytes::from);
         let size = match &inline {
             Some(bytes) => Some(bytes.len() as u64),
             None => self.blobs.stored_size(&digests.blake3).await?,
