@@ -155,7 +155,8 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
     }
 }
 
-/// A new server on the same data directory, as after a restart (the disk backend).
+/// A new server on the same data directory, as after a restart (the disk backend), with the
+/// same fault hooks and the default configuration (`harness_with`'s adjustments are not kept).
 pub(super) async fn restart(h: Harness) -> Harness {
     let Harness {
         app: old_app,
@@ -171,6 +172,8 @@ pub(super) async fn restart(h: Harness) -> Harness {
     config.max_upload_bytes = MAX_UPLOAD;
     let mut options: weft_storage::Options = config.storage_options();
     options.clock = Arc::new(clock.clone());
+    options.faults = faults.clone();
+    options.lineage_inline_budget = None;
     let store = weft_storage::Store::open(options)
         .await
         .expect("store reopens");

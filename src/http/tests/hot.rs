@@ -221,3 +221,36 @@ async fn a_cold_read_is_verified_once_and_kept_in_memory() {
     assert_eq!(shown(&warm), shown(&cold));
     assert_eq!(warm.body, bytes);
 }
+
+/// Issue #15 with ART-5: bytes changed in their row after a restart are read cold, fail the
+/// one verification that answers them, and so are neither served nor kept in memory; the
+/// blob is quarantined.
+#[tokio::test]
+async fn a_tampered_row_read_cold_is_refused_and_not_kept_in_memory() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 241) as u8).collect();
+    let id = h.put(&worker, "g1", &bytes, &[]).await;
+    let h = restart(h).await;
+    let mut flipped = bytes.clone();
+    flipped[7] ^= 1;
+    let index = rusqlite::Connection::open(h.dir.path().join("index.sqlite")).expect("index");
+    index
+        .execute(
+            "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
+            rusqlite::params![flipped, &id.0[..]],
+        )
+        .expect("tamper");
+    drop(index);
+    let answer = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{id}/content"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(answer.code(), "integrity_failure");
+    assert_eq!(h.store.hot_stats().entries, 0, "nothing corrupt is kept");
+    assert_eq!(h.stats().await.quarantined, 1);
+}

@@ -68,32 +68,26 @@ pub(crate) fn blob_row(
 pub(crate) type BlobWithInline = (Digests, bool, Option<Vec<u8>>);
 
 /// A blob row with its inline bytes in one statement, so from one read transaction and one
-/// snapshot: a small GET's whole read.
+/// snapshot: the whole read of a small GET whose visibility was decided from memory.
 pub(crate) fn blob_with_inline(
     conn: &Connection,
-    digest: &Digest,
+    id: &ArtifactId,
 ) -> Result<Option<BlobWithInline>, Error> {
-    let sql = match digest {
-        Digest::Blake3(_) => {
-            "SELECT b.blake3, b.sha256, b.size, b.quarantined_at, i.bytes FROM blobs b
-             LEFT JOIN inline_blobs i ON i.blake3 = b.blake3 AND b.quarantined_at IS NULL
-             WHERE b.blake3 = ?1"
-        }
-        Digest::Sha256(_) => {
-            "SELECT b.blake3, b.sha256, b.size, b.quarantined_at, i.bytes FROM blobs b
-             LEFT JOIN inline_blobs i ON i.blake3 = b.blake3 AND b.quarantined_at IS NULL
-             WHERE b.sha256 = ?1"
-        }
-    };
-    conn.row(sql, [&key_of(digest)[..]], |row| {
-        Ok((
-            row.get::<_, Vec<u8>>(0)?,
-            row.get::<_, Vec<u8>>(1)?,
-            row.get::<_, u64>(2)?,
-            row.get::<_, Option<String>>(3)?,
-            row.get::<_, Option<Vec<u8>>>(4)?,
-        ))
-    })
+    conn.row(
+        "SELECT b.blake3, b.sha256, b.size, b.quarantined_at, i.bytes FROM blobs b
+         LEFT JOIN inline_blobs i ON i.blake3 = b.blake3 AND b.quarantined_at IS NULL
+         WHERE b.blake3 = ?1",
+        [&id.0[..]],
+        |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, u64>(2)?,
+                row.get::<_, Option<String>>(3)?,
+                row.get::<_, Option<Vec<u8>>>(4)?,
+            ))
+        },
+    )
     .optional()?
     .map(|(blake3, sha256, size, quarantined, inline)| {
         Ok((

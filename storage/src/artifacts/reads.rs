@@ -427,7 +427,7 @@ impl Engine {
     ) -> Result<Content, Error> {
         let generation = self.hot.generation();
         let reader = reader.clone();
-        // Visibility decided from memory leaves two point lookups: they run right here.
+        // Visibility decided from memory leaves one point lookup: it runs right here.
         let near = decided.is_some();
         let read = move |conn: &rusqlite::Connection| {
             let not_found = || {
@@ -436,8 +436,8 @@ impl Engine {
                     format!("no artifact {digest} is visible to you"),
                 )
             };
-            if let Some(media_type) = decided {
-                let Some((digests, quarantined, inline)) = super::blob_with_inline(conn, &digest)?
+            if let (Some(media_type), Digest::Blake3(id)) = (decided, &digest) {
+                let Some((digests, quarantined, inline)) = super::blob_with_inline(conn, id)?
                 else {
                     return Err(not_found());
                 };
