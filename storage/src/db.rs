@@ -204,18 +204,40 @@ fn open_writing(path: &std::path::Path, vfs: Option<&str>) -> rusqlite::Result<C
 fn sync_leftover_wal(path: &std::path::Path) -> Result<(), Error> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    let wal = match std::fs::File::open(&wal) {
+    let wal = std::path::PathBuf::from(wal);
+    let unsynced = |source| {
+        Error::backend(Unsynced {
+            path: wal.clone(),
+            source,
+        })
+    };
+    let file = match std::fs::File::open(&wal) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(Error::backend(error)),
+        Err(error) => return Err(unsynced(error)),
     };
-    wal.sync_all().map_err(Error::backend)?;
+    file.sync_all().map_err(unsynced)?;
     if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         std::fs::File::open(dir)
             .and_then(|dir| dir.sync_all())
-            .map_err(Error::backend)?;
+            .map_err(|source| {
+                Error::backend(Unsynced {
+                    path: dir.to_path_buf(),
+                    source,
+                })
+            })?;
     }
     Ok(())
+}
+
+/// What `sync_leftover_wal` could not sync, and why (the I/O error stays the source, so a
+/// full or failing disk is still reported as one).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot make the WAL a stopped process left durable: syncing {path} failed")]
+struct Unsynced {
+    path: std::path::PathBuf,
+    #[source]
+    source: std::io::Error,
 }
 
 impl Db {

@@ -98,6 +98,43 @@ async fn a_killed_database_opens_with_its_wal() {
     assert_eq!(count_groups(&killed_copy(&live, "killed")).await, 50);
 }
 
+/// A leftover WAL the open cannot sync (here one it cannot even open: a symlink to itself)
+/// stops the open with an error, before anything reads the database: what it would show
+/// might not be durable. Once the WAL is readable again the database opens with every row.
+#[tokio::test]
+async fn a_leftover_wal_that_cannot_be_synced_stops_the_open() {
+    let dir = tempfile::tempdir().expect("dir");
+    let live = dir.path().join("live.sqlite");
+    let db = Db::open(&Location::File(live.clone())).expect("open");
+    for n in 0..5u32 {
+        add_group(&db, format!("g{n}")).await;
+    }
+    drop(killed_copy(&live, "killed"));
+    let copy = dir.path().join("killed.sqlite");
+    let wal = dir.path().join("killed.sqlite-wal");
+    let kept = dir.path().join("kept-wal");
+    std::fs::rename(&wal, &kept).expect("move the WAL aside");
+    std::os::unix::fs::symlink(&wal, &wal).expect("a symlink loop");
+    let Err(error) = Db::open(&Location::File(copy.clone())) else {
+        panic!("an unsyncable WAL must stop the open");
+    };
+    let said: Vec<String> = std::iter::successors(
+        Some(&error as &(dyn std::error::Error + 'static)),
+        |error| error.source(),
+    )
+    .map(ToString::to_string)
+    .collect();
+    let said = said.join(": ");
+    assert!(
+        said.contains("killed.sqlite-wal") && said.contains("symbolic links"),
+        "the error says which file and why: {said}"
+    );
+    std::fs::remove_file(&wal).expect("remove the loop");
+    std::fs::rename(&kept, &wal).expect("the WAL back");
+    let db = Db::open(&Location::File(copy)).expect("opens once the WAL is readable");
+    assert_eq!(count_groups(&db).await, 5);
+}
+
 /// The database at `live` as a SIGKILL would leave it now (its file and its WAL, copied
 /// beside it under `name`), opened again.
 fn killed_copy(live: &std::path::Path, name: &str) -> Db {
