@@ -40,15 +40,17 @@ pub(crate) fn blob_row(
     conn: &Connection,
     digest: &Digest,
 ) -> Result<Option<(Digests, bool)>, Error> {
-    let sql = match digest {
-        Digest::Blake3(_) => {
-            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1"
-        }
-        Digest::Sha256(_) => {
-            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE sha256 = ?1"
-        }
+    let (sql, key) = match digest {
+        Digest::Blake3(id) => (
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1",
+            id.0,
+        ),
+        Digest::Sha256(sha) => (
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE sha256 = ?1",
+            sha.0,
+        ),
     };
-    conn.row(sql, [&key_of(digest)[..]], |row| {
+    conn.row(sql, [&key[..]], |row| {
         Ok((
             row.get::<_, Vec<u8>>(0)?,
             row.get::<_, Vec<u8>>(1)?,
@@ -97,14 +99,6 @@ pub(crate) fn blob_with_inline(
         ))
     })
     .transpose()
-}
-
-/// The bytes a digest is looked up by.
-fn key_of(digest: &Digest) -> [u8; 32] {
-    match digest {
-        Digest::Blake3(id) => id.0,
-        Digest::Sha256(sha) => sha.0,
-    }
 }
 
 fn digests_of(blake3: Vec<u8>, sha256: Vec<u8>, size: u64) -> Result<Digests, Error> {

@@ -523,8 +523,8 @@ impl Engine {
     }
 
     /// The raw, unverified bytes of a blob the index knows as `digests`: its inline copy or
-    /// its file. A stored size that
-    /// differs from the index quarantines the blob before a single byte is sent.
+    /// its file. A stored size that differs from the index quarantines the blob before a
+    /// single byte is sent.
     pub(crate) async fn raw_bytes(
         &self,
         digests: &Digests,
