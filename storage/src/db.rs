@@ -161,11 +161,11 @@ impl std::fmt::Debug for Db {
 /// The writer's connection. `temp_store = MEMORY` keeps the statement sub-journal of every
 /// job's savepoint (and a batch's per-Command savepoints) in memory rather than a temp file:
 /// it only ever serves a rollback inside the open transaction, never recovery.
-fn open_writer(location: &Location, vfs: Option<&str>) -> Result<Connection, Error> {
+fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Connection, Error> {
     let conn = match location {
         Location::File(path) => {
-            sync_leftover_wal(path)?;
-            open_writing(path, vfs)?
+            sync_leftover_wal(path, faults)?;
+            open_writing(path, faults.vfs())?
         }
         Location::Memory => Connection::open_in_memory()?,
     };
@@ -201,7 +201,7 @@ fn open_writing(path: &std::path::Path, vfs: Option<&str>) -> rusqlite::Result<C
 /// restart could return their rows; syncing the WAL and its directory before the first read
 /// makes everything the database shows at open durable. No WAL (a clean stop removes it):
 /// nothing to do.
-fn sync_leftover_wal(path: &std::path::Path) -> Result<(), Error> {
+fn sync_leftover_wal(path: &std::path::Path, faults: &crate::faults::Faults) -> Result<(), Error> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     let wal = std::path::PathBuf::from(wal);
@@ -216,7 +216,10 @@ fn sync_leftover_wal(path: &std::path::Path) -> Result<(), Error> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(error) => return Err(unsynced(error)),
     };
-    file.sync_all().map_err(unsynced)?;
+    faults
+        .check(crate::faults::FaultSite::DbWalSync)
+        .and_then(|()| file.sync_all())
+        .map_err(unsynced)?;
     if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         std::fs::File::open(dir)
             .and_then(|dir| dir.sync_all())
@@ -253,7 +256,7 @@ impl Db {
         faults: crate::faults::Faults,
     ) -> Result<Self, Error> {
         let vfs: Option<String> = faults.vfs().map(str::to_owned);
-        let mut conn = open_writer(location, vfs.as_deref())?;
+        let mut conn = open_writer(location, &faults)?;
         let (jobs, mut inbox) = mpsc::channel::<Job>(4096);
         let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
         let publish = committed.clone();

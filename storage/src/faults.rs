@@ -58,7 +58,8 @@ pub enum FaultSite {
     UploadChunk,
     /// A write (or truncation) of the WAL: a commit's frames, the header of a rewound WAL.
     DbWalWrite,
-    /// The WAL's fsync: the point where a commit becomes durable.
+    /// The WAL's fsync: the point where a commit becomes durable; also the open's fsync of a
+    /// WAL a killed process left (`db.rs`, `sync_leftover_wal`).
     DbWalSync,
     /// A checkpoint's writes and fsync of the database file (the WAL keeps every frame until
     /// one succeeds).

@@ -98,19 +98,19 @@ async fn a_killed_database_opens_with_its_wal() {
     assert_eq!(count_groups(&killed_copy(&live, "killed")).await, 50);
 }
 
-/// A leftover WAL the open cannot sync (here one it cannot even open: a symlink to itself)
-/// stops the open with an error, before anything reads the database: what it would show
-/// might not be durable. Once the WAL is readable again the database opens with every row.
+/// A leftover WAL the open cannot sync because it cannot open it (here a symlink to itself)
+/// stops the open with an error naming the file, before anything reads the database: what
+/// it would show might not be durable. Once the WAL is readable again the database opens
+/// with every row.
 #[tokio::test]
-async fn a_leftover_wal_that_cannot_be_synced_stops_the_open() {
+async fn a_leftover_wal_that_cannot_be_opened_stops_the_open() {
     let dir = tempfile::tempdir().expect("dir");
     let live = dir.path().join("live.sqlite");
     let db = Db::open(&Location::File(live.clone())).expect("open");
     for n in 0..5u32 {
         add_group(&db, format!("g{n}")).await;
     }
-    drop(killed_copy(&live, "killed"));
-    let copy = dir.path().join("killed.sqlite");
+    let copy = copied_as_killed(&live, "killed");
     let wal = dir.path().join("killed.sqlite-wal");
     let kept = dir.path().join("kept-wal");
     std::fs::rename(&wal, &kept).expect("move the WAL aside");
@@ -135,9 +135,44 @@ async fn a_leftover_wal_that_cannot_be_synced_stops_the_open() {
     assert_eq!(count_groups(&db).await, 5);
 }
 
+/// Issue #15's fault rule at the open: a leftover WAL whose fsync fails (EIO) stops the open
+/// with the disk's code before anything reads the database; once the disk works the same
+/// files open with every row.
+#[tokio::test]
+async fn a_leftover_wal_whose_sync_fails_stops_the_open() {
+    let dir = tempfile::tempdir().expect("dir");
+    let live = dir.path().join("live.sqlite");
+    let db = Db::open(&Location::File(live.clone())).expect("open");
+    for n in 0..5u32 {
+        add_group(&db, format!("g{n}")).await;
+    }
+    let copy = copied_as_killed(&live, "killed");
+    let faults = crate::faults::Faults::default();
+    faults.fail_writes(
+        crate::faults::FaultSite::DbWalSync,
+        crate::faults::FaultKind::Io,
+    );
+    let Err(error) = Db::open_with(&Location::File(copy.clone()), faults.clone()) else {
+        panic!("a WAL that cannot be synced must stop the open");
+    };
+    assert_eq!(
+        error.code(),
+        weft_api::ErrorCode::StorageUnavailable,
+        "{error}"
+    );
+    faults.clear();
+    let db = Db::open_with(&Location::File(copy), faults).expect("opens once the disk works");
+    assert_eq!(count_groups(&db).await, 5);
+}
+
 /// The database at `live` as a SIGKILL would leave it now (its file and its WAL, copied
 /// beside it under `name`), opened again.
 fn killed_copy(live: &std::path::Path, name: &str) -> Db {
+    Db::open(&Location::File(copied_as_killed(live, name))).expect("reopens")
+}
+
+/// The files of [`killed_copy`], not opened: the copy's path.
+fn copied_as_killed(live: &std::path::Path, name: &str) -> std::path::PathBuf {
     let dir = live.parent().expect("in a directory");
     let copy = dir.join(format!("{name}.sqlite"));
     std::fs::copy(live, &copy).expect("copy the database");
@@ -148,7 +183,7 @@ fn killed_copy(live: &std::path::Path, name: &str) -> Db {
         "a running database has its WAL"
     );
     std::fs::copy(&wal, dir.join(format!("{name}.sqlite-wal"))).expect("copy the WAL");
-    Db::open(&Location::File(copy)).expect("reopens")
+    copy
 }
 
 /// Issue #15's fault rule at the database's own write sites, through SQLite's VFS: a commit
