@@ -275,14 +275,7 @@ async fn a_corrupt_inline_blob_is_never_served_and_an_upload_repairs_it() {
 
     let mut flipped = bytes.clone();
     flipped[100] ^= 1;
-    let index = rusqlite::Connection::open(h.dir.path().join("index.sqlite")).expect("index");
-    index
-        .execute(
-            "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
-            rusqlite::params![flipped, &id.0[..]],
-        )
-        .expect("tamper");
-    drop(index);
+    h.tamper_inline(&id, &flipped);
     // A small blob is verified before its answer: the mismatch is a problem answer, not a
     // body cut short.
     let answer = h

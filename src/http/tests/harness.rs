@@ -498,6 +498,20 @@ impl Harness {
         digests.blake3
     }
 
+    /// Replaces the inline copy of `id` in the disk backend's index with `bytes`, behind the
+    /// server's back (a corrupted row).
+    pub(super) fn tamper_inline(&self, id: &ArtifactId, bytes: &[u8]) {
+        let index =
+            rusqlite::Connection::open(self.dir.path().join("index.sqlite")).expect("index");
+        let changed = index
+            .execute(
+                "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
+                rusqlite::params![bytes, &id.0[..]],
+            )
+            .expect("tamper");
+        assert_eq!(changed, 1, "{id} is stored inline");
+    }
+
     /// Where the disk backend keeps `id`'s bytes (DESIGN §8.1 layout).
     pub(super) fn blob_file(&self, id: &ArtifactId) -> std::path::PathBuf {
         let hex = id.hex();

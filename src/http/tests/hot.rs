@@ -7,6 +7,7 @@ use axum::http::{Method, StatusCode};
 
 use super::harness::*;
 use super::scope::scoped_agent;
+use weft_api::ArtifactId;
 
 /// The headers two reads of the same artifact must agree on.
 fn shown(answer: &Answer) -> Vec<(String, String)> {
@@ -107,14 +108,7 @@ async fn a_corrupt_stored_copy_is_found_by_verify_now_and_never_served_from_memo
     let uri = format!("/v1/artifacts/{id}/content");
     let mut flipped = bytes.clone();
     flipped[7] ^= 1;
-    let index = rusqlite::Connection::open(h.dir.path().join("index.sqlite")).expect("index");
-    index
-        .execute(
-            "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
-            rusqlite::params![flipped, &id.0[..]],
-        )
-        .expect("tamper");
-    drop(index);
+    h.tamper_inline(&id, &flipped);
     let answer = h
         .call(Method::GET, &uri, Some(&worker.token), Body::empty())
         .await;
@@ -191,32 +185,39 @@ backends!(
     }
 );
 
-/// Issue #15: a small artifact read after a restart comes from its row, in one statement, and
-/// the verification that answers it also keeps it in memory: the next read is a hit, with the
-/// same bytes.
-#[tokio::test]
-async fn a_cold_read_is_verified_once_and_kept_in_memory() {
+/// A 4 KiB artifact published by a worker of g1, then a restart: the memory cache is empty.
+async fn published_then_restarted() -> (Harness, Agent, ArtifactId, Vec<u8>) {
     let h = harness(Kind::Disk).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
     let id = h.put(&worker, "g1", &bytes, &[]).await;
     let h = restart(h).await;
     assert_eq!(h.store.hot_stats().entries, 0, "a restart starts cold");
-    let get = || async {
-        h.call(
-            Method::GET,
-            &format!("/v1/artifacts/{id}/content"),
-            Some(&worker.token),
-            Body::empty(),
-        )
-        .await
-    };
-    let cold = get().await;
+    (h, worker, id, bytes)
+}
+
+async fn get_content(h: &Harness, worker: &Agent, id: &ArtifactId) -> Answer {
+    h.call(
+        Method::GET,
+        &format!("/v1/artifacts/{id}/content"),
+        Some(&worker.token),
+        Body::empty(),
+    )
+    .await
+}
+
+/// Issue #15: a small artifact read after a restart comes from its row, in one statement, and
+/// the verification that answers it also keeps it in memory: the next read is a hit, with the
+/// same bytes.
+#[tokio::test]
+async fn a_cold_read_is_verified_once_and_kept_in_memory() {
+    let (h, worker, id, bytes) = published_then_restarted().await;
+    let cold = get_content(&h, &worker, &id).await;
     assert_eq!(cold.status, StatusCode::OK);
     assert_eq!(cold.body, bytes);
     assert_eq!(h.store.hot_stats().hits, 0, "the first read is the row's");
     assert_eq!(h.store.hot_stats().entries, 1, "kept once verified");
-    let warm = get().await;
+    let warm = get_content(&h, &worker, &id).await;
     assert_eq!(h.store.hot_stats().hits, 1, "the second read is memory's");
     assert_eq!(shown(&warm), shown(&cold));
     assert_eq!(warm.body, bytes);
@@ -227,29 +228,11 @@ async fn a_cold_read_is_verified_once_and_kept_in_memory() {
 /// blob is quarantined.
 #[tokio::test]
 async fn a_tampered_row_read_cold_is_refused_and_not_kept_in_memory() {
-    let h = harness(Kind::Disk).await;
-    let worker = h.agent("w1", "g1", &["worker"]).await;
-    let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 241) as u8).collect();
-    let id = h.put(&worker, "g1", &bytes, &[]).await;
-    let h = restart(h).await;
+    let (h, worker, id, bytes) = published_then_restarted().await;
     let mut flipped = bytes.clone();
     flipped[7] ^= 1;
-    let index = rusqlite::Connection::open(h.dir.path().join("index.sqlite")).expect("index");
-    index
-        .execute(
-            "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
-            rusqlite::params![flipped, &id.0[..]],
-        )
-        .expect("tamper");
-    drop(index);
-    let answer = h
-        .call(
-            Method::GET,
-            &format!("/v1/artifacts/{id}/content"),
-            Some(&worker.token),
-            Body::empty(),
-        )
-        .await;
+    h.tamper_inline(&id, &flipped);
+    let answer = get_content(&h, &worker, &id).await;
     assert_eq!(answer.code(), "integrity_failure");
     assert_eq!(h.store.hot_stats().entries, 0, "nothing corrupt is kept");
     assert_eq!(h.stats().await.quarantined, 1);

@@ -497,18 +497,9 @@ impl Engine {
         }
         // A small blob answers from the row's own read, verified (and then kept in memory)
         // when answered; a file is opened when read (a Range of a large one reads only its
-        // chunk groups, `ranges.rs`). A blob whose size is wrong is corrupt before a single
-        // byte is sent.
+        // chunk groups, `ranges.rs`).
         let memory = inline.map(Bytes::from);
-        let size = match &memory {
-            Some(bytes) => Some(bytes.len() as u64),
-            None => self.blobs.stored_size(&digests.blake3).await?,
-        };
-        if size != Some(digests.size) {
-            self.quarantine(digests.blake3, "stored size does not match the index")
-                .await?;
-            return Err(Error::Corrupt(digests.blake3));
-        }
+        self.check_stored_size(&digests, memory.as_ref()).await?;
         Ok(Content {
             digests,
             media_type,
@@ -535,7 +526,21 @@ impl Engine {
             .read(move |conn| inline_bytes(conn, &blake3))
             .await?
             .map(Bytes::from);
-        let size = match &inline {
+        self.check_stored_size(digests, inline.as_ref()).await?;
+        match inline {
+            Some(bytes) => Ok(futures::stream::once(async move { Ok(bytes) }).boxed()),
+            None => self.blobs.read(&digests.blake3).await,
+        }
+    }
+
+    /// A blob whose stored size (its inline copy's, else its file's) is not the index's is
+    /// corrupt before a single byte is sent: it is quarantined.
+    async fn check_stored_size(
+        &self,
+        digests: &Digests,
+        inline: Option<&Bytes>,
+    ) -> Result<(), Error> {
+        let size = match inline {
             Some(bytes) => Some(bytes.len() as u64),
             None => self.blobs.stored_size(&digests.blake3).await?,
         };
@@ -544,10 +549,7 @@ impl Engine {
                 .await?;
             return Err(Error::Corrupt(digests.blake3));
         }
-        match inline {
-            Some(bytes) => Ok(futures::stream::once(async move { Ok(bytes) }).boxed()),
-            None => self.blobs.read(&digests.blake3).await,
-        }
+        Ok(())
     }
 
     /// Marks a blob corrupt: later reads fail at once, and every Group that published it gets

@@ -105,12 +105,7 @@ async fn a_killed_database_opens_with_its_wal() {
 #[tokio::test]
 async fn a_leftover_wal_that_cannot_be_opened_stops_the_open() {
     let dir = tempfile::tempdir().expect("dir");
-    let live = dir.path().join("live.sqlite");
-    let db = Db::open(&Location::File(live.clone())).expect("open");
-    for n in 0..5u32 {
-        add_group(&db, format!("g{n}")).await;
-    }
-    let copy = copied_as_killed(&live, "killed");
+    let copy = killed_with_groups(dir.path(), 5).await;
     let wal = dir.path().join("killed.sqlite-wal");
     let kept = dir.path().join("kept-wal");
     std::fs::rename(&wal, &kept).expect("move the WAL aside");
@@ -141,12 +136,7 @@ async fn a_leftover_wal_that_cannot_be_opened_stops_the_open() {
 #[tokio::test]
 async fn a_leftover_wal_whose_sync_fails_stops_the_open() {
     let dir = tempfile::tempdir().expect("dir");
-    let live = dir.path().join("live.sqlite");
-    let db = Db::open(&Location::File(live.clone())).expect("open");
-    for n in 0..5u32 {
-        add_group(&db, format!("g{n}")).await;
-    }
-    let copy = copied_as_killed(&live, "killed");
+    let copy = killed_with_groups(dir.path(), 5).await;
     let faults = crate::faults::Faults::default();
     faults.fail_writes(
         crate::faults::FaultSite::DbWalSync,
@@ -169,6 +159,17 @@ async fn a_leftover_wal_whose_sync_fails_stops_the_open() {
 /// beside it under `name`), opened again.
 fn killed_copy(live: &std::path::Path, name: &str) -> Db {
     Db::open(&Location::File(copied_as_killed(live, name))).expect("reopens")
+}
+
+/// A database in `dir` with `n` Groups, copied as a SIGKILL would leave it, not opened: the
+/// copy's path.
+async fn killed_with_groups(dir: &std::path::Path, n: u32) -> std::path::PathBuf {
+    let live = dir.join("live.sqlite");
+    let db = Db::open(&Location::File(live.clone())).expect("open");
+    for n in 0..n {
+        add_group(&db, format!("g{n}")).await;
+    }
+    copied_as_killed(&live, "killed")
 }
 
 /// The files of [`killed_copy`], not opened: the copy's path.
