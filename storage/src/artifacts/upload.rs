@@ -289,7 +289,8 @@ impl Engine {
     }
 
     /// [`Engine::record_blob`], and `then` in the same transaction after the blob's rows
-    /// (given whether the uploader could already see the blob): a publication of the bytes
+    /// (given whether the uploader could already see the blob; `false` when `cited`, which
+    /// does not ask): a publication of the bytes
     /// (`with_content.rs`) commits with them or not at all, and a failed `then` undoes the
     /// promotion as a failed commit does. Answers what `then` answered.
     pub(crate) async fn record_blob_and<T: Send + 'static>(
@@ -310,11 +311,15 @@ impl Engine {
         let blake3 = digests.blake3;
         let before = move |conn: &Connection, reader: &Reader| -> Result<(bool, bool), Error> {
             let row = blob_row(conn, &Digest::Blake3(blake3))?;
-            // Bytes the index has never seen are nobody's yet: a manifest, an upload and a
-            // forward, the rows that could show them to someone, each reference `blobs` (a
-            // reuse counts only beside a manifest), so a new blob, a publication's usual
-            // case, skips those look-ups and the random index pages they read.
-            let visible = row.is_some() && can_see_blob(conn, reader, &blake3)?;
+            // Whether the uploader could already see the bytes only decides a plain upload's
+            // 200 or 201; a publication of its bytes answers neither, so it skips the look-ups
+            // (random index pages in the writer's transaction). A plain upload pays them
+            // whether or not the bytes are new: what another Group holds costs what new
+            // bytes cost (the header above).
+            let visible = match cited {
+                Cited::InTheSameTransaction => false,
+                Cited::Not => can_see_blob(conn, reader, &blake3)?,
+            };
             Ok((matches!(row, Some((_, true))), visible))
         };
         let mut inline = None;
