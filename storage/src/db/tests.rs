@@ -135,13 +135,11 @@ async fn a_leftover_wal_that_cannot_be_opened_stops_the_open() {
 /// files open with every row.
 #[tokio::test]
 async fn a_leftover_wal_whose_sync_fails_stops_the_open() {
+    use crate::faults::{FaultKind, FaultSite, Faults};
     let dir = tempfile::tempdir().expect("dir");
     let copy = killed_with_groups(dir.path(), 5).await;
-    let faults = crate::faults::Faults::default();
-    faults.fail_writes(
-        crate::faults::FaultSite::DbWalSync,
-        crate::faults::FaultKind::Io,
-    );
+    let faults = Faults::default();
+    faults.fail_writes(FaultSite::DbWalSync, FaultKind::Io);
     let Err(error) = Db::open_with(&Location::File(copy.clone()), faults.clone()) else {
         panic!("a WAL that cannot be synced must stop the open");
     };
