@@ -1,13 +1,16 @@
-//! A pass-through SQLite VFS whose writes a test can fail (issue #15, fault injection).
+//! weft's SQLite VFS: the WAL's writes gathered into one per commit (every server,
+//! `gather.rs`), and writes a test can fail (issue #15, fault injection).
 //!
 //! [`register`] wraps the default VFS ("unix" on Linux) under a new name. Every file opens
 //! through the default VFS exactly as before; a database's main file and its WAL then get a
 //! copy of their real method table in which `xWrite`, `xSync` and `xTruncate` first ask the
-//! [`Hook`]. `None` goes on to the real method; `Some(failure)` returns, without touching the
-//! file, the code the unix VFS would have returned had the operating system failed that call
-//! with `ENOSPC` or `EIO`. Everything else (reads, locks, the WAL's shared memory, closing) is
-//! the real method itself, not a wrapper, so a connection through this VFS behaves as one
-//! through the default VFS while nothing is armed.
+//! [`Hook`], if there is one. `None` goes on to the real method; `Some(failure)` returns,
+//! without touching the file, the code the unix VFS would have returned had the operating
+//! system failed that call with `ENOSPC` or `EIO`. A WAL's writes are gathered in memory and
+//! handed to the file before its `xSync` and before anything else could read it (`gather.rs`
+//! says when), so the hook sees one write per commit there. Everything else (locks, the WAL's
+//! shared memory, the main file's reads) is the real method itself, not a wrapper, so a
+//! connection through this VFS behaves as one through the default VFS while nothing is armed.
 //!
 //! Layout: SQLite allocates `szOsFile` bytes for each open file. This VFS asks for the real
 //! VFS's size plus an `Extra` after it. The real file lives at the start, where the real
@@ -15,8 +18,8 @@
 //! field of its own `Extra`, so a hooked call finds its `Extra` from the file alone.
 //!
 //! A registered VFS is never unregistered (SQLite keeps its pointer for as long as any
-//! connection might use it), so each [`register`] leaks one small allocation: it is meant for
-//! tests, not for a server that registers in a loop.
+//! connection might use it), so each [`register`] leaks one small allocation: a server
+//! registers one for the process, each test one of its own; nothing registers in a loop.
 //!
 //! Why a crate of its own: SQLite's VFS is a C interface and needs `unsafe`, which the rest of
 //! the workspace forbids; this crate is the one place that allows it.
@@ -27,6 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::ffi;
+
+mod gather;
 
 /// Which file of a database a write goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +94,7 @@ struct Shim {
     /// Where a file's `Extra` starts: the real VFS's file size, rounded up to `Extra`'s
     /// alignment.
     offset: usize,
-    hook: Arc<dyn Hook>,
+    hook: Option<Arc<dyn Hook>>,
     /// Owns the bytes `base.zName` points at.
     _name: CString,
 }
@@ -103,15 +108,18 @@ struct Extra {
     real: *const ffi::sqlite3_io_methods,
     file: File,
     shim: *const Shim,
+    /// A WAL's writes not yet handed to the real `xWrite` (`gather.rs`); unused on a main file.
+    pending: Mutex<gather::Pending>,
 }
 
-/// Registers a VFS that opens everything through the default one and asks `hook` before
-/// every write, fsync and truncation of a database's main file and WAL; returns its name,
-/// for `Connection::open_with_flags_and_vfs`. It is not made the default VFS.
+/// Registers a VFS that opens everything through the default one, gathers a WAL's writes,
+/// and asks `hook` (if any) before every write, fsync and truncation of a database's main
+/// file and WAL; returns its name, for `Connection::open_with_flags_and_vfs`. It is not made
+/// the default VFS.
 ///
 /// # Errors
 /// SQLite's code if there is no default VFS or the registration fails.
-pub fn register(hook: Arc<dyn Hook>) -> Result<String, c_int> {
+pub fn register(hook: Option<Arc<dyn Hook>>) -> Result<String, c_int> {
     // SQLite links registered VFSes through their `pNext`, which `sqlite3_vfs_register` writes
     // under its own lock; the copy of the default VFS below reads it, so registrations from
     // several threads (tests run in parallel) take turns here. Nothing else registers a VFS.
@@ -120,7 +128,7 @@ pub fn register(hook: Arc<dyn Hook>) -> Result<String, c_int> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = format!("weft-faults-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let name = format!("weft-{}", NEXT.fetch_add(1, Ordering::Relaxed));
     let c_name = CString::new(name.clone()).map_err(|_| ffi::SQLITE_MISUSE)?;
     // SAFETY: with a null name `sqlite3_vfs_find` initializes SQLite if needed and returns
     // the default VFS, or null.
@@ -157,7 +165,7 @@ pub fn register(hook: Arc<dyn Hook>) -> Result<String, c_int> {
 }
 
 /// `xOpen`: the real VFS opens the file; a main database file or WAL then gets the hooked
-/// method table.
+/// method table, a WAL with its writes gathered.
 unsafe extern "C" fn open(
     vfs: *mut ffi::sqlite3_vfs,
     name: ffi::sqlite3_filename,
@@ -193,6 +201,9 @@ unsafe extern "C" fn open(
     methods.xWrite = Some(write);
     methods.xSync = Some(sync);
     methods.xTruncate = Some(truncate);
+    if kind == File::Wal {
+        gather::hook_wal(&mut methods);
+    }
     // SAFETY: the allocation holds `offset + size_of::<Extra>()` bytes (`szOsFile`); SQLite
     // allocates files 8-byte aligned and `offset` is a multiple of `Extra`'s alignment (8),
     // so `extra` is in bounds and aligned, and nothing else uses those bytes.
@@ -205,6 +216,7 @@ unsafe extern "C" fn open(
             real,
             file: kind,
             shim,
+            pending: Mutex::new(gather::Pending::default()),
         });
         (*file).pMethods = &raw const (*extra).methods;
     }
@@ -226,8 +238,8 @@ impl Extra {
     fn fails(&self, op: Op) -> Option<Failure> {
         // SAFETY: `shim` was leaked by `register` and is never freed.
         let shim = unsafe { &*self.shim };
-        catch_unwind(AssertUnwindSafe(|| shim.hook.before(self.file, op)))
-            .unwrap_or(Some(Failure::Io))
+        let hook = shim.hook.as_ref()?;
+        catch_unwind(AssertUnwindSafe(|| hook.before(self.file, op))).unwrap_or(Some(Failure::Io))
     }
 }
 
@@ -255,6 +267,11 @@ unsafe extern "C" fn write(
 unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     // SAFETY: as in `write`.
     let extra = unsafe { extra(file) };
+    // SAFETY: as above; the WAL's gathered writes go to the file before it is synced.
+    let rc = unsafe { gather::flush(file, extra) };
+    if rc != ffi::SQLITE_OK {
+        return rc;
+    }
     if let Some(failure) = extra.fails(Op::Sync) {
         return failure.code(Op::Sync);
     }
@@ -270,6 +287,11 @@ unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
 unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
     // SAFETY: as in `write`.
     let extra = unsafe { extra(file) };
+    // SAFETY: as above; what was gathered lands before the file is cut.
+    let rc = unsafe { gather::flush(file, extra) };
+    if rc != ffi::SQLITE_OK {
+        return rc;
+    }
     if let Some(failure) = extra.fails(Op::Truncate) {
         return failure.code(Op::Truncate);
     }

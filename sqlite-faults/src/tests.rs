@@ -32,6 +32,14 @@ impl Armed {
     fn saw(&self, file: File, op: Op) -> bool {
         self.seen.lock().expect("lock").contains(&(file, op))
     }
+
+    /// How many times the hook was asked about `op` on `file` since the last call.
+    fn took(&self, file: File, op: Op) -> usize {
+        let mut seen = self.seen.lock().expect("lock");
+        let n = seen.iter().filter(|s| **s == (file, op)).count();
+        seen.clear();
+        n
+    }
 }
 
 fn open(path: &std::path::Path, vfs: &str) -> Connection {
@@ -66,7 +74,7 @@ fn unarmed_it_is_the_default_vfs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
     let hook = Arc::new(Armed::default());
-    let vfs = register(hook.clone()).expect("registers");
+    let vfs = register(Some(hook.clone())).expect("registers");
     let mut conn = open(&path, &vfs);
     for _ in 0..20 {
         insert(&mut conn, 50).expect("inserts");
@@ -93,7 +101,7 @@ fn a_failed_wal_write_or_fsync_fails_the_commit_and_nothing_shows() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
     let hook = Arc::new(Armed::default());
-    let vfs = register(hook.clone()).expect("registers");
+    let vfs = register(Some(hook.clone())).expect("registers");
     let mut conn = open(&path, &vfs);
     insert(&mut conn, 10).expect("inserts");
     let reader = Connection::open(&path).expect("reader");
@@ -158,7 +166,7 @@ fn a_failed_checkpoint_loses_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
     let hook = Arc::new(Armed::default());
-    let vfs = register(hook.clone()).expect("registers");
+    let vfs = register(Some(hook.clone())).expect("registers");
     let mut conn = open(&path, &vfs);
     let checkpoint = |conn: &Connection| {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
@@ -190,4 +198,78 @@ fn a_failed_checkpoint_loses_nothing() {
         .query_row("PRAGMA integrity_check", [], |row| row.get(0))
         .expect("checks");
     assert_eq!(check, "ok");
+}
+
+/// Checks the database whole through the default VFS, as a reader or a restart opens it.
+fn plain_count(path: &std::path::Path) -> i64 {
+    let plain = Connection::open(path).expect("reopens");
+    let check: String = plain
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .expect("checks");
+    assert_eq!(check, "ok");
+    count(&plain)
+}
+
+/// A commit's WAL frames (two `xWrite`s each, SQLite's header and page) reach the file as one
+/// write, before its fsync, and another connection through the default VFS reads them all.
+#[test]
+fn a_commit_writes_its_wal_once_before_its_fsync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let hook = Arc::new(Armed::default());
+    let vfs = register(Some(hook.clone())).expect("registers");
+    let mut conn = open(&path, &vfs);
+    let reader = Connection::open(&path).expect("reader");
+    hook.took(File::Wal, Op::Write);
+    for round in 1..=3 {
+        insert(&mut conn, 40).expect("inserts");
+        assert_eq!(hook.took(File::Wal, Op::Write), 1, "round {round}");
+        assert_eq!(count(&reader), 40 * round);
+    }
+    hook.arm(Some((File::Wal, Op::Sync, Failure::Io)));
+    insert(&mut conn, 40).expect_err("the fsync fails");
+    hook.arm(None);
+    drop(conn);
+    assert_eq!(plain_count(&path), 120);
+}
+
+/// Pages a transaction spills to the WAL before its commit (a small page cache) are read back
+/// and written again in place while they wait; a transaction larger than what is gathered
+/// at once goes in parts. Every row arrives, and the database checks whole.
+#[test]
+fn spilled_rewritten_and_oversized_transactions_read_back_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let vfs = register(None).expect("registers");
+    let mut conn = open(&path, &vfs);
+    conn.execute_batch("PRAGMA cache_size = 8")
+        .expect("small cache");
+    let txn = conn.transaction().expect("begins");
+    for _ in 0..200 {
+        txn.execute("INSERT INTO t (v) VALUES (randomblob(3072))", [])
+            .expect("inserts");
+    }
+    // Reading spilled pages back, then changing them, rewrites their frames.
+    let before: i64 = txn
+        .query_row("SELECT sum(length(v)) FROM t", [], |row| row.get(0))
+        .expect("reads back");
+    assert_eq!(before, 200 * 3072);
+    txn.execute("UPDATE t SET v = zeroblob(3000) WHERE id % 2 = 0", [])
+        .expect("rewrites");
+    txn.commit().expect("commits");
+    // More than `PENDING_LIMIT` in one commit.
+    let rows = gather::PENDING_LIMIT / 3072 + 200;
+    insert(&mut conn, rows).expect("a large commit");
+    let expected = 200 + i64::try_from(rows).expect("fits");
+    let bytes: i64 = conn
+        .query_row("SELECT sum(length(v)) FROM t", [], |row| row.get(0))
+        .expect("sums");
+    drop(conn);
+    assert_eq!(plain_count(&path), expected);
+    let plain = Connection::open(&path).expect("reopens");
+    let again: i64 = plain
+        .query_row("SELECT sum(length(v)) FROM t", [], |row| row.get(0))
+        .expect("sums");
+    assert_eq!(again, bytes);
+    assert_eq!(bytes, 100 * 3072 + 100 * 3000 + (expected - 200) * 3072);
 }

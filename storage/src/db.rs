@@ -165,7 +165,7 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
     let conn = match location {
         Location::File(path) => {
             sync_leftover_wal(path, faults)?;
-            open_writing(path, faults.vfs())?
+            open_writing(path, faults.vfs().or(gathering_vfs()))?
         }
         Location::Memory => Connection::open_in_memory()?,
     };
@@ -186,8 +186,27 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
     Ok(conn)
 }
 
-/// A read-write connection to the database at `path`, through `vfs` (the fault-injection
-/// VFS of a test, `faults.rs`) when given.
+/// The process's `weft-sqlite-faults` VFS without a hook, which the writer opens through in
+/// every server: it gathers each commit's WAL writes into one `pwrite` (that crate's
+/// `gather.rs`), where the default VFS makes two per page. Registered once; if SQLite
+/// refuses, the writer opens through the default VFS, which is slower and as safe.
+fn gathering_vfs<'a>() -> Option<&'a str> {
+    static VFS: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    VFS.get_or_init(|| match weft_sqlite_faults::register(None) {
+        Ok(name) => Some(name),
+        Err(code) => {
+            tracing::warn!(
+                code,
+                "SQLite did not register weft's VFS; the default VFS writes"
+            );
+            None
+        }
+    })
+    .as_deref()
+}
+
+/// A read-write connection to the database at `path`, through `vfs` (weft's own,
+/// `gathering_vfs`, or the fault-injection VFS of a test, `faults.rs`) when given.
 fn open_writing(path: &std::path::Path, vfs: Option<&str>) -> rusqlite::Result<Connection> {
     match vfs {
         Some(vfs) => Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs),

@@ -232,7 +232,7 @@ impl Faults {
     pub fn with_database() -> Result<Self, crate::error::Error> {
         let mut faults = Self::default();
         let hook = DatabaseHook(faults.writes.clone());
-        let name = weft_sqlite_faults::register(Arc::new(hook)).map_err(|code| {
+        let name = weft_sqlite_faults::register(Some(Arc::new(hook))).map_err(|code| {
             crate::error::Error::backend(std::io::Error::other(format!(
                 "SQLite did not register the fault-injection VFS (code {code})"
             )))
