@@ -774,4 +774,5 @@ fn main() {
             rounds.join(" ")
         );
     }
+    cpu::warn_if_slow_file_system(&figures.cpu);
 }

@@ -85,3 +85,28 @@ pub(crate) fn per_request(before: Sample, after: Sample, count: usize, weft: boo
     let us = |seconds: f64| seconds * 1e6 / count as f64;
     (us(server), us(after.client - before.client))
 }
+
+/// nginx's un-synced 4 KiB PUT costs about 100 µs of server CPU here; after runs that created
+/// and deleted tens of thousands of files it costs several times that, in ext4's inode
+/// allocator (bench/README), and every ratio against it flatters weft. Names such rounds.
+pub(crate) fn warn_if_slow_file_system(
+    cpu: &std::collections::BTreeMap<&'static str, (Vec<f64>, Vec<f64>)>,
+) {
+    const SLOW_US: f64 = 250.0;
+    let Some((server, _)) = cpu.get("nginx 4 KiB PUT (no fsync)") else {
+        return;
+    };
+    let slow: Vec<String> = server
+        .iter()
+        .enumerate()
+        .filter(|(_, us)| **us > SLOW_US)
+        .map(|(round, us)| format!("round {} ({us:.0} µs)", round + 1))
+        .collect();
+    if !slow.is_empty() {
+        println!(
+            "warning: nginx's PUT cost more than {SLOW_US:.0} µs of CPU in {}: the file system was in its slow state \
+             (bench/README), so the PUT ratios of those rounds flatter weft; wait a few minutes and run again",
+            slow.join(", ")
+        );
+    }
+}
