@@ -1,14 +1,19 @@
-//! The WAL's writes gathered into one per commit (issue #15's small publication).
+//! A commit's WAL writes gathered in memory and written together (issue #15's small publication).
 //!
 //! SQLite writes each WAL frame with two `xWrite`s (its 24-byte header, then the page), each
 //! a `pwrite` of the unix VFS: about 16 system calls for a 4 KiB publication, a fifth of the
 //! writer thread's time. A WAL opened through this VFS keeps contiguous writes in memory and
-//! hands them to the real `xWrite` as one, in chunks of [`WRITE_CHUNK`], before anything could
-//! see the file: the commit's `xSync`, a read, a truncation, a size, a file control, the close,
+//! hands them to the real `xWrite` together, in as few calls as the unix VFS takes (chunks of
+//! [`WRITE_CHUNK`]: one for a small commit), before anything could see the file: the commit's `xSync`, a read, a truncation, a size, a file control, the close,
 //! a write elsewhere in the file, or [`PENDING_LIMIT`] bytes gathered. SQLite publishes a
 //! commit to other connections (the WAL index) only after its `xSync` returns, so no reader
 //! ever looks for a gathered byte, and nothing gathered was synced, so a crash loses only
 //! what an unsynced write could lose anyway.
+//!
+//! That holds on two conditions, which [`check`] asks of a connection before it writes:
+//! `synchronous` FULL or EXTRA (under NORMAL a commit is published with no `xSync` at all),
+//! and a main file with powersafe overwrite (without it SQLite pads the commit to a sector,
+//! writing the padding after its `xSync`, and publishes it unsynced).
 //!
 //! The hook is asked once per handed-over write, as [`Op::Write`] on [`File::Wal`]: a
 //! failure there fails the call that flushed (the commit's `xSync` returns `SQLITE_FULL` or
@@ -60,6 +65,41 @@ fn pending(extra: &Extra) -> MutexGuard<'_, Pending> {
         .pending
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether `conn` may write through a WAL that gathers its writes: `Err` names the condition
+/// of the module's header that it breaks.
+///
+/// # Errors
+/// `synchronous` below FULL, a main file without powersafe overwrite, or SQLite's failure to
+/// answer either question.
+pub fn check(conn: &rusqlite::Connection) -> Result<(), String> {
+    let synchronous: i64 = conn
+        .query_row("PRAGMA synchronous", [], |row| row.get(0))
+        .map_err(|error| format!("PRAGMA synchronous: {error}"))?;
+    if synchronous < 2 {
+        return Err(format!(
+            "synchronous is {synchronous}; gathered WAL writes need FULL (2) or EXTRA (3)"
+        ));
+    }
+    let mut psow: c_int = -1;
+    // SAFETY: `conn` is open for the call; `SQLITE_FCNTL_POWERSAFE_OVERWRITE` with -1 only
+    // writes the current setting into the `c_int` it is given.
+    let rc = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_POWERSAFE_OVERWRITE,
+            (&raw mut psow).cast(),
+        )
+    };
+    match (rc, psow) {
+        (ffi::SQLITE_OK, 1) => Ok(()),
+        (ffi::SQLITE_OK, _) => Err("the main file has no powersafe overwrite".to_owned()),
+        (code, _) => Err(format!(
+            "SQLite did not say whether the main file has powersafe overwrite (code {code})"
+        )),
+    }
 }
 
 /// Hands what `extra`'s WAL gathered to the file, if anything. The gathered bytes are
@@ -159,8 +199,7 @@ unsafe extern "C" fn write(
         return ffi::SQLITE_OK;
     }
     if !pending.bytes.is_empty() && offset == end && pending.bytes.len() + len <= PENDING_LIMIT {
-        pending.bytes.extend_from_slice(data);
-        return ffi::SQLITE_OK;
+        return append(&mut pending, data);
     }
     if !pending.bytes.is_empty() {
         // SAFETY: `file` is the hooked file `extra` belongs to.
@@ -176,6 +215,15 @@ unsafe extern "C" fn write(
         return unsafe { write_through(file, extra, data, offset) };
     }
     pending.start = offset;
+    append(&mut pending, data)
+}
+
+/// Adds `data` to what is gathered; no memory for it is SQLite's `SQLITE_IOERR_NOMEM`, not an
+/// abort.
+fn append(pending: &mut Pending, data: &[u8]) -> c_int {
+    if pending.bytes.try_reserve(data.len()).is_err() {
+        return ffi::SQLITE_IOERR_NOMEM;
+    }
     pending.bytes.extend_from_slice(data);
     ffi::SQLITE_OK
 }
@@ -219,16 +267,26 @@ unsafe extern "C" fn control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut 
     }
 }
 
-/// Hands the gathered bytes over, frees the vector (SQLite frees the file's memory after
-/// `xClose` without running destructors), then closes the real file.
+/// Hands the gathered bytes over, drops the file's `pending` (SQLite frees the file's memory
+/// after `xClose` without running destructors), then closes the real file.
 unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: as in `write`.
     let extra = unsafe { extra(file) };
     // SAFETY: as above.
     let flushed = unsafe { flush(file, extra) };
-    drop(std::mem::take(&mut pending(extra).bytes));
     // SAFETY: the real VFS's method table lives as long as the VFS.
-    let Some(real) = (unsafe { (*extra.real).xClose }) else {
+    let real = unsafe { (*extra.real).xClose };
+    // SAFETY: `shim` was leaked by `register` and is never freed.
+    let offset = unsafe { (*extra.shim).offset };
+    // SAFETY: `open` wrote this file's `Extra` `offset` bytes into SQLite's allocation for
+    // `file` (as `open` finds it, from the pointer SQLite owns); `extra` is not used again, no
+    // guard of `pending` is alive, and SQLite calls no method of a file after `xClose`, so it
+    // is dropped once, here.
+    unsafe {
+        let own = file.cast::<u8>().add(offset).cast::<Extra>();
+        std::ptr::drop_in_place(&raw mut (*own).pending);
+    }
+    let Some(real) = real else {
         return ffi::SQLITE_IOERR_CLOSE;
     };
     // SAFETY: the real method on the real file; nothing of ours is used after it.

@@ -1,5 +1,5 @@
-//! weft's SQLite VFS: the WAL's writes gathered into one per commit (every server,
-//! `gather.rs`), and writes a test can fail (issue #15, fault injection).
+//! weft's SQLite VFS: a commit's WAL writes gathered into as few as the unix VFS takes (every
+//! server, `gather.rs`), and writes a test can fail (issue #15, fault injection).
 //!
 //! [`register`] wraps the default VFS ("unix" on Linux) under a new name. Every file opens
 //! through the default VFS exactly as before; a database's main file and its WAL then get a
@@ -8,7 +8,8 @@
 //! without touching the file, the code the unix VFS would have returned had the operating
 //! system failed that call with `ENOSPC` or `EIO`. A WAL's writes are gathered in memory and
 //! handed to the file before its `xSync` and before anything else could read it (`gather.rs`
-//! says when), so the hook sees one write per commit there. Everything else (locks, the WAL's
+//! says when, and on which two conditions, which [`check_gathering`] asks), so the hook sees
+//! one write per hand-over there, most often one per commit. Everything else (locks, the WAL's
 //! shared memory, the main file's reads) is the real method itself, not a wrapper, so a
 //! connection through this VFS behaves as one through the default VFS while nothing is armed.
 //!
@@ -32,6 +33,8 @@ use std::sync::{Arc, Mutex};
 use rusqlite::ffi;
 
 mod gather;
+
+pub use gather::check as check_gathering;
 
 /// Which file of a database a write goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -273,3 +273,24 @@ fn spilled_rewritten_and_oversized_transactions_read_back_whole() {
     assert_eq!(again, bytes);
     assert_eq!(bytes, 100 * 3072 + 100 * 3000 + (expected - 200) * 3072);
 }
+
+/// Gathering is safe only under `synchronous` FULL or EXTRA and a main file with powersafe
+/// overwrite; `check_gathering` says which is missing.
+#[test]
+fn gathering_is_checked_against_its_two_conditions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let vfs = register(None).expect("registers");
+    let conn = open(&path, &vfs);
+    assert_eq!(check_gathering(&conn), Ok(()));
+    conn.execute_batch("PRAGMA synchronous = NORMAL")
+        .expect("normal");
+    let why = check_gathering(&conn).expect_err("NORMAL is refused");
+    assert!(why.contains("synchronous is 1"), "{why}");
+    drop(conn);
+    let uri = format!("file:{}?psow=0", path.display());
+    let padded = Connection::open_with_flags_and_vfs(&uri, OpenFlags::default(), vfs.as_str())
+        .expect("opens");
+    let why = check_gathering(&padded).expect_err("no powersafe overwrite is refused");
+    assert!(why.contains("powersafe"), "{why}");
+}

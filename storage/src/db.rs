@@ -177,6 +177,15 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
          PRAGMA temp_store = MEMORY;",
     )?;
     if matches!(location, Location::File(_)) {
+        // The WAL's writes are gathered (`weft-sqlite-faults`); that is safe only under the
+        // settings above and a main file with powersafe overwrite. Checked, not assumed.
+        weft_sqlite_faults::check_gathering(&conn).map_err(|why| {
+            Error::backend(std::io::Error::other(format!(
+                "the writer cannot gather WAL writes: {why}"
+            )))
+        })?;
+    }
+    if matches!(location, Location::File(_)) {
         // The checkpointer thread copies the WAL back (`checkpointer` below); the writer
         // checkpoints itself only if that falls far behind.
         conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
@@ -187,9 +196,10 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
 }
 
 /// The process's `weft-sqlite-faults` VFS without a hook, which the writer opens through in
-/// every server: it gathers each commit's WAL writes into one `pwrite` (that crate's
-/// `gather.rs`), where the default VFS makes two per page. Registered once; if SQLite
-/// refuses, the writer opens through the default VFS, which is slower and as safe.
+/// every server: it gathers each commit's WAL writes into as few `pwrite`s as the unix VFS
+/// takes, one for a small commit (that crate's `gather.rs`), where the default VFS makes two
+/// per page. Registered once; if SQLite refuses, the writer opens through the default VFS,
+/// which is slower and as safe.
 fn gathering_vfs<'a>() -> Option<&'a str> {
     static VFS: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     VFS.get_or_init(|| match weft_sqlite_faults::register(None) {
