@@ -184,8 +184,6 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
                 "the writer cannot gather WAL writes: {why}"
             )))
         })?;
-    }
-    if matches!(location, Location::File(_)) {
         // The checkpointer thread copies the WAL back (`checkpointer` below); the writer
         // checkpoints itself only if that falls far behind.
         conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
