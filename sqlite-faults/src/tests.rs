@@ -294,3 +294,45 @@ fn gathering_is_checked_against_its_two_conditions() {
     let why = check_gathering(&padded).expect_err("no powersafe overwrite is refused");
     assert!(why.contains("powersafe"), "{why}");
 }
+
+/// A hand-over that fails when a spilled transaction reads its own pages back (the read
+/// flushes what was gathered) fails that transaction as an I/O error; it rolls back whole,
+/// nothing of it shows to another connection, and the next commit after the fault clears
+/// succeeds.
+#[test]
+fn a_failed_hand_over_on_a_read_back_rolls_the_transaction_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let hook = Arc::new(Armed::default());
+    let vfs = register(Some(hook.clone())).expect("registers");
+    let mut conn = open(&path, &vfs);
+    insert(&mut conn, 10).expect("inserts");
+    conn.execute_batch("PRAGMA cache_size = 8")
+        .expect("small cache");
+    let reader = Connection::open(&path).expect("reader");
+    let attempt = |conn: &mut Connection| -> rusqlite::Result<i64> {
+        let txn = conn.transaction()?;
+        for _ in 0..200 {
+            txn.execute("INSERT INTO t (v) VALUES (randomblob(3072))", [])?;
+        }
+        let bytes = txn.query_row("SELECT sum(length(v)) FROM t", [], |row| row.get(0))?;
+        txn.commit()?;
+        Ok(bytes)
+    };
+    hook.arm(Some((File::Wal, Op::Write, Failure::Io)));
+    let error = attempt(&mut conn).expect_err("the read-back's hand-over fails");
+    assert_eq!(error.sqlite_error_code(), Some(ErrorCode::SystemIoFailure));
+    assert_eq!(
+        error.sqlite_error().map(|e| e.extended_code),
+        Some(ffi::SQLITE_IOERR_READ),
+        "failed on the read, not at the commit"
+    );
+    assert!(conn.is_autocommit(), "rolled back");
+    assert_eq!(count(&reader), 10, "nothing shows");
+    hook.arm(None);
+    assert_eq!(attempt(&mut conn).expect("recovers"), 210 * 3072);
+    assert_eq!(count(&reader), 210);
+    drop(conn);
+    drop(reader);
+    assert_eq!(plain_count(&path), 210);
+}
