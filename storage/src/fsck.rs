@@ -121,9 +121,11 @@ impl Engine {
         let inline = self
             .db
             .read(|conn| {
-                Ok(conn.row("SELECT COUNT(*) FROM inline_blobs", [], |row| {
-                    row.get::<_, u64>(0)
-                })?)
+                Ok(conn.row(
+                    "SELECT COUNT(*) FROM blobs WHERE bytes IS NOT NULL",
+                    [],
+                    |row| row.get::<_, u64>(0),
+                )?)
             })
             .await?;
         // Stored copies: files, and blobs inline in the index.
@@ -234,7 +236,8 @@ impl Engine {
         let inline: Vec<ArtifactId> = self
             .db
             .read(|conn| {
-                let mut statement = conn.prepare_cached("SELECT blake3 FROM inline_blobs")?;
+                let mut statement =
+                    conn.prepare_cached("SELECT blake3 FROM blobs WHERE bytes IS NOT NULL")?;
                 let ids = statement
                     .query_map([], |row| row.get::<_, Vec<u8>>(0))?
                     .map(|blake3| Ok(ArtifactId(to32(blake3?)?)))

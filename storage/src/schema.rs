@@ -495,8 +495,25 @@ DROP INDEX manifests_blake3;
 DROP INDEX manifests_work_item;
 "#;
 
+/// Issue #15: a small blob's bytes live in its own `blobs` row. `inline_blobs` (V16) was a
+/// second B-tree keyed by the digest, so every small publication wrote one more random 4 KiB
+/// page into the WAL (its autoindex) and every small GET searched it; a column costs neither.
+/// The bytes are the row's last column, in its overflow pages: a look-up of the other
+/// columns never reads them. Blobs stored inline before keep their bytes, moved here.
+const V20: &str = r#"
+ALTER TABLE blobs ADD COLUMN bytes BLOB;   -- the inline copy (issue #15); NULL: a file only
+UPDATE blobs SET bytes = (SELECT i.bytes FROM inline_blobs i WHERE i.blake3 = blobs.blake3)
+    WHERE blake3 IN (SELECT blake3 FROM inline_blobs);
+DROP TABLE inline_blobs;
+"#;
+
+/// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
+const MIGRATIONS: [&str; 20] = [
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20,
+];
+
 /// The newest schema version this build writes.
-const LATEST: i64 = 19;
+const LATEST: i64 = MIGRATIONS.len() as i64;
 
 /// Brings the schema to the newest version; refuses a database from a newer weft.
 pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
@@ -506,62 +523,13 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
             "database schema version {version} is newer than this weft understands ({LATEST})"
         ))));
     }
-    if version < 1 {
-        conn.execute_batch(&format!("BEGIN; {V1} PRAGMA user_version = 1; COMMIT;"))?;
-    }
-    if version < 2 {
-        conn.execute_batch(&format!("BEGIN; {V2} PRAGMA user_version = 2; COMMIT;"))?;
-    }
-    if version < 3 {
-        conn.execute_batch(&format!("BEGIN; {V3} PRAGMA user_version = 3; COMMIT;"))?;
-    }
-    if version < 4 {
-        conn.execute_batch(&format!("BEGIN; {V4} PRAGMA user_version = 4; COMMIT;"))?;
-    }
-    if version < 5 {
-        conn.execute_batch(&format!("BEGIN; {V5} PRAGMA user_version = 5; COMMIT;"))?;
-    }
-    if version < 6 {
-        conn.execute_batch(&format!("BEGIN; {V6} PRAGMA user_version = 6; COMMIT;"))?;
-    }
-    if version < 7 {
-        conn.execute_batch(&format!("BEGIN; {V7} PRAGMA user_version = 7; COMMIT;"))?;
-    }
-    if version < 8 {
-        conn.execute_batch(&format!("BEGIN; {V8} PRAGMA user_version = 8; COMMIT;"))?;
-    }
-    if version < 9 {
-        conn.execute_batch(&format!("BEGIN; {V9} PRAGMA user_version = 9; COMMIT;"))?;
-    }
-    if version < 10 {
-        conn.execute_batch(&format!("BEGIN; {V10} PRAGMA user_version = 10; COMMIT;"))?;
-    }
-    if version < 11 {
-        conn.execute_batch(&format!("BEGIN; {V11} PRAGMA user_version = 11; COMMIT;"))?;
-    }
-    if version < 12 {
-        conn.execute_batch(&format!("BEGIN; {V12} PRAGMA user_version = 12; COMMIT;"))?;
-    }
-    if version < 13 {
-        conn.execute_batch(&format!("BEGIN; {V13} PRAGMA user_version = 13; COMMIT;"))?;
-    }
-    if version < 14 {
-        conn.execute_batch(&format!("BEGIN; {V14} PRAGMA user_version = 14; COMMIT;"))?;
-    }
-    if version < 15 {
-        conn.execute_batch(&format!("BEGIN; {V15} PRAGMA user_version = 15; COMMIT;"))?;
-    }
-    if version < 16 {
-        conn.execute_batch(&format!("BEGIN; {V16} PRAGMA user_version = 16; COMMIT;"))?;
-    }
-    if version < 17 {
-        conn.execute_batch(&format!("BEGIN; {V17} PRAGMA user_version = 17; COMMIT;"))?;
-    }
-    if version < 18 {
-        conn.execute_batch(&format!("BEGIN; {V18} PRAGMA user_version = 18; COMMIT;"))?;
-    }
-    if version < 19 {
-        conn.execute_batch(&format!("BEGIN; {V19} PRAGMA user_version = 19; COMMIT;"))?;
+    for (done, sql) in (1..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(version.max(0)).unwrap_or(0))
+    {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+        ))?;
     }
     Ok(())
 }
@@ -581,6 +549,49 @@ mod tests {
             .expect("rows")
             .collect::<Result<_, _>>()
             .expect("steps")
+    }
+
+    /// Issue #15 (V20): a database written before keeps every inline blob's bytes, now in
+    /// its `blobs` row; a file blob has none; `inline_blobs` is gone.
+    #[test]
+    fn inline_bytes_move_into_their_blob_rows() {
+        let conn = Connection::open_in_memory().expect("open");
+        for (done, sql) in (1..).zip(&super::MIGRATIONS[..19]) {
+            conn.execute_batch(&format!(
+                "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+            ))
+            .expect("an old schema");
+        }
+        conn.execute_batch(
+            "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES
+                 (x'01', x'a1', 3, 't'), (x'02', x'a2', 9, 't');
+             INSERT INTO inline_blobs (blake3, bytes) VALUES (x'01', x'616263');",
+        )
+        .expect("old rows");
+        super::migrate(&conn).expect("migrated");
+        let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn
+            .prepare("SELECT blake3, bytes FROM blobs ORDER BY blake3")
+            .expect("select")
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("read");
+        assert_eq!(
+            rows,
+            vec![(vec![1], Some(b"abc".to_vec())), (vec![2], None)]
+        );
+        let left: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'inline_blobs'",
+                [],
+                |row| row.get(0),
+            )
+            .expect("schema");
+        assert_eq!(left, 0);
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("version");
+        assert_eq!(version, super::LATEST);
     }
 
     /// Issue #15: the visibility look-ups of every read find one artifact's manifests in a

@@ -294,7 +294,7 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
     let index = rusqlite::Connection::open(dir.path().join("index.sqlite")).expect("index");
     index
         .execute(
-            "UPDATE inline_blobs SET bytes = ?1 WHERE blake3 = ?2",
+            "UPDATE blobs SET bytes = ?1 WHERE blake3 = ?2",
             rusqlite::params![vec![9u8; 1024], &small.digests.blake3.0[..]],
         )
         .expect("tamper");

@@ -76,9 +76,9 @@ pub(crate) fn blob_with_inline(
     id: &ArtifactId,
 ) -> Result<Option<BlobWithInline>, Error> {
     conn.row(
-        "SELECT b.blake3, b.sha256, b.size, b.quarantined_at, i.bytes FROM blobs b
-         LEFT JOIN inline_blobs i ON i.blake3 = b.blake3 AND b.quarantined_at IS NULL
-         WHERE b.blake3 = ?1",
+        "SELECT blake3, sha256, size, quarantined_at,
+                CASE WHEN quarantined_at IS NULL THEN bytes END
+         FROM blobs WHERE blake3 = ?1",
         [&id.0[..]],
         |row| {
             Ok((

@@ -54,6 +54,11 @@ fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Resu
 pub(crate) enum Bytes {
     /// Uploaded earlier, by whoever: checked.
     Stored,
+    /// A file this request's bytes were just promoted to, its row written earlier in this
+    /// same transaction: checked as stored bytes are (a quarantine may have come between the
+    /// read before the promotion and this transaction), except that its publisher sent the
+    /// bytes itself and so may see them.
+    JustPromoted,
     /// Not stored yet: a publication with its bytes checked before they are staged.
     NotYet,
     /// Recorded inline earlier in this same transaction from bytes just hashed against the
@@ -193,9 +198,10 @@ impl Verified {
             ));
         }
         let content = &manifest.content;
-        if bytes == Bytes::Stored {
+        if matches!(bytes, Bytes::Stored | Bytes::JustPromoted) {
             let blob = blob_row(conn, &Digest::Blake3(content.blake3))?;
-            let visible = can_see_blob(conn, &producer, &content.blake3)?;
+            let visible =
+                bytes == Bytes::JustPromoted || can_see_blob(conn, &producer, &content.blake3)?;
             match blob {
                 Some(_) if !visible => {
                     return Err(reject(

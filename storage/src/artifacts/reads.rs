@@ -592,9 +592,10 @@ pub(crate) fn inline_bytes(
 ) -> Result<Option<Vec<u8>>, Error> {
     Ok(conn
         .row(
-            "SELECT bytes FROM inline_blobs WHERE blake3 = ?1",
+            "SELECT bytes FROM blobs WHERE blake3 = ?1",
             [&blake3.0[..]],
-            |row| row.get::<_, Vec<u8>>(0),
+            |row| row.get::<_, Option<Vec<u8>>>(0),
         )
-        .optional()?)
+        .optional()?
+        .flatten())
 }

@@ -352,27 +352,22 @@ impl Engine {
                     Some(read) => read,
                     None => before(txn, &uploader)?,
                 };
+                // Small bytes go into the row itself (its `bytes` column). A blob stored
+                // before as a file gains its inline copy; verified bytes replace a quarantined
+                // copy, which repairs it; an intact inline copy is left as it is.
                 txn.run(
-                    "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (blake3) DO NOTHING",
+                    "INSERT INTO blobs (blake3, sha256, size, stored_at, bytes) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (blake3) DO UPDATE SET bytes = excluded.bytes
+                     WHERE excluded.bytes IS NOT NULL AND (blobs.bytes IS NULL OR ?6)",
                     params![
                         &digests.blake3.0[..],
                         &digests.sha256.0[..],
                         digests.size,
-                        format_instant(now)
+                        format_instant(now),
+                        inline.as_deref(),
+                        quarantined
                     ],
                 )?;
-                if let Some(bytes) = &inline {
-                    // Verified bytes: replacing a quarantined copy repairs it.
-                    let sql = if quarantined {
-                        "INSERT INTO inline_blobs (blake3, bytes) VALUES (?1, ?2)
-                         ON CONFLICT (blake3) DO UPDATE SET bytes = excluded.bytes"
-                    } else {
-                        "INSERT INTO inline_blobs (blake3, bytes) VALUES (?1, ?2)
-                         ON CONFLICT (blake3) DO NOTHING"
-                    };
-                    txn.run(sql, params![&digests.blake3.0[..], &bytes[..]])?;
-                }
                 if quarantined {
                     let repaired = txn.run(
                         "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
@@ -387,7 +382,11 @@ impl Engine {
                 if let Some(upload_id) = &finishing {
                     txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [upload_id])?;
                 }
-                if let Reader::Agent { agent_id, group_id, .. } = &uploader {
+                // A publication of its bytes writes no uploader row: its manifest, committed
+                // in this transaction or nothing is, is what lets the publisher see the bytes,
+                // keeps them from the sweep and off its uncited bytes; the row would only add
+                // a random page of a digest-keyed B-tree to every small publication's commit.
+                if let (Reader::Agent { agent_id, group_id, .. }, Cited::Not) = (&uploader, cited) {
                     // `uploaded_at` moves with every upload: the sweep keeps a blob someone
                     // uploaded recently, however old its first copy is.
                     txn.run(

@@ -180,11 +180,12 @@ impl Engine {
         verified.now = self.clock.now();
         // Inline bytes are recorded in the job's own transaction, just before the publication,
         // which need not look them up again; a file's row may have been read before its
-        // promotion, so it is checked as on the other path.
+        // promotion, so it is checked as on the other path (bar visibility: this request
+        // sent the bytes, and no uploader row is written for them).
         let known = if inline {
             Known::JustRecorded
         } else {
-            Known::Stored
+            Known::JustPromoted
         };
         let (recording, aftermath) = verified.into_recording(known);
         let outcome = self
