@@ -288,6 +288,17 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
     assert_eq!(blob_files(dir.path()), 2);
     let stats = store.stats().await.expect("stats");
     assert_eq!((stats.blobs, stats.blob_objects), (4, 4));
+    // The same bytes again: a blob stored as a file gains an inline copy in its row; one
+    // already inline keeps the copy it has.
+    for bytes in [vec![2; 1025], vec![1; 1024]] {
+        store
+            .upload(owned_body(bytes), None, admin())
+            .await
+            .expect("again");
+    }
+    let stats = store.stats().await.expect("stats");
+    assert_eq!((stats.blobs, stats.blob_objects), (4, 5));
+    assert_eq!(blob_files(dir.path()), 2);
     drop(store);
 
     // A disk fault in the index: fsck names the blob.
