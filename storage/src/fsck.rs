@@ -122,7 +122,7 @@ impl Engine {
             .db
             .read(|conn| {
                 Ok(conn.row(
-                    "SELECT COUNT(*) FROM blobs WHERE bytes IS NOT NULL",
+                    "SELECT COUNT(*) FROM blobs WHERE inline_id IS NOT NULL",
                     [],
                     |row| row.get::<_, u64>(0),
                 )?)
@@ -237,7 +237,7 @@ impl Engine {
             .db
             .read(|conn| {
                 let mut statement =
-                    conn.prepare_cached("SELECT blake3 FROM blobs WHERE bytes IS NOT NULL")?;
+                    conn.prepare_cached("SELECT blake3 FROM blobs WHERE inline_id IS NOT NULL")?;
                 let ids = statement
                     .query_map([], |row| row.get::<_, Vec<u8>>(0))?
                     .map(|blake3| Ok(ArtifactId(to32(blake3?)?)))
@@ -273,6 +273,23 @@ impl Engine {
                     digests.blake3, digests.sha256, digests.size
                 )),
             }
+        }
+        // 1c. Inline copies no blob row names (none should exist: a copy goes with its row).
+        let unnamed: u64 = self
+            .db
+            .read(|conn| {
+                Ok(conn.row(
+                    "SELECT COUNT(*) FROM inline_bytes
+                     WHERE id NOT IN (SELECT inline_id FROM blobs WHERE inline_id IS NOT NULL)",
+                    [],
+                    |row| row.get(0),
+                )?)
+            })
+            .await?;
+        if unnamed > 0 {
+            report
+                .problems
+                .push(format!("{unnamed} inline copies that no blob row names"));
         }
         // 2. Rows, signatures and chains, on one read connection.
         let (n_manifests, n_events, problems) = self

@@ -495,15 +495,22 @@ DROP INDEX manifests_blake3;
 DROP INDEX manifests_work_item;
 "#;
 
-/// Issue #15: a small blob's bytes live in its own `blobs` row. `inline_blobs` (V16) was a
-/// second B-tree keyed by the digest, so every small publication wrote one more random 4 KiB
-/// page into the WAL (its autoindex) and every small GET searched it; a column costs neither.
-/// The bytes are the row's last column, in its overflow pages: a look-up of the other
-/// columns never reads them. Blobs stored inline before keep their bytes, moved here.
+/// Issue #15: a small blob's bytes live in `inline_bytes`, keyed by an integer its `blobs`
+/// row holds. `inline_blobs` (V16) was keyed by the digest, so every small publication wrote
+/// one more random 4 KiB page into the WAL (its autoindex leaf) and every small GET searched
+/// one more digest-keyed B-tree; a new row here is appended after the last one, next to the
+/// other rows of its commit, and found by its integer. The bytes are not in the `blobs` row
+/// itself, so `blobs` stays narrow for the scans that walk it (the sweep, fsck).
+/// Blobs stored inline before keep their bytes, moved here.
 const V20: &str = r#"
-ALTER TABLE blobs ADD COLUMN bytes BLOB;   -- the inline copy (issue #15); NULL: a file only
-UPDATE blobs SET bytes = (SELECT i.bytes FROM inline_blobs i WHERE i.blake3 = blobs.blake3)
-    WHERE blake3 IN (SELECT blake3 FROM inline_blobs);
+CREATE TABLE inline_bytes (
+    id     INTEGER PRIMARY KEY,
+    bytes  BLOB NOT NULL
+);
+ALTER TABLE blobs ADD COLUMN inline_id INTEGER;  -- its inline copy (issue #15); NULL: a file only
+INSERT INTO inline_bytes (id, bytes)
+    SELECT b.rowid, i.bytes FROM inline_blobs i JOIN blobs b ON b.blake3 = i.blake3;
+UPDATE blobs SET inline_id = rowid WHERE blake3 IN (SELECT blake3 FROM inline_blobs);
 DROP TABLE inline_blobs;
 "#;
 
@@ -552,7 +559,8 @@ mod tests {
     }
 
     /// Issue #15 (V20): a database written before keeps every inline blob's bytes, now in
-    /// its `blobs` row; a file blob has none; `inline_blobs` is gone.
+    /// `inline_bytes` under the id its `blobs` row names; a file blob names none;
+    /// `inline_blobs` is gone.
     #[test]
     fn inline_bytes_move_into_their_blob_rows() {
         let conn = Connection::open_in_memory().expect("open");
@@ -570,7 +578,10 @@ mod tests {
         .expect("old rows");
         super::migrate(&conn).expect("migrated");
         let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn
-            .prepare("SELECT blake3, bytes FROM blobs ORDER BY blake3")
+            .prepare(
+                "SELECT b.blake3, i.bytes FROM blobs b LEFT JOIN inline_bytes i ON i.id = b.inline_id
+                 ORDER BY b.blake3",
+            )
             .expect("select")
             .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
             .expect("rows")

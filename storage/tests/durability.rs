@@ -305,7 +305,7 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
     let index = rusqlite::Connection::open(dir.path().join("index.sqlite")).expect("index");
     index
         .execute(
-            "UPDATE blobs SET bytes = ?1 WHERE blake3 = ?2",
+            "UPDATE inline_bytes SET bytes = ?1 WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?2)",
             rusqlite::params![vec![9u8; 1024], &small.digests.blake3.0[..]],
         )
         .expect("tamper");
@@ -324,4 +324,94 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
         "{:?}",
         report.problems
     );
+}
+
+/// Issue #15: a quarantined small blob repaired by bytes that now go to a file (a lower
+/// threshold here; a resumable upload always does) loses its damaged inline copy, which
+/// reads would otherwise still prefer, and fsck then finds every copy intact.
+#[tokio::test]
+async fn a_file_that_repairs_an_inline_blob_replaces_its_copy() {
+    let dir = tempfile::tempdir().expect("dir");
+    let open = |inline: u64| {
+        let mut options = Options::on_disk(dir.path());
+        options.inline_blob_bytes = inline;
+        Store::open(options)
+    };
+    let admin = || weft_storage::Uploader::Admin;
+    let bytes = vec![7u8; 2048];
+    let store = open(1 << 20).await.expect("open");
+    let blob = store
+        .upload(owned_body(bytes.clone()), None, admin())
+        .await
+        .expect("inline");
+    drop(store);
+    // A disk fault in the inline copy, found and quarantined by a read.
+    let index = rusqlite::Connection::open(dir.path().join("index.sqlite")).expect("index");
+    index
+        .execute(
+            "UPDATE inline_bytes SET bytes = ?1 WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?2)",
+            rusqlite::params![vec![8u8; 2048], &blob.digests.blake3.0[..]],
+        )
+        .expect("tamper");
+    index
+        .execute(
+            "UPDATE blobs SET quarantined_at = '2026-01-01T00:00:00Z' WHERE blake3 = ?1",
+            [&blob.digests.blake3.0[..]],
+        )
+        .expect("quarantine");
+    drop(index);
+
+    let store = open(0).await.expect("reopen with every blob a file");
+    store
+        .upload(owned_body(bytes), None, admin())
+        .await
+        .expect("repair");
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(
+        (stats.blobs, stats.blob_objects, stats.quarantined),
+        (1, 1, 0),
+        "one file, no inline copy left, repaired"
+    );
+    assert_eq!(blob_files(dir.path()), 1);
+    let report = store.fsck().await.expect("fsck");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// Bytes that were only hashed, because the blob was healthy and visible when the upload
+/// began, repair nothing: a quarantine that lands while the body is read stays, and no
+/// `artifact.repaired` is claimed (the review of stop 30).
+#[tokio::test]
+async fn bytes_only_hashed_do_not_repair_a_quarantine_that_landed_meanwhile() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Store::open(Options::on_disk(dir.path()))
+        .await
+        .expect("open");
+    let admin = || weft_storage::Uploader::Admin;
+    let bytes = vec![5u8; 1000];
+    let blob = store
+        .upload(owned_body(bytes.clone()), None, admin())
+        .await
+        .expect("first");
+    let index_path = dir.path().join("index.sqlite");
+    let blake3 = blob.digests.blake3.0.to_vec();
+    // Named by its digest: the upload looks it up first and, finding it healthy and
+    // visible, only hashes the body.
+    let claimed = Some(weft_api::Digest::Blake3(blob.digests.blake3));
+    // The body quarantines the blob when it is first read: after the upload decided the
+    // bytes were known and healthy, before its transaction.
+    let body = futures::stream::once(async move {
+        let index = rusqlite::Connection::open(&index_path).expect("index");
+        index
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .expect("busy timeout");
+        index
+            .execute(
+                "UPDATE blobs SET quarantined_at = '2026-01-01T00:00:00Z' WHERE blake3 = ?1",
+                [&blake3],
+            )
+            .expect("quarantine");
+        Ok(Bytes::from(bytes))
+    });
+    store.upload(body, claimed, admin()).await.expect("hashed");
+    assert_eq!(store.stats().await.expect("stats").quarantined, 1);
 }

@@ -505,7 +505,7 @@ impl Harness {
             rusqlite::Connection::open(self.dir.path().join("index.sqlite")).expect("index");
         let changed = index
             .execute(
-                "UPDATE blobs SET bytes = ?1 WHERE blake3 = ?2",
+                "UPDATE inline_bytes SET bytes = ?1 WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?2)",
                 rusqlite::params![bytes, &id.0[..]],
             )
             .expect("tamper");

@@ -76,9 +76,9 @@ pub(crate) fn blob_with_inline(
     id: &ArtifactId,
 ) -> Result<Option<BlobWithInline>, Error> {
     conn.row(
-        "SELECT blake3, sha256, size, quarantined_at,
-                CASE WHEN quarantined_at IS NULL THEN bytes END
-         FROM blobs WHERE blake3 = ?1",
+        "SELECT b.blake3, b.sha256, b.size, b.quarantined_at, i.bytes FROM blobs b
+         LEFT JOIN inline_bytes i ON i.id = b.inline_id AND b.quarantined_at IS NULL
+         WHERE b.blake3 = ?1",
         [&id.0[..]],
         |row| {
             Ok((

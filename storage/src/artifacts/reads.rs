@@ -592,10 +592,10 @@ pub(crate) fn inline_bytes(
 ) -> Result<Option<Vec<u8>>, Error> {
     Ok(conn
         .row(
-            "SELECT bytes FROM blobs WHERE blake3 = ?1",
+            "SELECT i.bytes FROM blobs b JOIN inline_bytes i ON i.id = b.inline_id
+             WHERE b.blake3 = ?1",
             [&blake3.0[..]],
-            |row| row.get::<_, Option<Vec<u8>>>(0),
+            |row| row.get::<_, Vec<u8>>(0),
         )
-        .optional()?
-        .flatten())
+        .optional()?)
 }

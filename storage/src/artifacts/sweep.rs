@@ -67,6 +67,10 @@ impl Engine {
                         "DELETE FROM blob_verifications WHERE blake3 = ?1",
                         [&blake3],
                     )?;
+                    txn.run(
+                        "DELETE FROM inline_bytes WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?1)",
+                        [&blake3],
+                    )?;
                     txn.run("DELETE FROM blobs WHERE blake3 = ?1", [&blake3])?;
                     removed.push((ArtifactId(to32(blake3)?), size));
                 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures::Stream;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 
@@ -352,23 +352,11 @@ impl Engine {
                     Some(read) => read,
                     None => before(txn, &uploader)?,
                 };
-                // Small bytes go into the row itself (its `bytes` column). A blob stored
-                // before as a file gains its inline copy; verified bytes replace a quarantined
-                // copy, which repairs it; an intact inline copy is left as it is.
-                txn.run(
-                    "INSERT INTO blobs (blake3, sha256, size, stored_at, bytes) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (blake3) DO UPDATE SET bytes = excluded.bytes
-                     WHERE excluded.bytes IS NOT NULL AND (blobs.bytes IS NULL OR ?6)",
-                    params![
-                        &digests.blake3.0[..],
-                        &digests.sha256.0[..],
-                        digests.size,
-                        format_instant(now),
-                        inline.as_deref(),
-                        quarantined
-                    ],
-                )?;
-                if quarantined {
+                // Only bytes this call wrote can repair a quarantined blob: bytes that were
+                // only hashed (the blob was healthy when the upload began) repair nothing.
+                let repair = quarantined && (inline.is_some() || promoted);
+                record_row(txn, &digests, now, inline.as_deref(), repair)?;
+                if repair {
                     let repaired = txn.run(
                         "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
                         [&digests.blake3.0[..]],
@@ -465,6 +453,62 @@ impl Engine {
             })
             .await
     }
+}
+
+/// Writes blob `digests`' row, and its inline copy when `inline` holds its (verified) bytes:
+/// a new blob gets both; a blob stored as a file gains the copy; an intact copy is kept.
+/// `repair` (a quarantined blob, and this call wrote verified bytes): the copy is replaced
+/// by `inline`, or dropped when the bytes went to a file, which reads then use.
+fn record_row(
+    txn: &crate::db::Tx<'_>,
+    digests: &Digests,
+    now: chrono::DateTime<chrono::Utc>,
+    inline: Option<&[u8]>,
+    repair: bool,
+) -> Result<(), Error> {
+    let blake3 = &digests.blake3.0[..];
+    let held: Option<Option<i64>> = txn
+        .row(
+            "SELECT inline_id FROM blobs WHERE blake3 = ?1",
+            [blake3],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let append = |bytes: &[u8]| -> Result<i64, Error> {
+        txn.run("INSERT INTO inline_bytes (bytes) VALUES (?1)", [bytes])?;
+        Ok(txn.last_insert_rowid())
+    };
+    match (held, inline) {
+        (None, inline) => {
+            let inline_id = inline.map(append).transpose()?;
+            txn.run(
+                "INSERT INTO blobs (blake3, sha256, size, stored_at, inline_id) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![blake3, &digests.sha256.0[..], digests.size, format_instant(now), inline_id],
+            )?;
+        }
+        (Some(None), Some(bytes)) => {
+            let inline_id = append(bytes)?;
+            txn.run(
+                "UPDATE blobs SET inline_id = ?2 WHERE blake3 = ?1",
+                params![blake3, inline_id],
+            )?;
+        }
+        (Some(Some(inline_id)), Some(bytes)) if repair => {
+            txn.run(
+                "UPDATE inline_bytes SET bytes = ?2 WHERE id = ?1",
+                params![inline_id, bytes],
+            )?;
+        }
+        (Some(Some(inline_id)), None) if repair => {
+            txn.run(
+                "UPDATE blobs SET inline_id = NULL WHERE blake3 = ?1",
+                [blake3],
+            )?;
+            txn.run("DELETE FROM inline_bytes WHERE id = ?1", [inline_id])?;
+        }
+        (Some(_), _) => {}
+    }
+    Ok(())
 }
 
 /// Appends `artifact.repaired` to every Group that published `blake3` (the Groups that got
