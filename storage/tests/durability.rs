@@ -375,6 +375,18 @@ async fn a_file_that_repairs_an_inline_blob_replaces_its_copy() {
     assert_eq!(blob_files(dir.path()), 1);
     let report = store.fsck().await.expect("fsck");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
+    drop(store);
+    // An inline copy that no row names (none is ever written so): fsck reports it.
+    let index = rusqlite::Connection::open(dir.path().join("index.sqlite")).expect("index");
+    index
+        .execute("INSERT INTO inline_bytes (bytes) VALUES (x'00')", [])
+        .expect("stray copy");
+    drop(index);
+    let report = open(0).await.expect("reopen").fsck().await.expect("fsck");
+    assert_eq!(
+        report.problems,
+        vec!["1 inline copies that no blob row names".to_owned()]
+    );
 }
 
 /// Bytes that were only hashed, because the blob was healthy and visible when the upload
