@@ -1,5 +1,5 @@
 //! The index and event-log tables, versioned with `PRAGMA user_version`.
-//! Long (about 640 lines) because it holds every migration since V1, in order, as the SQL
+//! Long (about 660 lines) because it holds every migration since V1, in order, as the SQL
 //! that ran, and the tests that pin its query plans.
 //!
 //! Digests are stored as 32-byte BLOBs; ids as TEXT already validated by `weft_api::Id`.
