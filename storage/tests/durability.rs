@@ -241,17 +241,35 @@ fn blob_files(dir: &std::path::Path) -> usize {
     walk(&dir.join("blobs"))
 }
 
+/// A store on `dir` whose blobs up to `inline` bytes are stored in the index.
+async fn store_with_inline(
+    dir: &std::path::Path,
+    inline: u64,
+) -> Result<Store, weft_storage::Error> {
+    let mut options = Options::on_disk(dir);
+    options.inline_blob_bytes = inline;
+    Store::open(options).await
+}
+
+/// A disk fault in the index: blob `blake3`'s inline copy becomes `bytes` (the store closed).
+fn tamper_inline(dir: &std::path::Path, blake3: &weft_api::ArtifactId, bytes: Vec<u8>) {
+    let index = rusqlite::Connection::open(dir.join("index.sqlite")).expect("index");
+    let changed = index
+        .execute(
+            "UPDATE inline_bytes SET bytes = ?1 WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?2)",
+            rusqlite::params![bytes, &blake3.0[..]],
+        )
+        .expect("tamper");
+    assert_eq!(changed, 1, "an inline copy to tamper with");
+}
+
 /// Issue #15: blobs up to the inline threshold live in the index with their row (no file),
 /// larger ones are files; the threshold may change between restarts without losing
 /// anything, and fsck hashes both kinds (and finds a tampered inline copy).
 #[tokio::test]
 async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
     let dir = tempfile::tempdir().expect("dir");
-    let open = |inline: u64| {
-        let mut options = Options::on_disk(dir.path());
-        options.inline_blob_bytes = inline;
-        Store::open(options)
-    };
+    let open = |inline: u64| store_with_inline(dir.path(), inline);
     let admin = || weft_storage::Uploader::Admin;
     let store = open(1024).await.expect("open");
     let small = store
@@ -302,14 +320,7 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
     drop(store);
 
     // A disk fault in the index: fsck names the blob.
-    let index = rusqlite::Connection::open(dir.path().join("index.sqlite")).expect("index");
-    index
-        .execute(
-            "UPDATE inline_bytes SET bytes = ?1 WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?2)",
-            rusqlite::params![vec![9u8; 1024], &small.digests.blake3.0[..]],
-        )
-        .expect("tamper");
-    drop(index);
+    tamper_inline(dir.path(), &small.digests.blake3, vec![9u8; 1024]);
     let mut offline = Options::on_disk(dir.path());
     offline.sweep_staging = false;
     let report = Store::open(offline)
@@ -332,11 +343,7 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
 #[tokio::test]
 async fn a_file_that_repairs_an_inline_blob_replaces_its_copy() {
     let dir = tempfile::tempdir().expect("dir");
-    let open = |inline: u64| {
-        let mut options = Options::on_disk(dir.path());
-        options.inline_blob_bytes = inline;
-        Store::open(options)
-    };
+    let open = |inline: u64| store_with_inline(dir.path(), inline);
     let admin = || weft_storage::Uploader::Admin;
     let bytes = vec![7u8; 2048];
     let store = open(1 << 20).await.expect("open");
@@ -346,13 +353,8 @@ async fn a_file_that_repairs_an_inline_blob_replaces_its_copy() {
         .expect("inline");
     drop(store);
     // A disk fault in the inline copy, found and quarantined by a read.
+    tamper_inline(dir.path(), &blob.digests.blake3, vec![8u8; 2048]);
     let index = rusqlite::Connection::open(dir.path().join("index.sqlite")).expect("index");
-    index
-        .execute(
-            "UPDATE inline_bytes SET bytes = ?1 WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?2)",
-            rusqlite::params![vec![8u8; 2048], &blob.digests.blake3.0[..]],
-        )
-        .expect("tamper");
     index
         .execute(
             "UPDATE blobs SET quarantined_at = '2026-01-01T00:00:00Z' WHERE blake3 = ?1",
