@@ -245,6 +245,23 @@ backends!(
 );
 
 backends!(
+    /// Issue #15: an uncited small blob swept goes with its inline copy; no copy is left
+    /// that no row names (fsck would say so), and nothing else is stored.
+    async fn the_sweep_removes_an_inline_blob_with_its_copy(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        h.upload(&worker, b"small, never published").await;
+        h.clock.advance(chrono::Duration::hours(25));
+        let report = h.store.sweep().await.expect("sweep");
+        assert_eq!(report.blobs_removed, 1, "{report:?}");
+        let stats = h.stats().await;
+        assert_eq!((stats.blobs, stats.blob_objects), (0, 0));
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+);
+
+backends!(
     /// Issue #10 finding 7: the sweep removes an upload nothing cites once its latest upload
     /// is older than the TTL (rows and file), and keeps published bytes and recent uploads.
     async fn the_sweep_removes_old_uncited_uploads_only(kind: Kind) {
