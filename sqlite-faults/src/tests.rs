@@ -52,6 +52,22 @@ fn open(path: &std::path::Path, vfs: &str) -> Connection {
     conn
 }
 
+/// A database in a fresh directory (kept while the first value lives), its path, the hook
+/// that arms its faults, and a connection opened through the VFS that asks it.
+fn hooked() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Arc<Armed>,
+    Connection,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let hook = Arc::new(Armed::default());
+    let vfs = register(Some(hook.clone())).expect("registers");
+    let conn = open(&path, &vfs);
+    (dir, path, hook, conn)
+}
+
 fn count(conn: &Connection) -> i64 {
     conn.query_row("SELECT count(*) FROM t", [], |row| row.get(0))
         .expect("count")
@@ -71,11 +87,7 @@ fn insert(conn: &mut Connection, n: usize) -> rusqlite::Result<()> {
 /// hook saw the WAL's writes and fsyncs and the checkpoint's writes to the main file.
 #[test]
 fn unarmed_it_is_the_default_vfs() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("db");
-    let hook = Arc::new(Armed::default());
-    let vfs = register(Some(hook.clone())).expect("registers");
-    let mut conn = open(&path, &vfs);
+    let (_dir, path, hook, mut conn) = hooked();
     for _ in 0..20 {
         insert(&mut conn, 50).expect("inserts");
     }
@@ -98,11 +110,7 @@ fn unarmed_it_is_the_default_vfs() {
 /// visible to another connection, and the next commit after the fault clears succeeds.
 #[test]
 fn a_failed_wal_write_or_fsync_fails_the_commit_and_nothing_shows() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("db");
-    let hook = Arc::new(Armed::default());
-    let vfs = register(Some(hook.clone())).expect("registers");
-    let mut conn = open(&path, &vfs);
+    let (_dir, path, hook, mut conn) = hooked();
     insert(&mut conn, 10).expect("inserts");
     let reader = Connection::open(&path).expect("reader");
     let cases = [
@@ -163,11 +171,7 @@ fn a_failed_wal_write_or_fsync_fails_the_commit_and_nothing_shows() {
 /// read (from the WAL), and the next checkpoint copies them all.
 #[test]
 fn a_failed_checkpoint_loses_nothing() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("db");
-    let hook = Arc::new(Armed::default());
-    let vfs = register(Some(hook.clone())).expect("registers");
-    let mut conn = open(&path, &vfs);
+    let (_dir, path, hook, mut conn) = hooked();
     let checkpoint = |conn: &Connection| {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
             row.get::<_, i64>(0)
@@ -214,11 +218,7 @@ fn plain_count(path: &std::path::Path) -> i64 {
 /// write, before its fsync, and another connection through the default VFS reads them all.
 #[test]
 fn a_commit_writes_its_wal_once_before_its_fsync() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("db");
-    let hook = Arc::new(Armed::default());
-    let vfs = register(Some(hook.clone())).expect("registers");
-    let mut conn = open(&path, &vfs);
+    let (_dir, path, hook, mut conn) = hooked();
     let reader = Connection::open(&path).expect("reader");
     hook.took(File::Wal, Op::Write);
     for round in 1..=3 {
@@ -301,11 +301,7 @@ fn gathering_is_checked_against_its_two_conditions() {
 /// succeeds.
 #[test]
 fn a_failed_hand_over_on_a_read_back_rolls_the_transaction_back() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("db");
-    let hook = Arc::new(Armed::default());
-    let vfs = register(Some(hook.clone())).expect("registers");
-    let mut conn = open(&path, &vfs);
+    let (_dir, path, hook, mut conn) = hooked();
     insert(&mut conn, 10).expect("inserts");
     conn.execute_batch("PRAGMA cache_size = 8")
         .expect("small cache");
