@@ -177,9 +177,9 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
          PRAGMA temp_store = MEMORY;",
     )?;
     if matches!(location, Location::File(_)) {
-        // The WAL's writes are gathered (`weft-sqlite-faults`); that is safe only under the
+        // The WAL's writes are gathered (`weft-sqlite-vfs`); that is safe only under the
         // settings above and a main file with powersafe overwrite. Checked, not assumed.
-        weft_sqlite_faults::check_gathering(&conn).map_err(|why| {
+        weft_sqlite_vfs::check_gathering(&conn).map_err(|why| {
             Error::backend(std::io::Error::other(format!(
                 "the writer cannot gather WAL writes: {why}"
             )))
@@ -193,14 +193,14 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
     Ok(conn)
 }
 
-/// The process's `weft-sqlite-faults` VFS without a hook, which the writer opens through in
+/// The process's `weft-sqlite-vfs` VFS without a hook, which the writer opens through in
 /// every server: it gathers each commit's WAL writes into as few `pwrite`s as the unix VFS
 /// takes, one for a small commit (that crate's `gather.rs`), where the default VFS makes two
 /// per page. Registered once; if SQLite refuses, the writer opens through the default VFS,
 /// which is slower and as safe.
 fn gathering_vfs<'a>() -> Option<&'a str> {
     static VFS: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    VFS.get_or_init(|| match weft_sqlite_faults::register(None) {
+    VFS.get_or_init(|| match weft_sqlite_vfs::register(None) {
         Ok(name) => Some(name),
         Err(code) => {
             tracing::warn!(

@@ -11,7 +11,7 @@
 //! [`Faults::check`] themselves (spilled outboards, resumable chunks, directory fsyncs), and
 //! the database's own writes go through SQLite's VFS: a store opened with
 //! [`Faults::with_database`] opens its writer and checkpointer connections through the
-//! `weft-sqlite-faults` VFS, which asks these hooks before every write, fsync and truncation
+//! `weft-sqlite-vfs` VFS, which asks these hooks before every write, fsync and truncation
 //! of the WAL and the database file, so a failed commit or checkpoint is SQLite's own error
 //! path, not a simulation of it. An in-memory database writes no file and has no such site.
 //!
@@ -223,7 +223,7 @@ impl Faults {
     }
 
     /// Faults that also reach the database's own writes: [`Faults`] whose store opens its
-    /// writer and checkpointer connections through a VFS (`weft-sqlite-faults`) that asks them
+    /// writer and checkpointer connections through a VFS (`weft-sqlite-vfs`) that asks them
     /// before every write, fsync and truncation of the WAL and the database file. Registering
     /// the VFS leaks a few hundred bytes that SQLite keeps pointing at: tests only.
     ///
@@ -232,7 +232,7 @@ impl Faults {
     pub fn with_database() -> Result<Self, crate::error::Error> {
         let mut faults = Self::default();
         let hook = DatabaseHook(faults.writes.clone());
-        let name = weft_sqlite_faults::register(Some(Arc::new(hook))).map_err(|code| {
+        let name = weft_sqlite_vfs::register(Some(Arc::new(hook))).map_err(|code| {
             crate::error::Error::backend(std::io::Error::other(format!(
                 "SQLite did not register the fault-injection VFS (code {code})"
             )))
@@ -250,13 +250,13 @@ impl Faults {
 /// What the database's VFS asks before each write: the site of that file and operation.
 struct DatabaseHook(Arc<Writes>);
 
-impl weft_sqlite_faults::Hook for DatabaseHook {
+impl weft_sqlite_vfs::Hook for DatabaseHook {
     fn before(
         &self,
-        file: weft_sqlite_faults::File,
-        op: weft_sqlite_faults::Op,
-    ) -> Option<weft_sqlite_faults::Failure> {
-        use weft_sqlite_faults::{Failure, File, Op};
+        file: weft_sqlite_vfs::File,
+        op: weft_sqlite_vfs::Op,
+    ) -> Option<weft_sqlite_vfs::Failure> {
+        use weft_sqlite_vfs::{Failure, File, Op};
         if !self.0.armed.load(Ordering::Relaxed) {
             return None;
         }

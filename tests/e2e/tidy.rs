@@ -25,7 +25,7 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
 fn every_rust_file_says_what_it_owns() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in ["src", "api", "storage", "sqlite-faults", "tests"] {
+    for dir in ["src", "api", "storage", "sqlite-vfs", "tests"] {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(files.len() > 20, "found {files:?}");
@@ -83,7 +83,7 @@ fn dependencies_point_one_way() {
     );
     // The one crate that allows `unsafe` (SQLite's VFS) is a leaf: it knows nothing of weft.
     assert!(
-        !depends_on("weft-sqlite-faults", "weft-api"),
+        !depends_on("weft-sqlite-vfs", "weft-api"),
         "the VFS shim is a leaf"
     );
 }
