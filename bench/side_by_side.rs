@@ -1,5 +1,5 @@
 //! weft side by side with nginx WebDAV on loopback (issue #15), one load generator for both.
-//! Long (about 780 lines) because it is a whole harness: it installs and configures nginx,
+//! Long (about 800 lines) because it is a whole harness: it installs and configures nginx,
 //! enrols a Worker with a leased WorkItem through the CLI, and drives both servers.
 //!
 //! `cargo bench --bench side_by_side` (release). Installs nginx from the distribution's
@@ -774,5 +774,26 @@ fn main() {
             rounds.join(" ")
         );
     }
+    cpu::print_ceilings(
+        &figures.cpu,
+        &[
+            (
+                "4 KiB publication, one request / nginx 4 KiB PUT",
+                "weft 4 KiB publication, one request",
+                "nginx 4 KiB PUT (no fsync)",
+            ),
+            (
+                "4 KiB PUT: weft (durable) / nginx",
+                "weft 4 KiB blob PUT (durable)",
+                "nginx 4 KiB PUT (no fsync)",
+            ),
+            (
+                "4 KiB GET: weft (verified) / nginx",
+                "weft 4 KiB content GET (verified)",
+                "nginx 4 KiB GET",
+            ),
+        ],
+        median,
+    );
     cpu::warn_if_slow_file_system(&figures.cpu);
 }

@@ -110,3 +110,34 @@ pub(crate) fn warn_if_slow_file_system(
         );
     }
 }
+
+/// What the CPU per request alone allows: the three processes share the machine's cores, so
+/// a phase whose requests cost `server + client` µs of CPU cannot run faster than the cores
+/// divided by that, however well it overlaps its waits. Per round, the ratio of weft's bound
+/// to nginx's (nginx's cost over weft's) is the most a ratio of rates could be at these costs;
+/// where the measured ratio is near it, only cheaper requests can raise it.
+pub(crate) fn print_ceilings(
+    cpu: &std::collections::BTreeMap<&'static str, (Vec<f64>, Vec<f64>)>,
+    pairs: &[(&str, &str, &str)],
+    median: impl Fn(Vec<f64>) -> f64,
+) {
+    println!(
+        "what the CPU per request allows (per round: nginx's server + load generator µs over weft's; median):"
+    );
+    for (label, weft, nginx) in pairs {
+        let (Some((weft_server, weft_client)), Some((nginx_server, nginx_client))) =
+            (cpu.get(weft), cpu.get(nginx))
+        else {
+            continue;
+        };
+        let rounds: Vec<f64> = (0..weft_server.len().min(nginx_server.len()))
+            .map(|r| (nginx_server[r] + nginx_client[r]) / (weft_server[r] + weft_client[r]))
+            .collect();
+        let shown: Vec<String> = rounds.iter().map(|v| format!("{v:.2}")).collect();
+        println!(
+            "  {label:<58} {:>6.2}x   rounds: {}",
+            median(rounds.clone()),
+            shown.join(" ")
+        );
+    }
+}
