@@ -1,7 +1,7 @@
-//! Publication with its bytes while the bytes stream (issue #15, LSE-5/LSE-7): a file's
-//! bytes may take long, so what may end meanwhile (the capability token, the session) is
-//! checked again after them, and a request whose caller ended while it streamed publishes
-//! nothing. Each test holds its request part-way on a channel (no sleeps) and asserts the
+//! Publication with its bytes while the bytes stream (issue #15, LSE-5/LSE-7): bytes of any
+//! size may take long (a slow body has no overall deadline), so what may end meanwhile (the
+//! capability token, the session) is checked again after them, in the transaction, and a
+//! request whose caller ended while it streamed publishes nothing, inline bytes or a file. Each test holds its request part-way on a channel (no sleeps) and asserts the
 //! exact code and that nothing changed.
 
 use axum::body::Body;
@@ -85,79 +85,87 @@ async fn fingerprint_while_held(h: &Harness) -> weft_storage::Fingerprint {
     before
 }
 
+/// Bytes stored inline (under the default 64 KiB threshold) and bytes that go to a file.
+const SIZES: [u32; 2] = [20_000, 300_000];
+
 backends!(
-    /// A file's bytes may take long: the capability token they are sent under is checked
-    /// again after them, so one revoked while they streamed publishes nothing (LSE-7), though
-    /// the lease, the session and the manifest are all still good.
+    /// Bytes may take long: the capability token they are sent under is checked again after
+    /// them, so one revoked while they streamed publishes nothing (LSE-7), though the lease,
+    /// the session and the manifest are all still good; inline bytes as well as a file's
+    /// (the review of stop 31 found the inline ones published).
     async fn a_token_revoked_while_the_bytes_stream_publishes_nothing(kind: Kind) {
-        let h = harness(kind).await;
-        let worker = h.agent("w1", "g1", &["worker"]).await;
-        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
-        let envelope = bound(&h, &worker, &large).await;
-        let view = h.get_json(&worker, "/v1/workitems/work-1").await;
-        let lease = view["lease"]["leaseId"]
-            .as_str()
-            .expect("a lease")
-            .to_owned();
-        let issued = h
-            .send(json_request(
-                Method::POST,
-                &format!("/v1/leases/{lease}/tokens"),
-                &worker.token,
-                json!({"scope": ["blob:write", "artifact:publish"], "ttlSeconds": 600}),
-                &[],
-            ))
-            .await;
-        assert_eq!(issued.status, StatusCode::CREATED, "{issued:?}");
-        let issued = issued.json();
-        let token = issued["token"].as_str().expect("a token");
-        let held = Held::start(&h, token, &envelope, &large).await;
-        let revoked = h
-            .call(
-                Method::DELETE,
-                &format!(
-                    "/v1/leases/{lease}/tokens/{}",
-                    issued["tokenId"].as_str().expect("an id")
-                ),
-                Some(&worker.token),
-                Body::empty(),
-            )
-            .await;
-        assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
-        let before = fingerprint_while_held(&h).await;
-        assert_eq!(
-            held.finish().await,
-            (StatusCode::UNAUTHORIZED, json!("unauthorized"))
-        );
-        assert_unchanged(
-            &before,
-            &h.fingerprint().await,
-            "a revoked token's publication",
-        );
+        for size in SIZES {
+            let h = harness(kind).await;
+            let worker = h.agent("w1", "g1", &["worker"]).await;
+            let large: Vec<u8> = (0..size).map(|i| (i % 241) as u8).collect();
+            let envelope = bound(&h, &worker, &large).await;
+            let view = h.get_json(&worker, "/v1/workitems/work-1").await;
+            let lease = view["lease"]["leaseId"]
+                .as_str()
+                .expect("a lease")
+                .to_owned();
+            let issued = h
+                .send(json_request(
+                    Method::POST,
+                    &format!("/v1/leases/{lease}/tokens"),
+                    &worker.token,
+                    json!({"scope": ["blob:write", "artifact:publish"], "ttlSeconds": 600}),
+                    &[],
+                ))
+                .await;
+            assert_eq!(issued.status, StatusCode::CREATED, "{issued:?}");
+            let issued = issued.json();
+            let token = issued["token"].as_str().expect("a token");
+            let held = Held::start(&h, token, &envelope, &large).await;
+            let revoked = h
+                .call(
+                    Method::DELETE,
+                    &format!(
+                        "/v1/leases/{lease}/tokens/{}",
+                        issued["tokenId"].as_str().expect("an id")
+                    ),
+                    Some(&worker.token),
+                    Body::empty(),
+                )
+                .await;
+            assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
+            let before = fingerprint_while_held(&h).await;
+            assert_eq!(
+                held.finish().await,
+                (StatusCode::UNAUTHORIZED, json!("unauthorized"))
+            );
+            assert_unchanged(
+                &before,
+                &h.fingerprint().await,
+                &format!("a revoked token's publication of {size} bytes"),
+            );
+        }
     }
 );
 
 backends!(
-    /// The same for a session: one replaced by a newer session while a file's bytes
-    /// streamed answers `stale_session` from the check after the bytes (the transaction
-    /// would have answered `stale_lease`: the replaced session's lease ended, LSE-9), and
-    /// publishes nothing.
+    /// The same for a session: one replaced by a newer session while the bytes streamed
+    /// answers `stale_session` from the check after the bytes (without it the transaction
+    /// would answer `stale_lease`: the replaced session's lease ended, LSE-9), and publishes
+    /// nothing, inline bytes or a file.
     async fn a_session_replaced_while_the_bytes_stream_publishes_nothing(kind: Kind) {
-        let h = harness(kind).await;
-        let worker = h.agent("w1", "g1", &["worker"]).await;
-        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 239) as u8).collect();
-        let envelope = bound(&h, &worker, &large).await;
-        let held = Held::start(&h, &worker.token, &envelope, &large).await;
-        h.session(&worker.key, "w1", "g1").await;
-        let before = fingerprint_while_held(&h).await;
-        assert_eq!(
-            held.finish().await,
-            (StatusCode::UNAUTHORIZED, json!("stale_session"))
-        );
-        assert_unchanged(
-            &before,
-            &h.fingerprint().await,
-            "a replaced session's publication",
-        );
+        for size in SIZES {
+            let h = harness(kind).await;
+            let worker = h.agent("w1", "g1", &["worker"]).await;
+            let large: Vec<u8> = (0..size).map(|i| (i % 239) as u8).collect();
+            let envelope = bound(&h, &worker, &large).await;
+            let held = Held::start(&h, &worker.token, &envelope, &large).await;
+            h.session(&worker.key, "w1", "g1").await;
+            let before = fingerprint_while_held(&h).await;
+            assert_eq!(
+                held.finish().await,
+                (StatusCode::UNAUTHORIZED, json!("stale_session"))
+            );
+            assert_unchanged(
+                &before,
+                &h.fingerprint().await,
+                &format!("a replaced session's publication of {size} bytes"),
+            );
+        }
     }
 );

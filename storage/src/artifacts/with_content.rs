@@ -14,7 +14,9 @@
 //! Bytes that will be a file (the manifest's size over the inline threshold) are first
 //! checked against everything the transaction checks, on a read, so a refusal stages
 //! nothing and has no promoted file to undo; after them the session (or token) must still
-//! be live, and the publication takes the time of its transaction (LSE-5 is judged then).
+//! be live. Bytes of any size may stream for long, so the transaction checks that again,
+//! first, for small ones too, and the publication takes the time of its transaction (LSE-5
+//! is judged then).
 //! A refusal keeps nothing of the bytes except a fenced owner's manifest, which is kept as
 //! inert as on the other path (OFL-2). No timing oracle: admitted bytes are always staged,
 //! whoever else holds them, and refused ones never are.
@@ -178,6 +180,14 @@ impl Engine {
             }
         }
         verified.now = self.clock.now();
+        // Small bytes may have taken long too (a slow body has no overall deadline): whatever
+        // their size, the caller must still be live when the publication commits, checked
+        // in its transaction, first, so an ended caller hears why as it would at the door.
+        let acting = match grant {
+            Some(grant) => grant.acting(),
+            None => session.acting(),
+        };
+        let now_text = crate::clock::format_instant(verified.now);
         // Inline bytes are recorded in the job's own transaction, just before the publication,
         // which need not look them up again; a file's row may have been read before its
         // promotion, so it is checked as on the other path (bar visibility: this request
@@ -195,7 +205,10 @@ impl Engine {
                 &reader,
                 None,
                 Cited::InTheSameTransaction,
-                move |txn, _| recording(txn),
+                move |txn, _| {
+                    acting.check(txn, &now_text)?;
+                    recording(txn)
+                },
             )
             .await;
         drop(permit);

@@ -23,7 +23,7 @@ mod missions;
 mod offline;
 mod owner;
 mod timer;
-mod tokens;
+pub(crate) mod tokens;
 
 pub use tokens::Grant;
 
