@@ -37,7 +37,7 @@ async fn upload(
         // LSE-6: a capability token uploads only with `blob:write`, as its lease's owner.
         Bearer::Token(grant) => {
             grant.require(TokenScope::BlobWrite)?;
-            Uploader::Agent(grant.session())
+            Uploader::Token(grant)
         }
     };
     let outcome = state.store.upload(counted, expected, uploader).await;

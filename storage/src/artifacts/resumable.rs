@@ -323,6 +323,7 @@ impl Engine {
                 digests,
                 Some(staged),
                 &session.reader(),
+                Some(session.acting()),
                 Some(upload_id.to_owned()),
             )
             .await;

@@ -24,7 +24,7 @@ use crate::blobs::Staged;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::sessions::Session;
+use crate::sessions::{Acting, Session};
 
 /// What an upload did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,20 +36,41 @@ pub struct UploadOutcome {
     pub already_visible: bool,
 }
 
-/// Who uploads: the operator (admin token), or an Agent through its session, whose roles in
-/// the session's Group decide whether it may.
+/// Who uploads: the operator (admin token), or an Agent through its session, or through a
+/// capability token (scope `blob:write`, checked by the caller) as its lease's owner; the
+/// Agent's roles in the session's Group decide whether it may.
 #[derive(Clone, Copy, Debug)]
 pub enum Uploader<'a> {
     Admin,
     Agent(&'a Session),
+    Token(&'a crate::Grant),
 }
 
-impl Uploader<'_> {
+impl<'a> Uploader<'a> {
     /// What this uploader may see (for "already present" and the fast path).
     fn reader(&self) -> Reader {
-        match self {
-            Self::Admin => Reader::Admin,
-            Self::Agent(session) => session.reader(),
+        match self.session() {
+            None => Reader::Admin,
+            Some(session) => session.reader(),
+        }
+    }
+
+    /// The Agent's session the bytes count against: a token's is its lease owner's.
+    fn session(&self) -> Option<&'a Session> {
+        match *self {
+            Self::Admin => None,
+            Self::Agent(session) => Some(session),
+            Self::Token(grant) => Some(grant.session()),
+        }
+    }
+
+    /// What must still be live when the blob is recorded (the operator's token is not
+    /// revoked but replaced with the server).
+    fn acting(&self) -> Option<Acting> {
+        match *self {
+            Self::Admin => None,
+            Self::Agent(session) => Some(session.acting()),
+            Self::Token(grant) => Some(grant.acting()),
         }
     }
 }
@@ -176,10 +197,7 @@ impl Engine {
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         let reader = uploader.reader();
-        let session = match uploader {
-            Uploader::Admin => None,
-            Uploader::Agent(session) => Some(session.clone()),
-        };
+        let session = uploader.session().cloned();
         let looking = reader.clone();
         // The exact uncited sum walks every upload of the Agent; a bound kept in memory
         // stands in for it while it is far enough below the cap (issue #15: it made each
@@ -219,14 +237,11 @@ impl Engine {
                 })
             })
             .await?;
-        if let (Some(exact), Uploader::Agent(session)) = (before.exact, uploader) {
+        if let (Some(exact), Some(session)) = (before.exact, uploader.session()) {
             self.limits
                 .set_uncited_bound(session.agent_id.as_str(), exact, raised_before);
         }
-        let agent = match uploader {
-            Uploader::Admin => None,
-            Uploader::Agent(session) => Some(session.agent_id.as_str()),
-        };
+        let agent = uploader.session().map(|session| session.agent_id.as_str());
         let permit = self.limits.admit_upload(agent, before.stored_unpublished)?;
         let counted = permit.metered(body);
         // Only bytes the uploader may already see skip staging. Bytes another Group holds are
@@ -258,7 +273,9 @@ impl Engine {
                 ),
             ));
         }
-        let outcome = self.record_blob(digests, staged, &reader, None).await;
+        let outcome = self
+            .record_blob(digests, staged, &reader, uploader.acting(), None)
+            .await;
         drop(permit);
         outcome
     }
@@ -270,6 +287,7 @@ impl Engine {
         digests: Digests,
         staged: Option<Staged>,
         uploader: &Reader,
+        acting: Option<Acting>,
         finishing: Option<String>,
     ) -> Result<UploadOutcome, Error> {
         let already_visible = self
@@ -277,6 +295,7 @@ impl Engine {
                 digests,
                 staged,
                 uploader,
+                acting,
                 finishing,
                 Cited::Not,
                 |_, visible| Ok(visible),
@@ -298,6 +317,7 @@ impl Engine {
         digests: Digests,
         staged: Option<Staged>,
         uploader: &Reader,
+        acting: Option<Acting>,
         finishing: Option<String>,
         cited: Cited,
         then: impl FnOnce(&crate::db::Tx<'_>, bool) -> Result<T, Error> + Send + 'static,
@@ -348,6 +368,11 @@ impl Engine {
         let written = self
             .db
             .write(move |txn| {
+                // Bytes may have streamed for long: the caller must still be live now, or
+                // nothing of them is recorded (LSE-7; an ended caller hears why, first).
+                if let Some(acting) = acting {
+                    acting.check(txn, &format_instant(now))?;
+                }
                 let (quarantined, already_visible) = match read_before {
                     Some(read) => read,
                     None => before(txn, &uploader)?,

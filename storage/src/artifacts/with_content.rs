@@ -187,7 +187,6 @@ impl Engine {
             Some(grant) => grant.acting(),
             None => session.acting(),
         };
-        let now_text = crate::clock::format_instant(verified.now);
         // Inline bytes are recorded in the job's own transaction, just before the publication,
         // which need not look them up again; a file's row may have been read before its
         // promotion, so it is checked as on the other path (bar visibility: this request
@@ -203,12 +202,10 @@ impl Engine {
                 digests,
                 Some(staged),
                 &reader,
+                Some(acting),
                 None,
                 Cited::InTheSameTransaction,
-                move |txn, _| {
-                    acting.check(txn, &now_text)?;
-                    recording(txn)
-                },
+                move |txn, _| recording(txn),
             )
             .await;
         drop(permit);

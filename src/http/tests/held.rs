@@ -1,7 +1,8 @@
-//! Publication with its bytes while the bytes stream (issue #15, LSE-5/LSE-7): bytes of any
-//! size may take long (a slow body has no overall deadline), so what may end meanwhile (the
-//! capability token, the session) is checked again after them, in the transaction, and a
-//! request whose caller ended while it streamed publishes nothing, inline bytes or a file. Each test holds its request part-way on a channel (no sleeps) and asserts the
+//! Bytes that stream while their caller ends (issue #15, LSE-5/LSE-7): bytes of any size may
+//! take long (a slow body has no overall deadline), so what may end meanwhile (the capability
+//! token, the session) is checked again after them, in the transaction that would record
+//! them, and a request whose caller ended while it streamed records nothing: a publication
+//! with its bytes, or a plain blob upload, inline bytes or a file. Each test holds its request part-way on a channel (no sleeps) and asserts the
 //! exact code and that nothing changed.
 
 use axum::body::Body;
@@ -12,9 +13,9 @@ use weft_api::Envelope;
 use super::harness::*;
 use super::with_content::{BOUNDARY, bound, content_part, manifest_part, multipart};
 
-/// A publication of `bytes` under `envelope` as `bearer`, held part-way: the request runs
-/// on its own task and has taken content the upload pulls after every check made before the
-/// bytes; `finish` sends the rest and answers the status and the problem's code.
+/// A request as `bearer`, held part-way: it runs on its own task and has taken content the
+/// upload pulls after every check made before the bytes; `finish` sends the rest and
+/// answers the status and the problem's code.
 struct Held {
     sender: tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
     rest: Vec<u8>,
@@ -22,19 +23,29 @@ struct Held {
 }
 
 impl Held {
+    /// A publication of `bytes` under `envelope` (`PUT /v1/artifacts/{digest}`).
     async fn start(h: &Harness, bearer: &str, envelope: &Envelope, bytes: &[u8]) -> Self {
         let body = multipart(&[manifest_part(envelope), content_part(bytes)]);
+        let uri = format!("/v1/artifacts/{}", digest_of(bytes).blake3);
+        let kind = format!("multipart/form-data; boundary={BOUNDARY}");
+        Self::request(h, bearer, &uri, &kind, &body).await
+    }
+
+    /// A plain upload of `bytes` (`PUT /v1/blobs/{digest}`).
+    async fn upload(h: &Harness, bearer: &str, bytes: &[u8]) -> Self {
+        let uri = format!("/v1/blobs/{}", digest_of(bytes).blake3);
+        Self::request(h, bearer, &uri, "application/octet-stream", bytes).await
+    }
+
+    async fn request(h: &Harness, bearer: &str, uri: &str, kind: &str, body: &[u8]) -> Self {
         let (first, rest) = body.split_at(body.len() / 2);
         let (sender, mut receiver) =
             tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(1);
         let stream = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
         let request = Request::builder()
             .method(Method::PUT)
-            .uri(format!("/v1/artifacts/{}", digest_of(bytes).blake3))
-            .header(
-                "content-type",
-                format!("multipart/form-data; boundary={BOUNDARY}"),
-            )
+            .uri(uri)
+            .header("content-type", kind)
             .header("authorization", format!("Bearer {bearer}"))
             .body(Body::from_stream(stream))
             .expect("valid request");
@@ -88,6 +99,42 @@ async fn fingerprint_while_held(h: &Harness) -> weft_storage::Fingerprint {
 /// Bytes stored inline (under the default 64 KiB threshold) and bytes that go to a file.
 const SIZES: [u32; 2] = [20_000, 300_000];
 
+/// A capability token on `worker`'s lease of `work-1` (which `bound` set up) with `scope`:
+/// the token, its id and the lease.
+async fn token(h: &Harness, worker: &Agent, scope: serde_json::Value) -> (String, String, String) {
+    let view = h.get_json(worker, "/v1/workitems/work-1").await;
+    let lease = view["lease"]["leaseId"]
+        .as_str()
+        .expect("a lease")
+        .to_owned();
+    let issued = h
+        .send(json_request(
+            Method::POST,
+            &format!("/v1/leases/{lease}/tokens"),
+            &worker.token,
+            json!({"scope": scope, "ttlSeconds": 600}),
+            &[],
+        ))
+        .await;
+    assert_eq!(issued.status, StatusCode::CREATED, "{issued:?}");
+    let issued = issued.json();
+    let field = |name: &str| issued[name].as_str().expect(name).to_owned();
+    (field("token"), field("tokenId"), lease)
+}
+
+/// Revokes the token `token_id` on `lease` as its owner.
+async fn revoke(h: &Harness, worker: &Agent, lease: &str, token_id: &str) {
+    let revoked = h
+        .call(
+            Method::DELETE,
+            &format!("/v1/leases/{lease}/tokens/{token_id}"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
+}
+
 backends!(
     /// Bytes may take long: the capability token they are sent under is checked again after
     /// them, so one revoked while they streamed publishes nothing (LSE-7), though the lease,
@@ -99,36 +146,10 @@ backends!(
             let worker = h.agent("w1", "g1", &["worker"]).await;
             let large: Vec<u8> = (0..size).map(|i| (i % 241) as u8).collect();
             let envelope = bound(&h, &worker, &large).await;
-            let view = h.get_json(&worker, "/v1/workitems/work-1").await;
-            let lease = view["lease"]["leaseId"]
-                .as_str()
-                .expect("a lease")
-                .to_owned();
-            let issued = h
-                .send(json_request(
-                    Method::POST,
-                    &format!("/v1/leases/{lease}/tokens"),
-                    &worker.token,
-                    json!({"scope": ["blob:write", "artifact:publish"], "ttlSeconds": 600}),
-                    &[],
-                ))
-                .await;
-            assert_eq!(issued.status, StatusCode::CREATED, "{issued:?}");
-            let issued = issued.json();
-            let token = issued["token"].as_str().expect("a token");
-            let held = Held::start(&h, token, &envelope, &large).await;
-            let revoked = h
-                .call(
-                    Method::DELETE,
-                    &format!(
-                        "/v1/leases/{lease}/tokens/{}",
-                        issued["tokenId"].as_str().expect("an id")
-                    ),
-                    Some(&worker.token),
-                    Body::empty(),
-                )
-                .await;
-            assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
+            let (token, token_id, lease) =
+                token(&h, &worker, json!(["blob:write", "artifact:publish"])).await;
+            let held = Held::start(&h, &token, &envelope, &large).await;
+            revoke(&h, &worker, &lease, &token_id).await;
             let before = fingerprint_while_held(&h).await;
             assert_eq!(
                 held.finish().await,
@@ -165,6 +186,58 @@ backends!(
                 &before,
                 &h.fingerprint().await,
                 &format!("a replaced session's publication of {size} bytes"),
+            );
+        }
+    }
+);
+
+backends!(
+    /// A plain upload under a capability token (`blob:write`) records nothing if the token
+    /// was revoked while its bytes streamed (LSE-7): no blob row, no uploader row, nothing
+    /// counted against the lease owner; inline bytes or a file. The review of stop 31 found
+    /// both recorded.
+    async fn a_token_revoked_while_an_upload_streams_records_nothing(kind: Kind) {
+        for size in SIZES {
+            let h = harness(kind).await;
+            let worker = h.agent("w1", "g1", &["worker"]).await;
+            let bytes: Vec<u8> = (0..size).map(|i| (i % 233) as u8).collect();
+            bound(&h, &worker, &bytes).await;
+            let (token, token_id, lease) = token(&h, &worker, json!(["blob:write"])).await;
+            let held = Held::upload(&h, &token, &bytes).await;
+            revoke(&h, &worker, &lease, &token_id).await;
+            let before = fingerprint_while_held(&h).await;
+            assert_eq!(
+                held.finish().await,
+                (StatusCode::UNAUTHORIZED, json!("unauthorized"))
+            );
+            assert_unchanged(
+                &before,
+                &h.fingerprint().await,
+                &format!("a revoked token's upload of {size} bytes"),
+            );
+        }
+    }
+);
+
+backends!(
+    /// The same for a session replaced while its upload streamed: `stale_session`, and
+    /// nothing recorded.
+    async fn a_session_replaced_while_an_upload_streams_records_nothing(kind: Kind) {
+        for size in SIZES {
+            let h = harness(kind).await;
+            let worker = h.agent("w1", "g1", &["worker"]).await;
+            let bytes: Vec<u8> = (0..size).map(|i| (i % 229) as u8).collect();
+            let held = Held::upload(&h, &worker.token, &bytes).await;
+            h.session(&worker.key, "w1", "g1").await;
+            let before = fingerprint_while_held(&h).await;
+            assert_eq!(
+                held.finish().await,
+                (StatusCode::UNAUTHORIZED, json!("stale_session"))
+            );
+            assert_unchanged(
+                &before,
+                &h.fingerprint().await,
+                &format!("a replaced session's upload of {size} bytes"),
             );
         }
     }
