@@ -30,7 +30,7 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::views::UploadSession;
 use weft_api::{Digest, ErrorCode};
 
-use super::upload::{UploadOutcome, held_bytes, require_uploading_role};
+use super::upload::{Recorder, UploadOutcome, held_bytes, require_uploading_role};
 use crate::blobs::{Blobs, upload_path};
 use crate::clock::format_instant;
 use crate::db::Db;
@@ -322,8 +322,10 @@ impl Engine {
             .record_blob(
                 digests,
                 Some(staged),
-                &session.reader(),
-                Some(session.acting()),
+                Recorder {
+                    reader: &session.reader(),
+                    acting: Some(session.acting()),
+                },
                 Some(upload_id.to_owned()),
             )
             .await;

@@ -75,6 +75,14 @@ impl<'a> Uploader<'a> {
     }
 }
 
+/// Who records a blob: what it may see, and what must still be live (its session or
+/// capability token; nothing for the operator) when the blob is recorded.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Recorder<'a> {
+    pub(crate) reader: &'a Reader,
+    pub(crate) acting: Option<Acting>,
+}
+
 /// Roles that produce bytes: workers (artifacts), coordinators (plans, context), reviewers
 /// (Evidence attachments). Auditors and any role added later only read, so they may not upload.
 const UPLOADING_ROLES: [Role; 3] = [Role::Worker, Role::Coordinator, Role::Reviewer];
@@ -273,9 +281,11 @@ impl Engine {
                 ),
             ));
         }
-        let outcome = self
-            .record_blob(digests, staged, &reader, uploader.acting(), None)
-            .await;
+        let by = Recorder {
+            reader: &reader,
+            acting: uploader.acting(),
+        };
+        let outcome = self.record_blob(digests, staged, by, None).await;
         drop(permit);
         outcome
     }
@@ -286,20 +296,13 @@ impl Engine {
         &self,
         digests: Digests,
         staged: Option<Staged>,
-        uploader: &Reader,
-        acting: Option<Acting>,
+        by: Recorder<'_>,
         finishing: Option<String>,
     ) -> Result<UploadOutcome, Error> {
         let already_visible = self
-            .record_blob_and(
-                digests,
-                staged,
-                uploader,
-                acting,
-                finishing,
-                Cited::Not,
-                |_, visible| Ok(visible),
-            )
+            .record_blob_and(digests, staged, by, finishing, Cited::Not, |_, visible| {
+                Ok(visible)
+            })
             .await?;
         Ok(UploadOutcome {
             digests,
@@ -316,8 +319,7 @@ impl Engine {
         &self,
         digests: Digests,
         staged: Option<Staged>,
-        uploader: &Reader,
-        acting: Option<Acting>,
+        by: Recorder<'_>,
         finishing: Option<String>,
         cited: Cited,
         then: impl FnOnce(&crate::db::Tx<'_>, bool) -> Result<T, Error> + Send + 'static,
@@ -325,6 +327,10 @@ impl Engine {
         // The sweep of uncited blobs deletes rows and then files; holding this shared guard
         // from promotion to the row keeps it from deleting a file this upload just found
         // present and is about to record.
+        let Recorder {
+            reader: uploader,
+            acting,
+        } = by;
         let not_swept = self.sweep_lock.read().await;
         // What the index says of the blob now: read before a file is promoted (which needs
         // it), else in the transaction that records the blob (one hop fewer for small ones).

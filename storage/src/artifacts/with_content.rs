@@ -28,7 +28,7 @@ use weft_api::views::Published;
 use weft_api::{Digest, Envelope, ErrorCode};
 
 use super::publish::{Bytes as Known, Verified};
-use super::upload::Cited;
+use super::upload::{Cited, Recorder};
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::sessions::Session;
@@ -201,8 +201,10 @@ impl Engine {
             .record_blob_and(
                 digests,
                 Some(staged),
-                &reader,
-                Some(acting),
+                Recorder {
+                    reader: &reader,
+                    acting: Some(acting),
+                },
                 None,
                 Cited::InTheSameTransaction,
                 move |txn, _| recording(txn),
