@@ -13,6 +13,7 @@
 //! artifact behind a signed snapshot (compaction); an ACK never removes one (DLV-7).
 
 mod access;
+mod acting;
 mod agents;
 mod artifacts;
 #[cfg(feature = "bench-support")]

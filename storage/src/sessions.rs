@@ -166,32 +166,10 @@ impl Engine {
     }
 }
 
-/// Who a write acts as, checked again inside the transaction that records it: a request
-/// whose body streamed for long commits only if its session (or capability token) is still
-/// live at the commit, whatever the size of what it sent.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Acting {
-    /// A session, by its token's hash.
-    Session([u8; 32]),
-    /// A capability token, by its hash (its owner's session is checked with it).
-    Token([u8; 32]),
-}
-
-impl Acting {
-    /// Refuses, with the code an expired, revoked or replaced caller gets at the door, unless
-    /// the caller is still live at `now` (`format_instant`), on the transaction's connection.
-    pub(crate) fn check(self, conn: &Connection, now: &str) -> Result<(), Error> {
-        match self {
-            Acting::Session(hash) => live_session(conn, hash, now).map(|_| ()),
-            Acting::Token(hash) => crate::work::tokens::still_live(conn, hash, now),
-        }
-    }
-}
-
 impl Session {
-    /// This session as the caller of a write ([`Acting::check`]).
-    pub(crate) fn acting(&self) -> Acting {
-        Acting::Session(self.token_hash)
+    /// blake3 of its bearer token: the row a write re-checks (`acting.rs`).
+    pub(crate) fn token_hash(&self) -> [u8; 32] {
+        self.token_hash
     }
 }
 

@@ -324,7 +324,7 @@ impl Engine {
                 Some(staged),
                 Recorder {
                     reader: &session.reader(),
-                    acting: Some(session.acting()),
+                    acting: Some(crate::acting::Acting::session(session)),
                 },
                 Some(upload_id.to_owned()),
             )

@@ -20,11 +20,12 @@ use weft_api::{Digest, Digests, ErrorCode};
 
 use super::blob_row;
 use crate::access::{Reader, can_see_blob, membership};
+use crate::acting::Acting;
 use crate::blobs::Staged;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::sessions::{Acting, Session};
+use crate::sessions::Session;
 
 /// What an upload did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,8 +70,8 @@ impl<'a> Uploader<'a> {
     fn acting(&self) -> Option<Acting> {
         match *self {
             Self::Admin => None,
-            Self::Agent(session) => Some(session.acting()),
-            Self::Token(grant) => Some(grant.acting()),
+            Self::Agent(session) => Some(Acting::session(session)),
+            Self::Token(grant) => Some(Acting::token(grant)),
         }
     }
 }

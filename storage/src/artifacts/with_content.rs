@@ -29,6 +29,7 @@ use weft_api::{Digest, Envelope, ErrorCode};
 
 use super::publish::{Bytes as Known, Verified};
 use super::upload::{Cited, Recorder};
+use crate::acting::Acting;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::sessions::Session;
@@ -184,8 +185,8 @@ impl Engine {
         // their size, the caller must still be live when the publication commits, checked
         // in its transaction, first, so an ended caller hears why as it would at the door.
         let acting = match grant {
-            Some(grant) => grant.acting(),
-            None => session.acting(),
+            Some(grant) => Acting::token(grant),
+            None => Acting::session(session),
         };
         // Inline bytes are recorded in the job's own transaction, just before the publication,
         // which need not look them up again; a file's row may have been read before its

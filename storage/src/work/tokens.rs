@@ -79,9 +79,9 @@ impl Grant {
         &self.session
     }
 
-    /// This token as the caller of a write ([`crate::sessions::Acting::check`]).
-    pub(crate) fn acting(&self) -> crate::sessions::Acting {
-        crate::sessions::Acting::Token(self.token_hash)
+    /// blake3 of the token: the row a write re-checks (`acting.rs`).
+    pub(crate) fn token_hash(&self) -> [u8; 32] {
+        self.token_hash
     }
 
     /// What the token reads as: its lease owner's session in the lease's Group.
@@ -194,8 +194,8 @@ fn owned_lease(conn: &Connection, lease_id: &str, session: &Session) -> Result<L
 
 /// The live grant of the token hashing to `token_hash` at `now`, or why it is dead
 /// (`unauthorized`, or the session's own `stale_session`/`stale_membership`).
-/// [`resolve`], for a write's transaction: whether the token (and its owner's session and
-/// lease) is still good at `now`.
+/// [`resolve`], for a write's transaction (`acting.rs`): whether the token (and its owner's
+/// session and lease) is still good at `now`.
 pub(crate) fn still_live(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<(), Error> {
     resolve(conn, token_hash, now).map(|_| ())
 }
