@@ -18,7 +18,7 @@ use futures::{Stream, StreamExt as _};
 use weft_api::views::UploadSession;
 use weft_api::work::views::TokenScope;
 use weft_api::{Digest, ErrorCode};
-use weft_storage::Session;
+use weft_storage::{Session, Uploader};
 
 use super::auth::{Bearer, Caller};
 use super::body::{check_declared_length, upload_stream};
@@ -45,6 +45,16 @@ fn uploader(caller: &Bearer) -> Result<&Session, HttpError> {
             grant.require(TokenScope::BlobWrite)?;
             Ok(grant.session())
         }
+    }
+}
+
+/// The caller of a chunk or a finish as the storage re-checks it when the bytes are in: a
+/// capability token itself (revoked while its bytes streamed, it records nothing), else the
+/// session [`uploader`] admitted.
+fn writing<'a>(caller: &'a Bearer, session: &'a Session) -> Uploader<'a> {
+    match caller {
+        Bearer::Token(grant) => Uploader::Token(grant),
+        _ => Uploader::Agent(session),
     }
 }
 
@@ -228,7 +238,11 @@ pub(crate) async fn append(
         )
     })?;
     let chunk = chunk_stream(&state, &headers, start, length, body)?;
-    match state.store.append_upload(&id, start, chunk, session).await {
+    match state
+        .store
+        .append_upload(&id, start, chunk, writing(&caller, session))
+        .await
+    {
         Ok(current) => Ok(session_answer(StatusCode::ACCEPTED, &current)),
         Err(error) => Ok(refusal(&state, error, &id, session).await),
     }
@@ -278,7 +292,7 @@ pub(crate) async fn finish(
     };
     match state
         .store
-        .finish_upload(&id, expected, last_chunk, session)
+        .finish_upload(&id, expected, last_chunk, writing(&caller, session))
         .await
     {
         Ok(outcome) => {

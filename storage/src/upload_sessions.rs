@@ -7,7 +7,7 @@ use futures::Stream;
 use weft_api::Digest;
 use weft_api::views::UploadSession;
 
-use crate::{Error, Session, Store, UploadOutcome};
+use crate::{Error, Session, Store, UploadOutcome, Uploader};
 
 impl Store {
     /// Starts a resumable upload for `session`'s Agent in its Group, at offset 0.
@@ -27,9 +27,9 @@ impl Store {
         id: &str,
         start: u64,
         body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send,
-        session: &Session,
+        uploader: Uploader<'_>,
     ) -> Result<UploadSession, Error> {
-        self.inner.append_upload(id, start, body, session).await
+        self.inner.append_upload(id, start, body, uploader).await
     }
 
     /// Appends an optional last chunk, verifies the upload against `expected` and stores it
@@ -39,13 +39,13 @@ impl Store {
         upload_id: &str,
         expected: Digest,
         last_chunk: Option<(u64, S)>,
-        session: &Session,
+        uploader: Uploader<'_>,
     ) -> Result<UploadOutcome, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         self.inner
-            .finish_upload(upload_id, expected, last_chunk, session)
+            .finish_upload(upload_id, expected, last_chunk, uploader)
             .await
     }
 

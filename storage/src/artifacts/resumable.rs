@@ -30,7 +30,8 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::views::UploadSession;
 use weft_api::{Digest, ErrorCode};
 
-use super::upload::{Recorder, UploadOutcome, held_bytes, require_uploading_role};
+use super::upload::{Recorder, UploadOutcome, Uploader, held_bytes, require_uploading_role};
+use crate::acting::Acting;
 use crate::blobs::{Blobs, upload_path};
 use crate::clock::format_instant;
 use crate::db::Db;
@@ -91,6 +92,19 @@ struct Row {
 
 fn not_found() -> Error {
     reject(ErrorCode::NotFound, "no such upload session is yours")
+}
+
+/// The Agent's session a resumable upload's chunk or finish acts for, and what must still be
+/// live when it commits (a capability token's own row, with its owner's session); the
+/// operator uploads in one request.
+fn resumable_caller(uploader: Uploader<'_>) -> Result<(&Session, Acting), Error> {
+    match (uploader.session(), uploader.acting()) {
+        (Some(session), Some(acting)) => Ok((session, acting)),
+        _ => Err(reject(
+            ErrorCode::Forbidden,
+            "resumable uploads belong to an Agent session; the operator uploads with POST /v1/blobs",
+        )),
+    }
 }
 
 /// The session `upload_id` if it belongs to `session`'s Agent and Group, which must still
@@ -189,13 +203,16 @@ impl Engine {
         upload_id: &str,
         start: u64,
         body: S,
-        session: &Session,
+        uploader: Uploader<'_>,
     ) -> Result<UploadSession, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
+        let (session, acting) = resumable_caller(uploader)?;
         let _claim = self.upload_claims.claim(upload_id)?;
-        let received = self.append_claimed(upload_id, start, body, session).await?;
+        let received = self
+            .append_claimed(upload_id, start, body, session, acting)
+            .await?;
         Ok(UploadSession {
             upload_id: upload_id.to_owned(),
             offset: received,
@@ -209,6 +226,7 @@ impl Engine {
         start: u64,
         body: S,
         session: &Session,
+        acting: Acting,
     ) -> Result<u64, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
@@ -241,6 +259,8 @@ impl Engine {
         let moved = self
             .db
             .write(move |txn| {
+                // The chunk may have streamed for long: its caller must still be live.
+                acting.check(txn, &now)?;
                 let moved = txn.run(
                     "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2
                      WHERE upload_id = ?3 AND received = ?4",
@@ -268,14 +288,16 @@ impl Engine {
         upload_id: &str,
         expected: Digest,
         last_chunk: Option<(u64, S)>,
-        session: &Session,
+        uploader: Uploader<'_>,
     ) -> Result<UploadOutcome, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
+        let (session, acting) = resumable_caller(uploader)?;
         let _claim = self.upload_claims.claim(upload_id)?;
         if let Some((start, body)) = last_chunk {
-            self.append_claimed(upload_id, start, body, session).await?;
+            self.append_claimed(upload_id, start, body, session, acting)
+                .await?;
         }
         let (id, looking) = (upload_id.to_owned(), session.clone());
         let (row, held) = self
@@ -324,7 +346,7 @@ impl Engine {
                 Some(staged),
                 Recorder {
                     reader: &session.reader(),
-                    acting: Some(crate::acting::Acting::session(session)),
+                    acting: Some(acting),
                 },
                 Some(upload_id.to_owned()),
             )

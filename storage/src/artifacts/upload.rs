@@ -57,7 +57,7 @@ impl<'a> Uploader<'a> {
     }
 
     /// The Agent's session the bytes count against: a token's is its lease owner's.
-    fn session(&self) -> Option<&'a Session> {
+    pub(crate) fn session(&self) -> Option<&'a Session> {
         match *self {
             Self::Admin => None,
             Self::Agent(session) => Some(session),
@@ -67,7 +67,7 @@ impl<'a> Uploader<'a> {
 
     /// What must still be live when the blob is recorded (the operator's token is not
     /// revoked but replaced with the server).
-    fn acting(&self) -> Option<Acting> {
+    pub(crate) fn acting(&self) -> Option<Acting> {
         match *self {
             Self::Admin => None,
             Self::Agent(session) => Some(Acting::session(session)),
