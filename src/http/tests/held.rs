@@ -314,3 +314,45 @@ backends!(
         }
     }
 );
+
+backends!(
+    /// Another Group's session that knows an upload's id learns nothing from a finish or a
+    /// cancel while the owner's chunk is streaming: `not_found`, as for an idle upload or none
+    /// (the review of stop 31 found `conflict`, the owner's claim, answered first), and the
+    /// owner's chunk goes on.
+    async fn another_groups_finish_or_cancel_of_a_busy_upload_is_not_found(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let stranger = h.agent("w2", "g2", &["worker"]).await;
+        let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 223) as u8).collect();
+        let started = h
+            .call(
+                Method::POST,
+                "/v1/uploads",
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(started.status, StatusCode::ACCEPTED, "{started:?}");
+        let location = started.headers["location"]
+            .to_str()
+            .expect("ascii")
+            .to_owned();
+        let held = Held::chunk(&h, &worker.token, &location, &bytes, false).await;
+        let finish = format!("{location}?digest={}", digest_of(&bytes).blake3);
+        for (method, uri) in [(Method::PUT, finish.as_str()), (Method::DELETE, &location)] {
+            let request = Request::builder()
+                .method(method.clone())
+                .uri(uri)
+                .header("authorization", format!("Bearer {}", stranger.token))
+                .header("content-length", "0")
+                .body(Body::empty())
+                .expect("valid request");
+            let answer = h.send(request).await;
+            assert_eq!(answer.status, StatusCode::NOT_FOUND, "{method} {answer:?}");
+            assert_eq!(answer.json()["code"], "not_found", "{method}");
+        }
+        let (status, _) = held.finish().await;
+        assert_eq!(status, StatusCode::ACCEPTED, "the owner's chunk");
+    }
+);

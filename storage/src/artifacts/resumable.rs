@@ -294,6 +294,9 @@ impl Engine {
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         let (session, acting) = resumable_caller(uploader)?;
+        // Another Agent's session (or none) is `not_found` before the claim is asked, so a
+        // request its owner is making shows nowhere (no `conflict` for an id not yours).
+        self.upload_offset(upload_id, session).await?;
         let _claim = self.upload_claims.claim(upload_id)?;
         if let Some((start, body)) = last_chunk {
             self.append_claimed(upload_id, start, body, session, acting)
@@ -361,6 +364,8 @@ impl Engine {
         upload_id: &str,
         session: &Session,
     ) -> Result<(), Error> {
+        // As for a finish: not yours is `not_found`, whoever is working on it.
+        self.upload_offset(upload_id, session).await?;
         let _claim = self.upload_claims.claim(upload_id)?;
         let (id, looking) = (upload_id.to_owned(), session.clone());
         let path = self
