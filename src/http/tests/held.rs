@@ -121,6 +121,25 @@ impl Held {
     }
 }
 
+impl Held {
+    /// Finishes a request whose caller ended while it was held: it must answer 401 with
+    /// `code` and leave the store as `before` (`what` names the case).
+    async fn refused(
+        self,
+        h: &Harness,
+        before: &weft_storage::Fingerprint,
+        code: &str,
+        what: &str,
+    ) {
+        assert_eq!(
+            self.finish().await,
+            (StatusCode::UNAUTHORIZED, json!(code)),
+            "{what}"
+        );
+        assert_unchanged(before, &h.fingerprint().await, what);
+    }
+}
+
 /// The store's fingerprint while a held upload's bytes are staged: afterwards nothing of
 /// them may be left.
 async fn fingerprint_while_held(h: &Harness) -> weft_storage::Fingerprint {
@@ -155,6 +174,18 @@ async fn token(h: &Harness, worker: &Agent, scope: serde_json::Value) -> (String
     (field("token"), field("tokenId"), lease)
 }
 
+/// Starts a resumable upload as `bearer`; its `Location`.
+async fn start_upload(h: &Harness, bearer: &str) -> String {
+    let started = h
+        .call(Method::POST, "/v1/uploads", Some(bearer), Body::empty())
+        .await;
+    assert_eq!(started.status, StatusCode::ACCEPTED, "{started:?}");
+    started.headers["location"]
+        .to_str()
+        .expect("ascii")
+        .to_owned()
+}
+
 /// Revokes the token `token_id` on `lease` as its owner.
 async fn revoke(h: &Harness, worker: &Agent, lease: &str, token_id: &str) {
     let revoked = h
@@ -168,110 +199,64 @@ async fn revoke(h: &Harness, worker: &Agent, lease: &str, token_id: &str) {
     assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
 }
 
+/// What is held: a publication with its bytes (`PUT /v1/artifacts/{digest}`, as `bound`
+/// sets it up) or a plain upload (`PUT /v1/blobs/{digest}`).
+const REQUESTS: [&str; 2] = ["publication", "upload"];
+
+impl Held {
+    /// `what` (one of [`REQUESTS`]) of `bytes` as `bearer`, `envelope` being the publication's.
+    async fn of(what: &str, h: &Harness, bearer: &str, envelope: &Envelope, bytes: &[u8]) -> Self {
+        if what == "publication" {
+            Self::start(h, bearer, envelope, bytes).await
+        } else {
+            Self::upload(h, bearer, bytes).await
+        }
+    }
+}
+
 backends!(
     /// Bytes may take long: the capability token they are sent under is checked again after
-    /// them, so one revoked while they streamed publishes nothing (LSE-7), though the lease,
-    /// the session and the manifest are all still good; inline bytes as well as a file's
-    /// (the review of stop 31 found the inline ones published).
-    async fn a_token_revoked_while_the_bytes_stream_publishes_nothing(kind: Kind) {
-        for size in SIZES {
-            let h = harness(kind).await;
-            let worker = h.agent("w1", "g1", &["worker"]).await;
-            let large: Vec<u8> = (0..size).map(|i| (i % 241) as u8).collect();
-            let envelope = bound(&h, &worker, &large).await;
-            let (token, token_id, lease) =
-                token(&h, &worker, json!(["blob:write", "artifact:publish"])).await;
-            let held = Held::start(&h, &token, &envelope, &large).await;
-            revoke(&h, &worker, &lease, &token_id).await;
-            let before = fingerprint_while_held(&h).await;
-            assert_eq!(
-                held.finish().await,
-                (StatusCode::UNAUTHORIZED, json!("unauthorized"))
-            );
-            assert_unchanged(
-                &before,
-                &h.fingerprint().await,
-                &format!("a revoked token's publication of {size} bytes"),
-            );
+    /// them, so one revoked while they streamed records nothing (LSE-7), though the lease,
+    /// the session and the manifest are all still good: no publication, no blob row, no
+    /// uploader row, nothing counted against the lease owner; inline bytes or a file. The
+    /// review of stop 31 found the inline publication and both uploads recorded.
+    async fn a_token_revoked_while_the_bytes_stream_records_nothing(kind: Kind) {
+        for what in REQUESTS {
+            for size in SIZES {
+                let h = harness(kind).await;
+                let worker = h.agent("w1", "g1", &["worker"]).await;
+                let bytes: Vec<u8> = (0..size).map(|i| (i % 241) as u8).collect();
+                let envelope = bound(&h, &worker, &bytes).await;
+                let (token, token_id, lease) =
+                    token(&h, &worker, json!(["blob:write", "artifact:publish"])).await;
+                let held = Held::of(what, &h, &token, &envelope, &bytes).await;
+                revoke(&h, &worker, &lease, &token_id).await;
+                let before = fingerprint_while_held(&h).await;
+                let case = format!("a revoked token's {what} of {size} bytes");
+                held.refused(&h, &before, "unauthorized", &case).await;
+            }
         }
     }
 );
 
 backends!(
     /// The same for a session: one replaced by a newer session while the bytes streamed
-    /// answers `stale_session` from the check after the bytes (without it the transaction
-    /// would answer `stale_lease`: the replaced session's lease ended, LSE-9), and publishes
-    /// nothing, inline bytes or a file.
-    async fn a_session_replaced_while_the_bytes_stream_publishes_nothing(kind: Kind) {
-        for size in SIZES {
-            let h = harness(kind).await;
-            let worker = h.agent("w1", "g1", &["worker"]).await;
-            let large: Vec<u8> = (0..size).map(|i| (i % 239) as u8).collect();
-            let envelope = bound(&h, &worker, &large).await;
-            let held = Held::start(&h, &worker.token, &envelope, &large).await;
-            h.session(&worker.key, "w1", "g1").await;
-            let before = fingerprint_while_held(&h).await;
-            assert_eq!(
-                held.finish().await,
-                (StatusCode::UNAUTHORIZED, json!("stale_session"))
-            );
-            assert_unchanged(
-                &before,
-                &h.fingerprint().await,
-                &format!("a replaced session's publication of {size} bytes"),
-            );
-        }
-    }
-);
-
-backends!(
-    /// A plain upload under a capability token (`blob:write`) records nothing if the token
-    /// was revoked while its bytes streamed (LSE-7): no blob row, no uploader row, nothing
-    /// counted against the lease owner; inline bytes or a file. The review of stop 31 found
-    /// both recorded.
-    async fn a_token_revoked_while_an_upload_streams_records_nothing(kind: Kind) {
-        for size in SIZES {
-            let h = harness(kind).await;
-            let worker = h.agent("w1", "g1", &["worker"]).await;
-            let bytes: Vec<u8> = (0..size).map(|i| (i % 233) as u8).collect();
-            bound(&h, &worker, &bytes).await;
-            let (token, token_id, lease) = token(&h, &worker, json!(["blob:write"])).await;
-            let held = Held::upload(&h, &token, &bytes).await;
-            revoke(&h, &worker, &lease, &token_id).await;
-            let before = fingerprint_while_held(&h).await;
-            assert_eq!(
-                held.finish().await,
-                (StatusCode::UNAUTHORIZED, json!("unauthorized"))
-            );
-            assert_unchanged(
-                &before,
-                &h.fingerprint().await,
-                &format!("a revoked token's upload of {size} bytes"),
-            );
-        }
-    }
-);
-
-backends!(
-    /// The same for a session replaced while its upload streamed: `stale_session`, and
-    /// nothing recorded.
-    async fn a_session_replaced_while_an_upload_streams_records_nothing(kind: Kind) {
-        for size in SIZES {
-            let h = harness(kind).await;
-            let worker = h.agent("w1", "g1", &["worker"]).await;
-            let bytes: Vec<u8> = (0..size).map(|i| (i % 229) as u8).collect();
-            let held = Held::upload(&h, &worker.token, &bytes).await;
-            h.session(&worker.key, "w1", "g1").await;
-            let before = fingerprint_while_held(&h).await;
-            assert_eq!(
-                held.finish().await,
-                (StatusCode::UNAUTHORIZED, json!("stale_session"))
-            );
-            assert_unchanged(
-                &before,
-                &h.fingerprint().await,
-                &format!("a replaced session's upload of {size} bytes"),
-            );
+    /// answers `stale_session` from the check after the bytes (without it a publication's
+    /// transaction would answer `stale_lease`: the replaced session's lease ended, LSE-9), and
+    /// records nothing, inline bytes or a file.
+    async fn a_session_replaced_while_the_bytes_stream_records_nothing(kind: Kind) {
+        for what in REQUESTS {
+            for size in SIZES {
+                let h = harness(kind).await;
+                let worker = h.agent("w1", "g1", &["worker"]).await;
+                let bytes: Vec<u8> = (0..size).map(|i| (i % 239) as u8).collect();
+                let envelope = bound(&h, &worker, &bytes).await;
+                let held = Held::of(what, &h, &worker.token, &envelope, &bytes).await;
+                h.session(&worker.key, "w1", "g1").await;
+                let before = fingerprint_while_held(&h).await;
+                let case = format!("a replaced session's {what} of {size} bytes");
+                held.refused(&h, &before, "stale_session", &case).await;
+            }
         }
     }
 );
@@ -287,14 +272,7 @@ backends!(
             let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 227) as u8).collect();
             bound(&h, &worker, &bytes).await;
             let (token, token_id, lease) = token(&h, &worker, json!(["blob:write"])).await;
-            let started = h
-                .call(Method::POST, "/v1/uploads", Some(&token), Body::empty())
-                .await;
-            assert_eq!(started.status, StatusCode::ACCEPTED, "{started:?}");
-            let location = started.headers["location"]
-                .to_str()
-                .expect("ascii")
-                .to_owned();
+            let location = start_upload(&h, &token).await;
             // The upload's object as before the chunk: while held it holds part of it, which
             // a refused chunk cuts back.
             let listing = h.fingerprint().await.blob_listing;
@@ -302,15 +280,13 @@ backends!(
             revoke(&h, &worker, &lease, &token_id).await;
             let mut before = fingerprint_while_held(&h).await;
             before.blob_listing = listing;
-            assert_eq!(
-                held.finish().await,
-                (StatusCode::UNAUTHORIZED, json!("unauthorized"))
-            );
-            assert_unchanged(
+            held.refused(
+                &h,
                 &before,
-                &h.fingerprint().await,
+                "unauthorized",
                 &format!("a revoked token's resumable chunk (finish: {finish})"),
-            );
+            )
+            .await;
         }
     }
 );
@@ -325,19 +301,7 @@ backends!(
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let stranger = h.agent("w2", "g2", &["worker"]).await;
         let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 223) as u8).collect();
-        let started = h
-            .call(
-                Method::POST,
-                "/v1/uploads",
-                Some(&worker.token),
-                Body::empty(),
-            )
-            .await;
-        assert_eq!(started.status, StatusCode::ACCEPTED, "{started:?}");
-        let location = started.headers["location"]
-            .to_str()
-            .expect("ascii")
-            .to_owned();
+        let location = start_upload(&h, &worker.token).await;
         let held = Held::chunk(&h, &worker.token, &location, &bytes, false).await;
         let finish = format!("{location}?digest={}", digest_of(&bytes).blake3);
         for (method, uri) in [(Method::PUT, finish.as_str()), (Method::DELETE, &location)] {
