@@ -98,6 +98,7 @@ fn not_found() -> Error {
 /// live when it commits (a capability token's own row, with its owner's session); the
 /// operator uploads in one request.
 fn resumable_caller(uploader: Uploader<'_>) -> Result<(&Session, Acting), Error> {
+    uploader.admitted()?;
     match (uploader.session(), uploader.acting()) {
         (Some(session), Some(acting)) => Ok((session, acting)),
         _ => Err(reject(

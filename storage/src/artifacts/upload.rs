@@ -56,6 +56,15 @@ impl<'a> Uploader<'a> {
         }
     }
 
+    /// A capability token uploads only with `blob:write` (LSE-6); the routes check it before
+    /// the body, and so does the storage, whoever calls it.
+    pub(crate) fn admitted(&self) -> Result<(), Error> {
+        match self {
+            Self::Token(grant) => grant.require(weft_api::work::views::TokenScope::BlobWrite),
+            Self::Admin | Self::Agent(_) => Ok(()),
+        }
+    }
+
     /// The Agent's session the bytes count against: a token's is its lease owner's.
     pub(crate) fn session(&self) -> Option<&'a Session> {
         match *self {
@@ -205,6 +214,7 @@ impl Engine {
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
+        uploader.admitted()?;
         let reader = uploader.reader();
         let session = uploader.session().cloned();
         let looking = reader.clone();
