@@ -13,10 +13,9 @@
 //! byte is read and again in the transaction. The operator does not publish this way.
 //! Bytes that will be a file (the manifest's size over the inline threshold) are first
 //! checked against everything the transaction checks, on a read, so a refusal stages
-//! nothing and has no promoted file to undo; after them the session (or token) must still
-//! be live. Bytes of any size may stream for long, so the transaction checks that again,
-//! first, for small ones too, and the publication takes the time of its transaction (LSE-5
-//! is judged then).
+//! nothing and has no promoted file to undo. Bytes of any size may stream for long, so the
+//! transaction checks first that the session (or token) is still live, and the publication
+//! takes the time of its transaction (LSE-5 is judged then).
 //! A refusal keeps nothing of the bytes except a fenced owner's manifest, which is kept as
 //! inert as on the other path (OFL-2). No timing oracle: admitted bytes are always staged,
 //! whoever else holds them, and refused ones never are.
@@ -169,21 +168,12 @@ impl Engine {
                 ),
             ));
         }
-        // A file's bytes may have taken long: the caller's session (and token) must still be
-        // live now, and the publication is recorded at the time of its transaction (LSE-5:
-        // its lease is judged then, not when the request began).
-        if file {
-            match grant {
-                Some(grant) => {
-                    self.recheck_grant(grant).await?;
-                }
-                None => self.recheck(session).await?,
-            }
-        }
+        // The publication is recorded at the time of its transaction (LSE-5: its lease is
+        // judged then, not when the request began). The bytes may have taken long, whatever
+        // their size (a slow body has no overall deadline): the caller must still be live when
+        // the publication commits, checked in its transaction, first, so an ended caller hears
+        // why as it would at the door, and a promoted file is undone as on any refusal.
         verified.now = self.clock.now();
-        // Small bytes may have taken long too (a slow body has no overall deadline): whatever
-        // their size, the caller must still be live when the publication commits, checked
-        // in its transaction, first, so an ended caller hears why as it would at the door.
         let acting = match grant {
             Some(grant) => Acting::token(grant),
             None => Acting::session(session),
