@@ -12,6 +12,7 @@ use serde_json::json;
 use weft_api::Envelope;
 
 use super::harness::*;
+use super::uploads::start_as;
 use super::with_content::{BOUNDARY, bound, content_part, manifest_part, multipart};
 
 /// A request as `bearer`, held part-way: it runs on its own task and has taken content the
@@ -174,18 +175,6 @@ async fn token(h: &Harness, worker: &Agent, scope: serde_json::Value) -> (String
     (field("token"), field("tokenId"), lease)
 }
 
-/// Starts a resumable upload as `bearer`; its `Location`.
-async fn start_upload(h: &Harness, bearer: &str) -> String {
-    let started = h
-        .call(Method::POST, "/v1/uploads", Some(bearer), Body::empty())
-        .await;
-    assert_eq!(started.status, StatusCode::ACCEPTED, "{started:?}");
-    started.headers["location"]
-        .to_str()
-        .expect("ascii")
-        .to_owned()
-}
-
 /// Revokes the token `token_id` on `lease` as its owner.
 async fn revoke(h: &Harness, worker: &Agent, lease: &str, token_id: &str) {
     let revoked = h
@@ -272,7 +261,7 @@ backends!(
             let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 227) as u8).collect();
             bound(&h, &worker, &bytes).await;
             let (token, token_id, lease) = token(&h, &worker, json!(["blob:write"])).await;
-            let location = start_upload(&h, &token).await;
+            let location = start_as(&h, &token).await;
             // The upload's object as before the chunk: while held it holds part of it, which
             // a refused chunk cuts back.
             let listing = h.fingerprint().await.blob_listing;
@@ -301,7 +290,7 @@ backends!(
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let stranger = h.agent("w2", "g2", &["worker"]).await;
         let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 223) as u8).collect();
-        let location = start_upload(&h, &worker.token).await;
+        let location = start_as(&h, &worker.token).await;
         let held = Held::chunk(&h, &worker.token, &location, &bytes, false).await;
         let finish = format!("{location}?digest={}", digest_of(&bytes).blake3);
         for (method, uri) in [(Method::PUT, finish.as_str()), (Method::DELETE, &location)] {

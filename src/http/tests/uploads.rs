@@ -41,11 +41,17 @@ fn chunk(location: &str, token: &str, start: u64, bytes: &[u8]) -> Request<Body>
 
 /// Starts a session as `agent`; its `Location`.
 async fn start(h: &Harness, agent: &Agent) -> String {
+    start_as(h, &agent.token).await
+}
+
+/// Starts a session with the bearer `token` (a session's or a capability token); its
+/// `Location`.
+pub(super) async fn start_as(h: &Harness, token: &str) -> String {
     let answer = h
         .send(on_upload(
             Method::POST,
             "/v1/uploads",
-            &agent.token,
+            token,
             &[],
             Body::empty(),
         ))
