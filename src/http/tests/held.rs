@@ -154,23 +154,13 @@ const SIZES: [u32; 2] = [20_000, 300_000];
 
 /// A capability token on `worker`'s lease of `work-1` (which `bound` set up) with `scope`:
 /// the token, its id and the lease.
-async fn token(h: &Harness, worker: &Agent, scope: serde_json::Value) -> (String, String, String) {
+async fn token(h: &Harness, worker: &Agent, scope: &[&str]) -> (String, String, String) {
     let view = h.get_json(worker, "/v1/workitems/work-1").await;
     let lease = view["lease"]["leaseId"]
         .as_str()
         .expect("a lease")
         .to_owned();
-    let issued = h
-        .send(json_request(
-            Method::POST,
-            &format!("/v1/leases/{lease}/tokens"),
-            &worker.token,
-            json!({"scope": scope, "ttlSeconds": 600}),
-            &[],
-        ))
-        .await;
-    assert_eq!(issued.status, StatusCode::CREATED, "{issued:?}");
-    let issued = issued.json();
+    let issued = super::tokens::issue(h, worker, &lease, scope, 600).await;
     let field = |name: &str| issued[name].as_str().expect(name).to_owned();
     (field("token"), field("tokenId"), lease)
 }
@@ -217,7 +207,7 @@ backends!(
                 let bytes: Vec<u8> = (0..size).map(|i| (i % 241) as u8).collect();
                 let envelope = bound(&h, &worker, &bytes).await;
                 let (token, token_id, lease) =
-                    token(&h, &worker, json!(["blob:write", "artifact:publish"])).await;
+                    token(&h, &worker, &["blob:write", "artifact:publish"]).await;
                 let held = Held::of(what, &h, &token, &envelope, &bytes).await;
                 revoke(&h, &worker, &lease, &token_id).await;
                 let before = fingerprint_while_held(&h).await;
@@ -260,7 +250,7 @@ backends!(
             let worker = h.agent("w1", "g1", &["worker"]).await;
             let bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 227) as u8).collect();
             bound(&h, &worker, &bytes).await;
-            let (token, token_id, lease) = token(&h, &worker, json!(["blob:write"])).await;
+            let (token, token_id, lease) = token(&h, &worker, &["blob:write"]).await;
             let location = start_as(&h, &token).await;
             // The upload's object as before the chunk: while held it holds part of it, which
             // a refused chunk cuts back.

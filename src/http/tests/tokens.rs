@@ -84,7 +84,13 @@ fn token_request(bearer: &str, lease: &str, body: Value) -> Request<Body> {
 }
 
 /// Issues a token for `lease` as `owner`; answers `{tokenId, token, scope, expiresAt}`.
-async fn issue(h: &Harness, owner: &Agent, lease: &str, scope: &[&str], ttl: u64) -> Value {
+pub(super) async fn issue(
+    h: &Harness,
+    owner: &Agent,
+    lease: &str,
+    scope: &[&str],
+    ttl: u64,
+) -> Value {
     let answer = h
         .send(token_request(
             &owner.token,
