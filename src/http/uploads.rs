@@ -6,8 +6,9 @@
 //! Offsets travel as `Upload-Offset: <bytes held>` (authoritative) and, for OCI clients, as
 //! `Range: 0-<last byte held>` (`0-0` when empty, as registries answer). A chunk names where it
 //! starts with `Content-Range: <start>-<end>` (inclusive; `bytes <start>-<end>/<total>` too)
-//! or `Upload-Offset: <start>`. Only the Agent and Group that started a session see it; for
-//! anyone else it does not exist (`not_found`).
+//! or `Upload-Offset: <start>`. Only the Agent and Group that started a session see it, and
+//! of capability tokens only those of the lease whose token started it; for anyone else it
+//! does not exist (`not_found`).
 
 use axum::body::Body;
 use axum::extract::State;
@@ -18,7 +19,7 @@ use futures::{Stream, StreamExt as _};
 use weft_api::views::UploadSession;
 use weft_api::work::views::TokenScope;
 use weft_api::{Digest, ErrorCode};
-use weft_storage::{Session, Uploader};
+use weft_storage::Uploader;
 
 use super::auth::{Bearer, Caller};
 use super::body::{check_declared_length, upload_stream};
@@ -32,29 +33,20 @@ pub(super) const FINISH_QUERY: &[&str] = &["digest"];
 /// The header carrying a session's durable offset, and a chunk's start.
 const UPLOAD_OFFSET: HeaderName = HeaderName::from_static("upload-offset");
 
-/// The session of whoever may touch upload sessions: an Agent session, or a capability token
-/// with `blob:write` as its lease owner. The operator uploads in one request.
-fn uploader(caller: &Bearer) -> Result<&Session, HttpError> {
+/// Whoever may touch upload sessions: an Agent session, or a capability token with
+/// `blob:write`, which reaches only the upload sessions of its own lease. The operator
+/// uploads in one request.
+fn uploader(caller: &Bearer) -> Result<Uploader<'_>, HttpError> {
     match caller {
-        Bearer::Caller(Caller::Agent(session)) => Ok(session),
+        Bearer::Caller(Caller::Agent(session)) => Ok(Uploader::Agent(session)),
         Bearer::Caller(Caller::Admin) => Err(HttpError::new(
             ErrorCode::Forbidden,
             "resumable uploads belong to an Agent session; the operator uploads with POST /v1/blobs",
         )),
         Bearer::Token(grant) => {
             grant.require(TokenScope::BlobWrite)?;
-            Ok(grant.session())
+            Ok(Uploader::Token(grant))
         }
-    }
-}
-
-/// The caller of a chunk or a finish as the storage re-checks it when the bytes are in: a
-/// capability token itself (revoked while its bytes streamed, it records nothing), else the
-/// session [`uploader`] admitted.
-fn writing<'a>(caller: &'a Bearer, session: &'a Session) -> Uploader<'a> {
-    match caller {
-        Bearer::Token(grant) => Uploader::Token(grant),
-        _ => Uploader::Agent(session),
     }
 }
 
@@ -170,12 +162,12 @@ async fn refusal(
     state: &AppState,
     error: weft_storage::Error,
     upload_id: &str,
-    session: &Session,
+    uploader: Uploader<'_>,
 ) -> Response {
     let code = error.code();
     let mut response = HttpError::from(error).into_response();
     if code == ErrorCode::UploadOffsetMismatch
-        && let Ok(current) = state.store.upload_offset(upload_id, session).await
+        && let Ok(current) = state.store.upload_offset(upload_id, uploader).await
     {
         offset_headers(response.headers_mut(), &current);
     }
@@ -188,8 +180,7 @@ async fn refusal(
               (status = 401, description = "unauthorized, stale_session"), (status = 403, description = "forbidden: the operator, an auditor, or a capability token without blob:write"),
               (status = 429, description = "too_many_uploads: 64 sessions of this agent are open")))]
 pub(crate) async fn start(State(state): State<AppState>, caller: Bearer) -> HttpResult<Response> {
-    let session = uploader(&caller)?;
-    let started = state.store.start_upload(session).await?;
+    let started = state.store.start_upload(uploader(&caller)?).await?;
     Ok(session_answer(StatusCode::ACCEPTED, &started))
 }
 
@@ -202,9 +193,9 @@ pub(crate) async fn offset(
     caller: Bearer,
     raw: RawPath,
 ) -> HttpResult<Response> {
-    let session = uploader(&caller)?;
+    let uploader = uploader(&caller)?;
     let id = upload_id(raw)?;
-    let current = state.store.upload_offset(&id, session).await?;
+    let current = state.store.upload_offset(&id, uploader).await?;
     let mut response = StatusCode::NO_CONTENT.into_response();
     offset_headers(response.headers_mut(), &current);
     Ok(response)
@@ -227,10 +218,10 @@ pub(crate) async fn append(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let session = uploader(&caller)?;
+    let uploader = uploader(&caller)?;
     let id = upload_id(raw)?;
     // Someone else's session, or none, is `not_found` whatever the headers say.
-    state.store.upload_offset(&id, session).await?;
+    state.store.upload_offset(&id, uploader).await?;
     let (start, length) = chunk_start(&headers)?.ok_or_else(|| {
         HttpError::new(
             ErrorCode::BadRequest,
@@ -238,13 +229,9 @@ pub(crate) async fn append(
         )
     })?;
     let chunk = chunk_stream(&state, &headers, start, length, body)?;
-    match state
-        .store
-        .append_upload(&id, start, chunk, writing(&caller, session))
-        .await
-    {
+    match state.store.append_upload(&id, start, chunk, uploader).await {
         Ok(current) => Ok(session_answer(StatusCode::ACCEPTED, &current)),
-        Err(error) => Ok(refusal(&state, error, &id, session).await),
+        Err(error) => Ok(refusal(&state, error, &id, uploader).await),
     }
 }
 
@@ -265,7 +252,7 @@ pub(crate) async fn finish(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
-    let session = uploader(&caller)?;
+    let uploader = uploader(&caller)?;
     let id = upload_id(raw)?;
     let query = known_params(query, FINISH_QUERY)?;
     let digest = query.get("digest").ok_or_else(|| {
@@ -282,7 +269,7 @@ pub(crate) async fn finish(
         Some((start, length)) => Some((start, length)),
         None if declared_empty => None,
         // A last chunk without a range goes where the upload stands now.
-        None => Some((state.store.upload_offset(&id, session).await?.offset, None)),
+        None => Some((state.store.upload_offset(&id, uploader).await?.offset, None)),
     };
     let last_chunk = match last_chunk {
         Some((start, length)) => {
@@ -292,7 +279,7 @@ pub(crate) async fn finish(
     };
     match state
         .store
-        .finish_upload(&id, expected, last_chunk, writing(&caller, session))
+        .finish_upload(&id, expected, last_chunk, uploader)
         .await
     {
         Ok(outcome) => {
@@ -302,7 +289,7 @@ pub(crate) async fn finish(
         Err(error) => {
             metrics::counter!("weft_uploads_total", "outcome" => error.code().as_str())
                 .increment(1);
-            Ok(refusal(&state, error, &id, session).await)
+            Ok(refusal(&state, error, &id, uploader).await)
         }
     }
 }
@@ -315,8 +302,8 @@ pub(crate) async fn cancel(
     caller: Bearer,
     raw: RawPath,
 ) -> HttpResult<Response> {
-    let session = uploader(&caller)?;
+    let uploader = uploader(&caller)?;
     let id = upload_id(raw)?;
-    state.store.cancel_upload(&id, session).await?;
+    state.store.cancel_upload(&id, uploader).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -514,9 +514,17 @@ UPDATE blobs SET inline_id = rowid WHERE blake3 IN (SELECT blake3 FROM inline_bl
 DROP TABLE inline_blobs;
 "#;
 
+/// A resumable upload started with a capability token belongs to that token's lease as well as
+/// to its Agent and Group: another token of the same Agent (for another lease) does not see it
+/// (LSE-6). NULL: started with a session; only the Agent's sessions see it. Sessions started
+/// before hold NULL, so after an upgrade only their Agent's sessions reach them.
+const V21: &str = r#"
+ALTER TABLE upload_sessions ADD COLUMN lease_id TEXT;
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 20] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20,
+const MIGRATIONS: [&str; 21] = [
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
 ];
 
 /// The newest schema version this build writes.

@@ -7,17 +7,23 @@ use futures::Stream;
 use weft_api::Digest;
 use weft_api::views::UploadSession;
 
-use crate::{Error, Session, Store, UploadOutcome, Uploader};
+use crate::{Error, Store, UploadOutcome, Uploader};
 
 impl Store {
-    /// Starts a resumable upload for `session`'s Agent in its Group, at offset 0.
-    pub async fn start_upload(&self, session: &Session) -> Result<UploadSession, Error> {
-        self.inner.start_upload(session).await
+    /// Starts a resumable upload for the uploader's Agent in its Group (and, for a capability
+    /// token, its lease), at offset 0. The operator is refused (`forbidden`).
+    pub async fn start_upload(&self, uploader: Uploader<'_>) -> Result<UploadSession, Error> {
+        self.inner.start_upload(uploader).await
     }
 
-    /// The durable offset of one of `session`'s upload sessions (`not_found` for anyone else's).
-    pub async fn upload_offset(&self, id: &str, session: &Session) -> Result<UploadSession, Error> {
-        self.inner.upload_offset(id, session).await
+    /// The durable offset of an upload session the uploader reaches: its Agent's, and for a
+    /// capability token only its lease's (`not_found` for any other).
+    pub async fn upload_offset(
+        &self,
+        id: &str,
+        uploader: Uploader<'_>,
+    ) -> Result<UploadSession, Error> {
+        self.inner.upload_offset(id, uploader).await
     }
 
     /// Appends a chunk starting at `start`, which must be the durable offset
@@ -50,7 +56,11 @@ impl Store {
     }
 
     /// Cancels an upload session, removing its bytes.
-    pub async fn cancel_upload(&self, upload_id: &str, session: &Session) -> Result<(), Error> {
-        self.inner.cancel_upload(upload_id, session).await
+    pub async fn cancel_upload(
+        &self,
+        upload_id: &str,
+        uploader: Uploader<'_>,
+    ) -> Result<(), Error> {
+        self.inner.cancel_upload(upload_id, uploader).await
     }
 }

@@ -41,6 +41,7 @@ mod revocation;
 mod scope;
 mod sessions;
 mod snapshots;
+mod token_uploads;
 mod tokens;
 mod ui;
 mod ui_console;

@@ -16,7 +16,12 @@ use super::work_setup::{
 
 /// Authorizes `work_item` in Mission `mission-1`, offers it to `worker`, which accepts and
 /// starts it; answers the Execution Lease (`state.lease` of `work.start`).
-async fn started(h: &Harness, coordinator: &Agent, worker: &Agent, work_item: &str) -> Value {
+pub(super) async fn started(
+    h: &Harness,
+    coordinator: &Agent,
+    worker: &Agent,
+    work_item: &str,
+) -> Value {
     ok(
         h,
         coordinator,
@@ -59,7 +64,7 @@ async fn started(h: &Harness, coordinator: &Agent, worker: &Agent, work_item: &s
 
 /// Group g1 with coordinator `c1` and workers `w1`, `w2`; Mission `mission-1`; WorkItem `wi-1`
 /// started by `w1`. Answers the three Agents and `wi-1`'s lease.
-async fn setup(h: &Harness) -> (Agent, Agent, Agent, Value) {
+pub(super) async fn setup(h: &Harness) -> (Agent, Agent, Agent, Value) {
     let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
     let w1 = h.agent("w1", "g1", &["worker"]).await;
     let w2 = h.agent("w2", "g1", &["worker"]).await;
@@ -68,7 +73,7 @@ async fn setup(h: &Harness) -> (Agent, Agent, Agent, Value) {
     (coordinator, w1, w2, lease)
 }
 
-fn lease_id(lease: &Value) -> &str {
+pub(super) fn lease_id(lease: &Value) -> &str {
     lease["leaseId"].as_str().expect("a lease id")
 }
 
@@ -102,7 +107,7 @@ pub(super) async fn issue(
     answer.json()
 }
 
-fn secret(issued: &Value) -> &str {
+pub(super) fn secret(issued: &Value) -> &str {
     issued["token"].as_str().expect("a token")
 }
 

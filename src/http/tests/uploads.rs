@@ -10,7 +10,7 @@ use axum::http::{Method, Request, StatusCode};
 use super::harness::*;
 
 /// A request on an upload session as `token`, with extra headers.
-fn on_upload(
+pub(super) fn on_upload(
     method: Method,
     uri: &str,
     token: &str,
@@ -28,7 +28,7 @@ fn on_upload(
 }
 
 /// `PATCH` of `bytes` at `start`, with `Content-Range`.
-fn chunk(location: &str, token: &str, start: u64, bytes: &[u8]) -> Request<Body> {
+pub(super) fn chunk(location: &str, token: &str, start: u64, bytes: &[u8]) -> Request<Body> {
     let end = start + bytes.len() as u64 - 1;
     on_upload(
         Method::PATCH,
@@ -74,7 +74,7 @@ pub(super) async fn start_as(h: &Harness, token: &str) -> String {
 }
 
 /// The durable offset HEAD answers.
-async fn offset(h: &Harness, location: &str, token: &str) -> u64 {
+pub(super) async fn offset(h: &Harness, location: &str, token: &str) -> u64 {
     let answer = h
         .send(on_upload(Method::HEAD, location, token, &[], Body::empty()))
         .await;
@@ -87,7 +87,7 @@ async fn offset(h: &Harness, location: &str, token: &str) -> u64 {
 }
 
 /// Sends `bytes` in chunks of `size` from `from`; each answer names the new offset.
-async fn send_chunks(
+pub(super) async fn send_chunks(
     h: &Harness,
     location: &str,
     token: &str,
@@ -108,7 +108,7 @@ async fn send_chunks(
     }
 }
 
-fn finish(location: &str, token: &str, digest: &str) -> Request<Body> {
+pub(super) fn finish(location: &str, token: &str, digest: &str) -> Request<Body> {
     on_upload(
         Method::PUT,
         &format!("{location}?digest={digest}"),

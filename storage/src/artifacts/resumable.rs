@@ -3,9 +3,12 @@
 //! restart), and the finish verifies the whole object against the claimed digest before it
 //! becomes an ordinary blob, with the same uploader row, quotas and sweep as a one-shot upload.
 //!
-//! Ownership: a session belongs to the Agent and Group of the session that started it; any
-//! other caller is told `not_found`, as if it did not exist (no oracle). Every call re-checks
-//! that the Membership still holds a producing role.
+//! Ownership: a session belongs to the Agent and Group of the session that started it, and,
+//! when a capability token started it, to that token's lease (LSE-6: tokens are bound to the
+//! lease, so a rotated token of the same lease goes on). The Agent's own sessions reach all of
+//! its upload sessions; a token reaches only those of its lease. Any other caller is told
+//! `not_found`, as if it did not exist (no oracle). Every call re-checks that the Membership
+//! still holds a producing role.
 //!
 //! Hashing: the finish re-hashes the staged object (streaming, memory flat) rather than
 //! persisting hasher state at each chunk: neither `blake3::Hasher` nor `sha2::Sha256` can
@@ -94,13 +97,29 @@ fn not_found() -> Error {
     reject(ErrorCode::NotFound, "no such upload session is yours")
 }
 
-/// The Agent's session a resumable upload's chunk or finish acts for, and what must still be
-/// live when it commits (a capability token's own row, with its owner's session); the
-/// operator uploads in one request.
-fn resumable_caller(uploader: Uploader<'_>) -> Result<(&Session, Acting), Error> {
+/// Who works on resumable uploads: the Agent's session the bytes count against, the lease a
+/// capability token is bound to (`None` for the Agent's own session, which reaches all of its
+/// upload sessions), and what must still be live when a change commits (a token's own row,
+/// with its owner's session). The operator uploads in one request.
+#[derive(Clone, Copy)]
+struct Owner<'a> {
+    session: &'a Session,
+    lease: Option<&'a str>,
+    acting: Acting,
+}
+
+fn resumable_caller(uploader: Uploader<'_>) -> Result<Owner<'_>, Error> {
     uploader.admitted()?;
+    let lease = match uploader {
+        Uploader::Token(grant) => Some(grant.lease_id.as_str()),
+        Uploader::Admin | Uploader::Agent(_) => None,
+    };
     match (uploader.session(), uploader.acting()) {
-        (Some(session), Some(acting)) => Ok((session, acting)),
+        (Some(session), Some(acting)) => Ok(Owner {
+            session,
+            lease,
+            acting,
+        }),
         _ => Err(reject(
             ErrorCode::Forbidden,
             "resumable uploads belong to an Agent session; the operator uploads with POST /v1/blobs",
@@ -108,17 +127,24 @@ fn resumable_caller(uploader: Uploader<'_>) -> Result<(&Session, Acting), Error>
     }
 }
 
-/// The session `upload_id` if it belongs to `session`'s Agent and Group, which must still
-/// hold a producing role.
-fn owned(conn: &Connection, upload_id: &str, session: &Session) -> Result<Row, Error> {
+/// The session `upload_id` if `owner` reaches it (its Agent and Group; for a token, its
+/// lease), and the Membership still holds a producing role.
+fn owned(
+    conn: &Connection,
+    upload_id: &str,
+    session: &Session,
+    lease: Option<&str>,
+) -> Result<Row, Error> {
     require_uploading_role(conn, session)?;
     conn.row(
         "SELECT staging_path, received FROM upload_sessions
-         WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3",
+         WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3
+           AND (?4 IS NULL OR lease_id = ?4)",
         params![
             upload_id,
             session.agent_id.as_str(),
-            session.group_id.as_str()
+            session.group_id.as_str(),
+            lease
         ],
         |row| {
             Ok(Row {
@@ -141,14 +167,24 @@ fn offset_mismatch(start: u64, received: u64) -> Error {
 }
 
 impl Engine {
-    /// Opens an upload session for `session`'s Agent in its Group.
-    pub(crate) async fn start_upload(&self, session: &Session) -> Result<UploadSession, Error> {
+    /// Opens an upload session for the uploader's Agent in its Group (and, for a capability
+    /// token, its lease).
+    pub(crate) async fn start_upload(
+        &self,
+        uploader: Uploader<'_>,
+    ) -> Result<UploadSession, Error> {
+        let owner = resumable_caller(uploader)?;
         let upload_id = format!("up-{}", uuid::Uuid::new_v4().simple());
         let now = format_instant(self.clock.now());
-        let session = session.clone();
+        let (session, lease, acting) = (
+            owner.session.clone(),
+            owner.lease.map(str::to_owned),
+            owner.acting,
+        );
         let id = upload_id.clone();
         self.db
             .write(move |txn| {
+                acting.check(txn, &now)?;
                 require_uploading_role(txn, &session)?;
                 let open: u64 = txn.row(
                     "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1",
@@ -165,12 +201,14 @@ impl Engine {
                 }
                 txn.run(
                     "INSERT INTO upload_sessions
-                     (upload_id, agent_id, group_id, staging_path, received, started_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5)",
+                     (upload_id, agent_id, group_id, lease_id, staging_path, received,
+                      started_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)",
                     params![
                         id,
                         session.agent_id.as_str(),
                         session.group_id.as_str(),
+                        lease,
                         upload_path(&id).to_string(),
                         now
                     ],
@@ -184,14 +222,26 @@ impl Engine {
         })
     }
 
-    /// The durable offset of an upload session of `session`'s Agent and Group.
+    /// The durable offset of an upload session the uploader reaches (`not_found` otherwise).
     pub(crate) async fn upload_offset(
         &self,
         upload_id: &str,
-        session: &Session,
+        uploader: Uploader<'_>,
     ) -> Result<UploadSession, Error> {
-        let (id, session) = (upload_id.to_owned(), session.clone());
-        let row = self.db.read(move |conn| owned(conn, &id, &session)).await?;
+        self.offset_for(upload_id, resumable_caller(uploader)?)
+            .await
+    }
+
+    async fn offset_for(&self, upload_id: &str, owner: Owner<'_>) -> Result<UploadSession, Error> {
+        let (id, session, lease) = (
+            upload_id.to_owned(),
+            owner.session.clone(),
+            owner.lease.map(str::to_owned),
+        );
+        let row = self
+            .db
+            .read(move |conn| owned(conn, &id, &session, lease.as_deref()))
+            .await?;
         Ok(UploadSession {
             upload_id: upload_id.to_owned(),
             offset: row.received,
@@ -209,15 +259,28 @@ impl Engine {
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
-        let (session, acting) = resumable_caller(uploader)?;
+        let owner = resumable_caller(uploader)?;
         let _claim = self.upload_claims.claim(upload_id)?;
-        let received = self
-            .append_claimed(upload_id, start, body, session, acting)
-            .await?;
+        let received = self.append_claimed(upload_id, start, body, owner).await?;
         Ok(UploadSession {
             upload_id: upload_id.to_owned(),
             offset: received,
         })
+    }
+
+    /// The upload session `owner` reaches, and the bytes its Agent holds in unfinished uploads.
+    async fn owned_and_held(&self, upload_id: &str, owner: Owner<'_>) -> Result<(Row, u64), Error> {
+        let (id, looking, lease) = (
+            upload_id.to_owned(),
+            owner.session.clone(),
+            owner.lease.map(str::to_owned),
+        );
+        self.db
+            .read(move |conn| {
+                let row = owned(conn, &id, &looking, lease.as_deref())?;
+                Ok((row, held_bytes(conn, looking.agent_id.as_str())?))
+            })
+            .await
     }
 
     /// The body of [`Engine::append_upload`], for a caller holding the claim.
@@ -226,20 +289,13 @@ impl Engine {
         upload_id: &str,
         start: u64,
         body: S,
-        session: &Session,
-        acting: Acting,
+        owner: Owner<'_>,
     ) -> Result<u64, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
-        let (id, looking) = (upload_id.to_owned(), session.clone());
-        let (row, held) = self
-            .db
-            .read(move |conn| {
-                let row = owned(conn, &id, &looking)?;
-                Ok((row, held_bytes(conn, looking.agent_id.as_str())?))
-            })
-            .await?;
+        let (session, acting) = (owner.session, owner.acting);
+        let (row, held) = self.owned_and_held(upload_id, owner).await?;
         if start != row.received {
             return Err(offset_mismatch(start, row.received));
         }
@@ -294,23 +350,17 @@ impl Engine {
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
-        let (session, acting) = resumable_caller(uploader)?;
-        // Another Agent's session (or none) is `not_found` before the claim is asked, so a
-        // request its owner is making shows nowhere (no `conflict` for an id not yours).
-        self.upload_offset(upload_id, session).await?;
+        let owner = resumable_caller(uploader)?;
+        let (session, acting) = (owner.session, owner.acting);
+        // A session the caller does not reach (or none) is `not_found` before the claim is
+        // asked, so a request its owner is making shows nowhere (no `conflict` for an id not
+        // yours).
+        self.offset_for(upload_id, owner).await?;
         let _claim = self.upload_claims.claim(upload_id)?;
         if let Some((start, body)) = last_chunk {
-            self.append_claimed(upload_id, start, body, session, acting)
-                .await?;
+            self.append_claimed(upload_id, start, body, owner).await?;
         }
-        let (id, looking) = (upload_id.to_owned(), session.clone());
-        let (row, held) = self
-            .db
-            .read(move |conn| {
-                let row = owned(conn, &id, &looking)?;
-                Ok((row, held_bytes(conn, looking.agent_id.as_str())?))
-            })
-            .await?;
+        let (row, held) = self.owned_and_held(upload_id, owner).await?;
         // The finish holds a slot like any upload: it reads and hashes the whole object.
         let permit = self.limits.admit_upload(
             Some(session.agent_id.as_str()),
@@ -363,16 +413,24 @@ impl Engine {
     pub(crate) async fn cancel_upload(
         &self,
         upload_id: &str,
-        session: &Session,
+        uploader: Uploader<'_>,
     ) -> Result<(), Error> {
+        let owner = resumable_caller(uploader)?;
         // As for a finish: not yours is `not_found`, whoever is working on it.
-        self.upload_offset(upload_id, session).await?;
+        self.offset_for(upload_id, owner).await?;
         let _claim = self.upload_claims.claim(upload_id)?;
-        let (id, looking) = (upload_id.to_owned(), session.clone());
+        let (id, looking, lease, acting) = (
+            upload_id.to_owned(),
+            owner.session.clone(),
+            owner.lease.map(str::to_owned),
+            owner.acting,
+        );
+        let now = format_instant(self.clock.now());
         let path = self
             .db
             .write(move |txn| {
-                let row = owned(txn, &id, &looking)?;
+                acting.check(txn, &now)?;
+                let row = owned(txn, &id, &looking, lease.as_deref())?;
                 txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [&id])?;
                 Ok(row.staging_path)
             })

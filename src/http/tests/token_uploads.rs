@@ -1,0 +1,60 @@
+//! A capability token's reach over resumable uploads (LSE-6: tokens are bound to the lease).
+//! An upload session a token starts belongs to the token's lease as well as to its Agent and
+//! Group: a token of another lease of the same Agent, or any token for a session the Agent
+//! started itself, is told `not_found` and changes nothing; a rotated token of the same lease
+//! goes on, and the Agent's own session reaches every upload of its own.
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+
+use super::harness::*;
+use super::tokens::{issue, lease_id, secret, setup, started};
+use super::uploads::{chunk, finish, offset, on_upload, send_chunks, start_as};
+
+backends!(
+    /// LSE-6: a token reaches the upload sessions of its own lease and no others of its
+    /// owner's; the owner's session reaches them all.
+    async fn a_token_reaches_only_its_own_leases_uploads(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _, lease) = setup(&h).await;
+        let other_lease = started(&h, &coordinator, &worker, "wi-2").await;
+        let mine = issue(&h, &worker, lease_id(&lease), &["blob:write"], 600).await;
+        let theirs = issue(&h, &worker, lease_id(&other_lease), &["blob:write"], 600).await;
+        let by_token = start_as(&h, secret(&mine)).await;
+        send_chunks(&h, &by_token, secret(&mine), b"lease", 0, 5).await;
+        let by_session = start_as(&h, &worker.token).await;
+        send_chunks(&h, &by_session, &worker.token, b"owner", 0, 5).await;
+
+        let digest = digest_of(b"lease").blake3.to_string();
+        for (location, token) in [
+            (&by_token, secret(&theirs)),
+            (&by_session, secret(&theirs)),
+            (&by_session, secret(&mine)),
+        ] {
+            let before = h.fingerprint().await;
+            let head = h
+                .send(on_upload(Method::HEAD, location, token, &[], Body::empty()))
+                .await;
+            assert_eq!(head.status, StatusCode::NOT_FOUND, "{location}: {head:?}");
+            assert_unchanged(&before, &h.fingerprint().await, "HEAD");
+            refused(&h, chunk(location, token, 5, b"-more"), "not_found").await;
+            refused(&h, finish(location, token, &digest), "not_found").await;
+            refused(
+                &h,
+                on_upload(Method::DELETE, location, token, &[], Body::empty()),
+                "not_found",
+            )
+            .await;
+        }
+
+        // A token rotated for the same lease goes on where the first one stopped.
+        let rotated = issue(&h, &worker, lease_id(&lease), &["blob:write"], 600).await;
+        send_chunks(&h, &by_token, secret(&rotated), b"lease-more", 5, 5).await;
+        // The owner's session reaches its token's upload, and finishes it.
+        assert_eq!(offset(&h, &by_token, &worker.token).await, 10);
+        let whole = digest_of(b"lease-more").blake3.to_string();
+        let stored = h.send(finish(&by_token, &worker.token, &whole)).await;
+        assert_eq!(stored.status, StatusCode::CREATED, "{stored:?}");
+        assert_eq!(offset(&h, &by_session, &worker.token).await, 5);
+    }
+);
