@@ -260,6 +260,9 @@ impl Engine {
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         let owner = resumable_caller(uploader)?;
+        // As for a finish: a session the caller does not reach is `not_found` before the
+        // claim is asked, whoever is working on it.
+        self.offset_for(upload_id, owner).await?;
         let _claim = self.upload_claims.claim(upload_id)?;
         let received = self.append_claimed(upload_id, start, body, owner).await?;
         Ok(UploadSession {
@@ -375,8 +378,11 @@ impl Engine {
         };
         if !matches {
             let id = upload_id.to_owned();
+            let now = format_instant(self.clock.now());
             self.db
                 .write(move |txn| {
+                    // The re-hash may have taken long: an ended caller discards nothing.
+                    acting.check(txn, &now)?;
                     txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [&id])?;
                     Ok(())
                 })
