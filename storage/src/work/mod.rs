@@ -419,17 +419,23 @@ pub(crate) fn require_work_item(
     mission_id: &str,
     work_item_id: &str,
 ) -> Result<(), Error> {
-    match load_work_item(conn, work_item_id)? {
-        Some(row) if row.group_id == group_id && row.mission_id == mission_id => Ok(()),
-        Some(row)
-            if row.group_id == group_id && producer.sees_mission(group_id, &row.mission_id) =>
+    // Only where the WorkItem lives: every publication asks, and the whole row would
+    // parse its contract.
+    let place: Option<(String, String)> = conn
+        .row(
+            "SELECT group_id, mission_id FROM work_items WHERE work_item_id = ?1",
+            [work_item_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    match place {
+        Some((group, mission)) if group == group_id && mission == mission_id => Ok(()),
+        Some((group, mission))
+            if group == group_id && producer.sees_mission(group_id, &mission) =>
         {
             Err(reject(
                 ErrorCode::MissionMismatch,
-                format!(
-                    "WorkItem {work_item_id} belongs to Mission {}, not {mission_id}",
-                    row.mission_id
-                ),
+                format!("WorkItem {work_item_id} belongs to Mission {mission}, not {mission_id}"),
             ))
         }
         _ => Err(reject(
