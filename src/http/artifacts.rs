@@ -142,11 +142,11 @@ fn wants_proof(headers: &HeaderMap, query: RawQuery) -> Result<bool, HttpError> 
 /// streams, a Range of a large blob verifies only the chunk groups it serves through the
 /// blob's BLAKE3 outboard. On mismatch the connection is aborted. With `?proof=bao` or
 /// `Accept: application/vnd.weft.bao` the answer is the range's proof instead (README,
-/// "Verified ranges"), at most 16 MiB of range.
+/// "Verified ranges"), of any length, streamed.
 #[utoipa::path(get, path = "/v1/artifacts/{digest}/content", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>"),
         ("proof" = Option<String>, Query, description = "bao: answer the bao-tree 0.17 range encoding (16 KiB chunk groups) of the range, which a client verifies against the digest (as Accept: application/vnd.weft.bao)")),
     responses((status = 200, description = "the bytes; ETag = digest; Repr-Digest: sha-256"), (status = 206, description = "one range, or its proof (application/vnd.weft.bao)"),
-              (status = 304, description = "If-None-Match matched"), (status = 400, description = "bad_request: proof other than bao"), (status = 416, description = "invalid_range (a proof covers at most 16 MiB)"), (status = 500, description = "integrity_failure")))]
+              (status = 304, description = "If-None-Match matched"), (status = 400, description = "bad_request: proof other than bao"), (status = 416, description = "invalid_range (a proof of an empty artifact)"), (status = 500, description = "integrity_failure")))]
 pub(crate) async fn content(
     State(state): State<AppState>,
     caller: Caller,
@@ -231,13 +231,14 @@ pub(crate) async fn content(
                 ))?,
             );
         }
+        // In pieces, without a Content-Length: the encoding's length is known only as it is
+        // written. A failure part-way cuts the connection, as for a GET.
         let encoded = content.proof(range).await?;
         response_headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(weft_api::bao::MEDIA_TYPE),
         );
-        response_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(encoded.len()));
-        return Ok((status, response_headers, encoded).into_response());
+        return Ok((status, response_headers, Body::from_stream(encoded)).into_response());
     }
     response_headers.insert(header::CONTENT_TYPE, header_value(&content.media_type)?);
     let (status, length) = match &range {

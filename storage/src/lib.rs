@@ -53,8 +53,8 @@ use futures::Stream;
 
 pub use access::{MissionScope, Reader};
 pub use artifacts::{
-    Content, HotStats, ListFilter, MAX_PROOF_BYTES, SweepReport, UploadCounters, UploadOutcome,
-    Uploader, Verification,
+    Content, HotStats, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader,
+    Verification,
 };
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};

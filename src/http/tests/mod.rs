@@ -33,6 +33,7 @@ mod meta;
 mod offline;
 mod paging;
 mod progress;
+mod proofs;
 mod ranges;
 mod restart;
 mod reuse;

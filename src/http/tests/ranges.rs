@@ -19,7 +19,7 @@ fn large() -> Vec<u8> {
         .collect()
 }
 
-async fn get_range(
+pub(super) async fn get_range(
     h: &Harness,
     token: &str,
     id: &ArtifactId,
@@ -37,7 +37,7 @@ async fn get_range(
 }
 
 /// A range's body read to its end; `Err` when the body was aborted.
-async fn range_to_end(
+pub(super) async fn range_to_end(
     h: &Harness,
     token: &str,
     id: &ArtifactId,
@@ -55,7 +55,7 @@ async fn range_to_end(
     (status, body.map(|b| b.to_vec()).map_err(|e| e.to_string()))
 }
 
-fn outboard_file(h: &Harness, id: &ArtifactId) -> std::path::PathBuf {
+pub(super) fn outboard_file(h: &Harness, id: &ArtifactId) -> std::path::PathBuf {
     h.dir.path().join("outboards").join(id.hex())
 }
 

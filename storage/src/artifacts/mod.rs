@@ -15,6 +15,8 @@ pub(crate) use binding::check_lease;
 mod hot;
 pub use hot::HotStats;
 pub(crate) use hot::{FastSet, Hot, HotBlob};
+mod proofs;
+pub(crate) use proofs::PROOF_ENCODERS;
 mod publish;
 mod ranges;
 mod reads;
@@ -26,7 +28,6 @@ mod upload;
 mod verification;
 mod with_content;
 
-pub use ranges::MAX_PROOF_BYTES;
 pub(crate) use reads::inline_bytes;
 pub use reads::{Content, ListFilter};
 pub(crate) use resumable::{Claims, remove_orphan_uploads};

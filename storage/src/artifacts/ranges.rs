@@ -29,13 +29,11 @@ use crate::outboard::{Builder, Partial, Window, plan};
 pub(crate) const OUTBOARD_MIN: u64 = crate::hashing::BATCH as u64;
 /// Bytes verified and held per step of a long range: memory stays flat with the range.
 const WINDOW: u64 = 4 * 1024 * 1024;
-/// The longest range a proof answers (a proof is built in memory).
-pub const MAX_PROOF_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What one window's fast path found.
 pub(crate) enum Checked {
-    /// The exact bytes of the range, verified; and the proof when asked for.
-    Verified(Bytes, Option<Vec<u8>>),
+    /// The exact bytes of the range, verified.
+    Verified(Bytes),
     /// The blob has no outboard.
     NoOutboard,
     /// The outboard or the bytes did not verify against the address.
@@ -47,7 +45,6 @@ pub(crate) async fn check(
     engine: &Engine,
     digests: &Digests,
     range: Range<u64>,
-    with_proof: bool,
 ) -> Result<Checked, Error> {
     let tree = tree(digests.size);
     let ranges = chunk_ranges(&range);
@@ -83,18 +80,18 @@ pub(crate) async fn check(
             base: span.start,
             bytes: data,
         };
-        let mut proof = Vec::new();
-        let encoded = if with_proof {
-            bao_tree::io::sync::encode_ranges_validated(&window, &partial, &ranges, &mut proof)
-        } else {
-            bao_tree::io::sync::encode_ranges_validated(&window, &partial, &ranges, std::io::sink())
-        };
+        let encoded = bao_tree::io::sync::encode_ranges_validated(
+            &window,
+            &partial,
+            &ranges,
+            std::io::sink(),
+        );
         match encoded {
             Ok(()) => {
                 let from = (range.start - span.start) as usize;
                 let to = (range.end - span.start) as usize;
                 let bytes = window.bytes.slice(from..to);
-                Checked::Verified(bytes, with_proof.then_some(proof))
+                Checked::Verified(bytes)
             }
             Err(error) => Checked::Failed(error.to_string()),
         }
@@ -162,8 +159,8 @@ pub(crate) fn ranged_stream(
         let aligned = (state.next + WINDOW) / GROUP_BYTES * GROUP_BYTES;
         let window = state.next..aligned.min(end);
         let engine = Arc::clone(&state.engine);
-        let item = match check(&engine, &digests, window.clone(), false).await {
-            Ok(Checked::Verified(bytes, _)) => {
+        let item = match check(&engine, &digests, window.clone()).await {
+            Ok(Checked::Verified(bytes)) => {
                 state.next = window.end;
                 futures::stream::once(async move { Ok(bytes) }).boxed()
             }
@@ -185,19 +182,23 @@ pub(crate) fn ranged_stream(
     .boxed()
 }
 
-/// A proof of `range` (at most [`MAX_PROOF_BYTES`]): through the outboard, or, for a blob
-/// without one, from a full read that checks the root first.
+/// A proof of `range`, in pieces: for a blob with an outboard, streamed through it
+/// (`proofs.rs`) once the path from the root to the range's first chunk group has verified;
+/// else, or when that failed, built from a full read that checks the root first (a small
+/// blob's proof in memory; a large blob's outboard stored, then streamed through).
 pub(crate) async fn proof(
     engine: &Arc<Engine>,
     digests: Digests,
     range: Range<u64>,
-) -> Result<Vec<u8>, Error> {
+) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
     if digests.size >= OUTBOARD_MIN {
-        let checked = check(engine, &digests, range.clone(), true).await?;
-        match checked {
-            Checked::Verified(_, Some(proof)) => return Ok(proof),
+        let first = range.start..range.end.min((range.start / GROUP_BYTES + 1) * GROUP_BYTES);
+        match check(engine, &digests, first).await? {
+            Checked::Verified(..) => {
+                return super::proofs::stream(Arc::clone(engine), digests, range).await;
+            }
             // Rebuilt below, from the same full read that checks the root.
-            Checked::NoOutboard | Checked::Verified(..) => {}
+            Checked::NoOutboard => {}
             Checked::Failed(reason) => {
                 tracing::warn!(artifact = %digests.blake3, %reason, "outboard verification failed; re-hashing the whole blob");
                 metrics::counter!("weft_outboard_failures_total").increment(1);
@@ -216,12 +217,9 @@ pub(crate) async fn proof(
     let Some(data) = data else {
         // A large blob: its outboard is now stored; answer through it.
         engine.blobs.put_outboard(&digests.blake3, outboard).await?;
-        return match check(engine, &digests, range, true).await? {
-            Checked::Verified(_, Some(proof)) => Ok(proof),
-            _ => Err(Error::Corrupt(digests.blake3)),
-        };
+        return super::proofs::stream(Arc::clone(engine), digests, range).await;
     };
-    tokio::task::spawn_blocking(move || {
+    let proof = tokio::task::spawn_blocking(move || {
         let outboard =
             bao_tree::io::outboard::PreOrderMemOutboard::create(&data, weft_api::bao::BLOCK_SIZE);
         let mut proof = Vec::new();
@@ -232,10 +230,11 @@ pub(crate) async fn proof(
             &mut proof,
         )
         .map_err(Error::backend)?;
-        Ok(proof)
+        Ok::<_, Error>(proof)
     })
     .await
-    .map_err(Error::backend)?
+    .map_err(Error::backend)??;
+    Ok(futures::stream::once(async move { Ok(Bytes::from(proof)) }).boxed())
 }
 
 /// Reads a whole blob and computes its root and outboard off the async threads; keeps the

@@ -241,18 +241,19 @@ impl Content {
     }
 
     /// The proof of `range` (all the bytes by default): bao-tree's range encoding that a
-    /// client verifies with `weft_api::bao::verify_range`. Ranges over
-    /// [`super::ranges::MAX_PROOF_BYTES`] are refused (`invalid_range`); bytes that do not
-    /// verify quarantine the blob and fail with [`Error::Corrupt`].
-    pub async fn proof(self, range: Option<Range<u64>>) -> Result<Vec<u8>, Error> {
+    /// client verifies with `weft_api::bao::verify_range`, in pieces, of any length, memory
+    /// flat (`proofs.rs`). An empty range is refused (`invalid_range`); bytes that do not
+    /// verify before the first piece quarantine the blob and fail with [`Error::Corrupt`],
+    /// and a failure part-way ends the stream with that error.
+    pub async fn proof(
+        self,
+        range: Option<Range<u64>>,
+    ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
         let range = range.unwrap_or(0..self.digests.size);
-        if range.end - range.start > super::ranges::MAX_PROOF_BYTES || range.is_empty() {
+        if range.is_empty() {
             return Err(reject(
                 ErrorCode::InvalidRange,
-                format!(
-                    "a proof covers 1 to {} bytes; ask for a shorter Range",
-                    super::ranges::MAX_PROOF_BYTES
-                ),
+                "a proof covers at least one byte; an empty artifact has none",
             ));
         }
         super::ranges::proof(&self.inner, self.digests, range).await
