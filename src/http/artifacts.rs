@@ -146,7 +146,7 @@ fn wants_proof(headers: &HeaderMap, query: RawQuery) -> Result<bool, HttpError> 
 #[utoipa::path(get, path = "/v1/artifacts/{digest}/content", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>"),
         ("proof" = Option<String>, Query, description = "bao: answer the bao-tree 0.17 range encoding (16 KiB chunk groups) of the range, which a client verifies against the digest (as Accept: application/vnd.weft.bao)")),
     responses((status = 200, description = "the bytes; ETag = digest; Repr-Digest: sha-256"), (status = 206, description = "one range, or its proof (application/vnd.weft.bao)"),
-              (status = 304, description = "If-None-Match matched"), (status = 400, description = "bad_request: proof other than bao"), (status = 416, description = "invalid_range (a proof of an empty artifact)"), (status = 500, description = "integrity_failure")))]
+              (status = 304, description = "If-None-Match matched"), (status = 400, description = "bad_request: proof other than bao"), (status = 416, description = "invalid_range: a Range outside the artifact, or a proof of an empty artifact"), (status = 500, description = "integrity_failure")))]
 pub(crate) async fn content(
     State(state): State<AppState>,
     caller: Caller,
@@ -231,8 +231,8 @@ pub(crate) async fn content(
                 ))?,
             );
         }
-        // In pieces, without a Content-Length: the encoding's length is known only as it is
-        // written. A failure part-way cuts the connection, as for a GET.
+        // Window by window, without a Content-Length: the encoding's length is known only as
+        // it is written. A failure part-way cuts the connection, as for a GET.
         let encoded = content.proof(range).await?;
         response_headers.insert(
             header::CONTENT_TYPE,

@@ -42,9 +42,6 @@ pub(crate) struct Engine {
     pub(crate) upload_counters: crate::artifacts::Counters,
     /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
     pub(crate) upload_claims: crate::artifacts::Claims,
-    /// Streamed proofs being encoded, each on a blocking thread (`artifacts/proofs.rs`): a
-    /// bounded number, so slow readers cannot take the blocking pool.
-    pub(crate) proof_encoders: Arc<tokio::sync::Semaphore>,
     /// Blobs whose outboard is being rebuilt (`artifacts/ranges.rs`), so one runs per blob.
     pub(crate) rebuilding: std::sync::Mutex<std::collections::HashSet<weft_api::ArtifactId>>,
     /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
@@ -241,9 +238,6 @@ impl Engine {
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: crate::artifacts::Counters::default(),
             upload_claims: crate::artifacts::Claims::default(),
-            proof_encoders: Arc::new(tokio::sync::Semaphore::new(
-                crate::artifacts::PROOF_ENCODERS,
-            )),
             rebuilding: std::sync::Mutex::default(),
             deadlines,
             faults: options.faults,

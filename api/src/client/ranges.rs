@@ -8,7 +8,8 @@ use super::{Client, Error, decode};
 impl Client {
     /// Fetches the proof of `range` of the artifact `digest` (a `blake3:` digest: the proof's
     /// root) and verifies it here: returns exactly the bytes of `range`, or
-    /// [`Error::Integrity`] if the proof does not verify against the digest.
+    /// [`Error::Integrity`] if the proof does not verify against the digest. The proof is
+    /// held in memory (a little more than the range): ask for ranges you can hold.
     pub async fn verified_range(
         &self,
         digest: &crate::ArtifactId,

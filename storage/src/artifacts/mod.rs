@@ -16,7 +16,6 @@ mod hot;
 pub use hot::HotStats;
 pub(crate) use hot::{FastSet, Hot, HotBlob};
 mod proofs;
-pub(crate) use proofs::PROOF_ENCODERS;
 mod publish;
 mod ranges;
 mod reads;

@@ -27,13 +27,14 @@ use crate::outboard::{Builder, Partial, Window, plan};
 
 /// Blobs at least this long have an outboard (those that went through the hasher tasks).
 pub(crate) const OUTBOARD_MIN: u64 = crate::hashing::BATCH as u64;
-/// Bytes verified and held per step of a long range: memory stays flat with the range.
-const WINDOW: u64 = 4 * 1024 * 1024;
+/// Bytes verified and held per step of a long range (or proof): memory stays flat with the
+/// range.
+pub(crate) const WINDOW: u64 = 4 * 1024 * 1024;
 
 /// What one window's fast path found.
 pub(crate) enum Checked {
-    /// The exact bytes of the range, verified.
-    Verified(Bytes),
+    /// The exact bytes of the range, verified; and the proof when asked for.
+    Verified(Bytes, Option<Vec<u8>>),
     /// The blob has no outboard.
     NoOutboard,
     /// The outboard or the bytes did not verify against the address.
@@ -45,6 +46,7 @@ pub(crate) async fn check(
     engine: &Engine,
     digests: &Digests,
     range: Range<u64>,
+    with_proof: bool,
 ) -> Result<Checked, Error> {
     let tree = tree(digests.size);
     let ranges = chunk_ranges(&range);
@@ -80,18 +82,18 @@ pub(crate) async fn check(
             base: span.start,
             bytes: data,
         };
-        let encoded = bao_tree::io::sync::encode_ranges_validated(
-            &window,
-            &partial,
-            &ranges,
-            std::io::sink(),
-        );
+        let mut proof = Vec::new();
+        let encoded = if with_proof {
+            bao_tree::io::sync::encode_ranges_validated(&window, &partial, &ranges, &mut proof)
+        } else {
+            bao_tree::io::sync::encode_ranges_validated(&window, &partial, &ranges, std::io::sink())
+        };
         match encoded {
             Ok(()) => {
                 let from = (range.start - span.start) as usize;
                 let to = (range.end - span.start) as usize;
                 let bytes = window.bytes.slice(from..to);
-                Checked::Verified(bytes)
+                Checked::Verified(bytes, with_proof.then_some(proof))
             }
             Err(error) => Checked::Failed(error.to_string()),
         }
@@ -119,7 +121,11 @@ pub(crate) fn full_read(
 
 /// What a failed or missing outboard leads to: the full re-hash of the rest of the range,
 /// after deleting a bad outboard or starting the rebuild of a missing one.
-async fn fall_back(engine: &Arc<Engine>, digests: Digests, checked: Checked) -> Result<(), Error> {
+pub(crate) async fn fall_back(
+    engine: &Arc<Engine>,
+    digests: Digests,
+    checked: Checked,
+) -> Result<(), Error> {
     match checked {
         Checked::NoOutboard => rebuild_in_background(Arc::clone(engine), digests),
         Checked::Failed(reason) => {
@@ -159,8 +165,8 @@ pub(crate) fn ranged_stream(
         let aligned = (state.next + WINDOW) / GROUP_BYTES * GROUP_BYTES;
         let window = state.next..aligned.min(end);
         let engine = Arc::clone(&state.engine);
-        let item = match check(&engine, &digests, window.clone()).await {
-            Ok(Checked::Verified(bytes)) => {
+        let item = match check(&engine, &digests, window.clone(), false).await {
+            Ok(Checked::Verified(bytes, _)) => {
                 state.next = window.end;
                 futures::stream::once(async move { Ok(bytes) }).boxed()
             }
@@ -182,24 +188,21 @@ pub(crate) fn ranged_stream(
     .boxed()
 }
 
-/// A proof of `range`, in pieces: for a blob with an outboard, streamed through it
-/// (`proofs.rs`) once the path from the root to the range's first chunk group has verified;
-/// else, or when that failed, built from a full read that checks the root first (a small
-/// blob's proof in memory; a large blob's outboard stored, then streamed through).
+/// A proof of `range`, in pieces: for a blob with an outboard, window by window through it
+/// (`proofs.rs`), once the first window has verified; else, or when that failed, built from
+/// a full read that checks the root first (a small blob's proof in memory; a large blob's
+/// outboard stored, then window by window through it).
 pub(crate) async fn proof(
     engine: &Arc<Engine>,
     digests: Digests,
     range: Range<u64>,
 ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
     if digests.size >= OUTBOARD_MIN {
-        let first = range.start..range.end.min((range.start / GROUP_BYTES + 1) * GROUP_BYTES);
-        match check(engine, &digests, first).await? {
-            Checked::Verified(..) => {
-                return super::proofs::stream(Arc::clone(engine), digests, range).await;
-            }
+        match super::proofs::stream(Arc::clone(engine), digests, range.clone()).await? {
+            Ok(stream) => return Ok(stream),
             // Rebuilt below, from the same full read that checks the root.
-            Checked::NoOutboard => {}
-            Checked::Failed(reason) => {
+            Err(Checked::NoOutboard | Checked::Verified(..)) => {}
+            Err(Checked::Failed(reason)) => {
                 tracing::warn!(artifact = %digests.blake3, %reason, "outboard verification failed; re-hashing the whole blob");
                 metrics::counter!("weft_outboard_failures_total").increment(1);
                 engine.blobs.remove_outboard(&digests.blake3).await?;
@@ -217,7 +220,10 @@ pub(crate) async fn proof(
     let Some(data) = data else {
         // A large blob: its outboard is now stored; answer through it.
         engine.blobs.put_outboard(&digests.blake3, outboard).await?;
-        return super::proofs::stream(Arc::clone(engine), digests, range).await;
+        return match super::proofs::stream(Arc::clone(engine), digests, range).await? {
+            Ok(stream) => Ok(stream),
+            Err(_) => Err(Error::Corrupt(digests.blake3)),
+        };
     };
     let proof = tokio::task::spawn_blocking(move || {
         let outboard =
@@ -314,7 +320,7 @@ async fn build_spilled(
 }
 
 /// Rebuilds a missing outboard from a full read, once per blob at a time; stores it only if
-/// its root is the blob's address (otherwise the reads' full re-hash quarantines the blob).
+/// its root is the blob's address, and quarantines the blob if it is not.
 pub(crate) fn rebuild_in_background(engine: Arc<Engine>, digests: Digests) {
     let id: ArtifactId = digests.blake3;
     match engine.rebuilding.lock() {
@@ -343,8 +349,15 @@ pub(crate) fn rebuild_in_background(engine: Arc<Engine>, digests: Digests) {
         };
         match rebuilt {
             Ok(true) => tracing::info!(artifact = %id, "outboard rebuilt"),
+            // The whole blob was just re-hashed and is not what its address says (ART-5).
             Ok(false) => {
-                tracing::warn!(artifact = %id, "not rebuilding the outboard of bytes that do not hash to their address")
+                tracing::warn!(artifact = %id, "not rebuilding the outboard of bytes that do not hash to their address; quarantining them");
+                if let Err(error) = engine
+                    .quarantine(id, "stored bytes do not hash to their address")
+                    .await
+                {
+                    tracing::warn!(artifact = %id, %error, "could not quarantine");
+                }
             }
             Err(error) => tracing::warn!(artifact = %id, %error, "could not rebuild an outboard"),
         }
