@@ -2,22 +2,25 @@
 //! outboard goes out window by window, each window verified and encoded by `ranges::check`
 //! as a Range read's are (the chunk groups it covers and the hash pairs on their paths, read
 //! and checked against the blob's address from the index), so memory stays flat with the
-//! range and nothing is held while the reader is slow: the next window is read only when
-//! the connection asks for it.
+//! range: the next window is read only when the connection takes the last one, and a slow
+//! reader holds one window of [`WINDOW`] bytes and no thread. Windows are small because of
+//! that; each costs only a re-read of the twenty-odd hash pairs on its path to the root.
 //!
 //! Windows end on chunk-group boundaries. The encoding of a range is the pre-order walk of
 //! the tree restricted to it, so the encoding of two adjacent ranges is the first range's
 //! followed by the second's without the parents it shares with the first: those are the
 //! nodes that start before the second range does, which the first one's walk already wrote,
-//! in the same place. Each later window's encoding is trimmed of them
+//! and which pre-order puts before every node that starts at or after it: a prefix of the
+//! second range's encoding. Each later window's encoding is trimmed of it
 //! ([`trim_shared_parents`]); the tests compare the result with bao-tree's encoding of the
 //! whole range.
 //!
 //! ART-5: every hash pair and chunk group is checked before its window goes out. The first
 //! window is checked before the answer, so a missing or wrong outboard at the start is
 //! rebuilt first (`ranges::proof`); a failure in a later window ends the body with an error
-//! (the connection is cut, as for a GET) and deletes and rebuilds the outboard, and the
-//! rebuild quarantines the blob if its bytes do not hash to the address.
+//! (the connection is cut, unlike a Range read, which goes on through the full re-hash) and
+//! deletes and rebuilds the outboard, and the rebuild quarantines the blob if its bytes do
+//! not hash to the address.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -30,9 +33,12 @@ use futures::stream::BoxStream;
 use weft_api::Digests;
 use weft_api::bao::{GROUP_BYTES, chunk_ranges, tree};
 
-use super::ranges::{Checked, WINDOW, check, fall_back};
+use super::ranges::{Checked, check, fall_back};
 use crate::engine::Engine;
-use crate::error::Error;
+use crate::error::{Error, reject};
+
+/// Bytes of the range verified and encoded per window: sixteen chunk groups.
+const WINDOW: u64 = 256 * 1024;
 
 /// The end of the window that starts at `start` (on a chunk-group boundary, or at the range's
 /// start for the first) within a range ending at `end`.
@@ -50,7 +56,7 @@ pub(crate) async fn stream(
 ) -> Result<Result<BoxStream<'static, Result<Bytes, Error>>, Checked>, Error> {
     let first = range.start..window_end(range.start, range.end);
     let encoded = match check(&engine, &digests, first.clone(), true).await? {
-        Checked::Verified(_, Some(encoded)) => Bytes::from(encoded),
+        Checked::Verified(_, Some(encoded)) => encoded,
         other => return Ok(Err(other)),
     };
     struct State {
@@ -73,7 +79,13 @@ pub(crate) async fn stream(
         let item = match checked {
             Ok(Checked::Verified(_, Some(encoded))) => {
                 state.next = window.end;
-                Ok(trim_shared_parents(&tree(digests.size), &window, encoded))
+                trim_shared_parents(&tree(digests.size), &window, encoded)
+            }
+            // Another request found the outboard wrong and removed it meanwhile: the bytes
+            // may be fine, and the rebuild is under way.
+            Ok(Checked::NoOutboard) => {
+                state.done = true;
+                Err(outboard_gone())
             }
             Ok(checked) => {
                 state.done = true;
@@ -95,32 +107,35 @@ pub(crate) async fn stream(
         .boxed()))
 }
 
+/// What a proof answers when its blob's outboard went away while it was read.
+pub(crate) fn outboard_gone() -> Error {
+    reject(
+        weft_api::ErrorCode::StorageUnavailable,
+        "the blob's outboard is being rebuilt; ask again shortly",
+    )
+}
+
 /// The encoding of `window` (a later window: it starts on a chunk-group boundary) without
-/// the parents an earlier window's encoding wrote: those whose subtree starts before it.
-/// Parents are 64 bytes; every chunk group of a later window is whole except perhaps the
-/// range's last, which ends the encoding.
-pub(crate) fn trim_shared_parents(tree: &BaoTree, window: &Range<u64>, encoded: Vec<u8>) -> Bytes {
-    let mut kept = Vec::with_capacity(encoded.len());
-    let mut at = 0usize;
-    for item in tree.ranges_pre_order_chunks_iter_ref(&chunk_ranges(window), 0) {
-        match item {
-            BaoChunk::Parent { node, .. } => {
-                let pair = encoded.get(at..at + 64).unwrap_or_default();
-                if node.chunk_range().start.to_bytes() >= window.start {
-                    kept.extend_from_slice(pair);
-                }
-                at += 64;
-            }
-            BaoChunk::Leaf { size, ranges, .. } if ranges.is_all() => {
-                kept.extend_from_slice(encoded.get(at..at + size).unwrap_or_default());
-                at += size;
-            }
-            // A partly covered group: the range's last, whose encoding runs to the end.
-            BaoChunk::Leaf { .. } => {
-                kept.extend_from_slice(encoded.get(at..).unwrap_or_default());
-                at = encoded.len();
-            }
-        }
+/// the parents an earlier window's encoding wrote: those whose subtree starts before it,
+/// which pre-order puts first.
+pub(crate) fn trim_shared_parents(
+    tree: &BaoTree,
+    window: &Range<u64>,
+    encoded: Bytes,
+) -> Result<Bytes, Error> {
+    let shared = tree
+        .ranges_pre_order_chunks_iter_ref(&chunk_ranges(window), 0)
+        .take_while(|item| match item {
+            BaoChunk::Parent { node, .. } => node.chunk_range().start.to_bytes() < window.start,
+            BaoChunk::Leaf { .. } => false,
+        })
+        .count();
+    let cut = shared * 64;
+    if cut > encoded.len() {
+        return Err(Error::backend(std::io::Error::other(format!(
+            "a window's encoding of {} bytes has no {shared} leading parents",
+            encoded.len()
+        ))));
     }
-    Bytes::from(kept)
+    Ok(encoded.slice(cut..))
 }

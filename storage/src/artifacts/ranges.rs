@@ -27,14 +27,13 @@ use crate::outboard::{Builder, Partial, Window, plan};
 
 /// Blobs at least this long have an outboard (those that went through the hasher tasks).
 pub(crate) const OUTBOARD_MIN: u64 = crate::hashing::BATCH as u64;
-/// Bytes verified and held per step of a long range (or proof): memory stays flat with the
-/// range.
-pub(crate) const WINDOW: u64 = 4 * 1024 * 1024;
+/// Bytes verified and held per step of a long range: memory stays flat with the range.
+const WINDOW: u64 = 4 * 1024 * 1024;
 
 /// What one window's fast path found.
 pub(crate) enum Checked {
     /// The exact bytes of the range, verified; and the proof when asked for.
-    Verified(Bytes, Option<Vec<u8>>),
+    Verified(Bytes, Option<Bytes>),
     /// The blob has no outboard.
     NoOutboard,
     /// The outboard or the bytes did not verify against the address.
@@ -82,7 +81,12 @@ pub(crate) async fn check(
             base: span.start,
             bytes: data,
         };
-        let mut proof = Vec::new();
+        // The range's bytes and a pair per node: the proof's length, so it is not regrown.
+        let mut proof = Vec::with_capacity(if with_proof {
+            (span.end - span.start) as usize + 64 * nodes.len()
+        } else {
+            0
+        });
         let encoded = if with_proof {
             bao_tree::io::sync::encode_ranges_validated(&window, &partial, &ranges, &mut proof)
         } else {
@@ -93,7 +97,7 @@ pub(crate) async fn check(
                 let from = (range.start - span.start) as usize;
                 let to = (range.end - span.start) as usize;
                 let bytes = window.bytes.slice(from..to);
-                Checked::Verified(bytes, with_proof.then_some(proof))
+                Checked::Verified(bytes, with_proof.then(|| Bytes::from(proof)))
             }
             Err(error) => Checked::Failed(error.to_string()),
         }
@@ -222,6 +226,8 @@ pub(crate) async fn proof(
         engine.blobs.put_outboard(&digests.blake3, outboard).await?;
         return match super::proofs::stream(Arc::clone(engine), digests, range).await? {
             Ok(stream) => Ok(stream),
+            // Removed again meanwhile by a request that found it wrong.
+            Err(Checked::NoOutboard) => Err(super::proofs::outboard_gone()),
             Err(_) => Err(Error::Corrupt(digests.blake3)),
         };
     };
