@@ -83,23 +83,18 @@ pub(crate) async fn stream(
             }
             // Another request found the outboard wrong and removed it meanwhile: the bytes
             // may be fine, and the rebuild is under way.
-            Ok(Checked::NoOutboard) => {
-                state.done = true;
-                Err(outboard_gone())
-            }
+            Ok(Checked::NoOutboard) => Err(outboard_gone()),
             Ok(checked) => {
-                state.done = true;
                 tracing::warn!(artifact = %digests.blake3, at = window.start, "a proof's window did not verify; cutting it");
                 match fall_back(&state.engine, digests, checked).await {
                     Ok(()) => Err(Error::Corrupt(digests.blake3)),
                     Err(error) => Err(error),
                 }
             }
-            Err(error) => {
-                state.done = true;
-                Err(error)
-            }
+            Err(error) => Err(error),
         };
+        // An error ends the answer: nothing comes after it.
+        state.done = item.is_err();
         Some((item, state))
     });
     Ok(Ok(futures::stream::once(async move { Ok(encoded) })
