@@ -238,7 +238,7 @@ pub(crate) async fn content(
             header::CONTENT_TYPE,
             HeaderValue::from_static(weft_api::bao::MEDIA_TYPE),
         );
-        return Ok((status, response_headers, Body::from_stream(encoded)).into_response());
+        return Ok((status, response_headers, served(encoded)).into_response());
     }
     response_headers.insert(header::CONTENT_TYPE, header_value(&content.media_type)?);
     let (status, length) = match &range {
@@ -264,7 +264,15 @@ pub(crate) async fn content(
         metrics::counter!("weft_download_bytes_total").increment(bytes.len() as u64);
         return Ok((status, response_headers, bytes).into_response());
     }
-    let body = content.into_body(range).map(|chunk| match chunk {
+    Ok((status, response_headers, served(content.into_body(range))).into_response())
+}
+
+/// A verified stream as a response body, counted: its bytes, and a failure, which aborts
+/// the response (the connection is cut, never a clean but short body).
+fn served(
+    body: futures::stream::BoxStream<'static, Result<bytes::Bytes, weft_storage::Error>>,
+) -> Body {
+    Body::from_stream(body.map(|chunk| match chunk {
         Ok(bytes) => {
             metrics::counter!("weft_download_bytes_total").increment(bytes.len() as u64);
             Ok(bytes)
@@ -274,8 +282,7 @@ pub(crate) async fn content(
             tracing::error!(%error, "aborting a response: stored bytes failed verification");
             Err(std::io::Error::other(error))
         }
-    });
-    Ok((status, response_headers, Body::from_stream(body)).into_response())
+    }))
 }
 
 /// Publishes an Artifact as reusable knowledge in the caller's Group (CTX-6): the caller is an
