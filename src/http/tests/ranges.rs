@@ -55,6 +55,18 @@ pub(super) async fn range_to_end(
     (status, body.map(|b| b.to_vec()).map_err(|e| e.to_string()))
 }
 
+/// Whether the outboard at `path` comes to hold `good` within 5 s (the rebuild runs on a
+/// spawned task).
+pub(super) async fn rebuilt_as(path: &std::path::Path, good: &[u8]) -> bool {
+    for _ in 0..500 {
+        if std::fs::read(path).ok().as_deref() == Some(good) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
 pub(super) fn outboard_file(h: &Harness, id: &ArtifactId) -> std::path::PathBuf {
     h.dir.path().join("outboards").join(id.hex())
 }
@@ -185,15 +197,10 @@ async fn a_corrupt_or_missing_outboard_falls_back_to_the_full_rehash_and_is_rebu
             "{damage}: the bytes are intact"
         );
         // Rebuilt in the background from the verified bytes.
-        let mut rebuilt = false;
-        for _ in 0..500 {
-            if std::fs::read(&outboard).ok().as_deref() == Some(&good[..]) {
-                rebuilt = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(rebuilt, "{damage}: the outboard is rebuilt");
+        assert!(
+            rebuilt_as(&outboard, &good).await,
+            "{damage}: the outboard is rebuilt"
+        );
         // It was spilled to a file as it was built (flat memory); no spill file is left.
         h.assert_staging_empty().await;
         let before = h.store.blob_bytes_read();

@@ -33,7 +33,7 @@ use futures::stream::BoxStream;
 use weft_api::Digests;
 use weft_api::bao::{GROUP_BYTES, chunk_ranges, tree};
 
-use super::ranges::{Checked, check, fall_back};
+use super::ranges::{Checked, Walk, check, fall_back};
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 
@@ -59,13 +59,8 @@ pub(crate) async fn stream(
         Checked::Verified(_, Some(encoded)) => encoded,
         other => return Ok(Err(other)),
     };
-    struct State {
-        engine: Arc<Engine>,
-        next: u64,
-        done: bool,
-    }
     let end = range.end;
-    let state = State {
+    let state = Walk {
         engine,
         next: first.end,
         done: false,

@@ -143,6 +143,14 @@ pub(crate) async fn fall_back(
     Ok(())
 }
 
+/// Where a window-by-window read stands: the next window's start, and whether an error
+/// ended it (here and in `proofs.rs`).
+pub(crate) struct Walk {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) next: u64,
+    pub(crate) done: bool,
+}
+
 /// The bytes of `range` of a blob with at least [`OUTBOARD_MIN`] bytes, verified window by
 /// window through its outboard (see the module docs for the fallback).
 pub(crate) fn ranged_stream(
@@ -150,13 +158,8 @@ pub(crate) fn ranged_stream(
     digests: Digests,
     range: Range<u64>,
 ) -> BoxStream<'static, Result<Bytes, Error>> {
-    struct State {
-        engine: Arc<Engine>,
-        next: u64,
-        done: bool,
-    }
     let end = range.end;
-    let state = State {
+    let state = Walk {
         engine,
         next: range.start,
         done: false,
