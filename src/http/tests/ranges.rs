@@ -358,3 +358,39 @@ async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
     );
     assert_eq!(h.stats().await.quarantined, 1);
 }
+
+/// A blob cut shorter than its row after its read was opened (the open checks the size,
+/// so only a cut in between reaches the read): the Range read past the cut is corrupt, as a
+/// full read would find, not a read error that the next read meets again (ART-5).
+#[tokio::test]
+async fn a_blob_cut_while_its_range_is_read_is_quarantined() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let id = h.put(&worker, "g1", &large(), &[]).await;
+    let content = h
+        .store
+        .open_content(weft_api::Digest::Blake3(id), &weft_storage::Reader::Admin)
+        .await
+        .expect("opens");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(h.blob_file(&id))
+        .and_then(|file| file.set_len(2_000_000))
+        .expect("cut");
+    let mut body = content.into_body(Some(2_500_000..2_565_536));
+    let first = futures::StreamExt::next(&mut body).await.expect("an item");
+    assert_eq!(
+        first.map(|bytes| bytes.len()).map_err(|error| error.code()),
+        Err(weft_api::ErrorCode::IntegrityFailure)
+    );
+    assert_eq!(h.stats().await.quarantined, 1);
+    let answer = get_range(
+        &h,
+        &worker.token,
+        &id,
+        "bytes=0-9",
+        Some("application/vnd.weft.bao"),
+    )
+    .await;
+    assert_eq!(answer.code(), "integrity_failure");
+}

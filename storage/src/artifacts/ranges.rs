@@ -61,10 +61,15 @@ pub(crate) async fn check(
         // A short or unreadable outboard: the full re-hash decides.
         Err(error) => return Ok(Checked::Failed(error.to_string())),
     };
-    let data = engine
-        .blobs
-        .read_range(&digests.blake3, span.clone())
-        .await?;
+    let data = match engine.blobs.read_range(&digests.blake3, span.clone()).await {
+        Ok(data) => data,
+        // A read that fails on a blob whose stored size is not its row's: corrupt, as a full
+        // read would find; any other failure to read is the answer.
+        Err(error) => {
+            engine.check_stored_size(digests, None).await?;
+            return Err(error);
+        }
+    };
     let root = blake3::Hash::from_bytes(digests.blake3.0);
     tokio::task::spawn_blocking(move || {
         let mut partial = Partial {

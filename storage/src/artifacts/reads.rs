@@ -536,7 +536,7 @@ impl Engine {
 
     /// A blob whose stored size (its inline copy's, else its file's) is not the index's is
     /// corrupt before a single byte is sent: it is quarantined.
-    async fn check_stored_size(
+    pub(super) async fn check_stored_size(
         &self,
         digests: &Digests,
         inline: Option<&Bytes>,
