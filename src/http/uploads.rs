@@ -178,7 +178,7 @@ async fn refusal(
 #[utoipa::path(post, path = "/v1/uploads",
     responses((status = 202, description = "{uploadId, offset: 0}; Location: /v1/uploads/{uploadId}, Upload-Offset: 0, Range: 0-0"),
               (status = 401, description = "unauthorized, stale_session"), (status = 403, description = "forbidden: the operator, an auditor, or a capability token without blob:write"),
-              (status = 429, description = "too_many_uploads: 64 sessions of this agent are open")))]
+              (status = 429, description = "too_many_uploads: 64 sessions of this agent, or 16 of this capability token's lease, are open")))]
 pub(crate) async fn start(State(state): State<AppState>, caller: Bearer) -> HttpResult<Response> {
     let started = state.store.start_upload(uploader(&caller)?).await?;
     Ok(session_answer(StatusCode::ACCEPTED, &started))

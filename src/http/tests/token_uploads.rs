@@ -2,7 +2,8 @@
 //! An upload session a token starts belongs to the token's lease as well as to its Agent and
 //! Group: a token of another lease of the same Agent, or any token for a session the Agent
 //! started itself, is told `not_found` and changes nothing; a rotated token of the same lease
-//! goes on, and the Agent's own session reaches every upload of its own.
+//! goes on, and the Agent's own session reaches every upload of its own. One lease's tokens
+//! hold at most 16 of the Agent's 64 upload sessions.
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
@@ -56,5 +57,39 @@ backends!(
         let stored = h.send(finish(&by_token, &worker.token, &whole)).await;
         assert_eq!(stored.status, StatusCode::CREATED, "{stored:?}");
         assert_eq!(offset(&h, &by_session, &worker.token).await, 5);
+    }
+);
+
+backends!(
+    /// One lease's tokens open at most 16 upload sessions (`too_many_uploads`, nothing
+    /// changed); the Agent's session and its other leases still open theirs, and a
+    /// cancelled session frees its lease's place.
+    async fn a_lease_holds_at_most_sixteen_upload_sessions(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _, lease) = setup(&h).await;
+        let other_lease = started(&h, &coordinator, &worker, "wi-2").await;
+        let mine = issue(&h, &worker, lease_id(&lease), &["blob:write"], 600).await;
+        let theirs = issue(&h, &worker, lease_id(&other_lease), &["blob:write"], 600).await;
+        let mut first = None;
+        for _ in 0..16 {
+            first.get_or_insert(start_as(&h, secret(&mine)).await);
+        }
+        let start = || {
+            on_upload(
+                Method::POST,
+                "/v1/uploads",
+                secret(&mine),
+                &[],
+                Body::empty(),
+            )
+        };
+        let answer = refused(&h, start(), "too_many_uploads").await;
+        assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+        start_as(&h, secret(&theirs)).await;
+        start_as(&h, &worker.token).await;
+        let first = first.expect("a session");
+        let cancel = on_upload(Method::DELETE, &first, secret(&mine), &[], Body::empty());
+        assert_eq!(h.send(cancel).await.status, StatusCode::NO_CONTENT);
+        start_as(&h, secret(&mine)).await;
     }
 );

@@ -87,6 +87,11 @@ impl Claims {
 /// can make the server keep.
 pub(crate) const MAX_SESSIONS_PER_AGENT: u64 = 64;
 
+/// Upload sessions one lease's capability tokens may hold open at once, out of their Agent's
+/// [`MAX_SESSIONS_PER_AGENT`]: one lease cannot take them all from the Agent's session and its
+/// other leases, which cannot see (or cancel) that lease's sessions.
+pub(crate) const MAX_SESSIONS_PER_LEASE: u64 = 16;
+
 /// A session row as its owner sees it.
 struct Row {
     staging_path: String,
@@ -198,6 +203,21 @@ impl Engine {
                             "at most {MAX_SESSIONS_PER_AGENT} upload sessions per agent may be open; finish or cancel one"
                         ),
                     ));
+                }
+                if let Some(lease) = &lease {
+                    let of_lease: u64 = txn.row(
+                        "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1 AND lease_id = ?2",
+                        params![session.agent_id.as_str(), lease],
+                        |row| row.get(0),
+                    )?;
+                    if of_lease >= MAX_SESSIONS_PER_LEASE {
+                        return Err(reject(
+                            ErrorCode::TooManyUploads,
+                            format!(
+                                "at most {MAX_SESSIONS_PER_LEASE} upload sessions per lease may be open; finish or cancel one"
+                            ),
+                        ));
+                    }
                 }
                 txn.run(
                     "INSERT INTO upload_sessions
