@@ -7,20 +7,28 @@
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
+use serde_json::Value;
 
 use super::harness::*;
 use super::tokens::{issue, lease_id, secret, setup, started};
 use super::uploads::{chunk, finish, offset, on_upload, send_chunks, start_as};
+
+/// Worker `w1` of `tokens::setup` with a second WorkItem started: its first lease, and a
+/// `blob:write` token of each lease.
+async fn two_leases(h: &Harness) -> (Agent, Value, Value, Value) {
+    let (coordinator, worker, _, lease) = setup(h).await;
+    let other_lease = started(h, &coordinator, &worker, "wi-2").await;
+    let mine = issue(h, &worker, lease_id(&lease), &["blob:write"], 600).await;
+    let theirs = issue(h, &worker, lease_id(&other_lease), &["blob:write"], 600).await;
+    (worker, lease, mine, theirs)
+}
 
 backends!(
     /// LSE-6: a token reaches the upload sessions of its own lease and no others of its
     /// owner's; the owner's session reaches them all.
     async fn a_token_reaches_only_its_own_leases_uploads(kind: Kind) {
         let h = harness(kind).await;
-        let (coordinator, worker, _, lease) = setup(&h).await;
-        let other_lease = started(&h, &coordinator, &worker, "wi-2").await;
-        let mine = issue(&h, &worker, lease_id(&lease), &["blob:write"], 600).await;
-        let theirs = issue(&h, &worker, lease_id(&other_lease), &["blob:write"], 600).await;
+        let (worker, lease, mine, theirs) = two_leases(&h).await;
         let by_token = start_as(&h, secret(&mine)).await;
         send_chunks(&h, &by_token, secret(&mine), b"lease", 0, 5).await;
         let by_session = start_as(&h, &worker.token).await;
@@ -66,10 +74,7 @@ backends!(
     /// cancelled session frees its lease's place.
     async fn a_lease_holds_at_most_sixteen_upload_sessions(kind: Kind) {
         let h = harness(kind).await;
-        let (coordinator, worker, _, lease) = setup(&h).await;
-        let other_lease = started(&h, &coordinator, &worker, "wi-2").await;
-        let mine = issue(&h, &worker, lease_id(&lease), &["blob:write"], 600).await;
-        let theirs = issue(&h, &worker, lease_id(&other_lease), &["blob:write"], 600).await;
+        let (worker, _, mine, theirs) = two_leases(&h).await;
         let mut first = None;
         for _ in 0..16 {
             first.get_or_insert(start_as(&h, secret(&mine)).await);

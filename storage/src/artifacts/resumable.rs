@@ -162,6 +162,17 @@ fn owned(
     .ok_or_else(not_found)
 }
 
+/// `too_many_uploads` once `open` sessions of one `whose` (agent, lease) reach `max`.
+fn room_for_one(open: u64, max: u64, whose: &str) -> Result<(), Error> {
+    if open < max {
+        return Ok(());
+    }
+    Err(reject(
+        ErrorCode::TooManyUploads,
+        format!("at most {max} upload sessions per {whose} may be open; finish or cancel one"),
+    ))
+}
+
 fn offset_mismatch(start: u64, received: u64) -> Error {
     reject(
         ErrorCode::UploadOffsetMismatch,
@@ -196,28 +207,14 @@ impl Engine {
                     [session.agent_id.as_str()],
                     |row| row.get(0),
                 )?;
-                if open >= MAX_SESSIONS_PER_AGENT {
-                    return Err(reject(
-                        ErrorCode::TooManyUploads,
-                        format!(
-                            "at most {MAX_SESSIONS_PER_AGENT} upload sessions per agent may be open; finish or cancel one"
-                        ),
-                    ));
-                }
+                room_for_one(open, MAX_SESSIONS_PER_AGENT, "agent")?;
                 if let Some(lease) = &lease {
                     let of_lease: u64 = txn.row(
                         "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1 AND lease_id = ?2",
                         params![session.agent_id.as_str(), lease],
                         |row| row.get(0),
                     )?;
-                    if of_lease >= MAX_SESSIONS_PER_LEASE {
-                        return Err(reject(
-                            ErrorCode::TooManyUploads,
-                            format!(
-                                "at most {MAX_SESSIONS_PER_LEASE} upload sessions per lease may be open; finish or cancel one"
-                            ),
-                        ));
-                    }
+                    room_for_one(of_lease, MAX_SESSIONS_PER_LEASE, "lease")?;
                 }
                 txn.run(
                     "INSERT INTO upload_sessions
