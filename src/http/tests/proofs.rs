@@ -167,3 +167,37 @@ async fn a_proof_that_fails_part_way_is_cut_and_its_cause_found() {
     );
     refuses_a_proof(&h, &worker.token, &id).await;
 }
+
+/// An outboard removed while a proof is read (another request found it wrong and is
+/// rebuilding it): the next window ends the proof with `storage_unavailable` (ask again), not
+/// `integrity_failure`, and nothing is quarantined: the bytes may be fine.
+#[tokio::test]
+async fn an_outboard_removed_during_a_proof_ends_it_as_unavailable() {
+    let (h, _, _, id) = with_long_blob(Kind::Disk).await;
+    let content = h
+        .store
+        .open_content(weft_api::Digest::Blake3(id), &weft_storage::Reader::Admin)
+        .await
+        .expect("opens");
+    let mut encoded = content
+        .proof(None)
+        .await
+        .expect("the first window verifies");
+    let first = futures::StreamExt::next(&mut encoded)
+        .await
+        .expect("a window");
+    assert!(first.is_ok(), "{first:?}");
+    std::fs::remove_file(outboard_file(&h, &id)).expect("remove");
+    let next = futures::StreamExt::next(&mut encoded)
+        .await
+        .expect("an item");
+    assert_eq!(
+        next.map(|bytes| bytes.len()).map_err(|error| error.code()),
+        Err(weft_api::ErrorCode::StorageUnavailable)
+    );
+    assert!(
+        futures::StreamExt::next(&mut encoded).await.is_none(),
+        "nothing after the error"
+    );
+    assert_eq!(h.stats().await.quarantined, 0);
+}
