@@ -84,6 +84,11 @@ pub(crate) const COUNTERS: &[Counter] = &[
         &[],
         "Range reads whose outboard failed verification (answered by the full re-hash).",
     ),
+    (
+        "weft_outboard_rebuilds_total",
+        &[],
+        "Outboards rebuilt from a full read of their blob (one at a time per blob, shared).",
+    ),
 ];
 
 /// Latency buckets in seconds, from a cached read to a slow lineage query or upload.

@@ -42,8 +42,8 @@ pub(crate) struct Engine {
     pub(crate) upload_counters: crate::artifacts::Counters,
     /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
     pub(crate) upload_claims: crate::artifacts::Claims,
-    /// Blobs whose outboard is being rebuilt (`artifacts/ranges.rs`), so one runs per blob.
-    pub(crate) rebuilding: std::sync::Mutex<std::collections::HashSet<weft_api::ArtifactId>>,
+    /// Outboard rebuilds under way (`artifacts/rebuild.rs`): one per blob, shared.
+    pub(crate) rebuilds: crate::artifacts::Rebuilds,
     /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
     /// by every Command, so the expiry timer never scans every lease.
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
@@ -238,7 +238,7 @@ impl Engine {
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: crate::artifacts::Counters::default(),
             upload_claims: crate::artifacts::Claims::default(),
-            rebuilding: std::sync::Mutex::default(),
+            rebuilds: crate::artifacts::Rebuilds::default(),
             deadlines,
             faults: options.faults,
         })

@@ -345,11 +345,17 @@ async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
     let size = bytes.len() as u64;
     std::fs::remove_file(outboard_file(&h, &id)).expect("remove");
     let bao = Some("application/vnd.weft.bao");
-    let answer = get_range(&h, &worker.token, &id, "bytes=100-200", bao).await;
-    assert_eq!(answer.status, StatusCode::PARTIAL_CONTENT, "{answer:?}");
-    let verified =
-        weft_api::bao::verify_range(&id, size, 100..201, &answer.body).expect("verifies");
-    assert_eq!(verified, bytes[100..201]);
+    // Two at once: both wait for the blob's one rebuild, then answer through it.
+    let (one, two) = tokio::join!(
+        get_range(&h, &worker.token, &id, "bytes=100-200", bao),
+        get_range(&h, &worker.token, &id, "bytes=2000000-2099999", bao)
+    );
+    for (answer, range) in [(one, 100..201), (two, 2_000_000..2_100_000)] {
+        assert_eq!(answer.status, StatusCode::PARTIAL_CONTENT, "{answer:?}");
+        let verified =
+            weft_api::bao::verify_range(&id, size, range.clone(), &answer.body).expect("verifies");
+        assert_eq!(verified, bytes[range.start as usize..range.end as usize]);
+    }
     assert!(outboard_file(&h, &id).exists(), "stored on the way");
     // Corrupt bytes (outside the range) and no outboard: the whole blob is checked first.
     let path = h.blob_file(&id);
@@ -357,12 +363,21 @@ async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
     stored[2_000_000] ^= 1;
     std::fs::write(&path, &stored).expect("write");
     std::fs::remove_file(outboard_file(&h, &id)).expect("remove");
-    let answer = get_range(&h, &worker.token, &id, "bytes=100-200", bao).await;
-    assert_eq!(
-        (answer.status, answer.code().as_str()),
-        (StatusCode::INTERNAL_SERVER_ERROR, "integrity_failure")
+    let (one, two) = tokio::join!(
+        get_range(&h, &worker.token, &id, "bytes=100-200", bao),
+        get_range(&h, &worker.token, &id, "bytes=100-200", bao)
     );
+    for answer in [one, two] {
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "integrity_failure")
+        );
+    }
     assert_eq!(h.stats().await.quarantined, 1);
+    assert!(
+        !outboard_file(&h, &id).exists(),
+        "no outboard for bytes that are not theirs"
+    );
 }
 
 /// A blob cut shorter than its row after its read was opened (the open checks the size,

@@ -18,6 +18,8 @@ pub(crate) use hot::{FastSet, Hot, HotBlob};
 mod proofs;
 mod publish;
 mod ranges;
+mod rebuild;
+pub(crate) use rebuild::Rebuilds;
 mod reads;
 mod resumable;
 mod reuse;

@@ -18,12 +18,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
+use weft_api::Digests;
 use weft_api::bao::{GROUP_BYTES, chunk_ranges, tree};
-use weft_api::{ArtifactId, Digests};
 
+use super::rebuild::{build, rebuild, rebuild_in_background};
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::outboard::{Builder, Partial, Window, plan};
+use crate::outboard::{Partial, Window, plan};
 
 /// Blobs at least this long have an outboard (those that went through the hasher tasks).
 pub(crate) const OUTBOARD_MIN: u64 = crate::hashing::BATCH as u64;
@@ -136,12 +137,12 @@ pub(crate) async fn fall_back(
     checked: Checked,
 ) -> Result<(), Error> {
     match checked {
-        Checked::NoOutboard => rebuild_in_background(Arc::clone(engine), digests),
+        Checked::NoOutboard => rebuild_in_background(engine, digests),
         Checked::Failed(reason) => {
             tracing::warn!(artifact = %digests.blake3, %reason, "outboard verification failed; re-hashing the whole blob");
             metrics::counter!("weft_outboard_failures_total").increment(1);
             engine.blobs.remove_outboard(&digests.blake3).await?;
-            rebuild_in_background(Arc::clone(engine), digests);
+            rebuild_in_background(engine, digests);
         }
         Checked::Verified(..) => {}
     }
@@ -201,9 +202,10 @@ pub(crate) fn ranged_stream(
 }
 
 /// A proof of `range`, in pieces: for a blob with an outboard, window by window through it
-/// (`proofs.rs`), once the first window has verified; else, or when that failed, built from
-/// a full read that checks the root first (a small blob's proof in memory; a large blob's
-/// outboard stored, then window by window through it).
+/// (`proofs.rs`), once the first window has verified; for a large blob without a usable one,
+/// the same once the blob's one rebuild (`rebuild.rs`), which re-hashes it whole first, has
+/// put a new one in place; a small blob's, built in memory from a full read that checks the
+/// root first.
 pub(crate) async fn proof(
     engine: &Arc<Engine>,
     digests: Digests,
@@ -212,7 +214,6 @@ pub(crate) async fn proof(
     if digests.size >= OUTBOARD_MIN {
         match super::proofs::stream(Arc::clone(engine), digests, range.clone()).await? {
             Ok(stream) => return Ok(stream),
-            // Rebuilt below, from the same full read that checks the root.
             Err(Checked::NoOutboard | Checked::Verified(..)) => {}
             Err(Checked::Failed(reason)) => {
                 tracing::warn!(artifact = %digests.blake3, %reason, "outboard verification failed; re-hashing the whole blob");
@@ -220,25 +221,27 @@ pub(crate) async fn proof(
                 engine.blobs.remove_outboard(&digests.blake3).await?;
             }
         }
-    }
-    // No usable outboard: the proof is built from the whole blob, which is verified first.
-    let (root, outboard, data) = build(engine, &digests, digests.size < OUTBOARD_MIN).await?;
-    if root != digests.blake3.0 {
-        engine
-            .quarantine(digests.blake3, "stored bytes do not hash to their address")
-            .await?;
-        return Err(Error::Corrupt(digests.blake3));
-    }
-    let Some(data) = data else {
-        // A large blob: its outboard is now stored; answer through it.
-        engine.blobs.put_outboard(&digests.blake3, outboard).await?;
+        // Shared with every other request that needs it: one full read, flat memory.
+        if !rebuild(engine, digests).await? {
+            // The rebuild quarantined the blob.
+            return Err(Error::Corrupt(digests.blake3));
+        }
         return match super::proofs::stream(Arc::clone(engine), digests, range).await? {
             Ok(stream) => Ok(stream),
             // Removed again meanwhile by a request that found it wrong.
             Err(Checked::NoOutboard) => Err(super::proofs::outboard_gone()),
             Err(_) => Err(Error::Corrupt(digests.blake3)),
         };
-    };
+    }
+    // A small blob: its proof is built from the whole blob, which is verified first.
+    let (root, _, data) = build(engine, &digests, true).await?;
+    if root != digests.blake3.0 {
+        engine
+            .quarantine(digests.blake3, "stored bytes do not hash to their address")
+            .await?;
+        return Err(Error::Corrupt(digests.blake3));
+    }
+    let data = data.unwrap_or_default();
     let proof = tokio::task::spawn_blocking(move || {
         let outboard =
             bao_tree::io::outboard::PreOrderMemOutboard::create(&data, weft_api::bao::BLOCK_SIZE);
@@ -255,128 +258,4 @@ pub(crate) async fn proof(
     .await
     .map_err(Error::backend)??;
     Ok(futures::stream::once(async move { Ok(Bytes::from(proof)) }).boxed())
-}
-
-/// Reads a whole blob and computes its root and outboard off the async threads; keeps the
-/// bytes too when `keep` (small blobs).
-async fn build(
-    engine: &Engine,
-    digests: &Digests,
-    keep: bool,
-) -> Result<([u8; 32], Vec<u8>, Option<Vec<u8>>), Error> {
-    let mut raw = engine.raw_bytes(digests).await?;
-    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(2);
-    let task = tokio::task::spawn_blocking(move || {
-        let mut builder = Builder::default();
-        let mut kept = keep.then(Vec::new);
-        while let Some(batch) = receiver.blocking_recv() {
-            builder.update(&batch);
-            if let Some(kept) = kept.as_mut() {
-                kept.extend_from_slice(&batch);
-            }
-        }
-        let (root, outboard) = builder.finish();
-        (root, outboard, kept)
-    });
-    while let Some(chunk) = raw.next().await {
-        if sender.send(chunk?).await.is_err() {
-            break;
-        }
-    }
-    drop(sender);
-    task.await.map_err(Error::backend)
-}
-
-/// Rebuilds the outboard of `digests` into the spill file as it reads the blob (memory stays
-/// at one buffer, whatever the size), and puts it in place if its root is the address:
-/// `Ok(false)` (and the file removed) if not.
-async fn build_spilled(
-    engine: &Engine,
-    digests: &Digests,
-    (path, file, faults): (std::path::PathBuf, std::fs::File, crate::faults::Faults),
-) -> Result<bool, Error> {
-    // Removes the spill file on every way out but its placing.
-    struct Leftover(Option<std::path::PathBuf>);
-    impl Drop for Leftover {
-        fn drop(&mut self) {
-            if let Some(path) = self.0.take() {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-    }
-    let mut leftover = Leftover(Some(path.clone()));
-    let mut raw = engine.raw_bytes(digests).await?;
-    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(2);
-    let task = tokio::task::spawn_blocking(move || {
-        let mut builder = Builder::spilling(file, faults);
-        while let Some(batch) = receiver.blocking_recv() {
-            builder.update(&batch);
-        }
-        builder.finish_spilled()
-    });
-    while let Some(chunk) = raw.next().await {
-        if sender.send(chunk?).await.is_err() {
-            break;
-        }
-    }
-    drop(sender);
-    let (root, _) = task
-        .await
-        .map_err(Error::backend)?
-        .map_err(Error::backend)?;
-    if root != digests.blake3.0 {
-        return Ok(false);
-    }
-    let id = digests.blake3;
-    leftover.0 = None;
-    engine.blobs.place_spilled_outboard(&id, &path)?;
-    Ok(true)
-}
-
-/// Rebuilds a missing outboard from a full read, once per blob at a time; stores it only if
-/// its root is the blob's address, and quarantines the blob if it is not.
-pub(crate) fn rebuild_in_background(engine: Arc<Engine>, digests: Digests) {
-    let id: ArtifactId = digests.blake3;
-    match engine.rebuilding.lock() {
-        Ok(mut rebuilding) => {
-            if !rebuilding.insert(id) {
-                return;
-            }
-        }
-        Err(_) => return,
-    }
-    tokio::spawn(async move {
-        let rebuilt = match engine.blobs.rebuild_spill(&id) {
-            Some(spill) => match spill {
-                Ok(spill) => build_spilled(&engine, &digests, spill).await,
-                Err(error) => Err(Error::backend(error)),
-            },
-            None => match build(&engine, &digests, false).await {
-                Ok((root, outboard, _)) if root == id.0 => engine
-                    .blobs
-                    .put_outboard(&id, outboard)
-                    .await
-                    .map(|()| true),
-                Ok(_) => Ok(false),
-                Err(error) => Err(error),
-            },
-        };
-        match rebuilt {
-            Ok(true) => tracing::info!(artifact = %id, "outboard rebuilt"),
-            // The whole blob was just re-hashed and is not what its address says (ART-5).
-            Ok(false) => {
-                tracing::warn!(artifact = %id, "not rebuilding the outboard of bytes that do not hash to their address; quarantining them");
-                if let Err(error) = engine
-                    .quarantine(id, "stored bytes do not hash to their address")
-                    .await
-                {
-                    tracing::warn!(artifact = %id, %error, "could not quarantine");
-                }
-            }
-            Err(error) => tracing::warn!(artifact = %id, %error, "could not rebuild an outboard"),
-        }
-        if let Ok(mut rebuilding) = engine.rebuilding.lock() {
-            rebuilding.remove(&id);
-        }
-    });
 }
