@@ -345,7 +345,9 @@ async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
     let size = bytes.len() as u64;
     std::fs::remove_file(outboard_file(&h, &id)).expect("remove");
     let bao = Some("application/vnd.weft.bao");
-    // Two at once: both wait for the blob's one rebuild, then answer through it.
+    // Two at once: both wait for the blob's one rebuild (one full read), then answer through
+    // the outboard it put in place, reading only the chunk groups of their ranges.
+    let before = h.store.blob_bytes_read();
     let (one, two) = tokio::join!(
         get_range(&h, &worker.token, &id, "bytes=100-200", bao),
         get_range(&h, &worker.token, &id, "bytes=2000000-2099999", bao)
@@ -356,6 +358,11 @@ async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
             weft_api::bao::verify_range(&id, size, range.clone(), &answer.body).expect("verifies");
         assert_eq!(verified, bytes[range.start as usize..range.end as usize]);
     }
+    let read = h.store.blob_bytes_read() - before;
+    assert!(
+        (size..size + 256 * 1024).contains(&read),
+        "one full read and two ranges' chunk groups, not {read} bytes"
+    );
     assert!(outboard_file(&h, &id).exists(), "stored on the way");
     // Corrupt bytes (outside the range) and no outboard: the whole blob is checked first.
     let path = h.blob_file(&id);

@@ -221,17 +221,22 @@ pub(crate) async fn proof(
                 engine.blobs.remove_outboard(&digests.blake3).await?;
             }
         }
-        // Shared with every other request that needs it: one full read, flat memory.
-        if !rebuild(engine, digests).await? {
-            // The rebuild quarantined the blob.
-            return Err(Error::Corrupt(digests.blake3));
+        // Shared with every other request that needs it: one full read, flat memory. Twice
+        // at most: a request that found the old outboard wrong may remove the new one just
+        // after the rebuild put it in place.
+        let mut again = true;
+        loop {
+            if !rebuild(engine, digests).await? {
+                // The rebuild quarantined the blob.
+                return Err(Error::Corrupt(digests.blake3));
+            }
+            match super::proofs::stream(Arc::clone(engine), digests, range.clone()).await? {
+                Ok(stream) => return Ok(stream),
+                Err(Checked::NoOutboard) if again => again = false,
+                Err(Checked::NoOutboard) => return Err(super::proofs::outboard_gone()),
+                Err(_) => return Err(Error::Corrupt(digests.blake3)),
+            }
         }
-        return match super::proofs::stream(Arc::clone(engine), digests, range).await? {
-            Ok(stream) => Ok(stream),
-            // Removed again meanwhile by a request that found it wrong.
-            Err(Checked::NoOutboard) => Err(super::proofs::outboard_gone()),
-            Err(_) => Err(Error::Corrupt(digests.blake3)),
-        };
     }
     // A small blob: its proof is built from the whole blob, which is verified first.
     let (root, _, data) = build(engine, &digests, true).await?;
