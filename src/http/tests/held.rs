@@ -299,3 +299,63 @@ backends!(
         assert_eq!(status, StatusCode::ACCEPTED, "the owner's chunk");
     }
 );
+
+backends!(
+    /// LSE-7 in the storage's own transactions: a resumable upload's start, its cancel and the
+    /// discard after a wrong digest check there that the caller is still live, so a session
+    /// replaced after it was let in starts, cancels and discards nothing (`stale_session`,
+    /// every table and object unchanged). The routes refuse a replaced session at the door
+    /// first; here a caller of the storage holds the replaced session's `Session`.
+    async fn a_replaced_session_starts_cancels_and_discards_no_resumable_upload(kind: Kind) {
+        use weft_api::{ArtifactId, Digest, ErrorCode};
+        use weft_storage::Uploader;
+
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let old = h.store.authenticate(&worker.token).await.expect("live");
+        let as_old = || Uploader::Agent(&old);
+        let started = h.store.start_upload(as_old()).await.expect("starts");
+        let id = started.upload_id;
+        let chunk: Vec<u8> = (0..20_000u32).map(|i| (i % 211) as u8).collect();
+        let chunk = futures::stream::iter([Ok(bytes::Bytes::from(chunk))]);
+        let moved = h.store.append_upload(&id, 0, chunk, as_old()).await;
+        assert_eq!(moved.expect("a chunk").offset, 20_000);
+        h.session(&worker.key, "w1", "g1").await; // replaces `old`
+        let before = h.fingerprint().await;
+        let code = |error: weft_storage::Error| error.code();
+        assert_eq!(
+            h.store.start_upload(as_old()).await.map_err(code).err(),
+            Some(ErrorCode::StaleSession),
+            "start"
+        );
+        assert_eq!(
+            h.store
+                .cancel_upload(&id, as_old())
+                .await
+                .map_err(code)
+                .err(),
+            Some(ErrorCode::StaleSession),
+            "cancel"
+        );
+        let wrong = Digest::Blake3(ArtifactId([0; 32]));
+        let none = None::<(
+            u64,
+            futures::stream::Empty<Result<bytes::Bytes, std::io::Error>>,
+        )>;
+        assert_eq!(
+            h.store
+                .finish_upload(&id, wrong, none, as_old())
+                .await
+                .map(|_| ())
+                .map_err(code)
+                .err(),
+            Some(ErrorCode::StaleSession),
+            "the discard after a wrong digest"
+        );
+        assert_unchanged(
+            &before,
+            &h.fingerprint().await,
+            "a replaced session's resumable calls",
+        );
+    }
+);
