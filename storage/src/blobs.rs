@@ -253,6 +253,33 @@ impl Blobs {
         Ok(files)
     }
 
+    /// Every outboard file of the local backend, with the blob it is named for (none
+    /// elsewhere). A crash between an outboard's placing and its blob's rename leaves one that
+    /// no blob has.
+    pub(crate) fn local_outboard_files(&self) -> Result<Vec<(PathBuf, ArtifactId)>, Error> {
+        let Some(root) = &self.local_root else {
+            return Ok(Vec::new());
+        };
+        let dir = root.join("outboards");
+        if !dir.is_dir() {
+            return Ok(Vec::new());
+        }
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(Error::backend)? {
+            let path = entry.map_err(Error::backend)?.path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if let Ok(id) = ArtifactId::parse(&format!("blake3:{name}"))
+                && path.is_file()
+            {
+                files.push((path, id));
+            }
+        }
+        Ok(files)
+    }
+
     /// The names of what is under `staging/` (uploads in flight, or leftovers when no server
     /// runs), for fsck.
     pub(crate) async fn staging_entries(&self) -> Result<Vec<String>, Error> {

@@ -129,23 +129,28 @@ impl Engine {
 /// Start-up reconciliation (issue #10 finding 10): a crash between promoting a blob file and
 /// committing its `blobs` row leaves a file that no row names. No upload was acknowledged for
 /// it (the answer follows the commit), it has no uploader and no Group, so it is removed
-/// rather than recorded: a client that retries uploads the bytes again. Runs before the
-/// server accepts requests, so no upload can be between its promotion and its row.
+/// rather than recorded: a client that retries uploads the bytes again. The same for an
+/// outboard no row names (a large blob's is placed before the blob's own rename). Runs
+/// before the server accepts requests, so no upload can be between its promotion and its row.
 async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
     let files = blobs.local_blob_files()?;
-    if files.is_empty() {
+    let outboards = blobs.local_outboard_files()?;
+    if files.is_empty() && outboards.is_empty() {
         return Ok(0);
     }
-    let orphans = db
+    let (orphans, orphan_outboards) = db
         .read(move |conn| {
             let mut statement = conn.prepare_cached("SELECT 1 FROM blobs WHERE blake3 = ?1")?;
-            let mut orphans = Vec::new();
-            for (path, id) in files {
-                if !statement.exists([&id.0[..]])? {
-                    orphans.push((path, id));
+            let mut unnamed = |found: Vec<(std::path::PathBuf, weft_api::ArtifactId)>| {
+                let mut orphans = Vec::new();
+                for (path, id) in found {
+                    if !statement.exists([&id.0[..]])? {
+                        orphans.push((path, id));
+                    }
                 }
-            }
-            Ok(orphans)
+                Ok::<_, Error>(orphans)
+            };
+            Ok((unnamed(files)?, unnamed(outboards)?))
         })
         .await?;
     for (path, id) in &orphans {
@@ -153,7 +158,11 @@ async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
         std::fs::remove_file(path).map_err(Error::backend)?;
         blobs.remove_outboard(id).await?;
     }
-    Ok(orphans.len())
+    for (path, id) in &orphan_outboards {
+        tracing::warn!(path = %path.display(), "removing an outboard with no index row");
+        blobs.remove_outboard(id).await?;
+    }
+    Ok(orphans.len() + orphan_outboards.len())
 }
 
 impl Engine {
@@ -184,7 +193,7 @@ impl Engine {
             if n_orphans > 0 {
                 tracing::info!(
                     n_orphans,
-                    "removed blob files a crash left without an index row"
+                    "removed blob files and outboards a crash left without an index row"
                 );
             }
             let n_uploads = crate::artifacts::remove_orphan_uploads(&db, &blobs).await?;

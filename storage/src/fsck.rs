@@ -291,6 +291,27 @@ impl Engine {
                 .problems
                 .push(format!("{unnamed} inline copies that no blob row names"));
         }
+        // 1d. Outboards no blob row names: a crash between an outboard's placing and its
+        // blob's rename (the outboard goes first) leaves one.
+        let outboards = self.blobs.local_outboard_files()?;
+        let unnamed = self
+            .db
+            .read(move |conn| {
+                let mut statement = conn.prepare_cached("SELECT 1 FROM blobs WHERE blake3 = ?1")?;
+                let mut unnamed = Vec::new();
+                for (_, id) in outboards {
+                    if !statement.exists([&id.0[..]])? {
+                        unnamed.push(id);
+                    }
+                }
+                Ok(unnamed)
+            })
+            .await?;
+        for id in unnamed {
+            report.leftovers.push(format!(
+                "{id}: outboard has no blob row (removed at the next start)"
+            ));
+        }
         // 2. Rows, signatures and chains, on one read connection.
         let (n_manifests, n_events, problems) = self
             .db

@@ -336,6 +336,35 @@ async fn the_sweep_removes_an_uncited_blobs_outboard_with_it() {
     );
 }
 
+/// A crash between an outboard's placing and its blob's rename (the outboard goes first)
+/// leaves an outboard no blob row names: fsck reports it as a leftover, not as damage, and the
+/// next start removes it; a stored blob's outboard stays.
+#[tokio::test]
+async fn an_outboard_no_blob_row_names_is_a_leftover_the_next_start_removes() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let id = h.put(&worker, "g1", &large(), &[]).await;
+    let stray_id = ArtifactId::of(b"a blob whose rename a crash cut");
+    let stray = outboard_file(&h, &stray_id);
+    std::fs::write(&stray, [0u8; 64]).expect("a stray outboard");
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let named = format!("{stray_id}: outboard has no blob row");
+    assert!(
+        report.leftovers.iter().any(|left| left.starts_with(&named)),
+        "{:?}",
+        report.leftovers
+    );
+    let h = restart(h).await;
+    assert!(!stray.exists(), "removed at the start");
+    assert!(
+        outboard_file(&h, &id).exists(),
+        "a stored blob's outboard stays"
+    );
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(report.leftovers.is_empty(), "{:?}", report.leftovers);
+}
+
 #[tokio::test]
 async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
     let h = harness(Kind::Disk).await;
