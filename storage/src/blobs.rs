@@ -1,4 +1,4 @@
-//! Content-addressed blob storage on `object_store`. (Long, about 720 lines: the whole object
+//! Content-addressed blob storage on `object_store`. (Long, about 790 lines: the whole object
 //! store surface, staging, inline bodies, promotion, outboards and reads, in one place.)
 //!
 //! A blob is written once, at `blobs/blake3/<first two hex>/<64 hex>`. Uploads stream into
@@ -18,8 +18,10 @@
 //! Crash story: a crash leaves at most files under `staging/` (and object_store's own
 //! `<key>#<n>` part files there), and, if it struck between a promotion and the index row
 //! that records it, a blob file with no row (an "orphan": no upload was acknowledged for
-//! it). [`Blobs::sweep_staging`] removes the former at start and the engine's start-up
-//! reconciliation (`engine.rs`) the latter, with [`Blobs::local_blob_files`].
+//! it), or an outboard whose blob's rename never came (the outboard goes first).
+//! [`Blobs::sweep_staging`] removes the first at start and the engine's start-up
+//! reconciliation (`engine.rs`) the others, with [`Blobs::local_blob_files`] and
+//! [`Blobs::local_outboard_files`].
 //!
 //! Modes: on the local backend the data directory, every directory under it and every blob
 //! file are owner-only (0700 / 0600); [`Blobs::open`] also fixes the modes of what an older
@@ -237,18 +239,7 @@ impl Blobs {
             if !shard.is_dir() {
                 continue;
             }
-            for entry in std::fs::read_dir(&shard).map_err(Error::backend)? {
-                let path = entry.map_err(Error::backend)?.path();
-                let name = path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or_default();
-                if let Ok(id) = ArtifactId::parse(&format!("blake3:{name}"))
-                    && path.is_file()
-                {
-                    files.push((path, id));
-                }
-            }
+            named_files(&shard, &mut files)?;
         }
         Ok(files)
     }
@@ -265,18 +256,7 @@ impl Blobs {
             return Ok(Vec::new());
         }
         let mut files = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(Error::backend)? {
-            let path = entry.map_err(Error::backend)?.path();
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            if let Ok(id) = ArtifactId::parse(&format!("blake3:{name}"))
-                && path.is_file()
-            {
-                files.push((path, id));
-            }
-        }
+        named_files(&dir, &mut files)?;
         Ok(files)
     }
 
@@ -449,7 +429,8 @@ impl Blobs {
         let id = staged.digests.blake3;
         let to = blob_path(&id);
         // The outboard first: a crash after it leaves an outboard without a blob (fsck
-        // reports it), never an acknowledged large blob without its outboard.
+        // reports it, the next start removes it), never an acknowledged large blob without
+        // its outboard.
         let with_outboard = staged.outboard.is_some();
         let placed = match staged.outboard.take() {
             Some(crate::outboard::Built::Memory(outboard)) => {
@@ -645,6 +626,15 @@ impl Blobs {
         Ok(bytes)
     }
 
+    /// Whether a blob has an outboard (whether it verifies is for its reader to find).
+    pub(crate) async fn has_outboard(&self, id: &ArtifactId) -> Result<bool, Error> {
+        match self.reads.head(&outboard_path(id)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// The stored size of a blob, or `None` if its object is missing.
     pub(crate) async fn stored_size(&self, id: &ArtifactId) -> Result<Option<u64>, Error> {
         match self.reads.head(&blob_path(id)).await {
@@ -780,6 +770,23 @@ fn read_file(mut file: std::fs::File) -> BoxStream<'static, Result<Bytes, Error>
         }
     });
     tokio_stream_from(receiver)
+}
+
+/// Adds the files in `dir` named by a BLAKE3 digest's hex (blob files, outboards) to `files`.
+fn named_files(dir: &std::path::Path, files: &mut Vec<(PathBuf, ArtifactId)>) -> Result<(), Error> {
+    for entry in std::fs::read_dir(dir).map_err(Error::backend)? {
+        let path = entry.map_err(Error::backend)?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if let Ok(id) = ArtifactId::parse(&format!("blake3:{name}"))
+            && path.is_file()
+        {
+            files.push((path, id));
+        }
+    }
+    Ok(())
 }
 
 fn tokio_stream_from(
