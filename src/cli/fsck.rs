@@ -10,7 +10,7 @@ pub(super) const EXIT_LEFTOVERS: i32 = 2;
 
 /// `weft fsck`: every blob re-hashed, every row, signature and Group chain re-checked. Exits
 /// 1 on damage (`PROBLEM` lines), [`EXIT_LEFTOVERS`] when it found only harmless crash
-/// leftovers (`LEFTOVER` lines: unfinished uploads, blob files with no row; the next server
+/// leftovers (`LEFTOVER` lines: unfinished uploads, blob files and outboards with no row; the next server
 /// start removes them), 0 when clean.
 pub(super) async fn run(data_dir: &Path) -> anyhow::Result<()> {
     if !data_dir.join("index.sqlite").exists() {

@@ -37,7 +37,8 @@ pub(crate) struct Engine {
     pub(crate) limits: crate::limits::Limits,
     /// How long an uncited upload is kept.
     pub(crate) unpublished_blob_ttl: chrono::Duration,
-    /// Shared by uploads (promotion to row) and compaction, exclusive for the sweep.
+    /// Shared by uploads (promotion to row), compaction and an outboard rebuild's placing,
+    /// exclusive for the sweep.
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,
     pub(crate) upload_counters: crate::artifacts::Counters,
     /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
@@ -90,8 +91,9 @@ fn owner_only_index(path: &std::path::Path) -> Result<(), Error> {
 
 /// `<data>/clean-shutdown`: written by a clean shutdown once every request has finished and
 /// nothing can promote a blob any more, removed by the next open. When an open finds it, no
-/// crash happened since that shutdown, so there can be no orphan blob file and the scan of
-/// every blob file is skipped (at a million files it would cost seconds of each restart).
+/// crash happened since that shutdown, so there can be no orphan blob file or outboard and
+/// the scan of every blob file is skipped (at a million files it would cost seconds of each
+/// restart).
 const CLEAN_MARK: &str = "clean-shutdown";
 
 /// Removes the clean-shutdown mark, durably; whether it was there.
@@ -158,6 +160,11 @@ async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
         std::fs::remove_file(path).map_err(Error::backend)?;
         blobs.remove_outboard(id).await?;
     }
+    // An orphan blob file's outboard went with it above.
+    let orphan_outboards: Vec<_> = orphan_outboards
+        .into_iter()
+        .filter(|(_, id)| !orphans.iter().any(|(_, file)| file == id))
+        .collect();
     for (path, id) in &orphan_outboards {
         tracing::warn!(path = %path.display(), "removing an outboard with no index row");
         blobs.remove_outboard(id).await?;

@@ -170,6 +170,11 @@ pub(crate) fn rebuild_in_background(engine: &Arc<Engine>, digests: Digests) {
 /// One rebuild, start to end: the outboard placed, or the blob quarantined.
 async fn rebuild_now(engine: &Engine, digests: Digests) -> Rebuilt {
     let id: ArtifactId = digests.blake3;
+    // One placed since its need was seen (a rebuild that just ended): every path that found
+    // an outboard wrong removed it before asking for a rebuild.
+    if engine.blobs.has_outboard(&id).await? {
+        return Ok(true);
+    }
     metrics::counter!("weft_outboard_rebuilds_total").increment(1);
     let rebuilt = match engine.blobs.rebuild_spill(&id) {
         Some(Ok(spill)) => build_spilled(engine, &digests, spill).await,
