@@ -173,10 +173,14 @@ pub(super) fn encode(graph: &Graph, coverage: &Coverage) -> Vec<u8> {
     file
 }
 
-/// The graph and coverage a file holds, if its digest and every index in it check out. The
-/// digest is checked on a second thread (`weft-lineage-verify`) while this one decodes, and
-/// the decoded graph is dropped unless it matches: decoding checks every count and index, so
-/// it is safe on any bytes, and this halves the time to ready on two cores.
+/// The graph and coverage a file holds, if its digest and every index in it check out.
+///
+/// Three threads share the work on two cores, since the time to ready is the restart's
+/// figure: a second thread (`weft-lineage-verify`) checks the digest, a third
+/// (`weft-lineage-index`) builds the id → node map from the node records (the largest part:
+/// a hash table insert per artifact), and this one decodes the rest. Decoding checks every
+/// count and index, so it is safe on any bytes, and the decoded graph is dropped unless the
+/// digest matches.
 pub(super) fn decode(file: &[u8]) -> Result<(Graph, Coverage), Unusable> {
     let mut input = In(file);
     if input.bytes(MAGIC.len())? != MAGIC {
@@ -185,24 +189,61 @@ pub(super) fn decode(file: &[u8]) -> Result<(Graph, Coverage), Unusable> {
     let digest = input.bytes(32)?;
     let body = input.0;
     std::thread::scope(|scope| {
-        let verified = std::thread::Builder::new()
-            .name("weft-lineage-verify".into())
-            .spawn_scoped(scope, || blake3::hash(body).as_bytes() == digest);
-        let decoded = decode_body(In(body));
-        let verified = match verified {
-            Ok(thread) => thread.join().unwrap_or(false),
-            // No second thread to be had: check it here.
-            Err(_) => blake3::hash(body).as_bytes() == digest,
-        };
-        if !verified {
+        let verified = beside(scope, "weft-lineage-verify", || {
+            blake3::hash(body).as_bytes() == digest
+        });
+        let decoded = decode_body(scope, In(body));
+        if verified() != Some(true) {
             return Err(Unusable("its digest does not match its bytes"));
         }
         decoded
     })
 }
 
+/// `work` on a new thread of `scope` named `name`, joined by the function returned; run there
+/// instead if no thread can be had. `None`: it panicked.
+fn beside<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    name: &str,
+    work: impl Fn() -> T + Copy + Send + 'scope,
+) -> impl FnOnce() -> Option<T> + 'scope {
+    let thread = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn_scoped(scope, work);
+    move || match thread {
+        Ok(thread) => thread.join().ok(),
+        Err(_) => Some(work()),
+    }
+}
+
+/// One edge: the node it leads to (checked against `n_nodes`) and its manifest (checked
+/// once every manifest is read).
+fn edge(input: &mut In<'_>, n_nodes: usize) -> Result<(u32, u32), Unusable> {
+    Ok((index(input.u32()?, n_nodes, None)?, input.u32()?))
+}
+
+/// The id → node map of `n_nodes` node records, skipping everything else in them.
+fn index_nodes(mut input: In<'_>, n_nodes: usize) -> Result<FastMap<ArtifactId, u32>, Unusable> {
+    let mut map = FastMap::default();
+    map.reserve(n_nodes);
+    for n in 0..n_nodes {
+        let id = input.id()?;
+        input.bytes(8)?;
+        let (n_sources, n_derived) = (input.count(8)?, input.count(8)?);
+        // Each count is at most the bytes left over 8, so the sum cannot overflow.
+        input.bytes((n_sources + n_derived) * 8)?;
+        if map.insert(id, n as u32).is_some() {
+            return Err(Unusable("a node is listed twice"));
+        }
+    }
+    Ok(map)
+}
+
 /// Everything after the digest.
-fn decode_body(mut input: In<'_>) -> Result<(Graph, Coverage), Unusable> {
+fn decode_body<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    mut input: In<'scope>,
+) -> Result<(Graph, Coverage), Unusable> {
     let mut coverage = Coverage {
         through: (input.u64()?, input.id()?),
         ahead: Default::default(),
@@ -229,23 +270,24 @@ fn decode_body(mut input: In<'_>) -> Result<(Graph, Coverage), Unusable> {
     }
     let n_groups = graph.groups.len();
     let n_nodes = input.count(NODE_BYTES)?;
+    let nodes_at = input.0;
+    let index_of_ids = beside(scope, "weft-lineage-index", move || {
+        index_nodes(In(nodes_at), n_nodes)
+    });
     graph.nodes.reserve_exact(n_nodes);
-    graph.index.reserve(n_nodes);
-    for n in 0..n_nodes {
-        let id = input.id()?;
-        if graph.index.insert(id, n as u32).is_some() {
-            return Err(Unusable("a node is listed twice"));
-        }
+    for _ in 0..n_nodes {
+        input.bytes(32)?; // the id: `index_nodes`'s part
         let group = index(input.u32()?, n_groups, Some(MIXED))?;
         let first_manifest = input.u32()?;
         let (n_sources, n_derived) = (input.count(8)?, input.count(8)?);
-        let mut edge = || -> Result<(u32, u32), Unusable> {
-            Ok((index(input.u32()?, n_nodes, None)?, input.u32()?))
-        };
-        let sources: SmallVec<[(u32, u32); 3]> =
-            (0..n_sources).map(|_| edge()).collect::<Result<_, _>>()?;
-        let derived: SmallVec<[(u32, u32); 2]> =
-            (0..n_derived).map(|_| edge()).collect::<Result<_, _>>()?;
+        let mut sources = SmallVec::with_capacity(n_sources);
+        for _ in 0..n_sources {
+            sources.push(edge(&mut input, n_nodes)?);
+        }
+        let mut derived = SmallVec::with_capacity(n_derived);
+        for _ in 0..n_derived {
+            derived.push(edge(&mut input, n_nodes)?);
+        }
         graph.nodes.push(Node {
             group,
             first_manifest,
@@ -286,6 +328,7 @@ fn decode_body(mut input: In<'_>) -> Result<(Graph, Coverage), Unusable> {
     if !input.0.is_empty() {
         return Err(Unusable("bytes after the last record"));
     }
+    graph.index = index_of_ids().ok_or(Unusable("the index thread failed"))??;
     for node in &graph.nodes {
         index(node.first_manifest, n_manifests, Some(NO_MANIFEST))?;
         for &(_, manifest) in node.sources.iter().chain(&node.derived) {
