@@ -7,8 +7,8 @@ use super::*;
 
 /// One artifact, as a walk reads it: exactly one cache line, so a step costs one miss for the
 /// neighbour's visibility and its edges (most edge lists fit inline; longer ones spill to the
-/// heap). Its id and size, needed only for artifacts that make the answer, live in
-/// `Graph::ids`.
+/// heap). Its id and size, needed only for artifacts that make the answer, live in its
+/// manifests (`Graph::manifests`).
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(super) struct Node {
@@ -27,7 +27,7 @@ const _: () = assert!(std::mem::size_of::<Node>() == 64);
 
 #[derive(Debug, Default)]
 pub(super) struct Graph {
-    pub(super) index: FastMap<ArtifactId, u32>,
+    pub(super) index: Ids,
     pub(super) nodes: Vec<Node>,
     pub(super) manifests: Vec<ManifestNode>,
     /// WorkItem / Mission → artifacts published in it.
@@ -44,7 +44,7 @@ impl Graph {
     }
 
     pub(super) fn node(&mut self, id: ArtifactId) -> u32 {
-        if let Some(&n) = self.index.get(&id) {
+        if let Some(n) = self.index.get(&id) {
             return n;
         }
         let n = self.nodes.len() as u32;

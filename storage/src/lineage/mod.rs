@@ -19,7 +19,8 @@
 //! derived artifacts, inline up to three and two, each edge with the manifest that declared
 //! it, and so the Group sequence, for `asOf`), and one 128-byte record per manifest holding
 //! everything an answer says about the artifact (ids, size, sequence, and the Group, Mission,
-//! WorkItem, producer and media type as interned [`Name`]s). Traversals are breadth-first
+//! WorkItem, producer and media type as interned [`Name`]s); ids find their records through
+//! `ids.rs` (a snapshot's ids sorted, plus a hash map of those added since). Traversals are breadth-first
 //! over the answer list itself and take their steps in batches of 32 whose neighbour records
 //! are loaded in one tight loop, so the misses of a wide frontier overlap. The reader's Group
 //! is its session's (a session acts in its own Group only), so a query by `blake3:` touches
@@ -30,6 +31,7 @@
 
 mod answer;
 mod graph;
+mod ids;
 mod name;
 mod query;
 mod restart;
@@ -48,6 +50,7 @@ use smallvec::SmallVec;
 use weft_api::ArtifactId;
 
 use graph::{Graph, Node, View};
+use ids::Ids;
 use walk::{STEP_BATCH, Step, Walk};
 
 pub use answer::{
@@ -193,7 +196,7 @@ impl Index {
             .map(Vec::capacity)
             .sum();
         graph.nodes.capacity() * std::mem::size_of::<Node>()
-            + graph.index.capacity() * (std::mem::size_of::<(ArtifactId, u32)>() + 1)
+            + graph.index.heap_bytes()
             + graph.manifests.capacity() * std::mem::size_of::<ManifestNode>()
             + (edges * 2) * std::mem::size_of::<u32>()
             + scopes * std::mem::size_of::<u32>()
@@ -240,7 +243,7 @@ impl Index {
             as_of: None,
             missions: audience.mission_view(),
         };
-        graph.index.get(id).is_some_and(|&n| view.sees(&graph, n))
+        graph.index.get(id).is_some_and(|n| view.sees(&graph, n))
     }
 
     /// The media type of the newest manifest of `id` in Group `group` (by its sequence in
@@ -250,7 +253,7 @@ impl Index {
     pub(crate) fn newest_media_type_in(&self, id: &ArtifactId, group: &str) -> Option<String> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let &g = graph.groups.get(group)?;
-        let &n = graph.index.get(id)?;
+        let n = graph.index.get(id)?;
         graph
             .manifests_of(n)
             .filter(|(_, manifest)| manifest.group == g)
@@ -267,7 +270,7 @@ impl Index {
         audience: &Audience,
     ) -> Option<Lineage> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
-        let &start = graph.index.get(root)?;
+        let start = graph.index.get(root)?;
         let groups = Self::groups_of(&graph, audience);
         let view = Self::view(&graph, groups.as_deref(), audience, query)?;
         if !view.sees(&graph, start) {
@@ -502,7 +505,7 @@ impl Index {
             as_of: None,
             missions: audience.mission_view(),
         };
-        let (&start, &goal) = (graph.index.get(from)?, graph.index.get(to)?);
+        let (start, goal) = (graph.index.get(from)?, graph.index.get(to)?);
         if !view.sees(&graph, start) || !view.sees(&graph, goal) {
             return None;
         }

@@ -5,9 +5,10 @@
 //! Format (little-endian): a 16-byte magic that names the version, the BLAKE3 digest of the
 //! rest, then the rest: the coverage (the rowid and manifest id through which every committed
 //! `manifests` row is in the index, and the rows above it that are in it too), the table of
-//! interned names, the Groups in their numbering order, one record per node (its id, Group,
-//! first manifest and edge lists) and one per manifest (the fields of [`ManifestNode`], names
-//! as numbers in the table). `WorkItem`/Mission lists are not stored: they follow from the
+//! interned names, the Groups in their numbering order, the node count, the artifact ids in
+//! ascending order each with its node's number (read back as they are: `ids.rs`), one record
+//! per node (its Group, first manifest and edge lists) and one per manifest (the fields of
+//! [`ManifestNode`], names as numbers in the table). `WorkItem`/Mission lists are not stored: they follow from the
 //! manifests in order, exactly as `Graph::add` builds them.
 //!
 //! Decoding checks the digest first, then every count and every number that indexes
@@ -20,15 +21,17 @@ use weft_api::ArtifactId;
 use super::restart::Coverage;
 use super::*;
 
-const MAGIC: &[u8; 16] = b"weft-lineage-v1\n";
+const MAGIC: &[u8; 16] = b"weft-lineage-v2\n";
 
 /// Why a snapshot file was not used.
 #[derive(Debug, thiserror::Error)]
 #[error("lineage snapshot unusable: {0}")]
 pub(super) struct Unusable(pub(super) &'static str);
 
-/// A node record without its edges: id 32, Group, first manifest, two edge counts.
-const NODE_BYTES: usize = 32 + 4 * 4;
+/// An id record: the id and its node's number.
+const ID_BYTES: usize = 32 + 4;
+/// A node record without its edges: Group, first manifest, two edge counts.
+const NODE_BYTES: usize = 4 * 4;
 /// A manifest record: two ids, size, sequence, five names, Group, next.
 const MANIFEST_BYTES: usize = 32 + 32 + 8 + 8 + 5 * 4 + 4 + 4;
 
@@ -98,7 +101,8 @@ fn index(value: u32, bound: usize, open: Option<u32>) -> Result<u32, Unusable> {
 /// The file's bytes for `graph` and `coverage` (taken under the same lock).
 pub(super) fn encode(graph: &Graph, coverage: &Coverage) -> Vec<u8> {
     let mut body = Out(Vec::with_capacity(
-        64 + graph.nodes.len() * (NODE_BYTES + 32) + graph.manifests.len() * MANIFEST_BYTES,
+        64 + graph.nodes.len() * (ID_BYTES + NODE_BYTES + 32)
+            + graph.manifests.len() * MANIFEST_BYTES,
     ));
     body.u64(coverage.through.0);
     body.0.extend_from_slice(&coverage.through.1.0);
@@ -138,13 +142,12 @@ pub(super) fn encode(graph: &Graph, coverage: &Coverage) -> Vec<u8> {
     for name in group_names {
         body.u32(name);
     }
-    let mut ids = vec![ArtifactId([0; 32]); graph.nodes.len()];
-    for (id, &n) in &graph.index {
-        ids[n as usize] = *id;
-    }
     body.len(graph.nodes.len());
-    for (node, id) in graph.nodes.iter().zip(&ids) {
+    for (id, n) in graph.index.sorted() {
         body.0.extend_from_slice(&id.0);
+        body.u32(n);
+    }
+    for node in &graph.nodes {
         body.u32(node.group);
         body.u32(node.first_manifest);
         body.len(node.sources.len());
@@ -175,12 +178,11 @@ pub(super) fn encode(graph: &Graph, coverage: &Coverage) -> Vec<u8> {
 
 /// The graph and coverage a file holds, if its digest and every index in it check out.
 ///
-/// Three threads share the work on two cores, since the time to ready is the restart's
-/// figure: a second thread (`weft-lineage-verify`) checks the digest, a third
-/// (`weft-lineage-index`) builds the id → node map from the node records (the largest part:
-/// a hash table insert per artifact), and this one decodes the rest. Decoding checks every
-/// count and index, so it is safe on any bytes, and the decoded graph is dropped unless the
-/// digest matches.
+/// Three threads share the work, since the time to ready is the restart's figure: a second
+/// thread (`weft-lineage-verify`) checks the digest, a third (`weft-lineage-ids`) reads and
+/// checks the sorted ids, and this one decodes the rest. Decoding checks every count and
+/// index, so it is safe on any bytes, and the decoded graph is dropped unless the digest
+/// matches.
 pub(super) fn decode(file: &[u8]) -> Result<(Graph, Coverage), Unusable> {
     let mut input = In(file);
     if input.bytes(MAGIC.len())? != MAGIC {
@@ -222,21 +224,23 @@ fn edge(input: &mut In<'_>, n_nodes: usize) -> Result<(u32, u32), Unusable> {
     Ok((index(input.u32()?, n_nodes, None)?, input.u32()?))
 }
 
-/// The id → node map of `n_nodes` node records, skipping everything else in them.
-fn index_nodes(mut input: In<'_>, n_nodes: usize) -> Result<FastMap<ArtifactId, u32>, Unusable> {
-    let mut map = FastMap::default();
-    map.reserve(n_nodes);
-    for n in 0..n_nodes {
+/// The `n_nodes` id records: strictly ascending ids (so none twice), each naming a different
+/// node (so, as many as there are nodes, every node once).
+fn sorted_ids(mut input: In<'_>, n_nodes: usize) -> Result<Ids, Unusable> {
+    let mut seen = vec![false; n_nodes];
+    let mut sorted: Vec<(ArtifactId, u32)> = Vec::with_capacity(n_nodes);
+    for _ in 0..n_nodes {
         let id = input.id()?;
-        input.bytes(8)?;
-        let (n_sources, n_derived) = (input.count(8)?, input.count(8)?);
-        // Each count is at most the bytes left over 8, so the sum cannot overflow.
-        input.bytes((n_sources + n_derived) * 8)?;
-        if map.insert(id, n as u32).is_some() {
+        let n = index(input.u32()?, n_nodes, None)?;
+        if sorted.last().is_some_and(|&(last, _)| last >= id) {
+            return Err(Unusable("the ids are not in ascending order"));
+        }
+        if std::mem::replace(&mut seen[n as usize], true) {
             return Err(Unusable("a node is listed twice"));
         }
+        sorted.push((id, n));
     }
-    Ok(map)
+    Ok(Ids::loaded(sorted))
 }
 
 /// Everything after the digest.
@@ -269,14 +273,13 @@ fn decode_body<'scope>(
         }
     }
     let n_groups = graph.groups.len();
-    let n_nodes = input.count(NODE_BYTES)?;
-    let nodes_at = input.0;
-    let index_of_ids = beside(scope, "weft-lineage-index", move || {
-        index_nodes(In(nodes_at), n_nodes)
+    let n_nodes = input.count(ID_BYTES + NODE_BYTES)?;
+    let id_records = input.bytes(n_nodes * ID_BYTES)?;
+    let ids = beside(scope, "weft-lineage-ids", move || {
+        sorted_ids(In(id_records), n_nodes)
     });
     graph.nodes.reserve_exact(n_nodes);
     for _ in 0..n_nodes {
-        input.bytes(32)?; // the id: `index_nodes`'s part
         let group = index(input.u32()?, n_groups, Some(MIXED))?;
         let first_manifest = input.u32()?;
         let (n_sources, n_derived) = (input.count(8)?, input.count(8)?);
@@ -328,7 +331,7 @@ fn decode_body<'scope>(
     if !input.0.is_empty() {
         return Err(Unusable("bytes after the last record"));
     }
-    graph.index = index_of_ids().ok_or(Unusable("the index thread failed"))??;
+    graph.index = ids().ok_or(Unusable("the ids thread failed"))??;
     for node in &graph.nodes {
         index(node.first_manifest, n_manifests, Some(NO_MANIFEST))?;
         for &(_, manifest) in node.sources.iter().chain(&node.derived) {
