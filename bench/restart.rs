@@ -47,6 +47,32 @@ async fn sample_answers(store: &Store, ids: &[ArtifactId]) -> anyhow::Result<Vec
     Ok(answers)
 }
 
+/// Mean time of a depth-0 lineage query (the root's lookup by id, its visibility and its
+/// answer) over `n` artifacts spread through `ids`: a snapshot-loaded index finds ids in its
+/// sorted run (a bucket table, then bisection), a rebuilt one by hashing.
+async fn root_lookup(store: &Store, ids: &[ArtifactId], n: usize) -> anyhow::Result<Duration> {
+    let step = (ids.len() / n.max(1)).max(1);
+    let started = Instant::now();
+    let mut queries = 0u32;
+    for id in ids.iter().step_by(step) {
+        let query = LineageQuery {
+            direction: Direction::Ancestors,
+            depth: Some(0),
+            limit: 1,
+            skip: 0,
+            budget: Duration::from_secs(5),
+            edges: None,
+            as_of: None,
+        };
+        let answer = store
+            .lineage(Digest::Blake3(*id), query, &Reader::Admin)
+            .await?;
+        std::hint::black_box(answer);
+        queries += 1;
+    }
+    Ok(started.elapsed() / queries.max(1))
+}
+
 /// Opens the store in `dir`, timing `Store::open` (the server answers as soon as it returns).
 async fn open_timed(dir: &Path) -> anyhow::Result<(Store, Duration)> {
     let started = Instant::now();
@@ -80,6 +106,8 @@ async fn main() -> anyhow::Result<()> {
         save_time.as_secs_f64()
     );
     let (mut from_snapshot, mut rebuilt) = (Vec::new(), Vec::new());
+    let (mut lookup_snapshot, mut lookup_rebuilt) = (Vec::new(), Vec::new());
+    let lookups = env("WEFT_BENCH_LOOKUPS", 100_000);
     for round in 0..rounds {
         let (store, took) = open_timed(dir.path()).await?;
         anyhow::ensure!(
@@ -88,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
             store.lineage_start()
         );
         let with_snapshot = sample_answers(&store, &dag.ids).await?;
+        lookup_snapshot.push(root_lookup(&store, &dag.ids, lookups).await?);
         drop(store);
         from_snapshot.push(took);
 
@@ -102,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
             sample_answers(&store, &dag.ids).await? == with_snapshot,
             "round {round}: the snapshot and the rebuild answer differently"
         );
+        lookup_rebuilt.push(root_lookup(&store, &dag.ids, lookups).await?);
         drop(store);
         std::fs::rename(&aside, &snapshot)?;
         rebuilt.push(took);
@@ -123,6 +153,19 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "rebuild / snapshot                   {:.1}x",
         rebuild_median.as_secs_f64() / snapshot_median.as_secs_f64()
+    );
+    let (lookup_snapshot, lookup_rebuilt) = (median(lookup_snapshot), median(lookup_rebuilt));
+    println!(
+        "depth-0 query, snapshot's index      {:.2} us (ids by bucket and bisection; median of {rounds} means of {lookups})",
+        lookup_snapshot.as_secs_f64() * 1e6
+    );
+    println!(
+        "depth-0 query, rebuilt index         {:.2} us (ids hashed; the baseline)",
+        lookup_rebuilt.as_secs_f64() * 1e6
+    );
+    println!(
+        "snapshot's / rebuilt                 {:.2}x",
+        lookup_snapshot.as_secs_f64() / lookup_rebuilt.as_secs_f64()
     );
     Ok(())
 }
