@@ -98,7 +98,7 @@ pub(crate) struct Staged {
 }
 
 /// A spilled outboard's file, removed when dropped unless disarmed (`.0 = None`).
-struct SpillGuard(Option<std::path::PathBuf>);
+pub(crate) struct SpillGuard(pub(crate) Option<std::path::PathBuf>);
 
 impl Drop for SpillGuard {
     fn drop(&mut self) {
@@ -551,11 +551,18 @@ impl Blobs {
         &self,
         id: &ArtifactId,
     ) -> Option<std::io::Result<(std::path::PathBuf, std::fs::File, Faults)>> {
+        let (path, faults) = self.spill_path(id)?;
+        Some(std::fs::File::create_new(&path).map(|file| (path, file, faults)))
+    }
+
+    /// A new path in `staging/` for an outboard of `id` spilled as it is built, and the
+    /// faults of its writes; `None` off the local backend (see [`Blobs::rebuild_spill`]).
+    pub(crate) fn spill_path(&self, id: &ArtifactId) -> Option<(std::path::PathBuf, Faults)> {
         let root = self.local_root.as_ref()?;
         let path =
             root.join("staging")
                 .join(format!("{}-{}.outboard", id.hex(), uuid::Uuid::new_v4()));
-        Some(std::fs::File::create_new(&path).map(|file| (path, file, self.faults.clone())))
+        Some((path, self.faults.clone()))
     }
 
     /// Moves an outboard written (and fsynced) while its upload was hashed, or while it was
@@ -591,13 +598,45 @@ impl Blobs {
         result.map_err(Error::backend)
     }
 
-    /// The whole outboard of a blob (fsck), or `None`.
-    pub(crate) async fn outboard(&self, id: &ArtifactId) -> Result<Option<Bytes>, Error> {
-        match self.reads.get(&outboard_path(id)).await {
-            Ok(result) => Ok(Some(result.bytes().await?)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(error) => Err(error.into()),
+    /// Whether a blob's stored outboard is byte for byte `computed` (fsck), or `None` if it
+    /// has none. Both are read as streams, so neither is ever whole in memory.
+    pub(crate) async fn outboard_is(
+        &self,
+        id: &ArtifactId,
+        computed: &crate::outboard::Built,
+    ) -> Result<Option<bool>, Error> {
+        use tokio::io::AsyncReadExt as _;
+        let stored = match self.reads.get(&outboard_path(id)).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        let (length, mut expected): (u64, Box<dyn tokio::io::AsyncRead + Send + Unpin + '_>) =
+            match computed {
+                crate::outboard::Built::Memory(bytes) => (bytes.len() as u64, Box::new(&bytes[..])),
+                crate::outboard::Built::Spilled(path) => {
+                    let file = tokio::fs::File::open(path).await.map_err(Error::backend)?;
+                    let length = file.metadata().await.map_err(Error::backend)?.len();
+                    (length, Box::new(tokio::io::BufReader::new(file)))
+                }
+            };
+        if stored.meta.size != length {
+            return Ok(Some(false));
         }
+        let mut stream = stored.into_stream();
+        let mut buffer = Vec::new();
+        while let Some(chunk) = stream.try_next().await? {
+            buffer.resize(chunk.len(), 0);
+            // The lengths agree, so a short read here is a file changed under fsck.
+            expected
+                .read_exact(&mut buffer)
+                .await
+                .map_err(Error::backend)?;
+            if buffer[..] != chunk[..] {
+                return Ok(Some(false));
+            }
+        }
+        Ok(Some(true))
     }
 
     /// Byte ranges of a blob's outboard (the hash pairs one range read needs), or `None` if

@@ -19,10 +19,12 @@ use weft_api::{ArtifactId, Digest, Envelope, Event, Manifest};
 
 use crate::access::recorded_key;
 use crate::artifacts::blob_row;
+use crate::blobs::SpillGuard;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::events::{self, to32};
 use crate::hashing::DualHasher;
+use crate::outboard::Built;
 
 /// Counts of everything the store holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -134,31 +136,29 @@ impl Engine {
         Ok(stats)
     }
 
-    /// A large intact blob's stored outboard against the one just computed from its bytes:
-    /// a missing one is rebuilt (a leftover of a blob stored before outboards existed), a
+    /// A large intact blob's stored outboard against the one just computed from its bytes
+    /// (spilled to a file as it was built on the local backend, so memory stays flat): a
+    /// missing one is rebuilt (a leftover of a blob stored before outboards existed), a
     /// different one (its root is not the blob's address) is a problem, and is replaced.
     async fn check_outboard(
         &self,
         id: &ArtifactId,
-        computed: Vec<u8>,
+        computed: Built,
         report: &mut FsckReport,
     ) -> Result<(), Error> {
-        match self.blobs.outboard(id).await? {
-            Some(stored) if stored[..] == computed[..] => {}
-            Some(_) => {
-                report.problems.push(format!(
-                    "{id}: outboard does not match the blob's hash tree (replaced)"
-                ));
-                self.blobs.put_outboard(id, computed).await?;
-            }
-            None => {
-                report
-                    .leftovers
-                    .push(format!("{id}: blob had no outboard (rebuilt)"));
-                self.blobs.put_outboard(id, computed).await?;
-            }
+        match self.blobs.outboard_is(id, &computed).await? {
+            Some(true) => return Ok(()),
+            Some(false) => report.problems.push(format!(
+                "{id}: outboard does not match the blob's hash tree (replaced)"
+            )),
+            None => report
+                .leftovers
+                .push(format!("{id}: blob had no outboard (rebuilt)")),
         }
-        Ok(())
+        match computed {
+            Built::Memory(bytes) => self.blobs.put_outboard(id, bytes).await,
+            Built::Spilled(path) => self.blobs.place_spilled_outboard(id, &path),
+        }
     }
 
     pub(crate) async fn fsck(self: &Arc<Self>) -> Result<FsckReport, Error> {
@@ -185,16 +185,22 @@ impl Engine {
             }
             on_disk.insert(id);
             report.n_blobs += 1;
-            let mut hasher = DualHasher::default();
+            // The outboard computed as the blob is hashed: spilled to a file in `staging/` on
+            // the local backend, removed on every way out but its placing.
+            let spill = self.blobs.spill_path(&id);
+            let _spilled = SpillGuard(spill.as_ref().map(|(path, _)| path.clone()));
+            let mut hasher = match spill {
+                Some((path, faults)) => DualHasher::spilling_to(path, faults),
+                None => DualHasher::default(),
+            };
             let mut stream = self.blobs.read(&id).await?;
             while let Some(chunk) = stream.try_next().await? {
                 hasher.update(&chunk).await?;
             }
             let (digests, _, outboard) = hasher.finish_with_outboard().await?;
             report.n_bytes += digests.size;
-            // This hasher keeps the outboard in memory (it spills only for uploads).
             if digests.blake3 == id
-                && let Some(crate::outboard::Built::Memory(outboard)) = outboard
+                && let Some(outboard) = outboard
             {
                 self.check_outboard(&id, outboard, &mut report).await?;
             }

@@ -217,17 +217,28 @@ async fn a_corrupt_or_missing_outboard_falls_back_to_the_full_rehash_and_is_rebu
             "{damage}: O(range) again"
         );
     }
-    // fsck: a wrong outboard is a problem (and replaced), a missing one is rebuilt.
-    let mut bad = good.clone();
-    bad[0] ^= 1;
-    std::fs::write(&outboard, &bad).expect("write");
+    // fsck: an intact outboard is left as it is; a wrong one (a flipped byte, a byte
+    // less, one more) is a problem and is replaced; a missing one is rebuilt. fsck compares
+    // and places the one it computes as a stream through a spill file, never left behind.
     let report = h.store.fsck().await.expect("fsck");
-    assert!(
-        report.problems.iter().any(|p| p.contains("outboard")),
-        "{:?}",
-        report.problems
-    );
-    assert_eq!(std::fs::read(&outboard).expect("replaced"), good);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert!(report.leftovers.is_empty(), "{:?}", report.leftovers);
+    h.assert_staging_empty().await;
+    let mut flipped = good.clone();
+    flipped[good.len() - 1] ^= 1;
+    let mut longer = good.clone();
+    longer.push(0);
+    for bad in [flipped, good[..good.len() - 1].to_vec(), longer] {
+        std::fs::write(&outboard, &bad).expect("write");
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(
+            report.problems.iter().any(|p| p.contains("outboard")),
+            "{:?}",
+            report.problems
+        );
+        assert_eq!(std::fs::read(&outboard).expect("replaced"), good);
+        h.assert_staging_empty().await;
+    }
     std::fs::remove_file(&outboard).expect("remove");
     let report = h.store.fsck().await.expect("fsck");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
@@ -237,6 +248,7 @@ async fn a_corrupt_or_missing_outboard_falls_back_to_the_full_rehash_and_is_rebu
         report.leftovers
     );
     assert_eq!(std::fs::read(&outboard).expect("rebuilt"), good);
+    h.assert_staging_empty().await;
 }
 
 backends!(

@@ -246,15 +246,7 @@ async fn build_spilled(
     (path, file, faults): (std::path::PathBuf, std::fs::File, crate::faults::Faults),
 ) -> Result<bool, Error> {
     // Removes the spill file on every way out but its placing.
-    struct Leftover(Option<std::path::PathBuf>);
-    impl Drop for Leftover {
-        fn drop(&mut self) {
-            if let Some(path) = self.0.take() {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-    }
-    let mut leftover = Leftover(Some(path.clone()));
+    let mut leftover = crate::blobs::SpillGuard(Some(path.clone()));
     let mut raw = engine.raw_bytes(digests).await?;
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(2);
     let task = tokio::task::spawn_blocking(move || {
