@@ -157,15 +157,28 @@ impl Engine {
         }
         match computed {
             Built::Memory(bytes) => self.blobs.put_outboard(id, bytes).await,
-            Built::Spilled(path) => self.blobs.place_spilled_outboard(id, &path),
+            Built::Spilled(path) => {
+                // Computed unsynced (most are only compared): made durable before it is placed.
+                let file = path.clone();
+                tokio::task::spawn_blocking(move || std::fs::File::open(file)?.sync_all())
+                    .await
+                    .map_err(Error::backend)?
+                    .map_err(Error::backend)?;
+                self.blobs.place_spilled_outboard(id, &path)
+            }
         }
     }
 
     pub(crate) async fn fsck(self: &Arc<Self>) -> Result<FsckReport, Error> {
         let mut report = FsckReport::default();
         for name in self.blobs.staging_entries().await? {
+            let what = if name.ends_with(".outboard") {
+                "outboard spilled by an upload, a rebuild or an fsck that did not finish"
+            } else {
+                "unfinished upload"
+            };
             report.leftovers.push(format!(
-                "staging/{name}: unfinished upload (removed at the next start)"
+                "staging/{name}: {what} (removed at the next start)"
             ));
         }
         // 1. Every blob object: hash it, compare with its name and its row.
@@ -187,10 +200,10 @@ impl Engine {
             report.n_blobs += 1;
             // The outboard computed as the blob is hashed: spilled to a file in `staging/` on
             // the local backend, removed on every way out but its placing.
-            let spill = self.blobs.spill_path(&id);
+            let spill = self.blobs.spill_path(&id, "fsck-");
             let _spilled = SpillGuard(spill.as_ref().map(|(path, _)| path.clone()));
             let mut hasher = match spill {
-                Some((path, faults)) => DualHasher::spilling_to(path, faults),
+                Some((path, faults)) => DualHasher::spilling_unsynced_to(path, faults),
                 None => DualHasher::default(),
             };
             let mut stream = self.blobs.read(&id).await?;

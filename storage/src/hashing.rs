@@ -36,12 +36,15 @@ struct Pipeline {
 impl Pipeline {
     /// Starts both hasher tasks; with `spill`, the outboard is written to that file as it is
     /// built instead of kept in memory.
-    fn start(spill: Option<(std::fs::File, crate::faults::Faults)>) -> Self {
+    fn start(spill: Option<(std::fs::File, crate::faults::Faults, bool)>) -> Self {
         let (to_blake3, mut blake3_rx) = mpsc::channel::<Bytes>(DEPTH);
         let (to_sha256, mut sha256_rx) = mpsc::channel::<Bytes>(DEPTH);
         let blake3 = tokio::task::spawn_blocking(move || {
             let mut builder = match spill {
-                Some((file, faults)) => crate::outboard::Builder::spilling(file, faults),
+                Some((file, faults, false)) => crate::outboard::Builder::spilling(file, faults),
+                Some((file, faults, true)) => {
+                    crate::outboard::Builder::spilling(file, faults).unsynced()
+                }
                 None => crate::outboard::Builder::default(),
             };
             while let Some(batch) = blake3_rx.blocking_recv() {
@@ -74,6 +77,8 @@ pub(crate) struct DualHasher {
     /// Where a large body's outboard is written as it is built (local uploads), and the
     /// write faults of that file (tests only).
     spill_to: Option<std::path::PathBuf>,
+    /// The spill file is left unsynced ([`DualHasher::spilling_unsynced_to`]).
+    spill_unsynced: bool,
     faults: crate::faults::Faults,
 }
 
@@ -100,6 +105,18 @@ impl DualHasher {
         }
     }
 
+    /// [`DualHasher::spilling_to`], but the file is not fsynced at the end: for an outboard
+    /// computed to be compared and usually thrown away (fsck), which its user syncs if kept.
+    pub(crate) fn spilling_unsynced_to(
+        path: std::path::PathBuf,
+        faults: crate::faults::Faults,
+    ) -> Self {
+        Self {
+            spill_unsynced: true,
+            ..Self::spilling_to(path, faults)
+        }
+    }
+
     /// Adds `chunk`; returns the batches that are now complete, for the caller to write
     /// onwards in order (they are the same bytes, cheaply cloned).
     pub(crate) async fn update(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, Error> {
@@ -122,7 +139,7 @@ impl DualHasher {
                         .check(crate::faults::FaultSite::Outboard)
                         .map_err(Error::backend)?;
                     let file = std::fs::File::create(path).map_err(Error::backend)?;
-                    Some((file, self.faults.clone()))
+                    Some((file, self.faults.clone(), self.spill_unsynced))
                 }
                 None => None,
             };

@@ -40,6 +40,8 @@ pub(crate) struct Builder {
     spill: Option<(io::BufWriter<std::fs::File>, Option<io::Error>)>,
     /// Write faults of the spill file (tests only).
     faults: crate::faults::Faults,
+    /// The spill file is not fsynced at the end (its user syncs it if it keeps it).
+    unsynced: bool,
 }
 
 /// A finished outboard: in memory, or in the file it was spilled to as it was built.
@@ -69,6 +71,15 @@ impl Builder {
         }
     }
 
+    /// A spilling builder whose file [`Builder::finish_spilled`] does not fsync: for a file
+    /// that is usually thrown away (fsck's copy to compare), synced by its user if kept.
+    pub(crate) fn unsynced(self) -> Self {
+        Self {
+            unsynced: true,
+            ..self
+        }
+    }
+
     fn maybe_spill(&mut self, at_least: usize) {
         if let Some((writer, failed)) = &mut self.spill
             && self.out.len() >= at_least
@@ -86,9 +97,10 @@ impl Builder {
     }
 
     /// [`Builder::finish`] of a spilling builder: the root, once every pair is written and the
-    /// file fsynced (`None` for the outboard: it is in the file).
+    /// file fsynced unless [`Builder::unsynced`] (`None` for the outboard: it is in the file).
     pub(crate) fn finish_spilled(mut self) -> io::Result<([u8; 32], Option<Vec<u8>>)> {
         let spill = self.spill.take();
+        let unsynced = self.unsynced;
         let faults = std::mem::take(&mut self.faults);
         let (root, out) = self.finish();
         match spill {
@@ -102,8 +114,10 @@ impl Builder {
                 let file = writer
                     .into_inner()
                     .map_err(io::IntoInnerError::into_error)?;
-                faults.check(crate::faults::FaultSite::Outboard)?;
-                file.sync_all()?;
+                if !unsynced {
+                    faults.check(crate::faults::FaultSite::Outboard)?;
+                    file.sync_all()?;
+                }
                 Ok((root, None))
             }
         }

@@ -30,7 +30,7 @@ use rusqlite::{Connection, OptionalExtension as _};
 use weft_api::ArtifactId;
 
 use super::query::load_publications_after;
-use super::{Index, Publication, snapshot};
+use super::{Ids, Index, Publication, snapshot};
 use crate::db::{Db, Location};
 use crate::engine::Engine;
 use crate::error::Error;
@@ -153,10 +153,26 @@ impl Index {
     }
 
     /// The snapshot file's bytes and the rowid through which they hold every row.
+    ///
+    /// The ids it sorts for the file are kept as the index's sorted run (`Ids::adopt`), so
+    /// after a full rebuild (every id in the hash map) the next save sorts only the ids added
+    /// since, and the map's memory goes back.
     pub(super) fn encode(&self) -> (Vec<u8>, u64) {
-        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
-        let coverage = self.coverage().clone();
-        (snapshot::encode(&graph, &coverage), coverage.through.0)
+        let (bytes, through, sorted, n_nodes) = {
+            let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+            let coverage = self.coverage().clone();
+            let sorted = graph.index.sorted();
+            let bytes = snapshot::encode(&graph, &sorted, &coverage);
+            (bytes, coverage.through.0, sorted, graph.nodes.len())
+        };
+        let fresh = Ids::loaded(sorted);
+        let old = {
+            let mut graph = self.graph.write().unwrap_or_else(|p| p.into_inner());
+            let old = std::mem::replace(&mut graph.index, fresh);
+            graph.index.adopt(old, n_nodes)
+        };
+        drop(old); // freed without the lock
+        (bytes, through)
     }
 
     /// The index of the database `db` at `location`: from its snapshot if there is a usable

@@ -11,9 +11,11 @@
 //! [`ManifestNode`], names as numbers in the table). `WorkItem`/Mission lists are not stored: they follow from the
 //! manifests in order, exactly as `Graph::add` builds them.
 //!
-//! Decoding checks the digest first, then every count and every number that indexes
-//! something, so a torn, corrupt or foreign file is an error (and a full rebuild), never a
-//! panic or a wrong index. Whether the file matches the database is `restart.rs`'s question.
+//! Decoding checks the digest (beside the decoding) and every count and every number that
+//! indexes something, so a torn, corrupt or foreign file is an error (and a full rebuild),
+//! never a panic or a number that points outside the index's arrays. That a file whose digest
+//! matches says what its writer meant (an id's node holds that id's manifests) rests on the
+//! writer, whose round trip the property tests in `restart_tests.rs` pin. Whether the file matches the database is `restart.rs`'s question.
 
 use smallvec::SmallVec;
 use weft_api::ArtifactId;
@@ -99,7 +101,8 @@ fn index(value: u32, bound: usize, open: Option<u32>) -> Result<u32, Unusable> {
 }
 
 /// The file's bytes for `graph` and `coverage` (taken under the same lock).
-pub(super) fn encode(graph: &Graph, coverage: &Coverage) -> Vec<u8> {
+/// `sorted` is `graph.index.sorted()`.
+pub(super) fn encode(graph: &Graph, sorted: &[(ArtifactId, u32)], coverage: &Coverage) -> Vec<u8> {
     let mut body = Out(Vec::with_capacity(
         64 + graph.nodes.len() * (ID_BYTES + NODE_BYTES + 32)
             + graph.manifests.len() * MANIFEST_BYTES,
@@ -143,7 +146,7 @@ pub(super) fn encode(graph: &Graph, coverage: &Coverage) -> Vec<u8> {
         body.u32(name);
     }
     body.len(graph.nodes.len());
-    for (id, n) in graph.index.sorted() {
+    for &(id, n) in sorted {
         body.0.extend_from_slice(&id.0);
         body.u32(n);
     }
