@@ -24,23 +24,34 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
+/// The lineage of `id` as the admin sees it, `depth` steps in `direction`, at most `limit`.
+async fn lineage(
+    store: &Store,
+    id: &ArtifactId,
+    direction: Direction,
+    depth: u32,
+    limit: usize,
+) -> anyhow::Result<weft_storage::Lineage> {
+    let query = LineageQuery {
+        direction,
+        depth: Some(depth),
+        limit,
+        skip: 0,
+        budget: Duration::from_secs(5),
+        edges: None,
+        as_of: None,
+    };
+    Ok(store
+        .lineage(Digest::Blake3(*id), query, &Reader::Admin)
+        .await?)
+}
+
 /// Ancestors and descendants of a spread of artifacts, as the admin sees them.
 async fn sample_answers(store: &Store, ids: &[ArtifactId]) -> anyhow::Result<Vec<String>> {
     let mut answers = Vec::new();
     for id in ids.iter().step_by((ids.len() / 50).max(1)) {
         for direction in [Direction::Ancestors, Direction::Descendants] {
-            let query = LineageQuery {
-                direction,
-                depth: Some(10),
-                limit: 1000,
-                skip: 0,
-                budget: Duration::from_secs(5),
-                edges: None,
-                as_of: None,
-            };
-            let answer = store
-                .lineage(Digest::Blake3(*id), query, &Reader::Admin)
-                .await?;
+            let answer = lineage(store, id, direction, 10, 1000).await?;
             answers.push(serde_json::to_string(&answer)?);
         }
     }
@@ -55,19 +66,7 @@ async fn root_lookup(store: &Store, ids: &[ArtifactId], n: usize) -> anyhow::Res
     let started = Instant::now();
     let mut queries = 0u32;
     for id in ids.iter().step_by(step) {
-        let query = LineageQuery {
-            direction: Direction::Ancestors,
-            depth: Some(0),
-            limit: 1,
-            skip: 0,
-            budget: Duration::from_secs(5),
-            edges: None,
-            as_of: None,
-        };
-        let answer = store
-            .lineage(Digest::Blake3(*id), query, &Reader::Admin)
-            .await?;
-        std::hint::black_box(answer);
+        std::hint::black_box(lineage(store, id, Direction::Ancestors, 0, 1).await?);
         queries += 1;
     }
     Ok(started.elapsed() / queries.max(1))
