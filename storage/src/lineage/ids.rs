@@ -67,6 +67,12 @@ impl Ids {
     /// left of `old`, for its caller to free outside the graph's lock.
     pub(super) fn adopt(&mut self, mut old: Ids, n_nodes: usize) -> Ids {
         old.added.retain(|_, n| *n as usize >= n_nodes);
+        // A newer run adopted in between (two encodes at once: saves take turns, tests need
+        // not) holds ids numbered after this one was taken; it lists every node then.
+        if old.loaded.len() > n_nodes {
+            let newer = old.loaded.iter().filter(|(_, n)| *n as usize >= n_nodes);
+            old.added.extend(newer.copied());
+        }
         std::mem::swap(&mut self.added, &mut old.added);
         old
     }
@@ -131,6 +137,29 @@ mod tests {
             id[31] = byte;
         }
         ArtifactId(id)
+    }
+
+    /// Two encodes at once: the run taken first is adopted last, and keeps the ids the newer
+    /// one had and it had not.
+    #[test]
+    fn an_older_run_adopted_after_a_newer_one_loses_nothing() {
+        let mut index = Ids::default();
+        for n in 0..10u8 {
+            index.insert(id(n), u32::from(n));
+        }
+        let older = index.sorted(); // encode A, at 10 nodes
+        index.insert(id(10), 10);
+        index.insert(id(11), 11);
+        let newer = index.sorted(); // encode B, at 12 nodes, adopted first
+        let old = std::mem::replace(&mut index, Ids::loaded(newer));
+        drop(index.adopt(old, 12));
+        index.insert(id(12), 12);
+        let old = std::mem::replace(&mut index, Ids::loaded(older));
+        drop(index.adopt(old, 10));
+        for n in 0..13u8 {
+            assert_eq!(index.get(&id(n)), Some(u32::from(n)), "id {n}");
+        }
+        assert_eq!(index.sorted().len(), 13);
     }
 
     proptest! {
