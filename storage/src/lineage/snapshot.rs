@@ -8,14 +8,15 @@
 //! interned names, the Groups in their numbering order, the node count, the artifact ids in
 //! ascending order each with its node's number (read back as they are: `ids.rs`), one record
 //! per node (its Group, first manifest and edge lists) and one per manifest (the fields of
-//! [`ManifestNode`], names as numbers in the table). `WorkItem`/Mission lists are not stored: they follow from the
-//! manifests in order, exactly as `Graph::add` builds them.
+//! [`ManifestNode`], names as numbers in the table). `WorkItem`/Mission lists are not
+//! stored: they follow from the manifests in order, exactly as `Graph::add` builds them.
 //!
 //! Decoding checks the digest (beside the decoding) and every count and every number that
 //! indexes something, so a torn, corrupt or foreign file is an error (and a full rebuild),
 //! never a panic or a number that points outside the index's arrays. That a file whose digest
 //! matches says what its writer meant (an id's node holds that id's manifests) rests on the
-//! writer, whose round trip the property tests in `restart_tests.rs` pin. Whether the file matches the database is `restart.rs`'s question.
+//! writer, whose round trip the property tests in `restart_tests.rs` pin. Whether the file
+//! matches the database is `restart.rs`'s question.
 
 use smallvec::SmallVec;
 use weft_api::ArtifactId;
