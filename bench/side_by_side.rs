@@ -23,8 +23,9 @@
 //! are medians of the per-round values and ratios, because the machine is shared and nginx's
 //! un-synced PUT swings with the disk's writeback state. Settings (environment):
 //! `SBS_ROUNDS` (3), `SBS_SMALL` (4 KiB objects per round and phase, 4000), `SBS_LARGE_MIB`
-//! (1024; 0 skips the large transfers), `SBS_GET_PASSES` (1; reads each small object this many
-//! times, for longer GET phases under a profiler).
+//! (1024; 0 skips the large transfers), `SBS_LARGE_GETS` (5; pairs of 1 GiB GETs per round,
+//! nginx's then weft's, the round's figure their median), `SBS_GET_PASSES` (1; reads each
+//! small object this many times, for longer GET phases under a profiler).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -435,6 +436,9 @@ struct Figures {
     weft_large_put: Vec<f64>,
     nginx_large_get: Vec<f64>,
     weft_large_get: Vec<f64>,
+    /// Server CPU milliseconds (user + system) per large GET: nginx's, weft's.
+    nginx_large_get_cpu: Vec<f64>,
+    weft_large_get_cpu: Vec<f64>,
     dd: Vec<f64>,
     ratios: std::collections::BTreeMap<&'static str, Vec<f64>>,
     /// Per phase: CPU microseconds per request on its server and in the load generator.
@@ -458,6 +462,7 @@ fn main() {
     let small = setting("SBS_SMALL", 4000);
     let large_mib = setting("SBS_LARGE_MIB", 1024) as u64;
     let get_passes = setting("SBS_GET_PASSES", 1).max(1);
+    let large_gets = setting("SBS_LARGE_GETS", 5).max(1);
     let dir =
         tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir on the target disk");
     let (nginx_process, nginx) = start_nginx(&dir.path().join("nginx"));
@@ -674,17 +679,6 @@ fn main() {
                     ],
                 )
             });
-            let nginx_get = timed_mb_per_s(bytes, || {
-                run(
-                    "curl",
-                    &[
-                        "-sSf",
-                        "-o",
-                        "/dev/null",
-                        &format!("{nginx}/dav/r{round}/large"),
-                    ],
-                )
-            });
             // Published, then read back verified through the content route.
             let large_digests = Digests {
                 blake3: weft_api::ArtifactId::parse(digest).expect("digest"),
@@ -702,10 +696,33 @@ fn main() {
                     .expect("publish");
                 assert!(answer.status().is_success(), "publish: {}", answer.status());
             });
+            // One GET of 1 GiB takes well under a second, so a burst of the machine's other
+            // load moves a single pair by tens of percent: `SBS_LARGE_GETS` pairs, each
+            // nginx's then weft's, and the round's figures are their medians.
             let content = format!("{weft}/v1/artifacts/{digest}/content");
-            let weft_get = timed_mb_per_s(bytes, || {
-                run("curl", &["-sSf", "-o", "/dev/null", "-H", &auth, &content])
-            });
+            let nginx_large = format!("{nginx}/dav/r{round}/large");
+            let (mut nginx_gets, mut weft_gets, mut get_ratios) = (vec![], vec![], vec![]);
+            for _ in 0..large_gets {
+                let before = probes.sample();
+                let nginx_get = timed_mb_per_s(bytes, || {
+                    run("curl", &["-sSf", "-o", "/dev/null", &nginx_large])
+                });
+                let between = probes.sample();
+                let weft_get = timed_mb_per_s(bytes, || {
+                    run("curl", &["-sSf", "-o", "/dev/null", "-H", &auth, &content])
+                });
+                let after = probes.sample();
+                figures
+                    .nginx_large_get_cpu
+                    .push(per_request(before, between, 1, false).0 / 1e3);
+                figures
+                    .weft_large_get_cpu
+                    .push(per_request(between, after, 1, true).0 / 1e3);
+                nginx_gets.push(nginx_get);
+                weft_gets.push(weft_get);
+                get_ratios.push(weft_get / nginx_get);
+            }
+            let (nginx_get, weft_get) = (median(nginx_gets), median(weft_gets));
             let _ = std::fs::remove_file(dir.path().join(format!("nginx/dav/r{round}/large")));
             figures.dd.push(dd);
             figures.nginx_large_put.push(nginx_put);
@@ -719,7 +736,7 @@ fn main() {
             figures.ratio("1 GiB PUT: weft (durable) / nginx", weft_put / nginx_put);
             figures.ratio(
                 "1 GiB GET: weft (verified) / nginx (goal >= 0.8)",
-                weft_get / nginx_get,
+                median(get_ratios),
             );
         }
     }
@@ -755,6 +772,16 @@ fn main() {
         "MB/s",
     );
     line("weft large GET (verified)", &figures.weft_large_get, "MB/s");
+    line(
+        "nginx large GET, server CPU",
+        &figures.nginx_large_get_cpu,
+        "ms",
+    );
+    line(
+        "weft large GET, server CPU",
+        &figures.weft_large_get_cpu,
+        "ms",
+    );
     println!(
         "CPU per request, microseconds (user + system from /proc; medians): its server, the load generator"
     );

@@ -28,7 +28,6 @@
 //! file are owner-only (0700 / 0600); [`Blobs::open`] also fixes the modes of what an older
 //! version left world-readable.
 
-use std::io::Read as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -46,9 +45,11 @@ use crate::hashing::{BATCH, DualHasher};
 
 mod faulty;
 mod outboards;
+mod reading;
 mod resumable;
 
 pub(crate) use outboards::SpillGuard;
+pub(crate) use reading::Root;
 pub(crate) use resumable::upload_path;
 
 use crate::faults::Faults;
@@ -541,17 +542,51 @@ impl Blobs {
         &self,
         id: &ArtifactId,
     ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
+        Ok(self.open_blob(id, false).await?.0)
+    }
+
+    /// The raw bytes of a blob, and, on the local backend, their BLAKE3 root as the reading
+    /// thread computed it (`blobs/reading.rs`); the caller compares it with the address.
+    /// Elsewhere the root is `None` and the caller hashes the bytes itself.
+    pub(crate) async fn read_hashed(
+        &self,
+        id: &ArtifactId,
+    ) -> Result<
+        (
+            BoxStream<'static, Result<Bytes, Error>>,
+            Option<reading::Root>,
+        ),
+        Error,
+    > {
+        self.open_blob(id, true).await
+    }
+
+    async fn open_blob(
+        &self,
+        id: &ArtifactId,
+        hashed: bool,
+    ) -> Result<
+        (
+            BoxStream<'static, Result<Bytes, Error>>,
+            Option<reading::Root>,
+        ),
+        Error,
+    > {
         let result = self.reads.get(&blob_path(id)).await?;
-        let stream = match result.payload {
-            GetResultPayload::File(file, _) => read_file(file),
-            GetResultPayload::Stream(stream) => stream.map_err(Error::from).boxed(),
+        let (stream, root) = match result.payload {
+            GetResultPayload::File(file, _) if hashed => {
+                reading::read_file(file, reading::HASHED_WINDOW, true)
+            }
+            GetResultPayload::File(file, _) => reading::read_file(file, BATCH, false),
+            GetResultPayload::Stream(stream) => (stream.map_err(Error::from).boxed(), None),
         };
         let counter = Arc::clone(&self.bytes_read);
-        Ok(stream
+        let stream = stream
             .inspect_ok(move |chunk| {
                 counter.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
             })
-            .boxed())
+            .boxed();
+        Ok((stream, root))
     }
 
     /// Blob bytes read since the store opened.
@@ -629,40 +664,6 @@ fn set_mode(_path: &std::path::Path, _mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads a local file on the blocking pool in [`BATCH`]-sized chunks (object_store's own
-/// file stream uses 8 KiB reads, which costs a channel hand-off per 8 KiB downstream).
-fn read_file(mut file: std::fs::File) -> BoxStream<'static, Result<Bytes, Error>> {
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, Error>>(2);
-    tokio::task::spawn_blocking(move || {
-        loop {
-            let mut buffer = vec![0u8; BATCH];
-            let mut filled = 0;
-            while filled < BATCH {
-                match file.read(&mut buffer[filled..]) {
-                    Ok(0) => break,
-                    Ok(n) => filled += n,
-                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(error) => {
-                        let _ = sender.blocking_send(Err(Error::backend(error)));
-                        return;
-                    }
-                }
-            }
-            if filled == 0 {
-                return;
-            }
-            buffer.truncate(filled);
-            if sender.blocking_send(Ok(Bytes::from(buffer))).is_err() {
-                return; // the reader went away
-            }
-            if filled < BATCH {
-                return;
-            }
-        }
-    });
-    tokio_stream_from(receiver)
-}
-
 /// Adds the files in `dir` named by a BLAKE3 digest's hex (blob files, outboards) to `files`.
 fn named_files(dir: &std::path::Path, files: &mut Vec<(PathBuf, ArtifactId)>) -> Result<(), Error> {
     for entry in std::fs::read_dir(dir).map_err(Error::backend)? {
@@ -678,10 +679,4 @@ fn named_files(dir: &std::path::Path, files: &mut Vec<(PathBuf, ArtifactId)>) ->
         }
     }
     Ok(())
-}
-
-fn tokio_stream_from(
-    mut receiver: tokio::sync::mpsc::Receiver<Result<Bytes, Error>>,
-) -> BoxStream<'static, Result<Bytes, Error>> {
-    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)).boxed()
 }

@@ -222,19 +222,36 @@ impl DualHasher {
 /// (ART-5). SHA-256 was computed from the same bytes at upload and is implied by the address
 /// (finding other bytes with the same BLAKE3 digest would break BLAKE3), so a read does not
 /// pay for it again; fsck still checks both. Bodies of [`BATCH`] bytes or more are hashed on
-/// a blocking thread while the caller sends them, smaller ones at the end, on this thread.
+/// a blocking thread while the caller sends them, smaller ones at the end, on this thread;
+/// bytes a local blob's reader already hashed as it read them ([`AddressHasher::hashed_by`])
+/// are only counted.
 #[derive(Debug, Default)]
 pub(crate) struct AddressHasher {
     pending: Vec<Bytes>,
     pending_len: usize,
     task: Option<(mpsc::Sender<Bytes>, JoinHandle<[u8; 32]>)>,
+    /// The root from the thread that read and hashed the bytes (`blobs/reading.rs`).
+    hashed_by_reader: Option<crate::blobs::Root>,
     size: u64,
 }
 
 impl AddressHasher {
+    /// For bytes whose reader hashes them as it reads them and sends `root` after the last:
+    /// [`AddressHasher::update`] only counts them, and [`AddressHasher::finish`] answers that
+    /// root (an error if the reader never sent it).
+    pub(crate) fn hashed_by(root: crate::blobs::Root) -> Self {
+        Self {
+            hashed_by_reader: Some(root),
+            ..Self::default()
+        }
+    }
+
     /// Adds `chunk` (a cheap clone of it is handed to the hashing thread).
     pub(crate) async fn update(&mut self, chunk: &Bytes) -> Result<(), Error> {
         self.size += chunk.len() as u64;
+        if self.hashed_by_reader.is_some() {
+            return Ok(());
+        }
         if self.task.is_none() {
             self.pending.push(chunk.clone());
             self.pending_len += chunk.len();
@@ -268,6 +285,10 @@ impl AddressHasher {
 
     /// The BLAKE3 digest of everything added, and its length.
     pub(crate) async fn finish(self) -> Result<(ArtifactId, u64), Error> {
+        if let Some(root) = self.hashed_by_reader {
+            let root = root.await.map_err(|_| stopped())?;
+            return Ok((ArtifactId(root), self.size));
+        }
         let root = match self.task {
             None => {
                 let mut hasher = blake3::Hasher::new();

@@ -120,7 +120,7 @@ pub(crate) fn full_read(
     verified_by: Option<String>,
 ) -> BoxStream<'static, Result<Bytes, Error>> {
     futures::stream::once(async move {
-        match engine.raw_bytes(&digests).await {
+        match engine.hashed_bytes(&digests).await {
             Ok(raw) => super::reads::verified_stream(engine, raw, digests, range, verified_by),
             Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
         }

@@ -51,7 +51,7 @@ pub struct ListFilter {
 /// re-hash is recorded (`verified_by`) before the last slice goes out.
 pub(crate) fn verified_stream(
     store: Arc<Engine>,
-    raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
+    (raw, hasher): (BoxStream<'static, Result<Bytes, Error>>, AddressHasher),
     expected: Digests,
     range: Range<u64>,
     verified_by: Option<String>,
@@ -65,7 +65,7 @@ pub(crate) fn verified_stream(
     }
     let state = State {
         raw,
-        hasher: Some(AddressHasher::default()),
+        hasher: Some(hasher),
         held: None,
         offset: 0,
         store,
@@ -223,7 +223,13 @@ impl Content {
                 .map(|bytes| futures::stream::once(futures::future::ready(Ok(bytes))).boxed())
         });
         match raw {
-            Some(raw) => verified_stream(self.inner, raw, self.digests, range, self.verified_by),
+            Some(raw) => verified_stream(
+                self.inner,
+                (raw, AddressHasher::default()),
+                self.digests,
+                range,
+                self.verified_by,
+            ),
             None if range != whole && self.digests.size >= super::ranges::OUTBOARD_MIN => {
                 super::ranges::ranged_stream(self.inner, self.digests, range)
             }
@@ -521,6 +527,34 @@ impl Engine {
         &self,
         digests: &Digests,
     ) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
+        Ok(self.stored_bytes(digests, false).await?.0)
+    }
+
+    /// [`Engine::raw_bytes`] with the hasher that checks them against their address: for a
+    /// local blob file, the root its reading thread computed as it read (`blobs/reading.rs`);
+    /// otherwise one that hashes them as they pass.
+    pub(crate) async fn hashed_bytes(
+        &self,
+        digests: &Digests,
+    ) -> Result<(BoxStream<'static, Result<Bytes, Error>>, AddressHasher), Error> {
+        let (raw, root) = self.stored_bytes(digests, true).await?;
+        Ok((
+            raw,
+            root.map_or_else(AddressHasher::default, AddressHasher::hashed_by),
+        ))
+    }
+
+    async fn stored_bytes(
+        &self,
+        digests: &Digests,
+        hashed: bool,
+    ) -> Result<
+        (
+            BoxStream<'static, Result<Bytes, Error>>,
+            Option<crate::blobs::Root>,
+        ),
+        Error,
+    > {
         let blake3 = digests.blake3;
         let inline = self
             .db
@@ -529,8 +563,12 @@ impl Engine {
             .map(Bytes::from);
         self.check_stored_size(digests, inline.as_ref()).await?;
         match inline {
-            Some(bytes) => Ok(futures::stream::once(async move { Ok(bytes) }).boxed()),
-            None => self.blobs.read(&digests.blake3).await,
+            Some(bytes) => Ok((
+                futures::stream::once(async move { Ok(bytes) }).boxed(),
+                None,
+            )),
+            None if hashed => self.blobs.read_hashed(&digests.blake3).await,
+            None => Ok((self.blobs.read(&digests.blake3).await?, None)),
         }
     }
 

@@ -20,9 +20,9 @@ use object_store::path::Path;
 use object_store::{GetResultPayload, ObjectStoreExt as _, PutPayload};
 use weft_api::Digests;
 
-use super::{Blobs, Staged, body_error, read_file, too_large};
+use super::{Blobs, Staged, body_error, too_large};
 use crate::error::Error;
-use crate::hashing::DualHasher;
+use crate::hashing::{BATCH, DualHasher};
 
 /// Where the bytes of upload session `upload_id` are staged.
 pub(crate) fn upload_path(upload_id: &str) -> Path {
@@ -128,7 +128,7 @@ impl Blobs {
         }
         let result = self.reads.get(path).await?;
         let mut stream = match result.payload {
-            GetResultPayload::File(file, _) => read_file(file),
+            GetResultPayload::File(file, _) => super::reading::read_file(file, BATCH, false).0,
             GetResultPayload::Stream(stream) => stream.map(|c| c.map_err(Error::from)).boxed(),
         };
         // The outboard is built by the same pass (written to a file as it goes on the local
