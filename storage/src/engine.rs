@@ -45,6 +45,9 @@ pub(crate) struct Engine {
     pub(crate) upload_claims: crate::artifacts::Claims,
     /// Outboard rebuilds under way (`artifacts/rebuild.rs`): one per blob, shared.
     pub(crate) rebuilds: crate::artifacts::Rebuilds,
+    /// Blobs repaired since a read began (`artifacts/repairs.rs`): a stale read's quarantine
+    /// of a repaired blob is skipped.
+    pub(crate) repairs: Arc<crate::artifacts::Repairs>,
     /// Lease and ownership deadlines by instant (`work/expiry.rs`), loaded at open and noted
     /// by every Command, so the expiry timer never scans every lease.
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
@@ -255,6 +258,7 @@ impl Engine {
             upload_counters: crate::artifacts::Counters::default(),
             upload_claims: crate::artifacts::Claims::default(),
             rebuilds: crate::artifacts::Rebuilds::default(),
+            repairs: Arc::default(),
             deadlines,
             faults: options.faults,
         })

@@ -190,6 +190,89 @@ async fn corrupted_blobs_are_never_served_as_success() {
     assert_eq!(repaired[0]["payload"]["artifact"], json!(a.to_string()));
 }
 
+/// A read that began before a repair and found the replaced copy's bad bytes fails its own
+/// answer, but cannot quarantine the repaired blob (`artifacts/repairs.rs`): before, the
+/// repair held only until that read ended.
+#[tokio::test]
+async fn a_read_that_began_before_a_repair_cannot_quarantine_the_repaired_blob() {
+    let h = harness_files(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let good: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let id = h.put(&worker, "g1", &good, &[]).await;
+    let mut bad = good.clone();
+    bad[2_900_000] ^= 1;
+    std::fs::write(h.blob_file(&id), &bad).expect("write");
+    let uri = format!("/v1/artifacts/{id}/content");
+    // The stale read: its file is open and its first window taken; then it waits.
+    let request = Request::builder()
+        .uri(uri.clone())
+        .header("authorization", format!("Bearer {}", worker.token))
+        .body(Body::empty())
+        .expect("request");
+    let response = h.app.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stale = response.into_body().into_data_stream();
+    let first = stale.next().await.expect("a first window").expect("bytes");
+    assert_eq!(first[..], good[..first.len()]);
+    // Another read finds the bad bytes and quarantines the blob; an upload repairs it.
+    let (_, body) = read_to_end(&h, &uri, &worker.token).await;
+    assert!(body.is_err());
+    assert_eq!(h.stats().await.quarantined, 1);
+    let answer = h
+        .call(
+            Method::PUT,
+            &format!("/v1/blobs/{id}"),
+            Some(&worker.token),
+            good.clone(),
+        )
+        .await;
+    assert!(answer.status.is_success(), "{}", answer.status);
+    assert_eq!(h.stats().await.quarantined, 0);
+    // The stale read still reads the replaced copy, and still never ends cleanly.
+    let mut ended = Ok(());
+    while let Some(chunk) = stale.next().await {
+        if let Err(error) = chunk {
+            ended = Err(error.to_string());
+        }
+    }
+    assert!(ended.is_err(), "bad bytes never end a body cleanly");
+    // The repair holds: the blob reads whole, and the log has one failure and one repair.
+    assert_eq!(
+        h.stats().await.quarantined,
+        0,
+        "the stale read re-quarantined it"
+    );
+    let (status, body) = read_to_end(&h, &uri, &worker.token).await;
+    assert_eq!(
+        (status, body.map(|b| b == good)),
+        (StatusCode::OK, Ok(true))
+    );
+    let events = h
+        .call(
+            Method::GET,
+            "/v1/groups/g1/events",
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await
+        .json();
+    let count = |kind: &str| {
+        events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .count()
+    };
+    assert_eq!(
+        (
+            count("artifact.integrity_failure"),
+            count("artifact.repaired")
+        ),
+        (1, 1)
+    );
+}
+
 #[tokio::test]
 async fn a_range_read_of_a_corrupt_blob_fails_too() {
     let h = harness(Kind::Disk).await;

@@ -21,6 +21,8 @@ mod ranges;
 mod rebuild;
 pub(crate) use rebuild::Rebuilds;
 mod reads;
+mod repairs;
+pub(crate) use repairs::{Repairs, Seen};
 mod resumable;
 mod reuse;
 pub(crate) use reuse::reuse_record;

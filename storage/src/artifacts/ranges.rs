@@ -48,6 +48,7 @@ pub(crate) async fn check(
     range: Range<u64>,
     with_proof: bool,
 ) -> Result<Checked, Error> {
+    let seen = engine.repairs.seen();
     let tree = tree(digests.size);
     let ranges = chunk_ranges(&range);
     let (nodes, span) = plan(&tree, &ranges);
@@ -67,7 +68,7 @@ pub(crate) async fn check(
         // A read that fails on a blob whose stored size is not its row's: corrupt, as a full
         // read would find; any other failure to read is the answer.
         Err(error) => {
-            engine.check_stored_size(digests, None).await?;
+            engine.check_stored_size(digests, None, seen).await?;
             return Err(error);
         }
     };
@@ -120,8 +121,11 @@ pub(crate) fn full_read(
     verified_by: Option<String>,
 ) -> BoxStream<'static, Result<Bytes, Error>> {
     futures::stream::once(async move {
+        let seen = engine.repairs.seen();
         match engine.hashed_bytes(&digests).await {
-            Ok(raw) => super::reads::verified_stream(engine, raw, digests, range, verified_by),
+            Ok(raw) => {
+                super::reads::verified_stream(engine, raw, digests, range, verified_by, seen)
+            }
             Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
         }
     })
@@ -239,10 +243,15 @@ pub(crate) async fn proof(
         }
     }
     // A small blob: its proof is built from the whole blob, which is verified first.
+    let seen = engine.repairs.seen();
     let (root, _, data) = build(engine, &digests, true).await?;
     if root != digests.blake3.0 {
         engine
-            .quarantine(digests.blake3, "stored bytes do not hash to their address")
+            .quarantine(
+                digests.blake3,
+                "stored bytes do not hash to their address",
+                seen,
+            )
             .await?;
         return Err(Error::Corrupt(digests.blake3));
     }

@@ -14,6 +14,7 @@ use weft_api::kinds;
 use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord};
 use weft_api::{ArtifactId, Digest, Digests, Envelope, ErrorCode, EventPayload, Id, Manifest};
 
+use super::Seen;
 use super::blob_row;
 use crate::access::{Reader, can_read_artifact, sees_manifest};
 use crate::clock::format_instant;
@@ -55,6 +56,7 @@ pub(crate) fn verified_stream(
     expected: Digests,
     range: Range<u64>,
     verified_by: Option<String>,
+    seen: Seen,
 ) -> futures::stream::BoxStream<'static, Result<Bytes, Error>> {
     struct State {
         raw: futures::stream::BoxStream<'static, Result<Bytes, Error>>,
@@ -123,6 +125,7 @@ pub(crate) fn verified_stream(
                             .quarantine(
                                 expected.blake3,
                                 "stored bytes do not hash to their address",
+                                seen,
                             )
                             .await
                         {
@@ -149,6 +152,9 @@ pub struct Content {
     inner: Arc<Engine>,
     /// What an intact re-hash is recorded as; `None` for blobs outside the index (snapshots).
     verified_by: Option<String>,
+    /// Noted before any of these bytes (or the row they came with) were read: a repair after
+    /// it means bad bytes here are the replaced copy (`repairs.rs`).
+    seen: Seen,
     /// For bytes just read from their row: the small-artifact cache's generation before the
     /// read; the verification that answers them also keeps them there (`hot.rs`), so they
     /// are hashed once, not once for the cache and once for the answer.
@@ -169,6 +175,7 @@ impl Content {
             memory: None,
             inner,
             verified_by: None,
+            seen: Seen::OUTSIDE_THE_INDEX,
             keep_hot: None,
         }
     }
@@ -185,7 +192,7 @@ impl Content {
         // The address, as every read checks it (`hashing::AddressHasher`).
         let intact = bytes.len() as u64 == self.digests.size
             && blake3::hash(&bytes).as_bytes() == &self.digests.blake3.0;
-        let (digests, inner) = (self.digests, Arc::clone(&self.inner));
+        let (digests, inner, seen) = (self.digests, Arc::clone(&self.inner), self.seen);
         if let (true, Some(generation)) = (intact, self.keep_hot) {
             inner.keep_hot(&digests, &bytes, generation);
         }
@@ -193,7 +200,11 @@ impl Content {
             if !intact {
                 metrics::counter!("weft_verification_failures_total").increment(1);
                 inner
-                    .quarantine(digests.blake3, "stored bytes do not match their digests")
+                    .quarantine(
+                        digests.blake3,
+                        "stored bytes do not match their digests",
+                        seen,
+                    )
                     .await?;
                 return Err(Error::Corrupt(digests.blake3));
             }
@@ -229,6 +240,7 @@ impl Content {
                 self.digests,
                 range,
                 self.verified_by,
+                self.seen,
             ),
             None if range != whole && self.digests.size >= super::ranges::OUTBOARD_MIN => {
                 super::ranges::ranged_stream(self.inner, self.digests, range)
@@ -407,6 +419,7 @@ impl Engine {
         let Some(media_type) = self.visible_in_memory(&id, reader) else {
             return self.open_stored_content(digest, reader, None).await;
         };
+        let seen = self.repairs.seen();
         if let Some(hot) = self.hot.get(&id) {
             let bytes = hot.bytes;
             return Ok(Content {
@@ -416,6 +429,7 @@ impl Engine {
                 memory: Some(bytes),
                 inner: Arc::clone(self),
                 verified_by: None,
+                seen,
                 keep_hot: None,
             });
         }
@@ -433,6 +447,7 @@ impl Engine {
         decided: Option<String>,
     ) -> Result<Content, Error> {
         let generation = self.hot.generation();
+        let seen = self.repairs.seen();
         let reader = reader.clone();
         // Visibility decided from memory leaves one point lookup: it runs right here.
         let near = decided.is_some();
@@ -506,7 +521,8 @@ impl Engine {
         // when answered; a file is opened when read (a Range of a large one reads only its
         // chunk groups, `ranges.rs`).
         let memory = inline.map(Bytes::from);
-        self.check_stored_size(&digests, memory.as_ref()).await?;
+        self.check_stored_size(&digests, memory.as_ref(), seen)
+            .await?;
         Ok(Content {
             digests,
             media_type,
@@ -514,6 +530,7 @@ impl Engine {
             keep_hot: memory.is_some().then_some(generation),
             memory,
             inner: Arc::clone(self),
+            seen,
             // An ordinary read re-hashes every byte but records nothing: a durable write per
             // GET would put a commit on the read path (issue #15). verify-now and fsck record.
             verified_by: None,
@@ -556,12 +573,14 @@ impl Engine {
         Error,
     > {
         let blake3 = digests.blake3;
+        let seen = self.repairs.seen();
         let inline = self
             .db
             .read(move |conn| inline_bytes(conn, &blake3))
             .await?
             .map(Bytes::from);
-        self.check_stored_size(digests, inline.as_ref()).await?;
+        self.check_stored_size(digests, inline.as_ref(), seen)
+            .await?;
         match inline {
             Some(bytes) => Ok((
                 futures::stream::once(async move { Ok(bytes) }).boxed(),
@@ -578,13 +597,14 @@ impl Engine {
         &self,
         digests: &Digests,
         inline: Option<&Bytes>,
+        seen: Seen,
     ) -> Result<(), Error> {
         let size = match inline {
             Some(bytes) => Some(bytes.len() as u64),
             None => self.blobs.stored_size(&digests.blake3).await?,
         };
         if size != Some(digests.size) {
-            self.quarantine(digests.blake3, "stored size does not match the index")
+            self.quarantine(digests.blake3, "stored size does not match the index", seen)
                 .await?;
             return Err(Error::Corrupt(digests.blake3));
         }
@@ -592,16 +612,28 @@ impl Engine {
     }
 
     /// Marks a blob corrupt: later reads fail at once, and every Group that published it gets
-    /// an `artifact.integrity_failure` Event.
-    pub(crate) async fn quarantine(&self, blake3: ArtifactId, reason: &str) -> Result<(), Error> {
+    /// an `artifact.integrity_failure` Event; unless it was repaired after `seen`, noted
+    /// before the bad bytes were read: then they were the copy the repair replaced, and the
+    /// mark is skipped (`repairs.rs`).
+    pub(crate) async fn quarantine(
+        &self,
+        blake3: ArtifactId,
+        reason: &str,
+        seen: Seen,
+    ) -> Result<(), Error> {
         let now = self.clock.now();
         let reason = reason.to_owned();
+        let repairs = Arc::clone(&self.repairs);
         // Out of memory first, so no later read is answered from there (`hot.rs`).
         self.hot.forget(&blake3);
         tracing::error!(artifact = %blake3, %reason, "integrity failure: blob quarantined");
         metrics::counter!("weft_integrity_failures_total").increment(1);
         self.db
             .write(move |txn| {
+                if repairs.since(&blake3, seen) {
+                    tracing::warn!(artifact = %blake3, "not quarantining a blob repaired after its bad bytes were read");
+                    return Ok(());
+                }
                 let changed = txn.run(
                     "UPDATE blobs SET quarantined_at = ?2 WHERE blake3 = ?1 AND quarantined_at IS NULL",
                     params![&blake3.0[..], format_instant(now)],

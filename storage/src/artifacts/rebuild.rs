@@ -170,6 +170,7 @@ pub(crate) fn rebuild_in_background(engine: &Arc<Engine>, digests: Digests) {
 /// One rebuild, start to end: the outboard placed, or the blob quarantined.
 async fn rebuild_now(engine: &Engine, digests: Digests) -> Rebuilt {
     let id: ArtifactId = digests.blake3;
+    let seen = engine.repairs.seen();
     // One placed since its need was seen (a rebuild that just ended): every path that found
     // an outboard wrong removed it before asking for a rebuild.
     if engine.blobs.has_outboard(&id).await? {
@@ -199,7 +200,7 @@ async fn rebuild_now(engine: &Engine, digests: Digests) -> Rebuilt {
         Ok(false) => {
             tracing::warn!(artifact = %id, "not rebuilding the outboard of bytes that do not hash to their address; quarantining them");
             engine
-                .quarantine(id, "stored bytes do not hash to their address")
+                .quarantine(id, "stored bytes do not hash to their address", seen)
                 .await?;
         }
         Err(error) => tracing::warn!(artifact = %id, %error, "could not rebuild an outboard"),

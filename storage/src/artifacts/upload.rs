@@ -382,6 +382,7 @@ impl Engine {
         let uploader = uploader.clone();
         let generation = self.hot.generation();
         let hot = inline.clone();
+        let repairs = std::sync::Arc::clone(&self.repairs);
         let written = self
             .db
             .write(move |txn| {
@@ -399,6 +400,10 @@ impl Engine {
                 let repair = quarantined && (inline.is_some() || promoted);
                 record_row(txn, &digests, now, inline.as_deref(), repair)?;
                 if repair {
+                    // Before the commit and on the writer thread, as a quarantine's check is:
+                    // a read that began before these bytes were in place cannot quarantine
+                    // them (`repairs.rs`).
+                    repairs.record(digests.blake3);
                     let repaired = txn.run(
                         "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
                         [&digests.blake3.0[..]],
