@@ -1,5 +1,5 @@
 //! weft side by side with nginx WebDAV on loopback (issue #15), one load generator for both.
-//! Long (about 800 lines) because it is a whole harness: it installs and configures nginx,
+//! Long (about 730 lines) because it is a whole harness: it installs and configures nginx,
 //! enrols a Worker with a leased WorkItem through the CLI, and drives both servers.
 //!
 //! `cargo bench --bench side_by_side` (release). Installs nginx from the distribution's
@@ -38,6 +38,8 @@ use weft_api::{Envelope, Id};
 
 #[path = "side_by_side/cpu.rs"]
 mod cpu;
+#[path = "side_by_side/large.rs"]
+mod large;
 use cpu::{Cpu, Probes, per_request};
 
 const CONNECTIONS: usize = 16;
@@ -482,24 +484,7 @@ fn main() {
         .pool_max_idle_per_host(CONNECTIONS)
         .build()
         .expect("client");
-    let large = dir.path().join("large.bin");
-    let mut large_sha256 = None;
-    let large_digest = (large_mib > 0).then(|| {
-        let mut file = std::io::BufWriter::new(std::fs::File::create(&large).expect("large file"));
-        let mut hasher = blake3::Hasher::new();
-        let mut sha = <sha2::Sha256 as sha2::Digest>::new();
-        let mut block = vec![0u8; 1 << 20];
-        for _ in 0..large_mib {
-            block.iter_mut().for_each(|b| *b = rand::random());
-            hasher.update(&block);
-            sha2::Digest::update(&mut sha, &block);
-            std::io::Write::write_all(&mut file, &block).expect("write");
-        }
-        large_sha256 = Some(weft_api::digest::Sha256Digest(
-            sha2::Digest::finalize(sha).into(),
-        ));
-        format!("blake3:{}", hasher.finalize().to_hex())
-    });
+    let large = (large_mib > 0).then(|| large::Large::create(dir.path(), large_mib, large_gets));
     let mut figures = Figures::default();
     for round in 0..rounds {
         eprintln!("round {} of {rounds}", round + 1);
@@ -642,102 +627,16 @@ fn main() {
                 weft_get / nginx_get,
             );
         });
-        if let Some(digest) = &large_digest {
-            let bytes = large_mib << 20;
-            let path = large.to_str().expect("utf-8 path");
-            let auth = format!("Authorization: Bearer {}", worker.token);
-            let dd_out = dir.path().join("dd.out");
-            let dd = timed_mb_per_s(bytes, || {
-                run(
-                    "dd",
-                    &[
-                        &format!("if={path}"),
-                        &format!("of={}", dd_out.display()),
-                        "bs=8M",
-                        "conv=fsync",
-                        "status=none",
-                    ],
-                )
-            });
-            let _ = std::fs::remove_file(&dd_out);
-            let nginx_put = timed_mb_per_s(bytes, || {
-                run(
-                    "curl",
-                    &["-sSf", "-T", path, &format!("{nginx}/dav/r{round}/large")],
-                )
-            });
-            let weft_put = timed_mb_per_s(bytes, || {
-                run(
-                    "curl",
-                    &[
-                        "-sSf",
-                        "-T",
-                        path,
-                        "-H",
-                        &auth,
-                        &format!("{weft}/v1/blobs/{digest}"),
-                    ],
-                )
-            });
-            // Published, then read back verified through the content route.
-            let large_digests = Digests {
-                blake3: weft_api::ArtifactId::parse(digest).expect("digest"),
-                sha256: large_sha256.expect("sha256 of the large file"),
-                size: bytes,
+        if let Some(large) = &large {
+            let servers = large::Servers {
+                dir: dir.path(),
+                nginx: &nginx,
+                weft: &weft,
+                runtime: &runtime,
+                client: &client,
+                probes: &probes,
             };
-            let envelope = manifest(&worker, &large_digests);
-            runtime.block_on(async {
-                let answer = client
-                    .post(format!("{weft}/v1/artifacts"))
-                    .bearer_auth(&worker.token)
-                    .json(&envelope)
-                    .send()
-                    .await
-                    .expect("publish");
-                assert!(answer.status().is_success(), "publish: {}", answer.status());
-            });
-            // One GET of 1 GiB takes well under a second, so a burst of the machine's other
-            // load moves a single pair by tens of percent: `SBS_LARGE_GETS` pairs, each
-            // nginx's then weft's, and the round's figures are their medians.
-            let content = format!("{weft}/v1/artifacts/{digest}/content");
-            let nginx_large = format!("{nginx}/dav/r{round}/large");
-            let (mut nginx_gets, mut weft_gets, mut get_ratios) = (vec![], vec![], vec![]);
-            for _ in 0..large_gets {
-                let before = probes.sample();
-                let nginx_get = timed_mb_per_s(bytes, || {
-                    run("curl", &["-sSf", "-o", "/dev/null", &nginx_large])
-                });
-                let between = probes.sample();
-                let weft_get = timed_mb_per_s(bytes, || {
-                    run("curl", &["-sSf", "-o", "/dev/null", "-H", &auth, &content])
-                });
-                let after = probes.sample();
-                figures
-                    .nginx_large_get_cpu
-                    .push(per_request(before, between, 1, false).0 / 1e3);
-                figures
-                    .weft_large_get_cpu
-                    .push(per_request(between, after, 1, true).0 / 1e3);
-                nginx_gets.push(nginx_get);
-                weft_gets.push(weft_get);
-                get_ratios.push(weft_get / nginx_get);
-            }
-            let (nginx_get, weft_get) = (median(nginx_gets), median(weft_gets));
-            let _ = std::fs::remove_file(dir.path().join(format!("nginx/dav/r{round}/large")));
-            figures.dd.push(dd);
-            figures.nginx_large_put.push(nginx_put);
-            figures.weft_large_put.push(weft_put);
-            figures.nginx_large_get.push(nginx_get);
-            figures.weft_large_get.push(weft_get);
-            figures.ratio(
-                "1 GiB PUT: weft (durable) / dd conv=fsync (goal >= 0.9)",
-                weft_put / dd,
-            );
-            figures.ratio("1 GiB PUT: weft (durable) / nginx", weft_put / nginx_put);
-            figures.ratio(
-                "1 GiB GET: weft (verified) / nginx (goal >= 0.8)",
-                median(get_ratios),
-            );
+            large.round(round, &servers, &worker, &mut figures);
         }
     }
     let _ = &worker.home;

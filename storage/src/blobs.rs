@@ -41,7 +41,7 @@ use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt as _, WriteMult
 use weft_api::{ArtifactId, Digests, ErrorCode};
 
 use crate::error::Error;
-use crate::hashing::{BATCH, DualHasher};
+use crate::hashing::{BATCH, DualHasher, Root};
 
 mod faulty;
 mod outboards;
@@ -49,7 +49,6 @@ mod reading;
 mod resumable;
 
 pub(crate) use outboards::SpillGuard;
-pub(crate) use reading::Root;
 pub(crate) use resumable::upload_path;
 
 use crate::faults::Faults;
@@ -551,13 +550,7 @@ impl Blobs {
     pub(crate) async fn read_hashed(
         &self,
         id: &ArtifactId,
-    ) -> Result<
-        (
-            BoxStream<'static, Result<Bytes, Error>>,
-            Option<reading::Root>,
-        ),
-        Error,
-    > {
+    ) -> Result<(BoxStream<'static, Result<Bytes, Error>>, Option<Root>), Error> {
         self.open_blob(id, true).await
     }
 
@@ -565,13 +558,7 @@ impl Blobs {
         &self,
         id: &ArtifactId,
         hashed: bool,
-    ) -> Result<
-        (
-            BoxStream<'static, Result<Bytes, Error>>,
-            Option<reading::Root>,
-        ),
-        Error,
-    > {
+    ) -> Result<(BoxStream<'static, Result<Bytes, Error>>, Option<Root>), Error> {
         let result = self.reads.get(&blob_path(id)).await?;
         let (stream, root) = match result.payload {
             GetResultPayload::File(file, _) if hashed => {

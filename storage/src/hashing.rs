@@ -218,6 +218,10 @@ impl DualHasher {
     }
 }
 
+/// The BLAKE3 root of every byte a hashed read yielded (`blobs/reading.rs`), sent after the
+/// last one.
+pub(crate) type Root = tokio::sync::oneshot::Receiver<[u8; 32]>;
+
 /// BLAKE3 alone over bytes being served: what a read checks them against, the address
 /// (ART-5). SHA-256 was computed from the same bytes at upload and is implied by the address
 /// (finding other bytes with the same BLAKE3 digest would break BLAKE3), so a read does not
@@ -231,7 +235,7 @@ pub(crate) struct AddressHasher {
     pending_len: usize,
     task: Option<(mpsc::Sender<Bytes>, JoinHandle<[u8; 32]>)>,
     /// The root from the thread that read and hashed the bytes (`blobs/reading.rs`).
-    hashed_by_reader: Option<crate::blobs::Root>,
+    hashed_by_reader: Option<Root>,
     size: u64,
 }
 
@@ -239,7 +243,7 @@ impl AddressHasher {
     /// For bytes whose reader hashes them as it reads them and sends `root` after the last:
     /// [`AddressHasher::update`] only counts them, and [`AddressHasher::finish`] answers that
     /// root (an error if the reader never sent it).
-    pub(crate) fn hashed_by(root: crate::blobs::Root) -> Self {
+    pub(crate) fn hashed_by(root: Root) -> Self {
         Self {
             hashed_by_reader: Some(root),
             ..Self::default()

@@ -568,7 +568,7 @@ impl Engine {
     ) -> Result<
         (
             BoxStream<'static, Result<Bytes, Error>>,
-            Option<crate::blobs::Root>,
+            Option<crate::hashing::Root>,
         ),
         Error,
     > {

@@ -29,8 +29,7 @@ pub(crate) const HASHED_WINDOW: usize = 256 * 1024;
 /// Windows read ahead of the consumer.
 const DEPTH: usize = 8;
 
-/// The BLAKE3 root of every byte a hashed read yielded, sent after the last one.
-pub(crate) type Root = oneshot::Receiver<[u8; 32]>;
+use crate::hashing::Root;
 
 /// A window's bytes; dropping the last holder gives the buffer back to its reader.
 struct Recycled {
