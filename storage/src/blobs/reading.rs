@@ -5,16 +5,17 @@
 //! thread and hash it on another (`hashing::AddressHasher`). A profile of the 1 GiB GET
 //! (`perf record -a` over the side-by-side bench, issue #15) put a fifth of the reading
 //! thread's time in zeroing those buffers, and the hash read each window back from memory
-//! on another core. A hashed read here hashes each window on the thread that read it, while
-//! the window is still in that core's cache, before it is sent on: the bytes sent are
-//! exactly the bytes hashed, and the root arrives once the last window has gone out.
+//! on another core. A hashed read here hashes each window in the task that read it, while
+//! the window is still in that core's cache, before it is handed on: the bytes sent are
+//! exactly the bytes hashed, and the root is sent once the last window has been read.
 //! Buffers are recycled, so none is zeroed after the first few.
 //!
-//! Memory stays flat: at most [`DEPTH`] windows wait for the reader, and a buffer whose
-//! bytes are still held elsewhere (by a hasher, or by hyper writing it) is not reused until
-//! they are dropped; one that comes back when the pool is full is freed.
+//! Memory stays flat: a read holds at most [`DEPTH`] windows ahead of its consumer, and a
+//! buffer whose bytes are still held elsewhere (by a hasher, or by hyper writing it) is not
+//! reused until they are dropped; one that comes back when the pool is full is freed.
 
 use std::io::Read as _;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::StreamExt as _;
@@ -22,14 +23,11 @@ use futures::stream::BoxStream;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
+use crate::hashing::Root;
 
 /// Bytes per window of a hashed read: small enough that the window is still in the reading
 /// core's cache when it is hashed, large enough that the hand-offs cost nothing.
 pub(crate) const HASHED_WINDOW: usize = 256 * 1024;
-/// Windows read ahead of the consumer.
-const DEPTH: usize = 8;
-
-use crate::hashing::Root;
 
 /// A window's bytes; dropping the last holder gives the buffer back to its reader.
 struct Recycled {
@@ -52,10 +50,17 @@ impl Drop for Recycled {
 }
 
 /// Reads `file` to its end in windows of `window` bytes. With `hashed`, also the BLAKE3 root
-/// of the bytes yielded, computed on the reading thread (see the module docs); it is never
-/// sent if the read fails or the consumer goes away first.
+/// of the bytes yielded, computed by the thread that read them (see the module docs); it is
+/// never sent if the read fails or the consumer goes away first.
+///
+/// One blocking task reads ahead while there is room for [`DEPTH`] windows. When there has
+/// been none for [`PATIENCE`] (a stalled client) it parks its state and ends, and the
+/// consumer starts it again once it has taken half of them: a stalled read holds its
+/// windows' memory but no thread. A thread per
+/// read, blocked on its full channel, would let a few hundred stalled downloads hold every
+/// thread of the blocking pool, which the index's reads share.
 pub(super) fn read_file(
-    mut file: std::fs::File,
+    file: std::fs::File,
     window: usize,
     hashed: bool,
 ) -> (BoxStream<'static, Result<Bytes, Error>>, Option<Root>) {
@@ -66,41 +71,121 @@ pub(super) fn read_file(
     } else {
         (None, None)
     };
+    let (home, spare) = std::sync::mpsc::sync_channel::<Vec<u8>>(DEPTH + 2);
+    let reader = Reader {
+        runtime: tokio::runtime::Handle::current(),
+        file,
+        window,
+        hasher: root_sender.as_ref().map(|_| blake3::Hasher::new()),
+        root_sender,
+        sender,
+        spare,
+        home,
+    };
+    let parked: Parked = Arc::default();
+    read_ahead(reader, Arc::clone(&parked));
+    let stream = futures::stream::poll_fn(move |cx| {
+        let item = receiver.poll_recv(cx);
+        // A parked reader goes on once half its windows were taken, so each start reads
+        // several (one start per window would cost a blocking-pool hand-off per window
+        // whenever the connection is slower than the disk).
+        if let std::task::Poll::Ready(Some(_)) = &item
+            && receiver.len() <= DEPTH / 2
+            && let Some(reader) = lock(&parked).take()
+        {
+            read_ahead(reader, Arc::clone(&parked));
+        }
+        item
+    });
+    (stream.boxed(), root)
+}
+
+/// A reader that found no room for its next window, waiting for the consumer.
+type Parked = Arc<Mutex<Option<Reader>>>;
+
+/// Windows read ahead of the consumer.
+const DEPTH: usize = 8;
+/// How long a reader with no room waits for its consumer before it parks and frees its
+/// thread.
+const PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What a read carries while it runs, and while it is parked.
+struct Reader {
+    runtime: tokio::runtime::Handle,
+    file: std::fs::File,
+    window: usize,
+    hasher: Option<blake3::Hasher>,
+    root_sender: Option<oneshot::Sender<[u8; 32]>>,
+    sender: mpsc::Sender<Result<Bytes, Error>>,
+    spare: std::sync::mpsc::Receiver<Vec<u8>>,
+    home: std::sync::mpsc::SyncSender<Vec<u8>>,
+}
+
+/// Reads (and hashes) windows on the blocking pool while the consumer has room for them.
+fn read_ahead(mut reader: Reader, parked: Parked) {
     tokio::task::spawn_blocking(move || {
-        let (home, spare) = std::sync::mpsc::sync_channel::<Vec<u8>>(DEPTH * 2);
-        let mut hasher = root_sender.as_ref().map(|_| blake3::Hasher::new());
         loop {
-            let mut buffer = spare.try_recv().unwrap_or_else(|_| vec![0u8; window]);
-            let filled = match fill(&mut file, &mut buffer) {
+            if reader.sender.capacity() == 0 {
+                // A connection a little slower than the disk makes room within microseconds:
+                // wait for it here rather than hand the read to a new task for every window.
+                let wait = tokio::time::timeout(PATIENCE, reader.sender.reserve());
+                match reader.runtime.block_on(wait) {
+                    Ok(Ok(_room)) => continue,
+                    Ok(Err(_closed)) => return, // the consumer went away
+                    Err(_stalled) => {}
+                }
+                // Stalled: parked under the lock the consumer takes after each take, so
+                // either it sees this reader or this check sees the room its take made.
+                let mut slot = lock(&parked);
+                if reader.sender.capacity() == 0 {
+                    *slot = Some(reader);
+                    return;
+                }
+                continue;
+            }
+            // This task is the only sender, so the room just seen is still there.
+            let permit = match reader.sender.try_reserve() {
+                Ok(permit) => permit,
+                Err(mpsc::error::TrySendError::Closed(())) => return, // the consumer went away
+                Err(mpsc::error::TrySendError::Full(())) => continue,
+            };
+            let mut buffer = reader
+                .spare
+                .try_recv()
+                .unwrap_or_else(|_| vec![0u8; reader.window]);
+            let filled = match fill(&mut reader.file, &mut buffer) {
                 Ok(filled) => filled,
                 Err(error) => {
-                    let _ = sender.blocking_send(Err(Error::backend(error)));
+                    permit.send(Err(Error::backend(error)));
                     return;
                 }
             };
-            if let Some(hasher) = hasher.as_mut() {
+            if let Some(hasher) = reader.hasher.as_mut() {
                 hasher.update(&buffer[..filled]);
             }
             if filled > 0 {
-                let bytes = Bytes::from_owner(Recycled {
+                permit.send(Ok(Bytes::from_owner(Recycled {
                     buffer,
                     len: filled,
-                    home: home.clone(),
-                });
-                if sender.blocking_send(Ok(bytes)).is_err() {
-                    return; // the reader went away
+                    home: reader.home.clone(),
+                })));
+            }
+            if filled < reader.window {
+                // The end: the root before the stream's end (dropping the sender ends it).
+                if let (Some(hasher), Some(root_sender)) = (reader.hasher, reader.root_sender) {
+                    let _ = root_sender.send(*hasher.finalize().as_bytes());
                 }
+                return;
             }
-            if filled < window {
-                break;
-            }
-        }
-        if let (Some(hasher), Some(root_sender)) = (hasher, root_sender) {
-            let _ = root_sender.send(*hasher.finalize().as_bytes());
         }
     });
-    let stream = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)).boxed();
-    (stream, root)
+}
+
+fn lock(parked: &Parked) -> std::sync::MutexGuard<'_, Option<Reader>> {
+    // Nothing is left half-done under this lock: a poisoned one is still consistent.
+    parked
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Reads until `buffer` is full or the file ends; how many bytes were read.
@@ -196,6 +281,46 @@ mod tests {
             root.expect("asked for").await.is_err(),
             "no root after a failure"
         );
+    }
+
+    /// Reads whose consumers stopped after one window hold no blocking thread: with two
+    /// threads in the pool and eight stalled reads, other blocking work still runs. (A
+    /// thread per read, blocked on its full channel, held them all; the test then times out.)
+    /// Each parked read then goes on where it stopped, to the last byte and the right root.
+    #[test]
+    fn stalled_reads_hold_no_blocking_thread_and_go_on_when_taken_again() {
+        let window = 1024;
+        let bytes: Vec<u8> = (0..window * 64).map(|i| (i % 241) as u8).collect();
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        file.write_all(&bytes).expect("write");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let within = std::time::Duration::from_secs(30);
+            let mut stalled = Vec::new();
+            for _ in 0..8 {
+                let opened = std::fs::File::open(file.path()).expect("open");
+                let (mut stream, root) = read_file(opened, window, true);
+                let first = tokio::time::timeout(within, stream.next()).await;
+                let Ok(Some(Ok(first))) = first else {
+                    panic!("no first window: {first:?}");
+                };
+                stalled.push((first, stream, root));
+            }
+            let other = tokio::time::timeout(within, tokio::task::spawn_blocking(|| 42)).await;
+            assert!(matches!(other, Ok(Ok(42))), "the blocking pool is free");
+            for (first, stream, root) in stalled {
+                let rest = tokio::time::timeout(within, stream.try_collect::<Vec<Bytes>>()).await;
+                let rest = rest.expect("goes on").expect("read");
+                assert_eq!([vec![first], rest].concat().concat(), bytes);
+                let root = root.expect("asked for").await.expect("sent");
+                assert_eq!(&root, blake3::hash(&bytes).as_bytes());
+            }
+        });
     }
 
     /// A file handle at offset 0 (`tempfile()` leaves the cursor at the end).
