@@ -107,8 +107,16 @@ pub(crate) fn verified_stream(
                     }
                     None => {
                         let hasher = state.hasher.take()?;
-                        let outcome = hasher.finish().await;
-                        let intact = matches!(&outcome, Ok((root, size)) if *root == expected.blake3 && *size == expected.size);
+                        // A hasher that stopped says nothing of the bytes: the read fails,
+                        // and nothing is quarantined.
+                        let (root, size) = match hasher.finish().await {
+                            Ok(outcome) => outcome,
+                            Err(error) => {
+                                state.held = None;
+                                return Some((Err(error), state));
+                            }
+                        };
+                        let intact = root == expected.blake3 && size == expected.size;
                         if intact {
                             // A failure to record loses only the audit note, never the read.
                             if let Some(by) = verified_by.clone()

@@ -2,23 +2,26 @@
 //! quarantine a copy repaired after it read them.
 //!
 //! A read that judges stored bytes notes [`Repairs::seen`] before it reads them. An upload
-//! that repairs a quarantined blob records the repair ([`Repairs::record`]) inside its own
+//! that repairs a quarantined blob marks the repair pending ([`Repairs::begin`]) inside its
 //! transaction, after it put the good bytes in place (file renamed over the bad one, or the
-//! row's inline bytes replaced). A quarantine's transaction applies only if the blob was not
-//! repaired after the generation its read noted ([`Repairs::since`]). Both run on the
-//! database's one writer thread, so one of two orders holds: the quarantine came first and
-//! the repair clears it, or the repair came first and the stale quarantine is skipped. The
-//! stale read still fails its own answer (its bytes did not verify); only the mark is
-//! skipped. A read that opened the blob after the repair's bytes were in place reads good
-//! bytes and quarantines nothing.
+//! row's inline bytes replaced in that transaction), and the mark ends, with a new
+//! generation, when the [`PendingRepair`] it got is dropped: after the commit (the guard
+//! travels with the job's answer, which is delivered, or dropped, only once the commit's
+//! outcome is known) or when the job fails. A quarantine's transaction applies only if the
+//! blob has no repair pending and none ended after the generation its read noted
+//! ([`Repairs::since`]). So a read that judged the bad copy, whether it read it before the
+//! repair began or from a snapshot taken before the repair committed, cannot quarantine the
+//! repaired blob; it still fails its own answer (its bytes did not verify). A read that
+//! notes its generation after the mark ended reads the committed state.
 //!
-//! A repair recorded in a transaction that then rolls back skips at most the quarantines of
-//! reads that began before it; the next read finds the bad bytes again and quarantines them.
-//! The map keeps one entry per blob ever repaired in this process: repairs follow
-//! quarantines, which are rare, and it is empty at every start (no read survives a restart).
+//! A repair whose transaction fails skips at most the quarantines of reads that judged
+//! bytes while it was pending or began before it; the next read finds the bad bytes again
+//! and quarantines them. The map keeps one entry per blob ever repaired in this process:
+//! repairs follow quarantines, which need bad bytes on disk, and it is empty at every start
+//! (no read survives a restart).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use weft_api::ArtifactId;
 
@@ -37,7 +40,32 @@ pub(crate) struct Repairs(Mutex<State>);
 #[derive(Debug, Default)]
 struct State {
     generation: u64,
+    /// The generation each blob's last repair ended at.
     last: HashMap<ArtifactId, u64>,
+    /// Repairs begun and not yet ended, by blob.
+    pending: HashMap<ArtifactId, u32>,
+}
+
+/// A repair under way: ends (with a new generation) when dropped.
+#[derive(Debug)]
+pub(crate) struct PendingRepair {
+    repairs: Arc<Repairs>,
+    blake3: ArtifactId,
+}
+
+impl Drop for PendingRepair {
+    fn drop(&mut self) {
+        let mut state = self.repairs.state();
+        state.generation += 1;
+        let generation = state.generation;
+        state.last.insert(self.blake3, generation);
+        if let Some(n) = state.pending.get_mut(&self.blake3) {
+            *n -= 1;
+            if *n == 0 {
+                state.pending.remove(&self.blake3);
+            }
+        }
+    }
 }
 
 impl Repairs {
@@ -46,20 +74,24 @@ impl Repairs {
         Seen(self.state().generation)
     }
 
-    /// A repair of `blake3`: called in the repair's transaction, after its bytes are in place.
-    pub(crate) fn record(&self, blake3: ArtifactId) {
-        let mut state = self.state();
-        state.generation += 1;
-        let generation = state.generation;
-        state.last.insert(blake3, generation);
+    /// A repair of `blake3` begins: called in the repair's transaction, after its bytes are
+    /// in place. Keep the guard until the transaction's outcome is known.
+    pub(crate) fn begin(self: &Arc<Self>, blake3: ArtifactId) -> PendingRepair {
+        *self.state().pending.entry(blake3).or_default() += 1;
+        PendingRepair {
+            repairs: Arc::clone(self),
+            blake3,
+        }
     }
 
-    /// Whether `blake3` was repaired after `seen` was noted.
+    /// Whether a repair of `blake3` is pending, or ended after `seen` was noted.
     pub(crate) fn since(&self, blake3: &ArtifactId, seen: Seen) -> bool {
-        self.state()
-            .last
-            .get(blake3)
-            .is_some_and(|&repaired| repaired > seen.0)
+        let state = self.state();
+        state.pending.contains_key(blake3)
+            || state
+                .last
+                .get(blake3)
+                .is_some_and(|&repaired| repaired > seen.0)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -75,20 +107,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_repair_of_that_blob_after_the_read_began_counts() {
-        let repairs = Repairs::default();
+    fn only_a_repair_of_that_blob_pending_or_ended_after_the_read_began_counts() {
+        let repairs = Arc::new(Repairs::default());
         let (a, b) = (ArtifactId([1; 32]), ArtifactId([2; 32]));
         let before = repairs.seen();
         assert!(!repairs.since(&a, before), "never repaired");
-        repairs.record(a);
-        assert!(repairs.since(&a, before), "repaired after the read began");
-        assert!(!repairs.since(&b, before), "another blob's repair");
+        let pending = repairs.begin(a);
+        let during = repairs.seen();
+        assert!(repairs.since(&a, before), "pending");
+        assert!(
+            repairs.since(&a, during),
+            "pending: its snapshot may predate the commit"
+        );
+        assert!(!repairs.since(&b, during), "another blob's repair");
+        drop(pending);
+        assert!(repairs.since(&a, before), "ended after the read began");
+        assert!(repairs.since(&a, during), "ended after the read began");
         let after = repairs.seen();
-        assert!(!repairs.since(&a, after), "repaired before the read began");
-        repairs.record(b);
+        assert!(!repairs.since(&a, after), "ended before the read began");
+        drop(repairs.begin(b));
         assert!(!repairs.since(&a, after), "b's repair says nothing of a");
-        repairs.record(a);
-        assert!(repairs.since(&a, after), "repaired again");
+        let (first, second) = (repairs.begin(a), repairs.begin(a));
+        drop(first);
+        assert!(
+            repairs.since(&a, repairs.seen()),
+            "one of two still pending"
+        );
+        drop(second);
+        assert!(!repairs.since(&a, repairs.seen()));
         assert!(!repairs.since(&a, Seen::OUTSIDE_THE_INDEX));
     }
 }

@@ -399,11 +399,12 @@ impl Engine {
                 // only hashed (the blob was healthy when the upload began) repair nothing.
                 let repair = quarantined && (inline.is_some() || promoted);
                 record_row(txn, &digests, now, inline.as_deref(), repair)?;
+                // Pending from here until the guard, delivered with the answer after the
+                // commit, is dropped: no read of the replaced copy quarantines the repaired
+                // blob, whether it began earlier or its snapshot predates the commit
+                // (`repairs.rs`).
+                let pending = repair.then(|| repairs.begin(digests.blake3));
                 if repair {
-                    // Before the commit and on the writer thread, as a quarantine's check is:
-                    // a read that began before these bytes were in place cannot quarantine
-                    // them (`repairs.rs`).
-                    repairs.record(digests.blake3);
                     let repaired = txn.run(
                         "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
                         [&digests.blake3.0[..]],
@@ -430,11 +431,11 @@ impl Engine {
                         params![&digests.blake3.0[..], agent_id.as_str(), group_id.as_str(), format_instant(now)],
                     )?;
                 }
-                then(txn, already_visible)
+                then(txn, already_visible).map(|answer| (answer, pending))
             })
             .await;
         let answer = match written {
-            Ok(answer) => answer,
+            Ok((answer, _ended)) => answer,
             Err(error) => {
                 // Nothing of a failed upload stays (issue #15, fault injection): the blob this
                 // call promoted goes (a session's object was linked, not moved: kept for the retry).

@@ -74,6 +74,7 @@ pub(super) fn read_file(
     let (home, spare) = std::sync::mpsc::sync_channel::<Vec<u8>>(DEPTH + 2);
     let reader = Reader {
         runtime: tokio::runtime::Handle::current(),
+        finished: Arc::default(),
         file,
         window,
         hasher: root_sender.as_ref().map(|_| blake3::Hasher::new()),
@@ -83,9 +84,24 @@ pub(super) fn read_file(
         home,
     };
     let parked: Parked = Arc::default();
+    let finished = Arc::clone(&reader.finished);
     read_ahead(reader, Arc::clone(&parked));
+    let mut ended = false;
     let stream = futures::stream::poll_fn(move |cx| {
+        if ended {
+            return std::task::Poll::Ready(None);
+        }
         let item = receiver.poll_recv(cx);
+        // A reader that stopped before the end (its task panicked, or the runtime shutting
+        // down dropped it) must not look like a short file: a verified read would take that
+        // for bad bytes and quarantine a healthy blob.
+        if let std::task::Poll::Ready(None) = &item {
+            ended = true;
+            if !finished.load(std::sync::atomic::Ordering::Acquire) {
+                let stopped = std::io::Error::other("the blob's reader stopped before its end");
+                return std::task::Poll::Ready(Some(Err(Error::backend(stopped))));
+            }
+        }
         // A parked reader goes on once half its windows were taken, so each start reads
         // several (one start per window would cost a blocking-pool hand-off per window
         // whenever the connection is slower than the disk).
@@ -112,6 +128,9 @@ const PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
 /// What a read carries while it runs, and while it is parked.
 struct Reader {
     runtime: tokio::runtime::Handle,
+    /// Set when the reader ends on its own terms (the end of the file, or a read error it
+    /// sent), before its sender is dropped.
+    finished: Arc<std::sync::atomic::AtomicBool>,
     file: std::fs::File,
     window: usize,
     hasher: Option<blake3::Hasher>,
@@ -134,8 +153,9 @@ fn read_ahead(mut reader: Reader, parked: Parked) {
                     Ok(Err(_closed)) => return, // the consumer went away
                     Err(_stalled) => {}
                 }
-                // Stalled: parked under the lock the consumer takes after each take, so
-                // either it sees this reader or this check sees the room its take made.
+                // Stalled: parked under the lock the consumer takes after each take that leaves
+                // half the windows or fewer, so either it sees this reader or this check sees
+                // the room its takes made (a reader parks only with every window full).
                 let mut slot = lock(&parked);
                 if reader.sender.capacity() == 0 {
                     *slot = Some(reader);
@@ -156,6 +176,9 @@ fn read_ahead(mut reader: Reader, parked: Parked) {
             let filled = match fill(&mut reader.file, &mut buffer) {
                 Ok(filled) => filled,
                 Err(error) => {
+                    reader
+                        .finished
+                        .store(true, std::sync::atomic::Ordering::Release);
                     permit.send(Err(Error::backend(error)));
                     return;
                 }
@@ -171,6 +194,9 @@ fn read_ahead(mut reader: Reader, parked: Parked) {
                 })));
             }
             if filled < reader.window {
+                reader
+                    .finished
+                    .store(true, std::sync::atomic::Ordering::Release);
                 // The end: the root before the stream's end (dropping the sender ends it).
                 if let (Some(hasher), Some(root_sender)) = (reader.hasher, reader.root_sender) {
                     let _ = root_sender.send(*hasher.finalize().as_bytes());
@@ -321,6 +347,33 @@ mod tests {
                 assert_eq!(&root, blake3::hash(&bytes).as_bytes());
             }
         });
+    }
+
+    /// A reader the runtime drops before the end (here: shut down while the read waits for
+    /// room) ends its stream with an error, never cleanly: a short clean stream would look
+    /// like a truncated blob, and a verified read would quarantine a healthy one.
+    #[test]
+    fn a_reader_stopped_before_the_end_is_an_error_not_a_short_file() {
+        let window = 1024;
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        file.write_all(&vec![3u8; window * 64]).expect("write");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let opened = std::fs::File::open(file.path()).expect("open");
+        let (stream, root) = runtime.block_on(async { read_file(opened, window, true) });
+        runtime.shutdown_timeout(std::time::Duration::from_secs(10));
+        let items: Vec<Result<Bytes, Error>> = futures::executor::block_on(stream.collect());
+        let read: usize = items.iter().flatten().map(Bytes::len).sum();
+        assert!(read < window * 64, "the reader cannot have read it all");
+        assert!(
+            matches!(items.last(), Some(Err(_))),
+            "ends with an error after {read} bytes"
+        );
+        let root = futures::executor::block_on(root.expect("asked for"));
+        assert!(root.is_err(), "no root for a read that stopped");
     }
 
     /// A file handle at offset 0 (`tempfile()` leaves the cursor at the end).
