@@ -255,8 +255,10 @@ pub(super) async fn get(
 
 /// A download whose bytes did not hash to the digest, or that the server broke off because
 /// it found the stored bytes corrupt (it quarantines them and aborts the body rather than
-/// send bad bytes): named as what it is, not as a transport decode error. A body that broke
-/// off for another reason (the network) is reported as such: the artifact view says which.
+/// send bad bytes): named as what it is, not as a transport decode error. A download that
+/// broke off for another reason (the network) is reported as such: the artifact view says
+/// which. The server may abort before its response head was flushed (the first windows of
+/// a large blob go out before the last is verified), so any transport failure asks.
 async fn integrity(
     api: &weft_api::client::Client,
     digest: &Digest,
@@ -265,7 +267,7 @@ async fn integrity(
     use weft_api::client::Error as E;
     match error {
         E::Integrity { .. } => anyhow::anyhow!(error),
-        E::Http(http) if http.is_body() || http.is_decode() => match api.artifact(digest).await {
+        E::Http(http) => match api.artifact(digest).await {
             Ok(view) if view.quarantined => anyhow::anyhow!(
                 "integrity failure; the server has quarantined it ({digest}: the server stopped the download mid-way)"
             ),
