@@ -47,18 +47,57 @@ mod faulty;
 mod outboards;
 mod reading;
 mod resumable;
+mod staging;
 
 pub(crate) use outboards::SpillGuard;
 pub(crate) use resumable::upload_path;
 
 use crate::faults::Faults;
 
-/// Part size for multipart writes. S3 (later) needs at least 5 MiB per part; the local
-/// backend writes each part at its offset in one file, so small parts only bound memory.
+/// Part size for multipart writes to a store other than the local one (S3 needs at least
+/// 5 MiB per part); the local backend writes its own staged file (`blobs/staging.rs`).
 const REMOTE_PART_SIZE: usize = 8 * 1024 * 1024;
-const LOCAL_PART_SIZE: usize = 2 * 1024 * 1024;
 /// Parts written concurrently per upload.
 const PART_CONCURRENCY: usize = 2;
+
+/// Where [`Blobs::stage`] writes a staged upload's bytes.
+enum Sink {
+    /// The local backend: a file written at the hashing's pace, its writeback started early.
+    File(staging::StagingFile),
+    /// Any other store: its multipart upload.
+    Store(WriteMultipart),
+}
+
+impl Sink {
+    async fn put(&mut self, bytes: Bytes) -> Result<(), Error> {
+        match self {
+            Self::File(file) => file.put(bytes).await,
+            Self::Store(writer) => {
+                writer.wait_for_capacity(PART_CONCURRENCY).await?;
+                writer.put(bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes everything put durable (the staged object exists from here). On failure what
+    /// was written goes with the dropped writer.
+    async fn finish(self) -> Result<(), Error> {
+        match self {
+            Self::File(mut file) => file.finish().await.map(drop),
+            Self::Store(writer) => writer.finish().await.map(drop).map_err(Error::from),
+        }
+    }
+
+    /// Removes what was written (a file removes itself when dropped).
+    async fn abort(self, path: &Path) {
+        if let Self::Store(writer) = self
+            && let Err(abort_error) = writer.abort().await
+        {
+            tracing::warn!(%path, %abort_error, "could not abort staged upload");
+        }
+    }
+}
 
 /// Where blobs live.
 #[derive(Clone, Debug)]
@@ -327,13 +366,15 @@ impl Blobs {
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         let path = Path::from(format!("staging/{}", uuid::Uuid::new_v4()));
-        let upload = self.store.put_multipart(&path).await?;
-        let part_size = if self.local_root.is_some() {
-            LOCAL_PART_SIZE
-        } else {
-            REMOTE_PART_SIZE
+        let mut writer = match &self.local_root {
+            Some(root) => Sink::File(
+                staging::StagingFile::create(root.join(path.as_ref()), self.faults.clone()).await?,
+            ),
+            None => Sink::Store(WriteMultipart::new_with_chunk_size(
+                self.store.put_multipart(&path).await?,
+                REMOTE_PART_SIZE,
+            )),
         };
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
         // On the local backend a large body's outboard goes to a file beside the staged bytes
         // as it is built (flat memory); the start-up sweep of `staging/` removes a crash's.
         let spill = self
@@ -356,12 +397,11 @@ impl Blobs {
                     return Err(too_large(limit));
                 }
                 for batch in hasher.update(&chunk).await? {
-                    writer.wait_for_capacity(PART_CONCURRENCY).await?;
-                    writer.put(batch);
+                    writer.put(batch).await?;
                 }
             }
             let (digests, tail, outboard) = hasher.finish_with_outboard().await?;
-            writer.put(tail);
+            writer.put(tail).await?;
             Ok((digests, outboard))
         }
         .await;
@@ -380,9 +420,7 @@ impl Blobs {
                 })
             }
             Err(error) => {
-                if let Err(abort_error) = writer.abort().await {
-                    tracing::warn!(%path, %abort_error, "could not abort staged upload");
-                }
+                writer.abort(&path).await;
                 Err(error)
             }
         }
