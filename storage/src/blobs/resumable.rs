@@ -147,7 +147,7 @@ impl Blobs {
             let chunk = chunk?;
             let keep = usize::try_from((received - hashed).min(chunk.len() as u64))
                 .map_err(Error::backend)?;
-            hasher.update(&chunk[..keep]).await?;
+            hasher.update(chunk.slice(..keep)).await?;
             hashed += keep as u64;
         }
         let (digests, _tail, outboard) = hasher.finish_with_outboard().await?;
@@ -292,7 +292,11 @@ where
     match outcome {
         Ok(appended) => Ok(appended),
         Err(error) => {
-            drop(handle);
+            // tokio's `File` writes on the blocking pool: a write handed over before the error
+            // may still be running. Dropping the handle would let it land after the cut below
+            // and leave bytes past the durable length (a refusal test once saw its object
+            // listing change); `into_std` waits for it first.
+            drop(handle.into_std().await);
             let undone = if is_new {
                 // A refused first chunk leaves no object at all, as before it.
                 tokio::fs::remove_file(file).await
