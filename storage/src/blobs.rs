@@ -343,9 +343,7 @@ impl Blobs {
         }
         let Some(next) = outgrown else {
             let inline = prefix.freeze();
-            let mut hasher = DualHasher::default();
-            hasher.update(&inline).await?;
-            let (digests, _) = hasher.finish().await?;
+            let digests = weft_api::digest::Hasher::digest(&inline);
             return Ok(Staged {
                 path: None,
                 store: Arc::clone(&self.store),
@@ -396,12 +394,14 @@ impl Blobs {
                 if size > limit {
                     return Err(too_large(limit));
                 }
-                for batch in hasher.update(&chunk).await? {
-                    writer.put(batch).await?;
+                for piece in hasher.update(chunk).await? {
+                    writer.put(piece).await?;
                 }
             }
             let (digests, tail, outboard) = hasher.finish_with_outboard().await?;
-            writer.put(tail).await?;
+            for piece in tail {
+                writer.put(piece).await?;
+            }
             Ok((digests, outboard))
         }
         .await;
@@ -441,7 +441,7 @@ impl Blobs {
             if size > limit {
                 return Err(too_large(limit));
             }
-            hasher.update(&chunk).await?;
+            hasher.update(chunk).await?;
         }
         Ok(hasher.finish().await?.0)
     }

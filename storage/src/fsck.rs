@@ -208,7 +208,7 @@ impl Engine {
             };
             let mut stream = self.blobs.read(&id).await?;
             while let Some(chunk) = stream.try_next().await? {
-                hasher.update(&chunk).await?;
+                hasher.update(chunk).await?;
             }
             let (digests, _, outboard) = hasher.finish_with_outboard().await?;
             report.n_bytes += digests.size;

@@ -2,9 +2,15 @@
 //!
 //! Measured here (shared/DEPENDENCIES.md): both digests on one thread run at about 0.96 GB/s,
 //! one per core at about 1.45 GB/s. Small bodies are hashed inline, because starting two
-//! blocking tasks costs more than hashing a few hundred KiB. Large bodies are cut into batches
-//! of [`BATCH`] bytes and each batch is sent to both hasher tasks over bounded channels, so the
-//! memory in flight is at most `2 × DEPTH × BATCH` whatever the body's size.
+//! blocking tasks costs more than hashing a few hundred KiB. Large bodies are gathered into
+//! batches of at least [`BATCH`] bytes and each batch is sent to both hasher tasks over bounded
+//! channels, so the memory in flight is at most about `2 × DEPTH × BATCH` whatever the body's
+//! size.
+//!
+//! A batch is the body's own chunks, not a copy of them: copying every chunk into one buffer
+//! (and that buffer's reallocations) was a tenth of a 1 GiB upload's server CPU (bench/README,
+//! stop 36). Only chunks under [`SMALL`] bytes are copied together, so a body sent in tiny
+//! pieces does not keep one read buffer alive per piece.
 //!
 //! The BLAKE3 task hashes by 16 KiB chunk groups ([`crate::outboard::Builder`]), so a large
 //! body's digest comes with its outboard (the hash tree that verified Range reads use) for
@@ -22,13 +28,19 @@ use crate::error::Error;
 pub(crate) const BATCH: usize = 1024 * 1024;
 /// Batches queued per hasher before the producer waits.
 const DEPTH: usize = 2;
+/// Chunks shorter than this are copied into a shared buffer; longer ones are passed on as
+/// they are.
+const SMALL: usize = 16 * 1024;
+
+/// Bytes gathered for the hashers: a body's chunks, in order.
+pub(crate) type Batch = Vec<Bytes>;
 
 /// The BLAKE3 task's answer: the root, and the outboard unless it was spilled to a file.
 type Blake3Out = ([u8; 32], Option<Vec<u8>>);
 
 struct Pipeline {
-    to_blake3: mpsc::Sender<Bytes>,
-    to_sha256: mpsc::Sender<Bytes>,
+    to_blake3: mpsc::Sender<Batch>,
+    to_sha256: mpsc::Sender<Batch>,
     blake3: JoinHandle<std::io::Result<Blake3Out>>,
     sha256: JoinHandle<[u8; 32]>,
 }
@@ -37,8 +49,8 @@ impl Pipeline {
     /// Starts both hasher tasks; with `spill`, the outboard is written to that file as it is
     /// built instead of kept in memory.
     fn start(spill: Option<(std::fs::File, crate::faults::Faults, bool)>) -> Self {
-        let (to_blake3, mut blake3_rx) = mpsc::channel::<Bytes>(DEPTH);
-        let (to_sha256, mut sha256_rx) = mpsc::channel::<Bytes>(DEPTH);
+        let (to_blake3, mut blake3_rx) = mpsc::channel::<Batch>(DEPTH);
+        let (to_sha256, mut sha256_rx) = mpsc::channel::<Batch>(DEPTH);
         let blake3 = tokio::task::spawn_blocking(move || {
             let mut builder = match spill {
                 Some((file, faults, false)) => crate::outboard::Builder::spilling(file, faults),
@@ -48,14 +60,18 @@ impl Pipeline {
                 None => crate::outboard::Builder::default(),
             };
             while let Some(batch) = blake3_rx.blocking_recv() {
-                builder.update(&batch);
+                for piece in &batch {
+                    builder.update(piece);
+                }
             }
             builder.finish_spilled()
         });
         let sha256 = tokio::task::spawn_blocking(move || {
             let mut hasher = sha2::Sha256::new();
             while let Some(batch) = sha256_rx.blocking_recv() {
-                hasher.update(&batch);
+                for piece in &batch {
+                    hasher.update(piece);
+                }
             }
             hasher.finalize().into()
         });
@@ -71,7 +87,11 @@ impl Pipeline {
 /// Accumulates a stream into batches and hashes them; see the module docs.
 #[derive(Default)]
 pub(crate) struct DualHasher {
-    pending: BytesMut,
+    /// The next batch's chunks, and their length.
+    pending: Batch,
+    pending_len: usize,
+    /// Chunks under [`SMALL`] bytes, copied together; the next piece of `pending`.
+    small: BytesMut,
     pipeline: Option<Pipeline>,
     size: u64,
     /// Where a large body's outboard is written as it is built (local uploads), and the
@@ -117,21 +137,39 @@ impl DualHasher {
         }
     }
 
-    /// Adds `chunk`; returns the batches that are now complete, for the caller to write
-    /// onwards in order (they are the same bytes, cheaply cloned).
-    pub(crate) async fn update(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, Error> {
+    /// Adds `chunk`; returns the bytes of a batch that is now complete (empty if none), for
+    /// the caller to write onwards in order (they are the same bytes, cheaply cloned).
+    pub(crate) async fn update(&mut self, chunk: Bytes) -> Result<Batch, Error> {
         self.size += chunk.len() as u64;
-        self.pending.extend_from_slice(chunk);
-        let mut ready = Vec::new();
-        while self.pending.len() >= BATCH {
-            let batch = self.pending.split_to(BATCH).freeze();
-            self.dispatch(batch.clone()).await?;
-            ready.push(batch);
+        self.pending_len += chunk.len();
+        if chunk.len() < SMALL {
+            if self.small.capacity() - self.small.len() < chunk.len() {
+                self.take_small();
+                self.small.reserve(4 * SMALL);
+            }
+            self.small.extend_from_slice(&chunk);
+        } else {
+            self.take_small();
+            self.pending.push(chunk);
         }
-        Ok(ready)
+        if self.pending_len < BATCH {
+            return Ok(Batch::new());
+        }
+        self.take_small();
+        self.pending_len = 0;
+        let batch = std::mem::take(&mut self.pending);
+        self.dispatch(batch.clone()).await?;
+        Ok(batch)
     }
 
-    async fn dispatch(&mut self, batch: Bytes) -> Result<(), Error> {
+    /// Ends the run of small chunks: it becomes the next piece of the batch.
+    fn take_small(&mut self) {
+        if !self.small.is_empty() {
+            self.pending.push(self.small.split().freeze());
+        }
+    }
+
+    async fn dispatch(&mut self, batch: Batch) -> Result<(), Error> {
         if self.pipeline.is_none() {
             let spill = match &self.spill_to {
                 Some(path) => {
@@ -163,7 +201,7 @@ impl DualHasher {
 
     /// Hashes what is left and returns the digests together with the final partial batch
     /// (possibly empty), which the caller still has to write.
-    pub(crate) async fn finish(self) -> Result<(Digests, Bytes), Error> {
+    pub(crate) async fn finish(self) -> Result<(Digests, Batch), Error> {
         let (digests, tail, _) = self.finish_with_outboard().await?;
         Ok((digests, tail))
     }
@@ -172,14 +210,23 @@ impl DualHasher {
     /// the hasher tasks (at least [`BATCH`] bytes; `None` below).
     pub(crate) async fn finish_with_outboard(
         mut self,
-    ) -> Result<(Digests, Bytes, Option<crate::outboard::Built>), Error> {
-        let tail = std::mem::take(&mut self.pending).freeze();
+    ) -> Result<(Digests, Batch, Option<crate::outboard::Built>), Error> {
+        self.take_small();
+        let tail = std::mem::take(&mut self.pending);
         let (blake3, sha256, outboard) = match self.pipeline.take() {
-            None => (
-                *blake3::hash(&tail).as_bytes(),
-                sha2::Sha256::digest(&tail).into(),
-                None,
-            ),
+            None => {
+                let mut blake3 = blake3::Hasher::new();
+                let mut sha256 = sha2::Sha256::new();
+                for piece in &tail {
+                    blake3.update(piece);
+                    sha256.update(piece);
+                }
+                (
+                    *blake3.finalize().as_bytes(),
+                    sha256.finalize().into(),
+                    None,
+                )
+            }
             Some(pipeline) => {
                 if !tail.is_empty() {
                     pipeline
@@ -340,14 +387,27 @@ mod tests {
             let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
             let mut hasher = DualHasher::default();
             let mut written = Vec::new();
-            // Feed in uneven chunks, as a network would.
-            for chunk in data.chunks(7919) {
-                for batch in hasher.update(chunk).await.expect("hashing") {
-                    written.extend_from_slice(&batch);
+            // Feed in uneven chunks, as a network would: runs of small ones (copied together)
+            // between large ones (passed on as they are).
+            let mut rest = &data[..];
+            for step in (0..).map(|i| [7919, 100, 70_001, 1, 16 * 1024, 16 * 1024 - 1][i % 6]) {
+                if rest.is_empty() {
+                    break;
+                }
+                let (chunk, after) = rest.split_at(step.min(rest.len()));
+                rest = after;
+                for piece in hasher
+                    .update(Bytes::copy_from_slice(chunk))
+                    .await
+                    .expect("hashing")
+                {
+                    written.extend_from_slice(&piece);
                 }
             }
             let (digests, tail, outboard) = hasher.finish_with_outboard().await.expect("hashing");
-            written.extend_from_slice(&tail);
+            for piece in tail {
+                written.extend_from_slice(&piece);
+            }
             // The outboard comes with every body that went through the hasher tasks.
             assert_eq!(outboard.is_some(), size >= BATCH, "size {size}");
             if let Some(outboard) = outboard {
@@ -377,7 +437,8 @@ mod tests {
         let mut spilling = DualHasher::spilling_to(path.clone(), crate::faults::Faults::default());
         let mut in_memory = DualHasher::default();
         for chunk in data.chunks(300_000) {
-            spilling.update(chunk).await.expect("hashing");
+            let chunk = Bytes::copy_from_slice(chunk);
+            spilling.update(chunk.clone()).await.expect("hashing");
             in_memory.update(chunk).await.expect("hashing");
         }
         let (spilled_digests, _, spilled) = spilling.finish_with_outboard().await.expect("hashing");

@@ -719,7 +719,7 @@ where
     let mut body = std::pin::pin!(body);
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| Error::Body(e.to_string()))?;
-        hasher.update(&chunk).await?;
+        hasher.update(chunk).await?;
     }
     Ok(hasher.finish().await?.0)
 }
