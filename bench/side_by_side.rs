@@ -484,7 +484,8 @@ fn main() {
         .pool_max_idle_per_host(CONNECTIONS)
         .build()
         .expect("client");
-    let large = (large_mib > 0).then(|| large::Large::create(dir.path(), large_mib, large_gets));
+    let mut large =
+        (large_mib > 0).then(|| large::Large::create(dir.path(), large_mib, large_gets));
     let mut figures = Figures::default();
     for round in 0..rounds {
         eprintln!("round {} of {rounds}", round + 1);
@@ -627,7 +628,7 @@ fn main() {
                 weft_get / nginx_get,
             );
         });
-        if let Some(large) = &large {
+        if let Some(large) = &mut large {
             let servers = large::Servers {
                 dir: dir.path(),
                 nginx: &nginx,
