@@ -16,8 +16,8 @@
 //!
 //! This module knows nothing about the index: the caller records the blob after `promote`.
 //!
-//! Crash story: a crash leaves at most files under `staging/` (and object_store's own
-//! `<key>#<n>` part files there), and, if it struck between a promotion and the index row
+//! Crash story: a crash leaves at most files under `staging/` (a local upload's staged file,
+//! `blobs/staging.rs`, or an older version's object_store `<key>#<n>` part file), and, if it struck between a promotion and the index row
 //! that records it, a blob file with no row (an "orphan": no upload was acknowledged for
 //! it), or an outboard whose blob's rename never came (the outboard goes first).
 //! [`Blobs::sweep_staging`] removes the first at start and the engine's start-up

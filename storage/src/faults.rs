@@ -8,10 +8,10 @@
 //!
 //! Where the hooks sit: the object store is wrapped in `blobs/faulty.rs` (puts, multipart
 //! parts and completes, renames and copies), the direct file writes and fsyncs call
-//! [`Faults::check`] themselves (spilled outboards, resumable chunks, directory fsyncs), and
-//! the database's own writes go through SQLite's VFS: a store opened with
-//! [`Faults::with_database`] opens its writer and checkpointer connections through the
-//! `weft-sqlite-vfs` VFS, which asks these hooks before every write, fsync and truncation
+//! [`Faults::check`] themselves (a local upload's staged file, spilled outboards, resumable
+//! chunks, directory fsyncs), and the database's own writes go through SQLite's VFS: a store
+//! opened with [`Faults::with_database`] opens its writer and checkpointer connections
+//! through the `weft-sqlite-vfs` VFS, which asks these hooks before every write, fsync and truncation
 //! of the WAL and the database file, so a failed commit or checkpoint is SQLite's own error
 //! path, not a simulation of it. An in-memory database writes no file and has no such site.
 //!
