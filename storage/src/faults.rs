@@ -13,7 +13,8 @@
 //! opened with [`Faults::with_database`] opens its writer and checkpointer connections
 //! through the `weft-sqlite-vfs` VFS, which asks these hooks before every write, fsync and
 //! truncation of the WAL and the database file, so a failed commit or checkpoint is SQLite's
-//! own error path, not a simulation of it. An in-memory database writes no file and has no such site.
+//! own error path, not a simulation of it. An in-memory database writes no file and has no
+//! such site.
 //!
 //! This module knows nothing about what a failed write should leave behind: the callers undo
 //! their own work, and the tests (`src/http/tests/faults.rs`) prove it.
