@@ -16,10 +16,11 @@
 //!
 //! This module knows nothing about the index: the caller records the blob after `promote`.
 //!
-//! Crash story: a crash leaves at most files under `staging/` (a local upload's staged file,
-//! `blobs/staging.rs`, or an older version's object_store `<key>#<n>` part file), and, if it struck between a promotion and the index row
-//! that records it, a blob file with no row (an "orphan": no upload was acknowledged for
-//! it), or an outboard whose blob's rename never came (the outboard goes first).
+//! Crash story: a crash leaves at most files under `staging/` (a local upload's staged
+//! file, `blobs/staging.rs`, or an older version's object_store `<key>#<n>` part file), and,
+//! if it struck between a promotion and the index row that records it, a blob file with no
+//! row (an "orphan": no upload was acknowledged for it), or an outboard whose blob's rename
+//! never came (the outboard goes first).
 //! [`Blobs::sweep_staging`] removes the first at start and the engine's start-up
 //! reconciliation (`engine.rs`) the others, with [`Blobs::local_blob_files`] and
 //! [`Blobs::local_outboard_files`].
@@ -365,9 +366,10 @@ impl Blobs {
     {
         let path = Path::from(format!("staging/{}", uuid::Uuid::new_v4()));
         let mut writer = match &self.local_root {
-            Some(root) => Sink::File(
-                staging::StagingFile::create(root.join(path.as_ref()), self.faults.clone()).await?,
-            ),
+            Some(root) => Sink::File(staging::StagingFile::create(
+                root.join(path.as_ref()),
+                self.faults.clone(),
+            )?),
             None => Sink::Store(WriteMultipart::new_with_chunk_size(
                 self.store.put_multipart(&path).await?,
                 REMOTE_PART_SIZE,
@@ -620,8 +622,8 @@ impl Blobs {
     }
 
     /// How many objects are under `blobs/` and under `staging/`. On the local backend the
-    /// staging count reads the directory itself, so object_store's hidden `#<n>` part files of
-    /// unfinished uploads are counted too.
+    /// staging count reads the directory itself, so every file there counts, whichever writer
+    /// left it (a staged file, a spilled outboard, an older version's `#<n>` part file).
     pub(crate) async fn count_objects(&self) -> Result<(u64, u64), Error> {
         let n_blobs = self
             .list()

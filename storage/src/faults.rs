@@ -48,7 +48,8 @@ pub enum ReconcileStep {
 pub enum FaultSite {
     /// Bytes written to an object: a staged upload's parts, a one-shot put of a blob.
     BlobWrite,
-    /// The fsync that makes a staged upload durable (the multipart upload's completion).
+    /// The fsync that makes a staged upload durable (the local staged file's `sync_all` and
+    /// its background flushes, or another store's multipart completion).
     BlobFsync,
     /// The rename (or copy) that promotes staged bytes to their digest's path.
     Promote,

@@ -4,13 +4,16 @@
 //! one per core at about 1.45 GB/s. Small bodies are hashed inline, because starting two
 //! blocking tasks costs more than hashing a few hundred KiB. Large bodies are gathered into
 //! batches of at least [`BATCH`] bytes and each batch is sent to both hasher tasks over bounded
-//! channels, so the memory in flight is at most about `2 × DEPTH × BATCH` whatever the body's
-//! size.
+//! channels, so whatever the body's size at most `DEPTH` batches wait per hasher, one is
+//! hashed by each, and one is being gathered.
 //!
-//! A batch is the body's own chunks, not a copy of them: copying every chunk into one buffer
-//! (and that buffer's reallocations) was a tenth of a 1 GiB upload's server CPU (bench/README,
-//! stop 36). Only chunks under [`SMALL`] bytes are copied together, so a body sent in tiny
-//! pieces does not keep one read buffer alive per piece.
+//! A chunk of [`SMALL`] bytes or more goes into its batch as it is, not copied: copying every
+//! chunk into one growing buffer (and that buffer's reallocations) was a tenth of a 1 GiB
+//! upload's server CPU (bench/README, stop 36). Shorter chunks are copied into a buffer of a
+//! whole batch, allocated once and never grown. The threshold is what keeps memory honest: a
+//! chunk is a slice of hyper's read buffer, which it keeps alive, and that buffer is at most
+//! about 408 KiB; a client sending 16 KiB chunks padded out with chunk-size zeros would
+//! otherwise pin 25 times the bytes it is counted for.
 //!
 //! The BLAKE3 task hashes by 16 KiB chunk groups ([`crate::outboard::Builder`]), so a large
 //! body's digest comes with its outboard (the hash tree that verified Range reads use) for
@@ -29,8 +32,8 @@ pub(crate) const BATCH: usize = 1024 * 1024;
 /// Batches queued per hasher before the producer waits.
 const DEPTH: usize = 2;
 /// Chunks shorter than this are copied into a shared buffer; longer ones are passed on as
-/// they are.
-const SMALL: usize = 16 * 1024;
+/// they are (see the module docs for why it is this large).
+const SMALL: usize = 256 * 1024;
 
 /// Bytes gathered for the hashers: a body's chunks, in order.
 pub(crate) type Batch = Vec<Bytes>;
@@ -145,7 +148,8 @@ impl DualHasher {
         if chunk.len() < SMALL {
             if self.small.capacity() - self.small.len() < chunk.len() {
                 self.take_small();
-                self.small.reserve(4 * SMALL);
+                // After `take_small` nothing is left in it, so this allocates without copying.
+                self.small.reserve(BATCH);
             }
             self.small.extend_from_slice(&chunk);
         } else {
@@ -424,6 +428,37 @@ mod tests {
                 "size {size}"
             );
         }
+    }
+
+    /// Issue #15, flat memory: a chunk under [`SMALL`] bytes is copied, so it does not keep
+    /// alive the read buffer it is a slice of (a client padding out 16 KiB chunks would pin
+    /// 25 times its counted bytes); a chunk of `SMALL` bytes or more is passed on as it is.
+    #[tokio::test]
+    async fn short_chunks_are_copied_and_long_ones_passed_on() {
+        let read_buffer = Bytes::from(vec![5u8; 4 * BATCH]);
+        let inside = |piece: &Bytes| {
+            let start = read_buffer.as_ptr() as usize;
+            (start..start + read_buffer.len()).contains(&(piece.as_ptr() as usize))
+        };
+        let mut hasher = DualHasher::default();
+        let mut pieces = Vec::new();
+        for i in 0..(2 * BATCH / (16 * 1024)) {
+            let chunk = read_buffer.slice(i * 16 * 1024..(i + 1) * 16 * 1024);
+            pieces.extend(hasher.update(chunk).await.expect("hashing"));
+        }
+        let long = read_buffer.slice(2 * BATCH..2 * BATCH + SMALL);
+        pieces.extend(hasher.update(long).await.expect("hashing"));
+        let (digests, tail, _) = hasher.finish_with_outboard().await.expect("hashing");
+        pieces.extend(tail);
+        assert_eq!(digests.size, (2 * BATCH + SMALL) as u64);
+        let (kept, copied): (Vec<_>, Vec<_>) = pieces.iter().partition(|p| inside(p));
+        assert_eq!(
+            copied.iter().map(|p| p.len()).sum::<usize>(),
+            2 * BATCH,
+            "every 16 KiB chunk was copied"
+        );
+        assert_eq!(kept.len(), 1, "the long chunk is passed on as it is");
+        assert_eq!(kept[0].len(), SMALL);
     }
 
     /// Issue #15, flat memory: a spilling hasher writes a large body's outboard to its file as

@@ -2,7 +2,8 @@
 //!
 //! Every write the blob layer sends through `object_store` passes here: a put (a blob, an
 //! outboard, a resumable upload's object on the memory backend), a multipart upload's parts
-//! and its completion (the staged file's fsync on the local backend), a rename or copy (a
+//! and its completion (a staged upload on a backend other than the local one, which writes
+//! its staged file itself, `blobs/staging.rs`, asking the same sites), a rename or copy (a
 //! promotion), and a delete. The site a put or a delete is counted under follows its path
 //! (`outboards/` → outboard, `uploads/` → upload chunk, anything else → blob write). An
 //! injected failure happens before the inner store is touched, as a full disk or a failed
@@ -150,8 +151,8 @@ impl ObjectStore for FaultyStore {
     }
 }
 
-/// A multipart upload whose parts fail at their put's site and whose completion (the fsync of
-/// the staged file, on the local backend) fails at [`FaultSite::BlobFsync`].
+/// A multipart upload whose parts fail at their put's site and whose completion fails at
+/// [`FaultSite::BlobFsync`].
 #[derive(Debug)]
 struct FaultyUpload {
     inner: Box<dyn MultipartUpload>,

@@ -12,11 +12,15 @@
 //! Durability is unchanged: nothing is acknowledged before [`StagingFile::finish`]'s
 //! `sync_all` has returned; the earlier flushes only start the work sooner. Parts are
 //! [`PART_SIZE`] bytes, written at their offsets by at most [`WRITES_IN_FLIGHT`] blocking
-//! tasks, so memory stays bounded whatever the upload's size.
+//! tasks, so an upload holds at most three parts here (the one being gathered and two being
+//! written), 6 MiB, whatever its size.
 //!
 //! Fault sites, as the wrapped object store had them (`faulty.rs`): the file's creation and
-//! each part's write ask [`FaultSite::BlobWrite`], the final fsync [`FaultSite::BlobFsync`].
-//! Every way out but `finish` (an error, a cancelled request) removes the file.
+//! each part's write ask [`FaultSite::BlobWrite`], the final fsync and each background flush
+//! [`FaultSite::BlobFsync`]. Every way out but `finish` (an error, a cancelled request)
+//! removes the file. The file is created on the calling thread, as object_store did: created
+//! on the blocking pool, a request cancelled meanwhile would leave it for the next start's
+//! sweep.
 
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt as _;
@@ -72,18 +76,12 @@ async fn joined(job: Job) -> Result<(), Error> {
 
 impl StagingFile {
     /// Creates `path` (owner-only, new).
-    pub(super) async fn create(path: PathBuf, faults: Faults) -> Result<Self, Error> {
+    pub(super) fn create(path: PathBuf, faults: Faults) -> Result<Self, Error> {
         faults.check(FaultSite::BlobWrite).map_err(Error::backend)?;
-        let opened = path.clone();
-        let file = tokio::task::spawn_blocking(move || {
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            options.open(opened)
-        })
-        .await
-        .map_err(Error::backend)?
-        .map_err(Error::backend)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&path).map_err(Error::backend)?;
         Ok(Self {
             file: Arc::new(file),
             path: Some(path),
@@ -105,13 +103,14 @@ impl StagingFile {
             self.part_len += take;
             self.part.push(bytes.split_to(take));
             if self.part_len == PART_SIZE {
-                self.write_part().await?;
+                self.write_part(true).await?;
             }
         }
         Ok(())
     }
 
-    async fn write_part(&mut self) -> Result<(), Error> {
+    /// Writes the gathered part; with `flush`, starts a background flush if one is due.
+    async fn write_part(&mut self, flush: bool) -> Result<(), Error> {
         while self.writes.len() >= WRITES_IN_FLIGHT {
             if let Some(oldest) = self.writes.pop_front() {
                 joined(oldest).await?;
@@ -132,7 +131,7 @@ impl StagingFile {
             }
             Ok(())
         }));
-        if self.offset - self.flushed_to >= FLUSH_EVERY {
+        if flush && self.offset - self.flushed_to >= FLUSH_EVERY {
             self.start_flush().await?;
         }
         Ok(())
@@ -147,6 +146,9 @@ impl StagingFile {
             }
             joined(running).await?;
         }
+        self.faults
+            .check(FaultSite::BlobFsync)
+            .map_err(Error::backend)?;
         let file = Arc::clone(&self.file);
         self.flush = Some(tokio::task::spawn_blocking(move || file.sync_data()));
         self.flushed_to = self.offset;
@@ -157,7 +159,8 @@ impl StagingFile {
     /// Returns its size.
     pub(super) async fn finish(&mut self) -> Result<u64, Error> {
         if self.part_len > 0 {
-            self.write_part().await?;
+            // No flush: the sync below writes everything anyway.
+            self.write_part(false).await?;
         }
         while let Some(oldest) = self.writes.pop_front() {
             joined(oldest).await?;
@@ -214,9 +217,7 @@ mod tests {
         .enumerate()
         {
             let path = dir.path().join(format!("f{i}"));
-            let mut file = StagingFile::create(path.clone(), Faults::default())
-                .await
-                .expect("create");
+            let mut file = StagingFile::create(path.clone(), Faults::default()).expect("create");
             let bytes = sample(len);
             for piece in bytes.chunks(700_001) {
                 file.put(Bytes::copy_from_slice(piece)).await.expect("put");
@@ -241,9 +242,7 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let faults = Faults::default();
             let path = dir.path().join("write");
-            let mut file = StagingFile::create(path.clone(), faults.clone())
-                .await
-                .expect("create");
+            let mut file = StagingFile::create(path.clone(), faults.clone()).expect("create");
             faults.fail_next(FaultSite::BlobWrite, FaultKind::NoSpace, 1);
             let error = file
                 .put(Bytes::from(sample(PART_SIZE)))
@@ -253,9 +252,7 @@ mod tests {
             drop(file);
 
             let path_fsync = dir.path().join("fsync");
-            let mut file = StagingFile::create(path_fsync.clone(), faults.clone())
-                .await
-                .expect("create");
+            let mut file = StagingFile::create(path_fsync.clone(), faults.clone()).expect("create");
             file.put(Bytes::from(sample(3 * PART_SIZE)))
                 .await
                 .expect("put");
@@ -265,9 +262,8 @@ mod tests {
             drop(file);
 
             let path_dropped = dir.path().join("dropped");
-            let mut file = StagingFile::create(path_dropped.clone(), faults.clone())
-                .await
-                .expect("create");
+            let mut file =
+                StagingFile::create(path_dropped.clone(), faults.clone()).expect("create");
             file.put(Bytes::from(sample(PART_SIZE + 5)))
                 .await
                 .expect("put");
