@@ -170,6 +170,7 @@ async fn main() -> anyhow::Result<()> {
         listener,
         server::app(state),
         Duration::from_secs(10),
+        Duration::from_secs(30),
         futures::future::pending(),
     ));
     let admin = Client::new(base.clone(), Some(ADMIN.into()));

@@ -35,7 +35,9 @@ pub struct Config {
     /// Seconds a client may take to send a request's headers (slowloris guard).
     #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
     pub header_timeout_secs: u64,
-    /// Seconds an upload body may stall between two chunks before it is cut.
+    /// Seconds an upload body may stall between two chunks before it is cut; also how long
+    /// a client may take no bytes while the server waits to send before its connection is
+    /// closed (a stalled download).
     #[arg(long, env = "WEFT_BODY_IDLE_TIMEOUT", default_value_t = defaults::BODY_IDLE_TIMEOUT_SECS)]
     pub body_idle_timeout_secs: u64,
     /// Seconds a JSON request (not a blob transfer) may take in all.

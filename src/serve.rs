@@ -1,5 +1,15 @@
-//! The accept loop: hyper with a header-read timeout (slowloris), HTTP/1.1 and HTTP/2, and a
-//! graceful shutdown that lets running requests finish.
+//! The accept loop: hyper with a header-read timeout (slowloris), a write timeout (a peer that
+//! takes no bytes), HTTP/1.1 and HTTP/2, and a graceful shutdown that lets running requests
+//! finish.
+//!
+//! The write timeout: a connection whose peer has taken nothing for `write_idle` while the
+//! server had bytes to send is closed (`tokio-io-timeout` around the socket; hyper then drops
+//! the response body). Without it a download whose client stopped reading kept its reader's
+//! windows and open file for as long as the client kept the connection (stop 35 noted it).
+//! It counts only time spent waiting to write: an SSE stream with nothing to send, or a client
+//! reading slowly but steadily, is never cut. An HTTP/2 client that stalls one stream by
+//! withholding its flow-control window leaves nothing waiting on the socket, so this does not
+//! reach it.
 //!
 //! axum's own `serve` cannot set hyper's header timeout, and hyper silently disables that
 //! timeout when no timer is configured, so the connection builder is set up here.
@@ -29,6 +39,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     header_timeout: Duration,
+    write_idle: Duration,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<bool> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -57,8 +68,11 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+                stream.set_write_timeout(Some(write_idle));
                 let service = TowerToHyperService::new(router.clone());
-                let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let connection =
+                    builder.serve_connection_with_upgrades(TokioIo::new(Box::pin(stream)), service);
                 let connection = graceful.watch(connection.into_owned());
                 tokio::spawn(async move {
                     if let Err(error) = connection.await {
@@ -302,7 +316,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutting down");
     };
-    let drained = serve(listener, app(state), config.header_timeout(), shutdown).await?;
+    let drained = serve(
+        listener,
+        app(state),
+        config.header_timeout(),
+        config.body_idle_timeout(),
+        shutdown,
+    )
+    .await?;
     match store.save_lineage_snapshot().await {
         Ok(saved) => tracing::info!(?saved, "lineage snapshot written"),
         Err(error) => tracing::error!(%error, "writing the lineage snapshot failed"),
@@ -312,4 +333,115 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tracing::error!(%error, "marking the clean shutdown failed");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    const WRITE_IDLE: Duration = Duration::from_secs(5);
+
+    /// Sends a message when dropped: tells the test that hyper let go of a response body.
+    struct OnDrop(Option<oneshot::Sender<()>>);
+
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            if let Some(dropped) = self.0.take() {
+                let _ = dropped.send(());
+            }
+        }
+    }
+
+    /// Serves `GET /endless`, a body that never ends; answers the address, and a receiver
+    /// that completes when that body is dropped.
+    async fn endless_server(write_idle: Duration) -> (std::net::SocketAddr, oneshot::Receiver<()>) {
+        let (dropped, body_dropped) = oneshot::channel();
+        let guard = Arc::new(Mutex::new(Some(OnDrop(Some(dropped)))));
+        let router = Router::new().route(
+            "/endless",
+            get(move || async move {
+                let guard = guard.lock().map(|mut g| g.take()).unwrap_or(None);
+                let chunk = bytes::Bytes::from(vec![7u8; 64 * 1024]);
+                let body = futures::stream::repeat(chunk).map(move |chunk| {
+                    let _held = &guard;
+                    Ok::<_, std::io::Error>(chunk)
+                });
+                axum::body::Body::from_stream(body)
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(serve(
+            listener,
+            router,
+            Duration::from_secs(10),
+            write_idle,
+            std::future::pending(),
+        ));
+        (address, body_dropped)
+    }
+
+    async fn request(address: std::net::SocketAddr) -> tokio::net::TcpStream {
+        let mut client = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("connect");
+        client
+            .write_all(b"GET /endless HTTP/1.1\r\nhost: weft\r\n\r\n")
+            .await
+            .expect("request");
+        client
+    }
+
+    use futures::StreamExt as _;
+
+    /// A client that stops reading is cut off once the server has waited `WRITE_IDLE` to
+    /// write, and its response body (a download's reader, windows and file) is dropped.
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_that_takes_no_bytes_is_cut_off_and_its_body_dropped() {
+        let (address, body_dropped) = endless_server(WRITE_IDLE).await;
+        let mut client = request(address).await;
+        let asked = tokio::time::Instant::now();
+        tokio::time::timeout(WRITE_IDLE * 10, body_dropped)
+            .await
+            .expect("the body is dropped within the write timeout")
+            .expect("the body is dropped");
+        assert!(asked.elapsed() >= WRITE_IDLE, "{:?}", asked.elapsed());
+        // What the socket buffered still arrives, then the connection ends.
+        let mut sink = vec![0u8; 1 << 20];
+        let mut received = 0usize;
+        loop {
+            match client.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received += n,
+            }
+        }
+        assert!(received > 0, "the response began before the stall");
+    }
+
+    /// A download that outlasts the write timeout several times over is not cut off while
+    /// its client keeps reading: the timer counts only a wait to write, and each write resets
+    /// it. In real time (a second), because a paused clock jumps ahead of the kernel's window
+    /// updates and would cut a reader that is in fact reading.
+    #[tokio::test]
+    async fn a_reader_that_keeps_reading_is_not_cut_off_however_long_it_takes() {
+        let write_idle = Duration::from_secs(1);
+        let (address, mut body_dropped) = endless_server(write_idle).await;
+        let mut client = request(address).await;
+        let mut sink = vec![0u8; 64 * 1024];
+        let started = std::time::Instant::now();
+        while started.elapsed() < write_idle * 5 / 2 {
+            let n = client.read(&mut sink).await.expect("still connected");
+            assert!(n > 0, "still sending after {:?}", started.elapsed());
+        }
+        assert!(
+            body_dropped.try_recv().is_err(),
+            "the body is still being sent"
+        );
+    }
 }

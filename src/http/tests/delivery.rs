@@ -499,6 +499,7 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
         listener,
         h.app.clone(),
         Duration::from_secs(5),
+        Duration::from_secs(30),
         futures::future::pending(),
     ));
     let client = weft_api::client::Client::new(base, Some(worker.token.clone()));

@@ -71,6 +71,7 @@ async fn reconnect(h: &Harness, agent: &Agent) -> (Agent, Client) {
         listener,
         h.app.clone(),
         StdDuration::from_secs(5),
+        StdDuration::from_secs(30),
         futures::future::pending(),
     ));
     let client = Client::new(base, Some(token.clone()));

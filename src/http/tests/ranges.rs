@@ -318,6 +318,7 @@ async fn the_client_fetches_and_verifies_a_range() {
         listener,
         h.app.clone(),
         Duration::from_secs(5),
+        Duration::from_secs(30),
         futures::future::pending(),
     ));
     let client = weft_api::client::Client::new(base, Some(worker.token.clone()));

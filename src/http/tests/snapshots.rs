@@ -33,6 +33,7 @@ async fn restore_refuses_a_tampered_snapshot_reference() {
         listener,
         h.app.clone(),
         Duration::from_secs(5),
+        Duration::from_secs(30),
         futures::future::pending(),
     ));
     let client = weft_api::client::Client::new(base, Some(worker.token.clone()));
