@@ -162,7 +162,13 @@ impl From<weft_storage::Error> for HttpError {
                 snapshot.reference.sequence
             ),
             E::Corrupt(id) => {
-                format!("the stored bytes of {id} failed verification; it is quarantined")
+                // "Unless …": a read that began before a repair fails, but does not quarantine
+                // the repaired bytes (`artifacts/repairs.rs`).
+                format!(
+                    "the stored bytes of {id} failed verification and were not served; it is \
+                     quarantined until they are uploaded again, unless an upload has just \
+                     repaired it"
+                )
             }
             E::Body(_) => "the request body ended before it was complete".to_owned(),
             E::ShuttingDown => "the server is shutting down".to_owned(),

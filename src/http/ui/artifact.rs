@@ -97,7 +97,7 @@ pub(crate) async fn verify_now(
             escape(&record.verified_by),
             escape(&record.verified_at)
         ),
-        Err(weft_storage::Error::Corrupt(_)) => r#"<p class="bad" id="verify-result" role="alert">Integrity failure: the stored bytes do not hash to their address. The artifact is quarantined.</p>"#.to_owned(),
+        Err(weft_storage::Error::Corrupt(_)) => r#"<p class="bad" id="verify-result" role="alert">Integrity failure: the stored bytes do not hash to their address. The artifact is quarantined until its bytes are uploaded again, unless an upload has just repaired it; reload to see its state.</p>"#.to_owned(),
         Err(error) => return Err(error.into()),
     };
     render(
