@@ -53,26 +53,6 @@ backends!(
     }
 );
 
-/// Group g1's Events of type `kind`, as `token` reads them.
-async fn events_of(h: &Harness, token: &str, kind: &str) -> Vec<serde_json::Value> {
-    let events = h
-        .call(
-            Method::GET,
-            "/v1/groups/g1/events",
-            Some(token),
-            Body::empty(),
-        )
-        .await
-        .json();
-    events["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter(|e| e["type"] == kind)
-        .cloned()
-        .collect()
-}
-
 /// Reads a content response to its end; `Err` when the body was aborted.
 async fn read_to_end(h: &Harness, uri: &str, token: &str) -> (StatusCode, Result<Vec<u8>, String>) {
     let request = Request::builder()
@@ -191,7 +171,7 @@ async fn corrupted_blobs_are_never_served_as_success() {
     );
     // Issue #10 finding 9c: the repair is an audit Event too, in the Group that heard of the
     // quarantine, naming the artifact.
-    let repaired = events_of(&h, &worker.token, "artifact.repaired").await;
+    let repaired = h.events_of(&worker, "artifact.repaired").await;
     assert_eq!(repaired.len(), 1, "one repair, one Event");
     assert_eq!(repaired[0]["payload"]["artifact"], json!(a.to_string()));
 }
@@ -255,12 +235,10 @@ async fn a_read_that_began_before_a_repair_cannot_quarantine_the_repaired_blob()
     );
     assert_eq!(
         (
-            events_of(&h, &worker.token, "artifact.integrity_failure")
+            h.events_of(&worker, "artifact.integrity_failure")
                 .await
                 .len(),
-            events_of(&h, &worker.token, "artifact.repaired")
-                .await
-                .len()
+            h.events_of(&worker, "artifact.repaired").await.len()
         ),
         (1, 1)
     );

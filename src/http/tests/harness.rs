@@ -343,6 +343,20 @@ impl Harness {
     }
 
     /// A GET as `agent` that must succeed; its JSON body.
+    /// Group g1's Events of type `kind` (its first 1,000), as `reader` reads them.
+    pub(super) async fn events_of(&self, reader: &Agent, kind: &str) -> Vec<Value> {
+        let events = self
+            .get_json(reader, "/v1/groups/g1/events?limit=1000")
+            .await;
+        events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .cloned()
+            .collect()
+    }
+
     pub(super) async fn get_json(&self, agent: &Agent, uri: &str) -> Value {
         let answer = self
             .call(Method::GET, uri, Some(&agent.token), Body::empty())

@@ -90,18 +90,6 @@ async fn checkpoint(h: &Harness, worker: &Agent, wi: &str, lease: &str) -> Value
     doc
 }
 
-/// The Group's Events of type `kind`.
-async fn events_of(h: &Harness, reader: &Agent, kind: &str) -> Vec<Value> {
-    let events = h.get_json(reader, "/v1/groups/g1/events?limit=1000").await;
-    events["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter(|e| e["type"] == kind)
-        .cloned()
-        .collect()
-}
-
 fn payload(event: &Value) -> &Value {
     &event["payload"]
 }
@@ -137,7 +125,7 @@ backends!(
         h.clock.advance(chrono::Duration::seconds(2));
         assert_eq!(expire_now(&h).await, 1, "one lease.expired");
         assert_eq!(expire_now(&h).await, 0, "appended once");
-        let expired = events_of(&h, &coordinator, "lease.expired").await;
+        let expired = h.events_of(&coordinator, "lease.expired").await;
         assert_eq!(expired.len(), 1, "{expired:?}");
         assert!(expired[0]["causationCommandId"].is_null(), "{expired:?}");
         let event = payload(&expired[0]);
@@ -205,7 +193,7 @@ backends!(
             3,
             "lease.expired, then two ownership.expired"
         );
-        let fenced = events_of(&h, &coordinator, "ownership.expired").await;
+        let fenced = h.events_of(&coordinator, "ownership.expired").await;
         assert_eq!(fenced.len(), 2, "{fenced:?}");
         for event in &fenced {
             let event = payload(event);
@@ -214,7 +202,7 @@ backends!(
             assert_eq!(event["ownershipEpoch"], 1, "the epoch stays: {event}");
             assert_eq!(event["detail"]["previousOwner"], "w1", "{event}");
         }
-        let expired = events_of(&h, &coordinator, "lease.expired").await;
+        let expired = h.events_of(&coordinator, "lease.expired").await;
         assert_eq!(payload(&expired[0])["detail"]["leaseId"], json!(lease));
         let view = h.get_json(&coordinator, "/v1/workitems/wi-a").await;
         assert_eq!(view["state"], "open");
@@ -272,7 +260,7 @@ backends!(
         );
         h.clock.advance(chrono::Duration::seconds(2));
         assert_eq!(expire_now(&h).await, 1);
-        let fenced = events_of(&h, &coordinator, "ownership.expired").await;
+        let fenced = h.events_of(&coordinator, "ownership.expired").await;
         let event = payload(&fenced[0]);
         assert_eq!(event["state"], "blocked", "{event}");
         assert!(event["owner"].is_null(), "{event}");
@@ -301,18 +289,14 @@ backends!(
         let lease = started(&h, &w1, "wi-1").await;
         // Another Agent's new session revokes nothing of w1's.
         let _w2_again = h.session(&w2.key, "w2", "g1").await;
-        assert!(
-            events_of(&h, &coordinator, "lease.revoked")
-                .await
-                .is_empty()
-        );
+        assert!(h.events_of(&coordinator, "lease.revoked").await.is_empty());
         let token = h.session(&w1.key, "w1", "g1").await;
         let w1 = Agent {
             id: w1.id.clone(),
             key: w1.key.clone(),
             token,
         };
-        let revoked = events_of(&h, &coordinator, "lease.revoked").await;
+        let revoked = h.events_of(&coordinator, "lease.revoked").await;
         assert_eq!(revoked.len(), 1, "{revoked:?}");
         assert!(revoked[0]["causationCommandId"].is_null());
         let event = payload(&revoked[0]);
@@ -347,11 +331,7 @@ backends!(
         h.clock.advance(chrono::Duration::seconds(EXECUTION + 1));
         let late = checkpoint(&h, &w1, "wi-1", &lease).await;
         refused(&h, command_request(&w1, "g1", &late), "stale_lease").await;
-        assert!(
-            events_of(&h, &coordinator, "lease.expired")
-                .await
-                .is_empty()
-        );
+        assert!(h.events_of(&coordinator, "lease.expired").await.is_empty());
         // The rows still say active; the Command sees queued and starts again.
         let answer = ok(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-1"})).await;
         let kinds: Vec<&Value> = answer["events"]
@@ -361,7 +341,7 @@ backends!(
             .map(|e| &e["type"])
             .collect();
         assert_eq!(kinds, [&json!("work.started")], "{answer}");
-        let expired = events_of(&h, &coordinator, "lease.expired").await;
+        let expired = h.events_of(&coordinator, "lease.expired").await;
         assert_eq!(expired.len(), 1);
         assert!(expired[0]["sequence"].as_u64() < answer["events"][0]["sequence"].as_u64());
         // A missed start deadline, seen by the Coordinator's re-offer.
@@ -380,7 +360,7 @@ backends!(
         assert_ne!(state["lease"]["kind"], "execution", "{state}");
         h.clock.advance(chrono::Duration::seconds(OWNERSHIP + 1));
         offered(&h, &coordinator, "wi-1", "o2", &["w1"]).await;
-        let fenced = events_of(&h, &coordinator, "ownership.expired").await;
+        let fenced = h.events_of(&coordinator, "ownership.expired").await;
         assert_eq!(fenced.len(), 1, "{fenced:?}");
         assert_eq!(payload(&fenced[0])["detail"]["rule"], "OFL-1");
         assert_eq!(
