@@ -75,6 +75,13 @@ pub struct Config {
     /// Session requests one Agent may make per minute (0: no limit).
     #[arg(long, env = "WEFT_LOGINS_PER_MINUTE", default_value_t = defaults::LOGINS_PER_MINUTE)]
     pub logins_per_minute: u32,
+    /// Downloads of stored files one Agent may have open at once; more answer 429 with
+    /// Retry-After (small artifacts answered from memory are not counted).
+    #[arg(long, env = "WEFT_MAX_DOWNLOADS_PER_AGENT", default_value_t = defaults::MAX_DOWNLOADS_PER_AGENT)]
+    pub max_downloads_per_agent: usize,
+    /// Downloads of stored files the server has open at once; more answer 503 with Retry-After.
+    #[arg(long, env = "WEFT_MAX_OPEN_DOWNLOADS", default_value_t = defaults::MAX_OPEN_DOWNLOADS)]
+    pub max_open_downloads: usize,
 }
 
 /// A size in bytes as a person writes it: `65536`, `64KiB`, `64 GiB`, `2GB`.
@@ -108,6 +115,8 @@ impl Config {
             unpublished_blob_ttl_secs: defaults::UNPUBLISHED_BLOB_TTL_SECS,
             sweep_interval_secs: defaults::SWEEP_INTERVAL_SECS,
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
+            max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
+            max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,
         }
     }
 
@@ -121,6 +130,8 @@ impl Config {
                 self.unpublished_blob_ttl_secs.min(i64::MAX as u64) as i64,
             ),
             logins_per_minute: self.logins_per_minute,
+            max_downloads_per_agent: self.max_downloads_per_agent.max(1),
+            max_open_downloads: self.max_open_downloads.max(1),
         }
     }
 

@@ -229,13 +229,15 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let descriptors = raise_descriptor_limit();
     let mut options = config.storage_options();
     if let Some(descriptors) = descriptors {
-        // An upload needs a socket and a staging file, and reads, the index and the other
-        // connections need descriptors too: uploads may take at most a quarter of them, so
-        // past that they answer 503 instead of failing other requests with EMFILE.
+        // An upload needs a socket and a staging file, a download of a stored file a socket
+        // and the file, and the index and the other connections need descriptors too:
+        // uploads and downloads may each take at most a quarter of them, so past that they
+        // answer 503 instead of failing other requests with EMFILE.
         let bound = usize::try_from(descriptors / 4)
             .unwrap_or(usize::MAX)
             .max(1);
         options.quotas.max_open_uploads = options.quotas.max_open_uploads.min(bound);
+        options.quotas.max_open_downloads = options.quotas.max_open_downloads.min(bound);
     }
     options.authority = std::sync::Arc::new(authority_key(&config.data_dir)?);
     let store = weft_storage::Store::open(options)

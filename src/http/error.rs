@@ -119,7 +119,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         C::IntegrityFailure | C::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        C::TooManyUploads | C::UploadQuotaExceeded | C::RateLimited => {
+        C::TooManyUploads | C::TooManyDownloads | C::UploadQuotaExceeded | C::RateLimited => {
             StatusCode::TOO_MANY_REQUESTS
         }
         C::ShuttingDown | C::Overloaded | C::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -133,7 +133,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 pub fn retry_after(code: ErrorCode) -> Option<u32> {
     use ErrorCode as C;
     match code {
-        C::TooManyUploads | C::Overloaded | C::ShuttingDown => Some(1),
+        C::TooManyUploads | C::TooManyDownloads | C::Overloaded | C::ShuttingDown => Some(1),
         // A disk that failed may be back soon (a remount, a replaced volume); not at once.
         C::StorageUnavailable => Some(5),
         C::RateLimited => Some(6),

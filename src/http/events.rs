@@ -328,7 +328,8 @@ pub(crate) async fn snapshots(
 
 /// A snapshot's state document or Event archive (JSON lines), verified while it streams.
 #[utoipa::path(get, path = "/v1/groups/{group_id}/snapshots/blobs/{digest}", params(("group_id" = String, Path), ("digest" = String, Path)),
-    responses((status = 200, description = "the bytes"), (status = 404, description = "not_found")))]
+    responses((status = 200, description = "the bytes"), (status = 404, description = "not_found"),
+              (status = 429, description = "too_many_downloads (Retry-After)"), (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn snapshot_blob(
     State(state): State<AppState>,
     caller: Caller,

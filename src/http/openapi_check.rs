@@ -24,7 +24,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 77] = {
+const EVERY_CODE: [ErrorCode; 78] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -72,6 +72,7 @@ const EVERY_CODE: [ErrorCode; 77] = {
         C::IntegrityFailure,
         C::ShuttingDown,
         C::TooManyUploads,
+        C::TooManyDownloads,
         C::UploadQuotaExceeded,
         C::RateLimited,
         C::Overloaded,
@@ -156,6 +157,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::IntegrityFailure
         | C::ShuttingDown
         | C::TooManyUploads
+        | C::TooManyDownloads
         | C::UploadQuotaExceeded
         | C::RateLimited
         | C::Overloaded

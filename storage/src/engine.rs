@@ -252,6 +252,8 @@ impl Engine {
                 max_open_uploads: options.quotas.max_open_uploads,
                 max_unpublished_bytes: options.quotas.max_unpublished_bytes,
                 logins_per_minute: options.quotas.logins_per_minute,
+                max_downloads_per_agent: options.quotas.max_downloads_per_agent,
+                max_open_downloads: options.quotas.max_open_downloads,
             }),
             unpublished_blob_ttl: options.quotas.unpublished_blob_ttl,
             sweep_lock: tokio::sync::RwLock::new(()),

@@ -407,9 +407,16 @@ impl Store {
         self.inner.list_artifacts(filter, reader).await
     }
 
-    /// Opens an artifact's bytes for reading, verified as they stream (ART-5).
+    /// Opens an artifact's bytes for a client, verified as they stream (ART-5). A read of a
+    /// stored file takes one of the reader's download slots until its body is dropped
+    /// (`limits.rs`); past the cap this answers `too_many_downloads` or `overloaded`, and only
+    /// after visibility was decided, so the refusal says nothing of an artifact the reader
+    /// may not see.
     pub async fn open_content(&self, digest: Digest, reader: &Reader) -> Result<Content, Error> {
-        self.inner.open_content(digest, reader).await
+        self.inner
+            .open_content(digest, reader)
+            .await?
+            .admitted(reader)
     }
 
     // ── artifacts/verification.rs: `verification`, `verify_now`, `recorded_key` (there) ──
@@ -554,7 +561,11 @@ impl Store {
         blob: ArtifactId,
         reader: &Reader,
     ) -> Result<Content, Error> {
-        self.inner.open_snapshot_blob(group_id, blob, reader).await
+        // A download like an artifact's content: it holds one of the reader's slots.
+        self.inner
+            .open_snapshot_blob(group_id, blob, reader)
+            .await?
+            .admitted(reader)
     }
 
     // ── delivery.rs: ACK cursors and checkpoints ────────────────────────────

@@ -1,5 +1,12 @@
 //! Admission limits held in memory: how many uploads run (per Agent and in all), how many
-//! bytes each Agent's running uploads have received, and a token bucket of logins per Agent.
+//! bytes each Agent's running uploads have received, how many downloads of stored files are
+//! open (per Agent and in all), and a token bucket of logins per Agent.
+//!
+//! Downloads are counted because a reader of a stored file holds an open file and up to a few
+//! MiB of windows read ahead for as long as its body is alive (`blobs/reading.rs`), and an
+//! HTTP/2 client can keep many bodies alive without reading any: a stream whose flow-control
+//! window it never opens stalls nothing on the socket, so the accept loop's write timeout does
+//! not cut it. The caps bound what one Agent, and everyone together, can pin that way.
 //!
 //! These are process-local on purpose: they protect this process's descriptors, disk and
 //! signature checks, and a restart starts them empty (an upload in flight is lost with the
@@ -25,6 +32,8 @@ pub(crate) struct Settings {
     pub(crate) max_open_uploads: usize,
     pub(crate) max_unpublished_bytes: u64,
     pub(crate) logins_per_minute: u32,
+    pub(crate) max_downloads_per_agent: usize,
+    pub(crate) max_open_downloads: usize,
 }
 
 /// What one Agent has in flight.
@@ -45,6 +54,9 @@ struct Bucket {
 #[derive(Debug, Default)]
 struct State {
     open_uploads: usize,
+    open_downloads: usize,
+    /// Downloads each Agent has open; an Agent with none has no entry.
+    downloads: HashMap<String, usize>,
     agents: HashMap<String, AgentUse>,
     logins: HashMap<String, Bucket>,
     /// An upper bound of each Agent's uncited uploaded bytes: set from the exact sum, raised
@@ -80,6 +92,14 @@ pub(crate) struct Permit {
     counted: AtomicU64,
     /// Unpublished bytes the Agent already had stored when the upload began.
     stored_unpublished: u64,
+}
+
+/// One admitted download of a stored file. Dropping it (with the body that carries it: the
+/// read ended, failed, or its connection or stream went away) frees its slot.
+#[derive(Debug)]
+pub(crate) struct DownloadPermit {
+    limits: Limits,
+    agent: Option<String>,
 }
 
 /// The error a byte stream carries when its Agent went past the unpublished-bytes cap; the
@@ -194,6 +214,38 @@ impl Limits {
         })
     }
 
+    /// Admits one download of a stored file by `agent` (`None`: the operator, who has no
+    /// per-Agent cap), or refuses it: `overloaded` (503) when the process has too many open,
+    /// `too_many_downloads` (429) when this Agent does.
+    pub(crate) fn admit_download(&self, agent: Option<&str>) -> Result<DownloadPermit, Error> {
+        let mut state = self.lock();
+        if state.open_downloads >= self.settings.max_open_downloads {
+            return Err(reject(
+                ErrorCode::Overloaded,
+                "the server has too many downloads open; retry later",
+            ));
+        }
+        if let Some(agent) = agent {
+            let open = state.downloads.get(agent).copied().unwrap_or(0);
+            if open >= self.settings.max_downloads_per_agent {
+                return Err(reject(
+                    ErrorCode::TooManyDownloads,
+                    format!(
+                        "at most {} downloads of stored files per agent may be open at once; \
+                         finish or close one",
+                        self.settings.max_downloads_per_agent
+                    ),
+                ));
+            }
+            state.downloads.insert(agent.to_owned(), open + 1);
+        }
+        state.open_downloads += 1;
+        Ok(DownloadPermit {
+            limits: self.clone(),
+            agent: agent.map(str::to_owned),
+        })
+    }
+
     /// Takes one login token of `agent` at `now`, or refuses with `rate_limited` (429).
     /// Called only after the session request's signature checked out, so nobody can spend
     /// another Agent's tokens.
@@ -294,6 +346,21 @@ impl Drop for Permit {
     }
 }
 
+impl Drop for DownloadPermit {
+    fn drop(&mut self) {
+        let mut state = self.limits.lock();
+        state.open_downloads = state.open_downloads.saturating_sub(1);
+        if let Some(agent) = &self.agent
+            && let Some(open) = state.downloads.get_mut(agent)
+        {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                state.downloads.remove(agent);
+            }
+        }
+    }
+}
+
 /// Turns a [`QuotaExceeded`] carried in a body stream's `io::Error` back into its refusal.
 pub(crate) fn quota_from_io(error: &std::io::Error) -> Option<Error> {
     error
@@ -312,6 +379,8 @@ mod tests {
             max_open_uploads: 3,
             max_unpublished_bytes: 100,
             logins_per_minute: 2,
+            max_downloads_per_agent: 2,
+            max_open_downloads: 3,
         })
     }
 
@@ -366,6 +435,44 @@ mod tests {
         assert_eq!(refused.code(), ErrorCode::Overloaded);
         drop(a1);
         limits.admit_upload(Some("a"), 0).expect("a slot came back");
+    }
+
+    /// Downloads are capped per Agent, then in all; the operator has only the process cap,
+    /// a dropped permit gives its slot back, and an Agent with none open keeps no entry.
+    #[test]
+    fn downloads_are_capped_per_agent_then_in_all() {
+        let limits = limits();
+        let a1 = limits.admit_download(Some("a")).expect("first");
+        let a2 = limits.admit_download(Some("a")).expect("second");
+        let refused = limits.admit_download(Some("a")).expect_err("third");
+        assert_eq!(refused.code(), ErrorCode::TooManyDownloads);
+        let b1 = limits.admit_download(Some("b")).expect("another agent");
+        let refused = limits.admit_download(None).expect_err("process full");
+        assert_eq!(refused.code(), ErrorCode::Overloaded);
+        let refused = limits.admit_download(Some("c")).expect_err("process full");
+        assert_eq!(
+            refused.code(),
+            ErrorCode::Overloaded,
+            "the process cap comes first"
+        );
+        drop(a1);
+        let a3 = limits.admit_download(Some("a")).expect("a slot came back");
+        drop((a2, a3, b1));
+        let state = limits.lock();
+        assert_eq!(state.open_downloads, 0);
+        assert!(state.downloads.is_empty(), "{:?}", state.downloads);
+        drop(state);
+        let _uploads = [
+            limits
+                .admit_upload(Some("a"), 0)
+                .expect("uploads are counted apart"),
+            limits
+                .admit_upload(Some("a"), 0)
+                .expect("uploads are counted apart"),
+        ];
+        let _d = limits
+            .admit_download(Some("a"))
+            .expect("downloads are counted apart");
     }
 
     #[test]

@@ -38,6 +38,15 @@ pub mod defaults {
     /// Each holds a socket and a staging file; `weft serve` lowers this to a quarter of the
     /// descriptor limit if that is smaller.
     pub const MAX_OPEN_UPLOADS: usize = 512;
+    /// Downloads of stored files one Agent may have open at once (more answer
+    /// `429 too_many_downloads`). Small artifacts answered from memory or their row are not
+    /// counted: they hold nothing once answered.
+    pub const MAX_DOWNLOADS_PER_AGENT: usize = 32;
+    /// Downloads of stored files open at once, all readers together (more answer
+    /// `503 overloaded`). Each holds a file and up to 2 MiB read ahead of its client, so this
+    /// bounds that memory to about half a GiB; `weft serve` lowers it to a quarter of the
+    /// descriptor limit if that is smaller.
+    pub const MAX_OPEN_DOWNLOADS: usize = 256;
     /// Bytes one Agent may hold uploaded but not yet cited by a manifest, Evidence, schema or
     /// snapshot (more answer `429 upload_quota_exceeded`): two of the largest uploads.
     pub const MAX_UNPUBLISHED_BYTES: u64 = 2 * MAX_UPLOAD_BYTES;
@@ -106,6 +115,10 @@ pub struct Quotas {
     pub unpublished_blob_ttl: chrono::Duration,
     /// Session requests one Agent may make per minute (0: no limit).
     pub logins_per_minute: u32,
+    /// Downloads of stored files one Agent may have open at once.
+    pub max_downloads_per_agent: usize,
+    /// Downloads of stored files the process has open at once.
+    pub max_open_downloads: usize,
 }
 
 impl Default for Quotas {
@@ -118,6 +131,8 @@ impl Default for Quotas {
                 defaults::UNPUBLISHED_BLOB_TTL_SECS as i64,
             ),
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
+            max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
+            max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,
         }
     }
 }

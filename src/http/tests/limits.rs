@@ -457,3 +457,102 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// Stop 37: a download of a stored file holds one of its Agent's slots until its body is
+    /// dropped, so bodies kept open and never read (an HTTP/2 client can stall many streams
+    /// without stalling its socket) pin a bounded number of files and read-ahead windows.
+    /// Past the cap: 429 `too_many_downloads` with Retry-After, nothing changed. Another
+    /// Agent, a small artifact answered from memory, a body read to its end and a dropped
+    /// body are not held up or give their slot back; an artifact the caller may not see still
+    /// answers 404, so the cap tells nobody what exists elsewhere.
+    async fn open_downloads_of_stored_files_are_capped_per_agent(kind: Kind) {
+        let h = harness_with(kind, |config| config.max_downloads_per_agent = 2).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let colleague = h.agent("w2", "g1", &["worker"]).await;
+        let outsider = h.agent("o1", "g2", &["worker"]).await;
+        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let file = h.put(&worker, "g1", &large, &[]).await;
+        let small = h.put(&worker, "g1", b"a small result", &[]).await;
+        let elsewhere = h
+            .put(
+                &outsider,
+                "g2",
+                b"another group's bytes, file-sized".repeat(4096).as_slice(),
+                &[],
+            )
+            .await;
+        let get = |agent: &Agent, id: &weft_api::ArtifactId| {
+            request(
+                Method::GET,
+                &format!("/v1/artifacts/{id}/content"),
+                Some(&agent.token),
+                Body::empty(),
+            )
+        };
+        let open = |agent: &Agent, id: &weft_api::ArtifactId| {
+            let (app, request) = (h.app.clone(), get(agent, id));
+            async move { app.oneshot(request).await.expect("infallible") }
+        };
+        let first = open(&worker, &file).await;
+        let second = open(&worker, &file).await;
+        assert_eq!(
+            (first.status(), second.status()),
+            (StatusCode::OK, StatusCode::OK)
+        );
+
+        let before = h.fingerprint().await;
+        let answer = h.send(get(&worker, &file)).await;
+        assert_eq!(answer.code(), "too_many_downloads", "{answer:?}");
+        assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(retry_after(&answer) >= 1);
+        let answer = h.send(get(&worker, &small)).await;
+        assert_eq!(
+            (answer.status, &answer.body[..]),
+            (StatusCode::OK, &b"a small result"[..])
+        );
+        let answer = h.send(get(&colleague, &file)).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert!(answer.body == large, "another Agent reads the whole file");
+        let answer = h.send(get(&worker, &elsewhere)).await;
+        assert_eq!(
+            answer.code(),
+            "not_found",
+            "not visible: the cap is not reached first"
+        );
+        assert_unchanged(&before, &h.fingerprint().await, "too_many_downloads");
+
+        drop(first);
+        let answer = h.send(get(&worker, &file)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "a dropped body gave its slot back"
+        );
+        assert!(answer.body == large);
+        let answer = h.send(get(&worker, &file)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "so did a body read to its end"
+        );
+        let third = open(&worker, &file).await;
+        assert_eq!(third.status(), StatusCode::OK);
+        let answer = h.send(get(&worker, &file)).await;
+        assert_eq!(answer.code(), "too_many_downloads", "{answer:?}");
+        let answer = h
+            .send(request(
+                Method::GET,
+                &format!("/v1/artifacts/{file}/content?proof=bao"),
+                Some(&worker.token),
+                Body::empty(),
+            ))
+            .await;
+        assert_eq!(
+            answer.code(),
+            "too_many_downloads",
+            "a proof reads the file too"
+        );
+        drop((second, third));
+    }
+);

@@ -22,6 +22,7 @@ use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self, to32};
 use crate::hashing::AddressHasher;
+use crate::limits::DownloadPermit;
 
 /// The one Group whose manifests `reader` sees (`None`: the operator sees every Group's).
 fn visible_group(reader: &Reader) -> Option<&str> {
@@ -167,6 +168,9 @@ pub struct Content {
     /// read; the verification that answers them also keeps them there (`hot.rs`), so they
     /// are hashed once, not once for the cache and once for the answer.
     keep_hot: Option<u64>,
+    /// The download slot of a read of a stored file opened for a client
+    /// ([`crate::Store::open_content`]); the body that reads the file carries it.
+    download: Option<DownloadPermit>,
 }
 
 impl Content {
@@ -185,7 +189,22 @@ impl Content {
             verified_by: None,
             seen: Seen::OUTSIDE_THE_INDEX,
             keep_hot: None,
+            download: None,
         }
+    }
+
+    /// Takes a download slot for `reader` unless these bytes are already in memory (a small
+    /// artifact from the cache or its row), so what one Agent's open bodies can pin is
+    /// bounded (`limits.rs`): `too_many_downloads` (429) or `overloaded` (503) otherwise.
+    pub(crate) fn admitted(mut self, reader: &Reader) -> Result<Self, Error> {
+        if self.memory.is_none() {
+            let agent = match reader {
+                Reader::Admin => None,
+                Reader::Agent { agent_id, .. } => Some(agent_id.as_str()),
+            };
+            self.download = Some(self.inner.limits.admit_download(agent)?);
+        }
+        Ok(self)
     }
 
     /// For a small blob already in memory: its bytes in `range` (all by default), verified
@@ -241,7 +260,7 @@ impl Content {
             self.memory
                 .map(|bytes| futures::stream::once(futures::future::ready(Ok(bytes))).boxed())
         });
-        match raw {
+        let body = match raw {
             Some(raw) => verified_stream(
                 self.inner,
                 (raw, AddressHasher::default()),
@@ -254,7 +273,8 @@ impl Content {
                 super::ranges::ranged_stream(self.inner, self.digests, range)
             }
             None => super::ranges::full_read(self.inner, self.digests, range, self.verified_by),
-        }
+        };
+        holding(body, self.download)
     }
 
     /// The Range read without the outboard: every stored byte re-hashed (benchmark baseline).
@@ -282,7 +302,24 @@ impl Content {
                 "a proof covers at least one byte; an empty artifact has none",
             ));
         }
-        super::ranges::proof(&self.inner, self.digests, range).await
+        let encoded = super::ranges::proof(&self.inner, self.digests, range).await?;
+        Ok(holding(encoded, self.download))
+    }
+}
+
+/// `body`, holding `permit` until the body is dropped.
+fn holding(
+    body: BoxStream<'static, Result<Bytes, Error>>,
+    permit: Option<DownloadPermit>,
+) -> BoxStream<'static, Result<Bytes, Error>> {
+    match permit {
+        None => body,
+        Some(permit) => body
+            .map(move |item| {
+                let _slot = &permit;
+                item
+            })
+            .boxed(),
     }
 }
 
@@ -439,6 +476,7 @@ impl Engine {
                 verified_by: None,
                 seen,
                 keep_hot: None,
+                download: None,
             });
         }
         self.open_stored_content(digest, reader, Some(media_type))
@@ -536,6 +574,7 @@ impl Engine {
             media_type,
             raw: None,
             keep_hot: memory.is_some().then_some(generation),
+            download: None,
             memory,
             inner: Arc::clone(self),
             seen,
