@@ -79,6 +79,10 @@ pub struct Config {
     /// Retry-After (small artifacts answered from memory are not counted).
     #[arg(long, env = "WEFT_MAX_DOWNLOADS_PER_AGENT", default_value_t = defaults::MAX_DOWNLOADS_PER_AGENT)]
     pub max_downloads_per_agent: usize,
+    /// Downloads of stored files one Group's sessions may have open at once; more answer 429
+    /// with Retry-After.
+    #[arg(long, env = "WEFT_MAX_DOWNLOADS_PER_GROUP", default_value_t = defaults::MAX_DOWNLOADS_PER_GROUP)]
+    pub max_downloads_per_group: usize,
     /// Downloads of stored files the server has open at once; more answer 503 with Retry-After.
     #[arg(long, env = "WEFT_MAX_OPEN_DOWNLOADS", default_value_t = defaults::MAX_OPEN_DOWNLOADS)]
     pub max_open_downloads: usize,
@@ -116,6 +120,7 @@ impl Config {
             sweep_interval_secs: defaults::SWEEP_INTERVAL_SECS,
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
             max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
+            max_downloads_per_group: defaults::MAX_DOWNLOADS_PER_GROUP,
             max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,
         }
     }
@@ -131,7 +136,9 @@ impl Config {
             ),
             logins_per_minute: self.logins_per_minute,
             max_downloads_per_agent: self.max_downloads_per_agent.max(1),
+            max_downloads_per_group: self.max_downloads_per_group.max(1),
             max_open_downloads: self.max_open_downloads.max(1),
+            download_idle: Duration::from_secs(self.body_idle_timeout_secs.max(1)),
         }
     }
 

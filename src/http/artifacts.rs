@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use futures::StreamExt as _;
@@ -151,6 +151,7 @@ fn wants_proof(headers: &HeaderMap, query: RawQuery) -> Result<bool, HttpError> 
               (status = 503, description = "overloaded: the server has --max-open-downloads open (Retry-After)")))]
 pub(crate) async fn content(
     State(state): State<AppState>,
+    method: Method,
     caller: Caller,
     digest: RawPath,
     query: RawQuery,
@@ -235,7 +236,7 @@ pub(crate) async fn content(
         }
         // Window by window, without a Content-Length: the encoding's length is known only as
         // it is written. A failure part-way cuts the connection, as for a GET.
-        let encoded = content.proof(range).await?;
+        let encoded = content.admitted(&caller.reader())?.proof(range).await?;
         response_headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(weft_api::bao::MEDIA_TYPE),
@@ -266,6 +267,12 @@ pub(crate) async fn content(
         metrics::counter!("weft_download_bytes_total").increment(bytes.len() as u64);
         return Ok((status, response_headers, bytes).into_response());
     }
+    // A HEAD answers the headers alone: its body is never read, so it takes no slot.
+    let content = if method == Method::HEAD {
+        content
+    } else {
+        content.admitted(&caller.reader())?
+    };
     Ok((status, response_headers, served(content.into_body(range))).into_response())
 }
 
@@ -280,8 +287,15 @@ fn served(
             Ok(bytes)
         }
         Err(error) => {
-            metrics::counter!("weft_verification_failures_total").increment(1);
-            tracing::error!(%error, "aborting a response: stored bytes failed verification");
+            match error.code() {
+                ErrorCode::IntegrityFailure => {
+                    metrics::counter!("weft_verification_failures_total").increment(1);
+                    tracing::error!(%error, "aborting a response: stored bytes failed verification");
+                }
+                // A client that took no bytes for the idle timeout (`downloads.rs`).
+                ErrorCode::Timeout => tracing::debug!(%error, "aborting a stalled response"),
+                _ => tracing::error!(%error, "aborting a response: reading stored bytes failed"),
+            }
             Err(std::io::Error::other(error))
         }
     }))

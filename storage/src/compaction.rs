@@ -416,6 +416,9 @@ impl Engine {
                 format!("{blob} is not a snapshot blob of this group"),
             ));
         }
-        self.open_group_blob(blob).await
+        // A download like an artifact's content: one of the reader's slots, taken before the
+        // blob is opened (a refusal opens nothing), and carried by the body.
+        let slot = crate::artifacts::admit_download(self, reader)?;
+        Ok(self.open_group_blob(blob).await?.holding(slot))
     }
 }

@@ -26,6 +26,7 @@ mod context;
 mod db;
 mod delivery;
 mod directory;
+mod downloads;
 mod engine;
 mod error;
 mod events;
@@ -407,16 +408,11 @@ impl Store {
         self.inner.list_artifacts(filter, reader).await
     }
 
-    /// Opens an artifact's bytes for a client, verified as they stream (ART-5). A read of a
-    /// stored file takes one of the reader's download slots until its body is dropped
-    /// (`limits.rs`); past the cap this answers `too_many_downloads` or `overloaded`, and only
-    /// after visibility was decided, so the refusal says nothing of an artifact the reader
-    /// may not see.
+    /// Opens an artifact's bytes for reading, verified as they stream (ART-5). A caller that
+    /// streams them to a client takes a download slot first ([`Content::admitted`]), after
+    /// visibility was decided here, so a refusal says nothing of what the reader may not see.
     pub async fn open_content(&self, digest: Digest, reader: &Reader) -> Result<Content, Error> {
-        self.inner
-            .open_content(digest, reader)
-            .await?
-            .admitted(reader)
+        self.inner.open_content(digest, reader).await
     }
 
     // ── artifacts/verification.rs: `verification`, `verify_now`, `recorded_key` (there) ──
@@ -561,11 +557,7 @@ impl Store {
         blob: ArtifactId,
         reader: &Reader,
     ) -> Result<Content, Error> {
-        // A download like an artifact's content: it holds one of the reader's slots.
-        self.inner
-            .open_snapshot_blob(group_id, blob, reader)
-            .await?
-            .admitted(reader)
+        self.inner.open_snapshot_blob(group_id, blob, reader).await
     }
 
     // ── delivery.rs: ACK cursors and checkpoints ────────────────────────────

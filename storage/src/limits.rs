@@ -33,7 +33,10 @@ pub(crate) struct Settings {
     pub(crate) max_unpublished_bytes: u64,
     pub(crate) logins_per_minute: u32,
     pub(crate) max_downloads_per_agent: usize,
+    pub(crate) max_downloads_per_group: usize,
     pub(crate) max_open_downloads: usize,
+    /// How long a download's body may go without a poll before it is cut (`downloads.rs`).
+    pub(crate) download_idle: std::time::Duration,
 }
 
 /// What one Agent has in flight.
@@ -57,6 +60,8 @@ struct State {
     open_downloads: usize,
     /// Downloads each Agent has open; an Agent with none has no entry.
     downloads: HashMap<String, usize>,
+    /// Downloads each Group's sessions have open; likewise.
+    group_downloads: HashMap<String, usize>,
     agents: HashMap<String, AgentUse>,
     logins: HashMap<String, Bucket>,
     /// An upper bound of each Agent's uncited uploaded bytes: set from the exact sum, raised
@@ -100,6 +105,14 @@ pub(crate) struct Permit {
 pub(crate) struct DownloadPermit {
     limits: Limits,
     agent: Option<String>,
+    group: Option<String>,
+}
+
+impl DownloadPermit {
+    /// How long the body carrying this slot may go without a poll (`downloads.rs`).
+    pub(crate) fn idle(&self) -> std::time::Duration {
+        self.limits.settings.download_idle
+    }
 }
 
 /// The error a byte stream carries when its Agent went past the unpublished-bytes cap; the
@@ -214,10 +227,16 @@ impl Limits {
         })
     }
 
-    /// Admits one download of a stored file by `agent` (`None`: the operator, who has no
-    /// per-Agent cap), or refuses it: `overloaded` (503) when the process has too many open,
-    /// `too_many_downloads` (429) when this Agent does.
-    pub(crate) fn admit_download(&self, agent: Option<&str>) -> Result<DownloadPermit, Error> {
+    /// Admits one download of a stored file by `agent` acting in `group` (`None`: the
+    /// operator, who has neither cap), or refuses it: `overloaded` (503) when the process has
+    /// too many open, `too_many_downloads` (429) when this Agent or its Group does. The
+    /// Group's cap keeps one Group's Agents from taking every slot of the process; the
+    /// Agent's keeps one Agent from taking all of its Group's.
+    pub(crate) fn admit_download(
+        &self,
+        agent: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<DownloadPermit, Error> {
         let mut state = self.lock();
         if state.open_downloads >= self.settings.max_open_downloads {
             return Err(reject(
@@ -225,24 +244,44 @@ impl Limits {
                 "the server has too many downloads open; retry later",
             ));
         }
+        let open = |map: &HashMap<String, usize>, key: Option<&str>| {
+            key.and_then(|key| map.get(key)).copied().unwrap_or(0)
+        };
+        let (by_agent, by_group) = (
+            open(&state.downloads, agent),
+            open(&state.group_downloads, group),
+        );
+        if agent.is_some() && by_agent >= self.settings.max_downloads_per_agent {
+            return Err(reject(
+                ErrorCode::TooManyDownloads,
+                format!(
+                    "at most {} downloads of stored files per agent may be open at once; \
+                     finish or close one",
+                    self.settings.max_downloads_per_agent
+                ),
+            ));
+        }
+        if group.is_some() && by_group >= self.settings.max_downloads_per_group {
+            return Err(reject(
+                ErrorCode::TooManyDownloads,
+                format!(
+                    "at most {} downloads of stored files per group may be open at once; \
+                     retry later",
+                    self.settings.max_downloads_per_group
+                ),
+            ));
+        }
         if let Some(agent) = agent {
-            let open = state.downloads.get(agent).copied().unwrap_or(0);
-            if open >= self.settings.max_downloads_per_agent {
-                return Err(reject(
-                    ErrorCode::TooManyDownloads,
-                    format!(
-                        "at most {} downloads of stored files per agent may be open at once; \
-                         finish or close one",
-                        self.settings.max_downloads_per_agent
-                    ),
-                ));
-            }
-            state.downloads.insert(agent.to_owned(), open + 1);
+            state.downloads.insert(agent.to_owned(), by_agent + 1);
+        }
+        if let Some(group) = group {
+            state.group_downloads.insert(group.to_owned(), by_group + 1);
         }
         state.open_downloads += 1;
         Ok(DownloadPermit {
             limits: self.clone(),
             agent: agent.map(str::to_owned),
+            group: group.map(str::to_owned),
         })
     }
 
@@ -350,12 +389,18 @@ impl Drop for DownloadPermit {
     fn drop(&mut self) {
         let mut state = self.limits.lock();
         state.open_downloads = state.open_downloads.saturating_sub(1);
-        if let Some(agent) = &self.agent
-            && let Some(open) = state.downloads.get_mut(agent)
-        {
-            *open = open.saturating_sub(1);
-            if *open == 0 {
-                state.downloads.remove(agent);
+        let state = &mut *state;
+        for (map, key) in [
+            (&mut state.downloads, &self.agent),
+            (&mut state.group_downloads, &self.group),
+        ] {
+            if let Some(key) = key
+                && let Some(open) = map.get_mut(key)
+            {
+                *open = open.saturating_sub(1);
+                if *open == 0 {
+                    map.remove(key);
+                }
             }
         }
     }
@@ -380,7 +425,9 @@ mod tests {
             max_unpublished_bytes: 100,
             logins_per_minute: 2,
             max_downloads_per_agent: 2,
-            max_open_downloads: 3,
+            max_downloads_per_group: 3,
+            max_open_downloads: 4,
+            download_idle: std::time::Duration::from_secs(30),
         })
     }
 
@@ -437,30 +484,51 @@ mod tests {
         limits.admit_upload(Some("a"), 0).expect("a slot came back");
     }
 
-    /// Downloads are capped per Agent, then in all; the operator has only the process cap,
-    /// a dropped permit gives its slot back, and an Agent with none open keeps no entry.
+    /// Stop 37: downloads are capped per Agent, per Group, then in all; the operator has
+    /// only the process cap, a dropped permit gives its slot back, and an Agent or Group
+    /// with none open keeps no entry.
     #[test]
-    fn downloads_are_capped_per_agent_then_in_all() {
+    fn downloads_are_capped_per_agent_per_group_then_in_all() {
         let limits = limits();
-        let a1 = limits.admit_download(Some("a")).expect("first");
-        let a2 = limits.admit_download(Some("a")).expect("second");
-        let refused = limits.admit_download(Some("a")).expect_err("third");
+        let a1 = limits.admit_download(Some("a"), Some("g")).expect("first");
+        let a2 = limits.admit_download(Some("a"), Some("g")).expect("second");
+        let refused = limits
+            .admit_download(Some("a"), Some("g"))
+            .expect_err("third of the Agent");
         assert_eq!(refused.code(), ErrorCode::TooManyDownloads);
-        let b1 = limits.admit_download(Some("b")).expect("another agent");
-        let refused = limits.admit_download(None).expect_err("process full");
+        let b1 = limits
+            .admit_download(Some("b"), Some("g"))
+            .expect("another agent");
+        let refused = limits
+            .admit_download(Some("c"), Some("g"))
+            .expect_err("fourth of the Group");
+        assert_eq!(refused.code(), ErrorCode::TooManyDownloads);
+        let other = limits
+            .admit_download(Some("c"), Some("h"))
+            .expect("another Group has room");
+        let refused = limits.admit_download(None, None).expect_err("process full");
         assert_eq!(refused.code(), ErrorCode::Overloaded);
-        let refused = limits.admit_download(Some("c")).expect_err("process full");
+        let refused = limits
+            .admit_download(Some("d"), Some("i"))
+            .expect_err("process full");
         assert_eq!(
             refused.code(),
             ErrorCode::Overloaded,
             "the process cap comes first"
         );
         drop(a1);
-        let a3 = limits.admit_download(Some("a")).expect("a slot came back");
-        drop((a2, a3, b1));
+        let a3 = limits
+            .admit_download(Some("a"), Some("g"))
+            .expect("a slot came back");
+        drop((a2, a3, b1, other));
         let state = limits.lock();
         assert_eq!(state.open_downloads, 0);
         assert!(state.downloads.is_empty(), "{:?}", state.downloads);
+        assert!(
+            state.group_downloads.is_empty(),
+            "{:?}",
+            state.group_downloads
+        );
         drop(state);
         let _uploads = [
             limits
@@ -471,7 +539,7 @@ mod tests {
                 .expect("uploads are counted apart"),
         ];
         let _d = limits
-            .admit_download(Some("a"))
+            .admit_download(Some("a"), Some("g"))
             .expect("downloads are counted apart");
     }
 

@@ -42,10 +42,15 @@ pub mod defaults {
     /// `429 too_many_downloads`). Small artifacts answered from memory or their row are not
     /// counted: they hold nothing once answered.
     pub const MAX_DOWNLOADS_PER_AGENT: usize = 32;
+    /// Downloads of stored files the sessions of one Group may have open at once (more answer
+    /// `429 too_many_downloads`): half the process's, so no one Group takes them all.
+    pub const MAX_DOWNLOADS_PER_GROUP: usize = 128;
     /// Downloads of stored files open at once, all readers together (more answer
-    /// `503 overloaded`). Each holds a file and up to 2 MiB read ahead of its client, so this
-    /// bounds that memory to about half a GiB; `weft serve` lowers it to a quarter of the
-    /// descriptor limit if that is smaller.
+    /// `503 overloaded`). Each holds a file and what it read ahead of its client: 2 MiB for a
+    /// whole content GET, a 4 MiB window for a Range, up to 8 MiB for a snapshot blob, so this
+    /// bounds that memory to 0.5–2 GiB; `weft serve` lowers it to a quarter of the descriptor
+    /// limit if that is smaller. A body not polled for the body idle timeout is cut and gives
+    /// its slot back (`downloads.rs`).
     pub const MAX_OPEN_DOWNLOADS: usize = 256;
     /// Bytes one Agent may hold uploaded but not yet cited by a manifest, Evidence, schema or
     /// snapshot (more answer `429 upload_quota_exceeded`): two of the largest uploads.
@@ -117,8 +122,13 @@ pub struct Quotas {
     pub logins_per_minute: u32,
     /// Downloads of stored files one Agent may have open at once.
     pub max_downloads_per_agent: usize,
+    /// Downloads of stored files one Group's sessions may have open at once.
+    pub max_downloads_per_group: usize,
     /// Downloads of stored files the process has open at once.
     pub max_open_downloads: usize,
+    /// How long a download's body may go without its client asking for bytes before it is
+    /// cut and its slot freed (the body idle timeout).
+    pub download_idle: std::time::Duration,
 }
 
 impl Default for Quotas {
@@ -132,7 +142,9 @@ impl Default for Quotas {
             ),
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
             max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
+            max_downloads_per_group: defaults::MAX_DOWNLOADS_PER_GROUP,
             max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,
+            download_idle: std::time::Duration::from_secs(defaults::BODY_IDLE_TIMEOUT_SECS),
         }
     }
 }

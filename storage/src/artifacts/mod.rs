@@ -31,8 +31,8 @@ mod upload;
 mod verification;
 mod with_content;
 
-pub(crate) use reads::inline_bytes;
 pub use reads::{Content, ListFilter};
+pub(crate) use reads::{admit_download, inline_bytes};
 pub(crate) use resumable::{Claims, remove_orphan_uploads};
 pub use sweep::SweepReport;
 pub(crate) use upload::Counters;

@@ -193,18 +193,23 @@ impl Content {
         }
     }
 
-    /// Takes a download slot for `reader` unless these bytes are already in memory (a small
-    /// artifact from the cache or its row), so what one Agent's open bodies can pin is
-    /// bounded (`limits.rs`): `too_many_downloads` (429) or `overloaded` (503) otherwise.
-    pub(crate) fn admitted(mut self, reader: &Reader) -> Result<Self, Error> {
-        if self.memory.is_none() {
-            let agent = match reader {
-                Reader::Admin => None,
-                Reader::Agent { agent_id, .. } => Some(agent_id.as_str()),
-            };
-            self.download = Some(self.inner.limits.admit_download(agent)?);
+    /// Takes a download slot for `reader`, to call once the answer will stream these bytes
+    /// to a client (not for a 304, a HEAD or a refused Range, which read nothing). Bytes
+    /// already in memory (a small artifact from the cache or its row) take none. The slot
+    /// is held by the body until it ends, is dropped, or goes unpolled for the body idle
+    /// timeout (`downloads.rs`), so what one Agent or Group can keep open is bounded
+    /// (`limits.rs`): `too_many_downloads` (429) or `overloaded` (503) otherwise.
+    pub fn admitted(mut self, reader: &Reader) -> Result<Self, Error> {
+        if self.memory.is_none() && self.download.is_none() {
+            self.download = Some(admit_download(&self.inner, reader)?);
         }
         Ok(self)
+    }
+
+    /// These bytes, holding `slot` (taken before they were opened).
+    pub(crate) fn holding(mut self, slot: DownloadPermit) -> Self {
+        self.download = Some(slot);
+        self
     }
 
     /// For a small blob already in memory: its bytes in `range` (all by default), verified
@@ -307,20 +312,29 @@ impl Content {
     }
 }
 
-/// `body`, holding `permit` until the body is dropped.
+/// `body`, carrying `permit` (`downloads.rs`) when there is one.
 fn holding(
     body: BoxStream<'static, Result<Bytes, Error>>,
     permit: Option<DownloadPermit>,
 ) -> BoxStream<'static, Result<Bytes, Error>> {
     match permit {
         None => body,
-        Some(permit) => body
-            .map(move |item| {
-                let _slot = &permit;
-                item
-            })
-            .boxed(),
+        Some(permit) => {
+            let idle = permit.idle();
+            crate::downloads::carry(body, permit, idle)
+        }
     }
+}
+
+/// One of `reader`'s download slots (`limits.rs`).
+pub(crate) fn admit_download(engine: &Engine, reader: &Reader) -> Result<DownloadPermit, Error> {
+    let (agent, group) = match reader {
+        Reader::Admin => (None, None),
+        Reader::Agent {
+            agent_id, group_id, ..
+        } => (Some(agent_id.as_str()), Some(group_id.as_str())),
+    };
+    engine.limits.admit_download(agent, group)
 }
 
 impl std::fmt::Debug for Content {

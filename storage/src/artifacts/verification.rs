@@ -124,6 +124,9 @@ impl Engine {
             None => "verify-now by the operator".to_owned(),
         };
         let content = self.open_stored_content(digest, reader, None).await?;
+        // A whole re-hash holds a file and its windows while it runs: it takes a download
+        // slot of the reader like a GET (the request's own end drops it with the body).
+        let content = content.admitted(reader)?;
         let blake3 = content.digests.blake3;
         let mut body = content.verified_by(by.clone()).into_body(None);
         while let Some(chunk) = body.next().await {
