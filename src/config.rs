@@ -138,7 +138,7 @@ impl Config {
             max_downloads_per_agent: self.max_downloads_per_agent.max(1),
             max_downloads_per_group: self.max_downloads_per_group.max(1),
             max_open_downloads: self.max_open_downloads.max(1),
-            download_idle: Duration::from_secs(self.body_idle_timeout_secs.max(1)),
+            download_idle: self.body_idle_timeout(),
         }
     }
 
@@ -149,8 +149,9 @@ impl Config {
     pub fn header_timeout(&self) -> Duration {
         Duration::from_secs(self.header_timeout_secs.max(1))
     }
+    /// At most a day: a deadline is `now + this`, which a huge value would overflow.
     pub fn body_idle_timeout(&self) -> Duration {
-        Duration::from_secs(self.body_idle_timeout_secs.max(1))
+        Duration::from_secs(self.body_idle_timeout_secs.clamp(1, 24 * 60 * 60))
     }
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs.max(1))

@@ -238,11 +238,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .max(1);
         options.quotas.max_open_uploads = options.quotas.max_open_uploads.min(bound);
         options.quotas.max_open_downloads = options.quotas.max_open_downloads.min(bound);
-        // A Group keeps at most half of what is left, as with the defaults.
+        // A Group's cap above the process's would mean nothing.
         options.quotas.max_downloads_per_group = options
             .quotas
             .max_downloads_per_group
-            .min((options.quotas.max_open_downloads / 2).max(1));
+            .min(options.quotas.max_open_downloads);
     }
     options.authority = std::sync::Arc::new(authority_key(&config.data_dir)?);
     let store = weft_storage::Store::open(options)

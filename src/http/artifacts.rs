@@ -234,13 +234,17 @@ pub(crate) async fn content(
                 ))?,
             );
         }
-        // Window by window, without a Content-Length: the encoding's length is known only as
-        // it is written. A failure part-way cuts the connection, as for a GET.
-        let encoded = content.admitted(&caller.reader())?.proof(range).await?;
         response_headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(weft_api::bao::MEDIA_TYPE),
         );
+        if method == Method::HEAD && !shown.is_empty() {
+            // The headers alone: no proof is built and no download slot taken.
+            return Ok((status, response_headers).into_response());
+        }
+        // Window by window, without a Content-Length: the encoding's length is known only as
+        // it is written. A failure part-way cuts the connection, as for a GET.
+        let encoded = content.admitted(&caller.reader())?.proof(range).await?;
         return Ok((status, response_headers, served(encoded)).into_response());
     }
     response_headers.insert(header::CONTENT_TYPE, header_value(&content.media_type)?);

@@ -1,5 +1,5 @@
 //! A download's body: it carries the download's slot (`limits.rs`) and is cut once its
-//! consumer has not asked for bytes for the idle timeout (`--body-idle-timeout-secs`).
+//! client has taken nothing for the idle timeout (`--body-idle-timeout-secs`).
 //!
 //! Why a watcher outside the body: hyper polls an HTTP/2 response body only while the stream
 //! has flow-control window, so a client that never opens the window stops the polls without
@@ -10,11 +10,16 @@
 //! the inner stream (the file, the windows, a parked reader) and the slot, and the body's next
 //! poll, if one ever comes, ends the response with `timeout` (hyper resets the stream).
 //!
-//! A poll that finds no bytes ready counts as asking: the server is then the slow side (a
-//! cold disk, an outboard being rebuilt), and the client is not to blame.
+//! What counts as the client taking bytes: hyper polls the body again once the previous
+//! piece has (mostly) gone out, so the time between polls is a piece's size over the client's
+//! rate. The body hands bytes on in pieces of at most [`PIECE`] (slices of the inner chunks,
+//! nothing copied), so a client is cut only below 64 KiB per timeout (about 2 KiB/s at the
+//! default 30 s), not below a whole 4 MiB Range window per timeout. And while the inner
+//! stream has not answered a poll (a cold disk, an outboard being rebuilt, a busy writer
+//! recording a quarantine), the server is the slow side: the body is never cut then.
 
 use std::sync::{Arc, Mutex, Weak};
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,17 +34,27 @@ use crate::limits::DownloadPermit;
 
 type Body = BoxStream<'static, Result<Bytes, Error>>;
 
+/// The most bytes the body hands on per poll (see the module docs).
+const PIECE: usize = 64 * 1024;
+
 /// What the body and its watcher share.
 struct Carried {
     /// The inner body and its slot; `None` once the body ended or was cut.
     live: Option<(Body, DownloadPermit)>,
+    /// What is left of the inner body's last chunk, handed on a piece at a time.
+    rest: Bytes,
     /// When the consumer last polled the body.
     last_poll: Instant,
+    /// The inner body answered the last poll with `Pending`: the server is the slow side.
+    waiting_on_server: bool,
+    /// The last poll's waker, woken when the body is cut.
+    waker: Option<Waker>,
     /// Set by the watcher when it cut the body: its next poll answers `timeout`.
     cut: bool,
 }
 
-/// `body`, holding `permit` until the body ends, is dropped, or goes `idle` without a poll.
+/// `body`, holding `permit` until the body ends, is dropped, or its client takes nothing for
+/// `idle`.
 pub(crate) fn carry(body: Body, permit: DownloadPermit, idle: Duration) -> Body {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         // Nothing to watch from (a served body always has a runtime): still hold the slot.
@@ -52,7 +67,10 @@ pub(crate) fn carry(body: Body, permit: DownloadPermit, idle: Duration) -> Body 
     };
     let shared = Arc::new(Mutex::new(Carried {
         live: Some((body, permit)),
+        rest: Bytes::new(),
         last_poll: Instant::now(),
+        waiting_on_server: false,
+        waker: None,
         cut: false,
     }));
     let (dropped, watched) = oneshot::channel::<()>();
@@ -61,24 +79,49 @@ pub(crate) fn carry(body: Body, permit: DownloadPermit, idle: Duration) -> Body 
         // Dropped with the body, which ends the watcher at once.
         let _dropped = &dropped;
         let mut carried = lock(&shared);
+        let carried = &mut *carried;
         carried.last_poll = Instant::now();
         if std::mem::take(&mut carried.cut) {
             return Poll::Ready(Some(Err(stalled(idle))));
+        }
+        if !carried.rest.is_empty() {
+            return Poll::Ready(Some(Ok(piece(&mut carried.rest))));
         }
         let Some((body, _slot)) = carried.live.as_mut() else {
             return Poll::Ready(None);
         };
         let item = body.poll_next_unpin(cx);
-        if let Poll::Ready(None) = item {
-            // The end: the slot goes back now, not when hyper gets round to dropping us.
-            carried.live = None;
+        carried.waiting_on_server = item.is_pending();
+        match item {
+            Poll::Pending => {
+                match &mut carried.waker {
+                    Some(waker) => waker.clone_from(cx.waker()),
+                    None => carried.waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            Poll::Ready(Some(Ok(mut chunk))) => {
+                let first = piece(&mut chunk);
+                carried.rest = chunk;
+                Poll::Ready(Some(Ok(first)))
+            }
+            Poll::Ready(None) => {
+                // The end: the slot goes back now, not when hyper gets round to dropping us.
+                carried.live = None;
+                Poll::Ready(None)
+            }
+            failed => failed,
         }
-        item
     })
     .boxed()
 }
 
-/// Cuts the body once it has gone `idle` without a poll; ends when the body is dropped.
+/// The first [`PIECE`] bytes of `chunk`, leaving the rest in it (no copy).
+fn piece(chunk: &mut Bytes) -> Bytes {
+    chunk.split_to(chunk.len().min(PIECE))
+}
+
+/// Cuts the body once its client has taken nothing for `idle`; ends when the body is dropped.
 async fn watch(shared: Weak<Mutex<Carried>>, mut dropped: oneshot::Receiver<()>, idle: Duration) {
     let mut due = Instant::now() + idle;
     loop {
@@ -90,16 +133,27 @@ async fn watch(shared: Weak<Mutex<Carried>>, mut dropped: oneshot::Receiver<()>,
             return;
         };
         let mut carried = lock(&shared);
-        if carried.live.is_none() {
+        if carried.live.is_none() && carried.rest.is_empty() {
             return;
         }
-        due = carried.last_poll + idle;
-        if due <= Instant::now() {
-            let cut = carried.live.take();
+        let now = Instant::now();
+        due = if carried.waiting_on_server {
+            // The consumer is waiting for the server: look again later.
+            now + idle
+        } else {
+            carried.last_poll + idle
+        };
+        if due <= now {
+            let cut = (carried.live.take(), std::mem::take(&mut carried.rest));
             carried.cut = true;
+            let waker = carried.waker.take();
             drop(carried);
-            // Outside the lock: dropping the reader may wake other tasks.
+            // Outside the lock: dropping the reader may wake other tasks, and the consumer
+            // may poll at once.
             drop(cut);
+            if let Some(waker) = waker {
+                waker.wake();
+            }
             tracing::debug!(
                 idle_secs = idle.as_secs(),
                 "cut a download whose client took no bytes"
@@ -196,20 +250,53 @@ mod tests {
         assert!(body.next().await.is_none(), "and then the end");
     }
 
-    /// A consumer that keeps polling is never cut, however long the server takes to have
-    /// bytes ready; the idle time counts from the last poll.
+    /// A client that takes a piece now and then is not cut, however large the inner chunks
+    /// (a Range answers 4 MiB windows): the body hands on at most 64 KiB per poll, so the
+    /// idle time counts from the last piece taken. Once it stops taking, it is cut.
     #[tokio::test(start_paused = true)]
-    async fn a_body_that_is_polled_is_never_cut() {
+    async fn a_client_taking_pieces_is_not_cut() {
         let limits = limits();
-        let (inner, dropped) = pending_body();
+        let window = Bytes::from(vec![7u8; 4 * 1024 * 1024]);
+        let inner = futures::stream::iter([Ok(window.clone())])
+            .chain(futures::stream::pending())
+            .boxed();
         let mut body = carry(inner, slot(&limits), IDLE);
-        for _ in 0..10 {
-            let waited = tokio::time::timeout(IDLE - Duration::from_secs(1), body.next()).await;
-            assert!(waited.is_err(), "nothing ready, nothing cut");
+        let mut taken = 0;
+        while taken < window.len() {
+            tokio::time::sleep(IDLE - Duration::from_secs(1)).await;
+            let piece = body.next().await.expect("a piece").expect("not cut");
+            assert!(piece.len() <= PIECE, "{}", piece.len());
+            taken += piece.len();
         }
-        assert!(!dropped.load(Ordering::SeqCst));
-        tokio::time::sleep(IDLE + Duration::from_secs(1)).await;
-        assert!(dropped.load(Ordering::SeqCst), "cut once the polls stopped");
+        assert_eq!(taken, window.len());
+        // The client asks again and the inner body has nothing yet: the client now waits on
+        // the server, and is not cut however long that lasts.
+        let mut asking = Box::pin(body.next());
+        assert!(futures::poll!(&mut asking).is_pending());
+        tokio::time::sleep(IDLE * 3).await;
+        assert!(
+            limits.admit_download(Some("a"), Some("g")).is_err(),
+            "waiting on the server: the slot is still held"
+        );
+        assert!(futures::poll!(&mut asking).is_pending(), "not cut");
+    }
+
+    /// While the server has nothing ready (a cold disk, an outboard rebuild, a busy writer)
+    /// the consumer is waiting for it, not the other way round: the body is not cut however
+    /// long that takes, and the bytes arrive.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_on_the_server_is_never_cut() {
+        let limits = limits();
+        let late = futures::stream::once(async {
+            tokio::time::sleep(IDLE * 3).await;
+            Ok(Bytes::from_static(b"late bytes"))
+        })
+        .boxed();
+        let mut body = carry(late, slot(&limits), IDLE);
+        let bytes = body.next().await.expect("an item").expect("not cut");
+        assert_eq!(bytes, &b"late bytes"[..]);
+        assert!(body.next().await.is_none());
+        let _slot = slot(&limits);
     }
 
     /// A body that ends gives its slot back at its end; one dropped gives it back at once,

@@ -526,6 +526,15 @@ backends!(
             StatusCode::OK,
             "a HEAD reads nothing"
         );
+        let head = request(
+            Method::HEAD,
+            &format!("/v1/artifacts/{file}/content?proof=bao"),
+            Some(&worker.token),
+            Body::empty(),
+        );
+        let answer = h.send(head).await;
+        assert_eq!(answer.status, StatusCode::OK, "nor does a HEAD of a proof");
+        assert_eq!(answer.headers["content-type"], weft_api::bao::MEDIA_TYPE);
         let etag = Some(("if-none-match", format!("\"{file}\"")));
         let answer = h.send(get(&worker, &file, etag)).await;
         assert_eq!(answer.status, StatusCode::NOT_MODIFIED);
