@@ -168,8 +168,8 @@ pub struct Content {
     /// read; the verification that answers them also keeps them there (`hot.rs`), so they
     /// are hashed once, not once for the cache and once for the answer.
     keep_hot: Option<u64>,
-    /// The download slot of a read of a stored file opened for a client
-    /// ([`crate::Store::open_content`]); the body that reads the file carries it.
+    /// The download slot of a read of a stored file for a client ([`Content::admitted`],
+    /// [`Content::holding`]); the body that reads the file carries it (`downloads.rs`).
     download: Option<DownloadPermit>,
 }
 
@@ -196,8 +196,8 @@ impl Content {
     /// Takes a download slot for `reader`, to call once the answer will stream these bytes
     /// to a client (not for a 304, a HEAD or a refused Range, which read nothing). Bytes
     /// already in memory (a small artifact from the cache or its row) take none. The slot
-    /// is held by the body until it ends, is dropped, or goes unpolled for the body idle
-    /// timeout (`downloads.rs`), so what one Agent or Group can keep open is bounded
+    /// is held by the body until it ends, is dropped, or its client takes nothing for the
+    /// body idle timeout (`downloads.rs`), so what one Agent or Group can keep open is bounded
     /// (`limits.rs`): `too_many_downloads` (429) or `overloaded` (503) otherwise.
     pub fn admitted(mut self, reader: &Reader) -> Result<Self, Error> {
         if self.memory.is_none() && self.download.is_none() {
