@@ -1,12 +1,16 @@
-//! Stop 37, end to end over a real socket: an HTTP/2 client that opens a download and never
-//! opens its stream's flow-control window stalls nothing on the connection, so the accept
-//! loop's write timeout never fires; the download's watcher (`storage/src/downloads.rs`)
-//! cuts the body once hyper has not polled it for the idle timeout, and its slot comes back.
-//!
-//! Real time, about one second: the idle timeout is counted in whole seconds and the server
-//! runs on the real clock here (the watcher's own tests use a paused one).
+//! Downloads of stored files (stop 37): the slots an Agent and a Group may hold, what takes
+//! one and what does not, and, end to end over a real socket, an HTTP/2 client that opens a
+//! download and never opens its stream's flow-control window. That stalls nothing on the
+//! connection, so the accept loop's write timeout never fires; the download's watcher
+//! (`storage/src/downloads.rs`) cuts the body once its client has taken nothing for the idle
+//! timeout, and its slot comes back. That test runs in real time, about one second: the idle
+//! timeout is counted in whole seconds (the watcher's own tests use a paused clock).
 
 use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use tower::ServiceExt as _;
 
 use super::harness::*;
 
@@ -77,3 +81,152 @@ async fn a_stalled_http2_download_is_cut_and_gives_its_slot_back() {
     let _ = stop.send(());
     assert!(server.await.expect("joins").expect("serves"));
 }
+
+backends!(
+    /// Stop 37: a download of a stored file holds one slot of its Agent and of its Group
+    /// while its body lives, so bodies kept open and never read (an HTTP/2 client can stall
+    /// many streams without stalling its socket) pin a bounded number of files and
+    /// read-ahead windows (the body is also cut once unpolled for the idle timeout,
+    /// `storage/src/downloads.rs`). Past a cap: 429 `too_many_downloads` with Retry-After,
+    /// nothing changed. Another Agent, a small artifact answered from memory, a HEAD, a 304
+    /// and a refused Range take no slot; a body read to its end and a dropped body give theirs
+    /// back; an artifact the caller may not see still answers 404, so the cap tells nobody
+    /// what exists elsewhere.
+    async fn open_downloads_of_stored_files_are_capped_per_agent_and_group(kind: Kind) {
+        let h = harness_with(kind, |config| {
+            config.max_downloads_per_agent = 2;
+            config.max_downloads_per_group = 3;
+        })
+        .await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let colleague = h.agent("w2", "g1", &["worker"]).await;
+        let third = h.agent("w3", "g1", &["worker"]).await;
+        let outsider = h.agent("o1", "g2", &["worker"]).await;
+        let large: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let file = h.put(&worker, "g1", &large, &[]).await;
+        let small = h.put(&worker, "g1", b"a small result", &[]).await;
+        let elsewhere = b"another group's bytes, file-sized".repeat(4096);
+        let elsewhere = h.put(&outsider, "g2", &elsewhere, &[]).await;
+        let get = |agent: &Agent, id: &weft_api::ArtifactId, header: Option<(&str, String)>| {
+            let mut request = request(
+                Method::GET,
+                &format!("/v1/artifacts/{id}/content"),
+                Some(&agent.token),
+                Body::empty(),
+            );
+            if let Some((name, value)) = header {
+                let name = axum::http::HeaderName::from_bytes(name.as_bytes()).expect("name");
+                request
+                    .headers_mut()
+                    .insert(name, value.parse().expect("value"));
+            }
+            request
+        };
+        let open = |agent: &Agent, id: &weft_api::ArtifactId| {
+            let (app, request) = (h.app.clone(), get(agent, id, None));
+            async move { app.oneshot(request).await.expect("infallible") }
+        };
+        let first = open(&worker, &file).await;
+        let second = open(&worker, &file).await;
+        assert_eq!(
+            (first.status(), second.status()),
+            (StatusCode::OK, StatusCode::OK)
+        );
+
+        let before = h.fingerprint().await;
+        let answer = h.send(get(&worker, &file, None)).await;
+        assert_eq!(answer.code(), "too_many_downloads", "{answer:?}");
+        assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(answer.headers["retry-after"], "1");
+        let answer = h.send(get(&worker, &small, None)).await;
+        assert_eq!(
+            (answer.status, &answer.body[..]),
+            (StatusCode::OK, &b"a small result"[..])
+        );
+        let mut head = get(&worker, &file, None);
+        *head.method_mut() = Method::HEAD;
+        assert_eq!(
+            h.send(head).await.status,
+            StatusCode::OK,
+            "a HEAD reads nothing"
+        );
+        let head = request(
+            Method::HEAD,
+            &format!("/v1/artifacts/{file}/content?proof=bao"),
+            Some(&worker.token),
+            Body::empty(),
+        );
+        let answer = h.send(head).await;
+        assert_eq!(answer.status, StatusCode::OK, "nor does a HEAD of a proof");
+        assert_eq!(answer.headers["content-type"], weft_api::bao::MEDIA_TYPE);
+        let etag = Some(("if-none-match", format!("\"{file}\"")));
+        let answer = h.send(get(&worker, &file, etag)).await;
+        assert_eq!(answer.status, StatusCode::NOT_MODIFIED);
+        let beyond = Some(("range", "bytes=400000-400001".to_owned()));
+        let answer = h.send(get(&worker, &file, beyond)).await;
+        assert_eq!(answer.code(), "invalid_range");
+        let answer = h.send(get(&worker, &elsewhere, None)).await;
+        assert_eq!(
+            answer.code(),
+            "not_found",
+            "not visible: the cap is not reached first"
+        );
+        let nowhere = weft_api::ArtifactId::of(b"bytes nobody stored");
+        let answer = h.send(get(&worker, &nowhere, None)).await;
+        assert_eq!(answer.code(), "not_found");
+        // The Group's third slot, then its cap.
+        let held = open(&colleague, &file).await;
+        assert_eq!(held.status(), StatusCode::OK);
+        let answer = h.send(get(&third, &file, None)).await;
+        assert_eq!(
+            answer.code(),
+            "too_many_downloads",
+            "the Group's cap: {answer:?}"
+        );
+        let answer = h.send(get(&outsider, &elsewhere, None)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "another Group is not held up"
+        );
+        assert_unchanged(&before, &h.fingerprint().await, "too_many_downloads");
+
+        drop((first, held));
+        let answer = h.send(get(&worker, &file, None)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "a dropped body gave its slot back"
+        );
+        assert!(answer.body == large);
+        // A body read to its end gives its slot back at its end, before it is dropped.
+        let mut body = open(&worker, &file).await.into_body().into_data_stream();
+        let mut read = Vec::new();
+        while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+            read.extend_from_slice(&chunk.expect("a chunk"));
+        }
+        assert!(read == large);
+        let last = open(&worker, &file).await;
+        assert_eq!(
+            last.status(),
+            StatusCode::OK,
+            "the ended body's slot is free"
+        );
+        let answer = h.send(get(&worker, &file, None)).await;
+        assert_eq!(answer.code(), "too_many_downloads", "{answer:?}");
+        let answer = h
+            .send(request(
+                Method::GET,
+                &format!("/v1/artifacts/{file}/content?proof=bao"),
+                Some(&worker.token),
+                Body::empty(),
+            ))
+            .await;
+        assert_eq!(
+            answer.code(),
+            "too_many_downloads",
+            "a proof reads the file too"
+        );
+        drop((second, last, body));
+    }
+);
