@@ -9,7 +9,7 @@ use super::body::parse_body;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::header;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt as _;
@@ -332,6 +332,7 @@ pub(crate) async fn snapshots(
               (status = 429, description = "too_many_downloads (Retry-After)"), (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn snapshot_blob(
     State(state): State<AppState>,
+    method: Method,
     caller: Caller,
     ids: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
 ) -> HttpResult<Response> {
@@ -339,6 +340,21 @@ pub(crate) async fn snapshot_blob(
         ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "not valid UTF-8"))?;
     let group_id = weft_api::Id::parse("groupId", &group_id)?;
     let blob = weft_api::ArtifactId::parse(&digest)?;
+    let headers = |length: u64| {
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (header::CONTENT_LENGTH, length.to_string()),
+            (header::ETAG, format!("\"{blob}\"")),
+        ]
+    };
+    if method == Method::HEAD {
+        // The headers alone: the blob is not opened and no download slot is taken.
+        let digests = state
+            .store
+            .snapshot_blob_digests(group_id, blob, &caller.reader())
+            .await?;
+        return Ok(headers(digests.size).into_response());
+    }
     let content = state
         .store
         .open_snapshot_blob(group_id, blob, &caller.reader())
@@ -347,13 +363,5 @@ pub(crate) async fn snapshot_blob(
     let body = content
         .into_body(None)
         .map(|chunk| chunk.map_err(std::io::Error::other));
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/json".to_owned()),
-            (header::CONTENT_LENGTH, length.to_string()),
-            (header::ETAG, format!("\"{blob}\"")),
-        ],
-        Body::from_stream(body),
-    )
-        .into_response())
+    Ok((headers(length), Body::from_stream(body)).into_response())
 }

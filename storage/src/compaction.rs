@@ -21,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::dsse::{BASE64, SNAPSHOT_TYPE};
 use weft_api::event::EventHash;
 use weft_api::views::{SignedSnapshot, SnapshotReference};
-use weft_api::{ArtifactId, Digest, Envelope, GroupState, Id};
+use weft_api::{ArtifactId, Digest, Digests, Envelope, GroupState, Id};
 
 use crate::access::Reader;
 use crate::artifacts::Content;
@@ -399,6 +399,34 @@ impl Engine {
 }
 
 impl Engine {
+    /// The digests of a snapshot's state document or Event archive of a Group, for a reader
+    /// who may see that Group's snapshots (what a HEAD answers; nothing is opened).
+    pub(crate) async fn snapshot_blob_digests(
+        self: &Arc<Self>,
+        group_id: Id,
+        blob: ArtifactId,
+        reader: &Reader,
+    ) -> Result<Digests, Error> {
+        let snapshots = self.snapshots(group_id, reader).await?;
+        let not_found = || {
+            reject(
+                weft_api::ErrorCode::NotFound,
+                format!("{blob} is not a snapshot blob of this group"),
+            )
+        };
+        if !snapshots
+            .iter()
+            .any(|s| s.archive == blob || s.reference.state_digest == blob)
+        {
+            return Err(not_found());
+        }
+        self.db
+            .read(move |conn| crate::artifacts::blob_row(conn, &Digest::Blake3(blob)))
+            .await?
+            .map(|(digests, _)| digests)
+            .ok_or_else(not_found)
+    }
+
     /// Opens a snapshot's state document or Event archive of a Group, verified as it streams.
     pub(crate) async fn open_snapshot_blob(
         self: &Arc<Self>,
@@ -406,19 +434,11 @@ impl Engine {
         blob: ArtifactId,
         reader: &Reader,
     ) -> Result<Content, Error> {
-        let snapshots = self.snapshots(group_id, reader).await?;
-        if !snapshots
-            .iter()
-            .any(|s| s.archive == blob || s.reference.state_digest == blob)
-        {
-            return Err(reject(
-                weft_api::ErrorCode::NotFound,
-                format!("{blob} is not a snapshot blob of this group"),
-            ));
-        }
+        let digests = self.snapshot_blob_digests(group_id, blob, reader).await?;
         // A download like an artifact's content: one of the reader's slots, taken before the
         // blob is opened (a refusal opens nothing), and carried by the body.
         let slot = crate::artifacts::admit_download(self, reader)?;
-        Ok(self.open_group_blob(blob).await?.holding(slot))
+        let raw = self.raw_bytes(&digests).await?;
+        Ok(Content::new(digests, "application/json".into(), raw, Arc::clone(self)).holding(slot))
     }
 }

@@ -560,6 +560,18 @@ impl Store {
         self.inner.open_snapshot_blob(group_id, blob, reader).await
     }
 
+    /// The digests of a snapshot blob `reader` may read, without opening it (a HEAD).
+    pub async fn snapshot_blob_digests(
+        &self,
+        group_id: Id,
+        blob: ArtifactId,
+        reader: &Reader,
+    ) -> Result<Digests, Error> {
+        self.inner
+            .snapshot_blob_digests(group_id, blob, reader)
+            .await
+    }
+
     // ── delivery.rs: ACK cursors and checkpoints ────────────────────────────
 
     /// Records an Agent's ACK for a Group; never moves a cursor back (DLV-6, DLV-7).

@@ -230,3 +230,61 @@ backends!(
         drop((second, last, body));
     }
 );
+
+/// A snapshot blob is a download like an artifact's content: a GET holds one of the Agent's
+/// slots while its body lives (429 `too_many_downloads` past the cap, nothing changed) and
+/// gives it back when dropped; a HEAD answers the length without opening the blob or taking
+/// a slot; a blob that is not one of this Group's snapshots answers 404 first.
+#[tokio::test]
+async fn a_snapshot_blob_takes_a_slot_and_its_head_takes_none() {
+    let h = harness_with(Kind::Disk, |config| config.max_downloads_per_agent = 1).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    for n in 0..4 {
+        h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
+            .await;
+    }
+    h.store
+        .compact(weft_storage::Retention::events(1))
+        .await
+        .expect("compaction");
+    let listed = h.get_json(&worker, "/v1/groups/g1/snapshots").await;
+    let archive = listed["snapshots"][0]["archive"]
+        .as_str()
+        .expect("an archive")
+        .to_owned();
+    let uri = format!("/v1/groups/g1/snapshots/blobs/{archive}");
+    let get = |method: Method| request(method, &uri, Some(&worker.token), Body::empty());
+    let whole = h.send(get(Method::GET)).await;
+    assert_eq!(whole.status, StatusCode::OK, "{whole:?}");
+
+    let held = h
+        .app
+        .clone()
+        .oneshot(get(Method::GET))
+        .await
+        .expect("infallible");
+    assert_eq!(held.status(), StatusCode::OK);
+    let before = h.fingerprint().await;
+    let answer = h.send(get(Method::GET)).await;
+    assert_eq!(answer.code(), "too_many_downloads", "{answer:?}");
+    assert_unchanged(&before, &h.fingerprint().await, "too_many_downloads");
+    let head = h.send(get(Method::HEAD)).await;
+    assert_eq!(head.status, StatusCode::OK, "a HEAD takes no slot");
+    assert_eq!(
+        head.headers["content-length"].to_str().expect("ascii"),
+        whole.body.len().to_string()
+    );
+    let elsewhere = weft_api::ArtifactId::of(b"not a snapshot blob");
+    let answer = h
+        .send(request(
+            Method::HEAD,
+            &format!("/v1/groups/g1/snapshots/blobs/{elsewhere}"),
+            Some(&worker.token),
+            Body::empty(),
+        ))
+        .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    drop(held);
+    let again = h.send(get(Method::GET)).await;
+    assert_eq!((again.status, &again.body), (StatusCode::OK, &whole.body));
+}
