@@ -239,14 +239,7 @@ backends!(
 async fn a_snapshot_blob_takes_a_slot_and_its_head_takes_none() {
     let h = harness_with(Kind::Disk, |config| config.max_downloads_per_agent = 1).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
-    for n in 0..4 {
-        h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
-            .await;
-    }
-    h.store
-        .compact(weft_storage::Retention::events(1))
-        .await
-        .expect("compaction");
+    h.compacted(&worker, "g1").await;
     let listed = h.get_json(&worker, "/v1/groups/g1/snapshots").await;
     let archive = listed["snapshots"][0]["archive"]
         .as_str()

@@ -481,6 +481,19 @@ impl Harness {
     }
 
     /// Uploads `bytes` and publishes a manifest for them in `group`; returns the artifact id.
+    /// Four artifacts of `agent` in `group`, then the log compacted to its newest Event: the
+    /// Group has one snapshot (a state document and an Event archive).
+    pub(super) async fn compacted(&self, agent: &Agent, group: &str) {
+        for n in 0..4 {
+            self.put(agent, group, format!("artifact {n}").as_bytes(), &[])
+                .await;
+        }
+        self.store
+            .compact(weft_storage::Retention::events(1))
+            .await
+            .expect("compaction");
+    }
+
     pub(super) async fn put(
         &self,
         agent: &Agent,

@@ -17,14 +17,7 @@ use super::harness::*;
 async fn restore_refuses_a_tampered_snapshot_reference() {
     let h = harness(Kind::Disk).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
-    for n in 0..4 {
-        h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
-            .await;
-    }
-    h.store
-        .compact(weft_storage::Retention::events(1))
-        .await
-        .expect("compaction");
+    h.compacted(&worker, "g1").await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -279,7 +279,7 @@ impl Content {
             }
             None => super::ranges::full_read(self.inner, self.digests, range, self.verified_by),
         };
-        holding(body, self.download)
+        carrying(body, self.download)
     }
 
     /// The Range read without the outboard: every stored byte re-hashed (benchmark baseline).
@@ -308,12 +308,12 @@ impl Content {
             ));
         }
         let encoded = super::ranges::proof(&self.inner, self.digests, range).await?;
-        Ok(holding(encoded, self.download))
+        Ok(carrying(encoded, self.download))
     }
 }
 
 /// `body`, carrying `permit` (`downloads.rs`) when there is one.
-fn holding(
+fn carrying(
     body: BoxStream<'static, Result<Bytes, Error>>,
     permit: Option<DownloadPermit>,
 ) -> BoxStream<'static, Result<Bytes, Error>> {
