@@ -361,6 +361,41 @@ impl AddressHasher {
     }
 }
 
+/// SHA-256 alone over bytes as they pass, on a blocking thread while the caller goes on: the
+/// second digest of the reviewer's integrity check (`evidence/reviewer.rs`), over the same
+/// bytes the read verified against the address. Chunks are sent as they are (a read's are at
+/// most 256 KiB), at most [`DEPTH`] waiting.
+pub(crate) struct Sha256Task {
+    to: mpsc::Sender<Bytes>,
+    task: JoinHandle<([u8; 32], u64)>,
+}
+
+impl Sha256Task {
+    pub(crate) fn start() -> Self {
+        let (to, mut from) = mpsc::channel::<Bytes>(DEPTH);
+        let task = tokio::task::spawn_blocking(move || {
+            let (mut hasher, mut size) = (sha2::Sha256::new(), 0u64);
+            while let Some(chunk) = from.blocking_recv() {
+                hasher.update(&chunk);
+                size += chunk.len() as u64;
+            }
+            (hasher.finalize().into(), size)
+        });
+        Self { to, task }
+    }
+
+    pub(crate) async fn update(&self, chunk: Bytes) -> Result<(), Error> {
+        self.to.send(chunk).await.map_err(|_| stopped())
+    }
+
+    /// The digest and the count of every byte sent.
+    pub(crate) async fn finish(self) -> Result<(Sha256Digest, u64), Error> {
+        drop(self.to);
+        let (digest, size) = self.task.await.map_err(Error::backend)?;
+        Ok((Sha256Digest(digest), size))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// A read checks exactly the address, whether the body was hashed at the end on this

@@ -539,6 +539,21 @@ impl Harness {
         assert_eq!(changed, 1, "{id} is stored inline");
     }
 
+    /// Overwrites the SHA-256 digest the disk backend's index records for `id` with
+    /// `sha256`, behind the server's back (a corrupted row whose bytes still match their
+    /// address).
+    pub(super) fn tamper_sha256(&self, id: &ArtifactId, sha256: [u8; 32]) {
+        let index =
+            rusqlite::Connection::open(self.dir.path().join("index.sqlite")).expect("index");
+        let changed = index
+            .execute(
+                "UPDATE blobs SET sha256 = ?1 WHERE blake3 = ?2",
+                rusqlite::params![&sha256[..], &id.0[..]],
+            )
+            .expect("tamper");
+        assert_eq!(changed, 1, "{id} has a blob row");
+    }
+
     /// Where the disk backend keeps `id`'s bytes (DESIGN §8.1 layout).
     pub(super) fn blob_file(&self, id: &ArtifactId) -> std::path::PathBuf {
         let hex = id.hex();

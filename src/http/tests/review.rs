@@ -169,6 +169,84 @@ async fn the_builtin_reviewer_checks_integrity_and_schemas() {
     }
 }
 
+/// The integrity check recomputes SHA-256 from the bytes the read verified against their
+/// address, which an ordinary read does not: a blob row that records a wrong SHA-256 fails the
+/// check, naming both digests, and is not quarantined (its bytes are its address). Each re-hash
+/// of a stored file holds one of the reviewer's download slots, as a GET does: with the one
+/// slot held by a download, the review is refused with `too_many_downloads` and records
+/// nothing; once the download is dropped it runs.
+#[tokio::test]
+async fn the_integrity_check_recomputes_sha256_and_holds_a_download_slot() {
+    use tower::ServiceExt as _;
+    let h = harness_with(Kind::Disk, |config| {
+        config.inline_blob_bytes = 0;
+        config.max_downloads_per_agent = 1;
+    })
+    .await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+    let report = h.put(&worker, "g1", br#"{"passed": 3}"#, &[]).await;
+    let review_request = || {
+        json_request(
+            Method::POST,
+            "/v1/workitems/work-1/review",
+            &reviewer.token,
+            json!({"criterion": "ac-1", "artifacts": [report], "checks": ["integrity"]}),
+            &[],
+        )
+    };
+    let outcome = |answer: &Answer| {
+        let result = answer.json()["evidence"][0]["evidence"]["result"].clone();
+        (
+            result["outcome"].as_str().expect("outcome").to_owned(),
+            result["summary"].as_str().expect("summary").to_owned(),
+        )
+    };
+    let answer = h.send(review_request()).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    assert_eq!(outcome(&answer).0, "pass");
+
+    h.tamper_sha256(&report, [7; 32]);
+    let answer = h.send(review_request()).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let (result, summary) = outcome(&answer);
+    assert_eq!(result, "fail", "{summary}");
+    assert!(
+        summary.contains(&format!(
+            "where the index records sha256:{}",
+            "07".repeat(32)
+        )),
+        "{summary}"
+    );
+    let content = format!("/v1/artifacts/{report}/content");
+    let read = h
+        .call(Method::GET, &content, Some(&reviewer.token), Body::empty())
+        .await;
+    assert_eq!(
+        read.status,
+        StatusCode::OK,
+        "bytes that match their address are not quarantined: {read:?}"
+    );
+
+    let held = h
+        .app
+        .clone()
+        .oneshot(
+            Request::builder()
+                .uri(&content)
+                .header("authorization", format!("Bearer {}", reviewer.token))
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    assert_eq!(held.status(), StatusCode::OK);
+    refused(&h, review_request(), "too_many_downloads").await;
+    drop(held);
+    let answer = h.send(review_request()).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+}
+
 /// Issue #16: one review of a binary artifact with both checks is not contested against
 /// itself: integrity passes under one criterion, schema is inconclusive under another; and a caller may
 /// map each check to a criterion of its own.

@@ -206,6 +206,21 @@ impl Content {
         Ok(self)
     }
 
+    /// [`Content::admitted`] for work the server does on a Group's behalf as the Authority
+    /// (the built-in review after a submission): one Agent id that every Group shares, so its
+    /// downloads count against the Group and the process, never against a cap all Groups
+    /// would meet together.
+    pub(crate) fn admitted_for_group(mut self, group: &Id) -> Result<Self, Error> {
+        if self.memory.is_none() && self.download.is_none() {
+            self.download = Some(
+                self.inner
+                    .limits
+                    .admit_download(None, Some(group.as_str()))?,
+            );
+        }
+        Ok(self)
+    }
+
     /// These bytes, holding `slot` (taken before they were opened).
     pub(crate) fn holding(mut self, slot: DownloadPermit) -> Self {
         self.download = Some(slot);

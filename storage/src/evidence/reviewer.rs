@@ -273,46 +273,79 @@ impl Engine {
         Ok(records)
     }
 
+    /// Re-hashes each artifact's stored bytes through the verified read path (BLAKE3 against
+    /// the address; a mismatch quarantines the blob) and, from the same bytes, SHA-256 against
+    /// the digest recorded at upload, which an ordinary read does not recompute. Each re-hash
+    /// of a stored file holds a download slot while it runs, as a GET does: the reviewer's
+    /// own, or for the review after a submission the Group's (`Content::admitted_for_group`).
     async fn check_integrity(
         self: &Arc<Self>,
         artifacts: &[ArtifactId],
         reader: &Reader,
     ) -> Result<Vec<Finding>, Error> {
+        let corrupt = |artifact: ArtifactId| {
+            Finding::new(
+                artifact,
+                Outcome::Fail,
+                "stored bytes do not match their address; quarantined".into(),
+            )
+        };
         let mut findings = Vec::new();
         for artifact in artifacts {
             // The integrity check re-hashes what is stored, never a copy in memory.
-            let outcome =
+            let content =
                 match Engine::open_stored_content(self, Digest::Blake3(*artifact), reader, None)
                     .await
                 {
-                    Ok(content) => {
-                        let size = content.digests.size;
-                        match content
-                            .into_body(None)
-                            .try_fold(0u64, |n, chunk| async move { Ok(n + chunk.len() as u64) })
-                            .await
-                        {
-                            Ok(_) => Finding::new(
-                                *artifact,
-                                Outcome::Pass,
-                                format!("{size} bytes re-hashed, blake3 and sha256 match"),
-                            ),
-                            Err(Error::Corrupt(_)) => Finding::new(
-                                *artifact,
-                                Outcome::Fail,
-                                "stored bytes do not match their address; quarantined".into(),
-                            ),
-                            Err(error) => return Err(error),
-                        }
+                    Ok(content) => content,
+                    Err(Error::Corrupt(_)) => {
+                        findings.push(corrupt(*artifact));
+                        continue;
                     }
-                    Err(Error::Corrupt(_)) => Finding::new(
-                        *artifact,
-                        Outcome::Fail,
-                        "stored bytes do not match their address; quarantined".into(),
-                    ),
                     Err(error) => return Err(error),
                 };
-            findings.push(outcome);
+            let recorded = content.digests;
+            let content = match reader {
+                Reader::Agent {
+                    agent_id, group_id, ..
+                } if agent_id.as_str() == AUTHORITY_AGENT => {
+                    content.admitted_for_group(group_id)?
+                }
+                _ => content.admitted(reader)?,
+            };
+            let sha256 = crate::hashing::Sha256Task::start();
+            let hashed = content
+                .into_body(None)
+                .try_fold(sha256, |sha256, chunk| async move {
+                    sha256.update(chunk).await?;
+                    Ok(sha256)
+                })
+                .await;
+            let finding = match hashed {
+                Ok(sha256) => {
+                    let (digest, size) = sha256.finish().await?;
+                    if digest == recorded.sha256 && size == recorded.size {
+                        Finding::new(
+                            *artifact,
+                            Outcome::Pass,
+                            format!("{size} bytes re-hashed, blake3 and sha256 match"),
+                        )
+                    } else {
+                        Finding::new(
+                            *artifact,
+                            Outcome::Fail,
+                            format!(
+                                "the bytes match their address, but hash to {digest} ({size} bytes) \
+                                 where the index records {} ({} bytes)",
+                                recorded.sha256, recorded.size
+                            ),
+                        )
+                    }
+                }
+                Err(Error::Corrupt(_)) => corrupt(*artifact),
+                Err(error) => return Err(error),
+            };
+            findings.push(finding);
         }
         Ok(findings)
     }
