@@ -281,3 +281,109 @@ async fn a_snapshot_blob_takes_a_slot_and_its_head_takes_none() {
     let again = h.send(get(Method::GET)).await;
     assert_eq!((again.status, &again.body), (StatusCode::OK, &whole.body));
 }
+
+/// EVD-3's review after a submission re-hashes the submitted artifacts as the Authority, one
+/// Agent id every Group shares, so its slot is taken as the Group's (and the process's), not
+/// under that shared id: with the Group's one slot held by a colleague's download, the review
+/// records no integrity Evidence and the submission stands; with a slot of another Group held,
+/// the review runs and passes.
+#[tokio::test]
+async fn the_review_after_a_submission_takes_a_slot_of_its_group() {
+    use super::work::{evidence_for, group, mission, offer, ok};
+    use super::work_setup::{command_doc, command_request, contract};
+    use serde_json::json;
+    let h = harness_with(Kind::Disk, |config| {
+        config.inline_blob_bytes = 0;
+        config.max_downloads_per_group = 1;
+    })
+    .await;
+    let (coordinator, w1, w2) = group(&h).await;
+    mission(&h, &coordinator, "g1", "mission-1").await;
+    let outsider = h.agent("x1", "g2", &["worker"]).await;
+    let elsewhere = h.put(&outsider, "g2", b"another group's file", &[]).await;
+    let mut checked = contract(&[]);
+    checked["acceptanceCriteria"] = json!([
+        {"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]},
+        {"id": "ac-int", "description": "the bytes are what was published", "requiredEvidence": ["integrity_check"]}
+    ]);
+    let open = |agent: &Agent, id: String| {
+        let request = axum::http::Request::builder()
+            .uri(format!("/v1/artifacts/{id}/content"))
+            .header("authorization", format!("Bearer {}", agent.token))
+            .body(Body::empty())
+            .expect("request");
+        let app = h.app.clone();
+        async move { app.oneshot(request).await.expect("infallible") }
+    };
+    let integrity = |wi: &'static str| {
+        let (h, coordinator) = (&h, &coordinator);
+        async move {
+            let criteria = h
+                .get_json(coordinator, &format!("/v1/workitems/{wi}/criteria"))
+                .await;
+            criteria["criteria"]
+                .as_array()
+                .expect("criteria")
+                .iter()
+                .find(|c| c["criterion"] == "ac-int")
+                .map(|c| c["latest"]["outcome"].clone())
+        }
+    };
+    for (wi, held_by) in [("wi-held", &w2), ("wi-free", &outsider)] {
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": wi, "missionId": "mission-1", "contract": checked}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer(wi, &format!("o-{wi}"), &["w1"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": wi, "offerId": format!("o-{wi}")}),
+        )
+        .await;
+        let started = ok(&h, &w1, "g1", "work.start", json!({"workItemId": wi})).await;
+        let (artifact, evidence) = evidence_for(&h, &w1, wi).await;
+        let mut submit = command_doc(
+            &h,
+            &w1,
+            "g1",
+            "work.submit",
+            json!({"workItemId": wi, "artifacts": [artifact.clone()], "evidence": [evidence]}),
+        )
+        .await;
+        submit["leaseId"] = started["state"]["lease"]["leaseId"].clone();
+        // The download that holds a slot: a colleague's in g1, or the outsider's in g2.
+        let target = if held_by.token == w2.token {
+            artifact
+        } else {
+            elsewhere.to_string()
+        };
+        let held = open(held_by, target).await;
+        assert_eq!(held.status(), StatusCode::OK);
+        let submitted = h.send(command_request(&w1, "g1", &submit)).await;
+        assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
+        drop(held);
+        if wi == "wi-held" {
+            assert_eq!(
+                integrity(wi).await,
+                None,
+                "the Group's one slot was held: no integrity Evidence, the submission stands"
+            );
+        } else {
+            assert_eq!(integrity(wi).await, Some(json!("pass")));
+        }
+    }
+}
