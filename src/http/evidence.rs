@@ -202,7 +202,8 @@ pub(crate) async fn criteria(
 /// signed by the server's key. A failed check is Evidence with outcome `fail`.
 #[utoipa::path(post, path = "/v1/workitems/{work_item_id}/review", params(("work_item_id" = String, Path)),
     request_body(content = String, description = "{criterion, artifacts: [blake3:…], checks: [integrity|schema], missionId?}", content_type = "application/json"),
-    responses((status = 201, description = "{evidence: [...]}, one record per check"), (status = 400, description = "bad_request: the WorkItem is in several Missions; name missionId"), (status = 403, description = "forbidden"), (status = 404, description = "unknown_work_item"), (status = 409, description = "mission_mismatch")))]
+    responses((status = 201, description = "{evidence: [...]}, one record per check"), (status = 400, description = "bad_request: the WorkItem is in several Missions; name missionId"), (status = 403, description = "forbidden"), (status = 404, description = "unknown_work_item"), (status = 409, description = "mission_mismatch"),
+              (status = 429, description = "too_many_downloads: each check's read of a stored file holds one of the reviewer's download slots (Retry-After)"), (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn review(
     State(state): State<AppState>,
     caller: Caller,

@@ -172,9 +172,10 @@ async fn the_builtin_reviewer_checks_integrity_and_schemas() {
 /// The integrity check recomputes SHA-256 from the bytes the read verified against their
 /// address, which an ordinary read does not: a blob row that records a wrong SHA-256 fails the
 /// check, naming both digests, and is not quarantined (its bytes are its address). Each re-hash
-/// of a stored file holds one of the reviewer's download slots, as a GET does: with the one
-/// slot held by a download, the review is refused with `too_many_downloads` and records
-/// nothing; once the download is dropped it runs.
+/// of a stored file holds one of the reviewer's download slots, as a GET does, and so does the
+/// schema check's read of the schema and the artifact: with the one slot held by a download,
+/// either review is refused with `too_many_downloads` and no table changes; once the download
+/// is dropped both run.
 #[tokio::test]
 async fn the_integrity_check_recomputes_sha256_and_holds_a_download_slot() {
     use tower::ServiceExt as _;
@@ -185,16 +186,23 @@ async fn the_integrity_check_recomputes_sha256_and_holds_a_download_slot() {
     .await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
-    let report = h.put(&worker, "g1", br#"{"passed": 3}"#, &[]).await;
-    let review_request = || {
+    let schema = h.put(&worker, "g1", br#"{"type":"object"}"#, &[]).await;
+    let digests = h.upload(&worker, br#"{"passed": 3}"#).await;
+    let mut described = manifest(&worker, "g1", digests, &[]);
+    described.content.schema = Some(schema.to_string());
+    let published = h.publish(&worker, &sign(&worker.key, &described)).await;
+    assert_eq!(published.status, StatusCode::CREATED, "{published:?}");
+    let report = digests.blake3;
+    let check_request = |check: &str| {
         json_request(
             Method::POST,
             "/v1/workitems/work-1/review",
             &reviewer.token,
-            json!({"criterion": "ac-1", "artifacts": [report], "checks": ["integrity"]}),
+            json!({"criterion": "ac-1", "artifacts": [report], "checks": [check]}),
             &[],
         )
     };
+    let review_request = || check_request("integrity");
     let outcome = |answer: &Answer| {
         let result = answer.json()["evidence"][0]["evidence"]["result"].clone();
         (
@@ -242,9 +250,15 @@ async fn the_integrity_check_recomputes_sha256_and_holds_a_download_slot() {
         .expect("infallible");
     assert_eq!(held.status(), StatusCode::OK);
     refused(&h, review_request(), "too_many_downloads").await;
+    // The schema check reads the schema and the artifact into memory from their files, and
+    // each read takes the slot too.
+    refused(&h, check_request("schema"), "too_many_downloads").await;
     drop(held);
     let answer = h.send(review_request()).await;
     assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    let answer = h.send(check_request("schema")).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    assert_eq!(outcome(&answer).0, "pass", "{answer:?}");
 }
 
 /// Issue #16: one review of a binary artifact with both checks is not contested against

@@ -18,6 +18,7 @@ use weft_api::views::{Check, EvidenceRecord, ReviewRequest};
 use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, Id};
 
 use crate::access::{Reader, can_read_artifact, membership};
+use crate::artifacts::Content;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
@@ -273,11 +274,44 @@ impl Engine {
         Ok(records)
     }
 
+    /// A re-hash of a stored file holds a download slot while it runs, as a GET does: the
+    /// reviewer's own, whose review is refused past its caps (429 `too_many_downloads`, 503
+    /// `overloaded`) and records nothing. The review after a submission runs as the Authority,
+    /// one Agent id every Group shares, so it takes the Group's slot and the process's, and a
+    /// refusal there is not an error that would end the whole review unseen: the artifact's
+    /// finding is inconclusive, naming why (`Err`), the other checks still run, and a reviewer
+    /// can run the check again.
+    fn slot(content: Content, reader: &Reader) -> Result<Result<Content, String>, Error> {
+        let Reader::Agent {
+            agent_id, group_id, ..
+        } = reader
+        else {
+            return content.admitted(reader).map(Ok);
+        };
+        if agent_id.as_str() != AUTHORITY_AGENT {
+            return content.admitted(reader).map(Ok);
+        }
+        match content.admitted_for_group(group_id) {
+            Ok(content) => Ok(Ok(content)),
+            Err(Error::Rejected(rejection))
+                if matches!(
+                    rejection.code,
+                    ErrorCode::TooManyDownloads | ErrorCode::Overloaded
+                ) =>
+            {
+                Ok(Err(format!(
+                    "not read: {}; run the check again",
+                    rejection.message
+                )))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// Re-hashes each artifact's stored bytes through the verified read path (BLAKE3 against
     /// the address; a mismatch quarantines the blob) and, from the same bytes, SHA-256 against
     /// the digest recorded at upload, which an ordinary read does not recompute. Each re-hash
-    /// of a stored file holds a download slot while it runs, as a GET does: the reviewer's
-    /// own, or for the review after a submission the Group's (`Content::admitted_for_group`).
+    /// of a stored file holds a download slot while it runs ([`Engine::slot`]).
     async fn check_integrity(
         self: &Arc<Self>,
         artifacts: &[ArtifactId],
@@ -305,13 +339,12 @@ impl Engine {
                     Err(error) => return Err(error),
                 };
             let recorded = content.digests;
-            let content = match reader {
-                Reader::Agent {
-                    agent_id, group_id, ..
-                } if agent_id.as_str() == AUTHORITY_AGENT => {
-                    content.admitted_for_group(group_id)?
+            let content = match Self::slot(content, reader)? {
+                Ok(content) => content,
+                Err(reason) => {
+                    findings.push(Finding::new(*artifact, Outcome::Inconclusive, reason));
+                    continue;
                 }
-                _ => content.admitted(reader)?,
             };
             let sha256 = crate::hashing::Sha256Task::start();
             let hashed = content
@@ -463,6 +496,10 @@ impl Engine {
                 "larger than {max} bytes; not validated in memory"
             )));
         }
+        let content = match Self::slot(content, reader)? {
+            Ok(content) => content,
+            Err(reason) => return Ok(Err(reason)),
+        };
         match content
             .into_body(None)
             .try_fold(Vec::new(), |mut all, chunk| async move {
