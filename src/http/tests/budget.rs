@@ -55,6 +55,19 @@ pub(super) async fn started(
 ) -> String {
     let mut contract = contract(&[]);
     contract["budgets"] = budget;
+    started_under(h, coordinator, owner, mission_id, wi, contract).await
+}
+
+/// WorkItem `wi` of `mission_id` under `contract`, owned by `owner` and started; answers the
+/// Execution Lease.
+pub(super) async fn started_under(
+    h: &Harness,
+    coordinator: &Agent,
+    owner: &Agent,
+    mission_id: &str,
+    wi: &str,
+    contract: Value,
+) -> String {
     ok(
         h,
         coordinator,

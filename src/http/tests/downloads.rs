@@ -289,7 +289,8 @@ async fn a_snapshot_blob_takes_a_slot_and_its_head_takes_none() {
 /// submission stands; with a slot of another Group held, the review runs and passes.
 #[tokio::test]
 async fn the_review_after_a_submission_takes_a_slot_of_its_group() {
-    use super::work::{evidence_for, group, mission, offer, ok};
+    use super::budget::started_under;
+    use super::work::{evidence_for, group, mission};
     use super::work_setup::{command_doc, command_request, contract};
     use serde_json::json;
     let h = harness_with(Kind::Disk, |config| {
@@ -330,31 +331,7 @@ async fn the_review_after_a_submission_takes_a_slot_of_its_group() {
         }
     };
     for (wi, held_by) in [("wi-held", &w2), ("wi-free", &outsider)] {
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": wi, "missionId": "mission-1", "contract": checked}),
-        )
-        .await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer(wi, &format!("o-{wi}"), &["w1"], &h, 600),
-        )
-        .await;
-        ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": wi, "offerId": format!("o-{wi}")}),
-        )
-        .await;
-        let started = ok(&h, &w1, "g1", "work.start", json!({"workItemId": wi})).await;
+        let lease = started_under(&h, &coordinator, &w1, "mission-1", wi, checked.clone()).await;
         let (artifact, evidence) = evidence_for(&h, &w1, wi).await;
         let mut submit = command_doc(
             &h,
@@ -364,7 +341,7 @@ async fn the_review_after_a_submission_takes_a_slot_of_its_group() {
             json!({"workItemId": wi, "artifacts": [artifact.clone()], "evidence": [evidence]}),
         )
         .await;
-        submit["leaseId"] = started["state"]["lease"]["leaseId"].clone();
+        submit["leaseId"] = json!(lease);
         // The download that holds a slot: a colleague's in g1, or the outsider's in g2.
         let target = if held_by.token == w2.token {
             artifact
