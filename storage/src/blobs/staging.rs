@@ -92,6 +92,9 @@ impl Aligned {
     }
 }
 
+/// A positioned write of a whole buffer.
+type WriteAt = fn(&std::fs::File, &[u8], u64) -> std::io::Result<()>;
+
 /// Where the next part's bytes are gathered.
 enum Gather {
     /// Through the page cache: the body's own chunks, written as they are.
@@ -114,6 +117,9 @@ pub(super) struct StagingFile {
     part: Gather,
     /// `O_DIRECT` is still to be asked for, at the second part ([`StagingFile::go_direct`]).
     try_direct: bool,
+    /// A direct part's write: `write_all_at`, or in tests one that fails as a file system
+    /// that takes the flag but refuses the writes would.
+    write_direct: WriteAt,
     part_len: usize,
     /// Where the next part goes.
     offset: u64,
@@ -158,6 +164,7 @@ impl StagingFile {
             path: Some(path),
             part: Gather::Buffered(Vec::new()),
             try_direct: direct,
+            write_direct: |file, bytes, at| file.write_all_at(bytes, at),
             part_len: 0,
             offset: 0,
             writes: VecDeque::new(),
@@ -276,9 +283,10 @@ impl StagingFile {
                 // the file is cut back to its length before the final sync.
                 let padded = len.next_multiple_of(ALIGN);
                 buffer.part_mut()[len..padded].fill(0);
+                let write_direct = self.write_direct;
                 tokio::task::spawn_blocking(move || {
                     let bytes = &buffer.part()[..padded];
-                    match file.write_all_at(bytes, at) {
+                    match write_direct(&file, bytes, at) {
                         // A file system can take the flag and still refuse these writes (a
                         // device whose logical blocks are larger than `ALIGN`, some stacked
                         // or FUSE file systems): the file goes on through the page cache,
@@ -452,6 +460,33 @@ mod tests {
         let mut expected = sample(PART_SIZE);
         expected.extend_from_slice(b"more");
         assert_eq!(std::fs::read(&path).expect("kept"), expected);
+    }
+
+    /// A file system can take `O_DIRECT` and still refuse the writes (EINVAL: a device with
+    /// logical blocks larger than the alignment, some stacked or FUSE file systems). The first
+    /// refused part clears the flag and goes through the page cache, and so does every later
+    /// one: the file is whole, not a 503 for every upload past its first part.
+    #[tokio::test]
+    async fn a_direct_write_refused_with_einval_goes_on_through_the_page_cache() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        if !takes_o_direct(dir.path()) {
+            return; // Nothing to fall back from.
+        }
+        let path = dir.path().join("refused");
+        let mut file = StagingFile::create(path.clone(), Faults::default()).expect("create");
+        file.write_direct = |_, _, _| Err(rustix::io::Errno::INVAL.into());
+        let bytes = sample(3 * PART_SIZE + 5);
+        for piece in bytes.chunks(700_001) {
+            file.put(Bytes::copy_from_slice(piece)).await.expect("put");
+        }
+        assert_eq!(file.finish().await.expect("finish"), bytes.len() as u64);
+        let flags = rustix::fs::fcntl_getfl(&*file.file).expect("flags");
+        assert!(
+            !flags.contains(rustix::fs::OFlags::DIRECT),
+            "the flag was cleared"
+        );
+        drop(file);
+        assert_eq!(std::fs::read(&path).expect("kept"), bytes);
     }
 
     /// A failed write, a failed fsync and a dropped upload each leave no file behind, and
