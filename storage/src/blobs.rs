@@ -121,6 +121,8 @@ pub(crate) struct Blobs {
     /// Write faults for the direct file writes and fsyncs (the store is wrapped in
     /// `faulty.rs` for the rest); off outside tests.
     faults: Faults,
+    /// The process's cap on staged part writes running at once (`staging.rs`).
+    part_writes: Arc<tokio::sync::Semaphore>,
 }
 
 /// Bytes that were staged and hashed but are not yet visible. Dropping it deletes the staged
@@ -213,6 +215,7 @@ impl Blobs {
                     local_root: Some(root.clone()),
                     bytes_read: Arc::default(),
                     faults,
+                    part_writes: Arc::new(tokio::sync::Semaphore::new(staging::PART_WRITES_IN_ALL)),
                 })
             }
             Backend::Memory => {
@@ -223,6 +226,7 @@ impl Blobs {
                     local_root: None,
                     bytes_read: Arc::default(),
                     faults,
+                    part_writes: Arc::new(tokio::sync::Semaphore::new(staging::PART_WRITES_IN_ALL)),
                 })
             }
         }
@@ -369,6 +373,7 @@ impl Blobs {
             Some(root) => Sink::File(staging::StagingFile::create(
                 root.join(path.as_ref()),
                 self.faults.clone(),
+                Arc::clone(&self.part_writes),
             )?),
             None => Sink::Store(WriteMultipart::new_with_chunk_size(
                 self.store.put_multipart(&path).await?,

@@ -21,7 +21,8 @@
 //! (bench/README, stop 38), on two cores of which SHA-256 already needs one. Direct writes
 //! wait for the disk, so more are in flight ([`DIRECT_WRITES_IN_FLIGHT`]); an upload holds at
 //! most five part buffers (the one being filled and four being written), 10 MiB, whatever its
-//! size. The first part goes through the page cache, so an upload under [`PART_SIZE`] bytes
+//! size, and the process runs at most [`PART_WRITES_IN_ALL`] part writes at once, counting
+//! those a dropped upload left running. The first part goes through the page cache, so an upload under [`PART_SIZE`] bytes
 //! (most of those too large to be inline) never allocates a part buffer it would fill only a
 //! little of. The last part is padded with zeros to the alignment and the file cut back to
 //! its length before the final sync. A file system that refuses `O_DIRECT` (tmpfs on older
@@ -54,6 +55,13 @@ const WRITES_IN_FLIGHT: usize = 2;
 /// Parts being written at once with `O_DIRECT`: each waits for the disk, so two left it idle
 /// between writes (a 1 GiB file took 1.7 s with two, 0.9–1.2 s with four; bench/README).
 const DIRECT_WRITES_IN_FLIGHT: usize = 4;
+/// Part writes running at once in the whole process, whichever uploads they belong to. An
+/// upload waits for its own writes ([`WRITES_IN_FLIGHT`], [`DIRECT_WRITES_IN_FLIGHT`]), but a
+/// dropped one (a client that disconnects) leaves its writes running to their end after its
+/// upload slot is free; without a cap across uploads, a client sending faster than the disk
+/// writes and disconnecting over and over would pile up part buffers and blocking threads.
+/// 64 parts are 128 MiB.
+pub(super) const PART_WRITES_IN_ALL: usize = 64;
 /// What an `O_DIRECT` write's buffer address, file offset and length are multiples of: the
 /// largest logical block size in common use, so it suits 512-byte devices too.
 const ALIGN: usize = 4096;
@@ -117,6 +125,9 @@ pub(super) struct StagingFile {
     part: Gather,
     /// `O_DIRECT` is still to be asked for, at the second part ([`StagingFile::go_direct`]).
     try_direct: bool,
+    /// One permit per part write running, from the process's [`PART_WRITES_IN_ALL`]: held by
+    /// the write's task, so a dropped upload's writes count until they end.
+    writes_in_all: Arc<tokio::sync::Semaphore>,
     /// A direct part's write: `write_all_at`, or in tests one that fails as a file system
     /// that takes the flag but refuses the writes would.
     write_direct: WriteAt,
@@ -147,13 +158,22 @@ async fn joined(job: Job) -> Result<(), Error> {
 impl StagingFile {
     /// Creates `path` (owner-only, new); past its first part it is written with `O_DIRECT`
     /// if its file system takes it.
-    pub(super) fn create(path: PathBuf, faults: Faults) -> Result<Self, Error> {
-        Self::create_with(path, faults, true)
+    pub(super) fn create(
+        path: PathBuf,
+        faults: Faults,
+        writes_in_all: Arc<tokio::sync::Semaphore>,
+    ) -> Result<Self, Error> {
+        Self::create_with(path, faults, writes_in_all, true)
     }
 
     /// [`StagingFile::create`]; `direct: false` writes through the page cache whatever the
     /// file system (tests run both ways).
-    fn create_with(path: PathBuf, faults: Faults, direct: bool) -> Result<Self, Error> {
+    fn create_with(
+        path: PathBuf,
+        faults: Faults,
+        writes_in_all: Arc<tokio::sync::Semaphore>,
+        direct: bool,
+    ) -> Result<Self, Error> {
         faults.check(FaultSite::BlobWrite).map_err(Error::backend)?;
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
@@ -164,6 +184,7 @@ impl StagingFile {
             path: Some(path),
             part: Gather::Buffered(Vec::new()),
             try_direct: direct,
+            writes_in_all,
             write_direct: |file, bytes, at| file.write_all_at(bytes, at),
             part_len: 0,
             offset: 0,
@@ -259,6 +280,10 @@ impl StagingFile {
         self.faults
             .check(FaultSite::BlobWrite)
             .map_err(Error::backend)?;
+        let permit = Arc::clone(&self.writes_in_all)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::backend(std::io::Error::other("part writes closed")))?;
         let file = Arc::clone(&self.file);
         let mut at = self.offset;
         let len = self.part_len;
@@ -268,6 +293,7 @@ impl StagingFile {
             Gather::Buffered(pieces) => {
                 let pieces = std::mem::take(pieces);
                 tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
                     for piece in pieces {
                         file.write_all_at(&piece, at)?;
                         at += piece.len() as u64;
@@ -285,6 +311,7 @@ impl StagingFile {
                 buffer.part_mut()[len..padded].fill(0);
                 let write_direct = self.write_direct;
                 tokio::task::spawn_blocking(move || {
+                    let _permit = permit;
                     let bytes = &buffer.part()[..padded];
                     match write_direct(&file, bytes, at) {
                         // A file system can take the flag and still refuse these writes (a
@@ -387,6 +414,10 @@ mod tests {
         (0..n).map(|i| (i * 31 % 251) as u8).collect()
     }
 
+    fn writes() -> Arc<tokio::sync::Semaphore> {
+        Arc::new(tokio::sync::Semaphore::new(PART_WRITES_IN_ALL))
+    }
+
     /// Whether `dir`'s file system takes `O_DIRECT` on an open file.
     fn takes_o_direct(dir: &std::path::Path) -> bool {
         std::fs::File::create(dir.join("probe"))
@@ -416,8 +447,9 @@ mod tests {
             .enumerate()
             {
                 let path = dir.path().join(format!("f{i}-{direct}"));
-                let mut file = StagingFile::create_with(path.clone(), Faults::default(), direct)
-                    .expect("create");
+                let mut file =
+                    StagingFile::create_with(path.clone(), Faults::default(), writes(), direct)
+                        .expect("create");
                 let bytes = sample(len);
                 for piece in bytes.chunks(700_001) {
                     file.put(Bytes::copy_from_slice(piece)).await.expect("put");
@@ -446,7 +478,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let takes_it = takes_o_direct(dir.path());
         let path = dir.path().join("staged");
-        let mut file = StagingFile::create(path.clone(), Faults::default()).expect("create");
+        let mut file =
+            StagingFile::create(path.clone(), Faults::default(), writes()).expect("create");
         let direct = |file: &StagingFile| {
             let flags = rustix::fs::fcntl_getfl(&*file.file).expect("flags");
             assert_eq!(flags.contains(rustix::fs::OFlags::DIRECT), file.is_direct());
@@ -473,7 +506,8 @@ mod tests {
             return; // Nothing to fall back from.
         }
         let path = dir.path().join("refused");
-        let mut file = StagingFile::create(path.clone(), Faults::default()).expect("create");
+        let mut file =
+            StagingFile::create(path.clone(), Faults::default(), writes()).expect("create");
         file.write_direct = |_, _, _| Err(rustix::io::Errno::INVAL.into());
         let bytes = sample(3 * PART_SIZE + 5);
         for piece in bytes.chunks(700_001) {
@@ -487,6 +521,53 @@ mod tests {
         );
         drop(file);
         assert_eq!(std::fs::read(&path).expect("kept"), bytes);
+    }
+
+    /// Held by the test while the writes below must not finish.
+    static GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// A dropped upload's part writes keep their permits of the process's cap until they end,
+    /// so uploads cancelled over and over cannot pile up writes beyond it: with two permits in
+    /// all and two direct writes held at the disk, a dropped file leaves none free; once the
+    /// writes end, both come back.
+    #[tokio::test]
+    #[expect(
+        clippy::await_holding_lock,
+        reason = "the gate is held across the puts on purpose: the writes it holds run on the blocking pool, never on this thread"
+    )]
+    async fn a_dropped_uploads_writes_hold_the_process_cap_until_they_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        if !takes_o_direct(dir.path()) {
+            return; // The held writes below are the direct ones.
+        }
+        let in_all = Arc::new(tokio::sync::Semaphore::new(2));
+        let path = dir.path().join("dropped");
+        let mut file =
+            StagingFile::create(path, Faults::default(), Arc::clone(&in_all)).expect("create");
+        file.write_direct = |file, bytes, at| {
+            let _held = GATE
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            file.write_all_at(bytes, at)
+        };
+        let gate = GATE.lock().expect("gate");
+        // The first part through the page cache (its permit comes back when it is written),
+        // then two direct parts, each held at the gate with its permit.
+        file.put(Bytes::from(sample(3 * PART_SIZE)))
+            .await
+            .expect("put");
+        drop(file);
+        assert_eq!(
+            in_all.available_permits(),
+            0,
+            "the dropped upload's writes hold both"
+        );
+        drop(gate);
+        let both = in_all
+            .acquire_many(2)
+            .await
+            .expect("both permits come back");
+        drop(both);
     }
 
     /// A failed write, a failed fsync and a dropped upload each leave no file behind, and
@@ -508,8 +589,8 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let faults = Faults::default();
             let path = dir.path().join("write");
-            let mut file =
-                StagingFile::create_with(path.clone(), faults.clone(), direct).expect("create");
+            let mut file = StagingFile::create_with(path.clone(), faults.clone(), writes(), direct)
+                .expect("create");
             faults.fail_next(FaultSite::BlobWrite, FaultKind::NoSpace, 1);
             let error = file
                 .put(Bytes::from(sample(PART_SIZE)))
@@ -519,8 +600,9 @@ mod tests {
             drop(file);
 
             let path_fsync = dir.path().join("fsync");
-            let mut file = StagingFile::create_with(path_fsync.clone(), faults.clone(), direct)
-                .expect("create");
+            let mut file =
+                StagingFile::create_with(path_fsync.clone(), faults.clone(), writes(), direct)
+                    .expect("create");
             file.put(Bytes::from(sample(3 * PART_SIZE)))
                 .await
                 .expect("put");
@@ -530,8 +612,9 @@ mod tests {
             drop(file);
 
             let path_dropped = dir.path().join("dropped");
-            let mut file = StagingFile::create_with(path_dropped.clone(), faults.clone(), direct)
-                .expect("create");
+            let mut file =
+                StagingFile::create_with(path_dropped.clone(), faults.clone(), writes(), direct)
+                    .expect("create");
             file.put(Bytes::from(sample(PART_SIZE + 5)))
                 .await
                 .expect("put");
