@@ -123,6 +123,8 @@ pub(crate) struct Blobs {
     faults: Faults,
     /// The process's cap on staged part writes running at once (`staging.rs`).
     part_writes: Arc<tokio::sync::Semaphore>,
+    /// Staged files are written with `O_DIRECT` past their first part (`staging.rs`).
+    direct_writes: bool,
 }
 
 /// Bytes that were staged and hashed but are not yet visible. Dropping it deletes the staged
@@ -195,8 +197,13 @@ fn too_large(limit: u64) -> Error {
 }
 
 impl Blobs {
-    /// Opens the store; `faults` may fail its writes (tests only, see `faults.rs`).
-    pub(crate) fn open(backend: &Backend, faults: Faults) -> Result<Self, Error> {
+    /// Opens the store; `faults` may fail its writes (tests only, see `faults.rs`);
+    /// `direct_writes`: see [`crate::Options::direct_writes`].
+    pub(crate) fn open(
+        backend: &Backend,
+        faults: Faults,
+        direct_writes: bool,
+    ) -> Result<Self, Error> {
         match backend {
             Backend::Local(root) => {
                 std::fs::create_dir_all(root.join("blobs")).map_err(Error::backend)?;
@@ -216,6 +223,7 @@ impl Blobs {
                     bytes_read: Arc::default(),
                     faults,
                     part_writes: Arc::new(tokio::sync::Semaphore::new(staging::PART_WRITES_IN_ALL)),
+                    direct_writes,
                 })
             }
             Backend::Memory => {
@@ -227,6 +235,7 @@ impl Blobs {
                     bytes_read: Arc::default(),
                     faults,
                     part_writes: Arc::new(tokio::sync::Semaphore::new(staging::PART_WRITES_IN_ALL)),
+                    direct_writes,
                 })
             }
         }
@@ -374,6 +383,7 @@ impl Blobs {
                 root.join(path.as_ref()),
                 self.faults.clone(),
                 Arc::clone(&self.part_writes),
+                self.direct_writes,
             )?),
             None => Sink::Store(WriteMultipart::new_with_chunk_size(
                 self.store.put_multipart(&path).await?,

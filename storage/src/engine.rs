@@ -184,7 +184,11 @@ impl Engine {
             owner_only_index(path)?;
         }
         let db = Db::open_with(&options.index, options.faults.clone())?;
-        let blobs = Blobs::open(&options.blobs, options.faults.clone())?;
+        let blobs = Blobs::open(
+            &options.blobs,
+            options.faults.clone(),
+            options.direct_writes,
+        )?;
         if options.sweep_staging {
             let n_swept = blobs.sweep_staging()?;
             if n_swept > 0 {

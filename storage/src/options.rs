@@ -18,6 +18,11 @@ pub mod defaults {
     pub const MAX_UPLOAD_BYTES: u64 = 64 * 1024 * 1024 * 1024;
     /// Blobs up to this size live in the index database, written with their row (issue #15).
     pub const INLINE_BLOB_BYTES: u64 = 64 * 1024;
+    /// Large uploads are written with `O_DIRECT` past their first part (`blobs/staging.rs`):
+    /// off, because a blob read soon after its upload (the review after a submission re-hashes
+    /// what was submitted) then comes from the disk; on, an upload costs about a tenth less CPU
+    /// and leaves the page cache to what is read.
+    pub const DIRECT_WRITES: bool = false;
     /// Bytes of small blobs kept in memory for reads (`artifacts/hot.rs`).
     pub const HOT_BLOB_BYTES: u64 = 64 * 1024 * 1024;
     /// Hours a session token stays valid.
@@ -83,6 +88,9 @@ pub struct Options {
     /// their row; larger ones as files. May change between restarts: a blob is read from
     /// wherever it was stored.
     pub inline_blob_bytes: u64,
+    /// Write large uploads with `O_DIRECT` past their first part, where the file system
+    /// takes it (see [`defaults::DIRECT_WRITES`]).
+    pub direct_writes: bool,
     /// Bytes of small (inline-sized) blobs kept in memory for content reads, least recently
     /// used out first; 0 turns the cache off. Every read is still verified.
     pub hot_blob_bytes: u64,
@@ -158,6 +166,7 @@ impl Options {
             clock: Arc::new(SystemClock),
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
             inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
+            direct_writes: defaults::DIRECT_WRITES,
             hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
             sweep_staging: true,
@@ -176,6 +185,7 @@ impl Options {
             clock: Arc::new(SystemClock),
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
             inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
+            direct_writes: defaults::DIRECT_WRITES,
             hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
             sweep_staging: true,

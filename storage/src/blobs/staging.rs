@@ -13,22 +13,30 @@
 //! `sync_all` has returned; the earlier flushes only start the work sooner. Parts are
 //! [`PART_SIZE`] bytes, written at their offsets by a few blocking tasks at once.
 //!
-//! Past its first part, the file is written with `O_DIRECT` where its file system takes it:
-//! each part is copied once into a buffer aligned to [`ALIGN`] bytes and goes from there to
-//! the disk, not through the page cache. Writing a GiB through the page cache cost about
-//! 550 ms of the blocking threads' CPU plus the kernel's writeback; written directly, 130 ms
-//! plus 190 ms for the aligned copy, and the machine as a whole spent 300–400 ms less per GiB
-//! (bench/README, stop 38), on two cores of which SHA-256 already needs one. Direct writes
-//! wait for the disk, so more are in flight ([`DIRECT_WRITES_IN_FLIGHT`]); an upload holds at
-//! most five part buffers (the one being filled and four being written), 10 MiB, whatever its
-//! size, and the process runs at most [`PART_WRITES_IN_ALL`] part writes at once, counting
-//! those a dropped upload left running. The first part goes through the page cache, so an upload under [`PART_SIZE`] bytes
-//! (most of those too large to be inline) never allocates a part buffer it would fill only a
-//! little of. The last part is padded with zeros to the alignment and the file cut back to
-//! its length before the final sync. A file system that refuses `O_DIRECT` (tmpfs on older
-//! kernels, some network file systems) gets page-cache writes throughout, at most
-//! [`WRITES_IN_FLIGHT`] parts in flight, 6 MiB. Bytes written directly are not in the page
-//! cache afterwards: the first read of a large upload comes from the disk.
+//! The process runs at most [`PART_WRITES_IN_ALL`] part writes at once, counting those a
+//! dropped upload (a client that disconnects) left running.
+//!
+//! With `--direct-writes` (off by default), past its first part, the file is written with
+//! `O_DIRECT` where its file system takes it: each part is copied once into a buffer aligned
+//! to [`ALIGN`] bytes and goes from there to the disk, not through the page cache. Writing a
+//! GiB through the page cache cost about 550 ms of the blocking threads' CPU plus the
+//! kernel's writeback; written directly, 130 ms plus 190 ms for the aligned copy, and the
+//! machine as a whole spent 300–400 ms less per GiB (bench/README, stop 38), on two cores of
+//! which SHA-256 already needs one. Direct writes wait for the disk, so more are in flight
+//! ([`DIRECT_WRITES_IN_FLIGHT`]); an upload then holds at most five part buffers (the one
+//! being filled and four being written), 10 MiB, whatever its size. The first part goes
+//! through the page cache, so an upload under [`PART_SIZE`] bytes (most of those too large to
+//! be inline) never allocates a part buffer it would fill only a little of. The last part is
+//! padded with zeros to the alignment and the file cut back to its length before the final
+//! sync. A file system that refuses `O_DIRECT` (tmpfs on older kernels, some network file
+//! systems), or takes the flag and refuses the writes, gets page-cache writes, at most
+//! [`WRITES_IN_FLIGHT`] parts in flight, 6 MiB.
+//!
+//! Why it is off by default: bytes written directly are not in the page cache afterwards, so
+//! the first read of a large upload comes from the disk. Here that halved the first verified
+//! GET of a 1 GiB upload (about 1,000 MB/s against 2,000 from the cache), and the review after
+//! a submission re-hashes what was usually just uploaded. For a server whose uploads are
+//! mostly read much later, if at all, it saves CPU and keeps the page cache for what is read.
 //!
 //! Fault sites, as the wrapped object store had them (`faulty.rs`): the file's creation and
 //! each part's write ask [`FaultSite::BlobWrite`], the final fsync and each background flush
@@ -156,19 +164,9 @@ async fn joined(job: Job) -> Result<(), Error> {
 }
 
 impl StagingFile {
-    /// Creates `path` (owner-only, new); past its first part it is written with `O_DIRECT`
-    /// if its file system takes it.
+    /// Creates `path` (owner-only, new); with `direct`, past its first part it is written
+    /// with `O_DIRECT` if its file system takes it, and otherwise through the page cache.
     pub(super) fn create(
-        path: PathBuf,
-        faults: Faults,
-        writes_in_all: Arc<tokio::sync::Semaphore>,
-    ) -> Result<Self, Error> {
-        Self::create_with(path, faults, writes_in_all, true)
-    }
-
-    /// [`StagingFile::create`]; `direct: false` writes through the page cache whatever the
-    /// file system (tests run both ways).
-    fn create_with(
         path: PathBuf,
         faults: Faults,
         writes_in_all: Arc<tokio::sync::Semaphore>,
@@ -448,7 +446,7 @@ mod tests {
             {
                 let path = dir.path().join(format!("f{i}-{direct}"));
                 let mut file =
-                    StagingFile::create_with(path.clone(), Faults::default(), writes(), direct)
+                    StagingFile::create(path.clone(), Faults::default(), writes(), direct)
                         .expect("create");
                 let bytes = sample(len);
                 for piece in bytes.chunks(700_001) {
@@ -479,7 +477,7 @@ mod tests {
         let takes_it = takes_o_direct(dir.path());
         let path = dir.path().join("staged");
         let mut file =
-            StagingFile::create(path.clone(), Faults::default(), writes()).expect("create");
+            StagingFile::create(path.clone(), Faults::default(), writes(), true).expect("create");
         let direct = |file: &StagingFile| {
             let flags = rustix::fs::fcntl_getfl(&*file.file).expect("flags");
             assert_eq!(flags.contains(rustix::fs::OFlags::DIRECT), file.is_direct());
@@ -507,7 +505,7 @@ mod tests {
         }
         let path = dir.path().join("refused");
         let mut file =
-            StagingFile::create(path.clone(), Faults::default(), writes()).expect("create");
+            StagingFile::create(path.clone(), Faults::default(), writes(), true).expect("create");
         file.write_direct = |_, _, _| Err(rustix::io::Errno::INVAL.into());
         let bytes = sample(3 * PART_SIZE + 5);
         for piece in bytes.chunks(700_001) {
@@ -542,8 +540,8 @@ mod tests {
         }
         let in_all = Arc::new(tokio::sync::Semaphore::new(2));
         let path = dir.path().join("dropped");
-        let mut file =
-            StagingFile::create(path, Faults::default(), Arc::clone(&in_all)).expect("create");
+        let mut file = StagingFile::create(path, Faults::default(), Arc::clone(&in_all), true)
+            .expect("create");
         file.write_direct = |file, bytes, at| {
             let _held = GATE
                 .lock()
@@ -589,7 +587,7 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let faults = Faults::default();
             let path = dir.path().join("write");
-            let mut file = StagingFile::create_with(path.clone(), faults.clone(), writes(), direct)
+            let mut file = StagingFile::create(path.clone(), faults.clone(), writes(), direct)
                 .expect("create");
             faults.fail_next(FaultSite::BlobWrite, FaultKind::NoSpace, 1);
             let error = file
@@ -601,7 +599,7 @@ mod tests {
 
             let path_fsync = dir.path().join("fsync");
             let mut file =
-                StagingFile::create_with(path_fsync.clone(), faults.clone(), writes(), direct)
+                StagingFile::create(path_fsync.clone(), faults.clone(), writes(), direct)
                     .expect("create");
             file.put(Bytes::from(sample(3 * PART_SIZE)))
                 .await
@@ -613,7 +611,7 @@ mod tests {
 
             let path_dropped = dir.path().join("dropped");
             let mut file =
-                StagingFile::create_with(path_dropped.clone(), faults.clone(), writes(), direct)
+                StagingFile::create(path_dropped.clone(), faults.clone(), writes(), direct)
                     .expect("create");
             file.put(Bytes::from(sample(PART_SIZE + 5)))
                 .await
