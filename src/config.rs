@@ -246,5 +246,7 @@ mod tests {
         assert!(!probe.config.storage_options().direct_writes);
         let probe = Probe::parse_from(["weft", "--direct-writes"]);
         assert!(probe.config.storage_options().direct_writes);
+        let parsed = Probe::try_parse_from(["weft", "--direct-writes=false"]);
+        assert!(parsed.is_err(), "a switch, not a value");
     }
 }

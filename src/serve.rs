@@ -318,7 +318,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // The first line on stdout; tests and scripts read it.
     println!("listening on http://{address}");
     std::io::stdout().flush()?;
-    tracing::info!(%address, data_dir = %config.data_dir.display(), in_memory = config.in_memory, "weft serving");
+    tracing::info!(%address, data_dir = %config.data_dir.display(), in_memory = config.in_memory, direct_writes = config.direct_writes, "weft serving");
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutting down");
