@@ -31,7 +31,7 @@ pub struct Config {
     /// Write large uploads past their first 2 MiB with O_DIRECT, not through the page cache,
     /// where the file system takes it: about a tenth less CPU per upload, but a blob read
     /// soon after its upload (the review after a submission re-hashes it) comes from the disk.
-    #[arg(long, env = "WEFT_DIRECT_WRITES")]
+    #[arg(long, env = "WEFT_DIRECT_WRITES", default_value_t = defaults::DIRECT_WRITES)]
     pub direct_writes: bool,
     /// Memory for the bytes of small (inline-sized) artifacts read or uploaded recently, so
     /// their reads need no index read; every read is still verified (0: off).

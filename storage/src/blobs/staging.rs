@@ -13,8 +13,8 @@
 //! `sync_all` has returned; the earlier flushes only start the work sooner. Parts are
 //! [`PART_SIZE`] bytes, written at their offsets by a few blocking tasks at once.
 //!
-//! The process runs at most [`PART_WRITES_IN_ALL`] part writes at once, counting those a
-//! dropped upload (a client that disconnects) left running.
+//! A store (one per server process) runs at most [`PART_WRITES_IN_ALL`] part writes at once,
+//! counting those a dropped upload (a client that disconnects) left running.
 //!
 //! With `--direct-writes` (off by default), past its first part, the file is written with
 //! `O_DIRECT` where its file system takes it: each part is copied once into a buffer aligned
@@ -29,8 +29,10 @@
 //! be inline) never allocates a part buffer it would fill only a little of. The last part is
 //! padded with zeros to the alignment and the file cut back to its length before the final
 //! sync. A file system that refuses `O_DIRECT` (tmpfs on older kernels, some network file
-//! systems), or takes the flag and refuses the writes, gets page-cache writes, at most
-//! [`WRITES_IN_FLIGHT`] parts in flight, 6 MiB.
+//! systems) gets page-cache writes, at most [`WRITES_IN_FLIGHT`] parts in flight, 6 MiB. One
+//! that takes the flag and refuses the writes (EINVAL) has the flag cleared at the first
+//! refusal and each part rewritten through the page cache; the writer keeps its direct
+//! settings (aligned copies, four in flight, the padded last part cut back).
 //!
 //! Why it is off by default: bytes written directly are not in the page cache afterwards, so
 //! the first read of a large upload comes from the disk. Here that halved the first verified
@@ -63,12 +65,13 @@ const WRITES_IN_FLIGHT: usize = 2;
 /// Parts being written at once with `O_DIRECT`: each waits for the disk, so two left it idle
 /// between writes (a 1 GiB file took 1.7 s with two, 0.9–1.2 s with four; bench/README).
 const DIRECT_WRITES_IN_FLIGHT: usize = 4;
-/// Part writes running at once in the whole process, whichever uploads they belong to. An
-/// upload waits for its own writes ([`WRITES_IN_FLIGHT`], [`DIRECT_WRITES_IN_FLIGHT`]), but a
-/// dropped one (a client that disconnects) leaves its writes running to their end after its
-/// upload slot is free; without a cap across uploads, a client sending faster than the disk
-/// writes and disconnecting over and over would pile up part buffers and blocking threads.
-/// 64 parts are 128 MiB.
+/// Part writes running at once in a store (one per server process), whichever uploads they
+/// belong to. An upload waits for its own writes ([`WRITES_IN_FLIGHT`],
+/// [`DIRECT_WRITES_IN_FLIGHT`]), but a dropped one (a client that disconnects) leaves its
+/// writes running to their end after its upload slot is free; without a cap across uploads, a
+/// client sending faster than the disk writes and disconnecting over and over would pile up
+/// part buffers and blocking threads. 64 parts are 128 MiB. A dropped upload also leaves at
+/// most one background flush and its file's removal running, which hold no buffer.
 pub(super) const PART_WRITES_IN_ALL: usize = 64;
 /// What an `O_DIRECT` write's buffer address, file offset and length are multiples of: the
 /// largest logical block size in common use, so it suits 512-byte devices too.
@@ -561,10 +564,10 @@ mod tests {
             "the dropped upload's writes hold both"
         );
         drop(gate);
-        let both = in_all
-            .acquire_many(2)
+        let both = tokio::time::timeout(std::time::Duration::from_secs(30), in_all.acquire_many(2))
             .await
-            .expect("both permits come back");
+            .expect("both permits come back within 30 s")
+            .expect("open");
         drop(both);
     }
 
