@@ -1,6 +1,7 @@
 //! Fast restart (issue #15): publications through the real route keep the lineage index's
 //! coverage, so a snapshot needs no catch-up; a restart reads the snapshot plus what was
-//! published after it, and answers as before.
+//! published after it, and answers as before. And a large upload written with
+//! `--direct-writes` reads back the same across a restart.
 
 use weft_api::{ArtifactId, Digest};
 use weft_storage::{Direction, LineageQuery, LineageStart, Options, Reader, Store};
