@@ -206,21 +206,6 @@ impl Content {
         Ok(self)
     }
 
-    /// [`Content::admitted`] for work the server does on a Group's behalf as the Authority
-    /// (the built-in review after a submission): one Agent id that every Group shares, so its
-    /// downloads count against the Group and the process, never against a cap all Groups
-    /// would meet together.
-    pub(crate) fn admitted_for_group(mut self, group: &Id) -> Result<Self, Error> {
-        if self.memory.is_none() && self.download.is_none() {
-            self.download = Some(
-                self.inner
-                    .limits
-                    .admit_download(None, Some(group.as_str()))?,
-            );
-        }
-        Ok(self)
-    }
-
     /// These bytes, holding `slot` (taken before they were opened).
     pub(crate) fn holding(mut self, slot: DownloadPermit) -> Self {
         self.download = Some(slot);
@@ -341,10 +326,18 @@ fn carrying(
     }
 }
 
-/// One of `reader`'s download slots (`limits.rs`).
+/// One of `reader`'s download slots (`limits.rs`). The Authority reads on a Group's behalf
+/// (the built-in review after a submission) under one Agent id every Group shares, so its
+/// downloads count against the Group and the process only, never against a cap all Groups
+/// would meet together.
 pub(crate) fn admit_download(engine: &Engine, reader: &Reader) -> Result<DownloadPermit, Error> {
     let (agent, group) = match reader {
         Reader::Admin => (None, None),
+        Reader::Agent {
+            agent_id, group_id, ..
+        } if agent_id.as_str() == weft_api::evidence::AUTHORITY_AGENT => {
+            (None, Some(group_id.as_str()))
+        }
         Reader::Agent {
             agent_id, group_id, ..
         } => (Some(agent_id.as_str()), Some(group_id.as_str())),

@@ -282,22 +282,18 @@ impl Engine {
     /// finding is inconclusive, naming why (`Err`), the other checks still run, and a reviewer
     /// can run the check again.
     fn slot(content: Content, reader: &Reader) -> Result<Result<Content, String>, Error> {
-        let Reader::Agent {
-            agent_id, group_id, ..
-        } = reader
-        else {
-            return content.admitted(reader).map(Ok);
-        };
-        if agent_id.as_str() != AUTHORITY_AGENT {
-            return content.admitted(reader).map(Ok);
-        }
-        match content.admitted_for_group(group_id) {
+        let authority = matches!(
+            reader,
+            Reader::Agent { agent_id, .. } if agent_id.as_str() == AUTHORITY_AGENT
+        );
+        match content.admitted(reader) {
             Ok(content) => Ok(Ok(content)),
             Err(Error::Rejected(rejection))
-                if matches!(
-                    rejection.code,
-                    ErrorCode::TooManyDownloads | ErrorCode::Overloaded
-                ) =>
+                if authority
+                    && matches!(
+                        rejection.code,
+                        ErrorCode::TooManyDownloads | ErrorCode::Overloaded
+                    ) =>
             {
                 Ok(Err(format!(
                     "not read: {}; run the check again",
