@@ -9,6 +9,7 @@ mod harness;
 mod access;
 mod admin;
 mod artifacts;
+mod attempts;
 mod binding;
 mod blobs;
 mod budget;

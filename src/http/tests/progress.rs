@@ -7,21 +7,27 @@ use chrono::{DateTime, Duration, SubsecRound as _, Utc};
 use serde_json::{Value, json};
 
 use super::harness::*;
-use super::work::{evidence_for, group, mission, offer, ok};
+use super::work::{group, mission, offer, ok};
 use super::work_setup::{command_doc, command_request, contract};
 
 /// The Evidence of a WorkItem names the Mission its manifests do (`mission-1`).
-const MISSION: &str = "mission-1";
+pub(super) const MISSION: &str = "mission-1";
 
 /// `work::group`'s Group g1 (c1, w1, w2) plus the Mission `mission-1`.
-async fn setup(h: &Harness) -> (Agent, Agent, Agent) {
+pub(super) async fn setup(h: &Harness) -> (Agent, Agent, Agent) {
     let agents = group(h).await;
     mission(h, &agents.0, "g1", MISSION).await;
     agents
 }
 
 /// A WorkItem `wi` under `contract`, offered to and accepted by `owner`.
-async fn owned(h: &Harness, coordinator: &Agent, owner: &Agent, wi: &str, contract: Value) {
+pub(super) async fn owned(
+    h: &Harness,
+    coordinator: &Agent,
+    owner: &Agent,
+    wi: &str,
+    contract: Value,
+) {
     ok(
         h,
         coordinator,
@@ -50,7 +56,7 @@ async fn owned(h: &Harness, coordinator: &Agent, owner: &Agent, wi: &str, contra
 }
 
 /// `work.start` by `owner`; answers the new Execution Lease's id.
-async fn start(h: &Harness, owner: &Agent, wi: &str) -> String {
+pub(super) async fn start(h: &Harness, owner: &Agent, wi: &str) -> String {
     let started = ok(h, owner, "g1", "work.start", json!({"workItemId": wi})).await;
     assert_eq!(started["state"]["state"], "active");
     started["state"]["lease"]["leaseId"]
@@ -60,7 +66,7 @@ async fn start(h: &Harness, owner: &Agent, wi: &str) -> String {
 }
 
 /// A signed Command of `agent` quoting `lease` (LSE-4).
-async fn quoting(
+pub(super) async fn quoting(
     h: &Harness,
     agent: &Agent,
     kind: &str,
@@ -73,7 +79,13 @@ async fn quoting(
 }
 
 /// Sends `kind` quoting `lease` and expects 201; answers the body.
-async fn ok_quoting(h: &Harness, agent: &Agent, kind: &str, payload: Value, lease: &str) -> Value {
+pub(super) async fn ok_quoting(
+    h: &Harness,
+    agent: &Agent,
+    kind: &str,
+    payload: Value,
+    lease: &str,
+) -> Value {
     let document = quoting(h, agent, kind, payload, Some(lease)).await;
     let answer = h.send(command_request(agent, "g1", &document)).await;
     assert_eq!(
@@ -85,7 +97,7 @@ async fn ok_quoting(h: &Harness, agent: &Agent, kind: &str, payload: Value, leas
 }
 
 /// `kind` quoting `lease` is refused with `code`, nothing changed.
-async fn refused_quoting(
+pub(super) async fn refused_quoting(
     h: &Harness,
     agent: &Agent,
     kind: &str,
@@ -97,7 +109,7 @@ async fn refused_quoting(
     refused(h, command_request(agent, "g1", &document), code).await;
 }
 
-fn instant(value: &Value) -> DateTime<Utc> {
+pub(super) fn instant(value: &Value) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(
         value
             .as_str()
@@ -108,11 +120,11 @@ fn instant(value: &Value) -> DateTime<Utc> {
 }
 
 /// The clock's instant at the precision the store keeps (microseconds).
-fn now(h: &Harness) -> DateTime<Utc> {
+pub(super) fn now(h: &Harness) -> DateTime<Utc> {
     weft_storage::Clock::now(&h.clock).trunc_subsecs(6)
 }
 
-fn checkpoint(wi: &str) -> Value {
+pub(super) fn checkpoint(wi: &str) -> Value {
     json!({"workItemId": wi, "checkpoint": {"note": "safe point"}})
 }
 
@@ -124,7 +136,7 @@ fn progress(wi: &str, percent: f64) -> Value {
 }
 
 /// A contract whose retry policy is `policy`.
-fn with_retry(policy: Value) -> Value {
+pub(super) fn with_retry(policy: Value) -> Value {
     let mut contract = contract(&[]);
     contract["retryPolicy"] = policy;
     contract
@@ -394,130 +406,5 @@ backends!(
         start(&h, &w1, "wi-x").await;
         let view = h.get_json(&w1, "/v1/workitems/wi-x").await;
         assert_eq!(view["preemptionRequested"], Value::Null, "{kind:?}");
-    }
-);
-
-backends!(
-    /// PRG-8: every `work.start` is an attempt and `retryPolicy.maxAttempts` bounds them
-    /// (`budget_exceeded`); PRG-10: the Coordinator then ends it with `work.failed`, reason
-    /// `retries_exhausted`, with Evidence; PRG-9: each attempt has a key derived from the
-    /// DLV-11 operation key.
-    async fn attempts_are_bounded_by_the_retry_policy(kind: Kind) {
-        let h = harness(kind).await;
-        let (coordinator, w1, _) = setup(&h).await;
-        let policy =
-            json!({"maxAttempts": 1, "backoffSeconds": 0, "deadline": null, "maxCost": 1.0});
-        owned(&h, &coordinator, &w1, "wi-a", with_retry(policy)).await;
-        let lease = start(&h, &w1, "wi-a").await;
-        let view = h.get_json(&w1, "/v1/workitems/wi-a").await;
-        assert_eq!(view["attempts"], 1);
-        let mission = weft_api::Id::parse("m", MISSION).expect("id");
-        let work_item = weft_api::Id::parse("w", "wi-a").expect("id");
-        let key = weft_api::idempotency::operation_key(&mission, &work_item, 1, "attempt-1");
-        assert_eq!(view["attemptKey"], key.as_str(), "PRG-9");
-        let (_, evidence) = evidence_for(&h, &w1, "wi-a").await;
-        ok_quoting(&h, &w1, "work.checkpoint", checkpoint("wi-a"), &lease).await;
-
-        let again = command_doc(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-a"})).await;
-        let answer = refused(&h, command_request(&w1, "g1", &again), "budget_exceeded").await;
-        assert!(
-            answer.json()["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("PRG-8")),
-            "{answer:?}"
-        );
-        let failed = ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.fail",
-            json!({"workItemId": "wi-a", "evidence": [evidence], "reason": "retries_exhausted"}),
-        )
-        .await;
-        assert_eq!(failed["state"]["state"], "failed", "PRG-10");
-        assert_eq!(failed["state"]["attempts"], 1, "{kind:?}");
-    }
-);
-
-backends!(
-    /// PRG-8: after a failure the next attempt waits `backoffSeconds` (`not_eligible`, then
-    /// accepted), and no attempt starts past `retryPolicy.deadline` (`budget_exceeded`);
-    /// PRG-9: the new attempt, under a new ownership epoch, has a new key.
-    async fn backoff_and_deadline_bound_retries(kind: Kind) {
-        let h = harness(kind).await;
-        let (coordinator, w1, _) = setup(&h).await;
-        let deadline = (now(&h) + Duration::seconds(600)).to_rfc3339();
-        let policy =
-            json!({"maxAttempts": 5, "backoffSeconds": 30, "deadline": deadline, "maxCost": 1.0});
-        owned(&h, &coordinator, &w1, "wi-b", with_retry(policy)).await;
-        let first = start(&h, &w1, "wi-b").await;
-        let first_key = h.get_json(&w1, "/v1/workitems/wi-b").await["attemptKey"].clone();
-        let (_, evidence) = evidence_for(&h, &w1, "wi-b").await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.fail",
-            json!({"workItemId": "wi-b", "evidence": [evidence], "reason": "worker_error"}),
-        )
-        .await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer("wi-b", "o-b2", &["w1"], &h, 600),
-        )
-        .await;
-        ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-b", "offerId": "o-b2"}),
-        )
-        .await;
-        h.clock.advance(Duration::seconds(29));
-        let early = command_doc(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-b"})).await;
-        refused(&h, command_request(&w1, "g1", &early), "not_eligible").await;
-        h.clock.advance(Duration::seconds(1));
-        let second = start(&h, &w1, "wi-b").await;
-        assert_ne!(first, second);
-        let view = h.get_json(&w1, "/v1/workitems/wi-b").await;
-        assert_eq!(view["attempts"], 2);
-        assert_eq!(view["owner"]["ownershipEpoch"], 2);
-        assert_ne!(view["attemptKey"], first_key, "PRG-9: one key per attempt");
-        ok_quoting(&h, &w1, "work.checkpoint", checkpoint("wi-b"), &second).await;
-        h.clock.advance(Duration::seconds(600));
-        let late = command_doc(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-b"})).await;
-        refused(&h, command_request(&w1, "g1", &late), "budget_exceeded").await;
-        let report = h.store.fsck().await.expect("fsck");
-        assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
-    }
-);
-
-backends!(
-    /// PRG-8: the cost bound: once the WorkItem's financial spend reaches
-    /// `retryPolicy.maxCost`, no further attempt starts (`budget_exceeded`), whatever the
-    /// attempts left.
-    async fn spend_bounds_retries(kind: Kind) {
-        let h = harness(kind).await;
-        let (coordinator, w1, _) = setup(&h).await;
-        let policy =
-            json!({"maxAttempts": 5, "backoffSeconds": 0, "deadline": null, "maxCost": 0.5});
-        owned(&h, &coordinator, &w1, "wi-c", with_retry(policy)).await;
-        let lease = start(&h, &w1, "wi-c").await;
-        let mut paused = checkpoint("wi-c");
-        paused["usage"] = json!({"financial": 0.5, "tokens": 0, "toolCalls": 0,
-                                 "computeSeconds": 0, "wallClockSeconds": 0, "sideEffects": 0});
-        ok_quoting(&h, &w1, "work.checkpoint", paused, &lease).await;
-        let again = command_doc(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-c"})).await;
-        let answer = refused(&h, command_request(&w1, "g1", &again), "budget_exceeded").await;
-        assert!(
-            answer.json()["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("maxCost")),
-            "{answer:?}"
-        );
     }
 );

@@ -503,6 +503,7 @@ fn facts(
         evidence_complete,
         retry: if matches!(body, CommandBody::WorkRef(_))
             && ctx.command.kind == CommandType::WorkStart
+            && !super::owner::resumes_attempt(ctx, row)?
         {
             super::owner::retry_standing(ctx, row)?
         } else {

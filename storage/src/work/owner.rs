@@ -111,8 +111,35 @@ const LAST_FAILURE: &str = "SELECT max(e.appended_at) FROM work_history h
      CROSS JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
      WHERE h.work_item_id = ?2 AND e.type = 'work.failed'";
 
-/// PRG-8: may the WorkItem start another attempt? Every `work.start` is an attempt (a
-/// resume after a checkpoint runs under a new lease and a new attempt key); the bound is
+/// The WorkItem's newest `work.started` or `work.failed`, through its own history, newest
+/// first (`CROSS JOIN` for the same reason as [`LAST_FAILURE`]).
+const LAST_START_OR_FAILURE: &str = "SELECT e.type FROM work_history h
+     CROSS JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
+     WHERE h.work_item_id = ?2 AND e.type IN ('work.started', 'work.failed')
+     ORDER BY h.sequence DESC LIMIT 1";
+
+/// PRG-8, LSE-12: does a `work.start` now resume the current attempt? It does when an attempt
+/// was started and no `work.failed` came after it: a resume after a checkpoint (T8), a
+/// preemption (LSE-12 step 5), an unblock (T10), an expired lease or a replaced session
+/// (GAP-1) is the same attempt, under the same attempt key. Only the first start and a start
+/// after a failure are new attempts, and only those meet the retry policy.
+pub(super) fn resumes_attempt(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<bool, Error> {
+    if row.attempts == 0 {
+        return Ok(false);
+    }
+    let newest: Option<String> = ctx
+        .tx
+        .row(
+            LAST_START_OR_FAILURE,
+            params![row.group_id, row.work_item_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(newest.as_deref() == Some("work.started"))
+}
+
+/// PRG-8: may the WorkItem start another attempt? Only a new attempt asks (a resume does
+/// not, [`resumes_attempt`]); the bound is
 /// `retryPolicy.maxAttempts` (0 is read as 1: the first attempt is never refused), the
 /// retry deadline and `maxCost` (the WorkItem's financial spend so far) bind every attempt
 /// after the first, and `backoffSeconds` runs from the WorkItem's last `work.failed`.
