@@ -522,9 +522,29 @@ const V21: &str = r#"
 ALTER TABLE upload_sessions ADD COLUMN lease_id TEXT;
 "#;
 
+/// A Command's `commandId` is its Agent's in its Group, not the whole server's (issue #40):
+/// another Group's or another Agent's use of an id is neither an existence oracle nor a way to
+/// pre-claim it. Commands stored before carry no Agent (`''`); such a row answers any Agent of
+/// its Group, as it did.
+const V22: &str = r#"
+ALTER TABLE commands RENAME TO commands_v7;
+CREATE TABLE commands (
+    group_id      TEXT NOT NULL,
+    agent_id      TEXT NOT NULL,             -- '' for a Command stored before V22
+    command_id    TEXT NOT NULL,
+    request_hash  BLOB NOT NULL,             -- blake3 of the DSSE payload bytes
+    answer        TEXT NOT NULL,             -- the 201 body, replayed on a retry
+    PRIMARY KEY (group_id, agent_id, command_id)
+) WITHOUT ROWID;
+INSERT INTO commands (group_id, agent_id, command_id, request_hash, answer)
+    SELECT group_id, '', command_id, request_hash, answer FROM commands_v7;
+DROP TABLE commands_v7;
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 21] = [
+const MIGRATIONS: [&str; 22] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
+    V22,
 ];
 
 /// The newest schema version this build writes.
@@ -564,6 +584,38 @@ mod tests {
             .expect("rows")
             .collect::<Result<_, _>>()
             .expect("steps")
+    }
+
+    /// Issue #40 (V22): Commands stored before keep their answers under their Group, with no
+    /// Agent (`''`, which answers any Agent of the Group); the key is now (Group, Agent, id).
+    #[test]
+    fn stored_commands_move_under_their_group() {
+        let conn = Connection::open_in_memory().expect("open");
+        for (done, sql) in (1..).zip(&super::MIGRATIONS[..21]) {
+            conn.execute_batch(&format!(
+                "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+            ))
+            .expect("an old schema");
+        }
+        conn.execute_batch(
+            "INSERT INTO commands (command_id, group_id, request_hash, answer)
+                 VALUES ('cmd-1', 'g1', x'01', '{}');",
+        )
+        .expect("an old row");
+        super::migrate(&conn).expect("migrated");
+        let row: (String, String, String) = conn
+            .query_row(
+                "SELECT group_id, agent_id, answer FROM commands WHERE command_id = 'cmd-1'",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .expect("kept");
+        assert_eq!(row, ("g1".into(), String::new(), "{}".into()));
+        conn.execute_batch(
+            "INSERT INTO commands (group_id, agent_id, command_id, request_hash, answer)
+                 VALUES ('g2', 'a', 'cmd-1', x'02', '{}'), ('g1', 'a', 'cmd-1', x'03', '{}');",
+        )
+        .expect("the same id in another Group and for an Agent");
     }
 
     /// Issue #15 (V20): a database written before keeps every inline blob's bytes, now in

@@ -3,8 +3,9 @@
 //!
 //! Order: payload shape (`invalid_command`, `group_mismatch`, `unknown_extension`), the
 //! signature (the one check; a key that is not the `agentId`'s is `producer_mismatch`), the
-//! caller's session (its Group, its Agent) and epochs (`stale_session`, `stale_membership`),
-//! a retry of the same `commandId` (replayed, or `idempotency_key_reused`), the role (GAP-5,
+//! caller's session (its Group, its Agent), a retry of the same `commandId` of that Agent in
+//! that Group (replayed, or `idempotency_key_reused`; looked up before the epochs, so an answer
+//! lost across a reconnect is recovered), the epochs (`stale_session`, `stale_membership`), the role (GAP-5,
 //! `forbidden` whatever the state), the aggregate (`unknown_work_item` / `not_found`, another
 //! Group's answering the same), `expectedRevision` (`stale_revision`, SM-3), then the table
 //! (`weft_api::work::machine::decide`) and the rule-specific checks.
@@ -35,7 +36,9 @@ pub(crate) struct Prepared {
     offline: Option<weft_api::work::offline::Binding>,
     usage: Option<weft_api::work::contract::Budgets>,
     request_hash: [u8; 32],
+    /// The epochs of the session that sent it.
     session_epoch: u64,
+    membership_epoch: u64,
 }
 
 impl Engine {
@@ -142,24 +145,8 @@ impl Engine {
                 "a session sends only its own Agent's Commands",
             ));
         }
-        if command.session_epoch != session.session_epoch {
-            return Err(reject(
-                ErrorCode::StaleSession,
-                format!(
-                    "sessionEpoch is {}, not {}",
-                    session.session_epoch, command.session_epoch
-                ),
-            ));
-        }
-        if command.membership_epoch != session.membership_epoch {
-            return Err(reject(
-                ErrorCode::StaleMembership,
-                format!(
-                    "membershipEpoch is {}, not {}",
-                    session.membership_epoch, command.membership_epoch
-                ),
-            ));
-        }
+        // The epochs are checked in the writer, after a stored answer is looked up: the same
+        // bytes sent again after a reconnect replay their answer (DESIGN §10).
         let body = command.body()?;
         // A buffered Command's binding (OFL-6/7) and the usage delta it charges (DESIGN §12).
         let offline = command.offline_binding()?;
@@ -187,6 +174,7 @@ impl Engine {
             usage,
             request_hash,
             session_epoch: session.session_epoch,
+            membership_epoch: session.membership_epoch,
         })
     }
 }
@@ -207,12 +195,19 @@ fn apply_prepared(
         usage,
         request_hash,
         session_epoch,
+        membership_epoch: session_membership_epoch,
     } = prepared;
-    // 4. A retry of an accepted Command replays its answer.
+    let group = command.group_id.as_str();
+    let agent = command.agent_id.as_str();
+    // 3. A retry of an accepted Command replays its answer, looked up first: the same Agent
+    // sending the same bytes in the same Group gets its answer back even from a session that
+    // replaced the one it was sent under (DESIGN §10). The id is the Agent's in its Group.
     let stored: Option<(Vec<u8>, String)> = tx
         .row(
-            "SELECT request_hash, answer FROM commands WHERE command_id = ?1",
-            [command.command_id.as_str()],
+            "SELECT request_hash, answer FROM commands
+             WHERE group_id = ?1 AND command_id = ?3 AND agent_id IN (?2, '')
+             ORDER BY agent_id DESC LIMIT 1",
+            params![group, agent, command.command_id.as_str()],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .optional()?;
@@ -231,9 +226,26 @@ fn apply_prepared(
         replayed.replayed = true;
         return Ok(replayed);
     }
-    // The epochs again, inside the transaction (a Membership may have changed).
-    let group = command.group_id.as_str();
-    let agent = command.agent_id.as_str();
+    // 4. The epochs: the Command's must be its session's, and the session's still current
+    // inside the transaction (a Membership may have changed).
+    if command.session_epoch != session_epoch {
+        return Err(reject(
+            ErrorCode::StaleSession,
+            format!(
+                "sessionEpoch is {session_epoch}, not {}",
+                command.session_epoch
+            ),
+        ));
+    }
+    if command.membership_epoch != session_membership_epoch {
+        return Err(reject(
+            ErrorCode::StaleMembership,
+            format!(
+                "membershipEpoch is {session_membership_epoch}, not {}",
+                command.membership_epoch
+            ),
+        ));
+    }
     let Some((roles, membership_epoch)) = membership(tx, group, agent)? else {
         return Err(reject(
             ErrorCode::StaleMembership,
@@ -288,10 +300,11 @@ fn apply_prepared(
         state,
     };
     tx.run(
-        "INSERT INTO commands (command_id, group_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO commands (command_id, group_id, agent_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![
             command.command_id.as_str(),
             group,
+            agent,
             &request_hash[..],
             super::to_json(&answer)?
         ],
