@@ -199,7 +199,12 @@ fn mission_rows_follow_the_table() {
             .and_then(|facts| facts.get("callerDidTheParentWork"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let answer = decide_mission(state, command, did_the_parent_work)
+        let live_work_items = row
+            .get("facts")
+            .and_then(|facts| facts.get("liveWorkItems"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let answer = decide_mission(state, command, did_the_parent_work, live_work_items)
             .map_err(|code| code.as_str().to_owned());
         assert_eq!(answer, expected, "{}", id(row));
     }

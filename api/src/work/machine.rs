@@ -382,13 +382,22 @@ pub fn decide(
 }
 
 /// A Mission Command on a Mission in `state`: the terminal Commands leave `active` only.
+///
+/// `live_work_items`: some WorkItem of the Mission is still live (`open` … `submitted`).
+/// Approval is refused then (`illegal_transition`): T18 and SM-12 propagate only a Mission's
+/// failure or cancellation, so approval never ends a WorkItem; the Coordinator accepts,
+/// fails or cancels each one first.
 pub fn decide_mission(
     state: MissionState,
     command: CommandType,
     caller_did_the_parent_work: bool,
+    live_work_items: bool,
 ) -> Result<MissionState, ErrorCode> {
     use CommandType as C;
     match (command, state) {
+        (C::MissionApprove, MissionState::Active) if live_work_items => {
+            Err(ErrorCode::IllegalTransition)
+        }
         // Separation of duties: approving a child Mission verifies its parent WorkItem (T16),
         // so an Agent that did that WorkItem's work may not approve it.
         (C::MissionApprove, MissionState::Active) if caller_did_the_parent_work => {
@@ -402,16 +411,17 @@ pub fn decide_mission(
 }
 
 /// T18 / SM-12: what a terminal Mission does to a WorkItem in `state`: live states follow
-/// (`failed` for a failed Mission, `cancelled` for a cancelled one; an approved Mission
-/// cancels what is left), `failed`, `verified` and `cancelled` stay (GAP-3).
+/// (`failed` for a failed Mission, `cancelled` for a cancelled one), `failed`, `verified` and
+/// `cancelled` stay (GAP-3). An approved Mission moves nothing: it had no live WorkItem left
+/// ([`decide_mission`]).
 pub fn propagate(mission: MissionState, state: WorkState) -> Option<WorkState> {
     if !state.is_live() {
         return None;
     }
     match mission {
-        MissionState::Active => None,
+        MissionState::Active | MissionState::Approved => None,
         MissionState::Failed => Some(WorkState::Failed),
-        MissionState::Cancelled | MissionState::Approved => Some(WorkState::Cancelled),
+        MissionState::Cancelled => Some(WorkState::Cancelled),
     }
 }
 

@@ -32,6 +32,7 @@ mod leases;
 mod limits;
 mod lineage;
 mod meta;
+mod mission_close;
 mod offline;
 mod paging;
 mod progress;

@@ -81,12 +81,28 @@ pub(super) fn mission_close(
         }
         _ => false,
     };
-    mission.state = decide_mission(mission.state, ctx.command.kind, did_the_parent_work)
-        .map_err(|code| {
+    // T18/SM-12: approval never ends a live WorkItem; it waits until none is left.
+    let live = if ctx.command.kind == CommandType::MissionApprove {
+        live_work_items(ctx, &mission.mission_id)?
+    } else {
+        Vec::new()
+    };
+    mission.state = decide_mission(
+        mission.state,
+        ctx.command.kind,
+        did_the_parent_work,
+        !live.is_empty(),
+    )
+    .map_err(|code| {
             let why = if code == ErrorCode::Forbidden {
                 format!(
                     "{caller} did the work of {}, whose child Mission this is (separation of duties): another coordinator approves it",
                     mission.parent_work_item_id.as_deref().unwrap_or_default()
+                )
+            } else if !live.is_empty() {
+                format!(
+                    "mission.approve: WorkItems {} are still live; accept, fail or cancel each first (T18, SM-12)",
+                    live.join(", ")
                 )
             } else {
                 format!(
@@ -110,6 +126,19 @@ pub(super) fn mission_close(
     ctx.emit(kind, mission_event(&mission, detail(p)?)?)?;
     close_mission_items(ctx, &mission)?;
     detail(&super::mission_view(ctx.tx, &mission)?)
+}
+
+/// The Mission's WorkItems that are still live (at most ten named, in id order).
+fn live_work_items(ctx: &Ctx<'_, '_>, mission_id: &str) -> Result<Vec<String>, Error> {
+    let mut statement = ctx.tx.prepare_cached(
+        "SELECT work_item_id FROM work_items
+         WHERE mission_id = ?1 AND state IN ('open', 'offered', 'queued', 'active', 'blocked', 'submitted')
+         ORDER BY work_item_id LIMIT 10",
+    )?;
+    let live = statement
+        .query_map([mission_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(live)
 }
 
 /// T18 (SM-12, GAP-3) for the Mission's WorkItems, then T16/T17 for its parent WorkItem.
