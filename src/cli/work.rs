@@ -378,6 +378,8 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
         WorkAction::Block {
             work_item,
             needs,
+            artifact,
+            note,
             command,
         } => {
             let work_item_id = work_item_id(&work_item)?;
@@ -385,6 +387,10 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
             let payload = WorkBlock {
                 work_item_id,
                 needs,
+                checkpoint: Checkpoint {
+                    artifact: artifact.map(|a| ArtifactId::parse(&a)).transpose()?,
+                    note,
+                },
             };
             signer
                 .send(CommandType::WorkBlock, &payload, &command, lease)

@@ -146,11 +146,18 @@ pub(super) enum WorkAction {
         #[command(flatten)]
         command: CommandArgs,
     },
-    /// `work.block` (owner): says what resolution it needs.
+    /// `work.block` (owner): says what resolution it needs, with its checkpoint (T9, PRG-4:
+    /// the block is the checkpoint; no `work checkpoint` first).
     Block {
         work_item: String,
         #[arg(long)]
         needs: String,
+        /// The checkpoint's artifact (blake3 digest), if any.
+        #[arg(long)]
+        artifact: Option<String>,
+        /// The checkpoint's note: where the work stands.
+        #[arg(long)]
+        note: Option<String>,
         #[command(flatten)]
         command: CommandArgs,
     },

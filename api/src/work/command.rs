@@ -573,6 +573,10 @@ pub struct WorkBlock {
     pub work_item_id: Id,
     /// PRG-4: the resolution it needs.
     pub needs: String,
+    /// T9, PRG-4: a block is a checkpoint plus a bounded blocked lease, so it carries the
+    /// checkpoint itself (a `work.checkpoint` first would end the lease and leave the
+    /// WorkItem `queued`, from which `work.block` is not a transition).
+    pub checkpoint: Checkpoint,
 }
 
 impl Validate for WorkBlock {
@@ -580,7 +584,8 @@ impl Validate for WorkBlock {
         if self.needs.trim().is_empty() {
             return Err(invalid("needs says what resolution the WorkItem waits for"));
         }
-        detail(Some(&self.needs))
+        detail(Some(&self.needs))?;
+        detail(self.checkpoint.note.as_deref())
     }
 }
 

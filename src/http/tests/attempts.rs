@@ -150,7 +150,7 @@ backends!(
             &h,
             &w1,
             "work.block",
-            json!({"workItemId": "wi-r", "needs": "corpus access"}),
+            json!({"workItemId": "wi-r", "needs": "corpus access", "checkpoint": {"note": "read half"}}),
             &lease,
         )
         .await;
@@ -310,5 +310,40 @@ backends!(
             "stale_lease",
         )
         .await;
+    }
+);
+
+backends!(
+    /// T9, PRG-4 (issue #49): `work.block` is a checkpoint plus a bounded blocked lease: it
+    /// carries its checkpoint, recorded in `work.blocked`; one without a checkpoint is
+    /// `invalid_command`, nothing changed.
+    async fn t9_a_block_carries_its_checkpoint(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = setup(&h).await;
+        owned(&h, &coordinator, &w1, "wi-k", contract(&[])).await;
+        let lease = start(&h, &w1, "wi-k").await;
+        refused_quoting(
+            &h,
+            &w1,
+            "work.block",
+            json!({"workItemId": "wi-k", "needs": "corpus access"}),
+            Some(&lease),
+            "invalid_command",
+        )
+        .await;
+        let blocked = ok_quoting(
+            &h,
+            &w1,
+            "work.block",
+            json!({"workItemId": "wi-k", "needs": "corpus access", "checkpoint": {"note": "chapter 2 drafted"}}),
+            &lease,
+        )
+        .await;
+        assert_eq!(blocked["state"]["state"], "blocked", "{kind:?}");
+        let events = h.events_of(&coordinator, "work.blocked").await;
+        assert_eq!(
+            events[0]["payload"]["detail"]["checkpoint"]["note"], "chapter 2 drafted",
+            "{events:?}"
+        );
     }
 );

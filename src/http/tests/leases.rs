@@ -246,7 +246,7 @@ backends!(
             &w1,
             "g1",
             "work.block",
-            json!({"workItemId": "wi-b", "needs": "credentials"}),
+            json!({"workItemId": "wi-b", "needs": "credentials", "checkpoint": {"note": "waiting"}}),
         )
         .await;
         block["leaseId"] = json!(lease);
