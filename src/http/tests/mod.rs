@@ -8,6 +8,7 @@ mod harness;
 
 mod access;
 mod admin;
+mod approvals;
 mod artifacts;
 mod binding;
 mod blobs;
@@ -31,6 +32,7 @@ mod leases;
 mod limits;
 mod lineage;
 mod meta;
+mod offers;
 mod offline;
 mod paging;
 mod progress;
