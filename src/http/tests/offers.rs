@@ -19,7 +19,7 @@ const REASONS: [&str; 7] = [
 ];
 
 backends!(
-    /// OFR-9, OFR-8: `work.decline_offer` carries a structured reason. Each reason is
+    /// OFR-9: `work.decline_offer` carries a structured reason. Each reason is
     /// accepted on its own offer, the WorkItem stays `offered`, the `work.offer_declined`
     /// Event and the view's offer record the reason under the candidate, and the declined
     /// candidate can no longer accept that offer. A reason outside the list, or none, is
