@@ -97,6 +97,8 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
             .collect::<Result<_, _>>()?,
     };
     super::preflight::check_manifest(&manifest)?;
+    // OFL-5: the journal goes first; what it sends may also move the lease found below.
+    client.reconcile_first().await?;
     super::preflight::check_session(&api, &session, &manifest).await?;
     let (lease_id, ownership_epoch) = match (lease, ownership_epoch) {
         (Some(lease), Some(epoch)) => (lease, epoch),

@@ -31,6 +31,7 @@ pub(super) async fn run(client: &ClientArgs, action: ContextAction) -> anyhow::R
         } => {
             let key = client.key()?;
             let package_id = Id::parse("package", &package)?;
+            client.reconcile_first().await?;
             // The next version of the package, naming the latest as previous (CTX-4).
             let latest = match api.context(&package_id, None).await {
                 Ok(record) => Some(record),
@@ -105,6 +106,7 @@ pub(super) async fn run(client: &ClientArgs, action: ContextAction) -> anyhow::R
                 to_group_id: Id::parse("group", &to_group)?,
                 version,
             };
+            client.reconcile_first().await?;
             let answer = api
                 .forward_context(&Id::parse("package", &package)?, &request)
                 .await?;

@@ -45,6 +45,8 @@ pub(super) async fn run(client: &ClientArgs, action: EvidenceAction) -> anyhow::
                     Ok((name.to_owned(), value))
                 })
                 .collect::<anyhow::Result<_>>()?;
+            // OFL-5: the journal goes first; it may also move the lease found below.
+            client.reconcile_first().await?;
             let execution = super::work::lease::current(
                 &client.home()?,
                 &api,

@@ -49,6 +49,7 @@ pub(super) async fn run(args: ReviewArgs) -> anyhow::Result<()> {
         checks: kinds,
         mission_id: mission.map(|m| Id::parse("mission", &m)).transpose()?,
     };
+    client.reconcile_first().await?;
     let outcome = api
         .review(&Id::parse("work-item", &work_item)?, &request)
         .await?;

@@ -11,6 +11,7 @@ mod offline;
 mod restart;
 mod resume;
 mod revoke;
+mod rule_ids;
 mod schemathesis;
 mod support;
 mod tidy;

@@ -175,6 +175,8 @@ pub(super) fn progress_payload(args: &ProgressArgs) -> anyhow::Result<WorkProgre
 /// printed once on stdout (the server keeps only its hash); its id and expiry go to stderr.
 pub(super) async fn token(signer: &Signer, args: TokenArgs) -> anyhow::Result<()> {
     let work_item = Id::parse("work item", &args.work_item)?;
+    // OFL-5: the journal goes first; it may also move the lease found below.
+    super::offline::reconcile_first(signer).await?;
     let lease_id = match &args.lease {
         Some(lease) => Id::parse("lease", lease)?,
         None => {

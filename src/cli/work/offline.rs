@@ -1,8 +1,8 @@
 //! The offline journal from the command line (issue #13, OFL-3…OFL-8): when the Authority
 //! does not answer, `weft work progress` and `weft work checkpoint` buffer their Command in the
 //! weft home's `journal.jsonl` (`weft_api::journal`), bound to the lease `work.json`
-//! remembers; every later `weft work` Command first sends what is pending (OFL-5), rebased
-//! onto the current session; `weft work journal` shows it, `--sync` sends it now, `--discard`
+//! remembers; every later command that writes (`ClientArgs::reconcile_first`) first sends
+//! what is pending (OFL-5), rebased onto the current session; `weft work journal` shows it, `--sync` sends it now, `--discard`
 //! drops what was sent or refused.
 
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use weft_api::work::contract::Budgets;
 
 use super::Signer;
 use super::lease::{LocalState, remember};
+use crate::cli::ClientArgs;
 
 const FILE: &str = "journal.jsonl";
 
@@ -41,18 +42,41 @@ fn rebase(signer: &Signer) -> Rebase<'_> {
     }
 }
 
+impl ClientArgs {
+    /// OFL-5, the step every command that writes takes before anything else: `weft put`,
+    /// `weft evidence add`, `weft context publish` and `forward`, `weft review`, and every
+    /// signed Command (`Signer::send`) and token request of `weft mission` and `weft work`.
+    /// A Worker reconciles before it causes any further side effect, so what the journal
+    /// holds is sent first, and a refusal stops the command with the journal's message.
+    pub(in crate::cli) async fn reconcile_first(&self) -> anyhow::Result<()> {
+        // Nothing to send: no session is needed (an operator's or a reader's home has none).
+        if open_unfinished(&self.home()?)?.is_none() {
+            return Ok(());
+        }
+        reconcile_first(&Signer::open(self)?).await
+    }
+}
+
+/// The journal of `home` when it holds something pending or a refusal, else `None`.
+fn open_unfinished(home: &Path) -> anyhow::Result<Option<Journal>> {
+    let path = path(home);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let journal = Journal::open(&path)?;
+    if journal.pending().next().is_none() && journal.stopped().is_none() {
+        return Ok(None);
+    }
+    Ok(Some(journal))
+}
+
 /// OFL-5: what the journal holds goes before anything else. Nothing pending, everything
 /// accepted, or the Authority still away (the caller's own send finds that out): `Ok`. A
 /// refusal stops the journal and this Command.
 pub(super) async fn reconcile_first(signer: &Signer) -> anyhow::Result<()> {
-    let path = path(&signer.home);
-    if !path.exists() {
+    let Some(mut journal) = open_unfinished(&signer.home)? else {
         return Ok(());
-    }
-    let mut journal = Journal::open(&path)?;
-    if journal.pending().next().is_none() && journal.stopped().is_none() {
-        return Ok(());
-    }
+    };
     match journal.reconcile(&signer.api, rebase(signer)).await {
         Ok(done) => {
             for accepted in &done.accepted {

@@ -13,6 +13,7 @@ backends!(
     /// CTX-7: a coordinator of both Groups forwards a version; it is readable in the target
     /// Group with the Artifacts it cites (by digest), `context.forwarded` is in both logs
     /// naming each other, and the target's members may not read the source's Events (CTX-3).
+    /// DEP-6: the Groups are related by Artifacts and correlated Events, not a transaction.
     async fn ctx7_a_coordinator_of_both_groups_forwards_a_package(kind: Kind) {
         let h = harness(kind).await;
         let (worker, artifact) = setting(&h).await;

@@ -9,7 +9,8 @@ use super::harness::*;
 
 backends!(
     /// DLV-11 / PRG-9: Idempotency-Key: same key and request → stored answer, work done once;
-    /// same key, other request → 422; concurrent requests with one key execute once.
+    /// same key, other request → 422; concurrent requests with one key execute once (DLV-12:
+    /// the network alone cannot make a retried side effect happen once; the key does).
     async fn idempotency_keys_make_retries_safe(kind: Kind) {
         let h = harness(kind).await;
         h.agent("w1", "g1", &["worker"]).await;

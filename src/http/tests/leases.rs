@@ -109,7 +109,8 @@ async fn assert_fsck_clean(h: &Harness) {
 backends!(
     /// LSE-8 / LSE-5: past `executionSeconds` the timer appends `lease.expired` (the
     /// Authority's, no causation) and re-queues the WorkItem with its owner; the old lease is
-    /// then `stale_lease`, and the owner may start again under a new lease.
+    /// then `stale_lease`, and the owner may start again under a new lease. GAP-4: the
+    /// duration is the contract's.
     async fn an_expired_execution_lease_requeues_and_goes_stale(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
@@ -234,7 +235,8 @@ backends!(
 
 backends!(
     /// PRG-5 / SM-10: a blocked lease that runs out fences the owner but leaves the WorkItem
-    /// `blocked`; `work.unblock` then answers `open`, ready to be offered again.
+    /// `blocked`; `work.unblock` (SM-T10, PRG-6: the Coordinator resolves the blocker) then
+    /// answers `open`, ready to be offered again.
     async fn an_expired_blocked_lease_leaves_the_work_item_ownerless(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;

@@ -320,7 +320,8 @@ backends!(
     /// The bad inputs on a buffered Command after the reconnect, each with its exact
     /// code and nothing changed: no critical marking, an unknown critical extension, no
     /// binding at all, the binding altered on rebase, not rebased, another WorkItem, a payload
-    /// usage that is not the binding's, and a Command type that may not be buffered.
+    /// usage that is not the binding's, and a Command type that may not be buffered (OFL-6:
+    /// the critical binding is required; OFL-7: what it records is checked against the lease).
     async fn bad_buffered_commands_are_refused(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, w2, lease) = setup(&h).await;
@@ -426,7 +427,7 @@ backends!(
 backends!(
     /// OFL-9: progress buffered after the lease was closed (the Coordinator cancelled the
     /// WorkItem while the Worker was cut off) is `offline_lease_closed`; buffered before, it
-    /// passes the binding but the cancelled WorkItem takes nothing (`illegal_transition`).
+    /// passes the binding but the cancelled WorkItem (SM-T14) takes nothing (`illegal_transition`).
     async fn progress_buffered_after_the_lease_closed_is_refused(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _, lease) = setup(&h).await;

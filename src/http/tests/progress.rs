@@ -335,7 +335,7 @@ backends!(
 backends!(
     /// LSE-11, LSE-12: `preemption.request` (the Coordinator, or the owner's own scheduler)
     /// is recorded and the WorkItem stays `active`, however long it takes; the owner's
-    /// checkpoint releases the lease and re-queues it, which ends the request.
+    /// checkpoint releases the lease and re-queues it (SM-T8, SM-9), which ends the request.
     async fn preemption_waits_for_the_owners_checkpoint(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, w2) = setup(&h).await;

@@ -380,7 +380,8 @@ backends!(
 backends!(
     /// CTX-5: a scoped member publishes, records Evidence and sends Commands in its Missions
     /// only; for another Mission it is refused as another Group's member would be (whether or
-    /// not the Mission exists), with nothing changed.
+    /// not the Mission exists), with nothing changed; SM-T1: its `work.propose` in its own
+    /// Mission is accepted.
     async fn scoped_members_write_only_in_their_missions(kind: Kind) {
         let World { h, scoped, .. } = world(kind).await;
         let digests = h.upload(&scoped, b"a scoped member's draft").await;

@@ -95,3 +95,60 @@ async fn restore_refuses_a_tampered_snapshot_reference() {
     assert_eq!(*restored.lock().expect("lock"), 1);
     serving.abort();
 }
+
+/// DLV-10: the restore verifies the state's hash, not only the reference's signature. The
+/// reference is the genuine one (signed by the authority key, naming its own `uri`), but a
+/// proxy in front of the server serves other bytes at that `uri`: the signature check passes,
+/// so only the digest check can refuse it, with an integrity error naming the signed digest;
+/// nothing is restored and no cursor saved.
+#[tokio::test]
+async fn dlv_10_restore_refuses_state_bytes_that_do_not_hash_to_the_signed_digest() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    h.compacted(&worker, "g1").await;
+    // Everything goes to the real app, except snapshot state, which comes back altered.
+    let proxy = axum::Router::new()
+        .route(
+            "/v1/groups/{group}/snapshots/blobs/{digest}",
+            axum::routing::get(|| async { "a state the authority never signed" }),
+        )
+        .fallback_service(h.app.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let serving = tokio::spawn(crate::serve(
+        listener,
+        proxy,
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+        futures::future::pending(),
+    ));
+    let client = weft_api::client::Client::new(base, Some(worker.token.clone()));
+    let group = Id::parse("g", "g1").expect("id");
+    let genuine: SignedSnapshot = client
+        .snapshots(&group)
+        .await
+        .expect("snapshots")
+        .snapshots
+        .pop()
+        .expect("one snapshot");
+    let cursor_file = h.dir.path().join("cursor.json");
+    let restored = Arc::new(std::sync::Mutex::new(0u32));
+    let mut subscription = Subscription::new(client, group, cursor_file.clone());
+    let count = Arc::clone(&restored);
+    subscription.restore = Some(Box::new(move |_, _| {
+        *count.lock().map_err(|_| "poisoned")? += 1;
+        Ok(())
+    }));
+    match subscription.restore_snapshot(&genuine).await {
+        Err(weft_api::client::Error::Integrity { expected, actual }) => {
+            assert_eq!(expected, genuine.reference.state_digest.to_string());
+            assert_ne!(actual, expected);
+        }
+        other => panic!("only the digest check refuses altered state bytes: {other:?}"),
+    }
+    assert_eq!(*restored.lock().expect("lock"), 0, "nothing restored");
+    assert!(!cursor_file.exists(), "no cursor saved");
+    serving.abort();
+}

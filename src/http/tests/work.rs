@@ -128,7 +128,7 @@ pub(super) async fn record_evidence(
 backends!(
     /// T2, T3 (OFR-2), T4 (SM-7), T7, T11 (EVD-2), T12: authorize → offer → accept → start →
     /// submit → accept_result, each with its Event carrying `causationCommandId`, and the
-    /// reads.
+    /// reads. OFR-6: acceptance queues the WorkItem without starting it (no lease).
     async fn a_work_item_runs_from_authorize_to_verified(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
@@ -164,6 +164,7 @@ backends!(
         )
         .await;
         assert_eq!(accepted["state"]["state"], "queued");
+        assert!(accepted["state"]["lease"].is_null(), "OFR-6: {accepted}");
         assert_eq!(
             accepted["state"]["owner"]["ownershipEpoch"], 1,
             "SM-7: a new ownership epoch"

@@ -14,7 +14,10 @@ use super::work_setup::{
 backends!(
     /// Bad Commands (issue #11's list): each answers its exact code and changes nothing. A
     /// Command never reaches into another Group (DEP-5: no cross-Group transactions): naming
-    /// its WorkItem, as a dependency or a target, is `unknown_work_item`.
+    /// its WorkItem, as a dependency or a target, is `unknown_work_item`. CON-6: prose alone is
+    /// no contract; OFR-11: a selection basis with reasoning in it is refused; DEP-4: the
+    /// Command that would close a dependency cycle is `cycle`; SM-T5, SM-8: accepting an
+    /// expired offer is `offer_expired`; SM-4: nothing hangs off a cancelled WorkItem.
     async fn bad_commands_are_refused_and_change_nothing(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, w2) = group(&h).await;

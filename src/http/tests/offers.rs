@@ -1,0 +1,164 @@
+//! Offers over HTTP: a candidate's structured decline (OFR-9) and the structured selection
+//! basis every offer records (OFR-10), in the WorkItem view and in the log.
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+use super::work::{basis, group, offer, ok};
+use super::work_setup::{command_doc, command_request, contract};
+
+/// OFR-9's reasons, and the catch-all the protocol's "such as" leaves room for.
+const REASONS: [&str; 7] = [
+    "capacity",
+    "deadline",
+    "capability",
+    "authorization",
+    "dependency",
+    "budget",
+    "other",
+];
+
+backends!(
+    /// OFR-9: `work.decline_offer` carries a structured reason. Each reason is
+    /// accepted on its own offer, the WorkItem stays `offered`, the `work.offer_declined`
+    /// Event and the view's offer record the reason under the candidate, and the declined
+    /// candidate can no longer accept that offer. A reason outside the list, or none, is
+    /// `invalid_command` and changes nothing.
+    async fn ofr_9_a_decline_carries_a_structured_reason(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-d", "missionId": "m1", "contract": contract(&[])}),
+        )
+        .await;
+        for reason in REASONS {
+            let offer_id = format!("o-{reason}");
+            ok(
+                &h,
+                &coordinator,
+                "g1",
+                "work.offer",
+                offer("wi-d", &offer_id, &["w1"], &h, 600),
+            )
+            .await;
+            let declined = ok(
+                &h,
+                &w1,
+                "g1",
+                "work.decline_offer",
+                json!({"workItemId": "wi-d", "offerId": offer_id, "reason": reason,
+                       "detail": "structured, with a note"}),
+            )
+            .await;
+            assert_eq!(declined["state"]["state"], "offered", "{declined}");
+            assert_eq!(declined["events"][0]["type"], "work.offer_declined");
+            let view = h.get_json(&w1, "/v1/workitems/wi-d").await;
+            let recorded = view["offers"]
+                .as_array()
+                .and_then(|offers| offers.iter().find(|o| o["offerId"] == offer_id.as_str()))
+                .map(|o| o["declined"]["w1"].clone());
+            assert_eq!(recorded, Some(json!(reason)), "{view}");
+            let accept = command_doc(
+                &h,
+                &w1,
+                "g1",
+                "work.accept_offer",
+                json!({"workItemId": "wi-d", "offerId": offer_id}),
+            )
+            .await;
+            refused(&h, command_request(&w1, "g1", &accept), "forbidden").await;
+        }
+        let logged: Vec<Value> = h
+            .events_of(&w1, "work.offer_declined")
+            .await
+            .iter()
+            .map(|event| event["payload"]["detail"]["reason"].clone())
+            .collect();
+        assert_eq!(logged, REASONS.map(|reason| json!(reason)), "in the log");
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-d", "o-last", &["w1"], &h, 600),
+        )
+        .await;
+        for payload in [
+            json!({"workItemId": "wi-d", "offerId": "o-last", "reason": "bored"}),
+            json!({"workItemId": "wi-d", "offerId": "o-last"}),
+        ] {
+            let doc = command_doc(&h, &w1, "g1", "work.decline_offer", payload).await;
+            refused(&h, command_request(&w1, "g1", &doc), "invalid_command").await;
+        }
+    }
+);
+
+backends!(
+    /// OFR-10: every assignment records a structured selection basis. A `work.offer` missing
+    /// any one of its six fields (capability matches, authorization eligibility,
+    /// availability estimate, expected cost, reliability Evidence, policy rules), or with no
+    /// basis at all, is `invalid_command` and changes nothing; an accepted offer's basis is
+    /// in its `work.offered` Event and in the WorkItem view, field for field.
+    async fn ofr_10_an_offer_records_its_selection_basis(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-b", "missionId": "m1", "contract": contract(&[])}),
+        )
+        .await;
+        let fields = [
+            "capabilityMatches",
+            "authorizationEligible",
+            "availabilityEstimate",
+            "expectedCost",
+            "reliabilityEvidence",
+            "policyRules",
+        ];
+        for missing in fields.iter().copied().chain(["selectionBasis"]) {
+            let mut payload = offer("wi-b", "o-partial", &["w1"], &h, 600);
+            let removed = match payload["selectionBasis"].as_object_mut() {
+                Some(basis) if missing != "selectionBasis" => basis.remove(missing),
+                _ => payload
+                    .as_object_mut()
+                    .and_then(|p| p.remove("selectionBasis")),
+            };
+            assert!(removed.is_some(), "{missing} was in the offer");
+            let doc = command_doc(&h, &coordinator, "g1", "work.offer", payload).await;
+            refused(
+                &h,
+                command_request(&coordinator, "g1", &doc),
+                "invalid_command",
+            )
+            .await;
+        }
+        let offered = ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-b", "o-whole", &["w1"], &h, 600),
+        )
+        .await;
+        assert_eq!(offered["events"][0]["type"], "work.offered");
+        let logged = h.events_of(&w1, "work.offered").await;
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        assert_eq!(logged[0]["payload"]["detail"]["selectionBasis"], basis());
+        let view = h.get_json(&w1, "/v1/workitems/wi-b").await;
+        assert_eq!(view["offers"][0]["offerId"], "o-whole", "{view}");
+        for field in fields {
+            assert_eq!(
+                view["offers"][0]["selectionBasis"][field],
+                basis()[field],
+                "{field}: {view}"
+            );
+        }
+    }
+);
