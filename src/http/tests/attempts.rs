@@ -115,7 +115,8 @@ backends!(
 backends!(
     /// PRG-8, LSE-12, PRG-9 (issue #49): a resume is not a retry. With `maxAttempts` 1 and a
     /// retry deadline already past, the owner resumes after a checkpoint (T8), after a
-    /// preemption (LSE-12 step 5), after an unblock (T10) and after its session was replaced
+    /// preemption (LSE-12 step 5), after an unblock (SM-T10; PRG-7: back to its queue) and
+    /// after its session was replaced
     /// (GAP-1): one attempt throughout, under one attempt key. Only the start after a
     /// failure is a retry, and that one is refused `budget_exceeded`.
     async fn prg_8_resumes_are_not_retries(kind: Kind) {
@@ -154,7 +155,7 @@ backends!(
             &lease,
         )
         .await;
-        ok(
+        let unblocked = ok(
             &h,
             &coordinator,
             "g1",
@@ -162,6 +163,7 @@ backends!(
             json!({"workItemId": "wi-r"}),
         )
         .await;
+        assert_eq!(unblocked["state"]["state"], "queued", "PRG-7: {unblocked}");
         start(&h, &w1, "wi-r").await;
         // GAP-1: a replaced session revokes the lease; the new session resumes.
         let w1 = Agent {
@@ -314,7 +316,7 @@ backends!(
 );
 
 backends!(
-    /// T9, PRG-4 (issue #49): `work.block` is a checkpoint plus a bounded blocked lease: it
+    /// SM-T9, PRG-4 (issue #49): `work.block` is a checkpoint plus a bounded blocked lease: it
     /// carries its checkpoint, recorded in `work.blocked`; one without a checkpoint is
     /// `invalid_command`, nothing changed.
     async fn t9_a_block_carries_its_checkpoint(kind: Kind) {
