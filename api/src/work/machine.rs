@@ -161,6 +161,10 @@ pub struct Facts {
     /// it): separation of duties, it may not accept its own result (`work.accept_result`).
     #[serde(default)]
     pub caller_did_the_work: bool,
+    /// The owner accepted an older contract revision than the current one (CON-5): the
+    /// contract was revised while it was `queued`, so it must accept again before it starts.
+    #[serde(default)]
+    pub acceptance_stale: bool,
 }
 
 impl Facts {
@@ -182,6 +186,7 @@ impl Facts {
             retry: RetryStanding::Allowed,
             reconciling: false,
             caller_did_the_work: false,
+            acceptance_stale: false,
         }
     }
 }
@@ -283,12 +288,22 @@ pub fn decide(
             OfferStanding::Withdrawn => Err(ErrorCode::OfferWithdrawn),
             OfferStanding::Unknown => Err(ErrorCode::NotFound),
         },
+        // CON-5: the owner accepts the revised contract again, naming the offer it accepted;
+        // the WorkItem stays `queued` and a new ownership epoch begins (SM-7).
+        (C::WorkAcceptOffer, S::Queued)
+            if facts.acceptance_stale && facts.offer == OfferStanding::Candidate =>
+        {
+            owner_only().and(go(S::Queued, "work.offer_accepted"))
+        }
         // T6
         (C::ApprovalGrantExecution, S::Queued) => go(S::Queued, "approval.execution_granted"),
         // T7: owner, approved if required, eligible (DEP-3).
         (C::WorkStart, S::Queued) => {
             owner_only()?;
-            if facts.approval_pending {
+            if facts.acceptance_stale {
+                // CON-5: the revised contract is not accepted yet.
+                Err(ErrorCode::IllegalTransition)
+            } else if facts.approval_pending {
                 Err(ErrorCode::ApprovalRequired)
             } else if !facts.eligible {
                 Err(ErrorCode::NotEligible)
@@ -371,12 +386,13 @@ pub fn decide(
         (C::MissionCreateChild, S::Open | S::Offered | S::Queued | S::Active | S::Blocked) => {
             go(S::Blocked, "mission.child_created")
         }
-        // CON-5: a revised contract needs renewed acceptance: live offers are withdrawn and
-        // an owner that has not started loses ownership, so the WorkItem is offered again.
-        (C::WorkReviseContract, S::Open | S::Offered | S::Queued) => {
-            go(S::Open, "work.contract_revised")
+        // CON-5: a revised contract needs renewed acceptance, and the WorkItem keeps its state
+        // (SM-2 has no transition out of these states for it): live offers are withdrawn, so
+        // an `offered` one waits for a new offer (T3); a `queued` owner keeps its ownership
+        // but must accept again before it starts (above).
+        (C::WorkReviseContract, s @ (S::Open | S::Offered | S::Queued | S::Failed)) => {
+            go(s, "work.contract_revised")
         }
-        (C::WorkReviseContract, S::Failed) => go(S::Failed, "work.contract_revised"),
         _ => illegal,
     }
 }

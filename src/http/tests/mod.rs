@@ -46,6 +46,7 @@ mod replay;
 mod restart;
 mod reuse;
 mod review;
+mod revisions;
 mod revocation;
 mod scope;
 mod sessions;

@@ -434,9 +434,11 @@ pub(super) fn work(
         CommandBody::OfferRef(p) if ctx.command.kind == CommandType::WorkAcceptOffer => {
             // T4 / SM-7 / OFR-5: one step: the offer is accepted, the others withdrawn, a new
             // ownership epoch begins.
+            // The acceptance is of the current contract (CON-5: an owner accepting a revised
+            // one again names the offer it accepted before).
             ctx.tx.run(
-                "UPDATE offers SET status = 'accepted' WHERE work_item_id = ?1 AND offer_id = ?2",
-                params![row.work_item_id, p.offer_id.as_str()],
+                "UPDATE offers SET status = 'accepted', contract_revision = ?3 WHERE work_item_id = ?1 AND offer_id = ?2",
+                params![row.work_item_id, p.offer_id.as_str(), row.contract_revision],
             )?;
             row.ownership_epoch += 1;
             row.owner = Some(ctx.command.agent_id.to_string());
@@ -583,8 +585,9 @@ pub(super) fn work(
                 &p.contract.depends_on,
             )?;
             deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
-            // CON-5: renewed acceptance: live offers go, an owner that has not started too.
-            end_ownership(ctx, &mut row)?;
+            // CON-5: renewed acceptance. Live offers go (an `offered` WorkItem waits for a new
+            // one); a `queued` owner keeps its ownership and accepts again before it starts.
+            withdraw_offers(ctx, &row, None, "the contract was revised (CON-5)")?;
             row.contract = p.contract.clone();
             row.contract_revision += 1;
             row.approval_granted = false;

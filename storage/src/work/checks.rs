@@ -51,6 +51,24 @@ pub(super) fn offer_standing(
     })
 }
 
+/// CON-5: the owner of a `queued` WorkItem accepted an older contract revision than the
+/// current one (the contract was revised after its acceptance), so it must accept again.
+pub(super) fn acceptance_stale(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<bool, Error> {
+    if row.state != weft_api::work::machine::WorkState::Queued || row.owner.is_none() {
+        return Ok(false);
+    }
+    let accepted: Option<u64> = ctx
+        .tx
+        .row(
+            "SELECT contract_revision FROM offers WHERE work_item_id = ?1 AND status = 'accepted'
+             ORDER BY sequence DESC LIMIT 1",
+            [&row.work_item_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(accepted.is_some_and(|revision| revision < row.contract_revision))
+}
+
 /// EVD-2: the submitted artifacts are this WorkItem's, and the Evidence cited covers every
 /// acceptance criterion of the contract.
 pub(super) fn covers_criteria(

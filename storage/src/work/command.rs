@@ -440,6 +440,14 @@ fn refusal(code: ErrorCode, kind: CommandType, row: &WorkRow, facts: &Facts) -> 
         ErrorCode::IllegalTransition if !facts.mission_active => {
             format!("{command}: the Mission has ended (T18, GAP-3)")
         }
+        ErrorCode::IllegalTransition
+            if facts.acceptance_stale && kind == CommandType::WorkStart =>
+        {
+            format!(
+                "{command}: the contract was revised (revision {}); accept it again first with work.accept_offer naming the offer you accepted (CON-5)",
+                row.contract_revision
+            )
+        }
         ErrorCode::IllegalTransition => {
             format!("{command} is not a transition from {state} (SM-2, SM-3)")
         }
@@ -527,6 +535,10 @@ fn facts(
         caller_did_the_work: ctx.command.kind == CommandType::WorkAcceptResult
             && crate::evidence::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?
                 .contains(caller),
+        acceptance_stale: matches!(
+            ctx.command.kind,
+            CommandType::WorkStart | CommandType::WorkAcceptOffer
+        ) && super::checks::acceptance_stale(ctx, row)?,
     })
 }
 
