@@ -27,7 +27,9 @@ pub(super) fn limit(tokens: u64, financial: f64) -> Value {
            "wallClockSeconds": 100_000, "sideEffects": 100})
 }
 
-/// Mission `mission_id` with `budget`, under `parent` WorkItem if given.
+/// Mission `mission_id` with `budget`; under `parent` WorkItem if given, as its child Mission
+/// (`mission.create_child`, SM-11: its budget is then the parent's contract budgets, and the
+/// parent is blocked while it runs).
 pub(super) async fn mission_with(
     h: &Harness,
     coordinator: &Agent,
@@ -35,11 +37,14 @@ pub(super) async fn mission_with(
     budget: Value,
     parent: Option<&str>,
 ) {
-    let mut payload = json!({"missionId": mission_id, "title": "t", "priorityClass": "normal",
-                             "budget": budget});
     if let Some(parent) = parent {
-        payload["parentWorkItemId"] = json!(parent);
+        let payload = json!({"workItemId": parent, "childMissionId": mission_id, "title": "t",
+                             "childFailurePolicy": "block"});
+        ok(h, coordinator, "g1", "mission.create_child", payload).await;
+        return;
     }
+    let payload = json!({"missionId": mission_id, "title": "t", "priorityClass": "normal",
+                         "budget": budget});
     ok(h, coordinator, "g1", "mission.create", payload).await;
 }
 

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::harness::*;
-use super::work::{group, ok};
+use super::work::{group, offer, ok};
 use super::work_setup::{budget, command_doc, command_request, contract};
 
 backends!(
@@ -77,5 +77,175 @@ backends!(
             "{approved}"
         );
         let _ = budget;
+    }
+);
+
+backends!(
+    /// SM-11 (issue #49): `mission.create` names no parent; a child Mission is created only by
+    /// `mission.create_child` (which blocks the parent): with `parentWorkItemId` it is
+    /// `invalid_command`, nothing changed.
+    async fn sm_11_a_child_mission_is_created_only_by_create_child(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, _, _) = group(&h).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-p", "missionId": "m1", "contract": contract(&[])}),
+        )
+        .await;
+        let create = command_doc(
+            &h,
+            &coordinator,
+            "g1",
+            "mission.create",
+            json!({"missionId": "m-side", "title": "t", "priorityClass": "normal",
+                   "budget": budget(), "parentWorkItemId": "wi-p"}),
+        )
+        .await;
+        let answer = refused(
+            &h,
+            command_request(&coordinator, "g1", &create),
+            "invalid_command",
+        )
+        .await;
+        assert!(
+            answer.json()["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("mission.create_child")),
+            "{kind:?}: {answer:?}"
+        );
+    }
+);
+
+backends!(
+    /// SM-T15, SM-T16, SM-11 (issue #49): `mission.create_child` blocks the parent and fences
+    /// its owner while the child runs; the child's approval verifies the parent and becomes
+    /// Evidence for it: the Authority's `business_rule` record, one per acceptance criterion,
+    /// in the approval's transaction, so the parent's criteria view shows why it was verified
+    /// and the rows stay the fold of the log.
+    async fn sm_t16_a_child_approval_is_evidence_for_its_parent(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-p", "missionId": "m1", "contract": contract(&[])}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-p", "o-p", &["w1"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-p", "offerId": "o-p"}),
+        )
+        .await;
+        let child = ok(
+            &h,
+            &coordinator,
+            "g1",
+            "mission.create_child",
+            json!({"workItemId": "wi-p", "childMissionId": "m-child", "title": "sub", "childFailurePolicy": "block"}),
+        )
+        .await;
+        assert_eq!(child["state"]["state"], "blocked", "SM-T15: {child}");
+        assert!(child["state"]["owner"].is_null(), "SM-T15: fenced: {child}");
+        let approved = ok(
+            &h,
+            &coordinator,
+            "g1",
+            "mission.approve",
+            json!({"missionId": "m-child"}),
+        )
+        .await;
+        let kinds: Vec<&str> = approved["events"]
+            .as_array()
+            .map(|events| events.iter().filter_map(|e| e["type"].as_str()).collect())
+            .unwrap_or_default();
+        assert!(kinds.contains(&"evidence.recorded"), "{kind:?}: {approved}");
+        let parent = h.get_json(&coordinator, "/v1/workitems/wi-p").await;
+        assert_eq!(parent["state"], "verified", "SM-T16: {parent}");
+        let criteria = h
+            .get_json(&coordinator, "/v1/workitems/wi-p/criteria")
+            .await;
+        let latest = &criteria["criteria"][0]["latest"];
+        assert_eq!(latest["method"], "business_rule", "{criteria}");
+        assert_eq!(latest["outcome"], "pass", "{criteria}");
+        assert_eq!(latest["producer"], "weft-authority", "{criteria}");
+        let id = latest["evidenceId"].as_str().unwrap_or_default();
+        let record = h
+            .get_json(&coordinator, &format!("/v1/evidence/{id}"))
+            .await;
+        assert!(
+            record
+                .to_string()
+                .contains("child Mission m-child approved by c1"),
+            "the approval, named: {record}"
+        );
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
+    }
+);
+
+backends!(
+    /// SM-T17 (issue #49): a child Mission's failure follows the declared child-failure
+    /// policy: `fail` fails the parent WorkItem; `block` leaves it `blocked` for the
+    /// Coordinator, who may unblock it once the child has ended (`open`: its owner was fenced).
+    async fn sm_t17_a_child_failure_follows_its_policy(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, _, _) = group(&h).await;
+        for (wi, child, policy) in [("wi-f", "m-f", "fail"), ("wi-b", "m-b", "block")] {
+            ok(
+                &h,
+                &coordinator,
+                "g1",
+                "work.authorize",
+                json!({"workItemId": wi, "missionId": "m1", "contract": contract(&[])}),
+            )
+            .await;
+            ok(
+                &h,
+                &coordinator,
+                "g1",
+                "mission.create_child",
+                json!({"workItemId": wi, "childMissionId": child, "title": "sub", "childFailurePolicy": policy}),
+            )
+            .await;
+            ok(
+                &h,
+                &coordinator,
+                "g1",
+                "mission.fail",
+                json!({"missionId": child}),
+            )
+            .await;
+        }
+        let failed = h.get_json(&coordinator, "/v1/workitems/wi-f").await;
+        assert_eq!(failed["state"], "failed", "{kind:?}: {failed}");
+        let blocked = h.get_json(&coordinator, "/v1/workitems/wi-b").await;
+        assert_eq!(blocked["state"], "blocked", "{kind:?}: {blocked}");
+        let unblocked = ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.unblock",
+            json!({"workItemId": "wi-b"}),
+        )
+        .await;
+        assert_eq!(unblocked["state"]["state"], "open", "{unblocked}");
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
     }
 );

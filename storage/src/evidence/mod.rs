@@ -220,35 +220,7 @@ impl Engine {
                 }
                 crate::work::require_work_item(txn, &producer, group, evidence.mission_id.as_str(), evidence.work_item_id.as_str())?;
                 check_execution(txn, &evidence, signer.as_str(), now)?;
-                let event = EventPayload::EvidenceRecorded(kinds::EvidenceRecorded {
-                    artifacts: evidence.artifacts.clone(),
-                    criterion: evidence.criterion.clone(),
-                    evidence_id,
-                    method: evidence.method.kind,
-                    mission_id: evidence.mission_id.clone(),
-                    outcome: evidence.result.outcome,
-                    producer: signer.clone(),
-                    supersedes: evidence.supersedes,
-                    work_item_id: evidence.work_item_id.clone(),
-                });
-                let sequence = events::append(txn, &evidence.group_id, &event, now)?;
-                txn.run(
-                    "INSERT INTO evidence (evidence_id, group_id, mission_id, work_item_id, criterion, outcome, method_kind,
-                                           producer, timestamp, supersedes, envelope, sequence, standing)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                    params![
-                        &evidence_id.0[..], group, evidence.mission_id.as_str(), evidence.work_item_id.as_str(),
-                        evidence.criterion, evidence.result.outcome.as_str(), evidence.method.kind.as_str(),
-                        signer.as_str(), evidence.timestamp.to_rfc3339(), evidence.supersedes.map(|id| id.0.to_vec()),
-                        envelope_json, sequence, standing.as_str()
-                    ],
-                )?;
-                for artifact in &evidence.artifacts {
-                    txn.run(
-                        "INSERT INTO evidence_artifacts (evidence_id, blake3) VALUES (?1, ?2)",
-                        params![&evidence_id.0[..], &artifact.0[..]],
-                    )?;
-                }
+                let sequence = insert_record(txn, evidence_id, &evidence, &signer, &envelope_json, standing, now)?;
                 Ok((EvidenceRecorded { evidence_id, sequence }, true))
             })
             .await
@@ -548,4 +520,49 @@ pub(crate) fn criteria_of(
         mission_id: mission,
         criteria,
     })
+}
+
+/// Appends `evidence.recorded` and inserts the record and its cited artifacts, in the caller's
+/// transaction, after every check passed. The Authority's own records (the reviewer's, and a
+/// child Mission's approval for its parent WorkItem, T16) go through here too.
+pub(crate) fn insert_record(
+    txn: &crate::db::Tx<'_>,
+    evidence_id: ArtifactId,
+    evidence: &Evidence,
+    signer: &Id,
+    envelope_json: &str,
+    standing: Standing,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<u64, Error> {
+    let group = evidence.group_id.as_str();
+    let event = EventPayload::EvidenceRecorded(kinds::EvidenceRecorded {
+        artifacts: evidence.artifacts.clone(),
+        criterion: evidence.criterion.clone(),
+        evidence_id,
+        method: evidence.method.kind,
+        mission_id: evidence.mission_id.clone(),
+        outcome: evidence.result.outcome,
+        producer: signer.clone(),
+        supersedes: evidence.supersedes,
+        work_item_id: evidence.work_item_id.clone(),
+    });
+    let sequence = events::append(txn, &evidence.group_id, &event, now)?;
+    txn.run(
+        "INSERT INTO evidence (evidence_id, group_id, mission_id, work_item_id, criterion, outcome, method_kind,
+                               producer, timestamp, supersedes, envelope, sequence, standing)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            &evidence_id.0[..], group, evidence.mission_id.as_str(), evidence.work_item_id.as_str(),
+            evidence.criterion, evidence.result.outcome.as_str(), evidence.method.kind.as_str(),
+            signer.as_str(), evidence.timestamp.to_rfc3339(), evidence.supersedes.map(|id| id.0.to_vec()),
+            envelope_json, sequence, standing.as_str()
+        ],
+    )?;
+    for artifact in &evidence.artifacts {
+        txn.run(
+            "INSERT INTO evidence_artifacts (evidence_id, blake3) VALUES (?1, ?2)",
+            params![&evidence_id.0[..], &artifact.0[..]],
+        )?;
+    }
+    Ok(sequence)
 }

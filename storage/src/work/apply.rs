@@ -44,6 +44,8 @@ pub(super) struct Ctx<'t, 'c> {
     /// The usage delta the Command charges (DESIGN §12).
     pub(super) usage: Option<Budgets>,
     pub(super) faults: Faults,
+    /// The Authority's key, for records it signs in this transaction (T16).
+    pub(super) authority: Option<std::sync::Arc<ed25519_dalek::SigningKey>>,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -65,6 +67,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             offline: None,
             usage: None,
             faults: Faults::default(),
+            authority: None,
         }
     }
 

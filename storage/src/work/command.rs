@@ -39,6 +39,9 @@ pub(crate) struct Prepared {
     /// The epochs of the session that sent it.
     session_epoch: u64,
     membership_epoch: u64,
+    /// The Authority's key, for the records it signs in the Command's transaction (T16: a
+    /// child Mission's approval as Evidence for its parent WorkItem).
+    authority: std::sync::Arc<ed25519_dalek::SigningKey>,
 }
 
 impl Engine {
@@ -175,6 +178,7 @@ impl Engine {
             request_hash,
             session_epoch: session.session_epoch,
             membership_epoch: session.membership_epoch,
+            authority: self.authority.clone(),
         })
     }
 }
@@ -196,6 +200,7 @@ fn apply_prepared(
         request_hash,
         session_epoch,
         membership_epoch: session_membership_epoch,
+        authority,
     } = prepared;
     let group = command.group_id.as_str();
     let agent = command.agent_id.as_str();
@@ -285,6 +290,7 @@ fn apply_prepared(
     ctx.offline = offline;
     ctx.usage = usage;
     ctx.faults = faults;
+    ctx.authority = Some(authority);
     let state = run(&mut ctx, &body)?;
     // The WorkItem's deadline as this Command left it, for the expiry timer
     // (a stale entry costs one look; noted before the commit, which is harmless).

@@ -4,11 +4,11 @@
 
 use crate::sql::Cached as _;
 use rusqlite::{OptionalExtension as _, params};
+use weft_api::ErrorCode;
 use weft_api::work::CommandType;
 use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPropose};
 use weft_api::work::events::{WorkEvent, WorkEventKind};
 use weft_api::work::machine::{MissionState, WorkState, child_outcome, decide_mission, propagate};
-use weft_api::{ErrorCode, Id};
 
 use super::apply::{
     Ctx, detail, end_ownership, expect_new, group_mission, id_taken, insert_mission, mission_event,
@@ -27,17 +27,7 @@ pub(super) fn mission_create(
             format!("Mission id {} is taken", p.mission_id),
         ));
     }
-    if let Some(parent) = &p.parent_work_item_id {
-        match load_work_item(ctx.tx, parent.as_str())? {
-            Some(row) if row.group_id == ctx.group() => {}
-            _ => {
-                return Err(reject(
-                    ErrorCode::UnknownWorkItem,
-                    format!("no WorkItem {parent} in {}", ctx.group()),
-                ));
-            }
-        }
-    }
+    super::child::refuse_parent(p.parent_work_item_id.as_ref())?;
     let row = MissionRow {
         mission_id: p.mission_id.to_string(),
         group_id: ctx.group().to_owned(),
@@ -46,7 +36,7 @@ pub(super) fn mission_create(
         budget: p.budget.clone(),
         state: MissionState::Active,
         revision: 1,
-        parent_work_item_id: p.parent_work_item_id.as_ref().map(Id::to_string),
+        parent_work_item_id: None,
         child_failure_policy: None,
     };
     insert_mission(ctx.tx, &row, 0)?;
@@ -123,8 +113,8 @@ pub(super) fn mission_close(
         MissionState::Failed => WorkEventKind::MissionFailed,
         _ => WorkEventKind::MissionCancelled,
     };
-    ctx.emit(kind, mission_event(&mission, detail(p)?)?)?;
-    close_mission_items(ctx, &mission)?;
+    let closed_at = ctx.emit(kind, mission_event(&mission, detail(p)?)?)?;
+    close_mission_items(ctx, &mission, closed_at)?;
     detail(&super::mission_view(ctx.tx, &mission)?)
 }
 
@@ -142,7 +132,11 @@ fn live_work_items(ctx: &Ctx<'_, '_>, mission_id: &str) -> Result<Vec<String>, E
 }
 
 /// T18 (SM-12, GAP-3) for the Mission's WorkItems, then T16/T17 for its parent WorkItem.
-fn close_mission_items(ctx: &mut Ctx<'_, '_>, mission: &MissionRow) -> Result<(), Error> {
+fn close_mission_items(
+    ctx: &mut Ctx<'_, '_>,
+    mission: &MissionRow,
+    closed_at: u64,
+) -> Result<(), Error> {
     let mut statement = ctx.tx.prepare_cached(
         "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
     )?;
@@ -172,11 +166,18 @@ fn close_mission_items(ctx: &mut Ctx<'_, '_>, mission: &MissionRow) -> Result<()
             MissionState::Approved => "T16",
             _ => "T17",
         };
+        // T16: the child's approval becomes Evidence for the parent.
+        let evidence = if mission.state == MissionState::Approved {
+            super::child::approval_evidence(ctx, &row, mission, closed_at)?
+        } else {
+            Vec::new()
+        };
         row.state = next;
         if next != WorkState::Blocked {
             row.child_mission_id = None;
         }
-        let why = serde_json::json!({"rule": rule, "childMissionId": mission.mission_id, "childState": mission.state});
+        let why = serde_json::json!({"rule": rule, "childMissionId": mission.mission_id, "childState": mission.state,
+                                     "evidence": evidence});
         ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
     }
     Ok(())

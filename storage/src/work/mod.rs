@@ -15,6 +15,7 @@
 mod apply;
 mod budget;
 mod checks;
+mod child;
 mod command;
 mod deps;
 pub(crate) mod expiry;
