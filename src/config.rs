@@ -37,9 +37,14 @@ pub struct Config {
     /// their reads need no index read; every read is still verified (0: off).
     #[arg(long, env = "WEFT_HOT_BLOB_BYTES", default_value = "64MiB", value_parser = parse_size)]
     pub hot_blob_bytes: u64,
-    /// Seconds a client may take to send a request's headers (slowloris guard).
+    /// Seconds a client may take to send its first byte and then a request's headers
+    /// (idle connections, slowloris).
     #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
     pub header_timeout_secs: u64,
+    /// Connections served at once (at most what the open-file limit allows with a reserve);
+    /// past it `GET /healthz` is still answered and anything else gets 503 `overloaded`.
+    #[arg(long, env = "WEFT_MAX_CONNECTIONS", default_value_t = crate::connections::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// Seconds an upload body may stall between two chunks before it is cut; also how long
     /// a client may take no bytes while the server waits to send before its connection is
     /// closed (a stalled download).
@@ -113,6 +118,7 @@ impl Config {
             direct_writes: defaults::DIRECT_WRITES,
             hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             header_timeout_secs: defaults::HEADER_TIMEOUT_SECS,
+            max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
             body_idle_timeout_secs: defaults::BODY_IDLE_TIMEOUT_SECS,
             request_timeout_secs: defaults::REQUEST_TIMEOUT_SECS,
             session_hours: defaults::SESSION_HOURS,
