@@ -8,6 +8,12 @@ use std::time::Duration;
 
 use weft_storage::{Backend, Location, Options, SystemClock, defaults};
 
+/// Event streams per session: a client needs one per Group it follows, a few for reconnects
+/// overlapping their predecessors. Transport settings, so here rather than in storage.
+pub const DEFAULT_MAX_STREAMS_PER_SESSION: usize = 8;
+/// Event streams per Agent, over all its sessions (one per Group).
+pub const DEFAULT_MAX_STREAMS_PER_AGENT: usize = 32;
+
 /// `weft serve` flags.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
@@ -93,6 +99,17 @@ pub struct Config {
     /// with Retry-After.
     #[arg(long, env = "WEFT_MAX_DOWNLOADS_PER_GROUP", default_value_t = defaults::MAX_DOWNLOADS_PER_GROUP)]
     pub max_downloads_per_group: usize,
+    /// Trust `X-Forwarded-Proto` / `Forwarded: proto=` from a TLS-terminating proxy in front:
+    /// the console's cookie is then `Secure` when the browser spoke HTTPS. Off by default,
+    /// since without such a proxy any client could send the header.
+    #[arg(long, env = "WEFT_TRUST_FORWARDED_PROTO")]
+    pub trust_forwarded_proto: bool,
+    /// Event streams one session may hold open at once; more answer 429 with Retry-After.
+    #[arg(long, env = "WEFT_MAX_STREAMS_PER_SESSION", default_value_t = DEFAULT_MAX_STREAMS_PER_SESSION)]
+    pub max_streams_per_session: usize,
+    /// Event streams one Agent may hold open at once, over all its sessions.
+    #[arg(long, env = "WEFT_MAX_STREAMS_PER_AGENT", default_value_t = DEFAULT_MAX_STREAMS_PER_AGENT)]
+    pub max_streams_per_agent: usize,
     /// Downloads of stored files the server has open at once; more answer 503 with Retry-After.
     #[arg(long, env = "WEFT_MAX_OPEN_DOWNLOADS", default_value_t = defaults::MAX_OPEN_DOWNLOADS)]
     pub max_open_downloads: usize,
@@ -134,6 +151,9 @@ impl Config {
             max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
             max_downloads_per_group: defaults::MAX_DOWNLOADS_PER_GROUP,
             max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,
+            trust_forwarded_proto: false,
+            max_streams_per_session: DEFAULT_MAX_STREAMS_PER_SESSION,
+            max_streams_per_agent: DEFAULT_MAX_STREAMS_PER_AGENT,
         }
     }
 

@@ -12,6 +12,9 @@ pub struct HttpError {
     detail: String,
     source: Option<weft_storage::Error>,
     snapshot: Option<Box<weft_api::views::SignedSnapshot>>,
+    /// The request carried no credentials at all: its 401 challenge names no error
+    /// (RFC 6750 §3.1).
+    no_credentials: bool,
 }
 
 impl HttpError {
@@ -21,7 +24,14 @@ impl HttpError {
             detail: detail.into(),
             source: None,
             snapshot: None,
+            no_credentials: false,
         }
+    }
+
+    /// A 401 for a request that sent no credentials at all.
+    pub fn without_credentials(mut self) -> Self {
+        self.no_credentials = true;
+        self
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -82,6 +92,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
             StatusCode::NOT_FOUND
         }
         C::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        C::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
         C::Timeout => StatusCode::REQUEST_TIMEOUT,
         C::Conflict
         | C::NonceReused
@@ -119,9 +130,11 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         C::IntegrityFailure | C::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        C::TooManyUploads | C::TooManyDownloads | C::UploadQuotaExceeded | C::RateLimited => {
-            StatusCode::TOO_MANY_REQUESTS
-        }
+        C::TooManyUploads
+        | C::TooManyDownloads
+        | C::TooManyStreams
+        | C::UploadQuotaExceeded
+        | C::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         C::ShuttingDown | C::Overloaded | C::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         C::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
     }
@@ -133,7 +146,11 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 pub fn retry_after(code: ErrorCode) -> Option<u32> {
     use ErrorCode as C;
     match code {
-        C::TooManyUploads | C::TooManyDownloads | C::Overloaded | C::ShuttingDown => Some(1),
+        C::TooManyUploads
+        | C::TooManyDownloads
+        | C::TooManyStreams
+        | C::Overloaded
+        | C::ShuttingDown => Some(1),
         // A disk that failed may be back soon (a remount, a replaced volume); not at once.
         C::StorageUnavailable => Some(5),
         C::RateLimited => Some(6),
@@ -189,6 +206,7 @@ impl From<weft_storage::Error> for HttpError {
             detail,
             source: Some(error),
             snapshot,
+            no_credentials: false,
         }
     }
 }
@@ -206,11 +224,16 @@ impl IntoResponse for HttpError {
             HeaderValue::from_static("application/problem+json"),
         );
         if status == StatusCode::UNAUTHORIZED {
-            // RFC 9110 §11.6.1: a 401 names the scheme it wants (RFC 6750 for bearer tokens).
-            let challenge = format!(
-                "Bearer error=\"invalid_token\", error_description=\"{}\"",
-                self.code.as_str()
-            );
+            // RFC 9110 §11.6.1: a 401 names the scheme it wants (RFC 6750 for bearer tokens);
+            // a request that sent no credentials gets no error code (RFC 6750 §3.1).
+            let challenge = if self.no_credentials {
+                "Bearer realm=\"weft\"".to_owned()
+            } else {
+                format!(
+                    "Bearer realm=\"weft\", error=\"invalid_token\", error_description=\"{}\"",
+                    self.code.as_str()
+                )
+            };
             if let Ok(value) = HeaderValue::from_str(&challenge) {
                 response
                     .headers_mut()

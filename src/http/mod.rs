@@ -25,6 +25,7 @@ mod openapi;
 mod openapi_check;
 mod params;
 mod sessions;
+mod streams;
 mod timeout;
 mod tokens;
 mod ui;
@@ -58,6 +59,10 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// Idempotent requests in flight, by (caller, key).
     pub in_flight: Arc<idempotency::InFlight>,
+    /// Event streams open per session and per Agent.
+    pub(crate) streams: Arc<streams::Streams>,
+    /// Whether `X-Forwarded-Proto` / `Forwarded` come from a trusted TLS proxy.
+    pub trust_forwarded_proto: bool,
 }
 
 /// Transport limits the handlers apply themselves.
@@ -81,6 +86,11 @@ impl AppState {
                 max_upload_bytes: config.max_upload_bytes,
             }),
             in_flight: Arc::default(),
+            streams: Arc::new(streams::Streams::new(
+                config.max_streams_per_session,
+                config.max_streams_per_agent,
+            )),
+            trust_forwarded_proto: config.trust_forwarded_proto,
         }
     }
 }
