@@ -11,6 +11,7 @@ mod auth;
 mod authority;
 mod blobs;
 mod body;
+mod conditional;
 mod context;
 mod directory;
 pub mod error;

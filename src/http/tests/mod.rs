@@ -43,6 +43,7 @@ mod revocation;
 mod scope;
 mod sessions;
 mod snapshots;
+mod standards;
 mod streams;
 mod token_uploads;
 mod tokens;
