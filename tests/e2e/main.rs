@@ -12,6 +12,7 @@ mod restart;
 mod resume;
 mod revoke;
 mod schemathesis;
+mod sign_in;
 mod support;
 mod tidy;
 mod transport;
