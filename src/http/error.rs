@@ -43,9 +43,14 @@ impl HttpError {
         &self.detail
     }
 
-    /// Logs the failure as every answer does: server errors with their source chain.
+    /// Logs the failure as every answer does: server errors with their source chain; a full
+    /// disk once per [`DISK_FULL_LOG_INTERVAL`] with the count of those not logged.
     pub fn log(&self) {
-        if status_of(self.code).is_server_error() {
+        if self.code == ErrorCode::InsufficientStorage {
+            if let Some(suppressed) = DISK_FULL_LOG.admit(std::time::Instant::now()) {
+                tracing::error!(code = %self.code, error = ?self.source, suppressed, "request failed: the disk is full (the same failure is logged at most once a minute; `suppressed` counts those since the last line)");
+            }
+        } else if status_of(self.code).is_server_error() {
             tracing::error!(code = %self.code, error = ?self.source, "request failed");
         } else {
             tracing::debug!(code = %self.code, detail = %self.detail, "request refused");
@@ -59,6 +64,49 @@ impl HttpError {
             self.code,
             self.detail.clone(),
         )
+    }
+}
+
+/// How often a full disk is logged: each 507 would otherwise write an ERROR line, and a full
+/// disk fails every write until an operator frees space (issue #40).
+pub const DISK_FULL_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+static DISK_FULL_LOG: LogThrottle = LogThrottle::new(DISK_FULL_LOG_INTERVAL);
+
+/// One log line per interval for a repeated failure, with the count of those left out.
+#[derive(Debug)]
+pub struct LogThrottle {
+    interval: std::time::Duration,
+    // A std Mutex: the critical section is two assignments, no `.await`.
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl LogThrottle {
+    pub const fn new(interval: std::time::Duration) -> Self {
+        Self {
+            interval,
+            state: std::sync::Mutex::new((None, 0)),
+        }
+    }
+
+    /// At `now` (injected, for tests): `Some(n)` to log, `n` occurrences having been left out
+    /// since the last line; `None` to leave this one out.
+    pub fn admit(&self, now: std::time::Instant) -> Option<u64> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (last, suppressed) = &mut *state;
+        match last {
+            Some(at) if now.saturating_duration_since(*at) < self.interval => {
+                *suppressed += 1;
+                None
+            }
+            _ => {
+                *last = Some(now);
+                Some(std::mem::take(suppressed))
+            }
+        }
     }
 }
 
@@ -155,6 +203,8 @@ pub fn retry_after(code: ErrorCode) -> Option<u32> {
         C::StorageUnavailable => Some(5),
         C::RateLimited => Some(6),
         C::UploadQuotaExceeded => Some(60),
+        // A full disk needs an operator (or the sweep) to free space.
+        C::InsufficientStorage => Some(60),
         _ => None,
     }
 }
@@ -250,3 +300,25 @@ impl IntoResponse for HttpError {
 }
 
 pub type HttpResult<T> = Result<T, HttpError>;
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::LogThrottle;
+
+    /// issue #40: a full disk is logged once per interval, the next line counting the ones
+    /// left out (an injected clock: `admit` takes the instant).
+    #[test]
+    fn a_repeated_failure_is_logged_once_per_interval_with_a_count() {
+        let throttle = LogThrottle::new(Duration::from_secs(60));
+        let start = Instant::now();
+        assert_eq!(throttle.admit(start), Some(0));
+        for second in 1..=5 {
+            assert_eq!(throttle.admit(start + Duration::from_secs(second)), None);
+        }
+        assert_eq!(throttle.admit(start + Duration::from_secs(60)), Some(5));
+        assert_eq!(throttle.admit(start + Duration::from_secs(61)), None);
+        assert_eq!(throttle.admit(start + Duration::from_secs(200)), Some(1));
+    }
+}

@@ -397,17 +397,21 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(access::layer))
         .with_state(state)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(TraceLayer::new_for_http().make_span_with(
-            |request: &axum::http::Request<axum::body::Body>| {
-                let id = request
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("-");
-                // No raw path: its ids would make the log a record of what was read.
-                tracing::info_span!("request", request_id = %id)
-            },
-        ))
+        // Failures are logged once by `HttpError::log` (with their source chain, and a full
+        // disk throttled); the trace layer's own line for a 5xx would double each at ERROR.
+        .layer(
+            TraceLayer::new_for_http()
+                .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG))
+                .make_span_with(|request: &axum::http::Request<axum::body::Body>| {
+                    let id = request
+                        .headers()
+                        .get("x-request-id")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    // No raw path: its ids would make the log a record of what was read.
+                    tracing::info_span!("request", request_id = %id)
+                }),
+        )
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
 }
 
