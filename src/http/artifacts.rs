@@ -19,7 +19,7 @@ use super::params::{
 use super::{AppState, Caller, conditional, json};
 
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.
-#[utoipa::path(post, path = "/v1/artifacts", request_body(content = String, description = "DSSE envelope of an artifact manifest", content_type = "application/json"),
+#[utoipa::path(post, operation_id = "publish_artifact", path = "/v1/artifacts", request_body(content = String, description = "DSSE envelope of an artifact manifest", content_type = "application/json"),
     responses((status = 201, description = "{artifact, manifestId, sequence}"), (status = 200, description = "this manifest was already published"),
               (status = 400, description = "bad_signature, invalid_manifest, wrong_payload_type, unknown_key"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"),
               (status = 403, description = "producer_mismatch, not_a_member, forbidden: a capability token without artifact:publish or for another WorkItem or lease"),
@@ -44,7 +44,7 @@ pub(crate) async fn publish(
 }
 
 /// An artifact's digests, size and every manifest visible to the caller.
-#[utoipa::path(get, path = "/v1/artifacts/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
+#[utoipa::path(get, operation_id = "show_artifact", path = "/v1/artifacts/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
     responses((status = 200, description = "{digests, size, quarantined, manifests}"), (status = 404, description = "not_found")))]
 pub(crate) async fn show(
     State(state): State<AppState>,
@@ -67,7 +67,7 @@ pub(super) const LIST_QUERY: &[&str] = &[
 ];
 
 /// Paged listing of visible manifests, filtered.
-#[utoipa::path(get, path = "/v1/artifacts", params(("missionId" = Option<String>, Query), ("workItemId" = Option<String>, Query), ("producer" = Option<String>, Query),
+#[utoipa::path(get, operation_id = "list_artifacts", path = "/v1/artifacts", params(("missionId" = Option<String>, Query), ("workItemId" = Option<String>, Query), ("producer" = Option<String>, Query),
     ("mediaType" = Option<String>, Query), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
     responses((status = 200, description = "{items, next}")))]
 pub(crate) async fn list(

@@ -24,6 +24,8 @@ mod meta;
 mod openapi;
 #[cfg(test)]
 mod openapi_check;
+#[cfg(test)]
+mod openapi_standard;
 mod params;
 mod sessions;
 mod streams;
