@@ -185,3 +185,69 @@ async fn a_proof_carries_its_own_representation_headers() {
     assert_eq!(content.headers["etag"], content_etag.as_str());
     assert!(content.headers.contains_key("repr-digest"));
 }
+
+/// Asserts `body` carries every field the document's schema for `(method, path, status)`
+/// requires, one level into each required object.
+fn assert_declared(method: &str, path: &str, status: u16, body: &serde_json::Value) {
+    let document = crate::http::openapi::document();
+    let schema = &document["paths"][path][method]["responses"][status.to_string()]["content"]["application/json"]
+        ["schema"];
+    let required = |schema: &serde_json::Value| -> Vec<String> {
+        schema["required"]
+            .as_array()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let top = required(schema);
+    assert!(
+        !top.is_empty(),
+        "{method} {path} {status}: a real schema, not any object"
+    );
+    for field in top {
+        assert!(
+            body.get(&field).is_some(),
+            "{method} {path}: {field} in {body}"
+        );
+        for inner in required(&schema["properties"][&field]) {
+            assert!(
+                body[&field].get(&inner).is_some(),
+                "{method} {path}: {field}.{inner}"
+            );
+        }
+    }
+}
+
+/// issue #40: the main success bodies are declared with their fields (not only
+/// `{"type":"object"}`), and the server's answers carry them.
+#[tokio::test]
+async fn the_declared_success_bodies_are_what_the_server_answers() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    h.put(&worker, "g1", b"first", &[]).await;
+    let digests = h.upload(&worker, b"second").await;
+    let envelope = sign(&worker.key, &manifest(&worker, "g1", digests, &[]));
+    let published = h.publish(&worker, &envelope).await;
+    assert_eq!(published.status, StatusCode::CREATED);
+    assert_declared("post", "/v1/artifacts", 201, &published.json());
+    let id = digests.blake3;
+    let shown = h.get_json(&worker, &format!("/v1/artifacts/{id}")).await;
+    assert_declared("get", "/v1/artifacts/{digest}", 200, &shown);
+    let checkpoint = h.get_json(&worker, "/v1/groups/g1/checkpoint").await;
+    assert_declared("get", "/v1/groups/{group_id}/checkpoint", 200, &checkpoint);
+    let grant = h
+        .send(session_request(
+            &worker.key,
+            "w1",
+            "g1",
+            h.clock_now(),
+            &random_nonce(),
+        ))
+        .await;
+    assert_eq!(grant.status, StatusCode::CREATED, "{grant:?}");
+    assert_declared("post", "/v1/sessions", 201, &grant.json());
+}
