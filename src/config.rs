@@ -8,6 +8,12 @@ use std::time::Duration;
 
 use weft_storage::{Backend, Location, Options, SystemClock, defaults};
 
+/// Event streams per session: a client needs one per Group it follows, a few for reconnects
+/// overlapping their predecessors. Transport settings, so here rather than in storage.
+pub const DEFAULT_MAX_STREAMS_PER_SESSION: usize = 8;
+/// Event streams per Agent, over all its sessions (one per Group).
+pub const DEFAULT_MAX_STREAMS_PER_AGENT: usize = 32;
+
 /// `weft serve` flags.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
@@ -37,9 +43,14 @@ pub struct Config {
     /// their reads need no index read; every read is still verified (0: off).
     #[arg(long, env = "WEFT_HOT_BLOB_BYTES", default_value = "64MiB", value_parser = parse_size)]
     pub hot_blob_bytes: u64,
-    /// Seconds a client may take to send a request's headers (slowloris guard).
+    /// Seconds a client may take to send its first byte and then a request's headers
+    /// (idle connections, slowloris).
     #[arg(long, env = "WEFT_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
     pub header_timeout_secs: u64,
+    /// Connections served at once (at most what the open-file limit allows with a reserve);
+    /// past it `GET /healthz` is still answered and anything else gets 503 `overloaded`.
+    #[arg(long, env = "WEFT_MAX_CONNECTIONS", default_value_t = crate::connections::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// Seconds an upload body may stall between two chunks before it is cut; also how long
     /// a client may take no bytes while the server waits to send before its connection is
     /// closed (a stalled download).
@@ -88,6 +99,17 @@ pub struct Config {
     /// with Retry-After.
     #[arg(long, env = "WEFT_MAX_DOWNLOADS_PER_GROUP", default_value_t = defaults::MAX_DOWNLOADS_PER_GROUP)]
     pub max_downloads_per_group: usize,
+    /// Trust `X-Forwarded-Proto` / `Forwarded: proto=` from a TLS-terminating proxy in front:
+    /// the console's cookie is then `Secure` when the browser spoke HTTPS. Off by default,
+    /// since without such a proxy any client could send the header.
+    #[arg(long, env = "WEFT_TRUST_FORWARDED_PROTO")]
+    pub trust_forwarded_proto: bool,
+    /// Event streams one session may hold open at once; more answer 429 with Retry-After.
+    #[arg(long, env = "WEFT_MAX_STREAMS_PER_SESSION", default_value_t = DEFAULT_MAX_STREAMS_PER_SESSION)]
+    pub max_streams_per_session: usize,
+    /// Event streams one Agent may hold open at once, over all its sessions.
+    #[arg(long, env = "WEFT_MAX_STREAMS_PER_AGENT", default_value_t = DEFAULT_MAX_STREAMS_PER_AGENT)]
+    pub max_streams_per_agent: usize,
     /// Downloads of stored files the server has open at once; more answer 503 with Retry-After.
     #[arg(long, env = "WEFT_MAX_OPEN_DOWNLOADS", default_value_t = defaults::MAX_OPEN_DOWNLOADS)]
     pub max_open_downloads: usize,
@@ -113,6 +135,7 @@ impl Config {
             direct_writes: defaults::DIRECT_WRITES,
             hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             header_timeout_secs: defaults::HEADER_TIMEOUT_SECS,
+            max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
             body_idle_timeout_secs: defaults::BODY_IDLE_TIMEOUT_SECS,
             request_timeout_secs: defaults::REQUEST_TIMEOUT_SECS,
             session_hours: defaults::SESSION_HOURS,
@@ -128,6 +151,9 @@ impl Config {
             max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
             max_downloads_per_group: defaults::MAX_DOWNLOADS_PER_GROUP,
             max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,
+            trust_forwarded_proto: false,
+            max_streams_per_session: DEFAULT_MAX_STREAMS_PER_SESSION,
+            max_streams_per_agent: DEFAULT_MAX_STREAMS_PER_AGENT,
         }
     }
 

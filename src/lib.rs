@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod connections;
 pub mod http;
 pub mod serve;
 pub mod telemetry;

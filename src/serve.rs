@@ -28,13 +28,26 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
+use crate::connections;
 use crate::http::{AppState, app};
 
 /// How often the server appends the lease and ownership expiries that fell due.
 const EXPIRY_TICK: Duration = Duration::from_millis(200);
 
-/// Serves `router` on `listener` until `shutdown` resolves; answers whether every connection
-/// then finished (false: some were still open after 30 s and were dropped).
+/// How the accept loop treats connections.
+#[derive(Clone, Copy, Debug)]
+pub struct Transport {
+    /// How long a client may take to send its first byte, and then a request's headers.
+    pub header_timeout: Duration,
+    /// How long the server waits to write to a peer that takes no bytes before closing.
+    pub write_idle: Duration,
+    /// Connections served at once (`connections::Gate`).
+    pub max_connections: usize,
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, with the default connection cap;
+/// answers whether every connection then finished (false: some were still open after 30 s and
+/// were dropped).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -42,6 +55,26 @@ pub async fn serve(
     write_idle: Duration,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<bool> {
+    let transport = Transport {
+        header_timeout,
+        write_idle,
+        max_connections: connections::DEFAULT_MAX_CONNECTIONS,
+    };
+    serve_with(listener, router, transport, shutdown).await
+}
+
+/// [`serve`] with every transport setting given.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    transport: Transport,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<bool> {
+    let Transport {
+        header_timeout,
+        write_idle,
+        max_connections,
+    } = transport;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -53,6 +86,13 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(header_timeout);
+    // A connection past the cap gets one HTTP/1.1 request, answered and closed.
+    let mut overflow = hyper::server::conn::http1::Builder::new();
+    overflow
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(false);
+    let gate = connections::Gate::new(max_connections);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -67,15 +107,39 @@ pub async fn serve(
                         continue;
                     }
                 };
+                let admission = gate.admit();
+                if let connections::Admission::Refused = admission {
+                    tracing::debug!(%peer, "connection refused: too many open");
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
-                let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
-                stream.set_write_timeout(Some(write_idle));
-                let service = TowerToHyperService::new(router.clone());
-                let connection =
-                    builder.serve_connection_with_upgrades(TokioIo::new(Box::pin(stream)), service);
-                let connection = graceful.watch(connection.into_owned());
+                let router = router.clone();
+                let builder = builder.clone();
+                let overflow = overflow.clone();
+                let watcher = graceful.watcher();
                 tokio::spawn(async move {
-                    if let Err(error) = connection.await {
+                    // The permit is this connection's slot, released when the task ends.
+                    let _slot = admission;
+                    if !connections::first_byte_within(&stream, header_timeout).await {
+                        tracing::debug!(%peer, "connection closed: nothing sent");
+                        return;
+                    }
+                    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+                    stream.set_write_timeout(Some(write_idle));
+                    let io = TokioIo::new(Box::pin(stream));
+                    let ended: Result<(), Box<dyn std::error::Error + Send + Sync>> =
+                        if let connections::Admission::Overflow(_) = &_slot {
+                            let service = hyper::service::service_fn(move |request| {
+                                connections::answer_overflow(router.clone(), request)
+                            });
+                            let connection = overflow.serve_connection(io, service);
+                            watcher.watch(connection).await.map_err(Into::into)
+                        } else {
+                            let service = TowerToHyperService::new(router);
+                            let connection = builder.serve_connection_with_upgrades(io, service);
+                            watcher.watch(connection.into_owned()).await
+                        };
+                    if let Err(error) = ended {
                         tracing::debug!(%peer, %error, "connection ended with an error");
                     }
                 });
@@ -323,14 +387,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutting down");
     };
-    let drained = serve(
-        listener,
-        app(state),
-        config.header_timeout(),
-        config.body_idle_timeout(),
-        shutdown,
-    )
-    .await?;
+    let transport = Transport {
+        header_timeout: config.header_timeout(),
+        write_idle: config.body_idle_timeout(),
+        max_connections: connections::cap_for_descriptors(config.max_connections, descriptors),
+    };
+    let drained = serve_with(listener, app(state), transport, shutdown).await?;
     match store.save_lineage_snapshot().await {
         Ok(saved) => tracing::info!(?saved, "lineage snapshot written"),
         Err(error) => tracing::error!(%error, "writing the lineage snapshot failed"),

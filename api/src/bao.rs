@@ -18,6 +18,10 @@ use crate::digest::ArtifactId;
 
 /// The media type of a proof response.
 pub const MEDIA_TYPE: &str = "application/vnd.weft.bao";
+
+/// The header of a proof answer naming the content range it proves and the content's size,
+/// `bytes a-b/SIZE` (the proof is its own representation, so not `Content-Range`).
+pub const PROOF_RANGE_HEADER: &str = "weft-proof-range";
 /// log2 of the chunks (1 KiB each) per chunk group: 16 KiB groups.
 pub const CHUNK_LOG: u8 = 4;
 /// The chunk group the outboards and proofs use.

@@ -108,17 +108,19 @@ pub fn parse_public_key(text: &str) -> Result<VerifyingKey, Rejection> {
     Ok(key)
 }
 
-/// One signature of an envelope.
+/// One signature of an envelope. Unknown fields are ignored, as DSSE readers do (issue #40):
+/// the signature covers only the payload and its type, so nothing else can change a verdict.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct EnvelopeSignature {
     pub keyid: String,
     pub sig: String,
 }
 
-/// A DSSE v1 envelope as it travels and as it is stored.
+/// A DSSE v1 envelope as it travels and as it is stored. Unknown top-level fields are ignored
+/// and not stored, as DSSE readers do (issue #40): the signature covers only the payload and
+/// its type.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct Envelope {
     pub payload_type: String,
     pub payload: String,

@@ -60,6 +60,10 @@ pub enum ErrorCode {
     TooManyUploads,
     /// One Agent has as many downloads of stored files running as it may (429).
     TooManyDownloads,
+    /// An `If-Match` precondition did not hold (412).
+    PreconditionFailed,
+    /// One session or Agent has as many event streams open as it may (429).
+    TooManyStreams,
     UploadQuotaExceeded,
     RateLimited,
     Overloaded,
@@ -162,6 +166,8 @@ impl ErrorCode {
             Self::ShuttingDown => "shutting_down",
             Self::TooManyUploads => "too_many_uploads",
             Self::TooManyDownloads => "too_many_downloads",
+            Self::TooManyStreams => "too_many_streams",
+            Self::PreconditionFailed => "precondition_failed",
             Self::UploadQuotaExceeded => "upload_quota_exceeded",
             Self::RateLimited => "rate_limited",
             Self::Overloaded => "overloaded",
@@ -245,6 +251,8 @@ mod tests {
             ErrorCode::IdempotencyKeyReused,
             ErrorCode::TooManyUploads,
             ErrorCode::TooManyDownloads,
+            ErrorCode::TooManyStreams,
+            ErrorCode::PreconditionFailed,
             ErrorCode::UploadQuotaExceeded,
             ErrorCode::RateLimited,
             ErrorCode::Overloaded,

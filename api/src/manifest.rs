@@ -135,9 +135,12 @@ fn check_text(field: &str, text: &str, max: usize) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// `type/subtype[+suffix][;params]` in the RFC 6838 token alphabet.
+/// `type/subtype[+suffix]` in the RFC 6838 token alphabet, then parameters as RFC 9110
+/// §5.6.6 writes them (`text/plain; =x` is refused: it would be served back as a
+/// `Content-Type` no reader can parse).
 fn check_media_type(text: &str) -> Result<(), Rejection> {
-    let essence = text.split(';').next().unwrap_or_default().trim();
+    let (essence, parameters) = text.split_at(text.find(';').unwrap_or(text.len()));
+    let essence = essence.trim();
     let token = |part: &str| {
         !part.is_empty()
             && part.len() <= 127
@@ -150,13 +153,65 @@ fn check_media_type(text: &str) -> Result<(), Rejection> {
         && !text.bytes().any(|b| b.is_ascii_control())
         && essence
             .split_once('/')
-            .is_some_and(|(kind, subtype)| token(kind) && token(subtype));
+            .is_some_and(|(kind, subtype)| token(kind) && token(subtype))
+        && parameters_well_formed(parameters);
     if well_formed {
         Ok(())
     } else {
         Err(invalid(
             "content.mediaType must be a media type such as application/json",
         ))
+    }
+}
+
+/// `*( OWS ";" OWS [ token "=" ( token / quoted-string ) ] )` (RFC 9110 §5.6.6).
+fn parameters_well_formed(mut rest: &str) -> bool {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let skip_ows = |text: &str| text.len() - text.trim_start_matches([' ', '\t']).len();
+    loop {
+        rest = &rest[skip_ows(rest)..];
+        if rest.is_empty() {
+            return true;
+        }
+        let Some(after) = rest.strip_prefix(';') else {
+            return false;
+        };
+        rest = &after[skip_ows(after)..];
+        if rest.is_empty() || rest.starts_with(';') {
+            continue;
+        }
+        let name = rest.bytes().take_while(|&b| tchar(b)).count();
+        if name == 0 {
+            return false;
+        }
+        let Some(value) = rest[name..].strip_prefix('=') else {
+            return false;
+        };
+        if let Some(quoted) = value.strip_prefix('"') {
+            let mut escaped = false;
+            let mut end = None;
+            for (at, byte) in quoted.bytes().enumerate() {
+                match (escaped, byte) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => {
+                        end = Some(at);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let Some(end) = end else {
+                return false;
+            };
+            rest = &quoted[end + 1..];
+        } else {
+            let length = value.bytes().take_while(|&b| tchar(b)).count();
+            if length == 0 {
+                return false;
+            }
+            rest = &value[length..];
+        }
     }
 }
 
@@ -335,6 +390,30 @@ mod tests {
             |v| v["content"]["mediaType"] = json!("nonsense"),
             Some(ErrorCode::InvalidManifest),
         );
+        // issue #40: parameters follow RFC 9110's grammar.
+        for bad in [
+            "text/plain; =x",
+            "text/plain; charset",
+            "text/plain; charset=",
+            "text/plain; charset=\"utf-8",
+            "text/plain; a=b c",
+            "text/plain; a b=c",
+            "text/plain x",
+        ] {
+            check(
+                |v| v["content"]["mediaType"] = json!(bad),
+                Some(ErrorCode::InvalidManifest),
+            );
+        }
+        for good in [
+            "text/plain; charset=utf-8",
+            "text/plain;charset=\"utf-8\"",
+            "text/plain; a=\"b\\\"c\"; d=e",
+            "text/plain;",
+            "application/vnd.a+json ; q=1",
+        ] {
+            check(|v| v["content"]["mediaType"] = json!(good), None);
+        }
         check(
             |v| v["content"]["size"] = json!(-1),
             Some(ErrorCode::InvalidManifest),

@@ -16,10 +16,10 @@ use super::error::{HttpError, HttpResult};
 use super::params::{
     RawPath, RawQuery, known_params, path_digest, query_id, query_limit, query_u64,
 };
-use super::{AppState, Caller, json};
+use super::{AppState, Caller, conditional, json};
 
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.
-#[utoipa::path(post, path = "/v1/artifacts", request_body(content = String, description = "DSSE envelope of an artifact manifest", content_type = "application/json"),
+#[utoipa::path(post, operation_id = "publish_artifact", path = "/v1/artifacts", request_body(content = String, description = "DSSE envelope of an artifact manifest", content_type = "application/json"),
     responses((status = 201, description = "{artifact, manifestId, sequence}"), (status = 200, description = "this manifest was already published"),
               (status = 400, description = "bad_signature, invalid_manifest, wrong_payload_type, unknown_key"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"),
               (status = 403, description = "producer_mismatch, not_a_member, forbidden: a capability token without artifact:publish or for another WorkItem or lease"),
@@ -44,7 +44,7 @@ pub(crate) async fn publish(
 }
 
 /// An artifact's digests, size and every manifest visible to the caller.
-#[utoipa::path(get, path = "/v1/artifacts/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
+#[utoipa::path(get, operation_id = "show_artifact", path = "/v1/artifacts/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
     responses((status = 200, description = "{digests, size, quarantined, manifests}"), (status = 404, description = "not_found")))]
 pub(crate) async fn show(
     State(state): State<AppState>,
@@ -67,7 +67,7 @@ pub(super) const LIST_QUERY: &[&str] = &[
 ];
 
 /// Paged listing of visible manifests, filtered.
-#[utoipa::path(get, path = "/v1/artifacts", params(("missionId" = Option<String>, Query), ("workItemId" = Option<String>, Query), ("producer" = Option<String>, Query),
+#[utoipa::path(get, operation_id = "list_artifacts", path = "/v1/artifacts", params(("missionId" = Option<String>, Query), ("workItemId" = Option<String>, Query), ("producer" = Option<String>, Query),
     ("mediaType" = Option<String>, Query), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
     responses((status = 200, description = "{items, next}")))]
 pub(crate) async fn list(
@@ -112,6 +112,16 @@ fn requested_range(
     }
 }
 
+/// The range of the content a proof covers, `bytes a-b/SIZE` (README, "Verified ranges").
+pub(crate) const PROOF_RANGE: &str = weft_api::bao::PROOF_RANGE_HEADER;
+
+/// A proof's ETag: the content's digest, the proof format and the range it covers, so each
+/// range's proof is its own representation.
+fn proof_etag(blake3: &weft_api::ArtifactId, range: std::ops::Range<u64>) -> String {
+    let end = range.end.saturating_sub(1);
+    format!("\"{blake3}.bao.{}-{end}\"", range.start)
+}
+
 /// The query parameters of `GET /v1/artifacts/{digest}/content`.
 pub(crate) const CONTENT_QUERY: &[&str] = &["proof"];
 
@@ -145,8 +155,8 @@ fn wants_proof(headers: &HeaderMap, query: RawQuery) -> Result<bool, HttpError> 
 /// "Verified ranges"), of any length, streamed.
 #[utoipa::path(get, path = "/v1/artifacts/{digest}/content", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>"),
         ("proof" = Option<String>, Query, description = "bao: answer the bao-tree 0.17 range encoding (16 KiB chunk groups) of the range, which a client verifies against the digest (as Accept: application/vnd.weft.bao)")),
-    responses((status = 200, description = "the bytes; ETag = digest; Repr-Digest: sha-256"), (status = 206, description = "one range, or its proof (application/vnd.weft.bao)"),
-              (status = 304, description = "If-None-Match matched"), (status = 400, description = "bad_request: proof other than bao"), (status = 416, description = "invalid_range: a Range outside the artifact, or a proof of an empty artifact"),
+    responses((status = 200, description = "the bytes (ETag = digest; Repr-Digest: sha-256), or a range's proof (application/vnd.weft.bao, its own ETag, the range in Weft-Proof-Range)"), (status = 206, description = "one range (If-Range, when sent, matched)"),
+              (status = 304, description = "If-None-Match matched"), (status = 412, description = "precondition_failed: If-Match matched no representation"), (status = 400, description = "bad_request: proof other than bao"), (status = 416, description = "invalid_range: a Range outside the artifact, or a proof of an empty artifact"),
               (status = 429, description = "too_many_downloads: this agent, or its group, has as many downloads of stored files open as it may (Retry-After)"), (status = 500, description = "integrity_failure"),
               (status = 503, description = "overloaded: the server has --max-open-downloads open (Retry-After)")))]
 pub(crate) async fn content(
@@ -161,29 +171,13 @@ pub(crate) async fn content(
     let proof = wants_proof(&headers, query)?;
     let content = state.store.open_content(digest, &caller.reader()).await?;
     let digests = content.digests;
-    let etag = format!("\"{}\"", digests.blake3);
-    let not_modified = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|value| {
-            value.split(',').any(|tag| {
-                let tag = tag.trim();
-                tag == "*" || tag == etag || tag.strip_prefix("W/") == Some(etag.as_str())
-            })
-        });
-    let mut response_headers = HeaderMap::with_capacity(12);
+    // The content's strong validator; a `Range` (and `If-Range`) applies to it.
+    let content_etag = format!("\"{}\"", digests.blake3);
     let header_value = |text: &str| {
         HeaderValue::from_str(text)
             .map_err(|_| HttpError::new(ErrorCode::Internal, "unencodable header"))
     };
-    response_headers.insert(header::ETAG, header_value(&etag)?);
-    response_headers.insert(
-        "repr-digest",
-        header_value(&format!(
-            "sha-256=:{}:",
-            base64::engine::general_purpose::STANDARD.encode(digests.sha256.0)
-        ))?,
-    );
+    let mut response_headers = HeaderMap::with_capacity(12);
     response_headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -198,17 +192,41 @@ pub(crate) async fn content(
         HeaderValue::from_static("private, immutable"),
     );
     response_headers.insert(header::VARY, HeaderValue::from_static("accept"));
-    if not_modified {
-        return Ok((StatusCode::NOT_MODIFIED, response_headers).into_response());
+    // `If-Range` first decides whether `Range` is read at all (RFC 9110 §13.1.5); the
+    // representation's own ETag (a proof's depends on the range) then meets `If-Match` and
+    // `If-None-Match`.
+    let honour_range = conditional::evaluate(&headers, &content_etag, &content_etag)
+        != (conditional::Precondition::Proceed {
+            honour_range: false,
+        });
+    let range = if honour_range {
+        requested_range(&headers, digests.size)
+    } else {
+        Ok(None)
+    };
+    let etag = match (&range, proof) {
+        (Ok(range), true) => proof_etag(&digests.blake3, range.clone().unwrap_or(0..digests.size)),
+        _ => content_etag.clone(),
+    };
+    match conditional::evaluate(&headers, &etag, &content_etag) {
+        conditional::Precondition::Failed => {
+            return Err(HttpError::new(
+                ErrorCode::PreconditionFailed,
+                "If-Match names no current representation of this artifact",
+            ));
+        }
+        conditional::Precondition::NotModified => {
+            response_headers.insert(header::ETAG, header_value(&etag)?);
+            return Ok((StatusCode::NOT_MODIFIED, response_headers).into_response());
+        }
+        conditional::Precondition::Proceed { .. } => {}
     }
-    let range = requested_range(&headers, digests.size).map_err(|error| {
-        // A 416 still says how long the representation is.
-        tracing::debug!(?error, "unsatisfiable range");
-        error
-    });
+    response_headers.insert(header::ETAG, header_value(&etag)?);
     let range = match range {
         Ok(range) => range,
         Err(error) => {
+            // A 416 still says how long the representation is.
+            tracing::debug!(?error, "unsatisfiable range");
             let mut response = error.into_response();
             if let Ok(value) = HeaderValue::from_str(&format!("bytes */{}", digests.size)) {
                 response.headers_mut().insert(header::CONTENT_RANGE, value);
@@ -217,15 +235,14 @@ pub(crate) async fn content(
         }
     };
     if proof {
-        let status = if range.is_some() {
-            StatusCode::PARTIAL_CONTENT
-        } else {
-            StatusCode::OK
-        };
+        // The proof is a representation of its own (issue #40): its own ETag and type, and
+        // none of the content's headers (`Repr-Digest`, `Content-Range`), which would describe
+        // other bytes. The range of the content it proves, and the size that fixes the tree's
+        // shape, are in `Weft-Proof-Range`.
         let shown = range.clone().unwrap_or(0..digests.size);
         if !shown.is_empty() {
             response_headers.insert(
-                header::CONTENT_RANGE,
+                PROOF_RANGE,
                 header_value(&format!(
                     "bytes {}-{}/{}",
                     shown.start,
@@ -240,13 +257,20 @@ pub(crate) async fn content(
         );
         if method == Method::HEAD && !shown.is_empty() {
             // The headers alone: no proof is built and no download slot taken.
-            return Ok((status, response_headers).into_response());
+            return Ok((StatusCode::OK, response_headers).into_response());
         }
         // Window by window, without a Content-Length: the encoding's length is known only as
         // it is written. A failure part-way cuts the connection, as for a GET.
         let encoded = content.admitted(&caller.reader())?.proof(range).await?;
-        return Ok((status, response_headers, served(encoded)).into_response());
+        return Ok((StatusCode::OK, response_headers, served(encoded)).into_response());
     }
+    response_headers.insert(
+        "repr-digest",
+        header_value(&format!(
+            "sha-256=:{}:",
+            base64::engine::general_purpose::STANDARD.encode(digests.sha256.0)
+        ))?,
+    );
     response_headers.insert(header::CONTENT_TYPE, header_value(&content.media_type)?);
     let (status, length) = match &range {
         Some(range) => {

@@ -48,7 +48,7 @@ fn bearer_token(parts: &Parts) -> Result<&str, HttpError> {
     let header = parts
         .headers
         .get(header::AUTHORIZATION)
-        .ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
+        .ok_or_else(|| unauthorized("send Authorization: Bearer <token>").without_credentials())?;
     header
         .to_str()
         .ok()

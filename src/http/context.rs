@@ -25,7 +25,7 @@ use super::params::{RawPath, RawQuery, known_params, parse_u64, path_id, query_u
 use super::{AppState, Caller, json};
 
 /// Publishes a DSSE-signed Context Package version; appends `context.published`.
-#[utoipa::path(post, path = "/v1/groups/{group_id}/context", params(("group_id" = String, Path)),
+#[utoipa::path(post, operation_id = "publish_context", path = "/v1/groups/{group_id}/context", params(("group_id" = String, Path)),
     request_body(content = String, description = "DSSE envelope of a Context Package (application/vnd.mwp.context-package.v1+json)", content_type = "application/json"),
     responses((status = 201, description = "{contextId, packageId, version, sequence}"), (status = 200, description = "already published"),
               (status = 400, description = "invalid_context, group_mismatch, bad_signature, wrong_payload_type"),
@@ -138,7 +138,7 @@ pub(super) const PROVENANCE_QUERY: &[&str] = &["depth", "limit", "cursor", "form
 
 /// A package's provenance: its versions linked by `revisionOf`, the Artifacts each `cites`
 /// and their lineage, in the formats of an artifact's provenance.
-#[utoipa::path(get, path = "/v1/context/{package_id}/provenance", params(("package_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
+#[utoipa::path(get, operation_id = "context_provenance", path = "/v1/context/{package_id}/provenance", params(("package_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
     ("cursor" = Option<u64>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto")),
     responses((status = 200, description = "{root, contexts, artifacts, workItems, missions, agents, edges, withheld, truncated}"), (status = 400, description = "bad_request"), (status = 404, description = "not_found")))]
 pub(crate) async fn provenance(

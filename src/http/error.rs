@@ -12,6 +12,9 @@ pub struct HttpError {
     detail: String,
     source: Option<weft_storage::Error>,
     snapshot: Option<Box<weft_api::views::SignedSnapshot>>,
+    /// The request carried no credentials at all: its 401 challenge names no error
+    /// (RFC 6750 §3.1).
+    no_credentials: bool,
 }
 
 impl HttpError {
@@ -21,7 +24,14 @@ impl HttpError {
             detail: detail.into(),
             source: None,
             snapshot: None,
+            no_credentials: false,
         }
+    }
+
+    /// A 401 for a request that sent no credentials at all.
+    pub fn without_credentials(mut self) -> Self {
+        self.no_credentials = true;
+        self
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -33,9 +43,14 @@ impl HttpError {
         &self.detail
     }
 
-    /// Logs the failure as every answer does: server errors with their source chain.
+    /// Logs the failure as every answer does: server errors with their source chain; a full
+    /// disk once per [`DISK_FULL_LOG_INTERVAL`] with the count of those not logged.
     pub fn log(&self) {
-        if status_of(self.code).is_server_error() {
+        if self.code == ErrorCode::InsufficientStorage {
+            if let Some(suppressed) = DISK_FULL_LOG.admit(std::time::Instant::now()) {
+                tracing::error!(code = %self.code, error = ?self.source, suppressed, "request failed: the disk is full (the same failure is logged at most once a minute; `suppressed` counts those since the last line)");
+            }
+        } else if status_of(self.code).is_server_error() {
             tracing::error!(code = %self.code, error = ?self.source, "request failed");
         } else {
             tracing::debug!(code = %self.code, detail = %self.detail, "request refused");
@@ -49,6 +64,49 @@ impl HttpError {
             self.code,
             self.detail.clone(),
         )
+    }
+}
+
+/// How often a full disk is logged: each 507 would otherwise write an ERROR line, and a full
+/// disk fails every write until an operator frees space (issue #40).
+pub const DISK_FULL_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+static DISK_FULL_LOG: LogThrottle = LogThrottle::new(DISK_FULL_LOG_INTERVAL);
+
+/// One log line per interval for a repeated failure, with the count of those left out.
+#[derive(Debug)]
+pub struct LogThrottle {
+    interval: std::time::Duration,
+    // A std Mutex: the critical section is two assignments, no `.await`.
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl LogThrottle {
+    pub const fn new(interval: std::time::Duration) -> Self {
+        Self {
+            interval,
+            state: std::sync::Mutex::new((None, 0)),
+        }
+    }
+
+    /// At `now` (injected, for tests): `Some(n)` to log, `n` occurrences having been left out
+    /// since the last line; `None` to leave this one out.
+    pub fn admit(&self, now: std::time::Instant) -> Option<u64> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (last, suppressed) = &mut *state;
+        match last {
+            Some(at) if now.saturating_duration_since(*at) < self.interval => {
+                *suppressed += 1;
+                None
+            }
+            _ => {
+                *last = Some(now);
+                Some(std::mem::take(suppressed))
+            }
+        }
     }
 }
 
@@ -82,6 +140,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
             StatusCode::NOT_FOUND
         }
         C::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        C::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
         C::Timeout => StatusCode::REQUEST_TIMEOUT,
         C::Conflict
         | C::NonceReused
@@ -119,9 +178,11 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         C::IntegrityFailure | C::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        C::TooManyUploads | C::TooManyDownloads | C::UploadQuotaExceeded | C::RateLimited => {
-            StatusCode::TOO_MANY_REQUESTS
-        }
+        C::TooManyUploads
+        | C::TooManyDownloads
+        | C::TooManyStreams
+        | C::UploadQuotaExceeded
+        | C::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         C::ShuttingDown | C::Overloaded | C::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         C::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
     }
@@ -133,11 +194,17 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 pub fn retry_after(code: ErrorCode) -> Option<u32> {
     use ErrorCode as C;
     match code {
-        C::TooManyUploads | C::TooManyDownloads | C::Overloaded | C::ShuttingDown => Some(1),
+        C::TooManyUploads
+        | C::TooManyDownloads
+        | C::TooManyStreams
+        | C::Overloaded
+        | C::ShuttingDown => Some(1),
         // A disk that failed may be back soon (a remount, a replaced volume); not at once.
         C::StorageUnavailable => Some(5),
         C::RateLimited => Some(6),
         C::UploadQuotaExceeded => Some(60),
+        // A full disk needs an operator (or the sweep) to free space.
+        C::InsufficientStorage => Some(60),
         _ => None,
     }
 }
@@ -189,6 +256,7 @@ impl From<weft_storage::Error> for HttpError {
             detail,
             source: Some(error),
             snapshot,
+            no_credentials: false,
         }
     }
 }
@@ -206,11 +274,16 @@ impl IntoResponse for HttpError {
             HeaderValue::from_static("application/problem+json"),
         );
         if status == StatusCode::UNAUTHORIZED {
-            // RFC 9110 §11.6.1: a 401 names the scheme it wants (RFC 6750 for bearer tokens).
-            let challenge = format!(
-                "Bearer error=\"invalid_token\", error_description=\"{}\"",
-                self.code.as_str()
-            );
+            // RFC 9110 §11.6.1: a 401 names the scheme it wants (RFC 6750 for bearer tokens);
+            // a request that sent no credentials gets no error code (RFC 6750 §3.1).
+            let challenge = if self.no_credentials {
+                "Bearer realm=\"weft\"".to_owned()
+            } else {
+                format!(
+                    "Bearer realm=\"weft\", error=\"invalid_token\", error_description=\"{}\"",
+                    self.code.as_str()
+                )
+            };
             if let Ok(value) = HeaderValue::from_str(&challenge) {
                 response
                     .headers_mut()
@@ -227,3 +300,25 @@ impl IntoResponse for HttpError {
 }
 
 pub type HttpResult<T> = Result<T, HttpError>;
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::LogThrottle;
+
+    /// issue #40: a full disk is logged once per interval, the next line counting the ones
+    /// left out (an injected clock: `admit` takes the instant).
+    #[test]
+    fn a_repeated_failure_is_logged_once_per_interval_with_a_count() {
+        let throttle = LogThrottle::new(Duration::from_secs(60));
+        let start = Instant::now();
+        assert_eq!(throttle.admit(start), Some(0));
+        for second in 1..=5 {
+            assert_eq!(throttle.admit(start + Duration::from_secs(second)), None);
+        }
+        assert_eq!(throttle.admit(start + Duration::from_secs(60)), Some(5));
+        assert_eq!(throttle.admit(start + Duration::from_secs(61)), None);
+        assert_eq!(throttle.admit(start + Duration::from_secs(200)), Some(1));
+    }
+}

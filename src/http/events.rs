@@ -49,10 +49,10 @@ pub(crate) async fn replay(
 /// The query parameters `stream` accepts (the OpenAPI check compares them with the document).
 pub(super) const STREAM_QUERY: &[&str] = &["after"];
 
-/// Server-Sent Events: the replay after `after` (or `Last-Event-ID`), then live Events as they
+/// Server-Sent Events: the replay after `Last-Event-ID` (else `after`), then live Events as they
 /// are appended, with keep-alives. Each SSE `id` is the Event's sequence.
 #[utoipa::path(get, path = "/v1/groups/{group_id}/events/stream", params(("group_id" = String, Path), ("after" = Option<u64>, Query), ("Last-Event-ID" = Option<u64>, Header)),
-    responses((status = 200, description = "text/event-stream of Events"), (status = 409, description = "cursor_ahead")))]
+    responses((status = 200, description = "text/event-stream of Events"), (status = 409, description = "cursor_ahead"), (status = 429, description = "too_many_streams")))]
 pub(crate) async fn stream(
     State(state): State<AppState>,
     caller: Caller,
@@ -63,16 +63,21 @@ pub(crate) async fn stream(
     let group_id = path_id("groupId", group_id)?;
     let query = known_params(query, STREAM_QUERY)?;
     let mut after = query_u64(&query, "after")?;
-    if after.is_none()
-        && let Some(last) = headers.get("last-event-id")
-    {
+    // `Last-Event-ID` wins over `?after`: a browser's EventSource reconnects to the URL it
+    // was opened with, `?after` included, and sends the last id it saw (issue #40).
+    if let Some(last) = headers.get("last-event-id") {
         let last: HashMap<String, String> = [(
             "Last-Event-ID".to_owned(),
             last.to_str().unwrap_or("x").to_owned(),
         )]
         .into();
-        after = query_u64(&last, "Last-Event-ID")?;
+        after = query_u64(&last, "Last-Event-ID")?.or(after);
     }
+    // The slot is taken before anything is read, and travels in the body (issue #40).
+    let slot = match &caller {
+        Caller::Agent(session) => Some(state.streams.open(session)?),
+        Caller::Admin => None,
+    };
     let events = state
         .store
         .follow(group_id, after.unwrap_or(0), &caller.reader())
@@ -84,6 +89,7 @@ pub(crate) async fn stream(
             session: session.clone(),
             changes: state.store.auth_changes(),
             recheck: tokio::time::interval(RECHECK),
+            _slot: slot,
         }),
         Caller::Admin => None,
     };
@@ -105,6 +111,8 @@ struct Guard {
     session: weft_storage::Session,
     changes: tokio::sync::watch::Receiver<u64>,
     recheck: tokio::time::Interval,
+    /// The stream's place under the per-session and per-Agent caps, given back with the body.
+    _slot: Option<super::streams::Slot>,
 }
 
 impl Guard {

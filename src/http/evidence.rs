@@ -118,7 +118,7 @@ pub(super) const LIST_QUERY: &[&str] = &[
 ];
 
 /// Evidence by WorkItem, criterion, outcome, method, producer, Mission; newest first, paged.
-#[utoipa::path(get, path = "/v1/evidence", params(("workItemId" = Option<String>, Query), ("criterion" = Option<String>, Query), ("outcome" = Option<String>, Query),
+#[utoipa::path(get, operation_id = "list_evidence", path = "/v1/evidence", params(("workItemId" = Option<String>, Query), ("criterion" = Option<String>, Query), ("outcome" = Option<String>, Query),
     ("result" = Option<String>, Query, description = "the same filter as `outcome` (DESIGN §8's name)"),
     ("method" = Option<String>, Query), ("producer" = Option<String>, Query), ("missionId" = Option<String>, Query), ("after" = Option<u64>, Query, description = "cursor: `next` of the previous page"), ("limit" = Option<u32>, Query)),
     responses((status = 200, description = "{items: [{evidenceId, groupId, sequence, envelope, evidence}], next}")))]
@@ -136,7 +136,7 @@ pub(crate) async fn list(
 }
 
 /// One Evidence record.
-#[utoipa::path(get, path = "/v1/evidence/{evidence_id}", params(("evidence_id" = String, Path, description = "blake3 of the payload")),
+#[utoipa::path(get, operation_id = "show_evidence", path = "/v1/evidence/{evidence_id}", params(("evidence_id" = String, Path, description = "blake3 of the payload")),
     responses((status = 200, description = "{evidenceId, groupId, sequence, envelope, evidence}"), (status = 404, description = "not_found")))]
 pub(crate) async fn show(
     State(state): State<AppState>,

@@ -184,7 +184,7 @@ pub(super) const PROVENANCE_QUERY: &[&str] = &[
 /// fields, WorkItems, Missions, Agents), typed edges, the depth each artifact was reached at,
 /// `withheld` (nodes of Groups you cannot read, counted, never named) and `truncated` with a
 /// `cursor` when the limit or the time budget cut the answer.
-#[utoipa::path(get, path = "/v1/artifacts/{digest}/provenance", params(("digest" = String, Path), ("direction" = Option<String>, Query, description = "ancestors (default), descendants or both"),
+#[utoipa::path(get, operation_id = "artifact_provenance", path = "/v1/artifacts/{digest}/provenance", params(("digest" = String, Path), ("direction" = Option<String>, Query, description = "ancestors (default), descendants or both"),
     ("depth" = Option<u32>, Query, description = "unbounded by default"), ("limit" = Option<u32>, Query), ("cursor" = Option<u64>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto (a signed in-toto statement)"),
     ("edges" = Option<String>, Query, description = "comma-separated: derivedFrom, generatedBy, partOf, attributedTo"), ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query, description = "the Group whose log asOf counts (needed with the admin token)")),
     responses((status = 200, description = "{root, artifacts, workItems, missions, agents, edges, withheld, truncated, cursor}"), (status = 404, description = "not_found")))]
@@ -307,7 +307,7 @@ async fn scoped(
 }
 
 /// The subgraph of everything a WorkItem produced and what it was derived from.
-#[utoipa::path(get, path = "/v1/workitems/{work_item_id}/provenance", params(("work_item_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
+#[utoipa::path(get, operation_id = "work_item_provenance", path = "/v1/workitems/{work_item_id}/provenance", params(("work_item_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
     ("cursor" = Option<u64>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid or prov-json"),
     ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query)),
     responses((status = 200, description = "lineage of the WorkItem's artifacts"), (status = 404, description = "not_found")))]
@@ -321,7 +321,7 @@ pub(crate) async fn work_item(
 }
 
 /// The subgraph of everything a Mission produced and what it was derived from.
-#[utoipa::path(get, path = "/v1/missions/{mission_id}/provenance", params(("mission_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
+#[utoipa::path(get, operation_id = "mission_provenance", path = "/v1/missions/{mission_id}/provenance", params(("mission_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
     ("cursor" = Option<u64>, Query), ("edges" = Option<String>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid or prov-json"),
     ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query)),
     responses((status = 200, description = "lineage of the Mission's artifacts"), (status = 404, description = "not_found")))]

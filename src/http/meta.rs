@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
+use super::error::HttpResult;
 use super::{AppState, Caller, json};
 
 /// `GET /healthz`: the process answers (no authentication; see `openapi::PUBLIC`).
@@ -16,17 +17,19 @@ pub(crate) async fn healthz() -> &'static str {
 
 /// `GET /metrics`: Prometheus text with `# HELP` and `# TYPE` for every metric: bytes in and
 /// out, uploads, verification and integrity failures, and requests and their latency per
-/// route template, method and status.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format")))]
-pub(crate) async fn metrics(_caller: Caller) -> Response {
-    (
+/// route template, method and status. The operator's only: the figures are process-wide,
+/// across every Group (issue #40).
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format"), (status = 403, description = "forbidden: a session, not the admin token")))]
+pub(crate) async fn metrics(caller: Caller) -> HttpResult<Response> {
+    caller.require_admin()?;
+    Ok((
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
         crate::telemetry::metrics().render(),
     )
-        .into_response()
+        .into_response())
 }
 
 #[derive(OpenApi)]

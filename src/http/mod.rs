@@ -11,6 +11,7 @@ mod auth;
 mod authority;
 mod blobs;
 mod body;
+mod conditional;
 mod context;
 mod directory;
 pub mod error;
@@ -23,8 +24,11 @@ mod meta;
 mod openapi;
 #[cfg(test)]
 mod openapi_check;
+#[cfg(test)]
+mod openapi_standard;
 mod params;
 mod sessions;
+mod streams;
 mod timeout;
 mod tokens;
 mod ui;
@@ -58,6 +62,10 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// Idempotent requests in flight, by (caller, key).
     pub in_flight: Arc<idempotency::InFlight>,
+    /// Event streams open per session and per Agent.
+    pub(crate) streams: Arc<streams::Streams>,
+    /// Whether `X-Forwarded-Proto` / `Forwarded` come from a trusted TLS proxy.
+    pub trust_forwarded_proto: bool,
 }
 
 /// Transport limits the handlers apply themselves.
@@ -81,6 +89,11 @@ impl AppState {
                 max_upload_bytes: config.max_upload_bytes,
             }),
             in_flight: Arc::default(),
+            streams: Arc::new(streams::Streams::new(
+                config.max_streams_per_session,
+                config.max_streams_per_agent,
+            )),
+            trust_forwarded_proto: config.trust_forwarded_proto,
         }
     }
 }
@@ -386,17 +399,21 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(access::layer))
         .with_state(state)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(TraceLayer::new_for_http().make_span_with(
-            |request: &axum::http::Request<axum::body::Body>| {
-                let id = request
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("-");
-                // No raw path: its ids would make the log a record of what was read.
-                tracing::info_span!("request", request_id = %id)
-            },
-        ))
+        // Failures are logged once by `HttpError::log` (with their source chain, and a full
+        // disk throttled); the trace layer's own line for a 5xx would double each at ERROR.
+        .layer(
+            TraceLayer::new_for_http()
+                .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG))
+                .make_span_with(|request: &axum::http::Request<axum::body::Body>| {
+                    let id = request
+                        .headers()
+                        .get("x-request-id")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    // No raw path: its ids would make the log a record of what was read.
+                    tracing::info_span!("request", request_id = %id)
+                }),
+        )
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
 }
 

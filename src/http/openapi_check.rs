@@ -24,7 +24,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 78] = {
+const EVERY_CODE: [ErrorCode; 80] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -73,6 +73,8 @@ const EVERY_CODE: [ErrorCode; 78] = {
         C::ShuttingDown,
         C::TooManyUploads,
         C::TooManyDownloads,
+        C::TooManyStreams,
+        C::PreconditionFailed,
         C::UploadQuotaExceeded,
         C::RateLimited,
         C::Overloaded,
@@ -158,6 +160,8 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::ShuttingDown
         | C::TooManyUploads
         | C::TooManyDownloads
+        | C::TooManyStreams
+        | C::PreconditionFailed
         | C::UploadQuotaExceeded
         | C::RateLimited
         | C::Overloaded

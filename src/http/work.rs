@@ -112,7 +112,7 @@ pub(crate) async fn command_batch(
 
 /// A WorkItem: state, revisions, contract, owner, lease, offers, dependencies, eligibility,
 /// budget, attempts, history.
-#[utoipa::path(get, path = "/v1/workitems/{work_item_id}", params(("work_item_id" = String, Path)),
+#[utoipa::path(get, operation_id = "show_work_item", path = "/v1/workitems/{work_item_id}", params(("work_item_id" = String, Path)),
     responses((status = 200, description = "the WorkItem"), (status = 404, description = "unknown_work_item")))]
 pub(crate) async fn work_item(
     State(state): State<AppState>,
@@ -125,7 +125,7 @@ pub(crate) async fn work_item(
 }
 
 /// A Mission: state, budget, WorkItems.
-#[utoipa::path(get, path = "/v1/missions/{mission_id}", params(("mission_id" = String, Path)),
+#[utoipa::path(get, operation_id = "show_mission", path = "/v1/missions/{mission_id}", params(("mission_id" = String, Path)),
     responses((status = 200, description = "the Mission"), (status = 404, description = "not_found")))]
 pub(crate) async fn mission(
     State(state): State<AppState>,

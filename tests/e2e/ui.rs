@@ -136,10 +136,11 @@ async fn publish(
 struct Scene {
     root: tempfile::TempDir,
     server: TestServer,
-    token: String,
     input: ArtifactId,
     report: ArtifactId,
     summary: ArtifactId,
+    /// The same-origin front the browser signs in through (`sign_in.rs`).
+    front: String,
 }
 
 impl Scene {
@@ -165,33 +166,26 @@ impl Scene {
         let input = publish(&worker, &key, &lease, b"{\"raw\":1}", &[], dir).await;
         let report = publish(&worker, &key, &lease, b"{\"report\":1}", &[input], dir).await;
         let summary = publish(&worker, &key, &lease, b"{\"summary\":1}", &[report], dir).await;
+        let front = crate::sign_in::start(server.url(), token).await;
         Self {
             root,
             server,
-            token,
+            front,
             input,
             report,
             summary,
         }
     }
 
-    /// A local page that signs in with the session token and goes on to `next`.
+    /// A page that signs in with the session token and goes on to `next`.
     ///
-    /// Signing in is a POSTed form (DESIGN §8): a local page submits it, as a browser user
-    /// would from GET /ui/login; the sign-in page then lands on `next`.
+    /// Signing in is a POSTed form (DESIGN §8) from the console's own origin (issue #40:
+    /// a cross-site post is refused): a same-origin front serves a page that submits it, as a
+    /// browser user would from GET /ui/login; the sign-in page then lands on `next`.
     fn page(&self, next: &str) -> String {
-        let file = self.root.path().join(format!(
-            "login-{}.html",
-            &blake3::hash(next.as_bytes()).to_hex()[..16]
-        ));
-        let html = format!(
-            r#"<!doctype html><form method="post" action="{}/ui/login"><input name="token" value="{}"><input name="next" value="{}"></form><script>document.forms[0].submit()</script>"#,
-            self.server.url(),
-            self.token,
-            next.replace('&', "&amp;").replace('"', "&quot;")
-        );
-        std::fs::write(&file, html).expect("login page");
-        format!("file://{}", file.display())
+        let mut url = reqwest::Url::parse(&format!("{}/sign-in", self.front)).expect("url");
+        url.query_pairs_mut().append_pair("next", next);
+        url.to_string()
     }
 }
 

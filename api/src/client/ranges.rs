@@ -33,14 +33,16 @@ impl Client {
                 .err()
                 .unwrap_or_else(|| Error::Protocol("unexpected success".into())));
         }
-        // `bytes a-b/size`: the size fixes the tree's shape.
+        // `bytes a-b/size`: the size fixes the tree's shape (`Content-Range` from a server
+        // older than issue #40).
         let size = response
             .headers()
-            .get(reqwest::header::CONTENT_RANGE)
+            .get(crate::bao::PROOF_RANGE_HEADER)
+            .or_else(|| response.headers().get(reqwest::header::CONTENT_RANGE))
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.rsplit_once('/'))
             .and_then(|(_, size)| size.parse::<u64>().ok())
-            .ok_or_else(|| Error::Protocol("a proof without Content-Range".into()))?;
+            .ok_or_else(|| Error::Protocol("a proof without Weft-Proof-Range".into()))?;
         let encoded = response.bytes().await?;
         crate::bao::verify_range(digest, size, range, &encoded).map_err(|error| Error::Integrity {
             expected: digest.to_string(),

@@ -140,6 +140,10 @@ fn refine(method: &str, path: &str, operation: &mut Map<String, Value>) {
         let Value::Object(response) = response else {
             continue;
         };
+        let headers = response_headers(method, path, status);
+        if !headers.is_empty() {
+            response.insert("headers".into(), Value::Object(headers));
+        }
         let content = match status.parse::<u16>() {
             Ok(400..) => Some(json!({
                 "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
@@ -156,4 +160,61 @@ fn refine(method: &str, path: &str, operation: &mut Map<String, Value>) {
             }
         }
     }
+}
+
+/// The response headers an answer of `(method, path)` with `status` carries (issue #40: they
+/// were not declared), each with its schema.
+fn response_headers(method: &str, path: &str, status: &str) -> Map<String, Value> {
+    let string =
+        |description: &str| json!({"description": description, "schema": {"type": "string"}});
+    let integer = |description: &str| json!({"description": description, "schema": {"type": "integer", "minimum": 0}});
+    let mut headers = Map::new();
+    let mut add = |name: &str, header: Value| {
+        headers.insert(name.to_owned(), header);
+    };
+    if matches!(status, "429" | "503" | "507") {
+        add("Retry-After", integer("seconds to wait before retrying"));
+    }
+    if status == "401" {
+        add("WWW-Authenticate", string("Bearer (RFC 6750)"));
+    }
+    let etag = || string("the representation's strong entity tag");
+    match (method, path, status) {
+        ("get", "/v1/artifacts/{digest}/content", "200" | "206" | "304") => {
+            add("ETag", etag());
+            if status != "304" {
+                add(
+                    "Repr-Digest",
+                    string("sha-256 of the whole artifact (RFC 9530); not on a proof"),
+                );
+                add(
+                    "Weft-Proof-Range",
+                    string("bytes a-b/SIZE: the content range a proof covers (proofs only)"),
+                );
+            }
+            if status == "206" {
+                add("Content-Range", string("bytes a-b/SIZE"));
+            }
+        }
+        ("get", "/v1/artifacts/{digest}/content", "416") => {
+            add("Content-Range", string("bytes */SIZE"));
+        }
+        ("head", "/v1/blobs/{digest}", "200")
+        | ("get" | "head", "/v1/groups/{group_id}/snapshots/blobs/{digest}", "200") => {
+            add("ETag", etag())
+        }
+        ("post", "/v1/blobs", "200" | "201") | ("put", "/v1/blobs/{digest}", "200" | "201") => {
+            add("Location", string("/v1/blobs/{digest}"));
+        }
+        ("post", "/v1/uploads", "202") => {
+            add("Location", string("/v1/uploads/{upload_id}"));
+            add("Upload-Offset", integer("the durable offset"));
+        }
+        ("patch", "/v1/uploads/{upload_id}", "202" | "416")
+        | ("head", "/v1/uploads/{upload_id}", "204") => {
+            add("Upload-Offset", integer("the durable offset"));
+        }
+        _ => {}
+    }
+    headers
 }

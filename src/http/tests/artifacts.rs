@@ -132,7 +132,6 @@ backends!(
         let body = &envelope[1..envelope.len() - 1];
         for text in [
             format!("{{{body},\"payloadType\":\"x\"}}"),
-            format!("{{{body},\"extra\":true}}"),
             format!("{envelope}]"),
             format!("{}{envelope}{}", "[".repeat(5000), "]".repeat(5000)),
             envelope.replace("\"payloadType\"", "\"payloadType\\ud800\""),

@@ -250,15 +250,16 @@ fn dot_quoting_escapes_backslashes_quotes_and_line_breaks() {
     }
 }
 
-/// Issue #16, end to end: a media type `text/plain; x="a\` renders as a DOT graph whose
-/// strings all close and whose label carries the media type as it was published.
+/// Issue #16, end to end: a media type with backslashes and quotes, `text/plain; x="a\"b\\"`
+/// (a quoted-string parameter; issue #40 refuses an unterminated one), renders as a DOT graph
+/// whose strings all close and whose label carries the media type as it was published.
 #[tokio::test]
 async fn dot_export_survives_a_media_type_with_a_backslash_and_a_quote() {
     let h = harness(Kind::Memory).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let digests = h.upload(&worker, b"odd media type").await;
     let mut manifest = manifest(&worker, "g1", digests, &[]);
-    let media_type = r#"text/plain; x="a\"#;
+    let media_type = r#"text/plain; x="a\"b\\""#;
     manifest.content.media_type = media_type.into();
     let answer = h.publish(&worker, &sign(&worker.key, &manifest)).await;
     assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");

@@ -294,3 +294,25 @@ async fn metrics_describe_every_family_and_count_requests_per_route_template() {
         "a raw path leaked:\n{text}"
     );
 }
+
+/// issue #40: `/metrics` is the operator's: a session of any role is refused `forbidden`,
+/// the admin token reads it.
+#[tokio::test]
+async fn metrics_are_for_the_admin_token_only() {
+    let h = harness(Kind::Memory).await;
+    for role in ["worker", "auditor", "coordinator"] {
+        let agent = h.agent(&format!("a-{role}"), "g1", &[role]).await;
+        let answer = refused(
+            &h,
+            request(Method::GET, "/metrics", Some(&agent.token), Body::empty()),
+            "forbidden",
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    }
+    let metrics = h
+        .call(Method::GET, "/metrics", Some(ADMIN), Body::empty())
+        .await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&metrics.body).contains("# TYPE"));
+}

@@ -51,6 +51,8 @@ mod revocation;
 mod scope;
 mod sessions;
 mod snapshots;
+mod standards;
+mod streams;
 mod token_uploads;
 mod tokens;
 mod ui;

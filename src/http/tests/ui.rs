@@ -134,3 +134,89 @@ async fn the_auditor_page_checks_its_input() {
         "the admin token is no UI cookie"
     );
 }
+
+/// A login form post with `headers`.
+fn login_post(token: &str, headers: &[(&str, &str)]) -> Request<Body> {
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri("/ui/login")
+        .header("host", "weft.example")
+        .header("content-type", "application/x-www-form-urlencoded");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request
+        .body(Body::from(format!("token={token}&next=/ui/")))
+        .expect("request")
+}
+
+/// issue #40: login CSRF: a cross-site `POST /ui/login` is refused `forbidden` and sets no
+/// cookie (nothing changed); a same-site one signs in. Console answers carry
+/// `X-Frame-Options: DENY` beside the CSP.
+#[tokio::test]
+async fn a_cross_site_login_is_refused() {
+    let h = harness(Kind::Memory).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    for foreign in [
+        [
+            ("sec-fetch-site", "cross-site"),
+            ("origin", "https://weft.example"),
+        ],
+        [
+            ("sec-fetch-site", "same-site"),
+            ("origin", "https://weft.example"),
+        ],
+        [("origin", "https://evil.example"), ("x-unrelated", "1")],
+        [("origin", "null"), ("x-unrelated", "1")],
+    ] {
+        let before = h.fingerprint().await;
+        let answer = h.send(login_post(&worker.token, &foreign)).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{foreign:?}");
+        assert_eq!(html_code(&answer), "forbidden", "{foreign:?}");
+        assert!(!answer.headers.contains_key("set-cookie"), "{foreign:?}");
+        assert_eq!(answer.headers["x-frame-options"], "DENY");
+        assert_unchanged(&before, &h.fingerprint().await, "cross-site login");
+    }
+    for same in [
+        vec![
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "https://weft.example"),
+        ],
+        vec![("origin", "http://weft.example")],
+        vec![],
+    ] {
+        let answer = h.send(login_post(&worker.token, &same)).await;
+        assert_eq!(answer.status, StatusCode::OK, "{same:?}");
+        assert_eq!(answer.headers["x-frame-options"], "DENY");
+        let cookie = answer.headers["set-cookie"].to_str().expect("cookie");
+        assert!(!cookie.contains("Secure"), "{cookie}");
+    }
+    let form = h.call(Method::GET, "/ui/login", None, Body::empty()).await;
+    assert_eq!(form.headers["x-frame-options"], "DENY");
+}
+
+/// issue #40: the console cookie is `Secure` when the request came through TLS, as a trusted
+/// proxy says with `X-Forwarded-Proto` or `Forwarded` (`--trust-forwarded-proto`); without
+/// that setting the header is ignored.
+#[tokio::test]
+async fn the_cookie_is_secure_behind_a_trusted_tls_proxy() {
+    let secure = |answer: &Answer| {
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        let cookie = answer.headers["set-cookie"].to_str().expect("cookie");
+        cookie.ends_with("; Secure")
+    };
+    let untrusting = harness(Kind::Memory).await;
+    let worker = untrusting.agent("w1", "g1", &["worker"]).await;
+    let https = [("x-forwarded-proto", "https")];
+    assert!(!secure(
+        &untrusting.send(login_post(&worker.token, &https)).await
+    ));
+    let h = harness_with(Kind::Memory, |config| config.trust_forwarded_proto = true).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    assert!(secure(&h.send(login_post(&worker.token, &https)).await));
+    let forwarded = [("forwarded", "for=192.0.2.1;proto=https;host=weft.example")];
+    assert!(secure(&h.send(login_post(&worker.token, &forwarded)).await));
+    let plain = [("x-forwarded-proto", "http")];
+    assert!(!secure(&h.send(login_post(&worker.token, &plain)).await));
+    assert!(!secure(&h.send(login_post(&worker.token, &[])).await));
+}

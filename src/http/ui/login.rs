@@ -6,6 +6,8 @@
 //! is the admin token, which never leaves the operator's shell for a browser cookie (issue #10
 //! finding 9b). `GET /ui/login` only shows the form; a token in a URL (logged by proxies, kept
 //! in history) sets nothing. `POST /ui/logout` clears the cookie (a same-site form only).
+//! The login form is same-site only too (login CSRF, issue #40), and the cookie is `Secure`
+//! when `--trust-forwarded-proto` is set and the proxy says the browser spoke HTTPS.
 
 use std::collections::HashMap;
 
@@ -13,8 +15,32 @@ use axum::extract::{Form, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{COOKIE, UiResult, Viewer, escape, layout};
+use super::{COOKIE, UiResult, Viewer, deny_framing, escape, layout, same_site};
 use crate::http::AppState;
+
+/// Whether the TLS-terminating proxy in front says the browser spoke HTTPS to it
+/// (`X-Forwarded-Proto: https`, or `proto=https` in `Forwarded`, RFC 7239). Read only with
+/// `--trust-forwarded-proto`: without a proxy that sets it, a client could send either.
+fn came_through_tls(headers: &HeaderMap) -> bool {
+    let forwarded_proto = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"));
+    let forwarded = headers
+        .get(header::FORWARDED)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|first| {
+            first.split(';').any(|pair| {
+                pair.trim().split_once('=').is_some_and(|(name, value)| {
+                    name.trim().eq_ignore_ascii_case("proto")
+                        && value.trim().trim_matches('"').eq_ignore_ascii_case("https")
+                })
+            })
+        });
+    forwarded_proto || forwarded
+}
 
 /// `next` if it is a local page under `/ui/`, else `/ui/` (no open redirect).
 fn local_next(next: Option<&String>) -> String {
@@ -60,8 +86,13 @@ pub(crate) async fn login(Query(query): Query<HashMap<String, String>>) -> Respo
 /// admin token) goes into the cookie, then on to `next`.
 pub(crate) async fn login_form(
     State(state): State<AppState>,
+    request_headers: HeaderMap,
     form: Result<Form<HashMap<String, String>>, axum::extract::rejection::FormRejection>,
 ) -> Response {
+    // Login CSRF (issue #40): another site must not sign the browser in to its own session.
+    if let Err(refused) = same_site(&request_headers) {
+        return refused.into_response();
+    }
     let fields = form.map(|Form(fields)| fields).unwrap_or_default();
     let next = local_next(fields.get("next"));
     let token = fields.get("token").cloned().unwrap_or_default();
@@ -88,7 +119,12 @@ pub(crate) async fn login_form(
     let page = format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={next}"><title>signed in</title></head><body><main><p>Signed in. <a id="next" href="{next}">Continue</a></p></main></body></html>"#
     );
-    let cookie = format!("{COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict");
+    let secure = if state.trust_forwarded_proto && came_through_tls(&request_headers) {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!("{COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict{secure}");
     let mut response = Html(page).into_response();
     let headers = response.headers_mut();
     headers.insert(
@@ -96,6 +132,7 @@ pub(crate) async fn login_form(
         HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    deny_framing(headers);
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         headers.insert(header::SET_COOKIE, value);
     }

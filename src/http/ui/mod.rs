@@ -139,21 +139,7 @@ impl Viewer {
         token: Option<&str>,
     ) -> Result<(), UiError> {
         let forbidden = |why: &str| UiError(HttpError::new(ErrorCode::Forbidden, why));
-        if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
-            && !matches!(site, "same-origin" | "none")
-        {
-            return Err(forbidden("a form posted from another site is refused"));
-        }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-            let origin = origin.to_str().unwrap_or_default();
-            let same = host.is_some_and(|host| {
-                origin == format!("http://{host}") || origin == format!("https://{host}")
-            });
-            if !same {
-                return Err(forbidden("a form posted from another site is refused"));
-            }
-        }
+        same_site(headers)?;
         if token != Some(self.form_token.as_str()) {
             return Err(forbidden(
                 "the form is stale or was not made by this console; reload the page",
@@ -161,6 +147,39 @@ impl Viewer {
         }
         Ok(())
     }
+}
+
+/// A form post from this site only: no cross-site fetch metadata and no foreign `Origin`
+/// (`forbidden` otherwise). A browser sends at least one of them with every cross-site post.
+pub(super) fn same_site(headers: &HeaderMap) -> Result<(), UiError> {
+    let forbidden = || {
+        UiError(HttpError::new(
+            ErrorCode::Forbidden,
+            "a form posted from another site is refused",
+        ))
+    };
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+        && !matches!(site, "same-origin" | "none")
+    {
+        return Err(forbidden());
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+        let origin = origin.to_str().unwrap_or_default();
+        let same = host.is_some_and(|host| {
+            origin == format!("http://{host}") || origin == format!("https://{host}")
+        });
+        if !same {
+            return Err(forbidden());
+        }
+    }
+    Ok(())
+}
+
+/// Headers every console answer carries: no framing (clickjacking), beside the CSP's
+/// `frame-ancestors 'none'` for browsers that read only the older header.
+pub(super) fn deny_framing(headers: &mut HeaderMap) {
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
 }
 
 /// A refusal on a console page, rendered as HTML with its status.
@@ -255,6 +274,7 @@ pub(super) fn layout(
         HeaderValue::from_static("nosniff"),
     );
     headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    deny_framing(headers);
     response
 }
 
