@@ -86,6 +86,58 @@ fn the_headers_the_server_sends_are_declared() {
     ));
 }
 
+/// issue #40: answers that carry an id another operation takes declare it as a link (the
+/// stateful fuzzer followed none), and every link names an operation of the document and
+/// exactly that operation's path parameters.
+#[test]
+fn every_link_names_an_operation_and_its_path_parameters() {
+    let document = openapi::document();
+    let mut sources = Vec::new();
+    for (method, path, operation) in operations() {
+        let Some(Value::Object(responses)) = operation.get("responses") else {
+            continue;
+        };
+        for (status, response) in responses {
+            let Some(Value::Object(links)) = response.get("links") else {
+                continue;
+            };
+            assert!(status.starts_with('2'), "{method} {path} {status}");
+            for (name, link) in links {
+                let pointer = link["operationRef"]
+                    .as_str()
+                    .and_then(|reference| reference.strip_prefix('#'))
+                    .unwrap_or_else(|| panic!("{method} {path} {name}: operationRef"));
+                let target = document
+                    .pointer(pointer)
+                    .unwrap_or_else(|| panic!("{method} {path} {name}: no {pointer}"));
+                let mut wanted: Vec<&str> = target["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|parameter| parameter["in"] == "path")
+                    .filter_map(|parameter| parameter["name"].as_str())
+                    .collect();
+                let mut given: Vec<&str> = link["parameters"]
+                    .as_object()
+                    .map(|parameters| parameters.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                wanted.sort_unstable();
+                given.sort_unstable();
+                assert_eq!(given, wanted, "{method} {path} {name}");
+            }
+            sources.push(format!("{method} {path}"));
+        }
+    }
+    for source in [
+        "post /v1/artifacts",
+        "post /v1/evidence",
+        "post /v1/groups/{group_id}/commands",
+        "post /v1/uploads",
+    ] {
+        assert!(sources.iter().any(|s| s == source), "{source}: {sources:?}");
+    }
+}
+
 /// issue #40: `openapi-spec-validator` accepts the served document. Needs `WEFT_PYTHON` with
 /// the package (`scripts/test` installs it); skipped, saying so, without.
 #[test]

@@ -13,6 +13,7 @@ mod resume;
 mod revoke;
 mod rule_ids;
 mod schemathesis;
+mod schemathesis_data;
 mod sign_in;
 mod support;
 mod tidy;

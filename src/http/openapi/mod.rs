@@ -6,13 +6,15 @@
 //! security (bearer on every route but the public ones), the error statuses every route of a
 //! stack can answer (all as `application/problem+json` with the `Problem` schema), success
 //! media types, parameter schemas by name (ids, digests, integers and enums as the parsers in
-//! `params.rs` accept them) and request bodies (`schemas.rs`). utoipa's per-handler
+//! `params.rs` accept them), request bodies (`schemas.rs`), and the links from an answer that
+//! carries an id to the operations that take it (`links.rs`). utoipa's per-handler
 //! annotations keep what is particular to one route: its path, parameters, and the statuses
 //! and descriptions only it answers.
 //!
 //! This module owns no behavior: it describes what the handlers do, and `openapi_check` (tests)
 //! holds the two together.
 
+mod links;
 mod schemas;
 
 use std::sync::OnceLock;
@@ -143,6 +145,10 @@ fn refine(method: &str, path: &str, operation: &mut Map<String, Value>) {
         let headers = response_headers(method, path, status);
         if !headers.is_empty() {
             response.insert("headers".into(), Value::Object(headers));
+        }
+        let links = links::links(method, path);
+        if status.starts_with('2') && !links.is_empty() {
+            response.insert("links".into(), Value::Object(links));
         }
         let content = match status.parse::<u16>() {
             Ok(400..) => Some(json!({

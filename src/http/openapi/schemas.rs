@@ -258,7 +258,7 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
             &["scope", "ttlSeconds"],
             json!({"scope": {"type": "array", "minItems": 1,
                     "items": string_enum(&["blob:write", "artifact:publish", "evidence:record"])},
-                "ttlSeconds": {"type": "integer", "minimum": 1},
+                "ttlSeconds": {"type": "integer", "minimum": 1, "maximum": u64::MAX},
                 "replaces": id()}),
         ),
         _ => return None,
@@ -276,10 +276,16 @@ pub(super) fn success_content(method: &str, path: &str, status: u16) -> Option<V
     Some(match path {
         "/healthz" => text("text/plain"),
         "/metrics" => text("text/plain"),
-        "/v1/groups/{group_id}/events/stream" => text("text/event-stream"),
-        // The bytes, under the media type their manifests declare, or a range's proof.
+        // OpenAPI 3.1 has a `text/event-stream` schema describe each event, not the stream
+        // (issue #40: `{"type": "string"}` described neither).
+        "/v1/groups/{group_id}/events/stream" => {
+            json!({"text/event-stream": {"schema": sse_frame()}})
+        }
+        // The bytes, under the media type their manifests declare, or a range's proof. They
+        // are whatever was published: a JSON artifact's body is a JSON value of any type
+        // (issue #40: a `string` schema contradicted every JSON artifact).
         "/v1/artifacts/{digest}/content" => json!({
-            "*/*": {"schema": {"type": "string", "format": "binary"}},
+            "*/*": {"schema": {"description": "the artifact's bytes, served as published under the media type its manifest declares"}},
             "application/vnd.weft.bao": {"schema": {"type": "string", "format": "binary",
                 "description": "bao-tree 0.17 range encoding (encode_ranges_validated), chunk groups of 16 KiB (chunk log 4), of the 1 KiB chunks covering the range; verify with decode_ranges against the digest and the size in Content-Range"}}
         }),
@@ -289,6 +295,23 @@ pub(super) fn success_content(method: &str, path: &str, status: u16) -> Option<V
             "text/plain": {"schema": {"type": "string"}}
         }),
         _ => object,
+    })
+}
+
+/// One frame of a Group's event stream, as an SSE parser reads it: `id` is the Event's
+/// sequence, `event` its type (`withheld` for a placeholder, CTX-5), `data` the Event as one
+/// line of JSON; a stream that ends because its session did sends `event: error` with the
+/// error code as `data`.
+fn sse_frame() -> Value {
+    json!({
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "event": {"type": "string", "minLength": 1},
+            "data": {"type": "string", "contentMediaType": "application/json"},
+            "retry": non_negative()
+        }
     })
 }
 
