@@ -20,6 +20,7 @@ mod context_forward;
 mod context_reads;
 mod context_scope;
 mod contracts;
+mod conversation;
 mod delivery;
 mod downloads;
 mod duties;

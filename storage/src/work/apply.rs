@@ -464,6 +464,8 @@ pub(super) fn work(
             )?;
             ctx.record(&mut row, kind, payload)?;
         }
+        CommandBody::WorkAsk(p) => super::questions::ask(ctx, &mut row, kind, payload, p)?,
+        CommandBody::WorkAnswer(p) => super::questions::answer(ctx, &mut row, kind, payload, p)?,
         CommandBody::WorkRef(_) => match ctx.command.kind {
             CommandType::ApprovalGrantExecution => {
                 row.approval_granted = true;
@@ -685,6 +687,8 @@ fn command_detail(body: &CommandBody) -> Result<serde_json::Value, Error> {
         CommandBody::WorkOffer(p) => detail(p),
         CommandBody::OfferRef(p) => detail(p),
         CommandBody::WorkDecline(p) => detail(p),
+        CommandBody::WorkAsk(p) => detail(p),
+        CommandBody::WorkAnswer(p) => detail(p),
         CommandBody::WorkRef(p) => detail(p),
         CommandBody::WorkCheckpoint(p) => detail(p),
         CommandBody::WorkBlock(p) => detail(p),
