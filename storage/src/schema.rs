@@ -541,9 +541,12 @@ INSERT INTO commands (group_id, agent_id, command_id, request_hash, answer)
 DROP TABLE commands_v7;
 "#;
 
-/// The WorkItem conversation before acceptance (issue #49, CON-2…CON-4): one row per
-/// `work.ask`, answered in place by `work.answer`; both rows change with their Events.
+/// Issue #49: the WorkItem conversation before acceptance (CON-2…CON-4): one row per
+/// `work.ask`, answered in place by `work.answer`; both rows change with their Events. And the
+/// Group's policy (SCH-6, SCH-7): the highest `priorityClass` a `mission.create` may ask for,
+/// set by the operator (`group.policy_set`); `normal` until then.
 const V23: &str = r#"
+ALTER TABLE groups ADD COLUMN mission_priority_ceiling TEXT NOT NULL DEFAULT 'normal';
 CREATE TABLE work_questions (
     work_item_id       TEXT NOT NULL REFERENCES work_items(work_item_id),
     question_id        TEXT NOT NULL,

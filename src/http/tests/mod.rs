@@ -40,6 +40,7 @@ mod offers;
 mod offline;
 mod paging;
 mod planning;
+mod priority;
 mod progress;
 mod proofs;
 mod ranges;
