@@ -144,9 +144,11 @@ impl GroupState {
                     published.classification.as_str().to_owned(),
                 );
             }
-            // Context Packages are summaries, never state (CTX-1): counted only.
+            // Context Packages are summaries, never state (CTX-1): counted only. The Group's
+            // policy (SCH-6) decides future Commands only; it is the `groups` row's.
             Some(
                 EventPayload::GroupCreated(_)
+                | EventPayload::GroupPolicySet(_)
                 | EventPayload::AgentKeyRotated(_)
                 | EventPayload::ContextPublished(_)
                 | EventPayload::ContextForwarded(_),

@@ -38,12 +38,14 @@ pub enum EventKind {
     ReusePublished,
     ContextPublished,
     ContextForwarded,
+    /// The operator set the Group's policy (SCH-6, SCH-7).
+    GroupPolicySet,
     /// A Mission or WorkItem Event (`crate::work::events`).
     Work(WorkEventKind),
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
@@ -57,6 +59,7 @@ impl EventKind {
         EventKind::ReusePublished,
         EventKind::ContextPublished,
         EventKind::ContextForwarded,
+        EventKind::GroupPolicySet,
     ];
 
     /// The `type` of an Event of this kind.
@@ -76,6 +79,7 @@ impl EventKind {
             EventKind::ReusePublished => "artifact.reuse_published",
             EventKind::ContextPublished => "context.published",
             EventKind::ContextForwarded => "context.forwarded",
+            EventKind::GroupPolicySet => "group.policy_set",
         }
     }
 
@@ -148,6 +152,16 @@ pub struct AgentKeyRotated {
     pub agent_id: Id,
     pub keyid: KeyId,
     pub retired_keyid: KeyId,
+}
+
+/// `group.policy_set`: the operator set the Group's policy. SCH-6, SCH-7: the highest
+/// `priorityClass` a Coordinator's `mission.create` may ask for is the Organization's to set,
+/// not the Coordinator's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupPolicySet {
+    pub group_id: Id,
+    pub mission_priority_ceiling: crate::work::contract::Level,
 }
 
 /// `artifact.published`: a manifest about an artifact was accepted.
@@ -257,6 +271,7 @@ pub enum EventPayload {
     ReusePublished(ReusePublished),
     ContextPublished(ContextPublished),
     ContextForwarded(ContextForwarded),
+    GroupPolicySet(GroupPolicySet),
     Work(WorkEventKind, WorkEvent),
 }
 
@@ -276,6 +291,7 @@ impl EventPayload {
             EventPayload::ReusePublished(_) => EventKind::ReusePublished,
             EventPayload::ContextPublished(_) => EventKind::ContextPublished,
             EventPayload::ContextForwarded(_) => EventKind::ContextForwarded,
+            EventPayload::GroupPolicySet(_) => EventKind::GroupPolicySet,
             EventPayload::Work(kind, _) => EventKind::Work(*kind),
         }
     }
@@ -296,6 +312,7 @@ impl EventPayload {
             EventPayload::ReusePublished(p) => serde_json::to_string(p),
             EventPayload::ContextPublished(p) => serde_json::to_string(p),
             EventPayload::ContextForwarded(p) => serde_json::to_string(p),
+            EventPayload::GroupPolicySet(p) => serde_json::to_string(p),
             EventPayload::Work(_, p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
@@ -328,6 +345,7 @@ impl EventPayload {
             EventKind::ReusePublished => EventPayload::ReusePublished(parse(text)?),
             EventKind::ContextPublished => EventPayload::ContextPublished(parse(text)?),
             EventKind::ContextForwarded => EventPayload::ContextForwarded(parse(text)?),
+            EventKind::GroupPolicySet => EventPayload::GroupPolicySet(parse(text)?),
             EventKind::Work(kind) => EventPayload::Work(kind, parse(text)?),
         }))
     }

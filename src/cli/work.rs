@@ -16,6 +16,7 @@
 //! (`renew`, `progress`), capability tokens (`token`) and the weft home's `work.json` (the
 //! leases this agent holds, refreshed from every answer) are in `work/lease.rs`.
 
+mod conversation;
 pub(super) mod lease;
 mod offline;
 
@@ -329,6 +330,8 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
                 .send(CommandType::WorkDeclineOffer, &payload, &command, None)
                 .await
         }
+        WorkAction::Ask(args) => conversation::ask(&signer, args).await,
+        WorkAction::Answer(args) => conversation::answer(&signer, args).await,
         WorkAction::Start(args) => owner_ref(&signer, CommandType::WorkStart, args).await,
         // `lease.renew` quoting the current lease: the shape of every owner `WorkRef`.
         WorkAction::Renew(args) => owner_ref(&signer, CommandType::LeaseRenew, args).await,

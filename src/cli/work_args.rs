@@ -110,6 +110,11 @@ pub(super) enum WorkAction {
         #[command(flatten)]
         command: CommandArgs,
     },
+    /// `work.ask` (a candidate of a live offer): raise an ambiguity before accepting (CON-2);
+    /// accepting that offer waits for the answer (CON-3).
+    Ask(AskArgs),
+    /// `work.answer` (coordinator): answer a candidate's question (CON-2, CON-4).
+    Answer(AnswerArgs),
     /// `work.start` (owner): opens an Execution Lease.
     Start(WorkRefArgs),
     /// `lease.renew` (owner): the current Execution Lease lasts the contract's
@@ -218,6 +223,39 @@ pub(super) enum WorkAction {
 #[derive(Debug, clap::Args)]
 pub(super) struct WorkRefArgs {
     pub(super) work_item: String,
+    #[command(flatten)]
+    pub(super) command: CommandArgs,
+}
+
+/// The flags of `work ask`.
+#[derive(Debug, clap::Args)]
+pub(super) struct AskArgs {
+    pub(super) work_item: String,
+    /// The offer asked about (default: the newest live offer naming this agent).
+    #[arg(long)]
+    pub(super) offer: Option<String>,
+    /// The question's id (default: a fresh one).
+    #[arg(long)]
+    pub(super) question: Option<String>,
+    /// The question, at most 2 KiB.
+    #[arg(long)]
+    pub(super) text: String,
+    #[command(flatten)]
+    pub(super) command: CommandArgs,
+}
+
+/// The flags of `work answer`.
+#[derive(Debug, clap::Args)]
+pub(super) struct AnswerArgs {
+    pub(super) work_item: String,
+    #[arg(long)]
+    pub(super) question: String,
+    /// The answer, at most 2 KiB.
+    #[arg(long)]
+    pub(super) text: String,
+    /// clarified (default), new_offer or replacement_work_item (CON-4).
+    #[arg(long)]
+    pub(super) resolution: Option<String>,
     #[command(flatten)]
     pub(super) command: CommandArgs,
 }

@@ -35,6 +35,38 @@ pub(crate) async fn create_group(
     Ok(json(status, &body))
 }
 
+/// `PUT /v1/admin/groups/{groupId}/policy` body.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct GroupPolicy {
+    mission_priority_ceiling: weft_api::work::contract::Level,
+}
+
+/// Sets the Group's policy (SCH-6, SCH-7): the highest `priorityClass` a Coordinator's
+/// `mission.create` may ask for (above it: `forbidden`); `normal` until set. Appends
+/// `group.policy_set`.
+#[utoipa::path(put, path = "/v1/admin/groups/{group_id}/policy", params(("group_id" = String, Path)),
+    request_body(content = String, description = "{missionPriorityCeiling: low|normal|high|critical}", content_type = "application/json"),
+    responses((status = 200, description = "{groupId, missionPriorityCeiling}"), (status = 400, description = "bad_request"), (status = 404, description = "unknown_group")))]
+pub(crate) async fn set_policy(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let group_id = path_id("groupId", group_id)?;
+    let bytes = read_json(&headers, body).await?;
+    let policy: GroupPolicy = parse_body(&bytes, ErrorCode::BadRequest)?;
+    answer_with(|set: &weft_api::kinds::GroupPolicySet| (StatusCode::OK, set.clone()));
+    let set = state
+        .store
+        .set_group_policy(group_id, policy.mission_priority_ceiling)
+        .await?;
+    Ok(json(StatusCode::OK, &set))
+}
+
 /// Registers an Agent's Ed25519 key and agent card version.
 #[utoipa::path(post, path = "/v1/admin/agents", request_body(content = String, description = "{agentId, publicKey (base64), agentCardVersion}", content_type = "application/json"),
     responses((status = 201, description = "{agentId, keyid}"), (status = 200, description = "same key again"), (status = 409, description = "conflict: another key")))]

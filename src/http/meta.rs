@@ -42,6 +42,7 @@ pub(crate) async fn metrics(caller: Caller) -> HttpResult<Response> {
         super::sessions::open,
         super::sessions::current,
         super::admin::create_group,
+        super::admin::set_policy,
         super::admin::register_agent,
         super::admin::set_membership,
         super::admin::remove_membership,

@@ -144,6 +144,11 @@ fn json_routes() -> Vec<Route> {
             "/v1/admin/groups/{group_id}",
             admin::create_group,
         ),
+        route(
+            Method::PUT,
+            "/v1/admin/groups/{group_id}/policy",
+            admin::set_policy,
+        ),
         route(Method::POST, "/v1/admin/agents", admin::register_agent),
         route(
             Method::PUT,

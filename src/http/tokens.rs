@@ -28,10 +28,13 @@ fn owner_session(caller: Caller) -> Result<Session, HttpError> {
 }
 
 /// Issues a capability token bound to the lease, expiring no later than it (LSE-6/7);
-/// `replaces` rotates out a previous token of the same lease in the same step.
+/// `replaces` rotates out a previous token of the same lease in the same step. The token is an
+/// opaque bearer secret, not a signed credential (PD-20): only its hash is stored, and every
+/// use is checked against it and the live lease, so revocation and the lease's end stop it
+/// at once.
 #[utoipa::path(post, path = "/v1/leases/{lease_id}/tokens", params(("lease_id" = String, Path)),
     request_body(content = String, description = "{scope: [blob:write|artifact:publish|evidence:record], ttlSeconds, replaces?: tokenId}", content_type = "application/json"),
-    responses((status = 201, description = "{tokenId, token, scope, expiresAt}; the token is shown once"),
+    responses((status = 201, description = "{tokenId, token, scope, expiresAt}; the token is an opaque bearer secret (only its hash is stored), shown once"),
               (status = 400, description = "bad_request: empty or unknown scope, ttlSeconds 0"),
               (status = 403, description = "forbidden: not the lease's owner session"),
               (status = 404, description = "not_found: no such lease in your Group, or no such token to replace"),

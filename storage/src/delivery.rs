@@ -102,6 +102,7 @@ pub(crate) fn deliver(
             | EventPayload::SessionOpened(_)
             | EventPayload::AgentDeactivated(_)
             | EventPayload::AgentKeyRotated(_)
+            | EventPayload::GroupPolicySet(_)
             | EventPayload::ReusePublished(_) => true,
         },
         Ok(None) | Err(_) => false,

@@ -41,6 +41,7 @@ mod limits;
 mod lineage;
 mod options;
 mod outboard;
+mod policy;
 mod schema;
 mod sessions;
 mod sql;
@@ -148,6 +149,18 @@ impl Store {
     ) -> Result<Membership, Error> {
         self.inner
             .set_membership(group_id, agent_id, roles, missions)
+            .await
+    }
+
+    /// Sets the Group's policy (SCH-6, SCH-7): the highest `priorityClass` a `mission.create`
+    /// may ask for (`group.policy_set`); `unknown_group` for a Group that does not exist.
+    pub async fn set_group_policy(
+        &self,
+        group_id: Id,
+        mission_priority_ceiling: weft_api::work::contract::Level,
+    ) -> Result<weft_api::kinds::GroupPolicySet, Error> {
+        self.inner
+            .set_group_policy(group_id, mission_priority_ceiling)
             .await
     }
 

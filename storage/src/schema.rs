@@ -541,10 +541,34 @@ INSERT INTO commands (group_id, agent_id, command_id, request_hash, answer)
 DROP TABLE commands_v7;
 "#;
 
+/// Issue #49: the WorkItem conversation before acceptance (CON-2…CON-4): one row per
+/// `work.ask`, answered in place by `work.answer`; both rows change with their Events. And the
+/// Group's policy (SCH-6, SCH-7): the highest `priorityClass` a `mission.create` may ask for,
+/// set by the operator (`group.policy_set`); `normal` until then.
+const V23: &str = r#"
+ALTER TABLE groups ADD COLUMN mission_priority_ceiling TEXT NOT NULL DEFAULT 'normal';
+CREATE TABLE work_questions (
+    work_item_id       TEXT NOT NULL REFERENCES work_items(work_item_id),
+    question_id        TEXT NOT NULL,
+    offer_id           TEXT NOT NULL,          -- the offer asked on; CON-3 blocks its acceptance
+    agent_id           TEXT NOT NULL,          -- the candidate who asked
+    text               TEXT NOT NULL,
+    asked_at           TEXT NOT NULL,
+    asked_sequence     INTEGER NOT NULL,       -- the work.question_asked Event
+    answer             TEXT,                   -- NULL: unanswered
+    resolution         TEXT,
+    answered_by        TEXT,
+    answered_at        TEXT,
+    answered_sequence  INTEGER,                -- the work.question_answered Event
+    PRIMARY KEY (work_item_id, question_id)
+) WITHOUT ROWID;
+CREATE INDEX work_questions_by_agent ON work_questions (work_item_id, agent_id, offer_id);
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 22] = [
+const MIGRATIONS: [&str; 23] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22,
+    V22, V23,
 ];
 
 /// The newest schema version this build writes.

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::contract::{Budgets, ChildFailurePolicy, Level, SelectionBasis, WorkContract};
+pub use super::conversation::{WorkAnswer, WorkAsk};
 use super::offline::{Binding, OFFLINE_EXTENSION};
 use crate::digest::ArtifactId;
 use crate::error::{ErrorCode, Rejection};
@@ -48,6 +49,10 @@ pub enum CommandType {
     WorkAcceptOffer,
     #[serde(rename = "work.decline_offer")]
     WorkDeclineOffer,
+    #[serde(rename = "work.ask")]
+    WorkAsk,
+    #[serde(rename = "work.answer")]
+    WorkAnswer,
     #[serde(rename = "approval.grant_execution")]
     ApprovalGrantExecution,
     #[serde(rename = "work.start")]
@@ -75,7 +80,7 @@ pub enum CommandType {
 }
 
 impl CommandType {
-    pub const ALL: [CommandType; 23] = [
+    pub const ALL: [CommandType; 25] = [
         Self::MissionCreate,
         Self::MissionApprove,
         Self::MissionFail,
@@ -87,6 +92,8 @@ impl CommandType {
         Self::WorkOffer,
         Self::WorkAcceptOffer,
         Self::WorkDeclineOffer,
+        Self::WorkAsk,
+        Self::WorkAnswer,
         Self::ApprovalGrantExecution,
         Self::WorkStart,
         Self::WorkCheckpoint,
@@ -115,6 +122,8 @@ impl CommandType {
             Self::WorkOffer => "work.offer",
             Self::WorkAcceptOffer => "work.accept_offer",
             Self::WorkDeclineOffer => "work.decline_offer",
+            Self::WorkAsk => "work.ask",
+            Self::WorkAnswer => "work.answer",
             Self::ApprovalGrantExecution => "approval.grant_execution",
             Self::WorkStart => "work.start",
             Self::WorkCheckpoint => "work.checkpoint",
@@ -239,6 +248,8 @@ impl Command {
             T::WorkOffer => CommandBody::WorkOffer(self.typed()?),
             T::WorkAcceptOffer => CommandBody::OfferRef(self.typed()?),
             T::WorkDeclineOffer => CommandBody::WorkDecline(self.typed()?),
+            T::WorkAsk => CommandBody::WorkAsk(self.typed()?),
+            T::WorkAnswer => CommandBody::WorkAnswer(self.typed()?),
             T::ApprovalGrantExecution
             | T::WorkStart
             | T::WorkUnblock
@@ -330,6 +341,9 @@ pub enum CommandBody {
     WorkOffer(WorkOffer),
     OfferRef(OfferRef),
     WorkDecline(WorkDecline),
+    /// CON-2 (`conversation.rs`).
+    WorkAsk(WorkAsk),
+    WorkAnswer(WorkAnswer),
     WorkRef(WorkRef),
     WorkCheckpoint(WorkCheckpoint),
     WorkBlock(WorkBlock),
@@ -361,6 +375,8 @@ impl CommandBody {
             Self::WorkOffer(p) => Some(&p.work_item_id),
             Self::OfferRef(p) => Some(&p.work_item_id),
             Self::WorkDecline(p) => Some(&p.work_item_id),
+            Self::WorkAsk(p) => Some(&p.work_item_id),
+            Self::WorkAnswer(p) => Some(&p.work_item_id),
             Self::WorkRef(p) => Some(&p.work_item_id),
             Self::WorkCheckpoint(p) => Some(&p.work_item_id),
             Self::WorkBlock(p) => Some(&p.work_item_id),
@@ -504,6 +520,18 @@ pub struct OfferRef {
     pub offer_id: Id,
 }
 impl Validate for OfferRef {}
+
+impl Validate for WorkAsk {
+    fn validate(&self) -> Result<(), Rejection> {
+        self.check()
+    }
+}
+
+impl Validate for WorkAnswer {
+    fn validate(&self) -> Result<(), Rejection> {
+        self.check()
+    }
+}
 
 /// OFR-9's structured decline reasons.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -26,6 +26,10 @@ pub enum WorkEventKind {
     WorkOffered,
     WorkOfferAccepted,
     WorkOfferDeclined,
+    /// CON-2: a candidate's question on a live offer (`work.ask`).
+    WorkQuestionAsked,
+    /// CON-2, CON-4: the Coordinator's answer (`work.answer`).
+    WorkQuestionAnswered,
     OfferWithdrawn,
     ApprovalExecutionGranted,
     WorkStarted,
@@ -54,7 +58,7 @@ pub enum WorkEventKind {
 }
 
 impl WorkEventKind {
-    pub const ALL: [WorkEventKind; 30] = [
+    pub const ALL: [WorkEventKind; 32] = [
         Self::MissionCreated,
         Self::MissionApproved,
         Self::MissionFailed,
@@ -66,6 +70,8 @@ impl WorkEventKind {
         Self::WorkOffered,
         Self::WorkOfferAccepted,
         Self::WorkOfferDeclined,
+        Self::WorkQuestionAsked,
+        Self::WorkQuestionAnswered,
         Self::OfferWithdrawn,
         Self::ApprovalExecutionGranted,
         Self::WorkStarted,
@@ -100,6 +106,8 @@ impl WorkEventKind {
             Self::WorkOffered => "work.offered",
             Self::WorkOfferAccepted => "work.offer_accepted",
             Self::WorkOfferDeclined => "work.offer_declined",
+            Self::WorkQuestionAsked => "work.question_asked",
+            Self::WorkQuestionAnswered => "work.question_answered",
             Self::OfferWithdrawn => "offer.withdrawn",
             Self::ApprovalExecutionGranted => "approval.execution_granted",
             Self::WorkStarted => "work.started",

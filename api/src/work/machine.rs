@@ -165,6 +165,10 @@ pub struct Facts {
     /// contract was revised while it was `queued`, so it must accept again before it starts.
     #[serde(default)]
     pub acceptance_stale: bool,
+    /// CON-3: the caller asked a question on the offer it names that is not answered yet
+    /// (`work.accept_offer` only).
+    #[serde(default)]
+    pub unresolved_question: bool,
 }
 
 impl Facts {
@@ -187,6 +191,7 @@ impl Facts {
             reconciling: false,
             caller_did_the_work: false,
             acceptance_stale: false,
+            unresolved_question: false,
         }
     }
 }
@@ -217,10 +222,12 @@ pub fn role_allows(command: CommandType, roles: &[Role]) -> bool {
         | C::WorkOffer
         | C::WorkUnblock
         | C::WorkAcceptResult
-        | C::WorkCancel => has(Role::Coordinator),
+        | C::WorkCancel
+        | C::WorkAnswer => has(Role::Coordinator),
         C::ApprovalGrantExecution => has(Role::Approver),
         C::WorkAcceptOffer
         | C::WorkDeclineOffer
+        | C::WorkAsk
         | C::WorkStart
         | C::WorkCheckpoint
         | C::WorkBlock
@@ -276,6 +283,8 @@ pub fn decide(
         }
         // T4 / SM-7: atomic; a new ownership epoch begins.
         (C::WorkAcceptOffer, S::Offered) => match facts.offer {
+            // CON-3: not while the candidate's own question on this offer is unanswered.
+            OfferStanding::Candidate if facts.unresolved_question => illegal,
             OfferStanding::Candidate => go(S::Queued, "work.offer_accepted"),
             OfferStanding::NotCandidate => Err(ErrorCode::Forbidden),
             _ => Err(ErrorCode::NotFound),
@@ -295,6 +304,26 @@ pub fn decide(
         {
             owner_only().and(go(S::Queued, "work.offer_accepted"))
         }
+        // CON-2: the WorkItem conversation before acceptance. Not transitions: a candidate of
+        // the live offer asks, the Coordinator answers a question of a live offer, and the
+        // WorkItem stays `offered` (`conversation.rs`). `facts.offer` is the standing of the
+        // offer asked on (for `work.answer`, the question's offer; unknown question: unknown).
+        (C::WorkAsk, S::Offered) => match facts.offer {
+            OfferStanding::Candidate => go(S::Offered, "work.question_asked"),
+            OfferStanding::NotCandidate => Err(ErrorCode::Forbidden),
+            OfferStanding::Expired => Err(ErrorCode::OfferExpired),
+            OfferStanding::Withdrawn => Err(ErrorCode::OfferWithdrawn),
+            OfferStanding::Unknown => Err(ErrorCode::NotFound),
+        },
+        (C::WorkAnswer, S::Offered) => match facts.offer {
+            OfferStanding::Candidate | OfferStanding::NotCandidate => {
+                go(S::Offered, "work.question_answered")
+            }
+            // CON-4: a question of a replaced offer was answered by the new offer.
+            OfferStanding::Expired => Err(ErrorCode::OfferExpired),
+            OfferStanding::Withdrawn => Err(ErrorCode::OfferWithdrawn),
+            OfferStanding::Unknown => Err(ErrorCode::NotFound),
+        },
         // T6
         (C::ApprovalGrantExecution, S::Queued) => go(S::Queued, "approval.execution_granted"),
         // T7: owner, approved if required, eligible (DEP-3).

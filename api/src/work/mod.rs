@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod command;
 pub mod contract;
+pub mod conversation;
 pub mod events;
 pub mod machine;
 pub mod offline;

@@ -140,6 +140,10 @@ pub struct WorkItemView {
     /// Manifests a fenced owner published after the WorkItem was reassigned (OFL-2): kept for
     /// audit, refused `stale_lease`, never artifacts of the WorkItem; oldest first.
     pub inert_publications: Vec<InertPublication>,
+    /// The conversation before acceptance (CON-2): the newest questions (at most
+    /// `conversation::QUESTIONS_SHOWN`, oldest first) with their answers; the log has them all.
+    #[serde(default)]
+    pub questions: Vec<super::conversation::QuestionView>,
     /// Sequences of the newest (at most 256) Events that touched it, oldest first; the Group's
     /// log has them all.
     pub history: Vec<u64>,

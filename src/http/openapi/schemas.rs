@@ -223,6 +223,11 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
             ]);
             membership
         }
+        // SCH-6, SCH-7: the Group's priority ceiling.
+        ("put", "/v1/admin/groups/{group_id}/policy") => object(
+            &["missionPriorityCeiling"],
+            json!({"missionPriorityCeiling": string_enum(&["low", "normal", "high", "critical"])}),
+        ),
         ("post", "/v1/admin/agents/{agent_id}/keys") => {
             object(&["publicKey"], json!({"publicKey": public_key()}))
         }

@@ -328,7 +328,7 @@ fn new_lease(ctx: &Ctx<'_, '_>, row: &WorkRow, kind: &str, seconds: u64) -> Resu
 pub(super) fn work(
     ctx: &mut Ctx<'_, '_>,
     mut row: WorkRow,
-    _mission: MissionRow,
+    mission: MissionRow,
     transition: Transition,
     body: &CommandBody,
 ) -> Result<serde_json::Value, Error> {
@@ -469,6 +469,8 @@ pub(super) fn work(
             )?;
             ctx.record(&mut row, kind, payload)?;
         }
+        CommandBody::WorkAsk(p) => super::questions::ask(ctx, &mut row, kind, payload, p)?,
+        CommandBody::WorkAnswer(p) => super::questions::answer(ctx, &mut row, kind, payload, p)?,
         CommandBody::WorkRef(_) => match ctx.command.kind {
             CommandType::ApprovalGrantExecution => {
                 row.approval_granted = true;
@@ -605,7 +607,9 @@ pub(super) fn work(
                 mission_id: p.child_mission_id.to_string(),
                 group_id: ctx.group().to_owned(),
                 title: p.title.clone(),
-                priority_class: weft_api::work::contract::Level::Normal,
+                // SCH-6: a child runs at its parent Mission's priority, which the Group's
+                // policy bounded when the parent was created.
+                priority_class: mission.priority_class,
                 budget: row.contract.budgets.clone(),
                 state: MissionState::Active,
                 revision: 1,
@@ -691,6 +695,8 @@ fn command_detail(body: &CommandBody) -> Result<serde_json::Value, Error> {
         CommandBody::WorkOffer(p) => detail(p),
         CommandBody::OfferRef(p) => detail(p),
         CommandBody::WorkDecline(p) => detail(p),
+        CommandBody::WorkAsk(p) => detail(p),
+        CommandBody::WorkAnswer(p) => detail(p),
         CommandBody::WorkRef(p) => detail(p),
         CommandBody::WorkCheckpoint(p) => detail(p),
         CommandBody::WorkBlock(p) => detail(p),

@@ -454,6 +454,11 @@ fn refusal(code: ErrorCode, kind: CommandType, row: &WorkRow, facts: &Facts) -> 
                 row.contract_revision
             )
         }
+        ErrorCode::IllegalTransition if facts.unresolved_question => {
+            format!(
+                "{command}: the caller's question on this offer is unanswered (CON-3): wait for work.answer or a new offer"
+            )
+        }
         ErrorCode::IllegalTransition => {
             format!("{command} is not a transition from {state} (SM-2, SM-3)")
         }
@@ -486,6 +491,9 @@ fn refusal(code: ErrorCode, kind: CommandType, row: &WorkRow, facts: &Facts) -> 
                 "{command}: Evidence must cover every acceptance criterion (EVD-2) / a failure needs Evidence (T13)"
             )
         }
+        ErrorCode::NotFound if kind == CommandType::WorkAnswer => {
+            format!("{command}: no such question on {}", row.work_item_id)
+        }
         ErrorCode::NotFound => format!("{command}: no such offer on {}", row.work_item_id),
         _ => format!("{command} refused in {state}"),
     };
@@ -507,6 +515,8 @@ fn facts(
         | CommandBody::WorkDecline(weft_api::work::command::WorkDecline { offer_id, .. }) => {
             super::checks::offer_standing(ctx, row, offer_id.as_str())?
         }
+        CommandBody::WorkAsk(p) => super::checks::offer_standing(ctx, row, p.offer_id.as_str())?,
+        CommandBody::WorkAnswer(p) => super::questions::standing(ctx, row, p.question_id.as_str())?,
         _ => OfferStanding::Unknown,
     };
     let evidence_complete = match body {
@@ -545,6 +555,13 @@ fn facts(
             ctx.command.kind,
             CommandType::WorkStart | CommandType::WorkAcceptOffer
         ) && super::checks::acceptance_stale(ctx, row)?,
+        // CON-3: only `work.accept_offer` reads it.
+        unresolved_question: match body {
+            CommandBody::OfferRef(p) if ctx.command.kind == CommandType::WorkAcceptOffer => {
+                super::questions::unresolved(ctx, row, p.offer_id.as_str())?
+            }
+            _ => false,
+        },
     })
 }
 

@@ -21,6 +21,7 @@ pub(super) fn mission_create(
     p: &MissionCreate,
 ) -> Result<serde_json::Value, Error> {
     expect_new(ctx)?;
+    crate::policy::check_mission_priority(ctx.tx, ctx.group(), p.priority_class)?;
     if id_taken(ctx.tx, "missions", "mission_id", p.mission_id.as_str())? {
         return Err(reject(
             ErrorCode::Conflict,

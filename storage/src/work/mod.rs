@@ -23,6 +23,7 @@ mod listing;
 mod missions;
 mod offline;
 mod owner;
+mod questions;
 mod timer;
 pub(crate) mod tokens;
 
@@ -346,6 +347,7 @@ pub(crate) fn work_view(
         progress: owner::latest_progress(conn, &row.work_item_id)?,
         preemption_requested,
         inert_publications: inert_publications(conn, &row.work_item_id)?,
+        questions: questions::view(conn, &row.work_item_id, now)?,
         history,
         history_truncated,
     })

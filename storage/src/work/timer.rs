@@ -121,7 +121,7 @@ mod tests {
         engine
             .db
             .write(move |tx| {
-                tx.run("INSERT INTO groups VALUES ('g1', 'now')", [])?;
+                tx.run("INSERT INTO groups (group_id, created_at) VALUES ('g1', 'now')", [])?;
                 tx.run(
                     "INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1, '{}')",
                     [],

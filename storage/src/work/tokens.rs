@@ -1,5 +1,6 @@
-//! Capability tokens (DESIGN §10, LSE-6/7): narrowed bearer credentials bound to an Execution
-//! Lease, issued to the lease's owner session, rotated or revoked while the lease stays, and
+//! Capability tokens (DESIGN §10, LSE-6/7): narrowed opaque bearer secrets (not signed
+//! credentials, PD-20: a signature would only serve an offline verifier, and revocation must
+//! take effect at once) bound to an Execution Lease, issued to the lease's owner session, rotated or revoked while the lease stays, and
 //! accepted for blob uploads, publication and Evidence of the lease's WorkItem only.
 //!
 //! **Invariant:** a token acts only while, at the moment of use, it is unrevoked and unexpired,

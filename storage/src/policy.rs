@@ -1,0 +1,86 @@
+//! The Group's policy, set by the operator (SCH-6, SCH-7): the highest `priorityClass` a
+//! Coordinator's `mission.create` may ask for. A Coordinator supplies urgency, deadline and
+//! business impact (the contract's fields); the Organization's priority is escalated through
+//! this policy, never by the Coordinator itself, so a Coordinator cannot force its Mission
+//! ahead of others. A Group's ceiling is `normal` until the operator sets it.
+//!
+//! The ceiling is a column of `groups`, changed with its `group.policy_set` Event in one
+//! transaction; `mission.create` reads it in the Command's own transaction.
+
+use crate::sql::Cached as _;
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::work::contract::Level;
+use weft_api::{ErrorCode, EventPayload, Id, kinds};
+
+use crate::engine::Engine;
+use crate::error::{Error, reject};
+use crate::events;
+use crate::work::{name, parse_name};
+
+impl Engine {
+    /// Sets the Group's `missionPriorityCeiling` (`group.policy_set`); answers the policy.
+    pub(crate) async fn set_group_policy(
+        &self,
+        group_id: Id,
+        ceiling: Level,
+    ) -> Result<kinds::GroupPolicySet, Error> {
+        let now = self.clock.now();
+        self.db
+            .write(move |txn| {
+                let changed = txn.run(
+                    "UPDATE groups SET mission_priority_ceiling = ?2 WHERE group_id = ?1",
+                    params![group_id.as_str(), name(&ceiling)?],
+                )?;
+                if changed == 0 {
+                    return Err(reject(
+                        ErrorCode::UnknownGroup,
+                        format!("group {group_id} does not exist"),
+                    ));
+                }
+                let policy = kinds::GroupPolicySet {
+                    group_id: group_id.clone(),
+                    mission_priority_ceiling: ceiling,
+                };
+                events::append(
+                    txn,
+                    &group_id,
+                    &EventPayload::GroupPolicySet(policy.clone()),
+                    now,
+                )?;
+                Ok(policy)
+            })
+            .await
+    }
+}
+
+/// SCH-6: refuses a `mission.create` asking for a priority above its Group's ceiling.
+pub(crate) fn check_mission_priority(
+    conn: &Connection,
+    group_id: &str,
+    requested: Level,
+) -> Result<(), Error> {
+    let ceiling: Option<String> = conn
+        .row(
+            "SELECT mission_priority_ceiling FROM groups WHERE group_id = ?1",
+            [group_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let ceiling: Level = match ceiling {
+        Some(text) => parse_name(&text)?,
+        None => Level::Normal,
+    };
+    if requested > ceiling {
+        return Err(reject(
+            ErrorCode::Forbidden,
+            format!(
+                "priorityClass {} is above {group_id}'s ceiling {} (SCH-6: a Coordinator cannot \
+                 force its Mission ahead; SCH-7: the operator raises the ceiling, \
+                 PUT /v1/admin/groups/{group_id}/policy)",
+                name(&requested)?,
+                name(&ceiling)?
+            ),
+        ));
+    }
+    Ok(())
+}
