@@ -62,6 +62,9 @@ pub enum ErrorCode {
     TooManyDownloads,
     UploadQuotaExceeded,
     RateLimited,
+    /// A per-Group or per-producer cap on stored records is reached (409): open proposals,
+    /// refused publications kept as inert records.
+    QuotaExceeded,
     Overloaded,
     /// The server's disk is full (ENOSPC): the write was not kept. Answered 507.
     InsufficientStorage,
@@ -164,6 +167,7 @@ impl ErrorCode {
             Self::TooManyDownloads => "too_many_downloads",
             Self::UploadQuotaExceeded => "upload_quota_exceeded",
             Self::RateLimited => "rate_limited",
+            Self::QuotaExceeded => "quota_exceeded",
             Self::Overloaded => "overloaded",
             Self::InsufficientStorage => "insufficient_storage",
             Self::StorageUnavailable => "storage_unavailable",
@@ -247,6 +251,7 @@ mod tests {
             ErrorCode::TooManyDownloads,
             ErrorCode::UploadQuotaExceeded,
             ErrorCode::RateLimited,
+            ErrorCode::QuotaExceeded,
             ErrorCode::Overloaded,
             ErrorCode::InsufficientStorage,
             ErrorCode::StorageUnavailable,

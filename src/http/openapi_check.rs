@@ -24,7 +24,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 78] = {
+const EVERY_CODE: [ErrorCode; 79] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -75,6 +75,7 @@ const EVERY_CODE: [ErrorCode; 78] = {
         C::TooManyDownloads,
         C::UploadQuotaExceeded,
         C::RateLimited,
+        C::QuotaExceeded,
         C::Overloaded,
         C::InsufficientStorage,
         C::StorageUnavailable,
@@ -160,6 +161,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::TooManyDownloads
         | C::UploadQuotaExceeded
         | C::RateLimited
+        | C::QuotaExceeded
         | C::Overloaded
         | C::InsufficientStorage
         | C::StorageUnavailable

@@ -41,6 +41,7 @@ mod limits;
 mod lineage;
 mod options;
 mod outboard;
+mod rates;
 mod schema;
 mod sessions;
 mod sql;

@@ -23,6 +23,7 @@ mod duties;
 mod evidence;
 mod exports;
 mod faults;
+mod flood;
 mod held;
 mod hot;
 mod idempotency;

@@ -14,6 +14,7 @@
 
 mod apply;
 mod budget;
+mod caps;
 mod checks;
 mod command;
 mod deps;
