@@ -37,6 +37,7 @@ mod paging;
 mod progress;
 mod proofs;
 mod ranges;
+mod replay;
 mod restart;
 mod reuse;
 mod review;
