@@ -43,6 +43,7 @@ mod reuse;
 mod review;
 mod revocation;
 mod scope;
+mod scope_leases;
 mod sessions;
 mod snapshots;
 mod token_uploads;
