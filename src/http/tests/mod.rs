@@ -18,6 +18,7 @@ mod context_forward;
 mod context_reads;
 mod context_scope;
 mod delivery;
+mod deterministic;
 mod downloads;
 mod duties;
 mod evidence;
