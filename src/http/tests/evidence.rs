@@ -335,26 +335,53 @@ backends!(
 );
 
 backends!(
-    /// Issue #10 finding 5: Evidence speaks about artifacts of its own Mission and WorkItem.
-    async fn evidence_cites_only_its_own_mission_and_work_item(kind: Kind) {
+    /// Issue #40 (EVD-4, "referenced Artifacts"; issue #10 finding 5): Evidence cites any
+    /// artifact of its own Mission the producer can read, another WorkItem's included, but
+    /// never another Mission's (`mission_mismatch`, nothing recorded).
+    async fn evidence_cites_artifacts_of_its_own_mission(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
         let report = h.put(&worker, "g1", b"report of work-1", &[]).await;
-        for (field, value) in [("missionId", "mission-2"), ("workItemId", "work-2")] {
-            let mut payload = evidence(&reviewer, "g1", "work-1", "ac-1", "pass", &[report]);
-            payload[field] = json!(value);
-            payload["subject"]["id"] = payload["workItemId"].clone();
-            refused(
-                &h,
-                record_request(&reviewer, &sign_evidence(&reviewer.key, &payload)),
-                "mission_mismatch",
-            )
+        let dataset = h
+            .put_in(&worker, "g1", b"reference data of work-3", &[], "work-3")
             .await;
-        }
+        let answer = crate::http::tests::scope::publish_in(
+            &h,
+            &worker,
+            "mission-2",
+            "work-2",
+            b"elsewhere",
+            &[],
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        let elsewhere = crate::http::tests::harness::digest_of(b"elsewhere").blake3;
+        let mut payload = evidence(&reviewer, "g1", "work-1", "ac-1", "pass", &[report]);
+        payload["missionId"] = json!("mission-2");
+        refused(
+            &h,
+            record_request(&reviewer, &sign_evidence(&reviewer.key, &payload)),
+            "mission_mismatch",
+        )
+        .await;
+        let payload = evidence(&reviewer, "g1", "work-1", "ac-1", "pass", &[elsewhere]);
+        refused(
+            &h,
+            record_request(&reviewer, &sign_evidence(&reviewer.key, &payload)),
+            "mission_mismatch",
+        )
+        .await;
         h.recorded(
             &reviewer,
-            &evidence(&reviewer, "g1", "work-1", "ac-1", "pass", &[report]),
+            &evidence(
+                &reviewer,
+                "g1",
+                "work-1",
+                "ac-1",
+                "pass",
+                &[report, dataset],
+            ),
         )
         .await;
     }
