@@ -34,6 +34,7 @@ mod evidence;
 mod faults;
 mod fingerprint;
 mod fsck;
+mod fsck_log;
 mod hashing;
 mod idempotency;
 mod keys;

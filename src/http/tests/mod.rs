@@ -49,6 +49,7 @@ mod sessions;
 mod snapshots;
 mod token_uploads;
 mod tokens;
+mod truncation;
 mod ui;
 mod ui_console;
 mod uploads;
