@@ -3,7 +3,8 @@
 //! chain check alone passes it, but the manifests, Evidence, WorkItem history and the rest
 //! that were written with those Events still name them. Each such row must find its Event in
 //! the online log (or below the Group's compacted head, where the archive holds it) and, where
-//! the row says which kind of Event made it, an Event of that type.
+//! the row says which kind of Event made it, an Event of that type. (Missions are checked by
+//! the fold of the log, `work::check_projection`: their `created_sequence` is not a sequence.)
 
 use rusqlite::Connection;
 
@@ -32,11 +33,6 @@ const NAMED: &[Named] = &[
         what: "proposal",
         rows: "SELECT group_id, sequence FROM proposals",
         types: &["work.proposed"],
-    },
-    Named {
-        what: "Mission",
-        rows: "SELECT group_id, created_sequence AS sequence FROM missions",
-        types: &["mission.created", "mission.child_created"],
     },
     Named {
         what: "reuse record",

@@ -15,5 +15,6 @@ mod schemathesis;
 mod support;
 mod tidy;
 mod transport;
+mod truncation;
 mod ui;
 mod work;
