@@ -334,6 +334,16 @@ backends!(
             )
             .await;
         assert!(derived_from(&edges), "{edges}");
+        // The operator's `asOf` counts in the package's own Group.
+        let answer = h
+            .call(
+                Method::GET,
+                "/v1/context/pkg-d/provenance?asOf=1",
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
         refused(
             &h,
             request(

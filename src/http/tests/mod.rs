@@ -12,6 +12,7 @@ mod artifacts;
 mod binding;
 mod blobs;
 mod budget;
+mod citations;
 mod content;
 mod context;
 mod context_forward;
