@@ -91,6 +91,13 @@ pub struct Config {
     /// Session requests one Agent may make per minute (0: no limit).
     #[arg(long, env = "WEFT_LOGINS_PER_MINUTE", default_value_t = defaults::LOGINS_PER_MINUTE)]
     pub logins_per_minute: u32,
+    /// Commands one Agent may send per minute (0: no limit); more answer 429 with Retry-After.
+    #[arg(long, env = "WEFT_COMMANDS_PER_MINUTE", default_value_t = defaults::COMMANDS_PER_MINUTE)]
+    pub commands_per_minute: u32,
+    /// Proposals one Group may hold open, not yet authorized (0: no cap); more answer 409
+    /// `quota_exceeded`.
+    #[arg(long, env = "WEFT_MAX_OPEN_PROPOSALS", default_value_t = defaults::MAX_OPEN_PROPOSALS)]
+    pub max_open_proposals: u64,
     /// Downloads of stored files one Agent may have open at once; more answer 429 with
     /// Retry-After (small artifacts answered from memory are not counted).
     #[arg(long, env = "WEFT_MAX_DOWNLOADS_PER_AGENT", default_value_t = defaults::MAX_DOWNLOADS_PER_AGENT)]
@@ -148,6 +155,8 @@ impl Config {
             unpublished_blob_ttl_secs: defaults::UNPUBLISHED_BLOB_TTL_SECS,
             sweep_interval_secs: defaults::SWEEP_INTERVAL_SECS,
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
+            commands_per_minute: defaults::COMMANDS_PER_MINUTE,
+            max_open_proposals: defaults::MAX_OPEN_PROPOSALS,
             max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
             max_downloads_per_group: defaults::MAX_DOWNLOADS_PER_GROUP,
             max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,
@@ -167,6 +176,8 @@ impl Config {
                 self.unpublished_blob_ttl_secs.min(i64::MAX as u64) as i64,
             ),
             logins_per_minute: self.logins_per_minute,
+            commands_per_minute: self.commands_per_minute,
+            max_open_proposals: self.max_open_proposals,
             max_downloads_per_agent: self.max_downloads_per_agent.max(1),
             max_downloads_per_group: self.max_downloads_per_group.max(1),
             max_open_downloads: self.max_open_downloads.max(1),

@@ -265,7 +265,10 @@ pub const LOCK_FILE: &str = "weft.lock";
 /// Takes `data_dir`'s lock exclusively, or says which server holds it.
 pub fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
     let path = data_dir.join(LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
+    let mut options = std::fs::OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options
         .create(true)
         .truncate(false)
         .write(true)
@@ -284,10 +287,36 @@ pub fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
+/// Sets the process's file creation mask to 0o077: whatever it creates from now on is
+/// owner-only. `weft fsck` calls it too, since opening the index may create its WAL files.
+pub fn owner_only_from_now() {
+    #[cfg(unix)]
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+}
+
+/// Makes everything this process creates from now on owner-only (0600 files, 0700
+/// directories), whoever creates it: our own code, SQLite's journal and WAL files, and
+/// `object_store`'s blob directories, which take no mode of their own (issue #40). Then closes
+/// the data directory itself to everyone else, so what an older weft created inside it with
+/// wider modes is out of reach too.
+fn owner_only(data_dir: &Path) -> anyhow::Result<()> {
+    owner_only_from_now();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("making {} owner-only", data_dir.display()))?;
+    }
+    #[cfg(not(unix))]
+    let _ = data_dir;
+    Ok(())
+}
+
 /// `weft serve`: open the store, bind, print `listening on http://…`, serve until Ctrl-C.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    owner_only(&config.data_dir)?;
     let _lock = lock_data_dir(&config.data_dir)?;
     let token = admin_token(&config.data_dir)?;
     let descriptors = raise_descriptor_limit();

@@ -66,6 +66,9 @@ pub enum ErrorCode {
     TooManyStreams,
     UploadQuotaExceeded,
     RateLimited,
+    /// A per-Group or per-producer cap on stored records is reached (409): open proposals,
+    /// refused publications kept as inert records.
+    QuotaExceeded,
     Overloaded,
     /// The server's disk is full (ENOSPC): the write was not kept. Answered 507.
     InsufficientStorage,
@@ -170,6 +173,7 @@ impl ErrorCode {
             Self::PreconditionFailed => "precondition_failed",
             Self::UploadQuotaExceeded => "upload_quota_exceeded",
             Self::RateLimited => "rate_limited",
+            Self::QuotaExceeded => "quota_exceeded",
             Self::Overloaded => "overloaded",
             Self::InsufficientStorage => "insufficient_storage",
             Self::StorageUnavailable => "storage_unavailable",
@@ -255,6 +259,7 @@ mod tests {
             ErrorCode::PreconditionFailed,
             ErrorCode::UploadQuotaExceeded,
             ErrorCode::RateLimited,
+            ErrorCode::QuotaExceeded,
             ErrorCode::Overloaded,
             ErrorCode::InsufficientStorage,
             ErrorCode::StorageUnavailable,

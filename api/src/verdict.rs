@@ -1,11 +1,12 @@
 //! Who may say what in Evidence, and which Evidence is in force (EVD-1, DESIGN §5.1).
 //!
-//! Four pure rules, each checked against the table in `fixtures/evidence_rules.json`:
+//! Five pure rules, each checked against the table in `fixtures/evidence_rules.json`:
 //! - [`may_claim`]: a method kind is claimed only by a producer whose standing may produce it
 //!   (a Worker cannot sign an `integrity_check` or a `human` review);
 //! - [`may_supersede`]: a record is corrected only by its own producer or by a reviewer or
 //!   coordinator of its Group (Memberships are Group-wide, so "of that Mission" is "of the
 //!   Group the record belongs to");
+//! - [`may_supersede_method`]: a deterministic check is superseded only by a re-run of it;
 //! - [`on_own_work`]: separation of duties, a producer's standing on work it did itself is a
 //!   Worker's, whatever its roles;
 //! - [`in_force`]: the verdict on a criterion is the newest record of the highest standing
@@ -137,6 +138,18 @@ pub fn on_own_work(standing: Standing) -> Standing {
 /// criterion (checked by storage, `supersedes_mismatch`).
 pub fn may_supersede(standing: Standing, own_record: bool) -> bool {
     own_record || matches!(standing, Standing::Reviewer | Standing::Coordinator)
+}
+
+/// Whether a record of method `earlier` may be superseded by one of method `correction`. The
+/// Authority's deterministic checks (`integrity_check`, `schema_validation`) are facts about
+/// bytes: only a re-run of the same check replaces one, never anyone's opinion (issue #40: a
+/// coordinator's `human` pass over a failed schema check). Every other method may be
+/// corrected by any method the corrector may claim.
+pub fn may_supersede_method(earlier: MethodKind, correction: MethodKind) -> bool {
+    match earlier {
+        MethodKind::IntegrityCheck | MethodKind::SchemaValidation => correction == earlier,
+        _ => true,
+    }
 }
 
 /// One record on a criterion, as [`in_force`] weighs it.

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde_json::Value;
 use weft_api::evidence::{MethodKind, Outcome};
 use weft_api::verdict::{
-    InForce, Standing, Weighed, in_force, may_claim, may_supersede, on_own_work,
+    InForce, Standing, Weighed, in_force, may_claim, may_supersede, may_supersede_method,
+    on_own_work,
 };
 
 const METHODS: [MethodKind; 6] = [
@@ -62,6 +63,27 @@ fn supersedes_follow_the_table() {
                 allowed(&rules["supersedes"][row], standing, row),
                 "{} superseding {row}",
                 standing.as_str()
+            );
+        }
+    }
+}
+
+/// Issue #40 (EVD-1): a deterministic check is superseded only by a re-run of the same check.
+#[test]
+fn methods_supersede_as_the_table_says() {
+    let rules = rules();
+    for earlier in METHODS {
+        let row = rules["superseded_by"][earlier.as_str()]
+            .as_array()
+            .unwrap_or_else(|| panic!("superseded_by: no row for {}", earlier.as_str()));
+        for correction in METHODS {
+            let listed = row.iter().any(|m| m.as_str() == Some(correction.as_str()));
+            assert_eq!(
+                may_supersede_method(earlier, correction),
+                listed,
+                "{} superseding {}",
+                correction.as_str(),
+                earlier.as_str()
             );
         }
     }

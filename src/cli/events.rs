@@ -20,10 +20,89 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
         EventsAction::Verify {
             group,
             authority_key,
-        } => verify(&api, &group, authority_key.as_deref())
-            .await
-            .map(|_| ()),
+            since_checkpoint,
+        } => {
+            verify(&api, &group, authority_key.as_deref()).await?;
+            match since_checkpoint {
+                Some(file) => since(&api, &group, authority_key.as_deref(), &file).await,
+                None => Ok(()),
+            }
+        }
     }
+}
+
+/// `weft events verify --since-checkpoint FILE` (issue #40): the log must still hold the
+/// checkpoint saved in `file`, the last one this client verified, at its sequence and hash, so
+/// a server whose log lost its tail (and signs a head older than what it once signed) is
+/// caught. On success the current signed checkpoint replaces it.
+async fn since(
+    api: &Client,
+    group: &str,
+    pinned: Option<&str>,
+    file: &std::path::Path,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let group_id = Id::parse("group", group)?;
+    let authority = authority_keys(api, pinned).await?;
+    let current = trusted_checkpoint(api, &group_id, &authority).await?;
+    if file.exists() {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let saved: weft_api::views::SignedCheckpoint = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a signed checkpoint", file.display()))?;
+        if !authority.iter().any(|key| {
+            saved
+                .envelope
+                .verify(weft_api::dsse::CHECKPOINT_TYPE, key)
+                .is_ok_and(|payload| {
+                    serde_json::from_slice::<weft_api::views::Checkpoint>(payload.value())
+                        .ok()
+                        .as_ref()
+                        == Some(&saved.checkpoint)
+                })
+        }) {
+            bail!(
+                "{} is not signed by the server's authority key",
+                file.display()
+            );
+        }
+        let seen = &saved.checkpoint;
+        if seen.group_id != group {
+            bail!(
+                "{} is a checkpoint of {}, not {group}",
+                file.display(),
+                seen.group_id
+            );
+        }
+        if current.checkpoint.sequence < seen.sequence {
+            bail!(
+                "the log's head {} is older than the checkpoint {} seen before: its tail was cut",
+                current.checkpoint.sequence,
+                seen.sequence
+            );
+        }
+        if seen.sequence > 0 {
+            let page = api.events(&group_id, seen.sequence - 1, 1).await;
+            // A compacted sequence is no longer online (410): the archive check above
+            // covered it against its signed snapshot.
+            if let Ok(page) = page
+                && let Some(event) = page.first()
+                && (event.sequence() != seen.sequence || event.hash() != seen.hash)
+            {
+                bail!(
+                    "the log at sequence {} is not the checkpoint seen before",
+                    seen.sequence
+                );
+            }
+        }
+    }
+    std::fs::write(file, serde_json::to_vec_pretty(&current)?)
+        .with_context(|| format!("writing {}", file.display()))?;
+    println!(
+        "ok: the head {} is not older than the checkpoint seen before",
+        current.checkpoint.sequence
+    );
+    Ok(())
 }
 
 /// `weft events tail`: Events as JSON lines after `after`, page by page until the end of the

@@ -31,6 +31,8 @@ pub(super) async fn run(data_dir: &Path) -> anyhow::Result<()> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
         Err(error) => return Err(error.into()),
     };
+    // Opening the index may create its WAL files: owner-only, as the server's (issue #40).
+    crate::serve::owner_only_from_now();
     let mut options = weft_storage::Options::on_disk(data_dir);
     options.sweep_staging = false;
     // Snapshot signatures are checked against the server's own key.

@@ -394,6 +394,11 @@ enum EventsAction {
         /// `GET /v1/authority/keys` on a server you trust.
         #[arg(long, value_name = "KEY", env = "WEFT_AUTHORITY_KEY")]
         authority_key: Option<String>,
+        /// A signed checkpoint this client saw before (written here after each success):
+        /// refuse a head older than it, or a log that no longer holds it, as after the log's
+        /// tail was cut.
+        #[arg(long, value_name = "FILE")]
+        since_checkpoint: Option<std::path::PathBuf>,
     },
 }
 

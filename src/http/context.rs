@@ -16,7 +16,6 @@ use weft_api::context::{ContextEvents, ContextRecord, ForwardRequest};
 use weft_api::manifest::Classification;
 use weft_api::work::views::SchedulingView;
 use weft_api::{Digest, ErrorCode, Id};
-use weft_storage::Direction;
 
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
@@ -133,13 +132,17 @@ pub(crate) async fn events(
     ))
 }
 
-/// The query parameters `provenance` accepts (the OpenAPI check compares them with the document).
-pub(super) const PROVENANCE_QUERY: &[&str] = &["depth", "limit", "cursor", "format"];
+/// The query parameters `provenance` accepts (the OpenAPI check compares them with the
+/// document): an artifact's provenance's, as DESIGN §11 promises (issue #40).
+pub(super) const PROVENANCE_QUERY: &[&str] = super::lineage::PROVENANCE_QUERY;
 
 /// A package's provenance: its versions linked by `revisionOf`, the Artifacts each `cites`
-/// and their lineage, in the formats of an artifact's provenance.
-#[utoipa::path(get, operation_id = "context_provenance", path = "/v1/context/{package_id}/provenance", params(("package_id" = String, Path), ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
-    ("cursor" = Option<u64>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto")),
+/// and their lineage (ancestors, descendants or both, as `direction` says), in the formats
+/// of an artifact's provenance.
+#[utoipa::path(get, operation_id = "context_provenance", path = "/v1/context/{package_id}/provenance", params(("package_id" = String, Path), ("direction" = Option<String>, Query, description = "of the cited Artifacts' lineage: ancestors (default), descendants or both; every version of the package is shown"),
+    ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
+    ("cursor" = Option<u64>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto"),
+    ("edges" = Option<String>, Query, description = "comma-separated: derivedFrom, generatedBy, partOf, attributedTo"), ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query, description = "the Group whose log asOf counts (the package's for the admin token)")),
     responses((status = 200, description = "{root, contexts, artifacts, workItems, missions, agents, edges, withheld, truncated}"), (status = 400, description = "bad_request"), (status = 404, description = "not_found")))]
 pub(crate) async fn provenance(
     State(state): State<AppState>,
@@ -148,8 +151,17 @@ pub(crate) async fn provenance(
     query: RawQuery,
 ) -> HttpResult<Response> {
     let package_id = path_id("packageId", package_id)?;
-    let query = known_params(query, PROVENANCE_QUERY)?;
-    let lineage_query = lineage_query(&query, Direction::Ancestors, &caller)?;
+    let mut query = known_params(query, PROVENANCE_QUERY)?;
+    if matches!(caller, Caller::Admin) && query.contains_key("asOf") && !query.contains_key("group")
+    {
+        // The operator has no session Group for `asOf` to count in: the package's own.
+        let record = state
+            .store
+            .context_version(package_id.clone(), None, &caller.reader())
+            .await?;
+        query.insert("group".to_owned(), record.group_id.to_string());
+    }
+    let lineage_query = lineage_query(&query, super::lineage::direction_of(&query)?, &caller)?;
     let format = format_of(&query)?;
     if format == Format::InToto {
         let record = state

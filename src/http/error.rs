@@ -166,7 +166,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::ContextVersionSkipped
         | C::ContextOtherPackage
         | C::ContextOtherMission
-        | C::ClassificationForbids => StatusCode::CONFLICT,
+        | C::ClassificationForbids
+        | C::QuotaExceeded => StatusCode::CONFLICT,
         C::IdempotencyKeyReused | C::EvidenceMissing | C::EventsOutOfRange => {
             StatusCode::UNPROCESSABLE_ENTITY
         }

@@ -196,18 +196,7 @@ pub(crate) async fn provenance(
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
     let query = known_params(query, PROVENANCE_QUERY)?;
-    let direction = match query.get("direction").map(String::as_str) {
-        None | Some("ancestors") => Direction::Ancestors,
-        Some("descendants") => Direction::Descendants,
-        Some("both") => Direction::Both,
-        Some(other) => {
-            return Err(HttpError::new(
-                ErrorCode::BadRequest,
-                format!("direction {other:?} is not ancestors, descendants or both"),
-            ));
-        }
-    };
-    let lineage_query = lineage_query(&query, direction, &caller)?;
+    let lineage_query = lineage_query(&query, direction_of(&query)?, &caller)?;
     let format = format_of(&query)?;
     if format == Format::InToto {
         let statement = super::exports::intoto_for(&state.store, digest, &caller.reader()).await?;
@@ -223,6 +212,19 @@ pub(crate) async fn provenance(
         .lineage(digest, lineage_query, &caller.reader())
         .await?;
     Ok(render(&lineage, format))
+}
+
+/// `direction=ancestors` (the default), `descendants` or `both`.
+pub(super) fn direction_of(query: &HashMap<String, String>) -> Result<Direction, HttpError> {
+    match query.get("direction").map(String::as_str) {
+        None | Some("ancestors") => Ok(Direction::Ancestors),
+        Some("descendants") => Ok(Direction::Descendants),
+        Some("both") => Ok(Direction::Both),
+        Some(other) => Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("direction {other:?} is not ancestors, descendants or both"),
+        )),
+    }
 }
 
 /// The bounds and filters shared by the lineage routes.

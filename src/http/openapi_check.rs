@@ -24,7 +24,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 80] = {
+const EVERY_CODE: [ErrorCode; 81] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -77,6 +77,7 @@ const EVERY_CODE: [ErrorCode; 80] = {
         C::PreconditionFailed,
         C::UploadQuotaExceeded,
         C::RateLimited,
+        C::QuotaExceeded,
         C::Overloaded,
         C::InsufficientStorage,
         C::StorageUnavailable,
@@ -164,6 +165,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::PreconditionFailed
         | C::UploadQuotaExceeded
         | C::RateLimited
+        | C::QuotaExceeded
         | C::Overloaded
         | C::InsufficientStorage
         | C::StorageUnavailable

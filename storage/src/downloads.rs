@@ -199,6 +199,8 @@ mod tests {
             max_open_uploads: 1,
             max_unpublished_bytes: 0,
             logins_per_minute: 0,
+            commands_per_minute: 0,
+            max_open_proposals: 0,
             max_downloads_per_agent: 1,
             max_downloads_per_group: 1,
             max_open_downloads: 2,

@@ -256,6 +256,8 @@ impl Engine {
                 max_open_uploads: options.quotas.max_open_uploads,
                 max_unpublished_bytes: options.quotas.max_unpublished_bytes,
                 logins_per_minute: options.quotas.logins_per_minute,
+                commands_per_minute: options.quotas.commands_per_minute,
+                max_open_proposals: options.quotas.max_open_proposals,
                 max_downloads_per_agent: options.quotas.max_downloads_per_agent,
                 max_downloads_per_group: options.quotas.max_downloads_per_group,
                 max_open_downloads: options.quotas.max_open_downloads,

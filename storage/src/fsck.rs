@@ -367,6 +367,7 @@ impl Engine {
                     }
                 }
                 problems.extend(crate::context::check_rows(conn)?);
+                problems.extend(crate::fsck_log::check_named_events(conn)?);
                 let mut n_events = 0u64;
                 let groups: Vec<String> = conn
                     .prepare_cached("SELECT group_id FROM groups ORDER BY group_id")?

@@ -1,6 +1,6 @@
 //! Admission limits held in memory: how many uploads run (per Agent and in all), how many
 //! bytes each Agent's running uploads have received, how many downloads of stored files are
-//! open (per Agent and in all), and a token bucket of logins per Agent.
+//! open (per Agent and in all), and the per-Agent rates of logins and Commands (`rates.rs`).
 //!
 //! Downloads are counted because a reader of a stored file holds an open file and up to a few
 //! MiB of windows read ahead for as long as its body is alive (`blobs/reading.rs`), and an
@@ -24,6 +24,7 @@ use chrono::{DateTime, Utc};
 use weft_api::ErrorCode;
 
 use crate::error::{Error, reject};
+use crate::rates::Rate;
 
 /// The limits' settings (from [`crate::Options`]).
 #[derive(Clone, Copy, Debug)]
@@ -32,6 +33,9 @@ pub(crate) struct Settings {
     pub(crate) max_open_uploads: usize,
     pub(crate) max_unpublished_bytes: u64,
     pub(crate) logins_per_minute: u32,
+    pub(crate) commands_per_minute: u32,
+    /// Proposals one Group may hold open (not yet authorized); 0: no cap.
+    pub(crate) max_open_proposals: u64,
     pub(crate) max_downloads_per_agent: usize,
     pub(crate) max_downloads_per_group: usize,
     pub(crate) max_open_downloads: usize,
@@ -47,13 +51,6 @@ struct AgentUse {
     in_flight_bytes: Arc<AtomicU64>,
 }
 
-/// A login token bucket: `tokens` at `at`.
-#[derive(Clone, Copy, Debug)]
-struct Bucket {
-    tokens: f64,
-    at: DateTime<Utc>,
-}
-
 #[derive(Debug, Default)]
 struct State {
     open_uploads: usize,
@@ -63,7 +60,6 @@ struct State {
     /// Downloads each Group's sessions have open; likewise.
     group_downloads: HashMap<String, usize>,
     agents: HashMap<String, AgentUse>,
-    logins: HashMap<String, Bucket>,
     /// An upper bound of each Agent's uncited uploaded bytes: set from the exact sum, raised
     /// by every blob it uploads after (citations only ever lower the exact value), so the
     /// exact sum, a walk over all of the Agent's uploads, runs only near the cap.
@@ -84,6 +80,8 @@ pub(crate) struct Limits {
     settings: Settings,
     // A std Mutex: every critical section is a few map operations, with no `.await` inside.
     state: Arc<Mutex<State>>,
+    logins: Arc<Rate>,
+    commands: Arc<Rate>,
 }
 
 /// One admitted upload. Dropping it (the upload ended, failed or was cancelled) frees its slot
@@ -126,6 +124,8 @@ impl Limits {
         Self {
             settings,
             state: Arc::default(),
+            logins: Arc::new(Rate::new(settings.logins_per_minute, "session requests")),
+            commands: Arc::new(Rate::new(settings.commands_per_minute, "Commands")),
         }
     }
 
@@ -289,40 +289,19 @@ impl Limits {
     /// Called only after the session request's signature checked out, so nobody can spend
     /// another Agent's tokens.
     pub(crate) fn admit_login(&self, agent: &str, now: DateTime<Utc>) -> Result<(), Error> {
-        let per_minute = f64::from(self.settings.logins_per_minute);
-        if per_minute <= 0.0 {
-            return Ok(());
-        }
-        let mut state = self.lock();
-        let bucket = state.logins.entry(agent.to_owned()).or_insert(Bucket {
-            tokens: per_minute,
-            at: now,
-        });
-        bucket.tokens = refilled(*bucket, now, per_minute);
-        bucket.at = now;
-        if bucket.tokens < 1.0 {
-            return Err(reject(
-                ErrorCode::RateLimited,
-                format!(
-                    "at most {} session requests per agent per minute",
-                    self.settings.logins_per_minute
-                ),
-            ));
-        }
-        bucket.tokens -= 1.0;
-        // A bucket that has refilled carries no information: forget it, so the map holds only
-        // the Agents that logged in within about the last minute.
-        state
-            .logins
-            .retain(|_, bucket| refilled(*bucket, now, per_minute) < per_minute);
-        Ok(())
+        self.logins.admit(agent, now)
     }
-}
 
-/// The tokens of `bucket` at `now`, refilled at `per_minute` up to `per_minute`.
-fn refilled(bucket: Bucket, now: DateTime<Utc>, per_minute: f64) -> f64 {
-    let minutes = (now - bucket.at).num_milliseconds().max(0) as f64 / 60_000.0;
-    (bucket.tokens + minutes * per_minute).min(per_minute)
+    /// Proposals one Group may hold open (0: no cap).
+    pub(crate) fn max_open_proposals(&self) -> u64 {
+        self.settings.max_open_proposals
+    }
+
+    /// Takes one Command token of `agent` at `now`, or refuses with `rate_limited` (429).
+    /// Called only after the Command's signature and session checked out.
+    pub(crate) fn admit_command(&self, agent: &str, now: DateTime<Utc>) -> Result<(), Error> {
+        self.commands.admit(agent, now)
+    }
 }
 
 fn quota_error(cap: u64) -> Error {
@@ -424,6 +403,8 @@ mod tests {
             max_open_uploads: 3,
             max_unpublished_bytes: 100,
             logins_per_minute: 2,
+            commands_per_minute: 0,
+            max_open_proposals: 0,
             max_downloads_per_agent: 2,
             max_downloads_per_group: 3,
             max_open_downloads: 4,
@@ -556,21 +537,5 @@ mod tests {
             .admit_upload(Some("a"), 100)
             .expect_err("stored at the cap");
         assert_eq!(refused.code(), ErrorCode::UploadQuotaExceeded);
-    }
-
-    #[test]
-    fn logins_refill_with_time() {
-        let limits = limits();
-        let start = Utc::now();
-        limits.admit_login("a", start).expect("1");
-        limits.admit_login("a", start).expect("2");
-        let refused = limits.admit_login("a", start).expect_err("3");
-        assert_eq!(refused.code(), ErrorCode::RateLimited);
-        limits
-            .admit_login("b", start)
-            .expect("another agent has its own bucket");
-        limits
-            .admit_login("a", start + chrono::Duration::seconds(30))
-            .expect("one token back after half a minute");
     }
 }

@@ -70,6 +70,10 @@ pub mod defaults {
     pub const LINEAGE_SNAPSHOT_INTERVAL_SECS: u64 = 300;
     /// Session requests one Agent may make per minute (a token bucket of this size).
     pub const LOGINS_PER_MINUTE: u32 = 10;
+    /// Commands one Agent may send per minute: a burst of this many, then this many a minute.
+    pub const COMMANDS_PER_MINUTE: u32 = 300;
+    /// Proposals (`work.propose`) one Group may hold open, not yet authorized.
+    pub const MAX_OPEN_PROPOSALS: u64 = 1000;
     /// Where `weft serve` keeps its data.
     pub const DATA_DIR: &str = "weft-data";
     /// Where `weft serve` listens.
@@ -128,6 +132,10 @@ pub struct Quotas {
     pub unpublished_blob_ttl: chrono::Duration,
     /// Session requests one Agent may make per minute (0: no limit).
     pub logins_per_minute: u32,
+    /// Commands one Agent may send per minute (0: no limit).
+    pub commands_per_minute: u32,
+    /// Proposals one Group may hold open, not yet authorized (0: no cap).
+    pub max_open_proposals: u64,
     /// Downloads of stored files one Agent may have open at once.
     pub max_downloads_per_agent: usize,
     /// Downloads of stored files one Group's sessions may have open at once.
@@ -149,6 +157,8 @@ impl Default for Quotas {
                 defaults::UNPUBLISHED_BLOB_TTL_SECS as i64,
             ),
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
+            commands_per_minute: defaults::COMMANDS_PER_MINUTE,
+            max_open_proposals: defaults::MAX_OPEN_PROPOSALS,
             max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
             max_downloads_per_group: defaults::MAX_DOWNLOADS_PER_GROUP,
             max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,

@@ -68,8 +68,10 @@ impl Engine {
         let now = self.clock.now();
         // Rate-limited per Agent only now that its signature checked out (limits.rs).
         self.limits.admit_login(agent_id.as_str(), now)?;
-        let skew = (now - request.issued_at.to_utc()).num_seconds().abs();
-        if skew > weft_api::session::MAX_CLOCK_SKEW_SECONDS {
+        // In milliseconds: whole seconds would let a request dated up to 0.999 s past the
+        // window through, and outlive its nonce's keep (issue #40).
+        let skew_ms = (now - request.issued_at.to_utc()).num_milliseconds().abs();
+        if skew_ms > weft_api::session::MAX_CLOCK_SKEW_SECONDS * 1000 {
             return Err(reject(
                 ErrorCode::ClockSkew,
                 "issuedAt is more than 5 minutes from the server clock",

@@ -14,6 +14,37 @@ fn ok(outcome: (bool, String, String)) -> String {
     outcome.1
 }
 
+/// Issue #40, data directory modes: every file weft created in `data` is 0600 and every
+/// directory 0700 (the lock, the index and its WAL, `blobs/blake3/` and its shards).
+fn assert_owner_only(data: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mut pending = vec![data.to_path_buf()];
+        let mut seen = 0;
+        while let Some(path) = pending.pop() {
+            let mode = std::fs::metadata(&path)
+                .expect("metadata")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0, "{} is {:o}", path.display(), mode & 0o777);
+            seen += 1;
+            if path.is_dir() {
+                pending.extend(
+                    std::fs::read_dir(&path)
+                        .expect("list")
+                        .flatten()
+                        .map(|e| e.path()),
+                );
+            }
+        }
+        assert!(
+            seen > 5 && data.join("blobs/blake3").is_dir(),
+            "{seen} entries"
+        );
+    }
+}
+
 #[test]
 fn worker_journey_through_the_cli_survives_a_crash() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -196,6 +227,7 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         "{refused:?}"
     );
 
+    assert_owner_only(&data);
     // A crash (SIGKILL) loses nothing that was acknowledged. It may leave an unfinished
     // upload in staging/ and (killed between promotion and commit) a blob file with no row:
     // fsck calls those harmless leftovers, exit 2, not damage (issue #10 finding 10).

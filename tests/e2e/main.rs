@@ -18,5 +18,6 @@ mod sign_in;
 mod support;
 mod tidy;
 mod transport;
+mod truncation;
 mod ui;
 mod work;

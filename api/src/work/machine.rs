@@ -211,7 +211,8 @@ pub fn role_allows(command: CommandType, roles: &[Role]) -> bool {
     use CommandType as C;
     let has = |role: Role| roles.contains(&role);
     match command {
-        C::WorkPropose => !roles.is_empty(),
+        // Any member but a read-only one (issue #40: an auditor's role is read-only).
+        C::WorkPropose => roles.iter().any(|role| *role != Role::Auditor),
         C::MissionCreate
         | C::MissionApprove
         | C::MissionFail

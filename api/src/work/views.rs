@@ -138,12 +138,16 @@ pub struct WorkItemView {
     pub progress: Option<ProgressView>,
     pub preemption_requested: Option<Preemption>,
     /// Manifests a fenced owner published after the WorkItem was reassigned (OFL-2): kept for
-    /// audit, refused `stale_lease`, never artifacts of the WorkItem; oldest first.
+    /// audit, refused `stale_lease`, never artifacts of the WorkItem; the newest 32, oldest
+    /// first.
     pub inert_publications: Vec<InertPublication>,
     /// The conversation before acceptance (CON-2): the newest questions (at most
     /// `conversation::QUESTIONS_SHOWN`, oldest first) with their answers; the log has them all.
     #[serde(default)]
     pub questions: Vec<super::conversation::QuestionView>,
+    /// Whether older inert records exist beyond the newest ones shown (issue #40).
+    #[serde(default)]
+    pub inert_publications_truncated: bool,
     /// Sequences of the newest (at most 256) Events that touched it, oldest first; the Group's
     /// log has them all.
     pub history: Vec<u64>,

@@ -354,3 +354,50 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// Issue #40 (OFL-2): a fenced owner's refused manifests are kept as inert records up to
+    /// the cap per (WorkItem, producer); past it the refusal stands and nothing is kept, and
+    /// the WorkItem view shows only the newest 32 with `inertPublicationsTruncated`.
+    async fn inert_publications_are_capped_and_paged(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, w2) = group(&h).await;
+        let lease = leased(&h, &coordinator, &w1, "wi-c").await;
+        h.clock.advance(chrono::Duration::seconds(OWNERSHIP + 1));
+        h.store
+            .expire_due(weft_storage::Clock::now(&h.clock))
+            .await
+            .expect("expire_due");
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-c", "o-2", &["w2"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &w2,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-c", "offerId": "o-2"}),
+        )
+        .await;
+        const CAP: usize = 64;
+        for n in 0..CAP {
+            let (_, late) =
+                publication(&h, &w1, format!("late {n}").as_bytes(), "wi-c", &lease, 1).await;
+            assert_eq!(
+                h.send(publish_request(&w1, &late)).await.code(),
+                "stale_lease"
+            );
+        }
+        let (_, over) = publication(&h, &w1, b"one too many", "wi-c", &lease, 1).await;
+        refused(&h, publish_request(&w1, &over), "stale_lease").await;
+        let view = h.get_json(&coordinator, "/v1/workitems/wi-c").await;
+        let inert = view["inertPublications"].as_array().expect("inert records");
+        assert_eq!(inert.len(), 32, "{view}");
+        assert_eq!(view["inertPublicationsTruncated"], true);
+    }
+);

@@ -287,3 +287,73 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// Issue #40 (DESIGN §11: "the same parameters and formats as an artifact's"): a package's
+    /// provenance takes `direction`; `descendants` walks the cited Artifacts forward (what was
+    /// derived from them), the default walks them back; an unknown direction is `bad_request`.
+    async fn context_provenance_takes_a_direction(kind: Kind) {
+        let h = harness(kind).await;
+        let (worker, artifact) = setting(&h).await;
+        let derived = h
+            .put(&worker, "g1", b"{\"later\": true}", &[artifact])
+            .await;
+        let cites = package(
+            &worker,
+            ("g1", "mission-1"),
+            "pkg-d",
+            1,
+            None,
+            (1, 2),
+            &[artifact],
+        );
+        published(&h, &worker, "g1", &cites).await;
+        let derived_from = |lineage: &Value| {
+            lineage["edges"].as_array().expect("edges").iter().any(|e| {
+                e["from"] == json!(derived.to_string())
+                    && e["to"] == json!(artifact.to_string())
+                    && e["type"] == "derivedFrom"
+            })
+        };
+        let back = h.get_json(&worker, "/v1/context/pkg-d/provenance").await;
+        assert!(!derived_from(&back), "{back}");
+        for direction in ["descendants", "both"] {
+            let forward = h
+                .get_json(
+                    &worker,
+                    &format!("/v1/context/pkg-d/provenance?direction={direction}"),
+                )
+                .await;
+            assert!(derived_from(&forward), "{direction}: {forward}");
+            assert_eq!(forward["contexts"].as_array().map(Vec::len), Some(1));
+        }
+        let edges = h
+            .get_json(
+                &worker,
+                "/v1/context/pkg-d/provenance?direction=descendants&edges=derivedFrom&format=json",
+            )
+            .await;
+        assert!(derived_from(&edges), "{edges}");
+        // The operator's `asOf` counts in the package's own Group.
+        let answer = h
+            .call(
+                Method::GET,
+                "/v1/context/pkg-d/provenance?asOf=1",
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        refused(
+            &h,
+            request(
+                Method::GET,
+                "/v1/context/pkg-d/provenance?direction=sideways",
+                Some(&worker.token),
+                Body::empty(),
+            ),
+            "bad_request",
+        )
+        .await;
+    }
+);

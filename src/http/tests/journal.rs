@@ -429,7 +429,8 @@ backends!(
     /// A WorkItem's view (every Command's answer) lists its newest 256 Event sequences and says
     /// whether there are older ones, so a long-lived WorkItem's Commands do not grow with its age.
     async fn a_work_items_view_lists_its_newest_history(kind: Kind) {
-        let h = harness(kind).await;
+        // 300 Commands at one instant of the test clock: past the default Command rate.
+        let h = harness_with(kind, |config| config.commands_per_minute = 0).await;
         let (coordinator, w1, _) = group(&h).await;
         mission_with(&h, &coordinator, MISSION, limit(100_000, 50.0), None).await;
         let lease = started(&h, &coordinator, &w1, MISSION, WI, limit(100_000, 10.0)).await;

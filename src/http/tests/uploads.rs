@@ -584,3 +584,35 @@ backends!(
         assert_eq!(offset(&h, &location, &worker.token).await, MAX_UPLOAD);
     }
 );
+
+backends!(
+    /// Issue #40: a finish whose last chunk was made durable but whose answer was lost can be
+    /// re-sent as it was: the chunk ends exactly at the durable offset and holds the durable
+    /// tail, so the finish stores the blob. A different tail there is still 416
+    /// `upload_offset_mismatch` with nothing changed.
+    async fn a_cut_off_finish_can_be_sent_again(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes = sample(3000);
+        let location = start(&h, &worker).await;
+        // The whole upload durable, its last chunk included, as after a finish cut off.
+        send_chunks(&h, &location, &worker.token, &bytes, 0, 1000).await;
+        let digest = digest_of(&bytes).blake3;
+        let last_chunk = |tail: &[u8]| {
+            on_upload(
+                Method::PUT,
+                &format!("{location}?digest={digest}"),
+                &worker.token,
+                &[("content-range", "2000-2999".to_owned())],
+                tail.to_vec(),
+            )
+        };
+        let mut other = bytes[2000..].to_vec();
+        other[500] ^= 1;
+        let answer = refused(&h, last_chunk(&other), "upload_offset_mismatch").await;
+        assert_eq!(answer.headers["upload-offset"], "3000");
+        let answer = h.send(last_chunk(&bytes[2000..])).await;
+        assert!(answer.status.is_success(), "{answer:?}");
+        assert_eq!(answer.json()["blake3"], digest.to_string(), "{answer:?}");
+    }
+);

@@ -44,8 +44,8 @@ impl Stale {
             Self::Fenced(why) => reject(
                 ErrorCode::StaleLease,
                 format!(
-                    "{why}; the manifest was kept as an inert audit record (OFL-2) and \
-                     completes nothing"
+                    "{why}; the manifest was kept as an inert audit record (OFL-2; at most \
+                     {MAX_INERT_PER_PRODUCER} per producer and WorkItem) and completes nothing"
                 ),
             ),
         }
@@ -177,10 +177,25 @@ pub(super) struct Inert {
     pub(super) reason: String,
 }
 
+/// Inert records kept per (WorkItem, producer): enough to audit what a fenced owner sent
+/// after it lost the work, not a store it can fill (issue #40: 5,000 refused manifests grew
+/// the WorkItem view to 1.1 MB). Past it a refused manifest is not kept; the refusal stands.
+pub(crate) const MAX_INERT_PER_PRODUCER: u64 = 64;
+
 /// Keeps `inert` unless its manifest is kept already (the same bytes again add nothing) or
-/// was published (it cannot have been: a fenced epoch never becomes current again).
+/// was published (it cannot have been: a fenced epoch never becomes current again), or its
+/// producer has [`MAX_INERT_PER_PRODUCER`] kept for the WorkItem already.
 pub(super) fn keep_inert(conn: &Connection, inert: &Inert) -> Result<(), Error> {
     let manifest = &inert.manifest;
+    let kept: u64 = conn.row(
+        "SELECT COUNT(*) FROM inert_publications WHERE work_item_id = ?1 AND producer = ?2",
+        params![manifest.work_item_id.as_str(), inert.producer],
+        |row| row.get(0),
+    )?;
+    if kept >= MAX_INERT_PER_PRODUCER {
+        tracing::debug!(producer = %inert.producer, work_item = %manifest.work_item_id, "inert record cap reached; not kept");
+        return Ok(());
+    }
     conn.run(
         "INSERT OR IGNORE INTO inert_publications (manifest_id, group_id, work_item_id, producer,
                  lease_id, ownership_epoch, envelope, received_at, reason)

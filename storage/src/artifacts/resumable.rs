@@ -378,7 +378,23 @@ impl Engine {
         self.offset_for(upload_id, owner).await?;
         let _claim = self.upload_claims.claim(upload_id)?;
         if let Some((start, body)) = last_chunk {
-            self.append_claimed(upload_id, start, body, owner).await?;
+            let (row, _) = self.owned_and_held(upload_id, owner).await?;
+            if start < row.received {
+                // A finish re-sent after its last chunk was made durable but its answer was
+                // lost (issue #40): the same chunk, ending exactly at the durable offset, is
+                // already there. Anything else is the usual mismatch. The digest check below
+                // still covers every byte.
+                let path = object_store::path::Path::from(row.staging_path.as_str());
+                if !self
+                    .blobs
+                    .upload_holds(&path, start, row.received, body)
+                    .await?
+                {
+                    return Err(offset_mismatch(start, row.received));
+                }
+            } else {
+                self.append_claimed(upload_id, start, body, owner).await?;
+            }
         }
         let (row, held) = self.owned_and_held(upload_id, owner).await?;
         // The finish holds a slot like any upload: it reads and hashes the whole object.

@@ -33,8 +33,9 @@ pub struct SweepReport {
 
 /// A session nonce can only be replayed while a request carrying it could still pass the
 /// `issuedAt` check: at most the skew window after it was seen, plus the skew window again
-/// (issued up to 5 minutes in the future). Older nonces are dead weight.
-const NONCE_KEEP_SECONDS: i64 = 2 * weft_api::session::MAX_CLOCK_SKEW_SECONDS;
+/// (issued up to 5 minutes in the future), and a minute of margin so the edge never depends on
+/// how the two comparisons round (issue #40). Older nonces are dead weight.
+const NONCE_KEEP_SECONDS: i64 = 2 * weft_api::session::MAX_CLOCK_SKEW_SECONDS + 60;
 
 impl Engine {
     pub(crate) async fn sweep(&self) -> Result<SweepReport, Error> {

@@ -121,6 +121,59 @@ impl Blobs {
     /// Re-hashes the first `received` bytes of an upload session's object, streaming (memory
     /// stays at a few batches whatever the size), and hands it back as staged bytes ready to
     /// promote. Dropping the result deletes the object.
+    /// Whether `body` is exactly the bytes `start..end` of the upload object at `path`: the
+    /// last chunk of a finish re-sent after that chunk was made durable but the finish was cut
+    /// off (issue #40). Both sides are streamed and compared as they come, so memory stays
+    /// bounded by one chunk of each whatever the range.
+    pub(crate) async fn upload_holds<S>(
+        &self,
+        path: &Path,
+        start: u64,
+        end: u64,
+        body: S,
+    ) -> Result<bool, Error>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
+    {
+        let mut stored = if start < end {
+            let options = object_store::GetOptions {
+                range: Some(object_store::GetRange::Bounded(start..end)),
+                ..Default::default()
+            };
+            self.reads.get_opts(path, options).await?.into_stream()
+        } else {
+            futures::stream::empty().boxed()
+        };
+        let mut body = std::pin::pin!(body);
+        let (mut sent, mut kept) = (Bytes::new(), Bytes::new());
+        let (mut sent_done, mut kept_done) = (false, false);
+        loop {
+            while sent.is_empty() && !sent_done {
+                match body.next().await {
+                    Some(chunk) => sent = chunk.map_err(body_error)?,
+                    None => sent_done = true,
+                }
+            }
+            while kept.is_empty() && !kept_done {
+                match stored.next().await {
+                    Some(chunk) => kept = chunk?,
+                    None => kept_done = true,
+                }
+            }
+            match (sent.is_empty(), kept.is_empty()) {
+                (true, true) => return Ok(true),
+                (false, false) => {}
+                _ => return Ok(false),
+            }
+            let n = sent.len().min(kept.len());
+            if sent[..n] != kept[..n] {
+                return Ok(false);
+            }
+            sent = sent.slice(n..);
+            kept = kept.slice(n..);
+        }
+    }
+
     pub(crate) async fn hash_upload(&self, path: &Path, received: u64) -> Result<Staged, Error> {
         if received == 0 {
             // Nothing was ever appended, so there may be no object: stage an empty one.

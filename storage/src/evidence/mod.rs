@@ -71,25 +71,19 @@ fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> 
     }
 }
 
-/// Whether `artifact` was published for the Evidence's Mission and WorkItem in its Group.
-fn published_for(
-    conn: &Connection,
-    artifact: &ArtifactId,
-    evidence: &Evidence,
-) -> Result<bool, Error> {
-    Ok(conn
+/// Whether Evidence may cite `artifact` (EVD-4): published for its Mission in its Group, or
+/// published there as reusable knowledge (CTX-6).
+fn citable(conn: &Connection, artifact: &ArtifactId, evidence: &Evidence) -> Result<bool, Error> {
+    let group = evidence.group_id.as_str();
+    let in_mission = conn
         .row(
-            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
-            params![
-                &artifact.0[..],
-                evidence.group_id.as_str(),
-                evidence.mission_id.as_str(),
-                evidence.work_item_id.as_str()
-            ],
+            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 LIMIT 1",
+            params![&artifact.0[..], group, evidence.mission_id.as_str()],
             |_| Ok(()),
         )
         .optional()?
-        .is_some())
+        .is_some();
+    Ok(in_mission || crate::artifacts::reuse_record(conn, group, artifact)?.is_some())
 }
 
 impl Engine {
@@ -203,14 +197,15 @@ impl Engine {
                     if !can_read_artifact(txn, &producer, artifact)? {
                         return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not published in a group {signer} can read")));
                     }
-                    // Evidence speaks about the work it cites: the artifacts must have been
-                    // published for this Mission and WorkItem in this Group.
-                    if !published_for(txn, artifact, &evidence)? {
+                    // EVD-4's "referenced Artifacts": any the producer can read that was
+                    // published for this Mission in this Group (another WorkItem's reference
+                    // data included), or reusable knowledge of the Group (issue #40).
+                    if !citable(txn, artifact, &evidence)? {
                         return Err(reject(
                             ErrorCode::MissionMismatch,
                             format!(
-                                "{artifact} is not published for Mission {} WorkItem {} in {group}",
-                                evidence.mission_id, evidence.work_item_id
+                                "{artifact} is neither published for Mission {} in {group} nor reusable there",
+                                evidence.mission_id
                             ),
                         ));
                     }

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::Evidence;
-use weft_api::verdict::{Standing, may_supersede, on_own_work};
+use weft_api::evidence::MethodKind;
+use weft_api::verdict::{Standing, may_supersede, may_supersede_method, on_own_work};
 use weft_api::{ArtifactId, ErrorCode, Id};
 
 use crate::error::{Error, reject};
@@ -45,7 +46,7 @@ pub(crate) fn superseded(
     workers: &BTreeSet<String>,
 ) -> Result<BTreeSet<Vec<u8>>, Error> {
     let mut statement = conn.prepare_cached(
-        "SELECT s.supersedes, s.producer, s.standing, e.producer
+        "SELECT s.supersedes, s.producer, s.standing, e.producer, e.method_kind, s.method_kind
          FROM evidence s JOIN evidence e ON e.evidence_id = s.supersedes
          WHERE s.work_item_id = ?1 AND s.supersedes IS NOT NULL",
     )?;
@@ -56,17 +57,29 @@ pub(crate) fn superseded(
                 row.get::<_, String>(1)?,
                 row.get::<_, String>(2)?,
                 row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, String>(5)?,
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
     let mut superseded = BTreeSet::new();
-    for (earlier, corrector, standing, producer) in rows {
+    for (earlier, corrector, standing, producer, earlier_method, method) in rows {
         let now = weighed(stored(&standing)?, &corrector, workers);
-        if may_supersede(now, corrector == producer) {
+        // Records kept before issue #40 may name a deterministic check from another method:
+        // they do not count, as they would now be refused.
+        if may_supersede(now, corrector == producer)
+            && may_supersede_method(stored_method(&earlier_method)?, stored_method(&method)?)
+        {
             superseded.insert(earlier);
         }
     }
     Ok(superseded)
+}
+
+/// A method kind as the `evidence` table stores it.
+fn stored_method(text: &str) -> Result<MethodKind, Error> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| Error::backend(std::io::Error::other(format!("unknown method {text}"))))
 }
 
 /// A standing as the `evidence` table stores it.
@@ -121,14 +134,24 @@ pub(super) fn check_supersedes(
     signer: &Id,
     standing: Standing,
 ) -> Result<(), Error> {
-    let target: Option<(String, String, String, String, String)> = conn
+    let target: Option<(String, String, String, String, String, String)> = conn
         .row(
-            "SELECT group_id, mission_id, work_item_id, criterion, producer FROM evidence WHERE evidence_id = ?1",
+            "SELECT group_id, mission_id, work_item_id, criterion, producer, method_kind
+             FROM evidence WHERE evidence_id = ?1",
             [&earlier.0[..]],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                    row.get(5)?,
+                ))
+            },
         )
         .optional()?;
-    let Some((group_id, mission_id, work_item_id, criterion, producer)) = target else {
+    let Some((group_id, mission_id, work_item_id, criterion, producer, method)) = target else {
         return Err(reject(
             ErrorCode::UnknownEvidence,
             format!("supersedes names unknown Evidence {earlier}"),
@@ -147,6 +170,12 @@ pub(super) fn check_supersedes(
         return Err(reject(
             ErrorCode::SupersedesMismatch,
             "supersedes names Evidence of another Mission, WorkItem or criterion",
+        ));
+    }
+    if !may_supersede_method(stored_method(&method)?, evidence.method.kind) {
+        return Err(reject(
+            ErrorCode::SupersedesMismatch,
+            format!("{earlier} is a {method}: only a re-run of the same check supersedes it"),
         ));
     }
     if !may_supersede(standing, producer == signer.as_str()) {

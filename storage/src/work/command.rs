@@ -150,7 +150,13 @@ impl Engine {
         }
         // The epochs are checked in the writer, after a stored answer is looked up: the same
         // bytes sent again after a reconnect replay their answer (DESIGN §10).
+        // Issue #40: a per-Agent rate, taken once the signature and session checked out.
+        self.limits
+            .admit_command(command.agent_id.as_str(), self.clock.now())?;
         let body = command.body()?;
+        if matches!(body, CommandBody::WorkPropose(_)) {
+            self.admit_proposal(&route_group).await?;
+        }
         // A buffered Command's binding (OFL-6/7) and the usage delta it charges (DESIGN §12).
         let offline = command.offline_binding()?;
         let usage = match &offline {

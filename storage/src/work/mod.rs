@@ -14,11 +14,13 @@
 
 mod apply;
 mod budget;
+mod caps;
 mod checks;
 mod child;
 mod command;
 mod deps;
 pub(crate) mod expiry;
+mod inert;
 mod listing;
 mod missions;
 mod offline;
@@ -36,8 +38,7 @@ use serde::de::DeserializeOwned;
 use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level, WorkContract};
 use weft_api::work::machine::{MissionState, WorkState};
 use weft_api::work::views::{
-    BudgetView, InertPublication, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph,
-    WorkItemView, WorkNode,
+    BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
 };
 use weft_api::{ErrorCode, Id};
 
@@ -318,6 +319,8 @@ pub(crate) fn work_view(
         ownership_epoch: row.ownership_epoch,
         expires_at: row.ownership_expires_at.clone(),
     });
+    let (inert_publications, inert_publications_truncated) =
+        inert::newest(conn, &row.work_item_id)?;
     let lease = current_lease(conn, &row.work_item_id)?;
     let preemption_requested = match &lease {
         Some(lease) => owner::preemption(conn, &lease.lease_id)?,
@@ -346,46 +349,12 @@ pub(crate) fn work_view(
         attempt_key: owner::attempt_key(row)?,
         progress: owner::latest_progress(conn, &row.work_item_id)?,
         preemption_requested,
-        inert_publications: inert_publications(conn, &row.work_item_id)?,
         questions: questions::view(conn, &row.work_item_id, now)?,
+        inert_publications,
+        inert_publications_truncated,
         history,
         history_truncated,
     })
-}
-
-/// The inert audit records of a WorkItem (OFL-2), oldest first.
-fn inert_publications(
-    conn: &Connection,
-    work_item_id: &str,
-) -> Result<Vec<InertPublication>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT manifest_id, producer, lease_id, ownership_epoch, received_at
-         FROM inert_publications WHERE work_item_id = ?1 ORDER BY received_at, manifest_id",
-    )?;
-    let rows = statement
-        .query_map([work_item_id], |r| {
-            Ok((
-                r.get::<_, Vec<u8>>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, u64>(3)?,
-                r.get::<_, String>(4)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    rows.into_iter()
-        .map(
-            |(manifest_id, producer, lease_id, ownership_epoch, received_at)| {
-                Ok(InertPublication {
-                    manifest_id: weft_api::ArtifactId(crate::events::to32(manifest_id)?),
-                    producer,
-                    lease_id,
-                    ownership_epoch,
-                    received_at,
-                })
-            },
-        )
-        .collect()
 }
 
 fn nodes(conn: &Connection, mission_id: &str) -> Result<Vec<WorkNode>, Error> {

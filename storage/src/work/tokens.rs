@@ -172,10 +172,13 @@ fn lease_row(conn: &Connection, lease_id: &str) -> Result<Option<LeaseRow>, Erro
 }
 
 /// The lease `lease_id` as its owner `session` may manage its tokens: `not_found` outside the
-/// session's Group, `forbidden` for anyone but the owner under the lease's session.
+/// session's Group or its Mission scope (CTX-5: answered as an unknown lease, issue #40),
+/// `forbidden` for anyone but the owner under the lease's session.
 fn owned_lease(conn: &Connection, lease_id: &str, session: &Session) -> Result<LeaseRow, Error> {
     let lease = lease_row(conn, lease_id)?
-        .filter(|lease| lease.group_id == session.group_id.as_str())
+        .filter(|lease| {
+            lease.group_id == session.group_id.as_str() && session.scope.covers(&lease.mission_id)
+        })
         .ok_or_else(|| {
             reject(
                 ErrorCode::NotFound,
