@@ -8,6 +8,7 @@ mod crash;
 mod delivery;
 mod first_hour;
 mod offline;
+mod readme;
 mod restart;
 mod resume;
 mod revoke;
