@@ -349,3 +349,31 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// PRG-8, PRG-9 (issue #49 review): a start under a new ownership epoch is a new attempt.
+    /// A Worker whose lease and ownership ran out (fenced, SM-6) and that is offered the
+    /// WorkItem again starts a retry, bounded by `maxAttempts` like one after a failure, so a
+    /// crash-looping Worker is not restarted forever.
+    async fn prg_8_a_start_after_fencing_is_a_retry(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = setup(&h).await;
+        let mut contract = with_retry(
+            json!({"maxAttempts": 1, "backoffSeconds": 0, "deadline": null, "maxCost": 1.0}),
+        );
+        contract["leases"]["ownershipSeconds"] = json!(100);
+        contract["leases"]["executionSeconds"] = json!(50);
+        owned(&h, &coordinator, &w1, "wi-f", contract).await;
+        start(&h, &w1, "wi-f").await;
+        h.clock.advance(Duration::seconds(101));
+        h.store
+            .expire_due(weft_storage::Clock::now(&h.clock))
+            .await
+            .expect("expire_due");
+        let fenced = view(&h, &coordinator, "wi-f").await;
+        assert_eq!(fenced["state"], "open", "{kind:?}: {fenced}");
+        reoffered(&h, &coordinator, &w1, "wi-f", "o-f2").await;
+        let again = command_doc(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-f"})).await;
+        refused(&h, command_request(&w1, "g1", &again), "budget_exceeded").await;
+    }
+);

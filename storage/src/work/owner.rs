@@ -112,30 +112,36 @@ const LAST_FAILURE: &str = "SELECT max(e.appended_at) FROM work_history h
      WHERE h.work_item_id = ?2 AND e.type = 'work.failed'";
 
 /// The WorkItem's newest `work.started` or `work.failed`, through its own history, newest
-/// first (`CROSS JOIN` for the same reason as [`LAST_FAILURE`]).
-const LAST_START_OR_FAILURE: &str = "SELECT e.type FROM work_history h
+/// first (`CROSS JOIN` for the same reason as [`LAST_FAILURE`]), with the ownership epoch the
+/// Event left the WorkItem at.
+const LAST_START_OR_FAILURE: &str = "SELECT e.type, json_extract(e.payload, '$.ownershipEpoch')
+     FROM work_history h
      CROSS JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
      WHERE h.work_item_id = ?2 AND e.type IN ('work.started', 'work.failed')
      ORDER BY h.sequence DESC LIMIT 1";
 
-/// PRG-8, LSE-12: does a `work.start` now resume the current attempt? It does when an attempt
-/// was started and no `work.failed` came after it: a resume after a checkpoint (T8), a
-/// preemption (LSE-12 step 5), an unblock (T10), an expired lease or a replaced session
-/// (GAP-1) is the same attempt, under the same attempt key. Only the first start and a start
-/// after a failure are new attempts, and only those meet the retry policy.
+/// PRG-8, LSE-12: does a `work.start` now resume the current attempt? It does when the newest
+/// start was under the current ownership epoch and no `work.failed` came after it: a resume
+/// after a checkpoint (T8), a preemption (LSE-12 step 5), an unblock (T10), an expired lease
+/// or a replaced session (GAP-1) is the same attempt, under the same attempt key (PRG-9: the
+/// key is derived from the epoch and the attempt's number). A start under a new ownership
+/// epoch (a re-offer after a failure or a fencing, or a re-acceptance of a revised contract,
+/// CON-5) is a new attempt, and so is a start after a failure: only those meet the retry
+/// policy, so a crash-looping Worker re-offered again and again is still bounded by it.
 pub(super) fn resumes_attempt(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<bool, Error> {
     if row.attempts == 0 {
         return Ok(false);
     }
-    let newest: Option<String> = ctx
+    let newest: Option<(String, Option<u64>)> = ctx
         .tx
         .row(
             LAST_START_OR_FAILURE,
             params![row.group_id, row.work_item_id],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
-    Ok(newest.as_deref() == Some("work.started"))
+    Ok(matches!(newest, Some((kind, Some(epoch)))
+        if kind == "work.started" && epoch == row.ownership_epoch))
 }
 
 /// PRG-8: may the WorkItem start another attempt? Only a new attempt asks (a resume does
