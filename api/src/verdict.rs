@@ -113,9 +113,12 @@ pub fn may_claim(standing: Standing, method: MethodKind) -> bool {
     use Standing as S;
     match method {
         M::IntegrityCheck | M::SchemaValidation => matches!(standing, S::Reviewer | S::Authority),
-        M::AutomatedTest | M::BusinessRule => {
-            matches!(standing, S::Worker | S::Coordinator | S::Reviewer)
-        }
+        M::AutomatedTest => matches!(standing, S::Worker | S::Coordinator | S::Reviewer),
+        // The Authority checks one rule itself: a child Mission's approval (T16, `work/child.rs`).
+        M::BusinessRule => matches!(
+            standing,
+            S::Worker | S::Coordinator | S::Reviewer | S::Authority
+        ),
         M::ReviewerAgent => standing == S::Reviewer,
         M::Human => matches!(standing, S::Coordinator | S::Reviewer | S::Approver),
     }

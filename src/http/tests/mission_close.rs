@@ -121,10 +121,13 @@ backends!(
 
 backends!(
     /// SM-T15, SM-T16, SM-11 (issue #49): `mission.create_child` blocks the parent and fences
-    /// its owner while the child runs; the child's approval verifies the parent and becomes
-    /// Evidence for it: the Authority's `business_rule` record, one per acceptance criterion,
-    /// in the approval's transaction, so the parent's criteria view shows why it was verified
-    /// and the rows stay the fold of the log.
+    /// its owner while the child runs; an empty child cannot verify its parent
+    /// (`evidence_missing`, nothing changed); once a WorkItem of the child is verified (its
+    /// integrity checked by the Authority after submission), the child's approval verifies the
+    /// parent and becomes Evidence for it: the Authority's `business_rule` record, one per
+    /// acceptance criterion, in the approval's transaction, naming the approver and the
+    /// verified work, so the parent's criteria view shows why it was verified and the rows stay
+    /// the fold of the log.
     async fn sm_t16_a_child_approval_is_evidence_for_its_parent(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
@@ -152,22 +155,93 @@ backends!(
             json!({"workItemId": "wi-p", "offerId": "o-p"}),
         )
         .await;
+        // The child is the Mission the harness publishes under (`mission-1`).
         let child = ok(
             &h,
             &coordinator,
             "g1",
             "mission.create_child",
-            json!({"workItemId": "wi-p", "childMissionId": "m-child", "title": "sub", "childFailurePolicy": "block"}),
+            json!({"workItemId": "wi-p", "childMissionId": "mission-1", "title": "sub", "childFailurePolicy": "block"}),
         )
         .await;
         assert_eq!(child["state"]["state"], "blocked", "SM-T15: {child}");
         assert!(child["state"]["owner"].is_null(), "SM-T15: fenced: {child}");
+        let empty = command_doc(
+            &h,
+            &coordinator,
+            "g1",
+            "mission.approve",
+            json!({"missionId": "mission-1"}),
+        )
+        .await;
+        refused(
+            &h,
+            command_request(&coordinator, "g1", &empty),
+            "evidence_missing",
+        )
+        .await;
+
+        let mut checked = contract(&[]);
+        checked["acceptanceCriteria"] = json!([
+            {"id": "ac-int", "description": "the bytes are what was published", "requiredEvidence": ["integrity_check"]}
+        ]);
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-c", "missionId": "mission-1", "contract": checked}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-c", "o-c", &["w1"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-c", "offerId": "o-c"}),
+        )
+        .await;
+        let started = ok(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-c"})).await;
+        let artifact = h.put_in(&w1, "g1", b"{\"summary\": 1}", &[], "wi-c").await;
+        let mut submit = command_doc(
+            &h,
+            &w1,
+            "g1",
+            "work.submit",
+            json!({"workItemId": "wi-c", "artifacts": [artifact.to_string()], "evidence": []}),
+        )
+        .await;
+        submit["leaseId"] = started["state"]["lease"]["leaseId"].clone();
+        let submitted = h.send(command_request(&w1, "g1", &submit)).await;
+        assert_eq!(
+            submitted.status,
+            axum::http::StatusCode::CREATED,
+            "{submitted:?}"
+        );
+        let verified = ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.accept_result",
+            json!({"workItemId": "wi-c"}),
+        )
+        .await;
+        assert_eq!(verified["state"]["state"], "verified", "{verified}");
+
         let approved = ok(
             &h,
             &coordinator,
             "g1",
             "mission.approve",
-            json!({"missionId": "m-child"}),
+            json!({"missionId": "mission-1"}),
         )
         .await;
         let kinds: Vec<&str> = approved["events"]
@@ -188,10 +262,9 @@ backends!(
         let record = h
             .get_json(&coordinator, &format!("/v1/evidence/{id}"))
             .await;
+        let text = record.to_string();
         assert!(
-            record
-                .to_string()
-                .contains("child Mission m-child approved by c1"),
+            text.contains("child Mission mission-1 approved by c1") && text.contains("wi-c"),
             "the approval, named: {record}"
         );
         let report = h.store.fsck().await.expect("fsck");

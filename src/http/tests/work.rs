@@ -413,16 +413,35 @@ backends!(
             &h.fingerprint().await,
             "a running child holds its parent",
         );
+        // T16: an empty child cannot verify its parent (`mission_close.rs` approves one with
+        // verified work); its cancellation fails the parent, by its `fail` policy (T17).
+        refused(
+            &h,
+            command_request(
+                &coordinator,
+                "g1",
+                &command_doc(
+                    &h,
+                    &coordinator,
+                    "g1",
+                    "mission.approve",
+                    json!({"missionId": "m-child"}),
+                )
+                .await,
+            ),
+            "evidence_missing",
+        )
+        .await;
         ok(
             &h,
             &coordinator,
             "g1",
-            "mission.approve",
+            "mission.cancel",
             json!({"missionId": "m-child"}),
         )
         .await;
         let parent = h.get_json(&coordinator, "/v1/workitems/wi-parent").await;
-        assert_eq!(parent["state"], "verified", "T16: {parent}");
+        assert_eq!(parent["state"], "failed", "T17: {parent}");
         ok(
             &h,
             &coordinator,

@@ -3,9 +3,11 @@
 //! while the child runs; `mission.create` names no parent ([`refuse_parent`]), so no Mission
 //! can hang under a WorkItem without blocking it and without a child-failure policy.
 //!
-//! When the child is approved, the approval becomes Evidence for the parent (T16): one
-//! record per acceptance criterion of the parent's contract, signed by the Authority (method
-//! `business_rule`, outcome `pass`, naming the child and the approval's sequence), appended in
+//! A child is approved only once at least one of its WorkItems is verified and none is live
+//! ([`verified_work`]); the approval then becomes Evidence for the parent (T16): one record per
+//! acceptance criterion of the parent's contract, signed by the Authority (method
+//! `business_rule`, the one rule it checks itself: outcome `pass`, naming the child, the
+//! approver, its Command, the verified WorkItems and the approval's sequence), appended in
 //! the approval's own transaction before the parent moves to `verified`, so the parent's
 //! criteria view says why it was verified and a fold of the log finds the records.
 
@@ -36,6 +38,30 @@ pub(super) fn refuse_parent(parent: Option<&Id>) -> Result<(), Error> {
     }
 }
 
+/// T16: a child Mission is approved only once at least one of its WorkItems is verified (none
+/// is live by then, `decide_mission`): its approval is the parent's Evidence, so an empty child
+/// must not verify its parent with nothing checked. Answers the verified WorkItems' ids.
+pub(super) fn verified_work(ctx: &Ctx<'_, '_>, child: &MissionRow) -> Result<Vec<String>, Error> {
+    let mut statement = ctx.tx.prepare_cached(
+        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 AND state = 'verified'
+         ORDER BY work_item_id LIMIT 100",
+    )?;
+    let verified = statement
+        .query_map([&child.mission_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    if verified.is_empty() {
+        return Err(reject(
+            ErrorCode::EvidenceMissing,
+            format!(
+                "child Mission {} has no verified WorkItem: its approval would verify {} with nothing checked (T16)",
+                child.mission_id,
+                child.parent_work_item_id.as_deref().unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(verified)
+}
+
 /// T16: the approval of `child` (appended at `approval_sequence`) as the Authority's Evidence
 /// for its parent WorkItem `parent`, one record per acceptance criterion; answers their ids.
 pub(super) fn approval_evidence(
@@ -43,6 +69,7 @@ pub(super) fn approval_evidence(
     parent: &WorkRow,
     child: &MissionRow,
     approval_sequence: u64,
+    verified: &[String],
 ) -> Result<Vec<String>, Error> {
     let authority = ctx
         .authority
@@ -68,13 +95,23 @@ pub(super) fn approval_evidence(
             result: EvidenceResult {
                 outcome: Outcome::Pass,
                 summary: format!(
-                    "child Mission {} approved by {} (T16)",
-                    child.mission_id, ctx.command.agent_id
+                    "child Mission {} approved by {} (command {}) with no WorkItem live and {} verified: {} (T16)",
+                    child.mission_id,
+                    ctx.command.agent_id,
+                    ctx.command.command_id,
+                    verified.len(),
+                    verified.join(", ")
                 ),
-                metrics: BTreeMap::from([(
-                    "approvalSequence".to_owned(),
-                    Metric::Number(approval_sequence as f64),
-                )]),
+                metrics: BTreeMap::from([
+                    (
+                        "approvalSequence".to_owned(),
+                        Metric::Number(approval_sequence as f64),
+                    ),
+                    (
+                        "verifiedWorkItems".to_owned(),
+                        Metric::Number(verified.len() as f64),
+                    ),
+                ]),
             },
             producer: Producer {
                 agent_id: producer.clone(),

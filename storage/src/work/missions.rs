@@ -114,8 +114,13 @@ pub(super) fn mission_close(
         MissionState::Failed => WorkEventKind::MissionFailed,
         _ => WorkEventKind::MissionCancelled,
     };
+    // T16: a child's approval is its parent's Evidence, so it needs verified work behind it.
+    let verified = match (&mission.parent_work_item_id, mission.state) {
+        (Some(_), MissionState::Approved) => super::child::verified_work(ctx, &mission)?,
+        _ => Vec::new(),
+    };
     let closed_at = ctx.emit(kind, mission_event(&mission, detail(p)?)?)?;
-    close_mission_items(ctx, &mission, closed_at)?;
+    close_mission_items(ctx, &mission, closed_at, &verified)?;
     detail(&super::mission_view(ctx.tx, &mission)?)
 }
 
@@ -137,6 +142,7 @@ fn close_mission_items(
     ctx: &mut Ctx<'_, '_>,
     mission: &MissionRow,
     closed_at: u64,
+    verified: &[String],
 ) -> Result<(), Error> {
     let mut statement = ctx.tx.prepare_cached(
         "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
@@ -169,7 +175,7 @@ fn close_mission_items(
         };
         // T16: the child's approval becomes Evidence for the parent.
         let evidence = if mission.state == MissionState::Approved {
-            super::child::approval_evidence(ctx, &row, mission, closed_at)?
+            super::child::approval_evidence(ctx, &row, mission, closed_at, verified)?
         } else {
             Vec::new()
         };
