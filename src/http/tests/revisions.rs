@@ -172,3 +172,82 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// CON-5, SM-7 (issue #49 review): the owner accepts a revised contract again naming the
+    /// offer that opened its ownership epoch, never an older accepted one (another owner's,
+    /// fenced since): that is `offer_withdrawn`, nothing changed.
+    async fn con_5_a_reacceptance_names_the_offer_of_the_current_epoch(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, w2) = group(&h).await;
+        let mut short = contract(&[]);
+        short["leases"]["ownershipSeconds"] = json!(60);
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-e", "missionId": "m1", "contract": short}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-e", "o-1", &["w1", "w2"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &w2,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-e", "offerId": "o-1"}),
+        )
+        .await;
+        h.clock.advance(chrono::Duration::seconds(61));
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-e", "o-2", &["w1"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-e", "offerId": "o-2"}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.revise_contract",
+            json!({"workItemId": "wi-e", "contract": revised()}),
+        )
+        .await;
+        let old = command_doc(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-e", "offerId": "o-1"}),
+        )
+        .await;
+        refused(&h, command_request(&w1, "g1", &old), "offer_withdrawn").await;
+        let again = ok(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-e", "offerId": "o-2"}),
+        )
+        .await;
+        assert_eq!(again["state"]["state"], "queued", "{kind:?}: {again}");
+    }
+);

@@ -29,9 +29,13 @@ pub(super) fn offer_standing(
     let caller = ctx.command.agent_id.as_str();
     Ok(match found {
         None => OfferStanding::Unknown,
-        // The winner asking again meets the table (`queued`: illegal); anyone else lost.
+        // The winner asking again meets the table (`queued`: illegal, or a re-acceptance of a
+        // revised contract, CON-5); anyone else lost, and so did an older acceptance than the
+        // one that opened the current ownership epoch.
         Some((status, ..)) if status == "accepted" => {
-            if row.owner.as_deref() == Some(caller) {
+            if row.owner.as_deref() == Some(caller)
+                && newest_accepted(ctx, row)?.as_deref() == Some(offer_id)
+            {
                 OfferStanding::Candidate
             } else {
                 OfferStanding::Withdrawn
@@ -49,6 +53,20 @@ pub(super) fn offer_standing(
             }
         }
     })
+}
+
+/// The offer whose acceptance opened the WorkItem's current ownership epoch: the newest one
+/// accepted.
+fn newest_accepted(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<Option<String>, Error> {
+    Ok(ctx
+        .tx
+        .row(
+            "SELECT offer_id FROM offers WHERE work_item_id = ?1 AND status = 'accepted'
+             ORDER BY sequence DESC LIMIT 1",
+            [&row.work_item_id],
+            |r| r.get(0),
+        )
+        .optional()?)
 }
 
 /// CON-5: the owner of a `queued` WorkItem accepted an older contract revision than the
