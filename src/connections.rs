@@ -86,13 +86,33 @@ impl Gate {
     }
 }
 
-/// Waits up to `timeout` for the peer's first byte; false if it sent none or closed.
+/// The bytes hyper's protocol detection reads before its own header timer starts: the length
+/// of the HTTP/2 preface (`PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`).
+const PREFACE: usize = 24;
+
+/// Waits up to `timeout` for the peer to send enough to be told apart (the HTTP/2 preface's
+/// length, or an HTTP/1 request line ended by a CRLF); false if it sent less, or closed. hyper
+/// reads those bytes with no timer of its own, so a peer that sent one byte and stopped would
+/// otherwise hold its connection (and its slot under the cap) for ever (issue #40 review). A
+/// well-behaved client's first segment holds them, so the first look decides; only a partial
+/// one is looked at again, every few milliseconds, until the deadline.
 pub async fn first_byte_within(stream: &TcpStream, timeout: Duration) -> bool {
-    let mut probe = [0u8; 1];
-    matches!(
-        tokio::time::timeout(timeout, stream.peek(&mut probe)).await,
-        Ok(Ok(n)) if n > 0
-    )
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut probe = [0u8; PREFACE];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.peek(&mut probe)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return false,
+            Ok(Ok(n)) if n >= PREFACE || probe[..n].windows(2).any(|w| w == b"\r\n") => {
+                return true;
+            }
+            Ok(Ok(_)) => {
+                if tokio::time::Instant::now() >= deadline {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
 }
 
 /// The answer past the cap: `/healthz` through the router, anything else `503 overloaded`
@@ -178,6 +198,26 @@ mod tests {
             connected.elapsed()
         );
         // The slot came back: the server still answers.
+        assert!(ask(address, "/x").await.starts_with("HTTP/1.1 200"));
+    }
+
+    /// issue #40 (review): a peer that sends the first byte of the HTTP/2 preface and stops,
+    /// which hyper's protocol detection would wait on with no timer, is closed after the
+    /// header timeout like a silent one, and its slot comes back.
+    #[tokio::test]
+    async fn a_connection_that_stops_inside_the_preface_is_closed_after_the_header_timeout() {
+        let header_timeout = Duration::from_secs(1);
+        let address = server(1, header_timeout).await;
+        let mut partial = TcpStream::connect(address).await.expect("connect");
+        partial.write_all(b"PRI * HTTP").await.expect("write");
+        let sent = tokio::time::Instant::now();
+        let mut buffer = [0u8; 16];
+        let read = tokio::time::timeout(header_timeout * 10, partial.read(&mut buffer))
+            .await
+            .expect("closed within the timeout");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        assert!(sent.elapsed() < header_timeout * 5, "{:?}", sent.elapsed());
+        // The one slot came back: the server answers again.
         assert!(ask(address, "/x").await.starts_with("HTTP/1.1 200"));
     }
 
