@@ -322,3 +322,47 @@ backends!(
         assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
     }
 );
+
+backends!(
+    /// SM-T18, SM-11 (issue #49 review): a parent WorkItem cancelled while its child Mission
+    /// runs takes the child with it (`mission.cancelled`, its WorkItems cancelled), so nothing
+    /// keeps running under an ended parent, and the parent's Mission may then be approved.
+    async fn sm_t18_an_ended_parent_cancels_its_running_child(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, _, _) = group(&h).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-p", "missionId": "m1", "contract": contract(&[])}),
+        )
+        .await;
+        ok(&h, &coordinator, "g1", "mission.create_child",
+           json!({"workItemId": "wi-p", "childMissionId": "m-kid", "title": "sub", "childFailurePolicy": "block"})).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-k", "missionId": "m-kid", "contract": contract(&[])}),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.cancel",
+            json!({"workItemId": "wi-p", "reason": "not needed"}),
+        )
+        .await;
+        let child = h.get_json(&coordinator, "/v1/missions/m-kid").await;
+        assert_eq!(child["state"], "cancelled", "{kind:?}: {child}");
+        let kid = h.get_json(&coordinator, "/v1/workitems/wi-k").await;
+        assert_eq!(kid["state"], "cancelled", "{kid}");
+        let parent = h.get_json(&coordinator, "/v1/workitems/wi-p").await;
+        assert_eq!(parent["state"], "cancelled", "{parent}");
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
+    }
+);

@@ -580,6 +580,7 @@ pub(super) fn work(
             end_ownership(ctx, &mut row)?;
             row.state = transition.next;
             ctx.record(&mut row, kind, payload)?;
+            super::missions::end_child_of(ctx, &row)?;
         }
         CommandBody::WorkReviseContract(p) => {
             deps::check(

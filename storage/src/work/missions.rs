@@ -160,6 +160,7 @@ fn close_mission_items(
             row.state = next;
             let why = serde_json::json!({"rule": "T18", "missionState": mission.state});
             ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
+            end_child_of(ctx, &row)?;
         }
     }
     if let (Some(parent), Some(policy)) =
@@ -188,6 +189,33 @@ fn close_mission_items(
         ctx.record(&mut row, WorkEventKind::WorkPropagated, why)?;
     }
     Ok(())
+}
+
+/// A WorkItem that ended (failed or cancelled) while its child Mission runs takes the child
+/// with it: the child is cancelled (`mission.cancelled`, rule T18) and its own live WorkItems
+/// follow, so no Mission keeps running, and charging the budget lineage, under a parent that
+/// has ended (issue #49 review). Called after the parent's own Event, so the child's end does
+/// not move the parent again (T17 looks for a `blocked` parent).
+pub(super) fn end_child_of(ctx: &mut Ctx<'_, '_>, parent: &WorkRow) -> Result<(), Error> {
+    let Some(child_id) = parent.child_mission_id.as_deref() else {
+        return Ok(());
+    };
+    let Some(mut child) = super::load_mission(ctx.tx, child_id)? else {
+        return Ok(());
+    };
+    if child.state.is_terminal() {
+        return Ok(());
+    }
+    child.state = MissionState::Cancelled;
+    child.revision += 1;
+    ctx.tx.run(
+        "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
+        params![child.mission_id, name(&child.state)?, child.revision],
+    )?;
+    let why = serde_json::json!({"rule": "T18", "parentWorkItemId": parent.work_item_id,
+                                 "parentState": parent.state});
+    let at = ctx.emit(WorkEventKind::MissionCancelled, mission_event(&child, why)?)?;
+    close_mission_items(ctx, &child, at, &[])
 }
 
 pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_json::Value, Error> {
