@@ -1,7 +1,8 @@
 //! Missions and WorkItems through `POST /v1/groups/{g}/commands` (issue #11): the lifecycle,
 //! racing acceptances (OFR-5), refusals with their exact code and nothing changed, Mission
 //! ends propagating (T18), child Missions (T15/T16), reads scoped to the Group.
-//! The refusals are in `work_refusals.rs`, which uses the helpers here.
+//! The refusals are in `work_refusals.rs`, which uses the helpers here. Long (about 600
+//! lines) because the lifecycle and the Mission-end tests each walk every step in one place.
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
