@@ -565,10 +565,16 @@ CREATE TABLE work_questions (
 CREATE INDEX work_questions_by_agent ON work_questions (work_item_id, agent_id, offer_id);
 "#;
 
+/// The open-proposal caps (issue #40) count a Group's and a proposer's unauthorized
+/// proposals in the writer, on every `work.propose`: by index, not by a scan of every Group's.
+const V24: &str = r#"
+CREATE INDEX proposals_open ON proposals(group_id, authorized, proposer);
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 23] = [
+const MIGRATIONS: [&str; 24] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23,
+    V22, V23, V24,
 ];
 
 /// The newest schema version this build writes.

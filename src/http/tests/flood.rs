@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use super::harness::{Agent, Harness, Kind, backends, harness_with, refused};
-use super::work_setup::{command_doc, command_request, contract};
+use super::work_setup::{budget, command_doc, command_request, contract};
 
 /// `agent` proposes `proposal` in `mission-1`; the answer's status.
 async fn propose(h: &Harness, agent: &Agent, proposal: &str) -> StatusCode {
@@ -81,5 +81,56 @@ backends!(
             json!({"proposalId": "p-audit", "missionId": "mission-1", "contract": contract(&[])});
         let document = command_doc(&h, &auditor, "g1", "work.propose", payload).await;
         refused(&h, command_request(&auditor, "g1", &document), "forbidden").await;
+    }
+);
+
+backends!(
+    /// Issue #40 (review): only proposals of a Mission still `active` count against the cap,
+    /// so a flood into one Mission cannot lock the Group out for good: once that Mission ends,
+    /// its open proposals stop counting and a proposal elsewhere is accepted again.
+    async fn a_missions_end_frees_its_proposals(kind: Kind) {
+        let h = harness_with(kind, |config| config.max_open_proposals = 1).await;
+        h.ensure_work_item("g1", "mission-1", "work-1").await;
+        let coordinator = h.agent("c-flood", "g1", &["coordinator"]).await;
+        let worker = h.agent("proposer", "g1", &["worker"]).await;
+        let mission = json!({"missionId": "m-flood", "title": "t", "priorityClass": "normal",
+                             "budget": budget()});
+        let create = command_doc(&h, &coordinator, "g1", "mission.create", mission).await;
+        let created = h.send(command_request(&coordinator, "g1", &create)).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
+        let flood =
+            json!({"proposalId": "p-flood", "missionId": "m-flood", "contract": contract(&[])});
+        let document = command_doc(&h, &worker, "g1", "work.propose", flood).await;
+        let answer = h.send(command_request(&worker, "g1", &document)).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        let blocked = command_doc(
+            &h,
+            &worker,
+            "g1",
+            "work.propose",
+            json!({"proposalId": "p-2", "missionId": "mission-1", "contract": contract(&[])}),
+        )
+        .await;
+        refused(
+            &h,
+            command_request(&worker, "g1", &blocked),
+            "quota_exceeded",
+        )
+        .await;
+        let cancel = command_doc(
+            &h,
+            &coordinator,
+            "g1",
+            "mission.cancel",
+            json!({"missionId": "m-flood"}),
+        )
+        .await;
+        let cancelled = h.send(command_request(&coordinator, "g1", &cancel)).await;
+        assert_eq!(cancelled.status, StatusCode::CREATED, "{cancelled:?}");
+        assert_eq!(
+            propose(&h, &worker, "p-2").await,
+            StatusCode::CREATED,
+            "{kind:?}"
+        );
     }
 );

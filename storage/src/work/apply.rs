@@ -46,6 +46,8 @@ pub(super) struct Ctx<'t, 'c> {
     pub(super) faults: Faults,
     /// The Authority's key, for records it signs in this transaction (T16).
     pub(super) authority: Option<std::sync::Arc<ed25519_dalek::SigningKey>>,
+    /// The Group's open-proposal cap (issue #40; 0: none), for `work.propose`.
+    pub(super) max_open_proposals: u64,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -68,6 +70,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             usage: None,
             faults: Faults::default(),
             authority: None,
+            max_open_proposals: 0,
         }
     }
 

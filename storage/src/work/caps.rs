@@ -1,43 +1,54 @@
-//! Caps on what one Group or one producer may pile up in the index (issue #40): open
-//! proposals per Group. Each is checked before the Command or publication runs, on a read
-//! connection, so a refusal appends nothing; two racing requests may both pass one below the
-//! cap, which bounds the overshoot by the writer's concurrency, not by the flood.
+//! Caps on what one Group or one proposer may pile up in the index (issue #40): open
+//! proposals, per Group and per proposer. Checked inside the writer transaction of the
+//! `work.propose` it guards (after a retry's stored answer was looked up), so concurrent
+//! proposals cannot overshoot it and a refusal appends nothing. Only proposals of a Mission
+//! that is still `active` count: a Mission's end closes its proposals, so a flood cannot lock
+//! the Group out for good.
 
 use crate::sql::Cached as _;
-use weft_api::{ErrorCode, Id};
+use rusqlite::params;
+use weft_api::ErrorCode;
 
-use crate::engine::Engine;
+use crate::db::Tx;
 use crate::error::{Error, reject};
 
-impl Engine {
-    /// Refuses `work.propose` with `quota_exceeded` (409) while `group` holds as many open
-    /// (not yet authorized) proposals as the server allows.
-    pub(crate) async fn admit_proposal(&self, group: &Id) -> Result<(), Error> {
-        let cap = self.limits.max_open_proposals();
-        if cap == 0 {
-            return Ok(());
-        }
-        let group = group.clone();
-        let open: u64 = self
-            .db
-            .read(move |conn| {
-                conn.row(
-                    "SELECT COUNT(*) FROM proposals WHERE group_id = ?1 AND authorized = 0",
-                    [group.as_str()],
-                    |row| row.get(0),
-                )
-                .map_err(Error::from)
-            })
-            .await?;
-        if open >= cap {
-            return Err(reject(
-                ErrorCode::QuotaExceeded,
-                format!(
-                    "the Group holds {open} open proposals, at most {cap}; a coordinator \
-                     authorizes or the Mission ends them first"
-                ),
-            ));
-        }
-        Ok(())
+/// The most open proposals one Agent may hold in a Group, whatever the Group's cap: one
+/// member cannot use up the Group's allowance alone.
+pub(super) const OPEN_PROPOSALS_PER_PROPOSER: u64 = 100;
+
+/// Refuses `work.propose` with `quota_exceeded` (409) while `group` holds `cap` open proposals
+/// (0: no cap), or `proposer` holds [`OPEN_PROPOSALS_PER_PROPOSER`] of them.
+pub(super) fn admit_proposal(
+    tx: &Tx<'_>,
+    group: &str,
+    proposer: &str,
+    cap: u64,
+) -> Result<(), Error> {
+    if cap == 0 {
+        return Ok(());
     }
+    let (open, own): (u64, u64) = tx.row(
+        "SELECT COUNT(*), COALESCE(SUM(p.proposer = ?2), 0) FROM proposals p
+         JOIN missions m ON m.mission_id = p.mission_id
+         WHERE p.group_id = ?1 AND p.authorized = 0 AND m.state = 'active'",
+        params![group, proposer],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    if open >= cap {
+        return Err(reject(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "the Group holds {open} open proposals, at most {cap}; a coordinator authorizes them, or their Missions end"
+            ),
+        ));
+    }
+    if own >= OPEN_PROPOSALS_PER_PROPOSER {
+        return Err(reject(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "{proposer} holds {own} open proposals in {group}, at most {OPEN_PROPOSALS_PER_PROPOSER}"
+            ),
+        ));
+    }
+    Ok(())
 }

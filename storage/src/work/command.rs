@@ -42,6 +42,8 @@ pub(crate) struct Prepared {
     /// The Authority's key, for the records it signs in the Command's transaction (T16: a
     /// child Mission's approval as Evidence for its parent WorkItem).
     authority: std::sync::Arc<ed25519_dalek::SigningKey>,
+    /// The Group's open-proposal cap (issue #40), checked in the writer.
+    max_open_proposals: u64,
 }
 
 impl Engine {
@@ -154,9 +156,6 @@ impl Engine {
         self.limits
             .admit_command(command.agent_id.as_str(), self.clock.now())?;
         let body = command.body()?;
-        if matches!(body, CommandBody::WorkPropose(_)) {
-            self.admit_proposal(&route_group).await?;
-        }
         // A buffered Command's binding (OFL-6/7) and the usage delta it charges (DESIGN §12).
         let offline = command.offline_binding()?;
         let usage = match &offline {
@@ -185,6 +184,7 @@ impl Engine {
             session_epoch: session.session_epoch,
             membership_epoch: session.membership_epoch,
             authority: self.authority.clone(),
+            max_open_proposals: self.limits.max_open_proposals(),
         })
     }
 }
@@ -207,6 +207,7 @@ fn apply_prepared(
         session_epoch,
         membership_epoch: session_membership_epoch,
         authority,
+        max_open_proposals,
     } = prepared;
     let group = command.group_id.as_str();
     let agent = command.agent_id.as_str();
@@ -297,6 +298,7 @@ fn apply_prepared(
     ctx.usage = usage;
     ctx.faults = faults;
     ctx.authority = Some(authority);
+    ctx.max_open_proposals = max_open_proposals;
     let state = run(&mut ctx, &body)?;
     // The WorkItem's deadline as this Command left it, for the expiry timer
     // (a stale entry costs one look; noted before the commit, which is harmless).

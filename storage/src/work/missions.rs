@@ -227,6 +227,12 @@ pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_js
             "the Mission has ended",
         ));
     }
+    super::caps::admit_proposal(
+        ctx.tx,
+        ctx.group(),
+        ctx.command.agent_id.as_str(),
+        ctx.max_open_proposals,
+    )?;
     if id_taken(ctx.tx, "proposals", "proposal_id", p.proposal_id.as_str())? {
         return Err(reject(
             ErrorCode::Conflict,
