@@ -82,27 +82,70 @@ async fn since(
             );
         }
         if seen.sequence > 0 {
-            let page = api.events(&group_id, seen.sequence - 1, 1).await;
-            // A compacted sequence is no longer online (410): the archive check above
-            // covered it against its signed snapshot.
-            if let Ok(page) = page
-                && let Some(event) = page.first()
-                && (event.sequence() != seen.sequence || event.hash() != seen.hash)
-            {
-                bail!(
+            // Fail closed: only the Event at the saved sequence, with the saved hash, passes;
+            // an empty page or any error but a compaction's 410 is a refusal, and the saved
+            // checkpoint is kept for the next try.
+            let event = match api.events(&group_id, seen.sequence - 1, 1).await {
+                Ok(page) => page.into_iter().next(),
+                // A compacted sequence is no longer online: its archive (whose chain `verify`
+                // checked against the signed snapshot) holds it.
+                Err(error) if error.code() == Some(weft_api::ErrorCode::CursorTooOld) => {
+                    archived_event(api, &group_id, seen.sequence)
+                        .await?
+                        .map(weft_api::event::Delivered::from)
+                }
+                Err(error) => {
+                    bail!(
+                        "the log at sequence {} could not be read, so it is not known to hold the checkpoint seen before: {error}",
+                        seen.sequence
+                    )
+                }
+            };
+            match event {
+                Some(event) if event.sequence() == seen.sequence && event.hash() == seen.hash => {}
+                _ => bail!(
                     "the log at sequence {} is not the checkpoint seen before",
                     seen.sequence
-                );
+                ),
             }
         }
     }
-    std::fs::write(file, serde_json::to_vec_pretty(&current)?)
-        .with_context(|| format!("writing {}", file.display()))?;
+    // Replaced whole or not at all: a crash mid-write must not lose the checkpoint seen.
+    let partial = file.with_extension("partial");
+    std::fs::write(&partial, serde_json::to_vec_pretty(&current)?)
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, file).with_context(|| format!("writing {}", file.display()))?;
     println!(
         "ok: the head {} is not older than the checkpoint seen before",
         current.checkpoint.sequence
     );
     Ok(())
+}
+
+/// The Event at `sequence` from the Group's compacted archives, if one holds it.
+async fn archived_event(
+    api: &Client,
+    group: &Id,
+    sequence: u64,
+) -> anyhow::Result<Option<weft_api::Event>> {
+    for snapshot in api.snapshots(group).await?.snapshots {
+        let mut archive = Vec::new();
+        api.download_path(
+            &format!("/v1/groups/{group}/snapshots/blobs/{}", snapshot.archive),
+            &mut archive,
+        )
+        .await?;
+        for line in archive
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+        {
+            let event: weft_api::Event = serde_json::from_slice(line)?;
+            if event.sequence == sequence {
+                return Ok(Some(event));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// `weft events tail`: Events as JSON lines after `after`, page by page until the end of the
