@@ -95,21 +95,25 @@ const PREFACE: usize = 24;
 /// reads those bytes with no timer of its own, so a peer that sent one byte and stopped would
 /// otherwise hold its connection (and its slot under the cap) for ever (issue #40 review). A
 /// well-behaved client's first segment holds them, so the first look decides; only a partial
-/// one is looked at again, every few milliseconds, until the deadline.
+/// one is looked at again, backing off from 2 ms to 200 ms, until the deadline.
 pub async fn first_byte_within(stream: &TcpStream, timeout: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut probe = [0u8; PREFACE];
+    let mut pause = Duration::from_millis(2);
     loop {
         match tokio::time::timeout_at(deadline, stream.peek(&mut probe)).await {
             Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return false,
-            Ok(Ok(n)) if n >= PREFACE || probe[..n].windows(2).any(|w| w == b"\r\n") => {
+            // A line end (a bare LF too, which HTTP/1 parsers accept) ends an HTTP/1 line.
+            Ok(Ok(n)) if n >= PREFACE || probe[..n].contains(&b'\n') => {
                 return true;
             }
             Ok(Ok(_)) => {
                 if tokio::time::Instant::now() >= deadline {
                     return false;
                 }
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                // Backing off: a stalled peer costs a few wakeups, not hundreds a second.
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(200));
             }
         }
     }

@@ -298,25 +298,27 @@ pub fn owner_only_from_now() {
 /// directories), whoever creates it: our own code, SQLite's journal and WAL files, and
 /// `object_store`'s blob directories, which take no mode of their own (issue #40). Then closes
 /// the data directory itself to everyone else, so what an older weft created inside it with
-/// wider modes is out of reach too.
-fn owner_only(data_dir: &Path) -> anyhow::Result<()> {
+/// wider modes is out of reach too; only a directory weft made or already uses (it holds
+/// `weft.lock`), never one it was merely pointed at (`--data-dir .`, a home, a shared mount).
+fn owner_only(data_dir: &Path, created: bool) -> anyhow::Result<()> {
     owner_only_from_now();
     #[cfg(unix)]
-    {
+    if created || data_dir.join("weft.lock").exists() {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("making {} owner-only", data_dir.display()))?;
     }
     #[cfg(not(unix))]
-    let _ = data_dir;
+    let _ = (data_dir, created);
     Ok(())
 }
 
 /// `weft serve`: open the store, bind, print `listening on http://…`, serve until Ctrl-C.
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    let created = !config.data_dir.exists();
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
-    owner_only(&config.data_dir)?;
+    owner_only(&config.data_dir, created)?;
     let _lock = lock_data_dir(&config.data_dir)?;
     let token = admin_token(&config.data_dir)?;
     let descriptors = raise_descriptor_limit();

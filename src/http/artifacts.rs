@@ -191,10 +191,13 @@ pub(crate) async fn content(
         header::CACHE_CONTROL,
         HeaderValue::from_static("private, immutable"),
     );
-    // A proof's body depends on `Range` as well as on `Accept` (it is a 200, not a 206, so a
+    // A proof's body depends on `Range` (and `If-Range`) as well as on `Accept` (it is a 200, not a 206, so a
     // cache would not otherwise know): both are named, so no cache answers one range's proof
     // for another's. The content itself answers `Range` with 206s, which caches handle.
-    response_headers.insert(header::VARY, HeaderValue::from_static("accept, range"));
+    response_headers.insert(
+        header::VARY,
+        HeaderValue::from_static("accept, range, if-range"),
+    );
     // `If-Range` first decides whether `Range` is read at all (RFC 9110 §13.1.5); the
     // representation's own ETag (a proof's depends on the range) then meets `If-Match` and
     // `If-None-Match`.
