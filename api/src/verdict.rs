@@ -7,6 +7,7 @@
 //!   coordinator of its Group (Memberships are Group-wide, so "of that Mission" is "of the
 //!   Group the record belongs to");
 //! - [`may_supersede_method`]: a deterministic check is superseded only by a re-run of it;
+//! - [`may_supersede_producer`]: the Authority's record only by the Authority;
 //! - [`on_own_work`]: separation of duties, a producer's standing on work it did itself is a
 //!   Worker's, whatever its roles;
 //! - [`in_force`]: the verdict on a criterion is the newest record of the highest standing
@@ -153,6 +154,14 @@ pub fn may_supersede_method(earlier: MethodKind, correction: MethodKind) -> bool
         MethodKind::IntegrityCheck | MethodKind::SchemaValidation => correction == earlier,
         _ => true,
     }
+}
+
+/// A record of the server's own reviewer (`Standing::Authority`) is corrected only by the
+/// server itself: it checked the bytes, and another producer's claim to have re-run the check
+/// is not that check (issue #40 review). A new run of the built-in reviewer outweighs it
+/// instead. Anyone else's record is corrected as [`may_supersede`] says.
+pub fn may_supersede_producer(earlier: Standing, corrector: Standing) -> bool {
+    earlier != Standing::Authority || corrector == Standing::Authority
 }
 
 /// One record on a criterion, as [`in_force`] weighs it.

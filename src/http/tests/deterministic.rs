@@ -1,6 +1,7 @@
 //! Issue #40 with EVD-1: the Authority's deterministic checks (`integrity_check`,
 //! `schema_validation`) are superseded only by a re-run of the same check, never by a
-//! coordinator's or reviewer's `human` verdict, so the criteria view keeps the check's fail.
+//! coordinator's or reviewer's `human` verdict, so the criteria view keeps the check's fail;
+//! and a record of the Authority's is corrected only by the Authority.
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;
@@ -58,7 +59,6 @@ backends!(
             "human",
             &[&artifact],
         );
-        human["criterion"] = json!("ac-1.schema");
         human["supersedes"] = json!(check_id);
         refused(
             &h,
@@ -69,6 +69,29 @@ backends!(
                 signed_evidence(&coordinator, &human),
             ),
             "supersedes_mismatch",
+        )
+        .await;
+        // Issue #40 review: a reviewer's own `schema_validation` pass, claiming to re-run the
+        // check, is still not the server's check: the Authority's record is corrected only by
+        // the Authority (a new run of the built-in reviewer), so this is `forbidden`.
+        let mut rerun = evidence_payload(
+            &reviewer,
+            "g1",
+            "mission-1",
+            "work-1",
+            "schema_validation",
+            &[&artifact],
+        );
+        rerun["supersedes"] = json!(check_id);
+        refused(
+            &h,
+            request(
+                Method::POST,
+                "/v1/evidence",
+                Some(&reviewer.token),
+                signed_evidence(&reviewer, &rerun),
+            ),
+            "forbidden",
         )
         .await;
         assert_eq!(

@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::Evidence;
 use weft_api::evidence::MethodKind;
-use weft_api::verdict::{Standing, may_supersede, may_supersede_method, on_own_work};
+use weft_api::verdict::{
+    Standing, may_supersede, may_supersede_method, may_supersede_producer, on_own_work,
+};
 use weft_api::{ArtifactId, ErrorCode, Id};
 
 use crate::error::{Error, reject};
@@ -46,7 +48,7 @@ pub(crate) fn superseded(
     workers: &BTreeSet<String>,
 ) -> Result<BTreeSet<Vec<u8>>, Error> {
     let mut statement = conn.prepare_cached(
-        "SELECT s.supersedes, s.producer, s.standing, e.producer, e.method_kind, s.method_kind
+        "SELECT s.supersedes, s.producer, s.standing, e.producer, e.method_kind, s.method_kind, e.standing
          FROM evidence s JOIN evidence e ON e.evidence_id = s.supersedes
          WHERE s.work_item_id = ?1 AND s.supersedes IS NOT NULL",
     )?;
@@ -59,12 +61,18 @@ pub(crate) fn superseded(
                 row.get::<_, String>(3)?,
                 row.get::<_, String>(4)?,
                 row.get::<_, String>(5)?,
+                row.get::<_, String>(6)?,
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
     let mut superseded = BTreeSet::new();
-    for (earlier, corrector, standing, producer, earlier_method, method) in rows {
+    for (earlier, corrector, standing, producer, earlier_method, method, earlier_standing) in rows {
         let now = weighed(stored(&standing)?, &corrector, workers);
+        // A correction of the Authority's record by anyone else does not count (kept from
+        // before the rule, it would now be refused).
+        if !may_supersede_producer(stored(&earlier_standing)?, now) {
+            continue;
+        }
         // Records kept before issue #40 may name a deterministic check from another method:
         // they do not count, as they would now be refused.
         if may_supersede(now, corrector == producer)
@@ -134,9 +142,9 @@ pub(super) fn check_supersedes(
     signer: &Id,
     standing: Standing,
 ) -> Result<(), Error> {
-    let target: Option<(String, String, String, String, String, String)> = conn
+    let target: Option<(String, String, String, String, String, String, String)> = conn
         .row(
-            "SELECT group_id, mission_id, work_item_id, criterion, producer, method_kind
+            "SELECT group_id, mission_id, work_item_id, criterion, producer, method_kind, standing
              FROM evidence WHERE evidence_id = ?1",
             [&earlier.0[..]],
             |row| {
@@ -147,11 +155,14 @@ pub(super) fn check_supersedes(
                     row.get(3)?,
                     row.get(4)?,
                     row.get(5)?,
+                    row.get(6)?,
                 ))
             },
         )
         .optional()?;
-    let Some((group_id, mission_id, work_item_id, criterion, producer, method)) = target else {
+    let Some((group_id, mission_id, work_item_id, criterion, producer, method, earlier_standing)) =
+        target
+    else {
         return Err(reject(
             ErrorCode::UnknownEvidence,
             format!("supersedes names unknown Evidence {earlier}"),
@@ -176,6 +187,14 @@ pub(super) fn check_supersedes(
         return Err(reject(
             ErrorCode::SupersedesMismatch,
             format!("{earlier} is a {method}: only a re-run of the same check supersedes it"),
+        ));
+    }
+    if !may_supersede_producer(stored(&earlier_standing)?, standing) {
+        return Err(reject(
+            ErrorCode::Forbidden,
+            format!(
+                "{earlier} is the Authority's own check: only a new run of the built-in reviewer outweighs it"
+            ),
         ));
     }
     if !may_supersede(standing, producer == signer.as_str()) {
