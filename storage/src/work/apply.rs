@@ -48,6 +48,8 @@ pub(super) struct Ctx<'t, 'c> {
     pub(super) authority: Option<std::sync::Arc<ed25519_dalek::SigningKey>>,
     /// The Group's open-proposal cap (issue #40; 0: none), for `work.propose`.
     pub(super) max_open_proposals: u64,
+    /// A `work.start` resumes the current attempt (PRG-8), read once in `command.rs`.
+    pub(super) resumes_attempt: bool,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -71,6 +73,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             faults: Faults::default(),
             authority: None,
             max_open_proposals: 0,
+            resumes_attempt: false,
         }
     }
 
@@ -496,7 +499,7 @@ pub(super) fn work(
                 // PRG-8, LSE-12: only a start after a failure (or the first) is a new
                 // attempt; a resume after a checkpoint, a preemption, an unblock, an expired
                 // lease or a replaced session goes on with the same attempt and its key.
-                let resumed = super::owner::resumes_attempt(ctx, &row)?;
+                let resumed = ctx.resumes_attempt;
                 if !resumed {
                     row.attempts += 1;
                 }

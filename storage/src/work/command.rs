@@ -151,8 +151,8 @@ impl Engine {
             ));
         }
         // The epochs are checked in the writer, after a stored answer is looked up: the same
-        // bytes sent again after a reconnect replay their answer (DESIGN §10).
-        // Issue #40: a per-Agent rate, taken once the signature and session checked out.
+        // bytes sent again after a reconnect replay their answer (DESIGN §10). The per-Agent
+        // rate (issue #40) is taken once the signature and session checked out.
         self.limits
             .admit_command(command.agent_id.as_str(), self.clock.now())?;
         let body = command.body()?;
@@ -437,6 +437,10 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, E
                     format!("no Mission {}", row.mission_id),
                 )
             })?;
+            // PRG-8: whether a `work.start` resumes the current attempt, read once for the
+            // retry standing here and the attempt count in `apply.rs`.
+            ctx.resumes_attempt = ctx.command.kind == CommandType::WorkStart
+                && super::owner::resumes_attempt(ctx, &row)?;
             let facts = facts(ctx, &row, mission.state.is_terminal(), body, reconciling)?;
             let coordinator = ctx.roles.contains(&Role::Coordinator);
             let transition = decide(row.state, ctx.command.kind, &facts, coordinator)
@@ -548,7 +552,7 @@ fn facts(
         evidence_complete,
         retry: if matches!(body, CommandBody::WorkRef(_))
             && ctx.command.kind == CommandType::WorkStart
-            && !super::owner::resumes_attempt(ctx, row)?
+            && !ctx.resumes_attempt
         {
             super::owner::retry_standing(ctx, row)?
         } else {
