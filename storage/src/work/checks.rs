@@ -34,7 +34,7 @@ pub(super) fn offer_standing(
         // one that opened the current ownership epoch.
         Some((status, ..)) if status == "accepted" => {
             if row.owner.as_deref() == Some(caller)
-                && newest_accepted(ctx, row)?.as_deref() == Some(offer_id)
+                && current_acceptance(ctx, row)?.is_some_and(|(current, _)| current == offer_id)
             {
                 OfferStanding::Candidate
             } else {
@@ -55,16 +55,16 @@ pub(super) fn offer_standing(
     })
 }
 
-/// The offer whose acceptance opened the WorkItem's current ownership epoch: the newest one
-/// accepted.
-fn newest_accepted(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<Option<String>, Error> {
+/// The offer whose acceptance opened the WorkItem's current ownership epoch (the newest one
+/// accepted: a new offer withdraws every live one, T3), and the contract revision accepted.
+fn current_acceptance(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<Option<(String, u64)>, Error> {
     Ok(ctx
         .tx
         .row(
-            "SELECT offer_id FROM offers WHERE work_item_id = ?1 AND status = 'accepted'
+            "SELECT offer_id, contract_revision FROM offers WHERE work_item_id = ?1 AND status = 'accepted'
              ORDER BY sequence DESC LIMIT 1",
             [&row.work_item_id],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?)
 }
@@ -75,16 +75,7 @@ pub(super) fn acceptance_stale(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<bool,
     if row.state != weft_api::work::machine::WorkState::Queued || row.owner.is_none() {
         return Ok(false);
     }
-    let accepted: Option<u64> = ctx
-        .tx
-        .row(
-            "SELECT contract_revision FROM offers WHERE work_item_id = ?1 AND status = 'accepted'
-             ORDER BY sequence DESC LIMIT 1",
-            [&row.work_item_id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    Ok(accepted.is_some_and(|revision| revision < row.contract_revision))
+    Ok(current_acceptance(ctx, row)?.is_some_and(|(_, revision)| revision < row.contract_revision))
 }
 
 /// EVD-2: the submitted artifacts are this WorkItem's, and the Evidence cited covers every
