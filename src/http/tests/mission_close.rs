@@ -5,8 +5,10 @@
 use serde_json::json;
 
 use super::harness::*;
-use super::work::{group, offer, ok};
-use super::work_setup::{budget, command_doc, command_request, contract};
+use super::work::{group, ok};
+use super::work_setup::{
+    accepted, authorized, budget, command_doc, command_request, contract, offered,
+};
 
 backends!(
     /// T18, SM-12 (issue #49): `mission.approve` with a live WorkItem is refused
@@ -87,14 +89,7 @@ backends!(
     async fn sm_11_a_child_mission_is_created_only_by_create_child(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, _, _) = group(&h).await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": "wi-p", "missionId": "m1", "contract": contract(&[])}),
-        )
-        .await;
+        authorized(&h, &coordinator, "m1", "wi-p", contract(&[])).await;
         let create = command_doc(
             &h,
             &coordinator,
@@ -131,30 +126,9 @@ backends!(
     async fn sm_t16_a_child_approval_is_evidence_for_its_parent(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": "wi-p", "missionId": "m1", "contract": contract(&[])}),
-        )
-        .await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer("wi-p", "o-p", &["w1"], &h, 600),
-        )
-        .await;
-        ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-p", "offerId": "o-p"}),
-        )
-        .await;
+        authorized(&h, &coordinator, "m1", "wi-p", contract(&[])).await;
+        offered(&h, &coordinator, "wi-p", "o-p", &["w1"]).await;
+        accepted(&h, &w1, "wi-p", "o-p").await;
         // The child is the Mission the harness publishes under (`mission-1`).
         let child = ok(
             &h,
@@ -185,30 +159,9 @@ backends!(
         checked["acceptanceCriteria"] = json!([
             {"id": "ac-int", "description": "the bytes are what was published", "requiredEvidence": ["integrity_check"]}
         ]);
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": "wi-c", "missionId": "mission-1", "contract": checked}),
-        )
-        .await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer("wi-c", "o-c", &["w1"], &h, 600),
-        )
-        .await;
-        ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-c", "offerId": "o-c"}),
-        )
-        .await;
+        authorized(&h, &coordinator, "mission-1", "wi-c", checked).await;
+        offered(&h, &coordinator, "wi-c", "o-c", &["w1"]).await;
+        accepted(&h, &w1, "wi-c", "o-c").await;
         let started = ok(&h, &w1, "g1", "work.start", json!({"workItemId": "wi-c"})).await;
         let artifact = h.put_in(&w1, "g1", b"{\"summary\": 1}", &[], "wi-c").await;
         let mut submit = command_doc(
@@ -330,24 +283,10 @@ backends!(
     async fn sm_t18_an_ended_parent_cancels_its_running_child(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, _, _) = group(&h).await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": "wi-p", "missionId": "m1", "contract": contract(&[])}),
-        )
-        .await;
+        authorized(&h, &coordinator, "m1", "wi-p", contract(&[])).await;
         ok(&h, &coordinator, "g1", "mission.create_child",
            json!({"workItemId": "wi-p", "childMissionId": "m-kid", "title": "sub", "childFailurePolicy": "block"})).await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": "wi-k", "missionId": "m-kid", "contract": contract(&[])}),
-        )
-        .await;
+        authorized(&h, &coordinator, "m-kid", "wi-k", contract(&[])).await;
         ok(
             &h,
             &coordinator,

@@ -6,8 +6,8 @@
 use serde_json::json;
 
 use super::harness::*;
-use super::work::{group, offer, ok};
-use super::work_setup::{command_doc, command_request, contract};
+use super::work::{group, ok};
+use super::work_setup::{accepted, authorized, command_doc, command_request, contract, offered};
 
 /// A revised contract: the same, with a new objective.
 fn revised() -> serde_json::Value {
@@ -23,22 +23,8 @@ backends!(
     async fn con_5_an_offered_revision_stays_offered_and_asks_for_a_new_offer(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, _) = group(&h).await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": "wi-o", "missionId": "m1", "contract": contract(&[])}),
-        )
-        .await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer("wi-o", "o-1", &["w1"], &h, 600),
-        )
-        .await;
+        authorized(&h, &coordinator, "m1", "wi-o", contract(&[])).await;
+        offered(&h, &coordinator, "wi-o", "o-1", &["w1"]).await;
         let revision = ok(
             &h,
             &coordinator,
@@ -61,22 +47,8 @@ backends!(
         )
         .await;
         refused(&h, command_request(&w1, "g1", &late), "offer_withdrawn").await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer("wi-o", "o-2", &["w1"], &h, 600),
-        )
-        .await;
-        let accepted = ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-o", "offerId": "o-2"}),
-        )
-        .await;
+        offered(&h, &coordinator, "wi-o", "o-2", &["w1"]).await;
+        let accepted = accepted(&h, &w1, "wi-o", "o-2").await;
         assert_eq!(accepted["state"]["state"], "queued", "{accepted}");
     }
 );
@@ -89,30 +61,9 @@ backends!(
     async fn con_5_a_queued_owner_accepts_the_revision_before_it_starts(kind: Kind) {
         let h = harness(kind).await;
         let (coordinator, w1, w2) = group(&h).await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": "wi-q", "missionId": "m1", "contract": contract(&[])}),
-        )
-        .await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer("wi-q", "o-1", &["w1", "w2"], &h, 600),
-        )
-        .await;
-        ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-q", "offerId": "o-1"}),
-        )
-        .await;
+        authorized(&h, &coordinator, "m1", "wi-q", contract(&[])).await;
+        offered(&h, &coordinator, "wi-q", "o-1", &["w1", "w2"]).await;
+        accepted(&h, &w1, "wi-q", "o-1").await;
         let revision = ok(
             &h,
             &coordinator,
@@ -140,14 +91,7 @@ backends!(
         )
         .await;
         refused(&h, command_request(&w2, "g1", &other), "offer_withdrawn").await;
-        let again = ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-q", "offerId": "o-1"}),
-        )
-        .await;
+        let again = accepted(&h, &w1, "wi-q", "o-1").await;
         assert_eq!(again["state"]["state"], "queued", "{again}");
         assert_eq!(
             again["state"]["owner"]["ownershipEpoch"], 2,
@@ -182,47 +126,12 @@ backends!(
         let (coordinator, w1, w2) = group(&h).await;
         let mut short = contract(&[]);
         short["leases"]["ownershipSeconds"] = json!(60);
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.authorize",
-            json!({"workItemId": "wi-e", "missionId": "m1", "contract": short}),
-        )
-        .await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer("wi-e", "o-1", &["w1", "w2"], &h, 600),
-        )
-        .await;
-        ok(
-            &h,
-            &w2,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-e", "offerId": "o-1"}),
-        )
-        .await;
+        authorized(&h, &coordinator, "m1", "wi-e", short).await;
+        offered(&h, &coordinator, "wi-e", "o-1", &["w1", "w2"]).await;
+        accepted(&h, &w2, "wi-e", "o-1").await;
         h.clock.advance(chrono::Duration::seconds(61));
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "work.offer",
-            offer("wi-e", "o-2", &["w1"], &h, 600),
-        )
-        .await;
-        ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-e", "offerId": "o-2"}),
-        )
-        .await;
+        offered(&h, &coordinator, "wi-e", "o-2", &["w1"]).await;
+        accepted(&h, &w1, "wi-e", "o-2").await;
         ok(
             &h,
             &coordinator,
@@ -240,14 +149,7 @@ backends!(
         )
         .await;
         refused(&h, command_request(&w1, "g1", &old), "offer_withdrawn").await;
-        let again = ok(
-            &h,
-            &w1,
-            "g1",
-            "work.accept_offer",
-            json!({"workItemId": "wi-e", "offerId": "o-2"}),
-        )
-        .await;
+        let again = accepted(&h, &w1, "wi-e", "o-2").await;
         assert_eq!(again["state"]["state"], "queued", "{kind:?}: {again}");
     }
 );

@@ -378,3 +378,39 @@ pub(super) fn signed_evidence(agent: &Agent, payload: &Value) -> Vec<u8> {
     );
     serde_json::to_vec(&envelope).expect("json")
 }
+
+/// `coordinator` authorizes `work_item` in `mission` of g1 under `contract` (T2).
+pub(super) async fn authorized(
+    h: &Harness,
+    coordinator: &Agent,
+    mission: &str,
+    work_item: &str,
+    contract: Value,
+) -> Value {
+    super::work::ok(
+        h,
+        coordinator,
+        "g1",
+        "work.authorize",
+        json!({"workItemId": work_item, "missionId": mission, "contract": contract}),
+    )
+    .await
+}
+
+/// `coordinator` offers `work_item` to `candidates` as `offer_id`, live for 600 s (T3).
+pub(super) async fn offered(
+    h: &Harness,
+    coordinator: &Agent,
+    work_item: &str,
+    offer_id: &str,
+    candidates: &[&str],
+) -> Value {
+    let offer = super::work::offer(work_item, offer_id, candidates, h, 600);
+    super::work::ok(h, coordinator, "g1", "work.offer", offer).await
+}
+
+/// `agent` accepts `offer_id` of `work_item` (T4, or CON-5's re-acceptance); answers the body.
+pub(super) async fn accepted(h: &Harness, agent: &Agent, work_item: &str, offer_id: &str) -> Value {
+    let payload = json!({"workItemId": work_item, "offerId": offer_id});
+    super::work::ok(h, agent, "g1", "work.accept_offer", payload).await
+}
