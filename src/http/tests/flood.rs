@@ -134,3 +134,33 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// Issue #40 (review): one proposer holds at most `OPEN_PROPOSALS_PER_PROPOSER` (100) open
+    /// proposals whatever the Group's cap, so one member cannot use up the Group's allowance;
+    /// the 101st is `quota_exceeded` with nothing appended, and another member still proposes.
+    async fn one_proposer_holds_at_most_a_hundred_open_proposals(kind: Kind) {
+        let h = harness_with(kind, |config| config.max_open_proposals = 1000).await;
+        h.ensure_work_item("g1", "mission-1", "work-1").await;
+        let worker = h.agent("proposer", "g1", &["worker"]).await;
+        let other = h.agent("other", "g1", &["reviewer"]).await;
+        for n in 0..100 {
+            let proposal = format!("p-{n}");
+            assert_eq!(
+                propose(&h, &worker, &proposal).await,
+                StatusCode::CREATED,
+                "{kind:?}"
+            );
+        }
+        let payload =
+            json!({"proposalId": "p-100", "missionId": "mission-1", "contract": contract(&[])});
+        let document = command_doc(&h, &worker, "g1", "work.propose", payload).await;
+        refused(
+            &h,
+            command_request(&worker, "g1", &document),
+            "quota_exceeded",
+        )
+        .await;
+        assert_eq!(propose(&h, &other, "p-other").await, StatusCode::CREATED);
+    }
+);

@@ -156,6 +156,8 @@ async fn a_proof_carries_its_own_representation_headers() {
         assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
         assert_eq!(answer.headers["content-type"], "application/vnd.weft.bao");
         assert_eq!(answer.headers["weft-proof-range"], proved);
+        // A proof's body depends on the range asked for: no cache may answer another's.
+        assert_eq!(answer.headers["vary"], "accept, range, if-range");
         assert!(!answer.headers.contains_key("repr-digest"));
         assert!(!answer.headers.contains_key("content-range"));
         let etag = answer.headers["etag"].to_str().expect("ascii");
