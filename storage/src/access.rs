@@ -130,34 +130,6 @@ pub(crate) fn can_read_artifact(
     Ok(visible)
 }
 
-/// Whether `reader` may see a manifest (or Evidence) of Mission `mission_id` in Group
-/// `group_id` about artifact `blake3`: its Mission is covered, or the artifact was published
-/// there as reusable knowledge (CTX-6: provenance is kept, so its manifests stay readable).
-pub(crate) fn sees_manifest(
-    conn: &Connection,
-    reader: &Reader,
-    group_id: &str,
-    mission_id: &str,
-    blake3: &ArtifactId,
-) -> Result<bool, Error> {
-    if reader.sees_mission(group_id, mission_id)
-        || (reader.in_group(group_id) && reusable(conn, group_id, blake3)?)
-    {
-        return Ok(true);
-    }
-    // An Artifact forwarded to a Group-wide reader's Group with a Context Package (CTX-7)
-    // comes with its source Group's manifests (its provenance).
-    Ok(match reader {
-        Reader::Agent {
-            group_id: own,
-            scope: MissionScope::Group,
-            ..
-        } => forwarded_from(conn, own.as_str(), blake3)?
-            .is_some_and(|groups| groups.iter().any(|g| g == group_id)),
-        _ => false,
-    })
-}
-
 /// The Groups `blake3` was forwarded from into `group_id` with a Context Package (CTX-7);
 /// `None` when it was not forwarded there.
 pub(crate) fn forwarded_from(

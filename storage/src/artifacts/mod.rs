@@ -29,6 +29,7 @@ pub(crate) use reuse::reuse_record;
 mod sweep;
 mod upload;
 mod verification;
+mod visible;
 mod with_content;
 
 pub use reads::{Content, ListFilter};

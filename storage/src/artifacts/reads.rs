@@ -15,22 +15,13 @@ use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, Ma
 use weft_api::{ArtifactId, Digest, Digests, Envelope, ErrorCode, EventPayload, Id, Manifest};
 
 use super::Seen;
-use super::blob_row;
-use crate::access::{Reader, can_read_artifact, sees_manifest};
+use crate::access::Reader;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self, to32};
 use crate::hashing::AddressHasher;
 use crate::limits::DownloadPermit;
-
-/// The one Group whose manifests `reader` sees (`None`: the operator sees every Group's).
-fn visible_group(reader: &Reader) -> Option<&str> {
-    match reader {
-        Reader::Admin => None,
-        Reader::Agent { group_id, .. } => Some(group_id.as_str()),
-    }
-}
 
 /// Filters of `GET /v1/artifacts`.
 #[derive(Clone, Debug, Default)]
@@ -363,39 +354,50 @@ impl Engine {
         let reader = reader.clone();
         self.db
             .read(move |conn| {
-                let not_found = || reject(ErrorCode::NotFound, format!("no artifact {digest} is visible to you"));
-                let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
+                let not_found = || {
+                    reject(
+                        ErrorCode::NotFound,
+                        format!("no artifact {digest} is visible to you"),
+                    )
+                };
+                // Visibility is decided in the first lookup: another Group's artifact costs
+                // what an absent one costs (`visible.rs`).
+                let visible = super::visible::visible_manifests(conn, &reader, &digest, true)?;
+                let Some(first) = visible.first() else {
                     return Err(not_found());
                 };
-                let mut statement = conn.prepare_cached(
-                    "SELECT manifest_id, envelope, sequence, group_id, mission_id FROM manifests WHERE blake3 = ?1 ORDER BY rowid",
-                )?;
-                let rows = statement
-                    .query_map([&digests.blake3.0[..]], |row| {
-                        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, String>(1)?, row.get::<_, u64>(2)?, row.get::<_, String>(3)?, row.get::<_, String>(4)?))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let (digests, quarantined) = (first.digests, first.quarantined);
                 let mut manifests = Vec::new();
-                for (manifest_id, envelope, sequence, group_id, mission_id) in rows {
-                    // Another Group's, or another Mission's for a scoped member (CTX-5): as if
-                    // it did not exist.
-                    if !sees_manifest(conn, &reader, &group_id, &mission_id, &digests.blake3)? {
-                        continue;
-                    }
-                    let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
-                    let payload = weft_api::dsse::BASE64.decode(&envelope.payload).map_err(Error::backend)?;
+                // Oldest first, as the view has always listed them.
+                for visible in visible.into_iter().rev() {
+                    let envelope = visible.envelope.unwrap_or_default();
+                    let envelope: Envelope =
+                        serde_json::from_str(&envelope).map_err(Error::backend)?;
+                    let payload = weft_api::dsse::BASE64
+                        .decode(&envelope.payload)
+                        .map_err(Error::backend)?;
                     let manifest = Manifest::parse(&payload)?;
-                    manifests.push(ManifestRecord { manifest_id: ArtifactId(to32(manifest_id)?), envelope, manifest, sequence });
+                    manifests.push(ManifestRecord {
+                        manifest_id: ArtifactId(to32(visible.manifest_id)?),
+                        envelope,
+                        manifest,
+                        sequence: visible.sequence,
+                    });
                 }
                 if manifests.is_empty() {
                     return Err(not_found());
                 }
                 let reuse = match &reader {
-                    Reader::Agent { group_id, .. } => super::reuse_record(conn, group_id.as_str(), &digests.blake3)?,
+                    Reader::Agent { group_id, .. } => {
+                        super::reuse_record(conn, group_id.as_str(), &digests.blake3)?
+                    }
                     Reader::Admin => None,
                 };
                 Ok(ArtifactView {
-                    digests: DigestPair { blake3: digests.blake3, sha256: digests.sha256 },
+                    digests: DigestPair {
+                        blake3: digests.blake3,
+                        sha256: digests.sha256,
+                    },
                     size: digests.size,
                     quarantined,
                     manifests,
@@ -533,42 +535,17 @@ impl Engine {
                 };
                 return Ok((digests, quarantined, media_type, inline));
             }
-            let Some((digests, quarantined)) = blob_row(conn, &digest)? else {
+            // Visibility is decided in the first lookup: another Group's (or Mission's)
+            // artifact costs what an absent one costs (`visible.rs`). The media type is the
+            // newest visible manifest's: another Group's newer manifest must not show
+            // through. An Artifact forwarded with a Context Package (CTX-7) shows its source
+            // Group's.
+            let visible = super::visible::visible_manifests(conn, &reader, &digest, false)?;
+            let Some(newest) = visible.into_iter().next() else {
                 return Err(not_found());
             };
-            if !can_read_artifact(conn, &reader, &digests.blake3)? {
-                return Err(not_found());
-            }
-            // The media type of the newest manifest the reader may see: another Group's (or
-            // Mission's) newer manifest must not show through (nor tell that it exists). An
-            // Artifact forwarded with a Context Package (CTX-7) shows its source Group's.
-            let mut statement = conn.prepare_cached(
-                "SELECT media_type, group_id, mission_id FROM manifests WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2
-                     OR group_id IN (SELECT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2))
-                 ORDER BY rowid DESC",
-            )?;
-            let rows = statement
-                .query_map(
-                    params![&digests.blake3.0[..], visible_group(&reader)],
-                    |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, String>(1)?,
-                            row.get::<_, String>(2)?,
-                        ))
-                    },
-                )?
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut media_type = None;
-            for (media, group_id, mission_id) in rows {
-                if sees_manifest(conn, &reader, &group_id, &mission_id, &digests.blake3)? {
-                    media_type = Some(media);
-                    break;
-                }
-            }
-            let Some(media_type) = media_type else {
-                return Err(not_found());
-            };
+            let (digests, quarantined, media_type) =
+                (newest.digests, newest.quarantined, newest.media_type);
             // A small blob answers from this same read: no file to open.
             let inline = if quarantined {
                 None

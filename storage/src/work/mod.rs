@@ -28,6 +28,8 @@ mod owner;
 mod questions;
 mod timer;
 pub(crate) mod tokens;
+#[cfg(test)]
+mod visibility_tests;
 
 pub use tokens::Grant;
 
@@ -112,19 +114,68 @@ pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     serde_json::from_str(text).map_err(Error::backend)
 }
 
+/// The WorkItem lookup by id, with [`seen_by`]'s filter.
+const WORK_ITEM_SEEN: &str = "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
+                owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
+         FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN work_items INDEXED BY work_items_seen
+         WHERE work_item_id = ?1 AND (?2 IS NULL OR group_id = ?2)
+         AND (?3 IS NULL OR mission_id = scope.value)";
+
+/// The Mission lookup by id, with [`seen_by`]'s filter.
+const MISSION_SEEN: &str =
+    "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
+                parent_work_item_id, child_failure_policy
+         FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN missions INDEXED BY missions_seen
+         WHERE mission_id = ?1 AND (?2 IS NULL OR group_id = ?2)
+         AND (?3 IS NULL OR mission_id = scope.value)";
+
 pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
+    work_item_where(conn, id, &Reader::Admin)
+}
+
+/// The reader's Group and Missions as the lookups by id take them (`?2`, `?3`; `NULL`: the
+/// operator, or the whole Group): a lookup answers only what `reader` may see, decided by
+/// the lookup itself (issue #40), so another Group's or another Mission's row is never
+/// decoded (nor its contract parsed) and costs what an absent one costs. The scope's Missions
+/// drive the lookup (`json_each … CROSS JOIN`, one seek per Mission, whether the id exists or
+/// not) rather than an `IN` list SQLite would build only once a row was found, and each seek
+/// filters on the index entry (`INDEXED BY`, schema V25) before the row is read.
+fn seen_by(reader: &Reader) -> (Option<String>, Option<String>) {
+    match reader {
+        Reader::Admin => (None, None),
+        Reader::Agent { group_id, .. } => (Some(group_id.to_string()), reader.missions_json()),
+    }
+}
+
+fn work_item_where(conn: &Connection, id: &str, reader: &Reader) -> Result<Option<WorkRow>, Error> {
+    let (group, missions) = seen_by(reader);
     let row = conn
         .row(
-            "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
-                    owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
-             FROM work_items WHERE work_item_id = ?1",
-            [id],
+            WORK_ITEM_SEEN,
+            rusqlite::params![id, group, missions],
             |row| {
                 Ok((
-                    (row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?),
-                    (row.get::<_, String>(3)?, row.get::<_, u64>(4)?, row.get::<_, u64>(5)?, row.get::<_, String>(6)?),
-                    (row.get::<_, Option<String>>(7)?, row.get::<_, u64>(8)?, row.get::<_, Option<String>>(9)?),
-                    (row.get::<_, bool>(10)?, row.get::<_, Option<String>>(11)?, row.get::<_, u32>(12)?),
+                    (
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                    ),
+                    (
+                        row.get::<_, String>(3)?,
+                        row.get::<_, u64>(4)?,
+                        row.get::<_, u64>(5)?,
+                        row.get::<_, String>(6)?,
+                    ),
+                    (
+                        row.get::<_, Option<String>>(7)?,
+                        row.get::<_, u64>(8)?,
+                        row.get::<_, Option<String>>(9)?,
+                    ),
+                    (
+                        row.get::<_, bool>(10)?,
+                        row.get::<_, Option<String>>(11)?,
+                        row.get::<_, u32>(12)?,
+                    ),
                 ))
             },
         )
@@ -157,12 +208,19 @@ pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkR
 }
 
 pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
+    mission_where(conn, id, &Reader::Admin)
+}
+
+fn mission_where(
+    conn: &Connection,
+    id: &str,
+    reader: &Reader,
+) -> Result<Option<MissionRow>, Error> {
+    let (group, missions) = seen_by(reader);
     let row = conn
         .row(
-            "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
-                    parent_work_item_id, child_failure_policy
-             FROM missions WHERE mission_id = ?1",
-            [id],
+            MISSION_SEEN,
+            rusqlite::params![id, group, missions],
             |row| {
                 Ok((
                     row.get::<_, String>(0)?,
@@ -199,8 +257,8 @@ pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<Mission
 /// The WorkItem as the reader may see it: another Group's, or another Mission's for a
 /// Mission-scoped member (CTX-5), is unknown.
 fn visible_work_item(conn: &Connection, reader: &Reader, id: &str) -> Result<WorkRow, Error> {
-    match load_work_item(conn, id)? {
-        Some(row) if reader.sees_mission(&row.group_id, &row.mission_id) => Ok(row),
+    match work_item_where(conn, id, reader)? {
+        Some(row) => Ok(row),
         _ => Err(reject(
             ErrorCode::UnknownWorkItem,
             format!("no WorkItem {id} is visible to you"),
@@ -209,8 +267,8 @@ fn visible_work_item(conn: &Connection, reader: &Reader, id: &str) -> Result<Wor
 }
 
 fn visible_mission(conn: &Connection, reader: &Reader, id: &str) -> Result<MissionRow, Error> {
-    match load_mission(conn, id)? {
-        Some(row) if reader.sees_mission(&row.group_id, &row.mission_id) => Ok(row),
+    match mission_where(conn, id, reader)? {
+        Some(row) => Ok(row),
         _ => Err(reject(
             ErrorCode::NotFound,
             format!("no Mission {id} is visible to you"),

@@ -1,0 +1,114 @@
+//! Issue #40's read-timing finding for WorkItem and Mission ids: a lookup by id decides
+//! visibility itself, so another Group's (or, for a scoped member, another Mission's) id
+//! costs what an unknown one costs. Compared by the SQL work done (`sql::metered`), not by
+//! wall time.
+
+use rusqlite::Connection;
+use weft_api::Id;
+
+use super::{mission_where, work_item_where};
+use crate::access::{MissionScope, Reader};
+use crate::sql::{Cached as _, Work, metered};
+
+/// Group `ga` has Missions `m1` and `m2`, each with one WorkItem (`w1`, `w2`); Group `gb` has
+/// Mission `m9` with WorkItem `w9`. Rows are written directly (foreign keys off): only the
+/// lookups are under test. The contracts are long, as real ones are: decoding one is the
+/// work a hidden id must not cause.
+fn database() -> Connection {
+    let conn = Connection::open_in_memory().expect("open");
+    crate::schema::migrate(&conn).expect("migrate");
+    conn.execute_batch("PRAGMA foreign_keys = OFF")
+        .expect("pragma");
+    for (group, mission, work_item) in [("ga", "m1", "w1"), ("ga", "m2", "w2"), ("gb", "m9", "w9")]
+    {
+        conn.run(
+            "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state,
+                 revision, created_sequence)
+             VALUES (?1, ?2, 't', 'normal', '{}', 'active', 1, 0)",
+            [mission, group],
+        )
+        .expect("mission");
+        conn.run(
+            "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision,
+                 contract_revision, contract, ownership_epoch, approval_granted, attempts)
+             VALUES (?1, ?2, ?3, 'queued', 1, 1, ?4, 0, 0, 0)",
+            [
+                work_item,
+                group,
+                mission,
+                &format!("{{\"title\":\"{}\"}}", "x".repeat(4096)),
+            ],
+        )
+        .expect("work item");
+    }
+    conn
+}
+
+fn reader(scope: MissionScope) -> Reader {
+    Reader::Agent {
+        agent_id: Id::parse("id", "reader").expect("id"),
+        group_id: Id::parse("id", "ga").expect("id"),
+        scope,
+    }
+}
+
+/// Whether the WorkItem (`what` = work) or Mission lookup of `id` found a row, and its work.
+fn look(conn: &Connection, reader: &Reader, what: &str, id: &str) -> (bool, Work) {
+    let (found, work) = metered(|| match what {
+        "work" => work_item_where(conn, id, reader).map(|row| row.is_some()),
+        _ => mission_where(conn, id, reader).map(|row| row.is_some()),
+    });
+    // A decode error would also be "found": the test rows must decode.
+    (found.unwrap_or(true), work)
+}
+
+/// Same statements and rows; virtual-machine steps within 12: the hidden id's index entry is
+/// found and its Group and Mission compared (on the index entry, schema V25), where an
+/// unknown id's seek ends at once. Before, the hidden row was read, decoded and its
+/// contract parsed before the reader was compared.
+fn same_work(hidden: Work, absent: Work, what: &str) {
+    assert_eq!(
+        (hidden.statements, hidden.rows),
+        (absent.statements, absent.rows),
+        "{what}"
+    );
+    assert!(
+        hidden.vm_steps.abs_diff(absent.vm_steps) <= 12,
+        "{what}: {hidden:?} against {absent:?}"
+    );
+}
+
+/// CTX-5 (issue #40): another Group's WorkItem and Mission ids cost what unknown ones cost.
+#[test]
+fn ctx_5_another_groups_ids_cost_what_unknown_ones_cost() {
+    let conn = database();
+    let group_wide = reader(MissionScope::Group);
+    for (what, own, other, unknown) in [("work", "w1", "w9", "w5"), ("mission", "m1", "m9", "m5")] {
+        assert!(
+            look(&conn, &group_wide, what, own).0,
+            "{what}: its own Group's"
+        );
+        let (hidden, hidden_work) = look(&conn, &group_wide, what, other);
+        let (absent, absent_work) = look(&conn, &group_wide, what, unknown);
+        assert!(!hidden && !absent, "{what}");
+        same_work(hidden_work, absent_work, what);
+    }
+}
+
+/// CTX-5 (issue #40): for a member scoped to `m1`, Mission `m2`'s ids cost what unknown ones
+/// cost.
+#[test]
+fn ctx_5_another_missions_ids_cost_what_unknown_ones_cost() {
+    let conn = database();
+    let scoped = reader(MissionScope::Missions(["m1".to_owned()].into()));
+    for (what, own, other, unknown) in [("work", "w1", "w2", "w5"), ("mission", "m1", "m2", "m5")] {
+        assert!(
+            look(&conn, &scoped, what, own).0,
+            "{what}: its own Mission's"
+        );
+        let (hidden, hidden_work) = look(&conn, &scoped, what, other);
+        let (absent, absent_work) = look(&conn, &scoped, what, unknown);
+        assert!(!hidden && !absent, "{what}");
+        same_work(hidden_work, absent_work, what);
+    }
+}
