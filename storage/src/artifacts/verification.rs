@@ -13,8 +13,7 @@ use futures::StreamExt as _;
 use rusqlite::{OptionalExtension as _, params};
 use weft_api::{ArtifactId, Digest, ErrorCode, Id, KeyId};
 
-use super::blob_row;
-use crate::access::{Reader, can_read_artifact, recorded_key};
+use crate::access::{Reader, recorded_key};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -90,12 +89,11 @@ impl Engine {
                         format!("no artifact {digest} is visible to you"),
                     )
                 };
-                let Some((digests, _)) = blob_row(conn, &digest)? else {
+                // Visibility decided in the first lookup (`visible.rs`, issue #40).
+                let visible = super::visible::visible_manifests(conn, &reader, &digest, false)?;
+                let Some(digests) = visible.first().map(|visible| visible.digests) else {
                     return Err(not_found());
                 };
-                if !can_read_artifact(conn, &reader, &digests.blake3)? {
-                    return Err(not_found());
-                }
                 Ok(conn
                     .row(
                         "SELECT verified_at, verified_by FROM blob_verifications WHERE blake3 = ?1",

@@ -118,19 +118,25 @@ impl Engine {
         reader: &Reader,
     ) -> Result<(ArtifactId, Audience), Error> {
         let id = match digest {
-            Digest::Blake3(id) => id,
-            Digest::Sha256(_) => self
-                .db
-                .read(move |conn| Ok(blob_row(conn, &digest)?.map(|(digests, _)| digests.blake3)))
-                .await?
-                .ok_or_else(|| {
-                    reject(
-                        ErrorCode::NotFound,
-                        format!("no artifact {digest} is visible to you"),
-                    )
-                })?,
+            Digest::Blake3(id) => Some(id),
+            Digest::Sha256(_) => {
+                self.db
+                    .read(move |conn| {
+                        Ok(blob_row(conn, &digest)?.map(|(digests, _)| digests.blake3))
+                    })
+                    .await?
+            }
         };
-        Ok((id, self.audience(reader).await?))
+        // The reader's audience is read whether or not the alias names a blob: an unknown
+        // alias costs what another Group's does (issue #40).
+        let audience = self.audience(reader).await?;
+        let id = id.ok_or_else(|| {
+            reject(
+                ErrorCode::NotFound,
+                format!("no artifact {digest} is visible to you"),
+            )
+        })?;
+        Ok((id, audience))
     }
 
     /// Who `reader` is to the lineage index: its Groups, and for a Mission-scoped member its
