@@ -138,6 +138,31 @@ pub(crate) struct Db {
     path: Option<PathBuf>,
     /// Names this database among those a thread keeps a connection to (`read_here`).
     id: u64,
+    /// Counts the writer's SQL work while armed (tests).
+    meter: Arc<WriteMeter>,
+}
+
+/// The SQL work of every write job run while armed (`sql::metered` around each job on the
+/// writer thread, SQLite's trace hook on): what tests count to show how many statements a
+/// Command or a publication runs (issue #41). Disarmed it costs the writer one relaxed load
+/// per job and one per batch.
+#[derive(Debug, Default)]
+pub(crate) struct WriteMeter {
+    armed: std::sync::atomic::AtomicBool,
+    work: Mutex<crate::sql::Work>,
+}
+
+impl WriteMeter {
+    fn armed(&self) -> bool {
+        self.armed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn add(&self, work: crate::sql::Work) {
+        let mut total = self.work.lock().unwrap_or_else(|p| p.into_inner());
+        total.statements += work.statements;
+        total.rows += work.rows;
+        total.vm_steps += work.vm_steps;
+    }
 }
 
 /// Gives every opened database its own `Db::id`.
@@ -287,6 +312,8 @@ impl Db {
         let (jobs, mut inbox) = mpsc::channel::<Job>(4096);
         let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
         let publish = committed.clone();
+        let meter = Arc::new(WriteMeter::default());
+        let writer_meter = Arc::clone(&meter);
         // Dropped when the writer thread ends, which ends the checkpointer.
         let (writing, written) = std::sync::mpsc::sync_channel::<()>(1);
         if let Location::File(path) = location {
@@ -299,6 +326,8 @@ impl Db {
         std::thread::Builder::new()
             .name("weft-sqlite-writer".into())
             .spawn(move || {
+                // Whether SQLite's trace hook is on for the meter (`sql::trace`).
+                let mut traced = false;
                 while let Some(first) = inbox.blocking_recv() {
                     let mut batch = vec![first];
                     while batch.len() < MAX_BATCH {
@@ -307,7 +336,11 @@ impl Db {
                             Err(_) => break,
                         }
                     }
-                    run_batch(&mut conn, batch, &publish);
+                    if writer_meter.armed() != traced {
+                        traced = !traced;
+                        crate::sql::trace(&conn, traced);
+                    }
+                    run_batch(&mut conn, batch, &publish, &writer_meter);
                     // Something may be in the WAL now; a full channel already says so.
                     let _ = writing.try_send(());
                 }
@@ -323,7 +356,24 @@ impl Db {
             readers,
             path,
             id: NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            meter,
         })
+    }
+
+    /// Starts counting the writer's SQL work from zero (tests; see [`WriteMeter`]).
+    pub(crate) fn start_metering(&self) {
+        *self.meter.work.lock().unwrap_or_else(|p| p.into_inner()) = crate::sql::Work::default();
+        self.meter
+            .armed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Stops counting and returns the work counted since [`Db::start_metering`].
+    pub(crate) fn stop_metering(&self) -> crate::sql::Work {
+        self.meter
+            .armed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        *self.meter.work.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Committed Events from now on, in commit order (and so in sequence order per Group).
@@ -489,6 +539,7 @@ fn run_batch(
     conn: &mut Connection,
     batch: Vec<Job>,
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
+    meter: &WriteMeter,
 ) {
     let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(txn) => txn,
@@ -519,9 +570,15 @@ fn run_batch(
         // A panicking job must not take the writer thread (and every later write) with it:
         // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
         // reply channel.
-        let Ok((ok, finish)) =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(&tx)))
-        else {
+        let run = || {
+            if !meter.armed() {
+                return job.run(&tx);
+            }
+            let (ran, work) = crate::sql::metered(|| job.run(&tx));
+            meter.add(work);
+            ran
+        };
+        let Ok((ok, finish)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
             tracing::error!("a storage job panicked; its changes were rolled back");
             if let Err(error) = txn.execute_batch("ROLLBACK TO job; RELEASE job") {
                 broken = Some(error.into());

@@ -76,6 +76,7 @@ pub use lineage::{
 };
 pub use options::{Options, Quotas, defaults};
 pub use sessions::Session;
+pub use sql::Work as SqlWork;
 pub use weft_api::GroupState;
 pub use work::Grant;
 
@@ -360,6 +361,16 @@ impl Store {
     /// What the small-artifact read cache holds and how many reads it answered.
     pub fn hot_stats(&self) -> HotStats {
         self.inner.hot.stats()
+    }
+
+    /// Starts counting the SQL work of the writer's jobs (tests: statements per Command).
+    pub fn start_metering_writes(&self) {
+        self.inner.db.start_metering();
+    }
+
+    /// The writer's SQL work since [`Store::start_metering_writes`], and stops counting.
+    pub fn stop_metering_writes(&self) -> SqlWork {
+        self.inner.db.stop_metering()
     }
 
     // ── artifacts/resumable.rs: resumable upload sessions, in `upload_sessions.rs` ──

@@ -2,15 +2,20 @@
 //! so any module may use it without an import circle), and the meter that counts the work a
 //! read or a write does in SQL.
 //!
-//! The meter is for tests that compare work rather than wall time (issue #40: an absent
-//! artifact and another Group's must cost the same lookup): [`metered`] runs a closure on
-//! the calling thread and returns the statements it ran through [`Cached`], the rows they
-//! returned, and SQLite's own count of virtual-machine steps
-//! (`SQLITE_STMTSTATUS_VM_STEP`). Off, it costs one thread-local read per statement.
+//! The meter is for tests that compare work rather than wall time: an absent artifact and
+//! another Group's must cost the same lookup (issue #40), a Command should load each row
+//! once (issue #41). [`metered`] runs a closure on the calling thread and returns what the
+//! statements it ran on a connection with [`trace`] on did: statements started (trigger
+//! programs not counted apart), rows they returned, and SQLite's own count of
+//! virtual-machine steps (`SQLITE_STMTSTATUS_VM_STEP`, taken between a statement's start
+//! and its end). SQLite reports these through its trace hook (rusqlite's `trace` feature),
+//! which is installed only while a test meters; the writer installs it for
+//! `Db::start_metering` and removes it after.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
-use rusqlite::{Connection, Statement, StatementStatus};
+use rusqlite::trace::{TraceEvent, TraceEventCodes};
+use rusqlite::{Connection, StatementStatus};
 
 /// Prepared statements kept per connection (rusqlite's default is 16; a Command alone runs
 /// more distinct statements than that, and parsing SQL was a fifth of the writer's time).
@@ -18,49 +23,66 @@ pub(crate) const STATEMENT_CACHE: usize = 256;
 
 /// The SQL work counted by [`metered`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Work {
-    /// Statements run.
+pub struct Work {
+    /// Statements run (each `SAVEPOINT`, query and change counts one).
     pub statements: u64,
     /// Rows they returned.
     pub rows: u64,
-    /// SQLite virtual-machine steps they took (index seeks, row visits, comparisons).
+    /// SQLite virtual-machine steps they took (seeks, row visits, comparisons).
     pub vm_steps: u64,
 }
 
 thread_local! {
     static METER: Cell<Option<Work>> = const { Cell::new(None) };
+    /// Statements started and not yet finished, with their step counts at the start.
+    static RUNNING: RefCell<Vec<(String, i32)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` and returns the work the statements it ran on this thread through [`Cached`]
-/// did. Meters do not nest: an inner one takes over and the outer sees nothing of it.
-#[cfg(test)]
+/// Runs `f` and returns the work the statements it ran on this thread did, on connections
+/// with [`trace`] on. Meters do not nest: an inner one takes over and the outer sees
+/// nothing of it.
 pub(crate) fn metered<R>(f: impl FnOnce() -> R) -> (R, Work) {
     let outer = METER.replace(Some(Work::default()));
     let result = f();
     let work = METER.replace(outer).unwrap_or_default();
+    RUNNING.with(|running| running.borrow_mut().clear());
     (result, work)
 }
 
-/// Counts one run of `statement` that returned `rows` rows and had taken `before` steps
-/// before it ran (`None`: no meter).
-fn count(statement: &Statement<'_>, before: Option<i32>, rows: u64) {
-    let Some(before) = before else { return };
-    let steps = statement.get_status(StatementStatus::VmStep) - before;
-    METER.with(|meter| {
-        if let Some(mut work) = meter.get() {
-            work.statements += 1;
-            work.rows += rows;
-            work.vm_steps += u64::try_from(steps).unwrap_or(0);
-            meter.set(Some(work));
-        }
-    });
+/// Turns SQLite's reports of `conn`'s statements to [`metered`] on or off.
+pub(crate) fn trace(conn: &Connection, on: bool) {
+    let events = TraceEventCodes::SQLITE_TRACE_STMT
+        | TraceEventCodes::SQLITE_TRACE_PROFILE
+        | TraceEventCodes::SQLITE_TRACE_ROW;
+    conn.trace_v2(events, on.then_some(count as fn(TraceEvent<'_>)));
 }
 
-/// The statement's step count so far, when a meter runs on this thread.
-fn steps_before(statement: &Statement<'_>) -> Option<i32> {
-    METER
-        .with(|meter| meter.get().is_some())
-        .then(|| statement.get_status(StatementStatus::VmStep))
+/// Adds one of SQLite's reports to the running meter, if any.
+fn count(event: TraceEvent<'_>) {
+    let Some(mut work) = METER.get() else { return };
+    match event {
+        // A trigger's program reports itself as `-- TRIGGER …`: part of its statement.
+        TraceEvent::Stmt(statement, sql) if !sql.starts_with("--") => {
+            work.statements += 1;
+            let steps = statement.get_status(StatementStatus::VmStep);
+            RUNNING.with(|running| running.borrow_mut().push((sql.to_owned(), steps)));
+        }
+        TraceEvent::Row(_) => work.rows += 1,
+        TraceEvent::Profile(statement, _) => {
+            let sql = statement.sql();
+            let started = RUNNING.with(|running| {
+                let mut running = running.borrow_mut();
+                let at = running.iter().rposition(|(text, _)| *text == sql)?;
+                Some(running.remove(at).1)
+            });
+            if let Some(started) = started {
+                let steps = statement.get_status(StatementStatus::VmStep) - started;
+                work.vm_steps += u64::try_from(steps).unwrap_or(0);
+            }
+        }
+        _ => {}
+    }
+    METER.set(Some(work));
 }
 
 /// `query_row`, `execute` and collected `query_map` through the connection's statement
@@ -86,19 +108,11 @@ impl Cached for Connection {
         P: rusqlite::Params,
         F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
     {
-        let mut statement = self.prepare_cached(sql)?;
-        let before = steps_before(&statement);
-        let row = statement.query_row(params, f);
-        count(&statement, before, u64::from(row.is_ok()));
-        row
+        self.prepare_cached(sql)?.query_row(params, f)
     }
 
     fn run<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
-        let mut statement = self.prepare_cached(sql)?;
-        let before = steps_before(&statement);
-        let changed = statement.execute(params);
-        count(&statement, before, 0);
-        changed
+        self.prepare_cached(sql)?.execute(params)
     }
 
     fn rows<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<Vec<T>>
@@ -107,12 +121,6 @@ impl Cached for Connection {
         F: FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
     {
         let mut statement = self.prepare_cached(sql)?;
-        let before = steps_before(&statement);
-        let rows = statement
-            .query_map(params, f)?
-            .collect::<rusqlite::Result<Vec<T>>>();
-        let returned = rows.as_ref().map_or(0, |rows| rows.len() as u64);
-        count(&statement, before, returned);
-        rows
+        statement.query_map(params, f)?.collect()
     }
 }

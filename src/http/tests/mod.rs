@@ -59,6 +59,7 @@ mod session_replay;
 mod sessions;
 mod snapshots;
 mod standards;
+mod statements;
 mod streams;
 mod token_uploads;
 mod tokens;

@@ -161,6 +161,7 @@ mod tests {
         crate::schema::migrate(&conn).expect("migrate");
         conn.execute_batch("PRAGMA foreign_keys = OFF")
             .expect("pragma");
+        crate::sql::trace(&conn, true);
         for (n, group, mission) in [
             (1u8, "ga", "m1"),
             (2, "ga", "m2"),
@@ -204,6 +205,7 @@ mod tests {
     /// what. Before this lookup, another Group's artifact ran 4 statements more than an
     /// absent one (visibility, reuse, forwarding and the manifests, after the blob's row).
     fn same_work(hidden: crate::sql::Work, absent: crate::sql::Work, what: &str) {
+        assert!(absent.statements > 0, "{what}: the meter counts");
         assert_eq!(
             (hidden.statements, hidden.rows),
             (absent.statements, absent.rows),

@@ -19,6 +19,7 @@ fn database() -> Connection {
     crate::schema::migrate(&conn).expect("migrate");
     conn.execute_batch("PRAGMA foreign_keys = OFF")
         .expect("pragma");
+    crate::sql::trace(&conn, true);
     for (group, mission, work_item) in [("ga", "m1", "w1"), ("ga", "m2", "w2"), ("gb", "m9", "w9")]
     {
         conn.run(
@@ -67,6 +68,7 @@ fn look(conn: &Connection, reader: &Reader, what: &str, id: &str) -> (bool, Work
 /// unknown id's seek ends at once. Before, the hidden row was read, decoded and its
 /// contract parsed before the reader was compared.
 fn same_work(hidden: Work, absent: Work, what: &str) {
+    assert!(absent.statements > 0, "{what}: the meter counts");
     assert_eq!(
         (hidden.statements, hidden.rows),
         (absent.statements, absent.rows),
