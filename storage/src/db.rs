@@ -139,30 +139,7 @@ pub(crate) struct Db {
     /// Names this database among those a thread keeps a connection to (`read_here`).
     id: u64,
     /// Counts the writer's SQL work while armed (tests).
-    meter: Arc<WriteMeter>,
-}
-
-/// The SQL work of every write job run while armed (`sql::metered` around each job on the
-/// writer thread, SQLite's trace hook on): what tests count to show how many statements a
-/// Command or a publication runs (issue #41). Disarmed it costs the writer one relaxed load
-/// per job and one per batch.
-#[derive(Debug, Default)]
-pub(crate) struct WriteMeter {
-    armed: std::sync::atomic::AtomicBool,
-    work: Mutex<crate::sql::Work>,
-}
-
-impl WriteMeter {
-    fn armed(&self) -> bool {
-        self.armed.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn add(&self, work: crate::sql::Work) {
-        let mut total = self.work.lock().unwrap_or_else(|p| p.into_inner());
-        total.statements += work.statements;
-        total.rows += work.rows;
-        total.vm_steps += work.vm_steps;
-    }
+    meter: Arc<crate::sql::WriteMeter>,
 }
 
 /// Gives every opened database its own `Db::id`.
@@ -312,7 +289,7 @@ impl Db {
         let (jobs, mut inbox) = mpsc::channel::<Job>(4096);
         let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
         let publish = committed.clone();
-        let meter = Arc::new(WriteMeter::default());
+        let meter = Arc::new(crate::sql::WriteMeter::default());
         let writer_meter = Arc::clone(&meter);
         // Dropped when the writer thread ends, which ends the checkpointer.
         let (writing, written) = std::sync::mpsc::sync_channel::<()>(1);
@@ -360,20 +337,9 @@ impl Db {
         })
     }
 
-    /// Starts counting the writer's SQL work from zero (tests; see [`WriteMeter`]).
-    pub(crate) fn start_metering(&self) {
-        *self.meter.work.lock().unwrap_or_else(|p| p.into_inner()) = crate::sql::Work::default();
-        self.meter
-            .armed
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Stops counting and returns the work counted since [`Db::start_metering`].
-    pub(crate) fn stop_metering(&self) -> crate::sql::Work {
-        self.meter
-            .armed
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-        *self.meter.work.lock().unwrap_or_else(|p| p.into_inner())
+    /// The meter of the writer's SQL work (tests; see [`crate::sql::WriteMeter`]).
+    pub(crate) fn meter(&self) -> &crate::sql::WriteMeter {
+        &self.meter
     }
 
     /// Committed Events from now on, in commit order (and so in sequence order per Group).
@@ -539,7 +505,7 @@ fn run_batch(
     conn: &mut Connection,
     batch: Vec<Job>,
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
-    meter: &WriteMeter,
+    meter: &crate::sql::WriteMeter,
 ) {
     let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(txn) => txn,
@@ -570,14 +536,7 @@ fn run_batch(
         // A panicking job must not take the writer thread (and every later write) with it:
         // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
         // reply channel.
-        let run = || {
-            if !meter.armed() {
-                return job.run(&tx);
-            }
-            let (ran, work) = crate::sql::metered(|| job.run(&tx));
-            meter.add(work);
-            ran
-        };
+        let run = || meter.run(|| job.run(&tx));
         let Ok((ok, finish)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
             tracing::error!("a storage job panicked; its changes were rolled back");
             if let Err(error) = txn.execute_batch("ROLLBACK TO job; RELEASE job") {

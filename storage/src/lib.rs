@@ -365,12 +365,12 @@ impl Store {
 
     /// Starts counting the SQL work of the writer's jobs (tests: statements per Command).
     pub fn start_metering_writes(&self) {
-        self.inner.db.start_metering();
+        self.inner.db.meter().start();
     }
 
     /// The writer's SQL work since [`Store::start_metering_writes`], and stops counting.
     pub fn stop_metering_writes(&self) -> SqlWork {
-        self.inner.db.stop_metering()
+        self.inner.db.meter().stop()
     }
 
     // ── artifacts/resumable.rs: resumable upload sessions, in `upload_sessions.rs` ──

@@ -13,6 +13,8 @@
 //! `Db::start_metering` and removes it after.
 
 use std::cell::{Cell, RefCell};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::trace::{TraceEvent, TraceEventCodes};
 use rusqlite::{Connection, StatementStatus};
@@ -47,6 +49,47 @@ pub(crate) fn metered<R>(f: impl FnOnce() -> R) -> (R, Work) {
     let work = METER.replace(outer).unwrap_or_default();
     RUNNING.with(|running| running.borrow_mut().clear());
     (result, work)
+}
+
+/// The SQL work of every write job run while armed (`metered` around each job on the writer
+/// thread, SQLite's trace hook on): what tests count to show how many statements a Command
+/// or a publication runs (issue #41). Disarmed it costs the writer one relaxed load per job
+/// and one per batch.
+#[derive(Debug, Default)]
+pub(crate) struct WriteMeter {
+    armed: AtomicBool,
+    work: Mutex<Work>,
+}
+
+impl WriteMeter {
+    pub(crate) fn armed(&self) -> bool {
+        self.armed.load(Ordering::Relaxed)
+    }
+
+    /// Starts counting from zero.
+    pub(crate) fn start(&self) {
+        *self.work.lock().unwrap_or_else(|p| p.into_inner()) = Work::default();
+        self.armed.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops counting; the work counted since [`WriteMeter::start`].
+    pub(crate) fn stop(&self) -> Work {
+        self.armed.store(false, Ordering::Relaxed);
+        *self.work.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one write job, counted when armed.
+    pub(crate) fn run<R>(&self, job: impl FnOnce() -> R) -> R {
+        if !self.armed() {
+            return job();
+        }
+        let (ran, work) = metered(job);
+        let mut total = self.work.lock().unwrap_or_else(|p| p.into_inner());
+        total.statements += work.statements;
+        total.rows += work.rows;
+        total.vm_steps += work.vm_steps;
+        ran
+    }
 }
 
 /// Turns SQLite's reports of `conn`'s statements to [`metered`] on or off.
