@@ -21,7 +21,7 @@ use weft_api::manifest::Producer;
 use weft_api::verdict::Standing;
 use weft_api::{ArtifactId, Envelope, ErrorCode, Id};
 
-use super::apply::{Ctx, id};
+use super::ctx::{Ctx, id};
 use super::{MissionRow, WorkRow};
 use crate::error::{Error, reject};
 
