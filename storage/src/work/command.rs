@@ -438,7 +438,7 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, E
                 )
             })?;
             // PRG-8: whether a `work.start` resumes the current attempt, read once for the
-            // retry standing here and the attempt count in `apply.rs`.
+            // retry standing here and the attempt count in `commands/start.rs`.
             ctx.resumes_attempt = ctx.command.kind == CommandType::WorkStart
                 && super::owner::resumes_attempt(ctx, &row)?;
             let facts = facts(ctx, &row, mission.state.is_terminal(), body, reconciling)?;
