@@ -176,15 +176,31 @@ fn in_place(
 }
 
 /// Whether `kind` is an owner Command that must quote the current Execution Lease (LSE-4).
-pub(super) fn quotes_lease(kind: CommandType, coordinator: bool) -> bool {
+/// Exhaustive too: a new Command type says whether it quotes one.
+fn quotes_lease(kind: CommandType, coordinator: bool) -> bool {
+    use CommandType as C;
     match kind {
-        CommandType::WorkCheckpoint
-        | CommandType::WorkBlock
-        | CommandType::WorkSubmit
-        | CommandType::LeaseRenew
-        | CommandType::WorkProgress => true,
-        CommandType::WorkFail => !coordinator,
-        _ => false,
+        C::WorkCheckpoint | C::WorkBlock | C::WorkSubmit | C::LeaseRenew | C::WorkProgress => true,
+        C::WorkFail => !coordinator,
+        C::MissionCreate
+        | C::MissionApprove
+        | C::MissionFail
+        | C::MissionCancel
+        | C::MissionCreateChild
+        | C::WorkPropose
+        | C::WorkAuthorize
+        | C::WorkReviseContract
+        | C::WorkOffer
+        | C::WorkAcceptOffer
+        | C::WorkDeclineOffer
+        | C::WorkAsk
+        | C::WorkAnswer
+        | C::ApprovalGrantExecution
+        | C::WorkStart
+        | C::WorkUnblock
+        | C::WorkAcceptResult
+        | C::WorkCancel
+        | C::PreemptionRequest => false,
     }
 }
 
