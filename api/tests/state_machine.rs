@@ -97,7 +97,7 @@ fn expected_work(row: &Value) -> Result<(WorkState, String), String> {
 
 fn answered_work(answer: Result<Transition, ErrorCode>) -> Result<(WorkState, String), String> {
     answer
-        .map(|transition| (transition.next, transition.event.to_owned()))
+        .map(|transition| (transition.next, transition.event.as_str().to_owned()))
         .map_err(|code| code.as_str().to_owned())
 }
 

@@ -24,7 +24,8 @@ pub const COMMAND_TYPE: &str = "application/vnd.mwp.command.v1+json";
 pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
 
 /// The Command types this Authority executes (DESIGN §10's table; Context Packages come
-/// with their issue).
+/// with their issue). Each is named in four places (the variant, [`CommandType::ALL`],
+/// [`CommandType::as_str`] and its serde name); `wire_names_tests.rs` pins that they agree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum CommandType {
     #[serde(rename = "mission.create")]
@@ -137,6 +138,11 @@ impl CommandType {
             Self::WorkProgress => "work.progress",
             Self::PreemptionRequest => "preemption.request",
         }
+    }
+
+    /// The type of a wire name; `None` for one this Authority does not execute.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
     }
 
     /// The Commands that act on an existing WorkItem (their payload names `workItemId`).

@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::command::CommandType;
+use super::event_kind::WorkEventKind;
 use crate::error::ErrorCode;
 use crate::session::Role;
 
@@ -201,8 +202,8 @@ impl Facts {
 #[serde(rename_all = "camelCase")]
 pub struct Transition {
     pub next: WorkState,
-    /// The Event type appended for the Command.
-    pub event: &'static str,
+    /// The Event appended for the Command.
+    pub event: WorkEventKind,
 }
 
 /// GAP-5: who may issue each Command type, by Membership role. Ownership and candidacy are
@@ -250,6 +251,7 @@ pub fn decide(
     caller_is_coordinator: bool,
 ) -> Result<Transition, ErrorCode> {
     use CommandType as C;
+    use WorkEventKind as K;
     use WorkState as S;
     // The offer's standing answers first, whatever the state (DESIGN §10's exception).
     if command == C::WorkAcceptOffer {
@@ -259,7 +261,7 @@ pub fn decide(
             _ => {}
         }
     }
-    let go = |next: S, event: &'static str| Ok(Transition { next, event });
+    let go = |next: S, event: K| Ok(Transition { next, event });
     let illegal = Err(ErrorCode::IllegalTransition);
     // T18 / GAP-3: nothing moves under a terminal Mission (its propagation already moved
     // every non-terminal WorkItem).
@@ -279,20 +281,20 @@ pub fn decide(
             if facts.live_owner {
                 illegal
             } else {
-                go(S::Offered, "work.offered")
+                go(S::Offered, K::WorkOffered)
             }
         }
         // T4 / SM-7: atomic; a new ownership epoch begins.
         (C::WorkAcceptOffer, S::Offered) => match facts.offer {
             // CON-3: not while the candidate's own question on this offer is unanswered.
             OfferStanding::Candidate if facts.unresolved_question => illegal,
-            OfferStanding::Candidate => go(S::Queued, "work.offer_accepted"),
+            OfferStanding::Candidate => go(S::Queued, K::WorkOfferAccepted),
             OfferStanding::NotCandidate => Err(ErrorCode::Forbidden),
             _ => Err(ErrorCode::NotFound),
         },
         // OFR-8/9: a structured decline; the WorkItem stays offered.
         (C::WorkDeclineOffer, S::Offered) => match facts.offer {
-            OfferStanding::Candidate => go(S::Offered, "work.offer_declined"),
+            OfferStanding::Candidate => go(S::Offered, K::WorkOfferDeclined),
             OfferStanding::NotCandidate => Err(ErrorCode::Forbidden),
             OfferStanding::Expired => Err(ErrorCode::OfferExpired),
             OfferStanding::Withdrawn => Err(ErrorCode::OfferWithdrawn),
@@ -303,14 +305,14 @@ pub fn decide(
         (C::WorkAcceptOffer, S::Queued)
             if facts.acceptance_stale && facts.offer == OfferStanding::Candidate =>
         {
-            owner_only().and(go(S::Queued, "work.offer_accepted"))
+            owner_only().and(go(S::Queued, K::WorkOfferAccepted))
         }
         // CON-2: the WorkItem conversation before acceptance. Not transitions: a candidate of
         // the live offer asks, the Coordinator answers a question of a live offer, and the
         // WorkItem stays `offered` (`conversation.rs`). `facts.offer` is the standing of the
         // offer asked on (for `work.answer`, the question's offer; unknown question: unknown).
         (C::WorkAsk, S::Offered) => match facts.offer {
-            OfferStanding::Candidate => go(S::Offered, "work.question_asked"),
+            OfferStanding::Candidate => go(S::Offered, K::WorkQuestionAsked),
             OfferStanding::NotCandidate => Err(ErrorCode::Forbidden),
             OfferStanding::Expired => Err(ErrorCode::OfferExpired),
             OfferStanding::Withdrawn => Err(ErrorCode::OfferWithdrawn),
@@ -318,7 +320,7 @@ pub fn decide(
         },
         (C::WorkAnswer, S::Offered) => match facts.offer {
             OfferStanding::Candidate | OfferStanding::NotCandidate => {
-                go(S::Offered, "work.question_answered")
+                go(S::Offered, K::WorkQuestionAnswered)
             }
             // CON-4: a question of a replaced offer was answered by the new offer.
             OfferStanding::Expired => Err(ErrorCode::OfferExpired),
@@ -326,7 +328,7 @@ pub fn decide(
             OfferStanding::Unknown => Err(ErrorCode::NotFound),
         },
         // T6
-        (C::ApprovalGrantExecution, S::Queued) => go(S::Queued, "approval.execution_granted"),
+        (C::ApprovalGrantExecution, S::Queued) => go(S::Queued, K::ApprovalExecutionGranted),
         // T7: owner, approved if required, eligible (DEP-3).
         (C::WorkStart, S::Queued) => {
             owner_only()?;
@@ -340,7 +342,7 @@ pub fn decide(
             } else {
                 // PRG-8: attempts and the retry deadline are budgets; the backoff only delays.
                 match facts.retry {
-                    RetryStanding::Allowed => go(S::Active, "work.started"),
+                    RetryStanding::Allowed => go(S::Active, K::WorkStarted),
                     RetryStanding::Exhausted
                     | RetryStanding::PastDeadline
                     | RetryStanding::CostExhausted => Err(ErrorCode::BudgetExceeded),
@@ -349,39 +351,39 @@ pub fn decide(
             }
         }
         // LSE-1, LSE-3: the owner extends its Execution Lease (the quoted one, LSE-4).
-        (C::LeaseRenew, S::Active) => owner_only().and(go(S::Active, "lease.renewed")),
+        (C::LeaseRenew, S::Active) => owner_only().and(go(S::Active, K::LeaseRenewed)),
         // PRG-1/PRG-2: a structured report; nothing in it moves the WorkItem.
-        (C::WorkProgress, S::Active) => owner_only().and(go(S::Active, "work.progress_reported")),
+        (C::WorkProgress, S::Active) => owner_only().and(go(S::Active, K::WorkProgressReported)),
         // LSE-11/LSE-12 step 1: recorded only; the WorkItem stays active until its owner
         // checkpoints (or the lease expires, is revoked, or the work is cancelled or failed).
         (C::PreemptionRequest, S::Active) => {
             if !caller_is_coordinator {
                 owner_only()?;
             }
-            go(S::Active, "work.preemption_requested")
+            go(S::Active, K::WorkPreemptionRequested)
         }
         // OFL-3, OFL-11: a reconciled buffered report or checkpoint of the historical lease,
         // which expired or was revoked by the reconnect (the WorkItem went back to `queued`
         // under the same owner): recorded there; the checkpoint keeps it `queued` (T8's end).
         (C::WorkProgress, S::Queued) if facts.reconciling => {
-            owner_only().and(go(S::Queued, "work.progress_reported"))
+            owner_only().and(go(S::Queued, K::WorkProgressReported))
         }
         (C::WorkCheckpoint, S::Queued) if facts.reconciling => {
-            owner_only().and(go(S::Queued, "work.checkpointed"))
+            owner_only().and(go(S::Queued, K::WorkCheckpointed))
         }
         // T8, T9 (PRG-4)
-        (C::WorkCheckpoint, S::Active) => owner_only().and(go(S::Queued, "work.checkpointed")),
-        (C::WorkBlock, S::Active) => owner_only().and(go(S::Blocked, "work.blocked")),
+        (C::WorkCheckpoint, S::Active) => owner_only().and(go(S::Queued, K::WorkCheckpointed)),
+        (C::WorkBlock, S::Active) => owner_only().and(go(S::Blocked, K::WorkBlocked)),
         // T10 / SM-10
         (C::WorkUnblock, S::Blocked) => go(
             if facts.live_owner { S::Queued } else { S::Open },
-            "work.unblocked",
+            K::WorkUnblocked,
         ),
         // T11 (EVD-2)
         (C::WorkSubmit, S::Active) => {
             owner_only()?;
             if facts.evidence_complete {
-                go(S::Submitted, "work.submitted")
+                go(S::Submitted, K::WorkSubmitted)
             } else {
                 Err(ErrorCode::EvidenceMissing)
             }
@@ -393,7 +395,7 @@ pub fn decide(
             if facts.caller_did_the_work {
                 Err(ErrorCode::Forbidden)
             } else if facts.evidence_complete {
-                go(S::Verified, "work.result_accepted")
+                go(S::Verified, K::WorkResultAccepted)
             } else {
                 Err(ErrorCode::EvidenceMissing)
             }
@@ -405,23 +407,23 @@ pub fn decide(
                 owner_only()?;
             }
             if facts.evidence_complete {
-                go(S::Failed, "work.failed")
+                go(S::Failed, K::WorkFailed)
             } else {
                 Err(ErrorCode::EvidenceMissing)
             }
         }
         // T14
-        (C::WorkCancel, s) if s.is_live() => go(S::Cancelled, "work.cancelled"),
+        (C::WorkCancel, s) if s.is_live() => go(S::Cancelled, K::WorkCancelled),
         // T15 / SM-11: ownership is fenced while the child Mission runs.
         (C::MissionCreateChild, S::Open | S::Offered | S::Queued | S::Active | S::Blocked) => {
-            go(S::Blocked, "mission.child_created")
+            go(S::Blocked, K::MissionChildCreated)
         }
         // CON-5: a revised contract needs renewed acceptance, and the WorkItem keeps its state
         // (SM-2 has no transition out of these states for it): live offers are withdrawn, so
         // an `offered` one waits for a new offer (T3); a `queued` owner keeps its ownership
         // but must accept again before it starts (above).
         (C::WorkReviseContract, s @ (S::Open | S::Offered | S::Queued | S::Failed)) => {
-            go(s, "work.contract_revised")
+            go(s, K::WorkContractRevised)
         }
         _ => illegal,
     }

@@ -6,6 +6,7 @@ pub mod budget;
 pub mod command;
 pub mod contract;
 pub mod conversation;
+mod event_kind;
 pub mod events;
 pub mod machine;
 pub mod offline;
@@ -13,6 +14,9 @@ pub mod views;
 
 pub use command::{COMMAND_TYPE, Command, CommandBody, CommandType};
 pub use contract::{SelectionBasis, WorkContract};
+#[cfg(test)]
+mod wire_names_tests;
+
 pub use machine::{Facts, MissionState, OfferStanding, Transition, WorkState};
 
 /// A contract's duration in seconds (lease, grace, backoff) as a `chrono::Duration`, capped at

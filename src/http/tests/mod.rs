@@ -70,5 +70,6 @@ mod uploads;
 mod wire;
 mod with_content;
 mod work;
+mod work_cases;
 mod work_refusals;
 mod work_setup;

@@ -1,7 +1,8 @@
 //! Child Missions (T15–T17, SM-11, issue #49). A child is created only by
-//! `mission.create_child` (`apply.rs`), which blocks the parent WorkItem and fences its owner
-//! while the child runs; `mission.create` names no parent ([`refuse_parent`]), so no Mission
-//! can hang under a WorkItem without blocking it and without a child-failure policy.
+//! `mission.create_child` (`commands/create_child.rs`), which blocks the parent WorkItem and
+//! fences its owner while the child runs; `mission.create` names no parent ([`refuse_parent`]),
+//! so no Mission can hang under a WorkItem without blocking it and without a child-failure
+//! policy.
 //!
 //! A child is approved only once at least one of its WorkItems is verified and none is live
 //! ([`verified_work`]); the approval then becomes Evidence for the parent (T16): one record per
@@ -21,7 +22,7 @@ use weft_api::manifest::Producer;
 use weft_api::verdict::Standing;
 use weft_api::{ArtifactId, Envelope, ErrorCode, Id};
 
-use super::apply::{Ctx, id};
+use super::ctx::{Ctx, id};
 use super::{MissionRow, WorkRow};
 use crate::error::{Error, reject};
 

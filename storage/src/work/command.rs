@@ -19,10 +19,10 @@ use weft_api::work::views::CommandAccepted;
 use weft_api::work::{Command, CommandBody, CommandType};
 use weft_api::{Envelope, ErrorCode, Id, SignedPayload as _};
 
-use super::apply::{self, Ctx};
+use super::apply;
+use super::ctx::Ctx;
 use super::{WorkRow, load_mission, load_work_item};
 use crate::access::{AuthorityMay, MissionScope, membership, mission_scope};
-use crate::clock::format_instant;
 use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -438,7 +438,7 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, E
                 )
             })?;
             // PRG-8: whether a `work.start` resumes the current attempt, read once for the
-            // retry standing here and the attempt count in `apply.rs`.
+            // retry standing here and the attempt count in `commands/start.rs`.
             ctx.resumes_attempt = ctx.command.kind == CommandType::WorkStart
                 && super::owner::resumes_attempt(ctx, &row)?;
             let facts = facts(ctx, &row, mission.state.is_terminal(), body, reconciling)?;
@@ -575,21 +575,4 @@ fn facts(
             _ => false,
         },
     })
-}
-
-/// Whether `kind` is an owner Command that must quote the current Execution Lease (LSE-4).
-pub(super) fn quotes_lease(kind: CommandType, coordinator: bool) -> bool {
-    match kind {
-        CommandType::WorkCheckpoint
-        | CommandType::WorkBlock
-        | CommandType::WorkSubmit
-        | CommandType::LeaseRenew
-        | CommandType::WorkProgress => true,
-        CommandType::WorkFail => !coordinator,
-        _ => false,
-    }
-}
-
-pub(super) fn now_text(now: chrono::DateTime<chrono::Utc>) -> String {
-    format_instant(now)
 }

@@ -10,7 +10,7 @@ use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPr
 use weft_api::work::events::{WorkEvent, WorkEventKind};
 use weft_api::work::machine::{MissionState, WorkState, child_outcome, decide_mission, propagate};
 
-use super::apply::{
+use super::ctx::{
     Ctx, detail, end_ownership, expect_new, group_mission, id_taken, insert_mission, mission_event,
 };
 use super::{MissionRow, WorkRow, deps, load_work_item, name, to_json};

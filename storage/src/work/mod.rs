@@ -1,7 +1,8 @@
 //! Missions and WorkItems (DESIGN §10): the projection rows of their Events and the reads
 //! over them. `command.rs` runs a Command (checks in DESIGN §10's order, then the pure table
 //! of `weft_api::work::machine`), `apply.rs` turns an accepted Command into row changes and
-//! Events in the one writer transaction, `deps.rs` keeps each Mission's dependency DAG
+//! Events in the one writer transaction, delegating to each Command's file in `commands/`
+//! (`ctx.rs` holds what every effect is made of), `deps.rs` keeps each Mission's dependency DAG
 //! (petgraph) and eligibility, `owner.rs` the owner's Commands while it executes (lease
 //! renewal, progress, preemption requests) and the retry policy at `work.start`, `budget.rs`
 //! the budget lineage and its spend (CON-1.7, OFL-12), `offline.rs` the judgement of a
@@ -18,6 +19,8 @@ mod caps;
 mod checks;
 mod child;
 mod command;
+mod commands;
+mod ctx;
 mod deps;
 pub(crate) mod expiry;
 mod inert;

@@ -19,7 +19,7 @@ use weft_api::work::events::WorkEventKind;
 use weft_api::work::machine::RetryStanding;
 use weft_api::work::views::{Preemption, ProgressView};
 
-use super::apply::{Ctx, id};
+use super::ctx::{Ctx, id};
 use super::{WorkRow, current_lease, from_json, to_json};
 use crate::error::{Error, reject};
 

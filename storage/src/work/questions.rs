@@ -21,7 +21,7 @@ use weft_api::work::events::WorkEventKind;
 use weft_api::work::machine::OfferStanding;
 
 use super::WorkRow;
-use super::apply::Ctx;
+use super::ctx::Ctx;
 use super::{name, parse_name};
 use crate::error::{Error, reject};
 

@@ -1,0 +1,337 @@
+//! One Command's execution context ([`Ctx`]: the writer transaction, the Command, the Events
+//! appended so far) and the row changes every Command's effect is made of: saving a WorkItem
+//! with the Event that describes it (`Ctx::record`), the Event payloads, leases released or
+//! fenced, offers withdrawn, a new lease, a new Mission row. Every Event is a `WorkEvent`
+//! carrying the aggregate's state after it and the Command's payload (`detail`), with
+//! `causationCommandId`; every WorkItem Event is listed in `work_history`.
+//!
+//! The effects that use these are in `commands/` (one file per WorkItem Command or small
+//! family), `missions.rs`, `owner.rs`, `questions.rs` and `expiry.rs`.
+
+use crate::sql::Cached as _;
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension as _, params};
+use weft_api::session::Role;
+use weft_api::work::Command;
+use weft_api::work::events::{WorkEvent, WorkEventKind};
+use weft_api::work::views::AppendedEvent;
+use weft_api::{ErrorCode, EventPayload, Id};
+
+use super::{MissionRow, WorkRow, load_mission, name, to_json};
+use weft_api::work::contract::Budgets;
+use weft_api::work::offline::Binding;
+
+use crate::clock::format_instant;
+use crate::db::Tx;
+use crate::error::{Error, reject};
+use crate::events;
+use crate::faults::Faults;
+
+/// One Command's execution: the transaction, the Command, and the Events appended so far.
+pub(super) struct Ctx<'t, 'c> {
+    pub(super) tx: &'t Tx<'c>,
+    pub(super) command: &'t Command,
+    pub(super) now: DateTime<Utc>,
+    pub(super) now_text: String,
+    pub(super) roles: Vec<Role>,
+    pub(super) session_epoch: u64,
+    pub(super) appended: Vec<AppendedEvent>,
+    /// The binding of a buffered Command (OFL-6/7), checked in `command.rs`.
+    pub(super) offline: Option<Binding>,
+    /// The usage delta the Command charges (DESIGN §12).
+    pub(super) usage: Option<Budgets>,
+    pub(super) faults: Faults,
+    /// The Authority's key, for records it signs in this transaction (T16).
+    pub(super) authority: Option<std::sync::Arc<ed25519_dalek::SigningKey>>,
+    /// The Group's open-proposal cap (issue #40; 0: none), for `work.propose`.
+    pub(super) max_open_proposals: u64,
+    /// A `work.start` resumes the current attempt (PRG-8), read once in `command.rs`.
+    pub(super) resumes_attempt: bool,
+}
+
+impl<'t, 'c> Ctx<'t, 'c> {
+    pub(super) fn new(
+        tx: &'t Tx<'c>,
+        command: &'t Command,
+        now: DateTime<Utc>,
+        roles: Vec<Role>,
+        session_epoch: u64,
+    ) -> Self {
+        Self {
+            tx,
+            command,
+            now,
+            now_text: now_text(now),
+            roles,
+            session_epoch,
+            appended: Vec::new(),
+            offline: None,
+            usage: None,
+            faults: Faults::default(),
+            authority: None,
+            max_open_proposals: 0,
+            resumes_attempt: false,
+        }
+    }
+
+    pub(super) fn group(&self) -> &str {
+        self.command.group_id.as_str()
+    }
+
+    pub(super) fn later(&self, seconds: u64) -> String {
+        now_text(self.now + weft_api::work::capped_seconds(seconds))
+    }
+
+    /// Appends one Event caused by this Command.
+    pub(super) fn emit(&mut self, kind: WorkEventKind, event: WorkEvent) -> Result<u64, Error> {
+        let sequence = events::append_caused(
+            self.tx,
+            &self.command.group_id,
+            &EventPayload::Work(kind, event.clone()),
+            self.command.command_id.as_str(),
+            self.now,
+        )?;
+        if let Some(work_item) = &event.work_item_id {
+            self.tx.run(
+                "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
+                params![work_item.as_str(), sequence],
+            )?;
+        }
+        self.appended.push(AppendedEvent {
+            sequence,
+            kind: kind.as_str().to_owned(),
+        });
+        Ok(sequence)
+    }
+
+    /// Saves `row` at its next revision and appends `kind` describing it.
+    pub(super) fn record(
+        &mut self,
+        row: &mut WorkRow,
+        kind: WorkEventKind,
+        detail: serde_json::Value,
+    ) -> Result<(), Error> {
+        row.revision += 1;
+        save(self.tx, row)?;
+        let event = work_event(row, detail)?;
+        self.emit(kind, event)?;
+        Ok(())
+    }
+}
+
+pub(super) fn id(text: &str) -> Result<Id, Error> {
+    Ok(Id::parse("id", text)?)
+}
+
+pub(super) fn work_event(row: &WorkRow, detail: serde_json::Value) -> Result<WorkEvent, Error> {
+    Ok(WorkEvent {
+        mission_id: id(&row.mission_id)?,
+        work_item_id: Some(id(&row.work_item_id)?),
+        mission_state: None,
+        state: Some(row.state),
+        revision: row.revision,
+        contract_revision: row.contract_revision,
+        ownership_epoch: row.ownership_epoch,
+        owner: row.owner.as_deref().map(id).transpose()?,
+        detail,
+    })
+}
+
+pub(super) fn mission_event(
+    row: &MissionRow,
+    detail: serde_json::Value,
+) -> Result<WorkEvent, Error> {
+    Ok(WorkEvent {
+        mission_id: id(&row.mission_id)?,
+        work_item_id: None,
+        mission_state: Some(row.state),
+        state: None,
+        revision: row.revision,
+        contract_revision: 0,
+        ownership_epoch: 0,
+        owner: None,
+        detail,
+    })
+}
+
+pub(super) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
+    tx.run(
+        "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
+                ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
+                attempts = ?11
+         WHERE work_item_id = ?1",
+        params![
+            row.work_item_id,
+            name(&row.state)?,
+            row.revision,
+            row.contract_revision,
+            to_json(&row.contract)?,
+            row.owner,
+            row.ownership_epoch,
+            row.ownership_expires_at,
+            row.approval_granted,
+            row.child_mission_id,
+            row.attempts
+        ],
+    )?;
+    Ok(())
+}
+
+pub(super) fn insert_mission(
+    tx: &Tx<'_>,
+    row: &MissionRow,
+    sequence_hint: u64,
+) -> Result<(), Error> {
+    tx.run(
+        "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state, revision,
+                               parent_work_item_id, child_failure_policy, created_sequence)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            row.mission_id,
+            row.group_id,
+            row.title,
+            name(&row.priority_class)?,
+            to_json(&row.budget)?,
+            name(&row.state)?,
+            row.revision,
+            row.parent_work_item_id,
+            row.child_failure_policy.as_ref().map(name).transpose()?,
+            sequence_hint
+        ],
+    )?;
+    Ok(())
+}
+
+/// Ids of Missions and WorkItems are unique in the whole store (DESIGN §10).
+pub(super) fn id_taken(tx: &Tx<'_>, table: &str, column: &str, id: &str) -> Result<bool, Error> {
+    Ok(tx
+        .row(
+            &format!("SELECT 1 FROM {table} WHERE {column} = ?1"),
+            [id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+pub(super) fn expect_new(ctx: &Ctx<'_, '_>) -> Result<(), Error> {
+    match ctx.command.expected_revision {
+        Some(0) | None => Ok(()),
+        Some(other) => Err(reject(
+            ErrorCode::StaleRevision,
+            format!("a new aggregate is at revision 0, not {other} (SM-3)"),
+        )),
+    }
+}
+
+/// The Mission as this Group sees it: another Group's is `not_found`.
+pub(super) fn group_mission(ctx: &Ctx<'_, '_>, mission_id: &Id) -> Result<MissionRow, Error> {
+    match load_mission(ctx.tx, mission_id.as_str())? {
+        Some(row) if row.group_id == ctx.group() => Ok(row),
+        _ => Err(reject(
+            ErrorCode::NotFound,
+            format!("no Mission {mission_id} in {}", ctx.group()),
+        )),
+    }
+}
+
+pub(super) fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(value).map_err(Error::backend)
+}
+
+/// Releases every unreleased lease of the WorkItem.
+pub(super) fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
+    ctx.tx.run(
+        "UPDATE leases SET released_at = ?2, ended_by = 'released', closed_at = ?2
+         WHERE work_item_id = ?1 AND released_at IS NULL",
+        params![work_item_id, ctx.now_text],
+    )?;
+    Ok(())
+}
+
+/// Withdraws every live offer of the WorkItem but `except`, each with its `offer.withdrawn`.
+pub(super) fn withdraw_offers(
+    ctx: &mut Ctx<'_, '_>,
+    row: &WorkRow,
+    except: Option<&str>,
+    why: &str,
+) -> Result<(), Error> {
+    let mut statement = ctx.tx.prepare_cached(
+        "SELECT offer_id FROM offers WHERE work_item_id = ?1 AND status = 'live' ORDER BY sequence",
+    )?;
+    let live = statement
+        .query_map([&row.work_item_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    drop(statement);
+    for offer in live.iter().filter(|o| Some(o.as_str()) != except) {
+        ctx.tx.run(
+            "UPDATE offers SET status = 'withdrawn' WHERE work_item_id = ?1 AND offer_id = ?2",
+            params![row.work_item_id, offer],
+        )?;
+        let event = work_event(row, serde_json::json!({"offerId": offer, "reason": why}))?;
+        ctx.emit(WorkEventKind::OfferWithdrawn, event)?;
+    }
+    Ok(())
+}
+
+/// Fences the owner of `row` (SM-6, OFL-1): every unreleased lease of the WorkItem ends at
+/// `now_text`, the owner and its ownership deadline are cleared. The ownership epoch stays, so
+/// the fenced owner's epoch never matches again and the next acceptance starts a higher one.
+/// The caller saves the row and appends the Event that says why (`ownership.expired` for the
+/// Authority's expiry and for `work.offer`'s SM-6 fencing). Answers the ids of the leases ended.
+pub(super) fn fence_owner(
+    tx: &Tx<'_>,
+    row: &mut WorkRow,
+    now_text: &str,
+) -> Result<Vec<String>, Error> {
+    let mut statement = tx.prepare_cached(
+        "UPDATE leases SET released_at = ?2, ended_by = 'fenced', closed_at = ?2
+         WHERE work_item_id = ?1 AND released_at IS NULL
+         RETURNING lease_id",
+    )?;
+    let mut ended = statement
+        .query_map(params![row.work_item_id, now_text], |r| {
+            r.get::<_, String>(0)
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    ended.sort();
+    row.owner = None;
+    row.ownership_expires_at = None;
+    Ok(ended)
+}
+
+/// Ends the owner's hold (leases released, no owner, live offers withdrawn); the ownership
+/// epoch stays, so a fenced owner's epoch never matches again.
+pub(super) fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<(), Error> {
+    fence_owner(ctx.tx, row, &ctx.now_text)?;
+    withdraw_offers(ctx, row, None, "the WorkItem moved on")?;
+    Ok(())
+}
+
+pub(super) fn new_lease(
+    ctx: &Ctx<'_, '_>,
+    row: &WorkRow,
+    kind: &str,
+    seconds: u64,
+) -> Result<String, Error> {
+    let lease_id = format!("lease-{}", uuid::Uuid::now_v7());
+    ctx.tx.run(
+        "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            lease_id,
+            row.work_item_id,
+            kind,
+            ctx.command.agent_id.as_str(),
+            ctx.session_epoch,
+            row.ownership_epoch,
+            ctx.now_text,
+            ctx.later(seconds)
+        ],
+    )?;
+    Ok(lease_id)
+}
+
+pub(super) fn now_text(now: DateTime<Utc>) -> String {
+    format_instant(now)
+}
