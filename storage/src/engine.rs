@@ -53,6 +53,8 @@ pub(crate) struct Engine {
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
     /// Test hooks (`Options::faults`): off in every server.
     pub(crate) faults: crate::faults::Faults,
+    /// The reactions after commit (`reactions.rs`): their task's progress and stop signal.
+    pub(crate) reactions: crate::reactions::Reactions,
 }
 
 impl std::fmt::Debug for Engine {
@@ -271,6 +273,7 @@ impl Engine {
             repairs: Arc::default(),
             deadlines,
             faults: options.faults,
+            reactions: crate::reactions::Reactions::default(),
         })
     }
 }

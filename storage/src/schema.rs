@@ -571,10 +571,24 @@ const V24: &str = r#"
 CREATE INDEX proposals_open ON proposals(group_id, authorized, proposer);
 "#;
 
+/// Reactions owed after a commit (issue #41, `reactions.rs`): the transaction that appends an
+/// Event some reaction follows (`work.submitted`: the review, EVD-3) inserts its row here; the
+/// reaction deletes it in the transaction that records what it did, so a reaction a crash cut
+/// short runs after the restart, and one that ran never runs again.
+const V25: &str = r#"
+CREATE TABLE reactions (
+    group_id  TEXT NOT NULL,
+    sequence  INTEGER NOT NULL,      -- the Event reacted to
+    kind      TEXT NOT NULL,         -- its type
+    subject   TEXT NOT NULL,         -- what it is about (the WorkItem of a work.submitted)
+    PRIMARY KEY (group_id, sequence)
+) WITHOUT ROWID;
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 24] = [
+const MIGRATIONS: [&str; 25] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24,
+    V22, V23, V24, V25,
 ];
 
 /// The newest schema version this build writes.
