@@ -57,6 +57,41 @@ pub(crate) struct Engine {
     pub(crate) reactions: crate::reactions::Reactions,
 }
 
+/// The reactions after commit (`reactions.rs`) run on the Engine; what each does is its
+/// feature's (the review after a submission: `evidence/reviewer.rs`).
+impl crate::reactions::Reactor for Engine {
+    fn db(&self) -> &Db {
+        &self.db
+    }
+
+    fn faults(&self) -> &crate::faults::Faults {
+        &self.faults
+    }
+
+    fn reactions(&self) -> &crate::reactions::Reactions {
+        &self.reactions
+    }
+
+    fn react<'a>(
+        self: &'a Arc<Self>,
+        owed: &'a crate::reactions::Owed,
+    ) -> futures::future::BoxFuture<'a, Result<(), Error>> {
+        match owed.reaction() {
+            Some(crate::reactions::Reaction::Review) => {
+                Box::pin(self.review_after_submission(owed))
+            }
+            None => Box::pin(std::future::ready(Ok(()))),
+        }
+    }
+}
+
+impl Engine {
+    /// See `reactions::settled`.
+    pub(crate) async fn reactions_settled(&self) {
+        crate::reactions::settled(&self.db, &self.faults, &self.reactions).await;
+    }
+}
+
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")

@@ -7,7 +7,7 @@
 //! transaction as the Event, so the reaction is owed exactly when the Event is committed. The
 //! request answers after that commit, not after the reaction.
 //!
-//! **When it runs.** One task per open [`crate::Store`] (spawned by [`start`]) runs owed
+//! **When it runs.** One task per open `Store` (spawned by [`start`]) runs owed
 //! reactions one at a time, in (Group, sequence) order: once at start-up, which runs every
 //! reaction a stopped or killed process still owed, and again after every commit that owed
 //! one (the writer notifies `Db::reactions_owed` once the batch is answered). A reaction
@@ -23,7 +23,11 @@
 //!
 //! Tests hold the reactions with `Faults::hold_reactions` (a process killed while they are
 //! held dies between a commit and its reaction), and wait for them with
-//! [`crate::Store::reactions_settled`].
+//! `Store::reactions_settled`.
+//!
+//! This file owns the queue and the task; what a reaction does is its feature's (the review
+//! is `evidence/reviewer.rs`), reached through [`Reactor`], which the Engine implements
+//! (`engine.rs`), so the queue imports no feature and not the Engine.
 //!
 //! Not here: the lease revocation after a replacing session (LSE-9) stays in the transaction
 //! that opens the session (`sessions.rs`), because LSE-9 requires the leases to end before the
@@ -31,13 +35,14 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use rusqlite::{Connection, params};
 use weft_api::Id;
 use weft_api::work::events::WorkEventKind;
 
-use crate::db::Tx;
-use crate::engine::Engine;
+use crate::db::{Db, Tx};
 use crate::error::Error;
+use crate::faults::Faults;
 use crate::sql::Cached as _;
 
 /// Most owed rows one pass reads at a time.
@@ -75,15 +80,41 @@ pub(crate) fn owe(
 
 /// One owed reaction, as its row says.
 #[derive(Debug)]
-struct Owed {
-    group_id: String,
-    sequence: u64,
-    kind: String,
-    subject: String,
+pub(crate) struct Owed {
+    pub(crate) group_id: String,
+    /// The sequence of the Event reacted to.
+    pub(crate) sequence: u64,
+    pub(crate) kind: String,
+    /// What the reaction is about (the WorkItem of a `work.submitted`).
+    pub(crate) subject: String,
 }
 
-/// The reactions' shared state on the Engine: passes started and finished (for
-/// [`Engine::reactions_settled`]) and the signal that ends the task when the Engine goes.
+/// The kinds of reaction, by the kind of Event they follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reaction {
+    /// EVD-3: the built-in reviewer's checks after `work.submitted`.
+    Review,
+}
+
+impl Owed {
+    /// Which reaction this row owes (`None`: a kind no reaction follows).
+    pub(crate) fn reaction(&self) -> Option<Reaction> {
+        (self.kind == WorkEventKind::WorkSubmitted.as_str()).then_some(Reaction::Review)
+    }
+}
+
+/// What runs the reactions: the Engine (`engine.rs`), seen through what the queue needs.
+pub(crate) trait Reactor: Send + Sync + 'static {
+    fn db(&self) -> &Db;
+    fn faults(&self) -> &Faults;
+    fn reactions(&self) -> &Reactions;
+    /// Runs the reaction `owed` owes, recording what it found in one transaction that
+    /// deletes its row with [`done`] (and records nothing when `done` says it is gone).
+    fn react<'a>(self: &'a Arc<Self>, owed: &'a Owed) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+/// The reactions' shared state on the Engine: passes started and finished (for [`settled`])
+/// and the signal that ends the task when the Engine goes.
 #[derive(Debug, Default)]
 pub(crate) struct Reactions {
     /// `(passes started, passes finished)` over owed rows.
@@ -98,27 +129,27 @@ impl Drop for Reactions {
     }
 }
 
-/// Starts `engine`'s reactions task: it runs every owed reaction now, then again after each
-/// commit that owes one, until the Engine is dropped. It keeps only a weak reference between
+/// Starts `reactor`'s reactions task: it runs every owed reaction now, then again after each
+/// commit that owes one, until the reactor is dropped. It keeps only a weak reference between
 /// passes, so it never keeps a closed Store open.
-pub(crate) fn start(engine: &Arc<Engine>) {
-    let weak = Arc::downgrade(engine);
-    let wake = engine.db.reactions_owed();
-    let stop = Arc::clone(&engine.reactions.stop);
-    let faults = engine.faults.clone();
+pub(crate) fn start<R: Reactor>(reactor: &Arc<R>) {
+    let weak = Arc::downgrade(reactor);
+    let wake = reactor.db().reactions_owed();
+    let stop = Arc::clone(&reactor.reactions().stop);
+    let faults = reactor.faults().clone();
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = faults.reactions_released() => {}
                 () = stop.notified() => return,
             }
-            let Some(engine) = weak.upgrade() else {
+            let Some(reactor) = weak.upgrade() else {
                 return;
             };
-            if let Err(Error::ShuttingDown) = engine.run_owed().await {
+            if let Err(Error::ShuttingDown) = run_owed(&reactor).await {
                 return;
             }
-            drop(engine);
+            drop(reactor);
             tokio::select! {
                 () = wake.notified() => {}
                 () = stop.notified() => return,
@@ -149,8 +180,8 @@ fn owed(conn: &Connection, after: Option<&(String, u64)>) -> Result<Vec<Owed>, E
 }
 
 /// Deletes the row of the reaction to `group_id`'s Event at `sequence`: whether it was still
-/// there (so this transaction's reaction is the one that counts).
-fn done(tx: &Tx<'_>, group_id: &str, sequence: u64) -> Result<bool, Error> {
+/// there (so the calling transaction's reaction is the one that counts).
+pub(crate) fn done(tx: &Tx<'_>, group_id: &str, sequence: u64) -> Result<bool, Error> {
     let deleted = tx.run(
         "DELETE FROM reactions WHERE group_id = ?1 AND sequence = ?2",
         params![group_id, sequence],
@@ -158,120 +189,149 @@ fn done(tx: &Tx<'_>, group_id: &str, sequence: u64) -> Result<bool, Error> {
     Ok(deleted == 1)
 }
 
-impl Engine {
-    /// One pass: runs every reaction owed when it began, in order (unless a test holds them).
-    /// Fails only when the engine is shutting down.
-    async fn run_owed(self: &Arc<Self>) -> Result<(), Error> {
-        self.reactions
-            .passes
-            .send_modify(|(started, _)| *started += 1);
-        let outcome = self.run_pass().await;
-        self.reactions
-            .passes
-            .send_modify(|(_, finished)| *finished += 1);
-        outcome
-    }
+/// One pass: runs every reaction owed when it began, in order (unless a test holds them).
+/// Fails only when the engine is shutting down.
+async fn run_owed<R: Reactor>(reactor: &Arc<R>) -> Result<(), Error> {
+    let passes = &reactor.reactions().passes;
+    passes.send_modify(|(started, _)| *started += 1);
+    let outcome = run_pass(reactor).await;
+    passes.send_modify(|(_, finished)| *finished += 1);
+    outcome
+}
 
-    async fn run_pass(self: &Arc<Self>) -> Result<(), Error> {
-        let mut after: Option<(String, u64)> = None;
-        loop {
-            let cursor = after.clone();
-            let batch = match self.db.read(move |conn| owed(conn, cursor.as_ref())).await {
-                Ok(batch) => batch,
-                Err(Error::ShuttingDown) => return Err(Error::ShuttingDown),
-                Err(error) => {
-                    tracing::warn!(%error, "cannot read the owed reactions; tried at the next wake");
-                    return Ok(());
-                }
-            };
-            let full = batch.len() == PASS as usize;
-            for owed in batch {
-                if self.faults.reactions_held() {
-                    return Ok(());
-                }
-                after = Some((owed.group_id.clone(), owed.sequence));
-                self.react(owed).await?;
-            }
-            if !full {
+async fn run_pass<R: Reactor>(reactor: &Arc<R>) -> Result<(), Error> {
+    let mut after: Option<(String, u64)> = None;
+    loop {
+        let cursor = after.clone();
+        let batch = match reactor
+            .db()
+            .read(move |conn| owed(conn, cursor.as_ref()))
+            .await
+        {
+            Ok(batch) => batch,
+            Err(Error::ShuttingDown) => return Err(Error::ShuttingDown),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the owed reactions; tried at the next wake");
                 return Ok(());
             }
-        }
-    }
-
-    /// Runs one owed reaction and records its outcome with its row's deletion. Fails only when
-    /// the engine is shutting down.
-    async fn react(self: &Arc<Self>, owed: Owed) -> Result<(), Error> {
-        let outcome = if owed.kind == WorkEventKind::WorkSubmitted.as_str() {
-            self.review_after_submission(&owed).await
-        } else {
-            // No weft writes another kind here (a newer schema is refused at open).
-            Err(Error::reject(
-                weft_api::ErrorCode::BadRequest,
-                format!("no reaction follows {}", owed.kind),
-            ))
         };
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(Error::ShuttingDown) => Err(Error::ShuttingDown),
-            Err(error @ Error::Backend(_)) => {
-                tracing::warn!(%error, group = owed.group_id, sequence = owed.sequence,
-                    kind = owed.kind, "a reaction failed; it stays owed and is tried again");
-                Ok(())
+        let full = batch.len() == PASS as usize;
+        for owed in batch {
+            if reactor.faults().reactions_held() {
+                return Ok(());
             }
-            Err(error) => {
-                // The submission stands; a reviewer can run the checks again by hand.
-                tracing::warn!(%error, group = owed.group_id, sequence = owed.sequence,
-                    kind = owed.kind, "a reaction was refused; dropped");
-                let Owed {
-                    group_id, sequence, ..
-                } = owed;
-                match self.db.write(move |tx| done(tx, &group_id, sequence)).await {
-                    Ok(_) => Ok(()),
-                    Err(Error::ShuttingDown) => Err(Error::ShuttingDown),
-                    Err(error) => {
-                        tracing::warn!(%error, "cannot drop a refused reaction; tried again");
-                        Ok(())
-                    }
+            after = Some((owed.group_id.clone(), owed.sequence));
+            react(reactor, owed).await?;
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+/// Runs one owed reaction. A refusal drops it (logged); a backend error leaves it owed.
+/// Fails only when the engine is shutting down.
+async fn react<R: Reactor>(reactor: &Arc<R>, owed: Owed) -> Result<(), Error> {
+    let outcome = match owed.reaction() {
+        Some(_) => reactor.react(&owed).await,
+        // No weft writes another kind (a newer schema is refused at open).
+        None => Err(Error::reject(
+            weft_api::ErrorCode::BadRequest,
+            format!("no reaction follows {}", owed.kind),
+        )),
+    };
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(Error::ShuttingDown) => Err(Error::ShuttingDown),
+        Err(error @ Error::Backend(_)) => {
+            tracing::warn!(%error, group = owed.group_id, sequence = owed.sequence,
+                kind = owed.kind, "a reaction failed; it stays owed and is tried again");
+            Ok(())
+        }
+        Err(error) => {
+            // The submission stands; a reviewer can run the checks again by hand.
+            tracing::warn!(%error, group = owed.group_id, sequence = owed.sequence,
+                kind = owed.kind, "a reaction was refused; dropped");
+            let Owed {
+                group_id, sequence, ..
+            } = owed;
+            match reactor
+                .db()
+                .write(move |tx| done(tx, &group_id, sequence))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(Error::ShuttingDown) => Err(Error::ShuttingDown),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot drop a refused reaction; tried again");
+                    Ok(())
                 }
             }
         }
     }
+}
 
-    /// EVD-3: the built-in reviewer's checks of the submission at `owed.sequence`, recorded
-    /// with the reaction's deletion in one transaction (nothing if another run recorded them).
-    async fn review_after_submission(self: &Arc<Self>, owed: &Owed) -> Result<(), Error> {
-        let work_item_id = Id::parse("workItemId", &owed.subject)?;
-        let prepared = self.review_submission(work_item_id, owed.sequence).await?;
-        let (group_id, sequence) = (owed.group_id.clone(), owed.sequence);
-        let n_recorded = self
-            .db
-            .write(move |tx| {
-                if !done(tx, &group_id, sequence)? {
-                    return Ok(0);
-                }
-                let mut n_recorded = 0;
-                for evidence in prepared {
-                    let (_, new) = evidence.record(tx)?;
-                    n_recorded += usize::from(new);
-                }
-                Ok(n_recorded)
+/// Returns once every reaction owed by a commit answered before the call has been run
+/// (recorded, dropped as refused, or left owed by a backend error): a pass that began after
+/// the call has finished. At once while a test holds the reactions.
+pub(crate) async fn settled(db: &Db, faults: &Faults, reactions: &Reactions) {
+    if faults.reactions_held() {
+        return;
+    }
+    let mut passes = reactions.passes.subscribe();
+    let (started, _) = *passes.borrow_and_update();
+    db.reactions_owed().notify_one();
+    // `wait_for` fails only when the sender is gone, and `reactions` holds it.
+    let _ = passes.wait_for(|(_, finished)| *finished > started).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::db::{Db, Location};
+    use crate::sql::Cached as _;
+
+    /// The transaction appending a `work.submitted` owes its review, and only that kind; a
+    /// reaction's row is deleted once, so a second run of the same reaction (after a crash
+    /// that cut nothing short, or alongside another) records nothing.
+    #[tokio::test]
+    async fn a_submission_owes_one_reaction_and_it_is_done_once() {
+        let db = Db::open(&Location::Memory).expect("open");
+        let owed = db
+            .write(|tx| {
+                tx.run(
+                    "INSERT INTO groups (group_id, created_at) VALUES ('g1', 'now')",
+                    [],
+                )?;
+                let group = weft_api::Id::parse("groupId", "g1")?;
+                let now = chrono::Utc::now();
+                let payload = |kind: &str| format!(r#"{{"workItemId":"wi-1","kind":"{kind}"}}"#);
+                crate::events::append_raw(tx, &group, "work.started", payload("s"), now)?;
+                let submitted =
+                    crate::events::append_raw(tx, &group, "work.submitted", payload("t"), now)?;
+                let owed = super::owed(tx, None)?;
+                Ok((submitted, owed))
             })
-            .await?;
-        tracing::debug!(n_recorded, "reviewed a submission");
-        Ok(())
-    }
-
-    /// Returns once every reaction owed by a commit answered before the call has been run
-    /// (recorded, dropped as refused, or left owed by a backend error): a pass that began
-    /// after the call has finished. At once while a test holds the reactions.
-    pub(crate) async fn reactions_settled(&self) {
-        if self.faults.reactions_held() {
-            return;
-        }
-        let mut passes = self.reactions.passes.subscribe();
-        let (started, _) = *passes.borrow_and_update();
-        self.db.reactions_owed().notify_one();
-        // `wait_for` fails only when the sender is gone, and `self` holds it.
-        let _ = passes.wait_for(|(_, finished)| *finished > started).await;
+            .await
+            .expect("append");
+        let (submitted, owed) = owed;
+        assert_eq!(owed.len(), 1, "{owed:?}");
+        assert_eq!(
+            (
+                owed[0].sequence,
+                owed[0].kind.as_str(),
+                owed[0].subject.as_str()
+            ),
+            (submitted, "work.submitted", "wi-1")
+        );
+        assert_eq!(owed[0].reaction(), Some(super::Reaction::Review));
+        let runs = db
+            .write(move |tx| {
+                let first = super::done(tx, "g1", submitted)?;
+                let second = super::done(tx, "g1", submitted)?;
+                Ok((first, second, super::owed(tx, None)?.len()))
+            })
+            .await
+            .expect("done");
+        assert_eq!(runs, (true, false, 0), "done once, then nothing is owed");
     }
 }

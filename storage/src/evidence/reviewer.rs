@@ -142,7 +142,7 @@ impl Engine {
     /// Evidence, signed and checked but not recorded: the reaction that runs this
     /// (`reactions.rs`) records it in the transaction that marks the reaction done. Nothing
     /// when the WorkItem has left that submission (revised, resubmitted, closed).
-    pub(crate) async fn review_submission(
+    async fn review_submission(
         self: &Arc<Self>,
         work_item_id: Id,
         sequence: u64,
@@ -190,6 +190,34 @@ impl Engine {
             }
         }
         Ok(records)
+    }
+
+    /// The reaction to `work.submitted` (`reactions.rs`): the checks of the submission at
+    /// `owed.sequence`, recorded with the reaction's row deleted in one transaction, and
+    /// nothing recorded if the row is gone (another run recorded them): exactly once.
+    pub(crate) async fn review_after_submission(
+        self: &Arc<Self>,
+        owed: &crate::reactions::Owed,
+    ) -> Result<(), Error> {
+        let work_item_id = Id::parse("workItemId", &owed.subject)?;
+        let prepared = self.review_submission(work_item_id, owed.sequence).await?;
+        let (group_id, sequence) = (owed.group_id.clone(), owed.sequence);
+        let n_recorded = self
+            .db
+            .write(move |tx| {
+                if !crate::reactions::done(tx, &group_id, sequence)? {
+                    return Ok(0);
+                }
+                let mut n_recorded = 0;
+                for evidence in prepared {
+                    let (_, new) = evidence.record(tx)?;
+                    n_recorded += usize::from(new);
+                }
+                Ok(n_recorded)
+            })
+            .await?;
+        tracing::debug!(n_recorded, "reviewed a submission");
+        Ok(())
     }
 
     /// Runs one check over `artifacts`: its Evidence under `criterion`, signed by the server's
