@@ -288,32 +288,24 @@ pub(crate) async fn settled(db: &Db, faults: &Faults, reactions: &Reactions) {
 #[cfg(test)]
 mod tests {
     use crate::db::{Db, Location};
-    use crate::sql::Cached as _;
 
-    /// The transaction appending a `work.submitted` owes its review, and only that kind; a
-    /// reaction's row is deleted once, so a second run of the same reaction (after a crash
-    /// that cut nothing short, or alongside another) records nothing.
+    /// The transaction appending a `work.submitted` owes its review (`events::append` calls
+    /// `owe` for every Event), and only that kind; a reaction's row is deleted once, so a
+    /// second run of the same reaction (after a crash that cut nothing short, or alongside
+    /// another) records nothing.
     #[tokio::test]
     async fn a_submission_owes_one_reaction_and_it_is_done_once() {
         let db = Db::open(&Location::Memory).expect("open");
         let owed = db
             .write(|tx| {
-                tx.run(
-                    "INSERT INTO groups (group_id, created_at) VALUES ('g1', 'now')",
-                    [],
-                )?;
                 let group = weft_api::Id::parse("groupId", "g1")?;
-                let now = chrono::Utc::now();
-                let payload = |kind: &str| format!(r#"{{"workItemId":"wi-1","kind":"{kind}"}}"#);
-                crate::events::append_raw(tx, &group, "work.started", payload("s"), now)?;
-                let submitted =
-                    crate::events::append_raw(tx, &group, "work.submitted", payload("t"), now)?;
-                let owed = super::owed(tx, None)?;
-                Ok((submitted, owed))
+                let payload = r#"{"detail":{},"workItemId":"wi-1"}"#;
+                super::owe(tx, &group, 1, "work.started", payload)?;
+                super::owe(tx, &group, 2, "work.submitted", payload)?;
+                super::owed(tx, None)
             })
             .await
-            .expect("append");
-        let (submitted, owed) = owed;
+            .expect("owe");
         assert_eq!(owed.len(), 1, "{owed:?}");
         assert_eq!(
             (
@@ -321,13 +313,13 @@ mod tests {
                 owed[0].kind.as_str(),
                 owed[0].subject.as_str()
             ),
-            (submitted, "work.submitted", "wi-1")
+            (2, "work.submitted", "wi-1")
         );
         assert_eq!(owed[0].reaction(), Some(super::Reaction::Review));
         let runs = db
-            .write(move |tx| {
-                let first = super::done(tx, "g1", submitted)?;
-                let second = super::done(tx, "g1", submitted)?;
+            .write(|tx| {
+                let first = super::done(tx, "g1", 2)?;
+                let second = super::done(tx, "g1", 2)?;
                 Ok((first, second, super::owed(tx, None)?.len()))
             })
             .await

@@ -1,6 +1,10 @@
 //! Evidence: recording signed records, reading them by criterion, and the built-in
 //! deterministic reviewer (EVD-3 steps 1, 2 and 5: integrity and schema checks whose results
 //! are preserved as Evidence signed by the server's key).
+//!
+//! Long (about 680 lines) because recording checks every rule of EVD-1 and EVD-4 in one
+//! place, in two halves: before the writer ([`Engine::prepare_evidence`]) and in its
+//! transaction ([`Prepared::record`]), which the review's reaction (`reactions.rs`) calls too.
 
 mod reviewer;
 pub(crate) mod standing;

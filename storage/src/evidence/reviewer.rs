@@ -1,6 +1,11 @@
 //! The built-in deterministic reviewer (EVD-3 steps 1, 2 and 5): integrity through the
 //! verified read path, JSON Schema validation (built without resolvers, so a schema never
 //! makes the server fetch anything), each result recorded as Evidence signed by the server.
+//! After a submission it runs as a reaction after the commit (`reactions.rs`), and records
+//! its Evidence in the transaction that marks the reaction done.
+//!
+//! Long (about 620 lines) because each check's read path (download slots, verified reads,
+//! the schema lookup) sits next to the Evidence it produces.
 
 use crate::sql::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
