@@ -57,7 +57,7 @@ pub(crate) fn owe(
     kind: &str,
     payload_json: &str,
 ) -> Result<(), Error> {
-    if kind != WorkEventKind::WorkSubmitted.as_str() {
+    if Reaction::following(kind).is_none() {
         return Ok(());
     }
     /// The one field a submission's reaction needs from its payload.
@@ -96,10 +96,17 @@ pub(crate) enum Reaction {
     Review,
 }
 
+impl Reaction {
+    /// The reaction that follows an Event of `kind`, if one does: the one table of them.
+    fn following(kind: &str) -> Option<Self> {
+        (kind == WorkEventKind::WorkSubmitted.as_str()).then_some(Self::Review)
+    }
+}
+
 impl Owed {
     /// Which reaction this row owes (`None`: a kind no reaction follows).
     pub(crate) fn reaction(&self) -> Option<Reaction> {
-        (self.kind == WorkEventKind::WorkSubmitted.as_str()).then_some(Reaction::Review)
+        Reaction::following(&self.kind)
     }
 }
 
