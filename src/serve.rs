@@ -314,6 +314,11 @@ fn owner_only(data_dir: &Path, created: bool) -> anyhow::Result<()> {
 }
 
 /// `weft serve`: open the store, bind, print `listening on http://…`, serve until Ctrl-C.
+/// Test hook: hold every reaction after commit (the review after a submission, EVD-3) for the
+/// life of the process, so a test can kill it between a commit and its reaction
+/// (`tests/e2e/reactions.rs`). No flag or configuration file sets it.
+const HOLD_REACTIONS: &str = "WEFT_TEST_HOLD_REACTIONS";
+
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let created = !config.data_dir.exists();
     std::fs::create_dir_all(&config.data_dir)
@@ -340,6 +345,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .min(options.quotas.max_open_downloads);
     }
     options.authority = std::sync::Arc::new(authority_key(&config.data_dir)?);
+    if std::env::var_os(HOLD_REACTIONS).is_some() {
+        tracing::warn!("{HOLD_REACTIONS} is set: reactions after commit are held (a test hook)");
+        options.faults.hold_reactions(true);
+    }
     let store = weft_storage::Store::open(options)
         .await
         .context("opening the store")?;

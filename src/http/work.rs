@@ -7,7 +7,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use weft_api::ErrorCode;
-use weft_api::work::views::CommandAccepted;
 
 use super::body::read_envelope;
 use super::error::{HttpError, HttpResult};
@@ -44,27 +43,9 @@ pub(crate) async fn command(
         .store
         .execute_command(group_id, envelope, &session)
         .await?;
-    review_submissions(&state, std::slice::from_ref(&accepted)).await;
+    // EVD-3's review of a submission is a reaction after this commit (storage's
+    // `reactions.rs`): the answer does not wait for the re-hash.
     Ok(json(StatusCode::CREATED, &accepted))
-}
-
-/// EVD-3: once a submission is committed, the built-in reviewer runs the checks its contract
-/// names; their Evidence follows the Command's Events in the log. Once per submitted
-/// WorkItem, and never for a replayed answer (it did nothing this time). A failure leaves the
-/// submission standing (a reviewer can run the checks again by hand).
-async fn review_submissions(state: &AppState, answers: &[CommandAccepted]) {
-    let mut reviewed = std::collections::BTreeSet::new();
-    for answer in answers {
-        if !answer.replayed
-            && answer.events.iter().any(|e| e.kind == "work.submitted")
-            && let Some(work_item) = answer.state["workItemId"].as_str()
-            && reviewed.insert(work_item.to_owned())
-            && let Ok(work_item) = weft_api::Id::parse("workItemId", work_item)
-            && let Err(error) = state.store.review_submission(work_item).await
-        {
-            tracing::warn!(%error, "the review after a submission failed");
-        }
-    }
 }
 
 /// Runs up to 256 signed Commands of the caller's session in order, in one transaction, each in
@@ -103,7 +84,6 @@ pub(crate) async fn command_batch(
         .store
         .execute_commands(group_id, batch.commands, &session)
         .await?;
-    review_submissions(&state, &accepted).await;
     let refused = refused.map(|(index, error)| BatchRefusal {
         index,
         problem: HttpError::from(error).body(),

@@ -33,6 +33,9 @@ type Job = Box<dyn Work>;
 pub(crate) struct Tx<'a> {
     conn: &'a Connection,
     appended: RefCell<Vec<weft_api::Event>>,
+    /// Whether this job owes a reaction (`reactions.rs`): the writer wakes the reactions'
+    /// task after the commit. Left set by a rolled-back nested savepoint: a wake finds nothing.
+    owes_reaction: std::cell::Cell<bool>,
 }
 
 impl<'a> Tx<'a> {
@@ -40,7 +43,13 @@ impl<'a> Tx<'a> {
         Self {
             conn,
             appended: RefCell::new(Vec::new()),
+            owes_reaction: std::cell::Cell::new(false),
         }
+    }
+
+    /// Notes that this job wrote a reaction's row (only `reactions::owe` calls this).
+    pub(crate) fn owes_reaction(&self) {
+        self.owes_reaction.set(true);
     }
 
     /// Notes an Event appended in this transaction (only `events::append` calls this).
@@ -68,8 +77,8 @@ impl<'a> Tx<'a> {
         }
     }
 
-    fn into_appended(self) -> Vec<weft_api::Event> {
-        self.appended.into_inner()
+    fn into_appended(self) -> (Vec<weft_api::Event>, bool) {
+        (self.appended.into_inner(), self.owes_reaction.get())
     }
 }
 
@@ -140,6 +149,8 @@ pub(crate) struct Db {
     id: u64,
     /// Counts the writer's SQL work while armed (tests).
     meter: Arc<crate::sql::WriteMeter>,
+    /// Notified after a commit that owes a reaction (`reactions.rs` waits on it).
+    reactions_owed: Arc<tokio::sync::Notify>,
 }
 
 /// Gives every opened database its own `Db::id`.
@@ -291,6 +302,8 @@ impl Db {
         let publish = committed.clone();
         let meter = Arc::new(crate::sql::WriteMeter::default());
         let writer_meter = Arc::clone(&meter);
+        let reactions_owed = Arc::new(tokio::sync::Notify::new());
+        let owed = Arc::clone(&reactions_owed);
         // Dropped when the writer thread ends, which ends the checkpointer.
         let (writing, written) = std::sync::mpsc::sync_channel::<()>(1);
         if let Location::File(path) = location {
@@ -317,7 +330,9 @@ impl Db {
                         traced = !traced;
                         crate::sql::trace(&conn, traced);
                     }
-                    run_batch(&mut conn, batch, &publish, &writer_meter);
+                    if run_batch(&mut conn, batch, &publish, &writer_meter) {
+                        owed.notify_one();
+                    }
                     // Something may be in the WAL now; a full channel already says so.
                     let _ = writing.try_send(());
                 }
@@ -334,12 +349,19 @@ impl Db {
             path,
             id: NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             meter,
+            reactions_owed,
         })
     }
 
     /// The meter of the writer's SQL work (tests; see [`crate::sql::WriteMeter`]).
     pub(crate) fn meter(&self) -> &crate::sql::WriteMeter {
         &self.meter
+    }
+
+    /// Notified after every commit that wrote a reaction's row (a permit is kept while no one
+    /// waits, so no commit's wake is lost).
+    pub(crate) fn reactions_owed(&self) -> Arc<tokio::sync::Notify> {
+        Arc::clone(&self.reactions_owed)
     }
 
     /// Committed Events from now on, in commit order (and so in sequence order per Group).
@@ -501,12 +523,13 @@ fn checkpointer(
     }
 }
 
+/// Runs one batch in one transaction; whether it committed a reaction's row.
 fn run_batch(
     conn: &mut Connection,
     batch: Vec<Job>,
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
     meter: &crate::sql::WriteMeter,
-) {
+) -> bool {
     let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(txn) => txn,
         Err(error) => {
@@ -515,11 +538,12 @@ fn run_batch(
                 // Without a transaction no job may run; each caller hears why.
                 job.fail(error.clone());
             }
-            return;
+            return false;
         }
     };
     let mut finishers = Vec::with_capacity(batch.len());
     let mut appended = Vec::new();
+    let mut owes_reaction = false;
     let mut broken: Option<Error> = None;
     for job in batch {
         if let Some(error) = &broken {
@@ -545,7 +569,9 @@ fn run_batch(
             continue;
         };
         let end = if ok {
-            appended.extend(tx.into_appended());
+            let (events, owes) = tx.into_appended();
+            appended.extend(events);
+            owes_reaction |= owes;
             txn.execute_batch("RELEASE job")
         } else {
             txn.execute_batch("ROLLBACK TO job; RELEASE job")
@@ -578,9 +604,11 @@ fn run_batch(
             let _ = publish.send(event);
         }
     }
+    let committed = commit.is_ok();
     for finish in finishers {
         finish(commit.clone());
     }
+    committed && owes_reaction
 }
 
 #[cfg(test)]

@@ -53,6 +53,43 @@ pub(crate) struct Engine {
     pub(crate) deadlines: Arc<crate::work::expiry::Deadlines>,
     /// Test hooks (`Options::faults`): off in every server.
     pub(crate) faults: crate::faults::Faults,
+    /// The reactions after commit (`reactions.rs`): their task's progress and stop signal.
+    pub(crate) reactions: crate::reactions::Reactions,
+}
+
+/// The reactions after commit (`reactions.rs`) run on the Engine; what each does is its
+/// feature's (the review after a submission: `evidence/reviewer.rs`).
+impl crate::reactions::Reactor for Engine {
+    fn db(&self) -> &Db {
+        &self.db
+    }
+
+    fn faults(&self) -> &crate::faults::Faults {
+        &self.faults
+    }
+
+    fn reactions(&self) -> &crate::reactions::Reactions {
+        &self.reactions
+    }
+
+    fn react<'a>(
+        self: &'a Arc<Self>,
+        owed: &'a crate::reactions::Owed,
+    ) -> futures::future::BoxFuture<'a, Result<(), Error>> {
+        match owed.reaction() {
+            Some(crate::reactions::Reaction::Review) => {
+                Box::pin(self.review_after_submission(owed))
+            }
+            None => Box::pin(std::future::ready(Ok(()))),
+        }
+    }
+}
+
+impl Engine {
+    /// See `reactions::settled`.
+    pub(crate) async fn reactions_settled(&self) {
+        crate::reactions::settled(&self.db, &self.faults, &self.reactions).await;
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -271,6 +308,7 @@ impl Engine {
             repairs: Arc::default(),
             deadlines,
             faults: options.faults,
+            reactions: crate::reactions::Reactions::default(),
         })
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Appends happen only inside the writer's transaction, together with the projection rows
 //! they describe; the single writer makes "read the head, insert head + 1" race-free.
-//! Nothing here updates or deletes an Event (DLV-7).
+//! Nothing here updates or deletes an Event (DLV-7). An append whose kind a reaction follows
+//! also writes the reaction's row (`reactions.rs`), in the same transaction.
 
 use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
@@ -99,6 +100,8 @@ fn append_with(
             causation
         ],
     )?;
+    // An Event some reaction follows owes it, durably, in this same transaction.
+    crate::reactions::owe(tx, group_id, sequence, kind, &payload_json)?;
     let event = Event {
         event_id,
         group_id: group_id.to_string(),

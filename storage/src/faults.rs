@@ -1,5 +1,7 @@
 //! Test hooks that make writes fail: a reconciliation step (OFL-10/11), and ENOSPC or EIO at
-//! each write site of the object store and the database (issue #15, fault injection).
+//! each write site of the object store and the database (issue #15, fault injection); and one
+//! that holds the reactions after commit (`reactions.rs`), so a test can stop the process
+//! between a commit and its reaction.
 //!
 //! [`Faults`] is carried in `Options::faults`; it is off by default and no server
 //! configuration turns it on. A disarmed write site pays one relaxed atomic load
@@ -29,6 +31,8 @@ pub struct Faults {
     writes: Arc<Writes>,
     /// The VFS the database opens through, when these faults reach it.
     vfs: Option<Arc<str>>,
+    /// Whether owed reactions wait instead of running (`true`: held).
+    reactions_held: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// The steps of one reconciliation, in OFL-11's order.
@@ -246,6 +250,25 @@ impl Faults {
     /// The VFS the database's writing connections open through, if these faults reach it.
     pub(crate) fn vfs(&self) -> Option<&str> {
         self.vfs.as_deref()
+    }
+
+    /// Holds every owed reaction (`true`) until released (`false`): their rows stay in the
+    /// queue, as after a crash between a commit and its reaction. A reaction already running
+    /// finishes.
+    pub fn hold_reactions(&self, held: bool) {
+        self.reactions_held.send_replace(held);
+    }
+
+    /// Returns once reactions are not held (at once when no test holds them).
+    pub(crate) async fn reactions_released(&self) {
+        let mut held = self.reactions_held.subscribe();
+        // `wait_for` fails only if the sender is gone, and `self` holds it.
+        let _ = held.wait_for(|held| !*held).await;
+    }
+
+    /// Whether a test holds the reactions now.
+    pub(crate) fn reactions_held(&self) -> bool {
+        *self.reactions_held.borrow()
     }
 }
 

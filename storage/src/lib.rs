@@ -44,6 +44,7 @@ mod options;
 mod outboard;
 mod policy;
 mod rates;
+mod reactions;
 mod schema;
 mod sessions;
 mod sql;
@@ -100,9 +101,10 @@ impl Store {
 
     /// Opens (creating if needed) the index and the blob backend, and sweeps stale staging.
     pub async fn open(options: Options) -> Result<Self, Error> {
-        let inner = engine::Engine::open(options).await?;
+        let inner = Arc::new(engine::Engine::open(options).await?);
+        reactions::start(&inner);
         Ok(Self {
-            inner: Arc::new(inner),
+            inner,
             sessions: Arc::default(),
         })
     }
@@ -494,10 +496,13 @@ impl Store {
         self.inner.review(work_item_id, request, session).await
     }
 
-    /// EVD-3: the built-in reviewer's checks after a submission (the criteria whose contract
-    /// requires `integrity_check` or `schema_validation`), recorded as the Authority's Evidence.
-    pub async fn review_submission(&self, work_item_id: Id) -> Result<Vec<EvidenceRecord>, Error> {
-        self.inner.review_submission(work_item_id).await
+    // EVD-3's review after a submission is a reaction after its commit (reactions.rs).
+
+    /// Returns once every reaction owed by a commit answered before the call has run (the
+    /// review after a submission, EVD-3): a pass over the owed reactions that began after
+    /// the call has finished. For tests; at once while `Faults::hold_reactions` holds them.
+    pub async fn reactions_settled(&self) {
+        self.inner.reactions_settled().await;
     }
 
     /// Registers a schema URI as naming a published schema artifact, for the reviewer.
@@ -717,8 +722,10 @@ impl Store {
     }
 
     /// Every table's rows hashed, and the object counts: for tests asserting that a refused
-    /// request changed nothing, not even one column of one row.
+    /// request changed nothing, not even one column of one row. Reactions owed by earlier
+    /// commits run first, so none lands between two fingerprints.
     pub async fn fingerprint(&self) -> Result<Fingerprint, Error> {
+        self.reactions_settled().await;
         let mut fingerprint = self.inner.db.read(fingerprint::of_tables).await?;
         let stats = self.stats().await?;
         fingerprint.blob_objects = stats.blob_objects;

@@ -579,10 +579,24 @@ CREATE INDEX work_items_seen ON work_items(work_item_id, group_id, mission_id);
 CREATE INDEX missions_seen ON missions(mission_id, group_id);
 "#;
 
+/// Reactions owed after a commit (issue #41, `reactions.rs`): the transaction that appends an
+/// Event some reaction follows (`work.submitted`: the review, EVD-3) inserts its row here; the
+/// reaction deletes it in the transaction that records what it did, so a reaction a crash cut
+/// short runs after the restart, and one that ran never runs again.
+const V26: &str = r#"
+CREATE TABLE reactions (
+    group_id  TEXT NOT NULL,
+    sequence  INTEGER NOT NULL,      -- the Event reacted to
+    kind      TEXT NOT NULL,         -- its type
+    subject   TEXT NOT NULL,         -- what it is about (the WorkItem of a work.submitted)
+    PRIMARY KEY (group_id, sequence)
+) WITHOUT ROWID;
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 25] = [
+const MIGRATIONS: [&str; 26] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25,
+    V22, V23, V24, V25, V26,
 ];
 
 /// The newest schema version this build writes.

@@ -8,6 +8,7 @@ mod crash;
 mod delivery;
 mod first_hour;
 mod offline;
+mod reactions;
 mod readme;
 mod restart;
 mod resume;

@@ -21,20 +21,33 @@ impl TestServer {
 
     /// Starts on a given address (to restart a killed server where its clients expect it).
     pub(crate) fn start_on(data_dir: &Path, listen: &str, extra: &[&str]) -> Self {
-        Self::spawn(data_dir, listen, extra, Stdio::null())
+        Self::spawn(data_dir, listen, extra, &[], Stdio::null())
+    }
+
+    /// Starts with more environment variables (test hooks such as the one that holds the
+    /// reactions after commit).
+    pub(crate) fn start_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::spawn(data_dir, "127.0.0.1:0", &[], env, Stdio::null())
     }
 
     /// Starts with the server's log (stderr) written to `log`.
     pub(crate) fn start_logged(data_dir: &Path, extra: &[&str], log: &Path) -> Self {
         let file = std::fs::File::create(log).expect("log file");
-        Self::spawn(data_dir, "127.0.0.1:0", extra, Stdio::from(file))
+        Self::spawn(data_dir, "127.0.0.1:0", extra, &[], Stdio::from(file))
     }
 
-    fn spawn(data_dir: &Path, listen: &str, extra: &[&str], stderr: Stdio) -> Self {
+    fn spawn(
+        data_dir: &Path,
+        listen: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let mut child = Command::new(WEFT)
             .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(extra)
+            .envs(env.iter().copied())
             .env("RUST_BACKTRACE", "0")
             .stdout(Stdio::piped())
             .stderr(stderr)

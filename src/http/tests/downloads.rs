@@ -352,6 +352,8 @@ async fn the_review_after_a_submission_takes_a_slot_of_its_group() {
         assert_eq!(held.status(), StatusCode::OK);
         let submitted = h.send(command_request(&w1, "g1", &submit)).await;
         assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
+        // The review is a reaction after the commit: it runs while the slot is held.
+        h.store.reactions_settled().await;
         drop(held);
         let expected = if wi == "wi-held" {
             // The Group's one slot was held: the artifact was not read, and the Authority's

@@ -179,6 +179,9 @@ backends!(
             axum::http::StatusCode::CREATED,
             "{submitted:?}"
         );
+        // EVD-3: the review after the submission (a reaction after its commit) records the
+        // integrity Evidence `work.accept_result` waits for.
+        h.store.reactions_settled().await;
         let verified = ok(
             &h,
             &coordinator,

@@ -47,6 +47,7 @@ mod priority;
 mod progress;
 mod proofs;
 mod ranges;
+mod reactions;
 mod replay;
 mod restart;
 mod reuse;

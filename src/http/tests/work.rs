@@ -561,6 +561,8 @@ backends!(
         submit["leaseId"] = lease;
         let submitted = h.send(command_request(&w1, "g1", &submit)).await;
         assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
+        // The review is a reaction after the submission's commit, not part of its answer.
+        h.store.reactions_settled().await;
         let criteria = h
             .get_json(&coordinator, "/v1/workitems/wi-r/criteria")
             .await;

@@ -1,6 +1,10 @@
 //! Evidence: recording signed records, reading them by criterion, and the built-in
 //! deterministic reviewer (EVD-3 steps 1, 2 and 5: integrity and schema checks whose results
 //! are preserved as Evidence signed by the server's key).
+//!
+//! Long (about 680 lines) because recording checks every rule of EVD-1 and EVD-4 in one
+//! place, in two halves: before the writer ([`Engine::prepare_evidence`]) and in its
+//! transaction ([`Prepared::record`]), which the review's reaction (`reactions.rs`) calls too.
 
 mod reviewer;
 pub(crate) mod standing;
@@ -86,12 +90,36 @@ fn citable(conn: &Connection, artifact: &ArtifactId, evidence: &Evidence) -> Res
     Ok(in_mission || crate::artifacts::reuse_record(conn, group, artifact)?.is_some())
 }
 
+/// A signed Evidence record whose signature and caller checked out, ready for the writer's
+/// transaction ([`Prepared::record`]).
+pub(crate) struct Prepared {
+    signer: Id,
+    keyid: weft_api::KeyId,
+    evidence_id: ArtifactId,
+    evidence: Evidence,
+    is_authority: bool,
+    envelope_json: String,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
 impl Engine {
     pub(crate) async fn record_evidence(
         &self,
         envelope: Envelope,
         caller: &Reader,
     ) -> Result<(EvidenceRecorded, bool), Error> {
+        let prepared = self.prepare_evidence(envelope, caller).await?;
+        self.db.write(move |txn| prepared.record(txn)).await
+    }
+
+    /// Checks a signed Evidence record's signature and whether `caller` may record it: the
+    /// part of [`Engine::record_evidence`] before the writer (the reviewer's reaction records
+    /// several in one transaction of its own, `reactions.rs`).
+    pub(crate) async fn prepare_evidence(
+        &self,
+        envelope: Envelope,
+        caller: &Reader,
+    ) -> Result<Prepared, Error> {
         let Signed {
             signer,
             keyid,
@@ -125,102 +153,193 @@ impl Engine {
             _ => {}
         }
         let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
-        let now = self.clock.now();
-        self.db
-            .write(move |txn| {
-                let existing: Option<u64> = txn
-                    .row("SELECT sequence FROM evidence WHERE evidence_id = ?1", [&evidence_id.0[..]], |row| row.get(0))
-                    .optional()?;
-                if let Some(sequence) = existing {
-                    return Ok((EvidenceRecorded { evidence_id, sequence }, false));
-                }
-                let group = evidence.group_id.as_str();
-                if !group_exists(txn, group)? {
-                    return Err(reject(ErrorCode::UnknownGroup, format!("group {group} does not exist")));
-                }
-                let (producer, standing) = if is_authority {
-                    (Reader::Admin, Standing::Authority)
-                } else {
-                    match agent_by_keyid(txn, &keyid)? {
-                        Some((agent_id, _, _)) if agent_id == signer => {}
-                        _ => return Err(reject(ErrorCode::UnknownKey, "the signing key was unregistered meanwhile")),
-                    }
-                    let standing = match membership(txn, group, signer.as_str())? {
-                        // CTX-6: approving reusable knowledge is an approver's Evidence, and
-                        // the only Evidence an approver records.
-                        Some((roles, _)) if evidence.is_reuse_approval() => {
-                            if !roles.contains(&Role::Approver) {
-                                return Err(reject(
-                                    ErrorCode::Forbidden,
-                                    format!("only an Organization approver approves reusable knowledge (CTX-6); {signer} is not one in {group}"),
-                                ));
-                            }
-                            Standing::Approver
-                        }
-                        Some((roles, _)) => match Standing::of_roles(&roles) {
-                            Some(standing) => standing,
-                            None => return Err(reject(ErrorCode::Forbidden, format!("{signer} may not record Evidence in {group}"))),
-                        },
-                        None => return Err(reject(ErrorCode::NotAMember, format!("{signer} is not a member of {group}"))),
-                    };
-                    (crate::access::agent_reader(txn, &evidence.group_id, &signer)?, standing)
-                };
-                // Separation of duties: on work it did itself a producer's word is a Worker's
-                // claim, whatever its roles (it may not review itself, nor supersede another's
-                // record there).
-                let own_work = standing != Standing::Worker
-                    && !is_authority
-                    && standing::did_the_work(txn, &evidence, signer.as_str())?;
-                let standing = if own_work { on_own_work(standing) } else { standing };
-                // CTX-5: a Mission-scoped member records Evidence for its Missions only,
-                // answered as for another Group whether or not the Mission exists.
-                if !producer.sees_mission(group, evidence.mission_id.as_str()) {
+        Ok(Prepared {
+            signer,
+            keyid,
+            evidence_id,
+            evidence,
+            is_authority,
+            envelope_json,
+            now: self.clock.now(),
+        })
+    }
+}
+
+impl Prepared {
+    /// Records it in the writer's transaction, after the checks that need the index; `false`
+    /// with the earlier record's sequence when the same record is there already.
+    pub(crate) fn record(self, txn: &crate::db::Tx<'_>) -> Result<(EvidenceRecorded, bool), Error> {
+        let Prepared {
+            signer,
+            keyid,
+            evidence_id,
+            evidence,
+            is_authority,
+            envelope_json,
+            now,
+        } = self;
+        let existing: Option<u64> = txn
+            .row(
+                "SELECT sequence FROM evidence WHERE evidence_id = ?1",
+                [&evidence_id.0[..]],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if let Some(sequence) = existing {
+            return Ok((
+                EvidenceRecorded {
+                    evidence_id,
+                    sequence,
+                },
+                false,
+            ));
+        }
+        let group = evidence.group_id.as_str();
+        if !group_exists(txn, group)? {
+            return Err(reject(
+                ErrorCode::UnknownGroup,
+                format!("group {group} does not exist"),
+            ));
+        }
+        let (producer, standing) = if is_authority {
+            (Reader::Admin, Standing::Authority)
+        } else {
+            match agent_by_keyid(txn, &keyid)? {
+                Some((agent_id, _, _)) if agent_id == signer => {}
+                _ => {
                     return Err(reject(
-                        ErrorCode::NotAMember,
-                        format!("{signer} is not a member of Mission {} in {group}", evidence.mission_id),
+                        ErrorCode::UnknownKey,
+                        "the signing key was unregistered meanwhile",
                     ));
                 }
-                // EVD-1: a method kind is claimed only by a standing allowed to produce it.
-                let method = evidence.method.kind;
-                if !may_claim(standing, method) {
-                    let why = if own_work {
-                        format!("{signer} did this work (separation of duties), so its Evidence on it is a worker's claim: ")
-                    } else {
-                        String::new()
-                    };
-                    return Err(reject(
-                        ErrorCode::Forbidden,
-                        format!("{why}a {} may not record Evidence of method {}", standing.as_str(), method.as_str()),
-                    ));
-                }
-                for artifact in &evidence.artifacts {
-                    if !can_read_artifact(txn, &producer, artifact)? {
-                        return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not published in a group {signer} can read")));
-                    }
-                    // EVD-4's "referenced Artifacts": any the producer can read that was
-                    // published for this Mission in this Group (another WorkItem's reference
-                    // data included), or reusable knowledge of the Group (issue #40).
-                    if !citable(txn, artifact, &evidence)? {
+            }
+            let standing = match membership(txn, group, signer.as_str())? {
+                // CTX-6: approving reusable knowledge is an approver's Evidence, and
+                // the only Evidence an approver records.
+                Some((roles, _)) if evidence.is_reuse_approval() => {
+                    if !roles.contains(&Role::Approver) {
                         return Err(reject(
-                            ErrorCode::MissionMismatch,
+                            ErrorCode::Forbidden,
                             format!(
-                                "{artifact} is neither published for Mission {} in {group} nor reusable there",
-                                evidence.mission_id
+                                "only an Organization approver approves reusable knowledge (CTX-6); {signer} is not one in {group}"
                             ),
                         ));
                     }
+                    Standing::Approver
                 }
-                if let Some(earlier) = &evidence.supersedes {
-                    standing::check_supersedes(txn, earlier, &evidence, &signer, standing)?;
+                Some((roles, _)) => match Standing::of_roles(&roles) {
+                    Some(standing) => standing,
+                    None => {
+                        return Err(reject(
+                            ErrorCode::Forbidden,
+                            format!("{signer} may not record Evidence in {group}"),
+                        ));
+                    }
+                },
+                None => {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{signer} is not a member of {group}"),
+                    ));
                 }
-                crate::work::require_work_item(txn, &producer, group, evidence.mission_id.as_str(), evidence.work_item_id.as_str())?;
-                check_execution(txn, &evidence, signer.as_str(), now)?;
-                let sequence = insert_record(txn, evidence_id, &evidence, &signer, &envelope_json, standing, now)?;
-                Ok((EvidenceRecorded { evidence_id, sequence }, true))
-            })
-            .await
+            };
+            (
+                crate::access::agent_reader(txn, &evidence.group_id, &signer)?,
+                standing,
+            )
+        };
+        // Separation of duties: on work it did itself a producer's word is a Worker's
+        // claim, whatever its roles (it may not review itself, nor supersede another's
+        // record there).
+        let own_work = standing != Standing::Worker
+            && !is_authority
+            && standing::did_the_work(txn, &evidence, signer.as_str())?;
+        let standing = if own_work {
+            on_own_work(standing)
+        } else {
+            standing
+        };
+        // CTX-5: a Mission-scoped member records Evidence for its Missions only,
+        // answered as for another Group whether or not the Mission exists.
+        if !producer.sees_mission(group, evidence.mission_id.as_str()) {
+            return Err(reject(
+                ErrorCode::NotAMember,
+                format!(
+                    "{signer} is not a member of Mission {} in {group}",
+                    evidence.mission_id
+                ),
+            ));
+        }
+        // EVD-1: a method kind is claimed only by a standing allowed to produce it.
+        let method = evidence.method.kind;
+        if !may_claim(standing, method) {
+            let why = if own_work {
+                format!(
+                    "{signer} did this work (separation of duties), so its Evidence on it is a worker's claim: "
+                )
+            } else {
+                String::new()
+            };
+            return Err(reject(
+                ErrorCode::Forbidden,
+                format!(
+                    "{why}a {} may not record Evidence of method {}",
+                    standing.as_str(),
+                    method.as_str()
+                ),
+            ));
+        }
+        for artifact in &evidence.artifacts {
+            if !can_read_artifact(txn, &producer, artifact)? {
+                return Err(reject(
+                    ErrorCode::UnknownArtifact,
+                    format!("{artifact} is not published in a group {signer} can read"),
+                ));
+            }
+            // EVD-4's "referenced Artifacts": any the producer can read that was
+            // published for this Mission in this Group (another WorkItem's reference
+            // data included), or reusable knowledge of the Group (issue #40).
+            if !citable(txn, artifact, &evidence)? {
+                return Err(reject(
+                    ErrorCode::MissionMismatch,
+                    format!(
+                        "{artifact} is neither published for Mission {} in {group} nor reusable there",
+                        evidence.mission_id
+                    ),
+                ));
+            }
+        }
+        if let Some(earlier) = &evidence.supersedes {
+            standing::check_supersedes(txn, earlier, &evidence, &signer, standing)?;
+        }
+        crate::work::require_work_item(
+            txn,
+            &producer,
+            group,
+            evidence.mission_id.as_str(),
+            evidence.work_item_id.as_str(),
+        )?;
+        check_execution(txn, &evidence, signer.as_str(), now)?;
+        let sequence = insert_record(
+            txn,
+            evidence_id,
+            &evidence,
+            &signer,
+            &envelope_json,
+            standing,
+            now,
+        )?;
+        Ok((
+            EvidenceRecorded {
+                evidence_id,
+                sequence,
+            },
+            true,
+        ))
     }
+}
 
+impl Engine {
     pub(crate) async fn list_evidence(
         &self,
         filter: EvidenceFilter,

@@ -1,6 +1,11 @@
 //! The built-in deterministic reviewer (EVD-3 steps 1, 2 and 5): integrity through the
 //! verified read path, JSON Schema validation (built without resolvers, so a schema never
 //! makes the server fetch anything), each result recorded as Evidence signed by the server.
+//! After a submission it runs as a reaction after the commit (`reactions.rs`), and records
+//! its Evidence in the transaction that marks the reaction done.
+//!
+//! Long (about 620 lines) because each check's read path (download slots, verified reads,
+//! the schema lookup) sits next to the Evidence it produces.
 
 use crate::sql::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
@@ -109,28 +114,48 @@ impl Engine {
                 Ok(Id::parse("missionId", &mission)?)
             })
             .await?;
-        self.run_checks(
-            &work_item_id,
-            &session.group_id,
-            &mission_id,
-            &assignments,
-            &request.artifacts,
-            &reader,
-        )
-        .await
+        let mut records = Vec::new();
+        for (check, criterion) in &assignments {
+            let (envelope, evidence) = self
+                .sign_check(
+                    *check,
+                    criterion,
+                    &work_item_id,
+                    &session.group_id,
+                    &mission_id,
+                    &request.artifacts,
+                    &reader,
+                )
+                .await?;
+            let (recorded, _) = self
+                .record_evidence(envelope.clone(), &Reader::Admin)
+                .await?;
+            records.push(EvidenceRecord {
+                evidence_id: recorded.evidence_id,
+                group_id: session.group_id.to_string(),
+                sequence: recorded.sequence,
+                envelope,
+                evidence,
+            });
+        }
+        Ok(records)
     }
 
-    /// EVD-3: after a submission, the built-in reviewer runs the checks the contract names
-    /// (a criterion requiring `integrity_check` or `schema_validation`) over the submitted
-    /// artifacts, as the Authority, and records their Evidence. Answers what it recorded.
-    pub(crate) async fn review_submission(
+    /// EVD-3: after the submission appended at `sequence`, the built-in reviewer runs the
+    /// checks the contract names (a criterion requiring `integrity_check` or
+    /// `schema_validation`) over the submitted artifacts, as the Authority. Answers their
+    /// Evidence, signed and checked but not recorded: the reaction that runs this
+    /// (`reactions.rs`) records it in the transaction that marks the reaction done. Nothing
+    /// when the WorkItem has left that submission (revised, resubmitted, closed).
+    async fn review_submission(
         self: &Arc<Self>,
         work_item_id: Id,
-    ) -> Result<Vec<EvidenceRecord>, Error> {
+        sequence: u64,
+    ) -> Result<Vec<crate::evidence::Prepared>, Error> {
         let id = work_item_id.clone();
         let plan = self
             .db
-            .read(move |conn| crate::work::submission_plan(conn, id.as_str()))
+            .read(move |conn| crate::work::submission_plan(conn, id.as_str(), sequence))
             .await?;
         let Some(plan) = plan else {
             return Ok(Vec::new());
@@ -142,136 +167,151 @@ impl Engine {
         };
         let mut records = Vec::new();
         for (criterion, methods) in &plan.criteria {
+            if plan.artifacts.is_empty() {
+                continue;
+            }
             // The contract's criterion names these checks: each records under it.
-            let checks: Vec<(Check, String)> = methods
+            let checks: BTreeSet<Check> = methods
                 .iter()
                 .filter_map(|method| match method {
                     MethodKind::IntegrityCheck => Some(Check::Integrity),
                     MethodKind::SchemaValidation => Some(Check::Schema),
                     _ => None,
                 })
-                .collect::<BTreeSet<Check>>()
-                .into_iter()
-                .map(|check| (check, criterion.clone()))
                 .collect();
-            if checks.is_empty() || plan.artifacts.is_empty() {
-                continue;
+            for check in checks {
+                let (envelope, _) = self
+                    .sign_check(
+                        check,
+                        criterion,
+                        &work_item_id,
+                        &plan.group_id,
+                        &plan.mission_id,
+                        &plan.artifacts,
+                        &reader,
+                    )
+                    .await?;
+                records.push(self.prepare_evidence(envelope, &Reader::Admin).await?);
             }
-            records.extend(
-                self.run_checks(
-                    &work_item_id,
-                    &plan.group_id,
-                    &plan.mission_id,
-                    &checks,
-                    &plan.artifacts,
-                    &reader,
-                )
-                .await?,
-            );
         }
         Ok(records)
     }
 
-    /// Runs each check over `artifacts` and records one Evidence for it under its criterion,
-    /// signed by the server's key. A failed check is Evidence with outcome `fail`.
-    async fn run_checks(
+    /// The reaction to `work.submitted` (`reactions.rs`): the checks of the submission at
+    /// `owed.sequence`, recorded with the reaction's row deleted in one transaction, and
+    /// nothing recorded if the row is gone (another run recorded them): exactly once.
+    pub(crate) async fn review_after_submission(
         self: &Arc<Self>,
+        owed: &crate::reactions::Owed,
+    ) -> Result<(), Error> {
+        let work_item_id = Id::parse("workItemId", &owed.subject)?;
+        let prepared = self.review_submission(work_item_id, owed.sequence).await?;
+        let (group_id, sequence) = (owed.group_id.clone(), owed.sequence);
+        let n_recorded = self
+            .db
+            .write(move |tx| {
+                if !crate::reactions::done(tx, &group_id, sequence)? {
+                    return Ok(0);
+                }
+                let mut n_recorded = 0;
+                for evidence in prepared {
+                    let (_, new) = evidence.record(tx)?;
+                    n_recorded += usize::from(new);
+                }
+                Ok(n_recorded)
+            })
+            .await?;
+        tracing::debug!(n_recorded, "reviewed a submission");
+        Ok(())
+    }
+
+    /// Runs one check over `artifacts`: its Evidence under `criterion`, signed by the server's
+    /// key, not yet recorded. A failed check is Evidence with outcome `fail`.
+    #[allow(clippy::too_many_arguments)]
+    async fn sign_check(
+        self: &Arc<Self>,
+        check: Check,
+        criterion: &str,
         work_item_id: &Id,
         group_id: &Id,
         mission_id: &Id,
-        checks: &[(Check, String)],
         artifacts: &[ArtifactId],
         reader: &Reader,
-    ) -> Result<Vec<EvidenceRecord>, Error> {
-        let mut records = Vec::new();
-        for (check, criterion) in checks {
-            let check = *check;
-            let (kind, name, findings) = match check {
-                Check::Integrity => (
-                    MethodKind::IntegrityCheck,
-                    "weft integrity check",
-                    self.check_integrity(artifacts, reader).await?,
-                ),
-                Check::Schema => (
-                    MethodKind::SchemaValidation,
-                    "weft schema validation",
-                    self.check_schemas(artifacts, reader).await?,
-                ),
-            };
-            let outcome = if findings.iter().any(|f| f.outcome == Outcome::Fail) {
-                Outcome::Fail
-            } else if findings.iter().any(|f| f.outcome == Outcome::Inconclusive) {
-                Outcome::Inconclusive
-            } else {
-                Outcome::Pass
-            };
-            let mut summary = String::new();
-            for finding in &findings {
-                let line = format!(
-                    "{} {}: {}\n",
-                    finding.outcome.as_str(),
-                    finding.artifact,
-                    finding.reason
-                );
-                if summary.len() + line.len() > weft_api::evidence::MAX_SUMMARY {
-                    break;
-                }
-                summary.push_str(&line);
+    ) -> Result<(Envelope, Evidence), Error> {
+        let (kind, name, findings) = match check {
+            Check::Integrity => (
+                MethodKind::IntegrityCheck,
+                "weft integrity check",
+                self.check_integrity(artifacts, reader).await?,
+            ),
+            Check::Schema => (
+                MethodKind::SchemaValidation,
+                "weft schema validation",
+                self.check_schemas(artifacts, reader).await?,
+            ),
+        };
+        let outcome = if findings.iter().any(|f| f.outcome == Outcome::Fail) {
+            Outcome::Fail
+        } else if findings.iter().any(|f| f.outcome == Outcome::Inconclusive) {
+            Outcome::Inconclusive
+        } else {
+            Outcome::Pass
+        };
+        let mut summary = String::new();
+        for finding in &findings {
+            let line = format!(
+                "{} {}: {}\n",
+                finding.outcome.as_str(),
+                finding.artifact,
+                finding.reason
+            );
+            if summary.len() + line.len() > weft_api::evidence::MAX_SUMMARY {
+                break;
             }
-            let count = |o: Outcome| {
-                Metric::Number(findings.iter().filter(|f| f.outcome == o).count() as f64)
-            };
-            let metrics = BTreeMap::from([
-                (
-                    "artifacts".to_owned(),
-                    Metric::Number(findings.len() as f64),
-                ),
-                ("passed".to_owned(), count(Outcome::Pass)),
-                ("failed".to_owned(), count(Outcome::Fail)),
-                ("inconclusive".to_owned(), count(Outcome::Inconclusive)),
-            ]);
-            let evidence = Evidence {
-                subject: Subject {
-                    kind: SubjectKind::WorkItem,
-                    id: work_item_id.to_string(),
-                },
-                mission_id: mission_id.clone(),
-                group_id: group_id.clone(),
-                work_item_id: work_item_id.clone(),
-                criterion: criterion.to_owned(),
-                method: Method {
-                    kind,
-                    name: name.to_owned(),
-                    version: env!("CARGO_PKG_VERSION").to_owned(),
-                },
-                result: EvidenceResult {
-                    outcome,
-                    summary: summary.trim_end().to_owned(),
-                    metrics,
-                },
-                producer: Producer {
-                    agent_id: Id::parse("agentId", AUTHORITY_AGENT)?,
-                    agent_card_version: "1".to_owned(),
-                },
-                timestamp: self.clock.now().fixed_offset(),
-                artifacts: artifacts.to_vec(),
-                supersedes: None,
-                execution: None,
-            };
-            let payload = serde_json::to_vec(&evidence).map_err(Error::backend)?;
-            let envelope = Envelope::sign(&self.authority, EVIDENCE_TYPE, &payload);
-            let (recorded, _) = self
-                .record_evidence(envelope.clone(), &Reader::Admin)
-                .await?;
-            records.push(EvidenceRecord {
-                evidence_id: recorded.evidence_id,
-                group_id: group_id.to_string(),
-                sequence: recorded.sequence,
-                envelope,
-                evidence,
-            });
+            summary.push_str(&line);
         }
-        Ok(records)
+        let count =
+            |o: Outcome| Metric::Number(findings.iter().filter(|f| f.outcome == o).count() as f64);
+        let metrics = BTreeMap::from([
+            (
+                "artifacts".to_owned(),
+                Metric::Number(findings.len() as f64),
+            ),
+            ("passed".to_owned(), count(Outcome::Pass)),
+            ("failed".to_owned(), count(Outcome::Fail)),
+            ("inconclusive".to_owned(), count(Outcome::Inconclusive)),
+        ]);
+        let evidence = Evidence {
+            subject: Subject {
+                kind: SubjectKind::WorkItem,
+                id: work_item_id.to_string(),
+            },
+            mission_id: mission_id.clone(),
+            group_id: group_id.clone(),
+            work_item_id: work_item_id.clone(),
+            criterion: criterion.to_owned(),
+            method: Method {
+                kind,
+                name: name.to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+            result: EvidenceResult {
+                outcome,
+                summary: summary.trim_end().to_owned(),
+                metrics,
+            },
+            producer: Producer {
+                agent_id: Id::parse("agentId", AUTHORITY_AGENT)?,
+                agent_card_version: "1".to_owned(),
+            },
+            timestamp: self.clock.now().fixed_offset(),
+            artifacts: artifacts.to_vec(),
+            supersedes: None,
+            execution: None,
+        };
+        let payload = serde_json::to_vec(&evidence).map_err(Error::backend)?;
+        let envelope = Envelope::sign(&self.authority, EVIDENCE_TYPE, &payload);
+        Ok((envelope, evidence))
     }
 
     /// A re-hash of a stored file holds a download slot while it runs, as a GET does: the

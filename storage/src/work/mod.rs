@@ -487,10 +487,13 @@ pub(crate) struct SubmissionPlan {
     pub(crate) criteria: Vec<(String, Vec<weft_api::evidence::MethodKind>)>,
 }
 
-/// The plan for a `submitted` WorkItem (`None` in any other state).
+/// The plan for the review of the submission appended at `sequence`: `None` unless the
+/// WorkItem is `submitted` and that is its latest submission (a review that runs late reviews
+/// only a submission still standing, and each submission once).
 pub(crate) fn submission_plan(
     conn: &Connection,
     work_item_id: &str,
+    sequence: u64,
 ) -> Result<Option<SubmissionPlan>, Error> {
     let Some(row) = load_work_item(conn, work_item_id)? else {
         return Ok(None);
@@ -498,18 +501,19 @@ pub(crate) fn submission_plan(
     if row.state != WorkState::Submitted {
         return Ok(None);
     }
-    let detail: Option<String> = conn
+    let detail: Option<(u64, String)> = conn
         .row(
-            "SELECT ev.payload FROM work_history h
+            "SELECT ev.sequence, ev.payload FROM work_history h
              CROSS JOIN events ev ON ev.group_id = ?1 AND ev.sequence = h.sequence
              WHERE h.work_item_id = ?2 AND ev.type = 'work.submitted'
              ORDER BY h.sequence DESC LIMIT 1",
             params![row.group_id, row.work_item_id],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
     let artifacts = match detail {
-        Some(payload) => {
+        Some((latest, _)) if latest != sequence => return Ok(None),
+        Some((_, payload)) => {
             let event: weft_api::work::events::WorkEvent = from_json(&payload)?;
             serde_json::from_value(event.detail["artifacts"].clone()).map_err(Error::backend)?
         }

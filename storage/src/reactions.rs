@@ -1,0 +1,336 @@
+//! Reactions after commit (issue #41): work that follows an Event of a given kind but must not
+//! hold up the request that appended it. Today one: after `work.submitted`, the built-in
+//! reviewer's checks (EVD-3), recorded as the Authority's Evidence.
+//!
+//! **The queue.** `events::append` calls [`owe`] for every Event; for a kind a reaction
+//! follows it inserts a row into `reactions` (Group, sequence, kind, subject) in the same
+//! transaction as the Event, so the reaction is owed exactly when the Event is committed. The
+//! request answers after that commit, not after the reaction.
+//!
+//! **When it runs.** One task per open `Store` (spawned by [`start`]) runs owed
+//! reactions one at a time, in (Group, sequence) order: once at start-up, which runs every
+//! reaction a stopped or killed process still owed, and again after every commit that owed
+//! one (the writer notifies `Db::reactions_owed` once the batch is answered). A reaction
+//! does its slow part (re-hashing GiBs, validating schemas) outside the writer, through the
+//! read pool and the blocking pool like any read, and holds no connection across an `.await`.
+//!
+//! **Exactly once in effect.** A reaction records what it found in one transaction that also
+//! deletes its row, and records nothing if the row is already gone: a reaction cut short by a
+//! crash left its row and recorded nothing, so it runs again after the restart; one that
+//! committed is never run again. A reaction that is refused (a rule said no) is logged and
+//! dropped, as the review in the request handler was (a reviewer can run the checks by hand);
+//! one that meets a backend error stays owed and is tried at the next wake or start.
+//!
+//! Tests hold the reactions with `Faults::hold_reactions` (a process killed while they are
+//! held dies between a commit and its reaction), and wait for them with
+//! `Store::reactions_settled`.
+//!
+//! This file owns the queue and the task; what a reaction does is its feature's (the review
+//! is `evidence/reviewer.rs`), reached through [`Reactor`], which the Engine implements
+//! (`engine.rs`), so the queue imports no feature and not the Engine.
+//!
+//! Not here: the lease revocation after a replacing session (LSE-9) stays in the transaction
+//! that opens the session (`sessions.rs`), because LSE-9 requires the leases to end before the
+//! new session can start the WorkItems again; a reaction after the answer could not promise it.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use rusqlite::{Connection, params};
+use weft_api::Id;
+use weft_api::work::events::WorkEventKind;
+
+use crate::db::{Db, Tx};
+use crate::error::Error;
+use crate::faults::Faults;
+use crate::sql::Cached as _;
+
+/// Most owed rows one pass reads at a time.
+const PASS: u32 = 256;
+
+/// Notes the reaction `kind` owes, if any, in the transaction appending that Event at
+/// `sequence` of `group_id` (only `events::append` calls this).
+pub(crate) fn owe(
+    tx: &Tx<'_>,
+    group_id: &Id,
+    sequence: u64,
+    kind: &str,
+    payload_json: &str,
+) -> Result<(), Error> {
+    if Reaction::following(kind).is_none() {
+        return Ok(());
+    }
+    /// The one field a submission's reaction needs from its payload.
+    #[derive(serde::Deserialize)]
+    struct Subject {
+        #[serde(rename = "workItemId")]
+        work_item_id: Option<String>,
+    }
+    let subject: Subject = serde_json::from_str(payload_json).map_err(Error::backend)?;
+    let Some(work_item_id) = subject.work_item_id else {
+        return Ok(());
+    };
+    tx.run(
+        "INSERT INTO reactions (group_id, sequence, kind, subject) VALUES (?1, ?2, ?3, ?4)",
+        params![group_id.as_str(), sequence, kind, work_item_id],
+    )?;
+    tx.owes_reaction();
+    Ok(())
+}
+
+/// One owed reaction, as its row says.
+#[derive(Debug)]
+pub(crate) struct Owed {
+    pub(crate) group_id: String,
+    /// The sequence of the Event reacted to.
+    pub(crate) sequence: u64,
+    pub(crate) kind: String,
+    /// What the reaction is about (the WorkItem of a `work.submitted`).
+    pub(crate) subject: String,
+}
+
+/// The kinds of reaction, by the kind of Event they follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reaction {
+    /// EVD-3: the built-in reviewer's checks after `work.submitted`.
+    Review,
+}
+
+impl Reaction {
+    /// The reaction that follows an Event of `kind`, if one does: the one table of them.
+    fn following(kind: &str) -> Option<Self> {
+        (kind == WorkEventKind::WorkSubmitted.as_str()).then_some(Self::Review)
+    }
+}
+
+impl Owed {
+    /// Which reaction this row owes (`None`: a kind no reaction follows).
+    pub(crate) fn reaction(&self) -> Option<Reaction> {
+        Reaction::following(&self.kind)
+    }
+}
+
+/// What runs the reactions: the Engine (`engine.rs`), seen through what the queue needs.
+pub(crate) trait Reactor: Send + Sync + 'static {
+    fn db(&self) -> &Db;
+    fn faults(&self) -> &Faults;
+    fn reactions(&self) -> &Reactions;
+    /// Runs the reaction `owed` owes, recording what it found in one transaction that
+    /// deletes its row with [`done`] (and records nothing when `done` says it is gone).
+    fn react<'a>(self: &'a Arc<Self>, owed: &'a Owed) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+/// The reactions' shared state on the Engine: passes started and finished (for [`settled`])
+/// and the signal that ends the task when the Engine goes.
+#[derive(Debug, Default)]
+pub(crate) struct Reactions {
+    /// `(passes started, passes finished)` over owed rows.
+    passes: tokio::sync::watch::Sender<(u64, u64)>,
+    /// Notified when the Engine is dropped: the task ends.
+    stop: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Reactions {
+    fn drop(&mut self) {
+        self.stop.notify_one();
+    }
+}
+
+/// Starts `reactor`'s reactions task: it runs every owed reaction now, then again after each
+/// commit that owes one, until the reactor is dropped. It keeps only a weak reference between
+/// passes, so it never keeps a closed Store open.
+pub(crate) fn start<R: Reactor>(reactor: &Arc<R>) {
+    let weak = Arc::downgrade(reactor);
+    let wake = reactor.db().reactions_owed();
+    let stop = Arc::clone(&reactor.reactions().stop);
+    let faults = reactor.faults().clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = faults.reactions_released() => {}
+                () = stop.notified() => return,
+            }
+            let Some(reactor) = weak.upgrade() else {
+                return;
+            };
+            if let Err(Error::ShuttingDown) = run_owed(&reactor).await {
+                return;
+            }
+            drop(reactor);
+            tokio::select! {
+                () = wake.notified() => {}
+                () = stop.notified() => return,
+            }
+        }
+    });
+}
+
+/// The owed rows after `after` (in (Group, sequence) order), at most [`PASS`].
+fn owed(conn: &Connection, after: Option<&(String, u64)>) -> Result<Vec<Owed>, Error> {
+    let (group, sequence) = after.map_or(("", 0), |(group, sequence)| (group.as_str(), *sequence));
+    let mut statement = conn.prepare_cached(
+        "SELECT group_id, sequence, kind, subject FROM reactions
+         WHERE group_id > ?1 OR (group_id = ?1 AND sequence > ?2)
+         ORDER BY group_id, sequence LIMIT ?3",
+    )?;
+    let rows = statement
+        .query_map(params![group, sequence, PASS], |row| {
+            Ok(Owed {
+                group_id: row.get(0)?,
+                sequence: row.get(1)?,
+                kind: row.get(2)?,
+                subject: row.get(3)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Deletes the row of the reaction to `group_id`'s Event at `sequence`: whether it was still
+/// there (so the calling transaction's reaction is the one that counts).
+pub(crate) fn done(tx: &Tx<'_>, group_id: &str, sequence: u64) -> Result<bool, Error> {
+    let deleted = tx.run(
+        "DELETE FROM reactions WHERE group_id = ?1 AND sequence = ?2",
+        params![group_id, sequence],
+    )?;
+    Ok(deleted == 1)
+}
+
+/// One pass: runs every reaction owed when it began, in order (unless a test holds them).
+/// Fails only when the engine is shutting down.
+async fn run_owed<R: Reactor>(reactor: &Arc<R>) -> Result<(), Error> {
+    let passes = &reactor.reactions().passes;
+    passes.send_modify(|(started, _)| *started += 1);
+    let outcome = run_pass(reactor).await;
+    passes.send_modify(|(_, finished)| *finished += 1);
+    outcome
+}
+
+async fn run_pass<R: Reactor>(reactor: &Arc<R>) -> Result<(), Error> {
+    let mut after: Option<(String, u64)> = None;
+    loop {
+        let cursor = after.clone();
+        let batch = match reactor
+            .db()
+            .read(move |conn| owed(conn, cursor.as_ref()))
+            .await
+        {
+            Ok(batch) => batch,
+            Err(Error::ShuttingDown) => return Err(Error::ShuttingDown),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the owed reactions; tried at the next wake");
+                return Ok(());
+            }
+        };
+        let full = batch.len() == PASS as usize;
+        for owed in batch {
+            if reactor.faults().reactions_held() {
+                return Ok(());
+            }
+            after = Some((owed.group_id.clone(), owed.sequence));
+            react(reactor, owed).await?;
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+/// Runs one owed reaction. A refusal drops it (logged); a backend error leaves it owed.
+/// Fails only when the engine is shutting down.
+async fn react<R: Reactor>(reactor: &Arc<R>, owed: Owed) -> Result<(), Error> {
+    let outcome = match owed.reaction() {
+        Some(_) => reactor.react(&owed).await,
+        // No weft writes another kind (a newer schema is refused at open).
+        None => Err(Error::reject(
+            weft_api::ErrorCode::BadRequest,
+            format!("no reaction follows {}", owed.kind),
+        )),
+    };
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(Error::ShuttingDown) => Err(Error::ShuttingDown),
+        Err(error @ Error::Backend(_)) => {
+            tracing::warn!(%error, group = owed.group_id, sequence = owed.sequence,
+                kind = owed.kind, "a reaction failed; it stays owed and is tried again");
+            Ok(())
+        }
+        Err(error) => {
+            // The submission stands; a reviewer can run the checks again by hand.
+            tracing::warn!(%error, group = owed.group_id, sequence = owed.sequence,
+                kind = owed.kind, "a reaction was refused; dropped");
+            let Owed {
+                group_id, sequence, ..
+            } = owed;
+            match reactor
+                .db()
+                .write(move |tx| done(tx, &group_id, sequence))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(Error::ShuttingDown) => Err(Error::ShuttingDown),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot drop a refused reaction; tried again");
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+/// Returns once every reaction owed by a commit answered before the call has been run
+/// (recorded, dropped as refused, or left owed by a backend error): a pass that began after
+/// the call has finished. At once while a test holds the reactions.
+pub(crate) async fn settled(db: &Db, faults: &Faults, reactions: &Reactions) {
+    if faults.reactions_held() {
+        return;
+    }
+    let mut passes = reactions.passes.subscribe();
+    let (started, _) = *passes.borrow_and_update();
+    db.reactions_owed().notify_one();
+    // `wait_for` fails only when the sender is gone, and `reactions` holds it.
+    let _ = passes.wait_for(|(_, finished)| *finished > started).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::db::{Db, Location};
+
+    /// The transaction appending a `work.submitted` owes its review (`events::append` calls
+    /// `owe` for every Event), and only that kind; a reaction's row is deleted once, so a
+    /// second run of the same reaction (after a crash that cut nothing short, or alongside
+    /// another) records nothing.
+    #[tokio::test]
+    async fn a_submission_owes_one_reaction_and_it_is_done_once() {
+        let db = Db::open(&Location::Memory).expect("open");
+        let owed = db
+            .write(|tx| {
+                let group = weft_api::Id::parse("groupId", "g1")?;
+                let payload = r#"{"detail":{},"workItemId":"wi-1"}"#;
+                super::owe(tx, &group, 1, "work.started", payload)?;
+                super::owe(tx, &group, 2, "work.submitted", payload)?;
+                super::owed(tx, None)
+            })
+            .await
+            .expect("owe");
+        assert_eq!(owed.len(), 1, "{owed:?}");
+        assert_eq!(
+            (
+                owed[0].sequence,
+                owed[0].kind.as_str(),
+                owed[0].subject.as_str()
+            ),
+            (2, "work.submitted", "wi-1")
+        );
+        assert_eq!(owed[0].reaction(), Some(super::Reaction::Review));
+        let runs = db
+            .write(|tx| {
+                let first = super::done(tx, "g1", 2)?;
+                let second = super::done(tx, "g1", 2)?;
+                Ok((first, second, super::owed(tx, None)?.len()))
+            })
+            .await
+            .expect("done");
+        assert_eq!(runs, (true, false, 0), "done once, then nothing is owed");
+    }
+}
