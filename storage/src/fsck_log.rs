@@ -64,9 +64,7 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "lease",
-        rows: "SELECT w.group_id AS group_id, l.started_sequence AS sequence FROM leases l
-               JOIN work_items w ON w.work_item_id = l.work_item_id
-               WHERE l.started_sequence IS NOT NULL",
+        rows: crate::rows::leases::STARTED_EVENTS,
         types: &[],
     },
 ];

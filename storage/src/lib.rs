@@ -44,6 +44,7 @@ mod options;
 mod outboard;
 mod policy;
 mod rates;
+mod rows;
 mod schema;
 mod sessions;
 mod sql;

@@ -27,14 +27,16 @@ pub(crate) fn worked_on(
     work_item: &str,
     group: &str,
 ) -> Result<BTreeSet<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT owner FROM work_items WHERE work_item_id = ?1 AND group_id = ?2 AND owner IS NOT NULL
-         UNION SELECT l.agent_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
-               WHERE l.work_item_id = ?1 AND w.group_id = ?2",
-    )?;
-    let agents = statement
-        .query_map([work_item, group], |row| row.get::<_, String>(0))?
-        .collect::<Result<_, _>>()?;
+    let mut agents = crate::rows::leases::holders(conn, work_item, group)?;
+    let owner: Option<String> = conn
+        .row(
+            "SELECT owner FROM work_items WHERE work_item_id = ?1 AND group_id = ?2",
+            [work_item, group],
+            |row| row.get(0),
+        )
+        .optional()?
+        .flatten();
+    agents.extend(owner);
     Ok(agents)
 }
 

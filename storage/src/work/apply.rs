@@ -29,6 +29,7 @@ use crate::db::Tx;
 use crate::error::{Error, reject};
 use crate::events;
 use crate::faults::{Faults, ReconcileStep};
+use crate::rows::leases::{self, EndedBy, Kind};
 
 /// One Command's execution: the transaction, the Command, and the Events appended so far.
 pub(super) struct Ctx<'t, 'c> {
@@ -244,11 +245,7 @@ pub(super) fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value,
 
 /// Releases every unreleased lease of the WorkItem.
 pub(super) fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
-    ctx.tx.run(
-        "UPDATE leases SET released_at = ?2, ended_by = 'released', closed_at = ?2
-         WHERE work_item_id = ?1 AND released_at IS NULL",
-        params![work_item_id, ctx.now_text],
-    )?;
+    leases::close_open(ctx.tx, work_item_id, ctx.now, EndedBy::Released)?;
     Ok(())
 }
 
@@ -287,17 +284,12 @@ pub(super) fn fence_owner(
     row: &mut WorkRow,
     now_text: &str,
 ) -> Result<Vec<String>, Error> {
-    let mut statement = tx.prepare_cached(
-        "UPDATE leases SET released_at = ?2, ended_by = 'fenced', closed_at = ?2
-         WHERE work_item_id = ?1 AND released_at IS NULL
-         RETURNING lease_id",
+    let ended = leases::close_open(
+        tx,
+        &row.work_item_id,
+        crate::rows::instant(now_text)?,
+        EndedBy::Fenced,
     )?;
-    let mut ended = statement
-        .query_map(params![row.work_item_id, now_text], |r| {
-            r.get::<_, String>(0)
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    ended.sort();
     row.owner = None;
     row.ownership_expires_at = None;
     Ok(ended)
@@ -311,21 +303,20 @@ pub(super) fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<
     Ok(())
 }
 
-fn new_lease(ctx: &Ctx<'_, '_>, row: &WorkRow, kind: &str, seconds: u64) -> Result<String, Error> {
+fn new_lease(ctx: &Ctx<'_, '_>, row: &WorkRow, kind: Kind, seconds: u64) -> Result<String, Error> {
     let lease_id = format!("lease-{}", uuid::Uuid::now_v7());
-    ctx.tx.run(
-        "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            lease_id,
-            row.work_item_id,
+    leases::insert(
+        ctx.tx,
+        &leases::New {
+            lease_id: &lease_id,
+            work_item_id: &row.work_item_id,
             kind,
-            ctx.command.agent_id.as_str(),
-            ctx.session_epoch,
-            row.ownership_epoch,
-            ctx.now_text,
-            ctx.later(seconds)
-        ],
+            agent_id: ctx.command.agent_id.as_str(),
+            session_epoch: ctx.session_epoch,
+            ownership_epoch: row.ownership_epoch,
+            started_at: ctx.now,
+            expires_at: ctx.now + weft_api::work::capped_seconds(seconds),
+        },
     )?;
     Ok(lease_id)
 }
@@ -484,7 +475,7 @@ pub(super) fn work(
             }
             CommandType::WorkStart => {
                 let seconds = row.contract.leases.execution_seconds;
-                let lease = new_lease(ctx, &row, "execution", seconds)?;
+                let lease = new_lease(ctx, &row, Kind::Execution, seconds)?;
                 // LSE-1, LSE-11: the ownership lasts at least as long as the live Execution
                 // Lease it runs under, so an owner that starts late in its start window is
                 // never refused, nor fenced by a new offer, while its lease is live.
@@ -514,10 +505,7 @@ pub(super) fn work(
                 }
                 ctx.record(&mut row, kind, payload)?;
                 let started = ctx.appended.last().map_or(0, |e| e.sequence);
-                ctx.tx.run(
-                    "UPDATE leases SET started_sequence = ?2 WHERE lease_id = ?1",
-                    params![lease, started],
-                )?;
+                leases::note_started(ctx.tx, &lease, started)?;
             }
             CommandType::LeaseRenew => super::owner::renew(ctx, &mut row, kind, payload)?,
             CommandType::PreemptionRequest => {
@@ -546,12 +534,10 @@ pub(super) fn work(
             // A reconciled checkpoint closed its historical lease when it was buffered: what
             // the Worker buffered after it is past the lease (OFL-9).
             if let Some(binding) = &ctx.offline {
-                ctx.tx.run(
-                    "UPDATE leases SET closed_at = ?2 WHERE lease_id = ?1",
-                    params![
-                        binding.lease_id.as_str(),
-                        now_text(binding.buffered_at.to_utc())
-                    ],
+                leases::close(
+                    ctx.tx,
+                    binding.lease_id.as_str(),
+                    binding.buffered_at.to_utc(),
                 )?;
             }
             row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));
@@ -561,7 +547,7 @@ pub(super) fn work(
         CommandBody::WorkBlock(_) => {
             release_leases(ctx, &row.work_item_id)?;
             let seconds = row.contract.leases.blocked_seconds;
-            new_lease(ctx, &row, "blocked", seconds)?;
+            new_lease(ctx, &row, Kind::Blocked, seconds)?;
             // PRG-5: ownership is kept for the blocked lease.
             row.ownership_expires_at = Some(ctx.later(seconds));
             row.state = transition.next;

@@ -43,8 +43,10 @@ use weft_api::work::views::{
 use weft_api::{ErrorCode, Id};
 
 use crate::access::Reader;
+use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
+use crate::rows::leases;
 
 /// A `work_items` row.
 #[derive(Clone, Debug)]
@@ -218,34 +220,28 @@ fn visible_mission(conn: &Connection, reader: &Reader, id: &str) -> Result<Missi
     }
 }
 
-/// The current (unreleased) lease of a WorkItem, if any.
-pub(crate) fn current_lease(conn: &Connection, work_item_id: &str) -> Result<Option<Lease>, Error> {
-    let row = conn
-        .row(
-            "SELECT lease_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at
-             FROM leases WHERE work_item_id = ?1 AND released_at IS NULL
-             ORDER BY started_at DESC LIMIT 1",
-            [work_item_id],
-            |row| {
-                Ok(Lease {
-                    lease_id: row.get(0)?,
-                    kind: row.get(1)?,
-                    agent_id: row.get(2)?,
-                    session_epoch: row.get(3)?,
-                    work_item_id: work_item_id.to_owned(),
-                    ownership_epoch: row.get(4)?,
-                    started_at: row.get(5)?,
-                    renewals: Vec::new(),
-                    expires_at: row.get(6)?,
-                })
-            },
-        )
-        .optional()?;
-    row.map(|mut lease| {
-        lease.renewals = owner::renewals(conn, &lease.lease_id)?;
-        Ok(lease)
-    })
-    .transpose()
+/// The current (unreleased) lease of a WorkItem, if any, as the WorkItem's view shows it
+/// (with its renewals), and the typed row it is read from.
+pub(crate) fn current_lease(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Option<(Lease, leases::Lease)>, Error> {
+    leases::current(conn, work_item_id)?
+        .map(|row| {
+            let view = Lease {
+                lease_id: row.lease_id.to_string(),
+                kind: row.kind.as_str().to_owned(),
+                agent_id: row.agent_id.to_string(),
+                session_epoch: row.session_epoch,
+                work_item_id: row.work_item_id.to_string(),
+                ownership_epoch: row.ownership_epoch,
+                started_at: format_instant(row.started_at),
+                renewals: owner::renewals(conn, row.lease_id.as_str())?,
+                expires_at: format_instant(row.expires_at),
+            };
+            Ok((view, row))
+        })
+        .transpose()
 }
 
 fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferView>, Error> {
@@ -321,10 +317,9 @@ pub(crate) fn work_view(
     });
     let (inert_publications, inert_publications_truncated) =
         inert::newest(conn, &row.work_item_id)?;
-    let lease = current_lease(conn, &row.work_item_id)?;
-    let preemption_requested = match &lease {
-        Some(lease) => owner::preemption(conn, &lease.lease_id)?,
-        None => None,
+    let (lease, preemption_requested) = match current_lease(conn, &row.work_item_id)? {
+        Some((view, row)) => (Some(view), owner::preemption(&row)),
+        None => (None, None),
     };
     Ok(WorkItemView {
         work_item_id: row.work_item_id.clone(),

@@ -129,18 +129,25 @@ mod tests {
                 let mut item = tx.prepare_cached(
                     "INSERT INTO work_items VALUES (?1, 'g1', 'm1', 'active', 3, 0, ?2, 'w1', 1, ?3, 0, NULL, 1, '{}')",
                 )?;
-                let mut lease = tx.prepare_cached(
-                    "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
-                     VALUES (?1, ?2, 'execution', 'w1', 1, 1, ?3, ?4)",
-                )?;
                 for n in 0..n_leases {
                     let id = format!("wi-{n:06}");
                     // The first 100 expire at +100 s, the others spread over +10 min to +1 h.
                     let seconds = if n < 100 { 100 } else { 600 + i64::from(n % 3000) };
-                    let expires = format_instant(start + chrono::Duration::seconds(seconds));
                     let ownership = format_instant(start + chrono::Duration::seconds(36_000));
                     item.execute(params![id, contract, ownership])?;
-                    lease.execute(params![format!("lease-{n:06}"), id, format_instant(start), expires])?;
+                    crate::rows::leases::insert(
+                        tx,
+                        &crate::rows::leases::New {
+                            lease_id: &format!("lease-{n:06}"),
+                            work_item_id: &id,
+                            kind: crate::rows::leases::Kind::Execution,
+                            agent_id: "w1",
+                            session_epoch: 1,
+                            ownership_epoch: 1,
+                            started_at: start,
+                            expires_at: start + chrono::Duration::seconds(seconds),
+                        },
+                    )?;
                 }
                 Ok(())
             })
