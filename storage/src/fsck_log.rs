@@ -46,20 +46,17 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "offer",
-        rows: "SELECT w.group_id AS group_id, o.sequence AS sequence FROM offers o
-               JOIN work_items w ON w.work_item_id = o.work_item_id",
+        rows: crate::rows::work_items::OFFER_EVENTS,
         types: &["work.offered"],
     },
     Named {
         what: "WorkItem history",
-        rows: "SELECT w.group_id AS group_id, h.sequence AS sequence FROM work_history h
-               JOIN work_items w ON w.work_item_id = h.work_item_id",
+        rows: crate::rows::work_items::HISTORY_EVENTS,
         types: &[],
     },
     Named {
         what: "progress report",
-        rows: "SELECT w.group_id AS group_id, p.sequence AS sequence FROM work_progress p
-               JOIN work_items w ON w.work_item_id = p.work_item_id",
+        rows: crate::rows::work_items::PROGRESS_EVENTS,
         types: &[],
     },
     Named {

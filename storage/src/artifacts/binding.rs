@@ -90,11 +90,8 @@ pub(crate) fn check_lease(
         return refused(format!("no lease {lease_id} (LSE-4)"));
     };
     // The WorkItem exists: the caller checked it in this transaction.
-    let (owner, current_epoch): (Option<String>, u64) = conn.row(
-        "SELECT owner, ownership_epoch FROM work_items WHERE work_item_id = ?1",
-        [work_item_id],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )?;
+    let (owner, current_epoch) = crate::rows::work_items::ownership(conn, work_item_id)?
+        .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
     let claim = Claim {
         lease_id,
         work_item_id,

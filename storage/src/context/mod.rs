@@ -128,13 +128,7 @@ fn check_scope(conn: &Connection, package: &ContextPackage) -> Result<(), Error>
         ));
     }
     if let Some(work_item) = &package.work_item_id {
-        let found: Option<(String, String)> = conn
-            .row(
-                "SELECT group_id, mission_id FROM work_items WHERE work_item_id = ?1",
-                [work_item.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()?;
+        let found = crate::rows::work_items::place(conn, work_item.as_str())?;
         if found != Some((group.to_owned(), package.mission_id.to_string())) {
             return Err(reject(
                 ErrorCode::UnknownWorkItem,

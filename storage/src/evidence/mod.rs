@@ -357,14 +357,9 @@ fn check_execution(
     signer: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
-    let owner: Option<String> = conn
-        .row(
-            "SELECT owner FROM work_items WHERE work_item_id = ?1",
-            [evidence.work_item_id.as_str()],
-            |row| row.get(0),
-        )
-        .optional()?
-        .flatten();
+    let owner: Option<String> =
+        crate::rows::work_items::ownership(conn, evidence.work_item_id.as_str())?
+            .and_then(|(owner, _)| owner);
     let Some(execution) = &evidence.execution else {
         if owner.as_deref() == Some(signer) {
             return Err(reject(

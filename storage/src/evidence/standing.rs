@@ -28,15 +28,7 @@ pub(crate) fn worked_on(
     group: &str,
 ) -> Result<BTreeSet<String>, Error> {
     let mut agents = crate::rows::leases::holders(conn, work_item, group)?;
-    let owner: Option<String> = conn
-        .row(
-            "SELECT owner FROM work_items WHERE work_item_id = ?1 AND group_id = ?2",
-            [work_item, group],
-            |row| row.get(0),
-        )
-        .optional()?
-        .flatten();
-    agents.extend(owner);
+    agents.extend(crate::rows::work_items::owner_in(conn, work_item, group)?);
     Ok(agents)
 }
 

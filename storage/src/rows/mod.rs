@@ -13,8 +13,11 @@
 //! not the features above it.
 
 pub(crate) mod leases;
+pub(crate) mod work_items;
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use weft_api::Id;
 
 use crate::error::Error;
@@ -31,4 +34,29 @@ pub(crate) fn instant(text: &str) -> Result<DateTime<Utc>, Error> {
 /// corrupt row.
 pub(crate) fn id(what: &str, text: &str) -> Result<Id, Error> {
     Id::parse(what, text).map_err(Error::backend)
+}
+
+/// An enum's wire name (its serde string), as a row stores it.
+pub(crate) fn name<T: Serialize>(value: &T) -> Result<String, Error> {
+    match serde_json::to_value(value).map_err(Error::backend)? {
+        serde_json::Value::String(text) => Ok(text),
+        other => Err(Error::backend(std::io::Error::other(format!(
+            "not a unit enum: {other}"
+        )))),
+    }
+}
+
+/// An enum from its wire name.
+pub(crate) fn parse_name<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(Error::backend)
+}
+
+/// A JSON column's text.
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(Error::backend)
+}
+
+/// A JSON column's value.
+pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    serde_json::from_str(text).map_err(Error::backend)
 }

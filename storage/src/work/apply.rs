@@ -159,26 +159,7 @@ pub(super) fn mission_event(
 }
 
 pub(super) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
-    tx.run(
-        "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
-                ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
-                attempts = ?11
-         WHERE work_item_id = ?1",
-        params![
-            row.work_item_id,
-            name(&row.state)?,
-            row.revision,
-            row.contract_revision,
-            to_json(&row.contract)?,
-            row.owner,
-            row.ownership_epoch,
-            row.ownership_expires_at,
-            row.approval_granted,
-            row.child_mission_id,
-            row.attempts
-        ],
-    )?;
-    Ok(())
+    crate::rows::work_items::save(tx, row)
 }
 
 pub(super) fn insert_mission(

@@ -118,16 +118,7 @@ pub(crate) fn load(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
         .into_iter()
         .map(|(expires_at, work_item_id)| (format_instant(expires_at), work_item_id))
         .collect();
-    let mut owned = conn.prepare_cached(
-        "SELECT ownership_expires_at, work_item_id FROM work_items
-         WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL
-               AND state IN ('queued', 'blocked')",
-    )?;
-    found.extend(
-        owned
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<Vec<_>, _>>()?,
-    );
+    found.extend(crate::rows::work_items::ownership_deadlines(conn)?);
     Ok(found)
 }
 

@@ -33,9 +33,7 @@ pub use tokens::Grant;
 
 use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level, WorkContract};
+use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level};
 use weft_api::work::machine::{MissionState, WorkState};
 use weft_api::work::views::{
     BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
@@ -46,36 +44,7 @@ use crate::access::Reader;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::rows::leases;
-
-/// A `work_items` row.
-#[derive(Clone, Debug)]
-pub(crate) struct WorkRow {
-    pub(crate) work_item_id: String,
-    pub(crate) group_id: String,
-    pub(crate) mission_id: String,
-    pub(crate) state: WorkState,
-    pub(crate) revision: u64,
-    pub(crate) contract_revision: u64,
-    pub(crate) contract: WorkContract,
-    pub(crate) owner: Option<String>,
-    pub(crate) ownership_epoch: u64,
-    pub(crate) ownership_expires_at: Option<String>,
-    pub(crate) approval_granted: bool,
-    pub(crate) child_mission_id: Option<String>,
-    pub(crate) attempts: u32,
-}
-
-impl WorkRow {
-    /// An owner holds an unexpired ownership at `now` (SM-6).
-    pub(crate) fn live_owner(&self, now: &str) -> bool {
-        self.owner.is_some()
-            && self
-                .ownership_expires_at
-                .as_deref()
-                .is_some_and(|at| at > now)
-    }
-}
+use crate::rows::{leases, work_items};
 
 /// A `missions` row.
 #[derive(Clone, Debug)]
@@ -91,71 +60,11 @@ pub(crate) struct MissionRow {
     pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
 }
 
-/// An enum's wire name (its serde string).
-pub(crate) fn name<T: Serialize>(value: &T) -> Result<String, Error> {
-    match serde_json::to_value(value).map_err(Error::backend)? {
-        serde_json::Value::String(text) => Ok(text),
-        other => Err(Error::backend(std::io::Error::other(format!(
-            "not a unit enum: {other}"
-        )))),
-    }
-}
-
-/// An enum from its wire name.
-pub(crate) fn parse_name<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(Error::backend)
-}
-
-pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, Error> {
-    serde_json::to_string(value).map_err(Error::backend)
-}
-
-pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
-    serde_json::from_str(text).map_err(Error::backend)
-}
+pub(crate) use crate::rows::work_items::WorkRow;
+pub(crate) use crate::rows::{from_json, name, parse_name, to_json};
 
 pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
-    let row = conn
-        .row(
-            "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
-                    owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
-             FROM work_items WHERE work_item_id = ?1",
-            [id],
-            |row| {
-                Ok((
-                    (row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?),
-                    (row.get::<_, String>(3)?, row.get::<_, u64>(4)?, row.get::<_, u64>(5)?, row.get::<_, String>(6)?),
-                    (row.get::<_, Option<String>>(7)?, row.get::<_, u64>(8)?, row.get::<_, Option<String>>(9)?),
-                    (row.get::<_, bool>(10)?, row.get::<_, Option<String>>(11)?, row.get::<_, u32>(12)?),
-                ))
-            },
-        )
-        .optional()?;
-    row.map(
-        |(
-            (work_item_id, group_id, mission_id),
-            (state, revision, contract_revision, contract),
-            (owner, ownership_epoch, ownership_expires_at),
-            (approval_granted, child_mission_id, attempts),
-        )| {
-            Ok(WorkRow {
-                work_item_id,
-                group_id,
-                mission_id,
-                state: parse_name(&state)?,
-                revision,
-                contract_revision,
-                contract: from_json(&contract)?,
-                owner,
-                ownership_epoch,
-                ownership_expires_at,
-                approval_granted,
-                child_mission_id,
-                attempts,
-            })
-        },
-    )
-    .transpose()
+    work_items::load(conn, id)
 }
 
 pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
@@ -388,13 +297,7 @@ pub(crate) fn require_work_item(
 ) -> Result<(), Error> {
     // Only where the WorkItem lives: every publication asks, and the whole row would
     // parse its contract.
-    let place: Option<(String, String)> = conn
-        .row(
-            "SELECT group_id, mission_id FROM work_items WHERE work_item_id = ?1",
-            [work_item_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
+    let place = work_items::place(conn, work_item_id)?;
     match place {
         Some((group, mission)) if group == group_id && mission == mission_id => Ok(()),
         Some((group, mission))
@@ -494,12 +397,7 @@ pub(crate) fn check_projection(
             ));
         }
     }
-    let mut statement = conn.prepare_cached(
-        "SELECT work_item_id FROM work_items WHERE group_id = ?1 ORDER BY work_item_id",
-    )?;
-    let ids = statement
-        .query_map([group_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids = work_items::ids_of_group(conn, group_id)?;
     if ids.len() != folded.work_items.len() {
         problems.push(format!(
             "group {group_id}: {} WorkItems in the index, {} in the log",
@@ -557,19 +455,10 @@ impl Engine {
             .read(move |conn| {
                 let row = visible_mission(conn, &reader, id.as_str())?;
                 let nodes = nodes(conn, &row.mission_id)?;
-                let mut statement = conn.prepare_cached(
-                    "SELECT d.work_item_id, d.depends_on FROM work_deps d
-                     JOIN work_items w ON w.work_item_id = d.work_item_id
-                     WHERE w.mission_id = ?1 ORDER BY d.work_item_id, d.depends_on",
-                )?;
-                let edges = statement
-                    .query_map(params![row.mission_id], |r| {
-                        Ok(WorkEdge {
-                            from: r.get(0)?,
-                            to: r.get(1)?,
-                        })
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let edges = work_items::mission_edges(conn, &row.mission_id)?
+                    .into_iter()
+                    .map(|(from, to)| WorkEdge { from, to })
+                    .collect();
                 Ok(WorkGraph { nodes, edges })
             })
             .await
