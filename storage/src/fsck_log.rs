@@ -21,7 +21,7 @@ struct Named {
 const NAMED: &[Named] = &[
     Named {
         what: "manifest",
-        rows: "SELECT group_id, sequence FROM manifests",
+        rows: crate::rows::manifests::PUBLISHED_EVENTS,
         types: &["artifact.published"],
     },
     Named {

@@ -187,14 +187,7 @@ fn classification(
 ) -> Result<Classification, Error> {
     let mut highest = Classification::Internal;
     for artifact in artifacts {
-        let mut statement = conn.prepare_cached(
-            "SELECT classification FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
-        )?;
-        let found = statement
-            .query_map(params![&artifact.0[..], group_id], |row| {
-                row.get::<_, String>(0)
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let found = crate::rows::manifests::classifications(conn, artifact, group_id)?;
         for text in found {
             let level: Classification =
                 serde_json::from_value(serde_json::Value::String(text)).map_err(Error::backend)?;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::{Connection, OptionalExtension as _};
 use weft_api::evidence::Evidence;
 use weft_api::evidence::MethodKind;
 use weft_api::verdict::{
@@ -114,11 +114,7 @@ pub(super) fn did_the_work(
         return Ok(true);
     }
     for artifact in &evidence.artifacts {
-        let published: bool = txn.row(
-            "SELECT EXISTS (SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND producer = ?3)",
-            params![&artifact.0[..], group, agent],
-            |row| row.get(0),
-        )?;
+        let published = crate::rows::manifests::published_by(txn, artifact, group, agent)?;
         if published {
             return Ok(true);
         }

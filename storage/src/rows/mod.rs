@@ -13,6 +13,7 @@
 //! not the features above it.
 
 pub(crate) mod leases;
+pub(crate) mod manifests;
 pub(crate) mod work_items;
 
 use chrono::{DateTime, Utc};

@@ -89,15 +89,13 @@ pub(super) fn covers_criteria(
     evidence: &[ArtifactId],
 ) -> Result<bool, Error> {
     for artifact in artifacts {
-        let published = ctx
-            .tx
-            .row(
-                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
-                params![&artifact.0[..], row.group_id, row.mission_id, row.work_item_id],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some();
+        let published = crate::rows::manifests::published_for_work_item(
+            ctx.tx,
+            artifact,
+            &row.group_id,
+            &row.mission_id,
+            &row.work_item_id,
+        )?;
         if !published {
             return Err(reject(
                 ErrorCode::UnknownArtifact,
