@@ -54,15 +54,17 @@ use crate::error::{Error, reject};
 use crate::events;
 use crate::rows::leases::{self, Claim, EndedBy, Refusal};
 
+/// When something of a WorkItem may expire next.
+pub(crate) type Deadline = DateTime<Utc>;
+
 /// The most WorkItems one `expire_due` call handles in its one transaction; the rest stay due
 /// for the next tick, so a burst of expiries never makes one huge write job.
 pub(super) const MAX_PER_CALL: usize = 10_000;
 
-/// Lease and ownership deadlines by instant: `(RFC 3339 instant, WorkItem id)`, the instants
-/// in the index's one text form, so text order is time order.
+/// Lease and ownership deadlines by instant: `(instant, WorkItem id)`, ordered by time.
 #[derive(Debug, Default)]
 pub(crate) struct Deadlines {
-    entries: Mutex<BTreeSet<(String, String)>>,
+    entries: Mutex<BTreeSet<(DateTime<Utc>, String)>>,
 }
 
 /// What one [`Deadlines::take_due`] found.
@@ -75,7 +77,7 @@ pub(crate) struct Due {
 }
 
 impl Deadlines {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, String)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<(DateTime<Utc>, String)>> {
         // Short critical sections, no await inside; a panic elsewhere leaves a usable set.
         self.entries
             .lock()
@@ -83,18 +85,18 @@ impl Deadlines {
     }
 
     /// Remembers that `work_item_id` has a deadline at `at`.
-    pub(crate) fn note(&self, work_item_id: &str, at: String) {
+    pub(crate) fn note(&self, work_item_id: &str, at: DateTime<Utc>) {
         self.lock().insert((at, work_item_id.to_owned()));
     }
 
     /// Takes the entries due at `now` (at most `limit` WorkItems), earliest first.
-    pub(crate) fn take_due(&self, now: &str, limit: usize) -> Due {
+    pub(crate) fn take_due(&self, now: DateTime<Utc>, limit: usize) -> Due {
         let mut entries = self.lock();
         let mut due = Due::default();
         while due.work_items.len() < limit {
             due.visited += 1;
             match entries.first() {
-                Some((at, _)) if at.as_str() <= now => {
+                Some((at, _)) if *at <= now => {
                     if let Some((_, work_item)) = entries.pop_first() {
                         due.work_items.insert(work_item);
                     }
@@ -113,12 +115,11 @@ impl Deadlines {
 
 /// Every deadline the rows hold, to fill [`Deadlines`] at open: unreleased leases and the
 /// ownership deadlines of owned `queued` or `blocked` WorkItems. Stale ones cost one look when they fall due.
-pub(crate) fn load(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
-    let mut found: Vec<(String, String)> = leases::open_expiries(conn)?
-        .into_iter()
-        .map(|(expires_at, work_item_id)| (format_instant(expires_at), work_item_id))
-        .collect();
-    found.extend(crate::rows::work_items::ownership_deadlines(conn)?);
+pub(crate) fn load(conn: &Connection) -> Result<Vec<(DateTime<Utc>, String)>, Error> {
+    let mut found = leases::open_expiries(conn)?;
+    for (at, work_item_id) in crate::rows::work_items::ownership_deadlines(conn)? {
+        found.push((crate::rows::instant(&at)?, work_item_id));
+    }
     Ok(found)
 }
 
@@ -163,14 +164,16 @@ impl<'t, 'c> Authority<'t, 'c> {
 
 /// The next instant at which something of `row` may expire: the Execution Lease's expiry
 /// while `active`, the ownership deadline while `queued` or `blocked` with an owner.
-fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<String>, Error> {
+fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<DateTime<Utc>>, Error> {
     Ok(match row.state {
         WorkState::Active => leases::current(conn, &row.work_item_id)?
             .filter(|lease| lease.kind == leases::Kind::Execution)
-            .map(|lease| format_instant(lease.expires_at)),
-        WorkState::Queued | WorkState::Blocked if row.owner.is_some() => {
-            row.ownership_expires_at.clone()
-        }
+            .map(|lease| lease.expires_at),
+        WorkState::Queued | WorkState::Blocked if row.owner.is_some() => row
+            .ownership_expires_at
+            .as_deref()
+            .map(crate::rows::instant)
+            .transpose()?,
         _ => None,
     })
 }
@@ -179,7 +182,7 @@ fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<String>, Error
 pub(crate) fn next_deadline(
     conn: &Connection,
     work_item_id: &str,
-) -> Result<Option<String>, Error> {
+) -> Result<Option<DateTime<Utc>>, Error> {
     match load_work_item(conn, work_item_id)? {
         Some(row) => deadline_of(conn, &row),
         None => Ok(None),
@@ -192,7 +195,7 @@ pub(crate) fn expire_work_item(
     tx: &Tx<'_>,
     work_item_id: &str,
     now: DateTime<Utc>,
-) -> Result<(usize, Option<String>), Error> {
+) -> Result<(usize, Option<DateTime<Utc>>), Error> {
     let mut authority = Authority::new(tx, now);
     // At most two rounds: an expired Execution Lease, then an ownership already past due.
     loop {
@@ -202,7 +205,7 @@ pub(crate) fn expire_work_item(
         let Some(at) = deadline_of(tx, &row)? else {
             return Ok((authority.n_events, None));
         };
-        if crate::rows::instant(&at)? > authority.now {
+        if at > authority.now {
             return Ok((authority.n_events, Some(at)));
         }
         if row.state == WorkState::Active {
@@ -215,7 +218,7 @@ pub(crate) fn expire_work_item(
             authority.record(
                 &mut row,
                 WorkEventKind::LeaseExpired,
-                serde_json::json!({"expiresAt": at, "kind": "execution", "leaseId": lease,
+                serde_json::json!({"expiresAt": format_instant(at), "kind": "execution", "leaseId": lease,
                                    "rule": "LSE-8"}),
             )?;
             continue;
@@ -229,7 +232,7 @@ pub(crate) fn expire_work_item(
         authority.record(
             &mut row,
             WorkEventKind::OwnershipExpired,
-            serde_json::json!({"expiresAt": at, "leases": leases,
+            serde_json::json!({"expiresAt": format_instant(at), "leases": leases,
                                "previousOwner": previous_owner, "rule": "OFL-1"}),
         )?;
         return Ok((authority.n_events, None));
@@ -246,7 +249,7 @@ pub(crate) fn revoke_for_new_session(
     agent_id: &str,
     session_epoch: u64,
     now: DateTime<Utc>,
-) -> Result<Vec<(String, Option<String>)>, Error> {
+) -> Result<Vec<(String, Option<Deadline>)>, Error> {
     let work_items = leases::open_execution_work_items(tx, agent_id, group_id)?;
     let mut touched = Vec::new();
     for work_item_id in work_items {
