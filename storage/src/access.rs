@@ -109,14 +109,7 @@ pub(crate) fn can_read_artifact(
     blake3: &ArtifactId,
 ) -> Result<bool, Error> {
     let visible = match reader {
-        Reader::Admin => conn
-            .row(
-                "SELECT 1 FROM manifests WHERE blake3 = ?1 LIMIT 1",
-                [&blake3.0[..]],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some(),
+        Reader::Admin => crate::rows::manifests::any_cites(conn, blake3)?,
         Reader::Agent {
             group_id, scope, ..
         } => {
@@ -170,13 +163,7 @@ pub(crate) fn artifact_missions(
     group_id: &str,
     blake3: &ArtifactId,
 ) -> Result<BTreeSet<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT DISTINCT mission_id FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
-    )?;
-    let missions = statement
-        .query_map(params![&blake3.0[..], group_id], |row| row.get(0))?
-        .collect::<Result<BTreeSet<String>, _>>()?;
-    Ok(missions)
+    crate::rows::manifests::missions_of(conn, group_id, blake3)
 }
 
 /// Whether artifact `blake3` was published as reusable knowledge in Group `group_id` (CTX-6).

@@ -344,19 +344,7 @@ impl Engine {
                     }
                 }
                 let mut n_manifests = 0u64;
-                let mut statement = conn.prepare_cached(
-                    "SELECT manifest_id, blake3, envelope, producer FROM manifests",
-                )?;
-                let rows = statement
-                    .query_map([], |row| {
-                        Ok((
-                            row.get::<_, Vec<u8>>(0)?,
-                            row.get::<_, Vec<u8>>(1)?,
-                            row.get::<_, String>(2)?,
-                            row.get::<_, String>(3)?,
-                        ))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let rows = crate::rows::manifests::all_for_fsck(conn)?;
                 for (manifest_id, blake3, envelope, producer) in rows {
                     n_manifests += 1;
                     let manifest_id = ArtifactId(to32(manifest_id)?);

@@ -21,7 +21,7 @@ struct Named {
 const NAMED: &[Named] = &[
     Named {
         what: "manifest",
-        rows: "SELECT group_id, sequence FROM manifests",
+        rows: crate::rows::manifests::PUBLISHED_EVENTS,
         types: &["artifact.published"],
     },
     Named {
@@ -46,27 +46,22 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "offer",
-        rows: "SELECT w.group_id AS group_id, o.sequence AS sequence FROM offers o
-               JOIN work_items w ON w.work_item_id = o.work_item_id",
+        rows: crate::rows::work_items::OFFER_EVENTS,
         types: &["work.offered"],
     },
     Named {
         what: "WorkItem history",
-        rows: "SELECT w.group_id AS group_id, h.sequence AS sequence FROM work_history h
-               JOIN work_items w ON w.work_item_id = h.work_item_id",
+        rows: crate::rows::work_items::HISTORY_EVENTS,
         types: &[],
     },
     Named {
         what: "progress report",
-        rows: "SELECT w.group_id AS group_id, p.sequence AS sequence FROM work_progress p
-               JOIN work_items w ON w.work_item_id = p.work_item_id",
+        rows: crate::rows::work_items::PROGRESS_EVENTS,
         types: &[],
     },
     Named {
         what: "lease",
-        rows: "SELECT w.group_id AS group_id, l.started_sequence AS sequence FROM leases l
-               JOIN work_items w ON w.work_item_id = l.work_item_id
-               WHERE l.started_sequence IS NOT NULL",
+        rows: crate::rows::leases::STARTED_EVENTS,
         types: &[],
     },
 ];

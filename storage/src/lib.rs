@@ -45,6 +45,7 @@ mod outboard;
 mod policy;
 mod rates;
 mod reactions;
+mod rows;
 mod schema;
 mod sessions;
 mod sql;

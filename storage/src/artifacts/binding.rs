@@ -14,10 +14,12 @@
 //! here exactly when it is unreleased and its `expires_at` is after now, as there.
 
 use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::{Connection, params};
 use weft_api::{ArtifactId, ErrorCode, Manifest};
 
+use crate::clock::format_instant;
 use crate::error::{Error, reject};
+use crate::rows::leases::{self, Claim, Ownership, Refusal};
 
 /// Why a manifest's lease does not let it publish.
 pub(crate) enum Stale {
@@ -52,16 +54,6 @@ impl Stale {
     }
 }
 
-/// A `leases` row as the check reads it.
-struct LeaseRow {
-    work_item_id: String,
-    kind: String,
-    agent_id: String,
-    ownership_epoch: u64,
-    expires_at: String,
-    released: bool,
-}
-
 /// Whether `manifest`, signed by `producer`, may publish at `now` (a `format_instant` text):
 /// its lease exists, is of its WorkItem, held by `producer` under the manifest's ownership
 /// epoch, and is the WorkItem's current Execution Lease (unreleased, unexpired, its owner and
@@ -83,7 +75,8 @@ pub(super) fn check(
 }
 
 /// The rule of [`check`] for any signed record naming `lease_id` under `epoch` for
-/// `work_item_id` (a manifest, or an owner's Evidence, DESIGN §5.1).
+/// `work_item_id` (a manifest, or an owner's Evidence, DESIGN §5.1): `leases::Lease::admits`,
+/// its refusals in words.
 pub(crate) fn check_lease(
     conn: &Connection,
     work_item_id: &str,
@@ -92,79 +85,60 @@ pub(crate) fn check_lease(
     producer: &str,
     now: &str,
 ) -> Result<Result<(), Stale>, Error> {
-    let lease = conn
-        .row(
-            "SELECT work_item_id, kind, agent_id, ownership_epoch, expires_at,
-                    released_at IS NOT NULL
-             FROM leases WHERE lease_id = ?1",
-            [lease_id],
-            |row| {
-                Ok(LeaseRow {
-                    work_item_id: row.get(0)?,
-                    kind: row.get(1)?,
-                    agent_id: row.get(2)?,
-                    ownership_epoch: row.get(3)?,
-                    expires_at: row.get(4)?,
-                    released: row.get(5)?,
-                })
-            },
-        )
-        .optional()?;
     let refused = |why: String| Ok(Err(Stale::Refused(why)));
-    let Some(lease) = lease else {
+    let Some(lease) = leases::load(conn, lease_id)? else {
         return refused(format!("no lease {lease_id} (LSE-4)"));
     };
-    if lease.work_item_id != work_item_id {
-        return refused(format!(
+    // The WorkItem exists: the caller checked it in this transaction.
+    let (owner, current_epoch) = crate::rows::work_items::ownership(conn, work_item_id)?
+        .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    let claim = Claim {
+        lease_id,
+        work_item_id,
+        signer: Some((producer, epoch)),
+        acts_for: Some(Ownership {
+            owner: owner.as_deref(),
+            ownership_epoch: current_epoch,
+        }),
+    };
+    let refusal = match lease.admits(&claim, crate::rows::instant(now)?) {
+        Ok(()) => return Ok(Ok(())),
+        Err(refusal) => refusal,
+    };
+    match refusal {
+        Refusal::OtherLease => refused(format!("no lease {lease_id} (LSE-4)")),
+        Refusal::OtherWorkItem => refused(format!(
             "lease {lease_id} is of WorkItem {}, not {work_item_id}",
             lease.work_item_id
-        ));
-    }
-    if lease.agent_id != producer {
-        return refused(format!(
+        )),
+        Refusal::OtherHolder => refused(format!(
             "lease {lease_id} is held by {}, not {producer}",
             lease.agent_id
-        ));
-    }
-    if lease.ownership_epoch != epoch {
-        return refused(format!(
+        )),
+        Refusal::OtherEpoch => refused(format!(
             "lease {lease_id} is of ownership epoch {}, not {epoch}",
             lease.ownership_epoch
-        ));
-    }
-    // The WorkItem exists: the caller checked it in this transaction.
-    let (owner, current_epoch): (Option<String>, u64) = conn.row(
-        "SELECT owner, ownership_epoch FROM work_items WHERE work_item_id = ?1",
-        [work_item_id],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )?;
-    if epoch < current_epoch {
-        return Ok(Err(Stale::Fenced(format!(
+        )),
+        Refusal::Fenced => Ok(Err(Stale::Fenced(format!(
             "{producer} was fenced: lease {lease_id} is of ownership epoch {epoch}, \
              WorkItem {work_item_id} is at {current_epoch} (OFL-1)"
-        ))));
-    }
-    if lease.kind != "execution" {
-        return refused(format!(
+        )))),
+        Refusal::NotExecution => refused(format!(
             "lease {lease_id} is a {} lease; publish under an Execution Lease",
-            lease.kind
-        ));
-    }
-    if lease.released {
-        return refused(format!(
+            lease.kind.as_str()
+        )),
+        Refusal::Ended => refused(format!(
             "lease {lease_id} ended (released or revoked) and is not the current lease of \
              {work_item_id} (LSE-5)"
-        ));
-    }
-    if lease.expires_at.as_str() <= now {
-        return refused(format!("lease {lease_id} expired at {}", lease.expires_at));
-    }
-    if owner.as_deref() != Some(producer) || current_epoch != epoch {
-        return refused(format!(
+        )),
+        Refusal::Expired => refused(format!(
+            "lease {lease_id} expired at {}",
+            format_instant(lease.expires_at)
+        )),
+        Refusal::NotOwned => refused(format!(
             "{producer} no longer owns {work_item_id} under ownership epoch {epoch}"
-        ));
+        )),
     }
-    Ok(Ok(()))
 }
 
 /// An inert audit record (OFL-2) of a fenced owner's manifest.

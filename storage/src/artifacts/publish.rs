@@ -8,7 +8,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::{Connection, params};
 use weft_api::kinds;
 use weft_api::session::Role;
 use weft_api::views::Published;
@@ -125,13 +125,7 @@ impl Verified {
 
     /// The sequence of this manifest's `artifact.published`, if it is published already.
     fn already(&self, conn: &Connection) -> Result<Option<u64>, Error> {
-        Ok(conn
-            .row(
-                "SELECT sequence FROM manifests WHERE manifest_id = ?1",
-                [&self.manifest_id.0[..]],
-                |row| row.get(0),
-            )
-            .optional()?)
+        crate::rows::manifests::sequence_of(conn, &self.manifest_id)
     }
 
     /// Everything a publication is checked for besides its signature: the key still the
@@ -318,21 +312,25 @@ impl Verified {
             work_item_id: manifest.work_item_id.clone(),
         });
         let sequence = events::append(txn, &manifest.group_id, &event, now)?;
-        txn.run(
-            "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
-                                    lease_id, ownership_epoch, classification, created_at, envelope, sequence)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-            params![
-                &manifest_id.0[..], &content.blake3.0[..], group, manifest.mission_id.as_str(),
-                manifest.work_item_id.as_str(), signer.as_str(), content.media_type,
-                manifest.execution.lease_id.as_str(), manifest.execution.ownership_epoch,
-                manifest.classification.as_str(), manifest.created_at.to_rfc3339(), envelope_json, sequence
-            ],
+        let rowid = crate::rows::manifests::insert(
+            txn,
+            &crate::rows::manifests::New {
+                manifest_id: &manifest_id,
+                blake3: &content.blake3,
+                group_id: group,
+                mission_id: manifest.mission_id.as_str(),
+                work_item_id: manifest.work_item_id.as_str(),
+                producer: signer.as_str(),
+                media_type: &content.media_type,
+                lease_id: manifest.execution.lease_id.as_str(),
+                ownership_epoch: manifest.execution.ownership_epoch,
+                classification: manifest.classification.as_str(),
+                created_at: &manifest.created_at.to_rfc3339(),
+                envelope: &envelope_json,
+                sequence,
+            },
         )?;
-        rowid_in.store(
-            txn.last_insert_rowid().try_into().unwrap_or(0),
-            Ordering::Relaxed,
-        );
+        rowid_in.store(rowid.try_into().unwrap_or(0), Ordering::Relaxed);
         for source in &manifest.sources {
             txn.run(
                 "INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)",

@@ -138,11 +138,12 @@ impl Counters {
 /// snapshot cites it: such a blob counts against its uploaders' cap and is swept when old.
 pub(crate) fn uncited(column: &str) -> String {
     format!(
-        "NOT EXISTS (SELECT 1 FROM manifests WHERE manifests.blake3 = {column})
+        "NOT {}
          AND NOT EXISTS (SELECT 1 FROM evidence_artifacts WHERE evidence_artifacts.blake3 = {column})
          AND NOT EXISTS (SELECT 1 FROM schemas WHERE schemas.blake3 = {column})
          AND NOT EXISTS (SELECT 1 FROM snapshots
-                         WHERE snapshots.state_blake3 = {column} OR snapshots.archive_blake3 = {column})"
+                         WHERE snapshots.state_blake3 = {column} OR snapshots.archive_blake3 = {column})",
+        crate::rows::manifests::cites_column(column)
     )
 }
 
@@ -566,12 +567,7 @@ fn append_repaired(
     blake3: weft_api::ArtifactId,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
-    let groups = txn
-        .prepare_cached(
-            "SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1 ORDER BY group_id",
-        )?
-        .query_map([&blake3.0[..]], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let groups = crate::rows::manifests::groups_of(txn, &blake3)?;
     for group in groups {
         let group = weft_api::Id::parse("groupId", &group)?;
         let repaired = weft_api::kinds::ArtifactRepaired { artifact: blake3 };

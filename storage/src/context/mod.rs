@@ -128,13 +128,7 @@ fn check_scope(conn: &Connection, package: &ContextPackage) -> Result<(), Error>
         ));
     }
     if let Some(work_item) = &package.work_item_id {
-        let found: Option<(String, String)> = conn
-            .row(
-                "SELECT group_id, mission_id FROM work_items WHERE work_item_id = ?1",
-                [work_item.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()?;
+        let found = crate::rows::work_items::place(conn, work_item.as_str())?;
         if found != Some((group.to_owned(), package.mission_id.to_string())) {
             return Err(reject(
                 ErrorCode::UnknownWorkItem,
@@ -193,14 +187,7 @@ fn classification(
 ) -> Result<Classification, Error> {
     let mut highest = Classification::Internal;
     for artifact in artifacts {
-        let mut statement = conn.prepare_cached(
-            "SELECT classification FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
-        )?;
-        let found = statement
-            .query_map(params![&artifact.0[..], group_id], |row| {
-                row.get::<_, String>(0)
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let found = crate::rows::manifests::classifications(conn, artifact, group_id)?;
         for text in found {
             let level: Classification =
                 serde_json::from_value(serde_json::Value::String(text)).map_err(Error::backend)?;

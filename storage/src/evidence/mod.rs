@@ -79,14 +79,12 @@ fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> 
 /// published there as reusable knowledge (CTX-6).
 fn citable(conn: &Connection, artifact: &ArtifactId, evidence: &Evidence) -> Result<bool, Error> {
     let group = evidence.group_id.as_str();
-    let in_mission = conn
-        .row(
-            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 LIMIT 1",
-            params![&artifact.0[..], group, evidence.mission_id.as_str()],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some();
+    let in_mission = crate::rows::manifests::published_in_mission(
+        conn,
+        artifact,
+        group,
+        evidence.mission_id.as_str(),
+    )?;
     Ok(in_mission || crate::artifacts::reuse_record(conn, group, artifact)?.is_some())
 }
 
@@ -476,14 +474,9 @@ fn check_execution(
     signer: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
-    let owner: Option<String> = conn
-        .row(
-            "SELECT owner FROM work_items WHERE work_item_id = ?1",
-            [evidence.work_item_id.as_str()],
-            |row| row.get(0),
-        )
-        .optional()?
-        .flatten();
+    let owner: Option<String> =
+        crate::rows::work_items::ownership(conn, evidence.work_item_id.as_str())?
+            .and_then(|(owner, _)| owner);
     let Some(execution) = &evidence.execution else {
         if owner.as_deref() == Some(signer) {
             return Err(reject(

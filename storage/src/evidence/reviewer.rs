@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::TryStreamExt as _;
-use rusqlite::{OptionalExtension as _, params};
+use rusqlite::OptionalExtension as _;
 use weft_api::evidence::{
     AUTHORITY_AGENT, EVIDENCE_TYPE, Evidence, EvidenceResult, Method, MethodKind, Metric, Outcome,
     Subject, SubjectKind,
@@ -72,18 +72,9 @@ impl Engine {
                 }
                 // A WorkItem id is unique only within its Mission: the Mission is the one the
                 // request names, or the only one the id is published under in the Group.
-                let mut statement = conn.prepare_cached(
-                    "SELECT DISTINCT mission_id FROM manifests WHERE work_item_id = ?1 AND group_id = ?2
-                     AND (?3 IS NULL OR mission_id = ?3) LIMIT 2",
-                )?;
                 // CTX-5: a Mission-scoped reviewer's other Missions are not there for it.
                 let requester = crate::access::agent_reader(conn, &group, &agent)?;
-                let missions = statement
-                    .query_map(
-                        params![work_item.as_str(), group.as_str(), named_mission.as_ref().map(Id::as_str)],
-                        |row| row.get::<_, String>(0),
-                    )?
-                    .collect::<Result<Vec<_>, _>>()?
+                let missions = crate::rows::manifests::missions_of_work_item(conn, work_item.as_str(), group.as_str(), named_mission.as_ref().map(Id::as_str))?
                     .into_iter()
                     .filter(|mission| requester.sees_mission(group.as_str(), mission))
                     .collect::<Vec<_>>();
@@ -96,14 +87,7 @@ impl Engine {
                     if !can_read_artifact(conn, &requester, artifact)? {
                         return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not visible to you")));
                     }
-                    let for_work_item = conn
-                        .row(
-                            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
-                            params![&artifact.0[..], group.as_str(), mission, work_item.as_str()],
-                            |_| Ok(()),
-                        )
-                        .optional()?
-                        .is_some();
+                    let for_work_item = crate::rows::manifests::published_for_work_item(conn, artifact, group.as_str(), &mission, work_item.as_str())?;
                     if !for_work_item {
                         return Err(reject(
                             ErrorCode::MissionMismatch,

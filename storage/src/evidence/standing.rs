@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::{Connection, OptionalExtension as _};
 use weft_api::evidence::Evidence;
 use weft_api::evidence::MethodKind;
 use weft_api::verdict::{
@@ -27,14 +27,8 @@ pub(crate) fn worked_on(
     work_item: &str,
     group: &str,
 ) -> Result<BTreeSet<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT owner FROM work_items WHERE work_item_id = ?1 AND group_id = ?2 AND owner IS NOT NULL
-         UNION SELECT l.agent_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
-               WHERE l.work_item_id = ?1 AND w.group_id = ?2",
-    )?;
-    let agents = statement
-        .query_map([work_item, group], |row| row.get::<_, String>(0))?
-        .collect::<Result<_, _>>()?;
+    let mut agents = crate::rows::leases::holders(conn, work_item, group)?;
+    agents.extend(crate::rows::work_items::owner_in(conn, work_item, group)?);
     Ok(agents)
 }
 
@@ -120,11 +114,7 @@ pub(super) fn did_the_work(
         return Ok(true);
     }
     for artifact in &evidence.artifacts {
-        let published: bool = txn.row(
-            "SELECT EXISTS (SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND producer = ?3)",
-            params![&artifact.0[..], group, agent],
-            |row| row.get(0),
-        )?;
+        let published = crate::rows::manifests::published_by(txn, artifact, group, agent)?;
         if published {
             return Ok(true);
         }

@@ -44,26 +44,7 @@ pub(crate) fn load_publications_after(
                 .push(ArtifactId(to32(source)?));
         }
     }
-    let mut statement = conn.prepare_cached(
-        "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
-         FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1 ORDER BY m.rowid",
-    )?;
-    let rows = statement
-        .query_map([i64::try_from(after).unwrap_or(i64::MAX)], |row| {
-            Ok((
-                row.get::<_, Vec<u8>>(0)?,
-                row.get::<_, u64>(1)?,
-                row.get::<_, Vec<u8>>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, String>(4)?,
-                row.get::<_, String>(5)?,
-                row.get::<_, String>(6)?,
-                row.get::<_, String>(7)?,
-                row.get::<_, u64>(8)?,
-                row.get::<_, u64>(9)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = crate::rows::manifests::publications_after(conn, after)?;
     let mut by_manifest = conn.prepare_cached(
         "SELECT source FROM derivations WHERE artifact = ?1 AND manifest_id = ?2 ORDER BY rowid",
     )?;

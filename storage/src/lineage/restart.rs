@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rusqlite::{Connection, OptionalExtension as _};
+use rusqlite::Connection;
 use weft_api::ArtifactId;
 
 use super::query::load_publications_after;
@@ -34,7 +34,6 @@ use super::{Ids, Index, Publication, snapshot};
 use crate::db::{Db, Location};
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::sql::Cached as _;
 
 /// Which committed `manifests` rows the index holds, by rowid.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,13 +122,7 @@ fn matches(conn: &Connection, coverage: &Coverage) -> Result<bool, Error> {
         if rowid == 0 {
             continue;
         }
-        let stored: Option<Vec<u8>> = conn
-            .row(
-                "SELECT manifest_id FROM manifests WHERE rowid = ?1",
-                [i64::try_from(rowid).unwrap_or(i64::MAX)],
-                |row| row.get(0),
-            )
-            .optional()?;
+        let stored = crate::rows::manifests::id_at(conn, rowid)?;
         if stored.as_deref() != Some(&manifest_id.0[..]) {
             return Ok(false);
         }

@@ -10,7 +10,9 @@ use weft_api::{ArtifactId, ErrorCode};
 
 use super::apply::Ctx;
 use super::{WorkRow, from_json};
+use crate::clock::format_instant;
 use crate::error::{Error, reject};
+use crate::rows::leases::{self, Claim, Refusal};
 
 /// The standing of offer `offer_id` of `row` for the caller (SM-8, OFR-5).
 pub(super) fn offer_standing(
@@ -87,15 +89,13 @@ pub(super) fn covers_criteria(
     evidence: &[ArtifactId],
 ) -> Result<bool, Error> {
     for artifact in artifacts {
-        let published = ctx
-            .tx
-            .row(
-                "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
-                params![&artifact.0[..], row.group_id, row.mission_id, row.work_item_id],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some();
+        let published = crate::rows::manifests::published_for_work_item(
+            ctx.tx,
+            artifact,
+            &row.group_id,
+            &row.mission_id,
+            &row.work_item_id,
+        )?;
         if !published {
             return Err(reject(
                 ErrorCode::UnknownArtifact,
@@ -108,18 +108,8 @@ pub(super) fn covers_criteria(
     }
     // Every cited record must be this WorkItem's (unknown_evidence otherwise).
     cited_criteria(ctx, row, evidence)?;
-    let lease_started: Option<u64> = match super::current_lease(ctx.tx, &row.work_item_id)? {
-        Some(lease) => ctx
-            .tx
-            .row(
-                "SELECT started_sequence FROM leases WHERE lease_id = ?1",
-                [&lease.lease_id],
-                |r| r.get(0),
-            )
-            .optional()?
-            .flatten(),
-        None => None,
-    };
+    let lease_started: Option<u64> =
+        leases::current(ctx.tx, &row.work_item_id)?.and_then(|lease| lease.started_sequence);
     // Separation of duties, at weigh time (`evidence::standing`): who did this work, and
     // which records are superseded by someone who may still supersede them.
     let workers = crate::evidence::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?;
@@ -236,29 +226,41 @@ fn cited_criteria(
     Ok(criteria)
 }
 
-/// The current lease must be the one the Command quotes (LSE-4/LSE-5), and unexpired.
+/// The current lease must be the one the Command quotes (LSE-4/LSE-5), and unexpired: the
+/// current lease admits the quote (`leases::Lease::admits`; the caller's ownership is the
+/// table's to judge, so nothing is signed under it and nothing acts).
 pub(super) fn check_lease(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<(), Error> {
-    let Some(lease) = super::current_lease(ctx.tx, &row.work_item_id)? else {
+    let Some(lease) = leases::current(ctx.tx, &row.work_item_id)? else {
         return Ok(());
     };
-    match &ctx.command.lease_id {
-        Some(quoted) if quoted.as_str() == lease.lease_id && lease.expires_at > ctx.now_text => {
-            Ok(())
-        }
-        Some(quoted) if quoted.as_str() == lease.lease_id => Err(reject(
+    let Some(quoted) = &ctx.command.lease_id else {
+        return Err(reject(
             ErrorCode::StaleLease,
-            format!("lease {} expired at {}", lease.lease_id, lease.expires_at),
+            format!("quote the current lease of {} (LSE-4)", row.work_item_id),
+        ));
+    };
+    let claim = Claim {
+        lease_id: quoted.as_str(),
+        work_item_id: &row.work_item_id,
+        signer: None,
+        acts_for: None,
+    };
+    match lease.admits(&claim, ctx.now) {
+        Ok(()) => Ok(()),
+        Err(Refusal::Expired | Refusal::Ended) => Err(reject(
+            ErrorCode::StaleLease,
+            format!(
+                "lease {} expired at {}",
+                lease.lease_id,
+                format_instant(lease.expires_at)
+            ),
         )),
-        Some(quoted) => Err(reject(
+        Err(_) => Err(reject(
             ErrorCode::StaleLease,
             format!(
                 "lease {quoted} is not the current lease of {}",
                 row.work_item_id
             ),
-        )),
-        None => Err(reject(
-            ErrorCode::StaleLease,
-            format!("quote the current lease of {} (LSE-4)", row.work_item_id),
         )),
     }
 }

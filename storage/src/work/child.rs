@@ -43,13 +43,7 @@ pub(super) fn refuse_parent(parent: Option<&Id>) -> Result<(), Error> {
 /// is live by then, `decide_mission`): its approval is the parent's Evidence, so an empty child
 /// must not verify its parent with nothing checked. Answers the verified WorkItems' ids.
 pub(super) fn verified_work(ctx: &Ctx<'_, '_>, child: &MissionRow) -> Result<Vec<String>, Error> {
-    let mut statement = ctx.tx.prepare_cached(
-        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 AND state = 'verified'
-         ORDER BY work_item_id LIMIT 100",
-    )?;
-    let verified = statement
-        .query_map([&child.mission_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let verified = crate::rows::work_items::verified_of_mission(ctx.tx, &child.mission_id)?;
     if verified.is_empty() {
         return Err(reject(
             ErrorCode::EvidenceMissing,

@@ -420,12 +420,7 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, E
                 Some(binding) => Some(super::offline::check(ctx, &row, binding)?),
                 None => {
                     if let Some(quoted) = &ctx.command.lease_id {
-                        super::expiry::check_quoted_lease(
-                            ctx.tx,
-                            quoted.as_str(),
-                            &row,
-                            &ctx.now_text,
-                        )?;
+                        super::expiry::check_quoted_lease(ctx.tx, quoted.as_str(), &row, ctx.now)?;
                     }
                     None
                 }

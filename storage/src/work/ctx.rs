@@ -26,6 +26,7 @@ use crate::db::Tx;
 use crate::error::{Error, reject};
 use crate::events;
 use crate::faults::Faults;
+use crate::rows::leases::{self, EndedBy, Kind};
 
 /// One Command's execution: the transaction, the Command, and the Events appended so far.
 pub(super) struct Ctx<'t, 'c> {
@@ -155,26 +156,7 @@ pub(super) fn mission_event(
 }
 
 pub(super) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
-    tx.run(
-        "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
-                ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
-                attempts = ?11
-         WHERE work_item_id = ?1",
-        params![
-            row.work_item_id,
-            name(&row.state)?,
-            row.revision,
-            row.contract_revision,
-            to_json(&row.contract)?,
-            row.owner,
-            row.ownership_epoch,
-            row.ownership_expires_at,
-            row.approval_granted,
-            row.child_mission_id,
-            row.attempts
-        ],
-    )?;
-    Ok(())
+    crate::rows::work_items::save(tx, row)
 }
 
 pub(super) fn insert_mission(
@@ -241,11 +223,7 @@ pub(super) fn detail(value: &impl serde::Serialize) -> Result<serde_json::Value,
 
 /// Releases every unreleased lease of the WorkItem.
 pub(super) fn release_leases(ctx: &Ctx<'_, '_>, work_item_id: &str) -> Result<(), Error> {
-    ctx.tx.run(
-        "UPDATE leases SET released_at = ?2, ended_by = 'released', closed_at = ?2
-         WHERE work_item_id = ?1 AND released_at IS NULL",
-        params![work_item_id, ctx.now_text],
-    )?;
+    leases::close_open(ctx.tx, work_item_id, ctx.now, EndedBy::Released)?;
     Ok(())
 }
 
@@ -284,17 +262,12 @@ pub(super) fn fence_owner(
     row: &mut WorkRow,
     now_text: &str,
 ) -> Result<Vec<String>, Error> {
-    let mut statement = tx.prepare_cached(
-        "UPDATE leases SET released_at = ?2, ended_by = 'fenced', closed_at = ?2
-         WHERE work_item_id = ?1 AND released_at IS NULL
-         RETURNING lease_id",
+    let ended = leases::close_open(
+        tx,
+        &row.work_item_id,
+        crate::rows::instant(now_text)?,
+        EndedBy::Fenced,
     )?;
-    let mut ended = statement
-        .query_map(params![row.work_item_id, now_text], |r| {
-            r.get::<_, String>(0)
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    ended.sort();
     row.owner = None;
     row.ownership_expires_at = None;
     Ok(ended)
@@ -311,23 +284,22 @@ pub(super) fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<
 pub(super) fn new_lease(
     ctx: &Ctx<'_, '_>,
     row: &WorkRow,
-    kind: &str,
+    kind: Kind,
     seconds: u64,
 ) -> Result<String, Error> {
     let lease_id = format!("lease-{}", uuid::Uuid::now_v7());
-    ctx.tx.run(
-        "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            lease_id,
-            row.work_item_id,
+    leases::insert(
+        ctx.tx,
+        &leases::New {
+            lease_id: &lease_id,
+            work_item_id: &row.work_item_id,
             kind,
-            ctx.command.agent_id.as_str(),
-            ctx.session_epoch,
-            row.ownership_epoch,
-            ctx.now_text,
-            ctx.later(seconds)
-        ],
+            agent_id: ctx.command.agent_id.as_str(),
+            session_epoch: ctx.session_epoch,
+            ownership_epoch: row.ownership_epoch,
+            started_at: ctx.now,
+            expires_at: ctx.now + weft_api::work::capped_seconds(seconds),
+        },
     )?;
     Ok(lease_id)
 }

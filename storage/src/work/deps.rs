@@ -15,6 +15,7 @@ use weft_api::work::views::WorkNode;
 
 use super::{WorkRow, load_work_item, parse_name};
 use crate::error::{Error, reject};
+use crate::rows::work_items;
 
 /// The WorkItems `work_item_id` depends on, by id.
 pub(super) fn dependencies(conn: &Connection, work_item_id: &str) -> Result<Vec<String>, Error> {
@@ -29,15 +30,8 @@ pub(super) fn dependencies(conn: &Connection, work_item_id: &str) -> Result<Vec<
 
 /// DEP-3: every dependency satisfies the contract's policy (default: all `verified`).
 pub(super) fn eligible(conn: &Connection, row: &WorkRow) -> Result<bool, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT w.state FROM work_deps d JOIN work_items w ON w.work_item_id = d.depends_on
-         WHERE d.work_item_id = ?1",
-    )?;
-    let states = statement
-        .query_map([&row.work_item_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    for state in states {
-        if !satisfies(row.contract.dependency_policy, parse_name(&state)?) {
+    for state in work_items::dependency_states(conn, &row.work_item_id)? {
+        if !satisfies(row.contract.dependency_policy, state) {
             return Ok(false);
         }
     }
@@ -62,23 +56,11 @@ fn satisfies(policy: DependencyPolicy, state: WorkState) -> bool {
 /// Mission of 1,001 WorkItems; issue #11 asks p99 <= 5 ms (see `bench/commands.rs`).
 /// Same rule as [`eligible`]: a dependency row naming no WorkItem is skipped (inner join).
 pub(super) fn mission_nodes(conn: &Connection, mission_id: &str) -> Result<Vec<WorkNode>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT w.work_item_id, w.state, json_extract(w.contract, '$.dependencyPolicy'), x.state
-         FROM work_items w
-         LEFT JOIN work_deps d ON d.work_item_id = w.work_item_id
-         LEFT JOIN work_items x ON x.work_item_id = d.depends_on
-         WHERE w.mission_id = ?1
-         ORDER BY w.work_item_id",
-    )?;
-    let mut rows = statement.query([mission_id])?;
     let mut nodes: Vec<WorkNode> = Vec::new();
     // The policy of the node being filled (rows of one WorkItem are adjacent).
     let mut policy = DependencyPolicy::default();
-    while let Some(row) = rows.next()? {
-        let id: String = row.get(0)?;
+    for (id, state, named, dependency) in work_items::mission_nodes(conn, mission_id)? {
         if nodes.last().is_none_or(|node| node.work_item_id != id) {
-            let state: String = row.get(1)?;
-            let named: Option<String> = row.get(2)?;
             policy = named
                 .as_deref()
                 .map(parse_name)
@@ -90,7 +72,7 @@ pub(super) fn mission_nodes(conn: &Connection, mission_id: &str) -> Result<Vec<W
                 eligible: true,
             });
         }
-        let Some(dependency) = row.get::<_, Option<String>>(3)? else {
+        let Some(dependency) = dependency else {
             continue;
         };
         let satisfied = satisfies(policy, parse_name(&dependency)?);
@@ -132,16 +114,7 @@ pub(super) fn check(
             }
         }
     }
-    let mut statement = conn.prepare_cached(
-        "SELECT d.work_item_id, d.depends_on FROM work_deps d
-         JOIN work_items w ON w.work_item_id = d.work_item_id
-         WHERE w.mission_id = ?1 AND d.work_item_id != ?2",
-    )?;
-    let edges = statement
-        .query_map(params![mission_id, work_item_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let edges = work_items::other_edges(conn, mission_id, work_item_id)?;
     let mut graph: DiGraphMap<&str, ()> = DiGraphMap::new();
     for (from, to) in &edges {
         graph.add_edge(from.as_str(), to.as_str(), ());

@@ -41,27 +41,30 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::{Connection, params};
 use weft_api::work::events::WorkEventKind;
 use weft_api::work::machine::WorkState;
 use weft_api::{ErrorCode, EventPayload, Id};
 
 use super::apply::{fence_owner, save, work_event};
-use super::{WorkRow, current_lease, load_work_item};
+use super::{WorkRow, load_work_item};
 use crate::clock::format_instant;
 use crate::db::Tx;
 use crate::error::{Error, reject};
 use crate::events;
+use crate::rows::leases::{self, Claim, EndedBy, Refusal};
+
+/// When something of a WorkItem may expire next.
+pub(crate) type Deadline = DateTime<Utc>;
 
 /// The most WorkItems one `expire_due` call handles in its one transaction; the rest stay due
 /// for the next tick, so a burst of expiries never makes one huge write job.
 pub(super) const MAX_PER_CALL: usize = 10_000;
 
-/// Lease and ownership deadlines by instant: `(RFC 3339 instant, WorkItem id)`, the instants
-/// in the index's one text form, so text order is time order.
+/// Lease and ownership deadlines by instant: `(instant, WorkItem id)`, ordered by time.
 #[derive(Debug, Default)]
 pub(crate) struct Deadlines {
-    entries: Mutex<BTreeSet<(String, String)>>,
+    entries: Mutex<BTreeSet<(DateTime<Utc>, String)>>,
 }
 
 /// What one [`Deadlines::take_due`] found.
@@ -74,7 +77,7 @@ pub(crate) struct Due {
 }
 
 impl Deadlines {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, String)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<(DateTime<Utc>, String)>> {
         // Short critical sections, no await inside; a panic elsewhere leaves a usable set.
         self.entries
             .lock()
@@ -82,18 +85,18 @@ impl Deadlines {
     }
 
     /// Remembers that `work_item_id` has a deadline at `at`.
-    pub(crate) fn note(&self, work_item_id: &str, at: String) {
+    pub(crate) fn note(&self, work_item_id: &str, at: DateTime<Utc>) {
         self.lock().insert((at, work_item_id.to_owned()));
     }
 
     /// Takes the entries due at `now` (at most `limit` WorkItems), earliest first.
-    pub(crate) fn take_due(&self, now: &str, limit: usize) -> Due {
+    pub(crate) fn take_due(&self, now: DateTime<Utc>, limit: usize) -> Due {
         let mut entries = self.lock();
         let mut due = Due::default();
         while due.work_items.len() < limit {
             due.visited += 1;
             match entries.first() {
-                Some((at, _)) if at.as_str() <= now => {
+                Some((at, _)) if *at <= now => {
                     if let Some((_, work_item)) = entries.pop_first() {
                         due.work_items.insert(work_item);
                     }
@@ -112,25 +115,11 @@ impl Deadlines {
 
 /// Every deadline the rows hold, to fill [`Deadlines`] at open: unreleased leases and the
 /// ownership deadlines of owned `queued` or `blocked` WorkItems. Stale ones cost one look when they fall due.
-pub(crate) fn load(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
-    let mut found = Vec::new();
-    let mut leases = conn
-        .prepare_cached("SELECT expires_at, work_item_id FROM leases WHERE released_at IS NULL")?;
-    found.extend(
-        leases
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<Vec<_>, _>>()?,
-    );
-    let mut owned = conn.prepare_cached(
-        "SELECT ownership_expires_at, work_item_id FROM work_items
-         WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL
-               AND state IN ('queued', 'blocked')",
-    )?;
-    found.extend(
-        owned
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<Vec<_>, _>>()?,
-    );
+pub(crate) fn load(conn: &Connection) -> Result<Vec<(DateTime<Utc>, String)>, Error> {
+    let mut found = leases::open_expiries(conn)?;
+    for (at, work_item_id) in crate::rows::work_items::ownership_deadlines(conn)? {
+        found.push((crate::rows::instant(&at)?, work_item_id));
+    }
     Ok(found)
 }
 
@@ -175,14 +164,16 @@ impl<'t, 'c> Authority<'t, 'c> {
 
 /// The next instant at which something of `row` may expire: the Execution Lease's expiry
 /// while `active`, the ownership deadline while `queued` or `blocked` with an owner.
-fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<String>, Error> {
+fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<DateTime<Utc>>, Error> {
     Ok(match row.state {
-        WorkState::Active => current_lease(conn, &row.work_item_id)?
-            .filter(|lease| lease.kind == "execution")
+        WorkState::Active => leases::current(conn, &row.work_item_id)?
+            .filter(|lease| lease.kind == leases::Kind::Execution)
             .map(|lease| lease.expires_at),
-        WorkState::Queued | WorkState::Blocked if row.owner.is_some() => {
-            row.ownership_expires_at.clone()
-        }
+        WorkState::Queued | WorkState::Blocked if row.owner.is_some() => row
+            .ownership_expires_at
+            .as_deref()
+            .map(crate::rows::instant)
+            .transpose()?,
         _ => None,
     })
 }
@@ -191,7 +182,7 @@ fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<String>, Error
 pub(crate) fn next_deadline(
     conn: &Connection,
     work_item_id: &str,
-) -> Result<Option<String>, Error> {
+) -> Result<Option<DateTime<Utc>>, Error> {
     match load_work_item(conn, work_item_id)? {
         Some(row) => deadline_of(conn, &row),
         None => Ok(None),
@@ -204,7 +195,7 @@ pub(crate) fn expire_work_item(
     tx: &Tx<'_>,
     work_item_id: &str,
     now: DateTime<Utc>,
-) -> Result<(usize, Option<String>), Error> {
+) -> Result<(usize, Option<DateTime<Utc>>), Error> {
     let mut authority = Authority::new(tx, now);
     // At most two rounds: an expired Execution Lease, then an ownership already past due.
     loop {
@@ -214,21 +205,20 @@ pub(crate) fn expire_work_item(
         let Some(at) = deadline_of(tx, &row)? else {
             return Ok((authority.n_events, None));
         };
-        if at > authority.now_text {
+        if at > authority.now {
             return Ok((authority.n_events, Some(at)));
         }
         if row.state == WorkState::Active {
             // LSE-8: timeout expires the Execution Lease; back to the ready queue.
-            let lease = current_lease(tx, work_item_id)?.map(|lease| lease.lease_id);
-            tx.run(
-                "UPDATE leases SET released_at = ?2, ended_by = 'expired' WHERE lease_id = ?1",
-                params![lease, authority.now_text],
-            )?;
+            let lease = leases::current(tx, work_item_id)?.map(|lease| lease.lease_id);
+            if let Some(lease) = &lease {
+                leases::end(tx, lease.as_str(), authority.now, EndedBy::Expired)?;
+            }
             row.state = WorkState::Queued;
             authority.record(
                 &mut row,
                 WorkEventKind::LeaseExpired,
-                serde_json::json!({"expiresAt": at, "kind": "execution", "leaseId": lease,
+                serde_json::json!({"expiresAt": format_instant(at), "kind": "execution", "leaseId": lease,
                                    "rule": "LSE-8"}),
             )?;
             continue;
@@ -242,7 +232,7 @@ pub(crate) fn expire_work_item(
         authority.record(
             &mut row,
             WorkEventKind::OwnershipExpired,
-            serde_json::json!({"expiresAt": at, "leases": leases,
+            serde_json::json!({"expiresAt": format_instant(at), "leases": leases,
                                "previousOwner": previous_owner, "rule": "OFL-1"}),
         )?;
         return Ok((authority.n_events, None));
@@ -259,16 +249,8 @@ pub(crate) fn revoke_for_new_session(
     agent_id: &str,
     session_epoch: u64,
     now: DateTime<Utc>,
-) -> Result<Vec<(String, Option<String>)>, Error> {
-    let mut statement = tx.prepare_cached(
-        "SELECT l.work_item_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
-         WHERE l.agent_id = ?1 AND w.group_id = ?2 AND l.kind = 'execution' AND l.released_at IS NULL
-         ORDER BY l.work_item_id",
-    )?;
-    let work_items = statement
-        .query_map(params![agent_id, group_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<BTreeSet<_>, _>>()?;
-    drop(statement);
+) -> Result<Vec<(String, Option<Deadline>)>, Error> {
+    let work_items = leases::open_execution_work_items(tx, agent_id, group_id)?;
     let mut touched = Vec::new();
     for work_item_id in work_items {
         // A lease already past its expiry expired; it is not revoked.
@@ -277,16 +259,13 @@ pub(crate) fn revoke_for_new_session(
         let Some(mut row) = load_work_item(tx, &work_item_id)? else {
             continue;
         };
-        let Some(lease) = current_lease(tx, &work_item_id)?
-            .filter(|lease| lease.kind == "execution" && lease.agent_id == agent_id)
-        else {
+        let Some(lease) = leases::current(tx, &work_item_id)?.filter(|lease| {
+            lease.kind == leases::Kind::Execution && lease.agent_id.as_str() == agent_id
+        }) else {
             touched.push((work_item_id.clone(), deadline_of(tx, &row)?));
             continue;
         };
-        tx.run(
-            "UPDATE leases SET released_at = ?2, ended_by = 'revoked' WHERE lease_id = ?1",
-            params![lease.lease_id, authority.now_text],
-        )?;
+        leases::end(tx, lease.lease_id.as_str(), authority.now, EndedBy::Revoked)?;
         if row.state == WorkState::Active {
             row.state = WorkState::Queued;
             let seconds = weft_api::work::capped_seconds(row.contract.leases.ownership_seconds);
@@ -295,7 +274,7 @@ pub(crate) fn revoke_for_new_session(
         authority.record(
             &mut row,
             WorkEventKind::LeaseRevoked,
-            serde_json::json!({"kind": lease.kind, "leaseId": lease.lease_id,
+            serde_json::json!({"kind": lease.kind.as_str(), "leaseId": lease.lease_id,
                                "reason": "session_replaced", "rule": "LSE-9",
                                "sessionEpoch": session_epoch}),
         )?;
@@ -312,27 +291,31 @@ pub(crate) fn check_quoted_lease(
     conn: &Connection,
     quoted: &str,
     row: &WorkRow,
-    now_text: &str,
+    now: DateTime<Utc>,
 ) -> Result<(), Error> {
-    let found: Option<(String, Option<String>, String)> = conn
-        .row(
-            "SELECT work_item_id, released_at, expires_at FROM leases WHERE lease_id = ?1",
-            [quoted],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?;
-    let why = match found {
-        None => format!("no lease {quoted}"),
-        Some((work_item, ..)) if work_item != row.work_item_id => {
-            format!("lease {quoted} is not a lease of {}", row.work_item_id)
-        }
-        Some((_, Some(ended), _)) => {
-            format!("lease {quoted} ended at {ended} (released, expired or revoked: LSE-8)")
-        }
-        Some((_, None, expires_at)) if expires_at.as_str() <= now_text => {
-            format!("lease {quoted} expired at {expires_at}")
-        }
-        Some(_) => return Ok(()),
+    let Some(lease) = leases::load(conn, quoted)? else {
+        return Err(reject(
+            ErrorCode::StaleLease,
+            format!("no lease {quoted} (LSE-5)"),
+        ));
+    };
+    let claim = Claim {
+        lease_id: quoted,
+        work_item_id: &row.work_item_id,
+        signer: None,
+        acts_for: None,
+    };
+    let why = match lease.admits(&claim, now) {
+        Ok(()) => return Ok(()),
+        Err(Refusal::Ended) => format!(
+            "lease {quoted} ended at {} (released, expired or revoked: LSE-8)",
+            lease.released_at.map(format_instant).unwrap_or_default()
+        ),
+        Err(Refusal::Expired) => format!(
+            "lease {quoted} expired at {}",
+            format_instant(lease.expires_at)
+        ),
+        Err(_) => format!("lease {quoted} is not a lease of {}", row.work_item_id),
     };
     Err(reject(ErrorCode::StaleLease, format!("{why} (LSE-5)")))
 }

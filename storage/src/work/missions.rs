@@ -126,15 +126,7 @@ pub(super) fn mission_close(
 
 /// The Mission's WorkItems that are still live (at most ten named, in id order).
 fn live_work_items(ctx: &Ctx<'_, '_>, mission_id: &str) -> Result<Vec<String>, Error> {
-    let mut statement = ctx.tx.prepare_cached(
-        "SELECT work_item_id FROM work_items
-         WHERE mission_id = ?1 AND state IN ('open', 'offered', 'queued', 'active', 'blocked', 'submitted')
-         ORDER BY work_item_id LIMIT 10",
-    )?;
-    let live = statement
-        .query_map([mission_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(live)
+    crate::rows::work_items::live_of_mission(ctx.tx, mission_id)
 }
 
 /// T18 (SM-12, GAP-3) for the Mission's WorkItems, then T16/T17 for its parent WorkItem.
@@ -144,13 +136,7 @@ fn close_mission_items(
     closed_at: u64,
     verified: &[String],
 ) -> Result<(), Error> {
-    let mut statement = ctx.tx.prepare_cached(
-        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
-    )?;
-    let ids = statement
-        .query_map([&mission.mission_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    drop(statement);
+    let ids = crate::rows::work_items::ids_of_mission(ctx.tx, &mission.mission_id)?;
     for work_item in ids {
         let Some(mut row) = load_work_item(ctx.tx, &work_item)? else {
             continue;
@@ -267,12 +253,7 @@ pub(super) fn authorize(
     p: &WorkAuthorize,
 ) -> Result<serde_json::Value, Error> {
     expect_new(ctx)?;
-    if id_taken(
-        ctx.tx,
-        "work_items",
-        "work_item_id",
-        p.work_item_id.as_str(),
-    )? {
+    if crate::rows::work_items::exists(ctx.tx, p.work_item_id.as_str())? {
         // T2's source is "none": an existing WorkItem cannot be authorized again.
         return Err(reject(
             ErrorCode::IllegalTransition,
@@ -344,12 +325,7 @@ pub(super) fn authorize(
         child_mission_id: None,
         attempts: 0,
     };
-    ctx.tx.run(
-        "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
-                                 ownership_epoch, approval_granted, attempts)
-         VALUES (?1, ?2, ?3, 'open', 0, 1, ?4, 0, 0, 0)",
-        params![row.work_item_id, row.group_id, row.mission_id, to_json(&row.contract)?],
-    )?;
+    crate::rows::work_items::insert(ctx.tx, &row)?;
     deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
     ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
     detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)

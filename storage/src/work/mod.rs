@@ -38,9 +38,7 @@ pub use tokens::Grant;
 
 use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level, WorkContract};
+use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level};
 use weft_api::work::machine::{MissionState, WorkState};
 use weft_api::work::views::{
     BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
@@ -48,37 +46,10 @@ use weft_api::work::views::{
 use weft_api::{ErrorCode, Id};
 
 use crate::access::Reader;
+use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-
-/// A `work_items` row.
-#[derive(Clone, Debug)]
-pub(crate) struct WorkRow {
-    pub(crate) work_item_id: String,
-    pub(crate) group_id: String,
-    pub(crate) mission_id: String,
-    pub(crate) state: WorkState,
-    pub(crate) revision: u64,
-    pub(crate) contract_revision: u64,
-    pub(crate) contract: WorkContract,
-    pub(crate) owner: Option<String>,
-    pub(crate) ownership_epoch: u64,
-    pub(crate) ownership_expires_at: Option<String>,
-    pub(crate) approval_granted: bool,
-    pub(crate) child_mission_id: Option<String>,
-    pub(crate) attempts: u32,
-}
-
-impl WorkRow {
-    /// An owner holds an unexpired ownership at `now` (SM-6).
-    pub(crate) fn live_owner(&self, now: &str) -> bool {
-        self.owner.is_some()
-            && self
-                .ownership_expires_at
-                .as_deref()
-                .is_some_and(|at| at > now)
-    }
-}
+use crate::rows::{leases, work_items};
 
 /// A `missions` row.
 #[derive(Clone, Debug)]
@@ -94,35 +65,8 @@ pub(crate) struct MissionRow {
     pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
 }
 
-/// An enum's wire name (its serde string).
-pub(crate) fn name<T: Serialize>(value: &T) -> Result<String, Error> {
-    match serde_json::to_value(value).map_err(Error::backend)? {
-        serde_json::Value::String(text) => Ok(text),
-        other => Err(Error::backend(std::io::Error::other(format!(
-            "not a unit enum: {other}"
-        )))),
-    }
-}
-
-/// An enum from its wire name.
-pub(crate) fn parse_name<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(Error::backend)
-}
-
-pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, Error> {
-    serde_json::to_string(value).map_err(Error::backend)
-}
-
-pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
-    serde_json::from_str(text).map_err(Error::backend)
-}
-
-/// The WorkItem lookup by id, with [`seen_by`]'s filter.
-const WORK_ITEM_SEEN: &str = "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
-                owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
-         FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN work_items INDEXED BY work_items_seen
-         WHERE work_item_id = ?1 AND (?2 IS NULL OR group_id = ?2)
-         AND (?3 IS NULL OR mission_id = scope.value)";
+pub(crate) use crate::rows::work_items::WorkRow;
+pub(crate) use crate::rows::{from_json, name, parse_name, to_json};
 
 /// The Mission lookup by id, with [`seen_by`]'s filter.
 const MISSION_SEEN: &str =
@@ -133,16 +77,12 @@ const MISSION_SEEN: &str =
          AND (?3 IS NULL OR mission_id = scope.value)";
 
 pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
-    work_item_where(conn, id, &Reader::Admin)
+    work_items::load(conn, id)
 }
 
-/// The reader's Group and Missions as the lookups by id take them (`?2`, `?3`; `NULL`: the
-/// operator, or the whole Group): a lookup answers only what `reader` may see, decided by
-/// the lookup itself (issue #40), so another Group's or another Mission's row is never
-/// decoded (nor its contract parsed) and costs what an absent one costs. The scope's Missions
-/// drive the lookup (`json_each … CROSS JOIN`, one seek per Mission, whether the id exists or
-/// not) rather than an `IN` list SQLite would build only once a row was found, and each seek
-/// filters on the index entry (`INDEXED BY`, schema V25) before the row is read.
+/// The reader's Group and Missions as the lookups by id take them (`NULL`: the operator, or
+/// the whole Group): a lookup answers only what `reader` may see, decided by the lookup
+/// itself (issue #40, `rows::work_items::load_seen`).
 fn seen_by(reader: &Reader) -> (Option<String>, Option<String>) {
     match reader {
         Reader::Admin => (None, None),
@@ -152,62 +92,7 @@ fn seen_by(reader: &Reader) -> (Option<String>, Option<String>) {
 
 fn work_item_where(conn: &Connection, id: &str, reader: &Reader) -> Result<Option<WorkRow>, Error> {
     let (group, missions) = seen_by(reader);
-    let row = conn
-        .row(
-            WORK_ITEM_SEEN,
-            rusqlite::params![id, group, missions],
-            |row| {
-                Ok((
-                    (
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                    ),
-                    (
-                        row.get::<_, String>(3)?,
-                        row.get::<_, u64>(4)?,
-                        row.get::<_, u64>(5)?,
-                        row.get::<_, String>(6)?,
-                    ),
-                    (
-                        row.get::<_, Option<String>>(7)?,
-                        row.get::<_, u64>(8)?,
-                        row.get::<_, Option<String>>(9)?,
-                    ),
-                    (
-                        row.get::<_, bool>(10)?,
-                        row.get::<_, Option<String>>(11)?,
-                        row.get::<_, u32>(12)?,
-                    ),
-                ))
-            },
-        )
-        .optional()?;
-    row.map(
-        |(
-            (work_item_id, group_id, mission_id),
-            (state, revision, contract_revision, contract),
-            (owner, ownership_epoch, ownership_expires_at),
-            (approval_granted, child_mission_id, attempts),
-        )| {
-            Ok(WorkRow {
-                work_item_id,
-                group_id,
-                mission_id,
-                state: parse_name(&state)?,
-                revision,
-                contract_revision,
-                contract: from_json(&contract)?,
-                owner,
-                ownership_epoch,
-                ownership_expires_at,
-                approval_granted,
-                child_mission_id,
-                attempts,
-            })
-        },
-    )
-    .transpose()
+    work_items::load_seen(conn, id, group.as_deref(), missions.as_deref())
 }
 
 pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
@@ -279,34 +164,28 @@ fn visible_mission(conn: &Connection, reader: &Reader, id: &str) -> Result<Missi
     }
 }
 
-/// The current (unreleased) lease of a WorkItem, if any.
-pub(crate) fn current_lease(conn: &Connection, work_item_id: &str) -> Result<Option<Lease>, Error> {
-    let row = conn
-        .row(
-            "SELECT lease_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at
-             FROM leases WHERE work_item_id = ?1 AND released_at IS NULL
-             ORDER BY started_at DESC LIMIT 1",
-            [work_item_id],
-            |row| {
-                Ok(Lease {
-                    lease_id: row.get(0)?,
-                    kind: row.get(1)?,
-                    agent_id: row.get(2)?,
-                    session_epoch: row.get(3)?,
-                    work_item_id: work_item_id.to_owned(),
-                    ownership_epoch: row.get(4)?,
-                    started_at: row.get(5)?,
-                    renewals: Vec::new(),
-                    expires_at: row.get(6)?,
-                })
-            },
-        )
-        .optional()?;
-    row.map(|mut lease| {
-        lease.renewals = owner::renewals(conn, &lease.lease_id)?;
-        Ok(lease)
-    })
-    .transpose()
+/// The current (unreleased) lease of a WorkItem, if any, as the WorkItem's view shows it
+/// (with its renewals), and the typed row it is read from.
+pub(crate) fn current_lease(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Option<(Lease, leases::Lease)>, Error> {
+    leases::current(conn, work_item_id)?
+        .map(|row| {
+            let view = Lease {
+                lease_id: row.lease_id.to_string(),
+                kind: row.kind.as_str().to_owned(),
+                agent_id: row.agent_id.to_string(),
+                session_epoch: row.session_epoch,
+                work_item_id: row.work_item_id.to_string(),
+                ownership_epoch: row.ownership_epoch,
+                started_at: format_instant(row.started_at),
+                renewals: owner::renewals(conn, row.lease_id.as_str())?,
+                expires_at: format_instant(row.expires_at),
+            };
+            Ok((view, row))
+        })
+        .transpose()
 }
 
 fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferView>, Error> {
@@ -382,10 +261,9 @@ pub(crate) fn work_view(
     });
     let (inert_publications, inert_publications_truncated) =
         inert::newest(conn, &row.work_item_id)?;
-    let lease = current_lease(conn, &row.work_item_id)?;
-    let preemption_requested = match &lease {
-        Some(lease) => owner::preemption(conn, &lease.lease_id)?,
-        None => None,
+    let (lease, preemption_requested) = match current_lease(conn, &row.work_item_id)? {
+        Some((view, row)) => (Some(view), owner::preemption(&row)),
+        None => (None, None),
     };
     Ok(WorkItemView {
         work_item_id: row.work_item_id.clone(),
@@ -454,13 +332,7 @@ pub(crate) fn require_work_item(
 ) -> Result<(), Error> {
     // Only where the WorkItem lives: every publication asks, and the whole row would
     // parse its contract.
-    let place: Option<(String, String)> = conn
-        .row(
-            "SELECT group_id, mission_id FROM work_items WHERE work_item_id = ?1",
-            [work_item_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
+    let place = work_items::place(conn, work_item_id)?;
     match place {
         Some((group, mission)) if group == group_id && mission == mission_id => Ok(()),
         Some((group, mission))
@@ -564,12 +436,7 @@ pub(crate) fn check_projection(
             ));
         }
     }
-    let mut statement = conn.prepare_cached(
-        "SELECT work_item_id FROM work_items WHERE group_id = ?1 ORDER BY work_item_id",
-    )?;
-    let ids = statement
-        .query_map([group_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids = work_items::ids_of_group(conn, group_id)?;
     if ids.len() != folded.work_items.len() {
         problems.push(format!(
             "group {group_id}: {} WorkItems in the index, {} in the log",
@@ -627,19 +494,10 @@ impl Engine {
             .read(move |conn| {
                 let row = visible_mission(conn, &reader, id.as_str())?;
                 let nodes = nodes(conn, &row.mission_id)?;
-                let mut statement = conn.prepare_cached(
-                    "SELECT d.work_item_id, d.depends_on FROM work_deps d
-                     JOIN work_items w ON w.work_item_id = d.work_item_id
-                     WHERE w.mission_id = ?1 ORDER BY d.work_item_id, d.depends_on",
-                )?;
-                let edges = statement
-                    .query_map(params![row.mission_id], |r| {
-                        Ok(WorkEdge {
-                            from: r.get(0)?,
-                            to: r.get(1)?,
-                        })
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let edges = work_items::mission_edges(conn, &row.mission_id)?
+                    .into_iter()
+                    .map(|(from, to)| WorkEdge { from, to })
+                    .collect();
                 Ok(WorkGraph { nodes, edges })
             })
             .await

@@ -13,15 +13,13 @@
 //! release, cancellation, failure or fencing closes the window (`offline_lease_closed`); a
 //! newer Execution Lease makes the historical one stale (`stale_lease`, LSE-5).
 
-use crate::sql::Cached as _;
-use chrono::{DateTime, FixedOffset};
-use rusqlite::{Connection, OptionalExtension as _};
-use weft_api::work::offline::{Binding, Current, LeaseRecord, judge};
+use weft_api::work::offline::{Binding, Current, judge};
 use weft_api::{ErrorCode, Id};
 
 use super::WorkRow;
 use super::apply::Ctx;
 use crate::error::{Error, reject};
+use crate::rows::leases::{self, Claim, Kind, Lease};
 
 /// What a valid binding found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,50 +30,9 @@ pub(super) enum Standing {
     Reconciling,
 }
 
-fn instant(text: &str) -> Result<DateTime<FixedOffset>, Error> {
-    DateTime::parse_from_rfc3339(text).map_err(Error::backend)
-}
-
-/// The lease record a binding names, with its close time (OFL-9).
-fn lease_record(conn: &Connection, lease_id: &Id) -> Result<Option<LeaseRecord>, Error> {
-    type Row = (String, String, u64, u64, String, String, Option<String>);
-    // `closed_at` is NULL while the lease runs, and after it expired or the reconnect revoked
-    // it (neither closes the window, DESIGN §12); a lease that ended before schema v12 said
-    // why counts as closed when it was released.
-    let found: Option<Row> = conn
-        .row(
-            "SELECT work_item_id, agent_id, session_epoch, ownership_epoch, started_at, expires_at,
-                    CASE WHEN ended_by IS NULL THEN released_at ELSE closed_at END
-             FROM leases WHERE lease_id = ?1 AND kind = 'execution'",
-            [lease_id.as_str()],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
-            },
-        )
-        .optional()?;
-    let Some((work_item_id, agent_id, session_epoch, ownership_epoch, started, expires, closed)) =
-        found
-    else {
-        return Ok(None);
-    };
-    let closed_at = closed.as_deref().map(instant).transpose()?;
-    Ok(Some(LeaseRecord {
-        work_item_id,
-        agent_id,
-        session_epoch,
-        ownership_epoch,
-        started_at: instant(&started)?,
-        expires_at: instant(&expires)?,
-        closed_at,
-    }))
+/// The Execution Lease a binding names, if there is one (OFL-9 judges its record).
+fn bound_lease(ctx: &Ctx<'_, '_>, lease_id: &Id) -> Result<Option<Lease>, Error> {
+    Ok(leases::load(ctx.tx, lease_id.as_str())?.filter(|lease| lease.kind == Kind::Execution))
 }
 
 /// OFL-9 and DESIGN §12 for a buffered Command on `row`; answers whether its historical lease
@@ -96,7 +53,7 @@ pub(super) fn check(
             "the Command quotes another lease than its binding",
         ));
     }
-    let lease = lease_record(ctx.tx, &binding.lease_id)?;
+    let lease = bound_lease(ctx, &binding.lease_id)?;
     let current = Current {
         work_item_id: row.work_item_id.clone(),
         owner: row.owner.clone(),
@@ -104,7 +61,8 @@ pub(super) fn check(
         contract_grace_seconds: row.contract.leases.grace_seconds,
         now: ctx.now.fixed_offset(),
     };
-    judge(binding, lease.as_ref(), &current).map_err(|code| {
+    let record = lease.as_ref().map(Lease::record);
+    judge(binding, record.as_ref(), &current).map_err(|code| {
         let why = match code {
             ErrorCode::OfflineWrongWorkItem => format!(
                 "the binding is for WorkItem {}, the Command for {} (OFL-9)",
@@ -135,7 +93,7 @@ pub(super) fn check(
     // otherwise each new buffered checkpoint, dated ever earlier, would move the ownership
     // deadline forward without a start (attacker review).
     if ctx.command.kind == weft_api::work::CommandType::WorkCheckpoint
-        && lease
+        && record
             .as_ref()
             .is_some_and(|record| record.closed_at.is_some())
     {
@@ -147,8 +105,17 @@ pub(super) fn check(
             ),
         ));
     }
-    let runs = super::current_lease(ctx.tx, &row.work_item_id)?
-        .is_some_and(|lease| lease.lease_id == binding.lease_id.as_str());
+    // Whether the historical lease still runs: the WorkItem's current lease admits it, as it
+    // admits a quote (`leases::Lease::admits`; expiry ran first in `command.rs`, so a lease
+    // past its `expiresAt` has ended by now).
+    let claim = Claim {
+        lease_id: binding.lease_id.as_str(),
+        work_item_id: &row.work_item_id,
+        signer: None,
+        acts_for: None,
+    };
+    let runs = leases::current(ctx.tx, &row.work_item_id)?
+        .is_some_and(|lease| lease.admits(&claim, ctx.now).is_ok());
     Ok(if runs {
         Standing::LeaseRuns
     } else {

@@ -20,8 +20,10 @@ use weft_api::work::machine::RetryStanding;
 use weft_api::work::views::{Preemption, ProgressView};
 
 use super::ctx::{Ctx, id};
-use super::{WorkRow, current_lease, from_json, to_json};
+use super::{WorkRow, from_json, to_json};
+use crate::clock::format_instant;
 use crate::error::{Error, reject};
+use crate::rows::leases::{self, Lease};
 
 /// `lease.renew`: the current Execution Lease (the one quoted, already checked unexpired)
 /// lasts the contract's `executionSeconds` from now; the renewal is kept (LSE-3).
@@ -32,11 +34,9 @@ pub(super) fn renew(
     payload: serde_json::Value,
 ) -> Result<(), Error> {
     let lease = execution_lease(ctx, row)?;
-    let expires_at = ctx.later(row.contract.leases.execution_seconds);
-    ctx.tx.run(
-        "UPDATE leases SET expires_at = ?2 WHERE lease_id = ?1",
-        params![lease, expires_at],
-    )?;
+    let expires = ctx.now + weft_api::work::capped_seconds(row.contract.leases.execution_seconds);
+    let expires_at = format_instant(expires);
+    leases::renew(ctx.tx, &lease, expires)?;
     ctx.tx.run(
         "INSERT INTO lease_renewals (lease_id, renewed_at, expires_at) VALUES (?1, ?2, ?3)",
         params![lease, ctx.now_text, expires_at],
@@ -96,10 +96,7 @@ pub(super) fn request_preemption(
     payload: serde_json::Value,
 ) -> Result<(), Error> {
     let lease = execution_lease(ctx, row)?;
-    ctx.tx.run(
-        "UPDATE leases SET preemption_requested_at = ?2, preemption_requested_by = ?3 WHERE lease_id = ?1",
-        params![lease, ctx.now_text, ctx.command.agent_id.as_str()],
-    )?;
+    leases::request_preemption(ctx.tx, &lease, ctx.now, ctx.command.agent_id.as_str())?;
     let payload = with(payload, &[("leaseId", lease.into())]);
     ctx.record(row, kind, payload)
 }
@@ -231,22 +228,15 @@ pub(crate) fn renewals(conn: &Connection, lease_id: &str) -> Result<Vec<String>,
 }
 
 /// The pending preemption request of a lease, if any.
-pub(crate) fn preemption(conn: &Connection, lease_id: &str) -> Result<Option<Preemption>, Error> {
-    let found: Option<(Option<String>, Option<String>)> = conn
-        .row(
-            "SELECT preemption_requested_at, preemption_requested_by FROM leases WHERE lease_id = ?1",
-            [lease_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    Ok(match found {
-        Some((Some(requested_at), Some(requested_by))) => Some(Preemption {
-            requested_at,
-            requested_by,
-            lease_id: lease_id.to_owned(),
-        }),
-        _ => None,
-    })
+pub(crate) fn preemption(lease: &Lease) -> Option<Preemption> {
+    lease
+        .preemption
+        .as_ref()
+        .map(|(requested_at, requested_by)| Preemption {
+            requested_at: format_instant(*requested_at),
+            requested_by: requested_by.to_string(),
+            lease_id: lease.lease_id.to_string(),
+        })
 }
 
 /// The latest progress report of a WorkItem.
@@ -275,8 +265,8 @@ pub(crate) fn latest_progress(
 
 /// The current lease of an `active` WorkItem, which is its Execution Lease.
 fn execution_lease(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<String, Error> {
-    match current_lease(ctx.tx, &row.work_item_id)? {
-        Some(lease) if lease.kind == "execution" => Ok(lease.lease_id),
+    match leases::current(ctx.tx, &row.work_item_id)? {
+        Some(lease) if lease.kind == leases::Kind::Execution => Ok(lease.lease_id.to_string()),
         _ => Err(reject(
             ErrorCode::StaleLease,
             format!("{} holds no Execution Lease", row.work_item_id),

@@ -6,7 +6,6 @@
 use chrono::{DateTime, Utc};
 
 use super::expiry::{MAX_PER_CALL, expire_work_item};
-use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::Error;
 
@@ -14,8 +13,7 @@ impl Engine {
     /// Appends the expiry Events due at `now`, in one writer transaction, for the WorkItems
     /// whose deadlines fell due (at most [`MAX_PER_CALL`]); answers how many Events.
     pub(crate) async fn expire_due(&self, now: DateTime<Utc>) -> Result<usize, Error> {
-        let now_text = format_instant(now);
-        let due = self.deadlines.take_due(&now_text, MAX_PER_CALL).work_items;
+        let due = self.deadlines.take_due(now, MAX_PER_CALL).work_items;
         if due.is_empty() {
             return Ok(0);
         }
@@ -38,7 +36,7 @@ impl Engine {
         if result.is_err() {
             // Nothing was appended: look at them again on the next call.
             for work_item_id in &due {
-                self.deadlines.note(work_item_id, now_text.clone());
+                self.deadlines.note(work_item_id, now);
             }
         }
         result
@@ -56,12 +54,9 @@ mod tests {
     use super::*;
     use crate::clock::Clock as _;
 
-    fn instant(second: u32) -> String {
-        format!(
-            "2026-11-30T12:{:02}:{:02}.000000Z",
-            second / 60,
-            second % 60
-        )
+    fn instant(second: u32) -> DateTime<Utc> {
+        let start: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().expect("instant");
+        start + chrono::Duration::seconds(i64::from(second))
     }
 
     /// The issue's measure: with 100,000 live deadlines, finding the due ones looks at the
@@ -75,7 +70,7 @@ mod tests {
         deadlines.note("wi-late-1", instant(10));
         deadlines.note("wi-late-2", instant(20));
         deadlines.note("wi-late-2", instant(30)); // a stale entry of the same WorkItem
-        let due = deadlines.take_due(&instant(100), MAX_PER_CALL);
+        let due = deadlines.take_due(instant(100), MAX_PER_CALL);
         assert_eq!(
             due.work_items
                 .iter()
@@ -86,7 +81,7 @@ mod tests {
         assert_eq!(due.visited, 4, "three due entries and the first not due");
         assert_eq!(deadlines.len(), 100_000);
         assert_eq!(
-            deadlines.take_due(&instant(100), MAX_PER_CALL),
+            deadlines.take_due(instant(100), MAX_PER_CALL),
             Due {
                 work_items: BTreeSet::new(),
                 visited: 1
@@ -129,18 +124,25 @@ mod tests {
                 let mut item = tx.prepare_cached(
                     "INSERT INTO work_items VALUES (?1, 'g1', 'm1', 'active', 3, 0, ?2, 'w1', 1, ?3, 0, NULL, 1, '{}')",
                 )?;
-                let mut lease = tx.prepare_cached(
-                    "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
-                     VALUES (?1, ?2, 'execution', 'w1', 1, 1, ?3, ?4)",
-                )?;
                 for n in 0..n_leases {
                     let id = format!("wi-{n:06}");
                     // The first 100 expire at +100 s, the others spread over +10 min to +1 h.
                     let seconds = if n < 100 { 100 } else { 600 + i64::from(n % 3000) };
-                    let expires = format_instant(start + chrono::Duration::seconds(seconds));
-                    let ownership = format_instant(start + chrono::Duration::seconds(36_000));
+                    let ownership = crate::clock::format_instant(start + chrono::Duration::seconds(36_000));
                     item.execute(params![id, contract, ownership])?;
-                    lease.execute(params![format!("lease-{n:06}"), id, format_instant(start), expires])?;
+                    crate::rows::leases::insert(
+                        tx,
+                        &crate::rows::leases::New {
+                            lease_id: &format!("lease-{n:06}"),
+                            work_item_id: &id,
+                            kind: crate::rows::leases::Kind::Execution,
+                            agent_id: "w1",
+                            session_epoch: 1,
+                            ownership_epoch: 1,
+                            started_at: start,
+                            expires_at: start + chrono::Duration::seconds(seconds),
+                        },
+                    )?;
                 }
                 Ok(())
             })
@@ -170,7 +172,7 @@ mod tests {
         for n in 0..5u32 {
             deadlines.note(&format!("wi-{n}"), instant(n));
         }
-        assert_eq!(deadlines.take_due(&instant(100), 2).work_items.len(), 2);
+        assert_eq!(deadlines.take_due(instant(100), 2).work_items.len(), 2);
         assert_eq!(deadlines.len(), 3);
     }
 }

@@ -18,6 +18,7 @@
 
 use crate::sql::Cached as _;
 use base64::Engine as _;
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::evidence::Evidence;
 use weft_api::views::{EvidenceRecorded, Published};
@@ -29,6 +30,7 @@ use crate::access::{AuthorityMay, Reader, Signed};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
+use crate::rows::leases::{self, Lease, Refusal, WorkItemOf};
 use crate::sessions::{Session, live_session};
 
 /// Every capability token starts with this; a session token never does ('.' is not in the
@@ -109,66 +111,32 @@ impl Grant {
     }
 }
 
-/// A lease row with its WorkItem's Group, Mission and current owner.
+/// A lease with its WorkItem's Group, Mission and current owner.
 struct LeaseRow {
-    work_item_id: String,
-    kind: String,
-    agent_id: String,
-    session_epoch: u64,
-    ownership_epoch: u64,
-    expires_at: String,
-    released: bool,
-    group_id: String,
-    mission_id: String,
-    owner: Option<String>,
-    owner_epoch: u64,
+    lease: Lease,
+    work_item: WorkItemOf,
 }
 
 impl LeaseRow {
-    /// Why the lease no longer lets anyone act at `now`, if it does not.
-    fn dead_at(&self, now: &str) -> Option<&'static str> {
-        if self.released {
-            Some("the lease was released")
-        } else if self.expires_at.as_str() <= now {
-            Some("the lease has expired")
-        } else if self.kind != "execution" {
-            Some("only an Execution Lease carries capability tokens")
-        } else if self.owner.as_deref() != Some(self.agent_id.as_str())
-            || self.owner_epoch != self.ownership_epoch
-        {
-            Some("the lease's Agent no longer owns its WorkItem under its ownership epoch")
-        } else {
-            None
+    /// Why the lease no longer lets anyone act at `now`, if it does not: the lease rule
+    /// (`leases::Lease::admits`) for the lease's own Agent, acting for the WorkItem.
+    fn dead_at(&self, now: DateTime<Utc>) -> Option<&'static str> {
+        let claim = self.lease.own_claim(Some(self.work_item.ownership()));
+        match self.lease.admits(&claim, now) {
+            Ok(()) => None,
+            Err(Refusal::Ended) => Some("the lease was released"),
+            Err(Refusal::Expired) => Some("the lease has expired"),
+            Err(Refusal::NotExecution) => Some("only an Execution Lease carries capability tokens"),
+            Err(_) => {
+                Some("the lease's Agent no longer owns its WorkItem under its ownership epoch")
+            }
         }
     }
 }
 
 fn lease_row(conn: &Connection, lease_id: &str) -> Result<Option<LeaseRow>, Error> {
-    Ok(conn
-        .row(
-            "SELECT l.work_item_id, l.kind, l.agent_id, l.session_epoch, l.ownership_epoch,
-                    l.expires_at, l.released_at IS NOT NULL, w.group_id, w.mission_id, w.owner,
-                    w.ownership_epoch
-             FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
-             WHERE l.lease_id = ?1",
-            [lease_id],
-            |row| {
-                Ok(LeaseRow {
-                    work_item_id: row.get(0)?,
-                    kind: row.get(1)?,
-                    agent_id: row.get(2)?,
-                    session_epoch: row.get(3)?,
-                    ownership_epoch: row.get(4)?,
-                    expires_at: row.get(5)?,
-                    released: row.get(6)?,
-                    group_id: row.get(7)?,
-                    mission_id: row.get(8)?,
-                    owner: row.get(9)?,
-                    owner_epoch: row.get(10)?,
-                })
-            },
-        )
-        .optional()?)
+    Ok(leases::load_with_work_item(conn, lease_id)?
+        .map(|(lease, work_item)| LeaseRow { lease, work_item }))
 }
 
 /// The lease `lease_id` as its owner `session` may manage its tokens: `not_found` outside the
@@ -177,7 +145,8 @@ fn lease_row(conn: &Connection, lease_id: &str) -> Result<Option<LeaseRow>, Erro
 fn owned_lease(conn: &Connection, lease_id: &str, session: &Session) -> Result<LeaseRow, Error> {
     let lease = lease_row(conn, lease_id)?
         .filter(|lease| {
-            lease.group_id == session.group_id.as_str() && session.scope.covers(&lease.mission_id)
+            lease.work_item.group_id == session.group_id.as_str()
+                && session.scope.covers(&lease.work_item.mission_id)
         })
         .ok_or_else(|| {
             reject(
@@ -185,7 +154,9 @@ fn owned_lease(conn: &Connection, lease_id: &str, session: &Session) -> Result<L
                 format!("no lease {lease_id} is visible to you"),
             )
         })?;
-    if lease.agent_id != session.agent_id.as_str() || lease.session_epoch != session.session_epoch {
+    if lease.lease.agent_id != session.agent_id
+        || lease.lease.session_epoch != session.session_epoch
+    {
         return Err(reject(
             ErrorCode::Forbidden,
             format!(
@@ -204,6 +175,8 @@ pub(crate) fn still_live(conn: &Connection, token_hash: [u8; 32], now: &str) -> 
     resolve(conn, token_hash, now).map(|_| ())
 }
 
+/// `now` is a `format_instant` text: the session and token rows compare it as their own
+/// instants are written; the lease rule compares it as time.
 fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, Error> {
     let dead = |why: &str| reject(ErrorCode::Unauthorized, format!("capability token: {why}"));
     let row: Option<(String, String, String, String, bool)> = conn
@@ -234,13 +207,17 @@ fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, 
     let Some(lease) = lease_row(conn, &lease_id)? else {
         return Err(dead("its lease is unknown"));
     };
-    if let Some(why) = lease.dead_at(now) {
+    if let Some(why) = lease.dead_at(crate::rows::instant(now)?) {
         return Err(dead(why));
     }
     let session_hash: Option<Vec<u8>> = conn
         .row(
             "SELECT token_hash FROM sessions WHERE agent_id = ?1 AND group_id = ?2 AND session_epoch = ?3",
-            params![lease.agent_id, lease.group_id, lease.session_epoch],
+            params![
+                lease.lease.agent_id.as_str(),
+                lease.work_item.group_id,
+                lease.lease.session_epoch
+            ],
             |row| row.get(0),
         )
         .optional()?;
@@ -251,8 +228,8 @@ fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, 
     Ok(Grant {
         token_id,
         lease_id,
-        work_item_id: Id::parse("workItemId", &lease.work_item_id)?,
-        mission_id: Id::parse("missionId", &lease.mission_id)?,
+        work_item_id: lease.lease.work_item_id,
+        mission_id: Id::parse("missionId", &lease.work_item.mission_id)?,
         scope: from_json(&scope)?,
         expires_at,
         session,
@@ -289,7 +266,7 @@ impl Engine {
         let now_text = format_instant(now);
         let ttl = request.ttl_seconds.min(MAX_TTL_SECONDS);
         // In range: MAX_TTL_SECONDS fits an i64 by far.
-        let wanted = format_instant(now + chrono::Duration::seconds(ttl as i64));
+        let wanted = now + chrono::Duration::seconds(ttl as i64);
         let token_bytes: [u8; 32] = rand::random();
         let token = format!(
             "{PREFIX}{}",
@@ -302,7 +279,7 @@ impl Engine {
         self.db
             .write(move |txn| {
                 let lease = owned_lease(txn, lease_id.as_str(), &session)?;
-                if let Some(why) = lease.dead_at(&now_text) {
+                if let Some(why) = lease.dead_at(now) {
                     return Err(reject(
                         ErrorCode::StaleLease,
                         format!("lease {lease_id}: {why}"),
@@ -322,7 +299,7 @@ impl Engine {
                     }
                 }
                 // LSE-7: never past the lease.
-                let expires_at = wanted.min(lease.expires_at);
+                let expires_at = format_instant(wanted.min(lease.lease.expires_at));
                 txn.run(
                     "INSERT INTO capability_tokens (token_hash, token_id, lease_id, scope, issued_at, expires_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

@@ -15,7 +15,7 @@ pub(in crate::work) fn apply(ctx: &mut Ctx<'_, '_>, step: Step) -> Result<WorkRo
     } = step;
     release_leases(ctx, &row.work_item_id)?;
     let seconds = row.contract.leases.blocked_seconds;
-    new_lease(ctx, &row, "blocked", seconds)?;
+    new_lease(ctx, &row, crate::rows::leases::Kind::Blocked, seconds)?;
     // PRG-5: ownership is kept for the blocked lease.
     row.ownership_expires_at = Some(ctx.later(seconds));
     row.state = next;

@@ -1,13 +1,10 @@
 //! `work.checkpoint` (T8, PRG-4; OFL-9 for a reconciled one): the Execution Lease is released
 //! and the owner keeps the WorkItem `queued` for its ownership period.
 
-use crate::sql::Cached as _;
-use rusqlite::params;
-
 use super::Step;
 use crate::error::Error;
 use crate::work::WorkRow;
-use crate::work::ctx::{Ctx, now_text, release_leases};
+use crate::work::ctx::{Ctx, release_leases};
 
 pub(in crate::work) fn apply(ctx: &mut Ctx<'_, '_>, step: Step) -> Result<WorkRow, Error> {
     let Step {
@@ -20,12 +17,10 @@ pub(in crate::work) fn apply(ctx: &mut Ctx<'_, '_>, step: Step) -> Result<WorkRo
     // A reconciled checkpoint closed its historical lease when it was buffered: what
     // the Worker buffered after it is past the lease (OFL-9).
     if let Some(binding) = &ctx.offline {
-        ctx.tx.run(
-            "UPDATE leases SET closed_at = ?2 WHERE lease_id = ?1",
-            params![
-                binding.lease_id.as_str(),
-                now_text(binding.buffered_at.to_utc())
-            ],
+        crate::rows::leases::close(
+            ctx.tx,
+            binding.lease_id.as_str(),
+            binding.buffered_at.to_utc(),
         )?;
     }
     row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));

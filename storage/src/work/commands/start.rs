@@ -1,9 +1,6 @@
 //! `work.start` (T7; LSE-1, LSE-11, PRG-8, PRG-9): a new Execution Lease, the ownership
 //! stretched to cover it, and a new attempt unless it resumes the current one.
 
-use crate::sql::Cached as _;
-use rusqlite::params;
-
 use super::Step;
 use crate::error::Error;
 use crate::work::WorkRow;
@@ -17,7 +14,7 @@ pub(in crate::work) fn apply(ctx: &mut Ctx<'_, '_>, step: Step) -> Result<WorkRo
         payload,
     } = step;
     let seconds = row.contract.leases.execution_seconds;
-    let lease = new_lease(ctx, &row, "execution", seconds)?;
+    let lease = new_lease(ctx, &row, crate::rows::leases::Kind::Execution, seconds)?;
     // LSE-1, LSE-11: the ownership lasts at least as long as the live Execution
     // Lease it runs under, so an owner that starts late in its start window is
     // never refused, nor fenced by a new offer, while its lease is live.
@@ -50,9 +47,6 @@ pub(in crate::work) fn apply(ctx: &mut Ctx<'_, '_>, step: Step) -> Result<WorkRo
     }
     ctx.record(&mut row, kind, payload)?;
     let started = ctx.appended.last().map_or(0, |e| e.sequence);
-    ctx.tx.run(
-        "UPDATE leases SET started_sequence = ?2 WHERE lease_id = ?1",
-        params![lease, started],
-    )?;
+    crate::rows::leases::note_started(ctx.tx, &lease, started)?;
     Ok(row)
 }

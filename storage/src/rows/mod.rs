@@ -1,0 +1,63 @@
+//! The floor of typed rows under storage's features (issue #41): one file per table, and that
+//! file is the only place whose SQL names its table. A feature loads, inserts and updates a
+//! table's rows through its file, on whatever connection it holds (the writer's transaction
+//! or a reader), and gets typed rows back: ids as `weft_api::Id`, instants as
+//! `DateTime<Utc>` compared as time (never as text), closed sets of words (lease kinds, why a
+//! lease ended) as enums. A rule that belongs to a row lives on it (`leases::Lease::admits`).
+//!
+//! A query that joins another table lives in the file of the table it is about (the lease a
+//! token names, with its WorkItem's owner, is in `leases.rs`).
+//!
+//! This floor imports no feature module (only `sql`, `clock` and `error`), so every feature
+//! may import it without an import circle; another index engine would implement this floor,
+//! not the features above it.
+
+pub(crate) mod leases;
+pub(crate) mod manifests;
+pub(crate) mod work_items;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use weft_api::Id;
+
+use crate::error::Error;
+
+/// An instant as the index stores it (`clock::format_instant`), as time. A text that is not
+/// one is a corrupt row, not bad input: it was written by this engine.
+pub(crate) fn instant(text: &str) -> Result<DateTime<Utc>, Error> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|at| at.to_utc())
+        .map_err(Error::backend)
+}
+
+/// An id as the index stores it; like [`instant`], a stored id that does not parse is a
+/// corrupt row.
+pub(crate) fn id(what: &str, text: &str) -> Result<Id, Error> {
+    Id::parse(what, text).map_err(Error::backend)
+}
+
+/// An enum's wire name (its serde string), as a row stores it.
+pub(crate) fn name<T: Serialize>(value: &T) -> Result<String, Error> {
+    match serde_json::to_value(value).map_err(Error::backend)? {
+        serde_json::Value::String(text) => Ok(text),
+        other => Err(Error::backend(std::io::Error::other(format!(
+            "not a unit enum: {other}"
+        )))),
+    }
+}
+
+/// An enum from its wire name.
+pub(crate) fn parse_name<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(Error::backend)
+}
+
+/// A JSON column's text.
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(Error::backend)
+}
+
+/// A JSON column's value.
+pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    serde_json::from_str(text).map_err(Error::backend)
+}

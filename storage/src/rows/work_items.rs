@@ -1,0 +1,379 @@
+//! The `work_items` table: the only SQL that names it (but `work::budget`'s `spent`, whose
+//! table name is a parameter shared with `missions`), and its row [`WorkRow`].
+//!
+//! The row keeps its ids and its ownership deadline as text for now: `work::apply` reads and
+//! writes them in every Command, and is being split into per-Command files; they become
+//! `Id` and `DateTime<Utc>` once that lands. Its state and contract are typed already.
+//!
+//! Queries over the WorkItems of a Mission that join their dependency edges (`work_deps`) are
+//! here too, since they are about WorkItems; `work::deps` keeps the dependency rule (DEP-3)
+//! and the edges' own rows.
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::work::contract::WorkContract;
+use weft_api::work::machine::WorkState;
+
+use super::{from_json, name, parse_name, to_json};
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// A `work_items` row.
+#[derive(Clone, Debug)]
+pub(crate) struct WorkRow {
+    pub(crate) work_item_id: String,
+    pub(crate) group_id: String,
+    pub(crate) mission_id: String,
+    pub(crate) state: WorkState,
+    pub(crate) revision: u64,
+    pub(crate) contract_revision: u64,
+    pub(crate) contract: WorkContract,
+    pub(crate) owner: Option<String>,
+    pub(crate) ownership_epoch: u64,
+    pub(crate) ownership_expires_at: Option<String>,
+    pub(crate) approval_granted: bool,
+    pub(crate) child_mission_id: Option<String>,
+    pub(crate) attempts: u32,
+}
+
+impl WorkRow {
+    /// An owner holds an unexpired ownership at `now` (SM-6).
+    pub(crate) fn live_owner(&self, now: &str) -> bool {
+        self.owner.is_some()
+            && self
+                .ownership_expires_at
+                .as_deref()
+                .is_some_and(|at| at > now)
+    }
+}
+
+/// The WorkItem `id`, if there is one.
+pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
+    load_by(
+        conn,
+        "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
+                owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
+         FROM work_items WHERE work_item_id = ?1",
+        params![id],
+    )
+}
+
+/// The WorkItem `id` if a reader of Group `group` (and, for a scoped member, of the Missions
+/// in the JSON array `missions`) may see it; `None` for both means the operator. Visibility
+/// is decided by the lookup itself (issue #40), so another Group's or another Mission's row
+/// is never decoded (nor its contract parsed) and costs what an absent one costs: the
+/// scope's Missions drive the lookup (`json_each … CROSS JOIN`, one seek per Mission whether
+/// the id exists or not) rather than an `IN` list SQLite would build only once a row was
+/// found, and each seek filters on the index entry (`INDEXED BY`, schema V25) before the row
+/// is read.
+pub(crate) fn load_seen(
+    conn: &Connection,
+    id: &str,
+    group: Option<&str>,
+    missions: Option<&str>,
+) -> Result<Option<WorkRow>, Error> {
+    load_by(
+        conn,
+        "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
+                owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
+         FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN work_items INDEXED BY work_items_seen
+         WHERE work_item_id = ?1 AND (?2 IS NULL OR group_id = ?2)
+         AND (?3 IS NULL OR mission_id = scope.value)",
+        params![id, group, missions],
+    )
+}
+
+fn load_by(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<WorkRow>, Error> {
+    let row = conn
+        .row(sql, params, |row| {
+            Ok((
+                (
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                ),
+                (
+                    row.get::<_, String>(3)?,
+                    row.get::<_, u64>(4)?,
+                    row.get::<_, u64>(5)?,
+                    row.get::<_, String>(6)?,
+                ),
+                (
+                    row.get::<_, Option<String>>(7)?,
+                    row.get::<_, u64>(8)?,
+                    row.get::<_, Option<String>>(9)?,
+                ),
+                (
+                    row.get::<_, bool>(10)?,
+                    row.get::<_, Option<String>>(11)?,
+                    row.get::<_, u32>(12)?,
+                ),
+            ))
+        })
+        .optional()?;
+    row.map(
+        |(
+            (work_item_id, group_id, mission_id),
+            (state, revision, contract_revision, contract),
+            (owner, ownership_epoch, ownership_expires_at),
+            (approval_granted, child_mission_id, attempts),
+        )| {
+            Ok(WorkRow {
+                work_item_id,
+                group_id,
+                mission_id,
+                state: parse_name(&state)?,
+                revision,
+                contract_revision,
+                contract: from_json(&contract)?,
+                owner,
+                ownership_epoch,
+                ownership_expires_at,
+                approval_granted,
+                child_mission_id,
+                attempts,
+            })
+        },
+    )
+    .transpose()
+}
+
+/// A new WorkItem as `work.authorize` makes it (T2: `open`, no owner, nothing spent).
+pub(crate) fn insert(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
+                                 ownership_epoch, approval_granted, attempts)
+         VALUES (?1, ?2, ?3, 'open', 0, 1, ?4, 0, 0, 0)",
+        params![row.work_item_id, row.group_id, row.mission_id, to_json(&row.contract)?],
+    )?;
+    Ok(())
+}
+
+/// Writes every mutable column of `row`.
+pub(crate) fn save(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
+    conn.run(
+        "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
+                ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
+                attempts = ?11
+         WHERE work_item_id = ?1",
+        params![
+            row.work_item_id,
+            name(&row.state)?,
+            row.revision,
+            row.contract_revision,
+            to_json(&row.contract)?,
+            row.owner,
+            row.ownership_epoch,
+            row.ownership_expires_at,
+            row.approval_granted,
+            row.child_mission_id,
+            row.attempts
+        ],
+    )?;
+    Ok(())
+}
+
+/// Whether a WorkItem `id` exists.
+pub(crate) fn exists(conn: &Connection, id: &str) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM work_items WHERE work_item_id = ?1",
+            [id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// Where WorkItem `id` lives (Group, Mission), without parsing its contract: every
+/// publication asks.
+pub(crate) fn place(conn: &Connection, id: &str) -> Result<Option<(String, String)>, Error> {
+    Ok(conn
+        .row(
+            "SELECT group_id, mission_id FROM work_items WHERE work_item_id = ?1",
+            [id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?)
+}
+
+/// The owner and ownership epoch of WorkItem `id`, if it exists.
+pub(crate) fn ownership(
+    conn: &Connection,
+    id: &str,
+) -> Result<Option<(Option<String>, u64)>, Error> {
+    Ok(conn
+        .row(
+            "SELECT owner, ownership_epoch FROM work_items WHERE work_item_id = ?1",
+            [id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?)
+}
+
+/// The owner of WorkItem `id` in Group `group_id`, if it exists there and has one.
+pub(crate) fn owner_in(
+    conn: &Connection,
+    id: &str,
+    group_id: &str,
+) -> Result<Option<String>, Error> {
+    Ok(conn
+        .row(
+            "SELECT owner FROM work_items WHERE work_item_id = ?1 AND group_id = ?2",
+            [id, group_id],
+            |row| row.get(0),
+        )
+        .optional()?
+        .flatten())
+}
+
+fn ids(conn: &Connection, sql: &str, key: &str) -> Result<Vec<String>, Error> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let ids = statement
+        .query_map([key], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ids)
+}
+
+/// The ids of Group `group_id`'s WorkItems, in order.
+pub(crate) fn ids_of_group(conn: &Connection, group_id: &str) -> Result<Vec<String>, Error> {
+    ids(
+        conn,
+        "SELECT work_item_id FROM work_items WHERE group_id = ?1 ORDER BY work_item_id",
+        group_id,
+    )
+}
+
+/// The ids of Mission `mission_id`'s WorkItems, in order.
+pub(crate) fn ids_of_mission(conn: &Connection, mission_id: &str) -> Result<Vec<String>, Error> {
+    ids(
+        conn,
+        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 ORDER BY work_item_id",
+        mission_id,
+    )
+}
+
+/// The Mission's WorkItems that are still live (at most ten, in id order).
+pub(crate) fn live_of_mission(conn: &Connection, mission_id: &str) -> Result<Vec<String>, Error> {
+    ids(
+        conn,
+        "SELECT work_item_id FROM work_items
+         WHERE mission_id = ?1 AND state IN ('open', 'offered', 'queued', 'active', 'blocked', 'submitted')
+         ORDER BY work_item_id LIMIT 10",
+        mission_id,
+    )
+}
+
+/// The Mission's `verified` WorkItems (at most 100, in id order).
+pub(crate) fn verified_of_mission(
+    conn: &Connection,
+    mission_id: &str,
+) -> Result<Vec<String>, Error> {
+    ids(
+        conn,
+        "SELECT work_item_id FROM work_items WHERE mission_id = ?1 AND state = 'verified'
+         ORDER BY work_item_id LIMIT 100",
+        mission_id,
+    )
+}
+
+/// The ownership deadline and id of every owned `queued` or `blocked` WorkItem (the
+/// deadlines loaded at open).
+pub(crate) fn ownership_deadlines(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
+    let mut owned = conn.prepare_cached(
+        "SELECT ownership_expires_at, work_item_id FROM work_items
+         WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL
+               AND state IN ('queued', 'blocked')",
+    )?;
+    let found = owned
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(found)
+}
+
+/// The states of the WorkItems `work_item_id` depends on (an edge naming none is skipped).
+pub(crate) fn dependency_states(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Vec<WorkState>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT w.state FROM work_deps d JOIN work_items w ON w.work_item_id = d.depends_on
+         WHERE d.work_item_id = ?1",
+    )?;
+    let states = statement
+        .query_map([work_item_id], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    states.iter().map(|state| parse_name(state)).collect()
+}
+
+/// The dependency edges `(from, to)` of Mission `mission_id`'s WorkItems, in order.
+pub(crate) fn mission_edges(
+    conn: &Connection,
+    mission_id: &str,
+) -> Result<Vec<(String, String)>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT d.work_item_id, d.depends_on FROM work_deps d
+         JOIN work_items w ON w.work_item_id = d.work_item_id
+         WHERE w.mission_id = ?1 ORDER BY d.work_item_id, d.depends_on",
+    )?;
+    let edges = statement
+        .query_map([mission_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(edges)
+}
+
+/// The dependency edges of Mission `mission_id`'s WorkItems but `except`'s, unordered.
+pub(crate) fn other_edges(
+    conn: &Connection,
+    mission_id: &str,
+    except: &str,
+) -> Result<Vec<(String, String)>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT d.work_item_id, d.depends_on FROM work_deps d
+         JOIN work_items w ON w.work_item_id = d.work_item_id
+         WHERE w.mission_id = ?1 AND d.work_item_id != ?2",
+    )?;
+    let edges = statement
+        .query_map(params![mission_id, except], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(edges)
+}
+
+/// One row of [`mission_nodes`]: a WorkItem, its state, its contract's `dependencyPolicy`
+/// (absent: the default), and the state of one of its dependencies (none: no dependency).
+pub(crate) type NodeRow = (String, String, Option<String>, Option<String>);
+
+/// Every WorkItem of a Mission joined with its dependencies' states, by id, in ONE query
+/// (the policy read by SQLite, `json_extract`, instead of parsing every contract; DEP-3's
+/// rule over it is `work::deps::mission_nodes`). The rows of one WorkItem are adjacent.
+pub(crate) fn mission_nodes(conn: &Connection, mission_id: &str) -> Result<Vec<NodeRow>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT w.work_item_id, w.state, json_extract(w.contract, '$.dependencyPolicy'), x.state
+         FROM work_items w
+         LEFT JOIN work_deps d ON d.work_item_id = w.work_item_id
+         LEFT JOIN work_items x ON x.work_item_id = d.depends_on
+         WHERE w.mission_id = ?1
+         ORDER BY w.work_item_id",
+    )?;
+    let rows = statement
+        .query_map([mission_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// fsck's rows naming an Event through a WorkItem's Group (as `group_id`, `sequence`): each
+/// offer's `work.offered`, each `work_history` entry, each progress report.
+pub(crate) const OFFER_EVENTS: &str =
+    "SELECT w.group_id AS group_id, o.sequence AS sequence FROM offers o
+     JOIN work_items w ON w.work_item_id = o.work_item_id";
+pub(crate) const HISTORY_EVENTS: &str =
+    "SELECT w.group_id AS group_id, h.sequence AS sequence FROM work_history h
+     JOIN work_items w ON w.work_item_id = h.work_item_id";
+pub(crate) const PROGRESS_EVENTS: &str =
+    "SELECT w.group_id AS group_id, p.sequence AS sequence FROM work_progress p
+     JOIN work_items w ON w.work_item_id = p.work_item_id";
