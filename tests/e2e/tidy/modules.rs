@@ -248,8 +248,12 @@ impl Crate {
             for path in paths(&module.code) {
                 let written = path.join("::");
                 found(self.resolve(name, &path, 0), written.clone());
-                for segment in path.iter().skip(1) {
-                    found(self.methods.get(segment).cloned(), written.clone());
+                // `Type::method` (or `Self::method`) names a method, maybe one defined in
+                // another file's `impl Type`.
+                if let [.., owner, method] = path.as_slice()
+                    && owner.starts_with(|c: char| c.is_ascii_uppercase())
+                {
+                    found(self.methods.get(method).cloned(), written.clone());
                 }
             }
             for method in method_calls(&module.code) {
