@@ -54,13 +54,8 @@ const KNOWN_KNOTS: &[(&str, Level, &[&str])] = &[
             "engine",
             "evidence",
             "lib",
-            "lineage",
-            "lineage::graph",
-            "lineage::ids",
             "lineage::query",
             "lineage::restart",
-            "lineage::snapshot",
-            "lineage::walk",
             "policy",
             "sessions",
             "work",
@@ -244,11 +239,13 @@ fn module_report() {
                 knot.join(" ")
             );
         }
-        // `TIDY_EXPLAIN=work` lists what the modules of room `work` use of other rooms.
+        // `TIDY_EXPLAIN=work` lists what the modules of room `work` use of other rooms;
+        // `TIDY_EXPLAIN=*` every use between modules.
         if let Ok(explained) = std::env::var("TIDY_EXPLAIN") {
             for (from, to, written) in load(crate_src).uses() {
                 let room = |module: &str| module.split("::").next().unwrap_or_default().to_owned();
-                if room(&from) == explained && room(&to) != explained {
+                let all = explained == "*";
+                if all || (room(&from) == explained && room(&to) != explained) {
                     println!("  {from} -> {to}: {written}");
                 }
             }

@@ -18,7 +18,7 @@ const KEYWORDS: &[&str] = &[
     "as", "async", "await", "break", "const", "continue", "dyn", "else", "enum", "extern", "false",
     "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref",
     "return", "static", "struct", "trait", "true", "type", "unsafe", "use", "where", "while",
-    "yield",
+    "yield", "_",
 ];
 
 /// What one `use` tree leaf brings into scope.
