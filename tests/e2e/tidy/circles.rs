@@ -214,9 +214,13 @@ fn weft_modules_import_no_new_circle() {
 
 /// Prints each crate's graph between rooms (edges with the number of module edges each
 /// sums) and its knots, for the before/after figures of issue #41; with `TIDY_EXPLAIN=<room>`
-/// also every use that leaves that room, and what is written there.
+/// also every use that leaves that room, and what is written there; with `TIDY_ROOT=<dir>`,
+/// on the workspace checked out there.
 #[test]
 fn module_report() {
+    // `TIDY_ROOT=<a checkout>` reports on another tree (the "before" of a change).
+    let root = std::env::var("TIDY_ROOT").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    let load = |crate_src| Crate::load_from(std::path::Path::new(&root), crate_src);
     for crate_src in CRATES {
         let graph = load(crate_src).graph();
         let room_graph = rooms(&graph);

@@ -90,7 +90,11 @@ fn room(module: &str) -> String {
 impl Crate {
     /// The crate whose `lib.rs` is in `crate_src` (one of `CRATES`, from the workspace root).
     pub(super) fn load(crate_src: &str) -> Crate {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        Crate::load_from(Path::new(env!("CARGO_MANIFEST_DIR")), crate_src)
+    }
+
+    /// The crate whose `lib.rs` is in `crate_src` under the workspace at `root`.
+    pub(super) fn load_from(root: &Path, crate_src: &str) -> Crate {
         let mut methods = Methods::default();
         // A method that another of our crates also defines may be that one: no edge.
         for other in CRATES.iter().filter(|other| **other != crate_src) {
