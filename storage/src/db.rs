@@ -8,7 +8,8 @@
 //!
 //! Reads on an on-disk database use a small pool of read-only connections on the blocking
 //! pool; an in-memory database has only the writer's connection, so reads go through it too.
-//! No connection is ever held across an `.await`.
+//! No connection is ever held across an `.await`. The file is long (about 615 lines) because
+//! the writer thread, its batches, the reader pool and the near reads share one fence.
 //!
 //! Crash story: a transaction is all or nothing; on restart SQLite replays or discards the WAL.
 

@@ -713,48 +713,6 @@ impl Store {
     pub fn lineage_index_bytes(&self) -> usize {
         self.inner.lineage.approximate_bytes()
     }
-
-    // ── fsck.rs: counts and the offline check ───────────────────────────────
-
-    /// Row and object counts: for `/metrics`, and for tests asserting that a refused request
-    /// changed nothing.
-    pub async fn stats(&self) -> Result<Stats, Error> {
-        self.inner.stats().await
-    }
-
-    /// Every table's rows hashed, and the object counts: for tests asserting that a refused
-    /// request changed nothing, not even one column of one row. Reactions owed by earlier
-    /// commits run first, so none lands between two fingerprints.
-    pub async fn fingerprint(&self) -> Result<Fingerprint, Error> {
-        self.reactions_settled().await;
-        let mut fingerprint = self.inner.db.read(fingerprint::of_tables).await?;
-        let stats = self.stats().await?;
-        fingerprint.blob_objects = stats.blob_objects;
-        fingerprint.staging_objects = stats.staging_objects;
-        let mut listing: Vec<(String, u64)> =
-            futures::TryStreamExt::try_collect::<Vec<_>>(self.inner.blobs.list())
-                .await?
-                .into_iter()
-                .map(|(path, size)| (path.to_string(), size))
-                .collect();
-        // Resumable upload objects and outboards too: a refused write must leave them as they were.
-        for prefix in ["uploads", "outboards"] {
-            listing.extend(self.inner.blobs.listing(prefix).await?);
-        }
-        listing.sort();
-        let mut hasher = blake3::Hasher::new();
-        for (path, size) in listing {
-            hasher.update(path.as_bytes());
-            hasher.update(&size.to_be_bytes());
-        }
-        fingerprint.blob_listing = hasher.finalize().to_hex().to_string();
-        Ok(fingerprint)
-    }
-
-    /// Re-hashes every blob and re-checks every row, signature and chain.
-    pub async fn fsck(&self) -> Result<FsckReport, Error> {
-        self.inner.fsck().await
-    }
 }
 
 /// BLAKE3 and SHA-256 of a byte stream with the server's two-core pipeline (used by the

@@ -30,10 +30,12 @@
 //! again on the blocking pool with its whole budget (`query.rs`).
 
 mod answer;
+mod coverage;
 mod graph;
 mod ids;
 mod name;
 mod query;
+mod records;
 mod restart;
 #[cfg(test)]
 mod restart_tests;
@@ -42,7 +44,6 @@ mod snapshot;
 mod tests;
 mod walk;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, RwLock};
 use std::time::Instant;
 
@@ -51,103 +52,19 @@ use weft_api::ArtifactId;
 
 use graph::{Graph, Node, View};
 use ids::Ids;
+pub(crate) use records::{Audience, Publication};
+use records::{FastMap, FastSet, MIXED, ManifestNode, NO_MANIFEST};
 use walk::{STEP_BATCH, Step, Walk};
 
 pub use answer::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, ManifestSummary, NodeRef, Query, Scope,
 };
+use coverage::Coverage;
 pub use name::Name;
 #[cfg(feature = "bench-support")]
 pub(crate) use query::load_publications_after;
-use restart::Coverage;
 pub(crate) use restart::snapshot_path;
 pub use restart::{LineageStart, SnapshotSaved};
-
-/// Hash sets and maps for the index and its walks: keys are small integers or BLAKE3 ids, so a
-/// fast, randomly seeded hasher instead of SipHash.
-pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-pub(super) type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
-
-/// Who walks the graph: the Groups it reads (`None`: all) and, for a Mission-scoped member,
-/// its Missions and the reusable artifacts of its Group (CTX-5/6). A manifest of another
-/// Mission is invisible to it exactly as another Group's is: its node is counted in
-/// `withheld`, never named, never traversed through.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Audience {
-    pub(crate) groups: Option<Vec<String>>,
-    /// `None`: every Mission of the Groups.
-    pub(crate) missions: Option<FastSet<String>>,
-    pub(crate) reusable: FastSet<ArtifactId>,
-}
-
-impl Audience {
-    /// A reader of these Groups' every Mission (`None`: all Groups).
-    pub(crate) fn of_groups(groups: Option<&[String]>) -> Self {
-        Self {
-            groups: groups.map(<[String]>::to_vec),
-            ..Self::default()
-        }
-    }
-
-    /// Whether a Mission-scoped reader may see `manifest`: its Mission, or reusable knowledge.
-    pub(super) fn covers(&self, manifest: &ManifestNode) -> bool {
-        self.missions
-            .as_ref()
-            .is_none_or(|missions| missions.contains(manifest.mission.as_str()))
-            || self.reusable.contains(&manifest.artifact)
-    }
-
-    /// The scope part of a [`View`]: `None` when the reader sees every Mission.
-    fn mission_view(&self) -> Option<&Self> {
-        self.missions.is_some().then_some(self)
-    }
-}
-
-/// `Node::group` when an artifact's manifests span several Groups (or it has none yet): the
-/// manifests themselves must be consulted.
-pub(super) const MIXED: u32 = u32::MAX;
-/// The end of a manifest chain.
-pub(super) const NO_MANIFEST: u32 = u32::MAX;
-
-/// One manifest's key fields as the index keeps them, with its artifact's id and size:
-/// everything an answer says about an artifact, in one aligned pair of cache lines, names
-/// included (see `Name`).
-#[derive(Clone, Copy, Debug)]
-#[repr(C, align(128))]
-pub(super) struct ManifestNode {
-    pub(super) artifact: ArtifactId,
-    pub(super) manifest_id: ArtifactId,
-    pub(super) size: u64,
-    pub(super) sequence: u64,
-    pub(super) group_name: Name,
-    pub(super) mission: Name,
-    pub(super) work_item: Name,
-    pub(super) producer: Name,
-    pub(super) media_type: Name,
-    /// The Group, numbered (see `Graph::groups`).
-    pub(super) group: u32,
-    /// The same artifact's next manifest, or `NO_MANIFEST`.
-    pub(super) next: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<ManifestNode>() == 128);
-
-/// A publication, as added to the index.
-#[derive(Clone, Debug)]
-pub(crate) struct Publication {
-    pub(crate) artifact: ArtifactId,
-    pub(crate) size: u64,
-    pub(crate) manifest_id: ArtifactId,
-    pub(crate) group: String,
-    pub(crate) mission: String,
-    pub(crate) work_item: String,
-    pub(crate) producer: String,
-    pub(crate) media_type: String,
-    pub(crate) sequence: u64,
-    pub(crate) sources: Vec<ArtifactId>,
-    /// Its `manifests` row's rowid (see `restart.rs`).
-    pub(crate) rowid: u64,
-}
 
 /// The index. Reads take a shared lock for the duration of one query.
 #[derive(Debug, Default)]
@@ -163,6 +80,10 @@ pub(crate) struct Index {
 }
 
 impl Index {
+    fn coverage(&self) -> std::sync::MutexGuard<'_, Coverage> {
+        self.coverage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Adds one committed publication.
     pub(crate) fn add(&self, publication: &Publication) {
         // Short critical sections, no await inside.

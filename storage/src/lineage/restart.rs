@@ -20,7 +20,6 @@
 //! waits for it (about 0.2 s at 1 M artifacts); writing and syncing run after the lock is
 //! released.
 
-use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,57 +28,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::Connection;
 use weft_api::ArtifactId;
 
+use super::coverage::Coverage;
 use super::query::load_publications_after;
 use super::{Ids, Index, Publication, snapshot};
 use crate::db::{Db, Location};
 use crate::engine::Engine;
 use crate::error::Error;
-
-/// Which committed `manifests` rows the index holds, by rowid.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Coverage {
-    /// Every committed row with a rowid up to this one is in the index; with that row's
-    /// manifest id (all zeros for rowid 0, no rows).
-    pub(super) through: (u64, ArtifactId),
-    /// Rows above `through` that are in the index already (publications added out of order).
-    pub(super) ahead: BTreeMap<u64, ArtifactId>,
-}
-
-impl Default for Coverage {
-    fn default() -> Self {
-        Self {
-            through: (0, ArtifactId([0; 32])),
-            ahead: BTreeMap::new(),
-        }
-    }
-}
-
-impl Coverage {
-    /// Row `rowid` is now in the index.
-    pub(super) fn note(&mut self, rowid: u64, manifest_id: ArtifactId) {
-        if rowid > self.through.0 {
-            self.ahead.insert(rowid, manifest_id);
-            self.advance();
-        }
-    }
-
-    /// Every row one read of the database saw, up to `last`, is now in the index.
-    pub(super) fn caught_up(&mut self, last: Option<(u64, ArtifactId)>) {
-        if let Some(last) = last
-            && last.0 > self.through.0
-        {
-            self.through = last;
-        }
-        self.ahead = self.ahead.split_off(&(self.through.0 + 1));
-        self.advance();
-    }
-
-    fn advance(&mut self) {
-        while let Some(manifest_id) = self.ahead.remove(&(self.through.0 + 1)) {
-            self.through = (self.through.0 + 1, manifest_id);
-        }
-    }
-}
 
 /// How the lineage index was made ready at open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,10 +93,6 @@ impl Index {
             graph.add(publication);
         }
         self.coverage().caught_up(last);
-    }
-
-    pub(super) fn coverage(&self) -> std::sync::MutexGuard<'_, Coverage> {
-        self.coverage.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The snapshot file's bytes and the rowid through which they hold every row.

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use rusqlite::params;
 use weft_api::Id;
 
-use super::restart::Coverage;
+use super::coverage::Coverage;
 use super::tests::{
     Published, artifact_id, group_name, history, index_of, publication, simple_query,
 };

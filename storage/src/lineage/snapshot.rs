@@ -21,7 +21,7 @@
 use smallvec::SmallVec;
 use weft_api::ArtifactId;
 
-use super::restart::Coverage;
+use super::coverage::Coverage;
 use super::*;
 
 const MAGIC: &[u8; 16] = b"weft-lineage-v2\n";

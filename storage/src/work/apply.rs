@@ -16,13 +16,10 @@ use weft_api::work::machine::Transition;
 use weft_api::work::{CommandBody, CommandType};
 
 use super::commands::{self, Step};
+use super::ctx::{Ctx, detail};
 use super::{MissionRow, WorkRow, load_mission};
 use crate::error::{Error, reject};
 use crate::faults::ReconcileStep;
-
-// The files that name these through `apply` (`checks.rs`, `expiry.rs`, `offline.rs`) get them
-// from `ctx.rs`, where they are defined.
-pub(super) use super::ctx::{Ctx, detail, fence_owner, save, work_event};
 
 /// A WorkItem Command the table accepted: its effect and Events.
 pub(super) fn work(

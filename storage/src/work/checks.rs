@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use weft_api::work::machine::OfferStanding;
 use weft_api::{ArtifactId, ErrorCode};
 
-use super::apply::Ctx;
+use super::ctx::Ctx;
 use super::{WorkRow, from_json};
 use crate::clock::format_instant;
 use crate::error::{Error, reject};

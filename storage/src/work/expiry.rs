@@ -12,7 +12,7 @@
 //!   `active`).
 //! - `queued` or `blocked` whose ownership deadline (`ownership_expires_at`: the start
 //!   deadline set at acceptance, refreshed at checkpoint; the blocked lease's expiry during a
-//!   block) passed: the owner is fenced ([`super::apply::fence_owner`]: its leases end, no
+//!   block) passed: the owner is fenced ([`super::ctx::fence_owner`]: its leases end, no
 //!   owner, the epoch stays so it never matches again), `ownership.expired`; `queued` goes to
 //!   `open` so the Coordinator may offer it again with a higher epoch (OFL-1), `blocked` stays
 //!   `blocked` but ownerless, and `work.unblock` then answers `open` (SM-10).
@@ -46,7 +46,7 @@ use weft_api::work::events::WorkEventKind;
 use weft_api::work::machine::WorkState;
 use weft_api::{ErrorCode, EventPayload, Id};
 
-use super::apply::{fence_owner, save, work_event};
+use super::ctx::{fence_owner, save, work_event};
 use super::{WorkRow, load_work_item};
 use crate::clock::format_instant;
 use crate::db::Tx;

@@ -17,7 +17,7 @@ use weft_api::work::offline::{Binding, Current, judge};
 use weft_api::{ErrorCode, Id};
 
 use super::WorkRow;
-use super::apply::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, reject};
 use crate::rows::leases::{self, Claim, Kind, Lease};
 
@@ -137,7 +137,7 @@ pub(super) fn usage_detail(
         "leaseId": binding.lease_id,
         "reconcilingSession": {"agentId": ctx.command.agent_id, "sessionEpoch": ctx.session_epoch},
         "rule": "OFL-11",
-        "usage": super::apply::detail(usage)?,
+        "usage": super::ctx::detail(usage)?,
         "workItemId": binding.work_item_id,
     }))
 }

@@ -1,0 +1,349 @@
+//! No module imports itself in a circle, between files or between rooms (top-level modules),
+//! in `api/src`, `storage/src` and `src` (the `weft` library), on the graph of `modules.rs`.
+//!
+//! Until issue #41 is done the circles known today are listed in `KNOWN_KNOTS`, a ratchet:
+//! a new circle fails, and so does a listed one that is gone (the list stays true).
+//! `module_report` prints the graph between rooms for the before/after figures:
+//! `cargo test --test e2e tidy::circles::module_report -- --nocapture` (it always passes).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use super::modules::{CRATES, Crate, Graph, knots, rooms};
+
+/// Whether a knot is between modules (files) or between rooms (top-level modules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Files,
+    Rooms,
+}
+
+/// The strongly connected components found on the tree as issue #41 began, by crate and
+/// level. This list may only shrink: remove a knot (or its members) when you untie it, and
+/// never add one. The test fails when it and the tree disagree, and prints the list to put here.
+const KNOWN_KNOTS: &[(&str, Level, &[&str])] = &[
+    (
+        "api/src",
+        Level::Files,
+        &[
+            "work::budget",
+            "work::command",
+            "work::machine",
+            "work::views",
+        ],
+    ),
+    (
+        "src",
+        Level::Files,
+        &[
+            "cli",
+            "cli::account",
+            "cli::admin",
+            "cli::artifacts",
+            "cli::context",
+            "cli::events",
+            "cli::evidence",
+            "cli::keys",
+            "cli::lineage",
+            "cli::preflight",
+            "cli::resume",
+            "cli::review",
+            "cli::session",
+            "cli::show",
+            "cli::work",
+            "cli::work::conversation",
+            "cli::work::lease",
+            "cli::work::offline",
+        ],
+    ),
+    (
+        "src",
+        Level::Files,
+        &[
+            "http",
+            "http::admin",
+            "http::artifacts",
+            "http::auth",
+            "http::authority",
+            "http::blobs",
+            "http::context",
+            "http::directory",
+            "http::events",
+            "http::evidence",
+            "http::idempotency",
+            "http::lineage",
+            "http::meta",
+            "http::openapi",
+            "http::sessions",
+            "http::timeout",
+            "http::tokens",
+            "http::ui",
+            "http::ui::artifact",
+            "http::ui::graph",
+            "http::ui::home",
+            "http::ui::login",
+            "http::ui::work",
+            "http::uploads",
+            "http::with_content",
+            "http::work",
+        ],
+    ),
+    ("src", Level::Rooms, &["config", "connections", "http"]),
+    (
+        "storage/src",
+        Level::Files,
+        &[
+            "access",
+            "acting",
+            "artifacts::hot",
+            "artifacts::proofs",
+            "artifacts::publish",
+            "artifacts::ranges",
+            "artifacts::reads",
+            "artifacts::rebuild",
+            "artifacts::resumable",
+            "artifacts::reuse",
+            "artifacts::sweep",
+            "artifacts::upload",
+            "artifacts::verification",
+            "artifacts::visible",
+            "artifacts::with_content",
+            "engine",
+            "evidence",
+            "evidence::reviewer",
+            "lib",
+            "lineage::query",
+            "lineage::restart",
+            "sessions",
+            "work",
+            "work::budget",
+            "work::checks",
+            "work::ctx",
+            "work::deps",
+            "work::expiry",
+            "work::listing",
+            "work::owner",
+            "work::questions",
+            "work::tokens",
+        ],
+    ),
+    ("storage/src", Level::Files, &["blobs", "blobs::outboards"]),
+    (
+        "storage/src",
+        Level::Rooms,
+        &[
+            "access",
+            "acting",
+            "artifacts",
+            "engine",
+            "evidence",
+            "lib",
+            "lineage",
+            "policy",
+            "sessions",
+            "work",
+        ],
+    ),
+];
+
+fn load(crate_src: &str) -> Crate {
+    Crate::load(crate_src)
+}
+
+/// The knots of a crate's module graph at both levels.
+fn knots_of(graph: &Graph) -> Vec<(Level, Vec<String>)> {
+    let files = knots(graph).into_iter().map(|knot| (Level::Files, knot));
+    let room_knots = knots(&rooms(graph))
+        .into_iter()
+        .map(|knot| (Level::Rooms, knot));
+    files.chain(room_knots).collect()
+}
+
+fn assert_known_knots(crate_src: &str) {
+    let graph = load(crate_src).graph();
+    assert!(graph.len() > 3, "found modules {graph:?}");
+    let found = knots_of(&graph);
+    let known: Vec<(Level, Vec<String>)> = KNOWN_KNOTS
+        .iter()
+        .filter(|(name, _, _)| *name == crate_src)
+        .map(|(_, level, members)| (*level, members.iter().map(|m| m.to_string()).collect()))
+        .collect();
+    if found == known {
+        return;
+    }
+    let mut message = format!("the module-import circles of {crate_src} are not KNOWN_KNOTS'\n");
+    for knot in found.iter().filter(|knot| !known.contains(knot)) {
+        let _ = writeln!(message, "new: {:?} {}", knot.0, knot.1.join(" "));
+    }
+    for knot in known.iter().filter(|knot| !found.contains(knot)) {
+        let _ = writeln!(message, "gone: {:?} {}", knot.0, knot.1.join(" "));
+    }
+    let _ = writeln!(
+        message,
+        "\nA circle may not be added; when you untie one, its entries in KNOWN_KNOTS become:"
+    );
+    for (level, members) in &found {
+        let members: Vec<String> = members.iter().map(|m| format!("{m:?}")).collect();
+        let _ = writeln!(
+            message,
+            "    ({crate_src:?}, Level::{level:?}, &[{}]),",
+            members.join(", ")
+        );
+    }
+    panic!("{message}");
+}
+
+#[test]
+fn api_modules_import_no_new_circle() {
+    assert_known_knots("api/src");
+}
+
+#[test]
+fn storage_modules_import_no_new_circle() {
+    assert_known_knots("storage/src");
+}
+
+#[test]
+fn weft_modules_import_no_new_circle() {
+    assert_known_knots("src");
+}
+
+/// Prints each crate's graph between rooms (edges with the number of module edges each
+/// sums) and its knots, for the before/after figures of issue #41; with `TIDY_EXPLAIN=<room>`
+/// also every use that leaves that room, and what is written there; with `TIDY_ROOT=<dir>`,
+/// on the workspace checked out there.
+#[test]
+fn module_report() {
+    // `TIDY_ROOT=<a checkout>` reports on another tree (the "before" of a change).
+    let root = std::env::var("TIDY_ROOT").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    let load = |crate_src| Crate::load_from(std::path::Path::new(&root), crate_src);
+    for crate_src in CRATES {
+        let graph = load(crate_src).graph();
+        let room_graph = rooms(&graph);
+        let module_edges: usize = graph.values().map(BTreeMap::len).sum();
+        let room_edges: usize = room_graph.values().map(BTreeMap::len).sum();
+        println!(
+            "== {crate_src}: {} modules, {module_edges} module edges; {} rooms, {room_edges} edges between rooms",
+            graph.len(),
+            room_graph.len()
+        );
+        for (room, edges) in &room_graph {
+            let edges: Vec<String> = edges.iter().map(|(to, n)| format!("{to}({n})")).collect();
+            println!("  {room} -> {}", edges.join(" "));
+        }
+        for (level, knot) in knots_of(&graph) {
+            println!(
+                "  knot of {:?}, {} members: {}",
+                level,
+                knot.len(),
+                knot.join(" ")
+            );
+        }
+        // `TIDY_EXPLAIN=work` lists what the modules of room `work` use of other rooms;
+        // `TIDY_EXPLAIN=*` every use between modules.
+        if let Ok(explained) = std::env::var("TIDY_EXPLAIN") {
+            for (from, to, written) in load(crate_src).uses() {
+                let room = |module: &str| module.split("::").next().unwrap_or_default().to_owned();
+                let all = explained == "*";
+                if all || (room(&from) == explained && room(&to) != explained) {
+                    println!("  {from} -> {to}: {written}");
+                }
+            }
+        }
+    }
+}
+
+fn crate_of(files: &[(&str, &str)]) -> Crate {
+    let files: BTreeMap<PathBuf, String> = files
+        .iter()
+        .map(|(path, text)| (PathBuf::from(path), text.to_string()))
+        .collect();
+    Crate::from_files(&files)
+}
+
+#[test]
+fn the_module_graph_check_finds_circles() {
+    // Through `super::`: a folder's `mod.rs` uses its child, which uses a helper of `mod.rs`.
+    let through_super = crate_of(&[
+        ("lib.rs", "mod a; mod b;"),
+        (
+            "a/mod.rs",
+            "mod c;\npub(crate) fn shared() {}\npub(crate) fn go() { c::run() }",
+        ),
+        ("a/c.rs", "pub(crate) fn run() { super::shared() }"),
+        ("b.rs", "use crate::a::go; fn f() { go() }"),
+    ]);
+    let graph = through_super.graph();
+    assert_eq!(knots(&graph), [["a", "a::c"]]);
+    assert!(knots(&rooms(&graph)).is_empty(), "one room: {graph:?}");
+
+    // Through a re-export: `b::Thing` is defined in `b::inner`, which uses `d`, which uses
+    // `b::Thing`. The knot is `b::inner`–`d` (not `b`), and rooms `b` and `d` knot too.
+    let through_reexport = crate_of(&[
+        ("lib.rs", "mod b; mod d; mod e;"),
+        ("b/mod.rs", "mod inner;\npub(crate) use inner::Thing;"),
+        (
+            "b/inner.rs",
+            "pub(crate) struct Thing;\nfn f() { crate::d::g(); }",
+        ),
+        (
+            "d.rs",
+            "use crate::b::Thing;\npub(crate) fn g() -> Option<Thing> { None }",
+        ),
+        ("e.rs", "use super::b;\nfn h() -> b::Thing { todo!() }"),
+    ]);
+    let graph = through_reexport.graph();
+    assert_eq!(knots(&graph), [["b::inner", "d"]]);
+    assert_eq!(knots(&rooms(&graph)), [["b", "d"]]);
+    assert_eq!(graph["e"].keys().collect::<Vec<_>>(), ["b::inner"]);
+
+    // Through an alias, a glob and an inherent method defined in another room's file.
+    let through_methods = crate_of(&[
+        (
+            "lib.rs",
+            "mod engine; mod work; mod artifacts;\npub struct Engine;",
+        ),
+        (
+            "engine.rs",
+            "use crate::Engine;\nimpl Engine { fn open() {} }",
+        ),
+        (
+            "work/mod.rs",
+            "mod apply;\nuse crate::artifacts as arts;\nfn w() { arts::publish() }",
+        ),
+        (
+            "work/apply.rs",
+            "use super::*;\nfn x(engine: &crate::Engine) { engine.accept(); arts::publish() }",
+        ),
+        (
+            "artifacts.rs",
+            "pub(crate) fn publish() {}\nimpl crate::Engine {\n    pub(crate) fn reserve(&self) {}\n}\nfn y(e: &crate::Engine) { e.accept() }",
+        ),
+        (
+            "work/accept.rs",
+            "not a module: no `mod accept;` declares it",
+        ),
+    ]);
+    let graph = through_methods.graph();
+    assert_eq!(graph["work"].keys().collect::<Vec<_>>(), ["artifacts"]);
+    assert_eq!(
+        graph["work::apply"].keys().collect::<Vec<_>>(),
+        ["artifacts", "lib"]
+    );
+    let methods_elsewhere = crate_of(&[
+        (
+            "lib.rs",
+            "mod engine; mod work;\npub struct Engine;\nimpl Engine { fn open(&self) {} }",
+        ),
+        (
+            "engine.rs",
+            "impl crate::Engine { pub(crate) fn reserve(&self) { crate::work::after() } }",
+        ),
+        (
+            "work.rs",
+            "pub(crate) fn after() {}\nfn go(engine: &crate::Engine) { engine.reserve() }",
+        ),
+    ]);
+    assert_eq!(knots(&methods_elsewhere.graph()), [["engine", "work"]]);
+}

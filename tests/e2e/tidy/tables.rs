@@ -1,0 +1,355 @@
+//! One owner per table (issue #41): no SQL outside `storage/src/rows/<table>.rs` (or the
+//! singular, `rows/lease.rs` for `leases`) names `<table>`, in `storage/src` and `src`. The tables are those `storage/src/schema.rs`
+//! creates; `schema.rs` (the migrations) may name them all. A string literal is SQL when it
+//! holds an SQL keyword in capitals (`SELECT`, `FROM`, `INTO`, …); in a file that builds SQL
+//! with a `{…}` placeholder, a literal that is just a table's name counts too (it is spliced
+//! in). Code under `#[cfg(test)]` and test-only files are left out.
+//!
+//! Until the rows floor exists, the files that name tables today are listed in
+//! `KNOWN_TABLE_USERS`, a ratchet: a file or table not listed fails, and so does a listed one
+//! that no longer names it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::source::{self, Token};
+
+/// The files whose SQL names tables they do not own, and those tables, as issue #41 began.
+/// This list may only shrink: remove an entry when its SQL moves into `storage/src/rows/`.
+const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
+    (
+        "storage/src/access.rs",
+        &[
+            "agent_keys",
+            "agents",
+            "blob_uploaders",
+            "blobs",
+            "forwarded_artifacts",
+            "groups",
+            "memberships",
+            "missions",
+            "reusable_artifacts",
+        ],
+    ),
+    (
+        "storage/src/agents.rs",
+        &[
+            "agent_keys",
+            "agents",
+            "groups",
+            "memberships",
+            "missions",
+            "sessions",
+        ],
+    ),
+    ("storage/src/artifacts/binding.rs", &["inert_publications"]),
+    ("storage/src/artifacts/mod.rs", &["blobs", "inline_bytes"]),
+    ("storage/src/artifacts/publish.rs", &["derivations"]),
+    (
+        "storage/src/artifacts/reads.rs",
+        &["blobs", "inline_bytes", "manifests", "reusable_artifacts"],
+    ),
+    ("storage/src/artifacts/resumable.rs", &["upload_sessions"]),
+    (
+        "storage/src/artifacts/reuse.rs",
+        &["evidence", "reusable_artifacts"],
+    ),
+    (
+        "storage/src/artifacts/sweep.rs",
+        &[
+            "blob_uploaders",
+            "blob_verifications",
+            "blobs",
+            "inline_bytes",
+            "session_nonces",
+        ],
+    ),
+    (
+        "storage/src/artifacts/upload.rs",
+        &[
+            "blob_uploaders",
+            "blobs",
+            "evidence_artifacts",
+            "inline_bytes",
+            "schemas",
+            "snapshots",
+            "upload_sessions",
+        ],
+    ),
+    (
+        "storage/src/artifacts/verification.rs",
+        &["blob_verifications"],
+    ),
+    (
+        "storage/src/artifacts/visible.rs",
+        &[
+            "blobs",
+            "forwarded_artifacts",
+            "manifests",
+            "reusable_artifacts",
+        ],
+    ),
+    (
+        "storage/src/bench_support.rs",
+        &["blobs", "derivations", "manifests"],
+    ),
+    ("storage/src/claim.rs", &["idempotency"]),
+    (
+        "storage/src/compaction.rs",
+        &["blobs", "events", "groups", "snapshots"],
+    ),
+    (
+        "storage/src/context/mod.rs",
+        &["context_packages", "forwarded_artifacts", "missions"],
+    ),
+    ("storage/src/context/reads.rs", &["context_packages"]),
+    ("storage/src/delivery.rs", &["cursors"]),
+    (
+        "storage/src/directory.rs",
+        &["agent_keys", "agents", "memberships", "missions"],
+    ),
+    ("storage/src/engine.rs", &["blobs", "forwarded_artifacts"]),
+    ("storage/src/events.rs", &["events", "snapshots"]),
+    (
+        "storage/src/evidence/mod.rs",
+        &["evidence", "evidence_artifacts", "schemas"],
+    ),
+    ("storage/src/evidence/reviewer.rs", &["schemas"]),
+    ("storage/src/evidence/standing.rs", &["evidence"]),
+    (
+        "storage/src/fsck.rs",
+        &[
+            "agents",
+            "blob_uploaders",
+            "blobs",
+            "derivations",
+            "events",
+            "evidence",
+            "groups",
+            "inline_bytes",
+            "manifests",
+            "memberships",
+            "sessions",
+            "snapshots",
+        ],
+    ),
+    (
+        "storage/src/fsck_log.rs",
+        &[
+            "context_packages",
+            "events",
+            "evidence",
+            "proposals",
+            "reusable_artifacts",
+            "snapshots",
+        ],
+    ),
+    (
+        "storage/src/lineage/query.rs",
+        &["derivations", "reusable_artifacts"],
+    ),
+    ("storage/src/policy.rs", &["groups"]),
+    ("storage/src/reactions.rs", &["reactions"]),
+    ("storage/src/rows/leases.rs", &["work_items"]),
+    ("storage/src/rows/manifests.rs", &["blobs"]),
+    (
+        "storage/src/rows/work_items.rs",
+        &["offers", "work_deps", "work_history", "work_progress"],
+    ),
+    (
+        "storage/src/sessions.rs",
+        &["agents", "session_epochs", "session_nonces", "sessions"],
+    ),
+    ("storage/src/work/budget.rs", &["missions", "work_items"]),
+    ("storage/src/work/caps.rs", &["missions", "proposals"]),
+    ("storage/src/work/checks.rs", &["evidence", "offers"]),
+    (
+        "storage/src/work/command.rs",
+        &["commands", "session_epochs"],
+    ),
+    ("storage/src/work/commands/accept_offer.rs", &["offers"]),
+    ("storage/src/work/commands/decline_offer.rs", &["offers"]),
+    ("storage/src/work/commands/offer.rs", &["leases", "offers"]),
+    (
+        "storage/src/work/ctx.rs",
+        &["missions", "offers", "work_history"],
+    ),
+    ("storage/src/work/deps.rs", &["work_deps"]),
+    ("storage/src/work/expiry.rs", &["work_history"]),
+    ("storage/src/work/inert.rs", &["inert_publications"]),
+    ("storage/src/work/listing.rs", &["missions"]),
+    ("storage/src/work/missions.rs", &["missions", "proposals"]),
+    (
+        "storage/src/work/mod.rs",
+        &["events", "missions", "offers", "work_history"],
+    ),
+    (
+        "storage/src/work/owner.rs",
+        &["events", "lease_renewals", "work_history", "work_progress"],
+    ),
+    (
+        "storage/src/work/questions.rs",
+        &["offers", "work_questions"],
+    ),
+    (
+        "storage/src/work/tokens.rs",
+        &["capability_tokens", "sessions"],
+    ),
+];
+
+const SQL_KEYWORDS: &[&str] = &[
+    "SELECT", "INSERT", "UPDATE", "DELETE", "FROM", "JOIN", "INTO", "CREATE", "ALTER", "DROP",
+    "REPLACE", "WHERE", "SET", "VALUES", "TABLE", "INDEX",
+];
+
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| !word.is_empty())
+}
+
+/// The tables `schema.rs`'s migrations create.
+fn tables(schema: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for token in source::lex(schema) {
+        let Token::Str(sql) = token else { continue };
+        let sql_words: Vec<&str> = words(&sql).collect();
+        for (at, pair) in sql_words.windows(2).enumerate() {
+            if pair == ["CREATE", "TABLE"] {
+                let mut name_at = at + 2;
+                if sql_words.get(name_at..name_at + 3) == Some(&["IF", "NOT", "EXISTS"]) {
+                    name_at += 3;
+                }
+                found.extend(sql_words.get(name_at).map(|name| name.to_string()));
+            }
+        }
+    }
+    found
+}
+
+/// Whether a literal is SQL: it holds an SQL keyword in capitals.
+fn is_sql(text: &str) -> bool {
+    words(text).any(|word| SQL_KEYWORDS.contains(&word))
+}
+
+/// The tables the SQL of `tokens` names. Where SQL is built with a `{…}` placeholder, a
+/// literal that is just a table's name counts too: it is spliced into that SQL.
+fn named_tables(tokens: &[Token], tables: &BTreeSet<String>) -> BTreeSet<String> {
+    let literals: Vec<&str> = tokens
+        .iter()
+        .filter_map(|token| match token {
+            Token::Str(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let splices = literals
+        .iter()
+        .any(|text| is_sql(text) && text.contains('{'));
+    let mut named = BTreeSet::new();
+    for text in literals {
+        if splices && tables.contains(text) {
+            named.insert(text.to_owned());
+        } else if is_sql(text) {
+            named.extend(
+                words(text)
+                    .filter(|word| tables.contains(*word))
+                    .map(str::to_owned),
+            );
+        }
+    }
+    named
+}
+
+/// Each file (from the workspace root) whose SQL names a table it does not own, with those tables.
+fn table_users(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let schema = std::fs::read_to_string(root.join("storage/src/schema.rs")).unwrap_or_default();
+    let tables = tables(&schema);
+    assert!(tables.len() > 20, "the tables of schema.rs: {tables:?}");
+    let mut users = BTreeMap::new();
+    for crate_src in ["storage/src", "src"] {
+        let files = source::load(&root.join(crate_src));
+        for (file, source) in source::modules(&files, Path::new("lib.rs")).into_values() {
+            let shown = format!("{crate_src}/{}", file.display());
+            if shown == "storage/src/schema.rs" {
+                continue;
+            }
+            let mut named = named_tables(&source.tokens, &tables);
+            // `rows/leases.rs` (or `rows/lease.rs`) owns `leases`.
+            if let Some(owner) = shown.strip_prefix("storage/src/rows/") {
+                let stem = owner.trim_end_matches(".rs");
+                named.retain(|table| table != stem && *table != format!("{stem}s"));
+            }
+            if !named.is_empty() {
+                users.insert(shown, named);
+            }
+        }
+    }
+    users
+}
+
+#[test]
+fn no_sql_names_a_table_outside_its_rows_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found = table_users(root);
+    let known: BTreeMap<String, BTreeSet<String>> = KNOWN_TABLE_USERS
+        .iter()
+        .map(|(file, tables)| {
+            (
+                file.to_string(),
+                tables.iter().map(|t| t.to_string()).collect(),
+            )
+        })
+        .collect();
+    let n_tables: usize = found.values().map(BTreeSet::len).sum();
+    println!(
+        "{} files name {n_tables} (file, table) pairs outside storage/src/rows/",
+        found.len()
+    );
+    if found == known {
+        return;
+    }
+    let mut message =
+        String::from("the SQL naming tables outside storage/src/rows/ is not KNOWN_TABLE_USERS'\n");
+    for (file, tables) in &found {
+        let new: Vec<&String> = tables
+            .iter()
+            .filter(|table| !known.get(file).is_some_and(|known| known.contains(*table)))
+            .collect();
+        if !new.is_empty() {
+            let _ = writeln!(message, "new: {file} names {new:?}");
+        }
+    }
+    for (file, tables) in &known {
+        let gone: Vec<&String> = tables
+            .iter()
+            .filter(|table| !found.get(file).is_some_and(|found| found.contains(*table)))
+            .collect();
+        if !gone.is_empty() {
+            let _ = writeln!(message, "gone: {file} no longer names {gone:?}");
+        }
+    }
+    let _ = writeln!(
+        message,
+        "\nSQL may name a table only in its rows file; when SQL moves there, KNOWN_TABLE_USERS becomes:"
+    );
+    for (file, tables) in &found {
+        let tables: Vec<String> = tables.iter().map(|t| format!("{t:?}")).collect();
+        let _ = writeln!(message, "    ({file:?}, &[{}]),", tables.join(", "));
+    }
+    panic!("{message}");
+}
+
+#[test]
+fn the_table_check_sees_sql() {
+    let tables: BTreeSet<String> = tables(
+        r#"const V1: &str = "CREATE TABLE leases (id); CREATE TABLE IF NOT EXISTS offers (x)";"#,
+    );
+    assert_eq!(tables, ["leases", "offers"].map(String::from).into());
+    let code = source::read(
+        r#"let a = "SELECT lease_id FROM leases"; let b = "no offers here"; let c = "offers";
+        let e = "DELETE FROM {table}";
+        let d = format!("SELECT 1 FROM {table}"); #[cfg(test)] fn t() { "DELETE FROM offers"; }"#,
+    );
+    let named = named_tables(&code.tokens, &tables);
+    assert_eq!(named, ["leases", "offers"].map(String::from).into());
+}
