@@ -260,7 +260,17 @@ async fn the_database_fails_cleanly_at_its_own_write_sites() {
         expected += 1;
         assert_eq!(count_groups(&db).await, expected);
         faults.clear();
-        assert_eq!(checkpoint().expect("checkpoints"), 0, "not busy");
+        // Once cleared, a checkpoint succeeds; it answers "busy" (1) only while the background
+        // checkpointer holds the lock at that moment, which a loaded machine makes likely:
+        // ask again, a bounded number of times, until one runs whole.
+        let whole = (0..400).any(|_| {
+            let busy = checkpoint().expect("checkpoints");
+            if busy != 0 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            busy == 0
+        });
+        assert!(whole, "a checkpoint ran whole once the fault was cleared");
     }
     drop(db);
     let reopened = Db::open(&Location::File(path)).expect("reopens");
