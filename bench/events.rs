@@ -21,7 +21,9 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
     let dir = tempfile::tempdir()?;
-    let config = server::config::Config::with_data_dir(dir.path().to_path_buf());
+    let mut config = server::config::Config::with_data_dir(dir.path().to_path_buf());
+    // The bench measures throughput: the per-Agent Command rate (issue #40) would cap it.
+    config.commands_per_minute = 0;
     let store = weft_storage::Store::open(config.storage_options()).await?;
     let group = Id::parse("g", "bench")?;
     store.create_group(group.clone()).await?;

@@ -98,7 +98,9 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
     let dir = tempfile::tempdir()?;
-    let config = server::config::Config::with_data_dir(dir.path().to_path_buf());
+    let mut config = server::config::Config::with_data_dir(dir.path().to_path_buf());
+    // The bench measures throughput: the per-Agent Command rate (issue #40) would cap it.
+    config.commands_per_minute = 0;
     let store = weft_storage::Store::open(config.storage_options()).await?;
     let state = server::AppState::new(store, "bench-admin", &config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -560,7 +560,9 @@ async fn main() -> anyhow::Result<()> {
     let live: usize = env_or("WEFT_BENCH_LIVE", 100_000);
     let probes: usize = env_or("WEFT_BENCH_PROBES", 100);
     let dir = tempfile::tempdir()?;
-    let config = server::config::Config::with_data_dir(dir.path().to_path_buf());
+    let mut config = server::config::Config::with_data_dir(dir.path().to_path_buf());
+    // The bench measures throughput: the per-Agent Command rate (issue #40) would cap it.
+    config.commands_per_minute = 0;
     let store = Store::open(config.storage_options()).await?;
     {
         let store = store.clone();

@@ -161,7 +161,9 @@ impl Worker {
 async fn main() -> anyhow::Result<()> {
     let journal: usize = env_or("WEFT_BENCH_JOURNAL", 10_000);
     let dir = tempfile::tempdir()?;
-    let config = server::config::Config::with_data_dir(dir.path().to_path_buf());
+    let mut config = server::config::Config::with_data_dir(dir.path().to_path_buf());
+    // The bench measures throughput: the per-Agent Command rate (issue #40) would cap it.
+    config.commands_per_minute = 0;
     let store = Store::open(config.storage_options()).await?;
     let state = server::AppState::new(store.clone(), ADMIN, &config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
