@@ -36,7 +36,7 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "reuse record",
-        rows: "SELECT group_id, sequence FROM reusable_artifacts",
+        rows: crate::rows::reusable_artifacts::PUBLISHED_EVENTS,
         types: &["artifact.reuse_published"],
     },
     Named {

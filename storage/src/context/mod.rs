@@ -434,11 +434,7 @@ impl Engine {
                 for artifact in &package.artifacts {
                     // Before the commit: the fast read may only ever leave too many to the index.
                     hot.note_forwarded(*artifact);
-                    txn.run(
-                        "INSERT OR IGNORE INTO forwarded_artifacts (group_id, blake3, context_id, from_group_id)
-                         VALUES (?1, ?2, ?3, ?4)",
-                        params![to.as_str(), &artifact.0[..], &context_id.0[..], from.as_str()],
-                    )?;
+                    crate::rows::forwarded_artifacts::insert(txn, to.as_str(), artifact, &context_id, from.as_str())?;
                 }
                 Ok((answer(from_sequence, to_sequence), true))
             })

@@ -20,17 +20,7 @@ use super::source::{self, Token};
 const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     (
         "storage/src/access.rs",
-        &[
-            "agent_keys",
-            "agents",
-            "blob_uploaders",
-            "blobs",
-            "forwarded_artifacts",
-            "groups",
-            "memberships",
-            "missions",
-            "reusable_artifacts",
-        ],
+        &["agent_keys", "agents", "groups", "memberships", "missions"],
     ),
     (
         "storage/src/agents.rs",
@@ -44,51 +34,11 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("storage/src/artifacts/binding.rs", &["inert_publications"]),
-    ("storage/src/artifacts/mod.rs", &["blobs", "inline_bytes"]),
-    ("storage/src/artifacts/publish.rs", &["derivations"]),
-    (
-        "storage/src/artifacts/reads.rs",
-        &["blobs", "inline_bytes", "manifests", "reusable_artifacts"],
-    ),
-    ("storage/src/artifacts/resumable.rs", &["upload_sessions"]),
-    (
-        "storage/src/artifacts/reuse.rs",
-        &["evidence", "reusable_artifacts"],
-    ),
-    (
-        "storage/src/artifacts/sweep.rs",
-        &[
-            "blob_uploaders",
-            "blob_verifications",
-            "blobs",
-            "inline_bytes",
-            "session_nonces",
-        ],
-    ),
+    ("storage/src/artifacts/reuse.rs", &["evidence"]),
+    ("storage/src/artifacts/sweep.rs", &["session_nonces"]),
     (
         "storage/src/artifacts/upload.rs",
-        &[
-            "blob_uploaders",
-            "blobs",
-            "evidence_artifacts",
-            "inline_bytes",
-            "schemas",
-            "snapshots",
-            "upload_sessions",
-        ],
-    ),
-    (
-        "storage/src/artifacts/verification.rs",
-        &["blob_verifications"],
-    ),
-    (
-        "storage/src/artifacts/visible.rs",
-        &[
-            "blobs",
-            "forwarded_artifacts",
-            "manifests",
-            "reusable_artifacts",
-        ],
+        &["evidence_artifacts", "schemas", "snapshots"],
     ),
     (
         "storage/src/bench_support.rs",
@@ -101,7 +51,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     (
         "storage/src/context/mod.rs",
-        &["context_packages", "forwarded_artifacts", "missions"],
+        &["context_packages", "missions"],
     ),
     ("storage/src/context/reads.rs", &["context_packages"]),
     ("storage/src/delivery.rs", &["cursors"]),
@@ -109,7 +59,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
         "storage/src/directory.rs",
         &["agent_keys", "agents", "memberships", "missions"],
     ),
-    ("storage/src/engine.rs", &["blobs", "forwarded_artifacts"]),
     ("storage/src/events.rs", &["events", "snapshots"]),
     (
         "storage/src/evidence/mod.rs",
@@ -121,14 +70,9 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
         "storage/src/fsck.rs",
         &[
             "agents",
-            "blob_uploaders",
-            "blobs",
-            "derivations",
             "events",
             "evidence",
             "groups",
-            "inline_bytes",
-            "manifests",
             "memberships",
             "sessions",
             "snapshots",
@@ -141,18 +85,18 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
             "events",
             "evidence",
             "proposals",
-            "reusable_artifacts",
             "snapshots",
         ],
     ),
-    (
-        "storage/src/lineage/query.rs",
-        &["derivations", "reusable_artifacts"],
-    ),
     ("storage/src/policy.rs", &["groups"]),
     ("storage/src/reactions.rs", &["reactions"]),
+    ("storage/src/rows/blobs.rs", &["inline_bytes"]),
+    ("storage/src/rows/inline_bytes.rs", &["blobs"]),
     ("storage/src/rows/leases.rs", &["work_items"]),
-    ("storage/src/rows/manifests.rs", &["blobs"]),
+    (
+        "storage/src/rows/manifests.rs",
+        &["blobs", "forwarded_artifacts", "reusable_artifacts"],
+    ),
     (
         "storage/src/rows/work_items.rs",
         &["offers", "work_deps", "work_history", "work_progress"],
