@@ -137,10 +137,10 @@ pub(crate) fn forwarded_from(
 impl Reader {
     /// Who looks an artifact up, as the visibility lookup takes it
     /// (`rows::manifests::visible_manifests`).
-    pub(crate) fn seer(&self) -> crate::rows::manifests::Seer<'_> {
+    pub(crate) fn seer(&self) -> crate::rows::Seer<'_> {
         match self {
-            Self::Admin => crate::rows::manifests::Seer::Operator,
-            Self::Agent { group_id, .. } => crate::rows::manifests::Seer::Agent {
+            Self::Admin => crate::rows::Seer::Operator,
+            Self::Agent { group_id, .. } => crate::rows::Seer::Agent {
                 group_id: group_id.as_str(),
                 missions_json: self.missions_json(),
             },

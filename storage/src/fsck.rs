@@ -157,7 +157,7 @@ impl Engine {
                     manifests: rows::manifests::count(conn)?,
                     derivations: rows::derivations::count(conn)?,
                     events: count("events")?,
-                    evidence: count("evidence")?,
+                    evidence: rows::evidence::count(conn)?,
                     quarantined: rows::blobs::count_quarantined(conn)?,
                     blob_objects: 0,
                     staging_objects: 0,

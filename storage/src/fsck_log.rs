@@ -26,7 +26,7 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "Evidence",
-        rows: "SELECT group_id, sequence FROM evidence",
+        rows: crate::rows::evidence::RECORDED_EVENTS,
         types: &["evidence.recorded"],
     },
     Named {

@@ -6,8 +6,7 @@
 //! Who may read or cite what is decided in `access.rs` (`can_read_artifact`, `may_cite`); this
 //! file only writes and reads the record.
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::evidence::Outcome;
 use weft_api::kinds;
 use weft_api::manifest::Classification;
@@ -125,13 +124,7 @@ fn check_approval(
     artifact: &ArtifactId,
     evidence_id: &ArtifactId,
 ) -> Result<(String, String), Error> {
-    let row: Option<(String, String, String, String)> = conn
-        .row(
-            "SELECT producer, mission_id, standing, envelope FROM evidence WHERE evidence_id = ?1 AND group_id = ?2",
-            params![&evidence_id.0[..], group],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )
-        .optional()?;
+    let row = crate::rows::evidence::approval(conn, evidence_id, group)?;
     let Some((producer, mission_id, standing, envelope)) = row else {
         return Err(reject(
             ErrorCode::UnknownEvidence,
@@ -139,14 +132,7 @@ fn check_approval(
         ));
     };
     let (_, evidence) = crate::evidence::decode(&envelope)?;
-    let superseded = conn
-        .row(
-            "SELECT 1 FROM evidence WHERE supersedes = ?1",
-            [&evidence_id.0[..]],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some();
+    let superseded = crate::rows::evidence::is_superseded(conn, evidence_id)?;
     // Separation of duties at weigh time: an approver that did the work since is a worker.
     let workers =
         crate::evidence::standing::worked_on(conn, evidence.work_item_id.as_str(), group)?;

@@ -138,11 +138,13 @@ impl Counters {
 pub(crate) fn uncited(column: &str) -> String {
     format!(
         "NOT {}
-         AND NOT EXISTS (SELECT 1 FROM evidence_artifacts WHERE evidence_artifacts.blake3 = {column})
-         AND NOT EXISTS (SELECT 1 FROM schemas WHERE schemas.blake3 = {column})
+         AND NOT {}
+         AND NOT {}
          AND NOT EXISTS (SELECT 1 FROM snapshots
                          WHERE snapshots.state_blake3 = {column} OR snapshots.archive_blake3 = {column})",
-        crate::rows::manifests::cites_column(column)
+        crate::rows::manifests::cites_column(column),
+        crate::rows::evidence_artifacts::cites_column(column),
+        crate::rows::schemas::cites_column(column),
     )
 }
 

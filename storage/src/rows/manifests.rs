@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::{ArtifactId, Digest, Digests};
 
+use super::Seer;
 use crate::error::Error;
 use crate::sql::Cached as _;
 
@@ -396,17 +397,6 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Liste
 // for a Mission its Membership covers; every manifest of its Group when the artifact was
 // published there as reusable knowledge; for a Group-wide reader, the source Group's
 // manifests of an artifact forwarded with a Context Package. The operator sees every one.
-
-/// Who looks an artifact up (`access::Reader::seer`): the operator, who sees every manifest,
-/// or an Agent of Group `group_id`, scoped to the Missions of `missions_json` (a JSON array)
-/// when it is `Some` (CTX-5).
-pub(crate) enum Seer<'a> {
-    Operator,
-    Agent {
-        group_id: &'a str,
-        missions_json: Option<String>,
-    },
-}
 
 /// One manifest the reader may see, with its blob.
 pub(crate) struct Visible {

@@ -16,11 +16,14 @@ pub(crate) mod blob_uploaders;
 pub(crate) mod blob_verifications;
 pub(crate) mod blobs;
 pub(crate) mod derivations;
+pub(crate) mod evidence;
+pub(crate) mod evidence_artifacts;
 pub(crate) mod forwarded_artifacts;
 pub(crate) mod inline_bytes;
 pub(crate) mod leases;
 pub(crate) mod manifests;
 pub(crate) mod reusable_artifacts;
+pub(crate) mod schemas;
 pub(crate) mod upload_sessions;
 pub(crate) mod work_items;
 
@@ -33,6 +36,17 @@ use serde::de::DeserializeOwned;
 use weft_api::{ArtifactId, Id};
 
 use crate::error::Error;
+
+/// Who reads (`access::Reader::seer`), as the visibility conditions of rows take it: the
+/// operator, who sees every row, or an Agent of Group `group_id`, scoped to the Missions of `missions_json` (a JSON array)
+/// when it is `Some` (CTX-5).
+pub(crate) enum Seer<'a> {
+    Operator,
+    Agent {
+        group_id: &'a str,
+        missions_json: Option<String>,
+    },
+}
 
 /// An instant as the index stores it (`clock::format_instant`), as time. A text that is not
 /// one is a corrupt row, not bad input: it was written by this engine.

@@ -34,12 +34,8 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("storage/src/artifacts/binding.rs", &["inert_publications"]),
-    ("storage/src/artifacts/reuse.rs", &["evidence"]),
     ("storage/src/artifacts/sweep.rs", &["session_nonces"]),
-    (
-        "storage/src/artifacts/upload.rs",
-        &["evidence_artifacts", "schemas", "snapshots"],
-    ),
+    ("storage/src/artifacts/upload.rs", &["snapshots"]),
     (
         "storage/src/bench_support.rs",
         &["blobs", "derivations", "manifests"],
@@ -61,17 +57,10 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     ("storage/src/events.rs", &["events", "snapshots"]),
     (
-        "storage/src/evidence/mod.rs",
-        &["evidence", "evidence_artifacts", "schemas"],
-    ),
-    ("storage/src/evidence/reviewer.rs", &["schemas"]),
-    ("storage/src/evidence/standing.rs", &["evidence"]),
-    (
         "storage/src/fsck.rs",
         &[
             "agents",
             "events",
-            "evidence",
             "groups",
             "memberships",
             "sessions",
@@ -80,13 +69,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     (
         "storage/src/fsck_log.rs",
-        &[
-            "context_packages",
-            "events",
-            "evidence",
-            "proposals",
-            "snapshots",
-        ],
+        &["context_packages", "events", "proposals", "snapshots"],
     ),
     ("storage/src/policy.rs", &["groups"]),
     ("storage/src/reactions.rs", &["reactions"]),
@@ -107,7 +90,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     ("storage/src/work/budget.rs", &["missions", "work_items"]),
     ("storage/src/work/caps.rs", &["missions", "proposals"]),
-    ("storage/src/work/checks.rs", &["evidence", "offers"]),
+    ("storage/src/work/checks.rs", &["offers"]),
     (
         "storage/src/work/command.rs",
         &["commands", "session_epochs"],
