@@ -41,7 +41,7 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "Context Package",
-        rows: "SELECT group_id, sequence FROM context_packages",
+        rows: crate::rows::context_packages::PUBLISHED_EVENTS,
         types: &["context.published", "context.forwarded"],
     },
     Named {

@@ -15,6 +15,7 @@
 pub(crate) mod blob_uploaders;
 pub(crate) mod blob_verifications;
 pub(crate) mod blobs;
+pub(crate) mod context_packages;
 pub(crate) mod derivations;
 pub(crate) mod evidence;
 pub(crate) mod evidence_artifacts;

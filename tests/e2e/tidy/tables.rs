@@ -45,11 +45,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
         "storage/src/compaction.rs",
         &["blobs", "events", "groups", "snapshots"],
     ),
-    (
-        "storage/src/context/mod.rs",
-        &["context_packages", "missions"],
-    ),
-    ("storage/src/context/reads.rs", &["context_packages"]),
+    ("storage/src/context/mod.rs", &["missions"]),
     ("storage/src/delivery.rs", &["cursors"]),
     (
         "storage/src/directory.rs",
@@ -69,7 +65,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     (
         "storage/src/fsck_log.rs",
-        &["context_packages", "events", "proposals", "snapshots"],
+        &["events", "proposals", "snapshots"],
     ),
     ("storage/src/policy.rs", &["groups"]),
     ("storage/src/reactions.rs", &["reactions"]),
