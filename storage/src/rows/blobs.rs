@@ -1,11 +1,14 @@
 //! The `blobs` table: one row per stored blob (its two digests, its size, when it was stored,
 //! whether it is quarantined, and the id of its inline copy in `inline_bytes` when small),
-//! and the only SQL that names it, but the visibility lookup (`manifests.rs`), which reaches
-//! a visible manifest's blob in the same statement.
+//! and the only SQL that names it, but the bench fixtures and the statements of two other
+//! rows files that reach a blob's row from their own table's: `manifests.rs` (the listing,
+//! the visibility lookup and the lineage load read a manifest's blob in the same statement)
+//! and `inline_bytes.rs` (a copy no blob row names, the copy of a blob being swept).
 //!
 //! A blob's row is about its bytes: the reads that join its inline copy live here too
 //! (`inline_bytes.rs` holds the copies' own writes). Digests are `weft_api` types; the
-//! instants stay the text `clock::format_instant` wrote, as the callers compare them.
+//! instants stay the text `clock::format_instant` wrote, as the callers (and the sweep's SQL)
+//! compare them.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension as _, params};
@@ -137,6 +140,24 @@ pub(crate) fn insert(
             digests.size,
             format_instant(now),
             inline_id
+        ],
+    )?;
+    Ok(())
+}
+
+/// Writes a row for blob `digests` stored at `now` (as a file), unless it has one.
+pub(crate) fn insert_if_absent(
+    conn: &Connection,
+    digests: &Digests,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (blake3) DO NOTHING",
+        params![
+            &digests.blake3.0[..],
+            &digests.sha256.0[..],
+            digests.size,
+            format_instant(now)
         ],
     )?;
     Ok(())

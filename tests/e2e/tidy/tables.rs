@@ -43,7 +43,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/claim.rs", &["idempotency"]),
     (
         "storage/src/compaction.rs",
-        &["blobs", "events", "groups", "snapshots"],
+        &["events", "groups", "snapshots"],
     ),
     ("storage/src/context/mod.rs", &["missions"]),
     ("storage/src/delivery.rs", &["cursors"]),
