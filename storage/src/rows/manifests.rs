@@ -1,6 +1,6 @@
 //! The `manifests` table: one row per published manifest (the publication's index row,
 //! written in the transaction that appends its `artifact.published`), and the only SQL that
-//! names it, but the bench and test fixtures. The listing and the visibility lookup (issue #40)
+//! names it, but test fixtures. The listing and the visibility lookup (issue #40)
 //! join a manifest's blob, and whether its artifact is reusable or forwarded, in one statement.
 //!
 //! Artifact ids are `weft_api::ArtifactId` (stored as their 32 bytes); the rest of a row is

@@ -36,10 +36,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/artifacts/binding.rs", &["inert_publications"]),
     ("storage/src/artifacts/sweep.rs", &["session_nonces"]),
     ("storage/src/artifacts/upload.rs", &["snapshots"]),
-    (
-        "storage/src/bench_support.rs",
-        &["blobs", "derivations", "manifests"],
-    ),
     ("storage/src/claim.rs", &["idempotency"]),
     (
         "storage/src/compaction.rs",
@@ -70,6 +66,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/policy.rs", &["groups"]),
     ("storage/src/reactions.rs", &["reactions"]),
     ("storage/src/rows/blobs.rs", &["inline_bytes"]),
+    ("storage/src/rows/derivations.rs", &["manifests"]),
     ("storage/src/rows/inline_bytes.rs", &["blobs"]),
     ("storage/src/rows/leases.rs", &["work_items"]),
     (
