@@ -130,18 +130,23 @@ pub(crate) fn forwarded_from(
     group_id: &str,
     blake3: &ArtifactId,
 ) -> Result<Option<Vec<String>>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT DISTINCT from_group_id FROM forwarded_artifacts WHERE blake3 = ?1 AND group_id = ?2",
-    )?;
-    let groups = statement
-        .query_map(params![&blake3.0[..], group_id], |row| {
-            row.get::<_, String>(0)
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let groups = crate::rows::forwarded_artifacts::from_groups(conn, group_id, blake3)?;
     Ok((!groups.is_empty()).then_some(groups))
 }
 
 impl Reader {
+    /// Who looks an artifact up, as the visibility lookup takes it
+    /// (`rows::manifests::visible_manifests`).
+    pub(crate) fn seer(&self) -> crate::rows::Seer<'_> {
+        match self {
+            Self::Admin => crate::rows::Seer::Operator,
+            Self::Agent { group_id, .. } => crate::rows::Seer::Agent {
+                group_id: group_id.as_str(),
+                missions_json: self.missions_json(),
+            },
+        }
+    }
+
     /// The Missions a scoped reader covers as a JSON array, for SQL filters written
     /// `mission_id IN (SELECT value FROM json_each(?))`; `None` when it sees the whole Group.
     pub(crate) fn missions_json(&self) -> Option<String> {
@@ -172,14 +177,7 @@ pub(crate) fn reusable(
     group_id: &str,
     blake3: &ArtifactId,
 ) -> Result<bool, Error> {
-    Ok(conn
-        .row(
-            "SELECT 1 FROM reusable_artifacts WHERE group_id = ?1 AND blake3 = ?2",
-            params![group_id, &blake3.0[..]],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
+    crate::rows::reusable_artifacts::is_reusable(conn, group_id, blake3)
 }
 
 /// Whether content of Mission `mission_id` may cite artifact `blake3` (as a manifest source, an
@@ -266,24 +264,15 @@ pub(crate) fn can_see_blob(
         return Ok(true);
     }
     match reader {
-        Reader::Admin => Ok(conn
-            .row(
-                "SELECT 1 FROM blobs WHERE blake3 = ?1",
-                [&blake3.0[..]],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some()),
+        Reader::Admin => crate::rows::blobs::exists(conn, blake3),
         Reader::Agent {
             agent_id, group_id, ..
-        } => Ok(conn
-            .row(
-                "SELECT 1 FROM blob_uploaders WHERE blake3 = ?1 AND agent_id = ?2 AND group_id = ?3",
-                params![&blake3.0[..], agent_id.as_str(), group_id.as_str()],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some()),
+        } => crate::rows::blob_uploaders::uploaded(
+            conn,
+            blake3,
+            agent_id.as_str(),
+            group_id.as_str(),
+        ),
     }
 }
 

@@ -1,11 +1,10 @@
 //! Benchmark support (cargo feature `bench-support`, enabled only for `cargo bench`): a bulk
 //! loader that writes a synthetic provenance DAG into the same tables the publication path
-//! writes, and the recursive-CTE lineage query the in-memory index is compared against.
+//! writes (through `rows/`), and the recursive-CTE lineage query the in-memory index is compared
+//! against (its SQL in `rows/derivations.rs`).
 //! Never compiled into the server.
 
-use crate::sql::Cached as _;
-use rusqlite::params;
-use weft_api::{ArtifactId, Id};
+use weft_api::{ArtifactId, Digests, Id, Sha256Digest};
 
 use crate::error::Error;
 use crate::{Reader, Store};
@@ -70,6 +69,7 @@ pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<Sy
         edges.push(sources);
     }
     const BATCH: usize = 20_000;
+    let now = store.inner.clock.now();
     for start in (0..n).step_by(BATCH) {
         let end = (start + BATCH).min(n);
         let batch_ids = ids[start..end].to_vec();
@@ -81,22 +81,35 @@ pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<Sy
             .inner
             .db
             .write(move |txn| {
-                let mut blob = txn.prepare_cached("INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, 1, 'bench')")?;
-                let mut manifest = txn.prepare_cached(
-                    "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
-                                            lease_id, ownership_epoch, classification, created_at, envelope, sequence)
-                     VALUES (?1, ?2, 'bench', ?3, ?4, 'bench-agent', 'application/json', 'lease', 1, 'internal', 'bench', '{}', ?5)",
-                )?;
-                let mut derivation = txn.prepare_cached("INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)")?;
                 for (offset, (id, sources)) in batch_ids.iter().zip(&batch_edges).enumerate() {
                     let i = start + offset;
-                    let manifest_id = blake3::hash(&id.0);
-                    blob.execute(params![&id.0[..], &manifest_id.as_bytes()[..]])?;
-                    manifest.execute(params![
-                        manifest_id.as_bytes().as_slice(), &id.0[..], format!("m-{}", i / 10_000), format!("w-{}", i / 100), i as u64 + 1
-                    ])?;
+                    let manifest_id = ArtifactId(*blake3::hash(&id.0).as_bytes());
+                    let digests = Digests {
+                        blake3: *id,
+                        sha256: Sha256Digest(manifest_id.0),
+                        size: 1,
+                    };
+                    crate::rows::blobs::insert(txn, &digests, now, None)?;
+                    crate::rows::manifests::insert(
+                        txn,
+                        &crate::rows::manifests::New {
+                            manifest_id: &manifest_id,
+                            blake3: id,
+                            group_id: "bench",
+                            mission_id: &format!("m-{}", i / 10_000),
+                            work_item_id: &format!("w-{}", i / 100),
+                            producer: "bench-agent",
+                            media_type: "application/json",
+                            lease_id: "lease",
+                            ownership_epoch: 1,
+                            classification: "internal",
+                            created_at: "bench",
+                            envelope: "{}",
+                            sequence: i as u64 + 1,
+                        },
+                    )?;
                     for source in sources {
-                        derivation.execute(params![&id.0[..], &source.0[..], manifest_id.as_bytes().as_slice()])?;
+                        crate::rows::derivations::insert(txn, id, source, &manifest_id)?;
                     }
                 }
                 Ok(())
@@ -142,50 +155,14 @@ pub async fn cte_lineage(
         .inner
         .db
         .read(move |conn| {
-            let (from, to) = if descendants { ("source", "artifact") } else { ("artifact", "source") };
-            let select = "SELECT r.node, r.depth, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer,
-                                 m.media_type, m.sequence
-                          FROM reached r JOIN manifests m ON m.blake3 = r.node
-                          WHERE ?3 IS NULL OR m.group_id = ?3";
-            let sql = match depth {
-                // Bounded: the walk carries each path's depth (UNION removes only repeated
-                // (node, depth) pairs), and each node keeps its shortest.
-                Some(_) => format!(
-                    "WITH RECURSIVE walk(node, depth) AS (
-                         SELECT ?1, 0
-                         UNION
-                         SELECT d.{to}, walk.depth + 1 FROM derivations d JOIN walk ON d.{from} = walk.node
-                         WHERE walk.depth < ?2
-                     ),
-                     reached AS (SELECT node, MIN(depth) AS depth FROM walk GROUP BY node LIMIT ?4)
-                     {select}"
-                ),
-                // Unbounded: the strongest form a recursive CTE has, each node once and the
-                // recursion itself stopped at the limit (it reports no depth, so it does less
-                // than the index answer).
-                None => format!(
-                    "WITH RECURSIVE walk(node) AS (
-                         SELECT ?1
-                         UNION
-                         SELECT d.{to} FROM derivations d JOIN walk ON d.{from} = walk.node
-                         LIMIT ?4
-                     ),
-                     reached AS (SELECT node, 0 AS depth FROM walk)
-                     {select}"
-                ),
-            };
-            let max_depth = depth.map_or(i64::MAX, i64::from);
-            let mut statement = conn.prepare_cached(&sql)?;
-            let rows = statement
-                .query_map(params![&root.0[..], max_depth, group, limit as i64], |row| {
-                    Ok((
-                        row.get::<_, Vec<u8>>(0)?, row.get::<_, i64>(1)?, row.get::<_, Vec<u8>>(2)?, row.get::<_, String>(3)?,
-                        row.get::<_, String>(4)?, row.get::<_, String>(5)?, row.get::<_, String>(6)?, row.get::<_, String>(7)?,
-                        row.get::<_, i64>(8)?,
-                    ))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows.len())
+            crate::rows::derivations::cte_lineage(
+                conn,
+                &root,
+                descendants,
+                depth,
+                group.as_deref(),
+                limit,
+            )
         })
         .await
 }
@@ -236,12 +213,24 @@ pub async fn cite_blob(store: &Store, blake3: ArtifactId) -> Result<(), Error> {
         .inner
         .db
         .write(move |txn| {
-            let manifest_id = blake3::hash(&blake3.0);
-            txn.run(
-                "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
-                                        lease_id, ownership_epoch, classification, created_at, envelope, sequence)
-                 VALUES (?1, ?2, 'bench', 'm', 'w', 'bench-agent', 'application/octet-stream', 'lease', 1, 'internal', 'bench', '{}', 1)",
-                params![manifest_id.as_bytes().as_slice(), &blake3.0[..]],
+            let manifest_id = ArtifactId(*blake3::hash(&blake3.0).as_bytes());
+            crate::rows::manifests::insert(
+                txn,
+                &crate::rows::manifests::New {
+                    manifest_id: &manifest_id,
+                    blake3: &blake3,
+                    group_id: "bench",
+                    mission_id: "m",
+                    work_item_id: "w",
+                    producer: "bench-agent",
+                    media_type: "application/octet-stream",
+                    lease_id: "lease",
+                    ownership_epoch: 1,
+                    classification: "internal",
+                    created_at: "bench",
+                    envelope: "{}",
+                    sequence: 1,
+                },
             )?;
             Ok(())
         })

@@ -306,10 +306,7 @@ impl Engine {
                     return Err(reject(weft_api::ErrorCode::Conflict, "the log changed under the compaction"));
                 }
                 for digests in [archive_digests, state_digests] {
-                    txn.run(
-                        "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (blake3) DO NOTHING",
-                        params![&digests.blake3.0[..], &digests.sha256.0[..], digests.size, format_instant(now)],
-                    )?;
+                    crate::rows::blobs::insert_if_absent(txn, &digests, now)?;
                 }
                 txn.run(
                     "INSERT INTO snapshots (group_id, sequence, from_sequence, state_blake3, archive_blake3, event_chain_hash, envelope)

@@ -182,11 +182,10 @@ async fn remove_orphan_blobs(db: &Db, blobs: &Blobs) -> Result<usize, Error> {
     }
     let (orphans, orphan_outboards) = db
         .read(move |conn| {
-            let mut statement = conn.prepare_cached("SELECT 1 FROM blobs WHERE blake3 = ?1")?;
-            let mut unnamed = |found: Vec<(std::path::PathBuf, weft_api::ArtifactId)>| {
+            let unnamed = |found: Vec<(std::path::PathBuf, weft_api::ArtifactId)>| {
                 let mut orphans = Vec::new();
                 for (path, id) in found {
-                    if !statement.exists([&id.0[..]])? {
+                    if !crate::rows::blobs::exists(conn, &id)? {
                         orphans.push((path, id));
                     }
                 }
@@ -260,14 +259,9 @@ impl Engine {
         }
         let forwarded = db
             .read(|conn| {
-                let mut statement =
-                    conn.prepare_cached("SELECT DISTINCT blake3 FROM forwarded_artifacts")?;
-                let rows = statement
-                    .query_map([], |row| row.get::<_, Vec<u8>>(0))?
-                    .collect::<Result<Vec<_>, _>>()?;
-                rows.into_iter()
-                    .map(|id| Ok(weft_api::ArtifactId(crate::events::to32(id)?)))
-                    .collect::<Result<crate::artifacts::FastSet, Error>>()
+                Ok(crate::rows::forwarded_artifacts::all(conn)?
+                    .into_iter()
+                    .collect::<crate::artifacts::FastSet>())
             })
             .await?;
         Ok(Self {

@@ -26,6 +26,7 @@ use crate::events::{self, to32};
 use crate::fingerprint::{self, Fingerprint};
 use crate::hashing::DualHasher;
 use crate::outboard::Built;
+use crate::rows;
 
 /// Counts of everything the store holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -151,29 +152,20 @@ impl Engine {
                     agents: count("agents")?,
                     memberships: count("memberships")?,
                     sessions: count("sessions")?,
-                    blobs: count("blobs")?,
-                    blob_uploaders: count("blob_uploaders")?,
-                    manifests: count("manifests")?,
-                    derivations: count("derivations")?,
+                    blobs: rows::blobs::count(conn)?,
+                    blob_uploaders: rows::blob_uploaders::count(conn)?,
+                    manifests: rows::manifests::count(conn)?,
+                    derivations: rows::derivations::count(conn)?,
                     events: count("events")?,
-                    evidence: count("evidence")?,
-                    quarantined: count("blobs WHERE quarantined_at IS NOT NULL")?,
+                    evidence: rows::evidence::count(conn)?,
+                    quarantined: rows::blobs::count_quarantined(conn)?,
                     blob_objects: 0,
                     staging_objects: 0,
                 })
             })
             .await?;
         let (blob_objects, staging_objects) = self.blobs.count_objects().await?;
-        let inline = self
-            .db
-            .read(|conn| {
-                Ok(conn.row(
-                    "SELECT COUNT(*) FROM blobs WHERE inline_id IS NOT NULL",
-                    [],
-                    |row| row.get::<_, u64>(0),
-                )?)
-            })
-            .await?;
+        let inline = self.db.read(rows::blobs::count_inline).await?;
         // Stored copies: files, and blobs inline in the index.
         stats.blob_objects = blob_objects + inline;
         stats.staging_objects = staging_objects;
@@ -296,18 +288,7 @@ impl Engine {
             }
         }
         // 1b. Every inline blob (issue #15): hash its bytes, compare with its row.
-        let inline: Vec<ArtifactId> = self
-            .db
-            .read(|conn| {
-                let mut statement =
-                    conn.prepare_cached("SELECT blake3 FROM blobs WHERE inline_id IS NOT NULL")?;
-                let ids = statement
-                    .query_map([], |row| row.get::<_, Vec<u8>>(0))?
-                    .map(|blake3| Ok(ArtifactId(to32(blake3?)?)))
-                    .collect::<Result<Vec<_>, Error>>()?;
-                Ok(ids)
-            })
-            .await?;
+        let inline: Vec<ArtifactId> = self.db.read(rows::blobs::all_inline).await?;
         for id in inline {
             let (bytes, row) = self
                 .db
@@ -338,17 +319,7 @@ impl Engine {
             }
         }
         // 1c. Inline copies no blob row names (none should exist: a copy goes with its row).
-        let unnamed: u64 = self
-            .db
-            .read(|conn| {
-                Ok(conn.row(
-                    "SELECT COUNT(*) FROM inline_bytes
-                     WHERE id NOT IN (SELECT inline_id FROM blobs WHERE inline_id IS NOT NULL)",
-                    [],
-                    |row| row.get(0),
-                )?)
-            })
-            .await?;
+        let unnamed: u64 = self.db.read(rows::inline_bytes::count_unnamed).await?;
         if unnamed > 0 {
             report
                 .problems
@@ -360,10 +331,9 @@ impl Engine {
         let unnamed = self
             .db
             .read(move |conn| {
-                let mut statement = conn.prepare_cached("SELECT 1 FROM blobs WHERE blake3 = ?1")?;
                 let mut unnamed = Vec::new();
                 for (_, id) in outboards {
-                    if !statement.exists([&id.0[..]])? {
+                    if !rows::blobs::exists(conn, &id)? {
                         unnamed.push(id);
                     }
                 }
@@ -380,9 +350,7 @@ impl Engine {
             .db
             .read(move |conn| {
                 let mut problems = Vec::new();
-                let mut statement = conn.prepare_cached("SELECT blake3 FROM blobs")?;
-                for blake3 in statement.query_map([], |row| row.get::<_, Vec<u8>>(0))? {
-                    let id = ArtifactId(to32(blake3?)?);
+                for id in rows::blobs::all(conn)? {
                     if !on_disk.contains(&id) {
                         problems.push(format!("{id}: index row without a blob"));
                     }

@@ -26,7 +26,7 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "Evidence",
-        rows: "SELECT group_id, sequence FROM evidence",
+        rows: crate::rows::evidence::RECORDED_EVENTS,
         types: &["evidence.recorded"],
     },
     Named {
@@ -36,12 +36,12 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "reuse record",
-        rows: "SELECT group_id, sequence FROM reusable_artifacts",
+        rows: crate::rows::reusable_artifacts::PUBLISHED_EVENTS,
         types: &["artifact.reuse_published"],
     },
     Named {
         what: "Context Package",
-        rows: "SELECT group_id, sequence FROM context_packages",
+        rows: crate::rows::context_packages::PUBLISHED_EVENTS,
         types: &["context.published", "context.forwarded"],
     },
     Named {

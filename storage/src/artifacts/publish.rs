@@ -3,12 +3,11 @@
 //! writer transaction that inserts it with its edges and its `artifact.published` Event.
 //! A fenced owner's refused manifest is kept as an inert audit record afterwards (OFL-2).
 
-use crate::sql::Cached as _;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use weft_api::kinds;
 use weft_api::session::Role;
 use weft_api::views::Published;
@@ -22,24 +21,18 @@ use crate::access::{
 use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::events::{self, to32};
+use crate::events::{self};
 
 /// Whether `target` is reachable from `start` by following derivedFrom edges towards sources.
 /// Iterative breadth-first search: never recurses on the call stack.
 fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Result<bool, Error> {
-    let mut statement =
-        conn.prepare_cached("SELECT DISTINCT source FROM derivations WHERE artifact = ?1")?;
     let mut seen: HashSet<ArtifactId> = start.iter().copied().collect();
     let mut queue: VecDeque<ArtifactId> = start.iter().copied().collect();
     while let Some(node) = queue.pop_front() {
         if node == *target {
             return Ok(true);
         }
-        let sources = statement
-            .query_map([&node.0[..]], |row| row.get::<_, Vec<u8>>(0))?
-            .collect::<Result<Vec<_>, _>>()?;
-        for source in sources {
-            let source = ArtifactId(to32(source)?);
+        for source in crate::rows::derivations::sources_of(conn, &node)? {
             if seen.insert(source) {
                 queue.push_back(source);
             }
@@ -332,10 +325,7 @@ impl Verified {
         )?;
         rowid_in.store(rowid.try_into().unwrap_or(0), Ordering::Relaxed);
         for source in &manifest.sources {
-            txn.run(
-                "INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)",
-                params![&content.blake3.0[..], &source.0[..], &manifest_id.0[..]],
-            )?;
+            crate::rows::derivations::insert(txn, &content.blake3, source, &manifest_id)?;
         }
         Ok((
             Published {

@@ -1,7 +1,6 @@
 //! Reads: an artifact's view, paged listings, and the content stream that re-hashes every
 //! byte it serves and quarantines a blob whose bytes no longer match their address (ART-5).
 
-use crate::sql::Cached as _;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -9,19 +8,18 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::kinds;
 use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord};
 use weft_api::{ArtifactId, Digest, Digests, Envelope, ErrorCode, EventPayload, Id, Manifest};
 
 use super::Seen;
 use crate::access::Reader;
-use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self, to32};
 use crate::hashing::AddressHasher;
 use crate::limits::DownloadPermit;
+use crate::rows::blobs::inline_bytes;
 
 /// Filters of `GET /v1/artifacts`.
 #[derive(Clone, Debug, Default)]
@@ -361,8 +359,9 @@ impl Engine {
                     )
                 };
                 // Visibility is decided in the first lookup: another Group's artifact costs
-                // what an absent one costs (`visible.rs`).
-                let visible = super::visible::visible_manifests(conn, &reader, &digest, true)?;
+                // what an absent one costs (`rows/manifests.rs`).
+                let visible =
+                    crate::rows::manifests::visible_manifests(conn, reader.seer(), &digest, true)?;
                 let Some(first) = visible.first() else {
                     return Err(not_found());
                 };
@@ -416,61 +415,63 @@ impl Engine {
         let limit = filter.limit.clamp(1, 1000);
         self.db
             .read(move |conn| {
-                let mut sql = String::from(
-                    "SELECT m.rowid, m.blake3, m.manifest_id, b.size, m.media_type, m.group_id, m.mission_id,
-                            m.work_item_id, m.producer, m.created_at, m.sequence
-                     FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1",
-                );
-                let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(filter.after.unwrap_or(0))];
-                let mut add = |clause: &str, value: String| {
-                    args.push(Box::new(value));
-                    sql.push_str(&format!(" AND {clause} = ?{}", args.len()));
+                let query = crate::rows::manifests::ListQuery {
+                    after: filter.after.unwrap_or(0),
+                    mission_id: filter.mission_id.as_ref().map(Id::as_str),
+                    work_item_id: filter.work_item_id.as_ref().map(Id::as_str),
+                    producer: filter.producer.as_ref().map(Id::as_str),
+                    media_type: filter.media_type.as_deref(),
+                    group_id: match &reader {
+                        Reader::Agent { group_id, .. } => Some(group_id.as_str()),
+                        Reader::Admin => None,
+                    },
+                    // CTX-5: a scoped member lists its Missions' manifests and reusable knowledge.
+                    missions_json: reader.missions_json(),
+                    limit,
                 };
-                if let Some(mission) = &filter.mission_id { add("m.mission_id", mission.to_string()); }
-                if let Some(work_item) = &filter.work_item_id { add("m.work_item_id", work_item.to_string()); }
-                if let Some(producer) = &filter.producer { add("m.producer", producer.to_string()); }
-                if let Some(media_type) = &filter.media_type { add("m.media_type", media_type.clone()); }
-                if let Reader::Agent { group_id, .. } = &reader {
-                    args.push(Box::new(group_id.to_string()));
-                    sql.push_str(&format!(" AND m.group_id = ?{}", args.len()));
-                }
-                // CTX-5: a scoped member lists its Missions' manifests and reusable knowledge.
-                if let Some(missions) = reader.missions_json() {
-                    args.push(Box::new(missions));
-                    sql.push_str(&format!(
-                        " AND (m.mission_id IN (SELECT value FROM json_each(?{})) OR EXISTS
-                           (SELECT 1 FROM reusable_artifacts r WHERE r.group_id = m.group_id AND r.blake3 = m.blake3))",
-                        args.len()
-                    ));
-                }
-                args.push(Box::new(limit + 1));
-                sql.push_str(&format!(" ORDER BY m.rowid LIMIT ?{}", args.len()));
-                let mut statement = conn.prepare(&sql)?;
-                let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
-                let rows = statement
-                    .query_map(params.as_slice(), |row| {
-                        Ok((
-                            row.get::<_, u64>(0)?, row.get::<_, Vec<u8>>(1)?, row.get::<_, Vec<u8>>(2)?, row.get::<_, u64>(3)?,
-                            row.get::<_, String>(4)?, row.get::<_, String>(5)?, row.get::<_, String>(6)?, row.get::<_, String>(7)?,
-                            row.get::<_, String>(8)?, row.get::<_, String>(9)?, row.get::<_, u64>(10)?,
-                        ))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let rows = crate::rows::manifests::list(conn, &query)?;
                 let mut items = Vec::new();
                 let mut next = None;
                 for (index, row) in rows.into_iter().enumerate() {
                     if index as u32 == limit {
-                        next = items.last().map(|(rowid, _): &(u64, ListedArtifact)| *rowid);
+                        next = items
+                            .last()
+                            .map(|(rowid, _): &(u64, ListedArtifact)| *rowid);
                         break;
                     }
-                    let (rowid, blake3, manifest_id, size, media_type, group_id, mission_id, work_item_id, producer, created_at, sequence) = row;
-                    items.push((rowid, ListedArtifact {
-                        artifact: ArtifactId(to32(blake3)?),
-                        manifest_id: ArtifactId(to32(manifest_id)?),
-                        size, media_type, group_id, mission_id, work_item_id, producer, created_at, sequence,
-                    }));
+                    let crate::rows::manifests::Listed {
+                        rowid,
+                        artifact,
+                        manifest_id,
+                        size,
+                        media_type,
+                        group_id,
+                        mission_id,
+                        work_item_id,
+                        producer,
+                        created_at,
+                        sequence,
+                    } = row;
+                    items.push((
+                        rowid,
+                        ListedArtifact {
+                            artifact,
+                            manifest_id,
+                            size,
+                            media_type,
+                            group_id,
+                            mission_id,
+                            work_item_id,
+                            producer,
+                            created_at,
+                            sequence,
+                        },
+                    ));
                 }
-                Ok(ArtifactPage { items: items.into_iter().map(|(_, item)| item).collect(), next })
+                Ok(ArtifactPage {
+                    items: items.into_iter().map(|(_, item)| item).collect(),
+                    next,
+                })
             })
             .await
     }
@@ -529,18 +530,20 @@ impl Engine {
                 )
             };
             if let (Some(media_type), Digest::Blake3(id)) = (decided, &digest) {
-                let Some((digests, quarantined, inline)) = super::blob_with_inline(conn, id)?
+                let Some((digests, quarantined, inline)) =
+                    crate::rows::blobs::with_inline(conn, id)?
                 else {
                     return Err(not_found());
                 };
                 return Ok((digests, quarantined, media_type, inline));
             }
             // Visibility is decided in the first lookup: another Group's (or Mission's)
-            // artifact costs what an absent one costs (`visible.rs`). The media type is the
+            // artifact costs what an absent one costs (`rows/manifests.rs`). The media type is the
             // newest visible manifest's: another Group's newer manifest must not show
             // through. An Artifact forwarded with a Context Package (CTX-7) shows its source
             // Group's.
-            let visible = super::visible::visible_manifests(conn, &reader, &digest, false)?;
+            let visible =
+                crate::rows::manifests::visible_manifests(conn, reader.seer(), &digest, false)?;
             let Some(newest) = visible.into_iter().next() else {
                 return Err(not_found());
             };
@@ -680,17 +683,10 @@ impl Engine {
                     tracing::warn!(artifact = %blake3, "not quarantining a blob repaired after its bad bytes were read");
                     return Ok(());
                 }
-                let changed = txn.run(
-                    "UPDATE blobs SET quarantined_at = ?2 WHERE blake3 = ?1 AND quarantined_at IS NULL",
-                    params![&blake3.0[..], format_instant(now)],
-                )?;
-                if changed == 0 {
+                if !crate::rows::blobs::quarantine(txn, &blake3, now)? {
                     return Ok(());
                 }
-                let mut statement = txn.prepare_cached("SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1")?;
-                let groups = statement
-                    .query_map([&blake3.0[..]], |row| row.get::<_, String>(0))?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let groups = crate::rows::manifests::groups_of(txn, &blake3)?;
                 for group in groups {
                     let group = Id::parse("groupId", &group)?;
                     let failure = kinds::IntegrityFailure { artifact: blake3, reason: reason.clone() };
@@ -700,19 +696,4 @@ impl Engine {
             })
             .await
     }
-}
-
-/// The inline copy of a small blob (issue #15), if it has one.
-pub(crate) fn inline_bytes(
-    conn: &Connection,
-    blake3: &ArtifactId,
-) -> Result<Option<Vec<u8>>, Error> {
-    Ok(conn
-        .row(
-            "SELECT i.bytes FROM blobs b JOIN inline_bytes i ON i.id = b.inline_id
-             WHERE b.blake3 = ?1",
-            [&blake3.0[..]],
-            |row| row.get::<_, Vec<u8>>(0),
-        )
-        .optional()?)
 }

@@ -26,10 +26,9 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use crate::sql::Cached as _;
 use bytes::Bytes;
 use futures::Stream;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::views::UploadSession;
 use weft_api::{Digest, ErrorCode};
 
@@ -40,6 +39,7 @@ use crate::clock::format_instant;
 use crate::db::Db;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
+use crate::rows;
 use crate::sessions::Session;
 
 /// Upload sessions a request is working on right now. A std Mutex: each critical section is
@@ -93,10 +93,7 @@ pub(crate) const MAX_SESSIONS_PER_AGENT: u64 = 64;
 pub(crate) const MAX_SESSIONS_PER_LEASE: u64 = 16;
 
 /// A session row as its owner sees it.
-struct Row {
-    staging_path: String,
-    received: u64,
-}
+type Row = rows::upload_sessions::Open;
 
 fn not_found() -> Error {
     reject(ErrorCode::NotFound, "no such upload session is yours")
@@ -141,24 +138,13 @@ fn owned(
     lease: Option<&str>,
 ) -> Result<Row, Error> {
     require_uploading_role(conn, session)?;
-    conn.row(
-        "SELECT staging_path, received FROM upload_sessions
-         WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3
-           AND (?4 IS NULL OR lease_id = ?4)",
-        params![
-            upload_id,
-            session.agent_id.as_str(),
-            session.group_id.as_str(),
-            lease
-        ],
-        |row| {
-            Ok(Row {
-                staging_path: row.get(0)?,
-                received: row.get(1)?,
-            })
-        },
-    )
-    .optional()?
+    rows::upload_sessions::owned(
+        conn,
+        upload_id,
+        session.agent_id.as_str(),
+        session.group_id.as_str(),
+        lease,
+    )?
     .ok_or_else(not_found)
 }
 
@@ -202,35 +188,27 @@ impl Engine {
             .write(move |txn| {
                 acting.check(txn, &now)?;
                 require_uploading_role(txn, &session)?;
-                let open: u64 = txn.row(
-                    "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1",
-                    [session.agent_id.as_str()],
-                    |row| row.get(0),
-                )?;
+                let open = rows::upload_sessions::count_of_agent(txn, session.agent_id.as_str())?;
                 room_for_one(open, MAX_SESSIONS_PER_AGENT, "agent")?;
                 if let Some(lease) = &lease {
-                    let of_lease: u64 = txn.row(
-                        "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1 AND lease_id = ?2",
-                        params![session.agent_id.as_str(), lease],
-                        |row| row.get(0),
+                    let of_lease = rows::upload_sessions::count_of_lease(
+                        txn,
+                        session.agent_id.as_str(),
+                        lease,
                     )?;
                     room_for_one(of_lease, MAX_SESSIONS_PER_LEASE, "lease")?;
                 }
-                txn.run(
-                    "INSERT INTO upload_sessions
-                     (upload_id, agent_id, group_id, lease_id, staging_path, received,
-                      started_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)",
-                    params![
-                        id,
-                        session.agent_id.as_str(),
-                        session.group_id.as_str(),
-                        lease,
-                        upload_path(&id).to_string(),
-                        now
-                    ],
-                )?;
-                Ok(())
+                rows::upload_sessions::insert(
+                    txn,
+                    &rows::upload_sessions::New {
+                        upload_id: &id,
+                        agent_id: session.agent_id.as_str(),
+                        group_id: session.group_id.as_str(),
+                        lease_id: lease.as_deref(),
+                        staging_path: upload_path(&id).as_ref(),
+                        now: &now,
+                    },
+                )
             })
             .await?;
         Ok(UploadSession {
@@ -338,13 +316,9 @@ impl Engine {
             .write(move |txn| {
                 // The chunk may have streamed for long: its caller must still be live.
                 acting.check(txn, &now)?;
-                let moved = txn.run(
-                    "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2
-                     WHERE upload_id = ?3 AND received = ?4",
-                    params![appended, now, id, before],
-                )?;
+                let moved = rows::upload_sessions::advance(txn, &id, before, appended, &now)?;
                 // The claim keeps every other writer of this row away.
-                if moved == 1 { Ok(()) } else { Err(not_found()) }
+                if moved { Ok(()) } else { Err(not_found()) }
             })
             .await;
         if let Err(error) = moved {
@@ -416,8 +390,7 @@ impl Engine {
                 .write(move |txn| {
                     // The re-hash may have taken long: an ended caller discards nothing.
                     acting.check(txn, &now)?;
-                    txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [&id])?;
-                    Ok(())
+                    rows::upload_sessions::delete(txn, &id)
                 })
                 .await?;
             drop(staged);
@@ -470,7 +443,7 @@ impl Engine {
             .write(move |txn| {
                 acting.check(txn, &now)?;
                 let row = owned(txn, &id, &looking, lease.as_deref())?;
-                txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [&id])?;
+                rows::upload_sessions::delete(txn, &id)?;
                 Ok(row.staging_path)
             })
             .await?;
@@ -488,16 +461,7 @@ impl Engine {
     pub(crate) async fn sweep_upload_sessions(&self, cutoff: String) -> Result<u64, Error> {
         let idle = self
             .db
-            .read(move |conn| {
-                conn.prepare_cached(
-                    "SELECT upload_id, staging_path FROM upload_sessions WHERE updated_at < ?1",
-                )?
-                .query_map([&cutoff], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                })?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Error::from)
-            })
+            .read(move |conn| rows::upload_sessions::idle_since(conn, &cutoff))
             .await?;
         let mut n_removed = 0;
         for (upload_id, path) in idle {
@@ -506,10 +470,7 @@ impl Engine {
             };
             let id = upload_id.clone();
             self.db
-                .write(move |txn| {
-                    txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [&id])?;
-                    Ok(())
-                })
+                .write(move |txn| rows::upload_sessions::delete(txn, &id))
                 .await?;
             self.blobs
                 .remove_upload(&object_store::path::Path::from(path.as_str()))
@@ -530,11 +491,9 @@ pub(crate) async fn remove_orphan_uploads(db: &Db, blobs: &Blobs) -> Result<usiz
     }
     let orphans = db
         .read(move |conn| {
-            let mut statement =
-                conn.prepare_cached("SELECT 1 FROM upload_sessions WHERE upload_id = ?1")?;
             let mut orphans = Vec::new();
             for (path, name) in files {
-                if !statement.exists([&name])? {
+                if !rows::upload_sessions::exists(conn, &name)? {
                     orphans.push(path);
                 }
             }

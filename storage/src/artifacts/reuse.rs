@@ -6,8 +6,7 @@
 //! Who may read or cite what is decided in `access.rs` (`can_read_artifact`, `may_cite`); this
 //! file only writes and reads the record.
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::evidence::Outcome;
 use weft_api::kinds;
 use weft_api::manifest::Classification;
@@ -20,7 +19,7 @@ use crate::access::{can_read_artifact, membership};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::events::{self, to32};
+use crate::events::{self};
 use crate::sessions::Session;
 
 impl Engine {
@@ -53,15 +52,27 @@ impl Engine {
                     }
                 }
                 if !can_read_artifact(txn, &reader, &artifact)? {
-                    return Err(reject(ErrorCode::NotFound, format!("no artifact {artifact} is visible to you")));
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!("no artifact {artifact} is visible to you"),
+                    ));
                 }
                 if let Some(existing) = reuse_record(txn, group, &artifact)? {
-                    if existing.approval == request.approval && existing.classification == request.classification {
+                    if existing.approval == request.approval
+                        && existing.classification == request.classification
+                    {
                         return Ok((existing, false));
                     }
-                    return Err(reject(ErrorCode::Conflict, format!("{artifact} is reusable already, under approval {}", existing.approval)));
+                    return Err(reject(
+                        ErrorCode::Conflict,
+                        format!(
+                            "{artifact} is reusable already, under approval {}",
+                            existing.approval
+                        ),
+                    ));
                 }
-                let (approved_by, mission_id) = check_approval(txn, group, &artifact, &request.approval)?;
+                let (approved_by, mission_id) =
+                    check_approval(txn, group, &artifact, &request.approval)?;
                 let event = EventPayload::ReusePublished(kinds::ReusePublished {
                     approved_by: Id::parse("agentId", &approved_by)?,
                     artifact,
@@ -72,14 +83,19 @@ impl Engine {
                 });
                 let sequence = events::append(txn, &group_id, &event, now)?;
                 let published_at = format_instant(now);
-                txn.run(
-                    "INSERT INTO reusable_artifacts (group_id, blake3, classification, evidence_id, approved_by, mission_id,
-                                                     published_by, sequence, published_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![
-                        group, &artifact.0[..], request.classification.as_str(), &request.approval.0[..], approved_by,
-                        mission_id, agent_id.as_str(), sequence, published_at
-                    ],
+                crate::rows::reusable_artifacts::insert(
+                    txn,
+                    group,
+                    &artifact,
+                    &crate::rows::reusable_artifacts::Row {
+                        classification: request.classification.as_str().to_owned(),
+                        evidence_id: request.approval,
+                        approved_by: approved_by.clone(),
+                        mission_id: mission_id.clone(),
+                        published_by: agent_id.to_string(),
+                        sequence,
+                        published_at: published_at.clone(),
+                    },
                 )?;
                 Ok((
                     ReuseRecord {
@@ -108,13 +124,7 @@ fn check_approval(
     artifact: &ArtifactId,
     evidence_id: &ArtifactId,
 ) -> Result<(String, String), Error> {
-    let row: Option<(String, String, String, String)> = conn
-        .row(
-            "SELECT producer, mission_id, standing, envelope FROM evidence WHERE evidence_id = ?1 AND group_id = ?2",
-            params![&evidence_id.0[..], group],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )
-        .optional()?;
+    let row = crate::rows::evidence::approval(conn, evidence_id, group)?;
     let Some((producer, mission_id, standing, envelope)) = row else {
         return Err(reject(
             ErrorCode::UnknownEvidence,
@@ -122,14 +132,7 @@ fn check_approval(
         ));
     };
     let (_, evidence) = crate::evidence::decode(&envelope)?;
-    let superseded = conn
-        .row(
-            "SELECT 1 FROM evidence WHERE supersedes = ?1",
-            [&evidence_id.0[..]],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some();
+    let superseded = crate::rows::evidence::is_superseded(conn, evidence_id)?;
     // Separation of duties at weigh time: an approver that did the work since is a worker.
     let workers =
         crate::evidence::standing::worked_on(conn, evidence.work_item_id.as_str(), group)?;
@@ -156,16 +159,7 @@ pub(crate) fn reuse_record(
     group: &str,
     artifact: &ArtifactId,
 ) -> Result<Option<ReuseRecord>, Error> {
-    type Row = (String, Vec<u8>, String, String, String, u64, String);
-    let row: Option<Row> = conn
-        .row(
-            "SELECT classification, evidence_id, approved_by, mission_id, published_by, sequence, published_at
-             FROM reusable_artifacts WHERE group_id = ?1 AND blake3 = ?2",
-            params![group, &artifact.0[..]],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?)),
-        )
-        .optional()?;
-    let Some((
+    let Some(crate::rows::reusable_artifacts::Row {
         classification,
         evidence_id,
         approved_by,
@@ -173,7 +167,7 @@ pub(crate) fn reuse_record(
         published_by,
         sequence,
         published_at,
-    )) = row
+    }) = crate::rows::reusable_artifacts::get(conn, group, artifact)?
     else {
         return Ok(None);
     };
@@ -184,7 +178,7 @@ pub(crate) fn reuse_record(
         artifact: *artifact,
         group_id: group.to_owned(),
         classification,
-        approval: ArtifactId(to32(evidence_id)?),
+        approval: evidence_id,
         approved_by,
         mission_id,
         published_by,

@@ -17,6 +17,7 @@ use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::events::to32;
+use crate::rows;
 
 /// What one sweep removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,32 +48,13 @@ impl Engine {
         let (removed, nonces_removed) = self
             .db
             .write(move |txn| {
-                let sql = format!(
-                    "SELECT blake3, size FROM blobs
-                     WHERE COALESCE((SELECT MAX(uploaded_at) FROM blob_uploaders
-                                     WHERE blob_uploaders.blake3 = blobs.blake3), stored_at) < ?1
-                       AND {}",
-                    uncited("blobs.blake3")
-                );
-                let mut select = txn.prepare(&sql)?;
-                let rows = select
-                    .query_map([&blob_cutoff], |row| {
-                        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, u64>(1)?))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
-                drop(select);
+                let rows = rows::blobs::stale_where(txn, &blob_cutoff, &uncited("blobs.blake3"))?;
                 let mut removed = Vec::with_capacity(rows.len());
                 for (blake3, size) in rows {
-                    txn.run("DELETE FROM blob_uploaders WHERE blake3 = ?1", [&blake3])?;
-                    txn.run(
-                        "DELETE FROM blob_verifications WHERE blake3 = ?1",
-                        [&blake3],
-                    )?;
-                    txn.run(
-                        "DELETE FROM inline_bytes WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?1)",
-                        [&blake3],
-                    )?;
-                    txn.run("DELETE FROM blobs WHERE blake3 = ?1", [&blake3])?;
+                    rows::blob_uploaders::delete_of_blob(txn, &blake3)?;
+                    rows::blob_verifications::delete_of_blob(txn, &blake3)?;
+                    rows::inline_bytes::delete_of_blob(txn, &blake3)?;
+                    rows::blobs::delete(txn, &blake3)?;
                     removed.push((ArtifactId(to32(blake3)?), size));
                 }
                 let nonces_removed = txn.run(

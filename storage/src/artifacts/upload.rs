@@ -9,12 +9,11 @@
 //! fsynced, promoted) even when another Group holds them, so they cost what new bytes cost.
 //! Only bytes the uploader may already see take the hash-only fast path.
 
-use crate::sql::Cached as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures::Stream;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 
@@ -139,11 +138,13 @@ impl Counters {
 pub(crate) fn uncited(column: &str) -> String {
     format!(
         "NOT {}
-         AND NOT EXISTS (SELECT 1 FROM evidence_artifacts WHERE evidence_artifacts.blake3 = {column})
-         AND NOT EXISTS (SELECT 1 FROM schemas WHERE schemas.blake3 = {column})
+         AND NOT {}
+         AND NOT {}
          AND NOT EXISTS (SELECT 1 FROM snapshots
                          WHERE snapshots.state_blake3 = {column} OR snapshots.archive_blake3 = {column})",
-        crate::rows::manifests::cites_column(column)
+        crate::rows::manifests::cites_column(column),
+        crate::rows::evidence_artifacts::cites_column(column),
+        crate::rows::schemas::cites_column(column),
     )
 }
 
@@ -170,22 +171,12 @@ pub(crate) fn held_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error
 
 /// Bytes in `agent_id`'s open resumable upload sessions.
 fn session_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
-    Ok(conn.row(
-        "SELECT COALESCE(SUM(received), 0) FROM upload_sessions WHERE agent_id = ?1",
-        [agent_id],
-        |row| row.get(0),
-    )?)
+    crate::rows::upload_sessions::bytes_of_agent(conn, agent_id)
 }
 
 /// Bytes `agent_id` uploaded that nothing cites yet.
 fn unpublished_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
-    let sql = format!(
-        // Each blob once, however many of the Agent's Groups it was uploaded in.
-        "SELECT COALESCE(SUM(blobs.size), 0) FROM blobs
-         WHERE blobs.blake3 IN (SELECT blake3 FROM blob_uploaders WHERE agent_id = ?1) AND {}",
-        uncited("blobs.blake3")
-    );
-    Ok(conn.row(&sql, [agent_id], |row| row.get::<_, u64>(0))?)
+    crate::rows::blobs::uploaded_bytes_where(conn, agent_id, &uncited("blobs.blake3"))
 }
 
 /// Whether the transaction that records a blob also cites it (a publication of its bytes),
@@ -406,30 +397,35 @@ impl Engine {
                 // (`repairs.rs`).
                 let pending = repair.then(|| repairs.begin(digests.blake3));
                 if repair {
-                    let repaired = txn.run(
-                        "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
-                        [&digests.blake3.0[..]],
-                    )?;
+                    let repaired = crate::rows::blobs::repair(txn, &digests.blake3)?;
                     // Every Group that heard of the quarantine hears of the repair
                     // (issue #10 finding 9c).
-                    if repaired > 0 {
+                    if repaired {
                         append_repaired(txn, digests.blake3, now)?;
                     }
                 }
                 if let Some(upload_id) = &finishing {
-                    txn.run("DELETE FROM upload_sessions WHERE upload_id = ?1", [upload_id])?;
+                    crate::rows::upload_sessions::delete(txn, upload_id)?;
                 }
                 // A publication of its bytes writes no uploader row: its manifest, committed
                 // in this transaction or nothing is, is what lets the publisher see the bytes,
                 // keeps them from the sweep and off its uncited bytes; the row would only add
                 // a random page of a digest-keyed B-tree to every small publication's commit.
-                if let (Reader::Agent { agent_id, group_id, .. }, Cited::Not) = (&uploader, cited) {
+                if let (
+                    Reader::Agent {
+                        agent_id, group_id, ..
+                    },
+                    Cited::Not,
+                ) = (&uploader, cited)
+                {
                     // `uploaded_at` moves with every upload: the sweep keeps a blob someone
                     // uploaded recently, however old its first copy is.
-                    txn.run(
-                        "INSERT INTO blob_uploaders (blake3, agent_id, group_id, uploaded_at) VALUES (?1, ?2, ?3, ?4)
-                         ON CONFLICT (blake3, agent_id, group_id) DO UPDATE SET uploaded_at = excluded.uploaded_at",
-                        params![&digests.blake3.0[..], agent_id.as_str(), group_id.as_str(), format_instant(now)],
+                    crate::rows::blob_uploaders::record(
+                        txn,
+                        &digests.blake3,
+                        agent_id.as_str(),
+                        group_id.as_str(),
+                        now,
                     )?;
                 }
                 then(txn, already_visible).map(|answer| (answer, pending))
@@ -515,45 +511,25 @@ fn record_row(
     inline: Option<&[u8]>,
     repair: bool,
 ) -> Result<(), Error> {
-    let blake3 = &digests.blake3.0[..];
-    let held: Option<Option<i64>> = txn
-        .row(
-            "SELECT inline_id FROM blobs WHERE blake3 = ?1",
-            [blake3],
-            |row| row.get(0),
-        )
-        .optional()?;
-    let append = |bytes: &[u8]| -> Result<i64, Error> {
-        txn.run("INSERT INTO inline_bytes (bytes) VALUES (?1)", [bytes])?;
-        Ok(txn.last_insert_rowid())
-    };
-    match (held, inline) {
+    use crate::rows::{blobs, inline_bytes};
+    let blake3 = &digests.blake3;
+    match (blobs::inline_id(txn, blake3)?, inline) {
         (None, inline) => {
-            let inline_id = inline.map(append).transpose()?;
-            txn.run(
-                "INSERT INTO blobs (blake3, sha256, size, stored_at, inline_id) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![blake3, &digests.sha256.0[..], digests.size, format_instant(now), inline_id],
-            )?;
+            let inline_id = inline
+                .map(|bytes| inline_bytes::insert(txn, bytes))
+                .transpose()?;
+            blobs::insert(txn, digests, now, inline_id)?;
         }
         (Some(None), Some(bytes)) => {
-            let inline_id = append(bytes)?;
-            txn.run(
-                "UPDATE blobs SET inline_id = ?2 WHERE blake3 = ?1",
-                params![blake3, inline_id],
-            )?;
+            let inline_id = inline_bytes::insert(txn, bytes)?;
+            blobs::set_inline(txn, blake3, inline_id)?;
         }
         (Some(Some(inline_id)), Some(bytes)) if repair => {
-            txn.run(
-                "UPDATE inline_bytes SET bytes = ?2 WHERE id = ?1",
-                params![inline_id, bytes],
-            )?;
+            inline_bytes::replace(txn, inline_id, bytes)?;
         }
         (Some(Some(inline_id)), None) if repair => {
-            txn.run(
-                "UPDATE blobs SET inline_id = NULL WHERE blake3 = ?1",
-                [blake3],
-            )?;
-            txn.run("DELETE FROM inline_bytes WHERE id = ?1", [inline_id])?;
+            blobs::clear_inline(txn, blake3)?;
+            inline_bytes::delete(txn, inline_id)?;
         }
         (Some(_), _) => {}
     }

@@ -10,14 +10,12 @@
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use rusqlite::{OptionalExtension as _, params};
 use weft_api::{ArtifactId, Digest, ErrorCode, Id, KeyId};
 
 use crate::access::{Reader, recorded_key};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::sql::Cached as _;
 
 /// The newest intact re-hash of a blob.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,14 +61,7 @@ impl Engine {
     ) -> Result<(), Error> {
         let now = format_instant(self.clock.now());
         self.db
-            .write(move |txn| {
-                txn.run(
-                    "INSERT INTO blob_verifications (blake3, verified_at, verified_by) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (blake3) DO UPDATE SET verified_at = excluded.verified_at, verified_by = excluded.verified_by",
-                    params![&blake3.0[..], now, by],
-                )?;
-                Ok(())
-            })
+            .write(move |txn| crate::rows::blob_verifications::record(txn, &blake3, &now, &by))
             .await
     }
 
@@ -89,23 +80,20 @@ impl Engine {
                         format!("no artifact {digest} is visible to you"),
                     )
                 };
-                // Visibility decided in the first lookup (`visible.rs`, issue #40).
-                let visible = super::visible::visible_manifests(conn, &reader, &digest, false)?;
+                // Visibility decided in the first lookup (`rows/manifests.rs`, issue #40).
+                let visible =
+                    crate::rows::manifests::visible_manifests(conn, reader.seer(), &digest, false)?;
                 let Some(digests) = visible.first().map(|visible| visible.digests) else {
                     return Err(not_found());
                 };
-                Ok(conn
-                    .row(
-                        "SELECT verified_at, verified_by FROM blob_verifications WHERE blake3 = ?1",
-                        [&digests.blake3.0[..]],
-                        |row| {
-                            Ok(Verification {
-                                verified_at: row.get(0)?,
-                                verified_by: row.get(1)?,
-                            })
-                        },
-                    )
-                    .optional()?)
+                Ok(
+                    crate::rows::blob_verifications::newest(conn, &digests.blake3)?.map(|row| {
+                        Verification {
+                            verified_at: row.verified_at,
+                            verified_by: row.verified_by,
+                        }
+                    }),
+                )
             })
             .await
     }

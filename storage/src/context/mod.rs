@@ -12,7 +12,7 @@ mod store;
 pub(crate) use reads::check_rows;
 
 use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::{Connection, OptionalExtension as _};
 use weft_api::context::{
     ContextForwardedAnswer, ContextPackage, ContextPublishedAnswer, ForwardRequest, Link,
     check_chain,
@@ -36,47 +36,16 @@ const WRITERS: [Role; 3] = [Role::Worker, Role::Coordinator, Role::Reviewer];
 
 /// The chain link of the version `context_id` indexed in `group_id`, if any.
 fn link_by_id(conn: &Connection, group_id: &str, id: &ArtifactId) -> Result<Option<Link>, Error> {
-    conn.row(
-        "SELECT package_id, version, mission_id FROM context_packages
-         WHERE group_id = ?1 AND context_id = ?2",
-        params![group_id, &id.0[..]],
-        |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get(1)?,
-                row.get::<_, String>(2)?,
-            ))
-        },
-    )
-    .optional()?
-    .map(|(package_id, version, mission_id)| link(*id, &package_id, version, &mission_id))
-    .transpose()
+    crate::rows::context_packages::link_by_id(conn, group_id, id)?
+        .map(|(package_id, version, mission_id)| link(*id, &package_id, version, &mission_id))
+        .transpose()
 }
 
 /// The latest version of `package_id` indexed in `group_id`, if any.
 fn latest_link(conn: &Connection, group_id: &str, package_id: &str) -> Result<Option<Link>, Error> {
-    conn.row(
-        "SELECT context_id, version, mission_id FROM context_packages
-         WHERE group_id = ?1 AND package_id = ?2 ORDER BY version DESC LIMIT 1",
-        params![group_id, package_id],
-        |row| {
-            Ok((
-                row.get::<_, Vec<u8>>(0)?,
-                row.get(1)?,
-                row.get::<_, String>(2)?,
-            ))
-        },
-    )
-    .optional()?
-    .map(|(id, version, mission_id)| {
-        link(
-            ArtifactId(events::to32(id)?),
-            package_id,
-            version,
-            &mission_id,
-        )
-    })
-    .transpose()
+    crate::rows::context_packages::latest_link(conn, group_id, package_id)?
+        .map(|(id, version, mission_id)| link(id, package_id, version, &mission_id))
+        .transpose()
 }
 
 fn link(id: ArtifactId, package_id: &str, version: u64, mission_id: &str) -> Result<Link, Error> {
@@ -252,13 +221,7 @@ impl Engine {
         self.db
             .write(move |txn| {
                 let group = group_id.as_str();
-                let existing: Option<u64> = txn
-                    .row(
-                        "SELECT sequence FROM context_packages WHERE context_id = ?1 AND group_id = ?2",
-                        params![&context_id.0[..], group],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
+                let existing = crate::rows::context_packages::sequence_of(txn, &context_id, group)?;
                 let answer = |sequence| ContextPublishedAnswer {
                     context_id,
                     package_id: package.package_id.clone(),
@@ -270,7 +233,12 @@ impl Engine {
                 }
                 match agent_by_keyid(txn, &keyid)? {
                     Some((agent_id, _, _)) if agent_id == signer => {}
-                    _ => return Err(reject(ErrorCode::UnknownKey, "the signing key was unregistered meanwhile")),
+                    _ => {
+                        return Err(reject(
+                            ErrorCode::UnknownKey,
+                            "the signing key was unregistered meanwhile",
+                        ));
+                    }
                 }
                 // CTX-4: the generator must be a member allowed to write the Mission.
                 check_writer(txn, group, signer.as_str(), &WRITERS)?;
@@ -307,7 +275,12 @@ impl Engine {
                         format!("package id {} is taken; choose another", package.package_id),
                     ));
                 }
-                check_chain(&new, package.previous.as_ref(), named.as_ref(), latest.as_ref())?;
+                check_chain(
+                    &new,
+                    package.previous.as_ref(),
+                    named.as_ref(),
+                    latest.as_ref(),
+                )?;
                 check_range(txn, &package)?;
                 check_artifacts(txn, &package, &generator)?;
                 let sequence = events::append(
@@ -326,7 +299,15 @@ impl Engine {
                     }),
                     now,
                 )?;
-                insert_row(txn, group, &package, context_id, &envelope_json, sequence, None)?;
+                insert_row(
+                    txn,
+                    group,
+                    &package,
+                    context_id,
+                    &envelope_json,
+                    sequence,
+                    None,
+                )?;
                 Ok((answer(sequence), true))
             })
             .await
@@ -360,11 +341,15 @@ impl Engine {
                 // The role first: only a coordinator (who sees the whole Group) learns whether a
                 // package or version exists; a Mission-scoped member learns nothing here.
                 check_writer(txn, from.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
-                let record = reads::version_row(txn, from.as_str(), package_id.as_str(), request.version)?
-                    .ok_or_else(|| reads::no_package(&package_id))?;
+                let record =
+                    reads::version_row(txn, from.as_str(), package_id.as_str(), request.version)?
+                        .ok_or_else(|| reads::no_package(&package_id))?;
                 let to = request.to_group_id.clone();
                 if to == from {
-                    return Err(reject(ErrorCode::BadRequest, "toGroupId is the package's own Group"));
+                    return Err(reject(
+                        ErrorCode::BadRequest,
+                        "toGroupId is the package's own Group",
+                    ));
                 }
                 // Another Group the forwarder cannot write answers alike whether or not it exists.
                 if !crate::access::group_exists(txn, to.as_str())? {
@@ -379,7 +364,10 @@ impl Engine {
                 if !may_forward(level) {
                     return Err(reject(
                         ErrorCode::ClassificationForbids,
-                        format!("the package cites {} content, which never leaves its Group", level.as_str()),
+                        format!(
+                            "the package cites {} content, which never leaves its Group",
+                            level.as_str()
+                        ),
                     ));
                 }
                 let context_id = record.context_id;
@@ -390,25 +378,20 @@ impl Engine {
                     to_group_id: to.clone(),
                     to_sequence,
                 };
-                let already: Option<u64> = txn
-                    .row(
-                        "SELECT sequence FROM context_packages WHERE context_id = ?1 AND group_id = ?2",
-                        params![&context_id.0[..], to.as_str()],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
+                let already =
+                    crate::rows::context_packages::sequence_of(txn, &context_id, to.as_str())?;
                 if let Some(to_sequence) = already {
                     return Ok((answer(record.sequence, to_sequence), false));
                 }
                 // The target's versions of this package id must all be copies from this same
                 // source Group: a forwarded version never joins a chain published there (whose
                 // readers may be scoped to a Mission the copy is not of).
-                let (same_version, foreign): (bool, bool) = txn.row(
-                    "SELECT coalesce(max(version = ?3), 0),
-                            coalesce(max(forwarded_from IS NULL OR forwarded_from != ?4), 0)
-                     FROM context_packages WHERE group_id = ?1 AND package_id = ?2",
-                    params![to.as_str(), package.package_id.as_str(), package.version, from.as_str()],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
+                let (same_version, foreign) = crate::rows::context_packages::held_versions(
+                    txn,
+                    to.as_str(),
+                    package.package_id.as_str(),
+                    package.version,
+                    from.as_str(),
                 )?;
                 if same_version || foreign {
                     return Err(reject(
@@ -429,15 +412,26 @@ impl Engine {
                 };
                 let from_sequence = events::append(txn, &from, &event(&from, &to), now)?;
                 let to_sequence = events::append(txn, &to, &event(&from, &to), now)?;
-                let envelope_json = serde_json::to_string(&record.envelope).map_err(Error::backend)?;
-                insert_row(txn, to.as_str(), package, context_id, &envelope_json, to_sequence, Some((&from, &agent_id)))?;
+                let envelope_json =
+                    serde_json::to_string(&record.envelope).map_err(Error::backend)?;
+                insert_row(
+                    txn,
+                    to.as_str(),
+                    package,
+                    context_id,
+                    &envelope_json,
+                    to_sequence,
+                    Some((&from, &agent_id)),
+                )?;
                 for artifact in &package.artifacts {
                     // Before the commit: the fast read may only ever leave too many to the index.
                     hot.note_forwarded(*artifact);
-                    txn.run(
-                        "INSERT OR IGNORE INTO forwarded_artifacts (group_id, blake3, context_id, from_group_id)
-                         VALUES (?1, ?2, ?3, ?4)",
-                        params![to.as_str(), &artifact.0[..], &context_id.0[..], from.as_str()],
+                    crate::rows::forwarded_artifacts::insert(
+                        txn,
+                        to.as_str(),
+                        artifact,
+                        &context_id,
+                        from.as_str(),
                     )?;
                 }
                 Ok((answer(from_sequence, to_sequence), true))
@@ -456,28 +450,23 @@ fn insert_row(
     forwarded: Option<(&Id, &Id)>,
 ) -> Result<(), Error> {
     let artifacts = serde_json::to_string(&package.artifacts).map_err(Error::backend)?;
-    conn.run(
-        "INSERT INTO context_packages (context_id, group_id, package_id, version, previous, mission_id,
-             work_item_id, events_from, events_to, artifacts, generator, envelope, sequence,
-             forwarded_from, forwarded_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-        params![
-            &context_id.0[..],
+    crate::rows::context_packages::insert(
+        conn,
+        &crate::rows::context_packages::New {
+            context_id: &context_id,
             group_id,
-            package.package_id.as_str(),
-            package.version,
-            package.previous.as_ref().map(|id| id.0.to_vec()),
-            package.mission_id.as_str(),
-            package.work_item_id.as_ref().map(Id::as_str),
-            package.source_events.from,
-            package.source_events.to,
-            artifacts,
-            package.generator.agent_id.as_str(),
-            envelope_json,
+            package_id: package.package_id.as_str(),
+            version: package.version,
+            previous: package.previous.as_ref(),
+            mission_id: package.mission_id.as_str(),
+            work_item_id: package.work_item_id.as_ref().map(Id::as_str),
+            events_from: package.source_events.from,
+            events_to: package.source_events.to,
+            artifacts: &artifacts,
+            generator: package.generator.agent_id.as_str(),
+            envelope: envelope_json,
             sequence,
-            forwarded.map(|(from, _)| from.as_str()),
-            forwarded.map(|(_, by)| by.as_str()),
-        ],
-    )?;
-    Ok(())
+            forwarded: forwarded.map(|(from, by)| (from.as_str(), by.as_str())),
+        },
+    )
 }

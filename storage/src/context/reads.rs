@@ -6,12 +6,11 @@
 //! oracle). Visibility goes through the reader's Group as every other read does; a Mission
 //! scope of the Membership (CTX-5) applies here once `Reader` carries it.
 
-use crate::sql::Cached as _;
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::context::{ContextPackage, ContextRecord, ContextVersions};
 use weft_api::dsse::BASE64;
 use weft_api::event::Delivered;
@@ -30,21 +29,8 @@ pub(super) fn no_package(package_id: &Id) -> Error {
     )
 }
 
-const COLUMNS: &str = "context_id, group_id, sequence, forwarded_from, envelope";
-
-/// One `context_packages` row as `COLUMNS` selects it: id, Group, sequence, forwarded from,
-/// envelope.
-type Row = (Vec<u8>, String, u64, Option<String>, String);
-
-fn record(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-    ))
-}
+/// One `context_packages` row: id, Group, sequence, forwarded from, envelope.
+type Row = crate::rows::context_packages::Row;
 
 fn to_record(
     (id, group_id, sequence, forwarded_from, envelope): Row,
@@ -71,23 +57,9 @@ pub(super) fn version_row(
     package_id: &str,
     version: Option<u64>,
 ) -> Result<Option<ContextRecord>, Error> {
-    let row = match version {
-        Some(version) => conn
-            .row(
-                &format!("SELECT {COLUMNS} FROM context_packages WHERE group_id = ?1 AND package_id = ?2 AND version = ?3"),
-                params![group_id, package_id, version],
-                record,
-            )
-            .optional()?,
-        None => conn
-            .row(
-                &format!("SELECT {COLUMNS} FROM context_packages WHERE group_id = ?1 AND package_id = ?2 ORDER BY version DESC LIMIT 1"),
-                params![group_id, package_id],
-                record,
-            )
-            .optional()?,
-    };
-    row.map(to_record).transpose()
+    crate::rows::context_packages::version(conn, group_id, package_id, version)?
+        .map(to_record)
+        .transpose()
 }
 
 fn all_rows(
@@ -95,13 +67,10 @@ fn all_rows(
     group_id: &str,
     package_id: &str,
 ) -> Result<Vec<ContextRecord>, Error> {
-    let mut statement = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM context_packages WHERE group_id = ?1 AND package_id = ?2 ORDER BY version"
-    ))?;
-    let rows = statement
-        .query_map(params![group_id, package_id], record)?
-        .collect::<Result<Vec<_>, _>>()?;
-    rows.into_iter().map(to_record).collect()
+    crate::rows::context_packages::versions(conn, group_id, package_id)?
+        .into_iter()
+        .map(to_record)
+        .collect()
 }
 
 /// Where `reader` finds the package `id` names: `(Group, packageId, version)`. `id` is a
@@ -120,13 +89,7 @@ fn resolve(
     if reader.sees_whole_group() {
         return Ok(Some(found));
     }
-    let mission: Option<String> = conn
-        .row(
-            "SELECT mission_id FROM context_packages WHERE group_id = ?1 AND package_id = ?2 LIMIT 1",
-            params![found.0, found.1],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let mission = crate::rows::context_packages::mission_of(conn, &found.0, &found.1)?;
     Ok(mission
         .is_some_and(|mission| reader.sees_mission(&found.0, &mission))
         .then_some(found))
@@ -143,26 +106,14 @@ fn locate(
         Reader::Admin => None,
     };
     if let Ok(context_id) = ArtifactId::parse(id.as_str()) {
-        return Ok(conn
-            .row(
-                "SELECT group_id, package_id, version FROM context_packages
-                 WHERE context_id = ?1 AND (?2 IS NULL OR group_id = ?2)
-                 ORDER BY forwarded_from IS NOT NULL, group_id LIMIT 1",
-                params![&context_id.0[..], own],
-                |row| Ok((row.get(0)?, row.get(1)?, Some(row.get(2)?))),
-            )
-            .optional()?);
+        return Ok(
+            crate::rows::context_packages::locate(conn, &context_id, own)?
+                .map(|(group, package, version)| (group, package, Some(version))),
+        );
     }
     let group: Option<String> = match own {
         Some(group) => Some(group.to_owned()),
-        None => conn
-            .row(
-                "SELECT group_id FROM context_packages WHERE package_id = ?1
-                 ORDER BY forwarded_from IS NOT NULL, group_id LIMIT 1",
-                [id.as_str()],
-                |row| row.get(0),
-            )
-            .optional()?,
+        None => crate::rows::context_packages::group_of(conn, id.as_str())?,
     };
     Ok(group.map(|group| (group, id.to_string(), None)))
 }
@@ -350,14 +301,7 @@ fn merge(into: &mut Vec<Name>, from: Vec<Name>) {
 /// fsck: every indexed version's payload hashes to its id and is signed by a key its generator
 /// had, and a version after 1 names a previous version indexed in the same Group.
 pub(crate) fn check_rows(conn: &Connection) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare(&format!(
-        "SELECT {COLUMNS}, previous FROM context_packages ORDER BY group_id, package_id, version"
-    ))?;
-    let rows = statement
-        .query_map([], |row| {
-            Ok((record(row)?, row.get::<_, Option<Vec<u8>>>(5)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = crate::rows::context_packages::all_with_previous(conn)?;
     let mut problems = Vec::new();
     for (row, previous) in rows {
         let (id, group) = (row.0.clone(), row.1.clone());
@@ -391,13 +335,7 @@ pub(crate) fn check_rows(conn: &Connection) -> Result<Vec<String>, Error> {
             )),
         }
         if let Some(previous) = previous {
-            let found: Option<u64> = conn
-                .row(
-                    "SELECT version FROM context_packages WHERE group_id = ?1 AND context_id = ?2",
-                    params![group, previous],
-                    |row| row.get(0),
-                )
-                .optional()?;
+            let found = crate::rows::context_packages::version_of_id(conn, &group, &previous)?;
             if found.is_none() && record.forwarded_from.is_none() {
                 problems.push(format!(
                     "context {name} in {group}: previous version is not indexed"
@@ -411,10 +349,12 @@ pub(crate) fn check_rows(conn: &Connection) -> Result<Vec<String>, Error> {
 #[cfg(test)]
 mod tests {
     use ed25519_dalek::SigningKey;
+    use rusqlite::params;
     use serde_json::json;
     use weft_api::KeyId;
 
     use super::*;
+    use crate::sql::Cached as _;
 
     /// fsck's context check: a row signed by its generator's recorded key passes; one whose
     /// signer is not the generator, or whose id is not its payload's, is reported.

@@ -9,11 +9,10 @@
 mod reviewer;
 pub(crate) mod standing;
 
-use crate::sql::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::dsse::BASE64;
 use weft_api::evidence::{AUTHORITY_AGENT, Evidence, MethodKind, Outcome};
 use weft_api::kinds;
@@ -53,26 +52,6 @@ pub(crate) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error>
     let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
     let evidence = Evidence::parse(&payload)?;
     Ok((envelope, evidence))
-}
-
-/// The SQL fragment and parameters restricting Evidence rows to `reader`'s Group and, for a
-/// Mission-scoped member, to its Missions (CTX-5): every Evidence read goes through it.
-fn visible_clause(reader: &Reader, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> String {
-    match reader {
-        Reader::Admin => String::new(),
-        Reader::Agent { group_id, .. } => {
-            args.push(Box::new(group_id.to_string()));
-            let mut clause = format!(" AND e.group_id = ?{}", args.len());
-            if let Some(missions) = reader.missions_json() {
-                args.push(Box::new(missions));
-                clause.push_str(&format!(
-                    " AND e.mission_id IN (SELECT value FROM json_each(?{}))",
-                    args.len()
-                ));
-            }
-            clause
-        }
-    }
 }
 
 /// Whether Evidence may cite `artifact` (EVD-4): published for its Mission in its Group, or
@@ -176,13 +155,7 @@ impl Prepared {
             envelope_json,
             now,
         } = self;
-        let existing: Option<u64> = txn
-            .row(
-                "SELECT sequence FROM evidence WHERE evidence_id = ?1",
-                [&evidence_id.0[..]],
-                |row| row.get(0),
-            )
-            .optional()?;
+        let existing = crate::rows::evidence::sequence_of(txn, &evidence_id)?;
         if let Some(sequence) = existing {
             return Ok((
                 EvidenceRecorded {
@@ -347,46 +320,37 @@ impl Engine {
         let limit = filter.limit.clamp(1, 1000);
         self.db
             .read(move |conn| {
-                let mut args: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
-                let mut sql = String::from(
-                    "SELECT e.rowid, e.evidence_id, e.group_id, e.sequence, e.envelope FROM evidence e WHERE 1 = 1",
-                );
-                let mut add = |clause: &str, value: Box<dyn rusqlite::ToSql>, args: &mut Vec<Box<dyn rusqlite::ToSql>>| {
-                    args.push(value);
-                    sql.push_str(&format!(" AND {clause} ?{}", args.len()));
+                let query = crate::rows::evidence::ListQuery {
+                    work_item_id: filter.work_item_id.as_ref().map(Id::to_string),
+                    criterion: filter.criterion.as_deref(),
+                    outcome: filter.outcome.map(|v| v.as_str()),
+                    method_kind: filter.method.map(|v| v.as_str()),
+                    producer: filter.producer.as_ref().map(Id::to_string),
+                    mission_id: filter.mission_id.as_ref().map(Id::to_string),
+                    artifact: filter.artifact,
+                    before: filter.after,
+                    limit,
                 };
-                if let Some(v) = &filter.work_item_id { add("e.work_item_id =", Box::new(v.to_string()), &mut args); }
-                if let Some(v) = &filter.criterion { add("e.criterion =", Box::new(v.clone()), &mut args); }
-                if let Some(v) = filter.outcome { add("e.outcome =", Box::new(v.as_str()), &mut args); }
-                if let Some(v) = filter.method { add("e.method_kind =", Box::new(v.as_str()), &mut args); }
-                if let Some(v) = &filter.producer { add("e.producer =", Box::new(v.to_string()), &mut args); }
-                if let Some(v) = &filter.mission_id { add("e.mission_id =", Box::new(v.to_string()), &mut args); }
-                if let Some(v) = filter.after { add("e.rowid <", Box::new(v), &mut args); }
-                if let Some(artifact) = filter.artifact {
-                    add("e.evidence_id IN (SELECT evidence_id FROM evidence_artifacts WHERE blake3 =", Box::new(artifact.0.to_vec()), &mut args);
-                    sql.push(')');
-                }
-                sql.push_str(&visible_clause(&reader, &mut args));
-                args.push(Box::new(limit + 1));
-                sql.push_str(&format!(" ORDER BY e.rowid DESC LIMIT ?{}", args.len()));
-                let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
-                let mut statement = conn.prepare(&sql)?;
-                let rows = statement
-                    .query_map(params.as_slice(), |row| {
-                        Ok((row.get::<_, u64>(0)?, row.get::<_, Vec<u8>>(1)?, row.get::<_, String>(2)?, row.get::<_, u64>(3)?, row.get::<_, String>(4)?))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let rows = crate::rows::evidence::list(conn, &query, &reader.seer())?;
                 let mut items = Vec::new();
                 let mut next = None;
                 let mut last_rowid = 0;
-                for (index, (rowid, evidence_id, group_id, sequence, envelope)) in rows.into_iter().enumerate() {
+                for (index, (rowid, evidence_id, group_id, sequence, envelope)) in
+                    rows.into_iter().enumerate()
+                {
                     if index as u32 == limit {
                         next = Some(last_rowid);
                         break;
                     }
                     last_rowid = rowid;
                     let (envelope, evidence) = decode(&envelope)?;
-                    items.push(EvidenceRecord { evidence_id: ArtifactId(to32(evidence_id)?), group_id, sequence, envelope, evidence });
+                    items.push(EvidenceRecord {
+                        evidence_id: ArtifactId(to32(evidence_id)?),
+                        group_id,
+                        sequence,
+                        envelope,
+                        evidence,
+                    });
                 }
                 Ok(EvidencePage { items, next })
             })
@@ -401,20 +365,21 @@ impl Engine {
         let reader = reader.clone();
         self.db
             .read(move |conn| {
-                let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(evidence_id.0.to_vec())];
-                let sql = format!(
-                    "SELECT e.group_id, e.sequence, e.envelope FROM evidence e WHERE e.evidence_id = ?1{}",
-                    visible_clause(&reader, &mut args)
-                );
-                let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
-                let row = conn
-                    .row(&sql, params.as_slice(), |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?, row.get::<_, String>(2)?)))
-                    .optional()?;
+                let row = crate::rows::evidence::visible_one(conn, &evidence_id, &reader.seer())?;
                 let Some((group_id, sequence, envelope)) = row else {
-                    return Err(reject(ErrorCode::NotFound, format!("no Evidence {evidence_id} is visible to you")));
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!("no Evidence {evidence_id} is visible to you"),
+                    ));
                 };
                 let (envelope, evidence) = decode(&envelope)?;
-                Ok(EvidenceRecord { evidence_id, group_id, sequence, envelope, evidence })
+                Ok(EvidenceRecord {
+                    evidence_id,
+                    group_id,
+                    sequence,
+                    envelope,
+                    evidence,
+                })
             })
             .await
     }
@@ -450,13 +415,12 @@ impl Engine {
         self.db
             .write(move |txn| {
                 if !can_read_artifact(txn, &Reader::Admin, &artifact)? {
-                    return Err(reject(ErrorCode::UnknownArtifact, format!("{artifact} is not a published artifact")));
+                    return Err(reject(
+                        ErrorCode::UnknownArtifact,
+                        format!("{artifact} is not a published artifact"),
+                    ));
                 }
-                txn.run(
-                    "INSERT INTO schemas (uri, blake3) VALUES (?1, ?2) ON CONFLICT (uri) DO UPDATE SET blake3 = excluded.blake3",
-                    params![uri, &artifact.0[..]],
-                )?;
-                Ok(())
+                crate::rows::schemas::register(txn, &uri, &artifact)
             })
             .await
     }
@@ -511,38 +475,12 @@ pub(crate) fn criteria_of(
     mission_id: Option<&Id>,
     reader: &Reader,
 ) -> Result<CriteriaView, Error> {
-    let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(work_item_id.to_string())];
-    let mut mission_clause = String::new();
-    if let Some(mission) = mission_id {
-        args.push(Box::new(mission.to_string()));
-        mission_clause = format!(" AND e.mission_id = ?{}", args.len());
-    }
-    let sql = format!(
-        "SELECT e.evidence_id, e.criterion, e.outcome, e.method_kind, e.producer, e.timestamp, e.sequence,
-                e.standing,
-                e.group_id, e.mission_id
-         FROM evidence e WHERE e.work_item_id = ?1{mission_clause}{} ORDER BY e.rowid",
-        visible_clause(reader, &mut args)
-    );
-    let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement
-        .query_map(params.as_slice(), |row| {
-            Ok((
-                (
-                    row.get::<_, Vec<u8>>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, u64>(6)?,
-                    row.get::<_, String>(7)?,
-                ),
-                (row.get::<_, String>(8)?, row.get::<_, String>(9)?),
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = crate::rows::evidence::of_work_item(
+        conn,
+        work_item_id.as_str(),
+        mission_id.map(Id::as_str),
+        &reader.seer(),
+    )?;
     let scopes: BTreeSet<&(String, String)> = rows.iter().map(|(_, scope)| scope).collect();
     if scopes.len() > 1 {
         return Err(reject(
@@ -654,22 +592,26 @@ pub(crate) fn insert_record(
         work_item_id: evidence.work_item_id.clone(),
     });
     let sequence = events::append(txn, &evidence.group_id, &event, now)?;
-    txn.run(
-        "INSERT INTO evidence (evidence_id, group_id, mission_id, work_item_id, criterion, outcome, method_kind,
-                               producer, timestamp, supersedes, envelope, sequence, standing)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-        params![
-            &evidence_id.0[..], group, evidence.mission_id.as_str(), evidence.work_item_id.as_str(),
-            evidence.criterion, evidence.result.outcome.as_str(), evidence.method.kind.as_str(),
-            signer.as_str(), evidence.timestamp.to_rfc3339(), evidence.supersedes.map(|id| id.0.to_vec()),
-            envelope_json, sequence, standing.as_str()
-        ],
+    crate::rows::evidence::insert(
+        txn,
+        &crate::rows::evidence::New {
+            evidence_id: &evidence_id,
+            group_id: group,
+            mission_id: evidence.mission_id.as_str(),
+            work_item_id: evidence.work_item_id.as_str(),
+            criterion: &evidence.criterion,
+            outcome: evidence.result.outcome.as_str(),
+            method_kind: evidence.method.kind.as_str(),
+            producer: signer.as_str(),
+            timestamp: &evidence.timestamp.to_rfc3339(),
+            supersedes: evidence.supersedes.as_ref(),
+            envelope: envelope_json,
+            sequence,
+            standing: standing.as_str(),
+        },
     )?;
     for artifact in &evidence.artifacts {
-        txn.run(
-            "INSERT INTO evidence_artifacts (evidence_id, blake3) VALUES (?1, ?2)",
-            params![&evidence_id.0[..], &artifact.0[..]],
-        )?;
+        crate::rows::evidence_artifacts::insert(txn, &evidence_id, artifact)?;
     }
     Ok(sequence)
 }

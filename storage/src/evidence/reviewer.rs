@@ -7,12 +7,10 @@
 //! Long (about 620 lines) because each check's read path (download slots, verified reads,
 //! the schema lookup) sits next to the Evidence it produces.
 
-use crate::sql::Cached as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::TryStreamExt as _;
-use rusqlite::OptionalExtension as _;
 use weft_api::evidence::{
     AUTHORITY_AGENT, EVIDENCE_TYPE, Evidence, EvidenceResult, Method, MethodKind, Metric, Outcome,
     Subject, SubjectKind,
@@ -27,7 +25,6 @@ use crate::artifacts::Content;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
-use crate::events::to32;
 use crate::sessions::Session;
 
 /// Largest JSON artifact the schema check loads into memory.
@@ -450,14 +447,7 @@ impl Engine {
             Err(_) => {
                 let uri = schema_ref.clone();
                 self.db
-                    .read(move |conn| {
-                        let row: Option<Vec<u8>> = conn
-                            .row("SELECT blake3 FROM schemas WHERE uri = ?1", [uri], |row| {
-                                row.get(0)
-                            })
-                            .optional()?;
-                        row.map(|bytes| Ok(ArtifactId(to32(bytes)?))).transpose()
-                    })
+                    .read(move |conn| crate::rows::schemas::by_uri(conn, &uri))
                     .await?
             }
         };

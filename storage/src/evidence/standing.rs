@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use rusqlite::{Connection, OptionalExtension as _};
+use rusqlite::Connection;
 use weft_api::evidence::Evidence;
 use weft_api::evidence::MethodKind;
 use weft_api::verdict::{
@@ -15,7 +15,6 @@ use weft_api::verdict::{
 use weft_api::{ArtifactId, ErrorCode, Id};
 
 use crate::error::{Error, reject};
-use crate::sql::Cached as _;
 
 /// Separation of duties: the Agents who did the work of WorkItem `work_item` in `group`, at
 /// any time so far: its owner and every Agent that held a lease of it (leases are never
@@ -41,24 +40,7 @@ pub(crate) fn superseded(
     work_item: &str,
     workers: &BTreeSet<String>,
 ) -> Result<BTreeSet<Vec<u8>>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT s.supersedes, s.producer, s.standing, e.producer, e.method_kind, s.method_kind, e.standing
-         FROM evidence s JOIN evidence e ON e.evidence_id = s.supersedes
-         WHERE s.work_item_id = ?1 AND s.supersedes IS NOT NULL",
-    )?;
-    let rows = statement
-        .query_map([work_item], |row| {
-            Ok((
-                row.get::<_, Vec<u8>>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, String>(4)?,
-                row.get::<_, String>(5)?,
-                row.get::<_, String>(6)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = crate::rows::evidence::corrections(conn, work_item)?;
     let mut superseded = BTreeSet::new();
     for (earlier, corrector, standing, producer, earlier_method, method, earlier_standing) in rows {
         let now = weighed(stored(&standing)?, &corrector, workers);
@@ -132,24 +114,7 @@ pub(super) fn check_supersedes(
     signer: &Id,
     standing: Standing,
 ) -> Result<(), Error> {
-    let target: Option<(String, String, String, String, String, String, String)> = conn
-        .row(
-            "SELECT group_id, mission_id, work_item_id, criterion, producer, method_kind, standing
-             FROM evidence WHERE evidence_id = ?1",
-            [&earlier.0[..]],
-            |row| {
-                Ok((
-                    row.get(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                    row.get(5)?,
-                    row.get(6)?,
-                ))
-            },
-        )
-        .optional()?;
+    let target = crate::rows::evidence::target(conn, earlier)?;
     let Some((group_id, mission_id, work_item_id, criterion, producer, method, earlier_standing)) =
         target
     else {

@@ -32,22 +32,11 @@ pub(crate) fn load_publications_after(
     let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
         std::collections::HashMap::new();
     if after == 0 {
-        let mut statement =
-            conn.prepare_cached("SELECT manifest_id, source FROM derivations ORDER BY rowid")?;
-        for row in statement.query_map([], |row| {
-            Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?))
-        })? {
-            let (manifest_id, source) = row?;
-            sources
-                .entry(manifest_id)
-                .or_default()
-                .push(ArtifactId(to32(source)?));
+        for (manifest_id, source) in crate::rows::derivations::all(conn)? {
+            sources.entry(manifest_id).or_default().push(source);
         }
     }
     let rows = crate::rows::manifests::publications_after(conn, after)?;
-    let mut by_manifest = conn.prepare_cached(
-        "SELECT source FROM derivations WHERE artifact = ?1 AND manifest_id = ?2 ORDER BY rowid",
-    )?;
     let mut publications = Vec::with_capacity(rows.len());
     for (
         artifact,
@@ -65,10 +54,7 @@ pub(crate) fn load_publications_after(
         let sources = if after == 0 {
             sources.remove(&manifest_id).unwrap_or_default()
         } else {
-            by_manifest
-                .query_map([&artifact, &manifest_id], |row| row.get::<_, Vec<u8>>(0))?
-                .map(|source| Ok(ArtifactId(to32(source?)?)))
-                .collect::<Result<Vec<_>, Error>>()?
+            crate::rows::derivations::sources_in(conn, &artifact, &manifest_id)?
         };
         publications.push(Publication {
             artifact: ArtifactId(to32(artifact)?),
@@ -135,14 +121,9 @@ impl Engine {
         let reusable = self
             .db
             .read(move |conn| {
-                let mut statement = conn
-                    .prepare_cached("SELECT blake3 FROM reusable_artifacts WHERE group_id = ?1")?;
-                let rows = statement
-                    .query_map([group_id], |row| row.get::<_, Vec<u8>>(0))?
-                    .collect::<Result<Vec<_>, _>>()?;
-                rows.into_iter()
-                    .map(|blake3| Ok(ArtifactId(to32(blake3)?)))
-                    .collect::<Result<FastSet<_>, Error>>()
+                Ok(crate::rows::reusable_artifacts::of_group(conn, &group_id)?
+                    .into_iter()
+                    .collect::<FastSet<_>>())
             })
             .await?;
         Ok(Audience {

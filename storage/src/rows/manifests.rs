@@ -1,7 +1,7 @@
 //! The `manifests` table: one row per published manifest (the publication's index row,
 //! written in the transaction that appends its `artifact.published`), and the only SQL that
-//! names it, but the lead's `artifacts/reads.rs`, fsck's table count, and the bench and test
-//! fixtures.
+//! names it, but test fixtures. The listing and the visibility lookup (issue #40)
+//! join a manifest's blob, and whether its artifact is reusable or forwarded, in one statement.
 //!
 //! Artifact ids are `weft_api::ArtifactId` (stored as their 32 bytes); the rest of a row is
 //! read only as the projections its callers ask for, each a statement here.
@@ -9,8 +9,9 @@
 use std::collections::BTreeSet;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
-use weft_api::ArtifactId;
+use weft_api::{ArtifactId, Digest, Digests};
 
+use super::Seer;
 use crate::error::Error;
 use crate::sql::Cached as _;
 
@@ -265,5 +266,243 @@ pub(crate) fn publications_after(
     Ok(rows)
 }
 
+/// How many manifests are published.
+pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
+    Ok(conn.row("SELECT COUNT(*) FROM manifests", [], |row| row.get(0))?)
+}
+
 /// fsck's rows naming an Event: each manifest's `artifact.published`.
 pub(crate) const PUBLISHED_EVENTS: &str = "SELECT group_id, sequence FROM manifests";
+
+/// What a listing of manifests filters on (`GET /v1/artifacts`): each `Some` is a condition.
+pub(crate) struct ListQuery<'a> {
+    /// Only rows whose rowid is above this cursor.
+    pub(crate) after: u64,
+    pub(crate) mission_id: Option<&'a str>,
+    pub(crate) work_item_id: Option<&'a str>,
+    pub(crate) producer: Option<&'a str>,
+    pub(crate) media_type: Option<&'a str>,
+    /// An Agent's Group (`None`: the operator, every Group).
+    pub(crate) group_id: Option<&'a str>,
+    /// A scoped member's Missions as a JSON array: their manifests, and the Group's reusable
+    /// knowledge (CTX-5, CTX-6).
+    pub(crate) missions_json: Option<String>,
+    /// Rows wanted; one more is returned when there are more.
+    pub(crate) limit: u32,
+}
+
+/// One listed manifest, with its blob's size.
+pub(crate) struct Listed {
+    pub(crate) rowid: u64,
+    pub(crate) artifact: ArtifactId,
+    pub(crate) manifest_id: ArtifactId,
+    pub(crate) size: u64,
+    pub(crate) media_type: String,
+    pub(crate) group_id: String,
+    pub(crate) mission_id: String,
+    pub(crate) work_item_id: String,
+    pub(crate) producer: String,
+    pub(crate) created_at: String,
+    pub(crate) sequence: u64,
+}
+
+/// The manifests `query` selects, by rowid, at most `query.limit + 1` of them.
+pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Listed>, Error> {
+    let mut sql = String::from(
+        "SELECT m.rowid, m.blake3, m.manifest_id, b.size, m.media_type, m.group_id, m.mission_id,
+                m.work_item_id, m.producer, m.created_at, m.sequence
+         FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1",
+    );
+    let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(query.after)];
+    let mut add = |clause: &str, value: Option<&str>| {
+        if let Some(value) = value {
+            args.push(Box::new(value.to_owned()));
+            sql.push_str(&format!(" AND {clause} = ?{}", args.len()));
+        }
+    };
+    add("m.mission_id", query.mission_id);
+    add("m.work_item_id", query.work_item_id);
+    add("m.producer", query.producer);
+    add("m.media_type", query.media_type);
+    add("m.group_id", query.group_id);
+    if let Some(missions) = &query.missions_json {
+        args.push(Box::new(missions.clone()));
+        sql.push_str(&format!(
+            " AND (m.mission_id IN (SELECT value FROM json_each(?{})) OR EXISTS
+               (SELECT 1 FROM reusable_artifacts r WHERE r.group_id = m.group_id AND r.blake3 = m.blake3))",
+            args.len()
+        ));
+    }
+    args.push(Box::new(query.limit + 1));
+    sql.push_str(&format!(" ORDER BY m.rowid LIMIT ?{}", args.len()));
+    let mut statement = conn.prepare(&sql)?;
+    let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
+    let rows = statement
+        .query_map(params.as_slice(), |row| {
+            Ok((
+                (
+                    row.get::<_, u64>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, Vec<u8>>(2)?,
+                    row.get::<_, u64>(3)?,
+                ),
+                (
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, String>(6)?,
+                    row.get::<_, String>(7)?,
+                    row.get::<_, String>(8)?,
+                    row.get::<_, String>(9)?,
+                    row.get::<_, u64>(10)?,
+                ),
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(
+            |(
+                (rowid, blake3, manifest_id, size),
+                (media_type, group_id, mission_id, work_item_id, producer, created_at, sequence),
+            )| {
+                Ok(Listed {
+                    rowid,
+                    artifact: super::artifact_id(blake3)?,
+                    manifest_id: super::artifact_id(manifest_id)?,
+                    size,
+                    media_type,
+                    group_id,
+                    mission_id,
+                    work_item_id,
+                    producer,
+                    created_at,
+                    sequence,
+                })
+            },
+        )
+        .collect()
+}
+
+// The visibility lookup, the first lookup of every artifact read: the blob and the manifests of it that a reader
+// may see, decided in one SQL statement (issue #40's read-timing finding).
+//
+// A read used to find the blob's row first and ask about visibility after, so a digest held
+// only by another Group (or another Mission, for a scoped member) ran more queries than an
+// absent one and a client could tell the two apart by timing. Here every index seek is keyed
+// by the reader's own Group (and, for a scoped member, its Missions) before any row of the
+// blob or of another Group's manifest is visited: absent and invisible take the same path
+// (the same statement, the same seeks, no row), and only a visible manifest reaches the
+// `blobs` row. `visible_tests.rs` pins it by counting SQLite's virtual-machine steps.
+//
+// The rules are those of `access.rs` (CTX-5, CTX-6, CTX-7): a manifest of the reader's Group
+// for a Mission its Membership covers; every manifest of its Group when the artifact was
+// published there as reusable knowledge; for a Group-wide reader, the source Group's
+// manifests of an artifact forwarded with a Context Package. The operator sees every one.
+
+/// One manifest the reader may see, with its blob.
+pub(crate) struct Visible {
+    pub digests: Digests,
+    pub quarantined: bool,
+    pub manifest_id: Vec<u8>,
+    pub media_type: String,
+    pub sequence: u64,
+    /// The DSSE envelope as accepted, when asked for.
+    pub envelope: Option<String>,
+}
+
+/// The manifests `reader` may see of the artifact `digest` names, newest first, with the
+/// envelopes when `envelopes` (an empty list: absent, or not visible, which answer alike).
+pub(crate) fn visible_manifests(
+    conn: &Connection,
+    reader: Seer<'_>,
+    digest: &Digest,
+    envelopes: bool,
+) -> Result<Vec<Visible>, Error> {
+    let key: Vec<u8> = match digest {
+        Digest::Blake3(id) => id.0.to_vec(),
+        Digest::Sha256(sha) => conn.row(BY_SHA256, [&sha.0[..]], |row| row.get(0))?,
+    };
+    let columns = |row: &rusqlite::Row<'_>| {
+        Ok((
+            (
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, u64>(2)?,
+                row.get::<_, Option<String>>(3)?,
+            ),
+            (
+                row.get::<_, Vec<u8>>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, u64>(6)?,
+                row.get::<_, Option<String>>(7)?,
+            ),
+        ))
+    };
+    let rows = match reader {
+        Seer::Operator => conn.rows(ADMIN, params![key, envelopes], columns)?,
+        Seer::Agent {
+            group_id,
+            missions_json,
+        } => conn.rows(
+            AGENT,
+            params![key, group_id, missions_json, envelopes],
+            columns,
+        )?,
+    };
+    rows.into_iter()
+        .map(
+            |(
+                (blake3, sha256, size, quarantined),
+                (manifest_id, media_type, sequence, envelope),
+            )| {
+                Ok(Visible {
+                    digests: super::blobs::digests_of(blake3, sha256, size)?,
+                    quarantined: quarantined.is_some(),
+                    manifest_id,
+                    media_type,
+                    sequence,
+                    envelope,
+                })
+            },
+        )
+        .collect()
+}
+
+/// The key every seek below starts from: the digest itself, or the BLAKE3 digest of the blob
+/// whose SHA-256 it is (a digest no blob has becomes 32 zero bytes, so the seeks that follow
+/// run as they would for a blob another Group holds).
+/// An Agent's read: `?1` the BLAKE3 key, `?2` its Group, `?3` its Missions as a JSON array
+/// (`NULL`: the whole Group), `?4` whether to return envelopes. Each branch seeks by (digest,
+/// the reader's Group) first, on index `manifests_blake3_group`; the scoped branch adds each
+/// of its Missions to the seek, so another Mission's manifest is never visited. `INDEXED BY`
+/// and `CROSS JOIN` (SQLite keeps the left table outer) fix the plan: without them the
+/// planner may walk the whole Group's manifests (index `manifests_group`), which costs more
+/// the more the Group holds and differs between hidden and absent.
+const AGENT: &str = "WITH seen(id) AS (
+        SELECT m.rowid FROM manifests m INDEXED BY manifests_blake3_group WHERE ?3 IS NULL AND m.blake3 = ?1 AND m.group_id = ?2
+        UNION
+        SELECT m.rowid FROM json_each(?3) j CROSS JOIN manifests m INDEXED BY manifests_blake3_group
+         WHERE m.blake3 = ?1 AND m.group_id = ?2 AND m.mission_id = j.value
+        UNION
+        SELECT m.rowid FROM reusable_artifacts r CROSS JOIN manifests m INDEXED BY manifests_blake3_group
+         WHERE r.group_id = ?2 AND r.blake3 = ?1 AND m.blake3 = ?1 AND m.group_id = ?2
+        UNION
+        SELECT m.rowid FROM forwarded_artifacts f CROSS JOIN manifests m INDEXED BY manifests_blake3_group
+         WHERE ?3 IS NULL AND f.group_id = ?2 AND f.blake3 = ?1
+           AND m.blake3 = ?1 AND m.group_id = f.from_group_id)
+    SELECT b.blake3, b.sha256, b.size, b.quarantined_at,
+           m.manifest_id, m.media_type, m.sequence, CASE WHEN ?4 THEN m.envelope END
+    FROM seen CROSS JOIN manifests m CROSS JOIN blobs b
+    WHERE m.rowid = seen.id AND b.blake3 = m.blake3
+    ORDER BY m.rowid DESC";
+
+/// The operator's read: every manifest of the blob (`?1` the BLAKE3 key, `?2` envelopes).
+const ADMIN: &str = "SELECT b.blake3, b.sha256, b.size, b.quarantined_at,
+           m.manifest_id, m.media_type, m.sequence, CASE WHEN ?2 THEN m.envelope END
+    FROM manifests m CROSS JOIN blobs b WHERE m.blake3 = ?1 AND b.blake3 = m.blake3
+    ORDER BY m.rowid DESC";
+
+/// The BLAKE3 key of the blob whose SHA-256 digest is `?1`, or 32 zero bytes when no blob
+/// has it: one row either way, so the seeks that follow run as they would for a blob another
+/// Group holds.
+const BY_SHA256: &str =
+    "SELECT coalesce((SELECT blake3 FROM blobs WHERE sha256 = ?1), zeroblob(32))";

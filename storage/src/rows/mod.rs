@@ -12,16 +12,42 @@
 //! may import it without an import circle; another index engine would implement this floor,
 //! not the features above it.
 
+pub(crate) mod blob_uploaders;
+pub(crate) mod blob_verifications;
+pub(crate) mod blobs;
+pub(crate) mod context_packages;
+pub(crate) mod derivations;
+pub(crate) mod evidence;
+pub(crate) mod evidence_artifacts;
+pub(crate) mod forwarded_artifacts;
+pub(crate) mod inline_bytes;
 pub(crate) mod leases;
 pub(crate) mod manifests;
+pub(crate) mod reusable_artifacts;
+pub(crate) mod schemas;
+pub(crate) mod upload_sessions;
 pub(crate) mod work_items;
+
+#[cfg(test)]
+mod visible_tests;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use weft_api::Id;
+use weft_api::{ArtifactId, Id};
 
 use crate::error::Error;
+
+/// Who reads (`access::Reader::seer`), as the visibility conditions of rows take it: the
+/// operator, who sees every row, or an Agent of Group `group_id`, scoped to the Missions of `missions_json` (a JSON array)
+/// when it is `Some` (CTX-5).
+pub(crate) enum Seer<'a> {
+    Operator,
+    Agent {
+        group_id: &'a str,
+        missions_json: Option<String>,
+    },
+}
 
 /// An instant as the index stores it (`clock::format_instant`), as time. A text that is not
 /// one is a corrupt row, not bad input: it was written by this engine.
@@ -35,6 +61,22 @@ pub(crate) fn instant(text: &str) -> Result<DateTime<Utc>, Error> {
 /// corrupt row.
 pub(crate) fn id(what: &str, text: &str) -> Result<Id, Error> {
     Id::parse(what, text).map_err(Error::backend)
+}
+
+/// A 32-byte digest as the index stores it; like [`instant`], any other length is a corrupt
+/// row.
+pub(crate) fn bytes32(bytes: Vec<u8>) -> Result<[u8; 32], Error> {
+    bytes.try_into().map_err(|bytes: Vec<u8>| {
+        Error::backend(std::io::Error::other(format!(
+            "expected a 32-byte value in the index, found {} bytes",
+            bytes.len()
+        )))
+    })
+}
+
+/// An artifact id (a BLAKE3 digest) as the index stores it.
+pub(crate) fn artifact_id(bytes: Vec<u8>) -> Result<ArtifactId, Error> {
+    bytes32(bytes).map(ArtifactId)
 }
 
 /// An enum's wire name (its serde string), as a row stores it.

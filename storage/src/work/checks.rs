@@ -158,15 +158,7 @@ fn counts_for(
     if superseded.contains(&record.0[..]) {
         return Ok(false);
     }
-    let found: Option<(String, String, String, String, u64)> = ctx
-        .tx
-        .row(
-            "SELECT e.outcome, e.method_kind, e.standing, e.producer, e.sequence
-             FROM evidence e WHERE e.evidence_id = ?1 AND e.criterion = ?2",
-            params![&record.0[..], criterion.id.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-        )
-        .optional()?;
+    let found = crate::rows::evidence::verdict(ctx.tx, record, criterion.id.as_str())?;
     let Some((outcome, method, standing, producer, recorded_at)) = found else {
         return Ok(false);
     };
@@ -202,14 +194,13 @@ fn cited_criteria(
 ) -> Result<Vec<String>, Error> {
     let mut criteria = Vec::new();
     for record in evidence {
-        let criterion: Option<String> = ctx
-            .tx
-            .row(
-                "SELECT criterion FROM evidence WHERE evidence_id = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4",
-                params![&record.0[..], row.group_id, row.mission_id, row.work_item_id],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let criterion = crate::rows::evidence::criterion_in(
+            ctx.tx,
+            record,
+            &row.group_id,
+            &row.mission_id,
+            &row.work_item_id,
+        )?;
         match criterion {
             Some(criterion) => criteria.push(criterion),
             None => {

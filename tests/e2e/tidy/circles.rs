@@ -107,7 +107,6 @@ const KNOWN_KNOTS: &[(&str, Level, &[&str])] = &[
             "artifacts::sweep",
             "artifacts::upload",
             "artifacts::verification",
-            "artifacts::visible",
             "artifacts::with_content",
             "engine",
             "evidence",

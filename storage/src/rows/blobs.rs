@@ -1,0 +1,297 @@
+//! The `blobs` table: one row per stored blob (its two digests, its size, when it was stored,
+//! whether it is quarantined, and the id of its inline copy in `inline_bytes` when small),
+//! and the only SQL that names it, but the bench fixtures and the statements of two other
+//! rows files that reach a blob's row from their own table's: `manifests.rs` (the listing,
+//! the visibility lookup and the lineage load read a manifest's blob in the same statement)
+//! and `inline_bytes.rs` (a copy no blob row names, the copy of a blob being swept).
+//!
+//! A blob's row is about its bytes: the reads that join its inline copy live here too
+//! (`inline_bytes.rs` holds the copies' own writes). Digests are `weft_api` types; the
+//! instants stay the text `clock::format_instant` wrote, as the callers (and the sweep's SQL)
+//! compare them.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::{ArtifactId, Digest, Digests, Sha256Digest};
+
+use super::bytes32;
+use crate::clock::format_instant;
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// A blob row (digests, quarantined) with its inline bytes: `None` for a file blob, or a
+/// quarantined one.
+pub(crate) type WithInline = (Digests, bool, Option<Vec<u8>>);
+
+/// A blob row: digests and whether it is quarantined.
+pub(crate) fn row(conn: &Connection, digest: &Digest) -> Result<Option<(Digests, bool)>, Error> {
+    let (sql, key) = match digest {
+        Digest::Blake3(id) => (
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE blake3 = ?1",
+            id.0,
+        ),
+        Digest::Sha256(sha) => (
+            "SELECT blake3, sha256, size, quarantined_at FROM blobs WHERE sha256 = ?1",
+            sha.0,
+        ),
+    };
+    conn.row(sql, [&key[..]], |row| {
+        Ok((
+            row.get::<_, Vec<u8>>(0)?,
+            row.get::<_, Vec<u8>>(1)?,
+            row.get::<_, u64>(2)?,
+            row.get::<_, Option<String>>(3)?,
+        ))
+    })
+    .optional()?
+    .map(|(blake3, sha256, size, quarantined)| {
+        Ok((digests_of(blake3, sha256, size)?, quarantined.is_some()))
+    })
+    .transpose()
+}
+
+/// A blob row with its inline bytes in one statement, so from one read transaction and one
+/// snapshot: the whole read of a small GET whose visibility was decided from memory.
+pub(crate) fn with_inline(conn: &Connection, id: &ArtifactId) -> Result<Option<WithInline>, Error> {
+    conn.row(
+        "SELECT b.blake3, b.sha256, b.size, b.quarantined_at, i.bytes FROM blobs b
+         LEFT JOIN inline_bytes i ON i.id = b.inline_id AND b.quarantined_at IS NULL
+         WHERE b.blake3 = ?1",
+        [&id.0[..]],
+        |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, u64>(2)?,
+                row.get::<_, Option<String>>(3)?,
+                row.get::<_, Option<Vec<u8>>>(4)?,
+            ))
+        },
+    )
+    .optional()?
+    .map(|(blake3, sha256, size, quarantined, inline)| {
+        Ok((
+            digests_of(blake3, sha256, size)?,
+            quarantined.is_some(),
+            inline,
+        ))
+    })
+    .transpose()
+}
+
+/// A row's digests from its columns.
+pub(crate) fn digests_of(blake3: Vec<u8>, sha256: Vec<u8>, size: u64) -> Result<Digests, Error> {
+    Ok(Digests {
+        blake3: ArtifactId(bytes32(blake3)?),
+        sha256: Sha256Digest(bytes32(sha256)?),
+        size,
+    })
+}
+
+/// The inline copy of a small blob (issue #15), if it has one.
+pub(crate) fn inline_bytes(
+    conn: &Connection,
+    blake3: &ArtifactId,
+) -> Result<Option<Vec<u8>>, Error> {
+    Ok(conn
+        .row(
+            "SELECT i.bytes FROM blobs b JOIN inline_bytes i ON i.id = b.inline_id
+             WHERE b.blake3 = ?1",
+            [&blake3.0[..]],
+            |row| row.get::<_, Vec<u8>>(0),
+        )
+        .optional()?)
+}
+
+/// Whether blob `blake3` has a row.
+pub(crate) fn exists(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM blobs WHERE blake3 = ?1")?
+        .exists([&blake3.0[..]])?)
+}
+
+/// Blob `blake3`'s row, if any, as the id of its inline copy (`None` inside: stored as a
+/// file).
+pub(crate) fn inline_id(
+    conn: &Connection,
+    blake3: &ArtifactId,
+) -> Result<Option<Option<i64>>, Error> {
+    Ok(conn
+        .row(
+            "SELECT inline_id FROM blobs WHERE blake3 = ?1",
+            [&blake3.0[..]],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// Writes a new blob's row, stored at `now`, with the id of its inline copy if it has one.
+pub(crate) fn insert(
+    conn: &Connection,
+    digests: &Digests,
+    now: DateTime<Utc>,
+    inline_id: Option<i64>,
+) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO blobs (blake3, sha256, size, stored_at, inline_id) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            &digests.blake3.0[..],
+            &digests.sha256.0[..],
+            digests.size,
+            format_instant(now),
+            inline_id
+        ],
+    )?;
+    Ok(())
+}
+
+/// Writes a row for blob `digests` stored at `now` (as a file), unless it has one.
+pub(crate) fn insert_if_absent(
+    conn: &Connection,
+    digests: &Digests,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (blake3) DO NOTHING",
+        params![
+            &digests.blake3.0[..],
+            &digests.sha256.0[..],
+            digests.size,
+            format_instant(now)
+        ],
+    )?;
+    Ok(())
+}
+
+/// Points blob `blake3`'s row at inline copy `inline_id`.
+pub(crate) fn set_inline(
+    conn: &Connection,
+    blake3: &ArtifactId,
+    inline_id: i64,
+) -> Result<(), Error> {
+    conn.run(
+        "UPDATE blobs SET inline_id = ?2 WHERE blake3 = ?1",
+        params![&blake3.0[..], inline_id],
+    )?;
+    Ok(())
+}
+
+/// Blob `blake3`'s row names no inline copy any more (its bytes are in a file).
+pub(crate) fn clear_inline(conn: &Connection, blake3: &ArtifactId) -> Result<(), Error> {
+    conn.run(
+        "UPDATE blobs SET inline_id = NULL WHERE blake3 = ?1",
+        [&blake3.0[..]],
+    )?;
+    Ok(())
+}
+
+/// Quarantines blob `blake3` at `now`; answers whether it was not quarantined already.
+pub(crate) fn quarantine(
+    conn: &Connection,
+    blake3: &ArtifactId,
+    now: DateTime<Utc>,
+) -> Result<bool, Error> {
+    let changed = conn.run(
+        "UPDATE blobs SET quarantined_at = ?2 WHERE blake3 = ?1 AND quarantined_at IS NULL",
+        params![&blake3.0[..], format_instant(now)],
+    )?;
+    Ok(changed > 0)
+}
+
+/// Lifts blob `blake3`'s quarantine; answers whether it was quarantined.
+pub(crate) fn repair(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
+    let changed = conn.run(
+        "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
+        [&blake3.0[..]],
+    )?;
+    Ok(changed > 0)
+}
+
+/// The bytes of the blobs `agent_id` uploaded that satisfy `uncited`, an SQL condition on
+/// the column `blobs.blake3` (`artifacts::upload::uncited`): each blob once, however many of
+/// the Agent's Groups it was uploaded in.
+pub(crate) fn uploaded_bytes_where(
+    conn: &Connection,
+    agent_id: &str,
+    uncited: &str,
+) -> Result<u64, Error> {
+    let sql = format!(
+        "SELECT COALESCE(SUM(blobs.size), 0) FROM blobs
+         WHERE blobs.blake3 IN ({}) AND {uncited}",
+        super::blob_uploaders::BY_AGENT
+    );
+    Ok(conn.row(&sql, [agent_id], |row| row.get::<_, u64>(0))?)
+}
+
+/// The blobs (digest, size) last uploaded, or stored when no uploader row remains, before
+/// `cutoff` (an instant as `clock::format_instant` writes it) and that satisfy `uncited`, an
+/// SQL condition on the column `blobs.blake3`: what the sweep removes.
+pub(crate) fn stale_where(
+    conn: &Connection,
+    cutoff: &str,
+    uncited: &str,
+) -> Result<Vec<(Vec<u8>, u64)>, Error> {
+    let sql = format!(
+        "SELECT blake3, size FROM blobs
+         WHERE COALESCE(({}), stored_at) < ?1
+           AND {uncited}",
+        super::blob_uploaders::last_upload_of("blobs.blake3")
+    );
+    let mut select = conn.prepare(&sql)?;
+    let rows = select
+        .query_map([cutoff], |row| {
+            Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, u64>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Removes blob `blake3`'s row.
+pub(crate) fn delete(conn: &Connection, blake3: &[u8]) -> Result<(), Error> {
+    conn.run("DELETE FROM blobs WHERE blake3 = ?1", [blake3])?;
+    Ok(())
+}
+
+/// How many blobs have a row.
+pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
+    Ok(conn.row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0))?)
+}
+
+/// How many blobs are quarantined.
+pub(crate) fn count_quarantined(conn: &Connection) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COUNT(*) FROM blobs WHERE quarantined_at IS NOT NULL",
+        [],
+        |row| row.get(0),
+    )?)
+}
+
+/// How many blobs are stored inline in the index.
+pub(crate) fn count_inline(conn: &Connection) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COUNT(*) FROM blobs WHERE inline_id IS NOT NULL",
+        [],
+        |row| row.get(0),
+    )?)
+}
+
+/// Every blob stored inline in the index.
+pub(crate) fn all_inline(conn: &Connection) -> Result<Vec<ArtifactId>, Error> {
+    let mut statement =
+        conn.prepare_cached("SELECT blake3 FROM blobs WHERE inline_id IS NOT NULL")?;
+    let ids = statement
+        .query_map([], |row| row.get::<_, Vec<u8>>(0))?
+        .map(|blake3| super::artifact_id(blake3?))
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok(ids)
+}
+
+/// Every blob with a row.
+pub(crate) fn all(conn: &Connection) -> Result<Vec<ArtifactId>, Error> {
+    let mut statement = conn.prepare_cached("SELECT blake3 FROM blobs")?;
+    let ids = statement
+        .query_map([], |row| row.get::<_, Vec<u8>>(0))?
+        .map(|blake3| super::artifact_id(blake3?))
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok(ids)
+}

@@ -1,0 +1,31 @@
+//! The `evidence_artifacts` table: the artifacts each Evidence record cites, one row per
+//! (record, artifact), and the only SQL that names it.
+
+use rusqlite::{Connection, params};
+use weft_api::ArtifactId;
+
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// Sub-query: the records citing the artifact of the parameter that follows it
+/// (`evidence::list` closes the parenthesis).
+pub(crate) const CITING: &str = "SELECT evidence_id FROM evidence_artifacts WHERE blake3 =";
+
+/// Records that Evidence `evidence_id` cites `blake3`.
+pub(crate) fn insert(
+    conn: &Connection,
+    evidence_id: &ArtifactId,
+    blake3: &ArtifactId,
+) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO evidence_artifacts (evidence_id, blake3) VALUES (?1, ?2)",
+        params![&evidence_id.0[..], &blake3.0[..]],
+    )?;
+    Ok(())
+}
+
+/// SQL condition that some Evidence cites the blob digest in column `column` (for a
+/// condition spanning the tables that cite blobs, `artifacts::upload::uncited`).
+pub(crate) fn cites_column(column: &str) -> String {
+    format!("EXISTS (SELECT 1 FROM evidence_artifacts WHERE evidence_artifacts.blake3 = {column})")
+}

@@ -1,0 +1,143 @@
+//! The `upload_sessions` table: one row per open resumable upload (its Agent, Group and
+//! lease, where its bytes are staged, how many are durable, when it last moved), and the only
+//! SQL that names it. Instants stay the text `clock::format_instant` wrote (the idle sweep
+//! compares them in SQL, as it did).
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// A session as its owner reads it: where its bytes are staged and how many are durable.
+pub(crate) struct Open {
+    pub(crate) staging_path: String,
+    pub(crate) received: u64,
+}
+
+/// Session `upload_id` if it is `agent_id`'s in `group_id`, and `lease_id`'s when one is named.
+pub(crate) fn owned(
+    conn: &Connection,
+    upload_id: &str,
+    agent_id: &str,
+    group_id: &str,
+    lease_id: Option<&str>,
+) -> Result<Option<Open>, Error> {
+    Ok(conn
+        .row(
+            "SELECT staging_path, received FROM upload_sessions
+             WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3
+               AND (?4 IS NULL OR lease_id = ?4)",
+            params![upload_id, agent_id, group_id, lease_id],
+            |row| {
+                Ok(Open {
+                    staging_path: row.get(0)?,
+                    received: row.get(1)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// How many sessions `agent_id` holds open.
+pub(crate) fn count_of_agent(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1",
+        [agent_id],
+        |row| row.get(0),
+    )?)
+}
+
+/// How many sessions `agent_id` holds open under lease `lease_id`.
+pub(crate) fn count_of_lease(
+    conn: &Connection,
+    agent_id: &str,
+    lease_id: &str,
+) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COUNT(*) FROM upload_sessions WHERE agent_id = ?1 AND lease_id = ?2",
+        params![agent_id, lease_id],
+        |row| row.get(0),
+    )?)
+}
+
+/// The bytes in `agent_id`'s open sessions.
+pub(crate) fn bytes_of_agent(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COALESCE(SUM(received), 0) FROM upload_sessions WHERE agent_id = ?1",
+        [agent_id],
+        |row| row.get(0),
+    )?)
+}
+
+/// A session as it starts: nothing received, started and updated at `now`.
+pub(crate) struct New<'a> {
+    pub(crate) upload_id: &'a str,
+    pub(crate) agent_id: &'a str,
+    pub(crate) group_id: &'a str,
+    pub(crate) lease_id: Option<&'a str>,
+    pub(crate) staging_path: &'a str,
+    /// An instant as `clock::format_instant` writes it.
+    pub(crate) now: &'a str,
+}
+
+/// Writes a new session's row.
+pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO upload_sessions
+         (upload_id, agent_id, group_id, lease_id, staging_path, received,
+          started_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)",
+        params![
+            row.upload_id,
+            row.agent_id,
+            row.group_id,
+            row.lease_id,
+            row.staging_path,
+            row.now
+        ],
+    )?;
+    Ok(())
+}
+
+/// Adds `appended` bytes to session `upload_id` at `now` if it still holds `before`; answers
+/// whether it did.
+pub(crate) fn advance(
+    conn: &Connection,
+    upload_id: &str,
+    before: u64,
+    appended: u64,
+    now: &str,
+) -> Result<bool, Error> {
+    let moved = conn.run(
+        "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2
+         WHERE upload_id = ?3 AND received = ?4",
+        params![appended, now, upload_id, before],
+    )?;
+    Ok(moved == 1)
+}
+
+/// Removes session `upload_id`'s row.
+pub(crate) fn delete(conn: &Connection, upload_id: &str) -> Result<(), Error> {
+    conn.run(
+        "DELETE FROM upload_sessions WHERE upload_id = ?1",
+        [upload_id],
+    )?;
+    Ok(())
+}
+
+/// The sessions (id, staging path) idle since before `cutoff`, an instant as
+/// `clock::format_instant` writes it.
+pub(crate) fn idle_since(conn: &Connection, cutoff: &str) -> Result<Vec<(String, String)>, Error> {
+    Ok(conn.rows(
+        "SELECT upload_id, staging_path FROM upload_sessions WHERE updated_at < ?1",
+        [cutoff],
+        |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
+    )?)
+}
+
+/// Whether session `upload_id` has a row.
+pub(crate) fn exists(conn: &Connection, upload_id: &str) -> Result<bool, Error> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM upload_sessions WHERE upload_id = ?1")?
+        .exists([upload_id])?)
+}
