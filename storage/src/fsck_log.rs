@@ -31,7 +31,7 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "proposal",
-        rows: "SELECT group_id, sequence FROM proposals",
+        rows: crate::rows::proposals::PROPOSED_EVENTS,
         types: &["work.proposed"],
     },
     Named {

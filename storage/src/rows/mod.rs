@@ -14,6 +14,8 @@
 
 pub(crate) mod leases;
 pub(crate) mod manifests;
+pub(crate) mod missions;
+pub(crate) mod proposals;
 pub(crate) mod work_items;
 
 use chrono::{DateTime, Utc};

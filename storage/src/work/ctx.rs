@@ -10,14 +10,14 @@
 
 use crate::sql::Cached as _;
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension as _, params};
+use rusqlite::params;
 use weft_api::session::Role;
 use weft_api::work::Command;
 use weft_api::work::events::{WorkEvent, WorkEventKind};
 use weft_api::work::views::AppendedEvent;
 use weft_api::{ErrorCode, EventPayload, Id};
 
-use super::{MissionRow, WorkRow, load_mission, name, to_json};
+use super::{MissionRow, WorkRow, load_mission};
 use weft_api::work::contract::Budgets;
 use weft_api::work::offline::Binding;
 
@@ -157,43 +157,6 @@ pub(super) fn mission_event(
 
 pub(super) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
     crate::rows::work_items::save(tx, row)
-}
-
-pub(super) fn insert_mission(
-    tx: &Tx<'_>,
-    row: &MissionRow,
-    sequence_hint: u64,
-) -> Result<(), Error> {
-    tx.run(
-        "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state, revision,
-                               parent_work_item_id, child_failure_policy, created_sequence)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![
-            row.mission_id,
-            row.group_id,
-            row.title,
-            name(&row.priority_class)?,
-            to_json(&row.budget)?,
-            name(&row.state)?,
-            row.revision,
-            row.parent_work_item_id,
-            row.child_failure_policy.as_ref().map(name).transpose()?,
-            sequence_hint
-        ],
-    )?;
-    Ok(())
-}
-
-/// Ids of Missions and WorkItems are unique in the whole store (DESIGN §10).
-pub(super) fn id_taken(tx: &Tx<'_>, table: &str, column: &str, id: &str) -> Result<bool, Error> {
-    Ok(tx
-        .row(
-            &format!("SELECT 1 FROM {table} WHERE {column} = ?1"),
-            [id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
 }
 
 pub(super) fn expect_new(ctx: &Ctx<'_, '_>) -> Result<(), Error> {

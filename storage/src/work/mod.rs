@@ -38,7 +38,6 @@ pub use tokens::Grant;
 
 use crate::sql::Cached as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
-use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level};
 use weft_api::work::machine::{MissionState, WorkState};
 use weft_api::work::views::{
     BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
@@ -51,30 +50,9 @@ use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::rows::{leases, work_items};
 
-/// A `missions` row.
-#[derive(Clone, Debug)]
-pub(crate) struct MissionRow {
-    pub(crate) mission_id: String,
-    pub(crate) group_id: String,
-    pub(crate) title: String,
-    pub(crate) priority_class: Level,
-    pub(crate) budget: Budgets,
-    pub(crate) state: MissionState,
-    pub(crate) revision: u64,
-    pub(crate) parent_work_item_id: Option<String>,
-    pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
-}
-
+pub(crate) use crate::rows::missions::MissionRow;
 pub(crate) use crate::rows::work_items::WorkRow;
 pub(crate) use crate::rows::{from_json, name, parse_name, to_json};
-
-/// The Mission lookup by id, with [`seen_by`]'s filter.
-const MISSION_SEEN: &str =
-    "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
-                parent_work_item_id, child_failure_policy
-         FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN missions INDEXED BY missions_seen
-         WHERE mission_id = ?1 AND (?2 IS NULL OR group_id = ?2)
-         AND (?3 IS NULL OR mission_id = scope.value)";
 
 pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
     work_items::load(conn, id)
@@ -105,41 +83,7 @@ fn mission_where(
     reader: &Reader,
 ) -> Result<Option<MissionRow>, Error> {
     let (group, missions) = seen_by(reader);
-    let row = conn
-        .row(
-            MISSION_SEEN,
-            rusqlite::params![id, group, missions],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, u64>(6)?,
-                    row.get::<_, Option<String>>(7)?,
-                    row.get::<_, Option<String>>(8)?,
-                ))
-            },
-        )
-        .optional()?;
-    row.map(
-        |(mission_id, group_id, title, priority, budget, state, revision, parent, policy)| {
-            Ok(MissionRow {
-                mission_id,
-                group_id,
-                title,
-                priority_class: parse_name(&priority)?,
-                budget: from_json(&budget)?,
-                state: parse_name(&state)?,
-                revision,
-                parent_work_item_id: parent,
-                child_failure_policy: policy.as_deref().map(parse_name).transpose()?,
-            })
-        },
-    )
-    .transpose()
+    crate::rows::missions::load_seen(conn, id, group.as_deref(), missions.as_deref())
 }
 
 /// The WorkItem as the reader may see it: another Group's, or another Mission's for a
@@ -282,7 +226,7 @@ pub(crate) fn work_view(
         child_mission_id: row.child_mission_id.clone(),
         budget: BudgetView {
             limit: row.contract.budgets.clone(),
-            spent: budget::spent(conn, budget::Table::WorkItems, &row.work_item_id)?,
+            spent: work_items::spent(conn, &row.work_item_id)?,
         },
         attempts: row.attempts,
         attempt_key: owner::attempt_key(row)?,
@@ -310,7 +254,7 @@ pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<Missio
         revision: row.revision,
         budget: BudgetView {
             limit: row.budget.clone(),
-            spent: budget::spent(conn, budget::Table::Missions, &row.mission_id)?,
+            spent: crate::rows::missions::spent(conn, &row.mission_id)?,
         },
         parent_work_item_id: row.parent_work_item_id.clone(),
         work_items: nodes(conn, &row.mission_id)?,
@@ -412,14 +356,7 @@ pub(crate) fn check_projection(
     folded: &weft_api::work::events::WorkProjection,
 ) -> Result<Vec<String>, Error> {
     let mut problems = Vec::new();
-    let mut statement = conn.prepare_cached(
-        "SELECT mission_id, state FROM missions WHERE group_id = ?1 ORDER BY mission_id",
-    )?;
-    let missions = statement
-        .query_map([group_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let missions = crate::rows::missions::states_of_group(conn, group_id)?;
     if missions.len() != folded.missions.len() {
         problems.push(format!(
             "group {group_id}: {} Missions in the index, {} in the log",

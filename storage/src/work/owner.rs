@@ -156,8 +156,7 @@ pub(super) fn retry_standing(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<RetrySt
     }
     // The cost bound: once the WorkItem has spent `maxCost` (financial), no retry starts.
     if row.attempts > 0 {
-        let spent =
-            super::budget::spent(ctx.tx, super::budget::Table::WorkItems, &row.work_item_id)?;
+        let spent = crate::rows::work_items::spent(ctx.tx, &row.work_item_id)?;
         if spent.financial >= policy.max_cost {
             return Ok(RetryStanding::CostExhausted);
         }

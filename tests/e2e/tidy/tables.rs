@@ -101,7 +101,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     (
         "storage/src/context/mod.rs",
-        &["context_packages", "forwarded_artifacts", "missions"],
+        &["context_packages", "forwarded_artifacts"],
     ),
     ("storage/src/context/reads.rs", &["context_packages"]),
     ("storage/src/delivery.rs", &["cursors"]),
@@ -140,7 +140,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
             "context_packages",
             "events",
             "evidence",
-            "proposals",
             "reusable_artifacts",
             "snapshots",
         ],
@@ -153,6 +152,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/reactions.rs", &["reactions"]),
     ("storage/src/rows/leases.rs", &["work_items"]),
     ("storage/src/rows/manifests.rs", &["blobs"]),
+    ("storage/src/rows/proposals.rs", &["missions"]),
     (
         "storage/src/rows/work_items.rs",
         &["offers", "work_deps", "work_history", "work_progress"],
@@ -161,8 +161,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
         "storage/src/sessions.rs",
         &["agents", "session_epochs", "session_nonces", "sessions"],
     ),
-    ("storage/src/work/budget.rs", &["missions", "work_items"]),
-    ("storage/src/work/caps.rs", &["missions", "proposals"]),
     ("storage/src/work/checks.rs", &["evidence", "offers"]),
     (
         "storage/src/work/command.rs",
@@ -171,18 +169,13 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/work/commands/accept_offer.rs", &["offers"]),
     ("storage/src/work/commands/decline_offer.rs", &["offers"]),
     ("storage/src/work/commands/offer.rs", &["leases", "offers"]),
-    (
-        "storage/src/work/ctx.rs",
-        &["missions", "offers", "work_history"],
-    ),
+    ("storage/src/work/ctx.rs", &["offers", "work_history"]),
     ("storage/src/work/deps.rs", &["work_deps"]),
     ("storage/src/work/expiry.rs", &["work_history"]),
     ("storage/src/work/inert.rs", &["inert_publications"]),
-    ("storage/src/work/listing.rs", &["missions"]),
-    ("storage/src/work/missions.rs", &["missions", "proposals"]),
     (
         "storage/src/work/mod.rs",
-        &["events", "missions", "offers", "work_history"],
+        &["events", "offers", "work_history"],
     ),
     (
         "storage/src/work/owner.rs",
