@@ -46,7 +46,7 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "offer",
-        rows: crate::rows::work_items::OFFER_EVENTS,
+        rows: crate::rows::offers::OFFERED_EVENTS,
         types: &["work.offered"],
     },
     Named {

@@ -15,6 +15,7 @@
 pub(crate) mod leases;
 pub(crate) mod manifests;
 pub(crate) mod missions;
+pub(crate) mod offers;
 pub(crate) mod proposals;
 pub(crate) mod work_items;
 

@@ -403,10 +403,7 @@ pub(crate) fn mission_nodes(conn: &Connection, mission_id: &str) -> Result<Vec<N
 }
 
 /// fsck's rows naming an Event through a WorkItem's Group (as `group_id`, `sequence`): each
-/// offer's `work.offered`, each `work_history` entry, each progress report.
-pub(crate) const OFFER_EVENTS: &str =
-    "SELECT w.group_id AS group_id, o.sequence AS sequence FROM offers o
-     JOIN work_items w ON w.work_item_id = o.work_item_id";
+/// `work_history` entry, each progress report.
 pub(crate) const HISTORY_EVENTS: &str =
     "SELECT w.group_id AS group_id, h.sequence AS sequence FROM work_history h
      JOIN work_items w ON w.work_item_id = h.work_item_id";

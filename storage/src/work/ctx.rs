@@ -27,6 +27,7 @@ use crate::error::{Error, reject};
 use crate::events;
 use crate::faults::Faults;
 use crate::rows::leases::{self, EndedBy, Kind};
+use crate::rows::offers;
 
 /// One Command's execution: the transaction, the Command, and the Events appended so far.
 pub(super) struct Ctx<'t, 'c> {
@@ -197,18 +198,9 @@ pub(super) fn withdraw_offers(
     except: Option<&str>,
     why: &str,
 ) -> Result<(), Error> {
-    let mut statement = ctx.tx.prepare_cached(
-        "SELECT offer_id FROM offers WHERE work_item_id = ?1 AND status = 'live' ORDER BY sequence",
-    )?;
-    let live = statement
-        .query_map([&row.work_item_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    drop(statement);
+    let live = offers::live_ids(ctx.tx, &row.work_item_id)?;
     for offer in live.iter().filter(|o| Some(o.as_str()) != except) {
-        ctx.tx.run(
-            "UPDATE offers SET status = 'withdrawn' WHERE work_item_id = ?1 AND offer_id = ?2",
-            params![row.work_item_id, offer],
-        )?;
+        offers::withdraw(ctx.tx, &row.work_item_id, offer)?;
         let event = work_event(row, serde_json::json!({"offerId": offer, "reason": why}))?;
         ctx.emit(WorkEventKind::OfferWithdrawn, event)?;
     }

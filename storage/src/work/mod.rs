@@ -133,42 +133,20 @@ pub(crate) fn current_lease(
 }
 
 fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferView>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT offer_id, candidates, expires_at, status, contract_revision, selection_basis, declined
-         FROM offers WHERE work_item_id = ?1 ORDER BY sequence",
-    )?;
-    let rows = statement
-        .query_map([work_item_id], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, u64>(4)?,
-                row.get::<_, String>(5)?,
-                row.get::<_, String>(6)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    rows.into_iter()
-        .map(
-            |(offer_id, candidates, expires_at, status, contract_revision, basis, declined)| {
-                let status = if status == "live" && expires_at.as_str() <= now {
-                    "expired".to_owned()
-                } else {
-                    status
-                };
-                Ok(OfferView {
-                    offer_id,
-                    candidates: from_json(&candidates)?,
-                    expires_at,
-                    status,
-                    contract_revision,
-                    selection_basis: from_json(&basis)?,
-                    declined: from_json(&declined)?,
-                })
-            },
-        )
+    let now = crate::rows::instant(now)?;
+    crate::rows::offers::of_work_item(conn, work_item_id)?
+        .into_iter()
+        .map(|offer| {
+            Ok(OfferView {
+                status: offer.shown_status(now).to_owned(),
+                expires_at: offer.expires_at_text(),
+                offer_id: offer.offer_id,
+                candidates: offer.candidates,
+                contract_revision: offer.contract_revision,
+                selection_basis: offer.selection_basis,
+                declined: offer.declined,
+            })
+        })
         .collect()
 }
 
