@@ -51,12 +51,12 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "WorkItem history",
-        rows: crate::rows::work_items::HISTORY_EVENTS,
+        rows: crate::rows::work_history::HISTORY_EVENTS,
         types: &[],
     },
     Named {
         what: "progress report",
-        rows: crate::rows::work_items::PROGRESS_EVENTS,
+        rows: crate::rows::work_progress::PROGRESS_EVENTS,
         types: &[],
     },
     Named {

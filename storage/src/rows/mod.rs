@@ -12,12 +12,17 @@
 //! may import it without an import circle; another index engine would implement this floor,
 //! not the features above it.
 
+pub(crate) mod lease_renewals;
 pub(crate) mod leases;
 pub(crate) mod manifests;
 pub(crate) mod missions;
 pub(crate) mod offers;
 pub(crate) mod proposals;
+pub(crate) mod work_deps;
+pub(crate) mod work_history;
 pub(crate) mod work_items;
+pub(crate) mod work_progress;
+pub(crate) mod work_questions;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -401,12 +401,3 @@ pub(crate) fn mission_nodes(conn: &Connection, mission_id: &str) -> Result<Vec<N
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
-
-/// fsck's rows naming an Event through a WorkItem's Group (as `group_id`, `sequence`): each
-/// `work_history` entry, each progress report.
-pub(crate) const HISTORY_EVENTS: &str =
-    "SELECT w.group_id AS group_id, h.sequence AS sequence FROM work_history h
-     JOIN work_items w ON w.work_item_id = h.work_item_id";
-pub(crate) const PROGRESS_EVENTS: &str =
-    "SELECT w.group_id AS group_id, p.sequence AS sequence FROM work_progress p
-     JOIN work_items w ON w.work_item_id = p.work_item_id";

@@ -8,9 +8,7 @@
 //! The effects that use these are in `commands/` (one file per WorkItem Command or small
 //! family), `missions.rs`, `owner.rs`, `questions.rs` and `expiry.rs`.
 
-use crate::sql::Cached as _;
 use chrono::{DateTime, Utc};
-use rusqlite::params;
 use weft_api::session::Role;
 use weft_api::work::Command;
 use weft_api::work::events::{WorkEvent, WorkEventKind};
@@ -94,10 +92,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             self.now,
         )?;
         if let Some(work_item) = &event.work_item_id {
-            self.tx.run(
-                "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
-                params![work_item.as_str(), sequence],
-            )?;
+            crate::rows::work_history::insert(self.tx, work_item.as_str(), sequence)?;
         }
         self.appended.push(AppendedEvent {
             sequence,

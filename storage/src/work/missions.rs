@@ -313,7 +313,7 @@ pub(super) fn authorize(
         attempts: 0,
     };
     crate::rows::work_items::insert(ctx.tx, &row)?;
-    deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
+    crate::rows::work_deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
     ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
     detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
 }

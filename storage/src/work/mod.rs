@@ -36,8 +36,7 @@ mod visibility_tests;
 
 pub use tokens::Grant;
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::work::machine::{MissionState, WorkState};
 use weft_api::work::views::{
     BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
@@ -124,7 +123,7 @@ pub(crate) fn current_lease(
                 work_item_id: row.work_item_id.to_string(),
                 ownership_epoch: row.ownership_epoch,
                 started_at: format_instant(row.started_at),
-                renewals: owner::renewals(conn, row.lease_id.as_str())?,
+                renewals: crate::rows::lease_renewals::of_lease(conn, row.lease_id.as_str())?,
                 expires_at: format_instant(row.expires_at),
             };
             Ok((view, row))
@@ -164,15 +163,8 @@ pub(crate) fn work_view(
     // ones): every Command answers this view and stores the answer, so a whole history (or
     // even counting it) made each Command cost its WorkItem's age; a reconciled 10,000-Command
     // journal grew to gigabytes. The log holds all of it.
-    let mut history = conn.prepare_cached(
-        "SELECT sequence FROM work_history WHERE work_item_id = ?1
-         ORDER BY sequence DESC LIMIT ?2",
-    )?;
-    let mut history = history
-        .query_map(params![&row.work_item_id, HISTORY_SHOWN + 1], |r| {
-            r.get::<_, u64>(0)
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut history =
+        crate::rows::work_history::newest(conn, &row.work_item_id, HISTORY_SHOWN + 1)?;
     let history_truncated = history.len() as u64 > HISTORY_SHOWN;
     history.truncate(HISTORY_SHOWN as usize);
     history.reverse();
@@ -198,7 +190,7 @@ pub(crate) fn work_view(
         owner,
         lease,
         offers: offers(conn, &row.work_item_id, now)?,
-        depends_on: deps::dependencies(conn, &row.work_item_id)?,
+        depends_on: crate::rows::work_deps::dependencies(conn, &row.work_item_id)?,
         eligible: deps::eligible(conn, row)?,
         approval_granted: row.approval_granted,
         child_mission_id: row.child_mission_id.clone(),
@@ -208,7 +200,7 @@ pub(crate) fn work_view(
         },
         attempts: row.attempts,
         attempt_key: owner::attempt_key(row)?,
-        progress: owner::latest_progress(conn, &row.work_item_id)?,
+        progress: crate::rows::work_progress::latest(conn, &row.work_item_id)?,
         preemption_requested,
         questions: questions::view(conn, &row.work_item_id, now)?,
         inert_publications,
@@ -295,16 +287,8 @@ pub(crate) fn submission_plan(
     if row.state != WorkState::Submitted {
         return Ok(None);
     }
-    let detail: Option<(u64, String)> = conn
-        .row(
-            "SELECT ev.sequence, ev.payload FROM work_history h
-             CROSS JOIN events ev ON ev.group_id = ?1 AND ev.sequence = h.sequence
-             WHERE h.work_item_id = ?2 AND ev.type = 'work.submitted'
-             ORDER BY h.sequence DESC LIMIT 1",
-            params![row.group_id, row.work_item_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+    let detail =
+        crate::rows::work_history::last_submission(conn, &row.group_id, &row.work_item_id)?;
     let artifacts = match detail {
         Some((latest, _)) if latest != sequence => return Ok(None),
         Some((_, payload)) => {

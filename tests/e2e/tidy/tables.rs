@@ -155,9 +155,12 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/rows/offers.rs", &["work_items"]),
     ("storage/src/rows/proposals.rs", &["missions"]),
     (
-        "storage/src/rows/work_items.rs",
-        &["work_deps", "work_history", "work_progress"],
+        "storage/src/rows/work_history.rs",
+        &["events", "work_items"],
     ),
+    ("storage/src/rows/work_items.rs", &["work_deps"]),
+    ("storage/src/rows/work_progress.rs", &["work_items"]),
+    ("storage/src/rows/work_questions.rs", &["offers"]),
     (
         "storage/src/sessions.rs",
         &["agents", "session_epochs", "session_nonces", "sessions"],
@@ -167,19 +170,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
         "storage/src/work/command.rs",
         &["commands", "session_epochs"],
     ),
-    ("storage/src/work/ctx.rs", &["work_history"]),
-    ("storage/src/work/deps.rs", &["work_deps"]),
-    ("storage/src/work/expiry.rs", &["work_history"]),
     ("storage/src/work/inert.rs", &["inert_publications"]),
-    ("storage/src/work/mod.rs", &["events", "work_history"]),
-    (
-        "storage/src/work/owner.rs",
-        &["events", "lease_renewals", "work_history", "work_progress"],
-    ),
-    (
-        "storage/src/work/questions.rs",
-        &["offers", "work_questions"],
-    ),
     (
         "storage/src/work/tokens.rs",
         &["capability_tokens", "sessions"],
