@@ -12,6 +12,8 @@
 //! may import it without an import circle; another index engine would implement this floor,
 //! not the features above it.
 
+pub(crate) mod capability_tokens;
+pub(crate) mod inert_publications;
 pub(crate) mod lease_renewals;
 pub(crate) mod leases;
 pub(crate) mod manifests;
