@@ -97,14 +97,8 @@ impl Engine {
                 if fresh == 0 {
                     return Err(reject(ErrorCode::NonceReused, "this session request was already used"));
                 }
-                let session_epoch: u64 = txn
-                    .row(
-                        "INSERT INTO session_epochs (agent_id, group_id, epoch) VALUES (?1, ?2, 1)
-                         ON CONFLICT (agent_id, group_id) DO UPDATE SET epoch = epoch + 1
-                         RETURNING epoch",
-                        params![agent_id.as_str(), request.group_id.as_str()],
-                        |row| row.get(0),
-                    )?;
+                let session_epoch =
+                    crate::rows::session_epochs::bump(txn, agent_id.as_str(), request.group_id.as_str())?;
                 txn.run(
                     "INSERT INTO sessions (token_hash, agent_id, group_id, session_epoch, membership_epoch, expires_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -301,11 +295,8 @@ pub(crate) fn live_session(
             ));
         }
     };
-    let current_epoch: u64 = conn.row(
-        "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
-        params![agent_id, group_id],
-        |row| row.get(0),
-    )?;
+    let current_epoch = crate::rows::session_epochs::current(conn, &agent_id, &group_id)?
+        .ok_or_else(|| Error::from(rusqlite::Error::QueryReturnedNoRows))?;
     if current_epoch != session_epoch {
         return Err(reject(
             ErrorCode::StaleSession,

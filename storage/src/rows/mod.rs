@@ -13,6 +13,7 @@
 //! not the features above it.
 
 pub(crate) mod capability_tokens;
+pub(crate) mod commands;
 pub(crate) mod inert_publications;
 pub(crate) mod lease_renewals;
 pub(crate) mod leases;
@@ -20,6 +21,7 @@ pub(crate) mod manifests;
 pub(crate) mod missions;
 pub(crate) mod offers;
 pub(crate) mod proposals;
+pub(crate) mod session_epochs;
 pub(crate) mod work_deps;
 pub(crate) mod work_history;
 pub(crate) mod work_items;

@@ -54,9 +54,8 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/rows/work_items.rs", &["work_deps"]),
     ("storage/src/rows/work_progress.rs", &["work_items"]),
     ("storage/src/rows/work_questions.rs", &["offers"]),
-    ("storage/src/sessions.rs", &["agents", "session_epochs", "session_nonces", "sessions"]),
+    ("storage/src/sessions.rs", &["agents", "session_nonces", "sessions"]),
     ("storage/src/work/checks.rs", &["evidence"]),
-    ("storage/src/work/command.rs", &["commands", "session_epochs"]),
     ("storage/src/work/tokens.rs", &["sessions"]),
 ];
 
