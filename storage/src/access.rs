@@ -396,14 +396,7 @@ pub(crate) fn membership(
 }
 
 pub(crate) fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
-    Ok(conn
-        .row(
-            "SELECT 1 FROM groups WHERE group_id = ?1",
-            [group_id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
+    crate::rows::groups::exists(conn, group_id)
 }
 
 impl Engine {

@@ -24,10 +24,7 @@ impl Engine {
                 if group_exists(txn, group_id.as_str())? {
                     return Ok(false);
                 }
-                txn.run(
-                    "INSERT INTO groups (group_id, created_at) VALUES (?1, ?2)",
-                    params![group_id.as_str(), format_instant(now)],
-                )?;
+                crate::rows::groups::insert(txn, group_id.as_str(), now)?;
                 events::append(
                     txn,
                     &group_id,

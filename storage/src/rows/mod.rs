@@ -14,6 +14,7 @@
 
 pub(crate) mod capability_tokens;
 pub(crate) mod commands;
+pub(crate) mod groups;
 pub(crate) mod inert_publications;
 pub(crate) mod lease_renewals;
 pub(crate) mod leases;
