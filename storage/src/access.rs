@@ -293,20 +293,7 @@ pub(crate) fn agent_by_keyid(
     conn: &Connection,
     keyid: &KeyId,
 ) -> Result<Option<(Id, VerifyingKey, String)>, Error> {
-    let row = conn
-        .row(
-            "SELECT agent_id, public_key, agent_card_version FROM agents
-             WHERE keyid = ?1 AND deactivated_at IS NULL",
-            [keyid.as_str()],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, Vec<u8>>(1)?,
-                    row.get::<_, String>(2)?,
-                ))
-            },
-        )
-        .optional()?;
+    let row = crate::rows::agents::active_by_keyid(conn, keyid.as_str())?;
     row.map(|(agent_id, key, card)| {
         let key = VerifyingKey::from_bytes(&to32(key)?).map_err(Error::backend)?;
         Ok((Id::parse("agentId", &agent_id)?, key, card))
@@ -318,14 +305,9 @@ pub(crate) fn agent_by_keyid(
 /// key (a curve point decompression), for a transaction that re-checks a key verified before
 /// it.
 pub(crate) fn agent_of_keyid(conn: &Connection, keyid: &KeyId) -> Result<Option<Id>, Error> {
-    conn.row(
-        "SELECT agent_id FROM agents WHERE keyid = ?1 AND deactivated_at IS NULL",
-        [keyid.as_str()],
-        |row| row.get::<_, String>(0),
-    )
-    .optional()?
-    .map(|agent_id| Id::parse("agentId", &agent_id).map_err(Error::from))
-    .transpose()
+    crate::rows::agents::active_id_by_keyid(conn, keyid.as_str())?
+        .map(|agent_id| Id::parse("agentId", &agent_id).map_err(Error::from))
+        .transpose()
 }
 
 /// Any key an Agent ever had, current or retired, with its Agent: for re-verifying what was
@@ -334,13 +316,7 @@ pub(crate) fn recorded_key(
     conn: &Connection,
     keyid: &KeyId,
 ) -> Result<Option<(Id, VerifyingKey)>, Error> {
-    let row = conn
-        .row(
-            "SELECT agent_id, public_key FROM agent_keys WHERE keyid = ?1",
-            [keyid.as_str()],
-            |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)),
-        )
-        .optional()?;
+    let row = crate::rows::agent_keys::recorded(conn, keyid.as_str())?;
     row.map(|(agent_id, key)| {
         let key = VerifyingKey::from_bytes(&to32(key)?).map_err(Error::backend)?;
         Ok((Id::parse("agentId", &agent_id)?, key))
@@ -350,14 +326,7 @@ pub(crate) fn recorded_key(
 
 /// Why `keyid` may not sign anything new: retired, its Agent deactivated, or unknown.
 fn key_refusal(conn: &Connection, keyid: &KeyId) -> Result<Error, Error> {
-    let row: Option<(Option<String>, Option<String>)> = conn
-        .row(
-            "SELECT k.retired_at, a.deactivated_at FROM agent_keys k
-             JOIN agents a ON a.agent_id = k.agent_id WHERE k.keyid = ?1",
-            [keyid.as_str()],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
+    let row = crate::rows::agent_keys::retirement(conn, keyid.as_str())?;
     Ok(match row {
         Some((_, Some(_))) => reject(
             ErrorCode::AgentDeactivated,

@@ -15,6 +15,7 @@ use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self};
+use crate::rows;
 
 impl Engine {
     pub(crate) async fn create_group(&self, group_id: Id) -> Result<bool, Error> {
@@ -67,34 +68,38 @@ impl Engine {
         let registered = self
             .db
             .write(move |txn| {
-                let existing: Option<Vec<u8>> = txn
-                    .row("SELECT public_key FROM agents WHERE agent_id = ?1", [agent_id.as_str()], |row| row.get(0))
-                    .optional()?;
+                let existing = rows::agents::public_key(txn, agent_id.as_str())?;
                 match existing {
                     Some(stored) if stored == key.as_bytes() => {
-                        txn.run(
-                            "UPDATE agents SET agent_card_version = ?2 WHERE agent_id = ?1",
-                            params![agent_id.as_str(), card_version],
-                        )?;
+                        rows::agents::set_card_version(txn, agent_id.as_str(), &card_version)?;
                         Ok((keyid, false))
                     }
-                    Some(_) => Err(reject(ErrorCode::Conflict, format!("agent {agent_id} is registered with another key"))),
+                    Some(_) => Err(reject(
+                        ErrorCode::Conflict,
+                        format!("agent {agent_id} is registered with another key"),
+                    )),
                     None => {
-                        let taken = txn
-                            .row("SELECT 1 FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |_| Ok(()))
-                            .optional()?
-                            .is_some();
+                        let taken = rows::agent_keys::agent_of(txn, keyid.as_str())?.is_some();
                         if taken {
-                            return Err(reject(ErrorCode::Conflict, "this key is registered to another agent"));
+                            return Err(reject(
+                                ErrorCode::Conflict,
+                                "this key is registered to another agent",
+                            ));
                         }
-                        txn.run(
-                            "INSERT INTO agents (agent_id, public_key, keyid, agent_card_version, registered_at)
-                             VALUES (?1, ?2, ?3, ?4, ?5)",
-                            params![agent_id.as_str(), &key.as_bytes()[..], keyid.as_str(), card_version, format_instant(now)],
+                        rows::agents::insert(
+                            txn,
+                            agent_id.as_str(),
+                            &key.as_bytes()[..],
+                            keyid.as_str(),
+                            &card_version,
+                            &format_instant(now),
                         )?;
-                        txn.run(
-                            "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, ?2, ?3, ?4)",
-                            params![keyid.as_str(), agent_id.as_str(), &key.as_bytes()[..], format_instant(now)],
+                        rows::agent_keys::insert(
+                            txn,
+                            keyid.as_str(),
+                            agent_id.as_str(),
+                            &key.as_bytes()[..],
+                            &format_instant(now),
                         )?;
                         Ok((keyid, true))
                     }
@@ -214,13 +219,7 @@ impl Engine {
         let groups = self
             .db
             .write(move |txn| {
-                let state: Option<Option<String>> = txn
-                    .row(
-                        "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
-                        [agent_id.as_str()],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
+                let state = rows::agents::deactivated_at(txn, agent_id.as_str())?;
                 match state {
                     None => {
                         return Err(reject(
@@ -231,10 +230,7 @@ impl Engine {
                     Some(Some(_)) => return Ok(Vec::new()),
                     Some(None) => {}
                 }
-                txn.run(
-                    "UPDATE agents SET deactivated_at = ?2 WHERE agent_id = ?1",
-                    params![agent_id.as_str(), format_instant(now)],
-                )?;
+                rows::agents::deactivate(txn, agent_id.as_str(), &format_instant(now))?;
                 txn.run(
                     "DELETE FROM sessions WHERE agent_id = ?1",
                     [agent_id.as_str()],
@@ -271,33 +267,30 @@ impl Engine {
         self.db
             .write(move |txn| {
                 require_active(txn, &agent_id)?;
-                let used_by: Option<String> = txn
-                    .row("SELECT agent_id FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |row| row.get(0))
-                    .optional()?;
+                let used_by = rows::agent_keys::agent_of(txn, keyid.as_str())?;
                 if used_by.is_some() {
                     // A key is never reused, not even by its own Agent: a retired key must
                     // stay retired.
-                    return Err(reject(ErrorCode::Conflict, "this key is or was registered already"));
+                    return Err(reject(
+                        ErrorCode::Conflict,
+                        "this key is or was registered already",
+                    ));
                 }
-                let retired: String = txn.row(
-                    "SELECT keyid FROM agents WHERE agent_id = ?1",
-                    [agent_id.as_str()],
-                    |row| row.get(0),
-                )?;
+                let retired = rows::agents::keyid(txn, agent_id.as_str())?;
                 let instant = format_instant(now);
-                txn.run(
-                    "UPDATE agent_keys SET retired_at = ?2 WHERE agent_id = ?1 AND retired_at IS NULL",
-                    params![agent_id.as_str(), instant],
+                rows::agent_keys::retire_current(txn, agent_id.as_str(), &instant)?;
+                rows::agent_keys::insert(
+                    txn,
+                    keyid.as_str(),
+                    agent_id.as_str(),
+                    &key.as_bytes()[..],
+                    &instant,
                 )?;
+                rows::agents::set_key(txn, agent_id.as_str(), &key.as_bytes()[..], keyid.as_str())?;
                 txn.run(
-                    "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, ?2, ?3, ?4)",
-                    params![keyid.as_str(), agent_id.as_str(), &key.as_bytes()[..], instant],
+                    "DELETE FROM sessions WHERE agent_id = ?1",
+                    [agent_id.as_str()],
                 )?;
-                txn.run(
-                    "UPDATE agents SET public_key = ?2, keyid = ?3 WHERE agent_id = ?1",
-                    params![agent_id.as_str(), &key.as_bytes()[..], keyid.as_str()],
-                )?;
-                txn.run("DELETE FROM sessions WHERE agent_id = ?1", [agent_id.as_str()])?;
                 let retired_keyid: KeyId = retired.parse()?;
                 for group in current_groups(txn, &agent_id)? {
                     events::append(
@@ -346,13 +339,7 @@ fn checked_scope(roles: &[Role], missions: Option<Vec<Id>>) -> Result<Option<Vec
 
 /// The Agent exists and is not deactivated.
 fn require_active(conn: &Connection, agent_id: &Id) -> Result<(), Error> {
-    let state: Option<Option<String>> = conn
-        .row(
-            "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
-            [agent_id.as_str()],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let state = rows::agents::deactivated_at(conn, agent_id.as_str())?;
     match state {
         None => Err(reject(
             ErrorCode::UnknownAgent,

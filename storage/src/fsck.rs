@@ -148,7 +148,7 @@ impl Engine {
                 };
                 Ok(Stats {
                     groups: crate::rows::groups::count(conn)?,
-                    agents: count("agents")?,
+                    agents: crate::rows::agents::count(conn)?,
                     memberships: count("memberships")?,
                     sessions: count("sessions")?,
                     blobs: count("blobs")?,

@@ -12,6 +12,8 @@
 //! may import it without an import circle; another index engine would implement this floor,
 //! not the features above it.
 
+pub(crate) mod agent_keys;
+pub(crate) mod agents;
 pub(crate) mod capability_tokens;
 pub(crate) mod commands;
 pub(crate) mod groups;

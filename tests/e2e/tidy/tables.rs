@@ -21,8 +21,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     (
         "storage/src/access.rs",
         &[
-            "agent_keys",
-            "agents",
             "blob_uploaders",
             "blobs",
             "forwarded_artifacts",
@@ -33,13 +31,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     (
         "storage/src/agents.rs",
-        &[
-            "agent_keys",
-            "agents",
-            "memberships",
-            "missions",
-            "sessions",
-        ],
+        &["memberships", "missions", "sessions"],
     ),
     ("storage/src/artifacts/mod.rs", &["blobs", "inline_bytes"]),
     ("storage/src/artifacts/publish.rs", &["derivations"]),
@@ -102,10 +94,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     ("storage/src/context/reads.rs", &["context_packages"]),
     ("storage/src/delivery.rs", &["cursors"]),
-    (
-        "storage/src/directory.rs",
-        &["agent_keys", "agents", "memberships", "missions"],
-    ),
+    ("storage/src/directory.rs", &["memberships", "missions"]),
     ("storage/src/engine.rs", &["blobs", "forwarded_artifacts"]),
     ("storage/src/events.rs", &["events", "snapshots"]),
     (
@@ -117,7 +106,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     (
         "storage/src/fsck.rs",
         &[
-            "agents",
             "blob_uploaders",
             "blobs",
             "derivations",
@@ -145,6 +133,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
         &["derivations", "reusable_artifacts"],
     ),
     ("storage/src/reactions.rs", &["reactions"]),
+    ("storage/src/rows/agent_keys.rs", &["agents"]),
     ("storage/src/rows/leases.rs", &["work_items"]),
     ("storage/src/rows/manifests.rs", &["blobs"]),
     ("storage/src/rows/offers.rs", &["work_items"]),
