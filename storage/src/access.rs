@@ -225,14 +225,7 @@ pub(crate) fn mission_scope(
     group_id: &str,
     agent_id: &str,
 ) -> Result<MissionScope, Error> {
-    let missions: Option<Option<String>> = conn
-        .row(
-            "SELECT missions FROM memberships
-             WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
-            params![group_id, agent_id],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let missions = crate::rows::memberships::scope(conn, group_id, agent_id)?;
     match missions.flatten() {
         None => Ok(MissionScope::Group),
         Some(text) => {
@@ -349,19 +342,7 @@ pub(crate) fn membership(
     group_id: &str,
     agent_id: &str,
 ) -> Result<Option<(Vec<Role>, u64)>, Error> {
-    let row = conn
-        .row(
-            "SELECT roles, epoch FROM memberships
-             WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
-            params![group_id, agent_id],
-            |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?)),
-        )
-        .optional()?;
-    row.map(|(roles, epoch)| {
-        let roles: Vec<Role> = serde_json::from_str(&roles).map_err(Error::backend)?;
-        Ok((roles, epoch))
-    })
-    .transpose()
+    crate::rows::memberships::current(conn, group_id, agent_id)
 }
 
 pub(crate) fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {

@@ -5,7 +5,7 @@
 
 use crate::sql::Cached as _;
 use ed25519_dalek::VerifyingKey;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::kinds;
 use weft_api::session::{Membership, Role};
 use weft_api::{ErrorCode, EventPayload, Id, KeyId};
@@ -146,23 +146,29 @@ impl Engine {
         self.db
             .write(move |txn| {
                 if !group_exists(txn, group_id.as_str())? {
-                    return Err(reject(ErrorCode::UnknownGroup, format!("group {group_id} does not exist")));
+                    return Err(reject(
+                        ErrorCode::UnknownGroup,
+                        format!("group {group_id} does not exist"),
+                    ));
                 }
                 require_active(txn, &agent_id)?;
                 // A removed Membership's epoch keeps counting, so no session of it ever
                 // matches again.
-                let epoch = any_membership_epoch(txn, group_id.as_str(), agent_id.as_str())?.unwrap_or(0) + 1;
+                let epoch = any_membership_epoch(txn, group_id.as_str(), agent_id.as_str())?
+                    .unwrap_or(0)
+                    + 1;
                 let roles_json = serde_json::to_string(&roles).map_err(Error::backend)?;
                 let missions_json = missions
                     .as_ref()
                     .map(|missions| serde_json::to_string(missions).map_err(Error::backend))
                     .transpose()?;
-                txn.run(
-                    "INSERT INTO memberships (group_id, agent_id, roles, epoch, missions) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (group_id, agent_id)
-                     DO UPDATE SET roles = excluded.roles, epoch = excluded.epoch, missions = excluded.missions,
-                                   removed_at = NULL",
-                    params![group_id.as_str(), agent_id.as_str(), roles_json, epoch, missions_json],
+                rows::memberships::upsert(
+                    txn,
+                    group_id.as_str(),
+                    agent_id.as_str(),
+                    &roles_json,
+                    epoch,
+                    missions_json.as_deref(),
                 )?;
                 events::append(
                     txn,
@@ -175,7 +181,13 @@ impl Engine {
                     }),
                     now,
                 )?;
-                Ok(Membership { group_id, agent_id, roles, epoch, missions })
+                Ok(Membership {
+                    group_id,
+                    agent_id,
+                    roles,
+                    epoch,
+                    missions,
+                })
             })
             .await
     }
@@ -188,20 +200,33 @@ impl Engine {
             .db
             .write(move |txn| {
                 if !group_exists(txn, group_id.as_str())? {
-                    return Err(reject(ErrorCode::UnknownGroup, format!("group {group_id} does not exist")));
+                    return Err(reject(
+                        ErrorCode::UnknownGroup,
+                        format!("group {group_id} does not exist"),
+                    ));
                 }
-                let Some((_, epoch)) = membership(txn, group_id.as_str(), agent_id.as_str())? else {
-                    return Err(reject(ErrorCode::NotAMember, format!("{agent_id} is not a member of {group_id}")));
+                let Some((_, epoch)) = membership(txn, group_id.as_str(), agent_id.as_str())?
+                else {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{agent_id} is not a member of {group_id}"),
+                    ));
                 };
                 let epoch = epoch + 1;
-                txn.run(
-                    "UPDATE memberships SET epoch = ?3, removed_at = ?4 WHERE group_id = ?1 AND agent_id = ?2",
-                    params![group_id.as_str(), agent_id.as_str(), epoch, format_instant(now)],
+                rows::memberships::remove(
+                    txn,
+                    group_id.as_str(),
+                    agent_id.as_str(),
+                    epoch,
+                    &format_instant(now),
                 )?;
                 events::append(
                     txn,
                     &group_id,
-                    &EventPayload::MembershipRemoved(kinds::MembershipRemoved { agent_id: agent_id.clone(), membership_epoch: epoch }),
+                    &EventPayload::MembershipRemoved(kinds::MembershipRemoved {
+                        agent_id: agent_id.clone(),
+                        membership_epoch: epoch,
+                    }),
                     now,
                 )?;
                 Ok(epoch)
@@ -359,23 +384,12 @@ fn any_membership_epoch(
     group_id: &str,
     agent_id: &str,
 ) -> Result<Option<u64>, Error> {
-    Ok(conn
-        .row(
-            "SELECT epoch FROM memberships WHERE group_id = ?1 AND agent_id = ?2",
-            params![group_id, agent_id],
-            |row| row.get(0),
-        )
-        .optional()?)
+    rows::memberships::any_epoch(conn, group_id, agent_id)
 }
 
 /// The Groups the Agent is a current member of, in id order.
 fn current_groups(conn: &Connection, agent_id: &Id) -> Result<Vec<Id>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT group_id FROM memberships WHERE agent_id = ?1 AND removed_at IS NULL ORDER BY group_id",
-    )?;
-    let groups = statement
-        .query_map([agent_id.as_str()], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let groups = rows::memberships::current_groups(conn, agent_id.as_str())?;
     groups
         .iter()
         .map(|group| Ok(Id::parse("groupId", group)?))

@@ -3,7 +3,7 @@
 //! changes a row.
 
 use base64::Engine as _;
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use weft_api::session::{AgentKey, AgentRecord, MemberList, Membership, Role};
 use weft_api::{ErrorCode, Id, KeyId};
 
@@ -82,34 +82,26 @@ impl Engine {
 /// Live Memberships where `column` (`group_id` or `agent_id`) is `value`, ordered by Group
 /// then Agent.
 fn memberships(conn: &Connection, column: &str, value: &str) -> Result<Vec<Membership>, Error> {
-    let sql = format!(
-        "SELECT group_id, agent_id, roles, epoch, missions FROM memberships
-         WHERE {column} = ?1 AND removed_at IS NULL ORDER BY group_id, agent_id"
-    );
-    let mut statement = conn.prepare_cached(&sql)?;
-    let rows = statement.query_map(params![value], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, String>(1)?,
-            row.get::<_, String>(2)?,
-            row.get::<_, u64>(3)?,
-            row.get::<_, Option<String>>(4)?,
-        ))
-    })?;
-    rows.map(|row| {
-        let (group_id, agent_id, roles, epoch, missions) = row?;
-        let roles: Vec<Role> = serde_json::from_str(&roles).map_err(Error::backend)?;
-        let missions: Option<Vec<Id>> = missions
-            .map(|text| serde_json::from_str(&text))
-            .transpose()
-            .map_err(Error::backend)?;
-        Ok(Membership {
-            group_id: Id::parse("groupId", &group_id)?,
-            agent_id: Id::parse("agentId", &agent_id)?,
-            roles,
-            epoch,
-            missions,
+    let rows = if column == "group_id" {
+        crate::rows::memberships::live_of_group(conn, value)?
+    } else {
+        crate::rows::memberships::live_of_agent(conn, value)?
+    };
+    rows.into_iter()
+        .map(|row| {
+            let (group_id, agent_id, roles, epoch, missions) = row;
+            let roles: Vec<Role> = serde_json::from_str(&roles).map_err(Error::backend)?;
+            let missions: Option<Vec<Id>> = missions
+                .map(|text| serde_json::from_str(&text))
+                .transpose()
+                .map_err(Error::backend)?;
+            Ok(Membership {
+                group_id: Id::parse("groupId", &group_id)?,
+                agent_id: Id::parse("agentId", &agent_id)?,
+                roles,
+                epoch,
+                missions,
+            })
         })
-    })
-    .collect()
+        .collect()
 }

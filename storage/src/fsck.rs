@@ -149,7 +149,7 @@ impl Engine {
                 Ok(Stats {
                     groups: crate::rows::groups::count(conn)?,
                     agents: crate::rows::agents::count(conn)?,
-                    memberships: count("memberships")?,
+                    memberships: crate::rows::memberships::count(conn)?,
                     sessions: count("sessions")?,
                     blobs: count("blobs")?,
                     blob_uploaders: count("blob_uploaders")?,

@@ -21,6 +21,7 @@ pub(crate) mod inert_publications;
 pub(crate) mod lease_renewals;
 pub(crate) mod leases;
 pub(crate) mod manifests;
+pub(crate) mod memberships;
 pub(crate) mod missions;
 pub(crate) mod offers;
 pub(crate) mod proposals;

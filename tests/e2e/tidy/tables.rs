@@ -24,15 +24,10 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
             "blob_uploaders",
             "blobs",
             "forwarded_artifacts",
-            "memberships",
-            "missions",
             "reusable_artifacts",
         ],
     ),
-    (
-        "storage/src/agents.rs",
-        &["memberships", "missions", "sessions"],
-    ),
+    ("storage/src/agents.rs", &["sessions"]),
     ("storage/src/artifacts/mod.rs", &["blobs", "inline_bytes"]),
     ("storage/src/artifacts/publish.rs", &["derivations"]),
     (
@@ -94,7 +89,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ),
     ("storage/src/context/reads.rs", &["context_packages"]),
     ("storage/src/delivery.rs", &["cursors"]),
-    ("storage/src/directory.rs", &["memberships", "missions"]),
     ("storage/src/engine.rs", &["blobs", "forwarded_artifacts"]),
     ("storage/src/events.rs", &["events", "snapshots"]),
     (
@@ -113,7 +107,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
             "evidence",
             "inline_bytes",
             "manifests",
-            "memberships",
             "sessions",
             "snapshots",
         ],
@@ -136,6 +129,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/rows/agent_keys.rs", &["agents"]),
     ("storage/src/rows/leases.rs", &["work_items"]),
     ("storage/src/rows/manifests.rs", &["blobs"]),
+    ("storage/src/rows/memberships.rs", &["missions"]),
     ("storage/src/rows/offers.rs", &["work_items"]),
     ("storage/src/rows/proposals.rs", &["missions"]),
     (
