@@ -3,7 +3,6 @@
 //! deactivated, key rotated. Every operation that can end a session signals open streams
 //! after its commit (`sessions.rs`).
 
-use crate::sql::Cached as _;
 use ed25519_dalek::VerifyingKey;
 use rusqlite::Connection;
 use weft_api::kinds;
@@ -256,10 +255,7 @@ impl Engine {
                     Some(None) => {}
                 }
                 rows::agents::deactivate(txn, agent_id.as_str(), &format_instant(now))?;
-                txn.run(
-                    "DELETE FROM sessions WHERE agent_id = ?1",
-                    [agent_id.as_str()],
-                )?;
+                rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
                 let groups = current_groups(txn, &agent_id)?;
                 for group in &groups {
                     events::append(
@@ -312,10 +308,7 @@ impl Engine {
                     &instant,
                 )?;
                 rows::agents::set_key(txn, agent_id.as_str(), &key.as_bytes()[..], keyid.as_str())?;
-                txn.run(
-                    "DELETE FROM sessions WHERE agent_id = ?1",
-                    [agent_id.as_str()],
-                )?;
+                rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
                 let retired_keyid: KeyId = retired.parse()?;
                 for group in current_groups(txn, &agent_id)? {
                     events::append(

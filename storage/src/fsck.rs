@@ -150,7 +150,7 @@ impl Engine {
                     groups: crate::rows::groups::count(conn)?,
                     agents: crate::rows::agents::count(conn)?,
                     memberships: crate::rows::memberships::count(conn)?,
-                    sessions: count("sessions")?,
+                    sessions: crate::rows::sessions::count(conn)?,
                     blobs: count("blobs")?,
                     blob_uploaders: count("blob_uploaders")?,
                     manifests: count("manifests")?,

@@ -9,7 +9,6 @@
 //! exclusively, so it never deletes a file an upload has just found present.
 
 use crate::sql::Cached as _;
-use rusqlite::params;
 use weft_api::ArtifactId;
 
 use super::upload::uncited;
@@ -75,10 +74,7 @@ impl Engine {
                     txn.run("DELETE FROM blobs WHERE blake3 = ?1", [&blake3])?;
                     removed.push((ArtifactId(to32(blake3)?), size));
                 }
-                let nonces_removed = txn.run(
-                    "DELETE FROM session_nonces WHERE seen_at < ?1",
-                    params![nonce_cutoff],
-                )? as u64;
+                let nonces_removed = crate::rows::session_nonces::forget_before(txn, &nonce_cutoff)?;
                 Ok((removed, nonces_removed))
             })
             .await?;

@@ -26,6 +26,8 @@ pub(crate) mod missions;
 pub(crate) mod offers;
 pub(crate) mod proposals;
 pub(crate) mod session_epochs;
+pub(crate) mod session_nonces;
+pub(crate) mod sessions;
 pub(crate) mod work_deps;
 pub(crate) mod work_history;
 pub(crate) mod work_items;

@@ -16,10 +16,9 @@
 //! This module does not know HTTP routes: the server decides which routes take a token, and
 //! asks [`Grant::require`] for the scope each needs.
 
-use crate::sql::Cached as _;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::evidence::Evidence;
 use weft_api::views::{EvidenceRecorded, Published};
 use weft_api::work::views::{TokenIssued, TokenRequest, TokenScope};
@@ -202,17 +201,12 @@ fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, 
     if let Some(why) = lease.dead_at(at) {
         return Err(dead(why));
     }
-    let session_hash: Option<Vec<u8>> = conn
-        .row(
-            "SELECT token_hash FROM sessions WHERE agent_id = ?1 AND group_id = ?2 AND session_epoch = ?3",
-            params![
-                lease.lease.agent_id.as_str(),
-                lease.work_item.group_id,
-                lease.lease.session_epoch
-            ],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let session_hash = crate::rows::sessions::hash_of(
+        conn,
+        lease.lease.agent_id.as_str(),
+        &lease.work_item.group_id,
+        lease.lease.session_epoch,
+    )?;
     let session_hash: [u8; 32] = session_hash
         .and_then(|hash| hash.try_into().ok())
         .ok_or_else(|| dead("the session its lease runs under is gone"))?;

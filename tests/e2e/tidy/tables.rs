@@ -27,7 +27,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
             "reusable_artifacts",
         ],
     ),
-    ("storage/src/agents.rs", &["sessions"]),
     ("storage/src/artifacts/mod.rs", &["blobs", "inline_bytes"]),
     ("storage/src/artifacts/publish.rs", &["derivations"]),
     (
@@ -46,7 +45,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
             "blob_verifications",
             "blobs",
             "inline_bytes",
-            "session_nonces",
         ],
     ),
     (
@@ -107,7 +105,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
             "evidence",
             "inline_bytes",
             "manifests",
-            "sessions",
             "snapshots",
         ],
     ),
@@ -132,6 +129,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/rows/memberships.rs", &["missions"]),
     ("storage/src/rows/offers.rs", &["work_items"]),
     ("storage/src/rows/proposals.rs", &["missions"]),
+    ("storage/src/rows/sessions.rs", &["agents"]),
     (
         "storage/src/rows/work_history.rs",
         &["events", "work_items"],
@@ -139,12 +137,7 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/rows/work_items.rs", &["work_deps"]),
     ("storage/src/rows/work_progress.rs", &["work_items"]),
     ("storage/src/rows/work_questions.rs", &["offers"]),
-    (
-        "storage/src/sessions.rs",
-        &["agents", "session_nonces", "sessions"],
-    ),
     ("storage/src/work/checks.rs", &["evidence"]),
-    ("storage/src/work/tokens.rs", &["sessions"]),
 ];
 
 const SQL_KEYWORDS: &[&str] = &[
