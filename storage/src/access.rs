@@ -7,11 +7,10 @@
 //! (or [`can_read_artifact`], which adds the reusable-knowledge exception of CTX-6), while
 //! every citation asks [`may_cite`].
 
-use crate::sql::Cached as _;
 use std::collections::BTreeSet;
 
 use ed25519_dalek::VerifyingKey;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::evidence::AUTHORITY_AGENT;
 use weft_api::session::Role;
 use weft_api::{ArtifactId, Envelope, ErrorCode, Id, KeyId};
@@ -223,14 +222,7 @@ pub(crate) fn mission_scope(
     group_id: &str,
     agent_id: &str,
 ) -> Result<MissionScope, Error> {
-    let missions: Option<Option<String>> = conn
-        .row(
-            "SELECT missions FROM memberships
-             WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
-            params![group_id, agent_id],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let missions = crate::rows::memberships::scope(conn, group_id, agent_id)?;
     match missions.flatten() {
         None => Ok(MissionScope::Group),
         Some(text) => {
@@ -282,20 +274,7 @@ pub(crate) fn agent_by_keyid(
     conn: &Connection,
     keyid: &KeyId,
 ) -> Result<Option<(Id, VerifyingKey, String)>, Error> {
-    let row = conn
-        .row(
-            "SELECT agent_id, public_key, agent_card_version FROM agents
-             WHERE keyid = ?1 AND deactivated_at IS NULL",
-            [keyid.as_str()],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, Vec<u8>>(1)?,
-                    row.get::<_, String>(2)?,
-                ))
-            },
-        )
-        .optional()?;
+    let row = crate::rows::agents::active_by_keyid(conn, keyid.as_str())?;
     row.map(|(agent_id, key, card)| {
         let key = VerifyingKey::from_bytes(&to32(key)?).map_err(Error::backend)?;
         Ok((Id::parse("agentId", &agent_id)?, key, card))
@@ -307,14 +286,9 @@ pub(crate) fn agent_by_keyid(
 /// key (a curve point decompression), for a transaction that re-checks a key verified before
 /// it.
 pub(crate) fn agent_of_keyid(conn: &Connection, keyid: &KeyId) -> Result<Option<Id>, Error> {
-    conn.row(
-        "SELECT agent_id FROM agents WHERE keyid = ?1 AND deactivated_at IS NULL",
-        [keyid.as_str()],
-        |row| row.get::<_, String>(0),
-    )
-    .optional()?
-    .map(|agent_id| Id::parse("agentId", &agent_id).map_err(Error::from))
-    .transpose()
+    crate::rows::agents::active_id_by_keyid(conn, keyid.as_str())?
+        .map(|agent_id| Id::parse("agentId", &agent_id).map_err(Error::from))
+        .transpose()
 }
 
 /// Any key an Agent ever had, current or retired, with its Agent: for re-verifying what was
@@ -323,13 +297,7 @@ pub(crate) fn recorded_key(
     conn: &Connection,
     keyid: &KeyId,
 ) -> Result<Option<(Id, VerifyingKey)>, Error> {
-    let row = conn
-        .row(
-            "SELECT agent_id, public_key FROM agent_keys WHERE keyid = ?1",
-            [keyid.as_str()],
-            |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)),
-        )
-        .optional()?;
+    let row = crate::rows::agent_keys::recorded(conn, keyid.as_str())?;
     row.map(|(agent_id, key)| {
         let key = VerifyingKey::from_bytes(&to32(key)?).map_err(Error::backend)?;
         Ok((Id::parse("agentId", &agent_id)?, key))
@@ -339,14 +307,7 @@ pub(crate) fn recorded_key(
 
 /// Why `keyid` may not sign anything new: retired, its Agent deactivated, or unknown.
 fn key_refusal(conn: &Connection, keyid: &KeyId) -> Result<Error, Error> {
-    let row: Option<(Option<String>, Option<String>)> = conn
-        .row(
-            "SELECT k.retired_at, a.deactivated_at FROM agent_keys k
-             JOIN agents a ON a.agent_id = k.agent_id WHERE k.keyid = ?1",
-            [keyid.as_str()],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
+    let row = crate::rows::agent_keys::retirement(conn, keyid.as_str())?;
     Ok(match row {
         Some((_, Some(_))) => reject(
             ErrorCode::AgentDeactivated,
@@ -369,30 +330,11 @@ pub(crate) fn membership(
     group_id: &str,
     agent_id: &str,
 ) -> Result<Option<(Vec<Role>, u64)>, Error> {
-    let row = conn
-        .row(
-            "SELECT roles, epoch FROM memberships
-             WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
-            params![group_id, agent_id],
-            |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?)),
-        )
-        .optional()?;
-    row.map(|(roles, epoch)| {
-        let roles: Vec<Role> = serde_json::from_str(&roles).map_err(Error::backend)?;
-        Ok((roles, epoch))
-    })
-    .transpose()
+    crate::rows::memberships::current(conn, group_id, agent_id)
 }
 
 pub(crate) fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
-    Ok(conn
-        .row(
-            "SELECT 1 FROM groups WHERE group_id = ?1",
-            [group_id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
+    crate::rows::groups::exists(conn, group_id)
 }
 
 impl Engine {

@@ -3,9 +3,8 @@
 //! deactivated, key rotated. Every operation that can end a session signals open streams
 //! after its commit (`sessions.rs`).
 
-use crate::sql::Cached as _;
 use ed25519_dalek::VerifyingKey;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::kinds;
 use weft_api::session::{Membership, Role};
 use weft_api::{ErrorCode, EventPayload, Id, KeyId};
@@ -15,6 +14,7 @@ use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self};
+use crate::rows;
 
 impl Engine {
     pub(crate) async fn create_group(&self, group_id: Id) -> Result<bool, Error> {
@@ -24,10 +24,7 @@ impl Engine {
                 if group_exists(txn, group_id.as_str())? {
                     return Ok(false);
                 }
-                txn.run(
-                    "INSERT INTO groups (group_id, created_at) VALUES (?1, ?2)",
-                    params![group_id.as_str(), format_instant(now)],
-                )?;
+                crate::rows::groups::insert(txn, group_id.as_str(), now)?;
                 events::append(
                     txn,
                     &group_id,
@@ -70,34 +67,38 @@ impl Engine {
         let registered = self
             .db
             .write(move |txn| {
-                let existing: Option<Vec<u8>> = txn
-                    .row("SELECT public_key FROM agents WHERE agent_id = ?1", [agent_id.as_str()], |row| row.get(0))
-                    .optional()?;
+                let existing = rows::agents::public_key(txn, agent_id.as_str())?;
                 match existing {
                     Some(stored) if stored == key.as_bytes() => {
-                        txn.run(
-                            "UPDATE agents SET agent_card_version = ?2 WHERE agent_id = ?1",
-                            params![agent_id.as_str(), card_version],
-                        )?;
+                        rows::agents::set_card_version(txn, agent_id.as_str(), &card_version)?;
                         Ok((keyid, false))
                     }
-                    Some(_) => Err(reject(ErrorCode::Conflict, format!("agent {agent_id} is registered with another key"))),
+                    Some(_) => Err(reject(
+                        ErrorCode::Conflict,
+                        format!("agent {agent_id} is registered with another key"),
+                    )),
                     None => {
-                        let taken = txn
-                            .row("SELECT 1 FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |_| Ok(()))
-                            .optional()?
-                            .is_some();
+                        let taken = rows::agent_keys::agent_of(txn, keyid.as_str())?.is_some();
                         if taken {
-                            return Err(reject(ErrorCode::Conflict, "this key is registered to another agent"));
+                            return Err(reject(
+                                ErrorCode::Conflict,
+                                "this key is registered to another agent",
+                            ));
                         }
-                        txn.run(
-                            "INSERT INTO agents (agent_id, public_key, keyid, agent_card_version, registered_at)
-                             VALUES (?1, ?2, ?3, ?4, ?5)",
-                            params![agent_id.as_str(), &key.as_bytes()[..], keyid.as_str(), card_version, format_instant(now)],
+                        rows::agents::insert(
+                            txn,
+                            agent_id.as_str(),
+                            &key.as_bytes()[..],
+                            keyid.as_str(),
+                            &card_version,
+                            &format_instant(now),
                         )?;
-                        txn.run(
-                            "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, ?2, ?3, ?4)",
-                            params![keyid.as_str(), agent_id.as_str(), &key.as_bytes()[..], format_instant(now)],
+                        rows::agent_keys::insert(
+                            txn,
+                            keyid.as_str(),
+                            agent_id.as_str(),
+                            &key.as_bytes()[..],
+                            &format_instant(now),
                         )?;
                         Ok((keyid, true))
                     }
@@ -144,23 +145,29 @@ impl Engine {
         self.db
             .write(move |txn| {
                 if !group_exists(txn, group_id.as_str())? {
-                    return Err(reject(ErrorCode::UnknownGroup, format!("group {group_id} does not exist")));
+                    return Err(reject(
+                        ErrorCode::UnknownGroup,
+                        format!("group {group_id} does not exist"),
+                    ));
                 }
                 require_active(txn, &agent_id)?;
                 // A removed Membership's epoch keeps counting, so no session of it ever
                 // matches again.
-                let epoch = any_membership_epoch(txn, group_id.as_str(), agent_id.as_str())?.unwrap_or(0) + 1;
+                let epoch = any_membership_epoch(txn, group_id.as_str(), agent_id.as_str())?
+                    .unwrap_or(0)
+                    + 1;
                 let roles_json = serde_json::to_string(&roles).map_err(Error::backend)?;
                 let missions_json = missions
                     .as_ref()
                     .map(|missions| serde_json::to_string(missions).map_err(Error::backend))
                     .transpose()?;
-                txn.run(
-                    "INSERT INTO memberships (group_id, agent_id, roles, epoch, missions) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (group_id, agent_id)
-                     DO UPDATE SET roles = excluded.roles, epoch = excluded.epoch, missions = excluded.missions,
-                                   removed_at = NULL",
-                    params![group_id.as_str(), agent_id.as_str(), roles_json, epoch, missions_json],
+                rows::memberships::upsert(
+                    txn,
+                    group_id.as_str(),
+                    agent_id.as_str(),
+                    &roles_json,
+                    epoch,
+                    missions_json.as_deref(),
                 )?;
                 events::append(
                     txn,
@@ -173,7 +180,13 @@ impl Engine {
                     }),
                     now,
                 )?;
-                Ok(Membership { group_id, agent_id, roles, epoch, missions })
+                Ok(Membership {
+                    group_id,
+                    agent_id,
+                    roles,
+                    epoch,
+                    missions,
+                })
             })
             .await
     }
@@ -186,20 +199,33 @@ impl Engine {
             .db
             .write(move |txn| {
                 if !group_exists(txn, group_id.as_str())? {
-                    return Err(reject(ErrorCode::UnknownGroup, format!("group {group_id} does not exist")));
+                    return Err(reject(
+                        ErrorCode::UnknownGroup,
+                        format!("group {group_id} does not exist"),
+                    ));
                 }
-                let Some((_, epoch)) = membership(txn, group_id.as_str(), agent_id.as_str())? else {
-                    return Err(reject(ErrorCode::NotAMember, format!("{agent_id} is not a member of {group_id}")));
+                let Some((_, epoch)) = membership(txn, group_id.as_str(), agent_id.as_str())?
+                else {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{agent_id} is not a member of {group_id}"),
+                    ));
                 };
                 let epoch = epoch + 1;
-                txn.run(
-                    "UPDATE memberships SET epoch = ?3, removed_at = ?4 WHERE group_id = ?1 AND agent_id = ?2",
-                    params![group_id.as_str(), agent_id.as_str(), epoch, format_instant(now)],
+                rows::memberships::remove(
+                    txn,
+                    group_id.as_str(),
+                    agent_id.as_str(),
+                    epoch,
+                    &format_instant(now),
                 )?;
                 events::append(
                     txn,
                     &group_id,
-                    &EventPayload::MembershipRemoved(kinds::MembershipRemoved { agent_id: agent_id.clone(), membership_epoch: epoch }),
+                    &EventPayload::MembershipRemoved(kinds::MembershipRemoved {
+                        agent_id: agent_id.clone(),
+                        membership_epoch: epoch,
+                    }),
                     now,
                 )?;
                 Ok(epoch)
@@ -217,13 +243,7 @@ impl Engine {
         let groups = self
             .db
             .write(move |txn| {
-                let state: Option<Option<String>> = txn
-                    .row(
-                        "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
-                        [agent_id.as_str()],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
+                let state = rows::agents::deactivated_at(txn, agent_id.as_str())?;
                 match state {
                     None => {
                         return Err(reject(
@@ -234,14 +254,8 @@ impl Engine {
                     Some(Some(_)) => return Ok(Vec::new()),
                     Some(None) => {}
                 }
-                txn.run(
-                    "UPDATE agents SET deactivated_at = ?2 WHERE agent_id = ?1",
-                    params![agent_id.as_str(), format_instant(now)],
-                )?;
-                txn.run(
-                    "DELETE FROM sessions WHERE agent_id = ?1",
-                    [agent_id.as_str()],
-                )?;
+                rows::agents::deactivate(txn, agent_id.as_str(), &format_instant(now))?;
+                rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
                 let groups = current_groups(txn, &agent_id)?;
                 for group in &groups {
                     events::append(
@@ -274,33 +288,27 @@ impl Engine {
         self.db
             .write(move |txn| {
                 require_active(txn, &agent_id)?;
-                let used_by: Option<String> = txn
-                    .row("SELECT agent_id FROM agent_keys WHERE keyid = ?1", [keyid.as_str()], |row| row.get(0))
-                    .optional()?;
+                let used_by = rows::agent_keys::agent_of(txn, keyid.as_str())?;
                 if used_by.is_some() {
                     // A key is never reused, not even by its own Agent: a retired key must
                     // stay retired.
-                    return Err(reject(ErrorCode::Conflict, "this key is or was registered already"));
+                    return Err(reject(
+                        ErrorCode::Conflict,
+                        "this key is or was registered already",
+                    ));
                 }
-                let retired: String = txn.row(
-                    "SELECT keyid FROM agents WHERE agent_id = ?1",
-                    [agent_id.as_str()],
-                    |row| row.get(0),
-                )?;
+                let retired = rows::agents::keyid(txn, agent_id.as_str())?;
                 let instant = format_instant(now);
-                txn.run(
-                    "UPDATE agent_keys SET retired_at = ?2 WHERE agent_id = ?1 AND retired_at IS NULL",
-                    params![agent_id.as_str(), instant],
+                rows::agent_keys::retire_current(txn, agent_id.as_str(), &instant)?;
+                rows::agent_keys::insert(
+                    txn,
+                    keyid.as_str(),
+                    agent_id.as_str(),
+                    &key.as_bytes()[..],
+                    &instant,
                 )?;
-                txn.run(
-                    "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, ?2, ?3, ?4)",
-                    params![keyid.as_str(), agent_id.as_str(), &key.as_bytes()[..], instant],
-                )?;
-                txn.run(
-                    "UPDATE agents SET public_key = ?2, keyid = ?3 WHERE agent_id = ?1",
-                    params![agent_id.as_str(), &key.as_bytes()[..], keyid.as_str()],
-                )?;
-                txn.run("DELETE FROM sessions WHERE agent_id = ?1", [agent_id.as_str()])?;
+                rows::agents::set_key(txn, agent_id.as_str(), &key.as_bytes()[..], keyid.as_str())?;
+                rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
                 let retired_keyid: KeyId = retired.parse()?;
                 for group in current_groups(txn, &agent_id)? {
                     events::append(
@@ -349,13 +357,7 @@ fn checked_scope(roles: &[Role], missions: Option<Vec<Id>>) -> Result<Option<Vec
 
 /// The Agent exists and is not deactivated.
 fn require_active(conn: &Connection, agent_id: &Id) -> Result<(), Error> {
-    let state: Option<Option<String>> = conn
-        .row(
-            "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
-            [agent_id.as_str()],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let state = rows::agents::deactivated_at(conn, agent_id.as_str())?;
     match state {
         None => Err(reject(
             ErrorCode::UnknownAgent,
@@ -375,23 +377,12 @@ fn any_membership_epoch(
     group_id: &str,
     agent_id: &str,
 ) -> Result<Option<u64>, Error> {
-    Ok(conn
-        .row(
-            "SELECT epoch FROM memberships WHERE group_id = ?1 AND agent_id = ?2",
-            params![group_id, agent_id],
-            |row| row.get(0),
-        )
-        .optional()?)
+    rows::memberships::any_epoch(conn, group_id, agent_id)
 }
 
 /// The Groups the Agent is a current member of, in id order.
 fn current_groups(conn: &Connection, agent_id: &Id) -> Result<Vec<Id>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT group_id FROM memberships WHERE agent_id = ?1 AND removed_at IS NULL ORDER BY group_id",
-    )?;
-    let groups = statement
-        .query_map([agent_id.as_str()], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let groups = rows::memberships::current_groups(conn, agent_id.as_str())?;
     groups
         .iter()
         .map(|group| Ok(Id::parse("groupId", group)?))

@@ -107,15 +107,7 @@ impl Engine {
         self: &Arc<Self>,
         retain: Retention,
     ) -> Result<Vec<(String, u64)>, Error> {
-        let groups: Vec<String> = self
-            .db
-            .read(|conn| {
-                Ok(conn
-                    .prepare_cached("SELECT group_id FROM groups ORDER BY group_id")?
-                    .query_map([], |row| row.get(0))?
-                    .collect::<Result<_, _>>()?)
-            })
-            .await?;
+        let groups: Vec<String> = self.db.read(crate::rows::groups::ids).await?;
         let mut compacted = Vec::new();
         for group in groups {
             if let Some(sequence) = self.compact_group(&group, retain).await? {

@@ -2,9 +2,8 @@
 //! with its key history. Admin only (the HTTP layer checks the admin token); nothing here
 //! changes a row.
 
-use crate::sql::Cached as _;
 use base64::Engine as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::session::{AgentKey, AgentRecord, MemberList, Membership, Role};
 use weft_api::{ErrorCode, Id, KeyId};
 
@@ -43,32 +42,13 @@ impl Engine {
     pub(crate) async fn agent_record(&self, agent_id: Id) -> Result<AgentRecord, Error> {
         self.db
             .read(move |conn| {
-                let row = conn
-                    .row(
-                        "SELECT agent_card_version, registered_at, deactivated_at FROM agents
-                         WHERE agent_id = ?1",
-                        [agent_id.as_str()],
-                        |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, Option<String>>(2)?)),
-                    )
-                    .optional()?;
+                let row = crate::rows::agents::record(conn, agent_id.as_str())?;
                 let Some((agent_card_version, registered_at, deactivated_at)) = row else {
                     return Err(reject(ErrorCode::NotFound, format!("no Agent {agent_id}")));
                 };
-                let mut statement = conn.prepare_cached(
-                    "SELECT keyid, public_key, added_at, retired_at FROM agent_keys WHERE agent_id = ?1
-                     ORDER BY retired_at IS NOT NULL, retired_at DESC, added_at DESC",
-                )?;
-                let keys = statement
-                    .query_map([agent_id.as_str()], |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, Vec<u8>>(1)?,
-                            row.get::<_, String>(2)?,
-                            row.get::<_, Option<String>>(3)?,
-                        ))
-                    })?
-                    .map(|row| {
-                        let (keyid, public_key, added_at, retired_at) = row?;
+                let keys = crate::rows::agent_keys::of_agent(conn, agent_id.as_str())?
+                    .into_iter()
+                    .map(|(keyid, public_key, added_at, retired_at)| {
                         let key = <[u8; 32]>::try_from(public_key.as_slice())
                             .ok()
                             .and_then(|bytes| ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok())
@@ -102,34 +82,26 @@ impl Engine {
 /// Live Memberships where `column` (`group_id` or `agent_id`) is `value`, ordered by Group
 /// then Agent.
 fn memberships(conn: &Connection, column: &str, value: &str) -> Result<Vec<Membership>, Error> {
-    let sql = format!(
-        "SELECT group_id, agent_id, roles, epoch, missions FROM memberships
-         WHERE {column} = ?1 AND removed_at IS NULL ORDER BY group_id, agent_id"
-    );
-    let mut statement = conn.prepare_cached(&sql)?;
-    let rows = statement.query_map(params![value], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, String>(1)?,
-            row.get::<_, String>(2)?,
-            row.get::<_, u64>(3)?,
-            row.get::<_, Option<String>>(4)?,
-        ))
-    })?;
-    rows.map(|row| {
-        let (group_id, agent_id, roles, epoch, missions) = row?;
-        let roles: Vec<Role> = serde_json::from_str(&roles).map_err(Error::backend)?;
-        let missions: Option<Vec<Id>> = missions
-            .map(|text| serde_json::from_str(&text))
-            .transpose()
-            .map_err(Error::backend)?;
-        Ok(Membership {
-            group_id: Id::parse("groupId", &group_id)?,
-            agent_id: Id::parse("agentId", &agent_id)?,
-            roles,
-            epoch,
-            missions,
+    let rows = if column == "group_id" {
+        crate::rows::memberships::live_of_group(conn, value)?
+    } else {
+        crate::rows::memberships::live_of_agent(conn, value)?
+    };
+    rows.into_iter()
+        .map(|row| {
+            let (group_id, agent_id, roles, epoch, missions) = row;
+            let roles: Vec<Role> = serde_json::from_str(&roles).map_err(Error::backend)?;
+            let missions: Option<Vec<Id>> = missions
+                .map(|text| serde_json::from_str(&text))
+                .transpose()
+                .map_err(Error::backend)?;
+            Ok(Membership {
+                group_id: Id::parse("groupId", &group_id)?,
+                agent_id: Id::parse("agentId", &agent_id)?,
+                roles,
+                epoch,
+                missions,
+            })
         })
-    })
-    .collect()
+        .collect()
 }

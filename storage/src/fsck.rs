@@ -148,10 +148,10 @@ impl Engine {
                     )
                 };
                 Ok(Stats {
-                    groups: count("groups")?,
-                    agents: count("agents")?,
-                    memberships: count("memberships")?,
-                    sessions: count("sessions")?,
+                    groups: rows::groups::count(conn)?,
+                    agents: rows::agents::count(conn)?,
+                    memberships: rows::memberships::count(conn)?,
+                    sessions: rows::sessions::count(conn)?,
                     blobs: rows::blobs::count(conn)?,
                     blob_uploaders: rows::blob_uploaders::count(conn)?,
                     manifests: rows::manifests::count(conn)?,
@@ -369,10 +369,7 @@ impl Engine {
                 problems.extend(crate::context::check_rows(conn)?);
                 problems.extend(crate::fsck_log::check_named_events(conn)?);
                 let mut n_events = 0u64;
-                let groups: Vec<String> = conn
-                    .prepare_cached("SELECT group_id FROM groups ORDER BY group_id")?
-                    .query_map([], |row| row.get(0))?
-                    .collect::<Result<_, _>>()?;
+                let groups = crate::rows::groups::ids(conn)?;
                 for group in groups {
                     let mut head = (0u64, weft_api::EventHash::GENESIS);
                     // The Mission and WorkItem rows must be what the log folds to; a compacted

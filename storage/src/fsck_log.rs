@@ -31,7 +31,7 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "proposal",
-        rows: "SELECT group_id, sequence FROM proposals",
+        rows: crate::rows::proposals::PROPOSED_EVENTS,
         types: &["work.proposed"],
     },
     Named {
@@ -46,17 +46,17 @@ const NAMED: &[Named] = &[
     },
     Named {
         what: "offer",
-        rows: crate::rows::work_items::OFFER_EVENTS,
+        rows: crate::rows::offers::OFFERED_EVENTS,
         types: &["work.offered"],
     },
     Named {
         what: "WorkItem history",
-        rows: crate::rows::work_items::HISTORY_EVENTS,
+        rows: crate::rows::work_history::HISTORY_EVENTS,
         types: &[],
     },
     Named {
         what: "progress report",
-        rows: crate::rows::work_items::PROGRESS_EVENTS,
+        rows: crate::rows::work_progress::PROGRESS_EVENTS,
         types: &[],
     },
     Named {

@@ -7,15 +7,14 @@
 //! The ceiling is a column of `groups`, changed with its `group.policy_set` Event in one
 //! transaction; `mission.create` reads it in the Command's own transaction.
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::work::contract::Level;
 use weft_api::{ErrorCode, EventPayload, Id, kinds};
 
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events;
-use crate::work::{name, parse_name};
+use crate::work::name;
 
 impl Engine {
     /// Sets the Group's `missionPriorityCeiling` (`group.policy_set`); answers the policy.
@@ -27,11 +26,7 @@ impl Engine {
         let now = self.clock.now();
         self.db
             .write(move |txn| {
-                let changed = txn.run(
-                    "UPDATE groups SET mission_priority_ceiling = ?2 WHERE group_id = ?1",
-                    params![group_id.as_str(), name(&ceiling)?],
-                )?;
-                if changed == 0 {
+                if !crate::rows::groups::set_priority_ceiling(txn, group_id.as_str(), ceiling)? {
                     return Err(reject(
                         ErrorCode::UnknownGroup,
                         format!("group {group_id} does not exist"),
@@ -59,17 +54,7 @@ pub(crate) fn check_mission_priority(
     group_id: &str,
     requested: Level,
 ) -> Result<(), Error> {
-    let ceiling: Option<String> = conn
-        .row(
-            "SELECT mission_priority_ceiling FROM groups WHERE group_id = ?1",
-            [group_id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    let ceiling: Level = match ceiling {
-        Some(text) => parse_name(&text)?,
-        None => Level::Normal,
-    };
+    let ceiling = crate::rows::groups::priority_ceiling(conn, group_id)?.unwrap_or(Level::Normal);
     if requested > ceiling {
         return Err(reject(
             ErrorCode::Forbidden,

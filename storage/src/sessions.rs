@@ -9,9 +9,8 @@
 //! rotated) bumps [`Engine::auth_changes`] after its commit, and so does an Agent's registration
 //! (a new Agent or card version), which the key cache (`keys.rs`) follows.
 
-use crate::sql::Cached as _;
 use base64::Engine as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::kinds;
 use weft_api::session::SessionGrant;
 use weft_api::{Envelope, ErrorCode, EventPayload, Id, SessionRequest};
@@ -82,33 +81,50 @@ impl Engine {
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
         let expires_at = now + self.session_ttl;
         let deadlines = self.deadlines.clone();
-        let grant = self.db
+        let grant = self
+            .db
             .write(move |txn| {
                 if !group_exists(txn, request.group_id.as_str())? {
-                    return Err(reject(ErrorCode::UnknownGroup, format!("group {} does not exist", request.group_id)));
+                    return Err(reject(
+                        ErrorCode::UnknownGroup,
+                        format!("group {} does not exist", request.group_id),
+                    ));
                 }
-                let Some((_, membership_epoch)) = membership(txn, request.group_id.as_str(), agent_id.as_str())? else {
-                    return Err(reject(ErrorCode::NotAMember, format!("{agent_id} is not a member of {}", request.group_id)));
+                let Some((_, membership_epoch)) =
+                    membership(txn, request.group_id.as_str(), agent_id.as_str())?
+                else {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{agent_id} is not a member of {}", request.group_id),
+                    ));
                 };
-                let fresh = txn.run(
-                    "INSERT OR IGNORE INTO session_nonces (agent_id, nonce, seen_at) VALUES (?1, ?2, ?3)",
-                    params![agent_id.as_str(), request.nonce, format_instant(now)],
+                let fresh = crate::rows::session_nonces::insert_fresh(
+                    txn,
+                    agent_id.as_str(),
+                    &request.nonce,
+                    now,
                 )?;
-                if fresh == 0 {
-                    return Err(reject(ErrorCode::NonceReused, "this session request was already used"));
+                if !fresh {
+                    return Err(reject(
+                        ErrorCode::NonceReused,
+                        "this session request was already used",
+                    ));
                 }
-                let session_epoch: u64 = txn
-                    .row(
-                        "INSERT INTO session_epochs (agent_id, group_id, epoch) VALUES (?1, ?2, 1)
-                         ON CONFLICT (agent_id, group_id) DO UPDATE SET epoch = epoch + 1
-                         RETURNING epoch",
-                        params![agent_id.as_str(), request.group_id.as_str()],
-                        |row| row.get(0),
-                    )?;
-                txn.run(
-                    "INSERT INTO sessions (token_hash, agent_id, group_id, session_epoch, membership_epoch, expires_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![&token_hash[..], agent_id.as_str(), request.group_id.as_str(), session_epoch, membership_epoch, format_instant(expires_at)],
+                let session_epoch = crate::rows::session_epochs::bump(
+                    txn,
+                    agent_id.as_str(),
+                    request.group_id.as_str(),
+                )?;
+                crate::rows::sessions::insert(
+                    txn,
+                    &crate::rows::sessions::NewSession {
+                        token_hash: &token_hash,
+                        agent_id: agent_id.as_str(),
+                        group_id: request.group_id.as_str(),
+                        session_epoch,
+                        membership_epoch,
+                        expires_at,
+                    },
                 )?;
                 events::append(
                     txn,
@@ -123,14 +139,23 @@ impl Engine {
                 // LSE-9 / GAP-1: the replaced session's Execution Leases end here, in the
                 // transaction that opens the new one, so no new lease can start first.
                 let touched = crate::work::expiry::revoke_for_new_session(
-                    txn, request.group_id.as_str(), agent_id.as_str(), session_epoch, now,
+                    txn,
+                    request.group_id.as_str(),
+                    agent_id.as_str(),
+                    session_epoch,
+                    now,
                 )?;
                 for (work_item_id, next) in touched {
                     if let Some(at) = next {
                         deadlines.note(&work_item_id, at);
                     }
                 }
-                Ok(SessionGrant { token, session_epoch, membership_epoch, expires_at })
+                Ok(SessionGrant {
+                    token,
+                    session_epoch,
+                    membership_epoch,
+                    expires_at,
+                })
             })
             .await?;
         // The replaced session's streams end now, not at their next request.
@@ -257,35 +282,23 @@ pub(crate) fn live_session(
     token_hash: [u8; 32],
     now: &str,
 ) -> Result<Session, Error> {
-    let row = conn
-        .row(
-            "SELECT s.agent_id, s.group_id, s.session_epoch, s.membership_epoch, s.expires_at,
-                    a.deactivated_at IS NOT NULL
-             FROM sessions s JOIN agents a ON a.agent_id = s.agent_id
-             WHERE s.token_hash = ?1",
-            [&token_hash[..]],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, u64>(2)?,
-                    row.get::<_, u64>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, bool>(5)?,
-                ))
-            },
-        )
-        .optional()?;
-    let Some((agent_id, group_id, session_epoch, membership_epoch, expires_at, deactivated)) = row
-    else {
+    let Some(row) = crate::rows::sessions::by_hash(conn, &token_hash)? else {
         return Err(reject(ErrorCode::Unauthorized, "unknown or revoked token"));
     };
-    if deactivated {
+    if row.agent_deactivated {
         return Err(reject(ErrorCode::Unauthorized, "the agent was deactivated"));
     }
-    if expires_at.as_str() <= now {
+    if row.expired(crate::rows::instant(now)?)? {
         return Err(reject(ErrorCode::Unauthorized, "the session has expired"));
     }
+    let crate::rows::sessions::SessionRow {
+        agent_id,
+        group_id,
+        session_epoch,
+        membership_epoch,
+        expires_at,
+        ..
+    } = row;
     let roles = match membership(conn, &group_id, &agent_id)? {
         Some((roles, epoch)) if epoch == membership_epoch => roles,
         Some(_) => {
@@ -301,11 +314,8 @@ pub(crate) fn live_session(
             ));
         }
     };
-    let current_epoch: u64 = conn.row(
-        "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
-        params![agent_id, group_id],
-        |row| row.get(0),
-    )?;
+    let current_epoch = crate::rows::session_epochs::current(conn, &agent_id, &group_id)?
+        .ok_or_else(|| Error::from(rusqlite::Error::QueryReturnedNoRows))?;
     if current_epoch != session_epoch {
         return Err(reject(
             ErrorCode::StaleSession,

@@ -13,12 +13,12 @@
 //! This module does not decide when leases end: `work::expiry` does, and a lease is live
 //! here exactly when it is unreleased and its `expires_at` is after now, as there.
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use weft_api::{ArtifactId, ErrorCode, Manifest};
 
 use crate::clock::format_instant;
 use crate::error::{Error, reject};
+use crate::rows::inert_publications;
 use crate::rows::leases::{self, Claim, Ownership, Refusal};
 
 /// Why a manifest's lease does not let it publish.
@@ -161,30 +161,21 @@ pub(crate) const MAX_INERT_PER_PRODUCER: u64 = 64;
 /// producer has [`MAX_INERT_PER_PRODUCER`] kept for the WorkItem already.
 pub(super) fn keep_inert(conn: &Connection, inert: &Inert) -> Result<(), Error> {
     let manifest = &inert.manifest;
-    let kept: u64 = conn.row(
-        "SELECT COUNT(*) FROM inert_publications WHERE work_item_id = ?1 AND producer = ?2",
-        params![manifest.work_item_id.as_str(), inert.producer],
-        |row| row.get(0),
-    )?;
+    let kept = inert_publications::count_by(conn, manifest.work_item_id.as_str(), &inert.producer)?;
     if kept >= MAX_INERT_PER_PRODUCER {
         tracing::debug!(producer = %inert.producer, work_item = %manifest.work_item_id, "inert record cap reached; not kept");
         return Ok(());
     }
-    conn.run(
-        "INSERT OR IGNORE INTO inert_publications (manifest_id, group_id, work_item_id, producer,
-                 lease_id, ownership_epoch, envelope, received_at, reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![
-            &inert.manifest_id.0[..],
-            manifest.group_id.as_str(),
-            manifest.work_item_id.as_str(),
-            inert.producer,
-            manifest.execution.lease_id.as_str(),
-            manifest.execution.ownership_epoch,
-            inert.envelope_json,
-            inert.received_at,
-            inert.reason,
-        ],
+    inert_publications::insert(
+        conn,
+        &inert_publications::NewInert {
+            manifest_id: &inert.manifest_id,
+            manifest,
+            producer: &inert.producer,
+            envelope_json: &inert.envelope_json,
+            received_at: &inert.received_at,
+            reason: &inert.reason,
+        },
     )?;
     Ok(())
 }

@@ -8,8 +8,6 @@
 //! upload holds the sweep lock shared from promotion to its row, and the sweep holds it
 //! exclusively, so it never deletes a file an upload has just found present.
 
-use crate::sql::Cached as _;
-use rusqlite::params;
 use weft_api::ArtifactId;
 
 use super::upload::uncited;
@@ -57,10 +55,8 @@ impl Engine {
                     rows::blobs::delete(txn, &blake3)?;
                     removed.push((ArtifactId(to32(blake3)?), size));
                 }
-                let nonces_removed = txn.run(
-                    "DELETE FROM session_nonces WHERE seen_at < ?1",
-                    params![nonce_cutoff],
-                )? as u64;
+                let nonces_removed =
+                    crate::rows::session_nonces::forget_before(txn, &nonce_cutoff)?;
                 Ok((removed, nonces_removed))
             })
             .await?;

@@ -11,8 +11,7 @@ mod store;
 
 pub(crate) use reads::check_rows;
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _};
+use rusqlite::Connection;
 use weft_api::context::{
     ContextForwardedAnswer, ContextPackage, ContextPublishedAnswer, ForwardRequest, Link,
     check_chain,
@@ -83,13 +82,7 @@ fn check_writer(
 /// Group answers as one that does not exist).
 fn check_scope(conn: &Connection, package: &ContextPackage) -> Result<(), Error> {
     let group = package.group_id.as_str();
-    let mission: Option<String> = conn
-        .row(
-            "SELECT group_id FROM missions WHERE mission_id = ?1",
-            [package.mission_id.as_str()],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let mission = crate::rows::missions::group_of(conn, package.mission_id.as_str())?;
     if mission.as_deref() != Some(group) {
         return Err(reject(
             ErrorCode::NotFound,

@@ -12,21 +12,39 @@
 //! may import it without an import circle; another index engine would implement this floor,
 //! not the features above it.
 
+pub(crate) mod agent_keys;
+pub(crate) mod agents;
 pub(crate) mod blob_uploaders;
 pub(crate) mod blob_verifications;
 pub(crate) mod blobs;
+pub(crate) mod capability_tokens;
+pub(crate) mod commands;
 pub(crate) mod context_packages;
 pub(crate) mod derivations;
 pub(crate) mod evidence;
 pub(crate) mod evidence_artifacts;
 pub(crate) mod forwarded_artifacts;
+pub(crate) mod groups;
+pub(crate) mod inert_publications;
 pub(crate) mod inline_bytes;
+pub(crate) mod lease_renewals;
 pub(crate) mod leases;
 pub(crate) mod manifests;
+pub(crate) mod memberships;
+pub(crate) mod missions;
+pub(crate) mod offers;
+pub(crate) mod proposals;
 pub(crate) mod reusable_artifacts;
 pub(crate) mod schemas;
+pub(crate) mod session_epochs;
+pub(crate) mod session_nonces;
+pub(crate) mod sessions;
 pub(crate) mod upload_sessions;
+pub(crate) mod work_deps;
+pub(crate) mod work_history;
 pub(crate) mod work_items;
+pub(crate) mod work_progress;
+pub(crate) mod work_questions;
 
 #[cfg(test)]
 mod visible_tests;

@@ -1,5 +1,4 @@
-//! The `work_items` table: the only SQL that names it (but `work::budget`'s `spent`, whose
-//! table name is a parameter shared with `missions`), and its row [`WorkRow`].
+//! The `work_items` table: the only SQL that names it, and its row [`WorkRow`].
 //!
 //! The row keeps its ids and its ownership deadline as text for now: `work::apply` reads and
 //! writes them in every Command, and is being split into per-Command files; they become
@@ -10,7 +9,7 @@
 //! and the edges' own rows.
 
 use rusqlite::{Connection, OptionalExtension as _, params};
-use weft_api::work::contract::WorkContract;
+use weft_api::work::contract::{Budgets, WorkContract};
 use weft_api::work::machine::WorkState;
 
 use super::{from_json, name, parse_name, to_json};
@@ -230,6 +229,43 @@ pub(crate) fn owner_in(
         .flatten())
 }
 
+/// What WorkItem `id` has spent so far.
+pub(crate) fn spent(conn: &Connection, id: &str) -> Result<Budgets, Error> {
+    let text: String = conn.row(
+        "SELECT spent FROM work_items WHERE work_item_id = ?1",
+        [id],
+        |r| r.get(0),
+    )?;
+    from_json(&text)
+}
+
+/// Sets what WorkItem `id` has spent.
+pub(crate) fn set_spent(conn: &Connection, id: &str, spent: &Budgets) -> Result<(), Error> {
+    conn.run(
+        "UPDATE work_items SET spent = ?2 WHERE work_item_id = ?1",
+        params![id, to_json(spent)?],
+    )?;
+    Ok(())
+}
+
+/// Each WorkItem of Group `group_id` with what it has spent, by id (fsck).
+pub(crate) fn spent_of_group(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Vec<(String, Budgets)>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT work_item_id, spent FROM work_items WHERE group_id = ?1 ORDER BY 1",
+    )?;
+    let rows = statement
+        .query_map([group_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(|(id, spent)| Ok((id, from_json(&spent)?)))
+        .collect()
+}
+
 fn ids(conn: &Connection, sql: &str, key: &str) -> Result<Vec<String>, Error> {
     let mut statement = conn.prepare_cached(sql)?;
     let ids = statement
@@ -365,15 +401,3 @@ pub(crate) fn mission_nodes(conn: &Connection, mission_id: &str) -> Result<Vec<N
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
-
-/// fsck's rows naming an Event through a WorkItem's Group (as `group_id`, `sequence`): each
-/// offer's `work.offered`, each `work_history` entry, each progress report.
-pub(crate) const OFFER_EVENTS: &str =
-    "SELECT w.group_id AS group_id, o.sequence AS sequence FROM offers o
-     JOIN work_items w ON w.work_item_id = o.work_item_id";
-pub(crate) const HISTORY_EVENTS: &str =
-    "SELECT w.group_id AS group_id, h.sequence AS sequence FROM work_history h
-     JOIN work_items w ON w.work_item_id = h.work_item_id";
-pub(crate) const PROGRESS_EVENTS: &str =
-    "SELECT w.group_id AS group_id, p.sequence AS sequence FROM work_progress p
-     JOIN work_items w ON w.work_item_id = p.work_item_id";

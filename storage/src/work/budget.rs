@@ -7,16 +7,16 @@
 //! The parent WorkItem of a child Mission is on the lineage: its child Mission is how it is
 //! being done, so what the child spends, the parent WorkItem spends.
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use weft_api::ErrorCode;
 use weft_api::work::budget::charge;
 use weft_api::work::contract::Budgets;
 use weft_api::work::views::BudgetView;
 
-use super::{WorkRow, from_json, load_mission, load_work_item, to_json};
+use super::{WorkRow, load_mission, load_work_item};
 use crate::db::Tx;
 use crate::error::{Error, reject};
+use crate::rows::{missions, work_items};
 
 /// Deepest nesting of child Missions followed; deeper is refused rather than walked forever.
 const MAX_DEPTH: usize = 64;
@@ -33,43 +33,6 @@ impl Holder {
         match self {
             Self::WorkItem(id) => format!("WorkItem {id}"),
             Self::Mission(id) => format!("Mission {id}"),
-        }
-    }
-}
-
-/// What a WorkItem or Mission has spent so far.
-pub(crate) fn spent(conn: &Connection, table: Table, id: &str) -> Result<Budgets, Error> {
-    let text: String = conn.row(
-        &format!(
-            "SELECT spent FROM {} WHERE {} = ?1",
-            table.name(),
-            table.key()
-        ),
-        [id],
-        |r| r.get(0),
-    )?;
-    from_json(&text)
-}
-
-/// The two tables that hold a budget.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Table {
-    WorkItems,
-    Missions,
-}
-
-impl Table {
-    fn name(self) -> &'static str {
-        match self {
-            Self::WorkItems => "work_items",
-            Self::Missions => "missions",
-        }
-    }
-
-    fn key(self) -> &'static str {
-        match self {
-            Self::WorkItems => "work_item_id",
-            Self::Missions => "mission_id",
         }
     }
 }
@@ -92,7 +55,7 @@ fn lineage(conn: &Connection, row: &WorkRow) -> Result<Vec<(Holder, BudgetView)>
             Holder::WorkItem(work_item.work_item_id.clone()),
             BudgetView {
                 limit: work_item.contract.budgets.clone(),
-                spent: spent(conn, Table::WorkItems, &work_item.work_item_id)?,
+                spent: work_items::spent(conn, &work_item.work_item_id)?,
             },
         ));
         let Some(mission) = load_mission(conn, &work_item.mission_id)? else {
@@ -102,7 +65,7 @@ fn lineage(conn: &Connection, row: &WorkRow) -> Result<Vec<(Holder, BudgetView)>
             Holder::Mission(mission.mission_id.clone()),
             BudgetView {
                 limit: mission.budget.clone(),
-                spent: spent(conn, Table::Missions, &mission.mission_id)?,
+                spent: missions::spent(conn, &mission.mission_id)?,
             },
         ));
         let Some(parent) = mission.parent_work_item_id.as_deref() else {
@@ -146,18 +109,10 @@ pub(super) fn charge_lineage(
         reject(ErrorCode::BudgetExceeded, why)
     })?;
     for ((holder, _), spent) in lines.iter().zip(after) {
-        let (table, id) = match holder {
-            Holder::WorkItem(id) => (Table::WorkItems, id),
-            Holder::Mission(id) => (Table::Missions, id),
-        };
-        tx.run(
-            &format!(
-                "UPDATE {} SET spent = ?2 WHERE {} = ?1",
-                table.name(),
-                table.key()
-            ),
-            params![id, to_json(&spent)?],
-        )?;
+        match holder {
+            Holder::WorkItem(id) => work_items::set_spent(tx, id, &spent)?,
+            Holder::Mission(id) => missions::set_spent(tx, id, &spent)?,
+        }
     }
     Ok(())
 }
@@ -201,19 +156,13 @@ pub(crate) fn check_spent(
         }
     }
     let mut problems = Vec::new();
-    for (is_mission, table) in [(false, Table::WorkItems), (true, Table::Missions)] {
-        let mut statement = conn.prepare(&format!(
-            "SELECT {}, spent FROM {} WHERE group_id = ?1 ORDER BY 1",
-            table.key(),
-            table.name()
-        ))?;
-        let rows = statement
-            .query_map([group_id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+    for is_mission in [false, true] {
+        let rows = if is_mission {
+            missions::spent_of_group(conn, group_id)?
+        } else {
+            work_items::spent_of_group(conn, group_id)?
+        };
         for (id, spent) in rows {
-            let spent: Budgets = from_json(&spent)?;
             let wanted = expected
                 .get(&(is_mission, id.clone()))
                 .cloned()

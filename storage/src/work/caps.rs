@@ -5,8 +5,6 @@
 //! that is still `active` count: a Mission's end closes its proposals, so a flood cannot lock
 //! the Group out for good.
 
-use crate::sql::Cached as _;
-use rusqlite::params;
 use weft_api::ErrorCode;
 
 use crate::db::Tx;
@@ -27,13 +25,7 @@ pub(super) fn admit_proposal(
     if cap == 0 {
         return Ok(());
     }
-    let (open, own): (u64, u64) = tx.row(
-        "SELECT COUNT(*), COALESCE(SUM(p.proposer = ?2), 0) FROM proposals p
-         JOIN missions m ON m.mission_id = p.mission_id
-         WHERE p.group_id = ?1 AND p.authorized = 0 AND m.state = 'active'",
-        params![group, proposer],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )?;
+    let (open, own) = crate::rows::proposals::open_in_group(tx, group, proposer)?;
     if open >= cap {
         return Err(reject(
             ErrorCode::QuotaExceeded,

@@ -2,17 +2,16 @@
 //! caller (SM-8, OFR-5), Evidence that covers every acceptance criterion (EVD-2) or backs a
 //! failure (T13), and the quoted Execution Lease (LSE-4, LSE-5).
 
-use crate::sql::Cached as _;
-use rusqlite::{OptionalExtension as _, params};
 use std::collections::BTreeSet;
 use weft_api::work::machine::OfferStanding;
 use weft_api::{ArtifactId, ErrorCode};
 
+use super::WorkRow;
 use super::ctx::Ctx;
-use super::{WorkRow, from_json};
 use crate::clock::format_instant;
 use crate::error::{Error, reject};
 use crate::rows::leases::{self, Claim, Refusal};
+use crate::rows::offers::{self, OfferStatus};
 
 /// The standing of offer `offer_id` of `row` for the caller (SM-8, OFR-5).
 pub(super) fn offer_standing(
@@ -20,21 +19,14 @@ pub(super) fn offer_standing(
     row: &WorkRow,
     offer_id: &str,
 ) -> Result<OfferStanding, Error> {
-    let found: Option<(String, String, String, String)> = ctx
-        .tx
-        .row(
-            "SELECT status, expires_at, candidates, declined FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
-            params![row.work_item_id, offer_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()?;
+    let found = offers::load(ctx.tx, &row.work_item_id, offer_id)?;
     let caller = ctx.command.agent_id.as_str();
     Ok(match found {
         None => OfferStanding::Unknown,
         // The winner asking again meets the table (`queued`: illegal, or a re-acceptance of a
         // revised contract, CON-5); anyone else lost, and so did an older acceptance than the
         // one that opened the current ownership epoch.
-        Some((status, ..)) if status == "accepted" => {
+        Some(offer) if offer.status == OfferStatus::Accepted => {
             if row.owner.as_deref() == Some(caller)
                 && current_acceptance(ctx, row)?.is_some_and(|(current, _)| current == offer_id)
             {
@@ -43,12 +35,11 @@ pub(super) fn offer_standing(
                 OfferStanding::Withdrawn
             }
         }
-        Some((status, ..)) if status == "withdrawn" => OfferStanding::Withdrawn,
-        Some((_, expires_at, ..)) if expires_at <= ctx.now_text => OfferStanding::Expired,
-        Some((_, _, candidates, declined)) => {
-            let candidates: Vec<String> = from_json(&candidates)?;
-            let declined: serde_json::Map<String, serde_json::Value> = from_json(&declined)?;
-            if candidates.iter().any(|c| c == caller) && !declined.contains_key(caller) {
+        Some(offer) if offer.status == OfferStatus::Withdrawn => OfferStanding::Withdrawn,
+        Some(offer) if offer.expired(ctx.now) => OfferStanding::Expired,
+        Some(offer) => {
+            if offer.candidates.iter().any(|c| c == caller) && !offer.declined.contains_key(caller)
+            {
                 OfferStanding::Candidate
             } else {
                 OfferStanding::NotCandidate
@@ -60,15 +51,7 @@ pub(super) fn offer_standing(
 /// The offer whose acceptance opened the WorkItem's current ownership epoch (the newest one
 /// accepted: a new offer withdraws every live one, T3), and the contract revision accepted.
 fn current_acceptance(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<Option<(String, u64)>, Error> {
-    Ok(ctx
-        .tx
-        .row(
-            "SELECT offer_id, contract_revision FROM offers WHERE work_item_id = ?1 AND status = 'accepted'
-             ORDER BY sequence DESC LIMIT 1",
-            [&row.work_item_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
+    offers::newest_accepted(ctx.tx, &row.work_item_id)
 }
 
 /// CON-5: the owner of a `queued` WorkItem accepted an older contract revision than the

@@ -10,8 +10,6 @@
 //! Group's answering the same), `expectedRevision` (`stale_revision`, SM-3), then the table
 //! (`weft_api::work::machine::decide`) and the rule-specific checks.
 
-use crate::sql::Cached as _;
-use rusqlite::{OptionalExtension as _, params};
 use weft_api::dsse::BASE64;
 use weft_api::session::Role;
 use weft_api::work::machine::{Facts, OfferStanding, RetryStanding, decide, role_allows};
@@ -214,15 +212,7 @@ fn apply_prepared(
     // 3. A retry of an accepted Command replays its answer, looked up first: the same Agent
     // sending the same bytes in the same Group gets its answer back even from a session that
     // replaced the one it was sent under (DESIGN §10). The id is the Agent's in its Group.
-    let stored: Option<(Vec<u8>, String)> = tx
-        .row(
-            "SELECT request_hash, answer FROM commands
-             WHERE group_id = ?1 AND command_id = ?3 AND agent_id IN (?2, '')
-             ORDER BY agent_id DESC LIMIT 1",
-            params![group, agent, command.command_id.as_str()],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
+    let stored = crate::rows::commands::stored(tx, group, agent, command.command_id.as_str())?;
     if let Some((hash, answer)) = stored {
         if hash != request_hash {
             return Err(reject(
@@ -267,13 +257,7 @@ fn apply_prepared(
     if membership_epoch != command.membership_epoch {
         return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
     }
-    let current: Option<u64> = tx
-        .row(
-            "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
-            params![agent, group],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let current = crate::rows::session_epochs::current(tx, agent, group)?;
     if current != Some(session_epoch) {
         return Err(reject(
             ErrorCode::StaleSession,
@@ -313,15 +297,13 @@ fn apply_prepared(
         events: std::mem::take(&mut ctx.appended),
         state,
     };
-    tx.run(
-        "INSERT INTO commands (command_id, group_id, agent_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![
-            command.command_id.as_str(),
-            group,
-            agent,
-            &request_hash[..],
-            super::to_json(&answer)?
-        ],
+    crate::rows::commands::insert(
+        tx,
+        command.command_id.as_str(),
+        group,
+        agent,
+        &request_hash[..],
+        &super::to_json(&answer)?,
     )?;
     Ok(answer)
 }

@@ -8,16 +8,14 @@
 //! The effects that use these are in `commands/` (one file per WorkItem Command or small
 //! family), `missions.rs`, `owner.rs`, `questions.rs` and `expiry.rs`.
 
-use crate::sql::Cached as _;
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension as _, params};
 use weft_api::session::Role;
 use weft_api::work::Command;
 use weft_api::work::events::{WorkEvent, WorkEventKind};
 use weft_api::work::views::AppendedEvent;
 use weft_api::{ErrorCode, EventPayload, Id};
 
-use super::{MissionRow, WorkRow, load_mission, name, to_json};
+use super::{MissionRow, WorkRow, load_mission};
 use weft_api::work::contract::Budgets;
 use weft_api::work::offline::Binding;
 
@@ -27,6 +25,7 @@ use crate::error::{Error, reject};
 use crate::events;
 use crate::faults::Faults;
 use crate::rows::leases::{self, EndedBy, Kind};
+use crate::rows::offers;
 
 /// One Command's execution: the transaction, the Command, and the Events appended so far.
 pub(super) struct Ctx<'t, 'c> {
@@ -93,10 +92,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             self.now,
         )?;
         if let Some(work_item) = &event.work_item_id {
-            self.tx.run(
-                "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
-                params![work_item.as_str(), sequence],
-            )?;
+            crate::rows::work_history::insert(self.tx, work_item.as_str(), sequence)?;
         }
         self.appended.push(AppendedEvent {
             sequence,
@@ -159,43 +155,6 @@ pub(super) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
     crate::rows::work_items::save(tx, row)
 }
 
-pub(super) fn insert_mission(
-    tx: &Tx<'_>,
-    row: &MissionRow,
-    sequence_hint: u64,
-) -> Result<(), Error> {
-    tx.run(
-        "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state, revision,
-                               parent_work_item_id, child_failure_policy, created_sequence)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![
-            row.mission_id,
-            row.group_id,
-            row.title,
-            name(&row.priority_class)?,
-            to_json(&row.budget)?,
-            name(&row.state)?,
-            row.revision,
-            row.parent_work_item_id,
-            row.child_failure_policy.as_ref().map(name).transpose()?,
-            sequence_hint
-        ],
-    )?;
-    Ok(())
-}
-
-/// Ids of Missions and WorkItems are unique in the whole store (DESIGN §10).
-pub(super) fn id_taken(tx: &Tx<'_>, table: &str, column: &str, id: &str) -> Result<bool, Error> {
-    Ok(tx
-        .row(
-            &format!("SELECT 1 FROM {table} WHERE {column} = ?1"),
-            [id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
-}
-
 pub(super) fn expect_new(ctx: &Ctx<'_, '_>) -> Result<(), Error> {
     match ctx.command.expected_revision {
         Some(0) | None => Ok(()),
@@ -234,18 +193,9 @@ pub(super) fn withdraw_offers(
     except: Option<&str>,
     why: &str,
 ) -> Result<(), Error> {
-    let mut statement = ctx.tx.prepare_cached(
-        "SELECT offer_id FROM offers WHERE work_item_id = ?1 AND status = 'live' ORDER BY sequence",
-    )?;
-    let live = statement
-        .query_map([&row.work_item_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    drop(statement);
+    let live = offers::live_ids(ctx.tx, &row.work_item_id)?;
     for offer in live.iter().filter(|o| Some(o.as_str()) != except) {
-        ctx.tx.run(
-            "UPDATE offers SET status = 'withdrawn' WHERE work_item_id = ?1 AND offer_id = ?2",
-            params![row.work_item_id, offer],
-        )?;
+        offers::withdraw(ctx.tx, &row.work_item_id, offer)?;
         let event = work_event(row, serde_json::json!({"offerId": offer, "reason": why}))?;
         ctx.emit(WorkEventKind::OfferWithdrawn, event)?;
     }

@@ -4,10 +4,9 @@
 //! (DEP-3) is the contract's dependency policy over the dependencies' states, for one
 //! WorkItem or for a whole Mission in one query (the graph read).
 
-use crate::sql::Cached as _;
 use petgraph::algo::is_cyclic_directed;
 use petgraph::graphmap::DiGraphMap;
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use weft_api::ErrorCode;
 use weft_api::work::contract::DependencyPolicy;
 use weft_api::work::machine::WorkState;
@@ -16,17 +15,6 @@ use weft_api::work::views::WorkNode;
 use super::{WorkRow, load_work_item, parse_name};
 use crate::error::{Error, reject};
 use crate::rows::work_items;
-
-/// The WorkItems `work_item_id` depends on, by id.
-pub(super) fn dependencies(conn: &Connection, work_item_id: &str) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT depends_on FROM work_deps WHERE work_item_id = ?1 ORDER BY depends_on",
-    )?;
-    let ids = statement
-        .query_map([work_item_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(ids)
-}
 
 /// DEP-3: every dependency satisfies the contract's policy (default: all `verified`).
 pub(super) fn eligible(conn: &Connection, row: &WorkRow) -> Result<bool, Error> {
@@ -127,25 +115,6 @@ pub(super) fn check(
             ErrorCode::Cycle,
             format!("{work_item_id}'s dependencies would close a cycle (DEP-4)"),
         ));
-    }
-    Ok(())
-}
-
-/// Replaces `work_item_id`'s dependency edges.
-pub(super) fn set(
-    conn: &Connection,
-    work_item_id: &str,
-    depends_on: &[weft_api::Id],
-) -> Result<(), Error> {
-    conn.run(
-        "DELETE FROM work_deps WHERE work_item_id = ?1",
-        [work_item_id],
-    )?;
-    let mut insert = conn.prepare_cached(
-        "INSERT OR IGNORE INTO work_deps (work_item_id, depends_on) VALUES (?1, ?2)",
-    )?;
-    for dependency in depends_on {
-        insert.execute(params![work_item_id, dependency.as_str()])?;
     }
     Ok(())
 }

@@ -36,12 +36,11 @@
 //! timer; a `std::sync::Mutex` guards it for short critical sections with no `.await`.
 //! Crash story: the set is memory only and the rows say what is due, so open rebuilds it.
 
-use crate::sql::Cached as _;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use weft_api::work::events::WorkEventKind;
 use weft_api::work::machine::WorkState;
 use weft_api::{ErrorCode, EventPayload, Id};
@@ -153,10 +152,7 @@ impl<'t, 'c> Authority<'t, 'c> {
         let event = work_event(row, detail)?;
         let group = Id::parse("groupId", &row.group_id)?;
         let sequence = events::append(self.tx, &group, &EventPayload::Work(kind, event), self.now)?;
-        self.tx.run(
-            "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
-            params![row.work_item_id, sequence],
-        )?;
+        crate::rows::work_history::insert(self.tx, &row.work_item_id, sequence)?;
         self.n_events += 1;
         Ok(())
     }

@@ -2,7 +2,6 @@
 //! is read through the same visibility check as `GET /v1/missions/{id}` (CTX-5), so a
 //! Mission-scoped member lists only its own Missions.
 
-use rusqlite::params;
 use weft_api::work::views::MissionView;
 
 use super::{mission_view, visible_mission};
@@ -23,13 +22,7 @@ impl Engine {
         };
         self.db
             .read(move |conn| {
-                let mut statement = conn.prepare_cached(
-                    "SELECT mission_id FROM missions WHERE (?1 IS NULL OR group_id = ?1)
-                     ORDER BY created_sequence DESC",
-                )?;
-                let ids = statement
-                    .query_map(params![group], |row| row.get::<_, String>(0))?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let ids = crate::rows::missions::ids_newest_first(conn, group.as_deref())?;
                 let mut missions = Vec::new();
                 for id in ids {
                     if missions.len() as u32 >= limit {

@@ -2,19 +2,16 @@
 //! propagation), proposals (T1) and `work.authorize` (T2): what each does to the rows and
 //! which Events it appends, in the transaction `command.rs` opened.
 
-use crate::sql::Cached as _;
-use rusqlite::{OptionalExtension as _, params};
 use weft_api::ErrorCode;
 use weft_api::work::CommandType;
 use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPropose};
 use weft_api::work::events::{WorkEvent, WorkEventKind};
 use weft_api::work::machine::{MissionState, WorkState, child_outcome, decide_mission, propagate};
 
-use super::ctx::{
-    Ctx, detail, end_ownership, expect_new, group_mission, id_taken, insert_mission, mission_event,
-};
-use super::{MissionRow, WorkRow, deps, load_work_item, name, to_json};
+use super::ctx::{Ctx, detail, end_ownership, expect_new, group_mission, mission_event};
+use super::{MissionRow, WorkRow, deps, load_work_item};
 use crate::error::{Error, reject};
+use crate::rows::{missions, proposals};
 
 pub(super) fn mission_create(
     ctx: &mut Ctx<'_, '_>,
@@ -22,7 +19,7 @@ pub(super) fn mission_create(
 ) -> Result<serde_json::Value, Error> {
     expect_new(ctx)?;
     crate::policy::check_mission_priority(ctx.tx, ctx.group(), p.priority_class)?;
-    if id_taken(ctx.tx, "missions", "mission_id", p.mission_id.as_str())? {
+    if missions::exists(ctx.tx, p.mission_id.as_str())? {
         return Err(reject(
             ErrorCode::Conflict,
             format!("Mission id {} is taken", p.mission_id),
@@ -40,7 +37,7 @@ pub(super) fn mission_create(
         parent_work_item_id: None,
         child_failure_policy: None,
     };
-    insert_mission(ctx.tx, &row, 0)?;
+    missions::insert(ctx.tx, &row, 0)?;
     let event = mission_event(&row, detail(p)?)?;
     ctx.emit(WorkEventKind::MissionCreated, event)?;
     detail(&super::mission_view(ctx.tx, &row)?)
@@ -105,10 +102,7 @@ pub(super) fn mission_close(
             reject(code, why)
         })?;
     mission.revision += 1;
-    ctx.tx.run(
-        "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
-        params![mission.mission_id, name(&mission.state)?, mission.revision],
-    )?;
+    missions::save_state(ctx.tx, &mission)?;
     let kind = match mission.state {
         MissionState::Approved => WorkEventKind::MissionApproved,
         MissionState::Failed => WorkEventKind::MissionFailed,
@@ -194,10 +188,7 @@ pub(super) fn end_child_of(ctx: &mut Ctx<'_, '_>, parent: &WorkRow) -> Result<()
     }
     child.state = MissionState::Cancelled;
     child.revision += 1;
-    ctx.tx.run(
-        "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
-        params![child.mission_id, name(&child.state)?, child.revision],
-    )?;
+    missions::save_state(ctx.tx, &child)?;
     let why = serde_json::json!({"rule": "T18", "parentWorkItemId": parent.work_item_id,
                                  "parentState": parent.state});
     let at = ctx.emit(WorkEventKind::MissionCancelled, mission_event(&child, why)?)?;
@@ -219,7 +210,7 @@ pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_js
         ctx.command.agent_id.as_str(),
         ctx.max_open_proposals,
     )?;
-    if id_taken(ctx.tx, "proposals", "proposal_id", p.proposal_id.as_str())? {
+    if proposals::exists(ctx.tx, p.proposal_id.as_str())? {
         return Err(reject(
             ErrorCode::Conflict,
             format!("proposal id {} is taken", p.proposal_id),
@@ -237,10 +228,16 @@ pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_js
         detail: detail(p)?,
     };
     let sequence = ctx.emit(WorkEventKind::WorkProposed, event)?;
-    ctx.tx.run(
-        "INSERT INTO proposals (proposal_id, group_id, mission_id, proposer, contract, sequence, authorized)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
-        params![p.proposal_id.as_str(), ctx.group(), p.mission_id.as_str(), ctx.command.agent_id.as_str(), to_json(&p.contract)?, sequence],
+    proposals::insert(
+        ctx.tx,
+        &proposals::NewProposal {
+            proposal_id: p.proposal_id.as_str(),
+            group_id: ctx.group(),
+            mission_id: p.mission_id.as_str(),
+            proposer: ctx.command.agent_id.as_str(),
+            contract: &p.contract,
+            sequence,
+        },
     )?;
     Ok(
         serde_json::json!({"proposalId": p.proposal_id, "missionId": p.mission_id, "proposer": ctx.command.agent_id, "sequence": sequence}),
@@ -268,14 +265,7 @@ pub(super) fn authorize(
         ));
     }
     if let Some(proposal) = &p.proposal_id {
-        let found: Option<(String, String, bool)> = ctx
-            .tx
-            .row(
-                "SELECT group_id, mission_id, authorized FROM proposals WHERE proposal_id = ?1",
-                [proposal.as_str()],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
+        let found = proposals::place(ctx.tx, proposal.as_str())?;
         match found {
             Some((group, mission_id, false))
                 if group == ctx.group() && mission_id == p.mission_id.as_str() => {}
@@ -298,10 +288,7 @@ pub(super) fn authorize(
                 ));
             }
         }
-        ctx.tx.run(
-            "UPDATE proposals SET authorized = 1 WHERE proposal_id = ?1",
-            [proposal.as_str()],
-        )?;
+        proposals::authorize(ctx.tx, proposal.as_str())?;
     }
     deps::check(
         ctx.tx,
@@ -326,7 +313,7 @@ pub(super) fn authorize(
         attempts: 0,
     };
     crate::rows::work_items::insert(ctx.tx, &row)?;
-    deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
+    crate::rows::work_deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
     ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
     detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
 }

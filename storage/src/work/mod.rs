@@ -36,9 +36,7 @@ mod visibility_tests;
 
 pub use tokens::Grant;
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
-use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level};
+use rusqlite::Connection;
 use weft_api::work::machine::{MissionState, WorkState};
 use weft_api::work::views::{
     BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
@@ -51,30 +49,9 @@ use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::rows::{leases, work_items};
 
-/// A `missions` row.
-#[derive(Clone, Debug)]
-pub(crate) struct MissionRow {
-    pub(crate) mission_id: String,
-    pub(crate) group_id: String,
-    pub(crate) title: String,
-    pub(crate) priority_class: Level,
-    pub(crate) budget: Budgets,
-    pub(crate) state: MissionState,
-    pub(crate) revision: u64,
-    pub(crate) parent_work_item_id: Option<String>,
-    pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
-}
-
+pub(crate) use crate::rows::missions::MissionRow;
 pub(crate) use crate::rows::work_items::WorkRow;
 pub(crate) use crate::rows::{from_json, name, parse_name, to_json};
-
-/// The Mission lookup by id, with [`seen_by`]'s filter.
-const MISSION_SEEN: &str =
-    "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
-                parent_work_item_id, child_failure_policy
-         FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN missions INDEXED BY missions_seen
-         WHERE mission_id = ?1 AND (?2 IS NULL OR group_id = ?2)
-         AND (?3 IS NULL OR mission_id = scope.value)";
 
 pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
     work_items::load(conn, id)
@@ -105,41 +82,7 @@ fn mission_where(
     reader: &Reader,
 ) -> Result<Option<MissionRow>, Error> {
     let (group, missions) = seen_by(reader);
-    let row = conn
-        .row(
-            MISSION_SEEN,
-            rusqlite::params![id, group, missions],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, u64>(6)?,
-                    row.get::<_, Option<String>>(7)?,
-                    row.get::<_, Option<String>>(8)?,
-                ))
-            },
-        )
-        .optional()?;
-    row.map(
-        |(mission_id, group_id, title, priority, budget, state, revision, parent, policy)| {
-            Ok(MissionRow {
-                mission_id,
-                group_id,
-                title,
-                priority_class: parse_name(&priority)?,
-                budget: from_json(&budget)?,
-                state: parse_name(&state)?,
-                revision,
-                parent_work_item_id: parent,
-                child_failure_policy: policy.as_deref().map(parse_name).transpose()?,
-            })
-        },
-    )
-    .transpose()
+    crate::rows::missions::load_seen(conn, id, group.as_deref(), missions.as_deref())
 }
 
 /// The WorkItem as the reader may see it: another Group's, or another Mission's for a
@@ -180,7 +123,7 @@ pub(crate) fn current_lease(
                 work_item_id: row.work_item_id.to_string(),
                 ownership_epoch: row.ownership_epoch,
                 started_at: format_instant(row.started_at),
-                renewals: owner::renewals(conn, row.lease_id.as_str())?,
+                renewals: crate::rows::lease_renewals::of_lease(conn, row.lease_id.as_str())?,
                 expires_at: format_instant(row.expires_at),
             };
             Ok((view, row))
@@ -189,42 +132,20 @@ pub(crate) fn current_lease(
 }
 
 fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferView>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT offer_id, candidates, expires_at, status, contract_revision, selection_basis, declined
-         FROM offers WHERE work_item_id = ?1 ORDER BY sequence",
-    )?;
-    let rows = statement
-        .query_map([work_item_id], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, u64>(4)?,
-                row.get::<_, String>(5)?,
-                row.get::<_, String>(6)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    rows.into_iter()
-        .map(
-            |(offer_id, candidates, expires_at, status, contract_revision, basis, declined)| {
-                let status = if status == "live" && expires_at.as_str() <= now {
-                    "expired".to_owned()
-                } else {
-                    status
-                };
-                Ok(OfferView {
-                    offer_id,
-                    candidates: from_json(&candidates)?,
-                    expires_at,
-                    status,
-                    contract_revision,
-                    selection_basis: from_json(&basis)?,
-                    declined: from_json(&declined)?,
-                })
-            },
-        )
+    let now = crate::rows::instant(now)?;
+    crate::rows::offers::of_work_item(conn, work_item_id)?
+        .into_iter()
+        .map(|offer| {
+            Ok(OfferView {
+                status: offer.shown_status(now).to_owned(),
+                expires_at: offer.expires_at_text(),
+                offer_id: offer.offer_id,
+                candidates: offer.candidates,
+                contract_revision: offer.contract_revision,
+                selection_basis: offer.selection_basis,
+                declined: offer.declined,
+            })
+        })
         .collect()
 }
 
@@ -242,15 +163,8 @@ pub(crate) fn work_view(
     // ones): every Command answers this view and stores the answer, so a whole history (or
     // even counting it) made each Command cost its WorkItem's age; a reconciled 10,000-Command
     // journal grew to gigabytes. The log holds all of it.
-    let mut history = conn.prepare_cached(
-        "SELECT sequence FROM work_history WHERE work_item_id = ?1
-         ORDER BY sequence DESC LIMIT ?2",
-    )?;
-    let mut history = history
-        .query_map(params![&row.work_item_id, HISTORY_SHOWN + 1], |r| {
-            r.get::<_, u64>(0)
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut history =
+        crate::rows::work_history::newest(conn, &row.work_item_id, HISTORY_SHOWN + 1)?;
     let history_truncated = history.len() as u64 > HISTORY_SHOWN;
     history.truncate(HISTORY_SHOWN as usize);
     history.reverse();
@@ -276,17 +190,17 @@ pub(crate) fn work_view(
         owner,
         lease,
         offers: offers(conn, &row.work_item_id, now)?,
-        depends_on: deps::dependencies(conn, &row.work_item_id)?,
+        depends_on: crate::rows::work_deps::dependencies(conn, &row.work_item_id)?,
         eligible: deps::eligible(conn, row)?,
         approval_granted: row.approval_granted,
         child_mission_id: row.child_mission_id.clone(),
         budget: BudgetView {
             limit: row.contract.budgets.clone(),
-            spent: budget::spent(conn, budget::Table::WorkItems, &row.work_item_id)?,
+            spent: work_items::spent(conn, &row.work_item_id)?,
         },
         attempts: row.attempts,
         attempt_key: owner::attempt_key(row)?,
-        progress: owner::latest_progress(conn, &row.work_item_id)?,
+        progress: crate::rows::work_progress::latest(conn, &row.work_item_id)?,
         preemption_requested,
         questions: questions::view(conn, &row.work_item_id, now)?,
         inert_publications,
@@ -310,7 +224,7 @@ pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<Missio
         revision: row.revision,
         budget: BudgetView {
             limit: row.budget.clone(),
-            spent: budget::spent(conn, budget::Table::Missions, &row.mission_id)?,
+            spent: crate::rows::missions::spent(conn, &row.mission_id)?,
         },
         parent_work_item_id: row.parent_work_item_id.clone(),
         work_items: nodes(conn, &row.mission_id)?,
@@ -373,16 +287,8 @@ pub(crate) fn submission_plan(
     if row.state != WorkState::Submitted {
         return Ok(None);
     }
-    let detail: Option<(u64, String)> = conn
-        .row(
-            "SELECT ev.sequence, ev.payload FROM work_history h
-             CROSS JOIN events ev ON ev.group_id = ?1 AND ev.sequence = h.sequence
-             WHERE h.work_item_id = ?2 AND ev.type = 'work.submitted'
-             ORDER BY h.sequence DESC LIMIT 1",
-            params![row.group_id, row.work_item_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+    let detail =
+        crate::rows::work_history::last_submission(conn, &row.group_id, &row.work_item_id)?;
     let artifacts = match detail {
         Some((latest, _)) if latest != sequence => return Ok(None),
         Some((_, payload)) => {
@@ -412,14 +318,7 @@ pub(crate) fn check_projection(
     folded: &weft_api::work::events::WorkProjection,
 ) -> Result<Vec<String>, Error> {
     let mut problems = Vec::new();
-    let mut statement = conn.prepare_cached(
-        "SELECT mission_id, state FROM missions WHERE group_id = ?1 ORDER BY mission_id",
-    )?;
-    let missions = statement
-        .query_map([group_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let missions = crate::rows::missions::states_of_group(conn, group_id)?;
     if missions.len() != folded.missions.len() {
         problems.push(format!(
             "group {group_id}: {} Missions in the index, {} in the log",

@@ -9,21 +9,19 @@
 //! checkpoint releases the lease, which also ends a pending preemption request, since that
 //! request is recorded on the lease it asks to end.
 
-use crate::sql::Cached as _;
-use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::ErrorCode;
 use weft_api::idempotency::operation_key;
 use weft_api::work::command::WorkProgress;
 use weft_api::work::events::WorkEventKind;
 use weft_api::work::machine::RetryStanding;
-use weft_api::work::views::{Preemption, ProgressView};
+use weft_api::work::views::Preemption;
 
+use super::WorkRow;
 use super::ctx::{Ctx, id};
-use super::{WorkRow, from_json, to_json};
 use crate::clock::format_instant;
 use crate::error::{Error, reject};
 use crate::rows::leases::{self, Lease};
+use crate::rows::work_history;
 
 /// `lease.renew`: the current Execution Lease (the one quoted, already checked unexpired)
 /// lasts the contract's `executionSeconds` from now; the renewal is kept (LSE-3).
@@ -37,10 +35,7 @@ pub(super) fn renew(
     let expires = ctx.now + weft_api::work::capped_seconds(row.contract.leases.execution_seconds);
     let expires_at = format_instant(expires);
     leases::renew(ctx.tx, &lease, expires)?;
-    ctx.tx.run(
-        "INSERT INTO lease_renewals (lease_id, renewed_at, expires_at) VALUES (?1, ?2, ?3)",
-        params![lease, ctx.now_text, expires_at],
-    )?;
+    crate::rows::lease_renewals::insert(ctx.tx, &lease, ctx.now, expires)?;
     // An Execution Lease never outlives the ownership it works under (LSE-1: both are
     // renewable); otherwise a renewing owner would be fenced mid-execution.
     if row
@@ -73,16 +68,13 @@ pub(super) fn progress(
     super::checks::cites_evidence(ctx, row, &report.evidence)?;
     ctx.record(row, kind, payload)?;
     let sequence = ctx.appended.last().map_or(0, |event| event.sequence);
-    ctx.tx.run(
-        "INSERT OR REPLACE INTO work_progress (work_item_id, sequence, agent_id, reported_at, report)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![
-            row.work_item_id,
-            sequence,
-            ctx.command.agent_id.as_str(),
-            ctx.now_text,
-            to_json(report)?
-        ],
+    crate::rows::work_progress::replace(
+        ctx.tx,
+        &row.work_item_id,
+        sequence,
+        ctx.command.agent_id.as_str(),
+        &ctx.now_text,
+        report,
     )?;
     Ok(())
 }
@@ -101,22 +93,6 @@ pub(super) fn request_preemption(
     ctx.record(row, kind, payload)
 }
 
-/// The WorkItem's last `work.failed`, through its own history. `CROSS JOIN` fixes the loop
-/// order: left to the planner, SQLite walked every Event of the Group looking for the type,
-/// and `work.start` slowed linearly with the Group's log (29 → 8 leases/s at 10,000 leases).
-const LAST_FAILURE: &str = "SELECT max(e.appended_at) FROM work_history h
-     CROSS JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
-     WHERE h.work_item_id = ?2 AND e.type = 'work.failed'";
-
-/// The WorkItem's newest `work.started` or `work.failed`, through its own history, newest
-/// first (`CROSS JOIN` for the same reason as [`LAST_FAILURE`]), with the ownership epoch the
-/// Event left the WorkItem at.
-const LAST_START_OR_FAILURE: &str = "SELECT e.type, json_extract(e.payload, '$.ownershipEpoch')
-     FROM work_history h
-     CROSS JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
-     WHERE h.work_item_id = ?2 AND e.type IN ('work.started', 'work.failed')
-     ORDER BY h.sequence DESC LIMIT 1";
-
 /// PRG-8, LSE-12: does a `work.start` now resume the current attempt? It does when the newest
 /// start was under the current ownership epoch and no `work.failed` came after it: a resume
 /// after a checkpoint (T8), a preemption (LSE-12 step 5), an unblock (T10), an expired lease
@@ -129,14 +105,7 @@ pub(super) fn resumes_attempt(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<bool, 
     if row.attempts == 0 {
         return Ok(false);
     }
-    let newest: Option<(String, Option<u64>)> = ctx
-        .tx
-        .row(
-            LAST_START_OR_FAILURE,
-            params![row.group_id, row.work_item_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+    let newest = work_history::last_start_or_failure(ctx.tx, &row.group_id, &row.work_item_id)?;
     Ok(matches!(newest, Some((kind, Some(epoch)))
         if kind == "work.started" && epoch == row.ownership_epoch))
 }
@@ -156,21 +125,12 @@ pub(super) fn retry_standing(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<RetrySt
     }
     // The cost bound: once the WorkItem has spent `maxCost` (financial), no retry starts.
     if row.attempts > 0 {
-        let spent =
-            super::budget::spent(ctx.tx, super::budget::Table::WorkItems, &row.work_item_id)?;
+        let spent = crate::rows::work_items::spent(ctx.tx, &row.work_item_id)?;
         if spent.financial >= policy.max_cost {
             return Ok(RetryStanding::CostExhausted);
         }
     }
-    let last_failure: Option<String> =
-        ctx.tx
-            .row(LAST_FAILURE, params![row.group_id, row.work_item_id], |r| {
-                r.get(0)
-            })?;
-    if let Some(failed_at) = last_failure {
-        let failed_at: DateTime<Utc> = DateTime::parse_from_rfc3339(&failed_at)
-            .map_err(Error::backend)?
-            .to_utc();
+    if let Some(failed_at) = work_history::last_failure(ctx.tx, &row.group_id, &row.work_item_id)? {
         let backoff = weft_api::work::capped_seconds(policy.backoff_seconds);
         if ctx.now < failed_at + backoff {
             return Ok(RetryStanding::BackingOff);
@@ -216,17 +176,6 @@ pub(crate) fn attempt_key(row: &WorkRow) -> Result<Option<String>, Error> {
     )))
 }
 
-/// The renewal instants of a lease, oldest first (LSE-3).
-pub(crate) fn renewals(conn: &Connection, lease_id: &str) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT renewed_at FROM lease_renewals WHERE lease_id = ?1 ORDER BY rowid",
-    )?;
-    let renewals = statement
-        .query_map([lease_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(renewals)
-}
-
 /// The pending preemption request of a lease, if any.
 pub(crate) fn preemption(lease: &Lease) -> Option<Preemption> {
     lease
@@ -237,30 +186,6 @@ pub(crate) fn preemption(lease: &Lease) -> Option<Preemption> {
             requested_by: requested_by.to_string(),
             lease_id: lease.lease_id.to_string(),
         })
-}
-
-/// The latest progress report of a WorkItem.
-pub(crate) fn latest_progress(
-    conn: &Connection,
-    work_item_id: &str,
-) -> Result<Option<ProgressView>, Error> {
-    let found: Option<(u64, String, String, String)> = conn
-        .row(
-            "SELECT sequence, agent_id, reported_at, report FROM work_progress WHERE work_item_id = ?1",
-            [work_item_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()?;
-    found
-        .map(|(sequence, agent_id, reported_at, report)| {
-            Ok(ProgressView {
-                sequence,
-                agent_id,
-                reported_at,
-                report: from_json(&report)?,
-            })
-        })
-        .transpose()
 }
 
 /// The current lease of an `active` WorkItem, which is its Execution Lease.
@@ -282,32 +207,4 @@ fn with(mut payload: serde_json::Value, fields: &[(&str, serde_json::Value)]) ->
         }
     }
     payload
-}
-
-#[cfg(test)]
-mod tests {
-    use rusqlite::Connection;
-
-    /// `work.start`'s retry look-up reads one WorkItem's history, never a Group's whole log.
-    #[test]
-    fn the_last_failure_is_found_without_scanning_the_log() {
-        let conn = Connection::open_in_memory().expect("open");
-        crate::schema::migrate(&conn).expect("schema");
-        let mut plan = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", super::LAST_FAILURE))
-            .expect("plan");
-        let steps: Vec<String> = plan
-            .query_map(["g", "w"], |row| row.get(3))
-            .expect("rows")
-            .collect::<Result<_, _>>()
-            .expect("steps");
-        assert!(
-            steps.iter().all(|step| step.starts_with("SEARCH")),
-            "{steps:?}"
-        );
-        assert!(
-            steps[0].contains(" h "),
-            "the history drives the loop: {steps:?}"
-        );
-    }
 }

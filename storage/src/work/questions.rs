@@ -9,8 +9,7 @@
 //! candidate, or expired) an unanswered question is `superseded`: the new offer is its answer
 //! (CON-4), so it neither blocks an acceptance nor counts against its asker's bound.
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::ErrorCode;
 use weft_api::work::conversation::{
     AnswerView, MAX_OPEN_PER_AGENT, MAX_QUESTIONS_PER_AGENT, QUESTIONS_SHOWN, QuestionView,
@@ -24,10 +23,7 @@ use super::WorkRow;
 use super::ctx::Ctx;
 use super::{name, parse_name};
 use crate::error::{Error, reject};
-
-/// An offer that is live at `now`: neither withdrawn, accepted nor expired.
-const LIVE_OFFER: &str = "SELECT 1 FROM offers o WHERE o.work_item_id = q.work_item_id
-     AND o.offer_id = q.offer_id AND o.status = 'live' AND o.expires_at > ?1";
+use crate::rows::work_questions;
 
 /// `work.ask` (CON-2): records the question with its `work.question_asked` Event. The table
 /// checked that the caller is a candidate of the live offer it names.
@@ -39,7 +35,7 @@ pub(super) fn ask(
     p: &WorkAsk,
 ) -> Result<(), Error> {
     let asker = ctx.command.agent_id.as_str();
-    if question(ctx.tx, &row.work_item_id, p.question_id.as_str())?.is_some() {
+    if work_questions::offer_of(ctx.tx, &row.work_item_id, p.question_id.as_str())?.is_some() {
         return Err(reject(
             ErrorCode::Conflict,
             format!(
@@ -48,14 +44,8 @@ pub(super) fn ask(
             ),
         ));
     }
-    let (n_open, n_asked): (u64, u64) = ctx.tx.row(
-        &format!(
-            "SELECT COALESCE(SUM(q.answer IS NULL AND EXISTS ({LIVE_OFFER})), 0), COUNT(*)
-             FROM work_questions q WHERE q.work_item_id = ?2 AND q.agent_id = ?3"
-        ),
-        params![ctx.now_text, row.work_item_id, asker],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
+    let (n_open, n_asked) =
+        work_questions::counts(ctx.tx, &ctx.now_text, &row.work_item_id, asker)?;
     if n_open >= MAX_OPEN_PER_AGENT || n_asked >= MAX_QUESTIONS_PER_AGENT {
         return Err(reject(
             ErrorCode::Conflict,
@@ -68,19 +58,17 @@ pub(super) fn ask(
     }
     ctx.record(row, kind, payload)?;
     let sequence = ctx.appended.last().map_or(0, |e| e.sequence);
-    ctx.tx.run(
-        "INSERT INTO work_questions (work_item_id, question_id, offer_id, agent_id, text, asked_at,
-                                     asked_sequence)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            row.work_item_id,
-            p.question_id.as_str(),
-            p.offer_id.as_str(),
-            asker,
-            p.text,
-            ctx.now_text,
-            sequence
-        ],
+    work_questions::insert(
+        ctx.tx,
+        &work_questions::NewQuestion {
+            work_item_id: &row.work_item_id,
+            question_id: p.question_id.as_str(),
+            offer_id: p.offer_id.as_str(),
+            agent_id: asker,
+            text: &p.text,
+            asked_at: &ctx.now_text,
+            asked_sequence: sequence,
+        },
     )?;
     Ok(())
 }
@@ -94,15 +82,7 @@ pub(super) fn answer(
     payload: serde_json::Value,
     p: &WorkAnswer,
 ) -> Result<(), Error> {
-    let answered: Option<String> = ctx
-        .tx
-        .row(
-            "SELECT answered_by FROM work_questions
-             WHERE work_item_id = ?1 AND question_id = ?2 AND answer IS NOT NULL",
-            params![row.work_item_id, p.question_id.as_str()],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let answered = work_questions::answered_by(ctx.tx, &row.work_item_id, p.question_id.as_str())?;
     if let Some(by) = answered {
         return Err(reject(
             ErrorCode::Conflict,
@@ -111,19 +91,17 @@ pub(super) fn answer(
     }
     ctx.record(row, kind, payload)?;
     let sequence = ctx.appended.last().map_or(0, |e| e.sequence);
-    ctx.tx.run(
-        "UPDATE work_questions SET answer = ?3, resolution = ?4, answered_by = ?5, answered_at = ?6,
-                                   answered_sequence = ?7
-         WHERE work_item_id = ?1 AND question_id = ?2",
-        params![
-            row.work_item_id,
-            p.question_id.as_str(),
-            p.text,
-            name(&p.resolution.unwrap_or_default())?,
-            ctx.command.agent_id.as_str(),
-            ctx.now_text,
-            sequence
-        ],
+    work_questions::answer(
+        ctx.tx,
+        &work_questions::NewAnswer {
+            work_item_id: &row.work_item_id,
+            question_id: p.question_id.as_str(),
+            text: &p.text,
+            resolution: &name(&p.resolution.unwrap_or_default())?,
+            answered_by: ctx.command.agent_id.as_str(),
+            answered_at: &ctx.now_text,
+            sequence,
+        },
     )?;
     Ok(())
 }
@@ -135,7 +113,7 @@ pub(super) fn standing(
     row: &WorkRow,
     question_id: &str,
 ) -> Result<OfferStanding, Error> {
-    match question(ctx.tx, &row.work_item_id, question_id)? {
+    match work_questions::offer_of(ctx.tx, &row.work_item_id, question_id)? {
         Some(offer_id) => super::checks::offer_standing(ctx, row, &offer_id),
         None => Ok(OfferStanding::Unknown),
     }
@@ -143,32 +121,12 @@ pub(super) fn standing(
 
 /// CON-3: the caller has a question on `offer_id` that is not answered yet.
 pub(super) fn unresolved(ctx: &Ctx<'_, '_>, row: &WorkRow, offer_id: &str) -> Result<bool, Error> {
-    Ok(ctx
-        .tx
-        .row(
-            "SELECT 1 FROM work_questions
-             WHERE work_item_id = ?1 AND agent_id = ?2 AND offer_id = ?3 AND answer IS NULL
-             LIMIT 1",
-            params![row.work_item_id, ctx.command.agent_id.as_str(), offer_id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
-}
-
-/// The offer a question of the WorkItem was asked on, if there is such a question.
-fn question(
-    conn: &Connection,
-    work_item_id: &str,
-    question_id: &str,
-) -> Result<Option<String>, Error> {
-    Ok(conn
-        .row(
-            "SELECT offer_id FROM work_questions WHERE work_item_id = ?1 AND question_id = ?2",
-            params![work_item_id, question_id],
-            |r| r.get(0),
-        )
-        .optional()?)
+    work_questions::unresolved(
+        ctx.tx,
+        &row.work_item_id,
+        ctx.command.agent_id.as_str(),
+        offer_id,
+    )
 }
 
 /// The newest questions of a WorkItem (at most `QUESTIONS_SHOWN`), oldest first, with their
@@ -178,47 +136,15 @@ pub(super) fn view(
     work_item_id: &str,
     now: &str,
 ) -> Result<Vec<QuestionView>, Error> {
-    let mut statement = conn.prepare_cached(&format!(
-        "SELECT q.question_id, q.offer_id, q.agent_id, q.text, q.asked_at, q.asked_sequence,
-                q.answer, q.resolution, q.answered_by, q.answered_at, q.answered_sequence,
-                EXISTS ({LIVE_OFFER})
-         FROM work_questions q WHERE q.work_item_id = ?2
-         ORDER BY q.asked_sequence DESC LIMIT ?3"
-    ))?;
-    type Raw = (
-        (String, String, String, String, String, u64),
-        Option<(
-            String,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-            Option<u64>,
-        )>,
-        bool,
-    );
-    let rows = statement
-        .query_map(params![now, work_item_id, QUESTIONS_SHOWN], |r| {
-            let asked = (
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            );
-            let answer = r
-                .get::<_, Option<String>>(6)?
-                .map(|text| {
-                    Ok::<_, rusqlite::Error>((text, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?))
-                })
-                .transpose()?;
-            Ok::<Raw, rusqlite::Error>((asked, answer, r.get(11)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = work_questions::newest(conn, work_item_id, now, QUESTIONS_SHOWN)?;
     let mut questions = rows
         .into_iter()
         .map(
-            |((question_id, offer_id, agent_id, text, asked_at, sequence), answer, live)| {
+            |work_questions::QuestionRow {
+                 asked: (question_id, offer_id, agent_id, text, asked_at, sequence),
+                 answer,
+                 offer_live: live,
+             }| {
                 let answer = answer
                     .map(|(text, resolution, answered_by, answered_at, sequence)| {
                         Ok::<_, Error>(AnswerView {

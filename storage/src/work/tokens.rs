@@ -16,20 +16,19 @@
 //! This module does not know HTTP routes: the server decides which routes take a token, and
 //! asks [`Grant::require`] for the scope each needs.
 
-use crate::sql::Cached as _;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::evidence::Evidence;
 use weft_api::views::{EvidenceRecorded, Published};
 use weft_api::work::views::{TokenIssued, TokenRequest, TokenScope};
 use weft_api::{Envelope, ErrorCode, Id, Manifest};
 
-use super::{from_json, to_json};
 use crate::access::{AuthorityMay, Reader, Signed};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
+use crate::rows::capability_tokens::{self, TokenRow};
 use crate::rows::leases::{self, Lease, Refusal, WorkItemOf};
 use crate::sessions::{Session, live_session};
 
@@ -179,48 +178,35 @@ pub(crate) fn still_live(conn: &Connection, token_hash: [u8; 32], now: &str) -> 
 /// instants are written; the lease rule compares it as time.
 fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, Error> {
     let dead = |why: &str| reject(ErrorCode::Unauthorized, format!("capability token: {why}"));
-    let row: Option<(String, String, String, String, bool)> = conn
-        .row(
-            "SELECT token_id, lease_id, scope, expires_at, revoked_at IS NOT NULL
-             FROM capability_tokens WHERE token_hash = ?1",
-            [&token_hash[..]],
-            |row| {
-                Ok((
-                    row.get(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                ))
-            },
-        )
-        .optional()?;
-    let Some((token_id, lease_id, scope, expires_at, revoked)) = row else {
+    let Some(token) = capability_tokens::by_hash(conn, &token_hash)? else {
         return Err(dead("unknown token"));
     };
-    if revoked {
+    if token.revoked {
         return Err(dead("the token was revoked"));
     }
-    if expires_at.as_str() <= now {
+    let at = crate::rows::instant(now)?;
+    if token.expired(at) {
         return Err(dead("the token has expired"));
     }
+    let TokenRow {
+        token_id,
+        lease_id,
+        scope,
+        expires_at,
+        ..
+    } = token;
     let Some(lease) = lease_row(conn, &lease_id)? else {
         return Err(dead("its lease is unknown"));
     };
-    if let Some(why) = lease.dead_at(crate::rows::instant(now)?) {
+    if let Some(why) = lease.dead_at(at) {
         return Err(dead(why));
     }
-    let session_hash: Option<Vec<u8>> = conn
-        .row(
-            "SELECT token_hash FROM sessions WHERE agent_id = ?1 AND group_id = ?2 AND session_epoch = ?3",
-            params![
-                lease.lease.agent_id.as_str(),
-                lease.work_item.group_id,
-                lease.lease.session_epoch
-            ],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let session_hash = crate::rows::sessions::hash_of(
+        conn,
+        lease.lease.agent_id.as_str(),
+        &lease.work_item.group_id,
+        lease.lease.session_epoch,
+    )?;
     let session_hash: [u8; 32] = session_hash
         .and_then(|hash| hash.try_into().ok())
         .ok_or_else(|| dead("the session its lease runs under is gone"))?;
@@ -230,8 +216,8 @@ fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<Grant, 
         lease_id,
         work_item_id: lease.lease.work_item_id,
         mission_id: Id::parse("missionId", &lease.work_item.mission_id)?,
-        scope: from_json(&scope)?,
-        expires_at,
+        scope,
+        expires_at: format_instant(expires_at),
         session,
         token_hash,
     })
@@ -263,7 +249,6 @@ impl Engine {
             ));
         }
         let now = self.clock.now();
-        let now_text = format_instant(now);
         let ttl = request.ttl_seconds.min(MAX_TTL_SECONDS);
         // In range: MAX_TTL_SECONDS fits an i64 by far.
         let wanted = now + chrono::Duration::seconds(ttl as i64);
@@ -286,12 +271,8 @@ impl Engine {
                     ));
                 }
                 if let Some(old) = &replaces {
-                    let revoked = txn.run(
-                        "UPDATE capability_tokens SET revoked_at = COALESCE(revoked_at, ?3)
-                         WHERE token_id = ?1 AND lease_id = ?2",
-                        params![old, lease_id.as_str(), now_text],
-                    )?;
-                    if revoked == 0 {
+                    let revoked = capability_tokens::revoke(txn, old, lease_id.as_str(), now)?;
+                    if !revoked {
                         return Err(reject(
                             ErrorCode::NotFound,
                             format!("lease {lease_id} has no token {old} to replace"),
@@ -299,12 +280,19 @@ impl Engine {
                     }
                 }
                 // LSE-7: never past the lease.
-                let expires_at = format_instant(wanted.min(lease.lease.expires_at));
-                txn.run(
-                    "INSERT INTO capability_tokens (token_hash, token_id, lease_id, scope, issued_at, expires_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![&token_hash[..], token_id, lease_id.as_str(), to_json(&scope)?, now_text, expires_at],
+                let expires = wanted.min(lease.lease.expires_at);
+                capability_tokens::insert(
+                    txn,
+                    &capability_tokens::NewToken {
+                        token_hash: &token_hash,
+                        token_id: &token_id,
+                        lease_id: lease_id.as_str(),
+                        scope: &scope,
+                        issued_at: now,
+                        expires_at: expires,
+                    },
                 )?;
+                let expires_at = format_instant(expires);
                 Ok(TokenIssued {
                     token_id,
                     token,
@@ -323,25 +311,18 @@ impl Engine {
         token_id: Id,
         session: &Session,
     ) -> Result<(), Error> {
-        let now_text = format_instant(self.clock.now());
+        let now = self.clock.now();
         let session = session.clone();
         self.db
             .write(move |txn| {
                 owned_lease(txn, lease_id.as_str(), &session)?;
-                let found = txn.run(
-                    "UPDATE capability_tokens SET revoked_at = COALESCE(revoked_at, ?3)
-                     WHERE token_id = ?1 AND lease_id = ?2 AND revoked_at IS NULL",
-                    params![token_id.as_str(), lease_id.as_str(), now_text],
-                )?;
-                let exists = found > 0
-                    || txn
-                        .row(
-                            "SELECT 1 FROM capability_tokens WHERE token_id = ?1 AND lease_id = ?2",
-                            params![token_id.as_str(), lease_id.as_str()],
-                            |_| Ok(()),
-                        )
-                        .optional()?
-                        .is_some();
+                let exists =
+                    capability_tokens::revoke_unrevoked(
+                        txn,
+                        token_id.as_str(),
+                        lease_id.as_str(),
+                        now,
+                    )? || capability_tokens::exists(txn, token_id.as_str(), lease_id.as_str())?;
                 if exists {
                     Ok(())
                 } else {

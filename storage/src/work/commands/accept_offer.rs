@@ -1,8 +1,6 @@
 //! `work.accept_offer` (T4, SM-7, OFR-5; CON-5 for a revised contract): in one step the offer
 //! is accepted, the others withdrawn, and a new ownership epoch begins.
 
-use crate::sql::Cached as _;
-use rusqlite::params;
 use weft_api::work::command::OfferRef;
 
 use super::Step;
@@ -23,9 +21,11 @@ pub(in crate::work) fn apply(
     } = step;
     // The acceptance is of the current contract (CON-5: an owner accepting a revised
     // one again names the offer it accepted before).
-    ctx.tx.run(
-        "UPDATE offers SET status = 'accepted', contract_revision = ?3 WHERE work_item_id = ?1 AND offer_id = ?2",
-        params![row.work_item_id, p.offer_id.as_str(), row.contract_revision],
+    crate::rows::offers::accept(
+        ctx.tx,
+        &row.work_item_id,
+        p.offer_id.as_str(),
+        row.contract_revision,
     )?;
     row.ownership_epoch += 1;
     row.owner = Some(ctx.command.agent_id.to_string());

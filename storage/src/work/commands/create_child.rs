@@ -8,7 +8,7 @@ use weft_api::work::machine::MissionState;
 
 use super::Step;
 use crate::error::{Error, reject};
-use crate::work::ctx::{Ctx, end_ownership, id_taken, insert_mission, mission_event};
+use crate::work::ctx::{Ctx, end_ownership, mission_event};
 use crate::work::{MissionRow, WorkRow};
 
 pub(in crate::work) fn apply(
@@ -39,7 +39,7 @@ pub(in crate::work) fn apply(
         parent_work_item_id: Some(row.work_item_id.clone()),
         child_failure_policy: Some(p.child_failure_policy),
     };
-    insert_mission(ctx.tx, &child, 0)?;
+    crate::rows::missions::insert(ctx.tx, &child, 0)?;
     ctx.emit(
         WorkEventKind::MissionCreated,
         mission_event(&child, payload.clone())?,
@@ -51,7 +51,7 @@ pub(in crate::work) fn apply(
 }
 
 fn expect_new_child(ctx: &Ctx<'_, '_>, mission_id: &str) -> Result<(), Error> {
-    if id_taken(ctx.tx, "missions", "mission_id", mission_id)? {
+    if crate::rows::missions::exists(ctx.tx, mission_id)? {
         return Err(reject(
             ErrorCode::Conflict,
             format!("Mission id {mission_id} is taken"),

@@ -1,8 +1,6 @@
 //! `work.offer` (T3, OFR): fences an owner whose ownership expired (SM-6), withdraws the live
 //! offers it replaces and records the new one with the Event's sequence.
 
-use crate::sql::Cached as _;
-use rusqlite::{OptionalExtension as _, params};
 use weft_api::ErrorCode;
 use weft_api::work::command::WorkOffer;
 use weft_api::work::events::WorkEventKind;
@@ -10,9 +8,9 @@ use weft_api::work::events::WorkEventKind;
 use super::Step;
 use crate::access::membership;
 use crate::error::{Error, reject};
+use crate::rows::offers;
 use crate::work::WorkRow;
-use crate::work::ctx::{Ctx, fence_owner, now_text, withdraw_offers};
-use crate::work::to_json;
+use crate::work::ctx::{Ctx, fence_owner, withdraw_offers};
 
 pub(in crate::work) fn apply(
     ctx: &mut Ctx<'_, '_>,
@@ -47,7 +45,7 @@ pub(in crate::work) fn apply(
             ));
         }
     }
-    if id_taken_offer(ctx, &row, p.offer_id.as_str())? {
+    if offers::exists(ctx.tx, &row.work_item_id, p.offer_id.as_str())? {
         return Err(reject(
             ErrorCode::Conflict,
             format!("offer id {} is taken", p.offer_id),
@@ -69,39 +67,20 @@ pub(in crate::work) fn apply(
     }
     // T3: the new offer replaces live ones.
     withdraw_offers(ctx, &row, None, "replaced by a new offer")?;
-    let sequence_placeholder = 0;
-    ctx.tx.run(
-        "INSERT INTO offers (work_item_id, offer_id, candidates, expires_at, selection_basis, contract_revision,
-                             status, declined, sequence)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'live', '{}', ?7)",
-        params![
-            row.work_item_id,
-            p.offer_id.as_str(),
-            to_json(&p.candidates)?,
-            now_text(p.expires_at.to_utc()),
-            to_json(&p.selection_basis)?,
-            row.contract_revision,
-            sequence_placeholder
-        ],
+    offers::insert(
+        ctx.tx,
+        &offers::NewOffer {
+            work_item_id: &row.work_item_id,
+            offer_id: p.offer_id.as_str(),
+            candidates: &p.candidates,
+            expires_at: p.expires_at.to_utc(),
+            selection_basis: &p.selection_basis,
+            contract_revision: row.contract_revision,
+        },
     )?;
     row.state = next;
     ctx.record(&mut row, kind, payload)?;
     let sequence = ctx.appended.last().map_or(0, |e| e.sequence);
-    ctx.tx.run(
-        "UPDATE offers SET sequence = ?3 WHERE work_item_id = ?1 AND offer_id = ?2",
-        params![row.work_item_id, p.offer_id.as_str(), sequence],
-    )?;
+    offers::set_sequence(ctx.tx, &row.work_item_id, p.offer_id.as_str(), sequence)?;
     Ok(row)
-}
-
-fn id_taken_offer(ctx: &Ctx<'_, '_>, row: &WorkRow, offer_id: &str) -> Result<bool, Error> {
-    Ok(ctx
-        .tx
-        .row(
-            "SELECT 1 FROM offers WHERE work_item_id = ?1 AND offer_id = ?2",
-            params![row.work_item_id, offer_id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
 }

@@ -26,7 +26,7 @@ pub(in crate::work) fn apply(
         &row.work_item_id,
         &p.contract.depends_on,
     )?;
-    deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
+    crate::rows::work_deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
     // CON-5: renewed acceptance. Live offers go (an `offered` WorkItem waits for a new
     // one); a `queued` owner keeps its ownership and accepts again before it starts.
     withdraw_offers(ctx, &row, None, "the contract was revised (CON-5)")?;

@@ -1,0 +1,140 @@
+//! The `agents` table: the only SQL that names it. An Agent's current key (bytes and keyid),
+//! card version, registration and deactivation. Its instants and key bytes are handed back
+//! as stored: `access` and `agents` decode them where they already did (the key's curve point
+//! only when a signature is checked).
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// The current key bytes of Agent `agent_id`, if it is registered.
+pub(crate) fn public_key(conn: &Connection, agent_id: &str) -> Result<Option<Vec<u8>>, Error> {
+    Ok(conn
+        .row(
+            "SELECT public_key FROM agents WHERE agent_id = ?1",
+            [agent_id],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// A new Agent with its first key.
+pub(crate) fn insert(
+    conn: &Connection,
+    agent_id: &str,
+    public_key: &[u8],
+    keyid: &str,
+    card_version: &str,
+    registered_at: &str,
+) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO agents (agent_id, public_key, keyid, agent_card_version, registered_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![agent_id, public_key, keyid, card_version, registered_at],
+    )?;
+    Ok(())
+}
+
+pub(crate) fn set_card_version(
+    conn: &Connection,
+    agent_id: &str,
+    card_version: &str,
+) -> Result<(), Error> {
+    conn.run(
+        "UPDATE agents SET agent_card_version = ?2 WHERE agent_id = ?1",
+        params![agent_id, card_version],
+    )?;
+    Ok(())
+}
+
+/// `None`: no such Agent; `Some(None)`: active; `Some(Some(at))`: deactivated at `at`.
+pub(crate) fn deactivated_at(
+    conn: &Connection,
+    agent_id: &str,
+) -> Result<Option<Option<String>>, Error> {
+    Ok(conn
+        .row(
+            "SELECT deactivated_at FROM agents WHERE agent_id = ?1",
+            [agent_id],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+pub(crate) fn deactivate(conn: &Connection, agent_id: &str, at: &str) -> Result<(), Error> {
+    conn.run(
+        "UPDATE agents SET deactivated_at = ?2 WHERE agent_id = ?1",
+        params![agent_id, at],
+    )?;
+    Ok(())
+}
+
+/// The current keyid of a registered Agent.
+pub(crate) fn keyid(conn: &Connection, agent_id: &str) -> Result<String, Error> {
+    Ok(conn.row(
+        "SELECT keyid FROM agents WHERE agent_id = ?1",
+        [agent_id],
+        |row| row.get(0),
+    )?)
+}
+
+/// The Agent's current key becomes `public_key` (`keyid`).
+pub(crate) fn set_key(
+    conn: &Connection,
+    agent_id: &str,
+    public_key: &[u8],
+    keyid: &str,
+) -> Result<(), Error> {
+    conn.run(
+        "UPDATE agents SET public_key = ?2, keyid = ?3 WHERE agent_id = ?1",
+        params![agent_id, public_key, keyid],
+    )?;
+    Ok(())
+}
+
+/// The active Agent whose current key is `keyid`: its id, key bytes and card version.
+pub(crate) fn active_by_keyid(
+    conn: &Connection,
+    keyid: &str,
+) -> Result<Option<(String, Vec<u8>, String)>, Error> {
+    Ok(conn
+        .row(
+            "SELECT agent_id, public_key, agent_card_version FROM agents
+             WHERE keyid = ?1 AND deactivated_at IS NULL",
+            [keyid],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()?)
+}
+
+/// The id of the active Agent whose current key is `keyid`.
+pub(crate) fn active_id_by_keyid(conn: &Connection, keyid: &str) -> Result<Option<String>, Error> {
+    Ok(conn
+        .row(
+            "SELECT agent_id FROM agents WHERE keyid = ?1 AND deactivated_at IS NULL",
+            [keyid],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// An Agent's card version, registration and deactivation instants, if it is registered.
+pub(crate) fn record(
+    conn: &Connection,
+    agent_id: &str,
+) -> Result<Option<(String, String, Option<String>)>, Error> {
+    Ok(conn
+        .row(
+            "SELECT agent_card_version, registered_at, deactivated_at FROM agents
+             WHERE agent_id = ?1",
+            [agent_id],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()?)
+}
+
+/// How many Agents are registered.
+pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
+    Ok(conn.row("SELECT COUNT(*) FROM agents", [], |row| row.get(0))?)
+}

@@ -1,0 +1,42 @@
+//! The `commands` table: the only SQL that names it. Each accepted work Command's answer is
+//! kept under its id, so a retry of the same bytes replays it (DESIGN §10).
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// The request hash and answer (JSON) stored for Command `command_id` of `agent_id` in
+/// `group_id` (or of the Authority, agent `''`, whose rows predate per-Agent ids).
+pub(crate) fn stored(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+    command_id: &str,
+) -> Result<Option<(Vec<u8>, String)>, Error> {
+    Ok(conn
+        .row(
+            "SELECT request_hash, answer FROM commands
+             WHERE group_id = ?1 AND command_id = ?3 AND agent_id IN (?2, '')
+             ORDER BY agent_id DESC LIMIT 1",
+            params![group_id, agent_id, command_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?)
+}
+
+/// Keeps the answer (JSON) of an accepted Command.
+pub(crate) fn insert(
+    conn: &Connection,
+    command_id: &str,
+    group_id: &str,
+    agent_id: &str,
+    request_hash: &[u8],
+    answer: &str,
+) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO commands (command_id, group_id, agent_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![command_id, group_id, agent_id, request_hash, answer],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! The `groups` table: the only SQL that names it. A Group exists once created; its policy
+//! (the Mission priority ceiling, SCH-6) is a typed column.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::work::contract::Level;
+
+use super::{name, parse_name};
+use crate::clock::format_instant;
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// Whether Group `group_id` exists.
+pub(crate) fn exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM groups WHERE group_id = ?1",
+            [group_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// A new Group, created at `at`.
+pub(crate) fn insert(conn: &Connection, group_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO groups (group_id, created_at) VALUES (?1, ?2)",
+        params![group_id, format_instant(at)],
+    )?;
+    Ok(())
+}
+
+/// Every Group's id, in order.
+pub(crate) fn ids(conn: &Connection) -> Result<Vec<String>, Error> {
+    Ok(conn
+        .prepare_cached("SELECT group_id FROM groups ORDER BY group_id")?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?)
+}
+
+/// How many Groups there are.
+pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
+    Ok(conn.row("SELECT COUNT(*) FROM groups", [], |row| row.get(0))?)
+}
+
+/// The Group's Mission priority ceiling (SCH-6), if the Group exists.
+pub(crate) fn priority_ceiling(conn: &Connection, group_id: &str) -> Result<Option<Level>, Error> {
+    let ceiling: Option<String> = conn
+        .row(
+            "SELECT mission_priority_ceiling FROM groups WHERE group_id = ?1",
+            [group_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    ceiling.as_deref().map(parse_name).transpose()
+}
+
+/// Sets the Group's Mission priority ceiling; answers whether the Group exists.
+pub(crate) fn set_priority_ceiling(
+    conn: &Connection,
+    group_id: &str,
+    ceiling: Level,
+) -> Result<bool, Error> {
+    let changed = conn.run(
+        "UPDATE groups SET mission_priority_ceiling = ?2 WHERE group_id = ?1",
+        params![group_id, name(&ceiling)?],
+    )?;
+    Ok(changed > 0)
+}

@@ -1,0 +1,200 @@
+//! The `missions` table: the only SQL that names it, and its row [`MissionRow`].
+//!
+//! The row keeps its ids as text for now, as [`super::work_items::WorkRow`] does: the work
+//! Commands read and write them everywhere; its priority, budget, state and child-failure
+//! policy are typed.
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level};
+use weft_api::work::machine::MissionState;
+
+use super::{from_json, name, parse_name, to_json};
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// A `missions` row.
+#[derive(Clone, Debug)]
+pub(crate) struct MissionRow {
+    pub(crate) mission_id: String,
+    pub(crate) group_id: String,
+    pub(crate) title: String,
+    pub(crate) priority_class: Level,
+    pub(crate) budget: Budgets,
+    pub(crate) state: MissionState,
+    pub(crate) revision: u64,
+    pub(crate) parent_work_item_id: Option<String>,
+    pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
+}
+
+/// The Mission `id` if a reader of Group `group` (and, for a scoped member, of the Missions
+/// in the JSON array `missions`) may see it; `None` for both means the operator. As
+/// `work_items::load_seen`, visibility is decided by the lookup itself (issue #40).
+pub(crate) fn load_seen(
+    conn: &Connection,
+    id: &str,
+    group: Option<&str>,
+    missions: Option<&str>,
+) -> Result<Option<MissionRow>, Error> {
+    let row = conn
+        .row(
+            "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
+                    parent_work_item_id, child_failure_policy
+             FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN missions INDEXED BY missions_seen
+             WHERE mission_id = ?1 AND (?2 IS NULL OR group_id = ?2)
+             AND (?3 IS NULL OR mission_id = scope.value)",
+            params![id, group, missions],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, u64>(6)?,
+                    row.get::<_, Option<String>>(7)?,
+                    row.get::<_, Option<String>>(8)?,
+                ))
+            },
+        )
+        .optional()?;
+    row.map(
+        |(mission_id, group_id, title, priority, budget, state, revision, parent, policy)| {
+            Ok(MissionRow {
+                mission_id,
+                group_id,
+                title,
+                priority_class: parse_name(&priority)?,
+                budget: from_json(&budget)?,
+                state: parse_name(&state)?,
+                revision,
+                parent_work_item_id: parent,
+                child_failure_policy: policy.as_deref().map(parse_name).transpose()?,
+            })
+        },
+    )
+    .transpose()
+}
+
+/// A new Mission; `created_sequence` orders the listing (newest first).
+pub(crate) fn insert(
+    conn: &Connection,
+    row: &MissionRow,
+    created_sequence: u64,
+) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state, revision,
+                               parent_work_item_id, child_failure_policy, created_sequence)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            row.mission_id,
+            row.group_id,
+            row.title,
+            name(&row.priority_class)?,
+            to_json(&row.budget)?,
+            name(&row.state)?,
+            row.revision,
+            row.parent_work_item_id,
+            row.child_failure_policy.as_ref().map(name).transpose()?,
+            created_sequence
+        ],
+    )?;
+    Ok(())
+}
+
+/// Writes `row`'s state and revision (the only columns a Mission's Commands change).
+pub(crate) fn save_state(conn: &Connection, row: &MissionRow) -> Result<(), Error> {
+    conn.run(
+        "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
+        params![row.mission_id, name(&row.state)?, row.revision],
+    )?;
+    Ok(())
+}
+
+/// Whether a Mission `id` exists (ids are unique in the whole store, DESIGN §10).
+pub(crate) fn exists(conn: &Connection, id: &str) -> Result<bool, Error> {
+    Ok(conn
+        .row("SELECT 1 FROM missions WHERE mission_id = ?1", [id], |_| {
+            Ok(())
+        })
+        .optional()?
+        .is_some())
+}
+
+/// The Group of Mission `id`, if it exists.
+pub(crate) fn group_of(conn: &Connection, id: &str) -> Result<Option<String>, Error> {
+    Ok(conn
+        .row(
+            "SELECT group_id FROM missions WHERE mission_id = ?1",
+            [id],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// The ids of Group `group`'s Missions (every Group's for `None`), newest first.
+pub(crate) fn ids_newest_first(
+    conn: &Connection,
+    group: Option<&str>,
+) -> Result<Vec<String>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT mission_id FROM missions WHERE (?1 IS NULL OR group_id = ?1)
+         ORDER BY created_sequence DESC",
+    )?;
+    let ids = statement
+        .query_map(params![group], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ids)
+}
+
+/// Each Mission of Group `group_id` with its state, by id (fsck).
+pub(crate) fn states_of_group(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Vec<(String, String)>, Error> {
+    let mut statement = conn.prepare_cached(
+        "SELECT mission_id, state FROM missions WHERE group_id = ?1 ORDER BY mission_id",
+    )?;
+    let missions = statement
+        .query_map([group_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(missions)
+}
+
+/// What Mission `id` has spent so far.
+pub(crate) fn spent(conn: &Connection, id: &str) -> Result<Budgets, Error> {
+    let text: String = conn.row(
+        "SELECT spent FROM missions WHERE mission_id = ?1",
+        [id],
+        |r| r.get(0),
+    )?;
+    from_json(&text)
+}
+
+/// Sets what Mission `id` has spent.
+pub(crate) fn set_spent(conn: &Connection, id: &str, spent: &Budgets) -> Result<(), Error> {
+    conn.run(
+        "UPDATE missions SET spent = ?2 WHERE mission_id = ?1",
+        params![id, to_json(spent)?],
+    )?;
+    Ok(())
+}
+
+/// Each Mission of Group `group_id` with what it has spent, by id (fsck).
+pub(crate) fn spent_of_group(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Vec<(String, Budgets)>, Error> {
+    let mut statement = conn
+        .prepare_cached("SELECT mission_id, spent FROM missions WHERE group_id = ?1 ORDER BY 1")?;
+    let rows = statement
+        .query_map([group_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter()
+        .map(|(id, spent)| Ok((id, from_json(&spent)?)))
+        .collect()
+}

@@ -1,0 +1,33 @@
+//! The `session_epochs` table: the only SQL that names it. One row per (Agent, Group): the
+//! epoch of its newest session; opening a session bumps it, which replaces the older one.
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// The current session epoch of `agent_id` in `group_id`, if it ever opened one.
+pub(crate) fn current(
+    conn: &Connection,
+    agent_id: &str,
+    group_id: &str,
+) -> Result<Option<u64>, Error> {
+    Ok(conn
+        .row(
+            "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
+            params![agent_id, group_id],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// Starts the next session epoch of `agent_id` in `group_id` (1 for its first) and answers it.
+pub(crate) fn bump(conn: &Connection, agent_id: &str, group_id: &str) -> Result<u64, Error> {
+    Ok(conn.row(
+        "INSERT INTO session_epochs (agent_id, group_id, epoch) VALUES (?1, ?2, 1)
+         ON CONFLICT (agent_id, group_id) DO UPDATE SET epoch = epoch + 1
+         RETURNING epoch",
+        params![agent_id, group_id],
+        |row| row.get(0),
+    )?)
+}
