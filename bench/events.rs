@@ -24,7 +24,7 @@ async fn main() -> anyhow::Result<()> {
     let config = server::config::Config::with_data_dir(dir.path().to_path_buf());
     let store = weft_storage::Store::open(config.storage_options()).await?;
     let group = Id::parse("g", "bench")?;
-    store.create_group(group.clone()).await?;
+    store.directory().create_group(group.clone()).await?;
 
     eprintln!("appending {n_events} events with {APPENDERS} concurrent appenders …");
     let started = Instant::now();
@@ -39,6 +39,7 @@ async fn main() -> anyhow::Result<()> {
                         return Ok::<_, weft_storage::Error>(());
                     }
                     store
+                        .delivery()
                         .append(
                             group.clone(),
                             "bench.tick",

@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::events::to32;
 
 pub(crate) mod binding;
+pub(crate) mod handle;
 pub(crate) use binding::check_lease;
 mod hot;
 pub use hot::HotStats;
