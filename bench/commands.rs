@@ -314,12 +314,14 @@ async fn time_graph_reads(
     for _ in 0..runs {
         let started = Instant::now();
         let view = store
+            .work()
             .mission(mission.clone(), &weft_storage::Reader::Admin)
             .await?;
         nodes.push(started.elapsed());
         anyhow::ensure!(view.work_items.len() > 1, "the Mission has its WorkItems");
         let started = Instant::now();
         let graph = store
+            .work()
             .mission_graph(mission.clone(), &weft_storage::Reader::Admin)
             .await?;
         storage.push(started.elapsed());

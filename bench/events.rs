@@ -26,7 +26,7 @@ async fn main() -> anyhow::Result<()> {
     config.commands_per_minute = 0;
     let store = weft_storage::Store::open(config.storage_options()).await?;
     let group = Id::parse("g", "bench")?;
-    store.create_group(group.clone()).await?;
+    store.directory().create_group(group.clone()).await?;
 
     eprintln!("appending {n_events} events with {APPENDERS} concurrent appenders …");
     let started = Instant::now();
@@ -41,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
                         return Ok::<_, weft_storage::Error>(());
                     }
                     store
+                        .delivery()
                         .append(
                             group.clone(),
                             "bench.tick",

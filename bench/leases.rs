@@ -134,7 +134,7 @@ impl Actor {
             group: group.clone(),
             session_epoch: grant.session_epoch,
             membership_epoch: grant.membership_epoch,
-            session: store.authenticate(&grant.token).await?,
+            session: store.sessions().authenticate(&grant.token).await?,
             api: Client::new(base.to_owned(), Some(grant.token.clone())),
             token: grant.token,
             http: reqwest::Client::new(),
@@ -191,6 +191,7 @@ impl Actor {
         let envelope = self.envelope(kind, payload, None);
         let accepted = self
             .store
+            .work()
             .execute_command(self.group.clone(), envelope, &self.session)
             .await?;
         Ok(serde_json::to_value(accepted)?)
@@ -571,7 +572,7 @@ async fn main() -> anyhow::Result<()> {
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                if let Err(error) = store.expire_due(store.now()).await {
+                if let Err(error) = store.work().expire_due(store.now()).await {
                     eprintln!("expire_due failed: {error}");
                 }
             }

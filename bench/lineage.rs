@@ -41,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
     // A member of the Group, so both sides pay for access checks.
     let agent = Id::parse("agentId", "bench-agent")?;
     store
+        .directory()
         .set_membership(
             Id::parse("groupId", "bench")?,
             agent.clone(),
@@ -61,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "lineage index memory               {:.0} MiB counted, {} measured (RSS growth while built)",
-        store.lineage_index_bytes() as f64 / (1024.0 * 1024.0),
+        store.lineage().lineage_index_bytes() as f64 / (1024.0 * 1024.0),
         dag.index_rss_bytes.map_or("n/a".to_owned(), |b| format!(
             "{:.0} MiB",
             b as f64 / (1024.0 * 1024.0)
@@ -102,7 +103,10 @@ async fn main() -> anyhow::Result<()> {
                 as_of: None,
             };
             let started = Instant::now();
-            let answer = store.lineage(Digest::Blake3(root), query, &reader).await?;
+            let answer = store
+                .lineage()
+                .lineage(Digest::Blake3(root), query, &reader)
+                .await?;
             index_times.push(started.elapsed());
             let started = Instant::now();
             let reached = if index_only {

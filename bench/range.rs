@@ -74,6 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (0..size / (1024 * 1024)).map(|_| Ok(piece())).collect();
     let started = Instant::now();
     let outcome = store
+        .artifacts()
         .upload(futures::stream::iter(pieces), None, Uploader::Admin)
         .await?;
     let upload = started.elapsed();
@@ -89,6 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Warm-up: one verified range so the first sample pays no one-time costs.
     let content = store
+        .artifacts()
         .open_content(Digest::Blake3(id), &Reader::Admin)
         .await?;
     drain(content.into_body(Some(0..RANGE))).await?;
@@ -100,6 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let range = start..start + RANGE;
         let started = Instant::now();
         let content = store
+            .artifacts()
             .open_content(Digest::Blake3(id), &Reader::Admin)
             .await?;
         let opened = started.elapsed();
@@ -118,6 +121,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let range = start..start + RANGE;
         let started = Instant::now();
         let content = store
+            .artifacts()
             .open_content(Digest::Blake3(id), &Reader::Admin)
             .await?;
         let body = weft_storage::bench_support::full_rehash_range(content, range.clone());
@@ -125,6 +129,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         baseline.push(started.elapsed());
         // Both paths serve the same bytes.
         let content = store
+            .artifacts()
             .open_content(Digest::Blake3(id), &Reader::Admin)
             .await?;
         assert_eq!(bytes, drain(content.into_body(Some(range))).await?);
@@ -136,12 +141,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..2 {
         let started = Instant::now();
         let content = store
+            .artifacts()
             .open_content(Digest::Blake3(id), &Reader::Admin)
             .await?;
         encoded = count(content.proof(None).await?).await?;
         proof_times.push(started.elapsed());
         let started = Instant::now();
         let content = store
+            .artifacts()
             .open_content(Digest::Blake3(id), &Reader::Admin)
             .await?;
         assert_eq!(count(content.into_body(None)).await?, size);

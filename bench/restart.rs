@@ -42,6 +42,7 @@ async fn lineage(
         as_of: None,
     };
     Ok(store
+        .lineage()
         .lineage(Digest::Blake3(*id), query, &Reader::Admin)
         .await?)
 }
@@ -89,6 +90,7 @@ async fn main() -> anyhow::Result<()> {
     let dag = load_synthetic_dag(&store, n, 7).await?;
     let started = Instant::now();
     let saved = store
+        .lineage()
         .save_lineage_snapshot()
         .await?
         .ok_or_else(|| anyhow::anyhow!("no snapshot written"))?;
@@ -110,9 +112,9 @@ async fn main() -> anyhow::Result<()> {
     for round in 0..rounds {
         let (store, took) = open_timed(dir.path()).await?;
         anyhow::ensure!(
-            store.lineage_start() == LineageStart::FromSnapshot { caught_up: 0 },
+            store.lineage().lineage_start() == LineageStart::FromSnapshot { caught_up: 0 },
             "round {round}: {:?}",
-            store.lineage_start()
+            store.lineage().lineage_start()
         );
         let with_snapshot = sample_answers(&store, &dag.ids).await?;
         lookup_snapshot.push(root_lookup(&store, &dag.ids, lookups).await?);
@@ -122,9 +124,12 @@ async fn main() -> anyhow::Result<()> {
         std::fs::rename(&snapshot, &aside)?;
         let (store, took) = open_timed(dir.path()).await?;
         anyhow::ensure!(
-            matches!(store.lineage_start(), LineageStart::Rebuilt { .. }),
+            matches!(
+                store.lineage().lineage_start(),
+                LineageStart::Rebuilt { .. }
+            ),
             "round {round}: {:?}",
-            store.lineage_start()
+            store.lineage().lineage_start()
         );
         anyhow::ensure!(
             sample_answers(&store, &dag.ids).await? == with_snapshot,

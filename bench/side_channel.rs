@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(Options::on_disk(dir.path())).await?;
     let dag = load_synthetic_dag(&store, 10_000, 7).await?;
     let other = Id::parse("groupId", "other")?;
-    store.create_group(other.clone()).await?;
+    store.directory().create_group(other.clone()).await?;
     let reader = Reader::Agent {
         agent_id: Id::parse("agentId", "reader")?,
         group_id: other,
@@ -64,8 +64,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let start = Instant::now();
             let found = match route {
-                "artifact" => store.artifact(digest, &reader).await.is_ok(),
-                _ => store.open_content(digest, &reader).await.is_ok(),
+                "artifact" => store.artifacts().artifact(digest, &reader).await.is_ok(),
+                _ => store
+                    .artifacts()
+                    .open_content(digest, &reader)
+                    .await
+                    .is_ok(),
             };
             let took = start.elapsed();
             assert!(!found, "another Group's artifact must not be visible");

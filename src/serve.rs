@@ -361,7 +361,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             let mut ticks = tokio::time::interval(every);
             loop {
                 ticks.tick().await;
-                if let Err(error) = store.compact(retain).await {
+                if let Err(error) = store.compaction().compact(retain).await {
                     tracing::error!(%error, "compaction failed; the online log is unchanged");
                 }
             }
@@ -374,7 +374,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             let mut ticks = tokio::time::interval(every);
             loop {
                 ticks.tick().await;
-                if let Err(error) = store.sweep().await {
+                if let Err(error) = store.artifacts().sweep().await {
                     tracing::error!(%error, "the sweep of uncited uploads failed");
                 }
             }
@@ -390,7 +390,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                if let Err(error) = store.expire_due(store.now()).await {
+                if let Err(error) = store.work().expire_due(store.now()).await {
                     tracing::error!(%error, "appending lease expiries failed; retried next tick");
                 }
             }
@@ -408,7 +408,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                if let Err(error) = store.save_lineage_snapshot().await {
+                if let Err(error) = store.lineage().save_lineage_snapshot().await {
                     tracing::error!(%error, "writing the lineage snapshot failed; the next restart rebuilds more");
                 }
             }
@@ -433,7 +433,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         max_connections: connections::cap_for_descriptors(config.max_connections, descriptors),
     };
     let drained = serve_with(listener, app(state), transport, shutdown).await?;
-    match store.save_lineage_snapshot().await {
+    match store.lineage().save_lineage_snapshot().await {
         Ok(saved) => tracing::info!(?saved, "lineage snapshot written"),
         Err(error) => tracing::error!(%error, "writing the lineage snapshot failed"),
     }

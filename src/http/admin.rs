@@ -30,7 +30,7 @@ pub(crate) async fn create_group(
     let answer_id = group_id.clone();
     let render = move |created: &bool| (created_or_ok(*created), json!({"groupId": answer_id}));
     answer_with(render.clone());
-    let created = state.store.create_group(group_id).await?;
+    let created = state.store.directory().create_group(group_id).await?;
     let (status, body) = render(&created);
     Ok(json(status, &body))
 }
@@ -62,6 +62,7 @@ pub(crate) async fn set_policy(
     answer_with(|set: &weft_api::kinds::GroupPolicySet| (StatusCode::OK, set.clone()));
     let set = state
         .store
+        .directory()
         .set_group_policy(group_id, policy.mission_priority_ceiling)
         .await?;
     Ok(json(StatusCode::OK, &set))
@@ -93,6 +94,7 @@ pub(crate) async fn register_agent(
     answer_with(render.clone());
     let registered = state
         .store
+        .directory()
         .register_agent(registration.agent_id, key, registration.agent_card_version)
         .await?;
     let (status, body) = render(&registered);
@@ -120,6 +122,7 @@ pub(crate) async fn set_membership(
     answer_with(|membership: &weft_api::session::Membership| (StatusCode::OK, membership.clone()));
     let membership = state
         .store
+        .directory()
         .set_scoped_membership(group_id, agent_id, request.roles, request.missions)
         .await?;
     Ok(json(StatusCode::OK, &membership))
@@ -141,6 +144,7 @@ pub(crate) async fn remove_membership(
     let agent_id = Id::parse("agentId", &agent_id)?;
     let epoch = state
         .store
+        .directory()
         .remove_membership(group_id.clone(), agent_id.clone())
         .await?;
     Ok(json(
@@ -160,7 +164,11 @@ pub(crate) async fn deactivate_agent(
 ) -> HttpResult<Response> {
     caller.require_admin()?;
     let agent_id = path_id("agentId", agent_id)?;
-    let groups = state.store.deactivate_agent(agent_id.clone()).await?;
+    let groups = state
+        .store
+        .directory()
+        .deactivate_agent(agent_id.clone())
+        .await?;
     Ok(json(
         StatusCode::OK,
         &json!({"agentId": agent_id, "deactivated": true, "groups": groups}),
@@ -191,7 +199,11 @@ pub(crate) async fn rotate_key(
     let bytes = read_json(&headers, body).await?;
     let rotation: KeyRotation = parse_body(&bytes, ErrorCode::BadRequest)?;
     let key = weft_api::dsse::parse_public_key(&rotation.public_key)?;
-    let keyid = state.store.rotate_key(agent_id.clone(), key).await?;
+    let keyid = state
+        .store
+        .directory()
+        .rotate_key(agent_id.clone(), key)
+        .await?;
     Ok(json(
         StatusCode::OK,
         &json!({"agentId": agent_id, "keyid": keyid}),

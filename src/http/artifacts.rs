@@ -35,9 +35,21 @@ pub(crate) async fn publish(
         |(published, created): &(Published, bool)| (created_or_ok(*created), published.clone());
     super::idempotency::answer_with(render);
     let outcome = match &caller {
-        Bearer::Caller(caller) => state.store.publish(envelope, &caller.reader()).await?,
+        Bearer::Caller(caller) => {
+            state
+                .store
+                .artifacts()
+                .publish(envelope, &caller.reader())
+                .await?
+        }
         // LSE-6: `artifact:publish`, for the token's lease and WorkItem only.
-        Bearer::Token(grant) => state.store.publish_with_token(envelope, grant).await?,
+        Bearer::Token(grant) => {
+            state
+                .store
+                .artifacts()
+                .publish_with_token(envelope, grant)
+                .await?
+        }
     };
     let (status, body) = render(&outcome);
     Ok(json(status, &body))
@@ -52,7 +64,11 @@ pub(crate) async fn show(
     digest: RawPath,
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
-    let view = state.store.artifact(digest, &caller.reader()).await?;
+    let view = state
+        .store
+        .artifacts()
+        .artifact(digest, &caller.reader())
+        .await?;
     Ok(json(StatusCode::OK, &view))
 }
 
@@ -84,7 +100,11 @@ pub(crate) async fn list(
         after: query_u64(&query, "after")?,
         limit: query_limit(&query)?.unwrap_or(100).min(1000),
     };
-    let page = state.store.list_artifacts(filter, &caller.reader()).await?;
+    let page = state
+        .store
+        .artifacts()
+        .list_artifacts(filter, &caller.reader())
+        .await?;
     Ok(json(StatusCode::OK, &page))
 }
 
@@ -169,7 +189,11 @@ pub(crate) async fn content(
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
     let proof = wants_proof(&headers, query)?;
-    let content = state.store.open_content(digest, &caller.reader()).await?;
+    let content = state
+        .store
+        .artifacts()
+        .open_content(digest, &caller.reader())
+        .await?;
     let digests = content.digests;
     // The content's strong validator; a `Range` (and `If-Range`) applies to it.
     let content_etag = format!("\"{}\"", digests.blake3);
@@ -368,6 +392,7 @@ pub(crate) async fn reuse(
         weft_api::Digest::Sha256(_) => {
             state
                 .store
+                .artifacts()
                 .artifact(digest, &caller.reader())
                 .await?
                 .digests
@@ -380,6 +405,7 @@ pub(crate) async fn reuse(
     super::idempotency::answer_with(render);
     let outcome = state
         .store
+        .artifacts()
         .publish_reusable(artifact, request, session)
         .await?;
     let (status, body) = render(&outcome);

@@ -78,7 +78,7 @@ where
                 "a capability token is accepted only for blob uploads, POST /v1/artifacts and POST /v1/evidence",
             ));
         }
-        let session = state.store.authenticate(token).await?;
+        let session = state.store.sessions().authenticate(token).await?;
         note_caller(parts, || format!("agent:{}", session.agent_id));
         Ok(Self::Agent(session))
     }
@@ -103,7 +103,7 @@ where
         let app = AppState::from_ref(state);
         let token = bearer_token(parts)?;
         if Grant::looks_like(token) {
-            let grant = app.store.authorize_token(token).await?;
+            let grant = app.store.work().authorize_token(token).await?;
             note_caller(parts, || {
                 format!(
                     "agent:{} (token {})",

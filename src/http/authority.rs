@@ -53,6 +53,7 @@ pub(crate) async fn register_schema(
     let registration: SchemaRegistration = parse_body(&bytes, ErrorCode::BadRequest)?;
     state
         .store
+        .evidence()
         .register_schema(registration.uri, registration.artifact)
         .await?;
     Ok(StatusCode::NO_CONTENT)

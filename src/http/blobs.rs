@@ -40,7 +40,11 @@ async fn upload(
             Uploader::Token(grant)
         }
     };
-    let outcome = state.store.upload(counted, expected, uploader).await;
+    let outcome = state
+        .store
+        .artifacts()
+        .upload(counted, expected, uploader)
+        .await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(error) => {
@@ -117,7 +121,12 @@ pub(crate) async fn head(
     digest: RawPath,
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
-    match state.store.blob(digest, &caller.reader()).await? {
+    match state
+        .store
+        .artifacts()
+        .blob(digest, &caller.reader())
+        .await?
+    {
         Some(digests) => {
             let mut response = StatusCode::OK.into_response();
             let headers = response.headers_mut();

@@ -43,6 +43,7 @@ pub(crate) async fn publish(
     let envelope = read_envelope(&headers, body).await?;
     let (answer, created) = state
         .store
+        .context()
         .publish_context(group_id, envelope, &caller.reader())
         .await?;
     Ok(json(created_or_ok(created), &answer))
@@ -59,6 +60,7 @@ pub(crate) async fn latest(
     let package_id = path_id("packageId", package_id)?;
     let record = state
         .store
+        .context()
         .context_version(package_id, None, &caller.reader())
         .await?;
     Ok(json(StatusCode::OK, &record))
@@ -75,6 +77,7 @@ pub(crate) async fn versions(
     let package_id = path_id("packageId", package_id)?;
     let versions = state
         .store
+        .context()
         .context_versions(package_id, &caller.reader())
         .await?;
     Ok(json(StatusCode::OK, &versions))
@@ -95,6 +98,7 @@ pub(crate) async fn version(
     let version = parse_u64("version", &version)?;
     let record = state
         .store
+        .context()
         .context_version(package_id, Some(version), &caller.reader())
         .await?;
     Ok(json(StatusCode::OK, &record))
@@ -119,6 +123,7 @@ pub(crate) async fn events(
     let version = query_u64(&query, "version")?;
     let (record, events) = state
         .store
+        .context()
         .context_events(package_id, version, &caller.reader())
         .await?;
     Ok(json(
@@ -157,6 +162,7 @@ pub(crate) async fn provenance(
         // The operator has no session Group for `asOf` to count in: the package's own.
         let record = state
             .store
+            .context()
             .context_version(package_id.clone(), None, &caller.reader())
             .await?;
         query.insert("group".to_owned(), record.group_id.to_string());
@@ -166,6 +172,7 @@ pub(crate) async fn provenance(
     if format == Format::InToto {
         let record = state
             .store
+            .context()
             .context_version(package_id, None, &caller.reader())
             .await?;
         let payload = serde_json::to_vec(&intoto_statement(&record))
@@ -177,6 +184,7 @@ pub(crate) async fn provenance(
     }
     let lineage = state
         .store
+        .context()
         .context_provenance(package_id, lineage_query, &caller.reader())
         .await?;
     Ok(render(&lineage, format))
@@ -241,6 +249,7 @@ pub(crate) async fn forward(
     let request: ForwardRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
     let (answer, created) = state
         .store
+        .context()
         .forward_context(package_id, request, &caller.reader())
         .await?;
     Ok(json(created_or_ok(created), &answer))
@@ -257,15 +266,21 @@ pub(crate) async fn scheduling(
 ) -> HttpResult<Response> {
     let id = path_id("workItemId", id)?;
     let reader = caller.reader();
-    let item = state.store.work_item(id, &reader).await?;
+    let item = state.store.work().work_item(id, &reader).await?;
     let mission = state
         .store
+        .work()
         .mission(Id::parse("missionId", &item.mission_id)?, &reader)
         .await?;
     let mut classification = Classification::Internal;
     for input in &item.contract.inputs {
         // An input the caller cannot see adds nothing: it learns no more than it may.
-        let Ok(view) = state.store.artifact(Digest::Blake3(*input), &reader).await else {
+        let Ok(view) = state
+            .store
+            .artifacts()
+            .artifact(Digest::Blake3(*input), &reader)
+            .await
+        else {
             continue;
         };
         for record in &view.manifests {

@@ -22,7 +22,7 @@ pub(crate) async fn members(
     let group_id = path_id("groupId", group_id)?;
     Ok(json(
         StatusCode::OK,
-        &state.store.list_members(group_id).await?,
+        &state.store.directory().list_members(group_id).await?,
     ))
 }
 
@@ -39,6 +39,6 @@ pub(crate) async fn agent(
     let agent_id = path_id("agentId", agent_id)?;
     Ok(json(
         StatusCode::OK,
-        &state.store.agent_record(agent_id).await?,
+        &state.store.directory().agent_record(agent_id).await?,
     ))
 }

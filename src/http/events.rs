@@ -41,6 +41,7 @@ pub(crate) async fn replay(
     let limit = query_limit(&query)?.unwrap_or(1000).min(10_000);
     let events = state
         .store
+        .delivery()
         .events(group_id, after, limit, &caller.reader())
         .await?;
     Ok(json(StatusCode::OK, &EventPage { events }))
@@ -80,6 +81,7 @@ pub(crate) async fn stream(
     };
     let events = state
         .store
+        .delivery()
         .follow(group_id, after.unwrap_or(0), &caller.reader())
         .await?;
     // A stream lives only as long as the session it was opened with (issue #10 finding 4).
@@ -87,7 +89,7 @@ pub(crate) async fn stream(
         Caller::Agent(session) => Some(Guard {
             store: state.store.clone(),
             session: session.clone(),
-            changes: state.store.auth_changes(),
+            changes: state.store.sessions().auth_changes(),
             recheck: tokio::time::interval(RECHECK),
             _slot: slot,
         }),
@@ -128,7 +130,7 @@ impl Guard {
             }
             _ = self.recheck.tick() => {}
         }
-        self.store.recheck(&self.session).await.err()
+        self.store.sessions().recheck(&self.session).await.err()
     }
 }
 
@@ -267,7 +269,11 @@ pub(crate) async fn ack(
         .map(|entry| entry.sequence)
         .max()
         .unwrap_or(0);
-    let cursor = state.store.ack(group_id, &session, highest).await?;
+    let cursor = state
+        .store
+        .delivery()
+        .ack(group_id, &session, highest)
+        .await?;
     Ok(json(
         StatusCode::OK,
         &Cursors {
@@ -300,7 +306,11 @@ pub(crate) async fn cursors(
             ));
         }
     };
-    let cursors = state.store.cursors(group_id, &caller.reader(), all).await?;
+    let cursors = state
+        .store
+        .delivery()
+        .cursors(group_id, &caller.reader(), all)
+        .await?;
     Ok(json(StatusCode::OK, &Cursors { cursors }))
 }
 
@@ -314,7 +324,11 @@ pub(crate) async fn checkpoint(
     group_id: RawPath,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
-    let checkpoint = state.store.checkpoint(group_id, &caller.reader()).await?;
+    let checkpoint = state
+        .store
+        .delivery()
+        .checkpoint(group_id, &caller.reader())
+        .await?;
     Ok(json(StatusCode::OK, &checkpoint))
 }
 
@@ -327,7 +341,11 @@ pub(crate) async fn snapshots(
     group_id: RawPath,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
-    let snapshots = state.store.snapshots(group_id, &caller.reader()).await?;
+    let snapshots = state
+        .store
+        .compaction()
+        .snapshots(group_id, &caller.reader())
+        .await?;
     Ok(json(
         StatusCode::OK,
         &weft_api::views::Snapshots { snapshots },
@@ -359,12 +377,14 @@ pub(crate) async fn snapshot_blob(
         // The headers alone: the blob is not opened and no download slot is taken.
         let digests = state
             .store
+            .compaction()
             .snapshot_blob_digests(group_id, blob, &caller.reader())
             .await?;
         return Ok(headers(digests.size).into_response());
     }
     let content = state
         .store
+        .compaction()
         .open_snapshot_blob(group_id, blob, &caller.reader())
         .await?;
     let length = content.digests.size;

@@ -43,6 +43,7 @@ pub(crate) async fn record(
         Bearer::Caller(caller) => {
             state
                 .store
+                .evidence()
                 .record_evidence(envelope, &caller.reader())
                 .await?
         }
@@ -50,6 +51,7 @@ pub(crate) async fn record(
         Bearer::Token(grant) => {
             state
                 .store
+                .evidence()
                 .record_evidence_with_token(envelope, grant)
                 .await?
         }
@@ -130,6 +132,7 @@ pub(crate) async fn list(
     let query = known_params(query, LIST_QUERY)?;
     let page = state
         .store
+        .evidence()
         .list_evidence(filter_from(&query)?, &caller.reader())
         .await?;
     Ok(json(StatusCode::OK, &page))
@@ -146,7 +149,11 @@ pub(crate) async fn show(
     let Path(text) =
         evidence_id.map_err(|_| HttpError::new(ErrorCode::InvalidDigest, "not valid UTF-8"))?;
     let evidence_id = ArtifactId::parse(&text)?;
-    let record = state.store.evidence(evidence_id, &caller.reader()).await?;
+    let record = state
+        .store
+        .evidence()
+        .evidence(evidence_id, &caller.reader())
+        .await?;
     Ok(json(StatusCode::OK, &record))
 }
 
@@ -164,10 +171,18 @@ pub(crate) async fn for_artifact(
 ) -> HttpResult<Response> {
     let digest = path_digest(digest)?;
     let query = known_params(query, FOR_ARTIFACT_QUERY)?;
-    let view = state.store.artifact(digest, &caller.reader()).await?;
+    let view = state
+        .store
+        .artifacts()
+        .artifact(digest, &caller.reader())
+        .await?;
     let mut filter = filter_from(&query)?;
     filter.artifact = Some(view.digests.blake3);
-    let page = state.store.list_evidence(filter, &caller.reader()).await?;
+    let page = state
+        .store
+        .evidence()
+        .list_evidence(filter, &caller.reader())
+        .await?;
     Ok(json(StatusCode::OK, &page))
 }
 
@@ -189,6 +204,7 @@ pub(crate) async fn criteria(
     let query = known_params(query, CRITERIA_QUERY)?;
     let view = state
         .store
+        .evidence()
         .criteria(
             work_item_id,
             query_id(&query, "missionId")?,
@@ -220,6 +236,10 @@ pub(crate) async fn review(
     };
     let bytes = read_json(&headers, body).await?;
     let request: ReviewRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
-    let evidence = state.store.review(work_item_id, request, &session).await?;
+    let evidence = state
+        .store
+        .evidence()
+        .review(work_item_id, request, &session)
+        .await?;
     Ok(json(StatusCode::CREATED, &ReviewOutcome { evidence }))
 }

@@ -222,11 +222,15 @@ pub(crate) async fn intoto_for(
     digest: Digest,
     reader: &Reader,
 ) -> Result<Value, HttpError> {
-    let view = store.artifact(digest, reader).await?;
+    let view = store.artifacts().artifact(digest, reader).await?;
     let mut sources = StatementSources::default();
     if let Some(record) = view.manifests.last() {
         for source in &record.manifest.sources {
-            match store.artifact(Digest::Blake3(*source), reader).await {
+            match store
+                .artifacts()
+                .artifact(Digest::Blake3(*source), reader)
+                .await
+            {
                 Ok(source_view) => {
                     sources.sha256.insert(*source, source_view.digests.sha256);
                 }

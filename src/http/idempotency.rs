@@ -66,6 +66,7 @@ async fn scope_of(state: &AppState, token: Option<String>) -> Option<String> {
     }
     state
         .store
+        .sessions()
         .authenticate(&token)
         .await
         .ok()

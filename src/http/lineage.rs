@@ -209,6 +209,7 @@ pub(crate) async fn provenance(
     }
     let lineage = state
         .store
+        .lineage()
         .lineage(digest, lineage_query, &caller.reader())
         .await?;
     Ok(render(&lineage, format))
@@ -303,6 +304,7 @@ async fn scoped(
     let format = format_of(&query)?;
     let lineage = state
         .store
+        .lineage()
         .lineage_scope(scope, name, lineage_query, &caller.reader())
         .await?;
     Ok(render(&lineage, format))
@@ -360,6 +362,7 @@ pub(crate) async fn path(
     let max_depth = query_u64(&query, "maxDepth")?.unwrap_or(64).min(10_000) as u32;
     let path = state
         .store
+        .lineage()
         .lineage_path(from, to, max_depth, &caller.reader())
         .await?;
     Ok(json(
@@ -394,6 +397,7 @@ pub(crate) async fn impact(
     let format = format_of(&query)?;
     let lineage = state
         .store
+        .lineage()
         .lineage(artifact, lineage_query, &caller.reader())
         .await?;
     Ok(render(&lineage, format))

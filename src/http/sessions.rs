@@ -24,7 +24,7 @@ pub(crate) async fn open(
     body: Body,
 ) -> HttpResult<Response> {
     let envelope = read_envelope(&headers, body).await?;
-    let grant = state.store.open_session(envelope).await?;
+    let grant = state.store.sessions().open_session(envelope).await?;
     Ok(json(StatusCode::CREATED, &grant))
 }
 

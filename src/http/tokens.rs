@@ -50,7 +50,11 @@ pub(crate) async fn issue(
     let session = owner_session(caller)?;
     let bytes = read_json(&headers, body).await?;
     let request: TokenRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
-    let issued = state.store.issue_token(lease_id, request, &session).await?;
+    let issued = state
+        .store
+        .work()
+        .issue_token(lease_id, request, &session)
+        .await?;
     Ok(json(StatusCode::CREATED, &issued))
 }
 
@@ -70,6 +74,7 @@ pub(crate) async fn revoke(
     let session = owner_session(caller)?;
     state
         .store
+        .work()
         .revoke_token(lease_id, token_id, &session)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())

@@ -167,7 +167,11 @@ async fn refusal(
     let code = error.code();
     let mut response = HttpError::from(error).into_response();
     if code == ErrorCode::UploadOffsetMismatch
-        && let Ok(current) = state.store.upload_offset(upload_id, uploader).await
+        && let Ok(current) = state
+            .store
+            .artifacts()
+            .upload_offset(upload_id, uploader)
+            .await
     {
         offset_headers(response.headers_mut(), &current);
     }
@@ -180,7 +184,11 @@ async fn refusal(
               (status = 401, description = "unauthorized, stale_session"), (status = 403, description = "forbidden: the operator, an auditor, or a capability token without blob:write"),
               (status = 429, description = "too_many_uploads: 64 sessions of this agent, or 16 of this capability token's lease, are open")))]
 pub(crate) async fn start(State(state): State<AppState>, caller: Bearer) -> HttpResult<Response> {
-    let started = state.store.start_upload(uploader(&caller)?).await?;
+    let started = state
+        .store
+        .artifacts()
+        .start_upload(uploader(&caller)?)
+        .await?;
     Ok(session_answer(StatusCode::ACCEPTED, &started))
 }
 
@@ -195,7 +203,7 @@ pub(crate) async fn offset(
 ) -> HttpResult<Response> {
     let uploader = uploader(&caller)?;
     let id = upload_id(raw)?;
-    let current = state.store.upload_offset(&id, uploader).await?;
+    let current = state.store.artifacts().upload_offset(&id, uploader).await?;
     let mut response = StatusCode::NO_CONTENT.into_response();
     offset_headers(response.headers_mut(), &current);
     Ok(response)
@@ -221,7 +229,7 @@ pub(crate) async fn append(
     let uploader = uploader(&caller)?;
     let id = upload_id(raw)?;
     // Someone else's session, or none, is `not_found` whatever the headers say.
-    state.store.upload_offset(&id, uploader).await?;
+    state.store.artifacts().upload_offset(&id, uploader).await?;
     let (start, length) = chunk_start(&headers)?.ok_or_else(|| {
         HttpError::new(
             ErrorCode::BadRequest,
@@ -229,7 +237,12 @@ pub(crate) async fn append(
         )
     })?;
     let chunk = chunk_stream(&state, &headers, start, length, body)?;
-    match state.store.append_upload(&id, start, chunk, uploader).await {
+    match state
+        .store
+        .artifacts()
+        .append_upload(&id, start, chunk, uploader)
+        .await
+    {
         Ok(current) => Ok(session_answer(StatusCode::ACCEPTED, &current)),
         Err(error) => Ok(refusal(&state, error, &id, uploader).await),
     }
@@ -269,7 +282,15 @@ pub(crate) async fn finish(
         Some((start, length)) => Some((start, length)),
         None if declared_empty => None,
         // A last chunk without a range goes where the upload stands now.
-        None => Some((state.store.upload_offset(&id, uploader).await?.offset, None)),
+        None => Some((
+            state
+                .store
+                .artifacts()
+                .upload_offset(&id, uploader)
+                .await?
+                .offset,
+            None,
+        )),
     };
     let last_chunk = match last_chunk {
         Some((start, length)) => {
@@ -279,6 +300,7 @@ pub(crate) async fn finish(
     };
     match state
         .store
+        .artifacts()
         .finish_upload(&id, expected, last_chunk, uploader)
         .await
     {
@@ -304,6 +326,6 @@ pub(crate) async fn cancel(
 ) -> HttpResult<Response> {
     let uploader = uploader(&caller)?;
     let id = upload_id(raw)?;
-    state.store.cancel_upload(&id, uploader).await?;
+    state.store.artifacts().cancel_upload(&id, uploader).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -116,6 +116,7 @@ pub(crate) async fn publish_with_content(
         Publisher::Session(session) => {
             state
                 .store
+                .artifacts()
                 .publish_with_content(envelope, expected, content, session)
                 .await?
         }
@@ -123,6 +124,7 @@ pub(crate) async fn publish_with_content(
         Publisher::Token(grant) => {
             state
                 .store
+                .artifacts()
                 .publish_with_content_and_token(envelope, expected, content, grant)
                 .await?
         }

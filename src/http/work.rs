@@ -41,6 +41,7 @@ pub(crate) async fn command(
     let envelope = read_envelope(&headers, body).await?;
     let accepted = state
         .store
+        .work()
         .execute_command(group_id, envelope, &session)
         .await?;
     // EVD-3's review of a submission is a reaction after this commit (storage's
@@ -82,6 +83,7 @@ pub(crate) async fn command_batch(
     }
     let (accepted, refused) = state
         .store
+        .work()
         .execute_commands(group_id, batch.commands, &session)
         .await?;
     let refused = refused.map(|(index, error)| BatchRefusal {
@@ -101,7 +103,7 @@ pub(crate) async fn work_item(
     id: RawPath,
 ) -> HttpResult<Response> {
     let id = path_id("workItemId", id)?;
-    let view = state.store.work_item(id, &caller.reader()).await?;
+    let view = state.store.work().work_item(id, &caller.reader()).await?;
     Ok(json(StatusCode::OK, &view))
 }
 
@@ -114,7 +116,7 @@ pub(crate) async fn mission(
     id: RawPath,
 ) -> HttpResult<Response> {
     let id = path_id("missionId", id)?;
-    let view = state.store.mission(id, &caller.reader()).await?;
+    let view = state.store.work().mission(id, &caller.reader()).await?;
     Ok(json(StatusCode::OK, &view))
 }
 
@@ -127,6 +129,10 @@ pub(crate) async fn mission_graph(
     id: RawPath,
 ) -> HttpResult<Response> {
     let id = path_id("missionId", id)?;
-    let view = state.store.mission_graph(id, &caller.reader()).await?;
+    let view = state
+        .store
+        .work()
+        .mission_graph(id, &caller.reader())
+        .await?;
     Ok(json(StatusCode::OK, &view))
 }

@@ -36,9 +36,10 @@ fn resident_bytes() -> Option<u64> {
 /// in one Group, then rebuilds the lineage index from the tables exactly as a restart would.
 pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<SyntheticDag, Error> {
     let group = Id::parse("groupId", "bench")?;
-    store.create_group(group.clone()).await?;
+    store.directory().create_group(group.clone()).await?;
     let key = weft_api::dsse::generate_key().verifying_key();
     store
+        .directory()
         .register_agent(Id::parse("agentId", "bench-agent")?, key, "1".into())
         .await?;
     let ids: Vec<ArtifactId> = (0..n)
@@ -204,9 +205,10 @@ pub async fn time_lease_checks(
 /// does), so `open_content` finds a media type for it: the range benchmark's setup.
 pub async fn cite_blob(store: &Store, blake3: ArtifactId) -> Result<(), Error> {
     let group = Id::parse("groupId", "bench")?;
-    store.create_group(group).await?;
+    store.directory().create_group(group).await?;
     let key = weft_api::dsse::generate_key().verifying_key();
     store
+        .directory()
         .register_agent(Id::parse("agentId", "bench-agent")?, key, "1".into())
         .await?;
     store

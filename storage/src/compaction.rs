@@ -11,6 +11,8 @@
 //! Crash story: blobs are written before the transaction; a crash before it leaves orphan
 //! blobs (harmless, reported by fsck) and the Events still online.
 
+pub(crate) mod handle;
+
 use crate::sql::Cached as _;
 use std::sync::{Arc, Mutex};
 

@@ -5,6 +5,8 @@
 //! no log read per Event; a follower reads the log only to catch up (at start, after falling
 //! behind the broadcast buffer, or to fill a gap). Nothing here deletes history (DLV-7).
 
+pub(crate) mod handle;
+
 use crate::sql::Cached as _;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -2,6 +2,8 @@
 //! with its key history. Admin only (the HTTP layer checks the admin token); nothing here
 //! changes a row.
 
+pub(crate) mod handle;
+
 use base64::Engine as _;
 use rusqlite::Connection;
 use weft_api::session::{AgentKey, AgentRecord, MemberList, Membership, Role};
@@ -10,18 +12,6 @@ use weft_api::{ErrorCode, Id, KeyId};
 use crate::access::group_exists;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-
-impl crate::Store {
-    /// Every live Membership of a Group (operator reads; `not_found` for no such Group).
-    pub async fn list_members(&self, group_id: Id) -> Result<MemberList, Error> {
-        self.inner.list_members(group_id).await
-    }
-
-    /// An Agent with its key history and Memberships (operator reads; `not_found` if none).
-    pub async fn agent_record(&self, agent_id: Id) -> Result<AgentRecord, Error> {
-        self.inner.agent_record(agent_id).await
-    }
-}
 
 impl Engine {
     /// Every live Membership of `group_id`, by Agent id; `not_found` for an unknown Group.

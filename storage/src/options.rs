@@ -128,7 +128,8 @@ pub struct Quotas {
     pub max_open_uploads: usize,
     /// Bytes one Agent may hold uploaded but uncited (0: no cap).
     pub max_unpublished_bytes: u64,
-    /// How long an uploaded blob may stay uncited before [`crate::Store::sweep`] removes it.
+    /// How long an uploaded blob may stay uncited before [`crate::handles::Artifacts::sweep`]
+    /// removes it.
     pub unpublished_blob_ttl: chrono::Duration,
     /// Session requests one Agent may make per minute (0: no limit).
     pub logins_per_minute: u32,

@@ -9,6 +9,8 @@
 //! rotated) bumps [`Engine::auth_changes`] after its commit, and so does an Agent's registration
 //! (a new Agent or card version), which the key cache (`keys.rs`) follows.
 
+pub(crate) mod handle;
+
 use base64::Engine as _;
 use rusqlite::Connection;
 use weft_api::kinds;

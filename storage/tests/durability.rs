@@ -21,6 +21,7 @@ async fn start_up_removes_blob_files_without_a_row() {
         .await
         .expect("open");
     store
+        .artifacts()
         .upload(body(b"acknowledged"), None, weft_storage::Uploader::Admin)
         .await
         .expect("upload");
@@ -69,6 +70,7 @@ async fn the_data_directory_is_owner_only() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let store = Store::open(Options::on_disk(&dir)).await.expect("open");
     store
+        .artifacts()
         .upload(body(b"private bytes"), None, weft_storage::Uploader::Admin)
         .await
         .expect("upload");
@@ -114,13 +116,19 @@ fn render(membership: &Membership) -> Option<(u16, Vec<u8>)> {
 /// A Group g1 with a registered Agent w1 (Membership epoch 1).
 async fn store_with_member(dir: &std::path::Path) -> Store {
     let store = Store::open(Options::on_disk(dir)).await.expect("open");
-    store.create_group(id("g1")).await.expect("group");
+    store
+        .directory()
+        .create_group(id("g1"))
+        .await
+        .expect("group");
     let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key();
     store
+        .directory()
         .register_agent(id("w1"), key, "1".into())
         .await
         .expect("agent");
     store
+        .directory()
         .set_membership(id("g1"), id("w1"), vec![Role::Worker])
         .await
         .expect("membership");
@@ -135,6 +143,7 @@ async fn set_roles(
     with_idempotency(request, async {
         answer_with::<Membership>(renderer);
         store
+            .directory()
             .set_membership(id("g1"), id("w1"), vec![Role::Reviewer])
             .await
     })
@@ -273,10 +282,12 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
     let admin = || weft_storage::Uploader::Admin;
     let store = open(1024).await.expect("open");
     let small = store
+        .artifacts()
         .upload(owned_body(vec![1; 1024]), None, admin())
         .await
         .expect("small");
     store
+        .artifacts()
         .upload(owned_body(vec![2; 1025]), None, admin())
         .await
         .expect("large");
@@ -289,6 +300,7 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
 
     let store = open(0).await.expect("reopen with every blob a file");
     store
+        .artifacts()
         .upload(owned_body(vec![3; 10]), None, admin())
         .await
         .expect("tiny");
@@ -300,6 +312,7 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
 
     let store = open(1 << 20).await.expect("reopen with a larger threshold");
     store
+        .artifacts()
         .upload(owned_body(vec![4; 4096]), None, admin())
         .await
         .expect("inline again");
@@ -310,6 +323,7 @@ async fn small_blobs_live_in_the_index_and_a_new_threshold_loses_nothing() {
     // already inline keeps the copy it has.
     for bytes in [vec![2; 1025], vec![1; 1024]] {
         store
+            .artifacts()
             .upload(owned_body(bytes), None, admin())
             .await
             .expect("again");
@@ -348,6 +362,7 @@ async fn a_file_that_repairs_an_inline_blob_replaces_its_copy() {
     let bytes = vec![7u8; 2048];
     let store = open(1 << 20).await.expect("open");
     let blob = store
+        .artifacts()
         .upload(owned_body(bytes.clone()), None, admin())
         .await
         .expect("inline");
@@ -365,6 +380,7 @@ async fn a_file_that_repairs_an_inline_blob_replaces_its_copy() {
 
     let store = open(0).await.expect("reopen with every blob a file");
     store
+        .artifacts()
         .upload(owned_body(bytes), None, admin())
         .await
         .expect("repair");
@@ -403,6 +419,7 @@ async fn bytes_only_hashed_do_not_repair_a_quarantine_that_landed_meanwhile() {
     let admin = || weft_storage::Uploader::Admin;
     let bytes = vec![5u8; 1000];
     let blob = store
+        .artifacts()
         .upload(owned_body(bytes.clone()), None, admin())
         .await
         .expect("first");
@@ -426,6 +443,10 @@ async fn bytes_only_hashed_do_not_repair_a_quarantine_that_landed_meanwhile() {
             .expect("quarantine");
         Ok(Bytes::from(bytes))
     });
-    store.upload(body, claimed, admin()).await.expect("hashed");
+    store
+        .artifacts()
+        .upload(body, claimed, admin())
+        .await
+        .expect("hashed");
     assert_eq!(store.stats().await.expect("stats").quarantined, 1);
 }

@@ -367,6 +367,7 @@ backends!(
         start(&h, &w1, "wi-f").await;
         h.clock.advance(Duration::seconds(101));
         h.store
+            .work()
             .expire_due(weft_storage::Clock::now(&h.clock))
             .await
             .expect("expire_due");

@@ -180,6 +180,7 @@ backends!(
         let lease = leased(&h, &coordinator, &w1, "wi-f").await;
         h.clock.advance(chrono::Duration::seconds(OWNERSHIP + 1));
         h.store
+            .work()
             .expire_due(weft_storage::Clock::now(&h.clock))
             .await
             .expect("expire_due");
@@ -365,6 +366,7 @@ backends!(
         let lease = leased(&h, &coordinator, &w1, "wi-c").await;
         h.clock.advance(chrono::Duration::seconds(OWNERSHIP + 1));
         h.store
+            .work()
             .expire_due(weft_storage::Clock::now(&h.clock))
             .await
             .expect("expire_due");

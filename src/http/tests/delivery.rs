@@ -340,6 +340,7 @@ backends!(
         let before = h.stats().await;
         let compacted = h
             .store
+            .compaction()
             .compact(weft_storage::Retention::events(3))
             .await
             .expect("compaction");
@@ -441,6 +442,7 @@ backends!(
         // A second compaction continues from the first.
         assert_eq!(
             h.store
+                .compaction()
                 .compact(weft_storage::Retention::events(2))
                 .await
                 .expect("compaction"),
@@ -488,6 +490,7 @@ async fn a_subscriber_restores_from_a_snapshot_and_resumes() {
             .await; // 11..=16
     }
     h.store
+        .compaction()
         .compact(weft_storage::Retention::events(2))
         .await
         .expect("compaction"); // through 14
@@ -569,19 +572,19 @@ async fn retention_by_age_uses_the_injected_clock() {
     let worker = h.agent("w1", "g1", &["worker"]).await; // 1..=3
     let day = weft_storage::Retention::age(chrono::Duration::hours(24));
     assert_eq!(
-        h.store.compact(day).await.expect("compaction"),
+        h.store.compaction().compact(day).await.expect("compaction"),
         [],
         "nothing is old yet"
     );
     h.clock.advance(chrono::Duration::hours(25));
     h.session(&worker.key, "w1", "g1").await; // 4, young (the old session expired meanwhile)
     assert_eq!(
-        h.store.compact(day).await.expect("compaction"),
+        h.store.compaction().compact(day).await.expect("compaction"),
         [("g1".to_owned(), 3)]
     );
     h.clock.advance(chrono::Duration::hours(25));
     assert_eq!(
-        h.store.compact(day).await.expect("compaction"),
+        h.store.compaction().compact(day).await.expect("compaction"),
         [],
         "the newest Event always stays online"
     );

@@ -173,6 +173,7 @@ async fn intoto_exports_count_hidden_sources_without_naming_them() {
     let report = h.put(&worker, "g1", b"report", &[shown, hidden]).await;
     let view = h
         .store
+        .artifacts()
         .artifact(
             weft_api::Digest::Blake3(report),
             &weft_storage::Reader::Admin,

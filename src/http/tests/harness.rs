@@ -489,6 +489,7 @@ impl Harness {
                 .await;
         }
         self.store
+            .compaction()
             .compact(weft_storage::Retention::events(1))
             .await
             .expect("compaction");

@@ -312,24 +312,44 @@ backends!(
 
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
-        let old = h.store.authenticate(&worker.token).await.expect("live");
+        let old = h
+            .store
+            .sessions()
+            .authenticate(&worker.token)
+            .await
+            .expect("live");
         let as_old = || Uploader::Agent(&old);
-        let started = h.store.start_upload(as_old()).await.expect("starts");
+        let started = h
+            .store
+            .artifacts()
+            .start_upload(as_old())
+            .await
+            .expect("starts");
         let id = started.upload_id;
         let chunk: Vec<u8> = (0..20_000u32).map(|i| (i % 211) as u8).collect();
         let chunk = futures::stream::iter([Ok(bytes::Bytes::from(chunk))]);
-        let moved = h.store.append_upload(&id, 0, chunk, as_old()).await;
+        let moved = h
+            .store
+            .artifacts()
+            .append_upload(&id, 0, chunk, as_old())
+            .await;
         assert_eq!(moved.expect("a chunk").offset, 20_000);
         h.session(&worker.key, "w1", "g1").await; // replaces `old`
         let before = h.fingerprint().await;
         let code = |error: weft_storage::Error| error.code();
         assert_eq!(
-            h.store.start_upload(as_old()).await.map_err(code).err(),
+            h.store
+                .artifacts()
+                .start_upload(as_old())
+                .await
+                .map_err(code)
+                .err(),
             Some(ErrorCode::StaleSession),
             "start"
         );
         assert_eq!(
             h.store
+                .artifacts()
                 .cancel_upload(&id, as_old())
                 .await
                 .map_err(code)
@@ -344,6 +364,7 @@ backends!(
         )>;
         assert_eq!(
             h.store
+                .artifacts()
                 .finish_upload(&id, wrong, none, as_old())
                 .await
                 .map(|_| ())

@@ -40,7 +40,7 @@ backends!(
         let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8).collect();
         let id = h.put(&worker, "g1", &bytes, &[]).await;
         let sha256 = digest_of(&bytes).sha256;
-        let before = h.store.hot_stats().hits;
+        let before = h.store.artifacts().hot_stats().hits;
         let hot = h
             .call(
                 Method::GET,
@@ -49,7 +49,11 @@ backends!(
                 Body::empty(),
             )
             .await;
-        assert_eq!(h.store.hot_stats().hits, before + 1, "answered from memory");
+        assert_eq!(
+            h.store.artifacts().hot_stats().hits,
+            before + 1,
+            "answered from memory"
+        );
         let stored = h
             .call(
                 Method::GET,
@@ -59,7 +63,7 @@ backends!(
             )
             .await;
         assert_eq!(
-            h.store.hot_stats().hits,
+            h.store.artifacts().hot_stats().hits,
             before + 1,
             "the SHA-256 form reads the index"
         );
@@ -83,7 +87,7 @@ backends!(
         let stranger = h.agent("w2", "g2", &["worker", "auditor"]).await;
         h.upload(&stranger, &bytes).await;
         let scoped = scoped_agent(&h, "s1", &["worker"], &["mission-2"]).await;
-        let before = h.store.hot_stats().hits;
+        let before = h.store.artifacts().hot_stats().hits;
         for reader in [&stranger, &scoped] {
             let request = axum::http::Request::builder()
                 .uri(format!("/v1/artifacts/{id}/content"))
@@ -92,7 +96,7 @@ backends!(
                 .expect("request");
             refused(&h, request, "not_found").await;
         }
-        assert_eq!(h.store.hot_stats().hits, before);
+        assert_eq!(h.store.artifacts().hot_stats().hits, before);
     }
 );
 
@@ -125,6 +129,7 @@ async fn a_corrupt_stored_copy_is_found_by_verify_now_and_never_served_from_memo
     };
     let verdict = h
         .store
+        .artifacts()
         .verify_now(weft_api::Digest::Blake3(id), &reader)
         .await;
     assert!(
@@ -177,7 +182,7 @@ backends!(
                 Body::empty(),
             )
             .await;
-        assert_eq!(h.store.hot_stats().hits, 0);
+        assert_eq!(h.store.artifacts().hot_stats().hits, 0);
         assert_eq!(by_blake3.status, StatusCode::OK);
         assert_eq!(shown(&by_blake3), shown(&by_sha256));
         assert_eq!(shown(&by_blake3)[0].1, "text/plain");
@@ -192,7 +197,11 @@ async fn published_then_restarted() -> (Harness, Agent, ArtifactId, Vec<u8>) {
     let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
     let id = h.put(&worker, "g1", &bytes, &[]).await;
     let h = restart(h).await;
-    assert_eq!(h.store.hot_stats().entries, 0, "a restart starts cold");
+    assert_eq!(
+        h.store.artifacts().hot_stats().entries,
+        0,
+        "a restart starts cold"
+    );
     (h, worker, id, bytes)
 }
 
@@ -215,10 +224,22 @@ async fn a_cold_read_is_verified_once_and_kept_in_memory() {
     let cold = get_content(&h, &worker, &id).await;
     assert_eq!(cold.status, StatusCode::OK);
     assert_eq!(cold.body, bytes);
-    assert_eq!(h.store.hot_stats().hits, 0, "the first read is the row's");
-    assert_eq!(h.store.hot_stats().entries, 1, "kept once verified");
+    assert_eq!(
+        h.store.artifacts().hot_stats().hits,
+        0,
+        "the first read is the row's"
+    );
+    assert_eq!(
+        h.store.artifacts().hot_stats().entries,
+        1,
+        "kept once verified"
+    );
     let warm = get_content(&h, &worker, &id).await;
-    assert_eq!(h.store.hot_stats().hits, 1, "the second read is memory's");
+    assert_eq!(
+        h.store.artifacts().hot_stats().hits,
+        1,
+        "the second read is memory's"
+    );
     assert_eq!(shown(&warm), shown(&cold));
     assert_eq!(warm.body, bytes);
 }
@@ -234,6 +255,10 @@ async fn a_tampered_row_read_cold_is_refused_and_not_kept_in_memory() {
     h.tamper_inline(&id, &flipped);
     let answer = get_content(&h, &worker, &id).await;
     assert_eq!(answer.code(), "integrity_failure");
-    assert_eq!(h.store.hot_stats().entries, 0, "nothing corrupt is kept");
+    assert_eq!(
+        h.store.artifacts().hot_stats().entries,
+        0,
+        "nothing corrupt is kept"
+    );
     assert_eq!(h.stats().await.quarantined, 1);
 }

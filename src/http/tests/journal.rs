@@ -38,6 +38,7 @@ async fn offline_lease(h: &Harness, agent: &Agent) -> OfflineLease {
     let lease = &view["lease"];
     let session = h
         .store
+        .sessions()
         .authenticate(&agent.token)
         .await
         .expect("live session");
@@ -86,6 +87,7 @@ async fn reconnect(h: &Harness, agent: &Agent) -> (Agent, Client) {
 async fn rebase<'a>(h: &Harness, agent: &'a Agent) -> Rebase<'a> {
     let session = h
         .store
+        .sessions()
         .authenticate(&agent.token)
         .await
         .expect("live session");

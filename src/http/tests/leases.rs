@@ -96,6 +96,7 @@ fn payload(event: &Value) -> &Value {
 
 async fn expire_now(h: &Harness) -> usize {
     h.store
+        .work()
         .expire_due(weft_storage::Clock::now(&h.clock))
         .await
         .expect("expire_due")

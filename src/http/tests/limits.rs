@@ -133,9 +133,9 @@ backends!(
         let measure = |bytes: Vec<u8>| {
             let (h, token) = (&h, worker.token.clone());
             async move {
-                let before = h.store.upload_counters();
+                let before = h.store.artifacts().upload_counters();
                 let answer = h.send(put(&token, &bytes)).await;
-                let after = h.store.upload_counters();
+                let after = h.store.artifacts().upload_counters();
                 (
                     answer.status,
                     after.staged_uploads - before.staged_uploads,
@@ -252,7 +252,7 @@ backends!(
         let worker = h.agent("w1", "g1", &["worker"]).await;
         h.upload(&worker, b"small, never published").await;
         h.clock.advance(chrono::Duration::hours(25));
-        let report = h.store.sweep().await.expect("sweep");
+        let report = h.store.artifacts().sweep().await.expect("sweep");
         assert_eq!(report.blobs_removed, 1, "{report:?}");
         let stats = h.stats().await;
         assert_eq!((stats.blobs, stats.blob_objects), (0, 0));
@@ -272,12 +272,12 @@ backends!(
         let published = h.put(&worker, "g1", b"published", &[]).await;
 
         h.clock.advance(chrono::Duration::hours(23));
-        let report = h.store.sweep().await.expect("sweep");
+        let report = h.store.artifacts().sweep().await.expect("sweep");
         assert_eq!(report.blobs_removed, 0, "younger than 24 h");
         worker.token = h.session(&worker.key, "w1", "g1").await; // 12 h sessions
         h.upload(&worker, b"uploaded again later").await;
         h.clock.advance(chrono::Duration::hours(2));
-        let report = h.store.sweep().await.expect("sweep");
+        let report = h.store.artifacts().sweep().await.expect("sweep");
         assert_eq!(report.blobs_removed, 1, "{report:?}");
         assert_eq!(report.bytes_removed, b"never published".len() as u64);
 
@@ -341,9 +341,25 @@ backends!(
         assert_eq!(nonces(&h).await, 2);
         // Kept twice the 5-minute skew window plus a minute (issue #40).
         h.clock.advance(chrono::Duration::minutes(11));
-        assert_eq!(h.store.sweep().await.expect("sweep").nonces_removed, 0);
+        assert_eq!(
+            h.store
+                .artifacts()
+                .sweep()
+                .await
+                .expect("sweep")
+                .nonces_removed,
+            0
+        );
         h.clock.advance(chrono::Duration::minutes(1));
-        assert_eq!(h.store.sweep().await.expect("sweep").nonces_removed, 2);
+        assert_eq!(
+            h.store
+                .artifacts()
+                .sweep()
+                .await
+                .expect("sweep")
+                .nonces_removed,
+            2
+        );
         assert_eq!(nonces(&h).await, 0);
         let replay = session_request(&worker.key, "w1", "g1", issued_at, "0123456789abcdef");
         refused(&h, replay, "clock_skew").await;

@@ -386,6 +386,7 @@ async fn deep_chains_and_restarts() {
         as_of: None,
     };
     let rebuilt = reopened
+        .lineage()
         .lineage(
             weft_api::Digest::Blake3(tip),
             query,

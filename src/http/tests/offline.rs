@@ -501,7 +501,7 @@ backends!(
         h.clock.advance(Duration::seconds(10));
         let bound = binding(&lease, now(&h), usage(2, 0.0));
         h.clock.advance(Duration::seconds(3700));
-        assert!(h.store.expire_due(now(&h)).await.expect("expire") > 0);
+        assert!(h.store.work().expire_due(now(&h)).await.expect("expire") > 0);
         ok(
             &h,
             &coordinator,

@@ -95,7 +95,7 @@ backends!(
     async fn a_short_proof_of_a_long_blob_reads_only_its_chunk_groups(kind: Kind) {
         let (h, worker, bytes, id) = with_long_blob(kind).await;
         let (start, end) = (10_000_000u64, 10_065_536u64);
-        let before = h.store.blob_bytes_read();
+        let before = h.store.artifacts().blob_bytes_read();
         let (status, body) = proof(
             &h,
             &worker.token,
@@ -108,7 +108,7 @@ backends!(
         assert_eq!(body, reference(&bytes, start..end));
         let groups = end.div_ceil(16_384) - start / 16_384;
         assert_eq!(
-            h.store.blob_bytes_read() - before,
+            h.store.artifacts().blob_bytes_read() - before,
             groups * 16_384,
             "O(range)"
         );
@@ -172,6 +172,7 @@ async fn an_outboard_removed_during_a_proof_ends_it_as_unavailable() {
     let (h, _, _, id) = with_long_blob(Kind::Disk).await;
     let content = h
         .store
+        .artifacts()
         .open_content(weft_api::Digest::Blake3(id), &weft_storage::Reader::Admin)
         .await
         .expect("opens");

@@ -89,7 +89,7 @@ backends!(
             (3 * 1024 * 1024 - 7, 3 * 1024 * 1024),
             (16_383, 16_385),
         ] {
-            let before = h.store.blob_bytes_read();
+            let before = h.store.artifacts().blob_bytes_read();
             let answer = get_range(
                 &h,
                 &worker.token,
@@ -100,7 +100,7 @@ backends!(
             .await;
             assert_eq!(answer.status, StatusCode::PARTIAL_CONTENT, "{kind:?}");
             assert_eq!(answer.body, bytes[start..end], "{start}..{end}");
-            let read = h.store.blob_bytes_read() - before;
+            let read = h.store.artifacts().blob_bytes_read() - before;
             // The 16 KiB chunk groups that cover the range, never the whole blob.
             let groups = (end as u64).div_ceil(16_384) - start as u64 / 16_384;
             assert_eq!(read, groups * 16_384, "{start}..{end}: {read} bytes read");
@@ -109,7 +109,7 @@ backends!(
         let answer = get_range(&h, &worker.token, &id, "bytes=5-3145000", None).await;
         assert_eq!(answer.body, bytes[5..=3_145_000]);
         // The whole blob keeps the full re-hash.
-        let before = h.store.blob_bytes_read();
+        let before = h.store.artifacts().blob_bytes_read();
         let whole = h
             .call(
                 axum::http::Method::GET,
@@ -119,7 +119,10 @@ backends!(
             )
             .await;
         assert_eq!(whole.body, bytes);
-        assert_eq!(h.store.blob_bytes_read() - before, bytes.len() as u64);
+        assert_eq!(
+            h.store.artifacts().blob_bytes_read() - before,
+            bytes.len() as u64
+        );
     }
 );
 
@@ -183,7 +186,7 @@ async fn a_corrupt_or_missing_outboard_falls_back_to_the_full_rehash_and_is_rebu
             "truncate" => std::fs::write(&outboard, &good[..100]).expect("write"),
             _ => std::fs::remove_file(&outboard).expect("remove"),
         }
-        let before = h.store.blob_bytes_read();
+        let before = h.store.artifacts().blob_bytes_read();
         let (status, body) = range_to_end(&h, &worker.token, &id, "bytes=2000000-2065535").await;
         assert_eq!(
             (status, body),
@@ -194,7 +197,7 @@ async fn a_corrupt_or_missing_outboard_falls_back_to_the_full_rehash_and_is_rebu
             "{damage}"
         );
         assert!(
-            h.store.blob_bytes_read() - before >= bytes.len() as u64,
+            h.store.artifacts().blob_bytes_read() - before >= bytes.len() as u64,
             "{damage}: the full re-hash"
         );
         assert_eq!(
@@ -209,11 +212,11 @@ async fn a_corrupt_or_missing_outboard_falls_back_to_the_full_rehash_and_is_rebu
         );
         // It was spilled to a file as it was built (flat memory); no spill file is left.
         h.assert_staging_empty().await;
-        let before = h.store.blob_bytes_read();
+        let before = h.store.artifacts().blob_bytes_read();
         let answer = get_range(&h, &worker.token, &id, "bytes=2000000-2065535", None).await;
         assert_eq!(answer.body, bytes[2_000_000..2_065_536]);
         assert!(
-            h.store.blob_bytes_read() - before < 128 * 1024,
+            h.store.artifacts().blob_bytes_read() - before < 128 * 1024,
             "{damage}: O(range) again"
         );
     }
@@ -343,7 +346,7 @@ async fn the_sweep_removes_an_uncited_blobs_outboard_with_it() {
     let abandoned = h.upload(&worker, &large()).await.blake3;
     assert!(outboard_file(&h, &abandoned).exists());
     h.clock.advance(chrono::Duration::hours(25));
-    let report = h.store.sweep().await.expect("sweep");
+    let report = h.store.artifacts().sweep().await.expect("sweep");
     assert_eq!(report.blobs_removed, 1, "{report:?}");
     assert!(!h.blob_file(&abandoned).exists());
     assert!(
@@ -392,7 +395,7 @@ async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
     let bao = Some("application/vnd.weft.bao");
     // Two at once: both wait for the blob's one rebuild (one full read), then answer through
     // the outboard it put in place, reading only the chunk groups of their ranges.
-    let before = h.store.blob_bytes_read();
+    let before = h.store.artifacts().blob_bytes_read();
     let (one, two) = tokio::join!(
         get_range(&h, &worker.token, &id, "bytes=100-200", bao),
         get_range(&h, &worker.token, &id, "bytes=2000000-2099999", bao)
@@ -403,7 +406,7 @@ async fn a_proof_without_an_outboard_is_built_from_verified_bytes_or_refused() {
             weft_api::bao::verify_range(&id, size, range.clone(), &answer.body).expect("verifies");
         assert_eq!(verified, bytes[range.start as usize..range.end as usize]);
     }
-    let read = h.store.blob_bytes_read() - before;
+    let read = h.store.artifacts().blob_bytes_read() - before;
     assert!(
         (size..size + 256 * 1024).contains(&read),
         "one full read and two ranges' chunk groups, not {read} bytes"
@@ -442,6 +445,7 @@ async fn a_blob_cut_while_its_range_is_read_is_quarantined() {
     let id = h.put(&worker, "g1", &large(), &[]).await;
     let content = h
         .store
+        .artifacts()
         .open_content(weft_api::Digest::Blake3(id), &weft_storage::Reader::Admin)
         .await
         .expect("opens");

@@ -23,6 +23,7 @@ async fn every_answer(store: &Store, ids: &[ArtifactId]) -> Vec<String> {
                 as_of: None,
             };
             let answer = store
+                .lineage()
                 .lineage(Digest::Blake3(*id), query, &Reader::Admin)
                 .await
                 .expect("lineage");
@@ -52,6 +53,7 @@ async fn a_restart_reads_the_lineage_snapshot_and_what_was_published_after_it() 
     }
     let saved = h
         .store
+        .lineage()
         .save_lineage_snapshot()
         .await
         .expect("save")
@@ -78,7 +80,7 @@ async fn a_restart_reads_the_lineage_snapshot_and_what_was_published_after_it() 
         .await
         .expect("reopen");
     assert_eq!(
-        reopened.lineage_start(),
+        reopened.lineage().lineage_start(),
         LineageStart::FromSnapshot { caught_up: 3 }
     );
     assert_eq!(every_answer(&reopened, &ids).await, before);

@@ -33,14 +33,14 @@ backends!(
         assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
         let replay = || session_request(&worker.key, "w1", "g1", edge.clone(), &nonce);
         h.clock.advance(Duration::milliseconds(599_999));
-        h.store.sweep().await.expect("sweep");
+        h.store.artifacts().sweep().await.expect("sweep");
         refused(&h, replay(), "nonce_reused").await;
         // Whole seconds would call 300.9 s of skew 300 s; the nonce must outlive that too.
         h.clock.advance(Duration::milliseconds(900));
-        h.store.sweep().await.expect("sweep");
+        h.store.artifacts().sweep().await.expect("sweep");
         refused(&h, replay(), "clock_skew").await;
         h.clock.advance(Duration::seconds(120));
-        h.store.sweep().await.expect("sweep");
+        h.store.artifacts().sweep().await.expect("sweep");
         refused(&h, replay(), "clock_skew").await;
     }
 );

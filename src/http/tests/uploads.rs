@@ -510,7 +510,7 @@ backends!(
         worker.token = h.session(&worker.key, "w1", "g1").await; // 12 h sessions
         let busy = start(&h, &worker).await;
         h.clock.advance(chrono::Duration::hours(2));
-        let report = h.store.sweep().await.expect("sweep");
+        let report = h.store.artifacts().sweep().await.expect("sweep");
         assert_eq!(report.upload_sessions_removed, 1, "{report:?}");
         let head = h
             .send(on_upload(

@@ -480,13 +480,16 @@ backends!(
         bound(&h, &worker, &large).await;
         let mut stale = manifest(&worker, "g1", digest_of(&large), &[]);
         stale.execution.lease_id = Id::parse("l", "no-such-lease").expect("id");
-        let staged_before = h.store.upload_counters().staged_uploads;
+        let staged_before = h.store.artifacts().upload_counters().staged_uploads;
         refused(
             &h,
             publication(&worker, &sign(&worker.key, &stale), &large),
             "stale_lease",
         )
         .await;
-        assert_eq!(h.store.upload_counters().staged_uploads, staged_before);
+        assert_eq!(
+            h.store.artifacts().upload_counters().staged_uploads,
+            staged_before
+        );
     }
 );

@@ -104,6 +104,7 @@ impl World {
         let session = self
             .h
             .store
+            .sessions()
             .authenticate(&agent.token)
             .await
             .expect("live session");
@@ -132,6 +133,7 @@ impl World {
         let session = self
             .h
             .store
+            .sessions()
             .authenticate(&agent.token)
             .await
             .expect("live session");
@@ -139,6 +141,7 @@ impl World {
         let envelope = Envelope::sign(&agent.key, COMMAND_TYPE, &bytes);
         self.h
             .store
+            .work()
             .execute_command(id("g1"), envelope, &session)
             .await
     }

@@ -62,6 +62,7 @@ pub(super) async fn command_doc(
 ) -> Value {
     let session = h
         .store
+        .sessions()
         .authenticate(&agent.token)
         .await
         .expect("live session");
@@ -82,7 +83,7 @@ async fn command_doc_checked(
     kind: &str,
     payload: Value,
 ) -> Option<Value> {
-    h.store.authenticate(&agent.token).await.ok()?;
+    h.store.sessions().authenticate(&agent.token).await.ok()?;
     Some(command_doc(h, agent, group, kind, payload).await)
 }
 
@@ -271,7 +272,7 @@ impl Harness {
             .get(group)
             .cloned();
         if let Some(token) = cached
-            && self.store.authenticate(&token).await.is_ok()
+            && self.store.sessions().authenticate(&token).await.is_ok()
         {
             let key = ed25519_dalek::SigningKey::from_bytes(
                 blake3::hash(b"harness-coordinator").as_bytes(),

@@ -91,7 +91,7 @@ pub(crate) async fn verify_now(
     let fields = form.map(|Form(fields)| fields).unwrap_or_default();
     viewer.check_form(&headers, fields.get("form").map(String::as_str))?;
     let digest = path_digest(digest)?;
-    let result = match state.store.verify_now(digest, &viewer.reader).await {
+    let result = match state.store.artifacts().verify_now(digest, &viewer.reader).await {
         Ok(record) => format!(
             r#"<p class="good" id="verify-result" role="status">Verified now: the stored bytes hash to their address ({} at {}).</p>"#,
             escape(&record.verified_by),
@@ -116,7 +116,7 @@ async fn signature_status(state: &AppState, record: &ManifestRecord) -> (bool, S
         Ok(keyid) => keyid,
         Err(error) => return (false, format!("INVALID: {}", error.message)),
     };
-    match state.store.recorded_key(keyid.clone()).await {
+    match state.store.directory().recorded_key(keyid.clone()).await {
         Ok(Some((agent, key))) => {
             let producer = &record.manifest.producer.agent_id;
             match record.check_signature(&key) {
@@ -147,9 +147,9 @@ async fn render(
     banner: Option<String>,
 ) -> UiResult {
     let reader = &viewer.reader;
-    let view = state.store.artifact(digest, reader).await?;
+    let view = state.store.artifacts().artifact(digest, reader).await?;
     let focus = Digest::Blake3(view.digests.blake3);
-    let verification = state.store.verification(focus, reader).await?;
+    let verification = state.store.artifacts().verification(focus, reader).await?;
     let id = view.digests.blake3.to_string();
     let newest = view.manifests.last().map(|r| &r.manifest);
     let status = if view.quarantined {
@@ -225,7 +225,11 @@ async fn evidence_section(
         limit: 100,
         ..EvidenceFilter::default()
     };
-    let evidence = state.store.list_evidence(filter, &viewer.reader).await?;
+    let evidence = state
+        .store
+        .evidence()
+        .list_evidence(filter, &viewer.reader)
+        .await?;
     let mut out = String::from(r#"<h2>Evidence citing this artifact</h2>"#);
     if evidence.items.is_empty() {
         out.push_str(r#"<p id="evidence">No Evidence visible to you cites it.</p>"#);
@@ -264,6 +268,7 @@ async fn evidence_section(
         };
         let view = state
             .store
+            .evidence()
             .criteria(work_item_id, Some(mission_id), &viewer.reader)
             .await?;
         for summary in view
@@ -322,6 +327,7 @@ async fn graph_section(
     };
     let lineage = state
         .store
+        .lineage()
         .lineage(focus, lineage_query, &viewer.reader)
         .await?;
     let (nodes, links) = graph_of(&lineage, id, graph_query);

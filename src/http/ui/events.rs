@@ -41,6 +41,7 @@ pub(crate) async fn events(
         .unwrap_or_default();
     let delivered = state
         .store
+        .delivery()
         .events(group.clone(), after, limit, &viewer.reader)
         .await?;
     let group_url = url_encode(group.as_str());

@@ -57,7 +57,7 @@ pub(crate) async fn home(
         expires = escape(&session.expires_at),
         search = search_form(""),
     );
-    let missions = state.store.missions(&viewer.reader, 100).await?;
+    let missions = state.store.work().missions(&viewer.reader, 100).await?;
     body.push_str(r#"<h2>Missions</h2>"#);
     if missions.is_empty() {
         body.push_str(r#"<p id="missions">No Mission is visible to you.</p>"#);
@@ -79,6 +79,7 @@ pub(crate) async fn home(
     let after = query.get("after").and_then(|a| a.parse().ok());
     let listed = state
         .store
+        .artifacts()
         .list_artifacts(
             ListFilter {
                 after,
@@ -167,7 +168,7 @@ async fn find(state: &AppState, viewer: &Viewer, text: &str) -> UiResult<Option<
         Digest::parse(text).ok().into_iter().collect()
     };
     for digest in digests {
-        if let Ok(view) = state.store.artifact(digest, reader).await {
+        if let Ok(view) = state.store.artifacts().artifact(digest, reader).await {
             let to = format!("/ui/artifacts/{}", view.digests.blake3);
             return Ok(Some(Redirect::to(&to).into_response()));
         }
@@ -175,17 +176,24 @@ async fn find(state: &AppState, viewer: &Viewer, text: &str) -> UiResult<Option<
     let Ok(id) = Id::parse("id", text) else {
         return Ok(None);
     };
-    if state.store.work_item(id.clone(), reader).await.is_ok() {
+    if state
+        .store
+        .work()
+        .work_item(id.clone(), reader)
+        .await
+        .is_ok()
+    {
         let to = format!("/ui/workitems/{}", url_encode(id.as_str()));
         return Ok(Some(Redirect::to(&to).into_response()));
     }
-    if state.store.mission(id.clone(), reader).await.is_ok() {
+    if state.store.work().mission(id.clone(), reader).await.is_ok() {
         let to = format!("/ui/missions/{}", url_encode(id.as_str()));
         return Ok(Some(Redirect::to(&to).into_response()));
     }
     // An Agent: what it produced that this reader may see.
     let produced = state
         .store
+        .artifacts()
         .list_artifacts(
             ListFilter {
                 producer: Some(id.clone()),

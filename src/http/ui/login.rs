@@ -102,7 +102,7 @@ pub(crate) async fn login_form(
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
         || blake3::hash(token.as_bytes()) == state.admin_token_hash
-        || state.store.authenticate(&token).await.is_err()
+        || state.store.sessions().authenticate(&token).await.is_err()
     {
         return form_page(
             StatusCode::UNAUTHORIZED,

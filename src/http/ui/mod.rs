@@ -113,16 +113,21 @@ impl Viewer {
                 "sign in to continue",
             ))
         })?;
-        let session = state.store.authenticate(token).await.map_err(|error| {
-            let mut error = HttpError::from(error);
-            if error.code() == ErrorCode::Unauthorized {
-                error = HttpError::new(
-                    ErrorCode::Unauthorized,
-                    "your session has ended; sign in again",
-                );
-            }
-            UiError(error)
-        })?;
+        let session = state
+            .store
+            .sessions()
+            .authenticate(token)
+            .await
+            .map_err(|error| {
+                let mut error = HttpError::from(error);
+                if error.code() == ErrorCode::Unauthorized {
+                    error = HttpError::new(
+                        ErrorCode::Unauthorized,
+                        "your session has ended; sign in again",
+                    );
+                }
+                UiError(error)
+            })?;
         super::access::note_caller_here(|| format!("agent:{} (console)", session.agent_id));
         Ok(Self {
             reader: session.reader(),

@@ -61,7 +61,11 @@ pub(crate) async fn work_item(
 ) -> UiResult {
     let viewer = Viewer::of(&state, &headers).await?;
     let id = path_id("workItemId", id)?;
-    let view = state.store.work_item(id.clone(), &viewer.reader).await?;
+    let view = state
+        .store
+        .work()
+        .work_item(id.clone(), &viewer.reader)
+        .await?;
     let group = url_encode(&view.group_id);
     let mut body = String::new();
     let owner = view
@@ -122,6 +126,7 @@ pub(crate) async fn work_item(
     let mission_id = weft_api::Id::parse("missionId", &view.mission_id)?;
     let criteria = state
         .store
+        .evidence()
         .criteria(id.clone(), Some(mission_id.clone()), &viewer.reader)
         .await;
     body.push_str("<h2>Evidence by criterion</h2>");
@@ -155,6 +160,7 @@ pub(crate) async fn work_item(
     }
     let artifacts = state
         .store
+        .artifacts()
         .list_artifacts(
             ListFilter {
                 work_item_id: Some(id.clone()),
@@ -210,8 +216,12 @@ pub(crate) async fn mission(
 ) -> UiResult {
     let viewer = Viewer::of(&state, &headers).await?;
     let id = path_id("missionId", id)?;
-    let view = state.store.mission(id.clone(), &viewer.reader).await?;
-    let dag = state.store.mission_graph(id, &viewer.reader).await?;
+    let view = state
+        .store
+        .work()
+        .mission(id.clone(), &viewer.reader)
+        .await?;
+    let dag = state.store.work().mission_graph(id, &viewer.reader).await?;
     let mut index: HashMap<&str, usize> = HashMap::new();
     let nodes: Vec<Node> = dag
         .nodes

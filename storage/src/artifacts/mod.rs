@@ -4,6 +4,7 @@
 //! the three share (the `blobs` table's, in `rows/blobs.rs`); each step has its own file.
 
 pub(crate) mod binding;
+pub(crate) mod handle;
 pub(crate) use binding::check_lease;
 mod hot;
 pub use hot::HotStats;

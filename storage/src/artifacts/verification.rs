@@ -26,32 +26,6 @@ pub struct Verification {
     pub verified_by: String,
 }
 
-impl crate::Store {
-    /// When `reader`'s artifact was last re-hashed and found intact, and by what.
-    pub async fn verification(
-        &self,
-        digest: Digest,
-        reader: &Reader,
-    ) -> Result<Option<Verification>, Error> {
-        self.inner.verification(digest, reader).await
-    }
-
-    /// Re-hashes the stored bytes now through the read path (quarantined and `Corrupt` on a
-    /// mismatch) and records it; answers the new record.
-    pub async fn verify_now(&self, digest: Digest, reader: &Reader) -> Result<Verification, Error> {
-        self.inner.verify_now(digest, reader).await
-    }
-
-    /// The Agent and public key behind `keyid`, current or retired (to check a recorded
-    /// signature).
-    pub async fn recorded_key(
-        &self,
-        keyid: KeyId,
-    ) -> Result<Option<(Id, ed25519_dalek::VerifyingKey)>, Error> {
-        self.inner.recorded_key(keyid).await
-    }
-}
-
 impl Engine {
     /// Records that `blake3`'s bytes were just re-hashed and found intact.
     pub(crate) async fn record_verified(

@@ -33,42 +33,6 @@ use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::sessions::Session;
 
-impl crate::Store {
-    /// Publishes a signed manifest with its bytes in one transaction: the bytes are hashed
-    /// as they stream and must be the ones the manifest and `expected` name.
-    pub async fn publish_with_content<S>(
-        &self,
-        envelope: Envelope,
-        expected: Digest,
-        body: S,
-        session: &Session,
-    ) -> Result<(Published, bool), Error>
-    where
-        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
-    {
-        self.inner
-            .publish_with_content(envelope, expected, body, session)
-            .await
-    }
-
-    /// [`crate::Store::publish_with_content`] under a capability token: scopes `blob:write`
-    /// and `artifact:publish`, and a manifest of the token's lease and WorkItem only.
-    pub async fn publish_with_content_and_token<S>(
-        &self,
-        envelope: Envelope,
-        expected: Digest,
-        body: S,
-        grant: &crate::Grant,
-    ) -> Result<(Published, bool), Error>
-    where
-        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
-    {
-        self.inner
-            .publish_with_content_and_token(envelope, expected, body, grant)
-            .await
-    }
-}
-
 impl Engine {
     /// Publishes `envelope` with `body` as its bytes, as `session`'s Agent (under `grant`, a
     /// capability token, when given); the bytes must also be `expected` (the route's digest).

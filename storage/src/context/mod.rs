@@ -6,8 +6,8 @@
 //! log it cites stays the authority (CTX-1). Every check runs inside the transaction that would
 //! write, so a refused package appends nothing and changes nothing.
 
+pub(crate) mod handle;
 mod reads;
-mod store;
 
 pub(crate) use reads::check_rows;
 

@@ -6,6 +6,7 @@
 //! place, in two halves: before the writer ([`Engine::prepare_evidence`]) and in its
 //! transaction ([`Prepared::record`]), which the review's reaction (`reactions.rs`) calls too.
 
+pub(crate) mod handle;
 mod reviewer;
 pub(crate) mod standing;
 

@@ -32,6 +32,7 @@
 mod answer;
 mod coverage;
 mod graph;
+pub(crate) mod handle;
 mod ids;
 mod name;
 mod query;

@@ -180,12 +180,14 @@ async fn commit_rows(store: &Store, from: usize, to: usize, salt: &str) {
     if from == 0 {
         for group in ["g0", "g1"] {
             store
+                .directory()
                 .create_group(Id::parse("groupId", group).expect("a valid id"))
                 .await
                 .expect("the test store answers");
         }
         let key = weft_api::dsse::generate_key().verifying_key();
         store
+            .directory()
             .register_agent(
                 Id::parse("agentId", "producer").expect("a valid id"),
                 key,
@@ -255,11 +257,12 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let store = open(dir.path()).await;
     assert_eq!(
-        store.lineage_start(),
+        store.lineage().lineage_start(),
         LineageStart::Rebuilt { manifests: 0 }
     );
     assert_eq!(
         store
+            .lineage()
             .save_lineage_snapshot()
             .await
             .expect("the test store answers"),
@@ -270,6 +273,7 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
     commit_rows(&store, 0, 300, "a").await;
     // Saving first reads the rows the index has not seen.
     let saved = store
+        .lineage()
         .save_lineage_snapshot()
         .await
         .expect("the save")
@@ -277,6 +281,7 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
     assert_eq!((saved.through, saved.caught_up), (300, 300));
     assert_eq!(
         store
+            .lineage()
             .save_lineage_snapshot()
             .await
             .expect("the test store answers"),
@@ -288,7 +293,7 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
     drop(store);
     let store = open(dir.path()).await;
     assert_eq!(
-        store.lineage_start(),
+        store.lineage().lineage_start(),
         LineageStart::FromSnapshot { caught_up: 100 }
     );
     assert_eq!(store.inner.lineage.encode().0, rebuilt(&store).await);
@@ -296,6 +301,7 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
     // The next snapshot covers everything; a restart then catches up nothing.
     assert_eq!(
         store
+            .lineage()
             .save_lineage_snapshot()
             .await
             .expect("the test store answers")
@@ -306,7 +312,7 @@ async fn a_restart_reads_the_snapshot_and_then_the_rows_after_it() {
     drop(store);
     let store = open(dir.path()).await;
     assert_eq!(
-        store.lineage_start(),
+        store.lineage().lineage_start(),
         LineageStart::FromSnapshot { caught_up: 0 }
     );
     assert_eq!(store.inner.lineage.encode().0, rebuilt(&store).await);
@@ -318,6 +324,7 @@ async fn a_torn_corrupt_foreign_or_too_new_snapshot_is_rebuilt_from_the_tables()
     let store = open(dir.path()).await;
     commit_rows(&store, 0, 200, "a").await;
     store
+        .lineage()
         .save_lineage_snapshot()
         .await
         .expect("the save")
@@ -347,7 +354,10 @@ async fn a_torn_corrupt_foreign_or_too_new_snapshot_is_rebuilt_from_the_tables()
         std::fs::write(snapshot_file(dir), &file).expect("writing the snapshot file");
         let store = open(dir).await;
         assert!(
-            matches!(store.lineage_start(), LineageStart::Rebuilt { .. }),
+            matches!(
+                store.lineage().lineage_start(),
+                LineageStart::Rebuilt { .. }
+            ),
             "{name}"
         );
         assert_eq!(
@@ -359,7 +369,7 @@ async fn a_torn_corrupt_foreign_or_too_new_snapshot_is_rebuilt_from_the_tables()
     // The untouched file is still good.
     std::fs::write(snapshot_file(dir.path()), &good).expect("writing the snapshot file");
     assert_eq!(
-        open(dir.path()).await.lineage_start(),
+        open(dir.path()).await.lineage().lineage_start(),
         LineageStart::FromSnapshot { caught_up: 0 }
     );
 }
@@ -372,13 +382,14 @@ async fn an_in_memory_store_keeps_no_snapshot() {
     commit_rows(&store, 0, 20, "a").await;
     assert_eq!(
         store
+            .lineage()
             .save_lineage_snapshot()
             .await
             .expect("the test store answers"),
         None
     );
     assert_eq!(
-        store.lineage_start(),
+        store.lineage().lineage_start(),
         LineageStart::Rebuilt { manifests: 0 }
     );
 }

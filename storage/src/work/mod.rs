@@ -23,6 +23,7 @@ mod commands;
 mod ctx;
 mod deps;
 pub(crate) mod expiry;
+pub(crate) mod handle;
 mod inert;
 mod listing;
 mod missions;

@@ -1,5 +1,8 @@
-//! The [`Store`](crate::Store) façade's Context Package operations (DESIGN §11), kept here
-//! rather than in `lib.rs` for that file's size; each one hands over to the engine.
+//! [`Context`], the handle to Context Packages (`store.context()`, DESIGN §11): publishing a
+//! version, reading versions, the Events and provenance they cite, and forwarding one to
+//! another Group. Each method hands over to the engine (`mod.rs`, `reads.rs`).
+
+use std::sync::Arc;
 
 use weft_api::context::{
     ContextForwardedAnswer, ContextPublishedAnswer, ContextRecord, ContextVersions, ForwardRequest,
@@ -7,10 +10,15 @@ use weft_api::context::{
 use weft_api::{Envelope, Id};
 
 use crate::access::Reader;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::lineage::{Lineage, Query as LineageQuery};
 
-impl crate::Store {
+/// Context Packages; borrowed from a [`Store`](crate::Store).
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'s>(pub(crate) &'s Arc<Engine>);
+
+impl Context<'_> {
     /// Publishes a signed Context Package version in `group_id` (`context.published`);
     /// `Ok((answer, false))` when it was already published there.
     pub async fn publish_context(
@@ -19,7 +27,7 @@ impl crate::Store {
         envelope: Envelope,
         caller: &Reader,
     ) -> Result<(ContextPublishedAnswer, bool), Error> {
-        self.inner.publish_context(group_id, envelope, caller).await
+        self.0.publish_context(group_id, envelope, caller).await
     }
 
     /// Version `version` of a package in the reader's Group (the latest when `None`).
@@ -29,9 +37,7 @@ impl crate::Store {
         version: Option<u64>,
         reader: &Reader,
     ) -> Result<ContextRecord, Error> {
-        self.inner
-            .context_version(package_id, version, reader)
-            .await
+        self.0.context_version(package_id, version, reader).await
     }
 
     pub async fn context_versions(
@@ -39,7 +45,7 @@ impl crate::Store {
         package_id: Id,
         reader: &Reader,
     ) -> Result<ContextVersions, Error> {
-        self.inner.context_versions(package_id, reader).await
+        self.0.context_versions(package_id, reader).await
     }
 
     /// The Events a version cites, when the reader's Membership covers that log (CTX-3).
@@ -49,7 +55,7 @@ impl crate::Store {
         version: Option<u64>,
         reader: &Reader,
     ) -> Result<(ContextRecord, Vec<weft_api::event::Delivered>), Error> {
-        self.inner.context_events(package_id, version, reader).await
+        self.0.context_events(package_id, version, reader).await
     }
 
     /// The package's versions (`revisionOf`), what they cite (`cites`) and those Artifacts'
@@ -60,9 +66,7 @@ impl crate::Store {
         query: LineageQuery,
         reader: &Reader,
     ) -> Result<Lineage, Error> {
-        self.inner
-            .context_provenance(package_id, query, reader)
-            .await
+        self.0.context_provenance(package_id, query, reader).await
     }
 
     /// Forwards a version to another Group (CTX-7, `context.forwarded` in both).
@@ -72,8 +76,6 @@ impl crate::Store {
         request: ForwardRequest,
         caller: &Reader,
     ) -> Result<(ContextForwardedAnswer, bool), Error> {
-        self.inner
-            .forward_context(package_id, request, caller)
-            .await
+        self.0.forward_context(package_id, request, caller).await
     }
 }
