@@ -8,10 +8,11 @@ use super::harness::*;
 use super::progress::{MISSION, checkpoint, ok_quoting, owned, setup, start};
 use super::work_setup::contract;
 
-/// The writer's statements for one publication under a lease, and for one checkpoint, on
-/// each backend today; lower them as the unit of work loads each row once.
-const PUBLICATION_CEILING: u64 = 200;
-const CHECKPOINT_CEILING: u64 = 200;
+/// The most writer statements a publication under a lease and a checkpoint ran on either
+/// backend at stop 40 (the memory backend's publication also reads through the writer); a
+/// ratchet: lower them as the unit of work loads each row once, never raise them.
+const PUBLICATION_CEILING: u64 = 37;
+const CHECKPOINT_CEILING: u64 = 26;
 
 backends!(
     /// A publication under the owner's Execution Lease and then its `work.checkpoint`: the
