@@ -370,7 +370,7 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, E
                     // refusal still changes nothing), to be appended by the timer or the next
                     // Command.
                     let (n_expired, _) =
-                        super::expiry::expire_work_item(ctx.tx, work_item_id.as_str(), ctx.now)?;
+                        super::expiry::expire_loaded(ctx.tx, row.clone(), ctx.now)?;
                     if n_expired == 0 {
                         row
                     } else {

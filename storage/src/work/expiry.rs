@@ -192,10 +192,34 @@ pub(crate) fn expire_work_item(
     work_item_id: &str,
     now: DateTime<Utc>,
 ) -> Result<(usize, Option<DateTime<Utc>>), Error> {
+    expire_from(tx, work_item_id, None, now)
+}
+
+/// [`expire_work_item`] for a WorkItem whose row the caller just loaded in this transaction:
+/// the row is not read again unless something expired (issue #41, one load per row).
+pub(crate) fn expire_loaded(
+    tx: &Tx<'_>,
+    row: WorkRow,
+    now: DateTime<Utc>,
+) -> Result<(usize, Option<DateTime<Utc>>), Error> {
+    let work_item_id = row.work_item_id.clone();
+    expire_from(tx, &work_item_id, Some(row), now)
+}
+
+fn expire_from(
+    tx: &Tx<'_>,
+    work_item_id: &str,
+    mut loaded: Option<WorkRow>,
+    now: DateTime<Utc>,
+) -> Result<(usize, Option<DateTime<Utc>>), Error> {
     let mut authority = Authority::new(tx, now);
     // At most two rounds: an expired Execution Lease, then an ownership already past due.
     loop {
-        let Some(mut row) = load_work_item(tx, work_item_id)? else {
+        let row = match loaded.take() {
+            Some(row) => Some(row),
+            None => load_work_item(tx, work_item_id)?,
+        };
+        let Some(mut row) = row else {
             return Ok((authority.n_events, None));
         };
         let Some(at) = deadline_of(tx, &row)? else {
