@@ -286,8 +286,19 @@ fn apply_prepared(
     let state = run(&mut ctx, &body)?;
     // The WorkItem's deadline as this Command left it, for the expiry timer
     // (a stale entry costs one look; noted before the commit, which is harmless).
+    // The row this Command saved last is the row as it is now, when it is this WorkItem's
+    // (`save` is the only write of the fields a deadline depends on).
+    let saved = ctx.saved.take().filter(|row| {
+        body.work_item_id()
+            .is_some_and(|id| id.as_str() == row.work_item_id)
+    });
+    let deadline = match (&saved, body.work_item_id()) {
+        (Some(row), _) => super::expiry::deadline_of(tx, row)?,
+        (None, Some(work_item_id)) => super::expiry::next_deadline(tx, work_item_id.as_str())?,
+        (None, None) => None,
+    };
     if let Some(work_item_id) = body.work_item_id()
-        && let Some(at) = super::expiry::next_deadline(tx, work_item_id.as_str())?
+        && let Some(at) = deadline
     {
         deadlines.note(work_item_id.as_str(), at);
     }

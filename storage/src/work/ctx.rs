@@ -47,6 +47,9 @@ pub(super) struct Ctx<'t, 'c> {
     pub(super) max_open_proposals: u64,
     /// A `work.start` resumes the current attempt (PRG-8), read once in `command.rs`.
     pub(super) resumes_attempt: bool,
+    /// The WorkItem row this Command saved last, as saved: what the expiry timer's deadline
+    /// is computed from after the Command, without reading the row again (issue #41).
+    pub(super) saved: Option<WorkRow>,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -71,6 +74,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             authority: None,
             max_open_proposals: 0,
             resumes_attempt: false,
+            saved: None,
         }
     }
 
@@ -110,6 +114,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
     ) -> Result<(), Error> {
         row.revision += 1;
         save(self.tx, row)?;
+        self.saved = Some(row.clone());
         let event = work_event(row, detail)?;
         self.emit(kind, event)?;
         Ok(())

@@ -160,7 +160,10 @@ impl<'t, 'c> Authority<'t, 'c> {
 
 /// The next instant at which something of `row` may expire: the Execution Lease's expiry
 /// while `active`, the ownership deadline while `queued` or `blocked` with an owner.
-fn deadline_of(conn: &Connection, row: &WorkRow) -> Result<Option<DateTime<Utc>>, Error> {
+pub(crate) fn deadline_of(
+    conn: &Connection,
+    row: &WorkRow,
+) -> Result<Option<DateTime<Utc>>, Error> {
     Ok(match row.state {
         WorkState::Active => leases::current(conn, &row.work_item_id)?
             .filter(|lease| lease.kind == leases::Kind::Execution)
