@@ -223,7 +223,12 @@ pub(crate) fn mission_scope(
     agent_id: &str,
 ) -> Result<MissionScope, Error> {
     let missions = crate::rows::memberships::scope(conn, group_id, agent_id)?;
-    match missions.flatten() {
+    scope_of(missions.flatten())
+}
+
+/// The Mission scope a Membership's `missions` column says (`None`: the whole Group).
+pub(crate) fn scope_of(missions: Option<String>) -> Result<MissionScope, Error> {
+    match missions {
         None => Ok(MissionScope::Group),
         Some(text) => {
             let missions: BTreeSet<String> = serde_json::from_str(&text).map_err(Error::backend)?;

@@ -12,7 +12,7 @@ use super::work_setup::contract;
 /// backend at stop 40 (the memory backend's publication also reads through the writer); a
 /// ratchet: lower them as the unit of work loads each row once, never raise them.
 const PUBLICATION_CEILING: u64 = 37;
-const CHECKPOINT_CEILING: u64 = 24;
+const CHECKPOINT_CEILING: u64 = 23;
 
 backends!(
     /// A publication under the owner's Execution Lease and then its `work.checkpoint`: the

@@ -16,15 +16,35 @@ pub(crate) fn current(
     group_id: &str,
     agent_id: &str,
 ) -> Result<Option<(Vec<Role>, u64)>, Error> {
+    Ok(current_with_scope(conn, group_id, agent_id)?.map(|(roles, epoch, _)| (roles, epoch)))
+}
+
+/// A current Membership as a Command checks it: roles, epoch, and Mission scope (a JSON
+/// list; `None`: the whole Group).
+pub(crate) type Current = (Vec<Role>, u64, Option<String>);
+
+/// A current Membership's roles, epoch and Mission scope in one read: what a Command checks
+/// (issue #41, one load per row).
+pub(crate) fn current_with_scope(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+) -> Result<Option<Current>, Error> {
     let row = conn
         .row(
-            "SELECT roles, epoch FROM memberships
+            "SELECT roles, epoch, missions FROM memberships
              WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
             params![group_id, agent_id],
-            |row| Ok((row.get::<_, String>(0)?, row.get::<_, u64>(1)?)),
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, u64>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                ))
+            },
         )
         .optional()?;
-    row.map(|(roles, epoch)| Ok((from_json(&roles)?, epoch)))
+    row.map(|(roles, epoch, missions)| Ok((from_json(&roles)?, epoch, missions)))
         .transpose()
 }
 

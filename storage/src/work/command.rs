@@ -20,7 +20,7 @@ use weft_api::{Envelope, ErrorCode, Id, SignedPayload as _};
 use super::apply;
 use super::ctx::Ctx;
 use super::{WorkRow, load_mission, load_work_item};
-use crate::access::{AuthorityMay, MissionScope, membership, mission_scope};
+use crate::access::{AuthorityMay, MissionScope};
 use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
@@ -248,7 +248,9 @@ fn apply_prepared(
             ),
         ));
     }
-    let Some((roles, membership_epoch)) = membership(tx, group, agent)? else {
+    let Some((roles, membership_epoch, missions)) =
+        crate::rows::memberships::current_with_scope(tx, group, agent)?
+    else {
         return Err(reject(
             ErrorCode::StaleMembership,
             "the Membership was removed",
@@ -276,7 +278,7 @@ fn apply_prepared(
     }
     // CTX-5: a Mission-scoped member commands only its Missions; another Mission's
     // aggregate answers exactly as another Group's (unknown, whether or not it exists).
-    check_scope(tx, &command, &body)?;
+    check_scope(tx, &command, &body, crate::access::scope_of(missions)?)?;
     let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
     ctx.offline = offline;
     ctx.usage = usage;
@@ -326,9 +328,9 @@ fn check_scope(
     tx: &rusqlite::Connection,
     command: &Command,
     body: &CommandBody,
+    scope: MissionScope,
 ) -> Result<(), Error> {
     let group = command.group_id.as_str();
-    let scope = mission_scope(tx, group, command.agent_id.as_str())?;
     if scope == MissionScope::Group {
         return Ok(());
     }
