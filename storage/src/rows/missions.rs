@@ -26,37 +26,55 @@ pub(crate) struct MissionRow {
     pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
 }
 
-/// The Mission `id` if a reader of Group `group` (and, for a scoped member, of the Missions
-/// in the JSON array `missions`) may see it; `None` for both means the operator. As
-/// `work_items::load_seen`, visibility is decided by the lookup itself (issue #40).
+/// The Mission `id`, if there is one (the writer's lookup: no visibility filter).
+pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
+    load_by(
+        conn,
+        "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
+                parent_work_item_id, child_failure_policy
+         FROM missions WHERE mission_id = ?1",
+        params![id],
+    )
+}
+
+/// The Mission `id` if `seer` may see it. As `work_items::load_seen`, visibility is decided
+/// by the lookup itself (issue #40).
 pub(crate) fn load_seen(
     conn: &Connection,
     id: &str,
-    group: Option<&str>,
-    missions: Option<&str>,
+    seer: &super::Seer<'_>,
+) -> Result<Option<MissionRow>, Error> {
+    let (group, missions) = seer.filter();
+    load_by(
+        conn,
+        "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
+                parent_work_item_id, child_failure_policy
+         FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN missions INDEXED BY missions_seen
+         WHERE mission_id = ?1 AND (?2 IS NULL OR group_id = ?2)
+         AND (?3 IS NULL OR mission_id = scope.value)",
+        params![id, group, missions],
+    )
+}
+
+fn load_by(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
 ) -> Result<Option<MissionRow>, Error> {
     let row = conn
-        .row(
-            "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
-                    parent_work_item_id, child_failure_policy
-             FROM json_each(coalesce(?3, '[null]')) scope CROSS JOIN missions INDEXED BY missions_seen
-             WHERE mission_id = ?1 AND (?2 IS NULL OR group_id = ?2)
-             AND (?3 IS NULL OR mission_id = scope.value)",
-            params![id, group, missions],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, u64>(6)?,
-                    row.get::<_, Option<String>>(7)?,
-                    row.get::<_, Option<String>>(8)?,
-                ))
-            },
-        )
+        .row(sql, params, |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, u64>(6)?,
+                row.get::<_, Option<String>>(7)?,
+                row.get::<_, Option<String>>(8)?,
+            ))
+        })
         .optional()?;
     row.map(
         |(mission_id, group_id, title, priority, budget, state, revision, parent, policy)| {

@@ -67,6 +67,20 @@ pub(crate) enum Seer<'a> {
     },
 }
 
+impl Seer<'_> {
+    /// The reader's Group and Missions as the lookups by id bind them (`NULL`: the operator,
+    /// or the whole Group).
+    pub(crate) fn filter(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            Self::Operator => (None, None),
+            Self::Agent {
+                group_id,
+                missions_json,
+            } => (Some(group_id), missions_json.as_deref()),
+        }
+    }
+}
+
 /// An instant as the index stores it (`clock::format_instant`), as time. A text that is not
 /// one is a corrupt row, not bad input: it was written by this engine.
 pub(crate) fn instant(text: &str) -> Result<DateTime<Utc>, Error> {

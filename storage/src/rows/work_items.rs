@@ -67,9 +67,9 @@ pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error
 pub(crate) fn load_seen(
     conn: &Connection,
     id: &str,
-    group: Option<&str>,
-    missions: Option<&str>,
+    seer: &super::Seer<'_>,
 ) -> Result<Option<WorkRow>, Error> {
+    let (group, missions) = seer.filter();
     load_by(
         conn,
         "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,

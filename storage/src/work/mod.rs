@@ -58,23 +58,12 @@ pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkR
     work_items::load(conn, id)
 }
 
-/// The reader's Group and Missions as the lookups by id take them (`NULL`: the operator, or
-/// the whole Group): a lookup answers only what `reader` may see, decided by the lookup
-/// itself (issue #40, `rows::work_items::load_seen`).
-fn seen_by(reader: &Reader) -> (Option<String>, Option<String>) {
-    match reader {
-        Reader::Admin => (None, None),
-        Reader::Agent { group_id, .. } => (Some(group_id.to_string()), reader.missions_json()),
-    }
-}
-
 fn work_item_where(conn: &Connection, id: &str, reader: &Reader) -> Result<Option<WorkRow>, Error> {
-    let (group, missions) = seen_by(reader);
-    work_items::load_seen(conn, id, group.as_deref(), missions.as_deref())
+    work_items::load_seen(conn, id, &reader.seer())
 }
 
 pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
-    mission_where(conn, id, &Reader::Admin)
+    crate::rows::missions::load(conn, id)
 }
 
 fn mission_where(
@@ -82,8 +71,7 @@ fn mission_where(
     id: &str,
     reader: &Reader,
 ) -> Result<Option<MissionRow>, Error> {
-    let (group, missions) = seen_by(reader);
-    crate::rows::missions::load_seen(conn, id, group.as_deref(), missions.as_deref())
+    crate::rows::missions::load_seen(conn, id, &reader.seer())
 }
 
 /// The WorkItem as the reader may see it: another Group's, or another Mission's for a
