@@ -23,6 +23,17 @@ pub struct Config {
     /// Address to listen on; `127.0.0.1:0` picks a free port.
     #[arg(long, env = "WEFT_LISTEN", default_value = defaults::LISTEN)]
     pub listen: SocketAddr,
+    /// Keep blobs in an S3-compatible store instead of `DATA_DIR/blobs`:
+    /// `s3://BUCKET[/PREFIX]?endpoint=http://127.0.0.1:3900&region=garage` (no endpoint: AWS
+    /// S3). The index stays in DATA_DIR. Credentials come from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY, or the shared credentials file (--s3-credentials-file,
+    /// AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials), never from this flag.
+    #[arg(long, env = "WEFT_BLOBS", value_parser = parse_blobs)]
+    pub blobs: Option<weft_storage::S3Location>,
+    /// A credentials file in the AWS shared format (`[default]`, `aws_access_key_id = …`,
+    /// `aws_secret_access_key = …`) for `--blobs s3://…`.
+    #[arg(long, env = "WEFT_S3_CREDENTIALS_FILE")]
+    pub s3_credentials_file: Option<PathBuf>,
     /// Keep blobs and the index in memory (tests and demos; nothing survives a restart).
     #[arg(long, env = "WEFT_IN_MEMORY")]
     pub in_memory: bool,
@@ -137,6 +148,8 @@ impl Config {
             data_dir,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             in_memory: false,
+            blobs: None,
+            s3_credentials_file: None,
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
             inline_blob_bytes: defaults::INLINE_BLOB_BYTES,
             direct_writes: defaults::DIRECT_WRITES,
@@ -215,6 +228,13 @@ impl Config {
     pub fn storage_options(&self) -> Options {
         let (blobs, index) = if self.in_memory {
             (Backend::Memory, Location::Memory)
+        } else if let Some(location) = &self.blobs {
+            let mut location = location.clone();
+            location.credentials_file = self.s3_credentials_file.clone();
+            (
+                Backend::S3(location),
+                Location::File(self.data_dir.join("index.sqlite")),
+            )
         } else {
             (
                 Backend::Local(self.data_dir.clone()),
@@ -238,6 +258,11 @@ impl Config {
             faults: weft_storage::Faults::default(),
         }
     }
+}
+
+/// `--blobs`: an `s3://` location (the local directory needs no flag).
+fn parse_blobs(text: &str) -> Result<weft_storage::S3Location, String> {
+    text.parse()
 }
 
 #[cfg(test)]

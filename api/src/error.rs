@@ -74,6 +74,9 @@ pub enum ErrorCode {
     InsufficientStorage,
     /// The server's disk failed (EIO): the write was not kept; retry later. Answered 503.
     StorageUnavailable,
+    /// The blob store (S3) did not answer after bounded retries: nothing was kept; retry
+    /// later. Answered 503.
+    BlobStoreUnavailable,
     InvalidCommand,
     GroupMismatch,
     UnknownExtension,
@@ -177,6 +180,7 @@ impl ErrorCode {
             Self::Overloaded => "overloaded",
             Self::InsufficientStorage => "insufficient_storage",
             Self::StorageUnavailable => "storage_unavailable",
+            Self::BlobStoreUnavailable => "blob_store_unavailable",
             Self::InvalidCommand => "invalid_command",
             Self::GroupMismatch => "group_mismatch",
             Self::UnknownExtension => "unknown_extension",
@@ -263,6 +267,7 @@ mod tests {
             ErrorCode::Overloaded,
             ErrorCode::InsufficientStorage,
             ErrorCode::StorageUnavailable,
+            ErrorCode::BlobStoreUnavailable,
             ErrorCode::OfflineBindingMismatch,
             ErrorCode::OfflineOutsideGrace,
             ErrorCode::OfflineLeaseClosed,

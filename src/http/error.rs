@@ -184,7 +184,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::TooManyStreams
         | C::UploadQuotaExceeded
         | C::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-        C::ShuttingDown | C::Overloaded | C::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        C::ShuttingDown | C::Overloaded | C::StorageUnavailable | C::BlobStoreUnavailable => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         C::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
     }
 }
@@ -202,6 +204,8 @@ pub fn retry_after(code: ErrorCode) -> Option<u32> {
         | C::ShuttingDown => Some(1),
         // A disk that failed may be back soon (a remount, a replaced volume); not at once.
         C::StorageUnavailable => Some(5),
+        // A blob store that is down or restarting (a node replaced, a network cut).
+        C::BlobStoreUnavailable => Some(5),
         C::RateLimited => Some(6),
         C::UploadQuotaExceeded => Some(60),
         // A full disk needs an operator (or the sweep) to free space.
@@ -251,6 +255,10 @@ impl From<weft_storage::Error> for HttpError {
                 }
                 _ => "internal storage error".to_owned(),
             },
+            E::BlobStore(_) => {
+                "the blob store did not answer; nothing was kept, retry later".to_owned()
+            }
+            E::Config(_) => "internal storage error".to_owned(),
         };
         Self {
             code: error.code(),

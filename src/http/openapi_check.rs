@@ -81,6 +81,7 @@ const EVERY_CODE: [ErrorCode; 81] = {
         C::Overloaded,
         C::InsufficientStorage,
         C::StorageUnavailable,
+        C::BlobStoreUnavailable,
         C::InvalidCommand,
         C::GroupMismatch,
         C::UnknownExtension,
@@ -169,6 +170,7 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::Overloaded
         | C::InsufficientStorage
         | C::StorageUnavailable
+        | C::BlobStoreUnavailable
         | C::InvalidCommand
         | C::GroupMismatch
         | C::UnknownExtension

@@ -38,7 +38,7 @@ use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt as _, WriteMultipart};
+use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt as _};
 use weft_api::{ArtifactId, Digests, ErrorCode};
 
 use crate::error::Error;
@@ -47,37 +47,31 @@ use crate::hashing::{BATCH, DualHasher, Root};
 mod faulty;
 mod outboards;
 mod reading;
+mod multipart;
 mod resumable;
+mod s3;
 mod staging;
+
+pub use s3::S3Location;
 
 pub(crate) use outboards::SpillGuard;
 pub(crate) use resumable::upload_path;
 
 use crate::faults::Faults;
 
-/// Part size for multipart writes to a store other than the local one (S3 needs at least
-/// 5 MiB per part); the local backend writes its own staged file (`blobs/staging.rs`).
-const REMOTE_PART_SIZE: usize = 8 * 1024 * 1024;
-/// Parts written concurrently per upload.
-const PART_CONCURRENCY: usize = 2;
-
 /// Where [`Blobs::stage`] writes a staged upload's bytes.
 enum Sink {
     /// The local backend: a file written at the hashing's pace, its writeback started early.
     File(staging::StagingFile),
-    /// Any other store: its multipart upload.
-    Store(WriteMultipart),
+    /// Any other store: its multipart upload (`blobs/multipart.rs`).
+    Store(multipart::Writer),
 }
 
 impl Sink {
     async fn put(&mut self, bytes: Bytes) -> Result<(), Error> {
         match self {
             Self::File(file) => file.put(bytes).await,
-            Self::Store(writer) => {
-                writer.wait_for_capacity(PART_CONCURRENCY).await?;
-                writer.put(bytes);
-                Ok(())
-            }
+            Self::Store(writer) => writer.put(bytes).await,
         }
     }
 
@@ -86,16 +80,14 @@ impl Sink {
     async fn finish(self) -> Result<(), Error> {
         match self {
             Self::File(mut file) => file.finish().await.map(drop),
-            Self::Store(writer) => writer.finish().await.map(drop).map_err(Error::from),
+            Self::Store(writer) => writer.finish().await,
         }
     }
 
     /// Removes what was written (a file removes itself when dropped).
-    async fn abort(self, path: &Path) {
-        if let Self::Store(writer) = self
-            && let Err(abort_error) = writer.abort().await
-        {
-            tracing::warn!(%path, %abort_error, "could not abort staged upload");
+    async fn abort(self) {
+        if let Self::Store(writer) = self {
+            writer.abort().await;
         }
     }
 }
@@ -107,6 +99,8 @@ pub enum Backend {
     Local(PathBuf),
     /// Process memory, for tests.
     Memory,
+    /// A bucket on an S3-compatible store (Garage, MinIO, AWS S3).
+    S3(S3Location),
 }
 
 #[derive(Clone, Debug)]
@@ -116,6 +110,12 @@ pub(crate) struct Blobs {
     /// The real store itself, for the reads: a content GET pays nothing for the test hooks.
     reads: Arc<dyn ObjectStore>,
     local_root: Option<PathBuf>,
+    /// The multipart calls of a store other than the local one, for staged uploads
+    /// (`blobs/multipart.rs`).
+    multipart: Option<multipart::Parts>,
+    /// The store has no create-if-absent copy (S3): a blob is placed by a plain copy after a
+    /// HEAD found its key free (`promote`).
+    plain_copy: bool,
     /// Blob bytes read (whole-blob streams and ranges), for tests to show what a read cost.
     bytes_read: Arc<std::sync::atomic::AtomicU64>,
     /// Write faults for the direct file writes and fsyncs (the store is wrapped in
@@ -220,6 +220,8 @@ impl Blobs {
                     store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
                     reads: store,
                     local_root: Some(root.clone()),
+                    multipart: None,
+                    plain_copy: false,
                     bytes_read: Arc::default(),
                     faults,
                     part_writes: Arc::new(tokio::sync::Semaphore::new(staging::PART_WRITES_IN_ALL)),
@@ -227,11 +229,29 @@ impl Blobs {
                 })
             }
             Backend::Memory => {
-                let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+                let memory = Arc::new(InMemory::new());
+                let store: Arc<dyn ObjectStore> = Arc::clone(&memory) as _;
                 Ok(Self {
                     store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
                     reads: store,
                     local_root: None,
+                    multipart: Some(multipart::Parts(memory)),
+                    plain_copy: false,
+                    bytes_read: Arc::default(),
+                    faults,
+                    part_writes: Arc::new(tokio::sync::Semaphore::new(staging::PART_WRITES_IN_ALL)),
+                    direct_writes,
+                })
+            }
+            Backend::S3(location) => {
+                let s3 = s3::open(location)?;
+                let store: Arc<dyn ObjectStore> = Arc::clone(&s3) as _;
+                Ok(Self {
+                    store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
+                    reads: store,
+                    local_root: None,
+                    multipart: Some(multipart::Parts(s3)),
+                    plain_copy: true,
                     bytes_read: Arc::default(),
                     faults,
                     part_writes: Arc::new(tokio::sync::Semaphore::new(staging::PART_WRITES_IN_ALL)),
@@ -241,11 +261,42 @@ impl Blobs {
         }
     }
 
-    /// Removes everything a crashed or cancelled upload left in `staging/`.
+    /// Whether the store answers (the S3 backend: a HEAD it must answer with NotFound; the
+    /// others always do). A server whose blob store is down or refuses its credentials does
+    /// not start.
+    pub(crate) async fn check_reachable(&self) -> Result<(), Error> {
+        if !self.plain_copy {
+            return Ok(());
+        }
+        match self
+            .reads
+            .head(&Path::from("weft-reachability-probe"))
+            .await
+        {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(Error::Config(format!(
+                "the S3 blob store cannot be used: {error}"
+            ))),
+        }
+    }
+
+    /// Whether blobs live in a remote store shared beyond this process (S3), where start-up
+    /// does not scan every key for orphans: a blob object with no row holds the same bytes any
+    /// later upload of that digest would, so it is harmless, and fsck reports it.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.plain_copy
+    }
+
+    /// Removes everything a crashed or cancelled upload left in `staging/`: files on the local
+    /// backend; elsewhere staged objects, and the multipart uploads their markers name
+    /// (`blobs/multipart.rs`), which a store keeps (and bills) until they are aborted.
     /// Only safe while no upload is running: it is called once, at start.
-    pub(crate) fn sweep_staging(&self) -> Result<usize, Error> {
+    pub(crate) async fn sweep_staging(&self) -> Result<usize, Error> {
         let Some(root) = &self.local_root else {
-            return Ok(0);
+            return match &self.multipart {
+                Some(parts) => multipart::sweep(&self.store, &parts.0).await,
+                None => Ok(0),
+            };
         };
         let mut n_removed = 0;
         for entry in std::fs::read_dir(root.join("staging")).map_err(Error::backend)? {
@@ -385,10 +436,21 @@ impl Blobs {
                 Arc::clone(&self.part_writes),
                 self.direct_writes,
             )?),
-            None => Sink::Store(WriteMultipart::new_with_chunk_size(
-                self.store.put_multipart(&path).await?,
-                REMOTE_PART_SIZE,
-            )),
+            None => {
+                let Some(parts) = &self.multipart else {
+                    return Err(Error::backend(std::io::Error::other(
+                        "a store with neither a local root nor multipart uploads",
+                    )));
+                };
+                Sink::Store(
+                    multipart::Writer::start(
+                        Arc::clone(&self.store),
+                        Arc::clone(&parts.0),
+                        path.clone(),
+                    )
+                    .await?,
+                )
+            }
         };
         // On the local backend a large body's outboard goes to a file beside the staged bytes
         // as it is built (flat memory); the start-up sweep of `staging/` removes a crash's.
@@ -437,7 +499,7 @@ impl Blobs {
                 })
             }
             Err(error) => {
-                writer.abort(&path).await;
+                writer.abort().await;
                 Err(error)
             }
         }
@@ -504,7 +566,9 @@ impl Blobs {
                 self.store.rename(&from, &to).await.map(|()| true)
             }
         } else {
-            let placed = if session {
+            let placed = if self.plain_copy {
+                self.place_by_copy(&from, &to, session).await
+            } else if session {
                 self.store.copy_if_not_exists(&from, &to).await
             } else {
                 self.store.rename_if_not_exists(&from, &to).await
@@ -549,6 +613,36 @@ impl Blobs {
                 Err(error.into())
             }
         }
+    }
+
+    /// Places staged bytes at their digest's key on a store without a create-if-absent copy
+    /// (S3 as Garage speaks it): a HEAD, then a server-side copy, then (a one-shot upload's)
+    /// the staged object's deletion. Two uploads of one digest racing between the HEAD and the
+    /// copy both copy the same verified bytes, so the object is right whichever lands last;
+    /// both then report it stored, which only matters to `unpromote`: the engine's undo of a
+    /// failed promotion removes the object only if no row names it, after every upload
+    /// between its promotion and its row has finished (`artifacts/upload.rs`).
+    async fn place_by_copy(
+        &self,
+        from: &Path,
+        to: &Path,
+        session: bool,
+    ) -> Result<(), object_store::Error> {
+        match self.store.head(to).await {
+            Ok(meta) => {
+                return Err(object_store::Error::AlreadyExists {
+                    path: meta.location.to_string(),
+                    source: "the blob is stored already".into(),
+                });
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(error) => return Err(error),
+        }
+        self.store.copy(from, to).await?;
+        if !session && let Err(error) = self.store.delete(from).await {
+            tracing::warn!(%from, %error, "could not delete a promoted staged object");
+        }
+        Ok(())
     }
 
     /// Undoes a promotion whose blob row was not committed (the index write failed): the

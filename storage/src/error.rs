@@ -27,6 +27,14 @@ pub enum Error {
     ShuttingDown,
     #[error("storage backend failed")]
     Backend(#[source] BackendError),
+    /// The remote blob store (S3) did not answer, or answered with an error, after its
+    /// bounded retries: nothing was kept; retry later.
+    #[error("the blob store is unavailable")]
+    BlobStore(#[source] BackendError),
+    /// The store cannot be opened as configured (a bad location, missing credentials, a blob
+    /// store that does not answer at start).
+    #[error("{0}")]
+    Config(String),
 }
 
 impl Error {
@@ -46,6 +54,8 @@ impl Error {
             Self::Body(_) => ErrorCode::IncompleteBody,
             Self::CursorTooOld(_) => ErrorCode::CursorTooOld,
             Self::ShuttingDown => ErrorCode::ShuttingDown,
+            Self::BlobStore(_) => ErrorCode::BlobStoreUnavailable,
+            Self::Config(_) => ErrorCode::Internal,
             Self::Backend(error) => match disk_failure(error.as_ref()) {
                 Some(DiskFailure::Full) => ErrorCode::InsufficientStorage,
                 Some(DiskFailure::Io) => ErrorCode::StorageUnavailable,
@@ -105,6 +115,11 @@ impl From<object_store::Error> for Error {
                 ErrorCode::Overloaded,
                 "the server is out of file descriptors; retry later",
             );
+        }
+        if let object_store::Error::Generic { store: "S3", .. } = &error {
+            // Logged here, once, with its cause; the client sees only the code.
+            tracing::warn!(%error, "the S3 blob store failed");
+            return Self::BlobStore(Arc::new(error));
         }
         Self::backend(error)
     }

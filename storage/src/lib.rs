@@ -61,7 +61,7 @@ pub use artifacts::{
     Content, HotStats, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader,
     Verification,
 };
-pub use blobs::Backend;
+pub use blobs::{Backend, S3Location};
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::Retention;

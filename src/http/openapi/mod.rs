@@ -105,7 +105,7 @@ fn refine(method: &str, path: &str, operation: &mut Map<String, Value>) {
     if !public || path == "/v1/sessions" {
         errors.push((
             503,
-            "shutting_down, overloaded, storage_unavailable: a disk error, nothing kept (Retry-After)",
+            "shutting_down, overloaded, storage_unavailable: a disk error, nothing kept (Retry-After), blob_store_unavailable: the S3 blob store did not answer, nothing kept (Retry-After)",
         ));
     }
     if !public && method != "get" && method != "head" {
