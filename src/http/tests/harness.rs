@@ -31,13 +31,31 @@ use weft_storage::{Fingerprint, ManualClock, Options, Stats, Store};
 use crate::config::Config;
 use crate::http::{AppState, app};
 
-/// The two backends every suite runs against.
+/// The three backends every suite runs against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {
     /// object_store `InMemory` and SQLite in memory; lineage walked inline.
     Memory,
     /// `LocalFileSystem` and SQLite on disk; lineage walked on the blocking pool.
     Disk,
+    /// Blobs on a Garage node on loopback (one per test process, a key prefix per test) and
+    /// SQLite on disk; lineage walked on the blocking pool.
+    Garage,
+}
+
+/// Whether this process can run the Garage variant: a Garage binary is found (and then one
+/// node runs for the whole process). Without one the variant passes after saying it skipped,
+/// unless `WEFT_GARAGE` is set (as `scripts/test` sets it): then it fails.
+pub(super) fn garage_available() -> bool {
+    if weft_testkit::shared_garage().is_some() {
+        return true;
+    }
+    assert!(
+        !weft_testkit::garage_required(),
+        "WEFT_GARAGE is set but no Garage runs"
+    );
+    eprintln!("skipped: no Garage binary (set WEFT_GARAGE or run scripts/test)");
+    false
 }
 
 /// Stamps one test per backend: `backends!(async fn name(kind: Kind) { … })` becomes a module
@@ -60,6 +78,13 @@ macro_rules! backends {
             async fn disk() {
                 run(Kind::Disk).await
             }
+
+            #[tokio::test]
+            async fn garage() {
+                if $crate::http::tests::harness::garage_available() {
+                    run(Kind::Garage).await
+                }
+            }
         }
     };
 }
@@ -74,6 +99,8 @@ pub(super) struct Harness {
     pub(super) store: Store,
     pub(super) clock: ManualClock,
     pub(super) dir: tempfile::TempDir,
+    /// The backend this harness runs on.
+    pub(super) kind: Kind,
     /// Group → the session token of the harness's own coordinator there (`work_setup.rs`).
     pub(super) coordinators: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// The store's fault-injection hooks (off unless a test turns one on).
@@ -131,6 +158,9 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
     let mut config = Config::with_data_dir(dir.path().to_path_buf());
     config.in_memory = kind == Kind::Memory;
     config.max_upload_bytes = MAX_UPLOAD;
+    if kind == Kind::Garage {
+        on_garage(&mut config, &dir);
+    }
     adjust(&mut config);
     let clock = ManualClock::new(chrono::Utc::now());
     let mut options: Options = config.storage_options();
@@ -139,7 +169,7 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
     // checks that it is the default VFS while nothing is armed.
     let faults = weft_storage::Faults::with_database().expect("the VFS registers");
     options.faults = faults.clone();
-    if kind == Kind::Disk {
+    if kind != Kind::Memory {
         // The in-memory run walks lineage inline, this one on the blocking pool: both paths.
         options.lineage_inline_budget = None;
     }
@@ -150,9 +180,24 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
         store,
         clock,
         dir,
+        kind,
         coordinators: Default::default(),
         faults,
     }
+}
+
+/// Points `config` at the shared Garage, under a key prefix of this test's own (the name of
+/// its data directory), so tests running at once never see each other's keys.
+fn on_garage(config: &mut Config, dir: &tempfile::TempDir) {
+    let garage = weft_testkit::shared_garage().expect("garage runs");
+    let prefix = dir
+        .path()
+        .file_name()
+        .map(|name| name.to_string_lossy().trim_start_matches('.').to_owned())
+        .unwrap_or_default();
+    let location = garage.location(0, &prefix);
+    config.blobs = Some(location.parse().expect("a valid location"));
+    config.s3_credentials_file = Some(garage.credentials_file().to_path_buf());
 }
 
 /// A new server on the same data directory, as after a restart (the disk backend), with the
@@ -163,6 +208,7 @@ pub(super) async fn restart(h: Harness) -> Harness {
         store: old_store,
         clock,
         dir,
+        kind: old_kind,
         coordinators,
         faults,
     } = h;
@@ -170,6 +216,9 @@ pub(super) async fn restart(h: Harness) -> Harness {
     drop(old_store);
     let mut config = Config::with_data_dir(dir.path().to_path_buf());
     config.max_upload_bytes = MAX_UPLOAD;
+    if old_kind == Kind::Garage {
+        on_garage(&mut config, &dir);
+    }
     let mut options: weft_storage::Options = config.storage_options();
     options.clock = Arc::new(clock.clone());
     options.faults = faults.clone();
@@ -183,6 +232,7 @@ pub(super) async fn restart(h: Harness) -> Harness {
         store,
         clock,
         dir,
+        kind: old_kind,
         coordinators,
         faults,
     }

@@ -4,7 +4,7 @@
 //! problem+json `code` and that nothing changed. The harness is in `harness.rs`; the tests are
 //! in one file per feature.
 
-mod harness;
+pub(crate) mod harness;
 
 mod access;
 mod admin;
