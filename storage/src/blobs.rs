@@ -235,7 +235,10 @@ impl Blobs {
                     store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
                     reads: store,
                     local_root: None,
-                    multipart: Some(multipart::Parts(memory)),
+                    multipart: Some(multipart::Parts(Arc::new(faulty::FaultyParts::new(
+                        memory,
+                        faults.clone(),
+                    )))),
                     plain_copy: false,
                     bytes_read: Arc::default(),
                     faults,
@@ -250,7 +253,10 @@ impl Blobs {
                     store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
                     reads: store,
                     local_root: None,
-                    multipart: Some(multipart::Parts(s3)),
+                    multipart: Some(multipart::Parts(Arc::new(faulty::FaultyParts::new(
+                        s3,
+                        faults.clone(),
+                    )))),
                     plain_copy: true,
                     bytes_read: Arc::default(),
                     faults,

@@ -534,9 +534,12 @@ backends!(
         let bytes = sample(FILE_SIZE, 9);
         h.upload(&first, &bytes).await;
         // The other Group's upload: open the staged file [1], write its one part [2], then the
-        // delete of the copy once the promotion found the blob present [3] fails.
+        // delete of the copy once the promotion found the blob present [3] fails. Off the
+        // disk, a staged upload is a multipart upload: begin it [1], record its marker [2],
+        // send its part [3], remove the marker once complete [4], then the delete [5].
+        let before_the_delete = if kind == Kind::Disk { 2 } else { 4 };
         h.faults
-            .fail_writes_after(FaultSite::BlobWrite, FaultKind::Io, 2);
+            .fail_writes_after(FaultSite::BlobWrite, FaultKind::Io, before_the_delete);
         let digests = digest_of(&bytes);
         let put = raw(
             Method::PUT,

@@ -23,9 +23,10 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use object_store::path::Path;
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result, UploadPart,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartId, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
 
 use crate::faults::{FaultSite, Faults};
@@ -91,13 +92,9 @@ impl ObjectStore for FaultyStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
+        // Unused by the blob layer, which sends staged uploads through [`FaultyParts`].
         check(&self.faults, site_of(location))?;
-        let upload = self.inner.put_multipart_opts(location, opts).await?;
-        Ok(Box::new(FaultyUpload {
-            inner: upload,
-            faults: self.faults.clone(),
-            site: site_of(location),
-        }))
+        self.inner.put_multipart_opts(location, opts).await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -151,32 +148,49 @@ impl ObjectStore for FaultyStore {
     }
 }
 
-/// A multipart upload whose parts fail at their put's site and whose completion fails at
-/// [`FaultSite::BlobFsync`].
-#[derive(Debug)]
-struct FaultyUpload {
-    inner: Box<dyn MultipartUpload>,
+/// The multipart calls of a store other than the local one, failing as [`FaultyStore`]
+/// does: a part at its put's site, the completion at [`FaultSite::BlobFsync`] (before the
+/// inner completion, as a failed fsync stops it: the caller then aborts the upload).
+pub(crate) struct FaultyParts {
+    inner: Arc<dyn MultipartStore>,
     faults: Faults,
-    site: FaultSite,
+}
+
+impl FaultyParts {
+    pub(crate) fn new(inner: Arc<dyn MultipartStore>, faults: Faults) -> Self {
+        Self { inner, faults }
+    }
 }
 
 #[async_trait::async_trait]
-impl MultipartUpload for FaultyUpload {
-    fn put_part(&mut self, data: PutPayload) -> UploadPart {
-        match check(&self.faults, self.site) {
-            Ok(()) => self.inner.put_part(data),
-            Err(error) => Box::pin(futures::future::ready(Err(error))),
-        }
+impl MultipartStore for FaultyParts {
+    async fn create_multipart(&self, path: &Path) -> Result<MultipartId> {
+        check(&self.faults, site_of(path))?;
+        self.inner.create_multipart(path).await
     }
 
-    async fn complete(&mut self) -> Result<PutResult> {
-        // Before the inner completion, as a failed fsync stops it: the caller's abort then
-        // removes the part file, as after a real failure.
+    async fn put_part(
+        &self,
+        path: &Path,
+        id: &MultipartId,
+        part_idx: usize,
+        data: PutPayload,
+    ) -> Result<PartId> {
+        check(&self.faults, site_of(path))?;
+        self.inner.put_part(path, id, part_idx, data).await
+    }
+
+    async fn complete_multipart(
+        &self,
+        path: &Path,
+        id: &MultipartId,
+        parts: Vec<PartId>,
+    ) -> Result<PutResult> {
         check(&self.faults, FaultSite::BlobFsync)?;
-        self.inner.complete().await
+        self.inner.complete_multipart(path, id, parts).await
     }
 
-    async fn abort(&mut self) -> Result<()> {
-        self.inner.abort().await
+    async fn abort_multipart(&self, path: &Path, id: &MultipartId) -> Result<()> {
+        self.inner.abort_multipart(path, id).await
     }
 }
