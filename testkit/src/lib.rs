@@ -102,6 +102,7 @@ impl Node {
 data_dir = "{dir}/data"
 db_engine = "sqlite"
 replication_factor = {replication}
+consistency_mode = "{consistency}"
 rpc_bind_addr = "127.0.0.1:{rpc_port}"
 rpc_public_addr = "127.0.0.1:{rpc_port}"
 rpc_secret = "{RPC_SECRET}"
@@ -115,6 +116,9 @@ root_domain = ".s3.garage.localhost"
 api_bind_addr = "127.0.0.1:{admin_port}"
 "#,
             dir = dir.display(),
+            // A cluster reads from one replica: with Garage 2.5's default ("consistent",
+            // read quorum 2 of 3) a HEAD answered 503 here while one of three nodes was down.
+            consistency = if replication > 1 { "degraded" } else { "consistent" },
         );
         std::fs::write(&config, text).expect("garage.toml");
         let mut node = Self {
@@ -144,7 +148,7 @@ api_bind_addr = "127.0.0.1:{admin_port}"
             .arg(&self.binary)
             .arg(&self.config)
             .arg(self.remove_on_exit.as_deref().unwrap_or(Path::new("")))
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", std::env::var("WEFT_GARAGE_RUST_LOG").unwrap_or_else(|_| "warn".into()))
             .stdin(Stdio::piped())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -172,7 +176,8 @@ api_bind_addr = "127.0.0.1:{admin_port}"
         format!("http://127.0.0.1:{}", self.s3_port)
     }
 
-    fn log(&self) -> String {
+    /// What the server wrote to its log.
+    pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("garage.log")).unwrap_or_default()
     }
 
@@ -303,17 +308,31 @@ impl Garage {
     }
 
     /// How many multipart uploads are open (begun, neither completed nor aborted) in the
-    /// bucket, as Garage counts them.
+    /// bucket, as Garage counts them (its `bucket info` prints the line only when some are).
     pub fn open_multipart_uploads(&self) -> u64 {
         let info = self.nodes[0].cli(&["bucket", "info", BUCKET]);
         info.lines()
-            .find(|line| line.to_ascii_lowercase().contains("multipart uploads"))
-            .and_then(|line| {
+            .find(|line| line.starts_with("Unfinished uploads:"))
+            .map(|line| {
                 line.split(|c: char| !c.is_ascii_digit())
                     .find(|word| !word.is_empty())
                     .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no count in {line:?}"))
             })
-            .unwrap_or_else(|| panic!("no multipart count in {info}"))
+            .unwrap_or(0)
+    }
+
+    /// [`Garage::open_multipart_uploads`] once it equals `expected`, or after 10 s (Garage
+    /// updates its bucket counters in the background): the last count seen.
+    pub fn settled_open_multipart_uploads(&self, expected: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let n = self.open_multipart_uploads();
+            if n == expected || Instant::now() > deadline {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 

@@ -101,6 +101,8 @@ pub(super) struct Harness {
     pub(super) dir: tempfile::TempDir,
     /// The backend this harness runs on.
     pub(super) kind: Kind,
+    /// Its S3 location and credentials file (the Garage backend), kept for [`restart`].
+    pub(super) s3: Option<(weft_storage::S3Location, std::path::PathBuf)>,
     /// Group → the session token of the harness's own coordinator there (`work_setup.rs`).
     pub(super) coordinators: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// The store's fault-injection hooks (off unless a test turns one on).
@@ -154,14 +156,36 @@ pub(super) async fn harness_files(kind: Kind) -> Harness {
 }
 
 pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -> Harness {
+    let garage = (kind == Kind::Garage)
+        .then(|| weft_testkit::shared_garage().expect("garage runs"));
+    harness_on(kind, garage, adjust).await
+}
+
+/// A harness whose blobs are on node 0 of `garage` (its own, for tests that stop nodes).
+pub(super) async fn harness_on_garage(
+    garage: &weft_testkit::Garage,
+    adjust: impl FnOnce(&mut Config),
+) -> Harness {
+    harness_on(Kind::Garage, Some(garage), adjust).await
+}
+
+async fn harness_on(
+    kind: Kind,
+    garage: Option<&weft_testkit::Garage>,
+    adjust: impl FnOnce(&mut Config),
+) -> Harness {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = Config::with_data_dir(dir.path().to_path_buf());
     config.in_memory = kind == Kind::Memory;
     config.max_upload_bytes = MAX_UPLOAD;
-    if kind == Kind::Garage {
-        on_garage(&mut config, &dir);
+    if let Some(garage) = garage {
+        on_garage(&mut config, &dir, garage);
     }
     adjust(&mut config);
+    let s3 = config
+        .blobs
+        .clone()
+        .zip(config.s3_credentials_file.clone());
     let clock = ManualClock::new(chrono::Utc::now());
     let mut options: Options = config.storage_options();
     options.clock = Arc::new(clock.clone());
@@ -181,15 +205,15 @@ pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -
         clock,
         dir,
         kind,
+        s3,
         coordinators: Default::default(),
         faults,
     }
 }
 
-/// Points `config` at the shared Garage, under a key prefix of this test's own (the name of
-/// its data directory), so tests running at once never see each other's keys.
-fn on_garage(config: &mut Config, dir: &tempfile::TempDir) {
-    let garage = weft_testkit::shared_garage().expect("garage runs");
+/// Points `config` at node 0 of `garage`, under a key prefix of this test's own (the name of
+/// its data directory), so tests sharing one Garage never see each other's keys.
+fn on_garage(config: &mut Config, dir: &tempfile::TempDir, garage: &weft_testkit::Garage) {
     let prefix = dir
         .path()
         .file_name()
@@ -209,6 +233,7 @@ pub(super) async fn restart(h: Harness) -> Harness {
         clock,
         dir,
         kind: old_kind,
+        s3,
         coordinators,
         faults,
     } = h;
@@ -216,8 +241,9 @@ pub(super) async fn restart(h: Harness) -> Harness {
     drop(old_store);
     let mut config = Config::with_data_dir(dir.path().to_path_buf());
     config.max_upload_bytes = MAX_UPLOAD;
-    if old_kind == Kind::Garage {
-        on_garage(&mut config, &dir);
+    if let Some((location, credentials)) = &s3 {
+        config.blobs = Some(location.clone());
+        config.s3_credentials_file = Some(credentials.clone());
     }
     let mut options: weft_storage::Options = config.storage_options();
     options.clock = Arc::new(clock.clone());
@@ -233,6 +259,7 @@ pub(super) async fn restart(h: Harness) -> Harness {
         clock,
         dir,
         kind: old_kind,
+        s3,
         coordinators,
         faults,
     }

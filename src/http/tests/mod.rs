@@ -30,6 +30,7 @@ mod evidence;
 mod exports;
 mod faults;
 mod flood;
+mod garage;
 mod held;
 mod hot;
 mod idempotency;

@@ -1,0 +1,220 @@
+//! Issue #42: weft on Garage when Garage fails. Each test runs its own Garage (one node, or
+//! three with replication factor 3) so it can stop nodes: stopped during an upload (503
+//! `blob_store_unavailable`, nothing recorded, staging swept), during a download (the stream
+//! ends in an error, never in unverified bytes), at start (the store refuses to open and
+//! says why); and a three-node cluster that loses a node while Workers upload and read.
+//! Without a Garage binary they pass after saying they skipped (see `garage_available`).
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use bytes::Bytes;
+use futures::StreamExt as _;
+use tower::ServiceExt as _;
+
+use super::harness::*;
+
+/// Larger than one 8 MiB part, so an upload sends a part before its body ends.
+const BIG: usize = 12 * 1024 * 1024;
+
+fn sample(size: usize, seed: u8) -> Vec<u8> {
+    (0..size)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn own_garage(nodes: usize) -> Option<weft_testkit::Garage> {
+    if !garage_available() {
+        return None;
+    }
+    // Started off the runtime's thread: the CLI calls block.
+    std::thread::spawn(move || weft_testkit::Garage::start(nodes))
+        .join()
+        .expect("garage start-up thread")
+}
+
+fn big_uploads(config: &mut crate::config::Config) {
+    config.max_upload_bytes = 64 * 1024 * 1024;
+}
+
+async fn read_back(h: &Harness, agent: &Agent, id: &str, bytes: &[u8]) {
+    let answer = h
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{id}/content"),
+            Some(&agent.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    assert!(answer.body[..] == bytes[..], "other bytes for {id}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_stopped_during_an_upload_answers_503_and_keeps_nothing() {
+    let Some(mut garage) = own_garage(1) else {
+        return;
+    };
+    let h = harness_on_garage(&garage, big_uploads).await;
+    let worker = h.agent("worker-s3", "g1", &["worker"]).await;
+    let kept = sample(BIG, 1);
+    let kept_id = h.put(&worker, "g1", &kept, &[]).await.to_string();
+    let before = h.fingerprint().await;
+
+    // The body's first 9 MiB go out (a part is sent), then Garage dies, then the rest comes.
+    let bytes = sample(BIG, 2);
+    let digests = digest_of(&bytes);
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+    let body = Body::from_stream(tokio_stream_of(receiver));
+    let put = request(
+        Method::PUT,
+        &format!("/v1/blobs/{}", digests.blake3),
+        Some(&worker.token),
+        body,
+    );
+    let app = h.app.clone();
+    let answer = tokio::spawn(async move { app.oneshot(put).await });
+    let head = Bytes::copy_from_slice(&bytes[..9 * 1024 * 1024]);
+    sender.send(Ok(head)).await.expect("body taken");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tokio::task::block_in_place(|| garage.nodes[0].stop());
+    let tail = Bytes::copy_from_slice(&bytes[9 * 1024 * 1024..]);
+    let _ = sender.send(Ok(tail)).await;
+    drop(sender);
+    let response = answer.await.expect("joined").expect("infallible");
+    let status = response.status();
+    let retry_after = response.headers().get("retry-after").cloned();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap_or_default();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:?}");
+    let problem: serde_json::Value = serde_json::from_slice(&body).expect("problem+json");
+    assert_eq!(problem["code"], "blob_store_unavailable");
+    assert!(retry_after.is_some(), "a 503 says when to retry");
+
+    // Garage back: the upload's abort could not reach it, so its multipart upload is still
+    // open; nothing was recorded, and a restart aborts the upload its marker names.
+    tokio::task::block_in_place(|| garage.nodes[0].start());
+    assert_eq!(
+        tokio::task::block_in_place(|| garage.settled_open_multipart_uploads(1)),
+        1,
+        "the cut upload's multipart upload is open until the sweep"
+    );
+    let h = restart(h).await;
+    assert_unchanged(&before, &h.fingerprint().await, "the failed upload");
+    assert_eq!(
+        tokio::task::block_in_place(|| garage.settled_open_multipart_uploads(0)),
+        0,
+        "the start-up sweep aborted it"
+    );
+    read_back(&h, &worker, &kept_id, &kept).await;
+    // Uploads go through again (one part: the restarted harness takes at most 4 MiB).
+    let worker = h.agent("worker-s3", "g1", &["worker"]).await;
+    h.upload(&worker, &sample(3 * 1024 * 1024, 4)).await;
+}
+
+fn tokio_stream_of(
+    mut receiver: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_stopped_during_a_download_ends_the_stream_in_an_error() {
+    let Some(mut garage) = own_garage(1) else {
+        return;
+    };
+    let h = harness_on_garage(&garage, |config| {
+        big_uploads(config);
+        // No memory cache in the way: every byte comes from Garage.
+        config.hot_blob_bytes = 0;
+    })
+    .await;
+    let worker = h.agent("worker-dl", "g1", &["worker"]).await;
+    let bytes = sample(48 * 1024 * 1024, 3);
+    let id = h.put(&worker, "g1", &bytes, &[]).await.to_string();
+    let get = request(
+        Method::GET,
+        &format!("/v1/artifacts/{id}/content"),
+        Some(&worker.token),
+        Body::empty(),
+    );
+    let response = h.app.clone().oneshot(get).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body().into_data_stream();
+    let first = body.next().await.expect("a first chunk").expect("bytes");
+    let mut received = first.len();
+    tokio::task::block_in_place(|| garage.nodes[0].stop());
+    let mut failed = false;
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => received += chunk.len(),
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    assert!(failed, "the stream ended cleanly after {received} bytes");
+    assert!(received < bytes.len(), "never the whole body without its check");
+    // Nothing was quarantined: once Garage is back the blob reads whole and verified.
+    tokio::task::block_in_place(|| garage.nodes[0].start());
+    read_back(&h, &worker, &id, &bytes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_is_down_at_start_keeps_the_server_from_starting() {
+    let Some(mut garage) = own_garage(1) else {
+        return;
+    };
+    let h = harness_on_garage(&garage, |_| {}).await;
+    let (location, credentials) = h.s3.clone().expect("on garage");
+    tokio::task::block_in_place(|| garage.nodes[0].stop());
+    let mut config = crate::config::Config::with_data_dir(h.dir.path().join("other"));
+    config.blobs = Some(location);
+    config.s3_credentials_file = Some(credentials);
+    let error = weft_storage::Store::open(config.storage_options())
+        .await
+        .expect_err("no store without its blobs");
+    let message = error.to_string();
+    assert!(message.contains("S3 blob store"), "{message}");
+    assert!(
+        !message.contains(weft_testkit::KEY_SECRET),
+        "no secret in {message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_node_cluster_keeps_serving_with_a_node_down() {
+    let Some(mut garage) = own_garage(3) else {
+        return;
+    };
+    let h = harness_on_garage(&garage, |config| {
+        big_uploads(config);
+        config.hot_blob_bytes = 0;
+    })
+    .await;
+    let worker = h.agent("worker-3", "g1", &["worker"]).await;
+    let mut stored = Vec::new();
+    for seed in 0..2 {
+        let bytes = sample(BIG, 10 + seed);
+        let id = h.put(&worker, "g1", &bytes, &[]).await.to_string();
+        stored.push((id, bytes));
+    }
+    // Node 2 dies: uploads and verified reads go on through node 0 (two of three replicas).
+    tokio::task::block_in_place(|| garage.nodes[2].stop());
+    for seed in 2..4 {
+        let bytes = sample(BIG, 10 + seed);
+        let id = h.put(&worker, "g1", &bytes, &[]).await.to_string();
+        stored.push((id, bytes));
+    }
+    for (id, bytes) in &stored {
+        read_back(&h, &worker, id, bytes).await;
+    }
+    // Node 2 returns; node 1 dies: everything, including what was written without node 2,
+    // still reads back whole.
+    tokio::task::block_in_place(|| garage.nodes[2].start());
+    tokio::task::block_in_place(|| garage.nodes[1].stop());
+    for (id, bytes) in &stored {
+        read_back(&h, &worker, id, bytes).await;
+    }
+}
