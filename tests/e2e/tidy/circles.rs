@@ -55,7 +55,6 @@ const KNOWN_KNOTS: &[(&str, Level, &[&str])] = &[
             "http::work",
         ],
     ),
-    ("src", Level::Rooms, &["config", "connections", "http"]),
     (
         "storage/src",
         Level::Files,
