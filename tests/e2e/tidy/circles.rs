@@ -24,38 +24,6 @@ enum Level {
 /// never add one. The test fails when it and the tree disagree, and prints the list to put here.
 const KNOWN_KNOTS: &[(&str, Level, &[&str])] = &[
     (
-        "src",
-        Level::Files,
-        &[
-            "http",
-            "http::admin",
-            "http::artifacts",
-            "http::auth",
-            "http::authority",
-            "http::blobs",
-            "http::context",
-            "http::directory",
-            "http::events",
-            "http::evidence",
-            "http::idempotency",
-            "http::lineage",
-            "http::meta",
-            "http::openapi",
-            "http::sessions",
-            "http::timeout",
-            "http::tokens",
-            "http::ui",
-            "http::ui::artifact",
-            "http::ui::graph",
-            "http::ui::home",
-            "http::ui::login",
-            "http::ui::work",
-            "http::uploads",
-            "http::with_content",
-            "http::work",
-        ],
-    ),
-    (
         "storage/src",
         Level::Files,
         &[
