@@ -5,9 +5,9 @@
 //! on the stream); every JSON route reads a bounded body under a request timeout.
 //!
 //! This file only assembles: it declares the handler files and builds the router from their
-//! route tables; no file under `http` imports it. What the handlers share is in leaves they
-//! import: `state` (`AppState`), `answer` (a JSON answer), `error`, `auth` (`Caller`),
-//! `params` and `body`.
+//! route tables; outside its tests, no file under `http` imports it. What the handlers share
+//! is in modules they import, which import no handler: `state` (`AppState`), `answer` (a JSON
+//! answer), `error`, `auth` (`Caller`), `params` and `body`.
 
 mod access;
 mod admin;
