@@ -13,6 +13,9 @@ use weft_storage::{Backend, Location, Options, SystemClock, defaults};
 pub const DEFAULT_MAX_STREAMS_PER_SESSION: usize = 8;
 /// Event streams per Agent, over all its sessions (one per Group).
 pub const DEFAULT_MAX_STREAMS_PER_AGENT: usize = 32;
+/// Connections `weft serve` keeps open at once unless the open-file limit allows fewer
+/// (`connections` applies it).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// `weft serve` flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -60,7 +63,7 @@ pub struct Config {
     pub header_timeout_secs: u64,
     /// Connections served at once (at most what the open-file limit allows with a reserve);
     /// past it `GET /healthz` is still answered and anything else gets 503 `overloaded`.
-    #[arg(long, env = "WEFT_MAX_CONNECTIONS", default_value_t = crate::connections::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, env = "WEFT_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Seconds an upload body may stall between two chunks before it is cut; also how long
     /// a client may take no bytes while the server waits to send before its connection is
@@ -155,7 +158,7 @@ impl Config {
             direct_writes: defaults::DIRECT_WRITES,
             hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             header_timeout_secs: defaults::HEADER_TIMEOUT_SECS,
-            max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             body_idle_timeout_secs: defaults::BODY_IDLE_TIMEOUT_SECS,
             request_timeout_secs: defaults::REQUEST_TIMEOUT_SECS,
             session_hours: defaults::SESSION_HOURS,

@@ -27,9 +27,6 @@ use weft_api::ErrorCode;
 
 use crate::http::error::HttpError;
 
-/// Connections `weft serve` keeps open at once unless the open-file limit allows fewer.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
-
 /// Descriptors always left beside the connection cap (the index, logs, the overflow answers).
 const MIN_RESERVE: u64 = 64;
 

@@ -27,7 +27,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-use crate::config::Config;
+use crate::config::{Config, DEFAULT_MAX_CONNECTIONS};
 use crate::connections;
 use crate::http::{AppState, app};
 
@@ -58,7 +58,7 @@ pub async fn serve(
     let transport = Transport {
         header_timeout,
         write_idle,
-        max_connections: connections::DEFAULT_MAX_CONNECTIONS,
+        max_connections: DEFAULT_MAX_CONNECTIONS,
     };
     serve_with(listener, router, transport, shutdown).await
 }

@@ -6,7 +6,7 @@
 
 use weft_api::ErrorCode;
 
-use super::ClientArgs;
+use super::args::ClientArgs;
 
 /// `weft whoami`.
 pub(super) async fn whoami(client: &ClientArgs, token_only: bool) -> anyhow::Result<()> {
@@ -29,7 +29,7 @@ pub(super) async fn whoami(client: &ClientArgs, token_only: bool) -> anyhow::Res
             } else {
                 "already".to_owned()
             };
-            println!("expires   {} ({remaining})", super::when(&at));
+            println!("expires   {} ({remaining})", super::table::when(&at));
         }
         None => println!("expires   {} (unreadable)", session.expires_at),
     }
@@ -97,7 +97,7 @@ pub(super) fn logout(client: &ClientArgs) -> anyhow::Result<()> {
             "forgot the session of {} in {}; the server keeps accepting its token until {} (it has no route to revoke one session)",
             session.agent_id,
             session.group_id,
-            super::when_text(&session.expires_at)
+            super::table::when_text(&session.expires_at)
         ),
         None => println!("removed {}", path.display()),
     }

@@ -8,8 +8,8 @@ use weft_api::Id;
 use weft_api::client::Client;
 use weft_api::session::Role;
 
+use super::args::{AdminAction, AgentAction, ClientArgs, GroupAction, MemberAction};
 use super::table::{Table, when_text};
-use super::{AdminAction, AgentAction, ClientArgs, GroupAction, MemberAction};
 
 /// `weft admin`: finds the admin token (the flag, else the token file) and runs the action.
 pub(super) async fn run(

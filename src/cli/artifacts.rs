@@ -12,8 +12,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use weft_api::manifest::{Classification, Content, Execution, Producer, Tool, ToolKind};
 use weft_api::{ArtifactId, Digest, Id, Manifest};
 
+use super::args::{ClientArgs, LsArgs, PutArgs};
 use super::pages::{each_page, given};
-use super::{ClientArgs, LsArgs, PutArgs};
 
 /// `weft put`: checks what it can, uploads the file (in resumable chunks above
 /// `--chunk-size`), then signs and publishes its manifest; prints the digest.

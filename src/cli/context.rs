@@ -12,7 +12,7 @@ use weft_api::dsse::BASE64;
 use weft_api::manifest::Producer;
 use weft_api::{ArtifactId, Id, KeyId};
 
-use super::{ClientArgs, ContextAction};
+use super::args::{ClientArgs, ContextAction};
 
 /// `weft context …`.
 pub(super) async fn run(client: &ClientArgs, action: ContextAction) -> anyhow::Result<()> {
@@ -169,7 +169,7 @@ fn print_record(record: &ContextRecord) {
         "generator {} (card {}) at {}",
         package.generator.agent_id,
         package.generator.agent_card_version,
-        super::when(&package.created_at)
+        super::table::when(&package.created_at)
     );
     for artifact in &package.artifacts {
         println!("cites     {artifact}");

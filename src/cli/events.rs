@@ -6,7 +6,7 @@ use anyhow::bail;
 use weft_api::Id;
 use weft_api::client::Client;
 
-use super::{ClientArgs, EventsAction};
+use super::args::{ClientArgs, EventsAction};
 
 /// `weft events tail` and `weft events verify`.
 pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()> {

@@ -5,8 +5,8 @@ use anyhow::Context as _;
 use weft_api::manifest::Producer;
 use weft_api::{ArtifactId, Id};
 
+use super::args::{ClientArgs, EvidenceAction};
 use super::pages::{each_page, given};
-use super::{ClientArgs, EvidenceAction};
 
 /// A protocol word (an outcome, a method kind) by its wire name.
 fn parse_word<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {

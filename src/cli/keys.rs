@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use weft_api::KeyId;
 use weft_api::dsse::BASE64;
 
-use super::ClientArgs;
+use super::args::ClientArgs;
 
 /// `agent.key`: the secret key, with its public half for convenience.
 #[derive(Debug, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use anyhow::bail;
 use weft_api::Digest;
 use weft_api::lineage::{ArtifactNode, Lineage, ManifestSummary};
 
-use super::LineageArgs;
+use super::args::LineageArgs;
 
 /// `weft lineage`: ancestors (or, with `--down`, descendants) in the chosen format.
 pub(super) async fn print(args: LineageArgs) -> anyhow::Result<()> {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use weft_api::views::{Check, ReviewRequest};
 use weft_api::{ArtifactId, Id};
 
-use super::ReviewArgs;
+use super::args::ReviewArgs;
 use super::errors::wire_word;
 use super::table::Table;
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use weft_api::Id;
 use weft_api::client::Client;
 
-use super::ClientArgs;
+use super::args::ClientArgs;
 use super::keys::write_private;
 
 /// `session.json`, written by `weft login`.
@@ -75,7 +75,7 @@ pub(super) async fn login(
     println!(
         "session open for {agent_id} in {group} (session epoch {}, expires {})",
         grant.session_epoch,
-        super::when(&grant.expires_at)
+        super::table::when(&grant.expires_at)
     );
     Ok(())
 }

@@ -12,7 +12,7 @@ use weft_api::dsse::parse_public_key;
 use weft_api::views::ManifestRecord;
 use weft_api::{Digest, KeyId};
 
-use super::ClientArgs;
+use super::args::ClientArgs;
 
 /// The keys `show` may verify with, each with whose it is.
 struct Trusted {
@@ -105,7 +105,7 @@ fn print_manifest(record: &ManifestRecord, trusted: &Trusted) {
     );
     println!(
         "  created     {}  classification {}",
-        super::when(&manifest.created_at),
+        super::table::when(&manifest.created_at),
         manifest.classification.as_str()
     );
     for source in &manifest.sources {

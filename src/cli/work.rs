@@ -12,131 +12,39 @@
 //! before anything is signed.
 //!
 //! It is long because every Command of DESIGN §10's table the CLI offers is spelled out here,
-//! each with its own payload; the tests live in `work/tests.rs`. The owner's lease Commands
-//! (`renew`, `progress`), capability tokens (`token`) and the weft home's `work.json` (the
-//! leases this agent holds, refreshed from every answer) are in `work/lease.rs`.
+//! each with its own payload; the tests live in `work/tests.rs`. This file only uses its
+//! children, which never import it: `signer` (the agent as a Command signer, and how a signed
+//! Command leaves, the offline journal first), `lease` (the weft home's `work.json`, the
+//! leases this agent holds, refreshed from every answer), `offline` (buffering when the
+//! Authority does not answer, `weft work journal`), `owner` (`progress`, `token`) and
+//! `conversation` (`ask`, `answer`).
 
 mod conversation;
 pub(super) mod lease;
 mod offline;
+mod owner;
+mod signer;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context as _, bail};
-use ed25519_dalek::SigningKey;
+use anyhow::Context as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-use weft_api::client::{Client, CommandSigner};
+use serde_json::Value;
 use weft_api::work::command::{
     Checkpoint, DeclineReason, FailReason, MissionClose as MissionClosePayload, MissionCreate,
     OfferRef, WorkAuthorize, WorkBlock, WorkCancel, WorkCheckpoint, WorkDecline, WorkFail,
     WorkOffer, WorkRef, WorkSubmit,
 };
 use weft_api::work::contract::{Budgets, Capability};
-use weft_api::work::views::{CommandAccepted, WorkItemView};
+use weft_api::work::views::WorkItemView;
 use weft_api::work::{CommandType, SelectionBasis, WorkContract};
 use weft_api::{ArtifactId, Id};
 
-use super::ClientArgs;
-use super::work_args::{CommandArgs, MissionAction, MissionClose, OfferArgs, WorkAction};
-
-/// The agent as a Command signer: its key, its session's client, Group and epochs.
-struct Signer {
-    api: Client,
-    /// The weft home, whose `work.json` every answer refreshes.
-    home: PathBuf,
-    key: SigningKey,
-    agent_id: Id,
-    group_id: Id,
-    session_epoch: u64,
-    membership_epoch: u64,
-}
-
-impl Signer {
-    fn open(client: &ClientArgs) -> anyhow::Result<Self> {
-        let (session, api) = client.session()?;
-        let (Some(session_epoch), Some(membership_epoch)) =
-            (session.session_epoch, session.membership_epoch)
-        else {
-            bail!("session.json predates signed Commands: run `weft login` again");
-        };
-        Ok(Self {
-            api,
-            home: client.home()?,
-            key: client.key()?,
-            agent_id: Id::parse("agentId", &session.agent_id)?,
-            group_id: Id::parse("groupId", &session.group_id)?,
-            session_epoch,
-            membership_epoch,
-        })
-    }
-
-    /// Signs and sends `kind` with `payload`, then prints the answer.
-    async fn send(
-        &self,
-        kind: CommandType,
-        payload: &impl Serialize,
-        args: &CommandArgs,
-        lease: Option<Id>,
-    ) -> anyhow::Result<()> {
-        offline::reconcile_first(self).await?;
-        let signer = CommandSigner {
-            key: &self.key,
-            agent_id: &self.agent_id,
-            group_id: &self.group_id,
-            session_epoch: self.session_epoch,
-            membership_epoch: self.membership_epoch,
-        };
-        let payload = serde_json::to_value(payload)?;
-        let accepted = self
-            .api
-            .command(
-                &signer,
-                kind,
-                payload,
-                lease.as_ref(),
-                args.expected_revision,
-            )
-            .await?;
-        lease::remember(&self.home, self.agent_id.as_str(), &accepted.state);
-        print_accepted(&accepted, args.json)
-    }
-
-    /// `--lease`, else the current lease of the WorkItem when this agent owns it (LSE-4).
-    async fn lease_for(&self, work_item: &Id, args: &CommandArgs) -> anyhow::Result<Option<Id>> {
-        if let Some(lease) = &args.lease {
-            return Ok(Some(Id::parse("lease", lease)?));
-        }
-        let view = self.api.work_item(work_item).await?;
-        let mine = view
-            .owner
-            .as_ref()
-            .is_some_and(|owner| owner.agent_id == self.agent_id.as_str());
-        match view.lease {
-            Some(lease) if mine => Ok(Some(Id::parse("lease", &lease.lease_id)?)),
-            _ => Ok(None),
-        }
-    }
-
-    /// `--offer`, else the newest live offer of the WorkItem that names this agent.
-    async fn offer_for(&self, work_item: &Id, offer: Option<String>) -> anyhow::Result<Id> {
-        if let Some(offer) = offer {
-            return Ok(Id::parse("offer", &offer)?);
-        }
-        let view = self.api.work_item(work_item).await?;
-        let live = view.offers.iter().rev().find(|offer| {
-            offer.status == "live" && offer.candidates.iter().any(|c| c == self.agent_id.as_str())
-        });
-        match live {
-            Some(offer) => Ok(Id::parse("offer", &offer.offer_id)?),
-            None => bail!(
-                "no live offer of {work_item} names {}; pass --offer",
-                self.agent_id
-            ),
-        }
-    }
-}
+use super::args::ClientArgs;
+use super::errors::wire_word;
+use super::work_args::{MissionAction, MissionClose, OfferArgs, WorkAction, artifact_ids};
+use signer::Signer;
 
 /// `weft mission …`.
 pub(super) async fn mission(client: &ClientArgs, action: MissionAction) -> anyhow::Result<()> {
@@ -156,7 +64,7 @@ pub(super) async fn mission(client: &ClientArgs, action: MissionAction) -> anyho
             let payload = MissionCreate {
                 mission_id: Id::parse("mission", &mission)?,
                 title,
-                priority_class: word("priority", &priority)?,
+                priority_class: wire_word("priority", &priority)?,
                 budget: Budgets {
                     financial,
                     tokens,
@@ -323,7 +231,7 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
             let payload = WorkDecline {
                 work_item_id,
                 offer_id,
-                reason: word::<DeclineReason>("reason", &reason)?,
+                reason: wire_word::<DeclineReason>("reason", &reason)?,
                 detail,
             };
             signer
@@ -335,8 +243,8 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
         WorkAction::Start(args) => owner_ref(&signer, CommandType::WorkStart, args).await,
         // `lease.renew` quoting the current lease: the shape of every owner `WorkRef`.
         WorkAction::Renew(args) => owner_ref(&signer, CommandType::LeaseRenew, args).await,
-        WorkAction::Progress(args) => lease::progress(&signer, args).await,
-        WorkAction::Token(args) => lease::token(&signer, args).await,
+        WorkAction::Progress(args) => owner::progress(&signer, args).await,
+        WorkAction::Token(args) => owner::token(&signer, args).await,
         WorkAction::Unblock(args) => owner_ref(&signer, CommandType::WorkUnblock, args).await,
         WorkAction::AcceptResult(args) => {
             let payload = WorkRef {
@@ -429,7 +337,7 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
             let payload = WorkFail {
                 work_item_id,
                 evidence: artifact_ids(&evidence)?,
-                reason: word::<FailReason>("reason", &reason)?,
+                reason: wire_word::<FailReason>("reason", &reason)?,
                 detail,
             };
             signer
@@ -578,11 +486,6 @@ fn toml_to_json(value: toml::Value) -> anyhow::Result<Value> {
     })
 }
 
-/// A protocol word (a level, a reason) by its wire name.
-fn word<T: DeserializeOwned>(what: &str, text: &str) -> anyhow::Result<T> {
-    super::errors::wire_word(what, text)
-}
-
 /// The wire name of a protocol word, for printing.
 fn text(value: &impl Serialize) -> String {
     match serde_json::to_value(value) {
@@ -590,56 +493,6 @@ fn text(value: &impl Serialize) -> String {
         Ok(other) => other.to_string(),
         Err(_) => "?".to_owned(),
     }
-}
-
-fn artifact_ids(texts: &[String]) -> anyhow::Result<Vec<ArtifactId>> {
-    Ok(texts
-        .iter()
-        .map(|text| ArtifactId::parse(text))
-        .collect::<Result<_, _>>()?)
-}
-
-/// The answer of a Command: its Events, then the aggregate it left behind.
-fn print_accepted(accepted: &CommandAccepted, as_json: bool) -> anyhow::Result<()> {
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(accepted)?);
-        return Ok(());
-    }
-    println!("accepted {}", accepted.command_id);
-    for event in &accepted.events {
-        println!("  #{} {}", event.sequence, event.kind);
-    }
-    let state = &accepted.state;
-    let name = state["workItemId"]
-        .as_str()
-        .map(|id| format!("work item {id}"))
-        .or_else(|| {
-            state["missionId"]
-                .as_str()
-                .map(|id| format!("mission {id}"))
-        })
-        .or_else(|| {
-            state["proposalId"]
-                .as_str()
-                .map(|id| format!("proposal {id}"))
-        });
-    match name {
-        Some(name) => {
-            println!(
-                "{name}: {} (revision {})",
-                state["state"].as_str().unwrap_or("?"),
-                state["revision"]
-            );
-            if let Some(lease) = state["lease"]["leaseId"].as_str() {
-                println!(
-                    "lease {lease} until {}",
-                    state["lease"]["expiresAt"].as_str().unwrap_or("?")
-                );
-            }
-        }
-        None => println!("{}", json!(state)),
-    }
-    Ok(())
 }
 
 fn print_work_item(view: &WorkItemView) {
@@ -663,7 +516,7 @@ fn print_work_item(view: &WorkItemView) {
             "lease       {} {} until {}",
             lease.lease_id,
             lease.kind,
-            super::when_text(&lease.expires_at)
+            super::table::when_text(&lease.expires_at)
         );
     }
     for offer in &view.offers {
@@ -672,7 +525,7 @@ fn print_work_item(view: &WorkItemView) {
             offer.offer_id,
             offer.status,
             offer.candidates.join(","),
-            super::when_text(&offer.expires_at)
+            super::table::when_text(&offer.expires_at)
         );
     }
     if !view.depends_on.is_empty() {

@@ -1,9 +1,11 @@
 //! The flags of `weft mission` and `weft work` (the clap types of signed Commands), kept
-//! apart from `mod.rs` so that file stays readable; `work` runs them.
+//! apart from `mod.rs` so that file stays readable, and how a list of digests among them
+//! parses; `work` runs them. A leaf: it imports nothing of `cli`.
 
 use std::path::PathBuf;
 
 use clap::Subcommand;
+use weft_api::ArtifactId;
 
 /// What every signed Command may add: the lease and revision it quotes, and how to print.
 #[derive(Debug, Clone, clap::Args)]
@@ -352,4 +354,12 @@ pub(super) struct OfferArgs {
     pub(super) policy_rules: Vec<String>,
     #[command(flatten)]
     pub(super) command: CommandArgs,
+}
+
+/// Artifact digests given as flags (`--evidence`, `--artifact`, …), each parsed.
+pub(super) fn artifact_ids(texts: &[String]) -> anyhow::Result<Vec<ArtifactId>> {
+    Ok(texts
+        .iter()
+        .map(|text| ArtifactId::parse(text))
+        .collect::<Result<_, _>>()?)
 }

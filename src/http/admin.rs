@@ -11,11 +11,13 @@ use super::body::parse_body;
 use weft_api::session::{AgentRegistration, MembershipRequest};
 use weft_api::{ErrorCode, Id};
 
+use super::answer::json;
+use super::auth::Caller;
 use super::body::{created_or_ok, read_json};
 use super::error::{HttpError, HttpResult};
 use super::idempotency::answer_with;
 use super::params::{RawPath, path_id};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// Creates a Group (idempotent: 201 when new, 200 when it existed).
 #[utoipa::path(put, path = "/v1/admin/groups/{group_id}", params(("group_id" = String, Path)),

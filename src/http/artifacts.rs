@@ -10,13 +10,16 @@ use weft_api::ErrorCode;
 use weft_api::views::Published;
 use weft_storage::ListFilter;
 
+use super::answer::json;
 use super::auth::Bearer;
+use super::auth::Caller;
 use super::body::{created_or_ok, read_envelope};
+use super::conditional;
 use super::error::{HttpError, HttpResult};
 use super::params::{
     RawPath, RawQuery, known_params, path_digest, query_id, query_limit, query_u64,
 };
-use super::{AppState, Caller, conditional, json};
+use super::state::AppState;
 
 /// Verifies and records a DSSE-signed artifact manifest; appends `artifact.published`.
 #[utoipa::path(post, operation_id = "publish_artifact", path = "/v1/artifacts", request_body(content = String, description = "DSSE envelope of an artifact manifest", content_type = "application/json"),

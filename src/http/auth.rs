@@ -11,9 +11,9 @@ use axum::http::request::Parts;
 use weft_api::ErrorCode;
 use weft_storage::{Grant, Reader, Session};
 
-use super::AppState;
 use super::access::note_caller;
 use super::error::HttpError;
+use super::state::AppState;
 
 /// An authenticated caller.
 #[derive(Clone, Debug)]

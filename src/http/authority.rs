@@ -13,9 +13,11 @@ use weft_api::dsse::BASE64;
 use weft_api::views::{AuthorityKey, AuthorityKeys};
 use weft_api::{ArtifactId, ErrorCode};
 
+use super::answer::json;
+use super::auth::Caller;
 use super::body::read_json;
 use super::error::HttpResult;
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// The server's own signing keys, for everything it signs.
 #[utoipa::path(get, path = "/v1/authority/keys", responses((status = 200, description = "{keys: [{keyid, publicKey}]}")))]

@@ -11,11 +11,13 @@ use weft_api::work::views::TokenScope;
 use weft_api::{Digest, ErrorCode};
 use weft_storage::Uploader;
 
+use super::answer::json;
 use super::auth::Bearer;
+use super::auth::Caller;
 use super::body::{check_declared_length, upload_stream};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, path_digest};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 async fn upload(
     state: AppState,

@@ -17,11 +17,13 @@ use weft_api::manifest::Classification;
 use weft_api::work::views::SchedulingView;
 use weft_api::{Digest, ErrorCode, Id};
 
+use super::answer::json;
+use super::auth::Caller;
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
 use super::lineage::{Format, format_of, lineage_query, render};
 use super::params::{RawPath, RawQuery, known_params, parse_u64, path_id, query_u64};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// Publishes a DSSE-signed Context Package version; appends `context.published`.
 #[utoipa::path(post, operation_id = "publish_context", path = "/v1/groups/{group_id}/context", params(("group_id" = String, Path)),

@@ -6,9 +6,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::answer::json;
+use super::auth::Caller;
 use super::error::HttpResult;
 use super::params::{RawPath, path_id};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// Every live Membership of a Group: Agent, roles, Missions (absent: the whole Group), epoch.
 #[utoipa::path(get, path = "/v1/admin/groups/{group_id}/members", params(("group_id" = String, Path)),

@@ -19,9 +19,11 @@ use weft_api::views::{Ack, Cursors, EventPage};
 
 use super::body::read_json;
 
+use super::answer::json;
+use super::auth::Caller;
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, RawQuery, known_params, path_id, query_limit, query_u64};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// The query parameters `replay` accepts (the OpenAPI check compares them with the document).
 pub(super) const REPLAY_QUERY: &[&str] = &["after", "limit"];

@@ -14,13 +14,15 @@ use weft_api::views::{EvidenceRecorded, ReviewOutcome, ReviewRequest};
 use weft_api::{ArtifactId, ErrorCode};
 use weft_storage::EvidenceFilter;
 
+use super::answer::json;
 use super::auth::Bearer;
+use super::auth::Caller;
 use super::body::{created_or_ok, read_envelope, read_json};
 use super::error::{HttpError, HttpResult};
 use super::params::{
     RawPath, RawQuery, known_params, path_digest, path_id, query_id, query_limit, query_u64,
 };
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// Records DSSE-signed Evidence; appends `evidence.recorded`.
 #[utoipa::path(post, path = "/v1/evidence", request_body(content = String, description = "DSSE envelope of an Evidence payload", content_type = "application/json"),

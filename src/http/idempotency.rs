@@ -14,9 +14,6 @@
 //! Blob uploads are content-addressed and so idempotent by nature; they are not buffered here.
 //! Server errors (5xx) are not stored, so a retry after one runs again.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -26,25 +23,9 @@ use futures::StreamExt as _;
 use weft_api::ErrorCode;
 use weft_storage::{Claimed, IdempotentRequest, StoredAnswer};
 
-use super::AppState;
 use super::body::{MAX_JSON_BYTES, read_json};
 use super::error::HttpError;
-
-/// One lock per (caller scope, key).
-type KeyLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
-
-/// Per-(scope, key) locks of requests in flight.
-#[derive(Debug, Default)]
-pub struct InFlight(Mutex<KeyLocks>);
-
-impl InFlight {
-    fn lock_for(&self, scope: &str, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        // Short critical section, no await inside.
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|_, lock| Arc::strong_count(lock) > 1);
-        Arc::clone(map.entry((scope.to_owned(), key.to_owned())).or_default())
-    }
-}
+use super::state::AppState;
 
 fn check_key(value: &HeaderValue) -> Result<String, HttpError> {
     let key = value.to_str().unwrap_or_default();

@@ -11,11 +11,13 @@ use axum::response::{IntoResponse, Response};
 use weft_api::{Digest, ErrorCode};
 use weft_storage::{Direction, Lineage, LineageQuery};
 
+use super::answer::json;
+use super::auth::Caller;
 use super::error::{HttpError, HttpResult};
 use super::params::{
     RawPath, RawQuery, known_params, path_digest, path_id, query_limit, query_u64,
 };
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// Time a single lineage query may take before it answers `truncated`.
 const BUDGET: Duration = Duration::from_millis(250);

@@ -1,13 +1,19 @@
-//! Liveness, metrics, and the API description.
+//! Liveness, metrics, and the API description: utoipa's paths of every handler (`ApiDoc`),
+//! refined by `openapi` into the document `GET /v1/openapi.json` serves.
+
+use std::sync::OnceLock;
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde_json::Value;
 use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
+use super::answer::json;
+use super::auth::Caller;
 use super::error::HttpResult;
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// `GET /healthz`: the process answers (no authentication; see `openapi::PUBLIC`).
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive")))]
@@ -120,7 +126,17 @@ impl utoipa::Modify for BearerAuth {
 /// `GET /v1/openapi.json`: this description.
 #[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
 pub(crate) async fn openapi() -> Response {
-    json(StatusCode::OK, super::openapi::document())
+    json(StatusCode::OK, document())
+}
+
+/// The OpenAPI document, built once (it depends on nothing but the code).
+pub(crate) fn document() -> &'static Value {
+    static DOCUMENT: OnceLock<Value> = OnceLock::new();
+    DOCUMENT.get_or_init(|| {
+        let raw = serde_json::to_value(ApiDoc::openapi())
+            .unwrap_or_else(|_| serde_json::json!({"paths": {}}));
+        super::openapi::refined(raw)
+    })
 }
 
 /// `GET /docs`: swagger-ui, served from the binary (vendored; no external assets), reading

@@ -3,9 +3,15 @@
 //! **API boundary:** the routes below and their problem+json codes.
 //! Blob routes stream and carry no global timeout or body limit (they enforce their own,
 //! on the stream); every JSON route reads a bounded body under a request timeout.
+//!
+//! This file only assembles: it declares the handler files and builds the router from their
+//! route tables; outside its tests, no file under `http` imports it. What the handlers share
+//! is in modules they import, which import no handler: `state` (`AppState`), `answer` (a JSON
+//! answer), `error`, `auth` (`Caller`), `params` and `body`.
 
 mod access;
 mod admin;
+mod answer;
 mod artifacts;
 mod auth;
 mod authority;
@@ -28,6 +34,7 @@ mod openapi_check;
 mod openapi_standard;
 mod params;
 mod sessions;
+mod state;
 mod streams;
 mod timeout;
 mod tokens;
@@ -36,67 +43,18 @@ mod uploads;
 mod with_content;
 mod work;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::handler::Handler;
-use axum::http::{HeaderName, Method, StatusCode};
-use axum::response::IntoResponse;
+use axum::http::{HeaderName, Method};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use weft_api::ErrorCode;
-use weft_storage::Store;
 
 pub use auth::Caller;
 use error::HttpError;
-
-/// Shared state of every handler. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct AppState {
-    pub store: Store,
-    /// blake3 of the admin token; the token itself is only on disk (mode 0600).
-    pub admin_token_hash: blake3::Hash,
-    pub limits: Arc<Limits>,
-    /// Idempotent requests in flight, by (caller, key).
-    pub in_flight: Arc<idempotency::InFlight>,
-    /// Event streams open per session and per Agent.
-    pub(crate) streams: Arc<streams::Streams>,
-    /// Whether `X-Forwarded-Proto` / `Forwarded` come from a trusted TLS proxy.
-    pub trust_forwarded_proto: bool,
-}
-
-/// Transport limits the handlers apply themselves.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    pub body_idle_timeout: Duration,
-    pub request_timeout: Duration,
-    pub max_upload_bytes: u64,
-}
-
-impl AppState {
-    pub fn new(store: Store, admin_token: &str, config: &crate::config::Config) -> Self {
-        // Install the recorder before the first request counts anything.
-        crate::telemetry::metrics();
-        Self {
-            store,
-            admin_token_hash: blake3::hash(admin_token.as_bytes()),
-            limits: Arc::new(Limits {
-                body_idle_timeout: config.body_idle_timeout(),
-                request_timeout: config.request_timeout(),
-                max_upload_bytes: config.max_upload_bytes,
-            }),
-            in_flight: Arc::default(),
-            streams: Arc::new(streams::Streams::new(
-                config.max_streams_per_session,
-                config.max_streams_per_agent,
-            )),
-            trust_forwarded_proto: config.trust_forwarded_proto,
-        }
-    }
-}
+pub use state::{AppState, Limits};
 
 async fn method_not_allowed() -> HttpError {
     HttpError::new(
@@ -420,23 +378,6 @@ pub fn app(state: AppState) -> Router {
                 }),
         )
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-}
-
-/// A 2xx JSON answer.
-pub(crate) fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> axum::response::Response {
-    match serde_json::to_vec(value) {
-        Ok(bytes) => (
-            status,
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            bytes,
-        )
-            .into_response(),
-        Err(error) => HttpError::new(
-            ErrorCode::Internal,
-            format!("could not encode the answer: {error}"),
-        )
-        .into_response(),
-    }
 }
 
 #[cfg(test)]

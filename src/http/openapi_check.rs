@@ -19,7 +19,8 @@ use weft_api::ErrorCode;
 use weft_storage::Store;
 
 use super::error::status_of;
-use super::{AppState, app, meta, openapi, routes};
+use super::state::AppState;
+use super::{app, meta, openapi, routes};
 use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to

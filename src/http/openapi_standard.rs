@@ -8,12 +8,12 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::openapi;
+use super::meta;
 
 /// `(method, path, operation)` of every operation in the document.
 fn operations() -> Vec<(String, String, Value)> {
     let mut found = Vec::new();
-    if let Some(Value::Object(paths)) = openapi::document().get("paths") {
+    if let Some(Value::Object(paths)) = meta::document().get("paths") {
         for (path, item) in paths {
             let Value::Object(item) = item else { continue };
             for (method, operation) in item {
@@ -91,7 +91,7 @@ fn the_headers_the_server_sends_are_declared() {
 /// exactly that operation's path parameters.
 #[test]
 fn every_link_names_an_operation_and_its_path_parameters() {
-    let document = openapi::document();
+    let document = meta::document();
     let mut sources = Vec::new();
     for (method, path, operation) in operations() {
         let Some(Value::Object(responses)) = operation.get("responses") else {
@@ -160,11 +160,7 @@ fn the_document_passes_openapi_spec_validator() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("openapi.json");
-    std::fs::write(
-        &file,
-        serde_json::to_vec(openapi::document()).expect("json"),
-    )
-    .expect("write");
+    std::fs::write(&file, serde_json::to_vec(meta::document()).expect("json")).expect("write");
     let output = Command::new(&python)
         .args([
             "-c",

@@ -11,8 +11,10 @@ use weft_api::ErrorCode;
 use weft_api::session::SessionView;
 use weft_storage::MissionScope;
 
+use super::answer::json;
+use super::auth::Caller;
 use super::error::{HttpError, HttpResult};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// Opens a session for the signing Agent in the requested Group.
 #[utoipa::path(post, path = "/v1/sessions", request_body(content = String, description = "DSSE envelope of a session request", content_type = "application/json"),

@@ -10,8 +10,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use weft_api::ErrorCode;
 
-use super::AppState;
 use super::error::HttpError;
+use super::state::AppState;
 
 /// Runs the rest of the JSON stack under the request deadline. When it passes, the handler's
 /// future is dropped (as tower's layer did), so a half-read body changes nothing.

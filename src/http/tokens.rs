@@ -11,10 +11,12 @@ use weft_api::work::views::TokenRequest;
 use weft_api::{ErrorCode, Id};
 use weft_storage::Session;
 
+use super::answer::json;
+use super::auth::Caller;
 use super::body::read_json;
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, path_id};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// Only an Agent's session manages tokens: never the admin, never a token itself.
 fn owner_session(caller: Caller) -> Result<Session, HttpError> {

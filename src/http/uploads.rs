@@ -21,11 +21,12 @@ use weft_api::work::views::TokenScope;
 use weft_api::{Digest, ErrorCode};
 use weft_storage::Uploader;
 
+use super::answer::json;
 use super::auth::{Bearer, Caller};
 use super::body::{check_declared_length, upload_stream};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, RawQuery, known_params, path_id};
-use super::{AppState, json};
+use super::state::AppState;
 
 /// The query parameters of the finish.
 pub(super) const FINISH_QUERY: &[&str] = &["digest"];

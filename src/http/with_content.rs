@@ -26,11 +26,13 @@ use weft_api::ErrorCode;
 use weft_api::session::Role;
 use weft_api::work::views::TokenScope;
 
+use super::answer::json;
 use super::auth::Bearer;
+use super::auth::Caller;
 use super::body::{MAX_JSON_BYTES, check_declared_length, created_or_ok, upload_stream};
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, path_digest};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// The parts, in this order.
 const MANIFEST_PART: &str = "manifest";

@@ -8,10 +8,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use weft_api::ErrorCode;
 
+use super::answer::json;
+use super::auth::Caller;
 use super::body::read_envelope;
 use super::error::{HttpError, HttpResult};
 use super::params::{RawPath, path_id};
-use super::{AppState, Caller, json};
+use super::state::AppState;
 
 /// Runs one DSSE-signed Command; answers its Events and the aggregate's view after it.
 #[utoipa::path(post, path = "/v1/groups/{group_id}/commands", params(("group_id" = String, Path)),

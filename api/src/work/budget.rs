@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use super::contract::Budgets;
 use super::views::BudgetView;
-use crate::error::{ErrorCode, Rejection};
 
 /// One of the six CON-1.7 dimensions, by its wire name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,18 +99,6 @@ impl Budgets {
             && Dimension::ALL[1..]
                 .iter()
                 .all(|d| d.count(self) == d.count(other))
-    }
-
-    /// A usage delta is finite and non-negative in every dimension (the whole-unit ones are
-    /// unsigned by type); `what` names it in the message.
-    pub fn validate_usage(&self, what: &str) -> Result<(), Rejection> {
-        if !self.financial.is_finite() || self.financial < 0.0 {
-            return Err(Rejection::new(
-                ErrorCode::InvalidCommand,
-                format!("{what}.financial must be a finite, non-negative number"),
-            ));
-        }
-        Ok(())
     }
 }
 

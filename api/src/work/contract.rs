@@ -23,7 +23,9 @@ pub struct Budgets {
 }
 
 impl Budgets {
-    fn validate(&self, what: &str) -> Result<(), Rejection> {
+    /// A budget or usage delta is finite and non-negative in every dimension (the whole-unit
+    /// ones are unsigned by type); `what` names it in the message.
+    pub fn validate_usage(&self, what: &str) -> Result<(), Rejection> {
         if !self.financial.is_finite() || self.financial < 0.0 {
             return Err(invalid(format!(
                 "{what}.financial must be a finite, non-negative number"
@@ -203,7 +205,7 @@ impl WorkContract {
         if self.depends_on.len() > 1024 || self.inputs.len() > 4096 {
             return Err(invalid("at most 1024 dependencies and 4096 inputs"));
         }
-        self.budgets.validate("budgets")?;
+        self.budgets.validate_usage("budgets")?;
         if !self.retry_policy.max_cost.is_finite() || self.retry_policy.max_cost < 0.0 {
             return Err(invalid("retryPolicy.maxCost must be non-negative"));
         }

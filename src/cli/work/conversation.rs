@@ -6,7 +6,8 @@ use weft_api::Id;
 use weft_api::work::CommandType;
 use weft_api::work::conversation::{Resolution, WorkAnswer, WorkAsk};
 
-use super::{Signer, word};
+use super::signer::Signer;
+use crate::cli::errors::wire_word;
 use crate::cli::work_args::{AnswerArgs, AskArgs};
 
 /// `work.ask`: `--offer`, else the newest live offer naming this agent; `--question`, else a
@@ -37,7 +38,7 @@ pub(super) async fn answer(signer: &Signer, args: AnswerArgs) -> anyhow::Result<
         text: args.text,
         resolution: args
             .resolution
-            .map(|text| word::<Resolution>("resolution", &text))
+            .map(|text| wire_word::<Resolution>("resolution", &text))
             .transpose()?,
     };
     signer

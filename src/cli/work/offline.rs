@@ -1,104 +1,28 @@
 //! The offline journal from the command line (issue #13, OFL-3…OFL-8): when the Authority
 //! does not answer, `weft work progress` and `weft work checkpoint` buffer their Command in the
 //! weft home's `journal.jsonl` (`weft_api::journal`), bound to the lease `work.json`
-//! remembers; every later command that writes (`ClientArgs::reconcile_first`) first sends
-//! what is pending (OFL-5), rebased onto the current session; `weft work journal` shows it, `--sync` sends it now, `--discard`
-//! drops what was sent or refused.
-
-use std::path::{Path, PathBuf};
+//! remembers; every later command that writes first sends what is pending (OFL-5, rebased
+//! onto the current session: `signer::reconcile_first`); `weft work journal` shows it,
+//! `--sync` sends it now, `--discard` drops what was sent or refused.
 
 use anyhow::bail;
 use chrono::{DateTime, Utc};
 use weft_api::Id;
 use weft_api::client::Error as ClientError;
-use weft_api::journal::{Journal, JournalError, OfflineLease, Rebase, Status};
+use weft_api::journal::{Journal, OfflineLease, Status};
 use weft_api::work::CommandType;
 use weft_api::work::contract::Budgets;
 
-use super::Signer;
-use super::lease::{LocalState, remember};
-use crate::cli::ClientArgs;
-
-const FILE: &str = "journal.jsonl";
-
-fn path(home: &Path) -> PathBuf {
-    home.join(FILE)
-}
+use super::lease::LocalState;
+use super::signer::{Signer, journal_path, reconcile_first};
+use crate::cli::work_args::CommandArgs;
 
 /// Whether `error` means the Authority did not answer (nothing was refused).
-pub(super) fn unreachable(error: &anyhow::Error) -> bool {
+fn unreachable(error: &anyhow::Error) -> bool {
     error
         .chain()
         .filter_map(|cause| cause.downcast_ref::<ClientError>())
         .any(crate::cli::errors::unanswered)
-}
-
-fn rebase(signer: &Signer) -> Rebase<'_> {
-    Rebase {
-        key: &signer.key,
-        session_epoch: signer.session_epoch,
-        membership_epoch: signer.membership_epoch,
-        issued_at: Utc::now().fixed_offset(),
-    }
-}
-
-impl ClientArgs {
-    /// OFL-5, the step every command that writes takes before anything else: `weft put`,
-    /// `weft evidence add`, `weft context publish` and `forward`, `weft review`, and every
-    /// signed Command (`Signer::send`) and token request of `weft mission` and `weft work`.
-    /// A Worker reconciles before it causes any further side effect, so what the journal
-    /// holds is sent first, and a refusal stops the command with the journal's message.
-    pub(in crate::cli) async fn reconcile_first(&self) -> anyhow::Result<()> {
-        // Nothing to send: no session is needed (an operator's or a reader's home has none).
-        if open_unfinished(&self.home()?)?.is_none() {
-            return Ok(());
-        }
-        reconcile_first(&Signer::open(self)?).await
-    }
-}
-
-/// The journal of `home` when it holds something pending or a refusal, else `None`.
-fn open_unfinished(home: &Path) -> anyhow::Result<Option<Journal>> {
-    let path = path(home);
-    if !path.exists() {
-        return Ok(None);
-    }
-    let journal = Journal::open(&path)?;
-    if journal.pending().next().is_none() && journal.stopped().is_none() {
-        return Ok(None);
-    }
-    Ok(Some(journal))
-}
-
-/// OFL-5: what the journal holds goes before anything else. Nothing pending, everything
-/// accepted, or the Authority still away (the caller's own send finds that out): `Ok`. A
-/// refusal stops the journal and this Command.
-pub(super) async fn reconcile_first(signer: &Signer) -> anyhow::Result<()> {
-    let Some(mut journal) = open_unfinished(&signer.home)? else {
-        return Ok(());
-    };
-    match journal.reconcile(&signer.api, rebase(signer)).await {
-        Ok(done) => {
-            for accepted in &done.accepted {
-                remember(&signer.home, signer.agent_id.as_str(), &accepted.state);
-            }
-            if !done.accepted.is_empty() {
-                eprintln!(
-                    "offline journal: {} buffered Command(s) reconciled",
-                    done.accepted.len()
-                );
-            }
-            if let Some((id, code, detail)) = done.refused {
-                bail!(
-                    "the offline journal stopped at {id}: {detail} ({code}); nothing more is sent \
-                     until `weft work journal --discard`"
-                );
-            }
-            Ok(())
-        }
-        Err(JournalError::Unreachable(_)) => Ok(()),
-        Err(other) => Err(other.into()),
-    }
 }
 
 /// Sends owner Command `kind` (`work.progress` or `work.checkpoint`) quoting the current
@@ -109,7 +33,7 @@ pub(super) async fn send_or_buffer(
     work_item: &Id,
     payload: &impl serde::Serialize,
     usage: Option<&Budgets>,
-    command: &crate::cli::work_args::CommandArgs,
+    command: &CommandArgs,
 ) -> anyhow::Result<()> {
     let online = async {
         let lease = signer.lease_for(work_item, command).await?;
@@ -153,7 +77,7 @@ fn buffer(
         lease_expires_at: DateTime::parse_from_rfc3339(&lease.expires_at)?,
         grace_seconds: lease.grace_seconds,
     };
-    let mut journal = Journal::open(&path(&signer.home))?;
+    let mut journal = Journal::open(&journal_path(&signer.home))?;
     let now = Utc::now().fixed_offset();
     // One outage, one disconnection instant.
     let disconnected_at = journal
@@ -181,10 +105,10 @@ pub(super) async fn journal(
     discard: bool,
     json: bool,
 ) -> anyhow::Result<()> {
-    let mut journal = Journal::open(&path(&signer.home))?;
+    let mut journal = Journal::open(&journal_path(&signer.home))?;
     if sync {
         reconcile_first(signer).await?;
-        journal = Journal::open(&path(&signer.home))?;
+        journal = Journal::open(&journal_path(&signer.home))?;
     }
     if discard {
         let dropped = journal.discard()?;

@@ -1,6 +1,8 @@
 //! Contract files: JSON and TOML give the same contract, and bad ones are refused before
 //! anything is signed. The lease memory of `work.json` and the `work.progress` payload.
 
+use serde_json::json;
+
 use super::*;
 
 /// One contract spelled twice: TOML (its own datetime, absent optionals left out) and
@@ -168,7 +170,7 @@ fn progress_flags_make_the_payload() {
             other => panic!("{other:?}"),
         }
     };
-    let payload = super::lease::progress_payload(&parse(&[
+    let payload = super::owner::progress_payload(&parse(&[
         "--milestone",
         "outline",
         "--milestone",
@@ -192,11 +194,11 @@ fn progress_flags_make_the_payload() {
                "estimate": {"completionAt": "2026-12-01T10:00:00Z", "confidence": 0.7},
                "evidence": [], "percent": 40.0})
     );
-    let bare = super::lease::progress_payload(&parse(&[])).expect("bare");
+    let bare = super::owner::progress_payload(&parse(&[])).expect("bare");
     assert_eq!(bare.estimate.completion_at, None);
     assert_eq!(bare.percent, None);
     assert!(
-        super::lease::progress_payload(&parse(&[
+        super::owner::progress_payload(&parse(&[
             "--completion-at",
             "tomorrow",
             "--confidence",

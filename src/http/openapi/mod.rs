@@ -1,6 +1,6 @@
-//! The OpenAPI document `GET /v1/openapi.json` serves: utoipa's paths from `meta::ApiDoc`,
-//! refined here so that tools which trust it (Schemathesis, generated clients) are told the
-//! truth about every operation.
+//! The refinements of the OpenAPI document `GET /v1/openapi.json` serves: `meta` builds
+//! utoipa's paths (`meta::ApiDoc`) and hands them to [`refined`], so that tools which trust
+//! the document (Schemathesis, generated clients) are told the truth about every operation.
 //!
 //! The refinements apply rules that hold for whole classes of routes, one place each:
 //! security (bearer on every route but the public ones), the error statuses every route of a
@@ -11,18 +11,13 @@
 //! annotations keep what is particular to one route: its path, parameters, and the statuses
 //! and descriptions only it answers.
 //!
-//! This module owns no behavior: it describes what the handlers do, and `openapi_check` (tests)
-//! holds the two together.
+//! This module owns no behavior and names no handler: it describes what the handlers do, and
+//! `openapi_check` (tests) holds the two together.
 
 mod links;
 mod schemas;
 
-use std::sync::OnceLock;
-
 use serde_json::{Map, Value, json};
-use utoipa::OpenApi as _;
-
-use super::meta::ApiDoc;
 
 /// Operations anyone may call: liveness, this description, the authority's public keys, and
 /// opening a session (its body is signed by the Agent's key, which is the credential).
@@ -45,15 +40,8 @@ const STREAMING: [&str; 8] = [
     "/v1/groups/{group_id}/snapshots/blobs/{digest}",
 ];
 
-/// The document, built once (it depends on nothing but the code).
-pub(crate) fn document() -> &'static Value {
-    static DOCUMENT: OnceLock<Value> = OnceLock::new();
-    DOCUMENT.get_or_init(build)
-}
-
-fn build() -> Value {
-    let mut document =
-        serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({"paths": {}}));
+/// `document` (utoipa's, as JSON) with every refinement below applied.
+pub(crate) fn refined(mut document: Value) -> Value {
     document["openapi"] = json!("3.1.0");
     let components = document
         .as_object_mut()

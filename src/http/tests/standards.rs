@@ -191,7 +191,7 @@ async fn a_proof_carries_its_own_representation_headers() {
 /// Asserts `body` carries every field the document's schema for `(method, path, status)`
 /// requires, one level into each required object.
 fn assert_declared(method: &str, path: &str, status: u16, body: &serde_json::Value) {
-    let document = crate::http::openapi::document();
+    let document = crate::http::meta::document();
     let schema = &document["paths"][path][method]["responses"][status.to_string()]["content"]["application/json"]
         ["schema"];
     let required = |schema: &serde_json::Value| -> Vec<String> {

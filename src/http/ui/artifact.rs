@@ -13,10 +13,10 @@ use weft_api::views::ManifestRecord;
 use weft_api::{Digest, Id};
 use weft_storage::{Direction, EvidenceFilter, Lineage, LineageQuery, NodeRef};
 
+use super::frame::{UiResult, Viewer, escape, page, short, url_encode};
 use super::graph::{self, Link, LinkKind, Node, NodeKind};
-use super::{UiResult, Viewer, escape, page, short, url_encode};
-use crate::http::AppState;
 use crate::http::params::{RawPath, path_digest};
+use crate::http::state::AppState;
 
 /// Artifact nodes per page of the graph; beyond, a "+ more" node leads to the next page.
 const PAGE_NODES: usize = 200;

@@ -10,9 +10,9 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use weft_api::event::Delivered;
 
-use super::{UiResult, Viewer, escape, page, short, url_encode};
-use crate::http::AppState;
+use super::frame::{UiResult, Viewer, escape, page, short, url_encode};
 use crate::http::params::{RawPath, path_id};
+use crate::http::state::AppState;
 
 const PAGE: u32 = 100;
 

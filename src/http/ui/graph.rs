@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::escape;
+use super::frame::{escape, short};
 
 pub(super) const BOX_W: i64 = 230;
 pub(super) const BOX_H: i64 = 44;
@@ -397,8 +397,8 @@ pub(super) fn svg(nodes: &[Node], links: &[Link]) -> String {
     }
     for (node, place) in nodes.iter().zip(&layout.places) {
         let (x, y) = (place.x, place.y);
-        let label = escape(&super::short(&node.label, 30));
-        let caption = escape(&super::short(&node.caption, 34));
+        let label = escape(&short(&node.label, 30));
+        let caption = escape(&short(&node.caption, 34));
         let shape = format!(
             r##"<title>{title}</title><rect x="{x}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#1f2937"/><text x="{tx}" y="{ty1}" fill="#111111">{label}</text><text x="{tx}" y="{ty2}" fill="#374151">{caption}</text>"##,
             title = escape(&node.title),

@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use weft_api::{Digest, Id};
 use weft_storage::{ListFilter, MissionScope};
 
-use super::{UiResult, Viewer, escape, page, short, url_encode};
-use crate::http::AppState;
+use super::frame::{UiResult, Viewer, escape, page, short, url_encode};
+use crate::http::state::AppState;
 
 /// Artifacts listed per page of the landing page.
 const ARTIFACTS_PER_PAGE: u32 = 50;

@@ -15,8 +15,8 @@ use axum::extract::{Form, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{COOKIE, UiResult, Viewer, deny_framing, escape, layout, same_site};
-use crate::http::AppState;
+use super::frame::{COOKIE, UiResult, Viewer, deny_framing, escape, form_page, same_site};
+use crate::http::state::AppState;
 
 /// Whether the TLS-terminating proxy in front says the browser spoke HTTPS to it
 /// (`X-Forwarded-Proto: https`, or `proto=https` in `Forwarded`, RFC 7239). Read only with
@@ -52,29 +52,6 @@ fn local_next(next: Option<&String>) -> String {
     })
     .cloned()
     .unwrap_or_else(|| "/ui/".into())
-}
-
-/// The sign-in form, with `message` above it when a page sent the browser here.
-pub(super) fn form_page(status: StatusCode, message: Option<&str>, next: &str) -> Response {
-    let message = message
-        .map(|m| {
-            format!(
-                r#"<p class="error" id="error-code" role="alert">unauthorized: {}</p>"#,
-                escape(m)
-            )
-        })
-        .unwrap_or_default();
-    let body = format!(
-        r#"<h1>Sign in</h1>{message}
-<form method="post" action="/ui/login" class="stack">
-<label for="token">Session token (<code>weft login</code> prints one)</label>
-<input id="token" type="password" name="token" autocomplete="off" required>
-<input type="hidden" name="next" value="{next}">
-<button type="submit">Sign in</button>
-</form>"#,
-        next = escape(next),
-    );
-    layout(status, "Sign in", None, &body)
 }
 
 /// `GET /ui/login?next=/ui/…`: the sign-in form, nothing else (a `token` here is ignored).

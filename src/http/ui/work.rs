@@ -12,10 +12,10 @@ use serde::Serialize;
 use weft_api::work::views::BudgetView;
 use weft_storage::ListFilter;
 
+use super::frame::{UiResult, Viewer, escape, page, short, url_encode};
 use super::graph::{self, Link, LinkKind, Node, NodeKind};
-use super::{UiResult, Viewer, escape, page, short, url_encode};
-use crate::http::AppState;
 use crate::http::params::{RawPath, path_id};
+use crate::http::state::AppState;
 
 /// A value's wire word (`in_progress`, `worker`), for enums serialized as strings.
 fn word<T: Serialize>(value: &T) -> String {
