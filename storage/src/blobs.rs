@@ -1,11 +1,14 @@
-//! Content-addressed blob storage on `object_store`. (Long, about 690 lines: the object store
-//! surface, staging, inline bodies, promotion and reads, in one place; the outboards' part is
-//! `blobs/outboards.rs`.)
+//! Content-addressed blob storage on `object_store`: a local directory (the default), S3
+//! (`blobs/s3.rs`: Garage, MinIO, AWS), or memory (tests). (Long, about 770 lines: the object
+//! store surface, staging, inline bodies, promotion and reads, in one place; the outboards'
+//! part is `blobs/outboards.rs`, multipart staging `blobs/multipart.rs`.)
 //!
 //! A blob is written once, at `blobs/blake3/<first two hex>/<64 hex>`. Uploads stream into
 //! `staging/<uuid>` and are promoted with a create-if-absent rename only after their digests
 //! check out, so a reader never sees a partial blob and two concurrent uploads of the same bytes
-//! leave exactly one object. On the local backend `LocalFileSystem` runs with fsync on, so a
+//! leave exactly one object. On S3 there is no rename: a staged upload is a multipart upload
+//! under `staging/`, placed at its digest's key by a server-side copy after a HEAD found the
+//! key free (`blobs/s3.rs`). On the local backend `LocalFileSystem` runs with fsync on, so a
 //! promoted blob and its directory entry are durable before `promote` returns.
 //!
 //! A blob of at least 1 MiB also gets its BLAKE3 outboard (`outboard.rs`) at
@@ -45,9 +48,9 @@ use crate::error::Error;
 use crate::hashing::{BATCH, DualHasher, Root};
 
 mod faulty;
+mod multipart;
 mod outboards;
 mod reading;
-mod multipart;
 mod resumable;
 mod s3;
 mod staging;
@@ -265,32 +268,6 @@ impl Blobs {
                 })
             }
         }
-    }
-
-    /// Whether the store answers (the S3 backend: a HEAD it must answer with NotFound; the
-    /// others always do). A server whose blob store is down or refuses its credentials does
-    /// not start.
-    pub(crate) async fn check_reachable(&self) -> Result<(), Error> {
-        if !self.plain_copy {
-            return Ok(());
-        }
-        match self
-            .reads
-            .head(&Path::from("weft-reachability-probe"))
-            .await
-        {
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(Error::Config(format!(
-                "the S3 blob store cannot be used: {error}"
-            ))),
-        }
-    }
-
-    /// Whether blobs live in a remote store shared beyond this process (S3), where start-up
-    /// does not scan every key for orphans: a blob object with no row holds the same bytes any
-    /// later upload of that digest would, so it is harmless, and fsck reports it.
-    pub(crate) fn is_remote(&self) -> bool {
-        self.plain_copy
     }
 
     /// Removes everything a crashed or cancelled upload left in `staging/`: files on the local
@@ -619,36 +596,6 @@ impl Blobs {
                 Err(error.into())
             }
         }
-    }
-
-    /// Places staged bytes at their digest's key on a store without a create-if-absent copy
-    /// (S3 as Garage speaks it): a HEAD, then a server-side copy, then (a one-shot upload's)
-    /// the staged object's deletion. Two uploads of one digest racing between the HEAD and the
-    /// copy both copy the same verified bytes, so the object is right whichever lands last;
-    /// both then report it stored, which only matters to `unpromote`: the engine's undo of a
-    /// failed promotion removes the object only if no row names it, after every upload
-    /// between its promotion and its row has finished (`artifacts/upload.rs`).
-    async fn place_by_copy(
-        &self,
-        from: &Path,
-        to: &Path,
-        session: bool,
-    ) -> Result<(), object_store::Error> {
-        match self.store.head(to).await {
-            Ok(meta) => {
-                return Err(object_store::Error::AlreadyExists {
-                    path: meta.location.to_string(),
-                    source: "the blob is stored already".into(),
-                });
-            }
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(error) => return Err(error),
-        }
-        self.store.copy(from, to).await?;
-        if !session && let Err(error) = self.store.delete(from).await {
-            tracing::warn!(%from, %error, "could not delete a promoted staged object");
-        }
-        Ok(())
     }
 
     /// Undoes a promotion whose blob row was not committed (the index write failed): the

@@ -118,7 +118,11 @@ api_bind_addr = "127.0.0.1:{admin_port}"
             dir = dir.display(),
             // A cluster reads from one replica: with Garage 2.5's default ("consistent",
             // read quorum 2 of 3) a HEAD answered 503 here while one of three nodes was down.
-            consistency = if replication > 1 { "degraded" } else { "consistent" },
+            consistency = if replication > 1 {
+                "degraded"
+            } else {
+                "consistent"
+            },
         );
         std::fs::write(&config, text).expect("garage.toml");
         let mut node = Self {
@@ -158,7 +162,11 @@ api_bind_addr = "127.0.0.1:{admin_port}"
         self.running = Some((child, stdin));
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", self.s3_port)).is_err() {
-            assert!(Instant::now() < deadline, "garage did not listen: {}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "garage did not listen: {}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

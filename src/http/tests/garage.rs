@@ -155,7 +155,10 @@ async fn a_store_stopped_during_a_download_ends_the_stream_in_an_error() {
         }
     }
     assert!(failed, "the stream ended cleanly after {received} bytes");
-    assert!(received < bytes.len(), "never the whole body without its check");
+    assert!(
+        received < bytes.len(),
+        "never the whole body without its check"
+    );
     // Nothing was quarantined: once Garage is back the blob reads whole and verified.
     tokio::task::block_in_place(|| garage.nodes[0].start());
     read_back(&h, &worker, &id, &bytes).await;

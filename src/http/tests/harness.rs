@@ -156,8 +156,8 @@ pub(super) async fn harness_files(kind: Kind) -> Harness {
 }
 
 pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -> Harness {
-    let garage = (kind == Kind::Garage)
-        .then(|| weft_testkit::shared_garage().expect("garage runs"));
+    let garage =
+        (kind == Kind::Garage).then(|| weft_testkit::shared_garage().expect("garage runs"));
     harness_on(kind, garage, adjust).await
 }
 
@@ -182,10 +182,7 @@ async fn harness_on(
         on_garage(&mut config, &dir, garage);
     }
     adjust(&mut config);
-    let s3 = config
-        .blobs
-        .clone()
-        .zip(config.s3_credentials_file.clone());
+    let s3 = config.blobs.clone().zip(config.s3_credentials_file.clone());
     let clock = ManualClock::new(chrono::Utc::now());
     let mut options: Options = config.storage_options();
     options.clock = Arc::new(clock.clone());

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use object_store::path::Path;
 use object_store::multipart::{MultipartStore, PartId};
+use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartId, MultipartUpload, ObjectMeta,
     ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,

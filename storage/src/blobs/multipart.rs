@@ -161,7 +161,11 @@ impl Writer {
             }
             let parts: Vec<PartId> = std::mem::take(&mut self.parts)
                 .into_iter()
-                .map(|part| part.ok_or_else(|| Error::backend(std::io::Error::other("a part never answered"))))
+                .map(|part| {
+                    part.ok_or_else(|| {
+                        Error::backend(std::io::Error::other("a part never answered"))
+                    })
+                })
                 .collect::<Result<_, _>>()?;
             self.multipart
                 .complete_multipart(&self.path, &self.id, parts)
@@ -186,7 +190,14 @@ impl Writer {
     pub(super) async fn abort(mut self) {
         self.settled = true;
         self.in_flight.abort_all();
-        abort_upload(&*self.store, &*self.multipart, &self.path, &self.id, &self.marker).await;
+        abort_upload(
+            &*self.store,
+            &*self.multipart,
+            &self.path,
+            &self.id,
+            &self.marker,
+        )
+        .await;
     }
 }
 

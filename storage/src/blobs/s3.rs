@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::prefix::PrefixStore;
-use object_store::{BackoffConfig, ClientOptions, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, ObjectStoreExt as _, RetryConfig};
 
 use crate::error::Error;
 
@@ -157,7 +157,7 @@ fn credentials(location: &S3Location) -> Result<Credentials, Error> {
 }
 
 fn credentials_from(file: &std::path::Path, profile: &str) -> Result<Credentials, Error> {
-    let text = std::fs::read_to_string(&file)
+    let text = std::fs::read_to_string(file)
         .map_err(|error| no_credentials(&format!("{}: {error}", file.display())))?;
     parse_credentials_file(&text, profile).ok_or_else(|| {
         no_credentials(&format!(
@@ -246,6 +246,65 @@ pub(crate) fn open(location: &S3Location) -> Result<Arc<PrefixStore<AmazonS3>>, 
     Ok(Arc::new(PrefixStore::new(store, location.prefix.as_str())))
 }
 
+impl super::Blobs {
+    /// Whether the store answers (the S3 backend: a HEAD it must answer with NotFound; the
+    /// others always do). A server whose blob store is down or refuses its credentials does
+    /// not start.
+    pub(crate) async fn check_reachable(&self) -> Result<(), Error> {
+        if !self.plain_copy {
+            return Ok(());
+        }
+        match self
+            .reads
+            .head(&object_store::path::Path::from("weft-reachability-probe"))
+            .await
+        {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(Error::Config(format!(
+                "the S3 blob store cannot be used: {error}"
+            ))),
+        }
+    }
+
+    /// Whether blobs live in a remote store shared beyond this process (S3), where start-up
+    /// does not scan every key for orphans: a blob object with no row holds the same bytes any
+    /// later upload of that digest would, so it is harmless, and fsck reports it.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.plain_copy
+    }
+
+    /// Places staged bytes at their digest's key on a store without a create-if-absent copy
+    /// (S3 as Garage speaks it): a HEAD, then a server-side copy, then (a one-shot upload's)
+    /// the staged object's deletion. Two uploads of one digest racing between the HEAD and the
+    /// copy both copy the same verified bytes, so the object is right whichever lands last;
+    /// both then report it stored, which only matters to `unpromote`: the engine's undo of a
+    /// failed promotion removes the object only if no row names it, after every upload
+    /// between its promotion and its row has finished (`artifacts/upload.rs`).
+    pub(super) async fn place_by_copy(
+        &self,
+        from: &object_store::path::Path,
+        to: &object_store::path::Path,
+        session: bool,
+    ) -> Result<(), object_store::Error> {
+        match self.store.head(to).await {
+            Ok(meta) => {
+                return Err(object_store::Error::AlreadyExists {
+                    path: meta.location.to_string(),
+                    source: "the blob is stored already".into(),
+                });
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(error) => return Err(error),
+        }
+        self.store.copy(from, to).await?;
+        if !session && let Err(error) = self.store.delete(from).await {
+            tracing::warn!(%from, %error, "could not delete a promoted staged object");
+        }
+        Ok(())
+    }
+
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,10 +339,16 @@ mod tests {
         let text = "[default]\naws_access_key_id = A\naws_secret_access_key = B\n\n\
                     [other]\naws_access_key_id=C\naws_secret_access_key=D\naws_session_token=T\n";
         let default = parse_credentials_file(text, "default").expect("default");
-        assert_eq!((default.key_id.as_str(), default.secret.as_str()), ("A", "B"));
+        assert_eq!(
+            (default.key_id.as_str(), default.secret.as_str()),
+            ("A", "B")
+        );
         let other = parse_credentials_file(text, "other").expect("other");
         assert_eq!(other.token.as_deref(), Some("T"));
         assert!(parse_credentials_file(text, "missing").is_none());
-        assert!(!format!("{default:?}").contains('B'), "the secret is never printed");
+        assert!(
+            !format!("{default:?}").contains('B'),
+            "the secret is never printed"
+        );
     }
 }
