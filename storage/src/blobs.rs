@@ -270,6 +270,21 @@ impl Blobs {
         }
     }
 
+    /// Whether the store answers (`blobs/s3.rs`; the local and memory stores always do).
+    pub(crate) async fn check_reachable(&self) -> Result<(), Error> {
+        match self.plain_copy {
+            true => s3::check_reachable(&*self.reads).await,
+            false => Ok(()),
+        }
+    }
+
+    /// Whether blobs live in a store shared beyond this process (S3), where start-up does not
+    /// list every key for orphans: a blob object with no row holds the bytes its digest names,
+    /// so it is harmless, and fsck reports it.
+    pub(crate) fn is_remote(&self) -> bool {
+        self.plain_copy
+    }
+
     /// Removes everything a crashed or cancelled upload left in `staging/`: files on the local
     /// backend; elsewhere staged objects, and the multipart uploads their markers name
     /// (`blobs/multipart.rs`), which a store keeps (and bills) until they are aborted.
@@ -550,7 +565,7 @@ impl Blobs {
             }
         } else {
             let placed = if self.plain_copy {
-                self.place_by_copy(&from, &to, session).await
+                s3::place_by_copy(&*self.store, &from, &to, session).await
             } else if session {
                 self.store.copy_if_not_exists(&from, &to).await
             } else {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::prefix::PrefixStore;
-use object_store::{BackoffConfig, ClientOptions, ObjectStoreExt as _, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt as _, RetryConfig};
 
 use crate::error::Error;
 
@@ -246,63 +246,49 @@ pub(crate) fn open(location: &S3Location) -> Result<Arc<PrefixStore<AmazonS3>>, 
     Ok(Arc::new(PrefixStore::new(store, location.prefix.as_str())))
 }
 
-impl super::Blobs {
-    /// Whether the store answers (the S3 backend: a HEAD it must answer with NotFound; the
-    /// others always do). A server whose blob store is down or refuses its credentials does
-    /// not start.
-    pub(crate) async fn check_reachable(&self) -> Result<(), Error> {
-        if !self.plain_copy {
-            return Ok(());
-        }
-        match self
-            .reads
-            .head(&object_store::path::Path::from("weft-reachability-probe"))
-            .await
-        {
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(error) => Err(Error::Config(format!(
-                "the S3 blob store cannot be used: {error}"
-            ))),
-        }
+/// Whether the store answers and lets these credentials read the bucket: a HEAD of a key
+/// that is never written, which it must answer with NotFound. A server whose blob store is
+/// down or refuses its credentials does not start.
+pub(super) async fn check_reachable(store: &dyn ObjectStore) -> Result<(), Error> {
+    match store
+        .head(&object_store::path::Path::from("weft-reachability-probe"))
+        .await
+    {
+        Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(error) => Err(Error::Config(format!(
+            "the S3 blob store cannot be used: {error}"
+        ))),
     }
+}
 
-    /// Whether blobs live in a remote store shared beyond this process (S3), where start-up
-    /// does not scan every key for orphans: a blob object with no row holds the same bytes any
-    /// later upload of that digest would, so it is harmless, and fsck reports it.
-    pub(crate) fn is_remote(&self) -> bool {
-        self.plain_copy
-    }
-
-    /// Places staged bytes at their digest's key on a store without a create-if-absent copy
-    /// (S3 as Garage speaks it): a HEAD, then a server-side copy, then (a one-shot upload's)
-    /// the staged object's deletion. Two uploads of one digest racing between the HEAD and the
-    /// copy both copy the same verified bytes, so the object is right whichever lands last;
-    /// both then report it stored, which only matters to `unpromote`: the engine's undo of a
-    /// failed promotion removes the object only if no row names it, after every upload
-    /// between its promotion and its row has finished (`artifacts/upload.rs`).
-    pub(super) async fn place_by_copy(
-        &self,
-        from: &object_store::path::Path,
-        to: &object_store::path::Path,
-        session: bool,
-    ) -> Result<(), object_store::Error> {
-        match self.store.head(to).await {
-            Ok(meta) => {
-                return Err(object_store::Error::AlreadyExists {
-                    path: meta.location.to_string(),
-                    source: "the blob is stored already".into(),
-                });
-            }
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(error) => return Err(error),
+/// Places staged bytes at their digest's key on a store without a create-if-absent copy (S3
+/// as Garage speaks it): a HEAD, then a server-side copy, then (a one-shot upload's) the
+/// staged object's deletion. Two uploads of one digest racing between the HEAD and the copy
+/// both copy the same verified bytes, so the object is right whichever lands last; both then
+/// report it stored, which only matters to `unpromote`: the engine's undo of a failed
+/// promotion removes the object only if no row names it, after every upload between its
+/// promotion and its row has finished (`artifacts/upload.rs`).
+pub(super) async fn place_by_copy(
+    store: &dyn ObjectStore,
+    from: &object_store::path::Path,
+    to: &object_store::path::Path,
+    session: bool,
+) -> Result<(), object_store::Error> {
+    match store.head(to).await {
+        Ok(meta) => {
+            return Err(object_store::Error::AlreadyExists {
+                path: meta.location.to_string(),
+                source: "the blob is stored already".into(),
+            });
         }
-        self.store.copy(from, to).await?;
-        if !session && let Err(error) = self.store.delete(from).await {
-            tracing::warn!(%from, %error, "could not delete a promoted staged object");
-        }
-        Ok(())
+        Err(object_store::Error::NotFound { .. }) => {}
+        Err(error) => return Err(error),
     }
-
+    store.copy(from, to).await?;
+    if !session && let Err(error) = store.delete(from).await {
+        tracing::warn!(%from, %error, "could not delete a promoted staged object");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
