@@ -38,8 +38,10 @@ mod fsck_log;
 mod hashing;
 mod idempotency;
 mod keys;
+mod lifecycle;
 mod limits;
 mod lineage;
+mod lineage_index;
 mod options;
 mod outboard;
 mod policy;
@@ -57,21 +59,20 @@ use bytes::Bytes;
 use futures::Stream;
 
 pub use access::{MissionScope, Reader};
-pub use artifacts::{
-    Content, HotStats, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader,
-    Verification,
-};
+pub use artifacts::{Content, ListFilter, SweepReport, UploadOutcome, Uploader, Verification};
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::Retention;
 pub use db::Location;
+pub use engine::hot::HotStats;
+pub use engine::uploads::UploadCounters;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
 pub use faults::{FaultKind, FaultSite, Faults, ReconcileStep};
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
-pub use lineage::{
+pub use lineage_index::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, LineageStart, ManifestSummary, Name,
     NodeRef, Query as LineageQuery, Scope, SnapshotSaved,
 };
@@ -107,7 +108,7 @@ pub struct Store {
 }
 
 impl Store {
-    // ── engine.rs: opening and closing the store ────────────────────────────
+    // ── lifecycle.rs: opening and closing the store ─────────────────────────
 
     /// Opens (creating if needed) the index and the blob backend, and sweeps stale staging.
     pub async fn open(options: Options) -> Result<Self, Error> {

@@ -13,13 +13,14 @@ use weft_api::views::{
 };
 use weft_api::{ArtifactId, Digest, Digests, Envelope};
 
-use super::hot::HotStats;
 use super::reads::{Content, ListFilter};
 use super::sweep::SweepReport;
-use super::upload::{UploadCounters, UploadOutcome, Uploader};
+use super::upload::{UploadOutcome, Uploader};
 use super::verification::Verification;
 use crate::access::Reader;
 use crate::engine::Engine;
+use crate::engine::hot::HotStats;
+use crate::engine::uploads::UploadCounters;
 use crate::error::Error;
 use crate::sessions::Session;
 use crate::work::tokens::Grant;

@@ -12,9 +12,9 @@ use weft_api::kinds;
 use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord};
 use weft_api::{ArtifactId, Digest, Digests, Envelope, ErrorCode, EventPayload, Id, Manifest};
 
-use super::Seen;
 use crate::access::Reader;
 use crate::engine::Engine;
+use crate::engine::repairs::Seen;
 use crate::error::{Error, reject};
 use crate::events::{self, to32};
 use crate::hashing::AddressHasher;

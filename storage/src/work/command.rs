@@ -193,7 +193,7 @@ fn apply_prepared(
     tx: &Tx<'_>,
     prepared: Prepared,
     now: chrono::DateTime<chrono::Utc>,
-    deadlines: &super::expiry::Deadlines,
+    deadlines: &crate::engine::deadlines::Deadlines,
     faults: crate::faults::Faults,
 ) -> Result<CommandAccepted, Error> {
     let Prepared {
