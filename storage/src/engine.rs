@@ -11,6 +11,8 @@ pub(crate) mod uploads;
 
 use std::sync::Arc;
 
+use weft_api::KeyId;
+
 use crate::blobs::Blobs;
 use crate::clock::Clock;
 use crate::db::Db;
@@ -62,6 +64,12 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
+    /// The server's signing key as `(keyid, public key)`.
+    pub(crate) fn authority_key(&self) -> (KeyId, ed25519_dalek::VerifyingKey) {
+        let public = self.authority.verifying_key();
+        (KeyId::of(&public), public)
+    }
+
     /// See `reactions::settled`.
     pub(crate) async fn reactions_settled(&self) {
         crate::reactions::settled(&self.db, &self.faults, &self.reactions).await;

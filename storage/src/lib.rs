@@ -50,7 +50,9 @@ mod reactions;
 mod rows;
 mod schema;
 mod sessions;
+mod signatures;
 mod sql;
+mod standing;
 mod work;
 
 use std::sync::Arc;
@@ -58,7 +60,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::Stream;
 
-pub use access::{MissionScope, Reader};
+pub use access::{Grant, MissionScope, Reader, Session};
 pub use artifacts::{Content, ListFilter, SweepReport, UploadOutcome, Uploader, Verification};
 pub use blobs::Backend;
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
@@ -77,10 +79,8 @@ pub use lineage_index::{
     NodeRef, Query as LineageQuery, Scope, SnapshotSaved,
 };
 pub use options::{Options, Quotas, defaults};
-pub use sessions::Session;
 pub use sql::Work as SqlWork;
 pub use weft_api::GroupState;
-pub use work::Grant;
 
 use weft_api::{Digests, Envelope, KeyId};
 

@@ -19,6 +19,7 @@ mod sweep;
 mod upload;
 mod verification;
 mod with_content;
+mod with_token;
 
 pub(crate) use crate::rows::blobs::inline_bytes;
 pub(crate) use reads::admit_download;

@@ -30,6 +30,7 @@ use weft_api::views::UploadSession;
 use weft_api::{Digest, ErrorCode};
 
 use super::upload::{Recorder, UploadOutcome, Uploader, held_bytes, require_uploading_role};
+use crate::access::Session;
 use crate::acting::Acting;
 use crate::blobs::{Blobs, upload_path};
 use crate::clock::format_instant;
@@ -37,7 +38,6 @@ use crate::db::Db;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::rows;
-use crate::sessions::Session;
 
 /// Upload sessions one Agent may hold open at once (running or waiting to be resumed); a
 /// session costs a row until it is finished, cancelled or swept, so this bounds what an Agent

@@ -16,13 +16,13 @@ use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 
 use super::blob_row;
+use crate::access::Session;
 use crate::access::{Reader, can_see_blob, membership};
 use crate::acting::Acting;
 use crate::blobs::Staged;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::sessions::Session;
 
 /// What an upload did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct UploadOutcome {
 pub enum Uploader<'a> {
     Admin,
     Agent(&'a Session),
-    Token(&'a crate::Grant),
+    Token(&'a crate::access::Grant),
 }
 
 impl<'a> Uploader<'a> {

@@ -47,7 +47,7 @@ impl Engine {
     /// Who `reader` is to the lineage index: its Groups, and for a Mission-scoped member its
     /// Missions and its Group's reusable artifacts (one read; none for anyone else).
     pub(crate) async fn audience(&self, reader: &Reader) -> Result<Audience, Error> {
-        let groups = self.reader_groups(reader);
+        let groups = reader.visible_groups();
         let (group_id, missions) = match reader {
             Reader::Agent {
                 group_id,

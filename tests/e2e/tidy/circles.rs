@@ -94,16 +94,6 @@ const KNOWN_KNOTS: &[(&str, Level, &[&str])] = &[
         "storage/src",
         Level::Files,
         &[
-            "acting",
-            "artifacts::upload",
-            "artifacts::with_content",
-            "work::tokens",
-        ],
-    ),
-    (
-        "storage/src",
-        Level::Files,
-        &[
             "artifacts::proofs",
             "artifacts::ranges",
             "artifacts::reads",
@@ -111,28 +101,19 @@ const KNOWN_KNOTS: &[(&str, Level, &[&str])] = &[
             "artifacts::verification",
         ],
     ),
+    ("storage/src", Level::Files, &["blobs", "blobs::outboards"]),
     (
         "storage/src",
         Level::Files,
         &[
-            "artifacts::reuse",
-            "evidence",
-            "sessions",
             "work",
             "work::budget",
             "work::checks",
             "work::ctx",
             "work::deps",
-            "work::expiry",
             "work::owner",
             "work::questions",
         ],
-    ),
-    ("storage/src", Level::Files, &["blobs", "blobs::outboards"]),
-    (
-        "storage/src",
-        Level::Rooms,
-        &["acting", "artifacts", "evidence", "sessions", "work"],
     ),
 ];
 
