@@ -14,6 +14,7 @@ mod reads;
 mod rebuild;
 mod resumable;
 mod reuse;
+mod stored;
 pub(crate) use reuse::reuse_record;
 mod sweep;
 mod upload;

@@ -1,7 +1,7 @@
-//! Outboard rebuilds (issue #15): a blob of [`OUTBOARD_MIN`] bytes or more whose outboard is
-//! missing, or was deleted because it did not verify, gets a new one from a full read of its
-//! bytes, stored only if the root of that read is the blob's address; if it is not, the bytes
-//! are not what their address says and the blob is quarantined (ART-5).
+//! Outboard rebuilds (issue #15): a blob of `ranges::OUTBOARD_MIN` bytes or more whose
+//! outboard is missing, or was deleted because it did not verify, gets a new one from a full
+//! read of its bytes, stored only if the root of that read is the blob's address; if it is
+//! not, the bytes are not what their address says and the blob is quarantined (ART-5).
 //!
 //! One rebuild runs per blob at a time, and every request that needs it shares it: a Range
 //! read starts it and goes on through the full re-hash, a proof waits for it and then answers
@@ -21,9 +21,6 @@ use crate::engine::Engine;
 use crate::engine::rebuilds::{Outcome, Rebuilt};
 use crate::error::Error;
 use crate::outboard::Builder;
-
-#[cfg(doc)]
-use super::ranges::OUTBOARD_MIN;
 
 /// The rebuild of `digests`' outboard: the one under way, or a new one. It runs as a task of
 /// its own whether or not the returned future is awaited.

@@ -51,17 +51,13 @@ use crate::rows::{leases, work_items};
 pub(crate) use crate::rows::missions::MissionRow;
 pub(crate) use crate::rows::work_items::WorkRow;
 pub(crate) use crate::rows::{name, parse_name, to_json};
-
-pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
-    work_items::load(conn, id)
-}
+// A Mission's or WorkItem's row by id, whoever asks: the rows' own loads, under the names
+// every Command file uses.
+pub(crate) use crate::rows::missions::load as load_mission;
+pub(crate) use crate::rows::work_items::load as load_work_item;
 
 fn work_item_where(conn: &Connection, id: &str, reader: &Reader) -> Result<Option<WorkRow>, Error> {
     work_items::load_seen(conn, id, &reader.seer())
-}
-
-pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
-    crate::rows::missions::load(conn, id)
 }
 
 fn mission_where(

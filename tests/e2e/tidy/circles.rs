@@ -90,31 +90,7 @@ const KNOWN_KNOTS: &[(&str, Level, &[&str])] = &[
         ],
     ),
     ("src", Level::Rooms, &["config", "connections", "http"]),
-    (
-        "storage/src",
-        Level::Files,
-        &[
-            "artifacts::proofs",
-            "artifacts::ranges",
-            "artifacts::reads",
-            "artifacts::rebuild",
-            "artifacts::verification",
-        ],
-    ),
     ("storage/src", Level::Files, &["blobs", "blobs::outboards"]),
-    (
-        "storage/src",
-        Level::Files,
-        &[
-            "work",
-            "work::budget",
-            "work::checks",
-            "work::ctx",
-            "work::deps",
-            "work::owner",
-            "work::questions",
-        ],
-    ),
 ];
 
 fn load(crate_src: &str) -> Crate {
