@@ -42,7 +42,7 @@ pub enum LineageStart {
     FromSnapshot { caught_up: usize },
 }
 
-/// What a save of the snapshot wrote ([`Index::write_snapshot`]).
+/// What a save of the snapshot wrote (`Index::write_snapshot`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotSaved {
     pub bytes: usize,
