@@ -1,22 +1,27 @@
-//! Who is asking and what they may see: the [`Reader`], the row helpers that answer
-//! "is this Agent a member, may it read this artifact or know this blob", and the one
-//! signature check every signed payload goes through.
+//! Who is asking and what they may see: the [`Reader`], a live [`Session`] (`session.rs`)
+//! and a capability token's [`Grant`] (`grant.rs`), and the row helpers that answer "is this
+//! Agent a member, may it read this artifact or know this blob, does this WorkItem exist
+//! for it, which Agent holds this key". A leaf over `rows/`: it knows no feature and not the
+//! engine (the signature check that uses these is `signatures.rs`).
 //!
 //! Mission isolation (CTX-5) is decided here and nowhere else: a Membership may cover only
 //! some Missions of its Group ([`MissionScope`]), and every read path asks [`Reader::sees_mission`]
 //! (or [`can_read_artifact`], which adds the reusable-knowledge exception of CTX-6), while
 //! every citation asks [`may_cite`].
 
+pub(crate) mod grant;
+pub(crate) mod session;
+
+pub use grant::Grant;
+pub use session::Session;
+
 use std::collections::BTreeSet;
 
 use ed25519_dalek::VerifyingKey;
 use rusqlite::Connection;
-use weft_api::evidence::AUTHORITY_AGENT;
 use weft_api::session::Role;
-use weft_api::{ArtifactId, Envelope, ErrorCode, Id, KeyId};
-use weft_api::{SignedPayload, Verified};
+use weft_api::{ArtifactId, ErrorCode, Id, KeyId};
 
-use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::to32;
 
@@ -134,6 +139,14 @@ pub(crate) fn forwarded_from(
 }
 
 impl Reader {
+    /// The Groups whose publications the reader sees (`None`: the admin sees all).
+    pub(crate) fn visible_groups(&self) -> Option<Vec<String>> {
+        match self {
+            Self::Admin => None,
+            Self::Agent { group_id, .. } => Some(vec![group_id.to_string()]),
+        }
+    }
+
     /// Who looks an artifact up, as the visibility lookup takes it
     /// (`rows::manifests::visible_manifests`).
     pub(crate) fn seer(&self) -> crate::rows::Seer<'_> {
@@ -213,6 +226,39 @@ pub(crate) fn may_cite(
             "{blake3} belongs to another Mission and was not published as reusable knowledge (CTX-6)"
         ),
     )))
+}
+
+/// A manifest or Evidence names a WorkItem that exists in its Group under its Mission
+/// (issue #11: `workItemId` is a reference, not a label); another Group's WorkItem answers
+/// as an unknown one.
+///
+/// A WorkItem of a Mission the `producer` cannot see (CTX-5) answers as an unknown one too,
+/// never naming its Mission.
+pub(crate) fn require_work_item(
+    conn: &Connection,
+    producer: &Reader,
+    group_id: &str,
+    mission_id: &str,
+    work_item_id: &str,
+) -> Result<(), Error> {
+    // Only where the WorkItem lives: every publication asks, and the whole row would
+    // parse its contract.
+    let place = crate::rows::work_items::place(conn, work_item_id)?;
+    match place {
+        Some((group, mission)) if group == group_id && mission == mission_id => Ok(()),
+        Some((group, mission))
+            if group == group_id && producer.sees_mission(group_id, &mission) =>
+        {
+            Err(reject(
+                ErrorCode::MissionMismatch,
+                format!("WorkItem {work_item_id} belongs to Mission {mission}, not {mission_id}"),
+            ))
+        }
+        _ => Err(reject(
+            ErrorCode::UnknownWorkItem,
+            format!("no WorkItem {work_item_id} in {group_id}"),
+        )),
+    }
 }
 
 /// The Mission scope of a current Membership (the whole Group when it names none, or when it
@@ -311,7 +357,7 @@ pub(crate) fn recorded_key(
 }
 
 /// Why `keyid` may not sign anything new: retired, its Agent deactivated, or unknown.
-fn key_refusal(conn: &Connection, keyid: &KeyId) -> Result<Error, Error> {
+pub(crate) fn key_refusal(conn: &Connection, keyid: &KeyId) -> Result<Error, Error> {
     let row = crate::rows::agent_keys::retirement(conn, keyid.as_str())?;
     Ok(match row {
         Some((_, Some(_))) => reject(
@@ -340,104 +386,4 @@ pub(crate) fn membership(
 
 pub(crate) fn group_exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
     crate::rows::groups::exists(conn, group_id)
-}
-
-impl Engine {
-    /// The Groups whose publications the reader sees (`None`: the admin sees all).
-    pub(crate) fn reader_groups(&self, reader: &Reader) -> Option<Vec<String>> {
-        match reader {
-            Reader::Admin => None,
-            Reader::Agent { group_id, .. } => Some(vec![group_id.to_string()]),
-        }
-    }
-}
-
-/// A payload whose DSSE signature checked out against its signer's registered key, parsed
-/// through the one parsing path, and whose claimed producer is that signer.
-#[derive(Debug)]
-pub(crate) struct Signed<T> {
-    /// The registered Agent whose key signed it (or the authority).
-    pub(crate) signer: Id,
-    /// The key that signed it.
-    pub(crate) keyid: KeyId,
-    /// `blake3:` of the payload bytes: the id of a manifest or Evidence record.
-    pub(crate) payload_id: ArtifactId,
-    pub(crate) value: Verified<T>,
-}
-
-/// Whether the server's own key may sign this payload (only its reviewer's Evidence).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AuthorityMay {
-    Sign,
-    NotSign,
-}
-
-impl Engine {
-    /// The one signature check: resolve `keyid` to a registered Agent (or, where allowed, the
-    /// authority), verify the envelope strictly as `T`'s payload type, parse the payload, and
-    /// require that the payload's claimed producer and agent card version are the signer's.
-    pub(crate) async fn verify_signed<T: SignedPayload>(
-        &self,
-        envelope: &Envelope,
-        authority: AuthorityMay,
-    ) -> Result<Signed<T>, Error> {
-        let keyid = envelope.signer_keyid()?;
-        let (authority_keyid, authority_key) = self.authority_key();
-        let (signer, key, card_version) =
-            if authority == AuthorityMay::Sign && keyid == authority_keyid {
-                (
-                    Id::parse("agentId", AUTHORITY_AGENT)?,
-                    authority_key,
-                    "1".to_owned(),
-                )
-            } else {
-                // The generation before the read, as the session cache does (`keys.rs`).
-                let generation = *self.auth_generation.borrow();
-                match self.keys.get(&keyid, generation) {
-                    Some(found) => found,
-                    None => {
-                        let lookup = keyid.clone();
-                        let found = self
-                            .db
-                            .read(move |conn| match agent_by_keyid(conn, &lookup)? {
-                                Some(found) => Ok(found),
-                                None => Err(key_refusal(conn, &lookup)?),
-                            })
-                            .await?;
-                        self.keys.put(keyid.clone(), generation, found.clone());
-                        found
-                    }
-                }
-            };
-        let verified = envelope.verify(T::PAYLOAD_TYPE, &key)?;
-        let payload_id = ArtifactId::of(verified.value());
-        let value = verified.try_map(|payload| T::parse_payload(&payload))?;
-        let (claimed, claimed_card) = value.value().signer_claim();
-        if *claimed != signer {
-            return Err(reject(
-                ErrorCode::ProducerMismatch,
-                format!("signed by {signer}, but the {} names {claimed}", T::NAME),
-            ));
-        }
-        if let Some(claimed_card) = claimed_card
-            && claimed_card != card_version
-        {
-            return Err(reject(
-                ErrorCode::ProducerMismatch,
-                format!("{signer}'s registered agent card version is {card_version}"),
-            ));
-        }
-        Ok(Signed {
-            signer,
-            keyid,
-            payload_id,
-            value,
-        })
-    }
-
-    /// The server's signing key as `(keyid, public key)`.
-    pub(crate) fn authority_key(&self) -> (KeyId, ed25519_dalek::VerifyingKey) {
-        let public = self.authority.verifying_key();
-        (KeyId::of(&public), public)
-    }
 }

@@ -2,14 +2,18 @@
 //! stream for long (a slow body has no overall deadline), so an upload or a publication with
 //! its bytes commits only if its session, or its capability token with the owner's session
 //! and lease, is still live at the commit, whatever the size of what it sent (LSE-7).
-//! Its own module because it reads both `sessions` and `work::tokens`, which must not import
-//! each other both ways.
+//! Also the grant re-checked right before it acts, for the features a token acts in
+//! (publication, Evidence). Over `access` (what makes a session or a token live) and the
+//! engine: no feature.
 
 use rusqlite::Connection;
 
+use crate::access::grant::{resolve, still_live};
+use crate::access::session::live_session;
+use crate::access::{Grant, Session};
+use crate::clock::format_instant;
+use crate::engine::Engine;
 use crate::error::Error;
-use crate::sessions::{Session, live_session};
-use crate::work::tokens::still_live;
 
 /// The caller of a write, by the hash of its bearer token.
 #[derive(Clone, Copy, Debug)]
@@ -25,7 +29,7 @@ impl Acting {
         Self::Session(session.token_hash())
     }
 
-    pub(crate) fn token(grant: &crate::Grant) -> Self {
+    pub(crate) fn token(grant: &Grant) -> Self {
         Self::Token(grant.token_hash())
     }
 
@@ -36,5 +40,16 @@ impl Acting {
             Self::Session(hash) => live_session(conn, hash, now).map(|_| ()),
             Self::Token(hash) => still_live(conn, hash, now),
         }
+    }
+}
+
+impl Engine {
+    /// The grant again, right before it acts: it may have died since the request began.
+    pub(crate) async fn recheck_grant(&self, grant: &Grant) -> Result<Grant, Error> {
+        let token_hash = grant.token_hash();
+        let now = format_instant(self.clock.now());
+        self.db
+            .read(move |conn| resolve(conn, token_hash, &now))
+            .await
     }
 }

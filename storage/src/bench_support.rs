@@ -121,7 +121,7 @@ pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<Sy
     let (publications, last) = store
         .inner
         .db
-        .read(|conn| crate::lineage::load_publications_after(conn, 0))
+        .read(|conn| crate::lineage_index::load_publications_after(conn, 0))
         .await?;
     let edges = publications.iter().map(|p| p.sources.len()).sum();
     let before = resident_bytes();

@@ -21,13 +21,13 @@ use weft_api::session::Role;
 use weft_api::views::{Checkpoint, Cursor, SignedCheckpoint};
 use weft_api::{Envelope, ErrorCode, Event, EventPayload, Id};
 
+use crate::access::Session;
 use crate::access::{Reader, can_read_artifact, group_exists, membership};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
 use crate::events;
-use crate::sessions::Session;
 
 /// Events read from the log per catch-up query.
 const CATCH_UP_PAGE: u32 = 10_000;

@@ -38,8 +38,10 @@ mod fsck_log;
 mod hashing;
 mod idempotency;
 mod keys;
+mod lifecycle;
 mod limits;
 mod lineage;
+mod lineage_index;
 mod options;
 mod outboard;
 mod policy;
@@ -48,7 +50,9 @@ mod reactions;
 mod rows;
 mod schema;
 mod sessions;
+mod signatures;
 mod sql;
+mod standing;
 mod work;
 
 use std::sync::Arc;
@@ -56,30 +60,27 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::Stream;
 
-pub use access::{MissionScope, Reader};
-pub use artifacts::{
-    Content, HotStats, ListFilter, SweepReport, UploadCounters, UploadOutcome, Uploader,
-    Verification,
-};
+pub use access::{Grant, MissionScope, Reader, Session};
+pub use artifacts::{Content, ListFilter, SweepReport, UploadOutcome, Uploader, Verification};
 pub use blobs::{Backend, S3Location};
 pub use claim::{Claimed, IdempotentRequest, StoredAnswer, answer_with, with_idempotency};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::Retention;
 pub use db::Location;
+pub use engine::hot::HotStats;
+pub use engine::uploads::UploadCounters;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
 pub use faults::{FaultKind, FaultSite, Faults, ReconcileStep};
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
-pub use lineage::{
+pub use lineage_index::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, LineageStart, ManifestSummary, Name,
     NodeRef, Query as LineageQuery, Scope, SnapshotSaved,
 };
 pub use options::{Options, Quotas, defaults};
-pub use sessions::Session;
 pub use sql::Work as SqlWork;
 pub use weft_api::GroupState;
-pub use work::Grant;
 
 use weft_api::{Digests, Envelope, KeyId};
 
@@ -107,7 +108,7 @@ pub struct Store {
 }
 
 impl Store {
-    // ── engine.rs: opening and closing the store ────────────────────────────
+    // ── lifecycle.rs: opening and closing the store ─────────────────────────
 
     /// Opens (creating if needed) the index and the blob backend, and sweeps stale staging.
     pub async fn open(options: Options) -> Result<Self, Error> {

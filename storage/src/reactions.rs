@@ -27,7 +27,7 @@
 //!
 //! This file owns the queue and the task; what a reaction does is its feature's (the review
 //! is `evidence/reviewer.rs`), reached through [`Reactor`], which the Engine implements
-//! (`engine.rs`), so the queue imports no feature and not the Engine.
+//! (`lifecycle.rs`), so the queue imports no feature and not the Engine.
 //!
 //! Not here: the lease revocation after a replacing session (LSE-9) stays in the transaction
 //! that opens the session (`sessions.rs`), because LSE-9 requires the leases to end before the
@@ -110,7 +110,7 @@ impl Owed {
     }
 }
 
-/// What runs the reactions: the Engine (`engine.rs`), seen through what the queue needs.
+/// What runs the reactions: the Engine (`lifecycle.rs`), seen through what the queue needs.
 pub(crate) trait Reactor: Send + Sync + 'static {
     fn db(&self) -> &Db;
     fn faults(&self) -> &Faults;

@@ -1,6 +1,7 @@
 //! Sessions: opening one from a signed request, resolving a bearer token to a live
-//! [`Session`], re-checking a session a long-lived stream was opened with, and the signal
-//! that tells such streams to re-check at once.
+//! [`Session`] (what makes one live is `access/session.rs`), re-checking a session a
+//! long-lived stream was opened with, and the signal that tells such streams to re-check at
+//! once.
 //!
 //! **Invariant:** a session acts in its own Group only, and is live only while its session
 //! epoch is the newest of its (Agent, Group), its Membership is the one it was opened under
@@ -12,49 +13,18 @@
 pub(crate) mod handle;
 
 use base64::Engine as _;
-use rusqlite::Connection;
 use weft_api::kinds;
 use weft_api::session::SessionGrant;
-use weft_api::{Envelope, ErrorCode, EventPayload, Id, SessionRequest};
+use weft_api::{Envelope, ErrorCode, EventPayload, SessionRequest};
 
-use crate::access::{
-    AuthorityMay, MissionScope, Reader, Signed, group_exists, membership, mission_scope,
-};
+use crate::access::session::live_session;
+use crate::access::{Session, group_exists, membership};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events;
+use crate::signatures::{AuthorityMay, Signed};
 use chrono::{DateTime, Utc};
-
-/// A live session, resolved from its bearer token.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Session {
-    pub agent_id: Id,
-    pub group_id: Id,
-    pub session_epoch: u64,
-    pub membership_epoch: u64,
-    /// The Missions its Membership covers (CTX-5). A change of scope bumps the Membership's
-    /// epoch, so a live session's scope is the one it was opened under.
-    pub scope: MissionScope,
-    /// The Membership's roles and the session's expiry, as read when the token was resolved
-    /// (what `GET /v1/session` shows its holder).
-    pub roles: Vec<weft_api::session::Role>,
-    pub expires_at: String,
-    /// blake3 of the bearer token: the row a stream re-checks.
-    token_hash: [u8; 32],
-}
-
-impl Session {
-    /// What this session may read: its own Group's publications, of the Missions its
-    /// Membership covers, nothing of its Agent's other Groups.
-    pub fn reader(&self) -> Reader {
-        Reader::Agent {
-            agent_id: self.agent_id.clone(),
-            group_id: self.group_id.clone(),
-            scope: self.scope.clone(),
-        }
-    }
-}
 
 impl Engine {
     pub(crate) async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
@@ -176,7 +146,7 @@ impl Engine {
     /// Whether `session` is still live (for a stream opened with it): the same answer its
     /// token would get on a new request now.
     pub(crate) async fn recheck(&self, session: &Session) -> Result<(), Error> {
-        let token_hash = session.token_hash;
+        let token_hash = session.token_hash();
         let now = format_instant(self.clock.now());
         self.db
             .read(move |conn| live_session(conn, token_hash, &now).map(|_| ()))
@@ -192,13 +162,6 @@ impl Engine {
     pub(crate) fn auth_changed(&self) {
         self.auth_generation
             .send_modify(|generation| *generation += 1);
-    }
-}
-
-impl Session {
-    /// blake3 of its bearer token: the row a write re-checks (`acting.rs`).
-    pub(crate) fn token_hash(&self) -> [u8; 32] {
-        self.token_hash
     }
 }
 
@@ -276,63 +239,4 @@ impl SessionCache {
             },
         );
     }
-}
-
-/// The session behind `token_hash`, if it is live at `now`.
-pub(crate) fn live_session(
-    conn: &Connection,
-    token_hash: [u8; 32],
-    now: &str,
-) -> Result<Session, Error> {
-    let Some(row) = crate::rows::sessions::by_hash(conn, &token_hash)? else {
-        return Err(reject(ErrorCode::Unauthorized, "unknown or revoked token"));
-    };
-    if row.agent_deactivated {
-        return Err(reject(ErrorCode::Unauthorized, "the agent was deactivated"));
-    }
-    if row.expired(crate::rows::instant(now)?)? {
-        return Err(reject(ErrorCode::Unauthorized, "the session has expired"));
-    }
-    let crate::rows::sessions::SessionRow {
-        agent_id,
-        group_id,
-        session_epoch,
-        membership_epoch,
-        expires_at,
-        ..
-    } = row;
-    let roles = match membership(conn, &group_id, &agent_id)? {
-        Some((roles, epoch)) if epoch == membership_epoch => roles,
-        Some(_) => {
-            return Err(reject(
-                ErrorCode::StaleMembership,
-                "the membership changed since this session was opened",
-            ));
-        }
-        None => {
-            return Err(reject(
-                ErrorCode::StaleMembership,
-                "the membership this session was opened under was removed",
-            ));
-        }
-    };
-    let current_epoch = crate::rows::session_epochs::current(conn, &agent_id, &group_id)?
-        .ok_or_else(|| Error::from(rusqlite::Error::QueryReturnedNoRows))?;
-    if current_epoch != session_epoch {
-        return Err(reject(
-            ErrorCode::StaleSession,
-            "a newer session replaced this one",
-        ));
-    }
-    let scope = mission_scope(conn, &group_id, &agent_id)?;
-    Ok(Session {
-        agent_id: Id::parse("agentId", &agent_id)?,
-        group_id: Id::parse("groupId", &group_id)?,
-        session_epoch,
-        membership_epoch,
-        scope,
-        roles,
-        expires_at,
-        token_hash,
-    })
 }

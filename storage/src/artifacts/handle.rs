@@ -13,16 +13,17 @@ use weft_api::views::{
 };
 use weft_api::{ArtifactId, Digest, Digests, Envelope};
 
-use super::hot::HotStats;
 use super::reads::{Content, ListFilter};
 use super::sweep::SweepReport;
-use super::upload::{UploadCounters, UploadOutcome, Uploader};
+use super::upload::{UploadOutcome, Uploader};
 use super::verification::Verification;
+use crate::access::Grant;
 use crate::access::Reader;
+use crate::access::Session;
 use crate::engine::Engine;
+use crate::engine::hot::HotStats;
+use crate::engine::uploads::UploadCounters;
 use crate::error::Error;
-use crate::sessions::Session;
-use crate::work::tokens::Grant;
 
 /// Artifacts and their bytes; borrowed from a [`Store`](crate::Store).
 #[derive(Clone, Copy, Debug)]

@@ -17,7 +17,7 @@
 //!
 //! ART-5: every hash pair and chunk group is checked before its window goes out. The first
 //! window is checked before the answer, so a missing or wrong outboard at the start is
-//! rebuilt first (`ranges::proof`); a failure in a later window ends the body with an error
+//! rebuilt first ([`proof`]); a failure in a later window ends the body with an error
 //! (the connection is cut, unlike a Range read, which goes on through the full re-hash) and
 //! deletes and rebuilds the outboard, and the rebuild quarantines the blob if its bytes do
 //! not hash to the address.
@@ -33,7 +33,8 @@ use futures::stream::BoxStream;
 use weft_api::Digests;
 use weft_api::bao::{GROUP_BYTES, chunk_ranges, tree};
 
-use super::ranges::{Checked, Walk, check, fall_back};
+use super::ranges::{Checked, OUTBOARD_MIN, Walk, check, fall_back};
+use super::rebuild::{build, rebuild};
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 
@@ -95,6 +96,75 @@ pub(crate) async fn stream(
     Ok(Ok(futures::stream::once(async move { Ok(encoded) })
         .chain(rest)
         .boxed()))
+}
+
+/// A proof of `range`, in pieces: for a blob with an outboard, window by window through it
+/// (`stream`), once the first window has verified; for a large blob without a usable one,
+/// the same once the blob's one rebuild (`rebuild.rs`), which re-hashes it whole first, has
+/// put a new one in place; a small blob's, built in memory from a full read that checks the
+/// root first.
+pub(crate) async fn proof(
+    engine: &Arc<Engine>,
+    digests: Digests,
+    range: Range<u64>,
+) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
+    if digests.size >= OUTBOARD_MIN {
+        match stream(Arc::clone(engine), digests, range.clone()).await? {
+            Ok(stream) => return Ok(stream),
+            Err(Checked::NoOutboard | Checked::Verified(..)) => {}
+            Err(Checked::Failed(reason)) => {
+                tracing::warn!(artifact = %digests.blake3, %reason, "outboard verification failed; re-hashing the whole blob");
+                metrics::counter!("weft_outboard_failures_total").increment(1);
+                engine.blobs.remove_outboard(&digests.blake3).await?;
+            }
+        }
+        // Shared with every other request that needs it: one full read, flat memory. Twice
+        // at most: a request that found the old outboard wrong may remove the new one just
+        // after the rebuild put it in place.
+        let mut again = true;
+        loop {
+            if !rebuild(engine, digests).await? {
+                // The rebuild quarantined the blob.
+                return Err(Error::Corrupt(digests.blake3));
+            }
+            match stream(Arc::clone(engine), digests, range.clone()).await? {
+                Ok(stream) => return Ok(stream),
+                Err(Checked::NoOutboard) if again => again = false,
+                Err(Checked::NoOutboard) => return Err(outboard_gone()),
+                Err(_) => return Err(Error::Corrupt(digests.blake3)),
+            }
+        }
+    }
+    // A small blob: its proof is built from the whole blob, which is verified first.
+    let seen = engine.repairs.seen();
+    let (root, _, data) = build(engine, &digests, true).await?;
+    if root != digests.blake3.0 {
+        engine
+            .quarantine(
+                digests.blake3,
+                "stored bytes do not hash to their address",
+                seen,
+            )
+            .await?;
+        return Err(Error::Corrupt(digests.blake3));
+    }
+    let data = data.unwrap_or_default();
+    let proof = tokio::task::spawn_blocking(move || {
+        let outboard =
+            bao_tree::io::outboard::PreOrderMemOutboard::create(&data, weft_api::bao::BLOCK_SIZE);
+        let mut proof = Vec::new();
+        bao_tree::io::sync::encode_ranges_validated(
+            &data[..],
+            &outboard,
+            &chunk_ranges(&range),
+            &mut proof,
+        )
+        .map_err(Error::backend)?;
+        Ok::<_, Error>(proof)
+    })
+    .await
+    .map_err(Error::backend)??;
+    Ok(futures::stream::once(async move { Ok(Bytes::from(proof)) }).boxed())
 }
 
 /// What a proof answers when its blob's outboard went away while it was read.

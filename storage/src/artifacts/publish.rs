@@ -15,13 +15,12 @@ use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
 
 use super::binding::{self, Inert, Stale};
 use super::blob_row;
-use crate::access::{
-    AuthorityMay, Reader, Signed, agent_of_keyid, can_see_blob, group_exists, may_cite, membership,
-};
+use crate::access::{Reader, agent_of_keyid, can_see_blob, group_exists, may_cite, membership};
 use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self};
+use crate::signatures::{AuthorityMay, Signed};
 
 /// Whether `target` is reachable from `start` by following derivedFrom edges towards sources.
 /// Iterative breadth-first search: never recurses on the call stack.
@@ -76,9 +75,10 @@ pub(crate) struct Verified {
 /// to keep as inert (OFL-2), and the lineage index's new entry.
 pub(crate) struct Aftermath {
     fenced: Arc<Mutex<Option<Inert>>>,
-    /// The new `manifests` row's rowid, for the lineage index's coverage (`lineage/restart.rs`).
+    /// The new `manifests` row's rowid, for the lineage index's coverage
+    /// (`lineage_index/restart.rs`).
     rowid: Arc<AtomicU64>,
-    publication: crate::lineage::Publication,
+    publication: crate::lineage_index::Publication,
 }
 
 /// The transaction's part of a publication, run inside a writer job.
@@ -90,7 +90,7 @@ impl Verified {
         let fenced: Arc<Mutex<Option<Inert>>> = Arc::default();
         let rowid: Arc<AtomicU64> = Arc::default();
         let manifest = &self.manifest;
-        let publication = crate::lineage::Publication {
+        let publication = crate::lineage_index::Publication {
             artifact: manifest.content.blake3,
             size: manifest.content.size,
             manifest_id: self.manifest_id,
@@ -235,7 +235,7 @@ impl Verified {
                 ),
             ));
         }
-        crate::work::require_work_item(
+        crate::access::require_work_item(
             conn,
             &producer,
             group,
@@ -467,7 +467,7 @@ impl Engine {
         let outcome = outcome?;
         if outcome.1 {
             // Committed: the lineage index follows the tables (edges are only ever added).
-            self.lineage.add(&crate::lineage::Publication {
+            self.lineage.add(&crate::lineage_index::Publication {
                 sequence: outcome.0.sequence,
                 rowid: rowid.load(Ordering::Relaxed),
                 ..publication

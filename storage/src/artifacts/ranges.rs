@@ -7,7 +7,7 @@
 //! by the next read that covers it, a full read, verify-now or fsck.
 //!
 //! Any failure of the fast path (no outboard, an outboard that does not verify, bytes that
-//! do not) falls back to the full re-hash of `reads.rs` for what is left of the range, which
+//! do not) falls back to the full re-hash of `stored.rs` for what is left of the range, which
 //! serves only verified bytes and quarantines a corrupt blob. An outboard that failed is
 //! deleted; a missing or deleted one is rebuilt in the background from a full read, and
 //! stored only if its root is the blob's address.
@@ -21,7 +21,7 @@ use futures::stream::BoxStream;
 use weft_api::Digests;
 use weft_api::bao::{GROUP_BYTES, chunk_ranges, tree};
 
-use super::rebuild::{build, rebuild, rebuild_in_background};
+use super::rebuild::rebuild_in_background;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::outboard::{Partial, Window, plan};
@@ -124,7 +124,7 @@ pub(crate) fn full_read(
         let seen = engine.repairs.seen();
         match engine.hashed_bytes(&digests).await {
             Ok(raw) => {
-                super::reads::verified_stream(engine, raw, digests, range, verified_by, seen)
+                super::stored::verified_stream(engine, raw, digests, range, verified_by, seen)
             }
             Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
         }
@@ -203,73 +203,4 @@ pub(crate) fn ranged_stream(
     })
     .flatten()
     .boxed()
-}
-
-/// A proof of `range`, in pieces: for a blob with an outboard, window by window through it
-/// (`proofs.rs`), once the first window has verified; for a large blob without a usable one,
-/// the same once the blob's one rebuild (`rebuild.rs`), which re-hashes it whole first, has
-/// put a new one in place; a small blob's, built in memory from a full read that checks the
-/// root first.
-pub(crate) async fn proof(
-    engine: &Arc<Engine>,
-    digests: Digests,
-    range: Range<u64>,
-) -> Result<BoxStream<'static, Result<Bytes, Error>>, Error> {
-    if digests.size >= OUTBOARD_MIN {
-        match super::proofs::stream(Arc::clone(engine), digests, range.clone()).await? {
-            Ok(stream) => return Ok(stream),
-            Err(Checked::NoOutboard | Checked::Verified(..)) => {}
-            Err(Checked::Failed(reason)) => {
-                tracing::warn!(artifact = %digests.blake3, %reason, "outboard verification failed; re-hashing the whole blob");
-                metrics::counter!("weft_outboard_failures_total").increment(1);
-                engine.blobs.remove_outboard(&digests.blake3).await?;
-            }
-        }
-        // Shared with every other request that needs it: one full read, flat memory. Twice
-        // at most: a request that found the old outboard wrong may remove the new one just
-        // after the rebuild put it in place.
-        let mut again = true;
-        loop {
-            if !rebuild(engine, digests).await? {
-                // The rebuild quarantined the blob.
-                return Err(Error::Corrupt(digests.blake3));
-            }
-            match super::proofs::stream(Arc::clone(engine), digests, range.clone()).await? {
-                Ok(stream) => return Ok(stream),
-                Err(Checked::NoOutboard) if again => again = false,
-                Err(Checked::NoOutboard) => return Err(super::proofs::outboard_gone()),
-                Err(_) => return Err(Error::Corrupt(digests.blake3)),
-            }
-        }
-    }
-    // A small blob: its proof is built from the whole blob, which is verified first.
-    let seen = engine.repairs.seen();
-    let (root, _, data) = build(engine, &digests, true).await?;
-    if root != digests.blake3.0 {
-        engine
-            .quarantine(
-                digests.blake3,
-                "stored bytes do not hash to their address",
-                seen,
-            )
-            .await?;
-        return Err(Error::Corrupt(digests.blake3));
-    }
-    let data = data.unwrap_or_default();
-    let proof = tokio::task::spawn_blocking(move || {
-        let outboard =
-            bao_tree::io::outboard::PreOrderMemOutboard::create(&data, weft_api::bao::BLOCK_SIZE);
-        let mut proof = Vec::new();
-        bao_tree::io::sync::encode_ranges_validated(
-            &data[..],
-            &outboard,
-            &chunk_ranges(&range),
-            &mut proof,
-        )
-        .map_err(Error::backend)?;
-        Ok::<_, Error>(proof)
-    })
-    .await
-    .map_err(Error::backend)??;
-    Ok(futures::stream::once(async move { Ok(Bytes::from(proof)) }).boxed())
 }

@@ -23,9 +23,6 @@
 //! row's `received` moves; the finish deletes the row in the blob row's transaction, after the
 //! promotion. Start-up removes objects under `uploads/` that no row names.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
-
 use bytes::Bytes;
 use futures::Stream;
 use rusqlite::Connection;
@@ -33,6 +30,7 @@ use weft_api::views::UploadSession;
 use weft_api::{Digest, ErrorCode};
 
 use super::upload::{Recorder, UploadOutcome, Uploader, held_bytes, require_uploading_role};
+use crate::access::Session;
 use crate::acting::Acting;
 use crate::blobs::{Blobs, upload_path};
 use crate::clock::format_instant;
@@ -40,47 +38,6 @@ use crate::db::Db;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::rows;
-use crate::sessions::Session;
-
-/// Upload sessions a request is working on right now. A std Mutex: each critical section is
-/// one set operation, with no `.await` inside.
-#[derive(Debug, Default)]
-pub(crate) struct Claims(Mutex<HashSet<String>>);
-
-/// One claimed session; dropping it releases the claim.
-struct Claim<'a> {
-    claims: &'a Claims,
-    upload_id: String,
-}
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        self.claims
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.upload_id);
-    }
-}
-
-impl Claims {
-    fn try_claim(&self, upload_id: &str) -> Option<Claim<'_>> {
-        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        held.insert(upload_id.to_owned()).then(|| Claim {
-            claims: self,
-            upload_id: upload_id.to_owned(),
-        })
-    }
-
-    fn claim(&self, upload_id: &str) -> Result<Claim<'_>, Error> {
-        self.try_claim(upload_id).ok_or_else(|| {
-            reject(
-                ErrorCode::Conflict,
-                "another request is working on this upload; retry once it has ended",
-            )
-        })
-    }
-}
 
 /// Upload sessions one Agent may hold open at once (running or waiting to be resumed); a
 /// session costs a row until it is finished, cancelled or swept, so this bounds what an Agent

@@ -7,20 +7,18 @@
 //! file only writes and reads the record.
 
 use rusqlite::Connection;
-use weft_api::evidence::Outcome;
 use weft_api::kinds;
 use weft_api::manifest::Classification;
 use weft_api::session::Role;
-use weft_api::verdict::Standing;
 use weft_api::views::{ReuseRecord, ReuseRequest};
 use weft_api::{ArtifactId, ErrorCode, EventPayload, Id};
 
+use crate::access::Session;
 use crate::access::{can_read_artifact, membership};
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self};
-use crate::sessions::Session;
 
 impl Engine {
     /// `POST /v1/artifacts/{digest}/reuse`: publishes `artifact` as reusable knowledge in the
@@ -72,7 +70,7 @@ impl Engine {
                     ));
                 }
                 let (approved_by, mission_id) =
-                    check_approval(txn, group, &artifact, &request.approval)?;
+                    crate::standing::reuse_approval(txn, group, &artifact, &request.approval)?;
                 let event = EventPayload::ReusePublished(kinds::ReusePublished {
                     approved_by: Id::parse("agentId", &approved_by)?,
                     artifact,
@@ -114,43 +112,6 @@ impl Engine {
             })
             .await
     }
-}
-
-/// The approval's signer and Mission, if `evidence_id` is an approver's passing, unsuperseded
-/// `reuse` Evidence about `artifact` in `group`.
-fn check_approval(
-    conn: &Connection,
-    group: &str,
-    artifact: &ArtifactId,
-    evidence_id: &ArtifactId,
-) -> Result<(String, String), Error> {
-    let row = crate::rows::evidence::approval(conn, evidence_id, group)?;
-    let Some((producer, mission_id, standing, envelope)) = row else {
-        return Err(reject(
-            ErrorCode::UnknownEvidence,
-            format!("no Evidence {evidence_id} in {group}"),
-        ));
-    };
-    let (_, evidence) = crate::evidence::decode(&envelope)?;
-    let superseded = crate::rows::evidence::is_superseded(conn, evidence_id)?;
-    // Separation of duties at weigh time: an approver that did the work since is a worker.
-    let workers =
-        crate::evidence::standing::worked_on(conn, evidence.work_item_id.as_str(), group)?;
-    let approver_now = standing == Standing::Approver.as_str() && !workers.contains(&producer);
-    let approves = approver_now
-        && evidence.is_reuse_approval()
-        && evidence.subject.id == artifact.to_string()
-        && evidence.result.outcome == Outcome::Pass
-        && !superseded;
-    if !approves {
-        return Err(reject(
-            ErrorCode::EvidenceMissing,
-            format!(
-                "{evidence_id} is not an approver's passing, current `reuse` Evidence about {artifact} (CTX-6)"
-            ),
-        ));
-    }
-    Ok((producer, mission_id))
 }
 
 /// The reuse record of `artifact` in `group`, if it was published as reusable there.

@@ -9,8 +9,6 @@
 //! fsynced, promoted) even when another Group holds them, so they cost what new bytes cost.
 //! Only bytes the uploader may already see take the hash-only fast path.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use bytes::Bytes;
 use futures::Stream;
 use rusqlite::Connection;
@@ -18,13 +16,13 @@ use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 
 use super::blob_row;
+use crate::access::Session;
 use crate::access::{Reader, can_see_blob, membership};
 use crate::acting::Acting;
 use crate::blobs::Staged;
 use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::sessions::Session;
 
 /// What an upload did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +41,7 @@ pub struct UploadOutcome {
 pub enum Uploader<'a> {
     Admin,
     Agent(&'a Session),
-    Token(&'a crate::Grant),
+    Token(&'a crate::access::Grant),
 }
 
 impl<'a> Uploader<'a> {
@@ -95,43 +93,6 @@ pub(crate) struct Recorder<'a> {
 /// Roles that produce bytes: workers (artifacts), coordinators (plans, context), reviewers
 /// (Evidence attachments). Auditors and any role added later only read, so they may not upload.
 const UPLOADING_ROLES: [Role; 3] = [Role::Worker, Role::Coordinator, Role::Reviewer];
-
-/// How uploads went through the engine since it opened: which path they took and how many
-/// bytes they wrote to staging. Tests compare them to show that bytes held by another Group
-/// take exactly the path new bytes take (no timing oracle).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UploadCounters {
-    /// Uploads streamed into staging (and fsynced there on the local backend).
-    pub staged_uploads: u64,
-    /// Bytes those uploads wrote to staging.
-    pub staged_bytes: u64,
-    /// Uploads of bytes the uploader could already see, hashed without being written.
-    pub hashed_only_uploads: u64,
-}
-
-/// The engine's live counters behind [`UploadCounters`].
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    staged_uploads: AtomicU64,
-    staged_bytes: AtomicU64,
-    hashed_only_uploads: AtomicU64,
-}
-
-impl Counters {
-    /// One more upload staged, of `size` bytes.
-    pub(super) fn staged(&self, size: u64) {
-        self.staged_uploads.fetch_add(1, Ordering::Relaxed);
-        self.staged_bytes.fetch_add(size, Ordering::Relaxed);
-    }
-
-    pub(crate) fn snapshot(&self) -> UploadCounters {
-        UploadCounters {
-            staged_uploads: self.staged_uploads.load(Ordering::Relaxed),
-            staged_bytes: self.staged_bytes.load(Ordering::Relaxed),
-            hashed_only_uploads: self.hashed_only_uploads.load(Ordering::Relaxed),
-        }
-    }
-}
 
 /// SQL condition, on a blob digest column `{0}`, that no manifest, Evidence, schema or
 /// snapshot cites it: such a blob counts against its uploaders' cap and is swept when old.
@@ -260,9 +221,7 @@ impl Engine {
         // drops the copy), so the answer takes as long as for new bytes.
         let (digests, staged) = if before.known_and_visible {
             let digests = self.blobs.hash_only(counted, self.max_upload_bytes).await?;
-            self.upload_counters
-                .hashed_only_uploads
-                .fetch_add(1, Ordering::Relaxed);
+            self.upload_counters.hashed_only();
             (digests, None)
         } else {
             let staged = self
@@ -447,7 +406,7 @@ impl Engine {
         // Just hashed on the way in: a reader soon after is answered from memory (`hot.rs`).
         if let Some(bytes) = hot {
             self.hot
-                .insert(crate::artifacts::HotBlob { digests, bytes }, generation);
+                .insert(crate::engine::hot::HotBlob { digests, bytes }, generation);
         }
         if let Some(object) = &session_object
             && let Err(error) = self.blobs.remove_upload(object).await

@@ -1,8 +1,8 @@
 //! When an artifact's stored bytes were last re-hashed and found intact, and by what (schema
 //! V15, `blob_verifications`): an explicit `verify_now` from the auditor console, or fsck.
 //! Ordinary reads re-hash every byte too but record nothing (a write per GET would put a
-//! commit on the read path). A mismatch never lands here: the
-//! read path quarantines the blob instead (ART-5).
+//! commit on the read path); the verified read records it (`stored.rs`). A mismatch never
+//! lands here: the read path quarantines the blob instead (ART-5).
 //!
 //! Also the producer-key lookup the console's signature check needs: keys are looked up by
 //! keyid among every key an Agent ever had, so what a retired key signed stays checkable.
@@ -10,10 +10,9 @@
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use weft_api::{ArtifactId, Digest, ErrorCode, Id, KeyId};
+use weft_api::{Digest, ErrorCode, Id, KeyId};
 
 use crate::access::{Reader, recorded_key};
-use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 
@@ -27,18 +26,6 @@ pub struct Verification {
 }
 
 impl Engine {
-    /// Records that `blake3`'s bytes were just re-hashed and found intact.
-    pub(crate) async fn record_verified(
-        &self,
-        blake3: ArtifactId,
-        by: String,
-    ) -> Result<(), Error> {
-        let now = format_instant(self.clock.now());
-        self.db
-            .write(move |txn| crate::rows::blob_verifications::record(txn, &blake3, &now, &by))
-            .await
-    }
-
     /// The newest intact re-hash of an artifact `reader` may read (`None`: never yet).
     pub(crate) async fn verification(
         &self,

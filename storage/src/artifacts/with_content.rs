@@ -28,10 +28,10 @@ use weft_api::{Digest, Envelope, ErrorCode};
 
 use super::publish::{Bytes as Known, Verified};
 use super::upload::{Cited, Recorder};
+use crate::access::Session;
 use crate::acting::Acting;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::sessions::Session;
 
 impl Engine {
     /// Publishes `envelope` with `body` as its bytes, as `session`'s Agent (under `grant`, a
@@ -61,7 +61,7 @@ impl Engine {
         expected: Digest,
         body: S,
         session: &Session,
-        grant: Option<&crate::Grant>,
+        grant: Option<&crate::access::Grant>,
     ) -> Result<(Published, bool), Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,

@@ -12,7 +12,7 @@ use weft_api::{Envelope, Id};
 use crate::access::Reader;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::lineage::{Lineage, Query as LineageQuery};
+use crate::lineage_index::{Lineage, Query as LineageQuery};
 
 /// Context Packages; borrowed from a [`Store`](crate::Store).
 #[derive(Clone, Copy, Debug)]

@@ -22,12 +22,12 @@ use weft_api::session::Role;
 use weft_api::{ArtifactId, Envelope, ErrorCode, EventPayload, Id};
 
 use crate::access::{
-    AuthorityMay, Reader, Signed, agent_by_keyid, can_read_artifact, may_cite, membership,
-    mission_scope,
+    Reader, agent_by_keyid, can_read_artifact, may_cite, membership, mission_scope,
 };
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events;
+use crate::signatures::{AuthorityMay, Signed};
 
 /// Roles that may write a Mission's context: those that do its work or judge it. An auditor
 /// reads; an approver grants approvals.

@@ -20,7 +20,7 @@ use crate::access::Reader;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::to32;
-use crate::lineage::{ContextNode, Edge, Lineage, Name, NodeRef, Query};
+use crate::lineage_index::{ContextNode, Edge, Lineage, Name, NodeRef, Query};
 
 pub(super) fn no_package(package_id: &Id) -> Error {
     reject(

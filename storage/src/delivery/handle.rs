@@ -10,9 +10,9 @@ use weft_api::event::Delivered;
 use weft_api::views::{Cursor, SignedCheckpoint};
 
 use crate::access::Reader;
+use crate::access::Session;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::sessions::Session;
 
 /// A Group's log for its readers; borrowed from a [`Store`](crate::Store).
 #[derive(Clone, Copy, Debug)]

@@ -11,11 +11,11 @@ use weft_api::views::{
 use weft_api::{ArtifactId, Envelope, Id};
 
 use super::EvidenceFilter;
+use crate::access::Grant;
 use crate::access::Reader;
+use crate::access::Session;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::sessions::Session;
-use crate::work::tokens::Grant;
 
 /// Evidence and the built-in reviewer; borrowed from a [`Store`](crate::Store).
 #[derive(Clone, Copy, Debug)]

@@ -7,14 +7,13 @@
 //! transaction ([`Prepared::record`]), which the review's reaction (`reactions.rs`) calls too.
 
 pub(crate) mod handle;
+mod plan;
 mod reviewer;
-pub(crate) mod standing;
+mod with_token;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use base64::Engine as _;
 use rusqlite::Connection;
-use weft_api::dsse::BASE64;
 use weft_api::evidence::{AUTHORITY_AGENT, Evidence, MethodKind, Outcome};
 use weft_api::kinds;
 use weft_api::session::Role;
@@ -25,13 +24,13 @@ use weft_api::views::{
 };
 use weft_api::{ArtifactId, Envelope, ErrorCode, EventPayload, Id};
 
-use crate::access::{
-    AuthorityMay, Reader, Signed, agent_by_keyid, can_read_artifact, group_exists, membership,
-};
+use crate::access::{Reader, agent_by_keyid, can_read_artifact, group_exists, membership};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
 use crate::events::{self, to32};
+use crate::signatures::{AuthorityMay, Signed};
+use crate::standing::decode;
 
 /// Filters of `GET /v1/evidence`.
 #[derive(Clone, Debug, Default)]
@@ -46,13 +45,6 @@ pub struct EvidenceFilter {
     /// Cursor from a previous page: only records older than it.
     pub after: Option<u64>,
     pub limit: u32,
-}
-
-pub(crate) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error> {
-    let envelope: Envelope = serde_json::from_str(envelope_json).map_err(Error::backend)?;
-    let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
-    let evidence = Evidence::parse(&payload)?;
-    Ok((envelope, evidence))
 }
 
 /// Whether Evidence may cite `artifact` (EVD-4): published for its Mission in its Group, or
@@ -225,7 +217,7 @@ impl Prepared {
         // record there).
         let own_work = standing != Standing::Worker
             && !is_authority
-            && standing::did_the_work(txn, &evidence, signer.as_str())?;
+            && crate::standing::did_the_work(txn, &evidence, signer.as_str())?;
         let standing = if own_work {
             on_own_work(standing)
         } else {
@@ -282,9 +274,9 @@ impl Prepared {
             }
         }
         if let Some(earlier) = &evidence.supersedes {
-            standing::check_supersedes(txn, earlier, &evidence, &signer, standing)?;
+            crate::standing::check_supersedes(txn, earlier, &evidence, &signer, standing)?;
         }
-        crate::work::require_work_item(
+        crate::access::require_work_item(
             txn,
             &producer,
             group,
@@ -497,10 +489,10 @@ pub(crate) fn criteria_of(
         .or_else(|| mission_id.map(Id::to_string));
     // Separation of duties, at weigh time: see `standing::weighed`.
     let workers = match rows.first() {
-        Some((_, (group, _))) => standing::worked_on(conn, work_item_id.as_str(), group)?,
+        Some((_, (group, _))) => crate::standing::worked_on(conn, work_item_id.as_str(), group)?,
         None => BTreeSet::new(),
     };
-    let superseded_now = standing::superseded(conn, work_item_id.as_str(), &workers)?;
+    let superseded_now = crate::standing::superseded(conn, work_item_id.as_str(), &workers)?;
     struct Acc {
         records: Vec<(Weighed, Verdict)>,
         counts: OutcomeCounts,
@@ -515,7 +507,8 @@ pub(crate) fn criteria_of(
             serde_json::from_value(serde_json::json!(outcome)).map_err(Error::backend)?;
         let method: MethodKind =
             serde_json::from_value(serde_json::json!(method)).map_err(Error::backend)?;
-        let standing = standing::weighed(standing::stored(&standing)?, &producer, &workers);
+        let standing =
+            crate::standing::weighed(crate::standing::stored(&standing)?, &producer, &workers);
         let acc = by_criterion.entry(criterion).or_insert_with(|| Acc {
             records: Vec::new(),
             counts: OutcomeCounts::default(),

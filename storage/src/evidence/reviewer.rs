@@ -20,12 +20,12 @@ use weft_api::session::Role;
 use weft_api::views::{Check, EvidenceRecord, ReviewRequest};
 use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, Id};
 
+use crate::access::Session;
 use crate::access::{Reader, can_read_artifact, membership};
 use crate::artifacts::Content;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
-use crate::sessions::Session;
 
 /// Largest JSON artifact the schema check loads into memory.
 const MAX_SCHEMA_CONTENT: u64 = 16 * 1024 * 1024;
@@ -136,7 +136,7 @@ impl Engine {
         let id = work_item_id.clone();
         let plan = self
             .db
-            .read(move |conn| crate::work::submission_plan(conn, id.as_str(), sequence))
+            .read(move |conn| super::plan::submission_plan(conn, id.as_str(), sequence))
             .await?;
         let Some(plan) = plan else {
             return Ok(Vec::new());

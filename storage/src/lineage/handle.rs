@@ -1,17 +1,16 @@
 //! [`Lineage`], the handle to provenance queries (`store.lineage()`, DESIGN §6): ancestors and
 //! descendants of an artifact or of everything a WorkItem or Mission published, a path
 //! between two artifacts, and the index's snapshot and figures. Each method hands over to the
-//! engine: queries in `query.rs`, the snapshot in `restart.rs`.
+//! engine: queries in `query.rs`, the snapshot in `saving.rs`.
 
 use std::sync::Arc;
 
 use weft_api::{ArtifactId, Digest, Id};
 
-use super::answer::{Query, Scope};
-use super::restart::{LineageStart, SnapshotSaved};
 use crate::access::Reader;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::lineage_index::{LineageStart, Query, Scope, SnapshotSaved};
 
 /// Provenance queries; borrowed from a [`Store`](crate::Store). What they answer is a
 /// [`crate::Lineage`].
@@ -26,7 +25,7 @@ impl Lineage<'_> {
         digest: Digest,
         query: Query,
         reader: &Reader,
-    ) -> Result<super::answer::Lineage, Error> {
+    ) -> Result<crate::lineage_index::Lineage, Error> {
         self.0.lineage(digest, query, reader).await
     }
 
@@ -37,7 +36,7 @@ impl Lineage<'_> {
         name: Id,
         query: Query,
         reader: &Reader,
-    ) -> Result<super::answer::Lineage, Error> {
+    ) -> Result<crate::lineage_index::Lineage, Error> {
         self.0.lineage_scope(scope, name, query, reader).await
     }
 

@@ -1,78 +1,16 @@
 //! Lineage queries as the engine runs them: the reader's Groups from the membership
-//! projection, the root resolved (a `sha256:` alias by one indexed read), and the walk run
-//! inline within its budget or on the blocking pool; plus reading publications from the tables
-//! (a rebuild at open, or a catch-up after a snapshot).
+//! projection, the root resolved (a `sha256:` alias by one indexed read), and the walk over
+//! the index (`lineage_index/`) run inline within its budget or on the blocking pool.
 
 use std::sync::Arc;
 
-use rusqlite::Connection;
 use weft_api::{ArtifactId, Digest, ErrorCode, Id};
 
-use super::*;
 use crate::access::{MissionScope, Reader};
 use crate::artifacts::blob_row;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::events::to32;
-
-/// Publications read from the tables, oldest first, and the last one's rowid and manifest id.
-pub(crate) type PublicationsRead = (Vec<Publication>, Option<(u64, ArtifactId)>);
-
-/// The publications whose `manifests` rowid is above `after`, oldest first, and the last one's
-/// rowid and manifest id: everything, for a rebuild at start (`after` = 0), or what was
-/// committed after a snapshot (`CROSS JOIN` keeps SQLite on the rowid range of `manifests`,
-/// never a scan of `blobs`). A rebuild reads `derivations` in one scan; a catch-up looks up
-/// each new manifest's rows by the primary key. Either takes a manifest's sources in the order
-/// they were written, as the publication added them, so every way of building the index
-/// gives the same edge lists.
-pub(crate) fn load_publications_after(
-    conn: &Connection,
-    after: u64,
-) -> Result<PublicationsRead, Error> {
-    let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
-        std::collections::HashMap::new();
-    if after == 0 {
-        for (manifest_id, source) in crate::rows::derivations::all(conn)? {
-            sources.entry(manifest_id).or_default().push(source);
-        }
-    }
-    let rows = crate::rows::manifests::publications_after(conn, after)?;
-    let mut publications = Vec::with_capacity(rows.len());
-    for (
-        artifact,
-        size,
-        manifest_id,
-        group,
-        mission,
-        work_item,
-        producer,
-        media_type,
-        sequence,
-        rowid,
-    ) in rows
-    {
-        let sources = if after == 0 {
-            sources.remove(&manifest_id).unwrap_or_default()
-        } else {
-            crate::rows::derivations::sources_in(conn, &artifact, &manifest_id)?
-        };
-        publications.push(Publication {
-            artifact: ArtifactId(to32(artifact)?),
-            size,
-            sources,
-            manifest_id: ArtifactId(to32(manifest_id)?),
-            group,
-            mission,
-            work_item,
-            producer,
-            media_type,
-            sequence,
-            rowid,
-        });
-    }
-    let last = publications.last().map(|p| (p.rowid, p.manifest_id));
-    Ok((publications, last))
-}
+use crate::lineage_index::{Audience, FastSet, Index, Lineage, Query, Scope};
 
 impl Engine {
     /// The blake3 id named by `digest` and the reader's Groups (`None`: all), for lineage.
@@ -109,7 +47,7 @@ impl Engine {
     /// Who `reader` is to the lineage index: its Groups, and for a Mission-scoped member its
     /// Missions and its Group's reusable artifacts (one read; none for anyone else).
     pub(crate) async fn audience(&self, reader: &Reader) -> Result<Audience, Error> {
-        let groups = self.reader_groups(reader);
+        let groups = reader.visible_groups();
         let (group_id, missions) = match reader {
             Reader::Agent {
                 group_id,

@@ -4,7 +4,7 @@
 //!
 //! Ids are `weft_api::ArtifactId` on the way in; the columns come back as the text the row
 //! holds (outcomes, methods and standings as their wire names), which the callers parse as
-//! they did: retyping them would touch every weighing in `evidence::standing` and
+//! they did: retyping them would touch every weighing in `standing.rs` and
 //! `work::checks`.
 
 use rusqlite::{Connection, OptionalExtension as _, params};

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use weft_api::Envelope;
 use weft_api::session::SessionGrant;
 
-use super::{Session, SessionCache};
+use super::SessionCache;
+use crate::access::Session;
 use crate::engine::Engine;
 use crate::error::Error;
 

@@ -93,10 +93,10 @@ pub(super) fn covers_criteria(
     cited_criteria(ctx, row, evidence)?;
     let lease_started: Option<u64> =
         leases::current(ctx.tx, &row.work_item_id)?.and_then(|lease| lease.started_sequence);
-    // Separation of duties, at weigh time (`evidence::standing`): who did this work, and
+    // Separation of duties, at weigh time (`standing.rs`): who did this work, and
     // which records are superseded by someone who may still supersede them.
-    let workers = crate::evidence::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?;
-    let superseded = crate::evidence::standing::superseded(ctx.tx, &row.work_item_id, &workers)?;
+    let workers = crate::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?;
+    let superseded = crate::standing::superseded(ctx.tx, &row.work_item_id, &workers)?;
     let weighing = (workers, superseded);
     for criterion in &row.contract.acceptance_criteria {
         // EVD-3: a criterion the built-in reviewer can satisfy (integrity or schema) is
@@ -150,7 +150,7 @@ fn counts_for(
         return Ok(false);
     }
     // A review counts as one unless its producer did this work (separation of duties, at
-    // weigh time: `evidence::standing::weighed`); a Worker's claim only from the owner
+    // weigh time: `standing::weighed`); a Worker's claim only from the owner
     // under its current lease.
     if standing != "worker" && !workers.contains(&producer) {
         return Ok(true);

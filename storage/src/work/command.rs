@@ -20,11 +20,12 @@ use weft_api::{Envelope, ErrorCode, Id, SignedPayload as _};
 use super::apply;
 use super::ctx::Ctx;
 use super::{WorkRow, load_mission, load_work_item};
-use crate::access::{AuthorityMay, MissionScope};
+use crate::access::MissionScope;
+use crate::access::Session;
 use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::sessions::Session;
+use crate::signatures::AuthorityMay;
 
 /// A Command past the checks that need no transaction (shape, signature, session), ready to
 /// run in the writer.
@@ -193,7 +194,7 @@ fn apply_prepared(
     tx: &Tx<'_>,
     prepared: Prepared,
     now: chrono::DateTime<chrono::Utc>,
-    deadlines: &super::expiry::Deadlines,
+    deadlines: &crate::engine::deadlines::Deadlines,
     faults: crate::faults::Faults,
 ) -> Result<CommandAccepted, Error> {
     let Prepared {
@@ -551,7 +552,7 @@ fn facts(
         reconciling,
         // Separation of duties: only `work.accept_result` reads it, so only it pays the query.
         caller_did_the_work: ctx.command.kind == CommandType::WorkAcceptResult
-            && crate::evidence::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?
+            && crate::standing::worked_on(ctx.tx, &row.work_item_id, &row.group_id)?
                 .contains(caller),
         acceptance_stale: matches!(
             ctx.command.kind,

@@ -23,21 +23,18 @@
 //!   can start anything. Blocked leases are not revoked: they hold ownership across a block
 //!   (PRG-5), not the right to execute.
 //!
-//! How expiry is found: [`Deadlines`], an in-memory ordered set of (instant, WorkItem) loaded
-//! at open ([`load`]) and noted whenever a Command leaves a WorkItem with a deadline. It is
-//! lazy: an entry may be stale (a lease renewed, released or revoked since), so a due entry
+//! How expiry is found: `Deadlines` (`engine/deadlines.rs`), an in-memory ordered set of
+//! (instant, WorkItem) loaded at open ([`load`]) and noted whenever a Command leaves a
+//! WorkItem with a deadline. It is lazy: an entry may be stale (a lease renewed, released or revoked since), so a due entry
 //! only says "look at this WorkItem now"; [`expire_work_item`] reads the rows and appends
 //! what is really due, then notes the WorkItem's next deadline. The timer
 //! (`Store::expire_due`) therefore visits the due entries only, never every lease. Every
 //! Command also runs [`expire_work_item`] on its own WorkItem first (`command.rs`), so
 //! nothing depends on the timer having run.
 //!
-//! Threads: [`Deadlines`] is shared by the writer thread (Command jobs note deadlines) and the
+//! Threads: `Deadlines` is shared by the writer thread (Command jobs note deadlines) and the
 //! timer; a `std::sync::Mutex` guards it for short critical sections with no `.await`.
 //! Crash story: the set is memory only and the rows say what is due, so open rebuilds it.
-
-use std::collections::BTreeSet;
-use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
@@ -49,70 +46,16 @@ use super::ctx::{fence_owner, save, work_event};
 use super::{WorkRow, load_work_item};
 use crate::clock::format_instant;
 use crate::db::Tx;
+use crate::engine::deadlines::Deadline;
 use crate::error::{Error, reject};
 use crate::events;
 use crate::rows::leases::{self, Claim, EndedBy, Refusal};
-
-/// When something of a WorkItem may expire next.
-pub(crate) type Deadline = DateTime<Utc>;
 
 /// The most WorkItems one `expire_due` call handles in its one transaction; the rest stay due
 /// for the next tick, so a burst of expiries never makes one huge write job.
 pub(super) const MAX_PER_CALL: usize = 10_000;
 
-/// Lease and ownership deadlines by instant: `(instant, WorkItem id)`, ordered by time.
-#[derive(Debug, Default)]
-pub(crate) struct Deadlines {
-    entries: Mutex<BTreeSet<(DateTime<Utc>, String)>>,
-}
-
-/// What one [`Deadlines::take_due`] found.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Due {
-    /// The WorkItems with a due entry, each once.
-    pub(crate) work_items: BTreeSet<String>,
-    /// How many entries were looked at: the due ones and the one that stopped the walk.
-    pub(crate) visited: usize,
-}
-
-impl Deadlines {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<(DateTime<Utc>, String)>> {
-        // Short critical sections, no await inside; a panic elsewhere leaves a usable set.
-        self.entries
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Remembers that `work_item_id` has a deadline at `at`.
-    pub(crate) fn note(&self, work_item_id: &str, at: DateTime<Utc>) {
-        self.lock().insert((at, work_item_id.to_owned()));
-    }
-
-    /// Takes the entries due at `now` (at most `limit` WorkItems), earliest first.
-    pub(crate) fn take_due(&self, now: DateTime<Utc>, limit: usize) -> Due {
-        let mut entries = self.lock();
-        let mut due = Due::default();
-        while due.work_items.len() < limit {
-            due.visited += 1;
-            match entries.first() {
-                Some((at, _)) if *at <= now => {
-                    if let Some((_, work_item)) = entries.pop_first() {
-                        due.work_items.insert(work_item);
-                    }
-                }
-                _ => break,
-            }
-        }
-        due
-    }
-
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.lock().len()
-    }
-}
-
-/// Every deadline the rows hold, to fill [`Deadlines`] at open: unreleased leases and the
+/// Every deadline the rows hold, to fill `Deadlines` at open: unreleased leases and the
 /// ownership deadlines of owned `queued` or `blocked` WorkItems. Stale ones cost one look when they fall due.
 pub(crate) fn load(conn: &Connection) -> Result<Vec<(DateTime<Utc>, String)>, Error> {
     let mut found = leases::open_expiries(conn)?;
@@ -265,7 +208,7 @@ fn expire_from(
 /// LSE-9 / GAP-1: the Execution Leases of `agent_id` in `group_id` end because a new session
 /// (`session_epoch`) replaced the one they were granted under; each affected `active`
 /// WorkItem returns to `queued`. Runs in the transaction that opens the session. Answers the
-/// WorkItems touched with their next deadlines, for [`Deadlines`].
+/// WorkItems touched with their next deadlines, for `Deadlines`.
 pub(crate) fn revoke_for_new_session(
     tx: &Tx<'_>,
     group_id: &str,

@@ -11,11 +11,11 @@ use weft_api::work::views::{
 use weft_api::{Envelope, Id};
 
 use crate::access::Reader;
+use crate::access::Session;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::sessions::Session;
 
-use super::tokens::Grant;
+use crate::access::Grant;
 
 /// Missions, WorkItems and Commands; borrowed from a [`Store`](crate::Store).
 #[derive(Clone, Copy, Debug)]

@@ -64,8 +64,7 @@ pub(super) fn mission_close(
     let caller = ctx.command.agent_id.as_str();
     let did_the_parent_work = match &mission.parent_work_item_id {
         Some(parent) if ctx.command.kind == CommandType::MissionApprove => {
-            crate::evidence::standing::worked_on(ctx.tx, parent, &mission.group_id)?
-                .contains(caller)
+            crate::standing::worked_on(ctx.tx, parent, &mission.group_id)?.contains(caller)
         }
         _ => false,
     };

@@ -35,10 +35,8 @@ pub(crate) mod tokens;
 #[cfg(test)]
 mod visibility_tests;
 
-pub use tokens::Grant;
-
 use rusqlite::Connection;
-use weft_api::work::machine::{MissionState, WorkState};
+use weft_api::work::machine::MissionState;
 use weft_api::work::views::{
     BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,
 };
@@ -52,18 +50,14 @@ use crate::rows::{leases, work_items};
 
 pub(crate) use crate::rows::missions::MissionRow;
 pub(crate) use crate::rows::work_items::WorkRow;
-pub(crate) use crate::rows::{from_json, name, parse_name, to_json};
-
-pub(crate) fn load_work_item(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
-    work_items::load(conn, id)
-}
+pub(crate) use crate::rows::{name, parse_name, to_json};
+// A Mission's or WorkItem's row by id, whoever asks: the rows' own loads, under the names
+// every Command file uses.
+pub(crate) use crate::rows::missions::load as load_mission;
+pub(crate) use crate::rows::work_items::load as load_work_item;
 
 fn work_item_where(conn: &Connection, id: &str, reader: &Reader) -> Result<Option<WorkRow>, Error> {
     work_items::load_seen(conn, id, &reader.seer())
-}
-
-pub(crate) fn load_mission(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
-    crate::rows::missions::load(conn, id)
 }
 
 fn mission_where(
@@ -218,85 +212,6 @@ pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<Missio
         parent_work_item_id: row.parent_work_item_id.clone(),
         work_items: nodes(conn, &row.mission_id)?,
     })
-}
-
-/// A manifest or Evidence names a WorkItem that exists in its Group under its Mission
-/// (issue #11: `workItemId` is a reference, not a label); another Group's WorkItem answers
-/// as an unknown one.
-///
-/// A WorkItem of a Mission the `producer` cannot see (CTX-5) answers as an unknown one too,
-/// never naming its Mission.
-pub(crate) fn require_work_item(
-    conn: &Connection,
-    producer: &crate::access::Reader,
-    group_id: &str,
-    mission_id: &str,
-    work_item_id: &str,
-) -> Result<(), Error> {
-    // Only where the WorkItem lives: every publication asks, and the whole row would
-    // parse its contract.
-    let place = work_items::place(conn, work_item_id)?;
-    match place {
-        Some((group, mission)) if group == group_id && mission == mission_id => Ok(()),
-        Some((group, mission))
-            if group == group_id && producer.sees_mission(group_id, &mission) =>
-        {
-            Err(reject(
-                ErrorCode::MissionMismatch,
-                format!("WorkItem {work_item_id} belongs to Mission {mission}, not {mission_id}"),
-            ))
-        }
-        _ => Err(reject(
-            ErrorCode::UnknownWorkItem,
-            format!("no WorkItem {work_item_id} in {group_id}"),
-        )),
-    }
-}
-
-/// What the built-in reviewer checks after a submission (EVD-3): the WorkItem's Group and
-/// Mission, its last submission's artifacts, and each criterion's required methods.
-pub(crate) struct SubmissionPlan {
-    pub(crate) group_id: Id,
-    pub(crate) mission_id: Id,
-    pub(crate) artifacts: Vec<weft_api::ArtifactId>,
-    pub(crate) criteria: Vec<(String, Vec<weft_api::evidence::MethodKind>)>,
-}
-
-/// The plan for the review of the submission appended at `sequence`: `None` unless the
-/// WorkItem is `submitted` and that is its latest submission (a review that runs late reviews
-/// only a submission still standing, and each submission once).
-pub(crate) fn submission_plan(
-    conn: &Connection,
-    work_item_id: &str,
-    sequence: u64,
-) -> Result<Option<SubmissionPlan>, Error> {
-    let Some(row) = load_work_item(conn, work_item_id)? else {
-        return Ok(None);
-    };
-    if row.state != WorkState::Submitted {
-        return Ok(None);
-    }
-    let detail =
-        crate::rows::work_history::last_submission(conn, &row.group_id, &row.work_item_id)?;
-    let artifacts = match detail {
-        Some((latest, _)) if latest != sequence => return Ok(None),
-        Some((_, payload)) => {
-            let event: weft_api::work::events::WorkEvent = from_json(&payload)?;
-            serde_json::from_value(event.detail["artifacts"].clone()).map_err(Error::backend)?
-        }
-        None => Vec::new(),
-    };
-    Ok(Some(SubmissionPlan {
-        group_id: Id::parse("groupId", &row.group_id)?,
-        mission_id: Id::parse("missionId", &row.mission_id)?,
-        artifacts,
-        criteria: row
-            .contract
-            .acceptance_criteria
-            .iter()
-            .map(|c| (c.id.to_string(), c.required_evidence.clone()))
-            .collect(),
-    }))
 }
 
 /// Where the Mission and WorkItem rows of `group_id` differ from `folded`, the fold of the

@@ -53,6 +53,7 @@ mod tests {
     use super::super::expiry::*;
     use super::*;
     use crate::clock::Clock as _;
+    use crate::engine::deadlines::{Deadlines, Due};
 
     fn instant(second: u32) -> DateTime<Utc> {
         let start: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().expect("instant");

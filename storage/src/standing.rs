@@ -1,18 +1,23 @@
 //! What a producer's standing lets it do with Evidence (EVD-1): separation of duties (who did
 //! the work a record judges; such a producer's word weighs as a Worker's,
 //! `verdict::on_own_work`, both when it records, in the record's transaction, and whenever
-//! records are weighed, so doing the work after recording a review does not keep the review)
-//! and whether a producer may supersede the record it names.
+//! records are weighed, so doing the work after recording a review does not keep the review),
+//! whether a producer may supersede the record it names, and whether a record is an
+//! approver's approval of reusable knowledge (CTX-6). A leaf over `rows/`, shared by the
+//! features that weigh Evidence: recording it (`evidence/`), accepting work (`work/checks.rs`)
+//! and publishing reusable knowledge (`artifacts/reuse.rs`).
 
 use std::collections::BTreeSet;
 
+use base64::Engine as _;
 use rusqlite::Connection;
-use weft_api::evidence::Evidence;
+use weft_api::dsse::BASE64;
 use weft_api::evidence::MethodKind;
+use weft_api::evidence::{Evidence, Outcome};
 use weft_api::verdict::{
     Standing, may_supersede, may_supersede_method, may_supersede_producer, on_own_work,
 };
-use weft_api::{ArtifactId, ErrorCode, Id};
+use weft_api::{ArtifactId, Envelope, ErrorCode, Id};
 
 use crate::error::{Error, reject};
 
@@ -86,7 +91,7 @@ pub(crate) fn weighed(recorded: Standing, producer: &str, workers: &BTreeSet<Str
 
 /// Separation of duties at record time: whether `agent` did the work `evidence` judges (see
 /// [`worked_on`]) or published, in the Evidence's Group, an Artifact the Evidence cites.
-pub(super) fn did_the_work(
+pub(crate) fn did_the_work(
     txn: &Connection,
     evidence: &Evidence,
     agent: &str,
@@ -107,7 +112,7 @@ pub(super) fn did_the_work(
 /// EVD-1 for a correction: the superseded record must be of the same Group (else it is
 /// unknown: another Group's Evidence is never confirmed to exist), Mission, WorkItem and
 /// criterion, and the corrector its producer or a reviewer or coordinator.
-pub(super) fn check_supersedes(
+pub(crate) fn check_supersedes(
     conn: &Connection,
     earlier: &ArtifactId,
     evidence: &Evidence,
@@ -161,4 +166,48 @@ pub(super) fn check_supersedes(
         ));
     }
     Ok(())
+}
+
+/// A recorded Evidence's envelope, as the `evidence` table keeps it, and its payload.
+pub(crate) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error> {
+    let envelope: Envelope = serde_json::from_str(envelope_json).map_err(Error::backend)?;
+    let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
+    let evidence = Evidence::parse(&payload)?;
+    Ok((envelope, evidence))
+}
+
+/// The approval's signer and Mission, if `evidence_id` is an approver's passing, unsuperseded
+/// `reuse` Evidence about `artifact` in `group`.
+pub(crate) fn reuse_approval(
+    conn: &Connection,
+    group: &str,
+    artifact: &ArtifactId,
+    evidence_id: &ArtifactId,
+) -> Result<(String, String), Error> {
+    let row = crate::rows::evidence::approval(conn, evidence_id, group)?;
+    let Some((producer, mission_id, standing, envelope)) = row else {
+        return Err(reject(
+            ErrorCode::UnknownEvidence,
+            format!("no Evidence {evidence_id} in {group}"),
+        ));
+    };
+    let (_, evidence) = decode(&envelope)?;
+    let superseded = crate::rows::evidence::is_superseded(conn, evidence_id)?;
+    // Separation of duties at weigh time: an approver that did the work since is a worker.
+    let workers = worked_on(conn, evidence.work_item_id.as_str(), group)?;
+    let approver_now = standing == Standing::Approver.as_str() && !workers.contains(&producer);
+    let approves = approver_now
+        && evidence.is_reuse_approval()
+        && evidence.subject.id == artifact.to_string()
+        && evidence.result.outcome == Outcome::Pass
+        && !superseded;
+    if !approves {
+        return Err(reject(
+            ErrorCode::EvidenceMissing,
+            format!(
+                "{evidence_id} is not an approver's passing, current `reuse` Evidence about {artifact} (CTX-6)"
+            ),
+        ));
+    }
+    Ok((producer, mission_id))
 }

@@ -22,18 +22,16 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::Connection;
 use weft_api::ArtifactId;
 
 use super::coverage::Coverage;
-use super::query::load_publications_after;
 use super::{Ids, Index, Publication, snapshot};
 use crate::db::{Db, Location};
-use crate::engine::Engine;
 use crate::error::Error;
+use crate::events::to32;
 
 /// How the lineage index was made ready at open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +42,7 @@ pub enum LineageStart {
     FromSnapshot { caught_up: usize },
 }
 
-/// What [`Engine::save_lineage_snapshot`] wrote.
+/// What a save of the snapshot wrote (`Index::write_snapshot`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotSaved {
     pub bytes: usize,
@@ -82,6 +80,65 @@ fn matches(conn: &Connection, coverage: &Coverage) -> Result<bool, Error> {
         }
     }
     Ok(true)
+}
+
+/// Publications read from the tables, oldest first, and the last one's rowid and manifest id.
+pub(crate) type PublicationsRead = (Vec<Publication>, Option<(u64, ArtifactId)>);
+
+/// The publications whose `manifests` rowid is above `after`, oldest first, and the last one's
+/// rowid and manifest id: everything, for a rebuild at start (`after` = 0), or what was
+/// committed after a snapshot (`CROSS JOIN` keeps SQLite on the rowid range of `manifests`,
+/// never a scan of `blobs`). A rebuild reads `derivations` in one scan; a catch-up looks up
+/// each new manifest's rows by the primary key. Either takes a manifest's sources in the order
+/// they were written, as the publication added them, so every way of building the index
+/// gives the same edge lists.
+pub(crate) fn load_publications_after(
+    conn: &Connection,
+    after: u64,
+) -> Result<PublicationsRead, Error> {
+    let mut sources: std::collections::HashMap<Vec<u8>, Vec<ArtifactId>> =
+        std::collections::HashMap::new();
+    if after == 0 {
+        for (manifest_id, source) in crate::rows::derivations::all(conn)? {
+            sources.entry(manifest_id).or_default().push(source);
+        }
+    }
+    let rows = crate::rows::manifests::publications_after(conn, after)?;
+    let mut publications = Vec::with_capacity(rows.len());
+    for (
+        artifact,
+        size,
+        manifest_id,
+        group,
+        mission,
+        work_item,
+        producer,
+        media_type,
+        sequence,
+        rowid,
+    ) in rows
+    {
+        let sources = if after == 0 {
+            sources.remove(&manifest_id).unwrap_or_default()
+        } else {
+            crate::rows::derivations::sources_in(conn, &artifact, &manifest_id)?
+        };
+        publications.push(Publication {
+            artifact: ArtifactId(to32(artifact)?),
+            size,
+            sources,
+            manifest_id: ArtifactId(to32(manifest_id)?),
+            group,
+            mission,
+            work_item,
+            producer,
+            media_type,
+            sequence,
+            rowid,
+        });
+    }
+    let last = publications.last().map(|p| (p.rowid, p.manifest_id));
+    Ok((publications, last))
 }
 
 impl Index {
@@ -205,46 +262,32 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-impl Engine {
-    /// Brings the lineage index up to every committed publication, then writes its snapshot
-    /// (`None`: an in-memory database, nothing published yet, or nothing new since the
-    /// snapshot on disk). The server calls this at clean shutdown and periodically.
-    pub(crate) async fn save_lineage_snapshot(
-        self: &Arc<Self>,
+impl Index {
+    /// The rowid through which the index holds every `manifests` row.
+    pub(crate) fn covered_through(&self) -> u64 {
+        self.coverage().through.0
+    }
+
+    /// Writes the snapshot to `path`, unless the one on disk holds every row the index holds
+    /// (`None`); `caught_up` is what the caller read from the tables first. Blocking (call it
+    /// on the blocking pool), and one save at a time.
+    pub(crate) fn write_snapshot(
+        &self,
+        path: &Path,
+        caught_up: usize,
     ) -> Result<Option<SnapshotSaved>, Error> {
-        let Some(path) = self.lineage_snapshot.clone() else {
+        // Held for the whole write (no await inside).
+        let _one_at_a_time = self.saving.lock().unwrap_or_else(|p| p.into_inner());
+        if self.coverage().through.0 == self.saved_through.load(Ordering::Relaxed) {
             return Ok(None);
-        };
-        let through = self.lineage.coverage().through.0;
-        let (publications, last) = self
-            .db
-            .read(move |conn| load_publications_after(conn, through))
-            .await?;
-        self.lineage.catch_up(&publications, last);
-        let caught_up = publications.len();
-        drop(publications);
-        let engine = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            // Held for the whole write, on the blocking pool (no await inside).
-            let _one_at_a_time = engine
-                .lineage
-                .saving
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let saved = &engine.lineage.saved_through;
-            if engine.lineage.coverage().through.0 == saved.load(Ordering::Relaxed) {
-                return Ok(None);
-            }
-            let (bytes, through) = engine.lineage.encode();
-            write_atomically(&path, &bytes).map_err(Error::backend)?;
-            saved.store(through, Ordering::Relaxed);
-            Ok(Some(SnapshotSaved {
-                bytes: bytes.len(),
-                caught_up,
-                through,
-            }))
-        })
-        .await
-        .map_err(Error::backend)?
+        }
+        let (bytes, through) = self.encode();
+        write_atomically(path, &bytes).map_err(Error::backend)?;
+        self.saved_through.store(through, Ordering::Relaxed);
+        Ok(Some(SnapshotSaved {
+            bytes: bytes.len(),
+            caught_up,
+            through,
+        }))
     }
 }

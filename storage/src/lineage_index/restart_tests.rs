@@ -234,7 +234,7 @@ async fn rebuilt(store: &Store) -> Vec<u8> {
     let (publications, last) = store
         .inner
         .db
-        .read(|conn| query::load_publications_after(conn, 0))
+        .read(|conn| load_publications_after(conn, 0))
         .await
         .expect("the test store answers");
     let index = Index::default();

@@ -11,7 +11,7 @@ use super::name::Name;
 /// Hash sets and maps for the index and its walks: keys are small integers or BLAKE3 ids, so a
 /// fast, randomly seeded hasher instead of SipHash.
 pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-pub(super) type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
+pub(crate) type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
 
 /// Who walks the graph: the Groups it reads (`None`: all) and, for a Mission-scoped member,
 /// its Missions and the reusable artifacts of its Group (CTX-5/6). A manifest of another
