@@ -235,7 +235,7 @@ impl From<weft_storage::Error> for HttpError {
             ),
             E::Corrupt(id) => {
                 // "Unless …": a read that began before a repair fails, but does not quarantine
-                // the repaired bytes (`artifacts/repairs.rs`).
+                // the repaired bytes (`engine/repairs.rs`).
                 format!(
                     "the stored bytes of {id} failed verification and were not served; it is \
                      quarantined until they are uploaded again, unless an upload has just \

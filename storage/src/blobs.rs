@@ -25,7 +25,7 @@
 //! row (an "orphan": no upload was acknowledged for it), or an outboard whose blob's rename
 //! never came (the outboard goes first).
 //! [`Blobs::sweep_staging`] removes the first at start and the engine's start-up
-//! reconciliation (`engine.rs`) the others, with [`Blobs::local_blob_files`] and
+//! reconciliation (`lifecycle.rs`) the others, with [`Blobs::local_blob_files`] and
 //! [`Blobs::local_outboard_files`].
 //!
 //! Modes: on the local backend the data directory, every directory under it and every blob

@@ -23,7 +23,7 @@ pub mod defaults {
     /// what was submitted) then comes from the disk; on, an upload costs about a tenth less CPU
     /// and leaves the page cache to what is read.
     pub const DIRECT_WRITES: bool = false;
-    /// Bytes of small blobs kept in memory for reads (`artifacts/hot.rs`).
+    /// Bytes of small blobs kept in memory for reads (`engine/hot.rs`).
     pub const HOT_BLOB_BYTES: u64 = 64 * 1024 * 1024;
     /// Hours a session token stays valid.
     pub const SESSION_HOURS: i64 = 12;

@@ -177,7 +177,7 @@ async fn corrupted_blobs_are_never_served_as_success() {
 }
 
 /// A read that began before a repair and found the replaced copy's bad bytes fails its own
-/// answer, but cannot quarantine the repaired blob (`artifacts/repairs.rs`): before, the
+/// answer, but cannot quarantine the repaired blob (`engine/repairs.rs`): before, the
 /// repair held only until that read ended.
 #[tokio::test]
 async fn a_read_that_began_before_a_repair_cannot_quarantine_the_repaired_blob() {

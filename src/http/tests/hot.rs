@@ -1,4 +1,4 @@
-//! Issue #15: small artifacts read from memory (`storage/src/artifacts/hot.rs`): the same
+//! Issue #15: small artifacts read from memory (`storage/src/engine/hot.rs`): the same
 //! answer as a read from the index, still verified, never across a Group or a Mission, and
 //! never once the stored bytes are found corrupt.
 

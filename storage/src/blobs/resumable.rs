@@ -4,7 +4,7 @@
 //!
 //! Why `uploads/` and not `staging/`: `staging/` is emptied at every start, and a session must
 //! survive a restart. Leftovers here are removed at start only when no session row names them
-//! (`engine.rs`).
+//! (`lifecycle.rs`).
 //!
 //! Crash story (local backend): a chunk is written, then the file is fsynced, then the caller
 //! commits the new durable length. A crash in between leaves the file longer than the length

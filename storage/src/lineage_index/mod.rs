@@ -170,7 +170,7 @@ impl Index {
     /// The media type of the newest manifest of `id` in Group `group` (by its sequence in
     /// that Group, which is commit order), or `None` if the Group published no manifest of it.
     /// For a Group-wide reader of `group` this is what the index's read of the manifests
-    /// answers for an artifact that was not forwarded into the Group (`artifacts/hot.rs`).
+    /// answers for an artifact that was not forwarded into the Group (`engine/hot.rs`).
     pub(crate) fn newest_media_type_in(&self, id: &ArtifactId, group: &str) -> Option<String> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let &g = graph.groups.get(group)?;
