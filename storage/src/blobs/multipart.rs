@@ -307,7 +307,8 @@ mod tests {
     /// nothing. On Garage when one runs, and on the memory store.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_sweep_aborts_open_uploads_and_takes_every_leftover() {
-        let mut stores: Vec<(&str, Arc<dyn ObjectStore>, Arc<dyn MultipartStore>)> = Vec::new();
+        type Backend = (&'static str, Arc<dyn ObjectStore>, Arc<dyn MultipartStore>);
+        let mut stores: Vec<Backend> = Vec::new();
         let memory = Arc::new(object_store::memory::InMemory::new());
         stores.push(("memory", memory.clone(), memory));
         let garage = tokio::task::spawn_blocking(weft_testkit::shared_garage)
