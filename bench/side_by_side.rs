@@ -30,44 +30,28 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use weft_api::Envelope;
 use weft_api::digest::Digests;
-use weft_api::manifest::{Classification, Content, Execution, Manifest, Producer};
-use weft_api::{Envelope, Id};
 
 #[path = "side_by_side/cpu.rs"]
 mod cpu;
 #[path = "side_by_side/large.rs"]
 mod large;
+#[path = "common/weft.rs"]
+mod weft_process;
 use cpu::{Cpu, Probes, per_request};
+use weft_process::{Worker, enrol, free_port, manifest, start_weft, wait_until_listening};
 
 const CONNECTIONS: usize = 16;
 const SMALL: usize = 4096;
-const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
 fn setting(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
-
-/// A child process stopped by its handle when dropped (never by name).
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn ensure_nginx() -> PathBuf {
@@ -149,167 +133,6 @@ fn start_nginx(dir: &Path) -> (Nginx, String) {
     (Nginx(child), url)
 }
 
-fn wait_until_listening(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn start_weft(dir: &Path) -> (Process, String) {
-    let port = free_port();
-    let child = Command::new(WEFT)
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(dir.join("data"))
-        .args(["--max-uploads-per-agent", "64", "--log-level", "warn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("weft starts");
-    wait_until_listening(port);
-    (Process(child), format!("http://127.0.0.1:{port}"))
-}
-
-/// Runs the CLI with a weft home and the server's address; panics with its output on failure.
-fn cli(home: &Path, url: &str, args: &[&str]) -> String {
-    let output = Command::new(WEFT)
-        .args(args)
-        .env("WEFT_HOME", home)
-        .env("WEFT_SERVER", url)
-        .output()
-        .expect("weft runs");
-    assert!(
-        output.status.success(),
-        "weft {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// The Worker the bench publishes as: Agent `bench` in Group `g1` with WorkItem `w1` of
-/// Mission `m1` started (its Execution Lease is what every manifest names, LSE-4).
-struct Worker {
-    home: PathBuf,
-    url: String,
-    token: String,
-    key: ed25519_dalek::SigningKey,
-    lease_id: String,
-    ownership_epoch: u64,
-}
-
-fn enrol(dir: &Path, url: &str) -> Worker {
-    let home = dir.join("home");
-    let token_file = dir.join("data/admin.token");
-    let token_file = token_file.to_str().expect("utf-8 path");
-    let admin = |args: &[&str]| {
-        cli(
-            &home,
-            url,
-            &[&["admin", "--admin-token-file", token_file][..], args].concat(),
-        )
-    };
-    cli(&home, url, &["keygen"]);
-    admin(&["group", "create", "g1"]);
-    admin(&["agent", "register", "--agent-id", "bench"]);
-    admin(&[
-        "member",
-        "set",
-        "g1",
-        "bench",
-        "--role",
-        "worker",
-        "--role",
-        "coordinator",
-    ]);
-    cli(
-        &home,
-        url,
-        &["login", "--agent-id", "bench", "--group", "g1"],
-    );
-    cli(&home, url, &["mission", "create", "m1", "--title", "bench"]);
-    let contract = dir.join("contract.json");
-    std::fs::write(&contract, CONTRACT).expect("contract");
-    let contract = contract.to_str().expect("utf-8 path");
-    cli(
-        &home,
-        url,
-        &[
-            "work",
-            "authorize",
-            "w1",
-            "--mission",
-            "m1",
-            "--contract",
-            contract,
-        ],
-    );
-    cli(
-        &home,
-        url,
-        &[
-            "work",
-            "offer",
-            "w1",
-            "--candidate",
-            "bench",
-            "--expires-in",
-            "600",
-            "--capability",
-            "cap.bench:1",
-            "--policy-rule",
-            "bench",
-        ],
-    );
-    cli(&home, url, &["work", "accept", "w1"]);
-    let started: serde_json::Value =
-        serde_json::from_str(&cli(&home, url, &["work", "start", "w1", "--json"]))
-            .expect("--json answer");
-    let lease = &started["state"]["lease"];
-    let session: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
-            .expect("session json");
-    let key: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(home.join("agent.key")).expect("key"))
-            .expect("key json");
-    let secret: [u8; 32] = base64::Engine::decode(
-        &weft_api::dsse::BASE64,
-        key["secretKey"].as_str().expect("secretKey"),
-    )
-    .expect("base64")
-    .try_into()
-    .expect("32 bytes");
-    Worker {
-        url: url.to_owned(),
-        token: session["token"].as_str().expect("token").to_owned(),
-        key: ed25519_dalek::SigningKey::from_bytes(&secret),
-        lease_id: lease["leaseId"].as_str().expect("lease").to_owned(),
-        ownership_epoch: lease["ownershipEpoch"].as_u64().expect("epoch"),
-        home,
-    }
-}
-
-const CONTRACT: &str = r#"{
-  "objective": "benchmark", "deliverables": [{"name": "out", "mediaType": "application/octet-stream", "schema": null}],
-  "acceptanceCriteria": [{"id": "ac-1", "description": "bytes", "requiredEvidence": ["integrity_check"]}],
-  "inputs": [], "dependsOn": [], "dependencyPolicy": "all_verified",
-  "permissions": {"tools": [], "data": [], "operations": []},
-  "requiredCapabilities": [{"id": "cap.bench", "version": "1"}],
-  "deadline": "2099-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "low",
-  "budgets": {"financial": 10.0, "tokens": 1000, "toolCalls": 10, "computeSeconds": 3600,
-              "wallClockSeconds": 86400, "sideEffects": 0},
-  "retryPolicy": {"maxAttempts": 1, "backoffSeconds": 1, "deadline": null, "maxCost": 1.0},
-  "risk": "low", "approvalRequired": false,
-  "leases": {"offerSeconds": 600, "ownershipSeconds": 86400, "executionSeconds": 3600,
-             "blockedSeconds": 3600, "graceSeconds": 60},
-  "childFailurePolicy": "block"
-}"#;
-
 /// `count` distinct random 4 KiB objects with their digests.
 fn objects(count: usize) -> Vec<(Vec<u8>, Digests)> {
     (0..count)
@@ -356,37 +179,6 @@ where
         task.await.expect("task");
     }
     count as f64 / started.elapsed().as_secs_f64()
-}
-
-fn manifest(worker: &Worker, digests: &Digests) -> Envelope {
-    let manifest = Manifest {
-        content: Content {
-            blake3: digests.blake3,
-            sha256: digests.sha256,
-            size: digests.size,
-            media_type: "application/octet-stream".to_owned(),
-            schema: None,
-        },
-        producer: Producer {
-            agent_id: Id::parse("agentId", "bench").expect("id"),
-            agent_card_version: "1".to_owned(),
-        },
-        mission_id: Id::parse("missionId", "m1").expect("id"),
-        group_id: Id::parse("groupId", "g1").expect("id"),
-        work_item_id: Id::parse("workItemId", "w1").expect("id"),
-        execution: Execution {
-            lease_id: Id::parse("leaseId", &worker.lease_id).expect("id"),
-            ownership_epoch: worker.ownership_epoch,
-        },
-        sources: Vec::new(),
-        tools: Vec::new(),
-        created_at: chrono::Utc::now().fixed_offset(),
-        classification: Classification::Internal,
-        retrieval_uri: format!("{}/v1/artifacts/{}/content", worker.url, digests.blake3),
-        annotations: Default::default(),
-    };
-    let payload = serde_json::to_vec(&manifest).expect("manifest json");
-    Envelope::sign(&worker.key, weft_api::dsse::MANIFEST_TYPE, &payload)
 }
 
 const BOUNDARY: &str = "weft-bench-7MA4YWxkTrZu0gW";

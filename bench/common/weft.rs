@@ -1,0 +1,236 @@
+//! What the benches that run the real server share: `weft serve` started on a free port
+//! (stopped by its handle, never by name), the CLI, and a Worker enrolled through it with a
+//! started WorkItem whose Execution Lease its manifests name. Included with `#[path]` by
+//! `side_by_side.rs` and `garage.rs`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use weft_api::digest::Digests;
+use weft_api::manifest::{Classification, Content, Execution, Manifest, Producer};
+use weft_api::{Envelope, Id};
+
+const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
+
+/// A child process stopped by its handle when dropped (never by name).
+pub(crate) struct Process(pub(crate) Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub(crate) fn wait_until_listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `weft serve` (the release binary this bench was built with) on a free port with its data
+/// under `dir/data`, plus `extra` flags and `env`.
+pub(crate) fn start_weft_with(
+    dir: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Process, String) {
+    let port = free_port();
+    let child = Command::new(WEFT)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(dir.join("data"))
+        .args(["--max-uploads-per-agent", "64", "--log-level", "warn"])
+        .args(extra)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("weft starts");
+    wait_until_listening(port);
+    (Process(child), format!("http://127.0.0.1:{port}"))
+}
+
+/// `weft serve` with its defaults (see [`start_weft_with`]).
+pub(crate) fn start_weft(dir: &Path) -> (Process, String) {
+    start_weft_with(dir, &[], &[])
+}
+
+/// Runs the CLI with a weft home and the server's address; panics with its output on failure.
+pub(crate) fn cli(home: &Path, url: &str, args: &[&str]) -> String {
+    let output = Command::new(WEFT)
+        .args(args)
+        .env("WEFT_HOME", home)
+        .env("WEFT_SERVER", url)
+        .output()
+        .expect("weft runs");
+    assert!(
+        output.status.success(),
+        "weft {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The Worker the bench publishes as: Agent `bench` in Group `g1` with WorkItem `w1` of
+/// Mission `m1` started (its Execution Lease is what every manifest names, LSE-4).
+pub(crate) struct Worker {
+    pub(crate) home: PathBuf,
+    pub(crate) url: String,
+    pub(crate) token: String,
+    pub(crate) key: ed25519_dalek::SigningKey,
+    pub(crate) lease_id: String,
+    pub(crate) ownership_epoch: u64,
+}
+
+pub(crate) fn enrol(dir: &Path, url: &str) -> Worker {
+    let home = dir.join("home");
+    let token_file = dir.join("data/admin.token");
+    let token_file = token_file.to_str().expect("utf-8 path");
+    let admin = |args: &[&str]| {
+        cli(
+            &home,
+            url,
+            &[&["admin", "--admin-token-file", token_file][..], args].concat(),
+        )
+    };
+    cli(&home, url, &["keygen"]);
+    admin(&["group", "create", "g1"]);
+    admin(&["agent", "register", "--agent-id", "bench"]);
+    admin(&[
+        "member",
+        "set",
+        "g1",
+        "bench",
+        "--role",
+        "worker",
+        "--role",
+        "coordinator",
+    ]);
+    cli(
+        &home,
+        url,
+        &["login", "--agent-id", "bench", "--group", "g1"],
+    );
+    cli(&home, url, &["mission", "create", "m1", "--title", "bench"]);
+    let contract = dir.join("contract.json");
+    std::fs::write(&contract, CONTRACT).expect("contract");
+    let contract = contract.to_str().expect("utf-8 path");
+    cli(
+        &home,
+        url,
+        &[
+            "work",
+            "authorize",
+            "w1",
+            "--mission",
+            "m1",
+            "--contract",
+            contract,
+        ],
+    );
+    cli(
+        &home,
+        url,
+        &[
+            "work",
+            "offer",
+            "w1",
+            "--candidate",
+            "bench",
+            "--expires-in",
+            "600",
+            "--capability",
+            "cap.bench:1",
+            "--policy-rule",
+            "bench",
+        ],
+    );
+    cli(&home, url, &["work", "accept", "w1"]);
+    let started: serde_json::Value =
+        serde_json::from_str(&cli(&home, url, &["work", "start", "w1", "--json"]))
+            .expect("--json answer");
+    let lease = &started["state"]["lease"];
+    let session: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
+            .expect("session json");
+    let key: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.join("agent.key")).expect("key"))
+            .expect("key json");
+    let secret: [u8; 32] = base64::Engine::decode(
+        &weft_api::dsse::BASE64,
+        key["secretKey"].as_str().expect("secretKey"),
+    )
+    .expect("base64")
+    .try_into()
+    .expect("32 bytes");
+    Worker {
+        url: url.to_owned(),
+        token: session["token"].as_str().expect("token").to_owned(),
+        key: ed25519_dalek::SigningKey::from_bytes(&secret),
+        lease_id: lease["leaseId"].as_str().expect("lease").to_owned(),
+        ownership_epoch: lease["ownershipEpoch"].as_u64().expect("epoch"),
+        home,
+    }
+}
+
+pub(crate) const CONTRACT: &str = r#"{
+  "objective": "benchmark", "deliverables": [{"name": "out", "mediaType": "application/octet-stream", "schema": null}],
+  "acceptanceCriteria": [{"id": "ac-1", "description": "bytes", "requiredEvidence": ["integrity_check"]}],
+  "inputs": [], "dependsOn": [], "dependencyPolicy": "all_verified",
+  "permissions": {"tools": [], "data": [], "operations": []},
+  "requiredCapabilities": [{"id": "cap.bench", "version": "1"}],
+  "deadline": "2099-12-31T00:00:00Z", "urgency": "normal", "businessImpact": "low",
+  "budgets": {"financial": 10.0, "tokens": 1000, "toolCalls": 10, "computeSeconds": 3600,
+              "wallClockSeconds": 86400, "sideEffects": 0},
+  "retryPolicy": {"maxAttempts": 1, "backoffSeconds": 1, "deadline": null, "maxCost": 1.0},
+  "risk": "low", "approvalRequired": false,
+  "leases": {"offerSeconds": 600, "ownershipSeconds": 86400, "executionSeconds": 3600,
+             "blockedSeconds": 3600, "graceSeconds": 60},
+  "childFailurePolicy": "block"
+}"#;
+
+pub(crate) fn manifest(worker: &Worker, digests: &Digests) -> Envelope {
+    let manifest = Manifest {
+        content: Content {
+            blake3: digests.blake3,
+            sha256: digests.sha256,
+            size: digests.size,
+            media_type: "application/octet-stream".to_owned(),
+            schema: None,
+        },
+        producer: Producer {
+            agent_id: Id::parse("agentId", "bench").expect("id"),
+            agent_card_version: "1".to_owned(),
+        },
+        mission_id: Id::parse("missionId", "m1").expect("id"),
+        group_id: Id::parse("groupId", "g1").expect("id"),
+        work_item_id: Id::parse("workItemId", "w1").expect("id"),
+        execution: Execution {
+            lease_id: Id::parse("leaseId", &worker.lease_id).expect("id"),
+            ownership_epoch: worker.ownership_epoch,
+        },
+        sources: Vec::new(),
+        tools: Vec::new(),
+        created_at: chrono::Utc::now().fixed_offset(),
+        classification: Classification::Internal,
+        retrieval_uri: format!("{}/v1/artifacts/{}/content", worker.url, digests.blake3),
+        annotations: Default::default(),
+    };
+    let payload = serde_json::to_vec(&manifest).expect("manifest json");
+    Envelope::sign(&worker.key, weft_api::dsse::MANIFEST_TYPE, &payload)
+}
