@@ -187,6 +187,19 @@ fn print_pair(name: &str, unit: &str, (garage, weft): &(Vec<f64>, Vec<f64>)) {
     );
 }
 
+/// A line of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), its value only.
+fn proc_status(pid: u32, field: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with(field))
+                .map(|line| line[field.len()..].trim().to_owned())
+        })
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 fn main() {
     let Some(garage) = weft_testkit::Garage::start(1) else {
         eprintln!("no Garage binary: set WEFT_GARAGE or run scripts/test once");
@@ -347,6 +360,11 @@ fn main() {
             chunk[..8].copy_from_slice(&i.to_le_bytes());
             Ok::<_, std::io::Error>(bytes::Bytes::from(chunk))
         });
+        // The peak so far belongs to the phases above: reset it (Linux ≥ 4.0), and note
+        // where the upload starts from.
+        let pid = server.0.id();
+        let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+        let before = proc_status(pid, "VmRSS:");
         let started = Instant::now();
         let answer = runtime.block_on(
             client
@@ -358,16 +376,10 @@ fn main() {
         );
         let status = answer.expect("upload").status();
         assert!(status.is_success(), "{status}");
-        let status_file =
-            std::fs::read_to_string(format!("/proc/{}/status", server.0.id())).expect("status");
-        let peak = status_file
-            .lines()
-            .find(|line| line.starts_with("VmHWM:"))
-            .unwrap_or("VmHWM: ?");
         println!(
-            "{rss_gib} GiB upload in {:.1} s; server peak RSS {}",
+            "{rss_gib} GiB upload in {:.1} s; server RSS before {before}, peak during {}",
             started.elapsed().as_secs_f64(),
-            peak.trim_start_matches("VmHWM:").trim()
+            proc_status(pid, "VmHWM:")
         );
     }
     drop(server);

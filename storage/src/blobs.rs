@@ -47,6 +47,7 @@ use weft_api::{ArtifactId, Digests, ErrorCode};
 use crate::error::Error;
 use crate::hashing::{BATCH, DualHasher, Root};
 
+mod chunks;
 mod faulty;
 mod multipart;
 mod outboards;

@@ -89,7 +89,8 @@ const CASES: &[Case] = &[
     case(FaultSite::Outboard, 4, Op::PutFile),
     case(FaultSite::Outboard, 0, Op::Finish),
     case(FaultSite::Outboard, 2, Op::Finish),
-    // Upload chunk, disk: write, fsync, (a new object) fsync its directory; memory: one put.
+    // Upload chunk, disk: write, fsync, (a new object) fsync its directory; elsewhere: the
+    // copy of the staged chunk into `uploads/`.
     case(FaultSite::UploadChunk, 0, Op::FirstChunk),
     case(FaultSite::UploadChunk, 2, Op::FirstChunk),
     case(FaultSite::UploadChunk, 0, Op::Chunk),

@@ -1,11 +1,12 @@
 //! An `ObjectStore` that fails writes when a test arms [`Faults`], over the real store.
 //!
 //! Every write the blob layer sends through `object_store` passes here: a put (a blob, an
-//! outboard, a resumable upload's object on the memory backend), a multipart upload's parts
-//! and its completion (a staged upload on a backend other than the local one, which writes
-//! its staged file itself, `blobs/staging.rs`, asking the same sites), a rename or copy (a
-//! promotion), and a delete. The site a put or a delete is counted under follows its path
-//! (`outboards/` → outboard, `uploads/` → upload chunk, anything else → blob write). An
+//! outboard, a multipart marker), a multipart upload's parts and its completion
+//! ([`FaultyParts`]: a staged upload on a backend other than the local one, which writes its
+//! staged file itself, `blobs/staging.rs`, asking the same sites), a rename or copy (a
+//! promotion, or a resumable upload's chunk placed under `uploads/`), and a delete. The site
+//! a put or a delete is counted under follows its path (`outboards/` → outboard, `uploads/` →
+//! upload chunk, anything else → blob write). An
 //! injected failure happens before the inner store is touched, as a full disk or a failed
 //! fsync would stop it: the inner store then aborts or removes what it began, exactly as on a
 //! real error.
@@ -138,7 +139,12 @@ impl ObjectStore for FaultyStore {
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        check(&self.faults, FaultSite::Promote)?;
+        // A resumable upload's chunk is written by a copy into `uploads/` (`chunks.rs`).
+        let site = match site_of(to) {
+            FaultSite::UploadChunk => FaultSite::UploadChunk,
+            _ => FaultSite::Promote,
+        };
+        check(&self.faults, site)?;
         self.inner.copy_opts(from, to, options).await
     }
 

@@ -9,12 +9,12 @@
 //! Crash story (local backend): a chunk is written, then the file is fsynced, then the caller
 //! commits the new durable length. A crash in between leaves the file longer than the length
 //! the row records; the next chunk truncates it back first, so the object always starts with
-//! exactly the acknowledged bytes. The memory backend (tests only) rewrites the whole object
-//! per chunk, since `InMemory` cannot append; it holds everything in memory anyway.
+//! exactly the acknowledged bytes. Stores that cannot append (S3, memory) keep one object per
+//! chunk under `uploads/<upload id>/` (`blobs/chunks.rs`).
 //!
 //! This module knows nothing about the `upload_sessions` table or who may upload.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use object_store::path::Path;
 use object_store::{GetResultPayload, ObjectStoreExt as _, PutPayload};
@@ -48,40 +48,8 @@ impl Blobs {
                 let file = root.join(path.as_ref());
                 append_local(&file, received, body, room, &self.faults).await
             }
-            None => self.append_memory(path, received, body, room).await,
+            None => self.append_chunk(path, received, body, room).await,
         }
-    }
-
-    async fn append_memory<S>(
-        &self,
-        path: &Path,
-        received: u64,
-        body: S,
-        room: u64,
-    ) -> Result<u64, Error>
-    where
-        S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
-    {
-        let mut object = match self.store.get(path).await {
-            Ok(result) => BytesMut::from(result.bytes().await?),
-            Err(object_store::Error::NotFound { .. }) => BytesMut::new(),
-            Err(error) => return Err(error.into()),
-        };
-        object.truncate(usize::try_from(received).map_err(Error::backend)?);
-        let mut body = std::pin::pin!(body);
-        let mut appended = 0u64;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(body_error)?;
-            appended += chunk.len() as u64;
-            if appended > room {
-                return Err(too_large(received.saturating_add(room)));
-            }
-            object.extend_from_slice(&chunk);
-        }
-        self.store
-            .put(path, PutPayload::from(object.freeze()))
-            .await?;
-        Ok(appended)
     }
 
     /// Cuts an upload session's object back to `received` bytes, its durable length, after a
@@ -93,25 +61,15 @@ impl Blobs {
         }
         match &self.local_root {
             Some(root) => truncate_local(&root.join(path.as_ref()), received).await,
-            None => {
-                let object = match self.store.get(path).await {
-                    Ok(result) => result.bytes().await?,
-                    Err(object_store::Error::NotFound { .. }) => return Ok(()),
-                    Err(error) => return Err(error.into()),
-                };
-                let keep = usize::try_from(received).map_err(Error::backend)?;
-                if object.len() > keep {
-                    self.store
-                        .put(path, PutPayload::from(object.slice(..keep)))
-                        .await?;
-                }
-                Ok(())
-            }
+            None => self.cut_chunks(path, received).await,
         }
     }
 
     /// Deletes an upload session's object; one already gone is not an error.
     pub(crate) async fn remove_upload(&self, path: &Path) -> Result<(), Error> {
+        if self.local_root.is_none() {
+            self.remove_chunks(path).await?;
+        }
         match self.store.delete(path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(error) => Err(error.into()),
@@ -135,12 +93,19 @@ impl Blobs {
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
-        let mut stored = if start < end {
+        let mut stored = if self.local_root.is_none() {
+            self.read_chunks(path, start, end).await?
+        } else if start < end {
             let options = object_store::GetOptions {
                 range: Some(object_store::GetRange::Bounded(start..end)),
                 ..Default::default()
             };
-            self.reads.get_opts(path, options).await?.into_stream()
+            self.reads
+                .get_opts(path, options)
+                .await?
+                .into_stream()
+                .map(|chunk| chunk.map_err(Error::from))
+                .boxed()
         } else {
             futures::stream::empty().boxed()
         };
@@ -175,6 +140,9 @@ impl Blobs {
     }
 
     pub(crate) async fn hash_upload(&self, path: &Path, received: u64) -> Result<Staged, Error> {
+        if self.local_root.is_none() {
+            return self.hash_chunks(path, received).await;
+        }
         if received == 0 {
             // Nothing was ever appended, so there may be no object: stage an empty one.
             self.store.put(path, PutPayload::default()).await?;
