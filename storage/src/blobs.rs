@@ -114,6 +114,9 @@ pub(crate) struct Blobs {
     /// The real store itself, for the reads: a content GET pays nothing for the test hooks.
     reads: Arc<dyn ObjectStore>,
     local_root: Option<PathBuf>,
+    /// Where a large upload's outboard is spilled as it is built (`<dir>/staging/`): the data
+    /// directory, on the local backend and (beside the index) on S3; none in memory.
+    spill_root: Option<PathBuf>,
     /// The multipart calls of a store other than the local one, for staged uploads
     /// (`blobs/multipart.rs`).
     multipart: Option<multipart::Parts>,
@@ -203,10 +206,12 @@ fn too_large(limit: u64) -> Error {
 impl Blobs {
     /// Opens the store; `faults` may fail its writes (tests only, see `faults.rs`);
     /// `direct_writes`: see [`crate::Options::direct_writes`].
+    /// `scratch`: a local directory (the index's) for the outboards of uploads to S3.
     pub(crate) fn open(
         backend: &Backend,
         faults: Faults,
         direct_writes: bool,
+        scratch: Option<&std::path::Path>,
     ) -> Result<Self, Error> {
         match backend {
             Backend::Local(root) => {
@@ -224,6 +229,7 @@ impl Blobs {
                     store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
                     reads: store,
                     local_root: Some(root.clone()),
+                    spill_root: Some(root.clone()),
                     multipart: None,
                     plain_copy: false,
                     bytes_read: Arc::default(),
@@ -239,6 +245,7 @@ impl Blobs {
                     store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
                     reads: store,
                     local_root: None,
+                    spill_root: None,
                     multipart: Some(multipart::Parts(Arc::new(faulty::FaultyParts::new(
                         memory,
                         faults.clone(),
@@ -252,11 +259,20 @@ impl Blobs {
             }
             Backend::S3(location) => {
                 let s3 = s3::open(location)?;
+                let spill_root = match scratch {
+                    Some(dir) => {
+                        std::fs::create_dir_all(dir.join("staging")).map_err(Error::backend)?;
+                        owner_only_tree(&dir.join("staging"))?;
+                        Some(dir.to_path_buf())
+                    }
+                    None => None,
+                };
                 let store: Arc<dyn ObjectStore> = Arc::clone(&s3) as _;
                 Ok(Self {
                     store: Arc::new(faulty::FaultyStore::new(Arc::clone(&store), faults.clone())),
                     reads: store,
                     local_root: None,
+                    spill_root,
                     multipart: Some(multipart::Parts(Arc::new(faulty::FaultyParts::new(
                         s3,
                         faults.clone(),
@@ -292,25 +308,16 @@ impl Blobs {
     /// Only safe while no upload is running: it is called once, at start.
     pub(crate) async fn sweep_staging(&self) -> Result<usize, Error> {
         let Some(root) = &self.local_root else {
+            let n_spilled = match &self.spill_root {
+                Some(dir) => remove_all_in(&dir.join("staging"))?,
+                None => 0,
+            };
             return match &self.multipart {
-                Some(parts) => multipart::sweep(&self.store, &parts.0).await,
-                None => Ok(0),
+                Some(parts) => Ok(n_spilled + multipart::sweep(&self.store, &parts.0).await?),
+                None => Ok(n_spilled),
             };
         };
-        let mut n_removed = 0;
-        for entry in std::fs::read_dir(root.join("staging")).map_err(Error::backend)? {
-            let entry = entry.map_err(Error::backend)?;
-            let path = entry.path();
-            // Only weft writes here; a directory can only be a leftover too.
-            let removed = if path.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            removed.map_err(Error::backend)?;
-            n_removed += 1;
-        }
-        Ok(n_removed)
+        remove_all_in(&root.join("staging"))
     }
 
     /// Every file under `blobs/blake3/` of the local backend whose name is a blob digest,
@@ -451,10 +458,10 @@ impl Blobs {
                 )
             }
         };
-        // On the local backend a large body's outboard goes to a file beside the staged bytes
-        // as it is built (flat memory); the start-up sweep of `staging/` removes a crash's.
+        // A large body's outboard goes to a file beside the staged bytes (on S3: under the data
+        // directory) as it is built (flat memory); the start-up sweep removes a crash's.
         let spill = self
-            .local_root
+            .spill_root
             .as_ref()
             .map(|root| root.join(format!("{}.outboard", path.as_ref())));
         // Removes the spill file on every way out but success (an error, a dropped request).
@@ -545,7 +552,12 @@ impl Blobs {
             Some(crate::outboard::Built::Memory(outboard)) => {
                 self.put_outboard(&id, outboard).await
             }
-            Some(crate::outboard::Built::Spilled(file)) => self.place_spilled_outboard(&id, &file),
+            Some(crate::outboard::Built::Spilled(file)) if self.local_root.is_some() => {
+                self.place_spilled_outboard(&id, &file)
+            }
+            Some(crate::outboard::Built::Spilled(file)) => {
+                self.upload_spilled_outboard(&id, &file).await
+            }
             None => Ok(()),
         };
         if let Err(error) = placed {
@@ -729,6 +741,23 @@ impl Blobs {
             .map_err(Error::from)
             .boxed()
     }
+}
+
+/// Removes everything in `dir` (only weft writes there; a directory can only be a leftover
+/// too); how many entries.
+fn remove_all_in(dir: &std::path::Path) -> Result<usize, Error> {
+    let mut n_removed = 0;
+    for entry in std::fs::read_dir(dir).map_err(Error::backend)? {
+        let path = entry.map_err(Error::backend)?.path();
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(Error::backend)?;
+        n_removed += 1;
+    }
+    Ok(n_removed)
 }
 
 /// Sets a directory's mode to 0700 (unix only; elsewhere a no-op).

@@ -136,10 +136,15 @@ impl Engine {
             owner_only_index(path)?;
         }
         let db = Db::open_with(&options.index, options.faults.clone())?;
+        let scratch = match &options.index {
+            crate::db::Location::File(path) => path.parent(),
+            _ => None,
+        };
         let blobs = Blobs::open(
             &options.blobs,
             options.faults.clone(),
             options.direct_writes,
+            scratch,
         )?;
         blobs.check_reachable().await?;
         if options.sweep_staging {

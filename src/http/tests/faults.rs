@@ -537,8 +537,15 @@ backends!(
         // The other Group's upload: open the staged file [1], write its one part [2], then the
         // delete of the copy once the promotion found the blob present [3] fails. Off the
         // disk, a staged upload is a multipart upload: begin it [1], record its marker [2],
-        // send its part [3], remove the marker once complete [4], then the delete [5].
-        let before_the_delete = if kind == Kind::Disk { 2 } else { 4 };
+        // send its part [3], remove the marker once complete [4], then the delete [5]. On
+        // Garage the outboard, spilled to a file as it was built, is sent the same way
+        // before the promotion: begin [5], marker [6], part [7], marker removal [8], then the
+        // removal of its staged copy [9], then the delete [10].
+        let before_the_delete = match kind {
+            Kind::Disk => 2,
+            Kind::Memory => 4,
+            Kind::Garage => 9,
+        };
         h.faults
             .fail_writes_after(FaultSite::BlobWrite, FaultKind::Io, before_the_delete);
         let digests = digest_of(&bytes);

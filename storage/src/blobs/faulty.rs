@@ -139,10 +139,11 @@ impl ObjectStore for FaultyStore {
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        // A resumable upload's chunk is written by a copy into `uploads/` (`chunks.rs`).
+        // A resumable upload's chunk, and an outboard spilled on the way to S3, are written
+        // by a copy into `uploads/` or `outboards/` (`chunks.rs`, `outboards.rs`).
         let site = match site_of(to) {
-            FaultSite::UploadChunk => FaultSite::UploadChunk,
-            _ => FaultSite::Promote,
+            FaultSite::BlobWrite => FaultSite::Promote,
+            site => site,
         };
         check(&self.faults, site)?;
         self.inner.copy_opts(from, to, options).await

@@ -108,6 +108,51 @@ impl Blobs {
         result.map_err(Error::backend)
     }
 
+    /// Sends an outboard spilled to a local file while its upload was hashed (the S3
+    /// backend) to its place: streamed into a staged multipart upload, copied to
+    /// `outboards/<hex>`, so memory stays at a few parts whatever its size. The file goes
+    /// with its `Staged` value.
+    pub(crate) async fn upload_spilled_outboard(
+        &self,
+        id: &ArtifactId,
+        file: &std::path::Path,
+    ) -> Result<(), Error> {
+        use tokio::io::AsyncReadExt as _;
+        let Some(parts) = &self.multipart else {
+            return Err(Error::backend(std::io::Error::other(
+                "a spilled outboard without a local backend or multipart uploads",
+            )));
+        };
+        let staged = object_store::path::Path::from(format!("staging/{}", uuid::Uuid::new_v4()));
+        let mut writer = super::multipart::Writer::start(
+            std::sync::Arc::clone(&self.store),
+            std::sync::Arc::clone(&parts.0),
+            staged.clone(),
+        )
+        .await?;
+        let sent = async {
+            let mut reader = tokio::fs::File::open(file).await.map_err(Error::backend)?;
+            loop {
+                let mut buffer = bytes::BytesMut::with_capacity(1 << 20);
+                if reader.read_buf(&mut buffer).await.map_err(Error::backend)? == 0 {
+                    return Ok::<_, Error>(());
+                }
+                writer.put(buffer.freeze()).await?;
+            }
+        }
+        .await;
+        if let Err(error) = sent {
+            writer.abort().await;
+            return Err(error);
+        }
+        writer.finish().await?;
+        let placed = self.store.copy(&staged, &outboard_path(id)).await;
+        if let Err(error) = self.store.delete(&staged).await {
+            tracing::warn!(%staged, %error, "could not remove a staged outboard; the next start will");
+        }
+        Ok(placed?)
+    }
+
     /// Whether a blob's stored outboard is byte for byte `computed` (fsck), or `None` if it
     /// has none. Both are read as streams, so neither is ever whole in memory.
     pub(crate) async fn outboard_is(
