@@ -116,8 +116,11 @@ root_domain = ".s3.garage.localhost"
 api_bind_addr = "127.0.0.1:{admin_port}"
 "#,
             dir = dir.display(),
-            // A cluster reads from one replica: with Garage 2.5's default ("consistent",
-            // read quorum 2 of 3) a HEAD answered 503 here while one of three nodes was down.
+            // A cluster reads from one replica. With Garage 2.5's default ("consistent",
+            // quorums of 2 of 3), a HEAD of an object written while one of three nodes was
+            // down answered 503 here (3 runs of 3; objects written before it went down read
+            // fine); not understood yet. Degraded reads can miss a just-written object,
+            // which weft would quarantine: fine for this test, not for production.
             consistency = if replication > 1 {
                 "degraded"
             } else {
