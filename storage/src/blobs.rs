@@ -49,6 +49,7 @@ use crate::hashing::{BATCH, DualHasher, Root};
 
 mod chunks;
 mod faulty;
+mod files;
 mod multipart;
 mod outboards;
 mod reading;
@@ -58,6 +59,8 @@ mod staging;
 
 pub use s3::S3Location;
 
+pub(crate) use files::{owner_only_dir, owner_only_file};
+use files::{owner_only_tree, remove_all_in};
 pub(crate) use outboards::SpillGuard;
 pub(crate) use resumable::upload_path;
 
@@ -741,61 +744,6 @@ impl Blobs {
             .map_err(Error::from)
             .boxed()
     }
-}
-
-/// Removes everything in `dir` (only weft writes there; a directory can only be a leftover
-/// too); how many entries.
-fn remove_all_in(dir: &std::path::Path) -> Result<usize, Error> {
-    let mut n_removed = 0;
-    for entry in std::fs::read_dir(dir).map_err(Error::backend)? {
-        let path = entry.map_err(Error::backend)?.path();
-        let removed = if path.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        removed.map_err(Error::backend)?;
-        n_removed += 1;
-    }
-    Ok(n_removed)
-}
-
-/// Sets a directory's mode to 0700 (unix only; elsewhere a no-op).
-pub(crate) fn owner_only_dir(path: &std::path::Path) -> Result<(), Error> {
-    set_mode(path, 0o700).map_err(Error::backend)
-}
-
-/// Sets a file's mode to 0600 if it exists (unix only; elsewhere a no-op).
-pub(crate) fn owner_only_file(path: &std::path::Path) -> Result<(), Error> {
-    match set_mode(path, 0o600) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other.map_err(Error::backend),
-    }
-}
-
-/// Makes every directory under `root` (and `root`) 0700 and every file 0600.
-fn owner_only_tree(root: &std::path::Path) -> Result<(), Error> {
-    owner_only_dir(root)?;
-    for entry in std::fs::read_dir(root).map_err(Error::backend)? {
-        let path = entry.map_err(Error::backend)?.path();
-        if path.is_dir() {
-            owner_only_tree(&path)?;
-        } else {
-            owner_only_file(&path)?;
-        }
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn set_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-}
-
-#[cfg(not(unix))]
-fn set_mode(_path: &std::path::Path, _mode: u32) -> std::io::Result<()> {
-    Ok(())
 }
 
 /// Adds the files in `dir` named by a BLAKE3 digest's hex (blob files, outboards) to `files`.

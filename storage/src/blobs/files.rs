@@ -1,0 +1,59 @@
+//! The local files under the blob store: owner-only modes (0700 directories, 0600 files)
+//! and emptying a staging directory. A leaf: it knows nothing of the store.
+
+use crate::error::Error;
+
+/// Removes everything in `dir` (only weft writes there; a directory can only be a leftover
+/// too); how many entries.
+pub(super) fn remove_all_in(dir: &std::path::Path) -> Result<usize, Error> {
+    let mut n_removed = 0;
+    for entry in std::fs::read_dir(dir).map_err(Error::backend)? {
+        let path = entry.map_err(Error::backend)?.path();
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(Error::backend)?;
+        n_removed += 1;
+    }
+    Ok(n_removed)
+}
+
+/// Sets a directory's mode to 0700 (unix only; elsewhere a no-op).
+pub(crate) fn owner_only_dir(path: &std::path::Path) -> Result<(), Error> {
+    set_mode(path, 0o700).map_err(Error::backend)
+}
+
+/// Sets a file's mode to 0600 if it exists (unix only; elsewhere a no-op).
+pub(crate) fn owner_only_file(path: &std::path::Path) -> Result<(), Error> {
+    match set_mode(path, 0o600) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other.map_err(Error::backend),
+    }
+}
+
+/// Makes every directory under `root` (and `root`) 0700 and every file 0600.
+pub(super) fn owner_only_tree(root: &std::path::Path) -> Result<(), Error> {
+    owner_only_dir(root)?;
+    for entry in std::fs::read_dir(root).map_err(Error::backend)? {
+        let path = entry.map_err(Error::backend)?.path();
+        if path.is_dir() {
+            owner_only_tree(&path)?;
+        } else {
+            owner_only_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn set_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_path: &std::path::Path, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
