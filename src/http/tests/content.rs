@@ -75,8 +75,20 @@ async fn read_to_end(h: &Harness, uri: &str, token: &str) -> (StatusCode, Result
 
 #[tokio::test]
 async fn corrupted_blobs_are_never_served_as_success() {
-    // ART-5: bit flip, truncation and swapped files on disk (the local backend only).
-    let h = harness_files(Kind::Disk).await;
+    corrupted_blobs_are_never_served(Kind::Disk).await;
+}
+
+/// Issue #42: the same with the objects in the bucket tampered with.
+#[tokio::test]
+async fn corrupted_objects_on_garage_are_never_served_as_success() {
+    if garage_available() {
+        corrupted_blobs_are_never_served(Kind::Garage).await;
+    }
+}
+
+async fn corrupted_blobs_are_never_served(kind: Kind) {
+    // ART-5: bit flip, truncation and swapped files (or objects), behind the server's back.
+    let h = harness_files(kind).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     let first: Vec<u8> = (0..2_500_000u32).map(|i| (i % 13) as u8).collect();
     let second: Vec<u8> = (0..2_500_000u32).map(|i| (i % 17) as u8).collect();
@@ -84,15 +96,14 @@ async fn corrupted_blobs_are_never_served_as_success() {
     let b = h.put(&worker, "g1", &second, &[]).await;
     let c = h.put(&worker, "g1", b"will be truncated", &[]).await;
     // Bit flip in the middle of A.
-    let path = h.blob_file(&a);
-    let mut stored = std::fs::read(&path).expect("blob");
-    stored[1_234_567] ^= 0x20;
-    std::fs::write(&path, &stored).expect("write");
+    let mut flipped = first.clone();
+    flipped[1_234_567] ^= 0x20;
+    h.overwrite_blob(&a, &flipped).await;
     // Swap B with a file of the same length holding other bytes.
     let swapped: Vec<u8> = second.iter().map(|b| b.wrapping_add(1)).collect();
-    std::fs::write(h.blob_file(&b), &swapped).expect("write");
+    h.overwrite_blob(&b, &swapped).await;
     // Truncate C.
-    std::fs::write(h.blob_file(&c), b"will be").expect("write");
+    h.overwrite_blob(&c, b"will be").await;
     for id in [a, b] {
         let uri = format!("/v1/artifacts/{id}/content");
         let (status, body) = read_to_end(&h, &uri, &worker.token).await;

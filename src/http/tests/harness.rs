@@ -639,6 +639,31 @@ impl Harness {
             .join(&hex)
     }
 
+    /// Replaces the stored bytes of blob `id` behind the server's back, as a failing disk or
+    /// a tampered bucket would: its file on the disk backend, its object on Garage.
+    pub(super) async fn overwrite_blob(&self, id: &ArtifactId, bytes: &[u8]) {
+        let Some((location, _)) = self.s3.as_ref().filter(|_| self.kind == Kind::Garage) else {
+            std::fs::write(self.blob_file(id), bytes).expect("blob file written");
+            return;
+        };
+        use object_store::ObjectStoreExt as _;
+        let bucket = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(&location.bucket)
+            .with_region(&location.region)
+            .with_endpoint(location.endpoint.clone().expect("Garage's endpoint"))
+            .with_allow_http(true)
+            .with_access_key_id(weft_testkit::KEY_ID)
+            .with_secret_access_key(weft_testkit::KEY_SECRET)
+            .build()
+            .expect("an S3 client");
+        let hex = id.hex();
+        let key = format!("{}/blobs/blake3/{}/{hex}", location.prefix, &hex[..2]);
+        bucket
+            .put(&object_store::path::Path::from(key), bytes.to_vec().into())
+            .await
+            .expect("object overwritten");
+    }
+
     /// Waits (bounded) until no staging object is left: cancelled uploads clean up on a
     /// spawned task, so the check polls instead of assuming an order.
     pub(super) async fn assert_staging_empty(&self) {
