@@ -264,7 +264,7 @@ impl Config {
 }
 
 /// `--blobs`: an `s3://` location (the local directory needs no flag).
-fn parse_blobs(text: &str) -> Result<weft_storage::S3Location, String> {
+pub(crate) fn parse_blobs(text: &str) -> Result<weft_storage::S3Location, String> {
     text.parse()
 }
 

@@ -12,7 +12,11 @@ pub(super) const EXIT_LEFTOVERS: i32 = 2;
 /// 1 on damage (`PROBLEM` lines), [`EXIT_LEFTOVERS`] when it found only harmless crash
 /// leftovers (`LEFTOVER` lines: unfinished uploads, blob files and outboards with no row; the next server
 /// start removes them), 0 when clean.
-pub(super) async fn run(data_dir: &Path) -> anyhow::Result<()> {
+/// `blobs`: the bucket holding the blobs, when they are not in `data_dir` (`--blobs s3://…`).
+pub(super) async fn run(
+    data_dir: &Path,
+    blobs: Option<weft_storage::S3Location>,
+) -> anyhow::Result<()> {
     if !data_dir.join("index.sqlite").exists() {
         bail!("{} holds no weft index", data_dir.display());
     }
@@ -35,6 +39,9 @@ pub(super) async fn run(data_dir: &Path) -> anyhow::Result<()> {
     crate::serve::owner_only_from_now();
     let mut options = weft_storage::Options::on_disk(data_dir);
     options.sweep_staging = false;
+    if let Some(location) = blobs {
+        options.blobs = weft_storage::Backend::S3(location);
+    }
     // Snapshot signatures are checked against the server's own key.
     if data_dir.join("authority.key").exists() {
         options.authority = std::sync::Arc::new(crate::serve::authority_key(data_dir)?);

@@ -190,6 +190,12 @@ enum Command {
     Fsck {
         #[arg(long, default_value = "weft-data")]
         data_dir: PathBuf,
+        /// The server's `--blobs s3://…`, when its blobs are in a bucket.
+        #[arg(long, env = "WEFT_BLOBS", value_parser = crate::config::parse_blobs)]
+        blobs: Option<weft_storage::S3Location>,
+        /// The server's `--s3-credentials-file`.
+        #[arg(long, env = "WEFT_S3_CREDENTIALS_FILE")]
+        s3_credentials_file: Option<PathBuf>,
     },
     /// Print both digests of a file, hashed with the server's pipeline (benchmark baseline).
     #[command(hide = true)]
@@ -241,7 +247,17 @@ impl Cli {
             } => evidence::criteria(&client, &work_item, json).await,
             Command::Mission { client, action } => work::mission(&client, action).await,
             Command::Work { client, action } => work::work(&client, action).await,
-            Command::Fsck { data_dir } => fsck::run(&data_dir).await,
+            Command::Fsck {
+                data_dir,
+                blobs,
+                s3_credentials_file,
+            } => {
+                let blobs = blobs.map(|mut location| {
+                    location.credentials_file = s3_credentials_file;
+                    location
+                });
+                fsck::run(&data_dir, blobs).await
+            }
             Command::Hash { file } => fsck::hash(&file).await,
         }
     }

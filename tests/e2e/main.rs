@@ -7,6 +7,7 @@ mod context;
 mod crash;
 mod delivery;
 mod first_hour;
+mod garage;
 mod offline;
 mod reactions;
 mod readme;
