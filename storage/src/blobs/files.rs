@@ -1,5 +1,6 @@
 //! The local files under the blob store: owner-only modes (0700 directories, 0600 files)
-//! and emptying a staging directory. A leaf: it knows nothing of the store.
+//! emptying a staging directory, and the guard that removes a spilled outboard's file. A
+//! leaf: it knows nothing of the store.
 
 use crate::error::Error;
 
@@ -56,4 +57,15 @@ fn set_mode(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn set_mode(_path: &std::path::Path, _mode: u32) -> std::io::Result<()> {
     Ok(())
+}
+
+/// A spilled outboard's file, removed when dropped unless disarmed (`.0 = None`).
+pub(crate) struct SpillGuard(pub(crate) Option<std::path::PathBuf>);
+
+impl Drop for SpillGuard {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }

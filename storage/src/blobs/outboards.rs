@@ -12,17 +12,6 @@ use super::{Blobs, outboard_path, owner_only_file};
 use crate::error::Error;
 use crate::faults::{FaultSite, Faults};
 
-/// A spilled outboard's file, removed when dropped unless disarmed (`.0 = None`).
-pub(crate) struct SpillGuard(pub(crate) Option<std::path::PathBuf>);
-
-impl Drop for SpillGuard {
-    fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
 impl Blobs {
     /// Deletes a blob's outboard (with its blob, or when it failed verification).
     pub(crate) async fn remove_outboard(&self, id: &ArtifactId) -> Result<(), Error> {
