@@ -3,23 +3,16 @@
 //! transaction of its work. How the pieces meet is told in `idempotency.rs`; this module
 //! depends on nothing but errors and the clock format, so the writer (`db.rs`) can use it.
 
-use crate::sql::Cached as _;
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::ErrorCode;
 
-use crate::clock::format_instant;
 use crate::error::{Error, reject};
 
-/// A stored answer to an idempotent request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredAnswer {
-    pub request_hash: [u8; 32],
-    pub status: u16,
-    pub body: Vec<u8>,
-}
+pub use crate::rows::idempotency::StoredAnswer;
+pub(crate) use crate::rows::idempotency::{insert, lookup};
 
 /// Who sent an idempotent request, its key and the hash of the request.
 #[derive(Clone, Debug)]
@@ -166,61 +159,4 @@ pub(crate) fn key_reused() -> Error {
         ErrorCode::IdempotencyKeyReused,
         "this Idempotency-Key was used for a different request",
     )
-}
-
-pub(crate) fn lookup(
-    conn: &Connection,
-    scope: &str,
-    key: &str,
-) -> Result<Option<StoredAnswer>, Error> {
-    let row: Option<(Vec<u8>, u16, Vec<u8>)> = conn
-        .row(
-            "SELECT request_hash, status, body FROM idempotency WHERE scope = ?1 AND key = ?2",
-            params![scope, key],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )
-        .optional()?;
-    row.map(|(hash, status, body)| {
-        let request_hash = <[u8; 32]>::try_from(hash.as_slice()).map_err(|_| {
-            Error::backend(std::io::Error::other(
-                "a stored request hash is not 32 bytes",
-            ))
-        })?;
-        Ok(StoredAnswer {
-            request_hash,
-            status,
-            body,
-        })
-    })
-    .transpose()
-}
-
-pub(crate) fn insert(
-    conn: &Connection,
-    scope: &str,
-    key: &str,
-    answer: &StoredAnswer,
-    now: chrono::DateTime<chrono::Utc>,
-    or_ignore: bool,
-) -> Result<(), Error> {
-    let verb = if or_ignore {
-        "INSERT OR IGNORE"
-    } else {
-        "INSERT"
-    };
-    conn.run(
-        &format!(
-            "{verb} INTO idempotency (scope, key, request_hash, status, body, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-        ),
-        params![
-            scope,
-            key,
-            &answer.request_hash[..],
-            answer.status,
-            answer.body,
-            format_instant(now)
-        ],
-    )?;
-    Ok(())
 }

@@ -7,12 +7,11 @@
 
 pub(crate) mod handle;
 
-use crate::sql::Cached as _;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use futures::Stream;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use tokio::sync::broadcast::error::RecvError;
 use weft_api::dsse::CHECKPOINT_TYPE;
 use weft_api::event::{Delivered, Withheld};
@@ -252,27 +251,32 @@ impl Engine {
                 }
                 let (head_sequence, _) = head(txn, group_id.as_str())?;
                 if sequence > head_sequence {
-                    return Err(reject(ErrorCode::CursorAhead, format!("sequence {sequence} is past the head of the log ({head_sequence})")));
+                    return Err(reject(
+                        ErrorCode::CursorAhead,
+                        format!(
+                            "sequence {sequence} is past the head of the log ({head_sequence})"
+                        ),
+                    ));
                 }
-                let current: Option<u64> = txn
-                    .row(
-                        "SELECT sequence FROM cursors WHERE group_id = ?1 AND agent_id = ?2",
-                        params![group_id.as_str(), agent_id.as_str()],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
+                let current = crate::rows::cursors::get(txn, group_id.as_str(), agent_id.as_str())?;
                 let moved = current.is_none_or(|current| sequence > current);
                 if moved {
-                    txn.run(
-                        "INSERT INTO cursors (group_id, agent_id, sequence, updated_at) VALUES (?1, ?2, ?3, ?4)
-                         ON CONFLICT (group_id, agent_id) DO UPDATE SET sequence = excluded.sequence, updated_at = excluded.updated_at",
-                        params![group_id.as_str(), agent_id.as_str(), sequence, format_instant(now)],
+                    crate::rows::cursors::set(
+                        txn,
+                        group_id.as_str(),
+                        agent_id.as_str(),
+                        sequence,
+                        &format_instant(now),
                     )?;
                 }
                 Ok(Cursor {
                     group_id: group_id.to_string(),
                     agent_id: agent_id.to_string(),
-                    sequence: if moved { sequence } else { current.unwrap_or(sequence) },
+                    sequence: if moved {
+                        sequence
+                    } else {
+                        current.unwrap_or(sequence)
+                    },
                     moved: Some(moved),
                 })
             })
@@ -293,21 +297,29 @@ impl Engine {
                     return Err(not_visible(&group_id));
                 };
                 let see_all = all || matches!(reader, Reader::Admin);
-                if see_all && !roles.iter().any(|r| matches!(r, Role::Coordinator | Role::Auditor)) {
-                    return Err(reject(ErrorCode::Forbidden, "all cursors are for coordinators and auditors"));
+                if see_all
+                    && !roles
+                        .iter()
+                        .any(|r| matches!(r, Role::Coordinator | Role::Auditor))
+                {
+                    return Err(reject(
+                        ErrorCode::Forbidden,
+                        "all cursors are for coordinators and auditors",
+                    ));
                 }
-                let mut statement = conn.prepare_cached(
-                    "SELECT agent_id, sequence FROM cursors WHERE group_id = ?1 AND (?2 OR agent_id = ?3) ORDER BY agent_id",
-                )?;
                 let me = match &reader {
                     Reader::Agent { agent_id, .. } => agent_id.to_string(),
                     Reader::Admin => String::new(),
                 };
-                let cursors = statement
-                    .query_map(params![group_id.as_str(), see_all, me], |row| {
-                        Ok(Cursor { group_id: group_id.to_string(), agent_id: row.get(0)?, sequence: row.get(1)?, moved: None })
-                    })?
-                    .collect::<Result<Vec<_>, _>>()?;
+                let cursors = crate::rows::cursors::list(conn, group_id.as_str(), see_all, &me)?
+                    .into_iter()
+                    .map(|(agent_id, sequence)| Cursor {
+                        group_id: group_id.to_string(),
+                        agent_id,
+                        sequence,
+                        moved: None,
+                    })
+                    .collect();
                 Ok(cursors)
             })
             .await
