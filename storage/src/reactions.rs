@@ -36,14 +36,13 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use weft_api::Id;
 use weft_api::work::events::WorkEventKind;
 
 use crate::db::{Db, Tx};
 use crate::error::Error;
 use crate::faults::Faults;
-use crate::sql::Cached as _;
 
 /// Most owed rows one pass reads at a time.
 const PASS: u32 = 256;
@@ -70,24 +69,12 @@ pub(crate) fn owe(
     let Some(work_item_id) = subject.work_item_id else {
         return Ok(());
     };
-    tx.run(
-        "INSERT INTO reactions (group_id, sequence, kind, subject) VALUES (?1, ?2, ?3, ?4)",
-        params![group_id.as_str(), sequence, kind, work_item_id],
-    )?;
+    crate::rows::reactions::insert(tx, group_id.as_str(), sequence, kind, &work_item_id)?;
     tx.owes_reaction();
     Ok(())
 }
 
-/// One owed reaction, as its row says.
-#[derive(Debug)]
-pub(crate) struct Owed {
-    pub(crate) group_id: String,
-    /// The sequence of the Event reacted to.
-    pub(crate) sequence: u64,
-    pub(crate) kind: String,
-    /// What the reaction is about (the WorkItem of a `work.submitted`).
-    pub(crate) subject: String,
-}
+pub(crate) use crate::rows::reactions::Owed;
 
 /// The kinds of reaction, by the kind of Event they follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,33 +154,14 @@ pub(crate) fn start<R: Reactor>(reactor: &Arc<R>) {
 
 /// The owed rows after `after` (in (Group, sequence) order), at most [`PASS`].
 fn owed(conn: &Connection, after: Option<&(String, u64)>) -> Result<Vec<Owed>, Error> {
-    let (group, sequence) = after.map_or(("", 0), |(group, sequence)| (group.as_str(), *sequence));
-    let mut statement = conn.prepare_cached(
-        "SELECT group_id, sequence, kind, subject FROM reactions
-         WHERE group_id > ?1 OR (group_id = ?1 AND sequence > ?2)
-         ORDER BY group_id, sequence LIMIT ?3",
-    )?;
-    let rows = statement
-        .query_map(params![group, sequence, PASS], |row| {
-            Ok(Owed {
-                group_id: row.get(0)?,
-                sequence: row.get(1)?,
-                kind: row.get(2)?,
-                subject: row.get(3)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    let after = after.map(|(group, sequence)| (group.as_str(), *sequence));
+    crate::rows::reactions::after(conn, after, PASS)
 }
 
 /// Deletes the row of the reaction to `group_id`'s Event at `sequence`: whether it was still
 /// there (so the calling transaction's reaction is the one that counts).
 pub(crate) fn done(tx: &Tx<'_>, group_id: &str, sequence: u64) -> Result<bool, Error> {
-    let deleted = tx.run(
-        "DELETE FROM reactions WHERE group_id = ?1 AND sequence = ?2",
-        params![group_id, sequence],
-    )?;
-    Ok(deleted == 1)
+    crate::rows::reactions::delete(tx, group_id, sequence)
 }
 
 /// One pass: runs every reaction owed when it began, in order (unless a test holds them).

@@ -36,6 +36,7 @@ pub(crate) mod memberships;
 pub(crate) mod missions;
 pub(crate) mod offers;
 pub(crate) mod proposals;
+pub(crate) mod reactions;
 pub(crate) mod reusable_artifacts;
 pub(crate) mod schemas;
 pub(crate) mod session_epochs;

@@ -23,7 +23,6 @@ const KNOWN_TABLE_USERS: &[(&str, &[&str])] = &[
     ("storage/src/events.rs", &["events", "snapshots"]),
     ("storage/src/fsck.rs", &["events", "snapshots"]),
     ("storage/src/fsck_log.rs", &["events", "snapshots"]),
-    ("storage/src/reactions.rs", &["reactions"]),
     ("storage/src/rows/agent_keys.rs", &["agents"]),
     ("storage/src/rows/blobs.rs", &["inline_bytes"]),
     ("storage/src/rows/derivations.rs", &["manifests"]),
