@@ -13,13 +13,12 @@
 
 pub(crate) mod handle;
 
-use crate::sql::Cached as _;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use bytes::Bytes;
 use futures::{StreamExt as _, TryStreamExt as _};
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use weft_api::dsse::{BASE64, SNAPSHOT_TYPE};
 use weft_api::event::EventHash;
 use weft_api::views::{SignedSnapshot, SnapshotReference};
@@ -61,18 +60,7 @@ const PAGE: u32 = 10_000;
 
 /// Reads the signed snapshots of a Group, oldest first.
 pub(crate) fn snapshots(conn: &Connection, group_id: &str) -> Result<Vec<SignedSnapshot>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT envelope, archive_blake3, from_sequence FROM snapshots WHERE group_id = ?1 ORDER BY sequence",
-    )?;
-    let rows = statement
-        .query_map([group_id], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, Vec<u8>>(1)?,
-                row.get::<_, u64>(2)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = crate::rows::snapshots::all(conn, group_id)?;
     rows.into_iter()
         .map(|(envelope, archive, from_sequence)| {
             let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
@@ -135,20 +123,10 @@ impl Engine {
                 let (head, _) = events::head(conn, &group_owned)?;
                 // The newest Event older than the age limit (instants compare as text: one format).
                 let aged_through: Option<u64> = match &cutoff {
-                    Some(cutoff) => conn.row(
-                        "SELECT MAX(sequence) FROM events WHERE group_id = ?1 AND appended_at < ?2",
-                        params![group_owned, cutoff],
-                        |row| row.get(0),
-                    )?,
+                    Some(cutoff) => crate::rows::events::newest_before(conn, &group_owned, cutoff)?,
                     None => None,
                 };
-                let previous: Option<(u64, Vec<u8>, Vec<u8>)> = conn
-                    .row(
-                        "SELECT sequence, event_chain_hash, state_blake3 FROM snapshots WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
-                        [&group_owned],
-                        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-                    )
-                    .optional()?;
+                let previous = crate::rows::snapshots::newest(conn, &group_owned)?;
                 Ok((head, aged_through, previous))
             })
             .await?;
@@ -293,21 +271,27 @@ impl Engine {
         let (group, now) = (group.to_owned(), self.clock.now());
         self.db
             .write(move |txn| {
-                let hash_at: Option<Vec<u8>> = txn
-                    .row("SELECT hash FROM events WHERE group_id = ?1 AND sequence = ?2", params![group, through], |row| row.get(0))
-                    .optional()?;
+                let hash_at = crate::rows::events::hash_at(txn, &group, through)?;
                 if hash_at.map(to32).transpose()? != Some(chain_hash.0) {
-                    return Err(reject(weft_api::ErrorCode::Conflict, "the log changed under the compaction"));
+                    return Err(reject(
+                        weft_api::ErrorCode::Conflict,
+                        "the log changed under the compaction",
+                    ));
                 }
                 for digests in [archive_digests, state_digests] {
                     crate::rows::blobs::insert_if_absent(txn, &digests, now)?;
                 }
-                txn.run(
-                    "INSERT INTO snapshots (group_id, sequence, from_sequence, state_blake3, archive_blake3, event_chain_hash, envelope)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![group, through, from_exclusive + 1, &state_digests.blake3.0[..], &archive_digests.blake3.0[..], &chain_hash.0[..], envelope_json],
+                crate::rows::snapshots::insert(
+                    txn,
+                    &group,
+                    through,
+                    from_exclusive + 1,
+                    &state_digests.blake3.0,
+                    &archive_digests.blake3.0,
+                    &chain_hash.0,
+                    &envelope_json,
                 )?;
-                txn.run("DELETE FROM events WHERE group_id = ?1 AND sequence <= ?2", params![group, through])?;
+                crate::rows::events::delete_through(txn, &group, through)?;
                 Ok(())
             })
             .await?;

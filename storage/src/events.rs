@@ -5,8 +5,7 @@
 //! Nothing here updates or deletes an Event (DLV-7). An append whose kind a reaction follows
 //! also writes the reaction's row (`reactions.rs`), in the same transaction.
 
-use crate::sql::Cached as _;
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use serde_json::value::RawValue;
 use weft_api::event::{EventHash, Unhashed};
 use weft_api::{Event, EventPayload, Id};
@@ -84,21 +83,19 @@ fn append_with(
         prev_hash: &prev_hash,
     }
     .hash();
-    conn.run(
-        "INSERT INTO events (group_id, sequence, event_id, type, causation_command_id, payload,
-                             appended_at, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?7, ?8)",
-        params![
-            group_id.as_str(),
+    crate::rows::events::insert(
+        conn,
+        &crate::rows::events::New {
+            event_id: &event_id,
+            group_id: group_id.as_str(),
             sequence,
-            event_id,
             kind,
-            payload_json,
-            appended_at,
-            &prev_hash.0[..],
-            &hash.0[..],
-            causation
-        ],
+            causation_command_id: causation,
+            payload: &payload_json,
+            appended_at: &appended_at,
+            prev_hash: &prev_hash.0,
+            hash: &hash.0,
+        },
     )?;
     // An Event some reaction follows owes it, durably, in this same transaction.
     crate::reactions::owe(tx, group_id, sequence, kind, &payload_json)?;
@@ -120,13 +117,7 @@ fn append_with(
 /// `(sequence, hash)` of the newest Event of a Group, online or compacted into a snapshot
 /// (`(0, GENESIS)` for an empty log).
 pub(crate) fn head(conn: &Connection, group_id: &str) -> Result<(u64, EventHash), Error> {
-    let online: Option<(u64, Vec<u8>)> = conn
-        .row(
-            "SELECT sequence, hash FROM events WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
-            [group_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
+    let online = crate::rows::events::newest(conn, group_id)?;
     if let Some((sequence, hash)) = online {
         return Ok((sequence, EventHash(to32(hash)?)));
     }
@@ -141,14 +132,8 @@ pub(crate) fn compacted(
     conn: &Connection,
     group_id: &str,
 ) -> Result<Option<(u64, EventHash)>, Error> {
-    let row: Option<(u64, Vec<u8>)> = conn
-        .row(
-            "SELECT sequence, event_chain_hash FROM snapshots WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
-            [group_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?;
-    row.map(|(sequence, hash)| Ok((sequence, EventHash(to32(hash)?))))
+    crate::rows::snapshots::newest(conn, group_id)?
+        .map(|(sequence, hash, _)| Ok((sequence, EventHash(to32(hash)?))))
         .transpose()
 }
 
@@ -159,41 +144,22 @@ pub(crate) fn read(
     after: u64,
     limit: u32,
 ) -> Result<Vec<Event>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
-                prev_hash, hash
-         FROM events WHERE group_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3",
-    )?;
-    let rows = statement.query_map(params![group_id, after, limit], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, String>(1)?,
-            row.get::<_, u64>(2)?,
-            row.get::<_, String>(3)?,
-            row.get::<_, Option<String>>(4)?,
-            row.get::<_, String>(5)?,
-            row.get::<_, String>(6)?,
-            row.get::<_, Vec<u8>>(7)?,
-            row.get::<_, Vec<u8>>(8)?,
-        ))
-    })?;
-    let mut events = Vec::new();
-    for row in rows {
-        let (event_id, group_id, sequence, kind, causation, payload, appended_at, prev, hash) =
-            row?;
-        events.push(Event {
-            event_id,
-            group_id,
-            sequence,
-            kind,
-            causation_command_id: causation,
-            payload: RawValue::from_string(payload).map_err(Error::backend)?,
-            appended_at,
-            prev_hash: EventHash(to32(prev)?),
-            hash: EventHash(to32(hash)?),
-        });
-    }
-    Ok(events)
+    crate::rows::events::after(conn, group_id, after, limit)?
+        .into_iter()
+        .map(|row| {
+            Ok(Event {
+                event_id: row.event_id,
+                group_id: row.group_id,
+                sequence: row.sequence,
+                kind: row.kind,
+                causation_command_id: row.causation_command_id,
+                payload: RawValue::from_string(row.payload).map_err(Error::backend)?,
+                appended_at: row.appended_at,
+                prev_hash: EventHash(to32(row.prev_hash)?),
+                hash: EventHash(to32(row.hash)?),
+            })
+        })
+        .collect()
 }
 
 /// A 32-byte column value.

@@ -8,7 +8,6 @@
 //! Its one write: each intact blob's re-hash is recorded as its last verification (`fsck`),
 //! which the auditor console shows.
 
-use crate::sql::Cached as _;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -140,13 +139,6 @@ impl Engine {
         let mut stats = self
             .db
             .read(|conn| {
-                let count = |table: &str| -> Result<u64, Error> {
-                    Ok(
-                        conn.row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
-                            row.get(0)
-                        })?,
-                    )
-                };
                 Ok(Stats {
                     groups: rows::groups::count(conn)?,
                     agents: rows::agents::count(conn)?,
@@ -156,7 +148,7 @@ impl Engine {
                     blob_uploaders: rows::blob_uploaders::count(conn)?,
                     manifests: rows::manifests::count(conn)?,
                     derivations: rows::derivations::count(conn)?,
-                    events: count("events")?,
+                    events: rows::events::count(conn)?,
                     evidence: rows::evidence::count(conn)?,
                     quarantined: rows::blobs::count_quarantined(conn)?,
                     blob_objects: 0,
@@ -417,15 +409,7 @@ impl Engine {
         report.problems.extend(problems);
         // 3. Compacted history: every snapshot signed by the authority, every archive a chain
         //    that continues the previous one and ends at the signed chain hash.
-        let groups: Vec<String> = self
-            .db
-            .read(|conn| {
-                Ok(conn
-                    .prepare_cached("SELECT DISTINCT group_id FROM snapshots ORDER BY group_id")?
-                    .query_map([], |row| row.get(0))?
-                    .collect::<Result<_, _>>()?)
-            })
-            .await?;
+        let groups: Vec<String> = self.db.read(crate::rows::snapshots::groups).await?;
         for group in groups {
             let snapshots = self
                 .db

@@ -70,28 +70,13 @@ const NAMED: &[Named] = &[
 /// another type than the row's kind is written with.
 pub(crate) fn check_named_events(conn: &Connection) -> Result<Vec<String>, Error> {
     let mut problems = Vec::new();
+    let compacted = crate::rows::snapshots::newest_sequences(conn)?;
     for named in NAMED {
         // Below the newest snapshot the online log no longer holds Events: the archive
         // does, and its chain is checked against the signed snapshot.
-        let sql = format!(
-            "SELECT r.group_id, r.sequence, e.type
-             FROM ({}) AS r
-             LEFT JOIN events e ON e.group_id = r.group_id AND e.sequence = r.sequence
-             WHERE r.sequence > COALESCE(
-                 (SELECT MAX(s.sequence) FROM snapshots s WHERE s.group_id = r.group_id), 0)
-             ORDER BY r.group_id, r.sequence",
-            named.rows
-        );
-        let mut statement = conn.prepare(&sql)?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, u64>(1)?,
-                    row.get::<_, Option<String>>(2)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = crate::rows::events::named_by(conn, named.rows)?
+            .into_iter()
+            .filter(|(group, sequence, _)| *sequence > compacted.get(group).copied().unwrap_or(0));
         for (group, sequence, kind) in rows {
             match kind {
                 None => problems.push(format!(

@@ -98,14 +98,11 @@ const UPLOADING_ROLES: [Role; 3] = [Role::Worker, Role::Coordinator, Role::Revie
 /// snapshot cites it: such a blob counts against its uploaders' cap and is swept when old.
 pub(crate) fn uncited(column: &str) -> String {
     format!(
-        "NOT {}
-         AND NOT {}
-         AND NOT {}
-         AND NOT EXISTS (SELECT 1 FROM snapshots
-                         WHERE snapshots.state_blake3 = {column} OR snapshots.archive_blake3 = {column})",
+        "NOT {} AND NOT {} AND NOT {} AND NOT {}",
         crate::rows::manifests::cites_column(column),
         crate::rows::evidence_artifacts::cites_column(column),
         crate::rows::schemas::cites_column(column),
+        crate::rows::snapshots::cites_column(column),
     )
 }
 

@@ -1,0 +1,156 @@
+//! The `events` table: the only SQL that names it. Each Group's online log, one row per
+//! Event with its hash chain (`events.rs` appends and hashes; `compaction.rs` moves old rows
+//! into signed snapshots). Rows are handed back as stored: hashes as bytes, instants as text.
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// One Event as its row holds it.
+pub(crate) struct Row {
+    pub(crate) event_id: String,
+    pub(crate) group_id: String,
+    pub(crate) sequence: u64,
+    pub(crate) kind: String,
+    pub(crate) causation_command_id: Option<String>,
+    pub(crate) payload: String,
+    pub(crate) appended_at: String,
+    pub(crate) prev_hash: Vec<u8>,
+    pub(crate) hash: Vec<u8>,
+}
+
+/// A new Event row, borrowed from the Event being appended (nothing copied on the hot path).
+pub(crate) struct New<'a> {
+    pub(crate) event_id: &'a str,
+    pub(crate) group_id: &'a str,
+    pub(crate) sequence: u64,
+    pub(crate) kind: &'a str,
+    pub(crate) causation_command_id: Option<&'a str>,
+    pub(crate) payload: &'a str,
+    pub(crate) appended_at: &'a str,
+    pub(crate) prev_hash: &'a [u8],
+    pub(crate) hash: &'a [u8],
+}
+
+/// Appends one Event row.
+pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO events (group_id, sequence, event_id, type, causation_command_id, payload,
+                             appended_at, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?7, ?8)",
+        params![
+            row.group_id,
+            row.sequence,
+            row.event_id,
+            row.kind,
+            row.payload,
+            row.appended_at,
+            row.prev_hash,
+            row.hash,
+            row.causation_command_id
+        ],
+    )?;
+    Ok(())
+}
+
+/// `(sequence, hash)` of the newest online Event of a Group.
+pub(crate) fn newest(conn: &Connection, group_id: &str) -> Result<Option<(u64, Vec<u8>)>, Error> {
+    Ok(conn
+        .row(
+            "SELECT sequence, hash FROM events WHERE group_id = ?1 ORDER BY sequence DESC LIMIT 1",
+            [group_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?)
+}
+
+/// The Events of `group_id` after `after`, at most `limit`, in order.
+pub(crate) fn after(
+    conn: &Connection,
+    group_id: &str,
+    after: u64,
+    limit: u32,
+) -> Result<Vec<Row>, Error> {
+    Ok(conn.rows(
+        "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
+                prev_hash, hash
+         FROM events WHERE group_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3",
+        params![group_id, after, limit],
+        |row| {
+            Ok(Row {
+                event_id: row.get(0)?,
+                group_id: row.get(1)?,
+                sequence: row.get(2)?,
+                kind: row.get(3)?,
+                causation_command_id: row.get(4)?,
+                payload: row.get(5)?,
+                appended_at: row.get(6)?,
+                prev_hash: row.get(7)?,
+                hash: row.get(8)?,
+            })
+        },
+    )?)
+}
+
+/// How many Events are online, all Groups together.
+pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
+    Ok(conn.row("SELECT COUNT(*) FROM events", [], |row| row.get(0))?)
+}
+
+/// The sequence of the newest online Event appended before `cutoff` (instants compare as
+/// text: they are written in one format).
+pub(crate) fn newest_before(
+    conn: &Connection,
+    group_id: &str,
+    cutoff: &str,
+) -> Result<Option<u64>, Error> {
+    Ok(conn.row(
+        "SELECT MAX(sequence) FROM events WHERE group_id = ?1 AND appended_at < ?2",
+        params![group_id, cutoff],
+        |row| row.get(0),
+    )?)
+}
+
+/// The hash of the online Event at `sequence`, if the log holds it.
+pub(crate) fn hash_at(
+    conn: &Connection,
+    group_id: &str,
+    sequence: u64,
+) -> Result<Option<Vec<u8>>, Error> {
+    Ok(conn
+        .row(
+            "SELECT hash FROM events WHERE group_id = ?1 AND sequence = ?2",
+            params![group_id, sequence],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// Removes the online Events through `through` (compacted into a snapshot).
+pub(crate) fn delete_through(conn: &Connection, group_id: &str, through: u64) -> Result<(), Error> {
+    conn.run(
+        "DELETE FROM events WHERE group_id = ?1 AND sequence <= ?2",
+        params![group_id, through],
+    )?;
+    Ok(())
+}
+
+/// For the rows of `rows_sql` (a query yielding `group_id, sequence`): each with the type of
+/// the Event it names, `None` when the online log does not hold it (fsck).
+pub(crate) fn named_by(
+    conn: &Connection,
+    rows_sql: &str,
+) -> Result<Vec<(String, u64, Option<String>)>, Error> {
+    let sql = format!(
+        "SELECT r.group_id, r.sequence, e.type
+         FROM ({rows_sql}) AS r
+         LEFT JOIN events e ON e.group_id = r.group_id AND e.sequence = r.sequence
+         ORDER BY r.group_id, r.sequence"
+    );
+    let mut statement = conn.prepare(&sql)?;
+    let rows = statement
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
