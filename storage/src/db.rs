@@ -37,6 +37,8 @@ pub(crate) struct Tx<'a> {
     /// Whether this job owes a reaction (`reactions.rs`): the writer wakes the reactions'
     /// task after the commit. Left set by a rolled-back nested savepoint: a wake finds nothing.
     owes_reaction: std::cell::Cell<bool>,
+    /// The rows this job loaded (the unit of work, `unit.rs`).
+    memo: crate::unit::Memo,
 }
 
 impl<'a> Tx<'a> {
@@ -45,7 +47,19 @@ impl<'a> Tx<'a> {
             conn,
             appended: RefCell::new(Vec::new()),
             owes_reaction: std::cell::Cell::new(false),
+            memo: crate::unit::Memo::default(),
         }
+    }
+
+    /// A job's view of `conn` outside the writer (unit tests of `rows/` files).
+    #[cfg(test)]
+    pub(crate) fn over(conn: &'a Connection) -> Self {
+        Self::new(conn)
+    }
+
+    /// The rows this job loaded (only `rows/` files use it; see `unit.rs`).
+    pub(crate) fn loaded(&self) -> &crate::unit::Memo {
+        &self.memo
     }
 
     /// Notes that this job wrote a reaction's row (only `reactions::owe` calls this).
@@ -73,6 +87,7 @@ impl<'a> Tx<'a> {
                 self.conn
                     .execute_batch("ROLLBACK TO nested; RELEASE nested")?;
                 self.appended.borrow_mut().truncate(mark);
+                self.memo.forget_all();
                 Err(error)
             }
         }
@@ -80,6 +95,15 @@ impl<'a> Tx<'a> {
 
     fn into_appended(self) -> (Vec<weft_api::Event>, bool) {
         (self.appended.into_inner(), self.owes_reaction.get())
+    }
+}
+
+impl crate::unit::Conn for Tx<'_> {
+    fn conn(&self) -> &Connection {
+        self.conn
+    }
+    fn memo(&self) -> Option<&crate::unit::Memo> {
+        Some(&self.memo)
     }
 }
 

@@ -53,6 +53,7 @@ mod sessions;
 mod signatures;
 mod sql;
 mod standing;
+mod unit;
 mod work;
 
 use std::sync::Arc;

@@ -12,7 +12,7 @@
 //! which is installed only while a test meters; the writer installs it for
 //! `Db::start_metering` and removes it after.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -24,7 +24,7 @@ use rusqlite::{Connection, StatementStatus};
 pub(crate) const STATEMENT_CACHE: usize = 256;
 
 /// The SQL work counted by [`metered`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Work {
     /// Statements run (each `SAVEPOINT`, query and change counts one).
     pub statements: u64,
@@ -32,10 +32,15 @@ pub struct Work {
     pub rows: u64,
     /// SQLite virtual-machine steps they took (seeks, row visits, comparisons).
     pub vm_steps: u64,
+    /// Queries run a second time in one metered job (one write job is one transaction) with
+    /// the same SQL and the same parameters, as SQLite expands them: a row loaded twice.
+    pub repeated_loads: Vec<String>,
 }
 
 thread_local! {
-    static METER: Cell<Option<Work>> = const { Cell::new(None) };
+    static METER: RefCell<Option<Work>> = const { RefCell::new(None) };
+    /// The queries (expanded with their parameters) the running meter has seen.
+    static LOADED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     /// Statements started and not yet finished, with their step counts at the start.
     static RUNNING: RefCell<Vec<(String, i32)>> = const { RefCell::new(Vec::new()) };
 }
@@ -45,8 +50,10 @@ thread_local! {
 /// nothing of it.
 pub(crate) fn metered<R>(f: impl FnOnce() -> R) -> (R, Work) {
     let outer = METER.replace(Some(Work::default()));
+    let outer_loaded = LOADED.take();
     let result = f();
     let work = METER.replace(outer).unwrap_or_default();
+    LOADED.set(outer_loaded);
     RUNNING.with(|running| running.borrow_mut().clear());
     (result, work)
 }
@@ -75,7 +82,7 @@ impl WriteMeter {
     /// Stops counting; the work counted since [`WriteMeter::start`].
     pub(crate) fn stop(&self) -> Work {
         self.armed.store(false, Ordering::Relaxed);
-        *self.work.lock().unwrap_or_else(|p| p.into_inner())
+        self.work.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Runs one write job, counted when armed.
@@ -88,6 +95,7 @@ impl WriteMeter {
         total.statements += work.statements;
         total.rows += work.rows;
         total.vm_steps += work.vm_steps;
+        total.repeated_loads.extend(work.repeated_loads);
         ran
     }
 }
@@ -102,12 +110,23 @@ pub(crate) fn trace(conn: &Connection, on: bool) {
 
 /// Adds one of SQLite's reports to the running meter, if any.
 fn count(event: TraceEvent<'_>) {
-    let Some(mut work) = METER.get() else { return };
+    let Some(mut work) = METER.take() else { return };
     match event {
         // A trigger's program reports itself as `-- TRIGGER …`: part of its statement.
         TraceEvent::Stmt(statement, sql) if !sql.starts_with("--") => {
             work.statements += 1;
             let steps = statement.get_status(StatementStatus::VmStep);
+            if is_load(sql) {
+                let expanded = statement.expanded_sql().unwrap_or_else(|| sql.to_owned());
+                LOADED.with(|loaded| {
+                    let mut loaded = loaded.borrow_mut();
+                    if loaded.contains(&expanded) {
+                        work.repeated_loads.push(expanded);
+                    } else {
+                        loaded.push(expanded);
+                    }
+                });
+            }
             RUNNING.with(|running| running.borrow_mut().push((sql.to_owned(), steps)));
         }
         TraceEvent::Row(_) => work.rows += 1,
@@ -126,6 +145,16 @@ fn count(event: TraceEvent<'_>) {
         _ => {}
     }
     METER.set(Some(work));
+}
+
+/// Whether `sql` only reads (a query, not a change or a savepoint).
+fn is_load(sql: &str) -> bool {
+    let head = sql.trim_start();
+    head.get(..6)
+        .is_some_and(|word| word.eq_ignore_ascii_case("SELECT"))
+        || head
+            .get(..4)
+            .is_some_and(|word| word.eq_ignore_ascii_case("WITH"))
 }
 
 /// `query_row`, `execute` and collected `query_map` through the connection's statement

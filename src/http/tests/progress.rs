@@ -128,7 +128,7 @@ pub(super) fn checkpoint(wi: &str) -> Value {
     json!({"workItemId": wi, "checkpoint": {"note": "safe point"}})
 }
 
-fn progress(wi: &str, percent: f64) -> Value {
+pub(super) fn progress(wi: &str, percent: f64) -> Value {
     json!({"workItemId": wi, "phase": "summarising", "milestonesDone": ["corpus read"],
            "nextCheckpoint": "draft written", "blockers": [],
            "estimate": {"completionAt": "2026-12-01T00:00:00Z", "confidence": 0.7},

@@ -12,8 +12,9 @@
 //! in what they present ([`Claim`]) and in how they answer, never in the rule.
 //!
 //! What this file does not decide: when a lease ends (`work::expiry`, `work::apply`) or who may
-//! see one; it stores what they decide. Long (about 750 lines, a third of them the rule's
-//! tests) because the row, its rule and every statement on the table stay in one place.
+//! see one; it stores what they decide. Long (about 650 lines; the rule's tests are in
+//! `leases_tests.rs`) because the row, its rule and every statement on the table stay in one
+//! place.
 
 use std::collections::BTreeSet;
 
@@ -24,8 +25,10 @@ use weft_api::work::offline::LeaseRecord;
 
 use super::{id, instant};
 use crate::clock::format_instant;
+use crate::db::Tx;
 use crate::error::Error;
 use crate::sql::Cached as _;
+use crate::unit::Conn;
 
 /// What a lease holds (the schema's `kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -339,7 +342,23 @@ pub(crate) fn load(conn: &Connection, lease_id: &str) -> Result<Option<Lease>, E
 }
 
 /// The current (unreleased) lease of a WorkItem, if any: the newest started.
-pub(crate) fn current(conn: &Connection, work_item_id: &str) -> Result<Option<Lease>, Error> {
+/// What the job's memo remembers a WorkItem's current lease under.
+const CURRENT: &str = "leases.current";
+
+/// The WorkItem's current (unreleased) lease, loaded once per writer job (`unit.rs`).
+pub(crate) fn current(
+    c: &(impl Conn + ?Sized),
+    work_item_id: &str,
+) -> Result<Option<Lease>, Error> {
+    match c.memo() {
+        Some(memo) => memo.load(CURRENT, work_item_id, || {
+            read_current(c.conn(), work_item_id)
+        }),
+        None => read_current(c.conn(), work_item_id),
+    }
+}
+
+fn read_current(conn: &Connection, work_item_id: &str) -> Result<Option<Lease>, Error> {
     conn.row(
         concat!(
             "SELECT ",
@@ -420,8 +439,8 @@ pub(crate) struct New<'a> {
     pub(crate) expires_at: DateTime<Utc>,
 }
 
-pub(crate) fn insert(conn: &Connection, lease: &New<'_>) -> Result<(), Error> {
-    conn.run(
+pub(crate) fn insert(tx: &Tx<'_>, lease: &New<'_>) -> Result<(), Error> {
+    tx.run(
         "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
@@ -435,18 +454,44 @@ pub(crate) fn insert(conn: &Connection, lease: &New<'_>) -> Result<(), Error> {
             format_instant(lease.expires_at),
         ],
     )?;
+    // The new lease is the WorkItem's current one, as the row now reads.
+    match (
+        Id::parse("leaseId", lease.lease_id),
+        Id::parse("workItemId", lease.work_item_id),
+        Id::parse("agentId", lease.agent_id),
+    ) {
+        (Ok(lease_id), Ok(work_item_id), Ok(agent_id)) => {
+            let row = Lease {
+                lease_id,
+                work_item_id,
+                kind: lease.kind,
+                agent_id,
+                session_epoch: lease.session_epoch,
+                ownership_epoch: lease.ownership_epoch,
+                started_at: instant(&format_instant(lease.started_at))?,
+                expires_at: instant(&format_instant(lease.expires_at))?,
+                released_at: None,
+                ended_by: None,
+                closed_at: None,
+                started_sequence: None,
+                preemption: None,
+            };
+            tx.loaded().remember(CURRENT, lease.work_item_id, Some(row));
+        }
+        _ => tx.loaded().forget_all(),
+    }
     Ok(())
 }
 
 /// Ends and closes every unreleased lease of the WorkItem at `at`, `by` a release or a
 /// fencing; answers the ids of the leases ended, sorted.
 pub(crate) fn close_open(
-    conn: &Connection,
+    tx: &Tx<'_>,
     work_item_id: &str,
     at: DateTime<Utc>,
     by: EndedBy,
 ) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
+    let mut statement = tx.prepare_cached(
         "UPDATE leases SET released_at = ?2, ended_by = ?3, closed_at = ?2
          WHERE work_item_id = ?1 AND released_at IS NULL
          RETURNING lease_id",
@@ -458,68 +503,98 @@ pub(crate) fn close_open(
         )?
         .collect::<Result<Vec<_>, _>>()?;
     ended.sort();
+    tx.loaded().remember(CURRENT, work_item_id, None::<Lease>);
     Ok(ended)
 }
 
 /// Ends lease `lease_id` at `at` without closing it (it expired or was revoked: neither closes
 /// a buffered Command's window, DESIGN §12).
 pub(crate) fn end(
-    conn: &Connection,
+    tx: &Tx<'_>,
     lease_id: &str,
     at: DateTime<Utc>,
     by: EndedBy,
 ) -> Result<(), Error> {
-    conn.run(
+    tx.run(
         "UPDATE leases SET released_at = ?2, ended_by = ?3 WHERE lease_id = ?1",
         params![lease_id, format_instant(at), by.as_str()],
     )?;
+    // No longer anyone's current lease.
+    tx.loaded().update::<Option<Lease>>(CURRENT, |current| {
+        if current
+            .as_ref()
+            .is_some_and(|lease| lease.lease_id.as_str() == lease_id)
+        {
+            *current = None;
+        }
+    });
     Ok(())
 }
 
 /// Closes lease `lease_id` at `at` (a reconciled checkpoint closes its historical lease when
 /// it was buffered, OFL-9).
-pub(crate) fn close(conn: &Connection, lease_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
-    conn.run(
+pub(crate) fn close(tx: &Tx<'_>, lease_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
+    tx.run(
         "UPDATE leases SET closed_at = ?2 WHERE lease_id = ?1",
         params![lease_id, format_instant(at)],
     )?;
+    let at = instant(&format_instant(at))?;
+    change(tx, lease_id, |lease| lease.closed_at = Some(at));
     Ok(())
 }
 
 /// The lease now lasts until `expires_at` (a renewal, LSE-3).
-pub(crate) fn renew(
-    conn: &Connection,
-    lease_id: &str,
-    expires_at: DateTime<Utc>,
-) -> Result<(), Error> {
-    conn.run(
+pub(crate) fn renew(tx: &Tx<'_>, lease_id: &str, expires_at: DateTime<Utc>) -> Result<(), Error> {
+    tx.run(
         "UPDATE leases SET expires_at = ?2 WHERE lease_id = ?1",
         params![lease_id, format_instant(expires_at)],
     )?;
+    let expires_at = instant(&format_instant(expires_at))?;
+    change(tx, lease_id, |lease| lease.expires_at = expires_at);
     Ok(())
 }
 
 /// The `work.started` Event at `sequence` opened lease `lease_id` (EVD-2).
-pub(crate) fn note_started(conn: &Connection, lease_id: &str, sequence: u64) -> Result<(), Error> {
-    conn.run(
+pub(crate) fn note_started(tx: &Tx<'_>, lease_id: &str, sequence: u64) -> Result<(), Error> {
+    tx.run(
         "UPDATE leases SET started_sequence = ?2 WHERE lease_id = ?1",
         params![lease_id, sequence],
     )?;
+    change(tx, lease_id, |lease| {
+        lease.started_sequence = Some(sequence)
+    });
     Ok(())
 }
 
 /// `by` asked at `at` that lease `lease_id` end (LSE-12 step 1).
 pub(crate) fn request_preemption(
-    conn: &Connection,
+    tx: &Tx<'_>,
     lease_id: &str,
     at: DateTime<Utc>,
     by: &str,
 ) -> Result<(), Error> {
-    conn.run(
+    tx.run(
         "UPDATE leases SET preemption_requested_at = ?2, preemption_requested_by = ?3 WHERE lease_id = ?1",
         params![lease_id, format_instant(at), by],
     )?;
+    let at = instant(&format_instant(at))?;
+    let by = Id::parse("agentId", by)?;
+    change(tx, lease_id, |lease| {
+        lease.preemption = Some((at, by.clone()))
+    });
     Ok(())
+}
+
+/// Applies `edit` to lease `lease_id` where the job's memo remembers it as a current lease.
+fn change(tx: &Tx<'_>, lease_id: &str, mut edit: impl FnMut(&mut Lease)) {
+    tx.loaded().update::<Option<Lease>>(CURRENT, |current| {
+        if let Some(lease) = current
+            .as_mut()
+            .filter(|lease| lease.lease_id.as_str() == lease_id)
+        {
+            edit(lease);
+        }
+    });
 }
 
 /// The expiry and WorkItem of every unreleased lease (the deadlines loaded at open).
@@ -575,180 +650,3 @@ pub(crate) const STARTED_EVENTS: &str =
     "SELECT w.group_id AS group_id, l.started_sequence AS sequence FROM leases l
      JOIN work_items w ON w.work_item_id = l.work_item_id
      WHERE l.started_sequence IS NOT NULL";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(seconds: i64) -> DateTime<Utc> {
-        let start: DateTime<Utc> = "2026-12-01T00:00:00Z".parse().expect("instant");
-        start + chrono::Duration::seconds(seconds)
-    }
-
-    fn lease() -> Lease {
-        Lease {
-            lease_id: Id::parse("leaseId", "lease-1").expect("id"),
-            work_item_id: Id::parse("workItemId", "wi").expect("id"),
-            kind: Kind::Execution,
-            agent_id: Id::parse("agentId", "w1").expect("id"),
-            session_epoch: 1,
-            ownership_epoch: 2,
-            started_at: at(0),
-            expires_at: at(300),
-            released_at: None,
-            ended_by: None,
-            closed_at: None,
-            started_sequence: Some(7),
-            preemption: None,
-        }
-    }
-
-    fn signed<'a>(signer: &'a str, epoch: u64, ownership: Ownership<'a>) -> Claim<'a> {
-        Claim {
-            lease_id: "lease-1",
-            work_item_id: "wi",
-            signer: Some((signer, epoch)),
-            acts_for: Some(ownership),
-        }
-    }
-
-    const OWNED: Ownership<'static> = Ownership {
-        owner: Some("w1"),
-        ownership_epoch: 2,
-    };
-
-    /// LSE-4/LSE-5: a record under the current Execution Lease of its owner is admitted until
-    /// the lease's expiry, compared as time, and not at it.
-    #[test]
-    fn a_current_execution_lease_admits_its_owner_until_it_expires() {
-        let lease = lease();
-        assert_eq!(lease.admits(&signed("w1", 2, OWNED), at(299)), Ok(()));
-        assert_eq!(
-            lease.admits(&signed("w1", 2, OWNED), at(300)),
-            Err(Refusal::Expired)
-        );
-    }
-
-    /// OFL-1/OFL-2: a signer whose epoch the WorkItem left is fenced, even once its lease
-    /// ended (the fencing ended it), and that answer comes before the lease's own state.
-    #[test]
-    fn a_fenced_signer_is_told_so_before_its_lease_ended() {
-        let mut lease = lease();
-        lease.released_at = Some(at(10));
-        let moved_on = Ownership {
-            owner: Some("w2"),
-            ownership_epoch: 3,
-        };
-        assert_eq!(
-            lease.admits(&signed("w1", 2, moved_on), at(20)),
-            Err(Refusal::Fenced)
-        );
-        assert_eq!(
-            lease.admits(&signed("w1", 2, OWNED), at(20)),
-            Err(Refusal::Ended)
-        );
-    }
-
-    /// LSE-4: who signs and under which epoch is checked before anything else of the lease.
-    #[test]
-    fn another_holder_or_epoch_is_refused_first() {
-        let lease = lease();
-        assert_eq!(
-            lease.admits(&signed("w2", 2, OWNED), at(400)),
-            Err(Refusal::OtherHolder)
-        );
-        assert_eq!(
-            lease.admits(&signed("w1", 1, OWNED), at(400)),
-            Err(Refusal::OtherEpoch)
-        );
-        let mut claim = signed("w1", 2, OWNED);
-        claim.work_item_id = "other";
-        assert_eq!(lease.admits(&claim, at(0)), Err(Refusal::OtherWorkItem));
-        claim.lease_id = "lease-2";
-        assert_eq!(lease.admits(&claim, at(0)), Err(Refusal::OtherLease));
-    }
-
-    /// LSE-7: only an Execution Lease acts, and only while its Agent owns the WorkItem under
-    /// its epoch; a Command's quote (nothing acts) asks neither.
-    #[test]
-    fn only_an_owned_execution_lease_acts() {
-        let mut lease = lease();
-        let reassigned = Ownership {
-            owner: Some("w1"),
-            ownership_epoch: 5,
-        };
-        assert_eq!(
-            lease.admits(&lease.own_claim(Some(reassigned)), at(0)),
-            Err(Refusal::NotOwned)
-        );
-        lease.kind = Kind::Blocked;
-        assert_eq!(
-            lease.admits(&lease.own_claim(Some(OWNED)), at(0)),
-            Err(Refusal::NotExecution)
-        );
-        assert_eq!(lease.admits(&lease.own_claim(None), at(0)), Ok(()));
-    }
-
-    /// OFL-9: a lease that ended before v12 said why is closed at its release; otherwise at
-    /// its `closed_at` (none after an expiry or a revocation).
-    #[test]
-    fn the_offline_record_closes_at_the_release_only_for_old_rows() {
-        let mut lease = lease();
-        lease.released_at = Some(at(100));
-        assert_eq!(lease.record().closed_at, Some(at(100).fixed_offset()));
-        lease.ended_by = Some(EndedBy::Expired);
-        assert_eq!(lease.record().closed_at, None);
-    }
-
-    #[test]
-    fn a_row_round_trips_through_the_table() {
-        let conn = Connection::open_in_memory().expect("open");
-        crate::schema::migrate(&conn).expect("schema");
-        conn.execute_batch(
-            "INSERT INTO groups (group_id, created_at) VALUES ('g1', 'now');
-             INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1, '{}');
-             INSERT INTO work_items VALUES ('wi', 'g1', 'm1', 'active', 3, 0, '{}', 'w1', 2, NULL, 0, NULL, 1, '{}');",
-        )
-        .expect("rows");
-        insert(
-            &conn,
-            &New {
-                lease_id: "lease-1",
-                work_item_id: "wi",
-                kind: Kind::Execution,
-                agent_id: "w1",
-                session_epoch: 1,
-                ownership_epoch: 2,
-                started_at: at(0),
-                expires_at: at(300),
-            },
-        )
-        .expect("insert");
-        note_started(&conn, "lease-1", 7).expect("started");
-        let mut expected = lease();
-        assert_eq!(
-            load(&conn, "lease-1").expect("load"),
-            Some(expected.clone())
-        );
-        assert_eq!(
-            current(&conn, "wi").expect("current"),
-            Some(expected.clone())
-        );
-        request_preemption(&conn, "lease-1", at(5), "c1").expect("preempt");
-        renew(&conn, "lease-1", at(600)).expect("renew");
-        let ended = close_open(&conn, "wi", at(9), EndedBy::Fenced).expect("close");
-        assert_eq!(ended, vec!["lease-1".to_owned()]);
-        expected.expires_at = at(600);
-        expected.released_at = Some(at(9));
-        expected.closed_at = Some(at(9));
-        expected.ended_by = Some(EndedBy::Fenced);
-        expected.preemption = Some((at(5), Id::parse("agentId", "c1").expect("id")));
-        assert_eq!(load(&conn, "lease-1").expect("load"), Some(expected));
-        assert_eq!(current(&conn, "wi").expect("current"), None);
-        assert_eq!(
-            holders(&conn, "wi", "g1").expect("holders"),
-            BTreeSet::from(["w1".to_owned()])
-        );
-        assert!(holders(&conn, "wi", "g2").expect("holders").is_empty());
-    }
-}

@@ -52,6 +52,8 @@ pub(crate) mod work_progress;
 pub(crate) mod work_questions;
 
 #[cfg(test)]
+mod leases_tests;
+#[cfg(test)]
 mod visible_tests;
 
 use chrono::{DateTime, Utc};

@@ -20,10 +20,12 @@ pub(crate) fn dependencies(conn: &Connection, work_item_id: &str) -> Result<Vec<
 
 /// Replaces `work_item_id`'s dependency edges.
 pub(crate) fn set(
-    conn: &Connection,
+    tx: &crate::db::Tx<'_>,
     work_item_id: &str,
     depends_on: &[weft_api::Id],
 ) -> Result<(), Error> {
+    super::work_items::forget_dependencies(tx, work_item_id);
+    let conn: &Connection = tx;
     conn.run(
         "DELETE FROM work_deps WHERE work_item_id = ?1",
         [work_item_id],

@@ -13,8 +13,10 @@ use weft_api::work::contract::{Budgets, WorkContract};
 use weft_api::work::machine::WorkState;
 
 use super::{from_json, name, parse_name, to_json};
+use crate::db::Tx;
 use crate::error::Error;
 use crate::sql::Cached as _;
+use crate::unit::Conn;
 
 /// A `work_items` row.
 #[derive(Clone, Debug)]
@@ -152,8 +154,8 @@ pub(crate) fn insert(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
 }
 
 /// Writes every mutable column of `row`.
-pub(crate) fn save(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
-    conn.run(
+pub(crate) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
+    tx.run(
         "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
                 ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
                 attempts = ?11
@@ -172,6 +174,15 @@ pub(crate) fn save(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
             row.attempts
         ],
     )?;
+    // Its dependents see its new state in what the job remembers.
+    tx.loaded()
+        .update::<Vec<(String, WorkState)>>(DEPENDENCY_STATES, |states| {
+            for (id, state) in states.iter_mut() {
+                if *id == row.work_item_id {
+                    *state = row.state;
+                }
+            }
+        });
     Ok(())
 }
 
@@ -330,19 +341,47 @@ pub(crate) fn ownership_deadlines(conn: &Connection) -> Result<Vec<(String, Stri
     Ok(found)
 }
 
-/// The states of the WorkItems `work_item_id` depends on (an edge naming none is skipped).
+/// What the job's memo remembers a WorkItem's dependencies' states under.
+const DEPENDENCY_STATES: &str = "work_items.dependency_states";
+
+/// The states of the WorkItems `work_item_id` depends on (an edge naming none is skipped),
+/// loaded once per writer job (`unit.rs`): a saved WorkItem updates what is remembered of it,
+/// and new edges (`work_deps::set`) forget it.
 pub(crate) fn dependency_states(
-    conn: &Connection,
+    c: &(impl Conn + ?Sized),
     work_item_id: &str,
 ) -> Result<Vec<WorkState>, Error> {
+    let states = match c.memo() {
+        Some(memo) => memo.load(DEPENDENCY_STATES, work_item_id, || {
+            read_dependency_states(c.conn(), work_item_id)
+        })?,
+        None => read_dependency_states(c.conn(), work_item_id)?,
+    };
+    Ok(states.into_iter().map(|(_, state)| state).collect())
+}
+
+/// Forgets what the job remembers of `work_item_id`'s dependencies (its edges changed).
+pub(crate) fn forget_dependencies(tx: &Tx<'_>, work_item_id: &str) {
+    tx.loaded().forget(DEPENDENCY_STATES, work_item_id);
+}
+
+fn read_dependency_states(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Vec<(String, WorkState)>, Error> {
     let mut statement = conn.prepare_cached(
-        "SELECT w.state FROM work_deps d JOIN work_items w ON w.work_item_id = d.depends_on
+        "SELECT d.depends_on, w.state FROM work_deps d JOIN work_items w ON w.work_item_id = d.depends_on
          WHERE d.work_item_id = ?1",
     )?;
     let states = statement
-        .query_map([work_item_id], |r| r.get::<_, String>(0))?
+        .query_map([work_item_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
         .collect::<Result<Vec<_>, _>>()?;
-    states.iter().map(|state| parse_name(state)).collect()
+    states
+        .into_iter()
+        .map(|(id, state)| Ok((id, parse_name(&state)?)))
+        .collect()
 }
 
 /// The dependency edges `(from, to)` of Mission `mission_id`'s WorkItems, in order.

@@ -17,7 +17,10 @@ use crate::error::{Error, reject};
 use crate::rows::work_items;
 
 /// DEP-3: every dependency satisfies the contract's policy (default: all `verified`).
-pub(super) fn eligible(conn: &Connection, row: &WorkRow) -> Result<bool, Error> {
+pub(super) fn eligible(
+    conn: &(impl crate::unit::Conn + ?Sized),
+    row: &WorkRow,
+) -> Result<bool, Error> {
     for state in work_items::dependency_states(conn, &row.work_item_id)? {
         if !satisfies(row.contract.dependency_policy, state) {
             return Ok(false);

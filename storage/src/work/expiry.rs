@@ -50,6 +50,7 @@ use crate::engine::deadlines::Deadline;
 use crate::error::{Error, reject};
 use crate::events;
 use crate::rows::leases::{self, Claim, EndedBy, Refusal};
+use crate::unit::Conn;
 
 /// The most WorkItems one `expire_due` call handles in its one transaction; the rest stay due
 /// for the next tick, so a burst of expiries never makes one huge write job.
@@ -104,7 +105,7 @@ impl<'t, 'c> Authority<'t, 'c> {
 /// The next instant at which something of `row` may expire: the Execution Lease's expiry
 /// while `active`, the ownership deadline while `queued` or `blocked` with an owner.
 pub(crate) fn deadline_of(
-    conn: &Connection,
+    conn: &(impl Conn + ?Sized),
     row: &WorkRow,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     Ok(match row.state {

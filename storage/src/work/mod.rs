@@ -47,6 +47,7 @@ use crate::clock::format_instant;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::rows::{leases, work_items};
+use crate::unit::Conn;
 
 pub(crate) use crate::rows::missions::MissionRow;
 pub(crate) use crate::rows::work_items::WorkRow;
@@ -93,10 +94,11 @@ fn visible_mission(conn: &Connection, reader: &Reader, id: &str) -> Result<Missi
 /// The current (unreleased) lease of a WorkItem, if any, as the WorkItem's view shows it
 /// (with its renewals), and the typed row it is read from.
 pub(crate) fn current_lease(
-    conn: &Connection,
+    c: &(impl Conn + ?Sized),
     work_item_id: &str,
 ) -> Result<Option<(Lease, leases::Lease)>, Error> {
-    leases::current(conn, work_item_id)?
+    let conn = c.conn();
+    leases::current(c, work_item_id)?
         .map(|row| {
             let view = Lease {
                 lease_id: row.lease_id.to_string(),
@@ -138,10 +140,11 @@ pub(crate) const HISTORY_SHOWN: u64 = 256;
 
 /// The full view of a WorkItem (its answer to a Command and to `GET /v1/workitems/{id}`).
 pub(crate) fn work_view(
-    conn: &Connection,
+    c: &(impl Conn + ?Sized),
     row: &WorkRow,
     now: &str,
 ) -> Result<WorkItemView, Error> {
+    let conn = c.conn();
     // The newest HISTORY_SHOWN sequences (one more read to know whether there are older
     // ones): every Command answers this view and stores the answer, so a whole history (or
     // even counting it) made each Command cost its WorkItem's age; a reconciled 10,000-Command
@@ -158,7 +161,7 @@ pub(crate) fn work_view(
     });
     let (inert_publications, inert_publications_truncated) =
         inert::newest(conn, &row.work_item_id)?;
-    let (lease, preemption_requested) = match current_lease(conn, &row.work_item_id)? {
+    let (lease, preemption_requested) = match current_lease(c, &row.work_item_id)? {
         Some((view, row)) => (Some(view), owner::preemption(&row)),
         None => (None, None),
     };
@@ -174,7 +177,7 @@ pub(crate) fn work_view(
         lease,
         offers: offers(conn, &row.work_item_id, now)?,
         depends_on: crate::rows::work_deps::dependencies(conn, &row.work_item_id)?,
-        eligible: deps::eligible(conn, row)?,
+        eligible: deps::eligible(c, row)?,
         approval_granted: row.approval_granted,
         child_mission_id: row.child_mission_id.clone(),
         budget: BudgetView {
