@@ -21,10 +21,14 @@ use rusqlite::Connection;
 
 use crate::error::Error;
 
+/// What is remembered: by table (or query) and key, a value of the type its `rows/` file
+/// loads.
+type Remembered = HashMap<(&'static str, String), Box<dyn Any>>;
+
 /// Rows loaded in one job, by table (or query) and key.
 #[derive(Default)]
 pub(crate) struct Memo {
-    rows: RefCell<HashMap<(&'static str, String), Box<dyn Any>>>,
+    rows: RefCell<Remembered>,
 }
 
 impl Memo {
