@@ -152,7 +152,7 @@ pub(super) async fn check(
             let ours = cursors
                 .cursors
                 .iter()
-                .find(|cursor| cursor.agent_id == world.agent.to_string())
+                .find(|cursor| world.agent == cursor.agent_id)
                 .map_or(0, |cursor| cursor.sequence);
             outcome.check(ours >= acked_cursor, || {
                 format!("after kill {kill}: cursor {ours} is behind the ACKed {acked_cursor}")

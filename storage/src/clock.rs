@@ -46,6 +46,13 @@ impl Clock for ManualClock {
     }
 }
 
+/// `instant` as the index keeps it: to the microsecond ([`format_instant`]), so that a row
+/// held in memory compares as the same row read back.
+pub(crate) fn stored(instant: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::SubsecRound as _;
+    instant.trunc_subsecs(6)
+}
+
 /// RFC 3339 UTC with microseconds: the one text form of instants in the index and the log.
 pub(crate) fn format_instant(instant: DateTime<Utc>) -> String {
     instant.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()

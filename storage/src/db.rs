@@ -8,8 +8,8 @@
 //!
 //! Reads on an on-disk database use a small pool of read-only connections on the blocking
 //! pool; an in-memory database has only the writer's connection, so reads go through it too.
-//! No connection is ever held across an `.await`. The file is long (about 615 lines) because
-//! the writer thread, its batches, the reader pool and the near reads share one fence.
+//! No connection is ever held across an `.await`. A job sees its transaction as a
+//! [`Tx`] (`unit.rs`: the unit of work, its appended Events and the rows it loaded).
 //!
 //! Crash story: a transaction is all or nothing; on restart SQLite replays or discards the WAL.
 
@@ -23,96 +23,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error::Error;
 use crate::schema;
 use crate::sql::STATEMENT_CACHE;
+use crate::unit::Tx;
 
 type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
 type Job = Box<dyn Work>;
-
-/// The writer's transaction as one job sees it: the connection (through `Deref`, so every
-/// `&Connection` helper takes it) and the Events this job appended. The writer publishes a
-/// job's Events to live subscribers after the commit, and drops them if the job's savepoint
-/// is rolled back; a Command that appends several Events collects them all here.
-pub(crate) struct Tx<'a> {
-    conn: &'a Connection,
-    appended: RefCell<Vec<weft_api::Event>>,
-    /// Whether this job owes a reaction (`reactions.rs`): the writer wakes the reactions'
-    /// task after the commit. Left set by a rolled-back nested savepoint: a wake finds nothing.
-    owes_reaction: std::cell::Cell<bool>,
-    /// The rows this job loaded (the unit of work, `unit.rs`).
-    memo: crate::unit::Memo,
-}
-
-impl<'a> Tx<'a> {
-    fn new(conn: &'a Connection) -> Self {
-        Self {
-            conn,
-            appended: RefCell::new(Vec::new()),
-            owes_reaction: std::cell::Cell::new(false),
-            memo: crate::unit::Memo::default(),
-        }
-    }
-
-    /// A job's view of `conn` outside the writer (unit tests of `rows/` files).
-    #[cfg(test)]
-    pub(crate) fn over(conn: &'a Connection) -> Self {
-        Self::new(conn)
-    }
-
-    /// The rows this job loaded (only `rows/` files use it; see `unit.rs`).
-    pub(crate) fn loaded(&self) -> &crate::unit::Memo {
-        &self.memo
-    }
-
-    /// Notes that this job wrote a reaction's row (only `reactions::owe` calls this).
-    pub(crate) fn owes_reaction(&self) {
-        self.owes_reaction.set(true);
-    }
-
-    /// Notes an Event appended in this transaction (only `events::append` calls this).
-    pub(crate) fn appended(&self, event: weft_api::Event) {
-        self.appended.borrow_mut().push(event);
-    }
-
-    /// Runs `f` in a savepoint nested in this job's: an error rolls back its rows and forgets
-    /// the Events it appended (they must never reach a subscriber), and leaves the rest of the
-    /// job standing. The batch Command route runs each Command this way.
-    pub(crate) fn nested<T>(&self, f: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
-        let mark = self.appended.borrow().len();
-        self.conn.execute_batch("SAVEPOINT nested")?;
-        match f(self) {
-            Ok(value) => {
-                self.conn.execute_batch("RELEASE nested")?;
-                Ok(value)
-            }
-            Err(error) => {
-                self.conn
-                    .execute_batch("ROLLBACK TO nested; RELEASE nested")?;
-                self.appended.borrow_mut().truncate(mark);
-                self.memo.forget_all();
-                Err(error)
-            }
-        }
-    }
-
-    fn into_appended(self) -> (Vec<weft_api::Event>, bool) {
-        (self.appended.into_inner(), self.owes_reaction.get())
-    }
-}
-
-impl crate::unit::Conn for Tx<'_> {
-    fn conn(&self) -> &Connection {
-        self.conn
-    }
-    fn memo(&self) -> Option<&crate::unit::Memo> {
-        Some(&self.memo)
-    }
-}
-
-impl std::ops::Deref for Tx<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
-        self.conn
-    }
-}
 
 /// One caller's unit of work: run it inside the batch transaction, or tell the caller it
 /// could not run.

@@ -11,8 +11,8 @@ use weft_api::event::{EventHash, Unhashed};
 use weft_api::{Event, EventPayload, Id};
 
 use crate::clock::format_instant;
-use crate::db::Tx;
 use crate::error::Error;
+use crate::unit::Tx;
 
 /// Appends one Event to `group_id`'s log and returns its sequence.
 pub(crate) fn append(

@@ -40,9 +40,10 @@ use rusqlite::Connection;
 use weft_api::Id;
 use weft_api::work::events::WorkEventKind;
 
-use crate::db::{Db, Tx};
+use crate::db::Db;
 use crate::error::Error;
 use crate::faults::Faults;
+use crate::unit::Tx;
 
 /// Most owed rows one pass reads at a time.
 const PASS: u32 = 256;

@@ -1,8 +1,9 @@
-//! The unit of work's memory (issue #41): the rows one job has loaded in its transaction,
-//! so that every check of a Command or a publication is handed the same row instead of
-//! reading it again.
+//! The unit of work (issue #41): [`Tx`], the writer's transaction as one job sees it, and its
+//! memory of the rows the job has loaded, so that every check of a Command or a publication
+//! is handed the same row instead of reading it again. The writer (`db.rs`) makes one `Tx`
+//! per job and publishes its Events after the commit.
 //!
-//! A writer job's [`crate::db::Tx`] carries a [`Memo`]; a reader's plain connection has none
+//! A writer job's [`Tx`] carries a [`Memo`]; a reader's plain connection has none
 //! (a read is one statement's snapshot anyway). Only a table's `rows/` file reads or writes
 //! its entries: it loads through [`Memo::load`], and every change it makes to the table
 //! updates or forgets what is remembered, in the same function as the SQL. A nested savepoint
@@ -14,7 +15,7 @@
 //! none.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use rusqlite::Connection;
@@ -96,6 +97,95 @@ impl Conn for Connection {
     }
     fn memo(&self) -> Option<&Memo> {
         None
+    }
+}
+
+/// The writer's transaction as one job sees it: the connection (through `Deref`, so every
+/// `&Connection` helper takes it) and the Events this job appended. The writer publishes a
+/// job's Events to live subscribers after the commit, and drops them if the job's savepoint
+/// is rolled back; a Command that appends several Events collects them all here.
+pub(crate) struct Tx<'a> {
+    conn: &'a Connection,
+    appended: RefCell<Vec<weft_api::Event>>,
+    /// Whether this job owes a reaction (`reactions.rs`): the writer wakes the reactions'
+    /// task after the commit. Left set by a rolled-back nested savepoint: a wake finds nothing.
+    owes_reaction: Cell<bool>,
+    /// The rows this job loaded (the unit of work, `unit.rs`).
+    memo: Memo,
+}
+
+impl<'a> Tx<'a> {
+    /// The writer's view of one job (`db.rs` makes one per job).
+    pub(crate) fn new(conn: &'a Connection) -> Self {
+        Self {
+            conn,
+            appended: RefCell::new(Vec::new()),
+            owes_reaction: Cell::new(false),
+            memo: Memo::default(),
+        }
+    }
+
+    /// A job's view of `conn` outside the writer (unit tests of `rows/` files).
+    #[cfg(test)]
+    pub(crate) fn over(conn: &'a Connection) -> Self {
+        Self::new(conn)
+    }
+
+    /// The rows this job loaded (only `rows/` files use it; see `unit.rs`).
+    pub(crate) fn loaded(&self) -> &Memo {
+        &self.memo
+    }
+
+    /// Notes that this job wrote a reaction's row (only `reactions::owe` calls this).
+    pub(crate) fn owes_reaction(&self) {
+        self.owes_reaction.set(true);
+    }
+
+    /// Notes an Event appended in this transaction (only `events::append` calls this).
+    pub(crate) fn appended(&self, event: weft_api::Event) {
+        self.appended.borrow_mut().push(event);
+    }
+
+    /// Runs `f` in a savepoint nested in this job's: an error rolls back its rows and forgets
+    /// the Events it appended (they must never reach a subscriber), and leaves the rest of the
+    /// job standing. The batch Command route runs each Command this way.
+    pub(crate) fn nested<T>(&self, f: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
+        let mark = self.appended.borrow().len();
+        self.conn.execute_batch("SAVEPOINT nested")?;
+        match f(self) {
+            Ok(value) => {
+                self.conn.execute_batch("RELEASE nested")?;
+                Ok(value)
+            }
+            Err(error) => {
+                self.conn
+                    .execute_batch("ROLLBACK TO nested; RELEASE nested")?;
+                self.appended.borrow_mut().truncate(mark);
+                self.memo.forget_all();
+                Err(error)
+            }
+        }
+    }
+
+    /// What the job appended and whether it owes a reaction (`db.rs`, after the job).
+    pub(crate) fn into_appended(self) -> (Vec<weft_api::Event>, bool) {
+        (self.appended.into_inner(), self.owes_reaction.get())
+    }
+}
+
+impl Conn for Tx<'_> {
+    fn conn(&self) -> &Connection {
+        self.conn
+    }
+    fn memo(&self) -> Option<&Memo> {
+        Some(&self.memo)
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
     }
 }
 

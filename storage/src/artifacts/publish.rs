@@ -16,11 +16,11 @@ use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
 use super::binding::{self, Inert, Stale};
 use super::blob_row;
 use crate::access::{Reader, agent_of_keyid, can_see_blob, group_exists, may_cite, membership};
-use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self};
 use crate::signatures::{AuthorityMay, Signed};
+use crate::unit::Tx;
 
 /// Whether `target` is reachable from `start` by following derivedFrom edges towards sources.
 /// Iterative breadth-first search: never recurses on the call stack.

@@ -281,7 +281,7 @@ impl Engine {
         by: Recorder<'_>,
         finishing: Option<String>,
         cited: Cited,
-        then: impl FnOnce(&crate::db::Tx<'_>, bool) -> Result<T, Error> + Send + 'static,
+        then: impl FnOnce(&crate::unit::Tx<'_>, bool) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         // The sweep of uncited blobs deletes rows and then files; holding this shared guard
         // from promotion to the row keeps it from deleting a file this upload just found
@@ -461,7 +461,7 @@ impl Engine {
 /// `repair` (a quarantined blob, and this call wrote verified bytes): the copy is replaced
 /// by `inline`, or dropped when the bytes went to a file, which reads then use.
 fn record_row(
-    txn: &crate::db::Tx<'_>,
+    txn: &crate::unit::Tx<'_>,
     digests: &Digests,
     now: chrono::DateTime<chrono::Utc>,
     inline: Option<&[u8]>,
@@ -495,7 +495,7 @@ fn record_row(
 /// Appends `artifact.repaired` to every Group that published `blake3` (the Groups that got
 /// its `artifact.integrity_failure`).
 fn append_repaired(
-    txn: &crate::db::Tx<'_>,
+    txn: &crate::unit::Tx<'_>,
     blake3: weft_api::ArtifactId,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {

@@ -138,7 +138,10 @@ impl Engine {
 impl Prepared {
     /// Records it in the writer's transaction, after the checks that need the index; `false`
     /// with the earlier record's sequence when the same record is there already.
-    pub(crate) fn record(self, txn: &crate::db::Tx<'_>) -> Result<(EvidenceRecorded, bool), Error> {
+    pub(crate) fn record(
+        self,
+        txn: &crate::unit::Tx<'_>,
+    ) -> Result<(EvidenceRecorded, bool), Error> {
         let Prepared {
             signer,
             keyid,
@@ -565,7 +568,7 @@ pub(crate) fn criteria_of(
 /// transaction, after every check passed. The Authority's own records (the reviewer's, and a
 /// child Mission's approval for its parent WorkItem, T16) go through here too.
 pub(crate) fn insert_record(
-    txn: &crate::db::Tx<'_>,
+    txn: &crate::unit::Tx<'_>,
     evidence_id: ArtifactId,
     evidence: &Evidence,
     signer: &Id,

@@ -25,10 +25,10 @@ use weft_api::work::offline::LeaseRecord;
 
 use super::{id, instant};
 use crate::clock::format_instant;
-use crate::db::Tx;
 use crate::error::Error;
 use crate::sql::Cached as _;
 use crate::unit::Conn;
+use crate::unit::Tx;
 
 /// What a lease holds (the schema's `kind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

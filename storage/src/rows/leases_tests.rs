@@ -138,7 +138,7 @@ fn a_row_round_trips_through_the_table() {
          INSERT INTO work_items VALUES ('wi', 'g1', 'm1', 'active', 3, 0, '{}', 'w1', 2, NULL, 0, NULL, 1, '{}');",
     )
     .expect("rows");
-    let tx = crate::db::Tx::over(&conn);
+    let tx = crate::unit::Tx::over(&conn);
     // What the job's memo answers after each change must be what the table says (unit.rs).
     let same = |what: &str| {
         let remembered = current(&tx, "wi").expect("current");

@@ -1,28 +1,28 @@
 //! The `missions` table: the only SQL that names it, and its row [`MissionRow`].
 //!
-//! The row keeps its ids as text for now, as [`super::work_items::WorkRow`] does: the work
-//! Commands read and write them everywhere; its priority, budget, state and child-failure
-//! policy are typed.
+//! The row is typed: ids as `Id`; its priority, budget, state and child-failure policy
+//! parsed. A stored value that does not parse is a corrupt row.
 
 use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::Id;
 use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level};
 use weft_api::work::machine::MissionState;
 
-use super::{from_json, name, parse_name, to_json};
+use super::{from_json, id, name, parse_name, to_json};
 use crate::error::Error;
 use crate::sql::Cached as _;
 
 /// A `missions` row.
 #[derive(Clone, Debug)]
 pub(crate) struct MissionRow {
-    pub(crate) mission_id: String,
-    pub(crate) group_id: String,
+    pub(crate) mission_id: Id,
+    pub(crate) group_id: Id,
     pub(crate) title: String,
     pub(crate) priority_class: Level,
     pub(crate) budget: Budgets,
     pub(crate) state: MissionState,
     pub(crate) revision: u64,
-    pub(crate) parent_work_item_id: Option<String>,
+    pub(crate) parent_work_item_id: Option<Id>,
     pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
 }
 
@@ -79,14 +79,14 @@ fn load_by(
     row.map(
         |(mission_id, group_id, title, priority, budget, state, revision, parent, policy)| {
             Ok(MissionRow {
-                mission_id,
-                group_id,
+                mission_id: id("missionId", &mission_id)?,
+                group_id: id("groupId", &group_id)?,
                 title,
                 priority_class: parse_name(&priority)?,
                 budget: from_json(&budget)?,
                 state: parse_name(&state)?,
                 revision,
-                parent_work_item_id: parent,
+                parent_work_item_id: parent.map(|parent| id("workItemId", &parent)).transpose()?,
                 child_failure_policy: policy.as_deref().map(parse_name).transpose()?,
             })
         },
@@ -105,14 +105,14 @@ pub(crate) fn insert(
                                parent_work_item_id, child_failure_policy, created_sequence)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
-            row.mission_id,
-            row.group_id,
+            row.mission_id.as_str(),
+            row.group_id.as_str(),
             row.title,
             name(&row.priority_class)?,
             to_json(&row.budget)?,
             name(&row.state)?,
             row.revision,
-            row.parent_work_item_id,
+            row.parent_work_item_id.as_deref(),
             row.child_failure_policy.as_ref().map(name).transpose()?,
             created_sequence
         ],
@@ -124,7 +124,7 @@ pub(crate) fn insert(
 pub(crate) fn save_state(conn: &Connection, row: &MissionRow) -> Result<(), Error> {
     conn.run(
         "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
-        params![row.mission_id, name(&row.state)?, row.revision],
+        params![row.mission_id.as_str(), name(&row.state)?, row.revision],
     )?;
     Ok(())
 }

@@ -20,7 +20,7 @@ pub(crate) fn dependencies(conn: &Connection, work_item_id: &str) -> Result<Vec<
 
 /// Replaces `work_item_id`'s dependency edges.
 pub(crate) fn set(
-    tx: &crate::db::Tx<'_>,
+    tx: &crate::unit::Tx<'_>,
     work_item_id: &str,
     depends_on: &[weft_api::Id],
 ) -> Result<(), Error> {

@@ -1,49 +1,48 @@
 //! The `work_items` table: the only SQL that names it, and its row [`WorkRow`].
 //!
-//! The row keeps its ids and its ownership deadline as text for now: `work::apply` reads and
-//! writes them in every Command, and is being split into per-Command files; they become
-//! `Id` and `DateTime<Utc>` once that lands. Its state and contract are typed already.
+//! The row is typed: ids as `Id`, the ownership deadline as an instant compared as time,
+//! its state and contract parsed; a stored value that does not parse is a corrupt row.
 //!
 //! Queries over the WorkItems of a Mission that join their dependency edges (`work_deps`) are
 //! here too, since they are about WorkItems; `work::deps` keeps the dependency rule (DEP-3)
 //! and the edges' own rows.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension as _, params};
+use weft_api::Id;
 use weft_api::work::contract::{Budgets, WorkContract};
 use weft_api::work::machine::WorkState;
 
-use super::{from_json, name, parse_name, to_json};
-use crate::db::Tx;
+use super::{from_json, id, instant, name, parse_name, to_json};
+use crate::clock::format_instant;
 use crate::error::Error;
 use crate::sql::Cached as _;
 use crate::unit::Conn;
+use crate::unit::Tx;
 
 /// A `work_items` row.
 #[derive(Clone, Debug)]
 pub(crate) struct WorkRow {
-    pub(crate) work_item_id: String,
-    pub(crate) group_id: String,
-    pub(crate) mission_id: String,
+    pub(crate) work_item_id: Id,
+    pub(crate) group_id: Id,
+    pub(crate) mission_id: Id,
     pub(crate) state: WorkState,
     pub(crate) revision: u64,
     pub(crate) contract_revision: u64,
     pub(crate) contract: WorkContract,
-    pub(crate) owner: Option<String>,
+    pub(crate) owner: Option<Id>,
     pub(crate) ownership_epoch: u64,
-    pub(crate) ownership_expires_at: Option<String>,
+    /// Until when the owner holds it (SM-6), compared as an instant.
+    pub(crate) ownership_expires_at: Option<DateTime<Utc>>,
     pub(crate) approval_granted: bool,
-    pub(crate) child_mission_id: Option<String>,
+    pub(crate) child_mission_id: Option<Id>,
     pub(crate) attempts: u32,
 }
 
 impl WorkRow {
     /// An owner holds an unexpired ownership at `now` (SM-6).
-    pub(crate) fn live_owner(&self, now: &str) -> bool {
-        self.owner.is_some()
-            && self
-                .ownership_expires_at
-                .as_deref()
-                .is_some_and(|at| at > now)
+    pub(crate) fn live_owner(&self, now: DateTime<Utc>) -> bool {
+        self.owner.is_some() && self.ownership_expires_at.is_some_and(|at| at > now)
     }
 }
 
@@ -123,18 +122,20 @@ fn load_by(
             (approval_granted, child_mission_id, attempts),
         )| {
             Ok(WorkRow {
-                work_item_id,
-                group_id,
-                mission_id,
+                work_item_id: id("workItemId", &work_item_id)?,
+                group_id: id("groupId", &group_id)?,
+                mission_id: id("missionId", &mission_id)?,
                 state: parse_name(&state)?,
                 revision,
                 contract_revision,
                 contract: from_json(&contract)?,
-                owner,
+                owner: owner.map(|owner| id("agentId", &owner)).transpose()?,
                 ownership_epoch,
-                ownership_expires_at,
+                ownership_expires_at: ownership_expires_at.map(|at| instant(&at)).transpose()?,
                 approval_granted,
-                child_mission_id,
+                child_mission_id: child_mission_id
+                    .map(|child| id("missionId", &child))
+                    .transpose()?,
                 attempts,
             })
         },
@@ -148,7 +149,12 @@ pub(crate) fn insert(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
         "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
                                  ownership_epoch, approval_granted, attempts)
          VALUES (?1, ?2, ?3, 'open', 0, 1, ?4, 0, 0, 0)",
-        params![row.work_item_id, row.group_id, row.mission_id, to_json(&row.contract)?],
+        params![
+            row.work_item_id.as_str(),
+            row.group_id.as_str(),
+            row.mission_id.as_str(),
+            to_json(&row.contract)?
+        ],
     )?;
     Ok(())
 }
@@ -161,16 +167,16 @@ pub(crate) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
                 attempts = ?11
          WHERE work_item_id = ?1",
         params![
-            row.work_item_id,
+            row.work_item_id.as_str(),
             name(&row.state)?,
             row.revision,
             row.contract_revision,
             to_json(&row.contract)?,
-            row.owner,
+            row.owner.as_deref(),
             row.ownership_epoch,
-            row.ownership_expires_at,
+            row.ownership_expires_at.map(format_instant),
             row.approval_granted,
-            row.child_mission_id,
+            row.child_mission_id.as_deref(),
             row.attempts
         ],
     )?;
@@ -178,7 +184,7 @@ pub(crate) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
     tx.loaded()
         .update::<Vec<(String, WorkState)>>(DEPENDENCY_STATES, |states| {
             for (id, state) in states.iter_mut() {
-                if *id == row.work_item_id {
+                if row.work_item_id == *id {
                     *state = row.state;
                 }
             }
@@ -329,16 +335,21 @@ pub(crate) fn verified_of_mission(
 
 /// The ownership deadline and id of every owned `queued` or `blocked` WorkItem (the
 /// deadlines loaded at open).
-pub(crate) fn ownership_deadlines(conn: &Connection) -> Result<Vec<(String, String)>, Error> {
+pub(crate) fn ownership_deadlines(
+    conn: &Connection,
+) -> Result<Vec<(DateTime<Utc>, String)>, Error> {
     let mut owned = conn.prepare_cached(
         "SELECT ownership_expires_at, work_item_id FROM work_items
          WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL
                AND state IN ('queued', 'blocked')",
     )?;
     let found = owned
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))?
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(found)
+    found
+        .into_iter()
+        .map(|(at, work_item_id)| Ok((instant(&at)?, work_item_id)))
+        .collect()
 }
 
 /// What the job's memo remembers a WorkItem's dependencies' states under.

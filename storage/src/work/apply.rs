@@ -147,7 +147,7 @@ pub(super) fn work(
     if reconcile {
         ctx.faults.after(ReconcileStep::CommandApplied)?;
     }
-    detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
+    detail(&super::work_view(ctx.tx, &row, ctx.now)?)
 }
 
 /// Runs an effect of a family file that changes the row in place (`owner.rs`,

@@ -14,9 +14,9 @@ use weft_api::work::contract::Budgets;
 use weft_api::work::views::BudgetView;
 
 use super::{WorkRow, load_mission, load_work_item};
-use crate::db::Tx;
 use crate::error::{Error, reject};
 use crate::rows::{missions, work_items};
+use crate::unit::Tx;
 
 /// Deepest nesting of child Missions followed; deeper is refused rather than walked forever.
 const MAX_DEPTH: usize = 64;
@@ -52,7 +52,7 @@ fn lineage(conn: &Connection, row: &WorkRow) -> Result<Vec<(Holder, BudgetView)>
             ));
         }
         lines.push((
-            Holder::WorkItem(work_item.work_item_id.clone()),
+            Holder::WorkItem(work_item.work_item_id.to_string()),
             BudgetView {
                 limit: work_item.contract.budgets.clone(),
                 spent: work_items::spent(conn, &work_item.work_item_id)?,
@@ -62,7 +62,7 @@ fn lineage(conn: &Connection, row: &WorkRow) -> Result<Vec<(Holder, BudgetView)>
             return Ok(lines);
         };
         lines.push((
-            Holder::Mission(mission.mission_id.clone()),
+            Holder::Mission(mission.mission_id.to_string()),
             BudgetView {
                 limit: mission.budget.clone(),
                 spent: missions::spent(conn, &mission.mission_id)?,

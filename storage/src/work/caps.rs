@@ -7,8 +7,8 @@
 
 use weft_api::ErrorCode;
 
-use crate::db::Tx;
 use crate::error::{Error, reject};
+use crate::unit::Tx;
 
 /// The most open proposals one Agent may hold in a Group, whatever the Group's cap: one
 /// member cannot use up the Group's allowance alone.

@@ -76,7 +76,7 @@ pub(super) fn approval_evidence(
         let evidence = Evidence {
             subject: Subject {
                 kind: SubjectKind::WorkItem,
-                id: parent.work_item_id.clone(),
+                id: parent.work_item_id.to_string(),
             },
             mission_id: id(&parent.mission_id)?,
             group_id: id(&parent.group_id)?,

@@ -22,10 +22,10 @@ use super::ctx::Ctx;
 use super::{WorkRow, load_mission, load_work_item};
 use crate::access::MissionScope;
 use crate::access::Session;
-use crate::db::Tx;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::signatures::AuthorityMay;
+use crate::unit::Tx;
 
 /// A Command past the checks that need no transaction (shape, signature, session), ready to
 /// run in the writer.
@@ -293,7 +293,7 @@ fn apply_prepared(
     // (`save` is the only write of the fields a deadline depends on).
     let saved = ctx.saved.take().filter(|row| {
         body.work_item_id()
-            .is_some_and(|id| id.as_str() == row.work_item_id)
+            .is_some_and(|id| *id == row.work_item_id)
     });
     let deadline = match (&saved, body.work_item_id()) {
         (Some(row), _) => super::expiry::deadline_of(tx, row)?,
@@ -512,7 +512,7 @@ fn facts(
     reconciling: bool,
 ) -> Result<Facts, Error> {
     let caller = ctx.command.agent_id.as_str();
-    let live_owner = row.live_owner(&ctx.now_text);
+    let live_owner = row.live_owner(ctx.now);
     let offer = match body {
         CommandBody::OfferRef(weft_api::work::command::OfferRef { offer_id, .. })
         | CommandBody::WorkDecline(weft_api::work::command::WorkDecline { offer_id, .. }) => {

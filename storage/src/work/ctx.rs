@@ -20,12 +20,12 @@ use weft_api::work::contract::Budgets;
 use weft_api::work::offline::Binding;
 
 use crate::clock::format_instant;
-use crate::db::Tx;
 use crate::error::{Error, reject};
 use crate::events;
 use crate::faults::Faults;
 use crate::rows::leases::{self, EndedBy, Kind};
 use crate::rows::offers;
+use crate::unit::Tx;
 
 /// One Command's execution: the transaction, the Command, and the Events appended so far.
 pub(super) struct Ctx<'t, 'c> {
@@ -82,8 +82,9 @@ impl<'t, 'c> Ctx<'t, 'c> {
         self.command.group_id.as_str()
     }
 
-    pub(super) fn later(&self, seconds: u64) -> String {
-        now_text(self.now + weft_api::work::capped_seconds(seconds))
+    /// `seconds` from now (capped), as the index keeps instants.
+    pub(super) fn later(&self, seconds: u64) -> DateTime<Utc> {
+        crate::clock::stored(self.now + weft_api::work::capped_seconds(seconds))
     }
 
     /// Appends one Event caused by this Command.
@@ -208,21 +209,16 @@ pub(super) fn withdraw_offers(
 }
 
 /// Fences the owner of `row` (SM-6, OFL-1): every unreleased lease of the WorkItem ends at
-/// `now_text`, the owner and its ownership deadline are cleared. The ownership epoch stays, so
+/// `now`, the owner and its ownership deadline are cleared. The ownership epoch stays, so
 /// the fenced owner's epoch never matches again and the next acceptance starts a higher one.
 /// The caller saves the row and appends the Event that says why (`ownership.expired` for the
 /// Authority's expiry and for `work.offer`'s SM-6 fencing). Answers the ids of the leases ended.
 pub(super) fn fence_owner(
     tx: &Tx<'_>,
     row: &mut WorkRow,
-    now_text: &str,
+    now: DateTime<Utc>,
 ) -> Result<Vec<String>, Error> {
-    let ended = leases::close_open(
-        tx,
-        &row.work_item_id,
-        crate::rows::instant(now_text)?,
-        EndedBy::Fenced,
-    )?;
+    let ended = leases::close_open(tx, &row.work_item_id, now, EndedBy::Fenced)?;
     row.owner = None;
     row.ownership_expires_at = None;
     Ok(ended)
@@ -231,7 +227,7 @@ pub(super) fn fence_owner(
 /// Ends the owner's hold (leases released, no owner, live offers withdrawn); the ownership
 /// epoch stays, so a fenced owner's epoch never matches again.
 pub(super) fn end_ownership(ctx: &mut Ctx<'_, '_>, row: &mut WorkRow) -> Result<(), Error> {
-    fence_owner(ctx.tx, row, &ctx.now_text)?;
+    fence_owner(ctx.tx, row, ctx.now)?;
     withdraw_offers(ctx, row, None, "the WorkItem moved on")?;
     Ok(())
 }

@@ -45,12 +45,12 @@ use weft_api::{ErrorCode, EventPayload, Id};
 use super::ctx::{fence_owner, save, work_event};
 use super::{WorkRow, load_work_item};
 use crate::clock::format_instant;
-use crate::db::Tx;
 use crate::engine::deadlines::Deadline;
 use crate::error::{Error, reject};
 use crate::events;
 use crate::rows::leases::{self, Claim, EndedBy, Refusal};
 use crate::unit::Conn;
+use crate::unit::Tx;
 
 /// The most WorkItems one `expire_due` call handles in its one transaction; the rest stay due
 /// for the next tick, so a burst of expiries never makes one huge write job.
@@ -60,9 +60,7 @@ pub(super) const MAX_PER_CALL: usize = 10_000;
 /// ownership deadlines of owned `queued` or `blocked` WorkItems. Stale ones cost one look when they fall due.
 pub(crate) fn load(conn: &Connection) -> Result<Vec<(DateTime<Utc>, String)>, Error> {
     let mut found = leases::open_expiries(conn)?;
-    for (at, work_item_id) in crate::rows::work_items::ownership_deadlines(conn)? {
-        found.push((crate::rows::instant(&at)?, work_item_id));
-    }
+    found.extend(crate::rows::work_items::ownership_deadlines(conn)?);
     Ok(found)
 }
 
@@ -70,7 +68,6 @@ pub(crate) fn load(conn: &Connection) -> Result<Vec<(DateTime<Utc>, String)>, Er
 struct Authority<'t, 'c> {
     tx: &'t Tx<'c>,
     now: DateTime<Utc>,
-    now_text: String,
     n_events: usize,
 }
 
@@ -79,7 +76,6 @@ impl<'t, 'c> Authority<'t, 'c> {
         Self {
             tx,
             now,
-            now_text: format_instant(now),
             n_events: 0,
         }
     }
@@ -112,11 +108,7 @@ pub(crate) fn deadline_of(
         WorkState::Active => leases::current(conn, &row.work_item_id)?
             .filter(|lease| lease.kind == leases::Kind::Execution)
             .map(|lease| lease.expires_at),
-        WorkState::Queued | WorkState::Blocked if row.owner.is_some() => row
-            .ownership_expires_at
-            .as_deref()
-            .map(crate::rows::instant)
-            .transpose()?,
+        WorkState::Queued | WorkState::Blocked if row.owner.is_some() => row.ownership_expires_at,
         _ => None,
     })
 }
@@ -192,7 +184,7 @@ fn expire_from(
         }
         // OFL-1 / SM-6: a missed start deadline or an expired ownership fences the owner.
         let previous_owner = row.owner.clone();
-        let leases = fence_owner(tx, &mut row, &authority.now_text)?;
+        let leases = fence_owner(tx, &mut row, authority.now)?;
         if row.state == WorkState::Queued {
             row.state = WorkState::Open;
         }
@@ -236,7 +228,7 @@ pub(crate) fn revoke_for_new_session(
         if row.state == WorkState::Active {
             row.state = WorkState::Queued;
             let seconds = weft_api::work::capped_seconds(row.contract.leases.ownership_seconds);
-            row.ownership_expires_at = Some(format_instant(now + seconds));
+            row.ownership_expires_at = Some(crate::clock::stored(now + seconds));
         }
         authority.record(
             &mut row,

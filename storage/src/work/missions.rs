@@ -27,8 +27,8 @@ pub(super) fn mission_create(
     }
     super::child::refuse_parent(p.parent_work_item_id.as_ref())?;
     let row = MissionRow {
-        mission_id: p.mission_id.to_string(),
-        group_id: ctx.group().to_owned(),
+        mission_id: p.mission_id.clone(),
+        group_id: ctx.command.group_id.clone(),
         title: p.title.clone(),
         priority_class: p.priority_class,
         budget: p.budget.clone(),
@@ -297,8 +297,8 @@ pub(super) fn authorize(
         &p.contract.depends_on,
     )?;
     let mut row = WorkRow {
-        work_item_id: p.work_item_id.to_string(),
-        group_id: ctx.group().to_owned(),
+        work_item_id: p.work_item_id.clone(),
+        group_id: ctx.command.group_id.clone(),
         mission_id: mission.mission_id.clone(),
         state: WorkState::Open,
         revision: 0,
@@ -314,5 +314,5 @@ pub(super) fn authorize(
     crate::rows::work_items::insert(ctx.tx, &row)?;
     crate::rows::work_deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
     ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
-    detail(&super::work_view(ctx.tx, &row, &ctx.now_text)?)
+    detail(&super::work_view(ctx.tx, &row, ctx.now)?)
 }

@@ -35,6 +35,7 @@ pub(crate) mod tokens;
 #[cfg(test)]
 mod visibility_tests;
 
+use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use weft_api::work::machine::MissionState;
 use weft_api::work::views::{
@@ -116,8 +117,11 @@ pub(crate) fn current_lease(
         .transpose()
 }
 
-fn offers(conn: &Connection, work_item_id: &str, now: &str) -> Result<Vec<OfferView>, Error> {
-    let now = crate::rows::instant(now)?;
+fn offers(
+    conn: &Connection,
+    work_item_id: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<OfferView>, Error> {
     crate::rows::offers::of_work_item(conn, work_item_id)?
         .into_iter()
         .map(|offer| {
@@ -142,7 +146,7 @@ pub(crate) const HISTORY_SHOWN: u64 = 256;
 pub(crate) fn work_view(
     c: &(impl Conn + ?Sized),
     row: &WorkRow,
-    now: &str,
+    now: DateTime<Utc>,
 ) -> Result<WorkItemView, Error> {
     let conn = c.conn();
     // The newest HISTORY_SHOWN sequences (one more read to know whether there are older
@@ -155,9 +159,9 @@ pub(crate) fn work_view(
     history.truncate(HISTORY_SHOWN as usize);
     history.reverse();
     let owner = row.owner.as_ref().map(|agent_id| Owner {
-        agent_id: agent_id.clone(),
+        agent_id: agent_id.to_string(),
         ownership_epoch: row.ownership_epoch,
-        expires_at: row.ownership_expires_at.clone(),
+        expires_at: row.ownership_expires_at.map(format_instant),
     });
     let (inert_publications, inert_publications_truncated) =
         inert::newest(conn, &row.work_item_id)?;
@@ -166,9 +170,9 @@ pub(crate) fn work_view(
         None => (None, None),
     };
     Ok(WorkItemView {
-        work_item_id: row.work_item_id.clone(),
-        group_id: row.group_id.clone(),
-        mission_id: row.mission_id.clone(),
+        work_item_id: row.work_item_id.to_string(),
+        group_id: row.group_id.to_string(),
+        mission_id: row.mission_id.to_string(),
         state: row.state,
         revision: row.revision,
         contract_revision: row.contract_revision,
@@ -179,7 +183,7 @@ pub(crate) fn work_view(
         depends_on: crate::rows::work_deps::dependencies(conn, &row.work_item_id)?,
         eligible: deps::eligible(c, row)?,
         approval_granted: row.approval_granted,
-        child_mission_id: row.child_mission_id.clone(),
+        child_mission_id: row.child_mission_id.as_ref().map(ToString::to_string),
         budget: BudgetView {
             limit: row.contract.budgets.clone(),
             spent: work_items::spent(conn, &row.work_item_id)?,
@@ -188,7 +192,7 @@ pub(crate) fn work_view(
         attempt_key: owner::attempt_key(row)?,
         progress: crate::rows::work_progress::latest(conn, &row.work_item_id)?,
         preemption_requested,
-        questions: questions::view(conn, &row.work_item_id, now)?,
+        questions: questions::view(conn, &row.work_item_id, &format_instant(now))?,
         inert_publications,
         inert_publications_truncated,
         history,
@@ -202,8 +206,8 @@ fn nodes(conn: &Connection, mission_id: &str) -> Result<Vec<WorkNode>, Error> {
 
 pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<MissionView, Error> {
     Ok(MissionView {
-        mission_id: row.mission_id.clone(),
-        group_id: row.group_id.clone(),
+        mission_id: row.mission_id.to_string(),
+        group_id: row.group_id.to_string(),
         title: row.title.clone(),
         priority_class: row.priority_class,
         state: row.state,
@@ -212,7 +216,7 @@ pub(crate) fn mission_view(conn: &Connection, row: &MissionRow) -> Result<Missio
             limit: row.budget.clone(),
             spent: crate::rows::missions::spent(conn, &row.mission_id)?,
         },
-        parent_work_item_id: row.parent_work_item_id.clone(),
+        parent_work_item_id: row.parent_work_item_id.as_ref().map(ToString::to_string),
         work_items: nodes(conn, &row.mission_id)?,
     })
 }
@@ -255,12 +259,12 @@ pub(crate) fn check_projection(
             continue;
         };
         let agrees = folded.work_items.get(&id).is_some_and(|f| {
-            f.mission_id == row.mission_id
+            row.mission_id == f.mission_id
                 && f.state == Some(row.state)
                 && f.revision == row.revision
                 && f.contract_revision == row.contract_revision
                 && f.ownership_epoch == row.ownership_epoch
-                && f.owner == row.owner
+                && f.owner.as_deref() == row.owner.as_deref()
         });
         if !agrees {
             problems.push(format!(
@@ -275,11 +279,11 @@ pub(crate) fn check_projection(
 impl Engine {
     pub(crate) async fn work_item(&self, id: Id, reader: &Reader) -> Result<WorkItemView, Error> {
         let reader = reader.clone();
-        let now = crate::clock::format_instant(self.clock.now());
+        let now = self.clock.now();
         self.db
             .read(move |conn| {
                 let row = visible_work_item(conn, &reader, id.as_str())?;
-                work_view(conn, &row, &now)
+                work_view(conn, &row, now)
             })
             .await
     }

@@ -55,8 +55,8 @@ pub(super) fn check(
     }
     let lease = bound_lease(ctx, &binding.lease_id)?;
     let current = Current {
-        work_item_id: row.work_item_id.clone(),
-        owner: row.owner.clone(),
+        work_item_id: row.work_item_id.to_string(),
+        owner: row.owner.as_ref().map(ToString::to_string),
         ownership_epoch: row.ownership_epoch,
         contract_grace_seconds: row.contract.leases.grace_seconds,
         now: ctx.now.fixed_offset(),

@@ -32,18 +32,16 @@ pub(super) fn renew(
     payload: serde_json::Value,
 ) -> Result<(), Error> {
     let lease = execution_lease(ctx, row)?;
-    let expires = ctx.now + weft_api::work::capped_seconds(row.contract.leases.execution_seconds);
+    let expires = crate::clock::stored(
+        ctx.now + weft_api::work::capped_seconds(row.contract.leases.execution_seconds),
+    );
     let expires_at = format_instant(expires);
     leases::renew(ctx.tx, &lease, expires)?;
     crate::rows::lease_renewals::insert(ctx.tx, &lease, ctx.now, expires)?;
     // An Execution Lease never outlives the ownership it works under (LSE-1: both are
     // renewable); otherwise a renewing owner would be fenced mid-execution.
-    if row
-        .ownership_expires_at
-        .as_deref()
-        .is_none_or(|at| *at < *expires_at)
-    {
-        row.ownership_expires_at = Some(expires_at.clone());
+    if row.ownership_expires_at.is_none_or(|at| at < expires) {
+        row.ownership_expires_at = Some(expires);
     }
     let payload = with(
         payload,

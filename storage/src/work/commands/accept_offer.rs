@@ -28,7 +28,7 @@ pub(in crate::work) fn apply(
         row.contract_revision,
     )?;
     row.ownership_epoch += 1;
-    row.owner = Some(ctx.command.agent_id.to_string());
+    row.owner = Some(ctx.command.agent_id.clone());
     row.ownership_expires_at = Some(ctx.later(row.contract.leases.ownership_seconds));
     row.state = next;
     ctx.record(&mut row, kind, payload)?;

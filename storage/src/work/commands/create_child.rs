@@ -27,8 +27,8 @@ pub(in crate::work) fn apply(
     // T15 / SM-11: ownership is fenced while the child Mission runs.
     end_ownership(ctx, &mut row)?;
     let child = MissionRow {
-        mission_id: p.child_mission_id.to_string(),
-        group_id: ctx.group().to_owned(),
+        mission_id: p.child_mission_id.clone(),
+        group_id: ctx.command.group_id.clone(),
         title: p.title.clone(),
         // SCH-6: a child runs at its parent Mission's priority, which the Group's
         // policy bounded when the parent was created.

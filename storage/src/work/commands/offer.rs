@@ -56,8 +56,8 @@ pub(in crate::work) fn apply(
     // (`expiry.rs`) fenced a queued or blocked owner already; what is left here is an
     // active owner whose ownership deadline passed while its lease ran.
     if let Some(previous_owner) = row.owner.clone() {
-        let expired_at = row.ownership_expires_at.clone();
-        let leases = fence_owner(ctx.tx, &mut row, &ctx.now_text)?;
+        let expired_at = row.ownership_expires_at.map(crate::clock::format_instant);
+        let leases = fence_owner(ctx.tx, &mut row, ctx.now)?;
         ctx.record(
             &mut row,
             WorkEventKind::OwnershipExpired,

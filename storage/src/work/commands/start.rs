@@ -21,8 +21,7 @@ pub(in crate::work) fn apply(ctx: &mut Ctx<'_, '_>, step: Step) -> Result<WorkRo
     let lease_expires_at = ctx.later(seconds);
     if row
         .ownership_expires_at
-        .as_deref()
-        .is_none_or(|at| *at < *lease_expires_at)
+        .is_none_or(|at| at < lease_expires_at)
     {
         row.ownership_expires_at = Some(lease_expires_at);
     }
