@@ -2,7 +2,8 @@
 //! loader that writes a synthetic provenance DAG into the same tables the publication path
 //! writes (through `rows/`), and the recursive-CTE lineage query the in-memory index is compared
 //! against (its SQL in `rows/derivations.rs`).
-//! Never compiled into the server.
+//! Tests use [`tamper`] to corrupt a stopped or running server's index behind its back (the
+//! SQL is in the `rows/` file of each table). Never compiled into the server.
 
 use weft_api::{ArtifactId, Digests, Id, Sha256Digest};
 
@@ -246,4 +247,36 @@ pub fn full_rehash_range(
     range: std::ops::Range<u64>,
 ) -> futures::stream::BoxStream<'static, Result<bytes::Bytes, Error>> {
     content.into_full_rehash_body(range)
+}
+
+/// Corrupting an index file behind the server's back, as a disk fault or an intruder would
+/// (tests of what fsck and verify-on-read then say). Each opens `index` (an `index.sqlite`)
+/// on its own connection and answers how many rows it changed.
+pub mod tamper {
+    use std::path::Path;
+
+    use rusqlite::Connection;
+    use weft_api::ArtifactId;
+
+    use crate::error::Error;
+
+    fn open(index: &Path) -> Result<Connection, Error> {
+        Ok(Connection::open(index)?)
+    }
+
+    /// Replaces the inline copy of blob `id` with `bytes`.
+    pub fn inline_bytes(index: &Path, id: &ArtifactId, bytes: &[u8]) -> Result<usize, Error> {
+        crate::rows::inline_bytes::tamper_of_blob(&open(index)?, &id.0, bytes)
+    }
+
+    /// Replaces the SHA-256 the index records for blob `id`.
+    pub fn sha256(index: &Path, id: &ArtifactId, sha256: [u8; 32]) -> Result<usize, Error> {
+        crate::rows::blobs::tamper_sha256(&open(index)?, &id.0, &sha256)
+    }
+
+    /// Removes the newest `n` Events of Group `group_id`; answers how many went and the
+    /// sequence of the head they went from.
+    pub fn cut_log_tail(index: &Path, group_id: &str, n: u64) -> Result<(usize, u64), Error> {
+        crate::rows::events::cut_tail(&open(index)?, group_id, n)
+    }
 }

@@ -41,16 +41,10 @@ fn a_cut_log_tail_is_caught_by_fsck_and_by_a_saved_checkpoint() {
     server.kill();
     assert_eq!(fsck(&data).0, 0, "intact");
 
-    let index = rusqlite::Connection::open(data.join("index.sqlite")).expect("index");
-    let deleted = index
-        .execute(
-            "DELETE FROM events WHERE group_id = 'g1' AND sequence >
-                 (SELECT MAX(sequence) - 2 FROM events WHERE group_id = 'g1')",
-            [],
-        )
-        .expect("cut the tail");
+    let index = data.join("index.sqlite");
+    let (deleted, _) =
+        weft_storage::bench_support::tamper::cut_log_tail(&index, "g1", 2).expect("cut the tail");
     assert_eq!(deleted, 2);
-    drop(index);
     let (code, report) = fsck(&data);
     assert_eq!(code, 1, "{report}");
     assert!(report.contains("PROBLEM"), "{report}");

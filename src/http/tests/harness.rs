@@ -603,14 +603,9 @@ impl Harness {
     /// Replaces the inline copy of `id` in the disk backend's index with `bytes`, behind the
     /// server's back (a corrupted row).
     pub(super) fn tamper_inline(&self, id: &ArtifactId, bytes: &[u8]) {
-        let index =
-            rusqlite::Connection::open(self.dir.path().join("index.sqlite")).expect("index");
-        let changed = index
-            .execute(
-                "UPDATE inline_bytes SET bytes = ?1 WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?2)",
-                rusqlite::params![bytes, &id.0[..]],
-            )
-            .expect("tamper");
+        let index = self.dir.path().join("index.sqlite");
+        let changed =
+            weft_storage::bench_support::tamper::inline_bytes(&index, id, bytes).expect("tamper");
         assert_eq!(changed, 1, "{id} is stored inline");
     }
 
@@ -618,14 +613,9 @@ impl Harness {
     /// `sha256`, behind the server's back (a corrupted row whose bytes still match their
     /// address).
     pub(super) fn tamper_sha256(&self, id: &ArtifactId, sha256: [u8; 32]) {
-        let index =
-            rusqlite::Connection::open(self.dir.path().join("index.sqlite")).expect("index");
-        let changed = index
-            .execute(
-                "UPDATE blobs SET sha256 = ?1 WHERE blake3 = ?2",
-                rusqlite::params![&sha256[..], &id.0[..]],
-            )
-            .expect("tamper");
+        let index = self.dir.path().join("index.sqlite");
+        let changed =
+            weft_storage::bench_support::tamper::sha256(&index, id, sha256).expect("tamper");
         assert_eq!(changed, 1, "{id} has a blob row");
     }
 

@@ -14,22 +14,10 @@ async fn fsck_notices_a_truncated_log() {
     h.put(&worker, "g1", b"second", &[]).await;
     let clean = h.store.fsck().await.expect("fsck");
     assert!(clean.problems.is_empty(), "{:?}", clean.problems);
-    let index = rusqlite::Connection::open(h.dir.path().join("index.sqlite")).expect("index");
-    let head: u64 = index
-        .query_row(
-            "SELECT MAX(sequence) FROM events WHERE group_id = 'g1'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("head");
-    let deleted = index
-        .execute(
-            "DELETE FROM events WHERE group_id = 'g1' AND sequence > ?1",
-            [head - 3],
-        )
-        .expect("truncate");
+    let index = h.dir.path().join("index.sqlite");
+    let (deleted, head) =
+        weft_storage::bench_support::tamper::cut_log_tail(&index, "g1", 3).expect("truncate");
     assert_eq!(deleted, 3);
-    drop(index);
     let report = h.store.fsck().await.expect("fsck");
     let named: Vec<&String> = report
         .problems

@@ -349,12 +349,10 @@ pub(crate) fn check_rows(conn: &Connection) -> Result<Vec<String>, Error> {
 #[cfg(test)]
 mod tests {
     use ed25519_dalek::SigningKey;
-    use rusqlite::params;
     use serde_json::json;
     use weft_api::KeyId;
 
     use super::*;
-    use crate::sql::Cached as _;
 
     /// fsck's context check: a row signed by its generator's recorded key passes; one whose
     /// signer is not the generator, or whose id is not its payload's, is reported.
@@ -366,9 +364,12 @@ mod tests {
         conn.execute_batch("PRAGMA foreign_keys = OFF")
             .expect("pragma");
         let key = SigningKey::from_bytes(&[7; 32]);
-        conn.run(
-            "INSERT INTO agent_keys (keyid, agent_id, public_key, added_at) VALUES (?1, 'a1', ?2, 'now')",
-            params![KeyId::of(&key.verifying_key()).as_str(), key.verifying_key().as_bytes().to_vec()],
+        crate::rows::agent_keys::insert(
+            &conn,
+            KeyId::of(&key.verifying_key()).as_str(),
+            "a1",
+            key.verifying_key().as_bytes(),
+            "now",
         )
         .expect("key");
         let payload = |agent: &str, package: &str| {
@@ -384,11 +385,25 @@ mod tests {
         let insert = |package: &str, payload: &str, id: ArtifactId| {
             let envelope =
                 Envelope::sign(&key, weft_api::context::CONTEXT_TYPE, payload.as_bytes());
-            conn.run(
-                "INSERT INTO context_packages (context_id, group_id, package_id, version, mission_id,
-                     events_from, events_to, artifacts, generator, envelope, sequence)
-                 VALUES (?1, 'g1', ?2, 1, 'm1', 1, 1, '[]', 'a1', ?3, 1)",
-                params![&id.0[..], package, serde_json::to_string(&envelope).expect("json")],
+            let envelope = serde_json::to_string(&envelope).expect("json");
+            crate::rows::context_packages::insert(
+                &conn,
+                &crate::rows::context_packages::New {
+                    context_id: &id,
+                    group_id: "g1",
+                    package_id: package,
+                    version: 1,
+                    previous: None,
+                    mission_id: "m1",
+                    work_item_id: None,
+                    events_from: 1,
+                    events_to: 1,
+                    artifacts: "[]",
+                    generator: "a1",
+                    envelope: &envelope,
+                    sequence: 1,
+                    forwarded: None,
+                },
             )
             .expect("row");
         };

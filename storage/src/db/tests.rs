@@ -1,6 +1,7 @@
 //! The writer's group commit and near reads (`db.rs`).
 
 use super::*;
+use crate::rows::groups;
 use crate::sql::Cached as _;
 
 /// Group commit: jobs that fail roll back alone, the others in the same batch commit.
@@ -15,10 +16,7 @@ async fn a_failing_job_does_not_spoil_its_batch() {
             let db = db.clone();
             async move {
                 db.write(move |txn| {
-                    txn.run(
-                        "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
-                        [format!("g{n}")],
-                    )?;
+                    groups::insert(txn, &format!("g{n}"), chrono::Utc::now())?;
                     if n % 2 == 1 {
                         return Err(Error::ShuttingDown); // any failure after a write
                     }
@@ -29,10 +27,7 @@ async fn a_failing_job_does_not_spoil_its_batch() {
         });
         let outcomes = futures::future::join_all(writes).await;
         assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 32);
-        let n_rows: u64 = db
-            .read(|conn| Ok(conn.row("SELECT COUNT(*) FROM groups", [], |row| row.get(0))?))
-            .await
-            .expect("count");
+        let n_rows: u64 = db.read(groups::count).await.expect("count");
         assert_eq!(n_rows, 32, "{location:?}");
     }
 }
@@ -52,14 +47,7 @@ async fn a_near_read_reads_its_own_database() {
     dbs.push(Db::open(&Location::Memory).expect("open"));
     for _ in 0..2 {
         for (n, db) in dbs.iter().enumerate() {
-            let groups: Vec<String> = db
-                .read_here(|conn| {
-                    let mut statement = conn.prepare("SELECT group_id FROM groups")?;
-                    let rows = statement.query_map([], |row| row.get(0))?;
-                    Ok(rows.collect::<Result<_, _>>()?)
-                })
-                .await
-                .expect("read");
+            let groups: Vec<String> = db.read_here(groups::ids).await.expect("read");
             let expected: Vec<String> = if n <= NEAR_PER_THREAD + 1 {
                 vec![format!("g{n}")]
             } else {
@@ -72,13 +60,7 @@ async fn a_near_read_reads_its_own_database() {
     let db = &dbs[0];
     add_group(db, "later".into()).await;
     let later: u64 = db
-        .read_here(|conn| {
-            Ok(conn.row(
-                "SELECT COUNT(*) FROM groups WHERE group_id = 'later'",
-                [],
-                |row| row.get(0),
-            )?)
-        })
+        .read_here(|conn| Ok(u64::from(groups::exists(conn, "later")?)))
         .await
         .expect("read");
     assert_eq!(later, 1);
@@ -300,15 +282,7 @@ async fn a_commit_whose_fsync_failed_comes_back_whole_only_before_the_next_commi
         .await
         .expect_err("the fsync fails");
     assert_eq!(count_groups(&db).await, 1, "nothing shows while it runs");
-    let groups = |db: Db| async move {
-        db.read(|conn| {
-            let mut statement = conn.prepare("SELECT group_id FROM groups ORDER BY group_id")?;
-            let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
-        .expect("read")
-    };
+    let groups = |db: Db| async move { db.read(|conn| groups::ids(conn)).await.expect("read") };
     // A crash now (the files as a SIGKILL leaves them), and one after the next commit.
     assert_eq!(groups(killed_copy(&live, "first")).await, ["ghost", "kept"]);
     add_group(&db, "after".into()).await;
@@ -324,18 +298,10 @@ async fn add_group(db: &Db, name: String) {
 }
 
 async fn try_add_group(db: &Db, name: String) -> Result<(), Error> {
-    db.write(move |txn| {
-        txn.run(
-            "INSERT INTO groups (group_id, created_at) VALUES (?1, 'now')",
-            [name],
-        )?;
-        Ok(())
-    })
-    .await
+    db.write(move |txn| groups::insert(txn, &name, chrono::Utc::now()))
+        .await
 }
 
 async fn count_groups(db: &Db) -> u64 {
-    db.read(|conn| Ok(conn.row("SELECT COUNT(*) FROM groups", [], |row| row.get(0))?))
-        .await
-        .expect("count")
+    db.read(groups::count).await.expect("count")
 }

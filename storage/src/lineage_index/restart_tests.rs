@@ -4,14 +4,15 @@
 //! back to the rebuild; an in-memory store keeps none.
 
 use proptest::prelude::*;
-use rusqlite::params;
 use weft_api::Id;
+use weft_api::digest::{ArtifactId, Digests};
 
 use super::coverage::Coverage;
 use super::tests::{
     Published, artifact_id, group_name, history, index_of, publication, simple_query,
 };
 use super::*;
+use crate::rows;
 use crate::{Options, Store};
 
 /// Every answer the index gives about artifacts `0..n_artifacts`: walks from each root in
@@ -201,26 +202,41 @@ async fn commit_rows(store: &Store, from: usize, to: usize, salt: &str) {
         .inner
         .db
         .write(move |txn| {
-            let id = |i: usize| *blake3::hash(format!("{salt} artifact {i}").as_bytes()).as_bytes();
+            let id = |i: usize| {
+                ArtifactId(*blake3::hash(format!("{salt} artifact {i}").as_bytes()).as_bytes())
+            };
+            let at = chrono::Utc::now();
             for i in from..to {
-                let manifest_id = *blake3::hash(format!("{salt} manifest {i}").as_bytes()).as_bytes();
-                txn.execute(
-                    "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, ?3, 'test')",
-                    params![&id(i)[..], &manifest_id[..], i as i64],
-                )?;
-                txn.execute(
-                    "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
-                                            lease_id, ownership_epoch, classification, created_at, envelope, sequence)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'producer', 'text/plain', 'lease', 1, 'internal', 'test', '{}', ?6)",
-                    params![&manifest_id[..], &id(i)[..], format!("g{}", i % 2), format!("m{}", i % 3), format!("w{}", i % 4), i as i64 + 1],
+                let manifest_id =
+                    ArtifactId(*blake3::hash(format!("{salt} manifest {i}").as_bytes()).as_bytes());
+                let digests = Digests {
+                    blake3: id(i),
+                    sha256: weft_api::digest::Sha256Digest(manifest_id.0),
+                    size: i as u64,
+                };
+                rows::blobs::insert(txn, &digests, at, None)?;
+                rows::manifests::insert(
+                    txn,
+                    &rows::manifests::New {
+                        manifest_id: &manifest_id,
+                        blake3: &id(i),
+                        group_id: &format!("g{}", i % 2),
+                        mission_id: &format!("m{}", i % 3),
+                        work_item_id: &format!("w{}", i % 4),
+                        producer: "producer",
+                        media_type: "text/plain",
+                        lease_id: "lease",
+                        ownership_epoch: 1,
+                        classification: "internal",
+                        created_at: "test",
+                        envelope: "{}",
+                        sequence: i as u64 + 1,
+                    },
                 )?;
                 let mut sources = vec![i / 3, i / 2];
                 sources.dedup();
                 for source in sources.into_iter().filter(|&s| s < i) {
-                    txn.execute(
-                        "INSERT INTO derivations (artifact, source, manifest_id) VALUES (?1, ?2, ?3)",
-                        params![&id(i)[..], &id(source)[..], &manifest_id[..]],
-                    )?;
+                    rows::derivations::insert(txn, &id(i), &id(source), &manifest_id)?;
                 }
             }
             Ok(())

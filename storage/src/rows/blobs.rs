@@ -145,6 +145,20 @@ pub(crate) fn insert(
     Ok(())
 }
 
+/// Overwrites the SHA-256 the row of blob `blake3` records, behind the engine's back (tests of
+/// a corrupted index, `bench_support::tamper`); answers how many rows changed.
+#[cfg(feature = "bench-support")]
+pub(crate) fn tamper_sha256(
+    conn: &Connection,
+    blake3: &[u8],
+    sha256: &[u8],
+) -> Result<usize, Error> {
+    Ok(conn.run(
+        "UPDATE blobs SET sha256 = ?1 WHERE blake3 = ?2",
+        params![sha256, blake3],
+    )?)
+}
+
 /// Writes a row for blob `digests` stored at `now` (as a file), unless it has one.
 pub(crate) fn insert_if_absent(
     conn: &Connection,

@@ -127,6 +127,18 @@ pub(crate) fn hash_at(
         .optional()?)
 }
 
+/// Removes the newest `n` Events of the Group, behind the engine's back (tests of a truncated
+/// log, `bench_support::tamper`); answers how many went and the head they went from.
+#[cfg(feature = "bench-support")]
+pub(crate) fn cut_tail(conn: &Connection, group_id: &str, n: u64) -> Result<(usize, u64), Error> {
+    let head = newest(conn, group_id)?.map_or(0, |(sequence, _)| sequence);
+    let cut = conn.run(
+        "DELETE FROM events WHERE group_id = ?1 AND sequence > ?2",
+        params![group_id, head.saturating_sub(n)],
+    )?;
+    Ok((cut, head))
+}
+
 /// Removes the online Events through `through` (compacted into a snapshot).
 pub(crate) fn delete_through(conn: &Connection, group_id: &str, through: u64) -> Result<(), Error> {
     conn.run(

@@ -22,6 +22,20 @@ pub(crate) fn replace(conn: &Connection, id: i64, bytes: &[u8]) -> Result<(), Er
     Ok(())
 }
 
+/// Overwrites the copy blob `blake3`'s row names with `bytes`, behind the engine's back (tests
+/// of a corrupted index, `bench_support::tamper`); answers how many copies changed.
+#[cfg(feature = "bench-support")]
+pub(crate) fn tamper_of_blob(
+    conn: &Connection,
+    blake3: &[u8],
+    bytes: &[u8],
+) -> Result<usize, Error> {
+    Ok(conn.run(
+        "UPDATE inline_bytes SET bytes = ?1 WHERE id = (SELECT inline_id FROM blobs WHERE blake3 = ?2)",
+        params![bytes, blake3],
+    )?)
+}
+
 /// Removes copy `id`.
 pub(crate) fn delete(conn: &Connection, id: i64) -> Result<(), Error> {
     conn.run("DELETE FROM inline_bytes WHERE id = ?1", [id])?;

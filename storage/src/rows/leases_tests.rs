@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use weft_api::Id;
+use weft_api::work::machine::WorkState;
 
 use super::leases::*;
 
@@ -132,12 +133,12 @@ fn the_offline_record_closes_at_the_release_only_for_old_rows() {
 fn a_row_round_trips_through_the_table() {
     let conn = Connection::open_in_memory().expect("open");
     crate::schema::migrate(&conn).expect("schema");
-    conn.execute_batch(
-        "INSERT INTO groups (group_id, created_at) VALUES ('g1', 'now');
-         INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1, '{}');
-         INSERT INTO work_items VALUES ('wi', 'g1', 'm1', 'active', 3, 0, '{}', 'w1', 2, NULL, 0, NULL, 1, '{}');",
-    )
-    .expect("rows");
+    // The WorkItem alone (no Group or Mission rows): `holders` reads its Group.
+    conn.execute_batch("PRAGMA foreign_keys = OFF")
+        .expect("pragma");
+    let contract = super::work_items::sample_contract("o");
+    let work_item = super::work_items::sample("wi", "g1", "m1", WorkState::Active, contract);
+    super::work_items::seed(&conn, &work_item).expect("work item");
     let tx = crate::unit::Tx::over(&conn);
     // What the job's memo answers after each change must be what the table says (unit.rs).
     let same = |what: &str| {

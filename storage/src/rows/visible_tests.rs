@@ -1,13 +1,12 @@
 //! The tests of the visibility lookup (`manifests::visible_manifests`, issue #40): an
 //! absent artifact and one the reader may not see cost the same SQL work.
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use weft_api::Digest;
 
 use super::manifests::visible_manifests;
 use crate::access::MissionScope;
 use crate::access::Reader;
-use crate::sql::Cached as _;
 use crate::sql::metered;
 use weft_api::{ArtifactId, Id, Sha256Digest};
 
@@ -32,23 +31,29 @@ fn database() -> Connection {
         (3, "gb", "m9"),
         (9, "gb", "m9"),
     ] {
-        conn.run(
-            "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES (?1, ?2, 5, 'now')",
-            params![&[n; 32][..], &[n + 100; 32][..]],
-        )
-        .expect("blob");
-        conn.run(
-            "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id,
-                 producer, media_type, lease_id, ownership_epoch, classification, created_at,
-                 envelope, sequence)
-             VALUES (?1, ?2, ?3, ?4, 'w', 'p', 'text/plain', 'l', 1, 'internal', 'now', '{}', ?5)",
-            params![
-                &[n + 50; 32][..],
-                &[n; 32][..],
-                group,
-                mission,
-                u64::from(n)
-            ],
+        let digests = weft_api::Digests {
+            blake3: ArtifactId([n; 32]),
+            sha256: Sha256Digest([n + 100; 32]),
+            size: 5,
+        };
+        super::blobs::insert(&conn, &digests, chrono::Utc::now(), None).expect("blob");
+        super::manifests::insert(
+            &conn,
+            &super::manifests::New {
+                manifest_id: &ArtifactId([n + 50; 32]),
+                blake3: &digests.blake3,
+                group_id: group,
+                mission_id: mission,
+                work_item_id: "w",
+                producer: "p",
+                media_type: "text/plain",
+                lease_id: "l",
+                ownership_epoch: 1,
+                classification: "internal",
+                created_at: "now",
+                envelope: "{}",
+                sequence: u64::from(n),
+            },
         )
         .expect("manifest");
     }

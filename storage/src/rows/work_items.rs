@@ -159,6 +159,60 @@ pub(crate) fn insert(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
     Ok(())
 }
 
+/// Writes `row` as it is, in any state (tests seed WorkItems this way, without the Commands
+/// that would bring them there).
+#[cfg(test)]
+pub(crate) fn seed(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
+    insert(conn, row)?;
+    save(&crate::unit::Tx::over(conn), row)
+}
+
+/// A valid contract for tests, whose objective is `objective` (its length is the contract's).
+#[cfg(test)]
+pub(crate) fn sample_contract(objective: &str) -> WorkContract {
+    serde_json::from_value(serde_json::json!({
+        "objective": objective, "deliverables": [], "acceptanceCriteria": [],
+        "inputs": [], "dependsOn": [], "permissions": {"tools": [], "data": [], "operations": []},
+        "requiredCapabilities": [], "deadline": "2099-12-31T00:00:00Z", "urgency": "normal",
+        "businessImpact": "medium",
+        "budgets": {"financial": 1.0, "tokens": 1, "toolCalls": 1, "computeSeconds": 1,
+                    "wallClockSeconds": 1, "sideEffects": 1},
+        "retryPolicy": {"maxAttempts": 1, "backoffSeconds": 1, "deadline": null, "maxCost": 1.0},
+        "risk": "low", "approvalRequired": false,
+        "leases": {"offerSeconds": 1, "ownershipSeconds": 1, "executionSeconds": 1,
+                   "blockedSeconds": 1, "graceSeconds": 1},
+        "childFailurePolicy": "block"
+    }))
+    .expect("a valid contract")
+}
+
+/// A WorkItem row for tests to [`seed`]: `state`, no owner, revision 1, under `contract`.
+#[cfg(test)]
+pub(crate) fn sample(
+    work_item_id: &str,
+    group_id: &str,
+    mission_id: &str,
+    state: WorkState,
+    contract: WorkContract,
+) -> WorkRow {
+    let id = |what: &str, text: &str| Id::parse(what, text).expect("a valid id");
+    WorkRow {
+        work_item_id: id("workItemId", work_item_id),
+        group_id: id("groupId", group_id),
+        mission_id: id("missionId", mission_id),
+        state,
+        revision: 1,
+        contract_revision: 1,
+        contract,
+        owner: None,
+        ownership_epoch: 0,
+        ownership_expires_at: None,
+        approval_granted: false,
+        child_mission_id: None,
+        attempts: 0,
+    }
+}
+
 /// Writes every mutable column of `row`.
 pub(crate) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
     tx.run(

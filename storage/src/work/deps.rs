@@ -126,11 +126,13 @@ pub(super) fn check(
 mod tests {
     //! DEP-3: the one-query graph read agrees with the per-WorkItem rule.
 
-    use crate::sql::Cached as _;
-    use rusqlite::{Connection, params};
+    use rusqlite::Connection;
     use serde_json::json;
+    use weft_api::Id;
 
     use super::{eligible, mission_nodes};
+    use crate::rows::{work_deps, work_items};
+    use crate::unit::Tx;
     use crate::work::load_work_item;
 
     fn contract(policy: Option<&str>) -> String {
@@ -189,20 +191,18 @@ mod tests {
             ("z", "m2", "open", Some("all_verified"), &["c"], false),
         ];
         for (id, mission, state, policy, deps, _) in &items {
-            conn.run(
-                "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision,
-                     contract_revision, contract, ownership_epoch, approval_granted, attempts)
-                 VALUES (?1, 'g1', ?2, ?3, 0, 1, ?4, 0, 0, 0)",
-                params![id, mission, state, contract(*policy)],
+            let state = serde_json::from_value(json!(state)).expect("a state");
+            let contract = serde_json::from_str(&contract(*policy)).expect("a contract");
+            work_items::seed(
+                &conn,
+                &work_items::sample(id, "g1", mission, state, contract),
             )
             .expect("work item");
-            for dep in *deps {
-                conn.run(
-                    "INSERT INTO work_deps (work_item_id, depends_on) VALUES (?1, ?2)",
-                    params![id, dep],
-                )
-                .expect("edge");
-            }
+            let deps: Vec<Id> = deps
+                .iter()
+                .map(|dep| Id::parse("dependsOn", dep).expect("an id"))
+                .collect();
+            work_deps::set(&Tx::over(&conn), id, &deps).expect("edges");
         }
         let nodes = mission_nodes(&conn, "m1").expect("nodes");
         let got: Vec<(&str, bool)> = nodes

@@ -47,8 +47,8 @@ impl Engine {
 mod tests {
     use std::collections::BTreeSet;
 
-    use crate::sql::Cached as _;
-    use rusqlite::params;
+    use weft_api::Id;
+    use weft_api::work::machine::WorkState;
 
     use super::super::expiry::*;
     use super::*;
@@ -111,26 +111,51 @@ mod tests {
             "risk": "low", "approvalRequired": false,
             "leases": {"offerSeconds": 600, "ownershipSeconds": 36000, "executionSeconds": 300,
                        "blockedSeconds": 3600, "graceSeconds": 120},
-            "childFailurePolicy": "block"})
-        .to_string();
+            "childFailurePolicy": "block"});
+        let contract: weft_api::work::contract::WorkContract =
+            serde_json::from_value(contract).expect("a contract");
         let n_leases = 100_000u32;
         engine
             .db
             .write(move |tx| {
-                tx.run("INSERT INTO groups (group_id, created_at) VALUES ('g1', 'now')", [])?;
-                tx.run(
-                    "INSERT INTO missions VALUES ('m1', 'g1', 't', 'normal', '{}', 'active', 1, NULL, NULL, 1, '{}')",
-                    [],
-                )?;
-                let mut item = tx.prepare_cached(
-                    "INSERT INTO work_items VALUES (?1, 'g1', 'm1', 'active', 3, 0, ?2, 'w1', 1, ?3, 0, NULL, 1, '{}')",
+                let id = |what: &str, text: &str| Id::parse(what, text).expect("a valid id");
+                crate::rows::groups::insert(tx, "g1", start)?;
+                crate::rows::missions::insert(
+                    tx,
+                    &crate::rows::missions::MissionRow {
+                        mission_id: id("missionId", "m1"),
+                        group_id: id("groupId", "g1"),
+                        title: "t".into(),
+                        priority_class: weft_api::work::contract::Level::Normal,
+                        budget: contract.budgets.clone(),
+                        state: weft_api::work::machine::MissionState::Active,
+                        revision: 1,
+                        parent_work_item_id: None,
+                        child_failure_policy: None,
+                    },
+                    1,
                 )?;
                 for n in 0..n_leases {
                     let id = format!("wi-{n:06}");
                     // The first 100 expire at +100 s, the others spread over +10 min to +1 h.
-                    let seconds = if n < 100 { 100 } else { 600 + i64::from(n % 3000) };
-                    let ownership = crate::clock::format_instant(start + chrono::Duration::seconds(36_000));
-                    item.execute(params![id, contract, ownership])?;
+                    let seconds = if n < 100 {
+                        100
+                    } else {
+                        600 + i64::from(n % 3000)
+                    };
+                    let mut row = crate::rows::work_items::sample(
+                        &id,
+                        "g1",
+                        "m1",
+                        WorkState::Active,
+                        contract.clone(),
+                    );
+                    row.revision = 3;
+                    row.owner = Some(Id::parse("agentId", "w1").expect("a valid id"));
+                    row.ownership_epoch = 1;
+                    row.ownership_expires_at = Some(start + chrono::Duration::seconds(36_000));
+                    row.attempts = 1;
+                    crate::rows::work_items::seed(tx, &row)?;
                     crate::rows::leases::insert(
                         tx,
                         &crate::rows::leases::New {

@@ -8,7 +8,10 @@ use weft_api::Id;
 
 use super::{mission_where, work_item_where};
 use crate::access::{MissionScope, Reader};
-use crate::sql::{Cached as _, Work, metered};
+use crate::rows::{missions, work_items};
+use crate::sql::{Work, metered};
+use weft_api::work::contract::Level;
+use weft_api::work::machine::{MissionState, WorkState};
 
 /// Group `ga` has Missions `m1` and `m2`, each with one WorkItem (`w1`, `w2`); Group `gb` has
 /// Mission `m9` with WorkItem `w9`. Rows are written directly (foreign keys off): only the
@@ -20,27 +23,30 @@ fn database() -> Connection {
     conn.execute_batch("PRAGMA foreign_keys = OFF")
         .expect("pragma");
     crate::sql::trace(&conn, true);
+    let contract = work_items::sample_contract(&"x".repeat(4096));
     for (group, mission, work_item) in [("ga", "m1", "w1"), ("ga", "m2", "w2"), ("gb", "m9", "w9")]
     {
-        conn.run(
-            "INSERT INTO missions (mission_id, group_id, title, priority_class, budget, state,
-                 revision, created_sequence)
-             VALUES (?1, ?2, 't', 'normal', '{}', 'active', 1, 0)",
-            [mission, group],
-        )
-        .expect("mission");
-        conn.run(
-            "INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision,
-                 contract_revision, contract, ownership_epoch, approval_granted, attempts)
-             VALUES (?1, ?2, ?3, 'queued', 1, 1, ?4, 0, 0, 0)",
-            [
-                work_item,
-                group,
-                mission,
-                &format!("{{\"title\":\"{}\"}}", "x".repeat(4096)),
-            ],
-        )
-        .expect("work item");
+        let id = |what: &str, text: &str| Id::parse(what, text).expect("a valid id");
+        let row = missions::MissionRow {
+            mission_id: id("missionId", mission),
+            group_id: id("groupId", group),
+            title: "t".into(),
+            priority_class: Level::Normal,
+            budget: contract.budgets.clone(),
+            state: MissionState::Active,
+            revision: 1,
+            parent_work_item_id: None,
+            child_failure_policy: None,
+        };
+        missions::insert(&conn, &row, 0).expect("mission");
+        let row = work_items::sample(
+            work_item,
+            group,
+            mission,
+            WorkState::Queued,
+            contract.clone(),
+        );
+        work_items::seed(&conn, &row).expect("work item");
     }
     conn
 }
