@@ -10,6 +10,7 @@
 //! every citation asks [`may_cite`].
 
 pub(crate) mod grant;
+pub(crate) mod lease;
 pub(crate) mod session;
 
 pub use grant::Grant;

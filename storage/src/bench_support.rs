@@ -173,7 +173,7 @@ pub async fn cte_lineage(
 /// producer).
 pub type LeaseRef = (String, String, u64, String);
 
-/// Runs the publication's lease check (`artifacts::binding::check_lease`, LSE-4/5: the one a
+/// Runs the publication's lease check (`access::lease::check_lease`, LSE-4/5: the one a
 /// manifest or an owner's Evidence pays inside its writer transaction) `rounds` times over
 /// `leases` on the writer's connection, as publication does; answers the mean time of one
 /// check. Every lease must be current, or this fails.
@@ -190,10 +190,10 @@ pub async fn time_lease_checks(
             let started = std::time::Instant::now();
             for _ in 0..rounds {
                 for (work_item, lease, epoch, producer) in &leases {
-                    if let Err(stale) = crate::artifacts::binding::check_lease(
+                    if let Err(stale) = crate::access::lease::check_lease(
                         tx, work_item, lease, *epoch, producer, &now,
                     )? {
-                        return Err(stale.into_error());
+                        return Err(crate::artifacts::binding::refusal(stale));
                     }
                 }
             }

@@ -15,11 +15,9 @@ pub(crate) mod handle;
 
 use std::sync::{Arc, Mutex};
 
-use base64::Engine as _;
 use bytes::Bytes;
 use futures::{StreamExt as _, TryStreamExt as _};
-use rusqlite::Connection;
-use weft_api::dsse::{BASE64, SNAPSHOT_TYPE};
+use weft_api::dsse::SNAPSHOT_TYPE;
 use weft_api::event::EventHash;
 use weft_api::views::{SignedSnapshot, SnapshotReference};
 use weft_api::{ArtifactId, Digest, Digests, Envelope, GroupState, Id};
@@ -57,38 +55,6 @@ impl Retention {
 
 /// Events per archive read.
 const PAGE: u32 = 10_000;
-
-/// Reads the signed snapshots of a Group, oldest first.
-pub(crate) fn snapshots(conn: &Connection, group_id: &str) -> Result<Vec<SignedSnapshot>, Error> {
-    let rows = crate::rows::snapshots::all(conn, group_id)?;
-    rows.into_iter()
-        .map(|(envelope, archive, from_sequence)| {
-            let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
-            let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
-            let reference: SnapshotReference =
-                serde_json::from_slice(&payload).map_err(Error::backend)?;
-            Ok(SignedSnapshot {
-                envelope,
-                reference,
-                archive: ArtifactId(to32(archive)?),
-                from_sequence,
-            })
-        })
-        .collect()
-}
-
-/// `Err(CursorTooOld)` when Events after `after` are no longer all online.
-pub(crate) fn check_online(conn: &Connection, group_id: &str, after: u64) -> Result<(), Error> {
-    match events::compacted(conn, group_id)? {
-        Some((compacted_through, _)) if after < compacted_through => {
-            let latest = snapshots(conn, group_id)?
-                .pop()
-                .ok_or_else(|| Error::backend(std::io::Error::other("snapshot row vanished")))?;
-            Err(Error::CursorTooOld(Box::new(latest)))
-        }
-        _ => Ok(()),
-    }
-}
 
 impl Engine {
     /// Compacts every Group's online log down to what `retain` keeps.
@@ -367,7 +333,7 @@ impl Engine {
                         format!("no group {group_id} is visible to you"),
                     ));
                 }
-                snapshots(conn, group_id.as_str())
+                events::snapshots(conn, group_id.as_str())
             })
             .await
     }

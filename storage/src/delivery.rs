@@ -150,7 +150,7 @@ impl Engine {
                 }
                 let head = head(conn, group.as_str())?.0;
                 if after <= head {
-                    crate::compaction::check_online(conn, group.as_str(), after)?;
+                    crate::events::check_online(conn, group.as_str(), after)?;
                 }
                 Ok(head)
             })
@@ -203,7 +203,7 @@ impl Engine {
                             .db
                             .read(move |conn| {
                                 // Compacted while this follower was behind: restore (DLV-9).
-                                crate::compaction::check_online(conn, &group, after)?;
+                                crate::events::check_online(conn, &group, after)?;
                                 events::read(conn, &group, after, CATCH_UP_PAGE)
                             })
                             .await
@@ -375,7 +375,7 @@ impl Engine {
                         format!("no group {group_id} is visible to you"),
                     ));
                 }
-                crate::compaction::check_online(conn, group_id.as_str(), after)?;
+                crate::events::check_online(conn, group_id.as_str(), after)?;
                 events::read(conn, group_id.as_str(), after, limit)?
                     .into_iter()
                     .map(|event| deliver(conn, &reader, event))

@@ -3,12 +3,17 @@
 //! Appends happen only inside the writer's transaction, together with the projection rows
 //! they describe; the single writer makes "read the head, insert head + 1" race-free.
 //! Nothing here updates or deletes an Event (DLV-7). An append whose kind a reaction follows
-//! also writes the reaction's row (`reactions.rs`), in the same transaction.
+//! also writes the reaction's row (`reactions.rs`), in the same transaction. What is no
+//! longer online (compacted into signed snapshots, `compaction.rs`) is read here too, so a
+//! reader of the log (delivery, fsck) needs no feature to know where the online log begins.
 
+use base64::Engine as _;
 use rusqlite::Connection;
 use serde_json::value::RawValue;
+use weft_api::dsse::BASE64;
 use weft_api::event::{EventHash, Unhashed};
-use weft_api::{Event, EventPayload, Id};
+use weft_api::views::{SignedSnapshot, SnapshotReference};
+use weft_api::{ArtifactId, Envelope, Event, EventPayload, Id};
 
 use crate::clock::format_instant;
 use crate::error::Error;
@@ -170,4 +175,37 @@ pub(crate) fn to32(bytes: Vec<u8>) -> Result<[u8; 32], Error> {
             bytes.len()
         )))
     })
+}
+
+/// Reads the signed snapshots of a Group, oldest first (what compaction took off the online
+/// log, `compaction.rs`).
+pub(crate) fn snapshots(conn: &Connection, group_id: &str) -> Result<Vec<SignedSnapshot>, Error> {
+    let rows = crate::rows::snapshots::all(conn, group_id)?;
+    rows.into_iter()
+        .map(|(envelope, archive, from_sequence)| {
+            let envelope: Envelope = serde_json::from_str(&envelope).map_err(Error::backend)?;
+            let payload = BASE64.decode(&envelope.payload).map_err(Error::backend)?;
+            let reference: SnapshotReference =
+                serde_json::from_slice(&payload).map_err(Error::backend)?;
+            Ok(SignedSnapshot {
+                envelope,
+                reference,
+                archive: ArtifactId(to32(archive)?),
+                from_sequence,
+            })
+        })
+        .collect()
+}
+
+/// `Err(CursorTooOld)` when Events after `after` are no longer all online.
+pub(crate) fn check_online(conn: &Connection, group_id: &str, after: u64) -> Result<(), Error> {
+    match compacted(conn, group_id)? {
+        Some((compacted_through, _)) if after < compacted_through => {
+            let latest = snapshots(conn, group_id)?
+                .pop()
+                .ok_or_else(|| Error::backend(std::io::Error::other("snapshot row vanished")))?;
+            Err(Error::CursorTooOld(Box::new(latest)))
+        }
+        _ => Ok(()),
+    }
 }

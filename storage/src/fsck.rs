@@ -415,7 +415,7 @@ impl Engine {
                 .db
                 .read({
                     let group = group.clone();
-                    move |conn| crate::compaction::snapshots(conn, &group)
+                    move |conn| crate::events::snapshots(conn, &group)
                 })
                 .await?;
             let mut head = (0u64, weft_api::EventHash::GENESIS);

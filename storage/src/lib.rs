@@ -54,6 +54,7 @@ mod signatures;
 mod sql;
 mod standing;
 mod unit;
+mod weighing;
 mod work;
 
 use std::sync::Arc;

@@ -16,41 +16,22 @@
 use rusqlite::Connection;
 use weft_api::{ArtifactId, ErrorCode, Manifest};
 
-use crate::clock::format_instant;
+pub(crate) use crate::access::lease::Stale;
+use crate::access::lease::check_lease;
 use crate::error::{Error, reject};
 use crate::rows::inert_publications;
-use crate::rows::leases::{self, Claim, Ownership, Refusal};
 
-/// Why a manifest's lease does not let it publish.
-pub(crate) enum Stale {
-    /// Refused, nothing kept.
-    Refused(String),
-    /// Refused, and its producer is a fenced owner of the WorkItem: kept as inert (OFL-2).
-    Fenced(String),
-}
-
-impl Stale {
-    /// The `stale_lease` refusal of a record that is never kept inert (Evidence).
-    pub(crate) fn into_error_for(self, what: &str) -> Error {
-        match self {
-            Self::Refused(why) | Self::Fenced(why) => {
-                reject(ErrorCode::StaleLease, format!("{what}: {why}"))
-            }
-        }
-    }
-
-    /// The `stale_lease` refusal the caller sees.
-    pub(crate) fn into_error(self) -> Error {
-        match self {
-            Self::Refused(why) => reject(ErrorCode::StaleLease, why),
-            Self::Fenced(why) => reject(
-                ErrorCode::StaleLease,
-                format!(
-                    "{why}; the manifest was kept as an inert audit record (OFL-2; at most \
-                     {MAX_INERT_PER_PRODUCER} per producer and WorkItem) and completes nothing"
-                ),
+/// The `stale_lease` refusal a publication's caller sees.
+pub(crate) fn refusal(stale: Stale) -> Error {
+    match stale {
+        Stale::Refused(why) => reject(ErrorCode::StaleLease, why),
+        Stale::Fenced(why) => reject(
+            ErrorCode::StaleLease,
+            format!(
+                "{why}; the manifest was kept as an inert audit record (OFL-2; at most \
+                 {MAX_INERT_PER_PRODUCER} per producer and WorkItem) and completes nothing"
             ),
-        }
+        ),
     }
 }
 
@@ -72,73 +53,6 @@ pub(super) fn check(
         producer,
         now,
     )
-}
-
-/// The rule of [`check`] for any signed record naming `lease_id` under `epoch` for
-/// `work_item_id` (a manifest, or an owner's Evidence, DESIGN §5.1): `leases::Lease::admits`,
-/// its refusals in words.
-pub(crate) fn check_lease(
-    conn: &Connection,
-    work_item_id: &str,
-    lease_id: &str,
-    epoch: u64,
-    producer: &str,
-    now: &str,
-) -> Result<Result<(), Stale>, Error> {
-    let refused = |why: String| Ok(Err(Stale::Refused(why)));
-    let Some(lease) = leases::load(conn, lease_id)? else {
-        return refused(format!("no lease {lease_id} (LSE-4)"));
-    };
-    // The WorkItem exists: the caller checked it in this transaction.
-    let (owner, current_epoch) = crate::rows::work_items::ownership(conn, work_item_id)?
-        .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-    let claim = Claim {
-        lease_id,
-        work_item_id,
-        signer: Some((producer, epoch)),
-        acts_for: Some(Ownership {
-            owner: owner.as_deref(),
-            ownership_epoch: current_epoch,
-        }),
-    };
-    let refusal = match lease.admits(&claim, crate::rows::instant(now)?) {
-        Ok(()) => return Ok(Ok(())),
-        Err(refusal) => refusal,
-    };
-    match refusal {
-        Refusal::OtherLease => refused(format!("no lease {lease_id} (LSE-4)")),
-        Refusal::OtherWorkItem => refused(format!(
-            "lease {lease_id} is of WorkItem {}, not {work_item_id}",
-            lease.work_item_id
-        )),
-        Refusal::OtherHolder => refused(format!(
-            "lease {lease_id} is held by {}, not {producer}",
-            lease.agent_id
-        )),
-        Refusal::OtherEpoch => refused(format!(
-            "lease {lease_id} is of ownership epoch {}, not {epoch}",
-            lease.ownership_epoch
-        )),
-        Refusal::Fenced => Ok(Err(Stale::Fenced(format!(
-            "{producer} was fenced: lease {lease_id} is of ownership epoch {epoch}, \
-             WorkItem {work_item_id} is at {current_epoch} (OFL-1)"
-        )))),
-        Refusal::NotExecution => refused(format!(
-            "lease {lease_id} is a {} lease; publish under an Execution Lease",
-            lease.kind.as_str()
-        )),
-        Refusal::Ended => refused(format!(
-            "lease {lease_id} ended (released or revoked) and is not the current lease of \
-             {work_item_id} (LSE-5)"
-        )),
-        Refusal::Expired => refused(format!(
-            "lease {lease_id} expired at {}",
-            format_instant(lease.expires_at)
-        )),
-        Refusal::NotOwned => refused(format!(
-            "{producer} no longer owns {work_item_id} under ownership epoch {epoch}"
-        )),
-    }
 }
 
 /// An inert audit record (OFL-2) of a fenced owner's manifest.

@@ -5,7 +5,6 @@
 
 pub(crate) mod binding;
 pub(crate) mod handle;
-pub(crate) use binding::check_lease;
 mod hot;
 mod proofs;
 mod publish;

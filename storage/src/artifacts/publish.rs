@@ -254,9 +254,9 @@ impl Verified {
                     received_at: now_text.clone(),
                     reason: reason.clone(),
                 });
-                return Err(Stale::Fenced(reason).into_error());
+                return Err(binding::refusal(Stale::Fenced(reason)));
             }
-            Err(stale) => return Err(stale.into_error()),
+            Err(stale) => return Err(binding::refusal(stale)),
         }
         Ok(())
     }

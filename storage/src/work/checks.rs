@@ -245,7 +245,7 @@ pub(super) fn check_lease(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<(), Error>
 pub(super) fn verdicts_pass(ctx: &Ctx<'_, '_>, row: &WorkRow) -> Result<bool, Error> {
     let work_item = weft_api::Id::parse("workItemId", &row.work_item_id)?;
     let mission = weft_api::Id::parse("missionId", &row.mission_id)?;
-    let view = crate::evidence::criteria_of(
+    let view = crate::weighing::criteria_of(
         ctx.tx,
         &work_item,
         Some(&mission),
@@ -268,7 +268,7 @@ pub(super) fn criteria_awaiting_review(
 ) -> Result<Vec<String>, Error> {
     let work_item = weft_api::Id::parse("workItemId", &row.work_item_id)?;
     let mission = weft_api::Id::parse("missionId", &row.mission_id)?;
-    let view = crate::evidence::criteria_of(
+    let view = crate::weighing::criteria_of(
         ctx.tx,
         &work_item,
         Some(&mission),

@@ -121,7 +121,7 @@ pub(super) fn approval_evidence(
         let evidence_id = ArtifactId(*blake3::hash(&payload).as_bytes());
         let envelope = Envelope::sign(&authority, EVIDENCE_TYPE, &payload);
         let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
-        let sequence = crate::evidence::insert_record(
+        let sequence = crate::weighing::insert_record(
             ctx.tx,
             evidence_id,
             &evidence,
