@@ -75,6 +75,11 @@ impl TestServer {
         format!("http://{}", self.addr)
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGINT, as Ctrl-C would (a clean shutdown), through `kill` with this child's id; then
     /// waits for it to exit.
     pub(crate) fn interrupt(mut self) {

@@ -1,7 +1,7 @@
 //! Staged uploads to a store other than the local disk (S3, and the memory store of the
-//! tests), written as one multipart upload each: parts of [`PART_SIZE`] bytes, at most
+//! tests), written as one multipart upload each: parts of [`part_size`] bytes, at most
 //! [`PARTS_IN_FLIGHT`] of them sent at once, so an upload holds about three parts in memory
-//! whatever its size.
+//! whatever its size (15 MiB under 10 GiB, 24 MiB past it).
 //!
 //! A multipart upload that is never completed or aborted is invisible to a listing but kept
 //! (and billed) by the store. So before its first part, an upload writes a marker,
@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::TryStreamExt as _;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
@@ -21,15 +21,30 @@ use tokio::task::JoinSet;
 
 use crate::error::Error;
 
-/// Bytes per part: S3 takes at least 5 MiB (but for the last) and at most 10,000 parts, so
-/// 8 MiB parts carry up to 78 GiB, past the largest upload weft accepts (64 GiB).
-pub(super) const PART_SIZE: usize = 8 * 1024 * 1024;
+/// The smallest part S3 takes (but for the last).
+const MIN_PART: usize = 5 * 1024 * 1024;
+/// Parts of [`MIN_PART`] bytes an upload starts with (about 10 GiB).
+const SMALL_PARTS: usize = 2_000;
+/// The part size after them.
+const LARGE_PART: usize = 8 * 1024 * 1024;
+
+/// Bytes of part `index` (from 0). S3 takes at most 10,000 parts: 2,000 of 5 MiB then 8,000
+/// of 8 MiB carry 72 GiB, past the largest upload weft accepts (64 GiB), while an upload under
+/// 10 GiB holds parts of 5 MiB only (the memory an upload costs is about three parts).
+pub(super) fn part_size(index: usize) -> usize {
+    if index < SMALL_PARTS {
+        MIN_PART
+    } else {
+        LARGE_PART
+    }
+}
 /// Parts sent at once per upload.
 pub(super) const PARTS_IN_FLIGHT: usize = 2;
 
 const MARKER_SUFFIX: &str = ".multipart";
 
-type PartResult = (usize, Result<PartId, object_store::Error>);
+/// A part's index, what the store answered, and its bytes (whose buffer is used again).
+type PartResult = (usize, Result<PartId, object_store::Error>, Bytes);
 
 /// One staged upload's multipart upload.
 pub(super) struct Writer {
@@ -38,9 +53,13 @@ pub(super) struct Writer {
     path: Path,
     marker: Path,
     id: MultipartId,
-    /// Bytes not yet sent, as received (a part is a list of them: no copy).
-    pending: Vec<Bytes>,
-    pending_len: usize,
+    /// The part being filled: bytes not yet sent, copied out of the request's chunks so
+    /// that those are freed at once and the part's buffer is used again for a later part.
+    filling: BytesMut,
+    /// Buffers of parts that landed, for the next parts: an upload allocates about three
+    /// part buffers whatever its size, and never returns them to the allocator midway
+    /// (freed and reallocated 8 MiB at a time, they stayed resident anyway).
+    spare: Vec<BytesMut>,
     next_part: usize,
     parts: Vec<Option<PartId>>,
     in_flight: JoinSet<PartResult>,
@@ -86,8 +105,8 @@ impl Writer {
             path,
             marker,
             id,
-            pending: Vec::new(),
-            pending_len: 0,
+            filling: BytesMut::new(),
+            spare: Vec::new(),
             next_part: 0,
             parts: Vec::new(),
             in_flight: JoinSet::new(),
@@ -106,15 +125,19 @@ impl Writer {
 
     /// Takes `bytes`, sending every full part (waiting while [`PARTS_IN_FLIGHT`] are out).
     pub(super) async fn put(&mut self, mut bytes: Bytes) -> Result<(), Error> {
-        while self.pending_len + bytes.len() >= PART_SIZE {
-            let head = bytes.split_to(PART_SIZE - self.pending_len);
-            self.pending.push(head);
-            self.pending_len = PART_SIZE;
-            self.send_pending().await?;
-        }
-        if !bytes.is_empty() {
-            self.pending_len += bytes.len();
-            self.pending.push(bytes);
+        while !bytes.is_empty() {
+            let part = part_size(self.next_part);
+            if self.filling.capacity() < part {
+                let mut buffer = self.spare.pop().unwrap_or_default();
+                buffer.reserve(part);
+                buffer.extend_from_slice(&self.filling);
+                self.filling = buffer;
+            }
+            let take = (part - self.filling.len()).min(bytes.len());
+            self.filling.extend_from_slice(&bytes.split_to(take));
+            if self.filling.len() == part {
+                self.send_pending().await?;
+            }
         }
         Ok(())
     }
@@ -123,27 +146,33 @@ impl Writer {
         while self.in_flight.len() >= PARTS_IN_FLIGHT {
             self.collect_one().await?;
         }
-        let payload: PutPayload = std::mem::take(&mut self.pending).into_iter().collect();
-        self.pending_len = 0;
+        let part = std::mem::take(&mut self.filling).freeze();
         let index = self.next_part;
         self.next_part += 1;
         self.parts.push(None);
         let multipart = Arc::clone(&self.multipart);
         let (path, id) = (self.path.clone(), self.id.clone());
         self.in_flight.spawn(async move {
-            let part = multipart.put_part(&path, &id, index, payload).await;
-            (index, part)
+            let sent = multipart
+                .put_part(&path, &id, index, PutPayload::from(part.clone()))
+                .await;
+            (index, sent, part)
         });
         Ok(())
     }
 
     async fn collect_one(&mut self) -> Result<(), Error> {
         match self.in_flight.join_next().await {
-            Some(Ok((index, Ok(part)))) => {
+            Some(Ok((index, Ok(part), buffer))) => {
                 self.parts[index] = Some(part);
+                // The store let go of the part's bytes: the buffer serves a later part.
+                if let Ok(mut buffer) = buffer.try_into_mut() {
+                    buffer.clear();
+                    self.spare.push(buffer);
+                }
                 Ok(())
             }
-            Some(Ok((_, Err(error)))) => Err(error.into()),
+            Some(Ok((_, Err(error), _))) => Err(error.into()),
             Some(Err(join)) => Err(Error::backend(join)),
             None => Ok(()),
         }
@@ -152,11 +181,11 @@ impl Writer {
     /// Sends the last part, waits for every part, completes the upload (the object exists
     /// from here) and removes the marker.
     pub(super) async fn finish(mut self) -> Result<(), Error> {
-        if self.next_part == 0 && self.pending_len == 0 {
+        if self.next_part == 0 && self.filling.is_empty() {
             return self.finish_empty().await;
         }
         let outcome = async {
-            if self.pending_len > 0 {
+            if !self.filling.is_empty() {
                 self.send_pending().await?;
             }
             while !self.in_flight.is_empty() {
@@ -369,7 +398,7 @@ mod tests {
             )
             .await
             .expect("starts");
-            cut.put(Bytes::from(vec![7u8; PART_SIZE + 1]))
+            cut.put(Bytes::from(vec![7u8; part_size(0) + 1]))
                 .await
                 .expect("a part goes");
             while !cut.in_flight.is_empty() {
@@ -387,5 +416,59 @@ mod tests {
                 "{backend}"
             );
         }
+    }
+
+    /// S3's limits hold for every upload weft accepts: parts of at least 5 MiB, at most
+    /// 10,000 of them for 64 GiB.
+    #[test]
+    fn the_part_schedule_fits_s3() {
+        let largest: u64 = 64 << 30;
+        let mut carried = 0u64;
+        let mut parts = 0;
+        while carried < largest {
+            assert!(part_size(parts) >= 5 << 20);
+            carried += part_size(parts) as u64;
+            parts += 1;
+        }
+        assert!(parts <= 10_000, "{parts} parts");
+        assert_eq!(part_size(0), 5 << 20, "small uploads hold small parts");
+    }
+
+    /// An upload of many parts allocates a few part buffers and uses them again: once the
+    /// store has a part, its buffer fills a later one (flat memory, issue #42). On Garage:
+    /// the memory store keeps the parts' bytes, so their buffers are never free.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn part_buffers_are_used_again() {
+        let garage = tokio::task::spawn_blocking(weft_testkit::shared_garage)
+            .await
+            .expect("joined");
+        let Some(garage) = garage else {
+            assert!(!weft_testkit::garage_required(), "WEFT_GARAGE is set");
+            return;
+        };
+        let prefix = format!("reuse-{}", uuid::Uuid::new_v4());
+        let mut location: super::super::S3Location =
+            garage.location(0, &prefix).parse().expect("location");
+        location.credentials_file = Some(garage.credentials_file().to_path_buf());
+        let s3 = super::super::s3::open(&location).expect("opens");
+        let path = Path::from("staging/reused");
+        let mut writer = Writer::start(s3.clone(), s3.clone(), path.clone())
+            .await
+            .expect("starts");
+        let chunk = Bytes::from(vec![3u8; 256 * 1024]);
+        let n_parts = 6;
+        let mut allocated = std::collections::BTreeSet::new();
+        for _ in 0..(n_parts * part_size(0) / chunk.len()) {
+            writer.put(chunk.clone()).await.expect("put");
+            allocated.insert(writer.filling.as_ptr() as usize);
+        }
+        writer.finish().await.expect("finishes");
+        let stored = s3.head(&path).await.expect("stored");
+        assert_eq!(stored.size, (n_parts * part_size(0)) as u64);
+        assert!(
+            allocated.len() <= PARTS_IN_FLIGHT + 2,
+            "{} part buffers for {n_parts} parts",
+            allocated.len()
+        );
     }
 }
