@@ -2,7 +2,8 @@
 //! three with replication factor 3) so it can stop nodes: stopped during an upload (503
 //! `blob_store_unavailable`, nothing recorded, staging swept), during a download (the stream
 //! ends in an error, never in unverified bytes), at start (the store refuses to open and
-//! says why); and a three-node cluster that loses a node while Workers upload and read.
+//! says why); a store that stops answering in time (bounded timeouts and retries, then the
+//! same 503); and a three-node cluster that loses a node while Workers upload and read.
 //! Without a Garage binary they pass after saying they skipped (see `garage_available`).
 
 use axum::body::Body;
@@ -13,7 +14,7 @@ use tower::ServiceExt as _;
 
 use super::harness::*;
 
-/// Larger than one 8 MiB part, so an upload sends a part before its body ends.
+/// Larger than two 5 MiB parts, so an upload sends parts before its body ends.
 const BIG: usize = 12 * 1024 * 1024;
 
 fn sample(size: usize, seed: u8) -> Vec<u8> {
@@ -225,4 +226,156 @@ async fn a_three_node_cluster_keeps_serving_with_a_node_down() {
     for (id, bytes) in &stored {
         read_back(&h, &worker, id, bytes).await;
     }
+}
+
+/// A TCP relay to a Garage node that can stall: while stalled it forwards nothing, so a
+/// request on an open connection waits forever and a new connection is accepted and never
+/// answered, as a store that has stopped answering in time.
+struct StallingRelay {
+    url: String,
+    stalled: tokio::sync::watch::Sender<bool>,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StallingRelay {
+    async fn to(target: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let (stalled, watch) = tokio::sync::watch::channel(false);
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&connections);
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (watch, target) = (watch.clone(), target.clone());
+                tokio::spawn(async move {
+                    if *watch.borrow() {
+                        // Accepted, never answered: what it sends goes nowhere.
+                        let (mut from, _to) = client.into_split();
+                        let _ = tokio::io::copy(&mut from, &mut tokio::io::sink()).await;
+                        return;
+                    }
+                    let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    tokio::join!(
+                        pump(client_read, server_write, watch.clone()),
+                        pump(server_read, client_write, watch),
+                    );
+                });
+            }
+        });
+        Self {
+            url,
+            stalled,
+            connections,
+            task,
+        }
+    }
+
+    fn stall(&self, stalled: bool) {
+        self.stalled.send_replace(stalled);
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for StallingRelay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies `from` to `to`, holding every read while the relay is stalled.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut stalled: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if stalled.wait_for(|stalled| !*stalled).await.is_err() {
+            break;
+        }
+        if to.write_all(&buffer[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+/// Slow S3 answers: a store that stops answering is given up on in bounded time. Each
+/// request times out (here after 500 ms, `timeout=` in the location; 120 s by default), is
+/// retried with backoff on a new connection, and after the bounded retries the upload
+/// answers 503 `blob_store_unavailable` and records nothing; once the store answers again,
+/// uploads and verified reads go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_stops_answering_is_given_up_on_in_bounded_time() {
+    let Some(garage) = own_garage(1) else {
+        return;
+    };
+    let target = garage.nodes[0].endpoint();
+    let relay = StallingRelay::to(target.trim_start_matches("http://").to_owned()).await;
+    let relay_url = relay.url.clone();
+    let h = harness_on_garage(&garage, move |config| {
+        big_uploads(config);
+        let location = config.blobs.as_mut().expect("on Garage");
+        location.endpoint = Some(relay_url);
+        location.timeout = Some(std::time::Duration::from_millis(500));
+        location.connect_timeout = Some(std::time::Duration::from_millis(500));
+    })
+    .await;
+    let worker = h.agent("worker-slow", "g1", &["worker"]).await;
+    let kept = sample(BIG, 5);
+    let kept_id = h.put(&worker, "g1", &kept, &[]).await.to_string();
+    let before = h.fingerprint().await;
+
+    relay.stall(true);
+    let opened = relay.connections();
+    let started = std::time::Instant::now();
+    let bytes = sample(BIG, 6);
+    let digests = digest_of(&bytes);
+    let answer = h
+        .call(
+            Method::PUT,
+            &format!("/v1/blobs/{}", digests.blake3),
+            Some(&worker.token),
+            Body::from(bytes.clone()),
+        )
+        .await;
+    let took = started.elapsed();
+    println!(
+        "a stalled store: 503 after {took:?}, {} connections opened",
+        relay.connections() - opened
+    );
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "{answer:?}");
+    let problem: serde_json::Value = serde_json::from_slice(&answer.body).expect("problem+json");
+    assert_eq!(problem["code"], "blob_store_unavailable");
+    assert!(
+        took < std::time::Duration::from_secs(40),
+        "given up on in bounded time, not after minutes: {took:?}"
+    );
+    assert!(
+        relay.connections() >= opened + 2,
+        "a timed-out request is retried on a new connection ({} opened)",
+        relay.connections() - opened
+    );
+
+    relay.stall(false);
+    assert_unchanged(&before, &h.fingerprint().await, "the upload that timed out");
+    read_back(&h, &worker, &kept_id, &kept).await;
+    let id = h.put(&worker, "g1", &bytes, &[]).await.to_string();
+    read_back(&h, &worker, &id, &bytes).await;
 }

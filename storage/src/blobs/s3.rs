@@ -45,6 +45,30 @@ pub struct S3Location {
     /// Read the access keys from this file (the shared credentials format) instead of the
     /// environment: `weft serve --s3-credentials-file`, and the tests.
     pub credentials_file: Option<std::path::PathBuf>,
+    /// How long one request may take in all (`timeout=`); `None`: [`REQUEST_TIMEOUT`].
+    pub timeout: Option<Duration>,
+    /// How long opening a connection may take (`connect_timeout=`); `None`:
+    /// [`CONNECT_TIMEOUT`].
+    pub connect_timeout: Option<Duration>,
+}
+
+/// `300ms`, `2s` or `2` (seconds): a timeout in an S3 location's query.
+fn parse_timeout(name: &str, value: &str) -> Result<Duration, String> {
+    let parsed = if let Some(ms) = value.strip_suffix("ms") {
+        ms.parse().ok().map(Duration::from_millis)
+    } else {
+        value
+            .strip_suffix('s')
+            .unwrap_or(value)
+            .parse()
+            .ok()
+            .map(Duration::from_secs)
+    };
+    parsed
+        .filter(|timeout| !timeout.is_zero() && *timeout <= Duration::from_secs(3600))
+        .ok_or_else(|| {
+            format!("{name}={value}: expected a duration such as 300ms or 30s, at most an hour")
+        })
 }
 
 impl std::fmt::Display for S3Location {
@@ -57,6 +81,12 @@ impl std::fmt::Display for S3Location {
         if let Some(endpoint) = &self.endpoint {
             write!(f, "&endpoint={endpoint}")?;
         }
+        if let Some(timeout) = self.timeout {
+            write!(f, "&timeout={}ms", timeout.as_millis())?;
+        }
+        if let Some(timeout) = self.connect_timeout {
+            write!(f, "&connect_timeout={}ms", timeout.as_millis())?;
+        }
         Ok(())
     }
 }
@@ -64,8 +94,8 @@ impl std::fmt::Display for S3Location {
 impl std::str::FromStr for S3Location {
     type Err = String;
 
-    /// `s3://BUCKET[/PREFIX][?endpoint=URL][&region=NAME]`; the region defaults to
-    /// `AWS_REGION`, else `us-east-1`.
+    /// `s3://BUCKET[/PREFIX][?endpoint=URL][&region=NAME][&timeout=D][&connect_timeout=D]`;
+    /// the region defaults to `AWS_REGION`, else `us-east-1`; a duration is `300ms` or `30s`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let rest = text
             .strip_prefix("s3://")
@@ -87,6 +117,8 @@ impl std::str::FromStr for S3Location {
         }
         let mut endpoint = None;
         let mut region = None;
+        let mut timeout = None;
+        let mut connect_timeout = None;
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
             match pair.split_once('=') {
                 Some(("endpoint", value)) if !value.is_empty() => {
@@ -96,9 +128,14 @@ impl std::str::FromStr for S3Location {
                     endpoint = Some(value.trim_end_matches('/').to_owned());
                 }
                 Some(("region", value)) if !value.is_empty() => region = Some(value.to_owned()),
+                Some(("timeout", value)) => timeout = Some(parse_timeout("timeout", value)?),
+                Some(("connect_timeout", value)) => {
+                    connect_timeout = Some(parse_timeout("connect_timeout", value)?);
+                }
                 _ => {
                     return Err(format!(
-                        "{pair:?}: an S3 location takes endpoint= and region= only \
+                        "{pair:?}: an S3 location takes endpoint=, region=, timeout= and \
+                         connect_timeout= only \
                          (credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY \
                          or the shared credentials file)"
                     ));
@@ -114,6 +151,8 @@ impl std::str::FromStr for S3Location {
             endpoint,
             region,
             credentials_file: None,
+            timeout,
+            connect_timeout,
         })
     }
 }
@@ -216,8 +255,8 @@ pub(crate) fn open(location: &S3Location) -> Result<Arc<PrefixStore<AmazonS3>>, 
         .with_secret_access_key(credentials.secret)
         .with_client_options(
             ClientOptions::new()
-                .with_connect_timeout(CONNECT_TIMEOUT)
-                .with_timeout(REQUEST_TIMEOUT)
+                .with_connect_timeout(location.connect_timeout.unwrap_or(CONNECT_TIMEOUT))
+                .with_timeout(location.timeout.unwrap_or(REQUEST_TIMEOUT))
                 .with_allow_http(
                     location
                         .endpoint
@@ -309,12 +348,22 @@ mod tests {
             location.to_string(),
             "s3://weft-blobs/team/a?region=garage&endpoint=http://127.0.0.1:3900"
         );
+        assert_eq!((location.timeout, location.connect_timeout), (None, None));
+        let tuned: S3Location = "s3://weft-blobs?timeout=300ms&connect_timeout=5s"
+            .parse()
+            .expect("valid");
+        assert_eq!(tuned.timeout, Some(Duration::from_millis(300)));
+        assert_eq!(tuned.connect_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(tuned.to_string().parse::<S3Location>(), Ok(tuned));
         for bad in [
             "weft",
             "s3://A",
             "s3://ok-bucket?secret=x",
             "s3://ok-bucket/../x",
             "s3://ok-bucket?endpoint=ftp://x",
+            "s3://ok-bucket?timeout=0s",
+            "s3://ok-bucket?timeout=soon",
+            "s3://ok-bucket?connect_timeout=2h",
         ] {
             assert!(bad.parse::<S3Location>().is_err(), "{bad}");
         }
