@@ -168,6 +168,7 @@ async fn a_cross_site_login_is_refused() {
         ],
         [("origin", "https://evil.example"), ("x-unrelated", "1")],
         [("origin", "null"), ("x-unrelated", "1")],
+        [("origin", "null"), ("sec-fetch-site", "cross-site")],
     ] {
         let before = h.fingerprint().await;
         let answer = h.send(login_post(&worker.token, &foreign)).await;
@@ -184,6 +185,8 @@ async fn a_cross_site_login_is_refused() {
         ],
         vec![("origin", "http://weft.example")],
         vec![],
+        // What Chromium sends for a same-origin post from a `no-referrer` page (issue #50).
+        vec![("origin", "null"), ("sec-fetch-site", "same-origin")],
     ] {
         let answer = h.send(login_post(&worker.token, &same)).await;
         assert_eq!(answer.status, StatusCode::OK, "{same:?}");

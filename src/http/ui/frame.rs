@@ -120,6 +120,12 @@ impl Viewer {
 
 /// A form post from this site only: no cross-site fetch metadata and no foreign `Origin`
 /// (`forbidden` otherwise). A browser sends at least one of them with every cross-site post.
+///
+/// `Origin: null` is what Chromium sends for a same-origin form post from a page whose
+/// `Referrer-Policy` is `no-referrer` (issue #50: "Verify now" and "Sign out" were refused in
+/// a real browser); it stands only beside `Sec-Fetch-Site: same-origin`, which a page cannot
+/// set. Without that metadata a `null` origin (a sandboxed frame, a redirect from elsewhere)
+/// is refused.
 pub(super) fn same_site(headers: &HeaderMap) -> Result<(), UiError> {
     let forbidden = || {
         UiError(HttpError::new(
@@ -127,12 +133,17 @@ pub(super) fn same_site(headers: &HeaderMap) -> Result<(), UiError> {
             "a form posted from another site is refused",
         ))
     };
-    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+    let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if let Some(site) = site
         && !matches!(site, "same-origin" | "none")
     {
         return Err(forbidden());
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
+    let origin = headers.get(header::ORIGIN);
+    if site == Some("same-origin") && origin.is_some_and(|origin| origin == "null") {
+        return Ok(());
+    }
+    if let Some(origin) = origin {
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
         let origin = origin.to_str().unwrap_or_default();
         let same = host.is_some_and(|host| {
@@ -242,7 +253,7 @@ pub(super) fn layout(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     deny_framing(headers);
     response
 }
