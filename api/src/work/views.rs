@@ -49,7 +49,13 @@ pub struct Lease {
     pub work_item_id: String,
     pub ownership_epoch: u64,
     pub started_at: String,
+    /// When it was renewed: the newest (at most 64) renewals, oldest first (LSE-3); the
+    /// Group's log has every `lease.renewed`.
     pub renewals: Vec<String>,
+    /// Whether it was renewed more often than `renewals` shows (issue #44: a view of every
+    /// renewal made each renewal cost the lease's age).
+    #[serde(default)]
+    pub renewals_truncated: bool,
     pub expires_at: String,
 }
 

@@ -11,7 +11,7 @@ use serde_json::json;
 use weft_storage::SqlWork;
 
 use super::harness::*;
-use super::progress::{MISSION, checkpoint, ok_quoting, owned, progress, setup, start};
+use super::progress::{MISSION, checkpoint, now, ok_quoting, owned, progress, setup, start};
 use super::work_setup::contract;
 
 /// The most writer statements each write ran on any backend (the memory backend's
@@ -82,5 +82,45 @@ backends!(
                 work.statements
             );
         }
+    }
+);
+
+backends!(
+    /// Issue #44: a renewal costs the same on its 400th as on its 300th: the same statements
+    /// and the same rows (the view lists the newest 64 renewals, `renewalsTruncated` past
+    /// them, and the newest 256 Events of the WorkItem; it listed every renewal, so each one
+    /// read, answered and stored the lease's whole history). LSE-3: the renewal history is
+    /// still the lease's, newest last.
+    async fn a_renewal_costs_the_same_however_old_its_lease(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _) = setup(&h).await;
+        owned(&h, &coordinator, &worker, "wi-1", contract(&[])).await;
+        let lease = start(&h, &worker, "wi-1").await;
+        let renew = || json!({"workItemId": "wi-1"});
+        let mut costs = Vec::new();
+        let mut last = serde_json::Value::Null;
+        for n in 1..=400 {
+            h.clock.advance(chrono::Duration::seconds(1));
+            let (answer, work) =
+                metered(&h, ok_quoting(&h, &worker, "lease.renew", renew(), &lease)).await;
+            if n == 300 || n == 400 {
+                costs.push((work.statements, work.rows));
+            }
+            last = answer;
+        }
+        assert_eq!(
+            costs[0], costs[1],
+            "{kind:?}: the 300th renewal against the 400th"
+        );
+        let shown = &last["state"]["lease"];
+        assert_eq!(
+            shown["renewals"].as_array().map(Vec::len),
+            Some(64),
+            "{kind:?}"
+        );
+        assert_eq!(shown["renewalsTruncated"], true, "{kind:?}");
+        let newest = shown["renewals"][63].as_str().expect("an instant");
+        let newest: chrono::DateTime<chrono::Utc> = newest.parse().expect("RFC 3339");
+        assert_eq!(newest, now(&h), "{kind:?}: the newest renewal is last");
     }
 );

@@ -26,13 +26,15 @@ pub(crate) fn insert(
     Ok(())
 }
 
-/// The renewal instants of a lease as stored, oldest first (LSE-3).
-pub(crate) fn of_lease(conn: &Connection, lease_id: &str) -> Result<Vec<String>, Error> {
+/// The newest `n` renewal instants of a lease as stored, oldest first (LSE-3): read backwards
+/// along the `lease_id` index, so the cost is `n`'s, never the lease's age.
+pub(crate) fn newest(conn: &Connection, lease_id: &str, n: u64) -> Result<Vec<String>, Error> {
     let mut statement = conn.prepare_cached(
-        "SELECT renewed_at FROM lease_renewals WHERE lease_id = ?1 ORDER BY rowid",
+        "SELECT renewed_at FROM lease_renewals WHERE lease_id = ?1 ORDER BY rowid DESC LIMIT ?2",
     )?;
-    let renewals = statement
-        .query_map([lease_id], |r| r.get::<_, String>(0))?
+    let mut renewals = statement
+        .query_map(params![lease_id, n], |r| r.get::<_, String>(0))?
         .collect::<Result<Vec<_>, _>>()?;
+    renewals.reverse();
     Ok(renewals)
 }

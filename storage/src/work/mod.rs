@@ -101,6 +101,15 @@ pub(crate) fn current_lease(
     let conn = c.conn();
     leases::current(c, work_item_id)?
         .map(|row| {
+            let mut renewals = crate::rows::lease_renewals::newest(
+                conn,
+                row.lease_id.as_str(),
+                RENEWALS_SHOWN + 1,
+            )?;
+            let renewals_truncated = renewals.len() as u64 > RENEWALS_SHOWN;
+            if renewals_truncated {
+                renewals.remove(0);
+            }
             let view = Lease {
                 lease_id: row.lease_id.to_string(),
                 kind: row.kind.as_str().to_owned(),
@@ -109,7 +118,8 @@ pub(crate) fn current_lease(
                 work_item_id: row.work_item_id.to_string(),
                 ownership_epoch: row.ownership_epoch,
                 started_at: format_instant(row.started_at),
-                renewals: crate::rows::lease_renewals::of_lease(conn, row.lease_id.as_str())?,
+                renewals,
+                renewals_truncated,
                 expires_at: format_instant(row.expires_at),
             };
             Ok((view, row))
@@ -137,6 +147,10 @@ fn offers(
         })
         .collect()
 }
+
+/// How many of a lease's newest renewals its view lists (`renewalsTruncated` says whether
+/// there are older ones): every renewal answers the view and stores the answer.
+pub(crate) const RENEWALS_SHOWN: u64 = 64;
 
 /// How many of a WorkItem's newest Event sequences its view lists (`historyTruncated` says
 /// whether there are older ones).
