@@ -101,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
                 budget: Duration::from_secs(5),
                 edges: None,
                 as_of: None,
+                mission: None,
             };
             let started = Instant::now();
             let answer = store

@@ -40,6 +40,7 @@ async fn lineage(
         budget: Duration::from_secs(5),
         edges: None,
         as_of: None,
+        mission: None,
     };
     Ok(store
         .lineage()

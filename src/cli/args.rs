@@ -126,6 +126,10 @@ pub(super) struct LineageArgs {
     /// tree, json, dot, mermaid, prov-json or intoto (an in-toto Statement signed by the server).
     #[arg(long, default_value = "tree")]
     pub(super) format: String,
+    /// Follow this Mission's manifests: needed for the ancestors of bytes published in
+    /// several Missions (each is its own provenance).
+    #[arg(long)]
+    pub(super) mission: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -24,6 +24,7 @@ pub(super) async fn print(args: LineageArgs) -> anyhow::Result<()> {
         depth,
         limit,
         format,
+        mission,
     } = args;
     let (_, api) = client.session()?;
     let digest = Digest::parse(&digest)?;
@@ -36,6 +37,9 @@ pub(super) async fn print(args: LineageArgs) -> anyhow::Result<()> {
     ];
     if let Some(depth) = depth {
         query.push(("depth", depth.to_string()));
+    }
+    if let Some(mission) = mission {
+        query.push(("missionId", mission));
     }
     let route = format!("/v1/artifacts/{digest}/provenance");
     match format.as_str() {

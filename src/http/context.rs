@@ -149,7 +149,8 @@ pub(super) const PROVENANCE_QUERY: &[&str] = super::lineage::PROVENANCE_QUERY;
 #[utoipa::path(get, operation_id = "context_provenance", path = "/v1/context/{package_id}/provenance", params(("package_id" = String, Path), ("direction" = Option<String>, Query, description = "of the cited Artifacts' lineage: ancestors (default), descendants or both; every version of the package is shown"),
     ("depth" = Option<u32>, Query), ("limit" = Option<u32>, Query),
     ("cursor" = Option<u64>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto"),
-    ("edges" = Option<String>, Query, description = "comma-separated: derivedFrom, generatedBy, partOf, attributedTo"), ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query, description = "the Group whose log asOf counts (the package's for the admin token)")),
+    ("edges" = Option<String>, Query, description = "comma-separated: derivedFrom, generatedBy, partOf, attributedTo"), ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query, description = "the Group whose log asOf counts (the package's for the admin token)"),
+    ("missionId" = Option<String>, Query, description = "follow only this Mission's manifests")),
     responses((status = 200, description = "{root, contexts, artifacts, workItems, missions, agents, edges, withheld, truncated}"), (status = 400, description = "bad_request"), (status = 404, description = "not_found")))]
 pub(crate) async fn provenance(
     State(state): State<AppState>,

@@ -180,6 +180,7 @@ pub(super) const PROVENANCE_QUERY: &[&str] = &[
     "edges",
     "asOf",
     "group",
+    "missionId",
 ];
 
 /// Ancestors and/or descendants of an artifact: nodes (artifacts with their manifests' key
@@ -188,8 +189,9 @@ pub(super) const PROVENANCE_QUERY: &[&str] = &[
 /// `cursor` when the limit or the time budget cut the answer.
 #[utoipa::path(get, operation_id = "artifact_provenance", path = "/v1/artifacts/{digest}/provenance", params(("digest" = String, Path), ("direction" = Option<String>, Query, description = "ancestors (default), descendants or both"),
     ("depth" = Option<u32>, Query, description = "unbounded by default"), ("limit" = Option<u32>, Query), ("cursor" = Option<u64>, Query), ("format" = Option<String>, Query, description = "json, dot, mermaid, prov-json or intoto (a signed in-toto statement)"),
-    ("edges" = Option<String>, Query, description = "comma-separated: derivedFrom, generatedBy, partOf, attributedTo"), ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query, description = "the Group whose log asOf counts (needed with the admin token)")),
-    responses((status = 200, description = "{root, artifacts, workItems, missions, agents, edges, withheld, truncated, cursor}"), (status = 404, description = "not_found")))]
+    ("edges" = Option<String>, Query, description = "comma-separated: derivedFrom, generatedBy, partOf, attributedTo"), ("asOf" = Option<u64>, Query), ("group" = Option<String>, Query, description = "the Group whose log asOf counts (needed with the admin token)"),
+    ("missionId" = Option<String>, Query, description = "follow this Mission's manifests; needed for ancestors of bytes published in several Missions")),
+    responses((status = 200, description = "{root, artifacts, workItems, missions, agents, edges, withheld, truncated, cursor}"), (status = 400, description = "bad_request: the bytes are published in several Missions and none is named"), (status = 404, description = "not_found")))]
 pub(crate) async fn provenance(
     State(state): State<AppState>,
     caller: Caller,
@@ -244,6 +246,10 @@ pub(super) fn lineage_query(
         budget: BUDGET,
         edges: edges_of(query)?,
         as_of: as_of_of(query, caller)?,
+        mission: query
+            .get("missionId")
+            .map(|mission| weft_api::Id::parse("missionId", mission).map(|id| id.to_string()))
+            .transpose()?,
     })
 }
 
@@ -395,6 +401,8 @@ pub(crate) async fn impact(
         budget: BUDGET,
         edges: None,
         as_of: None,
+        // Impact spans every Mission that made something from these bytes.
+        mission: None,
     };
     let format = format_of(&query)?;
     let lineage = state

@@ -1,4 +1,6 @@
-//! Provenance for auditors (ART-4, CTX-5): bounded lineage, paths, impact, formats, access.
+//! Provenance for auditors (ART-4, CTX-5): bounded lineage, paths, impact, formats, access,
+//! and provenance per Mission when Missions share bytes (issue #50). Long (about 700 lines):
+//! one file per feature's suite, and lineage's questions share the helpers above.
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
@@ -384,6 +386,7 @@ async fn deep_chains_and_restarts() {
         budget: std::time::Duration::from_secs(1),
         edges: None,
         as_of: None,
+        mission: None,
     };
     let rebuilt = reopened
         .lineage()
@@ -582,3 +585,138 @@ async fn as_of_answers_as_the_log_stood() {
         "bad_request"
     );
 }
+
+/// Publishes `bytes` by `agent` in `group`, in Mission `mission` (WorkItem `work_item`).
+async fn put_at(
+    h: &Harness,
+    agent: &Agent,
+    group: &str,
+    (mission, work_item): (&str, &str),
+    bytes: &[u8],
+    sources: &[ArtifactId],
+) -> ArtifactId {
+    let digests = h.upload(agent, bytes).await;
+    let mut manifest = manifest(agent, group, digests, sources);
+    manifest.mission_id = weft_api::Id::parse("m", mission).expect("id");
+    manifest.work_item_id = weft_api::Id::parse("w", work_item).expect("id");
+    let answer = h.publish(agent, &sign(&agent.key, &manifest)).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    digests.blake3
+}
+
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
+}
+
+backends!(
+    /// Issue #50: content addressing never merges provenance. The same report bytes are
+    /// published in Mission A (from A's data), in Mission B (from B's data) and in another
+    /// Group: an ancestry question names its Mission (or the bytes have only one), follows
+    /// that Mission's manifests only, and the root's manifests say where else the bytes were
+    /// published. Impact (descendants) still spans every Mission: everything made from bad
+    /// bytes must be re-checked.
+    async fn lineage_never_merges_missions_that_share_bytes(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let other = h.agent("w2", "g2", &["worker"]).await;
+        let a_data = put_at(&h, &worker, "g1", ("mission-a", "wa"), b"A data", &[]).await;
+        let b_data = put_at(&h, &worker, "g1", ("mission-b", "wb"), b"B data", &[]).await;
+        let c_data = put_at(&h, &other, "g2", ("mission-c", "wc"), b"C data", &[]).await;
+        let report = b"the final report";
+        let r = put_at(&h, &worker, "g1", ("mission-a", "wa"), report, &[a_data]).await;
+        put_at(&h, &worker, "g1", ("mission-b", "wb"), report, &[b_data]).await;
+        put_at(&h, &other, "g2", ("mission-c", "wc"), report, &[c_data]).await;
+
+        let ambiguous = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{r}/provenance"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(ambiguous.status, StatusCode::BAD_REQUEST, "{ambiguous:?}");
+        let message = ambiguous.json()["detail"].to_string();
+        assert!(
+            message.contains("mission-a") && message.contains("mission-b"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("mission-c"),
+            "another Group's Mission: {message}"
+        );
+
+        let in_b = lineage(
+            &h,
+            &worker,
+            &format!("/v1/artifacts/{r}/provenance?missionId=mission-b"),
+        )
+        .await;
+        assert_eq!(
+            sorted(ids(&in_b)),
+            sorted(vec![r.to_string(), b_data.to_string()]),
+            "{kind:?}: B's report derives from B's data only"
+        );
+        assert_eq!(
+            in_b["withheld"], 0,
+            "g2's manifests are not B's: not walked"
+        );
+        let root_missions: Vec<&str> = in_b["artifacts"][0]["manifests"]
+            .as_array()
+            .expect("manifests")
+            .iter()
+            .map(|m| m["missionId"].as_str().expect("mission"))
+            .collect();
+        assert_eq!(
+            root_missions,
+            ["mission-a", "mission-b"],
+            "where else the bytes are"
+        );
+        let in_a = lineage(
+            &h,
+            &worker,
+            &format!("/v1/artifacts/{r}/provenance?missionId=mission-a"),
+        )
+        .await;
+        assert_eq!(
+            sorted(ids(&in_a)),
+            sorted(vec![r.to_string(), a_data.to_string()])
+        );
+        let elsewhere = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{r}/provenance?missionId=mission-c"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(elsewhere.status, StatusCode::NOT_FOUND, "{elsewhere:?}");
+
+        // A Mission's own subgraph follows its own manifests.
+        let mission_b = lineage(&h, &worker, "/v1/missions/mission-b/provenance").await;
+        assert_eq!(
+            sorted(ids(&mission_b)),
+            sorted(vec![r.to_string(), b_data.to_string()])
+        );
+        // One Mission only: no name needed. Impact spans every Mission.
+        let only = lineage(&h, &worker, &format!("/v1/artifacts/{a_data}/provenance")).await;
+        assert_eq!(ids(&only), [a_data.to_string()]);
+        let impact = lineage(
+            &h,
+            &worker,
+            &format!("/v1/artifacts/{b_data}/provenance?direction=descendants"),
+        )
+        .await;
+        assert_eq!(
+            sorted(ids(&impact)),
+            sorted(vec![b_data.to_string(), r.to_string()])
+        );
+        // The other Group's reader sees its own Mission's provenance only.
+        let in_c = lineage(&h, &other, &format!("/v1/artifacts/{r}/provenance")).await;
+        assert_eq!(
+            sorted(ids(&in_c)),
+            sorted(vec![r.to_string(), c_data.to_string()])
+        );
+    }
+);

@@ -21,6 +21,7 @@ async fn every_answer(store: &Store, ids: &[ArtifactId]) -> Vec<String> {
                 budget: std::time::Duration::from_secs(5),
                 edges: None,
                 as_of: None,
+                mission: None,
             };
             let answer = store
                 .lineage()

@@ -22,11 +22,14 @@ use crate::http::state::AppState;
 const PAGE_NODES: usize = 200;
 
 /// The graph's settings, from the query.
+#[derive(Clone)]
 struct GraphQuery {
     direction: &'static str,
     depth: u32,
     all_kinds: bool,
     page: usize,
+    /// The Mission whose manifests the graph follows (issue #50); `None`: the newest.
+    mission: Option<String>,
 }
 
 impl GraphQuery {
@@ -48,12 +51,16 @@ impl GraphQuery {
                 .and_then(|p| p.parse().ok())
                 .unwrap_or(0)
                 .min(10_000),
+            mission: query
+                .get("mission")
+                .filter(|m| weft_api::Id::parse("missionId", m).is_ok())
+                .cloned(),
         }
     }
 
     fn href(&self, id: &str, page: usize) -> String {
         format!(
-            "/ui/artifacts/{id}?direction={}&depth={}{}{}",
+            "/ui/artifacts/{id}?direction={}&depth={}{}{}{}",
             self.direction,
             self.depth,
             if self.all_kinds { "&kinds=all" } else { "" },
@@ -61,7 +68,11 @@ impl GraphQuery {
                 format!("&page={page}")
             } else {
                 String::new()
-            }
+            },
+            self.mission
+                .as_deref()
+                .map(|m| format!("&mission={}", url_encode(m)))
+                .unwrap_or_default()
         )
     }
 }
@@ -210,7 +221,14 @@ async fn render(
     }
     body.push_str("</table>");
     body.push_str(&evidence_section(state, viewer, &view.digests.blake3).await?);
-    body.push_str(&graph_section(state, viewer, &id, focus, graph_query).await?);
+    let mut missions: Vec<String> = Vec::new();
+    for record in &view.manifests {
+        let mission = record.manifest.mission_id.to_string();
+        if !missions.contains(&mission) {
+            missions.push(mission);
+        }
+    }
+    body.push_str(&graph_section(state, viewer, &id, focus, graph_query, &missions).await?);
     Ok(page(viewer, &format!("Artifact {}", short(&id, 20)), &body))
 }
 
@@ -307,7 +325,14 @@ async fn graph_section(
     id: &str,
     focus: Digest,
     graph_query: &GraphQuery,
+    missions: &[String],
 ) -> UiResult<String> {
+    // One Mission's manifests at a time (issue #50): the one asked for, else the newest.
+    let mission = graph_query
+        .mission
+        .as_deref()
+        .filter(|m| missions.iter().any(|known| known == m))
+        .or(missions.last().map(String::as_str));
     let lineage_query = LineageQuery {
         direction: match graph_query.direction {
             "descendants" => Direction::Descendants,
@@ -324,6 +349,7 @@ async fn graph_section(
             Some(vec!["derivedFrom".to_owned()])
         },
         as_of: None,
+        mission: mission.map(str::to_owned),
     };
     let lineage = state
         .store
@@ -341,7 +367,7 @@ async fn graph_section(
     let mut out = String::new();
     let _ = write!(
         out,
-        r#"<h2>Provenance</h2>
+        r#"<h2>Provenance</h2>{scope}
 <form method="get" action="/ui/artifacts/{id}"><label>direction <select name="direction"><option{a}>ancestors</option><option{d}>descendants</option><option{b}>both</option></select></label> <label>depth <input name="depth" type="number" min="0" max="50" value="{depth}"></label> <label>nodes <select name="kinds"><option value="artifacts">artifacts</option><option value="all"{all}>artifacts, WorkItems, Missions, Agents</option></select></label> <button type="submit">Show</button></form>
 <p id="summary">{n} artifacts{withheld}{truncated}{page}</p>{legend}<div id="graph">{svg}</div>"#,
         id = escape(id),
@@ -375,9 +401,49 @@ async fn graph_section(
             String::new()
         },
         legend = graph::legend(&NodeKind::ALL, &graph::PROVENANCE_LINKS),
+        scope = mission_scope(id, graph_query, mission, missions),
         svg = graph::svg(&nodes, &links),
     );
     Ok(out)
+}
+
+/// Which Mission's manifests the graph follows, and links to the others the same bytes were
+/// published in (issue #50: each is its own provenance, never merged).
+fn mission_scope(
+    id: &str,
+    graph_query: &GraphQuery,
+    shown: Option<&str>,
+    missions: &[String],
+) -> String {
+    let Some(shown) = shown else {
+        return String::new();
+    };
+    let mut out = format!(
+        r#"<p id="mission-scope">as published in Mission <a href="/ui/missions/{}">{}</a>"#,
+        url_encode(shown),
+        escape(shown)
+    );
+    let others: Vec<String> = missions
+        .iter()
+        .filter(|m| m.as_str() != shown)
+        .map(|m| {
+            let switched = GraphQuery {
+                mission: Some(m.clone()),
+                ..graph_query.clone()
+            };
+            format!(
+                r#"<a href="{}">{}</a>"#,
+                escape(&switched.href(id, 0)),
+                escape(m)
+            )
+        })
+        .collect();
+    if !others.is_empty() {
+        out.push_str("; the same bytes were also published in ");
+        out.push_str(&others.join(", "));
+    }
+    out.push_str("</p>");
+    out
 }
 
 /// The lineage answer as graph nodes and links: sources left of what derives from them,

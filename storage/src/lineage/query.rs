@@ -10,7 +10,7 @@ use crate::access::{MissionScope, Reader};
 use crate::artifacts::blob_row;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::lineage_index::{Audience, FastSet, Index, Lineage, Query, Scope};
+use crate::lineage_index::{Audience, Direction, FastSet, Index, Lineage, Query, Scope};
 
 impl Engine {
     /// The blake3 id named by `digest` and the reader's Groups (`None`: all), for lineage.
@@ -73,13 +73,54 @@ impl Engine {
 
     /// Ancestors and/or descendants of an artifact, bounded by depth, limit and a time budget,
     /// from the in-memory lineage index (DESIGN §6). `None` if the artifact is not visible.
+    ///
+    /// The walk follows the manifests of one Mission (issue #50: content addressing must not
+    /// merge provenance): the one `query.mission` names, or else the only Mission the reader
+    /// sees the artifact published in; bytes published in several Missions need the question
+    /// to name one (`bad_request` lists them), and the root's manifests say where else the
+    /// same bytes were published. A walk of descendants only (what was made from these bytes:
+    /// impact, `GET /v1/provenance/impact`) follows every Mission unless one is named: what
+    /// must be re-checked when bytes turn out bad is everything made from them.
     pub(crate) async fn lineage(
         self: &Arc<Self>,
         digest: Digest,
-        query: Query,
+        mut query: Query,
         reader: &Reader,
     ) -> Result<Lineage, Error> {
         let (id, audience) = self.resolve_for_lineage(digest, reader).await?;
+        let missions = self.lineage.missions_of(&id, &audience);
+        let ancestry = !matches!(query.direction, Direction::Descendants);
+        match (&query.mission, missions.as_slice()) {
+            (_, []) => {
+                return Err(reject(
+                    ErrorCode::NotFound,
+                    format!("no artifact {digest} is visible to you"),
+                ));
+            }
+            (None, _) if !ancestry => {}
+            (None, [only]) => query.mission = Some(only.clone()),
+            (None, several) => {
+                return Err(reject(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "{digest} is published in Missions {}; name one with missionId (each \
+                         Mission's manifests are their own provenance)",
+                        several.join(", ")
+                    ),
+                ));
+            }
+            (Some(named), seen) if !seen.contains(named) => {
+                return Err(reject(
+                    ErrorCode::NotFound,
+                    format!(
+                        "{digest} is not published in Mission {named} as far as you may see \
+                         (it is in {})",
+                        seen.join(", ")
+                    ),
+                ));
+            }
+            (Some(_), _) => {}
+        }
         self.walk_lineage(query, move |index, query| {
             index.traverse(&id, query, &audience)
         })
@@ -130,6 +171,11 @@ impl Engine {
     ) -> Result<Lineage, Error> {
         let audience = self.audience(reader).await?;
         let scope_name = name.clone();
+        let mut query = query;
+        if scope == Scope::Mission {
+            // A Mission's provenance is its own manifests' (issue #50).
+            query.mission = Some(name.to_string());
+        }
         self.walk_lineage(query, move |index, query| {
             index.scope(scope, scope_name.as_str(), query, &audience)
         })

@@ -41,6 +41,11 @@ pub struct Query {
     /// Time travel: the graph as it stood after this sequence of this Group's log (only that
     /// Group's publications up to then are included).
     pub as_of: Option<(String, u64)>,
+    /// Follow only the edges the manifests of this Mission declare (issue #50): the same
+    /// bytes published in two Missions are two provenances, never one merged graph. `None`
+    /// follows every manifest the reader may see (the lineage feature names one for every
+    /// artifact query, `lineage/query.rs`).
+    pub mission: Option<String>,
 }
 
 /// An artifact reached by a traversal.

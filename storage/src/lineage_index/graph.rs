@@ -141,6 +141,8 @@ pub(super) struct View<'a> {
     /// A Mission-scoped reader's Missions and its Group's reusable artifacts (CTX-5/6);
     /// `None`: the reader sees every Mission of its Groups.
     pub(super) missions: Option<&'a Audience>,
+    /// Only edges declared by manifests of this Mission are followed (`Query::mission`).
+    pub(super) follow: Option<Name>,
 }
 
 impl View<'_> {
@@ -180,6 +182,11 @@ impl View<'_> {
     /// Whether `manifest`, which declared an edge, is in this view (`group` is the
     /// `Node::group` of the artifact it belongs to).
     pub(super) fn sees_edge(&self, graph: &Graph, group: u32, manifest: u32) -> bool {
+        if let Some(mission) = self.follow
+            && graph.manifests[manifest as usize].mission != mission
+        {
+            return false;
+        }
         if self.group_decides() && group != MIXED {
             return self.group_ok(group);
         }
@@ -191,6 +198,7 @@ impl View<'_> {
             groups: self.groups,
             as_of: None,
             missions: self.missions,
+            follow: self.follow,
         }
     }
 }

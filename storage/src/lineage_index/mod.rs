@@ -148,10 +148,16 @@ impl Index {
             None => None,
             Some((group, sequence)) => Some((*graph.groups.get(group.as_str())?, *sequence)),
         };
+        let follow = match &query.mission {
+            None => None,
+            // A Mission the index never heard of declared no edge: nothing passes.
+            Some(mission) => Some(Name::find(mission)?),
+        };
         Some(View {
             groups,
             as_of,
             missions: audience.mission_view(),
+            follow,
         })
     }
 
@@ -163,8 +169,31 @@ impl Index {
             groups: groups.as_deref(),
             as_of: None,
             missions: audience.mission_view(),
+            follow: None,
         };
         graph.index.get(id).is_some_and(|n| view.sees(&graph, n))
+    }
+
+    /// The Missions whose manifests of `id` the reader may see, oldest first, each once.
+    pub(crate) fn missions_of(&self, id: &ArtifactId, audience: &Audience) -> Vec<String> {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        let groups = Self::groups_of(&graph, audience);
+        let view = View {
+            groups: groups.as_deref(),
+            as_of: None,
+            missions: audience.mission_view(),
+            follow: None,
+        };
+        let mut missions: Vec<String> = Vec::new();
+        if let Some(n) = graph.index.get(id) {
+            for (_, manifest) in graph.manifests_of(n) {
+                let mission = manifest.mission.as_str();
+                if view.passes(manifest) && !missions.iter().any(|m| m == mission) {
+                    missions.push(mission.to_owned());
+                }
+            }
+        }
+        missions
     }
 
     /// The media type of the newest manifest of `id` in Group `group` (by its sequence in
@@ -425,6 +454,7 @@ impl Index {
             groups: groups.as_deref(),
             as_of: None,
             missions: audience.mission_view(),
+            follow: None,
         };
         let (start, goal) = (graph.index.get(from)?, graph.index.get(to)?);
         if !view.sees(&graph, start) || !view.sees(&graph, goal) {

@@ -114,6 +114,7 @@ pub(super) fn simple_query(direction: Direction, depth: Option<u32>, limit: usiz
         budget: Duration::from_secs(60),
         edges: None,
         as_of: None,
+        mission: None,
     }
 }
 
@@ -255,6 +256,7 @@ proptest! {
             budget: Duration::from_secs(60),
             edges: None,
             as_of: as_of.map(|(g, s)| (group_name(g), s)),
+            mission: None,
         };
         let names: Option<Vec<String>> = reader.as_ref().map(|gs| gs.iter().map(|&g| group_name(g)).collect());
         let index = index_of(&history);
