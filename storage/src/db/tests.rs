@@ -282,7 +282,7 @@ async fn a_commit_whose_fsync_failed_comes_back_whole_only_before_the_next_commi
         .await
         .expect_err("the fsync fails");
     assert_eq!(count_groups(&db).await, 1, "nothing shows while it runs");
-    let groups = |db: Db| async move { db.read(|conn| groups::ids(conn)).await.expect("read") };
+    let groups = |db: Db| async move { db.read(groups::ids).await.expect("read") };
     // A crash now (the files as a SIGKILL leaves them), and one after the next commit.
     assert_eq!(groups(killed_copy(&live, "first")).await, ["ghost", "kept"]);
     add_group(&db, "after".into()).await;
