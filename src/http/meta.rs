@@ -85,6 +85,7 @@ pub(crate) async fn metrics(caller: Caller) -> HttpResult<Response> {
         super::work::command,
         super::work::command_batch,
         super::work::work_item,
+        super::work::read_command,
         super::work::mission,
         super::work::mission_graph,
         super::context::publish,

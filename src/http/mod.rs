@@ -209,6 +209,11 @@ fn json_routes() -> Vec<Route> {
             "/v1/groups/{group_id}/commands/batch",
             work::command_batch,
         ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/commands/{command_id}",
+            work::read_command,
+        ),
         route(Method::GET, "/v1/workitems/{work_item_id}", work::work_item),
         route(
             Method::GET,

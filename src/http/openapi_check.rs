@@ -508,6 +508,11 @@ fn accepted_query() -> Vec<(&'static str, &'static str, &'static [&'static str])
             lineage::SCOPED_QUERY,
         ),
         ("get", "/v1/provenance/path", lineage::PATH_QUERY),
+        (
+            "get",
+            "/v1/groups/{group_id}/commands/{command_id}",
+            super::work::READ_COMMAND_QUERY,
+        ),
         ("get", "/v1/provenance/impact", lineage::IMPACT_QUERY),
         (
             "put",

@@ -95,6 +95,38 @@ pub(crate) async fn command_batch(
     Ok(json(StatusCode::OK, &BatchAccepted { accepted, refused }))
 }
 
+/// The query parameters `read_command` accepts (the OpenAPI check compares them with the
+/// document).
+pub(super) const READ_COMMAND_QUERY: &[&str] = &["agentId"];
+
+/// An accepted Command as its Agent signed it (issue #50): who did what, checkable with the
+/// Agent's registered key. The operator and the Group's Group-wide members may read it.
+#[utoipa::path(get, operation_id = "read_command", path = "/v1/groups/{group_id}/commands/{command_id}", params(("group_id" = String, Path), ("command_id" = String, Path),
+    ("agentId" = Option<String>, Query, description = "the Agent, when several sent a Command with this id")),
+    responses((status = 200, description = "{groupId, commandId, agentId, envelope}"), (status = 400, description = "bad_request: several Agents used this id; name agentId"), (status = 404, description = "not_found")))]
+pub(crate) async fn read_command(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: Result<axum::extract::Path<(String, String)>, axum::extract::rejection::PathRejection>,
+    query: super::params::RawQuery,
+) -> HttpResult<Response> {
+    let axum::extract::Path((group_id, command_id)) =
+        ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "not valid UTF-8"))?;
+    let group_id = weft_api::Id::parse("groupId", &group_id)?;
+    let command_id = weft_api::Id::parse("commandId", &command_id)?;
+    let query = super::params::known_params(query, READ_COMMAND_QUERY)?;
+    let agent_id = query
+        .get("agentId")
+        .map(|agent| weft_api::Id::parse("agentId", agent))
+        .transpose()?;
+    let signed = state
+        .store
+        .work()
+        .command(group_id, command_id, agent_id, &caller.reader())
+        .await?;
+    Ok(json(StatusCode::OK, &signed))
+}
+
 /// A WorkItem: state, revisions, contract, owner, lease, offers, dependencies, eligibility,
 /// budget, attempts, history.
 #[utoipa::path(get, operation_id = "show_work_item", path = "/v1/workitems/{work_item_id}", params(("work_item_id" = String, Path)),

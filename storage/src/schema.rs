@@ -593,10 +593,17 @@ CREATE TABLE reactions (
 ) WITHOUT ROWID;
 "#;
 
+/// Each accepted Command's signed envelope, kept with its answer so an auditor can read back
+/// what was signed (issue #50: `GET /v1/groups/{g}/commands/{id}`); NULL for Commands
+/// accepted before.
+const V27: &str = r#"
+ALTER TABLE commands ADD COLUMN envelope TEXT;
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 26] = [
+const MIGRATIONS: [&str; 27] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26,
+    V22, V23, V24, V25, V26, V27,
 ];
 
 /// The newest schema version this build writes.

@@ -20,6 +20,11 @@ pub use super::event_kind::WorkEventKind;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkEvent {
+    /// Who signed the Command that caused it (issue #50: who offered, accepted, failed);
+    /// absent on the Authority's own Events (expiry, revocation) and on Events appended
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<Actor>,
     #[serde(default)]
     pub contract_revision: u64,
     /// What changed: the Command's payload as accepted, or what the Authority decided.
@@ -41,6 +46,15 @@ pub struct WorkEvent {
     /// Absent for Mission Events and proposals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_item_id: Option<Id>,
+}
+
+/// The signer of the Command an Event records: its Agent and the key that signed (a key id,
+/// as `GET /v1/agents/{id}/keys` lists them). Fields in alphabetical order, as `WorkEvent`'s.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Actor {
+    pub agent_id: Id,
+    pub key_id: String,
 }
 
 /// A WorkItem as the log says it is: the fold of its Events.

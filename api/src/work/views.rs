@@ -29,6 +29,18 @@ pub struct CommandAccepted {
     pub replayed: bool,
 }
 
+/// `GET /v1/groups/{g}/commands/{commandId}`: an accepted Command as its Agent signed it
+/// (issue #50), for an auditor to check the signature with the Agent's registered key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignedCommand {
+    pub group_id: String,
+    pub command_id: String,
+    pub agent_id: String,
+    /// The DSSE envelope as the Agent sent it.
+    pub envelope: crate::Envelope,
+}
+
 /// The current owner of a WorkItem.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -116,7 +116,7 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
     let schema = match name.as_str() {
         "group_id" | "agent_id" | "work_item_id" | "mission_id" | "package_id" | "lease_id"
         | "token_id" | "upload_id" | "missionId" | "workItemId" | "producer" | "criterion"
-        | "group" => id(),
+        | "group" | "command_id" | "agentId" => id(),
         "digest" if path.contains("/snapshots/blobs/") => blake3(),
         "digest" | "artifact" | "from" | "to" => digest(),
         "evidence_id" => blake3(),

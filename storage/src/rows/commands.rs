@@ -25,7 +25,7 @@ pub(crate) fn stored(
         .optional()?)
 }
 
-/// Keeps the answer (JSON) of an accepted Command.
+/// Keeps the answer (JSON) of an accepted Command, and its signed envelope (JSON).
 pub(crate) fn insert(
     conn: &Connection,
     command_id: &str,
@@ -33,10 +33,36 @@ pub(crate) fn insert(
     agent_id: &str,
     request_hash: &[u8],
     answer: &str,
+    envelope: &str,
 ) -> Result<(), Error> {
     conn.run(
-        "INSERT INTO commands (command_id, group_id, agent_id, request_hash, answer) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![command_id, group_id, agent_id, request_hash, answer],
+        "INSERT INTO commands (command_id, group_id, agent_id, request_hash, answer, envelope)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            command_id,
+            group_id,
+            agent_id,
+            request_hash,
+            answer,
+            envelope
+        ],
     )?;
     Ok(())
+}
+
+/// The Agents and signed envelopes (JSON) of the Commands `command_id` in `group_id`, by Agent
+/// (a Command id is its Agent's, so two Agents may have used one); at most `limit`. A Command
+/// accepted before envelopes were kept has none.
+pub(crate) fn envelopes(
+    conn: &Connection,
+    group_id: &str,
+    command_id: &str,
+    limit: u32,
+) -> Result<Vec<(String, Option<String>)>, Error> {
+    Ok(conn.rows(
+        "SELECT agent_id, envelope FROM commands WHERE group_id = ?1 AND command_id = ?2
+         ORDER BY agent_id LIMIT ?3",
+        params![group_id, command_id, limit],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?)
 }

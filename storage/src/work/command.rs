@@ -35,6 +35,10 @@ pub(crate) struct Prepared {
     offline: Option<weft_api::work::offline::Binding>,
     usage: Option<weft_api::work::contract::Budgets>,
     request_hash: [u8; 32],
+    /// The key that signed it.
+    keyid: String,
+    /// The DSSE envelope as received (JSON), kept with the answer (issue #50).
+    envelope: String,
     /// The epochs of the session that sent it.
     session_epoch: u64,
     membership_epoch: u64,
@@ -135,6 +139,7 @@ impl Engine {
             .await?;
         // The blake3 of the signed payload bytes, computed by the signature check already.
         let payload_id = signed.payload_id.0;
+        let keyid = signed.keyid.as_str().to_owned();
         let command = signed.value.into_inner();
         // 3. The session: its own Group only, its own Agent's Commands, current epochs.
         if session.group_id != route_group {
@@ -175,6 +180,8 @@ impl Engine {
             None => payload_id,
         };
         Ok(Prepared {
+            envelope: serde_json::to_string(&envelope).map_err(Error::backend)?,
+            keyid,
             command,
             body,
             offline,
@@ -198,6 +205,8 @@ fn apply_prepared(
     faults: crate::faults::Faults,
 ) -> Result<CommandAccepted, Error> {
     let Prepared {
+        keyid,
+        envelope,
         command,
         body,
         offline,
@@ -286,6 +295,10 @@ fn apply_prepared(
     ctx.faults = faults;
     ctx.authority = Some(authority);
     ctx.max_open_proposals = max_open_proposals;
+    ctx.actor = Some(weft_api::work::events::Actor {
+        agent_id: command.agent_id.clone(),
+        key_id: keyid,
+    });
     let state = run(&mut ctx, &body)?;
     // The WorkItem's deadline as this Command left it, for the expiry timer
     // (a stale entry costs one look; noted before the commit, which is harmless).
@@ -318,6 +331,7 @@ fn apply_prepared(
         agent,
         &request_hash[..],
         &super::to_json(&answer)?,
+        &envelope,
     )?;
     Ok(answer)
 }

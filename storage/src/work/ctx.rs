@@ -50,6 +50,8 @@ pub(super) struct Ctx<'t, 'c> {
     /// The WorkItem row this Command saved last, as saved: what the expiry timer's deadline
     /// is computed from after the Command, without reading the row again (issue #41).
     pub(super) saved: Option<WorkRow>,
+    /// Who signed the Command: named in every Event it causes (issue #50).
+    pub(super) actor: Option<weft_api::work::events::Actor>,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -75,6 +77,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             max_open_proposals: 0,
             resumes_attempt: false,
             saved: None,
+            actor: None,
         }
     }
 
@@ -88,7 +91,8 @@ impl<'t, 'c> Ctx<'t, 'c> {
     }
 
     /// Appends one Event caused by this Command.
-    pub(super) fn emit(&mut self, kind: WorkEventKind, event: WorkEvent) -> Result<u64, Error> {
+    pub(super) fn emit(&mut self, kind: WorkEventKind, mut event: WorkEvent) -> Result<u64, Error> {
+        event.actor = self.actor.clone();
         let sequence = events::append_caused(
             self.tx,
             &self.command.group_id,
@@ -128,6 +132,7 @@ pub(super) fn id(text: &str) -> Result<Id, Error> {
 
 pub(super) fn work_event(row: &WorkRow, detail: serde_json::Value) -> Result<WorkEvent, Error> {
     Ok(WorkEvent {
+        actor: None,
         mission_id: id(&row.mission_id)?,
         work_item_id: Some(id(&row.work_item_id)?),
         mission_state: None,
@@ -145,6 +150,7 @@ pub(super) fn mission_event(
     detail: serde_json::Value,
 ) -> Result<WorkEvent, Error> {
     Ok(WorkEvent {
+        actor: None,
         mission_id: id(&row.mission_id)?,
         work_item_id: None,
         mission_state: Some(row.state),

@@ -216,6 +216,7 @@ pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_js
         ));
     }
     let event = WorkEvent {
+        actor: None,
         mission_id: p.mission_id.clone(),
         work_item_id: None,
         mission_state: None,

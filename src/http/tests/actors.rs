@@ -1,0 +1,80 @@
+//! Issue #50, who did what: every Event a Command causes names its signer (`actor`: Agent
+//! and key id) beside `causationCommandId`, and `GET /v1/groups/{g}/commands/{commandId}`
+//! gives the signed envelope back to the operator and the Group's Group-wide members, so an
+//! auditor checks who offered, accepted or failed with the Agent's registered key.
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use serde_json::Value;
+
+use super::harness::*;
+use super::progress::{MISSION, owned, setup, start};
+use super::scope::scoped_agent;
+use super::work_setup::contract;
+
+fn key_id(agent: &Agent) -> String {
+    weft_api::KeyId::of(&agent.key.verifying_key()).to_string()
+}
+
+backends!(
+    async fn events_name_who_signed_their_command(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _) = setup(&h).await;
+        owned(&h, &coordinator, &worker, "wi-1", contract(&[])).await;
+        start(&h, &worker, "wi-1").await;
+
+        let offered = h.events_of(&coordinator, "work.offered").await;
+        let offered = offered.last().expect("an offer");
+        assert_eq!(offered["payload"]["actor"]["agentId"], "c1", "{offered}");
+        assert_eq!(
+            offered["payload"]["actor"]["keyId"],
+            key_id(&coordinator).as_str()
+        );
+        let started = h.events_of(&coordinator, "work.started").await;
+        let started = started.last().expect("a start");
+        assert_eq!(started["payload"]["actor"]["agentId"], "w1", "{started}");
+        let command_id = started["causationCommandId"]
+            .as_str()
+            .expect("the Command that caused it");
+
+        // The Command back, as the worker signed it: its signature checks with w1's key.
+        let uri = format!("/v1/groups/g1/commands/{command_id}");
+        for reader in [&coordinator, &worker] {
+            let signed = h.get_json(reader, &uri).await;
+            assert_eq!(signed["agentId"], "w1");
+            let envelope: weft_api::Envelope =
+                serde_json::from_value(signed["envelope"].clone()).expect("an envelope");
+            let payload = envelope
+                .verify(weft_api::work::COMMAND_TYPE, &worker.key.verifying_key())
+                .expect("signed by w1's registered key")
+                .into_inner();
+            let command: Value = serde_json::from_slice(&payload).expect("a Command");
+            assert_eq!(command["commandId"], command_id);
+            assert_eq!(command["type"], "work.start");
+        }
+        let anonymous = h.call(Method::GET, &uri, None, Body::empty()).await;
+        assert_eq!(
+            anonymous.status,
+            StatusCode::UNAUTHORIZED,
+            "no token, no answer"
+        );
+
+        // Another Group, a Mission-scoped member and an unknown id answer alike.
+        let outsider = h.agent("o1", "g2", &["coordinator"]).await;
+        let scoped = scoped_agent(&h, "s1", &["worker"], &[MISSION]).await;
+        for (reader, uri) in [
+            (&outsider, uri.clone()),
+            (&outsider, format!("/v1/groups/g2/commands/{command_id}")),
+            (&scoped, uri.clone()),
+            (
+                &coordinator,
+                "/v1/groups/g1/commands/no-such-command".to_owned(),
+            ),
+        ] {
+            let answer = h
+                .call(Method::GET, &uri, Some(&reader.token), Body::empty())
+                .await;
+            assert_eq!(answer.status, StatusCode::NOT_FOUND, "{uri}: {answer:?}");
+        }
+    }
+);
