@@ -141,6 +141,8 @@ struct Scene {
     summary: ArtifactId,
     /// The same-origin front the browser signs in through (`sign_in.rs`).
     front: String,
+    /// `w1`'s session token.
+    token: String,
 }
 
 impl Scene {
@@ -166,11 +168,12 @@ impl Scene {
         let input = publish(&worker, &key, &lease, b"{\"raw\":1}", &[], dir).await;
         let report = publish(&worker, &key, &lease, b"{\"report\":1}", &[input], dir).await;
         let summary = publish(&worker, &key, &lease, b"{\"summary\":1}", &[report], dir).await;
-        let front = crate::sign_in::start(server.url(), token).await;
+        let front = crate::sign_in::start(server.url(), token.clone()).await;
         Self {
             root,
             server,
             front,
+            token,
             input,
             report,
             summary,
@@ -474,4 +477,52 @@ async fn every_console_page_is_keyboard_reachable_and_passes_axe() {
         );
     }
     println!("console screenshots: {}", shots.display());
+}
+
+/// Issue #50: the console's buttons work when a real browser submits them. Chromium, driven
+/// through the DevTools protocol (`cdp.rs`), types the session token into the sign-in form
+/// and clicks Sign in, clicks Verify now on an artifact, then Sign out: each form goes with
+/// the headers the browser itself sets (`Origin`, `Sec-Fetch-Site`, the cookie), under the
+/// console's CSP, and each answers its page, never `forbidden`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_buttons_work_in_a_real_browser() {
+    let scene = Scene::new().await;
+    let (server, token, summary) = (scene.server.url(), scene.token.clone(), scene.summary);
+    let profile = scene.root.path().join("profile-clicks");
+    tokio::task::spawn_blocking(move || {
+        let mut browser = crate::cdp::Browser::launch(&chromium(), &profile);
+        browser.open(&format!("{server}/ui/login"));
+        browser.eval(&format!(
+            "document.getElementById('token').value = {token:?}"
+        ));
+        browser.click("form[action='/ui/login'] button[type=submit]");
+        let home = browser.text();
+        assert!(home.contains("w1 in g1"), "signed in: {home}");
+
+        let artifact = format!("{server}/ui/artifacts/{summary}");
+        browser.open(&artifact);
+        browser.click("#verify-now");
+        let verified = browser.text();
+        assert!(
+            verified.contains("Verified now: the stored bytes hash to their address"),
+            "Verify now: {verified}"
+        );
+
+        browser.click("form[action='/ui/logout'] button[type=submit]");
+        let signed_out = browser.text();
+        assert!(!signed_out.contains("w1 in g1"), "Sign out: {signed_out}");
+        assert!(
+            !signed_out.to_lowercase().contains("forbidden"),
+            "{signed_out}"
+        );
+        browser.open(&artifact);
+        let after = browser.text();
+        assert!(
+            after.contains("Sign in") && !after.contains(&summary.to_string()[..20]),
+            "the cookie is gone: {after} at {}",
+            browser.url()
+        );
+    })
+    .await
+    .expect("the browser session");
 }
