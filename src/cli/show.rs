@@ -4,8 +4,11 @@
 //! A manifest is checked against a key this command can trust without asking the server for
 //! it: this agent's own key (from `agent.key`) for what it produced, a producer key the caller
 //! passes (`--producer-key`), or the authority key (pinned with `--authority-key`, else the
-//! one the server serves) for server-signed records. The server exposes no Agent's public key
-//! to a session, so any other manifest prints `not verified: <why>` rather than a false "ok".
+//! one the server serves) for server-signed records. Any other manifest is checked against the
+//! key the Authority registered for its key id (`GET /v1/keys/{keyid}`, issue #50), and says
+//! so: that key is the server's word, where the ones above are not; a key registered to
+//! another Agent than the manifest's producer is `INVALID`, and a key id the server does not
+//! know prints `not verified: <why>` rather than a false "ok".
 
 use ed25519_dalek::VerifyingKey;
 use weft_api::dsse::parse_public_key;
@@ -17,6 +20,8 @@ use super::args::ClientArgs;
 /// The keys `show` may verify with, each with whose it is.
 struct Trusted {
     keys: Vec<(KeyId, VerifyingKey, String)>,
+    /// Keys the Authority registered, with the Agent it registered each for.
+    registered: Vec<(KeyId, String)>,
 }
 
 impl Trusted {
@@ -34,7 +39,10 @@ pub(super) async fn show(
 ) -> anyhow::Result<()> {
     let (session, api) = client.session()?;
     let view = api.artifact(&Digest::parse(digest)?).await?;
-    let mut trusted = Trusted { keys: Vec::new() };
+    let mut trusted = Trusted {
+        keys: Vec::new(),
+        registered: Vec::new(),
+    };
     if let Ok(own) = client.key() {
         let own = own.verifying_key();
         let whose = format!("agent {} (this agent's key)", session.agent_id);
@@ -56,6 +64,30 @@ pub(super) async fn show(
             "the authority key the server serves"
         };
         trusted.keys.push((KeyId::of(&key), key, whose.into()));
+    }
+
+    for record in &view.manifests {
+        let Ok(keyid) = record.envelope.signer_keyid() else {
+            continue;
+        };
+        if trusted.find(&keyid).is_some() {
+            continue;
+        }
+        let Ok(text) = api.get_text(&format!("/v1/keys/{keyid}"), &[]).await else {
+            continue; // unknown to the server: `not verified`
+        };
+        let found: serde_json::Value = serde_json::from_str(&text)?;
+        let (Some(agent), Some(key)) = (found["agentId"].as_str(), found["publicKey"].as_str())
+        else {
+            continue;
+        };
+        let key = parse_public_key(key)?;
+        if KeyId::of(&key) != keyid {
+            anyhow::bail!("the server answered another key for {keyid}");
+        }
+        let whose = format!("the key the Authority registered for agent {agent}");
+        trusted.keys.push((keyid.clone(), key, whose));
+        trusted.registered.push((keyid, agent.to_owned()));
     }
 
     println!("artifact  {}", view.digests.blake3);
@@ -132,9 +164,14 @@ fn signature_verdict(record: &ManifestRecord, trusted: &Trusted) -> String {
     };
     let Some((_, key, whose)) = trusted.find(&keyid) else {
         return format!(
-            "not verified: signed with key {keyid}, which is none this command can trust (the server exposes no Agent's public key to a session); pass --producer-key with {producer}'s key to check it"
+            "not verified: signed with key {keyid}, which the server has not registered for any Agent; pass --producer-key with {producer}'s key to check it"
         );
     };
+    if let Some((_, agent)) = trusted.registered.iter().find(|(id, _)| *id == keyid)
+        && agent != producer.as_str()
+    {
+        return format!("INVALID: key {keyid} is registered to agent {agent}, not {producer}");
+    }
     match record.check_signature(key) {
         Ok(_) => format!("valid (key {keyid}, agent {producer}; checked against {whose})"),
         Err(error) => format!("INVALID: {} (key {keyid}, {whose})", error.message),
@@ -194,6 +231,7 @@ mod tests {
         let public = key.verifying_key();
         Trusted {
             keys: vec![(KeyId::of(&public), public, "a test key".into())],
+            registered: Vec::new(),
         }
     }
 
@@ -211,5 +249,11 @@ mod tests {
             .sig
             .clone();
         assert!(signature_verdict(&forged, &trusting(&key)).starts_with("INVALID:"));
+        // A key the Authority registered to another Agent than the producer: INVALID.
+        let mut elsewhere = trusting(&key);
+        elsewhere
+            .registered
+            .push((KeyId::of(&key.verifying_key()), "someone-else".into()));
+        assert!(signature_verdict(&signed, &elsewhere).starts_with("INVALID: key"));
     }
 }

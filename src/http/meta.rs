@@ -86,6 +86,7 @@ pub(crate) async fn metrics(caller: Caller) -> HttpResult<Response> {
         super::work::command_batch,
         super::work::work_item,
         super::work::read_command,
+        super::directory::registered_key,
         super::work::mission,
         super::work::mission_graph,
         super::context::publish,

@@ -124,6 +124,7 @@ fn json_routes() -> Vec<Route> {
             directory::members,
         ),
         route(Method::GET, "/v1/admin/agents/{agent_id}", directory::agent),
+        route(Method::GET, "/v1/keys/{keyid}", directory::registered_key),
         route(
             Method::POST,
             "/v1/admin/agents/{agent_id}/deactivate",

@@ -245,10 +245,12 @@ fn show_verifies_signatures_and_bytes_stream_through_stdin_and_stdout() {
         shown.contains("signature   valid (key ed25519:") && shown.contains("agent agent-1"),
         "{shown}"
     );
-    // Another member has no key for agent-1: it says so instead of "valid".
+    // Another member holds no key of agent-1: it checks against the key the Authority
+    // registered for it, and says that is whose word it took (issue #50).
     let shown = ok(weft(&reviewer, &url, &["show", &digest]));
     assert!(
-        shown.contains("signature   not verified:") && !shown.contains("valid ("),
+        shown.contains("signature   valid (key ed25519:")
+            && shown.contains("the key the Authority registered for agent agent-1"),
         "{shown}"
     );
     // Given agent-1's public key, it verifies; given another key, it still does not.
@@ -275,7 +277,10 @@ fn show_verifies_signatures_and_bytes_stream_through_stdin_and_stdout() {
             reviewer_key["publicKey"].as_str().expect("publicKey"),
         ],
     ));
-    assert!(shown.contains("not verified:"), "{shown}");
+    assert!(
+        shown.contains("registered for agent agent-1") && !shown.contains("--producer-key)"),
+        "a key given for nothing it signed is not the one that checks: {shown}"
+    );
     // Timestamps to the second.
     let created = shown
         .lines()

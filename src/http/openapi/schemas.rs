@@ -120,6 +120,7 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
         "digest" if path.contains("/snapshots/blobs/") => blake3(),
         "digest" | "artifact" | "from" | "to" => digest(),
         "evidence_id" => blake3(),
+        "keyid" => json!({"type": "string", "pattern": "^ed25519:[0-9a-f]{64}$"}),
         "version" => {
             json!({"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX})
         }

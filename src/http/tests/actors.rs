@@ -78,3 +78,42 @@ backends!(
         }
     }
 );
+
+backends!(
+    /// Issue #50: the registered key behind a key id, for an auditor holding a signature to
+    /// check it (`weft show`): any caller, a key id at a time (it lists nothing); an unknown
+    /// key id is `not_found`, a malformed one `bad_request`, no token `unauthorized`.
+    async fn a_registered_key_is_found_by_its_id(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _) = setup(&h).await;
+        let outsider = h.agent("o1", "g2", &["worker"]).await;
+        let uri = format!("/v1/keys/{}", key_id(&worker));
+        for reader in [&coordinator, &outsider] {
+            let found = h.get_json(reader, &uri).await;
+            assert_eq!(found["agentId"], "w1");
+            assert_eq!(found["keyid"], key_id(&worker).as_str());
+            let key = weft_api::dsse::parse_public_key(found["publicKey"].as_str().expect("key"))
+                .expect("a public key");
+            assert_eq!(key, worker.key.verifying_key());
+        }
+        let unknown = format!("/v1/keys/ed25519:{}", "0".repeat(64));
+        for (uri, token, status) in [
+            (
+                unknown.as_str(),
+                Some(&coordinator.token),
+                StatusCode::NOT_FOUND,
+            ),
+            (
+                "/v1/keys/rsa:1",
+                Some(&coordinator.token),
+                StatusCode::BAD_REQUEST,
+            ),
+            (uri.as_str(), None, StatusCode::UNAUTHORIZED),
+        ] {
+            let answer = h
+                .call(Method::GET, uri, token.map(String::as_str), Body::empty())
+                .await;
+            assert_eq!(answer.status, status, "{uri}: {answer:?}");
+        }
+    }
+);
