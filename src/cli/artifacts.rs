@@ -199,7 +199,8 @@ fn report(published: &weft_api::views::Published) {
 /// digests check out, so a failed download leaves nothing behind. `-o -` streams to stdout
 /// (there a failure can only be reported, after the bytes went out); without `-o`, the file is
 /// named after the manifest's `name` annotation, else the digest's hex, in the current
-/// directory.
+/// directory, and never replaces a file that is there (issue #50: a name is the producer's
+/// word, so it is never a dotfile either: `.bashrc` falls back to the digest's hex).
 pub(super) async fn get(
     client: &ClientArgs,
     digest: &str,
@@ -219,7 +220,17 @@ pub(super) async fn get(
             return Ok(());
         }
         Some(path) => path.to_path_buf(),
-        None => default_name(&api, &digest).await?.into(),
+        None => {
+            let named: std::path::PathBuf = default_name(&api, &digest).await?.into();
+            if tokio::fs::symlink_metadata(&named).await.is_ok() {
+                anyhow::bail!(
+                    "{} exists here; nothing was downloaded (choose where with -o FILE, or -o {} to replace it)",
+                    named.display(),
+                    named.display()
+                );
+            }
+            named
+        }
     };
     let partial = output.with_extension("weft-partial");
     let mut file = tokio::fs::File::create(&partial)
@@ -287,7 +298,9 @@ async fn default_name(api: &weft_api::client::Client, digest: &Digest) -> anyhow
     let named = view.manifests.iter().rev().find_map(|record| {
         let name = record.manifest.annotations.get("name")?;
         let base = Path::new(name).file_name()?.to_str()?;
-        (!base.is_empty() && base != "." && base != "..").then(|| base.to_owned())
+        let plain =
+            !base.is_empty() && !base.starts_with('.') && !base.chars().any(|c| c.is_control());
+        plain.then(|| base.to_owned())
     });
     Ok(named.unwrap_or_else(|| view.digests.blake3.to_string()["blake3:".len()..].to_owned()))
 }

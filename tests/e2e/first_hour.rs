@@ -223,6 +223,46 @@ fn show_verifies_signatures_and_bytes_stream_through_stdin_and_stdout() {
         std::fs::read(downloads.join("report.txt")).expect("named"),
         bytes
     );
+    // Without -o a download never replaces a file (issue #50); with -o it does.
+    std::fs::write(downloads.join("report.txt"), b"mine").expect("write");
+    let (done, _, stderr) = weft_raw(&reviewer, &url, &downloads, &["get", &digest, "-q"], b"");
+    assert!(
+        !done && stderr.contains("report.txt exists here"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(downloads.join("report.txt")).expect("kept"),
+        b"mine"
+    );
+    let (done, _, stderr) = weft_raw(
+        &reviewer,
+        &url,
+        &downloads,
+        &["get", &digest, "-q", "-o", "report.txt"],
+        b"",
+    );
+    assert!(done, "{stderr}");
+    assert_eq!(
+        std::fs::read(downloads.join("report.txt")).expect("replaced"),
+        bytes
+    );
+    // A name that would be a dotfile is not taken: the digest's hex names it.
+    let (done, stdout, stderr) = weft_raw(
+        &worker,
+        &url,
+        root.path(),
+        &put_args("-", &["--annotation", "name=.bashrc"]),
+        b"echo owned",
+    );
+    assert!(done, "{stderr}");
+    let dotted = String::from_utf8(stdout).expect("utf-8").trim().to_owned();
+    let (done, _, stderr) = weft_raw(&reviewer, &url, &downloads, &["get", &dotted, "-q"], b"");
+    assert!(done, "{stderr}");
+    assert!(!downloads.join(".bashrc").exists(), "no dotfile");
+    assert!(
+        downloads.join(&dotted[7..]).exists(),
+        "named by the digest's hex"
+    );
     let plain = root.path().join("plain.txt");
     std::fs::write(&plain, b"no name").expect("write");
     let unnamed = ok(weft(
