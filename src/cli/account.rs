@@ -71,6 +71,8 @@ pub(super) async fn whoami(client: &ClientArgs, token_only: bool) -> anyhow::Res
             ) =>
         {
             println!("status    REFUSED by the server ({error}): run `weft login`");
+            // Scripts read the exit code: a session the server refuses is a failure (issue #50).
+            anyhow::bail!("the server refuses this session ({error}); run `weft login`");
         }
         Err(error) => return Err(error.into()),
     }

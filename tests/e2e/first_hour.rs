@@ -113,6 +113,12 @@ fn errors_name_the_next_step_and_never_show_a_backtrace() {
             && stderr.contains("weft login"),
         "{stderr}"
     );
+    // `whoami` says the server refuses the replaced session, and exits non-zero (issue #50).
+    let (done, stdout, _) = weft(&home, &url, &["whoami"]);
+    assert!(
+        !done && stdout.contains("REFUSED by the server"),
+        "{stdout}"
+    );
     ok(weft(
         &home,
         &url,
