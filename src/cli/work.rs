@@ -177,9 +177,17 @@ pub(super) async fn work(client: &ClientArgs, action: WorkAction) -> anyhow::Res
             print!("{}", table.render());
             Ok(())
         }
+        WorkAction::ContractTemplate => {
+            print!("{CONTRACT_TEMPLATE}");
+            Ok(())
+        }
         action => command(client, action).await,
     }
 }
+
+/// `weft work contract-template`: a contract that `read_contract` accepts, every field with a
+/// comment (a test parses and validates it).
+const CONTRACT_TEMPLATE: &str = include_str!("work/contract_template.toml");
 
 /// The `weft work` actions that sign a Command.
 async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> {
@@ -357,8 +365,8 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
                 .send(CommandType::WorkCancel, &payload, &command, None)
                 .await
         }
-        WorkAction::Show { .. } | WorkAction::Ls { .. } => {
-            unreachable!("reads are answered by `work` before signing anything")
+        WorkAction::Show { .. } | WorkAction::Ls { .. } | WorkAction::ContractTemplate => {
+            unreachable!("reads and the template are answered by `work` before signing anything")
         }
     }
 }

@@ -75,6 +75,9 @@ pub(super) struct MissionClose {
 
 #[derive(Debug, Subcommand)]
 pub(super) enum WorkAction {
+    /// Print a valid work contract (TOML) with every field explained, to edit and pass to
+    /// `weft work authorize --contract FILE.toml`.
+    ContractTemplate,
     /// `work.authorize` (coordinator): a WorkItem of a Mission under a contract file.
     Authorize {
         work_item: String,

@@ -221,3 +221,21 @@ fn progress_flags_make_the_payload() {
         .is_err()
     );
 }
+
+/// `weft work contract-template` prints a contract the authorize path accepts (issue #50).
+#[test]
+fn the_contract_template_is_a_valid_contract() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("contract.toml");
+    std::fs::write(&path, CONTRACT_TEMPLATE).expect("write");
+    let contract = read_contract(&path).expect("the template is a valid contract");
+    assert_eq!(contract.acceptance_criteria.len(), 2);
+    assert!(contract.retry_policy.deadline.is_none());
+    assert!(
+        CONTRACT_TEMPLATE
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .count()
+            > 20
+    );
+}
