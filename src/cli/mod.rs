@@ -137,6 +137,12 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Print a shell completion script: `weft completions bash > ~/.local/share/bash-completion/completions/weft`
+    /// (zsh: into a directory of `$fpath` as `_weft`; fish: `~/.config/fish/completions/weft.fish`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Run the built-in reviewer on a WorkItem: server-signed Evidence, one record per check.
     Review(ReviewArgs),
     /// List artifacts.
@@ -234,6 +240,15 @@ impl Cli {
             } => show::show(&client, &digest, &producer_keys, authority_key.as_deref()).await,
             Command::Whoami { client, token } => account::whoami(&client, token).await,
             Command::Logout { client } => account::logout(&client),
+            Command::Completions { shell } => {
+                use std::io::Write as _;
+                let script = completions(shell);
+                match std::io::stdout().write_all(&script) {
+                    // `weft completions bash | head`: the reader left, nothing to report.
+                    Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                    written => Ok(written?),
+                }
+            }
             Command::Review(args) => review::run(args).await,
             Command::Ls(args) => artifacts::ls(args).await,
             Command::Evidence { client, action } => evidence::run(&client, action).await,
@@ -259,6 +274,32 @@ impl Cli {
                 fsck::run(&data_dir, blobs).await
             }
             Command::Hash { file } => fsck::hash(&file).await,
+        }
+    }
+}
+
+/// The completion script of `shell` for every command and flag `weft` takes.
+fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory as _;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "weft", &mut script);
+    script
+}
+
+#[cfg(test)]
+mod completion_tests {
+    /// `weft completions` covers the commands, nested ones included (issue #50).
+    #[test]
+    fn every_shell_gets_a_script_naming_the_commands() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let script = String::from_utf8(super::completions(shell)).expect("text");
+            for command in ["serve", "lineage", "contract-template", "completions"] {
+                assert!(script.contains(command), "{shell:?} lacks {command}");
+            }
         }
     }
 }
