@@ -199,12 +199,24 @@ impl Browser {
         }
     }
 
-    /// The page's text.
-    pub(crate) fn text(&mut self) -> String {
-        self.eval("document.body ? document.body.innerText : ''")
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+    /// The page's text once `ready` holds for it (a page may go on by itself, as the sign-in
+    /// answer's meta refresh does); fails with the last text after [`PATIENCE`].
+    pub(crate) fn text_when(&mut self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let text = self
+                .try_eval("document.readyState === 'complete' && document.body ? document.body.innerText : ''")
+                .and_then(|text| text.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            if ready(&text) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within {PATIENCE:?}; the page says: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// The page's URL.
