@@ -117,3 +117,36 @@ backends!(
         }
     }
 );
+
+backends!(
+    /// Issue #50: the console's event log names who acted on each line (the Command's signer,
+    /// linked to a search for that Agent) and pretty-prints the payload.
+    async fn the_event_log_page_names_the_actor(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _) = setup(&h).await;
+        owned(&h, &coordinator, &worker, "wi-1", contract(&[])).await;
+        start(&h, &worker, "wi-1").await;
+        let request = axum::http::Request::builder()
+            .uri("/ui/groups/g1/events?type=work.")
+            .header("cookie", format!("weft_session={}", coordinator.token))
+            .body(Body::empty())
+            .expect("request");
+        let answer = h.send(request).await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        let page = String::from_utf8(answer.body.to_vec()).expect("html");
+        let line = |kind: &str| {
+            page.split("<li ")
+                .find(|line| line.contains(&format!("data-type=\"{kind}\"")))
+                .unwrap_or_else(|| panic!("no {kind} line in {page}"))
+                .to_owned()
+        };
+        assert!(
+            line("work.offered").contains(r#"by <a class="actor" href="/ui/search?q=c1">c1</a>"#)
+        );
+        assert!(line("work.started").contains(">w1</a>"));
+        assert!(
+            line("work.started").contains("<pre class=\"payload\">{\n"),
+            "pretty-printed"
+        );
+    }
+);

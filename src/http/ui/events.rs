@@ -88,10 +88,30 @@ pub(crate) async fn events(
         } else {
             "genesis".to_owned()
         };
+        let parsed: Option<serde_json::Value> = match entry {
+            Delivered::Event(event) => serde_json::from_str(event.payload.get()).ok(),
+            Delivered::Withheld(_) => None,
+        };
+        let who = parsed
+            .as_ref()
+            .and_then(actor_of)
+            .map_or_else(String::new, |agent| {
+                format!(
+                    r#" by <a class="actor" href="/ui/search?q={}">{}</a>"#,
+                    url_encode(agent),
+                    escape(agent)
+                )
+            });
         let detail = match entry {
             Delivered::Event(event) => format!(
-                r#"<details><summary>payload</summary><pre>{}</pre></details>"#,
-                escape(&short(event.payload.get(), 4000))
+                r#"<details><summary>payload</summary><pre class="payload">{}</pre></details>"#,
+                escape(&short(
+                    &parsed
+                        .as_ref()
+                        .and_then(|value| serde_json::to_string_pretty(value).ok())
+                        .unwrap_or_else(|| event.payload.get().to_owned()),
+                    8000
+                ))
             ),
             Delivered::Withheld(_) => {
                 r#"<p class="muted">withheld: another Mission's Event</p>"#.to_owned()
@@ -99,7 +119,7 @@ pub(crate) async fn events(
         };
         let _ = write!(
             body,
-            r#"<li id="e{sequence}" data-type="{kind_attr}"><strong>#{sequence}</strong> <code>{kind_text}</code> {when}<br><span class="muted">hash</span> <a href="/ui/groups/{group_url}/events?after={before}&amp;limit=1" title="{hash}">{hash_short}</a> · <span class="muted">prevHash</span> {prev}{detail}</li>"#,
+            r#"<li id="e{sequence}" data-type="{kind_attr}"><strong>#{sequence}</strong> <code>{kind_text}</code>{who} {when}<br><span class="muted">hash</span> <a href="/ui/groups/{group_url}/events?after={before}&amp;limit=1" title="{hash}">{hash_short}</a> · <span class="muted">prevHash</span> {prev}{detail}</li>"#,
             kind_attr = escape(event_kind),
             kind_text = escape(event_kind),
             when = if withheld {
@@ -128,4 +148,14 @@ pub(crate) async fn events(
         );
     }
     Ok(page(&viewer, &format!("Events of {}", group), &body))
+}
+
+/// Who an Event says acted: the signer of the Command that caused it (`actor`, issue #50),
+/// else the producer of a published artifact or recorded Evidence, else the Agent a session
+/// or key Event is about. `None`: the Authority's own Events (expiry, revocation).
+fn actor_of(payload: &serde_json::Value) -> Option<&str> {
+    payload["actor"]["agentId"]
+        .as_str()
+        .or_else(|| payload["producer"].as_str())
+        .or_else(|| payload["agentId"].as_str())
 }
