@@ -150,3 +150,39 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// Issue #50: a WorkItem's page tells its story, one line per Event: when, what, who
+    /// acted, and the state and owner it left.
+    async fn the_work_item_page_tells_who_did_what(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _) = setup(&h).await;
+        owned(&h, &coordinator, &worker, "wi-1", contract(&[])).await;
+        start(&h, &worker, "wi-1").await;
+        let request = axum::http::Request::builder()
+            .uri("/ui/workitems/wi-1")
+            .header("cookie", format!("weft_session={}", coordinator.token))
+            .body(Body::empty())
+            .expect("request");
+        let answer = h.send(request).await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        let page = String::from_utf8(answer.body.to_vec()).expect("html");
+        let history = page
+            .split(r#"id="history">"#)
+            .nth(1)
+            .and_then(|rest| rest.split("</ol>").next())
+            .expect("a history");
+        for (event, actor) in [
+            ("work.authorized", "c1"),
+            ("work.offered", "c1"),
+            ("work.offer_accepted", "w1"),
+            ("work.started", "w1"),
+        ] {
+            assert!(
+                history.contains(&format!("<code>{event}</code> by <strong>{actor}</strong>")),
+                "{event} by {actor}: {history}"
+            );
+        }
+        assert!(history.contains("owner w1 (epoch 1)"), "{history}");
+    }
+);

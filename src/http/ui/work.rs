@@ -190,10 +190,32 @@ pub(crate) async fn work_item(
         body.push_str("</table>");
     }
     body.push_str(r#"<h2>History</h2><ol class="timeline" id="history">"#);
+    let group_id = weft_api::Id::parse("groupId", &view.group_id)?;
     for sequence in &view.history {
+        // One line per Event (issue #50): when, what, who, and what it left behind.
+        let event = state
+            .store
+            .delivery()
+            .events(
+                group_id.clone(),
+                sequence.saturating_sub(1),
+                1,
+                &viewer.reader,
+            )
+            .await?
+            .into_iter()
+            .next();
+        let line = match &event {
+            Some(weft_api::event::Delivered::Event(event)) => story_line(
+                event.kind.as_str(),
+                &event.appended_at,
+                &serde_json::from_str(event.payload.get()).unwrap_or_default(),
+            ),
+            _ => String::from("withheld"),
+        };
         let _ = write!(
             body,
-            r#"<li><a href="/ui/groups/{group}/events?after={}&amp;limit=1">Event {sequence}</a></li>"#,
+            r#"<li><a href="/ui/groups/{group}/events?after={}&amp;limit=1">#{sequence}</a> {line}</li>"#,
             sequence.saturating_sub(1)
         );
     }
@@ -286,4 +308,39 @@ pub(crate) async fn mission(
         &format!("Mission {}", view.mission_id),
         &body,
     ))
+}
+
+/// A WorkItem Event as a line of its story: when, the Event, who acted (the Command's
+/// signer; none for the Authority's own), and the state, owner and ownership epoch it left,
+/// with a failure's or decline's reason.
+fn story_line(kind: &str, appended_at: &str, payload: &serde_json::Value) -> String {
+    let mut line = format!(
+        r#"<time>{}</time> <code>{}</code>"#,
+        escape(appended_at),
+        escape(kind)
+    );
+    match payload["actor"]["agentId"].as_str() {
+        Some(agent) => {
+            let _ = write!(line, " by <strong>{}</strong>", escape(agent));
+        }
+        None => line.push_str(r#" <span class="muted">by the Authority</span>"#),
+    }
+    if let Some(state) = payload["state"].as_str() {
+        let _ = write!(line, " · {}", escape(state));
+    }
+    if let Some(owner) = payload["owner"].as_str() {
+        let _ = write!(
+            line,
+            " · owner {} (epoch {})",
+            escape(owner),
+            payload["ownershipEpoch"].as_u64().unwrap_or_default()
+        );
+    }
+    let detail = &payload["detail"];
+    for field in ["leaseId", "reason", "failure", "offerId"] {
+        if let Some(value) = detail[field].as_str() {
+            let _ = write!(line, " · {field} {}", escape(&short(value, 80)));
+        }
+    }
+    line
 }
