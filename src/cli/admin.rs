@@ -36,6 +36,7 @@ pub(super) async fn run(
         action,
     )
     .await
+    .context(super::errors::AdminCall)
 }
 
 async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> anyhow::Result<()> {

@@ -38,11 +38,33 @@ pub(super) fn unanswered(error: &ClientError) -> bool {
     matches!(error, ClientError::Http(http) if http.is_connect() || http.is_timeout())
 }
 
+/// Marks the failure of a `weft admin` command: its token is the operator's, so a refused one
+/// is fixed by the admin token, never by `weft login` (issue #50).
+#[derive(Debug)]
+pub(super) struct AdminCall;
+
+impl std::fmt::Display for AdminCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("weft admin")
+    }
+}
+
 /// The step that fixes the failure, when the failure says which one.
 fn next_step(error: &anyhow::Error) -> Option<String> {
+    let admin = error.downcast_ref::<AdminCall>().is_some();
     let client = error
         .chain()
         .find_map(|e| e.downcast_ref::<ClientError>())?;
+    if admin
+        && let ClientError::Api { body, .. } = client
+        && matches!(body.code, ErrorCode::Unauthorized | ErrorCode::Forbidden)
+    {
+        return Some(
+            "the server refuses this admin token: pass the one it printed at its first start \
+             (--admin-token, or admin.token in its data directory)"
+                .to_owned(),
+        );
+    }
     match client {
         ClientError::Http(http) if unanswered(client) => {
             let tried = http

@@ -412,6 +412,23 @@ fn whoami_logout_review_and_admin_schema() {
         "--admin-token-file",
         token_file.to_str().expect("utf-8"),
     ];
+    // A wrong admin token points at the admin token, not at `weft login` (issue #50).
+    let stderr = fails(weft(
+        &worker,
+        &url,
+        &[
+            "admin",
+            "--admin-token",
+            "not-the-token",
+            "group",
+            "create",
+            "g9",
+        ],
+    ));
+    assert!(
+        stderr.contains("admin token") && !stderr.contains("weft login"),
+        "{stderr}"
+    );
     let registered = ok(weft(
         &worker,
         &url,
