@@ -148,6 +148,25 @@ backends!(
             line("work.started").contains("<pre class=\"payload\">{\n"),
             "pretty-printed"
         );
+
+        // Newest first on request, in pages that go back.
+        let request = axum::http::Request::builder()
+            .uri("/ui/groups/g1/events?order=newest&limit=2")
+            .header("cookie", format!("weft_session={}", coordinator.token))
+            .body(Body::empty())
+            .expect("request");
+        let newest = String::from_utf8(h.send(request).await.body.to_vec()).expect("html");
+        let sequences: Vec<u64> = newest
+            .split("<li id=\"e")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next()?.parse().ok())
+            .collect();
+        assert_eq!(sequences.len(), 2, "{newest}");
+        assert!(sequences[0] > sequences[1], "newest first: {sequences:?}");
+        assert!(
+            newest.contains(&format!("order=newest&amp;before={}", sequences[1])),
+            "a link to the page before: {newest}"
+        );
     }
 );
 

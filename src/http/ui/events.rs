@@ -39,19 +39,43 @@ pub(crate) async fn events(
         .get("type")
         .map(|t| t.trim().to_owned())
         .unwrap_or_default();
-    let delivered = state
+    // `order=newest` (issue #50): the page that ends at `before` (default: the head), newest
+    // first; the log is read forwards as always, the page only turned round.
+    let newest_first = query.get("order").is_some_and(|o| o == "newest");
+    let after = if newest_first {
+        let head = state
+            .store
+            .delivery()
+            .checkpoint(group.clone(), &viewer.reader)
+            .await?
+            .checkpoint
+            .sequence;
+        let before: u64 = query
+            .get("before")
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(u64::MAX)
+            .min(head + 1);
+        before.saturating_sub(1).saturating_sub(u64::from(limit))
+    } else {
+        after
+    };
+    let mut delivered = state
         .store
         .delivery()
         .events(group.clone(), after, limit, &viewer.reader)
         .await?;
+    if newest_first {
+        delivered.reverse();
+    }
     let group_url = url_encode(group.as_str());
     let type_url = url_encode(&kind);
     let mut body = format!(
         r#"<h1>Event log of Group <code>{group}</code></h1>
-<form method="get" action="/ui/groups/{group_url}/events"><label for="type">Event type (or prefix, e.g. <code>work.</code>)</label> <input id="type" name="type" value="{kind}"> <label for="after">after sequence</label> <input id="after" name="after" type="number" min="0" value="{after}"> <button type="submit">Filter</button></form>
+<form method="get" action="/ui/groups/{group_url}/events"><label for="type">Event type (or prefix, e.g. <code>work.</code>)</label> <input id="type" name="type" value="{kind}"> <label for="after">after sequence</label> <input id="after" name="after" type="number" min="0" value="{after}"> <label><input type="checkbox" name="order" value="newest"{newest}> newest first</label> <button type="submit">Filter</button></form>
 <ol class="timeline" id="events">"#,
         group = escape(group.as_str()),
         kind = escape(&kind),
+        newest = if newest_first { " checked" } else { "" },
     );
     let mut last = after;
     let mut shown = 0;
@@ -135,13 +159,21 @@ pub(crate) async fn events(
     if shown == 0 {
         body.push_str(r#"<p id="no-events">No Event here matches.</p>"#);
     }
-    if delivered.len() as u32 == limit {
+    if newest_first {
+        if after > 0 {
+            let _ = write!(
+                body,
+                r#"<p><a id="next-page" href="/ui/groups/{group_url}/events?order=newest&amp;before={}&amp;type={type_url}&amp;limit={limit}">Earlier Events</a></p>"#,
+                after + 1
+            );
+        }
+    } else if delivered.len() as u32 == limit {
         let _ = write!(
             body,
             r#"<p><a id="next-page" href="/ui/groups/{group_url}/events?after={last}&amp;type={type_url}&amp;limit={limit}">Later Events</a></p>"#
         );
     }
-    if after > 0 {
+    if after > 0 && !newest_first {
         let _ = write!(
             body,
             r#"<p><a href="/ui/groups/{group_url}/events?type={type_url}">From the start</a></p>"#
