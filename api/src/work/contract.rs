@@ -171,48 +171,74 @@ pub struct WorkContract {
 const MAX_TEXT: usize = 16 * 1024;
 
 impl WorkContract {
-    /// Bounds and consistency the types cannot say (CON-1, CON-6).
+    /// Bounds and consistency the types cannot say (CON-1, CON-6): every problem at once, in
+    /// one refusal (issue #50: a contract's errors came back one per try).
     pub fn validate(&self) -> Result<(), Rejection> {
-        if self.objective.trim().is_empty() || self.objective.len() > MAX_TEXT {
-            return Err(invalid("objective must be 1..=16 KiB of text"));
+        let problems = self.problems();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(invalid(problems.join("; ")))
         }
-        if self.deliverables.is_empty() {
-            return Err(invalid("deliverables must name at least one deliverable"));
-        }
-        if self.acceptance_criteria.is_empty() {
-            return Err(invalid(
-                "acceptanceCriteria must name at least one criterion",
-            ));
-        }
+    }
+
+    /// What is wrong with the contract beyond its types, each problem once, in field order.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut problem = |wrong: bool, message: &str| {
+            if wrong {
+                problems.push(message.to_owned());
+            }
+        };
+        problem(
+            self.objective.trim().is_empty() || self.objective.len() > MAX_TEXT,
+            "objective must be 1..=16 KiB of text",
+        );
+        problem(
+            self.deliverables.is_empty(),
+            "deliverables must name at least one deliverable",
+        );
+        problem(
+            self.acceptance_criteria.is_empty(),
+            "acceptanceCriteria must name at least one criterion",
+        );
         let mut ids: Vec<&str> = self
             .acceptance_criteria
             .iter()
             .map(|c| c.id.as_str())
             .collect();
         ids.sort_unstable();
-        if ids.windows(2).any(|w| w[0] == w[1]) {
-            return Err(invalid("acceptance criterion ids must be distinct"));
+        problem(
+            ids.windows(2).any(|w| w[0] == w[1]),
+            "acceptance criterion ids must be distinct",
+        );
+        problem(
+            self.acceptance_criteria
+                .iter()
+                .any(|c| c.required_evidence.is_empty() || c.description.len() > MAX_TEXT),
+            "every acceptance criterion names its required Evidence",
+        );
+        problem(
+            self.depends_on.len() > 1024 || self.inputs.len() > 4096,
+            "at most 1024 dependencies and 4096 inputs",
+        );
+        if let Err(rejection) = self.budgets.validate_usage("budgets") {
+            problems.push(rejection.message);
         }
-        if self
-            .acceptance_criteria
-            .iter()
-            .any(|c| c.required_evidence.is_empty() || c.description.len() > MAX_TEXT)
-        {
-            return Err(invalid(
-                "every acceptance criterion names its required Evidence",
-            ));
-        }
-        if self.depends_on.len() > 1024 || self.inputs.len() > 4096 {
-            return Err(invalid("at most 1024 dependencies and 4096 inputs"));
-        }
-        self.budgets.validate_usage("budgets")?;
-        if !self.retry_policy.max_cost.is_finite() || self.retry_policy.max_cost < 0.0 {
-            return Err(invalid("retryPolicy.maxCost must be non-negative"));
-        }
-        if self.notes.as_ref().is_some_and(|n| n.len() > MAX_TEXT) {
-            return Err(invalid("notes are at most 16 KiB"));
-        }
-        Ok(())
+        let mut problem = |wrong: bool, message: &str| {
+            if wrong {
+                problems.push(message.to_owned());
+            }
+        };
+        problem(
+            !self.retry_policy.max_cost.is_finite() || self.retry_policy.max_cost < 0.0,
+            "retryPolicy.maxCost must be non-negative",
+        );
+        problem(
+            self.notes.as_ref().is_some_and(|n| n.len() > MAX_TEXT),
+            "notes are at most 16 KiB",
+        );
+        problems
     }
 
     /// Whether execution needs an approval first (T6): asked for, or implied by a `high` or

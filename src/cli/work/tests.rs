@@ -239,3 +239,26 @@ fn the_contract_template_is_a_valid_contract() {
             > 20
     );
 }
+
+/// A contract's problems come back all at once, not one per try (issue #50).
+#[test]
+fn every_problem_of_a_contract_is_named_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = TOML
+        .replace(
+            r#"objective = "summarise the corpus""#,
+            r#"objective = " ""#,
+        )
+        .replace("maxCost = 2.5", "maxCost = -1.0")
+        .replace(
+            r#"deliverables = [{ name = "report", mediaType = "application/json" }]"#,
+            "deliverables = []",
+        );
+    let chain = format!(
+        "{:#}",
+        read_contract(&write(dir.path(), "broken.toml", &broken)).expect_err("invalid")
+    );
+    for problem in ["objective", "deliverables", "retryPolicy.maxCost"] {
+        assert!(chain.contains(problem), "{problem} missing from: {chain}");
+    }
+}
