@@ -205,3 +205,43 @@ backends!(
         assert!(history.contains("owner w1 (epoch 1)"), "{history}");
     }
 );
+
+backends!(
+    /// Issue #50: the artifact and WorkItem pages show the CLI lines that check them on the
+    /// auditor's own machine.
+    async fn pages_say_how_to_verify_them_yourself(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _) = setup(&h).await;
+        owned(&h, &coordinator, &worker, "wi-1", contract(&[])).await;
+        let artifact = h.put(&worker, "g1", b"checked elsewhere", &[]).await;
+        for (uri, lines) in [
+            (
+                format!("/ui/artifacts/{artifact}"),
+                vec![
+                    format!("weft get {artifact} -o artifact.bin"),
+                    format!("weft show {artifact}"),
+                    "weft events verify --group g1".to_owned(),
+                ],
+            ),
+            (
+                "/ui/workitems/wi-1".to_owned(),
+                vec![
+                    "weft criteria wi-1".to_owned(),
+                    "weft work show wi-1".to_owned(),
+                ],
+            ),
+        ] {
+            let request = axum::http::Request::builder()
+                .uri(&uri)
+                .header("cookie", format!("weft_session={}", coordinator.token))
+                .body(Body::empty())
+                .expect("request");
+            let answer = h.send(request).await;
+            assert_eq!(answer.status, StatusCode::OK, "{uri}: {answer:?}");
+            let page = String::from_utf8(answer.body.to_vec()).expect("html");
+            for line in lines {
+                assert!(page.contains(&line), "{uri} lacks {line}");
+            }
+        }
+    }
+);

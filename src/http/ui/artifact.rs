@@ -220,6 +220,22 @@ async fn render(
         );
     }
     body.push_str("</table>");
+    let newest_mission = view
+        .manifests
+        .last()
+        .map(|record| record.manifest.mission_id.to_string())
+        .unwrap_or_default();
+    let group = viewer.session.group_id.to_string();
+    let _ = write!(
+        body,
+        r#"<h2>Verify this yourself</h2><p class="muted">With the CLI, on your machine: the bytes are re-hashed, signatures are checked with keys you hold (else with the key the Authority registered, and it says so), and the log's hash chain is re-checked against the authority key you pinned.</p><pre id="verify-yourself">weft get {id} -o artifact.bin          # both digests checked before the file appears
+weft show {id}                         # every manifest's signature
+weft lineage {id} --mission {mission}  # its provenance in that Mission (the server's graph)
+weft events verify --group {group} --authority-key KEY   # the whole hash chain to the signed head</pre>"#,
+        id = escape(&id),
+        mission = escape(&newest_mission),
+        group = escape(&group),
+    );
     body.push_str(&evidence_section(state, viewer, &view.digests.blake3).await?);
     let mut missions: Vec<String> = Vec::new();
     for record in &view.manifests {

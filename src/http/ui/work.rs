@@ -122,6 +122,14 @@ pub(crate) async fn work_item(
         budget = budget_table(&view.budget),
         contract = escape(&serde_json::to_string_pretty(&view.contract).unwrap_or_default()),
     );
+    let _ = write!(
+        body,
+        r#"<h2>Verify this yourself</h2><pre id="verify-yourself">weft work show {id}          # state, owner, lease, history
+weft criteria {id}           # the verdict in force per criterion
+weft events verify --group {group} --authority-key KEY   # the log these Events are in</pre>"#,
+        id = escape(&view.work_item_id),
+        group = escape(&view.group_id),
+    );
     // Evidence by criterion: the verdict in force of each (the same rule as the API's).
     let mission_id = weft_api::Id::parse("missionId", &view.mission_id)?;
     let criteria = state
