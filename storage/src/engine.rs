@@ -61,7 +61,21 @@ pub(crate) struct Engine {
     pub(crate) faults: crate::faults::Faults,
     /// The reactions after commit (`reactions.rs`): their task's progress and stop signal.
     pub(crate) reactions: crate::reactions::Reactions,
+    /// What a new session does, in its own transaction, to the leases of the session it
+    /// replaces (LSE-9): `work::expiry::revoke_for_new_session`, set where the Engine is put
+    /// together (`lifecycle.rs`), so that sessions and work do not import each other.
+    pub(crate) on_session_replaced: OnSessionReplaced,
 }
+
+/// See [`Engine::on_session_replaced`]: in the session's transaction, for Group, Agent and the
+/// new session epoch at an instant, the WorkItems touched and each one's next deadline.
+pub(crate) type OnSessionReplaced = fn(
+    &crate::unit::Tx<'_>,
+    &str,
+    &str,
+    u64,
+    chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<(String, Option<deadlines::Deadline>)>, crate::error::Error>;
 
 impl Engine {
     /// The server's signing key as `(keyid, public key)`.

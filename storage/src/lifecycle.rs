@@ -227,6 +227,7 @@ impl Engine {
             deadlines,
             faults: options.faults,
             reactions: crate::reactions::Reactions::default(),
+            on_session_replaced: crate::work::expiry::revoke_for_new_session,
         })
     }
 }

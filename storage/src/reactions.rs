@@ -32,6 +32,8 @@
 //! Not here: the lease revocation after a replacing session (LSE-9) stays in the transaction
 //! that opens the session (`sessions.rs`), because LSE-9 requires the leases to end before the
 //! new session can start the WorkItems again; a reaction after the answer could not promise it.
+//! `sessions.rs` reaches it through `Engine::on_session_replaced`, set in `lifecycle.rs`, so
+//! sessions do not import work.
 
 use std::sync::Arc;
 

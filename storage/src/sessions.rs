@@ -53,6 +53,7 @@ impl Engine {
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
         let expires_at = now + self.session_ttl;
         let deadlines = self.deadlines.clone();
+        let revoke = self.on_session_replaced;
         let grant = self
             .db
             .write(move |txn| {
@@ -110,7 +111,7 @@ impl Engine {
                 )?;
                 // LSE-9 / GAP-1: the replaced session's Execution Leases end here, in the
                 // transaction that opens the new one, so no new lease can start first.
-                let touched = crate::work::expiry::revoke_for_new_session(
+                let touched = revoke(
                     txn,
                     request.group_id.as_str(),
                     agent_id.as_str(),
