@@ -69,13 +69,14 @@ pub(crate) struct Engine {
 
 /// See [`Engine::on_session_replaced`]: in the session's transaction, for Group, Agent and the
 /// new session epoch at an instant, the WorkItems touched and each one's next deadline.
-pub(crate) type OnSessionReplaced = fn(
-    &crate::unit::Tx<'_>,
-    &str,
-    &str,
-    u64,
-    chrono::DateTime<chrono::Utc>,
-) -> Result<Vec<(String, Option<deadlines::Deadline>)>, crate::error::Error>;
+pub(crate) type OnSessionReplaced =
+    fn(
+        &crate::unit::Tx<'_>,
+        &str,
+        &str,
+        u64,
+        chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<(String, Option<deadlines::Deadline>)>, crate::error::Error>;
 
 impl Engine {
     /// The server's signing key as `(keyid, public key)`.
