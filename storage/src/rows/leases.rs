@@ -24,7 +24,7 @@ use weft_api::Id;
 use weft_api::work::offline::LeaseRecord;
 
 use super::{id, instant};
-use crate::clock::format_instant;
+use crate::clock::{format_instant, stored};
 use crate::error::Error;
 use crate::sql::Cached as _;
 use crate::unit::Conn;
@@ -468,8 +468,8 @@ pub(crate) fn insert(tx: &Tx<'_>, lease: &New<'_>) -> Result<(), Error> {
                 agent_id,
                 session_epoch: lease.session_epoch,
                 ownership_epoch: lease.ownership_epoch,
-                started_at: instant(&format_instant(lease.started_at))?,
-                expires_at: instant(&format_instant(lease.expires_at))?,
+                started_at: stored(lease.started_at),
+                expires_at: stored(lease.expires_at),
                 released_at: None,
                 ended_by: None,
                 closed_at: None,
@@ -538,7 +538,7 @@ pub(crate) fn close(tx: &Tx<'_>, lease_id: &str, at: DateTime<Utc>) -> Result<()
         "UPDATE leases SET closed_at = ?2 WHERE lease_id = ?1",
         params![lease_id, format_instant(at)],
     )?;
-    let at = instant(&format_instant(at))?;
+    let at = stored(at);
     change(tx, lease_id, |lease| lease.closed_at = Some(at));
     Ok(())
 }
@@ -549,7 +549,7 @@ pub(crate) fn renew(tx: &Tx<'_>, lease_id: &str, expires_at: DateTime<Utc>) -> R
         "UPDATE leases SET expires_at = ?2 WHERE lease_id = ?1",
         params![lease_id, format_instant(expires_at)],
     )?;
-    let expires_at = instant(&format_instant(expires_at))?;
+    let expires_at = stored(expires_at);
     change(tx, lease_id, |lease| lease.expires_at = expires_at);
     Ok(())
 }
@@ -577,7 +577,7 @@ pub(crate) fn request_preemption(
         "UPDATE leases SET preemption_requested_at = ?2, preemption_requested_by = ?3 WHERE lease_id = ?1",
         params![lease_id, format_instant(at), by],
     )?;
-    let at = instant(&format_instant(at))?;
+    let at = stored(at);
     let by = Id::parse("agentId", by)?;
     change(tx, lease_id, |lease| {
         lease.preemption = Some((at, by.clone()))
