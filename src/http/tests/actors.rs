@@ -16,6 +16,18 @@ fn key_id(agent: &Agent) -> String {
     weft_api::KeyId::of(&agent.key.verifying_key()).to_string()
 }
 
+/// A console page as `agent` (signed in by its session cookie): its HTML, once it is a `200`.
+async fn console_page(h: &Harness, agent: &Agent, uri: &str) -> String {
+    let request = axum::http::Request::builder()
+        .uri(uri)
+        .header("cookie", format!("weft_session={}", agent.token))
+        .body(Body::empty())
+        .expect("request");
+    let answer = h.send(request).await;
+    assert_eq!(answer.status, StatusCode::OK, "{uri}: {answer:?}");
+    String::from_utf8(answer.body.to_vec()).expect("html")
+}
+
 backends!(
     async fn events_name_who_signed_their_command(kind: Kind) {
         let h = harness(kind).await;
@@ -126,14 +138,7 @@ backends!(
         let (coordinator, worker, _) = setup(&h).await;
         owned(&h, &coordinator, &worker, "wi-1", contract(&[])).await;
         start(&h, &worker, "wi-1").await;
-        let request = axum::http::Request::builder()
-            .uri("/ui/groups/g1/events?type=work.")
-            .header("cookie", format!("weft_session={}", coordinator.token))
-            .body(Body::empty())
-            .expect("request");
-        let answer = h.send(request).await;
-        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
-        let page = String::from_utf8(answer.body.to_vec()).expect("html");
+        let page = console_page(&h, &coordinator, "/ui/groups/g1/events?type=work.").await;
         let line = |kind: &str| {
             page.split("<li ")
                 .find(|line| line.contains(&format!("data-type=\"{kind}\"")))
@@ -150,12 +155,12 @@ backends!(
         );
 
         // Newest first on request, in pages that go back.
-        let request = axum::http::Request::builder()
-            .uri("/ui/groups/g1/events?order=newest&limit=2")
-            .header("cookie", format!("weft_session={}", coordinator.token))
-            .body(Body::empty())
-            .expect("request");
-        let newest = String::from_utf8(h.send(request).await.body.to_vec()).expect("html");
+        let newest = console_page(
+            &h,
+            &coordinator,
+            "/ui/groups/g1/events?order=newest&limit=2",
+        )
+        .await;
         let sequences: Vec<u64> = newest
             .split("<li id=\"e")
             .skip(1)
@@ -178,14 +183,7 @@ backends!(
         let (coordinator, worker, _) = setup(&h).await;
         owned(&h, &coordinator, &worker, "wi-1", contract(&[])).await;
         start(&h, &worker, "wi-1").await;
-        let request = axum::http::Request::builder()
-            .uri("/ui/workitems/wi-1")
-            .header("cookie", format!("weft_session={}", coordinator.token))
-            .body(Body::empty())
-            .expect("request");
-        let answer = h.send(request).await;
-        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
-        let page = String::from_utf8(answer.body.to_vec()).expect("html");
+        let page = console_page(&h, &coordinator, "/ui/workitems/wi-1").await;
         let history = page
             .split(r#"id="history">"#)
             .nth(1)
@@ -231,17 +229,54 @@ backends!(
                 ],
             ),
         ] {
-            let request = axum::http::Request::builder()
-                .uri(&uri)
-                .header("cookie", format!("weft_session={}", coordinator.token))
-                .body(Body::empty())
-                .expect("request");
-            let answer = h.send(request).await;
-            assert_eq!(answer.status, StatusCode::OK, "{uri}: {answer:?}");
-            let page = String::from_utf8(answer.body.to_vec()).expect("html");
+            let page = console_page(&h, &coordinator, &uri).await;
             for line in lines {
                 assert!(page.contains(&line), "{uri} lacks {line}");
             }
         }
+    }
+);
+
+backends!(
+    /// Issue #50: a Command id is its Agent's, so two Agents may have used one: reading it back
+    /// without `agentId` is `bad_request` naming both, and `agentId` picks one.
+    async fn a_command_id_two_agents_used_needs_the_agent(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, _, _) = setup(&h).await;
+        let other = h.agent("c2", "g1", &["coordinator"]).await;
+        for (agent, work_item) in [(&coordinator, "wi-a"), (&other, "wi-b")] {
+            let payload = serde_json::json!({"workItemId": work_item, "missionId": MISSION,
+                                             "contract": contract(&[])});
+            let mut document = crate::http::tests::work_setup::command_doc(
+                &h,
+                agent,
+                "g1",
+                "work.authorize",
+                payload,
+            )
+            .await;
+            document["commandId"] = serde_json::json!("shared");
+            let answer = h
+                .send(crate::http::tests::work_setup::command_request(
+                    agent, "g1", &document,
+                ))
+                .await;
+            assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        }
+        let both = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/commands/shared",
+                Some(&coordinator.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(both.status, StatusCode::BAD_REQUEST, "{both:?}");
+        let detail = both.json()["detail"].to_string();
+        assert!(detail.contains("c1") && detail.contains("c2"), "{detail}");
+        let picked = h
+            .get_json(&coordinator, "/v1/groups/g1/commands/shared?agentId=c2")
+            .await;
+        assert_eq!(picked["agentId"], "c2");
     }
 );
