@@ -150,8 +150,15 @@ impl Index {
         };
         let follow = match &query.mission {
             None => None,
-            // A Mission the index never heard of declared no edge: nothing passes.
-            Some(mission) => Some(Name::find(mission)?),
+            // The Mission's interned name, from a manifest of it (no lock on the name table
+            // on a query); a Mission the index never heard of declared no edge: nothing passes.
+            Some(mission) => {
+                let &node = graph.by_mission.get(mission.as_str())?.first()?;
+                let (_, manifest) = graph
+                    .manifests_of(node)
+                    .find(|(_, m)| m.mission.as_str() == mission.as_str())?;
+                Some(manifest.mission)
+            }
         };
         Some(View {
             groups,

@@ -6,12 +6,6 @@ use std::sync::{LazyLock, Mutex};
 
 use serde::{Serialize, Serializer};
 
-/// Every interned name, by its text.
-fn static_names() -> &'static Mutex<HashMap<&'static str, Name>> {
-    static NAMES: LazyLock<Mutex<HashMap<&'static str, Name>>> = LazyLock::new(Mutex::default);
-    &NAMES
-}
-
 /// An interned name (a Group, Mission, WorkItem, Agent or media type): eight bytes, copied
 /// freely, equal exactly when the text is. Names are kept once for as long as the process
 /// runs: the index never forgets a publication, so it would never free a name either, and
@@ -22,24 +16,15 @@ pub struct Name(&'static String);
 
 impl Name {
     pub(crate) fn new(text: &str) -> Self {
+        static NAMES: LazyLock<Mutex<HashMap<&'static str, Name>>> = LazyLock::new(Mutex::default);
         // Short critical section: publications and index rebuilds only, never a query.
-        let mut names = static_names().lock().unwrap_or_else(|p| p.into_inner());
+        let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&kept) = names.get(text) {
             return kept;
         }
         let kept: &'static String = Box::leak(Box::new(text.to_owned()));
         names.insert(kept.as_str(), Name(kept));
         Name(kept)
-    }
-
-    /// The name of `text` if it was ever interned; never interns (so a query naming
-    /// anything cannot grow the table).
-    pub(crate) fn find(text: &str) -> Option<Self> {
-        static_names()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(text)
-            .copied()
     }
 
     pub fn as_str(self) -> &'static str {
