@@ -23,8 +23,8 @@ use weft_api::views::{SignedSnapshot, SnapshotReference};
 use weft_api::{ArtifactId, Digest, Digests, Envelope, GroupState, Id};
 
 use crate::access::Reader;
-use crate::artifacts::Content;
 use crate::clock::format_instant;
+use crate::content::Content;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
@@ -378,7 +378,7 @@ impl Engine {
         let digests = self.snapshot_blob_digests(group_id, blob, reader).await?;
         // A download like an artifact's content: one of the reader's slots, taken before the
         // blob is opened (a refusal opens nothing), and carried by the body.
-        let slot = crate::artifacts::admit_download(self, reader)?;
+        let slot = crate::content::admit_download(self, reader)?;
         let raw = self.raw_bytes(&digests).await?;
         Ok(Content::new(digests, "application/json".into(), raw, Arc::clone(self)).holding(slot))
     }

@@ -49,7 +49,7 @@ pub(crate) struct Engine {
     pub(crate) upload_counters: uploads::Counters,
     /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
     pub(crate) upload_claims: uploads::Claims,
-    /// Outboard rebuilds under way (`artifacts/rebuild.rs`): one per blob, shared.
+    /// Outboard rebuilds under way (`content/rebuild.rs`): one per blob, shared.
     pub(crate) rebuilds: rebuilds::Rebuilds,
     /// Blobs repaired since a read began (`engine/repairs.rs`): a stale read's quarantine
     /// of a repaired blob is skipped.
@@ -83,6 +83,13 @@ impl Engine {
     pub(crate) fn authority_key(&self) -> (KeyId, ed25519_dalek::VerifyingKey) {
         let public = self.authority.verifying_key();
         (KeyId::of(&public), public)
+    }
+
+    /// Called after the commit of anything that can end a session (agents and sessions), so
+    /// cached sessions and open streams check theirs again (`auth_generation`).
+    pub(crate) fn auth_changed(&self) {
+        self.auth_generation
+            .send_modify(|generation| *generation += 1);
     }
 
     /// See `reactions::settled`.

@@ -158,12 +158,6 @@ impl Engine {
     pub(crate) fn auth_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.auth_generation.subscribe()
     }
-
-    /// Called after the commit of anything that can end a session.
-    pub(crate) fn auth_changed(&self) {
-        self.auth_generation
-            .send_modify(|generation| *generation += 1);
-    }
 }
 
 /// Live sessions by token hash, each with the auth generation it was read at. An entry

@@ -13,13 +13,14 @@ use weft_api::views::{
 };
 use weft_api::{ArtifactId, Digest, Digests, Envelope};
 
-use super::reads::{Content, ListFilter};
+use super::reads::ListFilter;
 use super::sweep::SweepReport;
 use super::upload::{UploadOutcome, Uploader};
 use super::verification::Verification;
 use crate::access::Grant;
 use crate::access::Reader;
 use crate::access::Session;
+use crate::content::Content;
 use crate::engine::Engine;
 use crate::engine::hot::HotStats;
 use crate::engine::uploads::UploadCounters;

@@ -1,9 +1,8 @@
 //! Small artifacts read from memory (issue #15): who may be answered from the cache of small
-//! blobs (`engine/hot.rs`, where the cache and its rules are described) and what a read keeps
-//! in it.
+//! blobs (`engine/hot.rs`, where the cache and its rules are described). A read keeps what it
+//! verified there (`content/`).
 
-use bytes::Bytes;
-use weft_api::{ArtifactId, Digests};
+use weft_api::ArtifactId;
 
 impl crate::engine::Engine {
     /// The media type a Group-wide reader sees for an artifact its Group published, decided
@@ -26,11 +25,5 @@ impl crate::engine::Engine {
             return None;
         }
         self.lineage.newest_media_type_in(id, group_id.as_str())
-    }
-
-    /// Keeps the bytes of an inline blob read from the index and just verified against
-    /// `digests` by the caller (`generation` was read before the index was).
-    pub(crate) fn keep_hot(&self, digests: &Digests, bytes: &Bytes, generation: u64) {
-        self.hot.keep(digests, bytes, generation);
     }
 }

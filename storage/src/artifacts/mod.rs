@@ -1,19 +1,15 @@
 //! Artifacts: upload (streamed, dual-hashed, promoted only when verified, within quotas),
-//! publication of signed manifests, verified reads with quarantine, and the sweep of uploads
+//! publication of signed manifests, reads (verified by `content/`), and the sweep of uploads
 //! nothing cites. This file holds the blob row helper
 //! the three share (the `blobs` table's, in `rows/blobs.rs`); each step has its own file.
 
 pub(crate) mod binding;
 pub(crate) mod handle;
 mod hot;
-mod proofs;
 mod publish;
-mod ranges;
 mod reads;
-mod rebuild;
 mod resumable;
 mod reuse;
-mod stored;
 pub(crate) use reuse::reuse_record;
 mod sweep;
 mod upload;
@@ -22,8 +18,7 @@ mod with_content;
 mod with_token;
 
 pub(crate) use crate::rows::blobs::inline_bytes;
-pub(crate) use reads::admit_download;
-pub use reads::{Content, ListFilter};
+pub use reads::ListFilter;
 pub(crate) use resumable::remove_orphan_uploads;
 pub use sweep::SweepReport;
 pub use upload::{UploadOutcome, Uploader};

@@ -9,7 +9,7 @@ use weft_api::{ArtifactId, Digests, Id};
 
 use super::Retention;
 use crate::access::Reader;
-use crate::artifacts::Content;
+use crate::content::Content;
 use crate::engine::Engine;
 use crate::error::Error;
 

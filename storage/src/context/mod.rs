@@ -24,7 +24,7 @@ use weft_api::{ArtifactId, Envelope, ErrorCode, EventPayload, Id};
 use crate::access::{
     Reader, agent_by_keyid, can_read_artifact, may_cite, membership, mission_scope,
 };
-use crate::engine::Engine;
+use crate::context::handle::Context;
 use crate::error::{Error, reject};
 use crate::events;
 use crate::signatures::{AuthorityMay, Signed};
@@ -167,10 +167,10 @@ pub(crate) fn may_forward(level: Classification) -> bool {
     level.rank() <= Classification::Internal.rank()
 }
 
-impl Engine {
+impl Context<'_> {
     /// Publishes a Context Package version (`context.published`). `Ok((answer, false))` when
     /// this exact version was already published in the Group.
-    pub(crate) async fn publish_context(
+    pub async fn publish_context(
         &self,
         group_id: Id,
         envelope: Envelope,
@@ -182,6 +182,7 @@ impl Engine {
             payload_id: context_id,
             value,
         } = self
+            .0
             .verify_signed::<ContextPackage>(&envelope, AuthorityMay::NotSign)
             .await?;
         let package = value.into_inner();
@@ -210,8 +211,9 @@ impl Engine {
             _ => {}
         }
         let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
-        let now = self.clock.now();
-        self.db
+        let now = self.0.clock.now();
+        self.0
+            .db
             .write(move |txn| {
                 let group = group_id.as_str();
                 let existing = crate::rows::context_packages::sequence_of(txn, &context_id, group)?;
@@ -310,7 +312,7 @@ impl Engine {
     /// (by digest), into another Group. The forwarder must be a coordinator of both Groups
     /// (DESIGN §10) and the cited Artifacts' classification must allow it; `context.forwarded`
     /// is appended to both logs, each naming the other Group.
-    pub(crate) async fn forward_context(
+    pub async fn forward_context(
         &self,
         package_id: Id,
         request: ForwardRequest,
@@ -327,9 +329,10 @@ impl Engine {
                 "a forward is an Agent's act: use a session of the source Group",
             ));
         };
-        let now = self.clock.now();
-        let hot = std::sync::Arc::clone(&self.hot);
-        self.db
+        let now = self.0.clock.now();
+        let hot = std::sync::Arc::clone(&self.0.hot);
+        self.0
+            .db
             .write(move |txn| {
                 // The role first: only a coordinator (who sees the whole Group) learns whether a
                 // package or version exists; a Mission-scoped member learns nothing here.

@@ -1,4 +1,4 @@
-//! The outboard rebuilds under way (`artifacts/rebuild.rs` runs them, issue #15): one per
+//! The outboard rebuilds under way (`content/rebuild.rs` runs them, issue #15): one per
 //! blob at a time, its outcome shared by every request that waits for it, and a bound on how
 //! many run at once. Each runs as a task of its own, so a request that goes away does not
 //! stop it.

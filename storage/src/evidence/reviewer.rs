@@ -22,7 +22,7 @@ use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, Id};
 
 use crate::access::Session;
 use crate::access::{Reader, can_read_artifact, membership};
-use crate::artifacts::Content;
+use crate::content::Content;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;

@@ -8,11 +8,11 @@ use weft_api::{ArtifactId, Digest, ErrorCode, Id};
 
 use crate::access::{MissionScope, Reader};
 use crate::artifacts::blob_row;
-use crate::engine::Engine;
 use crate::error::{Error, reject};
+use crate::lineage::handle::Lineage as Handle;
 use crate::lineage_index::{Audience, Direction, FastSet, Index, Lineage, Query, Scope};
 
-impl Engine {
+impl Handle<'_> {
     /// The blake3 id named by `digest` and the reader's Groups (`None`: all), for lineage.
     /// Whether the reader may see the artifact is the lineage index's answer (it holds every
     /// published artifact's Groups), so a `blake3:` name costs no database read; a `sha256:`
@@ -25,7 +25,8 @@ impl Engine {
         let id = match digest {
             Digest::Blake3(id) => Some(id),
             Digest::Sha256(_) => {
-                self.db
+                self.0
+                    .db
                     .read(move |conn| {
                         Ok(blob_row(conn, &digest)?.map(|(digests, _)| digests.blake3))
                     })
@@ -57,6 +58,7 @@ impl Engine {
             _ => return Ok(Audience::of_groups(groups.as_deref())),
         };
         let reusable = self
+            .0
             .db
             .read(move |conn| {
                 Ok(crate::rows::reusable_artifacts::of_group(conn, &group_id)?
@@ -81,14 +83,14 @@ impl Engine {
     /// same bytes were published. A walk of descendants only (what was made from these bytes:
     /// impact, `GET /v1/provenance/impact`) follows every Mission unless one is named: what
     /// must be re-checked when bytes turn out bad is everything made from them.
-    pub(crate) async fn lineage(
-        self: &Arc<Self>,
+    pub async fn lineage(
+        &self,
         digest: Digest,
         mut query: Query,
         reader: &Reader,
     ) -> Result<Lineage, Error> {
         let (id, audience) = self.resolve_for_lineage(digest, reader).await?;
-        let missions = self.lineage.missions_of(&id, &audience);
+        let missions = self.0.lineage.missions_of(&id, &audience);
         let ancestry = !matches!(query.direction, Direction::Descendants);
         match (&query.mission, missions.as_slice()) {
             (_, []) => {
@@ -138,16 +140,16 @@ impl Engine {
     /// `Options::lineage_inline_budget`). A walk cut by time returns fewer artifacts than its
     /// limit; one cut by the limit returns exactly the limit.
     async fn walk_lineage(
-        self: &Arc<Self>,
+        &self,
         query: Query,
         walk: impl Fn(&Index, &Query) -> Option<Lineage> + Send + 'static,
     ) -> Result<Option<Lineage>, Error> {
-        if let Some(inline_budget) = self.lineage_inline_budget {
+        if let Some(inline_budget) = self.0.lineage_inline_budget {
             let inline = Query {
                 budget: query.budget.min(inline_budget),
                 ..query.clone()
             };
-            let answer = walk(&self.lineage, &inline);
+            let answer = walk(&self.0.lineage, &inline);
             let cut_by_time = answer
                 .as_ref()
                 .is_some_and(|a| a.truncated && a.artifacts.len() < query.limit);
@@ -155,15 +157,15 @@ impl Engine {
                 return Ok(answer);
             }
         }
-        let inner = Arc::clone(self);
+        let inner = Arc::clone(self.0);
         tokio::task::spawn_blocking(move || walk(&inner.lineage, &query))
             .await
             .map_err(Error::backend)
     }
 
     /// Everything published inside a WorkItem or Mission and what it was derived from.
-    pub(crate) async fn lineage_scope(
-        self: &Arc<Self>,
+    pub async fn lineage_scope(
+        &self,
         scope: Scope,
         name: Id,
         query: Query,
@@ -189,8 +191,8 @@ impl Engine {
     }
 
     /// One shortest derivation path between two artifacts, or `no_path`.
-    pub(crate) async fn lineage_path(
-        self: &Arc<Self>,
+    pub async fn lineage_path(
+        &self,
         from: Digest,
         to: Digest,
         max_depth: u32,
@@ -200,7 +202,7 @@ impl Engine {
         let (from, audience) = self.resolve_for_lineage(from, reader).await?;
         let (to, _) = self.resolve_for_lineage(to, reader).await?;
         for (id, digest) in [(&from, from_digest), (&to, to_digest)] {
-            if !self.lineage.sees(id, &audience) {
+            if !self.0.lineage.sees(id, &audience) {
                 return Err(reject(
                     ErrorCode::NotFound,
                     format!("no artifact {digest} is visible to you"),
@@ -209,7 +211,7 @@ impl Engine {
         }
         // A path search has no node limit (only `max_depth`) and may cover a large part of the
         // graph, so it always runs on the blocking pool.
-        let inner = Arc::clone(self);
+        let inner = Arc::clone(self.0);
         tokio::task::spawn_blocking(move || inner.lineage.path(&from, &to, max_depth, &audience))
             .await
             .map_err(Error::backend)?

@@ -3,29 +3,29 @@
 
 use std::sync::Arc;
 
-use crate::engine::Engine;
 use crate::error::Error;
+use crate::lineage::handle::Lineage as Handle;
 use crate::lineage_index::{SnapshotSaved, load_publications_after};
 
-impl Engine {
-    /// Brings the lineage index up to every committed publication, then writes its snapshot
-    /// (`None`: an in-memory database, nothing published yet, or nothing new since the
-    /// snapshot on disk). The server calls this at clean shutdown and periodically.
-    pub(crate) async fn save_lineage_snapshot(
-        self: &Arc<Self>,
-    ) -> Result<Option<SnapshotSaved>, Error> {
-        let Some(path) = self.lineage_snapshot.clone() else {
+impl Handle<'_> {
+    /// Brings the lineage index up to every committed publication and writes its snapshot
+    /// beside the index database, so the next open reads it instead of rebuilding (issue #15;
+    /// `None`: an in-memory database, or nothing published). Call at clean shutdown and
+    /// periodically; a crash between two calls costs only a longer catch-up.
+    pub async fn save_lineage_snapshot(&self) -> Result<Option<SnapshotSaved>, Error> {
+        let Some(path) = self.0.lineage_snapshot.clone() else {
             return Ok(None);
         };
-        let through = self.lineage.covered_through();
+        let through = self.0.lineage.covered_through();
         let (publications, last) = self
+            .0
             .db
             .read(move |conn| load_publications_after(conn, through))
             .await?;
-        self.lineage.catch_up(&publications, last);
+        self.0.lineage.catch_up(&publications, last);
         let caught_up = publications.len();
         drop(publications);
-        let engine = Arc::clone(self);
+        let engine = Arc::clone(self.0);
         tokio::task::spawn_blocking(move || engine.lineage.write_snapshot(&path, caught_up))
             .await
             .map_err(Error::backend)?

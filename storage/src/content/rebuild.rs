@@ -161,7 +161,9 @@ async fn still_stored(
     let guard = engine.sweep_lock.read().await;
     let stored = engine
         .db
-        .read(move |conn| Ok(super::blob_row(conn, &weft_api::Digest::Blake3(id))?.is_some()))
+        .read(move |conn| {
+            Ok(crate::rows::blobs::row(conn, &weft_api::Digest::Blake3(id))?.is_some())
+        })
         .await?;
     Ok(stored.then_some(guard))
 }
