@@ -23,6 +23,7 @@ use weft_api::{Envelope, ErrorCode, Event, EventPayload, Id};
 use crate::access::Session;
 use crate::access::{Reader, can_read_artifact, group_exists, membership};
 use crate::clock::format_instant;
+use crate::delivery::handle::Delivery;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
@@ -129,20 +130,21 @@ struct Follower {
     reader: Reader,
 }
 
-impl Engine {
+impl Delivery<'_> {
     /// Events of `group_id` after `after`: first the log, then live Events as they commit,
     /// in order, without gaps, each exactly once per stream.
-    pub(crate) async fn follow(
-        self: &Arc<Self>,
+    pub async fn follow(
+        &self,
         group_id: Id,
         after: u64,
         reader: &Reader,
     ) -> Result<impl Stream<Item = Result<Delivered, Error>> + Send + use<>, Error> {
         // Subscribe before looking at the log: anything committed from here on arrives live,
         // anything before is in the log.
-        let live = self.db.subscribe();
+        let live = self.0.db.subscribe();
         let (checking, group) = (reader.clone(), group_id.clone());
         let head = self
+            .0
             .db
             .read(move |conn| {
                 if group_access(conn, group.as_str(), &checking)?.is_none() {
@@ -162,7 +164,7 @@ impl Engine {
             ));
         }
         let follower = Follower {
-            inner: Arc::clone(self),
+            inner: Arc::clone(self.0),
             group_id: group_id.to_string(),
             last_sent: after,
             live,
@@ -235,16 +237,17 @@ impl Engine {
 
     /// Records an ACK (DLV-6): the cursor never moves backwards and never passes the head;
     /// an older ACK is a no-op that says so. History is never touched (DLV-7).
-    pub(crate) async fn ack(
+    pub async fn ack(
         &self,
         group_id: Id,
         session: &Session,
         sequence: u64,
     ) -> Result<Cursor, Error> {
-        let now = self.clock.now();
+        let now = self.0.clock.now();
         let reader = session.reader();
         let agent_id = session.agent_id.clone();
-        self.db
+        self.0
+            .db
             .write(move |txn| {
                 if group_access(txn, group_id.as_str(), &reader)?.is_none() {
                     return Err(not_visible(&group_id));
@@ -284,14 +287,15 @@ impl Engine {
     }
 
     /// The caller's cursor in a Group; with `all`, every cursor (coordinators, auditors, admin).
-    pub(crate) async fn cursors(
+    pub async fn cursors(
         &self,
         group_id: Id,
         reader: &Reader,
         all: bool,
     ) -> Result<Vec<Cursor>, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let Some(roles) = group_access(conn, group_id.as_str(), &reader)? else {
                     return Err(not_visible(&group_id));
@@ -325,8 +329,8 @@ impl Engine {
             .await
     }
 
-    /// The head of a Group's log, signed by the authority key.
-    pub(crate) async fn checkpoint(
+    /// The Group's head `{groupId, sequence, hash}` signed by the authority key.
+    pub async fn checkpoint(
         &self,
         group_id: Id,
         reader: &Reader,
@@ -334,6 +338,7 @@ impl Engine {
         let reader = reader.clone();
         let group = group_id.clone();
         let (sequence, hash) = self
+            .0
             .db
             .read(move |conn| {
                 if group_access(conn, group.as_str(), &reader)?.is_none() {
@@ -346,10 +351,10 @@ impl Engine {
             group_id: group_id.to_string(),
             sequence,
             hash,
-            created_at: format_instant(self.clock.now()),
+            created_at: format_instant(self.0.clock.now()),
         };
         let payload = serde_json::to_vec(&checkpoint).map_err(Error::backend)?;
-        let envelope = Envelope::sign(&self.authority, CHECKPOINT_TYPE, &payload);
+        let envelope = Envelope::sign(&self.0.authority, CHECKPOINT_TYPE, &payload);
         Ok(SignedCheckpoint {
             envelope,
             checkpoint,
@@ -357,8 +362,10 @@ impl Engine {
     }
 }
 
-impl Engine {
-    pub(crate) async fn events(
+impl Delivery<'_> {
+    /// A page of a Group's log after `after` (replay); a Mission-scoped reader gets `withheld`
+    /// placeholders for other Missions' Events (CTX-5).
+    pub async fn events(
         &self,
         group_id: Id,
         after: u64,
@@ -367,7 +374,8 @@ impl Engine {
     ) -> Result<Vec<Delivered>, Error> {
         let reader = reader.clone();
         let limit = limit.clamp(1, 10_000);
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 if group_access(conn, group_id.as_str(), &reader)?.is_none() {
                     return Err(reject(
@@ -385,17 +393,20 @@ impl Engine {
     }
 }
 
-impl Engine {
-    /// Appends a filler Event of any type (the events benchmark's load).
+impl Delivery<'_> {
+    /// Appends a filler Event of any type (the events benchmark's load) and returns its
+    /// sequence once it is durable. Only with feature `bench-support`: the server appends
+    /// typed Events only, each with the change it describes.
     #[cfg(feature = "bench-support")]
-    pub(crate) async fn append_filler(
+    pub async fn append(
         &self,
         group_id: Id,
         kind: &'static str,
         payload: serde_json::Value,
     ) -> Result<u64, Error> {
-        let now = self.clock.now();
-        self.db
+        let now = self.0.clock.now();
+        self.0
+            .db
             .write(move |txn| {
                 if !group_exists(txn, group_id.as_str())? {
                     return Err(reject(

@@ -14,7 +14,6 @@
 
 mod access;
 mod acting;
-mod agents;
 mod artifacts;
 #[cfg(feature = "bench-support")]
 pub mod bench_support;
@@ -170,8 +169,7 @@ impl Store {
         }
     }
 
-    /// Groups, Agents and their keys, Memberships, the Group policy (`agents.rs`,
-    /// `directory.rs`).
+    /// Groups, Agents and their keys, Memberships, the Group policy (`directory/`).
     pub fn directory(&self) -> handles::Directory<'_> {
         handles::Directory(&self.inner)
     }

@@ -5,48 +5,15 @@
 //! ahead of others. A Group's ceiling is `normal` until the operator sets it.
 //!
 //! The ceiling is a column of `groups`, changed with its `group.policy_set` Event in one
-//! transaction; `mission.create` reads it in the Command's own transaction.
+//! transaction (`directory/policy.rs`); `mission.create` reads it in the Command's own
+//! transaction (here).
 
 use rusqlite::Connection;
+use weft_api::ErrorCode;
 use weft_api::work::contract::Level;
-use weft_api::{ErrorCode, EventPayload, Id, kinds};
 
-use crate::engine::Engine;
 use crate::error::{Error, reject};
-use crate::events;
 use crate::work::name;
-
-impl Engine {
-    /// Sets the Group's `missionPriorityCeiling` (`group.policy_set`); answers the policy.
-    pub(crate) async fn set_group_policy(
-        &self,
-        group_id: Id,
-        ceiling: Level,
-    ) -> Result<kinds::GroupPolicySet, Error> {
-        let now = self.clock.now();
-        self.db
-            .write(move |txn| {
-                if !crate::rows::groups::set_priority_ceiling(txn, group_id.as_str(), ceiling)? {
-                    return Err(reject(
-                        ErrorCode::UnknownGroup,
-                        format!("group {group_id} does not exist"),
-                    ));
-                }
-                let policy = kinds::GroupPolicySet {
-                    group_id: group_id.clone(),
-                    mission_priority_ceiling: ceiling,
-                };
-                events::append(
-                    txn,
-                    &group_id,
-                    &EventPayload::GroupPolicySet(policy.clone()),
-                    now,
-                )?;
-                Ok(policy)
-            })
-            .await
-    }
-}
 
 /// SCH-6: refuses a `mission.create` asking for a priority above its Group's ceiling.
 pub(crate) fn check_mission_priority(

@@ -7,7 +7,7 @@
 //! epoch is the newest of its (Agent, Group), its Membership is the one it was opened under
 //! (same epoch, not removed), its Agent is active and it has not expired. Every change that can
 //! end a session (a new session, a Membership set or removed, an Agent deactivated, a key
-//! rotated) bumps [`Engine::auth_changes`] after its commit, and so does an Agent's registration
+//! rotated) moves `Engine::auth_generation` after its commit, and so does an Agent's registration
 //! (a new Agent or card version), which the key cache (`keys.rs`) follows.
 
 pub(crate) mod handle;
@@ -20,25 +20,27 @@ use weft_api::{Envelope, ErrorCode, EventPayload, SessionRequest};
 use crate::access::session::live_session;
 use crate::access::{Session, group_exists, membership};
 use crate::clock::format_instant;
-use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events;
+use crate::sessions::handle::Sessions;
 use crate::signatures::{AuthorityMay, Signed};
 use chrono::{DateTime, Utc};
 
-impl Engine {
-    pub(crate) async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
+impl Sessions<'_> {
+    /// Verifies a signed session request and opens a session (DESIGN §8.1).
+    pub async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
         let Signed {
             signer: agent_id,
             value,
             ..
         } = self
+            .engine
             .verify_signed::<SessionRequest>(&envelope, AuthorityMay::NotSign)
             .await?;
         let request = value.into_inner();
-        let now = self.clock.now();
+        let now = self.engine.clock.now();
         // Rate-limited per Agent only now that its signature checked out (limits.rs).
-        self.limits.admit_login(agent_id.as_str(), now)?;
+        self.engine.limits.admit_login(agent_id.as_str(), now)?;
         // In milliseconds: whole seconds would let a request dated up to 0.999 s past the
         // window through, and outlive its nonce's keep (issue #40).
         let skew_ms = (now - request.issued_at.to_utc()).num_milliseconds().abs();
@@ -51,10 +53,11 @@ impl Engine {
         let token_bytes: [u8; 32] = rand::random();
         let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token_bytes);
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
-        let expires_at = now + self.session_ttl;
-        let deadlines = self.deadlines.clone();
-        let revoke = self.on_session_replaced;
+        let expires_at = now + self.engine.session_ttl;
+        let deadlines = self.engine.deadlines.clone();
+        let revoke = self.engine.on_session_replaced;
         let grant = self
+            .engine
             .db
             .write(move |txn| {
                 if !group_exists(txn, request.group_id.as_str())? {
@@ -132,31 +135,46 @@ impl Engine {
             })
             .await?;
         // The replaced session's streams end now, not at their next request.
-        self.auth_changed();
+        self.engine.auth_changed();
         Ok(grant)
     }
 
-    pub(crate) async fn authenticate(&self, token: &str) -> Result<Session, Error> {
+    /// Resolves a bearer token to a live session: from the cache while nothing that can end a
+    /// session has committed since its entry was read, else from the index.
+    pub async fn authenticate(&self, token: &str) -> Result<Session, Error> {
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
-        let now = format_instant(self.clock.now());
-        self.db
+        // The generation before the read: a change committed after it moves the generation,
+        // so what this read saw is never served once that change has been answered.
+        let generation = *self.engine.auth_generation.borrow();
+        let now = self.engine.clock.now();
+        if let Some(session) = self.cache.get(&token_hash, generation, now) {
+            return Ok(session);
+        }
+        let now = format_instant(now);
+        let session = self
+            .engine
+            .db
             .read(move |conn| live_session(conn, token_hash, &now))
-            .await
+            .await?;
+        self.cache.put(token_hash, generation, session.clone());
+        Ok(session)
     }
 
     /// Whether `session` is still live (for a stream opened with it): the same answer its
     /// token would get on a new request now.
-    pub(crate) async fn recheck(&self, session: &Session) -> Result<(), Error> {
+    pub async fn recheck(&self, session: &Session) -> Result<(), Error> {
         let token_hash = session.token_hash();
-        let now = format_instant(self.clock.now());
-        self.db
+        let now = format_instant(self.engine.clock.now());
+        self.engine
+            .db
             .read(move |conn| live_session(conn, token_hash, &now).map(|_| ()))
             .await
     }
 
-    /// A receiver that changes whenever some session may have ended.
-    pub(crate) fn auth_changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.auth_generation.subscribe()
+    /// Changes whenever some session may have ended (a new session, a Membership set or
+    /// removed, an Agent deactivated, a key rotated): streams re-check theirs then.
+    pub fn auth_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.engine.auth_generation.subscribe()
     }
 }
 
@@ -180,25 +198,6 @@ struct Cached {
 const SESSION_CACHE_ENTRIES: usize = 65_536;
 
 impl SessionCache {
-    /// [`Engine::authenticate`], answered from here while nothing that can end a session
-    /// has committed since the entry was read.
-    pub(crate) async fn authenticate(
-        &self,
-        engine: &Engine,
-        token: &str,
-    ) -> Result<Session, Error> {
-        let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
-        // The generation before the read: a change committed after it moves the generation,
-        // so what this read saw is never served once that change has been answered.
-        let generation = *engine.auth_generation.borrow();
-        if let Some(session) = self.get(&token_hash, generation, engine.clock.now()) {
-            return Ok(session);
-        }
-        let session = engine.authenticate(token).await?;
-        self.put(token_hash, generation, session.clone());
-        Ok(session)
-    }
-
     fn get(&self, token_hash: &[u8; 32], generation: u64, now: DateTime<Utc>) -> Option<Session> {
         let cache = self
             .0

@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use weft_api::{Digest, ErrorCode, Id, KeyId};
+use weft_api::{Digest, ErrorCode};
 
-use crate::access::{Reader, recorded_key};
+use crate::access::Reader;
 use crate::engine::Engine;
 use crate::error::{Error, reject};
 
@@ -83,13 +83,5 @@ impl Engine {
         self.verification(Digest::Blake3(blake3), reader)
             .await?
             .ok_or_else(|| reject(ErrorCode::Internal, "the verification was not recorded"))
-    }
-
-    /// The Agent and public key behind `keyid`, current or retired.
-    pub(crate) async fn recorded_key(
-        &self,
-        keyid: KeyId,
-    ) -> Result<Option<(Id, ed25519_dalek::VerifyingKey)>, Error> {
-        self.db.read(move |conn| recorded_key(conn, &keyid)).await
     }
 }

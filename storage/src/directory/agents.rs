@@ -11,15 +11,16 @@ use weft_api::{ErrorCode, EventPayload, Id, KeyId};
 
 use crate::access::{group_exists, membership};
 use crate::clock::format_instant;
-use crate::engine::Engine;
+use crate::directory::handle::Directory;
 use crate::error::{Error, reject};
 use crate::events::{self};
 use crate::rows;
 
-impl Engine {
-    pub(crate) async fn create_group(&self, group_id: Id) -> Result<bool, Error> {
-        let now = self.clock.now();
-        self.db
+impl Directory<'_> {
+    pub async fn create_group(&self, group_id: Id) -> Result<bool, Error> {
+        let now = self.0.clock.now();
+        self.0
+            .db
             .write(move |txn| {
                 if group_exists(txn, group_id.as_str())? {
                     return Ok(false);
@@ -38,7 +39,9 @@ impl Engine {
             .await
     }
 
-    pub(crate) async fn register_agent(
+    /// Registers an Agent's key. `Ok((keyid, true))` if new, `(keyid, false)` if it was already
+    /// registered with this key; another key for the same Agent is a conflict.
+    pub async fn register_agent(
         &self,
         agent_id: Id,
         key: VerifyingKey,
@@ -59,12 +62,13 @@ impl Engine {
                 "this agent id is reserved for the server",
             ));
         }
-        if key == self.authority.verifying_key() {
+        if key == self.0.authority.verifying_key() {
             return Err(reject(ErrorCode::Conflict, "this key is the server's own"));
         }
         let keyid = KeyId::of(&key);
-        let now = self.clock.now();
+        let now = self.0.clock.now();
         let registered = self
+            .0
             .db
             .write(move |txn| {
                 let existing = rows::agents::public_key(txn, agent_id.as_str())?;
@@ -106,11 +110,24 @@ impl Engine {
             })
             .await?;
         // A new Agent, or a new card version: signed payloads check it from now on (`keys.rs`).
-        self.auth_changed();
+        self.0.auth_changed();
         Ok(registered)
     }
 
-    pub(crate) async fn set_membership(
+    /// Sets a Membership of the whole Group (`membership.set`).
+    pub async fn set_membership(
+        &self,
+        group_id: Id,
+        agent_id: Id,
+        roles: Vec<Role>,
+    ) -> Result<Membership, Error> {
+        self.set_scoped_membership(group_id, agent_id, roles, None)
+            .await
+    }
+
+    /// Sets a Membership that covers only `missions` of its Group (CTX-5; `None`: the whole
+    /// Group). A scope for a coordinator or auditor, or an empty one, is refused `bad_request`.
+    pub async fn set_scoped_membership(
         &self,
         group_id: Id,
         agent_id: Id,
@@ -121,7 +138,7 @@ impl Engine {
             .write_membership(group_id, agent_id, roles, missions)
             .await?;
         // Its Agent's sessions in that Group are stale now; their streams end at once.
-        self.auth_changed();
+        self.0.auth_changed();
         Ok(membership)
     }
 
@@ -141,8 +158,9 @@ impl Engine {
             ));
         }
         let missions = checked_scope(&roles, missions)?;
-        let now = self.clock.now();
-        self.db
+        let now = self.0.clock.now();
+        self.0
+            .db
             .write(move |txn| {
                 if !group_exists(txn, group_id.as_str())? {
                     return Err(reject(
@@ -193,9 +211,10 @@ impl Engine {
 
     /// `DELETE /v1/admin/groups/{g}/members/{a}`: the Membership ends (`membership.removed`);
     /// its sessions answer `stale_membership` from now on and their streams close.
-    pub(crate) async fn remove_membership(&self, group_id: Id, agent_id: Id) -> Result<u64, Error> {
-        let now = self.clock.now();
+    pub async fn remove_membership(&self, group_id: Id, agent_id: Id) -> Result<u64, Error> {
+        let now = self.0.clock.now();
         let epoch = self
+            .0
             .db
             .write(move |txn| {
                 if !group_exists(txn, group_id.as_str())? {
@@ -231,16 +250,17 @@ impl Engine {
                 Ok(epoch)
             })
             .await?;
-        self.auth_changed();
+        self.0.auth_changed();
         Ok(epoch)
     }
 
     /// `POST /v1/admin/agents/{a}/deactivate`: the Agent opens no session and signs nothing
     /// new anywhere; its sessions end (`agent.deactivated` in each of its Groups). What it
     /// signed before stays verifiable. Deactivating twice answers the same and appends nothing.
-    pub(crate) async fn deactivate_agent(&self, agent_id: Id) -> Result<Vec<Id>, Error> {
-        let now = self.clock.now();
+    pub async fn deactivate_agent(&self, agent_id: Id) -> Result<Vec<Id>, Error> {
+        let now = self.0.clock.now();
         let groups = self
+            .0
             .db
             .write(move |txn| {
                 let state = rows::agents::deactivated_at(txn, agent_id.as_str())?;
@@ -270,7 +290,7 @@ impl Engine {
                 Ok(groups)
             })
             .await?;
-        self.auth_changed();
+        self.0.auth_changed();
         Ok(groups)
     }
 
@@ -278,14 +298,15 @@ impl Engine {
     /// old one stays on record (with the instant it was retired) so what it signed before
     /// still verifies, and anything it signs from now on is refused `key_retired`. The
     /// Agent's sessions end (they were opened with the old key).
-    pub(crate) async fn rotate_key(&self, agent_id: Id, key: VerifyingKey) -> Result<KeyId, Error> {
-        if key == self.authority.verifying_key() {
+    pub async fn rotate_key(&self, agent_id: Id, key: VerifyingKey) -> Result<KeyId, Error> {
+        if key == self.0.authority.verifying_key() {
             return Err(reject(ErrorCode::Conflict, "this key is the server's own"));
         }
         let keyid = KeyId::of(&key);
-        let now = self.clock.now();
+        let now = self.0.clock.now();
         let new_keyid = keyid.clone();
-        self.db
+        self.0
+            .db
             .write(move |txn| {
                 require_active(txn, &agent_id)?;
                 let used_by = rows::agent_keys::agent_of(txn, keyid.as_str())?;
@@ -325,8 +346,20 @@ impl Engine {
                 Ok(())
             })
             .await?;
-        self.auth_changed();
+        self.0.auth_changed();
         Ok(new_keyid)
+    }
+
+    /// The Agent and public key behind `keyid`, current or retired (to check a recorded
+    /// signature).
+    pub async fn recorded_key(
+        &self,
+        keyid: KeyId,
+    ) -> Result<Option<(Id, ed25519_dalek::VerifyingKey)>, Error> {
+        self.0
+            .db
+            .read(move |conn| crate::access::recorded_key(conn, &keyid))
+            .await
     }
 }
 

@@ -1,8 +1,10 @@
-//! The operator's reads of who exists and where: a Group's Memberships and an Agent's record
-//! with its key history. Admin only (the HTTP layer checks the admin token); nothing here
-//! changes a row.
+//! Who exists and where: Groups, Agents and their keys, Memberships (`agents.rs`), the
+//! Group's policy (`policy.rs`), and here the operator's reads: a Group's Memberships and an
+//! Agent's record with its key history. Admin only (the HTTP layer checks the admin token).
 
+mod agents;
 pub(crate) mod handle;
+mod policy;
 
 use base64::Engine as _;
 use rusqlite::Connection;
@@ -10,13 +12,14 @@ use weft_api::session::{AgentKey, AgentRecord, MemberList, Membership, Role};
 use weft_api::{ErrorCode, Id, KeyId};
 
 use crate::access::group_exists;
-use crate::engine::Engine;
+use crate::directory::handle::Directory;
 use crate::error::{Error, reject};
 
-impl Engine {
+impl Directory<'_> {
     /// Every live Membership of `group_id`, by Agent id; `not_found` for an unknown Group.
-    pub(crate) async fn list_members(&self, group_id: Id) -> Result<MemberList, Error> {
-        self.db
+    pub async fn list_members(&self, group_id: Id) -> Result<MemberList, Error> {
+        self.0
+            .db
             .read(move |conn| {
                 if !group_exists(conn, group_id.as_str())? {
                     return Err(reject(ErrorCode::NotFound, format!("no Group {group_id}")));
@@ -29,8 +32,9 @@ impl Engine {
 
     /// An Agent, its keys (current first, then by retirement, newest first) and its live
     /// Memberships; `not_found` for an unknown Agent.
-    pub(crate) async fn agent_record(&self, agent_id: Id) -> Result<AgentRecord, Error> {
-        self.db
+    pub async fn agent_record(&self, agent_id: Id) -> Result<AgentRecord, Error> {
+        self.0
+            .db
             .read(move |conn| {
                 let row = crate::rows::agents::record(conn, agent_id.as_str())?;
                 let Some((agent_card_version, registered_at, deactivated_at)) = row else {
