@@ -24,8 +24,8 @@ use weft_api::{ArtifactId, Digest, Digests, Envelope, GroupState, Id};
 
 use crate::access::Reader;
 use crate::clock::format_instant;
+use crate::compaction::handle::Compaction;
 use crate::content::Content;
-use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
 use crate::events::{self, to32};
@@ -56,14 +56,11 @@ impl Retention {
 /// Events per archive read.
 const PAGE: u32 = 10_000;
 
-impl Engine {
-    /// Compacts every Group's online log down to what `retain` keeps.
-    /// Returns `(group, compacted through)` for each Group it compacted.
-    pub(crate) async fn compact(
-        self: &Arc<Self>,
-        retain: Retention,
-    ) -> Result<Vec<(String, u64)>, Error> {
-        let groups: Vec<String> = self.db.read(crate::rows::groups::ids).await?;
+impl Compaction<'_> {
+    /// Compacts every Group's online log down to what `retain` keeps (always at least the
+    /// newest Event), archiving older Events and signing a snapshot reference for each.
+    pub async fn compact(&self, retain: Retention) -> Result<Vec<(String, u64)>, Error> {
+        let groups: Vec<String> = self.0.db.read(crate::rows::groups::ids).await?;
         let mut compacted = Vec::new();
         for group in groups {
             if let Some(sequence) = self.compact_group(&group, retain).await? {
@@ -73,17 +70,16 @@ impl Engine {
         Ok(compacted)
     }
 
-    async fn compact_group(
-        self: &Arc<Self>,
-        group: &str,
-        retain: Retention,
-    ) -> Result<Option<u64>, Error> {
+    async fn compact_group(&self, group: &str, retain: Retention) -> Result<Option<u64>, Error> {
         if retain.events.is_none() && retain.age.is_none() {
             return Ok(None);
         }
         let group_owned = group.to_owned();
-        let cutoff = retain.age.map(|age| format_instant(self.clock.now() - age));
+        let cutoff = retain
+            .age
+            .map(|age| format_instant(self.0.clock.now() - age));
         let (head_sequence, aged_through, previous) = self
+            .0
             .db
             .read(move |conn| {
                 let (head, _) = events::head(conn, &group_owned)?;
@@ -140,7 +136,7 @@ impl Engine {
             None::<String>,
         )));
         let pages = futures::stream::try_unfold((from_exclusive, Arc::clone(&folded)), {
-            let inner = Arc::clone(self);
+            let inner = Arc::clone(self.0);
             let group = group.to_owned();
             move |(after, folded)| {
                 let (inner, group) = (Arc::clone(&inner), group.clone());
@@ -187,7 +183,7 @@ impl Engine {
             Err(error) => Err(std::io::Error::other(error.to_string())),
         });
         // Archives and state documents are files whatever their size (inline limit 0).
-        let archive = self.blobs.stage(archive_stream, u64::MAX, 0).await?;
+        let archive = self.0.blobs.stage(archive_stream, u64::MAX, 0).await?;
         let (state, sequence, chain_hash, broken) = {
             let guard = folded.lock().unwrap_or_else(|p| p.into_inner());
             guard.clone()
@@ -205,6 +201,7 @@ impl Engine {
         // 2. The projected state.
         let state_bytes = serde_json::to_vec(&state).map_err(Error::backend)?;
         let state_blob = self
+            .0
             .blobs
             .stage(
                 futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(state_bytes))]),
@@ -214,16 +211,16 @@ impl Engine {
             .await?;
         let (archive_digests, state_digests) = (archive.digests, state_blob.digests);
         // Like an upload: the sweep may not delete a file between its promotion and its row.
-        let _not_swept = self.sweep_lock.read().await;
-        self.blobs.promote(archive, false).await?;
-        self.blobs.promote(state_blob, false).await?;
+        let _not_swept = self.0.sweep_lock.read().await;
+        self.0.blobs.promote(archive, false).await?;
+        self.0.blobs.promote(state_blob, false).await?;
         // 3. The signed reference.
         let reference = SnapshotReference {
             group_id: group.to_owned(),
             sequence: through,
             state_digest: state_digests.blake3,
             event_chain_hash: chain_hash,
-            created_at: format_instant(self.clock.now()),
+            created_at: format_instant(self.0.clock.now()),
             uri: Some(format!(
                 "/v1/groups/{group}/snapshots/blobs/{}",
                 state_digests.blake3
@@ -231,11 +228,12 @@ impl Engine {
         };
         let payload = serde_json::to_vec(&reference).map_err(Error::backend)?;
         let envelope_json =
-            serde_json::to_string(&Envelope::sign(&self.authority, SNAPSHOT_TYPE, &payload))
+            serde_json::to_string(&Envelope::sign(&self.0.authority, SNAPSHOT_TYPE, &payload))
                 .map_err(Error::backend)?;
         // 4. One transaction: blob rows, the snapshot row, and only then the rows leave.
-        let (group, now) = (group.to_owned(), self.clock.now());
-        self.db
+        let (group, now) = (group.to_owned(), self.0.clock.now());
+        self.0
+            .db
             .write(move |txn| {
                 let hash_at = crate::rows::events::hash_at(txn, &group, through)?;
                 if hash_at.map(to32).transpose()? != Some(chain_hash.0) {
@@ -266,7 +264,7 @@ impl Engine {
     }
 
     /// Reads a whole authority blob (state documents), verified.
-    async fn read_authority_blob(self: &Arc<Self>, blake3: ArtifactId) -> Result<Vec<u8>, Error> {
+    async fn read_authority_blob(&self, blake3: ArtifactId) -> Result<Vec<u8>, Error> {
         let content = self.open_group_blob(blake3).await?;
         content
             .into_body(None)
@@ -278,33 +276,32 @@ impl Engine {
     }
 
     /// Opens a snapshot's state or archive blob for reading (verified like any artifact).
-    pub(crate) async fn open_group_blob(
-        self: &Arc<Self>,
-        blake3: ArtifactId,
-    ) -> Result<Content, Error> {
+    pub(crate) async fn open_group_blob(&self, blake3: ArtifactId) -> Result<Content, Error> {
         let digests = self
+            .0
             .db
             .read(move |conn| crate::artifacts::blob_row(conn, &Digest::Blake3(blake3)))
             .await?
             .map(|(digests, _)| digests)
             .ok_or_else(|| reject(weft_api::ErrorCode::NotFound, format!("no blob {blake3}")))?;
-        let raw = self.raw_bytes(&digests).await?;
+        let raw = self.0.raw_bytes(&digests).await?;
         Ok(Content::new(
             digests,
             "application/json".into(),
             raw,
-            Arc::clone(self),
+            Arc::clone(self.0),
         ))
     }
 
-    /// The signed snapshots of a Group, for its members.
-    pub(crate) async fn snapshots(
+    /// The signed snapshot references of a Group, oldest first.
+    pub async fn snapshots(
         &self,
         group_id: Id,
         reader: &Reader,
     ) -> Result<Vec<SignedSnapshot>, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let visible = match &reader {
                     Reader::Admin => crate::access::group_exists(conn, group_id.as_str())?,
@@ -339,11 +336,11 @@ impl Engine {
     }
 }
 
-impl Engine {
+impl Compaction<'_> {
     /// The digests of a snapshot's state document or Event archive of a Group, for a reader
     /// who may see that Group's snapshots (what a HEAD answers; nothing is opened).
-    pub(crate) async fn snapshot_blob_digests(
-        self: &Arc<Self>,
+    pub async fn snapshot_blob_digests(
+        &self,
         group_id: Id,
         blob: ArtifactId,
         reader: &Reader,
@@ -361,7 +358,8 @@ impl Engine {
         {
             return Err(not_found());
         }
-        self.db
+        self.0
+            .db
             .read(move |conn| crate::artifacts::blob_row(conn, &Digest::Blake3(blob)))
             .await?
             .map(|(digests, _)| digests)
@@ -369,8 +367,8 @@ impl Engine {
     }
 
     /// Opens a snapshot's state document or Event archive of a Group, verified as it streams.
-    pub(crate) async fn open_snapshot_blob(
-        self: &Arc<Self>,
+    pub async fn open_snapshot_blob(
+        &self,
         group_id: Id,
         blob: ArtifactId,
         reader: &Reader,
@@ -378,8 +376,8 @@ impl Engine {
         let digests = self.snapshot_blob_digests(group_id, blob, reader).await?;
         // A download like an artifact's content: one of the reader's slots, taken before the
         // blob is opened (a refusal opens nothing), and carried by the body.
-        let slot = crate::content::admit_download(self, reader)?;
-        let raw = self.raw_bytes(&digests).await?;
-        Ok(Content::new(digests, "application/json".into(), raw, Arc::clone(self)).holding(slot))
+        let slot = crate::content::admit_download(self.0, reader)?;
+        let raw = self.0.raw_bytes(&digests).await?;
+        Ok(Content::new(digests, "application/json".into(), raw, Arc::clone(self.0)).holding(slot))
     }
 }

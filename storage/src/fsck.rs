@@ -431,7 +431,9 @@ impl Engine {
                         snapshot.reference.sequence
                     ));
                 }
-                let content = self.open_group_blob(snapshot.archive).await;
+                let content = crate::compaction::handle::Compaction(self)
+                    .open_group_blob(snapshot.archive)
+                    .await;
                 let bytes = match content {
                     Ok(content) => {
                         content

@@ -252,9 +252,11 @@ impl crate::reactions::Reactor for Engine {
         owed: &'a crate::reactions::Owed,
     ) -> futures::future::BoxFuture<'a, Result<(), Error>> {
         match owed.reaction() {
-            Some(crate::reactions::Reaction::Review) => {
-                Box::pin(self.review_after_submission(owed))
-            }
+            Some(crate::reactions::Reaction::Review) => Box::pin(async move {
+                crate::evidence::handle::Evidence(self)
+                    .review_after_submission(owed)
+                    .await
+            }),
             None => Box::pin(std::future::ready(Ok(()))),
         }
     }

@@ -5,7 +5,6 @@
 
 pub(crate) mod binding;
 pub(crate) mod handle;
-mod hot;
 mod publish;
 mod reads;
 mod resumable;

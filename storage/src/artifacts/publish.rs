@@ -16,7 +16,7 @@ use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
 use super::binding::{self, Inert, Stale};
 use super::blob_row;
 use crate::access::{Reader, agent_of_keyid, can_see_blob, group_exists, may_cite, membership};
-use crate::engine::Engine;
+use crate::artifacts::handle::Artifacts;
 use crate::error::{Error, reject};
 use crate::events::{self};
 use crate::signatures::{AuthorityMay, Signed};
@@ -338,7 +338,7 @@ impl Verified {
     }
 }
 
-impl Engine {
+impl Artifacts<'_> {
     /// Steps 1 and 2 of a publication, before any transaction: the signature (resolve the
     /// key, verify strictly, parse the payload; the signer is the producer), and who may
     /// publish it through `caller`.
@@ -348,6 +348,7 @@ impl Engine {
         caller: &Reader,
     ) -> Result<Verified, Error> {
         let signed = self
+            .0
             .verify_signed::<Manifest>(envelope, AuthorityMay::NotSign)
             .await?;
         self.may_publish(signed, envelope, caller)
@@ -391,11 +392,12 @@ impl Engine {
             manifest_id,
             manifest,
             envelope_json,
-            now: self.clock.now(),
+            now: self.0.clock.now(),
         })
     }
 
-    pub(crate) async fn publish(
+    /// Verifies and records a signed artifact manifest, appending `artifact.published`.
+    pub async fn publish(
         &self,
         envelope: Envelope,
         caller: &Reader,
@@ -411,7 +413,7 @@ impl Engine {
     ) -> Result<(Published, bool), Error> {
         let (recording, aftermath) = verified.into_recording(Bytes::Stored);
         // 3. Everything else is checked in the transaction that records it.
-        let outcome = self.db.write(recording).await;
+        let outcome = self.0.db.write(recording).await;
         self.conclude_publication(outcome, aftermath).await
     }
 
@@ -424,6 +426,7 @@ impl Engine {
         let fenced: Arc<Mutex<Option<Inert>>> = Arc::default();
         let fenced_in = Arc::clone(&fenced);
         let outcome = self
+            .0
             .db
             .read(move |conn| {
                 if copy.already(conn)?.is_some() {
@@ -434,7 +437,8 @@ impl Engine {
             .await;
         let inert = fenced.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let (Err(refusal), Some(inert)) = (&outcome, inert) {
-            self.db
+            self.0
+                .db
                 .write(move |txn| binding::keep_inert(txn, &inert))
                 .await?;
             return Err(refusal.clone());
@@ -459,7 +463,8 @@ impl Engine {
             // OFL-2: the refused transaction appended nothing; the audit record is a
             // transaction of its own (a fenced epoch never becomes current again, so the
             // finding still holds), and the answer stays the refusal.
-            self.db
+            self.0
+                .db
                 .write(move |txn| binding::keep_inert(txn, &inert))
                 .await?;
             return Err(refusal.clone());
@@ -467,7 +472,7 @@ impl Engine {
         let outcome = outcome?;
         if outcome.1 {
             // Committed: the lineage index follows the tables (edges are only ever added).
-            self.lineage.add(&crate::lineage_index::Publication {
+            self.0.lineage.add(&crate::lineage_index::Publication {
                 sequence: outcome.0.sequence,
                 rowid: rowid.load(Ordering::Relaxed),
                 ..publication

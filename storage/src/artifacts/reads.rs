@@ -2,15 +2,12 @@
 //! one from memory when its reader may be answered from there (`hot.rs`), else verified
 //! from the store (`content/`, shared with every feature that reads stored bytes).
 
-use std::sync::Arc;
-
 use base64::Engine as _;
 use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord};
 use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, Id, Manifest};
 
 use crate::access::Reader;
-use crate::content::Content;
-use crate::engine::Engine;
+use crate::artifacts::handle::Artifacts;
 use crate::error::{Error, reject};
 use crate::events::to32;
 
@@ -25,14 +22,11 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
-impl Engine {
-    pub(crate) async fn artifact(
-        &self,
-        digest: Digest,
-        reader: &Reader,
-    ) -> Result<ArtifactView, Error> {
+impl Artifacts<'_> {
+    pub async fn artifact(&self, digest: Digest, reader: &Reader) -> Result<ArtifactView, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let not_found = || {
                     reject(
@@ -88,14 +82,15 @@ impl Engine {
             .await
     }
 
-    pub(crate) async fn list_artifacts(
+    pub async fn list_artifacts(
         &self,
         filter: ListFilter,
         reader: &Reader,
     ) -> Result<ArtifactPage, Error> {
         let reader = reader.clone();
         let limit = filter.limit.clamp(1, 1000);
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let query = crate::rows::manifests::ListQuery {
                     after: filter.after.unwrap_or(0),
@@ -155,34 +150,6 @@ impl Engine {
                     next,
                 })
             })
-            .await
-    }
-
-    /// The content of an artifact `reader` may read: a small one from memory when it is there
-    /// (`hot.rs`), else from the store.
-    pub(crate) async fn open_content(
-        self: &Arc<Self>,
-        digest: Digest,
-        reader: &Reader,
-    ) -> Result<Content, Error> {
-        let Digest::Blake3(id) = digest else {
-            return self.open_stored_content(digest, reader, None).await;
-        };
-        let Some(media_type) = self.visible_in_memory(&id, reader) else {
-            return self.open_stored_content(digest, reader, None).await;
-        };
-        let seen = self.repairs.seen();
-        if let Some(hot) = self.hot.get(&id) {
-            let bytes = hot.bytes;
-            return Ok(Content::in_memory(
-                hot.digests,
-                media_type,
-                bytes,
-                Arc::clone(self),
-                seen,
-            ));
-        }
-        self.open_stored_content(digest, reader, Some(media_type))
             .await
     }
 }

@@ -32,10 +32,10 @@ use weft_api::{Digest, ErrorCode};
 use super::upload::{Recorder, UploadOutcome, Uploader, held_bytes, require_uploading_role};
 use crate::access::Session;
 use crate::acting::Acting;
+use crate::artifacts::handle::Artifacts;
 use crate::blobs::{Blobs, upload_path};
 use crate::clock::format_instant;
 use crate::db::Db;
-use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::rows;
 
@@ -125,23 +125,21 @@ fn offset_mismatch(start: u64, received: u64) -> Error {
     )
 }
 
-impl Engine {
-    /// Opens an upload session for the uploader's Agent in its Group (and, for a capability
-    /// token, its lease).
-    pub(crate) async fn start_upload(
-        &self,
-        uploader: Uploader<'_>,
-    ) -> Result<UploadSession, Error> {
+impl Artifacts<'_> {
+    /// Starts a resumable upload for the uploader's Agent in its Group (and, for a capability
+    /// token, its lease), at offset 0. The operator is refused (`forbidden`).
+    pub async fn start_upload(&self, uploader: Uploader<'_>) -> Result<UploadSession, Error> {
         let owner = resumable_caller(uploader)?;
         let upload_id = format!("up-{}", uuid::Uuid::new_v4().simple());
-        let now = format_instant(self.clock.now());
+        let now = format_instant(self.0.clock.now());
         let (session, lease, acting) = (
             owner.session.clone(),
             owner.lease.map(str::to_owned),
             owner.acting,
         );
         let id = upload_id.clone();
-        self.db
+        self.0
+            .db
             .write(move |txn| {
                 acting.check(txn, &now)?;
                 require_uploading_role(txn, &session)?;
@@ -174,8 +172,9 @@ impl Engine {
         })
     }
 
-    /// The durable offset of an upload session the uploader reaches (`not_found` otherwise).
-    pub(crate) async fn upload_offset(
+    /// The durable offset of an upload session the uploader reaches: its Agent's, and for a
+    /// capability token only its lease's (`not_found` for any other).
+    pub async fn upload_offset(
         &self,
         upload_id: &str,
         uploader: Uploader<'_>,
@@ -191,6 +190,7 @@ impl Engine {
             owner.lease.map(str::to_owned),
         );
         let row = self
+            .0
             .db
             .read(move |conn| owned(conn, &id, &session, lease.as_deref()))
             .await?;
@@ -200,8 +200,9 @@ impl Engine {
         })
     }
 
-    /// Appends a chunk that must start at the durable offset; durable before it returns.
-    pub(crate) async fn append_upload<S>(
+    /// Appends a chunk starting at `start`, which must be the durable offset
+    /// (`upload_offset_mismatch` otherwise); the chunk is durable when this returns.
+    pub async fn append_upload<S>(
         &self,
         upload_id: &str,
         start: u64,
@@ -215,7 +216,7 @@ impl Engine {
         // As for a finish: a session the caller does not reach is `not_found` before the
         // claim is asked, whoever is working on it.
         self.offset_for(upload_id, owner).await?;
-        let _claim = self.upload_claims.claim(upload_id)?;
+        let _claim = self.0.upload_claims.claim(upload_id)?;
         let received = self.append_claimed(upload_id, start, body, owner).await?;
         Ok(UploadSession {
             upload_id: upload_id.to_owned(),
@@ -230,7 +231,8 @@ impl Engine {
             owner.session.clone(),
             owner.lease.map(str::to_owned),
         );
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let row = owned(conn, &id, &looking, lease.as_deref())?;
                 Ok((row, held_bytes(conn, looking.agent_id.as_str())?))
@@ -255,20 +257,23 @@ impl Engine {
             return Err(offset_mismatch(start, row.received));
         }
         let permit = self
+            .0
             .limits
             .admit_upload(Some(session.agent_id.as_str()), held)?;
         let counted = permit.metered(body);
-        let room = self.max_upload_bytes.saturating_sub(row.received);
+        let room = self.0.max_upload_bytes.saturating_sub(row.received);
         let path = object_store::path::Path::from(row.staging_path.as_str());
         let appended = self
+            .0
             .blobs
             .append_upload(&path, row.received, counted, room)
             .await?;
         drop(permit);
-        let now = format_instant(self.clock.now());
+        let now = format_instant(self.0.clock.now());
         let id = upload_id.to_owned();
         let before = row.received;
         let moved = self
+            .0
             .db
             .write(move |txn| {
                 // The chunk may have streamed for long: its caller must still be live.
@@ -280,7 +285,7 @@ impl Engine {
             .await;
         if let Err(error) = moved {
             // The row still says `before`: the object says so too (issue #15, fault injection).
-            if let Err(cut) = self.blobs.cut_upload(&path, before).await {
+            if let Err(cut) = self.0.blobs.cut_upload(&path, before).await {
                 tracing::warn!(%path, %cut, "could not cut an uncommitted chunk back");
             }
             return Err(error);
@@ -291,7 +296,7 @@ impl Engine {
     /// Appends an optional last chunk, then verifies the whole upload against `expected` and
     /// records it as a blob exactly as a one-shot upload would. On a mismatch nothing is kept:
     /// the session and its bytes are removed.
-    pub(crate) async fn finish_upload<S>(
+    pub async fn finish_upload<S>(
         &self,
         upload_id: &str,
         expected: Digest,
@@ -307,7 +312,7 @@ impl Engine {
         // asked, so a request its owner is making shows nowhere (no `conflict` for an id not
         // yours).
         self.offset_for(upload_id, owner).await?;
-        let _claim = self.upload_claims.claim(upload_id)?;
+        let _claim = self.0.upload_claims.claim(upload_id)?;
         if let Some((start, body)) = last_chunk {
             let (row, _) = self.owned_and_held(upload_id, owner).await?;
             if start < row.received {
@@ -317,6 +322,7 @@ impl Engine {
                 // still covers every byte.
                 let path = object_store::path::Path::from(row.staging_path.as_str());
                 if !self
+                    .0
                     .blobs
                     .upload_holds(&path, start, row.received, body)
                     .await?
@@ -329,12 +335,12 @@ impl Engine {
         }
         let (row, held) = self.owned_and_held(upload_id, owner).await?;
         // The finish holds a slot like any upload: it reads and hashes the whole object.
-        let permit = self.limits.admit_upload(
+        let permit = self.0.limits.admit_upload(
             Some(session.agent_id.as_str()),
             held.saturating_sub(row.received),
         )?;
         let path = object_store::path::Path::from(row.staging_path.as_str());
-        let staged = self.blobs.hash_upload(&path, row.received).await?;
+        let staged = self.0.blobs.hash_upload(&path, row.received).await?;
         let digests = staged.digests;
         let matches = match expected {
             Digest::Blake3(id) => id == digests.blake3,
@@ -342,8 +348,9 @@ impl Engine {
         };
         if !matches {
             let id = upload_id.to_owned();
-            let now = format_instant(self.clock.now());
-            self.db
+            let now = format_instant(self.0.clock.now());
+            self.0
+                .db
                 .write(move |txn| {
                     // The re-hash may have taken long: an ended caller discards nothing.
                     acting.check(txn, &now)?;
@@ -352,7 +359,7 @@ impl Engine {
                 .await?;
             drop(staged);
             // The session is gone, committed; an object left here is removed at the next start.
-            if let Err(error) = self.blobs.remove_upload(&path).await {
+            if let Err(error) = self.0.blobs.remove_upload(&path).await {
                 tracing::warn!(%path, %error, "could not remove a discarded upload's object");
             }
             return Err(reject(
@@ -379,7 +386,7 @@ impl Engine {
     }
 
     /// Cancels an upload session: its row and its bytes go.
-    pub(crate) async fn cancel_upload(
+    pub async fn cancel_upload(
         &self,
         upload_id: &str,
         uploader: Uploader<'_>,
@@ -387,15 +394,16 @@ impl Engine {
         let owner = resumable_caller(uploader)?;
         // As for a finish: not yours is `not_found`, whoever is working on it.
         self.offset_for(upload_id, owner).await?;
-        let _claim = self.upload_claims.claim(upload_id)?;
+        let _claim = self.0.upload_claims.claim(upload_id)?;
         let (id, looking, lease, acting) = (
             upload_id.to_owned(),
             owner.session.clone(),
             owner.lease.map(str::to_owned),
             owner.acting,
         );
-        let now = format_instant(self.clock.now());
+        let now = format_instant(self.0.clock.now());
         let path = self
+            .0
             .db
             .write(move |txn| {
                 acting.check(txn, &now)?;
@@ -407,7 +415,7 @@ impl Engine {
         // The row is gone, committed: the cancel happened. An object that could not be removed
         // now is one no row names, which the next start removes; the answer stays a success.
         let object = object_store::path::Path::from(path.as_str());
-        if let Err(error) = self.blobs.remove_upload(&object).await {
+        if let Err(error) = self.0.blobs.remove_upload(&object).await {
             tracing::warn!(%object, %error, "could not remove a cancelled upload's object");
         }
         Ok(())
@@ -417,19 +425,22 @@ impl Engine {
     /// request is working on. Returns how many went.
     pub(crate) async fn sweep_upload_sessions(&self, cutoff: String) -> Result<u64, Error> {
         let idle = self
+            .0
             .db
             .read(move |conn| rows::upload_sessions::idle_since(conn, &cutoff))
             .await?;
         let mut n_removed = 0;
         for (upload_id, path) in idle {
-            let Some(_claim) = self.upload_claims.try_claim(&upload_id) else {
+            let Some(_claim) = self.0.upload_claims.try_claim(&upload_id) else {
                 continue;
             };
             let id = upload_id.clone();
-            self.db
+            self.0
+                .db
                 .write(move |txn| rows::upload_sessions::delete(txn, &id))
                 .await?;
-            self.blobs
+            self.0
+                .blobs
                 .remove_upload(&object_store::path::Path::from(path.as_str()))
                 .await?;
             n_removed += 1;

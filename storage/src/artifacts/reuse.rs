@@ -15,12 +15,12 @@ use weft_api::{ArtifactId, ErrorCode, EventPayload, Id};
 
 use crate::access::Session;
 use crate::access::{can_read_artifact, membership};
+use crate::artifacts::handle::Artifacts;
 use crate::clock::format_instant;
-use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::events::{self};
 
-impl Engine {
+impl Artifacts<'_> {
     /// `POST /v1/artifacts/{digest}/reuse`: publishes `artifact` as reusable knowledge in the
     /// caller's Group. The caller is an approver of the Group that can read the Artifact (else
     /// `forbidden`, or `not_found` as for an Artifact that does not exist); the approval is
@@ -28,7 +28,7 @@ impl Engine {
     /// standing, outcome `pass` and not superseded (else `unknown_evidence` when there is no such
     /// record, `evidence_missing` when the record is not such an approval). The same approval
     /// again answers the record (not new); another one for a reusable Artifact is `conflict`.
-    pub(crate) async fn publish_reusable(
+    pub async fn publish_reusable(
         &self,
         artifact: ArtifactId,
         request: ReuseRequest,
@@ -36,8 +36,9 @@ impl Engine {
     ) -> Result<(ReuseRecord, bool), Error> {
         let reader = session.reader();
         let (group_id, agent_id) = (session.group_id.clone(), session.agent_id.clone());
-        let now = self.clock.now();
-        self.db
+        let now = self.0.clock.now();
+        self.0
+            .db
             .write(move |txn| {
                 let group = group_id.as_str();
                 match membership(txn, group, agent_id.as_str())? {

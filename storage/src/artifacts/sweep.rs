@@ -11,8 +11,8 @@
 use weft_api::ArtifactId;
 
 use super::upload::uncited;
+use crate::artifacts::handle::Artifacts;
 use crate::clock::format_instant;
-use crate::engine::Engine;
 use crate::error::Error;
 use crate::events::to32;
 use crate::rows;
@@ -36,14 +36,17 @@ pub struct SweepReport {
 /// how the two comparisons round (issue #40). Older nonces are dead weight.
 const NONCE_KEEP_SECONDS: i64 = 2 * weft_api::session::MAX_CLOCK_SKEW_SECONDS + 60;
 
-impl Engine {
-    pub(crate) async fn sweep(&self) -> Result<SweepReport, Error> {
-        let _exclusive = self.sweep_lock.write().await;
-        let now = self.clock.now();
-        let blob_cutoff = format_instant(now - self.unpublished_blob_ttl);
+impl Artifacts<'_> {
+    /// Removes uploads nothing cites whose latest upload is older than the TTL (rows, then
+    /// files), and session nonces too old to be replayed. The server runs it on an interval.
+    pub async fn sweep(&self) -> Result<SweepReport, Error> {
+        let _exclusive = self.0.sweep_lock.write().await;
+        let now = self.0.clock.now();
+        let blob_cutoff = format_instant(now - self.0.unpublished_blob_ttl);
         let upload_sessions_removed = self.sweep_upload_sessions(blob_cutoff.clone()).await?;
         let nonce_cutoff = format_instant(now - chrono::Duration::seconds(NONCE_KEEP_SECONDS));
         let (removed, nonces_removed) = self
+            .0
             .db
             .write(move |txn| {
                 let rows = rows::blobs::stale_where(txn, &blob_cutoff, &uncited("blobs.blake3"))?;
@@ -66,7 +69,7 @@ impl Engine {
             ..SweepReport::default()
         };
         for (id, size) in removed {
-            self.blobs.remove(&id).await?;
+            self.0.blobs.remove(&id).await?;
             report.blobs_removed += 1;
             report.bytes_removed += size;
         }

@@ -19,9 +19,9 @@ use super::blob_row;
 use crate::access::Session;
 use crate::access::{Reader, can_see_blob, membership};
 use crate::acting::Acting;
+use crate::artifacts::handle::Artifacts;
 use crate::blobs::Staged;
 use crate::clock::format_instant;
-use crate::engine::Engine;
 use crate::error::{Error, reject};
 
 /// What an upload did.
@@ -154,8 +154,10 @@ struct Before {
     exact: Option<u64>,
 }
 
-impl Engine {
-    pub(crate) async fn upload<S>(
+impl Artifacts<'_> {
+    /// Streams `body` into the store. With `expected`, the computed digest must match it.
+    /// Only producing roles may upload, within the admission limits of `Options::quotas`.
+    pub async fn upload<S>(
         &self,
         body: S,
         expected: Option<Digest>,
@@ -172,13 +174,15 @@ impl Engine {
         // stands in for it while it is far enough below the cap (issue #15: it made each
         // upload cost the Agent's history).
         let bound = session.as_ref().and_then(|session| {
-            self.limits
-                .uncited_bound(session.agent_id.as_str(), self.max_upload_bytes)
+            self.0
+                .limits
+                .uncited_bound(session.agent_id.as_str(), self.0.max_upload_bytes)
         });
         let raised_before = session.as_ref().map_or(0, |session| {
-            self.limits.uncited_raised(session.agent_id.as_str())
+            self.0.limits.uncited_raised(session.agent_id.as_str())
         });
         let before = self
+            .0
             .db
             .read(move |conn| {
                 let mut stored_unpublished = 0;
@@ -207,25 +211,34 @@ impl Engine {
             })
             .await?;
         if let (Some(exact), Some(session)) = (before.exact, uploader.session()) {
-            self.limits
+            self.0
+                .limits
                 .set_uncited_bound(session.agent_id.as_str(), exact, raised_before);
         }
         let agent = uploader.session().map(|session| session.agent_id.as_str());
-        let permit = self.limits.admit_upload(agent, before.stored_unpublished)?;
+        let permit = self
+            .0
+            .limits
+            .admit_upload(agent, before.stored_unpublished)?;
         let counted = permit.metered(body);
         // Only bytes the uploader may already see skip staging. Bytes another Group holds are
         // staged, fsynced and promoted like new bytes (promotion then finds them present and
         // drops the copy), so the answer takes as long as for new bytes.
         let (digests, staged) = if before.known_and_visible {
-            let digests = self.blobs.hash_only(counted, self.max_upload_bytes).await?;
-            self.upload_counters.hashed_only();
+            let digests = self
+                .0
+                .blobs
+                .hash_only(counted, self.0.max_upload_bytes)
+                .await?;
+            self.0.upload_counters.hashed_only();
             (digests, None)
         } else {
             let staged = self
+                .0
                 .blobs
-                .stage(counted, self.max_upload_bytes, self.inline_blob_bytes)
+                .stage(counted, self.0.max_upload_bytes, self.0.inline_blob_bytes)
                 .await?;
-            self.upload_counters.staged(staged.digests.size);
+            self.0.upload_counters.staged(staged.digests.size);
             (staged.digests, Some(staged))
         };
         if let Some(expected) = expected
@@ -290,7 +303,7 @@ impl Engine {
             reader: uploader,
             acting,
         } = by;
-        let not_swept = self.sweep_lock.read().await;
+        let not_swept = self.0.sweep_lock.read().await;
         // What the index says of the blob now: read before a file is promoted (which needs
         // it), else in the transaction that records the blob (one hop fewer for small ones).
         let blake3 = digests.blake3;
@@ -318,20 +331,21 @@ impl Engine {
                 None => {
                     let reader = uploader.clone();
                     let (quarantined, visible) =
-                        self.db.read(move |conn| before(conn, &reader)).await?;
+                        self.0.db.read(move |conn| before(conn, &reader)).await?;
                     read_before = Some((quarantined, visible));
-                    promoted = self.blobs.promote(staged, quarantined).await?;
+                    promoted = self.0.blobs.promote(staged, quarantined).await?;
                 }
             }
         }
         let session_object = finishing.as_deref().map(crate::blobs::upload_path);
-        let now = self.clock.now();
+        let now = self.0.clock.now();
         let agent = uploader.agent().map(|agent| agent.to_string());
         let uploader = uploader.clone();
-        let generation = self.hot.generation();
+        let generation = self.0.hot.generation();
         let hot = inline.clone();
-        let repairs = std::sync::Arc::clone(&self.repairs);
+        let repairs = std::sync::Arc::clone(&self.0.repairs);
         let written = self
+            .0
             .db
             .write(move |txn| {
                 // Bytes may have streamed for long: the caller must still be live now, or
@@ -402,11 +416,12 @@ impl Engine {
         drop(not_swept);
         // Just hashed on the way in: a reader soon after is answered from memory (`hot.rs`).
         if let Some(bytes) = hot {
-            self.hot
+            self.0
+                .hot
                 .insert(crate::engine::hot::HotBlob { digests, bytes }, generation);
         }
         if let Some(object) = &session_object
-            && let Err(error) = self.blobs.remove_upload(object).await
+            && let Err(error) = self.0.blobs.remove_upload(object).await
         {
             // Its row is gone: start-up removes the object if this could not.
             tracing::warn!(%object, %error, "could not remove a finished upload's object");
@@ -414,7 +429,7 @@ impl Engine {
         // The blob may now be this Agent's and uncited: the bound grows by it (counted again
         // if it already was: a bound may only be too high).
         if let (Some(agent), Cited::Not) = (agent, cited) {
-            self.limits.raise_uncited_bound(&agent, digests.size);
+            self.0.limits.raise_uncited_bound(&agent, digests.size);
         }
         Ok(answer)
     }
@@ -423,14 +438,15 @@ impl Engine {
     /// upload of the same bytes may have found it present and recorded it. The sweep's
     /// exclusive guard waits out every upload between its promotion and its row.
     async fn undo_promotion(&self, id: weft_api::ArtifactId) {
-        let _alone = self.sweep_lock.write().await;
+        let _alone = self.0.sweep_lock.write().await;
         let recorded = self
+            .0
             .db
             .read(move |conn| Ok(blob_row(conn, &Digest::Blake3(id))?.is_some()))
             .await;
         let undone = match recorded {
             Ok(true) => Ok(()),
-            Ok(false) => self.blobs.unpromote(&id).await,
+            Ok(false) => self.0.blobs.unpromote(&id).await,
             Err(error) => Err(error),
         };
         if let Err(error) = undone {
@@ -439,13 +455,12 @@ impl Engine {
         }
     }
 
-    pub(crate) async fn visible_blob(
-        &self,
-        digest: Digest,
-        reader: &Reader,
-    ) -> Result<Option<Digests>, Error> {
+    /// The digests of a blob if `reader` may know it exists (it uploaded it, or it is
+    /// published in one of the reader's Groups).
+    pub async fn blob(&self, digest: Digest, reader: &Reader) -> Result<Option<Digests>, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let Some((digests, _)) = blob_row(conn, &digest)? else {
                     return Ok(None);

@@ -7,13 +7,11 @@
 //! Also the producer-key lookup the console's signature check needs: keys are looked up by
 //! keyid among every key an Agent ever had, so what a retired key signed stays checkable.
 
-use std::sync::Arc;
-
 use futures::StreamExt as _;
 use weft_api::{Digest, ErrorCode};
 
 use crate::access::Reader;
-use crate::engine::Engine;
+use crate::artifacts::handle::Artifacts;
 use crate::error::{Error, reject};
 
 /// The newest intact re-hash of a blob.
@@ -25,15 +23,16 @@ pub struct Verification {
     pub verified_by: String,
 }
 
-impl Engine {
+impl Artifacts<'_> {
     /// The newest intact re-hash of an artifact `reader` may read (`None`: never yet).
-    pub(crate) async fn verification(
+    pub async fn verification(
         &self,
         digest: Digest,
         reader: &Reader,
     ) -> Result<Option<Verification>, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let not_found = || {
                     reject(
@@ -61,16 +60,12 @@ impl Engine {
 
     /// Re-hashes an artifact's stored bytes now, through the read path (quarantine on
     /// mismatch, `Error::Corrupt` then), and records who asked.
-    pub(crate) async fn verify_now(
-        self: &Arc<Self>,
-        digest: Digest,
-        reader: &Reader,
-    ) -> Result<Verification, Error> {
+    pub async fn verify_now(&self, digest: Digest, reader: &Reader) -> Result<Verification, Error> {
         let by = match reader.agent() {
             Some(agent) => format!("verify-now by {agent}"),
             None => "verify-now by the operator".to_owned(),
         };
-        let content = self.open_stored_content(digest, reader, None).await?;
+        let content = self.0.open_stored_content(digest, reader, None).await?;
         // A whole re-hash holds a file and its windows while it runs: it takes a download
         // slot of the reader like a GET (the request's own end drops it with the body).
         let content = content.admitted(reader)?;

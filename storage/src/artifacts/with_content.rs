@@ -30,13 +30,13 @@ use super::publish::{Bytes as Known, Verified};
 use super::upload::{Cited, Recorder};
 use crate::access::Session;
 use crate::acting::Acting;
-use crate::engine::Engine;
+use crate::artifacts::handle::Artifacts;
 use crate::error::{Error, reject};
 
-impl Engine {
+impl Artifacts<'_> {
     /// Publishes `envelope` with `body` as its bytes, as `session`'s Agent (under `grant`, a
     /// capability token, when given); the bytes must also be `expected` (the route's digest).
-    pub(crate) async fn publish_with_content<S>(
+    pub async fn publish_with_content<S>(
         &self,
         envelope: Envelope,
         expected: Digest,
@@ -78,10 +78,10 @@ impl Engine {
                 ),
             ));
         }
-        if named.size > self.max_upload_bytes {
+        if named.size > self.0.max_upload_bytes {
             return Err(reject(
                 ErrorCode::BodyTooLarge,
-                format!("uploads are limited to {} bytes", self.max_upload_bytes),
+                format!("uploads are limited to {} bytes", self.0.max_upload_bytes),
             ));
         }
         // Before a byte is read or staged; the transaction checks the Membership again.
@@ -97,21 +97,23 @@ impl Engine {
         // Bytes that will be a file: every check of the transaction first, so a refusal
         // writes nothing, costs the same whoever holds the bytes, and has no promoted file to
         // undo (which waits out every upload: the sweep's lock).
-        let file = named.size > self.inline_blob_bytes;
+        let file = named.size > self.0.inline_blob_bytes;
         if file {
             self.precheck_publication(&verified).await?;
         }
         // The bytes are cited in the transaction that records them, or not kept: they never
         // count against the Agent's uncited bytes, only against its uploads in flight.
         let permit = self
+            .0
             .limits
             .admit_upload(Some(session.agent_id.as_str()), 0)?;
         let counted = permit.metered(body);
         let staged = self
+            .0
             .blobs
-            .stage(counted, self.max_upload_bytes, self.inline_blob_bytes)
+            .stage(counted, self.0.max_upload_bytes, self.0.inline_blob_bytes)
             .await?;
-        self.upload_counters.staged(staged.digests.size);
+        self.0.upload_counters.staged(staged.digests.size);
         let (digests, inline) = (staged.digests, staged.inline.is_some());
         let named = &verified.manifest.content;
         // The manifest names `expected`: bytes that are the manifest's are the route's too.
@@ -137,7 +139,7 @@ impl Engine {
         // their size (a slow body has no overall deadline): the caller must still be live when
         // the publication commits, checked in its transaction, first, so an ended caller hears
         // why as it would at the door, and a promoted file is undone as on any refusal.
-        verified.now = self.clock.now();
+        verified.now = self.0.clock.now();
         let acting = match grant {
             Some(grant) => Acting::token(grant),
             None => Acting::session(session),

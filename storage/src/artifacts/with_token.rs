@@ -7,17 +7,20 @@ use weft_api::work::views::TokenScope;
 use weft_api::{Envelope, ErrorCode, Manifest};
 
 use crate::access::Grant;
-use crate::engine::Engine;
+use crate::artifacts::handle::Artifacts;
 use crate::error::{Error, reject};
 use crate::signatures::{AuthorityMay, Signed};
 
-impl Engine {
+impl Artifacts<'_> {
     /// Publishes under a token: scope `artifact:publish`, a manifest of the lease's WorkItem
     /// naming the lease, then the publication as the lease owner's session would make it.
     // The grant is re-checked just before the publication's transaction; inside it, the
     // manifest's lease must still be the WorkItem's current Execution Lease
     // (`artifacts/binding.rs`), so a lease released in between publishes nothing.
-    pub(crate) async fn publish_with_token(
+    /// [`Artifacts::publish`] under a capability token (`work/tokens.rs`): scope
+    /// `artifact:publish`, and a manifest of the token's lease and WorkItem only (`forbidden`
+    /// otherwise).
+    pub async fn publish_with_token(
         &self,
         envelope: Envelope,
         grant: &Grant,
@@ -30,7 +33,7 @@ impl Engine {
 
     /// Publishes with its bytes under a token: scopes `blob:write` and `artifact:publish`, a
     /// manifest of the lease's WorkItem naming the lease, then as the lease owner's session.
-    pub(crate) async fn publish_with_content_and_token<S>(
+    pub async fn publish_with_content_and_token<S>(
         &self,
         envelope: Envelope,
         expected: weft_api::Digest,
@@ -57,6 +60,7 @@ impl Engine {
         grant: &Grant,
     ) -> Result<(Signed<Manifest>, Grant), Error> {
         let signed = self
+            .0
             .verify_signed::<Manifest>(envelope, AuthorityMay::NotSign)
             .await?;
         let manifest = signed.value.value();
@@ -74,6 +78,6 @@ impl Engine {
                 ),
             ));
         }
-        Ok((signed, self.recheck_grant(grant).await?))
+        Ok((signed, self.0.recheck_grant(grant).await?))
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use weft_api::{Digest, Digests, ErrorCode};
+use weft_api::{ArtifactId, Digest, Digests, ErrorCode};
 
 use crate::access::Reader;
 use crate::engine::Engine;
@@ -254,6 +254,56 @@ impl std::fmt::Debug for Content {
 }
 
 impl Engine {
+    /// The content of an artifact `reader` may read: a small one from memory when it is there
+    /// (`hot.rs`), else from the store.
+    pub(crate) async fn open_content(
+        self: &Arc<Self>,
+        digest: Digest,
+        reader: &Reader,
+    ) -> Result<Content, Error> {
+        let Digest::Blake3(id) = digest else {
+            return self.open_stored_content(digest, reader, None).await;
+        };
+        let Some(media_type) = self.visible_in_memory(&id, reader) else {
+            return self.open_stored_content(digest, reader, None).await;
+        };
+        let seen = self.repairs.seen();
+        if let Some(hot) = self.hot.get(&id) {
+            let bytes = hot.bytes;
+            return Ok(Content::in_memory(
+                hot.digests,
+                media_type,
+                bytes,
+                Arc::clone(self),
+                seen,
+            ));
+        }
+        self.open_stored_content(digest, reader, Some(media_type))
+            .await
+    }
+
+    /// The media type a Group-wide reader sees for an artifact its Group published, decided
+    /// from memory; `None` leaves visibility to the index (see `engine/hot.rs` for who
+    /// qualifies). The bytes then come from `Hot::get` or the blob's row.
+    pub(crate) fn visible_in_memory(
+        &self,
+        id: &ArtifactId,
+        reader: &crate::access::Reader,
+    ) -> Option<String> {
+        let crate::access::Reader::Agent {
+            group_id,
+            scope: crate::access::MissionScope::Group,
+            ..
+        } = reader
+        else {
+            return None;
+        };
+        if self.hot.was_forwarded(id) {
+            return None;
+        }
+        self.lineage.newest_media_type_in(id, group_id.as_str())
+    }
+
     /// The content of an artifact `reader` may read, from the store itself (never from
     /// memory): what verify-now re-hashes. `decided` is the media type when visibility was
     /// already decided from memory (`hot.rs`): then the read is only the blob's row.

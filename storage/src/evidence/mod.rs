@@ -19,10 +19,10 @@ use weft_api::views::{CriteriaView, EvidencePage, EvidenceRecord, EvidenceRecord
 use weft_api::{ArtifactId, Envelope, ErrorCode, Id};
 
 use crate::access::{Reader, agent_by_keyid, can_read_artifact, group_exists, membership};
-use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
 use crate::events::to32;
+use crate::evidence::handle::Evidence as Handle;
 use crate::signatures::{AuthorityMay, Signed};
 use crate::standing::decode;
 
@@ -66,14 +66,15 @@ pub(crate) struct Prepared {
     now: chrono::DateTime<chrono::Utc>,
 }
 
-impl Engine {
-    pub(crate) async fn record_evidence(
+impl Handle<'_> {
+    /// Verifies and records a signed Evidence payload, appending `evidence.recorded`.
+    pub async fn record_evidence(
         &self,
         envelope: Envelope,
         caller: &Reader,
     ) -> Result<(EvidenceRecorded, bool), Error> {
         let prepared = self.prepare_evidence(envelope, caller).await?;
-        self.db.write(move |txn| prepared.record(txn)).await
+        self.0.db.write(move |txn| prepared.record(txn)).await
     }
 
     /// Checks a signed Evidence record's signature and whether `caller` may record it: the
@@ -90,6 +91,7 @@ impl Engine {
             payload_id: evidence_id,
             value,
         } = self
+            .0
             .verify_signed::<Evidence>(&envelope, AuthorityMay::Sign)
             .await?;
         let evidence = value.into_inner();
@@ -124,7 +126,7 @@ impl Engine {
             evidence,
             is_authority,
             envelope_json,
-            now: self.clock.now(),
+            now: self.0.clock.now(),
         })
     }
 }
@@ -300,15 +302,17 @@ impl Prepared {
     }
 }
 
-impl Engine {
-    pub(crate) async fn list_evidence(
+impl Handle<'_> {
+    /// Evidence matching `filter`, newest first, visible to `reader`.
+    pub async fn list_evidence(
         &self,
         filter: EvidenceFilter,
         reader: &Reader,
     ) -> Result<EvidencePage, Error> {
         let reader = reader.clone();
         let limit = filter.limit.clamp(1, 1000);
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let query = crate::rows::evidence::ListQuery {
                     work_item_id: filter.work_item_id.as_ref().map(Id::to_string),
@@ -347,13 +351,14 @@ impl Engine {
             .await
     }
 
-    pub(crate) async fn evidence(
+    pub async fn evidence(
         &self,
         evidence_id: ArtifactId,
         reader: &Reader,
     ) -> Result<EvidenceRecord, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let row = crate::rows::evidence::visible_one(conn, &evidence_id, &reader.seer())?;
                 let Some((group_id, sequence, envelope)) = row else {
@@ -374,25 +379,27 @@ impl Engine {
             .await
     }
 
-    pub(crate) async fn criteria(
+    /// For every criterion of a WorkItem of one Mission with Evidence: the verdict in force (a
+    /// review outranks a Worker's claim, EVD-1), counts by outcome, producers, and whether
+    /// the records in force of the verdict's rank disagree. `mission_id` is required when
+    /// the WorkItem id has Evidence under more than one Mission the reader can see.
+    pub async fn criteria(
         &self,
         work_item_id: Id,
         mission_id: Option<Id>,
         reader: &Reader,
     ) -> Result<CriteriaView, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 crate::weighing::criteria_of(conn, &work_item_id, mission_id.as_ref(), &reader)
             })
             .await
     }
 
-    pub(crate) async fn register_schema(
-        &self,
-        uri: String,
-        artifact: ArtifactId,
-    ) -> Result<(), Error> {
+    /// Registers a schema URI as naming a published schema artifact, for the reviewer.
+    pub async fn register_schema(&self, uri: String, artifact: ArtifactId) -> Result<(), Error> {
         if uri.is_empty()
             || uri.len() > 2048
             || !(uri.starts_with("https://")
@@ -404,7 +411,8 @@ impl Engine {
                 "uri must be an absolute http(s) or urn URI of at most 2048 bytes",
             ));
         }
-        self.db
+        self.0
+            .db
             .write(move |txn| {
                 if !can_read_artifact(txn, &Reader::Admin, &artifact)? {
                     return Err(reject(

@@ -8,8 +8,8 @@
 //! the schema lookup) sits next to the Evidence it produces.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
+use base64::Engine as _;
 use futures::TryStreamExt as _;
 use weft_api::evidence::{
     AUTHORITY_AGENT, EVIDENCE_TYPE, Evidence, EvidenceResult, Method, MethodKind, Metric, Outcome,
@@ -26,18 +26,19 @@ use crate::content::Content;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::reject;
+use crate::evidence::handle::Evidence as Handle;
 
 /// Largest JSON artifact the schema check loads into memory.
 const MAX_SCHEMA_CONTENT: u64 = 16 * 1024 * 1024;
 /// Largest schema document.
 const MAX_SCHEMA: u64 = 1024 * 1024;
 
-impl Engine {
+impl Handle<'_> {
     /// The built-in deterministic reviewer: runs each requested check over the cited artifacts
     /// and records one Evidence per check, signed by the server's key. A failed check is
     /// Evidence with outcome `fail`, not an error.
-    pub(crate) async fn review(
-        self: &Arc<Self>,
+    pub async fn review(
+        &self,
         work_item_id: Id,
         request: ReviewRequest,
         session: &Session,
@@ -61,7 +62,7 @@ impl Engine {
         let artifacts = request.artifacts.clone();
         let named_mission = request.mission_id.clone();
         let mission_id = self
-            .db
+            .0.db
             .read(move |conn| {
                 match membership(conn, group.as_str(), agent.as_str())? {
                     Some((roles, _)) if roles.iter().any(|r| matches!(r, Role::Reviewer | Role::Coordinator)) => {}
@@ -129,12 +130,13 @@ impl Engine {
     /// (`reactions.rs`) records it in the transaction that marks the reaction done. Nothing
     /// when the WorkItem has left that submission (revised, resubmitted, closed).
     async fn review_submission(
-        self: &Arc<Self>,
+        &self,
         work_item_id: Id,
         sequence: u64,
     ) -> Result<Vec<crate::evidence::Prepared>, Error> {
         let id = work_item_id.clone();
         let plan = self
+            .0
             .db
             .read(move |conn| super::plan::submission_plan(conn, id.as_str(), sequence))
             .await?;
@@ -182,13 +184,14 @@ impl Engine {
     /// `owed.sequence`, recorded with the reaction's row deleted in one transaction, and
     /// nothing recorded if the row is gone (another run recorded them): exactly once.
     pub(crate) async fn review_after_submission(
-        self: &Arc<Self>,
+        &self,
         owed: &crate::reactions::Owed,
     ) -> Result<(), Error> {
         let work_item_id = Id::parse("workItemId", &owed.subject)?;
         let prepared = self.review_submission(work_item_id, owed.sequence).await?;
         let (group_id, sequence) = (owed.group_id.clone(), owed.sequence);
         let n_recorded = self
+            .0
             .db
             .write(move |tx| {
                 if !crate::reactions::done(tx, &group_id, sequence)? {
@@ -210,7 +213,7 @@ impl Engine {
     /// key, not yet recorded. A failed check is Evidence with outcome `fail`.
     #[allow(clippy::too_many_arguments)]
     async fn sign_check(
-        self: &Arc<Self>,
+        &self,
         check: Check,
         criterion: &str,
         work_item_id: &Id,
@@ -285,13 +288,13 @@ impl Engine {
                 agent_id: Id::parse("agentId", AUTHORITY_AGENT)?,
                 agent_card_version: "1".to_owned(),
             },
-            timestamp: self.clock.now().fixed_offset(),
+            timestamp: self.0.clock.now().fixed_offset(),
             artifacts: artifacts.to_vec(),
             supersedes: None,
             execution: None,
         };
         let payload = serde_json::to_vec(&evidence).map_err(Error::backend)?;
-        let envelope = Envelope::sign(&self.authority, EVIDENCE_TYPE, &payload);
+        let envelope = Envelope::sign(&self.0.authority, EVIDENCE_TYPE, &payload);
         Ok((envelope, evidence))
     }
 
@@ -330,7 +333,7 @@ impl Engine {
     /// the digest recorded at upload, which an ordinary read does not recompute. Each re-hash
     /// of a stored file holds a download slot while it runs ([`Engine::slot`]).
     async fn check_integrity(
-        self: &Arc<Self>,
+        &self,
         artifacts: &[ArtifactId],
         reader: &Reader,
     ) -> Result<Vec<Finding>, Error> {
@@ -345,7 +348,7 @@ impl Engine {
         for artifact in artifacts {
             // The integrity check re-hashes what is stored, never a copy in memory.
             let content =
-                match Engine::open_stored_content(self, Digest::Blake3(*artifact), reader, None)
+                match Engine::open_stored_content(self.0, Digest::Blake3(*artifact), reader, None)
                     .await
                 {
                     Ok(content) => content,
@@ -401,7 +404,7 @@ impl Engine {
     }
 
     async fn check_schemas(
-        self: &Arc<Self>,
+        &self,
         artifacts: &[ArtifactId],
         reader: &Reader,
     ) -> Result<Vec<Finding>, Error> {
@@ -412,11 +415,39 @@ impl Engine {
         Ok(findings)
     }
 
-    async fn check_schema(
-        self: &Arc<Self>,
+    /// The newest manifest of `artifact` that `reader` sees (`not_found` when it sees none).
+    async fn newest_manifest(
+        &self,
         artifact: ArtifactId,
         reader: &Reader,
-    ) -> Result<Finding, Error> {
+    ) -> Result<Option<weft_api::Manifest>, Error> {
+        let reader = reader.clone();
+        self.0
+            .db
+            .read(move |conn| {
+                let digest = Digest::Blake3(artifact);
+                let visible =
+                    crate::rows::manifests::visible_manifests(conn, reader.seer(), &digest, true)?;
+                let Some(newest) = visible.into_iter().next() else {
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!("no artifact {digest} is visible to you"),
+                    ));
+                };
+                let Some(envelope) = newest.envelope else {
+                    return Ok(None);
+                };
+                let envelope: weft_api::Envelope =
+                    serde_json::from_str(&envelope).map_err(Error::backend)?;
+                let payload = weft_api::dsse::BASE64
+                    .decode(&envelope.payload)
+                    .map_err(Error::backend)?;
+                Ok(Some(weft_api::Manifest::parse(&payload)?))
+            })
+            .await
+    }
+
+    async fn check_schema(&self, artifact: ArtifactId, reader: &Reader) -> Result<Finding, Error> {
         let inconclusive = |reason: &str| {
             Ok(Finding::new(
                 artifact,
@@ -424,11 +455,10 @@ impl Engine {
                 reason.to_owned(),
             ))
         };
-        let view = self.artifact(Digest::Blake3(artifact), reader).await?;
-        let Some(record) = view.manifests.last() else {
+        let Some(manifest) = self.newest_manifest(artifact, reader).await? else {
             return inconclusive("no manifest");
         };
-        let content = &record.manifest.content;
+        let content = &manifest.content;
         let media_type = content
             .media_type
             .split(';')
@@ -446,7 +476,8 @@ impl Engine {
             Ok(id) => Some(id),
             Err(_) => {
                 let uri = schema_ref.clone();
-                self.db
+                self.0
+                    .db
                     .read(move |conn| crate::rows::schemas::by_uri(conn, &uri))
                     .await?
             }
@@ -488,12 +519,12 @@ impl Engine {
 
     /// Reads a whole (small) artifact, verified; `Ok(Err(reason))` when it cannot be used.
     async fn read_small(
-        self: &Arc<Self>,
+        &self,
         artifact: ArtifactId,
         reader: &Reader,
         max: u64,
     ) -> Result<Result<Vec<u8>, String>, Error> {
-        let content = match Engine::open_content(self, Digest::Blake3(artifact), reader).await {
+        let content = match Engine::open_content(self.0, Digest::Blake3(artifact), reader).await {
             Ok(content) => content,
             Err(Error::Corrupt(_)) => return Ok(Err("stored bytes failed verification".into())),
             Err(Error::Rejected(rejection)) if rejection.code == ErrorCode::NotFound => {

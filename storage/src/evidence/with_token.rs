@@ -8,20 +8,21 @@ use weft_api::views::EvidenceRecorded;
 use weft_api::work::views::TokenScope;
 
 use crate::access::Grant;
-use crate::engine::Engine;
 use crate::error::Error;
+use crate::evidence::handle::Evidence as Handle;
 use crate::signatures::{AuthorityMay, Signed};
 
-impl Engine {
-    /// Records Evidence under a token: scope `evidence:record`, Evidence of the lease's
-    /// WorkItem, recorded as the lease owner's session would record it.
-    pub(crate) async fn record_evidence_with_token(
+impl Handle<'_> {
+    /// [`Evidence::record_evidence`] under a capability token: scope `evidence:record`, and
+    /// Evidence of the token's WorkItem only (`forbidden` otherwise).
+    pub async fn record_evidence_with_token(
         &self,
         envelope: Envelope,
         grant: &Grant,
     ) -> Result<(EvidenceRecorded, bool), Error> {
         grant.require(TokenScope::EvidenceRecord)?;
         let Signed { value, .. } = self
+            .0
             .verify_signed::<Evidence>(&envelope, AuthorityMay::NotSign)
             .await?;
         let evidence = value.into_inner();
@@ -30,7 +31,7 @@ impl Engine {
             &evidence.mission_id,
             &evidence.work_item_id,
         )?;
-        let grant = self.recheck_grant(grant).await?;
+        let grant = self.0.recheck_grant(grant).await?;
         self.record_evidence(envelope, &grant.reader()).await
     }
 }
