@@ -10,7 +10,10 @@
 //! rotated) moves `Engine::auth_generation` after its commit, and so does an Agent's registration
 //! (a new Agent or card version), which the key cache (`keys.rs`) follows.
 
+mod cache;
 pub(crate) mod handle;
+
+pub(crate) use cache::SessionCache;
 
 use base64::Engine as _;
 use weft_api::kinds;
@@ -24,7 +27,6 @@ use crate::error::{Error, reject};
 use crate::events;
 use crate::sessions::handle::Sessions;
 use crate::signatures::{AuthorityMay, Signed};
-use chrono::{DateTime, Utc};
 
 impl Sessions<'_> {
     /// Verifies a signed session request and opens a session (DESIGN §8.1).
@@ -175,62 +177,5 @@ impl Sessions<'_> {
     /// removed, an Agent deactivated, a key rotated): streams re-check theirs then.
     pub fn auth_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.engine.auth_generation.subscribe()
-    }
-}
-
-/// Live sessions by token hash, each with the auth generation it was read at. An entry
-/// answers only while the generation is unchanged (every change that can end a session moves
-/// it, after its commit and before its answer) and the session has not expired; refusals are
-/// never kept. Bounded: emptied when full.
-#[derive(Debug, Default)]
-pub(crate) struct SessionCache(std::sync::Mutex<std::collections::HashMap<[u8; 32], Cached>>);
-
-/// A live session as read, with the auth generation it was read at and its expiry parsed once
-/// (a cached answer compares instants; it never formats one).
-#[derive(Debug)]
-struct Cached {
-    generation: u64,
-    expires: DateTime<Utc>,
-    session: Session,
-}
-
-/// Entries a [`SessionCache`] holds before it starts over.
-const SESSION_CACHE_ENTRIES: usize = 65_536;
-
-impl SessionCache {
-    fn get(&self, token_hash: &[u8; 32], generation: u64, now: DateTime<Utc>) -> Option<Session> {
-        let cache = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match cache.get(token_hash) {
-            Some(cached) if cached.generation == generation && cached.expires > now => {
-                Some(cached.session.clone())
-            }
-            _ => None,
-        }
-    }
-
-    /// Keeps `session` unless its expiry does not parse (it is then read again next time).
-    fn put(&self, token_hash: [u8; 32], generation: u64, session: Session) {
-        let Ok(expires) = DateTime::parse_from_rfc3339(&session.expires_at) else {
-            return;
-        };
-        let mut cache = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if cache.len() >= SESSION_CACHE_ENTRIES {
-            cache.clear();
-        }
-        let expires = expires.with_timezone(&Utc);
-        cache.insert(
-            token_hash,
-            Cached {
-                generation,
-                expires,
-                session,
-            },
-        );
     }
 }

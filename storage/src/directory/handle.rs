@@ -10,5 +10,3 @@ use crate::engine::Engine;
 /// Groups, Agents and Memberships; borrowed from a [`Store`](crate::Store).
 #[derive(Clone, Copy, Debug)]
 pub struct Directory<'s>(pub(crate) &'s Arc<Engine>);
-
-impl Directory<'_> {}

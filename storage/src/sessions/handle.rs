@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::SessionCache;
+use super::cache::SessionCache;
 use crate::engine::Engine;
 
 /// Sessions and their liveness; borrowed from a [`Store`](crate::Store).

@@ -22,10 +22,10 @@ use super::ctx::Ctx;
 use super::{WorkRow, load_mission, load_work_item};
 use crate::access::MissionScope;
 use crate::access::Session;
-use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::signatures::AuthorityMay;
 use crate::unit::Tx;
+use crate::work::handle::Work;
 
 /// A Command past the checks that need no transaction (shape, signature, session), ready to
 /// run in the writer.
@@ -49,18 +49,21 @@ pub(crate) struct Prepared {
     max_open_proposals: u64,
 }
 
-impl Engine {
-    pub(crate) async fn execute_command(
+impl Work<'_> {
+    /// Runs one signed Command in `group_id` for the caller's `session` (DESIGN §10): its
+    /// Events and the aggregate's view after it, or a refusal that changed nothing.
+    pub async fn execute_command(
         &self,
         route_group: Id,
         envelope: Envelope,
         session: &Session,
     ) -> Result<CommandAccepted, Error> {
         let prepared = self.prepare_command(route_group, envelope, session).await?;
-        let now = self.clock.now();
-        let deadlines = self.deadlines.clone();
-        let faults = self.faults.clone();
-        self.db
+        let now = self.0.clock.now();
+        let deadlines = self.0.deadlines.clone();
+        let faults = self.0.faults.clone();
+        self.0
+            .db
             .write(move |tx| apply_prepared(tx, prepared, now, &deadlines, faults))
             .await
     }
@@ -70,7 +73,7 @@ impl Engine {
     /// stops the batch with nothing of its own kept and nothing after it tried. Answers the
     /// accepted answers and the refusal with its index. The offline journal sends its
     /// buffered Commands this way (OFL-8: in order, stopping at the first refusal).
-    pub(crate) async fn execute_commands(
+    pub async fn execute_commands(
         &self,
         route_group: Id,
         envelopes: Vec<Envelope>,
@@ -90,10 +93,11 @@ impl Engine {
                 }
             }
         }
-        let now = self.clock.now();
-        let deadlines = self.deadlines.clone();
-        let faults = self.faults.clone();
+        let now = self.0.clock.now();
+        let deadlines = self.0.deadlines.clone();
+        let faults = self.0.faults.clone();
         let (accepted, failed) = self
+            .0
             .db
             .write(move |tx| {
                 let mut accepted = Vec::with_capacity(prepared.len());
@@ -135,6 +139,7 @@ impl Engine {
         }
         // 2. The signature, through the one check.
         let signed = self
+            .0
             .verify_signed::<Command>(&envelope, AuthorityMay::NotSign)
             .await?;
         // The blake3 of the signed payload bytes, computed by the signature check already.
@@ -157,8 +162,9 @@ impl Engine {
         // The epochs are checked in the writer, after a stored answer is looked up: the same
         // bytes sent again after a reconnect replay their answer (DESIGN §10). The per-Agent
         // rate (issue #40) is taken once the signature and session checked out.
-        self.limits
-            .admit_command(command.agent_id.as_str(), self.clock.now())?;
+        self.0
+            .limits
+            .admit_command(command.agent_id.as_str(), self.0.clock.now())?;
         let body = command.body()?;
         // A buffered Command's binding (OFL-6/7) and the usage delta it charges (DESIGN §12).
         let offline = command.offline_binding()?;
@@ -189,8 +195,8 @@ impl Engine {
             request_hash,
             session_epoch: session.session_epoch,
             membership_epoch: session.membership_epoch,
-            authority: self.authority.clone(),
-            max_open_proposals: self.limits.max_open_proposals(),
+            authority: self.0.authority.clone(),
+            max_open_proposals: self.0.limits.max_open_proposals(),
         })
     }
 }

@@ -6,21 +6,19 @@ use weft_api::work::views::MissionView;
 
 use super::{mission_view, visible_mission};
 use crate::access::Reader;
-use crate::engine::Engine;
 use crate::error::Error;
+use crate::work::handle::Work;
 
-impl Engine {
-    pub(crate) async fn visible_missions(
-        &self,
-        reader: &Reader,
-        limit: u32,
-    ) -> Result<Vec<MissionView>, Error> {
+impl Work<'_> {
+    /// The Missions `reader` may see, newest first (at most `limit`).
+    pub async fn missions(&self, reader: &Reader, limit: u32) -> Result<Vec<MissionView>, Error> {
         let reader = reader.clone();
         let group = match &reader {
             Reader::Admin => None,
             Reader::Agent { group_id, .. } => Some(group_id.to_string()),
         };
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let ids = crate::rows::missions::ids_newest_first(conn, group.as_deref())?;
                 let mut missions = Vec::new();

@@ -45,10 +45,10 @@ use weft_api::{ErrorCode, Id};
 
 use crate::access::Reader;
 use crate::clock::format_instant;
-use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::rows::{leases, work_items};
 use crate::unit::Conn;
+use crate::work::handle::Work;
 
 pub(crate) use crate::rows::missions::MissionRow;
 pub(crate) use crate::rows::work_items::WorkRow;
@@ -290,11 +290,12 @@ pub(crate) fn check_projection(
     Ok(problems)
 }
 
-impl Engine {
-    pub(crate) async fn work_item(&self, id: Id, reader: &Reader) -> Result<WorkItemView, Error> {
+impl Work<'_> {
+    pub async fn work_item(&self, id: Id, reader: &Reader) -> Result<WorkItemView, Error> {
         let reader = reader.clone();
-        let now = self.clock.now();
-        self.db
+        let now = self.0.clock.now();
+        self.0
+            .db
             .read(move |conn| {
                 let row = visible_work_item(conn, &reader, id.as_str())?;
                 work_view(conn, &row, now)
@@ -302,9 +303,10 @@ impl Engine {
             .await
     }
 
-    pub(crate) async fn mission(&self, id: Id, reader: &Reader) -> Result<MissionView, Error> {
+    pub async fn mission(&self, id: Id, reader: &Reader) -> Result<MissionView, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let row = visible_mission(conn, &reader, id.as_str())?;
                 mission_view(conn, &row)
@@ -312,9 +314,10 @@ impl Engine {
             .await
     }
 
-    pub(crate) async fn mission_graph(&self, id: Id, reader: &Reader) -> Result<WorkGraph, Error> {
+    pub async fn mission_graph(&self, id: Id, reader: &Reader) -> Result<WorkGraph, Error> {
         let reader = reader.clone();
-        self.db
+        self.0
+            .db
             .read(move |conn| {
                 let row = visible_mission(conn, &reader, id.as_str())?;
                 let nodes = nodes(conn, &row.mission_id)?;

@@ -6,20 +6,23 @@
 use chrono::{DateTime, Utc};
 
 use super::expiry::{MAX_PER_CALL, expire_work_item};
-use crate::engine::Engine;
 use crate::error::Error;
+use crate::work::handle::Work;
 
-impl Engine {
-    /// Appends the expiry Events due at `now`, in one writer transaction, for the WorkItems
-    /// whose deadlines fell due (at most [`MAX_PER_CALL`]); answers how many Events.
-    pub(crate) async fn expire_due(&self, now: DateTime<Utc>) -> Result<usize, Error> {
-        let due = self.deadlines.take_due(now, MAX_PER_CALL).work_items;
+impl Work<'_> {
+    /// Appends the lease and ownership expiry Events due at `now` (`lease.expired`,
+    /// `ownership.expired`) in one writer transaction; answers how many. Finds them in an
+    /// in-memory set of deadlines, never by scanning every lease; the server calls it on a
+    /// timer, and every Command also expires its own WorkItem first.
+    pub async fn expire_due(&self, now: DateTime<Utc>) -> Result<usize, Error> {
+        let due = self.0.deadlines.take_due(now, MAX_PER_CALL).work_items;
         if due.is_empty() {
             return Ok(0);
         }
-        let deadlines = self.deadlines.clone();
+        let deadlines = self.0.deadlines.clone();
         let work_items = due.clone();
         let result = self
+            .0
             .db
             .write(move |tx| {
                 let mut n_events = 0;
@@ -36,7 +39,7 @@ impl Engine {
         if result.is_err() {
             // Nothing was appended: look at them again on the next call.
             for work_item_id in &due {
-                self.deadlines.note(work_item_id, now);
+                self.0.deadlines.note(work_item_id, now);
             }
         }
         result
@@ -53,6 +56,7 @@ mod tests {
     use super::super::expiry::*;
     use super::*;
     use crate::clock::Clock as _;
+    use crate::engine::Engine;
     use crate::engine::deadlines::{Deadlines, Due};
 
     fn instant(second: u32) -> DateTime<Utc> {
@@ -99,7 +103,7 @@ mod tests {
         let clock = crate::clock::ManualClock::new(start);
         let mut options = crate::options::Options::in_memory();
         options.clock = std::sync::Arc::new(clock.clone());
-        let engine = Engine::open(options).await.expect("open");
+        let engine = std::sync::Arc::new(Engine::open(options).await.expect("open"));
         let contract = serde_json::json!({
             "objective": "o", "deliverables": [], "acceptanceCriteria": [], "inputs": [],
             "dependsOn": [], "dependencyPolicy": "all_verified",
@@ -179,7 +183,7 @@ mod tests {
         }
         clock.advance(chrono::Duration::seconds(101));
         let began = std::time::Instant::now();
-        let n_events = engine.expire_due(clock.now()).await.expect("expire");
+        let n_events = Work(&engine).expire_due(clock.now()).await.expect("expire");
         let took = began.elapsed();
         assert_eq!(n_events, 100);
         // A figure, not an assertion (tests are never timed): the benchmark reports it.

@@ -26,9 +26,9 @@ use weft_api::{ErrorCode, Id};
 use crate::access::Session;
 use crate::access::grant::{Grant, LeaseRow, PREFIX, lease_row, resolve};
 use crate::clock::format_instant;
-use crate::engine::Engine;
 use crate::error::{Error, reject};
 use crate::rows::capability_tokens;
+use crate::work::handle::Work;
 
 /// The longest `ttlSeconds` looked at: any more is clamped by the lease anyway, and this keeps
 /// instants in the four-digit years their text form compares in.
@@ -62,11 +62,11 @@ fn owned_lease(conn: &Connection, lease_id: &str, session: &Session) -> Result<L
     Ok(lease)
 }
 
-impl Engine {
+impl Work<'_> {
     /// Issues a token for lease `lease_id` to its owner `session` (LSE-6), expiring at the
     /// earlier of `ttlSeconds` from now and the lease's expiry (LSE-7); with `replaces`, the
     /// named token of the same lease is revoked in the same transaction (rotation).
-    pub(crate) async fn issue_token(
+    pub async fn issue_token(
         &self,
         lease_id: Id,
         request: TokenRequest,
@@ -87,7 +87,7 @@ impl Engine {
                 "ttlSeconds must be at least 1",
             ));
         }
-        let now = self.clock.now();
+        let now = self.0.clock.now();
         let ttl = request.ttl_seconds.min(MAX_TTL_SECONDS);
         // In range: MAX_TTL_SECONDS fits an i64 by far.
         let wanted = now + chrono::Duration::seconds(ttl as i64);
@@ -100,7 +100,8 @@ impl Engine {
         let token_id = format!("tok-{}", uuid::Uuid::now_v7());
         let session = session.clone();
         let replaces = request.replaces;
-        self.db
+        self.0
+            .db
             .write(move |txn| {
                 let lease = owned_lease(txn, lease_id.as_str(), &session)?;
                 if let Some(why) = lease.dead_at(now) {
@@ -144,15 +145,16 @@ impl Engine {
 
     /// Revokes token `token_id` of lease `lease_id` for its owner `session`; revoking it again
     /// is a no-op. Works on a dead lease too (its tokens are dead already).
-    pub(crate) async fn revoke_token(
+    pub async fn revoke_token(
         &self,
         lease_id: Id,
         token_id: Id,
         session: &Session,
     ) -> Result<(), Error> {
-        let now = self.clock.now();
+        let now = self.0.clock.now();
         let session = session.clone();
-        self.db
+        self.0
+            .db
             .write(move |txn| {
                 owned_lease(txn, lease_id.as_str(), &session)?;
                 let exists =
@@ -174,11 +176,13 @@ impl Engine {
             .await
     }
 
-    /// Resolves a capability token to its live [`Grant`], checking its lease now.
-    pub(crate) async fn authorize_token(&self, token: &str) -> Result<Grant, Error> {
+    /// Resolves a capability token to what it may do now: its token, lease and lease owner's
+    /// session are re-read at each call (`unauthorized` once any of them ended).
+    pub async fn authorize_token(&self, token: &str) -> Result<Grant, Error> {
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
-        let now = format_instant(self.clock.now());
-        self.db
+        let now = format_instant(self.0.clock.now());
+        self.0
+            .db
             .read(move |conn| resolve(conn, token_hash, &now))
             .await
     }

@@ -66,6 +66,53 @@ fn weft_modules_import_no_circle() {
     assert_no_knots("src");
 }
 
+/// `storage`'s feature rooms (issue #41): each keeps its methods on its handle and imports the
+/// shared rooms (`rows`, `access`, `unit`, `content`, `events`, …), never another feature.
+const FEATURES: &[&str] = &[
+    "artifacts",
+    "compaction",
+    "context",
+    "delivery",
+    "directory",
+    "evidence",
+    "lineage",
+    "sessions",
+    "work",
+];
+
+/// The rooms that put features together: the façade that hands out their handles, answers
+/// that need two features, opening the engine, and the offline check (and benchmark setup).
+const COMPOSERS: &[&str] = &["lib", "compose", "lifecycle", "fsck", "bench_support"];
+
+/// No feature imports (or calls a method of) another, and no shared room imports a feature:
+/// only the composers do. A use through a method call counts (the graph resolves methods to
+/// the file that defines them), so an `Engine` method cannot hide one.
+#[test]
+fn storage_features_import_no_feature() {
+    let graph = rooms(&load("storage/src").graph());
+    let mut found = Vec::new();
+    for feature in FEATURES {
+        assert!(graph.contains_key(*feature), "no room {feature} in storage");
+    }
+    for (from, edges) in &graph {
+        if COMPOSERS.contains(&from.as_str()) {
+            continue;
+        }
+        for (to, n) in edges {
+            if FEATURES.contains(&to.as_str()) {
+                found.push(format!("{from} -> {to} ({n} uses)"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "these rooms import a feature (only {COMPOSERS:?} may; \
+         `TIDY_EXPLAIN=<room> cargo test --test e2e tidy::circles::module_report -- --nocapture` \
+         shows the uses):\n  {}",
+        found.join("\n  ")
+    );
+}
+
 /// Prints each crate's graph between rooms (edges with the number of module edges each
 /// sums) and its knots, for the before/after figures of issue #41; with `TIDY_EXPLAIN=<room>`
 /// also every use that leaves that room, and what is written there; with `TIDY_ROOT=<dir>`,
