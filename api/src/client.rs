@@ -1,4 +1,6 @@
-//! A typed HTTP client for weft (cargo feature `client`), used by the CLI and the tests.
+//! A typed HTTP client for weft (cargo feature `client`), used by the CLI and the tests. Long
+//! because each route the CLI calls has its method here; families with helpers of their own
+//! (uploads, ranges, accounts, context) are in `client/`.
 //!
 //! It speaks the shapes of this crate, turns problem+json back into [`ErrorBody`], and
 //! verifies downloaded bytes itself (ART-5 on the client side too): a download whose bytes do
@@ -387,6 +389,27 @@ impl Client {
             .await?;
         let page: crate::views::EventPage = decode(response).await?.1;
         Ok(page.events)
+    }
+
+    /// What `agent_id` did in a Group (issue #50), newest first, before `before`: one page.
+    pub async fn actor_events(
+        &self,
+        group_id: &Id,
+        agent_id: &Id,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<crate::views::ActorEvents, Error> {
+        let mut query = vec![("limit", limit.to_string())];
+        query.extend(before.map(|before| ("before", before.to_string())));
+        let response = self
+            .request(
+                Method::GET,
+                &format!("/v1/groups/{group_id}/agents/{agent_id}/events"),
+            )
+            .query(&query)
+            .send()
+            .await?;
+        Ok(decode(response).await?.1)
     }
 
     /// ACKs `sequence` for a Group (DLV-6).

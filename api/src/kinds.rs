@@ -296,6 +296,32 @@ impl EventPayload {
         }
     }
 
+    /// The Agent who acted (issue #50: search by an Agent finds what it did, not only what it
+    /// produced): the signer of the Command behind a Mission or WorkItem Event, the producer
+    /// of an artifact or Evidence, the Agent who opened a session, published or forwarded a
+    /// Context Package, or published reusable knowledge. `None` for what the operator or the
+    /// Authority itself did (Groups, Memberships, keys, expiry, integrity). The index of
+    /// `GET /v1/groups/{g}/agents/{agentId}/events` is this, stored beside each Event.
+    pub fn actor(&self) -> Option<&Id> {
+        match self {
+            EventPayload::SessionOpened(p) => Some(&p.agent_id),
+            EventPayload::ArtifactPublished(p) => Some(&p.producer),
+            EventPayload::EvidenceRecorded(p) => Some(&p.producer),
+            EventPayload::ReusePublished(p) => Some(&p.published_by),
+            EventPayload::ContextPublished(p) => Some(&p.generator),
+            EventPayload::ContextForwarded(p) => Some(&p.forwarder),
+            EventPayload::Work(_, p) => p.actor.as_ref().map(|actor| &actor.agent_id),
+            EventPayload::GroupCreated(_)
+            | EventPayload::MembershipSet(_)
+            | EventPayload::ArtifactIntegrityFailure(_)
+            | EventPayload::MembershipRemoved(_)
+            | EventPayload::AgentDeactivated(_)
+            | EventPayload::AgentKeyRotated(_)
+            | EventPayload::ArtifactRepaired(_)
+            | EventPayload::GroupPolicySet(_) => None,
+        }
+    }
+
     /// The payload's JSON text, as it is appended.
     pub fn to_json(&self) -> String {
         let text = match self {

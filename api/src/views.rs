@@ -172,6 +172,20 @@ pub struct EventPage {
     pub events: Vec<crate::event::Delivered>,
 }
 
+/// Answer to `GET /v1/groups/{g}/agents/{agentId}/events` (issue #50): what one Agent did in
+/// a Group that the caller may see, newest first.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActorEvents {
+    pub group_id: String,
+    pub agent_id: String,
+    /// The Events whose actor is the Agent (the Commands it signed, what it published,
+    /// reviewed, opened), newest first; an Event the caller may not see is left out.
+    pub events: Vec<crate::Event>,
+    /// `before` of the next (older) page; `null` when there is none.
+    pub before: Option<u64>,
+}
+
 /// One Evidence record as stored and served.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

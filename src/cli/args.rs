@@ -205,6 +205,20 @@ pub(super) enum EventsAction {
         #[arg(long)]
         follow: bool,
     },
+    /// Print what one Agent did in a Group (JSON lines, newest first): the Commands it
+    /// signed, what it published, reviewed and opened, as far as you may see.
+    ///
+    /// Example: `weft events by --group g1 --actor coordinator-1 --limit 20`
+    By {
+        #[arg(long)]
+        group: String,
+        /// The Agent whose acts to list.
+        #[arg(long)]
+        actor: String,
+        /// At most this many Events (all when absent).
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Re-check the whole hash chain and compare its head with the server's signed checkpoint.
     Verify {
         #[arg(long)]

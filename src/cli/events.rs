@@ -8,7 +8,7 @@ use weft_api::client::Client;
 
 use super::args::{ClientArgs, EventsAction};
 
-/// `weft events tail` and `weft events verify`.
+/// `weft events tail`, `weft events by` and `weft events verify`.
 pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Result<()> {
     let (_, api) = client.session()?;
     match action {
@@ -17,6 +17,11 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
             after,
             follow,
         } => tail(&api, &group, after, follow).await,
+        EventsAction::By {
+            group,
+            actor,
+            limit,
+        } => by(&api, &group, &actor, limit).await,
         EventsAction::Verify {
             group,
             authority_key,
@@ -171,6 +176,28 @@ async fn tail(api: &Client, group: &str, after: u64, follow: bool) -> anyhow::Re
     while let Some(chunk) = body.next().await {
         for frame in decoder.push(&chunk?) {
             println!("{}", frame.data);
+        }
+    }
+    Ok(())
+}
+
+/// `weft events by`: the Agent's acts, page after page, newest first, as JSON lines.
+async fn by(api: &Client, group: &str, actor: &str, limit: Option<u64>) -> anyhow::Result<()> {
+    let group = Id::parse("group", group)?;
+    let actor = Id::parse("actor", actor)?;
+    let mut left = limit.unwrap_or(u64::MAX);
+    let mut before = None;
+    while left > 0 {
+        let page = api
+            .actor_events(&group, &actor, before, left.min(1000) as u32)
+            .await?;
+        for event in &page.events {
+            println!("{}", serde_json::to_string(event)?);
+        }
+        left = left.saturating_sub(page.events.len() as u64);
+        match page.before {
+            Some(next) => before = Some(next),
+            None => break,
         }
     }
     Ok(())

@@ -49,6 +49,50 @@ pub(crate) async fn replay(
     Ok(json(StatusCode::OK, &EventPage { events }))
 }
 
+/// The query parameters `actor_events` accepts (the OpenAPI check compares them).
+pub(super) const ACTOR_QUERY: &[&str] = &["before", "limit"];
+
+/// What one Agent did in a Group (issue #50: who offered, accepted, failed, reviewed): the
+/// Events whose actor it is, newest first, `before` a sequence (default: the newest), at most
+/// `limit` (default 100, at most 1000) read from the online log. An Event the caller may not
+/// see is left out (a Mission-scoped member sees its Missions' only).
+#[utoipa::path(get, operation_id = "actor_events", path = "/v1/groups/{group_id}/agents/{agent_id}/events", params(("group_id" = String, Path), ("agent_id" = String, Path), ("before" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
+    responses((status = 200, description = "{groupId, agentId, events: [...], before}"), (status = 404, description = "not_found: no such Group visible")))]
+pub(crate) async fn actor_events(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    let Path((group_id, agent_id)) =
+        ids.map_err(|_| HttpError::new(ErrorCode::InvalidId, "not valid UTF-8"))?;
+    let group_id = weft_api::Id::parse("groupId", &group_id)?;
+    let agent_id = weft_api::Id::parse("agentId", &agent_id)?;
+    let query = known_params(query, ACTOR_QUERY)?;
+    let before = query_u64(&query, "before")?;
+    let limit = query_limit(&query)?.unwrap_or(100).min(1_000);
+    let (events, before) = state
+        .store
+        .delivery()
+        .actor_events(
+            group_id.clone(),
+            agent_id.clone(),
+            before,
+            limit,
+            &caller.reader(),
+        )
+        .await?;
+    Ok(json(
+        StatusCode::OK,
+        &weft_api::views::ActorEvents {
+            group_id: group_id.to_string(),
+            agent_id: agent_id.to_string(),
+            events,
+            before,
+        },
+    ))
+}
+
 /// The query parameters `stream` accepts (the OpenAPI check compares them with the document).
 pub(super) const STREAM_QUERY: &[&str] = &["after"];
 

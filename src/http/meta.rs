@@ -77,6 +77,7 @@ pub(crate) async fn metrics(caller: Caller) -> HttpResult<Response> {
         super::lineage::work_item,
         super::lineage::mission,
         super::events::stream,
+        super::events::actor_events,
         super::events::ack,
         super::events::cursors,
         super::events::checkpoint,

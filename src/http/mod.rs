@@ -166,6 +166,11 @@ fn json_routes() -> Vec<Route> {
         ),
         route(Method::GET, "/v1/provenance/impact", lineage::impact),
         route(Method::GET, "/v1/groups/{group_id}/events", events::replay),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/agents/{agent_id}/events",
+            events::actor_events,
+        ),
         route(Method::POST, "/v1/groups/{group_id}/cursors", events::ack),
         route(
             Method::GET,

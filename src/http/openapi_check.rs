@@ -1,4 +1,5 @@
-//! The OpenAPI document checked against the router (tests only).
+//! The OpenAPI document checked against the router (tests only). Long because it holds the
+//! table of every route's query parameters beside the checks that read it.
 //!
 //! Both sides come from one place: `super::routes()` is the table `app` builds its router
 //! from, and the document is what `GET /v1/openapi.json` serves. The checks: the same
@@ -514,6 +515,11 @@ fn accepted_query() -> Vec<(&'static str, &'static str, &'static [&'static str])
             super::work::READ_COMMAND_QUERY,
         ),
         ("get", "/v1/provenance/impact", lineage::IMPACT_QUERY),
+        (
+            "get",
+            "/v1/groups/{group_id}/agents/{agent_id}/events",
+            super::events::ACTOR_QUERY,
+        ),
         (
             "put",
             "/v1/uploads/{upload_id}",

@@ -394,6 +394,54 @@ impl Delivery<'_> {
 }
 
 impl Delivery<'_> {
+    /// What `agent_id` did in `group_id` that `reader` may see (issue #50): the Events whose
+    /// actor it is (`EventPayload::actor`: the Commands it signed, what it published,
+    /// reviewed and opened), newest first, before `before`, at most `limit` read from the
+    /// online log; with the cursor of the next page (`None`: no older Event of it). An Event
+    /// `reader` may not see is left out, not withheld: where else an Agent acted is not this
+    /// reader's to learn. `not_found` for a Group the reader does not see.
+    pub async fn actor_events(
+        &self,
+        group_id: Id,
+        agent_id: Id,
+        before: Option<u64>,
+        limit: u32,
+        reader: &Reader,
+    ) -> Result<(Vec<weft_api::Event>, Option<u64>), Error> {
+        let reader = reader.clone();
+        let limit = limit.clamp(1, 1_000);
+        self.0
+            .db
+            .read(move |conn| {
+                if group_access(conn, group_id.as_str(), &reader)?.is_none() {
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!("no group {group_id} is visible to you"),
+                    ));
+                }
+                let read = events::read_by_actor(
+                    conn,
+                    group_id.as_str(),
+                    agent_id.as_str(),
+                    before,
+                    limit,
+                )?;
+                let next = (read.len() == limit as usize)
+                    .then(|| read.last().map(|event| event.sequence))
+                    .flatten();
+                let mut seen = Vec::with_capacity(read.len());
+                for event in read {
+                    if let Delivered::Event(event) = deliver(conn, &reader, event)? {
+                        seen.push(event);
+                    }
+                }
+                Ok((seen, next))
+            })
+            .await
+    }
+}
+
+impl Delivery<'_> {
     /// Appends a filler Event of any type (the events benchmark's load) and returns its
     /// sequence once it is durable. Only with feature `bench-support`: the server appends
     /// typed Events only, each with the change it describes.

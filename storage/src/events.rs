@@ -26,11 +26,12 @@ pub(crate) fn append(
     payload: &EventPayload,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
-    append_raw(
+    append_with(
         tx,
         group_id,
         payload.kind().as_str(),
         payload.to_json(),
+        (None, payload.actor().map(Id::as_str)),
         now,
     )
 }
@@ -48,7 +49,7 @@ pub(crate) fn append_caused(
         group_id,
         payload.kind().as_str(),
         payload.to_json(),
-        Some(command_id),
+        (Some(command_id), payload.actor().map(Id::as_str)),
         now,
     )
 }
@@ -61,7 +62,7 @@ pub(crate) fn append_raw(
     payload_json: String,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
-    append_with(tx, group_id, kind, payload_json, None, now)
+    append_with(tx, group_id, kind, payload_json, (None, None), now)
 }
 
 fn append_with(
@@ -69,7 +70,7 @@ fn append_with(
     group_id: &Id,
     kind: &str,
     payload_json: String,
-    causation: Option<&str>,
+    (causation, actor): (Option<&str>, Option<&str>),
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
     let conn: &Connection = tx;
@@ -96,6 +97,7 @@ fn append_with(
             sequence,
             kind,
             causation_command_id: causation,
+            actor,
             payload: &payload_json,
             appended_at: &appended_at,
             prev_hash: &prev_hash.0,
@@ -151,20 +153,37 @@ pub(crate) fn read(
 ) -> Result<Vec<Event>, Error> {
     crate::rows::events::after(conn, group_id, after, limit)?
         .into_iter()
-        .map(|row| {
-            Ok(Event {
-                event_id: row.event_id,
-                group_id: row.group_id,
-                sequence: row.sequence,
-                kind: row.kind,
-                causation_command_id: row.causation_command_id,
-                payload: RawValue::from_string(row.payload).map_err(Error::backend)?,
-                appended_at: row.appended_at,
-                prev_hash: EventHash(to32(row.prev_hash)?),
-                hash: EventHash(to32(row.hash)?),
-            })
-        })
+        .map(to_event)
         .collect()
+}
+
+/// Events of `group_id` whose actor is `agent_id`, before `before`, newest first, at most
+/// `limit`.
+pub(crate) fn read_by_actor(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+    before: Option<u64>,
+    limit: u32,
+) -> Result<Vec<Event>, Error> {
+    crate::rows::events::by_actor(conn, group_id, agent_id, before, limit)?
+        .into_iter()
+        .map(to_event)
+        .collect()
+}
+
+fn to_event(row: crate::rows::events::Row) -> Result<Event, Error> {
+    Ok(Event {
+        event_id: row.event_id,
+        group_id: row.group_id,
+        sequence: row.sequence,
+        kind: row.kind,
+        causation_command_id: row.causation_command_id,
+        payload: RawValue::from_string(row.payload).map_err(Error::backend)?,
+        appended_at: row.appended_at,
+        prev_hash: EventHash(to32(row.prev_hash)?),
+        hash: EventHash(to32(row.hash)?),
+    })
 }
 
 /// A 32-byte column value.

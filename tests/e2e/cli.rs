@@ -191,6 +191,31 @@ fn worker_journey_through_the_cli_survives_a_crash() {
             "artifact.published"
         ]
     );
+    // What the worker did, newest first (issue #50: search by an Agent).
+    let by = ok(weft(
+        &home,
+        &url,
+        &["events", "by", "--group", "g1", "--actor", "agent-1"],
+    ));
+    let kinds: Vec<String> = by
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).expect("JSON line")["type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "artifact.published",
+            "artifact.published",
+            "work.started",
+            "work.offer_accepted",
+            "session.opened"
+        ]
+    );
     let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
     assert!(verified.starts_with("ok: 12 events"), "{verified}");
     // Issue #10 finding 9d: the operator pins the authority key (base64 or keyid); a server

@@ -7,6 +7,7 @@
 pub(crate) mod harness;
 
 mod access;
+mod actor_events;
 mod actors;
 mod admin;
 mod approvals;

@@ -10,7 +10,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use weft_api::{Digest, Id};
-use weft_storage::{ListFilter, MissionScope};
+use weft_storage::{EvidenceFilter, ListFilter, MissionScope};
 
 use super::frame::{UiResult, Viewer, escape, page, short, url_encode};
 use crate::http::state::AppState;
@@ -190,7 +190,38 @@ async fn find(state: &AppState, viewer: &Viewer, text: &str) -> UiResult<Option<
         let to = format!("/ui/missions/{}", url_encode(id.as_str()));
         return Ok(Some(Redirect::to(&to).into_response()));
     }
-    // An Agent: what it produced that this reader may see.
+    // An Agent: what it did, reviewed and produced that this reader may see (issue #50).
+    agent_page(state, viewer, text, id).await
+}
+
+/// The Agent `id`'s page: the Events it caused in the viewer's Group (offers, acceptances,
+/// failures, reviews: whatever it signed), the Evidence it recorded, the artifacts it
+/// produced; `None` when the reader sees none of them.
+async fn agent_page(
+    state: &AppState,
+    viewer: &Viewer,
+    text: &str,
+    id: Id,
+) -> UiResult<Option<Response>> {
+    let reader = &viewer.reader;
+    let group = viewer.session.group_id.clone();
+    let (acts, older) = state
+        .store
+        .delivery()
+        .actor_events(group.clone(), id.clone(), None, 100, reader)
+        .await?;
+    let reviewed = state
+        .store
+        .evidence()
+        .list_evidence(
+            EvidenceFilter {
+                producer: Some(id.clone()),
+                limit: 100,
+                ..EvidenceFilter::default()
+            },
+            reader,
+        )
+        .await?;
     let produced = state
         .store
         .artifacts()
@@ -203,26 +234,119 @@ async fn find(state: &AppState, viewer: &Viewer, text: &str) -> UiResult<Option<
             reader,
         )
         .await?;
-    if produced.items.is_empty() {
+    if acts.is_empty() && reviewed.items.is_empty() && produced.items.is_empty() {
         return Ok(None);
     }
+    let group_url = url_encode(group.as_str());
     let mut body = format!(
-        r#"<h1>Agent <code>{}</code></h1>{}<h2>Artifacts it produced</h2><table id="artifacts"><tr><th>artifact</th><th>media type</th><th>WorkItem</th><th>published</th></tr>"#,
+        r#"<h1>Agent <code id="agent-id">{}</code></h1>{}<h2>What it did in {}</h2>"#,
         escape(id.as_str()),
-        search_form(text)
+        search_form(text),
+        escape(group.as_str()),
     );
-    for item in &produced.items {
-        let artifact = item.artifact.to_string();
-        let _ = write!(
-            body,
-            r#"<tr><td><a href="/ui/artifacts/{artifact}">{}</a></td><td>{}</td><td><a href="/ui/workitems/{}">{}</a></td><td>{}</td></tr>"#,
-            escape(&short(&artifact, 30)),
-            escape(&item.media_type),
-            url_encode(&item.work_item_id),
-            escape(&item.work_item_id),
-            escape(&item.created_at),
-        );
+    if acts.is_empty() {
+        body.push_str(r#"<p id="acts">Nothing you may see.</p>"#);
+    } else {
+        body.push_str(r#"<table id="acts"><tr><th>Event</th><th>when</th><th>what</th><th>about</th><th>Command</th></tr>"#);
+        for event in &acts {
+            let payload: serde_json::Value =
+                serde_json::from_str(event.payload.get()).unwrap_or_default();
+            let about = [
+                "workItemId",
+                "missionId",
+                "artifact",
+                "evidenceId",
+                "packageId",
+            ]
+            .iter()
+            .find_map(|field| payload[*field].as_str().map(|v| (*field, v.to_owned())));
+            let about = match about {
+                Some(("workItemId", v)) => format!(
+                    r#"WorkItem <a href="/ui/workitems/{}">{}</a>"#,
+                    url_encode(&v),
+                    escape(&v)
+                ),
+                Some(("missionId", v)) => format!(
+                    r#"Mission <a href="/ui/missions/{}">{}</a>"#,
+                    url_encode(&v),
+                    escape(&v)
+                ),
+                Some(("artifact", v)) => format!(
+                    r#"artifact <a href="/ui/artifacts/{v}">{}</a>"#,
+                    escape(&short(&v, 30))
+                ),
+                Some((field, v)) => format!("{field} {}", escape(&short(&v, 30))),
+                None => String::new(),
+            };
+            let command = match &event.causation_command_id {
+                Some(command) => format!(
+                    r#"<a href="/v1/groups/{group_url}/commands/{}?agentId={}">{}</a>"#,
+                    url_encode(command),
+                    url_encode(id.as_str()),
+                    escape(&short(command, 30))
+                ),
+                None => String::new(),
+            };
+            let _ = write!(
+                body,
+                r#"<tr><td><a href="/ui/groups/{group_url}/events?after={}&amp;limit=1">#{}</a></td><td>{}</td><td><code>{}</code></td><td>{about}</td><td>{command}</td></tr>"#,
+                event.sequence.saturating_sub(1),
+                event.sequence,
+                escape(&event.appended_at),
+                escape(&event.kind),
+            );
+        }
+        body.push_str("</table>");
+        if older.is_some() {
+            let _ = write!(
+                body,
+                r#"<p class="muted">Older Events: <code>GET /v1/groups/{}/agents/{}/events?before={}</code></p>"#,
+                escape(group.as_str()),
+                escape(id.as_str()),
+                older.unwrap_or_default()
+            );
+        }
     }
-    body.push_str("</table>");
+    body.push_str("<h2>Evidence it recorded</h2>");
+    if reviewed.items.is_empty() {
+        body.push_str(r#"<p id="reviewed">None you may see.</p>"#);
+    } else {
+        body.push_str(r#"<table id="reviewed"><tr><th>Evidence</th><th>WorkItem</th><th>criterion</th><th>outcome</th><th>method</th></tr>"#);
+        for record in &reviewed.items {
+            let evidence = &record.evidence;
+            let work_item = evidence.work_item_id.as_str();
+            let _ = write!(
+                body,
+                r#"<tr><td><code title="{id}">{}</code></td><td><a href="/ui/workitems/{}">{}</a></td><td>{}</td><td class="outcome-{outcome}">{outcome}</td><td>{}</td></tr>"#,
+                escape(&short(&record.evidence_id.to_string(), 22)),
+                url_encode(work_item),
+                escape(work_item),
+                escape(&evidence.criterion),
+                escape(evidence.method.kind.as_str()),
+                id = escape(&record.evidence_id.to_string()),
+                outcome = evidence.result.outcome.as_str(),
+            );
+        }
+        body.push_str("</table>");
+    }
+    body.push_str("<h2>Artifacts it produced</h2>");
+    if produced.items.is_empty() {
+        body.push_str(r#"<p id="artifacts">None you may see.</p>"#);
+    } else {
+        body.push_str(r#"<table id="artifacts"><tr><th>artifact</th><th>media type</th><th>WorkItem</th><th>published</th></tr>"#);
+        for item in &produced.items {
+            let artifact = item.artifact.to_string();
+            let _ = write!(
+                body,
+                r#"<tr><td><a href="/ui/artifacts/{artifact}">{}</a></td><td>{}</td><td><a href="/ui/workitems/{}">{}</a></td><td>{}</td></tr>"#,
+                escape(&short(&artifact, 30)),
+                escape(&item.media_type),
+                url_encode(&item.work_item_id),
+                escape(&item.work_item_id),
+                escape(&item.created_at),
+            );
+        }
+        body.push_str("</table>");
+    }
     Ok(Some(page(viewer, "Agent", &body)))
 }

@@ -27,6 +27,8 @@ pub(crate) struct New<'a> {
     pub(crate) sequence: u64,
     pub(crate) kind: &'a str,
     pub(crate) causation_command_id: Option<&'a str>,
+    /// The Agent who acted (`EventPayload::actor`), the index of an Agent's Events.
+    pub(crate) actor: Option<&'a str>,
     pub(crate) payload: &'a str,
     pub(crate) appended_at: &'a str,
     pub(crate) prev_hash: &'a [u8],
@@ -37,8 +39,8 @@ pub(crate) struct New<'a> {
 pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
     conn.run(
         "INSERT INTO events (group_id, sequence, event_id, type, causation_command_id, payload,
-                             appended_at, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?7, ?8)",
+                             appended_at, prev_hash, hash, actor)
+         VALUES (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?7, ?8, ?10)",
         params![
             row.group_id,
             row.sequence,
@@ -48,7 +50,8 @@ pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
             row.appended_at,
             row.prev_hash,
             row.hash,
-            row.causation_command_id
+            row.causation_command_id,
+            row.actor
         ],
     )?;
     Ok(())
@@ -77,20 +80,42 @@ pub(crate) fn after(
                 prev_hash, hash
          FROM events WHERE group_id = ?1 AND sequence > ?2 ORDER BY sequence LIMIT ?3",
         params![group_id, after, limit],
-        |row| {
-            Ok(Row {
-                event_id: row.get(0)?,
-                group_id: row.get(1)?,
-                sequence: row.get(2)?,
-                kind: row.get(3)?,
-                causation_command_id: row.get(4)?,
-                payload: row.get(5)?,
-                appended_at: row.get(6)?,
-                prev_hash: row.get(7)?,
-                hash: row.get(8)?,
-            })
-        },
+        to_row,
     )?)
+}
+
+/// The Events of `group_id` whose actor is `agent_id` (`EventPayload::actor`), before
+/// `before` (all when `None`), newest first, at most `limit`: one index range
+/// (`events_by_actor`).
+pub(crate) fn by_actor(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+    before: Option<u64>,
+    limit: u32,
+) -> Result<Vec<Row>, Error> {
+    Ok(conn.rows(
+        "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
+                prev_hash, hash
+         FROM events WHERE group_id = ?1 AND actor = ?2 AND sequence < ?3
+         ORDER BY sequence DESC LIMIT ?4",
+        params![group_id, agent_id, before.unwrap_or(i64::MAX as u64), limit],
+        to_row,
+    )?)
+}
+
+fn to_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        event_id: row.get(0)?,
+        group_id: row.get(1)?,
+        sequence: row.get(2)?,
+        kind: row.get(3)?,
+        causation_command_id: row.get(4)?,
+        payload: row.get(5)?,
+        appended_at: row.get(6)?,
+        prev_hash: row.get(7)?,
+        hash: row.get(8)?,
+    })
 }
 
 /// How many Events are online, all Groups together.

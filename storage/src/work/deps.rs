@@ -50,27 +50,27 @@ pub(super) fn mission_nodes(conn: &Connection, mission_id: &str) -> Result<Vec<W
     let mut nodes: Vec<WorkNode> = Vec::new();
     // The policy of the node being filled (rows of one WorkItem are adjacent).
     let mut policy = DependencyPolicy::default();
-    for (id, state, named, dependency) in work_items::mission_nodes(conn, mission_id)? {
-        if nodes.last().is_none_or(|node| node.work_item_id != id) {
-            policy = named
-                .as_deref()
-                .map(parse_name)
-                .transpose()?
-                .unwrap_or_default();
+    work_items::mission_nodes(conn, mission_id, |row| {
+        if nodes
+            .last()
+            .is_none_or(|node| node.work_item_id != row.work_item_id)
+        {
+            policy = row.policy.map(parse_name).transpose()?.unwrap_or_default();
             nodes.push(WorkNode {
-                work_item_id: id,
-                state: parse_name(&state)?,
+                work_item_id: row.work_item_id.to_owned(),
+                state: parse_name(row.state)?,
                 eligible: true,
             });
         }
-        let Some(dependency) = dependency else {
-            continue;
+        let Some(dependency) = row.dependency else {
+            return Ok(());
         };
-        let satisfied = satisfies(policy, parse_name(&dependency)?);
+        let satisfied = satisfies(policy, parse_name(dependency)?);
         if let Some(node) = nodes.last_mut() {
             node.eligible &= satisfied;
         }
-    }
+        Ok(())
+    })?;
     Ok(nodes)
 }
 

@@ -1,0 +1,222 @@
+//! The migrations' tests: each step of an old database brought to the newest schema keeps
+//! its rows, and the indexes the hot reads need are the ones they use.
+
+use rusqlite::Connection;
+
+/// The plan SQLite picks for `sql` on the migrated schema, one line per step.
+fn plan(conn: &Connection, sql: &str, params: usize) -> Vec<String> {
+    let mut statement = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("plan");
+    let values: Vec<&str> = vec!["x"; params];
+    statement
+        .query_map(rusqlite::params_from_iter(values), |row| row.get(3))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("steps")
+}
+
+/// Issue #40 (V22): Commands stored before keep their answers under their Group, with no
+/// Agent (`''`, which answers any Agent of the Group); the key is now (Group, Agent, id).
+#[test]
+fn stored_commands_move_under_their_group() {
+    let conn = Connection::open_in_memory().expect("open");
+    for (done, sql) in (1..).zip(&super::MIGRATIONS[..21]) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+        ))
+        .expect("an old schema");
+    }
+    conn.execute_batch(
+        "INSERT INTO commands (command_id, group_id, request_hash, answer)
+             VALUES ('cmd-1', 'g1', x'01', '{}');",
+    )
+    .expect("an old row");
+    super::migrate(&conn).expect("migrated");
+    let row: (String, String, String) = conn
+        .query_row(
+            "SELECT group_id, agent_id, answer FROM commands WHERE command_id = 'cmd-1'",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .expect("kept");
+    assert_eq!(row, ("g1".into(), String::new(), "{}".into()));
+    conn.execute_batch(
+        "INSERT INTO commands (group_id, agent_id, command_id, request_hash, answer)
+             VALUES ('g2', 'a', 'cmd-1', x'02', '{}'), ('g1', 'a', 'cmd-1', x'03', '{}');",
+    )
+    .expect("the same id in another Group and for an Agent");
+}
+
+/// Issue #50 (V28): the Events appended before are given their actor from their
+/// payloads, by `EventPayload::actor`'s rule; the operator's and the Authority's none.
+#[test]
+fn events_appended_before_get_their_actor() {
+    use weft_api::kinds::{EventPayload, SessionOpened};
+    use weft_api::work::events::{Actor, WorkEvent, WorkEventKind};
+    let conn = Connection::open_in_memory().expect("open");
+    for (done, sql) in (1..).zip(&super::MIGRATIONS[..27]) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+        ))
+        .expect("an old schema");
+    }
+    let id = |s: &str| weft_api::Id::parse("id", s).expect("an id");
+    let mut work: WorkEvent = serde_json::from_value(serde_json::json!({
+        "detail": {}, "missionId": "m1", "revision": 1, "state": "offered",
+        "workItemId": "wi-1"
+    }))
+    .expect("a work Event");
+    work.actor = Some(Actor {
+        agent_id: id("c1"),
+        key_id: "k".into(),
+    });
+    let mut by_authority = work.clone();
+    by_authority.actor = None;
+    let payloads = [
+        EventPayload::Work(WorkEventKind::WorkOffered, work),
+        EventPayload::Work(WorkEventKind::LeaseExpired, by_authority),
+        EventPayload::SessionOpened(SessionOpened {
+            agent_id: id("w1"),
+            membership_epoch: 1,
+            session_epoch: 1,
+        }),
+        EventPayload::GroupPolicySet(weft_api::kinds::GroupPolicySet {
+            group_id: id("g1"),
+            mission_priority_ceiling: weft_api::work::contract::Level::Normal,
+        }),
+    ];
+    conn.execute_batch("INSERT INTO groups (group_id, created_at) VALUES ('g1', 't')")
+        .expect("a Group");
+    for (sequence, payload) in (1..).zip(&payloads) {
+        conn.execute(
+            "INSERT INTO events (group_id, sequence, event_id, type, payload, appended_at,
+                                 prev_hash, hash)
+             VALUES ('g1', ?1, ?2, ?3, ?4, 't', x'00', x'00')",
+            rusqlite::params![
+                sequence,
+                format!("e{sequence}"),
+                payload.kind().as_str(),
+                payload.to_json()
+            ],
+        )
+        .expect("an old Event");
+    }
+    super::migrate(&conn).expect("migrated");
+    for (sequence, payload) in (1..).zip(&payloads) {
+        let actor: Option<String> = conn
+            .query_row(
+                "SELECT actor FROM events WHERE group_id = 'g1' AND sequence = ?1",
+                [sequence],
+                |row| row.get(0),
+            )
+            .expect("the Event");
+        assert_eq!(
+            actor.as_deref(),
+            payload.actor().map(weft_api::Id::as_str),
+            "{payload:?}"
+        );
+    }
+}
+
+/// Issue #15 (V20): a database written before keeps every inline blob's bytes, now in
+/// `inline_bytes` under the id its `blobs` row names; a file blob names none;
+/// `inline_blobs` is gone.
+#[test]
+fn inline_bytes_move_into_their_blob_rows() {
+    let conn = Connection::open_in_memory().expect("open");
+    for (done, sql) in (1..).zip(&super::MIGRATIONS[..19]) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+        ))
+        .expect("an old schema");
+    }
+    conn.execute_batch(
+        "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES
+             (x'01', x'a1', 3, 't'), (x'02', x'a2', 9, 't');
+         INSERT INTO inline_blobs (blake3, bytes) VALUES (x'01', x'616263');",
+    )
+    .expect("old rows");
+    super::migrate(&conn).expect("migrated");
+    let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn
+        .prepare(
+            "SELECT b.blake3, i.bytes FROM blobs b LEFT JOIN inline_bytes i ON i.id = b.inline_id
+             ORDER BY b.blake3",
+        )
+        .expect("select")
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("read");
+    assert_eq!(
+        rows,
+        vec![(vec![1], Some(b"abc".to_vec())), (vec![2], None)]
+    );
+    let left: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'inline_blobs'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("schema");
+    assert_eq!(left, 0);
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .expect("version");
+    assert_eq!(version, super::LATEST);
+}
+
+/// Issue #15: the visibility look-ups of every read find one artifact's manifests in a
+/// Group through the (blake3, group) index, never by walking the Group's manifests.
+#[test]
+fn visibility_lookups_never_walk_a_groups_manifests() {
+    let conn = Connection::open_in_memory().expect("open");
+    super::migrate(&conn).expect("schema");
+    for (sql, params) in [
+        (
+            "SELECT DISTINCT mission_id FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
+            2,
+        ),
+        (
+            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 AND mission_id = ?3 AND work_item_id = ?4 LIMIT 1",
+            4,
+        ),
+        (
+            "SELECT DISTINCT mission_id FROM manifests WHERE work_item_id = ?1 AND group_id = ?2
+             AND (?3 IS NULL OR mission_id = ?3) LIMIT 2",
+            3,
+        ),
+    ] {
+        let steps = plan(&conn, sql, params);
+        assert!(
+            steps[0].starts_with("SEARCH")
+                && !steps[0].contains("manifests_group ")
+                && steps[0].contains("group_id=?"),
+            "{sql}: {steps:?}"
+        );
+    }
+}
+
+/// Issue #15 (V19): with the one-column indexes gone, a look-up by digest or by WorkItem
+/// alone searches the composite index by its first column, never scans.
+#[test]
+fn lookups_by_one_column_search_the_composite_indexes() {
+    let conn = Connection::open_in_memory().expect("open");
+    super::migrate(&conn).expect("schema");
+    for (sql, index) in [
+        (
+            "SELECT group_id FROM manifests WHERE blake3 = ?1",
+            "manifests_blake3_group (blake3=?)",
+        ),
+        (
+            "SELECT manifest_id FROM manifests WHERE work_item_id = ?1",
+            "manifests_work_item_group (work_item_id=?)",
+        ),
+    ] {
+        let steps = plan(&conn, sql, 1);
+        assert!(
+            steps[0].starts_with("SEARCH") && steps[0].contains(index),
+            "{sql}: {steps:?}"
+        );
+    }
+}
