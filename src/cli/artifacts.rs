@@ -96,6 +96,16 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
             })
             .collect::<Result<_, _>>()?,
     };
+    // The file's name goes with it (issue #50: the console shows it, `weft get` writes it),
+    // unless the caller named it or the bytes come from stdin.
+    if file != Path::new("-")
+        && !manifest.annotations.contains_key("name")
+        && let Some(name) = file.file_name().and_then(|name| name.to_str())
+    {
+        manifest
+            .annotations
+            .insert("name".to_owned(), name.to_owned());
+    }
     super::preflight::check_manifest(&manifest)?;
     // OFL-5: the journal goes first; what it sends may also move the lease found below.
     client.reconcile_first().await?;

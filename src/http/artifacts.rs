@@ -339,7 +339,7 @@ pub(crate) async fn content(
 
 /// A verified stream as a response body, counted: its bytes, and a failure, which aborts
 /// the response (the connection is cut, never a clean but short body).
-fn served(
+pub(crate) fn served(
     body: futures::stream::BoxStream<'static, Result<bytes::Bytes, weft_storage::Error>>,
 ) -> Body {
     Body::from_stream(body.map(|chunk| match chunk {

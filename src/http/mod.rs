@@ -323,11 +323,17 @@ fn plain_routes() -> Vec<Route> {
         route(Method::GET, "/ui/search", ui::search),
         route(Method::GET, "/ui/artifacts/{digest}", ui::artifact),
         route(
+            Method::GET,
+            "/ui/artifacts/{digest}/content",
+            ui::artifact_content,
+        ),
+        route(
             Method::POST,
             "/ui/artifacts/{digest}/verify",
             ui::verify_now,
         ),
         route(Method::GET, "/ui/workitems/{work_item_id}", ui::work_item),
+        route(Method::GET, "/ui/evidence/{evidence_id}", ui::evidence),
         route(Method::GET, "/ui/missions/{mission_id}", ui::mission),
         route(Method::GET, "/ui/groups/{group_id}/events", ui::events),
         route(Method::GET, "/ui/{*rest}", ui::not_found),

@@ -371,6 +371,7 @@ async fn every_console_page_is_keyboard_reachable_and_passes_axe() {
             r#"data-node="w-analyse""#,
         ),
         ("events", "/ui/groups/g1/events".to_owned(), "prevHash"),
+        ("agent", "/ui/search?q=w1".to_owned(), "What it did in g1"),
         ("not-found", format!("/ui/artifacts/{absent}"), "not_found"),
     ];
     // The stylesheet: a visible focus outline on everything focusable, and AA contrast for

@@ -220,6 +220,7 @@ async fn render(
         );
     }
     body.push_str("</table>");
+    body.push_str(&super::content::section(state, viewer, &view).await);
     let newest_mission = view
         .manifests
         .last()

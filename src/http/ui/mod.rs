@@ -15,11 +15,14 @@
 //! token derived from the session token and are refused when `Origin` names another site.
 
 mod artifact;
+mod content;
 mod events;
+mod evidence;
 mod frame;
 mod graph;
 mod home;
 mod login;
+mod story;
 mod work;
 
 use axum::http::{HeaderValue, header};
@@ -30,7 +33,9 @@ use super::error::HttpError;
 use frame::UiError;
 
 pub(crate) use artifact::{artifact, verify_now};
+pub(crate) use content::content as artifact_content;
 pub(crate) use events::events;
+pub(crate) use evidence::evidence;
 pub(crate) use home::{home, search};
 pub(crate) use login::{login, login_form, logout};
 pub(crate) use work::{mission, work_item};

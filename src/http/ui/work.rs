@@ -1,5 +1,6 @@
-//! The WorkItem page (state, contract, owner, lease, history, Evidence by criterion,
-//! artifacts) and the Mission page (its WorkItem DAG with states, drawn by `graph.rs`, and
+//! The WorkItem page (state, contract, owner, lease, Evidence by criterion, artifacts, and the
+//! story's sections from `story.rs`: every Evidence record, offers, leases, history) and the
+//! Mission page (its WorkItem DAG with states, drawn by `graph.rs`, and
 //! its budget: limits and spent). Both read through the same views as `GET /v1/workitems/{id}`
 //! and `GET /v1/missions/{id}`, so a WorkItem of a Mission the reader cannot see is not found.
 
@@ -14,6 +15,7 @@ use weft_storage::ListFilter;
 
 use super::frame::{UiResult, Viewer, escape, page, short, url_encode};
 use super::graph::{self, Link, LinkKind, Node, NodeKind};
+use super::story;
 use crate::http::params::{RawPath, path_id};
 use crate::http::state::AppState;
 
@@ -130,6 +132,31 @@ weft events verify --group {group} --authority-key KEY   # the log these Events 
         id = escape(&view.work_item_id),
         group = escape(&view.group_id),
     );
+    // The history's Events, read once: the story's sections and its timeline use them.
+    let group_id = weft_api::Id::parse("groupId", &view.group_id)?;
+    let mut read: Vec<Option<weft_api::Event>> = Vec::with_capacity(view.history.len());
+    for sequence in &view.history {
+        let event = state
+            .store
+            .delivery()
+            .events(
+                group_id.clone(),
+                sequence.saturating_sub(1),
+                1,
+                &viewer.reader,
+            )
+            .await?
+            .into_iter()
+            .next();
+        read.push(match event {
+            Some(weft_api::event::Delivered::Event(event)) if event.sequence == *sequence => {
+                Some(event)
+            }
+            _ => None,
+        });
+    }
+    let history: Vec<weft_api::Event> = read.iter().flatten().cloned().collect();
+    let submitted = story::submitted(&history);
     // Evidence by criterion: the verdict in force of each (the same rule as the API's).
     let mission_id = weft_api::Id::parse("missionId", &view.mission_id)?;
     let criteria = state
@@ -144,7 +171,7 @@ weft events verify --group {group} --authority-key KEY   # the log these Events 
             for c in &criteria.criteria {
                 let _ = write!(
                     body,
-                    r#"<tr><td>{}</td><td class="outcome-{}">{}{}</td><td>{} ({}, {})</td><td>{}/{}/{}</td><td><code title="{}">{}</code></td></tr>"#,
+                    r#"<tr><td>{}</td><td class="outcome-{}">{}{}</td><td>{} ({}, {})</td><td>{}/{}/{}</td><td><a href="/ui/evidence/{}"><code>{}</code></a></td></tr>"#,
                     escape(&c.criterion),
                     c.latest.outcome.as_str(),
                     c.latest.outcome.as_str(),
@@ -183,43 +210,47 @@ weft events verify --group {group} --authority-key KEY   # the log these Events 
     if artifacts.items.is_empty() {
         body.push_str(r#"<p id="artifacts">No artifact published yet.</p>"#);
     } else {
-        body.push_str(r#"<table id="artifacts"><tr><th>artifact</th><th>media type</th><th>producer</th><th>published</th></tr>"#);
+        body.push_str(r#"<table id="artifacts"><tr><th>artifact</th><th>media type</th><th>producer</th><th>published</th><th>role</th></tr>"#);
         for item in &artifacts.items {
             let artifact = item.artifact.to_string();
             let _ = write!(
                 body,
-                r#"<tr><td><a href="/ui/artifacts/{artifact}" title="{artifact}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+                r#"<tr><td><a href="/ui/artifacts/{artifact}" title="{artifact}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td class="role">{}</td></tr>"#,
                 escape(&short(&artifact, 30)),
                 escape(&item.media_type),
                 escape(&item.producer),
-                escape(&item.created_at)
+                escape(&item.created_at),
+                story::role(submitted.as_deref(), &artifact),
             );
         }
         body.push_str("</table>");
     }
+    let records = state
+        .store
+        .evidence()
+        .list_evidence(
+            weft_storage::EvidenceFilter {
+                work_item_id: Some(id.clone()),
+                mission_id: Some(weft_api::Id::parse("missionId", &view.mission_id)?),
+                limit: 200,
+                ..weft_storage::EvidenceFilter::default()
+            },
+            &viewer.reader,
+        )
+        .await?;
+    body.push_str(&story::evidence(&records.items));
+    body.push_str(&story::offers(&view.offers));
+    body.push_str(&story::leases(&history));
     body.push_str(r#"<h2>History</h2><ol class="timeline" id="history">"#);
-    let group_id = weft_api::Id::parse("groupId", &view.group_id)?;
-    for sequence in &view.history {
+    for (sequence, event) in view.history.iter().zip(&read) {
         // One line per Event (issue #50): when, what, who, and what it left behind.
-        let event = state
-            .store
-            .delivery()
-            .events(
-                group_id.clone(),
-                sequence.saturating_sub(1),
-                1,
-                &viewer.reader,
-            )
-            .await?
-            .into_iter()
-            .next();
-        let line = match &event {
-            Some(weft_api::event::Delivered::Event(event)) => story_line(
+        let line = match event {
+            Some(event) => story_line(
                 event.kind.as_str(),
                 &event.appended_at,
-                &serde_json::from_str(event.payload.get()).unwrap_or_default(),
+                &story::payload(event),
             ),
-            _ => String::from("withheld"),
+            None => String::from("withheld"),
         };
         let _ = write!(
             body,
