@@ -8,12 +8,52 @@ use weft_api::ErrorCode;
 
 use super::args::ClientArgs;
 
+/// `weft whoami --json`: the session file's fields and the server's view, as one object; the
+/// exit code is non-zero when the server refuses the session, as for the text.
+async fn whoami_json(
+    session: &super::session::SessionFile,
+    api: &weft_api::client::Client,
+) -> anyhow::Result<()> {
+    let mut out = serde_json::json!({
+        "agentId": session.agent_id,
+        "agentCardVersion": session.agent_card_version,
+        "groupId": session.group_id,
+        "expiresAt": session.expires_at,
+        "sessionEpoch": session.session_epoch,
+        "membershipEpoch": session.membership_epoch,
+        "server": session.server,
+    });
+    match api.current_session().await {
+        Ok(live) => {
+            out["accepted"] = serde_json::json!(true);
+            out["roles"] = serde_json::to_value(&live.roles)?;
+            out["missions"] = serde_json::to_value(&live.missions)?;
+            println!("{out}");
+            Ok(())
+        }
+        Err(error) if error.code().is_some() => {
+            out["accepted"] = serde_json::json!(false);
+            out["refusal"] = serde_json::json!(error.to_string());
+            println!("{out}");
+            anyhow::bail!("the server refuses this session ({error}); run `weft login`");
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// `weft whoami`.
-pub(super) async fn whoami(client: &ClientArgs, token_only: bool) -> anyhow::Result<()> {
+pub(super) async fn whoami(
+    client: &ClientArgs,
+    token_only: bool,
+    json: bool,
+) -> anyhow::Result<()> {
     let (session, api) = client.session()?;
     if token_only {
         println!("{}", session.token);
         return Ok(());
+    }
+    if json {
+        return whoami_json(&session, &api).await;
     }
     println!(
         "agent     {} (card {})",

@@ -66,6 +66,9 @@ pub(super) struct PutArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub(super) quiet: bool,
+    /// Print `{artifact, manifestId, sequence}` as JSON instead of the digest.
+    #[arg(long)]
+    pub(super) json: bool,
 }
 
 /// The flags of `weft review`.

@@ -34,6 +34,7 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
         annotations,
         chunk_size,
         quiet,
+        json,
     } = args;
     let (session, api) = client.session()?;
     let key = client.key()?;
@@ -163,7 +164,7 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
                 if let Some(spooled) = &spooled {
                     let _ = std::fs::remove_file(spooled);
                 }
-                report(&outcome?);
+                report(&outcome?, json)?;
                 return Ok(());
             }
         }
@@ -188,7 +189,7 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
     manifest.content.size = receipt.size;
     manifest.retrieval_uri = format!("{}/v1/artifacts/{}/content", api.base(), receipt.blake3);
     let published = api.publish(&key, &manifest).await?;
-    report(&published);
+    report(&published, json)?;
     Ok(())
 }
 
@@ -197,12 +198,17 @@ pub(super) async fn put(args: PutArgs) -> anyhow::Result<()> {
 /// `/v1/uploads` in chunks) and are published after.
 const ONE_REQUEST_BYTES: u64 = 64 * 1024;
 
-fn report(published: &weft_api::views::Published) {
+fn report(published: &weft_api::views::Published, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(published)?);
+        return Ok(());
+    }
     eprintln!(
         "published manifest {} at sequence {}",
         published.manifest_id, published.sequence
     );
     println!("{}", published.artifact);
+    Ok(())
 }
 
 /// `weft get`: downloads into `<output>.weft-partial`, renamed to `output` only once the
@@ -216,9 +222,25 @@ pub(super) async fn get(
     digest: &str,
     output: Option<&Path>,
     quiet: bool,
+    json: bool,
 ) -> anyhow::Result<()> {
     let (_, api) = client.session()?;
+    // `--json`: what was verified and where it went, as one object on stdout.
+    let said = |digests: &weft_api::Digests, path: &str| {
+        if json {
+            let out = serde_json::json!({
+                "blake3": digests.blake3.to_string(),
+                "sha256": digests.sha256.to_string(),
+                "size": digests.size,
+                "path": path,
+            });
+            println!("{out}");
+        }
+    };
     let digest = Digest::parse(digest)?;
+    if json && output == Some(Path::new("-")) {
+        anyhow::bail!("--json prints to stdout, where -o - writes the bytes: choose one");
+    }
     let output = match output {
         Some(path) if path == Path::new("-") => {
             let mut stdout = tokio::io::stdout();
@@ -266,6 +288,7 @@ pub(super) async fn get(
                 digests.size,
                 output.display()
             );
+            said(&digests, &output.display().to_string());
             Ok(())
         }
         Err(error) => {

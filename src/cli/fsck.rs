@@ -8,14 +8,19 @@ use anyhow::bail;
 /// Exit code of `weft fsck` when it found crash leftovers and no damage.
 pub(super) const EXIT_LEFTOVERS: i32 = 2;
 
+/// Exit code of `weft fsck` when a running server holds the directory (nothing was checked).
+pub(super) const EXIT_IN_USE: i32 = 3;
+
 /// `weft fsck`: every blob re-hashed, every row, signature and Group chain re-checked. Exits
-/// 1 on damage (`PROBLEM` lines), [`EXIT_LEFTOVERS`] when it found only harmless crash
-/// leftovers (`LEFTOVER` lines: unfinished uploads, blob files and outboards with no row; the next server
-/// start removes them), 0 when clean.
+/// 1 on damage (`PROBLEM` lines) or an error, [`EXIT_LEFTOVERS`] when it found only harmless
+/// crash leftovers (`LEFTOVER` lines: unfinished uploads, blob files and outboards with no row;
+/// the next server start removes them), [`EXIT_IN_USE`] when a running server holds the
+/// directory, 0 when clean. With `json`, the report is one JSON object on stdout.
 /// `blobs`: the bucket holding the blobs, when they are not in `data_dir` (`--blobs s3://…`).
 pub(super) async fn run(
     data_dir: &Path,
     blobs: Option<weft_storage::S3Location>,
+    json: bool,
 ) -> anyhow::Result<()> {
     if !data_dir.join("index.sqlite").exists() {
         bail!("{} holds no weft index", data_dir.display());
@@ -26,10 +31,13 @@ pub(super) async fn run(
     let _held = match std::fs::OpenOptions::new().read(true).open(&lock) {
         Ok(file) => match file.try_lock_shared() {
             Ok(()) => Some(file),
-            Err(std::fs::TryLockError::WouldBlock) => bail!(
-                "{} is in use by a running weft serve; fsck checks a data directory offline: stop the server first",
-                data_dir.display()
-            ),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                eprintln!(
+                    "error: {} is in use by a running weft serve; fsck checks a data directory offline: stop the server first",
+                    data_dir.display()
+                );
+                std::process::exit(EXIT_IN_USE);
+            }
             Err(std::fs::TryLockError::Error(error)) => return Err(error.into()),
         },
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
@@ -48,6 +56,29 @@ pub(super) async fn run(
     }
     let store = weft_storage::Store::open(options).await?;
     let report = store.fsck().await?;
+    if json {
+        let status = match (report.problems.is_empty(), report.leftovers.is_empty()) {
+            (false, _) => "damaged",
+            (true, false) => "leftovers",
+            (true, true) => "ok",
+        };
+        let out = serde_json::json!({
+            "status": status,
+            "blobs": report.n_blobs,
+            "bytes": report.n_bytes,
+            "manifests": report.n_manifests,
+            "events": report.n_events,
+            "problems": report.problems,
+            "leftovers": report.leftovers,
+        });
+        println!("{out}");
+        drop(store);
+        match status {
+            "damaged" => std::process::exit(1),
+            "leftovers" => std::process::exit(EXIT_LEFTOVERS),
+            _ => return Ok(()),
+        }
+    }
     println!(
         "checked {} blobs ({} bytes), {} manifests, {} events",
         report.n_blobs, report.n_bytes, report.n_manifests, report.n_events

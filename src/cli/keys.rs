@@ -51,7 +51,7 @@ impl ClientArgs {
 }
 
 /// `weft keygen`: a fresh key in `agent.key`; refuses to replace one without `--force`.
-pub(super) fn keygen(client: &ClientArgs, force: bool) -> anyhow::Result<()> {
+pub(super) fn keygen(client: &ClientArgs, force: bool, json: bool) -> anyhow::Result<()> {
     let path = client.home()?.join("agent.key");
     if path.exists() && !force {
         bail!("{} exists; pass --force to replace it", path.display());
@@ -65,6 +65,15 @@ pub(super) fn keygen(client: &ClientArgs, force: bool) -> anyhow::Result<()> {
     };
     write_private(&path, &serde_json::to_vec_pretty(&file)?)?;
     eprintln!("wrote {}", path.display());
+    if json {
+        let out = serde_json::json!({
+            "path": path.display().to_string(),
+            "publicKey": file.public_key,
+            "keyid": file.keyid,
+        });
+        println!("{out}");
+        return Ok(());
+    }
     println!("publicKey {}", file.public_key);
     println!("keyid     {}", file.keyid);
     Ok(())

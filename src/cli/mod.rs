@@ -70,6 +70,9 @@ enum Command {
         /// Overwrite an existing key.
         #[arg(long)]
         force: bool,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Operator calls, with the admin token.
     Admin {
@@ -95,6 +98,9 @@ enum Command {
         /// The agent card version manifests will carry.
         #[arg(long, default_value = "1")]
         card_version: String,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Upload a file and publish its signed manifest; prints the artifact digest.
     Put(PutArgs),
@@ -109,6 +115,9 @@ enum Command {
         output: Option<PathBuf>,
         #[arg(long, short)]
         quiet: bool,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Show an artifact's manifests, each signature verified against a key trusted here.
     Show {
@@ -122,6 +131,9 @@ enum Command {
         /// Trust only this authority key (as for `weft events verify`).
         #[arg(long, value_name = "KEY", env = "WEFT_AUTHORITY_KEY")]
         authority_key: Option<String>,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Who this session is: agent, Group, expiry, and whether the server still accepts it.
     Whoami {
@@ -131,6 +143,9 @@ enum Command {
         /// $(weft whoami --token)"`); nothing is asked of the server.
         #[arg(long)]
         token: bool,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Forget the session (`session.json`); the agent key stays.
     Logout {
@@ -193,6 +208,10 @@ enum Command {
         action: WorkAction,
     },
     /// Re-hash every blob and re-check every row, signature and Group chain (offline).
+    ///
+    /// Exit codes: 0 clean; 1 damage (`PROBLEM` lines) or an error; 2 only crash leftovers,
+    /// which the next server start removes; 3 a running server holds the directory (stop it
+    /// first). Example: `weft fsck --data-dir weft-data --json`
     Fsck {
         #[arg(long, default_value = "weft-data")]
         data_dir: PathBuf,
@@ -202,6 +221,9 @@ enum Command {
         /// The server's `--s3-credentials-file`.
         #[arg(long, env = "WEFT_S3_CREDENTIALS_FILE")]
         s3_credentials_file: Option<PathBuf>,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print both digests of a file, hashed with the server's pipeline (benchmark baseline).
     #[command(hide = true)]
@@ -212,7 +234,11 @@ impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Serve(config) => crate::serve::run(config).await,
-            Command::Keygen { client, force } => keys::keygen(&client, force),
+            Command::Keygen {
+                client,
+                force,
+                json,
+            } => keys::keygen(&client, force, json),
             Command::Admin {
                 client,
                 admin_token,
@@ -224,21 +250,37 @@ impl Cli {
                 agent_id,
                 group,
                 card_version,
-            } => session::login(&client, &agent_id, &group, card_version).await,
+                json,
+            } => session::login(&client, &agent_id, &group, card_version, json).await,
             Command::Put(args) => artifacts::put(args).await,
             Command::Get {
                 client,
                 digest,
                 output,
                 quiet,
-            } => artifacts::get(&client, &digest, output.as_deref(), quiet).await,
+                json,
+            } => artifacts::get(&client, &digest, output.as_deref(), quiet, json).await,
             Command::Show {
                 client,
                 digest,
                 producer_keys,
                 authority_key,
-            } => show::show(&client, &digest, &producer_keys, authority_key.as_deref()).await,
-            Command::Whoami { client, token } => account::whoami(&client, token).await,
+                json,
+            } => {
+                show::show(
+                    &client,
+                    &digest,
+                    &producer_keys,
+                    authority_key.as_deref(),
+                    json,
+                )
+                .await
+            }
+            Command::Whoami {
+                client,
+                token,
+                json,
+            } => account::whoami(&client, token, json).await,
             Command::Logout { client } => account::logout(&client),
             Command::Completions { shell } => {
                 use std::io::Write as _;
@@ -266,12 +308,13 @@ impl Cli {
                 data_dir,
                 blobs,
                 s3_credentials_file,
+                json,
             } => {
                 let blobs = blobs.map(|mut location| {
                     location.credentials_file = s3_credentials_file;
                     location
                 });
-                fsck::run(&data_dir, blobs).await
+                fsck::run(&data_dir, blobs, json).await
             }
             Command::Hash { file } => fsck::hash(&file).await,
         }

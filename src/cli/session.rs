@@ -48,6 +48,7 @@ pub(super) async fn login(
     agent_id: &str,
     group: &str,
     card_version: String,
+    json: bool,
 ) -> anyhow::Result<()> {
     let key = client.key()?;
     let api = Client::new(client.server.clone(), None);
@@ -72,6 +73,18 @@ pub(super) async fn login(
         &client.home()?.join("session.json"),
         &serde_json::to_vec_pretty(&session)?,
     )?;
+    if json {
+        // The token stays in session.json (mode 0600), never in a script's output.
+        let out = serde_json::json!({
+            "agentId": agent_id,
+            "groupId": group,
+            "sessionEpoch": grant.session_epoch,
+            "membershipEpoch": grant.membership_epoch,
+            "expiresAt": grant.expires_at.to_rfc3339(),
+        });
+        println!("{out}");
+        return Ok(());
+    }
     println!(
         "session open for {agent_id} in {group} (session epoch {}, expires {})",
         grant.session_epoch,

@@ -36,6 +36,7 @@ pub(super) async fn show(
     digest: &str,
     producer_keys: &[String],
     authority_key: Option<&str>,
+    json: bool,
 ) -> anyhow::Result<()> {
     let (session, api) = client.session()?;
     let view = api.artifact(&Digest::parse(digest)?).await?;
@@ -90,6 +91,31 @@ pub(super) async fn show(
         trusted.registered.push((keyid, agent.to_owned()));
     }
 
+    if json {
+        // Each manifest with the same verdicts the text shows.
+        let manifests: Vec<serde_json::Value> = view
+            .manifests
+            .iter()
+            .map(|record| {
+                serde_json::json!({
+                    "manifestId": record.manifest_id.to_string(),
+                    "sequence": record.sequence,
+                    "payloadMatchesId": record.payload_matches(),
+                    "signature": signature_verdict(record, &trusted),
+                    "manifest": record.manifest,
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "artifact": view.digests.blake3.to_string(),
+            "sha256": view.digests.sha256.to_string(),
+            "size": view.size,
+            "quarantined": view.quarantined,
+            "manifests": manifests,
+        });
+        println!("{out}");
+        return Ok(());
+    }
     println!("artifact  {}", view.digests.blake3);
     println!("sha256    {}", view.digests.sha256);
     println!("size      {} bytes", view.size);

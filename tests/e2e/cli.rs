@@ -160,6 +160,47 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     let shown = ok(weft(&home, &url, &["show", &derived]));
     assert!(shown.contains(&format!("source      {first}")), "{shown}");
     assert!(shown.contains("payload matches its id"), "{shown}");
+    // The same, and more, for scripts (issue #50: --json on every command that prints).
+    let shown: serde_json::Value =
+        serde_json::from_str(&ok(weft(&home, &url, &["show", &derived, "--json"])))
+            .expect("one JSON object");
+    assert_eq!(shown["artifact"], derived.as_str(), "{shown}");
+    let record = &shown["manifests"][0];
+    assert_eq!(record["payloadMatchesId"], true, "{shown}");
+    assert!(
+        record["signature"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("valid"),
+        "{shown}"
+    );
+    assert_eq!(
+        record["manifest"]["annotations"]["name"], "derived.txt",
+        "weft put records the file's name: {shown}"
+    );
+    let me: serde_json::Value =
+        serde_json::from_str(&ok(weft(&home, &url, &["whoami", "--json"]))).expect("JSON");
+    assert_eq!(
+        (me["agentId"].as_str(), me["accepted"].as_bool()),
+        (Some("agent-1"), Some(true)),
+        "{me}"
+    );
+    let fetched = root.path().join("again.bin");
+    let got: serde_json::Value = serde_json::from_str(&ok(weft(
+        &home,
+        &url,
+        &[
+            "get",
+            &first,
+            "-o",
+            fetched.to_str().expect("utf-8"),
+            "-q",
+            "--json",
+        ],
+    )))
+    .expect("JSON");
+    assert_eq!(got["blake3"], first.as_str(), "{got}");
+    assert_eq!(got["size"], bytes.len(), "{got}");
     let listed = ok(weft(&home, &url, &["ls", "--mission", "m1"]));
     assert_eq!(listed.lines().count(), 3, "a header and two rows: {listed}");
     let tail = ok(weft(&home, &url, &["events", "tail", "--group", "g1"]));
@@ -285,8 +326,9 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     );
     // fsck is offline: it refuses a data directory a running server holds (issue #16: a live
     // check reported uploads in flight as damage), and a second server is refused too.
+    // Its exit code is its own (3), so a script tells it from damage (1).
     let (code, report) = fsck(&data);
-    assert!(code == 1 && !report.contains("checked"), "{code}: {report}");
+    assert!(code == 3 && !report.contains("checked"), "{code}: {report}");
     let second = std::process::Command::new(crate::support::WEFT)
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data)
@@ -520,6 +562,19 @@ fn retention_keeps_the_chain_verifiable() {
         &["fsck", "--data-dir", data.to_str().expect("utf-8")],
     ));
     assert!(fsck.trim_end().ends_with("ok"), "{fsck}");
+    let report: serde_json::Value = serde_json::from_str(&ok(weft(
+        &home,
+        &url,
+        &[
+            "fsck",
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--json",
+        ],
+    )))
+    .expect("one JSON object");
+    assert_eq!(report["status"], "ok", "{report}");
+    assert_eq!(report["problems"], serde_json::json!([]), "{report}");
 }
 
 /// The server's authority keys as (keyid, base64 public key), read over a plain TCP connection.
