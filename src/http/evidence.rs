@@ -103,6 +103,10 @@ fn filter_from(query: &HashMap<String, String>) -> Result<EvidenceFilter, HttpEr
         producer: query_id(query, "producer")?,
         mission_id: query_id(query, "missionId")?,
         artifact: None,
+        supersedes: query
+            .get("supersedes")
+            .map(|id| weft_api::ArtifactId::parse(id))
+            .transpose()?,
         after: query_u64(query, "after")?,
         limit: query_limit(query)?.unwrap_or(100).min(1000),
     })
@@ -117,6 +121,7 @@ pub(super) const LIST_QUERY: &[&str] = &[
     "method",
     "producer",
     "missionId",
+    "supersedes",
     "after",
     "limit",
 ];
@@ -124,7 +129,7 @@ pub(super) const LIST_QUERY: &[&str] = &[
 /// Evidence by WorkItem, criterion, outcome, method, producer, Mission; newest first, paged.
 #[utoipa::path(get, operation_id = "list_evidence", path = "/v1/evidence", params(("workItemId" = Option<String>, Query), ("criterion" = Option<String>, Query), ("outcome" = Option<String>, Query),
     ("result" = Option<String>, Query, description = "the same filter as `outcome` (DESIGN §8's name)"),
-    ("method" = Option<String>, Query), ("producer" = Option<String>, Query), ("missionId" = Option<String>, Query), ("after" = Option<u64>, Query, description = "cursor: `next` of the previous page"), ("limit" = Option<u32>, Query)),
+    ("method" = Option<String>, Query), ("producer" = Option<String>, Query), ("missionId" = Option<String>, Query), ("supersedes" = Option<String>, Query, description = "only the records that supersede this Evidence id (its corrections)"), ("after" = Option<u64>, Query, description = "cursor: `next` of the previous page"), ("limit" = Option<u32>, Query)),
     responses((status = 200, description = "{items: [{evidenceId, groupId, sequence, envelope, evidence}], next}")))]
 pub(crate) async fn list(
     State(state): State<AppState>,

@@ -398,8 +398,9 @@ impl Delivery<'_> {
     /// actor it is (`EventPayload::actor`: the Commands it signed, what it published,
     /// reviewed and opened), newest first, before `before`, at most `limit` read from the
     /// online log; with the cursor of the next page (`None`: no older Event of it). An Event
-    /// `reader` may not see is left out, not withheld: where else an Agent acted is not this
-    /// reader's to learn. `not_found` for a Group the reader does not see.
+    /// `reader` may not see is left out, not withheld, and never read: where else an Agent
+    /// acted (even when) is not this reader's to learn. `not_found` for a Group the reader
+    /// does not see.
     pub async fn actor_events(
         &self,
         group_id: Id,
@@ -419,12 +420,16 @@ impl Delivery<'_> {
                         format!("no group {group_id} is visible to you"),
                     ));
                 }
+                // A Mission-scoped reader's Events are chosen in the query, so the cursor
+                // (the last row read) is always an Event it was given.
+                let missions = reader.missions_json();
                 let read = events::read_by_actor(
                     conn,
                     group_id.as_str(),
                     agent_id.as_str(),
                     before,
                     limit,
+                    missions.as_deref(),
                 )?;
                 let next = (read.len() == limit as usize)
                     .then(|| read.last().map(|event| event.sequence))

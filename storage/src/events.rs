@@ -158,15 +158,16 @@ pub(crate) fn read(
 }
 
 /// Events of `group_id` whose actor is `agent_id`, before `before`, newest first, at most
-/// `limit`.
+/// `limit`; with `missions`, only those a reader scoped to them sees (`rows/events.rs`).
 pub(crate) fn read_by_actor(
     conn: &Connection,
     group_id: &str,
     agent_id: &str,
     before: Option<u64>,
     limit: u32,
+    missions: Option<&str>,
 ) -> Result<Vec<Event>, Error> {
-    crate::rows::events::by_actor(conn, group_id, agent_id, before, limit)?
+    crate::rows::events::by_actor(conn, group_id, agent_id, before, limit, missions)?
         .into_iter()
         .map(to_event)
         .collect()

@@ -155,6 +155,29 @@ backends!(
             !kinds(&seen_outside).iter().any(|k| k.starts_with("work.")),
             "{seen_outside}"
         );
+        // Paged one by one, every cursor is an Event the reader was given: a hidden Event's
+        // sequence (when the Agent acted elsewhere) never shows.
+        let mut before: Option<u64> = None;
+        let mut pages = 0;
+        loop {
+            let uri = match before {
+                Some(before) => format!("/v1/groups/g1/agents/w1/events?limit=1&before={before}"),
+                None => "/v1/groups/g1/agents/w1/events?limit=1".to_owned(),
+            };
+            let page = h.get_json(&outside, &uri).await;
+            let events = page["events"].as_array().expect("events");
+            match page["before"].as_u64() {
+                Some(next) => {
+                    assert_eq!(events.len(), 1, "a full page: {page}");
+                    assert_eq!(events[0]["sequence"].as_u64(), Some(next), "{page}");
+                    assert_ne!(events[0]["payload"]["missionId"], MISSION, "{page}");
+                    before = Some(next);
+                }
+                None => break,
+            }
+            pages += 1;
+            assert!(pages < 100, "paging ends");
+        }
     }
 );
 

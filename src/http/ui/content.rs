@@ -117,7 +117,8 @@ pub(crate) async fn content(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("sandbox; default-src 'none'"),
     );
-    answer.insert(header::CACHE_CONTROL, HeaderValue::from_static("private"));
+    // Never kept by the browser: access can end (sign-out, a Membership removed).
+    answer.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     answer.insert(header::CONTENT_LENGTH, HeaderValue::from(view.size));
     if let Some(verified) = content.verified_in_memory(None) {
         let bytes = verified
@@ -167,10 +168,13 @@ pub(super) async fn section(state: &AppState, viewer: &Viewer, view: &ArtifactVi
     }
     match preview_text(state, viewer, view).await {
         Some(text) => {
+            // Pretty JSON, unless indenting would blow it up (deep nesting grows it without
+            // bound): then the text as stored.
             let text = if is_json(&essence) {
                 serde_json::from_str::<serde_json::Value>(&text)
                     .ok()
                     .and_then(|value| serde_json::to_string_pretty(&value).ok())
+                    .filter(|pretty| pretty.len() as u64 <= 4 * PREVIEW_BYTES)
                     .unwrap_or(text)
             } else {
                 text
@@ -194,7 +198,8 @@ async fn preview_text(state: &AppState, viewer: &Viewer, view: &ArtifactView) ->
     let bytes = match content.verified_in_memory(None) {
         Some(verified) => verified.await.ok()?.to_vec(),
         None => {
-            let mut body = content.into_body(None);
+            // A stored file: read under the viewer's download slot, as any download is.
+            let mut body = content.admitted(&viewer.reader).ok()?.into_body(None);
             let mut bytes = Vec::with_capacity(view.size.min(PREVIEW_BYTES) as usize);
             while let Some(chunk) = body.try_next().await.ok()? {
                 if bytes.len() as u64 + chunk.len() as u64 > PREVIEW_BYTES {

@@ -112,22 +112,18 @@ weft evidence ls --work-item {wi}   # every record, with its signature checked</
 async fn chain(state: &AppState, viewer: &Viewer, record: &EvidenceRecord) -> UiResult<String> {
     let store = state.store.evidence();
     let mut out = String::from(r#"<h2>Corrections</h2><ul id="chain">"#);
+    // Its corrections, looked up by what they supersede (an index), however old it is.
     let newer = store
         .list_evidence(
             EvidenceFilter {
-                work_item_id: Some(record.evidence.work_item_id.clone()),
-                criterion: Some(record.evidence.criterion.clone()),
-                limit: 1000,
+                supersedes: Some(record.evidence_id),
+                limit: 100,
                 ..EvidenceFilter::default()
             },
             &viewer.reader,
         )
         .await?;
-    let superseded_by: Vec<&EvidenceRecord> = newer
-        .items
-        .iter()
-        .filter(|other| other.evidence.supersedes == Some(record.evidence_id))
-        .collect();
+    let superseded_by: Vec<&EvidenceRecord> = newer.items.iter().collect();
     match superseded_by.as_slice() {
         [] => out.push_str(r#"<li id="superseded-by">Not superseded: this record is in force for its producer.</li>"#),
         by => {

@@ -272,7 +272,8 @@ async fn agent_page(
                     escape(&v)
                 ),
                 Some(("artifact", v)) => format!(
-                    r#"artifact <a href="/ui/artifacts/{v}">{}</a>"#,
+                    r#"artifact <a href="/ui/artifacts/{}">{}</a>"#,
+                    url_encode(&v),
                     escape(&short(&v, 30))
                 ),
                 Some((field, v)) => format!("{field} {}", escape(&short(&v, 30))),

@@ -14,29 +14,64 @@ use weft_api::work::views::OfferView;
 
 use super::frame::{escape, short, url_encode};
 
-/// A history Event's payload as JSON (`Null` when it does not parse).
-pub(super) fn payload(event: &Event) -> serde_json::Value {
-    serde_json::from_str(event.payload.get()).unwrap_or_default()
+/// What the page keeps of one history Event: its line in the timeline, the lease it moved
+/// (id, holder, ownership epoch), the artifacts it submitted; bounded, whatever the payload.
+pub(super) struct Told {
+    pub(super) sequence: u64,
+    kind: String,
+    /// The timeline's line, HTML.
+    pub(super) line: String,
+    lease: Option<(String, Option<String>, u64)>,
+    submitted: Option<Vec<String>>,
+}
+
+impl Told {
+    pub(super) fn of(event: &Event) -> Self {
+        let payload: serde_json::Value =
+            serde_json::from_str(event.payload.get()).unwrap_or_default();
+        let lease = payload["detail"]["leaseId"].as_str().map(|lease| {
+            let holder = payload["owner"]
+                .as_str()
+                .or(payload["actor"]["agentId"].as_str())
+                .map(str::to_owned);
+            let epoch = payload["ownershipEpoch"].as_u64().unwrap_or_default();
+            (lease.to_owned(), holder, epoch)
+        });
+        let submitted = (event.kind == "work.submitted").then(|| {
+            payload["detail"]["artifacts"]
+                .as_array()
+                .map(|artifacts| {
+                    artifacts
+                        .iter()
+                        .filter_map(|a| a.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        Self {
+            sequence: event.sequence,
+            kind: event.kind.clone(),
+            line: story_line(&event.kind, &event.appended_at, &payload),
+            lease,
+            submitted,
+        }
+    }
+
+    /// An Event of the history this reader may not see.
+    pub(super) fn withheld(sequence: u64) -> Self {
+        Self {
+            sequence,
+            kind: String::new(),
+            line: "withheld".to_owned(),
+            lease: None,
+            submitted: None,
+        }
+    }
 }
 
 /// The artifacts of the newest `work.submitted` in the history (oldest first), if any.
-pub(super) fn submitted(history: &[Event]) -> Option<Vec<String>> {
-    let newest = history
-        .iter()
-        .rev()
-        .find(|event| event.kind == "work.submitted")?;
-    let payload = payload(newest);
-    Some(
-        payload["detail"]["artifacts"]
-            .as_array()
-            .map(|artifacts| {
-                artifacts
-                    .iter()
-                    .filter_map(|a| a.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    )
+pub(super) fn submitted(history: &[Told]) -> Option<Vec<String>> {
+    history.iter().rev().find_map(|told| told.submitted.clone())
 }
 
 /// Whether an artifact was submitted, a draft (published under the WorkItem, not in its newest
@@ -104,28 +139,24 @@ struct LeaseStory {
 
 /// Every lease the history names (an Event's `detail.leaseId`), in the order first named,
 /// with who held it, its ownership epoch and the Events that moved it.
-pub(super) fn leases(history: &[Event]) -> String {
+pub(super) fn leases(history: &[Told]) -> String {
     let mut order: Vec<String> = Vec::new();
     let mut leases: BTreeMap<String, LeaseStory> = BTreeMap::new();
-    for event in history {
-        let payload = payload(event);
-        let Some(lease) = payload["detail"]["leaseId"].as_str() else {
+    for told in history {
+        let Some((lease, holder, epoch)) = &told.lease else {
             continue;
         };
         if !leases.contains_key(lease) {
-            order.push(lease.to_owned());
+            order.push(lease.clone());
         }
-        let story = leases.entry(lease.to_owned()).or_default();
+        let story = leases.entry(lease.clone()).or_default();
         if story.holder.is_none() {
-            story.holder = payload["owner"]
-                .as_str()
-                .or(payload["actor"]["agentId"].as_str())
-                .map(str::to_owned);
-            story.epoch = payload["ownershipEpoch"].as_u64().unwrap_or_default();
+            story.holder = holder.clone();
+            story.epoch = *epoch;
         }
         story
             .events
-            .push(format!("#{} {}", event.sequence, escape(&event.kind)));
+            .push(format!("#{} {}", told.sequence, escape(&told.kind)));
     }
     if order.is_empty() {
         return r#"<h2>Leases</h2><p id="leases">None yet.</p>"#.to_owned();
@@ -184,4 +215,39 @@ pub(super) fn evidence(records: &[EvidenceRecord]) -> String {
     }
     out.push_str("</table>");
     out
+}
+
+/// A WorkItem Event as a line of its story: when, the Event, who acted (the Command's
+/// signer; none for the Authority's own), and the state, owner and ownership epoch it left,
+/// with a failure's or decline's reason.
+fn story_line(kind: &str, appended_at: &str, payload: &serde_json::Value) -> String {
+    let mut line = format!(
+        r#"<time>{}</time> <code>{}</code>"#,
+        escape(appended_at),
+        escape(kind)
+    );
+    match payload["actor"]["agentId"].as_str() {
+        Some(agent) => {
+            let _ = write!(line, " by <strong>{}</strong>", escape(agent));
+        }
+        None => line.push_str(r#" <span class="muted">by the Authority</span>"#),
+    }
+    if let Some(state) = payload["state"].as_str() {
+        let _ = write!(line, " · {}", escape(state));
+    }
+    if let Some(owner) = payload["owner"].as_str() {
+        let _ = write!(
+            line,
+            " · owner {} (epoch {})",
+            escape(owner),
+            payload["ownershipEpoch"].as_u64().unwrap_or_default()
+        );
+    }
+    let detail = &payload["detail"];
+    for field in ["leaseId", "reason", "failure", "offerId"] {
+        if let Some(value) = detail[field].as_str() {
+            let _ = write!(line, " · {field} {}", escape(&short(value, 80)));
+        }
+    }
+    line
 }

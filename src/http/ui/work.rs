@@ -132,9 +132,10 @@ weft events verify --group {group} --authority-key KEY   # the log these Events 
         id = escape(&view.work_item_id),
         group = escape(&view.group_id),
     );
-    // The history's Events, read once: the story's sections and its timeline use them.
+    // The history, read one Event at a time and kept as what the story needs of each (its
+    // line, its lease, its submission), never the payloads themselves.
     let group_id = weft_api::Id::parse("groupId", &view.group_id)?;
-    let mut read: Vec<Option<weft_api::Event>> = Vec::with_capacity(view.history.len());
+    let mut told: Vec<story::Told> = Vec::with_capacity(view.history.len());
     for sequence in &view.history {
         let event = state
             .store
@@ -148,15 +149,14 @@ weft events verify --group {group} --authority-key KEY   # the log these Events 
             .await?
             .into_iter()
             .next();
-        read.push(match event {
+        told.push(match event {
             Some(weft_api::event::Delivered::Event(event)) if event.sequence == *sequence => {
-                Some(event)
+                story::Told::of(&event)
             }
-            _ => None,
+            _ => story::Told::withheld(*sequence),
         });
     }
-    let history: Vec<weft_api::Event> = read.iter().flatten().cloned().collect();
-    let submitted = story::submitted(&history);
+    let submitted = story::submitted(&told);
     // Evidence by criterion: the verdict in force of each (the same rule as the API's).
     let mission_id = weft_api::Id::parse("missionId", &view.mission_id)?;
     let criteria = state
@@ -240,22 +240,15 @@ weft events verify --group {group} --authority-key KEY   # the log these Events 
         .await?;
     body.push_str(&story::evidence(&records.items));
     body.push_str(&story::offers(&view.offers));
-    body.push_str(&story::leases(&history));
+    body.push_str(&story::leases(&told));
     body.push_str(r#"<h2>History</h2><ol class="timeline" id="history">"#);
-    for (sequence, event) in view.history.iter().zip(&read) {
-        // One line per Event (issue #50): when, what, who, and what it left behind.
-        let line = match event {
-            Some(event) => story_line(
-                event.kind.as_str(),
-                &event.appended_at,
-                &story::payload(event),
-            ),
-            None => String::from("withheld"),
-        };
+    for told in &told {
         let _ = write!(
             body,
-            r#"<li><a href="/ui/groups/{group}/events?after={}&amp;limit=1">#{sequence}</a> {line}</li>"#,
-            sequence.saturating_sub(1)
+            r#"<li><a href="/ui/groups/{group}/events?after={}&amp;limit=1">#{}</a> {}</li>"#,
+            told.sequence.saturating_sub(1),
+            told.sequence,
+            told.line
         );
     }
     body.push_str("</ol>");
@@ -347,39 +340,4 @@ pub(crate) async fn mission(
         &format!("Mission {}", view.mission_id),
         &body,
     ))
-}
-
-/// A WorkItem Event as a line of its story: when, the Event, who acted (the Command's
-/// signer; none for the Authority's own), and the state, owner and ownership epoch it left,
-/// with a failure's or decline's reason.
-fn story_line(kind: &str, appended_at: &str, payload: &serde_json::Value) -> String {
-    let mut line = format!(
-        r#"<time>{}</time> <code>{}</code>"#,
-        escape(appended_at),
-        escape(kind)
-    );
-    match payload["actor"]["agentId"].as_str() {
-        Some(agent) => {
-            let _ = write!(line, " by <strong>{}</strong>", escape(agent));
-        }
-        None => line.push_str(r#" <span class="muted">by the Authority</span>"#),
-    }
-    if let Some(state) = payload["state"].as_str() {
-        let _ = write!(line, " · {}", escape(state));
-    }
-    if let Some(owner) = payload["owner"].as_str() {
-        let _ = write!(
-            line,
-            " · owner {} (epoch {})",
-            escape(owner),
-            payload["ownershipEpoch"].as_u64().unwrap_or_default()
-        );
-    }
-    let detail = &payload["detail"];
-    for field in ["leaseId", "reason", "failure", "offerId"] {
-        if let Some(value) = detail[field].as_str() {
-            let _ = write!(line, " · {field} {}", escape(&short(value, 80)));
-        }
-    }
-    line
 }

@@ -36,6 +36,8 @@ pub struct EvidenceFilter {
     pub producer: Option<Id>,
     pub mission_id: Option<Id>,
     pub artifact: Option<ArtifactId>,
+    /// Only the records that supersede this one (its corrections).
+    pub supersedes: Option<ArtifactId>,
     /// Cursor from a previous page: only records older than it.
     pub after: Option<u64>,
     pub limit: u32,
@@ -322,6 +324,7 @@ impl Handle<'_> {
                     producer: filter.producer.as_ref().map(Id::to_string),
                     mission_id: filter.mission_id.as_ref().map(Id::to_string),
                     artifact: filter.artifact,
+                    supersedes: filter.supersedes,
                     before: filter.after,
                     limit,
                 };

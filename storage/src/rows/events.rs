@@ -86,20 +86,37 @@ pub(crate) fn after(
 
 /// The Events of `group_id` whose actor is `agent_id` (`EventPayload::actor`), before
 /// `before` (all when `None`), newest first, at most `limit`: one index range
-/// (`events_by_actor`).
+/// (`events_by_actor`). With `missions` (a JSON array: a Mission-scoped reader's), only the
+/// Events such a reader sees, decided here so that a page and its cursor say nothing of the
+/// others: a session opened, reusable knowledge published, and what names one of those
+/// Missions (never a copy to or from another Group). The rule is delivery's (`deliver`),
+/// which checks every row again; the residual filter scans the Agent's other Events in the
+/// Group (an index on the Mission would serve a scoped reader in O(page)).
 pub(crate) fn by_actor(
     conn: &Connection,
     group_id: &str,
     agent_id: &str,
     before: Option<u64>,
     limit: u32,
+    missions: Option<&str>,
 ) -> Result<Vec<Row>, Error> {
     Ok(conn.rows(
         "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
                 prev_hash, hash
          FROM events WHERE group_id = ?1 AND actor = ?2 AND sequence < ?3
+             AND (?5 IS NULL
+                  OR type IN ('session.opened', 'artifact.reuse_published')
+                  OR (type <> 'context.forwarded'
+                      AND json_extract(payload, '$.missionId')
+                          IN (SELECT value FROM json_each(?5))))
          ORDER BY sequence DESC LIMIT ?4",
-        params![group_id, agent_id, before.unwrap_or(i64::MAX as u64), limit],
+        params![
+            group_id,
+            agent_id,
+            before.unwrap_or(i64::MAX as u64),
+            limit,
+            missions
+        ],
         to_row,
     )?)
 }

@@ -97,6 +97,8 @@ pub(crate) struct ListQuery<'a> {
     pub(crate) mission_id: Option<String>,
     /// Only records that cite this artifact.
     pub(crate) artifact: Option<ArtifactId>,
+    /// Only records that supersede this one (through `evidence_supersedes`).
+    pub(crate) supersedes: Option<ArtifactId>,
     /// Only records older than this rowid.
     pub(crate) before: Option<u64>,
     /// Rows wanted; one more is returned when there are more.
@@ -142,6 +144,9 @@ pub(crate) fn list(
     }
     if let Some(v) = query.before {
         add("e.rowid <", Box::new(v), &mut args);
+    }
+    if let Some(v) = query.supersedes {
+        add("e.supersedes =", Box::new(v.0.to_vec()), &mut args);
     }
     if let Some(artifact) = query.artifact {
         add(
