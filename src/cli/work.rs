@@ -43,7 +43,9 @@ use weft_api::{ArtifactId, Id};
 
 use super::args::ClientArgs;
 use super::errors::wire_word;
-use super::work_args::{MissionAction, MissionClose, OfferArgs, WorkAction, artifact_ids};
+use super::work_args::{
+    CommandArgs, MissionAction, MissionClose, OfferArgs, WorkAction, artifact_ids,
+};
 use signer::Signer;
 
 /// `weft mission …`.
@@ -107,7 +109,10 @@ pub(super) async fn mission(client: &ClientArgs, action: MissionAction) -> anyho
             }
             return Ok(());
         }
-        MissionAction::Approve(close) => (CommandType::MissionApprove, close),
+        MissionAction::Approve { close, force } => {
+            end_live_work_items(client, &close, force).await?;
+            (CommandType::MissionApprove, close)
+        }
         MissionAction::Fail(close) => (CommandType::MissionFail, close),
         MissionAction::Cancel(close) => (CommandType::MissionCancel, close),
     };
@@ -127,6 +132,57 @@ pub(super) async fn mission(client: &ClientArgs, action: MissionAction) -> anyho
     Signer::open(client)?
         .send(kind, &payload, &command, None)
         .await
+}
+
+/// Before `mission approve`: the Mission's WorkItems that are still live. The server refuses
+/// the approval while any is (T18 ends WorkItems only when a Mission fails or is cancelled,
+/// SM-12), so without `force` they are named and nothing is sent; with it each is cancelled
+/// by its own signed `work.cancel`, printed as it goes, before the approval.
+async fn end_live_work_items(
+    client: &ClientArgs,
+    close: &MissionClose,
+    force: bool,
+) -> anyhow::Result<()> {
+    let (_, api) = client.session()?;
+    let mission = Id::parse("mission", &close.mission)?;
+    let view = api.mission(&mission).await?;
+    let live: Vec<_> = view
+        .work_items
+        .iter()
+        .filter(|node| !node.state.is_terminal())
+        .collect();
+    if live.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = live
+        .iter()
+        .map(|node| format!("{} ({})", node.work_item_id, node.state.as_str()))
+        .collect();
+    if !force {
+        anyhow::bail!(
+            "Mission {mission} still has live WorkItems: {}. Approving needs each accepted, failed or cancelled first; `weft mission approve {mission} --force` cancels them (one signed work.cancel each) and then approves",
+            named.join(", ")
+        );
+    }
+    let signer = Signer::open(client)?;
+    let quiet = CommandArgs {
+        lease: None,
+        expected_revision: None,
+        json: close.command.json,
+    };
+    for node in live {
+        eprintln!("cancelling {} ({})", node.work_item_id, node.state.as_str());
+        let payload = WorkCancel {
+            work_item_id: Id::parse("work item", &node.work_item_id)?,
+            reason: format!(
+                "cancelled to approve Mission {mission} (weft mission approve --force)"
+            ),
+        };
+        signer
+            .send(CommandType::WorkCancel, &payload, &quiet, None)
+            .await?;
+    }
+    Ok(())
 }
 
 /// `weft work …`.

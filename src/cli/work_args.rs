@@ -54,8 +54,17 @@ pub(super) enum MissionAction {
         #[arg(long)]
         json: bool,
     },
-    /// `mission.approve`.
-    Approve(MissionClose),
+    /// `mission.approve`. Refused while WorkItems are live (T18); `--force` cancels them first.
+    ///
+    /// Example: `weft mission approve m1 --force` (prints each WorkItem it cancels)
+    Approve {
+        #[command(flatten)]
+        close: MissionClose,
+        /// Cancel the Mission's live WorkItems first (one signed `work.cancel` each, naming
+        /// why), then approve; without it, the live WorkItems are listed and nothing is sent.
+        #[arg(long)]
+        force: bool,
+    },
     /// `mission.fail`.
     Fail(MissionClose),
     /// `mission.cancel`: its live WorkItems are cancelled too.

@@ -441,3 +441,73 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
     let approved = ok(&coordinator, &url, &["mission", "approve", "m1"]);
     assert!(approved.contains("mission m1: approved"), "{approved}");
 }
+
+/// Issue #50: `mission approve` with live WorkItems names them and sends nothing; with
+/// `--force` it cancels each (one signed `work.cancel`, printed) and then approves.
+#[test]
+fn approving_a_mission_with_live_work_items_asks_for_force() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start(&root.path().join("data"), &[]);
+    let url = server.url();
+    let coordinator = root.path().join("coordinator");
+    enrol(&server, &coordinator, "g1", "coord-1", "coordinator");
+    ok(
+        &coordinator,
+        &url,
+        &[
+            "mission",
+            "create",
+            "m2",
+            "--title",
+            "Drafts",
+            "--financial",
+            "100",
+            "--tokens",
+            "1000",
+        ],
+    );
+    let contract = root.path().join("contract.toml");
+    std::fs::write(&contract, CONTRACT_TOML).expect("write contract");
+    let contract = contract.to_str().expect("utf-8");
+    for wi in ["wi-a", "wi-b"] {
+        ok(
+            &coordinator,
+            &url,
+            &[
+                "work",
+                "authorize",
+                wi,
+                "--mission",
+                "m2",
+                "--contract",
+                contract,
+            ],
+        );
+    }
+    let (approved, _, stderr) = weft(&coordinator, &url, &["mission", "approve", "m2"]);
+    assert!(!approved, "refused without --force");
+    assert!(
+        stderr.contains("wi-a (open)")
+            && stderr.contains("wi-b (open)")
+            && stderr.contains("--force"),
+        "{stderr}"
+    );
+    let untouched = ok(&coordinator, &url, &["mission", "show", "m2"]);
+    assert!(
+        untouched.contains("state       active"),
+        "nothing was sent: {untouched}"
+    );
+    assert!(untouched.contains("work item   wi-a open"), "{untouched}");
+
+    let (forced, stdout, stderr) =
+        weft(&coordinator, &url, &["mission", "approve", "m2", "--force"]);
+    assert!(forced, "{stderr}");
+    assert!(
+        stderr.contains("cancelling wi-a (open)") && stderr.contains("cancelling wi-b (open)"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("mission m2: approved"), "{stdout}");
+    let closed = ok(&coordinator, &url, &["mission", "show", "m2"]);
+    assert!(closed.contains("work item   wi-a cancelled"), "{closed}");
+    assert!(closed.contains("work item   wi-b cancelled"), "{closed}");
+}
