@@ -149,7 +149,7 @@ async fn end_live_work_items(
     let live: Vec<_> = view
         .work_items
         .iter()
-        .filter(|node| !node.state.is_terminal())
+        .filter(|node| node.state.is_live())
         .collect();
     if live.is_empty() {
         return Ok(());
