@@ -26,6 +26,8 @@ pub struct AppState {
     pub(crate) streams: Arc<Streams>,
     /// Whether `X-Forwarded-Proto` / `Forwarded` come from a trusted TLS proxy.
     pub trust_forwarded_proto: bool,
+    /// How far each Group's chain was verified for the event log page's badge.
+    pub(crate) chains: Arc<super::ui::ChainCache>,
 }
 
 /// Transport limits the handlers apply themselves.
@@ -54,6 +56,7 @@ impl AppState {
                 config.max_streams_per_agent,
             )),
             trust_forwarded_proto: config.trust_forwarded_proto,
+            chains: Arc::default(),
         }
     }
 }

@@ -274,6 +274,17 @@ pub mod tamper {
         crate::rows::blobs::tamper_sha256(&open(index)?, &id.0, &sha256)
     }
 
+    /// Rewrites the payload of Event `sequence` of Group `group_id` (its hash no longer
+    /// matches its content).
+    pub fn event_payload(
+        index: &Path,
+        group_id: &str,
+        sequence: u64,
+        payload: &str,
+    ) -> Result<usize, Error> {
+        crate::rows::events::tamper_payload(&open(index)?, group_id, sequence, payload)
+    }
+
     /// Removes the newest `n` Events of Group `group_id`; answers how many went and the
     /// sequence of the head they went from.
     pub fn cut_log_tail(index: &Path, group_id: &str, n: u64) -> Result<(usize, u64), Error> {

@@ -72,7 +72,9 @@ pub(crate) async fn events(
     let mut body = format!(
         r#"<h1>Event log of Group <code>{group}</code></h1>
 <form method="get" action="/ui/groups/{group_url}/events"><label for="type">Event type (or prefix, e.g. <code>work.</code>)</label> <input id="type" name="type" value="{kind}"> <label for="after">after sequence</label> <input id="after" name="after" type="number" min="0" value="{after}"> <label><input type="checkbox" name="order" value="newest"{newest}> newest first</label> <button type="submit">Filter</button></form>
+{badge}
 <ol class="timeline" id="events">"#,
+        badge = super::chain::badge(&state, &group).await,
         group = escape(group.as_str()),
         kind = escape(&kind),
         newest = if newest_first { " checked" } else { "" },

@@ -15,6 +15,7 @@
 //! token derived from the session token and are refused when `Origin` names another site.
 
 mod artifact;
+mod chain;
 mod content;
 mod events;
 mod evidence;
@@ -33,6 +34,7 @@ use super::error::HttpError;
 use frame::UiError;
 
 pub(crate) use artifact::{artifact, verify_now};
+pub(crate) use chain::ChainCache;
 pub(crate) use content::content as artifact_content;
 pub(crate) use events::events;
 pub(crate) use evidence::evidence;

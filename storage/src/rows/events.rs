@@ -181,6 +181,21 @@ pub(crate) fn cut_tail(conn: &Connection, group_id: &str, n: u64) -> Result<(usi
     Ok((cut, head))
 }
 
+/// Rewrites the payload of Event `sequence` of `group_id` behind the log's back (tests:
+/// a chain check must notice); answers how many rows changed.
+#[cfg(feature = "bench-support")]
+pub(crate) fn tamper_payload(
+    conn: &Connection,
+    group_id: &str,
+    sequence: u64,
+    payload: &str,
+) -> Result<usize, Error> {
+    Ok(conn.run(
+        "UPDATE events SET payload = ?3 WHERE group_id = ?1 AND sequence = ?2",
+        params![group_id, sequence, payload],
+    )?)
+}
+
 /// Removes the online Events through `through` (compacted into a snapshot).
 pub(crate) fn delete_through(conn: &Connection, group_id: &str, through: u64) -> Result<(), Error> {
     conn.run(
