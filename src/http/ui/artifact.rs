@@ -472,7 +472,7 @@ fn graph_of(lineage: &Lineage, focus: &str, graph_query: &GraphQuery) -> (Vec<No
         let id = artifact.id.to_string();
         let manifest = artifact.manifests.first();
         let caption = manifest
-            .map(|m| format!("{} · {}", m.media_type, m.work_item_id))
+            .map(|m| format!("{} · {} / {}", m.media_type, m.mission_id, m.work_item_id))
             .unwrap_or_default();
         index.insert(id.clone(), nodes.len());
         nodes.push(Node {
@@ -481,7 +481,10 @@ fn graph_of(lineage: &Lineage, focus: &str, graph_query: &GraphQuery) -> (Vec<No
                 "{id}\n{} bytes{}",
                 artifact.size,
                 manifest
-                    .map(|m| format!("\n{} by {} in {}", m.media_type, m.producer, m.work_item_id))
+                    .map(|m| format!(
+                        "\n{} by {} in WorkItem {} of Mission {}",
+                        m.media_type, m.producer, m.work_item_id, m.mission_id
+                    ))
                     .unwrap_or_default()
             ),
             caption,
