@@ -230,7 +230,19 @@ fn check_uri(field: &str, text: &str) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// The annotation a file's name is recorded under (`weft put` sets it).
+pub const NAME_ANNOTATION: &str = "name";
+
 impl Manifest {
+    /// The file name the manifest records (its `name` annotation), reduced to the last path
+    /// component: what the console shows and searches (issue #50), and what `weft get`
+    /// names a download. `None` when there is none, or nothing is left of it.
+    pub fn file_name(&self) -> Option<&str> {
+        let name = self.annotations.get(NAME_ANNOTATION)?;
+        let base = name.rsplit(['/', '\\']).next()?.trim();
+        (!base.is_empty()).then_some(base)
+    }
+
     /// Parses and validates a manifest payload: strict JSON, every field present and
     /// well-formed, every bound respected (see [`SignedPayload::parse_payload`]).
     pub fn parse(payload: &[u8]) -> Result<Self, Rejection> {

@@ -153,6 +153,9 @@ pub struct ListedArtifact {
     pub producer: String,
     pub created_at: String,
     pub sequence: u64,
+    /// The file name the manifest records (`Manifest::file_name`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// Answer to `GET /v1/artifacts`.

@@ -108,6 +108,9 @@ pub(super) struct LsArgs {
     pub(super) producer: Option<String>,
     #[arg(long)]
     pub(super) media_type: Option<String>,
+    /// Only artifacts whose file name (what `weft put` recorded) starts with this.
+    #[arg(long)]
+    pub(super) name: Option<String>,
     /// Print JSON lines instead of a table.
     #[arg(long)]
     pub(super) json: bool,

@@ -346,6 +346,7 @@ pub(super) async fn ls(args: LsArgs) -> anyhow::Result<()> {
         work_item,
         producer,
         media_type,
+        name,
         json,
     } = args;
     let (_, api) = client.session()?;
@@ -354,6 +355,7 @@ pub(super) async fn ls(args: LsArgs) -> anyhow::Result<()> {
         ("workItemId", work_item),
         ("producer", producer),
         ("mediaType", media_type),
+        ("name", name),
     ]);
     let api = &api;
     if !json {

@@ -108,6 +108,7 @@ pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<Sy
                             created_at: "bench",
                             envelope: "{}",
                             sequence: i as u64 + 1,
+                            name: None,
                         },
                     )?;
                     for source in sources {
@@ -233,6 +234,7 @@ pub async fn cite_blob(store: &Store, blake3: ArtifactId) -> Result<(), Error> {
                     created_at: "bench",
                     envelope: "{}",
                     sequence: 1,
+                    name: None,
                 },
             )?;
             Ok(())

@@ -625,11 +625,56 @@ END;
 CREATE INDEX events_by_actor ON events(group_id, actor, sequence) WHERE actor IS NOT NULL;
 "#;
 
+/// Each manifest's file name (`Manifest::file_name`, issue #50: the console shows and
+/// searches it; `''` for none), indexed for prefix search. The manifests stored before get
+/// theirs from their signed payloads in the same transaction ([`backfill_names`]).
+const V29: &str = r#"
+ALTER TABLE manifests ADD COLUMN name TEXT NOT NULL DEFAULT '';
+CREATE INDEX manifests_by_name ON manifests(name);
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 28] = [
+const MIGRATIONS: [&str; 29] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28,
+    V22, V23, V24, V25, V26, V27, V28, V29,
 ];
+
+/// A step a migration's SQL cannot do, in Rust.
+type Backfill = fn(&Connection) -> Result<(), Error>;
+
+/// Steps a migration's SQL cannot do, run in its transaction after it: (version, step).
+const BACKFILLS: [(i64, Backfill); 1] = [(29, backfill_names)];
+
+/// V29: every stored manifest's file name, read from its signed payload.
+fn backfill_names(conn: &Connection) -> Result<(), Error> {
+    use base64::Engine as _;
+    let mut named: Vec<(Vec<u8>, String)> = Vec::new();
+    {
+        let mut select = conn.prepare("SELECT manifest_id, envelope FROM manifests")?;
+        let mut rows = select.query([])?;
+        while let Some(row) = rows.next()? {
+            let id: Vec<u8> = row.get(0)?;
+            let envelope: String = row.get(1)?;
+            let Ok(envelope) = serde_json::from_str::<weft_api::Envelope>(&envelope) else {
+                continue;
+            };
+            let Ok(payload) = weft_api::dsse::BASE64.decode(&envelope.payload) else {
+                continue;
+            };
+            let Ok(manifest) = weft_api::Manifest::parse(&payload) else {
+                continue;
+            };
+            if let Some(name) = manifest.file_name() {
+                named.push((id, name.to_owned()));
+            }
+        }
+    }
+    let mut update = conn.prepare("UPDATE manifests SET name = ?2 WHERE manifest_id = ?1")?;
+    for (id, name) in named {
+        update.execute(rusqlite::params![id, name])?;
+    }
+    Ok(())
+}
 
 /// The newest schema version this build writes.
 const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -646,9 +691,24 @@ pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
         .zip(MIGRATIONS)
         .skip(usize::try_from(version.max(0)).unwrap_or(0))
     {
-        conn.execute_batch(&format!(
-            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
-        ))?;
+        let backfill = BACKFILLS
+            .iter()
+            .find(|(version, _)| *version == done)
+            .map(|(_, step)| *step);
+        let Some(backfill) = backfill else {
+            conn.execute_batch(&format!(
+                "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+            ))?;
+            continue;
+        };
+        conn.execute_batch(&format!("BEGIN; {sql}"))?;
+        let stepped = backfill(conn).and_then(|()| {
+            Ok(conn.execute_batch(&format!("PRAGMA user_version = {done}; COMMIT;"))?)
+        });
+        if let Err(error) = stepped {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(error);
+        }
     }
     Ok(())
 }

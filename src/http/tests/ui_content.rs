@@ -171,3 +171,48 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// Issue #50, search by name: `GET /v1/artifacts?name=` finds the artifacts whose file
+    /// name starts with it, in the caller's Group only; the console's search falls back to it.
+    async fn artifacts_are_found_by_their_file_name(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let report = named(&h, &worker, b"{}", "application/json", "out/report-q3.json").await;
+        named(&h, &worker, b"x", "text/plain", "notes.txt").await;
+        let other = h.agent("o1", "g2", &["worker"]).await;
+        let digests = h.upload(&other, b"theirs").await;
+        let mut theirs = manifest(&other, "g2", digests, &[]);
+        theirs
+            .annotations
+            .insert("name".into(), "report-secret.json".into());
+        let answer = h.publish(&other, &sign(&other.key, &theirs)).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+
+        let found = h.get_json(&worker, "/v1/artifacts?name=report").await;
+        let items = found["items"].as_array().expect("items");
+        assert_eq!(items.len(), 1, "g1's only, by prefix: {found}");
+        assert_eq!(items[0]["artifact"], report.as_str());
+        assert_eq!(items[0]["name"], "report-q3.json");
+        let none = h.get_json(&worker, "/v1/artifacts?name=q3").await;
+        assert_eq!(
+            none["items"],
+            serde_json::json!([]),
+            "a prefix, not a substring"
+        );
+
+        let page = h.send(signed_in(&worker, "/ui/search?q=report")).await;
+        assert_eq!(page.status, StatusCode::OK, "{page:?}");
+        let html = String::from_utf8(page.body.to_vec()).expect("html");
+        let table = html
+            .split(r#"<table id="named">"#)
+            .nth(1)
+            .and_then(|rest| rest.split("</table>").next())
+            .expect("the named artifacts");
+        assert!(
+            table.contains(&format!("/ui/artifacts/{report}")),
+            "{table}"
+        );
+        assert!(!table.contains("report-secret"), "{table}");
+    }
+);

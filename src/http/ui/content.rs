@@ -34,9 +34,11 @@ const INLINE_IMAGES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/
 /// The artifact's file name: the `name` annotation of its newest manifest (what `weft put`
 /// records), reduced to its last path component.
 pub(super) fn name_of(view: &ArtifactView) -> Option<String> {
-    let name = view.manifests.last()?.manifest.annotations.get("name")?;
-    let base = name.rsplit(['/', '\\']).next()?.trim();
-    (!base.is_empty()).then(|| base.to_owned())
+    view.manifests
+        .last()?
+        .manifest
+        .file_name()
+        .map(str::to_owned)
 }
 
 /// The media type without parameters, lower-case.

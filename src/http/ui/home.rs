@@ -120,7 +120,7 @@ pub(crate) async fn home(
 
 fn search_form(value: &str) -> String {
     format!(
-        r#"<form method="get" action="/ui/search" role="search"><label for="q">Search a digest (blake3: or sha256:, or bare hex), WorkItem, Mission or Agent</label> <input id="q" name="q" size="70" value="{}"> <button type="submit">Search</button></form>"#,
+        r#"<form method="get" action="/ui/search" role="search"><label for="q">Search a digest (blake3: or sha256:, or bare hex), WorkItem, Mission, Agent or file name</label> <input id="q" name="q" size="70" value="{}"> <button type="submit">Search</button></form>"#,
         escape(value)
     )
 }
@@ -191,7 +191,52 @@ async fn find(state: &AppState, viewer: &Viewer, text: &str) -> UiResult<Option<
         return Ok(Some(Redirect::to(&to).into_response()));
     }
     // An Agent: what it did, reviewed and produced that this reader may see (issue #50).
-    agent_page(state, viewer, text, id).await
+    if let Some(found) = agent_page(state, viewer, text, id).await? {
+        return Ok(Some(found));
+    }
+    named(state, viewer, text).await
+}
+
+/// The artifacts whose file name starts with `text` (issue #50: search by name), if any.
+async fn named(state: &AppState, viewer: &Viewer, text: &str) -> UiResult<Option<Response>> {
+    if text.len() > 255 {
+        return Ok(None);
+    }
+    let found = state
+        .store
+        .artifacts()
+        .list_artifacts(
+            ListFilter {
+                name: Some(text.to_owned()),
+                limit: 100,
+                ..ListFilter::default()
+            },
+            &viewer.reader,
+        )
+        .await?;
+    if found.items.is_empty() {
+        return Ok(None);
+    }
+    let mut body = format!(
+        r#"<h1>Artifacts named <code>{}</code>…</h1>{}<table id="named"><tr><th>artifact</th><th>name</th><th>media type</th><th>WorkItem</th><th>published</th></tr>"#,
+        escape(text),
+        search_form(text)
+    );
+    for item in &found.items {
+        let artifact = item.artifact.to_string();
+        let _ = write!(
+            body,
+            r#"<tr><td><a href="/ui/artifacts/{artifact}">{}</a></td><td>{}</td><td>{}</td><td><a href="/ui/workitems/{}">{}</a></td><td>{}</td></tr>"#,
+            escape(&short(&artifact, 30)),
+            escape(item.name.as_deref().unwrap_or("")),
+            escape(&item.media_type),
+            url_encode(&item.work_item_id),
+            escape(&item.work_item_id),
+            escape(&item.created_at),
+        );
+    }
+    body.push_str("</table>");
+    Ok(Some(page(viewer, "Search", &body)))
 }
 
 /// The Agent `id`'s page: the Events it caused in the viewer's Group (offers, acceptances,

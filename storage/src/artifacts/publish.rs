@@ -321,6 +321,7 @@ impl Verified {
                 created_at: &manifest.created_at.to_rfc3339(),
                 envelope: &envelope_json,
                 sequence,
+                name: manifest.file_name(),
             },
         )?;
         rowid_in.store(rowid.try_into().unwrap_or(0), Ordering::Relaxed);

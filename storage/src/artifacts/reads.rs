@@ -18,6 +18,8 @@ pub struct ListFilter {
     pub work_item_id: Option<Id>,
     pub producer: Option<Id>,
     pub media_type: Option<String>,
+    /// Only artifacts whose file name (`Manifest::file_name`) starts with this.
+    pub name: Option<String>,
     pub after: Option<u64>,
     pub limit: u32,
 }
@@ -98,6 +100,7 @@ impl Artifacts<'_> {
                     work_item_id: filter.work_item_id.as_ref().map(Id::as_str),
                     producer: filter.producer.as_ref().map(Id::as_str),
                     media_type: filter.media_type.as_deref(),
+                    name_prefix: filter.name.as_deref(),
                     group_id: match &reader {
                         Reader::Agent { group_id, .. } => Some(group_id.as_str()),
                         Reader::Admin => None,
@@ -128,6 +131,7 @@ impl Artifacts<'_> {
                         producer,
                         created_at,
                         sequence,
+                        name,
                     } = row;
                     items.push((
                         rowid,
@@ -142,6 +146,7 @@ impl Artifacts<'_> {
                             producer,
                             created_at,
                             sequence,
+                            name: (!name.is_empty()).then_some(name),
                         },
                     ));
                 }

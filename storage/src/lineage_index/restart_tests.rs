@@ -231,6 +231,7 @@ async fn commit_rows(store: &Store, from: usize, to: usize, salt: &str) {
                         created_at: "test",
                         envelope: "{}",
                         sequence: i as u64 + 1,
+                        name: None,
                     },
                 )?;
                 let mut sources = vec![i / 3, i / 2];

@@ -33,19 +33,23 @@ pub(crate) struct New<'a> {
     pub(crate) envelope: &'a str,
     /// Its `artifact.published` Event.
     pub(crate) sequence: u64,
+    /// Its file name (`Manifest::file_name`), searched by the console.
+    pub(crate) name: Option<&'a str>,
 }
 
 /// Writes `row`; answers its rowid (the lineage index's cursor).
 pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<i64, Error> {
     conn.run(
         "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
-                                lease_id, ownership_epoch, classification, created_at, envelope, sequence)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                lease_id, ownership_epoch, classification, created_at, envelope, sequence,
+                                name)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             &row.manifest_id.0[..], &row.blake3.0[..], row.group_id, row.mission_id,
             row.work_item_id, row.producer, row.media_type,
             row.lease_id, row.ownership_epoch,
-            row.classification, row.created_at, row.envelope, row.sequence
+            row.classification, row.created_at, row.envelope, row.sequence,
+            row.name.unwrap_or_default()
         ],
     )?;
     Ok(conn.last_insert_rowid())
@@ -282,6 +286,8 @@ pub(crate) struct ListQuery<'a> {
     pub(crate) work_item_id: Option<&'a str>,
     pub(crate) producer: Option<&'a str>,
     pub(crate) media_type: Option<&'a str>,
+    /// Only manifests whose file name (`Manifest::file_name`) starts with this.
+    pub(crate) name_prefix: Option<&'a str>,
     /// An Agent's Group (`None`: the operator, every Group).
     pub(crate) group_id: Option<&'a str>,
     /// A scoped member's Missions as a JSON array: their manifests, and the Group's reusable
@@ -304,13 +310,15 @@ pub(crate) struct Listed {
     pub(crate) producer: String,
     pub(crate) created_at: String,
     pub(crate) sequence: u64,
+    /// `''` for none.
+    pub(crate) name: String,
 }
 
 /// The manifests `query` selects, by rowid, at most `query.limit + 1` of them.
 pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Listed>, Error> {
     let mut sql = String::from(
         "SELECT m.rowid, m.blake3, m.manifest_id, b.size, m.media_type, m.group_id, m.mission_id,
-                m.work_item_id, m.producer, m.created_at, m.sequence
+                m.work_item_id, m.producer, m.created_at, m.sequence, m.name
          FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1",
     );
     let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(query.after)];
@@ -325,6 +333,17 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Liste
     add("m.producer", query.producer);
     add("m.media_type", query.media_type);
     add("m.group_id", query.group_id);
+    if let Some(prefix) = query.name_prefix {
+        // A range on the name (`manifests_by_name`): the prefix, and everything after it
+        // that still starts with it.
+        args.push(Box::new(prefix.to_owned()));
+        args.push(Box::new(format!("{prefix}\u{10FFFF}")));
+        sql.push_str(&format!(
+            " AND m.name >= ?{} AND m.name < ?{}",
+            args.len() - 1,
+            args.len()
+        ));
+    }
     if let Some(missions) = &query.missions_json {
         args.push(Box::new(missions.clone()));
         sql.push_str(&format!(
@@ -354,6 +373,7 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Liste
                     row.get::<_, String>(8)?,
                     row.get::<_, String>(9)?,
                     row.get::<_, u64>(10)?,
+                    row.get::<_, String>(11)?,
                 ),
             ))
         })?
@@ -362,7 +382,16 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Liste
         .map(
             |(
                 (rowid, blake3, manifest_id, size),
-                (media_type, group_id, mission_id, work_item_id, producer, created_at, sequence),
+                (
+                    media_type,
+                    group_id,
+                    mission_id,
+                    work_item_id,
+                    producer,
+                    created_at,
+                    sequence,
+                    name,
+                ),
             )| {
                 Ok(Listed {
                     rowid,
@@ -376,6 +405,7 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Liste
                     producer,
                     created_at,
                     sequence,
+                    name,
                 })
             },
         )

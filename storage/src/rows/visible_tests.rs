@@ -53,6 +53,7 @@ fn database() -> Connection {
                 created_at: "now",
                 envelope: "{}",
                 sequence: u64::from(n),
+                name: None,
             },
         )
         .expect("manifest");

@@ -220,3 +220,67 @@ fn lookups_by_one_column_search_the_composite_indexes() {
         );
     }
 }
+
+/// Issue #50 (V29): the manifests stored before get their file name from their signed
+/// payloads (the last path component of the `name` annotation), in the migration's
+/// transaction; a manifest without one keeps `''`.
+#[test]
+fn manifests_stored_before_get_their_file_name() {
+    use base64::Engine as _;
+    let conn = Connection::open_in_memory().expect("open");
+    for (done, sql) in (1..).zip(&super::MIGRATIONS[..28]) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+        ))
+        .expect("an old schema");
+    }
+    conn.execute_batch("PRAGMA foreign_keys = OFF")
+        .expect("rows without their parents");
+    let manifest = |name: Option<&str>| {
+        let mut value = serde_json::json!({
+            "content": {"blake3": format!("blake3:{}", "1".repeat(64)),
+                        "sha256": format!("sha256:{}", "2".repeat(64)), "size": 3,
+                        "mediaType": "text/plain", "schema": null},
+            "producer": {"agentId": "w1", "agentCardVersion": "1"},
+            "missionId": "m1", "groupId": "g1", "workItemId": "wi-1",
+            "execution": {"leaseId": "l1", "ownershipEpoch": 1},
+            "sources": [], "tools": [], "createdAt": "2026-12-01T00:00:00Z",
+            "classification": "internal",
+            "retrievalUri": "https://weft.example/x", "annotations": {}
+        });
+        if let Some(name) = name {
+            value["annotations"]["name"] = serde_json::json!(name);
+        }
+        let payload = value.to_string();
+        weft_api::Manifest::parse(payload.as_bytes()).expect("a valid manifest");
+        serde_json::json!({
+            "payloadType": "application/vnd.mwp.manifest.v1+json",
+            "payload": weft_api::dsse::BASE64.encode(payload.as_bytes()),
+            "signatures": []
+        })
+        .to_string()
+    };
+    for (id, envelope) in [
+        (1u8, manifest(Some("reports/q3.json"))),
+        (2, manifest(None)),
+    ] {
+        conn.execute(
+            "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id,
+                                    producer, media_type, lease_id, ownership_epoch,
+                                    classification, created_at, envelope, sequence)
+             VALUES (?1, x'01', 'g1', 'm1', 'wi-1', 'w1', 'text/plain', 'l1', 1, 'internal',
+                     't', ?2, ?3)",
+            rusqlite::params![vec![id], envelope, id],
+        )
+        .expect("an old manifest");
+    }
+    super::migrate(&conn).expect("migrated");
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM manifests ORDER BY manifest_id")
+        .expect("select")
+        .query_map([], |row| row.get(0))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("read");
+    assert_eq!(names, ["q3.json", ""]);
+}
