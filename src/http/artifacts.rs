@@ -89,7 +89,7 @@ pub(super) const LIST_QUERY: &[&str] = &[
 /// Paged listing of visible manifests, filtered.
 #[utoipa::path(get, operation_id = "list_artifacts", path = "/v1/artifacts", params(("missionId" = Option<String>, Query), ("workItemId" = Option<String>, Query), ("producer" = Option<String>, Query),
     ("mediaType" = Option<String>, Query), ("name" = Option<String>, Query, description = "only artifacts whose file name (the manifest's `name` annotation, its last path component) starts with this"), ("after" = Option<u64>, Query), ("limit" = Option<u32>, Query)),
-    responses((status = 200, description = "{items, next}"), (status = 400, description = "bad_request: an empty or over-long name")))]
+    responses((status = 200, description = "{items, next}")))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -101,15 +101,8 @@ pub(crate) async fn list(
         work_item_id: query_id(&query, "workItemId")?,
         producer: query_id(&query, "producer")?,
         media_type: query.get("mediaType").cloned(),
-        name: match query.get("name") {
-            Some(name) if name.is_empty() || name.len() > 255 => {
-                return Err(HttpError::new(
-                    ErrorCode::BadRequest,
-                    "name is a file name's first 1 to 255 bytes",
-                ));
-            }
-            name => name.cloned(),
-        },
+        // An empty prefix filters nothing; a longer one than any name matches none.
+        name: query.get("name").filter(|name| !name.is_empty()).cloned(),
         after: query_u64(&query, "after")?,
         limit: query_limit(&query)?.unwrap_or(100).min(1000),
     };

@@ -27,7 +27,7 @@ pub struct AppState {
     /// Whether `X-Forwarded-Proto` / `Forwarded` come from a trusted TLS proxy.
     pub trust_forwarded_proto: bool,
     /// How far each Group's chain was verified for the event log page's badge.
-    pub(crate) chains: Arc<super::ui::ChainCache>,
+    pub(crate) chains: Arc<ChainCache>,
 }
 
 /// Transport limits the handlers apply themselves.
@@ -58,6 +58,27 @@ impl AppState {
             trust_forwarded_proto: config.trust_forwarded_proto,
             chains: Arc::default(),
         }
+    }
+}
+
+/// Per Group, the newest Event already found linked and intact: (sequence, hash).
+#[derive(Debug, Default)]
+pub(crate) struct ChainCache(Mutex<HashMap<String, (u64, weft_api::event::EventHash)>>);
+
+impl ChainCache {
+    pub(crate) fn get(&self, group: &str) -> Option<(u64, weft_api::event::EventHash)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(group)
+            .copied()
+    }
+
+    pub(crate) fn put(&self, group: &str, verified: (u64, weft_api::event::EventHash)) {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(group.to_owned(), verified);
     }
 }
 

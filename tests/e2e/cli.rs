@@ -1,5 +1,6 @@
 //! The Worker's journey through the CLI: keygen → register → login → put → get → show → ls,
-//! then fsck, a crash and a restart.
+//! then fsck, a crash and a restart. Long because it is one journey: each step's text and its
+//! `--json` form are checked where the step happens.
 
 use base64::Engine as _;
 

@@ -269,15 +269,11 @@ fn show_verifies_signatures_and_bytes_stream_through_stdin_and_stdout() {
         downloads.join(&dotted[7..]).exists(),
         "named by the digest's hex"
     );
-    let plain = root.path().join("plain.txt");
-    std::fs::write(&plain, b"no name").expect("write");
-    let unnamed = ok(weft(
-        &worker,
-        &url,
-        &put_args(plain.to_str().expect("utf-8"), &[]),
-    ))
-    .trim()
-    .to_owned();
+    // Bytes from stdin carry no name (a file's name is recorded by `weft put FILE`).
+    let (done, unnamed, stderr) =
+        weft_raw(&worker, &url, root.path(), &put_args("-", &[]), b"no name");
+    assert!(done, "{stderr}");
+    let unnamed = String::from_utf8(unnamed).expect("utf-8").trim().to_owned();
     let (done, _, stderr) = weft_raw(&reviewer, &url, &downloads, &["get", &unnamed, "-q"], b"");
     assert!(done, "{stderr}");
     assert!(

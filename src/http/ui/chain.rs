@@ -3,13 +3,10 @@
 //! machine: the checkpoint's signature with the authority key, then every Event's link and
 //! content hash from the start of the online log (genesis, or the signed snapshot reference
 //! the log was compacted to) up to the checkpoint, and says so. What it verified is kept per
-//! Group ([`ChainCache`]), so a view re-checks only the Events appended since; a view checks
+//! Group (`state.rs`'s `ChainCache`), so a view re-checks only the Events appended since; a view checks
 //! at most [`BUDGET`] Events and says how far it got, so one request cannot make the server
 //! re-hash an unbounded log. The badge is the server's word: the page says how to check it
 //! without trusting the server.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 use weft_api::Id;
 use weft_api::dsse::{CHECKPOINT_TYPE, SNAPSHOT_TYPE};
@@ -24,27 +21,6 @@ const BUDGET: u64 = 50_000;
 
 /// Events read per step.
 const PAGE: u32 = 1000;
-
-/// Per Group, the newest Event already found linked and intact: (sequence, hash).
-#[derive(Debug, Default)]
-pub(crate) struct ChainCache(Mutex<HashMap<String, (u64, EventHash)>>);
-
-impl ChainCache {
-    fn get(&self, group: &str) -> Option<(u64, EventHash)> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(group)
-            .copied()
-    }
-
-    fn put(&self, group: &str, verified: (u64, EventHash)) {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(group.to_owned(), verified);
-    }
-}
 
 /// The badge for `group`, whose log the viewer may read (the caller checked).
 pub(super) async fn badge(state: &AppState, group: &Id) -> String {
@@ -127,7 +103,7 @@ async fn check(state: &AppState, group: &Id) -> Result<String, String> {
     } else {
         format!("the signed snapshot at {}", start.0)
     };
-    let (mut sequence, mut head) = match state.cache().get(group.as_str()) {
+    let (mut sequence, mut head) = match state.chains.get(group.as_str()) {
         Some(known) if known.0 >= start.0 && known.0 <= target => known,
         _ => start,
     };
@@ -146,7 +122,7 @@ async fn check(state: &AppState, group: &Id) -> Result<String, String> {
         }
         checked += page.len() as u64;
         (sequence, head) = weft_api::event::verify_chain(sequence, head, &page)?;
-        state.cache().put(group.as_str(), (sequence, head));
+        state.chains.put(group.as_str(), (sequence, head));
     }
     if sequence < target {
         return Ok(format!(
@@ -162,10 +138,4 @@ async fn check(state: &AppState, group: &Id) -> Result<String, String> {
         "Chain verified from {from} to the signed checkpoint at {target}: every Event linked and hashed as its content says. Check it without trusting this server: <code>weft events verify --group {} --authority-key KEY</code>.",
         escape(group.as_str())
     ))
-}
-
-impl AppState {
-    fn cache(&self) -> &ChainCache {
-        &self.chains
-    }
 }

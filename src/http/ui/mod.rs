@@ -34,7 +34,6 @@ use super::error::HttpError;
 use frame::UiError;
 
 pub(crate) use artifact::{artifact, verify_now};
-pub(crate) use chain::ChainCache;
 pub(crate) use content::content as artifact_content;
 pub(crate) use events::events;
 pub(crate) use evidence::evidence;
