@@ -419,12 +419,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let address = listener.local_addr()?;
+    // SIGINT is listened for before the server says it listens: a script (or test) that
+    // stops it as soon as it reads that line must not find a handler installed but no
+    // listener yet (the signal would be consumed and lost, and the server never stop).
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("listening for SIGINT")?;
     // The first line on stdout; tests and scripts read it.
     println!("listening on http://{address}");
     std::io::stdout().flush()?;
     tracing::info!(%address, data_dir = %config.data_dir.display(), in_memory = config.in_memory, direct_writes = config.direct_writes, "weft serving");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
+    let shutdown = async move {
+        let _ = interrupt.recv().await;
         tracing::info!("shutting down");
     };
     let transport = Transport {
