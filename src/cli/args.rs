@@ -165,6 +165,9 @@ pub(super) enum ContextAction {
         /// An unresolved question (repeat).
         #[arg(long = "question")]
         questions: Vec<String>,
+        /// Print the server's answer as JSON instead of the id.
+        #[arg(long)]
+        json: bool,
     },
     /// Show the latest version (or --version N).
     Show {
@@ -275,6 +278,9 @@ pub(super) enum EvidenceAction {
         /// The Evidence this record corrects.
         #[arg(long)]
         supersedes: Option<String>,
+        /// Print `{evidenceId, sequence}` as JSON instead of the id.
+        #[arg(long)]
+        json: bool,
     },
     /// List Evidence, newest first.
     Ls {

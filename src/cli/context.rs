@@ -28,6 +28,7 @@ pub(super) async fn run(client: &ClientArgs, action: ContextAction) -> anyhow::R
             decisions,
             constraints,
             questions,
+            json,
         } => {
             let key = client.key()?;
             let package_id = Id::parse("package", &package)?;
@@ -63,6 +64,10 @@ pub(super) async fn run(client: &ClientArgs, action: ContextAction) -> anyhow::R
                 created_at: chrono::Utc::now().fixed_offset(),
             };
             let answer = api.publish_context(&key, &payload).await?;
+            if json {
+                println!("{}", serde_json::to_string(&answer)?);
+                return Ok(());
+            }
             eprintln!("version {} at sequence {}", answer.version, answer.sequence);
             println!("{}", answer.context_id);
         }

@@ -30,6 +30,7 @@ pub(super) async fn run(client: &ClientArgs, action: EvidenceAction) -> anyhow::
             summary,
             metrics,
             supersedes,
+            json,
         } => {
             let key = client.key()?;
             let work_item_id = Id::parse("work item", &work_item)?;
@@ -96,6 +97,10 @@ pub(super) async fn run(client: &ClientArgs, action: EvidenceAction) -> anyhow::
                     .transpose()?,
             };
             let recorded = api.record_evidence(&key, &evidence).await?;
+            if json {
+                println!("{}", serde_json::to_string(&recorded)?);
+                return Ok(());
+            }
             eprintln!("recorded at sequence {}", recorded.sequence);
             println!("{}", recorded.evidence_id);
         }

@@ -55,6 +55,7 @@ pub(crate) fn append_caused(
 }
 
 /// Appends an Event of any type with an untyped payload: only the benchmarks' filler.
+#[cfg(feature = "bench-support")]
 pub(crate) fn append_raw(
     tx: &Tx<'_>,
     group_id: &Id,

@@ -451,7 +451,9 @@ fn reviewer_records_evidence_and_reads_criteria() {
         ok(weft(&reviewer_home, &url, &args)).trim().to_owned()
     };
     let first = add("fail", &[]);
-    let second = add("pass", &["--supersedes", &first]);
+    let second: serde_json::Value =
+        serde_json::from_str(&add("pass", &["--supersedes", &first, "--json"])).expect("JSON");
+    let second = second["evidenceId"].as_str().expect("its id").to_owned();
     assert!(second.starts_with("blake3:") && second != first);
     let listed = ok(weft(
         &worker_home,
