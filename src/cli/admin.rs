@@ -17,6 +17,7 @@ pub(super) async fn run(
     admin_token: Option<String>,
     admin_token_file: &Path,
     action: AdminAction,
+    json: bool,
 ) -> anyhow::Result<()> {
     let token = match admin_token {
         Some(token) => token,
@@ -34,25 +35,45 @@ pub(super) async fn run(
         client,
         Client::new(client.server.clone(), Some(token)),
         action,
+        json,
     )
     .await
     .context(super::errors::AdminCall)
 }
 
-async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> anyhow::Result<()> {
+async fn admin(
+    client_args: &ClientArgs,
+    api: Client,
+    action: AdminAction,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    // `--json`: each confirmation as one object on stdout instead of its sentence.
+    let said = |text: String, value: serde_json::Value| {
+        if as_json {
+            println!("{value}");
+        } else {
+            println!("{text}");
+        }
+    };
     match action {
         AdminAction::Schema { uri, artifact } => {
             let artifact = weft_api::ArtifactId::parse(&artifact)?;
             api.register_schema(&uri, &artifact).await?;
-            println!("schema {uri} names {artifact}");
+            said(
+                format!("schema {uri} names {artifact}"),
+                serde_json::json!({"uri": uri, "artifact": artifact.to_string()}),
+            );
         }
         AdminAction::Group {
             action: GroupAction::Create { group },
         } => {
             let created = api.create_group(&Id::parse("group", &group)?).await?;
-            println!(
-                "group {group} {}",
-                if created { "created" } else { "already exists" }
+            said(
+                format!(
+                    "group {group} {}",
+                    if created { "created" } else { "already exists" }
+                ),
+                serde_json::json!({"groupId": group, "created": created}),
             );
         }
         AdminAction::Agent {
@@ -70,7 +91,10 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
             let keyid = api
                 .register_agent(&Id::parse("agent-id", &agent_id)?, &key, &card_version)
                 .await?;
-            println!("agent {agent_id} registered with {keyid}");
+            said(
+                format!("agent {agent_id} registered with {keyid}"),
+                serde_json::json!({"agentId": agent_id, "keyid": keyid.to_string()}),
+            );
         }
         AdminAction::Agent {
             action: AgentAction::Deactivate { agent_id },
@@ -78,12 +102,16 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
             let groups = api
                 .deactivate_agent(&Id::parse("agent-id", &agent_id)?)
                 .await?;
-            if groups.is_empty() {
-                println!("agent {agent_id} is deactivated (no Group told now)");
+            let groups: Vec<&str> = groups.iter().map(Id::as_str).collect();
+            let text = if groups.is_empty() {
+                format!("agent {agent_id} is deactivated (no Group told now)")
             } else {
-                let groups: Vec<&str> = groups.iter().map(Id::as_str).collect();
-                println!("agent {agent_id} deactivated; told {}", groups.join(", "));
-            }
+                format!("agent {agent_id} deactivated; told {}", groups.join(", "))
+            };
+            said(
+                text,
+                serde_json::json!({"agentId": agent_id, "deactivated": true, "groupsTold": groups}),
+            );
         }
         AdminAction::Agent {
             action:
@@ -96,11 +124,15 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
             let keyid = api
                 .rotate_key(&Id::parse("agent-id", &agent_id)?, &key)
                 .await?;
-            println!("agent {agent_id} now signs with {keyid}; its sessions ended");
+            said(
+                format!("agent {agent_id} now signs with {keyid}; its sessions ended"),
+                serde_json::json!({"agentId": agent_id, "keyid": keyid.to_string()}),
+            );
         }
         AdminAction::Member {
             action: MemberAction::Ls { group, json },
         } => {
+            let json = json || as_json;
             let list = api.members(&Id::parse("group", &group)?).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&list)?);
@@ -124,6 +156,7 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
         AdminAction::Agent {
             action: AgentAction::Show { agent_id, json },
         } => {
+            let json = json || as_json;
             let record = api.agent_record(&Id::parse("agent-id", &agent_id)?).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&record)?);
@@ -171,7 +204,10 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
                     &Id::parse("agent-id", &agent_id)?,
                 )
                 .await?;
-            println!("{agent_id} removed from {group} (membership epoch {epoch})");
+            said(
+                format!("{agent_id} removed from {group} (membership epoch {epoch})"),
+                serde_json::json!({"groupId": group, "agentId": agent_id, "removed": true, "membershipEpoch": epoch}),
+            );
         }
         AdminAction::Member {
             action:
@@ -198,11 +234,14 @@ async fn admin(client_args: &ClientArgs, api: Client, action: AdminAction) -> an
                     (!missions.is_empty()).then_some(&missions[..]),
                 )
                 .await?;
-            println!(
-                "{agent_id} in {group}: {} (membership epoch {}), {}",
-                role_words(&membership.roles),
-                membership.epoch,
-                scope_words(membership.missions.as_deref())
+            said(
+                format!(
+                    "{agent_id} in {group}: {} (membership epoch {}), {}",
+                    role_words(&membership.roles),
+                    membership.epoch,
+                    scope_words(membership.missions.as_deref())
+                ),
+                serde_json::to_value(&membership)?,
             );
         }
     }

@@ -84,6 +84,9 @@ enum Command {
         /// File holding the admin token.
         #[arg(long, default_value = "weft-data/admin.token")]
         admin_token_file: PathBuf,
+        /// Print each result as JSON (`weft admin --json group create g1`).
+        #[arg(long)]
+        json: bool,
         #[command(subcommand)]
         action: AdminAction,
     },
@@ -243,8 +246,9 @@ impl Cli {
                 client,
                 admin_token,
                 admin_token_file,
+                json,
                 action,
-            } => admin::run(&client, admin_token, &admin_token_file, action).await,
+            } => admin::run(&client, admin_token, &admin_token_file, action, json).await,
             Command::Login {
                 client,
                 agent_id,

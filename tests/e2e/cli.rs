@@ -70,7 +70,12 @@ fn worker_journey_through_the_cli_survives_a_crash() {
         assert_eq!(mode & 0o777, 0o600, "admin.token is private");
     }
     ok(weft(&home, &url, &["keygen"]));
-    admin(&["group", "create", "g1"]);
+    let created: serde_json::Value =
+        serde_json::from_str(&admin(&["--json", "group", "create", "g1"])).expect("JSON");
+    assert_eq!(
+        created,
+        serde_json::json!({"groupId": "g1", "created": true})
+    );
     admin(&[
         "agent",
         "register",
