@@ -62,8 +62,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the server.
+    #[command(after_help = "Example: weft serve --listen 127.0.0.1:7070 --data-dir weft-data")]
     Serve(Config),
     /// Create an Ed25519 agent key (`agent.key` in the weft home, mode 0600).
+    #[command(after_help = "Example: weft keygen --json")]
     Keygen {
         #[command(flatten)]
         client: ClientArgs,
@@ -75,6 +77,9 @@ enum Command {
         json: bool,
     },
     /// Operator calls, with the admin token.
+    #[command(
+        after_help = "Example: weft admin group create g1 && weft admin agent register --agent-id worker-1 && weft admin member set g1 worker-1 --role worker"
+    )]
     Admin {
         #[command(flatten)]
         client: ClientArgs,
@@ -91,6 +96,7 @@ enum Command {
         action: AdminAction,
     },
     /// Open a session for this agent in a Group (signed challenge).
+    #[command(after_help = "Example: weft login --agent-id worker-1 --group g1")]
     Login {
         #[command(flatten)]
         client: ClientArgs,
@@ -106,8 +112,12 @@ enum Command {
         json: bool,
     },
     /// Upload a file and publish its signed manifest; prints the artifact digest.
+    #[command(
+        after_help = "Example: weft put report.json --group g1 --mission m1 --work-item wi-1 --media-type application/json --source blake3:…"
+    )]
     Put(PutArgs),
     /// Download an artifact, verified.
+    #[command(after_help = "Example: weft get blake3:… -o report.json")]
     Get {
         #[command(flatten)]
         client: ClientArgs,
@@ -123,6 +133,7 @@ enum Command {
         json: bool,
     },
     /// Show an artifact's manifests, each signature verified against a key trusted here.
+    #[command(after_help = "Example: weft show blake3:… --json")]
     Show {
         #[command(flatten)]
         client: ClientArgs,
@@ -139,6 +150,7 @@ enum Command {
         json: bool,
     },
     /// Who this session is: agent, Group, expiry, and whether the server still accepts it.
+    #[command(after_help = "Example: weft whoami --json")]
     Whoami {
         #[command(flatten)]
         client: ClientArgs,
@@ -162,10 +174,17 @@ enum Command {
         shell: clap_complete::Shell,
     },
     /// Run the built-in reviewer on a WorkItem: server-signed Evidence, one record per check.
+    #[command(
+        after_help = "Example: weft review wi-1 --artifact blake3:… --check integrity --check schema=ac-2"
+    )]
     Review(ReviewArgs),
     /// List artifacts.
+    #[command(after_help = "Example: weft ls --mission m1 --name report")]
     Ls(LsArgs),
     /// Record and list Evidence.
+    #[command(
+        after_help = "Example: weft evidence add --mission m1 --work-item wi-1 --criterion ac-1 --outcome pass --method automated_test --artifact blake3:…"
+    )]
     Evidence {
         #[command(flatten)]
         client: ClientArgs,
@@ -173,8 +192,12 @@ enum Command {
         action: EvidenceAction,
     },
     /// Where an artifact came from (or, with --down, what was derived from it).
+    #[command(after_help = "Example: weft lineage blake3:… --mission m1 --format dot")]
     Lineage(LineageArgs),
     /// Context Packages: publish, show, list versions, verify against the log, forward.
+    #[command(
+        after_help = "Example: weft context publish --package pkg-1 --mission m1 --from 1 --to 40 --artifact blake3:…"
+    )]
     Context {
         #[command(flatten)]
         client: ClientArgs,
@@ -182,6 +205,7 @@ enum Command {
         action: ContextAction,
     },
     /// Read a Group's event log.
+    #[command(after_help = "Example: weft events verify --group g1 --authority-key KEY")]
     Events {
         #[command(flatten)]
         client: ClientArgs,
@@ -189,6 +213,7 @@ enum Command {
         action: EventsAction,
     },
     /// The latest verdict per acceptance criterion of a WorkItem.
+    #[command(after_help = "Example: weft criteria wi-1 --json")]
     Criteria {
         #[command(flatten)]
         client: ClientArgs,
@@ -197,6 +222,9 @@ enum Command {
         json: bool,
     },
     /// Missions: create, show, and close them (signed Commands of the session's Group).
+    #[command(
+        after_help = "Example: weft mission create m1 --title \"Q3 report\" --financial 100 --tokens 1000000"
+    )]
     Mission {
         #[command(flatten)]
         client: ClientArgs,
@@ -204,6 +232,9 @@ enum Command {
         action: MissionAction,
     },
     /// WorkItems: authorize, offer, accept, run and close them; show one or a Mission's graph.
+    #[command(
+        after_help = "Example: weft work authorize wi-1 --mission m1 --contract contract.toml"
+    )]
     Work {
         #[command(flatten)]
         client: ClientArgs,
