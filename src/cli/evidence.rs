@@ -140,8 +140,13 @@ pub(super) async fn run(client: &ClientArgs, action: EvidenceAction) -> anyhow::
                         let evidence = &record.evidence;
                         // "evidence blake3:…": an Evidence id is not mistaken for an
                         // artifact digest.
+                        // A correction says which record it supersedes (issue #50).
+                        let supersedes = evidence
+                            .supersedes
+                            .map(|earlier| format!("  supersedes {earlier}"))
+                            .unwrap_or_default();
                         println!(
-                            "{:<80}  {:<10} {:<12} {:<18} {:<12} {}",
+                            "{:<80}  {:<10} {:<12} {:<18} {:<12} {}{supersedes}",
                             format!("evidence {}", record.evidence_id),
                             evidence.work_item_id,
                             evidence.criterion,

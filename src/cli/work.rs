@@ -200,6 +200,7 @@ pub(super) async fn work(client: &ClientArgs, action: WorkAction) -> anyhow::Res
                 println!("{}", serde_json::to_string_pretty(&view)?);
             } else {
                 print_work_item(&view);
+                print_story(&api, &view).await?;
             }
             Ok(())
         }
@@ -607,6 +608,41 @@ fn print_work_item(view: &WorkItemView) {
             .collect::<Vec<_>>()
             .join(",")
     );
+}
+
+/// The WorkItem's story, one line per history Event (issue #50): when, what, who acted (the
+/// Command's signer, or the Authority), and the state, owner, lease and reason it left. One
+/// read per Event (at most the 256 the view lists).
+async fn print_story(api: &weft_api::client::Client, view: &WorkItemView) -> anyhow::Result<()> {
+    let group = Id::parse("group", &view.group_id)?;
+    println!("story");
+    for sequence in &view.history {
+        let page = api.events(&group, sequence.saturating_sub(1), 1).await?;
+        let Some(weft_api::event::Delivered::Event(event)) = page.first() else {
+            println!("  #{sequence} withheld");
+            continue;
+        };
+        let payload: Value = serde_json::from_str(event.payload.get()).unwrap_or_default();
+        let mut line = format!("  #{sequence} {} {}", event.appended_at, event.kind);
+        match payload["actor"]["agentId"].as_str() {
+            Some(agent) => line.push_str(&format!(" by {agent}")),
+            None => line.push_str(" by the Authority"),
+        }
+        if let Some(state) = payload["state"].as_str() {
+            line.push_str(&format!(" · {state}"));
+        }
+        if let Some(owner) = payload["owner"].as_str() {
+            let epoch = payload["ownershipEpoch"].as_u64().unwrap_or_default();
+            line.push_str(&format!(" · owner {owner} (epoch {epoch})"));
+        }
+        for field in ["leaseId", "offerId", "reason", "failure"] {
+            if let Some(value) = payload["detail"][field].as_str() {
+                line.push_str(&format!(" · {field} {value}"));
+            }
+        }
+        println!("{line}");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

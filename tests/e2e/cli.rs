@@ -470,8 +470,9 @@ fn reviewer_records_evidence_and_reads_criteria() {
         listed
             .lines()
             .nth(1)
-            .is_some_and(|line| line.starts_with(&format!("evidence {second}"))),
-        "newest first: {listed}"
+            .is_some_and(|line| line.starts_with(&format!("evidence {second}"))
+                && line.ends_with(&format!("supersedes {first}"))),
+        "newest first, naming what it superseded: {listed}"
     );
     let criteria = ok(weft(&worker_home, &url, &["criteria", "w1"]));
     assert!(

@@ -425,6 +425,20 @@ fn coordinator_and_worker_run_a_work_item_through_the_cli() {
     let shown = ok(&worker, &url, &["work", "show", "wi-1"]);
     assert!(shown.contains("state       verified"), "{shown}");
     assert!(shown.contains("owner       worker-1"), "{shown}");
+    // Issue #50, from the CLI: who accepted it, and under which lease the work was done.
+    let story: Vec<&str> = shown.lines().skip_while(|line| *line != "story").collect();
+    assert!(
+        story
+            .iter()
+            .any(|line| line.contains("work.result_accepted by coord-1")),
+        "{shown}"
+    );
+    assert!(
+        story.iter().any(
+            |line| line.contains("work.started by worker-1") && line.contains("leaseId lease-")
+        ),
+        "{shown}"
+    );
     let listed = ok(&coordinator, &url, &["work", "ls", "--mission", "m1"]);
     let rows: Vec<Vec<&str>> = listed
         .lines()
