@@ -507,6 +507,15 @@ async fn the_console_buttons_work_in_a_real_browser() {
             text.contains("Verified now: the stored bytes hash to their address")
         });
 
+        // The WorkItem's story, with who did each step (issue #50).
+        browser.open(&format!("{server}/ui/workitems/w-analyse"));
+        let story = browser.text_when("the WorkItem's story", |text| text.contains("History"));
+        let history = story.split("History").nth(1).unwrap_or_default();
+        assert!(
+            history.contains("work.started by "),
+            "the story names who started it: {history}"
+        );
+
         browser.click("form[action='/ui/logout'] button[type=submit]");
         let signed_out = browser.text_when("Sign out", |text| !text.is_empty());
         assert!(!signed_out.contains("w1 in g1"), "Sign out: {signed_out}");
