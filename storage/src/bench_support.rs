@@ -287,6 +287,16 @@ pub mod tamper {
         crate::rows::events::tamper_payload(&open(index)?, group_id, sequence, payload)
     }
 
+    /// Rewrites the indexed actor of Event `sequence` of Group `group_id`.
+    pub fn event_actor(
+        index: &Path,
+        group_id: &str,
+        sequence: u64,
+        actor: &str,
+    ) -> Result<usize, Error> {
+        crate::rows::events::tamper_actor(&open(index)?, group_id, sequence, actor)
+    }
+
     /// Removes the newest `n` Events of Group `group_id`; answers how many went and the
     /// sequence of the head they went from.
     pub fn cut_log_tail(index: &Path, group_id: &str, n: u64) -> Result<(usize, u64), Error> {

@@ -389,6 +389,20 @@ impl Engine {
                                 }
                             }
                         }
+                        // The actor index (V28) says what each payload says (issue #50).
+                        let actors =
+                            crate::rows::events::actors_after(conn, &group, head.0, 10_000)?;
+                        for (event, (sequence, stored)) in batch.iter().zip(&actors) {
+                            let named = weft_api::EventPayload::of(event)
+                                .ok()
+                                .flatten()
+                                .and_then(|payload| payload.actor().map(|id| id.to_string()));
+                            if event.sequence == *sequence && named != *stored {
+                                problems.push(format!(
+                                    "group {group}: Event {sequence} is indexed as acted by {stored:?}, its payload says {named:?}"
+                                ));
+                            }
+                        }
                         match weft_api::event::verify_chain(head.0, head.1, &batch) {
                             Ok(next) => head = next,
                             Err(problem) => {

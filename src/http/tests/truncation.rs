@@ -32,3 +32,37 @@ async fn fsck_notices_a_truncated_log() {
         report.problems
     );
 }
+
+/// Issue #50: the actor index (what search by an Agent reads) must say what each Event's
+/// payload says; fsck reports an Event indexed under another Agent.
+#[tokio::test]
+async fn fsck_notices_an_event_indexed_under_another_agent() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    h.put(&worker, "g1", b"first", &[]).await;
+    let clean = h.store.fsck().await.expect("fsck");
+    assert!(clean.problems.is_empty(), "{:?}", clean.problems);
+    let head = h
+        .store
+        .delivery()
+        .checkpoint(
+            weft_api::Id::parse("g", "g1").expect("id"),
+            &weft_storage::Reader::Admin,
+        )
+        .await
+        .expect("checkpoint")
+        .checkpoint
+        .sequence;
+    let index = h.dir.path().join("index.sqlite");
+    let changed = weft_storage::bench_support::tamper::event_actor(&index, "g1", head, "mallory")
+        .expect("tamper");
+    assert_eq!(changed, 1);
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(
+        report.problems.iter().any(|p| p.contains(&format!(
+            "Event {head} is indexed as acted by Some(\"mallory\")"
+        ))),
+        "{:?}",
+        report.problems
+    );
+}

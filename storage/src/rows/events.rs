@@ -121,6 +121,22 @@ pub(crate) fn by_actor(
     )?)
 }
 
+/// The stored actor of each Event of `group_id` after `after` (at most `limit`), by sequence:
+/// fsck compares it with the one its payload names.
+pub(crate) fn actors_after(
+    conn: &Connection,
+    group_id: &str,
+    after: u64,
+    limit: u32,
+) -> Result<Vec<(u64, Option<String>)>, Error> {
+    Ok(conn.rows(
+        "SELECT sequence, actor FROM events WHERE group_id = ?1 AND sequence > ?2
+         ORDER BY sequence LIMIT ?3",
+        params![group_id, after, limit],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?)
+}
+
 fn to_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
         event_id: row.get(0)?,
@@ -193,6 +209,20 @@ pub(crate) fn tamper_payload(
     Ok(conn.run(
         "UPDATE events SET payload = ?3 WHERE group_id = ?1 AND sequence = ?2",
         params![group_id, sequence, payload],
+    )?)
+}
+
+/// Rewrites the indexed actor of Event `sequence` of `group_id` (tests: fsck must notice).
+#[cfg(feature = "bench-support")]
+pub(crate) fn tamper_actor(
+    conn: &Connection,
+    group_id: &str,
+    sequence: u64,
+    actor: &str,
+) -> Result<usize, Error> {
+    Ok(conn.run(
+        "UPDATE events SET actor = ?3 WHERE group_id = ?1 AND sequence = ?2",
+        params![group_id, sequence, actor],
     )?)
 }
 
