@@ -121,18 +121,32 @@ pub(super) async fn whoami(
 
 /// `weft logout`: removes `session.json`. The token itself stays valid on the server until it
 /// expires (there is no session-revoking route), which the command says.
-pub(super) fn logout(client: &ClientArgs) -> anyhow::Result<()> {
+pub(super) fn logout(client: &ClientArgs, json: bool) -> anyhow::Result<()> {
     let path = client.home()?.join("session.json");
     let session = client.session().ok().map(|(session, _)| session);
     match std::fs::remove_file(&path) {
         Ok(()) => {}
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            println!("no session to forget ({} does not exist)", path.display());
+            if json {
+                println!("{}", serde_json::json!({"forgotten": false}));
+            } else {
+                println!("no session to forget ({} does not exist)", path.display());
+            }
             return Ok(());
         }
         Err(error) => {
             return Err(anyhow::Error::new(error).context(format!("removing {}", path.display())));
         }
+    }
+    if json {
+        let out = serde_json::json!({
+            "forgotten": true,
+            "agentId": session.as_ref().map(|s| s.agent_id.clone()),
+            "groupId": session.as_ref().map(|s| s.group_id.clone()),
+            "tokenValidUntil": session.as_ref().map(|s| s.expires_at.clone()),
+        });
+        println!("{out}");
+        return Ok(());
     }
     match session {
         Some(session) => println!(

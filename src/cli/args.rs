@@ -200,6 +200,9 @@ pub(super) enum ContextAction {
         to_group: String,
         #[arg(long)]
         version: Option<u64>,
+        /// Print the server's answer as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

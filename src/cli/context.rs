@@ -106,6 +106,7 @@ pub(super) async fn run(client: &ClientArgs, action: ContextAction) -> anyhow::R
             package,
             to_group,
             version,
+            json,
         } => {
             let request = ForwardRequest {
                 to_group_id: Id::parse("group", &to_group)?,
@@ -115,6 +116,10 @@ pub(super) async fn run(client: &ClientArgs, action: ContextAction) -> anyhow::R
             let answer = api
                 .forward_context(&Id::parse("package", &package)?, &request)
                 .await?;
+            if json {
+                println!("{}", serde_json::to_string(&answer)?);
+                return Ok(());
+            }
             println!(
                 "forwarded {} from {} (sequence {}) to {} (sequence {})",
                 answer.context_id,

@@ -166,6 +166,9 @@ enum Command {
     Logout {
         #[command(flatten)]
         client: ClientArgs,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a shell completion script: `weft completions bash > ~/.local/share/bash-completion/completions/weft`
     /// (zsh: into a directory of `$fpath` as `_weft`; fish: `~/.config/fish/completions/weft.fish`).
@@ -316,7 +319,7 @@ impl Cli {
                 token,
                 json,
             } => account::whoami(&client, token, json).await,
-            Command::Logout { client } => account::logout(&client),
+            Command::Logout { client, json } => account::logout(&client, json),
             Command::Completions { shell } => {
                 use std::io::Write as _;
                 let script = completions(shell);

@@ -456,6 +456,13 @@ fn whoami_logout_review_and_admin_schema() {
     assert!(reviewer.join("agent.key").exists(), "the key stays");
     let stderr = fails(weft(&reviewer, &url, &["whoami"]));
     assert!(stderr.contains("weft login"), "{stderr}");
+    let again: serde_json::Value =
+        serde_json::from_str(&ok(weft(&reviewer, &url, &["logout", "--json"]))).expect("JSON");
+    assert_eq!(
+        again,
+        serde_json::json!({"forgotten": false}),
+        "nothing left to forget"
+    );
 
     // Roles print as typed, not as Rust debug output.
     let set = ok(weft(
