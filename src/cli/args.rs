@@ -246,6 +246,9 @@ pub(super) enum EventsAction {
         /// tail was cut.
         #[arg(long, value_name = "FILE")]
         since_checkpoint: Option<std::path::PathBuf>,
+        /// Print the verdict as one JSON object (a failure still exits non-zero).
+        #[arg(long)]
+        json: bool,
     },
 }
 

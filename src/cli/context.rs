@@ -254,7 +254,9 @@ async fn verify(
         // against the signed snapshot references and checkpoint, which must reach the range.
         Err(error) if error.code() == Some(weft_api::ErrorCode::CursorTooOld) => {
             let group = package.group_id.as_str();
-            let checkpoint = super::events::verify(api, group, authority_key).await?;
+            let verified = super::events::verify(api, group, authority_key).await?;
+            verified.say();
+            let checkpoint = verified.checkpoint;
             if checkpoint < range.to {
                 bail!(
                     "the signed log of {group} ends at {checkpoint}, before the cited {}",

@@ -26,13 +26,47 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
             group,
             authority_key,
             since_checkpoint,
+            json,
         } => {
-            verify(&api, &group, authority_key.as_deref()).await?;
-            match since_checkpoint {
-                Some(file) => since(&api, &group, authority_key.as_deref(), &file).await,
-                None => Ok(()),
+            let verified = verify(&api, &group, authority_key.as_deref()).await?;
+            if !json {
+                verified.say();
             }
+            let since_ok = match &since_checkpoint {
+                Some(file) => {
+                    Some(since(&api, &group, authority_key.as_deref(), file, json).await?)
+                }
+                None => None,
+            };
+            if json {
+                let out = serde_json::json!({
+                    "ok": true,
+                    "groupId": group,
+                    "events": verified.events,
+                    "checkpoint": verified.checkpoint,
+                    "notOlderThanSeen": since_ok,
+                });
+                println!("{out}");
+            }
+            Ok(())
         }
+    }
+}
+
+/// What `verify` found: the chain's length from genesis, and the signed checkpoint it matches.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Verified {
+    pub(super) events: u64,
+    pub(super) checkpoint: u64,
+}
+
+impl Verified {
+    /// The line `weft events verify` prints.
+    pub(super) fn say(self) {
+        println!(
+            "ok: {} events chain from genesis; sequence {} matches the signed checkpoint",
+            self.events, self.checkpoint
+        );
     }
 }
 
@@ -45,7 +79,8 @@ async fn since(
     group: &str,
     pinned: Option<&str>,
     file: &std::path::Path,
-) -> anyhow::Result<()> {
+    quiet: bool,
+) -> anyhow::Result<u64> {
     use anyhow::Context as _;
     let group_id = Id::parse("group", group)?;
     let authority = authority_keys(api, pinned).await?;
@@ -120,11 +155,13 @@ async fn since(
     std::fs::write(&partial, serde_json::to_vec_pretty(&current)?)
         .with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, file).with_context(|| format!("writing {}", file.display()))?;
-    println!(
-        "ok: the head {} is not older than the checkpoint seen before",
-        current.checkpoint.sequence
-    );
-    Ok(())
+    if !quiet {
+        println!(
+            "ok: the head {} is not older than the checkpoint seen before",
+            current.checkpoint.sequence
+        );
+    }
+    Ok(current.checkpoint.sequence)
 }
 
 /// The Event at `sequence` from the Group's compacted archives, if one holds it.
@@ -207,7 +244,11 @@ async fn by(api: &Client, group: &str, actor: &str, limit: Option<u64>) -> anyho
 /// snapshot reference, then the online chain from where the archives end; the chain must agree
 /// with the checkpoint at its sequence. Answers the signed checkpoint's sequence (`weft
 /// context verify` checks a compacted range with it).
-pub(super) async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> anyhow::Result<u64> {
+pub(super) async fn verify(
+    api: &Client,
+    group: &str,
+    pinned: Option<&str>,
+) -> anyhow::Result<Verified> {
     let group = Id::parse("group", group)?;
     // The checkpoint first: the chain read afterwards must reach at least its head.
     let authority = authority_keys(api, pinned).await?;
@@ -275,13 +316,10 @@ pub(super) async fn verify(api: &Client, group: &str, pinned: Option<&str>) -> a
     )
     .await?;
     match hash_at_checkpoint {
-        Some(hash) if hash == signed.checkpoint.hash => {
-            println!(
-                "ok: {sequence} events chain from genesis; sequence {} matches the signed checkpoint",
-                signed.checkpoint.sequence
-            );
-            Ok(signed.checkpoint.sequence)
-        }
+        Some(hash) if hash == signed.checkpoint.hash => Ok(Verified {
+            events: sequence,
+            checkpoint: signed.checkpoint.sequence,
+        }),
         Some(_) => bail!(
             "the chain disagrees with the signed checkpoint at sequence {}",
             signed.checkpoint.sequence

@@ -265,6 +265,17 @@ fn worker_journey_through_the_cli_survives_a_crash() {
     );
     let verified = ok(weft(&home, &url, &["events", "verify", "--group", "g1"]));
     assert!(verified.starts_with("ok: 12 events"), "{verified}");
+    let verified: serde_json::Value = serde_json::from_str(&ok(weft(
+        &home,
+        &url,
+        &["events", "verify", "--group", "g1", "--json"],
+    )))
+    .expect("one JSON object");
+    assert_eq!(
+        (verified["ok"].as_bool(), verified["checkpoint"].as_u64()),
+        (Some(true), Some(12)),
+        "{verified}"
+    );
     // Issue #10 finding 9d: the operator pins the authority key (base64 or keyid); a server
     // serving another key is refused rather than believed.
     let served = served_authority_keys(&url);
