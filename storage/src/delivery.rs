@@ -394,6 +394,40 @@ impl Delivery<'_> {
 }
 
 impl Delivery<'_> {
+    /// The Events of `group_id` at `sequences` (at most 256), as `reader` gets them (whole,
+    /// or withheld for another Mission's), in order, in one read; an Event compacted into an
+    /// archive is absent (its sequence is not in the answer). `not_found` for a Group the
+    /// reader does not see.
+    pub async fn events_at(
+        &self,
+        group_id: Id,
+        sequences: Vec<u64>,
+        reader: &Reader,
+    ) -> Result<Vec<Delivered>, Error> {
+        if sequences.len() > 256 {
+            return Err(reject(
+                ErrorCode::BadRequest,
+                "at most 256 Events are read at once",
+            ));
+        }
+        let reader = reader.clone();
+        self.0
+            .db
+            .read(move |conn| {
+                if group_access(conn, group_id.as_str(), &reader)?.is_none() {
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!("no group {group_id} is visible to you"),
+                    ));
+                }
+                events::read_at(conn, group_id.as_str(), &sequences)?
+                    .into_iter()
+                    .map(|event| deliver(conn, &reader, event))
+                    .collect()
+            })
+            .await
+    }
+
     /// What `agent_id` did in `group_id` that `reader` may see (issue #50): the Events whose
     /// actor it is (`EventPayload::actor`: the Commands it signed, what it published,
     /// reviewed and opened), newest first, before `before`, at most `limit` read from the

@@ -174,6 +174,19 @@ pub(crate) fn read_by_actor(
         .collect()
 }
 
+/// The online Events of `group_id` at `sequences`, in order (a compacted one is absent).
+pub(crate) fn read_at(
+    conn: &Connection,
+    group_id: &str,
+    sequences: &[u64],
+) -> Result<Vec<Event>, Error> {
+    let sequences = serde_json::to_string(sequences).map_err(Error::backend)?;
+    crate::rows::events::at(conn, group_id, &sequences)?
+        .into_iter()
+        .map(to_event)
+        .collect()
+}
+
 fn to_event(row: crate::rows::events::Row) -> Result<Event, Error> {
     Ok(Event {
         event_id: row.event_id,

@@ -163,3 +163,33 @@ backends!(
         assert_eq!(h.send(request).await.status, StatusCode::NOT_FOUND);
     }
 );
+
+backends!(
+    /// A WorkItem whose early Events were compacted into the Group's archive still has its
+    /// page: those lines say where the Events went; the online ones are told as before.
+    async fn a_compacted_history_is_still_told(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _) = crate::http::tests::progress::setup(&h).await;
+        crate::http::tests::progress::owned(
+            &h,
+            &coordinator,
+            &worker,
+            "wi-1",
+            crate::http::tests::work_setup::contract(&[]),
+        )
+        .await;
+        crate::http::tests::progress::start(&h, &worker, "wi-1").await;
+        h.store
+            .compaction()
+            .compact(weft_storage::Retention::events(1))
+            .await
+            .expect("compaction");
+        let html = page(&h, &coordinator, "/ui/workitems/wi-1").await;
+        let history = part(&html, "history", "</ol>");
+        assert!(history.contains("in the Group's archive"), "{history}");
+        assert!(
+            history.contains("<code>work.started</code> by <strong>w1</strong>"),
+            "the newest Event is still online: {history}"
+        );
+    }
+);

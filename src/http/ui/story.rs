@@ -57,6 +57,18 @@ impl Told {
         }
     }
 
+    /// An Event of the history compacted into the Group's archive (no longer online).
+    pub(super) fn archived(sequence: u64) -> Self {
+        Self {
+            sequence,
+            kind: String::new(),
+            line: "in the Group's archive (compacted; <code>weft events verify</code> reads it)"
+                .to_owned(),
+            lease: None,
+            submitted: None,
+        }
+    }
+
     /// An Event of the history this reader may not see.
     pub(super) fn withheld(sequence: u64) -> Self {
         Self {

@@ -121,6 +121,19 @@ pub(crate) fn by_actor(
     )?)
 }
 
+/// The online Events of `group_id` at `sequences` (a JSON array), in order; one compacted
+/// into an archive is not among them.
+pub(crate) fn at(conn: &Connection, group_id: &str, sequences: &str) -> Result<Vec<Row>, Error> {
+    Ok(conn.rows(
+        "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
+                prev_hash, hash
+         FROM events WHERE group_id = ?1 AND sequence IN (SELECT value FROM json_each(?2))
+         ORDER BY sequence",
+        params![group_id, sequences],
+        to_row,
+    )?)
+}
+
 /// The stored actor of each Event of `group_id` after `after` (at most `limit`), by sequence:
 /// fsck compares it with the one its payload names.
 pub(crate) fn actors_after(
