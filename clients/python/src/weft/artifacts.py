@@ -1,0 +1,342 @@
+"""Artifacts: streaming uploads, signed lease-bound publication, verified downloads.
+
+Memory stays at one chunk whatever the size. An upload hashes the bytes (BLAKE3 and SHA-256
+in one pass) while it sends them, and the server's answer must name the same digests. Up to
+``resumable_above`` bytes go in one ``POST /v1/blobs``; larger files go through a resumable
+upload session (``/v1/uploads``), fed only with bytes the server holds durably, so a dropped
+connection resumes at the server's offset instead of starting over. A download is written to
+a temporary file next to its destination and renamed into place only once both digests
+check: no caller ever sees an unverified byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, BinaryIO, cast
+
+from . import bao, dsse
+from ._base import now_rfc3339
+from .digests import Digests, Hasher, check_digest
+from .errors import IntegrityError, InvalidRequest, StaleLease, Transient, WeftError
+from .work import Work
+
+READ_CHUNK = 1 << 20
+Source = bytes | str | os.PathLike[str] | BinaryIO | Iterable[bytes]
+
+
+def _file_chunks(file: IO[bytes], hasher: Hasher, limit: int | None = None) -> Iterator[bytes]:
+    left = limit
+    while left is None or left > 0:
+        chunk = file.read(READ_CHUNK if left is None else min(READ_CHUNK, left))
+        if not chunk:
+            return
+        hasher.update(chunk)
+        if left is not None:
+            left -= len(chunk)
+        yield chunk
+
+
+def _hashed(chunks: Iterable[bytes], hasher: Hasher) -> Iterator[bytes]:
+    for chunk in chunks:
+        hasher.update(chunk)
+        yield chunk
+
+
+class Artifacts(Work):
+    """The artifact side of the client (mixed into :class:`weft.Client`)."""
+
+    resumable_above: int = 64 << 20
+    upload_chunk: int = 8 << 20
+
+    # ---- uploads ---------------------------------------------------------------------------
+
+    def upload(self, source: Source) -> Digests:
+        """Streams bytes to the blob store; returns their digests (checked against the
+        server's). A path or a seekable file is retried or resumed on a dropped connection; a
+        one-shot stream is sent once; ``bytes`` are sent as they are."""
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            return self._upload_seekable(io.BytesIO(bytes(source)))
+        if isinstance(source, (str, os.PathLike)):
+            path = Path(source)
+            if path.stat().st_size > self.resumable_above:
+                with path.open("rb") as file:
+                    return self._upload_resumable(file)
+            with path.open("rb") as file:
+                return self._upload_seekable(file)
+        if isinstance(source, io.IOBase) or hasattr(source, "read"):
+            stream = cast(IO[bytes], source)
+            if stream.seekable():
+                start = stream.tell()
+                size = stream.seek(0, os.SEEK_END) - start
+                stream.seek(start)
+                if size > self.resumable_above:
+                    return self._upload_resumable(stream)
+                return self._upload_seekable(stream)
+            return self._upload_once(iter(lambda: stream.read(READ_CHUNK), b""))
+        return self._upload_once(source)
+
+    def _check_receipt(self, answer: dict[str, Any], local: Digests) -> Digests:
+        server = Digests(str(answer["blake3"]), str(answer["sha256"]), int(answer["size"]))
+        if server != local:
+            raise IntegrityError(
+                "digest_mismatch",
+                f"the server stored {server.blake3} ({server.size} bytes) "
+                f"but the bytes sent hash to {local.blake3} ({local.size} bytes)",
+            )
+        return local
+
+    def _upload_seekable(self, file: IO[bytes]) -> Digests:
+        start = file.tell()
+        hashers: list[Hasher] = []
+
+        def body() -> Iterator[bytes]:
+            file.seek(start)
+            hasher = Hasher()
+            hashers.append(hasher)
+            return _file_chunks(file, hasher)
+
+        answer = self._t.json(
+            "POST",
+            "/v1/blobs",
+            headers={"Content-Type": "application/octet-stream"},
+            body=body,
+            safe=True,
+        )
+        return self._check_receipt(answer, hashers[-1].digests())
+
+    def _upload_once(self, chunks: Iterable[bytes]) -> Digests:
+        hasher = Hasher()
+        stream = _hashed(chunks, hasher)
+        answer = self._t.json(
+            "POST",
+            "/v1/blobs",
+            headers={"Content-Type": "application/octet-stream"},
+            body=lambda: stream,
+            safe=False,
+        )
+        return self._check_receipt(answer, hasher.digests())
+
+    def _upload_resumable(self, file: IO[bytes]) -> Digests:
+        base = file.tell()
+        started = self._t.json("POST", "/v1/uploads", safe=False)
+        upload_id = str(started["uploadId"])
+        path = f"/v1/uploads/{upload_id}"
+        hasher = Hasher()
+        offset = 0
+        failures = 0
+        while True:
+            file.seek(base + offset)
+            chunk = file.read(self.upload_chunk)
+            if not chunk:
+                break
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "Content-Range": f"{offset}-{offset + len(chunk) - 1}",
+            }
+            try:
+                answer = self._t.json("PATCH", path, headers=headers, body=lambda: chunk)
+                durable = int(answer["offset"])
+            except Transient:
+                failures += 1
+                if failures > self._t.max_retries:
+                    raise
+                durable = self._upload_offset(path)
+            if durable < offset or durable > offset + len(chunk):
+                raise IntegrityError(
+                    "upload_offset_mismatch",
+                    f"the server holds {durable} bytes of upload {upload_id}; sent {offset}",
+                )
+            hasher.update(chunk[: durable - offset])
+            offset = durable
+        digests = hasher.digests()
+        answer = self._t.json(
+            "PUT",
+            path,
+            params={"digest": digests.blake3},
+            headers={"Content-Length": "0"},
+            safe=True,
+        )
+        return self._check_receipt(answer, digests)
+
+    def _upload_offset(self, path: str) -> int:
+        response = self._t.request("HEAD", path)
+        value = response.headers.get("upload-offset")
+        if value is None:
+            raise WeftError("protocol", f"HEAD {path} answered no Upload-Offset")
+        return int(value)
+
+    # ---- publication -----------------------------------------------------------------------
+
+    def put(
+        self,
+        source: Source,
+        *,
+        work_item: str,
+        media_type: str = "application/octet-stream",
+        sources: Sequence[str] = (),
+        tools: Sequence[dict[str, str]] = (),
+        schema: str | None = None,
+        classification: str = "internal",
+        annotations: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> dict[str, Any]:
+        """Uploads ``source`` and publishes a signed manifest for it, bound to the Execution
+        Lease this Agent holds on ``work_item``. Returns ``{artifact, manifestId, sequence}``."""
+        for digest in sources:
+            check_digest(digest)
+        view = self.work_item(work_item)
+        lease = self.lease_of(work_item)
+        if lease is None:
+            raise StaleLease("stale_lease", f"{self.agent_id} holds no lease on {work_item}")
+        digests = self.upload(source)
+        notes = dict(annotations or {})
+        if name is None and isinstance(source, (str, os.PathLike)):
+            name = Path(source).name
+        if name is not None:
+            notes.setdefault("name", name)
+        manifest = {
+            "content": {
+                "blake3": digests.blake3,
+                "sha256": digests.sha256,
+                "size": digests.size,
+                "mediaType": media_type,
+                "schema": schema,
+            },
+            "producer": {"agentId": self.agent_id, "agentCardVersion": self.card_version},
+            "missionId": view["missionId"],
+            "groupId": self.session.group_id,
+            "workItemId": work_item,
+            "execution": {"leaseId": lease.lease_id, "ownershipEpoch": lease.ownership_epoch},
+            "sources": list(sources),
+            "tools": [dict(tool) for tool in tools],
+            "createdAt": now_rfc3339(),
+            "classification": classification,
+            "retrievalUri": f"{self.base_url}/v1/artifacts/{digests.blake3}/content",
+            "annotations": notes,
+        }
+        return self.publish(manifest)
+
+    def publish(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Signs a manifest and publishes it (``POST /v1/artifacts``)."""
+        key, _ = self._signer()
+        envelope = dsse.sign(key, dsse.MANIFEST, dsse.payload_bytes(manifest))
+        content = dsse.payload_bytes(envelope)
+        answer: dict[str, Any] = self._t.json(
+            "POST",
+            "/v1/artifacts",
+            headers={"Content-Type": "application/json"},
+            body=lambda: content,
+            safe=True,
+        )
+        return answer
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def artifact(self, digest: str) -> dict[str, Any]:
+        """``GET /v1/artifacts/{digest}``: digests, size and every manifest."""
+        view: dict[str, Any] = self._t.json("GET", f"/v1/artifacts/{check_digest(digest)}")
+        return view
+
+    def artifacts(self, **filters: str) -> Iterator[dict[str, Any]]:
+        """Every listed artifact matching ``missionId=``, ``workItemId=``, ``producer=``,
+        ``mediaType=``, ``name=``…, following the pages."""
+        params: dict[str, Any] = dict(filters)
+        while True:
+            page = self._t.json("GET", "/v1/artifacts", params=params)
+            yield from page["items"]
+            if page.get("next") is None:
+                return
+            params["after"] = page["next"]
+
+    def get(self, digest: str, to: str | os.PathLike[str]) -> Digests:
+        """Downloads an artifact to ``to``, verifying both digests; the file appears only
+        when they hold (otherwise :class:`IntegrityError`, and nothing is left behind)."""
+        target = Path(to)
+        directory = target.parent if str(target.parent) else Path(".")
+        descriptor, temporary = tempfile.mkstemp(prefix=".weft-", dir=directory)
+        try:
+            with os.fdopen(descriptor, "wb") as out:
+                digests = self._download(digest, out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, target)
+            return digests
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def get_bytes(self, digest: str, max_size: int = 64 << 20) -> bytes:
+        """A small artifact's verified bytes (refused above ``max_size``)."""
+        with tempfile.SpooledTemporaryFile(max_size=max_size) as out:
+            self._download(digest, out, max_size=max_size)
+            out.seek(0)
+            return out.read()
+
+    def verified_range(self, digest: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of an artifact, with the server's proof checked against its
+        ``blake3:`` digest (``bao.py``) before they are returned. The proof is held in memory
+        (a little more than the range): ask for ranges you can hold."""
+        check_digest(digest)
+        if not 0 <= start < end:
+            raise InvalidRequest("invalid_range", f"{start}..{end} is not a byte range")
+        headers = {"Accept": bao.MEDIA_TYPE, "Range": f"bytes={start}-{end - 1}"}
+        limit = (end - start) + (1 << 20)
+        proof = bytearray()
+        with self._t.stream(
+            "GET", f"/v1/artifacts/{digest}/content", headers=headers
+        ) as response:
+            proven = response.headers.get("weft-proof-range", "")
+            for chunk in response.iter_bytes(READ_CHUNK):
+                proof += chunk
+                if len(proof) > limit:
+                    raise IntegrityError("proof_too_large", f"a proof over {limit} bytes")
+        try:
+            size = int(proven.rsplit("/", 1)[1])
+        except (IndexError, ValueError) as error:
+            raise IntegrityError("proof_range", "the answer names no Weft-Proof-Range") from error
+        return bao.verify_range(digest, size, start, min(end, size), bytes(proof))
+
+    def _download(self, digest: str, out: IO[bytes], max_size: int | None = None) -> Digests:
+        check_digest(digest)
+        hasher = Hasher()
+        with self._t.stream("GET", f"/v1/artifacts/{digest}/content") as response:
+            etag = response.headers.get("etag", "").strip('"')
+            repr_digest = response.headers.get("repr-digest", "")
+            for chunk in response.iter_bytes(READ_CHUNK):
+                hasher.update(chunk)
+                if max_size is not None and hasher.size > max_size:
+                    raise IntegrityError("too_large", f"{digest} is over {max_size} bytes")
+                out.write(chunk)
+        got = hasher.digests()
+        if not got.matches(digest):
+            raise IntegrityError(
+                "integrity_failure", f"asked for {digest}, received bytes hash to {got.blake3}"
+            )
+        # The other digest, as the server names it: the ETag is the BLAKE3 identity,
+        # Repr-Digest the SHA-256 (both must hold, DESIGN §3).
+        if etag and etag != got.blake3:
+            raise IntegrityError("integrity_failure", f"ETag {etag} is not {got.blake3}")
+        served_sha = _repr_sha256(repr_digest)
+        if served_sha is not None and served_sha != got.sha256:
+            raise IntegrityError("integrity_failure", f"Repr-Digest is not {got.sha256}")
+        if not etag or served_sha is None:
+            raise IntegrityError("integrity_failure", "the answer named no ETag or Repr-Digest")
+        return got
+
+
+def _repr_sha256(header: str) -> str | None:
+    """``sha-256=:<base64>:`` → ``sha256:<hex>``."""
+    for member in header.split(","):
+        name, _, value = member.strip().partition("=")
+        if name == "sha-256" and value.startswith(":") and value.endswith(":"):
+            try:
+                return "sha256:" + base64.b64decode(value[1:-1], validate=True).hex()
+            except ValueError:
+                return None
+    return None
+

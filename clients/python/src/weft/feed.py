@@ -1,0 +1,102 @@
+"""A Group's Events: replay pages, a follow iterator over the live stream that verifies the
+hash chain and resumes from a cursor, and the ACK that records the cursor (DLV-6)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+
+from .errors import ChainError, Transient, WeftError
+from .events import ChainVerifier, Event, parse_page, sse_frames
+from .review import Review
+
+
+class Feed(Review):
+    """The event side of the client (mixed into :class:`weft.Client`)."""
+
+    def events(self, after: int = 0, limit: int = 100) -> list[Event]:
+        """One replay page: up to ``limit`` Events after ``after``."""
+        response = self._t.request(
+            "GET",
+            f"/v1/groups/{self.session.group_id}/events",
+            params={"after": after, "limit": limit},
+        )
+        return parse_page(response.text)
+
+    def verify_log(self, page_size: int = 500) -> int:
+        """Replays the whole Group log and checks its chain; the last sequence checked."""
+        verifier = ChainVerifier()
+        while True:
+            page = self.events(verifier.sequence, page_size)
+            for event in page:
+                verifier.check(event)
+            if len(page) < page_size:
+                return verifier.sequence
+
+    def head_of(self, sequence: int) -> str | None:
+        """The hash of Event ``sequence`` (``None`` for 0: the chain starts from zeros)."""
+        if sequence == 0:
+            return None
+        page = self.events(sequence - 1, 1)
+        if not page or page[0].sequence != sequence:
+            raise ChainError("chain_gap", f"Event {sequence} is not in the log")
+        return page[0].hash
+
+    def follow(
+        self, after: int = 0, *, verify: bool = True, idle_timeout: float | None = None
+    ) -> Iterator[Event]:
+        """Every Event after ``after``, live, in order; reconnects after a dropped stream
+        from the last Event seen. With ``verify`` each Event's hash and link are checked
+        (starting from Event ``after``'s hash), and a break raises :class:`ChainError`.
+        ``idle_timeout`` ends the iteration after that many seconds without an Event."""
+        verifier = ChainVerifier(after, self.head_of(after)) if verify else None
+        last = after
+        path = f"/v1/groups/{self.session.group_id}/events/stream"
+        timeout = httpx.Timeout(10.0, read=idle_timeout)
+        failures = 0
+        while True:
+            try:
+                with self._t.stream(
+                    "GET",
+                    path,
+                    params={"after": last},
+                    headers={"Accept": "text/event-stream"},
+                    timeout=timeout,
+                ) as response:
+                    for _, kind, data in sse_frames(response.iter_lines()):
+                        if kind == "error":
+                            raise WeftError(data, f"the stream ended: {data}")
+                        event = Event.parse(data)
+                        if verifier is not None:
+                            verifier.check(event)
+                        last = event.sequence
+                        failures = 0
+                        yield event
+                return
+            except httpx.ReadTimeout:
+                return
+            except (httpx.TransportError, Transient):
+                failures += 1
+                if failures > self._t.max_retries:
+                    raise
+                self._t.sleep(self._t._backoff(failures, None))
+
+    def ack(self, sequence: int) -> int:
+        """Records this Agent's cursor in the Group (it never moves back); the cursor now."""
+        group = self.session.group_id
+        answer = self._t.json(
+            "POST",
+            f"/v1/groups/{group}/cursors",
+            json={"cursors": [{"groupId": group, "sequence": sequence}]},
+            safe=True,
+        )
+        return int(answer["cursors"][0]["sequence"])
+
+    def cursor(self) -> int:
+        """This Agent's recorded cursor in the Group (0 when none)."""
+        answer = self._t.json("GET", f"/v1/groups/{self.session.group_id}/cursors")
+        for entry in answer.get("cursors", []):
+            if entry.get("agentId") == self.agent_id:
+                return int(entry["sequence"])
+        return 0

@@ -1,0 +1,124 @@
+"""Evidence and review (DESIGN §5.1): recording signed Evidence bound to the owner's lease,
+fetching it by acceptance criterion, and reading the verdict in force per criterion."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from . import dsse
+from ._base import now_rfc3339
+from .artifacts import Artifacts
+
+
+class Review(Artifacts):
+    """The Evidence side of the client (mixed into :class:`weft.Client`)."""
+
+    def record_evidence(
+        self,
+        *,
+        work_item: str,
+        criterion: str,
+        outcome: str,
+        summary: str,
+        method: str = "automated_test",
+        method_name: str = "weft-client",
+        method_version: str = "1",
+        metrics: dict[str, float] | None = None,
+        artifacts: Sequence[str] = (),
+        subject: dict[str, str] | None = None,
+        supersedes: str | None = None,
+        mission: str | None = None,
+    ) -> dict[str, Any]:
+        """Signs and records one Evidence record (``{evidenceId, sequence}``). When this
+        Agent holds the WorkItem's lease the record is bound to it (``execution``), as the
+        server requires of an owner."""
+        view = self.work_item(work_item)
+        lease = self.lease_of(work_item)
+        result: dict[str, Any] = {"outcome": outcome, "summary": summary}
+        if metrics is not None:
+            result["metrics"] = metrics
+        payload: dict[str, Any] = {
+            "subject": subject or {"kind": "workItem", "id": work_item},
+            "missionId": mission or view["missionId"],
+            "groupId": self.session.group_id,
+            "workItemId": work_item,
+            "criterion": criterion,
+            "method": {"kind": method, "name": method_name, "version": method_version},
+            "result": result,
+            "producer": {"agentId": self.agent_id, "agentCardVersion": self.card_version},
+            "timestamp": now_rfc3339(),
+            "artifacts": list(artifacts),
+        }
+        if lease is not None:
+            payload["execution"] = {
+                "leaseId": lease.lease_id,
+                "ownershipEpoch": lease.ownership_epoch,
+            }
+        if supersedes is not None:
+            payload["supersedes"] = supersedes
+        key, _ = self._signer()
+        envelope = dsse.sign(key, dsse.EVIDENCE, dsse.payload_bytes(payload))
+        content = dsse.payload_bytes(envelope)
+        answer: dict[str, Any] = self._t.json(
+            "POST",
+            "/v1/evidence",
+            headers={"Content-Type": "application/json"},
+            body=lambda: content,
+            safe=True,
+        )
+        return answer
+
+    def evidence(self, **filters: str) -> Iterator[dict[str, Any]]:
+        """Evidence records matching ``workItemId=``, ``criterion=``, ``outcome=``,
+        ``method=``, ``producer=``, ``missionId=``, ``supersedes=``, newest first, every page."""
+        params: dict[str, Any] = dict(filters)
+        while True:
+            page = self._t.json("GET", "/v1/evidence", params=params)
+            yield from page["items"]
+            if page.get("next") is None:
+                return
+            params["after"] = page["next"]
+
+    def criteria(self, work_item: str) -> dict[str, dict[str, Any]]:
+        """The verdict in force per acceptance criterion: criterion → ``{latest, counts,
+        producers, contested}``."""
+        view = self._t.json("GET", f"/v1/workitems/{work_item}/criteria")
+        return {str(entry["criterion"]): entry for entry in view["criteria"]}
+
+    # ---- provenance ------------------------------------------------------------------------
+
+    def lineage(
+        self,
+        digest: str,
+        *,
+        direction: str = "ancestors",
+        depth: int | None = None,
+        page_size: int | None = None,
+        edges: Sequence[str] = (),
+    ) -> Iterator[dict[str, Any]]:
+        """The lineage of an artifact one page at a time (``{artifacts, workItems, missions,
+        agents, edges, withheld, truncated, cursor}``), following ``cursor``."""
+        params: dict[str, Any] = {"direction": direction}
+        if depth is not None:
+            params["depth"] = depth
+        if page_size is not None:
+            params["limit"] = page_size
+        if edges:
+            params["edges"] = ",".join(edges)
+        while True:
+            page = self._t.json("GET", f"/v1/artifacts/{digest}/provenance", params=params)
+            yield page
+            if not page.get("cursor"):
+                return
+            params["cursor"] = page["cursor"]
+
+    def export(self, digest: str, format: str = "prov-json") -> Any:
+        """The lineage as ``prov-json``, ``intoto`` (a signed statement), ``dot`` or
+        ``mermaid`` (the last two as text)."""
+        response = self._t.request(
+            "GET", f"/v1/artifacts/{digest}/provenance", params={"format": format}
+        )
+        if format in ("dot", "mermaid"):
+            return response.text
+        return response.json()

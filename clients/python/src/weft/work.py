@@ -1,0 +1,465 @@
+"""Missions, WorkItems and their Commands (DESIGN §10), typed, with the lease and epochs
+filled in for the caller.
+
+A Command is signed once and its exact envelope is what a retry sends again: the server
+answers a repeated ``commandId`` with its original answer, so a dropped connection or a 503
+never executes a Command twice. An owner Command (LSE-4) quotes the Execution Lease this
+client last saw for the WorkItem (every answer that shows a WorkItem refreshes it), or reads
+the WorkItem first when it knows none.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import dsse
+from ._base import Base, Lease, now_rfc3339
+from .errors import LeaseLost, StaleLease, StateConflict, Transient, Unauthenticated, WeftError
+
+USAGE_DIMENSIONS = (
+    "financial",
+    "tokens",
+    "toolCalls",
+    "computeSeconds",
+    "wallClockSeconds",
+    "sideEffects",
+)
+
+
+def new_id() -> str:
+    """A fresh opaque id for a Command, an offer or a proposal."""
+    return str(uuid.uuid4())
+
+
+def _parse_time(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class Work(Base):
+    """The Command side of the client (mixed into :class:`weft.Client`)."""
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def work_item(self, work_item_id: str) -> dict[str, Any]:
+        """``GET /v1/workitems/{id}``: state, revision, contract, owner, lease, offers, …"""
+        view: dict[str, Any] = self._t.json("GET", f"/v1/workitems/{work_item_id}")
+        self._note_view(view)
+        return view
+
+    def mission(self, mission_id: str) -> dict[str, Any]:
+        """``GET /v1/missions/{id}``: state, budget and WorkItems."""
+        view: dict[str, Any] = self._t.json("GET", f"/v1/missions/{mission_id}")
+        return view
+
+    def mission_graph(self, mission_id: str) -> dict[str, Any]:
+        """``GET /v1/missions/{id}/workitems``: the WorkItem DAG."""
+        view: dict[str, Any] = self._t.json("GET", f"/v1/missions/{mission_id}/workitems")
+        return view
+
+    def current_lease(self, work_item_id: str) -> Lease:
+        """The Execution Lease this Agent holds on the WorkItem, read from the server when
+        this client has not seen one; :class:`StaleLease` when it holds none."""
+        lease = self.lease_of(work_item_id)
+        if lease is None:
+            self.work_item(work_item_id)
+            lease = self.lease_of(work_item_id)
+        if lease is None:
+            raise StaleLease("stale_lease", f"{self.agent_id} holds no lease on {work_item_id}")
+        return lease
+
+    # ---- sending ---------------------------------------------------------------------------
+
+    def command(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        lease_id: str | None = None,
+        expected_revision: int | None = None,
+        extensions: Sequence[dict[str, Any]] = (),
+        command_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Signs and sends one Command; returns ``{commandId, events, state}``."""
+        key, agent_id = self._signer()
+        session = self.session
+        body = {
+            "commandId": command_id or new_id(),
+            "type": kind,
+            "groupId": session.group_id,
+            "agentId": agent_id,
+            "issuedAt": now_rfc3339(),
+            "sessionEpoch": session.session_epoch,
+            "membershipEpoch": session.membership_epoch,
+            "leaseId": lease_id,
+            "expectedRevision": expected_revision,
+            "extensions": list(extensions),
+            "payload": payload,
+        }
+        envelope = dsse.sign(key, dsse.COMMAND, dsse.payload_bytes(body))
+        content = dsse.payload_bytes(envelope)
+        answer: dict[str, Any] = self._t.json(
+            "POST",
+            f"/v1/groups/{session.group_id}/commands",
+            headers={"Content-Type": "application/json"},
+            body=lambda: content,
+            safe=True,
+        )
+        self._note_view(answer.get("state"))
+        return answer
+
+    def _owner(
+        self,
+        kind: str,
+        work_item_id: str,
+        payload: dict[str, Any],
+        lease_id: str | None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        lease = lease_id or self.current_lease(work_item_id).lease_id
+        return self.command(
+            kind,
+            {"workItemId": work_item_id, **payload},
+            lease_id=lease,
+            expected_revision=expected_revision,
+        )
+
+    # ---- Missions --------------------------------------------------------------------------
+
+    def create_mission(
+        self,
+        mission_id: str,
+        title: str,
+        budget: dict[str, float],
+        *,
+        priority_class: str = "normal",
+        parent_work_item_id: str | None = None,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "missionId": mission_id,
+            "title": title,
+            "priorityClass": priority_class,
+            "budget": budget,
+        }
+        if parent_work_item_id is not None:
+            payload["parentWorkItemId"] = parent_work_item_id
+        return self.command("mission.create", payload)
+
+    def close_mission(
+        self, mission_id: str, outcome: str = "approve", evidence: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """``mission.approve``, ``mission.fail`` or ``mission.cancel``."""
+        payload: dict[str, Any] = {"missionId": mission_id}
+        if evidence:
+            payload["evidence"] = list(evidence)
+        return self.command(f"mission.{outcome}", payload)
+
+    # ---- the coordinator's Commands --------------------------------------------------------
+
+    def authorize(
+        self,
+        work_item_id: str,
+        mission_id: str,
+        contract: dict[str, Any],
+        *,
+        proposal_id: str | None = None,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "workItemId": work_item_id,
+            "missionId": mission_id,
+            "contract": contract,
+        }
+        if proposal_id is not None:
+            payload["proposalId"] = proposal_id
+        return self.command("work.authorize", payload)
+
+    def offer(
+        self,
+        work_item_id: str,
+        candidates: Sequence[str],
+        *,
+        expires_at: str | None = None,
+        expires_in: float = 600.0,
+        selection_basis: dict[str, Any] | None = None,
+        offer_id: str | None = None,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
+        when = expires_at or (
+            datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in)
+        ).strftime("%Y-%m-%dT%H:%M:%SZ")
+        basis = selection_basis or {
+            "capabilityMatches": [],
+            "authorizationEligible": True,
+            "availabilityEstimate": now_rfc3339(),
+            "expectedCost": 0.0,
+            "reliabilityEvidence": [],
+            "policyRules": [],
+        }
+        return self.command(
+            "work.offer",
+            {
+                "workItemId": work_item_id,
+                "offerId": offer_id or new_id(),
+                "candidates": list(candidates),
+                "expiresAt": when,
+                "selectionBasis": basis,
+            },
+            expected_revision=expected_revision,
+        )
+
+    def accept_result(self, work_item_id: str) -> dict[str, Any]:
+        return self.command("work.accept_result", {"workItemId": work_item_id})
+
+    def unblock(self, work_item_id: str) -> dict[str, Any]:
+        return self.command("work.unblock", {"workItemId": work_item_id})
+
+    def cancel(self, work_item_id: str, reason: str) -> dict[str, Any]:
+        return self.command("work.cancel", {"workItemId": work_item_id, "reason": reason})
+
+    # ---- the candidate's and owner's Commands ----------------------------------------------
+
+    def _live_offer(self, work_item_id: str) -> str:
+        view = self.work_item(work_item_id)
+        for offer in view.get("offers", []):
+            if offer.get("status") == "live" and self.agent_id in offer.get("candidates", []):
+                return str(offer["offerId"])
+        raise StateConflict("no_offer", f"no live offer of {work_item_id} names {self.agent_id}")
+
+    def accept_offer(self, work_item_id: str, offer_id: str | None = None) -> dict[str, Any]:
+        """Accepts the given offer, or the live offer that names this Agent."""
+        offer = offer_id or self._live_offer(work_item_id)
+        return self.command("work.accept_offer", {"workItemId": work_item_id, "offerId": offer})
+
+    def decline_offer(
+        self,
+        work_item_id: str,
+        reason: str,
+        *,
+        offer_id: str | None = None,
+        detail: str | None = None,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "workItemId": work_item_id,
+            "offerId": offer_id or self._live_offer(work_item_id),
+            "reason": reason,
+        }
+        if detail is not None:
+            payload["detail"] = detail
+        return self.command("work.decline_offer", payload)
+
+    def start(self, work_item_id: str) -> Lease:
+        """``work.start``: returns the new Execution Lease."""
+        answer = self.command("work.start", {"workItemId": work_item_id})
+        lease = self.lease_of(work_item_id)
+        if lease is None:
+            raise WeftError("protocol", f"work.start answered no lease: {answer}")
+        return lease
+
+    def renew(self, work_item_id: str, *, lease_id: str | None = None) -> Lease:
+        """``lease.renew``: returns the lease with its new expiry."""
+        self._owner("lease.renew", work_item_id, {}, lease_id)
+        return self.current_lease(work_item_id)
+
+    def progress(
+        self,
+        work_item_id: str,
+        *,
+        phase: str,
+        milestones_done: Sequence[str] = (),
+        next_checkpoint: str | None = None,
+        blockers: Sequence[str] = (),
+        completion_at: str | None = None,
+        confidence: float = 0.5,
+        evidence: Sequence[str] = (),
+        usage: dict[str, float] | None = None,
+        percent: float | None = None,
+        lease_id: str | None = None,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "phase": phase,
+            "milestonesDone": list(milestones_done),
+            "nextCheckpoint": next_checkpoint,
+            "blockers": list(blockers),
+            "estimate": {"completionAt": completion_at, "confidence": confidence},
+            "evidence": list(evidence),
+        }
+        if usage is not None:
+            payload["usage"] = usage
+        if percent is not None:
+            payload["percent"] = percent
+        return self._owner("work.progress", work_item_id, payload, lease_id)
+
+    def checkpoint(
+        self,
+        work_item_id: str,
+        *,
+        artifact: str | None = None,
+        note: str | None = None,
+        usage: dict[str, float] | None = None,
+        lease_id: str | None = None,
+    ) -> dict[str, Any]:
+        checkpoint: dict[str, Any] = {}
+        if artifact is not None:
+            checkpoint["artifact"] = artifact
+        if note is not None:
+            checkpoint["note"] = note
+        payload: dict[str, Any] = {"checkpoint": checkpoint}
+        if usage is not None:
+            payload["usage"] = usage
+        return self._owner("work.checkpoint", work_item_id, payload, lease_id)
+
+    def block(
+        self, work_item_id: str, needs: str, *, lease_id: str | None = None
+    ) -> dict[str, Any]:
+        return self._owner("work.block", work_item_id, {"needs": needs}, lease_id)
+
+    def submit(
+        self,
+        work_item_id: str,
+        *,
+        artifacts: Sequence[str],
+        evidence: Sequence[str],
+        usage: dict[str, float] | None = None,
+        lease_id: str | None = None,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {"artifacts": list(artifacts), "evidence": list(evidence)}
+        if usage is not None:
+            payload["usage"] = usage
+        return self._owner("work.submit", work_item_id, payload, lease_id)
+
+    def fail(
+        self,
+        work_item_id: str,
+        reason: str,
+        *,
+        evidence: Sequence[str] = (),
+        detail: str | None = None,
+        lease_id: str | None = None,
+    ) -> dict[str, Any]:
+        """``work.fail``: by the owner (quoting its lease) or by a coordinator."""
+        payload: dict[str, Any] = {
+            "workItemId": work_item_id,
+            "evidence": list(evidence),
+            "reason": reason,
+        }
+        if detail is not None:
+            payload["detail"] = detail
+        lease = lease_id or (
+            held.lease_id if (held := self.lease_of(work_item_id)) is not None else None
+        )
+        return self.command("work.fail", payload, lease_id=lease)
+
+    # ---- capability tokens -----------------------------------------------------------------
+
+    def issue_token(
+        self, scope: Sequence[str], *, work_item_id: str, ttl_seconds: int = 300
+    ) -> dict[str, Any]:
+        """``POST /v1/leases/{leaseId}/tokens``: a bearer for the scoped operations only,
+        dying with the lease (LSE-6/7). ``{tokenId, token, scope, expiresAt}``."""
+        lease = self.current_lease(work_item_id)
+        answer: dict[str, Any] = self._t.json(
+            "POST",
+            f"/v1/leases/{lease.lease_id}/tokens",
+            json={"scope": list(scope), "ttlSeconds": ttl_seconds},
+        )
+        return answer
+
+    # ---- the lease keeper ------------------------------------------------------------------
+
+    def keep_lease(
+        self,
+        work_item_id: str,
+        *,
+        on_lost: Callable[[WeftError], None] | None = None,
+        fraction: float = 0.5,
+    ) -> LeaseKeeper:
+        """A background renewer for the lease this Agent holds on the WorkItem; use it as a
+        context manager around the work. See :class:`LeaseKeeper`."""
+        return LeaseKeeper(self, work_item_id, on_lost=on_lost, fraction=fraction)
+
+
+class LeaseKeeper:
+    """Renews an Execution Lease in a background thread, each time ``fraction`` of its
+    remaining time has passed. When the lease is lost (fenced, revoked, expired, the session
+    ended) it stops renewing, sets :attr:`lost`, calls ``on_lost`` once, and
+    :meth:`check` raises :class:`LeaseLost`: the work must stop there. Transient failures
+    are retried until the lease's own expiry."""
+
+    def __init__(
+        self,
+        client: Work,
+        work_item_id: str,
+        *,
+        on_lost: Callable[[WeftError], None] | None = None,
+        fraction: float = 0.5,
+    ) -> None:
+        if not 0.0 < fraction < 1.0:
+            raise ValueError("fraction must be between 0 and 1")
+        self.client = client
+        self.work_item_id = work_item_id
+        self.lease = client.current_lease(work_item_id)
+        self.fraction = fraction
+        self.on_lost = on_lost
+        self.lost = threading.Event()
+        self.error: WeftError | None = None
+        self.renewals = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"weft-lease-{work_item_id}", daemon=True
+        )
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stops renewing (the lease itself stays until it expires or is released)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def check(self) -> None:
+        """Raises :class:`LeaseLost` if the lease was lost."""
+        if self.lost.is_set():
+            error = self.error
+            raise LeaseLost(
+                "lease_lost",
+                f"the lease on {self.work_item_id} was lost"
+                + (f": {error.code}: {error.detail}" if error else ""),
+            )
+
+    def _remaining(self) -> float:
+        expires = _parse_time(self.lease.expires_at)
+        return (expires - datetime.datetime.now(datetime.UTC)).total_seconds()
+
+    def _lose(self, error: WeftError) -> None:
+        self.error = error
+        self.lost.set()
+        if self.on_lost is not None:
+            self.on_lost(error)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            remaining = self._remaining()
+            if remaining <= 0:
+                self._lose(StaleLease("lease_expired", f"the lease on {self.work_item_id} expired"))
+                return
+            if self._stop.wait(max(0.05, remaining * self.fraction)):
+                return
+            try:
+                self.lease = self.client.renew(self.work_item_id, lease_id=self.lease.lease_id)
+                self.renewals += 1
+            except (StaleLease, StateConflict, Unauthenticated) as error:
+                self._lose(error)
+                return
+            except Transient:
+                continue
+            except WeftError as error:
+                self._lose(error)
+                return

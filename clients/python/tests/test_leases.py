@@ -1,0 +1,31 @@
+"""The lease keeper: it renews in the background, and when the lease is lost the work
+learns it (LSE-9: a new session of the Agent revokes its leases)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import weft
+from conftest import World
+
+
+def test_the_keeper_renews_and_reports_the_loss(world: World) -> None:
+    work_item = world.work_item(execution_seconds=2)
+    lost = threading.Event()
+    with world.worker.keep_lease(work_item, fraction=0.3, on_lost=lambda _: lost.set()) as keeper:
+        first = keeper.lease.expires_at
+        give_up = time.monotonic() + 10.0
+        while keeper.renewals < 2 and time.monotonic() < give_up:
+            keeper.check()
+            time.sleep(0.05)
+        assert keeper.renewals >= 2
+        assert keeper.lease.expires_at > first
+        # A replacement session ends the lease (LSE-9); the keeper's next renewal is refused.
+        world.worker.open_session()
+        assert lost.wait(5.0), "the keeper noticed the loss"
+        with pytest.raises(weft.LeaseLost):
+            keeper.check()
+    assert keeper.error is not None and keeper.error.code in ("stale_lease", "stale_session")
