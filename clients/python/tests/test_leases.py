@@ -28,4 +28,9 @@ def test_the_keeper_renews_and_reports_the_loss(world: World) -> None:
         assert lost.wait(5.0), "the keeper noticed the loss"
         with pytest.raises(weft.LeaseLost):
             keeper.check()
+        # The owner's calls for that WorkItem stop too, before anything is sent.
+        with pytest.raises(weft.LeaseLost):
+            world.worker.progress(work_item, phase="after the loss")
+        with pytest.raises(weft.LeaseLost):
+            world.worker.put(b"late", work_item=work_item)
     assert keeper.error is not None and keeper.error.code in ("stale_lease", "stale_session")

@@ -75,6 +75,7 @@ class Base:
         self.card_version = card_version
         self._session: Session | None = None
         self._leases: dict[str, Lease] = {}
+        self._lost: set[str] = set()
         self._lock = threading.Lock()
 
     @property

@@ -189,6 +189,7 @@ class Artifacts(Work):
         Lease this Agent holds on ``work_item``. Returns ``{artifact, manifestId, sequence}``."""
         for digest in sources:
             check_digest(digest)
+        self.ensure_lease_kept(work_item)
         view = self.work_item(work_item)
         lease = self.lease_of(work_item)
         if lease is None:

@@ -44,12 +44,15 @@ class Feed(Review):
         return page[0].hash
 
     def follow(
-        self, after: int = 0, *, verify: bool = True, idle_timeout: float | None = None
+        self, after: int | None = None, *, verify: bool = True, idle_timeout: float | None = None
     ) -> Iterator[Event]:
-        """Every Event after ``after``, live, in order; reconnects after a dropped stream
-        from the last Event seen. With ``verify`` each Event's hash and link are checked
+        """Every Event after ``after`` (default: this Agent's recorded cursor, see
+        :meth:`ack`), live, in order; reconnects after a dropped stream from the last Event
+        seen. With ``verify`` each Event's hash and link are checked
         (starting from Event ``after``'s hash), and a break raises :class:`ChainError`.
         ``idle_timeout`` ends the iteration after that many seconds without an Event."""
+        if after is None:
+            after = self.cursor()
         verifier = ChainVerifier(after, self.head_of(after)) if verify else None
         last = after
         path = f"/v1/groups/{self.session.group_id}/events/stream"

@@ -35,6 +35,8 @@ class Review(Artifacts):
         server requires of an owner."""
         view = self.work_item(work_item)
         lease = self.lease_of(work_item)
+        if lease is not None:
+            self.ensure_lease_kept(work_item)
         result: dict[str, Any] = {"outcome": outcome, "summary": summary}
         if metrics is not None:
             result["metrics"] = metrics

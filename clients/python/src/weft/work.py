@@ -30,6 +30,14 @@ USAGE_DIMENSIONS = (
 )
 
 
+def full_usage(spent: dict[str, float]) -> dict[str, float]:
+    """A usage delta with all six dimensions (DESIGN §12), the ones not named as 0."""
+    unknown = set(spent) - set(USAGE_DIMENSIONS)
+    if unknown:
+        raise ValueError(f"unknown usage dimensions {sorted(unknown)}; use {USAGE_DIMENSIONS}")
+    return {name: spent.get(name, 0) for name in USAGE_DIMENSIONS}
+
+
 def new_id() -> str:
     """A fresh opaque id for a Command, an offer or a proposal."""
     return str(uuid.uuid4())
@@ -59,6 +67,14 @@ class Work(Base):
         """``GET /v1/missions/{id}/workitems``: the WorkItem DAG."""
         view: dict[str, Any] = self._t.json("GET", f"/v1/missions/{mission_id}/workitems")
         return view
+
+    def ensure_lease_kept(self, work_item_id: str) -> None:
+        """Raises :class:`LeaseLost` when a lease keeper lost this WorkItem's lease: the
+        owner's Commands, publications and Evidence for it stop there (until a new start)."""
+        with self._lock:
+            lost = work_item_id in self._lost
+        if lost:
+            raise LeaseLost("lease_lost", f"the lease on {work_item_id} was lost; stop the work")
 
     def current_lease(self, work_item_id: str) -> Lease:
         """The Execution Lease this Agent holds on the WorkItem, read from the server when
@@ -119,6 +135,7 @@ class Work(Base):
         lease_id: str | None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
+        self.ensure_lease_kept(work_item_id)
         lease = lease_id or self.current_lease(work_item_id).lease_id
         return self.command(
             kind,
@@ -210,14 +227,28 @@ class Work(Base):
             expected_revision=expected_revision,
         )
 
-    def accept_result(self, work_item_id: str) -> dict[str, Any]:
-        return self.command("work.accept_result", {"workItemId": work_item_id})
+    def accept_result(
+        self, work_item_id: str, *, expected_revision: int | None = None
+    ) -> dict[str, Any]:
+        return self.command(
+            "work.accept_result",
+            {"workItemId": work_item_id},
+            expected_revision=expected_revision,
+        )
 
-    def unblock(self, work_item_id: str) -> dict[str, Any]:
-        return self.command("work.unblock", {"workItemId": work_item_id})
+    def unblock(self, work_item_id: str, *, expected_revision: int | None = None) -> dict[str, Any]:
+        return self.command(
+            "work.unblock", {"workItemId": work_item_id}, expected_revision=expected_revision
+        )
 
-    def cancel(self, work_item_id: str, reason: str) -> dict[str, Any]:
-        return self.command("work.cancel", {"workItemId": work_item_id, "reason": reason})
+    def cancel(
+        self, work_item_id: str, reason: str, *, expected_revision: int | None = None
+    ) -> dict[str, Any]:
+        return self.command(
+            "work.cancel",
+            {"workItemId": work_item_id, "reason": reason},
+            expected_revision=expected_revision,
+        )
 
     # ---- the candidate's and owner's Commands ----------------------------------------------
 
@@ -228,10 +259,20 @@ class Work(Base):
                 return str(offer["offerId"])
         raise StateConflict("no_offer", f"no live offer of {work_item_id} names {self.agent_id}")
 
-    def accept_offer(self, work_item_id: str, offer_id: str | None = None) -> dict[str, Any]:
+    def accept_offer(
+        self,
+        work_item_id: str,
+        offer_id: str | None = None,
+        *,
+        expected_revision: int | None = None,
+    ) -> dict[str, Any]:
         """Accepts the given offer, or the live offer that names this Agent."""
         offer = offer_id or self._live_offer(work_item_id)
-        return self.command("work.accept_offer", {"workItemId": work_item_id, "offerId": offer})
+        return self.command(
+            "work.accept_offer",
+            {"workItemId": work_item_id, "offerId": offer},
+            expected_revision=expected_revision,
+        )
 
     def decline_offer(
         self,
@@ -250,9 +291,13 @@ class Work(Base):
             payload["detail"] = detail
         return self.command("work.decline_offer", payload)
 
-    def start(self, work_item_id: str) -> Lease:
+    def start(self, work_item_id: str, *, expected_revision: int | None = None) -> Lease:
         """``work.start``: returns the new Execution Lease."""
-        answer = self.command("work.start", {"workItemId": work_item_id})
+        with self._lock:
+            self._lost.discard(work_item_id)
+        answer = self.command(
+            "work.start", {"workItemId": work_item_id}, expected_revision=expected_revision
+        )
         lease = self.lease_of(work_item_id)
         if lease is None:
             raise WeftError("protocol", f"work.start answered no lease: {answer}")
@@ -277,6 +322,7 @@ class Work(Base):
         usage: dict[str, float] | None = None,
         percent: float | None = None,
         lease_id: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "phase": phase,
@@ -287,10 +333,10 @@ class Work(Base):
             "evidence": list(evidence),
         }
         if usage is not None:
-            payload["usage"] = usage
+            payload["usage"] = full_usage(usage)
         if percent is not None:
             payload["percent"] = percent
-        return self._owner("work.progress", work_item_id, payload, lease_id)
+        return self._owner("work.progress", work_item_id, payload, lease_id, expected_revision)
 
     def checkpoint(
         self,
@@ -300,6 +346,7 @@ class Work(Base):
         note: str | None = None,
         usage: dict[str, float] | None = None,
         lease_id: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         checkpoint: dict[str, Any] = {}
         if artifact is not None:
@@ -308,13 +355,32 @@ class Work(Base):
             checkpoint["note"] = note
         payload: dict[str, Any] = {"checkpoint": checkpoint}
         if usage is not None:
-            payload["usage"] = usage
-        return self._owner("work.checkpoint", work_item_id, payload, lease_id)
+            payload["usage"] = full_usage(usage)
+        return self._owner("work.checkpoint", work_item_id, payload, lease_id, expected_revision)
 
     def block(
-        self, work_item_id: str, needs: str, *, lease_id: str | None = None
+        self,
+        work_item_id: str,
+        needs: str,
+        *,
+        artifact: str | None = None,
+        note: str | None = None,
+        lease_id: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        return self._owner("work.block", work_item_id, {"needs": needs}, lease_id)
+        """``work.block``: the block is the checkpoint (T9, PRG-4), so it carries one."""
+        checkpoint: dict[str, Any] = {}
+        if artifact is not None:
+            checkpoint["artifact"] = artifact
+        if note is not None:
+            checkpoint["note"] = note
+        return self._owner(
+            "work.block",
+            work_item_id,
+            {"needs": needs, "checkpoint": checkpoint},
+            lease_id,
+            expected_revision,
+        )
 
     def submit(
         self,
@@ -324,11 +390,12 @@ class Work(Base):
         evidence: Sequence[str],
         usage: dict[str, float] | None = None,
         lease_id: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {"artifacts": list(artifacts), "evidence": list(evidence)}
         if usage is not None:
-            payload["usage"] = usage
-        return self._owner("work.submit", work_item_id, payload, lease_id)
+            payload["usage"] = full_usage(usage)
+        return self._owner("work.submit", work_item_id, payload, lease_id, expected_revision)
 
     def fail(
         self,
@@ -338,6 +405,7 @@ class Work(Base):
         evidence: Sequence[str] = (),
         detail: str | None = None,
         lease_id: str | None = None,
+        expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """``work.fail``: by the owner (quoting its lease) or by a coordinator."""
         payload: dict[str, Any] = {
@@ -350,7 +418,9 @@ class Work(Base):
         lease = lease_id or (
             held.lease_id if (held := self.lease_of(work_item_id)) is not None else None
         )
-        return self.command("work.fail", payload, lease_id=lease)
+        return self.command(
+            "work.fail", payload, lease_id=lease, expected_revision=expected_revision
+        )
 
     # ---- capability tokens -----------------------------------------------------------------
 
@@ -440,6 +510,8 @@ class LeaseKeeper:
 
     def _lose(self, error: WeftError) -> None:
         self.error = error
+        with self.client._lock:
+            self.client._lost.add(self.work_item_id)
         self.lost.set()
         if self.on_lost is not None:
             self.on_lost(error)
