@@ -47,6 +47,7 @@ pub(crate) async fn metrics(caller: Caller) -> HttpResult<Response> {
         openapi,
         super::sessions::open,
         super::sessions::current,
+        super::sessions::renew,
         super::admin::create_group,
         super::admin::set_policy,
         super::admin::register_agent,

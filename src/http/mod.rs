@@ -97,6 +97,7 @@ fn json_routes() -> Vec<Route> {
     vec![
         route(Method::POST, "/v1/sessions", sessions::open),
         route(Method::GET, "/v1/session", sessions::current),
+        route(Method::POST, "/v1/session/renew", sessions::renew),
         route(
             Method::PUT,
             "/v1/admin/groups/{group_id}",

@@ -1,5 +1,7 @@
 //! `POST /v1/sessions`: a signed session request becomes a bearer token (DESIGN §8.1);
-//! `GET /v1/session`: the caller's own session, as its token resolves now.
+//! `GET /v1/session`: the caller's own session, as its token resolves now;
+//! `POST /v1/session/renew`: a fresh signed session request by the session's own Agent moves
+//! its expiry, keeping its token, epochs and leases (issue #48).
 
 use axum::body::Body;
 use axum::extract::State;
@@ -41,11 +43,16 @@ pub(crate) async fn current(caller: Caller) -> HttpResult<Response> {
             "the admin token is not a session",
         ));
     };
+    Ok(json(StatusCode::OK, &view_of(&session)))
+}
+
+/// A session as its holder sees it.
+fn view_of(session: &weft_storage::Session) -> SessionView {
     let missions = match &session.scope {
         MissionScope::Group => None,
         MissionScope::Missions(missions) => Some(missions.iter().cloned().collect()),
     };
-    let view = SessionView {
+    SessionView {
         agent_id: session.agent_id.to_string(),
         group_id: session.group_id.to_string(),
         roles: session.roles.clone(),
@@ -53,6 +60,35 @@ pub(crate) async fn current(caller: Caller) -> HttpResult<Response> {
         session_epoch: session.session_epoch,
         membership_epoch: session.membership_epoch,
         expires_at: session.expires_at.clone(),
+    }
+}
+
+/// Renews the caller's session: the body is a fresh signed session request by the session's
+/// own Agent for its own Group; the answer is the session with its new expiry. The token and
+/// the epochs stay, so its leases go on.
+#[utoipa::path(post, path = "/v1/session/renew", request_body(content = String, description = "DSSE envelope of a session request by the session's own Agent for its own Group", content_type = "application/json"),
+    responses((status = 200, description = "{agentId, groupId, roles, missions?, sessionEpoch, membershipEpoch, expiresAt}"), (status = 400, description = "bad_signature, clock_skew, …"),
+              (status = 401, description = "unauthorized, stale_session, stale_membership"), (status = 403, description = "forbidden: the admin token has no session; producer_mismatch: another Agent's or Group's request"),
+              (status = 409, description = "nonce_reused"), (status = 429, description = "rate_limited (Retry-After)")))]
+pub(crate) async fn renew(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let Caller::Agent(session) = caller else {
+        return Err(HttpError::new(
+            ErrorCode::Forbidden,
+            "the admin token is not a session",
+        ));
     };
+    let envelope = read_envelope(&headers, body).await?;
+    let expires_at = state
+        .store
+        .sessions()
+        .renew_session(&session, envelope)
+        .await?;
+    let mut view = view_of(&session);
+    view.expires_at = expires_at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
     Ok(json(StatusCode::OK, &view))
 }

@@ -29,15 +29,19 @@ use crate::sessions::handle::Sessions;
 use crate::signatures::{AuthorityMay, Signed};
 
 impl Sessions<'_> {
-    /// Verifies a signed session request and opens a session (DESIGN §8.1).
-    pub async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
+    /// A signed session request checked as far as needs no transaction: its signature (and
+    /// so its Agent), the login rate, and `issuedAt` within the allowed skew.
+    async fn checked_request(
+        &self,
+        envelope: &Envelope,
+    ) -> Result<(weft_api::Id, SessionRequest, chrono::DateTime<chrono::Utc>), Error> {
         let Signed {
             signer: agent_id,
             value,
             ..
         } = self
             .engine
-            .verify_signed::<SessionRequest>(&envelope, AuthorityMay::NotSign)
+            .verify_signed::<SessionRequest>(envelope, AuthorityMay::NotSign)
             .await?;
         let request = value.into_inner();
         let now = self.engine.clock.now();
@@ -52,6 +56,57 @@ impl Sessions<'_> {
                 "issuedAt is more than 5 minutes from the server clock",
             ));
         }
+        Ok((agent_id, request, now))
+    }
+
+    /// Renews `session` (issue #48): a fresh signed session request by its own Agent for its
+    /// own Group moves its expiry to a full lifetime from now. The token and both epochs stay,
+    /// so its leases and streams go on (a new session would revoke the leases, LSE-9). The
+    /// request's nonce is spent like a login's; a session that is no longer live (replaced,
+    /// Membership changed, expired) cannot be renewed. No Event: the expiry of a bearer is
+    /// the server's credential state, like the token itself, not a change the log orders.
+    /// Answers the new expiry.
+    pub async fn renew_session(
+        &self,
+        session: &Session,
+        envelope: Envelope,
+    ) -> Result<chrono::DateTime<chrono::Utc>, Error> {
+        let (agent_id, request, now) = self.checked_request(&envelope).await?;
+        if agent_id != session.agent_id || request.group_id != session.group_id {
+            return Err(reject(
+                ErrorCode::ProducerMismatch,
+                "a session is renewed by a request of its own Agent for its own Group",
+            ));
+        }
+        let token_hash = session.token_hash();
+        let expires_at = now + self.engine.session_ttl;
+        self.engine
+            .db
+            .write(move |txn| {
+                live_session(txn, token_hash, &format_instant(now))?;
+                let fresh = crate::rows::session_nonces::insert_fresh(
+                    txn,
+                    agent_id.as_str(),
+                    &request.nonce,
+                    now,
+                )?;
+                if !fresh {
+                    return Err(reject(
+                        ErrorCode::NonceReused,
+                        "this session request was already used",
+                    ));
+                }
+                crate::rows::sessions::extend(txn, &token_hash, expires_at)
+            })
+            .await?;
+        // Cached look-ups hold the old expiry; they are read again.
+        self.engine.auth_changed();
+        Ok(expires_at)
+    }
+
+    /// Verifies a signed session request and opens a session (DESIGN §8.1).
+    pub async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
+        let (agent_id, request, now) = self.checked_request(&envelope).await?;
         let token_bytes: [u8; 32] = rand::random();
         let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token_bytes);
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();

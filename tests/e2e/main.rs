@@ -10,6 +10,7 @@ mod delivery;
 mod first_hour;
 mod garage;
 mod offline;
+mod python_client;
 mod reactions;
 mod readme;
 mod restart;

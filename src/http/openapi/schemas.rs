@@ -202,6 +202,7 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
             );
         }
         ("post", "/v1/sessions")
+        | ("post", "/v1/session/renew")
         | ("post", "/v1/artifacts")
         | ("post", "/v1/evidence")
         | ("post", "/v1/groups/{group_id}/commands")
@@ -326,7 +327,7 @@ fn sse_frame() -> Value {
 fn answer(method: &str, path: &str) -> Value {
     let list = |field: &str| json!({"type": "object", "required": [field], "properties": {field: {"type": "array"}}});
     match (method, path) {
-        ("get", "/v1/session") => json!({
+        ("get", "/v1/session") | ("post", "/v1/session/renew") => json!({
             "type": "object",
             "required": ["agentId", "groupId", "roles", "sessionEpoch", "membershipEpoch", "expiresAt"],
             "properties": {

@@ -167,3 +167,159 @@ backends!(
         assert_eq!(stale.code(), "stale_session");
     }
 );
+
+/// `POST /v1/session/renew` with a session request signed by `key`, as `token`.
+fn renewal(
+    token: &str,
+    key: &SigningKey,
+    agent_id: &str,
+    group: &str,
+    issued_at: String,
+    nonce: &str,
+) -> axum::http::Request<Body> {
+    let payload =
+        json!({"agentId": agent_id, "groupId": group, "issuedAt": issued_at, "nonce": nonce});
+    let envelope = Envelope::sign(
+        key,
+        weft_api::dsse::SESSION_TYPE,
+        payload.to_string().as_bytes(),
+    );
+    request(
+        Method::POST,
+        "/v1/session/renew",
+        Some(token),
+        serde_json::to_vec(&envelope).expect("json"),
+    )
+}
+
+backends!(
+    async fn a_session_is_renewed_by_its_own_signed_request_and_keeps_its_epochs(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let other = h.agent("w2", "g1", &["worker"]).await;
+        h.agent("w1", "g2", &["worker"]).await;
+        let before = h.get_json(&worker, "/v1/session").await;
+        // Eleven of its twelve hours later, a renewal gives it twelve from now.
+        h.clock.advance(chrono::Duration::hours(11));
+        let nonce = random_nonce();
+        let renewed = h
+            .send(renewal(
+                &worker.token,
+                &worker.key,
+                "w1",
+                "g1",
+                h.clock_now(),
+                &nonce,
+            ))
+            .await;
+        assert_eq!(renewed.status, StatusCode::OK, "{kind:?}: {renewed:?}");
+        let renewed = renewed.json();
+        assert_eq!(renewed["sessionEpoch"], before["sessionEpoch"], "{kind:?}");
+        assert_eq!(renewed["membershipEpoch"], before["membershipEpoch"]);
+        assert!(renewed["expiresAt"].as_str() > before["expiresAt"].as_str());
+        h.clock.advance(chrono::Duration::hours(2));
+        let after = h.get_json(&worker, "/v1/session").await;
+        assert_eq!(
+            after["expiresAt"], renewed["expiresAt"],
+            "{kind:?}: still live, renewed"
+        );
+        assert_eq!(after["sessionEpoch"], before["sessionEpoch"]);
+        // Refusals change nothing.
+        let now = h.clock_now();
+        refused(
+            &h,
+            renewal(&worker.token, &worker.key, "w1", "g1", now.clone(), &nonce),
+            "nonce_reused",
+        )
+        .await;
+        refused(
+            &h,
+            renewal(
+                &worker.token,
+                &other.key,
+                "w2",
+                "g1",
+                now.clone(),
+                &random_nonce(),
+            ),
+            "producer_mismatch",
+        )
+        .await;
+        refused(
+            &h,
+            renewal(
+                &worker.token,
+                &worker.key,
+                "w1",
+                "g2",
+                now.clone(),
+                &random_nonce(),
+            ),
+            "producer_mismatch",
+        )
+        .await;
+        refused(
+            &h,
+            renewal(
+                &worker.token,
+                &other.key,
+                "w1",
+                "g1",
+                now.clone(),
+                &random_nonce(),
+            ),
+            "producer_mismatch",
+        )
+        .await;
+        refused(
+            &h,
+            renewal(ADMIN, &worker.key, "w1", "g1", now.clone(), &random_nonce()),
+            "forbidden",
+        )
+        .await;
+        let skewed =
+            (weft_storage::Clock::now(&h.clock) - chrono::Duration::minutes(6)).to_rfc3339();
+        refused(
+            &h,
+            renewal(
+                &worker.token,
+                &worker.key,
+                "w1",
+                "g1",
+                skewed,
+                &random_nonce(),
+            ),
+            "clock_skew",
+        )
+        .await;
+        // A replaced session is not renewed; nor is an expired one.
+        let newer = h.session(&worker.key, "w1", "g1").await;
+        refused(
+            &h,
+            renewal(
+                &worker.token,
+                &worker.key,
+                "w1",
+                "g1",
+                h.clock_now(),
+                &random_nonce(),
+            ),
+            "stale_session",
+        )
+        .await;
+        h.clock.advance(chrono::Duration::hours(13));
+        refused(
+            &h,
+            renewal(
+                &newer,
+                &worker.key,
+                "w1",
+                "g1",
+                h.clock_now(),
+                &random_nonce(),
+            ),
+            "unauthorized",
+        )
+        .await;
+    }
+);

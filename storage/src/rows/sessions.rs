@@ -97,6 +97,19 @@ pub(crate) fn insert(conn: &Connection, new: &NewSession<'_>) -> Result<(), Erro
     Ok(())
 }
 
+/// Moves the expiry of the session `token_hash` (a renewal: same token, same epochs).
+pub(crate) fn extend(
+    conn: &Connection,
+    token_hash: &[u8; 32],
+    expires_at: DateTime<Utc>,
+) -> Result<(), Error> {
+    conn.run(
+        "UPDATE sessions SET expires_at = ?2 WHERE token_hash = ?1",
+        params![&token_hash[..], format_instant(expires_at)],
+    )?;
+    Ok(())
+}
+
 /// Ends every session of Agent `agent_id`.
 pub(crate) fn delete_of_agent(conn: &Connection, agent_id: &str) -> Result<(), Error> {
     conn.run("DELETE FROM sessions WHERE agent_id = ?1", [agent_id])?;
