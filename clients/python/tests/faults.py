@@ -3,7 +3,7 @@ may drop the answer, refuse with a status, or flip a byte of a body on its way b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import httpx
@@ -19,7 +19,8 @@ class Faulty(httpx.BaseTransport):
     """``rule(request, n)`` (n counts requests matching nothing in particular) answers
     ``None`` (pass), ``"drop-before"`` (the request never leaves), ``"drop-after"`` (the
     server handles it, the answer is lost), ``"503"`` (refused with Retry-After: 0), or
-    ``"flip"`` (one byte of the answer's body inverted)."""
+    ``"flip"`` (one byte of the answer's body inverted), or ``"cut"`` (the answer's body
+    ends half way with a reset connection)."""
 
     rule: Rule
     inner: httpx.HTTPTransport = field(default_factory=httpx.HTTPTransport)
@@ -42,6 +43,15 @@ class Faulty(httpx.BaseTransport):
             response.read()
             response.close()
             raise httpx.ReadError("injected: connection reset", request=request)
+        if action == "cut":
+            whole = response.read()
+            response.close()
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=_CutStream(whole[: len(whole) // 2], request),
+                request=request,
+            )
         if action == "flip":
             body = bytearray(response.read())
             response.close()
@@ -54,6 +64,16 @@ class Faulty(httpx.BaseTransport):
                 request=request,
             )
         return response
+
+
+class _CutStream(httpx.SyncByteStream):
+    def __init__(self, first: bytes, request: httpx.Request) -> None:
+        self.first = first
+        self.request = request
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.first
+        raise httpx.ReadError("injected: connection reset mid-body", request=self.request)
 
 
 def faulty_client(client: weft.Client, rule: Rule) -> tuple[weft.Client, Faulty, list[float]]:

@@ -97,3 +97,64 @@ def test_a_one_shot_stream_is_uploaded_once_with_both_digests(world: World) -> N
     import hashlib
 
     assert digests.sha256 == "sha256:" + hashlib.sha256(b"".join(chunks)).hexdigest()
+
+
+def test_an_answer_cut_mid_body_is_retried_for_commands_and_downloads(world: World, tmp_path: Path) -> None:
+    work_item = world.work_item()
+    payload = os.urandom(300_000)
+    published = world.worker.put(payload, work_item=work_item)
+    before = world.worker.verify_log()
+    cuts = {"command": 0, "content": 0}
+
+    def rule(request: httpx.Request, _: int) -> str | None:
+        for kind, suffix in (("command", "/commands"), ("content", "/content")):
+            if request.url.path.endswith(suffix) and cuts[kind] == 0:
+                cuts[kind] += 1
+                return "cut"
+        return None
+
+    worker, _, slept = faulty_client(world.worker, rule)
+    answer = worker.progress(work_item, phase="cut")
+    assert answer["events"][0]["type"] == "work.progress_reported"
+    assert world.worker.verify_log() == before + 1, "executed once, replayed once"
+    target = tmp_path / "whole.bin"
+    worker.get(published["artifact"], target)
+    assert target.read_bytes() == payload and cuts == {"command": 1, "content": 1}
+    assert len(slept) == 2
+
+
+def test_a_lost_finish_of_a_resumable_upload_is_recognised(world: World, tmp_path: Path) -> None:
+    work_item = world.work_item()
+    payload = os.urandom(700_000)
+    path = tmp_path / "big.bin"
+    path.write_bytes(payload)
+    finishes = {"n": 0}
+
+    def rule(request: httpx.Request, _: int) -> str | None:
+        if request.method == "PUT" and request.url.path.startswith("/v1/uploads/"):
+            finishes["n"] += 1
+            if finishes["n"] == 1:
+                return "drop-after"
+        return None
+
+    worker, faulty, _ = faulty_client(world.worker, rule)
+    worker.resumable_above = 256 * 1024
+    worker.upload_chunk = 256 * 1024
+    published = worker.put(path, work_item=work_item)
+    assert finishes["n"] == 2 and any(line.startswith("HEAD /v1/blobs/") for line in faulty.seen)
+    assert world.worker.get_bytes(published["artifact"]) == payload
+
+
+def test_a_replaced_session_ends_a_follow_with_its_code(world: World) -> None:
+    world.work_item()
+    events = world.worker.follow(after=0)
+    first = next(events)
+    assert first.sequence == 1
+    for _ in range(3):
+        next(events)
+    again = weft.Client(world.server.url, agent_id=world.worker.agent_id, group_id=world.group, key=world.worker_key)
+    again.open_session()
+    with pytest.raises(weft.Unauthenticated) as ended:
+        for _ in events:
+            pass
+    assert ended.value.code == "stale_session"

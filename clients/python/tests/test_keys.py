@@ -80,3 +80,23 @@ def test_a_renewed_session_keeps_its_token_epochs_and_leases(world: World) -> No
     lease = world.worker.renew(work_item)  # the lease opened before the renewal goes on
     assert lease.session_epoch == before.session_epoch
     assert world.worker.whoami()["expiresAt"] == renewed.expires_at
+
+
+def test_secrets_stay_out_of_reprs_links_and_other_users_reach(tmp_path: Path) -> None:
+    session = weft.Session("secret-token", "a", "g", 1, 1, "2030-01-01T00:00:00Z")
+    assert "secret-token" not in repr(session)
+    key = weft.AgentKey.generate()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("not a key")
+    home = tmp_path / "new-home"
+    (home).mkdir(mode=0o700)
+    (home / "agent.key").symlink_to(elsewhere)
+    with pytest.raises(weft.InvalidRequest):
+        key.save(home / "agent.key")
+    key.save(home / "agent.key", force=True)
+    assert elsewhere.read_text() == "not a key", "the link's target is never written"
+    assert not (home / "agent.key").is_symlink()
+    fresh = key.save(tmp_path / "fresh" / "dir" / "agent.key")
+    assert stat.S_IMODE(fresh.parent.stat().st_mode) == 0o700
+    with pytest.raises(weft.InvalidRequest):
+        dsse.payload_bytes({"metric": float("nan")})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._http import Transport
@@ -22,7 +22,7 @@ def now_rfc3339() -> str:
 class Session:
     """A session in one Group (DESIGN §8.1): its bearer token and the epochs a Command quotes."""
 
-    token: str
+    token: str = field(repr=False)
     agent_id: str
     group_id: str
     session_epoch: int

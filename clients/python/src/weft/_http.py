@@ -103,9 +103,12 @@ class Transport:
         body: Callable[[], Body] | None = None,
         safe: bool | None = None,
         timeout: httpx.Timeout | None = None,
+        read_body: bool = False,
     ) -> Iterator[httpx.Response]:
-        """Sends a request and yields its answer unread (for streamed bodies); a refusal is
-        raised as its :class:`WeftError`. Retries as the module says."""
+        """Sends a request and yields its answer, unread (for streamed bodies) unless
+        ``read_body``; a refusal is raised as its :class:`WeftError`. Retries as the module
+        says, also when the connection drops while an answer is read here; a drop while the
+        caller reads a streamed body is the caller's to handle (``httpx.TransportError``)."""
         repeatable = safe if safe is not None else method in ("GET", "HEAD")
         attempt = 0
         while True:
@@ -128,8 +131,18 @@ class Transport:
                 attempt += 1
                 continue
             try:
+                try:
+                    if response.status_code >= 400 or read_body:
+                        response.read()
+                except httpx.TransportError as error:
+                    if not repeatable or attempt >= self.max_retries:
+                        raise Transient(
+                            "unreachable", f"{method} {path}: the answer was cut off: {error}"
+                        ) from error
+                    self.sleep(self._backoff(attempt, None))
+                    attempt += 1
+                    continue
                 if response.status_code >= 400:
-                    response.read()
                     failure = problem(response)
                     if (
                         repeatable
@@ -158,9 +171,15 @@ class Transport:
     ) -> httpx.Response:
         """Like :meth:`stream`, with the body read."""
         with self.stream(
-            method, path, params=params, headers=headers, json=json, body=body, safe=safe
+            method,
+            path,
+            params=params,
+            headers=headers,
+            json=json,
+            body=body,
+            safe=safe,
+            read_body=True,
         ) as response:
-            response.read()
             return response
 
     def json(

@@ -19,10 +19,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
 
+import httpx
+
 from . import bao, dsse
 from ._base import now_rfc3339
 from .digests import Digests, Hasher, check_digest
-from .errors import IntegrityError, InvalidRequest, StaleLease, Transient, WeftError
+from .errors import (
+    IntegrityError,
+    InvalidRequest,
+    NotFound,
+    StaleLease,
+    StateConflict,
+    Transient,
+    WeftError,
+)
 from .work import Work
 
 READ_CHUNK = 1 << 20
@@ -126,6 +136,31 @@ class Artifacts(Work):
         started = self._t.json("POST", "/v1/uploads", safe=False)
         upload_id = str(started["uploadId"])
         path = f"/v1/uploads/{upload_id}"
+        try:
+            digests = self._send_chunks(file, base, path)
+        except BaseException:
+            self._cancel_upload(path)
+            raise
+        try:
+            answer = self._t.json(
+                "PUT",
+                path,
+                params={"digest": digests.blake3},
+                headers={"Content-Length": "0"},
+                safe=True,
+            )
+        except NotFound:
+            # A retried finish whose first answer was lost: the session is gone because the
+            # blob was stored. The blob's existence (for its uploader) says so.
+            if not self._blob_exists(digests.blake3):
+                raise
+            return digests
+        return self._check_receipt(answer, digests)
+
+    def _send_chunks(self, file: IO[bytes], base: int, path: str) -> Digests:
+        """PATCHes the file from the server's durable offset on, feeding the hasher only with
+        bytes the server holds; a failure resyncs from ``HEAD`` (``Retry-After`` honoured)
+        and the budget of failures is per chunk, so a long upload survives many drops."""
         hasher = Hasher()
         offset = 0
         failures = 0
@@ -133,7 +168,7 @@ class Artifacts(Work):
             file.seek(base + offset)
             chunk = file.read(self.upload_chunk)
             if not chunk:
-                break
+                return hasher.digests()
             headers = {
                 "Content-Type": "application/octet-stream",
                 "Content-Range": f"{offset}-{offset + len(chunk) - 1}",
@@ -141,27 +176,39 @@ class Artifacts(Work):
             try:
                 answer = self._t.json("PATCH", path, headers=headers, body=lambda: chunk)
                 durable = int(answer["offset"])
-            except Transient:
+            except (Transient, StateConflict, InvalidRequest) as error:
+                resync = isinstance(error, Transient) or error.code in (
+                    "upload_offset_mismatch",
+                    "conflict",
+                )
                 failures += 1
-                if failures > self._t.max_retries:
+                if not resync or failures > self._t.max_retries:
                     raise
+                self._t.sleep(self._t._backoff(failures, error.retry_after))
                 durable = self._upload_offset(path)
             if durable < offset or durable > offset + len(chunk):
                 raise IntegrityError(
                     "upload_offset_mismatch",
-                    f"the server holds {durable} bytes of upload {upload_id}; sent {offset}",
+                    f"the server holds {durable} bytes of {path}; {offset} were confirmed",
                 )
+            if durable > offset:
+                failures = 0
             hasher.update(chunk[: durable - offset])
             offset = durable
-        digests = hasher.digests()
-        answer = self._t.json(
-            "PUT",
-            path,
-            params={"digest": digests.blake3},
-            headers={"Content-Length": "0"},
-            safe=True,
-        )
-        return self._check_receipt(answer, digests)
+
+    def _cancel_upload(self, path: str) -> None:
+        """Best effort: an abandoned session would count against the upload limit."""
+        try:
+            self._t.request("DELETE", path, safe=True)
+        except WeftError:
+            pass
+
+    def _blob_exists(self, blake3_digest: str) -> bool:
+        try:
+            self._t.request("HEAD", f"/v1/blobs/{blake3_digest}")
+            return True
+        except NotFound:
+            return False
 
     def _upload_offset(self, path: str) -> int:
         response = self._t.request("HEAD", path)
@@ -188,13 +235,15 @@ class Artifacts(Work):
         """Uploads ``source`` and publishes a signed manifest for it, bound to the Execution
         Lease this Agent holds on ``work_item``. Returns ``{artifact, manifestId, sequence}``."""
         for digest in sources:
-            check_digest(digest)
+            if not check_digest(digest).startswith("blake3:"):
+                raise InvalidRequest("invalid_digest", f"a source is named by blake3: ({digest})")
         self.ensure_lease_kept(work_item)
         view = self.work_item(work_item)
         lease = self.lease_of(work_item)
         if lease is None:
             raise StaleLease("stale_lease", f"{self.agent_id} holds no lease on {work_item}")
         digests = self.upload(source)
+        self.ensure_lease_kept(work_item)  # a keeper may have lost it during the upload
         notes = dict(annotations or {})
         if name is None and isinstance(source, (str, os.PathLike)):
             name = Path(source).name
@@ -265,6 +314,7 @@ class Artifacts(Work):
                 digests = self._download(digest, out)
                 out.flush()
                 os.fsync(out.fileno())
+            os.chmod(temporary, 0o666 & ~_umask())
             os.replace(temporary, target)
             return digests
         except BaseException:
@@ -282,7 +332,8 @@ class Artifacts(Work):
         """Bytes ``[start, end)`` of an artifact, with the server's proof checked against its
         ``blake3:`` digest (``bao.py``) before they are returned. The proof is held in memory
         (a little more than the range): ask for ranges you can hold."""
-        check_digest(digest)
+        if not check_digest(digest).startswith("blake3:"):
+            raise InvalidRequest("invalid_digest", "a proof's root is the blake3: digest")
         if not 0 <= start < end:
             raise InvalidRequest("invalid_range", f"{start}..{end} is not a byte range")
         headers = {"Accept": bao.MEDIA_TYPE, "Range": f"bytes={start}-{end - 1}"}
@@ -303,7 +354,22 @@ class Artifacts(Work):
         return bao.verify_range(digest, size, start, min(end, size), bytes(proof))
 
     def _download(self, digest: str, out: IO[bytes], max_size: int | None = None) -> Digests:
+        """Streams into ``out`` (from its start) and verifies; a connection cut mid-body
+        starts the download again, up to the transport's retries."""
         check_digest(digest)
+        attempt = 0
+        while True:
+            out.seek(0)
+            out.truncate()
+            try:
+                return self._download_once(digest, out, max_size)
+            except httpx.TransportError as error:
+                attempt += 1
+                if attempt > self._t.max_retries:
+                    raise Transient("unreachable", f"the download was cut: {error}") from error
+                self._t.sleep(self._t._backoff(attempt, None))
+
+    def _download_once(self, digest: str, out: IO[bytes], max_size: int | None) -> Digests:
         hasher = Hasher()
         with self._t.stream("GET", f"/v1/artifacts/{digest}/content") as response:
             etag = response.headers.get("etag", "").strip('"')
@@ -328,6 +394,12 @@ class Artifacts(Work):
         if not etag or served_sha is None:
             raise IntegrityError("integrity_failure", "the answer named no ETag or Repr-Digest")
         return got
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _repr_sha256(header: str) -> str | None:

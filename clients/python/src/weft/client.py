@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import dsse
-from ._base import Session, now_rfc3339
+from ._base import Session
 from ._http import Transport
 from .feed import Feed
 from .errors import Unauthenticated
@@ -74,40 +72,6 @@ class Client(Feed):
         self._t.token = self._session.token
         with self._lock:
             self._leases.clear()
-        return self._session
-
-    def _session_request(self) -> bytes:
-        key, agent_id = self._signer()
-        if self.group_id is None:
-            raise ValueError("a session needs group_id")
-        request = {
-            "agentId": agent_id,
-            "groupId": self.group_id,
-            "issuedAt": now_rfc3339(),
-            "nonce": secrets.token_hex(16),
-        }
-        return dsse.payload_bytes(dsse.sign(key, dsse.SESSION, dsse.payload_bytes(request)))
-
-    def renew_session(self) -> Session:
-        """Moves this session's expiry to a full lifetime from now (``POST
-        /v1/session/renew``, a fresh signed request): same token, same epochs, so the leases
-        held under it go on, unlike :meth:`open_session`."""
-        content = self._session_request()
-        view = self._t.json(
-            "POST",
-            "/v1/session/renew",
-            headers={"Content-Type": "application/json"},
-            body=lambda: content,
-        )
-        session = self.session
-        self._session = Session(
-            token=session.token,
-            agent_id=session.agent_id,
-            group_id=session.group_id,
-            session_epoch=int(view["sessionEpoch"]),
-            membership_epoch=int(view["membershipEpoch"]),
-            expires_at=str(view["expiresAt"]),
-        )
         return self._session
 
     @classmethod

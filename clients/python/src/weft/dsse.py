@@ -14,7 +14,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from .errors import IntegrityError
+from .errors import IntegrityError, InvalidRequest
 from .keys import AgentKey, keyid_of
 
 MANIFEST = "application/vnd.mwp.artifact-manifest.v1+json"
@@ -32,8 +32,13 @@ def pae(payload_type: str, payload: bytes) -> bytes:
 
 
 def payload_bytes(value: Any) -> bytes:
-    """The compact JSON bytes of a payload: what is signed is exactly what is sent."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """The compact JSON bytes of a payload: what is signed is exactly what is sent. NaN and
+    the infinities are refused: JSON has no spelling for them."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as error:
+        raise InvalidRequest("invalid_json", f"cannot sign this payload: {error}") from error
+    return text.encode("utf-8")
 
 
 def sign(key: AgentKey, payload_type: str, payload: bytes) -> dict[str, Any]:

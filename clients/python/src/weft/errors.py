@@ -100,6 +100,7 @@ class LeaseLost(WeftError):
 
 _BY_CODE: dict[str, type[WeftError]] = {
     "unauthorized": Unauthenticated,
+    "agent_deactivated": Unauthenticated,
     "stale_session": Unauthenticated,
     "stale_membership": Unauthenticated,
     "bad_signature": SignatureRejected,
@@ -146,3 +147,8 @@ def from_problem(
     if kind is None:
         kind = ServerError if status >= 500 else InvalidRequest
     return kind(code, detail, status, body, retry_after)
+
+
+def from_code(code: str, detail: str) -> WeftError:
+    """The exception for a bare ``code`` (an event stream's ``error`` frame)."""
+    return _BY_CODE.get(code, WeftError)(code, detail)

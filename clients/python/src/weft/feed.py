@@ -3,13 +3,18 @@ hash chain and resumes from a cursor, and the ACK that records the cursor (DLV-6
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
 
-from .errors import ChainError, Transient, WeftError
+from .errors import ChainError, Transient, from_code
 from .events import ChainVerifier, Event, parse_page, sse_frames
 from .review import Review
+
+
+class _Idle(Exception):
+    """``follow``'s idle timeout passed."""
 
 
 class Feed(Review):
@@ -35,22 +40,28 @@ class Feed(Review):
                 return verifier.sequence
 
     def head_of(self, sequence: int) -> str | None:
-        """The hash of Event ``sequence`` (``None`` for 0: the chain starts from zeros)."""
+        """The hash of Event ``sequence``, recomputed from its content (``None`` for 0: the
+        chain starts from zeros)."""
         if sequence == 0:
             return None
         page = self.events(sequence - 1, 1)
         if not page or page[0].sequence != sequence:
             raise ChainError("chain_gap", f"Event {sequence} is not in the log")
+        computed = page[0].computed_hash()
+        if computed is not None and computed != page[0].hash:
+            raise ChainError("chain_hash", f"Event {sequence}'s content hashes to {computed}")
         return page[0].hash
 
     def follow(
         self, after: int | None = None, *, verify: bool = True, idle_timeout: float | None = None
     ) -> Iterator[Event]:
         """Every Event after ``after`` (default: this Agent's recorded cursor, see
-        :meth:`ack`), live, in order; reconnects after a dropped stream from the last Event
-        seen. With ``verify`` each Event's hash and link are checked
-        (starting from Event ``after``'s hash), and a break raises :class:`ChainError`.
-        ``idle_timeout`` ends the iteration after that many seconds without an Event."""
+        :meth:`ack`), live, in order; reconnects after a dropped or closed stream from the last
+        Event seen. With ``verify`` each Event's hash and link are checked (starting from Event
+        ``after``'s hash), and a break raises :class:`ChainError`. ``idle_timeout`` ends the
+        iteration once that many seconds pass without an Event (checked whenever the stream
+        speaks, keep-alives included, so it ends at most 15 s late). A stream the server ends
+        (a replaced session, a Membership change) raises that code's exception."""
         if after is None:
             after = self.cursor()
         verifier = ChainVerifier(after, self.head_of(after)) if verify else None
@@ -58,6 +69,14 @@ class Feed(Review):
         path = f"/v1/groups/{self.session.group_id}/events/stream"
         timeout = httpx.Timeout(10.0, read=idle_timeout)
         failures = 0
+        last_event_at = time.monotonic()
+
+        def until_idle(lines: Iterator[str]) -> Iterator[str]:
+            for line in lines:
+                if idle_timeout is not None and time.monotonic() - last_event_at > idle_timeout:
+                    raise _Idle
+                yield line
+
         while True:
             try:
                 with self._t.stream(
@@ -67,17 +86,19 @@ class Feed(Review):
                     headers={"Accept": "text/event-stream"},
                     timeout=timeout,
                 ) as response:
-                    for _, kind, data in sse_frames(response.iter_lines()):
+                    for _, kind, data in sse_frames(until_idle(response.iter_lines())):
                         if kind == "error":
-                            raise WeftError(data, f"the stream ended: {data}")
+                            raise from_code(data, f"the server ended the stream: {data}")
                         event = Event.parse(data)
                         if verifier is not None:
                             verifier.check(event)
                         last = event.sequence
+                        last_event_at = time.monotonic()
                         failures = 0
                         yield event
-                return
-            except httpx.ReadTimeout:
+                # The server closed the stream without an error frame (a restart): reconnect.
+                raise Transient("stream_closed", "the event stream ended")
+            except (httpx.ReadTimeout, _Idle):
                 return
             except (httpx.TransportError, Transient):
                 failures += 1

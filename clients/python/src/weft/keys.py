@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 from pathlib import Path
 
 import blake3
@@ -69,11 +70,13 @@ class AgentKey:
         return base64.b64encode(self.public_bytes).decode("ascii")
 
     def save(self, path: str | os.PathLike[str] | None = None, *, force: bool = False) -> Path:
-        """Writes the key file (mode 0600); refuses to replace one unless ``force``."""
+        """Writes the key file (mode 0600, its directory created 0700); refuses to replace one
+        unless ``force``. The file is written whole beside its name and renamed into place, never
+        through a symbolic link, so the secret lands nowhere else and is never readable by others."""
         file = Path(path) if path is not None else default_key_path()
-        if file.exists() and not force:
+        if (file.exists() or file.is_symlink()) and not force:
             raise InvalidRequest("key_exists", f"{file} exists; pass force=True to replace it")
-        file.parent.mkdir(parents=True, exist_ok=True)
+        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         secret = self._private.private_bytes(
             serialization.Encoding.Raw,
             serialization.PrivateFormat.Raw,
@@ -84,13 +87,22 @@ class AgentKey:
             "publicKey": self.public_key_b64,
             "keyid": self.keyid,
         }
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        descriptor = os.open(file, flags, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-            json.dump(document, out, indent=2)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(file, 0o600)
+        temporary = file.with_name(f".{file.name}.{secrets.token_hex(8)}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        descriptor = os.open(temporary, flags, 0o600)
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+                json.dump(document, out, indent=2)
+                out.flush()
+                os.fsync(out.fileno())
+            if force:
+                os.replace(temporary, file)
+            else:
+                os.link(temporary, file)  # fails if a file appeared meanwhile
+        except FileExistsError as error:
+            raise InvalidRequest("key_exists", f"{file} exists; pass force=True") from error
+        finally:
+            temporary.unlink(missing_ok=True)
         return file
 
     def sign(self, message: bytes) -> bytes:

@@ -16,8 +16,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import secrets
+
 from . import dsse
-from ._base import Base, Lease, now_rfc3339
+from ._base import Base, Lease, Session, now_rfc3339
 from .errors import LeaseLost, StaleLease, StateConflict, Transient, Unauthenticated, WeftError
 
 USAGE_DIMENSIONS = (
@@ -49,6 +51,42 @@ def _parse_time(text: str) -> datetime.datetime:
 
 class Work(Base):
     """The Command side of the client (mixed into :class:`weft.Client`)."""
+
+    # ---- sessions --------------------------------------------------------------------------
+
+    def _session_request(self) -> bytes:
+        key, agent_id = self._signer()
+        if self.group_id is None:
+            raise ValueError("a session needs group_id")
+        request = {
+            "agentId": agent_id,
+            "groupId": self.group_id,
+            "issuedAt": now_rfc3339(),
+            "nonce": secrets.token_hex(16),
+        }
+        return dsse.payload_bytes(dsse.sign(key, dsse.SESSION, dsse.payload_bytes(request)))
+
+    def renew_session(self) -> Session:
+        """Moves this session's expiry to a full lifetime from now (``POST
+        /v1/session/renew``, a fresh signed request): same token, same epochs, so the leases
+        held under it go on, unlike :meth:`open_session`."""
+        content = self._session_request()
+        view = self._t.json(
+            "POST",
+            "/v1/session/renew",
+            headers={"Content-Type": "application/json"},
+            body=lambda: content,
+        )
+        session = self.session
+        self._session = Session(
+            token=session.token,
+            agent_id=session.agent_id,
+            group_id=session.group_id,
+            session_epoch=int(view["sessionEpoch"]),
+            membership_epoch=int(view["membershipEpoch"]),
+            expires_at=str(view["expiresAt"]),
+        )
+        return self._session
 
     # ---- reads -----------------------------------------------------------------------------
 
@@ -226,6 +264,47 @@ class Work(Base):
             },
             expected_revision=expected_revision,
         )
+
+    def propose(
+        self, mission_id: str, contract: dict[str, Any], *, proposal_id: str | None = None
+    ) -> dict[str, Any]:
+        """``work.propose`` (T1, any member but an auditor)."""
+        return self.command(
+            "work.propose",
+            {"proposalId": proposal_id or new_id(), "missionId": mission_id, "contract": contract},
+        )
+
+    def revise_contract(
+        self, work_item_id: str, contract: dict[str, Any], *, expected_revision: int | None = None
+    ) -> dict[str, Any]:
+        """``work.revise_contract`` (CON-5)."""
+        return self.command(
+            "work.revise_contract",
+            {"workItemId": work_item_id, "contract": contract},
+            expected_revision=expected_revision,
+        )
+
+    def grant_execution(self, work_item_id: str) -> dict[str, Any]:
+        """``approval.grant_execution`` (T6, an approver)."""
+        return self.command("approval.grant_execution", {"workItemId": work_item_id})
+
+    def create_child_mission(
+        self, work_item_id: str, child_mission_id: str, title: str, failure_policy: str = "block"
+    ) -> dict[str, Any]:
+        """``mission.create_child`` (T15)."""
+        return self.command(
+            "mission.create_child",
+            {
+                "workItemId": work_item_id,
+                "childMissionId": child_mission_id,
+                "title": title,
+                "childFailurePolicy": failure_policy,
+            },
+        )
+
+    def request_preemption(self, work_item_id: str) -> dict[str, Any]:
+        """``preemption.request`` (LSE-12 step 1)."""
+        return self.command("preemption.request", {"workItemId": work_item_id})
 
     def accept_result(
         self, work_item_id: str, *, expected_revision: int | None = None
@@ -433,7 +512,9 @@ class Work(Base):
         answer: dict[str, Any] = self._t.json(
             "POST",
             f"/v1/leases/{lease.lease_id}/tokens",
+            headers={"Idempotency-Key": new_id()},  # a retry gets the same token, not a second
             json={"scope": list(scope), "ttlSeconds": ttl_seconds},
+            safe=True,
         )
         return answer
 
@@ -453,10 +534,12 @@ class Work(Base):
 
 class LeaseKeeper:
     """Renews an Execution Lease in a background thread, each time ``fraction`` of its
-    remaining time has passed. When the lease is lost (fenced, revoked, expired, the session
-    ended) it stops renewing, sets :attr:`lost`, calls ``on_lost`` once, and
-    :meth:`check` raises :class:`LeaseLost`: the work must stop there. Transient failures
-    are retried until the lease's own expiry."""
+    remaining time has passed, and the session too when it would end before the next
+    renewal. When the lease is lost (fenced, revoked, expired, the session ended) it stops
+    renewing, sets :attr:`lost`, calls ``on_lost`` once, and :meth:`check` (and the client's
+    owner calls for that WorkItem) raise :class:`LeaseLost`: the work must stop there. Any
+    other failure (the server unreachable, a cut answer) is retried until the lease's own
+    expiry. :meth:`stop` waits for a renewal in flight, at most its retries."""
 
     def __init__(
         self,
@@ -514,7 +597,15 @@ class LeaseKeeper:
             self.client._lost.add(self.work_item_id)
         self.lost.set()
         if self.on_lost is not None:
-            self.on_lost(error)
+            try:
+                self.on_lost(error)
+            except Exception:  # the callback's failure must not hide the loss
+                pass
+
+    def _session_ends_within(self, seconds: float) -> bool:
+        expires = _parse_time(self.client.session.expires_at)
+        left = (expires - datetime.datetime.now(datetime.UTC)).total_seconds()
+        return left < seconds
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -522,9 +613,12 @@ class LeaseKeeper:
             if remaining <= 0:
                 self._lose(StaleLease("lease_expired", f"the lease on {self.work_item_id} expired"))
                 return
-            if self._stop.wait(max(0.05, remaining * self.fraction)):
+            wait = max(0.05, remaining * self.fraction)
+            if self._stop.wait(wait):
                 return
             try:
+                if self._session_ends_within(2 * wait + 5):
+                    self.client.renew_session()
                 self.lease = self.client.renew(self.work_item_id, lease_id=self.lease.lease_id)
                 self.renewals += 1
             except (StaleLease, StateConflict, Unauthenticated) as error:
@@ -535,3 +629,5 @@ class LeaseKeeper:
             except WeftError as error:
                 self._lose(error)
                 return
+            except Exception:  # anything else (a cut connection): try again until expiry
+                continue
