@@ -60,7 +60,7 @@ class Faulty(httpx.BaseTransport):
             return httpx.Response(
                 response.status_code,
                 headers=response.headers,
-                content=bytes(body),
+                stream=httpx.ByteStream(bytes(body)),  # unread, as a network answer is
                 request=request,
             )
         return response

@@ -51,6 +51,30 @@ def _file_chunks(file: IO[bytes], hasher: Hasher, limit: int | None = None) -> I
         yield chunk
 
 
+def _read_into(file: IO[bytes], view: memoryview) -> int:
+    """Fills ``view`` from ``file`` as far as the file goes; the byte count."""
+    filled = 0
+    reader = getattr(file, "readinto", None)
+    while filled < len(view):
+        if reader is not None:
+            count = reader(view[filled:])
+        else:
+            piece = file.read(len(view) - filled)
+            count = len(piece)
+            view[filled : filled + count] = piece
+        if not count:
+            break
+        filled += count
+    return filled
+
+
+def _slices(view: memoryview, size: int) -> Iterator[bytes]:
+    """``view`` in pieces of ``size`` bytes, without copying (the transport takes any
+    bytes-like piece)."""
+    for start in range(0, len(view), size):
+        yield cast(bytes, view[start : start + size])
+
+
 def _hashed(chunks: Iterable[bytes], hasher: Hasher) -> Iterator[bytes]:
     for chunk in chunks:
         hasher.update(chunk)
@@ -164,17 +188,25 @@ class Artifacts(Work):
         hasher = Hasher()
         offset = 0
         failures = 0
+        # One buffer for the whole upload, read into and sent as slices: allocating a fresh
+        # chunk per PATCH fragments the heap (measured: 235 MiB peak for 8 MiB chunks).
+        buffer = bytearray(self.upload_chunk)
+        view = memoryview(buffer)
         while True:
             file.seek(base + offset)
-            chunk = file.read(self.upload_chunk)
-            if not chunk:
+            length = _read_into(file, view)
+            if length == 0:
                 return hasher.digests()
+            chunk = view[:length]
             headers = {
                 "Content-Type": "application/octet-stream",
-                "Content-Range": f"{offset}-{offset + len(chunk) - 1}",
+                "Content-Length": str(length),
+                "Content-Range": f"{offset}-{offset + length - 1}",
             }
             try:
-                answer = self._t.json("PATCH", path, headers=headers, body=lambda: chunk)
+                answer = self._t.json(
+                    "PATCH", path, headers=headers, body=lambda: _slices(chunk, READ_CHUNK)
+                )
                 durable = int(answer["offset"])
             except (Transient, StateConflict, InvalidRequest) as error:
                 resync = isinstance(error, Transient) or error.code in (
@@ -186,7 +218,7 @@ class Artifacts(Work):
                     raise
                 self._t.sleep(self._t._backoff(failures, error.retry_after))
                 durable = self._upload_offset(path)
-            if durable < offset or durable > offset + len(chunk):
+            if durable < offset or durable > offset + length:
                 raise IntegrityError(
                     "upload_offset_mismatch",
                     f"the server holds {durable} bytes of {path}; {offset} were confirmed",
@@ -374,7 +406,10 @@ class Artifacts(Work):
         with self._t.stream("GET", f"/v1/artifacts/{digest}/content") as response:
             etag = response.headers.get("etag", "").strip('"')
             repr_digest = response.headers.get("repr-digest", "")
-            for chunk in response.iter_bytes(READ_CHUNK):
+            identity = response.headers.get("content-encoding", "identity") == "identity"
+            # The transport's own reads, not re-chunked: re-chunking copies every byte, and a
+            # second hashing thread only fights the reader for the GIL (measured slower).
+            for chunk in response.iter_raw() if identity else response.iter_bytes():
                 hasher.update(chunk)
                 if max_size is not None and hasher.size > max_size:
                     raise IntegrityError("too_large", f"{digest} is over {max_size} bytes")

@@ -40,7 +40,7 @@ class Hasher:
         self._sha256 = hashlib.sha256()
         self.size = 0
 
-    def update(self, chunk: bytes) -> None:
+    def update(self, chunk: bytes | memoryview) -> None:
         self._blake3.update(chunk)
         self._sha256.update(chunk)
         self.size += len(chunk)
