@@ -101,6 +101,19 @@ async fn decode<T: DeserializeOwned>(
     Ok((status, value))
 }
 
+/// A session request (DESIGN §8.1) signed with `key`: now, with a fresh nonce.
+fn session_request(key: &SigningKey, agent_id: &Id, group_id: &Id) -> Result<Envelope, Error> {
+    let nonce = hex::encode(rand::random::<[u8; 16]>());
+    let payload = serde_json::json!({
+        "agentId": agent_id,
+        "groupId": group_id,
+        "issuedAt": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "nonce": nonce,
+    });
+    let payload = serde_json::to_vec(&payload).map_err(|e| Error::Protocol(e.to_string()))?;
+    Ok(Envelope::sign(key, SESSION_TYPE, &payload))
+}
+
 impl Client {
     pub fn new(base: impl Into<String>, token: Option<String>) -> Self {
         Self {
@@ -253,15 +266,7 @@ impl Client {
         agent_id: &Id,
         group_id: &Id,
     ) -> Result<SessionGrant, Error> {
-        let nonce = hex::encode(rand::random::<[u8; 16]>());
-        let payload = serde_json::json!({
-            "agentId": agent_id,
-            "groupId": group_id,
-            "issuedAt": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            "nonce": nonce,
-        });
-        let payload = serde_json::to_vec(&payload).map_err(|e| Error::Protocol(e.to_string()))?;
-        let envelope = Envelope::sign(key, SESSION_TYPE, &payload);
+        let envelope = session_request(key, agent_id, group_id)?;
         Ok(self
             .send_json(Method::POST, "/v1/sessions", Some(&envelope))
             .await?

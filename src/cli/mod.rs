@@ -162,6 +162,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Renew the session `weft login` stored: a fresh signed request gives it a full lifetime
+    /// from now, with the same token and epochs, so the leases held under it go on (a new
+    /// `weft login` would end them, LSE-9).
+    Renew {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Forget the session (`session.json`); the agent key stays.
     Logout {
         #[command(flatten)]
@@ -319,6 +329,7 @@ impl Cli {
                 token,
                 json,
             } => account::whoami(&client, token, json).await,
+            Command::Renew { client, json } => session::renew(&client, json).await,
             Command::Logout { client, json } => account::logout(&client, json),
             Command::Completions { shell } => {
                 use std::io::Write as _;

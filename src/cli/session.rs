@@ -1,4 +1,5 @@
-//! The agent's session: `weft login` (a signed challenge) and `session.json`, which every
+//! The agent's session: `weft login` (a signed challenge), `weft renew` (the same session, a
+//! new lifetime) and `session.json`, which every
 //! client command reads to find its token, agent and Group, and the epochs a signed Command
 //! quotes (`weft mission`, `weft work`).
 
@@ -89,6 +90,40 @@ pub(super) async fn login(
         "session open for {agent_id} in {group} (session epoch {}, expires {})",
         grant.session_epoch,
         super::table::when(&grant.expires_at)
+    );
+    Ok(())
+}
+
+/// `weft renew`: renews the stored session on the server and writes its new expiry.
+pub(super) async fn renew(client: &ClientArgs, json: bool) -> anyhow::Result<()> {
+    let (mut session, api) = client.session()?;
+    let key = client.key()?;
+    let view = api
+        .renew_session(
+            &key,
+            &Id::parse("agentId", &session.agent_id)?,
+            &Id::parse("groupId", &session.group_id)?,
+        )
+        .await?;
+    session.expires_at = view.expires_at.clone();
+    write_private(
+        &client.home()?.join("session.json"),
+        &serde_json::to_vec_pretty(&session)?,
+    )?;
+    if json {
+        let out = serde_json::json!({
+            "agentId": view.agent_id,
+            "groupId": view.group_id,
+            "sessionEpoch": view.session_epoch,
+            "membershipEpoch": view.membership_epoch,
+            "expiresAt": view.expires_at,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!(
+        "session renewed for {} in {} (session epoch {}, expires {})",
+        view.agent_id, view.group_id, view.session_epoch, view.expires_at
     );
     Ok(())
 }

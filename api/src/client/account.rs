@@ -1,4 +1,5 @@
-//! The client side of a session's own view (`GET /v1/session`), the built-in reviewer
+//! The client side of a session's own view (`GET /v1/session`) and its renewal
+//! (`POST /v1/session/renew`), the built-in reviewer
 //! (`POST /v1/workitems/{id}/review`) and schema registration (`POST /v1/admin/schemas`).
 
 use reqwest::Method;
@@ -13,6 +14,21 @@ impl Client {
     pub async fn current_session(&self) -> Result<SessionView, Error> {
         Ok(self
             .send_json::<(), _>(Method::GET, "/v1/session", None)
+            .await?
+            .1)
+    }
+
+    /// `POST /v1/session/renew`: a fresh session request signed with `key` moves this token's
+    /// session to a full lifetime from now, keeping the token and its epochs (so its leases).
+    pub async fn renew_session(
+        &self,
+        key: &ed25519_dalek::SigningKey,
+        agent_id: &Id,
+        group_id: &Id,
+    ) -> Result<SessionView, Error> {
+        let envelope = super::session_request(key, agent_id, group_id)?;
+        Ok(self
+            .send_json(Method::POST, "/v1/session/renew", Some(&envelope))
             .await?
             .1)
     }
