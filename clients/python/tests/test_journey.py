@@ -157,3 +157,17 @@ def test_the_example_agent_takes_a_work_item_to_submitted(world: World, tmp_path
     assert len(summary) == 1
     lineage = list(world.coordinator.lineage(summary[0]["artifact"]))
     assert len({node["id"] for page in lineage for node in page["artifacts"]}) == 3
+
+
+def test_the_intoto_statement_is_checked_against_the_authority_key(world: World) -> None:
+    work_item = world.work_item()
+    published = world.worker.put(b"attested bytes", work_item=work_item)
+    statement = world.worker.intoto_statement(published["artifact"])
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    keys = world.worker.authority_keys()
+    pinned = next(iter(keys.values()))
+    assert world.worker.intoto_statement(published["artifact"], authority_key=pinned) == statement
+    with pytest.raises(weft.IntegrityError):
+        world.worker.intoto_statement(
+            published["artifact"], authority_key=weft.AgentKey.generate().public_bytes
+        )

@@ -3,12 +3,17 @@ fetching it by acceptance criterion, and reading the verdict in force per criter
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from . import dsse
 from ._base import now_rfc3339
 from .artifacts import Artifacts
+from .errors import IntegrityError
+
+INTOTO = "application/vnd.in-toto+json"
 
 
 class Review(Artifacts):
@@ -116,11 +121,40 @@ class Review(Artifacts):
             params["cursor"] = page["cursor"]
 
     def export(self, digest: str, format: str = "prov-json") -> Any:
-        """The lineage as ``prov-json``, ``intoto`` (a signed statement), ``dot`` or
-        ``mermaid`` (the last two as text)."""
+        """The lineage as ``prov-json``, ``dot`` or ``mermaid`` (the last two as text), or
+        ``intoto``: then see :meth:`intoto_statement`, which also checks its signature."""
         response = self._t.request(
             "GET", f"/v1/artifacts/{digest}/provenance", params={"format": format}
         )
         if format in ("dot", "mermaid"):
             return response.text
         return response.json()
+
+    def authority_keys(self) -> dict[str, bytes]:
+        """The server's own signing keys (``GET /v1/authority/keys``): keyid → public key."""
+        answer = self._t.json("GET", "/v1/authority/keys")
+        return {
+            str(entry["keyid"]): base64.b64decode(entry["publicKey"], validate=True)
+            for entry in answer["keys"]
+        }
+
+    def intoto_statement(self, digest: str, authority_key: bytes | None = None) -> dict[str, Any]:
+        """The artifact's in-toto statement, its DSSE signature checked against
+        ``authority_key`` (pin it for an answer that does not rest on this server's word),
+        else against a key the server serves as its own; :class:`IntegrityError` otherwise."""
+        envelope = self.export(digest, "intoto")
+        keys = [authority_key] if authority_key is not None else list(self.authority_keys().values())
+        for key in keys:
+            try:
+                payload = dsse.verify(envelope, key, INTOTO)
+            except IntegrityError:
+                continue
+            statement: dict[str, Any] = json.loads(payload)
+            subjects = {
+                "blake3:" + entry.get("digest", {}).get("blake3", "")
+                for entry in statement.get("subject", [])
+            }
+            if digest.startswith("blake3:") and digest not in subjects:
+                raise IntegrityError("intoto_subject", f"the statement is not about {digest}")
+            return statement
+        raise IntegrityError("bad_signature", "the in-toto statement is not signed by the authority")
