@@ -64,6 +64,7 @@ def test_a_resumable_upload_resumes_at_the_servers_offset(world: World, tmp_path
         return None
 
     worker, faulty, _ = faulty_client(world.worker, rule)
+    worker.one_request_up_to = 0
     worker.resumable_above = 512 * 1024
     worker.upload_chunk = 256 * 1024
     published = worker.put(path, work_item=work_item)
@@ -138,6 +139,7 @@ def test_a_lost_finish_of_a_resumable_upload_is_recognised(world: World, tmp_pat
         return None
 
     worker, faulty, _ = faulty_client(world.worker, rule)
+    worker.one_request_up_to = 0
     worker.resumable_above = 256 * 1024
     worker.upload_chunk = 256 * 1024
     published = worker.put(path, work_item=work_item)
@@ -158,3 +160,26 @@ def test_a_replaced_session_ends_a_follow_with_its_code(world: World) -> None:
         for _ in events:
             pass
     assert ended.value.code == "stale_session"
+
+
+def test_a_small_artifact_is_published_in_one_request_and_a_lost_answer_replays(
+    world: World, tmp_path: Path
+) -> None:
+    work_item = world.work_item()
+    lost = {"n": 0}
+
+    def rule(request: httpx.Request, _: int) -> str | None:
+        if request.method == "PUT" and request.url.path.startswith("/v1/artifacts/"):
+            lost["n"] += 1
+            return "drop-after" if lost["n"] == 1 else None
+        return None
+
+    worker, faulty, _ = faulty_client(world.worker, rule)
+    small = tmp_path / "small.json"
+    small.write_bytes(b'{"one": "request"}')
+    before = world.worker.verify_log()
+    published = worker.put(small, work_item=work_item, media_type="application/json")
+    sent = [line for line in faulty.seen if not line.startswith("GET")]
+    assert sent == [f"PUT /v1/artifacts/{published['artifact']}"] * 2, sent
+    assert world.worker.verify_log() == before + 1, "published once; the retry was answered 200"
+    assert world.worker.get_bytes(published["artifact"]) == small.read_bytes()

@@ -14,8 +14,9 @@ from __future__ import annotations
 import base64
 import io
 import os
+import secrets
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
 
@@ -85,6 +86,7 @@ class Artifacts(Work):
     """The artifact side of the client (mixed into :class:`weft.Client`)."""
 
     resumable_above: int = 64 << 20
+    one_request_up_to: int = 4 << 20
     upload_chunk: int = 8 << 20
 
     # ---- uploads ---------------------------------------------------------------------------
@@ -274,8 +276,12 @@ class Artifacts(Work):
         lease = self.lease_of(work_item)
         if lease is None:
             raise StaleLease("stale_lease", f"{self.agent_id} holds no lease on {work_item}")
-        digests = self.upload(source)
-        self.ensure_lease_kept(work_item)  # a keeper may have lost it during the upload
+        small = self._small(source)
+        if small is not None:
+            digests, content = small
+        else:
+            digests = self.upload(source)
+            self.ensure_lease_kept(work_item)  # a keeper may have lost it during the upload
         notes = dict(annotations or {})
         if name is None and isinstance(source, (str, os.PathLike)):
             name = Path(source).name
@@ -301,7 +307,77 @@ class Artifacts(Work):
             "retrievalUri": f"{self.base_url}/v1/artifacts/{digests.blake3}/content",
             "annotations": notes,
         }
+        if small is not None:
+            return self._publish_with_content(manifest, digests, content)
         return self.publish(manifest)
+
+    def _small(self, source: Source) -> tuple[Digests, Callable[[], Iterator[bytes]]] | None:
+        """For bytes, or a file of at most ``one_request_up_to`` bytes: its digests (a first
+        pass) and a way to read it again, for a publication in one request; else ``None``."""
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data = bytes(source)
+            if len(data) > self.one_request_up_to:
+                return None
+            hasher = Hasher()
+            hasher.update(data)
+            return hasher.digests(), lambda: iter((data,))
+        if not isinstance(source, (str, os.PathLike)):
+            return None
+        path = Path(source)
+        if path.stat().st_size > self.one_request_up_to:
+            return None
+        hasher = Hasher()
+        with path.open("rb") as file:
+            for _ in _file_chunks(file, hasher):
+                pass
+
+        def again() -> Iterator[bytes]:
+            with path.open("rb") as file:
+                yield from iter(lambda: file.read(READ_CHUNK), b"")
+
+        return hasher.digests(), again
+
+    def _publish_with_content(
+        self,
+        manifest: dict[str, Any],
+        digests: Digests,
+        content: Callable[[], Iterator[bytes]],
+    ) -> dict[str, Any]:
+        """``PUT /v1/artifacts/{digest}``: the signed manifest and its bytes in one
+        ``multipart/form-data`` request, one transaction (the server hashes the bytes against
+        the manifest's digests). Content-addressed, so a retry is safe."""
+        key, _ = self._signer()
+        envelope = dsse.payload_bytes(
+            dsse.sign(key, dsse.MANIFEST, dsse.payload_bytes(manifest))
+        )
+        boundary = "weft-" + secrets.token_hex(16)
+        head = (
+            f"--{boundary}\r\n"
+            'Content-Disposition: form-data; name="manifest"\r\n'
+            "Content-Type: application/json\r\n\r\n"
+        ).encode() + envelope + (
+            f"\r\n--{boundary}\r\n"
+            'Content-Disposition: form-data; name="content"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        tail = f"\r\n--{boundary}--\r\n".encode()
+
+        def body() -> Iterator[bytes]:
+            yield head
+            yield from content()
+            yield tail
+
+        answer: dict[str, Any] = self._t.json(
+            "PUT",
+            f"/v1/artifacts/{digests.blake3}",
+            headers={
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "Content-Length": str(len(head) + digests.size + len(tail)),
+            },
+            body=body,
+            safe=True,
+        )
+        return answer
 
     def publish(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Signs a manifest and publishes it (``POST /v1/artifacts``)."""
