@@ -84,18 +84,7 @@ impl Sessions<'_> {
             .db
             .write(move |txn| {
                 live_session(txn, token_hash, &format_instant(now))?;
-                let fresh = crate::rows::session_nonces::insert_fresh(
-                    txn,
-                    agent_id.as_str(),
-                    &request.nonce,
-                    now,
-                )?;
-                if !fresh {
-                    return Err(reject(
-                        ErrorCode::NonceReused,
-                        "this session request was already used",
-                    ));
-                }
+                spend_nonce(txn, agent_id.as_str(), &request.nonce, now)?;
                 crate::rows::sessions::extend(txn, &token_hash, expires_at)
             })
             .await?;
@@ -131,18 +120,7 @@ impl Sessions<'_> {
                         format!("{agent_id} is not a member of {}", request.group_id),
                     ));
                 };
-                let fresh = crate::rows::session_nonces::insert_fresh(
-                    txn,
-                    agent_id.as_str(),
-                    &request.nonce,
-                    now,
-                )?;
-                if !fresh {
-                    return Err(reject(
-                        ErrorCode::NonceReused,
-                        "this session request was already used",
-                    ));
-                }
+                spend_nonce(txn, agent_id.as_str(), &request.nonce, now)?;
                 let session_epoch = crate::rows::session_epochs::bump(
                     txn,
                     agent_id.as_str(),
@@ -232,5 +210,23 @@ impl Sessions<'_> {
     /// removed, an Agent deactivated, a key rotated): streams re-check theirs then.
     pub fn auth_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.engine.auth_generation.subscribe()
+    }
+}
+
+/// Spends a session request's nonce in the transaction that acts on it: a second use of the
+/// same request (to open or to renew) is `nonce_reused`.
+fn spend_nonce(
+    txn: &rusqlite::Connection,
+    agent_id: &str,
+    nonce: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    if crate::rows::session_nonces::insert_fresh(txn, agent_id, nonce, now)? {
+        Ok(())
+    } else {
+        Err(reject(
+            ErrorCode::NonceReused,
+            "this session request was already used",
+        ))
     }
 }

@@ -226,72 +226,71 @@ backends!(
         assert_eq!(after["sessionEpoch"], before["sessionEpoch"]);
         // Refusals change nothing.
         let now = h.clock_now();
-        refused(
-            &h,
-            renewal(&worker.token, &worker.key, "w1", "g1", now.clone(), &nonce),
-            "nonce_reused",
-        )
-        .await;
-        refused(
-            &h,
-            renewal(
-                &worker.token,
+        let skewed =
+            (weft_storage::Clock::now(&h.clock) - chrono::Duration::minutes(6)).to_rfc3339();
+        for (token, key, agent_id, group, issued_at, nonce, code) in [
+            (
+                &*worker.token,
+                &worker.key,
+                "w1",
+                "g1",
+                now.clone(),
+                nonce.clone(),
+                "nonce_reused",
+            ),
+            (
+                &*worker.token,
                 &other.key,
                 "w2",
                 "g1",
                 now.clone(),
-                &random_nonce(),
+                random_nonce(),
+                "producer_mismatch",
             ),
-            "producer_mismatch",
-        )
-        .await;
-        refused(
-            &h,
-            renewal(
-                &worker.token,
+            (
+                &*worker.token,
                 &worker.key,
                 "w1",
                 "g2",
                 now.clone(),
-                &random_nonce(),
+                random_nonce(),
+                "producer_mismatch",
             ),
-            "producer_mismatch",
-        )
-        .await;
-        refused(
-            &h,
-            renewal(
-                &worker.token,
+            (
+                &*worker.token,
                 &other.key,
                 "w1",
                 "g1",
                 now.clone(),
-                &random_nonce(),
+                random_nonce(),
+                "producer_mismatch",
             ),
-            "producer_mismatch",
-        )
-        .await;
-        refused(
-            &h,
-            renewal(ADMIN, &worker.key, "w1", "g1", now.clone(), &random_nonce()),
-            "forbidden",
-        )
-        .await;
-        let skewed =
-            (weft_storage::Clock::now(&h.clock) - chrono::Duration::minutes(6)).to_rfc3339();
-        refused(
-            &h,
-            renewal(
-                &worker.token,
+            (
+                ADMIN,
+                &worker.key,
+                "w1",
+                "g1",
+                now.clone(),
+                random_nonce(),
+                "forbidden",
+            ),
+            (
+                &*worker.token,
                 &worker.key,
                 "w1",
                 "g1",
                 skewed,
-                &random_nonce(),
+                random_nonce(),
+                "clock_skew",
             ),
-            "clock_skew",
-        )
-        .await;
+        ] {
+            refused(
+                &h,
+                renewal(token, key, agent_id, group, issued_at, &nonce),
+                code,
+            )
+            .await;
+        }
         // A replaced session is not renewed; nor is an expired one.
         let newer = h.session(&worker.key, "w1", "g1").await;
         refused(

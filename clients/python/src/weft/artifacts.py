@@ -346,10 +346,7 @@ class Artifacts(Work):
         """``PUT /v1/artifacts/{digest}``: the signed manifest and its bytes in one
         ``multipart/form-data`` request, one transaction (the server hashes the bytes against
         the manifest's digests). Content-addressed, so a retry is safe."""
-        key, _ = self._signer()
-        envelope = dsse.payload_bytes(
-            dsse.sign(key, dsse.MANIFEST, dsse.payload_bytes(manifest))
-        )
+        envelope = self._signed(dsse.MANIFEST, manifest)
         boundary = "weft-" + secrets.token_hex(16)
         head = (
             f"--{boundary}\r\n"
@@ -381,17 +378,7 @@ class Artifacts(Work):
 
     def publish(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Signs a manifest and publishes it (``POST /v1/artifacts``)."""
-        key, _ = self._signer()
-        envelope = dsse.sign(key, dsse.MANIFEST, dsse.payload_bytes(manifest))
-        content = dsse.payload_bytes(envelope)
-        answer: dict[str, Any] = self._t.json(
-            "POST",
-            "/v1/artifacts",
-            headers={"Content-Type": "application/json"},
-            body=lambda: content,
-            safe=True,
-        )
-        return answer
+        return self._post_signed("/v1/artifacts", dsse.MANIFEST, manifest)
 
     # ---- reads -----------------------------------------------------------------------------
 

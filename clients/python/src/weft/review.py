@@ -64,17 +64,7 @@ class Review(Artifacts):
             }
         if supersedes is not None:
             payload["supersedes"] = supersedes
-        key, _ = self._signer()
-        envelope = dsse.sign(key, dsse.EVIDENCE, dsse.payload_bytes(payload))
-        content = dsse.payload_bytes(envelope)
-        answer: dict[str, Any] = self._t.json(
-            "POST",
-            "/v1/evidence",
-            headers={"Content-Type": "application/json"},
-            body=lambda: content,
-            safe=True,
-        )
-        return answer
+        return self._post_signed("/v1/evidence", dsse.EVIDENCE, payload)
 
     def evidence(self, **filters: str) -> Iterator[dict[str, Any]]:
         """Evidence records matching ``workItemId=``, ``criterion=``, ``outcome=``,

@@ -40,6 +40,16 @@ def full_usage(spent: dict[str, float]) -> dict[str, float]:
     return {name: spent.get(name, 0) for name in USAGE_DIMENSIONS}
 
 
+def _checkpoint(artifact: str | None, note: str | None) -> dict[str, Any]:
+    """A checkpoint ``{artifact?, note?}`` (``work.checkpoint``, ``work.block``)."""
+    checkpoint: dict[str, Any] = {}
+    if artifact is not None:
+        checkpoint["artifact"] = artifact
+    if note is not None:
+        checkpoint["note"] = note
+    return checkpoint
+
+
 def new_id() -> str:
     """A fresh opaque id for a Command, an offer or a proposal."""
     return str(uuid.uuid4())
@@ -55,7 +65,7 @@ class Work(Base):
     # ---- sessions --------------------------------------------------------------------------
 
     def _session_request(self) -> bytes:
-        key, agent_id = self._signer()
+        _, agent_id = self._signer()
         if self.group_id is None:
             raise ValueError("a session needs group_id")
         request = {
@@ -64,7 +74,7 @@ class Work(Base):
             "issuedAt": now_rfc3339(),
             "nonce": secrets.token_hex(16),
         }
-        return dsse.payload_bytes(dsse.sign(key, dsse.SESSION, dsse.payload_bytes(request)))
+        return self._signed(dsse.SESSION, request)
 
     def renew_session(self) -> Session:
         """Moves this session's expiry to a full lifetime from now (``POST
@@ -138,7 +148,7 @@ class Work(Base):
         command_id: str | None = None,
     ) -> dict[str, Any]:
         """Signs and sends one Command; returns ``{commandId, events, state}``."""
-        key, agent_id = self._signer()
+        _, agent_id = self._signer()
         session = self.session
         body = {
             "commandId": command_id or new_id(),
@@ -153,16 +163,26 @@ class Work(Base):
             "extensions": list(extensions),
             "payload": payload,
         }
-        envelope = dsse.sign(key, dsse.COMMAND, dsse.payload_bytes(body))
-        content = dsse.payload_bytes(envelope)
+        answer = self._post_signed(f"/v1/groups/{session.group_id}/commands", dsse.COMMAND, body)
+        self._note_view(answer.get("state"))
+        return answer
+
+    def _signed(self, payload_type: str, payload: dict[str, Any]) -> bytes:
+        """The JSON bytes of a DSSE envelope of ``payload`` signed with this Agent's key."""
+        key, _ = self._signer()
+        return dsse.payload_bytes(dsse.sign(key, payload_type, dsse.payload_bytes(payload)))
+
+    def _post_signed(self, path: str, payload_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """POSTs a signed envelope; safe to retry: the same bytes again are a replay (a
+        ``commandId``) or the same content-addressed record (a manifest, Evidence)."""
+        content = self._signed(payload_type, payload)
         answer: dict[str, Any] = self._t.json(
             "POST",
-            f"/v1/groups/{session.group_id}/commands",
+            path,
             headers={"Content-Type": "application/json"},
             body=lambda: content,
             safe=True,
         )
-        self._note_view(answer.get("state"))
         return answer
 
     def _owner(
@@ -427,11 +447,7 @@ class Work(Base):
         lease_id: str | None = None,
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
-        checkpoint: dict[str, Any] = {}
-        if artifact is not None:
-            checkpoint["artifact"] = artifact
-        if note is not None:
-            checkpoint["note"] = note
+        checkpoint = _checkpoint(artifact, note)
         payload: dict[str, Any] = {"checkpoint": checkpoint}
         if usage is not None:
             payload["usage"] = full_usage(usage)
@@ -448,11 +464,7 @@ class Work(Base):
         expected_revision: int | None = None,
     ) -> dict[str, Any]:
         """``work.block``: the block is the checkpoint (T9, PRG-4), so it carries one."""
-        checkpoint: dict[str, Any] = {}
-        if artifact is not None:
-            checkpoint["artifact"] = artifact
-        if note is not None:
-            checkpoint["note"] = note
+        checkpoint = _checkpoint(artifact, note)
         return self._owner(
             "work.block",
             work_item_id,
