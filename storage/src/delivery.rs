@@ -378,10 +378,7 @@ impl Delivery<'_> {
             .db
             .read(move |conn| {
                 if group_access(conn, group_id.as_str(), &reader)?.is_none() {
-                    return Err(reject(
-                        ErrorCode::NotFound,
-                        format!("no group {group_id} is visible to you"),
-                    ));
+                    return Err(not_visible(&group_id));
                 }
                 crate::events::check_online(conn, group_id.as_str(), after)?;
                 events::read(conn, group_id.as_str(), after, limit)?
@@ -415,10 +412,7 @@ impl Delivery<'_> {
             .db
             .read(move |conn| {
                 if group_access(conn, group_id.as_str(), &reader)?.is_none() {
-                    return Err(reject(
-                        ErrorCode::NotFound,
-                        format!("no group {group_id} is visible to you"),
-                    ));
+                    return Err(not_visible(&group_id));
                 }
                 events::read_at(conn, group_id.as_str(), &sequences)?
                     .into_iter()
@@ -449,10 +443,7 @@ impl Delivery<'_> {
             .db
             .read(move |conn| {
                 if group_access(conn, group_id.as_str(), &reader)?.is_none() {
-                    return Err(reject(
-                        ErrorCode::NotFound,
-                        format!("no group {group_id} is visible to you"),
-                    ));
+                    return Err(not_visible(&group_id));
                 }
                 // A Mission-scoped reader's Events are chosen in the query, so the cursor
                 // (the last row read) is always an Event it was given.
