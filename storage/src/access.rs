@@ -18,8 +18,8 @@ pub use session::Session;
 
 use std::collections::BTreeSet;
 
+use crate::sql::Connection;
 use ed25519_dalek::VerifyingKey;
-use rusqlite::Connection;
 use weft_api::session::Role;
 use weft_api::{ArtifactId, ErrorCode, Id, KeyId};
 

@@ -6,7 +6,7 @@
 //! (publication, Evidence). Over `access` (what makes a session or a token live) and the
 //! engine: no feature.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 
 use crate::access::grant::{resolve, still_live};
 use crate::access::session::live_session;

@@ -257,13 +257,13 @@ pub fn full_rehash_range(
 pub mod tamper {
     use std::path::Path;
 
-    use rusqlite::Connection;
+    use crate::sql::Connection;
     use weft_api::ArtifactId;
 
     use crate::error::Error;
 
     fn open(index: &Path) -> Result<Connection, Error> {
-        Ok(Connection::open(index)?)
+        Ok(Connection::Sqlite(rusqlite::Connection::open(index)?))
     }
 
     /// Replaces the inline copy of blob `id` with `bytes`.

@@ -6,7 +6,7 @@
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::ErrorCode;
 
 use crate::error::{Error, reject};

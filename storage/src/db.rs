@@ -1,6 +1,9 @@
-//! The SQLite index and event log, behind a fence.
+//! The index and event log (SQLite, or PostgreSQL: `sql/`), behind a fence.
+//! Long (about 620 lines) because the writer, its batches, the readers and the WAL's
+//! checkpointer share one connection story and are told in one place.
 //!
-//! One dedicated thread (`weft-sqlite-writer`) owns the only read-write connection. Async
+//! One dedicated thread (`weft-sqlite-writer`) owns this process's only read-write
+//! connection. Async
 //! callers send it jobs; it runs every job that is waiting in one transaction, each job inside
 //! its own SAVEPOINT (a failed job rolls back alone), commits once, and only then answers the
 //! callers. That is group commit: one fsync covers a batch, and no caller hears "done" before
@@ -11,18 +14,24 @@
 //! No connection is ever held across an `.await`. A job sees its transaction as a
 //! [`Tx`] (`unit.rs`: the unit of work, its appended Events and the rows it loaded).
 //!
-//! Crash story: a transaction is all or nothing; on restart SQLite replays or discards the WAL.
+//! On PostgreSQL the same writer runs the same jobs over one connection; reads use a small
+//! pool of connections of their own (a read is one statement's snapshot). A lost connection
+//! fails the batch it was running (nothing of it committed, every caller hears why) and the
+//! writer connects again before the next one.
+//!
+//! Crash story: a transaction is all or nothing; on restart SQLite replays or discards the
+//! WAL; PostgreSQL's own recovery does the same for its log.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::OpenFlags;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
 use crate::schema;
-use crate::sql::STATEMENT_CACHE;
+use crate::sql::{Connection, STATEMENT_CACHE};
 use crate::unit::Tx;
 
 type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
@@ -73,8 +82,19 @@ const MAX_IDLE_READERS: usize = 8;
 /// Where the database lives.
 #[derive(Clone, Debug)]
 pub enum Location {
+    /// A SQLite database file.
     File(PathBuf),
+    /// A private SQLite database in memory.
     Memory,
+    /// A PostgreSQL database: `postgres://user@host:port/database`.
+    Postgres(String),
+}
+
+/// Where read-only connections come from.
+#[derive(Clone, Debug)]
+enum ReadFrom {
+    Sqlite(PathBuf),
+    Postgres(String),
 }
 
 #[derive(Clone)]
@@ -83,7 +103,8 @@ pub(crate) struct Db {
     /// Every committed Event, in commit order, for live subscribers.
     committed: tokio::sync::broadcast::Sender<weft_api::Event>,
     readers: Option<Arc<Mutex<Vec<Connection>>>>,
-    path: Option<PathBuf>,
+    /// Where readers connect (`None`: an in-memory database, read through the writer).
+    read_from: Option<ReadFrom>,
     /// Names this database among those a thread keeps a connection to (`read_here`).
     id: u64,
     /// Counts the writer's SQL work while armed (tests).
@@ -106,7 +127,9 @@ thread_local! {
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("path", &self.path).finish()
+        f.debug_struct("Db")
+            .field("read_from", &self.read_from)
+            .finish()
     }
 }
 
@@ -119,7 +142,12 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
             sync_leftover_wal(path, faults)?;
             open_writing(path, faults.vfs().or(gathering_vfs()))?
         }
-        Location::Memory => Connection::open_in_memory()?,
+        Location::Memory => rusqlite::Connection::open_in_memory()?,
+        Location::Postgres(url) => {
+            let conn = Connection::Postgres(Box::new(crate::sql::postgres::Pg::connect(url)?));
+            schema::migrate(&conn)?;
+            return Ok(conn);
+        }
     };
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
@@ -140,8 +168,9 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
         // checkpoints itself only if that falls far behind.
         conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
     }
-    schema::migrate(&conn)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    let conn = Connection::Sqlite(conn);
+    schema::migrate(&conn)?;
     Ok(conn)
 }
 
@@ -167,10 +196,13 @@ fn gathering_vfs<'a>() -> Option<&'a str> {
 
 /// A read-write connection to the database at `path`, through `vfs` (weft's own,
 /// `gathering_vfs`, or the fault-injection VFS of a test, `faults.rs`) when given.
-fn open_writing(path: &std::path::Path, vfs: Option<&str>) -> rusqlite::Result<Connection> {
+fn open_writing(
+    path: &std::path::Path,
+    vfs: Option<&str>,
+) -> rusqlite::Result<rusqlite::Connection> {
     match vfs {
-        Some(vfs) => Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs),
-        None => Connection::open(path),
+        Some(vfs) => rusqlite::Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs),
+        None => rusqlite::Connection::open(path),
     }
 }
 
@@ -252,12 +284,31 @@ impl Db {
                 .spawn(move || checkpointer(&path, vfs.as_deref(), &written))
                 .map_err(Error::backend)?;
         }
+        let reconnect = location.clone();
         std::thread::Builder::new()
             .name("weft-sqlite-writer".into())
             .spawn(move || {
                 // Whether SQLite's trace hook is on for the meter (`sql::trace`).
                 let mut traced = false;
                 while let Some(first) = inbox.blocking_recv() {
+                    if let (Connection::Postgres(pg), Location::Postgres(url)) = (&conn, &reconnect)
+                        && pg.is_closed()
+                    {
+                        // The server went away (a restart, a partition): connect again for
+                        // this batch; if that fails too, the batch fails and the next tries.
+                        match crate::sql::postgres::Pg::connect(url) {
+                            Ok(fresh) => conn = Connection::Postgres(Box::new(fresh)),
+                            Err(error) => {
+                                let error = Error::from(error);
+                                first.fail(error.clone());
+                                while let Ok(job) = inbox.try_recv() {
+                                    job.fail(error.clone());
+                                }
+                                std::thread::sleep(std::time::Duration::from_millis(100));
+                                continue;
+                            }
+                        }
+                    }
                     let mut batch = vec![first];
                     while batch.len() < MAX_BATCH {
                         match inbox.try_recv() {
@@ -277,15 +328,17 @@ impl Db {
                 }
             })
             .map_err(Error::backend)?;
-        let (readers, path) = match location {
-            Location::File(path) => (Some(Arc::new(Mutex::new(Vec::new()))), Some(path.clone())),
-            Location::Memory => (None, None),
+        let read_from = match &location {
+            Location::File(path) => Some(ReadFrom::Sqlite(path.clone())),
+            Location::Memory => None,
+            Location::Postgres(url) => Some(ReadFrom::Postgres(url.clone())),
         };
+        let readers = read_from.as_ref().map(|_| Arc::new(Mutex::new(Vec::new())));
         Ok(Self {
             jobs,
             committed,
             readers,
-            path,
+            read_from,
             id: NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             meter,
             reactions_owed,
@@ -352,7 +405,7 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
-        let (Some(readers), Some(path)) = (self.readers.clone(), self.path.clone()) else {
+        let (Some(readers), Some(from)) = (self.readers.clone(), self.read_from.clone()) else {
             return self.write_plain(move |txn| f(txn)).await;
         };
         tokio::task::spawn_blocking(move || {
@@ -360,11 +413,12 @@ impl Db {
             let pooled = readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let conn = match pooled {
                 Some(conn) => conn,
-                None => open_reader(&path)?,
+                None => open_reader(&from)?,
             };
             let result = f(&conn);
+            let broken = matches!(&conn, Connection::Postgres(pg) if pg.is_closed());
             let mut idle = readers.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < MAX_IDLE_READERS {
+            if idle.len() < MAX_IDLE_READERS && !broken {
                 idle.push(conn);
             }
             result
@@ -386,7 +440,7 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
-        let Some(path) = &self.path else {
+        let Some(ReadFrom::Sqlite(path)) = &self.read_from else {
             return self.read(f).await;
         };
         NEAR.with(|near| {
@@ -394,7 +448,7 @@ impl Db {
             let index = match near.iter().position(|(id, _)| *id == self.id) {
                 Some(index) => index,
                 None => {
-                    let conn = open_reader(path)?;
+                    let conn = open_reader(&ReadFrom::Sqlite(path.clone()))?;
                     if near.len() >= NEAR_PER_THREAD {
                         near.remove(0);
                     }
@@ -407,15 +461,23 @@ impl Db {
     }
 }
 
-/// A read-only connection to the database at `path`, with the writer's statement cache size.
-fn open_reader(path: &std::path::Path) -> Result<Connection, Error> {
-    let conn = Connection::open_with_flags(
+/// A read-only connection to the database at `from`, with the writer's statement cache size
+/// (on PostgreSQL a plain connection: reads run outside any transaction of the writer's).
+fn open_reader(from: &ReadFrom) -> Result<Connection, Error> {
+    let path = match from {
+        ReadFrom::Sqlite(path) => path,
+        ReadFrom::Postgres(url) => {
+            let pg = crate::sql::postgres::Pg::connect(url)?;
+            return Ok(Connection::Postgres(Box::new(pg)));
+        }
+    };
+    let conn = rusqlite::Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    Ok(conn)
+    Ok(Connection::Sqlite(conn))
 }
 
 /// WAL pages after which the writer checkpoints by itself (SQLite's own auto-checkpoint,
@@ -469,8 +531,9 @@ fn run_batch(
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
     meter: &crate::sql::WriteMeter,
 ) -> bool {
-    let txn = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-        Ok(txn) => txn,
+    let txn: &Connection = conn;
+    match txn.begin() {
+        Ok(()) => {}
         Err(error) => {
             let error = Error::from(error);
             for job in batch {
@@ -495,7 +558,7 @@ fn run_batch(
             broken = Some(error);
             continue;
         }
-        let tx = Tx::new(&txn);
+        let tx = Tx::new(txn);
         // A panicking job must not take the writer thread (and every later write) with it:
         // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
         // reply channel.
@@ -522,14 +585,16 @@ fn run_batch(
     }
     let commit = match broken {
         Some(error) => {
-            drop(txn); // rolls back
+            if let Err(rollback) = txn.execute_batch("ROLLBACK") {
+                tracing::error!(%rollback, "the writer could not roll back a broken batch");
+            }
             Err(error)
         }
         // A commit that cannot write or fsync the WAL (a full disk, an I/O error) fails
         // and is rolled back (rusqlite rolls back a transaction whose COMMIT failed, if
         // SQLite has not already): nothing of it is visible, and every job of the batch hears
         // why.
-        None => txn.commit().map_err(Error::from),
+        None => txn.execute_batch("COMMIT").map_err(Error::from),
     };
     if commit.is_err() && !conn.is_autocommit() {
         // The rollback on drop failed too: without this the writer could never begin again.

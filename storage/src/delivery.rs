@@ -10,8 +10,8 @@ pub(crate) mod handle;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::sql::Connection;
 use futures::Stream;
-use rusqlite::Connection;
 use tokio::sync::broadcast::error::RecvError;
 use weft_api::dsse::CHECKPOINT_TYPE;
 use weft_api::event::{Delivered, Withheld};

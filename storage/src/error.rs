@@ -87,7 +87,19 @@ fn disk_failure(error: &(dyn std::error::Error + 'static)) -> Option<DiskFailure
                 return Some(DiskFailure::Io);
             }
         }
-        if let Some(sqlite) = error.downcast_ref::<rusqlite::Error>() {
+        let sqlite = match error.downcast_ref::<crate::sql::SqlError>() {
+            Some(crate::sql::SqlError::Sqlite(sqlite)) => Some(sqlite),
+            Some(crate::sql::SqlError::Postgres(postgres)) => {
+                // The index's server: `disk_full` (53100), `io_error` (58030).
+                match postgres.code().map(postgres::error::SqlState::code) {
+                    Some("53100") => return Some(DiskFailure::Full),
+                    Some("58030") => return Some(DiskFailure::Io),
+                    _ => None,
+                }
+            }
+            _ => error.downcast_ref::<rusqlite::Error>(),
+        };
+        if let Some(sqlite) = sqlite {
             match sqlite.sqlite_error_code() {
                 Some(rusqlite::ErrorCode::DiskFull) => return Some(DiskFailure::Full),
                 Some(rusqlite::ErrorCode::SystemIoFailure) => return Some(DiskFailure::Io),
@@ -97,6 +109,12 @@ fn disk_failure(error: &(dyn std::error::Error + 'static)) -> Option<DiskFailure
         current = error.source();
     }
     None
+}
+
+impl From<crate::sql::SqlError> for Error {
+    fn from(error: crate::sql::SqlError) -> Self {
+        Self::backend(error)
+    }
 }
 
 impl From<rusqlite::Error> for Error {

@@ -7,8 +7,8 @@
 //! longer online (compacted into signed snapshots, `compaction.rs`) is read here too, so a
 //! reader of the log (delivery, fsck) needs no feature to know where the online log begins.
 
+use crate::sql::Connection;
 use base64::Engine as _;
-use rusqlite::Connection;
 use serde_json::value::RawValue;
 use weft_api::dsse::BASE64;
 use weft_api::event::{EventHash, Unhashed};

@@ -3,7 +3,7 @@
 //!
 //! It exists for tests that assert a refused request changed nothing. Row counts alone miss an
 //! `UPDATE` (a bumped epoch, a moved cursor, a quarantine flag); hashing every column of every
-//! row does not, and tables are discovered from `sqlite_master`, so a table added later is
+//! row does not, and tables are discovered from the engine's catalogue, so a table added later is
 //! covered without anyone remembering to list it here.
 //!
 //! This module only reads. It knows nothing about what the tables mean.
@@ -11,8 +11,7 @@
 use crate::sql::Cached as _;
 use std::collections::BTreeMap;
 
-use rusqlite::Connection;
-use rusqlite::types::ValueRef;
+use crate::sql::{Connection, Engine, SqlError, ValueRef};
 
 use crate::error::Error;
 
@@ -33,13 +32,17 @@ pub struct Fingerprint {
 /// Hashes every row of every table (`sqlite_%` internals excluded). The object counts are
 /// left at zero: they come from the blob backend, which the caller asks separately.
 pub(crate) fn of_tables(conn: &Connection) -> Result<Fingerprint, Error> {
-    let mut list = conn.prepare_cached(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
-         ORDER BY name",
-    )?;
-    let names = list
-        .query_map([], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let list = match conn.engine() {
+        Engine::Sqlite => {
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+             ORDER BY name"
+        }
+        Engine::Postgres => {
+            "SELECT table_name FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1"
+        }
+    };
+    let names = conn.rows(list, [], |row| row.get::<_, String>(0))?;
     let mut tables = BTreeMap::new();
     for name in names {
         tables.insert(name.clone(), of_table(conn, &name)?);
@@ -52,36 +55,48 @@ pub(crate) fn of_tables(conn: &Connection) -> Result<Fingerprint, Error> {
     })
 }
 
-/// `(rows, hex digest)` of one table, rows in a stable order: by rowid, or by every column for
-/// a WITHOUT ROWID table (which has no rowid to order by).
+/// `(rows, hex digest)` of one table, rows in a stable order: by rowid on SQLite, or by
+/// every column for a WITHOUT ROWID table (which has no rowid to order by) and on
+/// PostgreSQL (where a rowid table's first column is its `rowid`).
 fn of_table(conn: &Connection, name: &str) -> Result<(u64, String), Error> {
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-    let without_rowid: bool = conn.row(
-        "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1",
-        [name],
-        |row| row.get(0),
-    )?;
-    let n_columns = conn
-        .prepare(&format!("SELECT * FROM {quoted} LIMIT 0"))?
-        .column_count();
-    let order = if without_rowid {
+    let (columns, by_rowid) = match conn.engine() {
+        Engine::Sqlite => (
+            "SELECT COUNT(*) FROM pragma_table_info(?1)",
+            !conn.row(
+                "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1",
+                [name],
+                |row| row.get::<_, bool>(0),
+            )?,
+        ),
+        Engine::Postgres => (
+            "SELECT COUNT(*) FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = ?1",
+            false,
+        ),
+    };
+    let n_columns: usize = conn.row(columns, [name], |row| row.get(0))?;
+    let order = if by_rowid {
+        "rowid".to_owned()
+    } else {
         (1..=n_columns)
             .map(|column| column.to_string())
             .collect::<Vec<_>>()
             .join(", ")
-    } else {
-        "rowid".to_owned()
     };
-    let mut select = conn.prepare(&format!("SELECT * FROM {quoted} ORDER BY {order}"))?;
-    let mut rows = select.query([])?;
     let mut hasher = blake3::Hasher::new();
     let mut n_rows = 0u64;
-    while let Some(row) = rows.next()? {
-        n_rows += 1;
-        for column in 0..n_columns {
-            hash_value(&mut hasher, row.get_ref(column)?);
-        }
-    }
+    conn.each(
+        &format!("SELECT * FROM {quoted} ORDER BY {order}"),
+        [],
+        |row| -> Result<(), SqlError> {
+            n_rows += 1;
+            for column in 0..n_columns {
+                hash_value(&mut hasher, row.value(column)?);
+            }
+            Ok(())
+        },
+    )?;
     Ok((n_rows, hasher.finalize().to_hex().to_string()))
 }
 
@@ -100,7 +115,7 @@ fn hash_value(hasher: &mut blake3::Hasher, value: ValueRef<'_>) {
             hasher.update(&[2]);
             hasher.update(&real.to_bits().to_le_bytes());
         }
-        ValueRef::Text(bytes) => hash_bytes(hasher, 3, bytes),
+        ValueRef::Text(text) => hash_bytes(hasher, 3, text.as_bytes()),
         ValueRef::Blob(bytes) => hash_bytes(hasher, 4, bytes),
     }
 }

@@ -11,8 +11,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::sql::Connection;
 use futures::TryStreamExt as _;
-use rusqlite::Connection;
 use weft_api::dsse::MANIFEST_TYPE;
 use weft_api::{ArtifactId, Digest, Envelope, Event, Manifest};
 

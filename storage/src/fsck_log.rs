@@ -6,7 +6,7 @@
 //! the row says which kind of Event made it, an Event of that type. (Missions are checked by
 //! the fold of the log, `work::check_projection`: their `created_sequence` is not a sequence.)
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 
 use crate::error::Error;
 

@@ -8,7 +8,7 @@
 //! transaction (`directory/policy.rs`); `mission.create` reads it in the Command's own
 //! transaction (here).
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::ErrorCode;
 use weft_api::work::contract::Level;
 

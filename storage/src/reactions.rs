@@ -37,8 +37,8 @@
 
 use std::sync::Arc;
 
+use crate::sql::Connection;
 use futures::future::BoxFuture;
-use rusqlite::Connection;
 use weft_api::Id;
 use weft_api::work::events::WorkEventKind;
 

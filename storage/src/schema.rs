@@ -11,6 +11,8 @@ use rusqlite::Connection;
 
 use crate::error::Error;
 
+mod postgres;
+
 const V1: &str = r#"
 CREATE TABLE groups (
     group_id    TEXT PRIMARY KEY,
@@ -679,8 +681,17 @@ fn backfill_names(conn: &Connection) -> Result<(), Error> {
 /// The newest schema version this build writes.
 const LATEST: i64 = MIGRATIONS.len() as i64;
 
-/// Brings the schema to the newest version; refuses a database from a newer weft.
-pub(crate) fn migrate(conn: &Connection) -> Result<(), Error> {
+/// Brings the schema to the newest version, on either engine; refuses a database from a
+/// newer weft.
+pub(crate) fn migrate(conn: &crate::sql::Connection) -> Result<(), Error> {
+    match conn {
+        crate::sql::Connection::Sqlite(conn) => migrate_sqlite(conn),
+        crate::sql::Connection::Postgres(_) => postgres::migrate(conn, LATEST),
+    }
+}
+
+/// SQLite's migrations, versioned with `PRAGMA user_version`.
+fn migrate_sqlite(conn: &Connection) -> Result<(), Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if version > LATEST {
         return Err(Error::backend(std::io::Error::other(format!(

@@ -216,7 +216,7 @@ impl Sessions<'_> {
 /// Spends a session request's nonce in the transaction that acts on it: a second use of the
 /// same request (to open or to renew) is `nonce_reused`.
 fn spend_nonce(
-    txn: &rusqlite::Connection,
+    txn: &crate::sql::Connection,
     agent_id: &str,
     nonce: &str,
     now: chrono::DateTime<chrono::Utc>,

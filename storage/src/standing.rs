@@ -9,8 +9,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::sql::Connection;
 use base64::Engine as _;
-use rusqlite::Connection;
 use weft_api::dsse::BASE64;
 use weft_api::evidence::MethodKind;
 use weft_api::evidence::{Evidence, Outcome};

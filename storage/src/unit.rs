@@ -18,7 +18,7 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 
 use crate::error::Error;
 

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::evidence::{Evidence, MethodKind, Outcome};
 use weft_api::kinds;
 use weft_api::verdict::{Standing, Weighed, in_force};

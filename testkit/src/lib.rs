@@ -15,6 +15,10 @@
 //! closes, so a node dies with the test process that started it (even on a panic or a
 //! SIGKILL of the test process), without `unsafe` or a signal handler.
 
+pub mod postgres;
+
+pub use postgres::{Postgres, postgres_bin_dir, postgres_required, shared_postgres};
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};

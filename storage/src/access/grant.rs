@@ -4,8 +4,8 @@
 //! lease runs under live, all re-read from the rows at the moment of use. Issuing, rotating
 //! and revoking tokens are the work feature's (`work/tokens.rs`).
 
+use crate::sql::Connection;
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
 use weft_api::work::views::TokenScope;
 use weft_api::{ErrorCode, Id};
 

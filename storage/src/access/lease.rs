@@ -4,7 +4,7 @@
 //! same for every feature that binds a record to a lease (`artifacts/binding.rs` for
 //! manifests, `evidence/` for owner Evidence), so neither reaches into the other.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::ErrorCode;
 
 use crate::clock::format_instant;
@@ -47,7 +47,7 @@ pub(crate) fn check_lease(
     };
     // The WorkItem exists: the caller checked it in this transaction.
     let (owner, current_epoch) = crate::rows::work_items::ownership(conn, work_item_id)?
-        .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+        .ok_or(crate::sql::SqlError::NoRows)?;
     let claim = Claim {
         lease_id,
         work_item_id,

@@ -3,7 +3,7 @@
 //! caller's connection. Opening sessions and their cache are the sessions feature's
 //! (`sessions.rs`).
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::{ErrorCode, Id};
 
 use super::{MissionScope, Reader, membership, mission_scope};
@@ -83,7 +83,7 @@ pub(crate) fn live_session(
         }
     };
     let current_epoch = crate::rows::session_epochs::current(conn, &agent_id, &group_id)?
-        .ok_or_else(|| Error::from(rusqlite::Error::QueryReturnedNoRows))?;
+        .ok_or_else(|| Error::from(crate::sql::SqlError::NoRows))?;
     if current_epoch != session_epoch {
         return Err(reject(
             ErrorCode::StaleSession,

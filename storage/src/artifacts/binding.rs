@@ -13,7 +13,7 @@
 //! This module does not decide when leases end: `work::expiry` does, and a lease is live
 //! here exactly when it is unreleased and its `expires_at` is after now, as there.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::{ArtifactId, ErrorCode, Manifest};
 
 pub(crate) use crate::access::lease::Stale;

@@ -7,7 +7,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::kinds;
 use weft_api::session::Role;
 use weft_api::views::Published;

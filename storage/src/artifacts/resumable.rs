@@ -23,9 +23,9 @@
 //! row's `received` moves; the finish deletes the row in the blob row's transaction, after the
 //! promotion. Start-up removes objects under `uploads/` that no row names.
 
+use crate::sql::Connection;
 use bytes::Bytes;
 use futures::Stream;
-use rusqlite::Connection;
 use weft_api::views::UploadSession;
 use weft_api::{Digest, ErrorCode};
 

@@ -6,7 +6,7 @@
 //! Who may read or cite what is decided in `access.rs` (`can_read_artifact`, `may_cite`); this
 //! file only writes and reads the record.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::kinds;
 use weft_api::manifest::Classification;
 use weft_api::session::Role;

@@ -9,9 +9,9 @@
 //! fsynced, promoted) even when another Group holds them, so they cost what new bytes cost.
 //! Only bytes the uploader may already see take the hash-only fast path.
 
+use crate::sql::Connection;
 use bytes::Bytes;
 use futures::Stream;
-use rusqlite::Connection;
 use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 

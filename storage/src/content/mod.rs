@@ -318,7 +318,7 @@ impl Engine {
         let reader = reader.clone();
         // Visibility decided from memory leaves one point lookup: it runs right here.
         let near = decided.is_some();
-        let read = move |conn: &rusqlite::Connection| {
+        let read = move |conn: &crate::sql::Connection| {
             let not_found = || {
                 reject(
                     ErrorCode::NotFound,

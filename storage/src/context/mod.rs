@@ -11,7 +11,7 @@ mod reads;
 
 pub(crate) use reads::check_rows;
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::context::{
     ContextForwardedAnswer, ContextPackage, ContextPublishedAnswer, ForwardRequest, Link,
     check_chain,

@@ -6,8 +6,8 @@
 //! oracle). Visibility goes through the reader's Group as every other read does; a Mission
 //! scope of the Membership (CTX-5) applies here once `Reader` carries it.
 
+use crate::sql::Connection;
 use base64::Engine as _;
-use rusqlite::Connection;
 use weft_api::context::{ContextPackage, ContextRecord, ContextVersions};
 use weft_api::dsse::BASE64;
 use weft_api::{ArtifactId, Envelope, ErrorCode, Id};

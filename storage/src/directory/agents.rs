@@ -3,8 +3,8 @@
 //! deactivated, key rotated. Every operation that can end a session signals open streams
 //! after its commit (`sessions.rs`).
 
+use crate::sql::Connection;
 use ed25519_dalek::VerifyingKey;
-use rusqlite::Connection;
 use weft_api::kinds;
 use weft_api::session::{Membership, Role};
 use weft_api::{ErrorCode, EventPayload, Id, KeyId};

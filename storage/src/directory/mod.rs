@@ -6,8 +6,8 @@ mod agents;
 pub(crate) mod handle;
 mod policy;
 
+use crate::sql::Connection;
 use base64::Engine as _;
-use rusqlite::Connection;
 use weft_api::session::{AgentKey, AgentRecord, MemberList, Membership, Role};
 use weft_api::{ErrorCode, Id, KeyId};
 

@@ -11,7 +11,7 @@ mod plan;
 mod reviewer;
 mod with_token;
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::evidence::{AUTHORITY_AGENT, Evidence, MethodKind, Outcome};
 use weft_api::session::Role;
 use weft_api::verdict::{Standing, may_claim, on_own_work};

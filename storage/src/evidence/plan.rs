@@ -2,7 +2,7 @@
 //! rows: its Group and Mission, its latest submission's artifacts, and each criterion's
 //! required methods.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::Id;
 use weft_api::work::machine::WorkState;
 

@@ -24,7 +24,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::ArtifactId;
 
 use super::coverage::Coverage;
@@ -53,7 +53,8 @@ pub struct SnapshotSaved {
     pub through: u64,
 }
 
-/// Where the snapshot of an on-disk index lives: beside it, as its `-wal` does.
+/// Where the snapshot of an on-disk index lives: beside it, as its `-wal` does (none on
+/// PostgreSQL: every server builds its index from the `manifests` rows at start).
 pub(crate) fn snapshot_path(location: &Location) -> Option<PathBuf> {
     match location {
         Location::File(path) => {
@@ -61,7 +62,7 @@ pub(crate) fn snapshot_path(location: &Location) -> Option<PathBuf> {
             name.push("-lineage");
             Some(PathBuf::from(name))
         }
-        Location::Memory => None,
+        Location::Memory | Location::Postgres(_) => None,
     }
 }
 

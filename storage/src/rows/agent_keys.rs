@@ -1,7 +1,7 @@
 //! The `agent_keys` table: the only SQL that names it. Every key an Agent ever had, current
 //! or retired (with when), so what a retired key signed still verifies.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
@@ -72,14 +72,11 @@ pub(crate) type KeyRow = (String, Vec<u8>, String, Option<String>);
 
 /// An Agent's keys, current first, then by retirement, newest first.
 pub(crate) fn of_agent(conn: &Connection, agent_id: &str) -> Result<Vec<KeyRow>, Error> {
-    let mut statement = conn.prepare_cached(
+    let keys = conn.rows(
         "SELECT keyid, public_key, added_at, retired_at FROM agent_keys WHERE agent_id = ?1
          ORDER BY retired_at IS NOT NULL, retired_at DESC, added_at DESC",
+        [agent_id],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
     )?;
-    let keys = statement
-        .query_map([agent_id], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(keys)
 }

@@ -3,7 +3,7 @@
 //! as stored: `access` and `agents` decode them where they already did (the key's curve point
 //! only when a signature is checked).
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;

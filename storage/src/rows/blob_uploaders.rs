@@ -2,8 +2,8 @@
 //! uploader sees its uncited bytes, which count against its cap until the sweep), and the
 //! only SQL that names it.
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::ArtifactId;
 
 use crate::clock::format_instant;

@@ -1,7 +1,7 @@
 //! The `blob_verifications` table: the newest intact re-hash of each blob (when, and by whom:
 //! a read, `verify-now`, fsck), and the only SQL that names it.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::ArtifactId;
 
 use crate::error::Error;

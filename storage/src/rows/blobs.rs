@@ -10,8 +10,8 @@
 //! instants stay the text `clock::format_instant` wrote, as the callers (and the sweep's SQL)
 //! compare them.
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::{ArtifactId, Digest, Digests, Sha256Digest};
 
 use super::bytes32;
@@ -106,8 +106,8 @@ pub(crate) fn inline_bytes(
 /// Whether blob `blake3` has a row.
 pub(crate) fn exists(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
     Ok(conn
-        .prepare_cached("SELECT 1 FROM blobs WHERE blake3 = ?1")?
-        .exists([&blake3.0[..]])?)
+        .value::<i64, _>("SELECT 1 FROM blobs WHERE blake3 = ?1", [&blake3.0[..]])?
+        .is_some())
 }
 
 /// Blob `blake3`'s row, if any, as the id of its inline copy (`None` inside: stored as a
@@ -251,12 +251,9 @@ pub(crate) fn stale_where(
            AND {uncited}",
         super::blob_uploaders::last_upload_of("blobs.blake3")
     );
-    let mut select = conn.prepare(&sql)?;
-    let rows = select
-        .query_map([cutoff], |row| {
-            Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, u64>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = conn.rows(&sql, [cutoff], |row| {
+        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, u64>(1)?))
+    })?;
     Ok(rows)
 }
 
@@ -291,21 +288,26 @@ pub(crate) fn count_inline(conn: &Connection) -> Result<u64, Error> {
 
 /// Every blob stored inline in the index.
 pub(crate) fn all_inline(conn: &Connection) -> Result<Vec<ArtifactId>, Error> {
-    let mut statement =
-        conn.prepare_cached("SELECT blake3 FROM blobs WHERE inline_id IS NOT NULL")?;
-    let ids = statement
-        .query_map([], |row| row.get::<_, Vec<u8>>(0))?
-        .map(|blake3| super::artifact_id(blake3?))
+    let ids = conn
+        .rows(
+            "SELECT blake3 FROM blobs WHERE inline_id IS NOT NULL",
+            [],
+            |row| row.get::<_, Vec<u8>>(0),
+        )?
+        .into_iter()
+        .map(super::artifact_id)
         .collect::<Result<Vec<_>, Error>>()?;
     Ok(ids)
 }
 
 /// Every blob with a row.
 pub(crate) fn all(conn: &Connection) -> Result<Vec<ArtifactId>, Error> {
-    let mut statement = conn.prepare_cached("SELECT blake3 FROM blobs")?;
-    let ids = statement
-        .query_map([], |row| row.get::<_, Vec<u8>>(0))?
-        .map(|blake3| super::artifact_id(blake3?))
+    let ids = conn
+        .rows("SELECT blake3 FROM blobs", [], |row| {
+            row.get::<_, Vec<u8>>(0)
+        })?
+        .into_iter()
+        .map(super::artifact_id)
         .collect::<Result<Vec<_>, Error>>()?;
     Ok(ids)
 }

@@ -2,8 +2,8 @@
 //! token is found by the hash of its bearer text (never the text itself); its deadline is an
 //! instant compared as time.
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::work::views::TokenScope;
 
 use super::{from_json, instant, to_json};

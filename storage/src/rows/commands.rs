@@ -1,7 +1,7 @@
 //! The `commands` table: the only SQL that names it. Each accepted work Command's answer is
 //! kept under its id, so a retry of the same bytes replays it (DESIGN §10).
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;

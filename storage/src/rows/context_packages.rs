@@ -6,7 +6,7 @@
 //! Ids go in as `weft_api` types; rows come back as the columns the callers decode (the
 //! package itself is parsed from its envelope by `context::reads`).
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::ArtifactId;
 
 use crate::error::Error;
@@ -17,7 +17,7 @@ const COLUMNS: &str = "context_id, group_id, sequence, forwarded_from, envelope"
 /// One version as a reader decodes it: id, Group, sequence, forwarded from, envelope.
 pub(crate) type Row = (Vec<u8>, String, u64, Option<String>, String);
 
-fn record(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+fn record(row: &crate::sql::Row<'_>) -> crate::sql::Result<Row> {
     Ok((
         row.get(0)?,
         row.get(1)?,
@@ -117,14 +117,11 @@ pub(crate) type WithPrevious = (Row, Option<Vec<u8>>);
 
 /// Every version with the id of its previous one, by Group, package and version (fsck).
 pub(crate) fn all_with_previous(conn: &Connection) -> Result<Vec<WithPrevious>, Error> {
-    let mut statement = conn.prepare(&format!(
+    let rows = conn.rows(&format!(
         "SELECT {COLUMNS}, previous FROM context_packages ORDER BY group_id, package_id, version"
-    ))?;
-    let rows = statement
-        .query_map([], |row| {
+    ), [], |row| {
             Ok((record(row)?, row.get::<_, Option<Vec<u8>>>(5)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+        })?;
     Ok(rows)
 }
 

@@ -2,7 +2,7 @@
 //! (DLV-6): the sequence it has processed through, which only moves forward (the rule is the
 //! caller's, `delivery.rs`).
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;

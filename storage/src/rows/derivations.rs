@@ -3,7 +3,7 @@
 //! recursive walk of it that the benchmarks time against the lineage index
 //! (`bench_support.rs`, feature `bench-support`), which reads the reached manifests.
 
-use rusqlite::{Connection, params};
+use crate::sql::{Connection, params};
 use weft_api::ArtifactId;
 
 use super::artifact_id;
@@ -39,12 +39,14 @@ pub(crate) fn sources_of(
 
 /// Every edge (manifest id, source), in the order they were written.
 pub(crate) fn all(conn: &Connection) -> Result<Vec<(Vec<u8>, ArtifactId)>, Error> {
-    let mut statement =
-        conn.prepare_cached("SELECT manifest_id, source FROM derivations ORDER BY rowid")?;
-    let rows = statement
-        .query_map([], |row| {
-            Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?))
-        })?
+    let rows = conn
+        .rows(
+            "SELECT manifest_id, source FROM derivations ORDER BY rowid",
+            [],
+            |row| Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?)),
+        )?
+        .into_iter()
+        .map(Ok::<_, crate::sql::SqlError>)
         .map(|row| {
             let (manifest_id, source) = row?;
             Ok((manifest_id, artifact_id(source)?))
@@ -122,24 +124,22 @@ pub(crate) fn cte_lineage(
                 ),
             };
     let max_depth = depth.map_or(i64::MAX, i64::from);
-    let mut statement = conn.prepare_cached(&sql)?;
-    let rows = statement
-        .query_map(
-            params![&root.0[..], max_depth, group, limit as i64],
-            |row| {
-                Ok((
-                    row.get::<_, Vec<u8>>(0)?,
-                    row.get::<_, i64>(1)?,
-                    row.get::<_, Vec<u8>>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, String>(6)?,
-                    row.get::<_, String>(7)?,
-                    row.get::<_, i64>(8)?,
-                ))
-            },
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = conn.rows(
+        &sql,
+        params![&root.0[..], max_depth, group, limit as i64],
+        |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, Vec<u8>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, String>(6)?,
+                row.get::<_, String>(7)?,
+                row.get::<_, i64>(8)?,
+            ))
+        },
+    )?;
     Ok(rows.len())
 }

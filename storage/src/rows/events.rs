@@ -2,7 +2,7 @@
 //! Event with its hash chain (`events.rs` appends and hashes; `compaction.rs` moves old rows
 //! into signed snapshots). Rows are handed back as stored: hashes as bytes, instants as text.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
@@ -150,7 +150,7 @@ pub(crate) fn actors_after(
     )?)
 }
 
-fn to_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+fn to_row(row: &crate::sql::Row<'_>) -> crate::sql::Result<Row> {
     Ok(Row {
         event_id: row.get(0)?,
         group_id: row.get(1)?,
@@ -260,9 +260,6 @@ pub(crate) fn named_by(
          LEFT JOIN events e ON e.group_id = r.group_id AND e.sequence = r.sequence
          ORDER BY r.group_id, r.sequence"
     );
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = conn.rows(&sql, [], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
     Ok(rows)
 }

@@ -7,7 +7,7 @@
 //! they did: retyping them would touch every weighing in `standing.rs` and
 //! `work::checks`.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::ArtifactId;
 
 use super::Seer;
@@ -66,7 +66,7 @@ pub(crate) fn sequence_of(
 
 /// The SQL fragment and parameters restricting Evidence rows `e` to `seer`'s Group and, for a
 /// Mission-scoped member, to its Missions (CTX-5): every Evidence read goes through it.
-fn visible_clause(seer: &Seer<'_>, args: &mut Vec<Box<dyn rusqlite::ToSql>>) -> String {
+fn visible_clause(seer: &Seer<'_>, args: &mut Vec<Box<dyn crate::sql::ToValue>>) -> String {
     match seer {
         Seer::Operator => String::new(),
         Seer::Agent {
@@ -114,13 +114,13 @@ pub(crate) fn list(
     query: &ListQuery<'_>,
     seer: &Seer<'_>,
 ) -> Result<Vec<Listed>, Error> {
-    let mut args: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
+    let mut args: Vec<Box<dyn crate::sql::ToValue>> = Vec::new();
     let mut sql = String::from(
         "SELECT e.rowid, e.evidence_id, e.group_id, e.sequence, e.envelope FROM evidence e WHERE 1 = 1",
     );
     let mut add = |clause: &str,
-                   value: Box<dyn rusqlite::ToSql>,
-                   args: &mut Vec<Box<dyn rusqlite::ToSql>>| {
+                   value: Box<dyn crate::sql::ToValue>,
+                   args: &mut Vec<Box<dyn crate::sql::ToValue>>| {
         args.push(value);
         sql.push_str(&format!(" AND {clause} ?{}", args.len()));
     };
@@ -159,19 +159,16 @@ pub(crate) fn list(
     sql.push_str(&visible_clause(seer, &mut args));
     args.push(Box::new(query.limit + 1));
     sql.push_str(&format!(" ORDER BY e.rowid DESC LIMIT ?{}", args.len()));
-    let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement
-        .query_map(params.as_slice(), |row| {
-            Ok((
-                row.get::<_, u64>(0)?,
-                row.get::<_, Vec<u8>>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, u64>(3)?,
-                row.get::<_, String>(4)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let params: Vec<&dyn crate::sql::ToValue> = args.iter().map(|arg| arg.as_ref()).collect();
+    let rows = conn.rows(&sql, params.as_slice(), |row| {
+        Ok((
+            row.get::<_, u64>(0)?,
+            row.get::<_, Vec<u8>>(1)?,
+            row.get::<_, String>(2)?,
+            row.get::<_, u64>(3)?,
+            row.get::<_, String>(4)?,
+        ))
+    })?;
     Ok(rows)
 }
 
@@ -181,12 +178,12 @@ pub(crate) fn visible_one(
     evidence_id: &ArtifactId,
     seer: &Seer<'_>,
 ) -> Result<Option<(String, u64, String)>, Error> {
-    let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(evidence_id.0.to_vec())];
+    let mut args: Vec<Box<dyn crate::sql::ToValue>> = vec![Box::new(evidence_id.0.to_vec())];
     let sql = format!(
         "SELECT e.group_id, e.sequence, e.envelope FROM evidence e WHERE e.evidence_id = ?1{}",
         visible_clause(seer, &mut args)
     );
-    let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
+    let params: Vec<&dyn crate::sql::ToValue> = args.iter().map(|arg| arg.as_ref()).collect();
     Ok(conn
         .row(&sql, params.as_slice(), |row| {
             Ok((
@@ -213,7 +210,7 @@ pub(crate) fn of_work_item(
     mission_id: Option<&str>,
     seer: &Seer<'_>,
 ) -> Result<Vec<CriterionRow>, Error> {
-    let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(work_item_id.to_owned())];
+    let mut args: Vec<Box<dyn crate::sql::ToValue>> = vec![Box::new(work_item_id.to_owned())];
     let mut mission_clause = String::new();
     if let Some(mission) = mission_id {
         args.push(Box::new(mission.to_owned()));
@@ -226,25 +223,22 @@ pub(crate) fn of_work_item(
          FROM evidence e WHERE e.work_item_id = ?1{mission_clause}{} ORDER BY e.rowid",
         visible_clause(seer, &mut args)
     );
-    let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement
-        .query_map(params.as_slice(), |row| {
-            Ok((
-                (
-                    row.get::<_, Vec<u8>>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, u64>(6)?,
-                    row.get::<_, String>(7)?,
-                ),
-                (row.get::<_, String>(8)?, row.get::<_, String>(9)?),
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let params: Vec<&dyn crate::sql::ToValue> = args.iter().map(|arg| arg.as_ref()).collect();
+    let rows = conn.rows(&sql, params.as_slice(), |row| {
+        Ok((
+            (
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, u64>(6)?,
+                row.get::<_, String>(7)?,
+            ),
+            (row.get::<_, String>(8)?, row.get::<_, String>(9)?),
+        ))
+    })?;
     Ok(rows)
 }
 

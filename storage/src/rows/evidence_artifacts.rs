@@ -1,7 +1,7 @@
 //! The `evidence_artifacts` table: the artifacts each Evidence record cites, one row per
 //! (record, artifact), and the only SQL that names it.
 
-use rusqlite::{Connection, params};
+use crate::sql::{Connection, params};
 use weft_api::ArtifactId;
 
 use crate::error::Error;

@@ -3,7 +3,7 @@
 //! visibility lookup in `manifests.rs`, which follows a forwarded artifact to its source
 //! Group's manifests in the same statement.
 
-use rusqlite::{Connection, params};
+use crate::sql::{Connection, params};
 use weft_api::ArtifactId;
 
 use crate::error::Error;

@@ -1,8 +1,8 @@
 //! The `groups` table: the only SQL that names it. A Group exists once created; its policy
 //! (the Mission priority ceiling, SCH-6) is a typed column.
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::work::contract::Level;
 
 use super::{name, parse_name};
@@ -33,10 +33,11 @@ pub(crate) fn insert(conn: &Connection, group_id: &str, at: DateTime<Utc>) -> Re
 
 /// Every Group's id, in order.
 pub(crate) fn ids(conn: &Connection) -> Result<Vec<String>, Error> {
-    Ok(conn
-        .prepare_cached("SELECT group_id FROM groups ORDER BY group_id")?
-        .query_map([], |row| row.get(0))?
-        .collect::<Result<_, _>>()?)
+    Ok(
+        conn.rows("SELECT group_id FROM groups ORDER BY group_id", [], |row| {
+            row.get(0)
+        })?,
+    )
 }
 
 /// How many Groups there are.

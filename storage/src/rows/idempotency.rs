@@ -2,7 +2,7 @@
 //! request, by (scope, key), with the hash of the request it answered (the claim's rules are
 //! `claim.rs`'s).
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::clock::format_instant;
 use crate::error::Error;

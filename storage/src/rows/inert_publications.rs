@@ -2,7 +2,7 @@
 //! sent after it lost its WorkItem (OFL-2) is kept here for audit, never as a manifest;
 //! `artifacts::binding` decides what is kept, `work::inert` what a view shows.
 
-use rusqlite::{Connection, params};
+use crate::sql::{Connection, params};
 use weft_api::work::views::InertPublication;
 use weft_api::{ArtifactId, Manifest};
 
@@ -60,13 +60,12 @@ pub(crate) fn newest(
     work_item_id: &str,
     limit: u64,
 ) -> Result<Vec<InertPublication>, Error> {
-    let mut statement = conn.prepare_cached(
+    let rows = conn.rows(
         "SELECT manifest_id, producer, lease_id, ownership_epoch, received_at
          FROM inert_publications WHERE work_item_id = ?1
          ORDER BY received_at DESC, manifest_id DESC LIMIT ?2",
-    )?;
-    let rows = statement
-        .query_map(params![work_item_id, limit], |r| {
+        params![work_item_id, limit],
+        |r| {
             Ok((
                 r.get::<_, Vec<u8>>(0)?,
                 r.get::<_, String>(1)?,
@@ -74,8 +73,8 @@ pub(crate) fn newest(
                 r.get::<_, u64>(3)?,
                 r.get::<_, String>(4)?,
             ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+        },
+    )?;
     rows.into_iter()
         .map(
             |(manifest_id, producer, lease_id, ownership_epoch, received_at)| {

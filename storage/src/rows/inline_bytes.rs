@@ -2,15 +2,18 @@
 //! per copy, named by its blob's row (`blobs.inline_id`), and the only SQL that names it,
 //! but the reads in `blobs.rs` that join a blob to its copy.
 
-use rusqlite::{Connection, params};
+use crate::sql::{Connection, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
 
 /// Writes a copy of `bytes`; answers its id.
 pub(crate) fn insert(conn: &Connection, bytes: &[u8]) -> Result<i64, Error> {
-    conn.run("INSERT INTO inline_bytes (bytes) VALUES (?1)", [bytes])?;
-    Ok(conn.last_insert_rowid())
+    Ok(conn.row(
+        "INSERT INTO inline_bytes (bytes) VALUES (?1) RETURNING id",
+        [bytes],
+        |row| row.get(0),
+    )?)
 }
 
 /// Replaces copy `id`'s bytes (a repair).

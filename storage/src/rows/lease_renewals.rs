@@ -1,8 +1,8 @@
 //! The `lease_renewals` table: the only SQL that names it. Each renewal of a lease is kept,
 //! with the deadline it set (LSE-3).
 
+use crate::sql::{Connection, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, params};
 
 use crate::clock::format_instant;
 use crate::error::Error;
@@ -29,12 +29,11 @@ pub(crate) fn insert(
 /// The newest `n` renewal instants of a lease as stored, oldest first (LSE-3): read backwards
 /// along the `lease_id` index, so the cost is `n`'s, never the lease's age.
 pub(crate) fn newest(conn: &Connection, lease_id: &str, n: u64) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
+    let mut renewals = conn.rows(
         "SELECT renewed_at FROM lease_renewals WHERE lease_id = ?1 ORDER BY rowid DESC LIMIT ?2",
+        params![lease_id, n],
+        |r| r.get::<_, String>(0),
     )?;
-    let mut renewals = statement
-        .query_map(params![lease_id, n], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
     renewals.reverse();
     Ok(renewals)
 }

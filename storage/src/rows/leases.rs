@@ -18,8 +18,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::Id;
 use weft_api::work::offline::LeaseRecord;
 
@@ -157,7 +157,7 @@ struct Raw {
 const N_COLUMNS: usize = 14;
 
 impl Raw {
-    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    fn read(row: &crate::sql::Row<'_>) -> crate::sql::Result<Self> {
         Ok(Self {
             lease_id: row.get(0)?,
             work_item_id: row.get(1)?,
@@ -491,17 +491,13 @@ pub(crate) fn close_open(
     at: DateTime<Utc>,
     by: EndedBy,
 ) -> Result<Vec<String>, Error> {
-    let mut statement = tx.prepare_cached(
+    let mut ended = tx.rows(
         "UPDATE leases SET released_at = ?2, ended_by = ?3, closed_at = ?2
          WHERE work_item_id = ?1 AND released_at IS NULL
          RETURNING lease_id",
+        params![work_item_id, format_instant(at), by.as_str()],
+        |r| r.get::<_, String>(0),
     )?;
-    let mut ended = statement
-        .query_map(
-            params![work_item_id, format_instant(at), by.as_str()],
-            |r| r.get::<_, String>(0),
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
     ended.sort();
     tx.loaded().remember(CURRENT, work_item_id, None::<Lease>);
     Ok(ended)
@@ -599,11 +595,11 @@ fn change(tx: &Tx<'_>, lease_id: &str, mut edit: impl FnMut(&mut Lease)) {
 
 /// The expiry and WorkItem of every unreleased lease (the deadlines loaded at open).
 pub(crate) fn open_expiries(conn: &Connection) -> Result<Vec<(DateTime<Utc>, String)>, Error> {
-    let mut statement = conn
-        .prepare_cached("SELECT expires_at, work_item_id FROM leases WHERE released_at IS NULL")?;
-    let rows = statement
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = conn.rows(
+        "SELECT expires_at, work_item_id FROM leases WHERE released_at IS NULL",
+        [],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+    )?;
     rows.into_iter()
         .map(|(expires_at, work_item_id)| Ok((instant(&expires_at)?, work_item_id)))
         .collect()
@@ -616,13 +612,9 @@ pub(crate) fn open_execution_work_items(
     agent_id: &str,
     group_id: &str,
 ) -> Result<BTreeSet<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT l.work_item_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
+    let work_items = conn.rows("SELECT l.work_item_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
          WHERE l.agent_id = ?1 AND w.group_id = ?2 AND l.kind = 'execution' AND l.released_at IS NULL
-         ORDER BY l.work_item_id",
-    )?;
-    let work_items = statement
-        .query_map(params![agent_id, group_id], |r| r.get::<_, String>(0))?
+         ORDER BY l.work_item_id", params![agent_id, group_id], |r| r.get::<_, String>(0))?.into_iter().map(Ok::<_, crate::sql::SqlError>)
         .collect::<Result<BTreeSet<_>, _>>()?;
     Ok(work_items)
 }
@@ -634,12 +626,8 @@ pub(crate) fn holders(
     work_item_id: &str,
     group_id: &str,
 ) -> Result<BTreeSet<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT DISTINCT l.agent_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
-         WHERE l.work_item_id = ?1 AND w.group_id = ?2",
-    )?;
-    let agents = statement
-        .query_map([work_item_id, group_id], |row| row.get::<_, String>(0))?
+    let agents = conn.rows("SELECT DISTINCT l.agent_id FROM leases l JOIN work_items w ON w.work_item_id = l.work_item_id
+         WHERE l.work_item_id = ?1 AND w.group_id = ?2", [work_item_id, group_id], |row| row.get::<_, String>(0))?.into_iter().map(Ok::<_, crate::sql::SqlError>)
         .collect::<Result<_, _>>()?;
     Ok(agents)
 }

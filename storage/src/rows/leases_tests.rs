@@ -2,8 +2,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::sql::Connection;
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
 use weft_api::Id;
 use weft_api::work::machine::WorkState;
 

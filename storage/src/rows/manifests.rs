@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::{ArtifactId, Digest, Digests};
 
 use super::Seer;
@@ -39,11 +39,12 @@ pub(crate) struct New<'a> {
 
 /// Writes `row`; answers its rowid (the lineage index's cursor).
 pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<i64, Error> {
-    conn.run(
+    Ok(conn.row(
         "INSERT INTO manifests (manifest_id, blake3, group_id, mission_id, work_item_id, producer, media_type,
                                 lease_id, ownership_epoch, classification, created_at, envelope, sequence,
                                 name)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         RETURNING rowid",
         params![
             &row.manifest_id.0[..], &row.blake3.0[..], row.group_id, row.mission_id,
             row.work_item_id, row.producer, row.media_type,
@@ -51,8 +52,8 @@ pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<i64, Error> {
             row.classification, row.created_at, row.envelope, row.sequence,
             row.name.unwrap_or_default()
         ],
-    )?;
-    Ok(conn.last_insert_rowid())
+        |returned| returned.get(0),
+    )?)
 }
 
 /// The sequence of manifest `manifest_id`'s `artifact.published`, if it is published.
@@ -154,23 +155,25 @@ pub(crate) fn missions_of(
     group_id: &str,
     blake3: &ArtifactId,
 ) -> Result<BTreeSet<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT DISTINCT mission_id FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
-    )?;
-    let missions = statement
-        .query_map(params![&blake3.0[..], group_id], |row| row.get(0))?
+    let missions = conn
+        .rows(
+            "SELECT DISTINCT mission_id FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
+            params![&blake3.0[..], group_id],
+            |row| row.get(0),
+        )?
+        .into_iter()
+        .map(Ok::<_, crate::sql::SqlError>)
         .collect::<Result<BTreeSet<String>, _>>()?;
     Ok(missions)
 }
 
 /// The Groups in which artifact `blake3` is published, in order.
 pub(crate) fn groups_of(conn: &Connection, blake3: &ArtifactId) -> Result<Vec<String>, Error> {
-    let groups = conn
-        .prepare_cached(
-            "SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1 ORDER BY group_id",
-        )?
-        .query_map([&blake3.0[..]], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let groups = conn.rows(
+        "SELECT DISTINCT group_id FROM manifests WHERE blake3 = ?1 ORDER BY group_id",
+        [&blake3.0[..]],
+        |row| row.get::<_, String>(0),
+    )?;
     Ok(groups)
 }
 
@@ -180,14 +183,11 @@ pub(crate) fn classifications(
     blake3: &ArtifactId,
     group_id: &str,
 ) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
+    let found = conn.rows(
         "SELECT classification FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
+        params![&blake3.0[..], group_id],
+        |row| row.get::<_, String>(0),
     )?;
-    let found = statement
-        .query_map(params![&blake3.0[..], group_id], |row| {
-            row.get::<_, String>(0)
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(found)
 }
 
@@ -199,15 +199,12 @@ pub(crate) fn missions_of_work_item(
     group_id: &str,
     mission_id: Option<&str>,
 ) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
+    let missions = conn.rows(
         "SELECT DISTINCT mission_id FROM manifests WHERE work_item_id = ?1 AND group_id = ?2
          AND (?3 IS NULL OR mission_id = ?3) LIMIT 2",
+        params![work_item_id, group_id, mission_id],
+        |row| row.get::<_, String>(0),
     )?;
-    let missions = statement
-        .query_map(params![work_item_id, group_id, mission_id], |row| {
-            row.get::<_, String>(0)
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(missions)
 }
 
@@ -216,13 +213,11 @@ pub(crate) type FsckRow = (Vec<u8>, Vec<u8>, String, String);
 
 /// Every manifest as fsck re-checks it.
 pub(crate) fn all_for_fsck(conn: &Connection) -> Result<Vec<FsckRow>, Error> {
-    let mut statement =
-        conn.prepare_cached("SELECT manifest_id, blake3, envelope, producer FROM manifests")?;
-    let rows = statement
-        .query_map([], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = conn.rows(
+        "SELECT manifest_id, blake3, envelope, producer FROM manifests",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+    )?;
     Ok(rows)
 }
 
@@ -247,12 +242,8 @@ pub(crate) fn publications_after(
     conn: &Connection,
     after: u64,
 ) -> Result<Vec<PublicationRow>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
-         FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1 ORDER BY m.rowid",
-    )?;
-    let rows = statement
-        .query_map([i64::try_from(after).unwrap_or(i64::MAX)], |row| {
+    let rows = conn.rows("SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
+         FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1 ORDER BY m.rowid", [i64::try_from(after).unwrap_or(i64::MAX)], |row| {
             Ok((
                 row.get(0)?,
                 row.get(1)?,
@@ -265,8 +256,7 @@ pub(crate) fn publications_after(
                 row.get(8)?,
                 row.get(9)?,
             ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+        })?;
     Ok(rows)
 }
 
@@ -321,7 +311,7 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Liste
                 m.work_item_id, m.producer, m.created_at, m.sequence, m.name
          FROM manifests m JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1",
     );
-    let mut args: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(query.after)];
+    let mut args: Vec<Box<dyn crate::sql::ToValue>> = vec![Box::new(query.after)];
     let mut add = |clause: &str, value: Option<&str>| {
         if let Some(value) = value {
             args.push(Box::new(value.to_owned()));
@@ -354,30 +344,27 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Liste
     }
     args.push(Box::new(query.limit + 1));
     sql.push_str(&format!(" ORDER BY m.rowid LIMIT ?{}", args.len()));
-    let mut statement = conn.prepare(&sql)?;
-    let params: Vec<&dyn rusqlite::ToSql> = args.iter().map(|arg| arg.as_ref()).collect();
-    let rows = statement
-        .query_map(params.as_slice(), |row| {
-            Ok((
-                (
-                    row.get::<_, u64>(0)?,
-                    row.get::<_, Vec<u8>>(1)?,
-                    row.get::<_, Vec<u8>>(2)?,
-                    row.get::<_, u64>(3)?,
-                ),
-                (
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, String>(6)?,
-                    row.get::<_, String>(7)?,
-                    row.get::<_, String>(8)?,
-                    row.get::<_, String>(9)?,
-                    row.get::<_, u64>(10)?,
-                    row.get::<_, String>(11)?,
-                ),
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let params: Vec<&dyn crate::sql::ToValue> = args.iter().map(|arg| arg.as_ref()).collect();
+    let rows = conn.rows(&sql, params.as_slice(), |row| {
+        Ok((
+            (
+                row.get::<_, u64>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, Vec<u8>>(2)?,
+                row.get::<_, u64>(3)?,
+            ),
+            (
+                row.get::<_, String>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, String>(6)?,
+                row.get::<_, String>(7)?,
+                row.get::<_, String>(8)?,
+                row.get::<_, String>(9)?,
+                row.get::<_, u64>(10)?,
+                row.get::<_, String>(11)?,
+            ),
+        ))
+    })?;
     rows.into_iter()
         .map(
             |(
@@ -451,7 +438,7 @@ pub(crate) fn visible_manifests(
         Digest::Blake3(id) => id.0.to_vec(),
         Digest::Sha256(sha) => conn.row(BY_SHA256, [&sha.0[..]], |row| row.get(0))?,
     };
-    let columns = |row: &rusqlite::Row<'_>| {
+    let columns = |row: &crate::sql::Row<'_>| {
         Ok((
             (
                 row.get::<_, Vec<u8>>(0)?,

@@ -3,7 +3,7 @@
 //! `removed_at`. (Its `missions` column is a Membership's scope, not the `missions` table:
 //! the tidy table check reads the word as the table, so this file is listed for it.)
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::session::Role;
 
 use super::from_json;
@@ -116,12 +116,7 @@ pub(crate) fn remove(
 
 /// The Groups Agent `agent_id` is a current member of, in id order.
 pub(crate) fn current_groups(conn: &Connection, agent_id: &str) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT group_id FROM memberships WHERE agent_id = ?1 AND removed_at IS NULL ORDER BY group_id",
-    )?;
-    let groups = statement
-        .query_map([agent_id], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let groups = conn.rows("SELECT group_id FROM memberships WHERE agent_id = ?1 AND removed_at IS NULL ORDER BY group_id", [agent_id], |row| row.get::<_, String>(0))?;
     Ok(groups)
 }
 
@@ -129,18 +124,15 @@ pub(crate) fn current_groups(conn: &Connection, agent_id: &str) -> Result<Vec<St
 pub(crate) type LiveRow = (String, String, String, u64, Option<String>);
 
 fn live(conn: &Connection, sql: &str, value: &str) -> Result<Vec<LiveRow>, Error> {
-    let mut statement = conn.prepare_cached(sql)?;
-    let rows = statement
-        .query_map(params![value], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = conn.rows(sql, params![value], |row| {
+        Ok((
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+        ))
+    })?;
     Ok(rows)
 }
 

@@ -3,7 +3,7 @@
 //! The row is typed: ids as `Id`; its priority, budget, state and child-failure policy
 //! parsed. A stored value that does not parse is a corrupt row.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::Id;
 use weft_api::work::contract::{Budgets, ChildFailurePolicy, Level};
 use weft_api::work::machine::MissionState;
@@ -59,7 +59,7 @@ pub(crate) fn load_seen(
 fn load_by(
     conn: &Connection,
     sql: &str,
-    params: impl rusqlite::Params,
+    params: impl crate::sql::Params,
 ) -> Result<Option<MissionRow>, Error> {
     let row = conn
         .row(sql, params, |row| {
@@ -155,13 +155,12 @@ pub(crate) fn ids_newest_first(
     conn: &Connection,
     group: Option<&str>,
 ) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
+    let ids = conn.rows(
         "SELECT mission_id FROM missions WHERE (?1 IS NULL OR group_id = ?1)
          ORDER BY created_sequence DESC",
+        params![group],
+        |row| row.get::<_, String>(0),
     )?;
-    let ids = statement
-        .query_map(params![group], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(ids)
 }
 
@@ -170,14 +169,11 @@ pub(crate) fn states_of_group(
     conn: &Connection,
     group_id: &str,
 ) -> Result<Vec<(String, String)>, Error> {
-    let mut statement = conn.prepare_cached(
+    let missions = conn.rows(
         "SELECT mission_id, state FROM missions WHERE group_id = ?1 ORDER BY mission_id",
+        [group_id],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
     )?;
-    let missions = statement
-        .query_map([group_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(missions)
 }
 
@@ -205,13 +201,11 @@ pub(crate) fn spent_of_group(
     conn: &Connection,
     group_id: &str,
 ) -> Result<Vec<(String, Budgets)>, Error> {
-    let mut statement = conn
-        .prepare_cached("SELECT mission_id, spent FROM missions WHERE group_id = ?1 ORDER BY 1")?;
-    let rows = statement
-        .query_map([group_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = conn.rows(
+        "SELECT mission_id, spent FROM missions WHERE group_id = ?1 ORDER BY 1",
+        [group_id],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+    )?;
     rows.into_iter()
         .map(|(id, spent)| Ok((id, from_json(&spent)?)))
         .collect()

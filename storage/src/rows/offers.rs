@@ -3,8 +3,8 @@
 //! (an offer is `expired` in views once its deadline has passed while it was still live).
 //! Ids stay text, as the work Commands hold them.
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 use serde::{Deserialize, Serialize};
 use weft_api::work::contract::SelectionBasis;
 
@@ -65,7 +65,7 @@ impl OfferRow {
 
 type Raw = (String, String, String, String, u64, String, String);
 
-fn raw(row: &rusqlite::Row<'_>) -> rusqlite::Result<Raw> {
+fn raw(row: &crate::sql::Row<'_>) -> crate::sql::Result<Raw> {
     Ok((
         row.get(0)?,
         row.get(1)?,
@@ -110,13 +110,8 @@ pub(crate) fn load(
 
 /// Every offer of WorkItem `work_item_id`, oldest first.
 pub(crate) fn of_work_item(conn: &Connection, work_item_id: &str) -> Result<Vec<OfferRow>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT offer_id, candidates, expires_at, status, contract_revision, selection_basis, declined
-         FROM offers WHERE work_item_id = ?1 ORDER BY sequence",
-    )?;
-    let rows = statement
-        .query_map([work_item_id], raw)?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = conn.rows("SELECT offer_id, candidates, expires_at, status, contract_revision, selection_basis, declined
+         FROM offers WHERE work_item_id = ?1 ORDER BY sequence", [work_item_id], raw)?;
     rows.into_iter().map(typed).collect()
 }
 
@@ -149,12 +144,11 @@ pub(crate) fn newest_accepted(
 
 /// The ids of WorkItem `work_item_id`'s live offers (deadline passed or not), oldest first.
 pub(crate) fn live_ids(conn: &Connection, work_item_id: &str) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(
+    let live = conn.rows(
         "SELECT offer_id FROM offers WHERE work_item_id = ?1 AND status = 'live' ORDER BY sequence",
+        [work_item_id],
+        |r| r.get::<_, String>(0),
     )?;
-    let live = statement
-        .query_map([work_item_id], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(live)
 }
 

@@ -2,7 +2,7 @@
 //! coordinator authorizes it into a WorkItem (T2); its ids stay text, as the work Commands
 //! hold them.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::work::contract::WorkContract;
 
 use super::to_json;

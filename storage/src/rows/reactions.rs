@@ -2,7 +2,7 @@
 //! commit of the Event it follows (Group, sequence, kind, subject), deleted in the
 //! transaction of the reaction's own work (`reactions.rs` has the rules).
 
-use rusqlite::{Connection, params};
+use crate::sql::{Connection, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;

@@ -3,7 +3,7 @@
 //! that names it, but the listing and the visibility lookup in `manifests.rs`, which ask in
 //! the same statement whether a manifest's artifact is reusable.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::ArtifactId;
 
 use super::artifact_id;

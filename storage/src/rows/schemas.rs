@@ -2,7 +2,7 @@
 //! artifact that holds the schema (the reviewer validates against it), and the only SQL that
 //! names it.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::ArtifactId;
 
 use crate::error::Error;

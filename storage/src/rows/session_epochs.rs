@@ -1,7 +1,7 @@
 //! The `session_epochs` table: the only SQL that names it. One row per (Agent, Group): the
 //! epoch of its newest session; opening a session bumps it, which replaces the older one.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;

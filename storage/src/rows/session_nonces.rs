@@ -1,8 +1,8 @@
 //! The `session_nonces` table: the only SQL that names it. Each session request's nonce is
 //! kept for a while, so a replayed request is refused (`nonce_reused`).
 
+use crate::sql::{Connection, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, params};
 
 use crate::clock::format_instant;
 use crate::error::Error;

@@ -3,8 +3,8 @@
 //! whether the Agent was deactivated. Its deadline is kept as the text callers show, and
 //! compared as time ([`SessionRow::expired`]).
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::instant;
 use crate::clock::format_instant;

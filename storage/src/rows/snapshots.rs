@@ -3,7 +3,7 @@
 //! archive blobs, the chain hash it ends at and its signed envelope (`compaction.rs` writes
 //! them; reads restore from them).
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;

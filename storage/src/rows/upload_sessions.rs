@@ -3,7 +3,7 @@
 //! SQL that names it. Instants stay the text `clock::format_instant` wrote (the idle sweep
 //! compares them in SQL, as it did).
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
@@ -138,6 +138,9 @@ pub(crate) fn idle_since(conn: &Connection, cutoff: &str) -> Result<Vec<(String,
 /// Whether session `upload_id` has a row.
 pub(crate) fn exists(conn: &Connection, upload_id: &str) -> Result<bool, Error> {
     Ok(conn
-        .prepare_cached("SELECT 1 FROM upload_sessions WHERE upload_id = ?1")?
-        .exists([upload_id])?)
+        .value::<i64, _>(
+            "SELECT 1 FROM upload_sessions WHERE upload_id = ?1",
+            [upload_id],
+        )?
+        .is_some())
 }

@@ -1,7 +1,7 @@
 //! The tests of the visibility lookup (`manifests::visible_manifests`, issue #40): an
 //! absent artifact and one the reader may not see cost the same SQL work.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::Digest;
 
 use super::manifests::visible_manifests;

@@ -3,8 +3,8 @@
 //! walking its Group's log; the queries that join those Events (`events`) to find the last
 //! one of a type are here, since they are about this table's rows.
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::instant;
 use crate::error::Error;
@@ -43,13 +43,12 @@ pub(crate) fn insert(conn: &Connection, work_item_id: &str, sequence: u64) -> Re
 
 /// The newest `limit` sequences of WorkItem `work_item_id`'s Events, newest first.
 pub(crate) fn newest(conn: &Connection, work_item_id: &str, limit: u64) -> Result<Vec<u64>, Error> {
-    let mut history = conn.prepare_cached(
+    let history = conn.rows(
         "SELECT sequence FROM work_history WHERE work_item_id = ?1
          ORDER BY sequence DESC LIMIT ?2",
+        params![work_item_id, limit],
+        |r| r.get::<_, u64>(0),
     )?;
-    let history = history
-        .query_map(params![work_item_id, limit], |r| r.get::<_, u64>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(history)
 }
 
@@ -100,13 +99,12 @@ pub(crate) fn last_submission(
 
 #[cfg(test)]
 mod tests {
-    use rusqlite::Connection;
-
     /// `work.start`'s retry look-up reads one WorkItem's history, never a Group's whole log.
     #[test]
     fn the_last_failure_is_found_without_scanning_the_log() {
-        let conn = Connection::open_in_memory().expect("open");
+        let conn = crate::sql::Connection::open_in_memory().expect("open");
         crate::schema::migrate(&conn).expect("schema");
+        let conn = conn.sqlite().expect("SQLite");
         let mut plan = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {}", super::LAST_FAILURE))
             .expect("plan");

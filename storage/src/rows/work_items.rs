@@ -7,8 +7,8 @@
 //! here too, since they are about WorkItems; `work::deps` keeps the dependency rule (DEP-3)
 //! and the edges' own rows.
 
+use crate::sql::{Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension as _, params};
 use weft_api::Id;
 use weft_api::work::contract::{Budgets, WorkContract};
 use weft_api::work::machine::WorkState;
@@ -85,7 +85,7 @@ pub(crate) fn load_seen(
 fn load_by(
     conn: &Connection,
     sql: &str,
-    params: impl rusqlite::Params,
+    params: impl crate::sql::Params,
 ) -> Result<Option<WorkRow>, Error> {
     let row = conn
         .row(sql, params, |row| {
@@ -324,24 +324,18 @@ pub(crate) fn spent_of_group(
     conn: &Connection,
     group_id: &str,
 ) -> Result<Vec<(String, Budgets)>, Error> {
-    let mut statement = conn.prepare_cached(
+    let rows = conn.rows(
         "SELECT work_item_id, spent FROM work_items WHERE group_id = ?1 ORDER BY 1",
+        [group_id],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
     )?;
-    let rows = statement
-        .query_map([group_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
     rows.into_iter()
         .map(|(id, spent)| Ok((id, from_json(&spent)?)))
         .collect()
 }
 
 fn ids(conn: &Connection, sql: &str, key: &str) -> Result<Vec<String>, Error> {
-    let mut statement = conn.prepare_cached(sql)?;
-    let ids = statement
-        .query_map([key], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids = conn.rows(sql, [key], |r| r.get::<_, String>(0))?;
     Ok(ids)
 }
 
@@ -392,14 +386,13 @@ pub(crate) fn verified_of_mission(
 pub(crate) fn ownership_deadlines(
     conn: &Connection,
 ) -> Result<Vec<(DateTime<Utc>, String)>, Error> {
-    let mut owned = conn.prepare_cached(
+    let found = conn.rows(
         "SELECT ownership_expires_at, work_item_id FROM work_items
          WHERE owner IS NOT NULL AND ownership_expires_at IS NOT NULL
                AND state IN ('queued', 'blocked')",
+        [],
+        |r| Ok((r.get::<_, String>(0)?, r.get(1)?)),
     )?;
-    let found = owned
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
     found
         .into_iter()
         .map(|(at, work_item_id)| Ok((instant(&at)?, work_item_id)))
@@ -434,15 +427,10 @@ fn read_dependency_states(
     conn: &Connection,
     work_item_id: &str,
 ) -> Result<Vec<(String, WorkState)>, Error> {
-    let mut statement = conn.prepare_cached(
-        "SELECT d.depends_on, w.state FROM work_deps d JOIN work_items w ON w.work_item_id = d.depends_on
-         WHERE d.work_item_id = ?1",
-    )?;
-    let states = statement
-        .query_map([work_item_id], |r| {
+    let states = conn.rows("SELECT d.depends_on, w.state FROM work_deps d JOIN work_items w ON w.work_item_id = d.depends_on
+         WHERE d.work_item_id = ?1", [work_item_id], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+        })?;
     states
         .into_iter()
         .map(|(id, state)| Ok((id, parse_name(&state)?)))
@@ -454,14 +442,13 @@ pub(crate) fn mission_edges(
     conn: &Connection,
     mission_id: &str,
 ) -> Result<Vec<(String, String)>, Error> {
-    let mut statement = conn.prepare_cached(
+    let edges = conn.rows(
         "SELECT d.work_item_id, d.depends_on FROM work_deps d
          JOIN work_items w ON w.work_item_id = d.work_item_id
          WHERE w.mission_id = ?1 ORDER BY d.work_item_id, d.depends_on",
+        [mission_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let edges = statement
-        .query_map([mission_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(edges)
 }
 
@@ -471,14 +458,13 @@ pub(crate) fn other_edges(
     mission_id: &str,
     except: &str,
 ) -> Result<Vec<(String, String)>, Error> {
-    let mut statement = conn.prepare_cached(
+    let edges = conn.rows(
         "SELECT d.work_item_id, d.depends_on FROM work_deps d
          JOIN work_items w ON w.work_item_id = d.work_item_id
          WHERE w.mission_id = ?1 AND d.work_item_id != ?2",
+        params![mission_id, except],
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let edges = statement
-        .query_map(params![mission_id, except], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(edges)
 }
 
@@ -502,27 +488,21 @@ pub(crate) fn mission_nodes(
     mission_id: &str,
     mut each: impl FnMut(NodeRow<'_>) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let mut statement = conn.prepare_cached(
+    conn.each(
         "SELECT w.work_item_id, w.state, json_extract(w.contract, '$.dependencyPolicy'), x.state
          FROM work_items w
          LEFT JOIN work_deps d ON d.work_item_id = w.work_item_id
          LEFT JOIN work_items x ON x.work_item_id = d.depends_on
          WHERE w.mission_id = ?1
          ORDER BY w.work_item_id",
-    )?;
-    let mut rows = statement.query([mission_id])?;
-    while let Some(r) = rows.next()? {
-        let text = |i: usize| -> Result<Option<&str>, Error> {
-            Ok(r.get_ref(i)?
-                .as_str_or_null()
-                .map_err(rusqlite::Error::from)?)
-        };
-        each(NodeRow {
-            work_item_id: text(0)?.unwrap_or_default(),
-            state: text(1)?.unwrap_or_default(),
-            policy: text(2)?,
-            dependency: text(3)?,
-        })?;
-    }
-    Ok(())
+        [mission_id],
+        |r| {
+            each(NodeRow {
+                work_item_id: r.text(0)?.unwrap_or_default(),
+                state: r.text(1)?.unwrap_or_default(),
+                policy: r.text(2)?,
+                dependency: r.text(3)?,
+            })
+        },
+    )
 }

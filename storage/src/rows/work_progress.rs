@@ -1,7 +1,7 @@
 //! The `work_progress` table: the only SQL that names it. One row per WorkItem, its latest
 //! structured progress report (PRG-1), replaced by each `work.progress`.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::work::command::WorkProgress;
 use weft_api::work::views::ProgressView;
 

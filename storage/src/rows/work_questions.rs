@@ -3,7 +3,7 @@
 //! asked on is still live is read here with it (a join on `offers`), since it decides the
 //! question's standing.
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
@@ -165,15 +165,16 @@ pub(crate) fn newest(
     now: &str,
     limit: u64,
 ) -> Result<Vec<QuestionRow>, Error> {
-    let mut statement = conn.prepare_cached(&format!(
-        "SELECT q.question_id, q.offer_id, q.agent_id, q.text, q.asked_at, q.asked_sequence,
+    let rows = conn.rows(
+        &format!(
+            "SELECT q.question_id, q.offer_id, q.agent_id, q.text, q.asked_at, q.asked_sequence,
                 q.answer, q.resolution, q.answered_by, q.answered_at, q.answered_sequence,
                 EXISTS ({LIVE_OFFER})
          FROM work_questions q WHERE q.work_item_id = ?2
          ORDER BY q.asked_sequence DESC LIMIT ?3"
-    ))?;
-    let rows = statement
-        .query_map(params![now, work_item_id, limit], |r| {
+        ),
+        params![now, work_item_id, limit],
+        |r| {
             let asked = (
                 r.get(0)?,
                 r.get(1)?,
@@ -185,7 +186,13 @@ pub(crate) fn newest(
             let answer = r
                 .get::<_, Option<String>>(6)?
                 .map(|text| {
-                    Ok::<_, rusqlite::Error>((text, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?))
+                    Ok::<_, crate::sql::SqlError>((
+                        text,
+                        r.get(7)?,
+                        r.get(8)?,
+                        r.get(9)?,
+                        r.get(10)?,
+                    ))
                 })
                 .transpose()?;
             Ok(QuestionRow {
@@ -193,7 +200,7 @@ pub(crate) fn newest(
                 answer,
                 offer_live: r.get(11)?,
             })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+        },
+    )?;
     Ok(rows)
 }

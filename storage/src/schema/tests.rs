@@ -32,7 +32,7 @@ fn stored_commands_move_under_their_group() {
              VALUES ('cmd-1', 'g1', x'01', '{}');",
     )
     .expect("an old row");
-    super::migrate(&conn).expect("migrated");
+    super::migrate_sqlite(&conn).expect("migrated");
     let row: (String, String, String) = conn
         .query_row(
             "SELECT group_id, agent_id, answer FROM commands WHERE command_id = 'cmd-1'",
@@ -102,7 +102,7 @@ fn events_appended_before_get_their_actor() {
         )
         .expect("an old Event");
     }
-    super::migrate(&conn).expect("migrated");
+    super::migrate_sqlite(&conn).expect("migrated");
     for (sequence, payload) in (1..).zip(&payloads) {
         let actor: Option<String> = conn
             .query_row(
@@ -137,7 +137,7 @@ fn inline_bytes_move_into_their_blob_rows() {
          INSERT INTO inline_blobs (blake3, bytes) VALUES (x'01', x'616263');",
     )
     .expect("old rows");
-    super::migrate(&conn).expect("migrated");
+    super::migrate_sqlite(&conn).expect("migrated");
     let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn
         .prepare(
             "SELECT b.blake3, i.bytes FROM blobs b LEFT JOIN inline_bytes i ON i.id = b.inline_id
@@ -171,7 +171,7 @@ fn inline_bytes_move_into_their_blob_rows() {
 #[test]
 fn visibility_lookups_never_walk_a_groups_manifests() {
     let conn = Connection::open_in_memory().expect("open");
-    super::migrate(&conn).expect("schema");
+    super::migrate_sqlite(&conn).expect("schema");
     for (sql, params) in [
         (
             "SELECT DISTINCT mission_id FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
@@ -202,7 +202,7 @@ fn visibility_lookups_never_walk_a_groups_manifests() {
 #[test]
 fn lookups_by_one_column_search_the_composite_indexes() {
     let conn = Connection::open_in_memory().expect("open");
-    super::migrate(&conn).expect("schema");
+    super::migrate_sqlite(&conn).expect("schema");
     for (sql, index) in [
         (
             "SELECT group_id FROM manifests WHERE blake3 = ?1",
@@ -274,7 +274,7 @@ fn manifests_stored_before_get_their_file_name() {
         )
         .expect("an old manifest");
     }
-    super::migrate(&conn).expect("migrated");
+    super::migrate_sqlite(&conn).expect("migrated");
     let names: Vec<String> = conn
         .prepare("SELECT name FROM manifests ORDER BY manifest_id")
         .expect("select")

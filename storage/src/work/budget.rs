@@ -7,7 +7,7 @@
 //! The parent WorkItem of a child Mission is on the lineage: its child Mission is how it is
 //! being done, so what the child spends, the parent WorkItem spends.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::ErrorCode;
 use weft_api::work::budget::charge;
 use weft_api::work::contract::Budgets;

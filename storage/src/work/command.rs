@@ -346,7 +346,7 @@ fn apply_prepared(
 /// with the code the aggregate's absence would get: `unknown_work_item` for a WorkItem,
 /// `not_found` for a Mission.
 fn check_scope(
-    tx: &rusqlite::Connection,
+    tx: &crate::sql::Connection,
     command: &Command,
     body: &CommandBody,
     scope: MissionScope,

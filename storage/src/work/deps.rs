@@ -4,9 +4,9 @@
 //! (DEP-3) is the contract's dependency policy over the dependencies' states, for one
 //! WorkItem or for a whole Mission in one query (the graph read).
 
+use crate::sql::Connection;
 use petgraph::algo::is_cyclic_directed;
 use petgraph::graphmap::DiGraphMap;
-use rusqlite::Connection;
 use weft_api::ErrorCode;
 use weft_api::work::contract::DependencyPolicy;
 use weft_api::work::machine::WorkState;
@@ -126,7 +126,7 @@ pub(super) fn check(
 mod tests {
     //! DEP-3: the one-query graph read agrees with the per-WorkItem rule.
 
-    use rusqlite::Connection;
+    use crate::sql::Connection;
     use serde_json::json;
     use weft_api::Id;
 

@@ -36,8 +36,8 @@
 //! timer; a `std::sync::Mutex` guards it for short critical sections with no `.await`.
 //! Crash story: the set is memory only and the rows say what is due, so open rebuilds it.
 
+use crate::sql::Connection;
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
 use weft_api::work::events::WorkEventKind;
 use weft_api::work::machine::WorkState;
 use weft_api::{ErrorCode, EventPayload, Id};

@@ -3,7 +3,7 @@
 //! does not grow with what fenced owners sent (issue #40). How many are kept at all is
 //! capped where they are written (`artifacts/binding.rs`).
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::work::views::InertPublication;
 
 use crate::error::Error;

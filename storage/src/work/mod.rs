@@ -35,8 +35,8 @@ pub(crate) mod tokens;
 #[cfg(test)]
 mod visibility_tests;
 
+use crate::sql::Connection;
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
 use weft_api::work::machine::MissionState;
 use weft_api::work::views::{
     BudgetView, Lease, MissionView, OfferView, Owner, WorkEdge, WorkGraph, WorkItemView, WorkNode,

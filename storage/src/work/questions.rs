@@ -9,7 +9,7 @@
 //! candidate, or expired) an unanswered question is `superseded`: the new offer is its answer
 //! (CON-4), so it neither blocks an acceptance nor counts against its asker's bound.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::ErrorCode;
 use weft_api::work::conversation::{
     AnswerView, MAX_OPEN_PER_AGENT, MAX_QUESTIONS_PER_AGENT, QUESTIONS_SHOWN, QuestionView,

@@ -18,8 +18,8 @@
 //! This module does not know HTTP routes: the server decides which routes take a token, and
 //! asks `Grant::require` for the scope each needs.
 
+use crate::sql::Connection;
 use base64::Engine as _;
-use rusqlite::Connection;
 use weft_api::work::views::{TokenIssued, TokenRequest};
 use weft_api::{ErrorCode, Id};
 

@@ -3,7 +3,7 @@
 //! costs what an unknown one costs. Compared by the SQL work done (`sql::metered`), not by
 //! wall time.
 
-use rusqlite::Connection;
+use crate::sql::Connection;
 use weft_api::Id;
 
 use super::{mission_where, work_item_where};

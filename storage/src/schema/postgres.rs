@@ -1,0 +1,60 @@
+//! The schema on PostgreSQL: the tables SQLite has at the same version, created in one
+//! transaction from `postgres.sql` (types translated: `BYTEA` for blobs, `BIGINT` for
+//! integers, `TEXT COLLATE "C"` so text compares bytewise as on SQLite, and a `rowid`
+//! identity column on every table SQLite gives an implicit one). The version is the row of
+//! `weft_schema`; later migrations add their PostgreSQL spelling beside SQLite's.
+//!
+//! Several servers may start at once over one database: the migration holds a transaction
+//! advisory lock, so one creates the schema and the others find it done.
+
+use crate::error::Error;
+use crate::sql::{Cached as _, Connection};
+
+/// The schema at version 29, the version PostgreSQL support starts from.
+const V29: &str = include_str!("postgres.sql");
+
+/// The version `postgres.sql` creates.
+const BASE: i64 = 29;
+
+/// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").
+const LOCK: i64 = 0x7765_6674_7363_686d;
+
+pub(super) fn migrate(conn: &Connection, latest: i64) -> Result<(), Error> {
+    conn.begin()?;
+    let outcome = (|| -> Result<(), Error> {
+        conn.row(
+            "SELECT 1 FROM pg_advisory_xact_lock(?1)",
+            [LOCK],
+            |_| Ok(()),
+        )?;
+        let exists: bool = conn.row(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.tables
+                            WHERE table_schema = current_schema() AND table_name = 'weft_schema')",
+            [],
+            |row| row.get(0),
+        )?;
+        let version: i64 = if exists {
+            conn.row("SELECT version FROM weft_schema", [], |row| row.get(0))?
+        } else {
+            0
+        };
+        if version > latest {
+            return Err(Error::backend(std::io::Error::other(format!(
+                "database schema version {version} is newer than this weft understands ({latest})"
+            ))));
+        }
+        if version == 0 {
+            conn.execute_batch(V29)?;
+            conn.execute_batch("CREATE TABLE weft_schema (version BIGINT NOT NULL)")?;
+            conn.run("INSERT INTO weft_schema (version) VALUES (?1)", [BASE])?;
+        }
+        Ok(())
+    })();
+    match outcome {
+        Ok(()) => Ok(conn.execute_batch("COMMIT")?),
+        Err(error) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(error)
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! [`Connection`]: one connection to the index, on SQLite or on PostgreSQL, and [`Cached`],
+//! the three calls every `rows/` file queries through (one row, a change, every row), each
+//! through the connection's statement cache: the same SQL text is parsed (and on PostgreSQL
+//! translated and prepared) once per connection, not once per call.
+//!
+//! Statements are written once, in the SQL both engines take, with SQLite's `?N`
+//! placeholders; `postgres.rs` translates the few spellings PostgreSQL does not share.
+
+use super::postgres::{Column, Pg};
+use super::value::{FromValue, Params, Result, SqlError, ValueRef};
+
+/// Which engine a connection runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// One connection to the index.
+pub(crate) enum Connection {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<Pg>),
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Connection({:?})", self.engine())
+    }
+}
+
+impl Connection {
+    pub(crate) fn engine(&self) -> Engine {
+        match self {
+            Self::Sqlite(_) => Engine::Sqlite,
+            Self::Postgres(_) => Engine::Postgres,
+        }
+    }
+
+    /// The SQLite connection, for what only SQLite has (its trace hook, pragmas, the WAL).
+    pub(crate) fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        match self {
+            Self::Sqlite(conn) => Some(conn),
+            Self::Postgres(_) => None,
+        }
+    }
+
+    /// Runs statements without parameters (transaction control, savepoints), as written.
+    pub(crate) fn execute_batch(&self, sql: &str) -> Result<()> {
+        match self {
+            Self::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            Self::Postgres(pg) => pg.batch(sql),
+        }
+    }
+
+    /// Begins the writer's transaction: on SQLite `IMMEDIATE` (the write lock now, not at the
+    /// first change); on PostgreSQL a plain one, whose per-Group serialisation is the row lock
+    /// `rows::events` takes on the Group's head.
+    pub(crate) fn begin(&self) -> Result<()> {
+        match self {
+            Self::Sqlite(conn) => Ok(conn.execute_batch("BEGIN IMMEDIATE")?),
+            Self::Postgres(pg) => pg.batch("BEGIN"),
+        }
+    }
+
+    /// A private in-memory SQLite database (unit tests of the floor).
+    #[cfg(test)]
+    pub(crate) fn open_in_memory() -> Result<Self> {
+        Ok(Self::Sqlite(rusqlite::Connection::open_in_memory()?))
+    }
+
+    /// Whether no transaction is open (after a failed commit, to know whether to roll back).
+    pub(crate) fn is_autocommit(&self) -> bool {
+        match self {
+            Self::Sqlite(conn) => conn.is_autocommit(),
+            Self::Postgres(pg) => !pg.in_transaction(),
+        }
+    }
+}
+
+/// A SQLite value as the floor sees it.
+pub(crate) fn from_sqlite(value: rusqlite::types::ValueRef<'_>) -> ValueRef<'_> {
+    use rusqlite::types::ValueRef as V;
+    match value {
+        V::Null => ValueRef::Null,
+        V::Integer(n) => ValueRef::Integer(n),
+        V::Real(x) => ValueRef::Real(x),
+        V::Text(bytes) => std::str::from_utf8(bytes).map_or(ValueRef::Blob(bytes), ValueRef::Text),
+        V::Blob(bytes) => ValueRef::Blob(bytes),
+    }
+}
+
+/// The floor's value as SQLite binds it.
+fn to_sqlite(value: ValueRef<'_>) -> rusqlite::types::ToSqlOutput<'_> {
+    use rusqlite::types::{ToSqlOutput, ValueRef as V};
+    ToSqlOutput::Borrowed(match value {
+        ValueRef::Null => V::Null,
+        ValueRef::Integer(n) => V::Integer(n),
+        ValueRef::Real(x) => V::Real(x),
+        ValueRef::Text(text) => V::Text(text.as_bytes()),
+        ValueRef::Blob(bytes) => V::Blob(bytes),
+    })
+}
+
+/// `query_row`, `execute` and collected `query_map`, on either engine, through the
+/// connection's statement cache. Storage modules use these and nothing else.
+pub(crate) trait Cached {
+    /// The first row, mapped by `f`; [`SqlError::NoRows`] when there is none.
+    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> Result<T>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> Result<T>;
+    /// Runs a change; how many rows it changed.
+    fn run<P: Params>(&self, sql: &str, params: P) -> Result<usize>;
+    /// Every row the statement returns, mapped by `f`.
+    fn rows<T, P, F>(&self, sql: &str, params: P, f: F) -> Result<Vec<T>>
+    where
+        P: Params,
+        F: FnMut(&Row<'_>) -> Result<T>;
+    /// Runs `f` on each row as it comes (SQLite streams them; PostgreSQL's answer is read
+    /// whole first), stopping at `f`'s first error.
+    fn each<P, E, F>(&self, sql: &str, params: P, f: F) -> std::result::Result<(), E>
+    where
+        P: Params,
+        E: From<SqlError>,
+        F: FnMut(&Row<'_>) -> std::result::Result<(), E>;
+    /// The first column of the first row as a `T`, or `None` without a row.
+    fn value<T: FromValue, P: Params>(&self, sql: &str, params: P) -> Result<Option<T>> {
+        use super::value::OptionalExtension as _;
+        self.row(sql, params, |row| row.get(0)).optional()
+    }
+}
+
+impl Cached for Connection {
+    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> Result<T>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> Result<T>,
+    {
+        let bound = params.bind()?;
+        match self {
+            Self::Sqlite(conn) => {
+                let mut statement = conn.prepare_cached(sql)?;
+                let mut rows = statement.query(rusqlite::params_from_iter(
+                    bound.iter().map(|v| to_sqlite(*v)),
+                ))?;
+                match rows.next()? {
+                    Some(row) => f(&Row::Sqlite(row)),
+                    None => Err(SqlError::NoRows),
+                }
+            }
+            Self::Postgres(pg) => {
+                let rows = pg.query(sql, &bound)?;
+                match rows.first() {
+                    Some(row) => f(&Row::Postgres(row)),
+                    None => Err(SqlError::NoRows),
+                }
+            }
+        }
+    }
+
+    fn run<P: Params>(&self, sql: &str, params: P) -> Result<usize> {
+        let bound = params.bind()?;
+        match self {
+            Self::Sqlite(conn) => {
+                Ok(conn
+                    .prepare_cached(sql)?
+                    .execute(rusqlite::params_from_iter(
+                        bound.iter().map(|v| to_sqlite(*v)),
+                    ))?)
+            }
+            Self::Postgres(pg) => {
+                Ok(usize::try_from(pg.execute(sql, &bound)?).unwrap_or(usize::MAX))
+            }
+        }
+    }
+
+    fn rows<T, P, F>(&self, sql: &str, params: P, mut f: F) -> Result<Vec<T>>
+    where
+        P: Params,
+        F: FnMut(&Row<'_>) -> Result<T>,
+    {
+        let bound = params.bind()?;
+        match self {
+            Self::Sqlite(conn) => {
+                let mut statement = conn.prepare_cached(sql)?;
+                let mut rows = statement.query(rusqlite::params_from_iter(
+                    bound.iter().map(|v| to_sqlite(*v)),
+                ))?;
+                let mut out = Vec::new();
+                while let Some(row) = rows.next()? {
+                    out.push(f(&Row::Sqlite(row))?);
+                }
+                Ok(out)
+            }
+            Self::Postgres(pg) => pg
+                .query(sql, &bound)?
+                .iter()
+                .map(|row| f(&Row::Postgres(row)))
+                .collect(),
+        }
+    }
+
+    fn each<P, E, F>(&self, sql: &str, params: P, mut f: F) -> std::result::Result<(), E>
+    where
+        P: Params,
+        E: From<SqlError>,
+        F: FnMut(&Row<'_>) -> std::result::Result<(), E>,
+    {
+        let bound = params.bind()?;
+        match self {
+            Self::Sqlite(conn) => {
+                let mut statement = conn.prepare_cached(sql).map_err(SqlError::from)?;
+                let mut rows = statement
+                    .query(rusqlite::params_from_iter(
+                        bound.iter().map(|v| to_sqlite(*v)),
+                    ))
+                    .map_err(SqlError::from)?;
+                while let Some(row) = rows.next().map_err(SqlError::from)? {
+                    f(&Row::Sqlite(row))?;
+                }
+                Ok(())
+            }
+            Self::Postgres(pg) => {
+                for row in &pg.query(sql, &bound)? {
+                    f(&Row::Postgres(row))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A column of a [`Row`]: its position (from 0) or its name.
+pub(crate) trait ColumnIndex: Copy {
+    fn position(self, row: &Row<'_>) -> Option<usize>;
+}
+
+impl ColumnIndex for usize {
+    fn position(self, _: &Row<'_>) -> Option<usize> {
+        Some(self)
+    }
+}
+
+impl ColumnIndex for &str {
+    fn position(self, row: &Row<'_>) -> Option<usize> {
+        match row {
+            Row::Sqlite(row) => row.as_ref().column_index(self).ok(),
+            Row::Postgres(row) => row
+                .columns()
+                .iter()
+                .position(|column| column.name().eq_ignore_ascii_case(self)),
+        }
+    }
+}
+
+/// One row of an answer, on either engine.
+pub(crate) enum Row<'a> {
+    Sqlite(&'a rusqlite::Row<'a>),
+    Postgres(&'a postgres::Row),
+}
+
+impl std::fmt::Debug for Row<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Row")
+    }
+}
+
+impl<'a> Row<'a> {
+    /// Column `index` as it is stored, whatever its kind.
+    pub(crate) fn value(&self, index: usize) -> Result<ValueRef<'_>> {
+        Ok(match self {
+            Self::Sqlite(row) => from_sqlite(row.get_ref(index)?),
+            Self::Postgres(row) => row.try_get::<_, Column<'_>>(index)?.0,
+        })
+    }
+
+    /// Column `index` as borrowed text (`None` for NULL), without a copy.
+    pub(crate) fn text(&self, index: usize) -> Result<Option<&str>> {
+        match self.value(index)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Text(text) => Ok(Some(text)),
+            other => Err(SqlError::Conversion {
+                column: index,
+                why: format!("expected text, found {}", super::value::kind(other)),
+            }),
+        }
+    }
+
+    /// Column `index` as a `T`. The first type parameter is the index's (as rusqlite's
+    /// `get::<_, T>`), so callers name only `T`.
+    pub(crate) fn get<I: ColumnIndex, T: FromValue>(&self, index: I) -> Result<T> {
+        let column = index.position(self).ok_or_else(|| SqlError::Conversion {
+            column: usize::MAX,
+            why: "no such column".into(),
+        })?;
+        let converted = match self {
+            Self::Sqlite(row) => {
+                let value = row.get_ref(column)?;
+                T::from_value(from_sqlite(value))
+            }
+            Self::Postgres(row) => {
+                let value: Column<'_> = row.try_get(column)?;
+                T::from_value(value.0)
+            }
+        };
+        converted.map_err(|why| SqlError::Conversion { column, why })
+    }
+}

@@ -1,0 +1,469 @@
+//! The PostgreSQL side of the floor: [`Pg`], one synchronous connection (the `postgres`
+//! crate) with its cache of prepared statements; how the floor's values are bound to
+//! whatever type PostgreSQL inferred for a parameter ([`Bind`]) and read back from whatever
+//! type a column has ([`Column`]); and [`translate`], which turns a statement written for
+//! both engines (SQLite's spelling) into PostgreSQL's.
+//!
+//! The translation is deliberately small and total over what the `rows/` files write:
+//! `?N` placeholders become `$N`; `INSERT OR IGNORE` becomes `ON CONFLICT DO NOTHING`;
+//! SQLite's `INDEXED BY` hints are dropped; `json_each(x)` becomes
+//! `json_array_elements_text(x::json)` (its column is `value` on both); `json_extract(x,
+//! '$.k')` becomes `(x::json ->> 'k')`. Anything else must already be common SQL; the
+//! schema gives every rowid table a `rowid` identity column, so `rowid` means the same.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use bytes::BytesMut;
+use postgres::types::{IsNull, Kind, ToSql, Type, to_sql_checked};
+
+use super::value::{Result, ValueRef};
+
+/// One connection to PostgreSQL and its prepared statements, by the SQL they were written in.
+pub(crate) struct Pg {
+    client: RefCell<postgres::Client>,
+    statements: RefCell<HashMap<String, postgres::Statement>>,
+    in_transaction: std::cell::Cell<bool>,
+}
+
+impl Pg {
+    /// Connects to `url` (`postgres://user@host:port/database`, without TLS: a loopback or
+    /// private network; `sslmode` is not supported).
+    pub(crate) fn connect(url: &str) -> Result<Self> {
+        let client = postgres::Client::connect(url, postgres::NoTls)?;
+        Ok(Self {
+            client: RefCell::new(client),
+            statements: RefCell::new(HashMap::new()),
+            in_transaction: std::cell::Cell::new(false),
+        })
+    }
+
+    /// Whether a transaction begun with `BEGIN` is still open.
+    pub(crate) fn in_transaction(&self) -> bool {
+        self.in_transaction.get()
+    }
+
+    /// Whether the server went away (the connection must be replaced).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.client.borrow().is_closed()
+    }
+
+    fn statement(&self, sql: &str) -> Result<postgres::Statement> {
+        if let Some(statement) = self.statements.borrow().get(sql) {
+            return Ok(statement.clone());
+        }
+        let translated = translate(sql);
+        let statement = self.client.borrow_mut().prepare(&translated)?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    pub(crate) fn query(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<Vec<postgres::Row>> {
+        let statement = self.statement(sql)?;
+        let binds: Vec<Bind<'_>> = bound.iter().map(|value| Bind(*value)).collect();
+        let params: Vec<&(dyn ToSql + Sync)> = binds
+            .iter()
+            .map(|bind| bind as &(dyn ToSql + Sync))
+            .collect();
+        Ok(self.client.borrow_mut().query(&statement, &params)?)
+    }
+
+    pub(crate) fn execute(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<u64> {
+        let statement = self.statement(sql)?;
+        let binds: Vec<Bind<'_>> = bound.iter().map(|value| Bind(*value)).collect();
+        let params: Vec<&(dyn ToSql + Sync)> = binds
+            .iter()
+            .map(|bind| bind as &(dyn ToSql + Sync))
+            .collect();
+        Ok(self.client.borrow_mut().execute(&statement, &params)?)
+    }
+
+    /// Statements without parameters, sent as they are (transaction control, DDL).
+    pub(crate) fn batch(&self, sql: &str) -> Result<()> {
+        let outcome = self.client.borrow_mut().batch_execute(sql);
+        let head = sql.trim_start().to_ascii_uppercase();
+        if head.starts_with("BEGIN") {
+            self.in_transaction.set(outcome.is_ok());
+        } else if head.starts_with("COMMIT") || head.starts_with("ROLLBACK;") || head == "ROLLBACK"
+        {
+            // A failed COMMIT ends the transaction too (PostgreSQL rolls it back).
+            self.in_transaction.set(false);
+        }
+        Ok(outcome?)
+    }
+}
+
+/// A floor value bound to the type PostgreSQL inferred for its parameter.
+#[derive(Debug)]
+struct Bind<'a>(ValueRef<'a>);
+
+fn mismatch(value: ValueRef<'_>, ty: &Type) -> Box<dyn std::error::Error + Sync + Send> {
+    format!("cannot bind {value:?} to a parameter of type {ty}").into()
+}
+
+impl ToSql for Bind<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        let value = self.0;
+        if value == ValueRef::Null {
+            return Ok(IsNull::Yes);
+        }
+        match (value, ty) {
+            (ValueRef::Integer(n), &Type::INT8) => n.to_sql(ty, out),
+            (ValueRef::Integer(n), &Type::INT4) => i32::try_from(n)?.to_sql(ty, out),
+            (ValueRef::Integer(n), &Type::INT2) => i16::try_from(n)?.to_sql(ty, out),
+            (ValueRef::Integer(n), &Type::BOOL) => (n != 0).to_sql(ty, out),
+            #[allow(clippy::cast_precision_loss)]
+            (ValueRef::Integer(n), &Type::FLOAT8) => (n as f64).to_sql(ty, out),
+            (ValueRef::Integer(n), &Type::NUMERIC) => {
+                encode_numeric(n, out);
+                Ok(IsNull::No)
+            }
+            (ValueRef::Real(x), &Type::FLOAT8) => x.to_sql(ty, out),
+            #[allow(clippy::cast_possible_truncation)]
+            (ValueRef::Real(x), &Type::FLOAT4) => (x as f32).to_sql(ty, out),
+            (ValueRef::Integer(n), t) if is_text(t) => n.to_string().as_str().to_sql(ty, out),
+            (ValueRef::Real(x), t) if is_text(t) => x.to_string().as_str().to_sql(ty, out),
+            (ValueRef::Text(text), t) if is_text(t) => text.to_sql(ty, out),
+            (ValueRef::Text(text), &Type::JSON) => {
+                out.extend_from_slice(text.as_bytes());
+                Ok(IsNull::No)
+            }
+            (ValueRef::Text(text), &Type::JSONB) => {
+                out.extend_from_slice(&[1]);
+                out.extend_from_slice(text.as_bytes());
+                Ok(IsNull::No)
+            }
+            (ValueRef::Blob(bytes), &Type::BYTEA) => bytes.to_sql(ty, out),
+            (ValueRef::Text(text), &Type::BYTEA) => text.as_bytes().to_sql(ty, out),
+            (value, ty) => Err(mismatch(value, ty)),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+fn is_text(ty: &Type) -> bool {
+    matches!(
+        *ty,
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN
+    ) || matches!(ty.kind(), Kind::Domain(inner) if *inner == Type::TEXT)
+}
+
+/// An integer in PostgreSQL's binary NUMERIC format (base-10000 digits).
+fn encode_numeric(n: i64, out: &mut BytesMut) {
+    let mut digits = Vec::new();
+    let mut rest = n.unsigned_abs();
+    while rest > 0 {
+        digits.push(u16::try_from(rest % 10_000).unwrap_or(0));
+        rest /= 10_000;
+    }
+    digits.reverse();
+    let count = u16::try_from(digits.len()).unwrap_or(0);
+    out.extend_from_slice(&count.to_be_bytes());
+    out.extend_from_slice(&(count.saturating_sub(1)).to_be_bytes()); // weight
+    out.extend_from_slice(&(if n < 0 { 0x4000u16 } else { 0 }).to_be_bytes());
+    out.extend_from_slice(&0u16.to_be_bytes()); // display scale
+    for digit in digits {
+        out.extend_from_slice(&digit.to_be_bytes());
+    }
+}
+
+/// A column's value read as the floor's, from any type the schema or an expression gives.
+#[derive(Debug)]
+pub(crate) struct Column<'a>(pub(crate) ValueRef<'a>);
+
+impl<'a> postgres::types::FromSql<'a> for Column<'a> {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let value = match *ty {
+            Type::BOOL => ValueRef::Integer(i64::from(bool::from_sql(ty, raw)?)),
+            Type::INT2 => ValueRef::Integer(i64::from(i16::from_sql(ty, raw)?)),
+            Type::INT4 => ValueRef::Integer(i64::from(i32::from_sql(ty, raw)?)),
+            Type::INT8 => ValueRef::Integer(i64::from_sql(ty, raw)?),
+            Type::OID => ValueRef::Integer(i64::from(u32::from_sql(ty, raw)?)),
+            Type::FLOAT4 => ValueRef::Real(f64::from(f32::from_sql(ty, raw)?)),
+            Type::FLOAT8 => ValueRef::Real(f64::from_sql(ty, raw)?),
+            Type::NUMERIC => decode_numeric(raw)?,
+            Type::BYTEA => ValueRef::Blob(raw),
+            Type::JSON => ValueRef::Text(std::str::from_utf8(raw)?),
+            Type::JSONB => ValueRef::Text(std::str::from_utf8(raw.get(1..).unwrap_or_default())?),
+            ref t if is_text(t) => ValueRef::Text(std::str::from_utf8(raw)?),
+            ref other => return Err(format!("a column of type {other} is not read by weft").into()),
+        };
+        Ok(Self(value))
+    }
+
+    fn from_sql_null(
+        _: &Type,
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Self(ValueRef::Null))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// A NUMERIC (what `SUM` of integers answers) as an integer when it is one, else a float.
+fn decode_numeric(
+    raw: &[u8],
+) -> std::result::Result<ValueRef<'static>, Box<dyn std::error::Error + Sync + Send>> {
+    let word = |at: usize| -> std::result::Result<i64, Box<dyn std::error::Error + Sync + Send>> {
+        let bytes = raw.get(at..at + 2).ok_or("a short NUMERIC")?;
+        Ok(i64::from(i16::from_be_bytes([bytes[0], bytes[1]])))
+    };
+    let count = word(0)?;
+    let weight = word(2)?;
+    let sign = word(4)? as u16 as i64;
+    if sign == 0xC000 {
+        return Ok(ValueRef::Real(f64::NAN));
+    }
+    let mut integer: i128 = 0;
+    let mut fraction = 0f64;
+    for index in 0..count {
+        let digit = word(8 + 2 * usize::try_from(index)?)?;
+        let power = weight - index;
+        if power >= 0 {
+            integer = integer
+                .checked_mul(10_000)
+                .and_then(|n| n.checked_add(i128::from(digit)))
+                .ok_or("a NUMERIC too large")?;
+        } else {
+            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+            {
+                fraction += digit as f64 * 10_000f64.powi(power as i32);
+            }
+        }
+    }
+    // Trailing zero groups of the integer part are not stored.
+    let stored_integer_groups = count.min(weight + 1).max(0);
+    for _ in stored_integer_groups..weight + 1 {
+        integer = integer.checked_mul(10_000).ok_or("a NUMERIC too large")?;
+    }
+    let negative = sign == 0x4000;
+    if fraction == 0.0 {
+        let value = i64::try_from(integer)?;
+        Ok(ValueRef::Integer(if negative { -value } else { value }))
+    } else {
+        #[allow(clippy::cast_precision_loss)]
+        let value = integer as f64 + fraction;
+        Ok(ValueRef::Real(if negative { -value } else { value }))
+    }
+}
+
+/// A statement written for both engines, in PostgreSQL's spelling (see the module's doc).
+pub(crate) fn translate(sql: &str) -> String {
+    let placeholders = placeholders(sql);
+    let mut out = rewrite_calls(&placeholders);
+    out = remove_indexed_by(&out);
+    if let Some(at) = find_word(&out, "INSERT OR IGNORE") {
+        out.replace_range(at..at + "INSERT OR IGNORE".len(), "INSERT");
+        let trimmed = out.trim_end().trim_end_matches(';').to_owned();
+        out = match find_word(&trimmed, "RETURNING") {
+            Some(at) => format!(
+                "{} ON CONFLICT DO NOTHING {}",
+                &trimmed[..at],
+                &trimmed[at..]
+            ),
+            None => format!("{trimmed} ON CONFLICT DO NOTHING"),
+        };
+    }
+    out
+}
+
+/// `?N` as `$N` and a bare `?` as the next number, outside quotes.
+fn placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut next = 1u32;
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                out.push(c);
+                if c == q {
+                    quote = None;
+                }
+            }
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                out.push(c);
+            }
+            None if c == '?' => {
+                let mut number = String::new();
+                while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+                    number.push(d);
+                    chars.next();
+                }
+                if number.is_empty() {
+                    number = next.to_string();
+                    next += 1;
+                } else if let Ok(n) = number.parse::<u32>() {
+                    next = next.max(n + 1);
+                }
+                out.push('$');
+                out.push_str(&number);
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// The byte offset of `word` (case-insensitive, on word boundaries), outside quotes.
+fn find_word(sql: &str, word: &str) -> Option<usize> {
+    let upper = sql.to_ascii_uppercase();
+    let word = word.to_ascii_uppercase();
+    let bytes = upper.as_bytes();
+    let mut from = 0;
+    while let Some(found) = upper[from..].find(&word) {
+        let at = from + found;
+        let before = at.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(at + word.len()).copied();
+        let boundary = |b: Option<u8>| b.is_none_or(|b| !(b.is_ascii_alphanumeric() || b == b'_'));
+        if boundary(before) && boundary(after) && !inside_quotes(sql, at) {
+            return Some(at);
+        }
+        from = at + word.len();
+    }
+    None
+}
+
+fn inside_quotes(sql: &str, at: usize) -> bool {
+    sql[..at].chars().filter(|c| *c == '\'').count() % 2 == 1
+}
+
+fn remove_indexed_by(sql: &str) -> String {
+    let mut out = sql.to_owned();
+    while let Some(at) = find_word(&out, "INDEXED BY") {
+        let rest = &out[at + "INDEXED BY".len()..];
+        let name_start = rest.len() - rest.trim_start().len();
+        let name_len = rest[name_start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len() - name_start);
+        out.replace_range(at..at + "INDEXED BY".len() + name_start + name_len, "");
+    }
+    out
+}
+
+/// The text between the parenthesis opened just before `open` and its match.
+fn call_arguments(sql: &str, open: usize) -> Option<(usize, &str)> {
+    let mut depth = 0usize;
+    for (offset, c) in sql[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some((open + offset, &sql[open + 1..open + offset]));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `json_each(x)` and `json_extract(x, '$.k')` in PostgreSQL's spelling.
+fn rewrite_calls(sql: &str) -> String {
+    let mut out = sql.to_owned();
+    for (name, build) in [
+        ("json_each", json_each as fn(&str) -> Option<String>),
+        ("json_extract", json_extract),
+    ] {
+        let mut from = 0;
+        while let Some(found) = find_word(&out[from..], name) {
+            let at = from + found;
+            let open = at + name.len();
+            let Some((close, arguments)) = out
+                .get(open..)
+                .filter(|rest| rest.starts_with('('))
+                .and_then(|_| call_arguments(&out, open))
+            else {
+                from = open;
+                continue;
+            };
+            let Some(replacement) = build(arguments) else {
+                from = open;
+                continue;
+            };
+            out.replace_range(at..=close, &replacement);
+            from = at + replacement.len();
+        }
+    }
+    out
+}
+
+fn json_each(arguments: &str) -> Option<String> {
+    Some(format!(
+        "json_array_elements_text(CAST({arguments} AS json))"
+    ))
+}
+
+fn json_extract(arguments: &str) -> Option<String> {
+    let comma = arguments.rfind(',')?;
+    let (value, path) = (arguments[..comma].trim(), arguments[comma + 1..].trim());
+    let key = path.strip_prefix("'$.")?.strip_suffix('\'')?;
+    Some(format!("(CAST({value} AS json) ->> '{key}')"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_are_translated() {
+        assert_eq!(
+            translate("SELECT a FROM t WHERE x = ?1 AND y = ?2 AND z = '?'"),
+            "SELECT a FROM t WHERE x = $1 AND y = $2 AND z = '?'"
+        );
+        assert_eq!(
+            translate("INSERT OR IGNORE INTO t (a) VALUES (?1)"),
+            "INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING"
+        );
+        assert_eq!(
+            translate(
+                "SELECT m.rowid FROM json_each(?3) j CROSS JOIN things m INDEXED BY things_x WHERE m.x = j.value"
+            ),
+            "SELECT m.rowid FROM json_array_elements_text(CAST($3 AS json)) j CROSS JOIN things m  WHERE m.x = j.value"
+        );
+        assert_eq!(
+            translate("SELECT json_extract(e.payload, '$.ownershipEpoch') FROM e"),
+            "SELECT (CAST(e.payload AS json) ->> 'ownershipEpoch') FROM e"
+        );
+        assert_eq!(
+            translate("SELECT value FROM json_each(coalesce(?3, '[null]'))"),
+            "SELECT value FROM json_array_elements_text(CAST(coalesce($3, '[null]') AS json))"
+        );
+    }
+
+    #[test]
+    fn numerics_decode() {
+        // 12345678 = digits [1234, 5678], weight 1.
+        let raw = [0, 2, 0, 1, 0, 0, 0, 0, 0x04, 0xD2, 0x16, 0x2E];
+        assert_eq!(
+            decode_numeric(&raw).ok(),
+            Some(ValueRef::Integer(12_345_678))
+        );
+        // 20000 = digits [2], weight 1 (the trailing zero group is not stored).
+        let raw = [0, 1, 0, 1, 0, 0, 0, 0, 0, 2];
+        assert_eq!(decode_numeric(&raw).ok(), Some(ValueRef::Integer(20_000)));
+        let mut out = BytesMut::new();
+        encode_numeric(-20_000, &mut out);
+        assert_eq!(decode_numeric(&out).ok(), Some(ValueRef::Integer(-20_000)));
+        let raw = [0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(decode_numeric(&raw).ok(), Some(ValueRef::Integer(0)));
+    }
+}
