@@ -37,6 +37,11 @@ pub struct Config {
     /// `aws_secret_access_key = …`) for `--blobs s3://…`.
     #[arg(long, env = "WEFT_S3_CREDENTIALS_FILE")]
     pub s3_credentials_file: Option<PathBuf>,
+    /// Keep the index and the Group logs in PostgreSQL instead of `DATA_DIR/index.sqlite`:
+    /// `postgres://USER[:PASSWORD]@HOST:PORT/DATABASE` (the schema is created on first use;
+    /// several servers may share one database).
+    #[arg(long, env = "WEFT_INDEX", value_parser = parse_index)]
+    pub index: Option<String>,
     /// Keep blobs and the index in memory (tests and demos; nothing survives a restart).
     #[arg(long, env = "WEFT_IN_MEMORY")]
     pub in_memory: bool,
@@ -151,6 +156,7 @@ impl Config {
             data_dir,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             in_memory: false,
+            index: None,
             blobs: None,
             s3_credentials_file: None,
             max_upload_bytes: defaults::MAX_UPLOAD_BYTES,
@@ -229,7 +235,7 @@ impl Config {
 
     /// The engine's options.
     pub fn storage_options(&self) -> Options {
-        let (blobs, index) = if self.in_memory {
+        let (blobs, mut index) = if self.in_memory {
             (Backend::Memory, Location::Memory)
         } else if let Some(location) = &self.blobs {
             let mut location = location.clone();
@@ -244,6 +250,9 @@ impl Config {
                 Location::File(self.data_dir.join("index.sqlite")),
             )
         };
+        if let (Some(url), false) = (&self.index, self.in_memory) {
+            index = Location::Postgres(url.clone());
+        }
         Options {
             blobs,
             index,
@@ -260,6 +269,17 @@ impl Config {
             quotas: self.quotas(),
             faults: weft_storage::Faults::default(),
         }
+    }
+}
+
+/// `--index`: a PostgreSQL URL (the SQLite file in the data directory needs no flag).
+pub(crate) fn parse_index(text: &str) -> Result<String, String> {
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "`{text}` is not a PostgreSQL URL: write postgres://USER@HOST:PORT/DATABASE"
+        ))
     }
 }
 

@@ -144,9 +144,11 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
         }
         Location::Memory => rusqlite::Connection::open_in_memory()?,
         Location::Postgres(url) => {
-            let conn = Connection::Postgres(Box::new(crate::sql::postgres::Pg::connect(url)?));
-            schema::migrate(&conn)?;
-            return Ok(conn);
+            return crate::sql::postgres::off_runtime(|| {
+                let conn = Connection::Postgres(Box::new(crate::sql::postgres::Pg::connect(url)?));
+                schema::migrate(&conn)?;
+                Ok(conn)
+            });
         }
     };
     conn.execute_batch(

@@ -41,6 +41,24 @@ pub(super) enum Kind {
     /// Blobs on a Garage node on loopback (one per test process, a key prefix per test) and
     /// SQLite on disk; lineage walked on the blocking pool.
     Garage,
+    /// The index and logs in PostgreSQL (a throwaway cluster per test process, a database
+    /// per test) and blobs on Garage, as several servers run them.
+    Postgres,
+}
+
+/// Whether this process can run the PostgreSQL variant: PostgreSQL's binaries and Garage are
+/// found. Without them the variant passes after saying it skipped, unless `WEFT_POSTGRES`
+/// is set (as `scripts/test` sets it): then it fails.
+pub(super) fn postgres_available() -> bool {
+    if weft_testkit::shared_postgres().is_some() {
+        return garage_available();
+    }
+    assert!(
+        !weft_testkit::postgres_required(),
+        "WEFT_POSTGRES is set but no PostgreSQL runs"
+    );
+    eprintln!("skipped: no PostgreSQL (set WEFT_POSTGRES or run scripts/test)");
+    false
 }
 
 /// Whether this process can run the Garage variant: a Garage binary is found (and then one
@@ -85,6 +103,13 @@ macro_rules! backends {
                     run(Kind::Garage).await
                 }
             }
+
+            #[tokio::test]
+            async fn postgres() {
+                if $crate::http::tests::harness::postgres_available() {
+                    run(Kind::Postgres).await
+                }
+            }
         }
     };
 }
@@ -103,6 +128,8 @@ pub(super) struct Harness {
     pub(super) kind: Kind,
     /// Its S3 location and credentials file (the Garage backend), kept for [`restart`].
     pub(super) s3: Option<(weft_storage::S3Location, std::path::PathBuf)>,
+    /// Its PostgreSQL database (the PostgreSQL backend), kept for [`restart`].
+    pub(super) index: Option<String>,
     /// Group → the session token of the harness's own coordinator there (`work_setup.rs`).
     pub(super) coordinators: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// The store's fault-injection hooks (off unless a test turns one on).
@@ -156,8 +183,8 @@ pub(super) async fn harness_files(kind: Kind) -> Harness {
 }
 
 pub(super) async fn harness_with(kind: Kind, adjust: impl FnOnce(&mut Config)) -> Harness {
-    let garage =
-        (kind == Kind::Garage).then(|| weft_testkit::shared_garage().expect("garage runs"));
+    let garage = matches!(kind, Kind::Garage | Kind::Postgres)
+        .then(|| weft_testkit::shared_garage().expect("garage runs"));
     harness_on(kind, garage, adjust).await
 }
 
@@ -181,7 +208,12 @@ async fn harness_on(
     if let Some(garage) = garage {
         on_garage(&mut config, &dir, garage);
     }
+    if kind == Kind::Postgres {
+        let cluster = weft_testkit::shared_postgres().expect("PostgreSQL runs");
+        config.index = Some(cluster.new_database());
+    }
     adjust(&mut config);
+    let index = config.index.clone();
     let s3 = config.blobs.clone().zip(config.s3_credentials_file.clone());
     let clock = ManualClock::new(chrono::Utc::now());
     let mut options: Options = config.storage_options();
@@ -203,6 +235,7 @@ async fn harness_on(
         dir,
         kind,
         s3,
+        index,
         coordinators: Default::default(),
         faults,
     }
@@ -231,6 +264,7 @@ pub(super) async fn restart(h: Harness) -> Harness {
         dir,
         kind: old_kind,
         s3,
+        index,
         coordinators,
         faults,
     } = h;
@@ -242,6 +276,7 @@ pub(super) async fn restart(h: Harness) -> Harness {
         config.blobs = Some(location.clone());
         config.s3_credentials_file = Some(credentials.clone());
     }
+    config.index = index.clone();
     let mut options: weft_storage::Options = config.storage_options();
     options.clock = Arc::new(clock.clone());
     options.faults = faults.clone();
@@ -257,6 +292,7 @@ pub(super) async fn restart(h: Harness) -> Harness {
         dir,
         kind: old_kind,
         s3,
+        index,
         coordinators,
         faults,
     }

@@ -200,8 +200,9 @@ pub(crate) fn held_versions(
     from_group_id: &str,
 ) -> Result<(bool, bool), Error> {
     Ok(conn.row(
-        "SELECT coalesce(max(version = ?3), 0),
-                coalesce(max(forwarded_from IS NULL OR forwarded_from != ?4), 0)
+        "SELECT coalesce(max(CASE WHEN version = ?3 THEN 1 ELSE 0 END), 0),
+                coalesce(max(CASE WHEN forwarded_from IS NULL OR forwarded_from != ?4
+                                  THEN 1 ELSE 0 END), 0)
          FROM context_packages WHERE group_id = ?1 AND package_id = ?2",
         params![group_id, package_id, version, from_group_id],
         |row| Ok((row.get(0)?, row.get(1)?)),

@@ -42,7 +42,7 @@ pub(crate) fn list(
     agent_id: &str,
 ) -> Result<Vec<(String, u64)>, Error> {
     Ok(conn.rows(
-        "SELECT agent_id, sequence FROM cursors WHERE group_id = ?1 AND (?2 OR agent_id = ?3) ORDER BY agent_id",
+        "SELECT agent_id, sequence FROM cursors WHERE group_id = ?1 AND (?2 <> 0 OR agent_id = ?3) ORDER BY agent_id",
         params![group_id, all, agent_id],
         |row| Ok((row.get(0)?, row.get(1)?)),
     )?)

@@ -127,7 +127,7 @@ pub(crate) fn at(conn: &Connection, group_id: &str, sequences: &str) -> Result<V
     Ok(conn.rows(
         "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
                 prev_hash, hash
-         FROM events WHERE group_id = ?1 AND sequence IN (SELECT value FROM json_each(?2))
+         FROM events WHERE group_id = ?1 AND sequence IN (SELECT CAST(value AS BIGINT) FROM json_each(?2))
          ORDER BY sequence",
         params![group_id, sequences],
         to_row,

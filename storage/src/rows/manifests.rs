@@ -507,14 +507,14 @@ const AGENT: &str = "WITH seen(id) AS (
          WHERE ?3 IS NULL AND f.group_id = ?2 AND f.blake3 = ?1
            AND m.blake3 = ?1 AND m.group_id = f.from_group_id)
     SELECT b.blake3, b.sha256, b.size, b.quarantined_at,
-           m.manifest_id, m.media_type, m.sequence, CASE WHEN ?4 THEN m.envelope END
+           m.manifest_id, m.media_type, m.sequence, CASE WHEN ?4 <> 0 THEN m.envelope END
     FROM seen CROSS JOIN manifests m CROSS JOIN blobs b
     WHERE m.rowid = seen.id AND b.blake3 = m.blake3
     ORDER BY m.rowid DESC";
 
 /// The operator's read: every manifest of the blob (`?1` the BLAKE3 key, `?2` envelopes).
 const ADMIN: &str = "SELECT b.blake3, b.sha256, b.size, b.quarantined_at,
-           m.manifest_id, m.media_type, m.sequence, CASE WHEN ?2 THEN m.envelope END
+           m.manifest_id, m.media_type, m.sequence, CASE WHEN ?2 <> 0 THEN m.envelope END
     FROM manifests m CROSS JOIN blobs b WHERE m.blake3 = ?1 AND b.blake3 = m.blake3
     ORDER BY m.rowid DESC";
 

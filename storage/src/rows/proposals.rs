@@ -78,7 +78,7 @@ pub(crate) fn open_in_group(
     proposer: &str,
 ) -> Result<(u64, u64), Error> {
     Ok(conn.row(
-        "SELECT COUNT(*), COALESCE(SUM(p.proposer = ?2), 0) FROM proposals p
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN p.proposer = ?2 THEN 1 ELSE 0 END), 0) FROM proposals p
          JOIN missions m ON m.mission_id = p.mission_id
          WHERE p.group_id = ?1 AND p.authorized = 0 AND m.state = 'active'",
         params![group, proposer],

@@ -25,7 +25,7 @@ pub(crate) fn current(
 pub(crate) fn bump(conn: &Connection, agent_id: &str, group_id: &str) -> Result<u64, Error> {
     Ok(conn.row(
         "INSERT INTO session_epochs (agent_id, group_id, epoch) VALUES (?1, ?2, 1)
-         ON CONFLICT (agent_id, group_id) DO UPDATE SET epoch = epoch + 1
+         ON CONFLICT (agent_id, group_id) DO UPDATE SET epoch = session_epochs.epoch + 1
          RETURNING epoch",
         params![agent_id, group_id],
         |row| row.get(0),

@@ -26,7 +26,8 @@ const LAST_FAILURE: &str = "SELECT max(e.appended_at) FROM work_history h
 /// The WorkItem's newest `work.started` or `work.failed`, through its own history, newest
 /// first (`CROSS JOIN` for the same reason as [`LAST_FAILURE`]), with the ownership epoch the
 /// Event left the WorkItem at.
-const LAST_START_OR_FAILURE: &str = "SELECT e.type, json_extract(e.payload, '$.ownershipEpoch')
+const LAST_START_OR_FAILURE: &str =
+    "SELECT e.type, CAST(json_extract(e.payload, '$.ownershipEpoch') AS BIGINT)
      FROM work_history h
      CROSS JOIN events e ON e.group_id = ?1 AND e.sequence = h.sequence
      WHERE h.work_item_id = ?2 AND e.type IN ('work.started', 'work.failed')

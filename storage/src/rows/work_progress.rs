@@ -26,9 +26,18 @@ pub(crate) fn replace(
     report: &WorkProgress,
 ) -> Result<(), Error> {
     conn.run(
-        "INSERT OR REPLACE INTO work_progress (work_item_id, sequence, agent_id, reported_at, report)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![work_item_id, sequence, agent_id, reported_at, to_json(report)?],
+        "INSERT INTO work_progress (work_item_id, sequence, agent_id, reported_at, report)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (work_item_id) DO UPDATE SET sequence = excluded.sequence,
+             agent_id = excluded.agent_id, reported_at = excluded.reported_at,
+             report = excluded.report",
+        params![
+            work_item_id,
+            sequence,
+            agent_id,
+            reported_at,
+            to_json(report)?
+        ],
     )?;
     Ok(())
 }

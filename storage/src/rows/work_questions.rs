@@ -37,7 +37,7 @@ pub(crate) fn counts(
 ) -> Result<(u64, u64), Error> {
     Ok(conn.row(
         &format!(
-            "SELECT COALESCE(SUM(q.answer IS NULL AND EXISTS ({LIVE_OFFER})), 0), COUNT(*)
+            "SELECT COALESCE(SUM(CASE WHEN q.answer IS NULL AND EXISTS ({LIVE_OFFER}) THEN 1 ELSE 0 END), 0), COUNT(*)
              FROM work_questions q WHERE q.work_item_id = ?2 AND q.agent_id = ?3"
         ),
         params![now, work_item_id, agent_id],

@@ -146,6 +146,27 @@ fn count(event: TraceEvent<'_>) {
     METER.set(Some(work));
 }
 
+/// Counts one statement run on PostgreSQL (which has no trace hook) to the running meter, if
+/// any: the statement, the rows it returned, and a load run twice with the same parameters.
+/// Virtual-machine steps are SQLite's own and stay uncounted.
+pub(crate) fn count_postgres(sql: &str, bound: &[super::ValueRef<'_>], rows: usize) {
+    let Some(mut work) = METER.take() else { return };
+    work.statements += 1;
+    work.rows += rows as u64;
+    if is_load(sql) {
+        let expanded = format!("{sql} {bound:?}");
+        LOADED.with(|loaded| {
+            let mut loaded = loaded.borrow_mut();
+            if loaded.contains(&expanded) {
+                work.repeated_loads.push(expanded);
+            } else {
+                loaded.push(expanded);
+            }
+        });
+    }
+    METER.set(Some(work));
+}
+
 /// Whether `sql` only reads (a query, not a change or a savepoint).
 fn is_load(sql: &str) -> bool {
     let head = sql.trim_start();

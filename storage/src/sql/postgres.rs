@@ -8,7 +8,8 @@
 //! `?N` placeholders become `$N`; `INSERT OR IGNORE` becomes `ON CONFLICT DO NOTHING`;
 //! SQLite's `INDEXED BY` hints are dropped; `json_each(x)` becomes
 //! `json_array_elements_text(x::json)` (its column is `value` on both); `json_extract(x,
-//! '$.k')` becomes `(x::json ->> 'k')`. Anything else must already be common SQL; the
+//! '$.k')` becomes `(x::json ->> 'k')`; `CROSS JOIN t ON` becomes `INNER JOIN t ON`;
+//! `zeroblob(n)` becomes `n` zero bytes. Anything else must already be common SQL; the
 //! schema gives every rowid table a `rowid` identity column, so `rowid` means the same.
 
 use std::cell::RefCell;
@@ -17,12 +18,13 @@ use std::collections::HashMap;
 use bytes::BytesMut;
 use postgres::types::{IsNull, Kind, ToSql, Type, to_sql_checked};
 
-use super::value::{Result, ValueRef};
+use super::value::{Result, SqlError, ValueRef};
 
 /// One connection to PostgreSQL and its prepared statements, by the SQL they were written in.
 pub(crate) struct Pg {
-    client: RefCell<postgres::Client>,
-    statements: RefCell<HashMap<String, postgres::Statement>>,
+    /// `None` only while dropping (see `Drop`).
+    client: RefCell<Option<postgres::Client>>,
+    statements: RefCell<HashMap<String, Vec<(Kinds, postgres::Statement)>>>,
     in_transaction: std::cell::Cell<bool>,
 }
 
@@ -30,9 +32,9 @@ impl Pg {
     /// Connects to `url` (`postgres://user@host:port/database`, without TLS: a loopback or
     /// private network; `sslmode` is not supported).
     pub(crate) fn connect(url: &str) -> Result<Self> {
-        let client = postgres::Client::connect(url, postgres::NoTls)?;
+        let client = off_runtime(|| postgres::Client::connect(url, postgres::NoTls))?;
         Ok(Self {
-            client: RefCell::new(client),
+            client: RefCell::new(Some(client)),
             statements: RefCell::new(HashMap::new()),
             in_transaction: std::cell::Cell::new(false),
         })
@@ -45,44 +47,110 @@ impl Pg {
 
     /// Whether the server went away (the connection must be replaced).
     pub(crate) fn is_closed(&self) -> bool {
-        self.client.borrow().is_closed()
+        self.client
+            .borrow()
+            .as_ref()
+            .is_none_or(postgres::Client::is_closed)
     }
 
-    fn statement(&self, sql: &str) -> Result<postgres::Statement> {
-        if let Some(statement) = self.statements.borrow().get(sql) {
+    fn client(&self) -> std::cell::RefMut<'_, postgres::Client> {
+        std::cell::RefMut::map(self.client.borrow_mut(), |client| {
+            client
+                .as_mut()
+                .expect("a connection is only taken by its drop")
+        })
+    }
+
+    /// The prepared statement for `sql` with parameters of the kinds `bound` has. Each
+    /// parameter is declared with its value's type (`BIGINT`, `TEXT`, `BYTEA`, `FLOAT8`), as
+    /// SQLite takes any value anywhere: PostgreSQL cannot infer a type for a parameter that
+    /// appears only in `?N IS NULL`. A NULL is left for PostgreSQL to infer, and declared
+    /// `TEXT` when it cannot. One statement per SQL text and kinds of parameters.
+    fn statement(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<postgres::Statement> {
+        let kinds: Kinds = bound.iter().map(|value| kind_of(*value)).collect();
+        if let Some(known) = self.statements.borrow().get(sql)
+            && let Some((_, statement)) = known.iter().find(|(k, _)| *k == kinds)
+        {
             return Ok(statement.clone());
         }
         let translated = translate(sql);
-        let statement = self.client.borrow_mut().prepare(&translated)?;
+        let types = |null: Type| -> Vec<Type> {
+            kinds
+                .iter()
+                .map(|kind| match kind {
+                    Some(ty) => ty.clone(),
+                    None => null.clone(),
+                })
+                .collect()
+        };
+        let unspecified = Type::new(String::new(), 0, Kind::Simple, String::new());
+        // A failed PREPARE aborts an open transaction: the first try runs in a savepoint.
+        let guarded = self.in_transaction() && kinds.iter().any(Option::is_none);
+        if guarded {
+            self.client().batch_execute("SAVEPOINT weft_prepare")?;
+        }
+        let mut prepared = self
+            .client()
+            .prepare_typed(&translated, &types(unspecified));
+        if guarded {
+            let end = if prepared.is_ok() {
+                "RELEASE weft_prepare"
+            } else {
+                "ROLLBACK TO weft_prepare; RELEASE weft_prepare"
+            };
+            self.client().batch_execute(end)?;
+        }
+        if let Err(error) = &prepared
+            && matches!(
+                error.code(),
+                Some(
+                    &postgres::error::SqlState::INDETERMINATE_DATATYPE
+                        | &postgres::error::SqlState::AMBIGUOUS_PARAMETER
+                )
+            )
+        {
+            prepared = self.client().prepare_typed(&translated, &types(Type::TEXT));
+        }
+        let statement = prepared.map_err(|source| SqlError::Prepare {
+            sql: translated.clone(),
+            source,
+        })?;
         self.statements
             .borrow_mut()
-            .insert(sql.to_owned(), statement.clone());
+            .entry(sql.to_owned())
+            .or_default()
+            .push((kinds, statement.clone()));
         Ok(statement)
     }
 
     pub(crate) fn query(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<Vec<postgres::Row>> {
-        let statement = self.statement(sql)?;
+        let statement = self.statement(sql, bound)?;
         let binds: Vec<Bind<'_>> = bound.iter().map(|value| Bind(*value)).collect();
         let params: Vec<&(dyn ToSql + Sync)> = binds
             .iter()
             .map(|bind| bind as &(dyn ToSql + Sync))
             .collect();
-        Ok(self.client.borrow_mut().query(&statement, &params)?)
+        let rows = self.client().query(&statement, &params)?;
+        super::meter::count_postgres(sql, bound, rows.len());
+        Ok(rows)
     }
 
     pub(crate) fn execute(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<u64> {
-        let statement = self.statement(sql)?;
+        let statement = self.statement(sql, bound)?;
         let binds: Vec<Bind<'_>> = bound.iter().map(|value| Bind(*value)).collect();
         let params: Vec<&(dyn ToSql + Sync)> = binds
             .iter()
             .map(|bind| bind as &(dyn ToSql + Sync))
             .collect();
-        Ok(self.client.borrow_mut().execute(&statement, &params)?)
+        let changed = self.client().execute(&statement, &params)?;
+        super::meter::count_postgres(sql, bound, 0);
+        Ok(changed)
     }
 
     /// Statements without parameters, sent as they are (transaction control, DDL).
     pub(crate) fn batch(&self, sql: &str) -> Result<()> {
-        let outcome = self.client.borrow_mut().batch_execute(sql);
+        let outcome = self.client().batch_execute(sql);
+        super::meter::count_postgres(sql, &[], 0);
         let head = sql.trim_start().to_ascii_uppercase();
         if head.starts_with("BEGIN") {
             self.in_transaction.set(outcome.is_ok());
@@ -92,6 +160,42 @@ impl Pg {
             self.in_transaction.set(false);
         }
         Ok(outcome?)
+    }
+}
+
+impl Drop for Pg {
+    /// Closing sends a goodbye through the client's own runtime, which must not start on a
+    /// thread that drives async tasks: there it is closed on a thread of its own.
+    fn drop(&mut self) {
+        if let Some(client) = self.client.get_mut().take() {
+            off_runtime(move || drop(client));
+        }
+    }
+}
+
+/// Runs `f` where the synchronous client may block: here, or, on a thread that is inside a
+/// Tokio runtime (the client runs its own, which cannot start inside another), on a scoped
+/// thread of its own.
+pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|scope| match scope.spawn(f).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+/// The declared types of a statement's parameters (`None`: a NULL, left to PostgreSQL).
+type Kinds = smallvec::SmallVec<[Option<Type>; 8]>;
+
+fn kind_of(value: ValueRef<'_>) -> Option<Type> {
+    match value {
+        ValueRef::Null => None,
+        ValueRef::Integer(_) => Some(Type::INT8),
+        ValueRef::Real(_) => Some(Type::FLOAT8),
+        ValueRef::Text(_) => Some(Type::TEXT),
+        ValueRef::Blob(_) => Some(Type::BYTEA),
     }
 }
 
@@ -268,6 +372,7 @@ pub(crate) fn translate(sql: &str) -> String {
     let placeholders = placeholders(sql);
     let mut out = rewrite_calls(&placeholders);
     out = remove_indexed_by(&out);
+    out = cross_joins_with_on(&out);
     if let Some(at) = find_word(&out, "INSERT OR IGNORE") {
         out.replace_range(at..at + "INSERT OR IGNORE".len(), "INSERT");
         let trimmed = out.trim_end().trim_end_matches(';').to_owned();
@@ -358,6 +463,27 @@ fn remove_indexed_by(sql: &str) -> String {
     out
 }
 
+/// SQLite's `CROSS JOIN t ON …` (a join whose order the planner keeps) as an inner join:
+/// PostgreSQL takes `ON` only on an inner or outer join.
+fn cross_joins_with_on(sql: &str) -> String {
+    let mut out = sql.to_owned();
+    let mut from = 0;
+    while let Some(found) = find_word(&out[from..], "CROSS JOIN") {
+        let at = from + found;
+        let rest = &out[at + "CROSS JOIN".len()..];
+        let clause_end = ["WHERE", "JOIN", "ORDER", "GROUP", "LIMIT", ")"]
+            .iter()
+            .filter_map(|word| find_word(rest, word))
+            .min()
+            .unwrap_or(rest.len());
+        if find_word(&rest[..clause_end], "ON").is_some() {
+            out.replace_range(at..at + "CROSS JOIN".len(), "INNER JOIN");
+        }
+        from = at + "CROSS JOIN".len();
+    }
+    out
+}
+
 /// The text between the parenthesis opened just before `open` and its match.
 fn call_arguments(sql: &str, open: usize) -> Option<(usize, &str)> {
     let mut depth = 0usize;
@@ -382,6 +508,7 @@ fn rewrite_calls(sql: &str) -> String {
     for (name, build) in [
         ("json_each", json_each as fn(&str) -> Option<String>),
         ("json_extract", json_extract),
+        ("zeroblob", zeroblob),
     ] {
         let mut from = 0;
         while let Some(found) = find_word(&out[from..], name) {
@@ -412,6 +539,10 @@ fn json_each(arguments: &str) -> Option<String> {
     ))
 }
 
+fn zeroblob(arguments: &str) -> Option<String> {
+    Some(format!("decode(repeat('00', {arguments}), 'hex')"))
+}
+
 fn json_extract(arguments: &str) -> Option<String> {
     let comma = arguments.rfind(',')?;
     let (value, path) = (arguments[..comma].trim(), arguments[comma + 1..].trim());
@@ -438,6 +569,10 @@ mod tests {
                 "SELECT m.rowid FROM json_each(?3) j CROSS JOIN things m INDEXED BY things_x WHERE m.x = j.value"
             ),
             "SELECT m.rowid FROM json_array_elements_text(CAST($3 AS json)) j CROSS JOIN things m  WHERE m.x = j.value"
+        );
+        assert_eq!(
+            translate("SELECT a FROM t CROSS JOIN u ON u.x = t.x CROSS JOIN v WHERE v.y = 1"),
+            "SELECT a FROM t INNER JOIN u ON u.x = t.x CROSS JOIN v WHERE v.y = 1"
         );
         assert_eq!(
             translate("SELECT json_extract(e.payload, '$.ownershipEpoch') FROM e"),

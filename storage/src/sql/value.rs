@@ -34,6 +34,13 @@ pub(crate) enum SqlError {
     Sqlite(#[from] rusqlite::Error),
     #[error(transparent)]
     Postgres(#[from] postgres::Error),
+    /// PostgreSQL refused a statement as written (a translation `postgres.rs` lacks).
+    #[error("PostgreSQL cannot prepare {sql:?}")]
+    Prepare {
+        sql: String,
+        #[source]
+        source: postgres::Error,
+    },
 }
 
 pub(crate) type Result<T, E = SqlError> = std::result::Result<T, E>;
