@@ -31,7 +31,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
 use crate::schema;
-use crate::sql::{Connection, STATEMENT_CACHE};
+use crate::sql::{Cached as _, Connection, STATEMENT_CACHE};
+
+mod follow;
 use crate::unit::Tx;
 
 type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
@@ -111,6 +113,10 @@ pub(crate) struct Db {
     meter: Arc<crate::sql::WriteMeter>,
     /// Notified after a commit that owes a reaction (`reactions.rs` waits on it).
     reactions_owed: Arc<tokio::sync::Notify>,
+    /// Events other processes committed to a shared index (`db/follow.rs`).
+    foreign: tokio::sync::broadcast::Sender<weft_api::Event>,
+    /// Held (never read) by every clone; the follower thread ends when the last is dropped.
+    _alive: Arc<()>,
 }
 
 /// Gives every opened database its own `Db::id`.
@@ -277,6 +283,19 @@ impl Db {
         let writer_meter = Arc::clone(&meter);
         let reactions_owed = Arc::new(tokio::sync::Notify::new());
         let owed = Arc::clone(&reactions_owed);
+        let (foreign, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
+        let alive = Arc::new(());
+        // Names this process in the commits it announces on a shared index.
+        let origin: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let announce = matches!(location, Location::Postgres(_)).then(|| Arc::clone(&origin));
+        if let Location::Postgres(url) = location {
+            let outlets = follow::Outlets {
+                committed: committed.clone(),
+                foreign: foreign.clone(),
+            };
+            follow::start(url.clone(), origin, outlets, Arc::downgrade(&alive))
+                .map_err(Error::backend)?;
+        }
         // Dropped when the writer thread ends, which ends the checkpointer.
         let (writing, written) = std::sync::mpsc::sync_channel::<()>(1);
         if let Location::File(path) = location {
@@ -320,9 +339,15 @@ impl Db {
                     }
                     if writer_meter.armed() != traced {
                         traced = !traced;
-                        crate::sql::trace(&conn, traced);
+                        conn.trace(traced);
                     }
-                    if run_batch(&mut conn, batch, &publish, &writer_meter) {
+                    if run_batch(
+                        &mut conn,
+                        batch,
+                        &publish,
+                        &writer_meter,
+                        announce.as_deref(),
+                    ) {
                         owed.notify_one();
                     }
                     // Something may be in the WAL now; a full channel already says so.
@@ -344,7 +369,20 @@ impl Db {
             id: NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             meter,
             reactions_owed,
+            foreign,
+            _alive: alive,
         })
+    }
+
+    /// Events other processes commit to a shared index, from now on (nothing on SQLite).
+    pub(crate) fn subscribe_foreign(&self) -> tokio::sync::broadcast::Receiver<weft_api::Event> {
+        self.foreign.subscribe()
+    }
+
+    /// Whether other processes share this index (PostgreSQL): what a process keeps in memory
+    /// from the index must be read again, not only kept by its own commits.
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self.read_from, Some(ReadFrom::Postgres(_)))
     }
 
     /// The meter of the writer's SQL work (tests; see [`crate::sql::WriteMeter`]).
@@ -532,6 +570,7 @@ fn run_batch(
     batch: Vec<Job>,
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
     meter: &crate::sql::WriteMeter,
+    announce: Option<&str>,
 ) -> bool {
     let txn: &Connection = conn;
     match txn.begin() {
@@ -584,6 +623,16 @@ fn run_batch(
             broken = Some(error.into());
         }
         finishers.push(finish);
+    }
+    // On a shared index, the commit announces itself to the other processes (`db/follow.rs`);
+    // the notification is delivered only if the transaction commits.
+    if let (None, Some(origin)) = (&broken, announce) {
+        for payload in follow::payloads(origin, &appended) {
+            if let Err(error) = txn.run("SELECT pg_notify('weft_commits', ?1)", [payload]) {
+                broken = Some(error.into());
+                break;
+            }
+        }
     }
     let commit = match broken {
         Some(error) => {

@@ -75,6 +75,7 @@ fn append_with(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
     let conn: &Connection = tx;
+    crate::rows::groups::lock(tx, group_id.as_str())?;
     let (prev_sequence, prev_hash) = head(conn, group_id.as_str())?;
     let sequence = prev_sequence + 1;
     let event_id = uuid::Uuid::now_v7().to_string();
@@ -188,17 +189,7 @@ pub(crate) fn read_at(
 }
 
 fn to_event(row: crate::rows::events::Row) -> Result<Event, Error> {
-    Ok(Event {
-        event_id: row.event_id,
-        group_id: row.group_id,
-        sequence: row.sequence,
-        kind: row.kind,
-        causation_command_id: row.causation_command_id,
-        payload: RawValue::from_string(row.payload).map_err(Error::backend)?,
-        appended_at: row.appended_at,
-        prev_hash: EventHash(to32(row.prev_hash)?),
-        hash: EventHash(to32(row.hash)?),
-    })
+    row.into_event()
 }
 
 /// A 32-byte column value.

@@ -103,6 +103,36 @@ pub mod handles {
     pub use crate::work::handle::Work;
 }
 
+/// On a shared index (PostgreSQL), another server's commit can end a session or retire a key
+/// that this one caches: after each such Event (and after a gap, when any may have been
+/// missed) the auth generation moves, so cached sessions and open streams check theirs
+/// again, as after a commit of this process's own.
+fn follow_other_servers(engine: &Arc<engine::Engine>) {
+    if !engine.db.is_shared() {
+        return;
+    }
+    let mut foreign = engine.db.subscribe_foreign();
+    let weak = Arc::downgrade(engine);
+    tokio::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            let changed = match foreign.recv().await {
+                Ok(event) => ["session.", "membership.", "agent."]
+                    .iter()
+                    .any(|prefix| event.kind.starts_with(prefix)),
+                Err(RecvError::Lagged(_)) => true,
+                Err(RecvError::Closed) => return,
+            };
+            let Some(engine) = weak.upgrade() else {
+                return;
+            };
+            if changed {
+                engine.auth_changed();
+            }
+        }
+    });
+}
+
 /// The engine. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -118,6 +148,7 @@ impl Store {
     pub async fn open(options: Options) -> Result<Self, Error> {
         let inner = Arc::new(engine::Engine::open(options).await?);
         reactions::start(&inner);
+        follow_other_servers(&inner);
         Ok(Self {
             inner,
             sessions: Arc::default(),

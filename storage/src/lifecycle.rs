@@ -147,7 +147,14 @@ impl Engine {
             scratch,
         )?;
         blobs.check_reachable().await?;
-        if options.sweep_staging {
+        // On PostgreSQL other servers share the index and the bucket: what looks like a crash's
+        // leftover (a staged copy, an upload object whose session row is not yet committed)
+        // may be another server's upload in flight, so a start removes nothing there.
+        let shared = matches!(options.index, crate::db::Location::Postgres(_));
+        if shared {
+            tracing::info!("the index is shared (PostgreSQL): no start-up sweep of the bucket");
+        }
+        if options.sweep_staging && !shared {
             let n_swept = blobs.sweep_staging().await?;
             if n_swept > 0 {
                 tracing::info!(n_swept, "removed stale staging files");

@@ -1,10 +1,11 @@
 //! The floor under the `rows/` files, the same on both index engines (no module import of
 //! its own, so any module may use it without an import circle): [`Connection`] (SQLite or
 //! PostgreSQL), [`Cached`] (the three calls every statement goes through), the values that
-//! cross it (`value.rs`), PostgreSQL's side (`postgres.rs`), and the meter that counts a
+//! cross it (`value.rs`), PostgreSQL's side (`postgres.rs`, `dialect.rs`), and the meter that counts a
 //! write's SQL work on SQLite (`meter.rs`).
 
 mod connection;
+mod dialect;
 mod meter;
 pub(crate) mod postgres;
 mod value;
@@ -13,7 +14,7 @@ pub(crate) use connection::{Cached, Connection, Engine, Row};
 pub use meter::Work;
 #[cfg(test)]
 pub(crate) use meter::metered;
-pub(crate) use meter::{STATEMENT_CACHE, WriteMeter, trace};
+pub(crate) use meter::{STATEMENT_CACHE, WriteMeter};
 pub(crate) use value::{OptionalExtension, Params, Result, SqlError, ToValue, ValueRef};
 
 /// The parameters of one statement, of mixed types: `params![a, b, c]`.

@@ -17,6 +17,7 @@ mod restart;
 mod resume;
 mod revoke;
 mod rule_ids;
+mod scale_out;
 mod schemathesis;
 mod schemathesis_data;
 mod sign_in;

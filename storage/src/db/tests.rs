@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::rows::groups;
-use crate::sql::Cached as _;
 
 /// Group commit: jobs that fail roll back alone, the others in the same batch commit.
 #[tokio::test]

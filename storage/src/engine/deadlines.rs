@@ -19,6 +19,8 @@ pub(crate) type Deadline = DateTime<Utc>;
 #[derive(Debug, Default)]
 pub(crate) struct Deadlines {
     entries: Mutex<BTreeSet<(DateTime<Utc>, String)>>,
+    /// When the set was last read again from a shared index (several servers, issue #43).
+    reloaded_at: Mutex<Option<DateTime<Utc>>>,
 }
 
 /// What one [`Deadlines::take_due`] found.
@@ -31,6 +33,20 @@ pub(crate) struct Due {
 }
 
 impl Deadlines {
+    /// Whether the set should be read again from a shared index at `now`, where other
+    /// servers start leases this one never saw: true once per `every`.
+    pub(crate) fn reload_due(&self, now: DateTime<Utc>, every: chrono::Duration) -> bool {
+        let mut last = self
+            .reloaded_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if last.is_some_and(|at| now < at + every) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<(DateTime<Utc>, String)>> {
         // Short critical sections, no await inside; a panic elsewhere leaves a usable set.
         self.entries

@@ -20,6 +20,24 @@ pub(crate) struct Row {
     pub(crate) hash: Vec<u8>,
 }
 
+impl Row {
+    /// The Event as the log serves it (its payload's exact text, its hashes as digests).
+    pub(crate) fn into_event(self) -> Result<weft_api::Event, Error> {
+        Ok(weft_api::Event {
+            event_id: self.event_id,
+            group_id: self.group_id,
+            sequence: self.sequence,
+            kind: self.kind,
+            causation_command_id: self.causation_command_id,
+            payload: serde_json::value::RawValue::from_string(self.payload)
+                .map_err(Error::backend)?,
+            appended_at: self.appended_at,
+            prev_hash: weft_api::event::EventHash(super::bytes32(self.prev_hash)?),
+            hash: weft_api::event::EventHash(super::bytes32(self.hash)?),
+        })
+    }
+}
+
 /// A new Event row, borrowed from the Event being appended (nothing copied on the hot path).
 pub(crate) struct New<'a> {
     pub(crate) event_id: &'a str,

@@ -1,7 +1,7 @@
 //! The `groups` table: the only SQL that names it. A Group exists once created; its policy
 //! (the Mission priority ceiling, SCH-6) is a typed column.
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, Engine, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 use weft_api::work::contract::Level;
 
@@ -9,6 +9,33 @@ use super::{name, parse_name};
 use crate::clock::format_instant;
 use crate::error::Error;
 use crate::sql::Cached as _;
+use crate::unit::Conn;
+
+/// Holds Group `group_id`'s row lock until the transaction ends (`FOR NO KEY UPDATE`: it
+/// excludes the other writers of the Group, but not the key-share lock a foreign key check
+/// of a row naming the Group takes, so two jobs that inserted such rows before appending
+/// cannot deadlock on upgrading it). On PostgreSQL this is what
+/// serialises the Group's writers across processes (issue #43): a second server's append
+/// waits here for the first's commit, then reads its head, so sequences stay contiguous and
+/// the chain unforked, and a Command's checks read what the Group's last commit left. On
+/// SQLite the one writer already serialises everything, and this does nothing.
+/// Taken once per job: a writer job remembers it holds the lock.
+pub(crate) fn lock(conn: &impl Conn, group_id: &str) -> Result<(), Error> {
+    let take = || -> Result<(), Error> {
+        conn.conn().value::<i64, _>(
+            "SELECT 1 FROM groups WHERE group_id = ?1 FOR NO KEY UPDATE",
+            [group_id],
+        )?;
+        Ok(())
+    };
+    if conn.conn().engine() != Engine::Postgres {
+        return Ok(());
+    }
+    match conn.memo() {
+        Some(memo) => memo.load("groups.lock", group_id, take),
+        None => take(),
+    }
+}
 
 /// Whether Group `group_id` exists.
 pub(crate) fn exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {

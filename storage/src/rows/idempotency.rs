@@ -16,11 +16,21 @@ pub struct StoredAnswer {
     pub body: Vec<u8>,
 }
 
+/// The stored answer for `(scope, key)`, if any. On PostgreSQL the key's transaction lock is
+/// taken first: a request retried on another server while the first still runs waits for its
+/// commit here, then finds its answer, and never does the work twice (nothing on SQLite,
+/// whose one writer already serialises the two).
 pub(crate) fn lookup(
     conn: &Connection,
     scope: &str,
     key: &str,
 ) -> Result<Option<StoredAnswer>, Error> {
+    if conn.engine() == crate::sql::Engine::Postgres {
+        conn.value::<i64, _>(
+            "SELECT 1 FROM pg_advisory_xact_lock(hashtextextended(?1, 0))",
+            [format!("idempotency {scope} {key}")],
+        )?;
+    }
     let row: Option<(Vec<u8>, u16, Vec<u8>)> = conn
         .row(
             "SELECT request_hash, status, body FROM idempotency WHERE scope = ?1 AND key = ?2",

@@ -24,7 +24,7 @@ fn database() -> Connection {
     crate::schema::migrate(&conn).expect("migrate");
     conn.execute_batch("PRAGMA foreign_keys = OFF")
         .expect("pragma");
-    crate::sql::trace(&conn, true);
+    conn.trace(true);
     for (n, group, mission) in [
         (1u8, "ga", "m1"),
         (2, "ga", "m2"),

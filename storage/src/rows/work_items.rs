@@ -46,6 +46,23 @@ impl WorkRow {
     }
 }
 
+/// Holds the lock of WorkItem `id`'s Group (`groups::lock`), before its row is loaded: on
+/// PostgreSQL, where another server may change it at the same time (nothing on SQLite). Its
+/// Group is read directly, never remembered: it never changes.
+pub(crate) fn lock_group(conn: &impl Conn, id: &str) -> Result<(), Error> {
+    if conn.conn().engine() != crate::sql::Engine::Postgres {
+        return Ok(());
+    }
+    let group: Option<String> = conn.conn().value(
+        "SELECT group_id FROM work_items WHERE work_item_id = ?1",
+        [id],
+    )?;
+    match group {
+        Some(group) => super::groups::lock(conn, &group),
+        None => Ok(()),
+    }
+}
+
 /// The WorkItem `id`, if there is one.
 pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
     load_by(

@@ -36,11 +36,20 @@ impl Connection {
         }
     }
 
-    /// The SQLite connection, for what only SQLite has (its trace hook, pragmas, the WAL).
+    /// The SQLite connection, for what only SQLite has (a query plan, in tests).
+    #[cfg(test)]
     pub(crate) fn sqlite(&self) -> Option<&rusqlite::Connection> {
         match self {
             Self::Sqlite(conn) => Some(conn),
             Self::Postgres(_) => None,
+        }
+    }
+
+    /// Turns SQLite's reports of this connection's statements to the meter on or off
+    /// (`meter.rs`; PostgreSQL's statements are counted as they run).
+    pub(crate) fn trace(&self, on: bool) {
+        if let Self::Sqlite(conn) = self {
+            super::meter::trace(conn, on);
         }
     }
 

@@ -99,8 +99,7 @@ impl WriteMeter {
 }
 
 /// Turns SQLite's reports of `conn`'s statements to [`metered`] on or off.
-pub(crate) fn trace(conn: &super::Connection, on: bool) {
-    let Some(conn) = conn.sqlite() else { return };
+pub(crate) fn trace(conn: &rusqlite::Connection, on: bool) {
     let events = TraceEventCodes::SQLITE_TRACE_STMT
         | TraceEventCodes::SQLITE_TRACE_PROFILE
         | TraceEventCodes::SQLITE_TRACE_ROW;

@@ -225,6 +225,8 @@ fn apply_prepared(
     } = prepared;
     let group = command.group_id.as_str();
     let agent = command.agent_id.as_str();
+    // Every check below reads what the Group's last commit left, in any process.
+    crate::rows::groups::lock(tx, group)?;
     // 3. A retry of an accepted Command replays its answer, looked up first: the same Agent
     // sending the same bytes in the same Group gets its answer back even from a session that
     // replaced the one it was sent under (DESIGN §10). The id is the Agent's in its Group.

@@ -131,6 +131,8 @@ pub(crate) fn expire_work_item(
     work_item_id: &str,
     now: DateTime<Utc>,
 ) -> Result<(usize, Option<DateTime<Utc>>), Error> {
+    // Another server may expire it at the same time: its Group's lock first, then the row.
+    crate::rows::work_items::lock_group(tx, work_item_id)?;
     expire_from(tx, work_item_id, None, now)
 }
 

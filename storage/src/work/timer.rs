@@ -9,12 +9,27 @@ use super::expiry::{MAX_PER_CALL, expire_work_item};
 use crate::error::Error;
 use crate::work::handle::Work;
 
+/// How often a server on a shared index reads every open deadline again.
+const SHARED_RELOAD_SECONDS: i64 = 5;
+
 impl Work<'_> {
     /// Appends the lease and ownership expiry Events due at `now` (`lease.expired`,
     /// `ownership.expired`) in one writer transaction; answers how many. Finds them in an
     /// in-memory set of deadlines, never by scanning every lease; the server calls it on a
     /// timer, and every Command also expires its own WorkItem first.
     pub async fn expire_due(&self, now: DateTime<Utc>) -> Result<usize, Error> {
+        // Several servers: each also expires what the others started (whichever commits
+        // first expires it; the other finds it expired under the Group's lock).
+        if self.0.db.is_shared()
+            && self
+                .0
+                .deadlines
+                .reload_due(now, chrono::Duration::seconds(SHARED_RELOAD_SECONDS))
+        {
+            for (at, work_item_id) in self.0.db.read(super::expiry::load).await? {
+                self.0.deadlines.note(&work_item_id, at);
+            }
+        }
         let due = self.0.deadlines.take_due(now, MAX_PER_CALL).work_items;
         if due.is_empty() {
             return Ok(0);

@@ -22,7 +22,7 @@ fn database() -> Connection {
     crate::schema::migrate(&conn).expect("migrate");
     conn.execute_batch("PRAGMA foreign_keys = OFF")
         .expect("pragma");
-    crate::sql::trace(&conn, true);
+    conn.trace(true);
     let contract = work_items::sample_contract(&"x".repeat(4096));
     for (group, mission, work_item) in [("ga", "m1", "w1"), ("ga", "m2", "w2"), ("gb", "m9", "w9")]
     {

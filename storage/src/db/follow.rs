@@ -1,0 +1,235 @@
+//! Following what other servers commit to a shared index (PostgreSQL, issue #43). The
+//! writer's transaction ends with a `NOTIFY` on [`CHANNEL`] naming, per Group, the range of
+//! sequences it appended and the process it came from; PostgreSQL delivers it only if the
+//! transaction commits, and in commit order. One thread per process listens on its own
+//! connection, reads the other processes' Events from the log, and publishes them to the
+//! same live stream the writer publishes its own to (`Db::subscribe`), and to
+//! `Db::subscribe_foreign`, which the engine follows to keep what it caches current.
+//!
+//! A live subscriber may see a later Event of this process before an earlier one of another
+//! (the two reach it by different paths); delivery fills such a gap from the log, so a
+//! stream stays gap-free and in order. A notification lost while the connection was down is
+//! not replayed: subscribers catch up from the log at the next gap, and the engine treats a
+//! reconnection as "everything may have changed".
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::Sender;
+use weft_api::Event;
+
+use crate::sql::Connection;
+use crate::sql::postgres::Pg;
+
+/// The channel commits are announced on.
+pub(super) const CHANNEL: &str = "weft_commits";
+
+/// Largest payload sent in one notification (PostgreSQL's limit is 8000 bytes).
+const MAX_PAYLOAD: usize = 7000;
+
+/// How long the follower waits for a notification before it looks whether the store is gone.
+const POLL: Duration = Duration::from_millis(250);
+
+/// One notification: the process that committed, and per Group the sequences appended.
+#[derive(Debug, Serialize, Deserialize)]
+struct Commit {
+    origin: String,
+    groups: Vec<(String, u64, u64)>,
+}
+
+/// The payloads announcing `appended` (one per up to [`MAX_PAYLOAD`] bytes).
+pub(super) fn payloads(origin: &str, appended: &[Event]) -> Vec<String> {
+    let mut ranges: Vec<(String, u64, u64)> = Vec::new();
+    for event in appended {
+        match ranges
+            .iter_mut()
+            .find(|(group, _, _)| *group == event.group_id)
+        {
+            Some((_, first, last)) => {
+                *first = (*first).min(event.sequence);
+                *last = (*last).max(event.sequence);
+            }
+            None => ranges.push((event.group_id.clone(), event.sequence, event.sequence)),
+        }
+    }
+    let mut out = Vec::new();
+    let mut commit = Commit {
+        origin: origin.to_owned(),
+        groups: Vec::new(),
+    };
+    for range in ranges {
+        commit.groups.push(range);
+        let length = serde_json::to_string(&commit).map_or(0, |text| text.len());
+        if length > MAX_PAYLOAD && commit.groups.len() > 1 {
+            let last = commit.groups.pop();
+            out.extend(serde_json::to_string(&commit).ok());
+            commit.groups = last.into_iter().collect();
+        }
+    }
+    if !commit.groups.is_empty() {
+        out.extend(serde_json::to_string(&commit).ok());
+    }
+    out
+}
+
+/// Where the follower publishes what it reads.
+pub(super) struct Outlets {
+    pub(super) committed: Sender<Event>,
+    pub(super) foreign: Sender<Event>,
+}
+
+/// Starts the follower of `url` for the process `origin`; it ends once `alive` is gone.
+pub(super) fn start(
+    url: String,
+    origin: std::sync::Arc<str>,
+    outlets: Outlets,
+    alive: Weak<()>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("weft-pg-follower".into())
+        .spawn(move || run(&url, &origin, &outlets, &alive))
+        .map(drop)
+}
+
+fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
+    while alive.strong_count() > 0 {
+        let Ok(pg) = Pg::connect(url) else {
+            std::thread::sleep(POLL);
+            continue;
+        };
+        let conn = Connection::Postgres(Box::new(pg));
+        if conn.execute_batch(&format!("LISTEN {CHANNEL}")).is_err() {
+            continue;
+        }
+        while alive.strong_count() > 0 {
+            let Connection::Postgres(pg) = &conn else {
+                return;
+            };
+            let Ok(payloads) = pg.notifications(POLL) else {
+                break; // connect again
+            };
+            for payload in payloads {
+                if publish(&conn, origin, &payload, outlets).is_err() {
+                    tracing::warn!(
+                        "could not read another server's Events; subscribers catch up from the log"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Reads and publishes the Events one notification of another process announces.
+fn publish(
+    conn: &Connection,
+    origin: &str,
+    payload: &str,
+    outlets: &Outlets,
+) -> Result<(), crate::error::Error> {
+    let commit: Commit = serde_json::from_str(payload).map_err(crate::error::Error::backend)?;
+    if commit.origin == origin {
+        return Ok(());
+    }
+    for (group, first, last) in commit.groups {
+        let limit = u32::try_from(last.saturating_sub(first) + 1).unwrap_or(u32::MAX);
+        for row in crate::rows::events::after(conn, &group, first.saturating_sub(1), limit)? {
+            let event = row.into_event()?;
+            // A send fails only with no subscriber.
+            let _ = outlets.committed.send(event.clone());
+            let _ = outlets.foreign.send(event);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use weft_api::{Event, EventPayload, Id, kinds};
+
+    use crate::db::{Db, Location};
+
+    async fn create_group(db: &Db, name: String) {
+        let id = Id::parse("group", &name).expect("id");
+        db.write(move |tx| {
+            let now = chrono::Utc::now();
+            crate::rows::groups::insert(tx, id.as_str(), now)?;
+            crate::events::append(
+                tx,
+                &id,
+                &EventPayload::GroupCreated(kinds::GroupCreated {
+                    group_id: id.clone(),
+                }),
+                now,
+            )
+        })
+        .await
+        .expect("group created");
+    }
+
+    async fn next(
+        receiver: &mut tokio::sync::broadcast::Receiver<Event>,
+        wait: Duration,
+    ) -> Option<Event> {
+        tokio::time::timeout(wait, receiver.recv())
+            .await
+            .ok()
+            .map(|event| event.expect("an Event"))
+    }
+
+    /// Two processes' writers over one database (two `Db`s here): what one commits reaches
+    /// the other's live stream, in commit order, and never its own foreign stream.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_of_one_writer_reaches_the_live_stream_of_another() {
+        let Some(cluster) = weft_testkit::shared_postgres() else {
+            assert!(
+                !weft_testkit::postgres_required(),
+                "WEFT_POSTGRES is set but no PostgreSQL runs"
+            );
+            eprintln!("skipped: no PostgreSQL");
+            return;
+        };
+        let url = cluster.new_database();
+        let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
+        let b = Db::open(&Location::Postgres(url)).expect("b opens");
+        let mut live = b.subscribe();
+        let mut foreign = b.subscribe_foreign();
+        let mut own = a.subscribe_foreign();
+        // B's follower listens once it has connected: announce until it hears one.
+        let mut heard = false;
+        for attempt in 0..40 {
+            create_group(&a, format!("warm-{attempt}")).await;
+            if next(&mut foreign, Duration::from_millis(250))
+                .await
+                .is_some()
+            {
+                heard = true;
+                break;
+            }
+        }
+        assert!(heard, "b's follower never heard a's commits");
+        while next(&mut live, Duration::from_millis(10)).await.is_some() {}
+        while next(&mut foreign, Duration::from_millis(10))
+            .await
+            .is_some()
+        {}
+        for n in 0..5 {
+            create_group(&a, format!("g{n}")).await;
+        }
+        for n in 0..5 {
+            let event = next(&mut live, Duration::from_secs(5)).await.expect("live");
+            assert_eq!(event.group_id, format!("g{n}"));
+            assert_eq!(event.kind, "group.created");
+            let event = next(&mut foreign, Duration::from_secs(5))
+                .await
+                .expect("foreign");
+            assert_eq!(event.group_id, format!("g{n}"));
+        }
+        assert!(
+            next(&mut own, Duration::from_millis(300)).await.is_none(),
+            "a's own commits are not foreign to it"
+        );
+    }
+}
