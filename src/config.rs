@@ -277,9 +277,8 @@ pub(crate) fn parse_index(text: &str) -> Result<String, String> {
     if text.starts_with("postgres://") || text.starts_with("postgresql://") {
         Ok(text.to_owned())
     } else {
-        Err(format!(
-            "`{text}` is not a PostgreSQL URL: write postgres://USER@HOST:PORT/DATABASE"
-        ))
+        // Not echoed: it may hold a password.
+        Err("not a PostgreSQL URL: write postgres://USER@HOST:PORT/DATABASE".to_owned())
     }
 }
 

@@ -34,7 +34,9 @@ use crate::schema;
 use crate::sql::{Cached as _, Connection, STATEMENT_CACHE};
 
 mod follow;
+
 use crate::unit::Tx;
+pub(crate) use follow::Foreign;
 
 type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
 type Job = Box<dyn Work>;
@@ -82,7 +84,7 @@ const COMMITTED_BUFFER: usize = 16 * 1024;
 const MAX_IDLE_READERS: usize = 8;
 
 /// Where the database lives.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum Location {
     /// A SQLite database file.
     File(PathBuf),
@@ -92,8 +94,33 @@ pub enum Location {
     Postgres(String),
 }
 
+impl std::fmt::Debug for Location {
+    /// A PostgreSQL URL without its password (logs never show it).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Memory => f.write_str("Memory"),
+            Self::Postgres(url) => f.debug_tuple("Postgres").field(&redacted(url)).finish(),
+        }
+    }
+}
+
+/// `url` with the password of its user part, if any, replaced by `***`.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "***".to_owned();
+    };
+    let Some((user, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match user.split_once(':') {
+        Some((name, _)) => format!("{scheme}://{name}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
 /// Where read-only connections come from.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum ReadFrom {
     Sqlite(PathBuf),
     Postgres(String),
@@ -114,10 +141,16 @@ pub(crate) struct Db {
     /// Notified after a commit that owes a reaction (`reactions.rs` waits on it).
     reactions_owed: Arc<tokio::sync::Notify>,
     /// Events other processes committed to a shared index (`db/follow.rs`).
-    foreign: tokio::sync::broadcast::Sender<weft_api::Event>,
+    foreign: tokio::sync::broadcast::Sender<Foreign>,
     /// Held (never read) by every clone; the follower thread ends when the last is dropped.
     _alive: Arc<()>,
+    /// Reads on PostgreSQL at once (each holds a connection of the server's): past it a read
+    /// waits for one to end, so no client can open connections without bound.
+    read_permits: Option<Arc<tokio::sync::Semaphore>>,
 }
+
+/// Reads on one PostgreSQL index at once (`Db::read_permits`).
+const MAX_POSTGRES_READERS: usize = 16;
 
 /// Gives every opened database its own `Db::id`.
 static NEXT_DB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -133,9 +166,12 @@ thread_local! {
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db")
-            .field("read_from", &self.read_from)
-            .finish()
+        let engine = match &self.read_from {
+            None => "sqlite in memory",
+            Some(ReadFrom::Sqlite(_)) => "sqlite",
+            Some(ReadFrom::Postgres(_)) => "postgres",
+        };
+        f.debug_struct("Db").field("engine", &engine).finish()
     }
 }
 
@@ -371,11 +407,13 @@ impl Db {
             reactions_owed,
             foreign,
             _alive: alive,
+            read_permits: matches!(location, Location::Postgres(_))
+                .then(|| Arc::new(tokio::sync::Semaphore::new(MAX_POSTGRES_READERS))),
         })
     }
 
     /// Events other processes commit to a shared index, from now on (nothing on SQLite).
-    pub(crate) fn subscribe_foreign(&self) -> tokio::sync::broadcast::Receiver<weft_api::Event> {
+    pub(crate) fn subscribe_foreign(&self) -> tokio::sync::broadcast::Receiver<Foreign> {
         self.foreign.subscribe()
     }
 
@@ -448,7 +486,17 @@ impl Db {
         let (Some(readers), Some(from)) = (self.readers.clone(), self.read_from.clone()) else {
             return self.write_plain(move |txn| f(txn)).await;
         };
+        let permit = match &self.read_permits {
+            Some(permits) => Some(
+                Arc::clone(permits)
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| Error::ShuttingDown)?,
+            ),
+            None => None,
+        };
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             // Short critical sections: take or return one connection, nothing else.
             let pooled = readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
             let conn = match pooled {

@@ -90,10 +90,17 @@ fn disk_failure(error: &(dyn std::error::Error + 'static)) -> Option<DiskFailure
         let sqlite = match error.downcast_ref::<crate::sql::SqlError>() {
             Some(crate::sql::SqlError::Sqlite(sqlite)) => Some(sqlite),
             Some(crate::sql::SqlError::Postgres(postgres)) => {
-                // The index's server: `disk_full` (53100), `io_error` (58030).
+                // The index's server: `disk_full` (53100), `io_error` (58030); a deadlock, a
+                // serialisation failure, a lock or statement timeout, a shutdown or a lost
+                // connection (40P01, 40001, 55P03, 57014, 57P01, 08…): nothing was kept,
+                // retry later.
                 match postgres.code().map(postgres::error::SqlState::code) {
                     Some("53100") => return Some(DiskFailure::Full),
-                    Some("58030") => return Some(DiskFailure::Io),
+                    Some("58030" | "40P01" | "40001" | "55P03" | "57014" | "57P01") => {
+                        return Some(DiskFailure::Io);
+                    }
+                    Some(code) if code.starts_with("08") => return Some(DiskFailure::Io),
+                    None if postgres.is_closed() => return Some(DiskFailure::Io),
                     _ => None,
                 }
             }

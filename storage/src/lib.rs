@@ -117,10 +117,10 @@ fn follow_other_servers(engine: &Arc<engine::Engine>) {
         use tokio::sync::broadcast::error::RecvError;
         loop {
             let changed = match foreign.recv().await {
-                Ok(event) => ["session.", "membership.", "agent."]
+                Ok(db::Foreign::Event(event)) => ["session.", "membership.", "agent."]
                     .iter()
                     .any(|prefix| event.kind.starts_with(prefix)),
-                Err(RecvError::Lagged(_)) => true,
+                Ok(db::Foreign::Resync) | Err(RecvError::Lagged(_)) => true,
                 Err(RecvError::Closed) => return,
             };
             let Some(engine) = weak.upgrade() else {

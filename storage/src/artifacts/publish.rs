@@ -270,6 +270,8 @@ impl Verified {
         fenced_in: &Mutex<Option<Inert>>,
         rowid_in: &AtomicU64,
     ) -> Result<(Published, bool), Error> {
+        // Every check below reads what the Group's last commit left, in any process.
+        crate::rows::groups::lock(txn, self.manifest.group_id.as_str())?;
         if let Some(sequence) = self.already(txn)? {
             return Ok((
                 Published {

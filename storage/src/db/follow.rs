@@ -9,8 +9,8 @@
 //! A live subscriber may see a later Event of this process before an earlier one of another
 //! (the two reach it by different paths); delivery fills such a gap from the log, so a
 //! stream stays gap-free and in order. A notification lost while the connection was down is
-//! not replayed: subscribers catch up from the log at the next gap, and the engine treats a
-//! reconnection as "everything may have changed".
+//! not replayed: subscribers catch up from the log at the next gap, and the engine hears
+//! [`Foreign::Resync`] at every (re)connection, which it treats as "anything may have changed".
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -73,10 +73,20 @@ pub(super) fn payloads(origin: &str, appended: &[Event]) -> Vec<String> {
     out
 }
 
+/// What the follower tells the engine.
+#[derive(Clone, Debug)]
+pub(crate) enum Foreign {
+    /// An Event another process committed.
+    Event(Box<Event>),
+    /// The follower (re)connected or could not read what was announced: Events may have
+    /// been missed, so anything cached from the index may be stale.
+    Resync,
+}
+
 /// Where the follower publishes what it reads.
 pub(super) struct Outlets {
     pub(super) committed: Sender<Event>,
-    pub(super) foreign: Sender<Event>,
+    pub(super) foreign: Sender<Foreign>,
 }
 
 /// Starts the follower of `url` for the process `origin`; it ends once `alive` is gone.
@@ -100,8 +110,11 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
         };
         let conn = Connection::Postgres(Box::new(pg));
         if conn.execute_batch(&format!("LISTEN {CHANNEL}")).is_err() {
+            std::thread::sleep(POLL);
             continue;
         }
+        // What was announced while no connection listened is not replayed.
+        let _ = outlets.foreign.send(Foreign::Resync);
         while alive.strong_count() > 0 {
             let Connection::Postgres(pg) = &conn else {
                 return;
@@ -114,6 +127,7 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
                     tracing::warn!(
                         "could not read another server's Events; subscribers catch up from the log"
                     );
+                    let _ = outlets.foreign.send(Foreign::Resync);
                 }
             }
         }
@@ -137,7 +151,7 @@ fn publish(
             let event = row.into_event()?;
             // A send fails only with no subscriber.
             let _ = outlets.committed.send(event.clone());
-            let _ = outlets.foreign.send(event);
+            let _ = outlets.foreign.send(Foreign::Event(Box::new(event)));
         }
     }
     Ok(())
@@ -169,14 +183,27 @@ mod tests {
         .expect("group created");
     }
 
-    async fn next(
-        receiver: &mut tokio::sync::broadcast::Receiver<Event>,
+    async fn next<T: Clone>(
+        receiver: &mut tokio::sync::broadcast::Receiver<T>,
         wait: Duration,
-    ) -> Option<Event> {
+    ) -> Option<T> {
         tokio::time::timeout(wait, receiver.recv())
             .await
             .ok()
             .map(|event| event.expect("an Event"))
+    }
+
+    /// The next foreign Event (a resync is skipped).
+    async fn next_foreign(
+        receiver: &mut tokio::sync::broadcast::Receiver<super::Foreign>,
+        wait: Duration,
+    ) -> Option<Event> {
+        loop {
+            match next(receiver, wait).await? {
+                super::Foreign::Event(event) => return Some(*event),
+                super::Foreign::Resync => {}
+            }
+        }
     }
 
     /// Two processes' writers over one database (two `Db`s here): what one commits reaches
@@ -201,7 +228,7 @@ mod tests {
         let mut heard = false;
         for attempt in 0..40 {
             create_group(&a, format!("warm-{attempt}")).await;
-            if next(&mut foreign, Duration::from_millis(250))
+            if next_foreign(&mut foreign, Duration::from_millis(250))
                 .await
                 .is_some()
             {
@@ -211,7 +238,7 @@ mod tests {
         }
         assert!(heard, "b's follower never heard a's commits");
         while next(&mut live, Duration::from_millis(10)).await.is_some() {}
-        while next(&mut foreign, Duration::from_millis(10))
+        while next_foreign(&mut foreign, Duration::from_millis(10))
             .await
             .is_some()
         {}
@@ -222,13 +249,15 @@ mod tests {
             let event = next(&mut live, Duration::from_secs(5)).await.expect("live");
             assert_eq!(event.group_id, format!("g{n}"));
             assert_eq!(event.kind, "group.created");
-            let event = next(&mut foreign, Duration::from_secs(5))
+            let event = next_foreign(&mut foreign, Duration::from_secs(5))
                 .await
                 .expect("foreign");
             assert_eq!(event.group_id, format!("g{n}"));
         }
         assert!(
-            next(&mut own, Duration::from_millis(300)).await.is_none(),
+            next_foreign(&mut own, Duration::from_millis(300))
+                .await
+                .is_none(),
             "a's own commits are not foreign to it"
         );
     }

@@ -297,10 +297,26 @@ async fn add_group(db: &Db, name: String) {
 }
 
 async fn try_add_group(db: &Db, name: String) -> Result<(), Error> {
-    db.write(move |txn| groups::insert(txn, &name, chrono::Utc::now()))
+    db.write(move |txn| groups::insert(txn, &name, chrono::Utc::now()).map(drop))
         .await
 }
 
 async fn count_groups(db: &Db) -> u64 {
     db.read(groups::count).await.expect("count")
+}
+
+/// A PostgreSQL URL is never shown with its password (logs print the index's location).
+#[test]
+fn a_postgres_url_is_shown_without_its_password() {
+    let shown = format!(
+        "{:?}",
+        Location::Postgres("postgres://weft:s3cret@db.internal:5432/weft".into())
+    );
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(shown.contains("weft:***@db.internal:5432/weft"), "{shown}");
+    let bare = format!(
+        "{:?}",
+        Location::Postgres("postgres://weft@db:5432/weft".into())
+    );
+    assert!(bare.contains("postgres://weft@db:5432/weft"), "{bare}");
 }

@@ -22,10 +22,11 @@ impl Directory<'_> {
         self.0
             .db
             .write(move |txn| {
-                if group_exists(txn, group_id.as_str())? {
+                // Created once, whichever server asks first (another's concurrent insert
+                // makes this one find it).
+                if !crate::rows::groups::insert(txn, group_id.as_str(), now)? {
                     return Ok(false);
                 }
-                crate::rows::groups::insert(txn, group_id.as_str(), now)?;
                 events::append(
                     txn,
                     &group_id,
@@ -168,6 +169,8 @@ impl Directory<'_> {
                         format!("group {group_id} does not exist"),
                     ));
                 }
+                // The epoch below is read under the Group's lock (several servers).
+                crate::rows::groups::lock(txn, group_id.as_str())?;
                 require_active(txn, &agent_id)?;
                 // A removed Membership's epoch keeps counting, so no session of it ever
                 // matches again.

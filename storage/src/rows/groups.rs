@@ -50,12 +50,14 @@ pub(crate) fn exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
 }
 
 /// A new Group, created at `at`.
-pub(crate) fn insert(conn: &Connection, group_id: &str, at: DateTime<Utc>) -> Result<(), Error> {
-    conn.run(
-        "INSERT INTO groups (group_id, created_at) VALUES (?1, ?2)",
+/// Whether it was new (`false`: the Group exists, nothing changed).
+pub(crate) fn insert(conn: &Connection, group_id: &str, at: DateTime<Utc>) -> Result<bool, Error> {
+    let inserted = conn.run(
+        "INSERT INTO groups (group_id, created_at) VALUES (?1, ?2)
+         ON CONFLICT (group_id) DO NOTHING",
         params![group_id, format_instant(at)],
     )?;
-    Ok(())
+    Ok(inserted == 1)
 }
 
 /// Every Group's id, in order.

@@ -43,6 +43,11 @@ pub(super) fn migrate(conn: &Connection, latest: i64) -> Result<(), Error> {
                 "database schema version {version} is newer than this weft understands ({latest})"
             ))));
         }
+        if version != 0 && version < latest {
+            return Err(Error::backend(std::io::Error::other(format!(
+                "database schema version {version} has no PostgreSQL migration to {latest}"
+            ))));
+        }
         if version == 0 {
             conn.execute_batch(V29)?;
             conn.execute_batch("CREATE TABLE weft_schema (version BIGINT NOT NULL)")?;

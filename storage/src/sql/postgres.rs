@@ -23,7 +23,15 @@ impl Pg {
     /// Connects to `url` (`postgres://user@host:port/database`, without TLS: a loopback or
     /// private network; `sslmode` is not supported).
     pub(crate) fn connect(url: &str) -> Result<Self> {
-        let client = off_runtime(|| postgres::Client::connect(url, postgres::NoTls))?;
+        let client = off_runtime(|| -> std::result::Result<_, postgres::Error> {
+            let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+            // A Group's lock held by a stalled server, or a transaction left open, fails
+            // the waiting job (503, retry) instead of stopping every writer.
+            client.batch_execute(
+                "SET lock_timeout = '10s'; SET idle_in_transaction_session_timeout = '60s'",
+            )?;
+            Ok(client)
+        })?;
         Ok(Self {
             client: RefCell::new(Some(client)),
             statements: RefCell::new(HashMap::new()),
