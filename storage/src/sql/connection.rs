@@ -110,6 +110,13 @@ fn to_sqlite(value: ValueRef<'_>) -> rusqlite::types::ToSqlOutput<'_> {
     })
 }
 
+/// `bound` as SQLite's parameters.
+fn sqlite_params<'a>(
+    bound: &'a [ValueRef<'a>],
+) -> rusqlite::ParamsFromIter<impl Iterator<Item = rusqlite::types::ToSqlOutput<'a>>> {
+    rusqlite::params_from_iter(bound.iter().map(|value| to_sqlite(*value)))
+}
+
 /// `query_row`, `execute` and collected `query_map`, on either engine, through the
 /// connection's statement cache. Storage modules use these and nothing else.
 pub(crate) trait Cached {
@@ -149,9 +156,7 @@ impl Cached for Connection {
         match self {
             Self::Sqlite(conn) => {
                 let mut statement = conn.prepare_cached(sql)?;
-                let mut rows = statement.query(rusqlite::params_from_iter(
-                    bound.iter().map(|v| to_sqlite(*v)),
-                ))?;
+                let mut rows = statement.query(sqlite_params(&bound))?;
                 match rows.next()? {
                     Some(row) => f(&Row::Sqlite(row)),
                     None => Err(SqlError::NoRows),
@@ -170,13 +175,7 @@ impl Cached for Connection {
     fn run<P: Params>(&self, sql: &str, params: P) -> Result<usize> {
         let bound = params.bind()?;
         match self {
-            Self::Sqlite(conn) => {
-                Ok(conn
-                    .prepare_cached(sql)?
-                    .execute(rusqlite::params_from_iter(
-                        bound.iter().map(|v| to_sqlite(*v)),
-                    ))?)
-            }
+            Self::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute(sqlite_params(&bound))?),
             Self::Postgres(pg) => {
                 Ok(usize::try_from(pg.execute(sql, &bound)?).unwrap_or(usize::MAX))
             }
@@ -188,25 +187,12 @@ impl Cached for Connection {
         P: Params,
         F: FnMut(&Row<'_>) -> Result<T>,
     {
-        let bound = params.bind()?;
-        match self {
-            Self::Sqlite(conn) => {
-                let mut statement = conn.prepare_cached(sql)?;
-                let mut rows = statement.query(rusqlite::params_from_iter(
-                    bound.iter().map(|v| to_sqlite(*v)),
-                ))?;
-                let mut out = Vec::new();
-                while let Some(row) = rows.next()? {
-                    out.push(f(&Row::Sqlite(row))?);
-                }
-                Ok(out)
-            }
-            Self::Postgres(pg) => pg
-                .query(sql, &bound)?
-                .iter()
-                .map(|row| f(&Row::Postgres(row)))
-                .collect(),
-        }
+        let mut out = Vec::new();
+        self.each(sql, params, |row| -> Result<()> {
+            out.push(f(row)?);
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     fn each<P, E, F>(&self, sql: &str, params: P, mut f: F) -> std::result::Result<(), E>
@@ -220,9 +206,7 @@ impl Cached for Connection {
             Self::Sqlite(conn) => {
                 let mut statement = conn.prepare_cached(sql).map_err(SqlError::from)?;
                 let mut rows = statement
-                    .query(rusqlite::params_from_iter(
-                        bound.iter().map(|v| to_sqlite(*v)),
-                    ))
+                    .query(sqlite_params(&bound))
                     .map_err(SqlError::from)?;
                 while let Some(row) = rows.next().map_err(SqlError::from)? {
                     f(&Row::Sqlite(row))?;

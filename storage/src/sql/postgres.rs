@@ -124,24 +124,14 @@ impl Pg {
 
     pub(crate) fn query(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<Vec<postgres::Row>> {
         let statement = self.statement(sql, bound)?;
-        let binds: Vec<Bind<'_>> = bound.iter().map(|value| Bind(*value)).collect();
-        let params: Vec<&(dyn ToSql + Sync)> = binds
-            .iter()
-            .map(|bind| bind as &(dyn ToSql + Sync))
-            .collect();
-        let rows = self.client().query(&statement, &params)?;
+        let rows = with_params(bound, |params| self.client().query(&statement, params))?;
         super::meter::count_postgres(sql, bound, rows.len());
         Ok(rows)
     }
 
     pub(crate) fn execute(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<u64> {
         let statement = self.statement(sql, bound)?;
-        let binds: Vec<Bind<'_>> = bound.iter().map(|value| Bind(*value)).collect();
-        let params: Vec<&(dyn ToSql + Sync)> = binds
-            .iter()
-            .map(|bind| bind as &(dyn ToSql + Sync))
-            .collect();
-        let changed = self.client().execute(&statement, &params)?;
+        let changed = with_params(bound, |params| self.client().execute(&statement, params))?;
         super::meter::count_postgres(sql, bound, 0);
         Ok(changed)
     }
@@ -214,6 +204,16 @@ fn kind_of(value: ValueRef<'_>) -> Option<Type> {
         ValueRef::Text(_) => Some(Type::TEXT),
         ValueRef::Blob(_) => Some(Type::BYTEA),
     }
+}
+
+/// Runs `f` with `bound` as the client's parameters.
+fn with_params<R>(bound: &[ValueRef<'_>], f: impl FnOnce(&[&(dyn ToSql + Sync)]) -> R) -> R {
+    let binds: Vec<Bind<'_>> = bound.iter().map(|value| Bind(*value)).collect();
+    let params: Vec<&(dyn ToSql + Sync)> = binds
+        .iter()
+        .map(|bind| bind as &(dyn ToSql + Sync))
+        .collect();
+    f(&params)
 }
 
 /// A floor value bound to the type PostgreSQL inferred for its parameter.
