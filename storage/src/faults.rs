@@ -1,7 +1,8 @@
 //! Test hooks that make writes fail: a reconciliation step (OFL-10/11), and ENOSPC or EIO at
 //! each write site of the object store and the database (issue #15, fault injection); and one
 //! that holds the reactions after commit (`reactions.rs`), so a test can stop the process
-//! between a commit and its reaction.
+//! between a commit and its reaction; and one that holds uploads between placing their
+//! bytes and their row, so a test can run another server's sweep there.
 //!
 //! [`Faults`] is carried in `Options::faults`; it is off by default and no server
 //! configuration turns it on. A disarmed write site pays one relaxed atomic load
@@ -33,6 +34,10 @@ pub struct Faults {
     vfs: Option<Arc<str>>,
     /// Whether owed reactions wait instead of running (`true`: held).
     reactions_held: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Whether uploads wait between placing their bytes and their row (`true`: held), and
+    /// how many wait there now.
+    promoted_held: Arc<tokio::sync::watch::Sender<bool>>,
+    promoted_waiting: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 /// The steps of one reconciliation, in OFL-11's order.
@@ -264,6 +269,30 @@ impl Faults {
         let mut held = self.reactions_held.subscribe();
         // `wait_for` fails only if the sender is gone, and `self` holds it.
         let _ = held.wait_for(|held| !*held).await;
+    }
+
+    /// Holds every upload of a file after its bytes are placed (or found present) and before
+    /// its row's transaction (`true`), until released (`false`): a test interleaves another
+    /// server's sweep there (`artifacts/disposal.rs`).
+    pub fn hold_promoted(&self, held: bool) {
+        self.promoted_held.send_replace(held);
+    }
+
+    /// Returns once `n` uploads wait at the hold of [`Faults::hold_promoted`].
+    pub async fn promoted_waiting(&self, n: usize) {
+        let mut waiting = self.promoted_waiting.subscribe();
+        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
+    }
+
+    /// The hold of [`Faults::hold_promoted`]: at once when no test holds uploads there.
+    pub(crate) async fn after_promotion(&self) {
+        if !*self.promoted_held.borrow() {
+            return;
+        }
+        self.promoted_waiting.send_modify(|waiting| *waiting += 1);
+        let mut held = self.promoted_held.subscribe();
+        let _ = held.wait_for(|held| !*held).await;
+        self.promoted_waiting.send_modify(|waiting| *waiting -= 1);
     }
 
     /// Whether a test holds the reactions now.

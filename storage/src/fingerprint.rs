@@ -29,6 +29,16 @@ pub struct Fingerprint {
     pub blob_listing: String,
 }
 
+impl Fingerprint {
+    /// This fingerprint without the tables named in `tables`.
+    pub fn without(&self, tables: &[&str]) -> Fingerprint {
+        let mut kept = self.clone();
+        kept.tables
+            .retain(|name, _| !tables.contains(&name.as_str()));
+        kept
+    }
+}
+
 /// Hashes every row of every table (`sqlite_%` internals excluded). The object counts are
 /// left at zero: they come from the blob backend, which the caller asks separately.
 pub(crate) fn of_tables(conn: &Connection) -> Result<Fingerprint, Error> {

@@ -116,21 +116,73 @@ fn follow_other_servers(engine: &Arc<engine::Engine>) {
     tokio::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {
-            let changed = match foreign.recv().await {
-                Ok(db::Foreign::Event(event)) => ["session.", "membership.", "agent."]
-                    .iter()
-                    .any(|prefix| event.kind.starts_with(prefix)),
-                Ok(db::Foreign::Resync) | Err(RecvError::Lagged(_)) => true,
-                Err(RecvError::Closed) => return,
-            };
+            let received = foreign.recv().await;
             let Some(engine) = weak.upgrade() else {
                 return;
             };
-            if changed {
-                engine.auth_changed();
+            match received {
+                Ok(db::Foreign::Event(event)) => {
+                    if ["session.", "membership.", "agent."]
+                        .iter()
+                        .any(|prefix| event.kind.starts_with(prefix))
+                    {
+                        engine.auth_changed();
+                    }
+                    if event.kind == "artifact.published"
+                        && let Ok(published) = serde_json::from_str::<
+                            weft_api::kinds::ArtifactPublished,
+                        >(event.payload.get())
+                    {
+                        follow_publication(&engine, published.manifest_id).await;
+                    }
+                }
+                Ok(db::Foreign::Resync) | Err(RecvError::Lagged(_)) => {
+                    engine.auth_changed();
+                    follow_publications(&engine).await;
+                }
+                Err(RecvError::Closed) => return,
             }
         }
     });
+}
+
+/// Adds another server's publication to this one's lineage index, read from the tables (the
+/// Event arrives after its commit).
+async fn follow_publication(engine: &engine::Engine, manifest_id: weft_api::ArtifactId) {
+    let read = engine
+        .db
+        .read(move |conn| lineage_index::load_publication(conn, &manifest_id))
+        .await;
+    match read {
+        Ok(Some(publication)) => engine.lineage.add(&publication),
+        Ok(None) => {}
+        Err(error) => {
+            tracing::warn!(%error, "could not follow another server's publication");
+            follow_publications(engine).await;
+        }
+    }
+}
+
+/// After a gap in what this server heard (a (re)connection of its follower, a lagging
+/// receiver): when the tables hold more manifests than the lineage index, every publication is
+/// read again and the missing ones added (rowids are not in commit order across servers, so no
+/// cursor can say which are missing).
+async fn follow_publications(engine: &engine::Engine) {
+    let held = engine.lineage.manifests();
+    let read = engine
+        .db
+        .read(move |conn| {
+            if rows::manifests::count(conn)? <= held {
+                return Ok(None);
+            }
+            lineage_index::load_publications_after(conn, 0).map(Some)
+        })
+        .await;
+    match read {
+        Ok(Some((publications, last))) => engine.lineage.catch_up(&publications, last),
+        Ok(None) => {}
+        Err(error) => tracing::warn!(%error, "could not catch the lineage index up"),
+    }
 }
 
 /// The engine. Cheap to clone.

@@ -635,10 +635,24 @@ ALTER TABLE manifests ADD COLUMN name TEXT NOT NULL DEFAULT '';
 CREATE INDEX manifests_by_name ON manifests(name);
 "#;
 
+/// The disposals of blob files (issue #43: several servers over one index): one row per
+/// batch of uncited blobs whose rows were deleted, their digests concatenated in `digests`,
+/// `deleting_until` set while its files are being deleted. An upload on another server that
+/// found one of those files present checks here before recording its row
+/// (`rows/blob_disposals.rs`). Unused, and empty, on a SQLite index (one process).
+const V30: &str = r#"
+CREATE TABLE blob_disposals (
+    generation      INTEGER PRIMARY KEY,
+    disposed_at     TEXT NOT NULL,
+    deleting_until  TEXT,
+    digests         BLOB NOT NULL
+);
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 29] = [
+const MIGRATIONS: [&str; 30] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -312,8 +312,11 @@ pub(super) async fn refused(h: &Harness, request: Request<Body>, expected_code: 
 }
 
 /// Panics, naming the tables that changed and their row counts, unless the two fingerprints
-/// are equal.
+/// are equal but for `blob_disposals`: on a shared index a refused upload deletes the bytes it
+/// placed and records that for other servers' uploads (`rows/blob_disposals.rs`).
 pub(super) fn assert_unchanged(before: &Fingerprint, after: &Fingerprint, context: &str) {
+    let skip = ["blob_disposals"];
+    let (before, after) = (&before.without(&skip), &after.without(&skip));
     if before == after {
         return;
     }

@@ -60,6 +60,7 @@ mod revisions;
 mod revocation;
 mod scope;
 mod scope_leases;
+mod servers;
 mod session_replay;
 mod sessions;
 mod snapshots;

@@ -4,6 +4,7 @@
 //! the three share (the `blobs` table's, in `rows/blobs.rs`); each step has its own file.
 
 pub(crate) mod binding;
+mod disposal;
 pub(crate) mod handle;
 mod publish;
 mod reads;

@@ -6,10 +6,13 @@
 //! row never points at a missing blob); a crash before the files are deleted leaves files with
 //! no row, which start-up reconciliation and fsck treat as harmless leftovers. A running
 //! upload holds the sweep lock shared from promotion to its row, and the sweep holds it
-//! exclusively, so it never deletes a file an upload has just found present.
+//! exclusively, so it never deletes a file an upload has just found present. On an index
+//! several servers share, the batch is also recorded with its rows (`disposal.rs`), and at
+//! most a thousand blobs go per round, locked with SKIP LOCKED so no writer waits on it.
 
 use weft_api::ArtifactId;
 
+use super::disposal::Begun;
 use super::upload::uncited;
 use crate::artifacts::handle::Artifacts;
 use crate::clock::format_instant;
@@ -45,31 +48,51 @@ impl Artifacts<'_> {
         let blob_cutoff = format_instant(now - self.0.unpublished_blob_ttl);
         let upload_sessions_removed = self.sweep_upload_sessions(blob_cutoff.clone()).await?;
         let nonce_cutoff = format_instant(now - chrono::Duration::seconds(NONCE_KEEP_SECONDS));
-        let (removed, nonces_removed) = self
+        let swept = self
             .0
             .db
             .write(move |txn| {
-                let rows = rows::blobs::stale_where(txn, &blob_cutoff, &uncited("blobs.blake3"))?;
-                let mut removed = Vec::with_capacity(rows.len());
-                for (blake3, size) in rows {
-                    rows::blob_uploaders::delete_of_blob(txn, &blake3)?;
-                    rows::blob_verifications::delete_of_blob(txn, &blake3)?;
-                    rows::inline_bytes::delete_of_blob(txn, &blake3)?;
-                    rows::blobs::delete(txn, &blake3)?;
-                    removed.push((ArtifactId(to32(blake3)?), size));
+                let begun = Begun::begin(txn, now)?;
+                let mut removed = Vec::new();
+                if !matches!(begun, Begun::Busy) {
+                    let rows =
+                        rows::blobs::stale_where(txn, &blob_cutoff, &uncited("blobs.blake3"))?;
+                    removed.reserve(rows.len());
+                    for (blake3, size) in rows {
+                        rows::blob_uploaders::delete_of_blob(txn, &blake3)?;
+                        rows::blob_verifications::delete_of_blob(txn, &blake3)?;
+                        rows::inline_bytes::delete_of_blob(txn, &blake3)?;
+                        rows::blobs::delete(txn, &blake3)?;
+                        removed.push((ArtifactId(to32(blake3)?), size));
+                    }
+                    let digests: Vec<[u8; 32]> = removed.iter().map(|(id, _)| id.0).collect();
+                    begun.record(txn, now, &digests)?;
                 }
                 let nonces_removed =
                     crate::rows::session_nonces::forget_before(txn, &nonce_cutoff)?;
-                Ok((removed, nonces_removed))
+                Ok((begun, removed, nonces_removed))
             })
-            .await?;
+            .await;
+        let (begun, removed, nonces_removed) = match swept {
+            Ok(swept) => swept,
+            // Another server's writers held the disposal lock past its wait: next round.
+            Err(error) if error.code() == weft_api::ErrorCode::StorageUnavailable => {
+                tracing::debug!(%error, "the sweep waits for its next round");
+                return Ok(SweepReport {
+                    upload_sessions_removed,
+                    ..SweepReport::default()
+                });
+            }
+            Err(error) => return Err(error),
+        };
         let mut report = SweepReport {
             nonces_removed,
             upload_sessions_removed,
             ..SweepReport::default()
         };
-        for (id, size) in removed {
-            self.0.blobs.remove(&id).await?;
+        let files: Vec<ArtifactId> = removed.iter().map(|(id, _)| *id).collect();
+        let deleted = self.delete_disposed(begun, &files).await?;
+        for (_, size) in removed.iter().take(deleted) {
             report.blobs_removed += 1;
             report.bytes_removed += size;
         }

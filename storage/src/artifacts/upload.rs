@@ -16,6 +16,7 @@ use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 
 use super::blob_row;
+use super::disposal::Begun;
 use crate::access::Session;
 use crate::access::{Reader, can_see_blob, membership};
 use crate::acting::Acting;
@@ -322,6 +323,9 @@ impl Artifacts<'_> {
         };
         let mut inline = None;
         let mut read_before = None;
+        // The disposals of blob files this upload had seen before promoting its bytes (on an
+        // index several servers share: `artifacts/disposal.rs`).
+        let mut seen_disposals = None;
         let mut promoted = false;
         if let Some(mut staged) = staged {
             match staged.inline.take() {
@@ -330,9 +334,19 @@ impl Artifacts<'_> {
                 // Blob first, index second. A quarantined blob is replaced by the good bytes.
                 None => {
                     let reader = uploader.clone();
-                    let (quarantined, visible) =
-                        self.0.db.read(move |conn| before(conn, &reader)).await?;
+                    let at = format_instant(self.0.clock.now());
+                    let ((quarantined, visible), disposals) = self
+                        .0
+                        .db
+                        .read(move |conn| {
+                            Ok((
+                                before(conn, &reader)?,
+                                crate::rows::blob_disposals::seen(conn, &at)?,
+                            ))
+                        })
+                        .await?;
                     read_before = Some((quarantined, visible));
+                    seen_disposals = Some(disposals);
                     promoted = self.0.blobs.promote(staged, quarantined).await?;
                 }
             }
@@ -344,6 +358,10 @@ impl Artifacts<'_> {
         let generation = self.0.hot.generation();
         let hot = inline.clone();
         let repairs = std::sync::Arc::clone(&self.0.repairs);
+        // Bytes only hashed (the uploader could see them when it began) rely on the row
+        // found then: it must still be there when this one is written.
+        let hashed_only = inline.is_none() && read_before.is_none() && !promoted;
+        self.0.faults.after_promotion().await;
         let written = self
             .0
             .db
@@ -352,6 +370,20 @@ impl Artifacts<'_> {
                 // nothing of them is recorded (LSE-7; an ended caller hears why, first).
                 if let Some(acting) = acting {
                     acting.check(txn, &format_instant(now))?;
+                }
+                // Another server deleted this blob's rows and is deleting, or has deleted, the
+                // file this upload may have found present: record nothing; a retry stores the
+                // bytes again.
+                if let Some(seen) = seen_disposals
+                    && crate::rows::blob_disposals::disposed_since(txn, seen, &blake3.0)?
+                {
+                    return Err(super::disposal::swept_meanwhile());
+                }
+                if hashed_only {
+                    crate::rows::blob_disposals::fence(txn)?;
+                    if crate::rows::blobs::inline_id(txn, &blake3)?.is_none() {
+                        return Err(super::disposal::swept_meanwhile());
+                    }
                 }
                 let (quarantined, already_visible) = match read_before {
                     Some(read) => read,
@@ -437,16 +469,47 @@ impl Artifacts<'_> {
     /// Removes the blob a failed upload promoted, unless a row names it by now: another
     /// upload of the same bytes may have found it present and recorded it. The sweep's
     /// exclusive guard waits out every upload between its promotion and its row.
+    ///
+    /// On an index several servers share, the removal is a disposal of one blob recorded
+    /// with the check that no row names it (`disposal.rs`): an upload of the same bytes on
+    /// another server that found the file present then refuses to record its row.
     async fn undo_promotion(&self, id: weft_api::ArtifactId) {
         let _alone = self.0.sweep_lock.write().await;
-        let recorded = self
+        if !self.0.db.is_shared() {
+            let recorded = self
+                .0
+                .db
+                .read(move |conn| Ok(blob_row(conn, &Digest::Blake3(id))?.is_some()))
+                .await;
+            let undone = match recorded {
+                Ok(true) => Ok(()),
+                Ok(false) => self.0.blobs.remove(&id).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = undone {
+                // Left for start-up, which removes blob files no row names.
+                tracing::error!(%id, %error, "could not undo the promotion of a failed upload");
+            }
+            return;
+        }
+        let now = self.0.clock.now();
+        let begun = self
             .0
             .db
-            .read(move |conn| Ok(blob_row(conn, &Digest::Blake3(id))?.is_some()))
+            .write(move |txn| {
+                if blob_row(txn, &Digest::Blake3(id))?.is_some() {
+                    return Ok(None);
+                }
+                let begun = Begun::begin(txn, now)?;
+                begun.record(txn, now, &[id.0])?;
+                Ok(Some(begun))
+            })
             .await;
-        let undone = match recorded {
-            Ok(true) => Ok(()),
-            Ok(false) => self.0.blobs.unpromote(&id).await,
+        let undone = match begun {
+            Ok(None) => Ok(()),
+            // Another server is deleting files: this one stays, a file no row names.
+            Ok(Some(Begun::Busy)) => Ok(()),
+            Ok(Some(begun)) => self.delete_disposed(begun, &[id]).await.map(drop),
             Err(error) => Err(error),
         };
         if let Err(error) = undone {

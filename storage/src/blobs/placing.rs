@@ -1,5 +1,5 @@
 //! Placing staged bytes at their digest's key (`promote`), its outboard first, and taking a
-//! blob away again (`unpromote`, `remove`): a create-if-absent rename or copy on the local
+//! blob away again (`remove`): a create-if-absent rename or copy on the local
 //! and memory stores, a HEAD and a copy on S3 (`s3.rs`). See `blobs.rs` for the crash story.
 
 use object_store::ObjectStoreExt as _;
@@ -104,16 +104,9 @@ impl Blobs {
         }
     }
 
-    /// Undoes a promotion whose blob row was not committed (the index write failed): the
-    /// blob's object is deleted, and so is its outboard (a resumable upload session's object
-    /// was linked, not moved, so it is still there for the retry). The caller makes sure that
-    /// no row names the blob and that no other upload is between its promotion and its row.
-    pub(crate) async fn unpromote(&self, id: &ArtifactId) -> Result<(), Error> {
-        self.remove(id).await
-    }
-
-    /// Deletes a blob's object (the sweep of uncited uploads, after their rows are gone).
-    /// An object already missing is not an error.
+    /// Deletes a blob's object and its outboard (the sweep of uncited uploads, after their
+    /// rows are gone; the undoing of a failed upload's promotion, when no row names it). An
+    /// object already missing is not an error.
     pub(crate) async fn remove(&self, id: &ArtifactId) -> Result<(), Error> {
         match self.store.delete(&blob_path(id)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}

@@ -304,7 +304,7 @@ pub(super) async fn check_reachable(store: &dyn ObjectStore) -> Result<(), Error
 /// as Garage speaks it): a HEAD, then a server-side copy, then (a one-shot upload's) the
 /// staged object's deletion. Two uploads of one digest racing between the HEAD and the copy
 /// both copy the same verified bytes, so the object is right whichever lands last; both then
-/// report it stored, which only matters to `unpromote`: the engine's undo of a failed
+/// report it stored, which only matters to the engine's undo of a failed
 /// promotion removes the object only if no row names it, after every upload between its
 /// promotion and its row has finished (`artifacts/upload.rs`).
 pub(super) async fn place_by_copy(

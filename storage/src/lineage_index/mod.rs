@@ -64,7 +64,7 @@ pub use answer::{
 use coverage::Coverage;
 pub use name::Name;
 pub use restart::{LineageStart, SnapshotSaved};
-pub(crate) use restart::{load_publications_after, snapshot_path};
+pub(crate) use restart::{load_publication, load_publications_after, snapshot_path};
 
 /// The index. Reads take a shared lock for the duration of one query.
 #[derive(Debug, Default)]
@@ -91,6 +91,12 @@ impl Index {
         graph.add(publication);
         self.coverage()
             .note(publication.rowid, publication.manifest_id);
+    }
+
+    /// How many publications (manifests) the index holds.
+    pub(crate) fn manifests(&self) -> u64 {
+        let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
+        graph.manifests.len() as u64
     }
 
     /// Bytes the index takes, roughly (for the benchmark's report).

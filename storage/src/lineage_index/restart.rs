@@ -106,7 +106,33 @@ pub(crate) fn load_publications_after(
     }
     let rows = crate::rows::manifests::publications_after(conn, after)?;
     let mut publications = Vec::with_capacity(rows.len());
-    for (
+    for row in rows {
+        let known = (after == 0).then(|| sources.remove(&row.2).unwrap_or_default());
+        publications.push(publication(conn, row, known)?);
+    }
+    let last = publications.last().map(|p| (p.rowid, p.manifest_id));
+    Ok((publications, last))
+}
+
+/// The publication of manifest `manifest_id` read from the tables, if it is there: another
+/// server's, added when its `artifact.published` arrives (`Store::open`'s follower).
+pub(crate) fn load_publication(
+    conn: &Connection,
+    manifest_id: &ArtifactId,
+) -> Result<Option<Publication>, Error> {
+    crate::rows::manifests::publication_of(conn, &manifest_id.0)?
+        .map(|row| publication(conn, row, None))
+        .transpose()
+}
+
+/// One row of `manifests` (with its blob's size) as a publication; its sources are `known`,
+/// or else read by the primary key of `derivations`.
+fn publication(
+    conn: &Connection,
+    row: crate::rows::manifests::PublicationRow,
+    known: Option<Vec<ArtifactId>>,
+) -> Result<Publication, Error> {
+    let (
         artifact,
         size,
         manifest_id,
@@ -117,29 +143,24 @@ pub(crate) fn load_publications_after(
         media_type,
         sequence,
         rowid,
-    ) in rows
-    {
-        let sources = if after == 0 {
-            sources.remove(&manifest_id).unwrap_or_default()
-        } else {
-            crate::rows::derivations::sources_in(conn, &artifact, &manifest_id)?
-        };
-        publications.push(Publication {
-            artifact: ArtifactId(to32(artifact)?),
-            size,
-            sources,
-            manifest_id: ArtifactId(to32(manifest_id)?),
-            group,
-            mission,
-            work_item,
-            producer,
-            media_type,
-            sequence,
-            rowid,
-        });
-    }
-    let last = publications.last().map(|p| (p.rowid, p.manifest_id));
-    Ok((publications, last))
+    ) = row;
+    let sources = match known {
+        Some(sources) => sources,
+        None => crate::rows::derivations::sources_in(conn, &artifact, &manifest_id)?,
+    };
+    Ok(Publication {
+        artifact: ArtifactId(to32(artifact)?),
+        size,
+        sources,
+        manifest_id: ArtifactId(to32(manifest_id)?),
+        group,
+        mission,
+        work_item,
+        producer,
+        media_type,
+        sequence,
+        rowid,
+    })
 }
 
 impl Index {

@@ -245,10 +245,16 @@ pub(crate) fn stale_where(
     cutoff: &str,
     uncited: &str,
 ) -> Result<Vec<(Vec<u8>, u64)>, Error> {
+    // On a shared index a round takes at most a thousand, skipping rows a writer holds
+    // (a citation being committed on another server), so it never waits on one.
+    let batch = match conn.engine() {
+        crate::sql::Engine::Postgres => " LIMIT 1000 FOR UPDATE OF blobs SKIP LOCKED",
+        crate::sql::Engine::Sqlite => "",
+    };
     let sql = format!(
         "SELECT blake3, size FROM blobs
          WHERE COALESCE(({}), stored_at) < ?1
-           AND {uncited}",
+           AND {uncited}{batch}",
         super::blob_uploaders::last_upload_of("blobs.blake3")
     );
     let rows = conn.rows(&sql, [cutoff], |row| {

@@ -260,6 +260,31 @@ pub(crate) fn publications_after(
     Ok(rows)
 }
 
+/// The publication of manifest `manifest_id`, as [`publications_after`] reads each (another
+/// server's publication, which the lineage index adds when its Event arrives).
+pub(crate) fn publication_of(
+    conn: &Connection,
+    manifest_id: &[u8],
+) -> Result<Option<PublicationRow>, Error> {
+    Ok(conn
+        .row("SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
+         FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3 WHERE m.manifest_id = ?1", [manifest_id], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+                row.get(7)?,
+                row.get(8)?,
+                row.get(9)?,
+            ))
+        })
+        .optional()?)
+}
+
 /// How many manifests are published.
 pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
     Ok(conn.row("SELECT COUNT(*) FROM manifests", [], |row| row.get(0))?)

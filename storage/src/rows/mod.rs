@@ -14,6 +14,7 @@
 
 pub(crate) mod agent_keys;
 pub(crate) mod agents;
+pub(crate) mod blob_disposals;
 pub(crate) mod blob_uploaders;
 pub(crate) mod blob_verifications;
 pub(crate) mod blobs;

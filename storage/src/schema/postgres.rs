@@ -2,7 +2,8 @@
 //! transaction from `postgres.sql` (types translated: `BYTEA` for blobs, `BIGINT` for
 //! integers, `TEXT COLLATE "C"` so text compares bytewise as on SQLite, and a `rowid`
 //! identity column on every table SQLite gives an implicit one). The version is the row of
-//! `weft_schema`; later migrations add their PostgreSQL spelling beside SQLite's.
+//! `weft_schema`; each later migration has its PostgreSQL spelling in [`MIGRATIONS`], run in
+//! order in the same transaction.
 //!
 //! Several servers may start at once over one database: the migration holds a transaction
 //! advisory lock, so one creates the schema and the others find it done.
@@ -15,6 +16,9 @@ const V29: &str = include_str!("postgres.sql");
 
 /// The version `postgres.sql` creates.
 const BASE: i64 = 29;
+
+/// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
+const MIGRATIONS: [(i64, &str); 1] = [(30, include_str!("postgres_v30.sql"))];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").
 const LOCK: i64 = 0x7765_6674_7363_686d;
@@ -43,15 +47,28 @@ pub(super) fn migrate(conn: &Connection, latest: i64) -> Result<(), Error> {
                 "database schema version {version} is newer than this weft understands ({latest})"
             ))));
         }
-        if version != 0 && version < latest {
+        if version != 0 && version < BASE {
             return Err(Error::backend(std::io::Error::other(format!(
                 "database schema version {version} has no PostgreSQL migration to {latest}"
             ))));
         }
+        let mut version = version;
         if version == 0 {
             conn.execute_batch(V29)?;
             conn.execute_batch("CREATE TABLE weft_schema (version BIGINT NOT NULL)")?;
             conn.run("INSERT INTO weft_schema (version) VALUES (?1)", [BASE])?;
+            version = BASE;
+        }
+        while version < latest {
+            let next = version + 1;
+            let Some((_, ddl)) = MIGRATIONS.iter().find(|(to, _)| *to == next) else {
+                return Err(Error::backend(std::io::Error::other(format!(
+                    "database schema version {version} has no PostgreSQL migration to {next}"
+                ))));
+            };
+            conn.execute_batch(ddl)?;
+            conn.run("UPDATE weft_schema SET version = ?1", [next])?;
+            version = next;
         }
         Ok(())
     })();

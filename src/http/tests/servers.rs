@@ -1,0 +1,191 @@
+//! Several servers over one PostgreSQL index and one Garage bucket (issue #43), in one test
+//! process: two `Store`s with their own writers, readers, followers and sweep locks, as two
+//! `weft serve` processes have. Only the PostgreSQL backend shares an index; on the others
+//! these tests say they skipped. (The multi-process tests are `tests/e2e/scale_out.rs`.)
+
+use std::sync::Arc;
+
+use axum::http::{Method, StatusCode};
+use weft_storage::{Options, Store};
+
+use super::harness::*;
+use crate::config::Config;
+use crate::http::{AppState, app};
+
+impl Harness {
+    /// Another server over this harness's index and blob store (the PostgreSQL backend:
+    /// several servers), with the same clock, its own fault hooks, and `adjust` applied.
+    pub(super) async fn peer(&self, adjust: impl FnOnce(&mut Config)) -> Harness {
+        assert_eq!(
+            self.kind,
+            Kind::Postgres,
+            "only servers over PostgreSQL share an index"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::with_data_dir(dir.path().to_path_buf());
+        config.max_upload_bytes = MAX_UPLOAD;
+        if let Some((location, credentials)) = &self.s3 {
+            config.blobs = Some(location.clone());
+            config.s3_credentials_file = Some(credentials.clone());
+        }
+        config.index = self.index.clone();
+        adjust(&mut config);
+        let mut options: Options = config.storage_options();
+        options.clock = Arc::new(self.clock.clone());
+        let faults = weft_storage::Faults::default();
+        options.faults = faults.clone();
+        options.lineage_inline_budget = None;
+        let store = Store::open(options).await.expect("the peer opens");
+        let state = AppState::new(store.clone(), ADMIN, &config);
+        Harness {
+            app: app(state),
+            store,
+            clock: self.clock.clone(),
+            dir,
+            kind: self.kind,
+            s3: self.s3.clone(),
+            index: self.index.clone(),
+            coordinators: Default::default(),
+            faults,
+        }
+    }
+}
+
+/// The bytes of a file blob (inline blobs are off in these harnesses).
+fn bytes() -> Vec<u8> {
+    (0..70_000u32).map(|i| (i % 251) as u8).collect()
+}
+
+/// A sweep on one server deletes an uncited upload's row and then its file while an upload of
+/// the same bytes on another server found that file (or, its uploader's own bytes only hashed,
+/// that row) and is about to record its row: the upload is refused as retryable (503
+/// `storage_unavailable`) and records nothing, where it would otherwise record a row naming a
+/// file that is gone; sent again, it stores the bytes, and both servers read them back
+/// verified. Both paths: another member's upload (staged, its promotion finds the file) and
+/// the uploader's own (hashed only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_that_found_a_file_another_server_disposes_of_records_nothing() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness_files(Kind::Postgres).await;
+    let b = a.peer(|config| config.inline_blob_bytes = 0).await;
+    let mut worker = a.agent("w1", "g1", &["worker"]).await;
+    let mut other = a.agent("w2", "g1", &["worker"]).await;
+    let bytes = bytes();
+    let uri = format!("/v1/blobs/{}", digest_of(&bytes).blake3);
+    for staged in [true, false] {
+        worker.token = a.session(&worker.key, "w1", "g1").await;
+        a.upload(&worker, &bytes).await;
+        a.clock.advance(chrono::Duration::days(2));
+        worker.token = a.session(&worker.key, "w1", "g1").await;
+        other.token = a.session(&other.key, "w2", "g1").await;
+        let uploader = if staged { &other } else { &worker };
+
+        // B finds the file (or the row) and waits before its row.
+        b.faults.hold_promoted(true);
+        let upload = {
+            let (app, request) = (
+                b.app.clone(),
+                request(Method::PUT, &uri, Some(&uploader.token), bytes.clone()),
+            );
+            tokio::spawn(async move {
+                use tower::ServiceExt as _;
+                let response = app.oneshot(request).await.expect("infallible service");
+                let status = response.status();
+                let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+                    .await
+                    .unwrap_or_default();
+                (status, body)
+            })
+        };
+        b.faults.promoted_waiting(1).await;
+
+        // A sweeps: the row and then the file go.
+        let report = a.store.artifacts().sweep().await.expect("sweep");
+        assert_eq!(report.blobs_removed, 1, "staged {staged}: {report:?}");
+
+        b.faults.hold_promoted(false);
+        let (status, body) = upload.await.expect("the upload task");
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "staged {staged}: {body:?}"
+        );
+        let problem: serde_json::Value = serde_json::from_slice(&body).expect("problem+json");
+        assert_eq!(problem["code"], "storage_unavailable", "{problem}");
+        let head = b
+            .call(Method::HEAD, &uri, Some(&uploader.token), Vec::new())
+            .await;
+        assert_eq!(
+            head.status,
+            StatusCode::NOT_FOUND,
+            "staged {staged}: a row was recorded"
+        );
+
+        // Sent again, the bytes are stored.
+        let again = b
+            .call(Method::PUT, &uri, Some(&uploader.token), bytes.clone())
+            .await;
+        assert_eq!(
+            again.status,
+            StatusCode::CREATED,
+            "staged {staged}: {again:?}"
+        );
+        a.clock.advance(chrono::Duration::days(2));
+        let report = a.store.artifacts().sweep().await.expect("sweep");
+        assert_eq!(report.blobs_removed, 1, "staged {staged}: {report:?}");
+    }
+    // Published, both servers read the bytes back verified.
+    worker.token = a.session(&worker.key, "w1", "g1").await;
+    let id = a.put(&worker, "g1", &bytes, &[]).await;
+    let token = b.session(&worker.key, "w1", "g1").await;
+    for (server, token) in [(&a, &worker.token), (&b, &token)] {
+        let read = server
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{id}/content"),
+                Some(token),
+                Vec::new(),
+            )
+            .await;
+        assert_eq!(read.status, StatusCode::OK, "{read:?}");
+        assert_eq!(read.body.as_ref(), bytes.as_slice());
+    }
+}
+
+/// The lineage index is a projection in every server (issue #43): publications committed
+/// through one server reach another's index by following the log, so a provenance query on
+/// either answers the same walk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publications_through_one_server_reach_the_lineage_index_of_another() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let x = a.put(&worker, "g1", b"x", &[]).await;
+    let y = a.put(&worker, "g1", b"y", &[x]).await;
+    let z = a.put(&worker, "g1", b"z", &[y]).await;
+    let token = b.session(&worker.key, "w1", "g1").await;
+    let uri = format!("/v1/artifacts/{z}/provenance");
+    let mut walked = Vec::new();
+    // The other server hears of the commits asynchronously: a bounded wait, not a sleep.
+    for _ in 0..500 {
+        let answer = b.call(Method::GET, &uri, Some(&token), Vec::new()).await;
+        if answer.status == StatusCode::OK {
+            walked = answer.json()["artifacts"]
+                .as_array()
+                .expect("artifacts")
+                .iter()
+                .map(|node| node["id"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            if walked.len() == 3 {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(walked, [z.to_string(), y.to_string(), x.to_string()]);
+}

@@ -1,0 +1,114 @@
+//! Deleting blob files after their rows: the sweep of uncited uploads and the undoing of a
+//! failed upload's promotion. In one process the sweep lock orders them against uploads
+//! (`sweep.rs`); on an index several servers share, each batch is also recorded in the
+//! transaction that deletes its rows, so that an upload on another server that found one of
+//! its files present refuses to record a row for it (`rows/blob_disposals.rs`).
+//!
+//! A batch deletes files only within its lease ([`LEASE`], less [`MARGIN`] for clocks that
+//! disagree): an upload that reads the batch after its lease treats it as done. Files left
+//! past the lease have no row: a leftover, like a crash between the rows and the files.
+
+use chrono::{DateTime, Utc};
+use weft_api::{ArtifactId, ErrorCode};
+
+use crate::artifacts::handle::Artifacts;
+use crate::clock::format_instant;
+use crate::error::Error;
+use crate::rows::blob_disposals;
+use crate::sql::{Connection, Engine};
+
+/// How long a batch may delete files.
+const LEASE: chrono::Duration = chrono::Duration::minutes(5);
+
+/// How long before its lease ends a batch stops deleting.
+const MARGIN: chrono::Duration = chrono::Duration::minutes(1);
+
+/// A disposal begun in a transaction: on a shared index its generation and lease.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Begun {
+    /// One process owns the index (SQLite): the sweep lock is enough.
+    Alone,
+    /// A batch on a shared index, to be recorded with its digests.
+    Batch {
+        generation: i64,
+        until: DateTime<Utc>,
+    },
+    /// Another server is deleting a batch's files: dispose of nothing now.
+    Busy,
+}
+
+impl Begun {
+    /// Begins a disposal in the transaction that will delete the rows.
+    pub(super) fn begin(conn: &Connection, now: DateTime<Utc>) -> Result<Self, Error> {
+        if conn.engine() != Engine::Postgres {
+            return Ok(Self::Alone);
+        }
+        Ok(match blob_disposals::begin(conn, &format_instant(now))? {
+            Some(generation) => Self::Batch {
+                generation,
+                until: now + LEASE,
+            },
+            None => Self::Busy,
+        })
+    }
+
+    /// Records the batch's digests (after its rows were deleted in the same transaction).
+    pub(super) fn record(
+        self,
+        conn: &Connection,
+        now: DateTime<Utc>,
+        blobs: &[[u8; 32]],
+    ) -> Result<(), Error> {
+        match self {
+            Self::Batch { generation, until } if !blobs.is_empty() => {
+                blob_disposals::record(conn, generation, blobs, now, &format_instant(until))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The refusal of an upload whose stored copy was deleted, as an unused upload, between the
+/// moment it found the copy and its row: nothing was recorded, and sending the bytes again
+/// stores them.
+pub(super) fn swept_meanwhile() -> Error {
+    Error::reject(
+        ErrorCode::StorageUnavailable,
+        "the stored copy of these bytes was deleted as an unused upload while this upload \
+         found it; send them again",
+    )
+}
+
+impl Artifacts<'_> {
+    /// Deletes the files of a committed disposal (while its lease lasts), then ends its batch.
+    /// Answers the files deleted.
+    pub(super) async fn delete_disposed(
+        &self,
+        begun: Begun,
+        files: &[ArtifactId],
+    ) -> Result<usize, Error> {
+        let mut deleted = 0;
+        for id in files {
+            if let Begun::Batch { until, .. } = begun
+                && self.0.clock.now() > until - MARGIN
+            {
+                tracing::warn!(
+                    left = files.len() - deleted,
+                    "a disposal's lease ended: its remaining files stay, with no row"
+                );
+                break;
+            }
+            self.0.blobs.remove(id).await?;
+            deleted += 1;
+        }
+        if let Begun::Batch { generation, .. } = begun
+            && !files.is_empty()
+        {
+            self.0
+                .db
+                .write(move |txn| blob_disposals::finish(txn, generation))
+                .await?;
+        }
+        Ok(deleted)
+    }
+}
