@@ -4,21 +4,36 @@
 use std::sync::OnceLock;
 
 use axum::Router;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
+use weft_api::ErrorCode;
 
 use super::answer::json;
 use super::auth::Caller;
-use super::error::HttpResult;
+use super::error::{HttpError, HttpResult};
 use super::state::AppState;
 
-/// `GET /healthz`: the process answers (no authentication; see `openapi::PUBLIC`).
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive")))]
-pub(crate) async fn healthz() -> &'static str {
-    "ok\n"
+/// `GET /healthz`: the process answers (no authentication; see `openapi::PUBLIC`), and so
+/// does its index: a server over PostgreSQL that has not heard from the database for a few
+/// seconds answers 503 `storage_unavailable` (it acknowledges no write and serves nothing from
+/// memory as current then; issue #43), so a load balancer takes it out.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "alive"), (status = 503, description = "the index database does not answer")))]
+pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
+    match state.store.index_cut_off_for() {
+        None => "ok\n".into_response(),
+        Some(silent) => HttpError::new(
+            ErrorCode::StorageUnavailable,
+            format!(
+                "the index database has not answered for {} s",
+                silent.as_secs()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 /// `GET /metrics`: Prometheus text with `# HELP` and `# TYPE` for every metric: bytes in and

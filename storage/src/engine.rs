@@ -3,6 +3,7 @@
 //! so the engine knows no feature). Nothing else lives here: every operation is in the feature
 //! file that owns its tables (see `lib.rs` for the map), opening and closing in `lifecycle.rs`.
 
+pub(crate) mod contact;
 pub(crate) mod deadlines;
 pub(crate) mod hot;
 pub(crate) mod rebuilds;
@@ -65,6 +66,8 @@ pub(crate) struct Engine {
     /// replaces (LSE-9): `work::expiry::revoke_for_new_session`, set where the Engine is put
     /// together (`lifecycle.rs`), so that sessions and work do not import each other.
     pub(crate) on_session_replaced: OnSessionReplaced,
+    /// When a shared index last answered (`contact.rs`).
+    pub(crate) contact: contact::Contact,
 }
 
 /// See [`Engine::on_session_replaced`]: in the session's transaction, for Group, Agent and the

@@ -70,7 +70,7 @@ impl Error {
 enum DiskFailure {
     /// `ENOSPC` (`io::ErrorKind::StorageFull`), SQLite's `SQLITE_FULL`.
     Full,
-    /// `EIO`, SQLite's `SQLITE_IOERR`.
+    /// `EIO`, SQLite's `SQLITE_IOERR`; an index server that cannot be reached.
     Io,
 }
 
@@ -83,26 +83,35 @@ fn disk_failure(error: &(dyn std::error::Error + 'static)) -> Option<DiskFailure
             if io.raw_os_error() == Some(ENOSPC) || io.kind() == std::io::ErrorKind::StorageFull {
                 return Some(DiskFailure::Full);
             }
-            if io.raw_os_error() == Some(EIO) {
+            // EIO; or the index's server cannot be reached (PostgreSQL restarting, a lost
+            // connection): nothing was kept, retry later.
+            if io.raw_os_error() == Some(EIO)
+                || matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::NotConnected
+                        | std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::UnexpectedEof
+                )
+            {
                 return Some(DiskFailure::Io);
             }
+        }
+        if let Some(postgres) = error.downcast_ref::<postgres::Error>()
+            && let Some(failure) = postgres_failure(postgres)
+        {
+            return Some(failure);
         }
         let sqlite = match error.downcast_ref::<crate::sql::SqlError>() {
             Some(crate::sql::SqlError::Sqlite(sqlite)) => Some(sqlite),
             Some(crate::sql::SqlError::Postgres(postgres)) => {
-                // The index's server: `disk_full` (53100), `io_error` (58030); a deadlock, a
-                // serialisation failure, a lock or statement timeout, a shutdown or a lost
-                // connection (40P01, 40001, 55P03, 57014, 57P01, 08…): nothing was kept,
-                // retry later.
-                match postgres.code().map(postgres::error::SqlState::code) {
-                    Some("53100") => return Some(DiskFailure::Full),
-                    Some("58030" | "40P01" | "40001" | "55P03" | "57014" | "57P01") => {
-                        return Some(DiskFailure::Io);
-                    }
-                    Some(code) if code.starts_with("08") => return Some(DiskFailure::Io),
-                    None if postgres.is_closed() => return Some(DiskFailure::Io),
-                    _ => None,
+                if let Some(failure) = postgres_failure(postgres) {
+                    return Some(failure);
                 }
+                None
             }
             _ => error.downcast_ref::<rusqlite::Error>(),
         };
@@ -169,6 +178,20 @@ fn out_of_descriptors(error: &(dyn std::error::Error + 'static)) -> bool {
 /// A protocol refusal with its stable code (shorthand for [`Error::reject`]).
 pub(crate) fn reject(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::reject(code, message)
+}
+
+/// What an error of the index's server (PostgreSQL) says: `disk_full` (53100); `io_error`
+/// (58030), a deadlock, a serialisation failure, a lock or statement timeout (40P01, 40001,
+/// 55P03, 57014), the server shutting down, restarting or starting (57P01…57P03), too many
+/// connections (53300), a lost connection (08…, or closed): nothing was kept, retry later.
+fn postgres_failure(error: &postgres::Error) -> Option<DiskFailure> {
+    match error.code().map(postgres::error::SqlState::code) {
+        Some("53100") => Some(DiskFailure::Full),
+        Some("58030" | "40P01" | "40001" | "55P03" | "57014" | "53300") => Some(DiskFailure::Io),
+        Some(code) if code.starts_with("08") || code.starts_with("57P") => Some(DiskFailure::Io),
+        None if error.is_closed() => Some(DiskFailure::Io),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -146,6 +146,39 @@ fn follow_other_servers(engine: &Arc<engine::Engine>) {
     });
 }
 
+/// On a shared index, reads `SELECT 1` every second, one probe at a time, and notes each
+/// answer (`engine/contact.rs`); ends with the engine.
+fn probe_the_index(engine: &Arc<engine::Engine>) {
+    if !engine.db.is_shared() {
+        return;
+    }
+    engine.contact.answered(); // it answered while the store opened
+    let weak = Arc::downgrade(engine);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(engine::contact::PROBE);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(engine) = weak.upgrade() else {
+                return;
+            };
+            if !engine.contact.begin_probe() {
+                continue;
+            }
+            tokio::spawn(async move {
+                let answered = engine
+                    .db
+                    .read(|conn| Ok(sql::Cached::value::<i64, _>(conn, "SELECT 1", [])?))
+                    .await;
+                if answered.is_ok() {
+                    engine.contact.answered();
+                }
+                engine.contact.end_probe();
+            });
+        }
+    });
+}
+
 /// Adds another server's publication to this one's lineage index, read from the tables (the
 /// Event arrives after its commit).
 async fn follow_publication(engine: &engine::Engine, manifest_id: weft_api::ArtifactId) {
@@ -201,6 +234,7 @@ impl Store {
         let inner = Arc::new(engine::Engine::open(options).await?);
         reactions::start(&inner);
         follow_other_servers(&inner);
+        probe_the_index(&inner);
         Ok(Self {
             inner,
             sessions: Arc::default(),
@@ -211,6 +245,16 @@ impl Store {
     /// last, once every request has finished. From then on this process promotes no blob.
     pub async fn mark_clean_shutdown(&self) -> Result<(), Error> {
         self.inner.mark_clean_shutdown().await
+    }
+
+    /// How long a shared index has not answered, when that is longer than this process may
+    /// serve from what it keeps in memory (`None`: the index is current, or not shared).
+    pub fn index_cut_off_for(&self) -> Option<std::time::Duration> {
+        let contact = &self.inner.contact;
+        if contact.current() {
+            return None;
+        }
+        contact.silent_for()
     }
 
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {

@@ -235,6 +235,7 @@ impl Engine {
             faults: options.faults,
             reactions: crate::reactions::Reactions::default(),
             on_session_replaced: crate::work::expiry::revoke_for_new_session,
+            contact: crate::engine::contact::Contact::new(shared),
         })
     }
 }

@@ -182,7 +182,10 @@ impl Sessions<'_> {
         // so what this read saw is never served once that change has been answered.
         let generation = *self.engine.auth_generation.borrow();
         let now = self.engine.clock.now();
-        if let Some(session) = self.cache.get(&token_hash, generation, now) {
+        // A shared index silent for a while may hide a revocation: the cache waits for it.
+        if self.engine.contact.current()
+            && let Some(session) = self.cache.get(&token_hash, generation, now)
+        {
             return Ok(session);
         }
         let now = format_instant(now);

@@ -262,6 +262,37 @@ impl Postgres {
         }
     }
 
+    /// Freezes the server and every backend (SIGSTOP): connections stay open and nothing
+    /// answers, as when a partition cuts the database off. [`Postgres::resume`] thaws it.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws what [`Postgres::pause`] froze (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    /// Sends `signal` to the server and its children, by PID.
+    fn signal(&self, signal: &str) {
+        let Some(running) = &self.running else {
+            return;
+        };
+        let pid = running.server.id().to_string();
+        let children = Command::new("pgrep")
+            .args(["-P", &pid])
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default();
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(&pid)
+            .args(children.split_whitespace())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} {pid} {children}");
+    }
+
     /// The port the server listens on, on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port

@@ -18,6 +18,7 @@ mod resume;
 mod revoke;
 mod rule_ids;
 mod scale_out;
+mod scale_out_faults;
 mod schemathesis;
 mod schemathesis_data;
 mod sign_in;
