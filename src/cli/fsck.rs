@@ -19,10 +19,11 @@ pub(super) const EXIT_IN_USE: i32 = 3;
 /// `blobs`: the bucket holding the blobs, when they are not in `data_dir` (`--blobs s3://…`).
 pub(super) async fn run(
     data_dir: &Path,
+    index: Option<String>,
     blobs: Option<weft_storage::S3Location>,
     json: bool,
 ) -> anyhow::Result<()> {
-    if !data_dir.join("index.sqlite").exists() {
+    if index.is_none() && !data_dir.join("index.sqlite").exists() {
         bail!("{} holds no weft index", data_dir.display());
     }
     // Offline only: a running server holds the lock, and its uploads in flight would be
@@ -49,6 +50,9 @@ pub(super) async fn run(
     options.sweep_staging = false;
     if let Some(location) = blobs {
         options.blobs = weft_storage::Backend::S3(location);
+    }
+    if let Some(url) = index {
+        options.index = weft_storage::Location::Postgres(url);
     }
     // Snapshot signatures are checked against the server's own key.
     if data_dir.join("authority.key").exists() {

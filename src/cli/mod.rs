@@ -22,6 +22,7 @@ mod evidence;
 mod fsck;
 mod keys;
 mod lineage;
+mod migrate;
 mod pages;
 mod preflight;
 mod resume;
@@ -262,6 +263,10 @@ enum Command {
     Fsck {
         #[arg(long, default_value = "weft-data")]
         data_dir: PathBuf,
+        /// The servers' `--index postgres://…`, when the index is in PostgreSQL (the data
+        /// directory then only holds `authority.key`). Check while no server writes.
+        #[arg(long, value_parser = crate::config::parse_index)]
+        index: Option<String>,
         /// The server's `--blobs s3://…`, when its blobs are in a bucket.
         #[arg(long, env = "WEFT_BLOBS", value_parser = crate::config::parse_blobs)]
         blobs: Option<weft_storage::S3Location>,
@@ -271,6 +276,22 @@ enum Command {
         /// Print the result as one JSON object instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Copy a single-node data directory (stopped) into PostgreSQL and an S3 bucket, for
+    /// several servers: every digest verified on the way, every table's rows counted, then
+    /// fsck on the copy. The source is only read; the destination must be empty.
+    ///
+    /// Example: `weft migrate --from weft-data --index postgres://weft@db/weft --blobs 's3://weft-blobs/prod?endpoint=http://127.0.0.1:3900&region=garage'`
+    Migrate {
+        #[arg(long)]
+        from: PathBuf,
+        #[arg(long, env = "WEFT_INDEX", value_parser = crate::config::parse_index)]
+        index: String,
+        #[arg(long, env = "WEFT_BLOBS", value_parser = crate::config::parse_blobs)]
+        blobs: weft_storage::S3Location,
+        /// Credentials for the bucket (`--s3-credentials-file` of `weft serve`).
+        #[arg(long, env = "WEFT_S3_CREDENTIALS_FILE")]
+        s3_credentials_file: Option<PathBuf>,
     },
     /// Print both digests of a file, hashed with the server's pipeline (benchmark baseline).
     #[command(hide = true)]
@@ -355,6 +376,7 @@ impl Cli {
             Command::Work { client, action } => work::work(&client, action).await,
             Command::Fsck {
                 data_dir,
+                index,
                 blobs,
                 s3_credentials_file,
                 json,
@@ -363,7 +385,16 @@ impl Cli {
                     location.credentials_file = s3_credentials_file;
                     location
                 });
-                fsck::run(&data_dir, blobs, json).await
+                fsck::run(&data_dir, index, blobs, json).await
+            }
+            Command::Migrate {
+                from,
+                index,
+                mut blobs,
+                s3_credentials_file,
+            } => {
+                blobs.credentials_file = s3_credentials_file;
+                migrate::run(&from, index, blobs).await
             }
             Command::Hash { file } => fsck::hash(&file).await,
         }

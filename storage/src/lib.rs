@@ -43,6 +43,7 @@ mod lifecycle;
 mod limits;
 mod lineage;
 mod lineage_index;
+mod migrate;
 mod options;
 mod outboard;
 mod policy;
@@ -82,6 +83,7 @@ pub use lineage_index::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, LineageStart, ManifestSummary, Name,
     NodeRef, Query as LineageQuery, Scope, SnapshotSaved,
 };
+pub use migrate::MigrationReport;
 pub use options::{Options, Quotas, defaults};
 pub use sql::Work as SqlWork;
 pub use weft_api::GroupState;

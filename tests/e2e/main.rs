@@ -9,6 +9,7 @@ mod crash;
 mod delivery;
 mod first_hour;
 mod garage;
+mod migrate;
 mod offline;
 mod python_client;
 mod reactions;

@@ -1,0 +1,310 @@
+//! Scale-out benchmark for issue #43 (not a test; `cargo bench --bench scale_out`): in one
+//! run, one `weft serve` on SQLite + local disk (the baseline), then one, two and three
+//! `weft serve` over one PostgreSQL database and one Garage bucket, each measured with the
+//! same two loads from 64 concurrent connections, request `i` sent to server `i % n`:
+//! - signed `work.progress` Commands (pre-signed before the clock: the load generator shares
+//!   the machine's cores, so only the server's work is timed), each durable before its 201;
+//! - one-request 4 KiB publications (`PUT /v1/artifacts/{digest}`, manifest and bytes in one
+//!   multipart body, signed before the clock), inline in the index on both engines.
+//!
+//! Prints requests per second and p50/p99 latency per configuration, and the ratios the
+//! issue sets goals on: three PostgreSQL servers against one, one PostgreSQL server against
+//! SQLite. PostgreSQL runs from the distribution's binaries in a throwaway cluster
+//! (`weft_testkit`, fsync on), Garage likewise; without them the bench says so and measures
+//! SQLite only. Knob: `WEFT_BENCH_REQUESTS` (per load and configuration, default 2000).
+
+#[path = "common/weft.rs"]
+#[allow(dead_code)] // `start_weft`: every server here takes flags (`start_weft_with`)
+mod weft;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use weft_api::Envelope;
+use weft_api::work::COMMAND_TYPE;
+
+const CONNECTIONS: usize = 64;
+const SMALL: usize = 4096;
+const BOUNDARY: &str = "weft-bench-scale-out-7MA4YWxk";
+
+/// No per-Agent Command rate: the bench's one worker sends thousands a second.
+const UNLIMITED: &[&str] = &["--commands-per-minute", "0"];
+
+/// What one load measured.
+#[derive(Clone, Copy, Debug)]
+struct Measured {
+    per_second: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+/// Sends `requests[i]` to `urls[i % n]` on [`CONNECTIONS`] tasks; every answer must be a
+/// success.
+async fn measure(
+    client: &reqwest::Client,
+    requests: Vec<(reqwest::Method, String, String, bytes::Bytes)>,
+    token: &str,
+) -> Measured {
+    let requests = Arc::new(requests);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CONNECTIONS {
+        let (client, requests, next, token) = (
+            client.clone(),
+            Arc::clone(&requests),
+            Arc::clone(&next),
+            token.to_owned(),
+        );
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((method, url, content_type, body)) = requests.get(i) else {
+                    return latencies;
+                };
+                let sent = Instant::now();
+                let answer = client
+                    .request(method.clone(), url)
+                    .bearer_auth(&token)
+                    .header(reqwest::header::CONTENT_TYPE, content_type)
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .expect("an answer");
+                let status = answer.status();
+                let text = answer.bytes().await.expect("body");
+                assert!(
+                    status.is_success(),
+                    "{url}: {status} {}",
+                    String::from_utf8_lossy(&text)
+                );
+                latencies.push(sent.elapsed());
+            }
+        });
+    }
+    let mut latencies = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        latencies.extend(done.expect("task"));
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let at = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize];
+    Measured {
+        per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
+        p50: at(0.5),
+        p99: at(0.99),
+    }
+}
+
+/// The multipart body of a one-request publication: manifest, then content.
+fn multipart(envelope: &Envelope, bytes: &[u8]) -> bytes::Bytes {
+    let mut body = Vec::with_capacity(bytes.len() + 2048);
+    body.extend_from_slice(
+        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"manifest\"\r\nContent-Type: application/json\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(&serde_json::to_vec(envelope).expect("envelope json"));
+    body.extend_from_slice(
+        format!("\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"content\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    body.into()
+}
+
+/// `count` signed `work.progress` Commands of `worker` on its started WorkItem.
+fn progress_commands(worker: &weft::Worker, count: usize, epochs: (u64, u64)) -> Vec<bytes::Bytes> {
+    (0..count)
+        .map(|n| {
+            let document = json!({
+                "commandId": format!("progress-{n}"),
+                "type": "work.progress", "groupId": "g1", "agentId": "bench",
+                "issuedAt": chrono::Utc::now().to_rfc3339(), "sessionEpoch": epochs.0,
+                "membershipEpoch": epochs.1, "leaseId": worker.lease_id, "expectedRevision": null,
+                "extensions": [],
+                "payload": {
+                    "workItemId": "w1", "phase": format!("phase {n}"), "milestonesDone": [],
+                    "nextCheckpoint": null, "blockers": [],
+                    "estimate": {"completionAt": null, "confidence": 0.5}, "evidence": []
+                }
+            });
+            let envelope =
+                Envelope::sign(&worker.key, COMMAND_TYPE, document.to_string().as_bytes());
+            serde_json::to_vec(&envelope).expect("json").into()
+        })
+        .collect()
+}
+
+/// The session and Membership epochs `weft login` wrote to the worker's `session.json`.
+fn epochs(home: &Path) -> (u64, u64) {
+    let session: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
+            .expect("session json");
+    (
+        session["sessionEpoch"].as_u64().expect("sessionEpoch"),
+        session["membershipEpoch"]
+            .as_u64()
+            .expect("membershipEpoch"),
+    )
+}
+
+/// Runs both loads against `urls` (the first one enrolled the worker in `dir`).
+fn run_loads(
+    runtime: &tokio::runtime::Runtime,
+    dir: &Path,
+    urls: &[String],
+    count: usize,
+) -> (Measured, Measured) {
+    let worker = weft::enrol(dir, &urls[0]);
+    let client = reqwest::Client::new();
+    let commands: Vec<_> = progress_commands(&worker, count, epochs(&worker.home))
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| {
+            (
+                reqwest::Method::POST,
+                format!("{}/v1/groups/g1/commands", urls[i % urls.len()]),
+                "application/json".to_owned(),
+                body,
+            )
+        })
+        .collect();
+    let publications: Vec<_> = (0..count)
+        .map(|i| {
+            let bytes: Vec<u8> = (0..SMALL).map(|_| rand::random::<u8>()).collect();
+            let digests = weft_api::digest::Hasher::digest(&bytes);
+            let envelope = weft::manifest(&worker, &digests);
+            (
+                reqwest::Method::PUT,
+                format!("{}/v1/artifacts/{}", urls[i % urls.len()], digests.blake3),
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+                multipart(&envelope, &bytes),
+            )
+        })
+        .collect();
+    runtime.block_on(async {
+        let commands = measure(&client, commands, &worker.token).await;
+        let publications = measure(&client, publications, &worker.token).await;
+        (commands, publications)
+    })
+}
+
+/// `n` servers over database `index` and `garage`; server 0's data dir is `dir/data` (where
+/// `weft::enrol` looks for the operator's token), the others share its keys.
+fn postgres_servers(
+    dir: &Path,
+    index: &str,
+    garage: &weft_testkit::Garage,
+    n: usize,
+) -> (Vec<weft::Process>, Vec<String>) {
+    let blobs = garage.location(0, &format!("bench-{n}"));
+    let credentials = garage
+        .credentials_file()
+        .to_str()
+        .expect("utf-8")
+        .to_owned();
+    let flags = [
+        &[
+            "--index",
+            index,
+            "--blobs",
+            blobs.as_str(),
+            "--s3-credentials-file",
+            credentials.as_str(),
+        ][..],
+        UNLIMITED,
+    ]
+    .concat();
+    let mut processes = Vec::new();
+    let mut urls = Vec::new();
+    for i in 0..n {
+        let server_dir = if i == 0 {
+            dir.to_path_buf()
+        } else {
+            let other = dir.join(format!("server-{i}"));
+            std::fs::create_dir_all(other.join("data")).expect("dir");
+            for file in ["authority.key", "admin.token"] {
+                std::fs::copy(dir.join("data").join(file), other.join("data").join(file))
+                    .expect("shared secret");
+            }
+            other
+        };
+        let (process, url) = weft::start_weft_with(&server_dir, &flags, &[]);
+        processes.push(process);
+        urls.push(url);
+    }
+    (processes, urls)
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let count: usize = std::env::var("WEFT_BENCH_REQUESTS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(2000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut rows: Vec<(String, Measured, Measured)> = Vec::new();
+    {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_server, url) = weft::start_weft_with(dir.path(), UNLIMITED, &[]);
+        let (commands, publications) = run_loads(&runtime, dir.path(), &[url], count);
+        rows.push(("1 server, SQLite".into(), commands, publications));
+    }
+    let engines = weft_testkit::Postgres::new().zip(weft_testkit::Garage::start(1));
+    match &engines {
+        None => eprintln!("no PostgreSQL or Garage binaries: SQLite only"),
+        Some((cluster, garage)) => {
+            for n in 1..=3 {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let index = cluster.create_database(&format!("bench_{n}"));
+                let (_servers, urls) = postgres_servers(dir.path(), &index, garage, n);
+                let (commands, publications) = run_loads(&runtime, dir.path(), &urls, count);
+                rows.push((format!("{n} server(s), PostgreSQL"), commands, publications));
+            }
+        }
+    }
+    println!(
+        "scale-out, {count} requests per load, {CONNECTIONS} connections, request i to server i % n"
+    );
+    println!(
+        "{:<24} {:>12} {:>9} {:>9} {:>12} {:>9} {:>9}",
+        "configuration", "commands/s", "p50 ms", "p99 ms", "4KiB pubs/s", "p50 ms", "p99 ms"
+    );
+    for (name, commands, publications) in &rows {
+        println!(
+            "{name:<24} {:>12.0} {:>9.1} {:>9.1} {:>12.0} {:>9.1} {:>9.1}",
+            commands.per_second,
+            ms(commands.p50),
+            ms(commands.p99),
+            publications.per_second,
+            ms(publications.p50),
+            ms(publications.p99)
+        );
+    }
+    if rows.len() == 4 {
+        let ratio = |a: usize, b: usize, pick: fn(&(String, Measured, Measured)) -> f64| {
+            pick(&rows[a]) / pick(&rows[b])
+        };
+        let commands = |row: &(String, Measured, Measured)| row.1.per_second;
+        let publications = |row: &(String, Measured, Measured)| row.2.per_second;
+        println!(
+            "3 PostgreSQL servers / 1 PostgreSQL server: commands {:.2}x, publications {:.2}x (goal 2x)",
+            ratio(3, 1, commands),
+            ratio(3, 1, publications)
+        );
+        println!(
+            "1 PostgreSQL server / 1 SQLite server:      commands {:.2}x, publications {:.2}x (goal 0.5x)",
+            ratio(1, 0, commands),
+            ratio(1, 0, publications)
+        );
+    }
+}
