@@ -232,9 +232,17 @@ impl Compaction<'_> {
                 .map_err(Error::backend)?;
         // 4. One transaction: blob rows, the snapshot row, and only then the rows leave.
         let (group, now) = (group.to_owned(), self.0.clock.now());
-        self.0
+        let compacted = self
+            .0
             .db
             .write(move |txn| {
+                // Several servers may compact one Group at once (issue #43): under the Group's
+                // lock, only one whose starting snapshot is still the newest goes on.
+                crate::rows::groups::lock(txn, &group)?;
+                let newest = crate::rows::snapshots::newest(txn, &group)?;
+                if newest.map_or(0, |(sequence, _, _)| sequence) != from_exclusive {
+                    return Ok(false);
+                }
                 let hash_at = crate::rows::events::hash_at(txn, &group, through)?;
                 if hash_at.map(to32).transpose()? != Some(chain_hash.0) {
                     return Err(reject(
@@ -256,9 +264,13 @@ impl Compaction<'_> {
                     &envelope_json,
                 )?;
                 crate::rows::events::delete_through(txn, &group, through)?;
-                Ok(())
+                Ok(true)
             })
             .await?;
+        if !compacted {
+            tracing::info!(%through, "another server compacted this Group first");
+            return Ok(None);
+        }
         tracing::info!(%through, n_archived = through - from_exclusive, "compacted the online log into a snapshot");
         Ok(Some(through))
     }

@@ -189,3 +189,31 @@ async fn publications_through_one_server_reach_the_lineage_index_of_another() {
     }
     assert_eq!(walked, [z.to_string(), y.to_string(), x.to_string()]);
 }
+
+/// Two servers compacting one Group at once: one snapshot is written, the other server finds
+/// it and compacts nothing (under the Group's lock its starting snapshot is no longer the
+/// newest), and both answer without an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_compacting_one_group_write_one_snapshot() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    for n in 0..4 {
+        a.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
+            .await;
+    }
+    let retain = weft_storage::Retention::events(1);
+    let (compact_a, compact_b) = (a.store.compaction(), b.store.compaction());
+    let (on_a, on_b) = tokio::join!(compact_a.compact(retain), compact_b.compact(retain));
+    let (on_a, on_b) = (on_a.expect("a compacts"), on_b.expect("b compacts"));
+    assert_eq!(
+        on_a.len() + on_b.len(),
+        1,
+        "one compaction: {on_a:?} {on_b:?}"
+    );
+    let tables = a.fingerprint().await.tables;
+    assert_eq!(tables["snapshots"].0, 1, "one snapshot");
+}
