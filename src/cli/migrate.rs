@@ -31,7 +31,30 @@ pub(super) async fn run(
     };
     crate::serve::owner_only_from_now();
     let authority = std::sync::Arc::new(crate::serve::authority_key(from)?);
+    // The store opened as the source is a copy of its index (its timers and reactions may
+    // write; the source is only read), with the source's blobs, read and never written.
+    let scratch = std::env::temp_dir().join(format!(
+        "weft-migrate-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    ));
+    std::fs::create_dir_all(&scratch)?;
+    let outcome = copy(from, &scratch, index, blobs, authority).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome
+}
+
+async fn copy(
+    from: &Path,
+    scratch: &Path,
+    index: String,
+    blobs: weft_storage::S3Location,
+    authority: std::sync::Arc<ed25519_dalek::SigningKey>,
+) -> anyhow::Result<()> {
+    let copied = scratch.join("index.sqlite");
+    weft_storage::Store::copy_sqlite_index(&from.join("index.sqlite"), &copied)?;
     let mut source = weft_storage::Options::on_disk(from);
+    source.index = weft_storage::Location::File(copied);
     source.sweep_staging = false;
     source.authority = std::sync::Arc::clone(&authority);
     let source = weft_storage::Store::open(source).await?;

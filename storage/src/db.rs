@@ -417,6 +417,23 @@ impl Db {
         self.foreign.subscribe()
     }
 
+    /// Copies the SQLite index at `from` to `to` (a new file) through a read-only connection
+    /// (`VACUUM INTO`): the source is not written, not even checkpointed (`weft migrate`
+    /// reads a copy, so that no timer or reaction of the store it opens writes the source).
+    pub(crate) fn copy_sqlite(from: &std::path::Path, to: &std::path::Path) -> Result<(), Error> {
+        let conn = rusqlite::Connection::open_with_flags(
+            from,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(crate::sql::SqlError::from)?;
+        let to = to
+            .to_str()
+            .ok_or_else(|| Error::Config(format!("{} is not UTF-8", to.display())))?;
+        conn.execute("VACUUM INTO ?1", [to])
+            .map_err(crate::sql::SqlError::from)?;
+        Ok(())
+    }
+
     /// Whether other processes share this index (PostgreSQL): what a process keeps in memory
     /// from the index must be read again, not only kept by its own commits.
     pub(crate) fn is_shared(&self) -> bool {

@@ -249,6 +249,12 @@ impl Store {
         self.inner.mark_clean_shutdown().await
     }
 
+    /// Copies a stopped single node's SQLite index (`from`) to a new file (`to`) without
+    /// writing the source (`weft migrate` opens the copy).
+    pub fn copy_sqlite_index(from: &std::path::Path, to: &std::path::Path) -> Result<(), Error> {
+        db::Db::copy_sqlite(from, to)
+    }
+
     /// How long a shared index has not answered, when that is longer than this process may
     /// serve from what it keeps in memory (`None`: the index is current, or not shared).
     pub fn index_cut_off_for(&self) -> Option<std::time::Duration> {
