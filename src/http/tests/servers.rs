@@ -139,13 +139,14 @@ async fn an_upload_that_found_a_file_another_server_disposes_of_records_nothing(
     // Published, both servers read the bytes back verified.
     worker.token = a.session(&worker.key, "w1", "g1").await;
     let id = a.put(&worker, "g1", &bytes, &[]).await;
-    let token = b.session(&worker.key, "w1", "g1").await;
-    for (server, token) in [(&a, &worker.token), (&b, &token)] {
+    // One session per Agent and Group: each server in turn, the newer replacing the older.
+    for server in [&a, &b] {
+        let token = server.session(&worker.key, "w1", "g1").await;
         let read = server
             .call(
                 Method::GET,
                 &format!("/v1/artifacts/{id}/content"),
-                Some(token),
+                Some(&token),
                 Vec::new(),
             )
             .await;
