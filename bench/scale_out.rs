@@ -14,7 +14,8 @@
 //! SQLite only. Knob: `WEFT_BENCH_REQUESTS` (per load and configuration, default 2000).
 
 #[path = "common/weft.rs"]
-#[allow(dead_code)] // `start_weft`: every server here takes flags (`start_weft_with`)
+#[allow(dead_code)]
+// `start_weft`, `command`: every server here takes flags, every Command is progress
 mod weft;
 
 use std::path::Path;
@@ -22,13 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-use weft_api::Envelope;
-use weft_api::work::COMMAND_TYPE;
-
 const CONNECTIONS: usize = 64;
 const SMALL: usize = 4096;
-const BOUNDARY: &str = "weft-bench-scale-out-7MA4YWxk";
 
 /// No per-Agent Command rate: the bench's one worker sends thousands a second.
 const UNLIMITED: &[&str] = &["--commands-per-minute", "0"];
@@ -100,57 +96,6 @@ async fn measure(
     }
 }
 
-/// The multipart body of a one-request publication: manifest, then content.
-fn multipart(envelope: &Envelope, bytes: &[u8]) -> bytes::Bytes {
-    let mut body = Vec::with_capacity(bytes.len() + 2048);
-    body.extend_from_slice(
-        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"manifest\"\r\nContent-Type: application/json\r\n\r\n").as_bytes(),
-    );
-    body.extend_from_slice(&serde_json::to_vec(envelope).expect("envelope json"));
-    body.extend_from_slice(
-        format!("\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"content\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes(),
-    );
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
-    body.into()
-}
-
-/// `count` signed `work.progress` Commands of `worker` on its started WorkItem.
-fn progress_commands(worker: &weft::Worker, count: usize, epochs: (u64, u64)) -> Vec<bytes::Bytes> {
-    (0..count)
-        .map(|n| {
-            let document = json!({
-                "commandId": format!("progress-{n}"),
-                "type": "work.progress", "groupId": "g1", "agentId": "bench",
-                "issuedAt": chrono::Utc::now().to_rfc3339(), "sessionEpoch": epochs.0,
-                "membershipEpoch": epochs.1, "leaseId": worker.lease_id, "expectedRevision": null,
-                "extensions": [],
-                "payload": {
-                    "workItemId": "w1", "phase": format!("phase {n}"), "milestonesDone": [],
-                    "nextCheckpoint": null, "blockers": [],
-                    "estimate": {"completionAt": null, "confidence": 0.5}, "evidence": []
-                }
-            });
-            let envelope =
-                Envelope::sign(&worker.key, COMMAND_TYPE, document.to_string().as_bytes());
-            serde_json::to_vec(&envelope).expect("json").into()
-        })
-        .collect()
-}
-
-/// The session and Membership epochs `weft login` wrote to the worker's `session.json`.
-fn epochs(home: &Path) -> (u64, u64) {
-    let session: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
-            .expect("session json");
-    (
-        session["sessionEpoch"].as_u64().expect("sessionEpoch"),
-        session["membershipEpoch"]
-            .as_u64()
-            .expect("membershipEpoch"),
-    )
-}
-
 /// Runs both loads against `urls` (the first one enrolled the worker in `dir`).
 fn run_loads(
     runtime: &tokio::runtime::Runtime,
@@ -160,7 +105,7 @@ fn run_loads(
 ) -> (Measured, Measured) {
     let worker = weft::enrol(dir, &urls[0]);
     let client = reqwest::Client::new();
-    let commands: Vec<_> = progress_commands(&worker, count, epochs(&worker.home))
+    let commands: Vec<_> = weft::progress_commands(&worker, count)
         .into_iter()
         .enumerate()
         .map(|(i, body)| {
@@ -180,8 +125,8 @@ fn run_loads(
             (
                 reqwest::Method::PUT,
                 format!("{}/v1/artifacts/{}", urls[i % urls.len()], digests.blake3),
-                format!("multipart/form-data; boundary={BOUNDARY}"),
-                multipart(&envelope, &bytes),
+                format!("multipart/form-data; boundary={}", weft::BOUNDARY),
+                weft::multipart(&envelope, &bytes),
             )
         })
         .collect();

@@ -40,9 +40,12 @@ mod cpu;
 #[path = "side_by_side/large.rs"]
 mod large;
 #[path = "common/weft.rs"]
+#[allow(dead_code)] // the pre-signed Commands are other benches'
 mod weft_process;
 use cpu::{Cpu, Probes, per_request};
-use weft_process::{Worker, enrol, free_port, manifest, start_weft, wait_until_listening};
+use weft_process::{
+    BOUNDARY, Worker, enrol, free_port, manifest, multipart, start_weft, wait_until_listening,
+};
 
 const CONNECTIONS: usize = 16;
 const SMALL: usize = 4096;
@@ -179,23 +182,6 @@ where
         task.await.expect("task");
     }
     count as f64 / started.elapsed().as_secs_f64()
-}
-
-const BOUNDARY: &str = "weft-bench-7MA4YWxkTrZu0gW";
-
-/// The `multipart/form-data` body of a publication with its bytes: manifest, then content.
-fn multipart(envelope: &Envelope, bytes: &[u8]) -> bytes::Bytes {
-    let mut body = Vec::with_capacity(bytes.len() + 2048);
-    body.extend_from_slice(
-        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"manifest\"\r\nContent-Type: application/json\r\n\r\n").as_bytes(),
-    );
-    body.extend_from_slice(&serde_json::to_vec(envelope).expect("envelope json"));
-    body.extend_from_slice(
-        format!("\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"content\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes(),
-    );
-    body.extend_from_slice(bytes);
-    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
-    body.into()
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

@@ -1,7 +1,8 @@
 //! What the benches that run the real server share: `weft serve` started on a free port
 //! (stopped by its handle, never by name), the CLI, and a Worker enrolled through it with a
-//! started WorkItem whose Execution Lease its manifests name. Included with `#[path]` by
-//! `side_by_side.rs` and `garage.rs`.
+//! started WorkItem whose Execution Lease its manifests name, and the request bodies several
+//! benches pre-sign (one-request publications, `work.progress` Commands). Included with
+//! `#[path]` by `side_by_side.rs`, `garage.rs`, `scale_out.rs` and `write_cost.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use weft_api::digest::Digests;
 use weft_api::manifest::{Classification, Content, Execution, Manifest, Producer};
+use weft_api::work::COMMAND_TYPE;
 use weft_api::{Envelope, Id};
 
 const WEFT: &str = env!("CARGO_BIN_EXE_weft");
@@ -30,8 +32,10 @@ impl Drop for Process {
     }
 }
 
+/// Waits up to 60 s: a first start creates and syncs its files, which took 4.5 s on a shared
+/// disk whose fsyncs were slow.
 pub(crate) fn wait_until_listening(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "nothing listens on {port}");
         std::thread::sleep(Duration::from_millis(20));
@@ -233,4 +237,77 @@ pub(crate) fn manifest(worker: &Worker, digests: &Digests) -> Envelope {
     };
     let payload = serde_json::to_vec(&manifest).expect("manifest json");
     Envelope::sign(&worker.key, weft_api::dsse::MANIFEST_TYPE, &payload)
+}
+
+/// The boundary of [`multipart`]'s bodies.
+pub(crate) const BOUNDARY: &str = "weft-bench-7MA4YWxkTrZu0gW";
+
+/// The `multipart/form-data` body of a one-request publication (`PUT /v1/artifacts/{digest}`):
+/// manifest, then content.
+pub(crate) fn multipart(envelope: &Envelope, bytes: &[u8]) -> bytes::Bytes {
+    let mut body = Vec::with_capacity(bytes.len() + 2048);
+    body.extend_from_slice(
+        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"manifest\"\r\nContent-Type: application/json\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(&serde_json::to_vec(envelope).expect("envelope json"));
+    body.extend_from_slice(
+        format!("\r\n--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"content\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    body.into()
+}
+
+/// The session and Membership epochs `weft login` wrote to the worker's `session.json`.
+pub(crate) fn epochs(home: &Path) -> (u64, u64) {
+    let session: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
+            .expect("session json");
+    (
+        session["sessionEpoch"].as_u64().expect("sessionEpoch"),
+        session["membershipEpoch"]
+            .as_u64()
+            .expect("membershipEpoch"),
+    )
+}
+
+/// A Command of `worker` in `g1` under its Execution Lease, signed, as the JSON body of
+/// `POST /v1/groups/g1/commands`.
+pub(crate) fn command(
+    worker: &Worker,
+    epochs: (u64, u64),
+    command_id: &str,
+    kind: &str,
+    payload: serde_json::Value,
+) -> bytes::Bytes {
+    let document = serde_json::json!({
+        "commandId": command_id,
+        "type": kind, "groupId": "g1", "agentId": "bench",
+        "issuedAt": chrono::Utc::now().to_rfc3339(), "sessionEpoch": epochs.0,
+        "membershipEpoch": epochs.1, "leaseId": worker.lease_id, "expectedRevision": null,
+        "extensions": [], "payload": payload
+    });
+    let envelope = Envelope::sign(&worker.key, COMMAND_TYPE, document.to_string().as_bytes());
+    serde_json::to_vec(&envelope).expect("json").into()
+}
+
+/// `count` signed `work.progress` Commands of `worker` on its started WorkItem `w1`.
+pub(crate) fn progress_commands(worker: &Worker, count: usize) -> Vec<bytes::Bytes> {
+    let epochs = epochs(&worker.home);
+    (0..count)
+        .map(|n| {
+            let payload = serde_json::json!({
+                "workItemId": "w1", "phase": format!("phase {n}"), "milestonesDone": [],
+                "nextCheckpoint": null, "blockers": [],
+                "estimate": {"completionAt": null, "confidence": 0.5}, "evidence": []
+            });
+            command(
+                worker,
+                epochs,
+                &format!("progress-{n}"),
+                "work.progress",
+                payload,
+            )
+        })
+        .collect()
 }

@@ -28,7 +28,7 @@ impl Cpu {
         Self(pids)
     }
 
-    fn seconds(&self) -> f64 {
+    pub(crate) fn seconds(&self) -> f64 {
         let ticks: u64 = self
             .0
             .iter()
