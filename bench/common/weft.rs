@@ -15,6 +15,12 @@ use weft_api::{Envelope, Id};
 
 const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
+/// The `weft` binary to run: `WEFT_BENCH_SERVER` when set (an A/B run puts an earlier build
+/// there and runs the bench once with each), else the one this bench was built with.
+fn weft_binary() -> String {
+    std::env::var("WEFT_BENCH_SERVER").unwrap_or_else(|_| WEFT.to_owned())
+}
+
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -42,7 +48,7 @@ pub(crate) fn wait_until_listening(port: u16) {
     }
 }
 
-/// `weft serve` (the release binary this bench was built with) on a free port with its data
+/// `weft serve` (the release binary this bench was built with, or `WEFT_BENCH_SERVER`) on a free port with its data
 /// under `dir/data`, plus `extra` flags and `env`.
 pub(crate) fn start_weft_with(
     dir: &Path,
@@ -50,7 +56,7 @@ pub(crate) fn start_weft_with(
     env: &[(&str, &str)],
 ) -> (Process, String) {
     let port = free_port();
-    let child = Command::new(WEFT)
+    let child = Command::new(weft_binary())
         .args([
             "serve",
             "--listen",
@@ -76,7 +82,7 @@ pub(crate) fn start_weft(dir: &Path) -> (Process, String) {
 
 /// Runs the CLI with a weft home and the server's address; panics with its output on failure.
 pub(crate) fn cli(home: &Path, url: &str, args: &[&str]) -> String {
-    let output = Command::new(WEFT)
+    let output = Command::new(weft_binary())
         .args(args)
         .env("WEFT_HOME", home)
         .env("WEFT_SERVER", url)
