@@ -40,6 +40,19 @@ impl Engine {
         envelope: &Envelope,
         authority: AuthorityMay,
     ) -> Result<Signed<T>, Error> {
+        self.verify_parsed(envelope, authority, |payload| T::parse_payload(payload))
+            .await
+    }
+
+    /// [`Self::verify_signed`] for a payload the caller parsed already (a Command's shape is
+    /// checked before its signature, DESIGN §10): `parse` answers it for the verified bytes,
+    /// which are the bytes it was parsed from, so it is parsed once (issue #44).
+    pub(crate) async fn verify_parsed<T: SignedPayload>(
+        &self,
+        envelope: &Envelope,
+        authority: AuthorityMay,
+        parse: impl FnOnce(&[u8]) -> Result<T, weft_api::Rejection>,
+    ) -> Result<Signed<T>, Error> {
         let keyid = envelope.signer_keyid()?;
         let (authority_keyid, authority_key) = self.authority_key();
         let (signer, key, card_version) =
@@ -70,7 +83,7 @@ impl Engine {
             };
         let verified = envelope.verify(T::PAYLOAD_TYPE, &key)?;
         let payload_id = ArtifactId::of(verified.value());
-        let value = verified.try_map(|payload| T::parse_payload(&payload))?;
+        let value = verified.try_map(|payload| parse(&payload))?;
         let (claimed, claimed_card) = value.value().signer_claim();
         if *claimed != signer {
             return Err(reject(

@@ -138,9 +138,11 @@ impl Work<'_> {
             ));
         }
         // 2. The signature, through the one check.
+        // The payload the check verifies is the one decoded above (one base64 text), so the
+        // shape parsed there is the Command: it is not parsed again.
         let signed = self
             .0
-            .verify_signed::<Command>(&envelope, AuthorityMay::NotSign)
+            .verify_parsed::<Command>(&envelope, AuthorityMay::NotSign, |_| Ok(shaped))
             .await?;
         // The blake3 of the signed payload bytes, computed by the signature check already.
         let payload_id = signed.payload_id.0;
