@@ -7,8 +7,9 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use super::harness::*;
+use super::progress::{ok_quoting, owned, setup};
 use super::work::group;
-use super::work_setup::{budget, command_doc, command_request};
+use super::work_setup::{budget, command_doc, command_request, contract};
 
 backends!(
     /// DLV-11, GAP-1 (issue #49): a Command whose answer was lost when the session was
@@ -108,5 +109,73 @@ backends!(
         );
         let request = predictable(&h, &c1, "g1", "m-d").await;
         refused(&h, request, "idempotency_key_reused").await;
+    }
+);
+
+backends!(
+    /// Issue #44: a Command's kept answer names its aggregate instead of holding its view, so a
+    /// retry after the WorkItem moved on answers the same `commandId` and Events with the view
+    /// as it is now (changing nothing); a retry by a member whose Membership no longer covers
+    /// the WorkItem's Mission answers as an unknown WorkItem does (CTX-5), never its state.
+    async fn a_replay_answers_the_aggregate_as_it_is_now_to_whoever_may_see_it(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, worker, _) = setup(&h).await;
+        owned(&h, &coordinator, &worker, "wi-1", contract(&[])).await;
+        let document = command_doc(
+            &h,
+            &worker,
+            "g1",
+            "work.start",
+            json!({"workItemId": "wi-1"}),
+        )
+        .await;
+        let first = h.send(command_request(&worker, "g1", &document)).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+        let first = first.json();
+        let lease = first["state"]["lease"]["leaseId"]
+            .as_str()
+            .expect("an Execution Lease")
+            .to_owned();
+        let renew = json!({"workItemId": "wi-1"});
+        ok_quoting(&h, &worker, "lease.renew", renew, &lease).await;
+
+        let before = h.fingerprint().await;
+        let again = h.send(command_request(&worker, "g1", &document)).await;
+        assert_eq!(again.status, StatusCode::CREATED, "{kind:?}: {again:?}");
+        let again = again.json();
+        assert_eq!(again["commandId"], first["commandId"]);
+        assert_eq!(
+            again["events"], first["events"],
+            "{kind:?}: the same Events"
+        );
+        let revision = first["state"]["revision"].as_u64().expect("revision");
+        assert_eq!(
+            again["state"]["revision"],
+            json!(revision + 1),
+            "{kind:?}: the view as it is now, after the renewal"
+        );
+        assert_unchanged(&before, &h.fingerprint().await, "a replay");
+
+        // The worker's Membership narrowed to another Mission, and a new session under it.
+        let answer = h
+            .admin_json(
+                axum::http::Method::PUT,
+                "/v1/admin/groups/g1/members/w1",
+                json!({"roles": ["worker"], "missions": ["mission-elsewhere"]}),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        let narrowed = Agent {
+            token: h.session(&worker.key, "w1", "g1").await,
+            ..worker
+        };
+        let before = h.fingerprint().await;
+        refused(
+            &h,
+            command_request(&narrowed, "g1", &document),
+            "unknown_work_item",
+        )
+        .await;
+        assert_unchanged(&before, &h.fingerprint().await, "a refused replay");
     }
 );

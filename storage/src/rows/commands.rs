@@ -1,5 +1,6 @@
-//! The `commands` table: the only SQL that names it. Each accepted work Command's answer is
-//! kept under its id, so a retry of the same bytes replays it (DESIGN §10).
+//! The `commands` table: the only SQL that names it. What each accepted work Command's answer
+//! keeps for a retry of the same bytes (`work/answer.rs`: its id, Events and aggregate), and
+//! its signed envelope, under its id (DESIGN §10).
 
 use crate::sql::{Connection, OptionalExtension as _, params};
 

@@ -15,6 +15,7 @@ use weft_api::work::events::WorkEventKind;
 use weft_api::work::machine::Transition;
 use weft_api::work::{CommandBody, CommandType};
 
+use super::answer::Answered;
 use super::commands::{self, Step};
 use super::ctx::{Ctx, detail};
 use super::{MissionRow, WorkRow, load_mission};
@@ -28,7 +29,7 @@ pub(super) fn work(
     mission: MissionRow,
     transition: Transition,
     body: &CommandBody,
-) -> Result<serde_json::Value, Error> {
+) -> Result<Answered, Error> {
     let coordinator = ctx.roles.contains(&Role::Coordinator);
     // T15–T17: while the child Mission runs, only its outcome (or a cancel or failure of
     // the parent) moves the parent WorkItem.
@@ -147,7 +148,7 @@ pub(super) fn work(
     if reconcile {
         ctx.faults.after(ReconcileStep::CommandApplied)?;
     }
-    detail(&super::work_view(ctx.tx, &row, ctx.now)?)
+    Ok(Answered::WorkItem(row))
 }
 
 /// Runs an effect of a family file that changes the row in place (`owner.rs`,

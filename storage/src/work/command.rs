@@ -17,6 +17,7 @@ use weft_api::work::views::CommandAccepted;
 use weft_api::work::{Command, CommandBody, CommandType};
 use weft_api::{Envelope, ErrorCode, Id, SignedPayload as _};
 
+use super::answer::Answered;
 use super::apply;
 use super::ctx::Ctx;
 use super::{WorkRow, load_mission, load_work_item};
@@ -243,10 +244,7 @@ fn apply_prepared(
                 ),
             ));
         }
-        let mut replayed: CommandAccepted =
-            serde_json::from_str(&answer).map_err(Error::backend)?;
-        replayed.replayed = true;
-        return Ok(replayed);
+        return super::answer::replay(tx, &answer, group, agent, now);
     }
     // 4. The epochs: the Command's must be its session's, and the session's still current
     // inside the transaction (a Membership may have changed).
@@ -309,7 +307,7 @@ fn apply_prepared(
         agent_id: command.agent_id.clone(),
         key_id: keyid,
     });
-    let state = run(&mut ctx, &body)?;
+    let answered = run(&mut ctx, &body)?;
     // The WorkItem's deadline as this Command left it, for the expiry timer
     // (a stale entry costs one look; noted before the commit, which is harmless).
     // The row this Command saved last is the row as it is now, when it is this WorkItem's
@@ -328,19 +326,20 @@ fn apply_prepared(
     {
         deadlines.note(work_item_id.as_str(), at);
     }
-    let answer = CommandAccepted {
-        replayed: false,
-        command_id: command.command_id.to_string(),
-        events: std::mem::take(&mut ctx.appended),
-        state,
-    };
+    let (answer, kept) = super::answer::accepted(
+        tx,
+        command.command_id.to_string(),
+        std::mem::take(&mut ctx.appended),
+        answered,
+        now,
+    )?;
     crate::rows::commands::insert(
         tx,
         command.command_id.as_str(),
         group,
         agent,
         &request_hash[..],
-        &super::to_json(&answer)?,
+        &kept,
         &envelope,
     )?;
     Ok(answer)
@@ -388,8 +387,8 @@ fn check_scope(
     Ok(())
 }
 
-/// Dispatches an authorized Command; answers the aggregate's view after it.
-fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<serde_json::Value, Error> {
+/// Dispatches an authorized Command; answers the aggregate it leaves.
+fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<Answered, Error> {
     match body {
         CommandBody::MissionCreate(p) => super::missions::mission_create(ctx, p),
         CommandBody::MissionClose(p) => super::missions::mission_close(ctx, p),

@@ -8,15 +8,13 @@ use weft_api::work::command::{MissionClose, MissionCreate, WorkAuthorize, WorkPr
 use weft_api::work::events::{WorkEvent, WorkEventKind};
 use weft_api::work::machine::{MissionState, WorkState, child_outcome, decide_mission, propagate};
 
+use super::answer::Answered;
 use super::ctx::{Ctx, detail, end_ownership, expect_new, group_mission, mission_event};
 use super::{MissionRow, WorkRow, deps, load_work_item};
 use crate::error::{Error, reject};
 use crate::rows::{missions, proposals};
 
-pub(super) fn mission_create(
-    ctx: &mut Ctx<'_, '_>,
-    p: &MissionCreate,
-) -> Result<serde_json::Value, Error> {
+pub(super) fn mission_create(ctx: &mut Ctx<'_, '_>, p: &MissionCreate) -> Result<Answered, Error> {
     expect_new(ctx)?;
     crate::policy::check_mission_priority(ctx.tx, ctx.group(), p.priority_class)?;
     if missions::exists(ctx.tx, p.mission_id.as_str())? {
@@ -40,14 +38,11 @@ pub(super) fn mission_create(
     missions::insert(ctx.tx, &row, 0)?;
     let event = mission_event(&row, detail(p)?)?;
     ctx.emit(WorkEventKind::MissionCreated, event)?;
-    detail(&super::mission_view(ctx.tx, &row)?)
+    Ok(Answered::Mission(row))
 }
 
 /// `mission.approve|fail|cancel`, then T18 over its WorkItems and T16/T17 for its parent.
-pub(super) fn mission_close(
-    ctx: &mut Ctx<'_, '_>,
-    p: &MissionClose,
-) -> Result<serde_json::Value, Error> {
+pub(super) fn mission_close(ctx: &mut Ctx<'_, '_>, p: &MissionClose) -> Result<Answered, Error> {
     let mut mission = group_mission(ctx, &p.mission_id)?;
     if let Some(expected) = ctx.command.expected_revision
         && expected != mission.revision
@@ -114,7 +109,7 @@ pub(super) fn mission_close(
     };
     let closed_at = ctx.emit(kind, mission_event(&mission, detail(p)?)?)?;
     close_mission_items(ctx, &mission, closed_at, &verified)?;
-    detail(&super::mission_view(ctx.tx, &mission)?)
+    Ok(Answered::Mission(mission))
 }
 
 /// The Mission's WorkItems that are still live (at most ten named, in id order).
@@ -194,7 +189,7 @@ pub(super) fn end_child_of(ctx: &mut Ctx<'_, '_>, parent: &WorkRow) -> Result<()
     close_mission_items(ctx, &child, at, &[])
 }
 
-pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_json::Value, Error> {
+pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<Answered, Error> {
     expect_new(ctx)?;
     let mission = group_mission(ctx, &p.mission_id)?;
     if mission.state.is_terminal() {
@@ -239,16 +234,13 @@ pub(super) fn propose(ctx: &mut Ctx<'_, '_>, p: &WorkPropose) -> Result<serde_js
             sequence,
         },
     )?;
-    Ok(
+    Ok(Answered::Value(
         serde_json::json!({"proposalId": p.proposal_id, "missionId": p.mission_id, "proposer": ctx.command.agent_id, "sequence": sequence}),
-    )
+    ))
 }
 
 /// T2: `none` (or an open proposal) → `open`.
-pub(super) fn authorize(
-    ctx: &mut Ctx<'_, '_>,
-    p: &WorkAuthorize,
-) -> Result<serde_json::Value, Error> {
+pub(super) fn authorize(ctx: &mut Ctx<'_, '_>, p: &WorkAuthorize) -> Result<Answered, Error> {
     expect_new(ctx)?;
     if crate::rows::work_items::exists(ctx.tx, p.work_item_id.as_str())? {
         // T2's source is "none": an existing WorkItem cannot be authorized again.
@@ -315,5 +307,5 @@ pub(super) fn authorize(
     crate::rows::work_items::insert(ctx.tx, &row)?;
     crate::rows::work_deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
     ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
-    detail(&super::work_view(ctx.tx, &row, ctx.now)?)
+    Ok(Answered::WorkItem(row))
 }

@@ -13,6 +13,7 @@
 //! describing it (a `WorkEvent` carrying the state after it), so `GroupState` folded from
 //! the log agrees with these rows (fsck compares them).
 
+mod answer;
 mod apply;
 mod budget;
 mod caps;
@@ -52,7 +53,7 @@ use crate::work::handle::Work;
 
 pub(crate) use crate::rows::missions::MissionRow;
 pub(crate) use crate::rows::work_items::WorkRow;
-pub(crate) use crate::rows::{name, parse_name, to_json};
+pub(crate) use crate::rows::{name, parse_name};
 // A Mission's or WorkItem's row by id, whoever asks: the rows' own loads, under the names
 // every Command file uses.
 pub(crate) use crate::rows::missions::load as load_mission;
