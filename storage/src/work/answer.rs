@@ -24,7 +24,7 @@ use crate::unit::Tx;
 /// What a Command's effect answers: the aggregate it leaves (its view is built once, after
 /// the effect), or a `state` of its own.
 pub(super) enum Answered {
-    WorkItem(WorkRow),
+    WorkItem(Box<WorkRow>),
     Mission(MissionRow),
     Value(serde_json::Value),
 }

@@ -148,7 +148,7 @@ pub(super) fn work(
     if reconcile {
         ctx.faults.after(ReconcileStep::CommandApplied)?;
     }
-    Ok(Answered::WorkItem(row))
+    Ok(Answered::WorkItem(Box::new(row)))
 }
 
 /// Runs an effect of a family file that changes the row in place (`owner.rs`,

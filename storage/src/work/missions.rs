@@ -307,5 +307,5 @@ pub(super) fn authorize(ctx: &mut Ctx<'_, '_>, p: &WorkAuthorize) -> Result<Answ
     crate::rows::work_items::insert(ctx.tx, &row)?;
     crate::rows::work_deps::set(ctx.tx, &row.work_item_id, &p.contract.depends_on)?;
     ctx.record(&mut row, WorkEventKind::WorkAuthorized, detail(p)?)?;
-    Ok(Answered::WorkItem(row))
+    Ok(Answered::WorkItem(Box::new(row)))
 }
