@@ -180,16 +180,29 @@ pub(crate) fn reject(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::reject(code, message)
 }
 
-/// What an error of the index's server (PostgreSQL) says: `disk_full` (53100); `io_error`
-/// (58030), a deadlock, a serialisation failure, a lock or statement timeout (40P01, 40001,
-/// 55P03, 57014), the server shutting down, restarting or starting (57P01…57P03), too many
-/// connections (53300), a lost connection (08…, or closed): nothing was kept, retry later.
+/// What an error of the index's server (PostgreSQL) says: see [`postgres_code_failure`].
 fn postgres_failure(error: &postgres::Error) -> Option<DiskFailure> {
-    match error.code().map(postgres::error::SqlState::code) {
+    postgres_code_failure(
+        error.code().map(postgres::error::SqlState::code),
+        error.is_closed(),
+    )
+}
+
+/// What a PostgreSQL SQLSTATE says: `disk_full` (53100); `io_error` (58030), a deadlock, a
+/// serialisation failure, a lock or statement timeout (40P01, 40001, 55P03, 57014), the server
+/// shutting down, restarting or starting (57P01…57P03), too many connections (53300), a lost
+/// connection (08…, or closed): nothing was kept, retry later. So is a foreign-key or unique
+/// violation (23503, 23505): every check ran in the transaction, so only another server's
+/// concurrent commit gets there (a citation racing the sweep that removed its blob), and the
+/// retry gets the answer that commit makes true.
+fn postgres_code_failure(code: Option<&str>, closed: bool) -> Option<DiskFailure> {
+    match code {
         Some("53100") => Some(DiskFailure::Full),
-        Some("58030" | "40P01" | "40001" | "55P03" | "57014" | "53300") => Some(DiskFailure::Io),
+        Some("58030" | "40P01" | "40001" | "55P03" | "57014" | "53300" | "23503" | "23505") => {
+            Some(DiskFailure::Io)
+        }
         Some(code) if code.starts_with("08") || code.starts_with("57P") => Some(DiskFailure::Io),
-        None if error.is_closed() => Some(DiskFailure::Io),
+        None if closed => Some(DiskFailure::Io),
         _ => None,
     }
 }
@@ -199,6 +212,29 @@ mod tests {
     use super::*;
     use rusqlite::ffi;
     use std::io;
+
+    /// A PostgreSQL failure that left nothing kept is "retry later", including a constraint
+    /// that only another server's concurrent commit can break (#43: a citation racing the
+    /// sweep answered 500); a syntax error is still internal.
+    #[test]
+    fn postgres_codes_that_mean_retry_later() {
+        for code in [
+            "40P01", "40001", "23503", "23505", "08006", "57P01", "53300",
+        ] {
+            assert_eq!(
+                postgres_code_failure(Some(code), false),
+                Some(DiskFailure::Io),
+                "{code}"
+            );
+        }
+        assert_eq!(
+            postgres_code_failure(Some("53100"), false),
+            Some(DiskFailure::Full)
+        );
+        assert_eq!(postgres_code_failure(Some("42601"), false), None);
+        assert_eq!(postgres_code_failure(None, true), Some(DiskFailure::Io));
+        assert_eq!(postgres_code_failure(None, false), None);
+    }
 
     /// ENOSPC and EIO are found wherever they sit in the source chain: an `io::Error` of ours,
     /// one inside an object_store error, SQLite's own codes. Anything else stays `internal`.
