@@ -39,10 +39,30 @@ fn blobs_and_staging(server: &TestServer) -> (usize, usize) {
     )
 }
 
-/// Staging is cleaned by a task after the connection drops, once the part writes and flushes
-/// already started have ended; on a loaded machine (the whole suite at once) a flush can take
-/// seconds, so poll for up to 30 s.
-fn wait_for_empty_staging(server: &TestServer) {
+/// Uploads the server refused or lost so far: `weft_uploads_total` of every outcome but `ok`.
+fn failed_uploads(server: &TestServer) -> u64 {
+    let admin = std::fs::read_to_string(server.data_dir.join("admin.token")).expect("admin.token");
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        admin.trim()
+    );
+    exchange(server, request.as_bytes(), false)
+        .lines()
+        .filter(|line| line.starts_with("weft_uploads_total{") && !line.contains("\"ok\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Waits (up to 30 s each, for a loaded machine) until the server has counted more failed
+/// uploads than `before`, then until staging is empty. Staging is cleaned by a task the
+/// failed upload starts, once the part writes and flushes already begun have ended; polling
+/// staging alone could look before the server had even created the file (the flake CI saw:
+/// `(0, 1)` right after an empty look).
+fn wait_for_empty_staging(server: &TestServer, before: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while failed_uploads(server) <= before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let deadline = Instant::now() + Duration::from_secs(30);
     while blobs_and_staging(server).1 > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -63,6 +83,7 @@ fn lying_lengths_aborts_and_smuggling_keep_nothing() {
     };
 
     // Content-Length longer than the body, then the client closes: an incomplete body.
+    let before = failed_uploads(&server);
     let mut request = head("200000", "").into_bytes();
     request.extend_from_slice(&body);
     let answer = exchange(&server, &request, true);
@@ -70,7 +91,7 @@ fn lying_lengths_aborts_and_smuggling_keep_nothing() {
         answer.is_empty() || answer.contains("incomplete_body"),
         "{answer}"
     );
-    wait_for_empty_staging(&server);
+    wait_for_empty_staging(&server, before);
     assert_eq!(
         blobs_and_staging(&server),
         (0, 0),
@@ -96,13 +117,14 @@ fn lying_lengths_aborts_and_smuggling_keep_nothing() {
     assert_eq!(blobs_and_staging(&server).0, 0);
 
     // A client that disconnects mid-body (no close of its write side, just gone).
+    let before = failed_uploads(&server);
     {
         let mut stream = TcpStream::connect(server.addr).expect("connect");
         let mut request = head("10000000", "").into_bytes();
         request.extend_from_slice(&vec![b'y'; 3_000_000]);
         stream.write_all(&request).expect("send");
     }
-    wait_for_empty_staging(&server);
+    wait_for_empty_staging(&server, before);
     assert_eq!(
         blobs_and_staging(&server),
         (0, 0),
