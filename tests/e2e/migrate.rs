@@ -30,20 +30,7 @@ fn contents(dir: &Path) -> Vec<(std::path::PathBuf, String)> {
 
 #[test]
 fn a_single_node_store_migrates_to_postgresql_and_garage_and_serves_the_same_bytes() {
-    let Some(cluster) = weft_testkit::Postgres::new() else {
-        assert!(
-            !weft_testkit::postgres_required(),
-            "WEFT_POSTGRES is set but no PostgreSQL runs"
-        );
-        eprintln!("skipped: no PostgreSQL binaries");
-        return;
-    };
-    let Some(garage) = weft_testkit::Garage::start(1) else {
-        assert!(
-            !weft_testkit::garage_required(),
-            "WEFT_GARAGE is set but no Garage runs"
-        );
-        eprintln!("skipped: no Garage binary");
+    let Some((cluster, garage)) = crate::support::scale_out_engines() else {
         return;
     };
     let root = tempfile::tempdir().expect("tempdir");

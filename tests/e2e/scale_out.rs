@@ -12,20 +12,7 @@ const PER_SERVER: usize = 24;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_append_to_one_group_as_one_chain() {
-    let Some(cluster) = weft_testkit::Postgres::new() else {
-        assert!(
-            !weft_testkit::postgres_required(),
-            "WEFT_POSTGRES is set but no PostgreSQL runs"
-        );
-        eprintln!("skipped: no PostgreSQL binaries");
-        return;
-    };
-    let Some(garage) = weft_testkit::Garage::start(1) else {
-        assert!(
-            !weft_testkit::garage_required(),
-            "WEFT_GARAGE is set but no Garage runs"
-        );
-        eprintln!("skipped: no Garage binary");
+    let Some((cluster, garage)) = crate::support::scale_out_engines() else {
         return;
     };
     let index = cluster.new_database();

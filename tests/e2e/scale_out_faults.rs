@@ -16,27 +16,6 @@ use std::time::{Duration, Instant};
 
 use crate::support::TestServer;
 
-/// The engines, or `None` (after saying so) without their binaries.
-fn engines() -> Option<(weft_testkit::Postgres, weft_testkit::Garage)> {
-    let Some(cluster) = weft_testkit::Postgres::new() else {
-        assert!(
-            !weft_testkit::postgres_required(),
-            "WEFT_POSTGRES is set but no PostgreSQL runs"
-        );
-        eprintln!("skipped: no PostgreSQL binaries");
-        return None;
-    };
-    let Some(garage) = weft_testkit::Garage::start(1) else {
-        assert!(
-            !weft_testkit::garage_required(),
-            "WEFT_GARAGE is set but no Garage runs"
-        );
-        eprintln!("skipped: no Garage binary");
-        return None;
-    };
-    Some((cluster, garage))
-}
-
 /// `n` servers over database `index` and a bucket prefix of `garage`, one Authority (the
 /// first server's key) and one operator token, each logging to `root/<i>.log`.
 fn servers(
@@ -194,7 +173,7 @@ fn expected_members(agents: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_of_three_servers_killed_under_load_loses_nothing_and_runs_nothing_twice() {
-    let Some((cluster, garage)) = engines() else {
+    let Some((cluster, garage)) = crate::support::scale_out_engines() else {
         return;
     };
     const AGENTS: usize = 60;
@@ -246,7 +225,7 @@ async fn one_of_three_servers_killed_under_load_loses_nothing_and_runs_nothing_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgresql_restarted_under_load_answers_503_and_resumes() {
-    let Some((mut cluster, garage)) = engines() else {
+    let Some((mut cluster, garage)) = crate::support::scale_out_engines() else {
         return;
     };
     const AGENTS: usize = 40;
@@ -307,7 +286,7 @@ async fn postgresql_restarted_under_load_answers_503_and_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_cut_off_from_its_database_says_so_and_acknowledges_nothing() {
-    let Some((cluster, garage)) = engines() else {
+    let Some((cluster, garage)) = crate::support::scale_out_engines() else {
         return;
     };
     let root = tempfile::tempdir().expect("tempdir");

@@ -362,3 +362,26 @@ pub(crate) fn offer_to(
     );
     assert!(offered.0, "{offered:?}");
 }
+
+/// A throwaway PostgreSQL cluster and a one-node Garage for the several-servers tests (issue
+/// #43), or `None` (the test skips) where either is not installed; where `WEFT_POSTGRES` or
+/// `WEFT_GARAGE` says one is, its failing to start fails the test instead.
+pub(crate) fn scale_out_engines() -> Option<(weft_testkit::Postgres, weft_testkit::Garage)> {
+    let Some(cluster) = weft_testkit::Postgres::new() else {
+        assert!(
+            !weft_testkit::postgres_required(),
+            "WEFT_POSTGRES is set but no PostgreSQL runs"
+        );
+        eprintln!("skipped: no PostgreSQL binaries");
+        return None;
+    };
+    let Some(garage) = weft_testkit::Garage::start(1) else {
+        assert!(
+            !weft_testkit::garage_required(),
+            "WEFT_GARAGE is set but no Garage runs"
+        );
+        eprintln!("skipped: no Garage binary");
+        return None;
+    };
+    Some((cluster, garage))
+}
