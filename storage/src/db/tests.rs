@@ -320,3 +320,33 @@ fn a_postgres_url_is_shown_without_its_password() {
     );
     assert!(bare.contains("postgres://weft@db:5432/weft"), "{bare}");
 }
+
+/// Issue #44: a cached statement whose `LIMIT ?` the planner reads is not re-prepared at each
+/// run on the connections weft opens (QPSG), where a plain connection re-prepares it (so the
+/// query below does exercise SQLite's re-prepare).
+#[test]
+fn cached_statements_keep_their_plans() {
+    const SQL: &str = "SELECT a FROM t WHERE b = ?1 ORDER BY a DESC LIMIT ?2";
+    let reprepares = |conn: &rusqlite::Connection| {
+        conn.execute_batch(
+            "CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT); CREATE INDEX t_b ON t (b, a);",
+        )
+        .expect("schema");
+        for limit in [3i64, 4, 5, 6] {
+            let mut statement = conn.prepare_cached(SQL).expect("prepare");
+            let rows: Vec<i64> = statement
+                .query_map(rusqlite::params!["x", limit], |row| row.get(0))
+                .expect("query")
+                .collect::<Result<_, _>>()
+                .expect("rows");
+            assert!(rows.is_empty());
+        }
+        let statement = conn.prepare_cached(SQL).expect("prepare");
+        statement.get_status(rusqlite::StatementStatus::RePrepare)
+    };
+    let plain = rusqlite::Connection::open_in_memory().expect("open");
+    assert!(reprepares(&plain) > 0, "the query exercises the re-prepare");
+    let ours = rusqlite::Connection::open_in_memory().expect("open");
+    keep_plans(&ours).expect("keep plans");
+    assert_eq!(reprepares(&ours), 0);
+}
