@@ -672,7 +672,7 @@ fn run_batch(
             job.fail(error.clone());
             continue;
         }
-        if let Err(error) = txn.execute_batch("SAVEPOINT job") {
+        if let Err(error) = txn.control("SAVEPOINT job") {
             let error = Error::from(error);
             job.fail(error.clone());
             broken = Some(error);
@@ -685,7 +685,10 @@ fn run_batch(
         let run = || meter.run(|| job.run(&tx));
         let Ok((ok, finish)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
             tracing::error!("a storage job panicked; its changes were rolled back");
-            if let Err(error) = txn.execute_batch("ROLLBACK TO job; RELEASE job") {
+            if let Err(error) = txn
+                .control("ROLLBACK TO job")
+                .and_then(|()| txn.control("RELEASE job"))
+            {
                 broken = Some(error.into());
             }
             continue;
@@ -694,9 +697,10 @@ fn run_batch(
             let (events, owes) = tx.into_appended();
             appended.extend(events);
             owes_reaction |= owes;
-            txn.execute_batch("RELEASE job")
+            txn.control("RELEASE job")
         } else {
-            txn.execute_batch("ROLLBACK TO job; RELEASE job")
+            txn.control("ROLLBACK TO job")
+                .and_then(|()| txn.control("RELEASE job"))
         };
         if let Err(error) = end {
             broken = Some(error.into());
@@ -724,7 +728,7 @@ fn run_batch(
         // and is rolled back (rusqlite rolls back a transaction whose COMMIT failed, if
         // SQLite has not already): nothing of it is visible, and every job of the batch hears
         // why.
-        None => txn.execute_batch("COMMIT").map_err(Error::from),
+        None => txn.control("COMMIT").map_err(Error::from),
     };
     if commit.is_err() && !conn.is_autocommit() {
         // The rollback on drop failed too: without this the writer could never begin again.

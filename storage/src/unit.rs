@@ -151,10 +151,10 @@ impl<'a> Tx<'a> {
     /// job standing. The batch Command route runs each Command this way.
     pub(crate) fn nested<T>(&self, f: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
         let mark = self.appended.borrow().len();
-        self.conn.execute_batch("SAVEPOINT nested")?;
+        self.conn.control("SAVEPOINT nested")?;
         match f(self) {
             Ok(value) => {
-                self.conn.execute_batch("RELEASE nested")?;
+                self.conn.control("RELEASE nested")?;
                 Ok(value)
             }
             Err(error) => {
