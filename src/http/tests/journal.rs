@@ -428,7 +428,7 @@ backends!(
 );
 
 backends!(
-    /// A WorkItem's view (every Command's answer) lists its newest 256 Event sequences and says
+    /// A WorkItem's view (every Command's answer) lists its newest 64 Event sequences and says
     /// whether there are older ones, so a long-lived WorkItem's Commands do not grow with its age.
     async fn a_work_items_view_lists_its_newest_history(kind: Kind) {
         // 300 Commands at one instant of the test clock: past the default Command rate.
@@ -454,7 +454,7 @@ backends!(
         }
         let view = h.get_json(&w1, &format!("/v1/workitems/{WI}")).await;
         let history = view["history"].as_array().expect("history");
-        assert_eq!(history.len(), 256);
+        assert_eq!(history.len(), 64);
         assert_eq!(view["historyTruncated"], true);
         let newest: Vec<u64> = history.iter().filter_map(Value::as_u64).collect();
         assert!(newest.windows(2).all(|w| w[0] < w[1]), "oldest first");

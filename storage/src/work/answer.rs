@@ -2,8 +2,8 @@
 //! it for a retry, and the replay of a retry.
 //!
 //! Kept: the `commandId`, the Events, and which aggregate `state` is the view of (`stateOf`),
-//! not the view itself. A WorkItem's view runs to kilobytes (its contract, the newest 256
-//! history sequences, the lease's newest 64 renewals); storing it with every Command made a
+//! not the view itself. A WorkItem's view runs to kilobytes (its contract, the newest history
+//! sequences, the lease's newest renewals); storing it with every Command made a
 //! `lease.renew` write and serialise it twice more than its own Event (issue #44). A retry of
 //! the same bytes gets the same `commandId` and Events and the aggregate's view as it is when
 //! the retry is answered, which is what a client acting on the answer needs (an older view
