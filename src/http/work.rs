@@ -88,6 +88,10 @@ pub(crate) async fn command_batch(
         .work()
         .execute_commands(group_id, batch.commands, &session)
         .await?;
+    let accepted = accepted
+        .into_iter()
+        .map(weft_storage::Accepted::into_api)
+        .collect();
     let refused = refused.map(|(index, error)| BatchRefusal {
         index,
         problem: HttpError::from(error).body(),

@@ -87,6 +87,7 @@ pub use migrate::MigrationReport;
 pub use options::{Options, Quotas, defaults};
 pub use sql::Work as SqlWork;
 pub use weft_api::GroupState;
+pub use work::answer::Accepted;
 
 use weft_api::{Digests, Envelope, KeyId};
 

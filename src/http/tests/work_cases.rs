@@ -144,6 +144,7 @@ impl World {
             .work()
             .execute_command(id("g1"), envelope, &session)
             .await
+            .map(weft_storage::Accepted::into_api)
     }
 
     /// Runs a setup Command, which must be accepted.

@@ -13,11 +13,10 @@
 use weft_api::dsse::BASE64;
 use weft_api::session::Role;
 use weft_api::work::machine::{Facts, OfferStanding, RetryStanding, decide, role_allows};
-use weft_api::work::views::CommandAccepted;
 use weft_api::work::{Command, CommandBody, CommandType};
 use weft_api::{Envelope, ErrorCode, Id, SignedPayload as _};
 
-use super::answer::Answered;
+use super::answer::{Accepted, Answered};
 use super::apply;
 use super::ctx::Ctx;
 use super::{WorkRow, load_mission, load_work_item};
@@ -58,7 +57,7 @@ impl Work<'_> {
         route_group: Id,
         envelope: Envelope,
         session: &Session,
-    ) -> Result<CommandAccepted, Error> {
+    ) -> Result<Accepted, Error> {
         let prepared = self.prepare_command(route_group, envelope, session).await?;
         let now = self.0.clock.now();
         let deadlines = self.0.deadlines.clone();
@@ -79,7 +78,7 @@ impl Work<'_> {
         route_group: Id,
         envelopes: Vec<Envelope>,
         session: &Session,
-    ) -> Result<(Vec<CommandAccepted>, Option<(usize, Error)>), Error> {
+    ) -> Result<(Vec<Accepted>, Option<(usize, Error)>), Error> {
         let mut prepared = Vec::with_capacity(envelopes.len());
         let mut refused = None;
         for (index, envelope) in envelopes.into_iter().enumerate() {
@@ -212,7 +211,7 @@ fn apply_prepared(
     now: chrono::DateTime<chrono::Utc>,
     deadlines: &crate::engine::deadlines::Deadlines,
     faults: crate::faults::Faults,
-) -> Result<CommandAccepted, Error> {
+) -> Result<Accepted, Error> {
     let Prepared {
         keyid,
         envelope,

@@ -13,7 +13,7 @@
 //! describing it (a `WorkEvent` carrying the state after it), so `GroupState` folded from
 //! the log agrees with these rows (fsck compares them).
 
-mod answer;
+pub(crate) mod answer;
 mod apply;
 mod budget;
 mod caps;
