@@ -242,22 +242,11 @@ pub(crate) fn publications_after(
     conn: &Connection,
     after: u64,
 ) -> Result<Vec<PublicationRow>, Error> {
-    let rows = conn.rows("SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
-         FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3 WHERE m.rowid > ?1 ORDER BY m.rowid", [i64::try_from(after).unwrap_or(i64::MAX)], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-                row.get(5)?,
-                row.get(6)?,
-                row.get(7)?,
-                row.get(8)?,
-                row.get(9)?,
-            ))
-        })?;
-    Ok(rows)
+    Ok(conn.rows(
+        &format!("{PUBLICATION} WHERE m.rowid > ?1 ORDER BY m.rowid"),
+        [i64::try_from(after).unwrap_or(i64::MAX)],
+        publication,
+    )?)
 }
 
 /// The publication of manifest `manifest_id`, as [`publications_after`] reads each (another
@@ -267,22 +256,32 @@ pub(crate) fn publication_of(
     manifest_id: &[u8],
 ) -> Result<Option<PublicationRow>, Error> {
     Ok(conn
-        .row("SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
-         FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3 WHERE m.manifest_id = ?1", [manifest_id], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-                row.get(5)?,
-                row.get(6)?,
-                row.get(7)?,
-                row.get(8)?,
-                row.get(9)?,
-            ))
-        })
+        .row(
+            &format!("{PUBLICATION} WHERE m.manifest_id = ?1"),
+            [manifest_id],
+            publication,
+        )
         .optional()?)
+}
+
+/// What a [`PublicationRow`] is read from: a manifest joined with its blob's size.
+const PUBLICATION: &str = "SELECT m.blake3, b.size, m.manifest_id, m.group_id, m.mission_id, m.work_item_id, m.producer, m.media_type, m.sequence, m.rowid
+     FROM manifests m CROSS JOIN blobs b ON b.blake3 = m.blake3";
+
+/// One row of [`PUBLICATION`].
+fn publication(row: &crate::sql::Row<'_>) -> crate::sql::Result<PublicationRow> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+        row.get(9)?,
+    ))
 }
 
 /// How many manifests are published.
