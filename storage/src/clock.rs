@@ -53,7 +53,34 @@ pub(crate) fn stored(instant: DateTime<Utc>) -> DateTime<Utc> {
     instant.trunc_subsecs(6)
 }
 
-/// RFC 3339 UTC with microseconds: the one text form of instants in the index and the log.
+/// RFC 3339 UTC with microseconds: the one text form of instants in the index and the log
+/// (`%Y-%m-%dT%H:%M:%S%.6fZ`, written without parsing a format string each time: a
+/// renewal formats several, issue #44).
 pub(crate) fn format_instant(instant: DateTime<Utc>) -> String {
-    instant.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    instant.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The text of an instant is the `%Y-%m-%dT%H:%M:%S%.6fZ` every stored instant has,
+        /// for any instant from 1970 to 9999, leap seconds included.
+        #[test]
+        fn instants_keep_their_text_form(
+            minute in 0i64..4_223_371_679,
+            second in 0i64..60,
+            nanos in 0u32..2_000_000_000,
+        ) {
+            // Past 10^9 nanoseconds is a leap second, which only a minute's last second has.
+            let second = if nanos >= 1_000_000_000 { 59 } else { second };
+            let instant = chrono::DateTime::from_timestamp(minute * 60 + second, nanos)
+                .expect("in range");
+            prop_assert_eq!(
+                super::format_instant(instant),
+                instant.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+            );
+        }
+    }
 }
