@@ -63,21 +63,15 @@ async fn measure(
                     return latencies;
                 };
                 let sent = Instant::now();
-                let answer = client
-                    .request(method.clone(), url)
-                    .bearer_auth(&token)
-                    .header(reqwest::header::CONTENT_TYPE, content_type)
-                    .body(body.clone())
-                    .send()
-                    .await
-                    .expect("an answer");
-                let status = answer.status();
-                let text = answer.bytes().await.expect("body");
-                assert!(
-                    status.is_success(),
-                    "{url}: {status} {}",
-                    String::from_utf8_lossy(&text)
-                );
+                weft::send_ok(
+                    &client,
+                    method.clone(),
+                    url,
+                    &token,
+                    content_type,
+                    body.clone(),
+                )
+                .await;
                 latencies.push(sent.elapsed());
             }
         });

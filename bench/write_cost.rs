@@ -72,21 +72,16 @@ async fn server_cpu_per_request(
             while let Some((path, content_type, body)) =
                 requests.get(next.fetch_add(1, Ordering::Relaxed))
             {
-                let answer = client
-                    .request(method.clone(), format!("{base}{path}"))
-                    .bearer_auth(&token)
-                    .header(reqwest::header::CONTENT_TYPE, content_type)
-                    .body(body.clone())
-                    .send()
-                    .await
-                    .expect("an answer");
-                let status = answer.status();
-                let text = answer.bytes().await.expect("body");
-                assert!(
-                    status.is_success(),
-                    "{path}: {status} {}",
-                    String::from_utf8_lossy(&text)
-                );
+                let url = format!("{base}{path}");
+                weft::send_ok(
+                    &client,
+                    method.clone(),
+                    &url,
+                    &token,
+                    content_type,
+                    body.clone(),
+                )
+                .await;
             }
         });
     }

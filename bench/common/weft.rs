@@ -317,3 +317,29 @@ pub(crate) fn progress_commands(worker: &Worker, count: usize) -> Vec<bytes::Byt
         })
         .collect()
 }
+
+/// Sends one pre-signed request; panics with the server's answer unless it succeeded.
+pub(crate) async fn send_ok(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    token: &str,
+    content_type: &str,
+    body: bytes::Bytes,
+) {
+    let answer = client
+        .request(method, url)
+        .bearer_auth(token)
+        .header(reqwest::header::CONTENT_TYPE, content_type)
+        .body(body)
+        .send()
+        .await
+        .expect("an answer");
+    let status = answer.status();
+    let text = answer.bytes().await.expect("body");
+    assert!(
+        status.is_success(),
+        "{url}: {status} {}",
+        String::from_utf8_lossy(&text)
+    );
+}
