@@ -685,10 +685,7 @@ fn run_batch(
         let run = || meter.run(|| job.run(&tx));
         let Ok((ok, finish)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
             tracing::error!("a storage job panicked; its changes were rolled back");
-            if let Err(error) = txn
-                .control("ROLLBACK TO job")
-                .and_then(|()| txn.control("RELEASE job"))
-            {
+            if let Err(error) = txn.execute_batch("ROLLBACK TO job; RELEASE job") {
                 broken = Some(error.into());
             }
             continue;
@@ -699,8 +696,8 @@ fn run_batch(
             owes_reaction |= owes;
             txn.control("RELEASE job")
         } else {
-            txn.control("ROLLBACK TO job")
-                .and_then(|()| txn.control("RELEASE job"))
+            // A refused job's path: parsed each time, as rare as refusals.
+            txn.execute_batch("ROLLBACK TO job; RELEASE job")
         };
         if let Err(error) = end {
             broken = Some(error.into());
