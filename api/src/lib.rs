@@ -22,6 +22,7 @@ pub mod manifest;
 pub mod problem;
 pub mod session;
 pub mod signed;
+pub mod tlog;
 pub mod verdict;
 pub mod views;
 pub mod work;
