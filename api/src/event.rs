@@ -126,8 +126,12 @@ pub fn chain_hash(prev_hash: &EventHash, canonical: &[u8]) -> EventHash {
 }
 
 impl Event {
-    /// Recomputes this Event's hash from its fields and its `prev_hash`.
-    pub fn computed_hash(&self) -> EventHash {
+    /// This Event's canonical bytes (what the chain hashes, and the transparency log's leaf).
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        self.unhashed().canonical_bytes()
+    }
+
+    fn unhashed(&self) -> Unhashed<'_> {
         Unhashed {
             event_id: &self.event_id,
             group_id: &self.group_id,
@@ -138,7 +142,11 @@ impl Event {
             appended_at: &self.appended_at,
             prev_hash: &self.prev_hash,
         }
-        .hash()
+    }
+
+    /// Recomputes this Event's hash from its fields and its `prev_hash`.
+    pub fn computed_hash(&self) -> EventHash {
+        self.unhashed().hash()
     }
 }
 

@@ -37,6 +37,7 @@ mod sessions;
 mod state;
 mod streams;
 mod timeout;
+mod tlog;
 mod tokens;
 mod ui;
 mod uploads;
@@ -187,6 +188,26 @@ fn json_routes() -> Vec<Route> {
             Method::GET,
             "/v1/groups/{group_id}/snapshots",
             events::snapshots,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/tlog/checkpoint",
+            tlog::checkpoint,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/tlog/tile/{*path}",
+            tlog::tile,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/tlog/proof/inclusion",
+            tlog::inclusion,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/tlog/proof/consistency",
+            tlog::consistency,
         ),
         route(Method::POST, "/v1/evidence", evidence::record),
         route(Method::GET, "/v1/evidence", evidence::list),

@@ -297,6 +297,12 @@ pub mod tamper {
         crate::rows::events::tamper_actor(&open(index)?, group_id, sequence, actor)
     }
 
+    /// Removes every Group's Merkle tree (as before schema version 31); answers how many
+    /// stored hashes went.
+    pub fn forget_trees(index: &Path) -> Result<usize, Error> {
+        crate::rows::tlog_hashes::forget_all(&open(index)?)
+    }
+
     /// Removes the newest `n` Events of Group `group_id`; answers how many went and the
     /// sequence of the head they went from.
     pub fn cut_log_tail(index: &Path, group_id: &str, n: u64) -> Result<(usize, u64), Error> {

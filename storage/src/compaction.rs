@@ -287,6 +287,28 @@ impl Compaction<'_> {
             .await
     }
 
+    /// The Events a snapshot's archive holds, in order, every byte verified as read (the
+    /// chain is the caller's to check).
+    pub(crate) async fn archived_events(
+        &self,
+        archive: ArtifactId,
+    ) -> Result<Vec<weft_api::Event>, Error> {
+        let bytes = self
+            .open_group_blob(archive)
+            .await?
+            .into_body(None)
+            .try_fold(Vec::new(), |mut all, chunk| async move {
+                all.extend_from_slice(&chunk);
+                Ok(all)
+            })
+            .await?;
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| serde_json::from_slice(line).map_err(Error::backend))
+            .collect()
+    }
+
     /// Opens a snapshot's state or archive blob for reading (verified like any artifact).
     pub(crate) async fn open_group_blob(&self, blake3: ArtifactId) -> Result<Content, Error> {
         let digests = self

@@ -6,6 +6,7 @@
 //! behind the broadcast buffer, or to fill a gap). Nothing here deletes history (DLV-7).
 
 pub(crate) mod handle;
+pub(crate) mod tlog;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

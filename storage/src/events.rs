@@ -80,7 +80,7 @@ fn append_with(
     let sequence = prev_sequence + 1;
     let event_id = uuid::Uuid::now_v7().to_string();
     let appended_at = format_instant(now);
-    let hash = Unhashed {
+    let canonical = Unhashed {
         event_id: &event_id,
         group_id: group_id.as_str(),
         sequence,
@@ -90,7 +90,10 @@ fn append_with(
         appended_at: &appended_at,
         prev_hash: &prev_hash,
     }
-    .hash();
+    .canonical_bytes();
+    let hash = weft_api::event::chain_hash(&prev_hash, &canonical);
+    // The Merkle tree over the log (issue #45) grows with it, in this transaction.
+    crate::tlog::append(conn, group_id.as_str(), sequence, &canonical)?;
     crate::rows::events::insert(
         conn,
         &crate::rows::events::New {

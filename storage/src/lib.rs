@@ -55,6 +55,7 @@ mod sessions;
 mod signatures;
 mod sql;
 mod standing;
+mod tlog;
 mod unit;
 mod weighing;
 mod work;
@@ -72,6 +73,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use compaction::Retention;
 pub use content::Content;
 pub use db::Location;
+pub use delivery::tlog::{TlogCheckpoint, TlogTile};
 pub use engine::hot::HotStats;
 pub use engine::uploads::UploadCounters;
 pub use error::{BackendError, Error};
@@ -235,6 +237,7 @@ impl Store {
     /// Opens (creating if needed) the index and the blob backend, and sweeps stale staging.
     pub async fn open(options: Options) -> Result<Self, Error> {
         let inner = Arc::new(engine::Engine::open(options).await?);
+        lifecycle::trees::catch_up(&inner).await?;
         reactions::start(&inner);
         follow_other_servers(&inner);
         probe_the_index(&inner);

@@ -5,6 +5,8 @@
 //! mark. The one room that knows the engine and every feature whose state it loads, so the
 //! engine (`engine.rs`) knows none.
 
+pub(crate) mod trees;
+
 use std::sync::Arc;
 
 use crate::blobs::Blobs;

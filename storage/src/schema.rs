@@ -649,10 +649,22 @@ CREATE TABLE blob_disposals (
 );
 "#;
 
+/// Each Group's log as a Merkle tree (issue #45, `tlog.rs`, `rows/tlog_hashes.rs`): the stored
+/// hashes of Go's sumdb/tlog layout, appended with their Events. The Events appended before
+/// get theirs when the store opens (`tlog::catch_up`), online or from the compaction archive.
+const V31: &str = r#"
+CREATE TABLE tlog_hashes (
+    group_id  TEXT NOT NULL,
+    idx       INTEGER NOT NULL,      -- tlog_tiles::stored_hash_index(level, n)
+    hash      BLOB NOT NULL,         -- SHA-256, RFC 6962
+    PRIMARY KEY (group_id, idx)
+) WITHOUT ROWID;
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 30] = [
+const MIGRATIONS: [&str; 31] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -1,3 +1,7 @@
+//! `weft_api::tlog`: checkpoints open only with their key and origin, tile paths have one
+//! spelling, entry bundles cap a leaf at 65,535 bytes, proofs keep their API shape and
+//! verify against an RFC 6962 tree written here from the RFC.
+
 use super::*;
 
 fn key(seed: u8) -> SigningKey {

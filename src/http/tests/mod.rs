@@ -68,6 +68,7 @@ mod standards;
 mod statements;
 mod story;
 mod streams;
+mod tlog;
 mod token_uploads;
 mod tokens;
 mod truncation;

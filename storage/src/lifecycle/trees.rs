@@ -1,0 +1,111 @@
+//! Catching each Group's Merkle tree up with its log when the store opens (issue #45): a log
+//! written before schema version 31 has no tree, and the tree is built here from its Events,
+//! the online ones read from the index and the compacted ones from their signed snapshot's
+//! archive (each Event's chain hash recomputed before its leaf is added). Each batch goes in
+//! one writer transaction that takes the Group's lock and starts from the tree's size as it
+//! finds it, so several servers opening at once over PostgreSQL build it once. After this,
+//! every append grows the tree in its own transaction (`tlog.rs`).
+
+use std::sync::Arc;
+
+use weft_api::Event;
+
+use crate::engine::Engine;
+use crate::error::Error;
+
+/// Events per transaction.
+const BATCH: u32 = 2_000;
+
+/// Brings every Group's tree up to its log's head.
+pub(crate) async fn catch_up(engine: &Arc<Engine>) -> Result<(), Error> {
+    let groups: Vec<String> = engine.db.read(crate::rows::groups::ids).await?;
+    for group in groups {
+        catch_up_group(engine, group).await?;
+    }
+    Ok(())
+}
+
+async fn catch_up_group(engine: &Arc<Engine>, group: String) -> Result<(), Error> {
+    let g = group.clone();
+    let (head, size, online_from) = engine
+        .db
+        .read(move |conn| {
+            let (head, _) = crate::events::head(conn, &g)?;
+            let size = crate::tlog::size(conn, &g)?;
+            let compacted = crate::events::compacted(conn, &g)?.map_or(0, |(through, _)| through);
+            Ok((head, size, compacted + 1))
+        })
+        .await?;
+    if size >= head {
+        return Ok(());
+    }
+    tracing::info!(
+        group,
+        size,
+        head,
+        "building the group's Merkle tree over its log"
+    );
+    // What compaction archived first, then the online log.
+    if size + 1 < online_from {
+        let g = group.clone();
+        let snapshots = engine
+            .db
+            .read(move |conn| crate::events::snapshots(conn, &g))
+            .await?;
+        for snapshot in snapshots {
+            if snapshot.reference.sequence <= size {
+                continue;
+            }
+            let events = crate::compaction::handle::Compaction(engine)
+                .archived_events(snapshot.archive)
+                .await?;
+            for chunk in events.chunks(BATCH as usize) {
+                add(engine, &group, chunk.to_vec()).await?;
+            }
+        }
+    }
+    loop {
+        let g = group.clone();
+        let events = engine
+            .db
+            .read(move |conn| {
+                let size = crate::tlog::size(conn, &g)?;
+                crate::rows::events::after(conn, &g, size, BATCH)?
+                    .into_iter()
+                    .map(crate::rows::events::Row::into_event)
+                    .collect::<Result<Vec<Event>, Error>>()
+            })
+            .await?;
+        if events.is_empty() {
+            return Ok(());
+        }
+        add(engine, &group, events).await?;
+    }
+}
+
+/// Adds `events`' leaves to the tree, those it does not hold yet, in one transaction.
+async fn add(engine: &Arc<Engine>, group: &str, events: Vec<Event>) -> Result<(), Error> {
+    let group = group.to_owned();
+    engine
+        .db
+        .write(move |tx| {
+            crate::rows::groups::lock(tx, &group)?;
+            let conn: &crate::sql::Connection = tx;
+            let mut size = crate::tlog::size(conn, &group)?;
+            for event in events {
+                if event.sequence <= size {
+                    continue;
+                }
+                if event.sequence != size + 1 || event.computed_hash() != event.hash {
+                    return Err(Error::backend(std::io::Error::other(format!(
+                        "group {group}: Event {} does not extend the tree of {size} leaves (a gap, or a broken chain: run `weft fsck`)",
+                        event.sequence
+                    ))));
+                }
+                crate::tlog::extend(conn, &group, size, &event.canonical_bytes())?;
+                size += 1;
+            }
+            Ok(())
+        })
+        .await
+}

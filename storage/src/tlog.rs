@@ -1,0 +1,193 @@
+//! Each Group's log as a Merkle tree (issue #45, DESIGN §15): the shared service that keeps
+//! the tree with the log and proves things from it. The rules (leaves, origin, the checkpoint
+//! note, proof shapes, tile paths) are `weft_api::tlog`; the rows are
+//! `rows/tlog_hashes.rs`; the tree arithmetic is `tlog_tiles`' (Go's sumdb/tlog, ported).
+//!
+//! - **Appending**: [`append`] runs inside the transaction that appends Event `sequence`
+//!   (`events.rs`), under the Group's serialisation (the single writer on SQLite, the Group's
+//!   row lock on PostgreSQL), so the tree is always exactly the log: leaf `sequence − 1` is
+//!   stored with its Event or not at all. It refuses to add a leaf whose predecessor is not
+//!   stored, so a gap can never be built on.
+//! - **Catching up**: a store whose log predates the tree (schema version 31) gets it when it
+//!   opens ([`behind`] says which Groups; `lifecycle.rs` feeds their Events, online or read
+//!   back from the compaction archive, through [`extend`]).
+//! - **Reading**: roots, proofs and tile hashes come from the stored hashes in a few indexed
+//!   reads (O(log n) for a proof). Proofs and hash tiles carry hashes only, never an Event.
+
+use std::cell::RefCell;
+
+use tlog_tiles::{Hash, HashReader, Tile};
+
+use crate::error::Error;
+use crate::sql::Connection;
+
+/// Group `group_id`'s stored hashes as `tlog_tiles` reads them; a database error is kept
+/// and handed back as itself, not as a proof error.
+struct Stored<'a> {
+    conn: &'a Connection,
+    group_id: &'a str,
+    failure: RefCell<Option<Error>>,
+}
+
+impl<'a> Stored<'a> {
+    fn new(conn: &'a Connection, group_id: &'a str) -> Self {
+        Self {
+            conn,
+            group_id,
+            failure: RefCell::new(None),
+        }
+    }
+
+    /// `outcome` with a kept database error first, else a tree error as `what` fails.
+    fn finish<T>(&self, outcome: Result<T, tlog_tiles::Error>, what: &str) -> Result<T, Error> {
+        if let Some(error) = self.failure.borrow_mut().take() {
+            return Err(error);
+        }
+        outcome.map_err(|e| {
+            Error::backend(std::io::Error::other(format!(
+                "group {}: {what}: {e}",
+                self.group_id
+            )))
+        })
+    }
+}
+
+impl HashReader for Stored<'_> {
+    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
+        match crate::rows::tlog_hashes::read(self.conn, self.group_id, indexes) {
+            Ok(hashes) => Ok(hashes.into_iter().map(Hash).collect()),
+            Err(error) => {
+                *self.failure.borrow_mut() = Some(error);
+                Err(tlog_tiles::Error::IndexesNotInTree)
+            }
+        }
+    }
+}
+
+/// Adds Event `sequence`'s leaf (its canonical bytes) to Group `group_id`'s tree, inside the
+/// transaction appending it: one read (the hashes the new ones are built from, and the
+/// previous leaf, whose absence would be a gap) and one insert.
+pub(crate) fn append(
+    conn: &Connection,
+    group_id: &str,
+    sequence: u64,
+    canonical: &[u8],
+) -> Result<(), Error> {
+    extend(conn, group_id, sequence - 1, canonical)
+}
+
+/// Adds leaf `n` (0-based) to a tree that holds leaves `0..n`; refuses when leaf `n − 1` is
+/// not stored (a gap is never built on).
+pub(crate) fn extend(
+    conn: &Connection,
+    group_id: &str,
+    n: u64,
+    canonical: &[u8],
+) -> Result<(), Error> {
+    // What `stored_hashes` reads: the complete left siblings on the new leaf's path (one per
+    // trailing one bit of n), and, to prove there is no gap, leaf n − 1 itself.
+    // Each trailing one bit of n completes a subtree with the one to its left (as Go's
+    // `StoredHashesForRecordHash` reads them); the first of those is leaf n − 1.
+    let completed = (n + 1).trailing_zeros();
+    let mut needed: Vec<u64> = (0..completed)
+        .map(|i| tlog_tiles::stored_hash_index(i as u8, (n >> i) - 1))
+        .collect();
+    if n > 0 && completed == 0 {
+        needed.push(tlog_tiles::stored_hash_index(0, n - 1));
+    }
+    // A missing one is an error naming it (the tree is never built over a gap).
+    let found = crate::rows::tlog_hashes::read(conn, group_id, &needed)?;
+    let prefetched = Prefetched(needed.into_iter().zip(found).collect());
+    let hashes = tlog_tiles::stored_hashes(n, canonical, &prefetched).map_err(|e| {
+        Error::backend(std::io::Error::other(format!(
+            "group {group_id}: stored hashes of leaf {n}: {e}"
+        )))
+    })?;
+    let hashes: Vec<[u8; 32]> = hashes.into_iter().map(|h| h.0).collect();
+    crate::rows::tlog_hashes::insert(conn, group_id, tlog_tiles::stored_hash_index(0, n), &hashes)
+}
+
+/// The hashes [`extend`] read before building a leaf's.
+struct Prefetched(std::collections::HashMap<u64, [u8; 32]>);
+
+impl HashReader for Prefetched {
+    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
+        indexes
+            .iter()
+            .map(|index| {
+                self.0
+                    .get(index)
+                    .map(|h| Hash(*h))
+                    .ok_or(tlog_tiles::Error::IndexesNotInTree)
+            })
+            .collect()
+    }
+}
+
+/// How many leaves Group `group_id`'s tree holds.
+pub(crate) fn size(conn: &Connection, group_id: &str) -> Result<u64, Error> {
+    let Some(highest) = crate::rows::tlog_hashes::highest(conn, group_id)? else {
+        return Ok(0);
+    };
+    // A tree of n leaves holds stored hashes 0 … stored_hash_count(n) − 1; find that n.
+    let (mut low, mut high) = (0u64, highest + 1);
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if tlog_tiles::stored_hash_count(mid) <= highest + 1 {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    Ok(low)
+}
+
+/// The root of the first `size` leaves of Group `group_id`'s tree.
+pub(crate) fn root(conn: &Connection, group_id: &str, size: u64) -> Result<[u8; 32], Error> {
+    let stored = Stored::new(conn, group_id);
+    let root = tlog_tiles::tree_hash(size, &stored);
+    Ok(stored.finish(root, "tree hash")?.0)
+}
+
+/// The inclusion proof of leaf `index` in the tree of `size` leaves.
+pub(crate) fn inclusion(
+    conn: &Connection,
+    group_id: &str,
+    index: u64,
+    size: u64,
+) -> Result<Vec<[u8; 32]>, Error> {
+    let stored = Stored::new(conn, group_id);
+    let proof = tlog_tiles::prove_record(size, index, &stored);
+    Ok(stored
+        .finish(proof, "inclusion proof")?
+        .into_iter()
+        .map(|h| h.0)
+        .collect())
+}
+
+/// The consistency proof of the tree of `from` leaves with the tree of `to` leaves.
+pub(crate) fn consistency(
+    conn: &Connection,
+    group_id: &str,
+    from: u64,
+    to: u64,
+) -> Result<Vec<[u8; 32]>, Error> {
+    if from == 0 || from == to {
+        return Ok(Vec::new());
+    }
+    let stored = Stored::new(conn, group_id);
+    let proof = tlog_tiles::prove_tree(to, from, &stored);
+    Ok(stored
+        .finish(proof, "consistency proof")?
+        .into_iter()
+        .map(|h| h.0)
+        .collect())
+}
+
+/// The bytes of hash tile `tile` (its width × 32), which the caller checked lies within the
+/// tree.
+pub(crate) fn tile(conn: &Connection, group_id: &str, tile: &Tile) -> Result<Vec<u8>, Error> {
+    let stored = Stored::new(conn, group_id);
+    let data = tile.read_data(&stored);
+    stored.finish(data, "tile")
+}
