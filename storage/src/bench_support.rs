@@ -297,6 +297,11 @@ pub mod tamper {
         crate::rows::events::tamper_actor(&open(index)?, group_id, sequence, actor)
     }
 
+    /// Flips a bit of stored hash `index` of Group `group_id`'s Merkle tree.
+    pub fn tree_hash(index: &Path, group_id: &str, stored: u64) -> Result<usize, Error> {
+        crate::rows::tlog_hashes::tamper(&open(index)?, group_id, stored)
+    }
+
     /// Removes every Group's Merkle tree (as before schema version 31); answers how many
     /// stored hashes went.
     pub fn forget_trees(index: &Path) -> Result<usize, Error> {

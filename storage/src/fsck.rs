@@ -414,6 +414,9 @@ impl Engine {
                     if let Some(work) = work {
                         problems.extend(crate::work::check_projection(conn, &group, &work)?);
                     }
+                    // The Merkle tree (issue #45) is exactly the log.
+                    let (log_head, _) = events::head(conn, &group)?;
+                    problems.extend(crate::tlog::check(conn, &group, log_head)?);
                 }
                 Ok((n_manifests, n_events, problems))
             })

@@ -191,3 +191,85 @@ pub(crate) fn tile(conn: &Connection, group_id: &str, tile: &Tile) -> Result<Vec
     let data = tile.read_data(&stored);
     stored.finish(data, "tile")
 }
+
+/// Leaves per batch of [`check`].
+const CHECK_BATCH: u64 = 4_096;
+
+/// fsck's check of Group `group_id`'s tree against its log, whose head is `head`: the tree
+/// holds exactly `head` leaves, every stored hash is the one its leaves give (recomputed in
+/// order from the stored leaf hashes, keeping only the right edge in memory), and every
+/// online Event's leaf hash is its canonical bytes'. Returns one line per problem.
+pub(crate) fn check(conn: &Connection, group_id: &str, head: u64) -> Result<Vec<String>, Error> {
+    let mut problems = Vec::new();
+    let size = size(conn, group_id)?;
+    if size != head {
+        problems.push(format!(
+            "group {group_id}: the Merkle tree holds {size} leaves, the log {head} Events"
+        ));
+        return Ok(problems);
+    }
+    // The right edge: the newest complete node at each level.
+    let mut edge: Vec<(u64, [u8; 32])> = Vec::new();
+    let mut n = 0;
+    while n < size {
+        let end = (n + CHECK_BATCH).min(size);
+        let stored = crate::rows::tlog_hashes::range(
+            conn,
+            group_id,
+            tlog_tiles::stored_hash_index(0, n),
+            tlog_tiles::stored_hash_count(end),
+        )?;
+        let stored: std::collections::HashMap<u64, [u8; 32]> = stored.into_iter().collect();
+        for leaf in n..end {
+            let first = tlog_tiles::stored_hash_index(0, leaf);
+            let Some(record) = stored.get(&first) else {
+                problems.push(format!("group {group_id}: the tree has no leaf {leaf}"));
+                return Ok(problems);
+            };
+            let reader = Prefetched(edge.iter().copied().collect());
+            let computed = tlog_tiles::stored_hashes_for_record_hash(leaf, Hash(*record), &reader)
+                .map_err(|e| {
+                    Error::backend(std::io::Error::other(format!(
+                        "group {group_id}: leaf {leaf}: {e}"
+                    )))
+                })?;
+            for (level, hash) in computed.iter().enumerate() {
+                let index = first + level as u64;
+                if stored.get(&index) != Some(&hash.0) {
+                    problems.push(format!(
+                        "group {group_id}: stored hash {index} of the Merkle tree is not what its leaves give"
+                    ));
+                    return Ok(problems);
+                }
+                let node = tlog_tiles::stored_hash_index(level as u8, leaf >> level);
+                match edge.get_mut(level) {
+                    Some(slot) => *slot = (node, hash.0),
+                    None => edge.push((node, hash.0)),
+                }
+            }
+        }
+        // The online Events of this batch: each leaf is its Event's canonical bytes.
+        for row in crate::rows::events::after(
+            conn,
+            group_id,
+            n,
+            u32::try_from(end - n).unwrap_or(u32::MAX),
+        )? {
+            if row.sequence > end {
+                break;
+            }
+            let event = row.into_event()?;
+            let leaf = event.sequence - 1;
+            let stored_leaf = stored.get(&tlog_tiles::stored_hash_index(0, leaf));
+            if stored_leaf != Some(&weft_api::tlog::leaf_hash(&event.canonical_bytes())) {
+                problems.push(format!(
+                    "group {group_id}: leaf {leaf} of the Merkle tree is not Event {}'s",
+                    event.sequence
+                ));
+                return Ok(problems);
+            }
+        }
+        n = end;
+    }
+    Ok(problems)
+}

@@ -56,6 +56,23 @@ pub(crate) fn read(
         .collect()
 }
 
+/// Group `group_id`'s stored hashes from index `from` up to (not including) `to`, in order.
+pub(crate) fn range(
+    conn: &Connection,
+    group_id: &str,
+    from: u64,
+    to: u64,
+) -> Result<Vec<(u64, [u8; 32])>, Error> {
+    conn.rows(
+        "SELECT idx, hash FROM tlog_hashes WHERE group_id = ?1 AND idx >= ?2 AND idx < ?3 ORDER BY idx",
+        params![group_id, from, to],
+        |row| Ok((row.get::<_, u64>(0)?, row.get::<_, Vec<u8>>(1)?)),
+    )?
+    .into_iter()
+    .map(|(index, hash)| Ok((index, super::bytes32(hash)?)))
+    .collect()
+}
+
 /// The highest stored index of Group `group_id`'s tree, `None` for an empty tree.
 pub(crate) fn highest(conn: &Connection, group_id: &str) -> Result<Option<u64>, Error> {
     Ok(conn
@@ -97,4 +114,22 @@ pub(crate) fn insert(
 #[cfg(feature = "bench-support")]
 pub(crate) fn forget_all(conn: &Connection) -> Result<usize, Error> {
     Ok(conn.run("DELETE FROM tlog_hashes", [])?)
+}
+
+/// Flips one bit of Group `group_id`'s stored hash `index` behind the engine's back (tests:
+/// fsck must notice); answers how many rows changed.
+#[cfg(feature = "bench-support")]
+pub(crate) fn tamper(conn: &Connection, group_id: &str, index: u64) -> Result<usize, Error> {
+    let Some(mut hash) = conn.value::<Vec<u8>, _>(
+        "SELECT hash FROM tlog_hashes WHERE group_id = ?1 AND idx = ?2",
+        params![group_id, index],
+    )?
+    else {
+        return Ok(0);
+    };
+    hash[0] ^= 1;
+    Ok(conn.run(
+        "UPDATE tlog_hashes SET hash = ?3 WHERE group_id = ?1 AND idx = ?2",
+        params![group_id, index, hash],
+    )?)
 }
