@@ -299,5 +299,7 @@ pub fn push_entry(bundle: &mut Vec<u8>, leaf: &[u8]) -> Option<()> {
     Some(())
 }
 
+pub mod witness;
+
 #[cfg(test)]
 mod tests;
