@@ -86,6 +86,15 @@ pub struct Config {
     /// stays if either setting keeps it).
     #[arg(long, env = "WEFT_RETAIN_SECONDS")]
     pub retain_seconds: Option<u64>,
+    /// A witness that cosigns each Group's transparency-log checkpoints (issue #45), as
+    /// `URL=VKEY`: the witness's URL prefix (its `add-checkpoint` is under it) and its
+    /// cosignature verifier key (`name+id+base64`, what `weft witness` prints). Repeatable.
+    /// With witnesses, `GET /v1/groups/{g}/tlog/checkpoint` serves the newest cosigned tree.
+    #[arg(long = "witness", env = "WEFT_WITNESSES", value_delimiter = ' ', value_parser = parse_witness)]
+    pub witnesses: Vec<Witness>,
+    /// Milliseconds between pushes of each grown Group's checkpoint to the witnesses.
+    #[arg(long, env = "WEFT_WITNESS_INTERVAL_MS", default_value_t = 1000)]
+    pub witness_interval_ms: u64,
     /// Seconds between compaction passes when a retention window is set.
     #[arg(long, env = "WEFT_COMPACTION_INTERVAL", default_value_t = defaults::COMPACTION_INTERVAL_SECS)]
     pub compaction_interval_secs: u64,
@@ -170,6 +179,8 @@ impl Config {
             session_hours: defaults::SESSION_HOURS,
             retain_events: None,
             retain_seconds: None,
+            witnesses: Vec::new(),
+            witness_interval_ms: 1000,
             compaction_interval_secs: defaults::COMPACTION_INTERVAL_SECS,
             max_uploads_per_agent: defaults::MAX_UPLOADS_PER_AGENT,
             max_open_uploads: defaults::MAX_OPEN_UPLOADS,
@@ -333,4 +344,26 @@ mod tests {
         let parsed = Probe::try_parse_from(["weft", "--direct-writes=false"]);
         assert!(parsed.is_err(), "a switch, not a value");
     }
+}
+
+/// A witness the server pushes checkpoints to: where, and the key its cosignatures verify with.
+#[derive(Clone, Debug)]
+pub struct Witness {
+    pub url: String,
+    pub key: weft_api::tlog::witness::WitnessKey,
+}
+
+/// `--witness URL=VKEY`.
+fn parse_witness(text: &str) -> Result<Witness, String> {
+    let (url, vkey) = text
+        .split_once('=')
+        .ok_or_else(|| "a witness is URL=VKEY".to_owned())?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!("{url} is not an http(s) URL"));
+    }
+    let key = weft_api::tlog::witness::WitnessKey::parse(vkey).map_err(|e| e.message)?;
+    Ok(Witness {
+        url: url.trim_end_matches('/').to_owned(),
+        key,
+    })
 }

@@ -11,6 +11,7 @@ pub mod connections;
 pub mod http;
 pub mod serve;
 pub mod telemetry;
+pub mod witnesses;
 
 pub use http::{AppState, app};
 pub use serve::serve;

@@ -367,6 +367,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             }
         });
     }
+    crate::witnesses::start(
+        store.clone(),
+        config.witnesses.clone(),
+        Duration::from_millis(config.witness_interval_ms.max(10)),
+    );
     {
         // Uncited uploads past their TTL and spent session nonces (`Store::sweep`).
         let (store, every) = (store.clone(), config.sweep_interval());

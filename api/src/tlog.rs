@@ -65,11 +65,74 @@ pub fn verifier_key(name: &str, key: &VerifyingKey) -> String {
     )
 }
 
+/// Parses a log's verifier key (`name+id+base64(0x01 ‖ key)`), checking its id: the log's
+/// origin and the Authority key it signs with.
+pub fn parse_verifier_key(vkey: &str) -> Result<(String, VerifyingKey), Rejection> {
+    let bad = |why: &str| Rejection::new(ErrorCode::BadRequest, format!("verifier key: {why}"));
+    let (name, rest) = vkey.split_once('+').ok_or_else(|| bad("not name+id+key"))?;
+    let (id, key) = rest.split_once('+').ok_or_else(|| bad("not name+id+key"))?;
+    if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c == '+') {
+        return Err(bad("a name without spaces or '+'"));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .map_err(|_| bad("the key is not base64"))?;
+    let (&kind, key) = bytes.split_first().ok_or_else(|| bad("empty key"))?;
+    if kind != ALG_ED25519 {
+        return Err(bad("not an Ed25519 note key (type 0x01)"));
+    }
+    let key: [u8; 32] = key.try_into().map_err(|_| bad("not 32 bytes"))?;
+    let key = crate::dsse::parse_public_key(&crate::dsse::BASE64.encode(key))?;
+    if format!("{:08x}", note_key_id(name, &key)) != id {
+        return Err(bad("its id is not the key's"));
+    }
+    Ok((name.to_owned(), key))
+}
+
 fn note_public_key(key: &VerifyingKey) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(33);
     bytes.push(ALG_ED25519);
     bytes.extend_from_slice(key.as_bytes());
     bytes
+}
+
+/// A tree's right edge, grown one leaf at a time: its RFC 6962 root at any size in O(log n)
+/// memory (a client recomputing the root of the log it downloaded).
+#[derive(Clone, Debug, Default)]
+pub struct Frontier {
+    size: u64,
+    /// The roots of the perfect subtrees the leaves so far make, largest (leftmost) first.
+    edge: Vec<[u8; 32]>,
+}
+
+impl Frontier {
+    /// Adds the leaf whose hash is `leaf`.
+    pub fn push(&mut self, leaf: [u8; 32]) {
+        let mut hash = leaf;
+        let mut size = self.size;
+        while size & 1 == 1 {
+            let Some(left) = self.edge.pop() else { break };
+            hash = tlog_tiles::node_hash(Hash(left), Hash(hash)).0;
+            size >>= 1;
+        }
+        self.edge.push(hash);
+        self.size += 1;
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The root of the leaves so far (SHA-256 of nothing for none).
+    pub fn root(&self) -> [u8; 32] {
+        let mut edge = self.edge.iter().rev();
+        let Some(&last) = edge.next() else {
+            return tlog_tiles::EMPTY_HASH.0;
+        };
+        edge.fold(last, |right, left| {
+            tlog_tiles::node_hash(Hash(*left), Hash(right)).0
+        })
+    }
 }
 
 /// A signed checkpoint, checked: the tree it commits to.
@@ -289,6 +352,12 @@ pub fn path_of_tile(tile: &Tile) -> String {
         Some(index) => format!("tile/entries/{index}"),
         None => format!("tile/{rest}"),
     }
+}
+
+/// The C2SP path of hash tile `index` of `level`, `width` wide (256: full).
+pub fn hash_tile_path(level: u8, index: u64, width: u64) -> String {
+    let width = u32::try_from(width.clamp(1, TILE_WIDTH)).unwrap_or(1 << TILE_HEIGHT);
+    path_of_tile(&Tile::new(TILE_HEIGHT, level.min(63), index, width, false))
 }
 
 /// Appends one leaf to an entry bundle; `None` when it is too long for one (over 65,535 bytes).

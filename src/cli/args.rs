@@ -246,6 +246,14 @@ pub(super) enum EventsAction {
         /// tail was cut.
         #[arg(long, value_name = "FILE")]
         since_checkpoint: Option<std::path::PathBuf>,
+        /// A witness whose cosignature counts (its verifier key `NAME+ID+KEY`, what `weft
+        /// witness` prints; repeatable): the transparency-log checkpoint must carry at least
+        /// `--quorum` of them.
+        #[arg(long = "witness", value_name = "VKEY")]
+        witnesses: Vec<String>,
+        /// How many of the `--witness` keys must have cosigned (default: all of them).
+        #[arg(long)]
+        quorum: Option<usize>,
         /// Print the verdict as one JSON object (a failure still exits non-zero).
         #[arg(long)]
         json: bool,

@@ -254,7 +254,7 @@ async fn verify(
         // against the signed snapshot references and checkpoint, which must reach the range.
         Err(error) if error.code() == Some(weft_api::ErrorCode::CursorTooOld) => {
             let group = package.group_id.as_str();
-            let verified = super::events::verify(api, group, authority_key).await?;
+            let verified = super::events::verify(api, group, authority_key, None).await?;
             verified.say();
             let checkpoint = verified.checkpoint;
             if checkpoint < range.to {
@@ -295,10 +295,10 @@ async fn verify(
         api,
         &cited.group_id,
         (sequence, head),
-        &signed.checkpoint,
-        true,
+        (&signed.checkpoint, true),
         at,
         "chain broken after the range",
+        None,
     )
     .await?;
     match at_checkpoint {

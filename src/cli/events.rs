@@ -5,6 +5,8 @@
 use anyhow::bail;
 use weft_api::Id;
 use weft_api::client::Client;
+use weft_api::event::Delivered;
+use weft_api::tlog::witness::WitnessKey;
 
 use super::args::{ClientArgs, EventsAction};
 
@@ -26,9 +28,24 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
             group,
             authority_key,
             since_checkpoint,
+            witnesses,
+            quorum,
             json,
         } => {
-            let verified = verify(&api, &group, authority_key.as_deref()).await?;
+            let witnesses = witnesses
+                .iter()
+                .map(|vkey| {
+                    WitnessKey::parse(vkey).map_err(|e| anyhow::anyhow!("--witness: {}", e.message))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let quorum = quorum.unwrap_or(witnesses.len());
+            anyhow::ensure!(
+                quorum <= witnesses.len(),
+                "--quorum {quorum} is more than the {} witnesses named",
+                witnesses.len()
+            );
+            let policy = Policy { witnesses, quorum };
+            let verified = verify(&api, &group, authority_key.as_deref(), Some(&policy)).await?;
             if !json {
                 verified.say();
             }
@@ -44,6 +61,8 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
                     "groupId": group,
                     "events": verified.events,
                     "checkpoint": verified.checkpoint,
+                    "treeSize": verified.tree,
+                    "cosignedBy": verified.cosigned,
                     "notOlderThanSeen": since_ok,
                 });
                 println!("{out}");
@@ -53,18 +72,37 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
     }
 }
 
-/// What `verify` found: the chain's length from genesis, and the signed checkpoint it matches.
-#[derive(Clone, Copy, Debug)]
+/// What `verify` found: the chain's length from genesis, the signed checkpoint it matches,
+/// and the transparency-log tree it matches (with the witnesses that cosigned it).
+#[derive(Clone, Debug)]
 pub(super) struct Verified {
     pub(super) events: u64,
     pub(super) checkpoint: u64,
+    pub(super) tree: Option<u64>,
+    pub(super) cosigned: Vec<String>,
+}
+
+/// Which witnesses' cosignatures `verify` requires, and how many.
+pub(super) struct Policy {
+    pub(super) witnesses: Vec<WitnessKey>,
+    pub(super) quorum: usize,
 }
 
 impl Verified {
     /// The line `weft events verify` prints.
-    pub(super) fn say(self) {
+    pub(super) fn say(&self) {
+        let tree = match (self.tree, self.cosigned.is_empty()) {
+            (Some(size), true) => {
+                format!("; its first {size} make the transparency log's signed tree")
+            }
+            (Some(size), false) => format!(
+                "; its first {size} make the transparency log's signed tree, cosigned by {}",
+                self.cosigned.join(", ")
+            ),
+            (None, _) => String::new(),
+        };
         println!(
-            "ok: {} events chain from genesis; sequence {} matches the signed checkpoint",
+            "ok: {} events chain from genesis; sequence {} matches the signed checkpoint{tree}",
             self.events, self.checkpoint
         );
     }
@@ -248,11 +286,26 @@ pub(super) async fn verify(
     api: &Client,
     group: &str,
     pinned: Option<&str>,
+    policy: Option<&Policy>,
 ) -> anyhow::Result<Verified> {
     let group = Id::parse("group", group)?;
     // The checkpoint first: the chain read afterwards must reach at least its head.
     let authority = authority_keys(api, pinned).await?;
     let signed = trusted_checkpoint(api, &group, &authority).await?;
+    // And the transparency log's (issue #45), whose tree the log read below must make.
+    let mut tree = match policy {
+        Some(policy) => Some(
+            super::tlog::TreeCheck::fetch(
+                api,
+                &group,
+                &authority,
+                &policy.witnesses,
+                policy.quorum,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let (mut sequence, mut head) = (0u64, weft_api::EventHash::GENESIS);
     // Compacted history first: each archive, chained on from the previous one, must end
     // at the chain hash its authority-signed snapshot reference states.
@@ -291,6 +344,11 @@ pub(super) async fn verify(
             .collect::<Result<_, _>>()?;
         (sequence, head) = weft_api::event::verify_chain(sequence, head, &events)
             .map_err(|problem| anyhow::anyhow!("archive chain broken: {problem}"))?;
+        if let Some(tree) = tree.as_mut() {
+            for event in events {
+                tree.feed(api, &group, &Delivered::from(event)).await?;
+            }
+        }
         if (sequence, head)
             != (
                 snapshot.reference.sequence,
@@ -309,16 +367,23 @@ pub(super) async fn verify(
         api,
         &group,
         (sequence, head),
-        &signed.checkpoint,
-        false,
+        (&signed.checkpoint, false),
         at,
         "chain broken",
+        tree.as_mut(),
     )
     .await?;
+    let tree_size = tree
+        .as_ref()
+        .map(super::tlog::TreeCheck::finish)
+        .transpose()?;
+    let cosigned = tree.map(|t| t.witnesses).unwrap_or_default();
     match hash_at_checkpoint {
         Some(hash) if hash == signed.checkpoint.hash => Ok(Verified {
             events: sequence,
             checkpoint: signed.checkpoint.sequence,
+            tree: tree_size,
+            cosigned,
         }),
         Some(_) => bail!(
             "the chain disagrees with the signed checkpoint at sequence {}",
@@ -393,15 +458,16 @@ pub(super) async fn trusted_checkpoint(
 
 /// Reads and chain-checks the log after `from` (sequence, hash) page by page, to its end or
 /// (with `stop_at_checkpoint`) until it reaches the checkpoint's sequence; answers the last
-/// sequence and hash, and the hash at the checkpoint's sequence (`at` if already seen).
+/// sequence and hash, and the hash at the checkpoint's sequence (`at` if already seen). With
+/// `tree`, each Event also feeds the transparency-log check.
 pub(super) async fn chain_onwards(
     api: &Client,
     group: &Id,
     from: (u64, weft_api::EventHash),
-    checkpoint: &weft_api::views::Checkpoint,
-    stop_at_checkpoint: bool,
+    (checkpoint, stop_at_checkpoint): (&weft_api::views::Checkpoint, bool),
     mut at: Option<weft_api::EventHash>,
     broken: &str,
+    mut tree: Option<&mut super::tlog::TreeCheck>,
 ) -> anyhow::Result<(u64, weft_api::EventHash, Option<weft_api::EventHash>)> {
     let (mut sequence, mut head) = from;
     while !stop_at_checkpoint || sequence < checkpoint.sequence {
@@ -411,6 +477,11 @@ pub(super) async fn chain_onwards(
         }
         (sequence, head) = weft_api::event::verify_chain(sequence, head, &page)
             .map_err(|problem| anyhow::anyhow!("{broken}: {problem}"))?;
+        if let Some(tree) = tree.as_deref_mut() {
+            for delivered in &page {
+                tree.feed(api, group, delivered).await?;
+            }
+        }
         if let Some(event) = page.iter().find(|e| e.sequence() == checkpoint.sequence) {
             at = Some(event.hash());
         }

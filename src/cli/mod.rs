@@ -30,6 +30,8 @@ mod review;
 mod session;
 mod show;
 mod table;
+mod tlog;
+mod witness;
 mod work;
 mod work_args;
 
@@ -293,6 +295,14 @@ enum Command {
         #[arg(long, env = "WEFT_S3_CREDENTIALS_FILE")]
         s3_credentials_file: Option<PathBuf>,
     },
+    /// Run a transparency-log witness (c2sp.org/tlog-witness, issue #45): it cosigns a Group's
+    /// checkpoint only when the log's key signed it and it extends the tree the witness
+    /// cosigned last, and it remembers that (in DATA_DIR/witness-state.json) before it answers.
+    /// Prints `listening on http://ADDR`, then `vkey NAME+ID+KEY` (what `weft serve --witness
+    /// URL=VKEY` and `weft events verify --witness` take).
+    ///
+    /// Example: `weft witness --name witness.example/w1 --authority-key $(jq -r .keys[0].publicKey keys.json)`
+    Witness(witness::WitnessArgs),
     /// Print both digests of a file, hashed with the server's pipeline (benchmark baseline).
     #[command(hide = true)]
     Hash { file: PathBuf },
@@ -396,6 +406,7 @@ impl Cli {
                 blobs.credentials_file = s3_credentials_file;
                 migrate::run(&from, index, blobs).await
             }
+            Command::Witness(args) => witness::run(args).await,
             Command::Hash { file } => fsck::hash(&file).await,
         }
     }

@@ -28,6 +28,9 @@ pub struct AppState {
     pub trust_forwarded_proto: bool,
     /// How far each Group's chain was verified for the event log page's badge.
     pub(crate) chains: Arc<ChainCache>,
+    /// Whether witnesses cosign the checkpoints (`--witness`): the checkpoint route then
+    /// serves the newest cosigned tree.
+    pub witnessed: bool,
 }
 
 /// Transport limits the handlers apply themselves.
@@ -57,6 +60,7 @@ impl AppState {
             )),
             trust_forwarded_proto: config.trust_forwarded_proto,
             chains: Arc::default(),
+            witnessed: !config.witnesses.is_empty(),
         }
     }
 }

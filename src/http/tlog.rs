@@ -34,7 +34,7 @@ pub(crate) async fn checkpoint(
     let checkpoint = state
         .store
         .delivery()
-        .tlog_checkpoint(group_id, &caller.reader())
+        .tlog_checkpoint(group_id, &caller.reader(), state.witnessed)
         .await?;
     Ok((
         StatusCode::OK,

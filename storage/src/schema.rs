@@ -661,10 +661,22 @@ CREATE TABLE tlog_hashes (
 ) WITHOUT ROWID;
 "#;
 
+/// Witnesses' cosignatures of each Group's checkpoints (issue #45, `rows/tlog_cosignatures.rs`):
+/// per Group and witness, the newest size it cosigned and its note line.
+const V32: &str = r#"
+CREATE TABLE tlog_cosignatures (
+    group_id  TEXT NOT NULL,
+    witness   TEXT NOT NULL,         -- its name, as its verifier key gives it
+    size      INTEGER NOT NULL,      -- the tree size it cosigned
+    line      TEXT NOT NULL,         -- its signature line, as the note carries it
+    PRIMARY KEY (group_id, witness)
+) WITHOUT ROWID;
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 31] = [
+const MIGRATIONS: [&str; 32] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -28,4 +28,5 @@ mod tidy;
 mod transport;
 mod truncation;
 mod ui;
+mod witness;
 mod work;

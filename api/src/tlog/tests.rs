@@ -71,6 +71,18 @@ fn the_verifier_key_names_the_note_key_id() {
         .expect("base64");
     assert_eq!(bytes[0], 0x01);
     assert_eq!(&bytes[1..], authority.as_bytes());
+    assert_eq!(
+        parse_verifier_key(&text).expect("parses"),
+        ("weft/abc/g1".to_owned(), authority)
+    );
+    assert!(parse_verifier_key(&text.replacen("g1", "g2", 1)).is_err());
+    assert!(
+        parse_verifier_key(&crate::tlog::witness::witness_vkey(
+            "weft/abc/g1",
+            &authority
+        ))
+        .is_err()
+    );
 }
 
 #[test]
@@ -155,6 +167,20 @@ fn mth(leaves: &[[u8; 32]]) -> [u8; 32] {
             hasher.update(mth(&leaves[k..]));
             hasher.finalize().into()
         }
+    }
+}
+
+#[test]
+fn a_frontier_gives_the_rfc_root_at_every_size() {
+    let mut frontier = Frontier::default();
+    let mut leaves = Vec::new();
+    assert_eq!(frontier.root(), mth(&leaves));
+    for i in 0u32..300 {
+        let leaf = leaf_hash(&i.to_be_bytes());
+        leaves.push(leaf);
+        frontier.push(leaf);
+        assert_eq!(frontier.size(), leaves.len() as u64);
+        assert_eq!(frontier.root(), mth(&leaves), "size {}", leaves.len());
     }
 }
 

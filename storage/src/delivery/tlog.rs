@@ -14,6 +14,7 @@
 //! - A tile or proof beyond the tree as it is now is `not_found`, as C2SP asks of a tile that
 //!   does not exist yet. Full tiles never change; a partial tile `.p/W` never changes either.
 
+use weft_api::tlog::witness::WitnessKey;
 use weft_api::tlog::{self, Proof, TILE_WIDTH, TreeHead};
 use weft_api::{ErrorCode, Id};
 
@@ -49,29 +50,91 @@ impl Delivery<'_> {
         tlog::origin(&self.0.authority.verifying_key(), group_id.as_str())
     }
 
-    /// The checkpoint of Group `group_id`'s tree as it is now, signed by the Authority key.
+    /// The checkpoint of Group `group_id`'s tree, signed by the Authority key: with
+    /// `witnessed` (the server pushes its checkpoints to witnesses), the newest size a witness
+    /// cosigned, with every cosignature of that size appended (the tree as it is now until a
+    /// witness has cosigned one); without, the tree as it is now.
     pub async fn tlog_checkpoint(
         &self,
         group_id: Id,
         reader: &Reader,
+        witnessed: bool,
     ) -> Result<TlogCheckpoint, Error> {
         let reader = reader.clone();
         let group = group_id.clone();
-        let head = self
+        let (head, lines) = self
             .0
             .db
             .read(move |conn| {
                 if group_access(conn, group.as_str(), &reader)?.is_none() {
                     return Err(not_visible(&group));
                 }
-                let size = crate::tlog::size(conn, group.as_str())?;
+                let cosigned = if witnessed {
+                    crate::rows::tlog_cosignatures::of_group(conn, group.as_str())?
+                } else {
+                    Vec::new()
+                };
+                let size = match cosigned.iter().map(|(_, size, _)| *size).max() {
+                    Some(size) => size,
+                    None => crate::tlog::size(conn, group.as_str())?,
+                };
+                let lines: Vec<String> = cosigned
+                    .into_iter()
+                    .filter(|(_, at, _)| *at == size)
+                    .map(|(_, _, line)| line)
+                    .collect();
                 let root = crate::tlog::root(conn, group.as_str(), size)?;
-                Ok(TreeHead { size, root })
+                Ok((TreeHead { size, root }, lines))
             })
             .await?;
         let note = tlog::sign_checkpoint(&self.0.authority, &self.tlog_origin(&group_id), head)
             .map_err(Error::Rejected)?;
-        Ok(TlogCheckpoint { note, head })
+        Ok(TlogCheckpoint {
+            note: tlog::witness::with_cosignatures(&note, &lines),
+            head,
+        })
+    }
+
+    /// Keeps witness `witness`'s cosignature `line` of Group `group_id`'s checkpoint at
+    /// `size`, after checking it verifies over exactly that checkpoint (operator only: the
+    /// server's witness pusher).
+    pub async fn tlog_record_cosignature(
+        &self,
+        group_id: Id,
+        witness: &WitnessKey,
+        size: u64,
+        line: String,
+    ) -> Result<(), Error> {
+        let group = group_id.clone();
+        let root = self
+            .0
+            .db
+            .read(move |conn| {
+                if size > crate::tlog::size(conn, group.as_str())? {
+                    return Err(beyond(&format!("a tree of {size}")));
+                }
+                crate::tlog::root(conn, group.as_str(), size)
+            })
+            .await?;
+        let origin = self.tlog_origin(&group_id);
+        let note = tlog::sign_checkpoint(&self.0.authority, &origin, TreeHead { size, root })
+            .map_err(Error::Rejected)?;
+        let whole = tlog::witness::with_cosignatures(&note, std::slice::from_ref(&line));
+        tlog::witness::open_witnessed(
+            whole.as_bytes(),
+            &self.0.authority.verifying_key(),
+            &origin,
+            std::slice::from_ref(witness),
+            1,
+        )
+        .map_err(Error::Rejected)?;
+        let name = witness.name.clone();
+        self.0
+            .db
+            .write(move |tx| {
+                crate::rows::tlog_cosignatures::record(tx, group_id.as_str(), &name, size, &line)
+            })
+            .await
     }
 
     /// The tile at C2SP path `path` (`tile/…`) of Group `group_id`'s tree.

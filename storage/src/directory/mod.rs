@@ -16,6 +16,11 @@ use crate::directory::handle::Directory;
 use crate::error::{Error, reject};
 
 impl Directory<'_> {
+    /// Every Group's id, in order (operator work over all Groups: the witness pusher).
+    pub async fn group_ids(&self) -> Result<Vec<String>, Error> {
+        self.0.db.read(crate::rows::groups::ids).await
+    }
+
     /// Every live Membership of `group_id`, by Agent id; `not_found` for an unknown Group.
     pub async fn list_members(&self, group_id: Id) -> Result<MemberList, Error> {
         self.0

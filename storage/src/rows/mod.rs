@@ -45,6 +45,7 @@ pub(crate) mod session_epochs;
 pub(crate) mod session_nonces;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
+pub(crate) mod tlog_cosignatures;
 pub(crate) mod tlog_hashes;
 pub(crate) mod upload_sessions;
 pub(crate) mod work_deps;

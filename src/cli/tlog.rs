@@ -1,0 +1,137 @@
+//! `weft events verify`'s transparency-log check (issue #45): the Group's checkpoint, signed by
+//! the Authority and cosigned by at least `--quorum` of the `--witness` keys, must commit to
+//! exactly the log this client downloaded: the RFC 6962 root of the Events' canonical bytes,
+//! recomputed here leaf by leaf (archived and online Events alike, O(log n) memory), equals the
+//! checkpoint's root at its size. A Mission-scoped reader gets another Mission's Event as a
+//! placeholder, so its leaf hash comes from the level-0 hash tile that holds it; the root still
+//! binds it, and the witnesses saw that same root.
+
+use std::collections::HashMap;
+
+use anyhow::bail;
+use ed25519_dalek::VerifyingKey;
+use weft_api::Id;
+use weft_api::client::Client;
+use weft_api::event::Delivered;
+use weft_api::tlog::witness::WitnessKey;
+use weft_api::tlog::{self, Frontier, TreeHead};
+
+/// The checkpoint being checked, and the root of the leaves fed so far.
+pub(super) struct TreeCheck {
+    head: TreeHead,
+    frontier: Frontier,
+    /// Level-0 hash tiles fetched for placeholders, by tile index.
+    tiles: HashMap<u64, Vec<u8>>,
+    /// The witnesses that cosigned the checkpoint.
+    pub(super) witnesses: Vec<String>,
+}
+
+impl TreeCheck {
+    /// The Group's checkpoint, refused unless one of `authority` signed it under the Group's
+    /// origin and `quorum` of `witnesses` cosigned it.
+    pub(super) async fn fetch(
+        api: &Client,
+        group: &Id,
+        authority: &[VerifyingKey],
+        witnesses: &[WitnessKey],
+        quorum: usize,
+    ) -> anyhow::Result<Self> {
+        let note = api
+            .get_text(&format!("/v1/groups/{group}/tlog/checkpoint"), &[])
+            .await?;
+        let mut refusal = None;
+        for key in authority {
+            match tlog::witness::open_witnessed(
+                note.as_bytes(),
+                key,
+                &tlog::origin(key, group.as_str()),
+                witnesses,
+                quorum,
+            ) {
+                Ok((head, cosigned)) => {
+                    return Ok(Self {
+                        head,
+                        frontier: Frontier::default(),
+                        tiles: HashMap::new(),
+                        witnesses: cosigned,
+                    });
+                }
+                Err(rejection) => refusal = Some(rejection.message),
+            }
+        }
+        bail!(
+            "the transparency-log checkpoint is refused: {}",
+            refusal.unwrap_or_else(|| "no authority key".into())
+        )
+    }
+
+    /// Feeds one Event of the log, in order (those past the checkpoint's size are ignored).
+    pub(super) async fn feed(
+        &mut self,
+        api: &Client,
+        group: &Id,
+        delivered: &Delivered,
+    ) -> anyhow::Result<()> {
+        if delivered.sequence() > self.head.size || delivered.sequence() <= self.frontier.size() {
+            return Ok(());
+        }
+        if delivered.sequence() != self.frontier.size() + 1 {
+            bail!(
+                "the log skips from {} to {}",
+                self.frontier.size(),
+                delivered.sequence()
+            );
+        }
+        let leaf = match delivered.event() {
+            Some(event) => tlog::leaf_hash(&event.canonical_bytes()),
+            None => {
+                self.withheld_leaf(api, group, delivered.sequence() - 1)
+                    .await?
+            }
+        };
+        self.frontier.push(leaf);
+        Ok(())
+    }
+
+    /// Leaf `index`'s hash from the level-0 tile that holds it, as wide as the checkpoint's tree.
+    async fn withheld_leaf(
+        &mut self,
+        api: &Client,
+        group: &Id,
+        index: u64,
+    ) -> anyhow::Result<[u8; 32]> {
+        let tile = index / tlog::TILE_WIDTH;
+        if !self.tiles.contains_key(&tile) {
+            let width = (self.head.size - tile * tlog::TILE_WIDTH).min(tlog::TILE_WIDTH);
+            let path = tlog::hash_tile_path(0, tile, width);
+            let mut bytes = Vec::new();
+            api.download_path(&format!("/v1/groups/{group}/tlog/{path}"), &mut bytes)
+                .await?;
+            if bytes.len() as u64 != width * 32 {
+                bail!("{path} is {} bytes, not {}", bytes.len(), width * 32);
+            }
+            self.tiles.insert(tile, bytes);
+        }
+        let bytes = &self.tiles[&tile];
+        let at = usize::try_from(index % tlog::TILE_WIDTH)? * 32;
+        Ok(bytes[at..at + 32].try_into()?)
+    }
+
+    /// Whether the leaves fed make exactly the checkpoint's tree.
+    pub(super) fn finish(&self) -> anyhow::Result<u64> {
+        if self.frontier.size() < self.head.size {
+            bail!(
+                "the log ends at {} before the transparency-log checkpoint's tree of {}",
+                self.frontier.size(),
+                self.head.size
+            );
+        }
+        if self.frontier.root() != self.head.root {
+            bail!(
+                "the Merkle tree of the log's first {} Events is not the one the transparency-log checkpoint signs",
+                self.head.size
+            );
+        }
+        Ok(self.head.size)
+    }
+}

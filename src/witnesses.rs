@@ -1,0 +1,157 @@
+//! Pushing each Group's transparency-log checkpoints to witnesses (issue #45,
+//! c2sp.org/tlog-witness): every `--witness-interval-ms`, for each Group whose tree grew since
+//! a witness last cosigned it, the server sends that witness `add-checkpoint` (the checkpoint
+//! note and the consistency proof from the size the witness holds), checks the cosignature it
+//! answers against the witness's key and keeps it (`store.delivery().tlog_record_cosignature`);
+//! the checkpoint route then serves the newest cosigned tree with its cosignatures.
+//!
+//! A witness that answers 409 holds another size: the push is retried once from that size (a
+//! witness that restarted, or another server of the same index that pushed first). A witness
+//! that is down, slow or refuses is logged and tried again next round; nothing waits on it,
+//! and a write is never held for a witness. One round at a time, one request per witness and
+//! Group, each bounded by a timeout.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use weft_api::Id;
+use weft_api::tlog::witness::AddCheckpoint;
+use weft_storage::{Reader, Store};
+
+use crate::config::Witness;
+
+/// How long one `add-checkpoint` may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Starts the pusher (nothing without witnesses).
+pub fn start(store: Store, witnesses: Vec<Witness>, every: Duration) {
+    if witnesses.is_empty() {
+        return;
+    }
+    let http = match reqwest::Client::builder().timeout(TIMEOUT).build() {
+        Ok(http) => http,
+        Err(error) => {
+            tracing::error!(%error, "no HTTP client for the witnesses: checkpoints are not witnessed");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        // What each witness cosigned last, by (witness, Group): the size it holds.
+        let mut held: HashMap<(String, String), u64> = HashMap::new();
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            if let Err(error) = round(&store, &http, &witnesses, &mut held).await {
+                tracing::warn!(%error, "a round of witness pushes failed; retried next round");
+            }
+        }
+    });
+}
+
+/// One round: every Group to every witness that has not cosigned its current tree.
+async fn round(
+    store: &Store,
+    http: &reqwest::Client,
+    witnesses: &[Witness],
+    held: &mut HashMap<(String, String), u64>,
+) -> anyhow::Result<()> {
+    for group in store.directory().group_ids().await? {
+        let group_id = Id::parse("groupId", &group)?;
+        let current = store
+            .delivery()
+            .tlog_checkpoint(group_id.clone(), &Reader::Admin, false)
+            .await?;
+        for witness in witnesses {
+            let key = (witness.key.name.clone(), group.clone());
+            let old = held.get(&key).copied().unwrap_or(0);
+            if old == current.head.size && held.contains_key(&key) {
+                continue;
+            }
+            match push(store, http, witness, &group_id, &current, old).await {
+                Ok(size) => {
+                    held.insert(key, size);
+                }
+                Err(error) => {
+                    tracing::warn!(witness = %witness.url, group, %error, "the witness did not cosign");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends `checkpoint` to `witness` from the size `old`; answers the size it now holds.
+async fn push(
+    store: &Store,
+    http: &reqwest::Client,
+    witness: &Witness,
+    group_id: &Id,
+    checkpoint: &weft_storage::TlogCheckpoint,
+    old: u64,
+) -> anyhow::Result<u64> {
+    let mut old = old;
+    for _ in 0..2 {
+        let proof = store
+            .delivery()
+            .tlog_consistency(
+                group_id.clone(),
+                old,
+                Some(checkpoint.head.size),
+                &Reader::Admin,
+            )
+            .await?;
+        let hashes = proof
+            .hashes
+            .iter()
+            .map(|h| {
+                use base64::Engine as _;
+                let bytes = base64::engine::general_purpose::STANDARD.decode(h)?;
+                <[u8; 32]>::try_from(bytes)
+                    .map_err(|_| anyhow::anyhow!("a proof hash is not 32 bytes"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let body = AddCheckpoint {
+            old,
+            proof: hashes,
+            note: checkpoint.note.clone().into_bytes(),
+        }
+        .to_body();
+        let response = http
+            .post(format!("{}/add-checkpoint", witness.url))
+            .body(body)
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if status == reqwest::StatusCode::CONFLICT {
+            // The witness holds another size: from there, if it is not ahead of this tree.
+            let size: u64 = text.trim().parse()?;
+            anyhow::ensure!(
+                size <= checkpoint.head.size,
+                "the witness holds a tree of {size}, larger than this server's {}",
+                checkpoint.head.size
+            );
+            old = size;
+            continue;
+        }
+        anyhow::ensure!(status.is_success(), "{status}: {}", text.trim());
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(&format!("— {} ", witness.key.name)))
+            .ok_or_else(|| {
+                anyhow::anyhow!("no cosignature line of {} in the answer", witness.key.name)
+            })?;
+        store
+            .delivery()
+            .tlog_record_cosignature(
+                group_id.clone(),
+                &witness.key,
+                checkpoint.head.size,
+                format!("{line}\n"),
+            )
+            .await?;
+        return Ok(checkpoint.head.size);
+    }
+    anyhow::bail!("the witness kept answering 409")
+}
