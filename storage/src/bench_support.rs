@@ -33,6 +33,28 @@ fn resident_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Appends `n` small Events to Group `group_id` (which must exist), 10,000 per transaction:
+/// a log (and its Merkle tree) of millions in minutes, for the transparency-log benchmark.
+pub async fn load_events(store: &Store, group_id: &Id, n: u64) -> Result<(), Error> {
+    let mut done = 0;
+    while done < n {
+        let count = (n - done).min(10_000);
+        let (group, now) = (group_id.clone(), store.now());
+        store
+            .inner
+            .db
+            .write(move |tx| {
+                for i in done..done + count {
+                    crate::events::append_raw(tx, &group, "bench.tick", format!(r#"{{"n":{i}}}"#), now)?;
+                }
+                Ok(())
+            })
+            .await?;
+        done += count;
+    }
+    Ok(())
+}
+
 /// Writes `n` artifacts, each derived from 0–3 earlier ones (about `2 n` edges), published
 /// in one Group, then rebuilds the lineage index from the tables exactly as a restart would.
 pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<SyntheticDag, Error> {
