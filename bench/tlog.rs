@@ -28,8 +28,14 @@ fn ms(d: Duration) -> String {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let n_appends: u64 = std::env::var("WEFT_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
-    let n_log: u64 = std::env::var("WEFT_BENCH_TLOG_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let n_appends: u64 = std::env::var("WEFT_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let n_log: u64 = std::env::var("WEFT_BENCH_TLOG_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
     let dir = tempfile::tempdir()?;
     let mut config = server::config::Config::with_data_dir(dir.path().to_path_buf());
     config.commands_per_minute = 0;
@@ -47,7 +53,11 @@ async fn main() -> anyhow::Result<()> {
                 while next.fetch_add(1, Ordering::Relaxed) < n_appends {
                     store
                         .delivery()
-                        .append(group.clone(), "bench.tick", serde_json::json!({"note": "a small payload"}))
+                        .append(
+                            group.clone(),
+                            "bench.tick",
+                            serde_json::json!({"note": "a small payload"}),
+                        )
                         .await?;
                 }
                 Ok::<_, weft_storage::Error>(())
@@ -69,7 +79,10 @@ async fn main() -> anyhow::Result<()> {
     store.directory().create_group(big.clone()).await?;
     let started = Instant::now();
     weft_storage::bench_support::load_events(&store, &big, n_log).await?;
-    eprintln!("loaded {n_log} Events with their tree in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "loaded {n_log} Events with their tree in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     let state = server::AppState::new(store.clone(), "bench-admin", &config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
@@ -82,7 +95,12 @@ async fn main() -> anyhow::Result<()> {
     ));
     let http = reqwest::Client::new();
     let authority = {
-        let keys: serde_json::Value = http.get(format!("{base}/v1/authority/keys")).send().await?.json().await?;
+        let keys: serde_json::Value = http
+            .get(format!("{base}/v1/authority/keys"))
+            .send()
+            .await?
+            .json()
+            .await?;
         weft_api::dsse::parse_public_key(keys["keys"][0]["publicKey"].as_str().unwrap_or_default())?
     };
     let checkpoint = |group: &'static str| {
@@ -103,7 +121,11 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     let (head, _) = checkpoint("big").await?;
-    anyhow::ensure!(head.size == n_log, "the tree holds {} leaves, not {n_log}", head.size);
+    anyhow::ensure!(
+        head.size == n_log,
+        "the tree holds {} leaves, not {n_log}",
+        head.size
+    );
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut random = move |below: u64| {
         seed ^= seed << 13;
@@ -117,7 +139,9 @@ async fn main() -> anyhow::Result<()> {
         let sequence = 1 + random(n_log);
         let started = Instant::now();
         let proof: Proof = http
-            .get(format!("{base}/v1/groups/big/tlog/proof/inclusion?sequence={sequence}&size={n_log}"))
+            .get(format!(
+                "{base}/v1/groups/big/tlog/proof/inclusion?sequence={sequence}&size={n_log}"
+            ))
             .bearer_auth("bench-admin")
             .send()
             .await?
@@ -129,7 +153,9 @@ async fn main() -> anyhow::Result<()> {
         let from = 1 + random(n_log - 1);
         let started = Instant::now();
         let proof: Proof = http
-            .get(format!("{base}/v1/groups/big/tlog/proof/consistency?from={from}&to={n_log}"))
+            .get(format!(
+                "{base}/v1/groups/big/tlog/proof/consistency?from={from}&to={n_log}"
+            ))
             .bearer_auth("bench-admin")
             .send()
             .await?
@@ -142,15 +168,23 @@ async fn main() -> anyhow::Result<()> {
     // A sample of the proofs, checked against the signed root with the Events they prove.
     for sequence in [1, n_log / 2, n_log] {
         let page: weft_api::views::EventPage = http
-            .get(format!("{base}/v1/groups/big/events?after={}&limit=1", sequence - 1))
+            .get(format!(
+                "{base}/v1/groups/big/events?after={}&limit=1",
+                sequence - 1
+            ))
             .bearer_auth("bench-admin")
             .send()
             .await?
             .json()
             .await?;
-        let event = page.events[0].event().ok_or_else(|| anyhow::anyhow!("withheld"))?.clone();
+        let event = page.events[0]
+            .event()
+            .ok_or_else(|| anyhow::anyhow!("withheld"))?
+            .clone();
         let proof: Proof = http
-            .get(format!("{base}/v1/groups/big/tlog/proof/inclusion?sequence={sequence}&size={n_log}"))
+            .get(format!(
+                "{base}/v1/groups/big/tlog/proof/inclusion?sequence={sequence}&size={n_log}"
+            ))
             .bearer_auth("bench-admin")
             .send()
             .await?
@@ -177,7 +211,11 @@ async fn main() -> anyhow::Result<()> {
                 while !stop.load(Ordering::Relaxed) {
                     store
                         .delivery()
-                        .append(group.clone(), "bench.tick", serde_json::json!({"note": "load"}))
+                        .append(
+                            group.clone(),
+                            "bench.tick",
+                            serde_json::json!({"note": "load"}),
+                        )
                         .await?;
                 }
                 Ok::<_, weft_storage::Error>(())
@@ -197,7 +235,10 @@ async fn main() -> anyhow::Result<()> {
     for writer in writers {
         writer.await??;
     }
-    anyhow::ensure!(sizes.windows(2).all(|w| w[0] <= w[1]), "a checkpoint went backwards");
+    anyhow::ensure!(
+        sizes.windows(2).all(|w| w[0] <= w[1]),
+        "a checkpoint went backwards"
+    );
     latencies.sort();
     println!(
         "signed checkpoint under 64 appenders  {} checkpoints in 10 s, tree {} → {}, latency p50 {}  p99 {}  max {}",

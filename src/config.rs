@@ -274,6 +274,7 @@ impl Config {
             hot_blob_bytes: self.hot_blob_bytes,
             session_ttl: chrono::Duration::hours(self.session_hours.max(1)),
             sweep_staging: true,
+            build_trees: true,
             // Replaced by the persisted `DIR/authority.key` in `serve::run`.
             authority: Arc::new(weft_api::dsse::generate_key()),
             lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),

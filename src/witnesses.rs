@@ -8,8 +8,9 @@
 //! A witness that answers 409 holds another size: the push is retried once from that size (a
 //! witness that restarted, or another server of the same index that pushed first). A witness
 //! that is down, slow or refuses is logged and tried again next round; nothing waits on it,
-//! and a write is never held for a witness. One round at a time, one request per witness and
-//! Group, each bounded by a timeout.
+//! and a write is never held for a witness. Each witness has its own pusher (one slow witness
+//! delays no other), one request per Group at a time, each bounded by a timeout and its
+//! answer by 4 KiB; one Group's failure does not stop the round.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -23,11 +24,12 @@ use crate::config::Witness;
 /// How long one `add-checkpoint` may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Starts the pusher (nothing without witnesses).
+/// The longest answer read from a witness (a few cosignature lines).
+const MAX_ANSWER: usize = 4 * 1024;
+
+/// Starts one pusher per witness (nothing without witnesses), so a witness that is down or
+/// slow delays no other.
 pub fn start(store: Store, witnesses: Vec<Witness>, every: Duration) {
-    if witnesses.is_empty() {
-        return;
-    }
     let http = match reqwest::Client::builder().timeout(TIMEOUT).build() {
         Ok(http) => http,
         Err(error) => {
@@ -35,46 +37,53 @@ pub fn start(store: Store, witnesses: Vec<Witness>, every: Duration) {
             return;
         }
     };
-    tokio::spawn(async move {
-        // What each witness cosigned last, by (witness, Group): the size it holds.
-        let mut held: HashMap<(String, String), u64> = HashMap::new();
-        let mut ticks = tokio::time::interval(every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            if let Err(error) = round(&store, &http, &witnesses, &mut held).await {
-                tracing::warn!(%error, "a round of witness pushes failed; retried next round");
+    for witness in witnesses {
+        let (store, http) = (store.clone(), http.clone());
+        tokio::spawn(async move {
+            // The size this witness holds, by Group.
+            let mut held: HashMap<String, u64> = HashMap::new();
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = round(&store, &http, &witness, &mut held).await {
+                    tracing::warn!(witness = %witness.url, %error, "a round of witness pushes failed; retried next round");
+                }
             }
-        }
-    });
+        });
+    }
 }
 
-/// One round: every Group to every witness that has not cosigned its current tree.
+/// One round: every Group whose tree this witness has not cosigned as it is now.
 async fn round(
     store: &Store,
     http: &reqwest::Client,
-    witnesses: &[Witness],
-    held: &mut HashMap<(String, String), u64>,
+    witness: &Witness,
+    held: &mut HashMap<String, u64>,
 ) -> anyhow::Result<()> {
     for group in store.directory().group_ids().await? {
-        let group_id = Id::parse("groupId", &group)?;
-        let current = store
-            .delivery()
-            .tlog_checkpoint(group_id.clone(), &Reader::Admin, false)
-            .await?;
-        for witness in witnesses {
-            let key = (witness.key.name.clone(), group.clone());
-            let old = held.get(&key).copied().unwrap_or(0);
-            if old == current.head.size && held.contains_key(&key) {
-                continue;
+        let outcome = async {
+            let group_id = Id::parse("groupId", &group)?;
+            let current = store
+                .delivery()
+                .tlog_checkpoint(group_id.clone(), &Reader::Admin, &[])
+                .await?;
+            if held.get(&group) == Some(&current.head.size) {
+                return anyhow::Ok(None);
             }
-            match push(store, http, witness, &group_id, &current, old).await {
-                Ok(size) => {
-                    held.insert(key, size);
-                }
-                Err(error) => {
-                    tracing::warn!(witness = %witness.url, group, %error, "the witness did not cosign");
-                }
+            let old = held.get(&group).copied().unwrap_or(0);
+            push(store, http, witness, &group_id, &current, old)
+                .await
+                .map(Some)
+        }
+        .await;
+        match outcome {
+            Ok(Some(size)) => {
+                held.insert(group, size);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(witness = %witness.url, group, %error, "the witness did not cosign");
             }
         }
     }
@@ -123,7 +132,16 @@ async fn push(
             .send()
             .await?;
         let status = response.status();
-        let text = response.text().await?;
+        let mut body = Vec::new();
+        let mut response = response;
+        while let Some(chunk) = response.chunk().await? {
+            body.extend_from_slice(&chunk);
+            anyhow::ensure!(
+                body.len() <= MAX_ANSWER,
+                "the witness's answer is over {MAX_ANSWER} bytes"
+            );
+        }
+        let text = String::from_utf8_lossy(&body);
         if status == reqwest::StatusCode::CONFLICT {
             // The witness holds another size: from there, if it is not ahead of this tree.
             let size: u64 = text.trim().parse()?;

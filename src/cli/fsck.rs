@@ -48,6 +48,7 @@ pub(super) async fn run(
     crate::serve::owner_only_from_now();
     let mut options = weft_storage::Options::on_disk(data_dir);
     options.sweep_staging = false;
+    options.build_trees = false;
     if let Some(location) = blobs {
         options.blobs = weft_storage::Backend::S3(location);
     }

@@ -6,8 +6,6 @@
 //! placeholder, so its leaf hash comes from the level-0 hash tile that holds it; the root still
 //! binds it, and the witnesses saw that same root.
 
-use std::collections::HashMap;
-
 use anyhow::bail;
 use ed25519_dalek::VerifyingKey;
 use weft_api::Id;
@@ -20,8 +18,9 @@ use weft_api::tlog::{self, Frontier, TreeHead};
 pub(super) struct TreeCheck {
     head: TreeHead,
     frontier: Frontier,
-    /// Level-0 hash tiles fetched for placeholders, by tile index.
-    tiles: HashMap<u64, Vec<u8>>,
+    /// The level-0 hash tile last fetched for a placeholder (its index and bytes): leaves come
+    /// in order, so one is enough.
+    tile: Option<(u64, Vec<u8>)>,
     /// The witnesses that cosigned the checkpoint.
     pub(super) witnesses: Vec<String>,
 }
@@ -52,7 +51,7 @@ impl TreeCheck {
                     return Ok(Self {
                         head,
                         frontier: Frontier::default(),
-                        tiles: HashMap::new(),
+                        tile: None,
                         witnesses: cosigned,
                     });
                 }
@@ -101,7 +100,7 @@ impl TreeCheck {
         index: u64,
     ) -> anyhow::Result<[u8; 32]> {
         let tile = index / tlog::TILE_WIDTH;
-        if !self.tiles.contains_key(&tile) {
+        if self.tile.as_ref().is_none_or(|(at, _)| *at != tile) {
             let width = (self.head.size - tile * tlog::TILE_WIDTH).min(tlog::TILE_WIDTH);
             let path = tlog::hash_tile_path(0, tile, width);
             let mut bytes = Vec::new();
@@ -110,9 +109,11 @@ impl TreeCheck {
             if bytes.len() as u64 != width * 32 {
                 bail!("{path} is {} bytes, not {}", bytes.len(), width * 32);
             }
-            self.tiles.insert(tile, bytes);
+            self.tile = Some((tile, bytes));
         }
-        let bytes = &self.tiles[&tile];
+        let Some((_, bytes)) = &self.tile else {
+            bail!("no tile");
+        };
         let at = usize::try_from(index % tlog::TILE_WIDTH)? * 32;
         Ok(bytes[at..at + 32].try_into()?)
     }

@@ -90,7 +90,7 @@ struct Witness {
     logs: BTreeMap<String, VerifyingKey>,
     authorities: Vec<VerifyingKey>,
     state_path: PathBuf,
-    state: tokio::sync::Mutex<Remembered>,
+    state: std::sync::Mutex<Remembered>,
 }
 
 impl Witness {
@@ -151,7 +151,7 @@ pub(super) async fn run(args: WitnessArgs) -> anyhow::Result<()> {
         logs,
         authorities,
         state_path,
-        state: tokio::sync::Mutex::new(state),
+        state: std::sync::Mutex::new(state),
     });
     let app = axum::Router::new()
         .route("/add-checkpoint", axum::routing::post(add_checkpoint))
@@ -189,67 +189,100 @@ async fn add_checkpoint(State(witness): State<Arc<Witness>>, body: Bytes) -> Res
             format!("no log {origin:?} is witnessed here"),
         );
     };
-    let mut state = witness.state.lock().await;
-    let held = state.logs.get(&origin).map(|h| LogState {
-        size: h.size,
-        root: h.root,
-    });
-    match witness::decide(&request, &log_key, &origin, held) {
-        Decision::Cosign { state: head, body } => {
-            let mut next = Remembered {
-                logs: state.logs.clone(),
-            };
-            next.logs.insert(
-                origin,
-                Held {
-                    size: head.size,
-                    root: head.root,
-                },
+    // Decided, remembered and signed in one blocking task under the lock: a request the
+    // client abandons cannot leave the state half-saved while another request decides.
+    let witness = Arc::clone(&witness);
+    let outcome = tokio::task::spawn_blocking(move || {
+        decide_and_remember(&witness, &request, &origin, &log_key)
+    })
+    .await;
+    let decision = match outcome {
+        Ok(Ok(decision)) => decision,
+        Ok(Err(error)) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the state was not saved: {error}"),
             );
-            let path = witness.state_path.clone();
-            let bytes = match serde_json::to_vec_pretty(&next) {
-                Ok(bytes) => bytes,
-                Err(error) => return text(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
-            };
-            // Remembered before answered: a crash after this never cosigns a fork of it.
-            match tokio::task::spawn_blocking(move || replace_whole(&path, &bytes)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
-                    return text(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("the state was not saved: {error}"),
-                    );
-                }
-                Err(error) => return text(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
-            }
-            *state = next;
-            let time = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let line = witness::cosign(&witness.key, &witness.name, time, &body);
-            (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-                line,
-            )
-                .into_response()
         }
-        Decision::Conflict { size } => (
+        Err(error) => return text(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+    };
+    match decision {
+        Answer::Cosigned(line) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            line,
+        )
+            .into_response(),
+        Answer::Refused(Decision::Conflict { size }) => (
             StatusCode::CONFLICT,
             [(header::CONTENT_TYPE, "text/x.tlog.size")],
             format!("{size}\n"),
         )
             .into_response(),
-        Decision::Unsigned => text(
+        Answer::Refused(Decision::Unsigned) => text(
             StatusCode::FORBIDDEN,
             "the checkpoint is not signed by the log's key".into(),
         ),
-        Decision::Inconsistent => text(
+        Answer::Refused(Decision::Inconsistent) => text(
             StatusCode::UNPROCESSABLE_ENTITY,
             "the checkpoint does not extend the tree this witness cosigned".into(),
         ),
-        Decision::Malformed(why) => text(StatusCode::BAD_REQUEST, why),
+        Answer::Refused(Decision::Malformed(why)) => text(StatusCode::BAD_REQUEST, why),
+        Answer::Refused(Decision::Cosign { .. }) => {
+            text(StatusCode::INTERNAL_SERVER_ERROR, "unreachable".into())
+        }
     }
+}
+
+/// What the witness answers: its cosignature line, or why not.
+enum Answer {
+    Cosigned(String),
+    Refused(Decision),
+}
+
+/// Decides on `request`; for a cosignature, saves the new state whole (before anything is
+/// answered) and signs. Runs on a blocking thread holding the state's lock throughout.
+fn decide_and_remember(
+    witness: &Witness,
+    request: &AddCheckpoint,
+    origin: &str,
+    log_key: &VerifyingKey,
+) -> std::io::Result<Answer> {
+    let mut state = witness
+        .state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let held = state.logs.get(origin).map(|h| LogState {
+        size: h.size,
+        root: h.root,
+    });
+    let (head, body) = match witness::decide(request, log_key, origin, held) {
+        Decision::Cosign { state: head, body } => (head, body),
+        refused => return Ok(Answer::Refused(refused)),
+    };
+    let mut next = Remembered {
+        logs: state.logs.clone(),
+    };
+    next.logs.insert(
+        origin.to_owned(),
+        Held {
+            size: head.size,
+            root: head.root,
+        },
+    );
+    let bytes = serde_json::to_vec_pretty(&next).map_err(std::io::Error::other)?;
+    // Remembered before answered: a crash after this never cosigns a fork of it.
+    replace_whole(&witness.state_path, &bytes)?;
+    *state = next;
+    let time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Ok(Answer::Cosigned(witness::cosign(
+        &witness.key,
+        &witness.name,
+        time,
+        &body,
+    )))
 }
 
 /// Replaces `path` with `bytes` whole: a new file, fsynced, renamed over it, the directory

@@ -28,9 +28,9 @@ pub struct AppState {
     pub trust_forwarded_proto: bool,
     /// How far each Group's chain was verified for the event log page's badge.
     pub(crate) chains: Arc<ChainCache>,
-    /// Whether witnesses cosign the checkpoints (`--witness`): the checkpoint route then
-    /// serves the newest cosigned tree.
-    pub witnessed: bool,
+    /// The names of the witnesses that cosign the checkpoints (`--witness`): the checkpoint
+    /// route then serves the tree most of them cosigned.
+    pub witnesses: Arc<Vec<String>>,
 }
 
 /// Transport limits the handlers apply themselves.
@@ -60,7 +60,13 @@ impl AppState {
             )),
             trust_forwarded_proto: config.trust_forwarded_proto,
             chains: Arc::default(),
-            witnessed: !config.witnesses.is_empty(),
+            witnesses: Arc::new(
+                config
+                    .witnesses
+                    .iter()
+                    .map(|w| w.key.name.clone())
+                    .collect(),
+            ),
         }
     }
 }

@@ -34,7 +34,7 @@ pub(crate) async fn checkpoint(
     let checkpoint = state
         .store
         .delivery()
-        .tlog_checkpoint(group_id, &caller.reader(), state.witnessed)
+        .tlog_checkpoint(group_id, &caller.reader(), &state.witnesses)
         .await?;
     Ok((
         StatusCode::OK,

@@ -45,7 +45,13 @@ pub async fn load_events(store: &Store, group_id: &Id, n: u64) -> Result<(), Err
             .db
             .write(move |tx| {
                 for i in done..done + count {
-                    crate::events::append_raw(tx, &group, "bench.tick", format!(r#"{{"n":{i}}}"#), now)?;
+                    crate::events::append_raw(
+                        tx,
+                        &group,
+                        "bench.tick",
+                        format!(r#"{{"n":{i}}}"#),
+                        now,
+                    )?;
                 }
                 Ok(())
             })

@@ -665,6 +665,7 @@ fn run_batch(
     };
     let mut finishers = Vec::with_capacity(batch.len());
     let mut appended = Vec::new();
+    let mut leaves = Vec::new();
     let mut owes_reaction = false;
     let mut broken: Option<Error> = None;
     for job in batch {
@@ -691,8 +692,9 @@ fn run_batch(
             continue;
         };
         let end = if ok {
-            let (events, owes) = tx.into_appended();
+            let (events, hashes, owes) = tx.into_appended();
             appended.extend(events);
+            leaves.extend(hashes);
             owes_reaction |= owes;
             txn.control("RELEASE job")
         } else {
@@ -703,6 +705,14 @@ fn run_batch(
             broken = Some(error.into());
         }
         finishers.push(finish);
+    }
+    // Each Group's Merkle tree grows by the batch's Events at once (`tlog::grow`): one read
+    // and a few inserts per Group, not per Event; a failure fails the batch.
+    if broken.is_none()
+        && !appended.is_empty()
+        && let Err(error) = meter.run(|| crate::tlog::grow(txn, &appended, &leaves))
+    {
+        broken = Some(error);
     }
     // On a shared index, the commit announces itself to the other processes (`db/follow.rs`);
     // the notification is delivered only if the transaction commits.

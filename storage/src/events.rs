@@ -92,8 +92,9 @@ fn append_with(
     }
     .canonical_bytes();
     let hash = weft_api::event::chain_hash(&prev_hash, &canonical);
-    // The Merkle tree over the log (issue #45) grows with it, in this transaction.
-    crate::tlog::append(conn, group_id.as_str(), sequence, &canonical)?;
+    // The Merkle tree over the log (issue #45) grows with it, in this transaction: the writer
+    // adds the batch's leaves before the commit (`tlog::grow`).
+    let leaf = weft_api::tlog::leaf_hash(&canonical);
     crate::rows::events::insert(
         conn,
         &crate::rows::events::New {
@@ -122,7 +123,7 @@ fn append_with(
         prev_hash,
         hash,
     };
-    tx.appended(event);
+    tx.appended(event, leaf);
     Ok(sequence)
 }
 

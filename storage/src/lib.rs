@@ -236,8 +236,11 @@ impl Store {
 
     /// Opens (creating if needed) the index and the blob backend, and sweeps stale staging.
     pub async fn open(options: Options) -> Result<Self, Error> {
+        let build_trees = options.build_trees;
         let inner = Arc::new(engine::Engine::open(options).await?);
-        lifecycle::trees::catch_up(&inner).await?;
+        if build_trees {
+            lifecycle::trees::catch_up(&inner).await;
+        }
         reactions::start(&inner);
         follow_other_servers(&inner);
         probe_the_index(&inner);

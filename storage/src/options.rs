@@ -107,6 +107,10 @@ pub struct Options {
     /// row. Only the server does this; an offline tool such as fsck must not touch uploads a
     /// running server is still writing.
     pub sweep_staging: bool,
+    /// Build each Group's Merkle tree on open where its log is ahead of it (a log written
+    /// before schema version 31, `lifecycle/trees.rs`). Only the server does this: fsck must
+    /// report a tree that is behind, not repair it first.
+    pub build_trees: bool,
     /// How long a lineage walk may run on the calling (async) thread. A walk that needs more
     /// is run again on the blocking pool with its whole budget, so a huge fan-out never holds
     /// a runtime thread for long; almost every walk takes well under a millisecond. `None`:
@@ -181,6 +185,7 @@ impl Options {
             hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
             sweep_staging: true,
+            build_trees: true,
             authority: Arc::new(weft_api::dsse::generate_key()),
             lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
             quotas: Quotas::default(),
@@ -200,6 +205,7 @@ impl Options {
             hot_blob_bytes: defaults::HOT_BLOB_BYTES,
             session_ttl: chrono::Duration::hours(defaults::SESSION_HOURS),
             sweep_staging: true,
+            build_trees: true,
             authority: Arc::new(weft_api::dsse::generate_key()),
             lineage_inline_budget: Some(defaults::LINEAGE_INLINE_BUDGET),
             quotas: Quotas::default(),

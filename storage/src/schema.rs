@@ -662,14 +662,14 @@ CREATE TABLE tlog_hashes (
 "#;
 
 /// Witnesses' cosignatures of each Group's checkpoints (issue #45, `rows/tlog_cosignatures.rs`):
-/// per Group and witness, the newest size it cosigned and its note line.
+/// per Group and witness, the newest few sizes it cosigned and their note lines.
 const V32: &str = r#"
 CREATE TABLE tlog_cosignatures (
     group_id  TEXT NOT NULL,
     witness   TEXT NOT NULL,         -- its name, as its verifier key gives it
     size      INTEGER NOT NULL,      -- the tree size it cosigned
     line      TEXT NOT NULL,         -- its signature line, as the note carries it
-    PRIMARY KEY (group_id, witness)
+    PRIMARY KEY (group_id, witness, size)
 ) WITHOUT ROWID;
 "#;
 

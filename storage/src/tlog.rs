@@ -3,7 +3,7 @@
 //! note, proof shapes, tile paths) are `weft_api::tlog`; the rows are
 //! `rows/tlog_hashes.rs`; the tree arithmetic is `tlog_tiles`' (Go's sumdb/tlog, ported).
 //!
-//! - **Appending**: [`append`] runs inside the transaction that appends Event `sequence`
+//! - **Appending**: [`grow`] runs inside the transaction that appends the Events
 //!   (`events.rs`), under the Group's serialisation (the single writer on SQLite, the Group's
 //!   row lock on PostgreSQL), so the tree is always exactly the log: leaf `sequence − 1` is
 //!   stored with its Event or not at all. It refuses to add a leaf whose predecessor is not
@@ -55,7 +55,14 @@ impl<'a> Stored<'a> {
 impl HashReader for Stored<'_> {
     fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
         match crate::rows::tlog_hashes::read(self.conn, self.group_id, indexes) {
-            Ok(hashes) => Ok(hashes.into_iter().map(Hash).collect()),
+            Ok(Some(hashes)) => Ok(hashes.into_iter().map(Hash).collect()),
+            Ok(None) => {
+                *self.failure.borrow_mut() = Some(Error::backend(std::io::Error::other(format!(
+                    "group {}: the Merkle tree lacks a stored hash (run `weft fsck`)",
+                    self.group_id
+                ))));
+                Err(tlog_tiles::Error::IndexesNotInTree)
+            }
             Err(error) => {
                 *self.failure.borrow_mut() = Some(error);
                 Err(tlog_tiles::Error::IndexesNotInTree)
@@ -64,26 +71,152 @@ impl HashReader for Stored<'_> {
     }
 }
 
-/// Adds Event `sequence`'s leaf (its canonical bytes) to Group `group_id`'s tree, inside the
-/// transaction appending it: one read (the hashes the new ones are built from, and the
-/// previous leaf, whose absence would be a gap) and one insert.
-pub(crate) fn append(
+/// Grows each Group's tree by the leaves of `events` (appended in this transaction, in order;
+/// `leaves[i]` is `events[i]`'s), just before the writer commits them: per Group, one read of
+/// the stored hashes the new ones are built on (and of the leaf before the first, whose
+/// absence would be a gap), the stored hashes computed in memory, and inserts of 32 rows
+/// each. A tree found behind its log (another server of an older version appended without
+/// it, during a rolling upgrade) is first caught up from the online log, under the same lock.
+pub(crate) fn grow(
     conn: &Connection,
-    group_id: &str,
-    sequence: u64,
-    canonical: &[u8],
+    events: &[weft_api::Event],
+    leaves: &[[u8; 32]],
 ) -> Result<(), Error> {
-    extend(conn, group_id, sequence - 1, canonical)
+    // (Group, first sequence, its leaves), in the order the Groups first appear.
+    let mut runs: Vec<(&str, u64, Vec<[u8; 32]>)> = Vec::new();
+    for (event, leaf) in events.iter().zip(leaves) {
+        match runs
+            .iter_mut()
+            .find(|(group, _, _)| *group == event.group_id)
+        {
+            Some((group, first, run)) => {
+                if event.sequence != *first + run.len() as u64 {
+                    return Err(Error::backend(std::io::Error::other(format!(
+                        "group {group}: Event {} appended out of order",
+                        event.sequence
+                    ))));
+                }
+                run.push(*leaf);
+            }
+            None => runs.push((&event.group_id, event.sequence, vec![*leaf])),
+        }
+    }
+    for (group, first, run) in runs {
+        let n0 = first - 1;
+        if !grow_group(conn, group, n0, &run)? {
+            catch_up_online(conn, group, n0)?;
+            if !grow_group(conn, group, n0, &run)? {
+                return Err(Error::backend(std::io::Error::other(format!(
+                    "group {group}: the Merkle tree lacks what leaf {n0} is built on (run `weft fsck`)"
+                ))));
+            }
+        }
+    }
+    Ok(())
 }
 
-/// Adds leaf `n` (0-based) to a tree that holds leaves `0..n`; refuses when leaf `n − 1` is
-/// not stored (a gap is never built on).
+/// Adds `leaves` as leaves `n0…` of Group `group_id`'s tree; `false` (nothing added) when the
+/// tree does not hold what they are built on.
+fn grow_group(
+    conn: &Connection,
+    group_id: &str,
+    n0: u64,
+    leaves: &[[u8; 32]],
+) -> Result<bool, Error> {
+    let end = n0 + leaves.len() as u64;
+    // From the index: the leaf before the first, and every left sibling completed before n0.
+    let mut needed = std::collections::BTreeSet::new();
+    if n0 > 0 {
+        needed.insert(tlog_tiles::stored_hash_index(0, n0 - 1));
+    }
+    for n in n0..end {
+        for i in 0..(n + 1).trailing_zeros() {
+            let sibling = (n >> i) - 1;
+            let last_leaf = ((sibling + 1) << i) - 1;
+            if last_leaf < n0 {
+                needed.insert(tlog_tiles::stored_hash_index(i as u8, sibling));
+            }
+        }
+    }
+    let needed: Vec<u64> = needed.into_iter().collect();
+    let Some(found) = crate::rows::tlog_hashes::read(conn, group_id, &needed)? else {
+        return Ok(false);
+    };
+    let mut known = Prefetched(needed.into_iter().zip(found).collect());
+    let mut stored = Vec::with_capacity(leaves.len() * 2);
+    for (n, leaf) in (n0..end).zip(leaves) {
+        let hashes =
+            tlog_tiles::stored_hashes_for_record_hash(n, Hash(*leaf), &known).map_err(|e| {
+                Error::backend(std::io::Error::other(format!(
+                    "group {group_id}: stored hashes of leaf {n}: {e}"
+                )))
+            })?;
+        let first = tlog_tiles::stored_hash_index(0, n);
+        for (index, hash) in (first..).zip(&hashes) {
+            known.0.insert(index, hash.0);
+            stored.push(hash.0);
+        }
+    }
+    crate::rows::tlog_hashes::insert(
+        conn,
+        group_id,
+        tlog_tiles::stored_hash_index(0, n0),
+        &stored,
+    )?;
+    Ok(true)
+}
+
+/// The most leaves [`grow`] adds to a tree behind the log in one transaction.
+const INLINE_CATCH_UP: u64 = 100_000;
+
+/// Adds the online Events before leaf `n` that the tree lacks, each checked against its
+/// chain hash.
+fn catch_up_online(conn: &Connection, group_id: &str, n: u64) -> Result<(), Error> {
+    let behind =
+        |why: String| Error::backend(std::io::Error::other(format!("group {group_id}: {why}")));
+    let mut size = size(conn, group_id)?;
+    if size >= n || n - size > INLINE_CATCH_UP {
+        return Err(behind(format!(
+            "the Merkle tree of {size} leaves cannot be caught up to {n} here (restart the server to build it)"
+        )));
+    }
+    let rows = crate::rows::events::after(
+        conn,
+        group_id,
+        size,
+        u32::try_from(n - size).unwrap_or(u32::MAX),
+    )?;
+    for row in rows {
+        let event = row.into_event()?;
+        if event.sequence != size + 1 || event.computed_hash() != event.hash {
+            return Err(behind(format!(
+                "Event {} does not extend the Merkle tree of {size} leaves (compacted, a gap, or a broken chain)",
+                event.sequence
+            )));
+        }
+        if !extend(conn, group_id, size, &event.canonical_bytes())? {
+            return Err(behind(format!(
+                "the Merkle tree has a gap below leaf {size}"
+            )));
+        }
+        size += 1;
+    }
+    if size != n {
+        return Err(behind(format!(
+            "the online log ends at {size}, before leaf {n}"
+        )));
+    }
+    Ok(())
+}
+
+/// Adds leaf `n` (0-based) to a tree that holds leaves `0..n`; `false` (and nothing added)
+/// when what it is built on, leaf `n − 1` included, is not stored: a gap is never built on.
 pub(crate) fn extend(
     conn: &Connection,
     group_id: &str,
     n: u64,
     canonical: &[u8],
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     // What `stored_hashes` reads: the complete left siblings on the new leaf's path (one per
     // trailing one bit of n), and, to prove there is no gap, leaf n − 1 itself.
     // Each trailing one bit of n completes a subtree with the one to its left (as Go's
@@ -95,8 +228,9 @@ pub(crate) fn extend(
     if n > 0 && completed == 0 {
         needed.push(tlog_tiles::stored_hash_index(0, n - 1));
     }
-    // A missing one is an error naming it (the tree is never built over a gap).
-    let found = crate::rows::tlog_hashes::read(conn, group_id, &needed)?;
+    let Some(found) = crate::rows::tlog_hashes::read(conn, group_id, &needed)? else {
+        return Ok(false);
+    };
     let prefetched = Prefetched(needed.into_iter().zip(found).collect());
     let hashes = tlog_tiles::stored_hashes(n, canonical, &prefetched).map_err(|e| {
         Error::backend(std::io::Error::other(format!(
@@ -104,7 +238,8 @@ pub(crate) fn extend(
         )))
     })?;
     let hashes: Vec<[u8; 32]> = hashes.into_iter().map(|h| h.0).collect();
-    crate::rows::tlog_hashes::insert(conn, group_id, tlog_tiles::stored_hash_index(0, n), &hashes)
+    crate::rows::tlog_hashes::insert(conn, group_id, tlog_tiles::stored_hash_index(0, n), &hashes)?;
+    Ok(true)
 }
 
 /// The hashes [`extend`] read before building a leaf's.

@@ -107,6 +107,9 @@ impl Conn for Connection {
 pub(crate) struct Tx<'a> {
     conn: &'a Connection,
     appended: RefCell<Vec<weft_api::Event>>,
+    /// Each appended Event's transparency-log leaf hash, beside it (the writer grows each
+    /// Group's Merkle tree with them before the commit, `tlog::grow`).
+    leaves: RefCell<Vec<[u8; 32]>>,
     /// Whether this job owes a reaction (`reactions.rs`): the writer wakes the reactions'
     /// task after the commit. Left set by a rolled-back nested savepoint: a wake finds nothing.
     owes_reaction: Cell<bool>,
@@ -120,6 +123,7 @@ impl<'a> Tx<'a> {
         Self {
             conn,
             appended: RefCell::new(Vec::new()),
+            leaves: RefCell::new(Vec::new()),
             owes_reaction: Cell::new(false),
             memo: Memo::default(),
         }
@@ -141,9 +145,11 @@ impl<'a> Tx<'a> {
         self.owes_reaction.set(true);
     }
 
-    /// Notes an Event appended in this transaction (only `events::append` calls this).
-    pub(crate) fn appended(&self, event: weft_api::Event) {
+    /// Notes an Event appended in this transaction and its leaf hash (only `events::append`
+    /// calls this).
+    pub(crate) fn appended(&self, event: weft_api::Event, leaf: [u8; 32]) {
         self.appended.borrow_mut().push(event);
+        self.leaves.borrow_mut().push(leaf);
     }
 
     /// Runs `f` in a savepoint nested in this job's: an error rolls back its rows and forgets
@@ -161,15 +167,21 @@ impl<'a> Tx<'a> {
                 self.conn
                     .execute_batch("ROLLBACK TO nested; RELEASE nested")?;
                 self.appended.borrow_mut().truncate(mark);
+                self.leaves.borrow_mut().truncate(mark);
                 self.memo.forget_all();
                 Err(error)
             }
         }
     }
 
-    /// What the job appended and whether it owes a reaction (`db.rs`, after the job).
-    pub(crate) fn into_appended(self) -> (Vec<weft_api::Event>, bool) {
-        (self.appended.into_inner(), self.owes_reaction.get())
+    /// What the job appended, their leaf hashes, and whether it owes a reaction (`db.rs`,
+    /// after the job).
+    pub(crate) fn into_appended(self) -> (Vec<weft_api::Event>, Vec<[u8; 32]>, bool) {
+        (
+            self.appended.into_inner(),
+            self.leaves.into_inner(),
+            self.owes_reaction.get(),
+        )
     }
 }
 

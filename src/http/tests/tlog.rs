@@ -560,3 +560,40 @@ async fn fsck_finds_a_tree_that_is_not_the_log() {
         );
     }
 }
+
+/// A tree behind its log (as when a server of an older version appended without it, during a
+/// rolling upgrade over one PostgreSQL): fsck says so, and the next append catches it up from
+/// the online log under the Group's lock before adding its own leaf.
+#[tokio::test]
+async fn an_append_catches_a_tree_behind_the_log_up_first() {
+    let h = harness(Kind::Disk).await;
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let auditor = h.agent("auditor", "g1", &["auditor"]).await;
+    for n in 0..3 {
+        h.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
+            .await;
+    }
+    let index = h.dir.path().join("index.sqlite");
+    weft_storage::bench_support::tamper::forget_trees(&index).expect("forget");
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.starts_with("group g1: the Merkle tree holds 0 leaves")),
+        "{:?}",
+        report.problems
+    );
+    h.put(&worker, "g1", b"one more", &[]).await;
+    let head = checkpoint(&h, &auditor).await;
+    let all = leaves(&h, &auditor).await;
+    assert_eq!(head.size, all.len() as u64);
+    let hashes: Vec<[u8; 32]> = all.iter().map(|l| leaf_hash(l)).collect();
+    assert_eq!(head.root, mth(&hashes));
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(
+        !report.problems.iter().any(|p| p.contains("Merkle")),
+        "{:?}",
+        report.problems
+    );
+}

@@ -51,17 +51,18 @@ impl Delivery<'_> {
     }
 
     /// The checkpoint of Group `group_id`'s tree, signed by the Authority key: with
-    /// `witnessed` (the server pushes its checkpoints to witnesses), the newest size a witness
-    /// cosigned, with every cosignature of that size appended (the tree as it is now until a
-    /// witness has cosigned one); without, the tree as it is now.
+    /// `witnesses` (the names of the witnesses the server pushes to), the size most of them
+    /// cosigned (the newer of two as good), with their cosignatures appended (the tree as it
+    /// is now until one has cosigned); without, the tree as it is now.
     pub async fn tlog_checkpoint(
         &self,
         group_id: Id,
         reader: &Reader,
-        witnessed: bool,
+        witnesses: &[String],
     ) -> Result<TlogCheckpoint, Error> {
         let reader = reader.clone();
         let group = group_id.clone();
+        let witnesses = witnesses.to_vec();
         let (head, lines) = self
             .0
             .db
@@ -69,12 +70,24 @@ impl Delivery<'_> {
                 if group_access(conn, group.as_str(), &reader)?.is_none() {
                     return Err(not_visible(&group));
                 }
-                let cosigned = if witnessed {
-                    crate::rows::tlog_cosignatures::of_group(conn, group.as_str())?
-                } else {
+                let cosigned: Vec<(String, u64, String)> = if witnesses.is_empty() {
                     Vec::new()
+                } else {
+                    crate::rows::tlog_cosignatures::of_group(conn, group.as_str())?
+                        .into_iter()
+                        .filter(|(witness, _, _)| witnesses.contains(witness))
+                        .collect()
                 };
-                let size = match cosigned.iter().map(|(_, size, _)| *size).max() {
+                let mut by_size: std::collections::BTreeMap<u64, usize> =
+                    std::collections::BTreeMap::new();
+                for (_, size, _) in &cosigned {
+                    *by_size.entry(*size).or_default() += 1;
+                }
+                let best = by_size
+                    .iter()
+                    .max_by_key(|(size, count)| (**count, **size))
+                    .map(|(size, _)| *size);
+                let size = match best {
                     Some(size) => size,
                     None => crate::tlog::size(conn, group.as_str())?,
                 };
@@ -185,6 +198,12 @@ impl Delivery<'_> {
                     for row in page {
                         if row.sequence > end {
                             break;
+                        }
+                        if row.sequence != sequence + 1 {
+                            return Err(Error::backend(std::io::Error::other(format!(
+                                "group {group}: the online log skips from {sequence} to {}",
+                                row.sequence
+                            ))));
                         }
                         let event = row.into_event()?;
                         let canonical = event.canonical_bytes();

@@ -16,13 +16,23 @@ use crate::error::Error;
 /// Events per transaction.
 const BATCH: u32 = 2_000;
 
-/// Brings every Group's tree up to its log's head.
-pub(crate) async fn catch_up(engine: &Arc<Engine>) -> Result<(), Error> {
-    let groups: Vec<String> = engine.db.read(crate::rows::groups::ids).await?;
+/// Brings every Group's tree up to its log's head. A Group whose tree cannot be built (a
+/// broken chain, an archive that cannot be read) is logged and left as it is: the server
+/// still starts, `weft fsck` names the damage, and an append to that Group is refused
+/// (`tlog::grow`) rather than built over a gap.
+pub(crate) async fn catch_up(engine: &Arc<Engine>) {
+    let groups: Vec<String> = match engine.db.read(crate::rows::groups::ids).await {
+        Ok(groups) => groups,
+        Err(error) => {
+            tracing::error!(%error, "the Groups could not be listed: their Merkle trees are not built now");
+            return;
+        }
+    };
     for group in groups {
-        catch_up_group(engine, group).await?;
+        if let Err(error) = catch_up_group(engine, group.clone()).await {
+            tracing::error!(group, %error, "the Group's Merkle tree could not be built over its log; run `weft fsck`");
+        }
     }
-    Ok(())
 }
 
 async fn catch_up_group(engine: &Arc<Engine>, group: String) -> Result<(), Error> {
@@ -102,7 +112,11 @@ async fn add(engine: &Arc<Engine>, group: &str, events: Vec<Event>) -> Result<()
                         event.sequence
                     ))));
                 }
-                crate::tlog::extend(conn, &group, size, &event.canonical_bytes())?;
+                if !crate::tlog::extend(conn, &group, size, &event.canonical_bytes())? {
+                    return Err(Error::backend(std::io::Error::other(format!(
+                        "group {group}: the Merkle tree has a gap below leaf {size}"
+                    ))));
+                }
                 size += 1;
             }
             Ok(())

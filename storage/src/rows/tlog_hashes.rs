@@ -9,15 +9,15 @@ use crate::sql::{Connection, params};
 use crate::error::Error;
 use crate::sql::Cached as _;
 
-/// The hashes of Group `group_id` at `indexes` (any order), in that order; a missing one is
-/// an error (the tree is written whole, so a gap is a corrupt index).
+/// The hashes of Group `group_id` at `indexes` (any order), in that order; `None` when one
+/// is missing (a tree behind its log, or a corrupt index: the caller says which).
 pub(crate) fn read(
     conn: &Connection,
     group_id: &str,
     indexes: &[u64],
-) -> Result<Vec<[u8; 32]>, Error> {
+) -> Result<Option<Vec<[u8; 32]>>, Error> {
     let (Some(&low), Some(&high)) = (indexes.iter().min(), indexes.iter().max()) else {
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     };
     // Nearby indexes (a tile's, a proof's lower levels) come in one range scan; scattered
     // ones one point lookup each.
@@ -44,16 +44,10 @@ pub(crate) fn read(
         }
         found
     };
-    indexes
+    Ok(indexes
         .iter()
-        .map(|index| {
-            found.get(index).copied().ok_or_else(|| {
-                Error::backend(std::io::Error::other(format!(
-                    "group {group_id}: the tree has no stored hash {index}"
-                )))
-            })
-        })
-        .collect()
+        .map(|index| found.get(index).copied())
+        .collect())
 }
 
 /// Group `group_id`'s stored hashes from index `from` up to (not including) `to`, in order.
@@ -83,29 +77,34 @@ pub(crate) fn highest(conn: &Connection, group_id: &str) -> Result<Option<u64>, 
         .flatten())
 }
 
-/// Appends `hashes` at `first`, `first + 1`, … to Group `group_id`'s tree, in one statement
-/// (one per number of hashes, at most 64, each cached once prepared).
+/// Rows per insert statement (so at most this many statements of different lengths are
+/// prepared and cached).
+const ROWS_PER_INSERT: usize = 32;
+
+/// Appends `hashes` at `first`, `first + 1`, … to Group `group_id`'s tree, [`ROWS_PER_INSERT`]
+/// rows per statement.
 pub(crate) fn insert(
     conn: &Connection,
     group_id: &str,
     first: u64,
     hashes: &[[u8; 32]],
 ) -> Result<(), Error> {
-    if hashes.is_empty() {
-        return Ok(());
-    }
-    let mut sql = String::from("INSERT INTO tlog_hashes (group_id, idx, hash) VALUES ");
-    let indexes: Vec<u64> = (first..).take(hashes.len()).collect();
-    let mut values: Vec<&dyn crate::sql::ToValue> = vec![&group_id];
-    for (i, (index, hash)) in indexes.iter().zip(hashes).enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
+    let mut start = first;
+    for chunk in hashes.chunks(ROWS_PER_INSERT) {
+        let mut sql = String::from("INSERT INTO tlog_hashes (group_id, idx, hash) VALUES ");
+        let indexes: Vec<u64> = (start..).take(chunk.len()).collect();
+        let mut values: Vec<&dyn crate::sql::ToValue> = vec![&group_id];
+        for (i, (index, hash)) in indexes.iter().zip(chunk).enumerate() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("(?1, ?{}, ?{})", 2 + 2 * i, 3 + 2 * i));
+            values.push(index);
+            values.push(hash);
         }
-        sql.push_str(&format!("(?1, ?{}, ?{})", 2 + 2 * i, 3 + 2 * i));
-        values.push(index);
-        values.push(hash);
+        conn.run(&sql, values.as_slice())?;
+        start += chunk.len() as u64;
     }
-    conn.run(&sql, values.as_slice())?;
     Ok(())
 }
 

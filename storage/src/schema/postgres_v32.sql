@@ -4,5 +4,5 @@ CREATE TABLE tlog_cosignatures (
     witness   TEXT COLLATE "C" NOT NULL,
     size      BIGINT NOT NULL,
     line      TEXT COLLATE "C" NOT NULL,
-    PRIMARY KEY (group_id, witness)
+    PRIMARY KEY (group_id, witness, size)
 );
