@@ -92,29 +92,53 @@ impl Unhashed<'_> {
     /// The canonical bytes: a JSON object with the fields in a fixed order, the payload
     /// embedded verbatim.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        // serde_json::to_string of a &str cannot fail; it only escapes.
-        let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
-        let causation = self
-            .causation_command_id
-            .map_or_else(|| "null".to_owned(), text);
-        format!(
-            "{{\"eventId\":{},\"groupId\":{},\"sequence\":{},\"type\":{},\"causationCommandId\":{},\"payload\":{},\"appendedAt\":{},\"prevHash\":{}}}",
-            text(self.event_id),
-            text(self.group_id),
-            self.sequence,
-            text(self.kind),
-            causation,
-            self.payload_json,
-            text(self.appended_at),
-            text(&self.prev_hash.to_string()),
-        )
-        .into_bytes()
+        use std::io::Write as _;
+        let causation = self.causation_command_id.map_or(4, str::len);
+        let mut out = Vec::with_capacity(
+            192 + self.event_id.len()
+                + self.group_id.len()
+                + self.kind.len()
+                + causation
+                + self.payload_json.len()
+                + self.appended_at.len(),
+        );
+        // One buffer, no intermediate strings: appends compute this on the writer thread.
+        out.extend_from_slice(b"{\"eventId\":");
+        json_string(&mut out, self.event_id);
+        out.extend_from_slice(b",\"groupId\":");
+        json_string(&mut out, self.group_id);
+        out.extend_from_slice(b",\"sequence\":");
+        let _ = write!(out, "{}", self.sequence);
+        out.extend_from_slice(b",\"type\":");
+        json_string(&mut out, self.kind);
+        out.extend_from_slice(b",\"causationCommandId\":");
+        match self.causation_command_id {
+            Some(id) => json_string(&mut out, id),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"payload\":");
+        out.extend_from_slice(self.payload_json.as_bytes());
+        out.extend_from_slice(b",\"appendedAt\":");
+        json_string(&mut out, self.appended_at);
+        out.extend_from_slice(b",\"prevHash\":\"blake3:");
+        let mut hex = [0u8; 64];
+        // 64 bytes hold 32 bytes' hex exactly, so this cannot fail.
+        let _ = hex::encode_to_slice(self.prev_hash.0, &mut hex);
+        out.extend_from_slice(&hex);
+        out.extend_from_slice(b"\"}");
+        out
     }
 
     /// `blake3(prevHash ‖ canonical bytes)`.
     pub fn hash(&self) -> EventHash {
         chain_hash(self.prev_hash, &self.canonical_bytes())
     }
+}
+
+/// `text` as a JSON string, escaped as `serde_json` escapes it (the README's rule).
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    // Writing a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
 }
 
 /// `blake3(prevHash ‖ canonical bytes)`.
@@ -333,4 +357,56 @@ pub fn verify_chain<'a, E: Linked + 'a>(
         head = event.hash();
     }
     Ok((sequence, head))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The canonical bytes as first written, with a `format!` over escaped strings: the
+    /// one-buffer writer must give the same bytes for any text.
+    fn formatted(u: &Unhashed<'_>) -> Vec<u8> {
+        let text = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let causation = u
+            .causation_command_id
+            .map_or_else(|| "null".to_owned(), text);
+        format!(
+            "{{\"eventId\":{},\"groupId\":{},\"sequence\":{},\"type\":{},\"causationCommandId\":{},\"payload\":{},\"appendedAt\":{},\"prevHash\":{}}}",
+            text(u.event_id),
+            text(u.group_id),
+            u.sequence,
+            text(u.kind),
+            causation,
+            u.payload_json,
+            text(u.appended_at),
+            text(&u.prev_hash.to_string()),
+        )
+        .into_bytes()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn canonical_bytes_are_the_formatted_ones(
+            event_id in "\\PC{0,40}|[\\x00-\\x1f\"\\\\\u{7f}\u{2028}]{0,8}",
+            group_id in "\\PC{0,20}",
+            sequence in proptest::num::u64::ANY,
+            kind in "\\PC{0,20}",
+            causation in proptest::option::of("\\PC{0,30}|[\\x00-\\x1f\"\\\\]{0,4}"),
+            appended_at in "\\PC{0,30}",
+            prev in proptest::array::uniform32(proptest::num::u8::ANY),
+        ) {
+            let prev_hash = EventHash(prev);
+            let u = Unhashed {
+                event_id: &event_id,
+                group_id: &group_id,
+                sequence,
+                kind: &kind,
+                causation_command_id: causation.as_deref(),
+                payload_json: r#"{"n":100.0,"s":"\u00e9"}"#,
+                appended_at: &appended_at,
+                prev_hash: &prev_hash,
+            };
+            proptest::prop_assert_eq!(u.canonical_bytes(), formatted(&u));
+        }
+    }
 }

@@ -3,14 +3,15 @@
 //! note, proof shapes, tile paths) are `weft_api::tlog`; the rows are
 //! `rows/tlog_hashes.rs`; the tree arithmetic is `tlog_tiles`' (Go's sumdb/tlog, ported).
 //!
-//! - **Appending**: [`grow`] runs inside the transaction that appends the Events
-//!   (`events.rs`), under the Group's serialisation (the single writer on SQLite, the Group's
-//!   row lock on PostgreSQL), so the tree is always exactly the log: leaf `sequence − 1` is
-//!   stored with its Event or not at all. It refuses to add a leaf whose predecessor is not
-//!   stored, so a gap can never be built on.
-//! - **Catching up**: a store whose log predates the tree (schema version 31) gets it when it
-//!   opens ([`behind`] says which Groups; `lifecycle.rs` feeds their Events, online or read
-//!   back from the compaction archive, through [`extend`]).
+//! - **Appending**: [`grow`] runs in the transaction that appends the Events (the writer
+//!   calls it for each batch just before the commit, `db.rs`), under the Group's
+//!   serialisation (the single writer on SQLite, the Group's row lock on PostgreSQL), so the
+//!   tree is always exactly the log: leaf `sequence − 1` is stored with its Event or not at
+//!   all. It never builds on a gap: a tree found behind its log is caught up from the online
+//!   log first, or the batch fails.
+//! - **Catching up at open**: a store whose log predates the tree (schema version 31) gets it
+//!   when it opens (`lifecycle/trees.rs` feeds its Events, online or read back from the
+//!   compaction archive, through [`extend`]).
 //! - **Reading**: roots, proofs and tile hashes come from the stored hashes in a few indexed
 //!   reads (O(log n) for a proof). Proofs and hash tiles carry hashes only, never an Event.
 
