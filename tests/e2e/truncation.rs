@@ -51,8 +51,14 @@ fn a_cut_log_tail_is_caught_by_fsck_and_by_a_saved_checkpoint() {
 
     let server = TestServer::start(&data, &[]);
     let refused = verify(&server.url());
+    // The Merkle tree (issue #45) still holds the cut Events, so the transparency-log check
+    // sees the log end before its signed tree; without it, the saved checkpoint does.
     assert!(
-        !refused.0 && refused.2.contains("older than the checkpoint"),
+        !refused.0
+            && (refused.2.contains("older than the checkpoint")
+                || refused
+                    .2
+                    .contains("before the transparency-log checkpoint's tree")),
         "{refused:?}"
     );
     server.kill();

@@ -118,6 +118,14 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
         | "token_id" | "upload_id" | "missionId" | "workItemId" | "producer" | "criterion"
         | "group" | "command_id" | "agentId" => id(),
         "digest" if path.contains("/snapshots/blobs/") => blake3(),
+        // The transparency log's tree sizes and leaves (issue #45).
+        "from" | "to" | "size" if path.contains("/tlog/") => counter("a tree size (leaves)"),
+        "sequence" if path.contains("/tlog/") => {
+            counter("the Event's sequence (its leaf is sequence − 1)")
+        }
+        "path" if path.contains("/tlog/tile/") => json!({"type": "string",
+            "pattern": r"^(entries|[0-9]{1,2})/(x[0-9]{3}/)*[0-9]{3}(\.p/[0-9]{1,3})?$",
+            "description": "the rest of the C2SP tile path: `0/x001/234`, `entries/000.p/7`"}),
         "digest" | "artifact" | "from" | "to" => digest(),
         "evidence_id" => blake3(),
         "keyid" => json!({"type": "string", "pattern": "^ed25519:[0-9a-f]{64}$"}),
@@ -282,6 +290,11 @@ pub(super) fn success_content(method: &str, path: &str, status: u16) -> Option<V
     let object = json!({"application/json": {"schema": answer(method, path)}});
     Some(match path {
         "/healthz" => text("text/plain"),
+        // A C2SP signed note (issue #45).
+        "/v1/groups/{group_id}/tlog/checkpoint" => text("text/plain"),
+        "/v1/groups/{group_id}/tlog/tile/{path}" => {
+            json!({"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}})
+        }
         "/metrics" => text("text/plain"),
         // OpenAPI 3.1 has a `text/event-stream` schema describe each event, not the stream
         // (issue #40: `{"type": "string"}` described neither).
@@ -345,6 +358,19 @@ fn answer(method: &str, path: &str) -> Value {
                 "blake3": blake3(),
                 "sha256": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
                 "size": {"type": "integer", "minimum": 0}
+            }
+        }),
+        (
+            "get",
+            "/v1/groups/{group_id}/tlog/proof/inclusion"
+            | "/v1/groups/{group_id}/tlog/proof/consistency",
+        ) => json!({
+            "type": "object",
+            "required": ["treeSize", "hashes"],
+            "properties": {
+                "treeSize": {"type": "integer", "minimum": 0},
+                "leafIndex": {"type": "integer", "minimum": 0},
+                "hashes": {"type": "array", "items": {"type": "string", "contentEncoding": "base64"}}
             }
         }),
         ("get", "/v1/authority/keys") => json!({
