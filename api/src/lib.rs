@@ -4,6 +4,7 @@
 //! This crate does no I/O. Only the `client` module (cargo feature `client`) talks HTTP,
 //! and it speaks exactly the shapes defined here, so a client and the server cannot drift.
 
+pub mod audit;
 pub mod bao;
 pub mod context;
 pub mod delivery;

@@ -15,6 +15,7 @@ mod account;
 mod admin;
 mod args;
 mod artifacts;
+mod audit;
 mod context;
 mod errors;
 mod events;
@@ -295,6 +296,14 @@ enum Command {
         #[arg(long, env = "WEFT_S3_CREDENTIALS_FILE")]
         s3_credentials_file: Option<PathBuf>,
     },
+    /// One Mission's offline audit bundle (issue #45): `export` writes it (a Group-wide
+    /// reader's session), `verify` checks it with no server.
+    Audit {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: audit::AuditAction,
+    },
     /// Run a transparency-log witness (c2sp.org/tlog-witness, issue #45): it cosigns a Group's
     /// checkpoint only when the log's key signed it and it extends the tree the witness
     /// cosigned last, and it remembers that (in DATA_DIR/witness-state.json) before it answers.
@@ -407,6 +416,7 @@ impl Cli {
                 migrate::run(&from, index, blobs).await
             }
             Command::Witness(args) => witness::run(args).await,
+            Command::Audit { client, action } => audit::run(&client, action).await,
             Command::Hash { file } => fsck::hash(&file).await,
         }
     }

@@ -435,6 +435,20 @@ impl Db {
     /// (`VACUUM INTO`): the source is not written, not even checkpointed (`weft migrate`
     /// reads a copy, so that no timer or reaction of the store it opens writes the source).
     pub(crate) fn copy_sqlite(from: &std::path::Path, to: &std::path::Path) -> Result<(), Error> {
+        // A read-only connection to a WAL database may create an empty `-wal` beside it and,
+        // being read-only, never remove it: the source must be left exactly as it was.
+        let mut wal = from.as_os_str().to_owned();
+        wal.push("-wal");
+        let wal = std::path::PathBuf::from(wal);
+        let had_wal = wal.exists();
+        let copied = Self::vacuum_into(from, to);
+        if !had_wal && std::fs::metadata(&wal).is_ok_and(|m| m.len() == 0) {
+            let _ = std::fs::remove_file(&wal);
+        }
+        copied
+    }
+
+    fn vacuum_into(from: &std::path::Path, to: &std::path::Path) -> Result<(), Error> {
         let conn = rusqlite::Connection::open_with_flags(
             from,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,

@@ -2,6 +2,7 @@
 //! its own CLI. One test per user-visible journey; the detailed cases live in-process in
 //! `src/http/tests/`.
 
+mod audit;
 mod cdp;
 mod cli;
 mod context;

@@ -1,0 +1,284 @@
+//! The offline audit bundle (issue #45, DESIGN §15): what `weft audit export` writes about one
+//! Mission and `weft audit verify` checks with no server. Pure rules; the CLI reads and writes
+//! the file (`src/cli/audit.rs`: a tar holding `bundle.json` and, with `--with-bytes`,
+//! `blobs/<blake3 hex>`).
+//!
+//! A bundle holds the Group's signed (and cosigned) transparency-log checkpoint, the Mission's
+//! Events each with its inclusion proof against that checkpoint, every manifest and Evidence
+//! envelope the Events name, the Agents' public keys that signed them, and the Mission's
+//! lineage as the server answered it. [`check`] verifies all of it: the checkpoint's
+//! signature (and witnesses), each Event's chain hash and inclusion, that each Event belongs
+//! to the Mission, each envelope's signature under its key and that its Event names it, and
+//! that every published artifact's bytes (when present) hash to their address. Each failure
+//! is one line naming what failed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ed25519_dalek::VerifyingKey;
+use serde::{Deserialize, Serialize};
+
+use crate::tlog::witness::WitnessKey;
+use crate::tlog::{self, Proof};
+use crate::views::{EvidenceRecord, ManifestRecord};
+use crate::{ArtifactId, Event, EventPayload, KeyId};
+
+/// The bundle format's version.
+pub const VERSION: u64 = 1;
+
+/// `bundle.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Bundle {
+    pub version: u64,
+    pub group_id: String,
+    pub mission_id: String,
+    /// The Authority's public key (base64) as the server served it; `weft audit verify
+    /// --authority-key` pins one instead.
+    pub authority_key: String,
+    /// The checkpoint note, cosignatures included.
+    pub checkpoint: String,
+    pub events: Vec<ProvenEvent>,
+    pub manifests: Vec<ManifestRecord>,
+    pub evidence: Vec<EvidenceRecord>,
+    /// Every key that signed an envelope here, by keyid.
+    pub keys: Vec<AgentKey>,
+    /// `GET /v1/missions/{id}/provenance` as the server answered.
+    pub lineage: serde_json::Value,
+    /// The artifacts whose bytes are in the bundle (`blobs/<hex>`), with their sizes.
+    #[serde(default)]
+    pub blobs: Vec<BlobEntry>,
+}
+
+/// One Event and its inclusion proof against the bundle's checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProvenEvent {
+    pub event: Event,
+    pub proof: Proof,
+}
+
+/// A key that signed an envelope, and whose it is.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentKey {
+    pub keyid: String,
+    pub agent_id: String,
+    pub public_key: String,
+}
+
+/// An artifact's bytes in the bundle.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlobEntry {
+    pub artifact: ArtifactId,
+    pub size: u64,
+}
+
+/// Which Mission an Event belongs to, as delivery decides it for a Mission-scoped reader
+/// (`storage/src/delivery.rs`, `deliver`): `None` for a Group-level Event.
+pub fn mission_of(event: &Event) -> Option<String> {
+    match EventPayload::of(event).ok().flatten()? {
+        EventPayload::ArtifactPublished(p) => Some(p.mission_id.to_string()),
+        EventPayload::EvidenceRecorded(p) => Some(p.mission_id.to_string()),
+        EventPayload::Work(_, p) => Some(p.mission_id.to_string()),
+        EventPayload::ContextPublished(p) => Some(p.mission_id.to_string()),
+        _ => None,
+    }
+}
+
+/// The bytes of the artifacts the bundle carries, as the CLI found them: each one's BLAKE3
+/// and size as hashed from the file.
+pub type BlobsFound = BTreeMap<ArtifactId, u64>;
+
+/// Every check of `bundle`, with `authority` (pinned, or the bundle's own) and the witness
+/// policy; one line per failure (empty: the bundle holds).
+pub fn check(
+    bundle: &Bundle,
+    authority: Option<&VerifyingKey>,
+    witnesses: &[WitnessKey],
+    quorum: usize,
+    blobs: &BlobsFound,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if bundle.version != VERSION {
+        failures.push(format!(
+            "bundle.json: version {} is not {VERSION}",
+            bundle.version
+        ));
+        return failures;
+    }
+    let own = crate::dsse::parse_public_key(&bundle.authority_key);
+    let key = match (authority, &own) {
+        (Some(pinned), Ok(own)) if pinned != own => {
+            failures.push("bundle.json: authorityKey is not the pinned Authority key".into());
+            *pinned
+        }
+        (Some(pinned), _) => *pinned,
+        (None, Ok(own)) => *own,
+        (None, Err(_)) => {
+            failures.push("bundle.json: authorityKey is not an Ed25519 public key".into());
+            return failures;
+        }
+    };
+    let origin = tlog::origin(&key, &bundle.group_id);
+    let head = match tlog::witness::open_witnessed(
+        bundle.checkpoint.as_bytes(),
+        &key,
+        &origin,
+        witnesses,
+        quorum,
+    ) {
+        Ok((head, _)) => head,
+        Err(rejection) => {
+            failures.push(format!("checkpoint: {}", rejection.message));
+            return failures;
+        }
+    };
+    // Events: each in the Group, of the Mission, hashed as it says, in the checkpoint's tree.
+    let mut published: BTreeMap<u64, (ArtifactId, ArtifactId)> = BTreeMap::new();
+    let mut recorded: BTreeMap<u64, ArtifactId> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    for proven in &bundle.events {
+        let event = &proven.event;
+        let at = format!("event {}", event.sequence);
+        if !seen.insert(event.sequence) {
+            failures.push(format!("{at}: appears twice"));
+        }
+        if event.group_id != bundle.group_id {
+            failures.push(format!(
+                "{at}: is of Group {}, not {}",
+                event.group_id, bundle.group_id
+            ));
+        }
+        if mission_of(event).as_deref() != Some(bundle.mission_id.as_str()) {
+            failures.push(format!(
+                "{at}: is not an Event of Mission {}",
+                bundle.mission_id
+            ));
+        }
+        if event.computed_hash() != event.hash {
+            failures.push(format!("{at}: its fields do not hash to its hash"));
+        }
+        if proven.proof.leaf_index != Some(event.sequence.wrapping_sub(1)) {
+            failures.push(format!("{at}: its proof is of another leaf"));
+        } else if let Err(rejection) = tlog::check_inclusion(
+            &proven.proof,
+            tlog::leaf_hash(&event.canonical_bytes()),
+            head,
+        ) {
+            failures.push(format!(
+                "{at}: not in the checkpoint's tree ({})",
+                rejection.message
+            ));
+        }
+        match EventPayload::of(event).ok().flatten() {
+            Some(EventPayload::ArtifactPublished(p)) => {
+                published.insert(event.sequence, (p.manifest_id, p.artifact));
+            }
+            Some(EventPayload::EvidenceRecorded(p)) => {
+                recorded.insert(event.sequence, p.evidence_id);
+            }
+            _ => {}
+        }
+    }
+    // Keys: each keyid is its key's.
+    let mut keys: BTreeMap<String, VerifyingKey> = BTreeMap::new();
+    for agent_key in &bundle.keys {
+        match crate::dsse::parse_public_key(&agent_key.public_key) {
+            Ok(parsed) if KeyId::of(&parsed).as_str() == agent_key.keyid => {
+                keys.insert(agent_key.keyid.clone(), parsed);
+            }
+            _ => failures.push(format!(
+                "key {}: its public key is not the one its keyid names",
+                agent_key.keyid
+            )),
+        }
+    }
+    let signer = |envelope: &crate::Envelope| -> Result<VerifyingKey, String> {
+        let keyid = envelope.signer_keyid().map_err(|r| r.message)?;
+        keys.get(keyid.as_str())
+            .copied()
+            .ok_or_else(|| format!("its signer {} has no key in the bundle", keyid.as_str()))
+    };
+    // Manifests: signed by their key, each named by the publication Event it says.
+    for record in &bundle.manifests {
+        let at = format!("manifest {}", record.manifest_id);
+        match signer(&record.envelope)
+            .and_then(|key| record.check_signature(&key).map_err(|r| r.message))
+        {
+            Ok(_) => {}
+            Err(why) => failures.push(format!("{at}: {why}")),
+        }
+        match published.get(&record.sequence) {
+            Some((manifest_id, _)) if *manifest_id == record.manifest_id => {}
+            _ => failures.push(format!(
+                "{at}: event {} in the bundle does not publish it",
+                record.sequence
+            )),
+        }
+    }
+    for (sequence, (manifest_id, _)) in &published {
+        if !bundle
+            .manifests
+            .iter()
+            .any(|m| m.manifest_id == *manifest_id)
+        {
+            failures.push(format!(
+                "event {sequence}: its manifest {manifest_id} is not in the bundle"
+            ));
+        }
+    }
+    // Evidence: signed by its key, its id its payload's, named by its Event.
+    for record in &bundle.evidence {
+        let at = format!("evidence {}", record.evidence_id);
+        let verified = signer(&record.envelope).and_then(|key| {
+            record
+                .envelope
+                .verify(crate::evidence::EVIDENCE_TYPE, &key)
+                .map_err(|r| r.message)
+        });
+        match verified {
+            Ok(payload) if ArtifactId::of(payload.value()) == record.evidence_id => {}
+            Ok(_) => failures.push(format!("{at}: the signed payload is not this record")),
+            Err(why) => failures.push(format!("{at}: {why}")),
+        }
+        if recorded.get(&record.sequence) != Some(&record.evidence_id) {
+            failures.push(format!(
+                "{at}: event {} in the bundle does not record it",
+                record.sequence
+            ));
+        }
+    }
+    for (sequence, evidence_id) in &recorded {
+        if !bundle
+            .evidence
+            .iter()
+            .any(|e| e.evidence_id == *evidence_id)
+        {
+            failures.push(format!(
+                "event {sequence}: its Evidence {evidence_id} is not in the bundle"
+            ));
+        }
+    }
+    // Bytes: each listed artifact was published here and its file hashes to it.
+    for entry in &bundle.blobs {
+        let at = format!("blobs/{}", hex::encode(entry.artifact.0));
+        if !published
+            .values()
+            .any(|(_, artifact)| *artifact == entry.artifact)
+        {
+            failures.push(format!("{at}: no Event in the bundle publishes it"));
+        }
+        match blobs.get(&entry.artifact) {
+            Some(size) if *size == entry.size => {}
+            Some(size) => failures.push(format!("{at}: {size} bytes, not {}", entry.size)),
+            None => failures.push(format!(
+                "{at}: missing, or its bytes do not hash to its name"
+            )),
+        }
+    }
+    failures
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,487 @@
+//! `weft audit export` and `weft audit verify` (issue #45): one Mission's offline audit bundle
+//! (`weft_api::audit`), written and checked as one tar file.
+//!
+//! - **Export** (a Group-wide reader's session: an auditor or coordinator): the Group's
+//!   checkpoint (cosigned where the server has witnesses), the Mission's Events read from the
+//!   log up to it with an inclusion proof each, the manifests and Evidence those Events name,
+//!   the keys that signed them, the Mission's lineage; with `--with-bytes`, each published
+//!   artifact's bytes, verified as downloaded (`blobs/<hex>`, streamed, never whole in
+//!   memory). The tar is written deterministically (sorted members, mode 0644, time 0).
+//! - **Verify** (no server): every check of `weft_api::audit::check`; each `blobs/` member
+//!   re-hashed as read; and the file must be exactly the tar its members make, so a byte
+//!   changed anywhere (a header, padding, the end) is found, at its offset. One line per failed
+//!   check; exit 0 when all hold, 1 otherwise.
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use weft_api::audit::{AgentKey, BlobEntry, BlobsFound, Bundle, ProvenEvent};
+use weft_api::tlog::witness::WitnessKey;
+use weft_api::{ArtifactId, Digest, Id};
+
+use super::args::ClientArgs;
+
+/// `weft audit …`.
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum AuditAction {
+    /// Write one Mission's audit bundle (a tar) for checking with no server.
+    #[command(after_help = "Example: weft audit export --mission m1 -o m1.audit.tar --with-bytes")]
+    Export {
+        #[arg(long)]
+        mission: String,
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+        /// Include every published artifact's bytes.
+        #[arg(long)]
+        with_bytes: bool,
+    },
+    /// Check a bundle with no server: exit 0 when every check holds, 1 otherwise (one line
+    /// per failed check).
+    #[command(after_help = "Example: weft audit verify m1.audit.tar --authority-key KEY")]
+    Verify {
+        file: PathBuf,
+        /// Trust this Authority key (base64) instead of the one the bundle names.
+        #[arg(long, value_name = "KEY")]
+        authority_key: Option<String>,
+        /// A witness whose cosignature of the checkpoint counts (repeatable).
+        #[arg(long = "witness", value_name = "VKEY")]
+        witnesses: Vec<String>,
+        /// How many of the `--witness` keys must have cosigned (default: all).
+        #[arg(long)]
+        quorum: Option<usize>,
+    },
+}
+
+pub(super) async fn run(client: &ClientArgs, action: AuditAction) -> anyhow::Result<()> {
+    match action {
+        AuditAction::Export {
+            mission,
+            output,
+            with_bytes,
+        } => export(client, &mission, &output, with_bytes).await,
+        AuditAction::Verify {
+            file,
+            authority_key,
+            witnesses,
+            quorum,
+        } => {
+            let failures = verify(&file, authority_key.as_deref(), &witnesses, quorum)?;
+            if failures.is_empty() {
+                println!("ok: {} holds", file.display());
+                return Ok(());
+            }
+            for failure in &failures {
+                println!("FAILED {failure}");
+            }
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn export(
+    client: &ClientArgs,
+    mission: &str,
+    output: &Path,
+    with_bytes: bool,
+) -> anyhow::Result<()> {
+    let (session, api) = client.session()?;
+    let group = Id::parse("group", &session.group_id)?;
+    let mission_id = Id::parse("mission", mission)?;
+    let keys = api.authority_keys().await?;
+    let authority = keys
+        .keys
+        .first()
+        .context("the server serves no Authority key")?;
+    let authority_key = weft_api::dsse::parse_public_key(&authority.public_key)?;
+    let checkpoint = api
+        .get_text(&format!("/v1/groups/{group}/tlog/checkpoint"), &[])
+        .await?;
+    let (head, _) = weft_api::tlog::witness::open_witnessed(
+        checkpoint.as_bytes(),
+        &authority_key,
+        &weft_api::tlog::origin(&authority_key, group.as_str()),
+        &[],
+        0,
+    )
+    .map_err(|r| anyhow::anyhow!("the server's checkpoint: {}", r.message))?;
+    // The Mission's Events up to the checkpoint, each with its proof.
+    let mut events = Vec::new();
+    let mut after = 0;
+    while after < head.size {
+        let page = api.events(&group, after, 1000).await?;
+        let Some(last) = page.last() else { break };
+        after = last.sequence();
+        for delivered in page {
+            let Some(event) = delivered.event() else {
+                bail!(
+                    "Event {} is withheld from this session: export with a Group-wide reader (an auditor or coordinator)",
+                    delivered.sequence()
+                );
+            };
+            if event.sequence > head.size
+                || weft_api::audit::mission_of(event).as_deref() != Some(mission)
+            {
+                continue;
+            }
+            let proof = api
+                .get_text(
+                    &format!("/v1/groups/{group}/tlog/proof/inclusion"),
+                    &[
+                        ("sequence", event.sequence.to_string()),
+                        ("size", head.size.to_string()),
+                    ],
+                )
+                .await?;
+            events.push(ProvenEvent {
+                event: event.clone(),
+                proof: serde_json::from_str(&proof)?,
+            });
+        }
+    }
+    if events.is_empty() {
+        bail!("no Event of Mission {mission} in Group {group}'s log");
+    }
+    // What the Events name: manifests, Evidence, and the keys that signed them.
+    let mut manifests = Vec::new();
+    let mut evidence = Vec::new();
+    let mut published: BTreeMap<ArtifactId, u64> = BTreeMap::new();
+    for proven in &events {
+        match weft_api::EventPayload::of(&proven.event).ok().flatten() {
+            Some(weft_api::EventPayload::ArtifactPublished(p)) => {
+                let view = api.artifact(&Digest::Blake3(p.artifact)).await?;
+                let record = view
+                    .manifests
+                    .into_iter()
+                    .find(|m| m.manifest_id == p.manifest_id)
+                    .with_context(|| {
+                        format!("the server does not show manifest {}", p.manifest_id)
+                    })?;
+                manifests.push(record);
+                published.insert(p.artifact, p.size);
+            }
+            Some(weft_api::EventPayload::EvidenceRecorded(p)) => {
+                let text = api
+                    .get_text(&format!("/v1/evidence/{}", p.evidence_id), &[])
+                    .await?;
+                evidence.push(serde_json::from_str::<weft_api::views::EvidenceRecord>(
+                    &text,
+                )?);
+            }
+            _ => {}
+        }
+    }
+    let mut keyids = std::collections::BTreeSet::new();
+    for envelope in manifests
+        .iter()
+        .map(|m| &m.envelope)
+        .chain(evidence.iter().map(|e| &e.envelope))
+    {
+        keyids.insert(envelope.signer_keyid()?.as_str().to_owned());
+    }
+    let mut keys = Vec::new();
+    for keyid in keyids {
+        let text = api.get_text(&format!("/v1/keys/{keyid}"), &[]).await?;
+        let value: serde_json::Value = serde_json::from_str(&text)?;
+        keys.push(AgentKey {
+            keyid,
+            agent_id: value["agentId"].as_str().unwrap_or_default().to_owned(),
+            public_key: value["publicKey"].as_str().unwrap_or_default().to_owned(),
+        });
+    }
+    let lineage: serde_json::Value = serde_json::from_str(
+        &api.get_text(&format!("/v1/missions/{mission_id}/provenance"), &[])
+            .await?,
+    )?;
+    let blobs: Vec<BlobEntry> = if with_bytes {
+        published
+            .iter()
+            .map(|(artifact, size)| BlobEntry {
+                artifact: *artifact,
+                size: *size,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let bundle = Bundle {
+        version: weft_api::audit::VERSION,
+        group_id: group.to_string(),
+        mission_id: mission.to_owned(),
+        authority_key: authority.public_key.clone(),
+        checkpoint,
+        events,
+        manifests,
+        evidence,
+        keys,
+        lineage,
+        blobs: blobs.clone(),
+    };
+    // The bytes go to temporary files first (verified as downloaded), then into the tar.
+    let scratch = ScratchDir::new(output.with_extension("parts"))?;
+    for entry in &blobs {
+        let path = scratch.0.join(hex::encode(entry.artifact.0));
+        let mut file = tokio::fs::File::create(&path).await?;
+        api.download(&Digest::Blake3(entry.artifact), &mut file, |_, _| {})
+            .await?;
+    }
+    let json = serde_json::to_vec_pretty(&bundle)?;
+    let temporary = output.with_extension("partial");
+    {
+        let file = std::fs::File::create(&temporary)
+            .with_context(|| format!("writing {}", temporary.display()))?;
+        let mut writer = std::io::BufWriter::new(file);
+        let mut members: Vec<(String, Box<dyn std::io::Read>, u64)> = vec![(
+            "bundle.json".into(),
+            Box::new(std::io::Cursor::new(json.clone())),
+            json.len() as u64,
+        )];
+        for entry in &blobs {
+            let name = hex::encode(entry.artifact.0);
+            let file = std::fs::File::open(scratch.0.join(&name))?;
+            let size = file.metadata()?.len();
+            members.push((format!("blobs/{name}"), Box::new(file), size));
+        }
+        write_tar(&mut writer, members)?;
+        writer.flush()?;
+        writer.get_ref().sync_all()?;
+    }
+    std::fs::rename(&temporary, output)?;
+    println!(
+        "wrote {}: {} Events, {} manifests, {} Evidence, {} blobs; tree of {} signed",
+        output.display(),
+        bundle.events.len(),
+        bundle.manifests.len(),
+        bundle.evidence.len(),
+        bundle.blobs.len(),
+        head.size
+    );
+    Ok(())
+}
+
+/// A directory for the downloaded bytes, removed when the export ends, whichever way.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(path: PathBuf) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The header `write_tar` gives member `name` of `size` bytes.
+fn header_for(name: &str, size: u64) -> anyhow::Result<tar::Header> {
+    let mut header = tar::Header::new_gnu();
+    header.set_path(name)?;
+    header.set_size(size);
+    header.set_mode(0o644);
+    header.set_mtime(0);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_cksum();
+    Ok(header)
+}
+
+/// Writes `members` (in order) as a deterministic tar: GNU headers, mode 0644, owner 0, time 0.
+fn write_tar<W: std::io::Write>(
+    out: &mut W,
+    members: Vec<(String, Box<dyn std::io::Read + '_>, u64)>,
+) -> anyhow::Result<()> {
+    let mut builder = tar::Builder::new(out);
+    for (name, data, size) in members {
+        builder.append(&header_for(&name, size)?, data)?;
+    }
+    builder.finish()?;
+    Ok(())
+}
+
+/// Every failed check of the bundle at `file` (empty: it holds).
+fn verify(
+    file: &Path,
+    authority: Option<&str>,
+    witnesses: &[String],
+    quorum: Option<usize>,
+) -> anyhow::Result<Vec<String>> {
+    let witnesses = witnesses
+        .iter()
+        .map(|vkey| {
+            WitnessKey::parse(vkey).map_err(|e| anyhow::anyhow!("--witness: {}", e.message))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let quorum = quorum.unwrap_or(witnesses.len());
+    let authority = authority
+        .map(|text| {
+            weft_api::dsse::parse_public_key(text)
+                .map_err(|e| anyhow::anyhow!("--authority-key: {}", e.message))
+        })
+        .transpose()?;
+    let mut failures = Vec::new();
+    // Pass 1: the members, the bundle parsed, each blob re-hashed as read.
+    let mut json = None;
+    let mut found: BlobsFound = BTreeMap::new();
+    let mut names = Vec::new();
+    let reader =
+        std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?;
+    let mut archive = tar::Archive::new(std::io::BufReader::new(reader));
+    let entries = match archive.entries() {
+        Ok(entries) => entries,
+        Err(error) => return Ok(vec![format!("{}: not a tar ({error})", file.display())]),
+    };
+    for entry in entries {
+        let mut entry = match entry {
+            Ok(entry) => entry,
+            Err(error) => {
+                failures.push(format!(
+                    "{}: a damaged tar header ({error})",
+                    file.display()
+                ));
+                return Ok(failures);
+            }
+        };
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        names.push(name.clone());
+        if name == "bundle.json" {
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes)?;
+            json = Some(bytes);
+        } else if let Some(hex_name) = name.strip_prefix("blobs/") {
+            let mut hasher = blake3::Hasher::new();
+            let mut size = 0u64;
+            let mut buffer = vec![0u8; 64 * 1024];
+            loop {
+                let n = entry.read(&mut buffer)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buffer[..n]);
+                size += n as u64;
+            }
+            let digest = ArtifactId(*hasher.finalize().as_bytes());
+            if hex::encode(digest.0) == hex_name {
+                found.insert(digest, size);
+            } else {
+                failures.push(format!("{name}: its bytes do not hash to its name"));
+            }
+        } else {
+            failures.push(format!("{name}: not a member a bundle has"));
+        }
+    }
+    let Some(json) = json else {
+        failures.push(format!("{}: no bundle.json", file.display()));
+        return Ok(failures);
+    };
+    let bundle: Bundle = match serde_json::from_slice(&json) {
+        Ok(bundle) => bundle,
+        Err(error) => {
+            failures.push(format!("bundle.json: {error}"));
+            return Ok(failures);
+        }
+    };
+    failures.extend(weft_api::audit::check(
+        &bundle,
+        authority.as_ref(),
+        &witnesses,
+        quorum,
+        &found,
+    ));
+    // bundle.json is exactly what its content writes (no whitespace or key order of its own).
+    if serde_json::to_vec_pretty(&bundle).ok().as_deref() != Some(json.as_slice()) {
+        failures.push(
+            "bundle.json: not in its canonical form (a byte was changed outside its values?)"
+                .into(),
+        );
+    }
+    let expected: Vec<(String, u64)> =
+        std::iter::once(("bundle.json".to_owned(), json.len() as u64))
+            .chain(
+                bundle
+                    .blobs
+                    .iter()
+                    .map(|b| (format!("blobs/{}", hex::encode(b.artifact.0)), b.size)),
+            )
+            .collect();
+    if names
+        != expected
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect::<Vec<_>>()
+    {
+        failures.push(format!(
+            "{}: members {names:?}, not the bundle's",
+            file.display()
+        ));
+    } else if let Some(at) = layout_difference(file, &expected)? {
+        // Pass 2: the file is exactly the tar its members make: every header, the padding
+        // and the end (the data was checked in pass 1).
+        failures.push(format!(
+            "{}: byte {at} is not what the bundle's members make",
+            file.display()
+        ));
+    }
+    Ok(failures)
+}
+
+/// The first offset where `file` is not the tar `write_tar` makes of members `expected`
+/// (name, size), data aside: streamed, nothing held but a block.
+fn layout_difference(file: &Path, expected: &[(String, u64)]) -> anyhow::Result<Option<u64>> {
+    let mut reader = std::io::BufReader::new(std::fs::File::open(file)?);
+    let mut offset = 0u64;
+    let mut block = [0u8; 512];
+    let read_block = |reader: &mut std::io::BufReader<std::fs::File>,
+                      block: &mut [u8; 512]|
+     -> std::io::Result<bool> {
+        match reader.read_exact(block) {
+            Ok(()) => Ok(true),
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+            Err(error) => Err(error),
+        }
+    };
+    for (name, size) in expected {
+        let header = header_for(name, *size)?;
+        if !read_block(&mut reader, &mut block)? {
+            return Ok(Some(offset));
+        }
+        if let Some(at) = header
+            .as_bytes()
+            .iter()
+            .zip(block.iter())
+            .position(|(a, b)| a != b)
+        {
+            return Ok(Some(offset + at as u64));
+        }
+        offset += 512;
+        // The data, then zeros to the next block.
+        let blocks = size.div_ceil(512);
+        for i in 0..blocks {
+            if !read_block(&mut reader, &mut block)? {
+                return Ok(Some(offset));
+            }
+            let data = (size - i * 512).min(512) as usize;
+            if let Some(at) = block[data..].iter().position(|b| *b != 0) {
+                return Ok(Some(offset + (data + at) as u64));
+            }
+            offset += 512;
+        }
+    }
+    // The end: two zero blocks, then nothing.
+    for _ in 0..2 {
+        if !read_block(&mut reader, &mut block)? {
+            return Ok(Some(offset));
+        }
+        if let Some(at) = block.iter().position(|b| *b != 0) {
+            return Ok(Some(offset + at as u64));
+        }
+        offset += 512;
+    }
+    let mut rest = [0u8; 1];
+    Ok((reader.read(&mut rest)? > 0).then_some(offset))
+}
