@@ -183,11 +183,20 @@ impl Compaction<'_> {
             Err(error) => Err(std::io::Error::other(error.to_string())),
         });
         // Archives and state documents are files whatever their size (inline limit 0).
-        let archive = self.0.blobs.stage(archive_stream, u64::MAX, 0).await?;
+        let archive = match self.0.blobs.stage(archive_stream, u64::MAX, 0).await {
+            Ok(archive) => archive,
+            Err(_) if self.compacted_meanwhile(group, from_exclusive).await? => return Ok(None),
+            Err(error) => return Err(error),
+        };
         let (state, sequence, chain_hash, broken) = {
             let guard = folded.lock().unwrap_or_else(|p| p.into_inner());
             guard.clone()
         };
+        if (broken.is_some() || sequence != through)
+            && self.compacted_meanwhile(group, from_exclusive).await?
+        {
+            return Ok(None);
+        }
         if let Some(problem) = broken {
             return Err(Error::backend(std::io::Error::other(format!(
                 "refusing to compact a broken chain in {group}: {problem}"
@@ -307,6 +316,19 @@ impl Compaction<'_> {
             .filter(|line| !line.is_empty())
             .map(|line| serde_json::from_slice(line).map_err(Error::backend))
             .collect()
+    }
+
+    /// Whether another server compacted `group` past `from` while this one read its log
+    /// (several servers over one PostgreSQL, issue #43): the rows this one was archiving left
+    /// under it, so there is nothing left to do, and nothing is wrong.
+    async fn compacted_meanwhile(&self, group: &str, from: u64) -> Result<bool, Error> {
+        let group = group.to_owned();
+        let newest = self
+            .0
+            .db
+            .read(move |conn| crate::rows::snapshots::newest(conn, &group))
+            .await?;
+        Ok(newest.is_some_and(|(newest, _, _)| newest > from))
     }
 
     /// Opens a snapshot's state or archive blob for reading (verified like any artifact).
