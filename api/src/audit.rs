@@ -42,7 +42,7 @@ pub struct Bundle {
     pub evidence: Vec<EvidenceRecord>,
     /// Every key that signed an envelope here, by keyid.
     pub keys: Vec<AgentKey>,
-    /// `GET /v1/missions/{id}/provenance` as the server answered.
+    /// `GET /v1/missions/{id}/provenance` as the server answered (`null`: it published nothing).
     pub lineage: serde_json::Value,
     /// The artifacts whose bytes are in the bundle (`blobs/<hex>`), with their sizes.
     #[serde(default)]

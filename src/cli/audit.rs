@@ -191,10 +191,19 @@ async fn export(
             public_key: value["publicKey"].as_str().unwrap_or_default().to_owned(),
         });
     }
-    let lineage: serde_json::Value = serde_json::from_str(
-        &api.get_text(&format!("/v1/missions/{mission_id}/provenance"), &[])
-            .await?,
-    )?;
+    // A Mission that published nothing has no lineage (`not_found`): `null` in the bundle.
+    let lineage: serde_json::Value = match api
+        .get_text(&format!("/v1/missions/{mission_id}/provenance"), &[])
+        .await
+    {
+        Ok(text) => serde_json::from_str(&text)?,
+        Err(error)
+            if error.code() == Some(weft_api::ErrorCode::NotFound) && published.is_empty() =>
+        {
+            serde_json::Value::Null
+        }
+        Err(error) => return Err(error.into()),
+    };
     let blobs: Vec<BlobEntry> = if with_bytes {
         published
             .iter()
