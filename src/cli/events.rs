@@ -188,6 +188,11 @@ async fn since(
             }
         }
     }
+    // The transparency log's tree too (issue #45): it may only have grown, consistently.
+    let mut tree_file = file.as_os_str().to_owned();
+    tree_file.push(".tlog");
+    let tree =
+        super::tlog::since(api, &group_id, &authority, std::path::Path::new(&tree_file)).await?;
     // Replaced whole or not at all: a crash mid-write must not lose the checkpoint seen.
     let partial = file.with_extension("partial");
     std::fs::write(&partial, serde_json::to_vec_pretty(&current)?)
@@ -195,7 +200,7 @@ async fn since(
     std::fs::rename(&partial, file).with_context(|| format!("writing {}", file.display()))?;
     if !quiet {
         println!(
-            "ok: the head {} is not older than the checkpoint seen before",
+            "ok: the head {} is not older than the checkpoint seen before; the tree of {tree} extends the one seen before",
             current.checkpoint.sequence
         );
     }

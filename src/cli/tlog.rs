@@ -5,6 +5,10 @@
 //! checkpoint's root at its size. A Mission-scoped reader gets another Mission's Event as a
 //! placeholder, so its leaf hash comes from the level-0 hash tile that holds it; the root still
 //! binds it, and the witnesses saw that same root.
+//!
+//! With `--since-checkpoint FILE`, the transparency-log checkpoint this client verified last
+//! is kept in `FILE.tlog`: the next run requires a consistency proof from that tree to the
+//! current one, so a server that shows this client a shorter or forked history is caught.
 
 use anyhow::bail;
 use ed25519_dalek::VerifyingKey;
@@ -135,4 +139,64 @@ impl TreeCheck {
         }
         Ok(self.head.size)
     }
+}
+
+/// `--since-checkpoint`'s tree: the checkpoint in `file` (the last one this client verified)
+/// must be extended, consistently, by the current one, which then replaces it. Answers the
+/// current tree's size.
+pub(super) async fn since(
+    api: &Client,
+    group: &Id,
+    authority: &[VerifyingKey],
+    file: &std::path::Path,
+) -> anyhow::Result<u64> {
+    use anyhow::Context as _;
+    let open = |note: &[u8]| {
+        authority.iter().find_map(|key| {
+            tlog::open_checkpoint(note, key, &tlog::origin(key, group.as_str())).ok()
+        })
+    };
+    let note = api
+        .get_text(&format!("/v1/groups/{group}/tlog/checkpoint"), &[])
+        .await?;
+    let Some(now) = open(note.as_bytes()) else {
+        bail!("the transparency-log checkpoint is not signed by the Authority");
+    };
+    if let Ok(saved) = std::fs::read(file) {
+        let Some(seen) = open(&saved) else {
+            bail!(
+                "{} is not a transparency-log checkpoint of {group} by the Authority",
+                file.display()
+            );
+        };
+        if now.size < seen.size {
+            bail!(
+                "the transparency log's tree of {} is smaller than the tree of {} seen before",
+                now.size,
+                seen.size
+            );
+        }
+        let proof = api
+            .get_text(
+                &format!("/v1/groups/{group}/tlog/proof/consistency"),
+                &[
+                    ("from", seen.size.to_string()),
+                    ("to", now.size.to_string()),
+                ],
+            )
+            .await?;
+        let proof: tlog::Proof = serde_json::from_str(&proof)?;
+        if tlog::check_consistency(&proof, seen, now).is_err() {
+            bail!(
+                "the transparency log's tree of {} does not extend the tree of {} seen before: a forked history",
+                now.size,
+                seen.size
+            );
+        }
+    }
+    let partial = file.with_extension("tlog.partial");
+    std::fs::write(&partial, note.as_bytes())
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, file).with_context(|| format!("writing {}", file.display()))?;
+    Ok(now.size)
 }

@@ -206,6 +206,45 @@ async fn a_witness_cosigns_the_servers_checkpoints_and_verify_requires_it() {
     assert!(!refused.0, "{refused:?}");
     assert!(refused.2.contains("witnesses cosigned"), "{refused:?}");
 
+    // `--since-checkpoint` keeps the tree verified last beside the chain's checkpoint: a
+    // server that later shows a forked or smaller tree is caught.
+    let saved = home.path().join("seen.json");
+    let saved_arg = saved.to_str().expect("utf-8");
+    let since = |home: &std::path::Path| {
+        weft(
+            home,
+            &url,
+            &[
+                "events",
+                "verify",
+                "--group",
+                "g1",
+                "--since-checkpoint",
+                saved_arg,
+            ],
+        )
+    };
+    let first = since(home.path());
+    assert!(first.0, "{first:?}");
+    let tree_file = home.path().join("seen.json.tlog");
+    let seen = std::fs::read(&tree_file).expect("the tree seen is kept");
+    assert!(since(home.path()).0, "the same tree again");
+    let fork_origin = tlog::origin(&authority, "g1");
+    let seen_head = tlog::open_checkpoint(&seen, &authority, &fork_origin).expect("a checkpoint");
+    for (what, size, root) in [
+        ("forked", seen_head.size, [0x5a; 32]),
+        ("smaller", seen_head.size + 1_000, seen_head.root),
+    ] {
+        let fake = tlog::sign_checkpoint(&authority_secret, &fork_origin, TreeHead { size, root })
+            .expect("sign");
+        std::fs::write(&tree_file, fake).expect("write");
+        let refused = since(home.path());
+        assert!(
+            !refused.0 && refused.2.contains(what),
+            "{what}: {refused:?}"
+        );
+    }
+
     // The protocol's refusals, straight to the witness.
     let origin = tlog::origin(&authority, "g1");
     let signed = |size: u64, root: [u8; 32]| {
