@@ -32,6 +32,9 @@ pub struct Bundle {
     pub version: u64,
     pub group_id: String,
     pub mission_id: String,
+    /// With `--work-item`: only that WorkItem's Events (of `mission_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_item_id: Option<String>,
     /// The Authority's public key (base64) as the server served it; `weft audit verify
     /// --authority-key` pins one instead.
     pub authority_key: String,
@@ -84,6 +87,22 @@ pub fn mission_of(event: &Event) -> Option<String> {
         EventPayload::ContextPublished(p) => Some(p.mission_id.to_string()),
         _ => None,
     }
+}
+
+/// Which WorkItem an Event is about, when it names one.
+pub fn work_item_of(event: &Event) -> Option<String> {
+    match EventPayload::of(event).ok().flatten()? {
+        EventPayload::ArtifactPublished(p) => Some(p.work_item_id.to_string()),
+        EventPayload::EvidenceRecorded(p) => Some(p.work_item_id.to_string()),
+        EventPayload::Work(_, p) => p.work_item_id.map(|id| id.to_string()),
+        _ => None,
+    }
+}
+
+/// Whether `event` is in a bundle of `mission` (and of `work_item`, when one is named).
+pub fn in_scope(event: &Event, mission: &str, work_item: Option<&str>) -> bool {
+    mission_of(event).as_deref() == Some(mission)
+        && work_item.is_none_or(|w| work_item_of(event).as_deref() == Some(w))
 }
 
 /// The bytes of the artifacts the bundle carries, as the CLI found them: each one's BLAKE3
@@ -150,10 +169,14 @@ pub fn check(
                 event.group_id, bundle.group_id
             ));
         }
-        if mission_of(event).as_deref() != Some(bundle.mission_id.as_str()) {
+        if !in_scope(event, &bundle.mission_id, bundle.work_item_id.as_deref()) {
             failures.push(format!(
-                "{at}: is not an Event of Mission {}",
-                bundle.mission_id
+                "{at}: is not an Event of Mission {}{}",
+                bundle.mission_id,
+                bundle
+                    .work_item_id
+                    .as_ref()
+                    .map_or(String::new(), |w| format!("'s WorkItem {w}"))
             ));
         }
         if event.computed_hash() != event.hash {

@@ -27,11 +27,19 @@ use super::args::ClientArgs;
 /// `weft audit …`.
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum AuditAction {
-    /// Write one Mission's audit bundle (a tar) for checking with no server.
+    /// Write one Mission's (or one WorkItem's) audit bundle (a tar) for checking with no
+    /// server.
     #[command(after_help = "Example: weft audit export --mission m1 -o m1.audit.tar --with-bytes")]
     Export {
+        #[arg(
+            long,
+            required_unless_present = "work_item",
+            conflicts_with = "work_item"
+        )]
+        mission: Option<String>,
+        /// Only this WorkItem's Events (its Mission's bundle, narrowed).
         #[arg(long)]
-        mission: String,
+        work_item: Option<String>,
         #[arg(short = 'o', long)]
         output: PathBuf,
         /// Include every published artifact's bytes.
@@ -59,9 +67,10 @@ pub(super) async fn run(client: &ClientArgs, action: AuditAction) -> anyhow::Res
     match action {
         AuditAction::Export {
             mission,
+            work_item,
             output,
             with_bytes,
-        } => export(client, &mission, &output, with_bytes).await,
+        } => export(client, mission, work_item, &output, with_bytes).await,
         AuditAction::Verify {
             file,
             authority_key,
@@ -83,12 +92,24 @@ pub(super) async fn run(client: &ClientArgs, action: AuditAction) -> anyhow::Res
 
 async fn export(
     client: &ClientArgs,
-    mission: &str,
+    mission: Option<String>,
+    work_item: Option<String>,
     output: &Path,
     with_bytes: bool,
 ) -> anyhow::Result<()> {
     let (session, api) = client.session()?;
     let group = Id::parse("group", &session.group_id)?;
+    // A WorkItem's bundle is its Mission's, narrowed to the WorkItem's Events.
+    let mission = match (mission, &work_item) {
+        (Some(mission), _) => mission,
+        (None, Some(work_item)) => {
+            api.work_item(&Id::parse("work-item", work_item)?)
+                .await?
+                .mission_id
+        }
+        (None, None) => bail!("name --mission or --work-item"),
+    };
+    let mission = mission.as_str();
     let mission_id = Id::parse("mission", mission)?;
     let keys = api.authority_keys().await?;
     let authority = keys
@@ -122,7 +143,7 @@ async fn export(
                 );
             };
             if event.sequence > head.size
-                || weft_api::audit::mission_of(event).as_deref() != Some(mission)
+                || !weft_api::audit::in_scope(event, mission, work_item.as_deref())
             {
                 continue;
             }
@@ -192,10 +213,11 @@ async fn export(
         });
     }
     // A Mission that published nothing has no lineage (`not_found`): `null` in the bundle.
-    let lineage: serde_json::Value = match api
-        .get_text(&format!("/v1/missions/{mission_id}/provenance"), &[])
-        .await
-    {
+    let lineage_route = match &work_item {
+        Some(work_item) => format!("/v1/workitems/{work_item}/provenance"),
+        None => format!("/v1/missions/{mission_id}/provenance"),
+    };
+    let lineage: serde_json::Value = match api.get_text(&lineage_route, &[]).await {
         Ok(text) => serde_json::from_str(&text)?,
         Err(error)
             if error.code() == Some(weft_api::ErrorCode::NotFound) && published.is_empty() =>
@@ -219,6 +241,7 @@ async fn export(
         version: weft_api::audit::VERSION,
         group_id: group.to_string(),
         mission_id: mission.to_owned(),
+        work_item_id: work_item.clone(),
         authority_key: authority.public_key.clone(),
         checkpoint,
         events,

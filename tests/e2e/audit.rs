@@ -61,8 +61,10 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
             digest,
         ],
     ));
-    // Another Mission's work in the same Group stays out of m1's bundle.
+    // Another Mission's work in the same Group stays out of m1's bundle; another WorkItem of
+    // m1 stays out of wi1's.
     leased_work_item(&server, root.path(), "g1", "m2", "wi2", &worker, "w1");
+    leased_work_item(&server, root.path(), "g1", "m1", "wi3", &worker, "w1");
 
     let auditor = root.path().join("auditor");
     enrol(&server, &auditor, "g1", "aud", "auditor");
@@ -84,6 +86,19 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
         exported.contains("1 manifests, 1 Evidence, 1 blobs"),
         "{exported}"
     );
+    let narrow = root.path().join("wi1.audit.tar");
+    ok(weft(
+        &auditor,
+        &url,
+        &[
+            "audit",
+            "export",
+            "--work-item",
+            "wi1",
+            "-o",
+            narrow.to_str().expect("utf-8"),
+        ],
+    ));
     drop(server);
 
     // No server from here on.
@@ -100,6 +115,21 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
         "the bundle names its Mission"
     );
     assert!(!text.contains("wi2"), "another Mission's Events stay out");
+    assert!(
+        text.contains("wi3"),
+        "the Mission's bundle holds all its WorkItems"
+    );
+    let verified = ok(weft(
+        &auditor,
+        offline,
+        &["audit", "verify", narrow.to_str().expect("utf-8")],
+    ));
+    assert!(verified.starts_with("ok:"), "{verified}");
+    let narrow_text = String::from_utf8_lossy(&std::fs::read(&narrow).expect("read")).into_owned();
+    assert!(
+        narrow_text.contains("\"workItemId\": \"wi1\"") && !narrow_text.contains("wi3"),
+        "wi1's bundle holds wi1's Events only"
+    );
 
     // A pinned key that is not the Authority's.
     let stranger = {

@@ -21,6 +21,7 @@ fn bundle(key: &ed25519_dalek::SigningKey) -> Bundle {
         version: VERSION,
         group_id: "g1".into(),
         mission_id: "m1".into(),
+        work_item_id: None,
         authority_key: base64::engine::general_purpose::STANDARD
             .encode(key.verifying_key().as_bytes()),
         checkpoint: note,
