@@ -57,10 +57,24 @@ async fn main() {
     let export_time = started.elapsed();
     drop(server);
     let started = Instant::now();
+    let pin = {
+        let secret =
+            std::fs::read_to_string(dir.path().join("data/authority.key")).expect("authority.key");
+        let secret: [u8; 32] = base64::Engine::decode(&weft_api::dsse::BASE64, secret.trim())
+            .expect("base64")
+            .try_into()
+            .expect("32 bytes");
+        base64::Engine::encode(
+            &weft_api::dsse::BASE64,
+            ed25519_dalek::SigningKey::from_bytes(&secret)
+                .verifying_key()
+                .as_bytes(),
+        )
+    };
     let verified = weft::cli(
         &worker.home,
         "http://127.0.0.1:9",
-        &["audit", "verify", bundle_arg],
+        &["audit", "verify", bundle_arg, "--authority-key", &pin],
     );
     let verify_time = started.elapsed();
     assert!(verified.starts_with("ok:"), "{verified}");

@@ -11,6 +11,12 @@
 //! to the Mission, each envelope's signature under its key and that its Event names it, and
 //! that every published artifact's bytes (when present) hash to their address. Each failure
 //! is one line naming what failed.
+//!
+//! What it does not prove: that the bundle holds *every* Event of the Mission (an exporter
+//! could leave some out; proving absence needs every leaf of the tree), and the lineage
+//! section is as the server answered (the signed manifests' `sources` carry the same edges).
+//! The trust root is never the bundle's own key: the verifier names the Authority's key or
+//! witnesses.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,7 +51,8 @@ pub struct Bundle {
     pub evidence: Vec<EvidenceRecord>,
     /// Every key that signed an envelope here, by keyid.
     pub keys: Vec<AgentKey>,
-    /// `GET /v1/missions/{id}/provenance` as the server answered (`null`: it published nothing).
+    /// `GET /v1/missions/{id}/provenance` as the server answered (`null`: it published
+    /// nothing). Not checked: the manifests' `sources`, which are, carry the same edges.
     pub lineage: serde_json::Value,
     /// The artifacts whose bytes are in the bundle (`blobs/<hex>`), with their sizes.
     #[serde(default)]
@@ -126,14 +133,22 @@ pub fn check(
         ));
         return failures;
     }
+    // The trust root comes from outside the bundle: a pinned Authority key, or at least one
+    // witness's cosignature (a bundle's own key alone would let anyone sign anything).
     let own = crate::dsse::parse_public_key(&bundle.authority_key);
     let key = match (authority, &own) {
-        (Some(pinned), Ok(own)) if pinned != own => {
+        (Some(pinned), Ok(own)) if pinned == own => *pinned,
+        (Some(pinned), _) => {
             failures.push("bundle.json: authorityKey is not the pinned Authority key".into());
             *pinned
         }
-        (Some(pinned), _) => *pinned,
-        (None, Ok(own)) => *own,
+        (None, Ok(own)) if quorum > 0 => *own,
+        (None, Ok(_)) => {
+            failures.push(
+                "trust: name the Authority's key (--authority-key, out of band) or witnesses (--witness); the bundle's own key proves nothing".into(),
+            );
+            return failures;
+        }
         (None, Err(_)) => {
             failures.push("bundle.json: authorityKey is not an Ed25519 public key".into());
             return failures;
@@ -156,6 +171,8 @@ pub fn check(
     // Events: each in the Group, of the Mission, hashed as it says, in the checkpoint's tree.
     let mut published: BTreeMap<u64, (ArtifactId, ArtifactId)> = BTreeMap::new();
     let mut recorded: BTreeMap<u64, ArtifactId> = BTreeMap::new();
+    // The Agent each publication or record Event names as its producer.
+    let mut producers: BTreeMap<u64, String> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     for proven in &bundle.events {
         let event = &proven.event;
@@ -197,19 +214,24 @@ pub fn check(
         match EventPayload::of(event).ok().flatten() {
             Some(EventPayload::ArtifactPublished(p)) => {
                 published.insert(event.sequence, (p.manifest_id, p.artifact));
+                producers.insert(event.sequence, p.producer.to_string());
             }
             Some(EventPayload::EvidenceRecorded(p)) => {
                 recorded.insert(event.sequence, p.evidence_id);
+                producers.insert(event.sequence, p.producer.to_string());
             }
             _ => {}
         }
     }
     // Keys: each keyid is its key's.
-    let mut keys: BTreeMap<String, VerifyingKey> = BTreeMap::new();
+    let mut keys: BTreeMap<String, (VerifyingKey, String)> = BTreeMap::new();
     for agent_key in &bundle.keys {
         match crate::dsse::parse_public_key(&agent_key.public_key) {
             Ok(parsed) if KeyId::of(&parsed).as_str() == agent_key.keyid => {
-                keys.insert(agent_key.keyid.clone(), parsed);
+                keys.insert(
+                    agent_key.keyid.clone(),
+                    (parsed, agent_key.agent_id.clone()),
+                );
             }
             _ => failures.push(format!(
                 "key {}: its public key is not the one its keyid names",
@@ -217,16 +239,24 @@ pub fn check(
             )),
         }
     }
-    let signer = |envelope: &crate::Envelope| -> Result<VerifyingKey, String> {
+    // The key that signed `envelope`, which must be the key of the Agent its Event names.
+    let signer = |envelope: &crate::Envelope, sequence: u64| -> Result<VerifyingKey, String> {
         let keyid = envelope.signer_keyid().map_err(|r| r.message)?;
-        keys.get(keyid.as_str())
-            .copied()
-            .ok_or_else(|| format!("its signer {} has no key in the bundle", keyid.as_str()))
+        let (key, agent) = keys
+            .get(keyid.as_str())
+            .ok_or_else(|| format!("its signer {} has no key in the bundle", keyid.as_str()))?;
+        match producers.get(&sequence) {
+            Some(producer) if producer == agent => Ok(*key),
+            Some(producer) => Err(format!(
+                "signed with {agent}'s key, but event {sequence} names {producer}"
+            )),
+            None => Err(format!("event {sequence} in the bundle names no producer")),
+        }
     };
     // Manifests: signed by their key, each named by the publication Event it says.
     for record in &bundle.manifests {
         let at = format!("manifest {}", record.manifest_id);
-        match signer(&record.envelope)
+        match signer(&record.envelope, record.sequence)
             .and_then(|key| record.check_signature(&key).map_err(|r| r.message))
         {
             Ok(_) => {}
@@ -254,14 +284,21 @@ pub fn check(
     // Evidence: signed by its key, its id its payload's, named by its Event.
     for record in &bundle.evidence {
         let at = format!("evidence {}", record.evidence_id);
-        let verified = signer(&record.envelope).and_then(|key| {
+        let verified = signer(&record.envelope, record.sequence).and_then(|key| {
             record
                 .envelope
                 .verify(crate::evidence::EVIDENCE_TYPE, &key)
                 .map_err(|r| r.message)
         });
+        // The record's fields are the signed payload's, and of this bundle's Group.
         match verified {
-            Ok(payload) if ArtifactId::of(payload.value()) == record.evidence_id => {}
+            Ok(payload)
+                if ArtifactId::of(payload.value()) == record.evidence_id
+                    && crate::evidence::Evidence::parse(payload.value())
+                        .ok()
+                        .as_ref()
+                        == Some(&record.evidence)
+                    && record.group_id == bundle.group_id => {}
             Ok(_) => failures.push(format!("{at}: the signed payload is not this record")),
             Err(why) => failures.push(format!("{at}: {why}")),
         }

@@ -252,7 +252,9 @@ async fn export(
         blobs: blobs.clone(),
     };
     // The bytes go to temporary files first (verified as downloaded), then into the tar.
-    let scratch = ScratchDir::new(output.with_extension("parts"))?;
+    // Names of this run's own, beside the output: never an existing directory or file.
+    let unique = format!("{}-{}", std::process::id(), uuid_like());
+    let scratch = ScratchDir::new(output.with_extension(format!("parts-{unique}")))?;
     for entry in &blobs {
         let path = scratch.0.join(hex::encode(entry.artifact.0));
         let mut file = tokio::fs::File::create(&path).await?;
@@ -260,14 +262,19 @@ async fn export(
             .await?;
     }
     let json = serde_json::to_vec_pretty(&bundle)?;
-    let temporary = output.with_extension("partial");
+    let temporary = output.with_extension(format!("partial-{unique}"));
+    // Removed unless it becomes the output.
+    let _partial = ScratchFile(temporary.clone());
     {
-        let file = std::fs::File::create(&temporary)
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
             .with_context(|| format!("writing {}", temporary.display()))?;
         let mut writer = std::io::BufWriter::new(file);
         let mut members: Vec<(String, Box<dyn std::io::Read>, u64)> = vec![(
             "bundle.json".into(),
-            Box::new(std::io::Cursor::new(json.clone())),
+            Box::new(std::io::Cursor::new(json.as_slice())),
             json.len() as u64,
         )];
         for entry in &blobs {
@@ -293,12 +300,34 @@ async fn export(
     Ok(())
 }
 
+/// A name no other run uses (the time in nanoseconds and a counter).
+fn uuid_like() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{nanos:x}-{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
+/// A file removed when it goes out of scope, if it still exists.
+struct ScratchFile(PathBuf);
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// A directory for the downloaded bytes, removed when the export ends, whichever way.
 struct ScratchDir(PathBuf);
 
 impl ScratchDir {
     fn new(path: PathBuf) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        // `create_dir` (not `_all`): an existing directory of that name is never taken over.
+        std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
         Ok(Self(path))
     }
 }
@@ -308,6 +337,9 @@ impl Drop for ScratchDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The largest `bundle.json` read (about a million Events with their proofs).
+const MAX_BUNDLE_JSON: u64 = 2 << 30;
 
 /// The header `write_tar` gives member `name` of `size` bytes.
 fn header_for(name: &str, size: u64) -> anyhow::Result<tar::Header> {
@@ -381,7 +413,20 @@ fn verify(
         };
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         names.push(name.clone());
+        // Only the headers `write_tar` writes are read on: a sparse or other entry could claim
+        // any size, and its data would be made up, not read.
+        let size = entry.header().size().unwrap_or(u64::MAX);
+        let plain = entry.header().entry_type() == tar::EntryType::Regular
+            && header_for(&name, size).is_ok_and(|h| h.as_bytes() == entry.header().as_bytes());
+        if !plain {
+            failures.push(format!("{name}: not a member a bundle writes (its header)"));
+            return Ok(failures);
+        }
         if name == "bundle.json" {
+            if size > MAX_BUNDLE_JSON {
+                failures.push(format!("bundle.json: {size} bytes, over {MAX_BUNDLE_JSON}"));
+                return Ok(failures);
+            }
             let mut bytes = Vec::new();
             entry.read_to_end(&mut bytes)?;
             json = Some(bytes);

@@ -101,12 +101,33 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
     ));
     drop(server);
 
-    // No server from here on.
+    // No server from here on. The trust root comes from outside the bundle: the Authority's
+    // key, known to the auditor out of band (here: from the server's data directory).
     let offline = "http://127.0.0.1:9";
-    let verified = ok(weft(
+    let pin = {
+        use base64::Engine as _;
+        let key = server::serve::authority_key(data.path()).expect("the authority key");
+        base64::engine::general_purpose::STANDARD.encode(key.verifying_key().as_bytes())
+    };
+    let unpinned = weft(
         &auditor,
         offline,
         &["audit", "verify", bundle.to_str().expect("utf-8")],
+    );
+    assert!(
+        !unpinned.0 && unpinned.1.contains("FAILED trust:"),
+        "{unpinned:?}"
+    );
+    let verified = ok(weft(
+        &auditor,
+        offline,
+        &[
+            "audit",
+            "verify",
+            bundle.to_str().expect("utf-8"),
+            "--authority-key",
+            &pin,
+        ],
     ));
     assert!(verified.starts_with("ok:"), "{verified}");
     let text = String::from_utf8_lossy(&std::fs::read(&bundle).expect("read")).into_owned();
@@ -122,7 +143,13 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
     let verified = ok(weft(
         &auditor,
         offline,
-        &["audit", "verify", narrow.to_str().expect("utf-8")],
+        &[
+            "audit",
+            "verify",
+            narrow.to_str().expect("utf-8"),
+            "--authority-key",
+            &pin,
+        ],
     ));
     assert!(verified.starts_with("ok:"), "{verified}");
     let narrow_text = String::from_utf8_lossy(&std::fs::read(&narrow).expect("read")).into_owned();
@@ -189,7 +216,13 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
         let refused = weft(
             &auditor,
             offline,
-            &["audit", "verify", path.to_str().expect("utf-8")],
+            &[
+                "audit",
+                "verify",
+                path.to_str().expect("utf-8"),
+                "--authority-key",
+                &pin,
+            ],
         );
         assert!(
             !refused.0 && (refused.1.contains("FAILED") || !refused.2.is_empty()),

@@ -38,10 +38,22 @@ fn bundle(key: &ed25519_dalek::SigningKey) -> Bundle {
 fn the_bundles_trust_root_is_checked_first() {
     let key = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);
     let good = bundle(&key);
-    assert!(check(&good, None, &[], 0, &BlobsFound::new()).is_empty());
+    let pinned_key = key.verifying_key();
+    assert!(check(&good, Some(&pinned_key), &[], 0, &BlobsFound::new()).is_empty());
+    // The bundle's own key is no trust root.
+    assert!(check(&good, None, &[], 0, &BlobsFound::new())[0].starts_with("trust:"));
     let mut other_version = good.clone();
     other_version.version = 2;
-    assert!(check(&other_version, None, &[], 0, &BlobsFound::new())[0].contains("version"));
+    assert!(
+        check(
+            &other_version,
+            Some(&pinned_key),
+            &[],
+            0,
+            &BlobsFound::new()
+        )[0]
+        .contains("version")
+    );
     let stranger = ed25519_dalek::SigningKey::from_bytes(&[4; 32]).verifying_key();
     let pinned = check(&good, Some(&stranger), &[], 0, &BlobsFound::new());
     assert!(
@@ -54,13 +66,16 @@ fn the_bundles_trust_root_is_checked_first() {
     );
     let mut elsewhere = good.clone();
     elsewhere.group_id = "g2".into();
-    assert!(check(&elsewhere, None, &[], 0, &BlobsFound::new())[0].starts_with("checkpoint:"));
+    assert!(
+        check(&elsewhere, Some(&pinned_key), &[], 0, &BlobsFound::new())[0]
+            .starts_with("checkpoint:")
+    );
     let mut listed = good;
     listed.blobs.push(BlobEntry {
         artifact: ArtifactId([1; 32]),
         size: 3,
     });
-    let failures = check(&listed, None, &[], 0, &BlobsFound::new());
+    let failures = check(&listed, Some(&pinned_key), &[], 0, &BlobsFound::new());
     assert!(
         failures
             .iter()
