@@ -158,6 +158,47 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
         "wi1's bundle holds wi1's Events only"
     );
 
+    // The independent verifier (tests/python/audit_verify.py, aics-tlog and the README's
+    // rules) accepts the bundle, and refuses it with a payload byte changed.
+    if let Ok(python) = std::env::var("WEFT_PYTHON_TLOG") {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/audit_verify.py");
+        let run = |file: &std::path::Path| {
+            std::process::Command::new(&python)
+                .arg(script)
+                .arg(file)
+                .arg(&pin)
+                .output()
+                .expect("python runs")
+        };
+        let accepted = run(&bundle);
+        assert!(
+            accepted.status.success(),
+            "the independent verifier refused the bundle: {}{}",
+            String::from_utf8_lossy(&accepted.stdout),
+            String::from_utf8_lossy(&accepted.stderr)
+        );
+        let said = String::from_utf8_lossy(&accepted.stdout).into_owned();
+        assert!(
+            said.starts_with("ok events=") && said.contains("manifests=1 evidence=1 blobs=1"),
+            "{said}"
+        );
+        let mut tampered = std::fs::read(&bundle).expect("read");
+        let at = String::from_utf8_lossy(&tampered)
+            .find("\"phase\"")
+            .unwrap_or(700)
+            + 1;
+        tampered[at] ^= 0x01;
+        let path = root.path().join("tampered-for-python.tar");
+        std::fs::write(&path, &tampered).expect("write");
+        let refused = run(&path);
+        assert!(
+            !refused.status.success(),
+            "a changed payload byte passed the independent verifier"
+        );
+    } else {
+        eprintln!("SKIPPED (independent verifier): WEFT_PYTHON_TLOG is not set; run scripts/test");
+    }
+
     // A pinned key that is not the Authority's.
     let stranger = {
         use base64::Engine as _;
