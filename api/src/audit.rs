@@ -41,6 +41,10 @@ pub struct Bundle {
     /// With `--work-item`: only that WorkItem's Events (of `mission_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_item_id: Option<String>,
+    /// With `--artifact`: the Events about that artifact, in any Mission (`mission_id` is then
+    /// the Mission of its first publication, whose lineage the bundle holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactId>,
     /// The Authority's public key (base64) as the server served it; `weft audit verify
     /// --authority-key` pins one instead.
     pub authority_key: String,
@@ -106,10 +110,44 @@ pub fn work_item_of(event: &Event) -> Option<String> {
     }
 }
 
-/// Whether `event` is in a bundle of `mission` (and of `work_item`, when one is named).
-pub fn in_scope(event: &Event, mission: &str, work_item: Option<&str>) -> bool {
-    mission_of(event).as_deref() == Some(mission)
-        && work_item.is_none_or(|w| work_item_of(event).as_deref() == Some(w))
+/// What a bundle is about: a Mission, narrowed to one WorkItem, or one artifact.
+#[derive(Clone, Copy, Debug)]
+pub struct Scope<'a> {
+    pub mission: &'a str,
+    pub work_item: Option<&'a str>,
+    pub artifact: Option<ArtifactId>,
+}
+
+impl Bundle {
+    pub fn scope(&self) -> Scope<'_> {
+        Scope {
+            mission: &self.mission_id,
+            work_item: self.work_item_id.as_deref(),
+            artifact: self.artifact,
+        }
+    }
+}
+
+/// Whether `event` is about `artifact`: its publication, Evidence citing it, its integrity.
+pub fn about_artifact(event: &Event, artifact: &ArtifactId) -> bool {
+    match EventPayload::of(event).ok().flatten() {
+        Some(EventPayload::ArtifactPublished(p)) => p.artifact == *artifact,
+        Some(EventPayload::EvidenceRecorded(p)) => p.artifacts.contains(artifact),
+        Some(EventPayload::ArtifactIntegrityFailure(p)) => p.artifact == *artifact,
+        Some(EventPayload::ArtifactRepaired(p)) => p.artifact == *artifact,
+        _ => false,
+    }
+}
+
+/// Whether `event` is in a bundle of `scope`.
+pub fn in_scope(event: &Event, scope: &Scope<'_>) -> bool {
+    if let Some(artifact) = &scope.artifact {
+        return about_artifact(event, artifact);
+    }
+    mission_of(event).as_deref() == Some(scope.mission)
+        && scope
+            .work_item
+            .is_none_or(|w| work_item_of(event).as_deref() == Some(w))
 }
 
 /// The bytes of the artifacts the bundle carries, as the CLI found them: each one's BLAKE3
@@ -186,15 +224,13 @@ pub fn check(
                 event.group_id, bundle.group_id
             ));
         }
-        if !in_scope(event, &bundle.mission_id, bundle.work_item_id.as_deref()) {
-            failures.push(format!(
-                "{at}: is not an Event of Mission {}{}",
-                bundle.mission_id,
-                bundle
-                    .work_item_id
-                    .as_ref()
-                    .map_or(String::new(), |w| format!("'s WorkItem {w}"))
-            ));
+        if !in_scope(event, &bundle.scope()) {
+            let scope = match (&bundle.artifact, &bundle.work_item_id) {
+                (Some(artifact), _) => format!("about artifact {artifact}"),
+                (None, Some(w)) => format!("of Mission {}'s WorkItem {w}", bundle.mission_id),
+                (None, None) => format!("of Mission {}", bundle.mission_id),
+            };
+            failures.push(format!("{at}: is not an Event {scope}"));
         }
         if event.computed_hash() != event.hash {
             failures.push(format!("{at}: its fields do not hash to its hash"));

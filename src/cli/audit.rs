@@ -31,15 +31,15 @@ pub(super) enum AuditAction {
     /// server.
     #[command(after_help = "Example: weft audit export --mission m1 -o m1.audit.tar --with-bytes")]
     Export {
-        #[arg(
-            long,
-            required_unless_present = "work_item",
-            conflicts_with = "work_item"
-        )]
+        #[arg(long, required_unless_present_any = ["work_item", "artifact"], conflicts_with_all = ["work_item", "artifact"])]
         mission: Option<String>,
         /// Only this WorkItem's Events (its Mission's bundle, narrowed).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "artifact")]
         work_item: Option<String>,
+        /// The Events about this artifact (`blake3:…`): its publications, the Evidence citing
+        /// it, its integrity, in any Mission.
+        #[arg(long)]
+        artifact: Option<String>,
         #[arg(short = 'o', long)]
         output: PathBuf,
         /// Include every published artifact's bytes.
@@ -68,9 +68,18 @@ pub(super) async fn run(client: &ClientArgs, action: AuditAction) -> anyhow::Res
         AuditAction::Export {
             mission,
             work_item,
+            artifact,
             output,
             with_bytes,
-        } => export(client, mission, work_item, &output, with_bytes).await,
+        } => {
+            let artifact = artifact
+                .map(|text| match Digest::parse(&text) {
+                    Ok(Digest::Blake3(id)) => Ok(id),
+                    _ => Err(anyhow::anyhow!("--artifact takes a blake3:… digest")),
+                })
+                .transpose()?;
+            export(client, (mission, work_item, artifact), &output, with_bytes).await
+        }
         AuditAction::Verify {
             file,
             authority_key,
@@ -90,26 +99,43 @@ pub(super) async fn run(client: &ClientArgs, action: AuditAction) -> anyhow::Res
     }
 }
 
+/// What to export: a Mission, a WorkItem, or an artifact (one of the three).
+type Wanted = (Option<String>, Option<String>, Option<ArtifactId>);
+
 async fn export(
     client: &ClientArgs,
-    mission: Option<String>,
-    work_item: Option<String>,
+    (mission, work_item, artifact): Wanted,
     output: &Path,
     with_bytes: bool,
 ) -> anyhow::Result<()> {
     let (session, api) = client.session()?;
     let group = Id::parse("group", &session.group_id)?;
-    // A WorkItem's bundle is its Mission's, narrowed to the WorkItem's Events.
-    let mission = match (mission, &work_item) {
-        (Some(mission), _) => mission,
-        (None, Some(work_item)) => {
+    // A WorkItem's bundle is its Mission's, narrowed to the WorkItem's Events; an artifact's
+    // names the Mission of its first publication (whose lineage it holds).
+    let mission = match (mission, &work_item, &artifact) {
+        (Some(mission), _, _) => mission,
+        (None, Some(work_item), _) => {
             api.work_item(&Id::parse("work-item", work_item)?)
                 .await?
                 .mission_id
         }
-        (None, None) => bail!("name --mission or --work-item"),
+        (None, None, Some(artifact)) => {
+            let view = api.artifact(&Digest::Blake3(*artifact)).await?;
+            let first = view
+                .manifests
+                .iter()
+                .min_by_key(|m| m.sequence)
+                .with_context(|| format!("no manifest of {artifact} is visible to you"))?;
+            first.manifest.mission_id.to_string()
+        }
+        (None, None, None) => bail!("name --mission, --work-item or --artifact"),
     };
     let mission = mission.as_str();
+    let scope = weft_api::audit::Scope {
+        mission,
+        work_item: work_item.as_deref(),
+        artifact,
+    };
     let mission_id = Id::parse("mission", mission)?;
     let keys = api.authority_keys().await?;
     let authority = keys
@@ -142,9 +168,7 @@ async fn export(
                     delivered.sequence()
                 );
             };
-            if event.sequence > head.size
-                || !weft_api::audit::in_scope(event, mission, work_item.as_deref())
-            {
+            if event.sequence > head.size || !weft_api::audit::in_scope(event, &scope) {
                 continue;
             }
             let proof = api
@@ -163,7 +187,7 @@ async fn export(
         }
     }
     if events.is_empty() {
-        bail!("no Event of Mission {mission} in Group {group}'s log");
+        bail!("no Event of this scope in Group {group}'s log");
     }
     // What the Events name: manifests, Evidence, and the keys that signed them.
     let mut manifests = Vec::new();
@@ -213,11 +237,15 @@ async fn export(
         });
     }
     // A Mission that published nothing has no lineage (`not_found`): `null` in the bundle.
-    let lineage_route = match &work_item {
-        Some(work_item) => format!("/v1/workitems/{work_item}/provenance"),
-        None => format!("/v1/missions/{mission_id}/provenance"),
+    let (lineage_route, lineage_query) = match (&work_item, &artifact) {
+        (_, Some(artifact)) => (
+            format!("/v1/artifacts/{artifact}/provenance"),
+            vec![("missionId", mission.to_owned())],
+        ),
+        (Some(work_item), None) => (format!("/v1/workitems/{work_item}/provenance"), vec![]),
+        (None, None) => (format!("/v1/missions/{mission_id}/provenance"), vec![]),
     };
-    let lineage: serde_json::Value = match api.get_text(&lineage_route, &[]).await {
+    let lineage: serde_json::Value = match api.get_text(&lineage_route, &lineage_query).await {
         Ok(text) => serde_json::from_str(&text)?,
         Err(error)
             if error.code() == Some(weft_api::ErrorCode::NotFound) && published.is_empty() =>
@@ -242,6 +270,7 @@ async fn export(
         group_id: group.to_string(),
         mission_id: mission.to_owned(),
         work_item_id: work_item.clone(),
+        artifact,
         authority_key: authority.public_key.clone(),
         checkpoint,
         events,

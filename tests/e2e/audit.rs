@@ -99,6 +99,24 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
             narrow.to_str().expect("utf-8"),
         ],
     ));
+    let about = root.path().join("artifact.audit.tar");
+    let exported = ok(weft(
+        &auditor,
+        &url,
+        &[
+            "audit",
+            "export",
+            "--artifact",
+            digest,
+            "-o",
+            about.to_str().expect("utf-8"),
+            "--with-bytes",
+        ],
+    ));
+    assert!(
+        exported.contains("2 Events, 1 manifests, 1 Evidence, 1 blobs"),
+        "{exported}"
+    );
     drop(server);
 
     // No server from here on. The trust root comes from outside the bundle: the Authority's
@@ -152,6 +170,21 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
         ],
     ));
     assert!(verified.starts_with("ok:"), "{verified}");
+    let verified = ok(weft(
+        &auditor,
+        offline,
+        &[
+            "audit",
+            "verify",
+            about.to_str().expect("utf-8"),
+            "--authority-key",
+            &pin,
+        ],
+    ));
+    assert!(
+        verified.starts_with("ok:"),
+        "the artifact's bundle: {verified}"
+    );
     let narrow_text = String::from_utf8_lossy(&std::fs::read(&narrow).expect("read")).into_owned();
     assert!(
         narrow_text.contains("\"workItemId\": \"wi1\"") && !narrow_text.contains("wi3"),

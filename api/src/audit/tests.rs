@@ -22,6 +22,7 @@ fn bundle(key: &ed25519_dalek::SigningKey) -> Bundle {
         group_id: "g1".into(),
         mission_id: "m1".into(),
         work_item_id: None,
+        artifact: None,
         authority_key: base64::engine::general_purpose::STANDARD
             .encode(key.verifying_key().as_bytes()),
         checkpoint: note,
