@@ -110,16 +110,7 @@ async fn push(
                 &Reader::Admin,
             )
             .await?;
-        let hashes = proof
-            .hashes
-            .iter()
-            .map(|h| {
-                use base64::Engine as _;
-                let bytes = base64::engine::general_purpose::STANDARD.decode(h)?;
-                <[u8; 32]>::try_from(bytes)
-                    .map_err(|_| anyhow::anyhow!("a proof hash is not 32 bytes"))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        let hashes = proof.hash_bytes().map_err(|r| anyhow::anyhow!(r.message))?;
         let body = AddCheckpoint {
             old,
             proof: hashes,

@@ -68,6 +68,23 @@ pub fn verifier_key(name: &str, key: &VerifyingKey) -> String {
 /// Parses a log's verifier key (`name+id+base64(0x01 ‖ key)`), checking its id: the log's
 /// origin and the Authority key it signs with.
 pub fn parse_verifier_key(vkey: &str) -> Result<(String, VerifyingKey), Rejection> {
+    let (name, id, key) = split_vkey(vkey, ALG_ED25519, "an Ed25519 note key (type 0x01)")?;
+    if format!("{:08x}", note_key_id(&name, &key)) != id {
+        return Err(Rejection::new(
+            ErrorCode::BadRequest,
+            "verifier key: its id is not the key's",
+        ));
+    }
+    Ok((name, key))
+}
+
+/// A verifier key's name, id (as written) and Ed25519 key, its type byte `kind`; the id is
+/// the caller's to check (notes and cosignatures derive it differently).
+pub(crate) fn split_vkey(
+    vkey: &str,
+    kind: u8,
+    what: &str,
+) -> Result<(String, String, VerifyingKey), Rejection> {
     let bad = |why: &str| Rejection::new(ErrorCode::BadRequest, format!("verifier key: {why}"));
     let (name, rest) = vkey.split_once('+').ok_or_else(|| bad("not name+id+key"))?;
     let (id, key) = rest.split_once('+').ok_or_else(|| bad("not name+id+key"))?;
@@ -77,16 +94,14 @@ pub fn parse_verifier_key(vkey: &str) -> Result<(String, VerifyingKey), Rejectio
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(key)
         .map_err(|_| bad("the key is not base64"))?;
-    let (&kind, key) = bytes.split_first().ok_or_else(|| bad("empty key"))?;
-    if kind != ALG_ED25519 {
-        return Err(bad("not an Ed25519 note key (type 0x01)"));
+    let (&found, key) = bytes.split_first().ok_or_else(|| bad("empty key"))?;
+    if found != kind {
+        return Err(bad(&format!("not {what}")));
     }
     let key: [u8; 32] = key.try_into().map_err(|_| bad("not 32 bytes"))?;
+    // The one key policy: a point, not of small order.
     let key = crate::dsse::parse_public_key(&crate::dsse::BASE64.encode(key))?;
-    if format!("{:08x}", note_key_id(name, &key)) != id {
-        return Err(bad("its id is not the key's"));
-    }
-    Ok((name.to_owned(), key))
+    Ok((name.to_owned(), id.to_owned(), key))
 }
 
 fn note_public_key(key: &VerifyingKey) -> Vec<u8> {
@@ -236,19 +251,23 @@ impl Proof {
         }
     }
 
-    fn decoded(&self) -> Result<Vec<Hash>, Rejection> {
+    /// The proof's hashes as bytes; each must be base64 of exactly 32 bytes.
+    pub fn hash_bytes(&self) -> Result<Vec<[u8; 32]>, Rejection> {
         self.hashes
             .iter()
             .map(|text| {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(text)
                     .map_err(|_| malformed("proof hash"))?;
-                let bytes: [u8; 32] = bytes
+                bytes
                     .try_into()
-                    .map_err(|_| malformed("proof hash (not 32 bytes)"))?;
-                Ok(Hash(bytes))
+                    .map_err(|_| malformed("proof hash (not 32 bytes)"))
             })
             .collect()
+    }
+
+    fn decoded(&self) -> Result<Vec<Hash>, Rejection> {
+        Ok(self.hash_bytes()?.into_iter().map(Hash).collect())
     }
 }
 

@@ -65,32 +65,15 @@ pub struct WitnessKey {
 impl WitnessKey {
     /// Parses a witness verifier key (`name+id+base64(0x04 ‖ key)`), checking its id.
     pub fn parse(vkey: &str) -> Result<Self, Rejection> {
-        let bad = |why: &str| Rejection::new(ErrorCode::BadRequest, format!("witness key: {why}"));
-        let (name, rest) = vkey.split_once('+').ok_or_else(|| bad("not name+id+key"))?;
-        let (id, key) = rest.split_once('+').ok_or_else(|| bad("not name+id+key"))?;
-        if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c == '+') {
-            return Err(bad("a name without spaces or '+'"));
+        let (name, id, key) =
+            super::split_vkey(vkey, COSIGNATURE, "an Ed25519 cosignature key (type 0x04)")?;
+        if format!("{:08x}", cosignature_key_id(&name, &key)) != id {
+            return Err(Rejection::new(
+                ErrorCode::BadRequest,
+                "witness key: its id is not the key's",
+            ));
         }
-        let bytes = b64()
-            .decode(key)
-            .map_err(|_| bad("the key is not base64"))?;
-        let (&kind, key) = bytes.split_first().ok_or_else(|| bad("empty key"))?;
-        if kind != COSIGNATURE {
-            return Err(bad("not an Ed25519 cosignature key (type 0x04)"));
-        }
-        let key: [u8; 32] = key.try_into().map_err(|_| bad("not 32 bytes"))?;
-        let key = VerifyingKey::from_bytes(&key).map_err(|_| bad("not an Ed25519 point"))?;
-        if key.is_weak() {
-            return Err(bad("a small-order key"));
-        }
-        let witness = Self {
-            name: name.to_owned(),
-            key,
-        };
-        if format!("{:08x}", cosignature_key_id(name, &key)) != id {
-            return Err(bad("its id is not the key's"));
-        }
-        Ok(witness)
+        Ok(Self { name, key })
     }
 }
 

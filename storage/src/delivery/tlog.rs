@@ -237,23 +237,15 @@ impl Delivery<'_> {
         size: Option<u64>,
         reader: &Reader,
     ) -> Result<Proof, Error> {
-        let reader = reader.clone();
-        self.0
-            .db
-            .read(move |conn| {
-                let group = group_id.as_str();
-                if group_access(conn, group, &reader)?.is_none() {
-                    return Err(not_visible(&group_id));
-                }
-                let now = crate::tlog::size(conn, group)?;
-                let size = size.unwrap_or(now);
-                if sequence == 0 || size > now || sequence > size {
-                    return Err(beyond(&format!("Event {sequence} in a tree of {size}")));
-                }
-                let hashes = crate::tlog::inclusion(conn, group, sequence - 1, size)?;
-                Ok(Proof::new(size, Some(sequence - 1), &hashes))
-            })
-            .await
+        self.tree_read(group_id, reader, move |conn, group, now| {
+            let size = size.unwrap_or(now);
+            if sequence == 0 || size > now || sequence > size {
+                return Err(beyond(&format!("Event {sequence} in a tree of {size}")));
+            }
+            let hashes = crate::tlog::inclusion(conn, group, sequence - 1, size)?;
+            Ok(Proof::new(size, Some(sequence - 1), &hashes))
+        })
+        .await
     }
 
     /// The consistency proof of the tree of `from` leaves with the tree of `to` (the tree as
@@ -265,6 +257,25 @@ impl Delivery<'_> {
         to: Option<u64>,
         reader: &Reader,
     ) -> Result<Proof, Error> {
+        self.tree_read(group_id, reader, move |conn, group, now| {
+            let to = to.unwrap_or(now);
+            if to > now || from > to {
+                return Err(beyond(&format!("a tree of {to} (from {from})")));
+            }
+            let hashes = crate::tlog::consistency(conn, group, from, to)?;
+            Ok(Proof::new(to, None, &hashes))
+        })
+        .await
+    }
+
+    /// Runs `f` with the Group's tree size as it is now, once `reader` may read the Group
+    /// (`not_found` otherwise, as for a Group that does not exist).
+    async fn tree_read<T: Send + 'static>(
+        &self,
+        group_id: Id,
+        reader: &Reader,
+        f: impl FnOnce(&crate::sql::Connection, &str, u64) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
         let reader = reader.clone();
         self.0
             .db
@@ -274,12 +285,7 @@ impl Delivery<'_> {
                     return Err(not_visible(&group_id));
                 }
                 let now = crate::tlog::size(conn, group)?;
-                let to = to.unwrap_or(now);
-                if to > now || from > to {
-                    return Err(beyond(&format!("a tree of {to} (from {from})")));
-                }
-                let hashes = crate::tlog::consistency(conn, group, from, to)?;
-                Ok(Proof::new(to, None, &hashes))
+                f(conn, group, now)
             })
             .await
     }
