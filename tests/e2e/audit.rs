@@ -153,9 +153,13 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
         text.contains("\"missionId\": \"m1\""),
         "the bundle names its Mission"
     );
-    assert!(!text.contains("wi2"), "another Mission's Events stay out");
+    // As JSON strings: a bare "wi2" can occur by chance inside a base64 signature.
     assert!(
-        text.contains("wi3"),
+        !text.contains("\"wi2\""),
+        "another Mission's Events stay out"
+    );
+    assert!(
+        text.contains("\"wi3\""),
         "the Mission's bundle holds all its WorkItems"
     );
     let verified = ok(weft(
@@ -187,7 +191,7 @@ fn a_missions_bundle_verifies_offline_and_any_changed_byte_fails() {
     );
     let narrow_text = String::from_utf8_lossy(&std::fs::read(&narrow).expect("read")).into_owned();
     assert!(
-        narrow_text.contains("\"workItemId\": \"wi1\"") && !narrow_text.contains("wi3"),
+        narrow_text.contains("\"workItemId\": \"wi1\"") && !narrow_text.contains("\"wi3\""),
         "wi1's bundle holds wi1's Events only"
     );
 
