@@ -8,6 +8,7 @@
 
 mod account;
 mod context;
+mod lifecycle;
 mod ranges;
 mod uploads;
 mod with_content;

@@ -115,6 +115,14 @@ pub enum ErrorCode {
     EventsOutOfRange,
     /// A cited Artifact's classification forbids forwarding to another Group (CTX-7).
     ClassificationForbids,
+    /// The artifact's bytes were disposed of by a retention policy (410); the answer names
+    /// the `artifact.disposed` Event's sequence.
+    Disposed,
+    /// A legal hold keeps what the request would let go (409); the answer lists the holds.
+    Held,
+    /// A stored Command or idempotent answer is older than the server keeps answers: the
+    /// request is not executed again (409).
+    CommandExpired,
     /// A resumable upload's chunk does not start at the durable offset (answered with it).
     UploadOffsetMismatch,
     Internal,
@@ -207,6 +215,9 @@ impl ErrorCode {
             Self::EventsOutOfRange => "events_out_of_range",
             Self::ClassificationForbids => "classification_forbids",
             Self::UploadOffsetMismatch => "upload_offset_mismatch",
+            Self::Disposed => "disposed",
+            Self::Held => "held",
+            Self::CommandExpired => "command_expired",
             Self::Internal => "internal",
         }
     }
@@ -282,6 +293,9 @@ mod tests {
             ErrorCode::EventsOutOfRange,
             ErrorCode::ClassificationForbids,
             ErrorCode::UploadOffsetMismatch,
+            ErrorCode::Disposed,
+            ErrorCode::Held,
+            ErrorCode::CommandExpired,
         ] {
             let json = serde_json::to_string(&code).expect("unit variant");
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -145,10 +145,16 @@ impl GroupState {
                 );
             }
             // Context Packages are summaries, never state (CTX-1): counted only. The Group's
-            // policy (SCH-6) decides future Commands only; it is the `groups` row's.
+            // policy (SCH-6) decides future Commands only; it is the `groups` row's. Retention,
+            // holds and dispositions are the lifecycle tables' (issue #46): a disposed
+            // artifact's manifest stays in the state, as it stays in the store.
             Some(
                 EventPayload::GroupCreated(_)
                 | EventPayload::GroupPolicySet(_)
+                | EventPayload::RetentionSet(_)
+                | EventPayload::HoldPlaced(_)
+                | EventPayload::HoldLifted(_)
+                | EventPayload::ArtifactDisposed(_)
                 | EventPayload::AgentKeyRotated(_)
                 | EventPayload::ContextPublished(_)
                 | EventPayload::ContextForwarded(_),

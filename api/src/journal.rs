@@ -59,7 +59,7 @@ pub enum JournalError {
     /// Sending failed before the Authority answered, or it answered "not now" (a session to
     /// renew, busy, failing); the Command stays pending.
     #[error("the Authority did not take the journal now: {0}")]
-    Unreachable(ClientError),
+    Unreachable(Box<ClientError>),
 }
 
 /// The historical Execution Lease a buffered Command is bound to, as the Worker knew it when
@@ -447,10 +447,10 @@ impl Journal {
                     }
                     if let Some(refusal) = batch.refused {
                         if transient(refusal.problem.status) {
-                            outcome = Err(JournalError::Unreachable(ClientError::Api {
+                            outcome = Err(JournalError::Unreachable(Box::new(ClientError::Api {
                                 status: refusal.problem.status,
                                 body: refusal.problem,
-                            }));
+                            })));
                             break 'batches;
                         }
                         let index = chunk.get(refusal.index).copied().unwrap_or(chunk[0]);
@@ -459,7 +459,10 @@ impl Journal {
                     }
                 }
                 Err(ClientError::Api { status, body }) if transient(status) => {
-                    outcome = Err(JournalError::Unreachable(ClientError::Api { status, body }));
+                    outcome = Err(JournalError::Unreachable(Box::new(ClientError::Api {
+                        status,
+                        body,
+                    })));
                     break;
                 }
                 Err(ClientError::Api { body, .. }) => {
@@ -467,7 +470,7 @@ impl Journal {
                     break;
                 }
                 Err(other) => {
-                    outcome = Err(JournalError::Unreachable(other));
+                    outcome = Err(JournalError::Unreachable(Box::new(other)));
                     break;
                 }
             }

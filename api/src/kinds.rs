@@ -18,6 +18,7 @@ use crate::error::{ErrorCode, Rejection};
 use crate::event::Event;
 use crate::evidence::{MethodKind, Outcome};
 use crate::id::Id;
+use crate::lifecycle::{ArtifactDisposed, HoldLifted, HoldPlaced, RetentionSet};
 use crate::session::Role;
 use crate::work::events::{WorkEvent, WorkEventKind};
 
@@ -40,12 +41,19 @@ pub enum EventKind {
     ContextForwarded,
     /// The operator set the Group's policy (SCH-6, SCH-7).
     GroupPolicySet,
+    /// The operator set a retention policy (issue #46).
+    RetentionSet,
+    /// A legal hold was placed, or lifted.
+    HoldPlaced,
+    HoldLifted,
+    /// A blob's bytes were disposed of by policy; its manifests stay as tombstones.
+    ArtifactDisposed,
     /// A Mission or WorkItem Event (`crate::work::events`).
     Work(WorkEventKind),
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
@@ -60,6 +68,10 @@ impl EventKind {
         EventKind::ContextPublished,
         EventKind::ContextForwarded,
         EventKind::GroupPolicySet,
+        EventKind::RetentionSet,
+        EventKind::HoldPlaced,
+        EventKind::HoldLifted,
+        EventKind::ArtifactDisposed,
     ];
 
     /// The `type` of an Event of this kind.
@@ -80,6 +92,10 @@ impl EventKind {
             EventKind::ContextPublished => "context.published",
             EventKind::ContextForwarded => "context.forwarded",
             EventKind::GroupPolicySet => "group.policy_set",
+            EventKind::RetentionSet => "retention.set",
+            EventKind::HoldPlaced => "hold.placed",
+            EventKind::HoldLifted => "hold.lifted",
+            EventKind::ArtifactDisposed => "artifact.disposed",
         }
     }
 
@@ -272,6 +288,10 @@ pub enum EventPayload {
     ContextPublished(ContextPublished),
     ContextForwarded(ContextForwarded),
     GroupPolicySet(GroupPolicySet),
+    RetentionSet(RetentionSet),
+    HoldPlaced(HoldPlaced),
+    HoldLifted(HoldLifted),
+    ArtifactDisposed(ArtifactDisposed),
     Work(WorkEventKind, WorkEvent),
 }
 
@@ -292,6 +312,10 @@ impl EventPayload {
             EventPayload::ContextPublished(_) => EventKind::ContextPublished,
             EventPayload::ContextForwarded(_) => EventKind::ContextForwarded,
             EventPayload::GroupPolicySet(_) => EventKind::GroupPolicySet,
+            EventPayload::RetentionSet(_) => EventKind::RetentionSet,
+            EventPayload::HoldPlaced(_) => EventKind::HoldPlaced,
+            EventPayload::HoldLifted(_) => EventKind::HoldLifted,
+            EventPayload::ArtifactDisposed(_) => EventKind::ArtifactDisposed,
             EventPayload::Work(kind, _) => EventKind::Work(*kind),
         }
     }
@@ -318,7 +342,11 @@ impl EventPayload {
             | EventPayload::AgentDeactivated(_)
             | EventPayload::AgentKeyRotated(_)
             | EventPayload::ArtifactRepaired(_)
-            | EventPayload::GroupPolicySet(_) => None,
+            | EventPayload::GroupPolicySet(_)
+            | EventPayload::RetentionSet(_)
+            | EventPayload::HoldPlaced(_)
+            | EventPayload::HoldLifted(_)
+            | EventPayload::ArtifactDisposed(_) => None,
         }
     }
 
@@ -339,6 +367,10 @@ impl EventPayload {
             EventPayload::ContextPublished(p) => serde_json::to_string(p),
             EventPayload::ContextForwarded(p) => serde_json::to_string(p),
             EventPayload::GroupPolicySet(p) => serde_json::to_string(p),
+            EventPayload::RetentionSet(p) => serde_json::to_string(p),
+            EventPayload::HoldPlaced(p) => serde_json::to_string(p),
+            EventPayload::HoldLifted(p) => serde_json::to_string(p),
+            EventPayload::ArtifactDisposed(p) => serde_json::to_string(p),
             EventPayload::Work(_, p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
@@ -372,6 +404,10 @@ impl EventPayload {
             EventKind::ContextPublished => EventPayload::ContextPublished(parse(text)?),
             EventKind::ContextForwarded => EventPayload::ContextForwarded(parse(text)?),
             EventKind::GroupPolicySet => EventPayload::GroupPolicySet(parse(text)?),
+            EventKind::RetentionSet => EventPayload::RetentionSet(parse(text)?),
+            EventKind::HoldPlaced => EventPayload::HoldPlaced(parse(text)?),
+            EventKind::HoldLifted => EventPayload::HoldLifted(parse(text)?),
+            EventKind::ArtifactDisposed => EventPayload::ArtifactDisposed(parse(text)?),
             EventKind::Work(kind) => EventPayload::Work(kind, parse(text)?),
         }))
     }

@@ -18,6 +18,7 @@ pub mod id;
 pub mod idempotency;
 pub mod json;
 pub mod kinds;
+pub mod lifecycle;
 pub mod lineage;
 pub mod manifest;
 pub mod problem;

@@ -24,6 +24,10 @@ pub struct ErrorBody {
     /// With `cursor_too_old` (DLV-9): the latest signed snapshot reference to restore from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<Box<SignedSnapshot>>,
+    /// With `disposed` (issue #46): the sequence of the `artifact.disposed` Event, in the
+    /// reader's Group, that records why the bytes went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<std::num::NonZeroU64>,
 }
 
 impl ErrorBody {
@@ -36,6 +40,7 @@ impl ErrorBody {
             code,
             request_id: None,
             snapshot: None,
+            sequence: None,
         }
     }
 }

@@ -56,6 +56,7 @@ async fn admin(
         }
     };
     match action {
+        AdminAction::Lifecycle(action) => super::lifecycle::run(&api, action, &said).await?,
         AdminAction::Schema { uri, artifact } => {
             let artifact = weft_api::ArtifactId::parse(&artifact)?;
             api.register_schema(&uri, &artifact).await?;

@@ -330,6 +330,9 @@ pub(super) enum AdminAction {
         #[command(subcommand)]
         action: MemberAction,
     },
+    /// Retention, holds, collection, usage and quotas (issue #46).
+    #[command(flatten)]
+    Lifecycle(super::lifecycle::LifecycleAction),
     /// Register a schema URI as naming a published schema artifact.
     Schema {
         uri: String,

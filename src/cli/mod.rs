@@ -22,6 +22,7 @@ mod events;
 mod evidence;
 mod fsck;
 mod keys;
+mod lifecycle;
 mod lineage;
 mod migrate;
 mod pages;

@@ -183,6 +183,7 @@ fn wants_proof(headers: &HeaderMap, query: RawQuery) -> Result<bool, HttpError> 
         ("proof" = Option<String>, Query, description = "bao: answer the bao-tree 0.17 range encoding (16 KiB chunk groups) of the range, which a client verifies against the digest (as Accept: application/vnd.weft.bao)")),
     responses((status = 200, description = "the bytes (ETag = digest; Repr-Digest: sha-256), or a range's proof (application/vnd.weft.bao, its own ETag, the range in Weft-Proof-Range)"), (status = 206, description = "one range (If-Range, when sent, matched)"),
               (status = 304, description = "If-None-Match matched"), (status = 412, description = "precondition_failed: If-Match matched no representation"), (status = 400, description = "bad_request: proof other than bao"), (status = 416, description = "invalid_range: a Range outside the artifact, or a proof of an empty artifact"),
+              (status = 410, description = "disposed: a retention policy disposed of the bytes; `sequence` names the artifact.disposed Event"),
               (status = 429, description = "too_many_downloads: this agent, or its group, has as many downloads of stored files open as it may (Retry-After)"), (status = 500, description = "integrity_failure"),
               (status = 503, description = "overloaded: the server has --max-open-downloads open (Retry-After)")))]
 pub(crate) async fn content(

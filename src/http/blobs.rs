@@ -87,7 +87,7 @@ pub(crate) fn stored(outcome: weft_storage::UploadOutcome) -> Response {
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, description = "stored: {blake3, sha256, size}"), (status = 200, description = "already present and visible to you"),
               (status = 400, description = "digest_mismatch, invalid_digest, incomplete_body"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"), (status = 403, description = "forbidden: an auditor may not upload, or a capability token without blob:write"),
-              (status = 413, description = "body_too_large"), (status = 429, description = "too_many_uploads, upload_quota_exceeded (Retry-After)"),
+              (status = 413, description = "body_too_large"), (status = 429, description = "too_many_uploads, upload_quota_exceeded (Retry-After)"), (status = 507, description = "quota_exceeded: the Group's quota"),
               (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn upload_named(
     State(state): State<AppState>,
@@ -103,7 +103,7 @@ pub(crate) async fn upload_named(
 /// Streams bytes without a claimed digest; the answer carries the computed digests.
 #[utoipa::path(post, path = "/v1/blobs", request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, description = "{blake3, sha256, size}"), (status = 200, description = "already present and visible to you"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"), (status = 403, description = "forbidden: an auditor may not upload, or a capability token without blob:write"),
-              (status = 413, description = "body_too_large"), (status = 429, description = "too_many_uploads, upload_quota_exceeded (Retry-After)"),
+              (status = 413, description = "body_too_large"), (status = 429, description = "too_many_uploads, upload_quota_exceeded (Retry-After)"), (status = 507, description = "quota_exceeded: the Group's quota"),
               (status = 503, description = "overloaded (Retry-After)")))]
 pub(crate) async fn upload_unnamed(
     State(state): State<AppState>,

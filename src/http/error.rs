@@ -12,6 +12,8 @@ pub struct HttpError {
     detail: String,
     source: Option<weft_storage::Error>,
     snapshot: Option<Box<weft_api::views::SignedSnapshot>>,
+    /// With `disposed`: the disposition Event's sequence.
+    sequence: Option<std::num::NonZeroU64>,
     /// The request carried no credentials at all: its 401 challenge names no error
     /// (RFC 6750 §3.1).
     no_credentials: bool,
@@ -24,6 +26,7 @@ impl HttpError {
             detail: detail.into(),
             source: None,
             snapshot: None,
+            sequence: None,
             no_credentials: false,
         }
     }
@@ -167,11 +170,12 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | C::ContextOtherPackage
         | C::ContextOtherMission
         | C::ClassificationForbids
-        | C::QuotaExceeded => StatusCode::CONFLICT,
+        | C::Held
+        | C::CommandExpired => StatusCode::CONFLICT,
         C::IdempotencyKeyReused | C::EvidenceMissing | C::EventsOutOfRange => {
             StatusCode::UNPROCESSABLE_ENTITY
         }
-        C::CursorTooOld => StatusCode::GONE,
+        C::CursorTooOld | C::Disposed => StatusCode::GONE,
         C::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         C::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         C::InvalidRange | C::UploadOffsetMismatch => StatusCode::RANGE_NOT_SATISFIABLE,
@@ -187,7 +191,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         C::ShuttingDown | C::Overloaded | C::StorageUnavailable | C::BlobStoreUnavailable => {
             StatusCode::SERVICE_UNAVAILABLE
         }
-        C::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
+        // A quota is full (a Group's bytes or artifacts, its open proposals): nothing more is
+        // stored until some is freed, as with a full disk (issue #46).
+        C::InsufficientStorage | C::QuotaExceeded => StatusCode::INSUFFICIENT_STORAGE,
     }
 }
 
@@ -242,6 +248,10 @@ impl From<weft_storage::Error> for HttpError {
                      repaired it"
                 )
             }
+            E::Disposed(id, sequence) => format!(
+                "the bytes of {id} were disposed of by a retention policy; its manifests stay, \
+                 and the artifact.disposed Event at sequence {sequence} says why"
+            ),
             E::Body(_) => "the request body ended before it was complete".to_owned(),
             E::ShuttingDown => "the server is shutting down".to_owned(),
             // Operators see the source chain in the log; clients see a safe message, which
@@ -260,11 +270,16 @@ impl From<weft_storage::Error> for HttpError {
             }
             E::Config(_) => "internal storage error".to_owned(),
         };
+        let sequence = match &error {
+            E::Disposed(_, sequence) => std::num::NonZeroU64::new(*sequence),
+            _ => None,
+        };
         Self {
             code: error.code(),
             detail,
             source: Some(error),
             snapshot,
+            sequence,
             no_credentials: false,
         }
     }
@@ -276,6 +291,7 @@ impl IntoResponse for HttpError {
         self.log();
         let mut body = ErrorBody::new(status.as_u16(), self.code, self.detail);
         body.snapshot = self.snapshot;
+        body.sequence = self.sequence;
         let json = serde_json::to_vec(&body).unwrap_or_default();
         let mut response = (status, json).into_response();
         response.headers_mut().insert(

@@ -25,6 +25,7 @@ mod events;
 mod evidence;
 mod exports;
 mod idempotency;
+mod lifecycle;
 mod lineage;
 mod meta;
 mod openapi;
@@ -109,6 +110,34 @@ fn json_routes() -> Vec<Route> {
             "/v1/admin/groups/{group_id}/policy",
             admin::set_policy,
         ),
+        route(
+            Method::PUT,
+            "/v1/admin/groups/{group_id}/retention",
+            lifecycle::set_retention,
+        ),
+        route(
+            Method::GET,
+            "/v1/admin/groups/{group_id}/retention",
+            lifecycle::retention,
+        ),
+        route(
+            Method::GET,
+            "/v1/admin/groups/{group_id}/usage",
+            lifecycle::usage,
+        ),
+        route(
+            Method::PUT,
+            "/v1/admin/groups/{group_id}/quota",
+            lifecycle::set_quota,
+        ),
+        route(Method::POST, "/v1/admin/holds", lifecycle::place_hold),
+        route(Method::GET, "/v1/admin/holds", lifecycle::holds),
+        route(
+            Method::DELETE,
+            "/v1/admin/holds/{hold_id}",
+            lifecycle::lift_hold,
+        ),
+        route(Method::POST, "/v1/admin/gc", lifecycle::gc),
         route(Method::POST, "/v1/admin/agents", admin::register_agent),
         route(
             Method::PUT,

@@ -26,7 +26,7 @@ use crate::config::Config;
 
 /// Every error code. The match below stops compiling when a code is added, as a reminder to
 /// list it here too.
-const EVERY_CODE: [ErrorCode; 82] = {
+const EVERY_CODE: [ErrorCode; 85] = {
     use ErrorCode as C;
     [
         C::BadRequest,
@@ -110,6 +110,9 @@ const EVERY_CODE: [ErrorCode; 82] = {
         C::EventsOutOfRange,
         C::ClassificationForbids,
         C::UploadOffsetMismatch,
+        C::Disposed,
+        C::Held,
+        C::CommandExpired,
         C::Internal,
     ]
 };
@@ -199,6 +202,9 @@ fn every_code_is_listed(code: ErrorCode) {
         | C::EventsOutOfRange
         | C::ClassificationForbids
         | C::UploadOffsetMismatch
+        | C::Disposed
+        | C::Held
+        | C::CommandExpired
         | C::Internal => {}
     }
 }
@@ -457,6 +463,8 @@ fn accepted_query() -> Vec<(&'static str, &'static str, &'static [&'static str])
     use super::{artifacts, context, events, evidence, lineage};
     vec![
         ("get", "/v1/artifacts", artifacts::LIST_QUERY),
+        ("post", "/v1/admin/gc", super::lifecycle::GC_QUERY),
+        ("get", "/v1/admin/holds", super::lifecycle::HOLDS_QUERY),
         (
             "get",
             "/v1/artifacts/{digest}/content",

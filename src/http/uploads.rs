@@ -219,7 +219,7 @@ pub(crate) async fn offset(
               (status = 404, description = "not_found"), (status = 409, description = "conflict: another request is writing to this session"),
               (status = 413, description = "body_too_large: the upload would exceed --max-upload-bytes"),
               (status = 416, description = "upload_offset_mismatch: the chunk does not start at the durable offset (sent back in Upload-Offset)"),
-              (status = 429, description = "too_many_uploads, upload_quota_exceeded")))]
+              (status = 429, description = "too_many_uploads, upload_quota_exceeded"), (status = 507, description = "quota_exceeded: the Group's quota")))]
 pub(crate) async fn append(
     State(state): State<AppState>,
     caller: Bearer,
@@ -257,7 +257,7 @@ pub(crate) async fn append(
     responses((status = 201, description = "stored: {blake3, sha256, size}; Location: /v1/blobs/{digest}"), (status = 200, description = "already present and visible to you"),
               (status = 400, description = "digest_mismatch (the session is discarded), invalid_digest, bad_request"),
               (status = 404, description = "not_found"), (status = 409, description = "conflict"), (status = 413, description = "body_too_large"),
-              (status = 416, description = "upload_offset_mismatch"), (status = 429, description = "too_many_uploads, upload_quota_exceeded")))]
+              (status = 416, description = "upload_offset_mismatch"), (status = 429, description = "too_many_uploads, upload_quota_exceeded"), (status = 507, description = "quota_exceeded: the Group's quota")))]
 pub(crate) async fn finish(
     State(state): State<AppState>,
     caller: Bearer,

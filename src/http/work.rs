@@ -23,7 +23,7 @@ use super::state::AppState;
               (status = 401, description = "stale_session, stale_membership"),
               (status = 403, description = "forbidden, producer_mismatch, not_a_member"),
               (status = 404, description = "unknown_work_item, not_found"),
-              (status = 409, description = "illegal_transition, stale_revision, stale_lease, offer_expired, offer_withdrawn, not_eligible, approval_required, budget_exceeded, cycle, mission_mismatch, offline_binding_mismatch, offline_outside_grace, offline_lease_closed, offline_owner_changed, offline_wrong_work_item, quota_exceeded (the Group's open proposals)"),
+              (status = 409, description = "illegal_transition, stale_revision, stale_lease, offer_expired, offer_withdrawn, not_eligible, approval_required, budget_exceeded, cycle, mission_mismatch, offline_binding_mismatch, offline_outside_grace, offline_lease_closed, offline_owner_changed, offline_wrong_work_item"), (status = 507, description = "quota_exceeded (the Group's open proposals)"),
               (status = 422, description = "evidence_missing, idempotency_key_reused, unknown_evidence, unknown_artifact"),
               (status = 429, description = "rate_limited: more Commands by this agent than --commands-per-minute (Retry-After)")))]
 pub(crate) async fn command(

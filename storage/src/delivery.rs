@@ -99,6 +99,23 @@ pub(crate) fn deliver(
             | EventPayload::ArtifactRepaired(kinds::ArtifactRepaired { artifact }) => {
                 can_read_artifact(conn, reader, &artifact)?
             }
+            // Lifecycle (issue #46): a Mission's policy, a hold and a disposition show to
+            // whoever sees what they are about; the Group's own policy to every member.
+            EventPayload::RetentionSet(p) => p
+                .mission_id
+                .as_ref()
+                .is_none_or(|mission| reader.sees_mission(group, mission.as_str())),
+            EventPayload::HoldPlaced(p) => sees_hold_target(conn, reader, group, &p.target)?,
+            EventPayload::HoldLifted(p) => {
+                match crate::rows::holds::load(conn, p.hold_id.as_str())? {
+                    Some(hold) => sees_hold_target(conn, reader, group, &hold.target)?,
+                    None => false,
+                }
+            }
+            EventPayload::ArtifactDisposed(p) => p
+                .missions
+                .iter()
+                .any(|mission| reader.sees_mission(group, mission.as_str())),
             EventPayload::GroupCreated(_)
             | EventPayload::MembershipSet(_)
             | EventPayload::MembershipRemoved(_)
@@ -114,6 +131,25 @@ pub(crate) fn deliver(
         Delivered::Event(event)
     } else {
         Delivered::Withheld(Withheld::of(&event))
+    })
+}
+
+/// Whether a Mission-scoped `reader` sees what a hold holds: its Mission, its WorkItem's
+/// Mission, or an artifact it may read.
+fn sees_hold_target(
+    conn: &Connection,
+    reader: &Reader,
+    group: &str,
+    target: &weft_api::lifecycle::HoldTarget,
+) -> Result<bool, Error> {
+    use weft_api::lifecycle::HoldTarget;
+    Ok(match target {
+        HoldTarget::MissionId(mission) => reader.sees_mission(group, mission.as_str()),
+        HoldTarget::WorkItemId(work_item) => {
+            crate::rows::work_items::place(conn, work_item.as_str())?
+                .is_some_and(|(_, mission)| reader.sees_mission(group, &mission))
+        }
+        HoldTarget::Artifact(artifact) => can_read_artifact(conn, reader, artifact)?,
     })
 }
 

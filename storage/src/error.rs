@@ -22,6 +22,10 @@ pub enum Error {
     /// The requested position was compacted away (DLV-9); restore from this snapshot.
     #[error("the log before sequence {} was compacted into a snapshot", .0.reference.sequence)]
     CursorTooOld(Box<weft_api::views::SignedSnapshot>),
+    /// The artifact's bytes were disposed of by policy: its `artifact.disposed` Event is this
+    /// sequence of the reader's Group (issue #46).
+    #[error("the bytes of {0} were disposed of by policy (artifact.disposed at sequence {1})")]
+    Disposed(ArtifactId, u64),
     /// The engine is stopping and takes no more work.
     #[error("storage is shutting down")]
     ShuttingDown,
@@ -53,6 +57,7 @@ impl Error {
             Self::Corrupt(_) => ErrorCode::IntegrityFailure,
             Self::Body(_) => ErrorCode::IncompleteBody,
             Self::CursorTooOld(_) => ErrorCode::CursorTooOld,
+            Self::Disposed(..) => ErrorCode::Disposed,
             Self::ShuttingDown => ErrorCode::ShuttingDown,
             Self::BlobStore(_) => ErrorCode::BlobStoreUnavailable,
             Self::Config(_) => ErrorCode::Internal,

@@ -41,6 +41,8 @@ pub struct Stats {
     pub events: u64,
     pub evidence: u64,
     pub quarantined: u64,
+    /// Blobs whose bytes a retention policy disposed of (their rows stay, issue #46).
+    pub disposed: u64,
     /// Objects under `blobs/` in the backend.
     pub blob_objects: u64,
     /// Objects under `staging/` in the backend (uploads in flight or leftovers).
@@ -151,6 +153,7 @@ impl Engine {
                     events: rows::events::count(conn)?,
                     evidence: rows::evidence::count(conn)?,
                     quarantined: rows::blobs::count_quarantined(conn)?,
+                    disposed: rows::blobs::count_disposed(conn)?,
                     blob_objects: 0,
                     staging_objects: 0,
                 })
@@ -267,7 +270,11 @@ impl Engine {
                             indexed.sha256, indexed.size
                         ));
                     }
-                    if quarantined {
+                    if quarantined && disposed(self, id).await? {
+                        report.leftovers.push(format!(
+                            "{id}: bytes disposed of by policy; the next collection deletes the file"
+                        ));
+                    } else if quarantined {
                         report.problems.push(format!("{id}: quarantined"));
                     } else if digests.blake3 == id
                         && indexed.sha256 == digests.sha256
@@ -343,9 +350,17 @@ impl Engine {
             .read(move |conn| {
                 let mut problems = Vec::new();
                 for id in rows::blobs::all(conn)? {
-                    if !on_disk.contains(&id) {
-                        problems.push(format!("{id}: index row without a blob"));
+                    if on_disk.contains(&id) {
+                        continue;
                     }
+                    // A tombstone (issue #46): its bytes went by policy, with an Event.
+                    if rows::blobs::is_disposed(conn, &id)? {
+                        if rows::blob_dispositions::latest(conn, None, &id)?.is_none() {
+                            problems.push(format!("{id}: disposed of with no artifact.disposed Event"));
+                        }
+                        continue;
+                    }
+                    problems.push(format!("{id}: index row without a blob"));
                 }
                 let mut n_manifests = 0u64;
                 let rows = crate::rows::manifests::all_for_fsck(conn)?;
@@ -485,4 +500,12 @@ impl Engine {
         }
         Ok(report)
     }
+}
+
+/// Whether blob `id` was disposed of by policy (a tombstone, not damage).
+async fn disposed(engine: &crate::engine::Engine, id: ArtifactId) -> Result<bool, Error> {
+    engine
+        .db
+        .read(move |conn| rows::blobs::is_disposed(conn, &id))
+        .await
 }

@@ -40,6 +40,7 @@ mod hashing;
 mod idempotency;
 mod keys;
 mod lifecycle;
+mod lifespan;
 mod limits;
 mod lineage;
 mod lineage_index;
@@ -103,6 +104,7 @@ pub mod handles {
     pub use crate::delivery::handle::Delivery;
     pub use crate::directory::handle::Directory;
     pub use crate::evidence::handle::Evidence;
+    pub use crate::lifespan::handle::Lifespan;
     pub use crate::lineage::handle::Lineage;
     pub use crate::sessions::handle::Sessions;
     pub use crate::work::handle::Work;
@@ -319,6 +321,11 @@ impl Store {
     /// A Group's log for its readers: replay, follow, ACKs, checkpoints (`delivery.rs`).
     pub fn delivery(&self) -> handles::Delivery<'_> {
         handles::Delivery(&self.inner)
+    }
+
+    /// Retention policies, legal holds, usage and quotas (`lifespan/`, issue #46).
+    pub fn lifespan(&self) -> handles::Lifespan<'_> {
+        handles::Lifespan(&self.inner)
     }
 
     /// Online-log retention and its signed snapshots (`compaction.rs`).

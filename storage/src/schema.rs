@@ -673,10 +673,49 @@ CREATE TABLE tlog_cosignatures (
 ) WITHOUT ROWID;
 "#;
 
+/// The lifecycle of what is stored (issue #46, `retention/`): retention policies per Group or
+/// Mission, legal holds, the `artifact.disposed` Events of each disposed blob per Group, when
+/// each Mission ended (policies count from it; a Mission that ended before this version counts
+/// from the migration), a disposed blob's mark (its row stays: a tombstone its manifests still
+/// name) and each Group's quota.
+const V33: &str = r#"
+CREATE TABLE retention_policies (
+    group_id      TEXT NOT NULL,
+    mission_id    TEXT NOT NULL,     -- '' for the Group's own policy
+    keep_bytes    INTEGER,           -- seconds after the Mission's end; NULL: forever
+    keep_records  INTEGER,
+    sequence      INTEGER NOT NULL,  -- its retention.set Event
+    PRIMARY KEY (group_id, mission_id)
+) WITHOUT ROWID;
+CREATE TABLE holds (
+    hold_id    TEXT PRIMARY KEY,
+    kind       TEXT NOT NULL,        -- artifact, workItem, mission
+    target     TEXT NOT NULL,
+    reason     TEXT NOT NULL,
+    placed_at  TEXT NOT NULL,
+    lifted_at  TEXT
+);
+CREATE TABLE blob_dispositions (
+    group_id     TEXT NOT NULL,
+    blake3       BLOB NOT NULL,
+    sequence     INTEGER NOT NULL,   -- its artifact.disposed Event in group_id
+    disposed_at  TEXT NOT NULL,
+    PRIMARY KEY (group_id, blake3, sequence)
+) WITHOUT ROWID;
+ALTER TABLE missions ADD COLUMN ended_at TEXT;
+UPDATE missions SET ended_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE state <> 'active';
+ALTER TABLE blobs ADD COLUMN disposed_at TEXT;
+ALTER TABLE blobs ADD COLUMN disposal_pending INTEGER;  -- 1 until its file is deleted
+CREATE INDEX blobs_disposal_pending ON blobs(disposal_pending) WHERE disposal_pending IS NOT NULL;
+CREATE INDEX blob_uploaders_group ON blob_uploaders(group_id);
+ALTER TABLE groups ADD COLUMN quota_bytes INTEGER;
+ALTER TABLE groups ADD COLUMN quota_artifacts INTEGER;
+"#;
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 32] = [
+const MIGRATIONS: [&str; 33] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -4,9 +4,11 @@
 //! the three share (the `blobs` table's, in `rows/blobs.rs`); each step has its own file.
 
 pub(crate) mod binding;
+mod collection;
 mod disposal;
 pub(crate) mod handle;
 mod publish;
+mod quota;
 mod reads;
 mod resumable;
 mod reuse;

@@ -186,6 +186,9 @@ impl Verified {
         }
         let content = &manifest.content;
         if matches!(bytes, Bytes::Stored | Bytes::JustPromoted) {
+            // On a shared index, a collection batch deciding on this blob has committed, or
+            // has not begun (`collection.rs`): the row read next is the one it leaves.
+            crate::rows::blob_disposals::fence(conn)?;
             let blob = blob_row(conn, &Digest::Blake3(content.blake3))?;
             let visible =
                 bytes == Bytes::JustPromoted || can_see_blob(conn, &producer, &content.blake3)?;
@@ -200,6 +203,15 @@ impl Verified {
                     return Err(reject(
                         ErrorCode::BlobNotFound,
                         format!("upload {} before publishing it", content.blake3),
+                    ));
+                }
+                Some((_, true)) if crate::rows::blobs::is_disposed(conn, &content.blake3)? => {
+                    return Err(reject(
+                        ErrorCode::Disposed,
+                        format!(
+                            "the bytes of {} were disposed of by a retention policy: upload them again, then publish",
+                            content.blake3
+                        ),
                     ));
                 }
                 Some((_, true)) => {

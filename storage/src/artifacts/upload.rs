@@ -385,6 +385,10 @@ impl Artifacts<'_> {
                         return Err(super::disposal::swept_meanwhile());
                     }
                 }
+                // The Group's quota (issue #46): new bytes for the Group must fit.
+                if let Reader::Agent { group_id, .. } = &uploader {
+                    super::quota::check(txn, group_id.as_str(), &digests)?;
+                }
                 let (quarantined, already_visible) = match read_before {
                     Some(read) => read,
                     None => before(txn, &uploader)?,

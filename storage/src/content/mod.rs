@@ -304,6 +304,31 @@ impl Engine {
         self.lineage.newest_media_type_in(id, group_id.as_str())
     }
 
+    /// Why a blob marked unreadable cannot be read: its bytes were disposed of by policy
+    /// (naming the `artifact.disposed` Event of the reader's Group, issue #46), or they failed
+    /// a check (quarantined, ART-5).
+    pub(crate) async fn unreadable(&self, blake3: ArtifactId, group: &Option<String>) -> Error {
+        let group = group.clone();
+        let disposed = self
+            .db
+            .read(move |conn| {
+                if !crate::rows::blobs::is_disposed(conn, &blake3)? {
+                    return Ok(None);
+                }
+                Ok(
+                    crate::rows::blob_dispositions::latest(conn, group.as_deref(), &blake3)?
+                        .map(|(_, sequence)| sequence)
+                        .or(Some(0)),
+                )
+            })
+            .await;
+        match disposed {
+            Ok(Some(sequence)) => Error::Disposed(blake3, sequence),
+            Ok(None) => Error::Corrupt(blake3),
+            Err(error) => error,
+        }
+    }
+
     /// The content of an artifact `reader` may read, from the store itself (never from
     /// memory): what verify-now re-hashes. `decided` is the media type when visibility was
     /// already decided from memory (`hot.rs`): then the read is only the blob's row.
@@ -315,6 +340,10 @@ impl Engine {
     ) -> Result<Content, Error> {
         let generation = self.hot.generation();
         let seen = self.repairs.seen();
+        let reader_group = match reader {
+            Reader::Agent { group_id, .. } => Some(group_id.to_string()),
+            Reader::Admin => None,
+        };
         let reader = reader.clone();
         // Visibility decided from memory leaves one point lookup: it runs right here.
         let near = decided.is_some();
@@ -359,7 +388,7 @@ impl Engine {
             self.db.read(read).await?
         };
         if quarantined {
-            return Err(Error::Corrupt(digests.blake3));
+            return Err(self.unreadable(digests.blake3, &reader_group).await);
         }
         // A small blob answers from the row's own read, verified (and then kept in memory)
         // when answered; a file is opened when read (a Range of a large one reads only its

@@ -22,6 +22,11 @@ pub(crate) fn last_upload_of(column: &str) -> String {
     )
 }
 
+/// Sub-query: the blobs uploaded in Group `group` (a parameter).
+pub(crate) fn blobs_of_group(group: &str) -> String {
+    format!("SELECT blake3 FROM blob_uploaders WHERE group_id = {group}")
+}
+
 /// Records that `agent_id` uploaded `blake3` in `group_id` at `now`: `uploaded_at` moves with
 /// every upload, so the sweep keeps a blob someone uploaded recently, however old its first
 /// copy is.

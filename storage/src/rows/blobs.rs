@@ -212,10 +212,12 @@ pub(crate) fn quarantine(
     Ok(changed > 0)
 }
 
-/// Lifts blob `blake3`'s quarantine; answers whether it was quarantined.
+/// Lifts blob `blake3`'s quarantine, and its disposal (its bytes were uploaded again);
+/// answers whether it was quarantined.
 pub(crate) fn repair(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
     let changed = conn.run(
-        "UPDATE blobs SET quarantined_at = NULL WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
+        "UPDATE blobs SET quarantined_at = NULL, disposed_at = NULL, disposal_pending = NULL
+         WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
         [&blake3.0[..]],
     )?;
     Ok(changed > 0)
@@ -274,10 +276,10 @@ pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
     Ok(conn.row("SELECT COUNT(*) FROM blobs", [], |row| row.get(0))?)
 }
 
-/// How many blobs are quarantined.
+/// How many blobs are quarantined (their bytes failed a check; not those disposed of).
 pub(crate) fn count_quarantined(conn: &Connection) -> Result<u64, Error> {
     Ok(conn.row(
-        "SELECT COUNT(*) FROM blobs WHERE quarantined_at IS NOT NULL",
+        "SELECT COUNT(*) FROM blobs WHERE quarantined_at IS NOT NULL AND disposed_at IS NULL",
         [],
         |row| row.get(0),
     )?)
@@ -316,4 +318,156 @@ pub(crate) fn all(conn: &Connection) -> Result<Vec<ArtifactId>, Error> {
         .map(super::artifact_id)
         .collect::<Result<Vec<_>, Error>>()?;
     Ok(ids)
+}
+
+/// A blob's row as collection decides on it (issue #46), locked against a publication citing
+/// it until the deciding transaction ends (on a shared index; a row another writer holds is
+/// skipped: `None`, as for no row).
+#[derive(Clone, Debug)]
+pub(crate) struct Collectable {
+    pub(crate) sha256: Sha256Digest,
+    pub(crate) size: u64,
+    /// Disposed of already, or quarantined: not collectable now.
+    pub(crate) unreadable: bool,
+    /// Its latest upload, or when it was stored.
+    pub(crate) last_upload: DateTime<Utc>,
+}
+
+/// Blob `blake3`'s [`Collectable`] row, locked on a shared index.
+pub(crate) fn collectable(
+    conn: &Connection,
+    blake3: &ArtifactId,
+) -> Result<Option<Collectable>, Error> {
+    let lock = match conn.engine() {
+        crate::sql::Engine::Postgres => " FOR UPDATE OF blobs SKIP LOCKED",
+        crate::sql::Engine::Sqlite => "",
+    };
+    let sql = format!(
+        "SELECT sha256, size, quarantined_at, COALESCE(({}), stored_at) FROM blobs
+         WHERE blake3 = ?1{lock}",
+        super::blob_uploaders::last_upload_of("blobs.blake3")
+    );
+    let raw = conn
+        .row(&sql, [&blake3.0[..]], |row| {
+            Ok((
+                row.get::<_, Vec<u8>>(0)?,
+                row.get::<_, u64>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, String>(3)?,
+            ))
+        })
+        .optional()?;
+    raw.map(|(sha256, size, quarantined, last)| {
+        Ok(Collectable {
+            sha256: Sha256Digest(super::bytes32(sha256)?),
+            size,
+            unreadable: quarantined.is_some(),
+            last_upload: super::instant(&last)?,
+        })
+    })
+    .transpose()
+}
+
+/// Marks blob `blake3` disposed of at `now` (and unreadable, as a quarantined one is: every
+/// path that refuses quarantined bytes refuses these); its inline copy must be gone first
+/// (`inline_bytes::delete_of_blob`). Answers whether it changed.
+pub(crate) fn dispose(
+    conn: &Connection,
+    blake3: &ArtifactId,
+    now: DateTime<Utc>,
+) -> Result<bool, Error> {
+    let changed = conn.run(
+        "UPDATE blobs SET disposed_at = ?2, quarantined_at = ?2, inline_id = NULL,
+                          disposal_pending = 1
+         WHERE blake3 = ?1 AND disposed_at IS NULL AND quarantined_at IS NULL",
+        params![&blake3.0[..], format_instant(now)],
+    )?;
+    Ok(changed > 0)
+}
+
+/// Whether blob `blake3` was disposed of (and not uploaded again since).
+pub(crate) fn is_disposed(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM blobs WHERE blake3 = ?1 AND disposed_at IS NOT NULL",
+            [&blake3.0[..]],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// How many blobs are disposed of.
+pub(crate) fn count_disposed(conn: &Connection) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COUNT(*) FROM blobs WHERE disposed_at IS NOT NULL",
+        [],
+        |row| row.get(0),
+    )?)
+}
+
+/// Whether a schema or a snapshot cites blob `blake3`: the store's own records, never
+/// collected.
+pub(crate) fn cited_by_the_store(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
+    let sql = format!(
+        "SELECT CASE WHEN {} OR {} THEN 1 ELSE 0 END",
+        super::schemas::cites_column("?1"),
+        super::snapshots::cites_column("?1")
+    );
+    Ok(conn.row(&sql, [&blake3.0[..]], |row| row.get::<_, i64>(0))? == 1)
+}
+
+/// Group `group_id`'s usage: (artifacts, bytes) of the distinct blobs its manifests cite or
+/// its members uploaded, disposed ones left out.
+pub(crate) fn usage_of_group(conn: &Connection, group_id: &str) -> Result<(u64, u64), Error> {
+    let sql = format!(
+        "SELECT COUNT(*), COALESCE(SUM(b.size), 0) FROM blobs b
+         JOIN ({} UNION {}) g ON g.blake3 = b.blake3
+         WHERE b.disposed_at IS NULL",
+        super::manifests::blobs_of_group("?1"),
+        super::blob_uploaders::blobs_of_group("?1"),
+    );
+    Ok(conn.row(&sql, [group_id], |row| Ok((row.get(0)?, row.get(1)?)))?)
+}
+
+/// Whether blob `blake3` counts in Group `group_id`'s usage already (a manifest of the Group
+/// cites it, or a member uploaded it there).
+pub(crate) fn counted_in_group(
+    conn: &Connection,
+    group_id: &str,
+    blake3: &ArtifactId,
+) -> Result<bool, Error> {
+    let sql = format!(
+        "SELECT 1 FROM ({} UNION {}) g WHERE g.blake3 = ?2 LIMIT 1",
+        super::manifests::blobs_of_group("?1"),
+        super::blob_uploaders::blobs_of_group("?1"),
+    );
+    Ok(conn
+        .row(&sql, params![group_id, &blake3.0[..]], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// Disposed blobs whose files may still exist (a collection stopped between its commit and
+/// its deletions), at most `limit`.
+pub(crate) fn disposal_pending(conn: &Connection, limit: u64) -> Result<Vec<ArtifactId>, Error> {
+    conn.rows(
+        "SELECT blake3 FROM blobs WHERE disposal_pending IS NOT NULL LIMIT ?1",
+        [limit],
+        |row| row.get::<_, Vec<u8>>(0),
+    )?
+    .into_iter()
+    .map(super::artifact_id)
+    .collect()
+}
+
+/// Records that the files of disposed blobs `ids` are deleted.
+pub(crate) fn disposal_done(conn: &Connection, ids: &[ArtifactId]) -> Result<(), Error> {
+    for id in ids {
+        conn.run(
+            "UPDATE blobs SET disposal_pending = NULL WHERE blake3 = ?1 AND disposed_at IS NOT NULL",
+            [&id.0[..]],
+        )?;
+    }
+    Ok(())
 }

@@ -260,3 +260,16 @@ pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
 
 /// fsck's rows naming an Event: each version's `context.published` or `context.forwarded`.
 pub(crate) const PUBLISHED_EVENTS: &str = "SELECT group_id, sequence FROM context_packages";
+
+/// Whether any Context Package version (published or forwarded) cites artifact `blake3`.
+pub(crate) fn any_cites(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
+    // `artifacts` is a JSON array of `blake3:<hex>` strings: hex has no LIKE wildcard.
+    Ok(conn
+        .row(
+            "SELECT 1 FROM context_packages WHERE artifacts LIKE ?1 LIMIT 1",
+            [format!("%{blake3}%")],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}

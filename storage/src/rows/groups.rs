@@ -98,3 +98,35 @@ pub(crate) fn set_priority_ceiling(
     )?;
     Ok(changed > 0)
 }
+
+/// The Group's quota (issue #46), if the Group exists.
+pub(crate) fn quota(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Option<weft_api::lifecycle::views::Quota>, Error> {
+    Ok(conn
+        .row(
+            "SELECT quota_bytes, quota_artifacts FROM groups WHERE group_id = ?1",
+            [group_id],
+            |r| {
+                Ok(weft_api::lifecycle::views::Quota {
+                    bytes: r.get(0)?,
+                    artifacts: r.get(1)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// Sets the Group's quota; answers whether the Group exists.
+pub(crate) fn set_quota(
+    conn: &Connection,
+    group_id: &str,
+    quota: &weft_api::lifecycle::views::Quota,
+) -> Result<bool, Error> {
+    let changed = conn.run(
+        "UPDATE groups SET quota_bytes = ?2, quota_artifacts = ?3 WHERE group_id = ?1",
+        params![group_id, quota.bytes, quota.artifacts],
+    )?;
+    Ok(changed > 0)
+}

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use crate::sql::{Connection, OptionalExtension as _, params};
-use weft_api::{ArtifactId, Digest, Digests};
+use weft_api::{ArtifactId, Digest, Digests, Id};
 
 use super::Seer;
 use crate::error::Error;
@@ -91,6 +91,69 @@ pub(crate) fn any_cites(conn: &Connection, blake3: &ArtifactId) -> Result<bool, 
         )
         .optional()?
         .is_some())
+}
+
+/// Every manifest citing artifact `blake3`: (Group, Mission, WorkItem), each once.
+pub(crate) fn citations(
+    conn: &Connection,
+    blake3: &ArtifactId,
+) -> Result<Vec<(Id, Id, Id)>, Error> {
+    let rows = conn.rows(
+        "SELECT DISTINCT group_id, mission_id, work_item_id FROM manifests WHERE blake3 = ?1
+         ORDER BY group_id, mission_id, work_item_id",
+        [&blake3.0[..]],
+        |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        },
+    )?;
+    rows.into_iter()
+        .map(|(g, m, w)| {
+            Ok((
+                super::id("groupId", &g)?,
+                super::id("missionId", &m)?,
+                super::id("workItemId", &w)?,
+            ))
+        })
+        .collect()
+}
+
+/// The artifacts Mission `mission_id` published whose bytes are not disposed of, each once
+/// (what collection looks at once the Mission's policy lets its bytes go).
+pub(crate) fn kept_of_mission(
+    conn: &Connection,
+    mission_id: &str,
+) -> Result<Vec<ArtifactId>, Error> {
+    let rows = conn.rows(
+        "SELECT DISTINCT m.blake3 FROM manifests m JOIN blobs b ON b.blake3 = m.blake3
+         WHERE m.mission_id = ?1 AND b.disposed_at IS NULL ORDER BY m.blake3",
+        [mission_id],
+        |row| row.get::<_, Vec<u8>>(0),
+    )?;
+    rows.into_iter().map(super::artifact_id).collect()
+}
+
+/// The artifacts Mission `mission_id` (or only its WorkItem `work_item_id`) published, each
+/// once, disposed or not.
+pub(crate) fn blobs_of(
+    conn: &Connection,
+    mission_id: &str,
+    work_item_id: Option<&str>,
+) -> Result<Vec<ArtifactId>, Error> {
+    let rows = conn.rows(
+        "SELECT DISTINCT blake3 FROM manifests WHERE mission_id = ?1 AND (?2 IS NULL OR work_item_id = ?2)",
+        params![mission_id, work_item_id],
+        |row| row.get::<_, Vec<u8>>(0),
+    )?;
+    rows.into_iter().map(super::artifact_id).collect()
+}
+
+/// Sub-query: the blobs Group `group` (a parameter) published.
+pub(crate) fn blobs_of_group(group: &str) -> String {
+    format!("SELECT blake3 FROM manifests WHERE group_id = {group}")
 }
 
 /// SQL condition that a manifest cites the blob digest in column `column` (for a condition

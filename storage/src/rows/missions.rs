@@ -120,13 +120,70 @@ pub(crate) fn insert(
     Ok(())
 }
 
-/// Writes `row`'s state and revision (the only columns a Mission's Commands change).
-pub(crate) fn save_state(conn: &Connection, row: &MissionRow) -> Result<(), Error> {
+/// Writes `row`'s state and revision (the only columns a Mission's Commands change); a
+/// Mission that reaches a terminal state at `now` ends then (retention counts from it).
+pub(crate) fn save_state(
+    conn: &Connection,
+    row: &MissionRow,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    let ended = row
+        .state
+        .is_terminal()
+        .then(|| crate::clock::format_instant(now));
     conn.run(
-        "UPDATE missions SET state = ?2, revision = ?3 WHERE mission_id = ?1",
-        params![row.mission_id.as_str(), name(&row.state)?, row.revision],
+        "UPDATE missions SET state = ?2, revision = ?3, ended_at = COALESCE(ended_at, ?4)
+         WHERE mission_id = ?1",
+        params![
+            row.mission_id.as_str(),
+            name(&row.state)?,
+            row.revision,
+            ended
+        ],
     )?;
     Ok(())
+}
+
+/// Every Mission that ended: (Mission, Group, when it ended).
+pub(crate) fn ended(
+    conn: &Connection,
+) -> Result<Vec<(Id, Id, chrono::DateTime<chrono::Utc>)>, Error> {
+    conn.rows(
+        "SELECT mission_id, group_id, ended_at FROM missions WHERE ended_at IS NOT NULL
+         ORDER BY ended_at, mission_id",
+        [],
+        |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        },
+    )?
+    .into_iter()
+    .map(|(mission, group, ended)| {
+        Ok((
+            id("missionId", &mission)?,
+            id("groupId", &group)?,
+            super::instant(&ended)?,
+        ))
+    })
+    .collect()
+}
+
+/// When Mission `id` ended: `Ok(None)` while it is live (or for no such Mission).
+pub(crate) fn ended_at(
+    conn: &Connection,
+    id: &str,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
+    let ended: Option<Option<String>> = conn
+        .row(
+            "SELECT ended_at FROM missions WHERE mission_id = ?1",
+            [id],
+            |row| row.get(0),
+        )
+        .optional()?;
+    ended.flatten().as_deref().map(super::instant).transpose()
 }
 
 /// Whether a Mission `id` exists (ids are unique in the whole store, DESIGN §10).

@@ -128,3 +128,15 @@ pub(crate) fn of_group(conn: &Connection, group_id: &str) -> Result<Vec<Artifact
 
 /// fsck's rows naming an Event: each reuse record's `artifact.reuse_published`.
 pub(crate) const PUBLISHED_EVENTS: &str = "SELECT group_id, sequence FROM reusable_artifacts";
+
+/// Whether `blake3` is reusable knowledge in any Group (kept for every Mission to cite).
+pub(crate) fn anywhere(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM reusable_artifacts WHERE blake3 = ?1 LIMIT 1",
+            [&blake3.0[..]],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}

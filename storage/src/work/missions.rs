@@ -96,7 +96,7 @@ pub(super) fn mission_close(ctx: &mut Ctx<'_, '_>, p: &MissionClose) -> Result<A
             reject(code, why)
         })?;
     mission.revision += 1;
-    missions::save_state(ctx.tx, &mission)?;
+    missions::save_state(ctx.tx, &mission, ctx.now)?;
     let kind = match mission.state {
         MissionState::Approved => WorkEventKind::MissionApproved,
         MissionState::Failed => WorkEventKind::MissionFailed,
@@ -182,7 +182,7 @@ pub(super) fn end_child_of(ctx: &mut Ctx<'_, '_>, parent: &WorkRow) -> Result<()
     }
     child.state = MissionState::Cancelled;
     child.revision += 1;
-    missions::save_state(ctx.tx, &child)?;
+    missions::save_state(ctx.tx, &child, ctx.now)?;
     let why = serde_json::json!({"rule": "T18", "parentWorkItemId": parent.work_item_id,
                                  "parentState": parent.state});
     let at = ctx.emit(WorkEventKind::MissionCancelled, mission_event(&child, why)?)?;

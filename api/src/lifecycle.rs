@@ -1,0 +1,306 @@
+//! The lifecycle of what is stored (issue #46, DESIGN §16): retention policies, legal holds and
+//! the disposition of bytes, as pure rules and the payloads of their Events.
+//!
+//! - A retention policy belongs to a Group, or to one Mission of it (the Mission's wins). It
+//!   says how long after a Mission *ends* its bytes are kept (`keepBytes`) and how long the
+//!   bytes a verified WorkItem's Evidence cites are kept (`keepRecords`, never shorter than
+//!   `keepBytes`). No policy: everything is kept.
+//! - [`bytes_due`] is the one rule that says when one citation stops needing a blob; the store
+//!   disposes of a blob only when every citation is past due and nothing holds it.
+//! - Collection never runs early: a due instant is pushed later by [`CLOCK_MARGIN_SECONDS`],
+//!   so servers whose clocks disagree by less than that never dispose before the policy says.
+
+pub mod views;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::digest::{ArtifactId, Sha256Digest};
+use crate::error::{ErrorCode, Rejection};
+use crate::id::Id;
+
+/// How much later than its policy says a blob is disposed of: clocks of servers (and of the
+/// one that ended the Mission) may disagree by this much without anything going early.
+pub const CLOCK_MARGIN_SECONDS: i64 = 5 * 60;
+
+/// The longest duration a policy may name (100 years): larger is a typo, not a policy.
+pub const MAX_SECONDS: u64 = 100 * 365 * 86_400;
+
+/// Parses a duration as the operator writes it: digits and one unit, `s`, `m`, `h` or `d`
+/// (`30d`, `12h`, `1s`). Zero is allowed (dispose at the end, after the clock margin).
+pub fn parse_duration(text: &str) -> Result<u64, Rejection> {
+    let bad = || {
+        Rejection::new(
+            ErrorCode::BadRequest,
+            format!("duration {text:?}: digits and one unit of s, m, h or d, e.g. 30d, 12h, 1s"),
+        )
+    };
+    let unit = text.chars().last().ok_or_else(bad)?;
+    let digits = &text[..text.len() - unit.len_utf8()];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 12 {
+        return Err(bad());
+    }
+    let count: u64 = digits.parse().map_err(|_| bad())?;
+    let scale = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3_600,
+        'd' => 86_400,
+        _ => return Err(bad()),
+    };
+    let seconds = count.checked_mul(scale).ok_or_else(bad)?;
+    if seconds > MAX_SECONDS {
+        return Err(Rejection::new(
+            ErrorCode::BadRequest,
+            format!("duration {text:?} is longer than 100 years"),
+        ));
+    }
+    Ok(seconds)
+}
+
+/// A duration in the largest unit that divides it exactly (`86400` → `1d`).
+pub fn format_duration(seconds: u64) -> String {
+    for (unit, scale) in [('d', 86_400), ('h', 3_600), ('m', 60)] {
+        if seconds > 0 && seconds.is_multiple_of(scale) {
+            return format!("{}{unit}", seconds / scale);
+        }
+    }
+    format!("{seconds}s")
+}
+
+/// A retention policy as set: each part `None` when the policy leaves it unset (kept forever).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retention {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_bytes_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_records_seconds: Option<u64>,
+}
+
+impl Retention {
+    /// Refuses a policy whose records would go before its bytes, or one that says nothing.
+    pub fn check(&self) -> Result<(), Rejection> {
+        if self.keep_bytes_seconds.is_none() && self.keep_records_seconds.is_none() {
+            return Err(Rejection::new(
+                ErrorCode::BadRequest,
+                "a retention policy names keepBytes, keepRecords or both",
+            ));
+        }
+        for seconds in [self.keep_bytes_seconds, self.keep_records_seconds]
+            .into_iter()
+            .flatten()
+        {
+            if seconds > MAX_SECONDS {
+                return Err(Rejection::new(
+                    ErrorCode::BadRequest,
+                    "a retention duration is at most 100 years",
+                ));
+            }
+        }
+        if let (Some(bytes), Some(records)) = (self.keep_bytes_seconds, self.keep_records_seconds)
+            && records < bytes
+        {
+            return Err(Rejection::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "keepRecords ({}) is shorter than keepBytes ({}): Evidence and manifests outlive the bytes they cite",
+                    format_duration(records),
+                    format_duration(bytes)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// How long a citation keeps its blob: `keepRecords` for what a verified WorkItem's
+    /// Evidence cites (records unset: forever), `keepBytes` otherwise. `None`: forever.
+    pub fn keeps(&self, verified_citation: bool) -> Option<u64> {
+        if verified_citation {
+            match (self.keep_records_seconds, self.keep_bytes_seconds) {
+                (Some(records), _) => Some(records),
+                // Records kept forever: so is what they cite.
+                (None, _) => None,
+            }
+        } else {
+            self.keep_bytes_seconds
+        }
+    }
+}
+
+/// When one citation of a blob stops needing it: the Mission's end plus what its policy keeps,
+/// plus [`CLOCK_MARGIN_SECONDS`]. `None` while the Mission is live, when no policy applies, or
+/// when the policy keeps that kind of citation forever.
+pub fn bytes_due(
+    mission_ended: Option<DateTime<Utc>>,
+    policy: Option<&Retention>,
+    verified_citation: bool,
+) -> Option<DateTime<Utc>> {
+    let ended = mission_ended?;
+    let keep = policy?.keeps(verified_citation)?;
+    let keep = i64::try_from(keep).ok()?;
+    ended.checked_add_signed(chrono::Duration::seconds(
+        keep.checked_add(CLOCK_MARGIN_SECONDS)?,
+    ))
+}
+
+/// What a legal hold holds: an artifact (and its lineage), a WorkItem or a Mission (and
+/// everything they cite, with its lineage).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HoldTarget {
+    Artifact(ArtifactId),
+    WorkItemId(Id),
+    MissionId(Id),
+}
+
+impl HoldTarget {
+    /// The kind's stored name and the target's text.
+    pub fn parts(&self) -> (&'static str, String) {
+        match self {
+            HoldTarget::Artifact(id) => ("artifact", id.to_string()),
+            HoldTarget::WorkItemId(id) => ("workItem", id.to_string()),
+            HoldTarget::MissionId(id) => ("mission", id.to_string()),
+        }
+    }
+
+    /// The target from its stored parts.
+    pub fn from_parts(kind: &str, target: &str) -> Result<Self, Rejection> {
+        Ok(match kind {
+            "artifact" => HoldTarget::Artifact(target.parse().map_err(|_| {
+                Rejection::new(ErrorCode::BadRequest, format!("artifact {target:?}"))
+            })?),
+            "workItem" => HoldTarget::WorkItemId(Id::parse("workItemId", target)?),
+            "mission" => HoldTarget::MissionId(Id::parse("missionId", target)?),
+            other => {
+                return Err(Rejection::new(
+                    ErrorCode::BadRequest,
+                    format!("hold kind {other:?}"),
+                ));
+            }
+        })
+    }
+}
+
+/// `retention.set`: the operator set a Group's (or one Mission's) retention policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionSet {
+    pub group_id: Id,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_bytes_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_records_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission_id: Option<Id>,
+}
+
+/// `hold.placed`: a legal hold; what it holds is never collected until it is lifted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldPlaced {
+    pub hold_id: Id,
+    pub reason: String,
+    pub target: HoldTarget,
+}
+
+/// `hold.lifted`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldLifted {
+    pub hold_id: Id,
+}
+
+/// `artifact.disposed`: a blob's bytes were deleted by policy. Its manifests stay (a
+/// tombstone): lineage still shows the node, and a content read answers 410 `disposed`
+/// naming this Event. Appended to every Group that published the artifact.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactDisposed {
+    pub artifact: ArtifactId,
+    pub disposed_at: String,
+    /// The Missions of this Group whose manifests cite it.
+    pub missions: Vec<Id>,
+    /// The policy that let it go: `group G` or `mission M`, with its durations.
+    pub policy: String,
+    /// Why, in words: which Missions ended when, and what their policies keep.
+    pub reason: String,
+    pub sha256: Sha256Digest,
+    pub size: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_print() {
+        assert_eq!(parse_duration("30d"), Ok(30 * 86_400));
+        assert_eq!(parse_duration("12h"), Ok(12 * 3_600));
+        assert_eq!(parse_duration("1s"), Ok(1));
+        assert_eq!(parse_duration("0s"), Ok(0));
+        for bad in [
+            "",
+            "d",
+            "30",
+            "30w",
+            "-1d",
+            "1.5h",
+            "1 d",
+            "99999999999999d",
+            "ü",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(format_duration(86_400 * 30), "30d");
+        assert_eq!(format_duration(90), "90s");
+        assert_eq!(format_duration(120), "2m");
+    }
+
+    #[test]
+    fn records_never_go_before_bytes() {
+        let policy = Retention {
+            keep_bytes_seconds: Some(10),
+            keep_records_seconds: Some(5),
+        };
+        assert!(policy.check().is_err());
+        assert!(Retention::default().check().is_err());
+    }
+
+    /// The table of `fixtures/retention.json`: each case's due instant, or none.
+    #[test]
+    fn bytes_due_follows_the_fixture_table() {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Case {
+            name: String,
+            ended: Option<DateTime<Utc>>,
+            policy: Option<Retention>,
+            verified: bool,
+            due: Option<DateTime<Utc>>,
+        }
+        let text = include_str!("../../fixtures/retention.json");
+        let cases: Vec<Case> = serde_json::from_str(text).expect("fixture");
+        assert!(cases.len() >= 6);
+        for case in cases {
+            assert_eq!(
+                bytes_due(case.ended, case.policy.as_ref(), case.verified),
+                case.due,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn hold_targets_round_trip() {
+        for target in [
+            HoldTarget::Artifact(ArtifactId([7; 32])),
+            HoldTarget::WorkItemId(Id::parse("workItemId", "w1").expect("id")),
+            HoldTarget::MissionId(Id::parse("missionId", "m1").expect("id")),
+        ] {
+            let (kind, text) = target.parts();
+            assert_eq!(HoldTarget::from_parts(kind, &text), Ok(target));
+        }
+    }
+}

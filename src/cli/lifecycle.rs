@@ -1,0 +1,260 @@
+//! `weft admin retention|hold|gc|usage|quota` (issue #46, DESIGN §16): the lifecycle's
+//! operator surface over `/v1/admin/…`, with the admin token.
+
+use clap::Subcommand;
+use weft_api::Id;
+use weft_api::client::Client;
+use weft_api::lifecycle::views::{HoldRequest, Quota, RetentionRequest};
+
+/// The lifecycle's actions under `weft admin`.
+#[derive(Debug, Subcommand)]
+pub(super) enum LifecycleAction {
+    /// Retention policies: how long after a Mission ends its bytes (and records) are kept.
+    Retention {
+        #[command(subcommand)]
+        action: RetentionAction,
+    },
+    /// Legal holds: what they hold, and everything its lineage needs, is never collected.
+    Hold {
+        #[command(subcommand)]
+        action: HoldAction,
+    },
+    /// Disposes of the bytes every policy lets go and nothing holds; one line per blob, then
+    /// a summary.
+    Gc {
+        /// List what would go; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// A Group's usage and quota, as JSON `{bytes, artifacts, quota}`.
+    Usage {
+        #[arg(long)]
+        group: String,
+    },
+    /// A Group's quota: uploads of new bytes past it answer 507 quota_exceeded.
+    Quota {
+        #[command(subcommand)]
+        action: QuotaAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum RetentionAction {
+    /// Sets the Group's policy, or one Mission's (durations like 30d, 12h, 1s).
+    Set {
+        #[arg(long)]
+        group: String,
+        #[arg(long)]
+        mission: Option<String>,
+        /// How long after the Mission ends its bytes are kept.
+        #[arg(long)]
+        keep_bytes: Option<String>,
+        /// How long Evidence and manifests (and what a verified WorkItem's Evidence cites) are
+        /// kept; never shorter than --keep-bytes.
+        #[arg(long)]
+        keep_records: Option<String>,
+    },
+    /// Shows the Group's policies.
+    Show {
+        #[arg(long)]
+        group: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum HoldAction {
+    /// Places a hold; prints its id.
+    Add {
+        #[arg(long, conflicts_with_all = ["work_item", "mission"], required_unless_present_any = ["work_item", "mission"])]
+        artifact: Option<String>,
+        #[arg(long, conflicts_with = "mission")]
+        work_item: Option<String>,
+        #[arg(long)]
+        mission: Option<String>,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Lifts a hold.
+    Rm { hold_id: String },
+    /// Lists holds, in force and lifted.
+    Ls {
+        #[arg(long)]
+        group: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum QuotaAction {
+    /// Sets (or, without a flag, clears) the Group's quota.
+    Set {
+        #[arg(long)]
+        group: String,
+        /// Bytes the Group may hold.
+        #[arg(long)]
+        bytes: Option<u64>,
+        /// Artifacts the Group may hold.
+        #[arg(long)]
+        artifacts: Option<u64>,
+    },
+}
+
+/// Runs one lifecycle action; `said` prints a confirmation (its sentence, or with `--json`
+/// its object).
+pub(super) async fn run(
+    api: &Client,
+    action: LifecycleAction,
+    said: &dyn Fn(String, serde_json::Value),
+) -> anyhow::Result<()> {
+    match action {
+        LifecycleAction::Retention {
+            action:
+                RetentionAction::Set {
+                    group,
+                    mission,
+                    keep_bytes,
+                    keep_records,
+                },
+        } => {
+            let request = RetentionRequest {
+                mission_id: mission
+                    .as_deref()
+                    .map(|m| Id::parse("mission", m))
+                    .transpose()?,
+                keep_bytes,
+                keep_records,
+            };
+            request.retention()?;
+            let set = api
+                .set_retention(&Id::parse("group", &group)?, &request)
+                .await?;
+            let scope = match &set.mission_id {
+                Some(mission) => format!("mission {mission} of {group}"),
+                None => format!("group {group}"),
+            };
+            said(
+                format!(
+                    "{scope}: keep bytes {}, records {} (retention.set at sequence {})",
+                    set.keep_bytes.as_deref().unwrap_or("forever"),
+                    set.keep_records.as_deref().unwrap_or("forever"),
+                    set.sequence
+                ),
+                serde_json::to_value(&set)?,
+            );
+        }
+        LifecycleAction::Retention {
+            action: RetentionAction::Show { group },
+        } => {
+            let policies = api.retention(&Id::parse("group", &group)?).await?;
+            println!("{}", serde_json::to_string_pretty(&policies)?);
+        }
+        LifecycleAction::Hold {
+            action:
+                HoldAction::Add {
+                    artifact,
+                    work_item,
+                    mission,
+                    reason,
+                },
+        } => {
+            let request = HoldRequest {
+                artifact: artifact
+                    .as_deref()
+                    .map(weft_api::ArtifactId::parse)
+                    .transpose()?,
+                work_item_id: work_item
+                    .as_deref()
+                    .map(|w| Id::parse("work-item", w))
+                    .transpose()?,
+                mission_id: mission
+                    .as_deref()
+                    .map(|m| Id::parse("mission", m))
+                    .transpose()?,
+                reason,
+            };
+            request.target()?;
+            let hold = api.place_hold(&request).await?;
+            // The id alone on stdout, for scripts (`hold rm $(weft admin hold add …)`).
+            said(hold.hold_id.to_string(), serde_json::to_value(&hold)?);
+        }
+        LifecycleAction::Hold {
+            action: HoldAction::Rm { hold_id },
+        } => {
+            let hold = api.lift_hold(&Id::parse("hold", &hold_id)?).await?;
+            said(
+                format!(
+                    "hold {hold_id} lifted at {}",
+                    hold.lifted_at.as_deref().unwrap_or("?")
+                ),
+                serde_json::to_value(&hold)?,
+            );
+        }
+        LifecycleAction::Hold {
+            action: HoldAction::Ls { group },
+        } => {
+            let group = group
+                .as_deref()
+                .map(|g| Id::parse("group", g))
+                .transpose()?;
+            let holds = api.holds(group.as_ref()).await?;
+            println!("{}", serde_json::to_string_pretty(&holds)?);
+        }
+        LifecycleAction::Gc { dry_run } => {
+            let (mut blobs, mut bytes, mut kept) = (0u64, 0u64, 0u64);
+            let verb = if dry_run {
+                "would dispose of"
+            } else {
+                "disposed of"
+            };
+            loop {
+                // One call disposes of at most LIMIT blobs; a dry run lists one page (what
+                // would go does not change between calls).
+                let report = api.collect(dry_run, LIMIT).await?;
+                for disposal in &report.disposed {
+                    println!(
+                        "{verb} {} ({} bytes) under {}: {}",
+                        disposal.artifact, disposal.size, disposal.policy, disposal.reason
+                    );
+                }
+                blobs += report.blobs;
+                bytes += report.bytes;
+                kept += report.kept;
+                if dry_run || (report.blobs as usize) < LIMIT {
+                    break;
+                }
+            }
+            println!(
+                "{verb} {blobs} blobs, {bytes} bytes; {kept} past their policy kept (held, cited, or uploaded again)"
+            );
+        }
+        LifecycleAction::Usage { group } => {
+            let usage = api.usage(&Id::parse("group", &group)?).await?;
+            println!("{}", serde_json::to_string(&usage)?);
+        }
+        LifecycleAction::Quota {
+            action:
+                QuotaAction::Set {
+                    group,
+                    bytes,
+                    artifacts,
+                },
+        } => {
+            let usage = api
+                .set_quota(&Id::parse("group", &group)?, &Quota { bytes, artifacts })
+                .await?;
+            said(
+                format!(
+                    "group {group}: quota {} bytes, {} artifacts; using {} bytes in {} artifacts",
+                    bytes.map_or("unlimited".to_owned(), |n| n.to_string()),
+                    artifacts.map_or("unlimited".to_owned(), |n| n.to_string()),
+                    usage.bytes,
+                    usage.artifacts
+                ),
+                serde_json::to_value(usage)?,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Blobs per collection call (the server's most).
+const LIMIT: usize = 10_000;

@@ -1,0 +1,198 @@
+//! The lifecycle's operator surface (issue #46, DESIGN §16), with the admin token: retention
+//! policies, legal holds, collection, usage and quotas. The rules are `weft_api::lifecycle`;
+//! the store enforces them with their Events (`weft_storage` `lifespan/`, `artifacts/collection.rs`).
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use weft_api::ErrorCode;
+use weft_api::lifecycle::views::{
+    CollectionReport, HoldRequest, HoldView, PolicyView, Quota, RetentionRequest, Usage,
+};
+
+use super::answer::json;
+use super::auth::Caller;
+use super::body::{parse_body, read_json};
+use super::error::{HttpError, HttpResult};
+use super::idempotency::answer_with;
+use super::params::{RawPath, RawQuery, known_params, path_id, query_u64};
+use super::state::AppState;
+
+/// The query parameters of `POST /v1/admin/gc` (the OpenAPI check compares them).
+pub(super) const GC_QUERY: &[&str] = &["dryRun", "limit"];
+/// The query parameters of `GET /v1/admin/holds`.
+pub(super) const HOLDS_QUERY: &[&str] = &["group"];
+
+/// The most blobs one collection call disposes of (a larger `limit` is clamped): the answer
+/// lists each, and the CLI calls again while `blobs` reached the limit.
+pub(super) const GC_LIMIT: usize = 10_000;
+
+/// Sets the Group's retention policy, or one Mission's (`missionId`): durations like `30d`,
+/// `12h`, `1s`, counted from the Mission's end. Appends `retention.set`.
+#[utoipa::path(put, path = "/v1/admin/groups/{group_id}/retention", params(("group_id" = String, Path)),
+    request_body(content = String, description = "{missionId?, keepBytes?, keepRecords?}", content_type = "application/json"),
+    responses((status = 200, description = "{groupId, missionId?, keepBytes?, keepRecords?, sequence}"),
+              (status = 400, description = "bad_request: a duration, or keepRecords shorter than keepBytes"),
+              (status = 404, description = "unknown_group, not_found (the Mission)"),
+              (status = 409, description = "held: holds keep what the policy would let go now")))]
+pub(crate) async fn set_retention(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let group_id = path_id("groupId", group_id)?;
+    let bytes = read_json(&headers, body).await?;
+    let request: RetentionRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
+    let retention = request.retention()?;
+    answer_with(|set: &PolicyView| (StatusCode::OK, set.clone()));
+    let set = state
+        .store
+        .lifespan()
+        .set_retention(group_id, request.mission_id, retention)
+        .await?;
+    Ok(json(StatusCode::OK, &set))
+}
+
+/// The Group's retention policies: its own, then its Missions'.
+#[utoipa::path(get, path = "/v1/admin/groups/{group_id}/retention", params(("group_id" = String, Path)),
+    responses((status = 200, description = "{groupId, policies: [{groupId, missionId?, keepBytes?, keepRecords?, sequence}]}"),
+              (status = 404, description = "unknown_group")))]
+pub(crate) async fn retention(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let group_id = path_id("groupId", group_id)?;
+    let policies = state.store.lifespan().retention(group_id).await?;
+    Ok(json(StatusCode::OK, &policies))
+}
+
+/// Places a legal hold on an artifact, a WorkItem or a Mission; what it holds and everything
+/// its lineage needs is never collected. Appends `hold.placed` to each Group concerned.
+#[utoipa::path(post, path = "/v1/admin/holds",
+    request_body(content = String, description = "{artifact | workItemId | missionId, reason}", content_type = "application/json"),
+    responses((status = 201, description = "{holdId, target, reason, placedAt, groups}"),
+              (status = 400, description = "bad_request"),
+              (status = 404, description = "not_found (WorkItem or Mission)"),
+              (status = 422, description = "unknown_artifact")))]
+pub(crate) async fn place_hold(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let bytes = read_json(&headers, body).await?;
+    let request: HoldRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
+    let (target, reason) = request.target()?;
+    answer_with(|hold: &HoldView| (StatusCode::CREATED, hold.clone()));
+    let hold = state.store.lifespan().place_hold(target, reason).await?;
+    Ok(json(StatusCode::CREATED, &hold))
+}
+
+/// Lifts a hold (again: answered as lifted, nothing appended). Appends `hold.lifted`.
+#[utoipa::path(delete, path = "/v1/admin/holds/{hold_id}", params(("hold_id" = String, Path)),
+    responses((status = 200, description = "{holdId, target, reason, placedAt, liftedAt, groups}"),
+              (status = 404, description = "not_found")))]
+pub(crate) async fn lift_hold(
+    State(state): State<AppState>,
+    caller: Caller,
+    hold_id: RawPath,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let hold_id = path_id("holdId", hold_id)?;
+    let hold = state.store.lifespan().lift_hold(hold_id).await?;
+    Ok(json(StatusCode::OK, &hold))
+}
+
+/// The holds, in force and lifted; `group` keeps those of one Group.
+#[utoipa::path(get, path = "/v1/admin/holds", params(("group" = Option<String>, Query)),
+    responses((status = 200, description = "{holds: [{holdId, target, reason, placedAt, liftedAt?, groups}]}")))]
+pub(crate) async fn holds(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let query = known_params(query, HOLDS_QUERY)?;
+    let group = query
+        .get("group")
+        .map(|group| weft_api::Id::parse("group", group))
+        .transpose()?;
+    let holds = state.store.lifespan().holds(group).await?;
+    Ok(json(StatusCode::OK, &holds))
+}
+
+/// Runs collection now: the bytes every retention policy lets go and nothing holds are
+/// disposed of (tombstones and `artifact.disposed` Events stay), at most `limit` (≤ 10,000)
+/// blobs per call; `dryRun=true` changes nothing and lists what would go.
+#[utoipa::path(post, path = "/v1/admin/gc", params(("dryRun" = Option<bool>, Query), ("limit" = Option<u64>, Query)),
+    responses((status = 200, description = "{dryRun, disposed: [{artifact, size, groups, policy, reason}], kept, blobs, bytes}"),
+              (status = 400, description = "bad_request")))]
+pub(crate) async fn gc(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: RawQuery,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let query = known_params(query, GC_QUERY)?;
+    let dry_run = match query.get("dryRun").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(HttpError::new(
+                ErrorCode::BadRequest,
+                format!("dryRun is true or false, not {other:?}"),
+            ));
+        }
+    };
+    let limit = query_u64(&query, "limit")?
+        .map_or(GC_LIMIT, |limit| usize::try_from(limit).unwrap_or(GC_LIMIT))
+        .clamp(1, GC_LIMIT);
+    let report: CollectionReport = state.store.artifacts().collect(dry_run, limit).await?;
+    Ok(json(StatusCode::OK, &report))
+}
+
+/// The Group's usage (distinct blobs its manifests cite or its members uploaded; disposed ones
+/// left out) and its quota.
+#[utoipa::path(get, path = "/v1/admin/groups/{group_id}/usage", params(("group_id" = String, Path)),
+    responses((status = 200, description = "{bytes, artifacts, quota: {bytes, artifacts}}"),
+              (status = 404, description = "unknown_group")))]
+pub(crate) async fn usage(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let group_id = path_id("groupId", group_id)?;
+    let usage: Usage = state.store.lifespan().usage(group_id).await?;
+    Ok(json(StatusCode::OK, &usage))
+}
+
+/// Sets the Group's quota (`null`: no limit): an upload of new bytes past it answers 507
+/// `quota_exceeded`.
+#[utoipa::path(put, path = "/v1/admin/groups/{group_id}/quota", params(("group_id" = String, Path)),
+    request_body(content = String, description = "{bytes, artifacts} (each a number or null)", content_type = "application/json"),
+    responses((status = 200, description = "{bytes, artifacts, quota}"),
+              (status = 400, description = "bad_request"),
+              (status = 404, description = "unknown_group")))]
+pub(crate) async fn set_quota(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    caller.require_admin()?;
+    let group_id = path_id("groupId", group_id)?;
+    let bytes = read_json(&headers, body).await?;
+    let quota: Quota = parse_body(&bytes, ErrorCode::BadRequest)?;
+    answer_with(|usage: &Usage| (StatusCode::OK, *usage));
+    let usage = state.store.lifespan().set_quota(group_id, quota).await?;
+    Ok(json(StatusCode::OK, &usage))
+}

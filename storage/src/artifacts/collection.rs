@@ -1,0 +1,441 @@
+//! Provenance-aware collection (issue #46): the bytes of a blob are disposed of only when
+//! every record citing it is past what its retention policy keeps and nothing else needs them;
+//! the manifests stay (tombstones), and each Group that published the blob gets an
+//! `artifact.disposed` Event naming the policy and why.
+//!
+//! What keeps a blob (checked for each blob in the transaction that disposes of it):
+//! - a manifest or Evidence record whose Mission is live, has no policy, or is not yet past
+//!   `weft_api::lifecycle::bytes_due` (which adds a clock margin: never early);
+//! - a hold in force on it, on a WorkItem or Mission citing it, or on anything derived from
+//!   it (holds reach up the lineage: what a held artifact was made from is kept);
+//! - an upload within the unpublished-blob TTL (a Worker about to cite it), a schema, a
+//!   snapshot, a Context Package, or reusable knowledge.
+//!
+//! Concurrency. Candidates are found outside any lock (the Missions past their policy, then
+//! their artifacts), then decided and disposed of in batches of [`BATCH`]. Each batch holds the
+//! sweep lock exclusively from its transaction to its last file deletion, so an upload
+//! between promotion and its row (which holds it shared) either committed first, moving the
+//! blob's last upload to now and keeping it, or comes after and finds the blob disposed of:
+//! it then writes the bytes again and its row repairs the blob (`upload.rs`). A publication
+//! reads the blob's row in its own transaction: on SQLite the one writer orders them; on a
+//! shared index the batch locks each blob's row (`FOR UPDATE SKIP LOCKED`) and takes the
+//! disposal lock that publications and uploads fence on (`disposal.rs`), so a publication
+//! either committed first (its manifest then keeps the blob) or sees it disposed of.
+//!
+//! Crash story: rows first (marked disposed and `disposal_pending`, with their Events), files
+//! second, then the pending mark is cleared. A crash between leaves files no read serves (the
+//! row is unreadable) and fsck does not report; the next collection deletes them first.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use weft_api::lifecycle::views::{CollectionReport, DisposalView};
+use weft_api::lifecycle::{ArtifactDisposed, HoldTarget, Retention, bytes_due, format_duration};
+use weft_api::work::machine::WorkState;
+use weft_api::{ArtifactId, EventPayload, Id};
+
+use super::disposal::Begun;
+use crate::artifacts::handle::Artifacts;
+use crate::clock::format_instant;
+use crate::error::Error;
+use crate::events;
+use crate::rows;
+use crate::sql::Connection;
+
+/// Blobs decided (and disposed of) per transaction and per hold of the sweep lock: uploads
+/// wait at most one batch.
+pub(crate) const BATCH: usize = 256;
+
+/// The policies in force: the Group's and its Missions'.
+#[derive(Default)]
+struct Policies {
+    of_group: BTreeMap<Id, Retention>,
+    of_mission: BTreeMap<Id, Retention>,
+}
+
+impl Policies {
+    fn load(conn: &Connection) -> Result<Self, Error> {
+        let mut policies = Self::default();
+        for row in rows::retention_policies::all(conn)? {
+            match row.mission_id {
+                Some(mission) => policies.of_mission.insert(mission, row.retention),
+                None => policies.of_group.insert(row.group_id, row.retention),
+            };
+        }
+        Ok(policies)
+    }
+
+    /// The policy a Mission's artifacts follow, and how to name it.
+    fn of(&self, group: &Id, mission: &Id) -> Option<(Retention, String)> {
+        let describe = |what: String, retention: &Retention| {
+            let mut text = what;
+            if let Some(bytes) = retention.keep_bytes_seconds {
+                text.push_str(&format!(" keep-bytes {}", format_duration(bytes)));
+            }
+            if let Some(records) = retention.keep_records_seconds {
+                text.push_str(&format!(" keep-records {}", format_duration(records)));
+            }
+            text
+        };
+        if let Some(retention) = self.of_mission.get(mission) {
+            return Some((
+                *retention,
+                describe(format!("mission {mission}"), retention),
+            ));
+        }
+        self.of_group
+            .get(group)
+            .map(|retention| (*retention, describe(format!("group {group}"), retention)))
+    }
+}
+
+/// What one batch decided about one blob.
+enum Decision {
+    /// Disposed of (or, in a dry run, would be).
+    Dispose(DisposalView, weft_api::Sha256Digest, Vec<(Id, Vec<Id>)>),
+    /// Past its Mission's policy, but something needs it.
+    Keep,
+    /// Not collectable now: disposed of already, quarantined, or held by another writer.
+    Skip,
+}
+
+impl Artifacts<'_> {
+    /// Runs collection: every blob whose citations are all past their policies and that
+    /// nothing holds is disposed of (rows and Events, then files), at most `limit` of them.
+    /// `dry_run` changes nothing and answers what would go. The server also runs it on an
+    /// interval (`weft serve --gc-interval-secs`).
+    pub async fn collect(&self, dry_run: bool, limit: usize) -> Result<CollectionReport, Error> {
+        let mut report = CollectionReport {
+            dry_run,
+            ..CollectionReport::default()
+        };
+        if !dry_run {
+            self.finish_pending_disposals().await?;
+        }
+        let now = self.0.clock.now();
+        let candidates = self.0.db.read(move |conn| candidates(conn, now)).await?;
+        let mut held = HeldCache::default();
+        for batch in candidates.chunks(BATCH) {
+            if report.disposed.len() >= limit {
+                break;
+            }
+            let room = limit - report.disposed.len();
+            let batch: Vec<ArtifactId> = batch.iter().take(room).copied().collect();
+            let (views, kept, stop) = self.collect_batch(batch, dry_run, &mut held).await?;
+            report.kept += kept;
+            for view in views {
+                report.blobs += 1;
+                report.bytes += view.size;
+                report.disposed.push(view);
+            }
+            if stop {
+                break;
+            }
+        }
+        if !dry_run && report.blobs > 0 {
+            metrics::counter!("weft_gc_disposed_blobs_total").increment(report.blobs);
+            metrics::counter!("weft_gc_disposed_bytes_total").increment(report.bytes);
+            tracing::info!(
+                blobs = report.blobs,
+                bytes = report.bytes,
+                kept = report.kept,
+                "collection disposed of expired bytes"
+            );
+        }
+        Ok(report)
+    }
+
+    /// One batch: decided and disposed of in one transaction under the sweep lock, then its
+    /// files deleted. Answers what went, how many were kept, and whether to stop (another
+    /// server is deleting a batch's files).
+    async fn collect_batch(
+        &self,
+        batch: Vec<ArtifactId>,
+        dry_run: bool,
+        held: &mut HeldCache,
+    ) -> Result<(Vec<DisposalView>, u64, bool), Error> {
+        let _exclusive = self.0.sweep_lock.write().await;
+        let now = self.0.clock.now();
+        let ttl = self.0.unpublished_blob_ttl;
+        let mut cache = std::mem::take(held);
+        let decide = move |conn: &Connection,
+                           cache: &mut HeldCache|
+              -> Result<Vec<(ArtifactId, Decision)>, Error> {
+            let policies = Policies::load(conn)?;
+            let held = cache.refresh(conn)?;
+            batch
+                .iter()
+                .map(|blob| Ok((*blob, decide(conn, blob, now, ttl, &policies, held)?)))
+                .collect()
+        };
+        if dry_run {
+            let (decided, cache) = self
+                .0
+                .db
+                .read(move |conn| {
+                    let decided = decide(conn, &mut cache)?;
+                    Ok((decided, cache))
+                })
+                .await?;
+            *held = cache;
+            return Ok(summarise(decided, false));
+        }
+        let written = self
+            .0
+            .db
+            .write(move |txn| {
+                let begun = Begun::begin(txn, now)?;
+                if matches!(begun, Begun::Busy) {
+                    return Ok((Vec::new(), cache, begun, true));
+                }
+                let decided = decide(txn, &mut cache)?;
+                let mut gone = Vec::new();
+                for (blob, decision) in &decided {
+                    let Decision::Dispose(view, sha256, groups) = decision else {
+                        continue;
+                    };
+                    rows::inline_bytes::delete_of_blob(txn, &blob.0)?;
+                    if !rows::blobs::dispose(txn, blob, now)? {
+                        continue;
+                    }
+                    for (group, missions) in groups {
+                        let payload = EventPayload::ArtifactDisposed(ArtifactDisposed {
+                            artifact: *blob,
+                            disposed_at: format_instant(now),
+                            missions: missions.clone(),
+                            policy: view.policy.clone(),
+                            reason: view.reason.clone(),
+                            sha256: *sha256,
+                            size: view.size,
+                        });
+                        let sequence = events::append(txn, group, &payload, now)?;
+                        rows::blob_dispositions::insert(txn, group.as_str(), blob, sequence, now)?;
+                    }
+                    gone.push(blob.0);
+                }
+                begun.record(txn, now, &gone)?;
+                Ok((decided, cache, begun, false))
+            })
+            .await;
+        let (decided, cache, begun, busy) = match written {
+            Ok(written) => written,
+            // Another server's writers held the disposal lock past its wait: next round.
+            Err(error) if error.code() == weft_api::ErrorCode::StorageUnavailable => {
+                tracing::debug!(%error, "collection waits for its next round");
+                return Ok((Vec::new(), 0, true));
+            }
+            Err(error) => return Err(error),
+        };
+        *held = cache;
+        if busy {
+            return Ok((Vec::new(), 0, true));
+        }
+        let (views, kept, _) = summarise(decided, false);
+        let files: Vec<ArtifactId> = views.iter().map(|view| view.artifact).collect();
+        for id in &files {
+            self.0.hot.forget(id);
+        }
+        let deleted = self.delete_disposed(begun, &files).await?;
+        let done: Vec<ArtifactId> = files.iter().take(deleted).copied().collect();
+        self.0
+            .db
+            .write(move |txn| rows::blobs::disposal_done(txn, &done))
+            .await?;
+        Ok((views, kept, false))
+    }
+
+    /// Deletes the files of blobs a collection disposed of but stopped before deleting (a
+    /// crash, a failed deletion), and clears their mark.
+    async fn finish_pending_disposals(&self) -> Result<(), Error> {
+        loop {
+            let pending = self
+                .0
+                .db
+                .read(|conn| rows::blobs::disposal_pending(conn, BATCH as u64))
+                .await?;
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let _exclusive = self.0.sweep_lock.write().await;
+            for id in &pending {
+                self.0.blobs.remove(id).await?;
+            }
+            let done = pending.clone();
+            self.0
+                .db
+                .write(move |txn| rows::blobs::disposal_done(txn, &done))
+                .await?;
+            tracing::info!(files = pending.len(), "finished an interrupted collection");
+        }
+    }
+}
+
+fn summarise(decided: Vec<(ArtifactId, Decision)>, _: bool) -> (Vec<DisposalView>, u64, bool) {
+    let mut views = Vec::new();
+    let mut kept = 0;
+    for (_, decision) in decided {
+        match decision {
+            Decision::Dispose(view, ..) => views.push(view),
+            Decision::Keep => kept += 1,
+            Decision::Skip => {}
+        }
+    }
+    (views, kept, false)
+}
+
+/// The blobs worth deciding on at `now`: those published by a Mission past its policy's
+/// `keepBytes` (a superset of what may go: every other citation is checked per blob).
+fn candidates(conn: &Connection, now: DateTime<Utc>) -> Result<Vec<ArtifactId>, Error> {
+    let policies = Policies::load(conn)?;
+    if policies.of_group.is_empty() && policies.of_mission.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut found = BTreeSet::new();
+    for (mission, group, ended) in rows::missions::ended(conn)? {
+        let policy = policies
+            .of(&group, &mission)
+            .map(|(retention, _)| retention);
+        if bytes_due(Some(ended), policy.as_ref(), false).is_some_and(|due| due <= now) {
+            found.extend(rows::manifests::kept_of_mission(conn, mission.as_str())?);
+        }
+    }
+    Ok(found.into_iter().collect())
+}
+
+/// Decides on one blob in the deciding transaction (see the module docs for what keeps it).
+fn decide(
+    conn: &Connection,
+    blob: &ArtifactId,
+    now: DateTime<Utc>,
+    ttl: chrono::Duration,
+    policies: &Policies,
+    held: &BTreeSet<ArtifactId>,
+) -> Result<Decision, Error> {
+    let Some(row) = rows::blobs::collectable(conn, blob)? else {
+        return Ok(Decision::Skip);
+    };
+    if row.unreadable {
+        return Ok(Decision::Skip);
+    }
+    if held.contains(blob)
+        || row.last_upload > now - ttl
+        || rows::blobs::cited_by_the_store(conn, blob)?
+        || rows::context_packages::any_cites(conn, blob)?
+        || rows::reusable_artifacts::anywhere(conn, blob)?
+    {
+        return Ok(Decision::Keep);
+    }
+    // Each citation's due instant; the blob goes only when all are past.
+    let mut groups: BTreeMap<Id, BTreeSet<Id>> = BTreeMap::new();
+    let mut reasons = BTreeMap::new();
+    let mut governing = BTreeSet::new();
+    let manifests = rows::manifests::citations(conn, blob)?;
+    let evidence = rows::evidence_artifacts::citations(conn, blob)?;
+    let cited = manifests
+        .iter()
+        .map(|citation| (citation, false))
+        .chain(evidence.iter().map(|citation| (citation, true)));
+    for ((group, mission, work_item), by_evidence) in cited {
+        let ended = rows::missions::ended_at(conn, mission.as_str())?;
+        let policy = policies.of(group, mission);
+        let verified = by_evidence
+            && rows::work_items::load(conn, work_item.as_str())?
+                .is_some_and(|row| row.state == WorkState::Verified);
+        let due = bytes_due(
+            ended,
+            policy.as_ref().map(|(retention, _)| retention),
+            verified,
+        );
+        let Some(due) = due.filter(|due| *due <= now) else {
+            return Ok(Decision::Keep);
+        };
+        if !by_evidence {
+            groups
+                .entry(group.clone())
+                .or_default()
+                .insert(mission.clone());
+        }
+        if let (Some(ended), Some((_, name))) = (ended, policy) {
+            reasons.insert(
+                mission.clone(),
+                format!(
+                    "Mission {mission} ended {}, due {}",
+                    format_instant(ended),
+                    format_instant(due)
+                ),
+            );
+            governing.insert(name);
+        }
+    }
+    if groups.is_empty() {
+        return Ok(Decision::Keep);
+    }
+    let view = DisposalView {
+        artifact: *blob,
+        size: row.size,
+        groups: groups.keys().cloned().collect(),
+        policy: governing.into_iter().collect::<Vec<_>>().join("; "),
+        reason: reasons.into_values().collect::<Vec<_>>().join("; "),
+    };
+    let groups = groups
+        .into_iter()
+        .map(|(group, missions)| (group, missions.into_iter().collect()))
+        .collect();
+    Ok(Decision::Dispose(view, row.sha256, groups))
+}
+
+/// The blobs the holds in force keep, recomputed when the holds change: each hold's seeds
+/// (its artifact; what its WorkItem or Mission published or its Evidence cites) and every
+/// ancestor of them through `derivedFrom`.
+#[derive(Default)]
+struct HeldCache {
+    holds: Vec<Id>,
+    blobs: BTreeSet<ArtifactId>,
+}
+
+impl HeldCache {
+    fn refresh(&mut self, conn: &Connection) -> Result<&BTreeSet<ArtifactId>, Error> {
+        let holds = rows::holds::in_force(conn)?;
+        let ids: Vec<Id> = holds.iter().map(|hold| hold.hold_id.clone()).collect();
+        if ids == self.holds && !ids.is_empty() {
+            return Ok(&self.blobs);
+        }
+        let mut seeds = Vec::new();
+        for hold in &holds {
+            match &hold.target {
+                HoldTarget::Artifact(artifact) => seeds.push(*artifact),
+                HoldTarget::WorkItemId(work_item) => {
+                    if let Some((_, mission)) = rows::work_items::place(conn, work_item.as_str())? {
+                        seeds.extend(rows::manifests::blobs_of(
+                            conn,
+                            &mission,
+                            Some(work_item.as_str()),
+                        )?);
+                        seeds.extend(rows::evidence_artifacts::cited_by(
+                            conn,
+                            &mission,
+                            Some(work_item.as_str()),
+                        )?);
+                    }
+                }
+                HoldTarget::MissionId(mission) => {
+                    seeds.extend(rows::manifests::blobs_of(conn, mission.as_str(), None)?);
+                    seeds.extend(rows::evidence_artifacts::cited_by(
+                        conn,
+                        mission.as_str(),
+                        None,
+                    )?);
+                }
+            }
+        }
+        let mut blobs = BTreeSet::new();
+        while let Some(blob) = seeds.pop() {
+            if blobs.insert(blob) {
+                seeds.extend(rows::derivations::sources_of(conn, &blob)?);
+            }
+        }
+        self.holds = ids;
+        self.blobs = blobs;
+        Ok(&self.blobs)
+    }
+}

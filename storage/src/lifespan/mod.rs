@@ -1,0 +1,14 @@
+//! The lifecycle of what is stored, as the operator sets it (issue #46, DESIGN §16):
+//! retention policies (`policies.rs`), legal holds (`holds.rs`), each Group's usage and quota
+//! (`usage.rs`). Each change and its Event commit in one transaction. Collection itself, which
+//! deletes bytes, is the artifacts room's (`artifacts/collection.rs`): it reads the policies
+//! and holds through their rows, and the rule through `weft_api::lifecycle`.
+//!
+//! A policy or a hold change on a shared index takes the disposal fence
+//! (`rows::blob_disposals::fence`), so a collection batch deciding in another server's
+//! transaction either saw it or had committed before it.
+
+pub(crate) mod handle;
+mod holds;
+mod policies;
+mod usage;

@@ -1,0 +1,102 @@
+//! The `holds` table: legal holds (issue #46), placed and lifted by the operator, and the only
+//! SQL that names it. A lifted hold keeps its row (`lifted_at`): `hold ls` shows it, and its
+//! id is never reused.
+
+use chrono::{DateTime, Utc};
+
+use crate::sql::{Connection, OptionalExtension as _, params};
+use weft_api::Id;
+use weft_api::lifecycle::HoldTarget;
+
+use super::{id, instant};
+use crate::clock::format_instant;
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// A hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HoldRow {
+    pub(crate) hold_id: Id,
+    pub(crate) target: HoldTarget,
+    pub(crate) reason: String,
+    pub(crate) placed_at: DateTime<Utc>,
+    pub(crate) lifted_at: Option<DateTime<Utc>>,
+}
+
+const COLUMNS: &str = "SELECT hold_id, kind, target, reason, placed_at, lifted_at FROM holds";
+
+/// A new hold.
+pub(crate) fn insert(conn: &Connection, row: &HoldRow) -> Result<(), Error> {
+    let (kind, target) = row.target.parts();
+    conn.run(
+        "INSERT INTO holds (hold_id, kind, target, reason, placed_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            row.hold_id.as_str(),
+            kind,
+            target,
+            row.reason,
+            format_instant(row.placed_at)
+        ],
+    )?;
+    Ok(())
+}
+
+/// Lifts hold `hold_id` at `now`; answers whether it was in force.
+pub(crate) fn lift(conn: &Connection, hold_id: &str, now: DateTime<Utc>) -> Result<bool, Error> {
+    let changed = conn.run(
+        "UPDATE holds SET lifted_at = ?2 WHERE hold_id = ?1 AND lifted_at IS NULL",
+        params![hold_id, format_instant(now)],
+    )?;
+    Ok(changed > 0)
+}
+
+/// Hold `hold_id`, lifted or not.
+pub(crate) fn load(conn: &Connection, hold_id: &str) -> Result<Option<HoldRow>, Error> {
+    let raw = conn
+        .row(&format!("{COLUMNS} WHERE hold_id = ?1"), [hold_id], raw_row)
+        .optional()?;
+    raw.map(typed).transpose()
+}
+
+/// The holds in force.
+pub(crate) fn in_force(conn: &Connection) -> Result<Vec<HoldRow>, Error> {
+    conn.rows(
+        &format!("{COLUMNS} WHERE lifted_at IS NULL ORDER BY hold_id"),
+        [],
+        raw_row,
+    )?
+    .into_iter()
+    .map(typed)
+    .collect()
+}
+
+/// Every hold, in force or lifted, by id.
+pub(crate) fn all(conn: &Connection) -> Result<Vec<HoldRow>, Error> {
+    conn.rows(&format!("{COLUMNS} ORDER BY hold_id"), [], raw_row)?
+        .into_iter()
+        .map(typed)
+        .collect()
+}
+
+type Raw = (String, String, String, String, String, Option<String>);
+
+fn raw_row(row: &crate::sql::Row<'_>) -> Result<Raw, crate::sql::SqlError> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+    ))
+}
+
+fn typed((hold_id, kind, target, reason, placed_at, lifted_at): Raw) -> Result<HoldRow, Error> {
+    Ok(HoldRow {
+        hold_id: id("holdId", &hold_id)?,
+        target: HoldTarget::from_parts(&kind, &target).map_err(Error::backend)?,
+        reason,
+        placed_at: instant(&placed_at)?,
+        lifted_at: lifted_at.as_deref().map(instant).transpose()?,
+    })
+}
