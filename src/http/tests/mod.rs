@@ -39,6 +39,7 @@ mod hot;
 mod idempotency;
 mod journal;
 mod leases;
+mod lifecycle;
 mod limits;
 mod lineage;
 mod meta;

@@ -264,7 +264,7 @@ impl Harness {
     }
 
     /// The harness's coordinator in `group`, with a live session.
-    async fn harness_coordinator(&self, group: &str) -> Agent {
+    pub(super) async fn harness_coordinator(&self, group: &str) -> Agent {
         let cached = self
             .coordinators
             .lock()
