@@ -116,6 +116,14 @@ pub struct Config {
     /// Seconds between sweeps of uncited uploads and spent session nonces.
     #[arg(long, env = "WEFT_SWEEP_INTERVAL", default_value_t = defaults::SWEEP_INTERVAL_SECS)]
     pub sweep_interval_secs: u64,
+    /// Seconds between collections of the bytes retention policies let go (issue #46;
+    /// 0: only `weft admin gc`). Each runs in batches of 256 blobs, so uploads wait at most one.
+    #[arg(long, env = "WEFT_GC_INTERVAL", default_value_t = defaults::GC_INTERVAL_SECS)]
+    pub gc_interval_secs: u64,
+    /// Days the answers of Commands and idempotent requests are kept for retries; an older
+    /// retry is answered 409 `command_expired`, never done again (trimmed with each collection).
+    #[arg(long, env = "WEFT_ANSWER_HORIZON_DAYS", default_value_t = defaults::ANSWER_HORIZON_DAYS)]
+    pub answer_horizon_days: u64,
     /// Session requests one Agent may make per minute (0: no limit).
     #[arg(long, env = "WEFT_LOGINS_PER_MINUTE", default_value_t = defaults::LOGINS_PER_MINUTE)]
     pub logins_per_minute: u32,
@@ -187,6 +195,8 @@ impl Config {
             max_unpublished_bytes: defaults::MAX_UNPUBLISHED_BYTES,
             unpublished_blob_ttl_secs: defaults::UNPUBLISHED_BLOB_TTL_SECS,
             sweep_interval_secs: defaults::SWEEP_INTERVAL_SECS,
+            gc_interval_secs: defaults::GC_INTERVAL_SECS,
+            answer_horizon_days: defaults::ANSWER_HORIZON_DAYS,
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
             commands_per_minute: defaults::COMMANDS_PER_MINUTE,
             max_open_proposals: defaults::MAX_OPEN_PROPOSALS,
@@ -207,6 +217,9 @@ impl Config {
             max_unpublished_bytes: self.max_unpublished_bytes,
             unpublished_blob_ttl: chrono::Duration::seconds(
                 self.unpublished_blob_ttl_secs.min(i64::MAX as u64) as i64,
+            ),
+            answer_horizon: chrono::Duration::days(
+                self.answer_horizon_days.clamp(1, 100 * 365) as i64
             ),
             logins_per_minute: self.logins_per_minute,
             commands_per_minute: self.commands_per_minute,

@@ -31,6 +31,9 @@ use crate::config::{Config, DEFAULT_MAX_CONNECTIONS};
 use crate::connections;
 use crate::http::{AppState, app};
 
+/// Blobs one timed collection round disposes of at most.
+const GC_ROUND: usize = 100_000;
+
 /// How often the server appends the lease and ownership expiries that fell due.
 const EXPIRY_TICK: Duration = Duration::from_millis(200);
 
@@ -381,6 +384,26 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 ticks.tick().await;
                 if let Err(error) = store.artifacts().sweep().await {
                     tracing::error!(%error, "the sweep of uncited uploads failed");
+                }
+            }
+        });
+    }
+    if config.gc_interval_secs > 0 {
+        // What retention policies let go (issue #46, `Artifacts::collect`), a bounded number
+        // of blobs per round; `weft admin gc` runs one at once.
+        let (store, every) = (store.clone(), Duration::from_secs(config.gc_interval_secs));
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = store.artifacts().collect(false, GC_ROUND).await {
+                    tracing::error!(%error, "collection failed; the next round finishes it");
+                }
+                match store.lifespan().trim_answers().await {
+                    Ok(0) => {}
+                    Ok(trimmed) => tracing::info!(trimmed, "trimmed answers past the horizon"),
+                    Err(error) => tracing::error!(%error, "trimming old answers failed"),
                 }
             }
         });

@@ -101,6 +101,13 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
                 "this Idempotency-Key was used for a different request",
             ));
         }
+        // Trimmed after the answer horizon (issue #46): said, never done again.
+        if stored.status == 0 {
+            return Err(HttpError::new(
+                ErrorCode::CommandExpired,
+                "this Idempotency-Key was answered longer ago than answers are kept; the request is not done again",
+            ));
+        }
         return Ok(replay(stored));
     }
     let claim = IdempotentRequest {

@@ -130,9 +130,10 @@ pub(crate) async fn holds(
 
 /// Runs collection now: the bytes every retention policy lets go and nothing holds are
 /// disposed of (tombstones and `artifact.disposed` Events stay), at most `limit` (≤ 10,000)
-/// blobs per call; `dryRun=true` changes nothing and lists what would go.
+/// blobs per call, and trims Command and idempotent answers older than the answer horizon;
+/// `dryRun=true` changes nothing and lists what would go.
 #[utoipa::path(post, path = "/v1/admin/gc", params(("dryRun" = Option<bool>, Query), ("limit" = Option<u64>, Query)),
-    responses((status = 200, description = "{dryRun, disposed: [{artifact, size, groups, policy, reason}], kept, blobs, bytes}"),
+    responses((status = 200, description = "{dryRun, disposed: [{artifact, size, groups, policy, reason}], kept, blobs, bytes, answersTrimmed}"),
               (status = 400, description = "bad_request")))]
 pub(crate) async fn gc(
     State(state): State<AppState>,
@@ -154,7 +155,10 @@ pub(crate) async fn gc(
     let limit = query_u64(&query, "limit")?
         .map_or(GC_LIMIT, |limit| usize::try_from(limit).unwrap_or(GC_LIMIT))
         .clamp(1, GC_LIMIT);
-    let report: CollectionReport = state.store.artifacts().collect(dry_run, limit).await?;
+    let mut report: CollectionReport = state.store.artifacts().collect(dry_run, limit).await?;
+    if !dry_run {
+        report.answers_trimmed = state.store.lifespan().trim_answers().await?;
+    }
     Ok(json(StatusCode::OK, &report))
 }
 

@@ -109,6 +109,13 @@ impl Claim {
             if stored.request_hash != request.request_hash {
                 return Err(key_reused());
             }
+            // Trimmed after the answer horizon (issue #46): said, never done again.
+            if stored.status == 0 {
+                return Err(reject(
+                    ErrorCode::CommandExpired,
+                    "this Idempotency-Key was answered longer ago than answers are kept; the request is not done again",
+                ));
+            }
             self.set(Claimed::Replay(stored));
             // Rolls this job back; the middleware answers with the stored answer instead.
             return Err(reject(

@@ -44,6 +44,8 @@ pub(crate) struct Engine {
     pub(crate) limits: crate::limits::Limits,
     /// How long an uncited upload is kept.
     pub(crate) unpublished_blob_ttl: chrono::Duration,
+    /// How long Command and idempotent answers are kept (`lifespan/answers.rs`).
+    pub(crate) answer_horizon: chrono::Duration,
     /// Shared by uploads (promotion to row), compaction and an outboard rebuild's placing,
     /// exclusive for the sweep.
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,

@@ -228,6 +228,7 @@ impl Engine {
                 download_idle: options.quotas.download_idle,
             }),
             unpublished_blob_ttl: options.quotas.unpublished_blob_ttl,
+            answer_horizon: options.quotas.answer_horizon,
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: Counters::default(),
             upload_claims: Claims::default(),

@@ -64,6 +64,10 @@ pub mod defaults {
     pub const UNPUBLISHED_BLOB_TTL_SECS: u64 = 24 * 60 * 60;
     /// Seconds between two sweeps of uncited blobs and spent session nonces.
     pub const SWEEP_INTERVAL_SECS: u64 = 60;
+    /// Days the answers of Commands and idempotent requests are kept for retries (issue #46).
+    pub const ANSWER_HORIZON_DAYS: u64 = 30;
+    /// Seconds between two collections of what retention policies let go (issue #46).
+    pub const GC_INTERVAL_SECS: u64 = 15 * 60;
     /// Seconds between two snapshots of the lineage index (`Store::save_lineage_snapshot`;
     /// one is also written at clean shutdown). A crash costs a restart the catch-up of the
     /// publications since the last one, read from the tables.
@@ -135,6 +139,9 @@ pub struct Quotas {
     /// How long an uploaded blob may stay uncited before [`crate::handles::Artifacts::sweep`]
     /// removes it.
     pub unpublished_blob_ttl: chrono::Duration,
+    /// How long the answers of Commands and idempotent requests are kept for a retry (issue
+    /// #46): an older retry is answered `command_expired`, never done again.
+    pub answer_horizon: chrono::Duration,
     /// Session requests one Agent may make per minute (0: no limit).
     pub logins_per_minute: u32,
     /// Commands one Agent may send per minute (0: no limit).
@@ -161,6 +168,7 @@ impl Default for Quotas {
             unpublished_blob_ttl: chrono::Duration::seconds(
                 defaults::UNPUBLISHED_BLOB_TTL_SECS as i64,
             ),
+            answer_horizon: chrono::Duration::days(defaults::ANSWER_HORIZON_DAYS as i64),
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
             commands_per_minute: defaults::COMMANDS_PER_MINUTE,
             max_open_proposals: defaults::MAX_OPEN_PROPOSALS,

@@ -677,7 +677,8 @@ CREATE TABLE tlog_cosignatures (
 /// Mission, legal holds, the `artifact.disposed` Events of each disposed blob per Group, when
 /// each Mission ended (policies count from it; a Mission that ended before this version counts
 /// from the migration), a disposed blob's mark (its row stays: a tombstone its manifests still
-/// name) and each Group's quota.
+/// name), each Group's quota, and when each Command was answered (its answer is trimmed after
+/// the answer horizon; the id and request hash stay, so a replay is never executed again).
 const V33: &str = r#"
 CREATE TABLE retention_policies (
     group_id      TEXT NOT NULL,
@@ -708,6 +709,8 @@ ALTER TABLE blobs ADD COLUMN disposed_at TEXT;
 ALTER TABLE blobs ADD COLUMN disposal_pending INTEGER;  -- 1 until its file is deleted
 CREATE INDEX blobs_disposal_pending ON blobs(disposal_pending) WHERE disposal_pending IS NOT NULL;
 CREATE INDEX blob_uploaders_group ON blob_uploaders(group_id);
+ALTER TABLE commands ADD COLUMN recorded_at TEXT;  -- NULL: kept before V33 (trimmed from the migration)
+UPDATE commands SET recorded_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now');
 ALTER TABLE groups ADD COLUMN quota_bytes INTEGER;
 ALTER TABLE groups ADD COLUMN quota_artifacts INTEGER;
 "#;

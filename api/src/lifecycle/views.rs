@@ -151,6 +151,9 @@ pub struct CollectionReport {
     pub kept: u64,
     pub blobs: u64,
     pub bytes: u64,
+    /// Command and idempotent answers older than the answer horizon, trimmed in this run.
+    #[serde(default)]
+    pub answers_trimmed: u64,
 }
 
 /// A Group's quota: `None` for no limit.

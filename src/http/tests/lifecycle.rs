@@ -598,3 +598,66 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// Nothing kept for retries grows forever: past the answer horizon a collection trims the
+    /// answers of Commands and idempotent requests; a retry then answers 409
+    /// `command_expired` and is never done again (nothing changes).
+    async fn answers_past_the_horizon_are_trimmed_never_redone(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let document = crate::http::tests::work_setup::command_doc(
+            &h,
+            &coordinator,
+            "g1",
+            "mission.create",
+            json!({"missionId": "m-old", "title": "t", "priorityClass": "normal",
+                   "budget": crate::http::tests::work_setup::budget()}),
+        )
+        .await;
+        let first = h
+            .send(crate::http::tests::work_setup::command_request(
+                &coordinator,
+                "g1",
+                &document,
+            ))
+            .await;
+        assert_eq!(first.status, StatusCode::CREATED, "{kind:?}: {first:?}");
+        let key = [("idempotency-key", "hold-once")];
+        let hold = json!({"missionId": "m-old", "reason": "kept for review"});
+        let placed = h
+            .json_as(Method::POST, "/v1/admin/holds", ADMIN, hold.clone(), &key)
+            .await;
+        assert_eq!(placed.status, StatusCode::CREATED, "{kind:?}: {placed:?}");
+        let replayed = h
+            .json_as(Method::POST, "/v1/admin/holds", ADMIN, hold.clone(), &key)
+            .await;
+        assert_eq!(
+            replayed.json(),
+            placed.json(),
+            "{kind:?}: a retry inside the horizon replays"
+        );
+        h.clock.advance(days(31));
+        let report = gc(&h, false).await;
+        assert!(
+            report["answersTrimmed"].as_u64() >= Some(2),
+            "{kind:?}: {report}"
+        );
+        let coordinator = renewed(&h, coordinator).await;
+        let before = h.fingerprint().await;
+        let again = h
+            .send(crate::http::tests::work_setup::command_request(
+                &coordinator,
+                "g1",
+                &document,
+            ))
+            .await;
+        assert_eq!(again.status, StatusCode::CONFLICT, "{kind:?}: {again:?}");
+        assert_eq!(again.code(), "command_expired");
+        let again = h
+            .json_as(Method::POST, "/v1/admin/holds", ADMIN, hold, &key)
+            .await;
+        assert_eq!(again.code(), "command_expired", "{kind:?}: {again:?}");
+        assert_unchanged(&before, &h.fingerprint().await, "retries past the horizon");
+    }
+);

@@ -26,7 +26,9 @@ pub(crate) fn stored(
         .optional()?)
 }
 
-/// Keeps the answer (JSON) of an accepted Command, and its signed envelope (JSON).
+/// Keeps the answer (JSON) of an accepted Command, and its signed envelope (JSON), answered
+/// at `now`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn insert(
     conn: &Connection,
     command_id: &str,
@@ -35,20 +37,38 @@ pub(crate) fn insert(
     request_hash: &[u8],
     answer: &str,
     envelope: &str,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
     conn.run(
-        "INSERT INTO commands (command_id, group_id, agent_id, request_hash, answer, envelope)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO commands (command_id, group_id, agent_id, request_hash, answer, envelope,
+                               recorded_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             command_id,
             group_id,
             agent_id,
             request_hash,
             answer,
-            envelope
+            envelope,
+            crate::clock::format_instant(now)
         ],
     )?;
     Ok(())
+}
+
+/// Trims the answers of Commands answered before `cutoff` (an instant as
+/// `clock::format_instant` writes it), at most `limit`: the row keeps its id, request hash
+/// and signed envelope, so a replay is answered `command_expired`, never executed again.
+/// Answers how many were trimmed.
+pub(crate) fn trim_before(conn: &Connection, cutoff: &str, limit: u64) -> Result<u64, Error> {
+    let trimmed = conn.run(
+        "UPDATE commands SET answer = ''
+         WHERE (group_id, agent_id, command_id) IN (
+             SELECT group_id, agent_id, command_id FROM commands
+             WHERE recorded_at < ?1 AND answer <> '' LIMIT ?2)",
+        params![cutoff, limit],
+    )?;
+    Ok(trimmed as u64)
 }
 
 /// The Agents and signed envelopes (JSON) of the Commands `command_id` in `group_id`, by Agent

@@ -82,3 +82,16 @@ pub(crate) fn insert(
     )?;
     Ok(())
 }
+
+/// Trims the answers stored before `cutoff` (an instant as `clock::format_instant` writes
+/// it), at most `limit`: the key and request hash stay with status 0, so a retry is answered
+/// `command_expired`, never done again. Answers how many were trimmed.
+pub(crate) fn trim_before(conn: &Connection, cutoff: &str, limit: u64) -> Result<u64, Error> {
+    let trimmed = conn.run(
+        "UPDATE idempotency SET status = 0, body = ?3
+         WHERE (scope, key) IN (
+             SELECT scope, key FROM idempotency WHERE created_at < ?1 AND status <> 0 LIMIT ?2)",
+        params![cutoff, limit, Vec::<u8>::new()],
+    )?;
+    Ok(trimmed as u64)
+}

@@ -30,5 +30,7 @@ ALTER TABLE blobs ADD COLUMN disposed_at TEXT COLLATE "C";
 ALTER TABLE blobs ADD COLUMN disposal_pending BIGINT;
 CREATE INDEX blobs_disposal_pending ON blobs(disposal_pending) WHERE disposal_pending IS NOT NULL;
 CREATE INDEX blob_uploaders_group ON blob_uploaders(group_id);
+ALTER TABLE commands ADD COLUMN recorded_at TEXT COLLATE "C";
+UPDATE commands SET recorded_at = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
 ALTER TABLE groups ADD COLUMN quota_bytes BIGINT;
 ALTER TABLE groups ADD COLUMN quota_artifacts BIGINT;

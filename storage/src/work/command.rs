@@ -243,6 +243,16 @@ fn apply_prepared(
                 ),
             ));
         }
+        // Its answer was trimmed after the answer horizon (issue #46): said, never redone.
+        if answer.is_empty() {
+            return Err(reject(
+                ErrorCode::CommandExpired,
+                format!(
+                    "commandId {} was accepted longer ago than answers are kept; it is not executed again",
+                    command.command_id
+                ),
+            ));
+        }
         return super::answer::replay(tx, &answer, group, agent, now);
     }
     // 4. The epochs: the Command's must be its session's, and the session's still current
@@ -340,6 +350,7 @@ fn apply_prepared(
         &request_hash[..],
         &kept,
         &envelope,
+        now,
     )?;
     Ok(answer)
 }
