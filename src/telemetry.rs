@@ -80,6 +80,16 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "Stored blobs found not to match their address when read.",
     ),
     (
+        "weft_gc_disposed_blobs_total",
+        &[],
+        "Blobs whose bytes collection disposed of under a retention policy (issue #46).",
+    ),
+    (
+        "weft_gc_disposed_bytes_total",
+        &[],
+        "Bytes collection disposed of under a retention policy.",
+    ),
+    (
         "weft_outboard_failures_total",
         &[],
         "Range reads whose outboard failed verification (answered by the full re-hash).",

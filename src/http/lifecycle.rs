@@ -196,6 +196,17 @@ pub(crate) async fn set_quota(
     let group_id = path_id("groupId", group_id)?;
     let bytes = read_json(&headers, body).await?;
     let quota: Quota = parse_body(&bytes, ErrorCode::BadRequest)?;
+    // The index keeps signed 64-bit integers.
+    if [quota.bytes, quota.artifacts]
+        .into_iter()
+        .flatten()
+        .any(|limit| limit > i64::MAX as u64)
+    {
+        return Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("a quota is at most {}", i64::MAX),
+        ));
+    }
     answer_with(|usage: &Usage| (StatusCode::OK, *usage));
     let usage = state.store.lifespan().set_quota(group_id, quota).await?;
     Ok(json(StatusCode::OK, &usage))

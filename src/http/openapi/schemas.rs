@@ -116,7 +116,7 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
     let schema = match name.as_str() {
         "group_id" | "agent_id" | "work_item_id" | "mission_id" | "package_id" | "lease_id"
         | "token_id" | "upload_id" | "missionId" | "workItemId" | "producer" | "criterion"
-        | "group" | "command_id" | "agentId" => id(),
+        | "group" | "command_id" | "agentId" | "hold_id" => id(),
         "digest" if path.contains("/snapshots/blobs/") => blake3(),
         // The transparency log's tree sizes and leaves (issue #45).
         "from" | "to" | "size" if path.contains("/tlog/") => counter("a tree size (leaves)"),
@@ -238,6 +238,28 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
             &["missionPriorityCeiling"],
             json!({"missionPriorityCeiling": string_enum(&["low", "normal", "high", "critical"])}),
         ),
+        // Issue #46: durations as `weft_api::lifecycle::parse_duration` reads them.
+        ("put", "/v1/admin/groups/{group_id}/retention") => {
+            let duration = json!({"type": "string", "pattern": "^[0-9]{1,12}[smhd]$"});
+            object(
+                &[],
+                json!({"missionId": id(), "keepBytes": duration, "keepRecords": duration}),
+            )
+        }
+        ("post", "/v1/admin/holds") => {
+            let mut hold = object(
+                &["reason"],
+                json!({"artifact": blake3(), "workItemId": id(), "missionId": id(),
+                    "reason": {"type": "string", "minLength": 1, "maxLength": 1024}}),
+            );
+            hold["oneOf"] = json!([{"required": ["artifact"]}, {"required": ["workItemId"]},
+                {"required": ["missionId"]}]);
+            hold
+        }
+        ("put", "/v1/admin/groups/{group_id}/quota") => {
+            let limit = json!({"type": ["integer", "null"], "minimum": 0, "maximum": i64::MAX});
+            object(&[], json!({"bytes": limit, "artifacts": limit}))
+        }
         ("post", "/v1/admin/agents/{agent_id}/keys") => {
             object(&["publicKey"], json!({"publicKey": public_key()}))
         }
