@@ -23,8 +23,9 @@ use crate::id::Id;
 /// one that ended the Mission) may disagree by this much without anything going early.
 pub const CLOCK_MARGIN_SECONDS: i64 = 5 * 60;
 
-/// The longest duration a policy may name (100 years): larger is a typo, not a policy.
-pub const MAX_SECONDS: u64 = 100 * 365 * 86_400;
+/// The most digits a duration has (999,999,999 days is far past any policy, and its seconds
+/// still fit every clock computation; a due instant past the calendar is "never").
+pub const MAX_DIGITS: usize = 9;
 
 /// Parses a duration as the operator writes it: digits and one unit, `s`, `m`, `h` or `d`
 /// (`30d`, `12h`, `1s`). Zero is allowed (dispose at the end, after the clock margin).
@@ -37,7 +38,8 @@ pub fn parse_duration(text: &str) -> Result<u64, Rejection> {
     };
     let unit = text.chars().last().ok_or_else(bad)?;
     let digits = &text[..text.len() - unit.len_utf8()];
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 12 {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > MAX_DIGITS
+    {
         return Err(bad());
     }
     let count: u64 = digits.parse().map_err(|_| bad())?;
@@ -48,14 +50,7 @@ pub fn parse_duration(text: &str) -> Result<u64, Rejection> {
         'd' => 86_400,
         _ => return Err(bad()),
     };
-    let seconds = count.checked_mul(scale).ok_or_else(bad)?;
-    if seconds > MAX_SECONDS {
-        return Err(Rejection::new(
-            ErrorCode::BadRequest,
-            format!("duration {text:?} is longer than 100 years"),
-        ));
-    }
-    Ok(seconds)
+    count.checked_mul(scale).ok_or_else(bad)
 }
 
 /// A duration in the largest unit that divides it exactly (`86400` → `1d`).
@@ -79,7 +74,8 @@ pub struct Retention {
 }
 
 impl Retention {
-    /// Refuses a policy whose records would go before its bytes, or one that says nothing.
+    /// Refuses a policy that says nothing (`bad_request`), or whose records would go before its
+    /// bytes (`conflict`).
     pub fn check(&self) -> Result<(), Rejection> {
         if self.keep_bytes_seconds.is_none() && self.keep_records_seconds.is_none() {
             return Err(Rejection::new(
@@ -87,22 +83,12 @@ impl Retention {
                 "a retention policy names keepBytes, keepRecords or both",
             ));
         }
-        for seconds in [self.keep_bytes_seconds, self.keep_records_seconds]
-            .into_iter()
-            .flatten()
-        {
-            if seconds > MAX_SECONDS {
-                return Err(Rejection::new(
-                    ErrorCode::BadRequest,
-                    "a retention duration is at most 100 years",
-                ));
-            }
-        }
         if let (Some(bytes), Some(records)) = (self.keep_bytes_seconds, self.keep_records_seconds)
             && records < bytes
         {
+            // Each value is well formed; together they conflict (409).
             return Err(Rejection::new(
-                ErrorCode::BadRequest,
+                ErrorCode::Conflict,
                 format!(
                     "keepRecords ({}) is shorter than keepBytes ({}): Evidence and manifests outlive the bytes they cite",
                     format_duration(records),

@@ -16,13 +16,32 @@ use super::auth::Caller;
 use super::body::{parse_body, read_json};
 use super::error::{HttpError, HttpResult};
 use super::idempotency::answer_with;
-use super::params::{RawPath, RawQuery, known_params, path_id, query_u64};
+use super::params::{RawPath, RawQuery, known_params, path_id, query_limit};
 use super::state::AppState;
 
 /// The query parameters of `POST /v1/admin/gc` (the OpenAPI check compares them).
 pub(super) const GC_QUERY: &[&str] = &["dryRun", "limit"];
 /// The query parameters of `GET /v1/admin/holds`.
 pub(super) const HOLDS_QUERY: &[&str] = &["group"];
+
+/// A lifecycle body: a JSON object whose present fields are not `null` (absent means unset,
+/// as the document says), then its shape.
+fn lifecycle_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, HttpError> {
+    let value: serde_json::Value = parse_body(bytes, ErrorCode::BadRequest)?;
+    let Some(object) = value.as_object() else {
+        return Err(HttpError::new(
+            ErrorCode::BadRequest,
+            "the body is a JSON object",
+        ));
+    };
+    if let Some((name, _)) = object.iter().find(|(_, value)| value.is_null()) {
+        return Err(HttpError::new(
+            ErrorCode::BadRequest,
+            format!("{name} is null: leave it out instead"),
+        ));
+    }
+    parse_body(bytes, ErrorCode::BadRequest)
+}
 
 /// The most blobs one collection call disposes of (a larger `limit` is clamped): the answer
 /// lists each, and the CLI calls again while `blobs` reached the limit.
@@ -33,9 +52,9 @@ pub(super) const GC_LIMIT: usize = 10_000;
 #[utoipa::path(put, path = "/v1/admin/groups/{group_id}/retention", params(("group_id" = String, Path)),
     request_body(content = String, description = "{missionId?, keepBytes?, keepRecords?}", content_type = "application/json"),
     responses((status = 200, description = "{groupId, missionId?, keepBytes?, keepRecords?, sequence}"),
-              (status = 400, description = "bad_request: a duration, or keepRecords shorter than keepBytes"),
+              (status = 400, description = "bad_request: a duration, or neither named"),
               (status = 404, description = "unknown_group, not_found (the Mission)"),
-              (status = 409, description = "held: holds keep what the policy would let go now")))]
+              (status = 409, description = "held: holds keep what the policy would let go now; conflict: keepRecords shorter than keepBytes")))]
 pub(crate) async fn set_retention(
     State(state): State<AppState>,
     caller: Caller,
@@ -46,7 +65,7 @@ pub(crate) async fn set_retention(
     caller.require_admin()?;
     let group_id = path_id("groupId", group_id)?;
     let bytes = read_json(&headers, body).await?;
-    let request: RetentionRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
+    let request: RetentionRequest = lifecycle_body(&bytes)?;
     let retention = request.retention()?;
     answer_with(|set: &PolicyView| (StatusCode::OK, set.clone()));
     let set = state
@@ -78,8 +97,7 @@ pub(crate) async fn retention(
     request_body(content = String, description = "{artifact | workItemId | missionId, reason}", content_type = "application/json"),
     responses((status = 201, description = "{holdId, target, reason, placedAt, groups}"),
               (status = 400, description = "bad_request"),
-              (status = 404, description = "not_found (WorkItem or Mission)"),
-              (status = 422, description = "unknown_artifact")))]
+              (status = 404, description = "not_found: no such WorkItem, Mission or published artifact")))]
 pub(crate) async fn place_hold(
     State(state): State<AppState>,
     caller: Caller,
@@ -88,7 +106,7 @@ pub(crate) async fn place_hold(
 ) -> HttpResult<Response> {
     caller.require_admin()?;
     let bytes = read_json(&headers, body).await?;
-    let request: HoldRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
+    let request: HoldRequest = lifecycle_body(&bytes)?;
     let (target, reason) = request.target()?;
     answer_with(|hold: &HoldView| (StatusCode::CREATED, hold.clone()));
     let hold = state.store.lifespan().place_hold(target, reason).await?;
@@ -152,7 +170,7 @@ pub(crate) async fn gc(
             ));
         }
     };
-    let limit = query_u64(&query, "limit")?
+    let limit = query_limit(&query)?
         .map_or(GC_LIMIT, |limit| usize::try_from(limit).unwrap_or(GC_LIMIT))
         .clamp(1, GC_LIMIT);
     let mut report: CollectionReport = state.store.artifacts().collect(dry_run, limit).await?;
@@ -178,10 +196,10 @@ pub(crate) async fn usage(
     Ok(json(StatusCode::OK, &usage))
 }
 
-/// Sets the Group's quota (`null`: no limit): an upload of new bytes past it answers 507
+/// Sets the Group's quota (a part left out: no limit): an upload of new bytes past it answers 507
 /// `quota_exceeded`.
 #[utoipa::path(put, path = "/v1/admin/groups/{group_id}/quota", params(("group_id" = String, Path)),
-    request_body(content = String, description = "{bytes, artifacts} (each a number or null)", content_type = "application/json"),
+    request_body(content = String, description = "{bytes?, artifacts?} (absent: no limit)", content_type = "application/json"),
     responses((status = 200, description = "{bytes, artifacts, quota}"),
               (status = 400, description = "bad_request"),
               (status = 404, description = "unknown_group")))]
@@ -195,7 +213,7 @@ pub(crate) async fn set_quota(
     caller.require_admin()?;
     let group_id = path_id("groupId", group_id)?;
     let bytes = read_json(&headers, body).await?;
-    let quota: Quota = parse_body(&bytes, ErrorCode::BadRequest)?;
+    let quota: Quota = lifecycle_body(&bytes)?;
     // The index keeps signed 64-bit integers.
     if [quota.bytes, quota.artifacts]
         .into_iter()

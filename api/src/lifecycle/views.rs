@@ -76,12 +76,12 @@ pub struct HoldRequest {
     pub reason: String,
 }
 
-/// The longest reason a hold keeps (it is appended to logs).
-pub const MAX_REASON_BYTES: usize = 1024;
+/// The longest reason a hold keeps, in characters (it is appended to logs).
+pub const MAX_REASON_CHARS: usize = 1024;
 
 impl HoldRequest {
-    /// What it holds and why, checked: one target, a reason of 1…1024 bytes without control
-    /// characters.
+    /// What it holds and why, checked: one target, a reason of 1…1024 characters, not all
+    /// white space, without control characters.
     pub fn target(&self) -> Result<(HoldTarget, String), Rejection> {
         let target = match (&self.artifact, &self.work_item_id, &self.mission_id) {
             (Some(artifact), None, None) => HoldTarget::Artifact(*artifact),
@@ -94,17 +94,17 @@ impl HoldRequest {
                 ));
             }
         };
-        let reason = self.reason.trim();
-        if reason.is_empty()
-            || reason.len() > MAX_REASON_BYTES
+        let reason = &self.reason;
+        if reason.trim().is_empty()
+            || reason.chars().count() > MAX_REASON_CHARS
             || reason.chars().any(char::is_control)
         {
             return Err(Rejection::new(
                 ErrorCode::BadRequest,
-                "a hold's reason is 1 to 1024 bytes of text without control characters",
+                "a hold's reason is 1 to 1024 characters of text, not all white space, without control characters",
             ));
         }
-        Ok((target, reason.to_owned()))
+        Ok((target, reason.clone()))
     }
 }
 
@@ -156,11 +156,13 @@ pub struct CollectionReport {
     pub answers_trimmed: u64,
 }
 
-/// A Group's quota: `None` for no limit.
+/// A Group's quota: `None` (left out) for no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Quota {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifacts: Option<u64>,
 }
 

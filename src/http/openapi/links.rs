@@ -66,6 +66,25 @@ pub(super) const LINKS: &[Link] = &[
         target: ("get", "/v1/evidence/{evidence_id}"),
         parameters: &[("evidence_id", "$response.body#/evidenceId")],
     },
+    // Issue #46: a policy answers its Group; a hold its id.
+    Link {
+        source: ("put", "/v1/admin/groups/{group_id}/retention"),
+        name: "ShowRetention",
+        target: ("get", "/v1/admin/groups/{group_id}/retention"),
+        parameters: &[("group_id", "$response.body#/groupId")],
+    },
+    Link {
+        source: ("put", "/v1/admin/groups/{group_id}/retention"),
+        name: "GroupUsage",
+        target: ("get", "/v1/admin/groups/{group_id}/usage"),
+        parameters: &[("group_id", "$response.body#/groupId")],
+    },
+    Link {
+        source: ("post", "/v1/admin/holds"),
+        name: "LiftHold",
+        target: ("delete", "/v1/admin/holds/{hold_id}"),
+        parameters: &[("hold_id", "$response.body#/holdId")],
+    },
     // A Command answers its aggregate's view: a WorkItem's, or a Mission's.
     Link {
         source: ("post", "/v1/groups/{group_id}/commands"),

@@ -240,24 +240,27 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
         ),
         // Issue #46: durations as `weft_api::lifecycle::parse_duration` reads them.
         ("put", "/v1/admin/groups/{group_id}/retention") => {
-            let duration = json!({"type": "string", "pattern": "^[0-9]{1,12}[smhd]$"});
-            object(
+            let duration = json!({"type": "string", "pattern": "^[0-9]{1,9}[smhd]$"});
+            let mut policy = object(
                 &[],
                 json!({"missionId": id(), "keepBytes": duration, "keepRecords": duration}),
-            )
+            );
+            policy["anyOf"] = json!([{"required": ["keepBytes"]}, {"required": ["keepRecords"]}]);
+            policy
         }
         ("post", "/v1/admin/holds") => {
             let mut hold = object(
                 &["reason"],
                 json!({"artifact": blake3(), "workItemId": id(), "missionId": id(),
-                    "reason": {"type": "string", "minLength": 1, "maxLength": 1024}}),
+                    "reason": {"type": "string", "minLength": 1, "maxLength": 1024,
+                        "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"}}),
             );
             hold["oneOf"] = json!([{"required": ["artifact"]}, {"required": ["workItemId"]},
                 {"required": ["missionId"]}]);
             hold
         }
         ("put", "/v1/admin/groups/{group_id}/quota") => {
-            let limit = json!({"type": ["integer", "null"], "minimum": 0, "maximum": i64::MAX});
+            let limit = json!({"type": "integer", "minimum": 0, "maximum": i64::MAX});
             object(&[], json!({"bytes": limit, "artifacts": limit}))
         }
         ("post", "/v1/admin/agents/{agent_id}/keys") => {

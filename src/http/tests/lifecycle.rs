@@ -4,7 +4,8 @@
 //! read answers 410 naming that Event. Holds keep what they hold and its lineage; an upload
 //! during collection keeps its bytes; a quota refuses uploads past it (507); a collection
 //! stopped between its commit and its file deletions is finished by the next one. Only the
-//! operator may do any of it.
+//! operator may do any of it. Long because each case runs a Mission to its end and past its
+//! policy on every backend.
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};

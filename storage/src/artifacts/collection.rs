@@ -330,7 +330,7 @@ fn decide(
     let mut reasons = BTreeMap::new();
     let mut governing = BTreeSet::new();
     let manifests = rows::manifests::citations(conn, blob)?;
-    let evidence = rows::evidence_artifacts::citations(conn, blob)?;
+    let evidence = rows::evidence::citations(conn, blob)?;
     let cited = manifests
         .iter()
         .map(|citation| (citation, false))
@@ -411,7 +411,7 @@ impl HeldCache {
                             &mission,
                             Some(work_item.as_str()),
                         )?);
-                        seeds.extend(rows::evidence_artifacts::cited_by(
+                        seeds.extend(rows::evidence::cited_by(
                             conn,
                             &mission,
                             Some(work_item.as_str()),
@@ -420,11 +420,7 @@ impl HeldCache {
                 }
                 HoldTarget::MissionId(mission) => {
                     seeds.extend(rows::manifests::blobs_of(conn, mission.as_str(), None)?);
-                    seeds.extend(rows::evidence_artifacts::cited_by(
-                        conn,
-                        mission.as_str(),
-                        None,
-                    )?);
+                    seeds.extend(rows::evidence::cited_by(conn, mission.as_str(), None)?);
                 }
             }
         }

@@ -12,11 +12,11 @@ pub(super) fn check(conn: &Connection, group_id: &str, digests: &Digests) -> Res
     let Some(quota) = crate::rows::groups::quota(conn, group_id)?.filter(|q| q.limits()) else {
         return Ok(());
     };
-    if crate::rows::blobs::counted_in_group(conn, group_id, &digests.blake3)?
+    if crate::rows::groups::counts(conn, group_id, &digests.blake3)?
         && !crate::rows::blobs::is_disposed(conn, &digests.blake3)?
     {
         return Ok(());
     }
-    let (artifacts, bytes) = crate::rows::blobs::usage_of_group(conn, group_id)?;
+    let (artifacts, bytes) = crate::rows::groups::usage(conn, group_id)?;
     Ok(quota.admits(group_id, artifacts, bytes, digests.size)?)
 }

@@ -16,8 +16,7 @@ use crate::sql::Connection;
 
 impl Lifespan<'_> {
     /// Places a hold on `target` for `reason`; answers it with its new id. `not_found` for a
-    /// WorkItem or Mission that does not exist, `unknown_artifact` for an artifact no Group
-    /// published.
+    /// WorkItem or Mission that does not exist, or an artifact no Group published.
     pub async fn place_hold(&self, target: HoldTarget, reason: String) -> Result<HoldView, Error> {
         let now = self.0.clock.now();
         let hold_id = Id::parse("holdId", &format!("hold-{}", uuid::Uuid::now_v7()))?;
@@ -28,7 +27,7 @@ impl Lifespan<'_> {
                 let groups = groups_of(txn, &target)?;
                 if groups.is_empty() {
                     let (code, what) = match &target {
-                        HoldTarget::Artifact(id) => (ErrorCode::UnknownArtifact, id.to_string()),
+                        HoldTarget::Artifact(id) => (ErrorCode::NotFound, format!("artifact {id}")),
                         HoldTarget::WorkItemId(id) => {
                             (ErrorCode::NotFound, format!("WorkItem {id}"))
                         }

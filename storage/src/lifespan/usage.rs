@@ -20,8 +20,7 @@ impl Lifespan<'_> {
                         format!("group {group_id} does not exist"),
                     ));
                 };
-                let (artifacts, bytes) =
-                    crate::rows::blobs::usage_of_group(conn, group_id.as_str())?;
+                let (artifacts, bytes) = crate::rows::groups::usage(conn, group_id.as_str())?;
                 Ok(Usage {
                     bytes,
                     artifacts,
@@ -43,8 +42,7 @@ impl Lifespan<'_> {
                         format!("group {group_id} does not exist"),
                     ));
                 }
-                let (artifacts, bytes) =
-                    crate::rows::blobs::usage_of_group(txn, group_id.as_str())?;
+                let (artifacts, bytes) = crate::rows::groups::usage(txn, group_id.as_str())?;
                 Ok(Usage {
                     bytes,
                     artifacts,

@@ -417,35 +417,14 @@ pub(crate) fn cited_by_the_store(conn: &Connection, blake3: &ArtifactId) -> Resu
     Ok(conn.row(&sql, [&blake3.0[..]], |row| row.get::<_, i64>(0))? == 1)
 }
 
-/// Group `group_id`'s usage: (artifacts, bytes) of the distinct blobs its manifests cite or
-/// its members uploaded, disposed ones left out.
-pub(crate) fn usage_of_group(conn: &Connection, group_id: &str) -> Result<(u64, u64), Error> {
-    let sql = format!(
+/// SQL: (count, total size) of the blobs, not disposed of, that sub-query `blobs_sql` names
+/// (one `blake3` column): what a Group's usage counts (`groups::usage`).
+pub(crate) fn usage_of(blobs_sql: &str) -> String {
+    format!(
         "SELECT COUNT(*), COALESCE(SUM(b.size), 0) FROM blobs b
-         JOIN ({} UNION {}) g ON g.blake3 = b.blake3
-         WHERE b.disposed_at IS NULL",
-        super::manifests::blobs_of_group("?1"),
-        super::blob_uploaders::blobs_of_group("?1"),
-    );
-    Ok(conn.row(&sql, [group_id], |row| Ok((row.get(0)?, row.get(1)?)))?)
-}
-
-/// Whether blob `blake3` counts in Group `group_id`'s usage already (a manifest of the Group
-/// cites it, or a member uploaded it there).
-pub(crate) fn counted_in_group(
-    conn: &Connection,
-    group_id: &str,
-    blake3: &ArtifactId,
-) -> Result<bool, Error> {
-    let sql = format!(
-        "SELECT 1 FROM ({} UNION {}) g WHERE g.blake3 = ?2 LIMIT 1",
-        super::manifests::blobs_of_group("?1"),
-        super::blob_uploaders::blobs_of_group("?1"),
-    );
-    Ok(conn
-        .row(&sql, params![group_id, &blake3.0[..]], |_| Ok(()))
-        .optional()?
-        .is_some())
+         JOIN ({blobs_sql}) g ON g.blake3 = b.blake3
+         WHERE b.disposed_at IS NULL"
+    )
 }
 
 /// Disposed blobs whose files may still exist (a collection stopped between its commit and

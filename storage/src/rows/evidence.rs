@@ -366,3 +366,47 @@ pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
 
 /// fsck's rows naming an Event: each record's `evidence.recorded`.
 pub(crate) const RECORDED_EVENTS: &str = "SELECT group_id, sequence FROM evidence";
+
+/// Every Evidence record citing artifact `blake3`: (Group, Mission, WorkItem), each once.
+pub(crate) fn citations(
+    conn: &Connection,
+    blake3: &ArtifactId,
+) -> Result<Vec<(weft_api::Id, weft_api::Id, weft_api::Id)>, Error> {
+    let sql = format!(
+        "SELECT DISTINCT group_id, mission_id, work_item_id FROM evidence
+         WHERE evidence_id IN ({} ?1) ORDER BY group_id, mission_id, work_item_id",
+        super::evidence_artifacts::CITING
+    );
+    let rows = conn.rows(&sql, [&blake3.0[..]], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+        ))
+    })?;
+    rows.into_iter()
+        .map(|(g, m, w)| {
+            Ok((
+                super::id("groupId", &g)?,
+                super::id("missionId", &m)?,
+                super::id("workItemId", &w)?,
+            ))
+        })
+        .collect()
+}
+
+/// The artifacts the Evidence records of WorkItem `work_item_id` (or, with `None`, of
+/// Mission `mission_id`) cite, each once.
+pub(crate) fn cited_by(
+    conn: &Connection,
+    mission_id: &str,
+    work_item_id: Option<&str>,
+) -> Result<Vec<ArtifactId>, Error> {
+    let sql = super::evidence_artifacts::cited_in(
+        "SELECT evidence_id FROM evidence WHERE mission_id = ?1 AND (?2 IS NULL OR work_item_id = ?2)",
+    );
+    let rows = conn.rows(&sql, params![mission_id, work_item_id], |row| {
+        row.get::<_, Vec<u8>>(0)
+    })?;
+    rows.into_iter().map(super::artifact_id).collect()
+}

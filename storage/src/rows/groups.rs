@@ -130,3 +130,36 @@ pub(crate) fn set_quota(
     )?;
     Ok(changed > 0)
 }
+
+/// The blobs Group `group_id` holds (a parameter: its manifests' and its uploads'), as SQL.
+fn blobs_of(group: &str) -> String {
+    format!(
+        "{} UNION {}",
+        super::manifests::blobs_of_group(group),
+        super::blob_uploaders::blobs_of_group(group)
+    )
+}
+
+/// Group `group_id`'s usage: (artifacts, bytes) of the distinct blobs its manifests cite or
+/// its members uploaded, disposed ones left out.
+pub(crate) fn usage(conn: &Connection, group_id: &str) -> Result<(u64, u64), Error> {
+    let sql = super::blobs::usage_of(&blobs_of("?1"));
+    Ok(conn.row(&sql, [group_id], |row| Ok((row.get(0)?, row.get(1)?)))?)
+}
+
+/// Whether blob `blake3` counts in Group `group_id`'s usage already (a manifest of the Group
+/// cites it, or a member uploaded it there).
+pub(crate) fn counts(
+    conn: &Connection,
+    group_id: &str,
+    blake3: &weft_api::ArtifactId,
+) -> Result<bool, Error> {
+    let sql = format!(
+        "SELECT 1 FROM ({}) g WHERE g.blake3 = ?2 LIMIT 1",
+        blobs_of("?1")
+    );
+    Ok(conn
+        .row(&sql, params![group_id, &blake3.0[..]], |_| Ok(()))
+        .optional()?
+        .is_some())
+}

@@ -4,7 +4,8 @@
 //! join a manifest's blob, and whether its artifact is reusable or forwarded, in one statement.
 //!
 //! Artifact ids are `weft_api::ArtifactId` (stored as their 32 bytes); the rest of a row is
-//! read only as the projections its callers ask for, each a statement here.
+//! read only as the projections its callers ask for, each a statement here: that is why the
+//! file is long (every read of the table's rows lives in its one owner).
 
 use std::collections::BTreeSet;
 

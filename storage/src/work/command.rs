@@ -1,5 +1,6 @@
 //! `POST /v1/groups/{g}/commands`: one Command, checked in DESIGN §10's order, executed in one
-//! writer transaction with its Events, or refused with nothing appended.
+//! writer transaction with its Events, or refused with nothing appended. Long because the
+//! checks are one ordered path, kept in one place to read top to bottom.
 //!
 //! Order: payload shape (`invalid_command`, `group_mismatch`, `unknown_extension`), the
 //! signature (the one check; a key that is not the `agentId`'s is `producer_mismatch`), the
