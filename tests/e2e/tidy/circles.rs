@@ -75,6 +75,7 @@ const FEATURES: &[&str] = &[
     "delivery",
     "directory",
     "evidence",
+    "lifespan",
     "lineage",
     "sessions",
     "work",
