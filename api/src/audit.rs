@@ -135,6 +135,7 @@ pub fn about_artifact(event: &Event, artifact: &ArtifactId) -> bool {
         Some(EventPayload::EvidenceRecorded(p)) => p.artifacts.contains(artifact),
         Some(EventPayload::ArtifactIntegrityFailure(p)) => p.artifact == *artifact,
         Some(EventPayload::ArtifactRepaired(p)) => p.artifact == *artifact,
+        Some(EventPayload::ArtifactDisposed(p)) => p.artifact == *artifact,
         _ => false,
     }
 }
@@ -144,10 +145,33 @@ pub fn in_scope(event: &Event, scope: &Scope<'_>) -> bool {
     if let Some(artifact) = &scope.artifact {
         return about_artifact(event, artifact);
     }
+    // A disposition names every Mission of the Group whose manifests cited the bytes
+    // (issue #46): a Mission's bundle says why they are not in it.
+    if let Ok(Some(EventPayload::ArtifactDisposed(p))) = EventPayload::of(event) {
+        return scope.work_item.is_none() && p.missions.iter().any(|m| m.as_str() == scope.mission);
+    }
     mission_of(event).as_deref() == Some(scope.mission)
         && scope
             .work_item
             .is_none_or(|w| work_item_of(event).as_deref() == Some(w))
+}
+
+/// The dispositions a bundle's Events record (issue #46): for each artifact whose bytes a
+/// retention policy disposed of, the policy and the Event's sequence, so a reader is told
+/// "disposed of by policy P at sequence N", never "missing".
+pub fn dispositions(bundle: &Bundle) -> Vec<(ArtifactId, String, u64)> {
+    bundle
+        .events
+        .iter()
+        .filter_map(
+            |entry| match EventPayload::of(&entry.event).ok().flatten() {
+                Some(EventPayload::ArtifactDisposed(p)) => {
+                    Some((p.artifact, p.policy, entry.event.sequence))
+                }
+                _ => None,
+            },
+        )
+        .collect()
 }
 
 /// The bytes of the artifacts the bundle carries, as the CLI found them: each one's BLAKE3

@@ -254,17 +254,34 @@ async fn export(
         }
         Err(error) => return Err(error.into()),
     };
-    let blobs: Vec<BlobEntry> = if with_bytes {
-        published
-            .iter()
-            .map(|(artifact, size)| BlobEntry {
+    // The bytes go to temporary files first (verified as downloaded), then into the tar.
+    // Names of this run's own, beside the output: never an existing directory or file.
+    let unique = format!("{}-{}", std::process::id(), uuid_like());
+    let scratch = ScratchDir::new(output.with_extension(format!("parts-{unique}")))?;
+    let mut blobs: Vec<BlobEntry> = Vec::new();
+    for (artifact, size) in published.iter().filter(|_| with_bytes) {
+        let path = scratch.0.join(hex::encode(artifact.0));
+        let mut file = tokio::fs::File::create(&path).await?;
+        match api
+            .download(&Digest::Blake3(*artifact), &mut file, |_, _| {})
+            .await
+        {
+            Ok(_) => blobs.push(BlobEntry {
                 artifact: *artifact,
                 size: *size,
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+            }),
+            // Bytes a retention policy disposed of (issue #46): the bundle carries the
+            // `artifact.disposed` Event that says so, not the bytes.
+            Err(error) if error.code() == Some(weft_api::ErrorCode::Disposed) => {
+                drop(file);
+                std::fs::remove_file(&path)?;
+                eprintln!(
+                    "{artifact}: bytes disposed of by policy; the bundle holds its artifact.disposed Event"
+                );
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
     let bundle = Bundle {
         version: weft_api::audit::VERSION,
         group_id: group.to_string(),
@@ -280,16 +297,6 @@ async fn export(
         lineage,
         blobs: blobs.clone(),
     };
-    // The bytes go to temporary files first (verified as downloaded), then into the tar.
-    // Names of this run's own, beside the output: never an existing directory or file.
-    let unique = format!("{}-{}", std::process::id(), uuid_like());
-    let scratch = ScratchDir::new(output.with_extension(format!("parts-{unique}")))?;
-    for entry in &blobs {
-        let path = scratch.0.join(hex::encode(entry.artifact.0));
-        let mut file = tokio::fs::File::create(&path).await?;
-        api.download(&Digest::Blake3(entry.artifact), &mut file, |_, _| {})
-            .await?;
-    }
     let json = serde_json::to_vec_pretty(&bundle)?;
     let temporary = output.with_extension(format!("partial-{unique}"));
     // Removed unless it becomes the output.
@@ -499,6 +506,12 @@ fn verify(
         quorum,
         &found,
     ));
+    // Bytes a policy let go are said to be so, by the proven Event that records it.
+    for (artifact, policy, sequence) in weft_api::audit::dispositions(&bundle) {
+        println!(
+            "note: bytes of {artifact} disposed of by policy ({policy}) at sequence {sequence}"
+        );
+    }
     // bundle.json is exactly what its content writes (no whitespace or key order of its own).
     if serde_json::to_vec_pretty(&bundle).ok().as_deref() != Some(json.as_slice()) {
         failures.push(

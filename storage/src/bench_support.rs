@@ -342,3 +342,146 @@ pub mod tamper {
         crate::rows::events::cut_tail(&open(index)?, group_id, n)
     }
 }
+
+/// What `load_expired` wrote: the bytes a retention policy now names.
+#[derive(Clone, Copy, Debug)]
+pub struct Expired {
+    /// Small artifacts, stored inline in the index, and their bytes.
+    pub small: u64,
+    pub small_bytes: u64,
+    /// Large artifacts, stored as blob files, and their bytes.
+    pub large: u64,
+    pub large_bytes: u64,
+}
+
+/// Writes `n_small` artifacts of `small_size` bytes (inline in the index) and `n_large` of
+/// `large_size` bytes (blob files), published in Mission `m-gc` of Group `gc`, which ended 30
+/// days ago, uploaded as long ago; Group `gc` keeps bytes one day after a Mission's end. So a
+/// collection may dispose of every one of them. Through the same `rows/` the server writes.
+pub async fn load_expired(
+    store: &Store,
+    n_small: u64,
+    small_size: usize,
+    n_large: u64,
+    large_size: usize,
+) -> Result<Expired, Error> {
+    use weft_api::lifecycle::Retention;
+    use weft_api::work::machine::MissionState;
+    let group = Id::parse("groupId", "gc")?;
+    store.directory().create_group(group.clone()).await?;
+    let key = weft_api::dsse::generate_key().verifying_key();
+    store
+        .directory()
+        .register_agent(Id::parse("agentId", "gc-agent")?, key, "1".into())
+        .await?;
+    let long_ago = store.inner.clock.now() - chrono::Duration::days(30);
+    store
+        .inner
+        .db
+        .write(move |txn| {
+            let mut mission = crate::rows::missions::MissionRow {
+                mission_id: Id::parse("missionId", "m-gc")?,
+                group_id: Id::parse("groupId", "gc")?,
+                title: "expired".into(),
+                priority_class: weft_api::work::contract::Level::Normal,
+                budget: Default::default(),
+                state: MissionState::Active,
+                revision: 1,
+                parent_work_item_id: None,
+                child_failure_policy: None,
+            };
+            crate::rows::missions::insert(txn, &mission, 1)?;
+            mission.state = MissionState::Cancelled;
+            crate::rows::missions::save_state(txn, &mission, long_ago)?;
+            crate::rows::retention_policies::set(
+                txn,
+                &crate::rows::retention_policies::PolicyRow {
+                    group_id: Id::parse("groupId", "gc")?,
+                    mission_id: None,
+                    retention: Retention {
+                        keep_bytes_seconds: Some(86_400),
+                        keep_records_seconds: None,
+                    },
+                    sequence: 1,
+                },
+            )?;
+            Ok(())
+        })
+        .await?;
+    let bytes_of = |kind: &str, i: u64, size: usize| -> Vec<u8> {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(kind.as_bytes());
+        hasher.update(&i.to_le_bytes());
+        let mut bytes = vec![0u8; size];
+        hasher.finalize_xof().fill(&mut bytes);
+        bytes
+    };
+    let manifest = |txn: &crate::sql::Connection, digests: &Digests, i: u64| {
+        let manifest_id = ArtifactId(*blake3::hash(&digests.blake3.0).as_bytes());
+        crate::rows::manifests::insert(
+            txn,
+            &crate::rows::manifests::New {
+                manifest_id: &manifest_id,
+                blake3: &digests.blake3,
+                group_id: "gc",
+                mission_id: "m-gc",
+                work_item_id: &format!("w-gc-{}", i / 100),
+                producer: "gc-agent",
+                media_type: "application/octet-stream",
+                lease_id: "lease",
+                ownership_epoch: 1,
+                classification: "internal",
+                created_at: "bench",
+                envelope: "{}",
+                sequence: i + 1,
+                name: None,
+            },
+        )
+        .map(|_| ())
+    };
+    const BATCH: u64 = 20_000;
+    for start in (0..n_small).step_by(BATCH as usize) {
+        let end = (start + BATCH).min(n_small);
+        let blobs: Vec<(Digests, Vec<u8>)> = (start..end)
+            .map(|i| {
+                let bytes = bytes_of("small", i, small_size);
+                (weft_api::digest::Hasher::digest(&bytes), bytes)
+            })
+            .collect();
+        store
+            .inner
+            .db
+            .write(move |txn| {
+                for (offset, (digests, bytes)) in blobs.iter().enumerate() {
+                    let inline = crate::rows::inline_bytes::insert(txn, bytes)?;
+                    crate::rows::blobs::insert(txn, digests, long_ago, Some(inline))?;
+                    manifest(txn, digests, start + offset as u64)?;
+                }
+                Ok(())
+            })
+            .await?;
+    }
+    for i in 0..n_large {
+        let bytes = bytes_of("large", i, large_size);
+        let digests = weft_api::digest::Hasher::digest(&bytes);
+        store
+            .inner
+            .blobs
+            .put_whole(&digests.blake3, bytes.into())
+            .await?;
+        store
+            .inner
+            .db
+            .write(move |txn| {
+                crate::rows::blobs::insert(txn, &digests, long_ago, None)?;
+                manifest(txn, &digests, n_small + i)
+            })
+            .await?;
+    }
+    Ok(Expired {
+        small: n_small,
+        small_bytes: n_small * small_size as u64,
+        large: n_large,
+        large_bytes: n_large * large_size as u64,
+    })
+}

@@ -650,3 +650,13 @@ fn named_files(dir: &std::path::Path, files: &mut Vec<(PathBuf, ArtifactId)>) ->
     }
     Ok(())
 }
+
+#[cfg(feature = "bench-support")]
+impl Blobs {
+    /// Writes `bytes` as blob `id`'s object in one put (the collection benchmark's loader,
+    /// `bench_support::load_expired`; never the server).
+    pub(crate) async fn put_whole(&self, id: &ArtifactId, bytes: Bytes) -> Result<(), Error> {
+        self.store.put(&blob_path(id), bytes.into()).await?;
+        Ok(())
+    }
+}

@@ -175,6 +175,22 @@ backends!(
             report.problems
         );
         assert_eq!(h.stats().await.disposed, 1);
+        // The log compacts over the tombstone; the bytes still answer 410, fsck stays clean.
+        h.store
+            .compaction()
+            .compact(weft_storage::Retention::events(1))
+            .await
+            .expect("compaction");
+        let answer = h
+            .call(Method::GET, &uri, Some(&auditor.token), Body::empty())
+            .await;
+        assert_eq!(answer.code(), "disposed", "{kind:?}: after compaction");
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(
+            report.problems.is_empty(),
+            "{kind:?}: {:?}",
+            report.problems
+        );
         // A second collection has nothing left to do.
         assert!(disposed(&gc(&h, false).await).is_empty());
         // The same bytes uploaded again are read again (the row is repaired).

@@ -116,6 +116,21 @@ pub(crate) fn delete_of_agent(conn: &Connection, agent_id: &str) -> Result<(), E
     Ok(())
 }
 
+/// Forgets sessions that expired before `cutoff` (an instant as `format_instant` writes it),
+/// at most `limit`: their tokens authenticate nothing (issue #46). Answers how many.
+pub(crate) fn forget_expired_before(
+    conn: &Connection,
+    cutoff: &str,
+    limit: u64,
+) -> Result<u64, Error> {
+    let removed = conn.run(
+        "DELETE FROM sessions WHERE token_hash IN (
+             SELECT token_hash FROM sessions WHERE expires_at < ?1 LIMIT ?2)",
+        params![cutoff, limit],
+    )?;
+    Ok(removed as u64)
+}
+
 /// How many sessions there are.
 pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
     Ok(conn.row("SELECT COUNT(*) FROM sessions", [], |row| row.get(0))?)
