@@ -124,6 +124,10 @@ pub struct Config {
     /// retry is answered 409 `command_expired`, never done again (trimmed with each collection).
     #[arg(long, env = "WEFT_ANSWER_HORIZON_DAYS", default_value_t = defaults::ANSWER_HORIZON_DAYS)]
     pub answer_horizon_days: u64,
+    /// After each batch of 256 blobs, collection leaves the writer to other work for this many
+    /// times the batch's own time (4: it takes at most a fifth; 0: as fast as it can).
+    #[arg(long, env = "WEFT_GC_PAUSE_RATIO", default_value_t = defaults::GC_PAUSE_RATIO)]
+    pub gc_pause_ratio: u32,
     /// Session requests one Agent may make per minute (0: no limit).
     #[arg(long, env = "WEFT_LOGINS_PER_MINUTE", default_value_t = defaults::LOGINS_PER_MINUTE)]
     pub logins_per_minute: u32,
@@ -197,6 +201,7 @@ impl Config {
             sweep_interval_secs: defaults::SWEEP_INTERVAL_SECS,
             gc_interval_secs: defaults::GC_INTERVAL_SECS,
             answer_horizon_days: defaults::ANSWER_HORIZON_DAYS,
+            gc_pause_ratio: defaults::GC_PAUSE_RATIO,
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
             commands_per_minute: defaults::COMMANDS_PER_MINUTE,
             max_open_proposals: defaults::MAX_OPEN_PROPOSALS,
@@ -221,6 +226,7 @@ impl Config {
             answer_horizon: chrono::Duration::days(
                 self.answer_horizon_days.clamp(1, 100 * 365) as i64
             ),
+            collection_pause_ratio: self.gc_pause_ratio.min(1000),
             logins_per_minute: self.logins_per_minute,
             commands_per_minute: self.commands_per_minute,
             max_open_proposals: self.max_open_proposals,

@@ -135,7 +135,9 @@ pub fn about_artifact(event: &Event, artifact: &ArtifactId) -> bool {
         Some(EventPayload::EvidenceRecorded(p)) => p.artifacts.contains(artifact),
         Some(EventPayload::ArtifactIntegrityFailure(p)) => p.artifact == *artifact,
         Some(EventPayload::ArtifactRepaired(p)) => p.artifact == *artifact,
-        Some(EventPayload::ArtifactDisposed(p)) => p.artifact == *artifact,
+        Some(EventPayload::ArtifactDisposed(p)) => {
+            p.artifacts.iter().any(|d| d.artifact == *artifact)
+        }
         _ => false,
     }
 }
@@ -160,18 +162,15 @@ pub fn in_scope(event: &Event, scope: &Scope<'_>) -> bool {
 /// retention policy disposed of, the policy and the Event's sequence, so a reader is told
 /// "disposed of by policy P at sequence N", never "missing".
 pub fn dispositions(bundle: &Bundle) -> Vec<(ArtifactId, String, u64)> {
-    bundle
-        .events
-        .iter()
-        .filter_map(
-            |entry| match EventPayload::of(&entry.event).ok().flatten() {
-                Some(EventPayload::ArtifactDisposed(p)) => {
-                    Some((p.artifact, p.policy, entry.event.sequence))
-                }
-                _ => None,
-            },
-        )
-        .collect()
+    let mut found = Vec::new();
+    for entry in &bundle.events {
+        if let Ok(Some(EventPayload::ArtifactDisposed(p))) = EventPayload::of(&entry.event) {
+            for disposed in p.artifacts {
+                found.push((disposed.artifact, disposed.policy, entry.event.sequence));
+            }
+        }
+    }
+    found
 }
 
 /// The bytes of the artifacts the bundle carries, as the CLI found them: each one's BLAKE3

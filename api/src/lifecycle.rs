@@ -197,19 +197,27 @@ pub struct HoldLifted {
     pub hold_id: Id,
 }
 
-/// `artifact.disposed`: a blob's bytes were deleted by policy. Its manifests stay (a
-/// tombstone): lineage still shows the node, and a content read answers 410 `disposed`
-/// naming this Event. Appended to every Group that published the artifact.
+/// `artifact.disposed`: blobs' bytes were deleted by policy, one collection batch's worth
+/// in one Group (and one set of its Missions). Their manifests stay (tombstones): lineage
+/// still shows the nodes, and a content read answers 410 `disposed` naming this Event.
+/// Appended to every Group that published them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactDisposed {
-    pub artifact: ArtifactId,
+    pub artifacts: Vec<DisposedArtifact>,
     pub disposed_at: String,
-    /// The Missions of this Group whose manifests cite it.
+    /// The Missions of this Group whose manifests cited them.
     pub missions: Vec<Id>,
+}
+
+/// One blob of an `artifact.disposed` Event: what went, under which policy, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisposedArtifact {
+    pub artifact: ArtifactId,
     /// The policy that let it go: `group G` or `mission M`, with its durations.
     pub policy: String,
-    /// Why, in words: which Missions ended when, and what their policies keep.
+    /// Why, in words: which Missions ended when, and when their policies let the bytes go.
     pub reason: String,
     pub sha256: Sha256Digest,
     pub size: u64,

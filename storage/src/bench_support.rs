@@ -439,7 +439,8 @@ pub async fn load_expired(
         )
         .map(|_| ())
     };
-    const BATCH: u64 = 20_000;
+    // Small transactions: a job's savepoint costs grow with the pages it dirtied.
+    const BATCH: u64 = 2_000;
     for start in (0..n_small).step_by(BATCH as usize) {
         let end = (start + BATCH).min(n_small);
         let blobs: Vec<(Digests, Vec<u8>)> = (start..end)

@@ -112,10 +112,11 @@ pub(crate) fn deliver(
                     None => false,
                 }
             }
+            // Only to a reader who sees every Mission it names (one batch's, of one set).
             EventPayload::ArtifactDisposed(p) => p
                 .missions
                 .iter()
-                .any(|mission| reader.sees_mission(group, mission.as_str())),
+                .all(|mission| reader.sees_mission(group, mission.as_str())),
             EventPayload::GroupCreated(_)
             | EventPayload::MembershipSet(_)
             | EventPayload::MembershipRemoved(_)

@@ -46,6 +46,8 @@ pub(crate) struct Engine {
     pub(crate) unpublished_blob_ttl: chrono::Duration,
     /// How long Command and idempotent answers are kept (`lifespan/answers.rs`).
     pub(crate) answer_horizon: chrono::Duration,
+    /// Collection's pause after each batch, as a multiple of its time (`artifacts/collection.rs`).
+    pub(crate) collection_pause_ratio: u32,
     /// Shared by uploads (promotion to row), compaction and an outboard rebuild's placing,
     /// exclusive for the sweep.
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,

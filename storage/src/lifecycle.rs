@@ -229,6 +229,7 @@ impl Engine {
             }),
             unpublished_blob_ttl: options.quotas.unpublished_blob_ttl,
             answer_horizon: options.quotas.answer_horizon,
+            collection_pause_ratio: options.quotas.collection_pause_ratio,
             sweep_lock: tokio::sync::RwLock::new(()),
             upload_counters: Counters::default(),
             upload_claims: Claims::default(),

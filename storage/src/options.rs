@@ -66,6 +66,8 @@ pub mod defaults {
     pub const SWEEP_INTERVAL_SECS: u64 = 60;
     /// Days the answers of Commands and idempotent requests are kept for retries (issue #46).
     pub const ANSWER_HORIZON_DAYS: u64 = 30;
+    /// Collection's pause after each batch, as a multiple of the batch's time (issue #46).
+    pub const GC_PAUSE_RATIO: u32 = 4;
     /// Seconds between two collections of what retention policies let go (issue #46).
     pub const GC_INTERVAL_SECS: u64 = 15 * 60;
     /// Seconds between two snapshots of the lineage index (`Store::save_lineage_snapshot`;
@@ -142,6 +144,9 @@ pub struct Quotas {
     /// How long the answers of Commands and idempotent requests are kept for a retry (issue
     /// #46): an older retry is answered `command_expired`, never done again.
     pub answer_horizon: chrono::Duration,
+    /// How long collection leaves the writer to others after each batch, as a multiple of
+    /// the batch's own time (4: collection takes at most a fifth of it; 0: no pause).
+    pub collection_pause_ratio: u32,
     /// Session requests one Agent may make per minute (0: no limit).
     pub logins_per_minute: u32,
     /// Commands one Agent may send per minute (0: no limit).
@@ -169,6 +174,7 @@ impl Default for Quotas {
                 defaults::UNPUBLISHED_BLOB_TTL_SECS as i64,
             ),
             answer_horizon: chrono::Duration::days(defaults::ANSWER_HORIZON_DAYS as i64),
+            collection_pause_ratio: defaults::GC_PAUSE_RATIO,
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
             commands_per_minute: defaults::COMMANDS_PER_MINUTE,
             max_open_proposals: defaults::MAX_OPEN_PROPOSALS,

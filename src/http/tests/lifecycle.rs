@@ -138,7 +138,10 @@ backends!(
         let events = h.events_of(&auditor, "artifact.disposed").await;
         assert_eq!(events.len(), 1, "{kind:?}");
         let event = &events[0];
-        assert_eq!(event["payload"]["artifact"], artifact.to_string());
+        assert_eq!(
+            event["payload"]["artifacts"][0]["artifact"],
+            artifact.to_string()
+        );
         assert_eq!(event["payload"]["missions"], json!(["mission-1"]));
         // The bytes answer 410, naming the Event; the manifest and lineage stay.
         let uri = format!("/v1/artifacts/{artifact}/content");

@@ -1,7 +1,7 @@
 //! Provenance-aware collection (issue #46): the bytes of a blob are disposed of only when
 //! every record citing it is past what its retention policy keeps and nothing else needs them;
 //! the manifests stay (tombstones), and each Group that published the blob gets an
-//! `artifact.disposed` Event naming the policy and why.
+//! `artifact.disposed` Event naming the policy and why (one per batch and set of Missions).
 //!
 //! What keeps a blob (checked for each blob in the transaction that disposes of it):
 //! - a manifest or Evidence record whose Mission is live, has no policy, or is not yet past
@@ -30,7 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use weft_api::lifecycle::views::{CollectionReport, DisposalView};
-use weft_api::lifecycle::{ArtifactDisposed, HoldTarget, Retention, bytes_due, format_duration};
+use weft_api::lifecycle::{
+    ArtifactDisposed, DisposedArtifact, HoldTarget, Retention, bytes_due, format_duration,
+};
 use weft_api::work::machine::WorkState;
 use weft_api::{ArtifactId, EventPayload, Id};
 
@@ -121,7 +123,14 @@ impl Artifacts<'_> {
             }
             let room = limit - report.disposed.len();
             let batch: Vec<ArtifactId> = batch.iter().take(room).copied().collect();
+            // Each batch holds the writer (and the sweep lock) briefly; then collection steps
+            // aside for `collection_pause_ratio` times as long, so Workers keep publishing.
+            let started = std::time::Instant::now();
             let (views, kept, stop) = self.collect_batch(batch, dry_run, &mut held).await?;
+            let pause = started.elapsed() * self.0.collection_pause_ratio;
+            if !pause.is_zero() && !stop && !dry_run {
+                tokio::time::sleep(pause).await;
+            }
             report.kept += kept;
             for view in views {
                 report.blobs += 1;
@@ -190,6 +199,9 @@ impl Artifacts<'_> {
                 }
                 let decided = decide(txn, &mut cache)?;
                 let mut gone = Vec::new();
+                // One Event per Group and set of its Missions for the whole batch: the log
+                // grows by a few Events per batch, not one per blob.
+                let mut by_group: BTreeMap<(Id, Vec<Id>), Vec<DisposedArtifact>> = BTreeMap::new();
                 for (blob, decision) in &decided {
                     let Decision::Dispose(view, sha256, groups) = decision else {
                         continue;
@@ -199,19 +211,30 @@ impl Artifacts<'_> {
                         continue;
                     }
                     for (group, missions) in groups {
-                        let payload = EventPayload::ArtifactDisposed(ArtifactDisposed {
-                            artifact: *blob,
-                            disposed_at: format_instant(now),
-                            missions: missions.clone(),
-                            policy: view.policy.clone(),
-                            reason: view.reason.clone(),
-                            sha256: *sha256,
-                            size: view.size,
-                        });
-                        let sequence = events::append(txn, group, &payload, now)?;
-                        rows::blob_dispositions::insert(txn, group.as_str(), blob, sequence, now)?;
+                        by_group
+                            .entry((group.clone(), missions.clone()))
+                            .or_default()
+                            .push(DisposedArtifact {
+                                artifact: *blob,
+                                policy: view.policy.clone(),
+                                reason: view.reason.clone(),
+                                sha256: *sha256,
+                                size: view.size,
+                            });
                     }
                     gone.push(blob.0);
+                }
+                for ((group, missions), artifacts) in by_group {
+                    let ids: Vec<ArtifactId> = artifacts.iter().map(|d| d.artifact).collect();
+                    let payload = EventPayload::ArtifactDisposed(ArtifactDisposed {
+                        artifacts,
+                        disposed_at: format_instant(now),
+                        missions,
+                    });
+                    let sequence = events::append(txn, &group, &payload, now)?;
+                    for blob in &ids {
+                        rows::blob_dispositions::insert(txn, group.as_str(), blob, sequence, now)?;
+                    }
                 }
                 begun.record(txn, now, &gone)?;
                 Ok((decided, cache, begun, false))
