@@ -134,7 +134,7 @@ fn main() -> anyhow::Result<()> {
     let n_large = setting("WEFT_BENCH_GC_LARGE", 1_000);
     let large_size = setting("WEFT_BENCH_GC_LARGE_BYTES", 1 << 20) as usize;
     let seconds = setting("WEFT_BENCH_PUBLISH_SECONDS", 10);
-    let pause = setting("WEFT_BENCH_GC_PAUSE_RATIO", 4).to_string();
+    let pause = setting("WEFT_BENCH_GC_PAUSE_RATIO", 8).to_string();
     let dir = tempfile::tempdir()?;
     let data = dir.path().join("data");
     let runtime = tokio::runtime::Runtime::new()?;

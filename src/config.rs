@@ -125,7 +125,7 @@ pub struct Config {
     #[arg(long, env = "WEFT_ANSWER_HORIZON_DAYS", default_value_t = defaults::ANSWER_HORIZON_DAYS)]
     pub answer_horizon_days: u64,
     /// After each batch of 256 blobs, collection leaves the writer to other work for this many
-    /// times the batch's own time (4: it takes at most a fifth; 0: as fast as it can).
+    /// times the batch's own time (8: it takes at most a ninth; 0: as fast as it can).
     #[arg(long, env = "WEFT_GC_PAUSE_RATIO", default_value_t = defaults::GC_PAUSE_RATIO)]
     pub gc_pause_ratio: u32,
     /// Session requests one Agent may make per minute (0: no limit).

@@ -67,7 +67,7 @@ pub mod defaults {
     /// Days the answers of Commands and idempotent requests are kept for retries (issue #46).
     pub const ANSWER_HORIZON_DAYS: u64 = 30;
     /// Collection's pause after each batch, as a multiple of the batch's time (issue #46).
-    pub const GC_PAUSE_RATIO: u32 = 4;
+    pub const GC_PAUSE_RATIO: u32 = 8;
     /// Seconds between two collections of what retention policies let go (issue #46).
     pub const GC_INTERVAL_SECS: u64 = 15 * 60;
     /// Seconds between two snapshots of the lineage index (`Store::save_lineage_snapshot`;
@@ -145,7 +145,7 @@ pub struct Quotas {
     /// #46): an older retry is answered `command_expired`, never done again.
     pub answer_horizon: chrono::Duration,
     /// How long collection leaves the writer to others after each batch, as a multiple of
-    /// the batch's own time (4: collection takes at most a fifth of it; 0: no pause).
+    /// the batch's own time (8: collection takes at most a ninth of it; 0: no pause).
     pub collection_pause_ratio: u32,
     /// Session requests one Agent may make per minute (0: no limit).
     pub logins_per_minute: u32,

@@ -172,9 +172,13 @@ impl Artifacts<'_> {
               -> Result<Vec<(ArtifactId, Decision)>, Error> {
             let policies = Policies::load(conn)?;
             let held = cache.refresh(conn)?;
+            let mut ends = BTreeMap::new();
             batch
                 .iter()
-                .map(|blob| Ok((*blob, decide(conn, blob, now, ttl, &policies, held)?)))
+                .map(|blob| {
+                    let decision = decide(conn, blob, now, ttl, &policies, held, &mut ends)?;
+                    Ok((*blob, decision))
+                })
                 .collect()
         };
         if dry_run {
@@ -333,6 +337,7 @@ fn decide(
     ttl: chrono::Duration,
     policies: &Policies,
     held: &BTreeSet<ArtifactId>,
+    ends: &mut BTreeMap<Id, Option<DateTime<Utc>>>,
 ) -> Result<Decision, Error> {
     let Some(row) = rows::blobs::collectable(conn, blob)? else {
         return Ok(Decision::Skip);
@@ -359,7 +364,15 @@ fn decide(
         .map(|citation| (citation, false))
         .chain(evidence.iter().map(|citation| (citation, true)));
     for ((group, mission, work_item), by_evidence) in cited {
-        let ended = rows::missions::ended_at(conn, mission.as_str())?;
+        // A batch's blobs mostly share their Missions: each end is read once per batch.
+        let ended = match ends.get(mission) {
+            Some(ended) => *ended,
+            None => {
+                let ended = rows::missions::ended_at(conn, mission.as_str())?;
+                ends.insert(mission.clone(), ended);
+                ended
+            }
+        };
         let policy = policies.of(group, mission);
         let verified = by_evidence
             && rows::work_items::load(conn, work_item.as_str())?
