@@ -148,7 +148,7 @@ pub(crate) async fn holds(
 
 /// Runs collection now: the bytes every retention policy lets go and nothing holds are
 /// disposed of (tombstones and `artifact.disposed` Events stay), at most `limit` (≤ 10,000)
-/// blobs per call, and trims Command and idempotent answers older than the answer horizon;
+/// blobs and half the request timeout per call (call again while `blobs` is not 0), and trims Command and idempotent answers older than the answer horizon;
 /// `dryRun=true` changes nothing and lists what would go.
 #[utoipa::path(post, path = "/v1/admin/gc", params(("dryRun" = Option<bool>, Query), ("limit" = Option<u64>, Query)),
     responses((status = 200, description = "{dryRun, disposed: [{artifact, size, groups, policy, reason}], kept, blobs, bytes, answersTrimmed}"),
@@ -173,7 +173,14 @@ pub(crate) async fn gc(
     let limit = query_limit(&query)?
         .map_or(GC_LIMIT, |limit| usize::try_from(limit).unwrap_or(GC_LIMIT))
         .clamp(1, GC_LIMIT);
-    let mut report: CollectionReport = state.store.artifacts().collect(dry_run, limit).await?;
+    // Within the request's time: batches start only in its first half (each is short, then
+    // paused); the caller calls again while a call disposes of something.
+    let deadline = std::time::Instant::now() + state.limits.request_timeout / 2;
+    let mut report: CollectionReport = state
+        .store
+        .artifacts()
+        .collect_until(dry_run, limit, Some(deadline))
+        .await?;
     if !dry_run {
         report.answers_trimmed = state.store.lifespan().trim_answers().await?;
     }

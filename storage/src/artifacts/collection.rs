@@ -107,6 +107,17 @@ impl Artifacts<'_> {
     /// `dry_run` changes nothing and answers what would go. The server also runs it on an
     /// interval (`weft serve --gc-interval-secs`).
     pub async fn collect(&self, dry_run: bool, limit: usize) -> Result<CollectionReport, Error> {
+        self.collect_until(dry_run, limit, None).await
+    }
+
+    /// [`Artifacts::collect`], starting no batch after `deadline` (a request's time budget):
+    /// what is left goes in the next call.
+    pub async fn collect_until(
+        &self,
+        dry_run: bool,
+        limit: usize,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<CollectionReport, Error> {
         let mut report = CollectionReport {
             dry_run,
             ..CollectionReport::default()
@@ -118,7 +129,9 @@ impl Artifacts<'_> {
         let candidates = self.0.db.read(move |conn| candidates(conn, now)).await?;
         let mut held = HeldCache::default();
         for batch in candidates.chunks(BATCH) {
-            if report.disposed.len() >= limit {
+            if report.disposed.len() >= limit
+                || deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline)
+            {
                 break;
             }
             let room = limit - report.disposed.len();
