@@ -1,5 +1,6 @@
 //! `weft audit export` and `weft audit verify` (issue #45): one Mission's offline audit bundle
-//! (`weft_api::audit`), written and checked as one tar file.
+//! (`weft_api::audit`), written and checked as one tar file. Long because export and verify
+//! share the tar's one layout, kept in one file so the two cannot drift apart.
 //!
 //! - **Export** (a Group-wide reader's session: an auditor or coordinator): the Group's
 //!   checkpoint (cosigned where the server has witnesses), the Mission's Events read from the
