@@ -1,7 +1,8 @@
 //! The lifecycle of what is stored (issue #46, DESIGN §16): retention policies, legal holds and
 //! the disposition of bytes, as pure rules and the payloads of their Events.
 //!
-//! - A retention policy belongs to a Group, or to one Mission of it (the Mission's wins). It
+//! - A retention policy belongs to a Group, to one Mission of it, or to one classification of
+//!   its artifacts (the Mission's wins, then the classification's, then the Group's). It
 //!   says how long after a Mission *ends* its bytes are kept (`keepBytes`) and how long the
 //!   bytes a verified WorkItem's Evidence cites are kept (`keepRecords`, never shorter than
 //!   `keepBytes`). No policy: everything is kept.
@@ -168,10 +169,13 @@ impl HoldTarget {
     }
 }
 
-/// `retention.set`: the operator set a Group's (or one Mission's) retention policy.
+/// `retention.set`: the operator set a Group's retention policy, or one Mission's, or one
+/// classification's of the Group's artifacts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetentionSet {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classification: Option<crate::manifest::Classification>,
     pub group_id: Id,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_bytes_seconds: Option<u64>,

@@ -44,8 +44,12 @@ pub(super) enum RetentionAction {
     Set {
         #[arg(long)]
         group: String,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "classification")]
         mission: Option<String>,
+        /// A policy for the Group's artifacts of one classification (public, internal,
+        /// confidential, restricted).
+        #[arg(long)]
+        classification: Option<String>,
         /// How long after the Mission ends its bytes are kept.
         #[arg(long)]
         keep_bytes: Option<String>,
@@ -111,15 +115,27 @@ pub(super) async fn run(
                 RetentionAction::Set {
                     group,
                     mission,
+                    classification,
                     keep_bytes,
                     keep_records,
                 },
         } => {
+            let classification = classification
+                .as_deref()
+                .map(|c| {
+                    serde_json::from_value(serde_json::Value::String(c.to_owned())).map_err(|_| {
+                        anyhow::anyhow!(
+                            "--classification is public, internal, confidential or restricted, not {c:?}"
+                        )
+                    })
+                })
+                .transpose()?;
             let request = RetentionRequest {
                 mission_id: mission
                     .as_deref()
                     .map(|m| Id::parse("mission", m))
                     .transpose()?,
+                classification,
                 keep_bytes,
                 keep_records,
             };
@@ -127,9 +143,10 @@ pub(super) async fn run(
             let set = api
                 .set_retention(&Id::parse("group", &group)?, &request)
                 .await?;
-            let scope = match &set.mission_id {
-                Some(mission) => format!("mission {mission} of {group}"),
-                None => format!("group {group}"),
+            let scope = match (&set.mission_id, &set.classification) {
+                (Some(mission), _) => format!("mission {mission} of {group}"),
+                (None, Some(class)) => format!("{} artifacts of {group}", class.as_str()),
+                (None, None) => format!("group {group}"),
             };
             said(
                 format!(

@@ -47,11 +47,12 @@ fn lifecycle_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Htt
 /// lists each, and the CLI calls again while `blobs` reached the limit.
 pub(super) const GC_LIMIT: usize = 10_000;
 
-/// Sets the Group's retention policy, or one Mission's (`missionId`): durations like `30d`,
+/// Sets the Group's retention policy, one Mission's (`missionId`) or one classification's of
+/// its artifacts (`classification`): durations like `30d`,
 /// `12h`, `1s`, counted from the Mission's end. Appends `retention.set`.
 #[utoipa::path(put, path = "/v1/admin/groups/{group_id}/retention", params(("group_id" = String, Path)),
-    request_body(content = String, description = "{missionId?, keepBytes?, keepRecords?}", content_type = "application/json"),
-    responses((status = 200, description = "{groupId, missionId?, keepBytes?, keepRecords?, sequence}"),
+    request_body(content = String, description = "{missionId? | classification?, keepBytes?, keepRecords?}", content_type = "application/json"),
+    responses((status = 200, description = "{groupId, missionId?, classification?, keepBytes?, keepRecords?, sequence}"),
               (status = 400, description = "bad_request: a duration, or neither named"),
               (status = 404, description = "unknown_group, not_found (the Mission)"),
               (status = 409, description = "held: holds keep what the policy would let go now; conflict: keepRecords shorter than keepBytes")))]
@@ -71,7 +72,12 @@ pub(crate) async fn set_retention(
     let set = state
         .store
         .lifespan()
-        .set_retention(group_id, request.mission_id, retention)
+        .set_retention(
+            group_id,
+            request.mission_id,
+            request.classification,
+            retention,
+        )
         .await?;
     Ok(json(StatusCode::OK, &set))
 }

@@ -398,6 +398,7 @@ pub async fn load_expired(
                 &crate::rows::retention_policies::PolicyRow {
                     group_id: Id::parse("groupId", "gc")?,
                     mission_id: None,
+                    classification: None,
                     retention: Retention {
                         keep_bytes_seconds: Some(86_400),
                         keep_records_seconds: None,

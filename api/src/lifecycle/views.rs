@@ -14,6 +14,9 @@ use crate::id::Id;
 pub struct RetentionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mission_id: Option<Id>,
+    /// A policy for the Group's artifacts of one classification (not with `missionId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classification: Option<crate::manifest::Classification>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_bytes: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -23,6 +26,12 @@ pub struct RetentionRequest {
 impl RetentionRequest {
     /// The policy it asks for, its durations parsed and checked.
     pub fn retention(&self) -> Result<super::Retention, Rejection> {
+        if self.mission_id.is_some() && self.classification.is_some() {
+            return Err(Rejection::new(
+                ErrorCode::BadRequest,
+                "a policy is for the Group, one Mission or one classification: not both missionId and classification",
+            ));
+        }
         let retention = super::Retention {
             keep_bytes_seconds: self
                 .keep_bytes
@@ -47,6 +56,8 @@ pub struct PolicyView {
     pub group_id: Id,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mission_id: Option<Id>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classification: Option<crate::manifest::Classification>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_bytes: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

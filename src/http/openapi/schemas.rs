@@ -243,9 +243,11 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
             let duration = json!({"type": "string", "pattern": "^[0-9]{1,9}[smhd]$"});
             let mut policy = object(
                 &[],
-                json!({"missionId": id(), "keepBytes": duration, "keepRecords": duration}),
+                json!({"missionId": id(), "keepBytes": duration, "keepRecords": duration,
+                    "classification": string_enum(&["public", "internal", "confidential", "restricted"])}),
             );
             policy["anyOf"] = json!([{"required": ["keepBytes"]}, {"required": ["keepRecords"]}]);
+            policy["not"] = json!({"required": ["missionId", "classification"]});
             policy
         }
         ("post", "/v1/admin/holds") => {

@@ -681,3 +681,68 @@ backends!(
         assert_unchanged(&before, &h.fingerprint().await, "retries past the horizon");
     }
 );
+
+backends!(
+    /// A policy for one classification of a Group's artifacts wins over the Group's (and a
+    /// Mission's over both): internal bytes kept one day go, confidential ones kept by the
+    /// Group's thirty days stay.
+    async fn a_classification_policy_wins_over_the_groups(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let internal = h.put(&worker, "g1", b"an internal artifact", &[]).await;
+        let digests = h.upload(&worker, b"a confidential artifact").await;
+        let mut confidential = manifest(&worker, "g1", digests, &[]);
+        confidential.classification = weft_api::manifest::Classification::Confidential;
+        let published = h.publish(&worker, &sign(&worker.key, &confidential)).await;
+        assert_eq!(
+            published.status,
+            StatusCode::CREATED,
+            "{kind:?}: {published:?}"
+        );
+        let group = set_retention(&h, "g1", json!({"keepBytes": "30d"})).await;
+        assert_eq!(group.status, StatusCode::OK, "{kind:?}: {group:?}");
+        let class = set_retention(
+            &h,
+            "g1",
+            json!({"classification": "internal", "keepBytes": "1d"}),
+        )
+        .await;
+        assert_eq!(class.status, StatusCode::OK, "{kind:?}: {class:?}");
+        assert_eq!(class.json()["classification"], "internal");
+        let both = set_retention(
+            &h,
+            "g1",
+            json!({"classification": "internal", "missionId": "mission-1", "keepBytes": "1d"}),
+        )
+        .await;
+        assert_eq!(both.code(), "bad_request", "{kind:?}: one scope per policy");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(days(2));
+        let report = gc(&h, false).await;
+        assert_eq!(
+            disposed(&report),
+            vec![internal.to_string()],
+            "{kind:?}: {report}"
+        );
+        assert!(
+            report["disposed"][0]["policy"]
+                .as_str()
+                .is_some_and(|p| p.contains("internal artifacts of group g1 keep-bytes 1d")),
+            "{report}"
+        );
+        let shown = h
+            .call(
+                Method::GET,
+                "/v1/admin/groups/g1/retention",
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await
+            .json();
+        assert_eq!(
+            shown["policies"].as_array().map(Vec::len),
+            Some(2),
+            "{shown}"
+        );
+    }
+);

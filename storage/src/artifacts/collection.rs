@@ -33,6 +33,7 @@ use weft_api::lifecycle::views::{CollectionReport, DisposalView};
 use weft_api::lifecycle::{
     ArtifactDisposed, DisposedArtifact, HoldTarget, Retention, bytes_due, format_duration,
 };
+use weft_api::manifest::Classification;
 use weft_api::work::machine::WorkState;
 use weft_api::{ArtifactId, EventPayload, Id};
 
@@ -48,27 +49,56 @@ use crate::sql::Connection;
 /// wait at most one batch.
 pub(crate) const BATCH: usize = 256;
 
-/// The policies in force: the Group's and its Missions'.
+/// The policies in force: the Groups', their Missions' and their classifications'.
 #[derive(Default)]
 struct Policies {
     of_group: BTreeMap<Id, Retention>,
     of_mission: BTreeMap<Id, Retention>,
+    /// By Group and classification (its wire name).
+    of_class: BTreeMap<(Id, &'static str), Retention>,
 }
 
 impl Policies {
     fn load(conn: &Connection) -> Result<Self, Error> {
         let mut policies = Self::default();
         for row in rows::retention_policies::all(conn)? {
-            match row.mission_id {
-                Some(mission) => policies.of_mission.insert(mission, row.retention),
-                None => policies.of_group.insert(row.group_id, row.retention),
+            match (row.mission_id, row.classification) {
+                (Some(mission), _) => policies.of_mission.insert(mission, row.retention),
+                (None, Some(class)) => policies
+                    .of_class
+                    .insert((row.group_id, class.as_str()), row.retention),
+                (None, None) => policies.of_group.insert(row.group_id, row.retention),
             };
         }
         Ok(policies)
     }
 
-    /// The policy a Mission's artifacts follow, and how to name it.
-    fn of(&self, group: &Id, mission: &Id) -> Option<(Retention, String)> {
+    fn is_empty(&self) -> bool {
+        self.of_group.is_empty() && self.of_mission.is_empty() && self.of_class.is_empty()
+    }
+
+    /// Every policy that may govern some artifact of a Mission: its own, else its
+    /// classifications' and its Group's (what `candidates` asks: could any be due?).
+    fn any_of(&self, group: &Id, mission: &Id) -> Vec<Retention> {
+        if let Some(retention) = self.of_mission.get(mission) {
+            return vec![*retention];
+        }
+        self.of_class
+            .iter()
+            .filter(|((of, _), _)| of == group)
+            .map(|(_, retention)| *retention)
+            .chain(self.of_group.get(group).copied())
+            .collect()
+    }
+
+    /// The policy an artifact of a Mission (of a classification, for a manifest) follows, and
+    /// how to name it: the Mission's, else its classification's, else its Group's.
+    fn of(
+        &self,
+        group: &Id,
+        mission: &Id,
+        class: Option<Classification>,
+    ) -> Option<(Retention, String)> {
         let describe = |what: String, retention: &Retention| {
             let mut text = what;
             if let Some(bytes) = retention.keep_bytes_seconds {
@@ -83,6 +113,17 @@ impl Policies {
             return Some((
                 *retention,
                 describe(format!("mission {mission}"), retention),
+            ));
+        }
+        if let Some(class) = class
+            && let Some(retention) = self.of_class.get(&(group.clone(), class.as_str()))
+        {
+            return Some((
+                *retention,
+                describe(
+                    format!("{} artifacts of group {group}", class.as_str()),
+                    retention,
+                ),
             ));
         }
         self.of_group
@@ -327,15 +368,15 @@ fn summarise(decided: Vec<(ArtifactId, Decision)>, _: bool) -> (Vec<DisposalView
 /// `keepBytes` (a superset of what may go: every other citation is checked per blob).
 fn candidates(conn: &Connection, now: DateTime<Utc>) -> Result<Vec<ArtifactId>, Error> {
     let policies = Policies::load(conn)?;
-    if policies.of_group.is_empty() && policies.of_mission.is_empty() {
+    if policies.is_empty() {
         return Ok(Vec::new());
     }
     let mut found = BTreeSet::new();
     for (mission, group, ended) in rows::missions::ended(conn)? {
-        let policy = policies
-            .of(&group, &mission)
-            .map(|(retention, _)| retention);
-        if bytes_due(Some(ended), policy.as_ref(), false).is_some_and(|due| due <= now) {
+        let due = policies.any_of(&group, &mission).iter().any(|policy| {
+            bytes_due(Some(ended), Some(policy), false).is_some_and(|due| due <= now)
+        });
+        if due {
             found.extend(rows::manifests::kept_of_mission(conn, mission.as_str())?);
         }
     }
@@ -374,9 +415,13 @@ fn decide(
     let evidence = rows::evidence::citations(conn, blob)?;
     let cited = manifests
         .iter()
-        .map(|citation| (citation, false))
-        .chain(evidence.iter().map(|citation| (citation, true)));
-    for ((group, mission, work_item), by_evidence) in cited {
+        .map(|(group, mission, work_item, class)| (group, mission, work_item, Some(*class), false))
+        .chain(
+            evidence
+                .iter()
+                .map(|(group, mission, work_item)| (group, mission, work_item, None, true)),
+        );
+    for (group, mission, work_item, class, by_evidence) in cited {
         // A batch's blobs mostly share their Missions: each end is read once per batch.
         let ended = match ends.get(mission) {
             Some(ended) => *ended,
@@ -386,7 +431,7 @@ fn decide(
                 ended
             }
         };
-        let policy = policies.of(group, mission);
+        let policy = policies.of(group, mission, class);
         let verified = by_evidence
             && rows::work_items::load(conn, work_item.as_str())?
                 .is_some_and(|row| row.state == WorkState::Verified);

@@ -3,6 +3,7 @@
 
 use weft_api::lifecycle::views::{Policies, PolicyView};
 use weft_api::lifecycle::{HoldTarget, Retention, RetentionSet, bytes_due, format_duration};
+use weft_api::manifest::Classification;
 use weft_api::{ErrorCode, EventPayload, Id};
 
 use super::handle::Lifespan;
@@ -13,12 +14,14 @@ use crate::sql::Connection;
 
 impl Lifespan<'_> {
     /// Sets Group `group_id`'s retention policy, or Mission `mission_id`'s (which wins over the
-    /// Group's for its artifacts). `unknown_group`, `not_found` for a Mission not of that
+    /// Group's for its artifacts), or one classification's of the Group's artifacts (which wins
+    /// over the Group's, not over a Mission's). `unknown_group`, `not_found` for a Mission not of that
     /// Group, `held` when a hold in force keeps what it would let go now.
     pub async fn set_retention(
         &self,
         group_id: Id,
         mission_id: Option<Id>,
+        classification: Option<Classification>,
         retention: Retention,
     ) -> Result<PolicyView, Error> {
         retention.check().map_err(Error::from)?;
@@ -43,6 +46,8 @@ impl Lifespan<'_> {
                     ));
                 }
                 let held = held_in_scope(txn, &group_id, mission_id.as_ref(), &retention, now)?;
+                // A classification's policy reaches the Group's ended Missions as the Group's does
+                // (`held_in_scope` is as cautious for it).
                 if !held.is_empty() {
                     return Err(reject(
                         ErrorCode::Held,
@@ -53,6 +58,7 @@ impl Lifespan<'_> {
                     ));
                 }
                 let payload = RetentionSet {
+                    classification,
                     group_id: group_id.clone(),
                     keep_bytes_seconds: retention.keep_bytes_seconds,
                     keep_records_seconds: retention.keep_records_seconds,
@@ -63,6 +69,7 @@ impl Lifespan<'_> {
                 let row = PolicyRow {
                     group_id,
                     mission_id,
+                    classification,
                     retention,
                     sequence,
                 };
@@ -97,6 +104,7 @@ fn view(row: PolicyRow) -> PolicyView {
     PolicyView {
         group_id: row.group_id,
         mission_id: row.mission_id,
+        classification: row.classification,
         keep_bytes: row.retention.keep_bytes_seconds.map(format_duration),
         keep_records: row.retention.keep_records_seconds.map(format_duration),
         sequence: row.sequence,
@@ -117,6 +125,7 @@ fn held_in_scope(
     if holds.is_empty() {
         return Ok(Vec::new());
     }
+    // A Group's (or a classification's) policy reaches the Missions without one of their own.
     let own: std::collections::BTreeSet<Id> =
         crate::rows::retention_policies::of_group(conn, group_id.as_str())?
             .into_iter()

@@ -94,29 +94,32 @@ pub(crate) fn any_cites(conn: &Connection, blake3: &ArtifactId) -> Result<bool, 
         .is_some())
 }
 
-/// Every manifest citing artifact `blake3`: (Group, Mission, WorkItem), each once.
+/// Every manifest citing artifact `blake3`: (Group, Mission, WorkItem, classification), each
+/// once.
 pub(crate) fn citations(
     conn: &Connection,
     blake3: &ArtifactId,
-) -> Result<Vec<(Id, Id, Id)>, Error> {
+) -> Result<Vec<(Id, Id, Id, weft_api::manifest::Classification)>, Error> {
     let rows = conn.rows(
-        "SELECT DISTINCT group_id, mission_id, work_item_id FROM manifests WHERE blake3 = ?1
-         ORDER BY group_id, mission_id, work_item_id",
+        "SELECT DISTINCT group_id, mission_id, work_item_id, classification FROM manifests
+         WHERE blake3 = ?1 ORDER BY group_id, mission_id, work_item_id, classification",
         [&blake3.0[..]],
         |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, String>(1)?,
                 row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
             ))
         },
     )?;
     rows.into_iter()
-        .map(|(g, m, w)| {
+        .map(|(g, m, w, c)| {
             Ok((
                 super::id("groupId", &g)?,
                 super::id("missionId", &m)?,
                 super::id("workItemId", &w)?,
+                super::parse_name(&c)?,
             ))
         })
         .collect()

@@ -1,10 +1,12 @@
-//! The `retention_policies` table: the retention policy of each Group (`mission_id` '') and of
-//! single Missions (issue #46), and the only SQL that names it. Durations are seconds; NULL
+//! The `retention_policies` table: the retention policy of each Group (`mission_id` and
+//! `classification` ''), of single Missions and of one classification of a Group's artifacts
+//! (issue #46), and the only SQL that names it. Durations are seconds; NULL
 //! keeps that kind of thing forever. The rule that reads them is `weft_api::lifecycle`.
 
 use crate::sql::{Connection, params};
 use weft_api::Id;
 use weft_api::lifecycle::Retention;
+use weft_api::manifest::Classification;
 
 use super::id;
 use crate::error::Error;
@@ -15,6 +17,8 @@ use crate::sql::Cached as _;
 pub(crate) struct PolicyRow {
     pub(crate) group_id: Id,
     pub(crate) mission_id: Option<Id>,
+    /// The classification (`public` … `restricted`) it is for, if any.
+    pub(crate) classification: Option<Classification>,
     pub(crate) retention: Retention,
     pub(crate) sequence: u64,
 }
@@ -22,16 +26,19 @@ pub(crate) struct PolicyRow {
 /// Sets (or replaces) the policy of `row.group_id` / `row.mission_id`.
 pub(crate) fn set(conn: &Connection, row: &PolicyRow) -> Result<(), Error> {
     conn.run(
-        "INSERT INTO retention_policies (group_id, mission_id, keep_bytes, keep_records, sequence)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (group_id, mission_id) DO UPDATE SET keep_bytes = excluded.keep_bytes,
-             keep_records = excluded.keep_records, sequence = excluded.sequence",
+        "INSERT INTO retention_policies (group_id, mission_id, classification, keep_bytes,
+                                         keep_records, sequence)
+         VALUES (?1, ?2, ?6, ?3, ?4, ?5)
+         ON CONFLICT (group_id, mission_id, classification) DO UPDATE SET
+             keep_bytes = excluded.keep_bytes, keep_records = excluded.keep_records,
+             sequence = excluded.sequence",
         params![
             row.group_id.as_str(),
             row.mission_id.as_ref().map_or("", Id::as_str),
             row.retention.keep_bytes_seconds,
             row.retention.keep_records_seconds,
-            row.sequence
+            row.sequence,
+            row.classification.map_or("", Classification::as_str)
         ],
     )?;
     Ok(())
@@ -41,8 +48,8 @@ pub(crate) fn set(conn: &Connection, row: &PolicyRow) -> Result<(), Error> {
 pub(crate) fn of_group(conn: &Connection, group_id: &str) -> Result<Vec<PolicyRow>, Error> {
     load(
         conn,
-        "SELECT group_id, mission_id, keep_bytes, keep_records, sequence FROM retention_policies
-         WHERE group_id = ?1 ORDER BY mission_id",
+        "SELECT group_id, mission_id, keep_bytes, keep_records, sequence, classification
+         FROM retention_policies WHERE group_id = ?1 ORDER BY mission_id, classification",
         params![group_id],
     )
 }
@@ -51,8 +58,8 @@ pub(crate) fn of_group(conn: &Connection, group_id: &str) -> Result<Vec<PolicyRo
 pub(crate) fn all(conn: &Connection) -> Result<Vec<PolicyRow>, Error> {
     load(
         conn,
-        "SELECT group_id, mission_id, keep_bytes, keep_records, sequence FROM retention_policies
-         ORDER BY group_id, mission_id",
+        "SELECT group_id, mission_id, keep_bytes, keep_records, sequence, classification
+         FROM retention_policies ORDER BY group_id, mission_id, classification",
         params![],
     )
 }
@@ -69,21 +76,27 @@ fn load(
             row.get::<_, Option<u64>>(2)?,
             row.get::<_, Option<u64>>(3)?,
             row.get::<_, u64>(4)?,
+            row.get::<_, String>(5)?,
         ))
     })?;
     raw.into_iter()
-        .map(|(group, mission, keep_bytes, keep_records, sequence)| {
-            Ok(PolicyRow {
-                group_id: id("groupId", &group)?,
-                mission_id: (!mission.is_empty())
-                    .then(|| id("missionId", &mission))
-                    .transpose()?,
-                retention: Retention {
-                    keep_bytes_seconds: keep_bytes,
-                    keep_records_seconds: keep_records,
-                },
-                sequence,
-            })
-        })
+        .map(
+            |(group, mission, keep_bytes, keep_records, sequence, classification)| {
+                Ok(PolicyRow {
+                    group_id: id("groupId", &group)?,
+                    mission_id: (!mission.is_empty())
+                        .then(|| id("missionId", &mission))
+                        .transpose()?,
+                    classification: (!classification.is_empty())
+                        .then(|| super::parse_name(&classification))
+                        .transpose()?,
+                    retention: Retention {
+                        keep_bytes_seconds: keep_bytes,
+                        keep_records_seconds: keep_records,
+                    },
+                    sequence,
+                })
+            },
+        )
         .collect()
 }

@@ -1,11 +1,12 @@
 -- Version 33 on SQLite: the lifecycle of what is stored (`schema.rs`, V33).
 CREATE TABLE retention_policies (
     group_id      TEXT NOT NULL,
-    mission_id    TEXT NOT NULL,     -- '' for the Group's own policy
+    mission_id    TEXT NOT NULL,     -- '' for the Group's own policy or a classification's
+    classification TEXT NOT NULL DEFAULT '',  -- '' unless the policy is for one classification
     keep_bytes    INTEGER,           -- seconds after the Mission's end; NULL: forever
     keep_records  INTEGER,
     sequence      INTEGER NOT NULL,  -- its retention.set Event
-    PRIMARY KEY (group_id, mission_id)
+    PRIMARY KEY (group_id, mission_id, classification)
 ) WITHOUT ROWID;
 CREATE TABLE holds (
     hold_id    TEXT PRIMARY KEY,
