@@ -405,6 +405,18 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     Ok(trimmed) => tracing::info!(trimmed, "trimmed answers past the horizon"),
                     Err(error) => tracing::error!(%error, "trimming old answers failed"),
                 }
+                // Each Group's usage, for `/metrics` (the route computes it on demand).
+                for group in store.directory().group_ids().await.unwrap_or_default() {
+                    let Ok(id) = weft_api::Id::parse("groupId", &group) else {
+                        continue;
+                    };
+                    if let Ok(usage) = store.lifespan().usage(id).await {
+                        metrics::gauge!("weft_group_usage_bytes", "group" => group.clone())
+                            .set(usage.bytes as f64);
+                        metrics::gauge!("weft_group_usage_artifacts", "group" => group)
+                            .set(usage.artifacts as f64);
+                    }
+                }
             }
         });
     }

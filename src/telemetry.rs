@@ -143,4 +143,12 @@ fn describe() {
         HTTP_DURATION,
         "HTTP request latency until the response head, by route template, method and status."
     );
+    metrics::describe_gauge!(
+        "weft_group_usage_bytes",
+        "Bytes each Group holds (its manifests' and uploads' distinct blobs, disposed ones left out), as of the last collection round (issue #46)."
+    );
+    metrics::describe_gauge!(
+        "weft_group_usage_artifacts",
+        "Distinct blobs each Group holds, as of the last collection round."
+    );
 }

@@ -239,3 +239,36 @@ fn every_request_leaves_one_access_line_without_its_token() {
         "{refused}"
     );
 }
+
+/// Issue #46: each collection round (`--gc-interval-secs`) sets every Group's usage gauges in
+/// `/metrics`, for the operator.
+#[test]
+fn each_collection_round_puts_group_usage_in_the_metrics() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start(&root.path().join("data"), &["--gc-interval-secs", "1"]);
+    let _ = session(&server, root.path());
+    let admin = std::fs::read_to_string(server.data_dir.join("admin.token")).expect("admin.token");
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        admin.trim()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = exchange(&server, request.as_bytes(), false);
+        if metrics
+            .lines()
+            .any(|line| line.starts_with("weft_group_usage_bytes{group=\"g1\"}"))
+        {
+            assert!(
+                metrics.contains("# HELP weft_group_usage_artifacts"),
+                "{metrics}"
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no usage gauge for g1:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
