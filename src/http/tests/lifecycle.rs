@@ -382,6 +382,30 @@ backends!(
                 "{kind:?} {body}: {answer:?}"
             );
         }
+        // A quota is an object of non-negative 64-bit integers, never null; gc's query is
+        // strict.
+        for body in [
+            json!([null, null]),
+            json!({"bytes": null}),
+            json!({"bytes": 9_223_372_036_854_775_808u64}),
+            json!({"bytes": 1, "extra": 1}),
+        ] {
+            let answer = h
+                .admin_json(Method::PUT, "/v1/admin/groups/g1/quota", body.clone())
+                .await;
+            assert_eq!(answer.code(), "bad_request", "{kind:?} {body}: {answer:?}");
+        }
+        for query in ["dryRun=maybe", "limit=x", "other=1"] {
+            let answer = h
+                .call(
+                    Method::POST,
+                    &format!("/v1/admin/gc?{query}"),
+                    Some(ADMIN),
+                    Body::empty(),
+                )
+                .await;
+            assert_eq!(answer.code(), "bad_request", "{kind:?} {query}: {answer:?}");
+        }
         assert_unchanged(
             &before,
             &h.fingerprint().await,
