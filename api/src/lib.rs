@@ -28,6 +28,7 @@ pub mod tlog;
 pub mod verdict;
 pub mod views;
 pub mod work;
+pub mod worker;
 
 #[cfg(feature = "client")]
 pub mod client;
