@@ -7,6 +7,8 @@
 //! not hash to the requested digest is an [`Error::Integrity`], never a success.
 
 mod account;
+mod agents;
+pub use agents::card_key;
 mod context;
 mod lifecycle;
 mod ranges;

@@ -11,6 +11,7 @@
 
 mod access;
 mod admin;
+mod agents;
 mod answer;
 mod artifacts;
 mod auth;
@@ -139,6 +140,18 @@ fn json_routes() -> Vec<Route> {
         ),
         route(Method::POST, "/v1/admin/gc", lifecycle::gc),
         route(Method::POST, "/v1/admin/agents", admin::register_agent),
+        route(Method::PUT, "/v1/agents/{agent_id}/card", agents::put_card),
+        route(Method::GET, "/v1/agents/{agent_id}/card", agents::card),
+        route(
+            Method::PUT,
+            "/v1/groups/{group_id}/presence",
+            agents::report_presence,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/presence",
+            agents::presence,
+        ),
         route(
             Method::PUT,
             "/v1/admin/groups/{group_id}/members/{agent_id}",

@@ -681,10 +681,14 @@ CREATE TABLE tlog_cosignatures (
 /// the answer horizon; the id and request hash stay, so a replay is never executed again).
 const V33: &str = include_str!("schema/sqlite_v33.sql");
 
+/// Agent Cards and Presence (issue #47): each Agent's signed card and when it was issued, and
+/// each member's last Presence report per Group (`rows/presence.rs`).
+const V34: &str = include_str!("schema/sqlite_v34.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 33] = [
+const MIGRATIONS: [&str; 34] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -214,7 +214,14 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
         | ("post", "/v1/artifacts")
         | ("post", "/v1/evidence")
         | ("post", "/v1/groups/{group_id}/commands")
-        | ("post", "/v1/groups/{group_id}/context") => schema_ref("Envelope"),
+        | ("post", "/v1/groups/{group_id}/context")
+        | ("put", "/v1/agents/{agent_id}/card") => schema_ref("Envelope"),
+        // Issue #47, SCH-11: a member's non-authoritative capacity hint.
+        ("put", "/v1/groups/{group_id}/presence") => object(
+            &["freeSlots", "capacityState"],
+            json!({"freeSlots": {"type": "integer", "minimum": 0, "maximum": 256},
+                "capacityState": string_enum(&["available", "busy", "saturated", "offline"])}),
+        ),
         ("post", "/v1/admin/agents") => object(
             &["agentId", "publicKey"],
             json!({"agentId": id(), "publicKey": public_key(),

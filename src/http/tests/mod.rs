@@ -16,6 +16,7 @@ mod attempts;
 mod binding;
 mod blobs;
 mod budget;
+mod cards;
 mod chain_badge;
 mod citations;
 mod content;

@@ -241,6 +241,7 @@ impl Directory<'_> {
                     epoch,
                     &format_instant(now),
                 )?;
+                rows::presence::forget(txn, group_id.as_str(), agent_id.as_str())?;
                 events::append(
                     txn,
                     &group_id,

@@ -3,6 +3,7 @@
 //! Agent's record with its key history. Admin only (the HTTP layer checks the admin token).
 
 mod agents;
+mod cards;
 pub(crate) mod handle;
 mod policy;
 

@@ -138,3 +138,58 @@ pub(crate) fn record(
 pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
     Ok(conn.row("SELECT COUNT(*) FROM agents", [], |row| row.get(0))?)
 }
+
+/// An Agent's signed card (its envelope as JSON), when it was issued (Unix milliseconds) and
+/// registered, if it has one.
+pub(crate) fn card(
+    conn: &Connection,
+    agent_id: &str,
+) -> Result<Option<(String, i64, String)>, Error> {
+    Ok(conn
+        .row(
+            "SELECT card, card_issued_ms, card_registered_at FROM agents
+             WHERE agent_id = ?1 AND card IS NOT NULL",
+            [agent_id],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()?)
+}
+
+/// Sets an Agent's card, its version (the one signed payloads must claim from now on) and
+/// the concurrency it declares.
+pub(crate) fn set_card(
+    conn: &Connection,
+    agent_id: &str,
+    card: &str,
+    issued_ms: i64,
+    registered_at: &str,
+    version: &str,
+    max_concurrency: u32,
+) -> Result<(), Error> {
+    conn.run(
+        "UPDATE agents SET card = ?2, card_issued_ms = ?3, card_registered_at = ?4,
+                agent_card_version = ?5, max_concurrency = ?6
+         WHERE agent_id = ?1",
+        params![
+            agent_id,
+            card,
+            issued_ms,
+            registered_at,
+            version,
+            max_concurrency
+        ],
+    )?;
+    Ok(())
+}
+
+/// The concurrency an Agent's card declares, if it has a card.
+pub(crate) fn max_concurrency(conn: &Connection, agent_id: &str) -> Result<Option<u32>, Error> {
+    Ok(conn
+        .row(
+            "SELECT max_concurrency FROM agents WHERE agent_id = ?1",
+            [agent_id],
+            |row| row.get::<_, Option<u32>>(0),
+        )
+        .optional()?
+        .flatten())
+}

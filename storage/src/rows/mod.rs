@@ -39,6 +39,7 @@ pub(crate) mod manifests;
 pub(crate) mod memberships;
 pub(crate) mod missions;
 pub(crate) mod offers;
+pub(crate) mod presence;
 pub(crate) mod proposals;
 pub(crate) mod reactions;
 pub(crate) mod retention_policies;

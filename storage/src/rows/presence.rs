@@ -1,0 +1,66 @@
+//! The `presence` table: the only SQL that names it. Each member's last Presence report per
+//! Group (SCH-11): free slots, capacity state and when it came. Not authoritative: nothing
+//! the Authority decides reads it; `directory/cards.rs` writes and reads it.
+
+use crate::sql::{Connection, OptionalExtension as _, params};
+
+use crate::error::Error;
+use crate::sql::Cached as _;
+
+/// When Agent `agent_id` last reported in Group `group_id` (Unix milliseconds), if ever.
+pub(crate) fn reported_ms(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+) -> Result<Option<i64>, Error> {
+    Ok(conn
+        .row(
+            "SELECT reported_ms FROM presence WHERE group_id = ?1 AND agent_id = ?2",
+            params![group_id, agent_id],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// Records a report, replacing the previous one.
+pub(crate) fn set(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+    free_slots: u32,
+    capacity_state: &str,
+    reported_ms: i64,
+    reported_at: &str,
+) -> Result<(), Error> {
+    conn.run(
+        "INSERT INTO presence (group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (group_id, agent_id) DO UPDATE SET free_slots = excluded.free_slots,
+             capacity_state = excluded.capacity_state, reported_ms = excluded.reported_ms,
+             reported_at = excluded.reported_at",
+        params![group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at],
+    )?;
+    Ok(())
+}
+
+/// Every report of Group `group_id`: (agent, free slots, capacity state, reported at), by agent.
+pub(crate) fn of_group(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Vec<(String, u32, String, String)>, Error> {
+    Ok(conn.rows(
+        "SELECT agent_id, free_slots, capacity_state, reported_at FROM presence
+         WHERE group_id = ?1 ORDER BY agent_id",
+        [group_id],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+    )?)
+}
+
+/// Forgets Agent `agent_id`'s report in Group `group_id` (its Membership ended).
+pub(crate) fn forget(conn: &Connection, group_id: &str, agent_id: &str) -> Result<(), Error> {
+    conn.run(
+        "DELETE FROM presence WHERE group_id = ?1 AND agent_id = ?2",
+        params![group_id, agent_id],
+    )?;
+    Ok(())
+}
