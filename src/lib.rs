@@ -12,6 +12,7 @@ pub mod http;
 pub mod serve;
 pub mod telemetry;
 pub mod witnesses;
+pub mod worker;
 
 pub use http::{AppState, app};
 pub use serve::serve;

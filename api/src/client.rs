@@ -606,6 +606,15 @@ impl Client {
     }
 
     /// `GET /v1/missions/{id}`.
+    /// `GET /v1/workitems/{id}/scheduling`: what a Worker's Scheduler may see (CTX-8).
+    pub async fn scheduling(
+        &self,
+        work_item_id: &Id,
+    ) -> Result<crate::work::views::SchedulingView, Error> {
+        let path = format!("/v1/workitems/{work_item_id}/scheduling");
+        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+    }
+
     pub async fn mission(&self, mission_id: &Id) -> Result<MissionView, Error> {
         let path = format!("/v1/missions/{mission_id}");
         Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)

@@ -36,18 +36,23 @@ impl ClientArgs {
 
     /// The agent's signing key, from `agent.key` in the weft home.
     pub(super) fn key(&self) -> anyhow::Result<SigningKey> {
-        let path = self.home()?.join("agent.key");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {} (run `weft keygen`)", path.display()))?;
-        let file: KeyFile =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        let secret: [u8; 32] = BASE64
-            .decode(&file.secret_key)
-            .ok()
-            .and_then(|bytes| bytes.try_into().ok())
-            .context("agent.key: secretKey is not base64 of 32 bytes")?;
-        Ok(SigningKey::from_bytes(&secret))
+        read_key_file(&self.home()?.join("agent.key"))
     }
+}
+
+/// A signing key from an `agent.key` file (`weft keygen`'s format), wherever it is: the weft
+/// home's, or the one `weft worker`'s `worker.toml` names.
+pub(crate) fn read_key_file(path: &Path) -> anyhow::Result<SigningKey> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading {} (run `weft keygen`)", path.display()))?;
+    let file: KeyFile =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let secret: [u8; 32] = BASE64
+        .decode(&file.secret_key)
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+        .context("agent.key: secretKey is not base64 of 32 bytes")?;
+    Ok(SigningKey::from_bytes(&secret))
 }
 
 /// `weft keygen`: a fresh key in `agent.key`; refuses to replace one without `--force`.

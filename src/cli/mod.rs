@@ -46,6 +46,7 @@ use args::{
     PutArgs, ReviewArgs,
 };
 pub use errors::explain;
+pub(crate) use keys::read_key_file;
 use work_args::{MissionAction, WorkAction};
 
 use crate::config::Config;
@@ -316,6 +317,13 @@ enum Command {
     /// Print both digests of a file, hashed with the server's pipeline (benchmark baseline).
     #[command(hide = true)]
     Hash { file: PathBuf },
+    /// Run a Worker (DESIGN §13): join the Groups of `worker.toml`, admit offers, schedule
+    /// WorkItems into slots and run each through its capability's executor.
+    #[command(after_help = "Example: weft worker --config worker.toml")]
+    Worker {
+        #[arg(long)]
+        config: PathBuf,
+    },
 }
 
 impl Cli {
@@ -418,6 +426,7 @@ impl Cli {
             }
             Command::Witness(args) => witness::run(args).await,
             Command::Audit { client, action } => audit::run(&client, action).await,
+            Command::Worker { config } => crate::worker::run(&config).await,
             Command::Hash { file } => fsck::hash(&file).await,
         }
     }

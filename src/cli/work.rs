@@ -23,6 +23,7 @@ mod conversation;
 pub(super) mod lease;
 mod offline;
 mod owner;
+mod plan;
 mod signer;
 
 use std::path::Path;
@@ -108,6 +109,10 @@ pub(super) async fn mission(client: &ClientArgs, action: MissionAction) -> anyho
                 );
             }
             return Ok(());
+        }
+        MissionAction::Run { plan, timeout_secs } => {
+            let signer = Signer::open(client)?;
+            return plan::run(&signer, &plan, std::time::Duration::from_secs(timeout_secs)).await;
         }
         MissionAction::Approve { close, force } => {
             end_live_work_items(client, &close, force).await?;

@@ -65,6 +65,18 @@ pub(super) enum MissionAction {
         #[arg(long)]
         force: bool,
     },
+    /// Run a plan to `verified` as its Coordinator: create the Mission and its WorkItems,
+    /// offer each to the members whose Agent Card has its capability, accept results whose
+    /// criteria pass, approve the Mission.
+    ///
+    /// Example: `weft mission run --plan plan.toml`
+    Run {
+        #[arg(long)]
+        plan: std::path::PathBuf,
+        /// Give up (exit 1) after this long.
+        #[arg(long, default_value_t = 600)]
+        timeout_secs: u64,
+    },
     /// `mission.fail`.
     Fail(MissionClose),
     /// `mission.cancel`: its live WorkItems are cancelled too.

@@ -1,0 +1,598 @@
+//! One WorkItem's run in one slot, from `work.start` to `work.submit` (or a checkpoint, or
+//! `work.fail`): the Execution Lease, its renewals, the executor (`executor.rs`), outputs
+//! published as Artifacts bound to the lease, Evidence for every criterion, and the usage the
+//! run cost.
+//!
+//! **Leases.** `work.start` answers the lease; it is renewed every third of
+//! `executionSeconds`. A renewal the Authority refuses (`stale_lease`: the WorkItem was
+//! reassigned or the session replaced) stops the executor at once: the run's results would be
+//! inert (OFL-2), and its effects are keyed by the ownership epoch (DLV-11) anyway.
+//!
+//! **Offline grace** (OFL-3…5). When a renewal or a progress report gets no answer, the run
+//! goes on, bounded by its lease's expiry plus the contract's grace (and the Worker's
+//! `offline_grace_seconds`); progress is buffered in the Group's journal, signed with the
+//! bounded-offline binding. At the bound the executor is asked to checkpoint. A run that ends
+//! while the Authority is away buffers a `work.checkpoint` (its outputs are not published:
+//! nothing externally visible happens offline) and the WorkItem runs again after the journal
+//! is reconciled, which the runtime does before anything else on reconnect.
+//!
+//! **Retries.** A failed run within `retryPolicy.maxAttempts` checkpoints (`attempt n failed:
+//! …`) and is queued again after `backoffSeconds`; the last one fails the WorkItem
+//! `retries_exhausted`. A run past its wall-clock limit is stopped and failed `budget`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use chrono::Utc;
+use serde_json::json;
+use tokio::sync::{Mutex, watch};
+use weft_api::client::Error as ClientError;
+use weft_api::evidence::{
+    Evidence, EvidenceResult, Method, MethodKind, Outcome as Verdict, Subject, SubjectKind,
+};
+use weft_api::journal::{Journal, OfflineLease};
+use weft_api::manifest::{Classification, Content, Execution, Producer, Tool, ToolKind};
+use weft_api::work::CommandType;
+use weft_api::work::contract::Budgets;
+use weft_api::work::views::{TokenRequest, TokenScope, WorkItemView};
+use weft_api::{ArtifactId, Digest, Id, Manifest};
+
+use super::config::ExecutorConfig;
+use super::executor::{self, Ending, Launch, Line, RunDir, Signal};
+use super::link::{Link, unreachable};
+
+/// What the runtime gives a run.
+pub(super) struct Job {
+    pub(super) link: Link,
+    pub(super) work_item: Id,
+    pub(super) executor: ExecutorConfig,
+    pub(super) slot_dir: PathBuf,
+    pub(super) uid: Option<u32>,
+    pub(super) checkpoint: Option<Vec<u8>>,
+    pub(super) card_version: String,
+    pub(super) preempt: watch::Receiver<bool>,
+    pub(super) journal: Arc<Mutex<Journal>>,
+    pub(super) offline_grace: Duration,
+}
+
+/// How a run ended, for the runtime.
+#[derive(Debug)]
+pub(super) enum Outcome {
+    Submitted,
+    /// Back to `queued`; run again with this checkpoint, not before `retry_after`.
+    Checkpointed {
+        checkpoint: Option<Vec<u8>>,
+        retry_after: Option<Duration>,
+    },
+    Failed(String),
+    /// The Authority refused to start it or took the lease away.
+    Lost(String),
+    /// It ended while the Authority was away; a checkpoint is in the journal.
+    Offline {
+        checkpoint: Option<Vec<u8>>,
+    },
+}
+
+/// A run's lease, as `work.start` answered it.
+struct Leased {
+    view: WorkItemView,
+    lease: Id,
+    epoch: u64,
+    expires_at: chrono::DateTime<Utc>,
+}
+
+fn lease_of(view: WorkItemView) -> anyhow::Result<Leased> {
+    let lease = view.lease.clone().context("work.start answered no lease")?;
+    let expires_at = chrono::DateTime::parse_from_rfc3339(&lease.expires_at)?.to_utc();
+    Ok(Leased {
+        lease: Id::parse("leaseId", &lease.lease_id)?,
+        epoch: lease.ownership_epoch,
+        expires_at,
+        view,
+    })
+}
+
+/// Runs `job` to its end.
+pub(super) async fn run(mut job: Job) -> Outcome {
+    let started = job
+        .link
+        .send(
+            CommandType::WorkStart,
+            json!({"workItemId": job.work_item}),
+            None,
+        )
+        .await;
+    let accepted = match started {
+        Ok(accepted) => accepted,
+        Err(error) => return Outcome::Lost(format!("work.start: {error}")),
+    };
+    let leased = match serde_json::from_value::<WorkItemView>(accepted.state)
+        .map_err(anyhow::Error::from)
+        .and_then(lease_of)
+    {
+        Ok(leased) => leased,
+        Err(error) => return Outcome::Lost(format!("work.start's answer: {error}")),
+    };
+    match execute(&mut job, leased).await {
+        Ok(outcome) => outcome,
+        Err(error) => Outcome::Failed(format!("{error:#}")),
+    }
+}
+
+async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
+    let contract = leased.view.contract.clone();
+    let mission = Id::parse("missionId", &leased.view.mission_id)?;
+    let link = &job.link;
+    let token = link
+        .api
+        .issue_token(
+            &leased.lease,
+            &TokenRequest {
+                scope: vec![
+                    TokenScope::BlobWrite,
+                    TokenScope::ArtifactPublish,
+                    TokenScope::EvidenceRecord,
+                ],
+                ttl_seconds: contract.budgets.wall_clock_seconds.max(1),
+                replaces: None,
+            },
+        )
+        .await
+        .context("a capability token for the lease")?;
+    let dir = RunDir::prepare(
+        &job.slot_dir.join("run"),
+        job.checkpoint.as_deref(),
+        job.uid,
+    )?;
+    std::fs::write(
+        dir.root.join("contract.json"),
+        serde_json::to_vec_pretty(&contract)?,
+    )?;
+    executor::private(&dir.root.join("contract.json"), job.uid)?;
+    for input in &contract.inputs {
+        let path = dir.inputs().join(input.hex());
+        let mut file = tokio::fs::File::create(&path).await?;
+        link.api
+            .download(&Digest::Blake3(*input), &mut file, |_, _| {})
+            .await
+            .with_context(|| format!("input {input}"))?;
+        executor::private(&path, job.uid)?;
+    }
+    let effect_key =
+        weft_api::idempotency::operation_key(&mission, &job.work_item, leased.epoch, "effects");
+    let attempt_key = leased.view.attempt_key.clone().unwrap_or_default();
+    let stdin = serde_json::to_vec(&json!({
+        "workItemId": job.work_item, "missionId": mission, "groupId": link.group,
+        "leaseId": leased.lease, "authority": link.api.base(), "token": token.token,
+        "contract": contract,
+    }))?;
+    let wall_clock = Duration::from_secs(contract.budgets.wall_clock_seconds.max(1));
+    let began = Instant::now();
+    let mut running = executor::start(Launch {
+        executor: &job.executor,
+        dir: &dir,
+        env: vec![
+            ("WEFT_WORK_ITEM".into(), job.work_item.to_string()),
+            ("WEFT_MISSION".into(), mission.to_string()),
+            ("WEFT_GROUP".into(), link.group.to_string()),
+            ("WEFT_ATTEMPT_KEY".into(), attempt_key),
+            ("WEFT_EFFECT_KEY".into(), effect_key),
+        ],
+        stdin,
+        uid: job.uid,
+        wall_clock,
+    })?;
+    let renew_every = Duration::from_secs((contract.leases.execution_seconds / 3).max(1));
+    let mut renew =
+        tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+    let mut evidence_lines = Vec::new();
+    let mut offline_since: Option<chrono::DateTime<Utc>> = None;
+    let mut last_progress = Instant::now() - Duration::from_secs(60);
+    let mut asked_to_checkpoint = false;
+    let grace = Duration::from_secs(contract.leases.grace_seconds).min(job.offline_grace);
+    let ending = loop {
+        tokio::select! {
+            ended = &mut running.ended => break ended.unwrap_or_else(|e| Ending::Failed(e.to_string())),
+            Some(line) = running.lines.recv() => match line {
+                Line::Evidence(e) => evidence_lines.push(e),
+                Line::Progress(p) => {
+                    // At most one report a second: the log is not the executor's diary.
+                    if last_progress.elapsed() < Duration::from_secs(1) {
+                        continue;
+                    }
+                    last_progress = Instant::now();
+                    let payload = json!({
+                        "workItemId": job.work_item, "phase": p.phase,
+                        "milestonesDone": p.milestones_done, "nextCheckpoint": p.next_checkpoint,
+                        "blockers": [], "evidence": [],
+                        "estimate": {"completionAt": p.completion_at, "confidence": p.confidence.unwrap_or(0.5).clamp(0.0, 1.0)},
+                        "percent": p.percent,
+                    });
+                    report(job, &leased, &mut offline_since, CommandType::WorkProgress, payload).await?;
+                }
+            },
+            changed = job.preempt.changed() => {
+                if changed.is_ok() && *job.preempt.borrow() && !asked_to_checkpoint {
+                    asked_to_checkpoint = true;
+                    executor::signal(running.pid, Signal::Checkpoint);
+                }
+            }
+            _ = renew.tick() => {
+                match job.link.send(CommandType::LeaseRenew, json!({"workItemId": job.work_item}), Some(&leased.lease)).await {
+                    Ok(accepted) => {
+                        offline_since = None;
+                        if let Ok(view) = serde_json::from_value::<WorkItemView>(accepted.state)
+                            && let Ok(renewed) = lease_of(view)
+                        {
+                            leased = renewed;
+                        }
+                    }
+                    Err(error) if unreachable(&error) => {
+                        let since = *offline_since.get_or_insert_with(Utc::now);
+                        let bound = leased.expires_at + chrono::Duration::from_std(grace).unwrap_or_default();
+                        tracing::warn!("the Authority is unreachable since {since}; running on until {bound}");
+                        if Utc::now() >= bound && !asked_to_checkpoint {
+                            asked_to_checkpoint = true;
+                            executor::signal(running.pid, Signal::Checkpoint);
+                        }
+                    }
+                    Err(error) => {
+                        // The lease is gone (reassigned, revoked): stop; results would be inert.
+                        executor::signal(running.pid, Signal::Term);
+                        let _ = (&mut running.ended).await;
+                        return Ok(Outcome::Lost(format!("lease.renew: {error}")));
+                    }
+                }
+            }
+        }
+    };
+    let elapsed = began.elapsed().as_secs().max(1);
+    let usage = Budgets {
+        compute_seconds: elapsed,
+        wall_clock_seconds: elapsed,
+        ..Budgets::default()
+    };
+    let checkpoint = std::fs::read(dir.checkpoint()).ok();
+    if offline_since.is_some() {
+        let note = match &ending {
+            Ending::Done => "completed while the Authority was away; runs again".to_owned(),
+            other => format!("{other:?} while the Authority was away"),
+        };
+        buffer(
+            job,
+            &leased,
+            offline_since,
+            CommandType::WorkCheckpoint,
+            json!({"workItemId": job.work_item, "checkpoint": {"note": note}}),
+            usage,
+        )
+        .await?;
+        return Ok(Outcome::Offline { checkpoint });
+    }
+    match ending {
+        Ending::Done => submit(job, &leased, &dir, evidence_lines, usage).await,
+        Ending::Checkpointed => {
+            let artifact = match &checkpoint {
+                Some(_) => Some(publish(job, &leased, &dir.checkpoint(), "checkpoint").await?),
+                None => None,
+            };
+            let mut body = json!({"note": "checkpointed at the executor's safe point"});
+            if let Some(artifact) = artifact {
+                body["artifact"] = json!(artifact);
+            }
+            job.link
+                .send(
+                    CommandType::WorkCheckpoint,
+                    json!({"workItemId": job.work_item, "checkpoint": body, "usage": usage}),
+                    Some(&leased.lease),
+                )
+                .await?;
+            Ok(Outcome::Checkpointed {
+                checkpoint,
+                retry_after: None,
+            })
+        }
+        Ending::TimedOut => {
+            job.link
+                .send(
+                    CommandType::WorkFail,
+                    json!({"workItemId": job.work_item, "evidence": [], "reason": "budget",
+                        "detail": format!("the executor ran past its wall-clock limit of {} s", wall_clock.as_secs())}),
+                    Some(&leased.lease),
+                )
+                .await?;
+            Ok(Outcome::Failed("wall-clock limit".into()))
+        }
+        Ending::Failed(why) => {
+            let attempts = leased.view.attempts;
+            let policy = &contract.retry_policy;
+            if attempts < policy.max_attempts {
+                job.link
+                    .send(
+                        CommandType::WorkCheckpoint,
+                        json!({"workItemId": job.work_item, "usage": usage,
+                            "checkpoint": {"note": format!("attempt {attempts} failed: {why}")}}),
+                        Some(&leased.lease),
+                    )
+                    .await?;
+                Ok(Outcome::Checkpointed {
+                    checkpoint,
+                    retry_after: Some(Duration::from_secs(policy.backoff_seconds)),
+                })
+            } else {
+                job.link
+                    .send(
+                        CommandType::WorkFail,
+                        json!({"workItemId": job.work_item, "evidence": [], "reason": "retries_exhausted",
+                            "detail": format!("attempt {attempts} of {} failed: {why}", policy.max_attempts)}),
+                        Some(&leased.lease),
+                    )
+                    .await?;
+                Ok(Outcome::Failed(why))
+            }
+        }
+    }
+}
+
+/// Sends an owner Command, or buffers it in the journal while the Authority is away.
+async fn report(
+    job: &Job,
+    leased: &Leased,
+    offline_since: &mut Option<chrono::DateTime<Utc>>,
+    kind: CommandType,
+    payload: serde_json::Value,
+) -> anyhow::Result<()> {
+    if offline_since.is_none() {
+        match job
+            .link
+            .send(kind, payload.clone(), Some(&leased.lease))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(error) if unreachable(&error) => *offline_since = Some(Utc::now()),
+            // A refused progress report is not worth stopping the run for.
+            Err(error) => {
+                tracing::warn!("{kind:?} refused: {error}");
+                return Ok(());
+            }
+        }
+    }
+    buffer(
+        job,
+        leased,
+        *offline_since,
+        kind,
+        payload,
+        Budgets::default(),
+    )
+    .await
+}
+
+async fn buffer(
+    job: &Job,
+    leased: &Leased,
+    offline_since: Option<chrono::DateTime<Utc>>,
+    kind: CommandType,
+    mut payload: serde_json::Value,
+    usage: Budgets,
+) -> anyhow::Result<()> {
+    if let Some(object) = payload.as_object_mut() {
+        object.remove("usage");
+    }
+    let lease = OfflineLease {
+        agent_id: job.link.agent.clone(),
+        group_id: job.link.group.clone(),
+        work_item_id: job.work_item.clone(),
+        lease_id: leased.lease.clone(),
+        session_epoch: job.link.session_epoch,
+        membership_epoch: job.link.membership_epoch,
+        ownership_epoch: leased.epoch,
+        lease_expires_at: leased.expires_at.fixed_offset(),
+        grace_seconds: leased.view.contract.leases.grace_seconds,
+    };
+    let disconnected = offline_since.unwrap_or_else(Utc::now).fixed_offset();
+    let mut journal = job.journal.lock().await;
+    journal
+        .buffer(
+            &lease,
+            disconnected,
+            kind,
+            payload,
+            usage,
+            Utc::now().fixed_offset(),
+        )
+        .map_err(|e| anyhow::anyhow!("buffering {kind:?}: {e}"))?;
+    Ok(())
+}
+
+/// Uploads `path` with the session and publishes its manifest bound to the lease.
+async fn publish(
+    job: &Job,
+    leased: &Leased,
+    path: &std::path::Path,
+    name: &str,
+) -> anyhow::Result<ArtifactId> {
+    let receipt = job.link.api.upload_file(path, |_| {}).await?;
+    let mut annotations = std::collections::BTreeMap::new();
+    annotations.insert("name".to_owned(), name.to_owned());
+    let manifest = Manifest {
+        content: Content {
+            blake3: receipt.blake3,
+            sha256: receipt.sha256,
+            size: receipt.size,
+            media_type: "application/octet-stream".into(),
+            schema: None,
+        },
+        producer: Producer {
+            agent_id: job.link.agent.clone(),
+            agent_card_version: job.card_version.clone(),
+        },
+        mission_id: Id::parse("missionId", &leased.view.mission_id)?,
+        group_id: job.link.group.clone(),
+        work_item_id: job.work_item.clone(),
+        execution: Execution {
+            lease_id: leased.lease.clone(),
+            ownership_epoch: leased.epoch,
+        },
+        sources: leased.view.contract.inputs.clone(),
+        tools: vec![Tool {
+            kind: ToolKind::Capability,
+            id: job.executor.capability.clone(),
+            version: job.executor.version.clone(),
+        }],
+        created_at: Utc::now().fixed_offset(),
+        classification: Classification::Internal,
+        retrieval_uri: format!(
+            "{}/v1/artifacts/{}/content",
+            job.link.api.base(),
+            receipt.blake3
+        ),
+        annotations,
+    };
+    Ok(job
+        .link
+        .api
+        .publish(&job.link.key, &manifest)
+        .await?
+        .artifact)
+}
+
+/// Publishes the outputs, records Evidence for every criterion, submits.
+async fn submit(
+    job: &Job,
+    leased: &Leased,
+    dir: &RunDir,
+    lines: Vec<executor::EvidenceLine>,
+    usage: Budgets,
+) -> anyhow::Result<Outcome> {
+    let mut outputs: Vec<PathBuf> = std::fs::read_dir(dir.outputs())?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.is_file())
+        .collect();
+    outputs.sort();
+    let mut artifacts = Vec::new();
+    for path in &outputs {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("output");
+        artifacts.push(publish(job, leased, path, name).await?);
+    }
+    if artifacts.is_empty() {
+        // work.submit names at least one Artifact: the run's own report stands in.
+        let report = dir.root.join("run-report.json");
+        let names: Vec<String> = lines.iter().map(|l| l.criterion.clone()).collect();
+        std::fs::write(
+            &report,
+            serde_json::to_vec(&json!({"workItemId": job.work_item, "exitStatus": 0,
+                "computeSeconds": usage.compute_seconds, "evidenceFor": names}))?,
+        )?;
+        artifacts.push(publish(job, leased, &report, "run-report.json").await?);
+    }
+    let contract = &leased.view.contract;
+    let mut evidence = Vec::new();
+    for criterion in &contract.acceptance_criteria {
+        let line = lines.iter().find(|l| l.criterion == criterion.id.as_str());
+        let (method, name, version, outcome, summary, metrics) = match line {
+            Some(l) => (
+                l.method,
+                l.name.clone(),
+                l.version.clone(),
+                l.outcome,
+                l.summary.clone(),
+                l.metrics.clone(),
+            ),
+            // The Worker's own Evidence: the executor ran to exit status 0.
+            None if criterion
+                .required_evidence
+                .contains(&MethodKind::AutomatedTest) =>
+            {
+                (
+                    MethodKind::AutomatedTest,
+                    "exit-status".to_owned(),
+                    "1".to_owned(),
+                    Verdict::Pass,
+                    format!(
+                        "{} {} exited 0",
+                        job.executor.capability, job.executor.version
+                    ),
+                    Default::default(),
+                )
+            }
+            None => {
+                job.link
+                    .send(
+                        CommandType::WorkFail,
+                        json!({"workItemId": job.work_item, "evidence": [], "reason": "worker_error",
+                            "detail": format!("the executor gave no Evidence for criterion {}", criterion.id)}),
+                        Some(&leased.lease),
+                    )
+                    .await?;
+                return Ok(Outcome::Failed(format!("no Evidence for {}", criterion.id)));
+            }
+        };
+        let record = Evidence {
+            subject: Subject {
+                kind: SubjectKind::WorkItem,
+                id: job.work_item.to_string(),
+            },
+            mission_id: Id::parse("missionId", &leased.view.mission_id)?,
+            group_id: job.link.group.clone(),
+            work_item_id: job.work_item.clone(),
+            criterion: criterion.id.to_string(),
+            method: Method {
+                kind: method,
+                name,
+                version,
+            },
+            result: EvidenceResult {
+                outcome,
+                summary,
+                metrics,
+            },
+            producer: Producer {
+                agent_id: job.link.agent.clone(),
+                agent_card_version: job.card_version.clone(),
+            },
+            timestamp: Utc::now().fixed_offset(),
+            artifacts: artifacts.clone(),
+            supersedes: None,
+            execution: Some(Execution {
+                lease_id: leased.lease.clone(),
+                ownership_epoch: leased.epoch,
+            }),
+        };
+        evidence.push(
+            job.link
+                .api
+                .record_evidence(&job.link.key, &record)
+                .await?
+                .evidence_id,
+        );
+    }
+    let answer = job
+        .link
+        .send(
+            CommandType::WorkSubmit,
+            json!({"workItemId": job.work_item, "artifacts": artifacts, "evidence": evidence, "usage": usage}),
+            Some(&leased.lease),
+        )
+        .await;
+    match answer {
+        Ok(_) => Ok(Outcome::Submitted),
+        Err(ClientError::Api { body, .. }) => {
+            let detail = format!("work.submit refused: {} ({})", body.detail, body.code);
+            job.link
+                .send(
+                    CommandType::WorkFail,
+                    json!({"workItemId": job.work_item, "evidence": evidence, "reason": "worker_error", "detail": detail}),
+                    Some(&leased.lease),
+                )
+                .await?;
+            Ok(Outcome::Failed(detail))
+        }
+        Err(error) => Err(error.into()),
+    }
+}

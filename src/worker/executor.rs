@@ -1,0 +1,293 @@
+//! One executor run in one slot (SCH-12): the protocol any language can implement.
+//!
+//! **What it gets.** A fresh working directory `slots/<n>/run` (mode 0700; owned by the
+//! slot's uid when the Worker runs as root with `slot_uid_base`), holding `contract.json`,
+//! `inputs/<blake3 hex>` (each verified on download) and an empty `outputs/`; the checkpoint
+//! of an earlier attempt, if any, at `checkpoint`. Its environment is cleared: `PATH`, `HOME`
+//! (the run directory), `WEFT_WORK_ITEM`, `WEFT_MISSION`, `WEFT_GROUP`, `WEFT_ATTEMPT_KEY`
+//! (PRG-9: this attempt), `WEFT_EFFECT_KEY` (DLV-11: stable across attempts, for
+//! deduplicating external effects), `WEFT_CHECKPOINT`, `WEFT_INPUTS`, `WEFT_OUTPUTS`, and the
+//! executor's own `env` from `worker.toml`. On stdin, one JSON object, then end of file:
+//! `{workItemId, missionId, groupId, leaseId, authority, token, contract}`: `token` is a
+//! capability token scoped to this lease (LSE-6, dies with it), never written to disk or
+//! put in the environment, so no other slot can find it.
+//!
+//! **What it writes.** Files in `outputs/` (each becomes an Artifact bound to the lease);
+//! lines on stdout that are JSON objects `{"progress": {phase, percent?, milestonesDone?,
+//! nextCheckpoint?, completionAt?, confidence?}}` or `{"evidence": {criterion, method, name,
+//! version, outcome, summary, metrics?}}` (other lines are its log); then its exit status:
+//! 0 done, 75 checkpointed (it wrote `checkpoint` and stopped at a safe point), anything else
+//! failed.
+//!
+//! **Preemption** (LSE-11/12). The Worker sends SIGUSR1; the executor writes `checkpoint` at
+//! its next safe point and exits 75. The Worker never kills it for preemption. **Limits.**
+//! At the wall-clock limit the Worker sends SIGTERM, then SIGKILL 5 s later; CPU seconds and
+//! address space are set with `prlimit` right after the spawn.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::sync::mpsc;
+
+use super::config::ExecutorConfig;
+
+/// Exit status of an executor that checkpointed.
+pub(super) const CHECKPOINTED: i32 = 75;
+
+/// What the executor said on stdout.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) enum Line {
+    Progress(ProgressLine),
+    Evidence(EvidenceLine),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct ProgressLine {
+    pub(super) phase: String,
+    #[serde(default)]
+    pub(super) percent: Option<f64>,
+    #[serde(default)]
+    pub(super) milestones_done: Vec<String>,
+    #[serde(default)]
+    pub(super) next_checkpoint: Option<String>,
+    #[serde(default)]
+    pub(super) completion_at: Option<chrono::DateTime<chrono::FixedOffset>>,
+    #[serde(default)]
+    pub(super) confidence: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct EvidenceLine {
+    pub(super) criterion: String,
+    pub(super) method: weft_api::evidence::MethodKind,
+    pub(super) name: String,
+    pub(super) version: String,
+    pub(super) outcome: weft_api::evidence::Outcome,
+    pub(super) summary: String,
+    #[serde(default)]
+    pub(super) metrics: std::collections::BTreeMap<String, weft_api::evidence::Metric>,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Ending {
+    Done,
+    Checkpointed,
+    Failed(String),
+    /// It ran past its wall-clock limit and was stopped.
+    TimedOut,
+}
+
+/// Where one run lives.
+#[derive(Clone, Debug)]
+pub(super) struct RunDir {
+    pub(super) root: PathBuf,
+}
+
+impl RunDir {
+    pub(super) fn inputs(&self) -> PathBuf {
+        self.root.join("inputs")
+    }
+    pub(super) fn outputs(&self) -> PathBuf {
+        self.root.join("outputs")
+    }
+    pub(super) fn checkpoint(&self) -> PathBuf {
+        self.root.join("checkpoint")
+    }
+
+    /// A fresh run directory at `root` (an earlier run's is removed; its checkpoint, if any,
+    /// is carried in `checkpoint`).
+    pub(super) fn prepare(
+        root: &Path,
+        checkpoint: Option<&[u8]>,
+        uid: Option<u32>,
+    ) -> anyhow::Result<Self> {
+        if root.exists() {
+            std::fs::remove_dir_all(root)
+                .with_context(|| format!("clearing {}", root.display()))?;
+        }
+        let dir = Self {
+            root: root.to_owned(),
+        };
+        for path in [dir.root.clone(), dir.inputs(), dir.outputs()] {
+            std::fs::create_dir_all(&path)?;
+            private(&path, uid)?;
+        }
+        if let Some(bytes) = checkpoint {
+            std::fs::write(dir.checkpoint(), bytes)?;
+            private(&dir.checkpoint(), uid)?;
+        }
+        Ok(dir)
+    }
+}
+
+/// Mode 0700 (directories) or 0600 (files), owned by `uid` when given.
+pub(super) fn private(path: &Path, uid: Option<u32>) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = if path.is_dir() { 0o700 } else { 0o600 };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        if let Some(uid) = uid {
+            std::os::unix::fs::chown(path, Some(uid), Some(uid))?;
+        }
+    }
+    Ok(())
+}
+
+/// What a run is given.
+pub(super) struct Launch<'a> {
+    pub(super) executor: &'a ExecutorConfig,
+    pub(super) dir: &'a RunDir,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) stdin: Vec<u8>,
+    pub(super) uid: Option<u32>,
+    pub(super) wall_clock: Duration,
+}
+
+/// A running executor: its pid (for preemption) and the channel of its stdout lines.
+pub(super) struct Running {
+    pub(super) pid: u32,
+    pub(super) lines: mpsc::Receiver<Line>,
+    pub(super) ended: tokio::task::JoinHandle<Ending>,
+}
+
+/// Starts the executor; its lines arrive on `lines`, its ending on `ended`.
+pub(super) fn start(launch: Launch<'_>) -> anyhow::Result<Running> {
+    let (program, args) = launch
+        .executor
+        .command
+        .split_first()
+        .context("the executor's command is empty")?;
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .current_dir(&launch.dir.root)
+        .env_clear()
+        .env(
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+        )
+        .env("HOME", &launch.dir.root)
+        .env("WEFT_INPUTS", launch.dir.inputs())
+        .env("WEFT_OUTPUTS", launch.dir.outputs())
+        .env("WEFT_CHECKPOINT", launch.dir.checkpoint())
+        .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(&launch.executor.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0)
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    if let Some(uid) = launch.uid {
+        command.uid(uid).gid(uid);
+    }
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("starting {program}"))?;
+    let pid = child.id().context("the executor exited at once")?;
+    limit(pid, launch.executor);
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    let input = launch.stdin;
+    tokio::spawn(async move {
+        // An executor that never reads its stdin must not hold up the Worker.
+        let _ = stdin.write_all(&input).await;
+        let _ = stdin.shutdown().await;
+    });
+    let stdout = child.stdout.take().context("no stdout")?;
+    let (sender, lines) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if let Ok(parsed) = serde_json::from_str::<Line>(&line) {
+                if sender.send(parsed).await.is_err() {
+                    break;
+                }
+            } else if !line.is_empty() {
+                tracing::info!(target: "weft::worker::executor", "{line}");
+            }
+        }
+    });
+    let wall_clock = launch.wall_clock;
+    let ended = tokio::spawn(async move {
+        match tokio::time::timeout(wall_clock, child.wait()).await {
+            Ok(Ok(status)) => match status.code() {
+                Some(0) => Ending::Done,
+                Some(CHECKPOINTED) => Ending::Checkpointed,
+                Some(code) => Ending::Failed(format!("exit status {code}")),
+                None => Ending::Failed(format!("ended by {status}")),
+            },
+            Ok(Err(error)) => Ending::Failed(format!("waiting for it: {error}")),
+            Err(_) => {
+                signal(pid, Signal::Term);
+                if tokio::time::timeout(Duration::from_secs(5), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = child.kill().await;
+                }
+                Ending::TimedOut
+            }
+        }
+    });
+    Ok(Running { pid, lines, ended })
+}
+
+/// The signals the Worker sends.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Signal {
+    /// Preemption: checkpoint at the next safe point.
+    Checkpoint,
+    Term,
+}
+
+/// Sends `signal` to the executor's process group.
+pub(super) fn signal(pid: u32, signal: Signal) {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Pid, Signal as S, kill_process_group};
+        let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+            return;
+        };
+        let sig = match signal {
+            Signal::Checkpoint => S::USR1,
+            Signal::Term => S::TERM,
+        };
+        if let Err(error) = kill_process_group(pid, sig) {
+            tracing::debug!("signal to {pid:?}: {error}");
+        }
+    }
+}
+
+/// CPU seconds and address space from the executor's config, set on the running child.
+fn limit(pid: u32, executor: &ExecutorConfig) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{Pid, Resource, Rlimit, prlimit};
+        let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+            return;
+        };
+        for (resource, value) in [
+            (Resource::Cpu, executor.cpu_seconds),
+            (Resource::As, executor.memory_bytes),
+        ] {
+            if let Some(value) = value {
+                let rlimit = Rlimit {
+                    current: Some(value),
+                    maximum: Some(value),
+                };
+                if let Err(error) = prlimit(Some(pid), resource, rlimit) {
+                    tracing::warn!("limiting the executor ({resource:?}): {error}");
+                }
+            }
+        }
+    }
+}

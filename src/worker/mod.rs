@@ -1,0 +1,664 @@
+//! `weft worker --config worker.toml` (issue #47, DESIGN §13): the Worker's side of MWP §11.
+//!
+//! One task, the runtime, owns all decisions; everything slow runs beside it and reports back
+//! on channels. At start it registers the Agent Card, opens one session per Group (a new
+//! session revokes the leases of the last one, LSE-9, so nothing of a killed run stays
+//! active), reconciles each Group's offline journal before anything else (OFL-5), deletes its
+//! cursors and rebuilds every Group's queue by replaying the log (SCH-2, `queue.rs`). Then:
+//! - **Offers** naming it go through admission control (`weft_api::worker::admission`,
+//!   OFR-7…9): accepted with a commitment or declined with a structured reason. The accepted
+//!   commitment is disclosed as a `work.progress`-free schedule in the decline-free path: the
+//!   start window, completion, confidence, capacity state and computation time are logged and
+//!   reported in Presence (DIS-1), never naming another Group's work (DIS-2).
+//! - **Scheduling**: the pure Scheduler (`weft_api::worker::scheduler`) places runnable
+//!   WorkItems of all Groups into free slots by Group weight, Mission class and rank with
+//!   aging; its preemption rule asks a running item to checkpoint (`preemption.request`).
+//! - **Execution**: each placement runs in its slot (`execution.rs`, `executor.rs`).
+//! - **Presence** every `presence_seconds` per Group; sessions renewed before they expire.
+//! - **Offline**: a run that met an unreachable Authority marks the Worker offline: nothing
+//!   new starts; every tick tries the Authority, and on reconnect the journals are reconciled
+//!   before anything else.
+//!
+//! Long because it is the one place where the runtime's state changes: offers, queue items,
+//! slots and the offline flag, each step a short method.
+
+mod config;
+mod execution;
+mod executor;
+mod link;
+mod queue;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use chrono::{DateTime, Utc};
+use ed25519_dalek::SigningKey;
+use serde_json::json;
+use tokio::sync::{Mutex, mpsc, watch};
+use weft_api::Id;
+use weft_api::journal::{Journal, Rebase};
+use weft_api::subscription::{Flow, Subscription};
+use weft_api::work::CommandType;
+use weft_api::work::WorkState;
+use weft_api::work::contract::Level;
+use weft_api::work::views::WorkItemView;
+use weft_api::worker::admission::{self, Admission, Capacity, OfferFacts};
+use weft_api::worker::card::{AgentCard, CapacityState, PresenceReport};
+use weft_api::worker::scheduler::{self, Fairness, Running, Waiting};
+
+use config::WorkerConfig;
+use execution::{Job, Outcome};
+use link::Link;
+use queue::GroupQueue;
+
+/// How often the runtime looks at its state when nothing arrives.
+const TICK: Duration = Duration::from_millis(200);
+
+/// A WorkItem this Worker owns and has not finished.
+struct Item {
+    group: String,
+    mission: String,
+    class: Level,
+    urgency: Level,
+    deadline: DateTime<Utc>,
+    since: DateTime<Utc>,
+    eligible: bool,
+    approved: bool,
+    checkpoint: Option<Vec<u8>>,
+    not_before: Option<DateTime<Utc>>,
+    executor: Option<usize>,
+}
+
+struct Slot {
+    work_item: String,
+    group: String,
+    rank: u64,
+    preempt: watch::Sender<bool>,
+}
+
+struct Finished {
+    slot: u32,
+    work_item: String,
+    outcome: Outcome,
+}
+
+/// One Group's event, as the subscription hands it over.
+struct Arrived {
+    group: String,
+    sequence: u64,
+    kind: String,
+    payload: String,
+}
+
+struct Runtime {
+    config: WorkerConfig,
+    key: Arc<SigningKey>,
+    links: BTreeMap<String, Link>,
+    queues: BTreeMap<String, GroupQueue>,
+    journals: BTreeMap<String, Arc<Mutex<Journal>>>,
+    items: BTreeMap<String, Item>,
+    slots: BTreeMap<u32, Slot>,
+    fairness: Fairness,
+    decided: BTreeSet<String>,
+    offline: bool,
+    last_presence: Option<Instant>,
+    finished: (mpsc::Sender<Finished>, mpsc::Receiver<Finished>),
+}
+
+/// `weft worker --config FILE`: runs until interrupted.
+pub async fn run(config_path: &Path) -> anyhow::Result<()> {
+    let config = WorkerConfig::load(config_path)?;
+    let key = Arc::new(crate::cli::read_key_file(&config.key)?);
+    std::fs::create_dir_all(&config.state_dir)
+        .with_context(|| format!("creating {}", config.state_dir.display()))?;
+    let (sender, mut arrivals) = mpsc::channel::<Arrived>(1024);
+    let mut runtime = Runtime::start(config, key, sender).await?;
+    let mut tick = tokio::time::interval(TICK);
+    let stop = tokio::signal::ctrl_c();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            Some(arrived) = arrivals.recv() => {
+                runtime.arrive(arrived);
+                while let Ok(more) = arrivals.try_recv() {
+                    runtime.arrive(more);
+                }
+            }
+            Some(finished) = runtime.finished.1.recv() => runtime.finish(finished),
+            _ = tick.tick() => {}
+            _ = &mut stop => {
+                tracing::info!("stopping: running WorkItems stay leased until their leases expire");
+                return Ok(());
+            }
+        }
+        runtime.react().await;
+    }
+}
+
+impl Runtime {
+    async fn start(
+        config: WorkerConfig,
+        key: Arc<SigningKey>,
+        events: mpsc::Sender<Arrived>,
+    ) -> anyhow::Result<Self> {
+        let agent = Id::parse("agentId", &config.agent_id)?;
+        let mut links = BTreeMap::new();
+        let mut queues = BTreeMap::new();
+        let mut journals = BTreeMap::new();
+        for group in &config.groups {
+            let group_id = Id::parse("group", &group.id)?;
+            let link = Link::open(
+                &config.authority,
+                key.clone(),
+                agent.clone(),
+                group_id.clone(),
+            )
+            .await
+            .with_context(|| format!("opening a session in {}", group.id))?;
+            let dir = config.state_dir.join(&group.id);
+            std::fs::create_dir_all(&dir)?;
+            let mut journal = Journal::open(&dir.join("journal.jsonl"))?;
+            // OFL-5: what was buffered offline goes before anything else.
+            let reconciled = journal
+                .reconcile(
+                    &link.api,
+                    Rebase {
+                        key: &key,
+                        session_epoch: link.session_epoch,
+                        membership_epoch: link.membership_epoch,
+                        issued_at: Utc::now().fixed_offset(),
+                    },
+                )
+                .await;
+            match reconciled {
+                Ok(done) if done.refused.is_some() => {
+                    tracing::warn!(
+                        "{}: the journal stopped at a refusal: {:?}",
+                        group.id,
+                        done.refused
+                    );
+                    journal.discard()?;
+                }
+                Ok(_) => {}
+                Err(error) => anyhow::bail!("reconciling {}'s journal: {error}", group.id),
+            }
+            // SCH-2: the queue is rebuilt by replay, never trusted from disk.
+            let cursor = dir.join("cursor.json");
+            let _ = std::fs::remove_file(&cursor);
+            let subscription = Subscription::new(link.api.clone(), group_id.clone(), cursor);
+            let sender = events.clone();
+            let name = group.id.clone();
+            tokio::spawn(async move {
+                let result = subscription
+                    .run(|event| {
+                        let sender = sender.clone();
+                        let arrived = Arrived {
+                            group: name.clone(),
+                            sequence: event.sequence,
+                            kind: event.kind.clone(),
+                            payload: event.payload.get().to_owned(),
+                        };
+                        async move {
+                            sender.send(arrived).await.map_err(|e| e.to_string())?;
+                            Ok(Flow::Continue)
+                        }
+                    })
+                    .await;
+                tracing::error!("{name}: the subscription ended: {result:?}");
+            });
+            queues.insert(group.id.clone(), GroupQueue::new(agent.as_str()));
+            journals.insert(group.id.clone(), Arc::new(Mutex::new(journal)));
+            links.insert(group.id.clone(), link);
+        }
+        let card = AgentCard {
+            agent_id: agent.clone(),
+            version: config.card_version.clone(),
+            capabilities: config.capabilities(),
+            max_concurrency: config.slots,
+            public_key: weft_api::client::card_key(&key),
+            issued_at: Utc::now().fixed_offset(),
+        };
+        let first = links.values().next().context("no Group")?;
+        first
+            .api
+            .put_card(&key, &card)
+            .await
+            .context("registering the Agent Card")?;
+        Ok(Self {
+            config,
+            key,
+            links,
+            queues,
+            journals,
+            items: BTreeMap::new(),
+            slots: BTreeMap::new(),
+            fairness: Fairness::default(),
+            decided: BTreeSet::new(),
+            offline: false,
+            last_presence: None,
+            finished: mpsc::channel(64),
+        })
+    }
+
+    fn arrive(&mut self, arrived: Arrived) {
+        if let Some(queue) = self.queues.get_mut(&arrived.group) {
+            queue.apply(arrived.sequence, &arrived.kind, &arrived.payload);
+        }
+    }
+
+    fn finish(&mut self, finished: Finished) {
+        self.slots.remove(&finished.slot);
+        tracing::info!(work_item = %finished.work_item, "run ended: {:?}", finished.outcome);
+        match finished.outcome {
+            Outcome::Checkpointed {
+                checkpoint,
+                retry_after,
+            } => {
+                if let Some(item) = self.items.get_mut(&finished.work_item) {
+                    item.checkpoint = checkpoint;
+                    item.not_before = retry_after
+                        .and_then(|d| chrono::Duration::from_std(d).ok())
+                        .map(|d| Utc::now() + d);
+                }
+            }
+            Outcome::Offline { checkpoint } => {
+                self.offline = true;
+                if let Some(item) = self.items.get_mut(&finished.work_item) {
+                    item.checkpoint = checkpoint;
+                }
+            }
+            Outcome::Failed(why) | Outcome::Lost(why) => {
+                tracing::warn!(work_item = %finished.work_item, "{why}");
+                self.items.remove(&finished.work_item);
+            }
+            Outcome::Submitted => {
+                self.items.remove(&finished.work_item);
+            }
+        }
+    }
+
+    async fn react(&mut self) {
+        if self.offline {
+            self.reconnect().await;
+            return;
+        }
+        self.refresh_items().await;
+        self.answer_offers().await;
+        self.preempt().await;
+        self.schedule();
+        self.presence().await;
+    }
+
+    /// Tries the Authority; on an answer, reconciles every journal first (OFL-5).
+    async fn reconnect(&mut self) {
+        for (group, link) in &self.links {
+            if link.api.current_session().await.is_err() {
+                return;
+            }
+            let mut journal = self.journals[group].lock().await;
+            let rebase = Rebase {
+                key: &self.key,
+                session_epoch: link.session_epoch,
+                membership_epoch: link.membership_epoch,
+                issued_at: Utc::now().fixed_offset(),
+            };
+            match journal.reconcile(&link.api, rebase).await {
+                Ok(done) if done.refused.is_some() => {
+                    tracing::warn!(
+                        "{group}: the journal stopped at a refusal: {:?}",
+                        done.refused
+                    );
+                    let _ = journal.discard();
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!("{group}: reconciling: {error}");
+                    return;
+                }
+            }
+        }
+        tracing::info!("the Authority answers again; journals reconciled");
+        self.offline = false;
+    }
+
+    /// Brings `items` in line with what the queues say.
+    async fn refresh_items(&mut self) {
+        for (group, queue) in &mut self.queues {
+            let touched = queue.take_touched();
+            let moved = std::mem::take(&mut queue.moved);
+            let link = &self.links[group];
+            for work_item in touched {
+                let queued = queue.mine_in(&work_item, WorkState::Queued);
+                let running = self.slots.values().any(|s| s.work_item == work_item);
+                if !queued {
+                    if !running {
+                        self.items.remove(&work_item);
+                    }
+                    continue;
+                }
+                if self.items.contains_key(&work_item) {
+                    continue;
+                }
+                match fetch(link, &work_item, &self.config).await {
+                    Ok(item) => {
+                        self.items.insert(work_item, item);
+                    }
+                    Err(error) => tracing::warn!("{work_item}: {error:#}"),
+                }
+            }
+            if moved {
+                // A dependency may have been met, or an approval granted.
+                for (id, item) in self.items.iter_mut().filter(|(_, i)| &i.group == group) {
+                    if item.eligible && item.approved {
+                        continue;
+                    }
+                    if let Ok(fresh) = fetch(link, id, &self.config).await {
+                        item.eligible = fresh.eligible;
+                        item.approved = fresh.approved;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Admission control on every undecided live offer (OFR-7…9).
+    async fn answer_offers(&mut self) {
+        let mut pending = Vec::new();
+        for (group, queue) in &self.queues {
+            for (work_item, offer) in &queue.offers {
+                if !self.decided.contains(&offer.offer_id) {
+                    pending.push((group.clone(), work_item.clone(), offer.offer_id.clone()));
+                }
+            }
+        }
+        for (group, work_item, offer_id) in pending {
+            self.decided.insert(offer_id.clone());
+            let link = &self.links[&group];
+            let Ok(id) = Id::parse("workItemId", &work_item) else {
+                continue;
+            };
+            let view = match link.api.work_item(&id).await {
+                Ok(view) => view,
+                Err(error) => {
+                    tracing::warn!("{work_item}: {error}");
+                    continue;
+                }
+            };
+            let lost = dependency_lost(link, &view).await;
+            let capacity = self.capacity();
+            let facts = OfferFacts {
+                contract: &view.contract,
+                dependency_lost: lost,
+                spent: &view.budget.spent,
+            };
+            let (kind, payload) = match admission::admit(&facts, &capacity, Utc::now()) {
+                Admission::Accept(commitment) => {
+                    // DIS-1: the commitment as this Worker discloses it; DIS-2: its own figures only.
+                    tracing::info!(
+                        work_item, start_from = %commitment.start_from, start_to = %commitment.start_to,
+                        completion_at = %commitment.completion_at, confidence = commitment.confidence,
+                        "accepting"
+                    );
+                    (
+                        CommandType::WorkAcceptOffer,
+                        json!({"workItemId": work_item, "offerId": offer_id}),
+                    )
+                }
+                Admission::Decline { reason, detail } => (
+                    CommandType::WorkDeclineOffer,
+                    json!({"workItemId": work_item, "offerId": offer_id, "reason": reason, "detail": detail}),
+                ),
+            };
+            if let Err(error) = link.send(kind, payload, None).await {
+                tracing::warn!("{work_item}: {} refused: {error}", kind.as_str());
+            }
+        }
+    }
+
+    fn capacity(&self) -> Capacity {
+        let queued = self
+            .items
+            .keys()
+            .filter(|id| !self.slots.values().any(|s| &s.work_item == *id))
+            .count();
+        Capacity {
+            slots: self.config.slots,
+            running: self.slots.len() as u32,
+            queued: queued as u32,
+            max_queued: self.config.max_queued,
+            executors: self
+                .config
+                .executors
+                .iter()
+                .map(|e| {
+                    (
+                        weft_api::work::contract::Capability {
+                            id: e.capability.clone(),
+                            version: e.version.clone(),
+                        },
+                        e.typical_seconds,
+                    )
+                })
+                .collect(),
+            allowed: self.config.permissions.clone(),
+        }
+    }
+
+    /// Passes preemption requests to running executors, and asks for one when the Scheduler says.
+    async fn preempt(&mut self) {
+        for slot in self.slots.values() {
+            let requested = self.queues[&slot.group]
+                .preemptions
+                .contains(&slot.work_item);
+            if requested && !*slot.preempt.borrow() {
+                let _ = slot.preempt.send(true);
+            }
+        }
+        let (waiting, running) = self.scheduler_view();
+        let policy = self.config.policy();
+        if let Some(victim) = scheduler::preemption(
+            &policy,
+            &self.config.shares(),
+            &waiting,
+            &running,
+            self.config.slots,
+            Utc::now(),
+        ) && let Some(slot) = self.slots.values().find(|s| s.work_item == victim)
+            && !self.queues[&slot.group].preemptions.contains(&victim)
+            && !*slot.preempt.borrow()
+        {
+            let link = &self.links[&slot.group];
+            if let Err(error) = link
+                .send(
+                    CommandType::PreemptionRequest,
+                    json!({"workItemId": victim}),
+                    None,
+                )
+                .await
+            {
+                tracing::warn!("{victim}: preemption.request refused: {error}");
+            }
+            let _ = slot.preempt.send(true);
+        }
+    }
+
+    fn scheduler_view(&self) -> (Vec<Waiting>, Vec<Running>) {
+        let now = Utc::now();
+        let waiting = self
+            .items
+            .iter()
+            .filter(|(id, _)| !self.slots.values().any(|s| &s.work_item == *id))
+            .map(|(id, item)| Waiting {
+                work_item: id.clone(),
+                group: item.group.clone(),
+                mission: item.mission.clone(),
+                priority_class: item.class,
+                urgency: item.urgency,
+                deadline: item.deadline,
+                since: item.since,
+                runnable: item.eligible
+                    && item.approved
+                    && item.executor.is_some()
+                    && item.deadline > now
+                    && item.not_before.is_none_or(|t| t <= now),
+            })
+            .collect();
+        let running = self
+            .slots
+            .iter()
+            .map(|(slot, s)| Running {
+                work_item: s.work_item.clone(),
+                group: s.group.clone(),
+                slot: *slot,
+                rank: s.rank,
+            })
+            .collect();
+        (waiting, running)
+    }
+
+    /// Places runnable items into free slots and starts them.
+    fn schedule(&mut self) {
+        let free: Vec<u32> = (1..=self.config.slots)
+            .filter(|s| !self.slots.contains_key(s))
+            .collect();
+        if free.is_empty() {
+            return;
+        }
+        let (waiting, running) = self.scheduler_view();
+        let placements = scheduler::schedule(
+            &self.config.policy(),
+            &self.config.shares(),
+            &mut self.fairness,
+            &waiting,
+            &running,
+            &free,
+            Utc::now(),
+        );
+        for placement in placements {
+            let Some(item) = self.items.get_mut(&placement.work_item) else {
+                continue;
+            };
+            let Some(executor) = item.executor.map(|i| self.config.executors[i].clone()) else {
+                continue;
+            };
+            let Ok(work_item) = Id::parse("workItemId", &placement.work_item) else {
+                continue;
+            };
+            let (preempt, preempt_rx) = watch::channel(false);
+            let uid = self.config.slot_uid_base.map(|base| base + placement.slot);
+            let job = Job {
+                link: self.links[&placement.group].clone(),
+                work_item,
+                executor,
+                slot_dir: self
+                    .config
+                    .state_dir
+                    .join("slots")
+                    .join(placement.slot.to_string()),
+                uid,
+                checkpoint: item.checkpoint.take(),
+                card_version: self.config.card_version.clone(),
+                preempt: preempt_rx,
+                journal: self.journals[&placement.group].clone(),
+                offline_grace: Duration::from_secs(self.config.offline_grace_seconds),
+            };
+            self.slots.insert(
+                placement.slot,
+                Slot {
+                    work_item: placement.work_item.clone(),
+                    group: placement.group.clone(),
+                    rank: placement.rank,
+                    preempt,
+                },
+            );
+            let done = self.finished.0.clone();
+            let slot = placement.slot;
+            let work_item = placement.work_item;
+            tokio::spawn(async move {
+                let outcome = execution::run(job).await;
+                let _ = done
+                    .send(Finished {
+                        slot,
+                        work_item,
+                        outcome,
+                    })
+                    .await;
+            });
+        }
+    }
+
+    /// Presence in every Group (SCH-11), and session renewal.
+    async fn presence(&mut self) {
+        let every = Duration::from_secs(self.config.presence_seconds.max(2));
+        if self.last_presence.is_some_and(|at| at.elapsed() < every) {
+            return;
+        }
+        self.last_presence = Some(Instant::now());
+        let free = self.config.slots - self.slots.len() as u32;
+        let capacity = self.capacity();
+        let state = if free > 0 {
+            CapacityState::Available
+        } else if capacity.queued + capacity.running >= capacity.max_queued {
+            CapacityState::Saturated
+        } else {
+            CapacityState::Busy
+        };
+        for (group, link) in &mut self.links {
+            if let Err(error) = link.renew_if_due(Utc::now()).await {
+                tracing::warn!("{group}: renewing the session: {error}");
+            }
+            let report = PresenceReport {
+                free_slots: free,
+                capacity_state: state,
+            };
+            if let Err(error) = link.api.report_presence(&link.group, &report).await {
+                tracing::debug!("{group}: Presence: {error}");
+            }
+        }
+    }
+}
+
+/// What the Scheduler needs of a queued WorkItem: its scheduling view and contract.
+async fn fetch(link: &Link, work_item: &str, config: &WorkerConfig) -> anyhow::Result<Item> {
+    let id = Id::parse("workItemId", work_item)?;
+    let view: WorkItemView = link.api.work_item(&id).await?;
+    let scheduling = link.api.scheduling(&id).await?;
+    let wanted = &view.contract.required_capabilities;
+    let executor = config.executors.iter().position(|e| {
+        wanted.is_empty()
+            || wanted
+                .iter()
+                .any(|c| c.id == e.capability && c.version == e.version)
+    });
+    Ok(Item {
+        group: view.group_id.clone(),
+        mission: view.mission_id.clone(),
+        class: scheduling.priority_class,
+        urgency: scheduling.urgency,
+        deadline: scheduling.deadline.to_utc(),
+        since: Utc::now(),
+        eligible: view.eligible,
+        approved: !view.contract.needs_approval() || view.approval_granted,
+        checkpoint: None,
+        not_before: None,
+        executor,
+    })
+}
+
+/// Whether a dependency of `view` is already failed or cancelled (it can never be verified).
+async fn dependency_lost(link: &Link, view: &WorkItemView) -> bool {
+    for dependency in &view.depends_on {
+        let Ok(id) = Id::parse("workItemId", dependency) else {
+            continue;
+        };
+        if let Ok(dep) = link.api.scheduling(&id).await
+            && matches!(dep.state, WorkState::Failed | WorkState::Cancelled)
+        {
+            return true;
+        }
+    }
+    false
+}
