@@ -16,9 +16,12 @@
 //! nothing externally visible happens offline) and the WorkItem runs again after the journal
 //! is reconciled, which the runtime does before anything else on reconnect.
 //!
-//! **Retries.** A failed run within `retryPolicy.maxAttempts` checkpoints (`attempt n failed:
-//! …`) and is queued again after `backoffSeconds`; the last one fails the WorkItem
-//! `retries_exhausted`. A run past its wall-clock limit is stopped and failed `budget`.
+//! **Retries.** A failed run ends its attempt with `work.fail` (`worker_error`, or
+//! `retries_exhausted` on the last attempt `retryPolicy.maxAttempts` allows): another attempt
+//! is a new offer, bounded by the Authority's retry policy (PRG-8). A resume after a
+//! checkpoint, a preemption or a replaced session is the same attempt with the same attempt
+//! key (PRG-9), so effects keyed on it happen once. A run past its wall-clock limit is stopped
+//! and failed `budget`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,10 +64,9 @@ pub(super) struct Job {
 #[derive(Debug)]
 pub(super) enum Outcome {
     Submitted,
-    /// Back to `queued`; run again with this checkpoint, not before `retry_after`.
+    /// Back to `queued`; run again with this checkpoint.
     Checkpointed {
         checkpoint: Option<Vec<u8>>,
-        retry_after: Option<Duration>,
     },
     Failed(String),
     /// The Authority refused to start it or took the lease away.
@@ -248,6 +250,14 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
             }
         }
     };
+    // Lines the executor wrote just before it ended may still be in the channel: take them
+    // (bounded: a descendant that keeps stdout open must not hold the run).
+    let drain = tokio::time::Instant::now() + Duration::from_secs(1);
+    while let Ok(Some(line)) = tokio::time::timeout_at(drain, running.lines.recv()).await {
+        if let Line::Evidence(e) = line {
+            evidence_lines.push(e);
+        }
+    }
     let elapsed = began.elapsed().as_secs().max(1);
     let usage = Budgets {
         compute_seconds: elapsed,
@@ -289,49 +299,43 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
                     Some(&leased.lease),
                 )
                 .await?;
-            Ok(Outcome::Checkpointed {
-                checkpoint,
-                retry_after: None,
-            })
+            Ok(Outcome::Checkpointed { checkpoint })
         }
         Ending::TimedOut => {
+            let detail = format!(
+                "the executor ran past its wall-clock limit of {} s",
+                wall_clock.as_secs()
+            );
+            let evidence = failure_evidence(job, &leased, &detail).await?;
             job.link
                 .send(
                     CommandType::WorkFail,
-                    json!({"workItemId": job.work_item, "evidence": [], "reason": "budget",
-                        "detail": format!("the executor ran past its wall-clock limit of {} s", wall_clock.as_secs())}),
+                    json!({"workItemId": job.work_item, "evidence": [evidence], "reason": "budget",
+                        "detail": detail}),
                     Some(&leased.lease),
                 )
                 .await?;
             Ok(Outcome::Failed("wall-clock limit".into()))
         }
         Ending::Failed(why) => {
+            // PRG-8/10: the attempt ends in work.fail; whether another attempt follows is the
+            // retry policy's, applied by the Authority when the Coordinator offers it again.
             let attempts = leased.view.attempts;
-            let policy = &contract.retry_policy;
-            if attempts < policy.max_attempts {
-                job.link
-                    .send(
-                        CommandType::WorkCheckpoint,
-                        json!({"workItemId": job.work_item, "usage": usage,
-                            "checkpoint": {"note": format!("attempt {attempts} failed: {why}")}}),
-                        Some(&leased.lease),
-                    )
-                    .await?;
-                Ok(Outcome::Checkpointed {
-                    checkpoint,
-                    retry_after: Some(Duration::from_secs(policy.backoff_seconds)),
-                })
+            let max = contract.retry_policy.max_attempts.max(1);
+            let reason = if attempts >= max {
+                "retries_exhausted"
             } else {
-                job.link
-                    .send(
-                        CommandType::WorkFail,
-                        json!({"workItemId": job.work_item, "evidence": [], "reason": "retries_exhausted",
-                            "detail": format!("attempt {attempts} of {} failed: {why}", policy.max_attempts)}),
-                        Some(&leased.lease),
-                    )
-                    .await?;
-                Ok(Outcome::Failed(why))
-            }
+                "worker_error"
+            };
+            job.link
+                .send(
+                    CommandType::WorkFail,
+                    json!({"workItemId": job.work_item, "evidence": [], "reason": reason,
+                        "detail": format!("attempt {attempts} of {max}: the executor failed: {why}"), "usage": usage}),
+                    Some(&leased.lease),
+                )
+                .await?;
+            Ok(Outcome::Failed(why))
         }
     }
 }
@@ -459,6 +463,74 @@ async fn publish(
         .artifact)
 }
 
+/// A signed-to-be Evidence record of this run on `criterion`.
+fn evidence_of(
+    job: &Job,
+    leased: &Leased,
+    criterion: &str,
+    method: Method,
+    result: EvidenceResult,
+    artifacts: &[ArtifactId],
+) -> anyhow::Result<Evidence> {
+    Ok(Evidence {
+        subject: Subject {
+            kind: SubjectKind::WorkItem,
+            id: job.work_item.to_string(),
+        },
+        mission_id: Id::parse("missionId", &leased.view.mission_id)?,
+        group_id: job.link.group.clone(),
+        work_item_id: job.work_item.clone(),
+        criterion: criterion.to_owned(),
+        method,
+        result,
+        producer: Producer {
+            agent_id: job.link.agent.clone(),
+            agent_card_version: job.card_version.clone(),
+        },
+        timestamp: Utc::now().fixed_offset(),
+        artifacts: artifacts.to_vec(),
+        supersedes: None,
+        execution: Some(Execution {
+            lease_id: leased.lease.clone(),
+            ownership_epoch: leased.epoch,
+        }),
+    })
+}
+
+/// T13: a failure carries Evidence; the run's own, on the first criterion, saying why.
+async fn failure_evidence(job: &Job, leased: &Leased, why: &str) -> anyhow::Result<ArtifactId> {
+    let criterion = leased
+        .view
+        .contract
+        .acceptance_criteria
+        .first()
+        .map(|c| c.id.to_string())
+        .context("the contract names no criterion")?;
+    let summary: String = why.chars().take(1000).collect();
+    let record = evidence_of(
+        job,
+        leased,
+        &criterion,
+        Method {
+            kind: MethodKind::AutomatedTest,
+            name: "exit-status".into(),
+            version: "1".into(),
+        },
+        EvidenceResult {
+            outcome: Verdict::Fail,
+            summary,
+            metrics: Default::default(),
+        },
+        &[],
+    )?;
+    Ok(job
+        .link
+        .api
+        .record_evidence(&job.link.key, &record)
+        .await?
+        .evidence_id)
+}
+
 /// Publishes the outputs, records Evidence for every criterion, submits.
 async fn submit(
     job: &Job,
@@ -522,11 +594,16 @@ async fn submit(
                 )
             }
             None => {
+                let detail = format!(
+                    "the executor gave no Evidence for criterion {}",
+                    criterion.id
+                );
+                let evidence = failure_evidence(job, leased, &detail).await?;
                 job.link
                     .send(
                         CommandType::WorkFail,
-                        json!({"workItemId": job.work_item, "evidence": [], "reason": "worker_error",
-                            "detail": format!("the executor gave no Evidence for criterion {}", criterion.id)}),
+                        json!({"workItemId": job.work_item, "evidence": [evidence],
+                            "reason": "worker_error", "detail": detail}),
                         Some(&leased.lease),
                     )
                     .await?;

@@ -195,6 +195,12 @@ pub(super) fn start(launch: Launch<'_>) -> anyhow::Result<Running> {
         .with_context(|| format!("starting {program}"))?;
     let pid = child.id().context("the executor exited at once")?;
     limit(pid, launch.executor);
+    // A Worker killed now leaves this file; the next start stops the orphan (`reap`).
+    let pid_file = launch.dir.root.with_file_name("executor.pid");
+    std::fs::write(
+        &pid_file,
+        format!("{pid} {}", start_time(pid).unwrap_or_default()),
+    )?;
     let mut stdin = child.stdin.take().context("no stdin")?;
     let input = launch.stdin;
     tokio::spawn(async move {
@@ -218,6 +224,15 @@ pub(super) fn start(launch: Launch<'_>) -> anyhow::Result<Running> {
     });
     let wall_clock = launch.wall_clock;
     let ended = tokio::spawn(async move {
+        let ending = wait(child, pid, wall_clock).await;
+        let _ = std::fs::remove_file(&pid_file);
+        ending
+    });
+    Ok(Running { pid, lines, ended })
+}
+
+async fn wait(mut child: tokio::process::Child, pid: u32, wall_clock: Duration) -> Ending {
+    {
         match tokio::time::timeout(wall_clock, child.wait()).await {
             Ok(Ok(status)) => match status.code() {
                 Some(0) => Ending::Done,
@@ -237,8 +252,42 @@ pub(super) fn start(launch: Launch<'_>) -> anyhow::Result<Running> {
                 Ending::TimedOut
             }
         }
-    });
-    Ok(Running { pid, lines, ended })
+    }
+}
+
+/// The kernel's start time of process `pid` (field 22 of `/proc/<pid>/stat`), so a recorded
+/// pid is never mistaken for a later process that reused it.
+fn start_time(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after its `)` are plain.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// Stops executors a killed Worker left running (their `executor.pid` under `slots/`): their
+/// leases were revoked by the new session, so their results would be inert anyway.
+pub(super) fn reap(slots: &Path) {
+    let Ok(entries) = std::fs::read_dir(slots) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.path().join("executor.pid");
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let mut parts = text.split_whitespace();
+        let (Some(pid), started) = (
+            parts.next().and_then(|p| p.parse::<u32>().ok()),
+            parts.next(),
+        ) else {
+            continue;
+        };
+        if start_time(pid).as_deref() == started {
+            tracing::warn!("stopping executor {pid}, left running by a Worker that was killed");
+            signal(pid, Signal::Kill);
+        }
+        let _ = std::fs::remove_file(&file);
+    }
 }
 
 /// The signals the Worker sends.
@@ -247,6 +296,7 @@ pub(super) enum Signal {
     /// Preemption: checkpoint at the next safe point.
     Checkpoint,
     Term,
+    Kill,
 }
 
 /// Sends `signal` to the executor's process group.
@@ -260,6 +310,7 @@ pub(super) fn signal(pid: u32, signal: Signal) {
         let sig = match signal {
             Signal::Checkpoint => S::USR1,
             Signal::Term => S::TERM,
+            Signal::Kill => S::KILL,
         };
         if let Err(error) = kill_process_group(pid, sig) {
             tracing::debug!("signal to {pid:?}: {error}");

@@ -68,7 +68,6 @@ struct Item {
     eligible: bool,
     approved: bool,
     checkpoint: Option<Vec<u8>>,
-    not_before: Option<DateTime<Utc>>,
     executor: Option<usize>,
 }
 
@@ -145,6 +144,7 @@ impl Runtime {
         events: mpsc::Sender<Arrived>,
     ) -> anyhow::Result<Self> {
         let agent = Id::parse("agentId", &config.agent_id)?;
+        executor::reap(&config.state_dir.join("slots"));
         let mut links = BTreeMap::new();
         let mut queues = BTreeMap::new();
         let mut journals = BTreeMap::new();
@@ -253,15 +253,9 @@ impl Runtime {
         self.slots.remove(&finished.slot);
         tracing::info!(work_item = %finished.work_item, "run ended: {:?}", finished.outcome);
         match finished.outcome {
-            Outcome::Checkpointed {
-                checkpoint,
-                retry_after,
-            } => {
+            Outcome::Checkpointed { checkpoint } => {
                 if let Some(item) = self.items.get_mut(&finished.work_item) {
                     item.checkpoint = checkpoint;
-                    item.not_before = retry_after
-                        .and_then(|d| chrono::Duration::from_std(d).ok())
-                        .map(|d| Utc::now() + d);
                 }
             }
             Outcome::Offline { checkpoint } => {
@@ -502,8 +496,7 @@ impl Runtime {
                 runnable: item.eligible
                     && item.approved
                     && item.executor.is_some()
-                    && item.deadline > now
-                    && item.not_before.is_none_or(|t| t <= now),
+                    && item.deadline > now,
             })
             .collect();
         let running = self
@@ -643,7 +636,6 @@ async fn fetch(link: &Link, work_item: &str, config: &WorkerConfig) -> anyhow::R
         eligible: view.eligible,
         approved: !view.contract.needs_approval() || view.approval_granted,
         checkpoint: None,
-        not_before: None,
         executor,
     })
 }

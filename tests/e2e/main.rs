@@ -31,3 +31,4 @@ mod truncation;
 mod ui;
 mod witness;
 mod work;
+mod worker;

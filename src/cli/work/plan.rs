@@ -10,6 +10,8 @@
 //! - every `open` WorkItem, and every `offered` one without a live offer, is offered to the
 //!   Group's members whose Agent Card (read through Presence, SCH-11) has its capability,
 //!   with a structured selection basis (OFR-10);
+//! - a `failed` WorkItem is offered again while its retry policy allows another attempt
+//!   (SM-5, PRG-8), and fails the plan when it does not;
 //! - every `submitted` WorkItem whose criteria all have a passing verdict is accepted
 //!   (`work.accept_result`), and one with a failing verdict is failed `review_failed`;
 //! - at the end, `mission.approve`.
@@ -55,6 +57,15 @@ struct PlannedWork {
     depends_on: Vec<String>,
     #[serde(default)]
     urgency: Option<String>,
+    /// Contract overrides: the Execution Lease, the wall-clock budget, the retry policy.
+    #[serde(default)]
+    execution_seconds: Option<u64>,
+    #[serde(default)]
+    wall_clock_seconds: Option<u64>,
+    #[serde(default)]
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    backoff_seconds: Option<u64>,
 }
 
 fn normal() -> String {
@@ -78,6 +89,18 @@ fn contract(work: &PlannedWork) -> anyhow::Result<WorkContract> {
         "requiredEvidence": ["automated_test"]}]);
     if let Some(urgency) = &work.urgency {
         value["urgency"] = json!(urgency);
+    }
+    if let Some(seconds) = work.execution_seconds {
+        value["leases"]["executionSeconds"] = json!(seconds);
+    }
+    if let Some(seconds) = work.wall_clock_seconds {
+        value["budgets"]["wallClockSeconds"] = json!(seconds);
+    }
+    if let Some(attempts) = work.max_attempts {
+        value["retryPolicy"]["maxAttempts"] = json!(attempts);
+    }
+    if let Some(seconds) = work.backoff_seconds {
+        value["retryPolicy"]["backoffSeconds"] = json!(seconds);
     }
     if let Some(object) = value.as_object_mut() {
         object.remove("notes");
@@ -173,12 +196,12 @@ pub(super) async fn run(
             );
             return Ok(());
         }
-        if let Some(failed) = view
+        if let Some(cancelled) = view
             .work_items
             .iter()
-            .find(|w| matches!(w.state, WorkState::Failed | WorkState::Cancelled))
+            .find(|w| w.state == WorkState::Cancelled)
         {
-            bail!("{} is {:?}", failed.work_item_id, failed.state);
+            bail!("{} is cancelled", cancelled.work_item_id);
         }
         let presence = api
             .presence(&signer.group_id)
@@ -187,10 +210,17 @@ pub(super) async fn run(
         for node in &view.work_items {
             let id = Id::parse("workItem", &node.work_item_id)?;
             match node.state {
-                WorkState::Open | WorkState::Offered => {
+                WorkState::Open | WorkState::Offered | WorkState::Failed => {
                     let item = api.work_item(&id).await?;
                     if item.offers.iter().any(|o| o.status == "live") {
                         continue;
+                    }
+                    // SM-5, PRG-8: a failed WorkItem is offered again while its retry policy
+                    // allows another attempt; the Authority enforces the bound and backoff.
+                    if node.state == WorkState::Failed
+                        && item.attempts >= item.contract.retry_policy.max_attempts.max(1)
+                    {
+                        bail!("{id} failed after {} attempts", item.attempts);
                     }
                     let wanted: &[Capability] = &item.contract.required_capabilities;
                     let candidates: Vec<&str> = presence

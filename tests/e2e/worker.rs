@@ -1,0 +1,492 @@
+//! Issue #47: `weft worker` as real processes against the real server. Two Workers with
+//! different capabilities take a Mission of five WorkItems with dependencies to `verified`
+//! under `weft mission run`; and the faults: an offer for a capability the Worker lacks
+//! (declined `capability`, OFR-9), a Worker killed mid-execution (restart: the lease is given
+//! up, the item runs again with a new attempt key and the same effect key, DLV-11), the
+//! Authority killed while a Worker runs (OFL-3…5: grace, journal, reconcile), an executor that
+//! hangs (stopped at its wall-clock limit, the WorkItem failed, never left `active`), and an
+//! executor that tries to read another slot's files or write outside its directory (refused
+//! by construction when the Worker runs as root with per-slot uids, SCH-12).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{TestServer, WEFT, enrol, weft};
+
+/// A Worker process, stopped (by its handle) when dropped.
+struct WorkerProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl WorkerProcess {
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+struct Fleet {
+    root: tempfile::TempDir,
+    server: TestServer,
+    coordinator: PathBuf,
+}
+
+impl Fleet {
+    fn new() -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let server = TestServer::start(&root.path().join("data"), &[]);
+        let coordinator = root.path().join("coordinator");
+        enrol(&server, &coordinator, "g1", "coord-1", "coordinator");
+        Self {
+            root,
+            server,
+            coordinator,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+
+    /// Enrols `agent` as a worker of g1 and writes its `worker.toml` (with `extra` lines and
+    /// one executor for `capability` running `script` under `sh -c`).
+    fn worker_config(&self, agent: &str, capability: &str, script: &str, extra: &str) -> PathBuf {
+        let home = self.path(agent);
+        enrol(&self.server, &home, "g1", agent, "worker");
+        let config = format!(
+            "authority = \"{url}\"\nagent_id = \"{agent}\"\nkey = \"{agent}/agent.key\"\n\
+             state_dir = \"{agent}-state\"\nslots = 2\npresence_seconds = 2\n{extra}\n\
+             [[group]]\nid = \"g1\"\n\n[[executor]]\ncapability = \"{capability}\"\nversion = \"1\"\n\
+             command = [\"sh\", \"-c\", {script:?}]\ntypical_seconds = 1\n",
+            url = self.server.url(),
+        );
+        let path = self.path(&format!("{agent}.toml"));
+        std::fs::write(&path, config).expect("worker.toml");
+        path
+    }
+
+    fn start(&self, config: &Path) -> WorkerProcess {
+        let log = config.with_extension("log");
+        let child = Command::new(WEFT)
+            .args(["worker", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("weft worker starts");
+        WorkerProcess { child, log }
+    }
+
+    fn plan(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, text).expect("plan");
+        path
+    }
+
+    /// `weft mission run --plan` as the coordinator: (success, stdout, stderr).
+    fn run_plan(&self, plan: &Path, timeout: u64) -> (bool, String, String) {
+        weft(
+            &self.coordinator,
+            &self.server.url(),
+            &[
+                "mission",
+                "run",
+                "--plan",
+                plan.to_str().expect("utf-8"),
+                "--timeout-secs",
+                &timeout.to_string(),
+            ],
+        )
+    }
+
+    fn work_item(&self, id: &str) -> serde_json::Value {
+        let (ok, out, err) = weft(
+            &self.coordinator,
+            &self.server.url(),
+            &["work", "show", id, "--json"],
+        );
+        assert!(ok, "{err}");
+        serde_json::from_str(&out).expect("work show --json")
+    }
+}
+
+/// Waits until `check` holds, polling; panics with `what` after `limit`.
+fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let began = Instant::now();
+    while !check() {
+        assert!(began.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const FIVE: &str = r#"
+mission = "m-five"
+title = "Fetch, then build, then package"
+[[work]]
+id = "fetch-a"
+capability = "cap.fetch:1"
+objective = "Fetch source A"
+[[work]]
+id = "fetch-b"
+capability = "cap.fetch:1"
+objective = "Fetch source B"
+[[work]]
+id = "build-a"
+capability = "cap.build:1"
+objective = "Build A"
+depends_on = ["fetch-a"]
+[[work]]
+id = "build-b"
+capability = "cap.build:1"
+objective = "Build B"
+depends_on = ["fetch-b"]
+[[work]]
+id = "package"
+capability = "cap.build:1"
+objective = "Package both"
+depends_on = ["build-a", "build-b"]
+"#;
+
+/// SCH-1…4, OFR-7, EVD-2: two Workers with different capabilities, five WorkItems with
+/// dependencies, to `verified`; each output is an Artifact bound to its lease, with Evidence.
+#[test]
+fn two_workers_take_a_mission_of_five_to_verified() {
+    let fleet = Fleet::new();
+    let fetcher = fleet.worker_config(
+        "fetcher",
+        "cap.fetch",
+        "cat > /dev/null; echo \"fetched $WEFT_WORK_ITEM\" > outputs/data.txt; echo '{\"progress\": {\"phase\": \"fetched\", \"percent\": 100}}'",
+        "",
+    );
+    let builder = fleet.worker_config(
+        "builder",
+        "cap.build",
+        "cat > /dev/null; echo \"built $WEFT_WORK_ITEM\" > outputs/build.txt; echo '{\"evidence\": {\"criterion\": \"ac-1\", \"method\": \"automated_test\", \"name\": \"make check\", \"version\": \"1\", \"outcome\": \"pass\", \"summary\": \"3 passed\"}}'",
+        "",
+    );
+    let _f = fleet.start(&fetcher);
+    let _b = fleet.start(&builder);
+    let plan = fleet.plan("five.toml", FIVE);
+    let (ok, out, err) = fleet.run_plan(&plan, 120);
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains("mission m-five approved: 5 WorkItems verified"),
+        "{out}"
+    );
+    for (id, owner) in [
+        ("fetch-a", "fetcher"),
+        ("build-b", "builder"),
+        ("package", "builder"),
+    ] {
+        let view = fleet.work_item(id);
+        assert_eq!(view["state"], "verified", "{id}: {view}");
+        assert_eq!(view["owner"]["agentId"], owner, "{id}");
+    }
+    // The builder's own Evidence line stands for ac-1; the fetcher's exit status does.
+    let (ok, out, _) = weft(
+        &fleet.coordinator,
+        &fleet.server.url(),
+        &["evidence", "ls", "--work-item", "package", "--json"],
+    );
+    assert!(ok);
+    assert!(out.contains("make check"), "{out}");
+}
+
+/// OFR-8/9: an offer for a capability the Worker lacks is declined `capability`, with the
+/// reason recorded on the offer.
+#[test]
+fn an_offer_for_a_missing_capability_is_declined_capability() {
+    let fleet = Fleet::new();
+    let config = fleet.worker_config("fetcher", "cap.fetch", "cat > /dev/null", "");
+    let _w = fleet.start(&config);
+    let url = fleet.server.url();
+    let home = &fleet.coordinator;
+    assert!(
+        weft(
+            home,
+            &url,
+            &[
+                "mission",
+                "create",
+                "m1",
+                "--title",
+                "t",
+                "--compute-seconds",
+                "99999",
+                "--wall-clock-seconds",
+                "99999",
+                "--financial",
+                "100",
+                "--tokens",
+                "9999999",
+                "--tool-calls",
+                "9999",
+                "--side-effects",
+                "99"
+            ]
+        )
+        .0
+    );
+    let contract = fleet.path("contract.json");
+    std::fs::write(&contract, crate::support::CONTRACT_JSON).expect("contract");
+    assert!(
+        weft(
+            home,
+            &url,
+            &[
+                "work",
+                "authorize",
+                "wi-x",
+                "--mission",
+                "m1",
+                "--contract",
+                contract.to_str().expect("utf-8")
+            ]
+        )
+        .0
+    );
+    // The fetcher must be known first: its session exists once its log says it started.
+    let offered = weft(
+        home,
+        &url,
+        &[
+            "work",
+            "offer",
+            "wi-x",
+            "--candidate",
+            "fetcher",
+            "--expires-in",
+            "600",
+            "--capability",
+            "cap.summarize:1",
+            "--policy-rule",
+            "e2e",
+        ],
+    );
+    assert!(offered.0, "{offered:?}");
+    eventually("the decline", Duration::from_secs(30), || {
+        let view = fleet.work_item("wi-x");
+        view["offers"][0]["declined"]["fetcher"] == "capability"
+    });
+}
+
+/// The Worker killed mid-execution: on restart its new session revokes the old lease (LSE-9),
+/// the queue is rebuilt by replay (SCH-2), the orphaned executor is stopped, and the WorkItem
+/// resumes the same attempt under the same attempt key (PRG-9) and effect key, so an effect
+/// the executor keyed on it happens once (DLV-11).
+#[test]
+fn a_worker_killed_mid_execution_resumes_without_duplicating_effects() {
+    let fleet = Fleet::new();
+    let effects = fleet.path("effects.txt");
+    let attempts = fleet.path("attempts.txt");
+    std::fs::write(&effects, "").expect("effects");
+    let script = format!(
+        "cat > /dev/null; echo \"$WEFT_ATTEMPT_KEY\" >> {a}; \
+         grep -q \"$WEFT_EFFECT_KEY\" {e} || echo \"$WEFT_EFFECT_KEY\" >> {e}; \
+         if [ $(wc -l < {a}) -lt 2 ]; then sleep 30; fi; echo done > outputs/out.txt",
+        a = attempts.display(),
+        e = effects.display()
+    );
+    let config = fleet.worker_config("w1", "cap.work", &script, "");
+    let mut worker = fleet.start(&config);
+    let plan = fleet.plan(
+        "one.toml",
+        "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"slow\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\n",
+    );
+    let coordinator = {
+        let plan = plan.clone();
+        let home = fleet.coordinator.clone();
+        let url = fleet.server.url();
+        std::thread::spawn(move || {
+            weft(
+                &home,
+                &url,
+                &[
+                    "mission",
+                    "run",
+                    "--plan",
+                    plan.to_str().expect("utf-8"),
+                    "--timeout-secs",
+                    "90",
+                ],
+            )
+        })
+    };
+    eventually("the first attempt", Duration::from_secs(60), || {
+        std::fs::read_to_string(&attempts).is_ok_and(|t| t.lines().count() == 1)
+    });
+    worker.kill();
+    let _worker = fleet.start(&config);
+    let (ok, out, err) = coordinator.join().expect("coordinator thread");
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    let attempts = std::fs::read_to_string(&attempts).expect("attempts");
+    let keys: Vec<&str> = attempts.lines().collect();
+    assert_eq!(keys.len(), 2, "{attempts}");
+    // PRG-9: a start after a replaced session resumes the same attempt, under its key.
+    assert_eq!(
+        keys[0], keys[1],
+        "the resumed attempt keeps its attempt key"
+    );
+    let effects = std::fs::read_to_string(&effects).expect("effects");
+    assert_eq!(
+        effects.lines().count(),
+        1,
+        "the keyed effect happened once: {effects}"
+    );
+    assert_eq!(fleet.work_item("slow")["state"], "verified");
+}
+
+/// An executor that hangs is stopped at its wall-clock limit; the WorkItem is failed
+/// (`budget`), never left `active`.
+#[test]
+fn a_hanging_executor_is_stopped_and_its_work_item_failed() {
+    let fleet = Fleet::new();
+    let config = fleet.worker_config("w1", "cap.work", "cat > /dev/null; sleep 600", "");
+    let worker = fleet.start(&config);
+    let plan = fleet.plan(
+        "hang.toml",
+        "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"hang\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\nwall_clock_seconds = 2\nmax_attempts = 2\nbackoff_seconds = 0\n",
+    );
+    let (ok, _, err) = fleet.run_plan(&plan, 60);
+    assert!(!ok, "the plan cannot succeed");
+    assert!(
+        err.contains("hang failed after 2 attempts"),
+        "{err}\nworker:\n{}",
+        worker.log()
+    );
+    let view = fleet.work_item("hang");
+    assert_eq!(view["state"], "failed", "{view}");
+}
+
+/// OFL-3…5: the Authority killed while a Worker runs. The run goes on within its grace, its
+/// end is buffered in the journal, and on reconnect the journal is reconciled before anything
+/// else; the WorkItem then runs again and is verified.
+#[test]
+fn the_authority_killed_while_a_worker_runs_is_reconciled_on_reconnect() {
+    let fleet = Fleet::new();
+    let started = fleet.path("started");
+    let script = format!(
+        "cat > /dev/null; n=$(cat {s} 2>/dev/null || echo 0); echo $((n+1)) > {s}; \
+         if [ $n -eq 0 ]; then sleep 2; fi; echo ok > outputs/out.txt",
+        s = started.display()
+    );
+    let config = fleet.worker_config("w1", "cap.work", &script, "offline_grace_seconds = 60");
+    let worker = fleet.start(&config);
+    let plan = fleet.plan(
+        "offline.toml",
+        "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"away\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\nexecution_seconds = 3\n",
+    );
+    let (url, data) = (fleet.server.url(), fleet.server.data_dir.clone());
+    let addr = fleet.server.addr.to_string();
+    let coordinator = {
+        let (plan, home, url) = (plan.clone(), fleet.coordinator.clone(), url.clone());
+        std::thread::spawn(move || {
+            // A run fails while the server is away; the next one finishes the plan.
+            let plan = plan.to_str().expect("utf-8").to_owned();
+            let mut last = (false, String::new(), String::new());
+            for _ in 0..30 {
+                last = weft(
+                    &home,
+                    &url,
+                    &["mission", "run", "--plan", &plan, "--timeout-secs", "60"],
+                );
+                if last.0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            last
+        })
+    };
+    eventually("the first run", Duration::from_secs(60), || {
+        started.exists()
+    });
+    let Fleet {
+        server,
+        root,
+        coordinator: home,
+    } = fleet;
+    server.kill();
+    std::thread::sleep(Duration::from_secs(5));
+    let server = TestServer::start_on(&data, &addr, &[]);
+    let (ok, out, err) = coordinator.join().expect("coordinator thread");
+    assert!(
+        ok,
+        "stdout:\n{out}\nstderr:\n{err}\nworker:\n{}",
+        worker.log()
+    );
+    let log = worker.log();
+    assert!(log.contains("journals reconciled"), "{log}");
+    let runs = std::fs::read_to_string(&started).expect("runs");
+    assert_eq!(runs.trim(), "2", "it ran again after the reconcile");
+    let (shown, view, _) = weft(&home, &server.url(), &["work", "show", "away", "--json"]);
+    assert!(shown);
+    assert!(view.contains("\"verified\""), "{view}");
+    drop(root);
+}
+
+/// SCH-12: with per-slot uids (the Worker runs as root), an executor cannot read another
+/// slot's run directory or write into the Worker's state, and its token is in neither its
+/// environment nor any file.
+#[test]
+fn an_executor_cannot_reach_another_slot_or_the_workers_files() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: per-slot uids need the Worker to run as root");
+        return;
+    }
+    let fleet = Fleet::new();
+    // Slot uids must reach their run directories through the test's temp root.
+    std::fs::set_permissions(
+        fleet.root.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let report = fleet.path("report");
+    std::fs::create_dir_all(&report).expect("report dir");
+    std::fs::set_permissions(&report, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .expect("chmod");
+    let state = fleet.path("w1-state");
+    let script = format!(
+        "t=$(cat); echo secret > secret.txt; slot=$(basename $(dirname $PWD)); \
+         for other in 1 2; do [ $other = $slot ] && continue; \
+           for i in 1 2 3 4 5 6 7 8 9 10; do \
+             if cat {state}/slots/$other/run/secret.txt 2>/dev/null; then echo read >> {r}/$slot; fi; sleep 0.3; done; done; \
+         touch {state}/planted 2>/dev/null && echo wrote >> {r}/$slot; \
+         env | grep -q \"$(echo $t | sed 's/.*\"token\":\"\\([^\"]*\\)\".*/\\1/')\" && echo env >> {r}/$slot; \
+         echo ok > outputs/out.txt",
+        state = state.display(),
+        r = report.display(),
+    );
+    let config = fleet.worker_config("w1", "cap.work", &script, "slot_uid_base = 62000");
+    let _w = fleet.start(&config);
+    let plan = fleet.plan(
+        "iso.toml",
+        "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"one\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\n[[work]]\nid = \"two\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\n",
+    );
+    let (ok, out, err) = fleet.run_plan(&plan, 90);
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    let breaches: Vec<String> = std::fs::read_dir(&report)
+        .expect("report")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    assert!(
+        breaches.is_empty(),
+        "an executor reached what it must not: {breaches:?}"
+    );
+    assert!(!state.join("planted").exists());
+}
