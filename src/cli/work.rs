@@ -316,6 +316,19 @@ async fn command(client: &ClientArgs, action: WorkAction) -> anyhow::Result<()> 
         WorkAction::Progress(args) => owner::progress(&signer, args).await,
         WorkAction::Token(args) => owner::token(&signer, args).await,
         WorkAction::Unblock(args) => owner_ref(&signer, CommandType::WorkUnblock, args).await,
+        WorkAction::Preempt(args) => {
+            let payload = WorkRef {
+                work_item_id: work_item_id(&args.work_item)?,
+            };
+            signer
+                .send(
+                    CommandType::PreemptionRequest,
+                    &payload,
+                    &args.command,
+                    None,
+                )
+                .await
+        }
         WorkAction::AcceptResult(args) => {
             let payload = WorkRef {
                 work_item_id: work_item_id(&args.work_item)?,

@@ -194,6 +194,9 @@ pub(super) enum WorkAction {
     },
     /// `work.unblock`.
     Unblock(WorkRefArgs),
+    /// `preemption.request` (coordinator, or the owner's own scheduler): asks the owner to
+    /// checkpoint at its next safe point and release its slot (LSE-12).
+    Preempt(WorkRefArgs),
     /// `work.submit` (owner): the artifacts and the Evidence of the result.
     Submit {
         work_item: String,

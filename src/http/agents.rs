@@ -79,10 +79,10 @@ pub(crate) async fn card(
 /// Reports the caller's Presence in its session's Group: a non-authoritative hint, at most
 /// once per 2 s (`rate_limited`).
 #[utoipa::path(put, path = "/v1/groups/{group_id}/presence", params(("group_id" = String, Path)),
-    request_body(content = String, description = "{freeSlots, capacityState: available|busy|saturated|offline}", content_type = "application/json"),
+    request_body(content = String, description = "{freeSlots, capacityState: available|busy|saturated|offline, schedules?: [{workItemId, startFrom, startTo, completionAt, confidence, computeSeconds}]}", content_type = "application/json"),
     responses((status = 204, description = "recorded"),
               (status = 400, description = "bad_request: freeSlots past the card's maxConcurrency"),
-              (status = 403, description = "forbidden: not a session of this Group"),
+              (status = 403, description = "forbidden: not a session of this Group, or a schedule of a WorkItem the caller does not own here"),
               (status = 429, description = "rate_limited")))]
 pub(crate) async fn report_presence(
     State(state): State<AppState>,

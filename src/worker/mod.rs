@@ -46,7 +46,7 @@ use weft_api::work::WorkState;
 use weft_api::work::contract::Level;
 use weft_api::work::views::WorkItemView;
 use weft_api::worker::admission::{self, Admission, Capacity, OfferFacts};
-use weft_api::worker::card::{AgentCard, CapacityState, PresenceReport};
+use weft_api::worker::card::{AgentCard, CapacityState, PresenceReport, Schedule};
 use weft_api::worker::scheduler::{self, Fairness, Running, Waiting};
 
 use config::WorkerConfig;
@@ -104,6 +104,10 @@ struct Runtime {
     decided: BTreeSet<String>,
     offline: bool,
     last_presence: Option<Instant>,
+    /// DIS-1: the schedule disclosed for each accepted, unfinished WorkItem (by Group).
+    schedules: BTreeMap<String, (String, Schedule)>,
+    /// The schedule changed materially: report Presence as soon as the rate limit allows.
+    disclose: bool,
     finished: (mpsc::Sender<Finished>, mpsc::Receiver<Finished>),
 }
 
@@ -239,6 +243,8 @@ impl Runtime {
             decided: BTreeSet::new(),
             offline: false,
             last_presence: None,
+            schedules: BTreeMap::new(),
+            disclose: false,
             finished: mpsc::channel(64),
         })
     }
@@ -251,6 +257,8 @@ impl Runtime {
 
     fn finish(&mut self, finished: Finished) {
         self.slots.remove(&finished.slot);
+        self.schedules.remove(&finished.work_item);
+        self.disclose = true;
         tracing::info!(work_item = %finished.work_item, "run ended: {:?}", finished.outcome);
         match finished.outcome {
             Outcome::Checkpointed { checkpoint } => {
@@ -388,14 +396,23 @@ impl Runtime {
                 dependency_lost: lost,
                 spent: &view.budget.spent,
             };
+            let mut accepted = None;
             let (kind, payload) = match admission::admit(&facts, &capacity, Utc::now()) {
                 Admission::Accept(commitment) => {
-                    // DIS-1: the commitment as this Worker discloses it; DIS-2: its own figures only.
                     tracing::info!(
                         work_item, start_from = %commitment.start_from, start_to = %commitment.start_to,
                         completion_at = %commitment.completion_at, confidence = commitment.confidence,
                         "accepting"
                     );
+                    let compute = (commitment.completion_at - commitment.start_to).num_seconds();
+                    accepted = Some(Schedule {
+                        work_item_id: id.clone(),
+                        start_from: commitment.start_from.fixed_offset(),
+                        start_to: commitment.start_to.fixed_offset(),
+                        completion_at: commitment.completion_at.fixed_offset(),
+                        confidence: commitment.confidence,
+                        compute_seconds: u64::try_from(compute).unwrap_or(0),
+                    });
                     (
                         CommandType::WorkAcceptOffer,
                         json!({"workItemId": work_item, "offerId": offer_id}),
@@ -406,8 +423,15 @@ impl Runtime {
                     json!({"workItemId": work_item, "offerId": offer_id, "reason": reason, "detail": detail}),
                 ),
             };
-            if let Err(error) = link.send(kind, payload, None).await {
-                tracing::warn!("{work_item}: {} refused: {error}", kind.as_str());
+            match link.send(kind, payload, None).await {
+                // DIS-1: disclosed on acceptance, with the next Presence report.
+                Ok(_) => {
+                    if let Some(schedule) = accepted {
+                        self.schedules.insert(work_item, (group, schedule));
+                        self.disclose = true;
+                    }
+                }
+                Err(error) => tracing::warn!("{work_item}: {} refused: {error}", kind.as_str()),
             }
         }
     }
@@ -540,6 +564,15 @@ impl Runtime {
             let Ok(work_item) = Id::parse("workItemId", &placement.work_item) else {
                 continue;
             };
+            // DIS-1: starting is a material change of the schedule.
+            if let Some((_, schedule)) = self.schedules.get_mut(&placement.work_item) {
+                let now = Utc::now().fixed_offset();
+                let took = schedule.completion_at - schedule.start_to;
+                schedule.start_from = now;
+                schedule.start_to = now;
+                schedule.completion_at = now + took;
+                self.disclose = true;
+            }
             let (preempt, preempt_rx) = watch::channel(false);
             let uid = self.config.slot_uid_base.map(|base| base + placement.slot);
             let job = Job {
@@ -583,12 +616,19 @@ impl Runtime {
         }
     }
 
-    /// Presence in every Group (SCH-11), and session renewal.
+    /// Presence in every Group (SCH-11) with its schedules (DIS-1: each Group sees only its
+    /// own WorkItems, DIS-2), and session renewal.
     async fn presence(&mut self) {
         let every = Duration::from_secs(self.config.presence_seconds.max(2));
-        if self.last_presence.is_some_and(|at| at.elapsed() < every) {
+        let soonest = Duration::from_secs(2);
+        let due = match self.last_presence {
+            None => true,
+            Some(at) => at.elapsed() >= every || self.disclose && at.elapsed() >= soonest,
+        };
+        if !due {
             return;
         }
+        self.disclose = false;
         self.last_presence = Some(Instant::now());
         let free = self.config.slots - self.slots.len() as u32;
         let capacity = self.capacity();
@@ -606,6 +646,12 @@ impl Runtime {
             let report = PresenceReport {
                 free_slots: free,
                 capacity_state: state,
+                schedules: self
+                    .schedules
+                    .values()
+                    .filter(|(g, _)| g == group)
+                    .map(|(_, s)| s.clone())
+                    .collect(),
             };
             if let Err(error) = link.api.report_presence(&link.group, &report).await {
                 tracing::debug!("{group}: Presence: {error}");

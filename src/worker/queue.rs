@@ -131,8 +131,9 @@ mod tests {
         e.to_string()
     }
 
-    /// SCH-2: the queue is a fold of the log: the same Events give the same queue, an offer
-    /// to another Worker is not this one's, and a WorkItem leaving `offered` drops the offer.
+    /// SCH-2, SCH-3: the queue is a fold of the log and nothing else (never authoritative):
+    /// the same Events give the same queue, an offer to another Worker is not this one's, and
+    /// a WorkItem leaving `offered` drops the offer.
     #[test]
     fn the_queue_is_a_fold_of_the_log_sch_2() {
         let offered = event(

@@ -113,13 +113,18 @@ impl Fleet {
     }
 
     fn work_item(&self, id: &str) -> serde_json::Value {
-        let (ok, out, err) = weft(
+        self.try_work_item(id)
+            .unwrap_or_else(|| panic!("work show {id} failed"))
+    }
+
+    /// The WorkItem's view, or `None` while it does not exist yet.
+    fn try_work_item(&self, id: &str) -> Option<serde_json::Value> {
+        let (ok, out, _) = weft(
             &self.coordinator,
             &self.server.url(),
             &["work", "show", id, "--json"],
         );
-        assert!(ok, "{err}");
-        serde_json::from_str(&out).expect("work show --json")
+        ok.then(|| serde_json::from_str(&out).expect("work show --json"))
     }
 }
 
@@ -160,7 +165,7 @@ objective = "Package both"
 depends_on = ["build-a", "build-b"]
 "#;
 
-/// SCH-1…4, OFR-7, EVD-2: two Workers with different capabilities, five WorkItems with
+/// SCH-1, SCH-2, SCH-4, OFR-7, EVD-2: two Workers with different capabilities, five WorkItems with
 /// dependencies, to `verified`; each output is an Artifact bound to its lease, with Evidence.
 #[test]
 fn two_workers_take_a_mission_of_five_to_verified() {
@@ -283,7 +288,7 @@ fn an_offer_for_a_missing_capability_is_declined_capability() {
     });
 }
 
-/// The Worker killed mid-execution: on restart its new session revokes the old lease (LSE-9),
+/// DIS-1 and the Worker killed mid-execution: on restart its new session revokes the old lease (LSE-9),
 /// the queue is rebuilt by replay (SCH-2), the orphaned executor is stopped, and the WorkItem
 /// resumes the same attempt under the same attempt key (PRG-9) and effect key, so an effect
 /// the executor keyed on it happens once (DLV-11).
@@ -327,6 +332,20 @@ fn a_worker_killed_mid_execution_resumes_without_duplicating_effects() {
     };
     eventually("the first attempt", Duration::from_secs(60), || {
         std::fs::read_to_string(&attempts).is_ok_and(|t| t.lines().count() == 1)
+    });
+    // DIS-1: while it runs, its Worker's Presence discloses its schedule to the coordinators.
+    let admin = crate::support::admin_client(&fleet.server);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let group = weft_api::Id::parse("group", "g1").expect("id");
+    eventually("the disclosed schedule", Duration::from_secs(30), || {
+        runtime.block_on(admin.presence(&group)).is_ok_and(|p| {
+            p.agents.iter().any(|a| {
+                a.agent_id == "w1"
+                    && a.schedules
+                        .iter()
+                        .any(|s| s.work_item_id.as_str() == "slow")
+            })
+        })
     });
     worker.kill();
     let _worker = fleet.start(&config);
@@ -489,4 +508,91 @@ fn an_executor_cannot_reach_another_slot_or_the_workers_files() {
         "an executor reached what it must not: {breaches:?}"
     );
     assert!(!state.join("planted").exists());
+}
+
+/// LSE-11, LSE-12, PRG-3: a Coordinator's `preemption.request` reaches the executor as
+/// SIGUSR1; it checkpoints at its safe point and exits 75; the Worker emits the checkpoint
+/// (an Artifact and `work.checkpointed`), releases the slot, and the WorkItem re-enters the
+/// queue and resumes from its checkpoint file, in that order in the log.
+#[test]
+fn a_preempted_executor_checkpoints_and_resumes_lse_12() {
+    let fleet = Fleet::new();
+    let script = "cat > /dev/null; \
+        if [ -s \"$WEFT_CHECKPOINT\" ]; then cp \"$WEFT_CHECKPOINT\" outputs/resumed-from.txt; exit 0; fi; \
+        trap 'echo step-3 > \"$WEFT_CHECKPOINT\"; exit 75' USR1; \
+        i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done";
+    let config = fleet.worker_config("w1", "cap.work", script, "");
+    let _w = fleet.start(&config);
+    let plan = fleet.plan(
+        "preempt.toml",
+        "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"long\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\n",
+    );
+    let coordinator = {
+        let (plan, home, url) = (plan.clone(), fleet.coordinator.clone(), fleet.server.url());
+        std::thread::spawn(move || {
+            weft(
+                &home,
+                &url,
+                &[
+                    "mission",
+                    "run",
+                    "--plan",
+                    plan.to_str().expect("utf-8"),
+                    "--timeout-secs",
+                    "60",
+                ],
+            )
+        })
+    };
+    eventually("the run", Duration::from_secs(60), || {
+        fleet
+            .try_work_item("long")
+            .is_some_and(|v| v["state"] == "active")
+    });
+    let (ok, _, err) = weft(
+        &fleet.coordinator,
+        &fleet.server.url(),
+        &["work", "preempt", "long"],
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = coordinator.join().expect("coordinator thread");
+    assert!(ok, "stdout:\n{out}\nstderr:\n{err}");
+    let (ok, events, _) = weft(
+        &fleet.coordinator,
+        &fleet.server.url(),
+        &["events", "tail", "--group", "g1"],
+    );
+    assert!(ok);
+    let kinds: Vec<String> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["payload"]["workItemId"] == "long")
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or_else(|| panic!("no {kind}: {kinds:?}"))
+    };
+    assert!(
+        at("work.preemption_requested") < at("work.checkpointed"),
+        "{kinds:?}"
+    );
+    let restarted = kinds
+        .iter()
+        .rposition(|k| k == "work.started")
+        .expect("started");
+    assert!(
+        at("work.checkpointed") < restarted && restarted < at("work.submitted"),
+        "{kinds:?}"
+    );
+    // It resumed from its checkpoint: the output it published says so.
+    let (ok, listing, _) = weft(
+        &fleet.coordinator,
+        &fleet.server.url(),
+        &["ls", "--mission", "m1", "--json"],
+    );
+    assert!(ok);
+    assert!(listing.contains("resumed-from.txt"), "{listing}");
 }

@@ -104,12 +104,67 @@ pub enum CapacityState {
     Offline,
 }
 
-/// Body of `PUT /v1/groups/{g}/presence`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The most schedules one Presence report discloses.
+pub const MAX_SCHEDULES: usize = 256;
+
+/// Body of `PUT /v1/groups/{g}/presence`: capacity, and the schedule of each WorkItem of this
+/// Group the Worker owns and has not finished (DIS-1). Only this Group's WorkItems, never
+/// another Group's names or queue positions (DIS-2): the server refuses any other.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PresenceReport {
     pub free_slots: u32,
     pub capacity_state: CapacityState,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<Schedule>,
+}
+
+/// DIS-1: a WorkItem's schedule as its Worker estimates it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Schedule {
+    pub work_item_id: Id,
+    /// The estimated start window.
+    pub start_from: DateTime<FixedOffset>,
+    pub start_to: DateTime<FixedOffset>,
+    pub completion_at: DateTime<FixedOffset>,
+    /// 0…1
+    pub confidence: f64,
+    /// The estimated computation time, in seconds.
+    pub compute_seconds: u64,
+}
+
+impl PresenceReport {
+    /// Bounds the types cannot say.
+    pub fn validate(&self) -> Result<(), Rejection> {
+        if self.schedules.len() > MAX_SCHEDULES {
+            return Err(Rejection::new(
+                ErrorCode::BadRequest,
+                format!("at most {MAX_SCHEDULES} schedules"),
+            ));
+        }
+        for (i, s) in self.schedules.iter().enumerate() {
+            if !(0.0..=1.0).contains(&s.confidence) || s.start_to < s.start_from {
+                return Err(Rejection::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "schedule of {}: confidence is 0…1 and startTo is not before startFrom",
+                        s.work_item_id
+                    ),
+                ));
+            }
+            if self.schedules[..i]
+                .iter()
+                .any(|o| o.work_item_id == s.work_item_id)
+            {
+                return Err(Rejection::new(
+                    ErrorCode::BadRequest,
+                    format!("{} is scheduled twice", s.work_item_id),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One Agent of the Group as `GET /v1/groups/{g}/presence` shows it.
@@ -123,6 +178,9 @@ pub struct PresenceView {
     /// From the Agent's card, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub card: Option<CardSummary>,
+    /// DIS-1: its WorkItems' schedules in this Group, as last reported.
+    #[serde(default)]
+    pub schedules: Vec<Schedule>,
 }
 
 /// What a Coordinator needs of a card to choose candidates.

@@ -95,6 +95,8 @@ fn flood(groups: &[&str], each: usize) -> Vec<Waiting> {
     queue
 }
 
+/// SCH-4, SCH-5, SCH-8: the Worker's own Scheduler places items of every Group into its
+/// declared slots and decides the order across Groups: backlogged Groups get slots by weight.
 #[test]
 fn backlogged_groups_share_the_slots_by_weight_sch_8() {
     let groups = [share("a", 1), share("b", 2), share("c", 4)];

@@ -217,11 +217,29 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
         | ("post", "/v1/groups/{group_id}/context")
         | ("put", "/v1/agents/{agent_id}/card") => schema_ref("Envelope"),
         // Issue #47, SCH-11: a member's non-authoritative capacity hint.
-        ("put", "/v1/groups/{group_id}/presence") => object(
-            &["freeSlots", "capacityState"],
-            json!({"freeSlots": {"type": "integer", "minimum": 0, "maximum": 256},
-                "capacityState": string_enum(&["available", "busy", "saturated", "offline"])}),
-        ),
+        // DIS-1: each schedule names a WorkItem of this Group the caller owns (DIS-2).
+        ("put", "/v1/groups/{group_id}/presence") => {
+            let instant = json!({"type": "string", "format": "date-time"});
+            let schedule = object(
+                &[
+                    "workItemId",
+                    "startFrom",
+                    "startTo",
+                    "completionAt",
+                    "confidence",
+                    "computeSeconds",
+                ],
+                json!({"workItemId": id(), "startFrom": instant, "startTo": instant,
+                    "completionAt": instant, "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                    "computeSeconds": {"type": "integer", "minimum": 0}}),
+            );
+            object(
+                &["freeSlots", "capacityState"],
+                json!({"freeSlots": {"type": "integer", "minimum": 0, "maximum": 256},
+                    "capacityState": string_enum(&["available", "busy", "saturated", "offline"]),
+                    "schedules": {"type": "array", "maxItems": 256, "items": schedule}}),
+            )
+        }
         ("post", "/v1/admin/agents") => object(
             &["agentId", "publicKey"],
             json!({"agentId": id(), "publicKey": public_key(),

@@ -269,3 +269,57 @@ backends!(
         assert_eq!(seen["agents"], json!([]), "{:?}", h.kind);
     }
 );
+
+backends!(
+    /// DIS-1, DIS-2: a Presence report discloses the schedule of each WorkItem its Worker owns
+    /// in that Group, which the Group's coordinators read; a schedule of a WorkItem the Worker
+    /// does not own, or of another Group's, is refused with nothing changed, so a report never
+    /// names another Group's work.
+    async fn presence_discloses_only_the_reporters_own_schedules_dis_1_dis_2(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        h.ensure_lease(&worker, "g1", "mission-1", "wi-mine").await;
+        h.ensure_work_item("g1", "mission-1", "wi-other").await;
+        h.ensure_work_item("g2", "mission-2", "wi-g2").await;
+        let now = weft_storage::Clock::now(&h.clock);
+        let schedule = |work_item: &str| {
+            json!({"workItemId": work_item, "startFrom": now.to_rfc3339(),
+                "startTo": (now + chrono::Duration::minutes(5)).to_rfc3339(),
+                "completionAt": (now + chrono::Duration::minutes(20)).to_rfc3339(),
+                "confidence": 0.8, "computeSeconds": 900})
+        };
+        let report = |schedules: Vec<Value>| {
+            json_request(
+                Method::PUT,
+                "/v1/groups/g1/presence",
+                &worker.token,
+                json!({"freeSlots": 0, "capacityState": "busy", "schedules": schedules}),
+                &[],
+            )
+        };
+        refused(&h, report(vec![schedule("wi-other")]), "forbidden").await;
+        refused(&h, report(vec![schedule("wi-g2")]), "forbidden").await;
+        refused(
+            &h,
+            report(vec![schedule("wi-mine"), schedule("wi-mine")]),
+            "bad_request",
+        )
+        .await;
+        let mut unsure = schedule("wi-mine");
+        unsure["confidence"] = json!(1.5);
+        refused(&h, report(vec![unsure]), "bad_request").await;
+        let answer = h.send(report(vec![schedule("wi-mine")])).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::NO_CONTENT,
+            "{:?}: {answer:?}",
+            h.kind
+        );
+        let seen = h.get_json(&coordinator, "/v1/groups/g1/presence").await;
+        let disclosed = &seen["agents"][0]["schedules"][0];
+        assert_eq!(disclosed["workItemId"], "wi-mine", "{seen}");
+        assert_eq!(disclosed["computeSeconds"], 900);
+        assert_eq!(disclosed["confidence"], 0.8);
+    }
+);

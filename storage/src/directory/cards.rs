@@ -187,11 +187,30 @@ impl Directory<'_> {
                 "a session reports Presence in its own Group only",
             ));
         }
+        report.validate()?;
         let agent_id = session.agent_id.clone();
         let now = self.0.clock.now();
+        let schedules = serde_json::to_string(&report.schedules).map_err(Error::backend)?;
         self.0
             .db
             .write(move |txn| {
+                // DIS-2: a report discloses only the reporter's own WorkItems of this Group.
+                for schedule in &report.schedules {
+                    let owned = rows::work_items::owner_in(
+                        txn,
+                        schedule.work_item_id.as_str(),
+                        group_id.as_str(),
+                    )?;
+                    if owned.as_deref() != Some(agent_id.as_str()) {
+                        return Err(reject(
+                            ErrorCode::Forbidden,
+                            format!(
+                                "{} is not a WorkItem of {group_id} that {agent_id} owns",
+                                schedule.work_item_id
+                            ),
+                        ));
+                    }
+                }
                 let most = rows::agents::max_concurrency(txn, agent_id.as_str())?
                     .unwrap_or(MAX_CONCURRENCY);
                 if report.free_slots > most {
@@ -218,6 +237,7 @@ impl Directory<'_> {
                     capacity_word(report.capacity_state),
                     ms,
                     &format_instant(now),
+                    &schedules,
                 )
             })
             .await
@@ -243,7 +263,7 @@ impl Directory<'_> {
             .db
             .read(move |conn| {
                 let mut agents = Vec::new();
-                for (agent_id, free_slots, state, reported_at) in
+                for (agent_id, free_slots, state, reported_at, schedules) in
                     rows::presence::of_group(conn, group_id.as_str())?
                 {
                     let card = match rows::agents::card(conn, &agent_id)? {
@@ -265,6 +285,7 @@ impl Directory<'_> {
                         capacity_state: capacity_state(&state)?,
                         reported_at,
                         card,
+                        schedules: serde_json::from_str(&schedules).map_err(Error::backend)?,
                     });
                 }
                 Ok(Presence { agents })

@@ -31,28 +31,37 @@ pub(crate) fn set(
     capacity_state: &str,
     reported_ms: i64,
     reported_at: &str,
+    schedules: &str,
 ) -> Result<(), Error> {
     conn.run(
-        "INSERT INTO presence (group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        "INSERT INTO presence (group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at, schedules)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (group_id, agent_id) DO UPDATE SET free_slots = excluded.free_slots,
              capacity_state = excluded.capacity_state, reported_ms = excluded.reported_ms,
-             reported_at = excluded.reported_at",
-        params![group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at],
+             reported_at = excluded.reported_at, schedules = excluded.schedules",
+        params![group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at, schedules],
     )?;
     Ok(())
 }
 
-/// Every report of Group `group_id`: (agent, free slots, capacity state, reported at), by agent.
-pub(crate) fn of_group(
-    conn: &Connection,
-    group_id: &str,
-) -> Result<Vec<(String, u32, String, String)>, Error> {
+/// One report as stored: (agent, free slots, capacity state, reported at, schedules JSON).
+pub(crate) type Report = (String, u32, String, String, String);
+
+/// Every report of Group `group_id`, by agent.
+pub(crate) fn of_group(conn: &Connection, group_id: &str) -> Result<Vec<Report>, Error> {
     Ok(conn.rows(
-        "SELECT agent_id, free_slots, capacity_state, reported_at FROM presence
+        "SELECT agent_id, free_slots, capacity_state, reported_at, schedules FROM presence
          WHERE group_id = ?1 ORDER BY agent_id",
         [group_id],
-        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            ))
+        },
     )?)
 }
 

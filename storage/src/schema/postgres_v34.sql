@@ -10,5 +10,6 @@ CREATE TABLE presence (
     capacity_state TEXT COLLATE "C" NOT NULL,
     reported_ms    BIGINT NOT NULL,
     reported_at    TEXT COLLATE "C" NOT NULL,
+    schedules      TEXT COLLATE "C" NOT NULL DEFAULT '[]',
     PRIMARY KEY (group_id, agent_id)
 );

@@ -10,5 +10,6 @@ CREATE TABLE presence (
     capacity_state TEXT NOT NULL,
     reported_ms    INTEGER NOT NULL,  -- Unix milliseconds, for the rate limit
     reported_at    TEXT NOT NULL,
+    schedules      TEXT NOT NULL DEFAULT '[]',  -- DIS-1: JSON, the reporter's WorkItems of this Group
     PRIMARY KEY (group_id, agent_id)
 ) WITHOUT ROWID;
