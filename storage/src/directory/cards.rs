@@ -233,11 +233,13 @@ impl Directory<'_> {
                     txn,
                     group_id.as_str(),
                     agent_id.as_str(),
-                    report.free_slots,
-                    capacity_word(report.capacity_state),
-                    ms,
-                    &format_instant(now),
-                    &schedules,
+                    &rows::presence::Stored {
+                        free_slots: report.free_slots,
+                        capacity_state: capacity_word(report.capacity_state),
+                        reported_ms: ms,
+                        reported_at: &format_instant(now),
+                        schedules: &schedules,
+                    },
                 )
             })
             .await

@@ -22,17 +22,30 @@ pub(crate) fn reported_ms(
         .optional()?)
 }
 
+/// A report to store.
+pub(crate) struct Stored<'a> {
+    pub(crate) free_slots: u32,
+    pub(crate) capacity_state: &'a str,
+    pub(crate) reported_ms: i64,
+    pub(crate) reported_at: &'a str,
+    /// JSON.
+    pub(crate) schedules: &'a str,
+}
+
 /// Records a report, replacing the previous one.
 pub(crate) fn set(
     conn: &Connection,
     group_id: &str,
     agent_id: &str,
-    free_slots: u32,
-    capacity_state: &str,
-    reported_ms: i64,
-    reported_at: &str,
-    schedules: &str,
+    report: &Stored<'_>,
 ) -> Result<(), Error> {
+    let Stored {
+        free_slots,
+        capacity_state,
+        reported_ms,
+        reported_at,
+        schedules,
+    } = *report;
     conn.run(
         "INSERT INTO presence (group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at, schedules)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
