@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod connections;
 pub mod http;
+mod keyfile;
 pub mod serve;
 pub mod telemetry;
 pub mod witnesses;

@@ -9,20 +9,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use ed25519_dalek::SigningKey;
-use serde::{Deserialize, Serialize};
 use weft_api::KeyId;
 use weft_api::dsse::BASE64;
 
 use super::args::ClientArgs;
-
-/// `agent.key`: the secret key, with its public half for convenience.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct KeyFile {
-    secret_key: String,
-    public_key: String,
-    keyid: String,
-}
 
 impl ClientArgs {
     /// The weft home: `--home`/`WEFT_HOME`, else `~/.weft`.
@@ -36,23 +26,8 @@ impl ClientArgs {
 
     /// The agent's signing key, from `agent.key` in the weft home.
     pub(super) fn key(&self) -> anyhow::Result<SigningKey> {
-        read_key_file(&self.home()?.join("agent.key"))
+        crate::keyfile::read(&self.home()?.join("agent.key"))
     }
-}
-
-/// A signing key from an `agent.key` file (`weft keygen`'s format), wherever it is: the weft
-/// home's, or the one `weft worker`'s `worker.toml` names.
-pub(crate) fn read_key_file(path: &Path) -> anyhow::Result<SigningKey> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading {} (run `weft keygen`)", path.display()))?;
-    let file: KeyFile =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let secret: [u8; 32] = BASE64
-        .decode(&file.secret_key)
-        .ok()
-        .and_then(|bytes| bytes.try_into().ok())
-        .context("agent.key: secretKey is not base64 of 32 bytes")?;
-    Ok(SigningKey::from_bytes(&secret))
 }
 
 /// `weft keygen`: a fresh key in `agent.key`; refuses to replace one without `--force`.
@@ -63,7 +38,7 @@ pub(super) fn keygen(client: &ClientArgs, force: bool, json: bool) -> anyhow::Re
     }
     let key = weft_api::dsse::generate_key();
     let public = key.verifying_key();
-    let file = KeyFile {
+    let file = crate::keyfile::KeyFile {
         secret_key: BASE64.encode(key.to_bytes()),
         public_key: BASE64.encode(public.as_bytes()),
         keyid: KeyId::of(&public).to_string(),

@@ -46,7 +46,6 @@ use args::{
     PutArgs, ReviewArgs,
 };
 pub use errors::explain;
-pub(crate) use keys::read_key_file;
 use work_args::{MissionAction, WorkAction};
 
 use crate::config::Config;

@@ -31,20 +31,16 @@ use anyhow::Context as _;
 use chrono::Utc;
 use serde_json::json;
 use tokio::sync::{Mutex, watch};
-use weft_api::client::Error as ClientError;
-use weft_api::evidence::{
-    Evidence, EvidenceResult, Method, MethodKind, Outcome as Verdict, Subject, SubjectKind,
-};
 use weft_api::journal::{Journal, OfflineLease};
-use weft_api::manifest::{Classification, Content, Execution, Producer, Tool, ToolKind};
 use weft_api::work::CommandType;
 use weft_api::work::contract::Budgets;
 use weft_api::work::views::{TokenRequest, TokenScope, WorkItemView};
-use weft_api::{ArtifactId, Digest, Id, Manifest};
+use weft_api::{Digest, Id};
 
 use super::config::ExecutorConfig;
 use super::executor::{self, Ending, Launch, Line, RunDir, Signal};
 use super::link::{Link, unreachable};
+use super::results::{self, Run};
 
 /// What the runtime gives a run.
 pub(super) struct Job {
@@ -94,6 +90,18 @@ fn lease_of(view: WorkItemView) -> anyhow::Result<Leased> {
         expires_at,
         view,
     })
+}
+
+fn run_of<'a>(job: &'a Job, leased: &'a Leased) -> Run<'a> {
+    Run {
+        link: &job.link,
+        work_item: &job.work_item,
+        card_version: &job.card_version,
+        executor: &job.executor,
+        lease: &leased.lease,
+        epoch: leased.epoch,
+        view: &leased.view,
+    }
 }
 
 /// Runs `job` to its end.
@@ -282,10 +290,18 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Offline { checkpoint });
     }
     match ending {
-        Ending::Done => submit(job, &leased, &dir, evidence_lines, usage).await,
+        Ending::Done => Ok(
+            match results::submit(&run_of(job, &leased), &dir, evidence_lines, usage).await? {
+                Ok(()) => Outcome::Submitted,
+                Err(why) => Outcome::Failed(why),
+            },
+        ),
         Ending::Checkpointed => {
             let artifact = match &checkpoint {
-                Some(_) => Some(publish(job, &leased, &dir.checkpoint(), "checkpoint").await?),
+                Some(_) => Some(
+                    results::publish(&run_of(job, &leased), &dir.checkpoint(), "checkpoint")
+                        .await?,
+                ),
                 None => None,
             };
             let mut body = json!({"note": "checkpointed at the executor's safe point"});
@@ -306,7 +322,7 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
                 "the executor ran past its wall-clock limit of {} s",
                 wall_clock.as_secs()
             );
-            let evidence = failure_evidence(job, &leased, &detail).await?;
+            let evidence = results::failure_evidence(&run_of(job, &leased), &detail).await?;
             job.link
                 .send(
                     CommandType::WorkFail,
@@ -409,267 +425,4 @@ async fn buffer(
         )
         .map_err(|e| anyhow::anyhow!("buffering {kind:?}: {e}"))?;
     Ok(())
-}
-
-/// Uploads `path` with the session and publishes its manifest bound to the lease.
-async fn publish(
-    job: &Job,
-    leased: &Leased,
-    path: &std::path::Path,
-    name: &str,
-) -> anyhow::Result<ArtifactId> {
-    let receipt = job.link.api.upload_file(path, |_| {}).await?;
-    let mut annotations = std::collections::BTreeMap::new();
-    annotations.insert("name".to_owned(), name.to_owned());
-    let manifest = Manifest {
-        content: Content {
-            blake3: receipt.blake3,
-            sha256: receipt.sha256,
-            size: receipt.size,
-            media_type: "application/octet-stream".into(),
-            schema: None,
-        },
-        producer: Producer {
-            agent_id: job.link.agent.clone(),
-            agent_card_version: job.card_version.clone(),
-        },
-        mission_id: Id::parse("missionId", &leased.view.mission_id)?,
-        group_id: job.link.group.clone(),
-        work_item_id: job.work_item.clone(),
-        execution: Execution {
-            lease_id: leased.lease.clone(),
-            ownership_epoch: leased.epoch,
-        },
-        sources: leased.view.contract.inputs.clone(),
-        tools: vec![Tool {
-            kind: ToolKind::Capability,
-            id: job.executor.capability.clone(),
-            version: job.executor.version.clone(),
-        }],
-        created_at: Utc::now().fixed_offset(),
-        classification: Classification::Internal,
-        retrieval_uri: format!(
-            "{}/v1/artifacts/{}/content",
-            job.link.api.base(),
-            receipt.blake3
-        ),
-        annotations,
-    };
-    Ok(job
-        .link
-        .api
-        .publish(&job.link.key, &manifest)
-        .await?
-        .artifact)
-}
-
-/// A signed-to-be Evidence record of this run on `criterion`.
-fn evidence_of(
-    job: &Job,
-    leased: &Leased,
-    criterion: &str,
-    method: Method,
-    result: EvidenceResult,
-    artifacts: &[ArtifactId],
-) -> anyhow::Result<Evidence> {
-    Ok(Evidence {
-        subject: Subject {
-            kind: SubjectKind::WorkItem,
-            id: job.work_item.to_string(),
-        },
-        mission_id: Id::parse("missionId", &leased.view.mission_id)?,
-        group_id: job.link.group.clone(),
-        work_item_id: job.work_item.clone(),
-        criterion: criterion.to_owned(),
-        method,
-        result,
-        producer: Producer {
-            agent_id: job.link.agent.clone(),
-            agent_card_version: job.card_version.clone(),
-        },
-        timestamp: Utc::now().fixed_offset(),
-        artifacts: artifacts.to_vec(),
-        supersedes: None,
-        execution: Some(Execution {
-            lease_id: leased.lease.clone(),
-            ownership_epoch: leased.epoch,
-        }),
-    })
-}
-
-/// T13: a failure carries Evidence; the run's own, on the first criterion, saying why.
-async fn failure_evidence(job: &Job, leased: &Leased, why: &str) -> anyhow::Result<ArtifactId> {
-    let criterion = leased
-        .view
-        .contract
-        .acceptance_criteria
-        .first()
-        .map(|c| c.id.to_string())
-        .context("the contract names no criterion")?;
-    let summary: String = why.chars().take(1000).collect();
-    let record = evidence_of(
-        job,
-        leased,
-        &criterion,
-        Method {
-            kind: MethodKind::AutomatedTest,
-            name: "exit-status".into(),
-            version: "1".into(),
-        },
-        EvidenceResult {
-            outcome: Verdict::Fail,
-            summary,
-            metrics: Default::default(),
-        },
-        &[],
-    )?;
-    Ok(job
-        .link
-        .api
-        .record_evidence(&job.link.key, &record)
-        .await?
-        .evidence_id)
-}
-
-/// Publishes the outputs, records Evidence for every criterion, submits.
-async fn submit(
-    job: &Job,
-    leased: &Leased,
-    dir: &RunDir,
-    lines: Vec<executor::EvidenceLine>,
-    usage: Budgets,
-) -> anyhow::Result<Outcome> {
-    let mut outputs: Vec<PathBuf> = std::fs::read_dir(dir.outputs())?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.is_file())
-        .collect();
-    outputs.sort();
-    let mut artifacts = Vec::new();
-    for path in &outputs {
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("output");
-        artifacts.push(publish(job, leased, path, name).await?);
-    }
-    if artifacts.is_empty() {
-        // work.submit names at least one Artifact: the run's own report stands in.
-        let report = dir.root.join("run-report.json");
-        let names: Vec<String> = lines.iter().map(|l| l.criterion.clone()).collect();
-        std::fs::write(
-            &report,
-            serde_json::to_vec(&json!({"workItemId": job.work_item, "exitStatus": 0,
-                "computeSeconds": usage.compute_seconds, "evidenceFor": names}))?,
-        )?;
-        artifacts.push(publish(job, leased, &report, "run-report.json").await?);
-    }
-    let contract = &leased.view.contract;
-    let mut evidence = Vec::new();
-    for criterion in &contract.acceptance_criteria {
-        let line = lines.iter().find(|l| l.criterion == criterion.id.as_str());
-        let (method, name, version, outcome, summary, metrics) = match line {
-            Some(l) => (
-                l.method,
-                l.name.clone(),
-                l.version.clone(),
-                l.outcome,
-                l.summary.clone(),
-                l.metrics.clone(),
-            ),
-            // The Worker's own Evidence: the executor ran to exit status 0.
-            None if criterion
-                .required_evidence
-                .contains(&MethodKind::AutomatedTest) =>
-            {
-                (
-                    MethodKind::AutomatedTest,
-                    "exit-status".to_owned(),
-                    "1".to_owned(),
-                    Verdict::Pass,
-                    format!(
-                        "{} {} exited 0",
-                        job.executor.capability, job.executor.version
-                    ),
-                    Default::default(),
-                )
-            }
-            None => {
-                let detail = format!(
-                    "the executor gave no Evidence for criterion {}",
-                    criterion.id
-                );
-                let evidence = failure_evidence(job, leased, &detail).await?;
-                job.link
-                    .send(
-                        CommandType::WorkFail,
-                        json!({"workItemId": job.work_item, "evidence": [evidence],
-                            "reason": "worker_error", "detail": detail}),
-                        Some(&leased.lease),
-                    )
-                    .await?;
-                return Ok(Outcome::Failed(format!("no Evidence for {}", criterion.id)));
-            }
-        };
-        let record = Evidence {
-            subject: Subject {
-                kind: SubjectKind::WorkItem,
-                id: job.work_item.to_string(),
-            },
-            mission_id: Id::parse("missionId", &leased.view.mission_id)?,
-            group_id: job.link.group.clone(),
-            work_item_id: job.work_item.clone(),
-            criterion: criterion.id.to_string(),
-            method: Method {
-                kind: method,
-                name,
-                version,
-            },
-            result: EvidenceResult {
-                outcome,
-                summary,
-                metrics,
-            },
-            producer: Producer {
-                agent_id: job.link.agent.clone(),
-                agent_card_version: job.card_version.clone(),
-            },
-            timestamp: Utc::now().fixed_offset(),
-            artifacts: artifacts.clone(),
-            supersedes: None,
-            execution: Some(Execution {
-                lease_id: leased.lease.clone(),
-                ownership_epoch: leased.epoch,
-            }),
-        };
-        evidence.push(
-            job.link
-                .api
-                .record_evidence(&job.link.key, &record)
-                .await?
-                .evidence_id,
-        );
-    }
-    let answer = job
-        .link
-        .send(
-            CommandType::WorkSubmit,
-            json!({"workItemId": job.work_item, "artifacts": artifacts, "evidence": evidence, "usage": usage}),
-            Some(&leased.lease),
-        )
-        .await;
-    match answer {
-        Ok(_) => Ok(Outcome::Submitted),
-        Err(ClientError::Api { body, .. }) => {
-            let detail = format!("work.submit refused: {} ({})", body.detail, body.code);
-            job.link
-                .send(
-                    CommandType::WorkFail,
-                    json!({"workItemId": job.work_item, "evidence": evidence, "reason": "worker_error", "detail": detail}),
-                    Some(&leased.lease),
-                )
-                .await?;
-            Ok(Outcome::Failed(detail))
-        }
-        Err(error) => Err(error.into()),
-    }
 }

@@ -1,4 +1,6 @@
 //! `weft worker --config worker.toml` (issue #47, DESIGN §13): the Worker's side of MWP §11.
+//! Long because it is the one place where the runtime's state changes: offers, queue items,
+//! slots, schedules and the offline flag, each step a short method.
 //!
 //! One task, the runtime, owns all decisions; everything slow runs beside it and reports back
 //! on channels. At start it registers the Agent Card, opens one session per Group (a new
@@ -18,15 +20,13 @@
 //! - **Offline**: a run that met an unreachable Authority marks the Worker offline: nothing
 //!   new starts; every tick tries the Authority, and on reconnect the journals are reconciled
 //!   before anything else.
-//!
-//! Long because it is the one place where the runtime's state changes: offers, queue items,
-//! slots and the offline flag, each step a short method.
 
 mod config;
 mod execution;
 mod executor;
 mod link;
 mod queue;
+mod results;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -114,7 +114,7 @@ struct Runtime {
 /// `weft worker --config FILE`: runs until interrupted.
 pub async fn run(config_path: &Path) -> anyhow::Result<()> {
     let config = WorkerConfig::load(config_path)?;
-    let key = Arc::new(crate::cli::read_key_file(&config.key)?);
+    let key = Arc::new(crate::keyfile::read(&config.key)?);
     std::fs::create_dir_all(&config.state_dir)
         .with_context(|| format!("creating {}", config.state_dir.display()))?;
     let (sender, mut arrivals) = mpsc::channel::<Arrived>(1024);
