@@ -16,6 +16,8 @@ use weft_api::{Envelope, Id};
 /// How often a Command is resent after a transport failure before the Authority counts as
 /// unreachable.
 const TRIES: u32 = 4;
+/// How often a rate-limited Command is resent, a second apart.
+const RATE_LIMITED_TRIES: u32 = 120;
 
 #[derive(Clone)]
 pub(super) struct Link {
@@ -101,6 +103,7 @@ impl Link {
     ) -> Result<CommandAccepted, Error> {
         let mut wait = Duration::from_millis(100);
         let mut tries = 0;
+        let mut limited = 0;
         loop {
             match self.api.command_envelope(&self.group, envelope).await {
                 Err(Error::Http(error)) if tries + 1 < TRIES => {
@@ -108,6 +111,13 @@ impl Link {
                     tries += 1;
                     tokio::time::sleep(wait).await;
                     wait *= 2;
+                }
+                // The Authority's per-Agent Command rate, or it sheds load: waiting is the answer.
+                Err(Error::Api {
+                    status: 429 | 503, ..
+                }) if limited < RATE_LIMITED_TRIES => {
+                    limited += 1;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
                 }
                 answer => return answer,
             }

@@ -25,6 +25,7 @@ mod config;
 mod execution;
 mod executor;
 mod link;
+mod offers;
 mod queue;
 mod results;
 
@@ -45,7 +46,7 @@ use weft_api::work::CommandType;
 use weft_api::work::WorkState;
 use weft_api::work::contract::Level;
 use weft_api::work::views::WorkItemView;
-use weft_api::worker::admission::{self, Admission, Capacity, OfferFacts};
+use weft_api::worker::admission::Capacity;
 use weft_api::worker::card::{AgentCard, CapacityState, PresenceReport, Schedule};
 use weft_api::worker::scheduler::{self, Fairness, Running, Waiting};
 
@@ -102,6 +103,12 @@ struct Runtime {
     slots: BTreeMap<u32, Slot>,
     fairness: Fairness,
     decided: BTreeSet<String>,
+    /// Views read when their offers were decided, until the WorkItem is queued here.
+    views: BTreeMap<String, WorkItemView>,
+    /// Each Mission's Organization priority class, once read.
+    classes: BTreeMap<String, Level>,
+    /// WorkItems to look at again (a read that failed, a run the Authority ended): (Group, id).
+    recheck: BTreeSet<(String, String)>,
     offline: bool,
     last_presence: Option<Instant>,
     /// DIS-1: the schedule disclosed for each accepted, unfinished WorkItem (by Group).
@@ -241,6 +248,9 @@ impl Runtime {
             slots: BTreeMap::new(),
             fairness: Fairness::default(),
             decided: BTreeSet::new(),
+            recheck: BTreeSet::new(),
+            views: BTreeMap::new(),
+            classes: BTreeMap::new(),
             offline: false,
             last_presence: None,
             schedules: BTreeMap::new(),
@@ -272,9 +282,16 @@ impl Runtime {
                     item.checkpoint = checkpoint;
                 }
             }
-            Outcome::Failed(why) | Outcome::Lost(why) => {
+            Outcome::Failed(why) => {
                 tracing::warn!(work_item = %finished.work_item, "{why}");
                 self.items.remove(&finished.work_item);
+            }
+            // The log decides what it is now: look again.
+            Outcome::Lost(why) => {
+                tracing::warn!(work_item = %finished.work_item, "{why}");
+                if let Some(item) = self.items.remove(&finished.work_item) {
+                    self.recheck.insert((item.group, finished.work_item));
+                }
             }
             Outcome::Submitted => {
                 self.items.remove(&finished.work_item);
@@ -328,8 +345,15 @@ impl Runtime {
 
     /// Brings `items` in line with what the queues say.
     async fn refresh_items(&mut self) {
+        let recheck = std::mem::take(&mut self.recheck);
         for (group, queue) in &mut self.queues {
-            let touched = queue.take_touched();
+            let mut touched = queue.take_touched();
+            touched.extend(
+                recheck
+                    .iter()
+                    .filter(|(g, _)| g == group)
+                    .map(|(_, w)| w.clone()),
+            );
             let moved = std::mem::take(&mut queue.moved);
             let link = &self.links[group];
             for work_item in touched {
@@ -344,11 +368,15 @@ impl Runtime {
                 if self.items.contains_key(&work_item) {
                     continue;
                 }
-                match fetch(link, &work_item, &self.config).await {
+                let cached = self.views.remove(&work_item);
+                match fetch(link, &work_item, &self.config, cached, &mut self.classes).await {
                     Ok(item) => {
                         self.items.insert(work_item, item);
                     }
-                    Err(error) => tracing::warn!("{work_item}: {error:#}"),
+                    Err(error) => {
+                        tracing::warn!("{work_item}: {error:#}; trying again");
+                        self.recheck.insert((group.clone(), work_item));
+                    }
                 }
             }
             if moved {
@@ -357,7 +385,8 @@ impl Runtime {
                     if item.eligible && item.approved {
                         continue;
                     }
-                    if let Ok(fresh) = fetch(link, id, &self.config).await {
+                    if let Ok(fresh) = fetch(link, id, &self.config, None, &mut self.classes).await
+                    {
                         item.eligible = fresh.eligible;
                         item.approved = fresh.approved;
                     }
@@ -366,7 +395,7 @@ impl Runtime {
         }
     }
 
-    /// Admission control on every undecided live offer (OFR-7…9).
+    /// Admission control on every undecided live offer (OFR-7…9, `offers.rs`).
     async fn answer_offers(&mut self) {
         let mut pending = Vec::new();
         for (group, queue) in &self.queues {
@@ -376,62 +405,20 @@ impl Runtime {
                 }
             }
         }
-        for (group, work_item, offer_id) in pending {
-            self.decided.insert(offer_id.clone());
-            let link = &self.links[&group];
-            let Ok(id) = Id::parse("workItemId", &work_item) else {
-                continue;
-            };
-            let view = match link.api.work_item(&id).await {
-                Ok(view) => view,
-                Err(error) => {
-                    tracing::warn!("{work_item}: {error}");
-                    continue;
-                }
-            };
-            let lost = dependency_lost(link, &view).await;
-            let capacity = self.capacity();
-            let facts = OfferFacts {
-                contract: &view.contract,
-                dependency_lost: lost,
-                spent: &view.budget.spent,
-            };
-            let mut accepted = None;
-            let (kind, payload) = match admission::admit(&facts, &capacity, Utc::now()) {
-                Admission::Accept(commitment) => {
-                    tracing::info!(
-                        work_item, start_from = %commitment.start_from, start_to = %commitment.start_to,
-                        completion_at = %commitment.completion_at, confidence = commitment.confidence,
-                        "accepting"
-                    );
-                    let compute = (commitment.completion_at - commitment.start_to).num_seconds();
-                    accepted = Some(Schedule {
-                        work_item_id: id.clone(),
-                        start_from: commitment.start_from.fixed_offset(),
-                        start_to: commitment.start_to.fixed_offset(),
-                        completion_at: commitment.completion_at.fixed_offset(),
-                        confidence: commitment.confidence,
-                        compute_seconds: u64::try_from(compute).unwrap_or(0),
-                    });
-                    (
-                        CommandType::WorkAcceptOffer,
-                        json!({"workItemId": work_item, "offerId": offer_id}),
-                    )
-                }
-                Admission::Decline { reason, detail } => (
-                    CommandType::WorkDeclineOffer,
-                    json!({"workItemId": work_item, "offerId": offer_id, "reason": reason, "detail": detail}),
-                ),
-            };
-            match link.send(kind, payload, None).await {
-                // DIS-1: disclosed on acceptance, with the next Presence report.
-                Ok(_) => {
-                    if let Some(schedule) = accepted {
-                        self.schedules.insert(work_item, (group, schedule));
-                        self.disclose = true;
-                    }
-                }
-                Err(error) => tracing::warn!("{work_item}: {} refused: {error}", kind.as_str()),
+        if pending.is_empty() {
+            return;
+        }
+        for answered in offers::answer(&self.links, pending, self.capacity()).await {
+            if answered.decided {
+                self.decided.insert(answered.offer_id);
+            }
+            // DIS-1: disclosed on acceptance, with the next Presence report; the view
+            // spares reading the WorkItem again when it is queued.
+            if let Some((schedule, view)) = answered.accepted {
+                self.schedules
+                    .insert(answered.work_item.clone(), (answered.group, schedule));
+                self.views.insert(answered.work_item, view);
+                self.disclose = true;
             }
         }
     }
@@ -660,11 +647,28 @@ impl Runtime {
     }
 }
 
-/// What the Scheduler needs of a queued WorkItem: its scheduling view and contract.
-async fn fetch(link: &Link, work_item: &str, config: &WorkerConfig) -> anyhow::Result<Item> {
+/// What the Scheduler needs of a queued WorkItem: its view (`cached` from its offer, else
+/// read) and its Mission's priority class (read once per Mission).
+async fn fetch(
+    link: &Link,
+    work_item: &str,
+    config: &WorkerConfig,
+    cached: Option<WorkItemView>,
+    classes: &mut BTreeMap<String, Level>,
+) -> anyhow::Result<Item> {
     let id = Id::parse("workItemId", work_item)?;
-    let view: WorkItemView = link.api.work_item(&id).await?;
-    let scheduling = link.api.scheduling(&id).await?;
+    let view = match cached {
+        Some(view) => view,
+        None => link.api.work_item(&id).await?,
+    };
+    let class = match classes.get(&view.mission_id) {
+        Some(class) => *class,
+        None => {
+            let class = link.api.scheduling(&id).await?.priority_class;
+            classes.insert(view.mission_id.clone(), class);
+            class
+        }
+    };
     let wanted = &view.contract.required_capabilities;
     let executor = config.executors.iter().position(|e| {
         wanted.is_empty()
@@ -675,28 +679,13 @@ async fn fetch(link: &Link, work_item: &str, config: &WorkerConfig) -> anyhow::R
     Ok(Item {
         group: view.group_id.clone(),
         mission: view.mission_id.clone(),
-        class: scheduling.priority_class,
-        urgency: scheduling.urgency,
-        deadline: scheduling.deadline.to_utc(),
+        class,
+        urgency: view.contract.urgency,
+        deadline: view.contract.deadline.to_utc(),
         since: Utc::now(),
         eligible: view.eligible,
         approved: !view.contract.needs_approval() || view.approval_granted,
         checkpoint: None,
         executor,
     })
-}
-
-/// Whether a dependency of `view` is already failed or cancelled (it can never be verified).
-async fn dependency_lost(link: &Link, view: &WorkItemView) -> bool {
-    for dependency in &view.depends_on {
-        let Ok(id) = Id::parse("workItemId", dependency) else {
-            continue;
-        };
-        if let Ok(dep) = link.api.scheduling(&id).await
-            && matches!(dep.state, WorkState::Failed | WorkState::Cancelled)
-        {
-            return true;
-        }
-    }
-    false
 }
