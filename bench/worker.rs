@@ -165,7 +165,8 @@ async fn main() {
     }
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_server, url) = common::start_weft_with(dir.path(), &["--commands-per-minute", "0"], &[]);
+    let (server_process, url) =
+        common::start_weft_with(dir.path(), &["--commands-per-minute", "0"], &[]);
     let token = std::fs::read_to_string(dir.path().join("data/admin.token")).expect("token");
     let admin = Client::new(url.clone(), Some(token.trim().to_owned()));
     let coordinator = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
@@ -278,7 +279,7 @@ async fn main() {
         })
         .spawn()
         .expect("weft worker");
-    let _worker = common::Process(worker);
+    let worker = common::Process(worker);
 
     // Until every WorkItem was submitted (or ten minutes).
     let total = items * GROUPS.len();
@@ -305,6 +306,28 @@ async fn main() {
             break;
         }
     }
+    // Where the two cores went: each process's user + system time (clock ticks of 10 ms).
+    let cpu = |pid: u32| -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // utime, stime, cutime, cstime: fields 14..17, here 11..14 after the name.
+        (ticks(11) + ticks(12) + ticks(13) + ticks(14)) / 100.0
+    };
+    println!(
+        "cpu: server {:.1} s, worker {:.1} s (with its executors) over {:.1} s",
+        cpu(server_process.0.id()),
+        cpu(worker.0.id()),
+        began.elapsed().as_secs_f64()
+    );
     let times = |group: &str, kind: &str| -> Vec<DateTime<Utc>> {
         logs[group]
             .iter()

@@ -462,7 +462,11 @@ impl Runtime {
                 let _ = slot.preempt.send(true);
             }
         }
-        let (waiting, running) = self.scheduler_view();
+        // The Scheduler's own preemption is for a full house only.
+        if (self.slots.len() as u32) < self.config.slots {
+            return;
+        }
+        let (waiting, running) = self.scheduler_view(1);
         let policy = self.config.policy();
         if let Some(victim) = scheduler::preemption(
             &policy,
@@ -490,13 +494,57 @@ impl Runtime {
         }
     }
 
-    fn scheduler_view(&self) -> (Vec<Waiting>, Vec<Running>) {
+    /// What the Scheduler is shown: the runnable queued items, at most `per_bucket` of each
+    /// (Group, Mission, urgency), the best by the Scheduler's own order inside a bucket, plus
+    /// any whose deadline presses, and the running ones. With `per_bucket` the number of free
+    /// slots the Scheduler's choice is the one it would make over the whole queue, at a cost
+    /// that does not grow with the queue.
+    fn scheduler_view(&self, per_bucket: usize) -> (Vec<Waiting>, Vec<Running>) {
         let now = Utc::now();
-        let waiting = self
-            .items
-            .iter()
-            .filter(|(id, _)| !self.slots.values().any(|s| &s.work_item == *id))
-            .map(|(id, item)| Waiting {
+        let running_ids: std::collections::HashSet<&str> =
+            self.slots.values().map(|s| s.work_item.as_str()).collect();
+        let pressing = now
+            + chrono::Duration::seconds(
+                i64::try_from(self.config.policy().aging_seconds).unwrap_or(i64::MAX / 2),
+            );
+        let mut buckets: BTreeMap<(&str, &str, Level), Vec<(&String, &Item)>> = BTreeMap::new();
+        for (id, item) in &self.items {
+            let runnable = item.eligible
+                && item.approved
+                && item.executor.is_some()
+                && item.deadline > now
+                && !running_ids.contains(id.as_str());
+            if runnable {
+                buckets
+                    .entry((&item.group, &item.mission, item.urgency))
+                    .or_default()
+                    .push((id, item));
+            }
+        }
+        let mut waiting = Vec::new();
+        for (_, mut bucket) in buckets {
+            if bucket.len() > per_bucket {
+                // The Scheduler's own order inside a bucket: rank (here the waited steps, the
+                // pressing ones being kept anyway), then deadline, arrival, id.
+                let aging = self.config.policy().aging_seconds.max(1);
+                bucket.select_nth_unstable_by_key(per_bucket, |(id, item)| {
+                    let waited = u64::try_from((now - item.since).num_seconds()).unwrap_or(0);
+                    (
+                        std::cmp::Reverse(waited / aging),
+                        item.deadline,
+                        item.since,
+                        *id,
+                    )
+                });
+                let (first, rest) = bucket.split_at(per_bucket);
+                let urgent: Vec<(&String, &Item)> = rest
+                    .iter()
+                    .filter(|(_, item)| item.deadline < pressing)
+                    .copied()
+                    .collect();
+                bucket = first.iter().copied().chain(urgent).collect();
+            }
+            waiting.extend(bucket.into_iter().map(|(id, item)| Waiting {
                 work_item: id.clone(),
                 group: item.group.clone(),
                 mission: item.mission.clone(),
@@ -504,12 +552,9 @@ impl Runtime {
                 urgency: item.urgency,
                 deadline: item.deadline,
                 since: item.since,
-                runnable: item.eligible
-                    && item.approved
-                    && item.executor.is_some()
-                    && item.deadline > now,
-            })
-            .collect();
+                runnable: true,
+            }));
+        }
         let running = self
             .slots
             .iter()
@@ -531,7 +576,7 @@ impl Runtime {
         if free.is_empty() {
             return;
         }
-        let (waiting, running) = self.scheduler_view();
+        let (waiting, running) = self.scheduler_view(free.len());
         let placements = scheduler::schedule(
             &self.config.policy(),
             &self.config.shares(),
