@@ -72,6 +72,9 @@ struct Item {
     executor: Option<usize>,
 }
 
+/// Queued items of one (Group, Mission, urgency), as the Scheduler may be shown them.
+type Bucket<'a> = Vec<(&'a String, &'a Item)>;
+
 struct Slot {
     work_item: String,
     group: String,
@@ -507,7 +510,7 @@ impl Runtime {
             + chrono::Duration::seconds(
                 i64::try_from(self.config.policy().aging_seconds).unwrap_or(i64::MAX / 2),
             );
-        let mut buckets: BTreeMap<(&str, &str, Level), Vec<(&String, &Item)>> = BTreeMap::new();
+        let mut buckets: BTreeMap<(&str, &str, Level), Bucket<'_>> = BTreeMap::new();
         for (id, item) in &self.items {
             let runnable = item.eligible
                 && item.approved
