@@ -110,6 +110,9 @@ struct Runtime {
     views: BTreeMap<String, WorkItemView>,
     /// Each Mission's Organization priority class, once read.
     classes: BTreeMap<String, Level>,
+    /// Something the Scheduler decides on changed since it last looked.
+    changed: bool,
+    last_look: Instant,
     /// WorkItems to look at again (a read that failed, a run the Authority ended): (Group, id).
     recheck: BTreeSet<(String, String)>,
     offline: bool,
@@ -252,6 +255,8 @@ impl Runtime {
             fairness: Fairness::default(),
             decided: BTreeSet::new(),
             recheck: BTreeSet::new(),
+            changed: true,
+            last_look: Instant::now(),
             views: BTreeMap::new(),
             classes: BTreeMap::new(),
             offline: false,
@@ -270,6 +275,7 @@ impl Runtime {
 
     fn finish(&mut self, finished: Finished) {
         self.slots.remove(&finished.slot);
+        self.changed = true;
         self.schedules.remove(&finished.work_item);
         self.disclose = true;
         tracing::info!(work_item = %finished.work_item, "run ended: {:?}", finished.outcome);
@@ -307,10 +313,23 @@ impl Runtime {
             self.reconnect().await;
             return;
         }
+        let before = (self.items.len(), self.slots.len());
         self.refresh_items().await;
         self.answer_offers().await;
-        self.preempt().await;
-        self.schedule();
+        self.forward_preemptions();
+        // The Scheduler looks again when what it decides on changed (an item came or went, a
+        // slot freed, an eligibility changed) or a second passed (aging moves ranks).
+        if before != (self.items.len(), self.slots.len())
+            || self.last_look.elapsed() >= Duration::from_secs(1)
+        {
+            self.changed = true;
+        }
+        if self.changed {
+            self.changed = false;
+            self.last_look = Instant::now();
+            self.preempt().await;
+            self.schedule();
+        }
         self.presence().await;
     }
 
@@ -390,6 +409,8 @@ impl Runtime {
                     }
                     if let Ok(fresh) = fetch(link, id, &self.config, None, &mut self.classes).await
                     {
+                        self.changed |=
+                            item.eligible != fresh.eligible || item.approved != fresh.approved;
                         item.eligible = fresh.eligible;
                         item.approved = fresh.approved;
                     }
@@ -455,8 +476,8 @@ impl Runtime {
         }
     }
 
-    /// Passes preemption requests to running executors, and asks for one when the Scheduler says.
-    async fn preempt(&mut self) {
+    /// A Coordinator's (or this Worker's) `preemption.request` reaches the executor (LSE-12).
+    fn forward_preemptions(&self) {
         for slot in self.slots.values() {
             let requested = self.queues[&slot.group]
                 .preemptions
@@ -465,6 +486,10 @@ impl Runtime {
                 let _ = slot.preempt.send(true);
             }
         }
+    }
+
+    /// The Scheduler's own preemption rule (a starved Group, a far higher rank).
+    async fn preempt(&mut self) {
         // The Scheduler's own preemption is for a full house only.
         if (self.slots.len() as u32) < self.config.slots {
             return;
