@@ -106,17 +106,15 @@ fn run_of<'a>(job: &'a Job, leased: &'a Leased) -> Run<'a> {
 
 /// Runs `job` to its end.
 pub(super) async fn run(mut job: Job) -> Outcome {
-    let started = job
-        .link
-        .send(
-            CommandType::WorkStart,
-            json!({"workItemId": job.work_item}),
-            None,
-        )
-        .await;
-    let accepted = match started {
-        Ok(accepted) => accepted,
-        Err(error) => return Outcome::Lost(format!("work.start: {error}")),
+    let start = job.link.send(
+        CommandType::WorkStart,
+        json!({"workItemId": job.work_item}),
+        None,
+    );
+    let accepted = match tokio::time::timeout(Duration::from_secs(120), start).await {
+        Ok(Ok(accepted)) => accepted,
+        Ok(Err(error)) => return Outcome::Lost(format!("work.start: {error}")),
+        Err(_) => return Outcome::Lost("work.start: no answer within 120 s".into()),
     };
     let leased = match serde_json::from_value::<WorkItemView>(accepted.state)
         .map_err(anyhow::Error::from)
@@ -289,9 +287,52 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         .await?;
         return Ok(Outcome::Offline { checkpoint });
     }
+    // Results go to the Authority within a bound: a request that never answers must not
+    // hold the slot (the lease then lapses, and the log says what the WorkItem is).
+    let bound = Duration::from_secs(leased.view.contract.leases.execution_seconds.max(60));
+    let ending_view = EndingParts {
+        ending,
+        evidence_lines,
+        usage,
+        checkpoint,
+        wall_clock,
+    };
+    match tokio::time::timeout(bound, conclude(job, &leased, &dir, ending_view)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Ok(Outcome::Lost(format!(
+            "the results did not reach the Authority within {} s",
+            bound.as_secs()
+        ))),
+    }
+}
+
+/// How the executor ended, and what it left.
+struct EndingParts {
+    ending: Ending,
+    evidence_lines: Vec<executor::EvidenceLine>,
+    usage: Budgets,
+    checkpoint: Option<Vec<u8>>,
+    wall_clock: Duration,
+}
+
+/// Tells the Authority how the run ended: submit, checkpoint or fail.
+async fn conclude(
+    job: &Job,
+    leased: &Leased,
+    dir: &RunDir,
+    parts: EndingParts,
+) -> anyhow::Result<Outcome> {
+    let EndingParts {
+        ending,
+        evidence_lines,
+        usage,
+        checkpoint,
+        wall_clock,
+    } = parts;
+    let contract = &leased.view.contract;
     match ending {
         Ending::Done => Ok(
-            match results::submit(&run_of(job, &leased), &dir, evidence_lines, usage).await? {
+            match results::submit(&run_of(job, leased), dir, evidence_lines, usage).await? {
                 Ok(()) => Outcome::Submitted,
                 Err(why) => Outcome::Failed(why),
             },
@@ -299,8 +340,7 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         Ending::Checkpointed => {
             let artifact = match &checkpoint {
                 Some(_) => Some(
-                    results::publish(&run_of(job, &leased), &dir.checkpoint(), "checkpoint")
-                        .await?,
+                    results::publish(&run_of(job, leased), &dir.checkpoint(), "checkpoint").await?,
                 ),
                 None => None,
             };
@@ -322,7 +362,7 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
                 "the executor ran past its wall-clock limit of {} s",
                 wall_clock.as_secs()
             );
-            let evidence = results::failure_evidence(&run_of(job, &leased), &detail).await?;
+            let evidence = results::failure_evidence(&run_of(job, leased), &detail).await?;
             job.link
                 .send(
                     CommandType::WorkFail,

@@ -166,7 +166,9 @@ pub(super) fn start(launch: Launch<'_>) -> anyhow::Result<Running> {
         .command
         .split_first()
         .context("the executor's command is empty")?;
-    let mut command = tokio::process::Command::new(program);
+    // Resolved here, so that setting the executor's PATH does not make the spawn fall back
+    // from posix_spawn to a fork of the whole Worker (std does, to search the new PATH).
+    let mut command = tokio::process::Command::new(resolve(program));
     command
         .args(args)
         .current_dir(&launch.dir.root)
@@ -288,6 +290,29 @@ pub(super) fn reap(slots: &Path) {
         }
         let _ = std::fs::remove_file(&file);
     }
+}
+
+/// `program` as a path: itself when it names a directory, else the first executable of that
+/// name on the Worker's `PATH` (the executor gets the same `PATH`).
+fn resolve(program: &str) -> std::path::PathBuf {
+    if program.contains('/') {
+        return program.into();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(program);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            if candidate
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            {
+                return candidate;
+            }
+        }
+    }
+    program.into()
 }
 
 /// The signals the Worker sends.
