@@ -191,6 +191,7 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         stdin,
         uid: job.uid,
         wall_clock,
+        cpu_seconds: contract.budgets.compute_seconds.max(1),
     })?;
     let renew_every = Duration::from_secs((contract.leases.execution_seconds / 3).max(1));
     let mut renew =

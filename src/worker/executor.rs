@@ -21,8 +21,9 @@
 //!
 //! **Preemption** (LSE-11/12). The Worker sends SIGUSR1; the executor writes `checkpoint` at
 //! its next safe point and exits 75. The Worker never kills it for preemption. **Limits.**
-//! At the wall-clock limit the Worker sends SIGTERM, then SIGKILL 5 s later; CPU seconds and
-//! address space are set with `prlimit` right after the spawn.
+//! At the wall-clock limit the Worker sends SIGTERM, then SIGKILL 5 s later; CPU seconds (the
+//! contract's `computeSeconds`, or the executor's `cpu_seconds` if smaller) and address space
+//! are set with `prlimit` right after the spawn.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -150,6 +151,8 @@ pub(super) struct Launch<'a> {
     pub(super) stdin: Vec<u8>,
     pub(super) uid: Option<u32>,
     pub(super) wall_clock: Duration,
+    /// The contract's `computeSeconds` (RLIMIT_CPU, with the executor's own if smaller).
+    pub(super) cpu_seconds: u64,
 }
 
 /// A running executor: its pid (for preemption) and the channel of its stdout lines.
@@ -196,7 +199,7 @@ pub(super) fn start(launch: Launch<'_>) -> anyhow::Result<Running> {
         .spawn()
         .with_context(|| format!("starting {program}"))?;
     let pid = child.id().context("the executor exited at once")?;
-    limit(pid, launch.executor);
+    limit(pid, launch.executor, launch.cpu_seconds);
     // A Worker killed now leaves this file; the next start stops the orphan (`reap`).
     let pid_file = launch.dir.root.with_file_name("executor.pid");
     std::fs::write(
@@ -344,7 +347,8 @@ pub(super) fn signal(pid: u32, signal: Signal) {
 }
 
 /// CPU seconds and address space from the executor's config, set on the running child.
-fn limit(pid: u32, executor: &ExecutorConfig) {
+/// The CPU limit is the smaller of the executor's and the contract's `computeSeconds`.
+fn limit(pid: u32, executor: &ExecutorConfig, contract_cpu: u64) {
     #[cfg(target_os = "linux")]
     {
         use rustix::process::{Pid, Resource, Rlimit, prlimit};
@@ -352,7 +356,14 @@ fn limit(pid: u32, executor: &ExecutorConfig) {
             return;
         };
         for (resource, value) in [
-            (Resource::Cpu, executor.cpu_seconds),
+            (
+                Resource::Cpu,
+                Some(
+                    executor
+                        .cpu_seconds
+                        .map_or(contract_cpu, |c| c.min(contract_cpu)),
+                ),
+            ),
             (Resource::As, executor.memory_bytes),
         ] {
             if let Some(value) = value {

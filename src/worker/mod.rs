@@ -239,11 +239,22 @@ impl Runtime {
             issued_at: Utc::now().fixed_offset(),
         };
         let first = links.values().next().context("no Group")?;
-        first
-            .api
-            .put_card(&key, &card)
-            .await
-            .context("registering the Agent Card")?;
+        // A restart within the card interval waits it out; the card is signed again, later.
+        let mut card = card;
+        for tries in 1.. {
+            match first.api.put_card(&key, &card).await {
+                Err(error)
+                    if error.code() == Some(weft_api::ErrorCode::RateLimited) && tries < 5 =>
+                {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    card.issued_at = Utc::now().fixed_offset();
+                }
+                answer => {
+                    answer.context("registering the Agent Card")?;
+                    break;
+                }
+            }
+        }
         Ok(Self {
             config,
             key,

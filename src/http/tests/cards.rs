@@ -174,6 +174,19 @@ backends!(
             "bad_request",
         )
         .await;
+        // A newer card is taken, but not twice within 2 s: a card is a row, not a feed.
+        h.clock.advance(chrono::Duration::seconds(1));
+        let soon = signed(&worker, &card(&worker, "3", 4, &h.clock_now()));
+        refused(&h, card_request(&worker.token, "w1", soon), "rate_limited").await;
+        h.clock.advance(chrono::Duration::seconds(2));
+        let later = signed(&worker, &card(&worker, "3", 4, &h.clock_now()));
+        let answer = put_card(&h, &worker.token, "w1", later).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "{:?}: {answer:?}",
+            h.kind
+        );
     }
 );
 

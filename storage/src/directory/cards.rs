@@ -5,7 +5,8 @@
 //! payload names it), then requires that `publicKey` is the signing key (so the card says
 //! which key it binds), that `issuedAt` is at most [`FUTURE_SKEW`] ahead of the clock and
 //! later than the stored card's (a replayed old card cannot roll capabilities back; the same
-//! envelope again is answered as before), and stores it with its version, which signed
+//! envelope again is answered as before; a new one within 2 s of the last is `rate_limited`),
+//! and stores it with its version, which signed
 //! payloads must claim from then on. A card is read by its Agent, by the operator, and by a
 //! coordinator of a Group the Agent is a member of; anyone else is told it does not exist.
 //!
@@ -116,6 +117,15 @@ impl Directory<'_> {
                         return Err(reject(
                             ErrorCode::Conflict,
                             "a card issued at the same time or later is registered",
+                        ));
+                    }
+                    // One new card per Agent per interval: a card is a row written, not a feed.
+                    let last = chrono::DateTime::parse_from_rfc3339(&registered_at)
+                        .map_err(Error::backend)?;
+                    if now - last.to_utc() < Duration::seconds(PRESENCE_INTERVAL_SECONDS) {
+                        return Err(reject(
+                            ErrorCode::RateLimited,
+                            format!("a new card at most once per {PRESENCE_INTERVAL_SECONDS} s"),
                         ));
                     }
                 }
