@@ -31,7 +31,8 @@ fn roles(caller: &Caller) -> Vec<weft_api::session::Role> {
               (status = 200, description = "the same card again"),
               (status = 400, description = "bad_request: the card's shape or issuedAt ahead of the clock"),
               (status = 401, description = "bad_signature"), (status = 403, description = "forbidden, producer_mismatch"),
-              (status = 409, description = "conflict: a card issued no earlier is registered")))]
+              (status = 409, description = "conflict: a card issued no earlier is registered"),
+              (status = 429, description = "rate_limited: a new card within 2 s of the last")))]
 pub(crate) async fn put_card(
     State(state): State<AppState>,
     caller: Caller,
