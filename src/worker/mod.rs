@@ -7,16 +7,18 @@
 //! session revokes the leases of the last one, LSE-9, so nothing of a killed run stays
 //! active), reconciles each Group's offline journal before anything else (OFL-5), deletes its
 //! cursors and rebuilds every Group's queue by replaying the log (SCH-2, `queue.rs`). Then:
-//! - **Offers** naming it go through admission control (`weft_api::worker::admission`,
-//!   OFR-7…9): accepted with a commitment or declined with a structured reason. The accepted
-//!   commitment is disclosed as a `work.progress`-free schedule in the decline-free path: the
-//!   start window, completion, confidence, capacity state and computation time are logged and
-//!   reported in Presence (DIS-1), never naming another Group's work (DIS-2).
+//! - **Offers** naming it go through admission control (`offers.rs`, the rule is
+//!   `weft_api::worker::admission`, OFR-7…9): accepted with a commitment or declined with a
+//!   structured reason. An accepted commitment (start window, completion, confidence,
+//!   computation time) is the WorkItem's disclosed schedule (DIS-1), updated when it starts.
 //! - **Scheduling**: the pure Scheduler (`weft_api::worker::scheduler`) places runnable
 //!   WorkItems of all Groups into free slots by Group weight, Mission class and rank with
-//!   aging; its preemption rule asks a running item to checkpoint (`preemption.request`).
-//! - **Execution**: each placement runs in its slot (`execution.rs`, `executor.rs`).
-//! - **Presence** every `presence_seconds` per Group; sessions renewed before they expire.
+//!   aging, looking again when what it decides on changed or a second passed; its
+//!   preemption rule asks a running item to checkpoint (`preemption.request`).
+//! - **Execution**: each placement runs in its slot (`execution.rs`, `executor.rs`,
+//!   `results.rs`).
+//! - **Presence** every `presence_seconds` per Group, and soon after a schedule changes, with
+//!   each Group's own schedules only (DIS-2); sessions renewed before they expire.
 //! - **Offline**: a run that met an unreachable Authority marks the Worker offline: nothing
 //!   new starts; every tick tries the Authority, and on reconnect the journals are reconciled
 //!   before anything else.
