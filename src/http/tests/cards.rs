@@ -268,6 +268,29 @@ backends!(
                 .await;
             assert_eq!(answer.code(), "forbidden", "{:?}: {who}", h.kind);
         }
+        // A deactivated Agent's Presence goes with it.
+        let other = h.agent("w2", "g1", &["worker"]).await;
+        let answer = h
+            .send(put(&other.token, "g1", report(1, "available")))
+            .await;
+        assert_eq!(answer.status, StatusCode::NO_CONTENT, "{answer:?}");
+        let answer = h
+            .call(
+                Method::POST,
+                "/v1/admin/agents/w2/deactivate",
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert!(answer.status.is_success(), "{answer:?}");
+        let seen = h.get_json(&coordinator, "/v1/groups/g1/presence").await;
+        assert!(
+            seen["agents"]
+                .as_array()
+                .is_some_and(|a| a.iter().all(|a| a["agentId"] != "w2")),
+            "{:?}: {seen}",
+            h.kind
+        );
         // A removed member's Presence goes with its Membership.
         let answer = h
             .call(

@@ -280,6 +280,7 @@ impl Directory<'_> {
                 }
                 rows::agents::deactivate(txn, agent_id.as_str(), &format_instant(now))?;
                 rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
+                rows::presence::forget_agent(txn, agent_id.as_str())?;
                 let groups = current_groups(txn, &agent_id)?;
                 for group in &groups {
                     events::append(

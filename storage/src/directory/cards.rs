@@ -28,6 +28,7 @@ use weft_api::{Envelope, ErrorCode, Id};
 
 use crate::access::Session;
 use crate::access::{Reader, membership};
+use crate::acting::Acting;
 use crate::clock::format_instant;
 use crate::directory::handle::Directory;
 use crate::error::{Error, reject};
@@ -87,6 +88,7 @@ impl Directory<'_> {
             ));
         }
         let card = signed.value.value().clone();
+        let signed_by = signed.keyid.to_string();
         let now = self.0.clock.now();
         let issued = card.issued_at.to_utc();
         if issued > now + FUTURE_SKEW {
@@ -96,22 +98,51 @@ impl Directory<'_> {
             ));
         }
         let text = serde_json::to_string(&envelope).map_err(Error::backend)?;
+        // The same card again is answered from a read: no write for a repeat.
+        let (probe_agent, probe_text) = (agent_id.clone(), text.clone());
+        let same = self
+            .0
+            .db
+            .read(move |conn| {
+                Ok(match rows::agents::card(conn, probe_agent.as_str())? {
+                    Some((stored, _, at)) if stored == probe_text => {
+                        Some(view(probe_agent.as_str(), &stored, at)?)
+                    }
+                    _ => None,
+                })
+            })
+            .await?;
+        if let Some(view) = same {
+            return Ok((view, false));
+        }
         let changed = self
             .0
             .db
             .write(move |txn| {
+                // The card names the key that signed it, and that key is the Agent's current one
+                // now, at the commit (a rotation or deactivation since the check refuses it).
                 let key = rows::agents::public_key(txn, agent_id.as_str())?.unwrap_or_default();
-                if card.public_key != weft_api::dsse::BASE64.encode(&key) {
+                let active = rows::agents::deactivated_at(txn, agent_id.as_str())?
+                    .is_some_and(|at| at.is_none());
+                let current = rows::agents::keyid(txn, agent_id.as_str())?;
+                if !active
+                    || current != signed_by
+                    || card.public_key != weft_api::dsse::BASE64.encode(&key)
+                {
                     return Err(reject(
                         ErrorCode::ProducerMismatch,
-                        "publicKey is not the key that signed the card",
+                        "publicKey is not the Agent's current key that signed the card",
                     ));
                 }
                 if let Some((stored, stored_ms, registered_at)) =
                     rows::agents::card(txn, agent_id.as_str())?
                 {
                     if stored == text {
-                        return Ok((view(agent_id.as_str(), &stored, registered_at)?, false));
+                        return Ok((
+                            view(agent_id.as_str(), &stored, registered_at)?,
+                            false,
+                            false,
+                        ));
                     }
                     if issued.timestamp_millis() <= stored_ms {
                         return Err(reject(
@@ -129,6 +160,7 @@ impl Directory<'_> {
                         ));
                     }
                 }
+                let before = rows::agents::record(txn, agent_id.as_str())?.map(|r| r.0);
                 let at = format_instant(now);
                 rows::agents::set_card(
                     txn,
@@ -139,14 +171,17 @@ impl Directory<'_> {
                     &card.version,
                     card.max_concurrency,
                 )?;
-                Ok((view(agent_id.as_str(), &text, at)?, true))
+                let moved = before.as_deref() != Some(card.version.as_str());
+                Ok((view(agent_id.as_str(), &text, at)?, true, moved))
             })
             .await?;
-        if changed.1 {
-            // The new version is what signed payloads must claim from now on (`keys.rs`).
+        let (view, created, version_moved) = changed;
+        if version_moved {
+            // The new version is what signed payloads must claim from now on (`keys.rs`); a
+            // card that keeps its version leaves every cache alone.
             self.0.auth_changed();
         }
-        Ok(changed)
+        Ok((view, created))
     }
 
     /// `agent_id`'s card, for `reader`: its Agent, the operator, or a coordinator of a Group
@@ -201,9 +236,35 @@ impl Directory<'_> {
         let agent_id = session.agent_id.clone();
         let now = self.0.clock.now();
         let schedules = serde_json::to_string(&report.schedules).map_err(Error::backend)?;
+        let ms = now.timestamp_millis();
+        let too_soon = move |last: Option<i64>| {
+            if last.is_some_and(|last| ms - last < PRESENCE_INTERVAL_SECONDS * 1000) {
+                return Err(reject(
+                    ErrorCode::RateLimited,
+                    format!("Presence at most once per {PRESENCE_INTERVAL_SECONDS} s"),
+                ));
+            }
+            Ok(())
+        };
+        // The rate first, from a read: a flood of early reports never reaches the writer.
+        let (g, a) = (group_id.clone(), agent_id.clone());
+        too_soon(
+            self.0
+                .db
+                .read(move |conn| rows::presence::reported_ms(conn, g.as_str(), a.as_str()))
+                .await?,
+        )?;
+        let acting = Acting::session(session);
         self.0
             .db
             .write(move |txn| {
+                // The session is still live at the commit (a Membership removed meanwhile).
+                acting.check(txn, &format_instant(now))?;
+                too_soon(rows::presence::reported_ms(
+                    txn,
+                    group_id.as_str(),
+                    agent_id.as_str(),
+                )?)?;
                 // DIS-2: a report discloses only the reporter's own WorkItems of this Group.
                 for schedule in &report.schedules {
                     let owned = rows::work_items::owner_in(
@@ -227,16 +288,6 @@ impl Directory<'_> {
                     return Err(reject(
                         ErrorCode::BadRequest,
                         format!("freeSlots is more than the card's maxConcurrency ({most})"),
-                    ));
-                }
-                let ms = now.timestamp_millis();
-                if let Some(last) =
-                    rows::presence::reported_ms(txn, group_id.as_str(), agent_id.as_str())?
-                    && ms - last < PRESENCE_INTERVAL_SECONDS * 1000
-                {
-                    return Err(reject(
-                        ErrorCode::RateLimited,
-                        format!("Presence at most once per {PRESENCE_INTERVAL_SECONDS} s"),
                     ));
                 }
                 rows::presence::set(
@@ -278,6 +329,12 @@ impl Directory<'_> {
                 for (agent_id, free_slots, state, reported_at, schedules) in
                     rows::presence::of_group(conn, group_id.as_str())?
                 {
+                    // Only current members of the Group who are still active.
+                    let active = rows::agents::deactivated_at(conn, &agent_id)?
+                        .is_some_and(|at| at.is_none());
+                    if !active || membership(conn, group_id.as_str(), &agent_id)?.is_none() {
+                        continue;
+                    }
                     let card = match rows::agents::card(conn, &agent_id)? {
                         Some((text, _, _)) => {
                             let envelope: Envelope =

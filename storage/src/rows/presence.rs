@@ -86,3 +86,9 @@ pub(crate) fn forget(conn: &Connection, group_id: &str, agent_id: &str) -> Resul
     )?;
     Ok(())
 }
+
+/// Forgets every report of Agent `agent_id` (it was deactivated).
+pub(crate) fn forget_agent(conn: &Connection, agent_id: &str) -> Result<(), Error> {
+    conn.run("DELETE FROM presence WHERE agent_id = ?1", [agent_id])?;
+    Ok(())
+}
