@@ -53,7 +53,7 @@ backends!(
     /// SCH-11: the card sets the version manifests must claim; a replay of an older card, a
     /// card naming another key, a card signed by another Agent, and bad shapes are refused
     /// with nothing changed; reads are the Agent's, the operator's and its Groups'
-    /// coordinators'.
+    /// coordinators'; a key rotation ends the card.
     async fn an_agent_card_is_signed_current_and_read_only_by_those_who_share_a_group(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
@@ -185,6 +185,30 @@ backends!(
             answer.status,
             StatusCode::CREATED,
             "{:?}: {answer:?}",
+            h.kind
+        );
+        // A rotated key takes the card with it: the card named the old key.
+        let new_key = ed25519_dalek::SigningKey::from_bytes(&[42; 32]);
+        let answer = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/agents/w1/keys",
+                json!({"publicKey": BASE64.encode(new_key.verifying_key().as_bytes())}),
+            )
+            .await;
+        assert!(answer.status.is_success(), "{:?}: {answer:?}", h.kind);
+        let answer = h
+            .call(
+                Method::GET,
+                "/v1/agents/w1/card",
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(
+            answer.code(),
+            "not_found",
+            "{:?}: the card after a rotation",
             h.kind
         );
     }

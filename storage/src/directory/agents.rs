@@ -281,6 +281,7 @@ impl Directory<'_> {
                 rows::agents::deactivate(txn, agent_id.as_str(), &format_instant(now))?;
                 rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
                 rows::presence::forget_agent(txn, agent_id.as_str())?;
+                rows::agents::forget_card(txn, agent_id.as_str())?;
                 let groups = current_groups(txn, &agent_id)?;
                 for group in &groups {
                     events::append(
@@ -335,6 +336,7 @@ impl Directory<'_> {
                 )?;
                 rows::agents::set_key(txn, agent_id.as_str(), &key.as_bytes()[..], keyid.as_str())?;
                 rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
+                rows::agents::forget_card(txn, agent_id.as_str())?;
                 let retired_keyid: KeyId = retired.parse()?;
                 for group in current_groups(txn, &agent_id)? {
                     events::append(

@@ -193,3 +193,14 @@ pub(crate) fn max_concurrency(conn: &Connection, agent_id: &str) -> Result<Optio
         .optional()?
         .flatten())
 }
+
+/// Forgets an Agent's card (its key was rotated or it was deactivated: the card names a key
+/// that no longer speaks for it). The card version signed payloads claim stays.
+pub(crate) fn forget_card(conn: &Connection, agent_id: &str) -> Result<(), Error> {
+    conn.run(
+        "UPDATE agents SET card = NULL, card_issued_ms = NULL, card_registered_at = NULL
+         WHERE agent_id = ?1",
+        [agent_id],
+    )?;
+    Ok(())
+}
