@@ -53,7 +53,7 @@ backends!(
     /// SCH-11: the card sets the version manifests must claim; a replay of an older card, a
     /// card naming another key, a card signed by another Agent, and bad shapes are refused
     /// with nothing changed; reads are the Agent's, the operator's and its Groups'
-    /// coordinators'; a key rotation ends the card.
+    /// coordinators'; the operator cannot contradict its version; a key rotation ends it.
     async fn an_agent_card_is_signed_current_and_read_only_by_those_who_share_a_group(kind: Kind) {
         let h = harness(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
@@ -187,6 +187,17 @@ backends!(
             "{:?}: {answer:?}",
             h.kind
         );
+        // The operator may not set another version than the card's (one source of truth).
+        refused(
+            &h,
+            admin_request(
+                Method::POST,
+                "/v1/admin/agents",
+                json!({"agentId": "w1", "publicKey": BASE64.encode(worker.key.verifying_key().as_bytes()), "agentCardVersion": "9"}),
+            ),
+            "conflict",
+        )
+        .await;
         // A rotated key takes the card with it: the card named the old key.
         let new_key = ed25519_dalek::SigningKey::from_bytes(&[42; 32]);
         let answer = h

@@ -75,6 +75,18 @@ impl Directory<'_> {
                 let existing = rows::agents::public_key(txn, agent_id.as_str())?;
                 match existing {
                     Some(stored) if stored == key.as_bytes() => {
+                        // An Agent with a signed card sets its version itself: the operator's
+                        // word may not contradict the card it serves.
+                        let carded = rows::agents::card(txn, agent_id.as_str())?.is_some();
+                        let current = rows::agents::record(txn, agent_id.as_str())?.map(|r| r.0);
+                        if carded && current.as_deref() != Some(card_version.as_str()) {
+                            return Err(reject(
+                                ErrorCode::Conflict,
+                                format!(
+                                    "{agent_id}'s signed Agent Card sets its version; the Agent sends a new card instead"
+                                ),
+                            ));
+                        }
                         rows::agents::set_card_version(txn, agent_id.as_str(), &card_version)?;
                         Ok((keyid, false))
                     }
