@@ -37,7 +37,8 @@ pub(super) struct GroupQueue {
     pub(super) offers: BTreeMap<String, Offer>,
     pub(super) preemptions: BTreeSet<String>,
     touched: BTreeSet<String>,
-    /// Any WorkItem Event since the runtime last looked (a dependency may have been met).
+    /// A WorkItem ended or an approval was granted since the runtime last looked (a
+    /// dependency may have been met).
     pub(super) moved: bool,
     pub(super) sequence: u64,
 }
@@ -65,7 +66,12 @@ impl GroupQueue {
         let Some(work_item) = event.work_item_id.as_ref().map(|id| id.to_string()) else {
             return;
         };
-        self.moved = true;
+        // Eligibility moves only when a WorkItem ends (a dependency met or lost) or an
+        // execution approval is granted: only then are waiting items read again.
+        self.moved |= matches!(
+            event.state,
+            Some(WorkState::Verified | WorkState::Failed | WorkState::Cancelled)
+        ) || kind == WorkEventKind::ApprovalExecutionGranted;
         match kind {
             WorkEventKind::WorkOffered => {
                 if let Ok(detail) = serde_json::from_value::<OfferDetail>(event.detail.clone())

@@ -98,18 +98,17 @@ impl Fleet {
 
     /// `weft mission run --plan` as the coordinator: (success, stdout, stderr).
     fn run_plan(&self, plan: &Path, timeout: u64) -> (bool, String, String) {
-        weft(
-            &self.coordinator,
-            &self.server.url(),
-            &[
-                "mission",
-                "run",
-                "--plan",
-                plan.to_str().expect("utf-8"),
-                "--timeout-secs",
-                &timeout.to_string(),
-            ],
-        )
+        run_plan(&self.coordinator, &self.server.url(), plan, timeout)
+    }
+
+    /// [`Fleet::run_plan`] on a thread of its own, while the test does something else.
+    fn run_plan_in_background(
+        &self,
+        plan: &Path,
+        timeout: u64,
+    ) -> std::thread::JoinHandle<(bool, String, String)> {
+        let (home, url, plan) = (self.coordinator.clone(), self.server.url(), plan.to_owned());
+        std::thread::spawn(move || run_plan(&home, &url, &plan, timeout))
     }
 
     fn work_item(&self, id: &str) -> serde_json::Value {
@@ -126,6 +125,22 @@ impl Fleet {
         );
         ok.then(|| serde_json::from_str(&out).expect("work show --json"))
     }
+}
+
+fn run_plan(home: &Path, url: &str, plan: &Path, timeout: u64) -> (bool, String, String) {
+    let plan = plan.to_str().expect("utf-8");
+    weft(
+        home,
+        url,
+        &[
+            "mission",
+            "run",
+            "--plan",
+            plan,
+            "--timeout-secs",
+            &timeout.to_string(),
+        ],
+    )
 }
 
 /// Waits until `check` holds, polling; panics with `what` after `limit`.
@@ -311,25 +326,7 @@ fn a_worker_killed_mid_execution_resumes_without_duplicating_effects() {
         "one.toml",
         "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"slow\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\n",
     );
-    let coordinator = {
-        let plan = plan.clone();
-        let home = fleet.coordinator.clone();
-        let url = fleet.server.url();
-        std::thread::spawn(move || {
-            weft(
-                &home,
-                &url,
-                &[
-                    "mission",
-                    "run",
-                    "--plan",
-                    plan.to_str().expect("utf-8"),
-                    "--timeout-secs",
-                    "90",
-                ],
-            )
-        })
-    };
+    let coordinator = fleet.run_plan_in_background(&plan, 90);
     eventually("the first attempt", Duration::from_secs(60), || {
         std::fs::read_to_string(&attempts).is_ok_and(|t| t.lines().count() == 1)
     });
@@ -527,23 +524,7 @@ fn a_preempted_executor_checkpoints_and_resumes_lse_12() {
         "preempt.toml",
         "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"long\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\n",
     );
-    let coordinator = {
-        let (plan, home, url) = (plan.clone(), fleet.coordinator.clone(), fleet.server.url());
-        std::thread::spawn(move || {
-            weft(
-                &home,
-                &url,
-                &[
-                    "mission",
-                    "run",
-                    "--plan",
-                    plan.to_str().expect("utf-8"),
-                    "--timeout-secs",
-                    "60",
-                ],
-            )
-        })
-    };
+    let coordinator = fleet.run_plan_in_background(&plan, 60);
     eventually("the run", Duration::from_secs(60), || {
         fleet
             .try_work_item("long")
