@@ -194,3 +194,66 @@ impl WorkerConfig {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+authority = "http://127.0.0.1:7070"
+agent_id = "w1"
+key = "w1.key"
+state_dir = "state"
+slots = 2
+[[group]]
+id = "g1"
+[[executor]]
+capability = "cap.x"
+version = "1"
+command = ["true"]
+"#;
+
+    fn load(text: &str) -> anyhow::Result<WorkerConfig> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("worker.toml");
+        std::fs::write(&path, text)?;
+        WorkerConfig::load(&path)
+    }
+
+    /// A misspelt key, a bad slot count, a Group twice, a weight of 0 and an empty command
+    /// are each refused; relative paths are read against the file's directory.
+    #[test]
+    fn worker_toml_is_checked_whole() {
+        let config = load(GOOD).expect("the good file loads");
+        assert!(config.key.ends_with("w1.key") && config.key.is_absolute());
+        for (what, bad) in [
+            (
+                "unknown key",
+                GOOD.replace("slots = 2", "slots = 2\nslot = 3"),
+            ),
+            ("no slots", GOOD.replace("slots = 2", "slots = 0")),
+            ("too many slots", GOOD.replace("slots = 2", "slots = 257")),
+            (
+                "a Group twice",
+                GOOD.replace(
+                    "[[group]]\nid = \"g1\"",
+                    "[[group]]\nid = \"g1\"\n[[group]]\nid = \"g1\"",
+                ),
+            ),
+            (
+                "weight 0",
+                GOOD.replace("id = \"g1\"", "id = \"g1\"\nweight = 0"),
+            ),
+            (
+                "empty command",
+                GOOD.replace("command = [\"true\"]", "command = []"),
+            ),
+            (
+                "bad agent id",
+                GOOD.replace("agent_id = \"w1\"", "agent_id = \"\""),
+            ),
+        ] {
+            assert!(load(&bad).is_err(), "{what} was accepted");
+        }
+    }
+}
