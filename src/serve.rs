@@ -405,6 +405,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     Ok(trimmed) => tracing::info!(trimmed, "trimmed answers past the horizon"),
                     Err(error) => tracing::error!(%error, "trimming old answers failed"),
                 }
+                match store.lifespan().forget_spent().await {
+                    Ok(0) => {}
+                    Ok(forgotten) => tracing::info!(forgotten, "forgot rows nothing reads"),
+                    Err(error) => tracing::error!(%error, "forgetting spent rows failed"),
+                }
                 // Each Group's usage, for `/metrics` (the route computes it on demand).
                 for group in store.directory().group_ids().await.unwrap_or_default() {
                     let Ok(id) = weft_api::Id::parse("groupId", &group) else {

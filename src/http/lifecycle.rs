@@ -189,6 +189,7 @@ pub(crate) async fn gc(
         .await?;
     if !dry_run {
         report.answers_trimmed = state.store.lifespan().trim_answers().await?;
+        report.rows_forgotten = state.store.lifespan().forget_spent().await?;
     }
     Ok(json(StatusCode::OK, &report))
 }

@@ -165,6 +165,10 @@ pub struct CollectionReport {
     /// Command and idempotent answers older than the answer horizon, trimmed in this run.
     #[serde(default)]
     pub answers_trimmed: u64,
+    /// Rows nothing reads any more (old lease renewals, long-expired capability tokens),
+    /// forgotten in this run.
+    #[serde(default)]
+    pub rows_forgotten: u64,
 }
 
 /// A Group's quota: `None` (left out) for no limit.

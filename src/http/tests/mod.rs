@@ -66,6 +66,7 @@ mod servers;
 mod session_replay;
 mod sessions;
 mod snapshots;
+mod spent;
 mod standards;
 mod statements;
 mod story;

@@ -1,6 +1,7 @@
 //! The lifecycle of what is stored, as the operator sets it (issue #46, DESIGN §16):
 //! retention policies (`policies.rs`), legal holds (`holds.rs`), each Group's usage and quota
-//! (`usage.rs`), and the trimming of old Command and idempotent answers (`answers.rs`). Each
+//! (`usage.rs`), the trimming of old Command and idempotent answers (`answers.rs`), and of rows
+//! nothing reads any more (`spent.rs`). Each
 //! change and its Event commit in one transaction. Collection itself, which
 //! deletes bytes, is the artifacts room's (`artifacts/collection.rs`): it reads the policies
 //! and holds through their rows, and the rule through `weft_api::lifecycle`.
@@ -13,4 +14,5 @@ mod answers;
 pub(crate) mod handle;
 mod holds;
 mod policies;
+mod spent;
 mod usage;

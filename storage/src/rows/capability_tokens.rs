@@ -127,3 +127,19 @@ pub(crate) fn exists(conn: &Connection, token_id: &str, lease_id: &str) -> Resul
         .optional()?
         .is_some())
 }
+
+/// Forgets tokens that expired before `cutoff` (a `format_instant` text), at most `limit`:
+/// they authorize nothing, and a look-up of a forgotten one answers as for an unknown token
+/// (issue #46). Answers how many.
+pub(crate) fn forget_expired_before(
+    conn: &Connection,
+    cutoff: &str,
+    limit: u64,
+) -> Result<u64, Error> {
+    let forgotten = conn.run(
+        "DELETE FROM capability_tokens WHERE token_hash IN (
+             SELECT token_hash FROM capability_tokens WHERE expires_at < ?1 LIMIT ?2)",
+        params![cutoff, limit],
+    )?;
+    Ok(forgotten as u64)
+}

@@ -1,5 +1,6 @@
 //! The `lease_renewals` table: the only SQL that names it. Each renewal of a lease is kept,
-//! with the deadline it set (LSE-3).
+//! with the deadline it set (LSE-3), until no view can read it (an ended lease's, or an open
+//! one's past its newest [`SHOWN`] + 1): the log's `lease.renewed` Events keep them all.
 
 use crate::sql::{Connection, params};
 use chrono::{DateTime, Utc};
@@ -7,6 +8,13 @@ use chrono::{DateTime, Utc};
 use crate::clock::format_instant;
 use crate::error::Error;
 use crate::sql::Cached as _;
+
+/// How many of a lease's newest renewals its view lists (`renewalsTruncated` says whether
+/// there are older ones). Every Command answers the view, so what it lists is paid on every
+/// renewal: 64 renewals and 256 history sequences cost a renewal 14 % more server CPU than
+/// 16 and 64 (issue #44, `bench/write_cost.rs`); the log holds all of them. An open lease's
+/// rows past the newest `SHOWN + 1` are never read, and are forgotten (`lifespan/spent.rs`).
+pub(crate) const SHOWN: u64 = 16;
 
 /// Lease `lease_id` was renewed at `renewed_at`, to `expires_at`.
 pub(crate) fn insert(
@@ -36,4 +44,39 @@ pub(crate) fn newest(conn: &Connection, lease_id: &str, n: u64) -> Result<Vec<St
     )?;
     renewals.reverse();
     Ok(renewals)
+}
+
+/// Up to `n` leases that have renewal rows, by lease id after `after` (a walk in id order,
+/// so the sweep of `lifespan/spent.rs` reads each once).
+pub(crate) fn leases_after(conn: &Connection, after: &str, n: u64) -> Result<Vec<String>, Error> {
+    Ok(conn.rows(
+        "SELECT DISTINCT lease_id FROM lease_renewals WHERE lease_id > ?1 ORDER BY lease_id LIMIT ?2",
+        params![after, n],
+        |r| r.get::<_, String>(0),
+    )?)
+}
+
+/// Forgets lease `lease_id`'s renewal rows but its newest `keep` (all of them when `keep` is
+/// 0); answers how many went.
+pub(crate) fn forget_all_but_newest(
+    conn: &Connection,
+    lease_id: &str,
+    keep: u64,
+) -> Result<u64, Error> {
+    let forgotten = if keep == 0 {
+        conn.run(
+            "DELETE FROM lease_renewals WHERE lease_id = ?1",
+            params![lease_id],
+        )?
+    } else {
+        // The `keep`-th newest row's rowid bounds what goes; fewer rows than `keep` make
+        // the bound NULL, and nothing goes.
+        conn.run(
+            "DELETE FROM lease_renewals WHERE lease_id = ?1 AND rowid < (
+                 SELECT rowid FROM lease_renewals WHERE lease_id = ?1
+                 ORDER BY rowid DESC LIMIT 1 OFFSET ?2)",
+            params![lease_id, keep - 1],
+        )?
+    };
+    Ok(forgotten as u64)
 }

@@ -149,11 +149,8 @@ fn offers(
         .collect()
 }
 
-/// How many of a lease's newest renewals its view lists (`renewalsTruncated` says whether
-/// there are older ones). Every Command answers the view, so what it lists is paid on every
-/// renewal: 64 renewals and 256 history sequences cost a renewal 14 % more server CPU than
-/// 16 and 64 (issue #44, `bench/write_cost.rs`); the log holds all of them.
-pub(crate) const RENEWALS_SHOWN: u64 = 16;
+/// How many of a lease's newest renewals its view lists (the rows file keeps no more).
+pub(crate) const RENEWALS_SHOWN: u64 = crate::rows::lease_renewals::SHOWN;
 
 /// How many of a WorkItem's newest Event sequences its view lists (`historyTruncated` says
 /// whether there are older ones).

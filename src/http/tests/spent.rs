@@ -1,0 +1,117 @@
+//! Issue #46, nothing grows without bound: each collection forgets the rows no view reads.
+//! An open lease keeps its newest 17 renewal rows (the view lists 16 and says there were
+//! more), an ended lease none, and a capability token a day past its expiry goes; the
+//! WorkItem's view is the same before and after, and the forgotten token is refused exactly
+//! as it was when it had only expired.
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::harness::*;
+use super::progress::{checkpoint, ok_quoting, start};
+use super::tokens::{issue, lease_id, secret, setup};
+
+/// `POST /v1/admin/gc`, answered 200; its report.
+async fn gc(h: &Harness) -> Value {
+    let answer = h
+        .call(Method::POST, "/v1/admin/gc", Some(ADMIN), Body::empty())
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}: {answer:?}", h.kind);
+    answer.json()
+}
+
+/// How many rows `table` holds.
+async fn rows(h: &Harness, table: &str) -> u64 {
+    h.fingerprint().await.tables[table].0
+}
+
+/// `wi-1` as the operator reads it.
+async fn view(h: &Harness) -> Value {
+    let answer = h
+        .call(
+            Method::GET,
+            "/v1/workitems/wi-1",
+            Some(ADMIN),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    answer.json()
+}
+
+/// A blob PUT with bearer `token`: its status and problem code.
+async fn upload_with(h: &Harness, token: &str) -> (StatusCode, String) {
+    let bytes = b"bytes under a dead token";
+    let answer = h
+        .call(
+            Method::PUT,
+            &format!("/v1/blobs/{}", digest_of(bytes).blake3),
+            Some(token),
+            Body::from(bytes.to_vec()),
+        )
+        .await;
+    (answer.status, answer.code())
+}
+
+backends!(
+    async fn rows_nothing_reads_are_forgotten(kind: Kind) {
+        let h = harness(kind).await;
+        let (_coordinator, w1, _w2, lease) = setup(&h).await;
+        let first = lease_id(&lease).to_owned();
+        let renew = json!({"workItemId": "wi-1"});
+        for _ in 0..20 {
+            h.clock.advance(chrono::Duration::seconds(1));
+            ok_quoting(&h, &w1, "lease.renew", renew.clone(), &first).await;
+        }
+        assert_eq!(rows(&h, "lease_renewals").await, 20, "{kind:?}");
+        let before = view(&h).await;
+        assert_eq!(
+            before["lease"]["renewalsTruncated"], true,
+            "{kind:?}: {before}"
+        );
+        let report = gc(&h).await;
+        assert_eq!(report["rowsForgotten"], 3, "{kind:?}: {report}");
+        assert_eq!(rows(&h, "lease_renewals").await, 17, "{kind:?}");
+        assert_eq!(
+            view(&h).await,
+            before,
+            "{kind:?}: the view reads no forgotten row"
+        );
+
+        // The lease ends: none of its rows is read again.
+        ok_quoting(&h, &w1, "work.checkpoint", checkpoint("wi-1"), &first).await;
+        let second = start(&h, &w1, "wi-1").await;
+        ok_quoting(&h, &w1, "lease.renew", renew, &second).await;
+        let report = gc(&h).await;
+        assert_eq!(report["rowsForgotten"], 17, "{kind:?}: {report}");
+        assert_eq!(rows(&h, "lease_renewals").await, 1, "{kind:?}");
+        let shown = view(&h).await;
+        assert_eq!(shown["lease"]["renewals"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            shown["lease"]["renewalsTruncated"], false,
+            "{kind:?}: {shown}"
+        );
+
+        // A token a day past its expiry goes; it is refused as it was before.
+        let tokens = rows(&h, "capability_tokens").await;
+        let issued = issue(&h, &w1, &second, &["blob:write"], 60).await;
+        h.clock.advance(chrono::Duration::hours(23));
+        assert_eq!(
+            gc(&h).await["rowsForgotten"],
+            0,
+            "{kind:?}: expired, not a day past"
+        );
+        assert_eq!(rows(&h, "capability_tokens").await, tokens + 1);
+        let expired = upload_with(&h, secret(&issued)).await;
+        assert_eq!(expired.0, StatusCode::UNAUTHORIZED, "{kind:?}: {expired:?}");
+        h.clock.advance(chrono::Duration::hours(2));
+        let report = gc(&h).await;
+        assert!(
+            report["rowsForgotten"].as_u64() >= Some(1),
+            "{kind:?}: {report}"
+        );
+        assert_eq!(rows(&h, "capability_tokens").await, 0, "{kind:?}");
+        assert_eq!(upload_with(&h, secret(&issued)).await, expired, "{kind:?}");
+    }
+);

@@ -1,0 +1,61 @@
+//! Rows nothing reads any more are forgotten (issue #46: nothing grows without bound), a
+//! bounded batch per transaction, by each collection round:
+//! - a lease's renewal rows: the WorkItem's view lists only its current lease's newest
+//!   `SHOWN` (and says whether there were more), so an open lease keeps one more
+//!   than that and an ended lease none. Its `lease.renewed` Events keep the whole history
+//!   (LSE-3); before this, a lease renewed every ten seconds for a month kept 260,000 rows.
+//! - capability tokens that expired a day ago or more: they authorize nothing, and a bearer
+//!   presenting one is answered as for any unknown token. Revoking or replacing one answers
+//!   `not_found`.
+
+use super::handle::Lifespan;
+use crate::clock::format_instant;
+use crate::error::Error;
+use crate::rows::{capability_tokens, lease_renewals, leases};
+
+/// Leases looked at, or tokens forgotten, per transaction.
+const BATCH: u64 = 256;
+
+impl Lifespan<'_> {
+    /// Forgets the renewal rows and expired capability tokens nothing reads any more; answers
+    /// how many rows went.
+    pub async fn forget_spent(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        let mut after = String::new();
+        loop {
+            let from = after.clone();
+            let (forgotten, last) = self
+                .0
+                .db
+                .write(move |txn| {
+                    let ids = lease_renewals::leases_after(txn, &from, BATCH)?;
+                    let mut forgotten = 0;
+                    for id in &ids {
+                        let open = leases::load(txn, id)?.is_some_and(|l| l.released_at.is_none());
+                        let keep = if open { lease_renewals::SHOWN + 1 } else { 0 };
+                        forgotten += lease_renewals::forget_all_but_newest(txn, id, keep)?;
+                    }
+                    Ok((forgotten, ids.last().cloned()))
+                })
+                .await?;
+            total += forgotten;
+            match last {
+                Some(last) => after = last,
+                None => break,
+            }
+        }
+        let cutoff = format_instant(self.0.clock.now() - chrono::Duration::days(1));
+        loop {
+            let cutoff = cutoff.clone();
+            let forgotten = self
+                .0
+                .db
+                .write(move |txn| capability_tokens::forget_expired_before(txn, &cutoff, BATCH))
+                .await?;
+            total += forgotten;
+            if forgotten < BATCH {
+                return Ok(total);
+            }
+        }
+    }
+}
