@@ -323,7 +323,8 @@ impl EventPayload {
     /// The Agent who acted (issue #50: search by an Agent finds what it did, not only what it
     /// produced): the signer of the Command behind a Mission or WorkItem Event, the producer
     /// of an artifact or Evidence, the Agent who opened a session, published or forwarded a
-    /// Context Package, or published reusable knowledge. `None` for what the operator or the
+    /// Context Package, published reusable knowledge, or placed or lifted a hold as a Group's
+    /// approver. `None` for what the operator or the
     /// Authority itself did (Groups, Memberships, keys, expiry, integrity). The index of
     /// `GET /v1/groups/{g}/agents/{agentId}/events` is this, stored beside each Event.
     pub fn actor(&self) -> Option<&Id> {
@@ -335,6 +336,8 @@ impl EventPayload {
             EventPayload::ContextPublished(p) => Some(&p.generator),
             EventPayload::ContextForwarded(p) => Some(&p.forwarder),
             EventPayload::Work(_, p) => p.actor.as_ref().map(|actor| &actor.agent_id),
+            EventPayload::HoldPlaced(p) => p.placed_by.as_ref(),
+            EventPayload::HoldLifted(p) => p.lifted_by.as_ref(),
             EventPayload::GroupCreated(_)
             | EventPayload::MembershipSet(_)
             | EventPayload::ArtifactIntegrityFailure(_)
@@ -344,8 +347,6 @@ impl EventPayload {
             | EventPayload::ArtifactRepaired(_)
             | EventPayload::GroupPolicySet(_)
             | EventPayload::RetentionSet(_)
-            | EventPayload::HoldPlaced(_)
-            | EventPayload::HoldLifted(_)
             | EventPayload::ArtifactDisposed(_) => None,
         }
     }

@@ -192,6 +192,9 @@ pub struct HoldPlaced {
     pub hold_id: Id,
     pub reason: String,
     pub target: HoldTarget,
+    /// The Group's approver who placed it; absent when the operator did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed_by: Option<Id>,
 }
 
 /// `hold.lifted`
@@ -199,6 +202,9 @@ pub struct HoldPlaced {
 #[serde(rename_all = "camelCase")]
 pub struct HoldLifted {
     pub hold_id: Id,
+    /// The Group's approver who lifted it; absent when the operator did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifted_by: Option<Id>,
 }
 
 /// `artifact.disposed`: blobs' bytes were deleted by policy, one collection batch's worth

@@ -1,5 +1,6 @@
 //! The lifecycle's operator surface (issue #46, DESIGN §16), with the admin token: retention
-//! policies, legal holds, collection, usage and quotas. The rules are `weft_api::lifecycle`;
+//! policies, legal holds, collection, usage and quotas; and a Group's approvers' holds, with
+//! their sessions (`/v1/groups/{g}/holds`). The rules are `weft_api::lifecycle`;
 //! the store enforces them with their Events (`weft_storage` `lifespan/`, `artifacts/collection.rs`).
 
 use axum::body::Body;
@@ -16,8 +17,9 @@ use super::auth::Caller;
 use super::body::{parse_body, read_json};
 use super::error::{HttpError, HttpResult};
 use super::idempotency::answer_with;
-use super::params::{RawPath, RawQuery, known_params, path_id, query_limit};
+use super::params::{RawPath, RawPath2, RawQuery, known_params, path_id, path_ids, query_limit};
 use super::state::AppState;
+use weft_storage::HoldBy;
 
 /// The query parameters of `POST /v1/admin/gc` (the OpenAPI check compares them).
 pub(super) const GC_QUERY: &[&str] = &["dryRun", "limit"];
@@ -115,7 +117,11 @@ pub(crate) async fn place_hold(
     let request: HoldRequest = lifecycle_body(&bytes)?;
     let (target, reason) = request.target()?;
     answer_with(|hold: &HoldView| (StatusCode::CREATED, hold.clone()));
-    let hold = state.store.lifespan().place_hold(target, reason).await?;
+    let hold = state
+        .store
+        .lifespan()
+        .place_hold(target, reason, HoldBy::Operator)
+        .await?;
     Ok(json(StatusCode::CREATED, &hold))
 }
 
@@ -130,7 +136,11 @@ pub(crate) async fn lift_hold(
 ) -> HttpResult<Response> {
     caller.require_admin()?;
     let hold_id = path_id("holdId", hold_id)?;
-    let hold = state.store.lifespan().lift_hold(hold_id).await?;
+    let hold = state
+        .store
+        .lifespan()
+        .lift_hold(hold_id, HoldBy::Operator)
+        .await?;
     Ok(json(StatusCode::OK, &hold))
 }
 
@@ -148,7 +158,88 @@ pub(crate) async fn holds(
         .get("group")
         .map(|group| weft_api::Id::parse("group", group))
         .transpose()?;
-    let holds = state.store.lifespan().holds(group).await?;
+    let holds = state
+        .store
+        .lifespan()
+        .holds(group, HoldBy::Operator)
+        .await?;
+    Ok(json(StatusCode::OK, &holds))
+}
+
+/// A Group's approver, from the caller: the session of that Group (`forbidden` otherwise,
+/// the admin token included: the operator's holds are under `/v1/admin/holds`).
+fn approver<'a>(caller: &'a Caller, group: &'a weft_api::Id) -> HttpResult<HoldBy<'a>> {
+    match caller {
+        Caller::Agent(session) => Ok(HoldBy::Approver { group, session }),
+        Caller::Admin => Err(HttpError::new(
+            ErrorCode::Forbidden,
+            "the operator's holds are under /v1/admin/holds",
+        )),
+    }
+}
+
+/// A Group's approver places a hold on what its session sees: a WorkItem or Mission of the
+/// Group, or an artifact it may read. Appends `hold.placed` (naming the approver) to that
+/// Group only; at most 1,000 of the Group's holds in force.
+#[utoipa::path(post, path = "/v1/groups/{group_id}/holds", params(("group_id" = String, Path)),
+    request_body(content = String, description = "{artifact | workItemId | missionId, reason}", content_type = "application/json"),
+    responses((status = 201, description = "{holdId, target, reason, placedAt, groups, placedBy}"),
+              (status = 400, description = "bad_request"),
+              (status = 403, description = "forbidden: not an approver's session of this Group"),
+              (status = 404, description = "not_found: nothing of that name this session sees"),
+              (status = 409, description = "conflict: the Group has 1,000 holds in force")))]
+pub(crate) async fn place_group_hold(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+    headers: HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let group_id = path_id("groupId", group_id)?;
+    let by = approver(&caller, &group_id)?;
+    let bytes = read_json(&headers, body).await?;
+    let request: HoldRequest = lifecycle_body(&bytes)?;
+    let (target, reason) = request.target()?;
+    answer_with(|hold: &HoldView| (StatusCode::CREATED, hold.clone()));
+    let hold = state
+        .store
+        .lifespan()
+        .place_hold(target, reason, by)
+        .await?;
+    Ok(json(StatusCode::CREATED, &hold))
+}
+
+/// A Group's approver lifts one of the Group's holds (the operator's: `forbidden`). Appends
+/// `hold.lifted` naming the approver.
+#[utoipa::path(delete, path = "/v1/groups/{group_id}/holds/{hold_id}",
+    params(("group_id" = String, Path), ("hold_id" = String, Path)),
+    responses((status = 200, description = "{holdId, target, reason, placedAt, liftedAt, groups, placedBy}"),
+              (status = 403, description = "forbidden: not an approver's session of this Group, or the operator's hold"),
+              (status = 404, description = "not_found")))]
+pub(crate) async fn lift_group_hold(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: RawPath2,
+) -> HttpResult<Response> {
+    let (group_id, hold_id) = path_ids(("groupId", "holdId"), ids)?;
+    let by = approver(&caller, &group_id)?;
+    let hold = state.store.lifespan().lift_hold(hold_id, by).await?;
+    Ok(json(StatusCode::OK, &hold))
+}
+
+/// The Group's holds (its approvers' and the operator's), of what the session sees: for the
+/// Group's approvers.
+#[utoipa::path(get, path = "/v1/groups/{group_id}/holds", params(("group_id" = String, Path)),
+    responses((status = 200, description = "{holds: [{holdId, target, reason, placedAt, liftedAt?, groups, placedBy?}]}"),
+              (status = 403, description = "forbidden: not an approver's session of this Group")))]
+pub(crate) async fn group_holds(
+    State(state): State<AppState>,
+    caller: Caller,
+    group_id: RawPath,
+) -> HttpResult<Response> {
+    let group_id = path_id("groupId", group_id)?;
+    let by = approver(&caller, &group_id)?;
+    let holds = state.store.lifespan().holds(None, by).await?;
     Ok(json(StatusCode::OK, &holds))
 }
 

@@ -139,6 +139,21 @@ fn json_routes() -> Vec<Route> {
             lifecycle::lift_hold,
         ),
         route(Method::POST, "/v1/admin/gc", lifecycle::gc),
+        route(
+            Method::POST,
+            "/v1/groups/{group_id}/holds",
+            lifecycle::place_group_hold,
+        ),
+        route(
+            Method::GET,
+            "/v1/groups/{group_id}/holds",
+            lifecycle::group_holds,
+        ),
+        route(
+            Method::DELETE,
+            "/v1/groups/{group_id}/holds/{hold_id}",
+            lifecycle::lift_group_hold,
+        ),
         route(Method::POST, "/v1/admin/agents", admin::register_agent),
         route(Method::PUT, "/v1/agents/{agent_id}/card", agents::put_card),
         route(Method::GET, "/v1/agents/{agent_id}/card", agents::card),

@@ -12,6 +12,8 @@ use super::error::HttpError;
 
 /// A single path segment, not yet validated.
 pub(crate) type RawPath = Result<Path<String>, PathRejection>;
+/// Two path segments, not yet validated.
+pub(crate) type RawPath2 = Result<Path<(String, String)>, PathRejection>;
 /// The query string, not yet validated.
 pub(crate) type RawQuery = Result<Query<HashMap<String, String>>, QueryRejection>;
 
@@ -21,6 +23,13 @@ pub(crate) fn path_id(what: &str, raw: RawPath) -> Result<Id, HttpError> {
     let Path(text) = raw
         .map_err(|_| HttpError::new(ErrorCode::InvalidId, format!("{what} is not valid UTF-8")))?;
     Ok(Id::parse(what, &text)?)
+}
+
+/// Parses two path segments as ids, named `what`.
+pub(crate) fn path_ids(what: (&str, &str), raw: RawPath2) -> Result<(Id, Id), HttpError> {
+    let Path((first, second)) =
+        raw.map_err(|_| HttpError::new(ErrorCode::InvalidId, "ids must be valid UTF-8"))?;
+    Ok((Id::parse(what.0, &first)?, Id::parse(what.1, &second)?))
 }
 
 /// Parses a `{digest}` path segment (`blake3:<hex>` or `sha256:<hex>`).

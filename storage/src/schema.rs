@@ -685,10 +685,14 @@ const V33: &str = include_str!("schema/sqlite_v33.sql");
 /// each member's last Presence report per Group (`rows/presence.rs`).
 const V34: &str = include_str!("schema/sqlite_v34.sql");
 
+/// Holds placed by a Group's approvers (issue #46): the Group a hold belongs to and who placed
+/// it (both NULL for the operator's).
+const V35: &str = include_str!("schema/sqlite_v35.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 34] = [
+const MIGRATIONS: [&str; 35] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

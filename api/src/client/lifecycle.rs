@@ -53,6 +53,32 @@ impl Client {
         Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
     }
 
+    /// `POST /v1/groups/{g}/holds`: a hold placed by the session's Agent as the Group's
+    /// approver.
+    pub async fn place_group_hold(
+        &self,
+        group_id: &Id,
+        request: &HoldRequest,
+    ) -> Result<HoldView, Error> {
+        let path = format!("/v1/groups/{group_id}/holds");
+        Ok(self.send_json(Method::POST, &path, Some(request)).await?.1)
+    }
+
+    /// `DELETE /v1/groups/{g}/holds/{id}`: lifts one of the Group's approvers' holds.
+    pub async fn lift_group_hold(&self, group_id: &Id, hold_id: &Id) -> Result<HoldView, Error> {
+        let path = format!("/v1/groups/{group_id}/holds/{hold_id}");
+        Ok(self
+            .send_json::<(), _>(Method::DELETE, &path, None)
+            .await?
+            .1)
+    }
+
+    /// `GET /v1/groups/{g}/holds`: the Group's holds the session sees.
+    pub async fn group_holds(&self, group_id: &Id) -> Result<Holds, Error> {
+        let path = format!("/v1/groups/{group_id}/holds");
+        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+    }
+
     /// `POST /v1/admin/gc?dryRun=…&limit=…`: one call disposes of at most `limit` blobs.
     pub async fn collect(&self, dry_run: bool, limit: usize) -> Result<CollectionReport, Error> {
         let path = format!("/v1/admin/gc?dryRun={dry_run}&limit={limit}");

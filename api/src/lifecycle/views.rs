@@ -131,6 +131,10 @@ pub struct HoldView {
     pub lifted_at: Option<String>,
     /// The Groups whose logs carry its Events.
     pub groups: Vec<Id>,
+    /// The Group's approver who placed it (the hold is then that Group's only); absent when
+    /// the operator did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed_by: Option<Id>,
 }
 
 /// `GET /v1/admin/holds`.

@@ -85,6 +85,15 @@ pub(super) const LINKS: &[Link] = &[
         target: ("delete", "/v1/admin/holds/{hold_id}"),
         parameters: &[("hold_id", "$response.body#/holdId")],
     },
+    Link {
+        source: ("post", "/v1/groups/{group_id}/holds"),
+        name: "LiftGroupHold",
+        target: ("delete", "/v1/groups/{group_id}/holds/{hold_id}"),
+        parameters: &[
+            ("group_id", "$request.path.group_id"),
+            ("hold_id", "$response.body#/holdId"),
+        ],
+    },
     // A Command answers its aggregate's view: a WorkItem's, or a Mission's.
     Link {
         source: ("post", "/v1/groups/{group_id}/commands"),

@@ -275,7 +275,7 @@ pub(super) fn request_body(method: &str, path: &str) -> Option<Value> {
             policy["not"] = json!({"required": ["missionId", "classification"]});
             policy
         }
-        ("post", "/v1/admin/holds") => {
+        ("post", "/v1/admin/holds") | ("post", "/v1/groups/{group_id}/holds") => {
             let mut hold = object(
                 &["reason"],
                 json!({"artifact": blake3(), "workItemId": id(), "missionId": id(),

@@ -11,6 +11,7 @@ mod actor_events;
 mod actors;
 mod admin;
 mod approvals;
+mod approver_holds;
 mod artifacts;
 mod attempts;
 mod binding;

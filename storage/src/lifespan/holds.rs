@@ -1,39 +1,121 @@
-//! Legal holds (`hold.placed`, `hold.lifted`): the operator places one on an artifact, a
-//! WorkItem or a Mission; collection keeps what it holds and everything that lineage needs
-//! (`artifacts/collection.rs`). A hold's Events go to the Group of its WorkItem or Mission, or
-//! to every Group that published its artifact.
+//! Legal holds (`hold.placed`, `hold.lifted`): the operator, or a Group's approver, places
+//! one on an artifact, a WorkItem or a Mission; collection keeps what it holds and everything
+//! that lineage needs (`artifacts/collection.rs`).
+//!
+//! - The operator's hold: its Events go to the Group of its WorkItem or Mission, or to every
+//!   Group that published its artifact.
+//! - An approver's hold is its Group's: placed through a session of that Group holding the
+//!   `approver` role, on what that session sees (a WorkItem or Mission of a Mission its
+//!   Membership covers, an artifact it may read); anything else answers `not_found`, as what
+//!   does not exist does, so another Group learns nothing. Its Events go to that Group only
+//!   and name the approver (`placedBy`, `liftedBy`: the Event's actor). The Group's approvers
+//!   lift it; the operator's holds are lifted by the operator (`forbidden`). At most
+//!   [`GROUP_HOLDS`] of a Group's are in force at once, so one approver cannot grow the table
+//!   and the log without bound. The session is checked again in the transaction.
 
 use weft_api::lifecycle::views::{HoldView, Holds};
 use weft_api::lifecycle::{HoldLifted, HoldPlaced, HoldTarget};
+use weft_api::session::Role;
 use weft_api::{ErrorCode, EventPayload, Id};
 
 use super::handle::Lifespan;
+use crate::access::{Reader, Session, can_read_artifact};
+use crate::acting::Acting;
 use crate::clock::format_instant;
 use crate::error::{Error, reject};
 use crate::events;
 use crate::rows::holds::HoldRow;
 use crate::sql::Connection;
 
+/// Holds a Group's approvers may have in force at once.
+pub const GROUP_HOLDS: u64 = 1_000;
+
+/// Who places, lifts or lists holds.
+#[derive(Clone, Copy, Debug)]
+pub enum HoldBy<'a> {
+    /// The operator, with the admin token.
+    Operator,
+    /// A session of Group `group` (the route's), which must hold the `approver` role.
+    Approver { group: &'a Id, session: &'a Session },
+}
+
+/// An approver's session, checked before the writer: its own Group, the `approver` role.
+struct Approver {
+    group: Id,
+    agent: Id,
+    reader: Reader,
+    acting: Acting,
+}
+
+impl HoldBy<'_> {
+    fn approver(self) -> Result<Option<Approver>, Error> {
+        let HoldBy::Approver { group, session } = self else {
+            return Ok(None);
+        };
+        if session.group_id != *group || !session.roles.contains(&Role::Approver) {
+            return Err(reject(
+                ErrorCode::Forbidden,
+                format!("holds in {group} are placed by its approvers, through their sessions"),
+            ));
+        }
+        Ok(Some(Approver {
+            group: group.clone(),
+            agent: session.agent_id.clone(),
+            reader: session.reader(),
+            acting: Acting::session(session),
+        }))
+    }
+}
+
 impl Lifespan<'_> {
     /// Places a hold on `target` for `reason`; answers it with its new id. `not_found` for a
-    /// WorkItem or Mission that does not exist, or an artifact no Group published.
-    pub async fn place_hold(&self, target: HoldTarget, reason: String) -> Result<HoldView, Error> {
+    /// WorkItem or Mission that does not exist, an artifact no Group published, or (for an
+    /// approver) anything its session does not see.
+    pub async fn place_hold(
+        &self,
+        target: HoldTarget,
+        reason: String,
+        by: HoldBy<'_>,
+    ) -> Result<HoldView, Error> {
+        let approver = by.approver()?;
         let now = self.0.clock.now();
         let hold_id = Id::parse("holdId", &format!("hold-{}", uuid::Uuid::now_v7()))?;
         self.0
             .db
             .write(move |txn| {
+                if let Some(approver) = &approver {
+                    approver.acting.check(txn, &format_instant(now))?;
+                }
                 crate::rows::blob_disposals::fence(txn)?;
-                let groups = groups_of(txn, &target)?;
+                let groups = match &approver {
+                    None => groups_of(txn, &target)?,
+                    Some(approver) if sees(txn, &approver.reader, &target)? => {
+                        vec![approver.group.clone()]
+                    }
+                    Some(_) => Vec::new(),
+                };
                 if groups.is_empty() {
-                    let (code, what) = match &target {
-                        HoldTarget::Artifact(id) => (ErrorCode::NotFound, format!("artifact {id}")),
-                        HoldTarget::WorkItemId(id) => {
-                            (ErrorCode::NotFound, format!("WorkItem {id}"))
-                        }
-                        HoldTarget::MissionId(id) => (ErrorCode::NotFound, format!("Mission {id}")),
+                    let what = match &target {
+                        HoldTarget::Artifact(id) => format!("artifact {id}"),
+                        HoldTarget::WorkItemId(id) => format!("WorkItem {id}"),
+                        HoldTarget::MissionId(id) => format!("Mission {id}"),
                     };
-                    return Err(reject(code, format!("{what} does not exist")));
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!("{what} does not exist"),
+                    ));
+                }
+                if let Some(approver) = &approver
+                    && crate::rows::holds::in_force_of_group(txn, approver.group.as_str())?
+                        >= GROUP_HOLDS
+                {
+                    return Err(reject(
+                        ErrorCode::Conflict,
+                        format!(
+                            "{} has {GROUP_HOLDS} holds in force: lift one first",
+                            approver.group
+                        ),
+                    ));
                 }
                 let row = HoldRow {
                     hold_id: hold_id.clone(),
@@ -41,12 +123,16 @@ impl Lifespan<'_> {
                     reason: reason.clone(),
                     placed_at: now,
                     lifted_at: None,
+                    placed_in: approver
+                        .as_ref()
+                        .map(|a| (a.group.clone(), a.agent.clone())),
                 };
                 crate::rows::holds::insert(txn, &row)?;
                 let payload = EventPayload::HoldPlaced(HoldPlaced {
                     hold_id: hold_id.clone(),
                     reason: reason.clone(),
                     target: target.clone(),
+                    placed_by: approver.as_ref().map(|a| a.agent.clone()),
                 });
                 for group in &groups {
                     events::append(txn, group, &payload, now)?;
@@ -56,22 +142,40 @@ impl Lifespan<'_> {
             .await
     }
 
-    /// Lifts hold `hold_id`: `not_found` for no such hold; a hold lifted already answers as
-    /// it was lifted (nothing appended).
-    pub async fn lift_hold(&self, hold_id: Id) -> Result<HoldView, Error> {
+    /// Lifts hold `hold_id`: `not_found` for no such hold (or, for an approver, one it does
+    /// not see); `forbidden` for an approver lifting the operator's; a hold lifted already
+    /// answers as it was lifted (nothing appended).
+    pub async fn lift_hold(&self, hold_id: Id, by: HoldBy<'_>) -> Result<HoldView, Error> {
+        let approver = by.approver()?;
         let now = self.0.clock.now();
         self.0
             .db
             .write(move |txn| {
+                if let Some(approver) = &approver {
+                    approver.acting.check(txn, &format_instant(now))?;
+                }
                 crate::rows::blob_disposals::fence(txn)?;
+                let missing = || reject(ErrorCode::NotFound, format!("no hold {hold_id}"));
                 let Some(mut row) = crate::rows::holds::load(txn, hold_id.as_str())? else {
-                    return Err(reject(ErrorCode::NotFound, format!("no hold {hold_id}")));
+                    return Err(missing());
                 };
-                let groups = groups_of(txn, &row.target)?;
+                let groups = row_groups(txn, &row)?;
+                if let Some(approver) = &approver {
+                    if !shown_to(txn, approver, &row, &groups)? {
+                        return Err(missing());
+                    }
+                    if row.placed_in.as_ref().map(|(group, _)| group) != Some(&approver.group) {
+                        return Err(reject(
+                            ErrorCode::Forbidden,
+                            format!("{hold_id} is the operator's: the operator lifts it"),
+                        ));
+                    }
+                }
                 if crate::rows::holds::lift(txn, hold_id.as_str(), now)? {
                     row.lifted_at = Some(now);
                     let payload = EventPayload::HoldLifted(HoldLifted {
                         hold_id: hold_id.clone(),
+                        lifted_by: approver.as_ref().map(|a| a.agent.clone()),
                     });
                     for group in &groups {
                         events::append(txn, group, &payload, now)?;
@@ -83,20 +187,68 @@ impl Lifespan<'_> {
     }
 
     /// The holds, in force and lifted, by id; with `group_id`, those whose Events went to it.
-    pub async fn holds(&self, group_id: Option<Id>) -> Result<Holds, Error> {
+    /// An approver lists its own Group's, and of those only what its session sees.
+    pub async fn holds(&self, group_id: Option<Id>, by: HoldBy<'_>) -> Result<Holds, Error> {
+        let approver = by.approver()?;
+        let group_id = approver.as_ref().map(|a| a.group.clone()).or(group_id);
         self.0
             .db
             .read(move |conn| {
                 let mut holds = Vec::new();
                 for row in crate::rows::holds::all(conn)? {
-                    let groups = groups_of(conn, &row.target)?;
-                    if group_id.as_ref().is_none_or(|group| groups.contains(group)) {
-                        holds.push(view(row, groups));
+                    let groups = row_groups(conn, &row)?;
+                    if !group_id.as_ref().is_none_or(|group| groups.contains(group)) {
+                        continue;
                     }
+                    if let Some(approver) = &approver
+                        && !shown_to(conn, approver, &row, &groups)?
+                    {
+                        continue;
+                    }
+                    holds.push(view(row, groups));
                 }
                 Ok(Holds { holds })
             })
             .await
+    }
+}
+
+/// Whether an approver is shown hold `row`: its Events went to the approver's Group, and its
+/// session sees what it holds.
+fn shown_to(
+    conn: &Connection,
+    approver: &Approver,
+    row: &HoldRow,
+    groups: &[Id],
+) -> Result<bool, Error> {
+    Ok(groups.contains(&approver.group) && sees(conn, &approver.reader, &row.target)?)
+}
+
+/// Whether `reader` (an approver's session) sees `target` in its Group.
+fn sees(conn: &Connection, reader: &Reader, target: &HoldTarget) -> Result<bool, Error> {
+    let Reader::Agent { group_id, .. } = reader else {
+        return Ok(true);
+    };
+    Ok(match target {
+        HoldTarget::Artifact(artifact) => can_read_artifact(conn, reader, artifact)?,
+        HoldTarget::WorkItemId(work_item) => {
+            crate::rows::work_items::place(conn, work_item.as_str())?
+                .is_some_and(|(group, mission)| reader.sees_mission(&group, &mission))
+        }
+        HoldTarget::MissionId(mission) => {
+            crate::rows::missions::group_of(conn, mission.as_str())?.as_deref()
+                == Some(group_id.as_str())
+                && reader.sees_mission(group_id.as_str(), mission.as_str())
+        }
+    })
+}
+
+/// The Groups whose logs carry hold `row`'s Events: its approver's Group, or for the
+/// operator's, those of what it holds.
+fn row_groups(conn: &Connection, row: &HoldRow) -> Result<Vec<Id>, Error> {
+    match &row.placed_in {
+        Some((group, _)) => Ok(vec![group.clone()]),
+        None => groups_of(conn, &row.target),
     }
 }
 
@@ -128,5 +280,6 @@ fn view(row: HoldRow, groups: Vec<Id>) -> HoldView {
         placed_at: format_instant(row.placed_at),
         lifted_at: row.lifted_at.map(format_instant),
         groups,
+        placed_by: row.placed_in.map(|(_, agent)| agent),
     }
 }

@@ -1,4 +1,5 @@
-//! The `holds` table: legal holds (issue #46), placed and lifted by the operator, and the only
+//! The `holds` table: legal holds (issue #46), placed and lifted by the operator or by a
+//! Group's approver (then the hold is that Group's: `group_id`, `placed_by`), and the only
 //! SQL that names it. A lifted hold keeps its row (`lifted_at`): `hold ls` shows it, and its
 //! id is never reused.
 
@@ -21,21 +22,27 @@ pub(crate) struct HoldRow {
     pub(crate) reason: String,
     pub(crate) placed_at: DateTime<Utc>,
     pub(crate) lifted_at: Option<DateTime<Utc>>,
+    /// The approver's Group and the approver, for a hold a Group's approver placed.
+    pub(crate) placed_in: Option<(Id, Id)>,
 }
 
-const COLUMNS: &str = "SELECT hold_id, kind, target, reason, placed_at, lifted_at FROM holds";
+const COLUMNS: &str =
+    "SELECT hold_id, kind, target, reason, placed_at, lifted_at, group_id, placed_by FROM holds";
 
 /// A new hold.
 pub(crate) fn insert(conn: &Connection, row: &HoldRow) -> Result<(), Error> {
     let (kind, target) = row.target.parts();
     conn.run(
-        "INSERT INTO holds (hold_id, kind, target, reason, placed_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO holds (hold_id, kind, target, reason, placed_at, group_id, placed_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             row.hold_id.as_str(),
             kind,
             target,
             row.reason,
-            format_instant(row.placed_at)
+            format_instant(row.placed_at),
+            row.placed_in.as_ref().map(|(group, _)| group.as_str()),
+            row.placed_in.as_ref().map(|(_, agent)| agent.as_str())
         ],
     )?;
     Ok(())
@@ -70,6 +77,15 @@ pub(crate) fn in_force(conn: &Connection) -> Result<Vec<HoldRow>, Error> {
     .collect()
 }
 
+/// How many holds in force Group `group_id`'s approvers placed.
+pub(crate) fn in_force_of_group(conn: &Connection, group_id: &str) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COUNT(*) FROM holds WHERE group_id = ?1 AND lifted_at IS NULL",
+        [group_id],
+        |row| row.get(0),
+    )?)
+}
+
 /// Every hold, in force or lifted, by id.
 pub(crate) fn all(conn: &Connection) -> Result<Vec<HoldRow>, Error> {
     conn.rows(&format!("{COLUMNS} ORDER BY hold_id"), [], raw_row)?
@@ -78,7 +94,16 @@ pub(crate) fn all(conn: &Connection) -> Result<Vec<HoldRow>, Error> {
         .collect()
 }
 
-type Raw = (String, String, String, String, String, Option<String>);
+type Raw = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
 
 fn raw_row(row: &crate::sql::Row<'_>) -> Result<Raw, crate::sql::SqlError> {
     Ok((
@@ -88,15 +113,24 @@ fn raw_row(row: &crate::sql::Row<'_>) -> Result<Raw, crate::sql::SqlError> {
         row.get(3)?,
         row.get(4)?,
         row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
     ))
 }
 
-fn typed((hold_id, kind, target, reason, placed_at, lifted_at): Raw) -> Result<HoldRow, Error> {
+fn typed(
+    (hold_id, kind, target, reason, placed_at, lifted_at, group_id, placed_by): Raw,
+) -> Result<HoldRow, Error> {
+    let placed_in = match (group_id, placed_by) {
+        (Some(group), Some(agent)) => Some((id("groupId", &group)?, id("agentId", &agent)?)),
+        _ => None,
+    };
     Ok(HoldRow {
         hold_id: id("holdId", &hold_id)?,
         target: HoldTarget::from_parts(&kind, &target).map_err(Error::backend)?,
         reason,
         placed_at: instant(&placed_at)?,
         lifted_at: lifted_at.as_deref().map(instant).transpose()?,
+        placed_in,
     })
 }

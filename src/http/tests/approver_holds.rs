@@ -1,0 +1,292 @@
+//! Issue #46: a Group's approver places and lifts legal holds through its session, on what
+//! that session sees. The hold keeps the bytes from collection as the operator's does; its
+//! Events go to the approver's Group only and name the approver (their actor). Every refusal
+//! (no approver role, another Group's route, the admin token, what the session does not see,
+//! the operator's hold) changes nothing, and what another Group holds answers as what does
+//! not exist.
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::harness::*;
+use super::work::{mission, ok};
+
+/// `agent`'s call on Group `group`'s holds.
+async fn holds_call(
+    h: &Harness,
+    agent: &Agent,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Answer {
+    match body {
+        Some(body) => h.json_as(method, path, &agent.token, body, &[]).await,
+        None => {
+            h.call(method, path, Some(&agent.token), Body::empty())
+                .await
+        }
+    }
+}
+
+/// `agent` with a fresh session in g1 (the clock moved past its old one).
+async fn renewed(h: &Harness, agent: Agent) -> Agent {
+    Agent {
+        token: h.session(&agent.key, agent.id.as_str(), "g1").await,
+        ..agent
+    }
+}
+
+/// Group `group`'s holds as `agent` lists them.
+async fn listed(h: &Harness, agent: &Agent, group: &str) -> Value {
+    let path = format!("/v1/groups/{group}/holds");
+    holds_call(h, agent, Method::GET, &path, None).await.json()
+}
+
+async fn gc(h: &Harness) -> Value {
+    let answer = h
+        .call(Method::POST, "/v1/admin/gc", Some(ADMIN), Body::empty())
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    answer.json()
+}
+
+backends!(
+    /// An approver's hold keeps an artifact's bytes past its policy; `hold.placed` and
+    /// `hold.lifted` name the approver, who finds them among its own Events; once lifted,
+    /// collection takes the bytes.
+    async fn an_approvers_hold_keeps_bytes_and_names_the_approver(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let approver = h.agent("a1", "g1", &["approver"]).await;
+        let auditor = h.agent("aud", "g1", &["auditor"]).await;
+        let artifact = h.put(&worker, "g1", b"kept for the review", &[]).await;
+        let placed = holds_call(
+            &h,
+            &approver,
+            Method::POST,
+            "/v1/groups/g1/holds",
+            Some(json!({"artifact": artifact.to_string(), "reason": "review 7"})),
+        )
+        .await;
+        assert_eq!(placed.status, StatusCode::CREATED, "{kind:?}: {placed:?}");
+        let placed = placed.json();
+        assert_eq!(placed["placedBy"], "a1", "{placed}");
+        assert_eq!(placed["groups"], json!(["g1"]));
+        let hold_id = placed["holdId"].as_str().expect("id").to_owned();
+        let events = h.events_of(&auditor, "hold.placed").await;
+        assert_eq!(events.len(), 1, "{kind:?}");
+        assert_eq!(events[0]["payload"]["placedBy"], "a1", "{}", events[0]);
+        let own = h.get_json(&auditor, "/v1/groups/g1/agents/a1/events").await;
+        assert_eq!(own["events"][0]["type"], "hold.placed", "{kind:?}: {own}");
+
+        let set = h
+            .admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/retention",
+                json!({"keepBytes": "1d"}),
+            )
+            .await;
+        assert_eq!(set.status, StatusCode::OK, "{set:?}");
+        let coordinator = h.harness_coordinator("g1").await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "mission.cancel",
+            json!({"missionId": "mission-1"}),
+        )
+        .await;
+        h.clock.advance(chrono::Duration::days(2));
+        let report = gc(&h).await;
+        assert_eq!(report["disposed"], json!([]), "{kind:?}: {report}");
+        assert_eq!(report["kept"], 1, "{kind:?}: {report}");
+
+        let (approver, auditor) = (renewed(&h, approver).await, renewed(&h, auditor).await);
+        let listed = holds_call(&h, &approver, Method::GET, "/v1/groups/g1/holds", None).await;
+        assert_eq!(
+            listed.json()["holds"][0]["holdId"],
+            hold_id.as_str(),
+            "{listed:?}"
+        );
+        let lifted = holds_call(
+            &h,
+            &approver,
+            Method::DELETE,
+            &format!("/v1/groups/g1/holds/{hold_id}"),
+            None,
+        )
+        .await;
+        assert_eq!(lifted.status, StatusCode::OK, "{kind:?}: {lifted:?}");
+        assert!(lifted.json()["liftedAt"].is_string());
+        let events = h.events_of(&auditor, "hold.lifted").await;
+        assert_eq!(events[0]["payload"]["liftedBy"], "a1", "{kind:?}");
+        let report = gc(&h).await;
+        assert_eq!(
+            report["disposed"][0]["artifact"],
+            artifact.to_string(),
+            "{kind:?}: {report}"
+        );
+    }
+);
+
+backends!(
+    /// Who may not: a member without the approver role, an approver on another Group's route,
+    /// the admin token on a Group's route, an approver lifting the operator's hold; and what
+    /// the session does not see (another Group's Mission or artifact, a Mission outside a
+    /// scoped Membership) answers `not_found`, as an unknown one does. Nothing changes.
+    async fn approvers_hold_only_what_they_see_and_refusals_change_nothing(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let approver = h.agent("a1", "g1", &["approver"]).await;
+        let other = h.agent("a2", "g2", &["approver", "coordinator"]).await;
+        let outsider = h.agent("w2", "g2", &["worker"]).await;
+        mission(&h, &coordinator, "g1", "m-g1").await;
+        mission(&h, &other, "g2", "m-g2").await;
+        let hidden = h.put(&outsider, "g2", b"g2's own bytes", &[]).await;
+        h.put(&worker, "g1", b"g1's bytes", &[]).await;
+        let scoped = h.agent("a3", "g1", &["approver"]).await;
+        let narrowed = h
+            .admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/members/a3",
+                json!({"roles": ["approver"], "missions": ["m-elsewhere"]}),
+            )
+            .await;
+        assert_eq!(narrowed.status, StatusCode::OK, "{narrowed:?}");
+        let scoped = Agent {
+            token: h.session(&scoped.key, "a3", "g1").await,
+            ..scoped
+        };
+        let operators = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/holds",
+                json!({"missionId": "m-g1", "reason": "the operator's"}),
+            )
+            .await;
+        assert_eq!(operators.status, StatusCode::CREATED, "{operators:?}");
+        let operators = operators.json()["holdId"].as_str().expect("id").to_owned();
+
+        let before = h.fingerprint().await;
+        let hold = |target: Value| {
+            let mut body = target;
+            body["reason"] = json!("r");
+            Some(body)
+        };
+        let cases: Vec<(&Agent, Method, String, Option<Value>, &str)> = vec![
+            (
+                &coordinator,
+                Method::POST,
+                "/v1/groups/g1/holds".into(),
+                hold(json!({"missionId": "m-g1"})),
+                "forbidden",
+            ),
+            (
+                &approver,
+                Method::POST,
+                "/v1/groups/g2/holds".into(),
+                hold(json!({"missionId": "m-g2"})),
+                "forbidden",
+            ),
+            (
+                &approver,
+                Method::GET,
+                "/v1/groups/g2/holds".into(),
+                None,
+                "forbidden",
+            ),
+            (
+                &approver,
+                Method::POST,
+                "/v1/groups/g1/holds".into(),
+                hold(json!({"missionId": "m-g2"})),
+                "not_found",
+            ),
+            (
+                &approver,
+                Method::POST,
+                "/v1/groups/g1/holds".into(),
+                hold(json!({"missionId": "m-none"})),
+                "not_found",
+            ),
+            (
+                &approver,
+                Method::POST,
+                "/v1/groups/g1/holds".into(),
+                hold(json!({"artifact": hidden.to_string()})),
+                "not_found",
+            ),
+            (
+                &approver,
+                Method::POST,
+                "/v1/groups/g1/holds".into(),
+                hold(json!({"workItemId": "wi-none"})),
+                "not_found",
+            ),
+            (
+                &scoped,
+                Method::POST,
+                "/v1/groups/g1/holds".into(),
+                hold(json!({"missionId": "m-g1"})),
+                "not_found",
+            ),
+            (
+                &approver,
+                Method::DELETE,
+                format!("/v1/groups/g1/holds/{operators}"),
+                None,
+                "forbidden",
+            ),
+            (
+                &other,
+                Method::DELETE,
+                format!("/v1/groups/g2/holds/{operators}"),
+                None,
+                "not_found",
+            ),
+            (
+                &approver,
+                Method::DELETE,
+                "/v1/groups/g1/holds/hold-none".into(),
+                None,
+                "not_found",
+            ),
+        ];
+        for (agent, method, path, body, code) in cases {
+            let answer = holds_call(&h, agent, method.clone(), &path, body.clone()).await;
+            assert_eq!(
+                answer.code(),
+                code,
+                "{kind:?}: {method} {path} {body:?}: {answer:?}"
+            );
+        }
+        let admin = h
+            .admin_json(
+                Method::POST,
+                "/v1/groups/g1/holds",
+                json!({"missionId": "m-g1", "reason": "r"}),
+            )
+            .await;
+        assert_eq!(admin.code(), "forbidden", "{kind:?}: {admin:?}");
+        assert_unchanged(&before, &h.fingerprint().await, "refused holds");
+
+        // Each Group's list shows its own: g1's approver sees the operator's hold on m-g1,
+        // g2's does not; a scoped approver sees no hold on a Mission it does not see.
+        assert_eq!(
+            listed(&h, &approver, "g1").await["holds"][0]["holdId"],
+            operators.as_str()
+        );
+        assert_eq!(
+            listed(&h, &other, "g2").await["holds"],
+            json!([]),
+            "{kind:?}"
+        );
+        assert_eq!(
+            listed(&h, &scoped, "g1").await["holds"],
+            json!([]),
+            "{kind:?}"
+        );
+    }
+);
