@@ -145,7 +145,11 @@ backends!(
         mission(&h, &coordinator, "g1", "m-g1").await;
         mission(&h, &other, "g2", "m-g2").await;
         let hidden = h.put(&outsider, "g2", b"g2's own bytes", &[]).await;
-        h.put(&worker, "g1", b"g1's bytes", &[]).await;
+        let shared = h
+            .put(&worker, "g1", b"bytes both Groups published", &[])
+            .await;
+        h.put(&outsider, "g2", b"bytes both Groups published", &[])
+            .await;
         let scoped = h.agent("a3", "g1", &["approver"]).await;
         let narrowed = h
             .admin_json(
@@ -168,6 +172,18 @@ backends!(
             .await;
         assert_eq!(operators.status, StatusCode::CREATED, "{operators:?}");
         let operators = operators.json()["holdId"].as_str().expect("id").to_owned();
+        let on_shared = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/holds",
+                json!({"artifact": shared.to_string(), "reason": "the operator's, on shared bytes"}),
+            )
+            .await;
+        assert_eq!(
+            on_shared.json()["groups"],
+            json!(["g1", "g2"]),
+            "{on_shared:?}"
+        );
 
         let before = h.fingerprint().await;
         let hold = |target: Value| {
@@ -272,15 +288,25 @@ backends!(
         assert_eq!(admin.code(), "forbidden", "{kind:?}: {admin:?}");
         assert_unchanged(&before, &h.fingerprint().await, "refused holds");
 
-        // Each Group's list shows its own: g1's approver sees the operator's hold on m-g1,
-        // g2's does not; a scoped approver sees no hold on a Mission it does not see.
+        // Each Group's list shows its own: g1's approver sees the operator's holds on m-g1 and
+        // on the shared bytes, g2's only the latter, each as its own Group's; a scoped approver
+        // sees no hold on what it does not see.
+        let shown = listed(&h, &approver, "g1").await;
+        let ids: Vec<&str> = shown["holds"]
+            .as_array()
+            .expect("holds")
+            .iter()
+            .map(|hold| hold["holdId"].as_str().expect("id"))
+            .collect();
+        assert_eq!(ids.len(), 2, "{kind:?}: {shown}");
+        assert!(ids.contains(&operators.as_str()), "{kind:?}: {shown}");
+        // Which other Group published the same bytes is that Group's to know.
+        for hold in shown["holds"].as_array().expect("holds") {
+            assert_eq!(hold["groups"], json!(["g1"]), "{kind:?}: {hold}");
+        }
         assert_eq!(
-            listed(&h, &approver, "g1").await["holds"][0]["holdId"],
-            operators.as_str()
-        );
-        assert_eq!(
-            listed(&h, &other, "g2").await["holds"],
-            json!([]),
+            listed(&h, &other, "g2").await["holds"][0]["groups"],
+            json!(["g2"]),
             "{kind:?}"
         );
         assert_eq!(

@@ -10,8 +10,11 @@
 //!   does not exist does, so another Group learns nothing. Its Events go to that Group only
 //!   and name the approver (`placedBy`, `liftedBy`: the Event's actor). The Group's approvers
 //!   lift it; the operator's holds are lifted by the operator (`forbidden`). At most
-//!   [`GROUP_HOLDS`] of a Group's are in force at once, so one approver cannot grow the table
-//!   and the log without bound. The session is checked again in the transaction.
+//!   [`GROUP_HOLDS`] of a Group's are in force at once (`409 conflict`), and its approvers
+//!   place at most [`GROUP_HOLDS`] a day (`429 rate_limited`, lifted ones counted), so the
+//!   table and the log grow by a bounded amount a day. The session is checked again in the
+//!   transaction. An approver is shown a hold as its own Group's only (`groups: [g]`): which
+//!   other Groups published the same bytes is theirs to know.
 
 use weft_api::lifecycle::views::{HoldView, Holds};
 use weft_api::lifecycle::{HoldLifted, HoldPlaced, HoldTarget};
@@ -105,17 +108,21 @@ impl Lifespan<'_> {
                         format!("{what} does not exist"),
                     ));
                 }
-                if let Some(approver) = &approver
-                    && crate::rows::holds::in_force_of_group(txn, approver.group.as_str())?
-                        >= GROUP_HOLDS
-                {
-                    return Err(reject(
-                        ErrorCode::Conflict,
-                        format!(
-                            "{} has {GROUP_HOLDS} holds in force: lift one first",
-                            approver.group
-                        ),
-                    ));
+                if let Some(approver) = &approver {
+                    let group = approver.group.as_str();
+                    if crate::rows::holds::in_force_of_group(txn, group)? >= GROUP_HOLDS {
+                        return Err(reject(
+                            ErrorCode::Conflict,
+                            format!("{group} has {GROUP_HOLDS} holds in force: lift one first"),
+                        ));
+                    }
+                    let day = format_instant(now - chrono::Duration::days(1));
+                    if crate::rows::holds::placed_in_group_since(txn, group, &day)? >= GROUP_HOLDS {
+                        return Err(reject(
+                            ErrorCode::RateLimited,
+                            format!("{group}'s approvers placed {GROUP_HOLDS} holds today"),
+                        ));
+                    }
                 }
                 let row = HoldRow {
                     hold_id: hold_id.clone(),
@@ -194,18 +201,23 @@ impl Lifespan<'_> {
         self.0
             .db
             .read(move |conn| {
+                let rows = match &approver {
+                    Some(approver) => {
+                        crate::rows::holds::of_group_or_operator(conn, approver.group.as_str())?
+                    }
+                    None => crate::rows::holds::all(conn)?,
+                };
                 let mut holds = Vec::new();
-                for row in crate::rows::holds::all(conn)? {
+                for row in rows {
                     let groups = row_groups(conn, &row)?;
                     if !group_id.as_ref().is_none_or(|group| groups.contains(group)) {
                         continue;
                     }
-                    if let Some(approver) = &approver
-                        && !shown_to(conn, approver, &row, &groups)?
-                    {
-                        continue;
+                    match &approver {
+                        Some(approver) if !shown_to(conn, approver, &row, &groups)? => continue,
+                        Some(approver) => holds.push(view(row, vec![approver.group.clone()])),
+                        None => holds.push(view(row, groups)),
                     }
-                    holds.push(view(row, groups));
                 }
                 Ok(Holds { holds })
             })

@@ -144,6 +144,15 @@ fn held_in_scope(
     };
     let mut held = Vec::new();
     for hold in holds {
+        // Another Group's approver's hold is that Group's: it keeps the bytes it shares with
+        // this one (collection counts it as kept), but refuses nothing here.
+        if hold
+            .placed_in
+            .as_ref()
+            .is_some_and(|(group, _)| group != group_id)
+        {
+            continue;
+        }
         let hit = match &hold.target {
             HoldTarget::MissionId(mission) => {
                 crate::rows::missions::group_of(conn, mission.as_str())?.as_deref()

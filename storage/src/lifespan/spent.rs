@@ -4,9 +4,10 @@
 //!   `SHOWN` (and says whether there were more), so an open lease keeps one more
 //!   than that and an ended lease none. Its `lease.renewed` Events keep the whole history
 //!   (LSE-3); before this, a lease renewed every ten seconds for a month kept 260,000 rows.
-//! - capability tokens that expired a day ago or more: they authorize nothing, and a bearer
-//!   presenting one is answered as for any unknown token. Revoking or replacing one answers
-//!   `not_found`.
+//! - capability tokens that expired a day ago or more, of a lease that ended: they authorize
+//!   nothing, a bearer presenting one is answered as for any unknown token, and no owner can
+//!   revoke or replace a token of an ended lease any more (a live lease's tokens stay, so its
+//!   owner's revocation and rotation answer as they did).
 
 use super::handle::Lifespan;
 use crate::clock::format_instant;
@@ -45,16 +46,30 @@ impl Lifespan<'_> {
             }
         }
         let cutoff = format_instant(self.0.clock.now() - chrono::Duration::days(1));
+        let mut after = Vec::new();
         loop {
-            let cutoff = cutoff.clone();
-            let forgotten = self
+            let (cutoff, from) = (cutoff.clone(), after.clone());
+            let (forgotten, last) = self
                 .0
                 .db
-                .write(move |txn| capability_tokens::forget_expired_before(txn, &cutoff, BATCH))
+                .write(move |txn| {
+                    let expired = capability_tokens::expired_before(txn, &cutoff, &from, BATCH)?;
+                    let mut forgotten = 0;
+                    for (hash, lease_id) in &expired {
+                        // A live lease's token stays: its owner may still revoke or replace it.
+                        let ended =
+                            leases::load(txn, lease_id)?.is_none_or(|l| l.released_at.is_some());
+                        if ended {
+                            forgotten += capability_tokens::forget(txn, hash)?;
+                        }
+                    }
+                    Ok((forgotten, expired.last().map(|(hash, _)| hash.clone())))
+                })
                 .await?;
             total += forgotten;
-            if forgotten < BATCH {
-                return Ok(total);
+            match last {
+                Some(last) => after = last,
+                None => return Ok(total),
             }
         }
     }

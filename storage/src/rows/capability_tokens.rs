@@ -128,18 +128,27 @@ pub(crate) fn exists(conn: &Connection, token_id: &str, lease_id: &str) -> Resul
         .is_some())
 }
 
-/// Forgets tokens that expired before `cutoff` (a `format_instant` text), at most `limit`:
-/// they authorize nothing, and a look-up of a forgotten one answers as for an unknown token
-/// (issue #46). Answers how many.
-pub(crate) fn forget_expired_before(
+/// Up to `limit` tokens that expired before `cutoff` (a `format_instant` text), by token hash
+/// after `after`: `(token_hash, lease_id)`.
+pub(crate) fn expired_before(
     conn: &Connection,
     cutoff: &str,
+    after: &[u8],
     limit: u64,
-) -> Result<u64, Error> {
-    let forgotten = conn.run(
-        "DELETE FROM capability_tokens WHERE token_hash IN (
-             SELECT token_hash FROM capability_tokens WHERE expires_at < ?1 LIMIT ?2)",
-        params![cutoff, limit],
-    )?;
-    Ok(forgotten as u64)
+) -> Result<Vec<(Vec<u8>, String)>, Error> {
+    Ok(conn.rows(
+        "SELECT token_hash, lease_id FROM capability_tokens
+         WHERE expires_at < ?1 AND token_hash > ?2 ORDER BY token_hash LIMIT ?3",
+        params![cutoff, after, limit],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?)
+}
+
+/// Forgets the token whose bearer text hashes to `token_hash` (issue #46: one that authorizes
+/// nothing, of a lease that ended); a look-up of it answers as for an unknown token.
+pub(crate) fn forget(conn: &Connection, token_hash: &[u8]) -> Result<u64, Error> {
+    Ok(conn.run(
+        "DELETE FROM capability_tokens WHERE token_hash = ?1",
+        [token_hash],
+    )? as u64)
 }

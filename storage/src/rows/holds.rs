@@ -86,6 +86,35 @@ pub(crate) fn in_force_of_group(conn: &Connection, group_id: &str) -> Result<u64
     )?)
 }
 
+/// How many holds Group `group_id`'s approvers placed after `since` (a `format_instant` text),
+/// lifted or not.
+pub(crate) fn placed_in_group_since(
+    conn: &Connection,
+    group_id: &str,
+    since: &str,
+) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COUNT(*) FROM holds WHERE group_id = ?1 AND placed_at > ?2",
+        params![group_id, since],
+        |row| row.get(0),
+    )?)
+}
+
+/// The holds Group `group_id`'s approvers placed and the operator's, in force or lifted, by id.
+pub(crate) fn of_group_or_operator(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Vec<HoldRow>, Error> {
+    conn.rows(
+        &format!("{COLUMNS} WHERE group_id = ?1 OR group_id IS NULL ORDER BY hold_id"),
+        [group_id],
+        raw_row,
+    )?
+    .into_iter()
+    .map(typed)
+    .collect()
+}
+
 /// Every hold, in force or lifted, by id.
 pub(crate) fn all(conn: &Connection) -> Result<Vec<HoldRow>, Error> {
     conn.rows(&format!("{COLUMNS} ORDER BY hold_id"), [], raw_row)?
