@@ -53,6 +53,7 @@ mod planning;
 mod priority;
 mod progress;
 mod proofs;
+mod quota;
 mod ranges;
 mod reactions;
 mod replay;

@@ -318,6 +318,11 @@ impl Verified {
             sources: manifest.sources.clone(),
             work_item_id: manifest.work_item_id.clone(),
         });
+        // Bytes stored earlier may be new to the Group: its quota's running bound no longer
+        // holds (bytes sent with this publication were held to the quota in this transaction).
+        if matches!(bytes, Bytes::Stored) {
+            super::quota::forget_if_new(txn, group, &content.blake3)?;
+        }
         let sequence = events::append(txn, &manifest.group_id, &event, now)?;
         let rowid = crate::rows::manifests::insert(
             txn,

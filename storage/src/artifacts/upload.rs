@@ -408,6 +408,9 @@ impl Artifacts<'_> {
                     // (issue #10 finding 9c).
                     if repaired {
                         append_repaired(txn, digests.blake3, now)?;
+                        // Bytes back after a disposal count again for every Group citing
+                        // them: no Group's quota bound holds (`quota.rs`).
+                        crate::rows::groups::forget_usage_bounds(txn)?;
                     }
                 }
                 if let Some(upload_id) = &finishing {

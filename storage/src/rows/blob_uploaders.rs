@@ -45,6 +45,22 @@ pub(crate) fn record(
     Ok(())
 }
 
+/// Whether a member uploaded `blake3` in `group_id` (along the key, which starts with `blake3`).
+pub(crate) fn uploaded_in_group(
+    conn: &Connection,
+    blake3: &ArtifactId,
+    group_id: &str,
+) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM blob_uploaders WHERE blake3 = ?1 AND group_id = ?2 LIMIT 1",
+            params![&blake3.0[..], group_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
 /// Whether `agent_id` uploaded `blake3` in `group_id`.
 pub(crate) fn uploaded(
     conn: &Connection,

@@ -148,18 +148,49 @@ pub(crate) fn usage(conn: &Connection, group_id: &str) -> Result<(u64, u64), Err
 }
 
 /// Whether blob `blake3` counts in Group `group_id`'s usage already (a manifest of the Group
-/// cites it, or a member uploaded it there).
+/// cites it, or a member uploaded it there): two look-ups along `blake3`'s indexes, never a
+/// walk of the Group's blobs.
 pub(crate) fn counts(
     conn: &Connection,
     group_id: &str,
     blake3: &weft_api::ArtifactId,
 ) -> Result<bool, Error> {
-    let sql = format!(
-        "SELECT 1 FROM ({}) g WHERE g.blake3 = ?2 LIMIT 1",
-        blobs_of("?1")
-    );
+    Ok(super::manifests::cited_in_group(conn, blake3, group_id)?
+        || super::blob_uploaders::uploaded_in_group(conn, blake3, group_id)?)
+}
+
+/// The upper bound of Group `group_id`'s usage its quota check keeps, `(artifacts, bytes)`;
+/// `None` until counted, or after something may have grown it outside an upload.
+pub(crate) fn usage_bound(conn: &Connection, group_id: &str) -> Result<Option<(u64, u64)>, Error> {
     Ok(conn
-        .row(&sql, params![group_id, &blake3.0[..]], |_| Ok(()))
+        .row(
+            "SELECT usage_artifacts_bound, usage_bytes_bound FROM groups WHERE group_id = ?1",
+            [group_id],
+            |r| Ok((r.get::<_, Option<u64>>(0)?, r.get::<_, Option<u64>>(1)?)),
+        )
         .optional()?
-        .is_some())
+        .and_then(|(artifacts, bytes)| Some((artifacts?, bytes?))))
+}
+
+/// Sets Group `group_id`'s usage bound (`None`: not known).
+pub(crate) fn set_usage_bound(
+    conn: &Connection,
+    group_id: &str,
+    bound: Option<(u64, u64)>,
+) -> Result<(), Error> {
+    conn.run(
+        "UPDATE groups SET usage_artifacts_bound = ?2, usage_bytes_bound = ?3 WHERE group_id = ?1",
+        params![group_id, bound.map(|b| b.0), bound.map(|b| b.1)],
+    )?;
+    Ok(())
+}
+
+/// Forgets every Group's usage bound: bytes that count for several Groups came back.
+pub(crate) fn forget_usage_bounds(conn: &Connection) -> Result<(), Error> {
+    conn.run(
+        "UPDATE groups SET usage_artifacts_bound = NULL, usage_bytes_bound = NULL
+         WHERE usage_artifacts_bound IS NOT NULL",
+        [],
+    )?;
+    Ok(())
 }

@@ -160,6 +160,22 @@ pub(crate) fn blobs_of_group(group: &str) -> String {
     format!("SELECT blake3 FROM manifests WHERE group_id = {group}")
 }
 
+/// Whether a manifest of Group `group_id` cites blob `blake3` (along `manifests_blake3_group`).
+pub(crate) fn cited_in_group(
+    conn: &Connection,
+    blake3: &ArtifactId,
+    group_id: &str,
+) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2 LIMIT 1",
+            params![&blake3.0[..], group_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
 /// SQL condition that a manifest cites the blob digest in column `column` (for a condition
 /// spanning the tables that cite blobs, `artifacts::upload::uncited`).
 pub(crate) fn cites_column(column: &str) -> String {

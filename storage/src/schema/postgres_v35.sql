@@ -1,4 +1,9 @@
--- Version 35 on PostgreSQL: holds placed by a Group's approvers (`schema.rs`, V35).
+-- Version 35 on PostgreSQL: holds placed by a Group's approvers, and the running
+-- count of a Group's usage its quota check keeps (`schema.rs`, V35).
 ALTER TABLE holds ADD COLUMN group_id TEXT COLLATE "C";   -- the approver's Group; NULL for the operator's
 ALTER TABLE holds ADD COLUMN placed_by TEXT COLLATE "C";  -- the approver; NULL for the operator
 CREATE INDEX holds_group_in_force ON holds(group_id) WHERE lifted_at IS NULL;
+CREATE INDEX holds_group_placed ON holds(group_id, placed_at);  -- the placement rate
+-- An upper bound of the Group's usage (`artifacts/quota.rs`); NULL until counted.
+ALTER TABLE groups ADD COLUMN usage_artifacts_bound BIGINT;
+ALTER TABLE groups ADD COLUMN usage_bytes_bound BIGINT;
