@@ -141,7 +141,11 @@ pub struct WorkItemView {
     pub contract: WorkContract,
     pub owner: Option<Owner>,
     pub lease: Option<Lease>,
+    /// Its newest offers (at most 16), oldest first; the live one is among them.
     pub offers: Vec<OfferView>,
+    /// Whether older offers exist beyond those shown (then the log has them).
+    #[serde(default)]
+    pub offers_truncated: bool,
     pub depends_on: Vec<String>,
     pub eligible: bool,
     pub approval_granted: bool,
@@ -166,7 +170,7 @@ pub struct WorkItemView {
     /// Whether older inert records exist beyond the newest ones shown (issue #40).
     #[serde(default)]
     pub inert_publications_truncated: bool,
-    /// Sequences of the newest (at most 256) Events that touched it, oldest first; the Group's
+    /// Sequences of the newest (at most 64) Events that touched it, oldest first; the Group's
     /// log has them all.
     pub history: Vec<u64>,
     /// Whether older Events touched it too (then the log has them).

@@ -162,3 +162,53 @@ backends!(
         }
     }
 );
+
+backends!(
+    /// A WorkItem's view lists its newest 16 offers (`offersTruncated` past them), the live
+    /// one last: a Coordinator offering it again and again no longer makes every Command on it
+    /// answer every offer so far (each new offer withdraws the live one, T3).
+    async fn the_view_lists_the_newest_offers(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, _) = group(&h).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-o", "missionId": "m1", "contract": contract(&[])}),
+        )
+        .await;
+        let mut answer = Value::Null;
+        for n in 0..20 {
+            let offer_id = format!("o-{n}");
+            answer = ok(
+                &h,
+                &coordinator,
+                "g1",
+                "work.offer",
+                offer("wi-o", &offer_id, &["w1"], &h, 600),
+            )
+            .await;
+            if n == 15 {
+                assert_eq!(answer["state"]["offersTruncated"], false, "{kind:?}");
+            }
+        }
+        let shown = &answer["state"];
+        let ids: Vec<&str> = shown["offers"]
+            .as_array()
+            .expect("offers")
+            .iter()
+            .map(|offer| offer["offerId"].as_str().expect("id"))
+            .collect();
+        let expected: Vec<String> = (4..20).map(|n| format!("o-{n}")).collect();
+        assert_eq!(ids, expected, "{kind:?}");
+        assert_eq!(shown["offersTruncated"], true, "{kind:?}");
+        assert_eq!(shown["offers"][15]["status"], "live", "{kind:?}");
+        assert_eq!(shown["offers"][14]["status"], "withdrawn", "{kind:?}");
+        let view = h.get_json(&w1, "/v1/workitems/wi-o").await;
+        assert_eq!(
+            view, *shown,
+            "{kind:?}: GET shows what the Command answered"
+        );
+    }
+);

@@ -235,6 +235,9 @@ weft events verify --group {group} --authority-key KEY   # the log these Events 
         .await?;
     body.push_str(&story::evidence(&records.items));
     body.push_str(&story::offers(&view.offers));
+    if view.offers_truncated {
+        body.push_str(r#"<p class="muted">Older offers are in the Group's log.</p>"#);
+    }
     body.push_str(&story::leases(&told));
     body.push_str(r#"<h2>History</h2><ol class="timeline" id="history">"#);
     for told in &told {

@@ -108,11 +108,20 @@ pub(crate) fn load(
     .transpose()
 }
 
-/// Every offer of WorkItem `work_item_id`, oldest first.
-pub(crate) fn of_work_item(conn: &Connection, work_item_id: &str) -> Result<Vec<OfferRow>, Error> {
-    let rows = conn.rows("SELECT offer_id, candidates, expires_at, status, contract_revision, selection_basis, declined
-         FROM offers WHERE work_item_id = ?1 ORDER BY sequence", [work_item_id], raw)?;
-    rows.into_iter().map(typed).collect()
+/// The newest `n` offers of WorkItem `work_item_id`, oldest first: read backwards along
+/// `offers_work_item_sequence`, so the cost is `n`'s, never the WorkItem's offer count.
+pub(crate) fn newest(
+    conn: &Connection,
+    work_item_id: &str,
+    n: u64,
+) -> Result<Vec<OfferRow>, Error> {
+    let rows = conn.rows(
+        "SELECT offer_id, candidates, expires_at, status, contract_revision, selection_basis, declined
+         FROM offers WHERE work_item_id = ?1 ORDER BY sequence DESC LIMIT ?2",
+        params![work_item_id, n],
+        raw,
+    )?;
+    rows.into_iter().rev().map(typed).collect()
 }
 
 /// Whether WorkItem `work_item_id` has an offer `offer_id`.

@@ -128,12 +128,19 @@ pub(crate) fn current_lease(
         .transpose()
 }
 
+/// The newest [`OFFERS_SHOWN`] offers of a WorkItem, oldest first, and whether there are
+/// older ones (a new offer withdraws the live ones, T3, so the live offer is among them).
 fn offers(
     conn: &Connection,
     work_item_id: &str,
     now: DateTime<Utc>,
-) -> Result<Vec<OfferView>, Error> {
-    crate::rows::offers::of_work_item(conn, work_item_id)?
+) -> Result<(Vec<OfferView>, bool), Error> {
+    let mut rows = crate::rows::offers::newest(conn, work_item_id, OFFERS_SHOWN + 1)?;
+    let truncated = rows.len() as u64 > OFFERS_SHOWN;
+    if truncated {
+        rows.remove(0);
+    }
+    let views = rows
         .into_iter()
         .map(|offer| {
             Ok(OfferView {
@@ -146,8 +153,14 @@ fn offers(
                 declined: offer.declined,
             })
         })
-        .collect()
+        .collect::<Result<_, Error>>()?;
+    Ok((views, truncated))
 }
+
+/// How many of a WorkItem's newest offers its view lists (`offersTruncated` says whether
+/// there are older ones): every Command on it answers the view, so a Coordinator offering it
+/// again and again made each Command cost every offer so far. The log has them all.
+pub(crate) const OFFERS_SHOWN: u64 = 16;
 
 /// How many of a lease's newest renewals its view lists (the rows file keeps no more).
 pub(crate) const RENEWALS_SHOWN: u64 = crate::rows::lease_renewals::SHOWN;
@@ -177,6 +190,7 @@ pub(crate) fn work_view(
         ownership_epoch: row.ownership_epoch,
         expires_at: row.ownership_expires_at.map(format_instant),
     });
+    let (offers, offers_truncated) = offers(conn, &row.work_item_id, now)?;
     let (inert_publications, inert_publications_truncated) =
         inert::newest(conn, &row.work_item_id)?;
     let (lease, preemption_requested) = match current_lease(c, &row.work_item_id)? {
@@ -193,7 +207,8 @@ pub(crate) fn work_view(
         contract: row.contract.clone(),
         owner,
         lease,
-        offers: offers(conn, &row.work_item_id, now)?,
+        offers,
+        offers_truncated,
         depends_on: crate::rows::work_deps::dependencies(conn, &row.work_item_id)?,
         eligible: deps::eligible(c, row)?,
         approval_granted: row.approval_granted,
