@@ -29,6 +29,7 @@ mod contracts;
 mod conversation;
 mod delivery;
 mod deterministic;
+mod disposed_citations;
 mod downloads;
 mod duties;
 mod evidence;

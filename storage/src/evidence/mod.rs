@@ -254,6 +254,11 @@ impl Prepared {
                 ),
             ));
         }
+        // On a shared index, a collection batch deciding on a cited blob has committed or has
+        // not begun (`artifacts/collection.rs`): a batch that began later sees this citation.
+        if !evidence.artifacts.is_empty() {
+            crate::rows::blob_disposals::fence(txn)?;
+        }
         for artifact in &evidence.artifacts {
             if !can_read_artifact(txn, &producer, artifact)? {
                 return Err(reject(
@@ -270,6 +275,16 @@ impl Prepared {
                     format!(
                         "{artifact} is neither published for Mission {} in {group} nor reusable there",
                         evidence.mission_id
+                    ),
+                ));
+            }
+            // Issue #46: Evidence cites bytes a reviewer can fetch; bytes a retention policy
+            // disposed of are gone (their manifest is a tombstone).
+            if crate::rows::blobs::is_disposed(txn, artifact)? {
+                return Err(reject(
+                    ErrorCode::Disposed,
+                    format!(
+                        "the bytes of {artifact} were disposed of by a retention policy: upload them again, then cite them"
                     ),
                 ));
             }

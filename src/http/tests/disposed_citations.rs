@@ -1,0 +1,82 @@
+//! Issue #46: Evidence may not cite bytes a retention policy disposed of (a reviewer could
+//! never fetch them): `410 disposed`, nothing changed; once the bytes are uploaded again, the
+//! same Evidence is recorded. On a shared index the record takes the disposal fence, so a
+//! collection batch either committed before it (and it is refused) or sees its citation.
+
+use axum::http::{Method, StatusCode};
+use serde_json::json;
+
+use super::harness::*;
+use super::work::ok;
+use super::work_setup::{evidence_payload, signed_evidence};
+
+backends!(
+    async fn evidence_may_not_cite_disposed_bytes(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes = b"the bytes a reviewer would fetch".to_vec();
+        let artifact = h.put(&worker, "g1", &bytes, &[]).await;
+        let policy = h
+            .admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/retention",
+                json!({"keepBytes": "1d"}),
+            )
+            .await;
+        assert_eq!(policy.status, StatusCode::OK, "{policy:?}");
+        let coordinator = h.harness_coordinator("g1").await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "mission.cancel",
+            json!({"missionId": "mission-1"}),
+        )
+        .await;
+        h.clock.advance(chrono::Duration::days(2));
+        let report = h
+            .call(
+                Method::POST,
+                "/v1/admin/gc",
+                Some(ADMIN),
+                axum::body::Body::empty(),
+            )
+            .await
+            .json();
+        assert_eq!(
+            report["disposed"][0]["artifact"],
+            artifact.to_string(),
+            "{report}"
+        );
+        let coordinator = h.harness_coordinator("g1").await;
+        let cited = artifact.to_string();
+        let evidence = evidence_payload(
+            &coordinator,
+            "g1",
+            "mission-1",
+            "work-1",
+            "human",
+            &[&cited],
+        );
+        let send = |agent: &Agent| {
+            request(
+                Method::POST,
+                "/v1/evidence",
+                Some(&agent.token),
+                signed_evidence(agent, &evidence),
+            )
+        };
+        refused(&h, send(&coordinator), "disposed").await;
+        let worker = Agent {
+            token: h.session(&worker.key, "w1", "g1").await,
+            ..worker
+        };
+        h.upload(&worker, &bytes).await;
+        let recorded = h.send(send(&coordinator)).await;
+        assert_eq!(
+            recorded.status,
+            StatusCode::CREATED,
+            "{kind:?}: {recorded:?}"
+        );
+    }
+);
