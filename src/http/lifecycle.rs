@@ -24,7 +24,28 @@ use weft_storage::HoldBy;
 /// The query parameters of `POST /v1/admin/gc` (the OpenAPI check compares them).
 pub(super) const GC_QUERY: &[&str] = &["dryRun", "limit"];
 /// The query parameters of `GET /v1/admin/holds`.
-pub(super) const HOLDS_QUERY: &[&str] = &["group"];
+pub(super) const HOLDS_QUERY: &[&str] = &["group", "after", "limit"];
+/// The query parameters of `GET /v1/groups/{g}/holds`.
+pub(super) const GROUP_HOLDS_QUERY: &[&str] = &["after", "limit"];
+/// Holds a page lists unless `limit` says fewer; at most [`HOLDS_MAX`].
+const HOLDS_PAGE: usize = 100;
+const HOLDS_MAX: usize = 1_000;
+
+/// A holds listing's `after` and `limit` (1…1,000, default 100).
+fn holds_page(
+    query: &std::collections::HashMap<String, String>,
+) -> HttpResult<(Option<weft_api::Id>, usize)> {
+    let after = query
+        .get("after")
+        .map(|after| weft_api::Id::parse("after", after))
+        .transpose()?;
+    let limit = query_limit(query)?
+        .map_or(HOLDS_PAGE, |limit| {
+            usize::try_from(limit).unwrap_or(HOLDS_MAX)
+        })
+        .clamp(1, HOLDS_MAX);
+    Ok((after, limit))
+}
 
 /// A lifecycle body: a JSON object whose present fields are not `null` (absent means unset,
 /// as the document says), then its shape.
@@ -145,8 +166,9 @@ pub(crate) async fn lift_hold(
 }
 
 /// The holds, in force and lifted; `group` keeps those of one Group.
-#[utoipa::path(get, path = "/v1/admin/holds", params(("group" = Option<String>, Query)),
-    responses((status = 200, description = "{holds: [{holdId, target, reason, placedAt, liftedAt?, groups}]}")))]
+#[utoipa::path(get, path = "/v1/admin/holds",
+    params(("group" = Option<String>, Query), ("after" = Option<String>, Query), ("limit" = Option<u32>, Query)),
+    responses((status = 200, description = "{holds: [{holdId, target, reason, placedAt, liftedAt?, groups, placedBy?}], next?}: by id, at most limit (default 100, at most 1,000); next is the after of the next page")))]
 pub(crate) async fn holds(
     State(state): State<AppState>,
     caller: Caller,
@@ -158,10 +180,11 @@ pub(crate) async fn holds(
         .get("group")
         .map(|group| weft_api::Id::parse("group", group))
         .transpose()?;
+    let (after, limit) = holds_page(&query)?;
     let holds = state
         .store
         .lifespan()
-        .holds(group, HoldBy::Operator)
+        .holds(group, HoldBy::Operator, after, limit)
         .await?;
     Ok(json(StatusCode::OK, &holds))
 }
@@ -229,17 +252,20 @@ pub(crate) async fn lift_group_hold(
 
 /// The Group's holds (its approvers' and the operator's), of what the session sees: for the
 /// Group's approvers.
-#[utoipa::path(get, path = "/v1/groups/{group_id}/holds", params(("group_id" = String, Path)),
-    responses((status = 200, description = "{holds: [{holdId, target, reason, placedAt, liftedAt?, groups, placedBy?}]}"),
+#[utoipa::path(get, path = "/v1/groups/{group_id}/holds",
+    params(("group_id" = String, Path), ("after" = Option<String>, Query), ("limit" = Option<u32>, Query)),
+    responses((status = 200, description = "{holds: [{holdId, target, reason, placedAt, liftedAt?, groups, placedBy?}], next?}: paged as /v1/admin/holds"),
               (status = 403, description = "forbidden: not an approver's session of this Group")))]
 pub(crate) async fn group_holds(
     State(state): State<AppState>,
     caller: Caller,
     group_id: RawPath,
+    query: RawQuery,
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
     let by = approver(&caller, &group_id)?;
-    let holds = state.store.lifespan().holds(None, by).await?;
+    let (after, limit) = holds_page(&known_params(query, GROUP_HOLDS_QUERY)?)?;
+    let holds = state.store.lifespan().holds(None, by, after, limit).await?;
     Ok(json(StatusCode::OK, &holds))
 }
 

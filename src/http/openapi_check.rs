@@ -467,6 +467,11 @@ fn accepted_query() -> Vec<(&'static str, &'static str, &'static [&'static str])
         ("get", "/v1/admin/holds", super::lifecycle::HOLDS_QUERY),
         (
             "get",
+            "/v1/groups/{group_id}/holds",
+            super::lifecycle::GROUP_HOLDS_QUERY,
+        ),
+        (
+            "get",
             "/v1/artifacts/{digest}/content",
             artifacts::CONTENT_QUERY,
         ),

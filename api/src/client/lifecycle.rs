@@ -44,13 +44,37 @@ impl Client {
             .1)
     }
 
-    /// `GET /v1/admin/holds[?group=G]`.
+    /// `GET /v1/admin/holds[?group=G]`, every page.
     pub async fn holds(&self, group_id: Option<&Id>) -> Result<Holds, Error> {
         let path = match group_id {
-            Some(group) => format!("/v1/admin/holds?group={group}"),
-            None => "/v1/admin/holds".to_owned(),
+            Some(group) => format!("/v1/admin/holds?group={group}&limit=1000"),
+            None => "/v1/admin/holds?limit=1000".to_owned(),
         };
-        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+        self.every_hold(&path).await
+    }
+
+    /// Every page of a holds listing at `path` (which has a query already).
+    async fn every_hold(&self, path: &str) -> Result<Holds, Error> {
+        let mut all = Holds {
+            holds: Vec::new(),
+            next: None,
+        };
+        let mut after: Option<Id> = None;
+        loop {
+            let page_path = match &after {
+                Some(after) => format!("{path}&after={after}"),
+                None => path.to_owned(),
+            };
+            let page: Holds = self
+                .send_json::<(), _>(Method::GET, &page_path, None)
+                .await?
+                .1;
+            all.holds.extend(page.holds);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(all),
+            }
+        }
     }
 
     /// `POST /v1/groups/{g}/holds`: a hold placed by the session's Agent as the Group's
@@ -73,10 +97,10 @@ impl Client {
             .1)
     }
 
-    /// `GET /v1/groups/{g}/holds`: the Group's holds the session sees.
+    /// `GET /v1/groups/{g}/holds`: the Group's holds the session sees, every page.
     pub async fn group_holds(&self, group_id: &Id) -> Result<Holds, Error> {
-        let path = format!("/v1/groups/{group_id}/holds");
-        Ok(self.send_json::<(), _>(Method::GET, &path, None).await?.1)
+        self.every_hold(&format!("/v1/groups/{group_id}/holds?limit=1000"))
+            .await
     }
 
     /// `POST /v1/admin/gc?dryRun=…&limit=…`: one call disposes of at most `limit` blobs.

@@ -137,11 +137,14 @@ pub struct HoldView {
     pub placed_by: Option<Id>,
 }
 
-/// `GET /v1/admin/holds`.
+/// `GET /v1/admin/holds`, `GET /v1/groups/{g}/holds`: a page of holds by id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Holds {
     pub holds: Vec<HoldView>,
+    /// The `after` of the next page; absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Id>,
 }
 
 /// One blob collection disposed of (or, in a dry run, would).

@@ -316,3 +316,79 @@ backends!(
         );
     }
 );
+
+/// Every page of the holds listing at `base` (which has a query) read with `token`, `limit`
+/// per page: the ids in order and the number of pages.
+async fn pages(h: &Harness, token: &str, base: &str, limit: usize) -> (Vec<String>, usize) {
+    let (mut ids, mut pages, mut after) = (Vec::new(), 0, None::<String>);
+    loop {
+        let path = match &after {
+            Some(after) => format!("{base}&limit={limit}&after={after}"),
+            None => format!("{base}&limit={limit}"),
+        };
+        let page = h.call(Method::GET, &path, Some(token), Body::empty()).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {page:?}");
+        let page = page.json();
+        pages += 1;
+        let holds = page["holds"].as_array().expect("holds");
+        assert!(holds.len() <= limit, "{page}");
+        ids.extend(
+            holds
+                .iter()
+                .map(|hold| hold["holdId"].as_str().expect("id").to_owned()),
+        );
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => return (ids, pages),
+        }
+    }
+}
+
+backends!(
+    /// Both listings are paged by hold id (`limit`, `next`): five holds in pages of two are
+    /// read in three, each once, in order; an approver's pages hold only its Group's.
+    async fn hold_listings_are_paged(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let approver = h.agent("a1", "g1", &["approver"]).await;
+        let mut placed = Vec::new();
+        for n in 0..5 {
+            let artifact = h
+                .put(&worker, "g1", format!("held {n}").as_bytes(), &[])
+                .await;
+            let (path, token) = if n % 2 == 0 {
+                ("/v1/admin/holds", ADMIN)
+            } else {
+                ("/v1/groups/g1/holds", approver.token.as_str())
+            };
+            let answer = h
+                .json_as(
+                    Method::POST,
+                    path,
+                    token,
+                    json!({"artifact": artifact.to_string(), "reason": format!("r{n}")}),
+                    &[],
+                )
+                .await;
+            assert_eq!(answer.status, StatusCode::CREATED, "{kind:?}: {answer:?}");
+            placed.push(answer.json()["holdId"].as_str().expect("id").to_owned());
+        }
+        placed.sort();
+        let (ids, count) = pages(&h, ADMIN, "/v1/admin/holds?group=g1", 2).await;
+        assert_eq!((ids, count), (placed.clone(), 3), "{kind:?}");
+        let (ids, _) = pages(&h, &approver.token, "/v1/groups/g1/holds?", 2).await;
+        assert_eq!(
+            ids, placed,
+            "{kind:?}: the approver sees the operator's holds too"
+        );
+        let bad = h
+            .call(
+                Method::GET,
+                "/v1/groups/g1/holds?limit=2&page=3",
+                Some(&approver.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(bad.code(), "bad_request", "{kind:?}: {bad:?}");
+    }
+);

@@ -30,6 +30,9 @@ use crate::events;
 use crate::rows::holds::HoldRow;
 use crate::sql::Connection;
 
+/// Rows a page of holds reads, as a multiple of its `limit`.
+const SCANNED: usize = 10;
+
 /// Holds a Group's approvers may have in force at once.
 pub const GROUP_HOLDS: u64 = 1_000;
 
@@ -193,33 +196,55 @@ impl Lifespan<'_> {
             .await
     }
 
-    /// The holds, in force and lifted, by id; with `group_id`, those whose Events went to it.
-    /// An approver lists its own Group's, and of those only what its session sees.
-    pub async fn holds(&self, group_id: Option<Id>, by: HoldBy<'_>) -> Result<Holds, Error> {
+    /// A page of the holds, in force and lifted, by id after `after`: at most `limit`, and
+    /// `next` unless the last was read. With `group_id`, those whose Events went to it. An
+    /// approver lists its own Group's, and of those only what its session sees. A page reads
+    /// at most [`SCANNED`] times `limit` rows, so a filter that keeps few still answers soon
+    /// (with fewer holds and a `next`).
+    pub async fn holds(
+        &self,
+        group_id: Option<Id>,
+        by: HoldBy<'_>,
+        after: Option<Id>,
+        limit: usize,
+    ) -> Result<Holds, Error> {
         let approver = by.approver()?;
         let group_id = approver.as_ref().map(|a| a.group.clone()).or(group_id);
+        let limit = limit.max(1);
         self.0
             .db
             .read(move |conn| {
-                let rows = match &approver {
-                    Some(approver) => {
-                        crate::rows::holds::of_group_or_operator(conn, approver.group.as_str())?
-                    }
-                    None => crate::rows::holds::all(conn)?,
-                };
                 let mut holds = Vec::new();
-                for row in rows {
-                    let groups = row_groups(conn, &row)?;
-                    if !group_id.as_ref().is_none_or(|group| groups.contains(group)) {
-                        continue;
+                let mut cursor = after.map(|id| id.to_string()).unwrap_or_default();
+                let mut scanned = 0;
+                loop {
+                    let own = approver.as_ref().map(|a| a.group.as_str());
+                    let rows = crate::rows::holds::page(conn, own, &cursor, limit as u64)?;
+                    let exhausted = rows.len() < limit;
+                    for row in rows {
+                        scanned += 1;
+                        cursor = row.hold_id.to_string();
+                        let groups = row_groups(conn, &row)?;
+                        if !group_id.as_ref().is_none_or(|group| groups.contains(group)) {
+                            continue;
+                        }
+                        match &approver {
+                            Some(approver) if !shown_to(conn, approver, &row, &groups)? => {}
+                            Some(approver) => holds.push(view(row, vec![approver.group.clone()])),
+                            None => holds.push(view(row, groups)),
+                        }
+                        if holds.len() == limit {
+                            break;
+                        }
                     }
-                    match &approver {
-                        Some(approver) if !shown_to(conn, approver, &row, &groups)? => continue,
-                        Some(approver) => holds.push(view(row, vec![approver.group.clone()])),
-                        None => holds.push(view(row, groups)),
+                    if exhausted && holds.len() < limit {
+                        return Ok(Holds { holds, next: None });
+                    }
+                    if holds.len() == limit || scanned >= SCANNED * limit {
+                        let next = Some(crate::rows::id("holdId", &cursor)?);
+                        return Ok(Holds { holds, next });
                     }
                 }
-                Ok(Holds { holds })
             })
             .await
     }

@@ -100,27 +100,30 @@ pub(crate) fn placed_in_group_since(
     )?)
 }
 
-/// The holds Group `group_id`'s approvers placed and the operator's, in force or lifted, by id.
-pub(crate) fn of_group_or_operator(
+/// Up to `n` holds by id after `after`, in force or lifted; with `group_id`, only those its
+/// approvers placed and the operator's.
+pub(crate) fn page(
     conn: &Connection,
-    group_id: &str,
+    group_id: Option<&str>,
+    after: &str,
+    n: u64,
 ) -> Result<Vec<HoldRow>, Error> {
-    conn.rows(
-        &format!("{COLUMNS} WHERE group_id = ?1 OR group_id IS NULL ORDER BY hold_id"),
-        [group_id],
-        raw_row,
-    )?
-    .into_iter()
-    .map(typed)
-    .collect()
-}
-
-/// Every hold, in force or lifted, by id.
-pub(crate) fn all(conn: &Connection) -> Result<Vec<HoldRow>, Error> {
-    conn.rows(&format!("{COLUMNS} ORDER BY hold_id"), [], raw_row)?
-        .into_iter()
-        .map(typed)
-        .collect()
+    let rows = match group_id {
+        Some(group) => conn.rows(
+            &format!(
+                "{COLUMNS} WHERE hold_id > ?1 AND (group_id = ?2 OR group_id IS NULL)
+                 ORDER BY hold_id LIMIT ?3"
+            ),
+            params![after, group, n],
+            raw_row,
+        )?,
+        None => conn.rows(
+            &format!("{COLUMNS} WHERE hold_id > ?1 ORDER BY hold_id LIMIT ?2"),
+            params![after, n],
+            raw_row,
+        )?,
+    };
+    rows.into_iter().map(typed).collect()
 }
 
 type Raw = (
