@@ -171,3 +171,18 @@ def test_the_intoto_statement_is_checked_against_the_authority_key(world: World)
         world.worker.intoto_statement(
             published["artifact"], authority_key=weft.AgentKey.generate().public_bytes
         )
+
+
+def test_an_approver_places_lists_and_lifts_a_hold(world: World) -> None:
+    work_item = world.work_item()
+    output = world.worker.put(b"kept for the audit", work_item=work_item)
+    approver = world.enrol("approver")
+    hold = approver.place_hold("audit 12", artifact=output["artifact"])
+    assert hold["placedBy"] == approver.agent_id and hold["groups"] == [world.group]
+    assert [h["holdId"] for h in approver.holds()] == [hold["holdId"]]
+    lifted = approver.lift_hold(hold["holdId"])
+    assert lifted["liftedAt"]
+    with pytest.raises(weft.Forbidden):
+        world.worker.place_hold("not an approver", mission=world.mission)
+    with pytest.raises(ValueError):
+        approver.place_hold("two targets", mission=world.mission, work_item=work_item)

@@ -83,6 +83,48 @@ class Review(Artifacts):
         view = self._t.json("GET", f"/v1/workitems/{work_item}/criteria")
         return {str(entry["criterion"]): entry for entry in view["criteria"]}
 
+    # ---- legal holds, as the Group's approver (issue #46) -----------------------------------
+
+    def place_hold(
+        self,
+        reason: str,
+        *,
+        artifact: str | None = None,
+        work_item: str | None = None,
+        mission: str | None = None,
+    ) -> dict[str, Any]:
+        """Places a legal hold on one artifact, WorkItem or Mission this session sees, as the
+        Group's approver (``POST /v1/groups/{g}/holds``): collection keeps it and its lineage.
+        Returns ``{holdId, target, reason, placedAt, groups, placedBy}``."""
+        targets = {"artifact": artifact, "workItemId": work_item, "missionId": mission}
+        chosen = {name: value for name, value in targets.items() if value is not None}
+        if len(chosen) != 1:
+            raise ValueError("name exactly one of artifact, work_item, mission")
+        body: dict[str, Any] = {**chosen, "reason": reason}
+        placed: dict[str, Any] = self._t.json(
+            "POST", f"/v1/groups/{self.session.group_id}/holds", json=body
+        )
+        return placed
+
+    def lift_hold(self, hold_id: str) -> dict[str, Any]:
+        """Lifts one of the Group's approvers' holds (``DELETE /v1/groups/{g}/holds/{id}``);
+        lifting it again answers it as lifted."""
+        lifted: dict[str, Any] = self._t.json(
+            "DELETE", f"/v1/groups/{self.session.group_id}/holds/{hold_id}"
+        )
+        return lifted
+
+    def holds(self) -> Iterator[dict[str, Any]]:
+        """The Group's holds this session sees (its approvers' and the operator's, in force
+        and lifted), by id, every page."""
+        params: dict[str, Any] = {"limit": 1000}
+        while True:
+            page = self._t.json("GET", f"/v1/groups/{self.session.group_id}/holds", params=params)
+            yield from page["holds"]
+            if page.get("next") is None:
+                return
+            params["after"] = page["next"]
+
     # ---- provenance ------------------------------------------------------------------------
 
     def lineage(
