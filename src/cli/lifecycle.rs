@@ -102,6 +102,32 @@ pub(super) enum QuotaAction {
     },
 }
 
+/// A hold's request from its flags (exactly one target: clap and [`HoldRequest::target`]).
+pub(super) fn hold_request(
+    artifact: Option<String>,
+    work_item: Option<String>,
+    mission: Option<String>,
+    reason: String,
+) -> anyhow::Result<HoldRequest> {
+    let request = HoldRequest {
+        artifact: artifact
+            .as_deref()
+            .map(weft_api::ArtifactId::parse)
+            .transpose()?,
+        work_item_id: work_item
+            .as_deref()
+            .map(|w| Id::parse("work-item", w))
+            .transpose()?,
+        mission_id: mission
+            .as_deref()
+            .map(|m| Id::parse("mission", m))
+            .transpose()?,
+        reason,
+    };
+    request.target()?;
+    Ok(request)
+}
+
 /// Runs one lifecycle action; `said` prints a confirmation (its sentence, or with `--json`
 /// its object).
 pub(super) async fn run(
@@ -173,22 +199,7 @@ pub(super) async fn run(
                     reason,
                 },
         } => {
-            let request = HoldRequest {
-                artifact: artifact
-                    .as_deref()
-                    .map(weft_api::ArtifactId::parse)
-                    .transpose()?,
-                work_item_id: work_item
-                    .as_deref()
-                    .map(|w| Id::parse("work-item", w))
-                    .transpose()?,
-                mission_id: mission
-                    .as_deref()
-                    .map(|m| Id::parse("mission", m))
-                    .transpose()?,
-                reason,
-            };
-            request.target()?;
+            let request = hold_request(artifact, work_item, mission, reason)?;
             let hold = api.place_hold(&request).await?;
             // The id alone on stdout, for scripts (`hold rm $(weft admin hold add …)`).
             said(hold.hold_id.to_string(), serde_json::to_value(&hold)?);

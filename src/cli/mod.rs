@@ -21,6 +21,7 @@ mod errors;
 mod events;
 mod evidence;
 mod fsck;
+mod hold;
 mod keys;
 mod lifecycle;
 mod lineage;
@@ -209,6 +210,14 @@ enum Command {
         #[command(subcommand)]
         action: EvidenceAction,
     },
+    /// Legal holds as the Group's approver (the operator's: `weft admin hold`).
+    #[command(after_help = "Example: weft hold add --mission m1 --reason \"audit 2026-12\"")]
+    Hold {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        action: hold::GroupHoldAction,
+    },
     /// Where an artifact came from (or, with --down, what was derived from it).
     #[command(after_help = "Example: weft lineage blake3:… --mission m1 --format dot")]
     Lineage(LineageArgs),
@@ -391,6 +400,7 @@ impl Cli {
             Command::Review(args) => review::run(args).await,
             Command::Ls(args) => artifacts::ls(args).await,
             Command::Evidence { client, action } => evidence::run(&client, action).await,
+            Command::Hold { client, action } => hold::run(&client, action).await,
             Command::Events { client, action } => events::run(&client, action).await,
             Command::Context { client, action } => context::run(&client, action).await,
             Command::Lineage(args) => lineage::print(args).await,
