@@ -14,8 +14,9 @@ use super::error::HttpError;
 pub(crate) type RawPath = Result<Path<String>, PathRejection>;
 /// Two path segments, not yet validated.
 pub(crate) type RawPath2 = Result<Path<(String, String)>, PathRejection>;
-/// The query string, not yet validated.
-pub(crate) type RawQuery = Result<Query<HashMap<String, String>>, QueryRejection>;
+/// The query string, not yet validated: every pair, in order (a name given twice is refused
+/// by [`known_params`], never silently one of its values).
+pub(crate) type RawQuery = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// Parses a path segment as an id; axum has already percent-decoded it, so `%2e%2e` arrives
 /// as `..` and is refused here.
@@ -39,19 +40,28 @@ pub(crate) fn path_digest(raw: RawPath) -> Result<Digest, HttpError> {
     Ok(Digest::parse(&text)?)
 }
 
-/// The query parameters, refusing any the route does not know.
+/// The query parameters, refusing any the route does not know and any given twice.
 pub(crate) fn known_params(
     raw: RawQuery,
     known: &[&str],
 ) -> Result<HashMap<String, String>, HttpError> {
-    let Query(query) = raw.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
-    match query.keys().find(|key| !known.contains(&key.as_str())) {
-        Some(unknown) => Err(HttpError::new(
-            ErrorCode::BadRequest,
-            format!("unknown query parameter {unknown:?}"),
-        )),
-        None => Ok(query),
+    let Query(pairs) = raw.map_err(|e| HttpError::new(ErrorCode::BadRequest, e.body_text()))?;
+    let mut query = HashMap::with_capacity(pairs.len());
+    for (name, value) in pairs {
+        if !known.contains(&name.as_str()) {
+            return Err(HttpError::new(
+                ErrorCode::BadRequest,
+                format!("unknown query parameter {name:?}"),
+            ));
+        }
+        if query.insert(name.clone(), value).is_some() {
+            return Err(HttpError::new(
+                ErrorCode::BadRequest,
+                format!("query parameter {name:?} given twice"),
+            ));
+        }
     }
+    Ok(query)
 }
 
 /// Parses an unsigned query parameter strictly (no sign, no spaces).

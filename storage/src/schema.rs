@@ -687,7 +687,8 @@ const V34: &str = include_str!("schema/sqlite_v34.sql");
 
 /// Holds placed by a Group's approvers (issue #46): the Group a hold belongs to and who placed
 /// it (both NULL for the operator's); the upper bound of each Group's usage that its quota
-/// check keeps (`artifacts/quota.rs`); an index for a WorkItem's newest offers.
+/// check keeps and the counter it is valid in (`artifacts/quota.rs`, `rows/usage_epoch.rs`);
+/// an index for a WorkItem's newest offers.
 const V35: &str = include_str!("schema/sqlite_v35.sql");
 
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.

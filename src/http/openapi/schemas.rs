@@ -132,6 +132,8 @@ pub(super) fn refine_parameter(path: &str, parameter: &mut Value) {
         "version" => {
             json!({"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX})
         }
+        // Holds are paged by their id (issue #46).
+        "after" if path.ends_with("/holds") => id(),
         "after" | "Last-Event-ID" => counter("the sequence (or cursor) to continue after"),
         "cursor" => counter("`cursor` of the previous, truncated answer"),
         "asOf" => counter(

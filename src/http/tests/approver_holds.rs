@@ -390,5 +390,18 @@ backends!(
             )
             .await;
         assert_eq!(bad.code(), "bad_request", "{kind:?}: {bad:?}");
+        let twice = h
+            .call(
+                Method::GET,
+                "/v1/admin/holds?after=hold-a&after=hold-b",
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(
+            twice.code(),
+            "bad_request",
+            "{kind:?}: a parameter given twice"
+        );
     }
 );

@@ -122,3 +122,32 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// A quota cleared and set again counts anew: uploads while the Group had no quota never
+    /// raised the bound kept before.
+    async fn a_quota_set_again_counts_anew(kind: Kind) {
+        let h = harness(kind).await;
+        let w1 = h.agent("w1", "g1", &["worker"]).await;
+        let set =
+            |body: serde_json::Value| h.admin_json(Method::PUT, "/v1/admin/groups/g1/quota", body);
+        assert_eq!(set(json!({"bytes": 100})).await.status, StatusCode::OK);
+        h.upload(&w1, &[1u8; 10]).await;
+        assert_eq!(
+            set(json!({})).await.status,
+            StatusCode::OK,
+            "{kind:?}: cleared"
+        );
+        h.upload(&w1, &[2u8; 95]).await;
+        assert_eq!(set(json!({"bytes": 100})).await.status, StatusCode::OK);
+        let over = h
+            .send(request(
+                Method::POST,
+                "/v1/blobs",
+                Some(&w1.token),
+                vec![3u8; 5],
+            ))
+            .await;
+        assert_eq!(over.code(), "quota_exceeded", "{kind:?}: {over:?}");
+    }
+);

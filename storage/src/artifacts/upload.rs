@@ -385,10 +385,8 @@ impl Artifacts<'_> {
                         return Err(super::disposal::swept_meanwhile());
                     }
                 }
-                // The Group's quota (issue #46): new bytes for the Group must fit.
-                if let Reader::Agent { group_id, .. } = &uploader {
-                    super::quota::check(txn, group_id.as_str(), &digests)?;
-                }
+                // The Group's quota (issue #46): read before any row, held after (`quota.rs`).
+                let owed = super::quota::needs(txn, &uploader, &digests)?;
                 let (quarantined, already_visible) = match read_before {
                     Some(read) => read,
                     None => before(txn, &uploader)?,
@@ -409,9 +407,12 @@ impl Artifacts<'_> {
                     if repaired {
                         append_repaired(txn, digests.blake3, now)?;
                         // Bytes back after a disposal count again for every Group citing
-                        // them: no Group's quota bound holds (`quota.rs`).
-                        crate::rows::groups::forget_usage_bounds(txn)?;
+                        // them: no quota bound counted before holds (`quota.rs`).
+                        crate::rows::usage_epoch::advance(txn)?;
                     }
+                }
+                if let Some(owed) = owed {
+                    super::quota::admit(txn, &digests, owed)?;
                 }
                 if let Some(upload_id) = &finishing {
                     crate::rows::upload_sessions::delete(txn, upload_id)?;

@@ -198,9 +198,10 @@ impl Lifespan<'_> {
 
     /// A page of the holds, in force and lifted, by id after `after`: at most `limit`, and
     /// `next` unless the last was read. With `group_id`, those whose Events went to it. An
-    /// approver lists its own Group's, and of those only what its session sees. A page reads
-    /// at most [`SCANNED`] times `limit` rows, so a filter that keeps few still answers soon
-    /// (with fewer holds and a `next`).
+    /// approver lists its own Group's, and of those only what its session sees; its `next`
+    /// names the last hold it was shown. The operator's page reads at most [`SCANNED`] times
+    /// `limit` rows, so a `group` filter that keeps few still answers soon (with fewer holds
+    /// and a `next`).
     pub async fn holds(
         &self,
         group_id: Option<Id>,
@@ -240,7 +241,14 @@ impl Lifespan<'_> {
                     if exhausted && holds.len() < limit {
                         return Ok(Holds { holds, next: None });
                     }
-                    if holds.len() == limit || scanned >= SCANNED * limit {
+                    if holds.len() == limit {
+                        let next = holds.last().map(|hold| hold.hold_id.clone());
+                        return Ok(Holds { holds, next });
+                    }
+                    // The operator's page may stop at a hold it was not shown (it sees them
+                    // all); an approver's never does, so its cursor names only holds it
+                    // was shown (its rows are its Group's and the operator's).
+                    if approver.is_none() && scanned >= SCANNED * limit {
                         let next = Some(crate::rows::id("holdId", &cursor)?);
                         return Ok(Holds { holds, next });
                     }

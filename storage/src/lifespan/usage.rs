@@ -36,6 +36,8 @@ impl Lifespan<'_> {
         self.0
             .db
             .write(move |txn| {
+                // A bound kept while the Group had no quota was never raised: count anew.
+                crate::rows::groups::set_usage_bound(txn, group_id.as_str(), None)?;
                 if !crate::rows::groups::set_quota(txn, group_id.as_str(), &quota)? {
                     return Err(reject(
                         ErrorCode::UnknownGroup,

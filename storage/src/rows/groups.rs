@@ -159,38 +159,45 @@ pub(crate) fn counts(
         || super::blob_uploaders::uploaded_in_group(conn, blake3, group_id)?)
 }
 
-/// The upper bound of Group `group_id`'s usage its quota check keeps, `(artifacts, bytes)`;
-/// `None` until counted, or after something may have grown it outside an upload.
-pub(crate) fn usage_bound(conn: &Connection, group_id: &str) -> Result<Option<(u64, u64)>, Error> {
+/// The upper bound of Group `group_id`'s usage its quota check keeps, `(artifacts, bytes)`,
+/// and the `usage_epoch` it was counted in; `None` until counted, or after something may have
+/// grown the usage outside an upload.
+pub(crate) fn usage_bound(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Option<(u64, u64, u64)>, Error> {
     Ok(conn
         .row(
-            "SELECT usage_artifacts_bound, usage_bytes_bound FROM groups WHERE group_id = ?1",
+            "SELECT usage_artifacts_bound, usage_bytes_bound, usage_bound_epoch
+             FROM groups WHERE group_id = ?1",
             [group_id],
-            |r| Ok((r.get::<_, Option<u64>>(0)?, r.get::<_, Option<u64>>(1)?)),
+            |r| {
+                Ok((
+                    r.get::<_, Option<u64>>(0)?,
+                    r.get::<_, Option<u64>>(1)?,
+                    r.get::<_, Option<u64>>(2)?,
+                ))
+            },
         )
         .optional()?
-        .and_then(|(artifacts, bytes)| Some((artifacts?, bytes?))))
+        .and_then(|(artifacts, bytes, epoch)| Some((artifacts?, bytes?, epoch?))))
 }
 
 /// Sets Group `group_id`'s usage bound (`None`: not known).
 pub(crate) fn set_usage_bound(
     conn: &Connection,
     group_id: &str,
-    bound: Option<(u64, u64)>,
+    bound: Option<(u64, u64, u64)>,
 ) -> Result<(), Error> {
     conn.run(
-        "UPDATE groups SET usage_artifacts_bound = ?2, usage_bytes_bound = ?3 WHERE group_id = ?1",
-        params![group_id, bound.map(|b| b.0), bound.map(|b| b.1)],
-    )?;
-    Ok(())
-}
-
-/// Forgets every Group's usage bound: bytes that count for several Groups came back.
-pub(crate) fn forget_usage_bounds(conn: &Connection) -> Result<(), Error> {
-    conn.run(
-        "UPDATE groups SET usage_artifacts_bound = NULL, usage_bytes_bound = NULL
-         WHERE usage_artifacts_bound IS NOT NULL",
-        [],
+        "UPDATE groups SET usage_artifacts_bound = ?2, usage_bytes_bound = ?3, usage_bound_epoch = ?4
+         WHERE group_id = ?1",
+        params![
+            group_id,
+            bound.map(|b| b.0),
+            bound.map(|b| b.1),
+            bound.map(|b| b.2)
+        ],
     )?;
     Ok(())
 }
