@@ -8,7 +8,7 @@ CREATE INDEX holds_group_placed ON holds(group_id, placed_at);  -- the placement
 ALTER TABLE groups ADD COLUMN usage_artifacts_bound INTEGER;
 ALTER TABLE groups ADD COLUMN usage_bytes_bound INTEGER;
 ALTER TABLE groups ADD COLUMN usage_bound_epoch INTEGER;  -- `usage_epoch` when it was counted
+-- No row until the first repair (then one, id 0): `weft migrate` copies it as any row.
 CREATE TABLE usage_epoch (id INTEGER PRIMARY KEY, epoch INTEGER NOT NULL);
-INSERT INTO usage_epoch (id, epoch) VALUES (0, 0);
 -- A WorkItem's view lists its newest offers (`rows/offers.rs::newest`).
 CREATE INDEX offers_work_item_sequence ON offers(work_item_id, sequence);
