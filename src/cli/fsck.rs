@@ -75,6 +75,7 @@ pub(super) async fn run(
             "events": report.n_events,
             "problems": report.problems,
             "leftovers": report.leftovers,
+            "inFlight": report.in_flight,
         });
         println!("{out}");
         drop(store);
@@ -94,12 +95,18 @@ pub(super) async fn run(
     for leftover in &report.leftovers {
         println!("LEFTOVER {leftover}");
     }
+    if report.in_flight > 0 {
+        println!(
+            "{} blob objects without a row yet, younger than ten minutes: uploads in flight on other servers",
+            report.in_flight
+        );
+    }
     if !report.problems.is_empty() {
         bail!("{} problems found", report.problems.len())
     }
     if !report.leftovers.is_empty() {
         println!(
-            "no damage; {} crash leftovers (removed at the next start)",
+            "no damage; {} crash leftovers (each line says what becomes of it)",
             report.leftovers.len()
         );
         drop(store);

@@ -626,9 +626,16 @@ impl Blobs {
 
     /// Every blob the backend holds, for fsck.
     pub(crate) fn list(&self) -> BoxStream<'static, Result<(Path, u64), Error>> {
+        self.list_with_age()
+            .map_ok(|(path, size, _)| (path, size))
+            .boxed()
+    }
+
+    /// Every blob the backend holds, with when it was last written (the store's own clock).
+    pub(crate) fn list_with_age(&self) -> BoxStream<'static, Result<Listed, Error>> {
         self.store
             .list(Some(&Path::from("blobs/blake3")))
-            .map_ok(|meta| (meta.location, meta.size))
+            .map_ok(|meta| (meta.location, meta.size, meta.last_modified))
             .map_err(Error::from)
             .boxed()
     }
@@ -660,3 +667,6 @@ impl Blobs {
         Ok(())
     }
 }
+
+/// A listed blob object: its path, size and when it was last written.
+pub(crate) type Listed = (Path, u64, chrono::DateTime<chrono::Utc>);

@@ -60,7 +60,15 @@ pub struct FsckReport {
     pub problems: Vec<String>,
     /// Harmless crash leftovers that the next server start removes.
     pub leftovers: Vec<String>,
+    /// On a shared index: blob objects younger than [`IN_FLIGHT`] without a row yet (another
+    /// server's upload between placing its bytes and committing its row), neither damage nor
+    /// leftovers.
+    pub in_flight: u64,
 }
+
+/// How young a blob object without a row is taken for an upload in flight on a shared index:
+/// far longer than an upload takes from placing its bytes to committing its row.
+pub(crate) const IN_FLIGHT: chrono::Duration = chrono::Duration::minutes(10);
 
 /// Re-checks one stored manifest: its id, its signature by the registered producer key, and
 /// that it describes the blob it is filed under.
@@ -213,10 +221,11 @@ impl Engine {
             ));
         }
         // 1. Every blob object: hash it, compare with its name and its row.
-        let mut objects = self.blobs.list();
+        let mut objects = self.blobs.list_with_age();
         let mut on_disk = HashSet::new();
+        let shared = self.db.is_shared();
         while let Some(object) = objects.try_next().await? {
-            let (path, _) = object;
+            let (path, _, written) = object;
             let name = path.filename().unwrap_or_default().to_owned();
             let Ok(id) = ArtifactId::parse(&format!("blake3:{name}")) else {
                 report.problems.push(format!("{path}: not a blob name"));
@@ -258,6 +267,14 @@ impl Engine {
                 .read(move |conn| blob_row(conn, &Digest::Blake3(id)))
                 .await?;
             match row {
+                // On a shared index another server's upload places its bytes before its row
+                // commits: a young object without one is in flight, not left over.
+                None if shared && chrono::Utc::now() - written < IN_FLIGHT => {
+                    report.in_flight += 1;
+                }
+                None if self.blobs.is_remote() => report.leftovers.push(format!(
+                    "{id}: blob object has no index row (harmless: it holds the bytes its digest names; no start removes a bucket's)"
+                )),
                 None => report.leftovers.push(format!(
                     "{id}: blob file has no index row (removed at the next start)"
                 )),

@@ -40,6 +40,7 @@ mod garage;
 mod held;
 mod hot;
 mod idempotency;
+mod in_flight;
 mod journal;
 mod leases;
 mod lifecycle;
