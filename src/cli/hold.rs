@@ -6,23 +6,14 @@ use clap::Subcommand;
 use weft_api::Id;
 
 use super::args::ClientArgs;
-use super::lifecycle::hold_request;
+use super::lifecycle::{HoldArgs, hold_request};
 
 /// What an approver does with holds.
 #[derive(Debug, Subcommand)]
 pub(super) enum GroupHoldAction {
     /// Places a hold on an artifact, a WorkItem or a Mission of the session's Group; prints
     /// its id.
-    Add {
-        #[arg(long, conflicts_with_all = ["work_item", "mission"], required_unless_present_any = ["work_item", "mission"])]
-        artifact: Option<String>,
-        #[arg(long, conflicts_with = "mission")]
-        work_item: Option<String>,
-        #[arg(long)]
-        mission: Option<String>,
-        #[arg(long)]
-        reason: String,
-    },
+    Add(HoldArgs),
     /// Lifts one of the Group's approvers' holds.
     Rm { hold_id: String },
     /// Lists the Group's holds the session sees, in force and lifted, as JSON.
@@ -34,13 +25,8 @@ pub(super) async fn run(client: &ClientArgs, action: GroupHoldAction) -> anyhow:
     let (session, api) = client.session()?;
     let group = Id::parse("group", &session.group_id)?;
     match action {
-        GroupHoldAction::Add {
-            artifact,
-            work_item,
-            mission,
-            reason,
-        } => {
-            let request = hold_request(artifact, work_item, mission, reason)?;
+        GroupHoldAction::Add(args) => {
+            let request = hold_request(args)?;
             let hold = api.place_group_hold(&group, &request).await?;
             // The id alone on stdout, for scripts (`weft hold rm $(weft hold add …)`).
             println!("{}", hold.hold_id);

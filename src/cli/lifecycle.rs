@@ -65,19 +65,24 @@ pub(super) enum RetentionAction {
     },
 }
 
+/// What a hold holds (exactly one of an artifact, a WorkItem, a Mission) and why: the flags
+/// of `weft admin hold add` and `weft hold add`.
+#[derive(Debug, clap::Args)]
+pub(super) struct HoldArgs {
+    #[arg(long, conflicts_with_all = ["work_item", "mission"], required_unless_present_any = ["work_item", "mission"])]
+    artifact: Option<String>,
+    #[arg(long, conflicts_with = "mission")]
+    work_item: Option<String>,
+    #[arg(long)]
+    mission: Option<String>,
+    #[arg(long)]
+    reason: String,
+}
+
 #[derive(Debug, Subcommand)]
 pub(super) enum HoldAction {
     /// Places a hold; prints its id.
-    Add {
-        #[arg(long, conflicts_with_all = ["work_item", "mission"], required_unless_present_any = ["work_item", "mission"])]
-        artifact: Option<String>,
-        #[arg(long, conflicts_with = "mission")]
-        work_item: Option<String>,
-        #[arg(long)]
-        mission: Option<String>,
-        #[arg(long)]
-        reason: String,
-    },
+    Add(HoldArgs),
     /// Lifts a hold.
     Rm { hold_id: String },
     /// Lists holds, in force and lifted.
@@ -103,12 +108,13 @@ pub(super) enum QuotaAction {
 }
 
 /// A hold's request from its flags (exactly one target: clap and [`HoldRequest::target`]).
-pub(super) fn hold_request(
-    artifact: Option<String>,
-    work_item: Option<String>,
-    mission: Option<String>,
-    reason: String,
-) -> anyhow::Result<HoldRequest> {
+pub(super) fn hold_request(args: HoldArgs) -> anyhow::Result<HoldRequest> {
+    let HoldArgs {
+        artifact,
+        work_item,
+        mission,
+        reason,
+    } = args;
     let request = HoldRequest {
         artifact: artifact
             .as_deref()
@@ -191,15 +197,9 @@ pub(super) async fn run(
             println!("{}", serde_json::to_string_pretty(&policies)?);
         }
         LifecycleAction::Hold {
-            action:
-                HoldAction::Add {
-                    artifact,
-                    work_item,
-                    mission,
-                    reason,
-                },
+            action: HoldAction::Add(args),
         } => {
-            let request = hold_request(artifact, work_item, mission, reason)?;
+            let request = hold_request(args)?;
             let hold = api.place_hold(&request).await?;
             // The id alone on stdout, for scripts (`hold rm $(weft admin hold add …)`).
             said(hold.hold_id.to_string(), serde_json::to_value(&hold)?);

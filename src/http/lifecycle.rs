@@ -134,14 +134,25 @@ pub(crate) async fn place_hold(
     body: Body,
 ) -> HttpResult<Response> {
     caller.require_admin()?;
-    let bytes = read_json(&headers, body).await?;
+    place(&state, HoldBy::Operator, &headers, body).await
+}
+
+/// A hold placed by `by` from a `{artifact | workItemId | missionId, reason}` body: 201 and
+/// the hold (its replay with the same Idempotency-Key too).
+async fn place(
+    state: &AppState,
+    by: HoldBy<'_>,
+    headers: &HeaderMap,
+    body: Body,
+) -> HttpResult<Response> {
+    let bytes = read_json(headers, body).await?;
     let request: HoldRequest = lifecycle_body(&bytes)?;
     let (target, reason) = request.target()?;
     answer_with(|hold: &HoldView| (StatusCode::CREATED, hold.clone()));
     let hold = state
         .store
         .lifespan()
-        .place_hold(target, reason, HoldBy::Operator)
+        .place_hold(target, reason, by)
         .await?;
     Ok(json(StatusCode::CREATED, &hold))
 }
@@ -220,16 +231,7 @@ pub(crate) async fn place_group_hold(
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
     let by = approver(&caller, &group_id)?;
-    let bytes = read_json(&headers, body).await?;
-    let request: HoldRequest = lifecycle_body(&bytes)?;
-    let (target, reason) = request.target()?;
-    answer_with(|hold: &HoldView| (StatusCode::CREATED, hold.clone()));
-    let hold = state
-        .store
-        .lifespan()
-        .place_hold(target, reason, by)
-        .await?;
-    Ok(json(StatusCode::CREATED, &hold))
+    place(&state, by, &headers, body).await
 }
 
 /// A Group's approver lifts one of the Group's holds (the operator's: `forbidden`). Appends

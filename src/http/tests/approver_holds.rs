@@ -10,7 +10,8 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::harness::*;
-use super::work::{mission, ok};
+use super::lifecycle::{gc, past_keep_bytes, renewed_in};
+use super::work::mission;
 
 /// `agent`'s call on Group `group`'s holds.
 async fn holds_call(
@@ -29,26 +30,10 @@ async fn holds_call(
     }
 }
 
-/// `agent` with a fresh session in g1 (the clock moved past its old one).
-async fn renewed(h: &Harness, agent: Agent) -> Agent {
-    Agent {
-        token: h.session(&agent.key, agent.id.as_str(), "g1").await,
-        ..agent
-    }
-}
-
 /// Group `group`'s holds as `agent` lists them.
 async fn listed(h: &Harness, agent: &Agent, group: &str) -> Value {
     let path = format!("/v1/groups/{group}/holds");
     holds_call(h, agent, Method::GET, &path, None).await.json()
-}
-
-async fn gc(h: &Harness) -> Value {
-    let answer = h
-        .call(Method::POST, "/v1/admin/gc", Some(ADMIN), Body::empty())
-        .await;
-    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
-    answer.json()
 }
 
 backends!(
@@ -80,29 +65,15 @@ backends!(
         let own = h.get_json(&auditor, "/v1/groups/g1/agents/a1/events").await;
         assert_eq!(own["events"][0]["type"], "hold.placed", "{kind:?}: {own}");
 
-        let set = h
-            .admin_json(
-                Method::PUT,
-                "/v1/admin/groups/g1/retention",
-                json!({"keepBytes": "1d"}),
-            )
-            .await;
-        assert_eq!(set.status, StatusCode::OK, "{set:?}");
-        let coordinator = h.harness_coordinator("g1").await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "mission.cancel",
-            json!({"missionId": "mission-1"}),
-        )
-        .await;
-        h.clock.advance(chrono::Duration::days(2));
-        let report = gc(&h).await;
+        past_keep_bytes(&h, 2).await;
+        let report = gc(&h, false).await;
         assert_eq!(report["disposed"], json!([]), "{kind:?}: {report}");
         assert_eq!(report["kept"], 1, "{kind:?}: {report}");
 
-        let (approver, auditor) = (renewed(&h, approver).await, renewed(&h, auditor).await);
+        let (approver, auditor) = (
+            renewed_in(&h, approver, "g1").await,
+            renewed_in(&h, auditor, "g1").await,
+        );
         let listed = holds_call(&h, &approver, Method::GET, "/v1/groups/g1/holds", None).await;
         assert_eq!(
             listed.json()["holds"][0]["holdId"],
@@ -121,7 +92,7 @@ backends!(
         assert!(lifted.json()["liftedAt"].is_string());
         let events = h.events_of(&auditor, "hold.lifted").await;
         assert_eq!(events[0]["payload"]["liftedBy"], "a1", "{kind:?}");
-        let report = gc(&h).await;
+        let report = gc(&h, false).await;
         assert_eq!(
             report["disposed"][0]["artifact"],
             artifact.to_string(),

@@ -4,10 +4,9 @@
 //! collection batch either committed before it (and it is refused) or sees its citation.
 
 use axum::http::{Method, StatusCode};
-use serde_json::json;
 
 use super::harness::*;
-use super::work::ok;
+use super::lifecycle::{gc, past_keep_bytes};
 use super::work_setup::{evidence_payload, signed_evidence};
 
 backends!(
@@ -16,33 +15,8 @@ backends!(
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let bytes = b"the bytes a reviewer would fetch".to_vec();
         let artifact = h.put(&worker, "g1", &bytes, &[]).await;
-        let policy = h
-            .admin_json(
-                Method::PUT,
-                "/v1/admin/groups/g1/retention",
-                json!({"keepBytes": "1d"}),
-            )
-            .await;
-        assert_eq!(policy.status, StatusCode::OK, "{policy:?}");
-        let coordinator = h.harness_coordinator("g1").await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "mission.cancel",
-            json!({"missionId": "mission-1"}),
-        )
-        .await;
-        h.clock.advance(chrono::Duration::days(2));
-        let report = h
-            .call(
-                Method::POST,
-                "/v1/admin/gc",
-                Some(ADMIN),
-                axum::body::Body::empty(),
-            )
-            .await
-            .json();
+        past_keep_bytes(&h, 2).await;
+        let report = gc(&h, false).await;
         assert_eq!(
             report["disposed"][0]["artifact"],
             artifact.to_string(),

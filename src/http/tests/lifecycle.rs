@@ -15,7 +15,7 @@ use super::harness::*;
 use super::work::ok;
 
 /// Ends the harness's Mission `mission` of `group` (cancelled, its WorkItems with it).
-async fn end_mission(h: &Harness, group: &str, mission: &str) {
+pub(super) async fn end_mission(h: &Harness, group: &str, mission: &str) {
     let coordinator = h.harness_coordinator(group).await;
     ok(
         h,
@@ -28,7 +28,7 @@ async fn end_mission(h: &Harness, group: &str, mission: &str) {
 }
 
 /// `POST /v1/admin/gc`, answered 200; its report.
-async fn gc(h: &Harness, dry_run: bool) -> Value {
+pub(super) async fn gc(h: &Harness, dry_run: bool) -> Value {
     let answer = h
         .call(
             Method::POST,
@@ -51,7 +51,7 @@ fn disposed(report: &Value) -> Vec<String> {
         .collect()
 }
 
-async fn set_retention(
+pub(super) async fn set_retention(
     h: &Harness,
     group: &str,
     body: Value,
@@ -66,10 +66,24 @@ async fn set_retention(
 
 /// `agent` with a fresh session in g1 (the clock moved past its old one).
 async fn renewed(h: &Harness, agent: Agent) -> Agent {
+    renewed_in(h, agent, "g1").await
+}
+
+/// `agent` with a fresh session in `group` (the clock moved past its old one).
+pub(super) async fn renewed_in(h: &Harness, agent: Agent, group: &str) -> Agent {
     Agent {
-        token: h.session(&agent.key, agent.id.as_str(), "g1").await,
+        token: h.session(&agent.key, agent.id.as_str(), group).await,
         ..agent
     }
+}
+
+/// g1 keeps bytes a day after a Mission ends; the harness's `mission-1` ends and the clock
+/// moves `days_on` days: what it published is due.
+pub(super) async fn past_keep_bytes(h: &Harness, days_on: i64) {
+    let set = set_retention(h, "g1", json!({"keepBytes": "1d"})).await;
+    assert_eq!(set.status, StatusCode::OK, "{set:?}");
+    end_mission(h, "g1", "mission-1").await;
+    h.clock.advance(days(days_on));
 }
 
 fn days(n: i64) -> chrono::Duration {

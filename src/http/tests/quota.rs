@@ -8,15 +8,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::json;
 
 use super::harness::*;
-use super::work::ok;
-
-/// `agent` with a fresh session in `group` (the clock moved past its old one).
-async fn renewed(h: &Harness, agent: Agent, group: &str) -> Agent {
-    Agent {
-        token: h.session(&agent.key, agent.id.as_str(), group).await,
-        ..agent
-    }
-}
+use super::lifecycle::{gc, past_keep_bytes, renewed_in};
 
 backends!(
     async fn bytes_back_after_a_disposal_are_counted_again(kind: Kind) {
@@ -34,33 +26,16 @@ backends!(
         let shared = vec![9u8; 40];
         h.upload(&w2, &shared).await;
         h.put(&w1, "g1", &shared, &[]).await;
-        let policy = h
-            .admin_json(
-                Method::PUT,
-                "/v1/admin/groups/g1/retention",
-                json!({"keepBytes": "1d"}),
-            )
-            .await;
-        assert_eq!(policy.status, StatusCode::OK, "{policy:?}");
-        let coordinator = h.harness_coordinator("g1").await;
-        ok(
-            &h,
-            &coordinator,
-            "g1",
-            "mission.cancel",
-            json!({"missionId": "mission-1"}),
-        )
-        .await;
-        h.clock.advance(chrono::Duration::days(3));
-        let report = h
-            .call(Method::POST, "/v1/admin/gc", Some(ADMIN), Body::empty())
-            .await
-            .json();
+        past_keep_bytes(&h, 3).await;
+        let report = gc(&h, false).await;
         assert_eq!(
             report["bytes"], 40,
             "{kind:?}: the shared bytes go: {report}"
         );
-        let (w1, w2) = (renewed(&h, w1, "g1").await, renewed(&h, w2, "g2").await);
+        let (w1, w2) = (
+            renewed_in(&h, w1, "g1").await,
+            renewed_in(&h, w2, "g2").await,
+        );
         // 70 bytes fit the 40 disposed of.
         h.upload(&w1, &[7u8; 70]).await;
         // g2 uploads the shared bytes again: g1's manifest cites them, so they count for g1.

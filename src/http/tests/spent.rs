@@ -10,17 +10,9 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::harness::*;
+use super::lifecycle::gc;
 use super::progress::{checkpoint, ok_quoting, start};
 use super::tokens::{issue, lease_id, secret, setup};
-
-/// `POST /v1/admin/gc`, answered 200; its report.
-async fn gc(h: &Harness) -> Value {
-    let answer = h
-        .call(Method::POST, "/v1/admin/gc", Some(ADMIN), Body::empty())
-        .await;
-    assert_eq!(answer.status, StatusCode::OK, "{:?}: {answer:?}", h.kind);
-    answer.json()
-}
 
 /// How many rows `table` holds.
 async fn rows(h: &Harness, table: &str) -> u64 {
@@ -71,7 +63,7 @@ backends!(
             before["lease"]["renewalsTruncated"], true,
             "{kind:?}: {before}"
         );
-        let report = gc(&h).await;
+        let report = gc(&h, false).await;
         assert_eq!(report["rowsForgotten"], 3, "{kind:?}: {report}");
         assert_eq!(rows(&h, "lease_renewals").await, 17, "{kind:?}");
         assert_eq!(
@@ -84,7 +76,7 @@ backends!(
         ok_quoting(&h, &w1, "work.checkpoint", checkpoint("wi-1"), &first).await;
         let second = start(&h, &w1, "wi-1").await;
         ok_quoting(&h, &w1, "lease.renew", renew, &second).await;
-        let report = gc(&h).await;
+        let report = gc(&h, false).await;
         assert_eq!(report["rowsForgotten"], 17, "{kind:?}: {report}");
         assert_eq!(rows(&h, "lease_renewals").await, 1, "{kind:?}");
         let shown = view(&h).await;
@@ -100,13 +92,13 @@ backends!(
         let issued = issue(&h, &w1, &second, &["blob:write"], 60).await;
         ok_quoting(&h, &w1, "work.checkpoint", checkpoint("wi-1"), &second).await;
         assert_eq!(
-            gc(&h).await["rowsForgotten"],
+            gc(&h, false).await["rowsForgotten"],
             1,
             "{kind:?}: the ended lease's renewal"
         );
         h.clock.advance(chrono::Duration::hours(23));
         assert_eq!(
-            gc(&h).await["rowsForgotten"],
+            gc(&h, false).await["rowsForgotten"],
             0,
             "{kind:?}: expired, not a day past"
         );
@@ -114,7 +106,7 @@ backends!(
         let expired = upload_with(&h, secret(&issued)).await;
         assert_eq!(expired.0, StatusCode::UNAUTHORIZED, "{kind:?}: {expired:?}");
         h.clock.advance(chrono::Duration::hours(2));
-        let report = gc(&h).await;
+        let report = gc(&h, false).await;
         assert_eq!(report["rowsForgotten"], 1, "{kind:?}: {report}");
         assert_eq!(rows(&h, "capability_tokens").await, tokens, "{kind:?}");
         assert_eq!(upload_with(&h, secret(&issued)).await, expired, "{kind:?}");
