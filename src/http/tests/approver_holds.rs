@@ -376,3 +376,82 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// A Group's approvers have at most 1,000 holds in force (`409 conflict`) and place at
+    /// most 1,000 a day, lifted ones counted (`429 rate_limited`); each refusal changes
+    /// nothing. The holds are placed through the store for speed; the refusals go over HTTP.
+    async fn approvers_holds_are_bounded_in_number_and_rate(kind: Kind) {
+        let h = harness(kind).await;
+        let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
+        let approver = h.agent("a1", "g1", &["approver"]).await;
+        mission(&h, &coordinator, "g1", "m-held").await;
+        let session = h
+            .store
+            .sessions()
+            .authenticate(&approver.token)
+            .await
+            .expect("session");
+        let group = weft_api::Id::parse("groupId", "g1").expect("id");
+        let by = weft_storage::HoldBy::Approver {
+            group: &group,
+            session: &session,
+        };
+        let target = || {
+            weft_api::lifecycle::HoldTarget::MissionId(
+                weft_api::Id::parse("missionId", "m-held").expect("id"),
+            )
+        };
+        let mut first = None;
+        for _ in 0..weft_storage::GROUP_HOLDS {
+            let hold = h
+                .store
+                .lifespan()
+                .place_hold(target(), "r".to_owned(), by)
+                .await
+                .expect("a hold");
+            first.get_or_insert(hold.hold_id);
+        }
+        let place = || async {
+            holds_call(
+                &h,
+                &approver,
+                Method::POST,
+                "/v1/groups/g1/holds",
+                Some(json!({"missionId": "m-held", "reason": "one more"})),
+            )
+            .await
+        };
+        let before = h.fingerprint().await;
+        assert_eq!(place().await.code(), "conflict", "{kind:?}");
+        assert_unchanged(&before, &h.fingerprint().await, "a hold past the bound");
+        let first = first.expect("placed");
+        let lifted = holds_call(
+            &h,
+            &approver,
+            Method::DELETE,
+            &format!("/v1/groups/g1/holds/{first}"),
+            None,
+        )
+        .await;
+        assert_eq!(lifted.status, StatusCode::OK, "{kind:?}: {lifted:?}");
+        let before = h.fingerprint().await;
+        assert_eq!(place().await.code(), "rate_limited", "{kind:?}");
+        assert_unchanged(
+            &before,
+            &h.fingerprint().await,
+            "a hold past the day's rate",
+        );
+        h.clock.advance(chrono::Duration::hours(25));
+        let approver = renewed_in(&h, approver, "g1").await;
+        let again = holds_call(
+            &h,
+            &approver,
+            Method::POST,
+            "/v1/groups/g1/holds",
+            Some(json!({"missionId": "m-held", "reason": "the next day"})),
+        )
+        .await;
+        assert_eq!(again.status, StatusCode::CREATED, "{kind:?}: {again:?}");
+    }
+);
