@@ -27,7 +27,8 @@
 //! never came (the outboard goes first).
 //! [`Blobs::sweep_staging`] removes the first at start and the engine's start-up
 //! reconciliation (`lifecycle.rs`) the others, with [`Blobs::local_blob_files`] and
-//! [`Blobs::local_outboard_files`].
+//! [`Blobs::local_outboard_files`]; on a shared bucket, which no start lists, the sweep walks
+//! the store a page at a time (`blobs/walk.rs`, `artifacts/strays.rs`).
 //!
 //! Modes: on the local backend the data directory, every directory under it and every blob
 //! file are owner-only (0700 / 0600); [`Blobs::open`] also fixes the modes of what an older
@@ -58,6 +59,9 @@ mod reading;
 mod resumable;
 mod s3;
 mod staging;
+mod walk;
+
+pub(crate) use walk::Walk;
 
 pub use s3::S3Location;
 

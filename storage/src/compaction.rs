@@ -219,10 +219,19 @@ impl Compaction<'_> {
             )
             .await?;
         let (archive_digests, state_digests) = (archive.digests, state_blob.digests);
-        // Like an upload: the sweep may not delete a file between its promotion and its row.
+        // Like an upload: the sweep may not delete a file between its promotion and its row;
+        // on a shared index, another server's sweep of strays records what it deletes, and a
+        // promotion that found one of those objects present records no row for it (below).
         let _not_swept = self.0.sweep_lock.read().await;
+        let at = format_instant(self.0.clock.now());
+        let seen = self
+            .0
+            .db
+            .read(move |conn| crate::rows::blob_disposals::seen(conn, &at))
+            .await?;
         self.0.blobs.promote(archive, false).await?;
         self.0.blobs.promote(state_blob, false).await?;
+        self.0.faults.after_promotion().await;
         // 3. The signed reference.
         let reference = SnapshotReference {
             group_id: group.to_owned(),
@@ -260,6 +269,12 @@ impl Compaction<'_> {
                     ));
                 }
                 for digests in [archive_digests, state_digests] {
+                    if crate::rows::blob_disposals::disposed_since(txn, seen, &digests.blake3.0)? {
+                        return Err(reject(
+                            weft_api::ErrorCode::StorageUnavailable,
+                            "another server deleted an object this compaction placed",
+                        ));
+                    }
                     crate::rows::blobs::insert_if_absent(txn, &digests, now)?;
                 }
                 crate::rows::snapshots::insert(

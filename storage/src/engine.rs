@@ -51,6 +51,8 @@ pub(crate) struct Engine {
     /// Shared by uploads (promotion to row), compaction and an outboard rebuild's placing,
     /// exclusive for the sweep.
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,
+    /// Where the sweep of objects no row names goes on from (`artifacts/strays.rs`).
+    pub(crate) strays: std::sync::Mutex<crate::blobs::Walk>,
     pub(crate) upload_counters: uploads::Counters,
     /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
     pub(crate) upload_claims: uploads::Claims,

@@ -271,9 +271,10 @@ impl Faults {
         let _ = held.wait_for(|held| !*held).await;
     }
 
-    /// Holds every upload of a file after its bytes are placed (or found present) and before
-    /// its row's transaction (`true`), until released (`false`): a test interleaves another
-    /// server's sweep there (`artifacts/disposal.rs`).
+    /// Holds every upload of a file (and every compaction) after its bytes are placed (or
+    /// found present) and before its row's transaction (`true`), until released (`false`): a
+    /// test interleaves another server's sweep or compaction there (`artifacts/disposal.rs`),
+    /// or drops the held upload as a crash would.
     pub fn hold_promoted(&self, held: bool) {
         self.promoted_held.send_replace(held);
     }
@@ -289,10 +290,17 @@ impl Faults {
         if !*self.promoted_held.borrow() {
             return;
         }
+        /// Counts a held upload out however it leaves the hold: released, or dropped.
+        struct Waiting<'a>(&'a tokio::sync::watch::Sender<usize>);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.send_modify(|waiting| *waiting -= 1);
+            }
+        }
         self.promoted_waiting.send_modify(|waiting| *waiting += 1);
+        let _waiting = Waiting(&self.promoted_waiting);
         let mut held = self.promoted_held.subscribe();
         let _ = held.wait_for(|held| !*held).await;
-        self.promoted_waiting.send_modify(|waiting| *waiting -= 1);
     }
 
     /// Whether a test holds the reactions now.

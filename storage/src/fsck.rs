@@ -272,11 +272,9 @@ impl Engine {
                 None if shared && chrono::Utc::now() - written < IN_FLIGHT => {
                     report.in_flight += 1;
                 }
-                None if self.blobs.is_remote() => report.leftovers.push(format!(
-                    "{id}: blob object has no index row (harmless: it holds the bytes its digest names; no start removes a bucket's)"
-                )),
                 None => report.leftovers.push(format!(
-                    "{id}: blob file has no index row (removed at the next start)"
+                    "{id}: blob object has no index row (harmless: it holds the bytes its digest names; the sweep removes it once {} minutes old)",
+                    crate::artifacts::STRAY_AGE.num_minutes()
                 )),
                 Some((indexed, quarantined)) => {
                     if digests.blake3 == id
@@ -358,7 +356,8 @@ impl Engine {
             .await?;
         for id in unnamed {
             report.leftovers.push(format!(
-                "{id}: outboard has no blob row (removed at the next start)"
+                "{id}: outboard has no blob row (the sweep removes it once {} minutes old)",
+                crate::artifacts::STRAY_AGE.num_minutes()
             ));
         }
         // 2. Rows, signatures and chains, on one read connection.

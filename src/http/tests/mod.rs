@@ -74,6 +74,7 @@ mod spent;
 mod standards;
 mod statements;
 mod story;
+mod strays;
 mod streams;
 mod tlog;
 mod token_uploads;

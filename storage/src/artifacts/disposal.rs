@@ -1,5 +1,5 @@
-//! Deleting blob files after their rows: the sweep of uncited uploads and the undoing of a
-//! failed upload's promotion. In one process the sweep lock orders them against uploads
+//! Deleting blob files after their rows: the sweep of uncited uploads, the undoing of a
+//! failed upload's promotion, and objects no row names (`strays.rs`). In one process the sweep lock orders them against uploads
 //! (`sweep.rs`); on an index several servers share, each batch is also recorded in the
 //! transaction that deletes its rows, so that an upload on another server that found one of
 //! its files present refuses to record a row for it (`rows/blob_disposals.rs`).
@@ -80,6 +80,48 @@ pub(super) fn swept_meanwhile() -> Error {
 }
 
 impl Artifacts<'_> {
+    /// Deletes the files (and outboards) of the blobs in `ids` that no row names: a failed
+    /// upload's promotion, objects a crash or a lost compaction left (`strays.rs`). The caller
+    /// holds the sweep lock exclusively, so no upload of this process is between its promotion
+    /// and its row. On a shared index the check that no row names a blob and the batch that
+    /// names it are one transaction, so an upload on another server that found one of these
+    /// files present refuses to record its row. Answers the files deleted.
+    pub(super) async fn dispose_rowless(&self, ids: Vec<ArtifactId>) -> Result<usize, Error> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let now = self.0.clock.now();
+        let shared = self.0.db.is_shared();
+        let decide = move |conn: &Connection| -> Result<Vec<ArtifactId>, Error> {
+            let mut rowless = Vec::new();
+            for id in ids {
+                if !crate::rows::blobs::exists(conn, &id)? {
+                    rowless.push(id);
+                }
+            }
+            Ok(rowless)
+        };
+        let (begun, rowless) = if shared {
+            self.0
+                .db
+                .write(move |txn| {
+                    let begun = Begun::begin(txn, now)?;
+                    if matches!(begun, Begun::Busy) {
+                        // Another server is deleting files: these stay for a later round.
+                        return Ok((begun, Vec::new()));
+                    }
+                    let rowless = decide(txn)?;
+                    let digests: Vec<[u8; 32]> = rowless.iter().map(|id| id.0).collect();
+                    begun.record(txn, now, &digests)?;
+                    Ok((begun, rowless))
+                })
+                .await?
+        } else {
+            (Begun::Alone, self.0.db.read(decide).await?)
+        };
+        self.delete_disposed(begun, &rowless).await
+    }
+
     /// Deletes the files of a committed disposal (while its lease lasts), then ends its batch.
     /// Answers the files deleted.
     pub(super) async fn delete_disposed(

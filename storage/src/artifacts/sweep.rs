@@ -1,6 +1,7 @@
 //! The sweep: uploads nothing cites (no manifest, Evidence, schema or snapshot) whose latest
 //! upload is older than the TTL are removed, rows first, then files; session nonces too old
-//! to be replayed are pruned in the same transaction.
+//! to be replayed are pruned in the same transaction. Then a page of objects no row names
+//! (`strays.rs`).
 //!
 //! Crash story: rows and files cannot go in one transaction, so the rows go first (an index
 //! row never points at a missing blob); a crash before the files are deleted leaves files with
@@ -31,6 +32,8 @@ pub struct SweepReport {
     pub nonces_removed: u64,
     /// Resumable upload sessions idle past the TTL, removed with their bytes.
     pub upload_sessions_removed: u64,
+    /// Blob objects no row names, an hour old or more (`strays.rs`).
+    pub strays_removed: u64,
 }
 
 /// A session nonce can only be replayed while a request carrying it could still pass the
@@ -96,7 +99,19 @@ impl Artifacts<'_> {
             report.blobs_removed += 1;
             report.bytes_removed += size;
         }
-        if report.blobs_removed > 0 || report.nonces_removed > 0 || upload_sessions_removed > 0 {
+        report.strays_removed = match self.sweep_strays().await {
+            Ok(n) => n,
+            Err(error) if error.code() == weft_api::ErrorCode::StorageUnavailable => {
+                tracing::debug!(%error, "the sweep of strays waits for its next round");
+                0
+            }
+            Err(error) => return Err(error),
+        };
+        if report.blobs_removed > 0
+            || report.nonces_removed > 0
+            || upload_sessions_removed > 0
+            || report.strays_removed > 0
+        {
             tracing::info!(?report, "swept uncited uploads and spent nonces");
         }
         Ok(report)

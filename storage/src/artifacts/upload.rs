@@ -16,7 +16,6 @@ use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 
 use super::blob_row;
-use super::disposal::Begun;
 use crate::access::Session;
 use crate::access::{Reader, can_see_blob, membership};
 use crate::acting::Acting;
@@ -483,45 +482,8 @@ impl Artifacts<'_> {
     /// another server that found the file present then refuses to record its row.
     async fn undo_promotion(&self, id: weft_api::ArtifactId) {
         let _alone = self.0.sweep_lock.write().await;
-        if !self.0.db.is_shared() {
-            let recorded = self
-                .0
-                .db
-                .read(move |conn| Ok(blob_row(conn, &Digest::Blake3(id))?.is_some()))
-                .await;
-            let undone = match recorded {
-                Ok(true) => Ok(()),
-                Ok(false) => self.0.blobs.remove(&id).await,
-                Err(error) => Err(error),
-            };
-            if let Err(error) = undone {
-                // Left for start-up, which removes blob files no row names.
-                tracing::error!(%id, %error, "could not undo the promotion of a failed upload");
-            }
-            return;
-        }
-        let now = self.0.clock.now();
-        let begun = self
-            .0
-            .db
-            .write(move |txn| {
-                if blob_row(txn, &Digest::Blake3(id))?.is_some() {
-                    return Ok(None);
-                }
-                let begun = Begun::begin(txn, now)?;
-                begun.record(txn, now, &[id.0])?;
-                Ok(Some(begun))
-            })
-            .await;
-        let undone = match begun {
-            Ok(None) => Ok(()),
-            // Another server is deleting files: this one stays, a file no row names.
-            Ok(Some(Begun::Busy)) => Ok(()),
-            Ok(Some(begun)) => self.delete_disposed(begun, &[id]).await.map(drop),
-            Err(error) => Err(error),
-        };
-        if let Err(error) = undone {
-            // Left for start-up, which removes blob files no row names.
+        if let Err(error) = self.dispose_rowless(vec![id]).await {
+            // Left as an object no row names: start-up or the sweep of strays removes it.
             tracing::error!(%id, %error, "could not undo the promotion of a failed upload");
         }
     }
