@@ -2,8 +2,9 @@
 //! promotion and its row, or by a compaction another server won. Start-up removes a local
 //! directory's after a crash (`lifecycle.rs`), but no start lists a shared bucket, and a
 //! server sharing its index cannot tell another's upload in flight from a leftover: so every
-//! sweep round walks a page of the store ([`PAGE`] objects, `blobs/walk.rs`) and disposes of
-//! those older than [`STRAY_AGE`] that still have no row.
+//! sweep round walks a page of the store ([`PAGE`] objects, `blobs/walk.rs`, before it takes
+//! the sweep lock, so uploads do not wait on a listing) and disposes of those older than
+//! [`STRAY_AGE`] that still have no row.
 //!
 //! Safe by construction, not by the age: the caller holds the sweep lock exclusively (no
 //! upload of this process is between its promotion and its row), and on a shared index the
@@ -12,6 +13,8 @@
 //! row and is retried. The age only spares such uploads that refusal.
 
 use std::collections::BTreeSet;
+
+use weft_api::ArtifactId;
 
 use crate::artifacts::handle::Artifacts;
 use crate::error::Error;
@@ -24,9 +27,10 @@ pub(crate) const STRAY_AGE: chrono::Duration = chrono::Duration::hours(1);
 const PAGE: usize = 1000;
 
 impl Artifacts<'_> {
-    /// Walks the next page of the store and disposes of its strays; answers how many went.
-    /// The caller holds the sweep lock exclusively.
-    pub(super) async fn sweep_strays(&self) -> Result<u64, Error> {
+    /// Walks the next page of the store: the blobs of its objects an hour old or more. Needs
+    /// no lock: whether a row names them is decided under the sweep lock
+    /// ([`Artifacts::sweep_strays`]).
+    pub(super) async fn old_objects(&self) -> Result<Vec<ArtifactId>, Error> {
         let mut walk =
             std::mem::take(&mut *self.0.strays.lock().unwrap_or_else(|p| p.into_inner()));
         let listed = self.0.blobs.walk_page(&mut walk, PAGE).await;
@@ -39,7 +43,13 @@ impl Artifacts<'_> {
             .filter(|(_, written)| *written < cutoff)
             .map(|(id, _)| id)
             .collect();
-        let removed = self.dispose_rowless(old.into_iter().collect()).await?;
+        Ok(old.into_iter().collect())
+    }
+
+    /// Disposes of the blobs in `old` that no row names; answers how many went. The caller
+    /// holds the sweep lock exclusively.
+    pub(super) async fn sweep_strays(&self, old: Vec<ArtifactId>) -> Result<u64, Error> {
+        let removed = self.dispose_rowless(old).await?;
         if removed > 0 {
             tracing::info!(removed, "removed blob objects no row names");
         }

@@ -46,6 +46,11 @@ impl Artifacts<'_> {
     /// Removes uploads nothing cites whose latest upload is older than the TTL (rows, then
     /// files), and session nonces too old to be replayed. The server runs it on an interval.
     pub async fn sweep(&self) -> Result<SweepReport, Error> {
+        // Listed before the lock: uploads never wait on a listing of the store.
+        let old_objects = self.old_objects().await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "could not list the store for objects no row names");
+            Vec::new()
+        });
         let _exclusive = self.0.sweep_lock.write().await;
         let now = self.0.clock.now();
         let blob_cutoff = format_instant(now - self.0.unpublished_blob_ttl);
@@ -99,7 +104,7 @@ impl Artifacts<'_> {
             report.blobs_removed += 1;
             report.bytes_removed += size;
         }
-        report.strays_removed = match self.sweep_strays().await {
+        report.strays_removed = match self.sweep_strays(old_objects).await {
             Ok(n) => n,
             Err(error) if error.code() == weft_api::ErrorCode::StorageUnavailable => {
                 tracing::debug!(%error, "the sweep of strays waits for its next round");
