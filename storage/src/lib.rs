@@ -355,6 +355,12 @@ impl Store {
         self.inner.reactions_settled().await;
     }
 
+    /// How many reactions (reviews after a submission) this process began to run: on an
+    /// index several servers share, each owed reaction is claimed by one of them.
+    pub fn reactions_ran(&self) -> u64 {
+        self.inner.reactions.ran()
+    }
+
     /// Signs `payload` as `payload_type` with the server's authority key (for exports such as
     /// in-toto attestations; the key never leaves the engine; `access.rs`).
     pub fn sign_as_authority(&self, payload_type: &str, payload: &[u8]) -> Envelope {

@@ -260,6 +260,10 @@ impl crate::reactions::Reactor for Engine {
         &self.reactions
     }
 
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
+
     fn react<'a>(
         self: &'a Arc<Self>,
         owed: &'a crate::reactions::Owed,

@@ -14,6 +14,12 @@
 //! does its slow part (re-hashing GiBs, validating schemas) outside the writer, through the
 //! read pool and the blocking pool like any read, and holds no connection across an `.await`.
 //!
+//! **One server runs it.** On an index several servers share, a pass claims the rows it will
+//! run (`rows/reactions.rs::claim`: this process's name and an end, [`CLAIM`] from now, in one
+//! writer transaction with `SKIP LOCKED`), and skips rows another server's live claim holds: a
+//! review re-hashing GiBs runs on one server, not on each. A claim only saves work; a killed
+//! server's claims end and another server runs what it owed.
+//!
 //! **Exactly once in effect.** A reaction records what it found in one transaction that also
 //! deletes its row, and records nothing if the row is already gone: a reaction cut short by a
 //! crash left its row and recorded nothing, so it runs again after the restart; one that
@@ -42,6 +48,7 @@ use futures::future::BoxFuture;
 use weft_api::Id;
 use weft_api::work::events::WorkEventKind;
 
+use crate::clock::format_instant;
 use crate::db::Db;
 use crate::error::Error;
 use crate::faults::Faults;
@@ -105,20 +112,48 @@ pub(crate) trait Reactor: Send + Sync + 'static {
     fn db(&self) -> &Db;
     fn faults(&self) -> &Faults;
     fn reactions(&self) -> &Reactions;
+    /// The Engine's clock (claims on reactions are timed by it).
+    fn now(&self) -> chrono::DateTime<chrono::Utc>;
     /// Runs the reaction `owed` owes, recording what it found in one transaction that
     /// deletes its row with [`done`] (and records nothing when `done` says it is gone).
     fn react<'a>(self: &'a Arc<Self>, owed: &'a Owed) -> BoxFuture<'a, Result<(), Error>>;
 }
 
-/// The reactions' shared state on the Engine: passes started and finished (for [`settled`])
-/// and the signal that ends the task when the Engine goes.
+/// The reactions' shared state on the Engine: passes started and finished (for [`settled`]),
+/// the signal that ends the task when the Engine goes, this process's name in its claims and
+/// how many reactions it ran.
 #[derive(Debug, Default)]
 pub(crate) struct Reactions {
     /// `(passes started, passes finished)` over owed rows.
     passes: tokio::sync::watch::Sender<(u64, u64)>,
     /// Notified when the Engine is dropped: the task ends.
     stop: Arc<tokio::sync::Notify>,
+    claimant: Claimant,
+    /// Reactions this process began to run.
+    ran: std::sync::atomic::AtomicU64,
 }
+
+impl Reactions {
+    /// How many reactions this process began to run.
+    pub(crate) fn ran(&self) -> u64 {
+        self.ran.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// This process's name in its claims on owed reactions: random, so a restarted server waits
+/// out its former claims like any other server's.
+#[derive(Debug)]
+struct Claimant(String);
+
+impl Default for Claimant {
+    fn default() -> Self {
+        Self(uuid::Uuid::new_v4().to_string())
+    }
+}
+
+/// How long a claim keeps other servers off a reaction: longer than a review takes; a server
+/// killed while running one leaves it to the others after this.
+const CLAIM: chrono::Duration = chrono::Duration::minutes(5);
 
 impl Drop for Reactions {
     fn drop(&mut self) {
@@ -181,11 +216,28 @@ async fn run_pass<R: Reactor>(reactor: &Arc<R>) -> Result<(), Error> {
     let mut after: Option<(String, u64)> = None;
     loop {
         let cursor = after.clone();
-        let batch = match reactor
-            .db()
-            .read(move |conn| owed(conn, cursor.as_ref()))
-            .await
-        {
+        let read = match reactor.db().is_shared() {
+            // Several servers: each takes what no other is running (a claim, written).
+            true => {
+                let claimant = reactor.reactions().claimant.0.clone();
+                let now = reactor.now();
+                let (at, until) = (format_instant(now), format_instant(now + CLAIM));
+                reactor
+                    .db()
+                    .write(move |tx| {
+                        let after = cursor.as_ref().map(|(g, s)| (g.as_str(), *s));
+                        crate::rows::reactions::claim(tx, after, PASS, &claimant, &at, &until)
+                    })
+                    .await
+            }
+            false => {
+                reactor
+                    .db()
+                    .read(move |conn| owed(conn, cursor.as_ref()))
+                    .await
+            }
+        };
+        let batch = match read {
             Ok(batch) => batch,
             Err(Error::ShuttingDown) => return Err(Error::ShuttingDown),
             Err(error) => {
@@ -210,6 +262,10 @@ async fn run_pass<R: Reactor>(reactor: &Arc<R>) -> Result<(), Error> {
 /// Runs one owed reaction. A refusal drops it (logged); a backend error leaves it owed.
 /// Fails only when the engine is shutting down.
 async fn react<R: Reactor>(reactor: &Arc<R>, owed: Owed) -> Result<(), Error> {
+    reactor
+        .reactions()
+        .ran
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let outcome = match owed.reaction() {
         Some(_) => reactor.react(&owed).await,
         // No weft writes another kind (a newer schema is refused at open).

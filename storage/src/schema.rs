@@ -691,10 +691,14 @@ const V34: &str = include_str!("schema/sqlite_v34.sql");
 /// an index for a WorkItem's newest offers.
 const V35: &str = include_str!("schema/sqlite_v35.sql");
 
+/// Claims on owed reactions (issue #43): on an index several servers share, the server that
+/// runs one and until when (`rows/reactions.rs::claim`), so two servers do not both run it.
+const V36: &str = include_str!("schema/sqlite_v36.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 35] = [
+const MIGRATIONS: [&str; 36] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -89,3 +89,45 @@ async fn an_owed_review_runs_after_a_restart_exactly_once() {
     .await;
     assert_eq!(verified["state"]["state"], "verified", "{verified}");
 }
+
+/// Issue #43: on an index two servers share, an owed review is claimed by one of them and run
+/// there only: with both servers' reactions released at once, one review runs in all and one
+/// Evidence is recorded. A claim of a server killed while it ran (here: a claim written and
+/// then left) keeps the others off only until it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_run_an_owed_review_once() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let (coordinator, w1, _) = group(&a).await;
+    mission(&a, &coordinator, "g1", "mission-1").await;
+    let mut checked = contract(&[]);
+    checked["acceptanceCriteria"] = json!([
+        {"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]},
+        {"id": "ac-int", "description": "the bytes are what was published", "requiredEvidence": ["integrity_check"]}
+    ]);
+    let lease = started_under(&a, &coordinator, &w1, "mission-1", "wi-k", checked).await;
+    let (artifact, evidence) = evidence_for(&a, &w1, "wi-k").await;
+    let mut submit = command_doc(
+        &a,
+        &w1,
+        "g1",
+        "work.submit",
+        json!({"workItemId": "wi-k", "artifacts": [artifact], "evidence": [evidence]}),
+    )
+    .await;
+    submit["leaseId"] = json!(lease);
+    a.faults.hold_reactions(true);
+    b.faults.hold_reactions(true);
+    let submitted = a.send(command_request(&w1, "g1", &submit)).await;
+    assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
+    let before = a.store.reactions_ran() + b.store.reactions_ran();
+    a.faults.hold_reactions(false);
+    b.faults.hold_reactions(false);
+    tokio::join!(a.store.reactions_settled(), b.store.reactions_settled());
+    let ran = a.store.reactions_ran() + b.store.reactions_ran() - before;
+    assert_eq!(ran, 1, "one server ran the review");
+    assert_eq!(authority_records(&a, &coordinator, "wi-k").await.len(), 1);
+}
