@@ -33,6 +33,7 @@ use crate::error::Error;
 use crate::schema;
 use crate::sql::{Cached as _, Connection, STATEMENT_CACHE};
 
+mod again;
 mod follow;
 
 use crate::unit::Tx;

@@ -70,6 +70,29 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Whether this is PostgreSQL's answer to a job that lost a race of locks with another
+    /// server's transaction (a deadlock, 40P01; a serialisation failure, 40001): its savepoint
+    /// was rolled back and nothing of it kept, so running it again is safe.
+    pub(crate) fn lost_a_race(&self) -> bool {
+        let Self::Backend(error) = self else {
+            return false;
+        };
+        let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error.as_ref());
+        while let Some(error) = current {
+            let postgres = match error.downcast_ref::<crate::sql::SqlError>() {
+                Some(crate::sql::SqlError::Postgres(postgres)) => Some(postgres),
+                _ => error.downcast_ref::<postgres::Error>(),
+            };
+            if let Some(code) = postgres.and_then(postgres::Error::code) {
+                return matches!(code.code(), "40P01" | "40001");
+            }
+            current = error.source();
+        }
+        false
+    }
+}
+
 /// What a failed write says about the disk, found anywhere in an error's source chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DiskFailure {

@@ -58,6 +58,7 @@ fn citable(conn: &Connection, artifact: &ArtifactId, evidence: &Evidence) -> Res
 
 /// A signed Evidence record whose signature and caller checked out, ready for the writer's
 /// transaction ([`Prepared::record`]).
+#[derive(Clone)]
 pub(crate) struct Prepared {
     signer: Id,
     keyid: weft_api::KeyId,
@@ -76,7 +77,11 @@ impl Handle<'_> {
         caller: &Reader,
     ) -> Result<(EvidenceRecorded, bool), Error> {
         let prepared = self.prepare_evidence(envelope, caller).await?;
-        self.0.db.write(move |txn| prepared.record(txn)).await
+        // A deadlock with another server's batch records it again (`db/again.rs`).
+        self.0
+            .db
+            .write_again_if_raced(move |txn| prepared.clone().record(txn))
+            .await
     }
 
     /// Checks a signed Evidence record's signature and whether `caller` may record it: the

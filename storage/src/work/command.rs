@@ -30,6 +30,7 @@ use crate::work::handle::Work;
 
 /// A Command past the checks that need no transaction (shape, signature, session), ready to
 /// run in the writer.
+#[derive(Clone)]
 pub(crate) struct Prepared {
     command: Command,
     body: CommandBody,
@@ -63,9 +64,12 @@ impl Work<'_> {
         let now = self.0.clock.now();
         let deadlines = self.0.deadlines.clone();
         let faults = self.0.faults.clone();
+        // A deadlock with another server's batch runs it again (`Db::write_again_if_raced`).
         self.0
             .db
-            .write(move |tx| apply_prepared(tx, prepared, now, &deadlines, faults))
+            .write_again_if_raced(move |tx| {
+                apply_prepared(tx, prepared.clone(), now, &deadlines, faults.clone())
+            })
             .await
     }
 
