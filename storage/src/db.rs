@@ -36,6 +36,8 @@ use crate::sql::{Cached as _, Connection, STATEMENT_CACHE};
 mod again;
 mod follow;
 
+pub(crate) use again::write_again_if_raced;
+
 use crate::unit::Tx;
 pub(crate) use follow::Foreign;
 

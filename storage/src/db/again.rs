@@ -9,26 +9,24 @@ use super::Db;
 use crate::error::Error;
 use crate::unit::Tx;
 
-impl Db {
-    /// Runs `job` as [`Db::write`] does, and again (three runs at most) when it lost a race
-    /// of locks with another server's batch ([`Error::lost_a_race`]), instead of answering
-    /// 503. Only for a job that may run twice: a Command, whose first run left nothing.
-    pub(crate) async fn write_again_if_raced<T, F>(&self, job: F) -> Result<T, Error>
-    where
-        T: Send + 'static,
-        F: Fn(&Tx<'_>) -> Result<T, Error> + Send + Sync + 'static,
-    {
-        let job = Arc::new(job);
-        let mut runs = 0;
-        loop {
-            runs += 1;
-            let run = Arc::clone(&job);
-            match self.write(move |tx| run(tx)).await {
-                Err(error) if runs < 3 && error.lost_a_race() => {
-                    tracing::info!(%error, runs, "a job lost a race of locks; it runs again");
-                }
-                outcome => return outcome,
+/// Runs `job` as [`Db::write`] does, and again (three runs at most) when it lost a race
+/// of locks with another server's batch ([`Error::lost_a_race`]), instead of answering
+/// 503. Only for a job that may run twice: a Command, whose first run left nothing.
+pub(crate) async fn write_again_if_raced<T, F>(db: &Db, job: F) -> Result<T, Error>
+where
+    T: Send + 'static,
+    F: Fn(&Tx<'_>) -> Result<T, Error> + Send + Sync + 'static,
+{
+    let job = Arc::new(job);
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        let run = Arc::clone(&job);
+        match db.write(move |tx| run(tx)).await {
+            Err(error) if runs < 3 && error.lost_a_race() => {
+                tracing::info!(%error, runs, "a job lost a race of locks; it runs again");
             }
+            outcome => return outcome,
         }
     }
 }

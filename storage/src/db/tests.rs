@@ -390,8 +390,8 @@ async fn a_job_that_lost_a_deadlock_runs_again() {
         }
     };
     let (on_a, on_b) = tokio::join!(
-        a.write_again_if_raced(job("g1", "g2")),
-        b.write_again_if_raced(job("g2", "g1"))
+        write_again_if_raced(&a, job("g1", "g2")),
+        write_again_if_raced(&b, job("g2", "g1"))
     );
     on_a.expect("a's job");
     on_b.expect("b's job");

@@ -78,10 +78,7 @@ impl Handle<'_> {
     ) -> Result<(EvidenceRecorded, bool), Error> {
         let prepared = self.prepare_evidence(envelope, caller).await?;
         // A deadlock with another server's batch records it again (`db/again.rs`).
-        self.0
-            .db
-            .write_again_if_raced(move |txn| prepared.clone().record(txn))
-            .await
+        crate::db::write_again_if_raced(&self.0.db, move |txn| prepared.clone().record(txn)).await
     }
 
     /// Checks a signed Evidence record's signature and whether `caller` may record it: the

@@ -64,13 +64,11 @@ impl Work<'_> {
         let now = self.0.clock.now();
         let deadlines = self.0.deadlines.clone();
         let faults = self.0.faults.clone();
-        // A deadlock with another server's batch runs it again (`Db::write_again_if_raced`).
-        self.0
-            .db
-            .write_again_if_raced(move |tx| {
-                apply_prepared(tx, prepared.clone(), now, &deadlines, faults.clone())
-            })
-            .await
+        // A deadlock with another server's batch runs it again (`db/again.rs`).
+        crate::db::write_again_if_raced(&self.0.db, move |tx| {
+            apply_prepared(tx, prepared.clone(), now, &deadlines, faults.clone())
+        })
+        .await
     }
 
     /// Commands of one session applied in order in one writer transaction, each in a
