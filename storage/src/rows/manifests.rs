@@ -412,6 +412,12 @@ pub(crate) struct Listed {
 }
 
 /// The manifests `query` selects, by rowid, at most `query.limit + 1` of them.
+///
+/// Paging by rowid skips nothing within one Group on either engine: a publication draws its
+/// rowid after it took its Group's lock (`artifacts/publish.rs`), which it holds to its
+/// commit, so a Group's rowids commit in order, and an Agent's listing is of its one Group.
+/// The operator's listing across Groups is a listing, not a change feed (the Group logs
+/// are): on PostgreSQL a row of another Group may commit after a higher rowid was listed.
 pub(crate) fn list(conn: &Connection, query: &ListQuery<'_>) -> Result<Vec<Listed>, Error> {
     let mut sql = String::from(
         "SELECT m.rowid, m.blake3, m.manifest_id, b.size, m.media_type, m.group_id, m.mission_id,
