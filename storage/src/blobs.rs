@@ -315,17 +315,33 @@ impl Blobs {
     /// (`blobs/multipart.rs`), which a store keeps (and bills) until they are aborted.
     /// Only safe while no upload is running: it is called once, at start.
     pub(crate) async fn sweep_staging(&self) -> Result<usize, Error> {
+        self.sweep_staging_before(None).await
+    }
+
+    /// What [`Blobs::sweep_staging`] removes, only what was written before `before` (all of
+    /// it when `None`): a staged upload a day old was left by a crash, on a store that servers
+    /// share too, where no start removes what another server may be writing.
+    pub(crate) async fn sweep_staging_before(
+        &self,
+        before: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<usize, Error> {
+        let in_dir = |dir: &std::path::Path| match before {
+            Some(at) => files::remove_older_in(dir, at.into()),
+            None => remove_all_in(dir),
+        };
         let Some(root) = &self.local_root else {
             let n_spilled = match &self.spill_root {
-                Some(dir) => remove_all_in(&dir.join("staging"))?,
+                Some(dir) => in_dir(&dir.join("staging"))?,
                 None => 0,
             };
             return match &self.multipart {
-                Some(parts) => Ok(n_spilled + multipart::sweep(&self.store, &parts.0).await?),
+                Some(parts) => {
+                    Ok(n_spilled + multipart::sweep(&self.store, &parts.0, before).await?)
+                }
                 None => Ok(n_spilled),
             };
         };
-        remove_all_in(&root.join("staging"))
+        in_dir(&root.join("staging"))
     }
 
     /// Every file under `blobs/blake3/` of the local backend whose name is a blob digest,

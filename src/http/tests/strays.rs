@@ -256,3 +256,19 @@ async fn a_lost_compactions_objects_are_removed_by_the_sweep() {
         "one snapshot"
     );
 }
+
+/// A staged upload a crash left is removed by the sweep a day later, on a store servers share
+/// too (no start removes it there); a younger one may be an upload in flight and stays.
+#[tokio::test]
+async fn the_sweep_removes_a_staged_upload_a_day_old() {
+    let h = harness_files(Kind::Disk).await;
+    let staged = h.dir.path().join("staging").join("left-by-a-crash");
+    std::fs::write(&staged, b"half a body").expect("a staged leftover");
+    let report = h.store.artifacts().sweep().await.expect("sweep");
+    assert_eq!(report.staging_removed, 0, "{report:?}");
+    assert!(staged.exists());
+    h.clock.advance(chrono::Duration::hours(25));
+    let report = h.store.artifacts().sweep().await.expect("sweep");
+    assert_eq!(report.staging_removed, 1, "{report:?}");
+    assert!(!staged.exists());
+}

@@ -1,7 +1,7 @@
 //! The sweep: uploads nothing cites (no manifest, Evidence, schema or snapshot) whose latest
 //! upload is older than the TTL are removed, rows first, then files; session nonces too old
-//! to be replayed are pruned in the same transaction. Then a page of objects no row names
-//! (`strays.rs`).
+//! to be replayed are pruned in the same transaction. Then staged uploads a day old, which
+//! only a crash leaves, and a page of objects no row names (`strays.rs`).
 //!
 //! Crash story: rows and files cannot go in one transaction, so the rows go first (an index
 //! row never points at a missing blob); a crash before the files are deleted leaves files with
@@ -34,7 +34,13 @@ pub struct SweepReport {
     pub upload_sessions_removed: u64,
     /// Blob objects no row names, an hour old or more (`strays.rs`).
     pub strays_removed: u64,
+    /// Staged uploads (and their multipart uploads) a day old or more.
+    pub staging_removed: u64,
 }
+
+/// How old a staged upload is before the sweep takes it for a crash's: a body streams for no
+/// longer than this.
+const STAGED_AGE: chrono::Duration = chrono::Duration::days(1);
 
 /// A session nonce can only be replayed while a request carrying it could still pass the
 /// `issuedAt` check: at most the skew window after it was seen, plus the skew window again
@@ -104,6 +110,17 @@ impl Artifacts<'_> {
             report.blobs_removed += 1;
             report.bytes_removed += size;
         }
+        // A staged upload a day old was left by a crash (on a store servers share, no start
+        // removes what another server may be writing).
+        report.staging_removed = self
+            .0
+            .blobs
+            .sweep_staging_before(Some(now - STAGED_AGE))
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "could not sweep old staged uploads");
+                0
+            }) as u64;
         report.strays_removed = match self.sweep_strays(old_objects).await {
             Ok(n) => n,
             Err(error) if error.code() == weft_api::ErrorCode::StorageUnavailable => {
@@ -116,6 +133,7 @@ impl Artifacts<'_> {
             || report.nonces_removed > 0
             || upload_sessions_removed > 0
             || report.strays_removed > 0
+            || report.staging_removed > 0
         {
             tracing::info!(?report, "swept uncited uploads and spent nonces");
         }

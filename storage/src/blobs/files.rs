@@ -21,6 +21,38 @@ pub(super) fn remove_all_in(dir: &std::path::Path) -> Result<usize, Error> {
     Ok(n_removed)
 }
 
+/// Removes every file or directory in `dir` last modified before `before`; returns how many.
+/// One that goes meanwhile is not an error.
+pub(super) fn remove_older_in(
+    dir: &std::path::Path,
+    before: std::time::SystemTime,
+) -> Result<usize, Error> {
+    let mut n_removed = 0;
+    for entry in std::fs::read_dir(dir).map_err(Error::backend)? {
+        let entry = entry.map_err(Error::backend)?;
+        let modified = match entry.metadata().and_then(|meta| meta.modified()) {
+            Ok(modified) => modified,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(Error::backend(error)),
+        };
+        if modified >= before {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => n_removed += 1,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(Error::backend(error)),
+        }
+    }
+    Ok(n_removed)
+}
+
 /// Sets a directory's mode to 0700 (unix only; elsewhere a no-op).
 pub(crate) fn owner_only_dir(path: &std::path::Path) -> Result<(), Error> {
     set_mode(path, 0o700).map_err(Error::backend)

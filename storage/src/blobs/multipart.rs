@@ -284,14 +284,17 @@ async fn abort_upload(
     }
 }
 
-/// Aborts the multipart upload of every marker under `staging/` and removes everything there.
-/// Only safe while no upload is running (at start). Returns how many objects it removed.
+/// Aborts the multipart upload of every marker under `staging/` and removes everything there
+/// (`before`: only what was written before it). Without `before`, only safe while no upload
+/// is running (at start). Returns how many objects it removed.
 pub(super) async fn sweep(
     store: &Arc<dyn ObjectStore>,
     multipart: &Arc<dyn MultipartStore>,
+    before: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Result<usize, Error> {
     let found: Vec<Path> = store
         .list(Some(&Path::from("staging")))
+        .try_filter(|meta| futures::future::ready(before.is_none_or(|at| meta.last_modified < at)))
         .map_ok(|meta| meta.location)
         .try_collect()
         .await?;
@@ -406,12 +409,18 @@ mod tests {
             }
             cut.settled = true;
             std::mem::forget(cut);
-            let n = sweep(&store, &multipart)
+            // A sweep of what is older than an hour ago (a running server's) keeps them all.
+            let hour_ago = chrono::Utc::now() - chrono::Duration::hours(1);
+            let n = sweep(&store, &multipart, Some(hour_ago))
+                .await
+                .unwrap_or_else(|e| panic!("{backend}: {e}"));
+            assert_eq!(n, 0, "{backend}: all younger");
+            let n = sweep(&store, &multipart, None)
                 .await
                 .unwrap_or_else(|e| panic!("{backend}: {e}"));
             assert_eq!(n, 4, "{backend}: both staged objects and both markers");
             assert_eq!(
-                sweep(&store, &multipart).await.expect("again"),
+                sweep(&store, &multipart, None).await.expect("again"),
                 0,
                 "{backend}"
             );
