@@ -7,9 +7,14 @@
 //! - one-request 4 KiB publications (`PUT /v1/artifacts/{digest}`, manifest and bytes in one
 //!   multipart body, signed before the clock), inline in the index on both engines.
 //!
+//! Then three Groups on one server and on three, Group `g` routed to server `g` (as a load
+//! balancer routing by Group would): a Group's writes are serial in the database (its row
+//! lock, held by a writer's batch to its commit), so more servers add writers only across
+//! Groups.
+//!
 //! Prints requests per second and p50/p99 latency per configuration, and the ratios the
 //! issue sets goals on: three PostgreSQL servers against one, one PostgreSQL server against
-//! SQLite. PostgreSQL runs from the distribution's binaries in a throwaway cluster
+//! SQLite, and three servers against one with three Groups. PostgreSQL runs from the distribution's binaries in a throwaway cluster
 //! (`weft_testkit`, fsync on), Garage likewise; without them the bench says so and measures
 //! SQLite only. Knob: `WEFT_BENCH_REQUESTS` (per load and configuration, default 2000).
 
@@ -37,29 +42,22 @@ struct Measured {
     p99: Duration,
 }
 
-/// Sends `requests[i]` to `urls[i % n]` on [`CONNECTIONS`] tasks; every answer must be a
-/// success.
-async fn measure(
-    client: &reqwest::Client,
-    requests: Vec<(reqwest::Method, String, String, bytes::Bytes)>,
-    token: &str,
-) -> Measured {
+/// One pre-signed request: method, URL, content type, body, and the session it goes with.
+type Request = (reqwest::Method, String, String, bytes::Bytes, String);
+
+/// Sends `requests` in order on [`CONNECTIONS`] tasks; every answer must be a success.
+async fn measure(client: &reqwest::Client, requests: Vec<Request>) -> Measured {
     let requests = Arc::new(requests);
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..CONNECTIONS {
-        let (client, requests, next, token) = (
-            client.clone(),
-            Arc::clone(&requests),
-            Arc::clone(&next),
-            token.to_owned(),
-        );
+        let (client, requests, next) = (client.clone(), Arc::clone(&requests), Arc::clone(&next));
         tasks.spawn(async move {
             let mut latencies = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((method, url, content_type, body)) = requests.get(i) else {
+                let Some((method, url, content_type, body, token)) = requests.get(i) else {
                     return latencies;
                 };
                 let sent = Instant::now();
@@ -67,7 +65,7 @@ async fn measure(
                     &client,
                     method.clone(),
                     url,
-                    &token,
+                    token,
                     content_type,
                     body.clone(),
                 )
@@ -90,43 +88,62 @@ async fn measure(
     }
 }
 
-/// Runs both loads against `urls` (the first one enrolled the worker in `dir`).
+/// Runs both loads against `urls` (the first one enrolled the workers in `dir`): with one
+/// Group, request `i` goes to server `i % n`; with `groups` = `n` Groups, request `i` is of
+/// Group `i % n` and goes to that Group's server (a load balancer routing by Group).
 fn run_loads(
     runtime: &tokio::runtime::Runtime,
     dir: &Path,
     urls: &[String],
     count: usize,
+    groups: usize,
 ) -> (Measured, Measured) {
-    let worker = weft::enrol(dir, &urls[0]);
+    let workers: Vec<_> = (1..=groups)
+        .map(|n| weft::enrol_in(dir, &urls[0], n))
+        .collect();
     let client = reqwest::Client::new();
-    let commands: Vec<_> = weft::progress_commands(&worker, count)
-        .into_iter()
-        .enumerate()
-        .map(|(i, body)| {
+    let per_worker: Vec<Vec<bytes::Bytes>> = workers
+        .iter()
+        .map(|worker| weft::progress_commands(worker, count.div_ceil(groups)))
+        .collect();
+    let route = |i: usize| -> (&weft::Worker, &String) {
+        let worker = &workers[i % groups];
+        let url = match groups {
+            1 => &urls[i % urls.len()],
+            _ => &urls[(i % groups) % urls.len()],
+        };
+        (worker, url)
+    };
+    let commands: Vec<Request> = (0..count)
+        .map(|i| {
+            let (worker, url) = route(i);
             (
                 reqwest::Method::POST,
-                format!("{}/v1/groups/g1/commands", urls[i % urls.len()]),
+                format!("{url}/v1/groups/{}/commands", worker.group),
                 "application/json".to_owned(),
-                body,
+                per_worker[i % groups][i / groups].clone(),
+                worker.token.clone(),
             )
         })
         .collect();
-    let publications: Vec<_> = (0..count)
+    let publications: Vec<Request> = (0..count)
         .map(|i| {
+            let (worker, url) = route(i);
             let bytes: Vec<u8> = (0..SMALL).map(|_| rand::random::<u8>()).collect();
             let digests = weft_api::digest::Hasher::digest(&bytes);
-            let envelope = weft::manifest(&worker, &digests);
+            let envelope = weft::manifest(worker, &digests);
             (
                 reqwest::Method::PUT,
-                format!("{}/v1/artifacts/{}", urls[i % urls.len()], digests.blake3),
+                format!("{url}/v1/artifacts/{}", digests.blake3),
                 format!("multipart/form-data; boundary={}", weft::BOUNDARY),
                 weft::multipart(&envelope, &bytes),
+                worker.token.clone(),
             )
         })
         .collect();
     runtime.block_on(async {
-        let commands = measure(&client, commands, &worker.token).await;
-        let publications = measure(&client, publications, &worker.token).await;
+        let commands = measure(&client, commands).await;
+        let publications = measure(&client, publications).await;
         (commands, publications)
     })
 }
@@ -178,6 +195,32 @@ fn postgres_servers(
     (processes, urls)
 }
 
+/// A round trip to PostgreSQL on an idle connection: `SELECT $1`, 2,000 times, over `url`
+/// (TCP on loopback) and over the cluster's Unix socket.
+fn round_trips(url: &str, port: u16) -> (Duration, Duration) {
+    let time = |url: &str| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connects");
+        let statement = client.prepare("SELECT $1::BIGINT").expect("prepares");
+        let started = Instant::now();
+        for i in 0..2000i64 {
+            client.query_one(&statement, &[&i]).expect("answers");
+        }
+        started.elapsed() / 2000
+    };
+    let tcp = time(url);
+    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connects");
+    let dir: String = client
+        .query_one("SHOW unix_socket_directories", &[])
+        .expect("socket")
+        .get(0);
+    let database = url.rsplit('/').next().expect("database");
+    let socket = format!(
+        "postgres://weft@{}:{port}/{database}",
+        dir.replace('/', "%2F")
+    );
+    (tcp, time(&socket))
+}
+
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
@@ -192,22 +235,31 @@ fn main() {
         .build()
         .expect("runtime");
     let mut rows: Vec<(String, Measured, Measured)> = Vec::new();
+    let mut round_trip = None;
     {
         let dir = tempfile::tempdir().expect("tempdir");
         let (_server, url) = weft::start_weft_with(dir.path(), UNLIMITED, &[]);
-        let (commands, publications) = run_loads(&runtime, dir.path(), &[url], count);
+        let (commands, publications) = run_loads(&runtime, dir.path(), &[url], count, 1);
         rows.push(("1 server, SQLite".into(), commands, publications));
     }
     let engines = weft_testkit::Postgres::new().zip(weft_testkit::Garage::start(1));
     match &engines {
         None => eprintln!("no PostgreSQL or Garage binaries: SQLite only"),
         Some((cluster, garage)) => {
-            for n in 1..=3 {
+            let (tcp, socket) = round_trips(&cluster.create_database("bench_rtt"), cluster.port());
+            round_trip = Some((tcp, socket));
+            // One Group on one to three servers, then three Groups on one and on three.
+            for (n, groups) in [(1, 1), (2, 1), (3, 1), (1, 3), (3, 3)] {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let index = cluster.create_database(&format!("bench_{n}"));
+                let index = cluster.create_database(&format!("bench_{n}_{groups}"));
                 let (_servers, urls) = postgres_servers(dir.path(), &index, garage, n);
-                let (commands, publications) = run_loads(&runtime, dir.path(), &urls, count);
-                rows.push((format!("{n} server(s), PostgreSQL"), commands, publications));
+                let (commands, publications) =
+                    run_loads(&runtime, dir.path(), &urls, count, groups);
+                let name = match groups {
+                    1 => format!("{n} server(s), PostgreSQL"),
+                    _ => format!("{n} server(s), {groups} Groups"),
+                };
+                rows.push((name, commands, publications));
             }
         }
     }
@@ -229,7 +281,7 @@ fn main() {
             ms(publications.p99)
         );
     }
-    if rows.len() == 4 {
+    if rows.len() == 6 {
         let ratio = |a: usize, b: usize, pick: fn(&(String, Measured, Measured)) -> f64| {
             pick(&rows[a]) / pick(&rows[b])
         };
@@ -244,6 +296,23 @@ fn main() {
             "1 PostgreSQL server / 1 SQLite server:      commands {:.2}x, publications {:.2}x (goal 0.5x)",
             ratio(1, 0, commands),
             ratio(1, 0, publications)
+        );
+        if let Some((tcp, socket)) = round_trip {
+            // A work.progress runs 24 statements and its savepoint's two (statements.rs).
+            let per_command = tcp * 26;
+            println!(
+                "PostgreSQL round trip, idle (SELECT $1): {:.0} µs over TCP, {:.0} µs over its Unix socket; \
+                 26 per work.progress = {:.2} ms in its Group's lock: at most {:.0} Commands/s per Group",
+                tcp.as_secs_f64() * 1e6,
+                socket.as_secs_f64() * 1e6,
+                ms(per_command),
+                1.0 / per_command.as_secs_f64()
+            );
+        }
+        println!(
+            "3 Groups: 3 servers / 1 server:             commands {:.2}x, publications {:.2}x (each Group's writes are serial in the database: several servers add writers only across Groups)",
+            ratio(5, 4, commands),
+            ratio(5, 4, publications)
         );
     }
 }

@@ -99,6 +99,11 @@ pub(crate) fn cli(home: &Path, url: &str, args: &[&str]) -> String {
 /// The Worker the bench publishes as: Agent `bench` in Group `g1` with WorkItem `w1` of
 /// Mission `m1` started (its Execution Lease is what every manifest names, LSE-4).
 pub(crate) struct Worker {
+    /// Its Group, Agent id, Mission and WorkItem (`g1`, `bench`, `m1`, `w1` for the first).
+    pub(crate) group: String,
+    pub(crate) agent_id: String,
+    pub(crate) mission: String,
+    pub(crate) work_item: String,
     pub(crate) home: PathBuf,
     pub(crate) url: String,
     pub(crate) token: String,
@@ -108,7 +113,36 @@ pub(crate) struct Worker {
 }
 
 pub(crate) fn enrol(dir: &Path, url: &str) -> Worker {
-    let home = dir.join("home");
+    enrol_in(dir, url, 1)
+}
+
+/// Like [`enrol`], the `n`th of several: Group `g<n>`, Agent `bench<n>`, Mission `m<n>` and
+/// WorkItem `w<n>` (the first is `bench`'s, as [`enrol`]'s), its CLI home `home<n>`.
+pub(crate) fn enrol_in(dir: &Path, url: &str, n: usize) -> Worker {
+    let (group, agent, mission, work) = match n {
+        1 => (
+            "g1".to_owned(),
+            "bench".to_owned(),
+            "m1".to_owned(),
+            "w1".to_owned(),
+        ),
+        n => (
+            format!("g{n}"),
+            format!("bench{n}"),
+            format!("m{n}"),
+            format!("w{n}"),
+        ),
+    };
+    let (group, agent, mission, work) = (
+        group.as_str(),
+        agent.as_str(),
+        mission.as_str(),
+        work.as_str(),
+    );
+    let home = match n {
+        1 => dir.join("home"),
+        n => dir.join(format!("home{n}")),
+    };
     let token_file = dir.join("data/admin.token");
     let token_file = token_file.to_str().expect("utf-8 path");
     let admin = |args: &[&str]| {
@@ -119,13 +153,13 @@ pub(crate) fn enrol(dir: &Path, url: &str) -> Worker {
         )
     };
     cli(&home, url, &["keygen"]);
-    admin(&["group", "create", "g1"]);
-    admin(&["agent", "register", "--agent-id", "bench"]);
+    admin(&["group", "create", group]);
+    admin(&["agent", "register", "--agent-id", agent]);
     admin(&[
         "member",
         "set",
-        "g1",
-        "bench",
+        group,
+        agent,
         "--role",
         "worker",
         "--role",
@@ -134,9 +168,13 @@ pub(crate) fn enrol(dir: &Path, url: &str) -> Worker {
     cli(
         &home,
         url,
-        &["login", "--agent-id", "bench", "--group", "g1"],
+        &["login", "--agent-id", agent, "--group", group],
     );
-    cli(&home, url, &["mission", "create", "m1", "--title", "bench"]);
+    cli(
+        &home,
+        url,
+        &["mission", "create", mission, "--title", "bench"],
+    );
     let contract = dir.join("contract.json");
     std::fs::write(&contract, CONTRACT).expect("contract");
     let contract = contract.to_str().expect("utf-8 path");
@@ -146,9 +184,9 @@ pub(crate) fn enrol(dir: &Path, url: &str) -> Worker {
         &[
             "work",
             "authorize",
-            "w1",
+            work,
             "--mission",
-            "m1",
+            mission,
             "--contract",
             contract,
         ],
@@ -159,9 +197,9 @@ pub(crate) fn enrol(dir: &Path, url: &str) -> Worker {
         &[
             "work",
             "offer",
-            "w1",
+            work,
             "--candidate",
-            "bench",
+            agent,
             "--expires-in",
             "600",
             "--capability",
@@ -170,9 +208,9 @@ pub(crate) fn enrol(dir: &Path, url: &str) -> Worker {
             "bench",
         ],
     );
-    cli(&home, url, &["work", "accept", "w1"]);
+    cli(&home, url, &["work", "accept", work]);
     let started: serde_json::Value =
-        serde_json::from_str(&cli(&home, url, &["work", "start", "w1", "--json"]))
+        serde_json::from_str(&cli(&home, url, &["work", "start", work, "--json"]))
             .expect("--json answer");
     let lease = &started["state"]["lease"];
     let session: serde_json::Value =
@@ -189,6 +227,10 @@ pub(crate) fn enrol(dir: &Path, url: &str) -> Worker {
     .try_into()
     .expect("32 bytes");
     Worker {
+        group: group.to_owned(),
+        agent_id: agent.to_owned(),
+        mission: mission.to_owned(),
+        work_item: work.to_owned(),
         url: url.to_owned(),
         token: session["token"].as_str().expect("token").to_owned(),
         key: ed25519_dalek::SigningKey::from_bytes(&secret),
@@ -224,12 +266,12 @@ pub(crate) fn manifest(worker: &Worker, digests: &Digests) -> Envelope {
             schema: None,
         },
         producer: Producer {
-            agent_id: Id::parse("agentId", "bench").expect("id"),
+            agent_id: Id::parse("agentId", &worker.agent_id).expect("id"),
             agent_card_version: "1".to_owned(),
         },
-        mission_id: Id::parse("missionId", "m1").expect("id"),
-        group_id: Id::parse("groupId", "g1").expect("id"),
-        work_item_id: Id::parse("workItemId", "w1").expect("id"),
+        mission_id: Id::parse("missionId", &worker.mission).expect("id"),
+        group_id: Id::parse("groupId", &worker.group).expect("id"),
+        work_item_id: Id::parse("workItemId", &worker.work_item).expect("id"),
         execution: Execution {
             lease_id: Id::parse("leaseId", &worker.lease_id).expect("id"),
             ownership_epoch: worker.ownership_epoch,
@@ -277,8 +319,8 @@ pub(crate) fn epochs(home: &Path) -> (u64, u64) {
     )
 }
 
-/// A Command of `worker` in `g1` under its Execution Lease, signed, as the JSON body of
-/// `POST /v1/groups/g1/commands`.
+/// A Command of `worker` in its Group under its Execution Lease, signed, as the JSON body of
+/// `POST /v1/groups/{group}/commands`.
 pub(crate) fn command(
     worker: &Worker,
     epochs: (u64, u64),
@@ -288,7 +330,7 @@ pub(crate) fn command(
 ) -> bytes::Bytes {
     let document = serde_json::json!({
         "commandId": command_id,
-        "type": kind, "groupId": "g1", "agentId": "bench",
+        "type": kind, "groupId": worker.group, "agentId": worker.agent_id,
         "issuedAt": chrono::Utc::now().to_rfc3339(), "sessionEpoch": epochs.0,
         "membershipEpoch": epochs.1, "leaseId": worker.lease_id, "expectedRevision": null,
         "extensions": [], "payload": payload
@@ -297,13 +339,13 @@ pub(crate) fn command(
     serde_json::to_vec(&envelope).expect("json").into()
 }
 
-/// `count` signed `work.progress` Commands of `worker` on its started WorkItem `w1`.
+/// `count` signed `work.progress` Commands of `worker` on its started WorkItem.
 pub(crate) fn progress_commands(worker: &Worker, count: usize) -> Vec<bytes::Bytes> {
     let epochs = epochs(&worker.home);
     (0..count)
         .map(|n| {
             let payload = serde_json::json!({
-                "workItemId": "w1", "phase": format!("phase {n}"), "milestonesDone": [],
+                "workItemId": worker.work_item, "phase": format!("phase {n}"), "milestonesDone": [],
                 "nextCheckpoint": null, "blockers": [],
                 "estimate": {"completionAt": null, "confidence": 0.5}, "evidence": []
             });
