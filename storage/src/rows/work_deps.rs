@@ -7,16 +7,6 @@ use crate::sql::{Connection, params};
 use crate::error::Error;
 use crate::sql::Cached as _;
 
-/// The WorkItems `work_item_id` depends on, by id.
-pub(crate) fn dependencies(conn: &Connection, work_item_id: &str) -> Result<Vec<String>, Error> {
-    let ids = conn.rows(
-        "SELECT depends_on FROM work_deps WHERE work_item_id = ?1 ORDER BY depends_on",
-        [work_item_id],
-        |r| r.get::<_, String>(0),
-    )?;
-    Ok(ids)
-}
-
 /// Replaces `work_item_id`'s dependency edges.
 pub(crate) fn set(
     tx: &crate::unit::Tx<'_>,

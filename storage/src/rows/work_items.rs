@@ -253,10 +253,10 @@ pub(crate) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
     )?;
     // Its dependents see its new state in what the job remembers.
     tx.loaded()
-        .update::<Vec<(String, WorkState)>>(DEPENDENCY_STATES, |states| {
+        .update::<Vec<(String, Option<WorkState>)>>(DEPENDENCY_STATES, |states| {
             for (id, state) in states.iter_mut() {
                 if row.work_item_id == *id {
-                    *state = row.state;
+                    *state = Some(row.state);
                 }
             }
         });
@@ -416,23 +416,34 @@ pub(crate) fn ownership_deadlines(
         .collect()
 }
 
-/// What the job's memo remembers a WorkItem's dependencies' states under.
+/// What the job's memo remembers a WorkItem's dependencies under.
 const DEPENDENCY_STATES: &str = "work_items.dependency_states";
 
-/// The states of the WorkItems `work_item_id` depends on (an edge naming none is skipped),
-/// loaded once per writer job (`unit.rs`): a saved WorkItem updates what is remembered of it,
-/// and new edges (`work_deps::set`) forget it.
+/// `work_item_id`'s dependency edges, by the id they name, each with that WorkItem's state
+/// (`None`: an edge naming no WorkItem), in one read loaded once per writer job (`unit.rs`):
+/// a saved WorkItem updates what is remembered of it, and new edges (`work_deps::set`)
+/// forget it. A WorkItem's view lists the ids and its eligibility reads the states.
+pub(crate) fn dependencies(
+    c: &(impl Conn + ?Sized),
+    work_item_id: &str,
+) -> Result<Vec<(String, Option<WorkState>)>, Error> {
+    match c.memo() {
+        Some(memo) => memo.load(DEPENDENCY_STATES, work_item_id, || {
+            read_dependencies(c.conn(), work_item_id)
+        }),
+        None => read_dependencies(c.conn(), work_item_id),
+    }
+}
+
+/// The states of the WorkItems `work_item_id` depends on (an edge naming none is skipped).
 pub(crate) fn dependency_states(
     c: &(impl Conn + ?Sized),
     work_item_id: &str,
 ) -> Result<Vec<WorkState>, Error> {
-    let states = match c.memo() {
-        Some(memo) => memo.load(DEPENDENCY_STATES, work_item_id, || {
-            read_dependency_states(c.conn(), work_item_id)
-        })?,
-        None => read_dependency_states(c.conn(), work_item_id)?,
-    };
-    Ok(states.into_iter().map(|(_, state)| state).collect())
+    Ok(dependencies(c, work_item_id)?
+        .into_iter()
+        .filter_map(|(_, state)| state)
+        .collect())
 }
 
 /// Forgets what the job remembers of `work_item_id`'s dependencies (its edges changed).
@@ -440,17 +451,20 @@ pub(crate) fn forget_dependencies(tx: &Tx<'_>, work_item_id: &str) {
     tx.loaded().forget(DEPENDENCY_STATES, work_item_id);
 }
 
-fn read_dependency_states(
+fn read_dependencies(
     conn: &Connection,
     work_item_id: &str,
-) -> Result<Vec<(String, WorkState)>, Error> {
-    let states = conn.rows("SELECT d.depends_on, w.state FROM work_deps d JOIN work_items w ON w.work_item_id = d.depends_on
-         WHERE d.work_item_id = ?1", [work_item_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?;
+) -> Result<Vec<(String, Option<WorkState>)>, Error> {
+    let states = conn.rows(
+        "SELECT d.depends_on, w.state FROM work_deps d
+         LEFT JOIN work_items w ON w.work_item_id = d.depends_on
+         WHERE d.work_item_id = ?1 ORDER BY d.depends_on",
+        [work_item_id],
+        |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+    )?;
     states
         .into_iter()
-        .map(|(id, state)| Ok((id, parse_name(&state)?)))
+        .map(|(id, state)| Ok((id, state.as_deref().map(parse_name).transpose()?)))
         .collect()
 }
 

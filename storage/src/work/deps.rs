@@ -21,12 +21,17 @@ pub(super) fn eligible(
     conn: &(impl crate::unit::Conn + ?Sized),
     row: &WorkRow,
 ) -> Result<bool, Error> {
-    for state in work_items::dependency_states(conn, &row.work_item_id)? {
-        if !satisfies(row.contract.dependency_policy, state) {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+    Ok(satisfied(
+        row,
+        work_items::dependency_states(conn, &row.work_item_id)?,
+    ))
+}
+
+/// DEP-3 over the dependencies' states already read.
+pub(super) fn satisfied(row: &WorkRow, states: impl IntoIterator<Item = WorkState>) -> bool {
+    states
+        .into_iter()
+        .all(|state| satisfies(row.contract.dependency_policy, state))
 }
 
 /// Whether a dependency in `state` satisfies `policy` (DEP-3).

@@ -193,6 +193,8 @@ pub(crate) fn work_view(
     let (offers, offers_truncated) = offers(conn, &row.work_item_id, now)?;
     let (inert_publications, inert_publications_truncated) =
         inert::newest(conn, &row.work_item_id)?;
+    // One read of the edges and their states: the ids listed, the states for DEP-3.
+    let dependencies = work_items::dependencies(c, &row.work_item_id)?;
     let (lease, preemption_requested) = match current_lease(c, &row.work_item_id)? {
         Some((view, row)) => (Some(view), owner::preemption(&row)),
         None => (None, None),
@@ -209,8 +211,8 @@ pub(crate) fn work_view(
         lease,
         offers,
         offers_truncated,
-        depends_on: crate::rows::work_deps::dependencies(conn, &row.work_item_id)?,
-        eligible: deps::eligible(c, row)?,
+        eligible: deps::satisfied(row, dependencies.iter().filter_map(|(_, state)| *state)),
+        depends_on: dependencies.into_iter().map(|(id, _)| id).collect(),
         approval_granted: row.approval_granted,
         child_mission_id: row.child_mission_id.as_ref().map(ToString::to_string),
         budget: BudgetView {
@@ -219,7 +221,7 @@ pub(crate) fn work_view(
         },
         attempts: row.attempts,
         attempt_key: owner::attempt_key(row)?,
-        progress: crate::rows::work_progress::latest(conn, &row.work_item_id)?,
+        progress: crate::rows::work_progress::latest(c, &row.work_item_id)?,
         preemption_requested,
         questions: questions::view(conn, &row.work_item_id, &format_instant(now))?,
         inert_publications,
