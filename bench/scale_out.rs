@@ -298,11 +298,11 @@ fn main() {
             ratio(1, 0, publications)
         );
         if let Some((tcp, socket)) = round_trip {
-            // A work.progress runs 24 statements and its savepoint's two (statements.rs).
-            let per_command = tcp * 26;
+            // A work.progress runs 21 statements and its savepoint's two (statements.rs).
+            let per_command = tcp * 23;
             println!(
                 "PostgreSQL round trip, idle (SELECT $1): {:.0} µs over TCP, {:.0} µs over its Unix socket; \
-                 26 per work.progress = {:.2} ms in its Group's lock: at most {:.0} Commands/s per Group",
+                 23 per work.progress = {:.2} ms in its Group's lock: at most {:.0} Commands/s per Group",
                 tcp.as_secs_f64() * 1e6,
                 socket.as_secs_f64() * 1e6,
                 ms(per_command),

@@ -249,12 +249,18 @@ pub(crate) fn revoke_for_new_session(
 /// whatever the WorkItem's state now (the table would otherwise answer for a state the
 /// Worker cannot know it left). Whether it is the *current* lease is `checks::check_lease`.
 pub(crate) fn check_quoted_lease(
-    conn: &Connection,
+    c: &(impl crate::unit::Conn + ?Sized),
     quoted: &str,
     row: &WorkRow,
     now: DateTime<Utc>,
 ) -> Result<(), Error> {
-    let Some(lease) = leases::load(conn, quoted)? else {
+    // Mostly the WorkItem's current lease, which the job remembers for its view and its
+    // checks: read once (one statement fewer for every Command under a lease).
+    let lease = match leases::current(c, &row.work_item_id)? {
+        Some(current) if current.lease_id.as_str() == quoted => Some(current),
+        _ => leases::load(c.conn(), quoted)?,
+    };
+    let Some(lease) = lease else {
         return Err(reject(
             ErrorCode::StaleLease,
             format!("no lease {quoted} (LSE-5)"),
