@@ -18,7 +18,8 @@
 //! run (`rows/reactions.rs::claim`: this process's name and an end, [`CLAIM`] from now, in one
 //! writer transaction with `SKIP LOCKED`), and skips rows another server's live claim holds: a
 //! review re-hashing GiBs runs on one server, not on each. A claim only saves work; a killed
-//! server's claims end and another server runs what it owed.
+//! server's claims end and another server runs what it owed: on a shared index each server
+//! also looks for owed reactions every [`LOOK_AGAIN`], not only after its own commits.
 //!
 //! **Exactly once in effect.** A reaction records what it found in one transaction that also
 //! deletes its row, and records nothing if the row is already gone: a reaction cut short by a
@@ -56,6 +57,14 @@ use crate::unit::Tx;
 
 /// Most owed rows one pass reads at a time.
 const PASS: u32 = 256;
+
+/// Most owed rows a server claims at a time on a shared index: few enough that it runs them
+/// well within [`CLAIM`], so no other server repeats them.
+const CLAIMED: u32 = 16;
+
+/// How often a server on a shared index looks for owed reactions when none of its own commits
+/// woke it: another server's, or its own former process's, claims end and are taken here.
+const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Notes the reaction `kind` owes, if any, in the transaction appending that Event at
 /// `sequence` of `group_id` (only `events::append` calls this).
@@ -169,6 +178,7 @@ pub(crate) fn start<R: Reactor>(reactor: &Arc<R>) {
     let wake = reactor.db().reactions_owed();
     let stop = Arc::clone(&reactor.reactions().stop);
     let faults = reactor.faults().clone();
+    let shared = reactor.db().is_shared();
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -184,6 +194,7 @@ pub(crate) fn start<R: Reactor>(reactor: &Arc<R>) {
             drop(reactor);
             tokio::select! {
                 () = wake.notified() => {}
+                () = tokio::time::sleep(LOOK_AGAIN), if shared => {}
                 () = stop.notified() => return,
             }
         }
@@ -226,7 +237,7 @@ async fn run_pass<R: Reactor>(reactor: &Arc<R>) -> Result<(), Error> {
                     .db()
                     .write(move |tx| {
                         let after = cursor.as_ref().map(|(g, s)| (g.as_str(), *s));
-                        crate::rows::reactions::claim(tx, after, PASS, &claimant, &at, &until)
+                        crate::rows::reactions::claim(tx, after, CLAIMED, &claimant, &at, &until)
                     })
                     .await
             }
@@ -245,7 +256,12 @@ async fn run_pass<R: Reactor>(reactor: &Arc<R>) -> Result<(), Error> {
                 return Ok(());
             }
         };
-        let full = batch.len() == PASS as usize;
+        let limit = if reactor.db().is_shared() {
+            CLAIMED
+        } else {
+            PASS
+        };
+        let full = batch.len() == limit as usize;
         for owed in batch {
             if reactor.faults().reactions_held() {
                 return Ok(());

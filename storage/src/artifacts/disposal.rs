@@ -18,10 +18,13 @@ use crate::rows::blob_disposals;
 use crate::sql::{Connection, Engine};
 
 /// How long a batch may delete files.
-const LEASE: chrono::Duration = chrono::Duration::minutes(5);
+const LEASE: chrono::Duration = chrono::Duration::minutes(15);
 
-/// How long before its lease ends a batch stops deleting.
-const MARGIN: chrono::Duration = chrono::Duration::minutes(1);
+/// How long before its lease ends a batch stops deleting: more than a removal can take (two
+/// requests to the store, each bounded at 120 s with its retries, `blobs/s3.rs`) and clocks
+/// disagree by, so no delete lands after the lease, when another server's upload may have
+/// found the object and recorded its row.
+const MARGIN: chrono::Duration = chrono::Duration::minutes(6);
 
 /// A disposal begun in a transaction: on a shared index its generation and lease.
 #[derive(Clone, Copy, Debug)]
@@ -94,9 +97,26 @@ impl Artifacts<'_> {
         let shared = self.0.db.is_shared();
         let decide = move |conn: &Connection| -> Result<Vec<ArtifactId>, Error> {
             let mut rowless = Vec::new();
-            for id in ids {
-                if !crate::rows::blobs::exists(conn, &id)? {
-                    rowless.push(id);
+            for id in &ids {
+                if !crate::rows::blobs::exists(conn, id)? {
+                    rowless.push(*id);
+                }
+            }
+            Ok(rowless)
+        };
+        // Most listed objects have their row: found by a read, outside any lock, so the
+        // disposal lock (which every server's uploads fence on) is held only to check again
+        // the few that had none.
+        let decide_first = decide.clone();
+        let ids = self.0.db.read(move |conn| decide_first(conn)).await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let decide = move |conn: &Connection| -> Result<Vec<ArtifactId>, Error> {
+            let mut rowless = Vec::new();
+            for id in &ids {
+                if !crate::rows::blobs::exists(conn, id)? {
+                    rowless.push(*id);
                 }
             }
             Ok(rowless)

@@ -11,7 +11,9 @@ use crate::unit::Tx;
 
 /// Runs `job` as [`Db::write`] does, and again (three runs at most) when it lost a race
 /// of locks with another server's batch ([`Error::lost_a_race`]), instead of answering
-/// 503. Only for a job that may run twice: a Command, whose first run left nothing.
+/// 503. Only for a job that may run twice: a Command, whose first run left nothing and whose
+/// `commandId` dedupes it. Not for a job under an `Idempotency-Key`: its claim (`claim.rs`)
+/// is armed for one run, which stores the answer with the work.
 pub(crate) async fn write_again_if_raced<T, F>(db: &Db, job: F) -> Result<T, Error>
 where
     T: Send + 'static,

@@ -58,7 +58,6 @@ fn citable(conn: &Connection, artifact: &ArtifactId, evidence: &Evidence) -> Res
 
 /// A signed Evidence record whose signature and caller checked out, ready for the writer's
 /// transaction ([`Prepared::record`]).
-#[derive(Clone)]
 pub(crate) struct Prepared {
     signer: Id,
     keyid: weft_api::KeyId,
@@ -77,8 +76,9 @@ impl Handle<'_> {
         caller: &Reader,
     ) -> Result<(EvidenceRecorded, bool), Error> {
         let prepared = self.prepare_evidence(envelope, caller).await?;
-        // A deadlock with another server's batch records it again (`db/again.rs`).
-        crate::db::write_again_if_raced(&self.0.db, move |txn| prepared.clone().record(txn)).await
+        // Not run again after a deadlock (`db/again.rs`): an `Idempotency-Key`'s claim is
+        // armed for one run of the job, whose answer it stores with the work.
+        self.0.db.write(move |txn| prepared.record(txn)).await
     }
 
     /// Checks a signed Evidence record's signature and whether `caller` may record it: the
