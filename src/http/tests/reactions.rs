@@ -21,24 +21,21 @@ async fn authority_records(h: &Harness, coordinator: &Agent, wi: &str) -> Vec<Va
     page["items"].as_array().cloned().unwrap_or_default()
 }
 
-/// EVD-3 (issue #41): with the reactions held, as in a process killed between the commit of a
-/// submission and its review, the submission is answered and nothing is reviewed; after a
-/// restart the owed review runs and records the Authority's integrity Evidence, and a further
-/// restart does not record it again (exactly once in effect).
-#[tokio::test]
-async fn an_owed_review_runs_after_a_restart_exactly_once() {
-    let h = harness(Kind::Disk).await;
-    let (coordinator, w1, _) = group(&h).await;
-    mission(&h, &coordinator, "g1", "mission-1").await;
+/// A coordinator and a worker of g1, and the worker's signed `work.submit` of WorkItem `wi-k`
+/// (started under a contract with an integrity criterion, its artifact and Evidence recorded),
+/// not yet sent: its review is what the tests watch.
+async fn submission(h: &Harness) -> (Agent, Agent, Value) {
+    let (coordinator, w1, _) = group(h).await;
+    mission(h, &coordinator, "g1", "mission-1").await;
     let mut checked = contract(&[]);
     checked["acceptanceCriteria"] = json!([
         {"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]},
         {"id": "ac-int", "description": "the bytes are what was published", "requiredEvidence": ["integrity_check"]}
     ]);
-    let lease = started_under(&h, &coordinator, &w1, "mission-1", "wi-k", checked).await;
-    let (artifact, evidence) = evidence_for(&h, &w1, "wi-k").await;
+    let lease = started_under(h, &coordinator, &w1, "mission-1", "wi-k", checked).await;
+    let (artifact, evidence) = evidence_for(h, &w1, "wi-k").await;
     let mut submit = command_doc(
-        &h,
+        h,
         &w1,
         "g1",
         "work.submit",
@@ -46,6 +43,17 @@ async fn an_owed_review_runs_after_a_restart_exactly_once() {
     )
     .await;
     submit["leaseId"] = json!(lease);
+    (coordinator, w1, submit)
+}
+
+/// EVD-3 (issue #41): with the reactions held, as in a process killed between the commit of a
+/// submission and its review, the submission is answered and nothing is reviewed; after a
+/// restart the owed review runs and records the Authority's integrity Evidence, and a further
+/// restart does not record it again (exactly once in effect).
+#[tokio::test]
+async fn an_owed_review_runs_after_a_restart_exactly_once() {
+    let h = harness(Kind::Disk).await;
+    let (coordinator, w1, submit) = submission(&h).await;
     h.faults.hold_reactions(true);
     let submitted = h.send(command_request(&w1, "g1", &submit)).await;
     assert_eq!(submitted.status, StatusCode::CREATED, "{submitted:?}");
@@ -92,8 +100,7 @@ async fn an_owed_review_runs_after_a_restart_exactly_once() {
 
 /// Issue #43: on an index two servers share, an owed review is claimed by one of them and run
 /// there only: with both servers' reactions released at once, one review runs in all and one
-/// Evidence is recorded. A claim of a server killed while it ran (here: a claim written and
-/// then left) keeps the others off only until it ends.
+/// Evidence is recorded. (When a claim ends is `rows/reactions.rs`'s unit test.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_run_an_owed_review_once() {
     if !postgres_available() {
@@ -101,24 +108,7 @@ async fn two_servers_run_an_owed_review_once() {
     }
     let a = harness(Kind::Postgres).await;
     let b = a.peer(|_| {}).await;
-    let (coordinator, w1, _) = group(&a).await;
-    mission(&a, &coordinator, "g1", "mission-1").await;
-    let mut checked = contract(&[]);
-    checked["acceptanceCriteria"] = json!([
-        {"id": "ac-1", "description": "the tests pass", "requiredEvidence": ["automated_test"]},
-        {"id": "ac-int", "description": "the bytes are what was published", "requiredEvidence": ["integrity_check"]}
-    ]);
-    let lease = started_under(&a, &coordinator, &w1, "mission-1", "wi-k", checked).await;
-    let (artifact, evidence) = evidence_for(&a, &w1, "wi-k").await;
-    let mut submit = command_doc(
-        &a,
-        &w1,
-        "g1",
-        "work.submit",
-        json!({"workItemId": "wi-k", "artifacts": [artifact], "evidence": [evidence]}),
-    )
-    .await;
-    submit["leaseId"] = json!(lease);
+    let (coordinator, w1, submit) = submission(&a).await;
     a.faults.hold_reactions(true);
     b.faults.hold_reactions(true);
     let submitted = a.send(command_request(&w1, "g1", &submit)).await;

@@ -12,22 +12,30 @@ fn large() -> Vec<u8> {
     (0..1_100_000u32).map(|i| (i % 241) as u8).collect()
 }
 
+/// An upload held after its bytes are placed and before its row (`Faults::hold_promoted`).
+type Held = tokio::task::JoinHandle<Result<axum::response::Response, std::convert::Infallible>>;
+
 impl Harness {
+    /// Uploads `bytes` as `worker` and holds the upload once its bytes are placed (or found
+    /// present), before its row; `hold_promoted(false)` lets it go on.
+    async fn held_upload(&self, worker: &Agent, bytes: &[u8]) -> Held {
+        self.faults.hold_promoted(true);
+        let request = request(
+            Method::PUT,
+            &format!("/v1/blobs/{}", digest_of(bytes).blake3),
+            Some(&worker.token),
+            bytes.to_vec(),
+        );
+        let app = self.app.clone();
+        let upload = tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await });
+        self.faults.promoted_waiting(1).await;
+        upload
+    }
+
     /// Uploads `bytes` as `worker` and drops the upload after its bytes are placed and before
     /// its row, as a crash there would: an object no row names is left.
     async fn stray(&self, worker: &Agent, bytes: &[u8]) {
-        self.faults.hold_promoted(true);
-        let upload = {
-            let request = request(
-                Method::PUT,
-                &format!("/v1/blobs/{}", digest_of(bytes).blake3),
-                Some(&worker.token),
-                bytes.to_vec(),
-            );
-            let app = self.app.clone();
-            tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
-        };
-        self.faults.promoted_waiting(1).await;
+        let upload = self.held_upload(worker, bytes).await;
         upload.abort();
         assert!(upload.await.expect_err("dropped").is_cancelled());
         self.faults.promoted_waiting(0).await;
@@ -118,18 +126,7 @@ backends!(
         worker.token = h.session(&worker.key, "w1", "g1").await;
         // The upload finds the old object present and waits before its row; the sweep waits
         // for it (the sweep lock), then finds its row.
-        h.faults.hold_promoted(true);
-        let upload = {
-            let request = request(
-                Method::PUT,
-                &format!("/v1/blobs/{}", digest_of(&bytes).blake3),
-                Some(&worker.token),
-                bytes.clone(),
-            );
-            let app = h.app.clone();
-            tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
-        };
-        h.faults.promoted_waiting(1).await;
+        let upload = h.held_upload(&worker, &bytes).await;
         let sweep = {
             let store = h.store.clone();
             tokio::spawn(async move { store.artifacts().sweep().await })
@@ -171,15 +168,7 @@ async fn a_stray_another_server_disposes_of_under_an_upload_records_nothing() {
     a.stray(&worker, &bytes).await;
     a.clock.advance(chrono::Duration::hours(2));
     worker.token = a.session(&worker.key, "w1", "g1").await;
-    b.faults.hold_promoted(true);
-    let upload = {
-        let (app, request) = (
-            b.app.clone(),
-            request(Method::PUT, &uri, Some(&worker.token), bytes.clone()),
-        );
-        tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
-    };
-    b.faults.promoted_waiting(1).await;
+    let upload = b.held_upload(&worker, &bytes).await;
     let report = a.store.artifacts().sweep().await.expect("sweep");
     assert_eq!(report.strays_removed, 1, "{report:?}");
     b.faults.hold_promoted(false);

@@ -82,6 +82,17 @@ pub(super) fn swept_meanwhile() -> Error {
     )
 }
 
+/// The blobs of `ids` that no row names.
+fn rowless(conn: &Connection, ids: &[ArtifactId]) -> Result<Vec<ArtifactId>, Error> {
+    let mut rowless = Vec::new();
+    for id in ids {
+        if !crate::rows::blobs::exists(conn, id)? {
+            rowless.push(*id);
+        }
+    }
+    Ok(rowless)
+}
+
 impl Artifacts<'_> {
     /// Deletes the files (and outboards) of the blobs in `ids` that no row names: a failed
     /// upload's promotion, objects a crash or a lost compaction left (`strays.rs`). The caller
@@ -94,34 +105,14 @@ impl Artifacts<'_> {
             return Ok(0);
         }
         let now = self.0.clock.now();
-        let shared = self.0.db.is_shared();
-        let decide = move |conn: &Connection| -> Result<Vec<ArtifactId>, Error> {
-            let mut rowless = Vec::new();
-            for id in &ids {
-                if !crate::rows::blobs::exists(conn, id)? {
-                    rowless.push(*id);
-                }
-            }
-            Ok(rowless)
-        };
         // Most listed objects have their row: found by a read, outside any lock, so the
         // disposal lock (which every server's uploads fence on) is held only to check again
-        // the few that had none.
-        let decide_first = decide.clone();
-        let ids = self.0.db.read(move |conn| decide_first(conn)).await?;
+        // the few that had none. In one process the sweep lock already orders uploads.
+        let ids = self.0.db.read(move |conn| rowless(conn, &ids)).await?;
         if ids.is_empty() {
             return Ok(0);
         }
-        let decide = move |conn: &Connection| -> Result<Vec<ArtifactId>, Error> {
-            let mut rowless = Vec::new();
-            for id in &ids {
-                if !crate::rows::blobs::exists(conn, id)? {
-                    rowless.push(*id);
-                }
-            }
-            Ok(rowless)
-        };
-        let (begun, rowless) = if shared {
+        let (begun, rowless) = if self.0.db.is_shared() {
             self.0
                 .db
                 .write(move |txn| {
@@ -130,14 +121,14 @@ impl Artifacts<'_> {
                         // Another server is deleting files: these stay for a later round.
                         return Ok((begun, Vec::new()));
                     }
-                    let rowless = decide(txn)?;
+                    let rowless = rowless(txn, &ids)?;
                     let digests: Vec<[u8; 32]> = rowless.iter().map(|id| id.0).collect();
                     begun.record(txn, now, &digests)?;
                     Ok((begun, rowless))
                 })
                 .await?
         } else {
-            (Begun::Alone, self.0.db.read(decide).await?)
+            (Begun::Alone, ids)
         };
         self.delete_disposed(begun, &rowless).await
     }

@@ -18,6 +18,16 @@ pub(crate) struct Owed {
     pub(crate) subject: String,
 }
 
+/// An owed row as read: `group_id, sequence, kind, subject`.
+fn owed(row: &crate::sql::Row<'_>) -> crate::sql::Result<Owed> {
+    Ok(Owed {
+        group_id: row.get(0)?,
+        sequence: row.get(1)?,
+        kind: row.get(2)?,
+        subject: row.get(3)?,
+    })
+}
+
 /// Notes a reaction owed to the Event at `sequence` of `group_id`.
 pub(crate) fn insert(
     conn: &Connection,
@@ -45,14 +55,7 @@ pub(crate) fn after(
          WHERE group_id > ?1 OR (group_id = ?1 AND sequence > ?2)
          ORDER BY group_id, sequence LIMIT ?3",
         params![group, sequence, limit],
-        |row| {
-            Ok(Owed {
-                group_id: row.get(0)?,
-                sequence: row.get(1)?,
-                kind: row.get(2)?,
-                subject: row.get(3)?,
-            })
-        },
+        owed,
     )?)
 }
 
@@ -79,14 +82,7 @@ pub(crate) fn claim(
              ORDER BY group_id, sequence LIMIT ?6 FOR UPDATE SKIP LOCKED)
          RETURNING group_id, sequence, kind, subject",
         params![group, sequence, claimant, now, until, limit],
-        |row| {
-            Ok(Owed {
-                group_id: row.get(0)?,
-                sequence: row.get(1)?,
-                kind: row.get(2)?,
-                subject: row.get(3)?,
-            })
-        },
+        owed,
     )?;
     claimed.sort_by(|a, b| (&a.group_id, a.sequence).cmp(&(&b.group_id, b.sequence)));
     Ok(claimed)
