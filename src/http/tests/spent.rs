@@ -13,6 +13,8 @@ use super::harness::*;
 use super::lifecycle::gc;
 use super::progress::{checkpoint, ok_quoting, start};
 use super::tokens::{issue, lease_id, secret, setup};
+use super::work::{group, offer, ok, send};
+use super::work_setup::contract;
 
 /// How many rows `table` holds.
 async fn rows(h: &Harness, table: &str) -> u64 {
@@ -110,5 +112,60 @@ backends!(
         assert_eq!(report["rowsForgotten"], 1, "{kind:?}: {report}");
         assert_eq!(rows(&h, "capability_tokens").await, tokens, "{kind:?}");
         assert_eq!(upload_with(&h, secret(&issued)).await, expired, "{kind:?}");
+    }
+);
+
+/// The view of WorkItem `id` as the operator reads it.
+async fn view_of(h: &Harness, id: &str) -> Value {
+    let answer = h
+        .call(
+            Method::GET,
+            &format!("/v1/workitems/{id}"),
+            Some(ADMIN),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    answer.json()
+}
+
+backends!(
+    /// A cancelled WorkItem's offers past the newest 17 (its view lists 16 and says there were
+    /// more) are forgotten, and its view reads the same; a live WorkItem's offers all stay,
+    /// since a forgotten id could be offered again.
+    async fn an_ended_work_items_old_offers_are_forgotten(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, _w1, _w2) = group(&h).await;
+        for wi in ["wi-ended", "wi-live"] {
+            let authorize = json!({"workItemId": wi, "missionId": "m1", "contract": contract(&[])});
+            ok(&h, &coordinator, "g1", "work.authorize", authorize).await;
+            for n in 0..20 {
+                let offered = offer(wi, &format!("o-{n}"), &["w1"], &h, 600);
+                ok(&h, &coordinator, "g1", "work.offer", offered).await;
+            }
+        }
+        let cancel = json!({"workItemId": "wi-ended", "reason": "not needed"});
+        ok(&h, &coordinator, "g1", "work.cancel", cancel).await;
+        let (ended, live) = (view_of(&h, "wi-ended").await, view_of(&h, "wi-live").await);
+        assert_eq!(ended["offersTruncated"], true, "{kind:?}: {ended}");
+        assert_eq!(rows(&h, "offers").await, 40, "{kind:?}");
+
+        let report = gc(&h, false).await;
+        assert_eq!(report["rowsForgotten"], 3, "{kind:?}: {report}");
+        assert_eq!(rows(&h, "offers").await, 37, "{kind:?}");
+        assert_eq!(view_of(&h, "wi-ended").await, ended, "{kind:?}");
+        assert_eq!(view_of(&h, "wi-live").await, live, "{kind:?}");
+        assert_eq!(gc(&h, false).await["rowsForgotten"], 0, "{kind:?}");
+
+        // A forgotten offer is answered as an unknown one would be: the WorkItem takes no
+        // offer (SM-4), and its id is not offered twice.
+        let again = offer("wi-ended", "o-0", &["w1"], &h, 600);
+        let refused = send(&h, &coordinator, "g1", "work.offer", again).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::CONFLICT,
+            "{kind:?}: {refused:?}"
+        );
+        assert_eq!(rows(&h, "offers").await, 37, "{kind:?}");
     }
 );

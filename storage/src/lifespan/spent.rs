@@ -8,11 +8,15 @@
 //!   nothing, a bearer presenting one is answered as for any unknown token, and no owner can
 //!   revoke or replace a token of an ended lease any more (a live lease's tokens stay, so its
 //!   owner's revocation and rotation answer as they did).
+//! - the offers of a verified or cancelled WorkItem (SM-4: no Command offers it again) past
+//!   the newest `offers::SHOWN` + 1 its view reads, but one still live and its newest
+//!   accepted one: a Command naming a forgotten offer is answered as for an unknown one
+//!   (the state refuses it either way), and the log's `work.offered` Events keep them all.
 
 use super::handle::Lifespan;
 use crate::clock::format_instant;
 use crate::error::Error;
-use crate::rows::{capability_tokens, lease_renewals, leases};
+use crate::rows::{capability_tokens, lease_renewals, leases, offers, work_items};
 
 /// Leases looked at, or tokens forgotten, per transaction.
 const BATCH: u64 = 256;
@@ -45,6 +49,7 @@ impl Lifespan<'_> {
                 None => break,
             }
         }
+        total += self.forget_offers().await?;
         let cutoff = format_instant(self.0.clock.now() - chrono::Duration::days(1));
         let mut after = Vec::new();
         loop {
@@ -64,6 +69,39 @@ impl Lifespan<'_> {
                         }
                     }
                     Ok((forgotten, expired.last().map(|(hash, _)| hash.clone())))
+                })
+                .await?;
+            total += forgotten;
+            match last {
+                Some(last) => after = last,
+                None => return Ok(total),
+            }
+        }
+    }
+
+    /// Forgets the offers of verified and cancelled WorkItems that no view reads; answers how
+    /// many went.
+    async fn forget_offers(&self) -> Result<u64, Error> {
+        let now = self.0.clock.now();
+        let mut total = 0;
+        let mut after = String::new();
+        loop {
+            let from = after.clone();
+            let (forgotten, last) = self
+                .0
+                .db
+                .write(move |txn| {
+                    let ids = offers::crowded_after(txn, &from, offers::SHOWN + 1, BATCH)?;
+                    let mut forgotten = 0;
+                    for id in &ids {
+                        let ended =
+                            work_items::load(txn, id)?.is_some_and(|w| w.state.is_terminal());
+                        if ended {
+                            forgotten +=
+                                offers::forget_all_but_newest(txn, id, offers::SHOWN + 1, now)?;
+                        }
+                    }
+                    Ok((forgotten, ids.last().cloned()))
                 })
                 .await?;
             total += forgotten;

@@ -25,6 +25,12 @@ pub(crate) enum OfferStatus {
     Withdrawn,
 }
 
+/// How many of a WorkItem's newest offers its view lists (`offersTruncated` says whether
+/// there are older ones): every Command on it answers the view, so a Coordinator offering it
+/// again and again made each Command cost every offer so far. The log has them all;
+/// a verified or cancelled WorkItem's older ones are forgotten (`lifespan/spent.rs`).
+pub(crate) const SHOWN: u64 = 16;
+
 /// Candidate → its structured decline reason (OFR-9), as `offers.declined` holds it.
 pub(crate) type DeclineMap = serde_json::Map<String, serde_json::Value>;
 
@@ -253,6 +259,45 @@ pub(crate) fn withdraw(conn: &Connection, work_item_id: &str, offer_id: &str) ->
         params![work_item_id, offer_id],
     )?;
     Ok(())
+}
+
+/// Up to `n` WorkItems with more than `shown` offers, by id after `after` (a walk in id
+/// order, so the sweep of `lifespan/spent.rs` reads each once).
+pub(crate) fn crowded_after(
+    conn: &Connection,
+    after: &str,
+    shown: u64,
+    n: u64,
+) -> Result<Vec<String>, Error> {
+    Ok(conn.rows(
+        "SELECT work_item_id FROM offers WHERE work_item_id > ?1 GROUP BY work_item_id
+         HAVING count(*) > ?2 ORDER BY work_item_id LIMIT ?3",
+        params![after, shown, n],
+        |r| r.get::<_, String>(0),
+    )?)
+}
+
+/// Forgets WorkItem `work_item_id`'s offers older than its newest `keep` (`keep` ≥ 1), except
+/// one still live at `now` and its newest accepted one; answers how many went. Only for a
+/// WorkItem no Command offers again (a forgotten id could otherwise be offered twice).
+pub(crate) fn forget_all_but_newest(
+    conn: &Connection,
+    work_item_id: &str,
+    keep: u64,
+    now: DateTime<Utc>,
+) -> Result<u64, Error> {
+    // The `keep`-th newest offer's sequence bounds what goes; fewer offers than `keep` make
+    // the bound NULL, and nothing goes.
+    let forgotten = conn.run(
+        "DELETE FROM offers WHERE work_item_id = ?1
+         AND sequence < (SELECT sequence FROM offers WHERE work_item_id = ?1
+                         ORDER BY sequence DESC LIMIT 1 OFFSET ?2)
+         AND NOT (status = 'live' AND expires_at > ?3)
+         AND offer_id NOT IN (SELECT offer_id FROM offers WHERE work_item_id = ?1
+                              AND status = 'accepted' ORDER BY sequence DESC LIMIT 1)",
+        params![work_item_id, keep.saturating_sub(1), format_instant(now)],
+    )?;
+    Ok(forgotten as u64)
 }
 
 /// fsck's rows naming an Event through a WorkItem's Group (as `group_id`, `sequence`): each

@@ -47,6 +47,7 @@ use weft_api::{ErrorCode, Id};
 use crate::access::Reader;
 use crate::clock::format_instant;
 use crate::error::{Error, reject};
+use crate::rows::offers::SHOWN as SHOWN_OFFERS;
 use crate::rows::{leases, work_items};
 use crate::unit::Conn;
 use crate::work::handle::Work;
@@ -128,15 +129,15 @@ pub(crate) fn current_lease(
         .transpose()
 }
 
-/// The newest [`OFFERS_SHOWN`] offers of a WorkItem, oldest first, and whether there are
+/// The newest [`SHOWN_OFFERS`] offers of a WorkItem, oldest first, and whether there are
 /// older ones (a new offer withdraws the live ones, T3, so the live offer is among them).
 fn offers(
     conn: &Connection,
     work_item_id: &str,
     now: DateTime<Utc>,
 ) -> Result<(Vec<OfferView>, bool), Error> {
-    let mut rows = crate::rows::offers::newest(conn, work_item_id, OFFERS_SHOWN + 1)?;
-    let truncated = rows.len() as u64 > OFFERS_SHOWN;
+    let mut rows = crate::rows::offers::newest(conn, work_item_id, SHOWN_OFFERS + 1)?;
+    let truncated = rows.len() as u64 > SHOWN_OFFERS;
     if truncated {
         rows.remove(0);
     }
@@ -156,11 +157,6 @@ fn offers(
         .collect::<Result<_, Error>>()?;
     Ok((views, truncated))
 }
-
-/// How many of a WorkItem's newest offers its view lists (`offersTruncated` says whether
-/// there are older ones): every Command on it answers the view, so a Coordinator offering it
-/// again and again made each Command cost every offer so far. The log has them all.
-pub(crate) const OFFERS_SHOWN: u64 = 16;
 
 /// How many of a lease's newest renewals its view lists (the rows file keeps no more).
 pub(crate) const RENEWALS_SHOWN: u64 = crate::rows::lease_renewals::SHOWN;
