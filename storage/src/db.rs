@@ -64,7 +64,13 @@ where
     F: FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
 {
     fn run(self: Box<Self>, tx: &Tx<'_>) -> (bool, Finisher) {
-        let result = (self.body)(tx);
+        // The changes the job sent ahead (PostgreSQL, `sql/pipeline.rs`) are answered before
+        // its outcome is decided: a failed one fails the job.
+        let result = match ((self.body)(tx), tx.settle()) {
+            (Ok(value), Ok(())) => Ok(value),
+            (Ok(_), Err(error)) => Err(error.into()),
+            (Err(error), _) => Err(error),
+        };
         let ok = result.is_ok();
         let reply = self.reply;
         let finish: Finisher = Box::new(move |commit| {
@@ -690,7 +696,8 @@ fn run_batch(
             job.fail(error.clone());
             continue;
         }
-        if let Err(error) = txn.control("SAVEPOINT job") {
+        // Sent ahead on PostgreSQL: read with the job's first statement.
+        if let Err(error) = txn.control_later("SAVEPOINT job") {
             let error = Error::from(error);
             job.fail(error.clone());
             broken = Some(error);
@@ -713,7 +720,9 @@ fn run_batch(
             appended.extend(events);
             leaves.extend(hashes);
             owes_reaction |= owes;
-            txn.control("RELEASE job")
+            // Sent ahead on PostgreSQL: read with the next job's first statement, or the
+            // commit's.
+            txn.control_later("RELEASE job")
         } else {
             // A refused job's path: parsed each time, as rare as refusals.
             txn.execute_batch("ROLLBACK TO job; RELEASE job")

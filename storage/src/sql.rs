@@ -7,6 +7,7 @@
 mod connection;
 mod dialect;
 mod meter;
+mod pipeline;
 pub(crate) mod postgres;
 mod value;
 

@@ -158,7 +158,13 @@ impl<'a> Tx<'a> {
     pub(crate) fn nested<T>(&self, f: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
         let mark = self.appended.borrow().len();
         self.conn.control("SAVEPOINT nested")?;
-        match f(self) {
+        // The changes `f` sent ahead are answered inside its savepoint: a failed one is `f`'s.
+        let outcome = match (f(self), self.conn.settle()) {
+            (Ok(value), Ok(())) => Ok(value),
+            (Ok(_), Err(error)) => Err(error.into()),
+            (Err(error), _) => Err(error),
+        };
+        match outcome {
             Ok(value) => {
                 self.conn.control("RELEASE nested")?;
                 Ok(value)

@@ -77,8 +77,8 @@ backends!(
             // serialises several servers (issue #43); it counts no SAVEPOINT of SQLite's.
             let ceiling = &(ceiling + u64::from(kind == Kind::Postgres));
             println!(
-                "{kind:?}: {write}: {} statements, {} rows",
-                work.statements, work.rows
+                "{kind:?}: {write}: {} statements, {} rows, {} round trips",
+                work.statements, work.rows, work.round_trips
             );
             assert!(work.statements > 0, "{kind:?}: {write}: the meter counts");
             assert!(

@@ -401,3 +401,77 @@ async fn a_job_that_lost_a_deadlock_runs_again() {
         "one of the two ran again"
     );
 }
+
+/// The databases a writer test runs on: memory, a file, and PostgreSQL when one runs.
+fn every_engine() -> Vec<Location> {
+    let mut locations = vec![
+        Location::Memory,
+        Location::File(tempfile::tempdir().expect("dir").keep().join("t.sqlite")),
+    ];
+    match weft_testkit::shared_postgres() {
+        Some(cluster) => locations.push(Location::Postgres(cluster.new_database())),
+        None => assert!(
+            !weft_testkit::postgres_required(),
+            "WEFT_POSTGRES is set but no PostgreSQL runs"
+        ),
+    }
+    locations
+}
+
+/// Changes sent ahead (PostgreSQL's pipeline, `sql/pipeline.rs`; run at once on SQLite) are
+/// answered before their job's outcome: one that fails fails its own job, whether a read
+/// follows it or the job ends on it, and nothing of that job commits, while the rest of the
+/// batch does; inside a nested savepoint it fails only the nested part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_sent_ahead_that_fails_fails_its_own_job() {
+    use crate::rows::work_history;
+    for location in every_engine() {
+        let db = Db::open(&location).expect("open");
+        let writes = (0..48u64).map(|n| {
+            let db = db.clone();
+            async move {
+                db.write(move |txn| {
+                    work_history::insert(txn, "wi", n)?;
+                    match n % 3 {
+                        // The same row again: refused by the key, found at the job's end.
+                        1 => work_history::insert(txn, "wi", n)?,
+                        // Refused, then a read: the read answers the refusal.
+                        2 => {
+                            work_history::insert(txn, "wi", n)?;
+                            work_history::newest(txn, "wi", 1)?;
+                        }
+                        _ => {}
+                    }
+                    Ok(n)
+                })
+                .await
+            }
+        });
+        let outcomes = futures::future::join_all(writes).await;
+        for (n, outcome) in outcomes.iter().enumerate() {
+            assert_eq!(
+                outcome.is_ok(),
+                n % 3 == 0,
+                "{location:?}: job {n}: {outcome:?}"
+            );
+        }
+        let kept = db
+            .read(|conn| work_history::newest(conn, "wi", 100))
+            .await
+            .expect("read");
+        let expected: Vec<u64> = (0..48).filter(|n| n % 3 == 0).rev().collect();
+        assert_eq!(kept, expected, "{location:?}");
+
+        let nested = db
+            .write(|txn| {
+                work_history::insert(txn, "wj", 1)?;
+                let inner = txn.nested(|tx| work_history::insert(tx, "wj", 1));
+                assert!(inner.is_err(), "the nested part fails");
+                work_history::insert(txn, "wj", 2)?;
+                work_history::newest(txn, "wj", 10)
+            })
+            .await
+            .expect("the job stands");
+        assert_eq!(nested, vec![2, 1], "{location:?}");
+    }
+}

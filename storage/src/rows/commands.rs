@@ -39,7 +39,7 @@ pub(crate) fn insert(
     envelope: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Error> {
-    conn.run(
+    conn.run_later(
         "INSERT INTO commands (command_id, group_id, agent_id, request_hash, answer, envelope,
                                recorded_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",

@@ -55,7 +55,7 @@ pub(crate) struct New<'a> {
 
 /// Appends one Event row.
 pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
-    conn.run(
+    conn.run_later(
         "INSERT INTO events (group_id, sequence, event_id, type, causation_command_id, payload,
                              appended_at, prev_hash, hash, actor)
          VALUES (?1, ?2, ?3, ?4, ?9, ?5, ?6, ?7, ?8, ?10)",

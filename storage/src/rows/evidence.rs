@@ -36,7 +36,7 @@ pub(crate) struct New<'a> {
 
 /// Writes `row`.
 pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
-    conn.run(
+    conn.run_later(
         "INSERT INTO evidence (evidence_id, group_id, mission_id, work_item_id, criterion, outcome, method_kind,
                                producer, timestamp, supersedes, envelope, sequence, standing)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",

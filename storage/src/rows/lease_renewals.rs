@@ -23,7 +23,7 @@ pub(crate) fn insert(
     renewed_at: DateTime<Utc>,
     expires_at: DateTime<Utc>,
 ) -> Result<(), Error> {
-    conn.run(
+    conn.run_later(
         "INSERT INTO lease_renewals (lease_id, renewed_at, expires_at) VALUES (?1, ?2, ?3)",
         params![
             lease_id,

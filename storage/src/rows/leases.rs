@@ -440,7 +440,7 @@ pub(crate) struct New<'a> {
 }
 
 pub(crate) fn insert(tx: &Tx<'_>, lease: &New<'_>) -> Result<(), Error> {
-    tx.run(
+    tx.run_later(
         "INSERT INTO leases (lease_id, work_item_id, kind, agent_id, session_epoch, ownership_epoch, started_at, expires_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
@@ -541,7 +541,7 @@ pub(crate) fn close(tx: &Tx<'_>, lease_id: &str, at: DateTime<Utc>) -> Result<()
 
 /// The lease now lasts until `expires_at` (a renewal, LSE-3).
 pub(crate) fn renew(tx: &Tx<'_>, lease_id: &str, expires_at: DateTime<Utc>) -> Result<(), Error> {
-    tx.run(
+    tx.run_later(
         "UPDATE leases SET expires_at = ?2 WHERE lease_id = ?1",
         params![lease_id, format_instant(expires_at)],
     )?;
@@ -552,7 +552,7 @@ pub(crate) fn renew(tx: &Tx<'_>, lease_id: &str, expires_at: DateTime<Utc>) -> R
 
 /// The `work.started` Event at `sequence` opened lease `lease_id` (EVD-2).
 pub(crate) fn note_started(tx: &Tx<'_>, lease_id: &str, sequence: u64) -> Result<(), Error> {
-    tx.run(
+    tx.run_later(
         "UPDATE leases SET started_sequence = ?2 WHERE lease_id = ?1",
         params![lease_id, sequence],
     )?;

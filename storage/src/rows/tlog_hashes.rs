@@ -102,7 +102,7 @@ pub(crate) fn insert(
             values.push(index);
             values.push(hash);
         }
-        conn.run(&sql, values.as_slice())?;
+        conn.run_later(&sql, values.as_slice())?;
         start += chunk.len() as u64;
     }
     Ok(())

@@ -35,7 +35,7 @@ const LAST_START_OR_FAILURE: &str =
 
 /// The Event at `sequence` is WorkItem `work_item_id`'s.
 pub(crate) fn insert(conn: &Connection, work_item_id: &str, sequence: u64) -> Result<(), Error> {
-    conn.run(
+    conn.run_later(
         "INSERT INTO work_history (work_item_id, sequence) VALUES (?1, ?2)",
         params![work_item_id, sequence],
     )?;

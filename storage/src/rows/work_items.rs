@@ -232,7 +232,7 @@ pub(crate) fn sample(
 
 /// Writes every mutable column of `row`.
 pub(crate) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
-    tx.run(
+    tx.run_later(
         "UPDATE work_items SET state = ?2, revision = ?3, contract_revision = ?4, contract = ?5, owner = ?6,
                 ownership_epoch = ?7, ownership_expires_at = ?8, approval_granted = ?9, child_mission_id = ?10,
                 attempts = ?11

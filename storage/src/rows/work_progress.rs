@@ -31,7 +31,7 @@ pub(crate) fn replace(
     report: &WorkProgress,
 ) -> Result<(), Error> {
     let conn: &Connection = tx;
-    conn.run(
+    conn.run_later(
         "INSERT INTO work_progress (work_item_id, sequence, agent_id, reported_at, report)
          VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (work_item_id) DO UPDATE SET sequence = excluded.sequence,

@@ -74,6 +74,36 @@ impl Connection {
         }
     }
 
+    /// A change whose count nobody reads. On PostgreSQL it is sent now and its answer read
+    /// with the next statement's (`pipeline.rs`): a job's changes cost no round trip of their
+    /// own, and a failed one fails the next statement, or the job when the writer settles it
+    /// ([`Connection::settle`]). Only for changes whose error is simply the job's: one a
+    /// caller catches to do something else must run with `run`. On SQLite it runs here.
+    pub(crate) fn run_later<P: Params>(&self, sql: &str, params: P) -> Result<()> {
+        match self {
+            Self::Sqlite(_) => self.run(sql, params).map(|_| ()),
+            Self::Postgres(pg) => pg.execute_later(sql, &params.bind()?),
+        }
+    }
+
+    /// A transaction-control statement whose answer is read later, like [`Connection::run_later`]
+    /// (the writer's `SAVEPOINT job` and `RELEASE job`).
+    pub(crate) fn control_later(&self, sql: &str) -> Result<()> {
+        match self {
+            Self::Sqlite(_) => self.control(sql),
+            Self::Postgres(pg) => pg.batch_later(sql),
+        }
+    }
+
+    /// Reads the answers of every change sent ahead: the first failed one's error. Nothing
+    /// on SQLite, or when nothing was sent.
+    pub(crate) fn settle(&self) -> Result<()> {
+        match self {
+            Self::Sqlite(_) => Ok(()),
+            Self::Postgres(pg) => pg.settle(),
+        }
+    }
+
     /// Begins the writer's transaction: on SQLite `IMMEDIATE` (the write lock now, not at the
     /// first change); on PostgreSQL a plain one, whose per-Group serialisation is the row lock
     /// `rows::events` takes on the Group's head.

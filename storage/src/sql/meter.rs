@@ -26,6 +26,9 @@ pub(crate) const STATEMENT_CACHE: usize = 256;
 pub struct Work {
     /// Statements run (each `SAVEPOINT`, query and change counts one).
     pub statements: u64,
+    /// Round trips to the server they took (PostgreSQL only: changes sent ahead travel with
+    /// the next request, `pipeline.rs`; SQLite has none).
+    pub round_trips: u64,
     /// Rows they returned.
     pub rows: u64,
     /// SQLite virtual-machine steps they took (seeks, row visits, comparisons).
@@ -91,6 +94,7 @@ impl WriteMeter {
         let (ran, work) = metered(job);
         let mut total = self.work.lock().unwrap_or_else(|p| p.into_inner());
         total.statements += work.statements;
+        total.round_trips += work.round_trips;
         total.rows += work.rows;
         total.vm_steps += work.vm_steps;
         total.repeated_loads.extend(work.repeated_loads);
@@ -163,6 +167,13 @@ pub(crate) fn count_postgres(sql: &str, bound: &[super::ValueRef<'_>], rows: usi
             }
         });
     }
+    METER.set(Some(work));
+}
+
+/// Counts one round trip to PostgreSQL to the running meter, if any.
+pub(crate) fn count_round_trip() {
+    let Some(mut work) = METER.take() else { return };
+    work.round_trips += 1;
     METER.set(Some(work));
 }
 

@@ -1,5 +1,5 @@
-//! The PostgreSQL side of the floor: [`Pg`], one synchronous connection (the `postgres`
-//! crate) with its cache of prepared statements (each translated once by `dialect.rs`); how
+//! The PostgreSQL side of the floor: [`Pg`], one connection driven on its caller's thread
+//! (`pipeline.rs`) with its cache of prepared statements (each translated once by `dialect.rs`); how
 //! the floor's values are bound to the type each parameter is declared with ([`Bind`]) and
 //! read back from whatever type a column has ([`Column`]).
 
@@ -9,12 +9,18 @@ use std::collections::HashMap;
 use bytes::BytesMut;
 use postgres::types::{IsNull, Kind, ToSql, Type, to_sql_checked};
 
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio_postgres::Client;
+
+use super::pipeline::Link;
 use super::value::{Result, SqlError, ValueRef};
 
 /// One connection to PostgreSQL and its prepared statements, by the SQL they were written in.
 pub(crate) struct Pg {
     /// `None` only while dropping (see `Drop`).
-    client: RefCell<Option<postgres::Client>>,
+    link: RefCell<Option<Link>>,
     statements: RefCell<HashMap<String, Vec<(Kinds, postgres::Statement)>>>,
     in_transaction: std::cell::Cell<bool>,
 }
@@ -23,17 +29,18 @@ impl Pg {
     /// Connects to `url` (`postgres://user@host:port/database`, without TLS: a loopback or
     /// private network; `sslmode` is not supported).
     pub(crate) fn connect(url: &str) -> Result<Self> {
-        let client = off_runtime(|| -> std::result::Result<_, postgres::Error> {
-            let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let link = off_runtime(|| -> Result<Link> {
+            let mut link = Link::connect(url)?;
+            let client = link.client();
             // A Group's lock held by a stalled server, or a transaction left open, fails
             // the waiting job (503, retry) instead of stopping every writer.
-            client.batch_execute(
+            link.request(client.batch_execute(
                 "SET lock_timeout = '10s'; SET idle_in_transaction_session_timeout = '60s'",
-            )?;
-            Ok(client)
+            ))?;
+            Ok(link)
         })?;
         Ok(Self {
-            client: RefCell::new(Some(client)),
+            link: RefCell::new(Some(link)),
             statements: RefCell::new(HashMap::new()),
             in_transaction: std::cell::Cell::new(false),
         })
@@ -46,18 +53,24 @@ impl Pg {
 
     /// Whether the server went away (the connection must be replaced).
     pub(crate) fn is_closed(&self) -> bool {
-        self.client
-            .borrow()
-            .as_ref()
-            .is_none_or(postgres::Client::is_closed)
+        self.link.borrow().as_ref().is_none_or(Link::is_closed)
     }
 
-    fn client(&self) -> std::cell::RefMut<'_, postgres::Client> {
-        std::cell::RefMut::map(self.client.borrow_mut(), |client| {
-            client
-                .as_mut()
+    fn link(&self) -> std::cell::RefMut<'_, Link> {
+        std::cell::RefMut::map(self.link.borrow_mut(), |link| {
+            link.as_mut()
                 .expect("a connection is only taken by its drop")
         })
+    }
+
+    /// Runs the request `make` builds with the client, behind the changes sent before it.
+    fn request<T, F>(&self, make: impl FnOnce(Arc<Client>) -> F) -> Result<T>
+    where
+        F: Future<Output = std::result::Result<T, postgres::Error>>,
+    {
+        let mut link = self.link();
+        let request = make(link.client());
+        Ok(link.request(request)?)
     }
 
     /// The prepared statement for `sql` with parameters of the kinds `bound` has. Each
@@ -86,18 +99,21 @@ impl Pg {
         // A failed PREPARE aborts an open transaction: the first try runs in a savepoint.
         let guarded = self.in_transaction() && kinds.iter().any(Option::is_none);
         if guarded {
-            self.client().batch_execute("SAVEPOINT weft_prepare")?;
+            self.batch("SAVEPOINT weft_prepare")?;
         }
-        let mut prepared = self
-            .client()
-            .prepare_typed(&translated, &types(unspecified));
+        let prepare = |types: Vec<Type>| {
+            let mut link = self.link();
+            let client = link.client();
+            link.request(async { client.prepare_typed(&translated, &types).await })
+        };
+        let mut prepared = prepare(types(unspecified));
         if guarded {
             let end = if prepared.is_ok() {
                 "RELEASE weft_prepare"
             } else {
                 "ROLLBACK TO weft_prepare; RELEASE weft_prepare"
             };
-            self.client().batch_execute(end)?;
+            self.batch(end)?;
         }
         if let Err(error) = &prepared
             && matches!(
@@ -108,7 +124,7 @@ impl Pg {
                 )
             )
         {
-            prepared = self.client().prepare_typed(&translated, &types(Type::TEXT));
+            prepared = prepare(types(Type::TEXT));
         }
         let statement = prepared.map_err(|source| SqlError::Prepare {
             sql: translated.clone(),
@@ -124,39 +140,71 @@ impl Pg {
 
     pub(crate) fn query(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<Vec<postgres::Row>> {
         let statement = self.statement(sql, bound)?;
-        let rows = with_params(bound, |params| self.client().query(&statement, params))?;
+        let rows = self.request(|client| async move {
+            with_params(bound, async |params| client.query(&statement, params).await).await
+        })?;
         super::meter::count_postgres(sql, bound, rows.len());
         Ok(rows)
     }
 
     pub(crate) fn execute(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<u64> {
         let statement = self.statement(sql, bound)?;
-        let changed = with_params(bound, |params| self.client().execute(&statement, params))?;
+        let changed = self.request(|client| async move {
+            with_params(bound, async |params| {
+                client.execute(&statement, params).await
+            })
+            .await
+        })?;
         super::meter::count_postgres(sql, bound, 0);
         Ok(changed)
+    }
+
+    /// Sends a change whose count nobody reads; its answer is read with the next request's
+    /// (`pipeline.rs`), and its error is that request's.
+    pub(crate) fn execute_later(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<()> {
+        let statement = self.statement(sql, bound)?;
+        let owned: Vec<Owned> = bound.iter().map(|value| Owned::from(*value)).collect();
+        let mut link = self.link();
+        let client = link.client();
+        link.send(async move {
+            let binds: Vec<Bind<'_>> = owned.iter().map(|value| Bind(value.as_ref())).collect();
+            let params: Vec<&(dyn ToSql + Sync)> = binds
+                .iter()
+                .map(|bind| bind as &(dyn ToSql + Sync))
+                .collect();
+            client.execute(&statement, &params).await.map(|_| ())
+        })?;
+        super::meter::count_postgres(sql, bound, 0);
+        Ok(())
+    }
+
+    /// Sends statements without parameters (a savepoint's) whose answer nobody reads.
+    pub(crate) fn batch_later(&self, sql: &str) -> Result<()> {
+        let owned = sql.to_owned();
+        let mut link = self.link();
+        let client = link.client();
+        link.send(async move { client.batch_execute(&owned).await })?;
+        super::meter::count_postgres(sql, &[], 0);
+        Ok(())
+    }
+
+    /// Reads the answers of the changes sent ahead: the first one's error, if any failed.
+    pub(crate) fn settle(&self) -> Result<()> {
+        if !self.link().has_sent() {
+            return Ok(());
+        }
+        self.request(|_| async { Ok(()) })
     }
 
     /// Notifications on the channels this connection listens to (`LISTEN`): waits up to
     /// `timeout` for the first, then takes those already here; their payloads, in order.
     pub(crate) fn notifications(&self, timeout: std::time::Duration) -> Result<Vec<String>> {
-        use postgres::fallible_iterator::FallibleIterator as _;
-        let mut client = self.client();
-        let mut notifications = client.notifications();
-        let mut payloads = Vec::new();
-        let first = notifications.timeout_iter(timeout).next()?;
-        if let Some(first) = first {
-            payloads.push(first.payload().to_owned());
-            let mut pending = notifications.iter();
-            while let Some(more) = pending.next()? {
-                payloads.push(more.payload().to_owned());
-            }
-        }
-        Ok(payloads)
+        self.link().notifications(timeout)
     }
 
     /// Statements without parameters, sent as they are (transaction control, DDL).
     pub(crate) fn batch(&self, sql: &str) -> Result<()> {
-        let outcome = self.client().batch_execute(sql);
+        let outcome = self.request(|client| async move { client.batch_execute(sql).await });
         super::meter::count_postgres(sql, &[], 0);
         let head = sql.trim_start().to_ascii_uppercase();
         if head.starts_with("BEGIN") {
@@ -166,7 +214,7 @@ impl Pg {
             // A failed COMMIT ends the transaction too (PostgreSQL rolls it back).
             self.in_transaction.set(false);
         }
-        Ok(outcome?)
+        outcome
     }
 }
 
@@ -174,8 +222,8 @@ impl Drop for Pg {
     /// Closing sends a goodbye through the client's own runtime, which must not start on a
     /// thread that drives async tasks: there it is closed on a thread of its own.
     fn drop(&mut self) {
-        if let Some(client) = self.client.get_mut().take() {
-            off_runtime(move || drop(client));
+        if let Some(link) = self.link.get_mut().take() {
+            off_runtime(move || drop(link));
         }
     }
 }
@@ -207,13 +255,49 @@ fn kind_of(value: ValueRef<'_>) -> Option<Type> {
 }
 
 /// Runs `f` with `bound` as the client's parameters.
-fn with_params<R>(bound: &[ValueRef<'_>], f: impl FnOnce(&[&(dyn ToSql + Sync)]) -> R) -> R {
+async fn with_params<R>(
+    bound: &[ValueRef<'_>],
+    f: impl AsyncFnOnce(&[&(dyn ToSql + Sync)]) -> R,
+) -> R {
     let binds: Vec<Bind<'_>> = bound.iter().map(|value| Bind(*value)).collect();
     let params: Vec<&(dyn ToSql + Sync)> = binds
         .iter()
         .map(|bind| bind as &(dyn ToSql + Sync))
         .collect();
-    f(&params)
+    f(&params).await
+}
+
+/// A bound value owned by a change sent ahead (`Pg::execute_later`).
+enum Owned {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl From<ValueRef<'_>> for Owned {
+    fn from(value: ValueRef<'_>) -> Self {
+        match value {
+            ValueRef::Null => Self::Null,
+            ValueRef::Integer(n) => Self::Integer(n),
+            ValueRef::Real(x) => Self::Real(x),
+            ValueRef::Text(text) => Self::Text(text.to_owned()),
+            ValueRef::Blob(bytes) => Self::Blob(bytes.to_vec()),
+        }
+    }
+}
+
+impl Owned {
+    fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Self::Null => ValueRef::Null,
+            Self::Integer(n) => ValueRef::Integer(*n),
+            Self::Real(x) => ValueRef::Real(*x),
+            Self::Text(text) => ValueRef::Text(text),
+            Self::Blob(bytes) => ValueRef::Blob(bytes),
+        }
+    }
 }
 
 /// A floor value bound to the type PostgreSQL inferred for its parameter.

@@ -34,6 +34,9 @@ pub(crate) enum SqlError {
     Sqlite(#[from] rusqlite::Error),
     #[error(transparent)]
     Postgres(#[from] postgres::Error),
+    /// The runtime a PostgreSQL connection is driven by could not be built.
+    #[error("cannot start a PostgreSQL connection's runtime")]
+    Runtime(#[source] std::io::Error),
     /// PostgreSQL refused a statement as written (a translation `postgres.rs` lacks).
     #[error("PostgreSQL cannot prepare {sql:?}")]
     Prepare {
