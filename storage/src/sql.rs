@@ -4,6 +4,7 @@
 //! cross it (`value.rs`), PostgreSQL's side (`postgres.rs`, `dialect.rs`), and the meter that counts a
 //! write's SQL work on SQLite (`meter.rs`).
 
+mod ahead;
 mod connection;
 mod dialect;
 mod meter;
@@ -11,6 +12,7 @@ mod pipeline;
 pub(crate) mod postgres;
 mod value;
 
+pub(crate) use ahead::Ahead;
 pub(crate) use connection::{Cached, Connection, Engine, Row};
 pub use meter::Work;
 #[cfg(test)]

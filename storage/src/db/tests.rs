@@ -438,7 +438,7 @@ async fn a_change_sent_ahead_that_fails_fails_its_own_job() {
                         // Refused, then a read: the read answers the refusal.
                         2 => {
                             work_history::insert(txn, "wi", n)?;
-                            work_history::newest(txn, "wi", 1)?;
+                            work_history::newest(txn, "wi", 1)?.get(txn)?;
                         }
                         _ => {}
                     }
@@ -456,7 +456,7 @@ async fn a_change_sent_ahead_that_fails_fails_its_own_job() {
             );
         }
         let kept = db
-            .read(|conn| work_history::newest(conn, "wi", 100))
+            .read(|conn| work_history::newest(conn, "wi", 100)?.get(conn))
             .await
             .expect("read");
         let expected: Vec<u64> = (0..48).filter(|n| n % 3 == 0).rev().collect();
@@ -468,7 +468,7 @@ async fn a_change_sent_ahead_that_fails_fails_its_own_job() {
                 let inner = txn.nested(|tx| work_history::insert(tx, "wj", 1));
                 assert!(inner.is_err(), "the nested part fails");
                 work_history::insert(txn, "wj", 2)?;
-                work_history::newest(txn, "wj", 10)
+                work_history::newest(txn, "wj", 10)?.get(txn)
             })
             .await
             .expect("the job stands");

@@ -2,7 +2,7 @@
 //! sent after it lost its WorkItem (OFL-2) is kept here for audit, never as a manifest;
 //! `artifacts::binding` decides what is kept, `work::inert` what a view shows.
 
-use crate::sql::{Connection, params};
+use crate::sql::{Ahead, Connection, params};
 use weft_api::work::views::InertPublication;
 use weft_api::{ArtifactId, Manifest};
 
@@ -54,13 +54,14 @@ pub(crate) fn insert(conn: &Connection, new: &NewInert<'_>) -> Result<(), Error>
     Ok(())
 }
 
-/// The newest `limit` inert records of `work_item_id`, newest first.
+/// The newest `limit` inert records of `work_item_id`, newest first. Sent ahead of its use
+/// (`sql/ahead.rs`): read with `get`.
 pub(crate) fn newest(
     conn: &Connection,
     work_item_id: &str,
     limit: u64,
-) -> Result<Vec<InertPublication>, Error> {
-    let rows = conn.rows(
+) -> Result<Ahead<Vec<InertPublication>, Error>, Error> {
+    let rows = conn.rows_ahead(
         "SELECT manifest_id, producer, lease_id, ownership_epoch, received_at
          FROM inert_publications WHERE work_item_id = ?1
          ORDER BY received_at DESC, manifest_id DESC LIMIT ?2",
@@ -75,19 +76,23 @@ pub(crate) fn newest(
             ))
         },
     )?;
-    rows.into_iter()
-        .map(
-            |(manifest_id, producer, lease_id, ownership_epoch, received_at)| {
-                Ok(InertPublication {
-                    manifest_id: ArtifactId(to32(manifest_id)?),
-                    producer,
-                    lease_id,
-                    ownership_epoch,
-                    received_at,
-                })
-            },
-        )
-        .collect()
+    Ok(
+        rows.then(|rows: Vec<(Vec<u8>, String, String, u64, String)>| {
+            rows.into_iter()
+                .map(
+                    |(manifest_id, producer, lease_id, ownership_epoch, received_at)| {
+                        Ok(InertPublication {
+                            manifest_id: ArtifactId(to32(manifest_id)?),
+                            producer,
+                            lease_id,
+                            ownership_epoch,
+                            received_at,
+                        })
+                    },
+                )
+                .collect()
+        }),
+    )
 }
 
 fn to32(bytes: Vec<u8>) -> Result<[u8; 32], Error> {

@@ -2,7 +2,7 @@
 //! with the deadline it set (LSE-3), until no view can read it (an ended lease's, or an open
 //! one's past its newest [`SHOWN`] + 1): the log's `lease.renewed` Events keep them all.
 
-use crate::sql::{Connection, params};
+use crate::sql::{Ahead, Connection, params};
 use chrono::{DateTime, Utc};
 
 use crate::clock::format_instant;
@@ -35,15 +35,22 @@ pub(crate) fn insert(
 }
 
 /// The newest `n` renewal instants of a lease as stored, oldest first (LSE-3): read backwards
-/// along the `lease_id` index, so the cost is `n`'s, never the lease's age.
-pub(crate) fn newest(conn: &Connection, lease_id: &str, n: u64) -> Result<Vec<String>, Error> {
-    let mut renewals = conn.rows(
+/// along the `lease_id` index, so the cost is `n`'s, never the lease's age. Sent ahead of its use
+/// (`sql/ahead.rs`): read with `get`.
+pub(crate) fn newest(
+    conn: &Connection,
+    lease_id: &str,
+    n: u64,
+) -> Result<Ahead<Vec<String>, Error>, Error> {
+    let renewals = conn.rows_ahead(
         "SELECT renewed_at FROM lease_renewals WHERE lease_id = ?1 ORDER BY rowid DESC LIMIT ?2",
         params![lease_id, n],
         |r| r.get::<_, String>(0),
     )?;
-    renewals.reverse();
-    Ok(renewals)
+    Ok(renewals.then(|mut renewals: Vec<String>| {
+        renewals.reverse();
+        Ok(renewals)
+    }))
 }
 
 /// Up to `n` leases that have renewal rows, by lease id after `after` (a walk in id order,

@@ -3,7 +3,7 @@
 //! (an offer is `expired` in views once its deadline has passed while it was still live).
 //! Ids stay text, as the work Commands hold them.
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use weft_api::work::contract::SelectionBasis;
@@ -115,19 +115,20 @@ pub(crate) fn load(
 }
 
 /// The newest `n` offers of WorkItem `work_item_id`, oldest first: read backwards along
-/// `offers_work_item_sequence`, so the cost is `n`'s, never the WorkItem's offer count.
+/// `offers_work_item_sequence`, so the cost is `n`'s, never the WorkItem's offer count. Sent ahead of its use
+/// (`sql/ahead.rs`): read with `get`.
 pub(crate) fn newest(
     conn: &Connection,
     work_item_id: &str,
     n: u64,
-) -> Result<Vec<OfferRow>, Error> {
-    let rows = conn.rows(
+) -> Result<Ahead<Vec<OfferRow>, Error>, Error> {
+    let rows = conn.rows_ahead(
         "SELECT offer_id, candidates, expires_at, status, contract_revision, selection_basis, declined
          FROM offers WHERE work_item_id = ?1 ORDER BY sequence DESC LIMIT ?2",
         params![work_item_id, n],
         raw,
     )?;
-    rows.into_iter().rev().map(typed).collect()
+    Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().rev().map(typed).collect()))
 }
 
 /// Whether WorkItem `work_item_id` has an offer `offer_id`.

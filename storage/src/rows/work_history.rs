@@ -3,7 +3,7 @@
 //! walking its Group's log; the queries that join those Events (`events`) to find the last
 //! one of a type are here, since they are about this table's rows.
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 
 use super::instant;
@@ -42,15 +42,20 @@ pub(crate) fn insert(conn: &Connection, work_item_id: &str, sequence: u64) -> Re
     Ok(())
 }
 
-/// The newest `limit` sequences of WorkItem `work_item_id`'s Events, newest first.
-pub(crate) fn newest(conn: &Connection, work_item_id: &str, limit: u64) -> Result<Vec<u64>, Error> {
-    let history = conn.rows(
+/// The newest `limit` sequences of WorkItem `work_item_id`'s Events, newest first. Sent ahead of its use
+/// (`sql/ahead.rs`): read with `get`.
+pub(crate) fn newest(
+    conn: &Connection,
+    work_item_id: &str,
+    limit: u64,
+) -> Result<Ahead<Vec<u64>, Error>, Error> {
+    let history = conn.rows_ahead(
         "SELECT sequence FROM work_history WHERE work_item_id = ?1
          ORDER BY sequence DESC LIMIT ?2",
         params![work_item_id, limit],
         |r| r.get::<_, u64>(0),
     )?;
-    Ok(history)
+    Ok(history.then(Ok))
 }
 
 /// When the WorkItem's last `work.failed` was appended, if it ever failed.

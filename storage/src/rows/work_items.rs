@@ -7,7 +7,7 @@
 //! here too, since they are about WorkItems; `work::deps` keeps the dependency rule (DEP-3)
 //! and the edges' own rows.
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 use weft_api::Id;
 use weft_api::work::contract::{Budgets, WorkContract};
@@ -319,12 +319,20 @@ pub(crate) fn owner_in(
 
 /// What WorkItem `id` has spent so far.
 pub(crate) fn spent(conn: &Connection, id: &str) -> Result<Budgets, Error> {
-    let text: String = conn.row(
+    spent_ahead(conn, id)?.get(conn)
+}
+
+/// [`spent`], sent ahead of its use (`sql/ahead.rs`).
+pub(crate) fn spent_ahead(conn: &Connection, id: &str) -> Result<Ahead<Budgets, Error>, Error> {
+    let text = conn.rows_ahead(
         "SELECT spent FROM work_items WHERE work_item_id = ?1",
         [id],
-        |r| r.get(0),
+        |r| r.get::<_, String>(0),
     )?;
-    from_json(&text)
+    Ok(text.then(|texts: Vec<String>| match texts.first() {
+        Some(text) => from_json(text),
+        None => Err(crate::sql::SqlError::NoRows.into()),
+    }))
 }
 
 /// Sets what WorkItem `id` has spent.

@@ -3,7 +3,7 @@
 //! asked on is still live is read here with it (a join on `offers`), since it decides the
 //! question's standing.
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
@@ -158,14 +158,15 @@ pub(crate) struct QuestionRow {
 }
 
 /// The newest `limit` questions of a WorkItem, newest first, with their offer's standing
-/// at `now`.
+/// at `now`. Sent ahead of its use
+/// (`sql/ahead.rs`): read with `get`.
 pub(crate) fn newest(
     conn: &Connection,
     work_item_id: &str,
     now: &str,
     limit: u64,
-) -> Result<Vec<QuestionRow>, Error> {
-    let rows = conn.rows(
+) -> Result<Ahead<Vec<QuestionRow>, Error>, Error> {
+    let rows = conn.rows_ahead(
         &format!(
             "SELECT q.question_id, q.offer_id, q.agent_id, q.text, q.asked_at, q.asked_sequence,
                 q.answer, q.resolution, q.answered_by, q.answered_at, q.answered_sequence,
@@ -202,5 +203,5 @@ pub(crate) fn newest(
             })
         },
     )?;
-    Ok(rows)
+    Ok(rows.then(Ok))
 }

@@ -6,6 +6,7 @@
 //! Statements are written once, in the SQL both engines take, with SQLite's `?N`
 //! placeholders; `postgres.rs` translates the few spellings PostgreSQL does not share.
 
+use super::ahead::Ahead;
 use super::postgres::{Column, Pg};
 use super::value::{FromValue, Params, Result, SqlError, ValueRef};
 
@@ -83,6 +84,31 @@ impl Connection {
         match self {
             Self::Sqlite(_) => self.run(sql, params).map(|_| ()),
             Self::Postgres(pg) => pg.execute_later(sql, &params.bind()?),
+        }
+    }
+
+    /// Every row a read returns, mapped by `f`, sent ahead of its use (`ahead.rs`): on
+    /// PostgreSQL its answer is read with the next request's, so reads sent together cost
+    /// one round trip; on SQLite it runs here.
+    pub(crate) fn rows_ahead<T, P, F>(
+        &self,
+        sql: &str,
+        params: P,
+        mut f: F,
+    ) -> Result<Ahead<Vec<T>>>
+    where
+        T: 'static,
+        P: Params,
+        F: FnMut(&Row<'_>) -> Result<T> + 'static,
+    {
+        match self {
+            Self::Sqlite(_) => Ok(Ahead::ready(self.rows(sql, params, f))),
+            Self::Postgres(pg) => {
+                let slot = pg.query_ahead(sql, &params.bind()?)?;
+                Ok(Ahead::sent(slot, move |rows| {
+                    rows.iter().map(|row| f(&Row::Postgres(row))).collect()
+                }))
+            }
         }
     }
 

@@ -170,6 +170,14 @@ pub(crate) fn count_postgres(sql: &str, bound: &[super::ValueRef<'_>], rows: usi
     METER.set(Some(work));
 }
 
+/// Counts the rows a read sent ahead returned, when its answer is read (`pipeline.rs`: on
+/// the thread that sent it).
+pub(crate) fn count_rows(rows: usize) {
+    let Some(mut work) = METER.take() else { return };
+    work.rows += rows as u64;
+    METER.set(Some(work));
+}
+
 /// Counts one round trip to PostgreSQL to the running meter, if any.
 pub(crate) fn count_round_trip() {
     let Some(mut work) = METER.take() else { return };

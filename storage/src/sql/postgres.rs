@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio_postgres::Client;
 
+use super::ahead::Slot;
 use super::pipeline::Link;
 use super::value::{Result, SqlError, ValueRef};
 
@@ -176,6 +177,32 @@ impl Pg {
         })?;
         super::meter::count_postgres(sql, bound, 0);
         Ok(())
+    }
+
+    /// Sends a read whose rows the returned slot receives once its answer is read
+    /// (`ahead.rs`).
+    pub(crate) fn query_ahead(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<Slot> {
+        let statement = self.statement(sql, bound)?;
+        let owned: Vec<Owned> = bound.iter().map(|value| Owned::from(*value)).collect();
+        let slot = Slot::default();
+        let answer = Arc::clone(&slot);
+        let mut link = self.link();
+        let client = link.client();
+        link.send(async move {
+            let binds: Vec<Bind<'_>> = owned.iter().map(|value| Bind(value.as_ref())).collect();
+            let params: Vec<&(dyn ToSql + Sync)> = binds
+                .iter()
+                .map(|bind| bind as &(dyn ToSql + Sync))
+                .collect();
+            let rows = client.query(&statement, &params).await?;
+            super::meter::count_rows(rows.len());
+            *answer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(rows);
+            Ok(())
+        })?;
+        super::meter::count_postgres(sql, bound, 0);
+        Ok(slot)
     }
 
     /// Sends statements without parameters (a savepoint's) whose answer nobody reads.

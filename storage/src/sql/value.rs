@@ -34,6 +34,9 @@ pub(crate) enum SqlError {
     Sqlite(#[from] rusqlite::Error),
     #[error(transparent)]
     Postgres(#[from] postgres::Error),
+    /// A read sent ahead whose answer never came (`ahead.rs`).
+    #[error("a read sent ahead was not answered")]
+    Unanswered,
     /// The runtime a PostgreSQL connection is driven by could not be built.
     #[error("cannot start a PostgreSQL connection's runtime")]
     Runtime(#[source] std::io::Error),

@@ -94,49 +94,33 @@ fn visible_mission(conn: &Connection, reader: &Reader, id: &str) -> Result<Missi
     }
 }
 
-/// The current (unreleased) lease of a WorkItem, if any, as the WorkItem's view shows it
-/// (with its renewals), and the typed row it is read from.
-pub(crate) fn current_lease(
-    c: &(impl Conn + ?Sized),
-    work_item_id: &str,
-) -> Result<Option<(Lease, leases::Lease)>, Error> {
-    let conn = c.conn();
-    leases::current(c, work_item_id)?
-        .map(|row| {
-            let mut renewals = crate::rows::lease_renewals::newest(
-                conn,
-                row.lease_id.as_str(),
-                RENEWALS_SHOWN + 1,
-            )?;
-            let renewals_truncated = renewals.len() as u64 > RENEWALS_SHOWN;
-            if renewals_truncated {
-                renewals.remove(0);
-            }
-            let view = Lease {
-                lease_id: row.lease_id.to_string(),
-                kind: row.kind.as_str().to_owned(),
-                agent_id: row.agent_id.to_string(),
-                session_epoch: row.session_epoch,
-                work_item_id: row.work_item_id.to_string(),
-                ownership_epoch: row.ownership_epoch,
-                started_at: format_instant(row.started_at),
-                renewals,
-                renewals_truncated,
-                expires_at: format_instant(row.expires_at),
-            };
-            Ok((view, row))
-        })
-        .transpose()
+/// The view of lease `row` with its newest renewals (`RENEWALS_SHOWN` + 1 read, to know
+/// whether there are older ones).
+fn lease_view(row: &leases::Lease, mut renewals: Vec<String>) -> Lease {
+    let renewals_truncated = renewals.len() as u64 > RENEWALS_SHOWN;
+    if renewals_truncated {
+        renewals.remove(0);
+    }
+    Lease {
+        lease_id: row.lease_id.to_string(),
+        kind: row.kind.as_str().to_owned(),
+        agent_id: row.agent_id.to_string(),
+        session_epoch: row.session_epoch,
+        work_item_id: row.work_item_id.to_string(),
+        ownership_epoch: row.ownership_epoch,
+        started_at: format_instant(row.started_at),
+        renewals,
+        renewals_truncated,
+        expires_at: format_instant(row.expires_at),
+    }
 }
 
 /// The newest [`SHOWN_OFFERS`] offers of a WorkItem, oldest first, and whether there are
 /// older ones (a new offer withdraws the live ones, T3, so the live offer is among them).
 fn offers(
-    conn: &Connection,
-    work_item_id: &str,
+    mut rows: Vec<crate::rows::offers::OfferRow>,
     now: DateTime<Utc>,
 ) -> Result<(Vec<OfferView>, bool), Error> {
-    let mut rows = crate::rows::offers::newest(conn, work_item_id, SHOWN_OFFERS + 1)?;
     let truncated = rows.len() as u64 > SHOWN_OFFERS;
     if truncated {
         rows.remove(0);
@@ -172,12 +156,30 @@ pub(crate) fn work_view(
     now: DateTime<Utc>,
 ) -> Result<WorkItemView, Error> {
     let conn = c.conn();
+    let id = row.work_item_id.as_str();
+    // Its reads are sent together, then read: on PostgreSQL one round trip for all of them
+    // (`sql/ahead.rs`); the lease, the dependencies and the progress often come from what
+    // the job remembers.
     // The newest HISTORY_SHOWN sequences (one more read to know whether there are older
     // ones): every Command answers this view and stores the answer, so a whole history (or
     // even counting it) made each Command cost its WorkItem's age; a reconciled 10,000-Command
     // journal grew to gigabytes. The log holds all of it.
-    let mut history =
-        crate::rows::work_history::newest(conn, &row.work_item_id, HISTORY_SHOWN + 1)?;
+    let history = crate::rows::work_history::newest(conn, id, HISTORY_SHOWN + 1)?;
+    let offer_rows = crate::rows::offers::newest(conn, id, SHOWN_OFFERS + 1)?;
+    let inert = inert::newest(conn, id)?;
+    let spent = work_items::spent_ahead(conn, id)?;
+    let questions = questions::view(conn, id, &format_instant(now))?;
+    let current = leases::current(c, id)?;
+    let renewals = current
+        .as_ref()
+        .map(|lease| {
+            crate::rows::lease_renewals::newest(conn, lease.lease_id.as_str(), RENEWALS_SHOWN + 1)
+        })
+        .transpose()?;
+    // One read of the edges and their states: the ids listed, the states for DEP-3.
+    let dependencies = work_items::dependencies(c, id)?;
+    let progress = crate::rows::work_progress::latest(c, id)?;
+    let mut history = history.get(conn)?;
     let history_truncated = history.len() as u64 > HISTORY_SHOWN;
     history.truncate(HISTORY_SHOWN as usize);
     history.reverse();
@@ -186,14 +188,14 @@ pub(crate) fn work_view(
         ownership_epoch: row.ownership_epoch,
         expires_at: row.ownership_expires_at.map(format_instant),
     });
-    let (offers, offers_truncated) = offers(conn, &row.work_item_id, now)?;
-    let (inert_publications, inert_publications_truncated) =
-        inert::newest(conn, &row.work_item_id)?;
-    // One read of the edges and their states: the ids listed, the states for DEP-3.
-    let dependencies = work_items::dependencies(c, &row.work_item_id)?;
-    let (lease, preemption_requested) = match current_lease(c, &row.work_item_id)? {
-        Some((view, row)) => (Some(view), owner::preemption(&row)),
-        None => (None, None),
+    let (offers, offers_truncated) = offers(offer_rows.get(conn)?, now)?;
+    let (inert_publications, inert_publications_truncated) = inert.get(conn)?;
+    let (lease, preemption_requested) = match (current, renewals) {
+        (Some(lease), Some(renewals)) => {
+            let view = lease_view(&lease, renewals.get(conn)?);
+            (Some(view), owner::preemption(&lease))
+        }
+        _ => (None, None),
     };
     Ok(WorkItemView {
         work_item_id: row.work_item_id.to_string(),
@@ -213,13 +215,13 @@ pub(crate) fn work_view(
         child_mission_id: row.child_mission_id.as_ref().map(ToString::to_string),
         budget: BudgetView {
             limit: row.contract.budgets.clone(),
-            spent: work_items::spent(conn, &row.work_item_id)?,
+            spent: spent.get(conn)?,
         },
         attempts: row.attempts,
         attempt_key: owner::attempt_key(row)?,
-        progress: crate::rows::work_progress::latest(c, &row.work_item_id)?,
+        progress,
         preemption_requested,
-        questions: questions::view(conn, &row.work_item_id, &format_instant(now))?,
+        questions: questions.get(conn)?,
         inert_publications,
         inert_publications_truncated,
         history,

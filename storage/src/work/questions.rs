@@ -9,7 +9,7 @@
 //! candidate, or expired) an unanswered question is `superseded`: the new offer is its answer
 //! (CON-4), so it neither blocks an acceptance nor counts against its asker's bound.
 
-use crate::sql::Connection;
+use crate::sql::{Ahead, Connection};
 use weft_api::ErrorCode;
 use weft_api::work::conversation::{
     AnswerView, MAX_OPEN_PER_AGENT, MAX_QUESTIONS_PER_AGENT, QUESTIONS_SHOWN, QuestionView,
@@ -130,13 +130,18 @@ pub(super) fn unresolved(ctx: &Ctx<'_, '_>, row: &WorkRow, offer_id: &str) -> Re
 }
 
 /// The newest questions of a WorkItem (at most `QUESTIONS_SHOWN`), oldest first, with their
-/// answers and their standing at `now`.
+/// answers and their standing at `now`, sent ahead of its use (`sql/ahead.rs`).
 pub(super) fn view(
     conn: &Connection,
     work_item_id: &str,
     now: &str,
-) -> Result<Vec<QuestionView>, Error> {
+) -> Result<Ahead<Vec<QuestionView>, Error>, Error> {
     let rows = work_questions::newest(conn, work_item_id, now, QUESTIONS_SHOWN)?;
+    Ok(rows.then(shown))
+}
+
+/// The questions a view shows, from their rows, newest first.
+fn shown(rows: Vec<work_questions::QuestionRow>) -> Result<Vec<QuestionView>, Error> {
     let mut questions = rows
         .into_iter()
         .map(
