@@ -558,7 +558,10 @@ impl Db {
                 None => open_reader(&from)?,
             };
             let result = f(&conn);
-            let broken = matches!(&conn, Connection::Postgres(pg) if pg.is_closed());
+            // A read sent ahead and never read (`sql/ahead.rs`: `f` returned early) is read
+            // now, so its answer is never taken for the next read's on this connection.
+            let unread = conn.settle().is_err();
+            let broken = unread || matches!(&conn, Connection::Postgres(pg) if pg.is_closed());
             let mut idle = readers.lock().unwrap_or_else(|p| p.into_inner());
             if idle.len() < MAX_IDLE_READERS && !broken {
                 idle.push(conn);
@@ -740,6 +743,22 @@ fn run_batch(
     {
         broken = Some(error);
     }
+    // A savepoint statement sent ahead that failed (PostgreSQL, `sql/pipeline.rs`) may have
+    // been read by a later job's statement, and that job's rollback then went to the wrong
+    // savepoint: the batch's job boundaries are unknown, so none of it commits.
+    if broken.is_none() {
+        match txn.settle() {
+            Err(error) => broken = Some(error.into()),
+            Ok(()) if txn.take_control_failure() => {
+                broken = Some(Error::backend(std::io::Error::other(
+                    "a savepoint statement of the writer's batch failed; the batch is rolled back",
+                )));
+            }
+            Ok(()) => {}
+        }
+    }
+    // The next batch starts with no failure of this one's.
+    let _ = txn.take_control_failure();
     // On a shared index, the commit announces itself to the other processes (`db/follow.rs`);
     // the notification is delivered only if the transaction commits.
     if let (None, Some(origin)) = (&broken, announce) {

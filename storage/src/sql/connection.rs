@@ -121,6 +121,15 @@ impl Connection {
         }
     }
 
+    /// Whether a control statement sent ahead ([`Connection::control_later`]) failed since the
+    /// last call (its error may have been read by a later statement). Never on SQLite.
+    pub(crate) fn take_control_failure(&self) -> bool {
+        match self {
+            Self::Sqlite(_) => false,
+            Self::Postgres(pg) => pg.take_control_failure(),
+        }
+    }
+
     /// Reads the answers of every change sent ahead: the first failed one's error. Nothing
     /// on SQLite, or when nothing was sent.
     pub(crate) fn settle(&self) -> Result<()> {

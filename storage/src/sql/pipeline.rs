@@ -38,8 +38,11 @@ pub(super) struct Link {
     client: Arc<Client>,
     /// Payloads of `NOTIFY`s received on the channels this connection listens to.
     notifications: VecDeque<String>,
-    /// Changes sent, oldest first, whose answers the next request reads.
-    sent: Vec<Sent>,
+    /// Changes sent, oldest first, whose answers the next request reads, each marked when
+    /// it is a transaction-control statement (the writer's savepoints).
+    sent: Vec<(Sent, bool)>,
+    /// A control statement sent ahead failed since the last [`Link::take_control_failure`].
+    control_failed: bool,
 }
 
 impl Link {
@@ -57,6 +60,7 @@ impl Link {
             client: Arc::new(client),
             notifications: VecDeque::new(),
             sent: Vec::new(),
+            control_failed: false,
         })
     }
 
@@ -75,10 +79,13 @@ impl Link {
     }
 
     /// Sends `change` now; its answer is read by the next [`Link::request`]. An error found
-    /// before it is sent (a value its parameter cannot take) is answered here.
+    /// before it is sent (a value its parameter cannot take) is answered here. `control`: a
+    /// transaction-control statement, whose failure is also remembered for
+    /// [`Link::take_control_failure`] (its error may be read by a later job's request).
     pub(super) fn send(
         &mut self,
         change: impl Future<Output = std::result::Result<(), postgres::Error>> + Send + 'static,
+        control: bool,
     ) -> Result<()> {
         let mut change: Sent = Box::pin(change);
         // The first poll encodes the request and queues it for the connection; the answer
@@ -87,12 +94,20 @@ impl Link {
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()))
         {
-            Poll::Ready(outcome) => Ok(outcome?),
+            Poll::Ready(outcome) => {
+                self.control_failed |= control && outcome.is_err();
+                Ok(outcome?)
+            }
             Poll::Pending => {
-                self.sent.push(change);
+                self.sent.push((change, control));
                 Ok(())
             }
         }
+    }
+
+    /// Whether a control statement sent ahead failed since the last call.
+    pub(super) fn take_control_failure(&mut self) -> bool {
+        std::mem::take(&mut self.control_failed)
     }
 
     /// Runs `request` behind every change sent before it, in one round trip, and reads all
@@ -108,10 +123,12 @@ impl Link {
         let early = request
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()));
-        self.drive(async move {
+        let (failed, control_failed, answer) = self.drive(async move {
             let mut failed = None;
-            for change in sent {
+            let mut control_failed = false;
+            for (change, control) in sent {
                 if let Err(error) = change.await {
+                    control_failed |= control;
                     failed.get_or_insert(error);
                 }
             }
@@ -119,11 +136,13 @@ impl Link {
                 Poll::Ready(answer) => answer,
                 Poll::Pending => request.await,
             };
-            match failed {
-                Some(error) => Err(error),
-                None => answer,
-            }
-        })
+            Ok((failed, control_failed, answer))
+        })?;
+        self.control_failed |= control_failed;
+        match failed {
+            Some(error) => Err(error),
+            None => answer,
+        }
     }
 
     /// Polls the connection and `future` until `future` is done.

@@ -167,14 +167,17 @@ impl Pg {
         let owned: Vec<Owned> = bound.iter().map(|value| Owned::from(*value)).collect();
         let mut link = self.link();
         let client = link.client();
-        link.send(async move {
-            let binds: Vec<Bind<'_>> = owned.iter().map(|value| Bind(value.as_ref())).collect();
-            let params: Vec<&(dyn ToSql + Sync)> = binds
-                .iter()
-                .map(|bind| bind as &(dyn ToSql + Sync))
-                .collect();
-            client.execute(&statement, &params).await.map(|_| ())
-        })?;
+        link.send(
+            async move {
+                let binds: Vec<Bind<'_>> = owned.iter().map(|value| Bind(value.as_ref())).collect();
+                let params: Vec<&(dyn ToSql + Sync)> = binds
+                    .iter()
+                    .map(|bind| bind as &(dyn ToSql + Sync))
+                    .collect();
+                client.execute(&statement, &params).await.map(|_| ())
+            },
+            false,
+        )?;
         super::meter::count_postgres(sql, bound, 0);
         Ok(())
     }
@@ -188,19 +191,22 @@ impl Pg {
         let answer = Arc::clone(&slot);
         let mut link = self.link();
         let client = link.client();
-        link.send(async move {
-            let binds: Vec<Bind<'_>> = owned.iter().map(|value| Bind(value.as_ref())).collect();
-            let params: Vec<&(dyn ToSql + Sync)> = binds
-                .iter()
-                .map(|bind| bind as &(dyn ToSql + Sync))
-                .collect();
-            let rows = client.query(&statement, &params).await?;
-            super::meter::count_rows(rows.len());
-            *answer
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(rows);
-            Ok(())
-        })?;
+        link.send(
+            async move {
+                let binds: Vec<Bind<'_>> = owned.iter().map(|value| Bind(value.as_ref())).collect();
+                let params: Vec<&(dyn ToSql + Sync)> = binds
+                    .iter()
+                    .map(|bind| bind as &(dyn ToSql + Sync))
+                    .collect();
+                let rows = client.query(&statement, &params).await?;
+                super::meter::count_rows(rows.len());
+                *answer
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(rows);
+                Ok(())
+            },
+            false,
+        )?;
         super::meter::count_postgres(sql, bound, 0);
         Ok(slot)
     }
@@ -210,9 +216,14 @@ impl Pg {
         let owned = sql.to_owned();
         let mut link = self.link();
         let client = link.client();
-        link.send(async move { client.batch_execute(&owned).await })?;
+        link.send(async move { client.batch_execute(&owned).await }, true)?;
         super::meter::count_postgres(sql, &[], 0);
         Ok(())
+    }
+
+    /// Whether a control statement sent ahead (`batch_later`) failed since the last call.
+    pub(crate) fn take_control_failure(&self) -> bool {
+        self.link().take_control_failure()
     }
 
     /// Reads the answers of the changes sent ahead: the first one's error, if any failed.
