@@ -31,66 +31,33 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
 use crate::schema;
-use crate::sql::{Cached as _, Connection, STATEMENT_CACHE};
+use crate::sql::{Connection, STATEMENT_CACHE};
 
 mod again;
 mod follow;
+mod writer;
+
+use writer::{Job, Typed};
 
 pub(crate) use again::write_again_if_raced;
 
 use crate::unit::Tx;
 pub(crate) use follow::Foreign;
 
-type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
-type Job = Box<dyn Work>;
-
-/// One caller's unit of work: run it inside the batch transaction, or tell the caller it
-/// could not run.
-trait Work: Send {
-    /// Runs the job; `true` if it succeeded (its savepoint is kept). The finisher delivers
-    /// the job's answer once the commit's outcome is known.
-    fn run(self: Box<Self>, tx: &Tx<'_>) -> (bool, Finisher);
-    fn fail(self: Box<Self>, error: Error);
-}
-
-struct Typed<T, F> {
-    body: F,
-    reply: oneshot::Sender<Result<T, Error>>,
-}
-
-impl<T, F> Work for Typed<T, F>
-where
-    T: Send + 'static,
-    F: FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
-{
-    fn run(self: Box<Self>, tx: &Tx<'_>) -> (bool, Finisher) {
-        // The changes the job sent ahead (PostgreSQL, `sql/pipeline.rs`) are answered before
-        // its outcome is decided: a failed one fails the job.
-        let result = match ((self.body)(tx), tx.settle()) {
-            (Ok(value), Ok(())) => Ok(value),
-            (Ok(_), Err(error)) => Err(error.into()),
-            (Err(error), _) => Err(error),
-        };
-        let ok = result.is_ok();
-        let reply = self.reply;
-        let finish: Finisher = Box::new(move |commit| {
-            // The caller may have gone away; its answer is then simply dropped.
-            let _ = reply.send(commit.and(result));
-        });
-        (ok, finish)
-    }
-
-    fn fail(self: Box<Self>, error: Error) {
-        let _ = self.reply.send(Err(error));
-    }
-}
-
-/// Most jobs committed together.
-const MAX_BATCH: usize = 512;
+/// Writers (each a connection and a thread) one server runs on PostgreSQL, so that Groups
+/// are written in parallel (`db/writer.rs`); SQLite has one writer per database.
+const POSTGRES_LANES: usize = 4;
 /// Committed Events buffered for slow live subscribers before they must re-read the log.
 const COMMITTED_BUFFER: usize = 16 * 1024;
 /// Read-only connections kept open.
 const MAX_IDLE_READERS: usize = 8;
+
+/// The lane of Group `group` among `lanes` (a stable hash: the same in every run).
+fn lane_of(group: &str, lanes: usize) -> usize {
+    let digest = blake3::hash(group.as_bytes());
+    let first = u64::from_le_bytes(digest.as_bytes()[..8].try_into().unwrap_or([0; 8]));
+    (first % lanes.max(1) as u64) as usize
+}
 
 /// Where the database lives.
 #[derive(Clone)]
@@ -137,7 +104,8 @@ enum ReadFrom {
 
 #[derive(Clone)]
 pub(crate) struct Db {
-    jobs: mpsc::Sender<Job>,
+    /// The writers' lanes (one on SQLite): a Group's writes go to one of them (`write_in`).
+    lanes: Arc<[mpsc::Sender<Job>]>,
     /// Every committed Event, in commit order, for live subscribers.
     committed: tokio::sync::broadcast::Sender<weft_api::Event>,
     readers: Option<Arc<Mutex<Vec<Connection>>>>,
@@ -334,8 +302,7 @@ impl Db {
         faults: crate::faults::Faults,
     ) -> Result<Self, Error> {
         let vfs: Option<String> = faults.vfs().map(str::to_owned);
-        let mut conn = open_writer(location, &faults)?;
-        let (jobs, mut inbox) = mpsc::channel::<Job>(4096);
+        let mut conn = Some(open_writer(location, &faults)?);
         let (committed, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
         let publish = committed.clone();
         let meter = Arc::new(crate::sql::WriteMeter::default());
@@ -356,7 +323,7 @@ impl Db {
                 .map_err(Error::backend)?;
         }
         // Dropped when the writer thread ends, which ends the checkpointer.
-        let (writing, written) = std::sync::mpsc::sync_channel::<()>(1);
+        let (written_tx, written) = std::sync::mpsc::sync_channel::<()>(1);
         if let Location::File(path) = location {
             let path = path.clone();
             std::thread::Builder::new()
@@ -364,56 +331,38 @@ impl Db {
                 .spawn(move || checkpointer(&path, vfs.as_deref(), &written))
                 .map_err(Error::backend)?;
         }
-        let reconnect = location.clone();
-        std::thread::Builder::new()
-            .name("weft-sqlite-writer".into())
-            .spawn(move || {
-                // Whether SQLite's trace hook is on for the meter (`sql::trace`).
-                let mut traced = false;
-                while let Some(first) = inbox.blocking_recv() {
-                    if let (Connection::Postgres(pg), Location::Postgres(url)) = (&conn, &reconnect)
-                        && pg.is_closed()
-                    {
-                        // The server went away (a restart, a partition): connect again for
-                        // this batch; if that fails too, the batch fails and the next tries.
-                        match crate::sql::postgres::Pg::connect(url) {
-                            Ok(fresh) => conn = Connection::Postgres(Box::new(fresh)),
-                            Err(error) => {
-                                let error = Error::from(error);
-                                first.fail(error.clone());
-                                while let Ok(job) = inbox.try_recv() {
-                                    job.fail(error.clone());
-                                }
-                                std::thread::sleep(std::time::Duration::from_millis(100));
-                                continue;
-                            }
-                        }
-                    }
-                    let mut batch = vec![first];
-                    while batch.len() < MAX_BATCH {
-                        match inbox.try_recv() {
-                            Ok(job) => batch.push(job),
-                            Err(_) => break,
-                        }
-                    }
-                    if writer_meter.armed() != traced {
-                        traced = !traced;
-                        conn.trace(traced);
-                    }
-                    if run_batch(
-                        &mut conn,
-                        batch,
-                        &publish,
-                        &writer_meter,
-                        announce.as_deref(),
-                    ) {
-                        owed.notify_one();
-                    }
-                    // Something may be in the WAL now; a full channel already says so.
-                    let _ = writing.try_send(());
-                }
-            })
-            .map_err(Error::backend)?;
+        let lanes = if matches!(location, Location::Postgres(_)) {
+            POSTGRES_LANES
+        } else {
+            1
+        };
+        let mut senders = Vec::with_capacity(lanes);
+        for lane in 0..lanes {
+            let (jobs, inbox) = mpsc::channel::<Job>(4096);
+            senders.push(jobs);
+            // The first lane's connection is the one that migrated the schema.
+            let conn = match conn.take() {
+                Some(conn) => conn,
+                None => open_writer(location, &faults)?,
+            };
+            writer::spawn(
+                lane,
+                conn,
+                inbox,
+                writer::Outlets {
+                    reconnect: match location {
+                        Location::Postgres(url) => Some(url.clone()),
+                        _ => None,
+                    },
+                    publish: publish.clone(),
+                    meter: Arc::clone(&writer_meter),
+                    owed: Arc::clone(&owed),
+                    announce: announce.clone(),
+                    written: written_tx.clone(),
+                },
+            )?;
+        }
+        drop(written_tx);
         let read_from = match &location {
             Location::File(path) => Some(ReadFrom::Sqlite(path.clone())),
             Location::Memory => None,
@@ -421,7 +370,7 @@ impl Db {
         };
         let readers = read_from.as_ref().map(|_| Arc::new(Mutex::new(Vec::new())));
         Ok(Self {
-            jobs,
+            lanes: senders.into(),
             committed,
             readers,
             read_from,
@@ -521,15 +470,46 @@ impl Db {
         Ok(value)
     }
 
-    /// [`Db::write`] without the idempotency wrapping (reads on an in-memory database).
+    /// [`Db::write`] without the idempotency wrapping (reads on an in-memory database), in
+    /// the first lane.
     async fn write_plain<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
+        self.write_in_lane(None, f).await
+    }
+
+    async fn write_in_lane<T: Send + 'static>(
+        &self,
+        group: Option<&str>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(Typed { body: f, reply });
-        self.jobs.send(job).await.map_err(|_| Error::ShuttingDown)?;
+        let lane = group.map_or(0, |group| lane_of(group, self.lanes.len()));
+        let group = group.map(Box::from);
+        let job: Job = Box::new(Typed {
+            body: f,
+            reply,
+            group,
+        });
+        let sender = &self.lanes[lane % self.lanes.len()];
+        sender.send(job).await.map_err(|_| Error::ShuttingDown)?;
         answer.await.map_err(|_| Error::ShuttingDown)?
+    }
+
+    /// [`Db::write`] for a job that writes Group `group` (a Command, a publication, an
+    /// Evidence record): on PostgreSQL it runs in the Group's lane (`db/writer.rs`), beside
+    /// other Groups' jobs in other lanes. Not under an idempotency claim: those go through
+    /// [`Db::write`].
+    pub(crate) async fn write_in<T: Send + 'static>(
+        &self,
+        group: &str,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        if crate::claim::armed_for::<T>().is_some() {
+            return self.write(f).await;
+        }
+        self.write_in_lane(Some(group), f).await
     }
 
     /// Runs a read-only `f` on a pooled connection (or on the writer for in-memory databases).
@@ -667,138 +647,6 @@ fn checkpointer(
             tracing::warn!(%error, "WAL checkpoint failed; retried after the next commit");
         }
     }
-}
-
-/// Runs one batch in one transaction; whether it committed a reaction's row.
-fn run_batch(
-    conn: &mut Connection,
-    batch: Vec<Job>,
-    publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
-    meter: &crate::sql::WriteMeter,
-    announce: Option<&str>,
-) -> bool {
-    let txn: &Connection = conn;
-    match txn.begin() {
-        Ok(()) => {}
-        Err(error) => {
-            let error = Error::from(error);
-            for job in batch {
-                // Without a transaction no job may run; each caller hears why.
-                job.fail(error.clone());
-            }
-            return false;
-        }
-    };
-    let mut finishers = Vec::with_capacity(batch.len());
-    let mut appended = Vec::new();
-    let mut leaves = Vec::new();
-    let mut owes_reaction = false;
-    let mut broken: Option<Error> = None;
-    for job in batch {
-        if let Some(error) = &broken {
-            job.fail(error.clone());
-            continue;
-        }
-        // Sent ahead on PostgreSQL: read with the job's first statement.
-        if let Err(error) = txn.control_later("SAVEPOINT job") {
-            let error = Error::from(error);
-            job.fail(error.clone());
-            broken = Some(error);
-            continue;
-        }
-        let tx = Tx::new(txn);
-        // A panicking job must not take the writer thread (and every later write) with it:
-        // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
-        // reply channel.
-        let run = || meter.run(|| job.run(&tx));
-        let Ok((ok, finish)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
-            tracing::error!("a storage job panicked; its changes were rolled back");
-            if let Err(error) = txn.execute_batch("ROLLBACK TO job; RELEASE job") {
-                broken = Some(error.into());
-            }
-            continue;
-        };
-        let end = if ok {
-            let (events, hashes, owes) = tx.into_appended();
-            appended.extend(events);
-            leaves.extend(hashes);
-            owes_reaction |= owes;
-            // Sent ahead on PostgreSQL: read with the next job's first statement, or the
-            // commit's.
-            txn.control_later("RELEASE job")
-        } else {
-            // A refused job's path: parsed each time, as rare as refusals.
-            txn.execute_batch("ROLLBACK TO job; RELEASE job")
-        };
-        if let Err(error) = end {
-            broken = Some(error.into());
-        }
-        finishers.push(finish);
-    }
-    // Each Group's Merkle tree grows by the batch's Events at once (`tlog::grow`): one read
-    // and a few inserts per Group, not per Event; a failure fails the batch.
-    if broken.is_none()
-        && !appended.is_empty()
-        && let Err(error) = meter.run(|| crate::tlog::grow(txn, &appended, &leaves))
-    {
-        broken = Some(error);
-    }
-    // A savepoint statement sent ahead that failed (PostgreSQL, `sql/pipeline.rs`) may have
-    // been read by a later job's statement, and that job's rollback then went to the wrong
-    // savepoint: the batch's job boundaries are unknown, so none of it commits.
-    if broken.is_none() {
-        match txn.settle() {
-            Err(error) => broken = Some(error.into()),
-            Ok(()) if txn.take_control_failure() => {
-                broken = Some(Error::backend(std::io::Error::other(
-                    "a savepoint statement of the writer's batch failed; the batch is rolled back",
-                )));
-            }
-            Ok(()) => {}
-        }
-    }
-    // The next batch starts with no failure of this one's.
-    let _ = txn.take_control_failure();
-    // On a shared index, the commit announces itself to the other processes (`db/follow.rs`);
-    // the notification is delivered only if the transaction commits.
-    if let (None, Some(origin)) = (&broken, announce) {
-        for payload in follow::payloads(origin, &appended) {
-            if let Err(error) = txn.run("SELECT pg_notify('weft_commits', ?1)", [payload]) {
-                broken = Some(error.into());
-                break;
-            }
-        }
-    }
-    let commit = match broken {
-        Some(error) => {
-            if let Err(rollback) = txn.execute_batch("ROLLBACK") {
-                tracing::error!(%rollback, "the writer could not roll back a broken batch");
-            }
-            Err(error)
-        }
-        // A commit that cannot write or fsync the WAL (a full disk, an I/O error) fails
-        // and is rolled back (rusqlite rolls back a transaction whose COMMIT failed, if
-        // SQLite has not already): nothing of it is visible, and every job of the batch hears
-        // why.
-        None => txn.control("COMMIT").map_err(Error::from),
-    };
-    if commit.is_err() && !conn.is_autocommit() {
-        // The rollback on drop failed too: without this the writer could never begin again.
-        if let Err(error) = conn.execute_batch("ROLLBACK") {
-            tracing::error!(%error, "the writer could not roll back a failed commit");
-        }
-    }
-    if commit.is_ok() {
-        // Durable first, then visible to subscribers; a send fails only with no subscriber.
-        for event in appended {
-            let _ = publish.send(event);
-        }
-    }
-    let committed = commit.is_ok();
-    for finish in finishers {
-        finish(commit.clone());
-    }
-    committed && owes_reaction
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ mod pipeline;
 pub(crate) mod postgres;
 mod value;
 
-pub(crate) use ahead::Ahead;
+pub(crate) use ahead::{Ahead, Settle};
 pub(crate) use connection::{Cached, Connection, Engine, Row};
 pub use meter::Work;
 #[cfg(test)]

@@ -152,19 +152,34 @@ impl<'a> Tx<'a> {
         self.leaves.borrow_mut().push(leaf);
     }
 
+    /// The outcome of work that ran `body` and then read the answers of what it sent ahead
+    /// (`settled`, `sql/pipeline.rs`): a change that failed comes first in program order, so
+    /// its error is the outcome, unless it only failed because the body's own failure had
+    /// aborted the transaction.
+    pub(crate) fn outcome<T>(
+        body: Result<T, Error>,
+        settled: crate::sql::Result<()>,
+    ) -> Result<T, Error> {
+        match (body, settled) {
+            (Ok(value), Ok(())) => Ok(value),
+            (Err(error), Ok(())) => Err(error),
+            (Err(error), Err(sent)) if sent.is_after_abort() => Err(error),
+            (_, Err(sent)) => Err(sent.into()),
+        }
+    }
+
     /// Runs `f` in a savepoint nested in this job's: an error rolls back its rows and forgets
     /// the Events it appended (they must never reach a subscriber), and leaves the rest of the
     /// job standing. The batch Command route runs each Command this way.
     pub(crate) fn nested<T>(&self, f: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
         let mark = self.appended.borrow().len();
+        // The job's own changes sent ahead are answered before the nested part begins, so
+        // none of their errors is taken for its.
+        self.conn.settle()?;
         self.conn.control("SAVEPOINT nested")?;
         // The changes `f` sent ahead are answered inside its savepoint: a failed one is `f`'s.
-        let outcome = match (f(self), self.conn.settle()) {
-            (Ok(value), Ok(())) => Ok(value),
-            (Ok(_), Err(error)) => Err(error.into()),
-            (Err(error), _) => Err(error),
-        };
-        match outcome {
+        let body = f(self);
+        match Self::outcome(body, self.conn.settle()) {
             Ok(value) => {
                 self.conn.control("RELEASE nested")?;
                 Ok(value)
@@ -197,6 +212,12 @@ impl Conn for Tx<'_> {
     }
     fn memo(&self) -> Option<&Memo> {
         Some(&self.memo)
+    }
+}
+
+impl crate::sql::Settle for Tx<'_> {
+    fn settle(&self) -> crate::sql::Result<()> {
+        self.conn.settle()
     }
 }
 

@@ -431,9 +431,11 @@ impl Artifacts<'_> {
         &self,
         verified: Verified,
     ) -> Result<(Published, bool), Error> {
+        let group = verified.manifest.group_id.to_string();
         let (recording, aftermath) = verified.into_recording(Bytes::Stored);
-        // 3. Everything else is checked in the transaction that records it.
-        let outcome = self.0.db.write(recording).await;
+        // 3. Everything else is checked in the transaction that records it, in its Group's
+        // lane (`db/writer.rs`).
+        let outcome = self.0.db.write_in(&group, recording).await;
         self.conclude_publication(outcome, aftermath).await
     }
 

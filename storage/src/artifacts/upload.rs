@@ -303,6 +303,10 @@ impl Artifacts<'_> {
             reader: uploader,
             acting,
         } = by;
+        let uploader_group = match uploader {
+            Reader::Agent { group_id, .. } => Some(group_id.to_string()),
+            Reader::Admin => None,
+        };
         let not_swept = self.0.sweep_lock.read().await;
         // What the index says of the blob now: read before a file is promoted (which needs
         // it), else in the transaction that records the blob (one hop fewer for small ones).
@@ -361,10 +365,15 @@ impl Artifacts<'_> {
         // found then: it must still be there when this one is written.
         let hashed_only = inline.is_none() && read_before.is_none() && !promoted;
         self.0.faults.after_promotion().await;
+        // The uploader's Group's lane (`db/writer.rs`); the operator's in the first.
+        let lane = match &uploader_group {
+            Some(group) => group.as_str(),
+            None => "",
+        };
         let written = self
             .0
             .db
-            .write(move |txn| {
+            .write_in(lane, move |txn| {
                 // Bytes may have streamed for long: the caller must still be live now, or
                 // nothing of them is recorded (LSE-7; an ended caller hears why, first).
                 if let Some(acting) = acting {

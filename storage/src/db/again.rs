@@ -14,7 +14,8 @@ use crate::unit::Tx;
 /// 503. Only for a job that may run twice: a Command, whose first run left nothing and whose
 /// `commandId` dedupes it. Not for a job under an `Idempotency-Key`: its claim (`claim.rs`)
 /// is armed for one run, which stores the answer with the work.
-pub(crate) async fn write_again_if_raced<T, F>(db: &Db, job: F) -> Result<T, Error>
+/// `group`: the Group it writes, whose lane runs it ([`Db::write_in`]).
+pub(crate) async fn write_again_if_raced<T, F>(db: &Db, group: &str, job: F) -> Result<T, Error>
 where
     T: Send + 'static,
     F: Fn(&Tx<'_>) -> Result<T, Error> + Send + Sync + 'static,
@@ -24,7 +25,7 @@ where
     loop {
         runs += 1;
         let run = Arc::clone(&job);
-        match db.write(move |tx| run(tx)).await {
+        match db.write_in(group, move |tx| run(tx)).await {
             Err(error) if runs < 3 && error.lost_a_race() => {
                 tracing::info!(%error, runs, "a job lost a race of locks; it runs again");
             }

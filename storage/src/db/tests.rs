@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::rows::groups;
+use crate::sql::Cached as _;
 
 /// Group commit: jobs that fail roll back alone, the others in the same batch commit.
 #[tokio::test]
@@ -390,8 +391,8 @@ async fn a_job_that_lost_a_deadlock_runs_again() {
         }
     };
     let (on_a, on_b) = tokio::join!(
-        write_again_if_raced(&a, job("g1", "g2")),
-        write_again_if_raced(&b, job("g2", "g1"))
+        write_again_if_raced(&a, "g1", job("g1", "g2")),
+        write_again_if_raced(&b, "g2", job("g2", "g1"))
     );
     on_a.expect("a's job");
     on_b.expect("b's job");
@@ -474,4 +475,47 @@ async fn a_change_sent_ahead_that_fails_fails_its_own_job() {
             .expect("the job stands");
         assert_eq!(nested, vec![2, 1], "{location:?}");
     }
+}
+
+/// On PostgreSQL two Groups' writes run at once, each in its Group's lane (`db/writer.rs`):
+/// each job waits, inside its transaction, for the other to have started; in one lane the
+/// first would wait for the second forever (here ten seconds, then it fails).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_groups_are_written_at_once_on_postgres() {
+    let Some(cluster) = weft_testkit::shared_postgres() else {
+        assert!(
+            !weft_testkit::postgres_required(),
+            "WEFT_POSTGRES is set but no PostgreSQL runs"
+        );
+        eprintln!("skipped: no PostgreSQL");
+        return;
+    };
+    let db = Db::open(&Location::Postgres(cluster.new_database())).expect("opens");
+    let first = "ga".to_owned();
+    let second = (0..)
+        .map(|n| format!("g{n}"))
+        .find(|g| lane_of(g, POSTGRES_LANES) != lane_of(&first, POSTGRES_LANES))
+        .expect("a Group in another lane");
+    let (to_second, from_first) = std::sync::mpsc::channel::<()>();
+    let (to_first, from_second) = std::sync::mpsc::channel::<()>();
+    let job =
+        |group: String, tell: std::sync::mpsc::Sender<()>, hear: std::sync::mpsc::Receiver<()>| {
+            let db = db.clone();
+            async move {
+                db.write_in(&group.clone(), move |txn| {
+                    groups::insert(txn, &group, chrono::Utc::now())?;
+                    let _ = tell.send(());
+                    hear.recv_timeout(std::time::Duration::from_secs(10))
+                        .map_err(|_| Error::ShuttingDown)
+                })
+                .await
+            }
+        };
+    let (a, b) = tokio::join!(
+        job(first, to_second, from_second),
+        job(second, to_first, from_first)
+    );
+    a.expect("the first Group's job");
+    b.expect("the second Group's job");
+    assert_eq!(count_groups(&db).await, 2);
 }

@@ -78,7 +78,11 @@ impl Handle<'_> {
         let prepared = self.prepare_evidence(envelope, caller).await?;
         // Not run again after a deadlock (`db/again.rs`): an `Idempotency-Key`'s claim is
         // armed for one run of the job, whose answer it stores with the work.
-        self.0.db.write(move |txn| prepared.record(txn)).await
+        let group = prepared.evidence.group_id.to_string();
+        self.0
+            .db
+            .write_in(&group, move |txn| prepared.record(txn))
+            .await
     }
 
     /// Checks a signed Evidence record's signature and whether `caller` may record it: the

@@ -9,8 +9,12 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::connection::Connection;
 use super::value::SqlError;
+
+/// What can read the answers of everything sent ahead on it (`Connection::settle`).
+pub(crate) trait Settle {
+    fn settle(&self) -> Result<(), SqlError>;
+}
 
 /// Where a read sent ahead on PostgreSQL leaves its rows.
 pub(super) type Slot = Arc<Mutex<Option<Vec<postgres::Row>>>>;
@@ -19,6 +23,7 @@ pub(super) type Slot = Arc<Mutex<Option<Vec<postgres::Row>>>>;
 type Finish<T, E> = Box<dyn FnOnce(Vec<postgres::Row>) -> std::result::Result<T, E>>;
 
 /// The answer of a read sent ahead, mapped to a `T` (or the error `E` its mapping gives).
+#[must_use = "a read sent ahead is read with `get`"]
 pub(crate) struct Ahead<T, E = SqlError>(State<T, E>);
 
 enum State<T, E> {
@@ -45,7 +50,7 @@ impl<T: 'static, E: From<SqlError> + 'static> Ahead<T, E> {
 
     /// The answer: on PostgreSQL, the first call reads the answers of everything sent before
     /// it (one round trip), and later calls find theirs already read.
-    pub(crate) fn get(self, conn: &Connection) -> std::result::Result<T, E> {
+    pub(crate) fn get(self, conn: &impl Settle) -> std::result::Result<T, E> {
         match self.0 {
             State::Ready(answer) => answer,
             State::Sent { slot, finish } => {

@@ -6,7 +6,7 @@
 //! Statements are written once, in the SQL both engines take, with SQLite's `?N`
 //! placeholders; `postgres.rs` translates the few spellings PostgreSQL does not share.
 
-use super::ahead::Ahead;
+use super::ahead::{Ahead, Settle};
 use super::postgres::{Column, Pg};
 use super::value::{FromValue, Params, Result, SqlError, ValueRef};
 
@@ -161,6 +161,12 @@ impl Connection {
             Self::Sqlite(conn) => conn.is_autocommit(),
             Self::Postgres(pg) => !pg.in_transaction(),
         }
+    }
+}
+
+impl Settle for Connection {
+    fn settle(&self) -> Result<()> {
+        Connection::settle(self)
     }
 }
 

@@ -117,6 +117,15 @@ impl Link {
         request: impl Future<Output = std::result::Result<T, postgres::Error>>,
     ) -> std::result::Result<T, postgres::Error> {
         super::meter::count_round_trip();
+        self.request_uncounted(request)
+    }
+
+    /// [`Link::request`], not counted as a round trip by the meter: a statement's first
+    /// preparation on this connection, which later runs do not pay.
+    pub(super) fn request_uncounted<T>(
+        &mut self,
+        request: impl Future<Output = std::result::Result<T, postgres::Error>>,
+    ) -> std::result::Result<T, postgres::Error> {
         let sent = std::mem::take(&mut self.sent);
         let mut request = pin!(request);
         // Queued now, behind the changes, before the connection writes any of them.

@@ -99,13 +99,22 @@ impl Pg {
         let unspecified = Type::new(String::new(), 0, Kind::Simple, String::new());
         // A failed PREPARE aborts an open transaction: the first try runs in a savepoint.
         let guarded = self.in_transaction() && kinds.iter().any(Option::is_none);
+        // What was sent ahead is answered first, so its error is not taken for this
+        // statement's preparation.
+        self.settle()?;
+        // The guard's statements are part of the preparation: not counted by the meter.
+        let guard = |sql: &str| {
+            let mut link = self.link();
+            let client = link.client();
+            link.request_uncounted(async { client.batch_execute(sql).await })
+        };
         if guarded {
-            self.batch("SAVEPOINT weft_prepare")?;
+            guard("SAVEPOINT weft_prepare")?;
         }
         let prepare = |types: Vec<Type>| {
             let mut link = self.link();
             let client = link.client();
-            link.request(async { client.prepare_typed(&translated, &types).await })
+            link.request_uncounted(async { client.prepare_typed(&translated, &types).await })
         };
         let mut prepared = prepare(types(unspecified));
         if guarded {
@@ -114,7 +123,7 @@ impl Pg {
             } else {
                 "ROLLBACK TO weft_prepare; RELEASE weft_prepare"
             };
-            self.batch(end)?;
+            guard(end)?;
         }
         if let Err(error) = &prepared
             && matches!(
@@ -257,8 +266,8 @@ impl Pg {
 }
 
 impl Drop for Pg {
-    /// Closing sends a goodbye through the client's own runtime, which must not start on a
-    /// thread that drives async tasks: there it is closed on a thread of its own.
+    /// The connection's runtime must not be dropped on a thread that drives async tasks:
+    /// there it is dropped on a thread of its own (the socket closes without a goodbye).
     fn drop(&mut self) {
         if let Some(link) = self.link.get_mut().take() {
             off_runtime(move || drop(link));

@@ -51,6 +51,15 @@ pub(crate) enum SqlError {
 
 pub(crate) type Result<T, E = SqlError> = std::result::Result<T, E>;
 
+impl SqlError {
+    /// PostgreSQL's refusal of a statement in a transaction an earlier one aborted (25P02):
+    /// the earlier failure is the cause.
+    pub(crate) fn is_after_abort(&self) -> bool {
+        matches!(self, Self::Postgres(error)
+            if error.code() == Some(&postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION))
+    }
+}
+
 /// `Ok(None)` for [`SqlError::NoRows`] (rusqlite's `OptionalExtension`, for both engines).
 pub(crate) trait OptionalExtension<T> {
     fn optional(self) -> Result<Option<T>>;

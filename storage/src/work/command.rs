@@ -60,12 +60,13 @@ impl Work<'_> {
         envelope: Envelope,
         session: &Session,
     ) -> Result<Accepted, Error> {
+        let group = route_group.to_string();
         let prepared = self.prepare_command(route_group, envelope, session).await?;
         let now = self.0.clock.now();
         let deadlines = self.0.deadlines.clone();
         let faults = self.0.faults.clone();
         // A deadlock with another server's batch runs it again (`db/again.rs`).
-        crate::db::write_again_if_raced(&self.0.db, move |tx| {
+        crate::db::write_again_if_raced(&self.0.db, &group, move |tx| {
             apply_prepared(tx, prepared.clone(), now, &deadlines, faults.clone())
         })
         .await

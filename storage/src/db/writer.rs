@@ -1,0 +1,283 @@
+//! The writer threads (`db.rs`): each owns one read-write connection and runs every job
+//! waiting in its lane in one transaction, each job in its own savepoint, and answers the
+//! callers only after the commit.
+//!
+//! SQLite has one lane: one writer per database file. On PostgreSQL a server runs
+//! `POSTGRES_LANES` (`db.rs`) lanes, each with its own connection, and a Group's Commands,
+//! publications and Evidence always go to the same lane (`Db::write_in`): Groups are written
+//! in parallel, as by several servers, while each Group's writes stay serial in the database
+//! (its row lock) and in one lane. Other jobs go to the first lane.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::follow;
+use crate::error::Error;
+use crate::sql::{Cached as _, Connection};
+use crate::unit::Tx;
+
+pub(super) type Finisher = Box<dyn FnOnce(Result<(), Error>) + Send>;
+pub(super) type Job = Box<dyn Work>;
+
+/// One caller's unit of work: run it inside the batch transaction, or tell the caller it
+/// could not run.
+pub(super) trait Work: Send {
+    /// Runs the job; `true` if it succeeded (its savepoint is kept). The finisher delivers
+    /// the job's answer once the commit's outcome is known.
+    fn run(self: Box<Self>, tx: &Tx<'_>) -> (bool, Finisher);
+    fn fail(self: Box<Self>, error: Error);
+    /// The Group it writes, when its caller said (`Db::write_in`).
+    fn group(&self) -> Option<&str>;
+}
+
+pub(super) struct Typed<T, F> {
+    pub(super) body: F,
+    pub(super) reply: oneshot::Sender<Result<T, Error>>,
+    pub(super) group: Option<Box<str>>,
+}
+
+impl<T, F> Work for Typed<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
+{
+    fn run(self: Box<Self>, tx: &Tx<'_>) -> (bool, Finisher) {
+        // The changes the job sent ahead (PostgreSQL, `sql/pipeline.rs`) are answered before
+        // its outcome is decided: a failed one fails the job.
+        let body = (self.body)(tx);
+        let result = Tx::outcome(body, tx.settle());
+        let ok = result.is_ok();
+        let reply = self.reply;
+        let finish: Finisher = Box::new(move |commit| {
+            // The caller may have gone away; its answer is then simply dropped.
+            let _ = reply.send(commit.and(result));
+        });
+        (ok, finish)
+    }
+
+    fn fail(self: Box<Self>, error: Error) {
+        let _ = self.reply.send(Err(error));
+    }
+
+    fn group(&self) -> Option<&str> {
+        self.group.as_deref()
+    }
+}
+
+/// Most jobs committed together.
+const MAX_BATCH: usize = 512;
+
+/// Where a writer sends what it committed, and what it needs to connect again.
+pub(super) struct Outlets {
+    /// The PostgreSQL server to connect to again after it went away (none on SQLite).
+    pub(super) reconnect: Option<String>,
+    pub(super) publish: tokio::sync::broadcast::Sender<weft_api::Event>,
+    pub(super) meter: Arc<crate::sql::WriteMeter>,
+    pub(super) owed: Arc<tokio::sync::Notify>,
+    /// This process's name in the commits it announces on a shared index.
+    pub(super) announce: Option<Arc<str>>,
+    /// Nudges the checkpointer (SQLite) after a batch.
+    pub(super) written: std::sync::mpsc::SyncSender<()>,
+}
+
+/// Starts lane `lane`'s writer thread over `conn`, taking jobs from `inbox` until every
+/// sender is gone.
+pub(super) fn spawn(
+    lane: usize,
+    mut conn: Connection,
+    mut inbox: mpsc::Receiver<Job>,
+    out: Outlets,
+) -> Result<(), Error> {
+    std::thread::Builder::new()
+        .name(format!("weft-writer-{lane}"))
+        .spawn(move || {
+            // Whether SQLite's trace hook is on for the meter (`sql::trace`).
+            let mut traced = false;
+            while let Some(first) = inbox.blocking_recv() {
+                if let (Connection::Postgres(pg), Some(url)) = (&conn, &out.reconnect)
+                    && pg.is_closed()
+                {
+                    // The server went away (a restart, a partition): connect again for this
+                    // batch; if that fails too, the batch fails and the next tries.
+                    match crate::sql::postgres::Pg::connect(url) {
+                        Ok(fresh) => conn = Connection::Postgres(Box::new(fresh)),
+                        Err(error) => {
+                            let error = Error::from(error);
+                            first.fail(error.clone());
+                            while let Ok(job) = inbox.try_recv() {
+                                job.fail(error.clone());
+                            }
+                            std::thread::sleep(std::time::Duration::from_millis(100));
+                            continue;
+                        }
+                    }
+                }
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match inbox.try_recv() {
+                        Ok(job) => batch.push(job),
+                        Err(_) => break,
+                    }
+                }
+                // Groups' locks taken in one order by every batch of every lane and server
+                // (a stable sort: one Group's jobs keep theirs), so two batches of Group jobs
+                // never wait on each other's locks in a circle. Jobs that named no Group
+                // come first, as they came.
+                batch.sort_by(|a, b| a.group().cmp(&b.group()));
+                if out.meter.armed() != traced {
+                    traced = !traced;
+                    conn.trace(traced);
+                }
+                if run_batch(
+                    &mut conn,
+                    batch,
+                    &out.publish,
+                    &out.meter,
+                    out.announce.as_deref(),
+                ) {
+                    out.owed.notify_one();
+                }
+                // Something may be in the WAL now; a full channel already says so.
+                let _ = out.written.try_send(());
+            }
+        })
+        .map_err(Error::backend)?;
+    Ok(())
+}
+
+/// Runs one batch in one transaction; whether it committed a reaction's row.
+fn run_batch(
+    conn: &mut Connection,
+    batch: Vec<Job>,
+    publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
+    meter: &crate::sql::WriteMeter,
+    announce: Option<&str>,
+) -> bool {
+    let txn: &Connection = conn;
+    match txn.begin() {
+        Ok(()) => {}
+        Err(error) => {
+            let error = Error::from(error);
+            for job in batch {
+                // Without a transaction no job may run; each caller hears why.
+                job.fail(error.clone());
+            }
+            return false;
+        }
+    };
+    let mut finishers = Vec::with_capacity(batch.len());
+    let mut appended = Vec::new();
+    let mut leaves = Vec::new();
+    let mut owes_reaction = false;
+    let mut broken: Option<Error> = None;
+    for job in batch {
+        if let Some(error) = &broken {
+            job.fail(error.clone());
+            continue;
+        }
+        // Sent ahead on PostgreSQL: read with the job's first statement.
+        if let Err(error) = txn.control_later("SAVEPOINT job") {
+            let error = Error::from(error);
+            job.fail(error.clone());
+            broken = Some(error);
+            continue;
+        }
+        let tx = Tx::new(txn);
+        // A panicking job must not take the writer thread (and every later write) with it:
+        // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
+        // reply channel.
+        let run = || meter.run(|| job.run(&tx));
+        let Ok((ok, finish)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
+            tracing::error!("a storage job panicked; its changes were rolled back");
+            // What it sent ahead is read first: its errors are the panicking job's.
+            let _ = txn.settle();
+            if let Err(error) = txn.execute_batch("ROLLBACK TO job; RELEASE job") {
+                broken = Some(error.into());
+            }
+            continue;
+        };
+        let end = if ok {
+            let (events, hashes, owes) = tx.into_appended();
+            appended.extend(events);
+            leaves.extend(hashes);
+            owes_reaction |= owes;
+            // Sent ahead on PostgreSQL: read with the next job's first statement, or the
+            // commit's.
+            txn.control_later("RELEASE job")
+        } else {
+            // A refused job's path: parsed each time, as rare as refusals.
+            txn.execute_batch("ROLLBACK TO job; RELEASE job")
+        };
+        if let Err(error) = end {
+            broken = Some(error.into());
+        }
+        finishers.push(finish);
+    }
+    // Each Group's Merkle tree grows by the batch's Events at once (`tlog::grow`): one read
+    // and a few inserts per Group, not per Event; a failure fails the batch.
+    if broken.is_none()
+        && !appended.is_empty()
+        && let Err(error) = meter.run(|| crate::tlog::grow(txn, &appended, &leaves))
+    {
+        broken = Some(error);
+    }
+    // A savepoint statement sent ahead that failed (PostgreSQL, `sql/pipeline.rs`) may have
+    // been read by a later job's statement, and that job's rollback then went to the wrong
+    // savepoint: the batch's job boundaries are unknown, so none of it commits.
+    if broken.is_none() {
+        match txn.settle() {
+            Err(error) => broken = Some(error.into()),
+            Ok(()) if txn.take_control_failure() => {
+                // Retry later (503): nothing of the batch is kept.
+                broken = Some(Error::backend(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "a savepoint statement of the writer's batch failed; the batch is rolled back",
+                )));
+            }
+            Ok(()) => {}
+        }
+    }
+    // On a shared index, the commit announces itself to the other processes (`db/follow.rs`);
+    // the notification is delivered only if the transaction commits.
+    if let (None, Some(origin)) = (&broken, announce) {
+        for payload in follow::payloads(origin, &appended) {
+            if let Err(error) = txn.run("SELECT pg_notify('weft_commits', ?1)", [payload]) {
+                broken = Some(error.into());
+                break;
+            }
+        }
+    }
+    let commit = match broken {
+        Some(error) => {
+            if let Err(rollback) = txn.execute_batch("ROLLBACK") {
+                tracing::error!(%rollback, "the writer could not roll back a broken batch");
+            }
+            Err(error)
+        }
+        // A commit that cannot write or fsync the WAL (a full disk, an I/O error) fails
+        // and is rolled back (rusqlite rolls back a transaction whose COMMIT failed, if
+        // SQLite has not already): nothing of it is visible, and every job of the batch hears
+        // why.
+        None => txn.control("COMMIT").map_err(Error::from),
+    };
+    if commit.is_err() && !conn.is_autocommit() {
+        // The rollback on drop failed too: without this the writer could never begin again.
+        if let Err(error) = conn.execute_batch("ROLLBACK") {
+            tracing::error!(%error, "the writer could not roll back a failed commit");
+        }
+    }
+    if commit.is_ok() {
+        // Durable first, then visible to subscribers; a send fails only with no subscriber.
+        for event in appended {
+            let _ = publish.send(event);
+        }
+    }
+    // The next batch starts with no failure of this one's (its ROLLBACK read them too).
+    let _ = conn.take_control_failure();
+    let committed = commit.is_ok();
+    for finish in finishers {
+        finish(commit.clone());
+    }
+    committed && owes_reaction
+}
