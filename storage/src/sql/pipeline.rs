@@ -202,6 +202,35 @@ impl Link {
     }
 }
 
+impl Link {
+    /// Closes the connection politely: with the client gone the connection sends
+    /// `Terminate` and ends (waiting at most a second, so a dead server delays nothing
+    /// long). Must not run inside another runtime (`off_runtime`).
+    pub(super) fn close(self) {
+        let Self {
+            runtime,
+            mut connection,
+            client,
+            sent,
+            ..
+        } = self;
+        // The changes still queued hold the client too.
+        drop(sent);
+        drop(client);
+        let mut ignored = VecDeque::new();
+        let _ = runtime.block_on(async {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(1),
+                std::future::poll_fn(|cx| match pump(&mut connection, &mut ignored, cx) {
+                    Ok(false) => Poll::Pending,
+                    Ok(true) | Err(_) => Poll::Ready(()),
+                }),
+            )
+            .await
+        });
+    }
+}
+
 /// Lets the connection write what is queued and dispatch what it read; keeps notifications.
 /// `true` once it has closed.
 fn pump(

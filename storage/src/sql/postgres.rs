@@ -266,11 +266,11 @@ impl Pg {
 }
 
 impl Drop for Pg {
-    /// The connection's runtime must not be dropped on a thread that drives async tasks:
-    /// there it is dropped on a thread of its own (the socket closes without a goodbye).
+    /// Closing says goodbye through the connection's own runtime, which must not run on a
+    /// thread that drives async tasks: there it is closed on a thread of its own.
     fn drop(&mut self) {
         if let Some(link) = self.link.get_mut().take() {
-            off_runtime(move || drop(link));
+            off_runtime(move || link.close());
         }
     }
 }
