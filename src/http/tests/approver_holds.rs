@@ -379,38 +379,60 @@ backends!(
 
 backends!(
     /// A Group's approvers have at most 1,000 holds in force (`409 conflict`) and place at
-    /// most 1,000 a day, lifted ones counted (`429 rate_limited`); each refusal changes
-    /// nothing. The holds are placed through the store for speed; the refusals go over HTTP.
+    /// most 1,000 a day, each at most 100, lifted ones counted (`429 rate_limited`); each
+    /// refusal changes nothing. The holds are placed through the store for speed; the
+    /// refusals go over HTTP.
     async fn approvers_holds_are_bounded_in_number_and_rate(kind: Kind) {
         let h = harness(kind).await;
         let coordinator = h.agent("c1", "g1", &["coordinator"]).await;
         let approver = h.agent("a1", "g1", &["approver"]).await;
         mission(&h, &coordinator, "g1", "m-held").await;
-        let session = h
-            .store
-            .sessions()
-            .authenticate(&approver.token)
-            .await
-            .expect("session");
         let group = weft_api::Id::parse("groupId", "g1").expect("id");
-        let by = weft_storage::HoldBy::Approver {
-            group: &group,
-            session: &session,
-        };
         let target = || {
             weft_api::lifecycle::HoldTarget::MissionId(
                 weft_api::Id::parse("missionId", "m-held").expect("id"),
             )
         };
+        let per_approver = weft_storage::APPROVER_HOLDS;
+        let approvers = weft_storage::GROUP_HOLDS / per_approver;
         let mut first = None;
-        for _ in 0..weft_storage::GROUP_HOLDS {
-            let hold = h
+        for n in 0..approvers {
+            let placing = if n == 0 {
+                approver.token.clone()
+            } else {
+                h.agent(&format!("a{}", n + 1), "g1", &["approver"])
+                    .await
+                    .token
+            };
+            let session = h
                 .store
-                .lifespan()
-                .place_hold(target(), "r".to_owned(), by)
+                .sessions()
+                .authenticate(&placing)
                 .await
-                .expect("a hold");
-            first.get_or_insert(hold.hold_id);
+                .expect("session");
+            let by = weft_storage::HoldBy::Approver {
+                group: &group,
+                session: &session,
+            };
+            for _ in 0..per_approver {
+                let hold = h
+                    .store
+                    .lifespan()
+                    .place_hold(target(), "r".to_owned(), by)
+                    .await
+                    .expect("a hold");
+                first.get_or_insert(hold.hold_id);
+            }
+            if n == 0 {
+                // One approver's day is spent while its Group's is not.
+                let more = h
+                    .store
+                    .lifespan()
+                    .place_hold(target(), "r".to_owned(), by)
+                    .await
+                    .expect_err("past one approver's day");
+                assert_eq!(more.code(), weft_api::ErrorCode::RateLimited, "{kind:?}");
+            }
         }
         let place = || async {
             holds_call(
@@ -435,7 +457,23 @@ backends!(
         )
         .await;
         assert_eq!(lifted.status, StatusCode::OK, "{kind:?}: {lifted:?}");
+        // An approver who placed none today meets the Group's day.
+        let fresh = h.agent("a-fresh", "g1", &["approver"]).await;
         let before = h.fingerprint().await;
+        let by_fresh = holds_call(
+            &h,
+            &fresh,
+            Method::POST,
+            "/v1/groups/g1/holds",
+            Some(json!({"missionId": "m-held", "reason": "one more"})),
+        )
+        .await;
+        assert_eq!(by_fresh.code(), "rate_limited", "{kind:?}: {by_fresh:?}");
+        assert_unchanged(
+            &before,
+            &h.fingerprint().await,
+            "a hold past the Group's day",
+        );
         assert_eq!(place().await.code(), "rate_limited", "{kind:?}");
         assert_unchanged(
             &before,

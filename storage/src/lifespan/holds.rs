@@ -11,7 +11,8 @@
 //!   and name the approver (`placedBy`, `liftedBy`: the Event's actor). The Group's approvers
 //!   lift it; the operator's holds are lifted by the operator (`forbidden`). At most
 //!   [`GROUP_HOLDS`] of a Group's are in force at once (`409 conflict`), and its approvers
-//!   place at most [`GROUP_HOLDS`] a day (`429 rate_limited`, lifted ones counted), so the
+//!   place at most [`GROUP_HOLDS`] a day, each at most [`APPROVER_HOLDS`] (`429
+//!   rate_limited`, lifted ones counted), so the
 //!   table and the log grow by a bounded amount a day. The session is checked again in the
 //!   transaction. An approver is shown a hold as its own Group's only (`groups: [g]`): which
 //!   other Groups published the same bytes is theirs to know.
@@ -33,8 +34,12 @@ use crate::sql::Connection;
 /// Rows a page of holds reads, as a multiple of its `limit`.
 const SCANNED: usize = 10;
 
-/// Holds a Group's approvers may have in force at once.
+/// Holds a Group's approvers may have in force at once, and place in a day.
 pub const GROUP_HOLDS: u64 = 1_000;
+
+/// Holds one approver may place in a day: a tenth of its Group's, so one approver (or one
+/// stolen session) cannot spend the whole Group's day alone.
+pub const APPROVER_HOLDS: u64 = 100;
 
 /// Who places, lifts or lists holds.
 #[derive(Clone, Copy, Debug)]
@@ -124,6 +129,15 @@ impl Lifespan<'_> {
                         return Err(reject(
                             ErrorCode::RateLimited,
                             format!("{group}'s approvers placed {GROUP_HOLDS} holds today"),
+                        ));
+                    }
+                    let agent = approver.agent.as_str();
+                    if crate::rows::holds::placed_by_since(txn, group, agent, &day)?
+                        >= APPROVER_HOLDS
+                    {
+                        return Err(reject(
+                            ErrorCode::RateLimited,
+                            format!("{agent} placed {APPROVER_HOLDS} holds in {group} today"),
                         ));
                     }
                 }

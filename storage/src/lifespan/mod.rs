@@ -13,7 +13,7 @@
 mod answers;
 pub(crate) mod handle;
 mod holds;
-pub use holds::{GROUP_HOLDS, HoldBy};
+pub use holds::{APPROVER_HOLDS, GROUP_HOLDS, HoldBy};
 mod policies;
 mod spent;
 mod usage;

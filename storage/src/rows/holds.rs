@@ -100,6 +100,21 @@ pub(crate) fn placed_in_group_since(
     )?)
 }
 
+/// How many holds `agent_id` placed as an approver of Group `group_id` after `since`, lifted
+/// or not (along the Group's placements of the day: at most `GROUP_HOLDS` rows).
+pub(crate) fn placed_by_since(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+    since: &str,
+) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT COUNT(*) FROM holds WHERE group_id = ?1 AND placed_at > ?2 AND placed_by = ?3",
+        params![group_id, since, agent_id],
+        |row| row.get(0),
+    )?)
+}
+
 /// Up to `n` holds by id after `after`, in force or lifted; with `group_id`, only those its
 /// approvers placed and the operator's.
 pub(crate) fn page(
