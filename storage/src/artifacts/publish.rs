@@ -15,7 +15,7 @@ use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
 
 use super::binding::{self, Inert, Stale};
 use super::blob_row;
-use crate::access::{Reader, agent_of_keyid, can_see_blob, group_exists, may_cite, membership};
+use crate::access::{Reader, agent_of_keyid, can_see_blob, group_exists, may_cite};
 use crate::artifacts::handle::Artifacts;
 use crate::error::{Error, reject};
 use crate::events::{self};
@@ -157,22 +157,28 @@ impl Verified {
                 format!("group {group} does not exist"),
             ));
         }
-        match membership(conn, group, signer.as_str())? {
-            Some((roles, _)) if roles.contains(&Role::Worker) => {}
-            Some(_) => {
-                return Err(reject(
-                    ErrorCode::Forbidden,
-                    format!("{signer} is not a worker in {group}"),
-                ));
-            }
-            None => {
-                return Err(reject(
-                    ErrorCode::NotAMember,
-                    format!("{signer} is not a member of {group}"),
-                ));
-            }
-        }
-        let producer = crate::access::agent_reader(conn, &manifest.group_id, &signer)?;
+        // The Membership's roles and its Mission scope in one read.
+        let missions =
+            match crate::rows::memberships::current_with_scope(conn, group, signer.as_str())? {
+                Some((roles, _, missions)) if roles.contains(&Role::Worker) => missions,
+                Some(_) => {
+                    return Err(reject(
+                        ErrorCode::Forbidden,
+                        format!("{signer} is not a worker in {group}"),
+                    ));
+                }
+                None => {
+                    return Err(reject(
+                        ErrorCode::NotAMember,
+                        format!("{signer} is not a member of {group}"),
+                    ));
+                }
+            };
+        let producer = Reader::Agent {
+            agent_id: signer.clone(),
+            group_id: manifest.group_id.clone(),
+            scope: crate::access::scope_of(missions)?,
+        };
         // CTX-5: a Mission-scoped member writes only in its Missions; another Mission
         // answers as another Group does, whether or not that Mission exists.
         if !producer.sees_mission(group, manifest.mission_id.as_str()) {
