@@ -234,20 +234,23 @@ pub(crate) fn may_cite(
 /// as an unknown one.
 ///
 /// A WorkItem of a Mission the `producer` cannot see (CTX-5) answers as an unknown one too,
-/// never naming its Mission.
+/// never naming its Mission. Answers its owner and ownership epoch, which the lease check
+/// that follows needs (`access::lease`).
 pub(crate) fn require_work_item(
     conn: &Connection,
     producer: &Reader,
     group_id: &str,
     mission_id: &str,
     work_item_id: &str,
-) -> Result<(), Error> {
-    // Only where the WorkItem lives: every publication asks, and the whole row would
-    // parse its contract.
-    let place = crate::rows::work_items::place(conn, work_item_id)?;
+) -> Result<(Option<String>, u64), Error> {
+    // Only where the WorkItem lives and who owns it: every publication asks, and the whole
+    // row would parse its contract.
+    let place = crate::rows::work_items::place_and_ownership(conn, work_item_id)?;
     match place {
-        Some((group, mission)) if group == group_id && mission == mission_id => Ok(()),
-        Some((group, mission))
+        Some((group, mission, owner, epoch)) if group == group_id && mission == mission_id => {
+            Ok((owner, epoch))
+        }
+        Some((group, mission, _, _))
             if group == group_id && producer.sees_mission(group_id, &mission) =>
         {
             Err(reject(

@@ -219,8 +219,12 @@ pub async fn time_lease_checks(
             let started = std::time::Instant::now();
             for _ in 0..rounds {
                 for (work_item, lease, epoch, producer) in &leases {
+                    let (_, _, owner, current) =
+                        crate::rows::work_items::place_and_ownership(tx, work_item)?
+                            .ok_or(crate::sql::SqlError::NoRows)?;
+                    let ownership = (owner.as_deref(), current);
                     if let Err(stale) = crate::access::lease::check_lease(
-                        tx, work_item, lease, *epoch, producer, &now,
+                        tx, work_item, lease, *epoch, producer, &now, ownership,
                     )? {
                         return Err(crate::artifacts::binding::refusal(stale));
                     }

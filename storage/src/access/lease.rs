@@ -32,7 +32,8 @@ impl Stale {
 
 /// The rule for any signed record naming `lease_id` under `epoch` for
 /// `work_item_id` (a manifest, or an owner's Evidence, DESIGN §5.1): `leases::Lease::admits`,
-/// its refusals in words.
+/// its refusals in words. `ownership`: the WorkItem's owner and ownership epoch, read in this
+/// transaction (`access::require_work_item`).
 pub(crate) fn check_lease(
     conn: &Connection,
     work_item_id: &str,
@@ -40,20 +41,19 @@ pub(crate) fn check_lease(
     epoch: u64,
     producer: &str,
     now: &str,
+    ownership: (Option<&str>, u64),
 ) -> Result<Result<(), Stale>, Error> {
     let refused = |why: String| Ok(Err(Stale::Refused(why)));
     let Some(lease) = leases::load(conn, lease_id)? else {
         return refused(format!("no lease {lease_id} (LSE-4)"));
     };
-    // The WorkItem exists: the caller checked it in this transaction.
-    let (owner, current_epoch) = crate::rows::work_items::ownership(conn, work_item_id)?
-        .ok_or(crate::sql::SqlError::NoRows)?;
+    let (owner, current_epoch) = ownership;
     let claim = Claim {
         lease_id,
         work_item_id,
         signer: Some((producer, epoch)),
         acts_for: Some(Ownership {
-            owner: owner.as_deref(),
+            owner,
             ownership_epoch: current_epoch,
         }),
     };

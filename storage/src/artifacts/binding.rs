@@ -44,6 +44,7 @@ pub(super) fn check(
     manifest: &Manifest,
     producer: &str,
     now: &str,
+    ownership: (Option<&str>, u64),
 ) -> Result<Result<(), Stale>, Error> {
     check_lease(
         conn,
@@ -52,6 +53,7 @@ pub(super) fn check(
         manifest.execution.ownership_epoch,
         producer,
         now,
+        ownership,
     )
 }
 

@@ -253,7 +253,7 @@ impl Verified {
                 ),
             ));
         }
-        crate::access::require_work_item(
+        let (owner, epoch) = crate::access::require_work_item(
             conn,
             &producer,
             group,
@@ -261,7 +261,8 @@ impl Verified {
             manifest.work_item_id.as_str(),
         )?;
         // LSE-4/5, last, so every earlier refusal keeps its code.
-        match binding::check(conn, manifest, signer.as_str(), &now_text)? {
+        let ownership = (owner.as_deref(), epoch);
+        match binding::check(conn, manifest, signer.as_str(), &now_text, ownership)? {
             Ok(()) => {}
             Err(Stale::Fenced(reason)) => {
                 *fenced_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(Inert {

@@ -298,14 +298,14 @@ impl Prepared {
         if let Some(earlier) = &evidence.supersedes {
             crate::standing::check_supersedes(txn, earlier, &evidence, &signer, standing)?;
         }
-        crate::access::require_work_item(
+        let ownership = crate::access::require_work_item(
             txn,
             &producer,
             group,
             evidence.mission_id.as_str(),
             evidence.work_item_id.as_str(),
         )?;
-        check_execution(txn, &evidence, signer.as_str(), now)?;
+        check_execution(txn, &evidence, signer.as_str(), now, ownership)?;
         let sequence = crate::weighing::insert_record(
             txn,
             evidence_id,
@@ -458,10 +458,8 @@ fn check_execution(
     evidence: &Evidence,
     signer: &str,
     now: chrono::DateTime<chrono::Utc>,
+    (owner, ownership_epoch): (Option<String>, u64),
 ) -> Result<(), Error> {
-    let owner: Option<String> =
-        crate::rows::work_items::ownership(conn, evidence.work_item_id.as_str())?
-            .and_then(|(owner, _)| owner);
     let Some(execution) = &evidence.execution else {
         if owner.as_deref() == Some(signer) {
             return Err(reject(
@@ -482,6 +480,7 @@ fn check_execution(
         execution.ownership_epoch,
         signer,
         &now,
+        (owner.as_deref(), ownership_epoch),
     )? {
         Ok(()) => Ok(()),
         // Evidence of a fenced owner is refused like any stale one: only manifests are kept

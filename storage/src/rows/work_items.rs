@@ -287,16 +287,16 @@ pub(crate) fn place(conn: &Connection, id: &str) -> Result<Option<(String, Strin
         .optional()?)
 }
 
-/// The owner and ownership epoch of WorkItem `id`, if it exists.
-pub(crate) fn ownership(
-    conn: &Connection,
-    id: &str,
-) -> Result<Option<(Option<String>, u64)>, Error> {
+/// Where WorkItem `id` lives (Group, Mission) and who owns it under which epoch, in one
+/// read: a publication's and an Evidence record's checks (`access::require_work_item`).
+pub(crate) type Placed = (String, String, Option<String>, u64);
+
+pub(crate) fn place_and_ownership(conn: &Connection, id: &str) -> Result<Option<Placed>, Error> {
     Ok(conn
         .row(
-            "SELECT owner, ownership_epoch FROM work_items WHERE work_item_id = ?1",
+            "SELECT group_id, mission_id, owner, ownership_epoch FROM work_items WHERE work_item_id = ?1",
             [id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )
         .optional()?)
 }
