@@ -452,12 +452,22 @@ impl Db {
         &self,
         f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
+        self.write_routed(None, f).await
+    }
+
+    /// [`Db::write`] in the lane of `group`, if given (`write_in`): the request's claim is
+    /// taken here, once, and its job runs in that lane with the check and the stored answer.
+    async fn write_routed<T: Send + 'static>(
+        &self,
+        group: Option<&str>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
         let Some((claim, renderer)) = crate::claim::armed_for::<T>() else {
-            return self.write_plain(f).await;
+            return self.write_in_lane(group, f).await;
         };
         let claim_in = Arc::clone(&claim);
         let (value, stored) = self
-            .write_plain(move |tx| {
+            .write_in_lane(group, move |tx| {
                 claim_in.check(tx)?;
                 let value = f(tx)?;
                 let stored = claim_in.store(tx, &renderer, &value)?;
@@ -499,17 +509,13 @@ impl Db {
 
     /// [`Db::write`] for a job that writes Group `group` (a Command, a publication, an
     /// Evidence record): on PostgreSQL it runs in the Group's lane (`db/writer.rs`), beside
-    /// other Groups' jobs in other lanes. Not under an idempotency claim: those go through
-    /// [`Db::write`].
+    /// other Groups' jobs in other lanes; an idempotent request's claim goes with it.
     pub(crate) async fn write_in<T: Send + 'static>(
         &self,
         group: &str,
         f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
-        if crate::claim::armed_for::<T>().is_some() {
-            return self.write(f).await;
-        }
-        self.write_in_lane(Some(group), f).await
+        self.write_routed(Some(group), f).await
     }
 
     /// Runs a read-only `f` on a pooled connection (or on the writer for in-memory databases).

@@ -59,3 +59,46 @@ backends!(
         }
     }
 );
+
+backends!(
+    /// Issue #10's eighth finding, kept through the writer lanes of #43: a publication under an
+    /// Idempotency-Key commits its answer with the work (`Claimed::Stored`), not after it. A
+    /// Group's lane once took the request's claim and dropped it, and the answer was stored
+    /// after the commit, so a crash between the two ran the work again.
+    async fn an_idempotent_publication_commits_its_answer_with_the_work(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let digests = h.upload(&worker, b"answered with the work").await;
+        let envelope = sign(&worker.key, &manifest(&worker, "g1", digests, &[]));
+        // Bound to a live lease of a WorkItem the harness makes, as `Harness::publish` does.
+        let envelope = h.bind_to_lease(&worker, &envelope).await;
+        let reader = h
+            .store
+            .sessions()
+            .authenticate(&worker.token)
+            .await
+            .expect("session")
+            .reader();
+        let claim = weft_storage::IdempotentRequest {
+            scope: "test".to_owned(),
+            key: "k-1".to_owned(),
+            request_hash: [7; 32],
+            received_at: h.store.now(),
+        };
+        let store = h.store.clone();
+        let (published, claimed) = weft_storage::with_idempotency(claim, async move {
+            crate::http::idempotency::answer_with(
+                |(published, _): &(weft_api::views::Published, bool)| {
+                    (StatusCode::CREATED, published.clone())
+                },
+            );
+            store.artifacts().publish(envelope, &reader).await
+        })
+        .await;
+        published.expect("published");
+        assert!(
+            matches!(claimed, Some(weft_storage::Claimed::Stored(_))),
+            "{kind:?}: {claimed:?}"
+        );
+    }
+);

@@ -366,89 +366,90 @@ impl Artifacts<'_> {
         let hashed_only = inline.is_none() && read_before.is_none() && !promoted;
         self.0.faults.after_promotion().await;
         // The uploader's Group's lane (`db/writer.rs`); the operator's in the first.
-        let lane = match &uploader_group {
-            Some(group) => group.as_str(),
-            None => "",
-        };
-        let written = self
-            .0
-            .db
-            .write_in(lane, move |txn| {
-                // Bytes may have streamed for long: the caller must still be live now, or
-                // nothing of them is recorded (LSE-7; an ended caller hears why, first).
-                if let Some(acting) = acting {
-                    acting.check(txn, &format_instant(now))?;
-                }
-                // Another server deleted this blob's rows and is deleting, or has deleted, the
-                // file this upload may have found present: record nothing; a retry stores the
-                // bytes again.
-                if let Some(seen) = seen_disposals
-                    && crate::rows::blob_disposals::disposed_since(txn, seen, &blake3.0)?
-                {
+        let lane = uploader_group.clone();
+        let job = move |txn: &crate::unit::Tx<'_>| {
+            // Bytes may have streamed for long: the caller must still be live now, or
+            // nothing of them is recorded (LSE-7; an ended caller hears why, first), under
+            // its Group's lock (PostgreSQL), so no fence commits between check and record.
+            if let Some(group) = &uploader_group {
+                crate::rows::groups::lock(txn, group)?;
+            }
+            if let Some(acting) = acting {
+                acting.check(txn, &format_instant(now))?;
+            }
+            // Another server deleted this blob's rows and is deleting, or has deleted, the
+            // file this upload may have found present: record nothing; a retry stores the
+            // bytes again.
+            if let Some(seen) = seen_disposals
+                && crate::rows::blob_disposals::disposed_since(txn, seen, &blake3.0)?
+            {
+                return Err(super::disposal::swept_meanwhile());
+            }
+            if hashed_only {
+                crate::rows::blob_disposals::fence(txn)?;
+                if crate::rows::blobs::inline_id(txn, &blake3)?.is_none() {
                     return Err(super::disposal::swept_meanwhile());
                 }
-                if hashed_only {
-                    crate::rows::blob_disposals::fence(txn)?;
-                    if crate::rows::blobs::inline_id(txn, &blake3)?.is_none() {
-                        return Err(super::disposal::swept_meanwhile());
-                    }
+            }
+            // The Group's quota (issue #46): read before any row, held after (`quota.rs`).
+            let owed = super::quota::needs(txn, &uploader, &digests)?;
+            let (quarantined, already_visible) = match read_before {
+                Some(read) => read,
+                None => before(txn, &uploader)?,
+            };
+            // Only bytes this call wrote can repair a quarantined blob: bytes that were
+            // only hashed (the blob was healthy when the upload began) repair nothing.
+            let repair = quarantined && (inline.is_some() || promoted);
+            record_row(txn, &digests, now, inline.as_deref(), repair)?;
+            // Pending from here until the guard, delivered with the answer after the
+            // commit, is dropped: no read of the replaced copy quarantines the repaired
+            // blob, whether it began earlier or its snapshot predates the commit
+            // (`repairs.rs`).
+            let pending = repair.then(|| repairs.begin(digests.blake3));
+            if repair {
+                let repaired = crate::rows::blobs::repair(txn, &digests.blake3)?;
+                // Every Group that heard of the quarantine hears of the repair
+                // (issue #10 finding 9c).
+                if repaired {
+                    append_repaired(txn, digests.blake3, now)?;
+                    // Bytes back after a disposal count again for every Group citing
+                    // them: no quota bound counted before holds (`quota.rs`).
+                    crate::rows::usage_epoch::advance(txn)?;
                 }
-                // The Group's quota (issue #46): read before any row, held after (`quota.rs`).
-                let owed = super::quota::needs(txn, &uploader, &digests)?;
-                let (quarantined, already_visible) = match read_before {
-                    Some(read) => read,
-                    None => before(txn, &uploader)?,
-                };
-                // Only bytes this call wrote can repair a quarantined blob: bytes that were
-                // only hashed (the blob was healthy when the upload began) repair nothing.
-                let repair = quarantined && (inline.is_some() || promoted);
-                record_row(txn, &digests, now, inline.as_deref(), repair)?;
-                // Pending from here until the guard, delivered with the answer after the
-                // commit, is dropped: no read of the replaced copy quarantines the repaired
-                // blob, whether it began earlier or its snapshot predates the commit
-                // (`repairs.rs`).
-                let pending = repair.then(|| repairs.begin(digests.blake3));
-                if repair {
-                    let repaired = crate::rows::blobs::repair(txn, &digests.blake3)?;
-                    // Every Group that heard of the quarantine hears of the repair
-                    // (issue #10 finding 9c).
-                    if repaired {
-                        append_repaired(txn, digests.blake3, now)?;
-                        // Bytes back after a disposal count again for every Group citing
-                        // them: no quota bound counted before holds (`quota.rs`).
-                        crate::rows::usage_epoch::advance(txn)?;
-                    }
-                }
-                if let Some(owed) = owed {
-                    super::quota::admit(txn, &digests, owed)?;
-                }
-                if let Some(upload_id) = &finishing {
-                    crate::rows::upload_sessions::delete(txn, upload_id)?;
-                }
-                // A publication of its bytes writes no uploader row: its manifest, committed
-                // in this transaction or nothing is, is what lets the publisher see the bytes,
-                // keeps them from the sweep and off its uncited bytes; the row would only add
-                // a random page of a digest-keyed B-tree to every small publication's commit.
-                if let (
-                    Reader::Agent {
-                        agent_id, group_id, ..
-                    },
-                    Cited::Not,
-                ) = (&uploader, cited)
-                {
-                    // `uploaded_at` moves with every upload: the sweep keeps a blob someone
-                    // uploaded recently, however old its first copy is.
-                    crate::rows::blob_uploaders::record(
-                        txn,
-                        &digests.blake3,
-                        agent_id.as_str(),
-                        group_id.as_str(),
-                        now,
-                    )?;
-                }
-                then(txn, already_visible).map(|answer| (answer, pending))
-            })
-            .await;
+            }
+            if let Some(owed) = owed {
+                super::quota::admit(txn, &digests, owed)?;
+            }
+            if let Some(upload_id) = &finishing {
+                crate::rows::upload_sessions::delete(txn, upload_id)?;
+            }
+            // A publication of its bytes writes no uploader row: its manifest, committed
+            // in this transaction or nothing is, is what lets the publisher see the bytes,
+            // keeps them from the sweep and off its uncited bytes; the row would only add
+            // a random page of a digest-keyed B-tree to every small publication's commit.
+            if let (
+                Reader::Agent {
+                    agent_id, group_id, ..
+                },
+                Cited::Not,
+            ) = (&uploader, cited)
+            {
+                // `uploaded_at` moves with every upload: the sweep keeps a blob someone
+                // uploaded recently, however old its first copy is.
+                crate::rows::blob_uploaders::record(
+                    txn,
+                    &digests.blake3,
+                    agent_id.as_str(),
+                    group_id.as_str(),
+                    now,
+                )?;
+            }
+            then(txn, already_visible).map(|answer| (answer, pending))
+        };
+        let written = match lane {
+            Some(group) => self.0.db.write_in(&group, job).await,
+            None => self.0.db.write(job).await,
+        };
         let answer = match written {
             Ok((answer, _ended)) => answer,
             Err(error) => {

@@ -172,6 +172,10 @@ impl Prepared {
                 format!("group {group} does not exist"),
             ));
         }
+        // The Group's lock before its membership, lease and ownership are read (PostgreSQL):
+        // a fence committed by another writer (another server, or this one's first lane)
+        // then either came before these reads or waits for this record.
+        crate::rows::groups::lock(txn, group)?;
         let (producer, standing) = if is_authority {
             (Reader::Admin, Standing::Authority)
         } else {

@@ -118,6 +118,9 @@ impl Lifespan<'_> {
                 }
                 if let Some(approver) = &approver {
                     let group = approver.group.as_str();
+                    // Counted under the Group's lock (PostgreSQL): two servers' placements
+                    // cannot both see room for one more.
+                    crate::rows::groups::lock(txn, group)?;
                     if crate::rows::holds::in_force_of_group(txn, group)? >= GROUP_HOLDS {
                         return Err(reject(
                             ErrorCode::Conflict,
