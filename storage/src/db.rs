@@ -656,4 +656,6 @@ fn checkpointer(
 }
 
 #[cfg(test)]
+mod lock_order;
+#[cfg(test)]
 mod tests;

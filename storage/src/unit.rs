@@ -30,6 +30,10 @@ type Remembered = HashMap<(&'static str, String), Box<dyn Any>>;
 #[derive(Default)]
 pub(crate) struct Memo {
     rows: RefCell<Remembered>,
+    /// The Groups whose locks the job took (`rows::groups::lock`), kept through a rolled-back
+    /// savepoint of its own: the writer cuts its batch after a job that locked a Group it did
+    /// not name (`db/writer.rs`).
+    locked: RefCell<Vec<String>>,
 }
 
 impl Memo {
@@ -81,6 +85,19 @@ impl Memo {
     /// Forgets everything (a rolled-back savepoint).
     pub(crate) fn forget_all(&self) {
         self.rows.borrow_mut().clear();
+    }
+
+    /// The job took Group `group`'s lock.
+    pub(crate) fn note_lock(&self, group: &str) {
+        self.locked.borrow_mut().push(group.to_owned());
+    }
+
+    /// Whether the job took the lock of a Group other than `named` (any Group, for none).
+    pub(crate) fn locked_other_than(&self, named: Option<&str>) -> bool {
+        self.locked
+            .borrow()
+            .iter()
+            .any(|group| Some(group.as_str()) != named)
     }
 }
 

@@ -406,6 +406,16 @@ impl Context<'_> {
                         version: package.version,
                     })
                 };
+                // Both Groups' locks in the one order every writer takes them (`db/writer.rs`),
+                // before either Event: a forward the other way, or a batch holding one of them,
+                // never waits on this one in a circle.
+                let (first, second) = if from.as_str() < to.as_str() {
+                    (&from, &to)
+                } else {
+                    (&to, &from)
+                };
+                crate::rows::groups::lock(txn, first.as_str())?;
+                crate::rows::groups::lock(txn, second.as_str())?;
                 let from_sequence = events::append(txn, &from, &event(&from, &to), now)?;
                 let to_sequence = events::append(txn, &to, &event(&from, &to), now)?;
                 let envelope_json =

@@ -352,57 +352,6 @@ fn cached_statements_keep_their_plans() {
     assert_eq!(reprepares(&ours), 0);
 }
 
-/// Two servers' writers (two `Db`s over one PostgreSQL database) whose jobs take two Groups'
-/// locks in opposite orders deadlock; PostgreSQL rolls one job back, and a job sent with
-/// `write_again_if_raced` runs again and succeeds: neither caller hears 503 (issue #43).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_that_lost_a_deadlock_runs_again() {
-    let Some(cluster) = weft_testkit::shared_postgres() else {
-        assert!(
-            !weft_testkit::postgres_required(),
-            "WEFT_POSTGRES is set but no PostgreSQL runs"
-        );
-        eprintln!("skipped: no PostgreSQL");
-        return;
-    };
-    let url = cluster.new_database();
-    let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
-    let b = Db::open(&Location::Postgres(url)).expect("b opens");
-    a.write(|tx| {
-        let now = chrono::Utc::now();
-        groups::insert(tx, "g1", now)?;
-        groups::insert(tx, "g2", now)
-    })
-    .await
-    .expect("groups");
-    let meet = Arc::new(std::sync::Barrier::new(2));
-    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let job = |first: &'static str, then: &'static str| {
-        let (meet, runs) = (Arc::clone(&meet), Arc::clone(&runs));
-        let once = std::sync::atomic::AtomicBool::new(true);
-        move |tx: &Tx<'_>| {
-            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            groups::lock(tx, first)?;
-            // Only the first runs meet: each holds one lock and asks for the other's.
-            if once.swap(false, std::sync::atomic::Ordering::SeqCst) {
-                meet.wait();
-            }
-            groups::lock(tx, then)
-        }
-    };
-    let (on_a, on_b) = tokio::join!(
-        write_again_if_raced(&a, "g1", job("g1", "g2")),
-        write_again_if_raced(&b, "g2", job("g2", "g1"))
-    );
-    on_a.expect("a's job");
-    on_b.expect("b's job");
-    assert_eq!(
-        runs.load(std::sync::atomic::Ordering::SeqCst),
-        3,
-        "one of the two ran again"
-    );
-}
-
 /// The databases a writer test runs on: memory, a file, and PostgreSQL when one runs.
 fn every_engine() -> Vec<Location> {
     let mut locations = vec![

@@ -123,20 +123,26 @@ pub(super) fn spawn(
                 // Groups' locks taken in one order by every batch of every lane and server
                 // (a stable sort: one Group's jobs keep theirs), so two batches of Group jobs
                 // never wait on each other's locks in a circle. Jobs that named no Group
-                // come first, as they came.
+                // come first, as they came, each ending its transaction if it locked one.
                 batch.sort_by(|a, b| a.group().cmp(&b.group()));
                 if out.meter.armed() != traced {
                     traced = !traced;
                     conn.trace(traced);
                 }
-                if run_batch(
-                    &mut conn,
-                    batch,
-                    &out.publish,
-                    &out.meter,
-                    out.announce.as_deref(),
-                ) {
-                    out.owed.notify_one();
+                // A batch is cut after a job that locked a Group it did not name (below):
+                // what is left runs in the next transaction.
+                while !batch.is_empty() {
+                    let (owes, rest) = run_batch(
+                        &mut conn,
+                        batch,
+                        &out.publish,
+                        &out.meter,
+                        out.announce.as_deref(),
+                    );
+                    if owes {
+                        out.owed.notify_one();
+                    }
+                    batch = rest;
                 }
                 // Something may be in the WAL now; a full channel already says so.
                 let _ = out.written.try_send(());
@@ -146,14 +152,22 @@ pub(super) fn spawn(
     Ok(())
 }
 
-/// Runs one batch in one transaction; whether it committed a reaction's row.
+/// Runs one batch in one transaction; whether it committed a reaction's row, and the jobs it
+/// left for the next transaction.
+///
+/// On PostgreSQL the batch is cut after a job that locked a Group it did not name (one sent
+/// with `Db::write`, such as the expiry timer, a hold, a forwarded Context Package): the
+/// locks it took, in its own order, are released at the commit before the Group jobs
+/// behind it take theirs in the batch's order, so no two transactions wait on each other in
+/// a circle. A job that locks no Group, or only its own, shares the transaction.
 fn run_batch(
     conn: &mut Connection,
     batch: Vec<Job>,
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
     meter: &crate::sql::WriteMeter,
     announce: Option<&str>,
-) -> bool {
+) -> (bool, Vec<Job>) {
+    let cuts = conn.engine() == crate::sql::Engine::Postgres;
     let txn: &Connection = conn;
     match txn.begin() {
         Ok(()) => {}
@@ -163,7 +177,7 @@ fn run_batch(
                 // Without a transaction no job may run; each caller hears why.
                 job.fail(error.clone());
             }
-            return false;
+            return (false, Vec::new());
         }
     };
     let mut finishers = Vec::with_capacity(batch.len());
@@ -171,11 +185,14 @@ fn run_batch(
     let mut leaves = Vec::new();
     let mut owes_reaction = false;
     let mut broken: Option<Error> = None;
-    for job in batch {
+    let mut rest = Vec::new();
+    let mut jobs = batch.into_iter();
+    while let Some(job) = jobs.next() {
         if let Some(error) = &broken {
             job.fail(error.clone());
             continue;
         }
+        let named = cuts.then(|| job.group().map(Box::<str>::from));
         // Sent ahead on PostgreSQL: read with the job's first statement.
         if let Err(error) = txn.control_later("SAVEPOINT job") {
             let error = Error::from(error);
@@ -197,6 +214,7 @@ fn run_batch(
             }
             continue;
         };
+        let cut = named.is_some_and(|named| tx.loaded().locked_other_than(named.as_deref()));
         let end = if ok {
             let (events, hashes, owes) = tx.into_appended();
             appended.extend(events);
@@ -213,6 +231,10 @@ fn run_batch(
             broken = Some(error.into());
         }
         finishers.push(finish);
+        if ok && cut && broken.is_none() {
+            rest = jobs.collect();
+            break;
+        }
     }
     // Each Group's Merkle tree grows by the batch's Events at once (`tlog::grow`): one read
     // and a few inserts per Group, not per Event; a failure fails the batch.
@@ -279,5 +301,5 @@ fn run_batch(
     for finish in finishers {
         finish(commit.clone());
     }
-    committed && owes_reaction
+    (committed && owes_reaction, rest)
 }

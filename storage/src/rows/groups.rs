@@ -32,7 +32,11 @@ pub(crate) fn lock(conn: &impl Conn, group_id: &str) -> Result<(), Error> {
         return Ok(());
     }
     match conn.memo() {
-        Some(memo) => memo.load("groups.lock", group_id, take),
+        Some(memo) => memo.load("groups.lock", group_id, || {
+            take()?;
+            memo.note_lock(group_id);
+            Ok(())
+        }),
         None => take(),
     }
 }

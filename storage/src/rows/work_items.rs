@@ -63,6 +63,25 @@ pub(crate) fn lock_group(conn: &impl Conn, id: &str) -> Result<(), Error> {
     }
 }
 
+/// `ids` in the order of their Groups' locks (PostgreSQL; as given on SQLite), for a job that
+/// locks the Groups of several WorkItems: every writer takes Group locks in one order
+/// (`db/writer.rs`), so none waits on another in a circle. An unknown id goes last.
+pub(crate) fn in_group_order(conn: &impl Conn, ids: Vec<String>) -> Result<Vec<String>, Error> {
+    if conn.conn().engine() != crate::sql::Engine::Postgres {
+        return Ok(ids);
+    }
+    let mut placed = Vec::with_capacity(ids.len());
+    for id in ids {
+        let group: Option<String> = conn.conn().value(
+            "SELECT group_id FROM work_items WHERE work_item_id = ?1",
+            [id.as_str()],
+        )?;
+        placed.push((group.is_none(), group, id));
+    }
+    placed.sort();
+    Ok(placed.into_iter().map(|(_, _, id)| id).collect())
+}
+
 /// The WorkItem `id`, if there is one.
 pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
     load_by(

@@ -100,10 +100,12 @@ impl Work<'_> {
         let now = self.0.clock.now();
         let deadlines = self.0.deadlines.clone();
         let faults = self.0.faults.clone();
+        // In the route Group's lane: every Command of the batch writes that Group.
+        let group = route_group.to_string();
         let (accepted, failed) = self
             .0
             .db
-            .write(move |tx| {
+            .write_in(&group, move |tx| {
                 let mut accepted = Vec::with_capacity(prepared.len());
                 for (index, command) in prepared.into_iter().enumerate() {
                     match tx

@@ -41,6 +41,8 @@ impl Work<'_> {
             .db
             .write(move |tx| {
                 let mut n_events = 0;
+                let work_items =
+                    crate::rows::work_items::in_group_order(tx, work_items.into_iter().collect())?;
                 for work_item_id in &work_items {
                     let (appended, next) = expire_work_item(tx, work_item_id, now)?;
                     n_events += appended;

@@ -1,0 +1,148 @@
+//! The order of Group locks on PostgreSQL (issue #43): two servers' writers, or two lanes of
+//! one, never wait on each other's locks in a circle, and a job that lost such a race anyway
+//! runs again.
+
+use super::*;
+use crate::rows::groups;
+
+/// Two servers' writers (two `Db`s over one PostgreSQL database) whose jobs take two Groups'
+/// locks in opposite orders deadlock; PostgreSQL rolls one job back, and a job sent with
+/// `write_again_if_raced` runs again and succeeds: neither caller hears 503 (issue #43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_lost_a_deadlock_runs_again() {
+    let Some(cluster) = weft_testkit::shared_postgres() else {
+        assert!(
+            !weft_testkit::postgres_required(),
+            "WEFT_POSTGRES is set but no PostgreSQL runs"
+        );
+        eprintln!("skipped: no PostgreSQL");
+        return;
+    };
+    let url = cluster.new_database();
+    let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
+    let b = Db::open(&Location::Postgres(url)).expect("b opens");
+    a.write(|tx| {
+        let now = chrono::Utc::now();
+        groups::insert(tx, "g1", now)?;
+        groups::insert(tx, "g2", now)
+    })
+    .await
+    .expect("groups");
+    let meet = Arc::new(std::sync::Barrier::new(2));
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let job = |first: &'static str, then: &'static str| {
+        let (meet, runs) = (Arc::clone(&meet), Arc::clone(&runs));
+        let once = std::sync::atomic::AtomicBool::new(true);
+        move |tx: &Tx<'_>| {
+            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            groups::lock(tx, first)?;
+            // Only the first runs meet: each holds one lock and asks for the other's.
+            if once.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                meet.wait();
+            }
+            groups::lock(tx, then)
+        }
+    };
+    let (on_a, on_b) = tokio::join!(
+        write_again_if_raced(&a, "g1", job("g1", "g2")),
+        write_again_if_raced(&b, "g2", job("g2", "g1"))
+    );
+    on_a.expect("a's job");
+    on_b.expect("b's job");
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "one of the two ran again"
+    );
+}
+
+/// A job that locked a Group it did not name ends its transaction on PostgreSQL (`db/writer.rs`,
+/// issue #43): its Group lock is gone before the Group jobs batched behind it take theirs.
+/// Here server A's first lane holds an unrouted job that locks Group `high` and a job routed
+/// to Group `low` (same lane); server B's job locks `low`, then `high`, in the one order every
+/// batch uses. Were A's two jobs one transaction (`high` then `low`), the three would wait on
+/// each other in a circle and PostgreSQL would roll one back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrouted_job_never_holds_its_lock_under_a_groups_batch() {
+    use std::sync::mpsc::channel;
+    let Some(cluster) = weft_testkit::shared_postgres() else {
+        assert!(
+            !weft_testkit::postgres_required(),
+            "WEFT_POSTGRES is set but no PostgreSQL runs"
+        );
+        eprintln!("skipped: no PostgreSQL");
+        return;
+    };
+    let url = cluster.new_database();
+    let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
+    let b = Db::open(&Location::Postgres(url)).expect("b opens");
+    // Two Groups of the first lane, where unrouted jobs go.
+    let mut first_lane = (0..)
+        .map(|n| format!("g{n}"))
+        .filter(|g| lane_of(g, a.lanes.len()) == 0);
+    let (low, high) = (
+        first_lane.next().expect("a group"),
+        first_lane.next().expect("another"),
+    );
+    let (low, high) = (low.clone().min(high.clone()), low.max(high));
+    let (l, h) = (low.clone(), high.clone());
+    a.write(move |tx| {
+        let now = chrono::Utc::now();
+        groups::insert(tx, &l, now)?;
+        groups::insert(tx, &h, now)
+    })
+    .await
+    .expect("groups");
+
+    // B locks `low` and waits until A's unrouted job holds `high`.
+    let (b_locked, b_has_low) = tokio::sync::oneshot::channel::<()>();
+    let (a_locked, a_has_high) = channel::<()>();
+    let (l, h) = (low.clone(), high.clone());
+    let on_b = tokio::spawn(async move {
+        b.write_in(&l.clone(), move |tx| {
+            groups::lock(tx, &l)?;
+            b_locked.send(()).expect("told");
+            a_has_high.recv().expect("heard");
+            groups::lock(tx, &h)
+        })
+        .await
+    });
+    b_has_low.await.expect("B holds low");
+    // A's first lane is kept busy while its next two jobs queue up behind, as one batch.
+    let (release, held) = channel::<()>();
+    let (started, busy_started) = tokio::sync::oneshot::channel::<()>();
+    let busy = tokio::spawn({
+        let a = a.clone();
+        async move {
+            a.write(move |_| {
+                let _ = started.send(());
+                held.recv().map_err(Error::backend)
+            })
+            .await
+        }
+    });
+    busy_started.await.expect("the first lane is busy");
+    let unrouted = tokio::spawn({
+        let (a, h) = (a.clone(), high.clone());
+        async move {
+            a.write(move |tx| {
+                groups::lock(tx, &h)?;
+                a_locked.send(()).expect("told");
+                Ok(())
+            })
+            .await
+        }
+    });
+    let routed = tokio::spawn({
+        let (a, l) = (a.clone(), low.clone());
+        async move { a.write_in(&l.clone(), move |tx| groups::lock(tx, &l)).await }
+    });
+    while a.lanes[0].max_capacity() - a.lanes[0].capacity() < 2 {
+        tokio::task::yield_now().await;
+    }
+    release.send(()).expect("released");
+    busy.await.expect("busy").expect("busy job");
+    unrouted.await.expect("task").expect("A's unrouted job");
+    on_b.await.expect("task").expect("B's job");
+    routed.await.expect("task").expect("A's routed job");
+}
