@@ -53,6 +53,8 @@ pub(crate) struct Engine {
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,
     /// Where the sweep of objects no row names goes on from (`artifacts/strays.rs`).
     pub(crate) strays: std::sync::Mutex<crate::blobs::Walk>,
+    /// Where the sweep of upload objects no session row names goes on from (`strays.rs`).
+    pub(crate) upload_strays: std::sync::Mutex<Option<object_store::path::Path>>,
     pub(crate) upload_counters: uploads::Counters,
     /// Resumable upload sessions a request is working on (`artifacts/resumable.rs`).
     pub(crate) upload_claims: uploads::Claims,

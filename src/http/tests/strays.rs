@@ -2,6 +2,7 @@
 //! another server won) are removed by the sweep once an hour old, on every backend, a shared
 //! bucket too; an upload of the same bytes between its promotion and its row keeps them (one
 //! process: the sweep lock; several servers: the disposal batch refuses the upload's row).
+//! A resumable upload's objects whose session row is gone go the same way.
 
 use axum::http::{Method, StatusCode};
 
@@ -261,3 +262,66 @@ async fn the_sweep_removes_a_staged_upload_a_day_old() {
     assert_eq!(report.staging_removed, 1, "{report:?}");
     assert!(!staged.exists());
 }
+
+backends!(
+    /// A resumable upload's objects whose session row is gone (here a cancel whose object
+    /// deletion failed, as a crash between the two leaves them) are removed by the sweep once
+    /// an hour old, on every backend, a shared bucket too (start-up only lists a local
+    /// directory); a live session's objects stay, however old.
+    async fn the_sweep_removes_upload_objects_no_session_row_names(kind: Kind) {
+        use crate::http::tests::uploads::{on_upload, send_chunks, start_as};
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let before = h.fingerprint().await;
+        let live = start_as(&h, &worker.token).await;
+        send_chunks(&h, &live, &worker.token, &[5u8; 3000], 0, 1000).await;
+        let with_live = h.fingerprint().await;
+        let cancelled = start_as(&h, &worker.token).await;
+        send_chunks(&h, &cancelled, &worker.token, &[6u8; 3000], 0, 1000).await;
+        h.faults.fail_writes(
+            weft_storage::FaultSite::UploadChunk,
+            weft_storage::FaultKind::Io,
+        );
+        let cancel = h
+            .send(on_upload(
+                Method::DELETE,
+                &cancelled,
+                &worker.token,
+                &[],
+                axum::body::Body::empty(),
+            ))
+            .await;
+        h.faults.clear();
+        assert_eq!(
+            cancel.status,
+            StatusCode::NO_CONTENT,
+            "{kind:?}: {cancel:?}"
+        );
+        let left = h.fingerprint().await;
+        assert_eq!(
+            left.tables["upload_sessions"],
+            with_live.tables["upload_sessions"]
+        );
+        assert_ne!(
+            left.blob_listing, with_live.blob_listing,
+            "{kind:?}: objects left"
+        );
+
+        // Younger than an hour: kept.
+        h.clock.advance(chrono::Duration::minutes(50));
+        let report = h.store.artifacts().sweep().await.expect("sweep");
+        assert_eq!(report.upload_strays_removed, 0, "{kind:?}: {report:?}");
+        // An hour old: the cancelled session's objects go; the live one's stay.
+        h.clock.advance(chrono::Duration::minutes(20));
+        let report = h.store.artifacts().sweep().await.expect("sweep");
+        assert!(report.upload_strays_removed >= 1, "{kind:?}: {report:?}");
+        let after = h.fingerprint().await;
+        assert_eq!(after.blob_listing, with_live.blob_listing, "{kind:?}");
+        assert_ne!(
+            after.blob_listing, before.blob_listing,
+            "{kind:?}: the live one's"
+        );
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
+    }
+);

@@ -11,9 +11,17 @@
 //! "no row" check and the batch naming the blobs are one transaction (`disposal.rs`), so an
 //! upload on another server that found one of these objects present refuses to record its
 //! row and is retried. The age only spares such uploads that refusal.
+//!
+//! Upload objects too: a resumable upload's bytes (`uploads/`, `blobs/resumable.rs`) whose
+//! session row is gone (a crash between a cancel's, a finish's or the sweep's row deletion
+//! and its object deletion). Start-up removes a local directory's; on a shared bucket each
+//! round lists a page of `uploads/` and removes the objects an hour old whose session has no
+//! row. Safe by construction: a session's row is written before any of its objects, and an
+//! upload id is never used again, so an object whose row is gone is never needed again.
 
 use std::collections::BTreeSet;
 
+use object_store::path::Path;
 use weft_api::ArtifactId;
 
 use crate::artifacts::handle::Artifacts;
@@ -54,5 +62,68 @@ impl Artifacts<'_> {
             tracing::info!(removed, "removed blob objects no row names");
         }
         Ok(removed as u64)
+    }
+
+    /// Walks the next page of `uploads/`: the objects an hour old or more, with their
+    /// session's id. Needs no lock.
+    pub(super) async fn old_upload_objects(&self) -> Result<Vec<(String, Path)>, Error> {
+        let after = self
+            .0
+            .upload_strays
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let (listed, next) = self.0.blobs.walk_uploads(after, PAGE).await?;
+        *self
+            .0
+            .upload_strays
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = next;
+        let cutoff = self.0.clock.now() - STRAY_AGE;
+        Ok(listed
+            .into_iter()
+            .filter(|(_, _, written)| *written < cutoff)
+            .map(|(id, key, _)| (id, key))
+            .collect())
+    }
+
+    /// Removes the objects in `old` whose upload session has no row; answers how many went.
+    pub(super) async fn sweep_upload_strays(&self, old: Vec<(String, Path)>) -> Result<u64, Error> {
+        if old.is_empty() {
+            return Ok(0);
+        }
+        let rowless = self
+            .0
+            .db
+            .read(move |conn| {
+                let mut rowless = Vec::new();
+                let mut known: Option<(String, bool)> = None;
+                for (id, key) in old {
+                    // A session's chunks are listed together: its row is read once.
+                    let has_row = match &known {
+                        Some((of, has_row)) if *of == id => *has_row,
+                        _ => {
+                            let has_row = crate::rows::upload_sessions::exists(conn, &id)?;
+                            known = Some((id, has_row));
+                            has_row
+                        }
+                    };
+                    if !has_row {
+                        rowless.push(key);
+                    }
+                }
+                Ok(rowless)
+            })
+            .await?;
+        for key in &rowless {
+            self.0.blobs.remove_upload_object(key).await?;
+        }
+        if !rowless.is_empty() {
+            tracing::info!(
+                removed = rowless.len(),
+                "removed upload objects no session row names"
+            );
+        }
+        Ok(rowless.len() as u64)
     }
 }

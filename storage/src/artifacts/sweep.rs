@@ -1,7 +1,8 @@
 //! The sweep: uploads nothing cites (no manifest, Evidence, schema or snapshot) whose latest
 //! upload is older than the TTL are removed, rows first, then files; session nonces too old
 //! to be replayed are pruned in the same transaction. Then staged uploads a day old, which
-//! only a crash leaves, and a page of objects no row names (`strays.rs`).
+//! only a crash leaves, and a page of objects no row names, blobs' and upload sessions'
+//! (`strays.rs`).
 //!
 //! Crash story: rows and files cannot go in one transaction, so the rows go first (an index
 //! row never points at a missing blob); a crash before the files are deleted leaves files with
@@ -36,6 +37,9 @@ pub struct SweepReport {
     pub strays_removed: u64,
     /// Staged uploads (and their multipart uploads) a day old or more.
     pub staging_removed: u64,
+    /// Objects of resumable uploads whose session row is gone, an hour old or more
+    /// (`strays.rs`).
+    pub upload_strays_removed: u64,
 }
 
 /// How old a staged upload is before the sweep takes it for a crash's: a body streams for no
@@ -57,7 +61,11 @@ impl Artifacts<'_> {
             tracing::warn!(%error, "could not list the store for objects no row names");
             Vec::new()
         });
-        let _exclusive = self.0.sweep_lock.write().await;
+        let old_uploads = self.old_upload_objects().await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "could not list the store's upload objects");
+            Vec::new()
+        });
+        let exclusive = self.0.sweep_lock.write().await;
         let now = self.0.clock.now();
         let blob_cutoff = format_instant(now - self.0.unpublished_blob_ttl);
         let upload_sessions_removed = self.sweep_upload_sessions(blob_cutoff.clone()).await?;
@@ -129,7 +137,18 @@ impl Artifacts<'_> {
             }
             Err(error) => return Err(error),
         };
+        // Needs no lock (a session's objects are never needed once its row is gone): uploads
+        // do not wait on these deletions.
+        drop(exclusive);
+        report.upload_strays_removed =
+            self.sweep_upload_strays(old_uploads)
+                .await
+                .unwrap_or_else(|error| {
+                    tracing::warn!(%error, "could not remove upload objects no session row names");
+                    0
+                });
         if report.blobs_removed > 0
+            || report.upload_strays_removed > 0
             || report.nonces_removed > 0
             || upload_sessions_removed > 0
             || report.strays_removed > 0

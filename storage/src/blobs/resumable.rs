@@ -76,6 +76,15 @@ impl Blobs {
         }
     }
 
+    /// Deletes one object under `uploads/` (a stray, `artifacts/strays.rs`); gone already is
+    /// fine.
+    pub(crate) async fn remove_upload_object(&self, key: &Path) -> Result<(), Error> {
+        match self.store.delete(key).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Re-hashes the first `received` bytes of an upload session's object, streaming (memory
     /// stays at a few batches whatever the size), and hands it back as staged bytes ready to
     /// promote. Dropping the result deletes the object.

@@ -131,6 +131,52 @@ impl Blobs {
     }
 }
 
+/// An object under `uploads/`: the upload session it belongs to, its key, and when it was
+/// written (the store's clock).
+pub(crate) type UploadObject = (String, Path, DateTime<Utc>);
+
+/// The upload session an object's name under `uploads/` belongs to: `up-<32 hex>`, or its
+/// outboard spilled during a finish (`<id>.outboard`, `blobs/resumable.rs`). Anything else
+/// is no session's, and the sweep leaves it alone.
+fn session_of(name: &object_store::path::PathPart<'_>) -> Option<String> {
+    let name = name.as_ref();
+    let id = name.strip_suffix(".outboard").unwrap_or(name);
+    let hex = id.strip_prefix("up-")?;
+    (hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_owned())
+}
+
+impl Blobs {
+    /// Objects under `uploads/` (`uploads/<id>` locally, `uploads/<id>/<offset>` on a store
+    /// that cannot append, `blobs/chunks.rs`): on a sorted store the `page` after `after`, and
+    /// where the next page starts (none once the listing ended); a local directory (one file
+    /// per session) all at once.
+    pub(crate) async fn walk_uploads(
+        &self,
+        after: Option<Path>,
+        page: usize,
+    ) -> Result<(Vec<UploadObject>, Option<Path>), Error> {
+        let prefix = Path::from("uploads");
+        let (listing, want) = match (&self.local_root, &after) {
+            (Some(_), _) => (self.store.list(Some(&prefix)), usize::MAX),
+            (None, Some(after)) => (self.store.list_with_offset(Some(&prefix), after), page),
+            (None, None) => (self.store.list(Some(&prefix)), page),
+        };
+        let mut listing = listing.map_err(Error::from);
+        let mut found = Vec::new();
+        let mut last = None;
+        while found.len() < want {
+            let Some(meta) = listing.try_next().await? else {
+                return Ok((found, None));
+            };
+            last = Some(meta.location.clone());
+            if let Some(id) = meta.location.parts().nth(1).as_ref().and_then(session_of) {
+                found.push((id, meta.location, meta.last_modified));
+            }
+        }
+        Ok((found, last))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
