@@ -255,6 +255,7 @@ impl Artifacts<'_> {
                 if matches!(begun, Begun::Busy) {
                     return Ok((Vec::new(), cache, begun, true));
                 }
+                rows::blob_disposals::wait_briefly(txn, true)?;
                 let decided = decide(txn, &mut cache)?;
                 let mut gone = Vec::new();
                 // One Event per Group and set of its Missions for the whole batch: the log
@@ -295,6 +296,7 @@ impl Artifacts<'_> {
                     }
                 }
                 begun.record(txn, now, &gone)?;
+                rows::blob_disposals::wait_briefly(txn, false)?;
                 Ok((decided, cache, begun, false))
             })
             .await;

@@ -85,6 +85,25 @@ pub(crate) fn disposed_since(
     Ok(named)
 }
 
+/// How long the rest of a disposal job waits for a lock (PostgreSQL; nothing on SQLite):
+/// briefly (`true`) while a collection appends its Events, because it takes Group locks while
+/// holding the exclusive disposal lock, and a Group's writer may hold its Group's lock while
+/// waiting for that one (shared): the collection then gives way within half a second
+/// (`storage_unavailable`, its next round) instead of joining a circle PostgreSQL breaks
+/// only after a second (`deadlock_timeout`), perhaps by failing the writer's batch. A Group's
+/// lock is otherwise held for one batch of its lane, milliseconds. `false` restores the writer's
+/// wait before the job ends, for the jobs after it in the batch.
+pub(crate) fn wait_briefly(conn: &Connection, brief: bool) -> Result<(), Error> {
+    if conn.engine() != Engine::Postgres {
+        return Ok(());
+    }
+    conn.execute_batch(match brief {
+        true => "SET LOCAL lock_timeout = '500ms'",
+        false => "SET LOCAL lock_timeout = '10s'",
+    })?;
+    Ok(())
+}
+
 /// Begins a disposal in the writer's transaction: takes the exclusive lock, waiting at most a
 /// tenth of a second so that it never joins a deadlock with other servers' writers (a
 /// timeout fails the job as `storage_unavailable`: the sweep tries again on its next round),
