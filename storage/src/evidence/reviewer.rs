@@ -190,10 +190,12 @@ impl Handle<'_> {
         let work_item_id = Id::parse("workItemId", &owed.subject)?;
         let prepared = self.review_submission(work_item_id, owed.sequence).await?;
         let (group_id, sequence) = (owed.group_id.clone(), owed.sequence);
+        // In the Group's lane, with its Commands and publications (`db/writer.rs`): its
+        // Evidence locks that Group only.
         let n_recorded = self
             .0
             .db
-            .write(move |tx| {
+            .write_in(&owed.group_id, move |tx| {
                 if !crate::reactions::done(tx, &group_id, sequence)? {
                     return Ok(0);
                 }
