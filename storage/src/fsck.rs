@@ -339,24 +339,50 @@ impl Engine {
                 .problems
                 .push(format!("{unnamed} inline copies that no blob row names"));
         }
-        // 1d. Outboards no blob row names: a crash between an outboard's placing and its
-        // blob's rename (the outboard goes first) leaves one.
-        let outboards = self.blobs.local_outboard_files()?;
+        // 1d. Outboards no blob row names, in a directory or a bucket: a crash between an
+        // outboard's placing and its blob's rename (the outboard goes first) leaves one; on a
+        // shared index a young one is another server's upload in flight.
+        let outboards = self.blobs.outboard_objects().await?;
         let unnamed = self
             .db
             .read(move |conn| {
                 let mut unnamed = Vec::new();
-                for (_, id) in outboards {
+                for (id, written) in outboards {
                     if !rows::blobs::exists(conn, &id)? {
-                        unnamed.push(id);
+                        unnamed.push((id, written));
                     }
                 }
                 Ok(unnamed)
             })
             .await?;
-        for id in unnamed {
+        for (id, written) in unnamed {
+            if shared && chrono::Utc::now() - written < IN_FLIGHT {
+                report.in_flight += 1;
+                continue;
+            }
             report.leftovers.push(format!(
                 "{id}: outboard has no blob row (the sweep removes it once {} minutes old)",
+                crate::artifacts::STRAY_AGE.num_minutes()
+            ));
+        }
+        // 1e. Objects of resumable uploads whose session row is gone (a crash between a
+        // cancel's, a finish's or the sweep's row and its objects): no upload needs them.
+        let (uploads, _) = self.blobs.walk_uploads(None, usize::MAX).await?;
+        let rowless = self
+            .db
+            .read(move |conn| {
+                let mut rowless = Vec::new();
+                for (id, key, _) in uploads {
+                    if !rows::upload_sessions::exists(conn, &id)? {
+                        rowless.push(key);
+                    }
+                }
+                Ok(rowless)
+            })
+            .await?;
+        for key in rowless {
+            report.leftovers.push(format!(
+                "{key}: upload object with no session row (harmless: no upload needs it; the sweep removes it once {} minutes old)",
                 crate::artifacts::STRAY_AGE.num_minutes()
             ));
         }

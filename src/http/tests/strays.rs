@@ -297,6 +297,13 @@ backends!(
             StatusCode::NO_CONTENT,
             "{kind:?}: {cancel:?}"
         );
+        let report = h.store.fsck().await.expect("fsck");
+        let named = report
+            .leftovers
+            .iter()
+            .filter(|l| l.contains("uploads/up-"))
+            .count();
+        assert!(named >= 1, "{kind:?}: fsck names them: {report:?}");
         let left = h.fingerprint().await;
         assert_eq!(
             left.tables["upload_sessions"],
@@ -322,6 +329,9 @@ backends!(
             "{kind:?}: the live one's"
         );
         let report = h.store.fsck().await.expect("fsck");
-        assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
+        assert!(
+            report.problems.is_empty() && report.leftovers.is_empty(),
+            "{kind:?}: {report:?}"
+        );
     }
 );

@@ -146,6 +146,14 @@ fn session_of(name: &object_store::path::PathPart<'_>) -> Option<String> {
 }
 
 impl Blobs {
+    /// Every outboard object of the store, with when it was written (fsck, on every backend).
+    pub(crate) async fn outboard_objects(&self) -> Result<Vec<Found>, Error> {
+        let mut found = Vec::new();
+        self.listed(Path::from("outboards"), None, usize::MAX, &mut found)
+            .await?;
+        Ok(found)
+    }
+
     /// Objects under `uploads/` (`uploads/<id>` locally, `uploads/<id>/<offset>` on a store
     /// that cannot append, `blobs/chunks.rs`): on a sorted store the `page` after `after`, and
     /// where the next page starts (none once the listing ended); a local directory (one file
