@@ -30,9 +30,10 @@ type Remembered = HashMap<(&'static str, String), Box<dyn Any>>;
 #[derive(Default)]
 pub(crate) struct Memo {
     rows: RefCell<Remembered>,
-    /// The Groups whose locks the job took (`rows::groups::lock`), kept through a rolled-back
-    /// savepoint of its own: the writer cuts its batch after a job that locked a Group it did
-    /// not name (`db/writer.rs`).
+    /// The Groups whose locks the job took and holds (`rows::groups::lock`; a rolled-back
+    /// nested savepoint let its own go, `Tx::nested`): the writer cuts its batch after a job
+    /// that locked a Group it did not name, and its later jobs do not take them again
+    /// (`db/writer.rs`).
     locked: RefCell<Vec<String>>,
 }
 
@@ -90,6 +91,27 @@ impl Memo {
     /// The job took Group `group`'s lock.
     pub(crate) fn note_lock(&self, group: &str) {
         self.locked.borrow_mut().push(group.to_owned());
+    }
+
+    /// The Groups whose locks the job took.
+    pub(crate) fn locked(&self) -> Vec<String> {
+        self.locked.borrow().clone()
+    }
+
+    /// How many locks the job took so far, for [`Memo::let_go_after`].
+    fn locks_taken(&self) -> usize {
+        self.locked.borrow().len()
+    }
+
+    /// The locks taken after the `mark`th were let go (a rolled-back savepoint).
+    fn let_go_after(&self, mark: usize) {
+        self.locked.borrow_mut().truncate(mark);
+    }
+
+    /// The transaction already holds Group `group`'s lock (an earlier job of the batch took
+    /// it, and its savepoint was released): this job's `rows::groups::lock` skips it.
+    pub(crate) fn lock_held(&self, group: &str) {
+        self.remember("groups.lock", group, ());
     }
 
     /// Whether the job took the lock of a Group other than `named` (any Group, for none).
@@ -190,6 +212,7 @@ impl<'a> Tx<'a> {
     /// job standing. The batch Command route runs each Command this way.
     pub(crate) fn nested<T>(&self, f: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
         let mark = self.appended.borrow().len();
+        let locks = self.memo.locks_taken();
         // The job's own changes sent ahead are answered before the nested part begins, so
         // none of their errors is taken for its.
         self.conn.settle()?;
@@ -207,6 +230,8 @@ impl<'a> Tx<'a> {
                 self.appended.borrow_mut().truncate(mark);
                 self.leaves.borrow_mut().truncate(mark);
                 self.memo.forget_all();
+                // PostgreSQL let go of the row locks taken since the savepoint.
+                self.memo.let_go_after(locks);
                 Err(error)
             }
         }

@@ -146,3 +146,63 @@ async fn an_unrouted_job_never_holds_its_lock_under_a_groups_batch() {
     on_b.await.expect("task").expect("B's job");
     routed.await.expect("task").expect("A's routed job");
 }
+
+/// A Group's lock is taken once per writer transaction, not once per job (PostgreSQL): a
+/// later job of the batch finds it held by the transaction (an earlier job's released
+/// savepoint) and sends no statement for it; a job whose own savepoint was rolled back let
+/// its lock go, and the next job takes it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_takes_a_groups_lock_once() {
+    let Some(cluster) = weft_testkit::shared_postgres() else {
+        assert!(
+            !weft_testkit::postgres_required(),
+            "WEFT_POSTGRES is set but no PostgreSQL runs"
+        );
+        eprintln!("skipped: no PostgreSQL");
+        return;
+    };
+    let db = Db::open(&Location::Postgres(cluster.new_database())).expect("opens");
+    db.write(|tx| groups::insert(tx, "g1", chrono::Utc::now()))
+        .await
+        .expect("group");
+    let lane = lane_of("g1", db.lanes.len());
+    // The lane is kept busy while the next jobs queue up behind, as one batch.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (started, busy_started) = tokio::sync::oneshot::channel::<()>();
+    let busy = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write_in("g1", move |_| {
+                let _ = started.send(());
+                held.recv().map_err(Error::backend)
+            })
+            .await
+        }
+    });
+    busy_started.await.expect("the lane is busy");
+    // Statements each job sent for the Group's lock.
+    let lock = |fail: bool| {
+        let db = db.clone();
+        tokio::spawn(async move {
+            db.write_in("g1", move |tx| {
+                let (taken, work) = crate::sql::metered(|| groups::lock(tx, "g1"));
+                taken?;
+                match fail {
+                    true => Err(Error::reject(weft_api::ErrorCode::Conflict, "refused")),
+                    false => Ok(work.statements),
+                }
+            })
+            .await
+        })
+    };
+    let jobs = [lock(true), lock(false), lock(false)];
+    while db.lanes[lane].max_capacity() - db.lanes[lane].capacity() < jobs.len() {
+        tokio::task::yield_now().await;
+    }
+    release.send(()).expect("released");
+    busy.await.expect("busy").expect("busy job");
+    let [refused, first, second] = jobs;
+    assert!(refused.await.expect("task").is_err(), "the refused job");
+    assert_eq!(first.await.expect("task").expect("first"), 1, "taken again");
+    assert_eq!(second.await.expect("task").expect("second"), 0, "held");
+}

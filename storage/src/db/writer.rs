@@ -186,6 +186,11 @@ fn run_batch(
     let mut owes_reaction = false;
     let mut broken: Option<Error> = None;
     let mut rest = Vec::new();
+    // The Group locks the transaction holds (PostgreSQL): taken by a job whose savepoint was
+    // released, they last until the commit, so the batch's later jobs of those Groups do not
+    // take them again (a round trip each). A rolled-back job's locks are not counted: its
+    // savepoint's rollback let them go.
+    let mut held: Vec<String> = Vec::new();
     let mut jobs = batch.into_iter();
     while let Some(job) = jobs.next() {
         if let Some(error) = &broken {
@@ -201,6 +206,9 @@ fn run_batch(
             continue;
         }
         let tx = Tx::new(txn);
+        for group in &held {
+            tx.loaded().lock_held(group);
+        }
         // A panicking job must not take the writer thread (and every later write) with it:
         // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
         // reply channel.
@@ -215,6 +223,9 @@ fn run_batch(
             continue;
         };
         let cut = named.is_some_and(|named| tx.loaded().locked_other_than(named.as_deref()));
+        if ok && cuts {
+            held.extend(tx.loaded().locked());
+        }
         let end = if ok {
             let (events, hashes, owes) = tx.into_appended();
             appended.extend(events);

@@ -19,7 +19,8 @@ use crate::unit::Conn;
 /// waits here for the first's commit, then reads its head, so sequences stay contiguous and
 /// the chain unforked, and a Command's checks read what the Group's last commit left. On
 /// SQLite the one writer already serialises everything, and this does nothing.
-/// Taken once per job: a writer job remembers it holds the lock.
+/// Taken once per writer transaction: a job remembers it holds the lock, and the writer tells
+/// the batch's later jobs which locks the transaction holds (`db/writer.rs`).
 pub(crate) fn lock(conn: &impl Conn, group_id: &str) -> Result<(), Error> {
     let take = || -> Result<(), Error> {
         conn.conn().value::<i64, _>(
