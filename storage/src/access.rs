@@ -337,15 +337,6 @@ pub(crate) fn agent_by_keyid(
     .transpose()
 }
 
-/// The active Agent whose current key is `keyid`: [`agent_by_keyid`] without decoding the
-/// key (a curve point decompression), for a transaction that re-checks a key verified before
-/// it.
-pub(crate) fn agent_of_keyid(conn: &Connection, keyid: &KeyId) -> Result<Option<Id>, Error> {
-    crate::rows::agents::active_id_by_keyid(conn, keyid.as_str())?
-        .map(|agent_id| Id::parse("agentId", &agent_id).map_err(Error::from))
-        .transpose()
-}
-
 /// Any key an Agent ever had, current or retired, with its Agent: for re-verifying what was
 /// recorded with it (a retired key was refused for anything newer at the door).
 pub(crate) fn recorded_key(

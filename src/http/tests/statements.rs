@@ -29,7 +29,10 @@ use super::work_setup::contract;
 /// And the most round trips each took on PostgreSQL (changes and the view's reads sent
 /// ahead, `storage/src/sql/pipeline.rs`, `ahead.rs`; a statement's first preparation on a
 /// connection is not counted): 30, 26, 23, 29 and 23 before stop 64, preparations counted.
-const ROUND_TRIPS: [u64; 5] = [15, 13, 12, 17, 13];
+/// Stop 65: the publication metered is the second on its connection (a new statement's
+/// preparation waits for what was sent ahead), and its checks' first four reads (already
+/// recorded? the key's Agent, the Group, the Membership) go together: 16 before.
+const ROUND_TRIPS: [u64; 5] = [15, 13, 12, 13, 13];
 
 const CEILINGS: [(&str, u64); 5] = [
     ("work.start", 24),
@@ -62,14 +65,21 @@ backends!(
         )
         .await;
 
-        let digests = h.upload(&worker, b"a result").await;
-        let mut manifest = manifest(&worker, "g1", digests, &[]);
-        manifest.mission_id = weft_api::Id::parse("m", MISSION).expect("id");
-        manifest.work_item_id = weft_api::Id::parse("w", "wi-1").expect("id");
-        manifest.execution.lease_id = weft_api::Id::parse("l", &lease).expect("id");
-        let envelope = sign(&worker.key, &manifest);
-        let (answer, published) = metered(&h, h.publish(&worker, &envelope)).await;
-        assert_eq!(answer.status, axum::http::StatusCode::CREATED, "{answer:?}");
+        // A first publication prepares its statements on the Group's writer connection (a
+        // new statement's preparation waits for what was sent ahead): the second is metered.
+        let mut published = None;
+        for bytes in [&b"a first result"[..], b"a result"] {
+            let digests = h.upload(&worker, bytes).await;
+            let mut manifest = manifest(&worker, "g1", digests, &[]);
+            manifest.mission_id = weft_api::Id::parse("m", MISSION).expect("id");
+            manifest.work_item_id = weft_api::Id::parse("w", "wi-1").expect("id");
+            manifest.execution.lease_id = weft_api::Id::parse("l", &lease).expect("id");
+            let envelope = sign(&worker.key, &manifest);
+            let (answer, work) = metered(&h, h.publish(&worker, &envelope)).await;
+            assert_eq!(answer.status, axum::http::StatusCode::CREATED, "{answer:?}");
+            published = Some(work);
+        }
+        let published = published.expect("metered");
 
         let (_, checkpointed) = metered(
             &h,

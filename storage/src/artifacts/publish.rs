@@ -11,11 +11,11 @@ use crate::sql::Connection;
 use weft_api::kinds;
 use weft_api::session::Role;
 use weft_api::views::Published;
-use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Manifest};
+use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, EventPayload, Id, Manifest};
 
 use super::binding::{self, Inert, Stale};
 use super::blob_row;
-use crate::access::{Reader, agent_of_keyid, can_see_blob, group_exists, may_cite};
+use crate::access::{Reader, can_see_blob, may_cite};
 use crate::artifacts::handle::Artifacts;
 use crate::error::{Error, reject};
 use crate::events::{self};
@@ -84,6 +84,19 @@ pub(crate) struct Aftermath {
 /// The transaction's part of a publication, run inside a writer job.
 pub(crate) type Recording = Box<dyn FnOnce(&Tx<'_>) -> Result<(Published, bool), Error> + Send>;
 
+/// Whether a publication's manifest is recorded already, sent ahead with [`FirstReads`].
+type Already = crate::sql::Ahead<Option<u64>, Error>;
+
+/// The first reads of a publication's checks, sent ahead together (`Verified::first_reads`).
+struct FirstReads {
+    /// The Agent the signing key belongs to, if it is active.
+    key: crate::sql::Ahead<Option<String>, Error>,
+    /// Whether the manifest's Group exists.
+    group: crate::sql::Ahead<bool, Error>,
+    /// The signer's Membership there.
+    membership: crate::sql::Ahead<Option<crate::rows::memberships::Current>, Error>,
+}
+
 impl Verified {
     /// Splits the publication into its transaction and what follows its commit.
     pub(crate) fn into_recording(self, bytes: Bytes) -> (Recording, Aftermath) {
@@ -117,8 +130,22 @@ impl Verified {
     }
 
     /// The sequence of this manifest's `artifact.published`, if it is published already.
-    fn already(&self, conn: &Connection) -> Result<Option<u64>, Error> {
-        crate::rows::manifests::sequence_of(conn, &self.manifest_id)
+    /// The reads a publication's checks begin with, sent together (one round trip on
+    /// PostgreSQL, `sql/ahead.rs`): whether its manifest is recorded already, the signing
+    /// key's Agent, its Group, and the signer's Membership there.
+    fn first_reads(&self, conn: &Connection) -> Result<(Already, FirstReads), Error> {
+        let group = self.manifest.group_id.as_str();
+        let already = crate::rows::manifests::sequence_of_ahead(conn, &self.manifest_id)?;
+        let reads = FirstReads {
+            key: crate::rows::agents::active_id_by_keyid_ahead(conn, self.keyid.as_str())?,
+            group: crate::rows::groups::exists_ahead(conn, group)?,
+            membership: crate::rows::memberships::current_with_scope_ahead(
+                conn,
+                group,
+                self.signer.as_str(),
+            )?,
+        };
+        Ok((already, reads))
     }
 
     /// Everything a publication is checked for besides its signature: the key still the
@@ -130,18 +157,24 @@ impl Verified {
         conn: &Connection,
         bytes: Bytes,
         fenced_in: &Mutex<Option<Inert>>,
+        reads: FirstReads,
     ) -> Result<(), Error> {
         let Self {
             signer,
-            keyid,
             manifest_id,
             manifest,
             envelope_json,
             now,
+            ..
         } = self;
         let (signer, manifest_id) = (signer.clone(), *manifest_id);
         let now_text = crate::clock::format_instant(*now);
-        match agent_of_keyid(conn, keyid)? {
+        let key_of = reads
+            .key
+            .get(conn)?
+            .map(|agent_id| Id::parse("agentId", &agent_id).map_err(Error::from))
+            .transpose()?;
+        match key_of {
             Some(agent_id) if agent_id == signer => {}
             _ => {
                 return Err(reject(
@@ -151,29 +184,28 @@ impl Verified {
             }
         }
         let group = manifest.group_id.as_str();
-        if !group_exists(conn, group)? {
+        if !reads.group.get(conn)? {
             return Err(reject(
                 ErrorCode::UnknownGroup,
                 format!("group {group} does not exist"),
             ));
         }
         // The Membership's roles and its Mission scope in one read.
-        let missions =
-            match crate::rows::memberships::current_with_scope(conn, group, signer.as_str())? {
-                Some((roles, _, missions)) if roles.contains(&Role::Worker) => missions,
-                Some(_) => {
-                    return Err(reject(
-                        ErrorCode::Forbidden,
-                        format!("{signer} is not a worker in {group}"),
-                    ));
-                }
-                None => {
-                    return Err(reject(
-                        ErrorCode::NotAMember,
-                        format!("{signer} is not a member of {group}"),
-                    ));
-                }
-            };
+        let missions = match reads.membership.get(conn)? {
+            Some((roles, _, missions)) if roles.contains(&Role::Worker) => missions,
+            Some(_) => {
+                return Err(reject(
+                    ErrorCode::Forbidden,
+                    format!("{signer} is not a worker in {group}"),
+                ));
+            }
+            None => {
+                return Err(reject(
+                    ErrorCode::NotAMember,
+                    format!("{signer} is not a member of {group}"),
+                ));
+            }
+        };
         let producer = Reader::Agent {
             agent_id: signer.clone(),
             group_id: manifest.group_id.clone(),
@@ -291,7 +323,8 @@ impl Verified {
     ) -> Result<(Published, bool), Error> {
         // Every check below reads what the Group's last commit left, in any process.
         crate::rows::groups::lock(txn, self.manifest.group_id.as_str())?;
-        if let Some(sequence) = self.already(txn)? {
+        let (already, reads) = self.first_reads(txn)?;
+        if let Some(sequence) = already.get(txn)? {
             return Ok((
                 Published {
                     artifact: self.manifest.content.blake3,
@@ -301,7 +334,7 @@ impl Verified {
                 false,
             ));
         }
-        self.check(txn, bytes, fenced_in)?;
+        self.check(txn, bytes, fenced_in, reads)?;
         let Self {
             signer,
             manifest_id,
@@ -458,10 +491,11 @@ impl Artifacts<'_> {
             .0
             .db
             .read(move |conn| {
-                if copy.already(conn)?.is_some() {
+                let (already, reads) = copy.first_reads(conn)?;
+                if already.get(conn)?.is_some() {
                     return Ok(());
                 }
-                copy.check(conn, Bytes::NotYet, &fenced_in)
+                copy.check(conn, Bytes::NotYet, &fenced_in, reads)
             })
             .await;
         let inert = fenced.lock().unwrap_or_else(|p| p.into_inner()).take();

@@ -3,7 +3,7 @@
 //! as stored: `access` and `agents` decode them where they already did (the key's curve point
 //! only when a signature is checked).
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
@@ -108,15 +108,18 @@ pub(crate) fn active_by_keyid(
         .optional()?)
 }
 
-/// The id of the active Agent whose current key is `keyid`.
-pub(crate) fn active_id_by_keyid(conn: &Connection, keyid: &str) -> Result<Option<String>, Error> {
-    Ok(conn
-        .row(
-            "SELECT agent_id FROM agents WHERE keyid = ?1 AND deactivated_at IS NULL",
-            [keyid],
-            |row| row.get(0),
-        )
-        .optional()?)
+/// The id of the active Agent whose current key is `keyid` (a transaction re-checking a key
+/// verified before it: no curve point decompressed), sent ahead (`sql/ahead.rs`).
+pub(crate) fn active_id_by_keyid_ahead(
+    conn: &Connection,
+    keyid: &str,
+) -> Result<Ahead<Option<String>, Error>, Error> {
+    let rows = conn.rows_ahead(
+        "SELECT agent_id FROM agents WHERE keyid = ?1 AND deactivated_at IS NULL",
+        [keyid],
+        |row| row.get::<_, String>(0),
+    )?;
+    Ok(rows.then(|rows: Vec<String>| Ok::<_, Error>(rows.into_iter().next())))
 }
 
 /// An Agent's card version, registration and deactivation instants, if it is registered.

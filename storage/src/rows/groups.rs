@@ -1,7 +1,7 @@
 //! The `groups` table: the only SQL that names it. A Group exists once created; its policy
 //! (the Mission priority ceiling, SCH-6) is a typed column.
 
-use crate::sql::{Connection, Engine, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, Engine, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 use weft_api::work::contract::Level;
 
@@ -44,14 +44,17 @@ pub(crate) fn lock(conn: &impl Conn, group_id: &str) -> Result<(), Error> {
 
 /// Whether Group `group_id` exists.
 pub(crate) fn exists(conn: &Connection, group_id: &str) -> Result<bool, Error> {
-    Ok(conn
-        .row(
-            "SELECT 1 FROM groups WHERE group_id = ?1",
-            [group_id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
+    exists_ahead(conn, group_id)?.get(conn)
+}
+
+/// [`exists`], sent ahead (`sql/ahead.rs`).
+pub(crate) fn exists_ahead(conn: &Connection, group_id: &str) -> Result<Ahead<bool, Error>, Error> {
+    let rows = conn.rows_ahead(
+        "SELECT 1 FROM groups WHERE group_id = ?1",
+        [group_id],
+        |_| Ok(()),
+    )?;
+    Ok(rows.then(|rows: Vec<()>| Ok::<_, Error>(!rows.is_empty())))
 }
 
 /// A new Group, created at `at`.

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use weft_api::{ArtifactId, Digest, Digests, Id};
 
 use super::Seer;
@@ -57,18 +57,18 @@ pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<i64, Error> {
     )?)
 }
 
-/// The sequence of manifest `manifest_id`'s `artifact.published`, if it is published.
-pub(crate) fn sequence_of(
+/// The sequence of manifest `manifest_id`'s `artifact.published`, if it is published, sent
+/// ahead (PostgreSQL: answered with the next statement that needs an answer, `sql/ahead.rs`).
+pub(crate) fn sequence_of_ahead(
     conn: &Connection,
     manifest_id: &ArtifactId,
-) -> Result<Option<u64>, Error> {
-    Ok(conn
-        .row(
-            "SELECT sequence FROM manifests WHERE manifest_id = ?1",
-            [&manifest_id.0[..]],
-            |row| row.get(0),
-        )
-        .optional()?)
+) -> Result<Ahead<Option<u64>, Error>, Error> {
+    let rows = conn.rows_ahead(
+        "SELECT sequence FROM manifests WHERE manifest_id = ?1",
+        [&manifest_id.0[..]],
+        |row| row.get::<_, u64>(0),
+    )?;
+    Ok(rows.then(|rows: Vec<u64>| Ok::<_, Error>(rows.into_iter().next())))
 }
 
 /// The manifest id of the row at `rowid`, if there is one.

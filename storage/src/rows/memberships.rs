@@ -3,7 +3,7 @@
 //! `removed_at`. (Its `missions` column is a Membership's scope, not the `missions` table:
 //! the tidy table check reads the word as the table, so this file is listed for it.)
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use weft_api::session::Role;
 
 use super::from_json;
@@ -30,22 +30,34 @@ pub(crate) fn current_with_scope(
     group_id: &str,
     agent_id: &str,
 ) -> Result<Option<Current>, Error> {
-    let row = conn
-        .row(
-            "SELECT roles, epoch, missions FROM memberships
-             WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
-            params![group_id, agent_id],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, u64>(1)?,
-                    row.get::<_, Option<String>>(2)?,
-                ))
-            },
-        )
-        .optional()?;
-    row.map(|(roles, epoch, missions)| Ok((from_json(&roles)?, epoch, missions)))
-        .transpose()
+    current_with_scope_ahead(conn, group_id, agent_id)?.get(conn)
+}
+
+/// [`current_with_scope`], sent ahead (`sql/ahead.rs`).
+pub(crate) fn current_with_scope_ahead(
+    conn: &Connection,
+    group_id: &str,
+    agent_id: &str,
+) -> Result<Ahead<Option<Current>, Error>, Error> {
+    type Raw = (String, u64, Option<String>);
+    let rows = conn.rows_ahead(
+        "SELECT roles, epoch, missions FROM memberships
+         WHERE group_id = ?1 AND agent_id = ?2 AND removed_at IS NULL",
+        params![group_id, agent_id],
+        |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, u64>(1)?,
+                row.get::<_, Option<String>>(2)?,
+            ))
+        },
+    )?;
+    Ok(rows.then(|rows: Vec<Raw>| {
+        rows.into_iter()
+            .next()
+            .map(|(roles, epoch, missions)| Ok((from_json(&roles)?, epoch, missions)))
+            .transpose()
+    }))
 }
 
 /// The Mission scope (a JSON list; `None`: the whole Group) of a current Membership, if
