@@ -129,7 +129,6 @@ impl Verified {
         )
     }
 
-    /// The sequence of this manifest's `artifact.published`, if it is published already.
     /// The reads a publication's checks begin with, sent together (one round trip on
     /// PostgreSQL, `sql/ahead.rs`): whether its manifest is recorded already, the signing
     /// key's Agent, its Group, and the signer's Membership there.

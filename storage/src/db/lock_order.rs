@@ -180,29 +180,40 @@ async fn a_batch_takes_a_groups_lock_once() {
         }
     });
     busy_started.await.expect("the lane is busy");
-    // Statements each job sent for the Group's lock.
+    // Statements each job sent for the Group's lock; the refused job's through `refused_sent`.
+    let refused_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let lock = |fail: bool| {
-        let db = db.clone();
-        tokio::spawn(async move {
+        let (db, refused_sent) = (db.clone(), Arc::clone(&refused_sent));
+        async move {
             db.write_in("g1", move |tx| {
                 let (taken, work) = crate::sql::metered(|| groups::lock(tx, "g1"));
                 taken?;
-                match fail {
-                    true => Err(Error::reject(weft_api::ErrorCode::Conflict, "refused")),
-                    false => Ok(work.statements),
+                if fail {
+                    refused_sent.store(work.statements, std::sync::atomic::Ordering::SeqCst);
+                    return Err(Error::reject(weft_api::ErrorCode::Conflict, "refused"));
                 }
+                Ok(work.statements)
             })
             .await
-        })
+        }
     };
-    let jobs = [lock(true), lock(false), lock(false)];
-    while db.lanes[lane].max_capacity() - db.lanes[lane].capacity() < jobs.len() {
+    // One task polls the three in order: each is queued on its first poll, in this order.
+    let jobs = tokio::spawn({
+        let (refused, first, second) = (lock(true), lock(false), lock(false));
+        async move { tokio::join!(refused, first, second) }
+    });
+    while db.lanes[lane].max_capacity() - db.lanes[lane].capacity() < 3 {
         tokio::task::yield_now().await;
     }
     release.send(()).expect("released");
     busy.await.expect("busy").expect("busy job");
-    let [refused, first, second] = jobs;
-    assert!(refused.await.expect("task").is_err(), "the refused job");
-    assert_eq!(first.await.expect("task").expect("first"), 1, "taken again");
-    assert_eq!(second.await.expect("task").expect("second"), 0, "held");
+    let (refused, first, second) = jobs.await.expect("task");
+    assert!(refused.is_err(), "the refused job");
+    assert_eq!(
+        refused_sent.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the refused job took the lock"
+    );
+    assert_eq!(first.expect("first"), 1, "taken again");
+    assert_eq!(second.expect("second"), 0, "held");
 }

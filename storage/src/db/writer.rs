@@ -223,8 +223,12 @@ fn run_batch(
             continue;
         };
         let cut = named.is_some_and(|named| tx.loaded().locked_other_than(named.as_deref()));
-        if ok && cuts {
-            held.extend(tx.loaded().locked());
+        match ok {
+            true if cuts => held.extend(tx.loaded().locked()),
+            // A refused job's rollback goes to its own savepoint, unless a savepoint statement
+            // sent ahead failed (then the batch rolls back whole): held no longer, to be sure.
+            false => held.clear(),
+            true => {}
         }
         let end = if ok {
             let (events, hashes, owes) = tx.into_appended();
