@@ -67,7 +67,11 @@ pub(super) fn needs(
 /// Holds the upload's new bytes to its Group's quota
 /// (`weft_api::lifecycle::views::Quota::admits`), after its blob row is written and before its
 /// uploader row is.
-pub(super) fn admit(conn: &Connection, digests: &Digests, needs: Needs) -> Result<(), Error> {
+pub(super) fn admit(
+    conn: &crate::unit::Tx<'_>,
+    digests: &Digests,
+    needs: Needs,
+) -> Result<(), Error> {
     let Needs {
         group_id,
         quota,
