@@ -48,34 +48,50 @@ impl WorkRow {
 
 /// Holds the lock of WorkItem `id`'s Group (`groups::lock`), before its row is loaded: on
 /// PostgreSQL, where another server may change it at the same time (nothing on SQLite). Its
-/// Group is read directly, never remembered: it never changes.
+/// Group never changes: read once per job ([`in_group_order`] reads several at once).
 pub(crate) fn lock_group(conn: &impl Conn, id: &str) -> Result<(), Error> {
     if conn.conn().engine() != crate::sql::Engine::Postgres {
         return Ok(());
     }
-    let group: Option<String> = conn.conn().value(
-        "SELECT group_id FROM work_items WHERE work_item_id = ?1",
-        [id],
-    )?;
+    let read = || -> Result<Option<String>, Error> { group_of(conn.conn(), id)?.get(conn.conn()) };
+    let group = match conn.memo() {
+        Some(memo) => memo.load("work_items.group", id, read)?,
+        None => read()?,
+    };
     match group {
         Some(group) => super::groups::lock(conn, &group),
         None => Ok(()),
     }
 }
 
+/// WorkItem `id`'s Group, sent ahead (`sql/ahead.rs`).
+fn group_of(conn: &Connection, id: &str) -> Result<Ahead<Option<String>, Error>, Error> {
+    let rows = conn.rows_ahead(
+        "SELECT group_id FROM work_items WHERE work_item_id = ?1",
+        [id],
+        |row| row.get::<_, String>(0),
+    )?;
+    Ok(rows.then(|rows: Vec<String>| Ok::<_, Error>(rows.into_iter().next())))
+}
+
 /// `ids` in the order of their Groups' locks (PostgreSQL; as given on SQLite), for a job that
 /// locks the Groups of several WorkItems: every writer takes Group locks in one order
-/// (`db/writer.rs`), so none waits on another in a circle. An unknown id goes last.
+/// (`db/writer.rs`), so none waits on another in a circle. An unknown id goes last. Their
+/// Groups are read together (one round trip) and remembered for [`lock_group`].
 pub(crate) fn in_group_order(conn: &impl Conn, ids: Vec<String>) -> Result<Vec<String>, Error> {
     if conn.conn().engine() != crate::sql::Engine::Postgres {
         return Ok(ids);
     }
+    let sent = ids
+        .iter()
+        .map(|id| group_of(conn.conn(), id))
+        .collect::<Result<Vec<_>, Error>>()?;
     let mut placed = Vec::with_capacity(ids.len());
-    for id in ids {
-        let group: Option<String> = conn.conn().value(
-            "SELECT group_id FROM work_items WHERE work_item_id = ?1",
-            [id.as_str()],
-        )?;
+    for (id, group) in ids.into_iter().zip(sent) {
+        let group = group.get(conn.conn())?;
+        if let Some(memo) = conn.memo() {
+            memo.remember("work_items.group", &id, group.clone());
+        }
         placed.push((group.is_none(), group, id));
     }
     placed.sort();
