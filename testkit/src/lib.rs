@@ -17,7 +17,9 @@
 
 pub mod postgres;
 
-pub use postgres::{Postgres, postgres_bin_dir, postgres_required, shared_postgres};
+pub use postgres::{
+    Postgres, postgres_bin_dir, postgres_database_or_skip, postgres_required, shared_postgres,
+};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -376,6 +376,20 @@ pub fn shared_postgres() -> Option<&'static Postgres> {
         .as_ref()
 }
 
+/// A new database of the shared cluster for one test, or `None` (the test is skipped, and says
+/// so) when no PostgreSQL runs; with `WEFT_POSTGRES` set, a missing cluster fails the test.
+pub fn postgres_database_or_skip() -> Option<String> {
+    let Some(cluster) = shared_postgres() else {
+        assert!(
+            !postgres_required(),
+            "WEFT_POSTGRES is set but no PostgreSQL runs"
+        );
+        eprintln!("skipped: no PostgreSQL");
+        return None;
+    };
+    Some(cluster.new_database())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -210,15 +210,9 @@ mod tests {
     /// the other's live stream, in commit order, and never its own foreign stream.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_commit_of_one_writer_reaches_the_live_stream_of_another() {
-        let Some(cluster) = weft_testkit::shared_postgres() else {
-            assert!(
-                !weft_testkit::postgres_required(),
-                "WEFT_POSTGRES is set but no PostgreSQL runs"
-            );
-            eprintln!("skipped: no PostgreSQL");
+        let Some(url) = weft_testkit::postgres_database_or_skip() else {
             return;
         };
-        let url = cluster.new_database();
         let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
         let b = Db::open(&Location::Postgres(url)).expect("b opens");
         let mut live = b.subscribe();

@@ -10,15 +10,9 @@ use crate::rows::groups;
 /// `write_again_if_raced` runs again and succeeds: neither caller hears 503 (issue #43).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_lost_a_deadlock_runs_again() {
-    let Some(cluster) = weft_testkit::shared_postgres() else {
-        assert!(
-            !weft_testkit::postgres_required(),
-            "WEFT_POSTGRES is set but no PostgreSQL runs"
-        );
-        eprintln!("skipped: no PostgreSQL");
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
         return;
     };
-    let url = cluster.new_database();
     let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
     let b = Db::open(&Location::Postgres(url)).expect("b opens");
     a.write(|tx| {
@@ -65,15 +59,9 @@ async fn a_job_that_lost_a_deadlock_runs_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unrouted_job_never_holds_its_lock_under_a_groups_batch() {
     use std::sync::mpsc::channel;
-    let Some(cluster) = weft_testkit::shared_postgres() else {
-        assert!(
-            !weft_testkit::postgres_required(),
-            "WEFT_POSTGRES is set but no PostgreSQL runs"
-        );
-        eprintln!("skipped: no PostgreSQL");
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
         return;
     };
-    let url = cluster.new_database();
     let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
     let b = Db::open(&Location::Postgres(url)).expect("b opens");
     // Two Groups of the first lane, where unrouted jobs go.
@@ -153,15 +141,10 @@ async fn an_unrouted_job_never_holds_its_lock_under_a_groups_batch() {
 /// its lock go, and the next job takes it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_takes_a_groups_lock_once() {
-    let Some(cluster) = weft_testkit::shared_postgres() else {
-        assert!(
-            !weft_testkit::postgres_required(),
-            "WEFT_POSTGRES is set but no PostgreSQL runs"
-        );
-        eprintln!("skipped: no PostgreSQL");
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
         return;
     };
-    let db = Db::open(&Location::Postgres(cluster.new_database())).expect("opens");
+    let db = Db::open(&Location::Postgres(url)).expect("opens");
     db.write(|tx| groups::insert(tx, "g1", chrono::Utc::now()))
         .await
         .expect("group");

@@ -431,15 +431,10 @@ async fn a_change_sent_ahead_that_fails_fails_its_own_job() {
 /// first would wait for the second forever (here ten seconds, then it fails).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_groups_are_written_at_once_on_postgres() {
-    let Some(cluster) = weft_testkit::shared_postgres() else {
-        assert!(
-            !weft_testkit::postgres_required(),
-            "WEFT_POSTGRES is set but no PostgreSQL runs"
-        );
-        eprintln!("skipped: no PostgreSQL");
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
         return;
     };
-    let db = Db::open(&Location::Postgres(cluster.new_database())).expect("opens");
+    let db = Db::open(&Location::Postgres(url)).expect("opens");
     let first = "ga".to_owned();
     let second = (0..)
         .map(|n| format!("g{n}"))

@@ -106,15 +106,10 @@ mod tests {
     /// and a row is claimed once per claim whatever order the claimants come in.
     #[tokio::test]
     async fn a_claim_holds_others_off_until_it_ends() {
-        let Some(cluster) = weft_testkit::shared_postgres() else {
-            assert!(
-                !weft_testkit::postgres_required(),
-                "WEFT_POSTGRES is set but no PostgreSQL runs"
-            );
-            eprintln!("skipped: no PostgreSQL");
+        let Some(url) = weft_testkit::postgres_database_or_skip() else {
             return;
         };
-        let db = Db::open(&Location::Postgres(cluster.new_database())).expect("open");
+        let db = Db::open(&Location::Postgres(url)).expect("open");
         let claims = db
             .write(|tx| {
                 for sequence in [3, 1, 2] {
