@@ -43,11 +43,10 @@ async fn a_job_that_lost_a_deadlock_runs_again() {
     );
     on_a.expect("a's job");
     on_b.expect("b's job");
-    assert_eq!(
-        runs.load(std::sync::atomic::Ordering::SeqCst),
-        3,
-        "one of the two ran again"
-    );
+    // One ran again; on a loaded machine both may have been rolled back once (a CI run saw
+    // four runs): what is promised is that neither caller hears 503.
+    let runs = runs.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((3..=4).contains(&runs), "ran again: {runs} runs");
 }
 
 /// A job that locked a Group it did not name ends its transaction on PostgreSQL (`db/writer.rs`,
