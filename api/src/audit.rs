@@ -96,6 +96,7 @@ pub fn mission_of(event: &Event) -> Option<String> {
         EventPayload::EvidenceRecorded(p) => Some(p.mission_id.to_string()),
         EventPayload::Work(_, p) => Some(p.mission_id.to_string()),
         EventPayload::ContextPublished(p) => Some(p.mission_id.to_string()),
+        EventPayload::RecordsDisposed(p) => Some(p.mission_id.to_string()),
         _ => None,
     }
 }
@@ -138,6 +139,9 @@ pub fn about_artifact(event: &Event, artifact: &ArtifactId) -> bool {
         Some(EventPayload::ArtifactDisposed(p)) => {
             p.artifacts.iter().any(|d| d.artifact == *artifact)
         }
+        Some(EventPayload::RecordsDisposed(p)) => {
+            p.manifests.iter().any(|d| d.artifact == *artifact)
+        }
         _ => false,
     }
 }
@@ -151,6 +155,11 @@ pub fn in_scope(event: &Event, scope: &Scope<'_>) -> bool {
     // (issue #46): a Mission's bundle says why they are not in it.
     if let Ok(Some(EventPayload::ArtifactDisposed(p))) = EventPayload::of(event) {
         return scope.work_item.is_none() && p.missions.iter().any(|m| m.as_str() == scope.mission);
+    }
+    // A disposition of records names its Mission, not each WorkItem: a WorkItem's bundle
+    // holds it too, and says why its manifests or Evidence are not in it.
+    if let Ok(Some(EventPayload::RecordsDisposed(p))) = EventPayload::of(event) {
+        return p.mission_id.as_str() == scope.mission;
     }
     mission_of(event).as_deref() == Some(scope.mission)
         && scope
@@ -167,6 +176,22 @@ pub fn dispositions(bundle: &Bundle) -> Vec<(ArtifactId, String, u64)> {
         if let Ok(Some(EventPayload::ArtifactDisposed(p))) = EventPayload::of(&entry.event) {
             for disposed in p.artifacts {
                 found.push((disposed.artifact, disposed.policy, entry.event.sequence));
+            }
+        }
+    }
+    found
+}
+
+/// The records a bundle's `records.disposed` Events name (issue #46): each manifest's or
+/// Evidence record's id, the policy, and the Event's sequence. A record named here is
+/// missing from the bundle by policy, not by omission.
+pub fn records_disposed(bundle: &Bundle) -> Vec<(ArtifactId, String, u64)> {
+    let mut found = Vec::new();
+    for entry in &bundle.events {
+        if let Ok(Some(EventPayload::RecordsDisposed(p))) = EventPayload::of(&entry.event) {
+            let ids = p.manifests.iter().map(|m| m.manifest_id).chain(p.evidence);
+            for id in ids {
+                found.push((id, p.policy.clone(), entry.event.sequence));
             }
         }
     }
@@ -329,11 +354,17 @@ pub fn check(
             )),
         }
     }
+    // Records a retention policy disposed of, by their `records.disposed` Events here.
+    let gone: BTreeSet<ArtifactId> = records_disposed(bundle)
+        .into_iter()
+        .map(|(id, ..)| id)
+        .collect();
     for (sequence, (manifest_id, _)) in &published {
-        if !bundle
-            .manifests
-            .iter()
-            .any(|m| m.manifest_id == *manifest_id)
+        if !gone.contains(manifest_id)
+            && !bundle
+                .manifests
+                .iter()
+                .any(|m| m.manifest_id == *manifest_id)
         {
             failures.push(format!(
                 "event {sequence}: its manifest {manifest_id} is not in the bundle"
@@ -369,10 +400,11 @@ pub fn check(
         }
     }
     for (sequence, evidence_id) in &recorded {
-        if !bundle
-            .evidence
-            .iter()
-            .any(|e| e.evidence_id == *evidence_id)
+        if !gone.contains(evidence_id)
+            && !bundle
+                .evidence
+                .iter()
+                .any(|e| e.evidence_id == *evidence_id)
         {
             failures.push(format!(
                 "event {sequence}: its Evidence {evidence_id} is not in the bundle"

@@ -155,6 +155,7 @@ impl GroupState {
                 | EventPayload::HoldPlaced(_)
                 | EventPayload::HoldLifted(_)
                 | EventPayload::ArtifactDisposed(_)
+                | EventPayload::RecordsDisposed(_)
                 | EventPayload::AgentKeyRotated(_)
                 | EventPayload::ContextPublished(_)
                 | EventPayload::ContextForwarded(_),

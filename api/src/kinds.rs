@@ -18,7 +18,7 @@ use crate::error::{ErrorCode, Rejection};
 use crate::event::Event;
 use crate::evidence::{MethodKind, Outcome};
 use crate::id::Id;
-use crate::lifecycle::{ArtifactDisposed, HoldLifted, HoldPlaced, RetentionSet};
+use crate::lifecycle::{ArtifactDisposed, HoldLifted, HoldPlaced, RecordsDisposed, RetentionSet};
 use crate::session::Role;
 use crate::work::events::{WorkEvent, WorkEventKind};
 
@@ -48,12 +48,14 @@ pub enum EventKind {
     HoldLifted,
     /// A blob's bytes were disposed of by policy; its manifests stay as tombstones.
     ArtifactDisposed,
+    /// A Mission's records (manifests, Evidence) were disposed of by policy; tombstones stay.
+    RecordsDisposed,
     /// A Mission or WorkItem Event (`crate::work::events`).
     Work(WorkEventKind),
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::GroupCreated,
         EventKind::MembershipSet,
         EventKind::SessionOpened,
@@ -72,6 +74,7 @@ impl EventKind {
         EventKind::HoldPlaced,
         EventKind::HoldLifted,
         EventKind::ArtifactDisposed,
+        EventKind::RecordsDisposed,
     ];
 
     /// The `type` of an Event of this kind.
@@ -96,6 +99,7 @@ impl EventKind {
             EventKind::HoldPlaced => "hold.placed",
             EventKind::HoldLifted => "hold.lifted",
             EventKind::ArtifactDisposed => "artifact.disposed",
+            EventKind::RecordsDisposed => "records.disposed",
         }
     }
 
@@ -292,6 +296,7 @@ pub enum EventPayload {
     HoldPlaced(HoldPlaced),
     HoldLifted(HoldLifted),
     ArtifactDisposed(ArtifactDisposed),
+    RecordsDisposed(RecordsDisposed),
     Work(WorkEventKind, WorkEvent),
 }
 
@@ -316,6 +321,7 @@ impl EventPayload {
             EventPayload::HoldPlaced(_) => EventKind::HoldPlaced,
             EventPayload::HoldLifted(_) => EventKind::HoldLifted,
             EventPayload::ArtifactDisposed(_) => EventKind::ArtifactDisposed,
+            EventPayload::RecordsDisposed(_) => EventKind::RecordsDisposed,
             EventPayload::Work(kind, _) => EventKind::Work(*kind),
         }
     }
@@ -347,7 +353,8 @@ impl EventPayload {
             | EventPayload::ArtifactRepaired(_)
             | EventPayload::GroupPolicySet(_)
             | EventPayload::RetentionSet(_)
-            | EventPayload::ArtifactDisposed(_) => None,
+            | EventPayload::ArtifactDisposed(_)
+            | EventPayload::RecordsDisposed(_) => None,
         }
     }
 
@@ -372,6 +379,7 @@ impl EventPayload {
             EventPayload::HoldPlaced(p) => serde_json::to_string(p),
             EventPayload::HoldLifted(p) => serde_json::to_string(p),
             EventPayload::ArtifactDisposed(p) => serde_json::to_string(p),
+            EventPayload::RecordsDisposed(p) => serde_json::to_string(p),
             EventPayload::Work(_, p) => serde_json::to_string(p),
         };
         // These structs hold only strings, numbers, lists and maps with string keys.
@@ -409,6 +417,7 @@ impl EventPayload {
             EventKind::HoldPlaced => EventPayload::HoldPlaced(parse(text)?),
             EventKind::HoldLifted => EventPayload::HoldLifted(parse(text)?),
             EventKind::ArtifactDisposed => EventPayload::ArtifactDisposed(parse(text)?),
+            EventKind::RecordsDisposed => EventPayload::RecordsDisposed(parse(text)?),
             EventKind::Work(kind) => EventPayload::Work(kind, parse(text)?),
         }))
     }

@@ -131,6 +131,22 @@ pub fn bytes_due(
     ))
 }
 
+/// When a Mission's records (its manifests and Evidence, the signed envelopes) stop being
+/// kept: its end plus the policy's `keepRecords`, plus [`CLOCK_MARGIN_SECONDS`]. `None` while
+/// the Mission is live, when no policy applies, or when the policy keeps records forever
+/// (`keepRecords` unset). Never before [`bytes_due`] for the same policy (`keepRecords` is
+/// never shorter than `keepBytes`).
+pub fn records_due(
+    mission_ended: Option<DateTime<Utc>>,
+    policy: Option<&Retention>,
+) -> Option<DateTime<Utc>> {
+    let ended = mission_ended?;
+    let keep = i64::try_from(policy?.keep_records_seconds?).ok()?;
+    ended.checked_add_signed(chrono::Duration::seconds(
+        keep.checked_add(CLOCK_MARGIN_SECONDS)?,
+    ))
+}
+
 /// What a legal hold holds: an artifact (and its lineage), a WorkItem or a Mission (and
 /// everything they cite, with its lineage).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,6 +249,32 @@ pub struct DisposedArtifact {
     pub size: u64,
 }
 
+/// `records.disposed`: a Mission's records were disposed of by policy, one collection batch's
+/// worth: the signed envelopes of these manifests and Evidence are deleted. Each keeps a
+/// tombstone row (ids, digests, its Event's sequence), so lineage still shows the node and the
+/// log still verifies; a read of one answers 410 `disposed` naming this Event. Appended to the
+/// Mission's Group; delivered and exported with the Mission's Events.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordsDisposed {
+    pub mission_id: Id,
+    pub manifests: Vec<DisposedManifest>,
+    pub evidence: Vec<ArtifactId>,
+    /// The policy that let them go: `group G` or `mission M`, with its durations.
+    pub policy: String,
+    /// Why, in words: when the Mission ended and when its policy let the records go.
+    pub reason: String,
+    pub disposed_at: String,
+}
+
+/// One manifest of a `records.disposed` Event, and the artifact it described.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisposedManifest {
+    pub manifest_id: ArtifactId,
+    pub artifact: ArtifactId,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,6 +311,36 @@ mod tests {
         };
         assert!(policy.check().is_err());
         assert!(Retention::default().check().is_err());
+    }
+
+    /// The table of `fixtures/records_retention.json` (issue #46): when a Mission's records go.
+    #[test]
+    fn records_due_follows_the_fixture_table() {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Case {
+            name: String,
+            ended: Option<DateTime<Utc>>,
+            policy: Option<Retention>,
+            due: Option<DateTime<Utc>>,
+        }
+        let text = include_str!("../../fixtures/records_retention.json");
+        let cases: Vec<Case> = serde_json::from_str(text).expect("fixture");
+        assert!(cases.len() >= 6);
+        for case in cases {
+            assert_eq!(
+                records_due(case.ended, case.policy.as_ref()),
+                case.due,
+                "{}",
+                case.name
+            );
+            // Never before the bytes of the same policy (`Retention::check`'s rule).
+            if let (Some(due), Some(policy)) = (case.due, case.policy.as_ref())
+                && let Some(bytes) = bytes_due(case.ended, Some(policy), false)
+            {
+                assert!(bytes <= due, "{}", case.name);
+            }
+        }
     }
 
     /// The table of `fixtures/retention.json`: each case's due instant, or none.

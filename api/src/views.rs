@@ -39,6 +39,17 @@ pub struct DigestPair {
     pub sha256: Sha256Digest,
 }
 
+/// A manifest or Evidence record whose signed envelope a retention policy disposed of (issue
+/// #46): its id, the sequence of the Event that recorded it, and the sequence of the
+/// `records.disposed` Event (of the same Group) that says why it went.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisposedRecord {
+    pub id: ArtifactId,
+    pub sequence: u64,
+    pub disposed_sequence: u64,
+}
+
 /// One manifest of an artifact, as stored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -97,6 +108,10 @@ pub struct ArtifactView {
     pub size: u64,
     pub quarantined: bool,
     pub manifests: Vec<ManifestRecord>,
+    /// The manifests whose records a retention policy disposed of (issue #46): their signed
+    /// envelopes are gone; each names its `records.disposed` Event. Left out when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disposed_manifests: Vec<DisposedRecord>,
     /// Set when the Artifact was published as reusable knowledge in the reader's Group (CTX-6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reuse: Option<ReuseRecord>,

@@ -196,8 +196,26 @@ async fn export(
     let mut published: BTreeMap<ArtifactId, u64> = BTreeMap::new();
     for proven in &events {
         match weft_api::EventPayload::of(&proven.event).ok().flatten() {
+            // A record a retention policy disposed of (issue #46) is not in the bundle: its
+            // `records.disposed` Event, in the Mission's scope, is.
             Some(weft_api::EventPayload::ArtifactPublished(p)) => {
-                let view = api.artifact(&Digest::Blake3(p.artifact)).await?;
+                published.insert(p.artifact, p.size);
+                let view = match api.artifact(&Digest::Blake3(p.artifact)).await {
+                    Ok(view) => view,
+                    Err(error) if error.code() == Some(weft_api::ErrorCode::Disposed) => {
+                        eprintln!("manifest {}: disposed of by policy", p.manifest_id);
+                        continue;
+                    }
+                    Err(error) => return Err(error.into()),
+                };
+                if view
+                    .disposed_manifests
+                    .iter()
+                    .any(|gone| gone.id == p.manifest_id)
+                {
+                    eprintln!("manifest {}: disposed of by policy", p.manifest_id);
+                    continue;
+                }
                 let record = view
                     .manifests
                     .into_iter()
@@ -206,12 +224,19 @@ async fn export(
                         format!("the server does not show manifest {}", p.manifest_id)
                     })?;
                 manifests.push(record);
-                published.insert(p.artifact, p.size);
             }
             Some(weft_api::EventPayload::EvidenceRecorded(p)) => {
-                let text = api
+                let text = match api
                     .get_text(&format!("/v1/evidence/{}", p.evidence_id), &[])
-                    .await?;
+                    .await
+                {
+                    Ok(text) => text,
+                    Err(error) if error.code() == Some(weft_api::ErrorCode::Disposed) => {
+                        eprintln!("Evidence {}: disposed of by policy", p.evidence_id);
+                        continue;
+                    }
+                    Err(error) => return Err(error.into()),
+                };
                 evidence.push(serde_json::from_str::<weft_api::views::EvidenceRecord>(
                     &text,
                 )?);
@@ -512,6 +537,9 @@ fn verify(
         println!(
             "note: bytes of {artifact} disposed of by policy ({policy}) at sequence {sequence}"
         );
+    }
+    for (record, policy, sequence) in weft_api::audit::records_disposed(&bundle) {
+        println!("note: record {record} disposed of by policy ({policy}) at sequence {sequence}");
     }
     // bundle.json is exactly what its content writes (no whitespace or key order of its own).
     if serde_json::to_vec_pretty(&bundle).ok().as_deref() != Some(json.as_slice()) {

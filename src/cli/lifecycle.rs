@@ -228,6 +228,7 @@ pub(super) async fn run(
         }
         LifecycleAction::Gc { dry_run } => {
             let (mut blobs, mut bytes, mut kept) = (0u64, 0u64, 0u64);
+            let (mut manifests, mut evidence, mut records_kept) = (0u64, 0u64, 0u64);
             let verb = if dry_run {
                 "would dispose of"
             } else {
@@ -243,15 +244,31 @@ pub(super) async fn run(
                         disposal.artifact, disposal.size, disposal.policy, disposal.reason
                     );
                 }
+                // Records past `keepRecords`: one line per Mission and batch.
+                for records in &report.records {
+                    println!(
+                        "{verb} the records of Mission {} in Group {} ({} manifests, {} Evidence) under {}: {}",
+                        records.mission_id,
+                        records.group_id,
+                        records.manifests,
+                        records.evidence,
+                        records.policy,
+                        records.reason
+                    );
+                    manifests += records.manifests;
+                    evidence += records.evidence;
+                }
                 blobs += report.blobs;
                 bytes += report.bytes;
                 kept += report.kept;
-                if dry_run || report.blobs == 0 {
+                records_kept += report.records_kept;
+                if dry_run || (report.blobs == 0 && report.records.is_empty()) {
                     break;
                 }
             }
             println!(
-                "{verb} {blobs} blobs, {bytes} bytes; {kept} past their policy kept (held, cited, or uploaded again)"
+                "{verb} {blobs} blobs, {bytes} bytes; {kept} past their policy kept (held, cited, or uploaded again); \
+                 records: {manifests} manifests, {evidence} Evidence ({records_kept} past their policy kept)"
             );
         }
         LifecycleAction::Usage { group } => {

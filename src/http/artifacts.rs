@@ -60,7 +60,8 @@ pub(crate) async fn publish(
 
 /// An artifact's digests, size and every manifest visible to the caller.
 #[utoipa::path(get, operation_id = "show_artifact", path = "/v1/artifacts/{digest}", params(("digest" = String, Path, description = "blake3:<hex> or sha256:<hex>")),
-    responses((status = 200, description = "{digests, size, quarantined, manifests}"), (status = 404, description = "not_found")))]
+    responses((status = 200, description = "{digests, size, quarantined, manifests, disposedManifests?: [{id, sequence, disposedSequence}]}"), (status = 404, description = "not_found"),
+              (status = 410, description = "disposed: every manifest the reader may see went by a retention policy's keepRecords; `sequence` names the records.disposed Event")))]
 pub(crate) async fn show(
     State(state): State<AppState>,
     caller: Caller,

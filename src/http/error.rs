@@ -252,6 +252,10 @@ impl From<weft_storage::Error> for HttpError {
                 "the bytes of {id} were disposed of by a retention policy; its manifests stay, \
                  and the artifact.disposed Event at sequence {sequence} says why"
             ),
+            E::RecordDisposed(id, sequence) => format!(
+                "the signed record {id} was disposed of by a retention policy; its tombstone \
+                 stays, and the records.disposed Event at sequence {sequence} says why"
+            ),
             E::Body(_) => "the request body ended before it was complete".to_owned(),
             E::ShuttingDown => "the server is shutting down".to_owned(),
             // Operators see the source chain in the log; clients see a safe message, which
@@ -271,7 +275,9 @@ impl From<weft_storage::Error> for HttpError {
             E::Config(_) => "internal storage error".to_owned(),
         };
         let sequence = match &error {
-            E::Disposed(_, sequence) => std::num::NonZeroU64::new(*sequence),
+            E::Disposed(_, sequence) | E::RecordDisposed(_, sequence) => {
+                std::num::NonZeroU64::new(*sequence)
+            }
             _ => None,
         };
         Self {

@@ -147,7 +147,8 @@ pub(crate) async fn list(
 
 /// One Evidence record.
 #[utoipa::path(get, operation_id = "show_evidence", path = "/v1/evidence/{evidence_id}", params(("evidence_id" = String, Path, description = "blake3 of the payload")),
-    responses((status = 200, description = "{evidenceId, groupId, sequence, envelope, evidence}"), (status = 404, description = "not_found")))]
+    responses((status = 200, description = "{evidenceId, groupId, sequence, envelope, evidence}"), (status = 404, description = "not_found"),
+              (status = 410, description = "disposed: the record went by a retention policy's keepRecords; `sequence` names the records.disposed Event")))]
 pub(crate) async fn show(
     State(state): State<AppState>,
     caller: Caller,

@@ -90,6 +90,7 @@ pub(crate) fn deliver(
             EventPayload::EvidenceRecorded(p) => reader.sees_mission(group, p.mission_id.as_str()),
             EventPayload::Work(_, p) => reader.sees_mission(group, p.mission_id.as_str()),
             EventPayload::ContextPublished(p) => reader.sees_mission(group, p.mission_id.as_str()),
+            EventPayload::RecordsDisposed(p) => reader.sees_mission(group, p.mission_id.as_str()),
             // A copy to or from another Group names no Mission of this one's reader: shown to
             // Group-wide readers only (returned above).
             EventPayload::ContextForwarded(_) => false,

@@ -26,6 +26,10 @@ pub enum Error {
     /// sequence of the reader's Group (issue #46).
     #[error("the bytes of {0} were disposed of by policy (artifact.disposed at sequence {1})")]
     Disposed(ArtifactId, u64),
+    /// A manifest's or Evidence record's signed envelope was disposed of by policy: its
+    /// `records.disposed` Event is this sequence of its Group (issue #46).
+    #[error("the record {0} was disposed of by policy (records.disposed at sequence {1})")]
+    RecordDisposed(ArtifactId, u64),
     /// The engine is stopping and takes no more work.
     #[error("storage is shutting down")]
     ShuttingDown,
@@ -57,7 +61,7 @@ impl Error {
             Self::Corrupt(_) => ErrorCode::IntegrityFailure,
             Self::Body(_) => ErrorCode::IncompleteBody,
             Self::CursorTooOld(_) => ErrorCode::CursorTooOld,
-            Self::Disposed(..) => ErrorCode::Disposed,
+            Self::Disposed(..) | Self::RecordDisposed(..) => ErrorCode::Disposed,
             Self::ShuttingDown => ErrorCode::ShuttingDown,
             Self::BlobStore(_) => ErrorCode::BlobStoreUnavailable,
             Self::Config(_) => ErrorCode::Internal,

@@ -406,9 +406,19 @@ impl Engine {
                 }
                 let mut n_manifests = 0u64;
                 let rows = crate::rows::manifests::all_for_fsck(conn)?;
-                for (manifest_id, blake3, envelope, producer) in rows {
+                for (manifest_id, blake3, envelope, producer, disposed) in rows {
                     n_manifests += 1;
                     let manifest_id = ArtifactId(to32(manifest_id)?);
+                    // A tombstone (issue #46): its record went by policy; its
+                    // `records.disposed` Event is checked with the other named Events.
+                    if disposed.is_some() {
+                        if !envelope.is_empty() {
+                            problems.push(format!(
+                                "manifest {manifest_id}: disposed of, but its envelope is still stored"
+                            ));
+                        }
+                        continue;
+                    }
                     if let Err(problem) =
                         check_manifest(conn, &manifest_id, &blake3, &envelope, &producer)
                     {

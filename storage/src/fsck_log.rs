@@ -30,6 +30,16 @@ const NAMED: &[Named] = &[
         types: &["evidence.recorded"],
     },
     Named {
+        what: "disposed manifest",
+        rows: crate::rows::manifests::DISPOSED_EVENTS,
+        types: &["records.disposed"],
+    },
+    Named {
+        what: "disposed Evidence",
+        rows: crate::rows::evidence::DISPOSED_EVENTS,
+        types: &["records.disposed"],
+    },
+    Named {
         what: "proposal",
         rows: crate::rows::proposals::PROPOSED_EVENTS,
         types: &["work.proposed"],

@@ -695,10 +695,15 @@ const V35: &str = include_str!("schema/sqlite_v35.sql");
 /// runs one and until when (`rows/reactions.rs::claim`), so two servers do not both run it.
 const V36: &str = include_str!("schema/sqlite_v36.sql");
 
+/// Records disposed of by policy (issue #46, `artifacts/records.rs`): a manifest's or an
+/// Evidence record's `records.disposed` Event (its envelope is then `''`: the row stays as a
+/// tombstone), and the index that finds a Mission's Evidence.
+const V37: &str = include_str!("schema/sqlite_v37.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 36] = [
+const MIGRATIONS: [&str; 37] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

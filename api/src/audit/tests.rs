@@ -84,3 +84,66 @@ fn the_bundles_trust_root_is_checked_first() {
         "{failures:?}"
     );
 }
+
+/// A `records.disposed` Event (issue #46) is in its Mission's bundle, and in each of its
+/// WorkItems' (it names the Mission only), and in the bundle of each artifact a manifest it
+/// names described; `records_disposed` lists every record it names, which `check` then does
+/// not ask the bundle for.
+#[test]
+fn a_records_disposition_is_in_scope_and_names_its_records() {
+    let (manifest, artifact, evidence) = (
+        ArtifactId([5; 32]),
+        ArtifactId([6; 32]),
+        ArtifactId([7; 32]),
+    );
+    let payload = EventPayload::RecordsDisposed(crate::lifecycle::RecordsDisposed {
+        mission_id: crate::Id::parse("missionId", "m1").expect("id"),
+        manifests: vec![crate::lifecycle::DisposedManifest {
+            manifest_id: manifest,
+            artifact,
+        }],
+        evidence: vec![evidence],
+        policy: "group g1 keep-bytes 1d keep-records 2d".into(),
+        reason: "Mission m1 ended".into(),
+        disposed_at: "2026-01-03T00:05:00Z".into(),
+    });
+    let event = Event {
+        event_id: "e1".into(),
+        group_id: "g1".into(),
+        sequence: 9,
+        kind: "records.disposed".into(),
+        causation_command_id: None,
+        payload: serde_json::value::RawValue::from_string(payload.to_json()).expect("json"),
+        appended_at: "2026-01-03T00:05:00.000000Z".into(),
+        prev_hash: crate::EventHash::GENESIS,
+        hash: crate::EventHash::GENESIS,
+    };
+    let scope = |work_item, artifact| Scope {
+        mission: "m1",
+        work_item,
+        artifact,
+    };
+    assert!(in_scope(&event, &scope(None, None)));
+    assert!(in_scope(&event, &scope(Some("wi1"), None)));
+    assert!(in_scope(&event, &scope(None, Some(artifact))));
+    assert!(!in_scope(&event, &scope(None, Some(evidence))));
+    assert!(!in_scope(
+        &event,
+        &Scope {
+            mission: "m2",
+            work_item: None,
+            artifact: None
+        }
+    ));
+    let key = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);
+    let mut with = bundle(&key);
+    with.events.push(ProvenEvent {
+        event,
+        proof: Proof::new(9, Some(8), &[]),
+    });
+    let named: Vec<ArtifactId> = records_disposed(&with)
+        .into_iter()
+        .map(|(id, ..)| id)
+        .collect();
+    assert_eq!(named, vec![manifest, evidence]);
+}

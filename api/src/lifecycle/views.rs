@@ -176,6 +176,28 @@ pub struct CollectionReport {
     /// forgotten in this run.
     #[serde(default)]
     pub rows_forgotten: u64,
+    /// Records (manifests' and Evidence's signed envelopes) disposed of past `keepRecords`,
+    /// one entry per Mission and batch (or, in a dry run, that would be).
+    #[serde(default)]
+    pub records: Vec<RecordsDisposalView>,
+    /// Records past their policy that a hold or reusable knowledge still needs, counted.
+    #[serde(default)]
+    pub records_kept: u64,
+}
+
+/// One Mission's records disposed of in one batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordsDisposalView {
+    pub group_id: Id,
+    pub mission_id: Id,
+    pub manifests: u64,
+    pub evidence: u64,
+    pub policy: String,
+    pub reason: String,
+    /// The `records.disposed` Event's sequence (absent in a dry run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
 }
 
 /// A Group's quota: `None` (left out) for no limit.

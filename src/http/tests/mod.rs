@@ -58,6 +58,7 @@ mod proofs;
 mod quota;
 mod ranges;
 mod reactions;
+mod records;
 mod replay;
 mod restart;
 mod reuse;

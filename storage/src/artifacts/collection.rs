@@ -30,14 +30,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use weft_api::lifecycle::views::{CollectionReport, DisposalView};
-use weft_api::lifecycle::{
-    ArtifactDisposed, DisposedArtifact, HoldTarget, Retention, bytes_due, format_duration,
-};
-use weft_api::manifest::Classification;
+use weft_api::lifecycle::{ArtifactDisposed, DisposedArtifact, bytes_due};
 use weft_api::work::machine::WorkState;
 use weft_api::{ArtifactId, EventPayload, Id};
 
 use super::disposal::Begun;
+use super::keeping::{HeldCache, Policies};
 use crate::artifacts::handle::Artifacts;
 use crate::clock::format_instant;
 use crate::error::Error;
@@ -48,89 +46,6 @@ use crate::sql::Connection;
 /// Blobs decided (and disposed of) per transaction and per hold of the sweep lock: uploads
 /// wait at most one batch.
 pub(crate) const BATCH: usize = 256;
-
-/// The policies in force: the Groups', their Missions' and their classifications'.
-#[derive(Default)]
-struct Policies {
-    of_group: BTreeMap<Id, Retention>,
-    of_mission: BTreeMap<Id, Retention>,
-    /// By Group and classification (its wire name).
-    of_class: BTreeMap<(Id, &'static str), Retention>,
-}
-
-impl Policies {
-    fn load(conn: &Connection) -> Result<Self, Error> {
-        let mut policies = Self::default();
-        for row in rows::retention_policies::all(conn)? {
-            match (row.mission_id, row.classification) {
-                (Some(mission), _) => policies.of_mission.insert(mission, row.retention),
-                (None, Some(class)) => policies
-                    .of_class
-                    .insert((row.group_id, class.as_str()), row.retention),
-                (None, None) => policies.of_group.insert(row.group_id, row.retention),
-            };
-        }
-        Ok(policies)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.of_group.is_empty() && self.of_mission.is_empty() && self.of_class.is_empty()
-    }
-
-    /// Every policy that may govern some artifact of a Mission: its own, else its
-    /// classifications' and its Group's (what `candidates` asks: could any be due?).
-    fn any_of(&self, group: &Id, mission: &Id) -> Vec<Retention> {
-        if let Some(retention) = self.of_mission.get(mission) {
-            return vec![*retention];
-        }
-        self.of_class
-            .iter()
-            .filter(|((of, _), _)| of == group)
-            .map(|(_, retention)| *retention)
-            .chain(self.of_group.get(group).copied())
-            .collect()
-    }
-
-    /// The policy an artifact of a Mission (of a classification, for a manifest) follows, and
-    /// how to name it: the Mission's, else its classification's, else its Group's.
-    fn of(
-        &self,
-        group: &Id,
-        mission: &Id,
-        class: Option<Classification>,
-    ) -> Option<(Retention, String)> {
-        let describe = |what: String, retention: &Retention| {
-            let mut text = what;
-            if let Some(bytes) = retention.keep_bytes_seconds {
-                text.push_str(&format!(" keep-bytes {}", format_duration(bytes)));
-            }
-            if let Some(records) = retention.keep_records_seconds {
-                text.push_str(&format!(" keep-records {}", format_duration(records)));
-            }
-            text
-        };
-        if let Some(retention) = self.of_mission.get(mission) {
-            return Some((
-                *retention,
-                describe(format!("mission {mission}"), retention),
-            ));
-        }
-        if let Some(class) = class
-            && let Some(retention) = self.of_class.get(&(group.clone(), class.as_str()))
-        {
-            return Some((
-                *retention,
-                describe(
-                    format!("{} artifacts of group {group}", class.as_str()),
-                    retention,
-                ),
-            ));
-        }
-        self.of_group
-            .get(group)
-            .map(|retention| (*retention, describe(format!("group {group}"), retention)))
-    }
-}
 
 /// What one batch decided about one blob.
 enum Decision {
@@ -195,6 +110,8 @@ impl Artifacts<'_> {
                 break;
             }
         }
+        // Then the records past `keepRecords` (`records.rs`).
+        self.collect_records(&mut report, deadline).await?;
         if !dry_run && report.blobs > 0 {
             metrics::counter!("weft_gc_disposed_blobs_total").increment(report.blobs);
             metrics::counter!("weft_gc_disposed_bytes_total").increment(report.bytes);
@@ -478,56 +395,4 @@ fn decide(
         .map(|(group, missions)| (group, missions.into_iter().collect()))
         .collect();
     Ok(Decision::Dispose(view, row.sha256, groups))
-}
-
-/// The blobs the holds in force keep, recomputed when the holds change: each hold's seeds
-/// (its artifact; what its WorkItem or Mission published or its Evidence cites) and every
-/// ancestor of them through `derivedFrom`.
-#[derive(Default)]
-struct HeldCache {
-    holds: Vec<Id>,
-    blobs: BTreeSet<ArtifactId>,
-}
-
-impl HeldCache {
-    fn refresh(&mut self, conn: &Connection) -> Result<&BTreeSet<ArtifactId>, Error> {
-        let holds = rows::holds::in_force(conn)?;
-        let ids: Vec<Id> = holds.iter().map(|hold| hold.hold_id.clone()).collect();
-        if ids == self.holds && !ids.is_empty() {
-            return Ok(&self.blobs);
-        }
-        let mut seeds = Vec::new();
-        for hold in &holds {
-            match &hold.target {
-                HoldTarget::Artifact(artifact) => seeds.push(*artifact),
-                HoldTarget::WorkItemId(work_item) => {
-                    if let Some((_, mission)) = rows::work_items::place(conn, work_item.as_str())? {
-                        seeds.extend(rows::manifests::blobs_of(
-                            conn,
-                            &mission,
-                            Some(work_item.as_str()),
-                        )?);
-                        seeds.extend(rows::evidence::cited_by(
-                            conn,
-                            &mission,
-                            Some(work_item.as_str()),
-                        )?);
-                    }
-                }
-                HoldTarget::MissionId(mission) => {
-                    seeds.extend(rows::manifests::blobs_of(conn, mission.as_str(), None)?);
-                    seeds.extend(rows::evidence::cited_by(conn, mission.as_str(), None)?);
-                }
-            }
-        }
-        let mut blobs = BTreeSet::new();
-        while let Some(blob) = seeds.pop() {
-            if blobs.insert(blob) {
-                seeds.extend(rows::derivations::sources_of(conn, &blob)?);
-            }
-        }
-        self.holds = ids;
-        self.blobs = blobs;
-        Ok(&self.blobs)
-    }
 }

@@ -3,7 +3,9 @@
 //! from the store (`content/`, shared with every feature that reads stored bytes).
 
 use base64::Engine as _;
-use weft_api::views::{ArtifactPage, ArtifactView, DigestPair, ListedArtifact, ManifestRecord};
+use weft_api::views::{
+    ArtifactPage, ArtifactView, DigestPair, DisposedRecord, ListedArtifact, ManifestRecord,
+};
 use weft_api::{ArtifactId, Digest, Envelope, ErrorCode, Id, Manifest};
 
 use crate::access::Reader;
@@ -45,9 +47,22 @@ impl Artifacts<'_> {
                 };
                 let (digests, quarantined) = (first.digests, first.quarantined);
                 let mut manifests = Vec::new();
+                let mut disposed_manifests = Vec::new();
                 // Oldest first, as the view has always listed them.
                 for visible in visible.into_iter().rev() {
                     let envelope = visible.envelope.unwrap_or_default();
+                    // A tombstone (issue #46): its record went by policy.
+                    if envelope.is_empty()
+                        && let Some(disposed) =
+                            crate::rows::manifests::record_disposed(conn, &visible.manifest_id)?
+                    {
+                        disposed_manifests.push(DisposedRecord {
+                            id: ArtifactId(to32(visible.manifest_id)?),
+                            sequence: visible.sequence,
+                            disposed_sequence: disposed,
+                        });
+                        continue;
+                    }
                     let envelope: Envelope =
                         serde_json::from_str(&envelope).map_err(Error::backend)?;
                     let payload = weft_api::dsse::BASE64
@@ -62,7 +77,11 @@ impl Artifacts<'_> {
                     });
                 }
                 if manifests.is_empty() {
-                    return Err(not_found());
+                    // Every record the reader may see went by policy: 410, naming the newest.
+                    return Err(match disposed_manifests.last() {
+                        Some(gone) => Error::RecordDisposed(gone.id, gone.disposed_sequence),
+                        None => not_found(),
+                    });
                 }
                 let reuse = match &reader {
                     Reader::Agent { group_id, .. } => {
@@ -78,6 +97,7 @@ impl Artifacts<'_> {
                     size: digests.size,
                     quarantined,
                     manifests,
+                    disposed_manifests,
                     reuse,
                 })
             })

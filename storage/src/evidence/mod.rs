@@ -389,12 +389,16 @@ impl Handle<'_> {
             .db
             .read(move |conn| {
                 let row = crate::rows::evidence::visible_one(conn, &evidence_id, &reader.seer())?;
-                let Some((group_id, sequence, envelope)) = row else {
+                let Some((group_id, sequence, envelope, disposed)) = row else {
                     return Err(reject(
                         ErrorCode::NotFound,
                         format!("no Evidence {evidence_id} is visible to you"),
                     ));
                 };
+                // Its signed envelope went by policy (issue #46): 410, naming the Event.
+                if let Some(disposed) = disposed {
+                    return Err(Error::RecordDisposed(evidence_id, disposed));
+                }
                 let (envelope, evidence) = decode(&envelope)?;
                 Ok(EvidenceRecord {
                     evidence_id,

@@ -2,7 +2,9 @@
 //! of what a hold keeps is refused with the holds (`held`): lift them first, or keep longer.
 
 use weft_api::lifecycle::views::{Policies, PolicyView};
-use weft_api::lifecycle::{HoldTarget, Retention, RetentionSet, bytes_due, format_duration};
+use weft_api::lifecycle::{
+    HoldTarget, Retention, RetentionSet, bytes_due, format_duration, records_due,
+};
 use weft_api::manifest::Classification;
 use weft_api::{ErrorCode, EventPayload, Id};
 
@@ -140,7 +142,9 @@ fn held_in_scope(
             return Ok(false);
         }
         let ended = crate::rows::missions::ended_at(conn, mission)?;
-        Ok(bytes_due(ended, Some(retention), false).is_some_and(|due| due <= now))
+        // Bytes, or (a policy of `keepRecords` alone) records: never due before the bytes.
+        let due = bytes_due(ended, Some(retention), false).or(records_due(ended, Some(retention)));
+        Ok(due.is_some_and(|due| due <= now))
     };
     let mut held = Vec::new();
     for hold in holds {

@@ -116,7 +116,8 @@ pub(crate) fn list(
 ) -> Result<Vec<Listed>, Error> {
     let mut args: Vec<Box<dyn crate::sql::ToValue>> = Vec::new();
     let mut sql = String::from(
-        "SELECT e.rowid, e.evidence_id, e.group_id, e.sequence, e.envelope FROM evidence e WHERE 1 = 1",
+        "SELECT e.rowid, e.evidence_id, e.group_id, e.sequence, e.envelope FROM evidence e
+         WHERE e.records_disposed IS NULL",
     );
     let mut add = |clause: &str,
                    value: Box<dyn crate::sql::ToValue>,
@@ -172,15 +173,20 @@ pub(crate) fn list(
     Ok(rows)
 }
 
-/// Record `evidence_id` if `seer` may see it: (Group, sequence, envelope).
+/// One record as read: (Group, sequence, envelope, and the sequence of its `records.disposed`
+/// Event when its record went by policy: the envelope is then `''`).
+pub(crate) type One = (String, u64, String, Option<u64>);
+
+/// Record `evidence_id` if `seer` may see it.
 pub(crate) fn visible_one(
     conn: &Connection,
     evidence_id: &ArtifactId,
     seer: &Seer<'_>,
-) -> Result<Option<(String, u64, String)>, Error> {
+) -> Result<Option<One>, Error> {
     let mut args: Vec<Box<dyn crate::sql::ToValue>> = vec![Box::new(evidence_id.0.to_vec())];
     let sql = format!(
-        "SELECT e.group_id, e.sequence, e.envelope FROM evidence e WHERE e.evidence_id = ?1{}",
+        "SELECT e.group_id, e.sequence, e.envelope, e.records_disposed FROM evidence e
+         WHERE e.evidence_id = ?1{}",
         visible_clause(seer, &mut args)
     );
     let params: Vec<&dyn crate::sql::ToValue> = args.iter().map(|arg| arg.as_ref()).collect();
@@ -190,6 +196,7 @@ pub(crate) fn visible_one(
                 row.get::<_, String>(0)?,
                 row.get::<_, u64>(1)?,
                 row.get::<_, String>(2)?,
+                row.get::<_, Option<u64>>(3)?,
             ))
         })
         .optional()?)
@@ -303,7 +310,8 @@ pub(crate) fn approval(
 ) -> Result<Option<(String, String, String, String)>, Error> {
     Ok(conn
         .row(
-            "SELECT producer, mission_id, standing, envelope FROM evidence WHERE evidence_id = ?1 AND group_id = ?2",
+            "SELECT producer, mission_id, standing, envelope FROM evidence
+             WHERE evidence_id = ?1 AND group_id = ?2 AND records_disposed IS NULL",
             params![&evidence_id.0[..], group_id],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )
@@ -410,3 +418,48 @@ pub(crate) fn cited_by(
     })?;
     rows.into_iter().map(super::artifact_id).collect()
 }
+
+/// Up to `limit` Evidence records of Mission `mission_id` after row `after` that are still
+/// kept, oldest first: (rowid, Evidence id, WorkItem) (issue #46, `artifacts/records.rs`).
+pub(crate) fn records_kept_of_mission(
+    conn: &Connection,
+    mission_id: &str,
+    after: u64,
+    limit: u64,
+) -> Result<Vec<(u64, ArtifactId, String)>, Error> {
+    let rows = conn.rows(
+        "SELECT rowid, evidence_id, work_item_id FROM evidence
+         WHERE mission_id = ?1 AND records_disposed IS NULL AND rowid > ?2
+         ORDER BY rowid LIMIT ?3",
+        params![mission_id, after, limit],
+        |row| {
+            Ok((
+                row.get::<_, u64>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        },
+    )?;
+    rows.into_iter()
+        .map(|(rowid, id, work_item)| Ok((rowid, super::artifact_id(id)?, work_item)))
+        .collect()
+}
+
+/// Disposes of record `evidence_id`: its signed envelope is deleted and the row stays as a
+/// tombstone naming its `records.disposed` Event (`sequence`); its verdict columns stay, so a
+/// WorkItem's criteria still weigh it. `false` when it was disposed of already.
+pub(crate) fn dispose_record(
+    conn: &Connection,
+    evidence_id: &ArtifactId,
+    sequence: u64,
+) -> Result<bool, Error> {
+    let changed = conn.run(
+        "UPDATE evidence SET envelope = '', records_disposed = ?2
+         WHERE evidence_id = ?1 AND records_disposed IS NULL",
+        params![&evidence_id.0[..], sequence],
+    )?;
+    Ok(changed == 1)
+}
+
+/// fsck's rows naming an Event: each disposed record's `records.disposed`.
+pub(crate) const DISPOSED_EVENTS: &str = "SELECT group_id, records_disposed AS sequence FROM evidence WHERE records_disposed IS NOT NULL";

@@ -35,3 +35,16 @@ pub(crate) fn cites_column(column: &str) -> String {
 pub(crate) fn cited_in(evidence_sql: &str) -> String {
     format!("SELECT DISTINCT blake3 FROM evidence_artifacts WHERE evidence_id IN ({evidence_sql})")
 }
+
+/// The artifacts Evidence `evidence_id` cites.
+pub(crate) fn cited_by_record(
+    conn: &Connection,
+    evidence_id: &ArtifactId,
+) -> Result<Vec<ArtifactId>, Error> {
+    let rows = conn.rows(
+        "SELECT blake3 FROM evidence_artifacts WHERE evidence_id = ?1",
+        [&evidence_id.0[..]],
+        |row| row.get::<_, Vec<u8>>(0),
+    )?;
+    rows.into_iter().map(super::artifact_id).collect()
+}

@@ -291,15 +291,24 @@ pub(crate) fn missions_of_work_item(
     Ok(missions)
 }
 
-/// A manifest as fsck re-checks it: (manifest id, artifact, envelope, producer).
-pub(crate) type FsckRow = (Vec<u8>, Vec<u8>, String, String);
+/// A manifest as fsck re-checks it: (manifest id, artifact, envelope, producer, the sequence
+/// of its `records.disposed` Event when its record went by policy).
+pub(crate) type FsckRow = (Vec<u8>, Vec<u8>, String, String, Option<u64>);
 
 /// Every manifest as fsck re-checks it.
 pub(crate) fn all_for_fsck(conn: &Connection) -> Result<Vec<FsckRow>, Error> {
     let rows = conn.rows(
-        "SELECT manifest_id, blake3, envelope, producer FROM manifests",
+        "SELECT manifest_id, blake3, envelope, producer, records_disposed FROM manifests",
         [],
-        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            ))
+        },
     )?;
     Ok(rows)
 }
@@ -636,3 +645,80 @@ const ADMIN: &str = "SELECT b.blake3, b.sha256, b.size, b.quarantined_at,
 /// Group holds.
 const BY_SHA256: &str =
     "SELECT coalesce((SELECT blake3 FROM blobs WHERE sha256 = ?1), zeroblob(32))";
+
+/// One manifest of a Mission whose record is still kept, as records disposal weighs it.
+pub(crate) struct KeptRecord {
+    pub rowid: u64,
+    pub manifest_id: ArtifactId,
+    pub artifact: ArtifactId,
+    pub work_item_id: String,
+    pub classification: weft_api::manifest::Classification,
+}
+
+/// Up to `limit` manifests of Mission `mission_id` after row `after` whose records are still
+/// kept, oldest first (issue #46, `artifacts/records.rs`).
+pub(crate) fn records_kept_of_mission(
+    conn: &Connection,
+    mission_id: &str,
+    after: u64,
+    limit: u64,
+) -> Result<Vec<KeptRecord>, Error> {
+    let rows = conn.rows(
+        "SELECT rowid, manifest_id, blake3, work_item_id, classification FROM manifests
+         WHERE mission_id = ?1 AND records_disposed IS NULL AND rowid > ?2
+         ORDER BY rowid LIMIT ?3",
+        params![mission_id, after, limit],
+        |row| {
+            Ok((
+                row.get::<_, u64>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, Vec<u8>>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, String>(4)?,
+            ))
+        },
+    )?;
+    rows.into_iter()
+        .map(|(rowid, manifest, blob, work_item_id, class)| {
+            Ok(KeptRecord {
+                rowid,
+                manifest_id: super::artifact_id(manifest)?,
+                artifact: super::artifact_id(blob)?,
+                work_item_id,
+                classification: super::parse_name(&class)?,
+            })
+        })
+        .collect()
+}
+
+/// Disposes of manifest `manifest_id`'s record: its signed envelope is deleted and the row
+/// stays as a tombstone naming its `records.disposed` Event (`sequence`). `false` when it
+/// was disposed of already.
+pub(crate) fn dispose_record(
+    conn: &Connection,
+    manifest_id: &ArtifactId,
+    sequence: u64,
+) -> Result<bool, Error> {
+    let changed = conn.run(
+        "UPDATE manifests SET envelope = '', records_disposed = ?2
+         WHERE manifest_id = ?1 AND records_disposed IS NULL",
+        params![&manifest_id.0[..], sequence],
+    )?;
+    Ok(changed == 1)
+}
+
+/// The sequence of the `records.disposed` Event of manifest `manifest_id` (`None`: its record
+/// is kept, or there is no such manifest).
+pub(crate) fn record_disposed(conn: &Connection, manifest_id: &[u8]) -> Result<Option<u64>, Error> {
+    Ok(conn
+        .row(
+            "SELECT records_disposed FROM manifests WHERE manifest_id = ?1",
+            [manifest_id],
+            |row| row.get::<_, Option<u64>>(0),
+        )
+        .optional()?
+        .flatten())
+}
+
+/// fsck's rows naming an Event: each disposed record's `records.disposed`.
+pub(crate) const DISPOSED_EVENTS: &str = "SELECT group_id, records_disposed AS sequence FROM manifests WHERE records_disposed IS NOT NULL";

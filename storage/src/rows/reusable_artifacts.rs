@@ -129,6 +129,19 @@ pub(crate) fn of_group(conn: &Connection, group_id: &str) -> Result<Vec<Artifact
 /// fsck's rows naming an Event: each reuse record's `artifact.reuse_published`.
 pub(crate) const PUBLISHED_EVENTS: &str = "SELECT group_id, sequence FROM reusable_artifacts";
 
+/// Whether Evidence `evidence_id` is the signed approval of reusable knowledge in any Group
+/// (its record is then kept: the reuse record cites it).
+pub(crate) fn approves(conn: &Connection, evidence_id: &ArtifactId) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM reusable_artifacts WHERE evidence_id = ?1 LIMIT 1",
+            [&evidence_id.0[..]],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
 /// Whether `blake3` is reusable knowledge in any Group (kept for every Mission to cite).
 pub(crate) fn anywhere(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
     Ok(conn

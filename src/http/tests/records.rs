@@ -1,0 +1,224 @@
+//! Issue #46: a Mission's records (the signed envelopes of its manifests and Evidence) go
+//! after `keepRecords`, counted from the Mission's end plus the clock margin, later than its
+//! bytes. One `records.disposed` Event names them; reads answer 410 `disposed` naming it; the
+//! rows stay as tombstones (lineage, criteria, the log and fsck are whole); holds keep them.
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::harness::*;
+use super::lifecycle::{end_mission, gc, set_retention};
+use super::work_setup::{evidence_payload, signed_evidence};
+
+/// A report's records entries.
+fn records(report: &Value) -> &Vec<Value> {
+    report["records"].as_array().expect("records")
+}
+
+/// `worker` publishes an artifact in mission-1 and the coordinator records Evidence citing
+/// it: (artifact, Evidence id).
+async fn a_record_of_each(h: &Harness, worker: &Agent) -> (weft_api::ArtifactId, String) {
+    let artifact = h
+        .put(worker, "g1", b"the report a reviewer reads", &[])
+        .await;
+    let coordinator = h.harness_coordinator("g1").await;
+    let cited = artifact.to_string();
+    let payload = evidence_payload(
+        &coordinator,
+        "g1",
+        "mission-1",
+        "work-1",
+        "human",
+        &[&cited],
+    );
+    let recorded = h
+        .send(request(
+            Method::POST,
+            "/v1/evidence",
+            Some(&coordinator.token),
+            signed_evidence(&coordinator, &payload),
+        ))
+        .await;
+    assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
+    let id = recorded.json()["evidenceId"]
+        .as_str()
+        .expect("evidenceId")
+        .to_owned();
+    (artifact, id)
+}
+
+backends!(
+    /// Bytes go after `keepBytes`, records only after `keepRecords`: before that the manifest
+    /// and the Evidence read whole. Then a dry run names them and changes nothing, and a
+    /// collection appends one `records.disposed` Event naming both. The artifact view and
+    /// the Evidence answer 410 `disposed` with its sequence, the Evidence list leaves it out,
+    /// the WorkItem's criteria still weigh its verdict, fsck is clean before and after
+    /// compaction, and a second collection has nothing left to do.
+    async fn keep_records_disposes_of_signed_records_after_the_bytes(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let auditor = h.agent("aud", "g1", &["auditor"]).await;
+        let (artifact, evidence_id) = a_record_of_each(&h, &worker).await;
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "2d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock
+            .advance(chrono::Duration::days(1) + chrono::Duration::minutes(6));
+        let report = gc(&h, false).await;
+        assert_eq!(report["blobs"], 1, "{kind:?}: the bytes go first: {report}");
+        assert!(records(&report).is_empty(), "{kind:?}: {report}");
+        // Inside the records' clock margin: nothing yet.
+        h.clock
+            .advance(chrono::Duration::days(1) - chrono::Duration::minutes(2));
+        let auditor = Agent {
+            token: h.session(&auditor.key, "aud", "g1").await,
+            ..auditor
+        };
+        assert!(records(&gc(&h, false).await).is_empty(), "{kind:?}");
+        let view = h
+            .get_json(&auditor, &format!("/v1/artifacts/{artifact}"))
+            .await;
+        assert_eq!(
+            view["manifests"].as_array().map(Vec::len),
+            Some(1),
+            "{view}"
+        );
+        h.clock.advance(chrono::Duration::minutes(2));
+        let auditor = Agent {
+            token: h.session(&auditor.key, "aud", "g1").await,
+            ..auditor
+        };
+        let before = h.fingerprint().await;
+        let dry = gc(&h, true).await;
+        assert_eq!(records(&dry).len(), 1, "{kind:?}: {dry}");
+        assert_eq!(records(&dry)[0]["manifests"], 1, "{dry}");
+        assert_eq!(records(&dry)[0]["evidence"], 1, "{dry}");
+        assert_unchanged(&before, &h.fingerprint().await, "a dry run");
+        let report = gc(&h, false).await;
+        let entry = &records(&report)[0];
+        assert_eq!(entry["missionId"], "mission-1", "{kind:?}: {report}");
+        assert!(
+            entry["policy"]
+                .as_str()
+                .is_some_and(|p| p.contains("group g1 keep-bytes 1d keep-records 2d")),
+            "{report}"
+        );
+        let events = h.events_of(&auditor, "records.disposed").await;
+        assert_eq!(events.len(), 1, "{kind:?}");
+        let event = &events[0];
+        assert_eq!(entry["sequence"], event["sequence"], "{report}");
+        assert_eq!(
+            event["payload"]["manifests"][0]["artifact"],
+            artifact.to_string()
+        );
+        assert_eq!(event["payload"]["evidence"], json!([evidence_id]));
+        // Reads answer 410, naming the Event.
+        for uri in [
+            format!("/v1/artifacts/{artifact}"),
+            format!("/v1/evidence/{evidence_id}"),
+        ] {
+            let answer = h
+                .call(Method::GET, &uri, Some(&auditor.token), Body::empty())
+                .await;
+            assert_eq!(
+                answer.status,
+                StatusCode::GONE,
+                "{kind:?} {uri}: {answer:?}"
+            );
+            assert_eq!(answer.code(), "disposed");
+            assert_eq!(answer.json()["sequence"], event["sequence"], "{answer:?}");
+        }
+        let listed = h.get_json(&auditor, "/v1/evidence?workItemId=work-1").await;
+        assert_eq!(listed["items"], json!([]), "{kind:?}: {listed}");
+        // The verdict's columns stay: the WorkItem's criteria still weigh it.
+        let criteria = h.get_json(&auditor, "/v1/workitems/work-1/criteria").await;
+        assert!(
+            criteria.to_string().contains(&evidence_id),
+            "{kind:?}: {criteria}"
+        );
+        let fsck = h.store.fsck().await.expect("fsck");
+        assert!(fsck.problems.is_empty(), "{kind:?}: {:?}", fsck.problems);
+        assert!(records(&gc(&h, false).await).is_empty(), "{kind:?}");
+        h.store
+            .compaction()
+            .compact(weft_storage::Retention::events(1))
+            .await
+            .expect("compaction");
+        let fsck = h.store.fsck().await.expect("fsck");
+        assert!(fsck.problems.is_empty(), "{kind:?}: {:?}", fsck.problems);
+    }
+);
+
+backends!(
+    /// A hold on the Mission keeps its records past `keepRecords` (counted as kept, no
+    /// Event), and a policy of records alone that would let them go now is refused (`held`);
+    /// once lifted, the next collection disposes of them. A policy with no `keepRecords`
+    /// keeps records forever.
+    async fn a_hold_keeps_records_past_their_policy(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let auditor = h.agent("aud", "g1", &["auditor"]).await;
+        let (artifact, _) = a_record_of_each(&h, &worker).await;
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(chrono::Duration::days(30));
+        let report = gc(&h, false).await;
+        assert!(records(&report).is_empty(), "{kind:?}: forever: {report}");
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        let placed = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/holds",
+                json!({"missionId": "mission-1", "reason": "audit 7"}),
+            )
+            .await;
+        assert_eq!(placed.status, StatusCode::CREATED, "{kind:?}: {placed:?}");
+        let hold_id = placed.json()["holdId"].as_str().expect("id").to_owned();
+        // A policy of records alone that would let the held records go now: refused, naming
+        // the hold, nothing changed.
+        let before = h.fingerprint().await;
+        let refused = set_retention(&h, "g1", json!({"keepRecords": "1d"})).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::CONFLICT,
+            "{kind:?}: {refused:?}"
+        );
+        assert_eq!(refused.code(), "held");
+        assert!(
+            refused.json()["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(&hold_id))
+        );
+        assert_unchanged(&before, &h.fingerprint().await, "a refused policy");
+        let report = gc(&h, false).await;
+        assert!(records(&report).is_empty(), "{kind:?}: held: {report}");
+        assert_eq!(report["recordsKept"], 2, "{kind:?}: {report}");
+        let lifted = h
+            .call(
+                Method::DELETE,
+                &format!("/v1/admin/holds/{hold_id}"),
+                Some(ADMIN),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(lifted.status, StatusCode::OK, "{kind:?}: {lifted:?}");
+        let report = gc(&h, false).await;
+        assert_eq!(records(&report).len(), 1, "{kind:?}: {report}");
+        let auditor = Agent {
+            token: h.session(&auditor.key, "aud", "g1").await,
+            ..auditor
+        };
+        let answer = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{artifact}"),
+                Some(&auditor.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::GONE, "{kind:?}: {answer:?}");
+    }
+);

@@ -1,0 +1,166 @@
+//! What collection weighs (issue #46), for bytes (`collection.rs`) and records
+//! (`records.rs`) alike: the retention policies in force, and what the holds in force keep.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use weft_api::lifecycle::{HoldTarget, Retention, format_duration};
+use weft_api::manifest::Classification;
+use weft_api::{ArtifactId, Id};
+
+use crate::error::Error;
+use crate::rows;
+use crate::sql::Connection;
+
+/// The policies in force: the Groups', their Missions' and their classifications'.
+#[derive(Default)]
+pub(super) struct Policies {
+    of_group: BTreeMap<Id, Retention>,
+    of_mission: BTreeMap<Id, Retention>,
+    /// By Group and classification (its wire name).
+    of_class: BTreeMap<(Id, &'static str), Retention>,
+}
+
+impl Policies {
+    pub(super) fn load(conn: &Connection) -> Result<Self, Error> {
+        let mut policies = Self::default();
+        for row in rows::retention_policies::all(conn)? {
+            match (row.mission_id, row.classification) {
+                (Some(mission), _) => policies.of_mission.insert(mission, row.retention),
+                (None, Some(class)) => policies
+                    .of_class
+                    .insert((row.group_id, class.as_str()), row.retention),
+                (None, None) => policies.of_group.insert(row.group_id, row.retention),
+            };
+        }
+        Ok(policies)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.of_group.is_empty() && self.of_mission.is_empty() && self.of_class.is_empty()
+    }
+
+    /// Every policy that may govern some artifact of a Mission: its own, else its
+    /// classifications' and its Group's (what `candidates` asks: could any be due?).
+    pub(super) fn any_of(&self, group: &Id, mission: &Id) -> Vec<Retention> {
+        if let Some(retention) = self.of_mission.get(mission) {
+            return vec![*retention];
+        }
+        self.of_class
+            .iter()
+            .filter(|((of, _), _)| of == group)
+            .map(|(_, retention)| *retention)
+            .chain(self.of_group.get(group).copied())
+            .collect()
+    }
+
+    /// The policy an artifact of a Mission (of a classification, for a manifest) follows, and
+    /// how to name it: the Mission's, else its classification's, else its Group's.
+    pub(super) fn of(
+        &self,
+        group: &Id,
+        mission: &Id,
+        class: Option<Classification>,
+    ) -> Option<(Retention, String)> {
+        let describe = |what: String, retention: &Retention| {
+            let mut text = what;
+            if let Some(bytes) = retention.keep_bytes_seconds {
+                text.push_str(&format!(" keep-bytes {}", format_duration(bytes)));
+            }
+            if let Some(records) = retention.keep_records_seconds {
+                text.push_str(&format!(" keep-records {}", format_duration(records)));
+            }
+            text
+        };
+        if let Some(retention) = self.of_mission.get(mission) {
+            return Some((
+                *retention,
+                describe(format!("mission {mission}"), retention),
+            ));
+        }
+        if let Some(class) = class
+            && let Some(retention) = self.of_class.get(&(group.clone(), class.as_str()))
+        {
+            return Some((
+                *retention,
+                describe(
+                    format!("{} artifacts of group {group}", class.as_str()),
+                    retention,
+                ),
+            ));
+        }
+        self.of_group
+            .get(group)
+            .map(|retention| (*retention, describe(format!("group {group}"), retention)))
+    }
+}
+
+/// The blobs the holds in force keep, recomputed when the holds change: each hold's seeds
+/// (its artifact; what its WorkItem or Mission published or its Evidence cites) and every
+/// ancestor of them through `derivedFrom`.
+#[derive(Default)]
+pub(super) struct HeldCache {
+    holds: Vec<Id>,
+    blobs: BTreeSet<ArtifactId>,
+    /// The WorkItems and Missions holds name (their records are kept, `records.rs`).
+    work_items: BTreeSet<Id>,
+    missions: BTreeSet<Id>,
+}
+
+impl HeldCache {
+    /// Whether a hold in force names WorkItem `work_item` or Mission `mission` (as of the
+    /// last [`HeldCache::refresh`]).
+    pub(super) fn holds_work(&self, mission: &Id, work_item: &str) -> bool {
+        self.missions.contains(mission) || self.work_items.iter().any(|w| w.as_str() == work_item)
+    }
+
+    /// Whether a hold in force reaches blob `blob` (as of the last [`HeldCache::refresh`]).
+    pub(super) fn holds_blob(&self, blob: &ArtifactId) -> bool {
+        self.blobs.contains(blob)
+    }
+
+    pub(super) fn refresh(&mut self, conn: &Connection) -> Result<&BTreeSet<ArtifactId>, Error> {
+        let holds = rows::holds::in_force(conn)?;
+        let ids: Vec<Id> = holds.iter().map(|hold| hold.hold_id.clone()).collect();
+        if ids == self.holds && !ids.is_empty() {
+            return Ok(&self.blobs);
+        }
+        let mut seeds = Vec::new();
+        let (mut work_items, mut missions) = (BTreeSet::new(), BTreeSet::new());
+        for hold in &holds {
+            match &hold.target {
+                HoldTarget::Artifact(artifact) => seeds.push(*artifact),
+                HoldTarget::WorkItemId(work_item) => {
+                    work_items.insert(work_item.clone());
+                    if let Some((_, mission)) = rows::work_items::place(conn, work_item.as_str())? {
+                        seeds.extend(rows::manifests::blobs_of(
+                            conn,
+                            &mission,
+                            Some(work_item.as_str()),
+                        )?);
+                        seeds.extend(rows::evidence::cited_by(
+                            conn,
+                            &mission,
+                            Some(work_item.as_str()),
+                        )?);
+                    }
+                }
+                HoldTarget::MissionId(mission) => {
+                    missions.insert(mission.clone());
+                    seeds.extend(rows::manifests::blobs_of(conn, mission.as_str(), None)?);
+                    seeds.extend(rows::evidence::cited_by(conn, mission.as_str(), None)?);
+                }
+            }
+        }
+        let mut blobs = BTreeSet::new();
+        while let Some(blob) = seeds.pop() {
+            if blobs.insert(blob) {
+                seeds.extend(rows::derivations::sources_of(conn, &blob)?);
+            }
+        }
+        self.holds = ids;
+        self.blobs = blobs;
+        self.work_items = work_items;
+        self.missions = missions;
+        Ok(&self.blobs)
+    }
+}

@@ -1,0 +1,4 @@
+-- Version 37 on PostgreSQL: records disposed of by policy (`schema.rs`, V37).
+ALTER TABLE manifests ADD COLUMN records_disposed BIGINT;  -- its records.disposed Event in group_id; NULL: kept
+ALTER TABLE evidence ADD COLUMN records_disposed BIGINT;   -- its records.disposed Event in group_id; NULL: kept
+CREATE INDEX evidence_mission ON evidence(mission_id);
