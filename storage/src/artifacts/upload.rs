@@ -365,9 +365,23 @@ impl Artifacts<'_> {
         // found then: it must still be there when this one is written.
         let hashed_only = inline.is_none() && read_before.is_none() && !promoted;
         self.0.faults.after_promotion().await;
-        // The uploader's Group's lane (`db/writer.rs`); the operator's in the first.
-        let lane = uploader_group.clone();
+        // The uploader's Group's lane (`db/writer.rs`); the operator's in the first. Bytes
+        // that repair a quarantined blob append `artifact.repaired` to every Group that
+        // published it: that job names no lane, so it runs before any Group job of its batch
+        // takes a lock, and it takes every Group's lock it needs at once, in Group order (the
+        // order every batch takes them), then ends its transaction (issue #43).
+        let repairs_file = read_before.is_some_and(|(quarantined, _)| quarantined) && promoted;
+        let lane = uploader_group.clone().filter(|_| !repairs_file);
         let job = move |txn: &crate::unit::Tx<'_>| {
+            if repairs_file {
+                let mut groups = crate::rows::manifests::groups_of(txn, &digests.blake3)?;
+                groups.extend(uploader_group.clone());
+                groups.sort();
+                groups.dedup();
+                for group in &groups {
+                    crate::rows::groups::lock(txn, group)?;
+                }
+            }
             // Bytes may have streamed for long: the caller must still be live now, or
             // nothing of them is recorded (LSE-7; an ended caller hears why, first), under
             // its Group's lock (PostgreSQL), so no fence commits between check and record.
