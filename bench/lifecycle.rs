@@ -11,6 +11,8 @@
 //! 2. With collection: `POST /v1/admin/gc` until it disposes of nothing more, while the Worker
 //!    keeps publishing the same way: blobs disposed of per second, and publications per second
 //!    during the collection as a ratio to the mean of phase 1's two windows (goal ≥ 0.8×).
+//!    With `WEFT_BENCH_GC_RECORDS=1` the policy keeps records two days too: the same run
+//!    also disposes of every manifest's record (`records.disposed`), counted.
 //! 3. Space: the bytes of blob files before and after against the large artifacts' bytes
 //!    (goal: all of them), and the inline copies deleted from the index against the small
 //!    artifacts' bytes (SQLite keeps the pages for its next writes; `VACUUM` would return them).
@@ -94,9 +96,10 @@ async fn publish_until(
     done.load(Ordering::Relaxed)
 }
 
-/// Runs `POST /v1/admin/gc` until a call disposes of nothing; answers (blobs, bytes).
-async fn collect_all(client: &reqwest::Client, url: &str, admin: &str) -> (u64, u64) {
-    let (mut blobs, mut bytes) = (0, 0);
+/// Runs `POST /v1/admin/gc` until a call disposes of nothing; answers (blobs, bytes,
+/// records).
+async fn collect_all(client: &reqwest::Client, url: &str, admin: &str) -> (u64, u64, u64) {
+    let (mut blobs, mut bytes, mut records) = (0, 0, 0);
     loop {
         let answer = client
             .post(format!("{url}/v1/admin/gc?limit=10000"))
@@ -109,8 +112,15 @@ async fn collect_all(client: &reqwest::Client, url: &str, admin: &str) -> (u64, 
         let round = report["blobs"].as_u64().expect("blobs");
         blobs += round;
         bytes += report["bytes"].as_u64().expect("bytes");
-        if round == 0 {
-            return (blobs, bytes);
+        let went: u64 = report["records"]
+            .as_array()
+            .expect("records")
+            .iter()
+            .map(|r| r["manifests"].as_u64().unwrap_or(0) + r["evidence"].as_u64().unwrap_or(0))
+            .sum();
+        records += went;
+        if round == 0 && went == 0 {
+            return (blobs, bytes, records);
         }
     }
 }
@@ -136,6 +146,9 @@ fn main() -> anyhow::Result<()> {
     let large_size = setting("WEFT_BENCH_GC_LARGE_BYTES", 1 << 20) as usize;
     let seconds = setting("WEFT_BENCH_PUBLISH_SECONDS", 10);
     let pause = setting("WEFT_BENCH_GC_PAUSE_RATIO", 8).to_string();
+    // With records: the policy keeps records two days too, so the collection also disposes
+    // of every manifest's signed envelope (issue #46, `artifacts/records.rs`).
+    let with_records = setting("WEFT_BENCH_GC_RECORDS", 0) == 1;
     let dir = tempfile::tempdir()?;
     let data = dir.path().join("data");
     let runtime = tokio::runtime::Runtime::new()?;
@@ -145,9 +158,15 @@ fn main() -> anyhow::Result<()> {
     let expired = runtime.block_on(async {
         let config = server::config::Config::with_data_dir(data.clone());
         let store = weft_storage::Store::open(config.storage_options()).await?;
-        let expired =
-            weft_storage::bench_support::load_expired(&store, n_small, 200, n_large, large_size)
-                .await?;
+        let expired = weft_storage::bench_support::load_expired(
+            &store,
+            n_small,
+            200,
+            n_large,
+            large_size,
+            with_records.then_some(2 * 86_400),
+        )
+        .await?;
         drop(store);
         anyhow::Ok(expired)
     })?;
@@ -228,6 +247,12 @@ fn main() -> anyhow::Result<()> {
         took.as_secs_f64(),
         collected.0 as f64 / took.as_secs_f64()
     );
+    if with_records {
+        println!(
+            "  records (manifests' signed envelopes, keepRecords 2d) disposed of: {} of {named}",
+            collected.2
+        );
+    }
     println!(
         "  publications: {before:.0}/s alone before, {after:.0}/s alone after, {during:.0}/s during collection: {:.2}× their mean (goal ≥ 0.8×)",
         during / alone

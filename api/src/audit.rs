@@ -141,6 +141,7 @@ pub fn about_artifact(event: &Event, artifact: &ArtifactId) -> bool {
         }
         Some(EventPayload::RecordsDisposed(p)) => {
             p.manifests.iter().any(|d| d.artifact == *artifact)
+                || p.evidence.iter().any(|e| e.artifacts.contains(artifact))
         }
         _ => false,
     }
@@ -189,7 +190,8 @@ pub fn records_disposed(bundle: &Bundle) -> Vec<(ArtifactId, String, u64)> {
     let mut found = Vec::new();
     for entry in &bundle.events {
         if let Ok(Some(EventPayload::RecordsDisposed(p))) = EventPayload::of(&entry.event) {
-            let ids = p.manifests.iter().map(|m| m.manifest_id).chain(p.evidence);
+            let ids = (p.manifests.iter().map(|m| m.manifest_id))
+                .chain(p.evidence.iter().map(|e| e.evidence_id));
             for id in ids {
                 found.push((id, p.policy.clone(), entry.event.sequence));
             }

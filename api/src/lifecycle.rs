@@ -259,12 +259,21 @@ pub struct DisposedArtifact {
 pub struct RecordsDisposed {
     pub mission_id: Id,
     pub manifests: Vec<DisposedManifest>,
-    pub evidence: Vec<ArtifactId>,
+    pub evidence: Vec<DisposedEvidence>,
     /// The policy that let them go: `group G` or `mission M`, with its durations.
     pub policy: String,
     /// Why, in words: when the Mission ended and when its policy let the records go.
     pub reason: String,
     pub disposed_at: String,
+}
+
+/// One Evidence record of a `records.disposed` Event, and the artifacts it cited (an
+/// artifact's audit bundle holds the Event that says why its Evidence is not there).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisposedEvidence {
+    pub evidence_id: ArtifactId,
+    pub artifacts: Vec<ArtifactId>,
 }
 
 /// One manifest of a `records.disposed` Event, and the artifact it described.

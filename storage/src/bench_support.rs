@@ -368,6 +368,7 @@ pub async fn load_expired(
     small_size: usize,
     n_large: u64,
     large_size: usize,
+    keep_records_seconds: Option<u64>,
 ) -> Result<Expired, Error> {
     use weft_api::lifecycle::Retention;
     use weft_api::work::machine::MissionState;
@@ -405,7 +406,7 @@ pub async fn load_expired(
                     classification: None,
                     retention: Retention {
                         keep_bytes_seconds: Some(86_400),
-                        keep_records_seconds: None,
+                        keep_records_seconds,
                     },
                     sequence: 1,
                 },

@@ -96,13 +96,17 @@ fn a_records_disposition_is_in_scope_and_names_its_records() {
         ArtifactId([6; 32]),
         ArtifactId([7; 32]),
     );
+    let cited = ArtifactId([8; 32]);
     let payload = EventPayload::RecordsDisposed(crate::lifecycle::RecordsDisposed {
         mission_id: crate::Id::parse("missionId", "m1").expect("id"),
         manifests: vec![crate::lifecycle::DisposedManifest {
             manifest_id: manifest,
             artifact,
         }],
-        evidence: vec![evidence],
+        evidence: vec![crate::lifecycle::DisposedEvidence {
+            evidence_id: evidence,
+            artifacts: vec![cited],
+        }],
         policy: "group g1 keep-bytes 1d keep-records 2d".into(),
         reason: "Mission m1 ended".into(),
         disposed_at: "2026-01-03T00:05:00Z".into(),
@@ -126,6 +130,10 @@ fn a_records_disposition_is_in_scope_and_names_its_records() {
     assert!(in_scope(&event, &scope(None, None)));
     assert!(in_scope(&event, &scope(Some("wi1"), None)));
     assert!(in_scope(&event, &scope(None, Some(artifact))));
+    assert!(
+        in_scope(&event, &scope(None, Some(cited))),
+        "what the Evidence cited"
+    );
     assert!(!in_scope(&event, &scope(None, Some(evidence))));
     assert!(!in_scope(
         &event,

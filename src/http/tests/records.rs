@@ -112,7 +112,10 @@ backends!(
             event["payload"]["manifests"][0]["artifact"],
             artifact.to_string()
         );
-        assert_eq!(event["payload"]["evidence"], json!([evidence_id]));
+        assert_eq!(
+            event["payload"]["evidence"],
+            json!([{"evidenceId": evidence_id, "artifacts": [artifact.to_string()]}])
+        );
         // Reads answer 410, naming the Event.
         for uri in [
             format!("/v1/artifacts/{artifact}"),
@@ -220,5 +223,76 @@ backends!(
             )
             .await;
         assert_eq!(answer.status, StatusCode::GONE, "{kind:?}: {answer:?}");
+    }
+);
+
+backends!(
+    /// Reusable knowledge keeps its records: the manifest its readers read and the signed
+    /// approval its reuse record cites stay whole past `keepRecords` (counted as kept), and
+    /// the artifact still reads.
+    async fn reusable_knowledge_keeps_its_manifest_and_approval(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let auditor = h.agent("aud", "g1", &["auditor"]).await;
+        let approver = h.agent("approver", "g1", &["approver"]).await;
+        let artifact = h.put(&worker, "g1", b"knowledge worth keeping", &[]).await;
+        let approval = json!({
+            "subject": {"kind": "artifact", "id": artifact.to_string()},
+            "missionId": "mission-1", "groupId": "g1", "workItemId": "work-1", "criterion": "reuse",
+            "method": {"kind": "human", "name": "knowledge review", "version": "1"},
+            "result": {"outcome": "pass", "summary": "fit for reuse", "metrics": {}},
+            "producer": {"agentId": approver.id, "agentCardVersion": "1"},
+            "timestamp": "2026-11-30T12:05:00Z", "artifacts": [artifact.to_string()],
+        });
+        let recorded = h
+            .send(request(
+                Method::POST,
+                "/v1/evidence",
+                Some(&approver.token),
+                signed_evidence(&approver, &approval),
+            ))
+            .await;
+        assert_eq!(
+            recorded.status,
+            StatusCode::CREATED,
+            "{kind:?}: {recorded:?}"
+        );
+        let approval_id = recorded.json()["evidenceId"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let reused = h
+            .send(json_request(
+                Method::POST,
+                &format!("/v1/artifacts/{artifact}/reuse"),
+                &approver.token,
+                json!({"classification": "internal", "approval": approval_id}),
+                &[],
+            ))
+            .await;
+        assert_eq!(reused.status, StatusCode::CREATED, "{kind:?}: {reused:?}");
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(chrono::Duration::days(3));
+        let report = gc(&h, false).await;
+        assert!(records(&report).is_empty(), "{kind:?}: {report}");
+        assert_eq!(report["recordsKept"], 2, "{kind:?}: {report}");
+        let auditor = Agent {
+            token: h.session(&auditor.key, "aud", "g1").await,
+            ..auditor
+        };
+        let view = h
+            .get_json(&auditor, &format!("/v1/artifacts/{artifact}"))
+            .await;
+        assert_eq!(
+            view["manifests"].as_array().map(Vec::len),
+            Some(1),
+            "{view}"
+        );
+        let approval = h
+            .get_json(&auditor, &format!("/v1/evidence/{approval_id}"))
+            .await;
+        assert_eq!(approval["evidenceId"], approval_id.as_str(), "{approval}");
     }
 );

@@ -102,7 +102,8 @@ pub(super) struct HeldCache {
     holds: Vec<Id>,
     blobs: BTreeSet<ArtifactId>,
     /// The WorkItems and Missions holds name (their records are kept, `records.rs`).
-    work_items: BTreeSet<Id>,
+    /// (Mission, WorkItem): a WorkItem id is unique only within its Mission.
+    work_items: BTreeSet<(String, String)>,
     missions: BTreeSet<Id>,
 }
 
@@ -110,7 +111,10 @@ impl HeldCache {
     /// Whether a hold in force names WorkItem `work_item` or Mission `mission` (as of the
     /// last [`HeldCache::refresh`]).
     pub(super) fn holds_work(&self, mission: &Id, work_item: &str) -> bool {
-        self.missions.contains(mission) || self.work_items.iter().any(|w| w.as_str() == work_item)
+        self.missions.contains(mission)
+            || self
+                .work_items
+                .contains(&(mission.to_string(), work_item.to_owned()))
     }
 
     /// Whether a hold in force reaches blob `blob` (as of the last [`HeldCache::refresh`]).
@@ -130,8 +134,8 @@ impl HeldCache {
             match &hold.target {
                 HoldTarget::Artifact(artifact) => seeds.push(*artifact),
                 HoldTarget::WorkItemId(work_item) => {
-                    work_items.insert(work_item.clone());
                     if let Some((_, mission)) = rows::work_items::place(conn, work_item.as_str())? {
+                        work_items.insert((mission.clone(), work_item.to_string()));
                         seeds.extend(rows::manifests::blobs_of(
                             conn,
                             &mission,

@@ -51,16 +51,21 @@ impl Artifacts<'_> {
                 // Oldest first, as the view has always listed them.
                 for visible in visible.into_iter().rev() {
                     let envelope = visible.envelope.unwrap_or_default();
-                    // A tombstone (issue #46): its record went by policy.
+                    // A tombstone (issue #46): its record went by policy. Named only to a
+                    // reader who may be sent its `records.disposed` Event (its Group's
+                    // member who sees its Mission): a forwarded or reusable artifact's
+                    // tombstone of another Group or Mission is left out, its Event unnamed.
                     if envelope.is_empty()
-                        && let Some(disposed) =
+                        && let Some((group, mission, disposed)) =
                             crate::rows::manifests::record_disposed(conn, &visible.manifest_id)?
                     {
-                        disposed_manifests.push(DisposedRecord {
-                            id: ArtifactId(to32(visible.manifest_id)?),
-                            sequence: visible.sequence,
-                            disposed_sequence: disposed,
-                        });
+                        if reader.sees_mission(&group, &mission) {
+                            disposed_manifests.push(DisposedRecord {
+                                id: ArtifactId(to32(visible.manifest_id)?),
+                                sequence: visible.sequence,
+                                disposed_sequence: disposed,
+                            });
+                        }
                         continue;
                     }
                     let envelope: Envelope =

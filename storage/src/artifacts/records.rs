@@ -10,21 +10,25 @@
 //!
 //! What keeps a record past its policy:
 //! - a hold in force on its Mission or WorkItem; for a manifest, a hold reaching its artifact
-//!   (holds reach up the lineage, `collection.rs`); for Evidence, one reaching an artifact it
+//!   (holds reach up the lineage, `keeping.rs`); for Evidence, one reaching an artifact it
 //!   cites;
-//! - reusable knowledge whose signed approval it is.
+//! - for a manifest, its artifact being reusable knowledge (its readers keep reading it); for
+//!   Evidence, being the signed approval of reusable knowledge.
 //!
-//! Each batch runs in one transaction in the Mission's Group's lane, under the Group's lock:
-//! it reads the policies and holds in force, decides, appends one `records.disposed` Event
-//! and marks the rows with its sequence. A hold placed (under the same lock) either committed
-//! first, and keeps them, or comes after and finds them disposed of. A crash leaves the batch
-//! whole or absent. The batches walk each Mission's rows by rowid, so records kept by a hold
-//! never stall the rest.
+//! Each batch runs in one transaction: it takes the disposal lock exclusively (PostgreSQL;
+//! holds take it shared before they are placed, wherever their Group, `lifespan/holds.rs`)
+//! and the Mission's Group's lock (reusable knowledge takes it before citing an approval),
+//! then reads the policies and every hold in force afresh, decides, appends one
+//! `records.disposed` Event and marks the rows with its sequence. A hold either committed
+//! first, and keeps them, or comes after and finds them disposed of. The job names no lane,
+//! so it runs before any Group job of its writer's batch takes a lock, and waits for a lock
+//! only briefly (a busy index: the next round). A crash leaves the batch whole or absent.
+//! The batches walk each Mission's rows by rowid, so kept records never stall the rest.
 
 use chrono::{DateTime, Utc};
 use weft_api::lifecycle::views::{CollectionReport, RecordsDisposalView};
-use weft_api::lifecycle::{DisposedManifest, RecordsDisposed, records_due};
-use weft_api::{ArtifactId, EventPayload, Id};
+use weft_api::lifecycle::{DisposedEvidence, DisposedManifest, RecordsDisposed, records_due};
+use weft_api::{EventPayload, Id};
 
 use super::keeping::{HeldCache, Policies};
 use crate::artifacts::handle::Artifacts;
@@ -47,7 +51,7 @@ struct Cursor {
 /// What one batch decided.
 struct Decided {
     manifests: Vec<DisposedManifest>,
-    evidence: Vec<ArtifactId>,
+    evidence: Vec<DisposedEvidence>,
     /// Past the policy, but held or approving reusable knowledge.
     kept: u64,
     policies: std::collections::BTreeSet<String>,
@@ -69,17 +73,24 @@ impl Artifacts<'_> {
     ) -> Result<(), Error> {
         let now = self.0.clock.now();
         let missions = self.0.db.read(move |conn| due_missions(conn, now)).await?;
-        let mut held = HeldCache::default();
-        for (mission, group) in missions {
+        'missions: for (mission, group) in missions {
             let mut cursor = Cursor::default();
             loop {
                 if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
-                    return Ok(());
+                    break 'missions;
                 }
-                let (decided, cache, sequence) = self
-                    .records_batch(&group, &mission, cursor, report.dry_run, held)
-                    .await?;
-                held = cache;
+                let (decided, sequence) = match self
+                    .records_batch(&group, &mission, cursor, report.dry_run)
+                    .await
+                {
+                    Ok(batch) => batch,
+                    // Another server's writers held a lock past the brief wait: next round.
+                    Err(error) if error.code() == weft_api::ErrorCode::StorageUnavailable => {
+                        tracing::debug!(%error, "records collection waits for its next round");
+                        break 'missions;
+                    }
+                    Err(error) => return Err(error),
+                };
                 report.records_kept += decided.kept;
                 if !decided.manifests.is_empty() || !decided.evidence.is_empty() {
                     report.records.push(RecordsDisposalView {
@@ -113,7 +124,7 @@ impl Artifacts<'_> {
     }
 
     /// One batch of one Mission: decided and (unless `dry_run`) disposed of in one
-    /// transaction in its Group's lane. Answers what it decided, the hold cache, and the
+    /// transaction (see the module docs for its locks). Answers what it decided and the
     /// `records.disposed` Event's sequence when it appended one.
     async fn records_batch(
         &self,
@@ -121,30 +132,26 @@ impl Artifacts<'_> {
         mission: &Id,
         cursor: Cursor,
         dry_run: bool,
-        mut held: HeldCache,
-    ) -> Result<(Decided, HeldCache, Option<u64>), Error> {
+    ) -> Result<(Decided, Option<u64>), Error> {
         let now = self.0.clock.now();
         let (group, mission) = (group.clone(), mission.clone());
         if dry_run {
             return self
                 .0
                 .db
-                .read(move |conn| {
-                    let decided = decide(conn, &group, &mission, cursor, now, &mut held)?;
-                    Ok((decided, held, None))
-                })
+                .read(move |conn| Ok((decide(conn, &group, &mission, cursor, now)?, None)))
                 .await;
         }
-        let lane = group.to_string();
         self.0
             .db
-            .write_in(&lane, move |txn| {
-                // Holds are placed under the Group's lock (`lifespan/holds.rs`): taken first,
-                // the holds read below are all there will be until this commits.
+            .write(move |txn| {
+                rows::blob_disposals::exclude(txn)?;
+                rows::blob_disposals::wait_briefly(txn, true)?;
                 rows::groups::lock(txn, group.as_str())?;
-                let decided = decide(txn, &group, &mission, cursor, now, &mut held)?;
+                let decided = decide(txn, &group, &mission, cursor, now)?;
+                rows::blob_disposals::wait_briefly(txn, false)?;
                 if decided.manifests.is_empty() && decided.evidence.is_empty() {
-                    return Ok((decided, held, None));
+                    return Ok((decided, None));
                 }
                 let payload = EventPayload::RecordsDisposed(RecordsDisposed {
                     mission_id: mission.clone(),
@@ -159,9 +166,9 @@ impl Artifacts<'_> {
                     rows::manifests::dispose_record(txn, &manifest.manifest_id, sequence)?;
                 }
                 for evidence in &decided.evidence {
-                    rows::evidence::dispose_record(txn, evidence, sequence)?;
+                    rows::evidence::dispose_record(txn, &evidence.evidence_id, sequence)?;
                 }
-                Ok((decided, held, Some(sequence)))
+                Ok((decided, Some(sequence)))
             })
             .await
     }
@@ -195,16 +202,18 @@ fn due_missions(conn: &Connection, now: DateTime<Utc>) -> Result<Vec<(Id, Id)>, 
     Ok(found)
 }
 
-/// Decides on the next batch of Mission `mission`'s kept records after `cursor`.
+/// Decides on the next batch of Mission `mission`'s kept records after `cursor`, with the
+/// holds in force read now (a hold's reach grows with what its Mission publishes: never
+/// cached across transactions).
 fn decide(
     conn: &Connection,
     group: &Id,
     mission: &Id,
     cursor: Cursor,
     now: DateTime<Utc>,
-    held: &mut HeldCache,
 ) -> Result<Decided, Error> {
     let policies = Policies::load(conn)?;
+    let mut held = HeldCache::default();
     held.refresh(conn)?;
     let ended = rows::missions::ended_at(conn, mission.as_str())?;
     let mut reason = None;
@@ -235,7 +244,10 @@ fn decide(
         let Some(name) = past(Some(record.classification)) else {
             continue;
         };
-        if held.holds_work(mission, &record.work_item_id) || held.holds_blob(&record.artifact) {
+        if held.holds_work(mission, &record.work_item_id)
+            || held.holds_blob(&record.artifact)
+            || rows::reusable_artifacts::anywhere(conn, &record.artifact)?
+        {
             kept += 1;
             continue;
         }
@@ -254,9 +266,8 @@ fn decide(
         let Some(name) = past(None) else {
             continue;
         };
-        let cites_held = rows::evidence_artifacts::cited_by_record(conn, &evidence_id)?
-            .iter()
-            .any(|blob| held.holds_blob(blob));
+        let cited = rows::evidence_artifacts::cited_by_record(conn, &evidence_id)?;
+        let cites_held = cited.iter().any(|blob| held.holds_blob(blob));
         if held.holds_work(mission, &work_item)
             || cites_held
             || rows::reusable_artifacts::approves(conn, &evidence_id)?
@@ -265,7 +276,10 @@ fn decide(
             continue;
         }
         names.insert(name);
-        gone_evidence.push(evidence_id);
+        gone_evidence.push(DisposedEvidence {
+            evidence_id,
+            artifacts: cited,
+        });
     }
     Ok(Decided {
         manifests: gone_manifests,

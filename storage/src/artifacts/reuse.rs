@@ -41,6 +41,9 @@ impl Artifacts<'_> {
             .db
             .write(move |txn| {
                 let group = group_id.as_str();
+                // The Group's lock first (PostgreSQL): no records batch (`records.rs`) disposes
+                // of the approval between its check and this record citing it.
+                crate::rows::groups::lock(txn, group)?;
                 match membership(txn, group, agent_id.as_str())? {
                     Some((roles, _)) if roles.contains(&Role::Approver) => {}
                     _ => {

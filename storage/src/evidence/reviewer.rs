@@ -430,14 +430,18 @@ impl Handle<'_> {
                 let digest = Digest::Blake3(artifact);
                 let visible =
                     crate::rows::manifests::visible_manifests(conn, reader.seer(), &digest, true)?;
-                let Some(newest) = visible.into_iter().next() else {
+                if visible.is_empty() {
                     return Err(reject(
                         ErrorCode::NotFound,
                         format!("no artifact {digest} is visible to you"),
                     ));
-                };
-                // No envelope asked for, or its record went by policy (issue #46).
-                let Some(envelope) = newest.envelope.filter(|e| !e.is_empty()) else {
+                }
+                // The newest whose record is kept (a tombstone's went by policy, issue #46).
+                let Some(envelope) = visible
+                    .into_iter()
+                    .filter_map(|v| v.envelope)
+                    .find(|e| !e.is_empty())
+                else {
                     return Ok(None);
                 };
                 let envelope: weft_api::Envelope =

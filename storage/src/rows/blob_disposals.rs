@@ -104,6 +104,20 @@ pub(crate) fn wait_briefly(conn: &Connection, brief: bool) -> Result<(), Error> 
     Ok(())
 }
 
+/// Takes the exclusive lock for a job that deletes no files but must not commit between a
+/// fenced writer's check and its commit (a records batch, `artifacts/records.rs`: a hold
+/// takes the lock shared before it is placed), waiting at most a tenth of a second, like
+/// [`begin`] (a timeout fails the job as `storage_unavailable`: its next round).
+pub(crate) fn exclude(conn: &Connection) -> Result<(), Error> {
+    if conn.engine() != Engine::Postgres {
+        return Ok(());
+    }
+    conn.execute_batch("SET LOCAL lock_timeout = '100ms'")?;
+    conn.value::<i64, _>("SELECT 1 FROM pg_advisory_xact_lock(?1)", [LOCK])?;
+    conn.execute_batch("SET LOCAL lock_timeout = '10s'")?;
+    Ok(())
+}
+
 /// Begins a disposal in the writer's transaction: takes the exclusive lock, waiting at most a
 /// tenth of a second so that it never joins a deadlock with other servers' writers (a
 /// timeout fails the job as `storage_unavailable`: the sweep tries again on its next round),

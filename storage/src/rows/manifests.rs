@@ -691,8 +691,8 @@ pub(crate) fn records_kept_of_mission(
         .collect()
 }
 
-/// Disposes of manifest `manifest_id`'s record: its signed envelope is deleted and the row
-/// stays as a tombstone naming its `records.disposed` Event (`sequence`). `false` when it
+/// Disposes of manifest `manifest_id`'s record: its signed envelope (and the file name read
+/// from it) is deleted and the row stays as a tombstone naming its `records.disposed` Event (`sequence`). `false` when it
 /// was disposed of already.
 pub(crate) fn dispose_record(
     conn: &Connection,
@@ -700,24 +700,27 @@ pub(crate) fn dispose_record(
     sequence: u64,
 ) -> Result<bool, Error> {
     let changed = conn.run(
-        "UPDATE manifests SET envelope = '', records_disposed = ?2
+        "UPDATE manifests SET envelope = '', name = '', records_disposed = ?2
          WHERE manifest_id = ?1 AND records_disposed IS NULL",
         params![&manifest_id.0[..], sequence],
     )?;
     Ok(changed == 1)
 }
 
-/// The sequence of the `records.disposed` Event of manifest `manifest_id` (`None`: its record
-/// is kept, or there is no such manifest).
-pub(crate) fn record_disposed(conn: &Connection, manifest_id: &[u8]) -> Result<Option<u64>, Error> {
+/// Manifest `manifest_id`'s Group and Mission and the sequence of its `records.disposed`
+/// Event (`None`: its record is kept, or there is no such manifest).
+pub(crate) fn record_disposed(
+    conn: &Connection,
+    manifest_id: &[u8],
+) -> Result<Option<(String, String, u64)>, Error> {
     Ok(conn
         .row(
-            "SELECT records_disposed FROM manifests WHERE manifest_id = ?1",
+            "SELECT group_id, mission_id, records_disposed FROM manifests
+             WHERE manifest_id = ?1 AND records_disposed IS NOT NULL",
             [manifest_id],
-            |row| row.get::<_, Option<u64>>(0),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )
-        .optional()?
-        .flatten())
+        .optional()?)
 }
 
 /// fsck's rows naming an Event: each disposed record's `records.disposed`.

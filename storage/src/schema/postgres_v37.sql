@@ -2,3 +2,6 @@
 ALTER TABLE manifests ADD COLUMN records_disposed BIGINT;  -- its records.disposed Event in group_id; NULL: kept
 ALTER TABLE evidence ADD COLUMN records_disposed BIGINT;   -- its records.disposed Event in group_id; NULL: kept
 CREATE INDEX evidence_mission ON evidence(mission_id);
+CREATE INDEX manifests_records_kept ON manifests(mission_id, rowid) WHERE records_disposed IS NULL;
+CREATE INDEX evidence_records_kept ON evidence(mission_id, rowid) WHERE records_disposed IS NULL;
+CREATE INDEX reusable_artifacts_evidence ON reusable_artifacts(evidence_id);
