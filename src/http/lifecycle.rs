@@ -276,7 +276,7 @@ pub(crate) async fn group_holds(
 /// blobs and half the request timeout per call (call again while `blobs` is not 0), and trims Command and idempotent answers older than the answer horizon;
 /// `dryRun=true` changes nothing and lists what would go.
 #[utoipa::path(post, path = "/v1/admin/gc", params(("dryRun" = Option<bool>, Query), ("limit" = Option<u64>, Query)),
-    responses((status = 200, description = "{dryRun, disposed: [{artifact, size, groups, policy, reason}], kept, blobs, bytes, answersTrimmed}"),
+    responses((status = 200, description = "{dryRun, disposed: [{artifact, size, groups, policy, reason}], kept, blobs, bytes, answersTrimmed, rowsForgotten, records: [{groupId, missionId, manifests, evidence, policy, reason, sequence?}], recordsKept}"),
               (status = 400, description = "bad_request")))]
 pub(crate) async fn gc(
     State(state): State<AppState>,
