@@ -48,6 +48,9 @@ pub struct DisposedRecord {
     pub id: ArtifactId,
     pub sequence: u64,
     pub disposed_sequence: u64,
+    /// A manifest's classification, which its tombstone keeps (CTX-8 still weighs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classification: Option<crate::manifest::Classification>,
 }
 
 /// One manifest of an artifact, as stored.

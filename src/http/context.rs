@@ -277,18 +277,34 @@ pub(crate) async fn scheduling(
         .await?;
     let mut classification = Classification::Internal;
     for input in &item.contract.inputs {
-        // An input the caller cannot see adds nothing: it learns no more than it may.
-        let Ok(view) = state
+        // An input the caller cannot see adds nothing: it learns no more than it may. One
+        // whose every visible record a policy disposed of (issue #46) counts as restricted:
+        // never a lower classification than its signed manifests said.
+        let view = match state
             .store
             .artifacts()
             .artifact(Digest::Blake3(*input), &reader)
             .await
-        else {
-            continue;
+        {
+            Ok(view) => view,
+            Err(error) if error.code() == ErrorCode::Disposed => {
+                classification = Classification::Restricted;
+                continue;
+            }
+            Err(_) => continue,
         };
-        for record in &view.manifests {
-            if record.manifest.classification.rank() > classification.rank() {
-                classification = record.manifest.classification;
+        let tombstones = view
+            .disposed_manifests
+            .iter()
+            .filter_map(|d| d.classification);
+        for class in view
+            .manifests
+            .iter()
+            .map(|record| record.manifest.classification)
+            .chain(tombstones)
+        {
+            if class.rank() > classification.rank() {
+                classification = class;
             }
         }
     }

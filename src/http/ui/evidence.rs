@@ -157,6 +157,14 @@ async fn chain(state: &AppState, viewer: &Viewer, record: &EvidenceRecord) -> Ui
                 );
                 next = older_record.evidence.supersedes;
             }
+            Err(error) if error.code() == weft_api::ErrorCode::Disposed => {
+                let _ = write!(
+                    out,
+                    r#"<li class="supersedes">Supersedes <code>{}</code> (disposed of by a retention policy)</li>"#,
+                    escape(&short(&older.to_string(), 22))
+                );
+                break;
+            }
             Err(_) => {
                 let _ = write!(
                     out,

@@ -55,15 +55,16 @@ impl Artifacts<'_> {
                     // reader who may be sent its `records.disposed` Event (its Group's
                     // member who sees its Mission): a forwarded or reusable artifact's
                     // tombstone of another Group or Mission is left out, its Event unnamed.
-                    if envelope.is_empty()
-                        && let Some((group, mission, disposed)) =
+                    if envelope.is_empty() {
+                        if let Some(gone) =
                             crate::rows::manifests::record_disposed(conn, &visible.manifest_id)?
-                    {
-                        if reader.sees_mission(&group, &mission) {
+                            && reader.sees_mission(&gone.group_id, &gone.mission_id)
+                        {
                             disposed_manifests.push(DisposedRecord {
                                 id: ArtifactId(to32(visible.manifest_id)?),
                                 sequence: visible.sequence,
-                                disposed_sequence: disposed,
+                                disposed_sequence: gone.disposed,
+                                classification: Some(gone.classification),
                             });
                         }
                         continue;

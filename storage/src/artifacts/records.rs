@@ -22,7 +22,8 @@
 //! `records.disposed` Event and marks the rows with its sequence. A hold either committed
 //! first, and keeps them, or comes after and finds them disposed of. The job names no lane,
 //! so it runs before any Group job of its writer's batch takes a lock, and waits for a lock
-//! only briefly (a busy index: the next round). A crash leaves the batch whole or absent.
+//! only briefly (a busy index: the next round); a batch is decided first without a lock,
+//! and one that would dispose of nothing takes none. A crash leaves the batch whole or absent.
 //! The batches walk each Mission's rows by rowid, so kept records never stall the rest.
 
 use chrono::{DateTime, Utc};
@@ -40,6 +41,9 @@ use crate::sql::Connection;
 
 /// Records of each table decided per transaction (one `records.disposed` Event at most).
 const BATCH: u64 = 256;
+
+/// The most cited artifacts one Event names for its disposed Evidence.
+const MAX_NAMED: usize = 4_096;
 
 /// Where a Mission's walk stands: the last rowid decided in each table.
 #[derive(Clone, Copy, Default)]
@@ -141,6 +145,17 @@ impl Artifacts<'_> {
                 .db
                 .read(move |conn| Ok((decide(conn, &group, &mission, cursor, now)?, None)))
                 .await;
+        }
+        // Decided first on a read connection, with no lock: a batch whose records are all
+        // kept (held, reusable) or not yet due changes nothing, and takes no lock.
+        let (g, m) = (group.clone(), mission.clone());
+        let first = self
+            .0
+            .db
+            .read(move |conn| decide(conn, &g, &m, cursor, now))
+            .await?;
+        if first.manifests.is_empty() && first.evidence.is_empty() {
+            return Ok((first, None));
         }
         self.0
             .db
@@ -261,12 +276,20 @@ fn decide(
         rows::evidence::records_kept_of_mission(conn, mission.as_str(), cursor.evidence, BATCH)?;
     more |= evidence.len() as u64 == BATCH;
     let mut gone_evidence = Vec::new();
+    // Artifacts the Event names for the disposed Evidence: bounded, so one Event stays small
+    // (a record cites at most 1,024; the rest go in the next batch).
+    let mut named = 0;
     for (rowid, evidence_id, work_item) in evidence {
-        next.evidence = rowid;
         let Some(name) = past(None) else {
+            next.evidence = rowid;
             continue;
         };
         let cited = rows::evidence_artifacts::cited_by_record(conn, &evidence_id)?;
+        if !gone_evidence.is_empty() && named + cited.len() > MAX_NAMED {
+            more = true;
+            break;
+        }
+        next.evidence = rowid;
         let cites_held = cited.iter().any(|blob| held.holds_blob(blob));
         if held.holds_work(mission, &work_item)
             || cites_held
@@ -276,6 +299,7 @@ fn decide(
             continue;
         }
         names.insert(name);
+        named += cited.len();
         gone_evidence.push(DisposedEvidence {
             evidence_id,
             artifacts: cited,

@@ -59,6 +59,16 @@ impl Artifacts<'_> {
                         format!("no artifact {artifact} is visible to you"),
                     ));
                 }
+                // Reusable knowledge is read through its manifests: one must still be kept
+                // in the Group (not only tombstones, issue #46).
+                if !crate::rows::manifests::kept_in_group(txn, &artifact, group)? {
+                    return Err(reject(
+                        ErrorCode::NotFound,
+                        format!(
+                            "no manifest of {artifact} is kept in group {group}: its records were disposed of by policy"
+                        ),
+                    ));
+                }
                 if let Some(existing) = reuse_record(txn, group, &artifact)? {
                     if existing.approval == request.approval
                         && existing.classification == request.classification

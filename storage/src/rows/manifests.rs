@@ -707,20 +707,63 @@ pub(crate) fn dispose_record(
     Ok(changed == 1)
 }
 
-/// Manifest `manifest_id`'s Group and Mission and the sequence of its `records.disposed`
-/// Event (`None`: its record is kept, or there is no such manifest).
+/// A tombstone as a read names it: its Group, Mission, classification and the sequence of
+/// its `records.disposed` Event.
+pub(crate) struct Tombstone {
+    pub group_id: String,
+    pub mission_id: String,
+    pub classification: weft_api::manifest::Classification,
+    pub disposed: u64,
+}
+
+/// Manifest `manifest_id`'s tombstone (`None`: its record is kept, or there is no such
+/// manifest).
 pub(crate) fn record_disposed(
     conn: &Connection,
     manifest_id: &[u8],
-) -> Result<Option<(String, String, u64)>, Error> {
-    Ok(conn
+) -> Result<Option<Tombstone>, Error> {
+    let row = conn
         .row(
-            "SELECT group_id, mission_id, records_disposed FROM manifests
+            "SELECT group_id, mission_id, classification, records_disposed FROM manifests
              WHERE manifest_id = ?1 AND records_disposed IS NOT NULL",
             [manifest_id],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, u64>(3)?,
+                ))
+            },
         )
-        .optional()?)
+        .optional()?;
+    row.map(|(group_id, mission_id, class, disposed)| {
+        Ok(Tombstone {
+            group_id,
+            mission_id,
+            classification: super::parse_name(&class)?,
+            disposed,
+        })
+    })
+    .transpose()
+}
+
+/// Whether Group `group_id` keeps the record of some manifest of `blake3` (reusable knowledge
+/// is published only from a kept one).
+pub(crate) fn kept_in_group(
+    conn: &Connection,
+    blake3: &ArtifactId,
+    group_id: &str,
+) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM manifests WHERE blake3 = ?1 AND group_id = ?2
+             AND records_disposed IS NULL LIMIT 1",
+            params![&blake3.0[..], group_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
 }
 
 /// fsck's rows naming an Event: each disposed record's `records.disposed`.
