@@ -658,4 +658,6 @@ fn checkpointer(
 #[cfg(test)]
 mod lock_order;
 #[cfg(test)]
+mod panics;
+#[cfg(test)]
 mod tests;

@@ -132,13 +132,29 @@ pub(super) fn spawn(
                 // A batch is cut after a job that locked a Group it did not name (below):
                 // what is left runs in the next transaction.
                 while !batch.is_empty() {
-                    let (owes, rest) = run_batch(
-                        &mut conn,
-                        batch,
-                        &out.publish,
-                        &out.meter,
-                        out.announce.as_deref(),
-                    );
+                    // A job's own panic is caught inside (its savepoint rolled back); one
+                    // outside a job (the tree's growth, a finisher dropping an answer nobody
+                    // awaits) is caught here, so the lane, and every Group routed to it, keeps
+                    // its writer: the batch's transaction is rolled back if still open, and
+                    // the callers whose answers were lost hear `ShuttingDown`, as after a crash.
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        run_batch(
+                            &mut conn,
+                            batch,
+                            &out.publish,
+                            &out.meter,
+                            out.announce.as_deref(),
+                        )
+                    }));
+                    let (owes, rest) = match ran {
+                        Ok(ran) => ran,
+                        Err(_) => {
+                            tracing::error!(lane, "a writer batch panicked outside its jobs; its transaction was rolled back if still open");
+                            let _ = conn.settle();
+                            let _ = conn.execute_batch("ROLLBACK");
+                            (true, Vec::new())
+                        }
+                    };
                     if owes {
                         out.owed.notify_one();
                     }

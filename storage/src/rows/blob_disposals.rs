@@ -107,7 +107,10 @@ pub(crate) fn wait_briefly(conn: &Connection, brief: bool) -> Result<(), Error> 
 /// Takes the exclusive lock for a job that deletes no files but must not commit between a
 /// fenced writer's check and its commit (a records batch, `artifacts/records.rs`: a hold
 /// takes the lock shared before it is placed), waiting at most a tenth of a second, like
-/// [`begin`] (a timeout fails the job as `storage_unavailable`: its next round).
+/// [`begin`] (a timeout fails the job as `storage_unavailable`: its next round). Group jobs
+/// take their Group's lock before the shared one, the opposite order: these short waits end
+/// such a circle before PostgreSQL's `deadlock_timeout` (one second by default; keep it above
+/// 600 ms) would pick a victim.
 pub(crate) fn exclude(conn: &Connection) -> Result<(), Error> {
     if conn.engine() != Engine::Postgres {
         return Ok(());
