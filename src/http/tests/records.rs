@@ -11,6 +11,11 @@ use super::harness::*;
 use super::lifecycle::{end_mission, gc, set_retention};
 use super::work_setup::{evidence_payload, signed_evidence};
 
+/// The classification work-7's scheduling view (CTX-8) shows `worker`.
+async fn scheduled(h: &Harness, worker: &Agent) -> Value {
+    h.get_json(worker, "/v1/workitems/work-7/scheduling").await["classification"].clone()
+}
+
 /// A report's records entries.
 fn records(report: &Value) -> &Vec<Value> {
     report["records"].as_array().expect("records")
@@ -294,5 +299,39 @@ backends!(
             .get_json(&auditor, &format!("/v1/evidence/{approval_id}"))
             .await;
         assert_eq!(approval["evidenceId"], approval_id.as_str(), "{approval}");
+    }
+);
+
+backends!(
+    /// CTX-8 after records go: a WorkItem whose input's every visible manifest is a tombstone
+    /// is scheduled as restricted, never as a lower classification than its signed
+    /// manifests said (the tombstones keep theirs; a read of the artifact answers 410).
+    async fn an_input_with_only_tombstones_is_scheduled_as_restricted(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let (artifact, _) = a_record_of_each(&h, &worker).await;
+        let coordinator = h.harness_coordinator("g1").await;
+        let mut contract = crate::http::tests::work_setup::contract(&[]);
+        contract["inputs"] = json!([artifact.to_string()]);
+        crate::http::tests::work_setup::authorized(
+            &h,
+            &coordinator,
+            "mission-1",
+            "work-7",
+            contract,
+        )
+        .await;
+        assert_eq!(scheduled(&h, &worker).await, "internal", "{kind:?}");
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(chrono::Duration::days(2));
+        let report = gc(&h, false).await;
+        assert_eq!(records(&report).len(), 1, "{kind:?}: {report}");
+        let worker = Agent {
+            token: h.session(&worker.key, "w1", "g1").await,
+            ..worker
+        };
+        assert_eq!(scheduled(&h, &worker).await, "restricted", "{kind:?}");
     }
 );
