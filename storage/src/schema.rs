@@ -697,7 +697,8 @@ const V36: &str = include_str!("schema/sqlite_v36.sql");
 
 /// Records disposed of by policy (issue #46, `artifacts/records.rs`): a manifest's or an
 /// Evidence record's `records.disposed` Event (its envelope is then `''`: the row stays as a
-/// tombstone), and the index that finds a Mission's Evidence.
+/// tombstone), the indexes that find a Mission's Evidence and its kept records, and a
+/// Mission's blobs in digest order (collection pages through them, `collection.rs`).
 const V37: &str = include_str!("schema/sqlite_v37.sql");
 
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.

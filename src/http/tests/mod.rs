@@ -20,6 +20,7 @@ mod budget;
 mod cards;
 mod chain_badge;
 mod citations;
+mod collection_pages;
 mod content;
 mod context;
 mod context_forward;

@@ -12,7 +12,7 @@
 //!   snapshot, a Context Package, or reusable knowledge.
 //!
 //! Concurrency. Candidates are found outside any lock (the Missions past their policy, then
-//! their artifacts), then decided and disposed of in batches of [`BATCH`]. Each batch holds the
+//! their artifacts, a page of [`BATCH`] at a time), then decided and disposed of in batches of [`BATCH`]. Each batch holds the
 //! sweep lock exclusively from its transaction to its last file deletion, so an upload
 //! between promotion and its row (which holds it shared) either committed first, moving the
 //! blob's last upload to now and keeping it, or comes after and finds the blob disposed of:
@@ -82,16 +82,41 @@ impl Artifacts<'_> {
             self.finish_pending_disposals().await?;
         }
         let now = self.0.clock.now();
-        let candidates = self.0.db.read(move |conn| candidates(conn, now)).await?;
+        let due = self.0.db.read(move |conn| due_missions(conn, now)).await?;
         let mut held = HeldCache::default();
-        for batch in candidates.chunks(BATCH) {
+        // Each due Mission's blobs are read a page at a time (a cursor on the digest), so a
+        // call costs what it decides, not the whole candidate list; a blob two Missions cite
+        // is decided once per call.
+        let mut seen = BTreeSet::new();
+        let mut pages = due.into_iter().map(|mission| (mission, None));
+        let mut current = pages.next();
+        while let Some((mission, after)) = current.take() {
             if report.disposed.len() >= limit
                 || deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline)
             {
                 break;
             }
             let room = limit - report.disposed.len();
-            let batch: Vec<ArtifactId> = batch.iter().take(room).copied().collect();
+            let of = mission.clone();
+            let page = self
+                .0
+                .db
+                .read(move |conn| {
+                    rows::manifests::kept_of_mission(conn, of.as_str(), after, BATCH as u64)
+                })
+                .await?;
+            current = match page.last() {
+                Some(last) if page.len() == BATCH => Some((mission, Some(*last))),
+                _ => pages.next(),
+            };
+            let batch: Vec<ArtifactId> = page
+                .into_iter()
+                .filter(|blob| seen.insert(*blob))
+                .take(room)
+                .collect();
+            if batch.is_empty() {
+                continue;
+            }
             // Each batch holds the writer (and the sweep lock) briefly; then collection steps
             // aside for `collection_pause_ratio` times as long, so Workers keep publishing.
             let started = std::time::Instant::now();
@@ -283,23 +308,23 @@ fn summarise(decided: Vec<(ArtifactId, Decision)>, _: bool) -> (Vec<DisposalView
     (views, kept, false)
 }
 
-/// The blobs worth deciding on at `now`: those published by a Mission past its policy's
+/// The Missions whose blobs are worth deciding on at `now`: those past their policy's
 /// `keepBytes` (a superset of what may go: every other citation is checked per blob).
-fn candidates(conn: &Connection, now: DateTime<Utc>) -> Result<Vec<ArtifactId>, Error> {
+fn due_missions(conn: &Connection, now: DateTime<Utc>) -> Result<Vec<Id>, Error> {
     let policies = Policies::load(conn)?;
     if policies.is_empty() {
         return Ok(Vec::new());
     }
-    let mut found = BTreeSet::new();
+    let mut found = Vec::new();
     for (mission, group, ended) in rows::missions::ended(conn)? {
         let due = policies.any_of(&group, &mission).iter().any(|policy| {
             bytes_due(Some(ended), Some(policy), false).is_some_and(|due| due <= now)
         });
         if due {
-            found.extend(rows::manifests::kept_of_mission(conn, mission.as_str())?);
+            found.push(mission);
         }
     }
-    Ok(found.into_iter().collect())
+    Ok(found)
 }
 
 /// Decides on one blob in the deciding transaction (see the module docs for what keeps it).

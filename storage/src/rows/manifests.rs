@@ -125,16 +125,21 @@ pub(crate) fn citations(
         .collect()
 }
 
-/// The artifacts Mission `mission_id` published whose bytes are not disposed of, each once
-/// (what collection looks at once the Mission's policy lets its bytes go).
+/// Up to `limit` of the artifacts Mission `mission_id` published whose bytes are not disposed
+/// of, each once, in digest order after `after` (what collection looks at, a page at a time,
+/// once the Mission's policy lets its bytes go; index `manifests_mission_blake3`).
 pub(crate) fn kept_of_mission(
     conn: &Connection,
     mission_id: &str,
+    after: Option<ArtifactId>,
+    limit: u64,
 ) -> Result<Vec<ArtifactId>, Error> {
+    let after = after.map_or_else(Vec::new, |after| after.0.to_vec());
     let rows = conn.rows(
         "SELECT DISTINCT m.blake3 FROM manifests m JOIN blobs b ON b.blake3 = m.blake3
-         WHERE m.mission_id = ?1 AND b.disposed_at IS NULL ORDER BY m.blake3",
-        [mission_id],
+         WHERE m.mission_id = ?1 AND m.blake3 > ?2 AND b.disposed_at IS NULL
+         ORDER BY m.blake3 LIMIT ?3",
+        params![mission_id, after, limit],
         |row| row.get::<_, Vec<u8>>(0),
     )?;
     rows.into_iter().map(super::artifact_id).collect()
