@@ -121,7 +121,12 @@ impl Artifacts<'_> {
             // aside for `collection_pause_ratio` times as long, so Workers keep publishing.
             let started = std::time::Instant::now();
             let (views, kept, stop) = self.collect_batch(batch, dry_run, &mut held).await?;
-            let pause = started.elapsed() * self.0.collection_pause_ratio;
+            let mut pause = started.elapsed() * self.0.collection_pause_ratio;
+            // Never past the call's deadline: a long batch (large files) times eight would
+            // otherwise outlast the request (a 408 with the work done).
+            if let Some(deadline) = deadline {
+                pause = pause.min(deadline.saturating_duration_since(std::time::Instant::now()));
+            }
             if !pause.is_zero() && !stop && !dry_run {
                 tokio::time::sleep(pause).await;
             }
