@@ -26,7 +26,7 @@ use super::state::AppState;
     responses((status = 201, description = "{artifact, manifestId, sequence}"), (status = 200, description = "this manifest was already published"),
               (status = 400, description = "bad_signature, invalid_manifest, wrong_payload_type, unknown_key"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"),
               (status = 403, description = "producer_mismatch, not_a_member, forbidden: a capability token without artifact:publish or for another WorkItem or lease"),
-              (status = 409, description = "cycle; stale_lease: execution.leaseId is not the WorkItem's current Execution Lease held by the producer under execution.ownershipEpoch (LSE-4/5; a fenced owner's manifest is kept as an inert audit record, OFL-2)"), (status = 422, description = "unknown_source, blob_not_found")))]
+              (status = 409, description = "cycle; stale_lease: execution.leaseId is not the WorkItem's current Execution Lease held by the producer under execution.ownershipEpoch (LSE-4/5; a fenced owner's manifest is kept as an inert audit record, OFL-2)"), (status = 410, description = "disposed: this manifest was published, and its signed record went by a retention policy's keepRecords; `sequence` names the records.disposed Event"), (status = 422, description = "unknown_source, blob_not_found")))]
 pub(crate) async fn publish(
     State(state): State<AppState>,
     caller: Bearer,

@@ -53,7 +53,7 @@ pub(crate) const BEFORE_CONTENT: u64 = 2 * MAX_JSON_BYTES as u64;
               (status = 403, description = "producer_mismatch, not_a_member, forbidden: not a worker, the operator, or a capability token without blob:write and artifact:publish or for another WorkItem or lease"),
               (status = 408, description = "timeout: the body stalled"),
               (status = 409, description = "cycle; stale_lease (LSE-4/5; a fenced owner's manifest is kept as an inert audit record, OFL-2)"), (status = 413, description = "body_too_large: the content over the upload limit, or over 2 MiB before the content part"), (status = 507, description = "quota_exceeded: the Group's quota"),
-              (status = 415, description = "unsupported_media_type: not multipart/form-data"), (status = 422, description = "unknown_source"), (status = 429, description = "too_many_uploads"), (status = 503, description = "overloaded")))]
+              (status = 410, description = "disposed: this manifest was published, and its signed record went by a retention policy's keepRecords"), (status = 415, description = "unsupported_media_type: not multipart/form-data"), (status = 422, description = "unknown_source"), (status = 429, description = "too_many_uploads"), (status = 503, description = "overloaded")))]
 pub(crate) async fn publish_with_content(
     State(state): State<AppState>,
     caller: Bearer,

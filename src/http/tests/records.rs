@@ -8,7 +8,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::harness::*;
-use super::lifecycle::{end_mission, gc, set_retention};
+use super::lifecycle::{end_mission, gc, renewed_in, set_retention};
 use super::work_setup::{evidence_payload, signed_evidence};
 
 /// The classification work-7's scheduling view (CTX-8) shows `worker`.
@@ -53,6 +53,51 @@ async fn a_record_of_each(h: &Harness, worker: &Agent) -> (weft_api::ArtifactId,
     (artifact, id)
 }
 
+/// An artifact of mission-1 and an approver's signed approval of it for reuse, not yet
+/// used: (approver, artifact, the approval's Evidence id).
+async fn approved(h: &Harness) -> (Agent, weft_api::ArtifactId, String) {
+    let worker = h.agent("w1", "g1", &["worker"]).await;
+    let approver = h.agent("approver", "g1", &["approver"]).await;
+    let artifact = h.put(&worker, "g1", b"knowledge worth keeping", &[]).await;
+    let approval = json!({
+        "subject": {"kind": "artifact", "id": artifact.to_string()},
+        "missionId": "mission-1", "groupId": "g1", "workItemId": "work-1", "criterion": "reuse",
+        "method": {"kind": "human", "name": "knowledge review", "version": "1"},
+        "result": {"outcome": "pass", "summary": "fit for reuse", "metrics": {}},
+        "producer": {"agentId": approver.id, "agentCardVersion": "1"},
+        "timestamp": "2026-11-30T12:05:00Z", "artifacts": [artifact.to_string()],
+    });
+    let recorded = h
+        .send(request(
+            Method::POST,
+            "/v1/evidence",
+            Some(&approver.token),
+            signed_evidence(&approver, &approval),
+        ))
+        .await;
+    assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
+    let approval_id = recorded.json()["evidenceId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    (approver, artifact, approval_id)
+}
+
+/// `approver` asks to publish `artifact` as reusable knowledge under `approval`.
+fn reuse(
+    approver: &Agent,
+    artifact: &weft_api::ArtifactId,
+    approval: &str,
+) -> axum::http::Request<Body> {
+    json_request(
+        Method::POST,
+        &format!("/v1/artifacts/{artifact}/reuse"),
+        &approver.token,
+        json!({"classification": "internal", "approval": approval}),
+        &[],
+    )
+}
+
 backends!(
     /// Bytes go after `keepBytes`, records only after `keepRecords`: before that the manifest
     /// and the Evidence read whole. Then a dry run names them and changes nothing, and a
@@ -76,10 +121,7 @@ backends!(
         // Inside the records' clock margin: nothing yet.
         h.clock
             .advance(chrono::Duration::days(1) - chrono::Duration::minutes(2));
-        let auditor = Agent {
-            token: h.session(&auditor.key, "aud", "g1").await,
-            ..auditor
-        };
+        let auditor = renewed_in(&h, auditor, "g1").await;
         assert!(records(&gc(&h, false).await).is_empty(), "{kind:?}");
         let view = h
             .get_json(&auditor, &format!("/v1/artifacts/{artifact}"))
@@ -90,10 +132,7 @@ backends!(
             "{view}"
         );
         h.clock.advance(chrono::Duration::minutes(2));
-        let auditor = Agent {
-            token: h.session(&auditor.key, "aud", "g1").await,
-            ..auditor
-        };
+        let auditor = renewed_in(&h, auditor, "g1").await;
         let before = h.fingerprint().await;
         let dry = gc(&h, true).await;
         assert_eq!(records(&dry).len(), 1, "{kind:?}: {dry}");
@@ -215,10 +254,7 @@ backends!(
         assert_eq!(lifted.status, StatusCode::OK, "{kind:?}: {lifted:?}");
         let report = gc(&h, false).await;
         assert_eq!(records(&report).len(), 1, "{kind:?}: {report}");
-        let auditor = Agent {
-            token: h.session(&auditor.key, "aud", "g1").await,
-            ..auditor
-        };
+        let auditor = renewed_in(&h, auditor, "g1").await;
         let answer = h
             .call(
                 Method::GET,
@@ -237,44 +273,9 @@ backends!(
     /// the artifact still reads.
     async fn reusable_knowledge_keeps_its_manifest_and_approval(kind: Kind) {
         let h = harness_files(kind).await;
-        let worker = h.agent("w1", "g1", &["worker"]).await;
         let auditor = h.agent("aud", "g1", &["auditor"]).await;
-        let approver = h.agent("approver", "g1", &["approver"]).await;
-        let artifact = h.put(&worker, "g1", b"knowledge worth keeping", &[]).await;
-        let approval = json!({
-            "subject": {"kind": "artifact", "id": artifact.to_string()},
-            "missionId": "mission-1", "groupId": "g1", "workItemId": "work-1", "criterion": "reuse",
-            "method": {"kind": "human", "name": "knowledge review", "version": "1"},
-            "result": {"outcome": "pass", "summary": "fit for reuse", "metrics": {}},
-            "producer": {"agentId": approver.id, "agentCardVersion": "1"},
-            "timestamp": "2026-11-30T12:05:00Z", "artifacts": [artifact.to_string()],
-        });
-        let recorded = h
-            .send(request(
-                Method::POST,
-                "/v1/evidence",
-                Some(&approver.token),
-                signed_evidence(&approver, &approval),
-            ))
-            .await;
-        assert_eq!(
-            recorded.status,
-            StatusCode::CREATED,
-            "{kind:?}: {recorded:?}"
-        );
-        let approval_id = recorded.json()["evidenceId"]
-            .as_str()
-            .expect("id")
-            .to_owned();
-        let reused = h
-            .send(json_request(
-                Method::POST,
-                &format!("/v1/artifacts/{artifact}/reuse"),
-                &approver.token,
-                json!({"classification": "internal", "approval": approval_id}),
-                &[],
-            ))
-            .await;
+        let (approver, artifact, approval_id) = approved(&h).await;
+        let reused = h.send(reuse(&approver, &artifact, &approval_id)).await;
         assert_eq!(reused.status, StatusCode::CREATED, "{kind:?}: {reused:?}");
         let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
         assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
@@ -283,10 +284,7 @@ backends!(
         let report = gc(&h, false).await;
         assert!(records(&report).is_empty(), "{kind:?}: {report}");
         assert_eq!(report["recordsKept"], 2, "{kind:?}: {report}");
-        let auditor = Agent {
-            token: h.session(&auditor.key, "aud", "g1").await,
-            ..auditor
-        };
+        let auditor = renewed_in(&h, auditor, "g1").await;
         let view = h
             .get_json(&auditor, &format!("/v1/artifacts/{artifact}"))
             .await;
@@ -328,10 +326,67 @@ backends!(
         h.clock.advance(chrono::Duration::days(2));
         let report = gc(&h, false).await;
         assert_eq!(records(&report).len(), 1, "{kind:?}: {report}");
-        let worker = Agent {
-            token: h.session(&worker.key, "w1", "g1").await,
-            ..worker
-        };
+        let worker = renewed_in(&h, worker, "g1").await;
         assert_eq!(scheduled(&h, &worker).await, "restricted", "{kind:?}");
+    }
+);
+
+backends!(
+    /// Reusable knowledge is never published from tombstones: once an artifact's records
+    /// went past `keepRecords` (its manifest and the approval are tombstones), asking to make
+    /// it reusable answers `not_found`, as for an artifact never published, and changes
+    /// nothing.
+    async fn reusable_knowledge_is_not_published_from_tombstones(kind: Kind) {
+        let h = harness_files(kind).await;
+        let (approver, artifact, approval_id) = approved(&h).await;
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(chrono::Duration::days(3));
+        let report = gc(&h, false).await;
+        assert_eq!(records(&report).len(), 1, "{kind:?}: {report}");
+        let approver = renewed_in(&h, approver, "g1").await;
+        let answer = refused(&h, reuse(&approver, &artifact, &approval_id), "not_found").await;
+        let detail = answer.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            detail.contains("disposed of by policy"),
+            "{kind:?}: refused for its tombstones, not its bytes: {detail}"
+        );
+    }
+);
+
+backends!(
+    /// A manifest whose signed record went by policy, sent again, is neither restored (the
+    /// policy would take it again) nor answered "already published": 410 `disposed`, naming
+    /// the `records.disposed` Event's sequence, and nothing changed. Before, the same
+    /// envelope sent again is answered 200 as a retry.
+    async fn a_disposed_manifest_sent_again_answers_disposed(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let digests = h.upload(&worker, b"published once").await;
+        let signed = sign(&worker.key, &manifest(&worker, "g1", digests, &[]));
+        let envelope = h.bind_to_lease(&worker, &signed).await;
+        let first = h.send(publish_request(&worker, &envelope)).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{kind:?}: {first:?}");
+        let again = h.send(publish_request(&worker, &envelope)).await;
+        assert_eq!(again.status, StatusCode::OK, "{kind:?}: a retry: {again:?}");
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(chrono::Duration::days(3));
+        let report = gc(&h, false).await;
+        let disposal = records(&report).first().cloned().unwrap_or_default();
+        assert_eq!(disposal["manifests"], 1, "{kind:?}: {report}");
+        let worker = renewed_in(&h, worker, "g1").await;
+        let answer = refused(&h, publish_request(&worker, &envelope), "disposed").await;
+        assert_eq!(answer.status, StatusCode::GONE, "{kind:?}");
+        assert_eq!(
+            answer.json()["sequence"],
+            disposal["sequence"],
+            "{kind:?}: {answer:?}"
+        );
     }
 );

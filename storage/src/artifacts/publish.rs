@@ -84,8 +84,9 @@ pub(crate) struct Aftermath {
 /// The transaction's part of a publication, run inside a writer job.
 pub(crate) type Recording = Box<dyn FnOnce(&Tx<'_>) -> Result<(Published, bool), Error> + Send>;
 
-/// Whether a publication's manifest is recorded already, sent ahead with [`FirstReads`].
-type Already = crate::sql::Ahead<Option<u64>, Error>;
+/// Whether a publication's manifest is recorded already (its sequence, and its records'
+/// disposal if they went), sent ahead with [`FirstReads`].
+type Already = crate::sql::Ahead<Option<crate::rows::manifests::PublishedAt>, Error>;
 
 /// The first reads of a publication's checks, sent ahead together (`Verified::first_reads`).
 struct FirstReads {
@@ -323,7 +324,12 @@ impl Verified {
         // Every check below reads what the Group's last commit left, in any process.
         crate::rows::groups::lock(txn, self.manifest.group_id.as_str())?;
         let (already, reads) = self.first_reads(txn)?;
-        if let Some(sequence) = already.get(txn)? {
+        if let Some((sequence, disposed)) = already.get(txn)? {
+            // Its signed record went by policy (issue #46): sent again, it is not restored
+            // (the policy would take it again) but answered 410, naming the disposal.
+            if let Some(disposed) = disposed {
+                return Err(Error::RecordDisposed(self.manifest_id, disposed));
+            }
             return Ok((
                 Published {
                     artifact: self.manifest.content.blake3,

@@ -57,18 +57,22 @@ pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<i64, Error> {
     )?)
 }
 
-/// The sequence of manifest `manifest_id`'s `artifact.published`, if it is published, sent
-/// ahead (PostgreSQL: answered with the next statement that needs an answer, `sql/ahead.rs`).
+/// A published manifest's `artifact.published` sequence, and its `records.disposed` one if
+/// its record went.
+pub(crate) type PublishedAt = (u64, Option<u64>);
+
+/// The sequence of manifest `manifest_id`'s `artifact.published`, if it is published, and
+/// of its `records.disposed` if its record went, sent ahead (PostgreSQL: answered with the next statement that needs an answer, `sql/ahead.rs`).
 pub(crate) fn sequence_of_ahead(
     conn: &Connection,
     manifest_id: &ArtifactId,
-) -> Result<Ahead<Option<u64>, Error>, Error> {
+) -> Result<Ahead<Option<PublishedAt>, Error>, Error> {
     let rows = conn.rows_ahead(
-        "SELECT sequence FROM manifests WHERE manifest_id = ?1",
+        "SELECT sequence, records_disposed FROM manifests WHERE manifest_id = ?1",
         [&manifest_id.0[..]],
-        |row| row.get::<_, u64>(0),
+        |row| Ok((row.get::<_, u64>(0)?, row.get::<_, Option<u64>>(1)?)),
     )?;
-    Ok(rows.then(|rows: Vec<u64>| Ok::<_, Error>(rows.into_iter().next())))
+    Ok(rows.then(|rows: Vec<(u64, Option<u64>)>| Ok::<_, Error>(rows.into_iter().next())))
 }
 
 /// The manifest id of the row at `rowid`, if there is one.
