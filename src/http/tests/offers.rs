@@ -212,3 +212,105 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// OFR-3: an exclusive WorkItem is offered one candidate at a time, the highest-ranked
+    /// first. The Authority keeps the sequence: each `work.offer` withdraws the live one (T3),
+    /// so a candidate the Coordinator has moved past can no longer accept
+    /// (`offer_withdrawn`, nothing changed), nor can one who declined (`forbidden` while its
+    /// offer is live, `offer_withdrawn` after), and the next candidate's acceptance wins
+    /// ownership epoch 1. The log shows the offers
+    /// in the Coordinator's order, each naming one candidate.
+    async fn ofr_3_an_exclusive_work_item_is_offered_one_candidate_at_a_time(kind: Kind) {
+        let h = harness(kind).await;
+        let (coordinator, w1, w2) = group(&h).await;
+        let w3 = h.agent("w3", "g1", &["worker"]).await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.authorize",
+            json!({"workItemId": "wi-s", "missionId": "m1", "contract": contract(&[])}),
+        )
+        .await;
+        // The highest-ranked candidate first: it declines.
+        let ranked = [("o-1", "w1"), ("o-2", "w2"), ("o-3", "w3")];
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-s", "o-1", &["w1"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &w1,
+            "g1",
+            "work.decline_offer",
+            json!({"workItemId": "wi-s", "offerId": "o-1", "reason": "capacity"}),
+        )
+        .await;
+        let declined = command_doc(
+            &h,
+            &w1,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-s", "offerId": "o-1"}),
+        )
+        .await;
+        refused(&h, command_request(&w1, "g1", &declined), "forbidden").await;
+        // The next: the Coordinator moves on before it answers.
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-s", "o-2", &["w2"], &h, 600),
+        )
+        .await;
+        ok(
+            &h,
+            &coordinator,
+            "g1",
+            "work.offer",
+            offer("wi-s", "o-3", &["w3"], &h, 600),
+        )
+        .await;
+        let late = command_doc(
+            &h,
+            &w2,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-s", "offerId": "o-2"}),
+        )
+        .await;
+        refused(&h, command_request(&w2, "g1", &late), "offer_withdrawn").await;
+        refused(&h, command_request(&w1, "g1", &declined), "offer_withdrawn").await;
+        let accepted = ok(
+            &h,
+            &w3,
+            "g1",
+            "work.accept_offer",
+            json!({"workItemId": "wi-s", "offerId": "o-3"}),
+        )
+        .await;
+        assert_eq!(accepted["state"]["state"], "queued", "{kind:?}: {accepted}");
+        assert_eq!(accepted["state"]["owner"]["agentId"], "w3", "{kind:?}");
+        assert_eq!(accepted["state"]["owner"]["ownershipEpoch"], 1, "{kind:?}");
+        let offered: Vec<(Value, Value)> = h
+            .events_of(&coordinator, "work.offered")
+            .await
+            .iter()
+            .map(|event| {
+                let detail = &event["payload"]["detail"];
+                (detail["offerId"].clone(), detail["candidates"].clone())
+            })
+            .collect();
+        let expected: Vec<(Value, Value)> = ranked
+            .iter()
+            .map(|(offer_id, candidate)| (json!(offer_id), json!([candidate])))
+            .collect();
+        assert_eq!(offered, expected, "{kind:?}: the offers in order");
+    }
+);
