@@ -227,8 +227,8 @@ pub(super) async fn run(
             println!("{}", serde_json::to_string_pretty(&holds)?);
         }
         LifecycleAction::Gc { dry_run } => {
-            let (mut blobs, mut bytes, mut kept) = (0u64, 0u64, 0u64);
-            let (mut manifests, mut evidence, mut records_kept) = (0u64, 0u64, 0u64);
+            let (mut blobs, mut bytes, mut manifests, mut evidence) = (0u64, 0u64, 0u64, 0u64);
+            let (mut kept, mut records_kept): (u64, u64);
             let verb = if dry_run {
                 "would dispose of"
             } else {
@@ -260,8 +260,10 @@ pub(super) async fn run(
                 }
                 blobs += report.blobs;
                 bytes += report.bytes;
-                kept += report.kept;
-                records_kept += report.records_kept;
+                // Each call decides again what earlier calls kept: the last call's count
+                // (the one that disposed of nothing more) is the total, not their sum.
+                kept = report.kept;
+                records_kept = report.records_kept;
                 if dry_run || (report.blobs == 0 && report.records.is_empty()) {
                     break;
                 }
