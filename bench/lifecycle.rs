@@ -100,14 +100,21 @@ async fn publish_until(
 /// records).
 async fn collect_all(client: &reqwest::Client, url: &str, admin: &str) -> (u64, u64, u64) {
     let (mut blobs, mut bytes, mut records) = (0, 0, 0);
-    loop {
+    for call in 1.. {
+        let started = std::time::Instant::now();
         let answer = client
             .post(format!("{url}/v1/admin/gc?limit=10000"))
             .bearer_auth(admin)
             .send()
             .await
             .expect("an answer");
-        assert!(answer.status().is_success(), "gc: {}", answer.status());
+        let status = answer.status();
+        assert!(
+            status.is_success(),
+            "gc call {call}: {status} after {:.1} s: {}",
+            started.elapsed().as_secs_f64(),
+            answer.text().await.unwrap_or_default()
+        );
         let report: serde_json::Value = answer.json().await.expect("json");
         let round = report["blobs"].as_u64().expect("blobs");
         blobs += round;
@@ -119,10 +126,15 @@ async fn collect_all(client: &reqwest::Client, url: &str, admin: &str) -> (u64, 
             .map(|r| r["manifests"].as_u64().unwrap_or(0) + r["evidence"].as_u64().unwrap_or(0))
             .sum();
         records += went;
+        eprintln!(
+            "gc call {call}: {round} blobs, {went} records in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         if round == 0 && went == 0 {
             return (blobs, bytes, records);
         }
     }
+    unreachable!("calls are counted without end")
 }
 
 /// The inline copies in the index and their bytes (read while the server runs, read-only).
