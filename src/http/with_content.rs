@@ -11,7 +11,8 @@
 //! the transaction, so a malformed request never commits.
 //!
 //! Content-addressed and so idempotent by nature, like blob uploads: the same manifest again
-//! answers 200 with its sequence. `Idempotency-Key` is not read on this route.
+//! answers 200 with its sequence (410 `disposed`, before any byte is staged, once its signed
+//! record went by policy). `Idempotency-Key` is not read on this route.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::harness::*;
 use super::lifecycle::{end_mission, gc, renewed_in, set_retention};
+use super::with_content::{bound, publication};
 use super::work_setup::{evidence_payload, signed_evidence};
 
 /// The classification work-7's scheduling view (CTX-8) shows `worker`.
@@ -361,8 +362,9 @@ backends!(
 backends!(
     /// A manifest whose signed record went by policy, sent again, is neither restored (the
     /// policy would take it again) nor answered "already published": 410 `disposed`, naming
-    /// the `records.disposed` Event's sequence, and nothing changed. Before, the same
-    /// envelope sent again is answered 200 as a retry.
+    /// the `records.disposed` Event's sequence, and nothing changed, on both publication
+    /// routes. The one-request route refuses before it stages the bytes: the blob stays
+    /// disposed, no file comes back. Before, the same envelope sent again is a retry (200).
     async fn a_disposed_manifest_sent_again_answers_disposed(kind: Kind) {
         let h = harness_files(kind).await;
         let worker = h.agent("w1", "g1", &["worker"]).await;
@@ -373,20 +375,37 @@ backends!(
         assert_eq!(first.status, StatusCode::CREATED, "{kind:?}: {first:?}");
         let again = h.send(publish_request(&worker, &envelope)).await;
         assert_eq!(again.status, StatusCode::OK, "{kind:?}: a retry: {again:?}");
+        let bytes = vec![7u8; 100_000];
+        let in_one = bound(&h, &worker, &bytes).await;
+        let first = h.send(publication(&worker, &in_one, &bytes)).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{kind:?}: {first:?}");
         let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
         assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
         end_mission(&h, "g1", "mission-1").await;
         h.clock.advance(chrono::Duration::days(3));
         let report = gc(&h, false).await;
+        assert_eq!(report["blobs"], 2, "{kind:?}: {report}");
         let disposal = records(&report).first().cloned().unwrap_or_default();
-        assert_eq!(disposal["manifests"], 1, "{kind:?}: {report}");
+        assert_eq!(disposal["manifests"], 2, "{kind:?}: {report}");
+        let sequence = disposal["sequence"].as_u64().expect("the Event's sequence");
         let worker = renewed_in(&h, worker, "g1").await;
-        let answer = refused(&h, publish_request(&worker, &envelope), "disposed").await;
-        assert_eq!(answer.status, StatusCode::GONE, "{kind:?}");
-        assert_eq!(
-            answer.json()["sequence"],
-            disposal["sequence"],
-            "{kind:?}: {answer:?}"
-        );
+        for request in [
+            publish_request(&worker, &envelope),
+            publication(&worker, &in_one, &bytes),
+        ] {
+            let answer = refused(&h, request, "disposed").await;
+            assert_eq!(answer.status, StatusCode::GONE, "{kind:?}");
+            assert_eq!(answer.json()["sequence"], sequence, "{kind:?}: {answer:?}");
+        }
+        let digest = digest_of(&bytes).blake3;
+        let content = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{digest}/content"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(content.status, StatusCode::GONE, "{kind:?}: {content:?}");
     }
 );

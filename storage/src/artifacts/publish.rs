@@ -88,6 +88,14 @@ pub(crate) type Recording = Box<dyn FnOnce(&Tx<'_>) -> Result<(Published, bool),
 /// disposal if they went), sent ahead with [`FirstReads`].
 type Already = crate::sql::Ahead<Option<crate::rows::manifests::PublishedAt>, Error>;
 
+/// What the first reads say of a publication (`Verified::recorded`).
+enum Recorded {
+    /// Recorded already, at this sequence: a retry.
+    Already(u64),
+    /// Not recorded: checked with these reads, then recorded.
+    New(FirstReads),
+}
+
 /// The first reads of a publication's checks, sent ahead together (`Verified::first_reads`).
 struct FirstReads {
     /// The Agent the signing key belongs to, if it is active.
@@ -148,27 +156,30 @@ impl Verified {
         Ok((already, reads))
     }
 
-    /// Everything a publication is checked for besides its signature: the key still the
-    /// signer's, the Group, the worker role, CTX-5, the stored bytes (when `bytes` says they
-    /// must be stored already), the sources, cycles, the WorkItem and last its Execution Lease
-    /// (a fenced owner's manifest is put in `fenced_in`, to be kept inert).
-    fn check(
+    /// Whether the manifest is recorded already: a retry answers its sequence. One whose
+    /// signed record went by policy (issue #46) is not restored (the policy would take it
+    /// again): 410 naming the disposal, only to a signer who may still publish in its
+    /// Mission (`producer`; anyone else is refused as a new publication would be).
+    fn recorded(
         &self,
         conn: &Connection,
-        bytes: Bytes,
-        fenced_in: &Mutex<Option<Inert>>,
+        already: Already,
         reads: FirstReads,
-    ) -> Result<(), Error> {
-        let Self {
-            signer,
-            manifest_id,
-            manifest,
-            envelope_json,
-            now,
-            ..
-        } = self;
-        let (signer, manifest_id) = (signer.clone(), *manifest_id);
-        let now_text = crate::clock::format_instant(*now);
+    ) -> Result<Recorded, Error> {
+        match already.get(conn)? {
+            None => Ok(Recorded::New(reads)),
+            Some((sequence, None)) => Ok(Recorded::Already(sequence)),
+            Some((_, Some(disposed))) => {
+                self.producer(conn, reads)?;
+                Err(Error::RecordDisposed(self.manifest_id, disposed))
+            }
+        }
+    }
+
+    /// The signer as the producer it would be, if it still may publish here: its key still
+    /// its own, the Group there, the worker role, and CTX-5 (its Mission scope).
+    fn producer(&self, conn: &Connection, reads: FirstReads) -> Result<Reader, Error> {
+        let (signer, manifest) = (self.signer.clone(), &self.manifest);
         let key_of = reads
             .key
             .get(conn)?
@@ -222,6 +233,32 @@ impl Verified {
                 ),
             ));
         }
+        Ok(producer)
+    }
+
+    /// Everything a publication is checked for besides its signature: the key still the
+    /// signer's, the Group, the worker role, CTX-5, the stored bytes (when `bytes` says they
+    /// must be stored already), the sources, cycles, the WorkItem and last its Execution Lease
+    /// (a fenced owner's manifest is put in `fenced_in`, to be kept inert).
+    fn check(
+        &self,
+        conn: &Connection,
+        bytes: Bytes,
+        fenced_in: &Mutex<Option<Inert>>,
+        reads: FirstReads,
+    ) -> Result<(), Error> {
+        let producer = self.producer(conn, reads)?;
+        let Self {
+            signer,
+            manifest_id,
+            manifest,
+            envelope_json,
+            now,
+            ..
+        } = self;
+        let (signer, manifest_id) = (signer.clone(), *manifest_id);
+        let now_text = crate::clock::format_instant(*now);
+        let group = manifest.group_id.as_str();
         let content = &manifest.content;
         if matches!(bytes, Bytes::Stored | Bytes::JustPromoted) {
             // On a shared index, a collection batch deciding on this blob has committed, or
@@ -324,21 +361,17 @@ impl Verified {
         // Every check below reads what the Group's last commit left, in any process.
         crate::rows::groups::lock(txn, self.manifest.group_id.as_str())?;
         let (already, reads) = self.first_reads(txn)?;
-        if let Some((sequence, disposed)) = already.get(txn)? {
-            // Its signed record went by policy (issue #46): sent again, it is not restored
-            // (the policy would take it again) but answered 410, naming the disposal.
-            if let Some(disposed) = disposed {
-                return Err(Error::RecordDisposed(self.manifest_id, disposed));
-            }
-            return Ok((
-                Published {
+        let reads = match self.recorded(txn, already, reads)? {
+            Recorded::New(reads) => reads,
+            Recorded::Already(sequence) => {
+                let published = Published {
                     artifact: self.manifest.content.blake3,
                     manifest_id: self.manifest_id,
                     sequence,
-                },
-                false,
-            ));
-        }
+                };
+                return Ok((published, false));
+            }
+        };
         self.check(txn, bytes, fenced_in, reads)?;
         let Self {
             signer,
@@ -497,10 +530,10 @@ impl Artifacts<'_> {
             .db
             .read(move |conn| {
                 let (already, reads) = copy.first_reads(conn)?;
-                if already.get(conn)?.is_some() {
-                    return Ok(());
+                match copy.recorded(conn, already, reads)? {
+                    Recorded::Already(_) => Ok(()),
+                    Recorded::New(reads) => copy.check(conn, Bytes::NotYet, &fenced_in, reads),
                 }
-                copy.check(conn, Bytes::NotYet, &fenced_in, reads)
             })
             .await;
         let inert = fenced.lock().unwrap_or_else(|p| p.into_inner()).take();
