@@ -283,8 +283,10 @@ fn main() -> anyhow::Result<()> {
             collected.2
         );
     }
-    let window = if during_for > 0 {
-        format!(" (its first {during_for} s)")
+    let window = if during_for > 0 && during_for < took.as_secs() {
+        format!(
+            " (its first {during_for} s; the rest of the collection ran with nobody publishing)"
+        )
     } else {
         String::new()
     };
