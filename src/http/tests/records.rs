@@ -407,5 +407,18 @@ backends!(
             )
             .await;
         assert_eq!(content.status, StatusCode::GONE, "{kind:?}: {content:?}");
+        // A signer since scoped out of the Mission (CTX-5) is refused as for a new
+        // publication there, and learns nothing of the disposal.
+        let scoped = h
+            .admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/members/w1",
+                json!({"roles": ["worker"], "missions": ["mission-2"]}),
+            )
+            .await;
+        assert_eq!(scoped.status, StatusCode::OK, "{kind:?}: {scoped:?}");
+        let worker = renewed_in(&h, worker, "g1").await;
+        let answer = refused(&h, publish_request(&worker, &envelope), "not_a_member").await;
+        assert!(answer.json()["sequence"].is_null(), "{kind:?}: {answer:?}");
     }
 );
