@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::harness::*;
 use super::lifecycle::{end_mission, gc, renewed_in, set_retention};
 use super::with_content::{bound, publication};
-use super::work_setup::{evidence_payload, signed_evidence};
+use super::work_setup::evidence_payload;
 
 /// The classification work-7's scheduling view (CTX-8) shows `worker`.
 async fn scheduled(h: &Harness, worker: &Agent) -> Value {
@@ -38,19 +38,7 @@ async fn a_record_of_each(h: &Harness, worker: &Agent) -> (weft_api::ArtifactId,
         "human",
         &[&cited],
     );
-    let recorded = h
-        .send(request(
-            Method::POST,
-            "/v1/evidence",
-            Some(&coordinator.token),
-            signed_evidence(&coordinator, &payload),
-        ))
-        .await;
-    assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
-    let id = recorded.json()["evidenceId"]
-        .as_str()
-        .expect("evidenceId")
-        .to_owned();
+    let id = h.recorded(&coordinator, &payload).await;
     (artifact, id)
 }
 
@@ -68,19 +56,7 @@ async fn approved(h: &Harness) -> (Agent, weft_api::ArtifactId, String) {
         "producer": {"agentId": approver.id, "agentCardVersion": "1"},
         "timestamp": "2026-11-30T12:05:00Z", "artifacts": [artifact.to_string()],
     });
-    let recorded = h
-        .send(request(
-            Method::POST,
-            "/v1/evidence",
-            Some(&approver.token),
-            signed_evidence(&approver, &approval),
-        ))
-        .await;
-    assert_eq!(recorded.status, StatusCode::CREATED, "{recorded:?}");
-    let approval_id = recorded.json()["evidenceId"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let approval_id = h.recorded(&approver, &approval).await;
     (approver, artifact, approval_id)
 }
 
