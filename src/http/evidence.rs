@@ -29,7 +29,9 @@ use super::state::AppState;
     responses((status = 201, description = "{evidenceId, sequence}"), (status = 200, description = "already recorded"),
               (status = 400, description = "invalid_evidence, bad_signature, wrong_payload_type"), (status = 401, description = "unauthorized: a capability token past its lease, expiry or revocation"),
               (status = 403, description = "producer_mismatch, not_a_member, forbidden (also: a capability token without evidence:record or for another WorkItem)"),
-              (status = 409, description = "supersedes_mismatch, mission_mismatch"), (status = 422, description = "unknown_artifact, unknown_evidence")))]
+              (status = 409, description = "supersedes_mismatch, mission_mismatch"),
+              (status = 410, description = "disposed: this record, sent again, went by a retention policy's keepRecords (`sequence` names the records.disposed Event), or a cited artifact's bytes were disposed of"),
+              (status = 422, description = "unknown_artifact, unknown_evidence")))]
 pub(crate) async fn record(
     State(state): State<AppState>,
     caller: Bearer,

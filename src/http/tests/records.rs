@@ -6,6 +6,7 @@
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
+use weft_api::Envelope;
 
 use super::harness::*;
 use super::lifecycle::{end_mission, gc, renewed_in, set_retention};
@@ -395,6 +396,57 @@ backends!(
         assert_eq!(scoped.status, StatusCode::OK, "{kind:?}: {scoped:?}");
         let worker = renewed_in(&h, worker, "g1").await;
         let answer = refused(&h, publish_request(&worker, &envelope), "not_a_member").await;
+        assert!(answer.json()["sequence"].is_null(), "{kind:?}: {answer:?}");
+    }
+);
+
+backends!(
+    /// As for a manifest: a signed Evidence record whose envelope went by policy, sent again,
+    /// answers 410 `disposed` naming the `records.disposed` Event and changes nothing (it was
+    /// answered "already recorded", 200, over a tombstone). Before, the same envelope sent
+    /// again is a retry: 200 with the same id and sequence. A signer since scoped out of the
+    /// Mission (CTX-5) is refused as for a new record there, learning no sequence.
+    async fn disposed_evidence_sent_again_answers_disposed(kind: Kind) {
+        let h = harness(kind).await;
+        let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
+        let payload = evidence_payload(&reviewer, "g1", "mission-1", "work-1", "human", &[]);
+        let evidence_id = h.recorded(&reviewer, &payload).await;
+        let signed = Envelope::sign(
+            &reviewer.key,
+            weft_api::evidence::EVIDENCE_TYPE,
+            payload.to_string().as_bytes(),
+        );
+        let envelope = h.bind_evidence(&reviewer, &signed).await;
+        let send = |agent: &Agent| crate::http::tests::evidence::record_request(agent, &envelope);
+        let again = h.send(send(&reviewer)).await;
+        assert_eq!(again.status, StatusCode::OK, "{kind:?}: a retry: {again:?}");
+        assert_eq!(
+            again.json()["evidenceId"],
+            evidence_id.as_str(),
+            "{again:?}"
+        );
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(chrono::Duration::days(3));
+        let report = gc(&h, false).await;
+        let disposal = records(&report).first().cloned().unwrap_or_default();
+        assert_eq!(disposal["evidence"], 1, "{kind:?}: {report}");
+        let sequence = disposal["sequence"].as_u64().expect("the Event's sequence");
+        let reviewer = renewed_in(&h, reviewer, "g1").await;
+        let answer = refused(&h, send(&reviewer), "disposed").await;
+        assert_eq!(answer.status, StatusCode::GONE, "{kind:?}: {answer:?}");
+        assert_eq!(answer.json()["sequence"], sequence, "{kind:?}: {answer:?}");
+        let scoped = h
+            .admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/members/r1",
+                json!({"roles": ["reviewer"], "missions": ["mission-2"]}),
+            )
+            .await;
+        assert_eq!(scoped.status, StatusCode::OK, "{kind:?}: {scoped:?}");
+        let reviewer = renewed_in(&h, reviewer, "g1").await;
+        let answer = refused(&h, send(&reviewer), "not_a_member").await;
         assert!(answer.json()["sequence"].is_null(), "{kind:?}: {answer:?}");
     }
 );

@@ -139,6 +139,89 @@ impl Handle<'_> {
     }
 }
 
+/// The signer's standing in the record's Group and the Reader it records as, after the
+/// checks on who signed: the Group exists (and is locked, PostgreSQL), the key is still the
+/// signer's, its Membership's roles allow recording (an approval of reusable knowledge is an
+/// approver's, CTX-6), and a Mission-scoped member records for its Missions only (CTX-5).
+fn producer(
+    txn: &crate::unit::Tx<'_>,
+    signer: &Id,
+    keyid: &weft_api::KeyId,
+    is_authority: bool,
+    evidence: &Evidence,
+) -> Result<(Reader, Standing), Error> {
+    let group = evidence.group_id.as_str();
+    if !group_exists(txn, group)? {
+        return Err(reject(
+            ErrorCode::UnknownGroup,
+            format!("group {group} does not exist"),
+        ));
+    }
+    // The Group's lock before its membership, lease and ownership are read (PostgreSQL):
+    // a fence committed by another writer (another server, or this one's first lane)
+    // then either came before these reads or waits for this record.
+    crate::rows::groups::lock(txn, group)?;
+    let (producer, standing) = if is_authority {
+        (Reader::Admin, Standing::Authority)
+    } else {
+        match agent_by_keyid(txn, keyid)? {
+            Some((agent_id, _, _)) if agent_id == *signer => {}
+            _ => {
+                return Err(reject(
+                    ErrorCode::UnknownKey,
+                    "the signing key was unregistered meanwhile",
+                ));
+            }
+        }
+        let standing = match membership(txn, group, signer.as_str())? {
+            // CTX-6: approving reusable knowledge is an approver's Evidence, and
+            // the only Evidence an approver records.
+            Some((roles, _)) if evidence.is_reuse_approval() => {
+                if !roles.contains(&Role::Approver) {
+                    return Err(reject(
+                        ErrorCode::Forbidden,
+                        format!(
+                            "only an Organization approver approves reusable knowledge (CTX-6); {signer} is not one in {group}"
+                        ),
+                    ));
+                }
+                Standing::Approver
+            }
+            Some((roles, _)) => match Standing::of_roles(&roles) {
+                Some(standing) => standing,
+                None => {
+                    return Err(reject(
+                        ErrorCode::Forbidden,
+                        format!("{signer} may not record Evidence in {group}"),
+                    ));
+                }
+            },
+            None => {
+                return Err(reject(
+                    ErrorCode::NotAMember,
+                    format!("{signer} is not a member of {group}"),
+                ));
+            }
+        };
+        (
+            crate::access::agent_reader(txn, &evidence.group_id, signer)?,
+            standing,
+        )
+    };
+    // CTX-5: a Mission-scoped member records Evidence for its Missions only,
+    // answered as for another Group whether or not the Mission exists.
+    if !producer.sees_mission(group, evidence.mission_id.as_str()) {
+        return Err(reject(
+            ErrorCode::NotAMember,
+            format!(
+                "{signer} is not a member of Mission {} in {group}",
+                evidence.mission_id
+            ),
+        ));
+    }
+    Ok((producer, standing))
+}
+
 impl Prepared {
     /// Records it in the writer's transaction, after the checks that need the index; `false`
     /// with the earlier record's sequence when the same record is there already.
@@ -155,8 +238,16 @@ impl Prepared {
             envelope_json,
             now,
         } = self;
-        let existing = crate::rows::evidence::sequence_of(txn, &evidence_id)?;
-        if let Some(sequence) = existing {
+        // Who signed it, and whether it may record here, is checked before anything is
+        // answered about a record already there: a signer since removed or scoped out of
+        // the Mission (CTX-5) learns nothing of it, not even its sequence.
+        let (producer, standing) = producer(txn, &signer, &keyid, is_authority, &evidence)?;
+        if let Some((sequence, disposed)) = crate::rows::evidence::sequence_of(txn, &evidence_id)? {
+            // Its envelope went by a retention policy (issue #46): recording it again
+            // would only be disposed of again, so it is refused, naming the disposal.
+            if let Some(disposed) = disposed {
+                return Err(Error::RecordDisposed(evidence_id, disposed));
+            }
             return Ok((
                 EvidenceRecorded {
                     evidence_id,
@@ -166,63 +257,6 @@ impl Prepared {
             ));
         }
         let group = evidence.group_id.as_str();
-        if !group_exists(txn, group)? {
-            return Err(reject(
-                ErrorCode::UnknownGroup,
-                format!("group {group} does not exist"),
-            ));
-        }
-        // The Group's lock before its membership, lease and ownership are read (PostgreSQL):
-        // a fence committed by another writer (another server, or this one's first lane)
-        // then either came before these reads or waits for this record.
-        crate::rows::groups::lock(txn, group)?;
-        let (producer, standing) = if is_authority {
-            (Reader::Admin, Standing::Authority)
-        } else {
-            match agent_by_keyid(txn, &keyid)? {
-                Some((agent_id, _, _)) if agent_id == signer => {}
-                _ => {
-                    return Err(reject(
-                        ErrorCode::UnknownKey,
-                        "the signing key was unregistered meanwhile",
-                    ));
-                }
-            }
-            let standing = match membership(txn, group, signer.as_str())? {
-                // CTX-6: approving reusable knowledge is an approver's Evidence, and
-                // the only Evidence an approver records.
-                Some((roles, _)) if evidence.is_reuse_approval() => {
-                    if !roles.contains(&Role::Approver) {
-                        return Err(reject(
-                            ErrorCode::Forbidden,
-                            format!(
-                                "only an Organization approver approves reusable knowledge (CTX-6); {signer} is not one in {group}"
-                            ),
-                        ));
-                    }
-                    Standing::Approver
-                }
-                Some((roles, _)) => match Standing::of_roles(&roles) {
-                    Some(standing) => standing,
-                    None => {
-                        return Err(reject(
-                            ErrorCode::Forbidden,
-                            format!("{signer} may not record Evidence in {group}"),
-                        ));
-                    }
-                },
-                None => {
-                    return Err(reject(
-                        ErrorCode::NotAMember,
-                        format!("{signer} is not a member of {group}"),
-                    ));
-                }
-            };
-            (
-                crate::access::agent_reader(txn, &evidence.group_id, &signer)?,
-                standing,
-            )
-        };
         // Separation of duties: on work it did itself a producer's word is a Worker's
         // claim, whatever its roles (it may not review itself, nor supersede another's
         // record there).
@@ -234,17 +268,6 @@ impl Prepared {
         } else {
             standing
         };
-        // CTX-5: a Mission-scoped member records Evidence for its Missions only,
-        // answered as for another Group whether or not the Mission exists.
-        if !producer.sees_mission(group, evidence.mission_id.as_str()) {
-            return Err(reject(
-                ErrorCode::NotAMember,
-                format!(
-                    "{signer} is not a member of Mission {} in {group}",
-                    evidence.mission_id
-                ),
-            ));
-        }
         // EVD-1: a method kind is claimed only by a standing allowed to produce it.
         let method = evidence.method.kind;
         if !may_claim(standing, method) {

@@ -50,16 +50,17 @@ pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// The sequence of Evidence `evidence_id`'s `evidence.recorded`, if it is recorded.
+/// The sequence of Evidence `evidence_id`'s `evidence.recorded`, if it is recorded, and of
+/// its `records.disposed` if its envelope went by a retention policy (issue #46).
 pub(crate) fn sequence_of(
     conn: &Connection,
     evidence_id: &ArtifactId,
-) -> Result<Option<u64>, Error> {
+) -> Result<Option<(u64, Option<u64>)>, Error> {
     Ok(conn
         .row(
-            "SELECT sequence FROM evidence WHERE evidence_id = ?1",
+            "SELECT sequence, records_disposed FROM evidence WHERE evidence_id = ?1",
             [&evidence_id.0[..]],
-            |row| row.get(0),
+            |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .optional()?)
 }
