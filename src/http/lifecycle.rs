@@ -299,16 +299,20 @@ pub(crate) async fn gc(
         .map_or(GC_LIMIT, |limit| usize::try_from(limit).unwrap_or(GC_LIMIT))
         .clamp(1, GC_LIMIT);
     // Within the request's time: batches start only in its first half (each is short, then
-    // paused); the caller calls again while a call disposes of something.
-    let deadline = std::time::Instant::now() + state.limits.request_timeout / 2;
+    // paused); the caller calls again while a call disposes of something. Trimming answers
+    // and forgetting spent rows start no batch past three quarters of it.
+    let started = std::time::Instant::now();
+    let deadline = started + state.limits.request_timeout / 2;
+    let tidy_deadline = started + state.limits.request_timeout * 3 / 4;
     let mut report: CollectionReport = state
         .store
         .artifacts()
         .collect_until(dry_run, limit, Some(deadline))
         .await?;
     if !dry_run {
-        report.answers_trimmed = state.store.lifespan().trim_answers().await?;
-        report.rows_forgotten = state.store.lifespan().forget_spent().await?;
+        let lifespan = state.store.lifespan();
+        report.answers_trimmed = lifespan.trim_answers_until(Some(tidy_deadline)).await?;
+        report.rows_forgotten = lifespan.forget_spent_until(Some(tidy_deadline)).await?;
     }
     Ok(json(StatusCode::OK, &report))
 }

@@ -61,6 +61,38 @@ pub async fn load_events(store: &Store, group_id: &Id, n: u64) -> Result<(), Err
     Ok(())
 }
 
+/// Keeps `n` answered Commands of Agent `agent_id` in Group `group_id`, answered at `at`, as
+/// an accepted Command keeps its answer (`rows/commands.rs`): a backlog for the trimming of
+/// answers past the horizon to work through.
+pub async fn keep_answers(
+    store: &Store,
+    group_id: &str,
+    agent_id: &str,
+    n: u64,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    let (group, agent) = (group_id.to_owned(), agent_id.to_owned());
+    store
+        .inner
+        .db
+        .write(move |tx| {
+            for i in 0..n {
+                crate::rows::commands::insert(
+                    tx,
+                    &format!("kept-{i}"),
+                    &group,
+                    &agent,
+                    &[0u8; 32],
+                    r#"{"commandId":"kept","events":[]}"#,
+                    "{}",
+                    at,
+                )?;
+            }
+            Ok(())
+        })
+        .await
+}
+
 /// Writes `n` artifacts, each derived from 0–3 earlier ones (about `2 n` edges), published
 /// in one Group, then rebuilds the lineage index from the tables exactly as a restart would.
 pub async fn load_synthetic_dag(store: &Store, n: usize, seed: u64) -> Result<SyntheticDag, Error> {

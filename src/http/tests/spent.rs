@@ -169,3 +169,30 @@ backends!(
         assert_eq!(rows(&h, "offers").await, 37, "{kind:?}");
     }
 );
+
+backends!(
+    /// `POST /v1/admin/gc` answers within its request's time however much is left to trim:
+    /// past its deadline no further batch of answers starts, yet each call trims one batch
+    /// (progress), and a call without a deadline (the background round) trims the rest.
+    async fn trimming_answers_stops_at_its_deadline(kind: Kind) {
+        let h = harness(kind).await;
+        let batch = weft_storage::ANSWER_BATCH;
+        let long_ago = weft_storage::Clock::now(&h.clock) - chrono::Duration::days(400);
+        weft_storage::bench_support::keep_answers(&h.store, "g1", "w1", batch + 7, long_ago)
+            .await
+            .expect("kept answers");
+        let lifespan = h.store.lifespan();
+        let first = lifespan
+            .trim_answers_until(Some(std::time::Instant::now()))
+            .await
+            .expect("trimmed");
+        assert_eq!(first, batch, "{kind:?}: one batch, then the deadline");
+        let rest = lifespan.trim_answers_until(None).await.expect("trimmed");
+        assert_eq!(rest, 7, "{kind:?}: the rest, without a deadline");
+        let none = lifespan
+            .trim_answers_until(Some(std::time::Instant::now()))
+            .await
+            .expect("trimmed");
+        assert_eq!(none, 0, "{kind:?}: nothing left");
+    }
+);

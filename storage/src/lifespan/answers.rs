@@ -8,12 +8,28 @@ use crate::clock::format_instant;
 use crate::error::Error;
 
 /// Answers trimmed per transaction.
-const BATCH: u64 = 5_000;
+pub const ANSWER_BATCH: u64 = 5_000;
+const BATCH: u64 = ANSWER_BATCH;
+
+/// Whether `deadline` has passed: no further batch starts (one always runs, so each call
+/// makes progress; the next call goes on where the rows say it stopped).
+pub(super) fn past(deadline: Option<std::time::Instant>) -> bool {
+    deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline)
+}
 
 impl Lifespan<'_> {
     /// Trims the answers older than the horizon, and forgets sessions that expired a day ago
     /// or more; answers how many answers.
     pub async fn trim_answers(&self) -> Result<u64, Error> {
+        self.trim_answers_until(None).await
+    }
+
+    /// [`Self::trim_answers`], starting no batch after `deadline` (`POST /v1/admin/gc` answers
+    /// within its request's time; what is left is trimmed by the next call or round).
+    pub async fn trim_answers_until(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<u64, Error> {
         let now = self.0.clock.now();
         let cutoff = format_instant(now - self.0.answer_horizon);
         let ended = format_instant(now - chrono::Duration::days(1));
@@ -35,7 +51,7 @@ impl Lifespan<'_> {
                 .await?;
             let (trimmed, sessions) = trimmed;
             total += trimmed;
-            if trimmed == 0 && sessions == 0 {
+            if (trimmed == 0 && sessions == 0) || past(deadline) {
                 return Ok(total);
             }
         }

@@ -13,6 +13,7 @@
 //!   accepted one: a Command naming a forgotten offer is answered as for an unknown one
 //!   (the state refuses it either way), and the log's `work.offered` Events keep them all.
 
+use super::answers::past;
 use super::handle::Lifespan;
 use crate::clock::format_instant;
 use crate::error::Error;
@@ -25,6 +26,15 @@ impl Lifespan<'_> {
     /// Forgets the renewal rows and expired capability tokens nothing reads any more; answers
     /// how many rows went.
     pub async fn forget_spent(&self) -> Result<u64, Error> {
+        self.forget_spent_until(None).await
+    }
+
+    /// [`Self::forget_spent`], starting no batch after `deadline` (`POST /v1/admin/gc`
+    /// answers within its request's time; the next call or round forgets the rest).
+    pub async fn forget_spent_until(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<u64, Error> {
         let mut total = 0;
         let mut after = String::new();
         loop {
@@ -44,12 +54,18 @@ impl Lifespan<'_> {
                 })
                 .await?;
             total += forgotten;
+            if past(deadline) {
+                return Ok(total);
+            }
             match last {
                 Some(last) => after = last,
                 None => break,
             }
         }
-        total += self.forget_offers().await?;
+        total += self.forget_offers(deadline).await?;
+        if past(deadline) {
+            return Ok(total);
+        }
         let cutoff = format_instant(self.0.clock.now() - chrono::Duration::days(1));
         let mut after = Vec::new();
         loop {
@@ -72,6 +88,9 @@ impl Lifespan<'_> {
                 })
                 .await?;
             total += forgotten;
+            if past(deadline) {
+                return Ok(total);
+            }
             match last {
                 Some(last) => after = last,
                 None => return Ok(total),
@@ -81,7 +100,7 @@ impl Lifespan<'_> {
 
     /// Forgets the offers of verified and cancelled WorkItems that no view reads; answers how
     /// many went.
-    async fn forget_offers(&self) -> Result<u64, Error> {
+    async fn forget_offers(&self, deadline: Option<std::time::Instant>) -> Result<u64, Error> {
         let now = self.0.clock.now();
         let mut total = 0;
         let mut after = String::new();
@@ -105,6 +124,9 @@ impl Lifespan<'_> {
                 })
                 .await?;
             total += forgotten;
+            if past(deadline) {
+                return Ok(total);
+            }
             match last {
                 Some(last) => after = last,
                 None => return Ok(total),
