@@ -21,9 +21,7 @@ use weft_api::manifest::Classification;
 use weft_api::session::Role;
 use weft_api::{ArtifactId, Envelope, ErrorCode, EventPayload, Id};
 
-use crate::access::{
-    Reader, agent_by_keyid, can_read_artifact, may_cite, membership, mission_scope,
-};
+use crate::access::{Reader, can_read_artifact, may_cite, membership, mission_scope};
 use crate::context::handle::Context;
 use crate::error::{Error, reject};
 use crate::events;
@@ -226,8 +224,10 @@ impl Context<'_> {
                 if let Some(sequence) = existing {
                     return Ok((answer(sequence), false));
                 }
-                match agent_by_keyid(txn, &keyid)? {
-                    Some((agent_id, _, _)) if agent_id == signer => {}
+                // The key was verified before the writer: only whose it is now is read.
+                let agent = crate::rows::agents::active_id_by_keyid_ahead(txn, keyid.as_str())?;
+                match agent.get(txn)? {
+                    Some(agent_id) if agent_id == signer.as_str() => {}
                     _ => {
                         return Err(reject(
                             ErrorCode::UnknownKey,
