@@ -404,8 +404,10 @@ backends!(
     /// As for a manifest: a signed Evidence record whose envelope went by policy, sent again,
     /// answers 410 `disposed` naming the `records.disposed` Event and changes nothing (it was
     /// answered "already recorded", 200, over a tombstone). Before, the same envelope sent
-    /// again is a retry: 200 with the same id and sequence. A signer since scoped out of the
-    /// Mission (CTX-5) is refused as for a new record there, learning no sequence.
+    /// again is a retry: 200 with the same id and sequence, even from a signer since scoped
+    /// out of the Mission (the record is in the log; a lost answer's retry must say so). After
+    /// disposal, that signer is refused as for a new record there (CTX-5), learning no
+    /// sequence.
     async fn disposed_evidence_sent_again_answers_disposed(kind: Kind) {
         let h = harness(kind).await;
         let reviewer = h.agent("r1", "g1", &["reviewer"]).await;
@@ -425,6 +427,25 @@ backends!(
             evidence_id.as_str(),
             "{again:?}"
         );
+        let scope = |missions: Value| {
+            h.admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/members/r1",
+                json!({"roles": ["reviewer"], "missions": missions}),
+            )
+        };
+        let scoped = scope(json!(["mission-2"])).await;
+        assert_eq!(scoped.status, StatusCode::OK, "{kind:?}: {scoped:?}");
+        let reviewer = renewed_in(&h, reviewer, "g1").await;
+        let retry = h.send(send(&reviewer)).await;
+        assert_eq!(
+            retry.status,
+            StatusCode::OK,
+            "{kind:?}: scoped out: {retry:?}"
+        );
+        assert_eq!(retry.json(), again.json(), "{kind:?}");
+        let whole = scope(Value::Null).await;
+        assert_eq!(whole.status, StatusCode::OK, "{kind:?}: {whole:?}");
         let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "1d"})).await;
         assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
         end_mission(&h, "g1", "mission-1").await;
@@ -437,13 +458,7 @@ backends!(
         let answer = refused(&h, send(&reviewer), "disposed").await;
         assert_eq!(answer.status, StatusCode::GONE, "{kind:?}: {answer:?}");
         assert_eq!(answer.json()["sequence"], sequence, "{kind:?}: {answer:?}");
-        let scoped = h
-            .admin_json(
-                Method::PUT,
-                "/v1/admin/groups/g1/members/r1",
-                json!({"roles": ["reviewer"], "missions": ["mission-2"]}),
-            )
-            .await;
+        let scoped = scope(json!(["mission-2"])).await;
         assert_eq!(scoped.status, StatusCode::OK, "{kind:?}: {scoped:?}");
         let reviewer = renewed_in(&h, reviewer, "g1").await;
         let answer = refused(&h, send(&reviewer), "not_a_member").await;

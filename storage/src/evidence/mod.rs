@@ -241,14 +241,16 @@ impl Prepared {
             envelope_json,
             now,
         } = self;
-        // Who signed it, and whether it may record here, is checked before anything is
-        // answered about a record already there: a signer since removed or scoped out of
-        // the Mission (CTX-5) learns nothing of it, not even its sequence.
-        let (producer, standing) = producer(txn, &signer, &keyid, is_authority, &evidence)?;
+        // The same record again is a retry, answered as the first time (idempotent, as a
+        // manifest's: its id is the hash of a payload naming its signer, so only the signer
+        // can send it). One whose envelope went by a retention policy (issue #46) is refused,
+        // naming the disposal (recording it again would only be disposed of again); the
+        // signer's checks come first, so one since removed or scoped out of the Mission
+        // (CTX-5) learns nothing of the disposal. The server's own review, run again,
+        // finds it recorded.
         if let Some((sequence, disposed)) = crate::rows::evidence::sequence_of(txn, &evidence_id)? {
-            // Its envelope went by a retention policy (issue #46): recording it again
-            // would only be disposed of again, so it is refused, naming the disposal.
-            if let Some(disposed) = disposed {
+            if let Some(disposed) = disposed.filter(|_| !is_authority) {
+                producer(txn, &signer, &keyid, is_authority, &evidence)?;
                 return Err(Error::RecordDisposed(evidence_id, disposed));
             }
             return Ok((
@@ -259,6 +261,7 @@ impl Prepared {
                 false,
             ));
         }
+        let (producer, standing) = producer(txn, &signer, &keyid, is_authority, &evidence)?;
         let group = evidence.group_id.as_str();
         // Separation of duties: on work it did itself a producer's word is a Worker's
         // claim, whatever its roles (it may not review itself, nor supersede another's
