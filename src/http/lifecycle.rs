@@ -303,7 +303,7 @@ pub(crate) async fn gc(
     // and forgetting spent rows start no batch past three quarters of it.
     let started = std::time::Instant::now();
     let deadline = started + state.limits.request_timeout / 2;
-    let tidy_deadline = started + state.limits.request_timeout * 3 / 4;
+    let tidy_deadline = started + (state.limits.request_timeout - state.limits.request_timeout / 4);
     let mut report: CollectionReport = state
         .store
         .artifacts()

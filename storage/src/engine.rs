@@ -53,6 +53,8 @@ pub(crate) struct Engine {
     pub(crate) sweep_lock: tokio::sync::RwLock<()>,
     /// Where the sweep of objects no row names goes on from (`artifacts/strays.rs`).
     pub(crate) strays: std::sync::Mutex<crate::blobs::Walk>,
+    /// Where `Lifespan::forget_spent_until`'s walks stand between calls.
+    pub(crate) spent_walk: std::sync::Mutex<SpentWalk>,
     /// Where the sweep of upload objects no session row names goes on from (`strays.rs`).
     pub(crate) upload_strays: std::sync::Mutex<Option<object_store::path::Path>>,
     pub(crate) upload_counters: uploads::Counters,
@@ -116,4 +118,15 @@ impl std::fmt::Debug for Engine {
             .field("blobs", &self.blobs)
             .finish()
     }
+}
+
+/// Where each walk of `Lifespan::forget_spent_until` stands between calls (in this
+/// process): a call that meets its deadline leaves its place here, so the next call goes on
+/// from it instead of walking the same first leases again; a walk that reaches the end starts
+/// over at the next call.
+#[derive(Debug, Default)]
+pub(crate) struct SpentWalk {
+    pub(crate) leases: String,
+    pub(crate) offers: String,
+    pub(crate) tokens: Vec<u8>,
 }

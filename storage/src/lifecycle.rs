@@ -232,6 +232,7 @@ impl Engine {
             collection_pause_ratio: options.quotas.collection_pause_ratio,
             sweep_lock: tokio::sync::RwLock::new(()),
             strays: std::sync::Mutex::default(),
+            spent_walk: std::sync::Mutex::default(),
             upload_strays: std::sync::Mutex::default(),
             upload_counters: Counters::default(),
             upload_claims: Claims::default(),

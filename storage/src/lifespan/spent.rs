@@ -16,6 +16,7 @@
 use super::answers::past;
 use super::handle::Lifespan;
 use crate::clock::format_instant;
+use crate::engine::SpentWalk;
 use crate::error::Error;
 use crate::rows::{capability_tokens, lease_renewals, leases, offers, work_items};
 
@@ -30,13 +31,15 @@ impl Lifespan<'_> {
     }
 
     /// [`Self::forget_spent`], starting no batch after `deadline` (`POST /v1/admin/gc`
-    /// answers within its request's time; the next call or round forgets the rest).
+    /// answers within its request's time). Each of its three walks (renewal rows, offers,
+    /// tokens) takes at least one batch per call and goes on from where the last call left
+    /// it, so none is starved by the deadline.
     pub async fn forget_spent_until(
         &self,
         deadline: Option<std::time::Instant>,
     ) -> Result<u64, Error> {
         let mut total = 0;
-        let mut after = String::new();
+        let mut after = self.walk(|walk| std::mem::take(&mut walk.leases));
         loop {
             let from = after.clone();
             let (forgotten, last) = self
@@ -54,20 +57,16 @@ impl Lifespan<'_> {
                 })
                 .await?;
             total += forgotten;
+            let Some(last) = last else { break };
             if past(deadline) {
-                return Ok(total);
+                self.walk(|walk| walk.leases = last);
+                break;
             }
-            match last {
-                Some(last) => after = last,
-                None => break,
-            }
+            after = last;
         }
         total += self.forget_offers(deadline).await?;
-        if past(deadline) {
-            return Ok(total);
-        }
         let cutoff = format_instant(self.0.clock.now() - chrono::Duration::days(1));
-        let mut after = Vec::new();
+        let mut after = self.walk(|walk| std::mem::take(&mut walk.tokens));
         loop {
             let (cutoff, from) = (cutoff.clone(), after.clone());
             let (forgotten, last) = self
@@ -88,14 +87,20 @@ impl Lifespan<'_> {
                 })
                 .await?;
             total += forgotten;
+            let Some(last) = last else {
+                return Ok(total);
+            };
             if past(deadline) {
+                self.walk(|walk| walk.tokens = last);
                 return Ok(total);
             }
-            match last {
-                Some(last) => after = last,
-                None => return Ok(total),
-            }
+            after = last;
         }
+    }
+
+    /// `f` on the walks' places.
+    fn walk<T>(&self, f: impl FnOnce(&mut SpentWalk) -> T) -> T {
+        f(&mut self.0.spent_walk.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Forgets the offers of verified and cancelled WorkItems that no view reads; answers how
@@ -103,7 +108,7 @@ impl Lifespan<'_> {
     async fn forget_offers(&self, deadline: Option<std::time::Instant>) -> Result<u64, Error> {
         let now = self.0.clock.now();
         let mut total = 0;
-        let mut after = String::new();
+        let mut after = self.walk(|walk| std::mem::take(&mut walk.offers));
         loop {
             let from = after.clone();
             let (forgotten, last) = self
@@ -124,13 +129,14 @@ impl Lifespan<'_> {
                 })
                 .await?;
             total += forgotten;
+            let Some(last) = last else {
+                return Ok(total);
+            };
             if past(deadline) {
+                self.walk(|walk| walk.offers = last);
                 return Ok(total);
             }
-            match last {
-                Some(last) => after = last,
-                None => return Ok(total),
-            }
+            after = last;
         }
     }
 }
