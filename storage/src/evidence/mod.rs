@@ -139,10 +139,24 @@ impl Handle<'_> {
     }
 }
 
-/// The signer's standing in the record's Group and the Reader it records as, after the
-/// checks on who signed: the Group exists (and is locked, PostgreSQL), the key is still the
-/// signer's, its Membership's roles allow recording (an approval of reusable knowledge is an
-/// approver's, CTX-6), and a Mission-scoped member records for its Missions only (CTX-5).
+/// Group `group` exists; its lock is taken (PostgreSQL) before anything of it is read: a
+/// fence committed by another writer (another server, or this one's first lane) then came
+/// before these reads or waits for this record, and of two identical records sent at once
+/// the second finds the first.
+fn lock_group(txn: &crate::unit::Tx<'_>, group: &str) -> Result<(), Error> {
+    if !group_exists(txn, group)? {
+        return Err(reject(
+            ErrorCode::UnknownGroup,
+            format!("group {group} does not exist"),
+        ));
+    }
+    crate::rows::groups::lock(txn, group)
+}
+
+/// The signer's standing in the record's Group (locked) and the Reader it records as, after
+/// the checks on who signed: the key is still the signer's, its Membership's roles allow
+/// recording (an approval of reusable knowledge is an approver's, CTX-6), and a
+/// Mission-scoped member records for its Missions only (CTX-5).
 fn producer(
     txn: &crate::unit::Tx<'_>,
     signer: &Id,
@@ -151,16 +165,6 @@ fn producer(
     evidence: &Evidence,
 ) -> Result<(Reader, Standing), Error> {
     let group = evidence.group_id.as_str();
-    if !group_exists(txn, group)? {
-        return Err(reject(
-            ErrorCode::UnknownGroup,
-            format!("group {group} does not exist"),
-        ));
-    }
-    // The Group's lock before its membership, lease and ownership are read (PostgreSQL):
-    // a fence committed by another writer (another server, or this one's first lane)
-    // then either came before these reads or waits for this record.
-    crate::rows::groups::lock(txn, group)?;
     let (producer, standing) = if is_authority {
         (Reader::Admin, Standing::Authority)
     } else {
@@ -248,6 +252,7 @@ impl Prepared {
         // signer's checks come first, so one since removed or scoped out of the Mission
         // (CTX-5) learns nothing of the disposal. The server's own review, run again,
         // finds it recorded.
+        lock_group(txn, evidence.group_id.as_str())?;
         if let Some((sequence, disposed)) = crate::rows::evidence::sequence_of(txn, &evidence_id)? {
             if let Some(disposed) = disposed.filter(|_| !is_authority) {
                 producer(txn, &signer, &keyid, is_authority, &evidence)?;
