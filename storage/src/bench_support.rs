@@ -61,6 +61,10 @@ pub async fn load_events(store: &Store, group_id: &Id, n: u64) -> Result<(), Err
     Ok(())
 }
 
+/// Answers trimmed per transaction past the horizon (`lifespan/answers.rs`), for tests that
+/// size a backlog.
+pub const ANSWER_BATCH: u64 = crate::lifespan::ANSWER_BATCH;
+
 /// Keeps `n` answered Commands of Agent `agent_id` in Group `group_id`, answered at `at`, as
 /// an accepted Command keeps its answer (`rows/commands.rs`): a backlog for the trimming of
 /// answers past the horizon to work through.

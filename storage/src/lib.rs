@@ -82,7 +82,7 @@ pub use evidence::EvidenceFilter;
 pub use faults::{FaultKind, FaultSite, Faults, ReconcileStep};
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
-pub use lifespan::{ANSWER_BATCH, APPROVER_HOLDS, GROUP_HOLDS, HoldBy};
+pub use lifespan::{APPROVER_HOLDS, GROUP_HOLDS, HoldBy};
 pub use lineage_index::{
     ArtifactNode, ContextNode, Direction, Edge, Lineage, LineageStart, ManifestSummary, Name,
     NodeRef, Query as LineageQuery, Scope, SnapshotSaved,

@@ -176,7 +176,7 @@ backends!(
     /// (progress), and a call without a deadline (the background round) trims the rest.
     async fn trimming_answers_stops_at_its_deadline(kind: Kind) {
         let h = harness(kind).await;
-        let batch = weft_storage::ANSWER_BATCH;
+        let batch = weft_storage::bench_support::ANSWER_BATCH;
         let long_ago = weft_storage::Clock::now(&h.clock) - chrono::Duration::days(400);
         weft_storage::bench_support::keep_answers(&h.store, "g1", "w1", batch + 7, long_ago)
             .await

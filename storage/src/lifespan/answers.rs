@@ -8,7 +8,7 @@ use crate::clock::format_instant;
 use crate::error::Error;
 
 /// Answers trimmed per transaction.
-pub const ANSWER_BATCH: u64 = 5_000;
+pub(crate) const ANSWER_BATCH: u64 = 5_000;
 const BATCH: u64 = ANSWER_BATCH;
 
 /// Whether `deadline` has passed: no further batch starts (one always runs, so each call

@@ -13,7 +13,7 @@
 mod answers;
 pub(crate) mod handle;
 mod holds;
-pub use answers::ANSWER_BATCH;
+pub(crate) use answers::ANSWER_BATCH;
 pub use holds::{APPROVER_HOLDS, GROUP_HOLDS, HoldBy};
 mod policies;
 mod spent;
