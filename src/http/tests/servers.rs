@@ -260,3 +260,40 @@ async fn a_groups_listing_pages_in_commit_order_across_servers() {
         "{sequences:?}"
     );
 }
+
+/// The same signed Evidence sent to two servers at once is recorded once: one answers 201,
+/// the other 200 with the same id and sequence, never an error. Each takes the Group's lock
+/// before it looks for an earlier record, so the second waits for the first and finds it
+/// (looked up first, both miss and the second fails on the record's key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_evidence_sent_to_two_servers_at_once_is_recorded_once() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let reviewer = a.agent("r1", "g1", &["reviewer"]).await;
+    let first =
+        super::work_setup::evidence_payload(&reviewer, "g1", "mission-1", "work-1", "human", &[]);
+    a.recorded(&reviewer, &first).await;
+    for n in 0..24 {
+        let mut payload = first.clone();
+        payload["result"]["summary"] = serde_json::json!(format!("run {n}"));
+        let signed = weft_api::Envelope::sign(
+            &reviewer.key,
+            weft_api::evidence::EVIDENCE_TYPE,
+            payload.to_string().as_bytes(),
+        );
+        let envelope = a.bind_evidence(&reviewer, &signed).await;
+        let request = || super::evidence::record_request(&reviewer, &envelope);
+        let (x, y) = tokio::join!(a.send(request()), b.send(request()));
+        let mut statuses = [x.status, y.status];
+        statuses.sort();
+        assert_eq!(
+            statuses,
+            [StatusCode::OK, StatusCode::CREATED],
+            "{n}: {x:?} {y:?}"
+        );
+        assert_eq!(x.json(), y.json(), "{n}: the same id and sequence");
+    }
+}
