@@ -297,3 +297,31 @@ async fn the_same_evidence_sent_to_two_servers_at_once_is_recorded_once() {
         assert_eq!(x.json(), y.json(), "{n}: the same id and sequence");
     }
 }
+
+/// As for Evidence: the same signed manifest published through two servers at once is
+/// published once, one 201 and one 200 naming the same sequence, never an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_manifest_sent_to_two_servers_at_once_is_published_once() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    for n in 0..24 {
+        let digests = a.upload(&worker, format!("result {n}").as_bytes()).await;
+        let signed = sign(&worker.key, &manifest(&worker, "g1", digests, &[]));
+        let envelope = a.bind_to_lease(&worker, &signed).await;
+        let (x, y) = tokio::join!(
+            a.send(publish_request(&worker, &envelope)),
+            b.send(publish_request(&worker, &envelope))
+        );
+        let mut statuses = [x.status, y.status];
+        statuses.sort();
+        assert_eq!(
+            statuses,
+            [StatusCode::OK, StatusCode::CREATED],
+            "{n}: {x:?} {y:?}"
+        );
+    }
+}
