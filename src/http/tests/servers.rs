@@ -325,3 +325,37 @@ async fn the_same_manifest_sent_to_two_servers_at_once_is_published_once() {
         );
     }
 }
+
+/// As for Evidence: the same signed Context Package sent to two servers at once is
+/// published once, one 201 and one 200 with the same body, never an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_context_package_sent_to_two_servers_at_once_is_published_once() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let (worker, artifact) = super::context::setting(&a).await;
+    let to = super::context::head(&a, "g1").await;
+    for n in 0..24 {
+        let payload = super::context::package(
+            &worker,
+            ("g1", "mission-1"),
+            &format!("pkg-{n}"),
+            1,
+            None,
+            (1, to),
+            &[artifact],
+        );
+        let request = || super::context::publish_context(&worker, "g1", &payload);
+        let (x, y) = tokio::join!(a.send(request()), b.send(request()));
+        let mut statuses = [x.status, y.status];
+        statuses.sort();
+        assert_eq!(
+            statuses,
+            [StatusCode::OK, StatusCode::CREATED],
+            "{n}: {x:?} {y:?}"
+        );
+        assert_eq!(x.json(), y.json(), "{n}: the same answer");
+    }
+}

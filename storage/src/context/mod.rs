@@ -214,6 +214,9 @@ impl Context<'_> {
             .db
             .write(move |txn| {
                 let group = group_id.as_str();
+                // The Group's lock before the lookup (PostgreSQL): of two identical packages
+                // sent through two servers at once, the second waits and finds the first.
+                crate::rows::groups::lock(txn, group)?;
                 let existing = crate::rows::context_packages::sequence_of(txn, &context_id, group)?;
                 let answer = |sequence| ContextPublishedAnswer {
                     context_id,
