@@ -227,17 +227,7 @@ impl Context<'_> {
                 if let Some(sequence) = existing {
                     return Ok((answer(sequence), false));
                 }
-                // The key was verified before the writer: only whose it is now is read.
-                let agent = crate::rows::agents::active_id_by_keyid_ahead(txn, keyid.as_str())?;
-                match agent.get(txn)? {
-                    Some(agent_id) if agent_id == signer.as_str() => {}
-                    _ => {
-                        return Err(reject(
-                            ErrorCode::UnknownKey,
-                            "the signing key was unregistered meanwhile",
-                        ));
-                    }
-                }
+                crate::access::key_still_the_signers(txn, &keyid, &signer)?;
                 // CTX-4: the generator must be a member allowed to write the Mission.
                 check_writer(txn, group, signer.as_str(), &WRITERS)?;
                 let generator = Reader::Agent {

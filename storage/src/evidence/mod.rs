@@ -168,18 +168,7 @@ fn producer(
     let (producer, standing) = if is_authority {
         (Reader::Admin, Standing::Authority)
     } else {
-        // The key was verified before the writer: only whose it is now is read (no curve
-        // point decompressed, a tenth of the writer's work here).
-        let agent = crate::rows::agents::active_id_by_keyid_ahead(txn, keyid.as_str())?;
-        match agent.get(txn)? {
-            Some(agent_id) if agent_id == signer.as_str() => {}
-            _ => {
-                return Err(reject(
-                    ErrorCode::UnknownKey,
-                    "the signing key was unregistered meanwhile",
-                ));
-            }
-        }
+        crate::access::key_still_the_signers(txn, keyid, signer)?;
         let standing = match membership(txn, group, signer.as_str())? {
             // CTX-6: approving reusable knowledge is an approver's Evidence, and
             // the only Evidence an approver records.

@@ -13,6 +13,7 @@
 mod answers;
 pub(crate) mod handle;
 mod holds;
+#[cfg(feature = "bench-support")]
 pub(crate) use answers::ANSWER_BATCH;
 pub use holds::{APPROVER_HOLDS, GROUP_HOLDS, HoldBy};
 mod policies;
