@@ -261,6 +261,25 @@ async fn a_groups_listing_pages_in_commit_order_across_servers() {
     );
 }
 
+/// `request` sent through servers `a` and `b` at once: one must answer 201 and the other
+/// 200 (the same record, kept once, never an error). Both answers, `a`'s first.
+async fn once_through_both(
+    a: &Harness,
+    b: &Harness,
+    request: impl Fn() -> axum::http::Request<axum::body::Body>,
+    n: usize,
+) -> (Answer, Answer) {
+    let (x, y) = tokio::join!(a.send(request()), b.send(request()));
+    let mut statuses = [x.status, y.status];
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::CREATED],
+        "{n}: {x:?} {y:?}"
+    );
+    (x, y)
+}
+
 /// The same signed Evidence sent to two servers at once is recorded once: one answers 201,
 /// the other 200 with the same id and sequence, never an error. Each takes the Group's lock
 /// before it looks for an earlier record, so the second waits for the first and finds it
@@ -286,14 +305,7 @@ async fn the_same_evidence_sent_to_two_servers_at_once_is_recorded_once() {
         );
         let envelope = a.bind_evidence(&reviewer, &signed).await;
         let request = || super::evidence::record_request(&reviewer, &envelope);
-        let (x, y) = tokio::join!(a.send(request()), b.send(request()));
-        let mut statuses = [x.status, y.status];
-        statuses.sort();
-        assert_eq!(
-            statuses,
-            [StatusCode::OK, StatusCode::CREATED],
-            "{n}: {x:?} {y:?}"
-        );
+        let (x, y) = once_through_both(&a, &b, request, n).await;
         assert_eq!(x.json(), y.json(), "{n}: the same id and sequence");
     }
 }
@@ -312,17 +324,7 @@ async fn the_same_manifest_sent_to_two_servers_at_once_is_published_once() {
         let digests = a.upload(&worker, format!("result {n}").as_bytes()).await;
         let signed = sign(&worker.key, &manifest(&worker, "g1", digests, &[]));
         let envelope = a.bind_to_lease(&worker, &signed).await;
-        let (x, y) = tokio::join!(
-            a.send(publish_request(&worker, &envelope)),
-            b.send(publish_request(&worker, &envelope))
-        );
-        let mut statuses = [x.status, y.status];
-        statuses.sort();
-        assert_eq!(
-            statuses,
-            [StatusCode::OK, StatusCode::CREATED],
-            "{n}: {x:?} {y:?}"
-        );
+        once_through_both(&a, &b, || publish_request(&worker, &envelope), n).await;
     }
 }
 
@@ -348,14 +350,7 @@ async fn the_same_context_package_sent_to_two_servers_at_once_is_published_once(
             &[artifact],
         );
         let request = || super::context::publish_context(&worker, "g1", &payload);
-        let (x, y) = tokio::join!(a.send(request()), b.send(request()));
-        let mut statuses = [x.status, y.status];
-        statuses.sort();
-        assert_eq!(
-            statuses,
-            [StatusCode::OK, StatusCode::CREATED],
-            "{n}: {x:?} {y:?}"
-        );
+        let (x, y) = once_through_both(&a, &b, request, n).await;
         assert_eq!(x.json(), y.json(), "{n}: the same answer");
     }
 }
