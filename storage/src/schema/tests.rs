@@ -284,3 +284,24 @@ fn manifests_stored_before_get_their_file_name() {
         .expect("read");
     assert_eq!(names, ["q3.json", ""]);
 }
+
+/// Stop 69: looking for a Command searches the key for the Agent's row and the Authority's,
+/// on SQLite as on PostgreSQL (`rows/commands.rs`), never the Group's range of it.
+#[test]
+fn looking_for_a_command_searches_its_whole_key() {
+    let conn = Connection::open_in_memory().expect("open");
+    super::migrate_sqlite(&conn).expect("schema");
+    let steps = plan(&conn, crate::rows::commands::STORED, 3);
+    let searches: Vec<&String> = steps
+        .iter()
+        .filter(|step| step.contains("commands"))
+        .collect();
+    assert_eq!(searches.len(), 2, "{steps:?}");
+    for step in searches {
+        assert!(
+            step.starts_with("SEARCH")
+                && step.contains("group_id=? AND agent_id=? AND command_id=?"),
+            "{steps:?}"
+        );
+    }
+}
