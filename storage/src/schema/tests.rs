@@ -300,8 +300,41 @@ fn looking_for_a_command_searches_its_whole_key() {
     for step in searches {
         assert!(
             step.starts_with("SEARCH")
-                && step.contains("group_id=? AND agent_id=? AND command_id=?"),
+                && step.contains("PRIMARY KEY (group_id=? AND command_id=? AND agent_id=?)"),
             "{steps:?}"
+        );
+    }
+}
+
+/// Stop 69 (V38): fetching a Command by its id searches the key by (Group, id), and the
+/// trimming batches search the answers not yet trimmed by age, never a walk of the history.
+#[test]
+fn by_id_and_by_age_lookups_search_their_indexes() {
+    let conn = Connection::open_in_memory().expect("open");
+    super::migrate_sqlite(&conn).expect("schema");
+    for (sql, params, index) in [
+        (
+            "SELECT agent_id, envelope FROM commands WHERE group_id = ?1 AND command_id = ?2
+             ORDER BY agent_id LIMIT ?3",
+            3,
+            "PRIMARY KEY (group_id=? AND command_id=?)",
+        ),
+        (
+            "SELECT group_id, command_id, agent_id FROM commands
+             WHERE recorded_at < ?1 AND answer <> '' LIMIT ?2",
+            2,
+            "commands_answered (recorded_at<?)",
+        ),
+        (
+            "SELECT scope, key FROM idempotency WHERE created_at < ?1 AND status <> 0 LIMIT ?2",
+            2,
+            "idempotency_answered (created_at<?)",
+        ),
+    ] {
+        let steps = plan(&conn, sql, params);
+        assert!(
+            steps[0].starts_with("SEARCH") && steps[0].contains(index),
+            "{sql}: {steps:?}"
         );
     }
 }
