@@ -1,5 +1,5 @@
 //! The index and event-log tables, versioned with `PRAGMA user_version`.
-//! Long (about 660 lines) because it holds every migration since V1, in order, as the SQL
+//! Long (about 800 lines) because it holds every migration since V1, in order, as the SQL
 //! that ran, and the tests that pin its query plans.
 //!
 //! Digests are stored as 32-byte BLOBs; ids as TEXT already validated by `weft_api::Id`.
@@ -701,18 +701,16 @@ const V36: &str = include_str!("schema/sqlite_v36.sql");
 /// Mission's blobs in digest order (collection pages through them, `collection.rs`).
 const V37: &str = include_str!("schema/sqlite_v37.sql");
 
-/// Lookups that read what they find, not a Group's history (stop 69): Commands keyed by
-/// (Group, id, Agent), so a signed Command fetched by its id without its Agent
-/// (`work/handle.rs`) reads the Agents that used that id, not every Command of the Group;
-/// and the Command answers and idempotent answers not yet trimmed found by age
-/// (`lifespan/answers.rs`), so a trimming batch reads its batch, not every row trimmed
-/// before it.
+/// Commands keyed by (Group, id, Agent); the answers not yet trimmed found by age (stop 69).
 const V38: &str = include_str!("schema/sqlite_v38.sql");
 
+/// A session found by its Agent, Group and epoch; PostgreSQL's indexes ordered by `rowid`.
+const V39: &str = include_str!("schema/sqlite_v39.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 38] = [
+const MIGRATIONS: [&str; 39] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

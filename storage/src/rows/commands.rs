@@ -107,14 +107,7 @@ mod tests {
 
     /// Pages of `commands` and its indexes this transaction has fetched so far (PostgreSQL).
     fn pages(tx: &Connection) -> Result<i64, Error> {
-        Ok(tx
-            .value(
-                "SELECT sum(pg_stat_get_xact_blocks_fetched(oid))::BIGINT
-                 FROM pg_class WHERE oid = 'commands'::regclass OR oid IN
-                     (SELECT indexrelid FROM pg_index WHERE indrelid = 'commands'::regclass)",
-                [],
-            )?
-            .unwrap_or(0))
+        crate::rows::pages_fetched(tx, "commands")
     }
 
     /// On PostgreSQL, in a Group of 6,000 Commands all trimmed: fetching a signed Command

@@ -87,3 +87,45 @@ pub(crate) fn forget_all_but_newest(
     };
     Ok(forgotten as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::db::{Db, Location};
+    use crate::sql::Cached as _;
+
+    /// On PostgreSQL: a lease's newest renewals are read backwards along the lease's rows,
+    /// a few pages whatever its age and whatever other leases renewed in between (V39:
+    /// before it, the plan sorted all of the lease's rows).
+    #[tokio::test]
+    async fn a_leases_newest_renewals_read_a_few_pages() {
+        let Some(url) = weft_testkit::postgres_database_or_skip() else {
+            return;
+        };
+        let db = Db::open(&Location::Postgres(url)).expect("open");
+        let start = chrono::Utc::now();
+        let (newest, fetched) = db
+            .write(move |tx| {
+                // No foreign-key checks (the cluster's user is its superuser): the leases
+                // these rows name are beside the point.
+                tx.run("SET LOCAL session_replication_role = replica", [])?;
+                for i in 0..3000 {
+                    let at = start + chrono::Duration::milliseconds(i);
+                    for lease in ["l-0", "l-1", "l-2"] {
+                        super::insert(tx, lease, at, at + chrono::Duration::seconds(30))?;
+                    }
+                }
+                // A table this small is read whole by choice; a large one would not be.
+                tx.run("SET LOCAL enable_seqscan = off", [])?;
+                let before = crate::rows::pages_fetched(tx, "lease_renewals")?;
+                let newest = super::newest(tx, "l-1", super::SHOWN)?.get(tx)?;
+                let fetched = crate::rows::pages_fetched(tx, "lease_renewals")? - before;
+                Ok((newest, fetched))
+            })
+            .await
+            .expect("renewed");
+        let last = start + chrono::Duration::milliseconds(2999);
+        assert_eq!(newest.len(), super::SHOWN as usize);
+        assert_eq!(newest.last(), Some(&crate::clock::format_instant(last)));
+        assert!(fetched <= 10, "fetched {fetched} pages");
+    }
+}

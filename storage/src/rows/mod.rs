@@ -150,3 +150,21 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, Error> {
 pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     serde_json::from_str(text).map_err(Error::backend)
 }
+
+/// Pages of `table` and of its indexes this transaction has fetched so far (PostgreSQL): what
+/// a test compares to show that a lookup costs what it finds, not the table's history.
+#[cfg(test)]
+pub(crate) fn pages_fetched(
+    tx: &crate::sql::Connection,
+    table: &str,
+) -> Result<i64, crate::error::Error> {
+    use crate::sql::Cached as _;
+    Ok(tx
+        .value(
+            "SELECT sum(pg_stat_get_xact_blocks_fetched(oid))::BIGINT FROM pg_class
+             WHERE oid = ?1::text::regclass OR oid IN
+                 (SELECT indexrelid FROM pg_index WHERE indrelid = ?1::text::regclass)",
+            [table],
+        )?
+        .unwrap_or(0))
+}

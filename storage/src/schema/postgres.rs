@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 9] = [
+const MIGRATIONS: [(i64, &str); 10] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -28,6 +28,7 @@ const MIGRATIONS: [(i64, &str); 9] = [
     (36, include_str!("postgres_v36.sql")),
     (37, include_str!("postgres_v37.sql")),
     (38, include_str!("postgres_v38.sql")),
+    (39, include_str!("postgres_v39.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").

@@ -1,5 +1,8 @@
--- Version 38 on SQLite: Commands keyed by (Group, id, Agent), and the answers still kept
--- found by age (`schema.rs`, V38).
+-- Version 38 on SQLite (`schema.rs`, V38). Lookups that read what they find, not a Group's
+-- history: Commands keyed by (Group, id, Agent), so a signed Command fetched by its id
+-- without its Agent (`work/handle.rs`) reads the Agents that used that id, not every Command
+-- of the Group; and the Command and idempotent answers not yet trimmed found by age
+-- (`lifespan/answers.rs`), so a trimming batch reads its batch, not every row trimmed before.
 CREATE TABLE commands_v38 (
     group_id      TEXT NOT NULL,
     agent_id      TEXT NOT NULL,             -- '' for a Command stored before V22
