@@ -123,8 +123,23 @@ pub(crate) fn require_uploading_role(conn: &Connection, session: &Session) -> Re
 
 /// What an Agent holds on the server without a citation: its uncited blobs and the bytes of
 /// its open resumable upload sessions (`resumable.rs`), so chunking is no way around the cap.
-pub(crate) fn held_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
-    Ok(unpublished_bytes(conn, agent_id)?.saturating_add(session_bytes(conn, agent_id)?))
+/// Its uncited blobs are `bound` when the caller has one kept in memory
+/// (`Limits::uncited_bound`), else their exact sum, answered second so the caller can set
+/// the bound: the sum walks every upload of the Agent (issue #15; each chunk of a resumable
+/// upload paid it until stop 69).
+pub(crate) fn held_bytes(
+    conn: &Connection,
+    agent_id: &str,
+    bound: Option<u64>,
+) -> Result<(u64, Option<u64>), Error> {
+    let (blobs, exact) = match bound {
+        Some(bound) => (bound, None),
+        None => {
+            let exact = unpublished_bytes(conn, agent_id)?;
+            (exact, Some(exact))
+        }
+    };
+    Ok((blobs.saturating_add(session_bytes(conn, agent_id)?), exact))
 }
 
 /// Bytes in `agent_id`'s open resumable upload sessions.
