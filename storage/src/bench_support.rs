@@ -61,6 +61,18 @@ pub async fn load_events(store: &Store, group_id: &Id, n: u64) -> Result<(), Err
     Ok(())
 }
 
+/// Sets how many blobs each round of the sweep of uncited blobs examines
+/// (`artifacts/sweep.rs`, `SWEEP_WINDOW` by default), so a test can walk a few blobs in
+/// several rounds.
+pub fn set_sweep_window(store: &Store, blobs: u64) {
+    let mut walk = store
+        .inner
+        .sweep_walk
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    walk.1 = blobs.max(1);
+}
+
 /// Answers trimmed per transaction past the horizon (`lifespan/answers.rs`), for tests that
 /// size a backlog.
 pub const ANSWER_BATCH: u64 = crate::lifespan::ANSWER_BATCH;

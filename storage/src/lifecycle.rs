@@ -233,6 +233,7 @@ impl Engine {
             sweep_lock: tokio::sync::RwLock::new(()),
             strays: std::sync::Mutex::default(),
             spent_walk: std::sync::Mutex::default(),
+            sweep_walk: std::sync::Mutex::new((Vec::new(), crate::artifacts::SWEEP_WINDOW)),
             upload_strays: std::sync::Mutex::default(),
             upload_counters: Counters::default(),
             upload_claims: Claims::default(),

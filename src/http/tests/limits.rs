@@ -262,6 +262,32 @@ backends!(
 );
 
 backends!(
+    /// Stop 69: a sweep round examines a window of blobs in digest order, and the next round
+    /// goes on from where it stopped (each round examined every blob, in the writer, while
+    /// uploads waited on the sweep's lock). With a window of two, five abandoned uploads and
+    /// a published one take three rounds, none removing more than its window holds; the
+    /// fourth finds the walk at its end and the fifth starts over.
+    async fn the_sweep_walks_the_blobs_a_window_a_round(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        for n in 0..5u8 {
+            h.upload(&worker, &[n; 10]).await;
+        }
+        h.put(&worker, "g1", b"published", &[]).await;
+        weft_storage::bench_support::set_sweep_window(&h.store, 2);
+        h.clock.advance(chrono::Duration::hours(25));
+        let mut removed = Vec::new();
+        for _ in 0..5 {
+            let report = h.store.artifacts().sweep().await.expect("sweep");
+            removed.push(report.blobs_removed);
+        }
+        assert_eq!(removed[..3].iter().sum::<u64>(), 5, "{kind:?}: {removed:?}");
+        assert!(removed.iter().all(|&n| n <= 2), "{kind:?}: {removed:?}");
+        assert_eq!(removed[3..], [0, 0], "{kind:?}: {removed:?}");
+    }
+);
+
+backends!(
     /// Issue #10 finding 7: the sweep removes an upload nothing cites once its latest upload
     /// is older than the TTL (rows and file), and keeps published bytes and recent uploads.
     async fn the_sweep_removes_old_uncited_uploads_only(kind: Kind) {

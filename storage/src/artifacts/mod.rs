@@ -26,6 +26,7 @@ pub(crate) use crate::rows::blobs::inline_bytes;
 pub use reads::ListFilter;
 pub(crate) use resumable::remove_orphan_uploads;
 pub(crate) use strays::STRAY_AGE;
+pub(crate) use sweep::SWEEP_WINDOW;
 pub use sweep::SweepReport;
 pub use upload::{UploadOutcome, Uploader};
 pub use verification::Verification;

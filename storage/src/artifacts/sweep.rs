@@ -1,5 +1,7 @@
 //! The sweep: uploads nothing cites (no manifest, Evidence, schema or snapshot) whose latest
-//! upload is older than the TTL are removed, rows first, then files; session nonces too old
+//! upload is older than the TTL are removed, rows first, then files. A round examines a
+//! window of blobs in digest order from where the last one stopped ([`SWEEP_WINDOW`]), so its
+//! work does not grow with the store; session nonces too old
 //! to be replayed are pruned in the same transaction. Then staged uploads a day old, which
 //! only a crash leaves, and a page of objects no row names, blobs' and upload sessions'
 //! (`strays.rs`).
@@ -42,6 +44,12 @@ pub struct SweepReport {
     pub upload_strays_removed: u64,
 }
 
+/// Blobs one sweep round examines, in digest order from where the last round stopped: a
+/// round's work in the writer (where uploads wait on the sweep's lock) is this many blobs'
+/// checks, whatever the store holds; a store of a million blobs is walked in a hundred rounds
+/// (100 minutes at the server's interval). Before stop 69 every round examined every blob.
+pub(crate) const SWEEP_WINDOW: u64 = 10_000;
+
 /// How old a staged upload is before the sweep takes it for a crash's: a body streams for no
 /// longer than this.
 const STAGED_AGE: chrono::Duration = chrono::Duration::days(1);
@@ -53,6 +61,11 @@ const STAGED_AGE: chrono::Duration = chrono::Duration::days(1);
 const NONCE_KEEP_SECONDS: i64 = 2 * weft_api::session::MAX_CLOCK_SKEW_SECONDS + 60;
 
 impl Artifacts<'_> {
+    /// Runs `f` on where the sweep of uncited blobs stands and its window.
+    fn sweep_walk<T>(&self, f: impl FnOnce(&mut (Vec<u8>, u64)) -> T) -> T {
+        f(&mut self.0.sweep_walk.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// Removes uploads nothing cites whose latest upload is older than the TTL (rows, then
     /// files), and session nonces too old to be replayed. The server runs it on an interval.
     pub async fn sweep(&self) -> Result<SweepReport, Error> {
@@ -70,15 +83,32 @@ impl Artifacts<'_> {
         let blob_cutoff = format_instant(now - self.0.unpublished_blob_ttl);
         let upload_sessions_removed = self.sweep_upload_sessions(blob_cutoff.clone()).await?;
         let nonce_cutoff = format_instant(now - chrono::Duration::seconds(NONCE_KEEP_SECONDS));
+        let (after, window) = self.sweep_walk(|walk| walk.clone());
         let swept = self
             .0
             .db
             .write(move |txn| {
                 let begun = Begun::begin(txn, now)?;
                 let mut removed = Vec::new();
+                let mut next = None;
                 if !matches!(begun, Begun::Busy) {
-                    let rows =
-                        rows::blobs::stale_where(txn, &blob_cutoff, &uncited("blobs.blake3"))?;
+                    let through = rows::blobs::window_end(txn, &after, window)?;
+                    let uncited = uncited("blobs.blake3");
+                    let rows = rows::blobs::stale_where(
+                        txn,
+                        &blob_cutoff,
+                        &uncited,
+                        &after,
+                        through.as_deref(),
+                    )?;
+                    // A full batch (a shared index's) stops at its last row; else the round
+                    // examined its window, and one that reached the last blob starts over.
+                    next = Some(match rows.last() {
+                        Some((last, _)) if rows.len() >= rows::blobs::SHARED_STALE_BATCH => {
+                            last.clone()
+                        }
+                        _ => through.unwrap_or_default(),
+                    });
                     removed.reserve(rows.len());
                     for (blake3, size) in rows {
                         rows::blob_uploaders::delete_of_blob(txn, &blake3)?;
@@ -92,11 +122,16 @@ impl Artifacts<'_> {
                 }
                 let nonces_removed =
                     crate::rows::session_nonces::forget_before(txn, &nonce_cutoff)?;
-                Ok((begun, removed, nonces_removed))
+                Ok((begun, removed, nonces_removed, next))
             })
             .await;
         let (begun, removed, nonces_removed) = match swept {
-            Ok(swept) => swept,
+            Ok((begun, removed, nonces_removed, next)) => {
+                if let Some(next) = next {
+                    self.sweep_walk(|walk| walk.0 = next);
+                }
+                (begun, removed, nonces_removed)
+            }
             // Another server's writers held the disposal lock past its wait: next round.
             Err(error) if error.code() == weft_api::ErrorCode::StorageUnavailable => {
                 tracing::debug!(%error, "the sweep waits for its next round");

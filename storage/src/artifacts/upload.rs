@@ -121,12 +121,10 @@ pub(crate) fn require_uploading_role(conn: &Connection, session: &Session) -> Re
     }
 }
 
-/// What an Agent holds on the server without a citation: its uncited blobs and the bytes of
-/// its open resumable upload sessions (`resumable.rs`), so chunking is no way around the cap.
-/// Its uncited blobs are `bound` when the caller has one kept in memory
-/// (`Limits::uncited_bound`), else their exact sum, answered second so the caller can set
-/// the bound: the sum walks every upload of the Agent (issue #15; each chunk of a resumable
-/// upload paid it until stop 69).
+/// What an Agent holds without a citation: its uncited blobs and its open resumable upload
+/// sessions' bytes (`resumable.rs`), so chunking is no way around the cap. The blobs are
+/// `bound` (`Limits::uncited_bound`) if given, else their exact sum (it walks every upload of
+/// the Agent), answered second so the caller can set the bound.
 pub(crate) fn held_bytes(
     conn: &Connection,
     agent_id: &str,

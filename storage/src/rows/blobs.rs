@@ -239,30 +239,59 @@ pub(crate) fn uploaded_bytes_where(
     Ok(conn.row(&sql, [agent_id], |row| row.get::<_, u64>(0))?)
 }
 
-/// The blobs (digest, size) last uploaded, or stored when no uploader row remains, before
-/// `cutoff` (an instant as `clock::format_instant` writes it) and that satisfy `uncited`, an
-/// SQL condition on the column `blobs.blake3`: what the sweep removes.
+/// The most blobs one sweep round takes on an index several servers share (locked with SKIP
+/// LOCKED, so it never waits on a writer citing one).
+pub(crate) const SHARED_STALE_BATCH: usize = 1000;
+
+/// The digest `n` blobs after `after` in digest order (the empty digest is before every
+/// one), or `None` when fewer remain: the end of a sweep round's window.
+pub(crate) fn window_end(
+    conn: &Connection,
+    after: &[u8],
+    n: u64,
+) -> Result<Option<Vec<u8>>, Error> {
+    Ok(conn
+        .row(
+            "SELECT blake3 FROM blobs WHERE blake3 > ?1 ORDER BY blake3 LIMIT 1 OFFSET ?2",
+            params![after, n.saturating_sub(1)],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// The blobs (digest, size) after `after` and up to `through` (to the last when `None`) in
+/// digest order, last uploaded, or stored when no uploader row remains, before `cutoff` (an
+/// instant as `clock::format_instant` writes it), and that satisfy `uncited`, an SQL
+/// condition on the column `blobs.blake3`: what the sweep removes, in digest order. On a
+/// shared index at most [`SHARED_STALE_BATCH`].
 pub(crate) fn stale_where(
     conn: &Connection,
     cutoff: &str,
     uncited: &str,
+    after: &[u8],
+    through: Option<&[u8]>,
 ) -> Result<Vec<(Vec<u8>, u64)>, Error> {
-    // On a shared index a round takes at most a thousand, skipping rows a writer holds
-    // (a citation being committed on another server), so it never waits on one.
     let batch = match conn.engine() {
-        crate::sql::Engine::Postgres => " LIMIT 1000 FOR UPDATE OF blobs SKIP LOCKED",
-        crate::sql::Engine::Sqlite => "",
+        crate::sql::Engine::Postgres => {
+            format!(" LIMIT {SHARED_STALE_BATCH} FOR UPDATE OF blobs SKIP LOCKED")
+        }
+        crate::sql::Engine::Sqlite => String::new(),
+    };
+    let window = match through {
+        Some(_) => "blobs.blake3 > ?2 AND blobs.blake3 <= ?3",
+        None => "blobs.blake3 > ?2",
     };
     let sql = format!(
         "SELECT blake3, size FROM blobs
-         WHERE COALESCE(({}), stored_at) < ?1
-           AND {uncited}{batch}",
+         WHERE {window} AND COALESCE(({}), stored_at) < ?1
+           AND {uncited} ORDER BY blake3{batch}",
         super::blob_uploaders::last_upload_of("blobs.blake3")
     );
-    let rows = conn.rows(&sql, [cutoff], |row| {
-        Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, u64>(1)?))
-    })?;
-    Ok(rows)
+    let read = |row: &crate::sql::Row<'_>| Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, u64>(1)?));
+    Ok(match through {
+        Some(through) => conn.rows(&sql, params![cutoff, after, through], read)?,
+        None => conn.rows(&sql, params![cutoff, after], read)?,
+    })
 }
 
 /// Removes blob `blake3`'s row.
