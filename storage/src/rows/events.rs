@@ -188,17 +188,53 @@ pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
 }
 
 /// The sequence of the newest online Event appended before `cutoff` (instants compare as
-/// text: they are written in one format).
+/// text: they are written in one format), by bisection over the Group's online sequences:
+/// `appended_at` does not decrease along a Group's log (each Event is stamped as it is
+/// appended, in order), so some 2 × log2(n) point reads answer it whatever the online window
+/// holds. The one `MAX(sequence) … AND appended_at < ?2` it replaces (stop 69) read the
+/// Group's whole online window at every round of compaction. A gap in the sequences (which
+/// fsck reports as damage) falls back to that query.
 pub(crate) fn newest_before(
     conn: &Connection,
     group_id: &str,
     cutoff: &str,
 ) -> Result<Option<u64>, Error> {
-    Ok(conn.row(
-        "SELECT MAX(sequence) FROM events WHERE group_id = ?1 AND appended_at < ?2",
-        params![group_id, cutoff],
-        |row| row.get(0),
-    )?)
+    let (first, last): (Option<u64>, Option<u64>) = conn.row(
+        "SELECT (SELECT MIN(sequence) FROM events WHERE group_id = ?1),
+                (SELECT MAX(sequence) FROM events WHERE group_id = ?1)",
+        [group_id],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    let (Some(mut low), Some(mut high)) = (first, last) else {
+        return Ok(None);
+    };
+    let mut found = None;
+    while low <= high {
+        let middle = low + (high - low) / 2;
+        let appended: Option<String> = conn
+            .row(
+                "SELECT appended_at FROM events WHERE group_id = ?1 AND sequence = ?2",
+                params![group_id, middle],
+                |row| row.get(0),
+            )
+            .optional()?;
+        match appended {
+            None => {
+                return Ok(conn.row(
+                    "SELECT MAX(sequence) FROM events WHERE group_id = ?1 AND appended_at < ?2",
+                    params![group_id, cutoff],
+                    |row| row.get(0),
+                )?);
+            }
+            Some(at) if at.as_str() < cutoff => {
+                found = Some(middle);
+                low = middle + 1;
+            }
+            Some(_) if middle == 0 => break,
+            Some(_) => high = middle - 1,
+        }
+    }
+    Ok(found)
 }
 
 /// The hash of the online Event at `sequence`, if the log holds it.
@@ -280,4 +316,104 @@ pub(crate) fn named_by(
     );
     let rows = conn.rows(&sql, [], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::db::{Db, Location};
+    use crate::sql::Cached as _;
+
+    /// Events 1…3000 of Group g1 (and as many of g0 and g2 around it), appended three to a
+    /// second from `2026-01-01T00:00:00Z`, so some share an instant; then Events 1…1000 of g1
+    /// compacted away.
+    async fn a_log(location: Location) -> Db {
+        let db = Db::open(&location).expect("open");
+        db.write(|tx| {
+            let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+                .expect("instant")
+                .to_utc();
+            for group_id in ["g0", "g1", "g2"] {
+                crate::rows::groups::insert(tx, group_id, start)?;
+            }
+            for sequence in 1..=3000u64 {
+                let at = start + chrono::Duration::seconds((sequence / 3) as i64);
+                let appended_at = crate::clock::format_instant(at);
+                for group_id in ["g0", "g1", "g2"] {
+                    let event_id = format!("{group_id}-{sequence}");
+                    super::insert(
+                        tx,
+                        &super::New {
+                            event_id: &event_id,
+                            group_id,
+                            sequence,
+                            kind: "bench.tick",
+                            causation_command_id: None,
+                            actor: None,
+                            payload: "{}",
+                            appended_at: &appended_at,
+                            prev_hash: &[0; 32],
+                            hash: &[0; 32],
+                        },
+                    )?;
+                }
+            }
+            super::delete_through(tx, "g1", 1000)
+        })
+        .await
+        .expect("appended");
+        db
+    }
+
+    /// The cutoffs asked about, and the answer: the newest online Event of g1 before each.
+    const ASKED: [(&str, Option<u64>); 7] = [
+        ("2025-12-31T00:00:00.000000Z", None),
+        ("2026-01-01T00:05:00.000000Z", None), // Events 900…902, compacted
+        ("2026-01-01T00:05:34.000000Z", Some(1001)), // 1002 is the first of 00:05:34
+        ("2026-01-01T00:05:34.500000Z", Some(1004)),
+        ("2026-01-01T00:10:00.000000Z", Some(1799)),
+        ("2026-01-01T00:16:40.000000Z", Some(2999)), // 3000 is the only one of 00:16:40
+        ("2027-01-01T00:00:00.000000Z", Some(3000)),
+    ];
+
+    async fn asked(db: &Db) -> Vec<Option<u64>> {
+        db.read(|conn| {
+            ASKED
+                .iter()
+                .map(|(cutoff, _)| super::newest_before(conn, "g1", cutoff))
+                .collect()
+        })
+        .await
+        .expect("asked")
+    }
+
+    /// The newest Event before an instant, on SQLite: every edge (before the first online
+    /// Event, between two of one instant, after the last) as the whole window's `MAX` said.
+    #[tokio::test]
+    async fn the_newest_event_before_an_instant_is_found_by_bisection() {
+        let db = a_log(Location::Memory).await;
+        let expected: Vec<Option<u64>> = ASKED.iter().map(|(_, answer)| *answer).collect();
+        assert_eq!(asked(&db).await, expected);
+    }
+
+    /// On PostgreSQL: the same answers, for a few pages each, whatever the window holds (49
+    /// here, where the `MAX` over the window read 154 for a cutoff before it).
+    #[tokio::test]
+    async fn the_newest_event_before_an_instant_reads_a_few_pages() {
+        let Some(url) = weft_testkit::postgres_database_or_skip() else {
+            return;
+        };
+        let db = a_log(Location::Postgres(url)).await;
+        let expected: Vec<Option<u64>> = ASKED.iter().map(|(_, answer)| *answer).collect();
+        assert_eq!(asked(&db).await, expected);
+        let fetched = db
+            .write(|tx| {
+                tx.run("SET LOCAL enable_seqscan = off", [])?;
+                let before = crate::rows::pages_fetched(tx, "events")?;
+                super::newest_before(tx, "g1", ASKED[1].0)?;
+                Ok(crate::rows::pages_fetched(tx, "events")? - before)
+            })
+            .await
+            .expect("asked");
+        assert!(fetched <= 70, "fetched {fetched} pages");
+    }
 }
