@@ -55,7 +55,7 @@ pub(crate) fn append_caused(
 }
 
 /// Appends an Event of any type with an untyped payload: only the benchmarks' filler.
-#[cfg(feature = "bench-support")]
+#[cfg(any(test, feature = "bench-support"))]
 pub(crate) fn append_raw(
     tx: &Tx<'_>,
     group_id: &Id,
@@ -74,9 +74,8 @@ fn append_with(
     (causation, actor): (Option<&str>, Option<&str>),
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
-    let conn: &Connection = tx;
     crate::rows::groups::lock(tx, group_id.as_str())?;
-    let (prev_sequence, prev_hash) = head(conn, group_id.as_str())?;
+    let (prev_sequence, prev_hash) = head(tx, group_id.as_str())?;
     let sequence = prev_sequence + 1;
     let event_id = uuid::Uuid::now_v7().to_string();
     let appended_at = format_instant(now);
@@ -96,7 +95,7 @@ fn append_with(
     // adds the batch's leaves before the commit (`tlog::grow`).
     let leaf = weft_api::tlog::leaf_hash(&canonical);
     crate::rows::events::insert(
-        conn,
+        tx,
         &crate::rows::events::New {
             event_id: &event_id,
             group_id: group_id.as_str(),
@@ -129,12 +128,15 @@ fn append_with(
 
 /// `(sequence, hash)` of the newest Event of a Group, online or compacted into a snapshot
 /// (`(0, GENESIS)` for an empty log).
-pub(crate) fn head(conn: &Connection, group_id: &str) -> Result<(u64, EventHash), Error> {
-    let online = crate::rows::events::newest(conn, group_id)?;
+pub(crate) fn head(
+    c: &(impl crate::unit::Conn + ?Sized),
+    group_id: &str,
+) -> Result<(u64, EventHash), Error> {
+    let online = crate::rows::events::newest(c, group_id)?;
     if let Some((sequence, hash)) = online {
         return Ok((sequence, EventHash(to32(hash)?)));
     }
-    match compacted(conn, group_id)? {
+    match compacted(c.conn(), group_id)? {
         Some((sequence, hash)) => Ok((sequence, hash)),
         None => Ok((0, EventHash::GENESIS)),
     }

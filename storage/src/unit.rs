@@ -78,6 +78,16 @@ impl Memo {
         }
     }
 
+    /// Every remembered value of `what`, by key.
+    pub(crate) fn all<T: Clone + 'static>(&self, what: &'static str) -> Vec<(String, T)> {
+        self.rows
+            .borrow()
+            .iter()
+            .filter(|((table, _), _)| *table == what)
+            .filter_map(|((_, key), value)| Some((key.clone(), value.downcast_ref::<T>()?.clone())))
+            .collect()
+    }
+
     /// Forgets what is remembered of `(what, key)`.
     pub(crate) fn forget(&self, what: &'static str, key: &str) {
         self.rows.borrow_mut().remove(&(what, key.to_owned()));

@@ -463,3 +463,55 @@ async fn two_groups_are_written_at_once_on_postgres() {
     b.expect("the second Group's job");
     assert_eq!(count_groups(&db).await, 2);
 }
+
+/// A Group's newest Event is handed from job to job of a transaction (`rows/events.rs`,
+/// `db/writer.rs`): 48 jobs at once, each appending one or two Events to one Group, every
+/// third refused after its appends and every fifth panicking after them, leave one chain
+/// with no gap, each Event after the one it names, on every engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_appended_in_one_batch_make_one_chain() {
+    let group = weft_api::Id::parse("g", "g1").expect("id");
+    for location in every_engine() {
+        let db = Db::open(&location).expect("open");
+        db.write(|txn| groups::insert(txn, "g1", chrono::Utc::now()))
+            .await
+            .expect("group");
+        let writes = (0..48u64).map(|n| {
+            let (db, group) = (db.clone(), group.clone());
+            async move {
+                db.write(move |txn| {
+                    let now = chrono::Utc::now();
+                    for _ in 0..1 + n % 2 {
+                        crate::events::append_raw(txn, &group, "bench.tick", "{}".into(), now)?;
+                    }
+                    if n % 5 == 4 {
+                        panic!("job {n} panics after its appends");
+                    }
+                    if n % 3 == 1 {
+                        return Err(Error::ShuttingDown); // any refusal after its appends
+                    }
+                    Ok(1 + n % 2)
+                })
+                .await
+            }
+        });
+        let outcomes = futures::future::join_all(writes).await;
+        let appended: u64 = outcomes.iter().filter_map(|o| o.as_ref().ok()).sum();
+        let expected: u64 = (0..48u64)
+            .filter(|n| n % 5 != 4 && n % 3 != 1)
+            .map(|n| 1 + n % 2)
+            .sum();
+        assert_eq!(appended, expected, "{location:?}");
+        let events = db
+            .read(|conn| crate::events::read(conn, "g1", 0, 1000))
+            .await
+            .expect("read");
+        assert_eq!(events.len() as u64, expected, "{location:?}");
+        let mut prev = weft_api::event::EventHash::GENESIS;
+        for (at, event) in (1..).zip(&events) {
+            assert_eq!(event.sequence, at, "{location:?}");
+            assert_eq!(event.prev_hash, prev, "{location:?}: Event {at}");
+            prev = event.hash;
+        }
+    }
+}

@@ -207,6 +207,9 @@ fn run_batch(
     // take them again (a round trip each). A rolled-back job's locks are not counted: its
     // savepoint's rollback let them go.
     let mut held: Vec<String> = Vec::new();
+    // Each Group's newest Event as the released jobs left it (`rows/events.rs`): a later
+    // job appends after it without reading it again. A refused job forgets them all.
+    let mut heads: Vec<(String, crate::rows::events::Newest)> = Vec::new();
     let mut jobs = batch.into_iter();
     while let Some(job) = jobs.next() {
         if let Some(error) = &broken {
@@ -224,6 +227,9 @@ fn run_batch(
         let tx = Tx::new(txn);
         for group in &held {
             tx.loaded().lock_held(group);
+        }
+        for (group, newest) in &heads {
+            crate::rows::events::hand_over(&tx, group, newest);
         }
         // A panicking job must not take the writer thread (and every later write) with it:
         // its savepoint is rolled back and its caller hears `ShuttingDown` from the dropped
@@ -243,8 +249,19 @@ fn run_batch(
             true if cuts => held.extend(tx.loaded().locked()),
             // A refused job's rollback goes to its own savepoint, unless a savepoint statement
             // sent ahead failed (then the batch rolls back whole): held no longer, to be sure.
-            false => held.clear(),
+            false => {
+                held.clear();
+                heads.clear();
+            }
             true => {}
+        }
+        if ok {
+            for (group, newest) in crate::rows::events::newest_known(&tx) {
+                match heads.iter_mut().find(|(known, _)| *known == group) {
+                    Some(known) => known.1 = newest,
+                    None => heads.push((group, newest)),
+                }
+            }
         }
         let end = if ok {
             let (events, hashes, owes) = tx.into_appended();
