@@ -1,7 +1,7 @@
 //! The `session_epochs` table: the only SQL that names it. One row per (Agent, Group): the
 //! epoch of its newest session; opening a session bumps it, which replaces the older one.
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
@@ -12,13 +12,21 @@ pub(crate) fn current(
     agent_id: &str,
     group_id: &str,
 ) -> Result<Option<u64>, Error> {
-    Ok(conn
-        .row(
-            "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
-            params![agent_id, group_id],
-            |row| row.get(0),
-        )
-        .optional()?)
+    current_ahead(conn, agent_id, group_id)?.get(conn)
+}
+
+/// [`current`], sent ahead (`sql/ahead.rs`).
+pub(crate) fn current_ahead(
+    conn: &Connection,
+    agent_id: &str,
+    group_id: &str,
+) -> Result<Ahead<Option<u64>, Error>, Error> {
+    let rows = conn.rows_ahead(
+        "SELECT epoch FROM session_epochs WHERE agent_id = ?1 AND group_id = ?2",
+        params![agent_id, group_id],
+        |row| row.get::<_, u64>(0),
+    )?;
+    Ok(rows.then(|epochs: Vec<u64>| Ok(epochs.into_iter().next())))
 }
 
 /// Starts the next session epoch of `agent_id` in `group_id` (1 for its first) and answers it.

@@ -235,6 +235,10 @@ fn apply_prepared(
     let agent = command.agent_id.as_str();
     // Every check below reads what the Group's last commit left, in any process.
     crate::rows::groups::lock(tx, group)?;
+    // The Membership and session epoch step 4 checks, sent ahead to travel with the lookup
+    // (one round trip on PostgreSQL, not three); a replay never reads them.
+    let membership = crate::rows::memberships::current_with_scope_ahead(tx, group, agent)?;
+    let newest_epoch = crate::rows::session_epochs::current_ahead(tx, agent, group)?;
     // 3. A retry of an accepted Command replays its answer, looked up first: the same Agent
     // sending the same bytes in the same Group gets its answer back even from a session that
     // replaced the one it was sent under (DESIGN §10). The id is the Agent's in its Group.
@@ -281,9 +285,7 @@ fn apply_prepared(
             ),
         ));
     }
-    let Some((roles, membership_epoch, missions)) =
-        crate::rows::memberships::current_with_scope(tx, group, agent)?
-    else {
+    let Some((roles, membership_epoch, missions)) = membership.get(tx)? else {
         return Err(reject(
             ErrorCode::StaleMembership,
             "the Membership was removed",
@@ -292,7 +294,7 @@ fn apply_prepared(
     if membership_epoch != command.membership_epoch {
         return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
     }
-    let current = crate::rows::session_epochs::current(tx, agent, group)?;
+    let current = newest_epoch.get(tx)?;
     if current != Some(session_epoch) {
         return Err(reject(
             ErrorCode::StaleSession,
