@@ -26,20 +26,32 @@ pub(crate) fn insert(
     Ok(())
 }
 
+/// A Group's latest disposition of a blob: a seek of the key's (Group, blob) prefix.
+pub(crate) const LATEST_IN_GROUP: &str = "SELECT group_id, sequence FROM blob_dispositions
+     WHERE group_id = ?2 AND blake3 = ?1 ORDER BY disposed_at DESC, sequence DESC LIMIT 1";
+
 /// The latest disposition of blob `blake3`: in Group `group_id` when given, else in any
-/// Group (the operator's read), as (Group, sequence).
+/// Group (the operator's read, which reads the table), as (Group, sequence). Two statements:
+/// one `(?2 IS NULL OR group_id = ?2)` hid the key's first column from both engines'
+/// planners, so every member's read of a disposed blob read every disposition ever kept
+/// (stop 69).
 pub(crate) fn latest(
     conn: &Connection,
     group_id: Option<&str>,
     blake3: &ArtifactId,
 ) -> Result<Option<(String, u64)>, Error> {
-    Ok(conn
-        .row(
-            "SELECT group_id, sequence FROM blob_dispositions
-             WHERE blake3 = ?1 AND (?2 IS NULL OR group_id = ?2)
-             ORDER BY disposed_at DESC, sequence DESC LIMIT 1",
-            params![&blake3.0[..], group_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?)
+    let read = |row: &crate::sql::Row<'_>| Ok((row.get(0)?, row.get(1)?));
+    Ok(match group_id {
+        Some(group_id) => conn
+            .row(LATEST_IN_GROUP, params![&blake3.0[..], group_id], read)
+            .optional()?,
+        None => conn
+            .row(
+                "SELECT group_id, sequence FROM blob_dispositions WHERE blake3 = ?1
+                 ORDER BY disposed_at DESC, sequence DESC LIMIT 1",
+                params![&blake3.0[..]],
+                read,
+            )
+            .optional()?,
+    })
 }

@@ -307,8 +307,9 @@ fn looking_for_a_command_searches_its_whole_key() {
 }
 
 /// Stop 69 (V38, V39): fetching a Command by its id searches the key by (Group, id), the
-/// trimming batches search the answers not yet trimmed by age, and a token's session is
-/// found by its Agent, Group and epoch: never a walk of the history.
+/// trimming batches search the answers not yet trimmed by age, a token's session is found by
+/// its Agent, Group and epoch, and a Group's disposition of a blob by its key: never a walk
+/// of the history.
 #[test]
 fn by_id_and_by_age_lookups_search_their_indexes() {
     let conn = Connection::open_in_memory().expect("open");
@@ -335,6 +336,11 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
             "SELECT token_hash FROM sessions WHERE agent_id = ?1 AND group_id = ?2 AND session_epoch = ?3",
             3,
             "sessions_by_epoch (agent_id=? AND group_id=? AND session_epoch=?)",
+        ),
+        (
+            crate::rows::blob_dispositions::LATEST_IN_GROUP,
+            2,
+            "PRIMARY KEY (group_id=? AND blake3=?)",
         ),
     ] {
         let steps = plan(&conn, sql, params);
