@@ -207,18 +207,26 @@ pub(crate) fn group_of(conn: &Connection, id: &str) -> Result<Option<String>, Er
         .optional()?)
 }
 
-/// The ids of Group `group`'s Missions (every Group's for `None`), newest first.
+/// A Group's Missions, newest first: a seek of `missions_group`.
+pub(crate) const GROUP_NEWEST_FIRST: &str =
+    "SELECT mission_id FROM missions WHERE group_id = ?1 ORDER BY created_sequence DESC";
+
+/// The ids of Group `group`'s Missions (every Group's for `None`, the operator's), newest
+/// first. Two statements: one `(?1 IS NULL OR group_id = ?1)` read and sorted every Group's
+/// Missions for a member's console (stop 69).
 pub(crate) fn ids_newest_first(
     conn: &Connection,
     group: Option<&str>,
 ) -> Result<Vec<String>, Error> {
-    let ids = conn.rows(
-        "SELECT mission_id FROM missions WHERE (?1 IS NULL OR group_id = ?1)
-         ORDER BY created_sequence DESC",
-        params![group],
-        |row| row.get::<_, String>(0),
-    )?;
-    Ok(ids)
+    let id = |row: &crate::sql::Row<'_>| row.get::<_, String>(0);
+    Ok(match group {
+        Some(group) => conn.rows(GROUP_NEWEST_FIRST, [group], id)?,
+        None => conn.rows(
+            "SELECT mission_id FROM missions ORDER BY created_sequence DESC",
+            [],
+            id,
+        )?,
+    })
 }
 
 /// Each Mission of Group `group_id` with its state, by id (fsck).

@@ -308,8 +308,8 @@ fn looking_for_a_command_searches_its_whole_key() {
 
 /// Stop 69 (V38, V39): fetching a Command by its id searches the key by (Group, id), the
 /// trimming batches search the answers not yet trimmed by age, a token's session is found by
-/// its Agent, Group and epoch, and a Group's disposition of a blob by its key: never a walk
-/// of the history.
+/// its Agent, Group and epoch, a Group's disposition of a blob by its key, and a Group's
+/// Missions by their Group: never a walk of the history or of other Groups' rows.
 #[test]
 fn by_id_and_by_age_lookups_search_their_indexes() {
     let conn = Connection::open_in_memory().expect("open");
@@ -341,6 +341,11 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
             crate::rows::blob_dispositions::LATEST_IN_GROUP,
             2,
             "PRIMARY KEY (group_id=? AND blake3=?)",
+        ),
+        (
+            crate::rows::missions::GROUP_NEWEST_FIRST,
+            1,
+            "missions_group (group_id=?)",
         ),
     ] {
         let steps = plan(&conn, sql, params);
