@@ -124,6 +124,13 @@ impl Memo {
         self.remember("groups.lock", group, ());
     }
 
+    /// Whether this job holds Group `group`'s lock (taken by it, or handed over by the writer).
+    pub(crate) fn holds_lock(&self, group: &str) -> bool {
+        self.rows
+            .borrow()
+            .contains_key(&("groups.lock", group.to_owned()))
+    }
+
     /// Whether the job took the lock of a Group other than `named` (any Group, for none).
     pub(crate) fn locked_other_than(&self, named: Option<&str>) -> bool {
         self.locked

@@ -515,3 +515,44 @@ async fn events_appended_in_one_batch_make_one_chain() {
         }
     }
 }
+
+/// On PostgreSQL a Group's head read before its lock (an ACK reads it so, `delivery.rs`) is
+/// not remembered: another server may append to the Group before this job takes the lock,
+/// and an append after the lock reads the head again (a remembered one would reuse the
+/// other server's sequence, or fork the chain if that Event were gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_read_before_the_groups_lock_is_read_again_under_it() {
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
+        return;
+    };
+    let db = Db::open(&Location::Postgres(url.clone())).expect("open");
+    let other = Db::open(&Location::Postgres(url)).expect("open another server's");
+    let group = weft_api::Id::parse("g", "g1").expect("id");
+    db.write(|txn| groups::insert(txn, "g1", chrono::Utc::now()))
+        .await
+        .expect("group");
+    let (before, appended) = db
+        .write(move |txn| {
+            let (before, _) = crate::events::head(txn, "g1")?;
+            // Another server appends to the Group meanwhile.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let theirs = group.clone();
+            runtime.block_on(other.write(move |t| {
+                crate::events::append_raw(t, &theirs, "bench.tick", "{}".into(), chrono::Utc::now())
+            }))?;
+            let appended = crate::events::append_raw(
+                txn,
+                &group,
+                "bench.tick",
+                "{}".into(),
+                chrono::Utc::now(),
+            )?;
+            Ok((before, appended))
+        })
+        .await
+        .expect("appended after the other server's Event");
+    assert_eq!(appended, before + 2);
+}

@@ -57,10 +57,17 @@ pub(crate) struct New<'a> {
 /// What a writer job's memo remembers of a Group's newest online Event ([`newest`]): kept
 /// current by [`insert`], and handed by the writer from one job to the next of its
 /// transaction ([`newest_known`], [`hand_over`]), so only a transaction's first append to a
-/// Group reads its head (a round trip each on PostgreSQL, stop 69). Within the transaction
-/// the Group's log grows only through its jobs: on PostgreSQL its row lock, taken before the
-/// first append (`events.rs`), is held to the commit; on SQLite the writer is the only one.
+/// Group reads its head (a round trip each on PostgreSQL, stop 69). Remembered only while
+/// the Group's log can grow through this transaction's jobs alone ([`settled`]).
 const NEWEST: &str = "events.newest";
+
+/// Whether Group `group_id`'s log can change now only through this transaction: on
+/// PostgreSQL once the job holds the Group's row lock (held to the commit; a head read
+/// without it, as an ACK's, may be overtaken by another lane or server); on SQLite always
+/// (the writer is the only one).
+fn settled(c: &(impl Conn + ?Sized), memo: &crate::unit::Memo, group_id: &str) -> bool {
+    c.conn().engine() != crate::sql::Engine::Postgres || memo.holds_lock(group_id)
+}
 
 /// A Group's newest online Event: `(sequence, hash)`.
 pub(crate) type Newest = Option<(u64, Vec<u8>)>;
@@ -85,8 +92,12 @@ pub(crate) fn insert(c: &(impl Conn + ?Sized), row: &New<'_>) -> Result<(), Erro
         ],
     )?;
     if let Some(memo) = c.memo() {
-        let newest: Newest = Some((row.sequence, row.hash.to_vec()));
-        memo.remember(NEWEST, row.group_id, newest);
+        if settled(c, memo, row.group_id) {
+            let newest: Newest = Some((row.sequence, row.hash.to_vec()));
+            memo.remember(NEWEST, row.group_id, newest);
+        } else {
+            memo.forget(NEWEST, row.group_id);
+        }
     }
     Ok(())
 }
@@ -104,8 +115,8 @@ pub(crate) fn newest(c: &(impl Conn + ?Sized), group_id: &str) -> Result<Newest,
             .optional()?)
     };
     match c.memo() {
-        Some(memo) => memo.load(NEWEST, group_id, read),
-        None => read(),
+        Some(memo) if settled(c, memo, group_id) => memo.load(NEWEST, group_id, read),
+        _ => read(),
     }
 }
 
