@@ -473,6 +473,12 @@ impl Artifacts<'_> {
             }
             then(txn, already_visible).map(|answer| (answer, pending))
         };
+        // The blob may be this Agent's and uncited: the bound grows by it before the commit that
+        // may end a resumable session (its bytes leave `session_bytes`), so no admission sees
+        // neither (counted twice if so, or if the write fails: a bound may only be too high).
+        if let (Some(agent), Cited::Not) = (&agent, cited) {
+            self.0.limits.raise_uncited_bound(agent, digests.size);
+        }
         let written = match lane {
             Some(group) => self.0.db.write_in(&group, job).await,
             None => self.0.db.write(job).await,
@@ -501,11 +507,6 @@ impl Artifacts<'_> {
         {
             // Its row is gone: start-up removes the object if this could not.
             tracing::warn!(%object, %error, "could not remove a finished upload's object");
-        }
-        // The blob may now be this Agent's and uncited: the bound grows by it (counted again
-        // if it already was: a bound may only be too high).
-        if let (Some(agent), Cited::Not) = (agent, cited) {
-            self.0.limits.raise_uncited_bound(&agent, digests.size);
         }
         Ok(answer)
     }
