@@ -61,16 +61,17 @@ pub async fn load_events(store: &Store, group_id: &Id, n: u64) -> Result<(), Err
     Ok(())
 }
 
-/// Sets how many blobs each round of the sweep of uncited blobs examines
+/// Sets where the sweep of uncited blobs goes on from (after digest `after`; empty: the first
+/// blob; a server starts at a random digest) and how many blobs each of its rounds examines
 /// (`artifacts/sweep.rs`, `SWEEP_WINDOW` by default), so a test can walk a few blobs in
-/// several rounds.
-pub fn set_sweep_window(store: &Store, blobs: u64) {
+/// several rounds, or start a walk where it likes.
+pub fn set_sweep_walk(store: &Store, after: &[u8], blobs: u64) {
     let mut walk = store
         .inner
         .sweep_walk
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    walk.1 = blobs.max(1);
+    *walk = (after.to_vec(), blobs.max(1));
 }
 
 /// Answers trimmed per transaction past the horizon (`lifespan/answers.rs`), for tests that

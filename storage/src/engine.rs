@@ -56,7 +56,8 @@ pub(crate) struct Engine {
     /// Where `Lifespan::forget_spent_until`'s walks stand between calls.
     pub(crate) spent_walk: std::sync::Mutex<SpentWalk>,
     /// Where the sweep of uncited blobs goes on from (`artifacts/sweep.rs`): the last digest
-    /// its previous round examined, empty for the first; and how many blobs a round examines.
+    /// its previous round examined (a random one at start, empty after a walk reached the
+    /// last blob); and how many blobs a round examines.
     pub(crate) sweep_walk: std::sync::Mutex<(Vec<u8>, u64)>,
     /// Where the sweep of upload objects no session row names goes on from (`strays.rs`).
     pub(crate) upload_strays: std::sync::Mutex<Option<object_store::path::Path>>,

@@ -233,7 +233,12 @@ impl Engine {
             sweep_lock: tokio::sync::RwLock::new(()),
             strays: std::sync::Mutex::default(),
             spent_walk: std::sync::Mutex::default(),
-            sweep_walk: std::sync::Mutex::new((Vec::new(), crate::artifacts::SWEEP_WINDOW)),
+            // From a random digest: a server restarted more often than a full walk takes
+            // still reaches every blob in time, where one starting at the first would not.
+            sweep_walk: std::sync::Mutex::new((
+                rand::random::<[u8; 32]>().to_vec(),
+                crate::artifacts::SWEEP_WINDOW,
+            )),
             upload_strays: std::sync::Mutex::default(),
             upload_counters: Counters::default(),
             upload_claims: Claims::default(),

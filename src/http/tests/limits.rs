@@ -274,7 +274,7 @@ backends!(
             h.upload(&worker, &[n; 10]).await;
         }
         h.put(&worker, "g1", b"published", &[]).await;
-        weft_storage::bench_support::set_sweep_window(&h.store, 2);
+        weft_storage::bench_support::set_sweep_walk(&h.store, &[], 2);
         h.clock.advance(chrono::Duration::hours(25));
         let mut removed = Vec::new();
         for _ in 0..5 {
@@ -284,6 +284,28 @@ backends!(
         assert_eq!(removed[..3].iter().sum::<u64>(), 5, "{kind:?}: {removed:?}");
         assert!(removed.iter().all(|&n| n <= 2), "{kind:?}: {removed:?}");
         assert_eq!(removed[3..], [0, 0], "{kind:?}: {removed:?}");
+    }
+);
+
+backends!(
+    /// Stop 69: a walk that starts in the middle of the digests (as a server's does, at a
+    /// random one) and reaches the last blob goes on from the first in the same round: one
+    /// round removes the abandoned uploads on both sides of where it began.
+    async fn a_sweep_round_from_the_middle_goes_round_to_where_it_began(kind: Kind) {
+        let h = harness(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let mut firsts = Vec::new();
+        for n in 0..6u8 {
+            firsts.push(h.upload(&worker, &[n; 10]).await.blake3.0[0]);
+        }
+        assert!(
+            firsts.iter().any(|&b| b < 0x80) && firsts.iter().any(|&b| b >= 0x80),
+            "uploads on both sides of the start: {firsts:?}"
+        );
+        weft_storage::bench_support::set_sweep_walk(&h.store, &[0x80; 32], 10_000);
+        h.clock.advance(chrono::Duration::hours(25));
+        let report = h.store.artifacts().sweep().await.expect("sweep");
+        assert_eq!(report.blobs_removed, 6, "{kind:?}: {report:?}");
     }
 );
 

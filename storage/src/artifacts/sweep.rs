@@ -60,6 +60,51 @@ const STAGED_AGE: chrono::Duration = chrono::Duration::days(1);
 /// how the two comparisons round (issue #40). Older nonces are dead weight.
 const NONCE_KEEP_SECONDS: i64 = 2 * weft_api::session::MAX_CLOCK_SKEW_SECONDS + 60;
 
+/// A stale uncited blob: its digest and size.
+type Stale = (Vec<u8>, u64);
+
+/// Stale uncited blobs of the window of `window` blobs after `after`, and
+/// where the next round goes on from. A full batch (a shared index's) stops at its last row.
+/// A window that reaches the last blob goes on from the first, up to where it began or
+/// another window, so a store smaller than a window is examined whole in every round
+/// wherever its walk stands (a server starts it at a random digest).
+fn stale_window(
+    txn: &crate::unit::Tx<'_>,
+    cutoff: &str,
+    after: &[u8],
+    window: u64,
+) -> Result<(Vec<Stale>, Vec<u8>), Error> {
+    let uncited = uncited("blobs.blake3");
+    let full = |rows: &[Stale]| rows.len() >= rows::blobs::SHARED_STALE_BATCH;
+    let through = rows::blobs::window_end(txn, after, window)?;
+    let mut found = rows::blobs::stale_where(txn, cutoff, &uncited, after, through.as_deref())?;
+    if full(&found) {
+        let last = found
+            .last()
+            .map(|(last, _)| last.clone())
+            .unwrap_or_default();
+        return Ok((found, last));
+    }
+    let Some(through) = through else {
+        if after.is_empty() {
+            return Ok((found, Vec::new()));
+        }
+        let wrapped = rows::blobs::window_end(txn, &[], window)?;
+        let bound = match wrapped {
+            Some(end) if end.as_slice() < after => end,
+            _ => after.to_vec(),
+        };
+        let more = rows::blobs::stale_where(txn, cutoff, &uncited, &[], Some(&bound))?;
+        let next = match more.last() {
+            Some((last, _)) if full(&more) => last.clone(),
+            _ => bound,
+        };
+        found.extend(more);
+        return Ok((found, next));
+    };
+    Ok((found, through))
+}
+
 impl Artifacts<'_> {
     /// Runs `f` on where the sweep of uncited blobs stands and its window.
     fn sweep_walk<T>(&self, f: impl FnOnce(&mut (Vec<u8>, u64)) -> T) -> T {
@@ -92,23 +137,8 @@ impl Artifacts<'_> {
                 let mut removed = Vec::new();
                 let mut next = None;
                 if !matches!(begun, Begun::Busy) {
-                    let through = rows::blobs::window_end(txn, &after, window)?;
-                    let uncited = uncited("blobs.blake3");
-                    let rows = rows::blobs::stale_where(
-                        txn,
-                        &blob_cutoff,
-                        &uncited,
-                        &after,
-                        through.as_deref(),
-                    )?;
-                    // A full batch (a shared index's) stops at its last row; else the round
-                    // examined its window, and one that reached the last blob starts over.
-                    next = Some(match rows.last() {
-                        Some((last, _)) if rows.len() >= rows::blobs::SHARED_STALE_BATCH => {
-                            last.clone()
-                        }
-                        _ => through.unwrap_or_default(),
-                    });
+                    let (rows, stopped) = stale_window(txn, &blob_cutoff, &after, window)?;
+                    next = Some(stopped);
                     removed.reserve(rows.len());
                     for (blake3, size) in rows {
                         rows::blob_uploaders::delete_of_blob(txn, &blake3)?;
