@@ -234,12 +234,14 @@ pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
 }
 
 /// The sequence of the newest online Event appended before `cutoff` (instants compare as
-/// text: they are written in one format), by bisection over the Group's online sequences:
-/// `appended_at` does not decrease along a Group's log (each Event is stamped as it is
-/// appended, in order), so some 2 × log2(n) point reads answer it whatever the online window
-/// holds. The one `MAX(sequence) … AND appended_at < ?2` it replaces (stop 69) read the
-/// Group's whole online window at every round of compaction. A gap in the sequences (which
-/// fsck reports as damage) falls back to that query.
+/// text: they are written in one format), by bisection over the Group's online sequences,
+/// some 2 × log2(n) point reads whatever the online window holds. `appended_at` follows the
+/// sequence but for the skew between servers' clocks and a Command's `now` taken before it
+/// queues; the bisection answers an Event before the cutoff, so never later than the `MAX`
+/// would, and compaction never goes further than it did. The one `MAX(sequence) … AND
+/// appended_at < ?2` it replaces (stop 69) read the Group's whole online window at every
+/// round of compaction. A gap in the sequences (which fsck reports as damage) falls back to
+/// that query.
 pub(crate) fn newest_before(
     conn: &Connection,
     group_id: &str,
