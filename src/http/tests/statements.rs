@@ -34,8 +34,9 @@ use super::work_setup::contract;
 /// recorded? the key's Agent, the Group, the Membership) go together: 16 before. Stop 69: a
 /// Command's Membership and session epoch travel with its lookup of an earlier answer: 15,
 /// 13, 12 and 13 before (and a Group's newest Event is read once per writer transaction, not
-/// per job, which a job metered alone does not show).
-const ROUND_TRIPS: [u64; 5] = [13, 11, 10, 13, 11];
+/// per job, which a job metered alone does not show); then its WorkItem and, under a lease,
+/// the current lease: 13, 11, 10 and 11 before.
+const ROUND_TRIPS: [u64; 5] = [12, 9, 8, 13, 9];
 
 const CEILINGS: [(&str, u64); 5] = [
     ("work.start", 24),

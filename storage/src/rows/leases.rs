@@ -18,7 +18,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 use weft_api::Id;
 use weft_api::work::offline::LeaseRecord;
@@ -358,20 +358,35 @@ pub(crate) fn current(
     }
 }
 
+/// A WorkItem's current (unreleased) lease, the newest.
+const READ_CURRENT: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM leases l WHERE l.work_item_id = ?1 AND l.released_at IS NULL
+     ORDER BY l.started_at DESC LIMIT 1"
+);
+
 fn read_current(conn: &Connection, work_item_id: &str) -> Result<Option<Lease>, Error> {
-    conn.row(
-        concat!(
-            "SELECT ",
-            columns!(),
-            " FROM leases l WHERE l.work_item_id = ?1 AND l.released_at IS NULL
-             ORDER BY l.started_at DESC LIMIT 1"
-        ),
-        [work_item_id],
-        Raw::read,
-    )
-    .optional()?
-    .map(Raw::parse)
-    .transpose()
+    conn.row(READ_CURRENT, [work_item_id], Raw::read)
+        .optional()?
+        .map(Raw::parse)
+        .transpose()
+}
+
+/// [`current`], sent ahead (`sql/ahead.rs`): a Command sends it with its lookup of an earlier
+/// answer (`work/command.rs`) and hands the answer to its job's memo ([`remember_current`]).
+pub(crate) fn current_ahead(
+    conn: &Connection,
+    work_item_id: &str,
+) -> Result<Ahead<Option<Lease>, Error>, Error> {
+    let rows = conn.rows_ahead(READ_CURRENT, [work_item_id], Raw::read)?;
+    Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().next().map(Raw::parse).transpose()))
+}
+
+/// WorkItem `work_item_id`'s current lease is `lease`, as read ahead before the job changed
+/// anything ([`current_ahead`]): what [`current`] would have loaded.
+pub(crate) fn remember_current(tx: &Tx<'_>, work_item_id: &str, lease: Option<Lease>) {
+    tx.loaded().remember(CURRENT, work_item_id, lease);
 }
 
 /// The WorkItem a lease is of, as a capability token acts for it: its Group, Mission and

@@ -98,15 +98,23 @@ pub(crate) fn in_group_order(conn: &impl Conn, ids: Vec<String>) -> Result<Vec<S
     Ok(placed.into_iter().map(|(_, _, id)| id).collect())
 }
 
+/// A WorkItem's row by its id, in [`Raw`]'s order.
+const LOAD: &str = "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision,
+        contract, owner, ownership_epoch, ownership_expires_at, approval_granted,
+        child_mission_id, attempts FROM work_items WHERE work_item_id = ?1";
+
 /// The WorkItem `id`, if there is one.
 pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<WorkRow>, Error> {
-    load_by(
-        conn,
-        "SELECT work_item_id, group_id, mission_id, state, revision, contract_revision, contract,
-                owner, ownership_epoch, ownership_expires_at, approval_granted, child_mission_id, attempts
-         FROM work_items WHERE work_item_id = ?1",
-        params![id],
-    )
+    load_by(conn, LOAD, params![id])
+}
+
+/// [`load`], sent ahead (`sql/ahead.rs`), as a Command does with its lookup (`command.rs`).
+pub(crate) fn load_ahead(
+    conn: &Connection,
+    id: &str,
+) -> Result<Ahead<Option<WorkRow>, Error>, Error> {
+    let rows = conn.rows_ahead(LOAD, params![id], raw)?;
+    Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().next().map(parse).transpose()))
 }
 
 /// The WorkItem `id` if a reader of Group `group` (and, for a scoped member, of the Missions
@@ -139,60 +147,70 @@ fn load_by(
     sql: &str,
     params: impl crate::sql::Params,
 ) -> Result<Option<WorkRow>, Error> {
-    let row = conn
-        .row(sql, params, |row| {
-            Ok((
-                (
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                ),
-                (
-                    row.get::<_, String>(3)?,
-                    row.get::<_, u64>(4)?,
-                    row.get::<_, u64>(5)?,
-                    row.get::<_, String>(6)?,
-                ),
-                (
-                    row.get::<_, Option<String>>(7)?,
-                    row.get::<_, u64>(8)?,
-                    row.get::<_, Option<String>>(9)?,
-                ),
-                (
-                    row.get::<_, bool>(10)?,
-                    row.get::<_, Option<String>>(11)?,
-                    row.get::<_, u32>(12)?,
-                ),
-            ))
-        })
-        .optional()?;
-    row.map(
-        |(
-            (work_item_id, group_id, mission_id),
-            (state, revision, contract_revision, contract),
-            (owner, ownership_epoch, ownership_expires_at),
-            (approval_granted, child_mission_id, attempts),
-        )| {
-            Ok(WorkRow {
-                work_item_id: id("workItemId", &work_item_id)?,
-                group_id: id("groupId", &group_id)?,
-                mission_id: id("missionId", &mission_id)?,
-                state: parse_name(&state)?,
-                revision,
-                contract_revision,
-                contract: from_json(&contract)?,
-                owner: owner.map(|owner| id("agentId", &owner)).transpose()?,
-                ownership_epoch,
-                ownership_expires_at: ownership_expires_at.map(|at| instant(&at)).transpose()?,
-                approval_granted,
-                child_mission_id: child_mission_id
-                    .map(|child| id("missionId", &child))
-                    .transpose()?,
-                attempts,
-            })
-        },
-    )
-    .transpose()
+    conn.row(sql, params, raw)
+        .optional()?
+        .map(parse)
+        .transpose()
+}
+
+type Raw = (
+    (String, String, String),
+    (String, u64, u64, String),
+    (Option<String>, u64, Option<String>),
+    (bool, Option<String>, u32),
+);
+
+fn raw(row: &crate::sql::Row<'_>) -> crate::sql::Result<Raw> {
+    Ok((
+        (
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+        ),
+        (
+            row.get::<_, String>(3)?,
+            row.get::<_, u64>(4)?,
+            row.get::<_, u64>(5)?,
+            row.get::<_, String>(6)?,
+        ),
+        (
+            row.get::<_, Option<String>>(7)?,
+            row.get::<_, u64>(8)?,
+            row.get::<_, Option<String>>(9)?,
+        ),
+        (
+            row.get::<_, bool>(10)?,
+            row.get::<_, Option<String>>(11)?,
+            row.get::<_, u32>(12)?,
+        ),
+    ))
+}
+
+fn parse(
+    (
+        (work_item_id, group_id, mission_id),
+        (state, revision, contract_revision, contract),
+        (owner, ownership_epoch, ownership_expires_at),
+        (approval_granted, child_mission_id, attempts),
+    ): Raw,
+) -> Result<WorkRow, Error> {
+    Ok(WorkRow {
+        work_item_id: id("workItemId", &work_item_id)?,
+        group_id: id("groupId", &group_id)?,
+        mission_id: id("missionId", &mission_id)?,
+        state: parse_name(&state)?,
+        revision,
+        contract_revision,
+        contract: from_json(&contract)?,
+        owner: owner.map(|owner| id("agentId", &owner)).transpose()?,
+        ownership_epoch,
+        ownership_expires_at: ownership_expires_at.map(|at| instant(&at)).transpose()?,
+        approval_granted,
+        child_mission_id: child_mission_id
+            .map(|child| id("missionId", &child))
+            .transpose()?,
+        attempts,
+    })
 }
 
 /// A new WorkItem as `work.authorize` makes it (T2: `open`, no owner, nothing spent).

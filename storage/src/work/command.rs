@@ -239,6 +239,34 @@ fn apply_prepared(
     // (one round trip on PostgreSQL, not three); a replay never reads them.
     let membership = crate::rows::memberships::current_with_scope_ahead(tx, group, agent)?;
     let newest_epoch = crate::rows::session_epochs::current_ahead(tx, agent, group)?;
+    // So are the WorkItem a work Command names, which `run` reads first, and for a Command
+    // sent under an Execution Lease the current lease, which its checks read; nothing before
+    // `run` changes either.
+    let under_lease = matches!(
+        command.kind,
+        CommandType::LeaseRenew
+            | CommandType::WorkProgress
+            | CommandType::WorkCheckpoint
+            | CommandType::WorkBlock
+            | CommandType::WorkSubmit
+            | CommandType::WorkFail
+    );
+    let work_item_ahead = match &body {
+        CommandBody::MissionCreate(_)
+        | CommandBody::MissionClose(_)
+        | CommandBody::WorkPropose(_)
+        | CommandBody::WorkAuthorize(_) => None,
+        _ => match body.work_item_id() {
+            Some(id) => Some((
+                id.as_str(),
+                crate::rows::work_items::load_ahead(tx, id.as_str())?,
+                under_lease
+                    .then(|| crate::rows::leases::current_ahead(tx, id.as_str()))
+                    .transpose()?,
+            )),
+            None => None,
+        },
+    };
     // 3. A retry of an accepted Command replays its answer, looked up first: the same Agent
     // sending the same bytes in the same Group gets its answer back even from a session that
     // replaced the one it was sent under (DESIGN §10). The id is the Agent's in its Group.
@@ -265,6 +293,15 @@ fn apply_prepared(
         }
         return super::answer::replay(tx, &answer, group, agent, now);
     }
+    let work_item_read = match work_item_ahead {
+        Some((id, row, lease)) => {
+            if let Some(lease) = lease {
+                crate::rows::leases::remember_current(tx, id, lease.get(tx)?);
+            }
+            Some(row.get(tx)?)
+        }
+        None => None,
+    };
     // 4. The epochs: the Command's must be its session's, and the session's still current
     // inside the transaction (a Membership may have changed).
     if command.session_epoch != session_epoch {
@@ -324,6 +361,7 @@ fn apply_prepared(
         agent_id: command.agent_id.clone(),
         key_id: keyid,
     });
+    ctx.work_item_read = work_item_read;
     let answered = run(&mut ctx, &body)?;
     // The WorkItem's deadline as this Command left it, for the expiry timer
     // (a stale entry costs one look; noted before the commit, which is harmless).
@@ -416,7 +454,11 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<Answered, Error> {
             let Some(work_item_id) = body.work_item_id() else {
                 return Err(reject(ErrorCode::InvalidCommand, "no workItemId"));
             };
-            let row = match load_work_item(ctx.tx, work_item_id.as_str())? {
+            let read = match ctx.work_item_read.take() {
+                Some(read) => read,
+                None => load_work_item(ctx.tx, work_item_id.as_str())?,
+            };
+            let row = match read {
                 Some(row) if row.group_id == ctx.command.group_id.as_str() => {
                     // Expiry first, for this WorkItem only, so the Command sees the fenced
                     // state even if the timer never ran. These Events are the Authority's own

@@ -52,6 +52,9 @@ pub(super) struct Ctx<'t, 'c> {
     pub(super) saved: Option<WorkRow>,
     /// Who signed the Command: named in every Event it causes (issue #50).
     pub(super) actor: Option<weft_api::work::events::Actor>,
+    /// The WorkItem the Command names, as read ahead with its lookup of an earlier answer
+    /// (`command.rs`), before the job changed anything: what `run` would have loaded.
+    pub(super) work_item_read: Option<Option<WorkRow>>,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -78,6 +81,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             resumes_attempt: false,
             saved: None,
             actor: None,
+            work_item_read: None,
         }
     }
 
