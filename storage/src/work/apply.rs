@@ -175,7 +175,7 @@ fn in_place(
 
 /// Whether `kind` is an owner Command that must quote the current Execution Lease (LSE-4).
 /// Exhaustive too: a new Command type says whether it quotes one.
-fn quotes_lease(kind: CommandType, coordinator: bool) -> bool {
+pub(super) fn quotes_lease(kind: CommandType, coordinator: bool) -> bool {
     use CommandType as C;
     match kind {
         C::WorkCheckpoint | C::WorkBlock | C::WorkSubmit | C::LeaseRenew | C::WorkProgress => true,

@@ -240,17 +240,9 @@ fn apply_prepared(
     let membership = crate::rows::memberships::current_with_scope_ahead(tx, group, agent)?;
     let newest_epoch = crate::rows::session_epochs::current_ahead(tx, agent, group)?;
     // So are the WorkItem a work Command names, which `run` reads first, and for a Command
-    // sent under an Execution Lease the current lease, which its checks read; nothing before
-    // `run` changes either.
-    let under_lease = matches!(
-        command.kind,
-        CommandType::LeaseRenew
-            | CommandType::WorkProgress
-            | CommandType::WorkCheckpoint
-            | CommandType::WorkBlock
-            | CommandType::WorkSubmit
-            | CommandType::WorkFail
-    );
+    // that may quote an Execution Lease (a Worker's `work.fail` does) the current lease, which
+    // its checks read; nothing before `run` changes either.
+    let under_lease = super::apply::quotes_lease(command.kind, false);
     let work_item_ahead = match &body {
         CommandBody::MissionCreate(_)
         | CommandBody::MissionClose(_)
@@ -350,7 +342,8 @@ fn apply_prepared(
     }
     // CTX-5: a Mission-scoped member commands only its Missions; another Mission's
     // aggregate answers exactly as another Group's (unknown, whether or not it exists).
-    check_scope(tx, &command, &body, crate::access::scope_of(missions)?)?;
+    let scope = crate::access::scope_of(missions)?;
+    check_scope(tx, &command, &body, scope, work_item_read.as_ref())?;
     let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch);
     ctx.offline = offline;
     ctx.usage = usage;
@@ -403,12 +396,13 @@ fn apply_prepared(
 
 /// Refuses a Command of a Mission-scoped member about a Mission its Membership does not cover,
 /// with the code the aggregate's absence would get: `unknown_work_item` for a WorkItem,
-/// `not_found` for a Mission.
+/// `not_found` for a Mission. `read` is the WorkItem the Command names, when it was read ahead.
 fn check_scope(
     tx: &crate::sql::Connection,
     command: &Command,
     body: &CommandBody,
     scope: MissionScope,
+    read: Option<&Option<WorkRow>>,
 ) -> Result<(), Error> {
     let group = command.group_id.as_str();
     if scope == MissionScope::Group {
@@ -430,8 +424,14 @@ fn check_scope(
         }
         return Ok(());
     }
-    if let Some(work_item_id) = body.work_item_id()
-        && let Some(row) = load_work_item(tx, work_item_id.as_str())?
+    let Some(work_item_id) = body.work_item_id() else {
+        return Ok(());
+    };
+    let loaded = match read {
+        Some(read) => read.clone(),
+        None => load_work_item(tx, work_item_id.as_str())?,
+    };
+    if let Some(row) = loaded
         && row.group_id == group
         && !scope.covers(&row.mission_id)
     {
