@@ -11,6 +11,7 @@ use rusqlite::Connection;
 
 use crate::error::Error;
 
+mod backfill;
 mod postgres;
 
 const V1: &str = r#"
@@ -707,48 +708,20 @@ const V38: &str = include_str!("schema/sqlite_v38.sql");
 /// A session found by its Agent, Group and epoch; PostgreSQL's indexes ordered by `rowid`.
 const V39: &str = include_str!("schema/sqlite_v39.sql");
 
+/// A WorkItem's history rows carry their Event's type; its unreleased leases indexed by start.
+const V40: &str = include_str!("schema/sqlite_v40.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 39] = [
+const MIGRATIONS: [&str; 40] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39, V40,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.
 type Backfill = fn(&Connection) -> Result<(), Error>;
 
 /// Steps a migration's SQL cannot do, run in its transaction after it: (version, step).
-const BACKFILLS: [(i64, Backfill); 1] = [(29, backfill_names)];
-
-/// V29: every stored manifest's file name, read from its signed payload.
-fn backfill_names(conn: &Connection) -> Result<(), Error> {
-    use base64::Engine as _;
-    let mut named: Vec<(Vec<u8>, String)> = Vec::new();
-    {
-        let mut select = conn.prepare("SELECT manifest_id, envelope FROM manifests")?;
-        let mut rows = select.query([])?;
-        while let Some(row) = rows.next()? {
-            let id: Vec<u8> = row.get(0)?;
-            let envelope: String = row.get(1)?;
-            let Ok(envelope) = serde_json::from_str::<weft_api::Envelope>(&envelope) else {
-                continue;
-            };
-            let Ok(payload) = weft_api::dsse::BASE64.decode(&envelope.payload) else {
-                continue;
-            };
-            let Ok(manifest) = weft_api::Manifest::parse(&payload) else {
-                continue;
-            };
-            if let Some(name) = manifest.file_name() {
-                named.push((id, name.to_owned()));
-            }
-        }
-    }
-    let mut update = conn.prepare("UPDATE manifests SET name = ?2 WHERE manifest_id = ?1")?;
-    for (id, name) in named {
-        update.execute(rusqlite::params![id, name])?;
-    }
-    Ok(())
-}
+const BACKFILLS: [(i64, Backfill); 1] = [(29, backfill::names)];
 
 /// The newest schema version this build writes.
 const LATEST: i64 = MIGRATIONS.len() as i64;

@@ -381,13 +381,13 @@ async fn a_change_sent_ahead_that_fails_fails_its_own_job() {
             let db = db.clone();
             async move {
                 db.write(move |txn| {
-                    work_history::insert(txn, "wi", n)?;
+                    work_history::insert(txn, "wi", n, "work.progress")?;
                     match n % 3 {
                         // The same row again: refused by the key, found at the job's end.
-                        1 => work_history::insert(txn, "wi", n)?,
+                        1 => work_history::insert(txn, "wi", n, "work.progress")?,
                         // Refused, then a read: the read answers the refusal.
                         2 => {
-                            work_history::insert(txn, "wi", n)?;
+                            work_history::insert(txn, "wi", n, "work.progress")?;
                             work_history::newest(txn, "wi", 1)?.get(txn)?;
                         }
                         _ => {}
@@ -414,10 +414,10 @@ async fn a_change_sent_ahead_that_fails_fails_its_own_job() {
 
         let nested = db
             .write(|txn| {
-                work_history::insert(txn, "wj", 1)?;
-                let inner = txn.nested(|tx| work_history::insert(tx, "wj", 1));
+                work_history::insert(txn, "wj", 1, "work.progress")?;
+                let inner = txn.nested(|tx| work_history::insert(tx, "wj", 1, "work.progress"));
                 assert!(inner.is_err(), "the nested part fails");
-                work_history::insert(txn, "wj", 2)?;
+                work_history::insert(txn, "wj", 2, "work.progress")?;
                 work_history::newest(txn, "wj", 10)?.get(txn)
             })
             .await

@@ -359,7 +359,7 @@ pub(crate) fn current(
 }
 
 /// A WorkItem's current (unreleased) lease, the newest.
-const READ_CURRENT: &str = concat!(
+pub(crate) const READ_CURRENT: &str = concat!(
     "SELECT ",
     columns!(),
     " FROM leases l WHERE l.work_item_id = ?1 AND l.released_at IS NULL

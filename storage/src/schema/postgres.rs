@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 10] = [
+const MIGRATIONS: [(i64, &str); 11] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -29,6 +29,7 @@ const MIGRATIONS: [(i64, &str); 10] = [
     (37, include_str!("postgres_v37.sql")),
     (38, include_str!("postgres_v38.sql")),
     (39, include_str!("postgres_v39.sql")),
+    (40, include_str!("postgres_v40.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").

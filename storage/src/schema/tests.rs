@@ -309,7 +309,8 @@ fn looking_for_a_command_searches_its_whole_key() {
 /// Stop 69 (V38, V39): fetching a Command by its id searches the key by (Group, id), the
 /// trimming batches search the answers not yet trimmed by age, a token's session is found by
 /// its Agent, Group and epoch, a Group's disposition of a blob by its key, and a Group's
-/// Missions by their Group: never a walk of the history or of other Groups' rows.
+/// Missions by their Group: never a walk of the history or of other Groups' rows. Stop 70
+/// (V40): a WorkItem's current lease by its unreleased leases, not every lease it had.
 #[test]
 fn by_id_and_by_age_lookups_search_their_indexes() {
     let conn = Connection::open_in_memory().expect("open");
@@ -347,6 +348,11 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
             1,
             "missions_group (group_id=?)",
         ),
+        (
+            crate::rows::leases::READ_CURRENT,
+            1,
+            "leases_current (work_item_id=?)",
+        ),
     ] {
         let steps = plan(&conn, sql, params);
         assert!(
@@ -354,4 +360,54 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
             "{sql}: {steps:?}"
         );
     }
+}
+
+/// Stop 70 (V40): a WorkItem's history written before is given each Event's type, read from
+/// the Event; a row whose Event was compacted away keeps `''` (no type: it was found by no
+/// look-up of a type before either).
+#[test]
+fn history_written_before_gets_its_event_types() {
+    let conn = Connection::open_in_memory().expect("open");
+    for (done, sql) in (1..).zip(&super::MIGRATIONS[..39]) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+        ))
+        .expect("an old schema");
+    }
+    // The Mission the WorkItem names is beside the point.
+    conn.execute_batch(
+        "PRAGMA foreign_keys = OFF;
+         INSERT INTO groups (group_id, created_at) VALUES ('g1', 't'), ('g2', 't');
+         INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision,
+                                 contract_revision, contract, ownership_epoch,
+                                 approval_granted, attempts)
+             VALUES ('wi-1', 'g1', 'm1', 'offered', 1, 1, '{}', 0, 0, 0);
+         INSERT INTO events (group_id, sequence, event_id, type, payload, appended_at,
+                             prev_hash, hash)
+             VALUES ('g1', 2, 'e2', 'work.started', '{}', 't', x'00', x'00'),
+                    ('g1', 3, 'e3', 'work.failed', '{}', 't', x'00', x'00'),
+                    ('g2', 4, 'e4', 'work.submitted', '{}', 't', x'00', x'00');
+         INSERT INTO work_history (work_item_id, sequence) VALUES ('wi-1', 1), ('wi-1', 2),
+                                                                  ('wi-1', 3), ('wi-1', 4);",
+    )
+    .expect("old rows");
+    super::migrate_sqlite(&conn).expect("migrated");
+    let mut select = conn
+        .prepare("SELECT sequence, type FROM work_history ORDER BY sequence")
+        .expect("select");
+    let types: Vec<(i64, String)> = select
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("types");
+    // 1: compacted away; 4: an Event of another Group at that sequence, not this WorkItem's.
+    assert_eq!(
+        types,
+        [
+            (1, String::new()),
+            (2, "work.started".into()),
+            (3, "work.failed".into()),
+            (4, String::new()),
+        ]
+    );
 }

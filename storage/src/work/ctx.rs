@@ -105,7 +105,12 @@ impl<'t, 'c> Ctx<'t, 'c> {
             self.now,
         )?;
         if let Some(work_item) = &event.work_item_id {
-            crate::rows::work_history::insert(self.tx, work_item.as_str(), sequence)?;
+            crate::rows::work_history::insert(
+                self.tx,
+                work_item.as_str(),
+                sequence,
+                kind.as_str(),
+            )?;
         }
         self.appended.push(AppendedEvent {
             sequence,

@@ -92,7 +92,7 @@ impl<'t, 'c> Authority<'t, 'c> {
         let event = work_event(row, detail)?;
         let group = Id::parse("groupId", &row.group_id)?;
         let sequence = events::append(self.tx, &group, &EventPayload::Work(kind, event), self.now)?;
-        crate::rows::work_history::insert(self.tx, &row.work_item_id, sequence)?;
+        crate::rows::work_history::insert(self.tx, &row.work_item_id, sequence, kind.as_str())?;
         self.n_events += 1;
         Ok(())
     }
