@@ -74,6 +74,26 @@ pub fn set_sweep_walk(store: &Store, after: &[u8], blobs: u64) {
     *walk = (after.to_vec(), blobs.max(1));
 }
 
+/// Teaches the writer's connection of Group `group_id` that WorkItem `work_item_id` is in
+/// Mission `mission_id`, rightly or not (`rows::work_items::mission_known`, PostgreSQL only):
+/// a test that the guess is checked against the row before its Mission is used.
+pub async fn teach_mission(
+    store: &Store,
+    group_id: &str,
+    work_item_id: &str,
+    mission_id: &str,
+) -> Result<(), Error> {
+    let (work_item, mission) = (work_item_id.to_owned(), mission_id.to_owned());
+    store
+        .inner
+        .db
+        .write_in(group_id, move |tx| {
+            crate::rows::work_items::learn_mission(tx, &work_item, &mission);
+            Ok(())
+        })
+        .await
+}
+
 /// Answers trimmed per transaction past the horizon (`lifespan/answers.rs`), for tests that
 /// size a backlog.
 pub const ANSWER_BATCH: u64 = crate::lifespan::ANSWER_BATCH;

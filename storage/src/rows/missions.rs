@@ -26,15 +26,24 @@ pub(crate) struct MissionRow {
     pub(crate) child_failure_policy: Option<ChildFailurePolicy>,
 }
 
+/// The Mission `id`, by its key, with no visibility filter (the writer's lookup).
+const LOAD: &str = "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
+            parent_work_item_id, child_failure_policy
+     FROM missions WHERE mission_id = ?1";
+
 /// The Mission `id`, if there is one (the writer's lookup: no visibility filter).
 pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Error> {
-    load_by(
-        conn,
-        "SELECT mission_id, group_id, title, priority_class, budget, state, revision,
-                parent_work_item_id, child_failure_policy
-         FROM missions WHERE mission_id = ?1",
-        params![id],
-    )
+    load_by(conn, LOAD, params![id])
+}
+
+/// [`load`], sent ahead (`sql/ahead.rs`): a work Command sends it with its lookup of an
+/// earlier answer when its connection knows the WorkItem's Mission (`work/command.rs`).
+pub(crate) fn load_ahead(
+    conn: &Connection,
+    id: &str,
+) -> Result<crate::sql::Ahead<Option<MissionRow>, Error>, Error> {
+    let rows = conn.rows_ahead(LOAD, params![id], raw)?;
+    Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().next().map(parse).transpose()))
 }
 
 /// The Mission `id` if `seer` may see it. As `work_items::load_seen`, visibility is decided
@@ -61,37 +70,52 @@ fn load_by(
     sql: &str,
     params: impl crate::sql::Params,
 ) -> Result<Option<MissionRow>, Error> {
-    let row = conn
-        .row(sql, params, |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, String>(4)?,
-                row.get::<_, String>(5)?,
-                row.get::<_, u64>(6)?,
-                row.get::<_, Option<String>>(7)?,
-                row.get::<_, Option<String>>(8)?,
-            ))
-        })
-        .optional()?;
-    row.map(
-        |(mission_id, group_id, title, priority, budget, state, revision, parent, policy)| {
-            Ok(MissionRow {
-                mission_id: id("missionId", &mission_id)?,
-                group_id: id("groupId", &group_id)?,
-                title,
-                priority_class: parse_name(&priority)?,
-                budget: from_json(&budget)?,
-                state: parse_name(&state)?,
-                revision,
-                parent_work_item_id: parent.map(|parent| id("workItemId", &parent)).transpose()?,
-                child_failure_policy: policy.as_deref().map(parse_name).transpose()?,
-            })
-        },
-    )
-    .transpose()
+    conn.row(sql, params, raw)
+        .optional()?
+        .map(parse)
+        .transpose()
+}
+
+/// A `missions` row as stored, before its values are parsed.
+type Raw = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    u64,
+    Option<String>,
+    Option<String>,
+);
+
+fn raw(row: &crate::sql::Row<'_>) -> crate::sql::Result<Raw> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+    ))
+}
+
+fn parse(raw: Raw) -> Result<MissionRow, Error> {
+    let (mission_id, group_id, title, priority, budget, state, revision, parent, policy) = raw;
+    Ok(MissionRow {
+        mission_id: id("missionId", &mission_id)?,
+        group_id: id("groupId", &group_id)?,
+        title,
+        priority_class: parse_name(&priority)?,
+        budget: from_json(&budget)?,
+        state: parse_name(&state)?,
+        revision,
+        parent_work_item_id: parent.map(|parent| id("workItemId", &parent)).transpose()?,
+        child_failure_policy: policy.as_deref().map(parse_name).transpose()?,
+    })
 }
 
 /// A new Mission; `created_sequence` orders the listing (newest first).

@@ -5,7 +5,8 @@
 //!
 //! Queries over the WorkItems of a Mission that join their dependency edges (`work_deps`) are
 //! here too, since they are about WorkItems; `work::deps` keeps the dependency rule (DEP-3)
-//! and the edges' own rows.
+//! and the edges' own rows. Long (about 620 lines) because every read of the row is here, in
+//! each form its readers need (by id, seen by a reader, sent ahead, listed, by deadline).
 
 use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
@@ -115,6 +116,22 @@ pub(crate) fn load_ahead(
 ) -> Result<Ahead<Option<WorkRow>, Error>, Error> {
     let rows = conn.rows_ahead(LOAD, params![id], raw)?;
     Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().next().map(parse).transpose()))
+}
+
+/// What a connection remembers of each WorkItem's Mission (`Connection::learn`): a WorkItem
+/// never changes Mission, and is never deleted.
+const MISSION_OF: &str = "work_items.mission";
+
+/// The Mission of WorkItem `id`, if this connection read the WorkItem before (PostgreSQL
+/// only: a guess its reader checks against the row, `work/command.rs`).
+pub(crate) fn mission_known(conn: &Connection, id: &str) -> Option<String> {
+    conn.known(MISSION_OF, id)
+}
+
+/// This connection read WorkItem `id` of Mission `mission_id`: its Mission is known from now
+/// on ([`mission_known`]).
+pub(crate) fn learn_mission(conn: &Connection, id: &str, mission_id: &str) {
+    conn.learn(MISSION_OF, id, mission_id);
 }
 
 /// The WorkItem `id` if a reader of Group `group` (and, for a scoped member, of the Missions

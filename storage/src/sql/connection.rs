@@ -112,6 +112,27 @@ impl Connection {
         }
     }
 
+    /// A fact learnt from a row this connection read that never changes once written (a
+    /// WorkItem's Mission), so a later job can send ahead a read that depends on it
+    /// ([`Connection::learn`]). None on SQLite, where a read costs no round trip: there is
+    /// nothing to send ahead of.
+    pub(crate) fn known(&self, what: &'static str, key: &str) -> Option<String> {
+        match self {
+            Self::Sqlite(_) => None,
+            Self::Postgres(pg) => pg.known(what, key),
+        }
+    }
+
+    /// Remembers that `(what, key)` is `value`, for this connection's life: only for a fact
+    /// that never changes once written. A reader of it still checks it against the row it
+    /// names when that row is read (several stores may share a process, and a database may be
+    /// replaced under a connection).
+    pub(crate) fn learn(&self, what: &'static str, key: &str, value: &str) {
+        if let Self::Postgres(pg) = self {
+            pg.learn(what, key, value);
+        }
+    }
+
     /// A transaction-control statement whose answer is read later, like [`Connection::run_later`]
     /// (the writer's `SAVEPOINT job` and `RELEASE job`).
     pub(crate) fn control_later(&self, sql: &str) -> Result<()> {

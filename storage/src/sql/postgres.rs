@@ -24,7 +24,13 @@ pub(crate) struct Pg {
     link: RefCell<Option<Link>>,
     statements: RefCell<HashMap<String, Vec<(Kinds, postgres::Statement)>>>,
     in_transaction: std::cell::Cell<bool>,
+    /// Facts that never change once written, learnt from rows this connection read
+    /// (`Connection::learn`), by what and key; forgotten all at once past [`LASTING`].
+    lasting: RefCell<HashMap<(&'static str, String), String>>,
 }
+
+/// The most facts a connection remembers ([`Pg::learn`]): about 10 MiB of ids.
+const LASTING: usize = 65_536;
 
 impl Pg {
     /// Connects to `url` (`postgres://user@host:port/database`, without TLS: a loopback or
@@ -44,6 +50,7 @@ impl Pg {
             link: RefCell::new(Some(link)),
             statements: RefCell::new(HashMap::new()),
             in_transaction: std::cell::Cell::new(false),
+            lasting: RefCell::new(HashMap::new()),
         })
     }
 
@@ -146,6 +153,20 @@ impl Pg {
             .or_default()
             .push((kinds, statement.clone()));
         Ok(statement)
+    }
+
+    /// The fact `(what, key)`, if this connection learnt it.
+    pub(crate) fn known(&self, what: &'static str, key: &str) -> Option<String> {
+        self.lasting.borrow().get(&(what, key.to_owned())).cloned()
+    }
+
+    /// Remembers `(what, key)` is `value`, for good: only for what never changes once written.
+    pub(crate) fn learn(&self, what: &'static str, key: &str, value: &str) {
+        let mut lasting = self.lasting.borrow_mut();
+        if lasting.len() >= LASTING {
+            lasting.clear();
+        }
+        lasting.insert((what, key.to_owned()), value.to_owned());
     }
 
     pub(crate) fn query(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<Vec<postgres::Row>> {

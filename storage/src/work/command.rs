@@ -255,6 +255,11 @@ fn apply_prepared(
                 under_lease
                     .then(|| crate::rows::leases::current_ahead(tx, id.as_str()))
                     .transpose()?,
+                // And the WorkItem's Mission, when this connection knows which it is (it read
+                // the WorkItem before): `run` reads it next, and nothing before changes it.
+                crate::rows::work_items::mission_known(tx, id.as_str())
+                    .map(|mission| crate::rows::missions::load_ahead(tx, &mission))
+                    .transpose()?,
             )),
             None => None,
         },
@@ -285,14 +290,22 @@ fn apply_prepared(
         }
         return super::answer::replay(tx, &answer, group, agent, now);
     }
-    let work_item_read = match work_item_ahead {
-        Some((id, row, lease)) => {
+    let (work_item_read, mission_read) = match work_item_ahead {
+        Some((id, row, lease, mission)) => {
             if let Some(lease) = lease {
                 crate::rows::leases::remember_current(tx, id, lease.get(tx)?);
             }
-            Some(row.get(tx)?)
+            let row = row.get(tx)?;
+            if let Some(row) = &row {
+                crate::rows::work_items::learn_mission(tx, id, row.mission_id.as_str());
+            }
+            let mission = mission
+                .map(|mission| mission.get(tx))
+                .transpose()?
+                .flatten();
+            (Some(row), mission)
         }
-        None => None,
+        None => (None, None),
     };
     // 4. The epochs: the Command's must be its session's, and the session's still current
     // inside the transaction (a Membership may have changed).
@@ -355,6 +368,7 @@ fn apply_prepared(
         key_id: keyid,
     });
     ctx.work_item_read = work_item_read;
+    ctx.mission_read = mission_read;
     let answered = run(&mut ctx, &body)?;
     // The WorkItem's deadline as this Command left it, for the expiry timer
     // (a stale entry costs one look; noted before the commit, which is harmless).
@@ -505,7 +519,13 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<Answered, Error> {
                 }
             };
             let reconciling = standing == Some(super::offline::Standing::Reconciling);
-            let mission = load_mission(ctx.tx, &row.mission_id)?.ok_or_else(|| {
+            // The Mission read ahead is used only when it is this WorkItem's (it was read by
+            // what the connection knew of the WorkItem).
+            let mission = match ctx.mission_read.take() {
+                Some(mission) if mission.mission_id == row.mission_id => Some(mission),
+                _ => load_mission(ctx.tx, &row.mission_id)?,
+            };
+            let mission = mission.ok_or_else(|| {
                 reject(
                     ErrorCode::NotFound,
                     format!("no Mission {}", row.mission_id),

@@ -55,6 +55,9 @@ pub(super) struct Ctx<'t, 'c> {
     /// The WorkItem the Command names, as read ahead with its lookup of an earlier answer
     /// (`command.rs`), before the job changed anything: what `run` would have loaded.
     pub(super) work_item_read: Option<Option<WorkRow>>,
+    /// The Mission of that WorkItem as read ahead with it, when the connection knew which
+    /// it was (`rows::work_items::mission_known`); checked against the row before its use.
+    pub(super) mission_read: Option<MissionRow>,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
@@ -82,6 +85,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             saved: None,
             actor: None,
             work_item_read: None,
+            mission_read: None,
         }
     }
 
