@@ -398,6 +398,17 @@ pub mod tamper {
         crate::rows::events::tamper_actor(&open(index)?, group_id, sequence, actor)
     }
 
+    /// Rewrites the type WorkItem `work_item_id`'s history entry at `sequence` says its Event
+    /// is (the look-ups by type trust it).
+    pub fn history_type(
+        index: &Path,
+        work_item_id: &str,
+        sequence: u64,
+        kind: &str,
+    ) -> Result<usize, Error> {
+        crate::rows::work_history::tamper_type(&open(index)?, work_item_id, sequence, kind)
+    }
+
     /// Flips a bit of stored hash `index` of Group `group_id`'s Merkle tree.
     pub fn tree_hash(index: &Path, group_id: &str, stored: u64) -> Result<usize, Error> {
         crate::rows::tlog_hashes::tamper(&open(index)?, group_id, stored)

@@ -66,3 +66,42 @@ async fn fsck_notices_an_event_indexed_under_another_agent() {
         report.problems
     );
 }
+
+/// Stop 70 (V40): a WorkItem's history says each Event's type, and `work.start`'s retry
+/// look-ups and the review's last submission trust it; fsck reports an entry whose type is
+/// not its Event's.
+#[tokio::test]
+async fn fsck_notices_a_history_entry_of_another_type() {
+    let h = harness(Kind::Disk).await;
+    let (coordinator, worker, _) = super::progress::setup(&h).await;
+    let contract = super::work_setup::contract(&[]);
+    super::progress::owned(&h, &coordinator, &worker, "wi-1", contract).await;
+    let clean = h.store.fsck().await.expect("fsck");
+    assert!(clean.problems.is_empty(), "{:?}", clean.problems);
+    let head = h
+        .store
+        .delivery()
+        .checkpoint(
+            weft_api::Id::parse("g", "g1").expect("id"),
+            &weft_storage::Reader::Admin,
+        )
+        .await
+        .expect("checkpoint")
+        .checkpoint
+        .sequence;
+    let index = h.dir.path().join("index.sqlite");
+    let changed =
+        weft_storage::bench_support::tamper::history_type(&index, "wi-1", head, "work.failed")
+            .expect("tamper");
+    assert_eq!(changed, 1, "the newest Event is wi-1's");
+    let report = h.store.fsck().await.expect("fsck");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("WorkItem history")
+                && p.contains(&format!("says Event {head} is a work.failed"))),
+        "{:?}",
+        report.problems
+    );
+}

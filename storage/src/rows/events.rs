@@ -350,19 +350,28 @@ pub(crate) fn delete_through(conn: &Connection, group_id: &str, through: u64) ->
     Ok(())
 }
 
-/// For the rows of `rows_sql` (a query yielding `group_id, sequence`): each with the type of
-/// the Event it names, `None` when the online log does not hold it (fsck).
+/// What fsck reads of a row naming an Event ([`named_by`]): its Group, the sequence it names,
+/// the type of the Event there (`None` when the online log does not hold it), and the type
+/// the row itself says the Event is, when it says one.
+pub(crate) type NamedRow = (String, u64, Option<String>, Option<String>);
+
+/// For the rows of `rows_sql` (a query yielding `group_id, sequence`, and `said` when `said`
+/// is set): each with the type of the Event it names (fsck).
 pub(crate) fn named_by(
     conn: &Connection,
     rows_sql: &str,
-) -> Result<Vec<(String, u64, Option<String>)>, Error> {
+    said: bool,
+) -> Result<Vec<NamedRow>, Error> {
+    let said = if said { "r.said" } else { "NULL" };
     let sql = format!(
-        "SELECT r.group_id, r.sequence, e.type
+        "SELECT r.group_id, r.sequence, e.type, {said}
          FROM ({rows_sql}) AS r
          LEFT JOIN events e ON e.group_id = r.group_id AND e.sequence = r.sequence
          ORDER BY r.group_id, r.sequence"
     );
-    let rows = conn.rows(&sql, [], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+    let rows = conn.rows(&sql, [], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+    })?;
     Ok(rows)
 }
 

@@ -10,10 +10,10 @@ use super::instant;
 use crate::error::Error;
 use crate::sql::Cached as _;
 
-/// fsck's rows naming an Event through a WorkItem's Group (as `group_id`, `sequence`): each
-/// `work_history` entry.
+/// fsck's rows naming an Event through a WorkItem's Group (as `group_id`, `sequence`, and
+/// the type the entry says the Event is as `said`): each `work_history` entry.
 pub(crate) const HISTORY_EVENTS: &str =
-    "SELECT w.group_id AS group_id, h.sequence AS sequence FROM work_history h
+    "SELECT w.group_id AS group_id, h.sequence AS sequence, h.type AS said FROM work_history h
      JOIN work_items w ON w.work_item_id = h.work_item_id";
 
 /// The WorkItem's last `work.failed`, through its own history: one entry of the
@@ -98,6 +98,20 @@ pub(crate) fn last_start_or_failure(
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?)
+}
+
+/// Rewrites the type WorkItem `work_item_id`'s history entry at `sequence` says its Event is
+/// (`bench_support::tamper`).
+pub(crate) fn tamper_type(
+    conn: &Connection,
+    work_item_id: &str,
+    sequence: u64,
+    kind: &str,
+) -> Result<usize, Error> {
+    Ok(conn.run(
+        "UPDATE work_history SET type = ?3 WHERE work_item_id = ?1 AND sequence = ?2",
+        params![work_item_id, sequence, kind],
+    )?)
 }
 
 /// The WorkItem's newest `work.submitted`: one entry of the type index, as [`LAST_FAILURE`].

@@ -411,3 +411,57 @@ fn history_written_before_gets_its_event_types() {
         ]
     );
 }
+
+/// V40 on PostgreSQL, as on SQLite: history written before gets each Event's type; and once
+/// filled the column has no default, so a server of an earlier version still writing history
+/// rows without a type is refused rather than writing rows the look-ups by type never find.
+#[test]
+fn history_written_before_gets_its_event_types_on_postgres() {
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
+        return;
+    };
+    let pg = crate::sql::postgres::Pg::connect(&url).expect("connect");
+    let conn = crate::sql::Connection::Postgres(Box::new(pg));
+    super::postgres::migrate(&conn, 39).expect("an old schema");
+    // The Mission the WorkItem names is beside the point (the cluster's user is its
+    // superuser).
+    conn.execute_batch(
+        "SET session_replication_role = replica;
+         INSERT INTO groups (group_id, created_at) VALUES ('g1', 't'), ('g2', 't');
+         INSERT INTO work_items (work_item_id, group_id, mission_id, state, revision,
+                                 contract_revision, contract, ownership_epoch,
+                                 approval_granted, attempts)
+             VALUES ('wi-1', 'g1', 'm1', 'offered', 1, 1, '{}', 0, 0, 0);
+         INSERT INTO events (group_id, sequence, event_id, type, payload, appended_at,
+                             prev_hash, hash)
+             VALUES ('g1', 2, 'e2', 'work.started', '{}', 't', '\\x00', '\\x00'),
+                    ('g1', 3, 'e3', 'work.failed', '{}', 't', '\\x00', '\\x00'),
+                    ('g2', 4, 'e4', 'work.submitted', '{}', 't', '\\x00', '\\x00');
+         INSERT INTO work_history (work_item_id, sequence) VALUES ('wi-1', 1), ('wi-1', 2),
+                                                                  ('wi-1', 3), ('wi-1', 4);",
+    )
+    .expect("old rows");
+    super::postgres::migrate(&conn, super::LATEST).expect("migrated");
+    use crate::sql::Cached as _;
+    let types: Vec<(i64, String)> = conn
+        .rows(
+            "SELECT sequence, type FROM work_history ORDER BY sequence",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .expect("types");
+    assert_eq!(
+        types,
+        [
+            (1, String::new()),
+            (2, "work.started".into()),
+            (3, "work.failed".into()),
+            (4, String::new()),
+        ]
+    );
+    assert!(
+        conn.execute_batch("INSERT INTO work_history (work_item_id, sequence) VALUES ('wi-1', 5)")
+            .is_err(),
+        "a row without a type"
+    );
+}
