@@ -37,13 +37,28 @@ pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<MissionRow>, Er
 }
 
 /// [`load`], sent ahead (`sql/ahead.rs`): a work Command sends it with its lookup of an
-/// earlier answer when its connection knows the WorkItem's Mission (`work/command.rs`).
+/// earlier answer when its connection knows the WorkItem's Mission (`work/command.rs`). The
+/// row is parsed only once its reader has checked it is the one it wants ([`Unparsed`]).
 pub(crate) fn load_ahead(
     conn: &Connection,
     id: &str,
-) -> Result<crate::sql::Ahead<Option<MissionRow>, Error>, Error> {
+) -> Result<crate::sql::Ahead<Option<Unparsed>>, Error> {
     let rows = conn.rows_ahead(LOAD, params![id], raw)?;
-    Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().next().map(parse).transpose()))
+    Ok(rows.then(|rows: Vec<Raw>| Ok(rows.into_iter().next().map(Unparsed))))
+}
+
+/// A `missions` row read ahead, not yet parsed ([`load_ahead`]).
+pub(crate) struct Unparsed(Raw);
+
+impl Unparsed {
+    /// The Mission's id, as stored.
+    pub(crate) fn mission_id(&self) -> &str {
+        &self.0.0
+    }
+
+    pub(crate) fn parse(self) -> Result<MissionRow, Error> {
+        parse(self.0)
+    }
 }
 
 /// The Mission `id` if `seer` may see it. As `work_items::load_seen`, visibility is decided

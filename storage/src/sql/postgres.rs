@@ -29,8 +29,9 @@ pub(crate) struct Pg {
     lasting: RefCell<HashMap<(&'static str, String), String>>,
 }
 
-/// The most facts a connection remembers ([`Pg::learn`]): about 10 MiB of ids.
-const LASTING: usize = 65_536;
+/// The most facts a connection remembers ([`Pg::learn`]): at most about 5 MiB of ids (of up
+/// to 128 bytes) per writer connection.
+const LASTING: usize = 16_384;
 
 impl Pg {
     /// Connects to `url` (`postgres://user@host:port/database`, without TLS: a loopback or

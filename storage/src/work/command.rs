@@ -522,7 +522,9 @@ fn run(ctx: &mut Ctx<'_, '_>, body: &CommandBody) -> Result<Answered, Error> {
             // The Mission read ahead is used only when it is this WorkItem's (it was read by
             // what the connection knew of the WorkItem).
             let mission = match ctx.mission_read.take() {
-                Some(mission) if mission.mission_id == row.mission_id => Some(mission),
+                Some(mission) if mission.mission_id() == row.mission_id.as_str() => {
+                    Some(mission.parse()?)
+                }
                 _ => load_mission(ctx.tx, &row.mission_id)?,
             };
             let mission = mission.ok_or_else(|| {

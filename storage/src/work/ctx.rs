@@ -57,7 +57,7 @@ pub(super) struct Ctx<'t, 'c> {
     pub(super) work_item_read: Option<Option<WorkRow>>,
     /// The Mission of that WorkItem as read ahead with it, when the connection knew which
     /// it was (`rows::work_items::mission_known`); checked against the row before its use.
-    pub(super) mission_read: Option<MissionRow>,
+    pub(super) mission_read: Option<crate::rows::missions::Unparsed>,
 }
 
 impl<'t, 'c> Ctx<'t, 'c> {
