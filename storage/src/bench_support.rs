@@ -364,7 +364,7 @@ pub mod tamper {
     use crate::error::Error;
 
     fn open(index: &Path) -> Result<Connection, Error> {
-        Ok(Connection::Sqlite(rusqlite::Connection::open(index)?))
+        Ok(Connection::from_sqlite(rusqlite::Connection::open(index)?))
     }
 
     /// Replaces the inline copy of blob `id` with `bytes`.

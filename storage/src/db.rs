@@ -190,7 +190,7 @@ fn open_writer(location: &Location, faults: &crate::faults::Faults) -> Result<Co
         conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
     }
     keep_plans(&conn)?;
-    let conn = Connection::Sqlite(conn);
+    let conn = Connection::from_sqlite(conn);
     schema::migrate(&conn)?;
     Ok(conn)
 }
@@ -608,7 +608,7 @@ fn open_reader(from: &ReadFrom) -> Result<Connection, Error> {
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     keep_plans(&conn)?;
-    Ok(Connection::Sqlite(conn))
+    Ok(Connection::from_sqlite(conn))
 }
 
 /// WAL pages after which the writer checkpoints by itself (SQLite's own auto-checkpoint,

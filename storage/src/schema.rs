@@ -730,7 +730,7 @@ const LATEST: i64 = MIGRATIONS.len() as i64;
 /// newer weft.
 pub(crate) fn migrate(conn: &crate::sql::Connection) -> Result<(), Error> {
     match conn {
-        crate::sql::Connection::Sqlite(conn) => migrate_sqlite(conn),
+        crate::sql::Connection::Sqlite(conn, _) => migrate_sqlite(conn),
         crate::sql::Connection::Postgres(_) => postgres::migrate(conn, LATEST),
     }
 }

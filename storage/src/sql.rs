@@ -7,6 +7,7 @@
 mod ahead;
 mod connection;
 mod dialect;
+mod lasting;
 mod meter;
 mod pipeline;
 pub(crate) mod postgres;

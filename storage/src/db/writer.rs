@@ -152,6 +152,7 @@ pub(super) fn spawn(
                             tracing::error!(lane, "a writer batch panicked outside its jobs; its transaction was rolled back if still open");
                             let _ = conn.settle();
                             let _ = conn.execute_batch("ROLLBACK");
+                            conn.forget_lasting();
                             (true, Vec::new())
                         }
                     };
@@ -331,6 +332,10 @@ fn run_batch(
         // why.
         None => txn.control("COMMIT").map_err(Error::from),
     };
+    if commit.is_err() {
+        // What the batch's jobs read may never have been (`sql/lasting.rs`).
+        conn.forget_lasting();
+    }
     if commit.is_err() && !conn.is_autocommit() {
         // The rollback on drop failed too: without this the writer could never begin again.
         if let Err(error) = conn.execute_batch("ROLLBACK") {

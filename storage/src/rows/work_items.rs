@@ -122,9 +122,13 @@ pub(crate) fn load_ahead(
 /// never changes Mission, and is never deleted.
 const MISSION_OF: &str = "work_items.mission";
 
-/// The Mission of WorkItem `id`, if this connection read the WorkItem before (PostgreSQL
-/// only: a guess its reader checks against the row, `work/command.rs`).
+/// The Mission of WorkItem `id`, if this connection read the WorkItem before: a guess its
+/// reader checks against the row (`work/command.rs`). Never on SQLite, where a read costs no
+/// round trip: the Mission is read where it is used.
 pub(crate) fn mission_known(conn: &Connection, id: &str) -> Option<String> {
+    if conn.engine() == crate::sql::Engine::Sqlite {
+        return None;
+    }
     conn.known(MISSION_OF, id)
 }
 

@@ -7,6 +7,7 @@
 //! placeholders; `postgres.rs` translates the few spellings PostgreSQL does not share.
 
 use super::ahead::{Ahead, Settle};
+use super::lasting::Lasting;
 use super::postgres::{Column, Pg};
 use super::value::{FromValue, Params, Result, SqlError, ValueRef};
 
@@ -17,9 +18,10 @@ pub(crate) enum Engine {
     Postgres,
 }
 
-/// One connection to the index.
+/// One connection to the index. A SQLite connection carries what it learnt beside it
+/// (`lasting.rs`); a PostgreSQL one inside its [`Pg`].
 pub(crate) enum Connection {
-    Sqlite(rusqlite::Connection),
+    Sqlite(rusqlite::Connection, Lasting),
     Postgres(Box<Pg>),
 }
 
@@ -32,7 +34,7 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     pub(crate) fn engine(&self) -> Engine {
         match self {
-            Self::Sqlite(_) => Engine::Sqlite,
+            Self::Sqlite(..) => Engine::Sqlite,
             Self::Postgres(_) => Engine::Postgres,
         }
     }
@@ -41,7 +43,7 @@ impl Connection {
     #[cfg(test)]
     pub(crate) fn sqlite(&self) -> Option<&rusqlite::Connection> {
         match self {
-            Self::Sqlite(conn) => Some(conn),
+            Self::Sqlite(conn, _) => Some(conn),
             Self::Postgres(_) => None,
         }
     }
@@ -49,7 +51,7 @@ impl Connection {
     /// Turns SQLite's reports of this connection's statements to the meter on or off
     /// (`meter.rs`; PostgreSQL's statements are counted as they run).
     pub(crate) fn trace(&self, on: bool) {
-        if let Self::Sqlite(conn) = self {
+        if let Self::Sqlite(conn, _) = self {
             super::meter::trace(conn, on);
         }
     }
@@ -57,7 +59,7 @@ impl Connection {
     /// Runs statements without parameters (transaction control, savepoints), as written.
     pub(crate) fn execute_batch(&self, sql: &str) -> Result<()> {
         match self {
-            Self::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            Self::Sqlite(conn, _) => Ok(conn.execute_batch(sql)?),
             Self::Postgres(pg) => pg.batch(sql),
         }
     }
@@ -67,7 +69,7 @@ impl Connection {
     /// job (`execute_batch` does: 8 % of the writer thread in a renewal profile, issue #44).
     pub(crate) fn control(&self, sql: &str) -> Result<()> {
         match self {
-            Self::Sqlite(conn) => {
+            Self::Sqlite(conn, _) => {
                 conn.prepare_cached(sql)?.execute([])?;
                 Ok(())
             }
@@ -82,7 +84,7 @@ impl Connection {
     /// caller catches to do something else must run with `run`. On SQLite it runs here.
     pub(crate) fn run_later<P: Params>(&self, sql: &str, params: P) -> Result<()> {
         match self {
-            Self::Sqlite(_) => self.run(sql, params).map(|_| ()),
+            Self::Sqlite(..) => self.run(sql, params).map(|_| ()),
             Self::Postgres(pg) => pg.execute_later(sql, &params.bind()?),
         }
     }
@@ -102,7 +104,7 @@ impl Connection {
         F: FnMut(&Row<'_>) -> Result<T> + 'static,
     {
         match self {
-            Self::Sqlite(_) => Ok(Ahead::ready(self.rows(sql, params, f))),
+            Self::Sqlite(..) => Ok(Ahead::ready(self.rows(sql, params, f))),
             Self::Postgres(pg) => {
                 let slot = pg.query_ahead(sql, &params.bind()?)?;
                 Ok(Ahead::sent(slot, move |rows| {
@@ -112,24 +114,35 @@ impl Connection {
         }
     }
 
-    /// A fact learnt from a row this connection read that never changes once written (a
-    /// WorkItem's Mission), so a later job can send ahead a read that depends on it
-    /// ([`Connection::learn`]). None on SQLite, where a read costs no round trip: there is
-    /// nothing to send ahead of.
+    /// A SQLite connection, with nothing learnt yet.
+    pub(crate) fn from_sqlite(conn: rusqlite::Connection) -> Self {
+        Self::Sqlite(conn, Lasting::default())
+    }
+
+    /// A fact this connection learnt from what it read that stays true once learnt
+    /// (`lasting.rs`): [`Connection::learn`].
     pub(crate) fn known(&self, what: &'static str, key: &str) -> Option<String> {
-        match self {
-            Self::Sqlite(_) => None,
-            Self::Postgres(pg) => pg.known(what, key),
-        }
+        self.lasting().known(what, key)
     }
 
     /// Remembers that `(what, key)` is `value`, for this connection's life: only for a fact
-    /// that never changes once written. A reader of it still checks it against the row it
-    /// names when that row is read (several stores may share a process, and a database may be
-    /// replaced under a connection).
+    /// that stays true once true. A reader of a fact that may not hold in another database (a
+    /// WorkItem's Mission) still checks it against the row it names (several stores may share
+    /// a process, and a database may be replaced under a connection).
     pub(crate) fn learn(&self, what: &'static str, key: &str, value: &str) {
-        if let Self::Postgres(pg) = self {
-            pg.learn(what, key, value);
+        self.lasting().learn(what, key, value);
+    }
+
+    /// Forgets every fact learnt (the writer, after a transaction that did not commit: what
+    /// it read may never have been).
+    pub(crate) fn forget_lasting(&self) {
+        self.lasting().forget_all();
+    }
+
+    fn lasting(&self) -> &Lasting {
+        match self {
+            Self::Sqlite(_, lasting) => lasting,
+            Self::Postgres(pg) => &pg.lasting,
         }
     }
 
@@ -137,7 +150,7 @@ impl Connection {
     /// (the writer's `SAVEPOINT job` and `RELEASE job`).
     pub(crate) fn control_later(&self, sql: &str) -> Result<()> {
         match self {
-            Self::Sqlite(_) => self.control(sql),
+            Self::Sqlite(..) => self.control(sql),
             Self::Postgres(pg) => pg.batch_later(sql),
         }
     }
@@ -146,7 +159,7 @@ impl Connection {
     /// last call (its error may have been read by a later statement). Never on SQLite.
     pub(crate) fn take_control_failure(&self) -> bool {
         match self {
-            Self::Sqlite(_) => false,
+            Self::Sqlite(..) => false,
             Self::Postgres(pg) => pg.take_control_failure(),
         }
     }
@@ -155,7 +168,7 @@ impl Connection {
     /// on SQLite, or when nothing was sent.
     pub(crate) fn settle(&self) -> Result<()> {
         match self {
-            Self::Sqlite(_) => Ok(()),
+            Self::Sqlite(..) => Ok(()),
             Self::Postgres(pg) => pg.settle(),
         }
     }
@@ -165,7 +178,7 @@ impl Connection {
     /// `rows::events` takes on the Group's head.
     pub(crate) fn begin(&self) -> Result<()> {
         match self {
-            Self::Sqlite(_) => self.control("BEGIN IMMEDIATE"),
+            Self::Sqlite(..) => self.control("BEGIN IMMEDIATE"),
             Self::Postgres(pg) => pg.batch("BEGIN"),
         }
     }
@@ -173,13 +186,13 @@ impl Connection {
     /// A private in-memory SQLite database (unit tests of the floor).
     #[cfg(test)]
     pub(crate) fn open_in_memory() -> Result<Self> {
-        Ok(Self::Sqlite(rusqlite::Connection::open_in_memory()?))
+        Ok(Self::from_sqlite(rusqlite::Connection::open_in_memory()?))
     }
 
     /// Whether no transaction is open (after a failed commit, to know whether to roll back).
     pub(crate) fn is_autocommit(&self) -> bool {
         match self {
-            Self::Sqlite(conn) => conn.is_autocommit(),
+            Self::Sqlite(conn, _) => conn.is_autocommit(),
             Self::Postgres(pg) => !pg.in_transaction(),
         }
     }
@@ -259,7 +272,7 @@ impl Cached for Connection {
     {
         let bound = params.bind()?;
         match self {
-            Self::Sqlite(conn) => {
+            Self::Sqlite(conn, _) => {
                 let mut statement = conn.prepare_cached(sql)?;
                 let mut rows = statement.query(sqlite_params(&bound))?;
                 match rows.next()? {
@@ -280,7 +293,9 @@ impl Cached for Connection {
     fn run<P: Params>(&self, sql: &str, params: P) -> Result<usize> {
         let bound = params.bind()?;
         match self {
-            Self::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute(sqlite_params(&bound))?),
+            Self::Sqlite(conn, _) => {
+                Ok(conn.prepare_cached(sql)?.execute(sqlite_params(&bound))?)
+            }
             Self::Postgres(pg) => {
                 Ok(usize::try_from(pg.execute(sql, &bound)?).unwrap_or(usize::MAX))
             }
@@ -308,7 +323,7 @@ impl Cached for Connection {
     {
         let bound = params.bind()?;
         match self {
-            Self::Sqlite(conn) => {
+            Self::Sqlite(conn, _) => {
                 let mut statement = conn.prepare_cached(sql).map_err(SqlError::from)?;
                 let mut rows = statement
                     .query(sqlite_params(&bound))

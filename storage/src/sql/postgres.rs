@@ -24,14 +24,9 @@ pub(crate) struct Pg {
     link: RefCell<Option<Link>>,
     statements: RefCell<HashMap<String, Vec<(Kinds, postgres::Statement)>>>,
     in_transaction: std::cell::Cell<bool>,
-    /// Facts that never change once written, learnt from rows this connection read
-    /// (`Connection::learn`), by what and key; forgotten all at once past [`LASTING`].
-    lasting: RefCell<HashMap<(&'static str, String), String>>,
+    /// Facts learnt from what this connection read that stay true (`lasting.rs`).
+    pub(super) lasting: super::lasting::Lasting,
 }
-
-/// The most facts a connection remembers ([`Pg::learn`]): at most about 5 MiB of ids (of up
-/// to 128 bytes) per writer connection.
-const LASTING: usize = 16_384;
 
 impl Pg {
     /// Connects to `url` (`postgres://user@host:port/database`, without TLS: a loopback or
@@ -51,7 +46,7 @@ impl Pg {
             link: RefCell::new(Some(link)),
             statements: RefCell::new(HashMap::new()),
             in_transaction: std::cell::Cell::new(false),
-            lasting: RefCell::new(HashMap::new()),
+            lasting: super::lasting::Lasting::default(),
         })
     }
 
@@ -154,20 +149,6 @@ impl Pg {
             .or_default()
             .push((kinds, statement.clone()));
         Ok(statement)
-    }
-
-    /// The fact `(what, key)`, if this connection learnt it.
-    pub(crate) fn known(&self, what: &'static str, key: &str) -> Option<String> {
-        self.lasting.borrow().get(&(what, key.to_owned())).cloned()
-    }
-
-    /// Remembers `(what, key)` is `value`, for good: only for what never changes once written.
-    pub(crate) fn learn(&self, what: &'static str, key: &str, value: &str) {
-        let mut lasting = self.lasting.borrow_mut();
-        if lasting.len() >= LASTING {
-            lasting.clear();
-        }
-        lasting.insert((what, key.to_owned()), value.to_owned());
     }
 
     pub(crate) fn query(&self, sql: &str, bound: &[ValueRef<'_>]) -> Result<Vec<postgres::Row>> {
