@@ -126,3 +126,93 @@ backends!(
         assert_eq!(over.code(), "quota_exceeded", "{kind:?}: {over:?}");
     }
 );
+
+backends!(
+    /// An upload refused at the quota's edge costs the same in a Group holding 60 blobs as in
+    /// one holding 20, once the edge was counted in the epoch (SQLite's virtual-machine steps,
+    /// counted by the write meter): each refusal walked every blob the Group holds, in the
+    /// writer, so a member at its quota could keep the writer busy. A disposal moves the
+    /// epoch on, and the Group's room is counted anew (`bytes_back_after_a_disposal_…`).
+    async fn a_refusal_at_the_quota_costs_the_same_however_many_blobs(kind: Kind) {
+        let h = harness(kind).await;
+        let mut costs = Vec::new();
+        for (group, n) in [("g1", 20u32), ("g2", 60)] {
+            let worker = h.agent(&format!("w-{group}"), group, &["worker"]).await;
+            let quota = h
+                .admin_json(
+                    Method::PUT,
+                    &format!("/v1/admin/groups/{group}/quota"),
+                    json!({"artifacts": n}),
+                )
+                .await;
+            assert_eq!(quota.status, StatusCode::OK, "{kind:?}: {quota:?}");
+            for i in 0..n {
+                h.upload(&worker, format!("{group} blob {i}").as_bytes())
+                    .await;
+            }
+            let refused = |i: u32| {
+                h.send(request(
+                    Method::POST,
+                    "/v1/blobs",
+                    Some(&worker.token),
+                    format!("{group} one too many {i}").into_bytes(),
+                ))
+            };
+            let first = refused(0).await;
+            assert_eq!(first.code(), "quota_exceeded", "{kind:?}: {first:?}");
+            h.store.start_metering_writes();
+            let again = refused(1).await;
+            costs.push(h.store.stop_metering_writes().vm_steps);
+            assert_eq!(again.code(), "quota_exceeded", "{kind:?}: {again:?}");
+        }
+        println!("{kind:?}: a refusal's VM steps at 20 and 60 blobs: {costs:?}");
+        assert_eq!(costs[0], costs[1], "{kind:?}: 20 blobs against 60");
+    }
+);
+
+backends!(
+    /// What a refusal at the quota's edge remembers bounds the usage from below only until
+    /// the usage shrinks: bytes disposed of by collection, or uncited uploads swept, make
+    /// room at once, and an upload that fits in it is admitted.
+    async fn room_made_after_a_refusal_is_used(kind: Kind) {
+        let h = harness_files(kind).await;
+        let w1 = h.agent("w1", "g1", &["worker"]).await;
+        let quota = h
+            .admin_json(
+                Method::PUT,
+                "/v1/admin/groups/g1/quota",
+                json!({"bytes": 100}),
+            )
+            .await;
+        assert_eq!(quota.status, StatusCode::OK, "{kind:?}: {quota:?}");
+        h.put(&w1, "g1", &[1u8; 50], &[]).await;
+        h.upload(&w1, &[2u8; 30]).await;
+        let over = |w: &Agent, bytes: Vec<u8>| {
+            h.send(request(Method::POST, "/v1/blobs", Some(&w.token), bytes))
+        };
+        let refused = over(&w1, vec![3u8; 40]).await;
+        assert_eq!(refused.code(), "quota_exceeded", "{kind:?}: {refused:?}");
+        // The published 50 bytes are disposed of: 60 fit beside the 30 left.
+        past_keep_bytes(&h, 3).await;
+        let report = gc(&h, false).await;
+        assert_eq!(report["bytes"], 50, "{kind:?}: {report}");
+        let w1 = renewed_in(&h, w1, "g1").await;
+        let admitted = over(&w1, vec![4u8; 60]).await;
+        assert_eq!(
+            admitted.status,
+            StatusCode::CREATED,
+            "{kind:?}: 60 bytes fit once 50 went: {admitted:?}"
+        );
+        let refused = over(&w1, vec![5u8; 35]).await;
+        assert_eq!(refused.code(), "quota_exceeded", "{kind:?}: {refused:?}");
+        // The uncited 30, uploaded three days ago, are swept: 35 fit beside the 60.
+        let swept = h.store.artifacts().sweep().await.expect("sweep");
+        assert_eq!(swept.blobs_removed, 1, "{kind:?}: {swept:?}");
+        let admitted = over(&w1, vec![6u8; 35]).await;
+        assert_eq!(
+            admitted.status,
+            StatusCode::CREATED,
+            "{kind:?}: 35 bytes fit once 30 went: {admitted:?}"
+        );
+    }
+);

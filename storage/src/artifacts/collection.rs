@@ -230,6 +230,11 @@ impl Artifacts<'_> {
                     }
                     gone.push(blob.0);
                 }
+                // Usage shrank: a count of the epoch before no longer bounds it from below
+                // (`quota.rs`).
+                if !gone.is_empty() {
+                    rows::usage_epoch::advance(txn)?;
+                }
                 for ((group, missions), artifacts) in by_group {
                     let ids: Vec<ArtifactId> = artifacts.iter().map(|d| d.artifact).collect();
                     let payload = EventPayload::ArtifactDisposed(ArtifactDisposed {

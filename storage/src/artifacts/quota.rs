@@ -8,19 +8,27 @@
 //! - otherwise the bound plus the new blob fits: admitted, the bound grows by it ([`admit`]);
 //! - otherwise the exact count decides, and becomes the bound.
 //!
-//! The bound stays an upper bound: what leaves a Group's usage (a disposal, a sweep) only makes
-//! it loose, and the exact count tightens it at the quota's edge. What enters a Group's usage
+//! The bound stays an upper bound: what leaves a Group's usage (a disposal, a sweep) moves the
+//! `usage_epoch` on, which voids it, and the exact count makes it anew. What enters a Group's usage
 //! outside an upload voids it: a publication citing stored bytes new to the Group forgets it
 //! ([`forget_if_new`]), a quota set anew forgets it (`lifespan/usage.rs`), and bytes uploaded
 //! again after a disposal, which count again for every Group citing them, move the
 //! `usage_epoch` counter (`rows/usage_epoch.rs`) that a bound is valid in. The counter is read
 //! before the exact count, so a repair committed between them voids the bound made from it.
 //!
+//! At the quota's edge a refused upload would count again, each time, in the writer: a member
+//! at its Group's quota could make every upload walk the Group's blobs. Within one
+//! `usage_epoch` a Group's usage only grows, since whatever shrinks it (a disposal by
+//! collection, the sweep of uncited blobs) moves the epoch on too; so an exact count is a
+//! lower bound of the usage for the rest of its epoch, and the writer's connection keeps it
+//! (`sql/lasting.rs`, [`at_least`]). An upload that does not fit beside it is refused without
+//! counting. (Not kept: a count in a job that moved the epoch itself, whose move may roll back.)
+//!
 //! Locks (PostgreSQL): [`admit`] takes the Group's row lock, so two servers' uploads cannot
 //! both fit into the last room; it runs after the upload's blob row (and any repair) is
 //! written, as a publication takes its Group's lock after its bytes' row, so no two writers
 //! take the blob row and a Group's row in opposite orders. A refused upload costs the exact
-//! count.
+//! count once an epoch per writer connection.
 
 use weft_api::lifecycle::views::Quota;
 use weft_api::{ArtifactId, Digests, Id};
@@ -71,6 +79,7 @@ pub(super) fn admit(
     conn: &crate::unit::Tx<'_>,
     digests: &Digests,
     needs: Needs,
+    epoch_moved: bool,
 ) -> Result<(), Error> {
     let Needs {
         group_id,
@@ -88,14 +97,42 @@ pub(super) fn admit(
         let bound = (artifacts + 1, bytes + size, epoch);
         return groups::set_usage_bound(conn, group_id, Some(bound));
     }
+    // At least what an earlier count of this epoch found: if the upload does not fit beside
+    // that, it does not fit.
+    if let Some((artifacts, bytes)) = at_least(conn, group_id, epoch) {
+        quota.admits(group_id, artifacts, bytes, size)?;
+    }
     let (mut artifacts, mut bytes) = groups::usage(conn, group_id)?;
     // Cited bytes that came back in this transaction are in that count already: not twice.
     if cited && !crate::rows::blobs::is_disposed(conn, &digests.blake3)? {
         artifacts = artifacts.saturating_sub(1);
         bytes = bytes.saturating_sub(size);
     }
+    if !epoch_moved {
+        conn.learn(
+            AT_LEAST,
+            &key(group_id, epoch),
+            &format!("{artifacts} {bytes}"),
+        );
+    }
     quota.admits(group_id, artifacts, bytes, size)?;
     groups::set_usage_bound(conn, group_id, Some((artifacts + 1, bytes + size, epoch)))
+}
+
+/// What the writer's connection remembers of a Group's usage in an epoch (`sql/lasting.rs`):
+/// `"{artifacts} {bytes}"`, at least.
+const AT_LEAST: &str = "quota.usage_at_least";
+
+fn key(group_id: &str, epoch: u64) -> String {
+    format!("{epoch} {group_id}")
+}
+
+/// Group `group_id`'s usage is at least this, `(artifacts, bytes)`, as counted earlier in
+/// `usage_epoch` `epoch`.
+fn at_least(conn: &Connection, group_id: &str, epoch: u64) -> Option<(u64, u64)> {
+    let known = conn.known(AT_LEAST, &key(group_id, epoch))?;
+    let (artifacts, bytes) = known.split_once(' ')?;
+    Some((artifacts.parse().ok()?, bytes.parse().ok()?))
 }
 
 /// Before a manifest of Group `group_id` citing `blake3` is recorded: if the Group did not

@@ -147,6 +147,10 @@ impl Artifacts<'_> {
                         rows::blobs::delete(txn, &blake3)?;
                         removed.push((ArtifactId(to32(blake3)?), size));
                     }
+                    // Uploaders' usage shrank (`quota.rs`).
+                    if !removed.is_empty() {
+                        rows::usage_epoch::advance(txn)?;
+                    }
                     let digests: Vec<[u8; 32]> = removed.iter().map(|(id, _)| id.0).collect();
                     begun.record(txn, now, &digests)?;
                 }

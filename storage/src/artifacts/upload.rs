@@ -433,19 +433,17 @@ impl Artifacts<'_> {
             // blob, whether it began earlier or its snapshot predates the commit
             // (`repairs.rs`).
             let pending = repair.then(|| repairs.begin(digests.blake3));
-            if repair {
-                let repaired = crate::rows::blobs::repair(txn, &digests.blake3)?;
-                // Every Group that heard of the quarantine hears of the repair
-                // (issue #10 finding 9c).
-                if repaired {
-                    append_repaired(txn, digests.blake3, now)?;
-                    // Bytes back after a disposal count again for every Group citing
-                    // them: no quota bound counted before holds (`quota.rs`).
-                    crate::rows::usage_epoch::advance(txn)?;
-                }
+            // Every Group that heard of the quarantine hears of the repair (issue #10
+            // finding 9c).
+            let repaired = repair && crate::rows::blobs::repair(txn, &digests.blake3)?;
+            if repaired {
+                append_repaired(txn, digests.blake3, now)?;
+                // Bytes back after a disposal count again for every Group citing them: no
+                // quota bound counted before holds (`quota.rs`).
+                crate::rows::usage_epoch::advance(txn)?;
             }
             if let Some(owed) = owed {
-                super::quota::admit(txn, &digests, owed)?;
+                super::quota::admit(txn, &digests, owed, repaired)?;
             }
             if let Some(upload_id) = &finishing {
                 crate::rows::upload_sessions::delete(txn, upload_id)?;

@@ -102,6 +102,7 @@ pub(crate) fn last_start_or_failure(
 
 /// Rewrites the type WorkItem `work_item_id`'s history entry at `sequence` says its Event is
 /// (`bench_support::tamper`).
+#[cfg(feature = "bench-support")]
 pub(crate) fn tamper_type(
     conn: &Connection,
     work_item_id: &str,
