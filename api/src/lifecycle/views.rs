@@ -217,7 +217,7 @@ impl Quota {
     }
 
     /// Whether one more artifact of `size` bytes fits a Group that holds `artifacts` of
-    /// `bytes`: `quota_exceeded` (507) naming both when not.
+    /// `bytes`: `quota_exceeded` (507) naming the quota when not.
     pub fn admits(
         &self,
         group: &str,
@@ -235,10 +235,14 @@ impl Quota {
             return Ok(());
         }
         let limit = |n: Option<u64>| n.map_or("unlimited".to_owned(), |n| n.to_string());
+        // Not the usage: the server may refuse by a usage it counted earlier (at least what it
+        // counted then), and numbers that differ with how it decided would tell a member when
+        // the store last shrank anywhere (`storage/src/artifacts/quota.rs`). `weft admin
+        // usage` shows it.
         Err(Rejection::new(
             ErrorCode::QuotaExceeded,
             format!(
-                "group {group} holds {bytes} bytes in {artifacts} artifacts; its quota is {} bytes and {} artifacts: {size} more bytes do not fit",
+                "group {group} is at its quota of {} bytes and {} artifacts: {size} more bytes do not fit",
                 limit(self.bytes),
                 limit(self.artifacts)
             ),
