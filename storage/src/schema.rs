@@ -711,10 +711,15 @@ const V39: &str = include_str!("schema/sqlite_v39.sql");
 /// A WorkItem's history rows carry their Event's type; its unreleased leases indexed by start.
 const V40: &str = include_str!("schema/sqlite_v40.sql");
 
+/// The artifacts each Context Package version cites, a row each; schemas' and snapshots'
+/// blobs indexed (whether the store cites a blob, by index).
+const V41: &str = include_str!("schema/sqlite_v41.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 40] = [
+const MIGRATIONS: [&str; 41] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
     V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39, V40,
+    V41,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -7,8 +7,8 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use weft_api::Envelope;
 
-use super::context::{head, package, publish_context, published, setting};
 use super::harness::*;
+use crate::http::tests::context::{head, package, publish_context, published, setting};
 
 backends!(
     /// CTX-4, CTX-1: version 1 then 2, each with its Event; latest, every version and one
@@ -355,5 +355,33 @@ backends!(
             "bad_request",
         )
         .await;
+    }
+);
+
+backends!(
+    /// Collection keeps the bytes a Context Package version cites, past every policy, and
+    /// disposes of the rest (V41: the version's citations are rows of their own, found by
+    /// the digest; before, a scan of every version's JSON for each blob).
+    async fn collection_keeps_what_a_context_package_cites(kind: Kind) {
+        let h = harness(kind).await;
+        let (worker, cited) = crate::http::tests::context::setting(&h).await;
+        let other = h.put(&worker, "g1", b"cited by nothing", &[]).await;
+        let payload = crate::http::tests::context::package(
+            &worker,
+            ("g1", "mission-1"),
+            "pkg-kept",
+            1,
+            None,
+            (1, 2),
+            &[cited],
+        );
+        crate::http::tests::context::published(&h, &worker, "g1", &payload).await;
+        crate::http::tests::lifecycle::past_keep_bytes(&h, 3).await;
+        let report = crate::http::tests::lifecycle::gc(&h, false).await;
+        assert_eq!(
+            crate::http::tests::lifecycle::disposed(&report),
+            [other.to_string()],
+            "{kind:?}: {report}"
+        );
     }
 );

@@ -42,7 +42,7 @@ pub(super) async fn gc(h: &Harness, dry_run: bool) -> Value {
 }
 
 /// The artifacts a gc report names.
-fn disposed(report: &Value) -> Vec<String> {
+pub(super) fn disposed(report: &Value) -> Vec<String> {
     report["disposed"]
         .as_array()
         .expect("disposed")

@@ -438,12 +438,19 @@ pub(crate) fn count_disposed(conn: &Connection) -> Result<u64, Error> {
 /// Whether a schema or a snapshot cites blob `blake3`: the store's own records, never
 /// collected.
 pub(crate) fn cited_by_the_store(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
-    let sql = format!(
+    Ok(conn.row(&cited_by_the_store_sql(), [&blake3.0[..]], |row| {
+        row.get::<_, i64>(0)
+    })? == 1)
+}
+
+/// The statement of [`cited_by_the_store`]: two look-ups along the schemas' and snapshots'
+/// blob indexes (V41).
+pub(crate) fn cited_by_the_store_sql() -> String {
+    format!(
         "SELECT CASE WHEN {} OR {} THEN 1 ELSE 0 END",
         super::schemas::cites_column("?1"),
         super::snapshots::cites_column("?1")
-    );
-    Ok(conn.row(&sql, [&blake3.0[..]], |row| row.get::<_, i64>(0))? == 1)
+    )
 }
 
 /// SQL: (count, total size) of the blobs, not disposed of, that sub-query `blobs_sql` names

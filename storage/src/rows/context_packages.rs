@@ -230,13 +230,14 @@ pub(crate) struct New<'a> {
     pub(crate) forwarded: Option<(&'a str, &'a str)>,
 }
 
-/// Writes `row`.
+/// Writes `row`, and a row for each artifact it cites (`context_package_artifacts.rs`;
+/// `cited` says this version's are there, V41).
 pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
     conn.run(
         "INSERT INTO context_packages (context_id, group_id, package_id, version, previous, mission_id,
              work_item_id, events_from, events_to, artifacts, generator, envelope, sequence,
-             forwarded_from, forwarded_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+             forwarded_from, forwarded_by, cited)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1)",
         params![
             &row.context_id.0[..],
             row.group_id,
@@ -255,7 +256,8 @@ pub(crate) fn insert(conn: &Connection, row: &New<'_>) -> Result<(), Error> {
             row.forwarded.map(|(_, by)| by),
         ],
     )?;
-    Ok(())
+    let cited: Vec<ArtifactId> = super::from_json(row.artifacts)?;
+    super::context_package_artifacts::insert(conn, row.context_id, &cited)
 }
 
 /// fsck's rows naming an Event: each version's `context.published` or `context.forwarded`.
@@ -263,13 +265,5 @@ pub(crate) const PUBLISHED_EVENTS: &str = "SELECT group_id, sequence FROM contex
 
 /// Whether any Context Package version (published or forwarded) cites artifact `blake3`.
 pub(crate) fn any_cites(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
-    // `artifacts` is a JSON array of `blake3:<hex>` strings: hex has no LIKE wildcard.
-    Ok(conn
-        .row(
-            "SELECT 1 FROM context_packages WHERE artifacts LIKE ?1 LIMIT 1",
-            [format!("%{blake3}%")],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
+    super::context_package_artifacts::any_cites(conn, blake3)
 }

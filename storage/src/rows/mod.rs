@@ -21,6 +21,7 @@ pub(crate) mod blob_verifications;
 pub(crate) mod blobs;
 pub(crate) mod capability_tokens;
 pub(crate) mod commands;
+pub(crate) mod context_package_artifacts;
 pub(crate) mod context_packages;
 pub(crate) mod cursors;
 pub(crate) mod derivations;

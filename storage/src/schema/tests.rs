@@ -353,6 +353,11 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
             1,
             "leases_current (work_item_id=?)",
         ),
+        (
+            crate::rows::context_package_artifacts::ANY_CITES,
+            1,
+            "PRIMARY KEY (blake3=?)",
+        ),
     ] {
         let steps = plan(&conn, sql, params);
         assert!(
@@ -464,4 +469,107 @@ fn history_written_before_gets_its_event_types_on_postgres() {
             .is_err(),
         "a row without a type"
     );
+}
+
+/// Stop 70 (V41): whether the store cites a blob (collection asks it of each candidate, the
+/// sweep of each uncited upload) searches the schemas' and snapshots' blob indexes, never
+/// scans either table.
+#[test]
+fn the_stores_citations_of_a_blob_are_searched() {
+    let conn = Connection::open_in_memory().expect("open");
+    super::migrate_sqlite(&conn).expect("schema");
+    let steps = plan(&conn, &crate::rows::blobs::cited_by_the_store_sql(), 1);
+    let tables: Vec<&String> = steps
+        .iter()
+        .filter(|step| step.contains("schemas") || step.contains("snapshots"))
+        .collect();
+    assert!(tables.len() >= 3, "{steps:?}");
+    for step in tables {
+        assert!(
+            step.starts_with("SEARCH") && step.contains("USING"),
+            "{steps:?}"
+        );
+    }
+}
+
+/// The Context Package rows of the V41 backfill tests: version `cp-1` cites two artifacts
+/// (one twice), `cp-2` none.
+const PACKAGES: &str = "
+    INSERT INTO context_packages (context_id, group_id, package_id, version, mission_id,
+                                  events_from, events_to, artifacts, generator, envelope,
+                                  sequence)
+    VALUES (x'01', 'g1', 'p', 1, 'm1', 1, 1,
+            '[\"blake3:0202020202020202020202020202020202020202020202020202020202020202\",
+              \"blake3:0303030303030303030303030303030303030303030303030303030303030303\",
+              \"blake3:0202020202020202020202020202020202020202020202020202020202020202\"]',
+            'a', '{}', 1),
+           (x'04', 'g1', 'p', 2, 'm1', 1, 1, '[]', 'a', '{}', 2);";
+
+/// Stop 70 (V41): the artifacts each Context Package version stored before cites get their
+/// rows, so collection still keeps them.
+#[test]
+fn context_packages_stored_before_get_their_citations() {
+    let conn = Connection::open_in_memory().expect("open");
+    for (done, sql) in (1..).zip(&super::MIGRATIONS[..40]) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+        ))
+        .expect("an old schema");
+    }
+    conn.execute_batch(&format!("PRAGMA foreign_keys = OFF; {PACKAGES}"))
+        .expect("old rows");
+    super::migrate_sqlite(&conn).expect("migrated");
+    let mut select = conn
+        .prepare("SELECT hex(blake3), hex(context_id) FROM context_package_artifacts ORDER BY 1")
+        .expect("select");
+    let cited: Vec<(String, String)> = select
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("cited");
+    assert_eq!(
+        cited,
+        [
+            ("02".repeat(32), "01".into()),
+            ("03".repeat(32), "01".into())
+        ]
+    );
+}
+
+/// V41 on PostgreSQL, as on SQLite.
+#[test]
+fn context_packages_stored_before_get_their_citations_on_postgres() {
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
+        return;
+    };
+    let pg = crate::sql::postgres::Pg::connect(&url).expect("connect");
+    let conn = crate::sql::Connection::Postgres(Box::new(pg));
+    super::postgres::migrate(&conn, 40).expect("an old schema");
+    let rows = PACKAGES
+        .replace("x'01'", "'\\x01'")
+        .replace("x'04'", "'\\x04'");
+    conn.execute_batch(&format!("SET session_replication_role = replica; {rows}"))
+        .expect("old rows");
+    super::postgres::migrate(&conn, super::LATEST).expect("migrated");
+    use crate::sql::Cached as _;
+    let cited: Vec<(String, String)> = conn
+        .rows(
+            "SELECT upper(encode(blake3, 'hex')), upper(encode(context_id, 'hex'))
+             FROM context_package_artifacts ORDER BY 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .expect("cited");
+    assert_eq!(
+        cited,
+        [
+            ("02".repeat(32), "01".into()),
+            ("03".repeat(32), "01".into())
+        ]
+    );
+    // A version indexed as before V41, without its citations, is refused.
+    let before = PACKAGES
+        .replace("x'01'", "'\\x05'")
+        .replace("x'04'", "'\\x06'");
+    assert!(conn.execute_batch(&before).is_err(), "a version not cited");
 }
