@@ -1,7 +1,8 @@
 //! The `context_package_artifacts` table: one row per artifact a Context Package version
 //! cites, the only SQL that names it. Written with the version (`context_packages::insert`),
-//! never changed; collection and the sweep ask it whether any version cites a blob, along the
-//! key (V41: before, a `LIKE` over every version's JSON for each blob asked about).
+//! never changed; collection asks it whether any version cites a blob, along the key (V41:
+//! before, a `LIKE` over every version's JSON for each blob it decided on). The sweep need not
+//! ask: a version cites only bytes a manifest of its Group (or of a forwarding Group) cites.
 
 use crate::sql::{Connection, OptionalExtension as _, params};
 use weft_api::ArtifactId;
@@ -33,6 +34,23 @@ pub(crate) const ANY_CITES: &str =
 pub(crate) fn any_cites(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
     Ok(conn
         .row(ANY_CITES, [&blake3.0[..]], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// Whether version `context_id` has its row citing `blake3` (fsck: every artifact its signed
+/// payload cites must have one, or collection would not see the citation).
+pub(crate) fn cites(
+    conn: &Connection,
+    context_id: &ArtifactId,
+    blake3: &ArtifactId,
+) -> Result<bool, Error> {
+    Ok(conn
+        .row(
+            "SELECT 1 FROM context_package_artifacts WHERE blake3 = ?1 AND context_id = ?2",
+            params![&blake3.0[..], &context_id.0[..]],
+            |_| Ok(()),
+        )
         .optional()?
         .is_some())
 }
