@@ -196,6 +196,14 @@ pub(crate) fn check_rows(conn: &Connection) -> Result<Vec<String>, Error> {
                 "context {name} in {group}: not signed by its generator's key"
             )),
         }
+        for artifact in &record.package.artifacts {
+            if !crate::rows::context_package_artifacts::cites(conn, &name, artifact)? {
+                problems.push(format!(
+                    "context {name} in {group}: cites {artifact} without its citation row \
+                     (collection would not keep it)"
+                ));
+            }
+        }
         if let Some(previous) = previous {
             let found = crate::rows::context_packages::version_of_id(conn, &group, &previous)?;
             if found.is_none() && record.forwarded_from.is_none() {
@@ -271,6 +279,25 @@ mod tests {
         };
         let good = payload("a1", "good");
         insert("good", &good, ArtifactId::of(good.as_bytes()));
+        assert_eq!(check_rows(&conn).expect("check"), Vec::<String>::new());
+        // A version whose signed payload cites an artifact its citation rows do not name
+        // (V41: collection asks the rows).
+        let cited = ArtifactId::of(b"cited bytes");
+        let citing = payload("a1", "citing")
+            .replace("\"artifacts\":[]", &format!("\"artifacts\":[\"{cited}\"]"));
+        assert!(citing.contains(&cited.to_string()), "{citing}");
+        insert("citing", &citing, ArtifactId::of(citing.as_bytes()));
+        let problems = check_rows(&conn).expect("check");
+        assert!(
+            problems.len() == 1 && problems[0].contains("without its citation row"),
+            "{problems:?}"
+        );
+        crate::rows::context_package_artifacts::insert(
+            &conn,
+            &ArtifactId::of(citing.as_bytes()),
+            &[cited],
+        )
+        .expect("cited");
         assert_eq!(check_rows(&conn).expect("check"), Vec::<String>::new());
         let impostor = payload("a2", "impostor");
         insert("impostor", &impostor, ArtifactId::of(impostor.as_bytes()));
