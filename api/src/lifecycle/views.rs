@@ -282,4 +282,23 @@ mod tests {
         assert!(Quota::default().admits("g", u64::MAX, u64::MAX, 1).is_ok());
         assert!(!Quota::default().limits());
     }
+
+    /// The refusal names the quota, never the usage it was judged by: the server may judge by
+    /// a usage it counted earlier in the epoch, and a message that differed with it would tell
+    /// a member when the store last shrank anywhere (`storage/src/artifacts/quota.rs`).
+    #[test]
+    fn a_refusal_says_the_same_whatever_usage_it_was_judged_by() {
+        let quota = Quota {
+            bytes: Some(100),
+            artifacts: None,
+        };
+        let message = |artifacts, bytes| {
+            quota
+                .admits("g", artifacts, bytes, 50)
+                .expect_err("over")
+                .message
+        };
+        assert_eq!(message(7, 60), message(9, 90));
+        assert!(message(7, 60).contains("100 bytes"), "{}", message(7, 60));
+    }
 }
