@@ -3,6 +3,28 @@
 
 use rusqlite::Connection;
 
+/// An SQLite database at schema version `version`, as a weft of that version left it.
+fn sqlite_at(version: usize) -> Connection {
+    let conn = Connection::open_in_memory().expect("open");
+    for (done, sql) in (1..).zip(&super::MIGRATIONS[..version]) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
+        ))
+        .expect("an old schema");
+    }
+    conn
+}
+
+/// A fresh PostgreSQL database at schema version `version`; `None` where PostgreSQL is not
+/// installed.
+fn postgres_at(version: i64) -> Option<crate::sql::Connection> {
+    let url = weft_testkit::postgres_database_or_skip()?;
+    let pg = crate::sql::postgres::Pg::connect(&url).expect("connect");
+    let conn = crate::sql::Connection::Postgres(Box::new(pg));
+    super::postgres::migrate(&conn, version).expect("an old schema");
+    Some(conn)
+}
+
 /// The plan SQLite picks for `sql` on the migrated schema, one line per step.
 fn plan(conn: &Connection, sql: &str, params: usize) -> Vec<String> {
     let mut statement = conn
@@ -20,13 +42,7 @@ fn plan(conn: &Connection, sql: &str, params: usize) -> Vec<String> {
 /// Agent (`''`, which answers any Agent of the Group); the key is now (Group, Agent, id).
 #[test]
 fn stored_commands_move_under_their_group() {
-    let conn = Connection::open_in_memory().expect("open");
-    for (done, sql) in (1..).zip(&super::MIGRATIONS[..21]) {
-        conn.execute_batch(&format!(
-            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
-        ))
-        .expect("an old schema");
-    }
+    let conn = sqlite_at(21);
     conn.execute_batch(
         "INSERT INTO commands (command_id, group_id, request_hash, answer)
              VALUES ('cmd-1', 'g1', x'01', '{}');",
@@ -54,13 +70,7 @@ fn stored_commands_move_under_their_group() {
 fn events_appended_before_get_their_actor() {
     use weft_api::kinds::{EventPayload, SessionOpened};
     use weft_api::work::events::{Actor, WorkEvent, WorkEventKind};
-    let conn = Connection::open_in_memory().expect("open");
-    for (done, sql) in (1..).zip(&super::MIGRATIONS[..27]) {
-        conn.execute_batch(&format!(
-            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
-        ))
-        .expect("an old schema");
-    }
+    let conn = sqlite_at(27);
     let id = |s: &str| weft_api::Id::parse("id", s).expect("an id");
     let mut work: WorkEvent = serde_json::from_value(serde_json::json!({
         "detail": {}, "missionId": "m1", "revision": 1, "state": "offered",
@@ -124,13 +134,7 @@ fn events_appended_before_get_their_actor() {
 /// `inline_blobs` is gone.
 #[test]
 fn inline_bytes_move_into_their_blob_rows() {
-    let conn = Connection::open_in_memory().expect("open");
-    for (done, sql) in (1..).zip(&super::MIGRATIONS[..19]) {
-        conn.execute_batch(&format!(
-            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
-        ))
-        .expect("an old schema");
-    }
+    let conn = sqlite_at(19);
     conn.execute_batch(
         "INSERT INTO blobs (blake3, sha256, size, stored_at) VALUES
              (x'01', x'a1', 3, 't'), (x'02', x'a2', 9, 't');
@@ -227,13 +231,7 @@ fn lookups_by_one_column_search_the_composite_indexes() {
 #[test]
 fn manifests_stored_before_get_their_file_name() {
     use base64::Engine as _;
-    let conn = Connection::open_in_memory().expect("open");
-    for (done, sql) in (1..).zip(&super::MIGRATIONS[..28]) {
-        conn.execute_batch(&format!(
-            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
-        ))
-        .expect("an old schema");
-    }
+    let conn = sqlite_at(28);
     conn.execute_batch("PRAGMA foreign_keys = OFF")
         .expect("rows without their parents");
     let manifest = |name: Option<&str>| {
@@ -372,13 +370,7 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
 /// look-up of a type before either).
 #[test]
 fn history_written_before_gets_its_event_types() {
-    let conn = Connection::open_in_memory().expect("open");
-    for (done, sql) in (1..).zip(&super::MIGRATIONS[..39]) {
-        conn.execute_batch(&format!(
-            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
-        ))
-        .expect("an old schema");
-    }
+    let conn = sqlite_at(39);
     // The Mission the WorkItem names is beside the point.
     conn.execute_batch(
         "PRAGMA foreign_keys = OFF;
@@ -422,12 +414,9 @@ fn history_written_before_gets_its_event_types() {
 /// rows without a type is refused rather than writing rows the look-ups by type never find.
 #[test]
 fn history_written_before_gets_its_event_types_on_postgres() {
-    let Some(url) = weft_testkit::postgres_database_or_skip() else {
+    let Some(conn) = postgres_at(39) else {
         return;
     };
-    let pg = crate::sql::postgres::Pg::connect(&url).expect("connect");
-    let conn = crate::sql::Connection::Postgres(Box::new(pg));
-    super::postgres::migrate(&conn, 39).expect("an old schema");
     // The Mission the WorkItem names is beside the point (the cluster's user is its
     // superuser).
     conn.execute_batch(
@@ -509,13 +498,7 @@ const PACKAGES: &str = "
 /// rows, so collection still keeps them.
 #[test]
 fn context_packages_stored_before_get_their_citations() {
-    let conn = Connection::open_in_memory().expect("open");
-    for (done, sql) in (1..).zip(&super::MIGRATIONS[..40]) {
-        conn.execute_batch(&format!(
-            "BEGIN; {sql} PRAGMA user_version = {done}; COMMIT;"
-        ))
-        .expect("an old schema");
-    }
+    let conn = sqlite_at(40);
     conn.execute_batch(&format!("PRAGMA foreign_keys = OFF; {PACKAGES}"))
         .expect("old rows");
     super::migrate_sqlite(&conn).expect("migrated");
@@ -539,12 +522,9 @@ fn context_packages_stored_before_get_their_citations() {
 /// V41 on PostgreSQL, as on SQLite.
 #[test]
 fn context_packages_stored_before_get_their_citations_on_postgres() {
-    let Some(url) = weft_testkit::postgres_database_or_skip() else {
+    let Some(conn) = postgres_at(40) else {
         return;
     };
-    let pg = crate::sql::postgres::Pg::connect(&url).expect("connect");
-    let conn = crate::sql::Connection::Postgres(Box::new(pg));
-    super::postgres::migrate(&conn, 40).expect("an old schema");
     let rows = PACKAGES
         .replace("x'01'", "'\\x01'")
         .replace("x'04'", "'\\x04'");
