@@ -10,19 +10,24 @@ use serde_json::json;
 use super::harness::*;
 use super::lifecycle::{gc, past_keep_bytes, renewed_in};
 
+/// Sets `group`'s quota to `body` through the admin route; expects 200.
+async fn set_quota(h: &Harness, group: &str, body: serde_json::Value) {
+    let quota = h
+        .admin_json(
+            Method::PUT,
+            &format!("/v1/admin/groups/{group}/quota"),
+            body,
+        )
+        .await;
+    assert_eq!(quota.status, StatusCode::OK, "{:?}: {quota:?}", h.kind);
+}
+
 backends!(
     async fn bytes_back_after_a_disposal_are_counted_again(kind: Kind) {
         let h = harness_files(kind).await;
         let w1 = h.agent("w1", "g1", &["worker"]).await;
         let w2 = h.agent("w2", "g2", &["worker"]).await;
-        let quota = h
-            .admin_json(
-                Method::PUT,
-                "/v1/admin/groups/g1/quota",
-                json!({"bytes": 100}),
-            )
-            .await;
-        assert_eq!(quota.status, StatusCode::OK, "{kind:?}: {quota:?}");
+        set_quota(&h, "g1", json!({"bytes": 100})).await;
         let shared = vec![9u8; 40];
         h.upload(&w2, &shared).await;
         h.put(&w1, "g1", &shared, &[]).await;
@@ -71,14 +76,7 @@ backends!(
     async fn the_quota_check_costs_the_same_however_many_blobs(kind: Kind) {
         let h = harness(kind).await;
         let w1 = h.agent("w1", "g1", &["worker"]).await;
-        let quota = h
-            .admin_json(
-                Method::PUT,
-                "/v1/admin/groups/g1/quota",
-                json!({"bytes": 1_000_000, "artifacts": 1_000}),
-            )
-            .await;
-        assert_eq!(quota.status, StatusCode::OK, "{kind:?}: {quota:?}");
+        set_quota(&h, "g1", json!({"bytes": 1_000_000, "artifacts": 1_000})).await;
         let mut costs = Vec::new();
         for n in 0u32..62 {
             let bytes = format!("blob number {n}").into_bytes();
@@ -138,14 +136,7 @@ backends!(
         let mut costs = Vec::new();
         for (group, n) in [("g1", 20u32), ("g2", 60)] {
             let worker = h.agent(&format!("w-{group}"), group, &["worker"]).await;
-            let quota = h
-                .admin_json(
-                    Method::PUT,
-                    &format!("/v1/admin/groups/{group}/quota"),
-                    json!({"artifacts": n}),
-                )
-                .await;
-            assert_eq!(quota.status, StatusCode::OK, "{kind:?}: {quota:?}");
+            set_quota(&h, group, json!({"artifacts": n})).await;
             for i in 0..n {
                 h.upload(&worker, format!("{group} blob {i}").as_bytes())
                     .await;
@@ -160,10 +151,13 @@ backends!(
             };
             let first = refused(0).await;
             assert_eq!(first.code(), "quota_exceeded", "{kind:?}: {first:?}");
+            let before = h.fingerprint().await;
             h.store.start_metering_writes();
             let again = refused(1).await;
             costs.push(h.store.stop_metering_writes().vm_steps);
             assert_eq!(again.code(), "quota_exceeded", "{kind:?}: {again:?}");
+            // Refused by the usage remembered: nothing stored, nothing appended.
+            assert_unchanged(&before, &h.fingerprint().await, "a refusal at the quota");
         }
         println!("{kind:?}: a refusal's VM steps at 20 and 60 blobs: {costs:?}");
         assert_eq!(costs[0], costs[1], "{kind:?}: 20 blobs against 60");
@@ -177,14 +171,7 @@ backends!(
     async fn room_made_after_a_refusal_is_used(kind: Kind) {
         let h = harness_files(kind).await;
         let w1 = h.agent("w1", "g1", &["worker"]).await;
-        let quota = h
-            .admin_json(
-                Method::PUT,
-                "/v1/admin/groups/g1/quota",
-                json!({"bytes": 100}),
-            )
-            .await;
-        assert_eq!(quota.status, StatusCode::OK, "{kind:?}: {quota:?}");
+        set_quota(&h, "g1", json!({"bytes": 100})).await;
         h.put(&w1, "g1", &[1u8; 50], &[]).await;
         h.upload(&w1, &[2u8; 30]).await;
         let over = |w: &Agent, bytes: Vec<u8>| {
