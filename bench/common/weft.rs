@@ -175,44 +175,8 @@ pub(crate) fn enrol_in(dir: &Path, url: &str, n: usize) -> Worker {
         url,
         &["mission", "create", mission, "--title", "bench"],
     );
-    let contract = dir.join("contract.json");
-    std::fs::write(&contract, CONTRACT).expect("contract");
-    let contract = contract.to_str().expect("utf-8 path");
-    cli(
-        &home,
-        url,
-        &[
-            "work",
-            "authorize",
-            work,
-            "--mission",
-            mission,
-            "--contract",
-            contract,
-        ],
-    );
-    cli(
-        &home,
-        url,
-        &[
-            "work",
-            "offer",
-            work,
-            "--candidate",
-            agent,
-            "--expires-in",
-            "600",
-            "--capability",
-            "cap.bench:1",
-            "--policy-rule",
-            "bench",
-        ],
-    );
-    cli(&home, url, &["work", "accept", work]);
-    let started: serde_json::Value =
-        serde_json::from_str(&cli(&home, url, &["work", "start", work, "--json"]))
-            .expect("--json answer");
-    let lease = &started["state"]["lease"];
+    std::fs::write(contract_file(dir), CONTRACT).expect("contract");
+    let (lease_id, ownership_epoch) = start_work_item(dir, &home, url, (mission, work), agent);
     let session: serde_json::Value =
         serde_json::from_slice(&std::fs::read(home.join("session.json")).expect("session"))
             .expect("session json");
@@ -234,10 +198,85 @@ pub(crate) fn enrol_in(dir: &Path, url: &str, n: usize) -> Worker {
         url: url.to_owned(),
         token: session["token"].as_str().expect("token").to_owned(),
         key: ed25519_dalek::SigningKey::from_bytes(&secret),
-        lease_id: lease["leaseId"].as_str().expect("lease").to_owned(),
-        ownership_epoch: lease["ownershipEpoch"].as_u64().expect("epoch"),
+        lease_id,
+        ownership_epoch,
         home,
     }
+}
+
+fn contract_file(dir: &Path) -> PathBuf {
+    dir.join("contract.json")
+}
+
+/// Authorizes WorkItem `work` in `mission` with [`CONTRACT`] (written in `dir`), offers it to
+/// `agent`, who accepts and starts it, all through the CLI home `home`; answers its Execution
+/// Lease's id and ownership epoch.
+fn start_work_item(
+    dir: &Path,
+    home: &Path,
+    url: &str,
+    (mission, work): (&str, &str),
+    agent: &str,
+) -> (String, u64) {
+    let contract = contract_file(dir);
+    let contract = contract.to_str().expect("utf-8 path");
+    cli(
+        home,
+        url,
+        &[
+            "work",
+            "authorize",
+            work,
+            "--mission",
+            mission,
+            "--contract",
+            contract,
+        ],
+    );
+    cli(
+        home,
+        url,
+        &[
+            "work",
+            "offer",
+            work,
+            "--candidate",
+            agent,
+            "--expires-in",
+            "600",
+            "--capability",
+            "cap.bench:1",
+            "--policy-rule",
+            "bench",
+        ],
+    );
+    cli(home, url, &["work", "accept", work]);
+    let started: serde_json::Value =
+        serde_json::from_str(&cli(home, url, &["work", "start", work, "--json"]))
+            .expect("--json answer");
+    let lease = &started["state"]["lease"];
+    (
+        lease["leaseId"].as_str().expect("lease").to_owned(),
+        lease["ownershipEpoch"].as_u64().expect("epoch"),
+    )
+}
+
+/// Starts `count` more WorkItems of `worker`'s Mission (`<work>-1`, …), each under its own
+/// Execution Lease held by `worker`: its WorkItems and their leases, the first its own.
+pub(crate) fn start_more(dir: &Path, worker: &Worker, count: usize) -> Vec<(String, String)> {
+    let mut items = vec![(worker.work_item.clone(), worker.lease_id.clone())];
+    for n in 1..=count {
+        let work = format!("{}-{n}", worker.work_item);
+        let (lease, _) = start_work_item(
+            dir,
+            &worker.home,
+            &worker.url,
+            (&worker.mission, &work),
+            &worker.agent_id,
+        );
+        items.push((work, lease));
+    }
+    items
 }
 
 pub(crate) const CONTRACT: &str = r#"{
@@ -328,11 +367,23 @@ pub(crate) fn command(
     kind: &str,
     payload: serde_json::Value,
 ) -> bytes::Bytes {
+    command_under(worker, &worker.lease_id, epochs, command_id, kind, payload)
+}
+
+/// Like [`command`], under Execution Lease `lease_id` of `worker`'s.
+pub(crate) fn command_under(
+    worker: &Worker,
+    lease_id: &str,
+    epochs: (u64, u64),
+    command_id: &str,
+    kind: &str,
+    payload: serde_json::Value,
+) -> bytes::Bytes {
     let document = serde_json::json!({
         "commandId": command_id,
         "type": kind, "groupId": worker.group, "agentId": worker.agent_id,
         "issuedAt": chrono::Utc::now().to_rfc3339(), "sessionEpoch": epochs.0,
-        "membershipEpoch": epochs.1, "leaseId": worker.lease_id, "expectedRevision": null,
+        "membershipEpoch": epochs.1, "leaseId": lease_id, "expectedRevision": null,
         "extensions": [], "payload": payload
     });
     let envelope = Envelope::sign(&worker.key, COMMAND_TYPE, document.to_string().as_bytes());
@@ -341,16 +392,29 @@ pub(crate) fn command(
 
 /// `count` signed `work.progress` Commands of `worker` on its started WorkItem.
 pub(crate) fn progress_commands(worker: &Worker, count: usize) -> Vec<bytes::Bytes> {
+    let items = [(worker.work_item.clone(), worker.lease_id.clone())];
+    progress_commands_over(worker, &items, count)
+}
+
+/// `count` signed `work.progress` Commands of `worker`, the `n`th on WorkItem `n % len` of
+/// `items` (WorkItem and lease, [`start_more`]).
+pub(crate) fn progress_commands_over(
+    worker: &Worker,
+    items: &[(String, String)],
+    count: usize,
+) -> Vec<bytes::Bytes> {
     let epochs = epochs(&worker.home);
     (0..count)
         .map(|n| {
+            let (work_item, lease_id) = &items[n % items.len()];
             let payload = serde_json::json!({
-                "workItemId": worker.work_item, "phase": format!("phase {n}"), "milestonesDone": [],
+                "workItemId": work_item, "phase": format!("phase {n}"), "milestonesDone": [],
                 "nextCheckpoint": null, "blockers": [],
                 "estimate": {"completionAt": null, "confidence": 0.5}, "evidence": []
             });
-            command(
+            command_under(
                 worker,
+                lease_id,
                 epochs,
                 &format!("progress-{n}"),
                 "work.progress",

@@ -303,6 +303,17 @@ impl Postgres {
         format!("postgres://weft@127.0.0.1:{}/{database}", self.port)
     }
 
+    /// `DATABASE` reached through the cluster's Unix socket (in its temp directory), as a
+    /// PostgreSQL on the same machine is by default: `postgres://weft@%2F…:PORT/DATABASE`.
+    pub fn socket_url(&self, database: &str) -> String {
+        let dir = self.dir.to_str().expect("a UTF-8 temp directory");
+        format!(
+            "postgres://weft@{}:{}/{database}",
+            dir.replace('/', "%2F"),
+            self.port
+        )
+    }
+
     /// Runs `sql` with `psql` in `database`; its unaligned, tuples-only output, or a panic
     /// with what it said.
     pub fn psql(&self, database: &str, sql: &str) -> String {
