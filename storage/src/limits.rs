@@ -11,7 +11,11 @@
 //! These are process-local on purpose: they protect this process's descriptors, disk and
 //! signature checks, and a restart starts them empty (an upload in flight is lost with the
 //! process anyway). The durable half of the unpublished-bytes cap, what an Agent already has
-//! stored but not published, is read from the index by the upload itself (`artifacts/upload.rs`).
+//! stored but not published, is read from the index by the upload itself (`artifacts/upload.rs`):
+//! the exact sum, or a bound kept here from the last exact sum and the Agent's upload total in
+//! the index, so what it uploaded through other servers counts (`rows/agent_upload_totals.rs`).
+//! Bytes still in flight are counted by the server receiving them only: an Agent uploading
+//! through N servers at once may pass the cap by what is in flight on the others, once.
 //!
 //! Every refusal here is a [`weft_api::Rejection`] with a 429 or 503 code, so a client is told
 //! to come back later (the HTTP layer adds `Retry-After`) and never sees a 500.
@@ -60,18 +64,21 @@ struct State {
     /// Downloads each Group's sessions have open; likewise.
     group_downloads: HashMap<String, usize>,
     agents: HashMap<String, AgentUse>,
-    /// An upper bound of each Agent's uncited uploaded bytes: set from the exact sum, raised
-    /// by every blob it uploads after (citations only ever lower the exact value), so the
-    /// exact sum, a walk over all of the Agent's uploads, runs only near the cap.
+    /// Each Agent's last exact uncited sum and its upload total read before it: with the
+    /// total now, an upper bound of its uncited bytes, so the exact sum, a walk over all of
+    /// the Agent's uploads, runs only near the cap.
     uncited_bounds: HashMap<String, UncitedBound>,
 }
 
-/// An Agent's uncited-bytes bound, and every byte its uploads added since the engine opened
-/// (so a sum read while another upload committed is corrected by what that upload added).
+/// An Agent's exact uncited bytes when last summed, and what it had uploaded uncited in all
+/// (`rows/agent_upload_totals.rs`) when read just before that sum. The total only grows, and
+/// citations and the sweep only lower the exact value, so `exact + (total now - total)` is
+/// an upper bound, whichever server took the uploads since (an upload committed between the
+/// two reads is counted twice: a bound may only be too high).
 #[derive(Debug, Default)]
 struct UncitedBound {
-    bound: Option<u64>,
-    raised: u64,
+    exact: u64,
+    total: u64,
 }
 
 /// The engine's admission limits. Cheap to share (`Arc` inside).
@@ -130,10 +137,15 @@ impl Limits {
     }
 
     /// An upper bound of `agent`'s uncited blob bytes to admit an upload with instead of the
-    /// exact sum: only when no upload of up to `largest_upload` bytes could pass the cap with
-    /// it (so the bound never refuses what the exact sum would admit). `Some(0)` when there
-    /// is no cap.
-    pub(crate) fn uncited_bound(&self, agent: &str, largest_upload: u64) -> Option<u64> {
+    /// exact sum, given its upload total `total` (read now): only when no upload of up to
+    /// `largest_upload` bytes could pass the cap with it (so the bound never refuses what the
+    /// exact sum would admit). `Some(0)` when there is no cap.
+    pub(crate) fn uncited_bound(
+        &self,
+        agent: &str,
+        total: u64,
+        largest_upload: u64,
+    ) -> Option<u64> {
         let cap = self.settings.max_unpublished_bytes;
         if cap == 0 {
             return Some(0);
@@ -141,36 +153,19 @@ impl Limits {
         self.lock()
             .uncited_bounds
             .get(agent)
-            .and_then(|entry| entry.bound)
+            .map(|entry| {
+                entry
+                    .exact
+                    .saturating_add(total.saturating_sub(entry.total))
+            })
             .filter(|bound| bound.saturating_add(largest_upload) < cap)
     }
 
-    /// What `agent`'s uploads have added so far: read before the exact sum, handed back to
-    /// [`Limits::set_uncited_bound`].
-    pub(crate) fn uncited_raised(&self, agent: &str) -> u64 {
+    /// Keeps `agent`'s exact uncited sum just read, and its upload total read before it.
+    pub(crate) fn set_uncited_bound(&self, agent: &str, exact: u64, total: u64) {
         self.lock()
             .uncited_bounds
-            .get(agent)
-            .map_or(0, |entry| entry.raised)
-    }
-
-    /// Sets `agent`'s bound to the exact sum just read, plus every byte its uploads added
-    /// since `raised_before` (an upload that committed while the sum was read may be missing
-    /// from it; counting it twice only makes the bound too high, never too low).
-    pub(crate) fn set_uncited_bound(&self, agent: &str, exact: u64, raised_before: u64) {
-        let mut state = self.lock();
-        let entry = state.uncited_bounds.entry(agent.to_owned()).or_default();
-        entry.bound = Some(exact.saturating_add(entry.raised.saturating_sub(raised_before)));
-    }
-
-    /// Raises `agent`'s bound by a blob it just uploaded.
-    pub(crate) fn raise_uncited_bound(&self, agent: &str, bytes: u64) {
-        let mut state = self.lock();
-        let entry = state.uncited_bounds.entry(agent.to_owned()).or_default();
-        entry.raised = entry.raised.saturating_add(bytes);
-        if let Some(bound) = &mut entry.bound {
-            *bound = bound.saturating_add(bytes);
-        }
+            .insert(agent.to_owned(), UncitedBound { exact, total });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -413,39 +408,37 @@ mod tests {
     }
 
     /// Issue #15: the uncited-bytes bound stands in for the exact sum only while no upload
-    /// could reach the cap with it, and only ever grows until the exact sum is read again.
+    /// could reach the cap with it, and grows with the Agent's upload total (whichever
+    /// server took the uploads) until the exact sum is read again.
     #[test]
     fn the_uncited_bound_is_used_only_far_below_the_cap() {
         let limits = limits();
         assert_eq!(
-            limits.uncited_bound("a", 10),
+            limits.uncited_bound("a", 0, 10),
             None,
             "nothing known: read the sum"
         );
-        limits.set_uncited_bound("a", 40, limits.uncited_raised("a"));
-        assert_eq!(limits.uncited_bound("a", 10), Some(40));
-        limits.raise_uncited_bound("a", 45);
-        assert_eq!(limits.uncited_bound("a", 10), Some(85));
+        limits.set_uncited_bound("a", 40, 1000);
+        assert_eq!(limits.uncited_bound("a", 1000, 10), Some(40));
         assert_eq!(
-            limits.uncited_bound("a", 15),
+            limits.uncited_bound("a", 1045, 10),
+            Some(85),
+            "45 bytes uploaded since, through any server"
+        );
+        assert_eq!(
+            limits.uncited_bound("a", 1045, 15),
             None,
             "an upload of 15 could reach the cap of 100: read the exact sum"
         );
-        limits.set_uncited_bound("a", 5, limits.uncited_raised("a"));
-        assert_eq!(limits.uncited_bound("a", 15), Some(5));
-        // An upload that committed while the sum was read counts in the bound.
-        let before = limits.uncited_raised("a");
-        limits.raise_uncited_bound("a", 7);
-        limits.set_uncited_bound("a", 5, before);
-        assert_eq!(limits.uncited_bound("a", 15), Some(12));
-        limits.raise_uncited_bound("b", 1);
-        assert_eq!(limits.uncited_bound("b", 1), None, "no bound is made up");
+        limits.set_uncited_bound("a", 5, 1045);
+        assert_eq!(limits.uncited_bound("a", 1045, 15), Some(5));
+        assert_eq!(limits.uncited_bound("b", 1, 1), None, "no bound is made up");
         let unlimited = Limits::new(Settings {
             max_unpublished_bytes: 0,
             ..limits.settings
         });
         assert_eq!(
-            unlimited.uncited_bound("a", u64::MAX),
+            unlimited.uncited_bound("a", 0, u64::MAX),
             Some(0),
             "no cap: no sum"
         );

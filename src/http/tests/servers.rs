@@ -354,3 +354,36 @@ async fn the_same_context_package_sent_to_two_servers_at_once_is_published_once(
         assert_eq!(x.json(), y.json(), "{n}: the same answer");
     }
 }
+
+/// An Agent's uncited bytes are capped across servers (issue #43 on the cap of issue #10
+/// finding 7): the bound a server keeps from its last exact sum grows with what the Agent
+/// uploaded through any server (`rows/agent_upload_totals.rs`). It grew only with the
+/// server's own uploads, so each of N servers let the Agent hold one more cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_uploaded_through_another_server_count_against_the_uncited_cap() {
+    if !postgres_available() {
+        return;
+    }
+    const MIB: usize = 1024 * 1024;
+    // Far enough above the largest upload that a bound stands in for the exact sum.
+    let cap = |config: &mut Config| config.max_unpublished_bytes = 10 * MIB as u64;
+    let a = harness_with(Kind::Postgres, cap).await;
+    let b = a.peer(cap).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let blob = |n: u8, size: usize| vec![n; size];
+    // `a` sums the Agent's uncited bytes once (none) and keeps the bound.
+    a.upload(&worker, &blob(1, 1024)).await;
+    for n in 2..6 {
+        b.upload(&worker, &blob(n, 2 * MIB)).await;
+    }
+    // 8 MiB and 1 KiB held: 3 MiB more would pass the cap, through either server.
+    let over = blob(9, 3 * MIB);
+    let put = || {
+        let uri = format!("/v1/blobs/{}", digest_of(&over).blake3);
+        request(Method::PUT, &uri, Some(&worker.token), over.clone())
+    };
+    refused(&a, put(), "upload_quota_exceeded").await;
+    refused(&b, put(), "upload_quota_exceeded").await;
+    // What still fits is taken, through the server that kept the bound.
+    a.upload(&worker, &blob(10, MIB)).await;
+}

@@ -231,22 +231,16 @@ impl Artifacts<'_> {
             owner.session.clone(),
             owner.lease.map(str::to_owned),
         );
-        let agent = owner.session.agent_id.as_str();
-        let limits = &self.0.limits;
-        let bound = limits.uncited_bound(agent, self.0.max_upload_bytes);
-        let raised_before = limits.uncited_raised(agent);
-        let (row, (held, exact)) = self
-            .0
+        let limits = self.0.limits.clone();
+        let largest_upload = self.0.max_upload_bytes;
+        self.0
             .db
             .read(move |conn| {
                 let row = owned(conn, &id, &looking, lease.as_deref())?;
-                Ok((row, held_bytes(conn, looking.agent_id.as_str(), bound)?))
+                let held = held_bytes(conn, looking.agent_id.as_str(), &limits, largest_upload)?;
+                Ok((row, held))
             })
-            .await?;
-        if let Some(exact) = exact {
-            limits.set_uncited_bound(agent, exact, raised_before);
-        }
-        Ok((row, held))
+            .await
     }
 
     /// The body of [`Engine::append_upload`], for a caller holding the claim.

@@ -122,22 +122,30 @@ pub(crate) fn require_uploading_role(conn: &Connection, session: &Session) -> Re
 }
 
 /// What an Agent holds without a citation: its uncited blobs and its open resumable upload
-/// sessions' bytes (`resumable.rs`), so chunking is no way around the cap. The blobs are
-/// `bound` (`Limits::uncited_bound`) if given, else their exact sum (it walks every upload of
-/// the Agent), answered second so the caller can set the bound.
+/// sessions' bytes (`resumable.rs`), so chunking is no way around the cap. The blobs are the
+/// bound `limits` keeps from the Agent's last exact sum while it is far enough below the cap
+/// (`Limits::uncited_bound`), else their exact sum (it walks every upload of the Agent),
+/// kept for the next. Read in this order, each read seeing a state at least as new as the
+/// one before, so an upload that commits between two of them is counted once or twice, never
+/// not at all: the sessions' bytes (a session ends in the transaction that adds its blob),
+/// the Agent's upload total (`rows/agent_upload_totals.rs`), then the exact sum.
 pub(crate) fn held_bytes(
     conn: &Connection,
     agent_id: &str,
-    bound: Option<u64>,
-) -> Result<(u64, Option<u64>), Error> {
-    let (blobs, exact) = match bound {
-        Some(bound) => (bound, None),
+    limits: &crate::limits::Limits,
+    largest_upload: u64,
+) -> Result<u64, Error> {
+    let sessions = session_bytes(conn, agent_id)?;
+    let total = crate::rows::agent_upload_totals::of_agent(conn, agent_id)?;
+    let blobs = match limits.uncited_bound(agent_id, total, largest_upload) {
+        Some(bound) => bound,
         None => {
             let exact = unpublished_bytes(conn, agent_id)?;
-            (exact, Some(exact))
+            limits.set_uncited_bound(agent_id, exact, total);
+            exact
         }
     };
-    Ok((blobs.saturating_add(session_bytes(conn, agent_id)?), exact))
+    Ok(blobs.saturating_add(sessions))
 }
 
 /// Bytes in `agent_id`'s open resumable upload sessions.
@@ -163,8 +171,6 @@ struct Before {
     /// The claimed digest is stored, healthy, and the uploader may already see it.
     known_and_visible: bool,
     stored_unpublished: u64,
-    /// The exact uncited sum, when it was read (no usable bound in memory).
-    exact: Option<u64>,
 }
 
 impl Artifacts<'_> {
@@ -186,28 +192,17 @@ impl Artifacts<'_> {
         // The exact uncited sum walks every upload of the Agent; a bound kept in memory
         // stands in for it while it is far enough below the cap (issue #15: it made each
         // upload cost the Agent's history).
-        let bound = session.as_ref().and_then(|session| {
-            self.0
-                .limits
-                .uncited_bound(session.agent_id.as_str(), self.0.max_upload_bytes)
-        });
-        let raised_before = session.as_ref().map_or(0, |session| {
-            self.0.limits.uncited_raised(session.agent_id.as_str())
-        });
+        let limits = self.0.limits.clone();
+        let largest_upload = self.0.max_upload_bytes;
         let before = self
             .0
             .db
             .read(move |conn| {
                 let mut stored_unpublished = 0;
-                let mut exact = None;
                 if let Some(session) = &session {
                     require_uploading_role(conn, session)?;
                     let agent = session.agent_id.as_str();
-                    let blobs = match bound {
-                        Some(bound) => bound,
-                        None => *exact.insert(unpublished_bytes(conn, agent)?),
-                    };
-                    stored_unpublished = blobs.saturating_add(session_bytes(conn, agent)?);
+                    stored_unpublished = held_bytes(conn, agent, &limits, largest_upload)?;
                 }
                 let known_and_visible = match &expected {
                     Some(digest) => match blob_row(conn, digest)? {
@@ -219,15 +214,9 @@ impl Artifacts<'_> {
                 Ok(Before {
                     known_and_visible,
                     stored_unpublished,
-                    exact,
                 })
             })
             .await?;
-        if let (Some(exact), Some(session)) = (before.exact, uploader.session()) {
-            self.0
-                .limits
-                .set_uncited_bound(session.agent_id.as_str(), exact, raised_before);
-        }
         let agent = uploader.session().map(|session| session.agent_id.as_str());
         let permit = self
             .0
@@ -369,7 +358,6 @@ impl Artifacts<'_> {
         }
         let session_object = finishing.as_deref().map(crate::blobs::upload_path);
         let now = self.0.clock.now();
-        let agent = uploader.agent().map(|agent| agent.to_string());
         let uploader = uploader.clone();
         let generation = self.0.hot.generation();
         let hot = inline.clone();
@@ -468,15 +456,16 @@ impl Artifacts<'_> {
                     group_id.as_str(),
                     now,
                 )?;
+                // Every server's bound on the uploader's uncited bytes grows by it (`limits.rs`).
+                crate::rows::agent_upload_totals::add(
+                    txn,
+                    agent_id.as_str(),
+                    group_id.as_str(),
+                    digests.size,
+                )?;
             }
             then(txn, already_visible).map(|answer| (answer, pending))
         };
-        // The blob may be this Agent's and uncited: the bound grows by it before the commit that
-        // may end a resumable session (its bytes leave `session_bytes`), so no admission sees
-        // neither (counted twice if so, or if the write fails: a bound may only be too high).
-        if let (Some(agent), Cited::Not) = (&agent, cited) {
-            self.0.limits.raise_uncited_bound(agent, digests.size);
-        }
         let written = match lane {
             Some(group) => self.0.db.write_in(&group, job).await,
             None => self.0.db.write(job).await,

@@ -13,6 +13,7 @@
 //! not the features above it.
 
 pub(crate) mod agent_keys;
+pub(crate) mod agent_upload_totals;
 pub(crate) mod agents;
 pub(crate) mod blob_disposals;
 pub(crate) mod blob_dispositions;

@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 12] = [
+const MIGRATIONS: [(i64, &str); 13] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -31,6 +31,7 @@ const MIGRATIONS: [(i64, &str); 12] = [
     (39, include_str!("postgres_v39.sql")),
     (40, include_str!("postgres_v40.sql")),
     (41, include_str!("postgres_v41.sql")),
+    (42, include_str!("postgres_v42.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").
