@@ -15,7 +15,9 @@
 //! the exact sum, or a bound kept here from the last exact sum and the Agent's upload total in
 //! the index, so what it uploaded through other servers counts (`rows/agent_upload_totals.rs`).
 //! Bytes still in flight are counted by the server receiving them only: an Agent uploading
-//! through N servers at once may pass the cap by what is in flight on the others, once.
+//! through N servers at once may pass the cap by what is in flight on the others, once. A
+//! server of a version before 42 still running over a migrated index adds nothing to the
+//! totals: until it stops, what the Agent uploads through it counts only there.
 //!
 //! Every refusal here is a [`weft_api::Rejection`] with a 429 or 503 code, so a client is told
 //! to come back later (the HTTP layer adds `Retry-After`) and never sees a 500.
@@ -134,6 +136,11 @@ impl Limits {
             logins: Arc::new(Rate::new(settings.logins_per_minute, "session requests")),
             commands: Arc::new(Rate::new(settings.commands_per_minute, "Commands")),
         }
+    }
+
+    /// Whether Agents' uncited bytes are capped at all.
+    pub(crate) fn caps_uncited(&self) -> bool {
+        self.settings.max_unpublished_bytes != 0
     }
 
     /// An upper bound of `agent`'s uncited blob bytes to admit an upload with instead of the

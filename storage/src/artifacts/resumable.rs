@@ -271,7 +271,6 @@ impl Artifacts<'_> {
             .blobs
             .append_upload(&path, row.received, counted, room)
             .await?;
-        drop(permit);
         let now = format_instant(self.0.clock.now());
         let id = upload_id.to_owned();
         let before = row.received;
@@ -286,6 +285,9 @@ impl Artifacts<'_> {
                 if moved { Ok(()) } else { Err(not_found()) }
             })
             .await;
+        // The chunk counted as in flight until its row said so or nothing did: dropped
+        // before, another upload of the Agent's could be admitted in between without it.
+        drop(permit);
         if let Err(error) = moved {
             // The row still says `before`: the object says so too (issue #15, fault injection).
             if let Err(cut) = self.0.blobs.cut_upload(&path, before).await {

@@ -122,21 +122,28 @@ pub(crate) fn require_uploading_role(conn: &Connection, session: &Session) -> Re
 }
 
 /// What an Agent holds without a citation: its uncited blobs and its open resumable upload
-/// sessions' bytes (`resumable.rs`), so chunking is no way around the cap. The blobs are the
-/// bound `limits` keeps from the Agent's last exact sum while it is far enough below the cap
-/// (`Limits::uncited_bound`), else their exact sum (it walks every upload of the Agent),
-/// kept for the next. Read in this order, each read seeing a state at least as new as the
-/// one before, so an upload that commits between two of them is counted once or twice, never
-/// not at all: the sessions' bytes (a session ends in the transaction that adds its blob),
-/// the Agent's upload total (`rows/agent_upload_totals.rs`), then the exact sum.
+/// sessions' bytes (`resumable.rs`), so chunking is no way around the cap (0 without a cap:
+/// nothing is read). The blobs are the bound `limits` keeps from the Agent's last exact sum
+/// while it is far enough below the cap (`Limits::uncited_bound`), else their exact sum (it
+/// walks every upload of the Agent), kept for the next. The sessions' bytes and the Agent's
+/// upload total (`rows/agent_upload_totals.rs`) are read in one statement (a session ends in
+/// the transaction that adds its blob to the total: counted on one side or the other), the
+/// exact sum after it, so an upload that commits between them is counted twice, never not
+/// at all.
 pub(crate) fn held_bytes(
     conn: &Connection,
     agent_id: &str,
     limits: &crate::limits::Limits,
     largest_upload: u64,
 ) -> Result<u64, Error> {
-    let sessions = session_bytes(conn, agent_id)?;
-    let total = crate::rows::agent_upload_totals::of_agent(conn, agent_id)?;
+    if !limits.caps_uncited() {
+        return Ok(0);
+    }
+    let (sessions, total) = crate::rows::upload_sessions::held_with(
+        conn,
+        agent_id,
+        crate::rows::agent_upload_totals::OF_AGENT,
+    )?;
     let blobs = match limits.uncited_bound(agent_id, total, largest_upload) {
         Some(bound) => bound,
         None => {
@@ -146,11 +153,6 @@ pub(crate) fn held_bytes(
         }
     };
     Ok(blobs.saturating_add(sessions))
-}
-
-/// Bytes in `agent_id`'s open resumable upload sessions.
-fn session_bytes(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
-    crate::rows::upload_sessions::bytes_of_agent(conn, agent_id)
 }
 
 /// Bytes `agent_id` uploaded that nothing cites yet.

@@ -6,7 +6,6 @@
 //! only, under that Group's lock: no two Groups' writers wait for one row.
 
 use crate::error::Error;
-use crate::sql::Cached as _;
 use crate::sql::{Connection, params};
 
 /// Adds `bytes` to what `agent_id` uploaded uncited in `group_id`.
@@ -16,7 +15,7 @@ pub(crate) fn add(
     group_id: &str,
     bytes: u64,
 ) -> Result<(), Error> {
-    conn.run(
+    conn.run_later(
         "INSERT INTO agent_upload_totals (agent_id, group_id, bytes) VALUES (?1, ?2, ?3)
          ON CONFLICT (agent_id, group_id)
          DO UPDATE SET bytes = agent_upload_totals.bytes + excluded.bytes",
@@ -25,11 +24,7 @@ pub(crate) fn add(
     Ok(())
 }
 
-/// Every byte `agent_id` uploaded uncited, in all its Groups (0 before its first).
-pub(crate) fn of_agent(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
-    Ok(conn.row(
-        "SELECT COALESCE(SUM(bytes), 0) FROM agent_upload_totals WHERE agent_id = ?1",
-        [agent_id],
-        |row| row.get::<_, u64>(0),
-    )?)
-}
+/// Sub-query: every byte Agent `?1` uploaded uncited, in all its Groups (0 before its first),
+/// read in one statement with its open sessions' bytes (`upload_sessions::held_with`).
+pub(crate) const OF_AGENT: &str =
+    "SELECT COALESCE(SUM(bytes), 0) FROM agent_upload_totals WHERE agent_id = ?1";

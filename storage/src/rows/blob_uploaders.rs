@@ -37,7 +37,7 @@ pub(crate) fn record(
     group_id: &str,
     now: DateTime<Utc>,
 ) -> Result<(), Error> {
-    conn.run(
+    conn.run_later(
         "INSERT INTO blob_uploaders (blake3, agent_id, group_id, uploaded_at) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (blake3, agent_id, group_id) DO UPDATE SET uploaded_at = excluded.uploaded_at",
         params![&blake3.0[..], agent_id, group_id, format_instant(now)],

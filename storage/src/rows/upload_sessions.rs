@@ -60,13 +60,21 @@ pub(crate) fn count_of_lease(
     )?)
 }
 
-/// The bytes in `agent_id`'s open sessions.
-pub(crate) fn bytes_of_agent(conn: &Connection, agent_id: &str) -> Result<u64, Error> {
-    Ok(conn.row(
-        "SELECT COALESCE(SUM(received), 0) FROM upload_sessions WHERE agent_id = ?1",
-        [agent_id],
-        |row| row.get(0),
-    )?)
+/// The bytes in `agent_id`'s open sessions, and what `other` (a sub-query of one number, on
+/// the Agent `?1`) answers, in one statement: one snapshot, so a session that ended in the
+/// transaction that changed `other`'s answer is seen on both sides of it or on neither.
+pub(crate) fn held_with(
+    conn: &Connection,
+    agent_id: &str,
+    other: &str,
+) -> Result<(u64, u64), Error> {
+    let sql = format!(
+        "SELECT (SELECT COALESCE(SUM(received), 0) FROM upload_sessions WHERE agent_id = ?1),
+                ({other})"
+    );
+    Ok(conn.row(&sql, [agent_id], |row| {
+        Ok((row.get::<_, u64>(0)?, row.get::<_, u64>(1)?))
+    })?)
 }
 
 /// A session as it starts: nothing received, started and updated at `now`.
