@@ -51,9 +51,11 @@ pub(crate) fn seen(conn: &Connection, now: &str) -> Result<i64, Error> {
 /// Takes the shared lock in the writer's transaction: a disposal's transaction is then either
 /// committed (its rows gone, its batch readable) or not begun. An upload that placed no file
 /// (its bytes only hashed, the row found before) takes it before it looks for the row again.
+/// Sent ahead: the reads after it run after it in the server, so it travels with the first
+/// of them (no round trip of its own), and a lock not granted fails that read or the job.
 pub(crate) fn fence(conn: &Connection) -> Result<(), Error> {
     if conn.engine() == Engine::Postgres {
-        conn.value::<i64, _>("SELECT 1 FROM pg_advisory_xact_lock_shared(?1)", [LOCK])?;
+        conn.run_later("SELECT 1 FROM pg_advisory_xact_lock_shared(?1)", [LOCK])?;
     }
     Ok(())
 }
