@@ -246,6 +246,18 @@ pub(crate) fn require_work_item(
     // Only where the WorkItem lives and who owns it: every publication asks, and the whole
     // row would parse its contract.
     let place = crate::rows::work_items::place_and_ownership(conn, work_item_id)?;
+    work_item_placed(producer, group_id, mission_id, work_item_id, place)
+}
+
+/// [`require_work_item`] given the WorkItem's place and ownership, read already
+/// (`rows::work_items::place_and_ownership`).
+pub(crate) fn work_item_placed(
+    producer: &Reader,
+    group_id: &str,
+    mission_id: &str,
+    work_item_id: &str,
+    place: Option<crate::rows::work_items::Placed>,
+) -> Result<(Option<String>, u64), Error> {
     match place {
         Some((group, mission, owner, epoch)) if group == group_id && mission == mission_id => {
             Ok((owner, epoch))

@@ -38,8 +38,9 @@ use super::work_setup::contract;
 /// per job, which a job metered alone does not show); then its WorkItem and, under a lease,
 /// the current lease: 13, 11, 10 and 11 before. Stop 70: and its Mission, when the
 /// connection knows the WorkItem's (it read the WorkItem before): 12, 9, 8 and 9 before.
-/// Stop 71: a publication's shared lock against disposals travels with the blob's row: 13.
-const ROUND_TRIPS: [u64; 5] = [11, 8, 7, 12, 8];
+/// Stop 71: a publication's shared lock against disposals travels with the blob's row: 13;
+/// its WorkItem and lease are read with its first reads: 12.
+const ROUND_TRIPS: [u64; 5] = [11, 8, 7, 10, 8];
 
 const CEILINGS: [(&str, u64); 5] = [
     ("work.start", 24),

@@ -43,8 +43,31 @@ pub(crate) fn check_lease(
     now: &str,
     ownership: (Option<&str>, u64),
 ) -> Result<Result<(), Stale>, Error> {
+    let lease = leases::load(conn, lease_id)?;
+    check_loaded_lease(
+        lease,
+        work_item_id,
+        lease_id,
+        epoch,
+        producer,
+        now,
+        ownership,
+    )
+}
+
+/// [`check_lease`] given the lease named, loaded already (`leases::load`, `None`: there is
+/// none of that id).
+pub(crate) fn check_loaded_lease(
+    lease: Option<leases::Lease>,
+    work_item_id: &str,
+    lease_id: &str,
+    epoch: u64,
+    producer: &str,
+    now: &str,
+    ownership: (Option<&str>, u64),
+) -> Result<Result<(), Stale>, Error> {
     let refused = |why: String| Ok(Err(Stale::Refused(why)));
-    let Some(lease) = leases::load(conn, lease_id)? else {
+    let Some(lease) = lease else {
         return refused(format!("no lease {lease_id} (LSE-4)"));
     };
     let (owner, current_epoch) = ownership;

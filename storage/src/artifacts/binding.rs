@@ -17,7 +17,7 @@ use crate::sql::Connection;
 use weft_api::{ArtifactId, ErrorCode, Manifest};
 
 pub(crate) use crate::access::lease::Stale;
-use crate::access::lease::check_lease;
+use crate::access::lease::check_loaded_lease;
 use crate::error::{Error, reject};
 use crate::rows::inert_publications;
 
@@ -40,14 +40,14 @@ pub(crate) fn refusal(stale: Stale) -> Error {
 /// epoch, and is the WorkItem's current Execution Lease (unreleased, unexpired, its owner and
 /// epoch still the producer's). The WorkItem is known to exist (`require_work_item` ran).
 pub(super) fn check(
-    conn: &Connection,
+    lease: Option<crate::rows::leases::Lease>,
     manifest: &Manifest,
     producer: &str,
     now: &str,
     ownership: (Option<&str>, u64),
 ) -> Result<Result<(), Stale>, Error> {
-    check_lease(
-        conn,
+    check_loaded_lease(
+        lease,
         manifest.work_item_id.as_str(),
         manifest.execution.lease_id.as_str(),
         manifest.execution.ownership_epoch,

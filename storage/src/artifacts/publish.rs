@@ -93,11 +93,20 @@ enum Recorded {
     /// Recorded already, at this sequence: a retry.
     Already(u64),
     /// Not recorded: checked with these reads, then recorded.
-    New(FirstReads),
+    New(Box<FirstReads>),
 }
 
 /// The first reads of a publication's checks, sent ahead together (`Verified::first_reads`).
 struct FirstReads {
+    signer: SignerReads,
+    /// Where the manifest's WorkItem lives and who owns it.
+    place: crate::sql::Ahead<Option<crate::rows::work_items::Placed>, Error>,
+    /// The lease the manifest names.
+    lease: crate::sql::Ahead<Option<crate::rows::leases::Lease>, Error>,
+}
+
+/// What the signer may still do, of the first reads ([`Verified::producer`]).
+struct SignerReads {
     /// The Agent the signing key belongs to, if it is active.
     key: crate::sql::Ahead<Option<String>, Error>,
     /// Whether the manifest's Group exists.
@@ -140,11 +149,14 @@ impl Verified {
 
     /// The reads a publication's checks begin with, sent together (one round trip on
     /// PostgreSQL, `sql/ahead.rs`): whether its manifest is recorded already, the signing
-    /// key's Agent, its Group, and the signer's Membership there.
+    /// key's Agent, its Group, the signer's Membership there, and the WorkItem and lease the
+    /// manifest names (checked last, `check`, but read here: nothing the job changes comes
+    /// before them, and each read alone was a round trip in the Group's lock).
     fn first_reads(&self, conn: &Connection) -> Result<(Already, FirstReads), Error> {
-        let group = self.manifest.group_id.as_str();
+        let manifest = &self.manifest;
+        let group = manifest.group_id.as_str();
         let already = crate::rows::manifests::sequence_of_ahead(conn, &self.manifest_id)?;
-        let reads = FirstReads {
+        let signer = SignerReads {
             key: crate::rows::agents::active_id_by_keyid_ahead(conn, self.keyid.as_str())?,
             group: crate::rows::groups::exists_ahead(conn, group)?,
             membership: crate::rows::memberships::current_with_scope_ahead(
@@ -152,6 +164,14 @@ impl Verified {
                 group,
                 self.signer.as_str(),
             )?,
+        };
+        let reads = FirstReads {
+            signer,
+            place: crate::rows::work_items::place_and_ownership_ahead(
+                conn,
+                manifest.work_item_id.as_str(),
+            )?,
+            lease: crate::rows::leases::load_ahead(conn, manifest.execution.lease_id.as_str())?,
         };
         Ok((already, reads))
     }
@@ -167,10 +187,10 @@ impl Verified {
         reads: FirstReads,
     ) -> Result<Recorded, Error> {
         match already.get(conn)? {
-            None => Ok(Recorded::New(reads)),
+            None => Ok(Recorded::New(Box::new(reads))),
             Some((sequence, None)) => Ok(Recorded::Already(sequence)),
             Some((_, Some(disposed))) => {
-                self.producer(conn, reads)?;
+                self.producer(conn, reads.signer)?;
                 Err(Error::RecordDisposed(self.manifest_id, disposed))
             }
         }
@@ -178,7 +198,7 @@ impl Verified {
 
     /// The signer as the producer it would be, if it still may publish here: its key still
     /// its own, the Group there, the worker role, and CTX-5 (its Mission scope).
-    fn producer(&self, conn: &Connection, reads: FirstReads) -> Result<Reader, Error> {
+    fn producer(&self, conn: &Connection, reads: SignerReads) -> Result<Reader, Error> {
         let (signer, manifest) = (self.signer.clone(), &self.manifest);
         let key_of = reads
             .key
@@ -247,7 +267,12 @@ impl Verified {
         fenced_in: &Mutex<Option<Inert>>,
         reads: FirstReads,
     ) -> Result<(), Error> {
-        let producer = self.producer(conn, reads)?;
+        let FirstReads {
+            signer: signer_reads,
+            place,
+            lease,
+        } = reads;
+        let producer = self.producer(conn, signer_reads)?;
         let Self {
             signer,
             manifest_id,
@@ -322,16 +347,17 @@ impl Verified {
                 ),
             ));
         }
-        let (owner, epoch) = crate::access::require_work_item(
-            conn,
+        let (owner, epoch) = crate::access::work_item_placed(
             &producer,
             group,
             manifest.mission_id.as_str(),
             manifest.work_item_id.as_str(),
+            place.get(conn)?,
         )?;
         // LSE-4/5, last, so every earlier refusal keeps its code.
         let ownership = (owner.as_deref(), epoch);
-        match binding::check(conn, manifest, signer.as_str(), &now_text, ownership)? {
+        let lease = lease.get(conn)?;
+        match binding::check(lease, manifest, signer.as_str(), &now_text, ownership)? {
             Ok(()) => {}
             Err(Stale::Fenced(reason)) => {
                 *fenced_in.lock().unwrap_or_else(|p| p.into_inner()) = Some(Inert {
@@ -372,7 +398,7 @@ impl Verified {
                 return Ok((published, false));
             }
         };
-        self.check(txn, bytes, fenced_in, reads)?;
+        self.check(txn, bytes, fenced_in, *reads)?;
         let Self {
             signer,
             manifest_id,
@@ -532,7 +558,7 @@ impl Artifacts<'_> {
                 let (already, reads) = copy.first_reads(conn)?;
                 match copy.recorded(conn, already, reads)? {
                     Recorded::Already(_) => Ok(()),
-                    Recorded::New(reads) => copy.check(conn, Bytes::NotYet, &fenced_in, reads),
+                    Recorded::New(reads) => copy.check(conn, Bytes::NotYet, &fenced_in, *reads),
                 }
             })
             .await;

@@ -327,18 +327,26 @@ impl Lease {
 
 /// The lease `lease_id`, if there is one.
 pub(crate) fn load(conn: &Connection, lease_id: &str) -> Result<Option<Lease>, Error> {
-    conn.row(
-        concat!(
-            "SELECT ",
-            columns!(),
-            " FROM leases l WHERE l.lease_id = ?1"
-        ),
-        [lease_id],
-        Raw::read,
-    )
-    .optional()?
-    .map(Raw::parse)
-    .transpose()
+    conn.row(READ_ONE, [lease_id], Raw::read)
+        .optional()?
+        .map(Raw::parse)
+        .transpose()
+}
+
+const READ_ONE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM leases l WHERE l.lease_id = ?1"
+);
+
+/// [`load`], sent ahead (`sql/ahead.rs`): a publication sends it with its first reads
+/// (`artifacts/publish.rs`).
+pub(crate) fn load_ahead(
+    conn: &Connection,
+    lease_id: &str,
+) -> Result<Ahead<Option<Lease>, Error>, Error> {
+    let rows = conn.rows_ahead(READ_ONE, [lease_id], Raw::read)?;
+    Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().next().map(Raw::parse).transpose()))
 }
 
 /// The current (unreleased) lease of a WorkItem, if any: the newest started.

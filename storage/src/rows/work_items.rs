@@ -367,12 +367,25 @@ pub(crate) type Placed = (String, String, Option<String>, u64);
 
 pub(crate) fn place_and_ownership(conn: &Connection, id: &str) -> Result<Option<Placed>, Error> {
     Ok(conn
-        .row(
-            "SELECT group_id, mission_id, owner, ownership_epoch FROM work_items WHERE work_item_id = ?1",
-            [id],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )
+        .row(PLACE, [id], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
         .optional()?)
+}
+
+const PLACE: &str =
+    "SELECT group_id, mission_id, owner, ownership_epoch FROM work_items WHERE work_item_id = ?1";
+
+/// [`place_and_ownership`], sent ahead (`sql/ahead.rs`): a publication sends it with its
+/// first reads (`artifacts/publish.rs`).
+pub(crate) fn place_and_ownership_ahead(
+    conn: &Connection,
+    id: &str,
+) -> Result<Ahead<Option<Placed>, Error>, Error> {
+    let rows = conn.rows_ahead(PLACE, [id], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+    })?;
+    Ok(rows.then(|rows: Vec<Placed>| Ok::<_, Error>(rows.into_iter().next())))
 }
 
 /// The owner of WorkItem `id` in Group `group_id`, if it exists there and has one.
