@@ -86,9 +86,9 @@ pub(crate) fn check_loaded_lease(
     };
     match refusal {
         Refusal::OtherLease => refused(format!("no lease {lease_id} (LSE-4)")),
+        // Not naming the lease's WorkItem: it may be another Group's.
         Refusal::OtherWorkItem => refused(format!(
-            "lease {lease_id} is of WorkItem {}, not {work_item_id}",
-            lease.work_item_id
+            "lease {lease_id} is not of WorkItem {work_item_id} (LSE-4)"
         )),
         Refusal::OtherHolder => refused(format!(
             "lease {lease_id} is held by {}, not {producer}",
