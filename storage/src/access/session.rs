@@ -6,7 +6,7 @@
 use crate::sql::Connection;
 use weft_api::{ErrorCode, Id};
 
-use super::{MissionScope, Reader, membership, mission_scope};
+use super::{MissionScope, Reader, scope_of};
 use crate::error::{Error, reject};
 
 /// A live session, resolved from its bearer token.
@@ -67,8 +67,13 @@ pub(crate) fn live_session(
         expires_at,
         ..
     } = row;
-    let roles = match membership(conn, &group_id, &agent_id)? {
-        Some((roles, epoch)) if epoch == membership_epoch => roles,
+    // The Membership (roles, epoch and Mission scope in one read) and the session epoch,
+    // sent together: one round trip on PostgreSQL, not three.
+    let membership =
+        crate::rows::memberships::current_with_scope_ahead(conn, &group_id, &agent_id)?;
+    let current_epoch = crate::rows::session_epochs::current_ahead(conn, &agent_id, &group_id)?;
+    let (roles, missions) = match membership.get(conn)? {
+        Some((roles, epoch, missions)) if epoch == membership_epoch => (roles, missions),
         Some(_) => {
             return Err(reject(
                 ErrorCode::StaleMembership,
@@ -82,7 +87,8 @@ pub(crate) fn live_session(
             ));
         }
     };
-    let current_epoch = crate::rows::session_epochs::current(conn, &agent_id, &group_id)?
+    let current_epoch = current_epoch
+        .get(conn)?
         .ok_or_else(|| Error::from(crate::sql::SqlError::NoRows))?;
     if current_epoch != session_epoch {
         return Err(reject(
@@ -90,7 +96,7 @@ pub(crate) fn live_session(
             "a newer session replaced this one",
         ));
     }
-    let scope = mission_scope(conn, &group_id, &agent_id)?;
+    let scope = scope_of(missions)?;
     Ok(Session {
         agent_id: Id::parse("agentId", &agent_id)?,
         group_id: Id::parse("groupId", &group_id)?,

@@ -151,7 +151,9 @@ impl Verified {
     /// PostgreSQL, `sql/ahead.rs`): whether its manifest is recorded already, the signing
     /// key's Agent, its Group, the signer's Membership there, and the WorkItem and lease the
     /// manifest names (checked last, `check`, but read here: nothing the job changes comes
-    /// before them, and each read alone was a round trip in the Group's lock).
+    /// before them, and each read alone was a round trip in the Group's lock). Read before the
+    /// disposal fence, which is safe because every writer of a WorkItem or a lease holds its
+    /// Group's lock, taken before these reads.
     fn first_reads(&self, conn: &Connection) -> Result<(Already, FirstReads), Error> {
         let manifest = &self.manifest;
         let group = manifest.group_id.as_str();

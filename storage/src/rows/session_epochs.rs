@@ -6,16 +6,8 @@ use crate::sql::{Ahead, Connection, params};
 use crate::error::Error;
 use crate::sql::Cached as _;
 
-/// The current session epoch of `agent_id` in `group_id`, if it ever opened one.
-pub(crate) fn current(
-    conn: &Connection,
-    agent_id: &str,
-    group_id: &str,
-) -> Result<Option<u64>, Error> {
-    current_ahead(conn, agent_id, group_id)?.get(conn)
-}
-
-/// [`current`], sent ahead (`sql/ahead.rs`).
+/// The current session epoch of `agent_id` in `group_id`, if it ever opened one, sent ahead
+/// (`sql/ahead.rs`).
 pub(crate) fn current_ahead(
     conn: &Connection,
     agent_id: &str,
