@@ -111,7 +111,10 @@ backends!(
         // Another WorkItem's lease of the same owner and epoch.
         let other = leased(&h, &coordinator, &w1, "wi-2").await;
         let (_, crossed) = publication(&h, &w1, b"crossed", "wi-1", &other, 1).await;
-        refused(&h, publish_request(&w1, &crossed), "stale_lease").await;
+        let answer = refused(&h, publish_request(&w1, &crossed), "stale_lease").await;
+        // Without naming the lease's WorkItem: a lease id can be another Group's.
+        let said = String::from_utf8_lossy(&answer.body);
+        assert!(!said.contains("wi-2"), "{said}");
         // Another Agent's lease of the WorkItem it publishes for.
         let theirs = leased(&h, &coordinator, &w2, "wi-3").await;
         let (_, borrowed) = publication(&h, &w1, b"borrowed", "wi-3", &theirs, 1).await;
