@@ -144,7 +144,7 @@ backends!(
             // Known (stop 71): the one-request publication reads the signer's Membership in
             // its upload's liveness check and again with the publication's first reads.
             let known: &[&str] = match *write {
-                "publication in one request" => &["FROM memberships"],
+                "publication in one request" => &["roles, epoch, missions"],
                 _ => &[],
             };
             assert!(

@@ -2,6 +2,9 @@
 //! sources, cycles, WorkItem, and last its Execution Lease: `binding.rs`) inside the one
 //! writer transaction that inserts it with its edges and its `artifact.published` Event.
 //! A fenced owner's refused manifest is kept as an inert audit record afterwards (OFL-2).
+//! Long (a little over 600 lines) because the checks read together what they need first
+//! (`first_reads`: one round trip on PostgreSQL) and split, they would pass those reads across
+//! files; the pre-check of a copy and the recording share them.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
