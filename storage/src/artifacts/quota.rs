@@ -47,17 +47,32 @@ pub(super) struct Needs {
     cited: bool,
 }
 
+/// The quota of `uploader`'s Group, sent ahead of its use in [`needs`] (`sql/ahead.rs`);
+/// `None` for the operator's upload.
+pub(super) type Settings = Option<crate::sql::Ahead<Option<Quota>, Error>>;
+
+/// Sends the read of `uploader`'s Group's quota ahead: the upload's job sends it first, so it
+/// travels with the job's next read (its caller's liveness check).
+pub(super) fn settings_ahead(conn: &Connection, uploader: &Reader) -> Result<Settings, Error> {
+    match uploader {
+        Reader::Agent { group_id, .. } => Ok(Some(groups::quota_ahead(conn, group_id.as_str())?)),
+        Reader::Admin => Ok(None),
+    }
+}
+
 /// `None` for the operator's upload, or when the uploader's Group has no quota or counts the
-/// blob already (new bytes cost nothing more); else what [`admit`] needs.
+/// blob already (new bytes cost nothing more); else what [`admit`] needs. `settings`: the
+/// Group's quota as [`settings_ahead`] sent it.
 pub(super) fn needs(
     conn: &Connection,
     uploader: &Reader,
     digests: &Digests,
+    settings: Settings,
 ) -> Result<Option<Needs>, Error> {
-    let Reader::Agent { group_id, .. } = uploader else {
+    let (Reader::Agent { group_id, .. }, Some(settings)) = (uploader, settings) else {
         return Ok(None);
     };
-    let Some(quota) = groups::quota(conn, group_id.as_str())?.filter(|q| q.limits()) else {
+    let Some(quota) = settings.get(conn)?.filter(|q| q.limits()) else {
         return Ok(None);
     };
     let cited = groups::counts(conn, group_id.as_str(), &digests.blake3)?;

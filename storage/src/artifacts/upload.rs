@@ -391,6 +391,8 @@ impl Artifacts<'_> {
             if let Some(group) = &uploader_group {
                 crate::rows::groups::lock(txn, group)?;
             }
+            // The Group's quota, read with the liveness check (one round trip on PostgreSQL).
+            let quota = super::quota::settings_ahead(txn, &uploader)?;
             if let Some(acting) = acting {
                 acting.check(txn, &format_instant(now))?;
             }
@@ -409,7 +411,7 @@ impl Artifacts<'_> {
                 }
             }
             // The Group's quota (issue #46): read before any row, held after (`quota.rs`).
-            let owed = super::quota::needs(txn, &uploader, &digests)?;
+            let owed = super::quota::needs(txn, &uploader, &digests, quota)?;
             let (quarantined, already_visible) = match read_before {
                 Some(read) => read,
                 None => before(txn, &uploader)?,

@@ -112,18 +112,28 @@ pub(crate) fn quota(
     conn: &Connection,
     group_id: &str,
 ) -> Result<Option<weft_api::lifecycle::views::Quota>, Error> {
-    Ok(conn
-        .row(
-            "SELECT quota_bytes, quota_artifacts FROM groups WHERE group_id = ?1",
-            [group_id],
-            |r| {
-                Ok(weft_api::lifecycle::views::Quota {
-                    bytes: r.get(0)?,
-                    artifacts: r.get(1)?,
-                })
-            },
-        )
-        .optional()?)
+    quota_ahead(conn, group_id)?.get(conn)
+}
+
+/// [`quota`], sent ahead (`sql/ahead.rs`): an upload's job sends it before its caller's
+/// liveness check, so both travel in one round trip (`artifacts/quota.rs`).
+pub(crate) fn quota_ahead(
+    conn: &Connection,
+    group_id: &str,
+) -> Result<Ahead<Option<weft_api::lifecycle::views::Quota>, Error>, Error> {
+    let rows = conn.rows_ahead(
+        "SELECT quota_bytes, quota_artifacts FROM groups WHERE group_id = ?1",
+        [group_id],
+        |r| {
+            Ok(weft_api::lifecycle::views::Quota {
+                bytes: r.get(0)?,
+                artifacts: r.get(1)?,
+            })
+        },
+    )?;
+    Ok(rows.then(|rows: Vec<weft_api::lifecycle::views::Quota>| {
+        Ok::<_, Error>(rows.into_iter().next())
+    }))
 }
 
 /// Sets the Group's quota; answers whether the Group exists.
