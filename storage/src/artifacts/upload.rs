@@ -410,6 +410,9 @@ impl Artifacts<'_> {
                     return Err(super::disposal::swept_meanwhile());
                 }
             }
+            // The blob's inline copy as it is now (nothing is written before `record_row`),
+            // sent ahead: it travels with the reads below.
+            let inline_now = crate::rows::blobs::inline_id_ahead(txn, &blake3)?;
             // The Group's quota (issue #46): read before any row, held after (`quota.rs`).
             let owed = super::quota::needs(txn, &uploader, &digests, quota)?;
             let (quarantined, already_visible) = match read_before {
@@ -419,7 +422,7 @@ impl Artifacts<'_> {
             // Only bytes this call wrote can repair a quarantined blob: bytes that were
             // only hashed (the blob was healthy when the upload began) repair nothing.
             let repair = quarantined && (inline.is_some() || promoted);
-            record_row(txn, &digests, now, inline.as_deref(), repair)?;
+            record_row(txn, &digests, now, (inline.as_deref(), inline_now), repair)?;
             // Pending from here until the guard, delivered with the answer after the
             // commit, is dropped: no read of the replaced copy quarantines the repaired
             // blob, whether it began earlier or its snapshot predates the commit
@@ -533,6 +536,10 @@ impl Artifacts<'_> {
     }
 }
 
+/// The blob's inline copy as the job read it ahead: no row (`None`), no copy, or its id
+/// (`rows::blobs::inline_id_ahead`).
+type InlineNow = crate::sql::Ahead<Option<Option<i64>>, Error>;
+
 /// Writes blob `digests`' row, and its inline copy when `inline` holds its (verified) bytes:
 /// a new blob gets both; a blob stored as a file gains the copy; an intact copy is kept.
 /// `repair` (a quarantined blob, and this call wrote verified bytes): the copy is replaced
@@ -541,12 +548,12 @@ fn record_row(
     txn: &crate::unit::Tx<'_>,
     digests: &Digests,
     now: chrono::DateTime<chrono::Utc>,
-    inline: Option<&[u8]>,
+    (inline, inline_now): (Option<&[u8]>, InlineNow),
     repair: bool,
 ) -> Result<(), Error> {
     use crate::rows::{blobs, inline_bytes};
     let blake3 = &digests.blake3;
-    match (blobs::inline_id(txn, blake3)?, inline) {
+    match (inline_now.get(txn)?, inline) {
         (None, inline) => {
             let inline_id = inline
                 .map(|bytes| inline_bytes::insert(txn, bytes))

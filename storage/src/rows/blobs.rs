@@ -10,7 +10,7 @@
 //! instants stay the text `clock::format_instant` wrote, as the callers (and the sweep's SQL)
 //! compare them.
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 use weft_api::{ArtifactId, Digest, Digests, Sha256Digest};
 
@@ -116,13 +116,21 @@ pub(crate) fn inline_id(
     conn: &Connection,
     blake3: &ArtifactId,
 ) -> Result<Option<Option<i64>>, Error> {
-    Ok(conn
-        .row(
-            "SELECT inline_id FROM blobs WHERE blake3 = ?1",
-            [&blake3.0[..]],
-            |row| row.get(0),
-        )
-        .optional()?)
+    inline_id_ahead(conn, blake3)?.get(conn)
+}
+
+/// [`inline_id`], sent ahead (`sql/ahead.rs`): an upload's job sends it with its other reads
+/// of the blob, before it writes anything (`artifacts/upload.rs`).
+pub(crate) fn inline_id_ahead(
+    conn: &Connection,
+    blake3: &ArtifactId,
+) -> Result<Ahead<Option<Option<i64>>, Error>, Error> {
+    let rows = conn.rows_ahead(
+        "SELECT inline_id FROM blobs WHERE blake3 = ?1",
+        [&blake3.0[..]],
+        |row| row.get::<_, Option<i64>>(0),
+    )?;
+    Ok(rows.then(|rows: Vec<Option<i64>>| Ok::<_, Error>(rows.into_iter().next())))
 }
 
 /// Writes a new blob's row, stored at `now`, with the id of its inline copy if it has one.
