@@ -387,3 +387,52 @@ async fn bytes_uploaded_through_another_server_count_against_the_uncited_cap() {
     // What still fits is taken, through the server that kept the bound.
     a.upload(&worker, &blob(10, MIB)).await;
 }
+
+/// A Membership set through one server while another removes it: both succeed, each change
+/// with an epoch of its own, in log order. A removal took the Membership's row before the
+/// Group's lock, a set the other way round: the two deadlocked (PostgreSQL refused the set,
+/// 40P01), and a removal that read the epoch before a set committed could have written the
+/// epoch the set had just given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_membership_set_and_removed_through_two_servers_at_once_keeps_its_epochs_apart() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    a.agent("w1", "g1", &["worker"]).await;
+    let reader = a.agent("c1", "g1", &["coordinator"]).await;
+    let (group, agent) = (
+        weft_api::Id::parse("g", "g1").expect("id"),
+        weft_api::Id::parse("a", "w1").expect("id"),
+    );
+    let (directory_a, directory_b) = (a.store.directory(), b.store.directory());
+    for _ in 0..24 {
+        let set = directory_a.set_membership(
+            group.clone(),
+            agent.clone(),
+            vec![weft_api::session::Role::Worker],
+        );
+        let removed = directory_b.remove_membership(group.clone(), agent.clone());
+        let (set, _) = tokio::join!(set, removed);
+        set.expect("set");
+    }
+    let events = a
+        .get_json(&reader, "/v1/groups/g1/events?after=0&limit=500")
+        .await;
+    let epochs: Vec<u64> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|event| {
+            ["membership.set", "membership.removed"].contains(&event["type"].as_str().unwrap_or(""))
+                && event["payload"]["agentId"] == "w1"
+        })
+        .map(|event| event["payload"]["membershipEpoch"].as_u64().expect("epoch"))
+        .collect();
+    assert!(epochs.len() > 24, "{epochs:?}");
+    assert!(
+        epochs.windows(2).all(|pair| pair[0] < pair[1]),
+        "{epochs:?}"
+    );
+}

@@ -238,6 +238,10 @@ impl Directory<'_> {
                         format!("group {group_id} does not exist"),
                     ));
                 }
+                // The Group's lock first, as a Membership set takes it (several servers): the
+                // Membership's row before it, a removal and a set deadlocked, and the epoch
+                // read before it could be the one a set was giving.
+                crate::rows::groups::lock(txn, group_id.as_str())?;
                 let Some((_, epoch)) = membership(txn, group_id.as_str(), agent_id.as_str())?
                 else {
                     return Err(reject(
