@@ -36,6 +36,9 @@ impl Lifespan<'_> {
         self.0
             .db
             .write(move |txn| {
+                // Its Group's lock through `groups::lock`, not only by the update below, so
+                // the writer knows it holds it (a batch takes Groups' locks in order).
+                crate::rows::groups::lock(txn, group_id.as_str())?;
                 // A bound kept while the Group had no quota was never raised: count anew.
                 crate::rows::groups::set_usage_bound(txn, group_id.as_str(), None)?;
                 if !crate::rows::groups::set_quota(txn, group_id.as_str(), &quota)? {
