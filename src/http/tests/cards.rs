@@ -13,7 +13,7 @@ use weft_api::worker::card::AGENT_CARD_TYPE;
 
 use super::harness::*;
 
-fn card(agent: &Agent, version: &str, max: u32, issued_at: &str) -> Value {
+pub(super) fn card(agent: &Agent, version: &str, max: u32, issued_at: &str) -> Value {
     json!({
         "agentId": agent.id, "version": version,
         "capabilities": [{"id": "cap.summarize", "version": "1"}],
@@ -23,12 +23,12 @@ fn card(agent: &Agent, version: &str, max: u32, issued_at: &str) -> Value {
     })
 }
 
-fn signed(signer: &Agent, payload: &Value) -> Value {
+pub(super) fn signed(signer: &Agent, payload: &Value) -> Value {
     let envelope = Envelope::sign(&signer.key, AGENT_CARD_TYPE, payload.to_string().as_bytes());
     serde_json::to_value(envelope).expect("envelope")
 }
 
-async fn put_card(h: &Harness, as_token: &str, agent: &str, body: Value) -> Answer {
+pub(super) async fn put_card(h: &Harness, as_token: &str, agent: &str, body: Value) -> Answer {
     h.json_as(
         Method::PUT,
         &format!("/v1/agents/{agent}/card"),

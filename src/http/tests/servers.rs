@@ -436,3 +436,49 @@ async fn a_membership_set_and_removed_through_two_servers_at_once_keeps_its_epoc
         "{epochs:?}"
     );
 }
+
+/// An Agent deactivated through one server while another removes one of its Memberships:
+/// both succeed. The deactivation forgot the Agent's presence rows (every Group's) before it
+/// took its Groups' locks, the removal takes its Group's lock and then forgets that Group's
+/// row: they deadlocked (PostgreSQL, 40P01). It now takes its Groups' locks first, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_deactivated_while_another_server_removes_its_membership_does_not_deadlock() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let group = weft_api::Id::parse("g", "g1").expect("id");
+    let (directory_a, directory_b) = (a.store.directory(), b.store.directory());
+    for n in 0..24 {
+        let name = format!("w{n}");
+        let worker = a.agent(&name, "g1", &["worker"]).await;
+        let card = super::cards::card(&worker, "1", 2, &a.clock_now());
+        let answer = super::cards::put_card(
+            &a,
+            &worker.token,
+            &name,
+            super::cards::signed(&worker, &card),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        let report = serde_json::json!({"freeSlots": 1, "capacityState": "available"});
+        let answer = a
+            .json_as(
+                Method::PUT,
+                "/v1/groups/g1/presence",
+                &worker.token,
+                report,
+                &[],
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::NO_CONTENT, "{answer:?}");
+        let agent = weft_api::Id::parse("a", &name).expect("id");
+        let (deactivated, removed) = tokio::join!(
+            directory_a.deactivate_agent(agent.clone()),
+            directory_b.remove_membership(group.clone(), agent.clone())
+        );
+        deactivated.expect("deactivated");
+        removed.expect("removed");
+    }
+}

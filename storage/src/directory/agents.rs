@@ -294,11 +294,12 @@ impl Directory<'_> {
                     Some(Some(_)) => return Ok(Vec::new()),
                     Some(None) => {}
                 }
+                let groups = current_groups(txn, &agent_id)?;
+                lock_in_order(txn, &groups)?;
                 rows::agents::deactivate(txn, agent_id.as_str(), &format_instant(now))?;
                 rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
                 rows::presence::forget_agent(txn, agent_id.as_str())?;
                 rows::agents::forget_card(txn, agent_id.as_str())?;
-                let groups = current_groups(txn, &agent_id)?;
                 for group in &groups {
                     events::append(
                         txn,
@@ -340,6 +341,8 @@ impl Directory<'_> {
                         "this key is or was registered already",
                     ));
                 }
+                let groups = current_groups(txn, &agent_id)?;
+                lock_in_order(txn, &groups)?;
                 let retired = rows::agents::keyid(txn, agent_id.as_str())?;
                 let instant = format_instant(now);
                 rows::agent_keys::retire_current(txn, agent_id.as_str(), &instant)?;
@@ -354,7 +357,7 @@ impl Directory<'_> {
                 rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
                 rows::agents::forget_card(txn, agent_id.as_str())?;
                 let retired_keyid: KeyId = retired.parse()?;
-                for group in current_groups(txn, &agent_id)? {
+                for group in groups {
                     events::append(
                         txn,
                         &group,
@@ -437,6 +440,18 @@ fn any_membership_epoch(
 }
 
 /// The Groups the Agent is a current member of, in id order.
+/// Takes the locks of `groups` (in Group order, as `current_groups` answers them) before a
+/// job writes any row of the Agent's: a job that locks a Group first and then writes or
+/// references those rows (a Membership set or removed, a publication naming its producer)
+/// would otherwise wait for this one while this one waits for its Group (PostgreSQL, several
+/// servers or lanes).
+fn lock_in_order(tx: &crate::unit::Tx<'_>, groups: &[Id]) -> Result<(), Error> {
+    for group in groups {
+        crate::rows::groups::lock(tx, group.as_str())?;
+    }
+    Ok(())
+}
+
 fn current_groups(conn: &Connection, agent_id: &Id) -> Result<Vec<Id>, Error> {
     let groups = rows::memberships::current_groups(conn, agent_id.as_str())?;
     groups
