@@ -482,3 +482,36 @@ async fn an_agent_deactivated_while_another_server_removes_its_membership_does_n
         removed.expect("removed");
     }
 }
+
+/// An Agent's key rotated through one server while it publishes through another: the
+/// rotation succeeds, and the publication is either recorded or refused for its key, never
+/// failed by a deadlock. The rotation updated the Agent's key (a unique column, locking the
+/// Agent's row for update) before its Groups' locks, while a publication holds its Group's
+/// lock and then checks its producer's foreign key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotated_while_its_agent_publishes_through_another_server_does_not_deadlock() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let directory_b = b.store.directory();
+    for n in 0..24u8 {
+        let name = format!("w{n}");
+        let worker = a.agent(&name, "g1", &["worker"]).await;
+        let bytes = format!("published while {name}'s key turns").into_bytes();
+        let envelope = super::with_content::bound(&a, &worker, &bytes).await;
+        let request = super::with_content::publication(&worker, &envelope, &bytes);
+        let key = ed25519_dalek::SigningKey::from_bytes(&[n.wrapping_add(100); 32]);
+        let agent = weft_api::Id::parse("a", &name).expect("id");
+        let (published, rotated) = tokio::join!(
+            a.send(request),
+            directory_b.rotate_key(agent, key.verifying_key())
+        );
+        rotated.expect("rotated");
+        assert!(
+            [StatusCode::CREATED, StatusCode::UNAUTHORIZED].contains(&published.status),
+            "{published:?}"
+        );
+    }
+}
