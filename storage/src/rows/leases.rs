@@ -327,10 +327,7 @@ impl Lease {
 
 /// The lease `lease_id`, if there is one.
 pub(crate) fn load(conn: &Connection, lease_id: &str) -> Result<Option<Lease>, Error> {
-    conn.row(READ_ONE, [lease_id], Raw::read)
-        .optional()?
-        .map(Raw::parse)
-        .transpose()
+    load_ahead(conn, lease_id)?.get(conn)
 }
 
 const READ_ONE: &str = concat!(
@@ -345,7 +342,16 @@ pub(crate) fn load_ahead(
     conn: &Connection,
     lease_id: &str,
 ) -> Result<Ahead<Option<Lease>, Error>, Error> {
-    let rows = conn.rows_ahead(READ_ONE, [lease_id], Raw::read)?;
+    first_ahead(conn, READ_ONE, lease_id)
+}
+
+/// The first lease `sql` (of one parameter, `key`) answers, sent ahead.
+fn first_ahead(
+    conn: &Connection,
+    sql: &str,
+    key: &str,
+) -> Result<Ahead<Option<Lease>, Error>, Error> {
+    let rows = conn.rows_ahead(sql, [key], Raw::read)?;
     Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().next().map(Raw::parse).transpose()))
 }
 
@@ -375,10 +381,7 @@ pub(crate) const READ_CURRENT: &str = concat!(
 );
 
 fn read_current(conn: &Connection, work_item_id: &str) -> Result<Option<Lease>, Error> {
-    conn.row(READ_CURRENT, [work_item_id], Raw::read)
-        .optional()?
-        .map(Raw::parse)
-        .transpose()
+    current_ahead(conn, work_item_id)?.get(conn)
 }
 
 /// [`current`], sent ahead (`sql/ahead.rs`): a Command sends it with its lookup of an earlier
@@ -387,8 +390,7 @@ pub(crate) fn current_ahead(
     conn: &Connection,
     work_item_id: &str,
 ) -> Result<Ahead<Option<Lease>, Error>, Error> {
-    let rows = conn.rows_ahead(READ_CURRENT, [work_item_id], Raw::read)?;
-    Ok(rows.then(|rows: Vec<Raw>| rows.into_iter().next().map(Raw::parse).transpose()))
+    first_ahead(conn, READ_CURRENT, work_item_id)
 }
 
 /// WorkItem `work_item_id`'s current lease is `lease`, as read ahead before the job changed
