@@ -28,20 +28,7 @@ async fn the_event_log_says_its_chain_was_verified_to_the_signed_checkpoint() {
     let h = harness(Kind::Disk).await;
     let worker = h.agent("w1", "g1", &["worker"]).await;
     h.put(&worker, "g1", b"first", &[]).await;
-    let head = |h: &Harness| h.store.clone();
-    let sequence = |store: weft_storage::Store| async move {
-        store
-            .delivery()
-            .checkpoint(
-                weft_api::Id::parse("g", "g1").expect("id"),
-                &weft_storage::Reader::Admin,
-            )
-            .await
-            .expect("checkpoint")
-            .checkpoint
-            .sequence
-    };
-    let at = sequence(head(&h)).await;
+    let at = h.head_of("g1").await;
     let text = badge(&h, &worker).await;
     assert!(
         text.contains(&format!(
@@ -51,14 +38,14 @@ async fn the_event_log_says_its_chain_was_verified_to_the_signed_checkpoint() {
     );
     // Appended since: verified on the next view, from where the last one stopped.
     h.put(&worker, "g1", b"second", &[]).await;
-    let at = sequence(head(&h)).await;
+    let at = h.head_of("g1").await;
     let text = badge(&h, &worker).await;
     assert!(text.contains(&format!("checkpoint at {at}")), "{text}");
 
     // An Event rewritten behind the server's back breaks the badge (the verified prefix is
     // remembered, so the rewrite is after it here; a restart re-checks from genesis).
     h.put(&worker, "g1", b"third", &[]).await;
-    let at = sequence(head(&h)).await;
+    let at = h.head_of("g1").await;
     let index = h.dir.path().join("index.sqlite");
     let changed =
         weft_storage::bench_support::tamper::event_payload(&index, "g1", at, r#"{"forged":true}"#)

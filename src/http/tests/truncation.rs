@@ -33,20 +33,6 @@ async fn fsck_notices_a_truncated_log() {
     );
 }
 
-/// The sequence of g1's newest Event, as its checkpoint says.
-async fn head_of_g1(h: &Harness) -> u64 {
-    h.store
-        .delivery()
-        .checkpoint(
-            weft_api::Id::parse("g", "g1").expect("id"),
-            &weft_storage::Reader::Admin,
-        )
-        .await
-        .expect("checkpoint")
-        .checkpoint
-        .sequence
-}
-
 /// Issue #50: the actor index (what search by an Agent reads) must say what each Event's
 /// payload says; fsck reports an Event indexed under another Agent.
 #[tokio::test]
@@ -56,7 +42,7 @@ async fn fsck_notices_an_event_indexed_under_another_agent() {
     h.put(&worker, "g1", b"first", &[]).await;
     let clean = h.store.fsck().await.expect("fsck");
     assert!(clean.problems.is_empty(), "{:?}", clean.problems);
-    let head = head_of_g1(&h).await;
+    let head = h.head_of("g1").await;
     let index = h.dir.path().join("index.sqlite");
     let changed = weft_storage::bench_support::tamper::event_actor(&index, "g1", head, "mallory")
         .expect("tamper");
@@ -82,7 +68,7 @@ async fn fsck_notices_a_history_entry_of_another_type() {
     super::progress::owned(&h, &coordinator, &worker, "wi-1", contract).await;
     let clean = h.store.fsck().await.expect("fsck");
     assert!(clean.problems.is_empty(), "{:?}", clean.problems);
-    let head = head_of_g1(&h).await;
+    let head = h.head_of("g1").await;
     let index = h.dir.path().join("index.sqlite");
     let changed =
         weft_storage::bench_support::tamper::history_type(&index, "wi-1", head, "work.failed")

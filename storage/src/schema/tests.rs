@@ -25,6 +25,19 @@ fn postgres_at(version: i64) -> Option<crate::sql::Connection> {
     Some(conn)
 }
 
+/// Every row of `sql`'s two columns.
+fn pairs<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql>(
+    conn: &Connection,
+    sql: &str,
+) -> Vec<(A, B)> {
+    conn.prepare(sql)
+        .expect("select")
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("read")
+}
+
 /// The plan SQLite picks for `sql` on the migrated schema, one line per step.
 fn plan(conn: &Connection, sql: &str, params: usize) -> Vec<String> {
     let mut statement = conn
@@ -142,16 +155,11 @@ fn inline_bytes_move_into_their_blob_rows() {
     )
     .expect("old rows");
     super::migrate_sqlite(&conn).expect("migrated");
-    let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn
-        .prepare(
-            "SELECT b.blake3, i.bytes FROM blobs b LEFT JOIN inline_bytes i ON i.id = b.inline_id
-             ORDER BY b.blake3",
-        )
-        .expect("select")
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .expect("rows")
-        .collect::<Result<_, _>>()
-        .expect("read");
+    let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = pairs(
+        &conn,
+        "SELECT b.blake3, i.bytes FROM blobs b LEFT JOIN inline_bytes i ON i.id = b.inline_id
+         ORDER BY b.blake3",
+    );
     assert_eq!(
         rows,
         vec![(vec![1], Some(b"abc".to_vec())), (vec![2], None)]
@@ -389,14 +397,10 @@ fn history_written_before_gets_its_event_types() {
     )
     .expect("old rows");
     super::migrate_sqlite(&conn).expect("migrated");
-    let mut select = conn
-        .prepare("SELECT sequence, type FROM work_history ORDER BY sequence")
-        .expect("select");
-    let types: Vec<(i64, String)> = select
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .expect("rows")
-        .collect::<Result<_, _>>()
-        .expect("types");
+    let types: Vec<(i64, String)> = pairs(
+        &conn,
+        "SELECT sequence, type FROM work_history ORDER BY sequence",
+    );
     // 1: compacted away; 4: an Event of another Group at that sequence, not this WorkItem's.
     assert_eq!(
         types,
@@ -502,14 +506,10 @@ fn context_packages_stored_before_get_their_citations() {
     conn.execute_batch(&format!("PRAGMA foreign_keys = OFF; {PACKAGES}"))
         .expect("old rows");
     super::migrate_sqlite(&conn).expect("migrated");
-    let mut select = conn
-        .prepare("SELECT hex(blake3), hex(context_id) FROM context_package_artifacts ORDER BY 1")
-        .expect("select");
-    let cited: Vec<(String, String)> = select
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .expect("rows")
-        .collect::<Result<_, _>>()
-        .expect("cited");
+    let cited: Vec<(String, String)> = pairs(
+        &conn,
+        "SELECT hex(blake3), hex(context_id) FROM context_package_artifacts ORDER BY 1",
+    );
     assert_eq!(
         cited,
         [
