@@ -111,7 +111,9 @@ backends!(
         // Another WorkItem's lease of the same owner and epoch.
         let other = leased(&h, &coordinator, &w1, "wi-2").await;
         let (_, crossed) = publication(&h, &w1, b"crossed", "wi-1", &other, 1).await;
+        let before = h.fingerprint().await;
         let answer = refused(&h, publish_request(&w1, &crossed), "stale_lease").await;
+        assert_unchanged(&before, &h.fingerprint().await, "another WorkItem's lease");
         // Without naming the lease's WorkItem: a lease id can be another Group's.
         let said = String::from_utf8_lossy(&answer.body);
         assert!(!said.contains("wi-2"), "{said}");

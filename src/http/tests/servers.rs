@@ -382,8 +382,10 @@ async fn bytes_uploaded_through_another_server_count_against_the_uncited_cap() {
         let uri = format!("/v1/blobs/{}", digest_of(&over).blake3);
         request(Method::PUT, &uri, Some(&worker.token), over.clone())
     };
+    let before = a.fingerprint().await;
     refused(&a, put(), "upload_quota_exceeded").await;
     refused(&b, put(), "upload_quota_exceeded").await;
+    assert_unchanged(&before, &a.fingerprint().await, "refused past the cap");
     // What still fits is taken, through the server that kept the bound.
     a.upload(&worker, &blob(10, MIB)).await;
 }
