@@ -23,6 +23,22 @@ async fn badge(h: &Harness, agent: &Agent) -> String {
         .to_owned()
 }
 
+impl Harness {
+    /// The sequence of `group`'s newest Event, as its checkpoint says (also `truncation.rs`).
+    pub(super) async fn head_of(&self, group: &str) -> u64 {
+        self.store
+            .delivery()
+            .checkpoint(
+                weft_api::Id::parse("g", group).expect("id"),
+                &weft_storage::Reader::Admin,
+            )
+            .await
+            .expect("checkpoint")
+            .checkpoint
+            .sequence
+    }
+}
+
 #[tokio::test]
 async fn the_event_log_says_its_chain_was_verified_to_the_signed_checkpoint() {
     let h = harness(Kind::Disk).await;

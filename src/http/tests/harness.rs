@@ -483,20 +483,6 @@ impl Harness {
     }
 
     /// The store's fingerprint once `staging/` is empty; panics if it does not empty.
-    /// The sequence of `group`'s newest Event, as its checkpoint says.
-    pub(super) async fn head_of(&self, group: &str) -> u64 {
-        self.store
-            .delivery()
-            .checkpoint(
-                weft_api::Id::parse("g", group).expect("id"),
-                &weft_storage::Reader::Admin,
-            )
-            .await
-            .expect("checkpoint")
-            .checkpoint
-            .sequence
-    }
-
     pub(super) async fn fingerprint(&self) -> Fingerprint {
         self.assert_staging_empty().await;
         self.store.fingerprint().await.expect("fingerprint")
