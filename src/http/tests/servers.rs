@@ -523,3 +523,36 @@ async fn a_key_rotated_while_its_agent_publishes_through_another_server_does_not
         );
     }
 }
+
+/// An Agent's key rotated through two servers at once: one rotation follows the other, and
+/// the Agent ends with one current key, the other retired. Each rotation read the current
+/// key before anything held the Agent's row (an Agent in no Group takes no Group's lock):
+/// both retired the registered key, and the first one's new key stayed current in the
+/// Agent's record beside the second's. Deactivations and rotations take the row now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotated_through_two_servers_at_once_leaves_one_current_key() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let (directory_a, directory_b) = (a.store.directory(), b.store.directory());
+    for n in 0..24u8 {
+        let agent = weft_api::Id::parse("a", &format!("lone{n}")).expect("id");
+        let key = |seed: u8| ed25519_dalek::SigningKey::from_bytes(&[seed; 32]).verifying_key();
+        directory_a
+            .register_agent(agent.clone(), key(n.wrapping_add(1)), "1".into())
+            .await
+            .expect("registered");
+        let (first, second) = tokio::join!(
+            directory_a.rotate_key(agent.clone(), key(n.wrapping_add(101))),
+            directory_b.rotate_key(agent.clone(), key(n.wrapping_add(201)))
+        );
+        first.expect("first rotation");
+        second.expect("second rotation");
+        let record = directory_a.agent_record(agent).await.expect("record");
+        let current = record.keys.iter().filter(|key| key.retired_at.is_none());
+        assert_eq!(current.count(), 1, "{:?}", record.keys);
+        assert_eq!(record.keys.len(), 3, "{:?}", record.keys);
+    }
+}

@@ -283,6 +283,11 @@ impl Directory<'_> {
             .0
             .db
             .write(move |txn| {
+                // Its Groups' locks, then its row, then its state (read under both: a rotation
+                // through another server has finished or waits).
+                let groups = current_groups(txn, &agent_id)?;
+                lock_in_order(txn, &groups)?;
+                rows::agents::lock(txn, agent_id.as_str())?;
                 let state = rows::agents::deactivated_at(txn, agent_id.as_str())?;
                 match state {
                     None => {
@@ -294,8 +299,6 @@ impl Directory<'_> {
                     Some(Some(_)) => return Ok(Vec::new()),
                     Some(None) => {}
                 }
-                let groups = current_groups(txn, &agent_id)?;
-                lock_in_order(txn, &groups)?;
                 rows::agents::deactivate(txn, agent_id.as_str(), &format_instant(now))?;
                 rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
                 rows::presence::forget_agent(txn, agent_id.as_str())?;
@@ -331,6 +334,13 @@ impl Directory<'_> {
         self.0
             .db
             .write(move |txn| {
+                // Its Groups' locks, then its row, then its state and current key: a second
+                // rotation through another server reads the key the first one set, and
+                // retires it (read before the row's lock, the first one's key stayed current
+                // in `agent_keys` beside the second's).
+                let groups = current_groups(txn, &agent_id)?;
+                lock_in_order(txn, &groups)?;
+                rows::agents::lock(txn, agent_id.as_str())?;
                 require_active(txn, &agent_id)?;
                 let used_by = rows::agent_keys::agent_of(txn, keyid.as_str())?;
                 if used_by.is_some() {
@@ -341,8 +351,6 @@ impl Directory<'_> {
                         "this key is or was registered already",
                     ));
                 }
-                let groups = current_groups(txn, &agent_id)?;
-                lock_in_order(txn, &groups)?;
                 let retired = rows::agents::keyid(txn, agent_id.as_str())?;
                 let instant = format_instant(now);
                 rows::agent_keys::retire_current(txn, agent_id.as_str(), &instant)?;

@@ -3,10 +3,26 @@
 //! as stored: `access` and `agents` decode them where they already did (the key's curve point
 //! only when a signature is checked).
 
-use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
+use crate::sql::{Ahead, Connection, Engine, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
+
+/// Holds Agent `agent_id`'s row until the transaction ends (`FOR NO KEY UPDATE`, as a Group's
+/// lock: a foreign key check naming the Agent still passes). Two servers changing one Agent's
+/// key or state take turns here, and each reads the Agent's key and state after it, so a
+/// rotation never retires a key another rotation has since replaced. Taken after the Agent's
+/// Groups' locks (the README's lock order). On SQLite the one writer already serialises them.
+pub(crate) fn lock(conn: &Connection, agent_id: &str) -> Result<(), Error> {
+    if conn.engine() == Engine::Postgres {
+        conn.rows(
+            "SELECT 1 FROM agents WHERE agent_id = ?1 FOR NO KEY UPDATE",
+            [agent_id],
+            |row| row.get::<_, i64>(0),
+        )?;
+    }
+    Ok(())
+}
 
 /// The current key bytes of Agent `agent_id`, if it is registered.
 pub(crate) fn public_key(conn: &Connection, agent_id: &str) -> Result<Option<Vec<u8>>, Error> {
