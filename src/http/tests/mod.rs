@@ -10,6 +10,7 @@ mod access;
 mod actor_events;
 mod actors;
 mod admin;
+mod admin_races;
 mod approvals;
 mod approver_holds;
 mod artifacts;
