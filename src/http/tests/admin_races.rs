@@ -232,3 +232,60 @@ async fn a_key_rotated_while_another_server_deactivates_its_agent_never_follows_
     }
     assert_eq!(deactivated.len(), 24);
 }
+
+/// A Membership set through one server while another deactivates its Agent: the set is
+/// refused (`agent_deactivated`), or it came first and the deactivation saw it (its Group's
+/// log has `agent.deactivated` after the `membership.set`). The set read the Agent's state
+/// under its Group's lock only, and the deactivation never locked that Group (not one of
+/// the Agent's when it read them): a deactivated Agent kept a Membership its Group's log
+/// never said was deactivated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_membership_set_while_another_server_deactivates_its_agent_is_refused_or_seen() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let reader = a.agent("c2", "g2", &["coordinator"]).await;
+    let (directory_a, directory_b) = (a.store.directory(), b.store.directory());
+    let g2 = weft_api::Id::parse("g", "g2").expect("id");
+    let mut joined = Vec::new();
+    for n in 0..24u8 {
+        let name = format!("w{n}");
+        a.agent(&name, "g1", &["worker"]).await;
+        let agent = weft_api::Id::parse("a", &name).expect("id");
+        let (set, deactivated) = tokio::join!(
+            directory_a.set_membership(
+                g2.clone(),
+                agent.clone(),
+                vec![weft_api::session::Role::Worker]
+            ),
+            directory_b.deactivate_agent(agent)
+        );
+        deactivated.expect("deactivated");
+        match set {
+            Ok(_) => joined.push(name),
+            Err(error) => assert!(
+                matches!(&error, weft_storage::Error::Rejected(rejection)
+                    if rejection.code == weft_api::ErrorCode::AgentDeactivated),
+                "{error}"
+            ),
+        }
+    }
+    let events = a
+        .get_json(&reader, "/v1/groups/g2/events?after=0&limit=1000")
+        .await;
+    let events = events["events"].as_array().expect("events");
+    for name in &joined {
+        let at = |kind: &str| {
+            events
+                .iter()
+                .position(|e| e["type"] == kind && e["payload"]["agentId"] == name.as_str())
+        };
+        let (set, deactivated) = (at("membership.set"), at("agent.deactivated"));
+        assert!(
+            set.is_some() && deactivated > set,
+            "{name}: set at {set:?}, deactivated at {deactivated:?}"
+        );
+    }
+}

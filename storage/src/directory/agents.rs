@@ -183,6 +183,9 @@ impl Directory<'_> {
                 }
                 // The epoch below is read under the Group's lock (several servers).
                 crate::rows::groups::lock(txn, group_id.as_str())?;
+                // The Agent's state under its row's share: a deactivation or rotation through
+                // another server has committed, or waits for this Membership and adds it.
+                rows::agents::share(txn, agent_id.as_str())?;
                 require_active(txn, &agent_id)?;
                 // A removed Membership's epoch keeps counting, so no session of it ever
                 // matches again.
@@ -288,6 +291,7 @@ impl Directory<'_> {
                 let groups = current_groups(txn, &agent_id)?;
                 lock_in_order(txn, &groups)?;
                 rows::agents::lock(txn, agent_id.as_str())?;
+                let groups = joined_meanwhile(txn, &agent_id, groups)?;
                 let state = rows::agents::deactivated_at(txn, agent_id.as_str())?;
                 match state {
                     None => {
@@ -341,6 +345,7 @@ impl Directory<'_> {
                 let groups = current_groups(txn, &agent_id)?;
                 lock_in_order(txn, &groups)?;
                 rows::agents::lock(txn, agent_id.as_str())?;
+                let groups = joined_meanwhile(txn, &agent_id, groups)?;
                 require_active(txn, &agent_id)?;
                 let used_by = rows::agent_keys::agent_of(txn, keyid.as_str())?;
                 if used_by.is_some() {
@@ -458,6 +463,28 @@ fn lock_in_order(tx: &crate::unit::Tx<'_>, groups: &[Id]) -> Result<(), Error> {
         crate::rows::groups::lock(tx, group.as_str())?;
     }
     Ok(())
+}
+
+/// The Agent's Groups again, now that its row is held: a Membership set through another
+/// server that held the Agent's row's share (`rows::agents::share`) committed before the
+/// row was ours, and its Group, read as none of `groups` before, is locked now. Out of the
+/// Groups' order, but only then: a set of that Group waiting on the Agent's row meanwhile
+/// deadlocks with this job, and PostgreSQL refuses one of the two (503, retry later) rather
+/// than leave a Membership the deactivation or rotation never saw.
+fn joined_meanwhile(
+    tx: &crate::unit::Tx<'_>,
+    agent_id: &Id,
+    mut groups: Vec<Id>,
+) -> Result<Vec<Id>, Error> {
+    if crate::unit::Conn::conn(tx).engine() != crate::sql::Engine::Postgres {
+        return Ok(groups);
+    }
+    let now = current_groups(tx, agent_id)?;
+    let joined: Vec<Id> = now.into_iter().filter(|g| !groups.contains(g)).collect();
+    lock_in_order(tx, &joined)?;
+    groups.extend(joined);
+    groups.sort();
+    Ok(groups)
 }
 
 fn current_groups(conn: &Connection, agent_id: &Id) -> Result<Vec<Id>, Error> {

@@ -24,6 +24,21 @@ pub(crate) fn lock(conn: &Connection, agent_id: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Holds Agent `agent_id`'s row against [`lock`] until the transaction ends (`FOR SHARE`):
+/// a Membership set reads the Agent's state under it, so a deactivation through another
+/// server has finished first (and the set refuses) or waits for the set (and then sees the
+/// new Membership). Taken after the Group's lock, as [`lock`] is. Nothing on SQLite.
+pub(crate) fn share(conn: &Connection, agent_id: &str) -> Result<(), Error> {
+    if conn.engine() == Engine::Postgres {
+        conn.rows(
+            "SELECT 1 FROM agents WHERE agent_id = ?1 FOR SHARE",
+            [agent_id],
+            |row| row.get::<_, i64>(0),
+        )?;
+    }
+    Ok(())
+}
+
 /// The current key bytes of Agent `agent_id`, if it is registered.
 pub(crate) fn public_key(conn: &Connection, agent_id: &str) -> Result<Option<Vec<u8>>, Error> {
     Ok(conn
