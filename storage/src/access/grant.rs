@@ -127,7 +127,10 @@ pub(crate) fn lease_row(conn: &Connection, lease_id: &str) -> Result<Option<Leas
 /// (`unauthorized`, or the session's own `stale_session`/`stale_membership`).
 /// [`resolve`], for a write's transaction (`acting.rs`): whether the token (and its owner's
 /// session and lease) is still good at `now`.
+/// The token is held against its revocation until the transaction ends
+/// (`capability_tokens::hold`): a revocation answered before this write commits is seen here.
 pub(crate) fn still_live(conn: &Connection, token_hash: [u8; 32], now: &str) -> Result<(), Error> {
+    capability_tokens::hold(conn, &token_hash)?;
     resolve(conn, token_hash, now).map(|_| ())
 }
 

@@ -540,11 +540,32 @@ impl Artifacts<'_> {
         &self,
         verified: Verified,
     ) -> Result<(Published, bool), Error> {
+        self.publish_verified_as(verified, None).await
+    }
+
+    /// [`Self::publish_verified`] by `acting` (a capability token), checked first in the
+    /// publication's transaction: a token revoked after the check at the door, and before the
+    /// commit, publishes nothing (`work/tokens.rs`: revocation takes effect at once).
+    pub(crate) async fn publish_verified_as(
+        &self,
+        verified: Verified,
+        acting: Option<crate::acting::Acting>,
+    ) -> Result<(Published, bool), Error> {
         let group = verified.manifest.group_id.to_string();
+        let now = crate::clock::format_instant(verified.now);
         let (recording, aftermath) = verified.into_recording(Bytes::Stored);
         // 3. Everything else is checked in the transaction that records it, in its Group's
         // lane (`db/writer.rs`).
-        let outcome = self.0.db.write_in(&group, recording).await;
+        let outcome = self
+            .0
+            .db
+            .write_in(&group, move |txn| {
+                if let Some(acting) = acting {
+                    acting.check(txn, &now)?;
+                }
+                recording(txn)
+            })
+            .await;
         self.conclude_publication(outcome, aftermath).await
     }
 

@@ -14,9 +14,9 @@ use crate::signatures::{AuthorityMay, Signed};
 impl Artifacts<'_> {
     /// Publishes under a token: scope `artifact:publish`, a manifest of the lease's WorkItem
     /// naming the lease, then the publication as the lease owner's session would make it.
-    // The grant is re-checked just before the publication's transaction; inside it, the
-    // manifest's lease must still be the WorkItem's current Execution Lease
-    // (`artifacts/binding.rs`), so a lease released in between publishes nothing.
+    // The grant is re-checked just before the publication's transaction, and again first
+    // inside it (a token revoked in between publishes nothing); there, the manifest's lease
+    // must still be the WorkItem's current Execution Lease (`artifacts/binding.rs`).
     /// [`Artifacts::publish`] under a capability token (`work/tokens.rs`): scope
     /// `artifact:publish`, and a manifest of the token's lease and WorkItem only (`forbidden`
     /// otherwise).
@@ -28,7 +28,8 @@ impl Artifacts<'_> {
         grant.require(TokenScope::ArtifactPublish)?;
         let (signed, grant) = self.grant_publishes(&envelope, grant).await?;
         let verified = self.may_publish(signed, &envelope, &grant.reader())?;
-        self.publish_verified(verified).await
+        self.publish_verified_as(verified, Some(crate::acting::Acting::token(&grant)))
+            .await
     }
 
     /// Publishes with its bytes under a token: scopes `blob:write` and `artifact:publish`, a

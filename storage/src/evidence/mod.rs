@@ -75,13 +75,31 @@ impl Handle<'_> {
         envelope: Envelope,
         caller: &Reader,
     ) -> Result<(EvidenceRecorded, bool), Error> {
+        self.record_evidence_as(envelope, caller, None).await
+    }
+
+    /// [`Self::record_evidence`] by `acting` (a capability token), checked first in the
+    /// record's transaction: a token revoked after the check at the door, and before the
+    /// commit, records nothing (`work/tokens.rs`: revocation takes effect at once).
+    pub(crate) async fn record_evidence_as(
+        &self,
+        envelope: Envelope,
+        caller: &Reader,
+        acting: Option<crate::acting::Acting>,
+    ) -> Result<(EvidenceRecorded, bool), Error> {
         let prepared = self.prepare_evidence(envelope, caller).await?;
         // Not run again after a deadlock (`db/again.rs`): an `Idempotency-Key`'s claim is
         // armed for one run of the job, whose answer it stores with the work.
         let group = prepared.evidence.group_id.to_string();
+        let now = crate::clock::format_instant(prepared.now);
         self.0
             .db
-            .write_in(&group, move |txn| prepared.record(txn))
+            .write_in(&group, move |txn| {
+                if let Some(acting) = acting {
+                    acting.check(txn, &now)?;
+                }
+                prepared.record(txn)
+            })
             .await
     }
 

@@ -32,6 +32,8 @@ impl Handle<'_> {
             &evidence.work_item_id,
         )?;
         let grant = self.0.recheck_grant(grant).await?;
-        self.record_evidence(envelope, &grant.reader()).await
+        let acting = Some(crate::acting::Acting::token(&grant));
+        self.record_evidence_as(envelope, &grant.reader(), acting)
+            .await
     }
 }

@@ -2,7 +2,7 @@
 //! token is found by the hash of its bearer text (never the text itself); its deadline is an
 //! instant compared as time.
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, Engine, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 use weft_api::work::views::TokenScope;
 
@@ -26,6 +26,22 @@ impl TokenRow {
     pub(crate) fn expired(&self, now: DateTime<Utc>) -> bool {
         self.expires_at <= now
     }
+}
+
+/// Holds the token whose bearer text hashes to `token_hash` against its revocation until the
+/// transaction ends (`FOR SHARE`; PostgreSQL, where a revocation through another server
+/// otherwise commits, and answers, between a use's read of the token and that use's commit).
+/// A revocation's update waits for the use's commit; a use taken after a revocation's update
+/// waits for it and then reads the token revoked. On SQLite the one writer already orders them.
+pub(crate) fn hold(conn: &Connection, token_hash: &[u8; 32]) -> Result<(), Error> {
+    if conn.engine() == Engine::Postgres {
+        conn.rows(
+            "SELECT 1 FROM capability_tokens WHERE token_hash = ?1 FOR SHARE",
+            [&token_hash[..]],
+            |row| row.get::<_, i64>(0),
+        )?;
+    }
+    Ok(())
 }
 
 /// The token whose bearer text hashes to `token_hash`, if there is one.
