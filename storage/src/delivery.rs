@@ -300,25 +300,24 @@ impl Delivery<'_> {
                         ),
                     ));
                 }
-                let current = crate::rows::cursors::get(txn, group_id.as_str(), agent_id.as_str())?;
-                let moved = current.is_none_or(|current| sequence > current);
-                if moved {
-                    crate::rows::cursors::set(
-                        txn,
-                        group_id.as_str(),
-                        agent_id.as_str(),
-                        sequence,
-                        &format_instant(now),
-                    )?;
-                }
+                // The row decides whether it moves (DLV-6: never backwards, whichever server
+                // took the other ACK); where it stands is read only when it did not move.
+                let moved = crate::rows::cursors::advance(
+                    txn,
+                    group_id.as_str(),
+                    agent_id.as_str(),
+                    sequence,
+                    &format_instant(now),
+                )?;
+                let current = match moved {
+                    true => sequence,
+                    false => crate::rows::cursors::get(txn, group_id.as_str(), agent_id.as_str())?
+                        .unwrap_or(sequence),
+                };
                 Ok(Cursor {
                     group_id: group_id.to_string(),
                     agent_id: agent_id.to_string(),
-                    sequence: if moved {
-                        sequence
-                    } else {
-                        current.unwrap_or(sequence)
-                    },
+                    sequence: current,
                     moved: Some(moved),
                 })
             })

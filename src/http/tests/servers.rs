@@ -389,3 +389,33 @@ async fn bytes_uploaded_through_another_server_count_against_the_uncited_cap() {
     // What still fits is taken, through the server that kept the bound.
     a.upload(&worker, &blob(10, MIB)).await;
 }
+
+/// Two ACKs of one cursor through two servers at once: the cursor ends at the higher, never
+/// back at the lower (DLV-6). The ACK read the cursor, then wrote its own sequence over
+/// whatever the other server had written meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_acks_through_two_servers_at_once_leave_the_cursor_at_the_higher() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let reader = a.agent("c1", "g1", &["coordinator"]).await;
+    for n in 0..26 {
+        a.agent(&format!("w{n}"), "g1", &["worker"]).await;
+    }
+    let body =
+        |sequence: u64| serde_json::json!({"cursors": [{"groupId": "g1", "sequence": sequence}]});
+    let path = "/v1/groups/g1/cursors";
+    for n in 0..24u64 {
+        let (higher, lower) = (2 * n + 2, 2 * n + 1);
+        let (first, second) = tokio::join!(
+            a.json_as(Method::POST, path, &reader.token, body(higher), &[]),
+            b.json_as(Method::POST, path, &reader.token, body(lower), &[])
+        );
+        assert_eq!(first.status, StatusCode::OK, "{first:?}");
+        assert_eq!(second.status, StatusCode::OK, "{second:?}");
+        let mine = a.get_json(&reader, "/v1/groups/g1/cursors").await;
+        assert_eq!(mine["cursors"][0]["sequence"], higher, "{mine}");
+    }
+}

@@ -18,20 +18,23 @@ pub(crate) fn get(conn: &Connection, group_id: &str, agent_id: &str) -> Result<O
         .optional()?)
 }
 
-/// Sets Agent `agent_id`'s cursor in Group `group_id` to `sequence`.
-pub(crate) fn set(
+/// Moves `agent_id`'s cursor in `group_id` to `sequence` if that is past where it is (or sets
+/// it, the first time), at `updated_at`; whether it moved. Never backwards (DLV-6), even when
+/// two servers take an ACK each at once: the row's own value decides, under its lock.
+pub(crate) fn advance(
     conn: &Connection,
     group_id: &str,
     agent_id: &str,
     sequence: u64,
     updated_at: &str,
-) -> Result<(), Error> {
-    conn.run(
+) -> Result<bool, Error> {
+    let changed = conn.run(
         "INSERT INTO cursors (group_id, agent_id, sequence, updated_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (group_id, agent_id) DO UPDATE SET sequence = excluded.sequence, updated_at = excluded.updated_at",
+         ON CONFLICT (group_id, agent_id) DO UPDATE SET sequence = excluded.sequence, updated_at = excluded.updated_at
+         WHERE cursors.sequence < excluded.sequence",
         params![group_id, agent_id, sequence, updated_at],
     )?;
-    Ok(())
+    Ok(changed > 0)
 }
 
 /// The cursors of Group `group_id` by Agent: every one with `all`, else `agent_id`'s only.
