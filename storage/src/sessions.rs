@@ -28,15 +28,40 @@ use crate::events;
 use crate::sessions::handle::Sessions;
 use crate::signatures::{AuthorityMay, Signed};
 
+/// A session request as far as [`Sessions::checked_request`] checks it.
+struct Checked {
+    agent_id: weft_api::Id,
+    keyid: weft_api::KeyId,
+    request: SessionRequest,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+/// First in a session's transaction: the Group's lock (the Membership and epochs read after
+/// it are the ones a concurrent change through another server leaves), the Agent's row
+/// shared against a rotation or deactivation (`rows::agents::share`), and `keyid` still the
+/// current key of the active Agent `agent_id`. The key was checked before the transaction;
+/// a rotation committed since (which ended the Agent's sessions) must not be followed by a
+/// session its old key opened.
+fn signed_by_current_key(
+    txn: &crate::unit::Tx<'_>,
+    group_id: &str,
+    keyid: &weft_api::KeyId,
+    agent_id: &weft_api::Id,
+) -> Result<(), Error> {
+    crate::rows::groups::lock(txn, group_id)?;
+    crate::rows::agents::share(txn, agent_id.as_str())?;
+    crate::access::key_still_the_signers(txn, keyid, agent_id)
+}
+
 impl Sessions<'_> {
     /// A signed session request checked as far as needs no transaction: its signature (and
-    /// so its Agent), the login rate, and `issuedAt` within the allowed skew.
-    async fn checked_request(
-        &self,
-        envelope: &Envelope,
-    ) -> Result<(weft_api::Id, SessionRequest, chrono::DateTime<chrono::Utc>), Error> {
+    /// so its Agent and the key it signed with), the login rate, and `issuedAt` within the
+    /// allowed skew. The transaction checks the key again (`key_still_the_signers`): a key
+    /// rotated, or an Agent deactivated, after this check opens or renews nothing.
+    async fn checked_request(&self, envelope: &Envelope) -> Result<Checked, Error> {
         let Signed {
             signer: agent_id,
+            keyid,
             value,
             ..
         } = self
@@ -56,7 +81,12 @@ impl Sessions<'_> {
                 "issuedAt is more than 5 minutes from the server clock",
             ));
         }
-        Ok((agent_id, request, now))
+        Ok(Checked {
+            agent_id,
+            keyid,
+            request,
+            now,
+        })
     }
 
     /// Renews `session` (issue #48): a fresh signed session request by its own Agent for its
@@ -71,7 +101,12 @@ impl Sessions<'_> {
         session: &Session,
         envelope: Envelope,
     ) -> Result<chrono::DateTime<chrono::Utc>, Error> {
-        let (agent_id, request, now) = self.checked_request(&envelope).await?;
+        let Checked {
+            agent_id,
+            keyid,
+            request,
+            now,
+        } = self.checked_request(&envelope).await?;
         if agent_id != session.agent_id || request.group_id != session.group_id {
             return Err(reject(
                 ErrorCode::ProducerMismatch,
@@ -84,6 +119,7 @@ impl Sessions<'_> {
             .db
             .write(move |txn| {
                 live_session(txn, token_hash, &format_instant(now))?;
+                signed_by_current_key(txn, request.group_id.as_str(), &keyid, &agent_id)?;
                 spend_nonce(txn, agent_id.as_str(), &request.nonce, now)?;
                 crate::rows::sessions::extend(txn, &token_hash, expires_at)
             })
@@ -95,7 +131,12 @@ impl Sessions<'_> {
 
     /// Verifies a signed session request and opens a session (DESIGN §8.1).
     pub async fn open_session(&self, envelope: Envelope) -> Result<SessionGrant, Error> {
-        let (agent_id, request, now) = self.checked_request(&envelope).await?;
+        let Checked {
+            agent_id,
+            keyid,
+            request,
+            now,
+        } = self.checked_request(&envelope).await?;
         let token_bytes: [u8; 32] = rand::random();
         let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token_bytes);
         let token_hash = *blake3::hash(token.as_bytes()).as_bytes();
@@ -112,6 +153,7 @@ impl Sessions<'_> {
                         format!("group {} does not exist", request.group_id),
                     ));
                 }
+                signed_by_current_key(txn, request.group_id.as_str(), &keyid, &agent_id)?;
                 let Some((_, membership_epoch)) =
                     membership(txn, request.group_id.as_str(), agent_id.as_str())?
                 else {

@@ -289,3 +289,52 @@ async fn a_membership_set_while_another_server_deactivates_its_agent_is_refused_
         );
     }
 }
+
+/// A session opened with an Agent's key through one server while another rotates that key:
+/// the session is refused (`unknown_key`), or it came first and the rotation ended it. The
+/// key was checked only before the session's transaction: a session the old key opened
+/// after the rotation had ended the Agent's sessions stayed live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_opened_while_another_server_rotates_its_key_does_not_outlive_the_rotation() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let directory_b = b.store.directory();
+    for n in 0..24u8 {
+        let name = format!("w{n}");
+        let worker = a.agent(&name, "g1", &["worker"]).await;
+        let agent = weft_api::Id::parse("a", &name).expect("id");
+        let key = ed25519_dalek::SigningKey::from_bytes(&[n.wrapping_add(100); 32]);
+        let nonce = format!("{n:016x}");
+        let (opened, rotated) = tokio::join!(
+            a.open_session(&worker.key, &name, "g1", a.clock_now(), &nonce),
+            directory_b.rotate_key(agent, key.verifying_key())
+        );
+        rotated.expect("rotated");
+        if opened.status != StatusCode::CREATED {
+            // At the door, a retired key; in the transaction, a key replaced meanwhile.
+            let code = opened.json()["code"].as_str().unwrap_or("").to_owned();
+            assert!(
+                opened.status.is_client_error() && ["key_retired", "unknown_key"].contains(&&*code),
+                "{opened:?}"
+            );
+            continue;
+        }
+        let token = opened.json()["token"].as_str().expect("token").to_owned();
+        let after = a
+            .call(
+                Method::GET,
+                "/v1/groups/g1/events",
+                Some(&token),
+                Vec::new(),
+            )
+            .await;
+        assert_eq!(
+            after.status,
+            StatusCode::UNAUTHORIZED,
+            "{name}: a session its old key opened outlived the rotation"
+        );
+    }
+}
