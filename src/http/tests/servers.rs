@@ -419,3 +419,63 @@ async fn two_acks_through_two_servers_at_once_leave_the_cursor_at_the_higher() {
         assert_eq!(mine["cursors"][0]["sequence"], higher, "{mine}");
     }
 }
+
+/// One chunk of a resumable upload sent through two servers at once (a client retrying on
+/// another server while the first still streams), each with other bytes: one is committed,
+/// the other is refused `upload_offset_mismatch`, and the finish stores exactly the
+/// committed chunk's bytes. Both wrote the one object `uploads/<id>/<offset>`, and the loser,
+/// its commit refused, removed every chunk at that offset: the winner's acknowledged chunk
+/// was gone (or held the loser's bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_sent_through_two_servers_at_once_keeps_the_committed_one() {
+    use futures::stream;
+    use weft_storage::Uploader;
+
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let session = a
+        .store
+        .sessions()
+        .authenticate(&worker.token)
+        .await
+        .expect("live");
+    let as_worker = || Uploader::Agent(&session);
+    for n in 0..8u8 {
+        let started = a.store.artifacts().start_upload(as_worker()).await;
+        let id = started.expect("starts").upload_id;
+        let mine = |fill: u8| stream::iter([Ok(bytes::Bytes::from(vec![fill; 300_000]))]);
+        let (artifacts_a, artifacts_b) = (a.store.artifacts(), b.store.artifacts());
+        let (through_a, through_b) = tokio::join!(
+            artifacts_a.append_upload(&id, 0, mine(2 * n), as_worker()),
+            artifacts_b.append_upload(&id, 0, mine(2 * n + 1), as_worker())
+        );
+        let kept = match (through_a, through_b) {
+            (Ok(_), Err(error)) => {
+                assert_eq!(error.code(), weft_api::ErrorCode::UploadOffsetMismatch);
+                2 * n
+            }
+            (Err(error), Ok(_)) => {
+                assert_eq!(error.code(), weft_api::ErrorCode::UploadOffsetMismatch);
+                2 * n + 1
+            }
+            other => panic!("one chunk is committed, the other refused: {other:?}"),
+        };
+        let expected = digest_of(&vec![kept; 300_000]);
+        let none = None::<(u64, stream::Empty<Result<bytes::Bytes, std::io::Error>>)>;
+        let finished = b
+            .store
+            .artifacts()
+            .finish_upload(
+                &id,
+                weft_api::Digest::Blake3(expected.blake3),
+                none,
+                as_worker(),
+            )
+            .await;
+        assert!(finished.is_ok(), "round {n}: {:?}", finished.err());
+    }
+}

@@ -17,7 +17,11 @@
 //!
 //! Concurrency: one request at a time per session (a process-local claim; a second one is
 //! refused with `conflict`). The sweep claims a session before it removes it, so it never
-//! deletes an object a chunk is being written to.
+//! deletes an object a chunk is being written to. Through several servers (issue #43) the
+//! claim is each server's own: two chunks at one offset commit once (`received` must still
+//! be the offset), the other answers `upload_offset_mismatch`, and on S3 each wrote an object
+//! of its own, only the committed one named by the row (`last_chunk`, `blobs/chunks.rs`).
+//! An idle session swept by one server while another appends is still possible.
 //!
 //! Crash story: the row is inserted before any byte is written; a chunk is fsynced before the
 //! row's `received` moves; the finish deletes the row in the blob row's transaction, after the
@@ -266,23 +270,47 @@ impl Artifacts<'_> {
         let counted = permit.metered(body);
         let room = self.0.max_upload_bytes.saturating_sub(row.received);
         let path = object_store::path::Path::from(row.staging_path.as_str());
-        let appended = self
+        let (appended, chunk) = self
             .0
             .blobs
-            .append_upload(&path, row.received, counted, room)
+            .append_upload(
+                &path,
+                row.received,
+                row.last_chunk.as_deref(),
+                counted,
+                room,
+            )
             .await?;
         let now = format_instant(self.0.clock.now());
         let id = upload_id.to_owned();
         let before = row.received;
+        let named = chunk.clone();
         let moved = self
             .0
             .db
             .write(move |txn| {
                 // The chunk may have streamed for long: its caller must still be live.
                 acting.check(txn, &now)?;
-                let moved = rows::upload_sessions::advance(txn, &id, before, appended, &now)?;
-                // The claim keeps every other writer of this row away.
-                if moved { Ok(()) } else { Err(not_found()) }
+                let moved = rows::upload_sessions::advance(
+                    txn,
+                    &id,
+                    before,
+                    appended,
+                    named.as_deref(),
+                    &now,
+                )?;
+                // The claim keeps this server's other requests away; a chunk at the same
+                // offset through another server (a client retrying there) commits first or
+                // finds the row moved: the session is where that one left it.
+                if moved {
+                    Ok(())
+                } else {
+                    let now_at = rows::upload_sessions::received(txn, &id)?;
+                    Err(match now_at {
+                        Some(at) => offset_mismatch(before, at),
+                        None => not_found(),
+                    })
+                }
             })
             .await;
         // The chunk counted as in flight until its row said so or nothing did: dropped
@@ -290,7 +318,12 @@ impl Artifacts<'_> {
         drop(permit);
         if let Err(error) = moved {
             // The row still says `before`: the object says so too (issue #15, fault injection).
-            if let Err(cut) = self.0.blobs.cut_upload(&path, before).await {
+            if let Err(cut) = self
+                .0
+                .blobs
+                .cut_upload(&path, before, chunk.as_deref())
+                .await
+            {
                 tracing::warn!(%path, %cut, "could not cut an uncommitted chunk back");
             }
             return Err(error);
@@ -329,7 +362,7 @@ impl Artifacts<'_> {
                 if !self
                     .0
                     .blobs
-                    .upload_holds(&path, start, row.received, body)
+                    .upload_holds(&path, start, row.received, row.last_chunk.as_deref(), body)
                     .await?
                 {
                     return Err(offset_mismatch(start, row.received));
@@ -345,7 +378,11 @@ impl Artifacts<'_> {
             held.saturating_sub(row.received),
         )?;
         let path = object_store::path::Path::from(row.staging_path.as_str());
-        let staged = self.0.blobs.hash_upload(&path, row.received).await?;
+        let staged = self
+            .0
+            .blobs
+            .hash_upload(&path, row.received, row.last_chunk.as_deref())
+            .await?;
         let digests = staged.digests;
         let matches = match expected {
             Digest::Blake3(id) => id == digests.blake3,

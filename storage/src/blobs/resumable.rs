@@ -32,36 +32,46 @@ pub(crate) fn upload_path(upload_id: &str) -> Path {
 impl Blobs {
     /// Appends `body` at `received`, the object's durable length, and makes it durable (file
     /// and, for a new file, its directory fsynced). Refuses past `room` bytes. Returns how many
-    /// bytes were appended. On any failure the object is cut back to `received`.
+    /// bytes were appended, and on a store that cannot append the new chunk's name, which the
+    /// session commits as its `last_chunk` (`last`: the one committed before, `chunks.rs`).
+    /// On any failure the object is cut back to `received`.
     pub(crate) async fn append_upload<S>(
         &self,
         path: &Path,
         received: u64,
+        last: Option<&str>,
         body: S,
         room: u64,
-    ) -> Result<u64, Error>
+    ) -> Result<(u64, Option<String>), Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         match &self.local_root {
             Some(root) => {
                 let file = root.join(path.as_ref());
-                append_local(&file, received, body, room, &self.faults).await
+                let appended = append_local(&file, received, body, room, &self.faults).await?;
+                Ok((appended, None))
             }
-            None => self.append_chunk(path, received, body, room).await,
+            None => self.append_chunk(path, received, last, body, room).await,
         }
     }
 
-    /// Cuts an upload session's object back to `received` bytes, its durable length, after a
-    /// chunk was written but its new length could not be committed (none at all for 0: the
-    /// first chunk made it). One already gone is not an error.
-    pub(crate) async fn cut_upload(&self, path: &Path, received: u64) -> Result<(), Error> {
-        if received == 0 {
-            return self.remove_upload(path).await;
-        }
-        match &self.local_root {
-            Some(root) => truncate_local(&root.join(path.as_ref()), received).await,
-            None => self.cut_chunks(path, received).await,
+    /// Undoes a chunk written whose new length could not be committed: a file is cut back to
+    /// `received` bytes, its durable length (removed at 0: the first chunk made it); on a
+    /// store that cannot append, the chunk `written` is removed, and nothing else (another
+    /// server's chunk at the same offset may be the one committed). One already gone is not
+    /// an error.
+    pub(crate) async fn cut_upload(
+        &self,
+        path: &Path,
+        received: u64,
+        written: Option<&str>,
+    ) -> Result<(), Error> {
+        match (&self.local_root, written) {
+            (Some(_), _) if received == 0 => self.remove_upload(path).await,
+            (Some(root), _) => truncate_local(&root.join(path.as_ref()), received).await,
+            (None, Some(name)) => self.drop_chunk(path, name).await,
+            (None, None) => Ok(()),
         }
     }
 
@@ -97,13 +107,14 @@ impl Blobs {
         path: &Path,
         start: u64,
         end: u64,
+        last: Option<&str>,
         body: S,
     ) -> Result<bool, Error>
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send,
     {
         let mut stored = if self.local_root.is_none() {
-            self.read_chunks(path, start, end).await?
+            self.read_chunks(path, start, end, last).await?
         } else if start < end {
             let options = object_store::GetOptions {
                 range: Some(object_store::GetRange::Bounded(start..end)),
@@ -148,9 +159,14 @@ impl Blobs {
         }
     }
 
-    pub(crate) async fn hash_upload(&self, path: &Path, received: u64) -> Result<Staged, Error> {
+    pub(crate) async fn hash_upload(
+        &self,
+        path: &Path,
+        received: u64,
+        last: Option<&str>,
+    ) -> Result<Staged, Error> {
         if self.local_root.is_none() {
-            return self.hash_chunks(path, received).await;
+            return self.hash_chunks(path, received, last).await;
         }
         if received == 0 {
             // Nothing was ever appended, so there may be no object: stage an empty one.

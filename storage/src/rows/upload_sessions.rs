@@ -12,6 +12,9 @@ use crate::sql::Cached as _;
 pub(crate) struct Open {
     pub(crate) staging_path: String,
     pub(crate) received: u64,
+    /// The name of its last committed chunk object, on a store that cannot append
+    /// (`blobs/chunks.rs`; none before its first chunk, on a local file, or before V43).
+    pub(crate) last_chunk: Option<String>,
 }
 
 /// Session `upload_id` if it is `agent_id`'s in `group_id`, and `lease_id`'s when one is named.
@@ -24,7 +27,7 @@ pub(crate) fn owned(
 ) -> Result<Option<Open>, Error> {
     Ok(conn
         .row(
-            "SELECT staging_path, received FROM upload_sessions
+            "SELECT staging_path, received, last_chunk FROM upload_sessions
              WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3
                AND (?4 IS NULL OR lease_id = ?4)",
             params![upload_id, agent_id, group_id, lease_id],
@@ -32,6 +35,7 @@ pub(crate) fn owned(
                 Ok(Open {
                     staging_path: row.get(0)?,
                     received: row.get(1)?,
+                    last_chunk: row.get(2)?,
                 })
             },
         )
@@ -114,14 +118,27 @@ pub(crate) fn advance(
     upload_id: &str,
     before: u64,
     appended: u64,
+    chunk: Option<&str>,
     now: &str,
 ) -> Result<bool, Error> {
     let moved = conn.run(
-        "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2
+        "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2,
+                last_chunk = COALESCE(?5, last_chunk)
          WHERE upload_id = ?3 AND received = ?4",
-        params![appended, now, upload_id, before],
+        params![appended, now, upload_id, before, chunk],
     )?;
     Ok(moved == 1)
+}
+
+/// How many bytes of session `upload_id` are durable, if it is still open.
+pub(crate) fn received(conn: &Connection, upload_id: &str) -> Result<Option<u64>, Error> {
+    Ok(conn
+        .row(
+            "SELECT received FROM upload_sessions WHERE upload_id = ?1",
+            [upload_id],
+            |row| row.get(0),
+        )
+        .optional()?)
 }
 
 /// Removes session `upload_id`'s row.
