@@ -479,3 +479,68 @@ async fn a_chunk_sent_through_two_servers_at_once_keeps_the_committed_one() {
         assert!(finished.is_ok(), "round {n}: {:?}", finished.err());
     }
 }
+
+/// A Context Package's version forwarded into a Group through one server while a member of
+/// that Group publishes a package of the same id there through another: one of the two is
+/// refused, never a forwarded copy beside a chain published in the target (whose readers may
+/// be scoped to a Mission the copy is not of, CTX-7). The forward read what the target held
+/// of the package before it took the target's lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_and_a_publication_of_one_package_id_in_the_target_do_not_both_land() {
+    use super::context::{head, package, publish_context, published, setting};
+
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let (worker, artifact) = setting(&a).await;
+    let coordinator = a.agent("ctx-coord", "g1", &["coordinator"]).await;
+    a.join(&coordinator, "g2", &["coordinator"]).await;
+    let there = a.agent("ctx-there", "g2", &["worker"]).await;
+    a.ensure_work_item("g2", "mission-g2", "work-g2").await;
+    let mut landed = (0, 0);
+    for n in 0..12 {
+        let id = format!("pkg-{n}");
+        let to = head(&a, "g1").await;
+        let v1 = package(
+            &worker,
+            ("g1", "mission-1"),
+            &id,
+            1,
+            None,
+            (1, to),
+            &[artifact],
+        );
+        let v1 = published(&a, &worker, "g1", &v1).await;
+        let v2 = package(
+            &worker,
+            ("g1", "mission-1"),
+            &id,
+            2,
+            Some(&v1),
+            (1, to),
+            &[artifact],
+        );
+        published(&a, &worker, "g1", &v2).await;
+        let to = head(&a, "g2").await;
+        let native = package(&there, ("g2", "mission-g2"), &id, 1, None, (1, to), &[]);
+        let forward = serde_json::json!({"toGroupId": "g2", "version": 2});
+        let path = format!("/v1/context/{id}/forward");
+        let (forwarded, publication) = tokio::join!(
+            a.json_as(Method::POST, &path, &coordinator.token, forward, &[]),
+            b.send(publish_context(&there, "g2", &native))
+        );
+        let (published_there, forwarded_there) = (
+            publication.status == StatusCode::CREATED,
+            forwarded.status == StatusCode::CREATED,
+        );
+        assert!(
+            !(published_there && forwarded_there),
+            "{id}: a forwarded copy landed in g2 beside a package published there"
+        );
+        landed.0 += u32::from(published_there);
+        landed.1 += u32::from(forwarded_there);
+    }
+    assert!(landed.0 + landed.1 > 0, "{landed:?}");
+}

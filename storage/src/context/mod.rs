@@ -347,6 +347,18 @@ impl Context<'_> {
                         format!("{agent_id} is not a member of {to}"),
                     ));
                 }
+                // Both Groups' locks in the one order every writer takes them (`db/writer.rs`),
+                // before the target is read: what it holds of this package (below) is what a
+                // publication or another forward through another server left, and a forward
+                // the other way, or a batch holding one of them, never waits on this one in a
+                // circle.
+                let (first, second) = if from.as_str() < to.as_str() {
+                    (&from, &to)
+                } else {
+                    (&to, &from)
+                };
+                crate::rows::groups::lock(txn, first.as_str())?;
+                crate::rows::groups::lock(txn, second.as_str())?;
                 check_writer(txn, to.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
                 let package = &record.package;
                 let level = classification(txn, from.as_str(), &package.artifacts)?;
@@ -399,16 +411,6 @@ impl Context<'_> {
                         version: package.version,
                     })
                 };
-                // Both Groups' locks in the one order every writer takes them (`db/writer.rs`),
-                // before either Event: a forward the other way, or a batch holding one of them,
-                // never waits on this one in a circle.
-                let (first, second) = if from.as_str() < to.as_str() {
-                    (&from, &to)
-                } else {
-                    (&to, &from)
-                };
-                crate::rows::groups::lock(txn, first.as_str())?;
-                crate::rows::groups::lock(txn, second.as_str())?;
                 let from_sequence = events::append(txn, &from, &event(&from, &to), now)?;
                 let to_sequence = events::append(txn, &to, &event(&from, &to), now)?;
                 let envelope_json =
