@@ -338,3 +338,37 @@ async fn a_session_opened_while_another_server_rotates_its_key_does_not_outlive_
         );
     }
 }
+
+/// An Agent's card sent through one server while another rotates the Agent's key: the
+/// rotation ends the card (a card names the key that signed it), so afterwards the Agent has
+/// no card, whichever came first. The card's write read the key before anything held the
+/// Agent's row, and put back, after the rotation, a card the retired key had signed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_sent_while_another_server_rotates_its_key_does_not_outlive_the_rotation() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let directory_b = b.store.directory();
+    for n in 0..24u8 {
+        let name = format!("w{n}");
+        let worker = a.agent(&name, "g1", &["worker"]).await;
+        let card = super::cards::card(&worker, "1", 2, &a.clock_now());
+        let body = super::cards::signed(&worker, &card);
+        let key = ed25519_dalek::SigningKey::from_bytes(&[n.wrapping_add(100); 32]);
+        let agent = weft_api::Id::parse("a", &name).expect("id");
+        let (_, rotated) = tokio::join!(
+            super::cards::put_card(&a, &worker.token, &name, body),
+            directory_b.rotate_key(agent, key.verifying_key())
+        );
+        rotated.expect("rotated");
+        let path = format!("/v1/agents/{name}/card");
+        let after = a.call(Method::GET, &path, Some(ADMIN), Vec::new()).await;
+        assert_eq!(
+            after.status,
+            StatusCode::NOT_FOUND,
+            "{name}: a card its retired key signed outlived the rotation"
+        );
+    }
+}

@@ -120,7 +120,11 @@ impl Directory<'_> {
             .db
             .write(move |txn| {
                 // The card names the key that signed it, and that key is the Agent's current one
-                // now, at the commit (a rotation or deactivation since the check refuses it).
+                // now, at the commit (a rotation or deactivation since the check refuses it):
+                // read under the Agent's row, which a rotation or deactivation through another
+                // server takes too (PostgreSQL; read before it, a card the retired key signed
+                // was written back after the rotation had ended it). Two cards take turns here.
+                rows::agents::lock(txn, agent_id.as_str())?;
                 let key = rows::agents::public_key(txn, agent_id.as_str())?.unwrap_or_default();
                 let active = rows::agents::deactivated_at(txn, agent_id.as_str())?
                     .is_some_and(|at| at.is_none());
