@@ -544,3 +544,40 @@ async fn a_forward_and_a_publication_of_one_package_id_in_the_target_do_not_both
     }
     assert!(landed.0 + landed.1 > 0, "{landed:?}");
 }
+
+/// The last resumable upload session an Agent may open (its 64th, `MAX_SESSIONS_PER_AGENT`),
+/// asked for through two servers at once: one opens it, the other is refused. Each counted
+/// the Agent's sessions before either had inserted its own, and both opened one past the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_upload_session_asked_through_two_servers_at_once_opens_once() {
+    use weft_storage::Uploader;
+
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    for n in 0..6 {
+        let worker = a.agent(&format!("w{n}"), "g1", &["worker"]).await;
+        let session = a
+            .store
+            .sessions()
+            .authenticate(&worker.token)
+            .await
+            .expect("live");
+        let as_worker = || Uploader::Agent(&session);
+        for _ in 0..63 {
+            let started = a.store.artifacts().start_upload(as_worker()).await;
+            started.expect("below the cap");
+        }
+        let (artifacts_a, artifacts_b) = (a.store.artifacts(), b.store.artifacts());
+        let (x, y) = tokio::join!(
+            artifacts_a.start_upload(as_worker()),
+            artifacts_b.start_upload(as_worker())
+        );
+        assert!(
+            x.is_ok() != y.is_ok(),
+            "w{n}: one opens the 64th, the other is refused: {x:?} {y:?}"
+        );
+    }
+}

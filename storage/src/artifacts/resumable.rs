@@ -147,6 +147,9 @@ impl Artifacts<'_> {
             .write(move |txn| {
                 acting.check(txn, &now)?;
                 require_uploading_role(txn, &session)?;
+                // The Agent's row held while its sessions are counted: two starts through two
+                // servers take turns, so neither cap is passed by counting the same room.
+                rows::agents::lock(txn, session.agent_id.as_str())?;
                 let open = rows::upload_sessions::count_of_agent(txn, session.agent_id.as_str())?;
                 room_for_one(open, MAX_SESSIONS_PER_AGENT, "agent")?;
                 if let Some(lease) = &lease {
