@@ -38,6 +38,9 @@ impl Lifespan<'_> {
                         format!("group {group_id} does not exist"),
                     ));
                 }
+                // The Group's lock before the holds are read (several servers): a hold placed
+                // through another server meanwhile is seen, and refuses this policy.
+                crate::rows::groups::lock(txn, group_id.as_str())?;
                 if let Some(mission) = &mission_id
                     && crate::rows::missions::group_of(txn, mission.as_str())?.as_deref()
                         != Some(group_id.as_str())
