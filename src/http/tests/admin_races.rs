@@ -372,3 +372,61 @@ async fn a_card_sent_while_another_server_rotates_its_key_does_not_outlive_the_r
         );
     }
 }
+
+/// A Command signed by an Agent through one server while another rotates that Agent's key:
+/// the Command is refused, or it committed before the rotation (its Event comes first in the
+/// Group's log). Its session was checked at the door, and in its transaction only the
+/// session's epoch, which a rotation left as it was: a Command signed with the retired key
+/// committed after the rotation had ended the Agent's sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_signed_while_another_server_rotates_its_key_never_follows_the_rotation() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let reader = a.agent("r1", "g1", &["auditor"]).await;
+    let directory_b = b.store.directory();
+    let budget = serde_json::json!({"financial": 1.0, "tokens": 1, "toolCalls": 1,
+        "computeSeconds": 1, "wallClockSeconds": 1, "sideEffects": 1});
+    let mut accepted = Vec::new();
+    for n in 0..24u8 {
+        let name = format!("c{n}");
+        let coordinator = a.agent(&name, "g1", &["coordinator"]).await;
+        let create = serde_json::json!({"missionId": format!("m{n}"), "title": "t",
+            "priorityClass": "normal", "budget": budget});
+        let key = ed25519_dalek::SigningKey::from_bytes(&[n.wrapping_add(100); 32]);
+        let agent = weft_api::Id::parse("a", &name).expect("id");
+        // Signed before the race (the document names the session's epochs).
+        let document =
+            super::work_setup::command_doc(&a, &coordinator, "g1", "mission.create", create).await;
+        let request = super::work_setup::command_request(&coordinator, "g1", &document);
+        let (created, rotated) = tokio::join!(
+            a.send(request),
+            directory_b.rotate_key(agent, key.verifying_key())
+        );
+        rotated.expect("rotated");
+        if created.status == StatusCode::CREATED {
+            accepted.push(n);
+        } else {
+            assert!(created.status.is_client_error(), "{created:?}");
+        }
+    }
+    let events = a
+        .get_json(&reader, "/v1/groups/g1/events?after=0&limit=1000")
+        .await;
+    let events = events["events"].as_array().expect("events");
+    for n in accepted {
+        let at = |kind: &str, field: &str, value: String| {
+            events
+                .iter()
+                .position(|e| e["type"] == kind && e["payload"][field] == value.as_str())
+        };
+        let created = at("mission.created", "missionId", format!("m{n}"));
+        let rotated = at("agent.key_rotated", "agentId", format!("c{n}"));
+        assert!(
+            created.is_some() && created < rotated,
+            "c{n}: its Command at {created:?} came after its key's rotation at {rotated:?}"
+        );
+    }
+}
