@@ -581,3 +581,35 @@ async fn the_last_upload_session_asked_through_two_servers_at_once_opens_once() 
         );
     }
 }
+
+/// Two Presence reports of one Agent through two servers at once: one is taken, the other
+/// refused `rate_limited` (one report per interval). Each read the last report before either
+/// wrote its own, and both were stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_presence_reports_through_two_servers_at_once_are_taken_once() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let path = "/v1/groups/g1/presence";
+    for n in 0..12 {
+        let worker = a.agent(&format!("w{n}"), "g1", &["worker"]).await;
+        let report = || serde_json::json!({"freeSlots": 1, "capacityState": "available"});
+        let (x, y) = tokio::join!(
+            a.json_as(Method::PUT, path, &worker.token, report(), &[]),
+            b.json_as(Method::PUT, path, &worker.token, report(), &[])
+        );
+        let taken = [&x, &y]
+            .iter()
+            .filter(|answer| answer.status == StatusCode::NO_CONTENT)
+            .count();
+        assert_eq!(taken, 1, "w{n}: {x:?} {y:?}");
+        let refused = if x.status == StatusCode::NO_CONTENT {
+            &y
+        } else {
+            &x
+        };
+        assert_eq!(refused.json()["code"], "rate_limited", "w{n}: {refused:?}");
+    }
+}

@@ -294,7 +294,7 @@ impl Directory<'_> {
                         format!("freeSlots is more than the card's maxConcurrency ({most})"),
                     ));
                 }
-                rows::presence::set(
+                let stored = rows::presence::set(
                     txn,
                     group_id.as_str(),
                     agent_id.as_str(),
@@ -305,7 +305,10 @@ impl Directory<'_> {
                         reported_at: &format_instant(now),
                         schedules: &schedules,
                     },
-                )
+                    ms - PRESENCE_INTERVAL_SECONDS * 1000,
+                )?;
+                // Another server stored a report since the read above (several servers).
+                if stored { Ok(()) } else { too_soon(Some(ms)) }
             })
             .await
     }

@@ -32,13 +32,16 @@ pub(crate) struct Stored<'a> {
     pub(crate) schedules: &'a str,
 }
 
-/// Records a report, replacing the previous one.
+/// Stores `report` as `agent_id`'s Presence in `group_id`, unless the stored one was reported
+/// after `not_after_ms` (the rate's window): whether it was stored. The row decides, so two
+/// reports through two servers at once are not both taken inside one window.
 pub(crate) fn set(
     conn: &Connection,
     group_id: &str,
     agent_id: &str,
     report: &Stored<'_>,
-) -> Result<(), Error> {
+    not_after_ms: i64,
+) -> Result<bool, Error> {
     let Stored {
         free_slots,
         capacity_state,
@@ -46,15 +49,16 @@ pub(crate) fn set(
         reported_at,
         schedules,
     } = *report;
-    conn.run(
+    let changed = conn.run(
         "INSERT INTO presence (group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at, schedules)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (group_id, agent_id) DO UPDATE SET free_slots = excluded.free_slots,
              capacity_state = excluded.capacity_state, reported_ms = excluded.reported_ms,
-             reported_at = excluded.reported_at, schedules = excluded.schedules",
-        params![group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at, schedules],
+             reported_at = excluded.reported_at, schedules = excluded.schedules
+         WHERE presence.reported_ms <= ?8",
+        params![group_id, agent_id, free_slots, capacity_state, reported_ms, reported_at, schedules, not_after_ms],
     )?;
-    Ok(())
+    Ok(changed > 0)
 }
 
 /// One report as stored: (agent, free slots, capacity state, reported at, schedules JSON).
