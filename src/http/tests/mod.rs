@@ -70,6 +70,7 @@ mod revocation;
 mod scope;
 mod scope_leases;
 mod servers;
+mod servers_limits;
 mod session_replay;
 mod sessions;
 mod snapshots;

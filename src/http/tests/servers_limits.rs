@@ -1,0 +1,139 @@
+//! Per-Agent limits and resumable uploads through several servers over one PostgreSQL index
+//! and one Garage bucket (issue #43): what one server's process-local claim or count used to
+//! decide (a chunk at one offset, the last upload session under the cap, one Presence report
+//! per interval) is decided by the database's rows, so two servers at once take it once.
+//! Two `Store`s in one test process, as in `servers.rs`; on the other backends these tests
+//! say they skipped.
+
+use axum::http::{Method, StatusCode};
+
+use super::harness::*;
+
+/// One chunk of a resumable upload sent through two servers at once (a client retrying on
+/// another server while the first still streams), each with other bytes: one is committed,
+/// the other is refused `upload_offset_mismatch`, and the finish stores exactly the
+/// committed chunk's bytes. Both wrote the one object `uploads/<id>/<offset>`, and the loser,
+/// its commit refused, removed every chunk at that offset: the winner's acknowledged chunk
+/// was gone (or held the loser's bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_sent_through_two_servers_at_once_keeps_the_committed_one() {
+    use futures::stream;
+    use weft_storage::Uploader;
+
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let session = a
+        .store
+        .sessions()
+        .authenticate(&worker.token)
+        .await
+        .expect("live");
+    let as_worker = || Uploader::Agent(&session);
+    for n in 0..8u8 {
+        let started = a.store.artifacts().start_upload(as_worker()).await;
+        let id = started.expect("starts").upload_id;
+        let mine = |fill: u8| stream::iter([Ok(bytes::Bytes::from(vec![fill; 300_000]))]);
+        let (artifacts_a, artifacts_b) = (a.store.artifacts(), b.store.artifacts());
+        let (through_a, through_b) = tokio::join!(
+            artifacts_a.append_upload(&id, 0, mine(2 * n), as_worker()),
+            artifacts_b.append_upload(&id, 0, mine(2 * n + 1), as_worker())
+        );
+        let kept = match (through_a, through_b) {
+            (Ok(_), Err(error)) => {
+                assert_eq!(error.code(), weft_api::ErrorCode::UploadOffsetMismatch);
+                2 * n
+            }
+            (Err(error), Ok(_)) => {
+                assert_eq!(error.code(), weft_api::ErrorCode::UploadOffsetMismatch);
+                2 * n + 1
+            }
+            other => panic!("one chunk is committed, the other refused: {other:?}"),
+        };
+        let expected = digest_of(&vec![kept; 300_000]);
+        let none = None::<(u64, stream::Empty<Result<bytes::Bytes, std::io::Error>>)>;
+        let finished = b
+            .store
+            .artifacts()
+            .finish_upload(
+                &id,
+                weft_api::Digest::Blake3(expected.blake3),
+                none,
+                as_worker(),
+            )
+            .await;
+        assert!(finished.is_ok(), "round {n}: {:?}", finished.err());
+    }
+}
+
+/// The last resumable upload session an Agent may open (its 64th, `MAX_SESSIONS_PER_AGENT`),
+/// asked for through two servers at once: one opens it, the other is refused. Each counted
+/// the Agent's sessions before either had inserted its own, and both opened one past the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_upload_session_asked_through_two_servers_at_once_opens_once() {
+    use weft_storage::Uploader;
+
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    for n in 0..6 {
+        let worker = a.agent(&format!("w{n}"), "g1", &["worker"]).await;
+        let session = a
+            .store
+            .sessions()
+            .authenticate(&worker.token)
+            .await
+            .expect("live");
+        let as_worker = || Uploader::Agent(&session);
+        for _ in 0..63 {
+            let started = a.store.artifacts().start_upload(as_worker()).await;
+            started.expect("below the cap");
+        }
+        let (artifacts_a, artifacts_b) = (a.store.artifacts(), b.store.artifacts());
+        let (x, y) = tokio::join!(
+            artifacts_a.start_upload(as_worker()),
+            artifacts_b.start_upload(as_worker())
+        );
+        assert!(
+            x.is_ok() != y.is_ok(),
+            "w{n}: one opens the 64th, the other is refused: {x:?} {y:?}"
+        );
+    }
+}
+
+/// Two Presence reports of one Agent through two servers at once: one is taken, the other
+/// refused `rate_limited` (one report per interval). Each read the last report before either
+/// wrote its own, and both were stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_presence_reports_through_two_servers_at_once_are_taken_once() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let path = "/v1/groups/g1/presence";
+    for n in 0..12 {
+        let worker = a.agent(&format!("w{n}"), "g1", &["worker"]).await;
+        let report = || serde_json::json!({"freeSlots": 1, "capacityState": "available"});
+        let (x, y) = tokio::join!(
+            a.json_as(Method::PUT, path, &worker.token, report(), &[]),
+            b.json_as(Method::PUT, path, &worker.token, report(), &[])
+        );
+        let taken = [&x, &y]
+            .iter()
+            .filter(|answer| answer.status == StatusCode::NO_CONTENT)
+            .count();
+        assert_eq!(taken, 1, "w{n}: {x:?} {y:?}");
+        let refused = if x.status == StatusCode::NO_CONTENT {
+            &y
+        } else {
+            &x
+        };
+        assert_eq!(refused.json()["code"], "rate_limited", "w{n}: {refused:?}");
+    }
+}
