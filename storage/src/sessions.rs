@@ -50,7 +50,12 @@ fn signed_by_current_key(
 ) -> Result<(), Error> {
     crate::rows::groups::lock(txn, group_id)?;
     crate::rows::agents::share(txn, agent_id.as_str())?;
-    crate::access::key_still_the_signers(txn, keyid, agent_id)
+    let holder = crate::rows::agents::active_id_by_keyid_ahead(txn, keyid.as_str())?;
+    match holder.get(txn)? {
+        Some(holder) if holder == agent_id.as_str() => Ok(()),
+        // Refused as the door refuses it: a retired key, or a deactivated Agent.
+        _ => Err(crate::access::key_refusal(txn, keyid)?),
+    }
 }
 
 impl Sessions<'_> {

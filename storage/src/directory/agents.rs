@@ -305,7 +305,6 @@ impl Directory<'_> {
                 }
                 rows::agents::deactivate(txn, agent_id.as_str(), &format_instant(now))?;
                 rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
-                end_session_epochs(txn, &agent_id, &groups)?;
                 rows::presence::forget_agent(txn, agent_id.as_str())?;
                 rows::agents::forget_card(txn, agent_id.as_str())?;
                 for group in &groups {
@@ -369,7 +368,6 @@ impl Directory<'_> {
                 )?;
                 rows::agents::set_key(txn, agent_id.as_str(), &key.as_bytes()[..], keyid.as_str())?;
                 rows::sessions::delete_of_agent(txn, agent_id.as_str())?;
-                end_session_epochs(txn, &agent_id, &groups)?;
                 rows::agents::forget_card(txn, agent_id.as_str())?;
                 let retired_keyid: KeyId = retired.parse()?;
                 for group in groups {
@@ -463,17 +461,6 @@ fn any_membership_epoch(
 fn lock_in_order(tx: &crate::unit::Tx<'_>, groups: &[Id]) -> Result<(), Error> {
     for group in groups {
         crate::rows::groups::lock(tx, group.as_str())?;
-    }
-    Ok(())
-}
-
-/// Moves the Agent's session epoch on in each of `groups`, as a new session would: a request
-/// let in at the door under a session this change ended (a Command, whose transaction checks
-/// the session's epoch, not its row) is refused `stale_session` if it commits after this
-/// change; under the Groups' locks, it either committed before or sees the new epoch.
-fn end_session_epochs(tx: &crate::unit::Tx<'_>, agent_id: &Id, groups: &[Id]) -> Result<(), Error> {
-    for group in groups {
-        rows::session_epochs::bump(tx, agent_id.as_str(), group.as_str())?;
     }
     Ok(())
 }

@@ -239,6 +239,9 @@ fn apply_prepared(
     // (one round trip on PostgreSQL, not three); a replay never reads them.
     let membership = crate::rows::memberships::current_with_scope_ahead(tx, group, agent)?;
     let newest_epoch = crate::rows::session_epochs::current_ahead(tx, agent, group)?;
+    // And whose key the signing key is now: a rotation or deactivation committed since the
+    // door (through any server; it ended the sessions, but not their epochs) refuses it here.
+    let key_holder = crate::rows::agents::active_id_by_keyid_ahead(tx, keyid.as_str())?;
     // So are the WorkItem a work Command names, which `run` reads first, and for a Command
     // that may quote an Execution Lease (a Worker's `work.fail` does) the current lease, which
     // its checks read; nothing before `run` changes either.
@@ -335,6 +338,14 @@ fn apply_prepared(
     };
     if membership_epoch != command.membership_epoch {
         return Err(reject(ErrorCode::StaleMembership, "the Membership changed"));
+    }
+    // 2, again in the transaction: the signing key is still the Agent's current one, refused
+    // as the door refuses a retired key or a deactivated Agent.
+    if key_holder.get(tx)?.as_deref() != Some(agent) {
+        return Err(crate::access::key_refusal(
+            tx,
+            &keyid.parse::<weft_api::KeyId>()?,
+        )?);
     }
     let current = newest_epoch.get(tx)?;
     if current != Some(session_epoch) {
