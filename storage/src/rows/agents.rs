@@ -7,14 +7,21 @@ use crate::sql::{Ahead, Connection, Engine, OptionalExtension as _, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
+use crate::unit::Conn;
 
 /// Holds Agent `agent_id`'s row until the transaction ends (`FOR NO KEY UPDATE`, as a Group's
 /// lock: a foreign key check naming the Agent still passes). Two servers changing one Agent's
 /// key or state take turns here, and each reads the Agent's key and state after it, so a
 /// rotation never retires a key another rotation has since replaced. Taken after the Agent's
-/// Groups' locks (the README's lock order). On SQLite the one writer already serialises them.
-pub(crate) fn lock(conn: &Connection, agent_id: &str) -> Result<(), Error> {
+/// Groups' locks (the README's lock order); the writer ends its batch after the job
+/// (`Memo::note_row_lock`), so no later job takes a Group's lock under it. On SQLite the one
+/// writer already serialises them.
+pub(crate) fn lock(c: &impl Conn, agent_id: &str) -> Result<(), Error> {
+    let conn = c.conn();
     if conn.engine() == Engine::Postgres {
+        if let Some(memo) = c.memo() {
+            memo.note_row_lock(&format!("agent:{agent_id}"));
+        }
         conn.rows(
             "SELECT 1 FROM agents WHERE agent_id = ?1 FOR NO KEY UPDATE",
             [agent_id],
@@ -28,8 +35,12 @@ pub(crate) fn lock(conn: &Connection, agent_id: &str) -> Result<(), Error> {
 /// a Membership set reads the Agent's state under it, so a deactivation through another
 /// server has finished first (and the set refuses) or waits for the set (and then sees the
 /// new Membership). Taken after the Group's lock, as [`lock`] is. Nothing on SQLite.
-pub(crate) fn share(conn: &Connection, agent_id: &str) -> Result<(), Error> {
+pub(crate) fn share(c: &impl Conn, agent_id: &str) -> Result<(), Error> {
+    let conn = c.conn();
     if conn.engine() == Engine::Postgres {
+        if let Some(memo) = c.memo() {
+            memo.note_row_lock(&format!("agent:{agent_id}"));
+        }
         conn.rows(
             "SELECT 1 FROM agents WHERE agent_id = ?1 FOR SHARE",
             [agent_id],

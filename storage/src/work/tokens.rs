@@ -112,6 +112,9 @@ impl Work<'_> {
                 }
                 if let Some(old) = &replaces {
                     let revoked = capability_tokens::revoke(txn, old, lease_id.as_str(), now)?;
+                    // Its row is locked now: no later job of the batch takes a Group's lock
+                    // under it (a use holds a Group's lock, then shares this row).
+                    txn.loaded().note_row_lock("token");
                     if !revoked {
                         return Err(reject(
                             ErrorCode::NotFound,
@@ -157,6 +160,9 @@ impl Work<'_> {
             .db
             .write(move |txn| {
                 owned_lease(txn, lease_id.as_str(), &session)?;
+                // The token's row is locked by the update: no later job of the batch takes a
+                // Group's lock under it (a use holds a Group's lock, then shares this row).
+                txn.loaded().note_row_lock("token");
                 let exists =
                     capability_tokens::revoke_unrevoked(
                         txn,
