@@ -53,6 +53,11 @@ pub(crate) const MAX_SESSIONS_PER_AGENT: u64 = 64;
 /// other leases, which cannot see (or cancel) that lease's sessions.
 pub(crate) const MAX_SESSIONS_PER_LEASE: u64 = 16;
 
+/// Chunks one upload session may take: its chunks are read back (on S3, a listing of one
+/// object each) whole at its finish, so their number is bounded, not only their bytes. 10,000
+/// chunks of the client's 8 MiB default are 80 GiB.
+pub(crate) const MAX_CHUNKS: u64 = 10_000;
+
 /// A session row as its owner sees it.
 type Row = rows::upload_sessions::Open;
 
@@ -265,6 +270,14 @@ impl Artifacts<'_> {
         let (row, held) = self.owned_and_held(upload_id, owner).await?;
         if start != row.received {
             return Err(offset_mismatch(start, row.received));
+        }
+        if row.chunks >= MAX_CHUNKS {
+            return Err(reject(
+                ErrorCode::BadRequest,
+                format!(
+                    "an upload takes at most {MAX_CHUNKS} chunks: finish it, or send larger ones"
+                ),
+            ));
         }
         let permit = self
             .0

@@ -292,8 +292,23 @@ fn chain(
             _ => next = Some(before),
         }
     }
-    // The older scheme below: one object per offset, strays past the length ignored.
-    chain.extend(older.into_iter().rev().filter(|chunk| chunk.offset < below));
+    // The older scheme below: one object per offset, strays past the length ignored; they
+    // must make exactly the bytes below, from 0.
+    let older: Vec<Chunk> = older.into_iter().filter(|c| c.offset < below).collect();
+    let mut end = 0;
+    for chunk in &older {
+        if chunk.offset != end {
+            return Err(broken(session, format_args!("nothing holds bytes {end}..")));
+        }
+        end += chunk.size;
+    }
+    if end != below {
+        return Err(broken(
+            session,
+            format_args!("its older chunks end at {end}, not {below}"),
+        ));
+    }
+    chain.extend(older.into_iter().rev());
     chain.reverse();
     Ok(chain)
 }
@@ -361,5 +376,8 @@ mod tests {
         assert_eq!(keys(&found), [OLD_0, OLD_7, newer]);
         let found = chain(&session, all(), 10, None).expect("whole");
         assert_eq!(keys(&found), [OLD_0, OLD_7]);
+        // A gap, or older chunks that end short of the newer scheme's first, read nothing.
+        assert!(chain(&session, listed(&[(OLD_7, 3)]), 10, None).is_err());
+        assert!(chain(&session, listed(&[(OLD_0, 7), (newer, 6)]), 16, Some(newer)).is_err());
     }
 }

@@ -15,6 +15,8 @@ pub(crate) struct Open {
     /// The name of its last committed chunk object, on a store that cannot append
     /// (`blobs/chunks.rs`; none before its first chunk, on a local file, or before V43).
     pub(crate) last_chunk: Option<String>,
+    /// How many chunks it took (every committed one, whatever the store).
+    pub(crate) chunks: u64,
 }
 
 /// Session `upload_id` if it is `agent_id`'s in `group_id`, and `lease_id`'s when one is named.
@@ -27,7 +29,7 @@ pub(crate) fn owned(
 ) -> Result<Option<Open>, Error> {
     Ok(conn
         .row(
-            "SELECT staging_path, received, last_chunk FROM upload_sessions
+            "SELECT staging_path, received, last_chunk, chunks FROM upload_sessions
              WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3
                AND (?4 IS NULL OR lease_id = ?4)",
             params![upload_id, agent_id, group_id, lease_id],
@@ -36,6 +38,7 @@ pub(crate) fn owned(
                     staging_path: row.get(0)?,
                     received: row.get(1)?,
                     last_chunk: row.get(2)?,
+                    chunks: row.get(3)?,
                 })
             },
         )
@@ -123,7 +126,7 @@ pub(crate) fn advance(
 ) -> Result<bool, Error> {
     let moved = conn.run(
         "UPDATE upload_sessions SET received = received + ?1, updated_at = ?2,
-                last_chunk = COALESCE(?5, last_chunk)
+                last_chunk = COALESCE(?5, last_chunk), chunks = chunks + 1
          WHERE upload_id = ?3 AND received = ?4",
         params![appended, now, upload_id, before, chunk],
     )?;
