@@ -38,6 +38,10 @@ pub struct Faults {
     /// how many wait there now.
     promoted_held: Arc<tokio::sync::watch::Sender<bool>>,
     promoted_waiting: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Whether publications wait between their checks before the writer and their
+    /// transaction (`true`: held), and how many wait there now.
+    publications_held: Arc<tokio::sync::watch::Sender<bool>>,
+    publications_waiting: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 /// The steps of one reconciliation, in OFL-11's order.
@@ -287,26 +291,52 @@ impl Faults {
 
     /// The hold of [`Faults::hold_promoted`]: at once when no test holds uploads there.
     pub(crate) async fn after_promotion(&self) {
-        if !*self.promoted_held.borrow() {
-            return;
-        }
-        /// Counts a held upload out however it leaves the hold: released, or dropped.
-        struct Waiting<'a>(&'a tokio::sync::watch::Sender<usize>);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.send_modify(|waiting| *waiting -= 1);
-            }
-        }
-        self.promoted_waiting.send_modify(|waiting| *waiting += 1);
-        let _waiting = Waiting(&self.promoted_waiting);
-        let mut held = self.promoted_held.subscribe();
-        let _ = held.wait_for(|held| !*held).await;
+        wait_while_held(&self.promoted_held, &self.promoted_waiting).await;
+    }
+
+    /// Holds every publication of a manifest whose bytes are stored already (`true`), after
+    /// the checks made before the writer and before its transaction, until released
+    /// (`false`): a test revokes the capability token it publishes under there.
+    pub fn hold_publications(&self, held: bool) {
+        self.publications_held.send_replace(held);
+    }
+
+    /// Returns once `n` publications wait at the hold of [`Faults::hold_publications`].
+    pub async fn publications_waiting(&self, n: usize) {
+        let mut waiting = self.publications_waiting.subscribe();
+        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
+    }
+
+    /// The hold of [`Faults::hold_publications`]: at once when no test holds them.
+    pub(crate) async fn before_publication(&self) {
+        wait_while_held(&self.publications_held, &self.publications_waiting).await;
     }
 
     /// Whether a test holds the reactions now.
     pub(crate) fn reactions_held(&self) -> bool {
         *self.reactions_held.borrow()
     }
+}
+
+/// Waits while `held` says so, counted in `waiting` until it leaves: at once when not held.
+async fn wait_while_held(
+    held: &tokio::sync::watch::Sender<bool>,
+    waiting: &tokio::sync::watch::Sender<usize>,
+) {
+    if !*held.borrow() {
+        return;
+    }
+    /// Counts a held one out however it leaves the hold: released, or dropped.
+    struct Waiting<'a>(&'a tokio::sync::watch::Sender<usize>);
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            self.0.send_modify(|waiting| *waiting -= 1);
+        }
+    }
+    waiting.send_modify(|waiting| *waiting += 1);
+    let _waiting = Waiting(waiting);
+    let mut held = held.subscribe();
+    let _ = held.wait_for(|held| !*held).await;
 }
 
 /// What the database's VFS asks before each write: the site of that file and operation.

@@ -81,6 +81,7 @@ mod story;
 mod strays;
 mod streams;
 mod tlog;
+mod token_races;
 mod token_uploads;
 mod tokens;
 mod truncation;

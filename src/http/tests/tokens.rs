@@ -111,7 +111,7 @@ pub(super) fn secret(issued: &Value) -> &str {
     issued["token"].as_str().expect("a token")
 }
 
-fn upload_request(bearer: &str, bytes: &[u8]) -> Request<Body> {
+pub(super) fn upload_request(bearer: &str, bytes: &[u8]) -> Request<Body> {
     let digests = digest_of(bytes);
     request(
         Method::PUT,
@@ -122,14 +122,14 @@ fn upload_request(bearer: &str, bytes: &[u8]) -> Request<Body> {
 }
 
 /// A manifest by `worker` for `bytes` of `work_item` under `lease`.
-fn manifest_for(worker: &Agent, bytes: &[u8], work_item: &str, lease: &str) -> Envelope {
+pub(super) fn manifest_for(worker: &Agent, bytes: &[u8], work_item: &str, lease: &str) -> Envelope {
     let mut manifest = manifest(worker, "g1", digest_of(bytes), &[]);
     manifest.work_item_id = Id::parse("w", work_item).expect("id");
     manifest.execution.lease_id = Id::parse("l", lease).expect("id");
     sign(&worker.key, &manifest)
 }
 
-fn publish_as(bearer: &str, envelope: &Envelope) -> Request<Body> {
+pub(super) fn publish_as(bearer: &str, envelope: &Envelope) -> Request<Body> {
     request(
         Method::POST,
         "/v1/artifacts",
