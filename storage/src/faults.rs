@@ -38,8 +38,8 @@ pub struct Faults {
     /// how many wait there now.
     promoted_held: Arc<tokio::sync::watch::Sender<bool>>,
     promoted_waiting: Arc<tokio::sync::watch::Sender<usize>>,
-    /// Whether publications wait between their checks before the writer and their
-    /// transaction (`true`: held), and how many wait there now.
+    /// Whether publications and Evidence records wait between their checks before the
+    /// writer and their transaction (`true`: held), and how many wait there now.
     publications_held: Arc<tokio::sync::watch::Sender<bool>>,
     publications_waiting: Arc<tokio::sync::watch::Sender<usize>>,
 }
@@ -294,9 +294,10 @@ impl Faults {
         wait_while_held(&self.promoted_held, &self.promoted_waiting).await;
     }
 
-    /// Holds every publication of a manifest whose bytes are stored already (`true`), after
-    /// the checks made before the writer and before its transaction, until released
-    /// (`false`): a test revokes the capability token it publishes under there.
+    /// Holds every publication of a manifest whose bytes are stored already, and every
+    /// Evidence record (`true`), after the checks made before the writer and before its
+    /// transaction, until released (`false`): a test revokes the capability token it acts
+    /// under there.
     pub fn hold_publications(&self, held: bool) {
         self.publications_held.send_replace(held);
     }

@@ -7,7 +7,9 @@ use axum::body::Body;
 use axum::http::{Method, StatusCode};
 
 use super::harness::*;
-use super::tokens::{issue, lease_id, manifest_for, publish_as, secret, setup, upload_request};
+use super::tokens::{
+    evidence_as, issue, lease_id, manifest_for, publish_as, secret, setup, upload_request,
+};
 
 backends!(
     /// A publication under a token waits after its checks before the writer while the owner
@@ -49,6 +51,45 @@ backends!(
             &before,
             &h.fingerprint().await,
             "a publication under a revoked token",
+        );
+    }
+);
+
+backends!(
+    /// As for a publication: an Evidence record under a token waits after its checks before
+    /// the writer while the owner revokes the token, and is refused `unauthorized` with
+    /// nothing changed.
+    async fn a_token_revoked_while_its_evidence_waits_records_nothing(kind: Kind) {
+        let h = harness(kind).await;
+        let (_, w1, _, lease) = setup(&h).await;
+        let lease = lease_id(&lease).to_owned();
+        let issued = issue(&h, &w1, &lease, &["evidence:record"], 60).await;
+        let token_id = issued["tokenId"].as_str().expect("id").to_owned();
+        let execution = h.execution_of(&w1, "wi-1").await;
+        h.faults.hold_publications(true);
+        let revoke_meanwhile = async {
+            h.faults.publications_waiting(1).await;
+            let revoke = request(
+                Method::DELETE,
+                &format!("/v1/leases/{lease}/tokens/{token_id}"),
+                Some(&w1.token),
+                Body::empty(),
+            );
+            let revoked = h.send(revoke).await;
+            assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
+            let before = h.fingerprint().await;
+            h.faults.hold_publications(false);
+            before
+        };
+        let (recorded, before) = tokio::join!(
+            h.send(evidence_as(secret(&issued), &w1, "wi-1", execution)),
+            revoke_meanwhile
+        );
+        assert_eq!(recorded.status, StatusCode::UNAUTHORIZED, "{recorded:?}");
+        assert_unchanged(
+            &before,
+            &h.fingerprint().await,
+            "Evidence under a revoked token",
         );
     }
 );

@@ -140,7 +140,7 @@ pub(super) fn publish_as(bearer: &str, envelope: &Envelope) -> Request<Body> {
 
 /// Passing Evidence by `worker` for `ac-1` of `work_item`, sent with `bearer`, naming
 /// `execution` (the owner's current lease, DESIGN §5.1) if given.
-fn evidence_as(
+pub(super) fn evidence_as(
     bearer: &str,
     worker: &Agent,
     work_item: &str,
