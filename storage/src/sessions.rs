@@ -61,7 +61,7 @@ fn signed_by_current_key(
 impl Sessions<'_> {
     /// A signed session request checked as far as needs no transaction: its signature (and
     /// so its Agent and the key it signed with), the login rate, and `issuedAt` within the
-    /// allowed skew. The transaction checks the key again (`key_still_the_signers`): a key
+    /// allowed skew. The transaction checks the key again (`signed_by_current_key`): a key
     /// rotated, or an Agent deactivated, after this check opens or renews nothing.
     async fn checked_request(&self, envelope: &Envelope) -> Result<Checked, Error> {
         let Signed {
