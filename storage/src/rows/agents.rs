@@ -17,18 +17,11 @@ use crate::unit::Conn;
 /// (`Memo::note_row_lock`), so no later job takes a Group's lock under it. On SQLite the one
 /// writer already serialises them.
 pub(crate) fn lock(c: &impl Conn, agent_id: &str) -> Result<(), Error> {
-    let conn = c.conn();
-    if conn.engine() == Engine::Postgres {
-        if let Some(memo) = c.memo() {
-            memo.note_row_lock(&format!("agent:{agent_id}"));
-        }
-        conn.rows(
-            "SELECT 1 FROM agents WHERE agent_id = ?1 FOR NO KEY UPDATE",
-            [agent_id],
-            |row| row.get::<_, i64>(0),
-        )?;
-    }
-    Ok(())
+    hold_row(
+        c,
+        agent_id,
+        "SELECT 1 FROM agents WHERE agent_id = ?1 FOR NO KEY UPDATE",
+    )
 }
 
 /// Holds Agent `agent_id`'s row against [`lock`] until the transaction ends (`FOR SHARE`):
@@ -36,16 +29,21 @@ pub(crate) fn lock(c: &impl Conn, agent_id: &str) -> Result<(), Error> {
 /// server has finished first (and the set refuses) or waits for the set (and then sees the
 /// new Membership). Taken after the Group's lock, as [`lock`] is. Nothing on SQLite.
 pub(crate) fn share(c: &impl Conn, agent_id: &str) -> Result<(), Error> {
+    hold_row(
+        c,
+        agent_id,
+        "SELECT 1 FROM agents WHERE agent_id = ?1 FOR SHARE",
+    )
+}
+
+/// [`lock`] and [`share`]: `sql` run on PostgreSQL only, the row noted for the writer.
+fn hold_row(c: &impl Conn, agent_id: &str, sql: &str) -> Result<(), Error> {
     let conn = c.conn();
     if conn.engine() == Engine::Postgres {
         if let Some(memo) = c.memo() {
             memo.note_row_lock(&format!("agent:{agent_id}"));
         }
-        conn.rows(
-            "SELECT 1 FROM agents WHERE agent_id = ?1 FOR SHARE",
-            [agent_id],
-            |row| row.get::<_, i64>(0),
-        )?;
+        conn.rows(sql, [agent_id], |row| row.get::<_, i64>(0))?;
     }
     Ok(())
 }
