@@ -9,6 +9,14 @@ use axum::http::{Method, StatusCode};
 
 use super::harness::*;
 
+/// Where in `events` (a log page's) the first Event of type `kind` whose payload's `field` is
+/// `value` stands.
+fn position(events: &[serde_json::Value], kind: &str, field: &str, value: &str) -> Option<usize> {
+    events
+        .iter()
+        .position(|e| e["type"] == kind && e["payload"][field] == value)
+}
+
 /// A Membership set through one server while another removes it: both succeed, each change
 /// with an epoch of its own, in log order. A removal took the Membership's row before the
 /// Group's lock, a set the other way round: the two deadlocked (PostgreSQL refused the set,
@@ -277,11 +285,7 @@ async fn a_membership_set_while_another_server_deactivates_its_agent_is_refused_
         .await;
     let events = events["events"].as_array().expect("events");
     for name in &joined {
-        let at = |kind: &str| {
-            events
-                .iter()
-                .position(|e| e["type"] == kind && e["payload"]["agentId"] == name.as_str())
-        };
+        let at = |kind: &str| position(events, kind, "agentId", name);
         let (set, deactivated) = (at("membership.set"), at("agent.deactivated"));
         assert!(
             set.is_some() && deactivated > set,
@@ -291,7 +295,7 @@ async fn a_membership_set_while_another_server_deactivates_its_agent_is_refused_
 }
 
 /// A session opened with an Agent's key through one server while another rotates that key:
-/// the session is refused (`unknown_key`), or it came first and the rotation ended it. The
+/// the session is refused (`key_retired`), or it came first and the rotation ended it. The
 /// key was checked only before the session's transaction: a session the old key opened
 /// after the rotation had ended the Agent's sessions stayed live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -419,13 +423,8 @@ async fn a_command_signed_while_another_server_rotates_its_key_never_follows_the
         .await;
     let events = events["events"].as_array().expect("events");
     for n in accepted {
-        let at = |kind: &str, field: &str, value: String| {
-            events
-                .iter()
-                .position(|e| e["type"] == kind && e["payload"][field] == value.as_str())
-        };
-        let created = at("mission.created", "missionId", format!("m{n}"));
-        let rotated = at("agent.key_rotated", "agentId", format!("c{n}"));
+        let created = position(events, "mission.created", "missionId", &format!("m{n}"));
+        let rotated = position(events, "agent.key_rotated", "agentId", &format!("c{n}"));
         assert!(
             created.is_some() && created < rotated,
             "c{n}: its Command at {created:?} came after its key's rotation at {rotated:?}"

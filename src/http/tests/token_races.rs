@@ -11,6 +11,28 @@ use super::tokens::{
     evidence_as, issue, lease_id, manifest_for, publish_as, secret, setup, upload_request,
 };
 
+/// Once a write waits at the hold, `owner` revokes token `token_id` of `lease`; then the hold
+/// is released. Answers every table's fingerprint as the revocation left it.
+async fn revoke_while_held(
+    h: &Harness,
+    owner: &Agent,
+    lease: &str,
+    token_id: &str,
+) -> weft_storage::Fingerprint {
+    h.faults.publications_waiting(1).await;
+    let revoke = request(
+        Method::DELETE,
+        &format!("/v1/leases/{lease}/tokens/{token_id}"),
+        Some(&owner.token),
+        Body::empty(),
+    );
+    let revoked = h.send(revoke).await;
+    assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
+    let before = h.fingerprint().await;
+    h.faults.hold_publications(false);
+    before
+}
+
 backends!(
     /// A publication under a token waits after its checks before the writer while the owner
     /// revokes the token: it is refused `unauthorized` and changes nothing. The token was
@@ -27,20 +49,7 @@ backends!(
         let envelope = manifest_for(&w1, bytes, "wi-1", &lease);
         let token_id = issued["tokenId"].as_str().expect("id").to_owned();
         h.faults.hold_publications(true);
-        let revoke_meanwhile = async {
-            h.faults.publications_waiting(1).await;
-            let revoke = request(
-                Method::DELETE,
-                &format!("/v1/leases/{lease}/tokens/{token_id}"),
-                Some(&w1.token),
-                Body::empty(),
-            );
-            let revoked = h.send(revoke).await;
-            assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
-            let before = h.fingerprint().await;
-            h.faults.hold_publications(false);
-            before
-        };
+        let revoke_meanwhile = revoke_while_held(&h, &w1, &lease, &token_id);
         let (published, before) = tokio::join!(
             h.send(publish_as(secret(&issued), &envelope)),
             revoke_meanwhile
@@ -67,20 +76,7 @@ backends!(
         let token_id = issued["tokenId"].as_str().expect("id").to_owned();
         let execution = h.execution_of(&w1, "wi-1").await;
         h.faults.hold_publications(true);
-        let revoke_meanwhile = async {
-            h.faults.publications_waiting(1).await;
-            let revoke = request(
-                Method::DELETE,
-                &format!("/v1/leases/{lease}/tokens/{token_id}"),
-                Some(&w1.token),
-                Body::empty(),
-            );
-            let revoked = h.send(revoke).await;
-            assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
-            let before = h.fingerprint().await;
-            h.faults.hold_publications(false);
-            before
-        };
+        let revoke_meanwhile = revoke_while_held(&h, &w1, &lease, &token_id);
         let (recorded, before) = tokio::join!(
             h.send(evidence_as(secret(&issued), &w1, "wi-1", execution)),
             revoke_meanwhile
