@@ -55,6 +55,7 @@ pub(crate) mod tlog_cosignatures;
 pub(crate) mod tlog_hashes;
 pub(crate) mod upload_sessions;
 pub(crate) mod usage_epoch;
+pub(crate) mod work_contract;
 pub(crate) mod work_deps;
 pub(crate) mod work_history;
 pub(crate) mod work_items;

@@ -11,9 +11,10 @@
 use crate::sql::{Ahead, Connection, OptionalExtension as _, params};
 use chrono::{DateTime, Utc};
 use weft_api::Id;
-use weft_api::work::contract::{Budgets, WorkContract};
+use weft_api::work::contract::Budgets;
 use weft_api::work::machine::WorkState;
 
+use super::work_contract::Contract;
 use super::{from_json, id, instant, name, parse_name, to_json};
 use crate::clock::format_instant;
 use crate::error::Error;
@@ -30,7 +31,7 @@ pub(crate) struct WorkRow {
     pub(crate) state: WorkState,
     pub(crate) revision: u64,
     pub(crate) contract_revision: u64,
-    pub(crate) contract: WorkContract,
+    pub(crate) contract: Contract,
     pub(crate) owner: Option<Id>,
     pub(crate) ownership_epoch: u64,
     /// Until when the owner holds it (SM-6), compared as an instant.
@@ -215,6 +216,7 @@ fn parse(
         (approval_granted, child_mission_id, attempts),
     ): Raw,
 ) -> Result<WorkRow, Error> {
+    let contract = Contract::read(&work_item_id, contract)?;
     Ok(WorkRow {
         work_item_id: id("workItemId", &work_item_id)?,
         group_id: id("groupId", &group_id)?,
@@ -222,7 +224,7 @@ fn parse(
         state: parse_name(&state)?,
         revision,
         contract_revision,
-        contract: from_json(&contract)?,
+        contract,
         owner: owner.map(|owner| id("agentId", &owner)).transpose()?,
         ownership_epoch,
         ownership_expires_at: ownership_expires_at.map(|at| instant(&at)).transpose()?,
@@ -244,7 +246,7 @@ pub(crate) fn insert(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
             row.work_item_id.as_str(),
             row.group_id.as_str(),
             row.mission_id.as_str(),
-            to_json(&row.contract)?
+            &*row.contract.text()?
         ],
     )?;
     Ok(())
@@ -260,7 +262,7 @@ pub(crate) fn seed(conn: &Connection, row: &WorkRow) -> Result<(), Error> {
 
 /// A valid contract for tests, whose objective is `objective` (its length is the contract's).
 #[cfg(test)]
-pub(crate) fn sample_contract(objective: &str) -> WorkContract {
+pub(crate) fn sample_contract(objective: &str) -> weft_api::work::contract::WorkContract {
     serde_json::from_value(serde_json::json!({
         "objective": objective, "deliverables": [], "acceptanceCriteria": [],
         "inputs": [], "dependsOn": [], "permissions": {"tools": [], "data": [], "operations": []},
@@ -284,7 +286,7 @@ pub(crate) fn sample(
     group_id: &str,
     mission_id: &str,
     state: WorkState,
-    contract: WorkContract,
+    contract: weft_api::work::contract::WorkContract,
 ) -> WorkRow {
     let id = |what: &str, text: &str| Id::parse(what, text).expect("a valid id");
     WorkRow {
@@ -294,7 +296,7 @@ pub(crate) fn sample(
         state,
         revision: 1,
         contract_revision: 1,
-        contract,
+        contract: Contract::new(contract),
         owner: None,
         ownership_epoch: 0,
         ownership_expires_at: None,
@@ -316,7 +318,7 @@ pub(crate) fn save(tx: &Tx<'_>, row: &WorkRow) -> Result<(), Error> {
             name(&row.state)?,
             row.revision,
             row.contract_revision,
-            to_json(&row.contract)?,
+            &*row.contract.text()?,
             row.owner.as_deref(),
             row.ownership_epoch,
             row.ownership_expires_at.map(format_instant),

@@ -296,7 +296,7 @@ pub(super) fn authorize(ctx: &mut Ctx<'_, '_>, p: &WorkAuthorize) -> Result<Answ
         state: WorkState::Open,
         revision: 0,
         contract_revision: 1,
-        contract: p.contract.clone(),
+        contract: crate::rows::work_contract::Contract::new(p.contract.clone()),
         owner: None,
         ownership_epoch: 0,
         ownership_expires_at: None,

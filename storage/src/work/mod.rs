@@ -204,7 +204,7 @@ pub(crate) fn work_view(
         state: row.state,
         revision: row.revision,
         contract_revision: row.contract_revision,
-        contract: row.contract.clone(),
+        contract: (*row.contract).clone(),
         owner,
         lease,
         offers,

@@ -30,7 +30,7 @@ pub(in crate::work) fn apply(
     // CON-5: renewed acceptance. Live offers go (an `offered` WorkItem waits for a new
     // one); a `queued` owner keeps its ownership and accepts again before it starts.
     withdraw_offers(ctx, &row, None, "the contract was revised (CON-5)")?;
-    row.contract = p.contract.clone();
+    row.contract = crate::rows::work_contract::Contract::new(p.contract.clone());
     row.contract_revision += 1;
     row.approval_granted = false;
     row.state = next;
