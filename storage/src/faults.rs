@@ -42,6 +42,10 @@ pub struct Faults {
     /// writer and their transaction (`true`: held), and how many wait there now.
     publications_held: Arc<tokio::sync::watch::Sender<bool>>,
     publications_waiting: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Whether quarantines wait between their read's judgment and their transaction
+    /// (`true`: held), and how many wait there now.
+    quarantines_held: Arc<tokio::sync::watch::Sender<bool>>,
+    quarantines_waiting: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 /// The steps of one reconciliation, in OFL-11's order.
@@ -311,6 +315,24 @@ impl Faults {
     /// The hold of [`Faults::hold_publications`]: at once when no test holds them.
     pub(crate) async fn before_publication(&self) {
         wait_while_held(&self.publications_held, &self.publications_waiting).await;
+    }
+
+    /// Holds every quarantine after its read judged the bytes bad and before its
+    /// transaction (`true`), until released (`false`): a test repairs the blob through
+    /// another server there.
+    pub fn hold_quarantines(&self, held: bool) {
+        self.quarantines_held.send_replace(held);
+    }
+
+    /// Returns once `n` quarantines wait at the hold of [`Faults::hold_quarantines`].
+    pub async fn quarantines_waiting(&self, n: usize) {
+        let mut waiting = self.quarantines_waiting.subscribe();
+        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
+    }
+
+    /// The hold of [`Faults::hold_quarantines`]: at once when no test holds them.
+    pub(crate) async fn before_quarantine(&self) {
+        wait_while_held(&self.quarantines_held, &self.quarantines_waiting).await;
     }
 
     /// Whether a test holds the reactions now.

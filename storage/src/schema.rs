@@ -721,11 +721,14 @@ const V42: &str = include_str!("schema/sqlite_v42.sql");
 /// An upload session names its last committed chunk object (stores that cannot append).
 const V43: &str = include_str!("schema/sqlite_v43.sql");
 
+/// When a quarantined blob was last repaired (a stale read through another server skips it).
+const V44: &str = include_str!("schema/sqlite_v44.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 43] = [
+const MIGRATIONS: [&str; 44] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
     V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39, V40,
-    V41, V42, V43,
+    V41, V42, V43, V44,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -671,7 +671,8 @@ impl Harness {
     /// Replaces the stored bytes of blob `id` behind the server's back, as a failing disk or
     /// a tampered bucket would: its file on the disk backend, its object on Garage.
     pub(super) async fn overwrite_blob(&self, id: &ArtifactId, bytes: &[u8]) {
-        let Some((location, _)) = self.s3.as_ref().filter(|_| self.kind == Kind::Garage) else {
+        let on_garage = matches!(self.kind, Kind::Garage | Kind::Postgres);
+        let Some((location, _)) = self.s3.as_ref().filter(|_| on_garage) else {
             std::fs::write(self.blob_file(id), bytes).expect("blob file written");
             return;
         };

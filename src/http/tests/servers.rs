@@ -484,3 +484,88 @@ async fn a_forward_and_a_publication_of_one_package_id_in_the_target_do_not_both
     }
     assert!(landed.0 + landed.1 > 0, "{landed:?}");
 }
+
+/// A read through one server that found a blob's bytes bad, and a repair of that blob through
+/// another server before the read's quarantine commits (held there by
+/// `Faults::hold_quarantines`): the stale read fails its own answer, but the repaired blob
+/// stays repaired, and the log has one failure and one repair. A repair was remembered only
+/// by the process that made it, so the stale read quarantined the repaired blob and appended
+/// a second, false, `artifact.integrity_failure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_read_through_one_server_cannot_quarantine_a_blob_repaired_through_another() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let good = bytes();
+    let id = a.put(&worker, "g1", &good, &[]).await;
+    a.overwrite_blob(&id, &good[..1_000]).await;
+    let uri = format!("/v1/artifacts/{id}/content");
+    async fn get(h: &Harness, uri: &str, token: &str) -> Answer {
+        h.call(Method::GET, uri, Some(token), axum::body::Body::empty())
+            .await
+    }
+    a.faults.hold_quarantines(true);
+    let meanwhile = async {
+        a.faults.quarantines_waiting(1).await;
+        // Another read finds the bad bytes and quarantines the blob; an upload repairs it.
+        let answer = get(&b, &uri, &worker.token).await;
+        assert_eq!(answer.code().as_str(), "integrity_failure");
+        let put = format!("/v1/blobs/{id}");
+        let answer = b
+            .call(Method::PUT, &put, Some(&worker.token), good.clone())
+            .await;
+        assert!(answer.status.is_success(), "{}", answer.status);
+        assert_eq!(b.stats().await.quarantined, 0, "repaired");
+        a.faults.hold_quarantines(false);
+    };
+    let (stale, ()) = tokio::join!(get(&a, &uri, &worker.token), meanwhile);
+    assert_eq!(
+        (stale.status, stale.code().as_str()),
+        (StatusCode::INTERNAL_SERVER_ERROR, "integrity_failure"),
+        "the stale read fails its own answer"
+    );
+    assert_eq!(
+        a.stats().await.quarantined,
+        0,
+        "the stale read quarantined the repaired blob"
+    );
+    let answer = get(&a, &uri, &worker.token).await;
+    assert_eq!(answer.status, StatusCode::OK, "the repaired blob reads");
+    assert_eq!(
+        (
+            a.events_of(&worker, "artifact.integrity_failure")
+                .await
+                .len(),
+            a.events_of(&worker, "artifact.repaired").await.len()
+        ),
+        (1, 1)
+    );
+    // Damaged again: a read that begins within the clock skew after the repair fails but
+    // leaves the mark to the next; one that begins past it quarantines the blob.
+    a.overwrite_blob(&id, &good[..1_000]).await;
+    assert_eq!(
+        get(&a, &uri, &worker.token).await.code().as_str(),
+        "integrity_failure"
+    );
+    assert_eq!(
+        a.stats().await.quarantined,
+        0,
+        "within the skew of the repair"
+    );
+    let skew = weft_api::session::MAX_CLOCK_SKEW_SECONDS;
+    a.clock.advance(chrono::Duration::seconds(skew + 1));
+    assert_eq!(
+        get(&b, &uri, &worker.token).await.code().as_str(),
+        "integrity_failure"
+    );
+    assert_eq!(a.stats().await.quarantined, 1, "past the skew");
+    assert_eq!(
+        a.events_of(&worker, "artifact.integrity_failure")
+            .await
+            .len(),
+        2
+    );
+}

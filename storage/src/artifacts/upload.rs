@@ -430,7 +430,7 @@ impl Artifacts<'_> {
             let pending = repair.then(|| repairs.begin(digests.blake3));
             // Every Group that heard of the quarantine hears of the repair (issue #10
             // finding 9c).
-            let repaired = repair && crate::rows::blobs::repair(txn, &digests.blake3)?;
+            let repaired = repair && crate::rows::blobs::repair(txn, &digests.blake3, now)?;
             if repaired {
                 append_repaired(txn, digests.blake3, now)?;
                 // Bytes back after a disposal count again for every Group citing them: no

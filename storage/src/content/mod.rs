@@ -267,7 +267,7 @@ impl Engine {
         let Some(media_type) = self.visible_in_memory(&id, reader) else {
             return self.open_stored_content(digest, reader, None).await;
         };
-        let seen = self.repairs.seen();
+        let seen = self.repairs.seen(self.clock.now());
         if let Some(hot) = self.hot.get(&id) {
             let bytes = hot.bytes;
             return Ok(Content::in_memory(
@@ -339,7 +339,7 @@ impl Engine {
         decided: Option<String>,
     ) -> Result<Content, Error> {
         let generation = self.hot.generation();
-        let seen = self.repairs.seen();
+        let seen = self.repairs.seen(self.clock.now());
         let reader_group = match reader {
             Reader::Agent { group_id, .. } => Some(group_id.to_string()),
             Reader::Admin => None,

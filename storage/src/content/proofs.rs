@@ -136,7 +136,7 @@ pub(crate) async fn proof(
         }
     }
     // A small blob: its proof is built from the whole blob, which is verified first.
-    let seen = engine.repairs.seen();
+    let seen = engine.repairs.seen(engine.clock.now());
     let (root, _, data) = build(engine, &digests, true).await?;
     if root != digests.blake3.0 {
         engine

@@ -48,7 +48,7 @@ pub(crate) async fn check(
     range: Range<u64>,
     with_proof: bool,
 ) -> Result<Checked, Error> {
-    let seen = engine.repairs.seen();
+    let seen = engine.repairs.seen(engine.clock.now());
     let tree = tree(digests.size);
     let ranges = chunk_ranges(&range);
     let (nodes, span) = plan(&tree, &ranges);
@@ -121,7 +121,7 @@ pub(crate) fn full_read(
     verified_by: Option<String>,
 ) -> BoxStream<'static, Result<Bytes, Error>> {
     futures::stream::once(async move {
-        let seen = engine.repairs.seen();
+        let seen = engine.repairs.seen(engine.clock.now());
         match engine.hashed_bytes(&digests).await {
             Ok(raw) => {
                 super::stored::verified_stream(engine, raw, digests, range, verified_by, seen)

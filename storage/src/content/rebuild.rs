@@ -42,7 +42,7 @@ pub(crate) fn rebuild_in_background(engine: &Arc<Engine>, digests: Digests) {
 /// One rebuild, start to end: the outboard placed, or the blob quarantined.
 async fn rebuild_now(engine: &Engine, digests: Digests) -> Rebuilt {
     let id: ArtifactId = digests.blake3;
-    let seen = engine.repairs.seen();
+    let seen = engine.repairs.seen(engine.clock.now());
     // One placed since its need was seen (a rebuild that just ended): every path that found
     // an outboard wrong removed it before asking for a rebuild.
     if engine.blobs.has_outboard(&id).await? {

@@ -176,7 +176,7 @@ impl Engine {
         Error,
     > {
         let blake3 = digests.blake3;
-        let seen = self.repairs.seen();
+        let seen = self.repairs.seen(self.clock.now());
         let inline = self
             .db
             .read(move |conn| inline_bytes(conn, &blake3))
@@ -231,13 +231,14 @@ impl Engine {
         self.hot.forget(&blake3);
         tracing::error!(artifact = %blake3, %reason, "integrity failure: blob quarantined");
         metrics::counter!("weft_integrity_failures_total").increment(1);
+        self.faults.before_quarantine().await;
         self.db
             .write(move |txn| {
                 if repairs.since(&blake3, seen) {
                     tracing::warn!(artifact = %blake3, "not quarantining a blob repaired after its bad bytes were read");
                     return Ok(());
                 }
-                if !crate::rows::blobs::quarantine(txn, &blake3, now)? {
+                if !crate::rows::blobs::quarantine(txn, &blake3, now, seen.began())? {
                     return Ok(());
                 }
                 let groups = crate::rows::manifests::groups_of(txn, &blake3)?;

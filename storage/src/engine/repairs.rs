@@ -19,19 +19,42 @@
 //! and quarantines them. The map keeps one entry per blob ever repaired in this process:
 //! repairs follow quarantines, which need bad bytes on disk, and it is empty at every start
 //! (no read survives a restart).
+//!
+//! Several servers over one index: this map knows only this process's repairs. A repair
+//! through another server is known by the blob's row instead: the repair records when it
+//! happened (`blobs.repaired_at`, V44), and a quarantine applies only to a row repaired
+//! before its read began ([`Seen::began`]) by more than the clock skew the protocol allows
+//! between servers (`MAX_CLOCK_SKEW_SECONDS`); on PostgreSQL its update waits for a repair
+//! under way and then sees the repair's row (`rows::blobs::quarantine`). A blob repaired and
+//! then damaged again within that margin fails its reads (they verify) and is quarantined by
+//! the first read that begins after it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use chrono::{DateTime, Utc};
+
 use weft_api::ArtifactId;
 
-/// The generation a read noted before reading the bytes it judges.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Seen(u64);
+/// The generation a read noted before reading the bytes it judges, and when it began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Seen {
+    generation: u64,
+    began: Option<DateTime<Utc>>,
+}
 
 impl Seen {
     /// For bytes outside the index (snapshots): no repair of theirs comes after it.
-    pub(crate) const OUTSIDE_THE_INDEX: Seen = Seen(u64::MAX);
+    pub(crate) const OUTSIDE_THE_INDEX: Seen = Seen {
+        generation: u64::MAX,
+        began: None,
+    };
+
+    /// When the read began by its server's clock (`None`: outside the index): a repair the
+    /// blob's row records after it, less the clock skew, came after the read.
+    pub(crate) fn began(&self) -> Option<DateTime<Utc>> {
+        self.began
+    }
 }
 
 #[derive(Debug, Default)]
@@ -69,9 +92,13 @@ impl Drop for PendingRepair {
 }
 
 impl Repairs {
-    /// The generation now; note it before reading the bytes a quarantine would judge.
-    pub(crate) fn seen(&self) -> Seen {
-        Seen(self.state().generation)
+    /// The generation now, and `now`; note it before reading the bytes a quarantine would
+    /// judge.
+    pub(crate) fn seen(&self, now: DateTime<Utc>) -> Seen {
+        Seen {
+            generation: self.state().generation,
+            began: Some(now),
+        }
     }
 
     /// A repair of `blake3` begins: called in the repair's transaction, after its bytes are
@@ -91,7 +118,7 @@ impl Repairs {
             || state
                 .last
                 .get(blake3)
-                .is_some_and(|&repaired| repaired > seen.0)
+                .is_some_and(|&repaired| repaired > seen.generation)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -110,10 +137,10 @@ mod tests {
     fn only_a_repair_of_that_blob_pending_or_ended_after_the_read_began_counts() {
         let repairs = Arc::new(Repairs::default());
         let (a, b) = (ArtifactId([1; 32]), ArtifactId([2; 32]));
-        let before = repairs.seen();
+        let before = repairs.seen(Utc::now());
         assert!(!repairs.since(&a, before), "never repaired");
         let pending = repairs.begin(a);
-        let during = repairs.seen();
+        let during = repairs.seen(Utc::now());
         assert!(repairs.since(&a, before), "pending");
         assert!(
             repairs.since(&a, during),
@@ -123,18 +150,18 @@ mod tests {
         drop(pending);
         assert!(repairs.since(&a, before), "ended after the read began");
         assert!(repairs.since(&a, during), "ended after the read began");
-        let after = repairs.seen();
+        let after = repairs.seen(Utc::now());
         assert!(!repairs.since(&a, after), "ended before the read began");
         drop(repairs.begin(b));
         assert!(!repairs.since(&a, after), "b's repair says nothing of a");
         let (first, second) = (repairs.begin(a), repairs.begin(a));
         drop(first);
         assert!(
-            repairs.since(&a, repairs.seen()),
+            repairs.since(&a, repairs.seen(Utc::now())),
             "one of two still pending"
         );
         drop(second);
-        assert!(!repairs.since(&a, repairs.seen()));
+        assert!(!repairs.since(&a, repairs.seen(Utc::now())));
         assert!(!repairs.since(&a, Seen::OUTSIDE_THE_INDEX));
     }
 }

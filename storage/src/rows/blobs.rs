@@ -212,21 +212,34 @@ pub(crate) fn quarantine(
     conn: &Connection,
     blake3: &ArtifactId,
     now: DateTime<Utc>,
+    read_began: Option<DateTime<Utc>>,
 ) -> Result<bool, Error> {
+    // A repair recorded after the read began, by any server whose clock is within the skew
+    // the protocol allows, replaced the bytes the read judged (`engine/repairs.rs`).
+    let repaired_since = read_began.map(|began| {
+        format_instant(began - chrono::Duration::seconds(weft_api::session::MAX_CLOCK_SKEW_SECONDS))
+    });
     let changed = conn.run(
-        "UPDATE blobs SET quarantined_at = ?2 WHERE blake3 = ?1 AND quarantined_at IS NULL",
-        params![&blake3.0[..], format_instant(now)],
+        "UPDATE blobs SET quarantined_at = ?2
+         WHERE blake3 = ?1 AND quarantined_at IS NULL
+           AND (repaired_at IS NULL OR ?3 IS NULL OR repaired_at < ?3)",
+        params![&blake3.0[..], format_instant(now), repaired_since],
     )?;
     Ok(changed > 0)
 }
 
-/// Lifts blob `blake3`'s quarantine, and its disposal (its bytes were uploaded again);
-/// answers whether it was quarantined.
-pub(crate) fn repair(conn: &Connection, blake3: &ArtifactId) -> Result<bool, Error> {
+/// Lifts blob `blake3`'s quarantine, and its disposal (its bytes were uploaded again), and
+/// records when (`now`); answers whether it was quarantined.
+pub(crate) fn repair(
+    conn: &Connection,
+    blake3: &ArtifactId,
+    now: DateTime<Utc>,
+) -> Result<bool, Error> {
     let changed = conn.run(
-        "UPDATE blobs SET quarantined_at = NULL, disposed_at = NULL, disposal_pending = NULL
+        "UPDATE blobs SET quarantined_at = NULL, disposed_at = NULL, disposal_pending = NULL,
+                          repaired_at = ?2
          WHERE blake3 = ?1 AND quarantined_at IS NOT NULL",
-        [&blake3.0[..]],
+        params![&blake3.0[..], format_instant(now)],
     )?;
     Ok(changed > 0)
 }

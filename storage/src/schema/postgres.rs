@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 14] = [
+const MIGRATIONS: [(i64, &str); 15] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -33,6 +33,7 @@ const MIGRATIONS: [(i64, &str); 14] = [
     (41, include_str!("postgres_v41.sql")),
     (42, include_str!("postgres_v42.sql")),
     (43, include_str!("postgres_v43.sql")),
+    (44, include_str!("postgres_v44.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").
