@@ -1,7 +1,8 @@
 //! Per-Agent limits and resumable uploads through several servers over one PostgreSQL index
 //! and one Garage bucket (issue #43): what one server's process-local claim or count used to
-//! decide (a chunk at one offset, the last upload session under the cap, one Presence report
-//! per interval) is decided by the database's rows, so two servers at once take it once.
+//! decide (a chunk at one offset, the last upload session under the cap, an idle session's
+//! sweep, one Presence report per interval) is decided by the database's rows, so two
+//! servers at once take it once.
 //! Two `Store`s in one test process, as in `servers.rs`; on the other backends these tests
 //! say they skipped.
 
@@ -136,4 +137,75 @@ async fn two_presence_reports_through_two_servers_at_once_are_taken_once() {
         };
         assert_eq!(refused.json()["code"], "rate_limited", "w{n}: {refused:?}");
     }
+}
+
+/// A chunk streaming through one server into an upload session idle long enough to be swept,
+/// while another server sweeps: the session stays and the chunk commits. Each server's claim
+/// on a session is its own, so the sweep removed the session under the chunk, which then
+/// answered `not_found`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_upload_session_a_chunk_streams_into_through_one_server_is_not_swept_by_another() {
+    use futures::{SinkExt as _, StreamExt as _};
+    use weft_storage::Uploader;
+
+    if !postgres_available() {
+        return;
+    }
+    let ttl = |config: &mut crate::config::Config| config.unpublished_blob_ttl_secs = 600;
+    let a = harness_with(Kind::Postgres, ttl).await;
+    let b = a.peer(ttl).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let session = a
+        .store
+        .sessions()
+        .authenticate(&worker.token)
+        .await
+        .expect("live");
+    let as_worker = || Uploader::Agent(&session);
+    let started = a.store.artifacts().start_upload(as_worker()).await;
+    let id = started.expect("starts").upload_id;
+    a.clock.advance(chrono::Duration::seconds(601));
+    // The chunk's body: its first part is taken, then it waits for the rest.
+    let (mut send, parts) =
+        futures::channel::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(0);
+    let (taken, streaming) = tokio::sync::oneshot::channel::<()>();
+    let mut taken = Some(taken);
+    let body = parts.inspect(move |_| {
+        if let Some(taken) = taken.take() {
+            let _ = taken.send(());
+        }
+    });
+    let artifacts_b = b.store.artifacts();
+    let append = artifacts_b.append_upload(&id, 0, body, as_worker());
+    let meanwhile = async {
+        send.send(Ok(bytes::Bytes::from(vec![1u8; 100_000])))
+            .await
+            .expect("taken");
+        streaming.await.expect("streaming");
+        let report = a.store.artifacts().sweep().await.expect("sweep");
+        assert_eq!(report.upload_sessions_removed, 0, "{report:?}");
+        send.send(Ok(bytes::Bytes::from(vec![2u8; 100_000])))
+            .await
+            .expect("taken");
+        drop(send);
+    };
+    let (appended, ()) = tokio::join!(append, meanwhile);
+    assert_eq!(appended.expect("the chunk commits").offset, 200_000);
+    let mut whole = vec![1u8; 100_000];
+    whole.extend(vec![2u8; 100_000]);
+    let none = None::<(
+        u64,
+        futures::stream::Empty<Result<bytes::Bytes, std::io::Error>>,
+    )>;
+    let finished = a
+        .store
+        .artifacts()
+        .finish_upload(
+            &id,
+            weft_api::Digest::Blake3(digest_of(&whole).blake3),
+            none,
+            as_worker(),
+        )
+        .await;
+    assert!(finished.is_ok(), "{:?}", finished.err());
 }

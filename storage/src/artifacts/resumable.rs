@@ -21,7 +21,9 @@
 //! claim is each server's own: two chunks at one offset commit once (`received` must still
 //! be the offset), the other answers `upload_offset_mismatch`, and on S3 each wrote an object
 //! of its own, only the committed one named by the row (`last_chunk`, `blobs/chunks.rs`).
-//! An idle session swept by one server while another appends is still possible.
+//! The idle sweep removes a session only if its row is still idle, and a request that streams
+//! into a session near the sweep's cutoff marks the row live first (`keep_live`), so a sweep
+//! through another server never removes a session a request is writing.
 //!
 //! Crash story: the row is inserted before any byte is written; a chunk is fsynced before the
 //! row's `received` moves; the finish deletes the row in the blob row's transaction, after the
@@ -255,6 +257,33 @@ impl Artifacts<'_> {
             .await
     }
 
+    /// Marks session `upload_id` (read as `row`) live before a request streams into it or
+    /// re-hashes it, when it is within half the idle sweep's cutoff of being swept: the claim
+    /// is this server's own, so a sweep through another server knows of the request only by
+    /// the row. The sweep removes a session only if it is still idle
+    /// (`upload_sessions::delete_idle`): marked first, it stays; removed first, the request
+    /// answers `not_found` before it writes a byte. A session that moved more recently costs
+    /// no write.
+    async fn keep_live(&self, upload_id: &str, row: &Row) -> Result<(), Error> {
+        let now = self.0.clock.now();
+        if row.updated_at >= format_instant(now - self.0.unpublished_blob_ttl / 2) {
+            return Ok(());
+        }
+        let (id, received, now) = (upload_id.to_owned(), row.received, format_instant(now));
+        self.0
+            .db
+            .write(move |txn| {
+                if rows::upload_sessions::touch(txn, &id, received, &now)? {
+                    return Ok(());
+                }
+                Err(match rows::upload_sessions::received(txn, &id)? {
+                    Some(at) => offset_mismatch(received, at),
+                    None => not_found(),
+                })
+            })
+            .await
+    }
+
     /// The body of [`Engine::append_upload`], for a caller holding the claim.
     async fn append_claimed<S>(
         &self,
@@ -279,6 +308,7 @@ impl Artifacts<'_> {
                 ),
             ));
         }
+        self.keep_live(upload_id, &row).await?;
         let permit = self
             .0
             .limits
@@ -388,6 +418,7 @@ impl Artifacts<'_> {
             }
         }
         let (row, held) = self.owned_and_held(upload_id, owner).await?;
+        self.keep_live(upload_id, &row).await?;
         // The finish holds a slot like any upload: it reads and hashes the whole object.
         let permit = self.0.limits.admit_upload(
             Some(session.agent_id.as_str()),
@@ -485,7 +516,10 @@ impl Artifacts<'_> {
         let idle = self
             .0
             .db
-            .read(move |conn| rows::upload_sessions::idle_since(conn, &cutoff))
+            .read({
+                let cutoff = cutoff.clone();
+                move |conn| rows::upload_sessions::idle_since(conn, &cutoff)
+            })
             .await?;
         let mut n_removed = 0;
         for (upload_id, path) in idle {
@@ -493,10 +527,15 @@ impl Artifacts<'_> {
                 continue;
             };
             let id = upload_id.clone();
-            self.0
+            let idle = cutoff.clone();
+            let removed = self
+                .0
                 .db
-                .write(move |txn| rows::upload_sessions::delete(txn, &id))
+                .write(move |txn| rows::upload_sessions::delete_idle(txn, &id, &idle))
                 .await?;
+            if !removed {
+                continue;
+            }
             self.0
                 .blobs
                 .remove_upload(&object_store::path::Path::from(path.as_str()))

@@ -17,6 +17,8 @@ pub(crate) struct Open {
     pub(crate) last_chunk: Option<String>,
     /// How many chunks it took (every committed one, whatever the store).
     pub(crate) chunks: u64,
+    /// When it last moved, as `clock::format_instant` wrote it.
+    pub(crate) updated_at: String,
 }
 
 /// Session `upload_id` if it is `agent_id`'s in `group_id`, and `lease_id`'s when one is named.
@@ -29,7 +31,7 @@ pub(crate) fn owned(
 ) -> Result<Option<Open>, Error> {
     Ok(conn
         .row(
-            "SELECT staging_path, received, last_chunk, chunks FROM upload_sessions
+            "SELECT staging_path, received, last_chunk, chunks, updated_at FROM upload_sessions
              WHERE upload_id = ?1 AND agent_id = ?2 AND group_id = ?3
                AND (?4 IS NULL OR lease_id = ?4)",
             params![upload_id, agent_id, group_id, lease_id],
@@ -39,6 +41,7 @@ pub(crate) fn owned(
                     received: row.get(1)?,
                     last_chunk: row.get(2)?,
                     chunks: row.get(3)?,
+                    updated_at: row.get(4)?,
                 })
             },
         )
@@ -151,6 +154,32 @@ pub(crate) fn delete(conn: &Connection, upload_id: &str) -> Result<(), Error> {
         [upload_id],
     )?;
     Ok(())
+}
+
+/// Removes session `upload_id` if it is still idle since before `cutoff`; answers whether it
+/// did. A session that moved, or was marked live ([`touch`]), since the sweep listed it
+/// through another server stays.
+pub(crate) fn delete_idle(conn: &Connection, upload_id: &str, cutoff: &str) -> Result<bool, Error> {
+    let removed = conn.run(
+        "DELETE FROM upload_sessions WHERE upload_id = ?1 AND updated_at < ?2",
+        params![upload_id, cutoff],
+    )?;
+    Ok(removed > 0)
+}
+
+/// Marks session `upload_id` live at `now` if it is still at `received`; answers whether it
+/// was.
+pub(crate) fn touch(
+    conn: &Connection,
+    upload_id: &str,
+    received: u64,
+    now: &str,
+) -> Result<bool, Error> {
+    let touched = conn.run(
+        "UPDATE upload_sessions SET updated_at = ?3 WHERE upload_id = ?1 AND received = ?2",
+        params![upload_id, received, now],
+    )?;
+    Ok(touched > 0)
 }
 
 /// The sessions (id, staging path) idle since before `cutoff`, an instant as
