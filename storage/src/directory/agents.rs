@@ -72,6 +72,10 @@ impl Directory<'_> {
             .0
             .db
             .write(move |txn| {
+                // Its key and card are read under the row's lock: a card or a rotation
+                // committed through another server meanwhile has finished first (and is read
+                // here) or waits for this.
+                rows::agents::lock(txn, agent_id.as_str())?;
                 let existing = rows::agents::public_key(txn, agent_id.as_str())?;
                 match existing {
                     Some(stored) if stored == key.as_bytes() => {
