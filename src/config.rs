@@ -138,6 +138,10 @@ pub struct Config {
     /// `quota_exceeded`.
     #[arg(long, env = "WEFT_MAX_OPEN_PROPOSALS", default_value_t = defaults::MAX_OPEN_PROPOSALS)]
     pub max_open_proposals: u64,
+    /// Chunks one resumable upload may take (at least 1); one more answers 400: a finish
+    /// lists every chunk, so their number is bounded, not only their bytes.
+    #[arg(long, env = "WEFT_MAX_UPLOAD_CHUNKS", default_value_t = defaults::MAX_UPLOAD_CHUNKS)]
+    pub max_upload_chunks: u64,
     /// Downloads of stored files one Agent may have open at once; more answer 429 with
     /// Retry-After (small artifacts answered from memory are not counted).
     #[arg(long, env = "WEFT_MAX_DOWNLOADS_PER_AGENT", default_value_t = defaults::MAX_DOWNLOADS_PER_AGENT)]
@@ -205,6 +209,7 @@ impl Config {
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
             commands_per_minute: defaults::COMMANDS_PER_MINUTE,
             max_open_proposals: defaults::MAX_OPEN_PROPOSALS,
+            max_upload_chunks: defaults::MAX_UPLOAD_CHUNKS,
             max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
             max_downloads_per_group: defaults::MAX_DOWNLOADS_PER_GROUP,
             max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,
@@ -230,6 +235,7 @@ impl Config {
             logins_per_minute: self.logins_per_minute,
             commands_per_minute: self.commands_per_minute,
             max_open_proposals: self.max_open_proposals,
+            max_upload_chunks: self.max_upload_chunks.max(1),
             max_downloads_per_agent: self.max_downloads_per_agent.max(1),
             max_downloads_per_group: self.max_downloads_per_group.max(1),
             max_open_downloads: self.max_open_downloads.max(1),

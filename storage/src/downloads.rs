@@ -201,6 +201,7 @@ mod tests {
             logins_per_minute: 0,
             commands_per_minute: 0,
             max_open_proposals: 0,
+            max_upload_chunks: 1,
             max_downloads_per_agent: 1,
             max_downloads_per_group: 1,
             max_open_downloads: 2,

@@ -222,6 +222,7 @@ impl Engine {
                 logins_per_minute: options.quotas.logins_per_minute,
                 commands_per_minute: options.quotas.commands_per_minute,
                 max_open_proposals: options.quotas.max_open_proposals,
+                max_upload_chunks: options.quotas.max_upload_chunks,
                 max_downloads_per_agent: options.quotas.max_downloads_per_agent,
                 max_downloads_per_group: options.quotas.max_downloads_per_group,
                 max_open_downloads: options.quotas.max_open_downloads,

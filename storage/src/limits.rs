@@ -42,6 +42,8 @@ pub(crate) struct Settings {
     pub(crate) commands_per_minute: u32,
     /// Proposals one Group may hold open (not yet authorized); 0: no cap.
     pub(crate) max_open_proposals: u64,
+    /// Chunks one resumable upload may take.
+    pub(crate) max_upload_chunks: u64,
     pub(crate) max_downloads_per_agent: usize,
     pub(crate) max_downloads_per_group: usize,
     pub(crate) max_open_downloads: usize,
@@ -299,6 +301,10 @@ impl Limits {
         self.settings.max_open_proposals
     }
 
+    pub(crate) fn max_upload_chunks(&self) -> u64 {
+        self.settings.max_upload_chunks.max(1)
+    }
+
     /// Takes one Command token of `agent` at `now`, or refuses with `rate_limited` (429).
     /// Called only after the Command's signature and session checked out.
     pub(crate) fn admit_command(&self, agent: &str, now: DateTime<Utc>) -> Result<(), Error> {
@@ -407,6 +413,7 @@ mod tests {
             logins_per_minute: 2,
             commands_per_minute: 0,
             max_open_proposals: 0,
+            max_upload_chunks: 1,
             max_downloads_per_agent: 2,
             max_downloads_per_group: 3,
             max_open_downloads: 4,

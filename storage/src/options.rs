@@ -80,6 +80,10 @@ pub mod defaults {
     pub const COMMANDS_PER_MINUTE: u32 = 300;
     /// Proposals (`work.propose`) one Group may hold open, not yet authorized.
     pub const MAX_OPEN_PROPOSALS: u64 = 1000;
+    /// Chunks one resumable upload may take: its chunks are read back (on S3, a listing of one
+    /// object each) whole at its finish, so their number is bounded, not only their bytes.
+    /// 10,000 chunks of the client's 8 MiB default are 80 GiB.
+    pub const MAX_UPLOAD_CHUNKS: u64 = 10_000;
     /// Where `weft serve` keeps its data.
     pub const DATA_DIR: &str = "weft-data";
     /// Where `weft serve` listens.
@@ -153,6 +157,8 @@ pub struct Quotas {
     pub commands_per_minute: u32,
     /// Proposals one Group may hold open, not yet authorized (0: no cap).
     pub max_open_proposals: u64,
+    /// Chunks one resumable upload may take (at least 1).
+    pub max_upload_chunks: u64,
     /// Downloads of stored files one Agent may have open at once.
     pub max_downloads_per_agent: usize,
     /// Downloads of stored files one Group's sessions may have open at once.
@@ -178,6 +184,7 @@ impl Default for Quotas {
             logins_per_minute: defaults::LOGINS_PER_MINUTE,
             commands_per_minute: defaults::COMMANDS_PER_MINUTE,
             max_open_proposals: defaults::MAX_OPEN_PROPOSALS,
+            max_upload_chunks: defaults::MAX_UPLOAD_CHUNKS,
             max_downloads_per_agent: defaults::MAX_DOWNLOADS_PER_AGENT,
             max_downloads_per_group: defaults::MAX_DOWNLOADS_PER_GROUP,
             max_open_downloads: defaults::MAX_OPEN_DOWNLOADS,

@@ -523,3 +523,26 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// A resumable upload takes at most `--max-upload-chunks` chunks (its finish lists them
+    /// all): one more is refused `bad_request` and changes nothing; the upload still
+    /// finishes with the chunks it took.
+    async fn an_upload_takes_at_most_its_chunk_cap(kind: Kind) {
+        use crate::http::tests::uploads::{chunk, finish, send_chunks, start_as};
+
+        let h = harness_with(kind, |config| config.max_upload_chunks = 3).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
+        let location = start_as(&h, &worker.token).await;
+        send_chunks(&h, &location, &worker.token, &bytes[..3000], 0, 1000).await;
+        let fourth = chunk(&location, &worker.token, 3000, &bytes[3000..]);
+        let answer = refused(&h, fourth, "bad_request").await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+        let digest = digest_of(&bytes[..3000]).blake3;
+        let answer = h
+            .send(finish(&location, &worker.token, &digest.to_string()))
+            .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    }
+);

@@ -55,11 +55,6 @@ pub(crate) const MAX_SESSIONS_PER_AGENT: u64 = 64;
 /// other leases, which cannot see (or cancel) that lease's sessions.
 pub(crate) const MAX_SESSIONS_PER_LEASE: u64 = 16;
 
-/// Chunks one upload session may take: its chunks are read back (on S3, a listing of one
-/// object each) whole at its finish, so their number is bounded, not only their bytes. 10,000
-/// chunks of the client's 8 MiB default are 80 GiB.
-pub(crate) const MAX_CHUNKS: u64 = 10_000;
-
 /// A session row as its owner sees it.
 type Row = rows::upload_sessions::Open;
 
@@ -300,11 +295,12 @@ impl Artifacts<'_> {
         if start != row.received {
             return Err(offset_mismatch(start, row.received));
         }
-        if row.chunks >= MAX_CHUNKS {
+        let max_chunks = self.0.limits.max_upload_chunks();
+        if row.chunks >= max_chunks {
             return Err(reject(
                 ErrorCode::BadRequest,
                 format!(
-                    "an upload takes at most {MAX_CHUNKS} chunks: finish it, or send larger ones"
+                    "an upload takes at most {max_chunks} chunks: finish it, or send larger ones"
                 ),
             ));
         }

@@ -6,6 +6,6 @@
 -- NULL: no chunk yet, a local file, or a session older than this version (its chunks are
 -- found by offset, as before).
 ALTER TABLE upload_sessions ADD COLUMN last_chunk TEXT;
--- How many chunks it took: a session takes at most `MAX_CHUNKS` (`artifacts/resumable.rs`), so
+-- How many chunks it took: a session takes at most `--max-upload-chunks` (`options.rs`), so
 -- reading its chunks back (a listing of its objects) stays bounded.
 ALTER TABLE upload_sessions ADD COLUMN chunks INTEGER NOT NULL DEFAULT 0;
