@@ -46,6 +46,7 @@ mod in_flight;
 mod journal;
 mod leases;
 mod lifecycle;
+mod lifecycle_races;
 mod limits;
 mod lineage;
 mod meta;
