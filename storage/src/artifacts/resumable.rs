@@ -23,7 +23,8 @@
 //! of its own, only the committed one named by the row (`last_chunk`, `blobs/chunks.rs`).
 //! The idle sweep removes a session only if its row is still idle, and a request that streams
 //! into a session near the sweep's cutoff marks the row live first (`keep_live`), so a sweep
-//! through another server never removes a session a request is writing.
+//! through another server does not remove a session a request is writing (unless that one
+//! request streams for longer than half the sweep's cutoff).
 //!
 //! Crash story: the row is inserted before any byte is written; a chunk is fsynced before the
 //! row's `received` moves; the finish deletes the row in the blob row's transaction, after the
@@ -252,14 +253,17 @@ impl Artifacts<'_> {
             .await
     }
 
-    /// Marks session `upload_id` (read as `row`) live before a request streams into it or
-    /// re-hashes it, when it is within half the idle sweep's cutoff of being swept: the claim
-    /// is this server's own, so a sweep through another server knows of the request only by
-    /// the row. The sweep removes a session only if it is still idle
-    /// (`upload_sessions::delete_idle`): marked first, it stays; removed first, the request
-    /// answers `not_found` before it writes a byte. A session that moved more recently costs
-    /// no write.
-    async fn keep_live(&self, upload_id: &str, row: &Row) -> Result<(), Error> {
+    /// Marks session `upload_id` (read as `row`) live, for `acting`, once the request is
+    /// admitted and before it streams into the session or reads it back, when it is within
+    /// half the idle sweep's cutoff of being swept: the claim is this server's own, so a sweep
+    /// through another server knows of the request only by the row. The sweep removes a
+    /// session only if it is still idle (`upload_sessions::delete_idle`): marked first, it
+    /// stays; removed first, the request answers `not_found` before it writes a byte. A
+    /// session that moved more recently costs no write. The mark is the session's idle clock,
+    /// which no answer shows; it stands if the request is then refused (a short body, a
+    /// mismatch). A request that streams for longer than half the cutoff (12 h by default)
+    /// can still find its session swept under it.
+    async fn keep_live(&self, upload_id: &str, row: &Row, acting: Acting) -> Result<(), Error> {
         let now = self.0.clock.now();
         if row.updated_at >= format_instant(now - self.0.unpublished_blob_ttl / 2) {
             return Ok(());
@@ -268,6 +272,7 @@ impl Artifacts<'_> {
         self.0
             .db
             .write(move |txn| {
+                acting.check(txn, &now)?;
                 if rows::upload_sessions::touch(txn, &id, received, &now)? {
                     return Ok(());
                 }
@@ -304,11 +309,11 @@ impl Artifacts<'_> {
                 ),
             ));
         }
-        self.keep_live(upload_id, &row).await?;
         let permit = self
             .0
             .limits
             .admit_upload(Some(session.agent_id.as_str()), held)?;
+        self.keep_live(upload_id, &row, acting).await?;
         let counted = permit.metered(body);
         let room = self.0.max_upload_bytes.saturating_sub(row.received);
         let path = object_store::path::Path::from(row.staging_path.as_str());
@@ -396,6 +401,7 @@ impl Artifacts<'_> {
         if let Some((start, body)) = last_chunk {
             let (row, _) = self.owned_and_held(upload_id, owner).await?;
             if start < row.received {
+                self.keep_live(upload_id, &row, acting).await?;
                 // A finish re-sent after its last chunk was made durable but its answer was
                 // lost (issue #40): the same chunk, ending exactly at the durable offset, is
                 // already there. Anything else is the usual mismatch. The digest check below
@@ -414,12 +420,12 @@ impl Artifacts<'_> {
             }
         }
         let (row, held) = self.owned_and_held(upload_id, owner).await?;
-        self.keep_live(upload_id, &row).await?;
         // The finish holds a slot like any upload: it reads and hashes the whole object.
         let permit = self.0.limits.admit_upload(
             Some(session.agent_id.as_str()),
             held.saturating_sub(row.received),
         )?;
+        self.keep_live(upload_id, &row, acting).await?;
         let path = object_store::path::Path::from(row.staging_path.as_str());
         let staged = self
             .0

@@ -72,9 +72,11 @@ impl Directory<'_> {
             .0
             .db
             .write(move |txn| {
-                // Its key and card are read under the row's lock: a card or a rotation
-                // committed through another server meanwhile has finished first (and is read
-                // here) or waits for this.
+                // An existing Agent's key and card are read under its row's lock: a card or a
+                // rotation committed through another server meanwhile has finished first (and
+                // is read here) or waits for this. (Two registrations of one new id through
+                // two servers: one inserts, the other's insert fails and answers 503; its
+                // retry reads the first.)
                 rows::agents::lock(txn, agent_id.as_str())?;
                 let existing = rows::agents::public_key(txn, agent_id.as_str())?;
                 match existing {

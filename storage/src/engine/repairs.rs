@@ -26,8 +26,9 @@
 //! before its read began ([`Seen::began`]) by more than the clock skew the protocol allows
 //! between servers (`MAX_CLOCK_SKEW_SECONDS`); on PostgreSQL its update waits for a repair
 //! under way and then sees the repair's row (`rows::blobs::quarantine`). A blob repaired and
-//! then damaged again within that margin fails its reads (they verify) and is quarantined by
-//! the first read that begins after it.
+//! then damaged again fails its reads (they verify), and is quarantined by the first read that
+//! begins more than that margin after the repair, by the reader's clock; until then each
+//! failing read is logged and counted, and the blob stays readable-but-failing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -8,8 +8,9 @@
 //! from a fresh parse, on any engine or server). A save writes the text it was read from
 //! unless the contract was replaced ([`Contract::new`]).
 //!
-//! The map holds at most [`KEPT_BYTES`] of contract text (the parses are about as large);
-//! past it, it starts again empty.
+//! The map holds at most [`KEPT_BYTES`] of contract text (the parses take a few times that),
+//! and no text over [`KEPT_LARGEST`]; past the bound, it starts again empty (the old entries
+//! are dropped after the lock is released).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -23,6 +24,9 @@ use crate::error::Error;
 
 /// At most this much contract text is kept parsed (bytes).
 pub(crate) const KEPT_BYTES: usize = 8 << 20;
+
+/// A contract text longer than this is parsed at each read, never kept (bytes).
+pub(crate) const KEPT_LARGEST: usize = 256 << 10;
 
 /// A contract and, when it came from a row, that row's text.
 #[derive(Clone, Debug)]
@@ -61,7 +65,10 @@ impl Contract {
         }
         let parsed = Arc::new(from_json::<WorkContract>(&text)?);
         let text: Arc<str> = Arc::from(text);
-        kept().insert(work_item_id, Arc::clone(&text), Arc::clone(&parsed));
+        if text.len() <= KEPT_LARGEST {
+            let dropped = kept().insert(work_item_id, Arc::clone(&text), Arc::clone(&parsed));
+            drop(dropped);
+        }
         Ok(Self {
             parsed,
             text: Some(text),
@@ -88,9 +95,18 @@ impl Kept {
         self.by_work_item.get(work_item_id)
     }
 
-    fn insert(&mut self, work_item_id: &str, text: Arc<str>, parsed: Arc<WorkContract>) {
+    /// Keeps `text` and its parse for `work_item_id`; answers what it let go, for the caller
+    /// to drop once the lock is released.
+    #[must_use]
+    fn insert(
+        &mut self,
+        work_item_id: &str,
+        text: Arc<str>,
+        parsed: Arc<WorkContract>,
+    ) -> HashMap<String, (Arc<str>, Arc<WorkContract>)> {
+        let mut dropped = HashMap::new();
         if self.bytes + text.len() > KEPT_BYTES {
-            self.by_work_item.clear();
+            dropped = std::mem::take(&mut self.by_work_item);
             self.bytes = 0;
         }
         self.bytes += text.len();
@@ -100,6 +116,7 @@ impl Kept {
         {
             self.bytes -= old.len();
         }
+        dropped
     }
 }
 
