@@ -238,10 +238,16 @@ impl Engine {
                     tracing::warn!(artifact = %blake3, "not quarantining a blob repaired after its bad bytes were read");
                     return Ok(());
                 }
+                // Every Group that published it, locked in Group order before the blob's row,
+                // as a file's repair takes them (the README's lock order): the two through
+                // two servers wait for each other instead of deadlocking.
+                let groups = crate::rows::manifests::groups_of(txn, &blake3)?;
+                for group in &groups {
+                    crate::rows::groups::lock(txn, group)?;
+                }
                 if !crate::rows::blobs::quarantine(txn, &blake3, now, seen.began())? {
                     return Ok(());
                 }
-                let groups = crate::rows::manifests::groups_of(txn, &blake3)?;
                 for group in groups {
                     let group = Id::parse("groupId", &group)?;
                     let failure = kinds::IntegrityFailure { artifact: blake3, reason: reason.clone() };
