@@ -16,11 +16,16 @@
 //! quarter and the last quarter over the first (a renewal must cost the same on its
 //! 100,000th as on its first).
 //!
+//! With `WEFT_BENCH_BASELINE=/path/to/weft`, only an A/B of this build against that one,
+//! inside one run (`write_cost/compare.rs`).
+//!
 //! And the floor (`write_cost/floor.rs`): the same renewals sent to the least server that
 //! answers a signed Command durably (HTTP, the same check, one row appended in a group commit),
 //! its CPU per request as a multiple of the check and weft's as a multiple of it, so the goal
 //! can be read against what this machine allows.
 
+#[path = "write_cost/compare.rs"]
+mod compare;
 #[path = "side_by_side/cpu.rs"]
 #[allow(dead_code)] // the nginx probes and ceilings are side_by_side's
 mod cpu;
@@ -72,9 +77,23 @@ async fn server_cpu_per_request(
     requests: Vec<Request>,
 ) -> f64 {
     let count = requests.len();
+    let before = server.seconds();
+    send_all(client, base, token, &method, requests).await;
+    // The last answers are sent before the server's tick accounting settles.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    (server.seconds() - before) * 1e6 / count as f64
+}
+
+/// Sends every request on [`CONNECTIONS`] tasks; each must succeed.
+async fn send_all(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    method: &reqwest::Method,
+    requests: Vec<Request>,
+) {
     let requests = Arc::new(requests);
     let next = Arc::new(AtomicUsize::new(0));
-    let before = server.seconds();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..CONNECTIONS {
         let (client, requests, next) = (client.clone(), requests.clone(), next.clone());
@@ -99,9 +118,6 @@ async fn server_cpu_per_request(
     while let Some(done) = tasks.join_next().await {
         done.expect("task");
     }
-    // The last answers are sent before the server's tick accounting settles.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    (server.seconds() - before) * 1e6 / count as f64
 }
 
 fn json_request(path: &str, body: bytes::Bytes) -> Request {
@@ -212,6 +228,14 @@ fn main() {
     }
     let count = setting("WEFT_BENCH_REQUESTS", 3000);
     let ages = setting("WEFT_BENCH_RENEWALS", 20_000) / 4 * 4;
+    if let Ok(baseline) = std::env::var("WEFT_BENCH_BASELINE") {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(CONNECTIONS)
+            .build()
+            .expect("client");
+        return compare::run(&client, &runtime, &baseline, count);
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let (server, url) = weft::start_weft_with(dir.path(), &["--commands-per-minute", "0"], &[]);
     let worker = weft::enrol(dir.path(), &url);

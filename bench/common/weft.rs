@@ -21,6 +21,11 @@ fn weft_binary() -> String {
     std::env::var("WEFT_BENCH_SERVER").unwrap_or_else(|_| WEFT.to_owned())
 }
 
+/// The `weft` binary the bench runs as "this build" (see [`weft_binary`]).
+pub(crate) fn this_binary() -> String {
+    weft_binary()
+}
+
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -55,8 +60,18 @@ pub(crate) fn start_weft_with(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (Process, String) {
+    start_binary_with(&weft_binary(), dir, extra, env)
+}
+
+/// [`start_weft_with`] for the `weft` binary at `binary` (an A/B inside one run).
+pub(crate) fn start_binary_with(
+    binary: &str,
+    dir: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Process, String) {
     let port = free_port();
-    let child = Command::new(weft_binary())
+    let child = Command::new(binary)
         .args([
             "serve",
             "--listen",
