@@ -229,7 +229,9 @@ impl Engine {
         let repairs = Arc::clone(&self.repairs);
         // Out of memory first, so no later read is answered from there (`hot.rs`).
         self.hot.forget(&blake3);
-        tracing::error!(artifact = %blake3, %reason, "integrity failure: blob quarantined");
+        // Every read that found bad bytes is counted; the mark below may be skipped (repaired
+        // meanwhile, or already marked), and the log says which.
+        tracing::error!(artifact = %blake3, %reason, "integrity failure: stored bytes do not verify");
         metrics::counter!("weft_integrity_failures_total").increment(1);
         self.faults.before_quarantine().await;
         self.db
@@ -246,8 +248,10 @@ impl Engine {
                     crate::rows::groups::lock(txn, group)?;
                 }
                 if !crate::rows::blobs::quarantine(txn, &blake3, now, seen.began())? {
+                    tracing::warn!(artifact = %blake3, "not quarantining a blob already quarantined, or repaired since its bad bytes were read (its row says so)");
                     return Ok(());
                 }
+                tracing::error!(artifact = %blake3, "blob quarantined");
                 for group in groups {
                     let group = Id::parse("groupId", &group)?;
                     let failure = kinds::IntegrityFailure { artifact: blake3, reason: reason.clone() };
