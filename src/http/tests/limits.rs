@@ -546,3 +546,29 @@ backends!(
         assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
     }
 );
+
+backends!(
+    /// A chunk into a session near the idle sweep's cutoff marks the session live before it
+    /// streams (`keep_live`, for the sweep of another server); a chunk then refused takes the
+    /// mark back, so the refusal changes nothing, and a good chunk afterwards still lands.
+    async fn a_refused_chunk_into_a_nearly_idle_session_changes_nothing(kind: Kind) {
+        use crate::http::tests::uploads::{chunk, on_upload, send_chunks, start_as};
+
+        let h = harness_with(kind, |config| config.unpublished_blob_ttl_secs = 600).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes: Vec<u8> = (0..2000u32).map(|i| (i % 251) as u8).collect();
+        let location = start_as(&h, &worker.token).await;
+        h.clock.advance(chrono::Duration::seconds(301));
+        let short = on_upload(
+            Method::PATCH,
+            &location,
+            &worker.token,
+            &[("content-range", "0-999".to_owned())],
+            bytes[..500].to_vec(),
+        );
+        refused(&h, short, "incomplete_body").await;
+        let wrong_offset = chunk(&location, &worker.token, 7, &bytes[..1000]);
+        refused(&h, wrong_offset, "upload_offset_mismatch").await;
+        send_chunks(&h, &location, &worker.token, &bytes, 0, 1000).await;
+    }
+);

@@ -26,6 +26,9 @@
 //! through another server does not remove a session a request is writing (unless that one
 //! request streams for longer than half the sweep's cutoff).
 //!
+//! Long (about 620 lines) because each request on a session (append, finish, cancel) and the
+//! sweep check ownership, liveness and the sweep's mark on paths of their own.
+//!
 //! Crash story: the row is inserted before any byte is written; a chunk is fsynced before the
 //! row's `received` moves; the finish deletes the row in the blob row's transaction, after the
 //! promotion. Start-up removes objects under `uploads/` that no row names.
@@ -58,6 +61,14 @@ pub(crate) const MAX_SESSIONS_PER_LEASE: u64 = 16;
 
 /// A session row as its owner sees it.
 type Row = rows::upload_sessions::Open;
+
+/// A session's idle clock as a request found it, and the instant it set it to
+/// ([`Engine::keep_live`]).
+#[derive(Clone, Debug)]
+struct Mark {
+    previous: String,
+    at: String,
+}
 
 fn not_found() -> Error {
     reject(ErrorCode::NotFound, "no such upload session is yours")
@@ -259,22 +270,31 @@ impl Artifacts<'_> {
     /// through another server knows of the request only by the row. The sweep removes a
     /// session only if it is still idle (`upload_sessions::delete_idle`): marked first, it
     /// stays; removed first, the request answers `not_found` before it writes a byte. A
-    /// session that moved more recently costs no write. The mark is the session's idle clock,
-    /// which no answer shows; it stands if the request is then refused (a short body, a
-    /// mismatch). A request that streams for longer than half the cutoff (12 h by default)
-    /// can still find its session swept under it.
-    async fn keep_live(&self, upload_id: &str, row: &Row, acting: Acting) -> Result<(), Error> {
+    /// session that moved more recently costs no write. A request refused after the mark
+    /// takes it back ([`Self::unmark`]), so a refusal leaves the row as it was. A request that
+    /// streams for longer than half the cutoff (12 h by default) can still find its session
+    /// swept under it.
+    async fn keep_live(
+        &self,
+        upload_id: &str,
+        row: &Row,
+        acting: Acting,
+    ) -> Result<Option<Mark>, Error> {
         let now = self.0.clock.now();
         if row.updated_at >= format_instant(now - self.0.unpublished_blob_ttl / 2) {
-            return Ok(());
+            return Ok(None);
         }
         let (id, received, now) = (upload_id.to_owned(), row.received, format_instant(now));
+        let mark = Mark {
+            previous: row.updated_at.clone(),
+            at: now.clone(),
+        };
         self.0
             .db
             .write(move |txn| {
                 acting.check(txn, &now)?;
                 if rows::upload_sessions::touch(txn, &id, received, &now)? {
-                    return Ok(());
+                    return Ok(Some(mark));
                 }
                 Err(match rows::upload_sessions::received(txn, &id)? {
                     Some(at) => offset_mismatch(received, at),
@@ -282,6 +302,31 @@ impl Artifacts<'_> {
                 })
             })
             .await
+    }
+
+    /// Passes `outcome` on; when it is a refusal, first takes back `mark` (the row's idle
+    /// clock as it was, unless the row moved since). A failure to take it back only leaves
+    /// the session idle from later: it is logged.
+    async fn unmark<T>(
+        &self,
+        upload_id: &str,
+        mark: Option<Mark>,
+        outcome: Result<T, Error>,
+    ) -> Result<T, Error> {
+        if let (Err(_), Some(mark)) = (&outcome, mark) {
+            let id = upload_id.to_owned();
+            let undone = self
+                .0
+                .db
+                .write(move |txn| {
+                    rows::upload_sessions::untouch(txn, &id, &mark.at, &mark.previous)
+                })
+                .await;
+            if let Err(error) = undone {
+                tracing::warn!(upload_id, %error, "could not take back a refused request's mark");
+            }
+        }
+        outcome
     }
 
     /// The body of [`Engine::append_upload`], for a caller holding the claim.
@@ -313,11 +358,11 @@ impl Artifacts<'_> {
             .0
             .limits
             .admit_upload(Some(session.agent_id.as_str()), held)?;
-        self.keep_live(upload_id, &row, acting).await?;
+        let mark = self.keep_live(upload_id, &row, acting).await?;
         let counted = permit.metered(body);
         let room = self.0.max_upload_bytes.saturating_sub(row.received);
         let path = object_store::path::Path::from(row.staging_path.as_str());
-        let (appended, chunk) = self
+        let streamed = self
             .0
             .blobs
             .append_upload(
@@ -327,7 +372,8 @@ impl Artifacts<'_> {
                 counted,
                 room,
             )
-            .await?;
+            .await;
+        let (appended, chunk) = self.unmark(upload_id, mark.clone(), streamed).await?;
         let now = format_instant(self.0.clock.now());
         let id = upload_id.to_owned();
         let before = row.received;
@@ -373,7 +419,7 @@ impl Artifacts<'_> {
             {
                 tracing::warn!(%path, %cut, "could not cut an uncommitted chunk back");
             }
-            return Err(error);
+            return self.unmark(upload_id, mark, Err(error)).await;
         }
         Ok(before + appended)
     }
@@ -401,20 +447,23 @@ impl Artifacts<'_> {
         if let Some((start, body)) = last_chunk {
             let (row, _) = self.owned_and_held(upload_id, owner).await?;
             if start < row.received {
-                self.keep_live(upload_id, &row, acting).await?;
+                let mark = self.keep_live(upload_id, &row, acting).await?;
                 // A finish re-sent after its last chunk was made durable but its answer was
                 // lost (issue #40): the same chunk, ending exactly at the durable offset, is
                 // already there. Anything else is the usual mismatch. The digest check below
                 // still covers every byte.
                 let path = object_store::path::Path::from(row.staging_path.as_str());
-                if !self
+                let holds = self
                     .0
                     .blobs
                     .upload_holds(&path, start, row.received, row.last_chunk.as_deref(), body)
-                    .await?
-                {
-                    return Err(offset_mismatch(start, row.received));
-                }
+                    .await
+                    .and_then(|holds| {
+                        holds
+                            .then_some(())
+                            .ok_or_else(|| offset_mismatch(start, row.received))
+                    });
+                self.unmark(upload_id, mark, holds).await?;
             } else {
                 self.append_claimed(upload_id, start, body, owner).await?;
             }
@@ -425,13 +474,14 @@ impl Artifacts<'_> {
             Some(session.agent_id.as_str()),
             held.saturating_sub(row.received),
         )?;
-        self.keep_live(upload_id, &row, acting).await?;
+        let mark = self.keep_live(upload_id, &row, acting).await?;
         let path = object_store::path::Path::from(row.staging_path.as_str());
-        let staged = self
+        let hashed = self
             .0
             .blobs
             .hash_upload(&path, row.received, row.last_chunk.as_deref())
-            .await?;
+            .await;
+        let staged = self.unmark(upload_id, mark.clone(), hashed).await?;
         let digests = staged.digests;
         let matches = match expected {
             Digest::Blake3(id) => id == digests.blake3,
@@ -440,14 +490,16 @@ impl Artifacts<'_> {
         if !matches {
             let id = upload_id.to_owned();
             let now = format_instant(self.0.clock.now());
-            self.0
+            let discarded = self
+                .0
                 .db
                 .write(move |txn| {
                     // The re-hash may have taken long: an ended caller discards nothing.
                     acting.check(txn, &now)?;
                     rows::upload_sessions::delete(txn, &id)
                 })
-                .await?;
+                .await;
+            self.unmark(upload_id, mark, discarded).await?;
             drop(staged);
             // The session is gone, committed; an object left here is removed at the next start.
             if let Err(error) = self.0.blobs.remove_upload(&path).await {
@@ -473,7 +525,7 @@ impl Artifacts<'_> {
             )
             .await;
         drop(permit);
-        outcome
+        self.unmark(upload_id, mark, outcome).await
     }
 
     /// Cancels an upload session: its row and its bytes go.

@@ -182,6 +182,21 @@ pub(crate) fn touch(
     Ok(touched > 0)
 }
 
+/// Sets session `upload_id`'s idle clock back to `previous` if [`touch`] set it to `at` and
+/// nothing moved it since.
+pub(crate) fn untouch(
+    conn: &Connection,
+    upload_id: &str,
+    at: &str,
+    previous: &str,
+) -> Result<(), Error> {
+    conn.run(
+        "UPDATE upload_sessions SET updated_at = ?3 WHERE upload_id = ?1 AND updated_at = ?2",
+        params![upload_id, at, previous],
+    )?;
+    Ok(())
+}
+
 /// The sessions (id, staging path) idle since before `cutoff`, an instant as
 /// `clock::format_instant` writes it.
 pub(crate) fn idle_since(conn: &Connection, cutoff: &str) -> Result<Vec<(String, String)>, Error> {
