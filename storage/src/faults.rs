@@ -46,6 +46,10 @@ pub struct Faults {
     /// (`true`: held), and how many wait there now.
     quarantines_held: Arc<tokio::sync::watch::Sender<bool>>,
     quarantines_waiting: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Whether the idle-upload sweep waits between listing idle sessions and removing them
+    /// (`true`: held), and how many wait there now.
+    upload_sweeps_held: Arc<tokio::sync::watch::Sender<bool>>,
+    upload_sweeps_waiting: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 /// The steps of one reconciliation, in OFL-11's order.
@@ -333,6 +337,24 @@ impl Faults {
     /// The hold of [`Faults::hold_quarantines`]: at once when no test holds them.
     pub(crate) async fn before_quarantine(&self) {
         wait_while_held(&self.quarantines_held, &self.quarantines_waiting).await;
+    }
+
+    /// Holds every idle-upload sweep after it listed the idle sessions and before it removes
+    /// them (`true`), until released (`false`): a test sends a chunk through another server
+    /// there.
+    pub fn hold_upload_sweeps(&self, held: bool) {
+        self.upload_sweeps_held.send_replace(held);
+    }
+
+    /// Returns once `n` sweeps wait at the hold of [`Faults::hold_upload_sweeps`].
+    pub async fn upload_sweeps_waiting(&self, n: usize) {
+        let mut waiting = self.upload_sweeps_waiting.subscribe();
+        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
+    }
+
+    /// The hold of [`Faults::hold_upload_sweeps`]: at once when no test holds them.
+    pub(crate) async fn before_upload_sweep(&self) {
+        wait_while_held(&self.upload_sweeps_held, &self.upload_sweeps_waiting).await;
     }
 
     /// Whether a test holds the reactions now.

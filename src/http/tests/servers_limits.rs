@@ -209,3 +209,60 @@ async fn an_idle_upload_session_a_chunk_streams_into_through_one_server_is_not_s
         .await;
     assert!(finished.is_ok(), "{:?}", finished.err());
 }
+
+/// The idle-upload sweep through one server lists a session as idle (held there by
+/// `Faults::hold_upload_sweeps`), then a chunk through another server marks the session live
+/// and commits, then the sweep goes on: the session stays, with its chunk. The sweep's
+/// removal did not ask whether the row was still idle, so it removed a session a chunk had
+/// just been acknowledged into.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_one_servers_sweep_listed_as_idle_and_another_appended_to_stays() {
+    use futures::stream;
+    use weft_storage::Uploader;
+
+    if !postgres_available() {
+        return;
+    }
+    let ttl = |config: &mut crate::config::Config| config.unpublished_blob_ttl_secs = 600;
+    let a = harness_with(Kind::Postgres, ttl).await;
+    let b = a.peer(ttl).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let session = a
+        .store
+        .sessions()
+        .authenticate(&worker.token)
+        .await
+        .expect("live");
+    let as_worker = || Uploader::Agent(&session);
+    let started = a.store.artifacts().start_upload(as_worker()).await;
+    let id = started.expect("starts").upload_id;
+    a.clock.advance(chrono::Duration::seconds(601));
+    a.faults.hold_upload_sweeps(true);
+    let artifacts_a = a.store.artifacts();
+    let meanwhile = async {
+        a.faults.upload_sweeps_waiting(1).await;
+        let chunk = stream::iter([Ok(bytes::Bytes::from(vec![3u8; 1000]))]);
+        let appended = b
+            .store
+            .artifacts()
+            .append_upload(&id, 0, chunk, as_worker())
+            .await;
+        assert_eq!(appended.expect("the chunk commits").offset, 1000);
+        a.faults.hold_upload_sweeps(false);
+    };
+    let (report, ()) = tokio::join!(artifacts_a.sweep(), meanwhile);
+    let report = report.expect("sweep");
+    assert_eq!(report.upload_sessions_removed, 0, "{report:?}");
+    let none = None::<(u64, stream::Empty<Result<bytes::Bytes, std::io::Error>>)>;
+    let finished = a
+        .store
+        .artifacts()
+        .finish_upload(
+            &id,
+            weft_api::Digest::Blake3(digest_of(&[3u8; 1000]).blake3),
+            none,
+            as_worker(),
+        )
+        .await;
+    assert!(finished.is_ok(), "{:?}", finished.err());
+}
