@@ -231,7 +231,7 @@ impl Compaction<'_> {
             .await?;
         self.0.blobs.promote(archive, false).await?;
         self.0.blobs.promote(state_blob, false).await?;
-        self.0.faults.after_promotion().await;
+        self.0.faults.promoted().pass().await;
         // 3. The signed reference.
         let reference = SnapshotReference {
             group_id: group.to_owned(),

@@ -34,22 +34,15 @@ pub struct Faults {
     vfs: Option<Arc<str>>,
     /// Whether owed reactions wait instead of running (`true`: held).
     reactions_held: Arc<tokio::sync::watch::Sender<bool>>,
-    /// Whether uploads wait between placing their bytes and their row (`true`: held), and
-    /// how many wait there now.
-    promoted_held: Arc<tokio::sync::watch::Sender<bool>>,
-    promoted_waiting: Arc<tokio::sync::watch::Sender<usize>>,
-    /// Whether publications and Evidence records wait between their checks before the
-    /// writer and their transaction (`true`: held), and how many wait there now.
-    publications_held: Arc<tokio::sync::watch::Sender<bool>>,
-    publications_waiting: Arc<tokio::sync::watch::Sender<usize>>,
-    /// Whether quarantines wait between their read's judgment and their transaction
-    /// (`true`: held), and how many wait there now.
-    quarantines_held: Arc<tokio::sync::watch::Sender<bool>>,
-    quarantines_waiting: Arc<tokio::sync::watch::Sender<usize>>,
-    /// Whether the idle-upload sweep waits between listing idle sessions and removing them
-    /// (`true`: held), and how many wait there now.
-    upload_sweeps_held: Arc<tokio::sync::watch::Sender<bool>>,
-    upload_sweeps_waiting: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Uploads of a file (and compactions) between placing their bytes and their row.
+    promoted: Hold,
+    /// Publications and Evidence records between their checks before the writer and their
+    /// transaction.
+    publications: Hold,
+    /// Quarantines between their read's judgment and their transaction.
+    quarantines: Hold,
+    /// The idle-upload sweep between listing idle sessions and removing them.
+    upload_sweeps: Hold,
 }
 
 /// The steps of one reconciliation, in OFL-11's order.
@@ -283,78 +276,30 @@ impl Faults {
         let _ = held.wait_for(|held| !*held).await;
     }
 
-    /// Holds every upload of a file (and every compaction) after its bytes are placed (or
-    /// found present) and before its row's transaction (`true`), until released (`false`): a
-    /// test interleaves another server's sweep or compaction there (`artifacts/disposal.rs`),
-    /// or drops the held upload as a crash would.
-    pub fn hold_promoted(&self, held: bool) {
-        self.promoted_held.send_replace(held);
+    /// Every upload of a file (and every compaction), after its bytes are placed (or found
+    /// present) and before its row's transaction: a test interleaves another server's sweep or
+    /// compaction there (`artifacts/disposal.rs`), or drops the held upload as a crash would.
+    pub fn promoted(&self) -> &Hold {
+        &self.promoted
     }
 
-    /// Returns once `n` uploads wait at the hold of [`Faults::hold_promoted`].
-    pub async fn promoted_waiting(&self, n: usize) {
-        let mut waiting = self.promoted_waiting.subscribe();
-        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
+    /// Every publication of a manifest whose bytes are stored already, and every Evidence
+    /// record, after the checks made before the writer and before its transaction: a test
+    /// revokes the capability token it acts under there.
+    pub fn publications(&self) -> &Hold {
+        &self.publications
     }
 
-    /// The hold of [`Faults::hold_promoted`]: at once when no test holds uploads there.
-    pub(crate) async fn after_promotion(&self) {
-        wait_while_held(&self.promoted_held, &self.promoted_waiting).await;
+    /// Every quarantine, after its read judged the bytes bad and before its transaction: a
+    /// test repairs the blob through another server there.
+    pub fn quarantines(&self) -> &Hold {
+        &self.quarantines
     }
 
-    /// Holds every publication of a manifest whose bytes are stored already, and every
-    /// Evidence record (`true`), after the checks made before the writer and before its
-    /// transaction, until released (`false`): a test revokes the capability token it acts
-    /// under there.
-    pub fn hold_publications(&self, held: bool) {
-        self.publications_held.send_replace(held);
-    }
-
-    /// Returns once `n` publications wait at the hold of [`Faults::hold_publications`].
-    pub async fn publications_waiting(&self, n: usize) {
-        let mut waiting = self.publications_waiting.subscribe();
-        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
-    }
-
-    /// The hold of [`Faults::hold_publications`]: at once when no test holds them.
-    pub(crate) async fn before_publication(&self) {
-        wait_while_held(&self.publications_held, &self.publications_waiting).await;
-    }
-
-    /// Holds every quarantine after its read judged the bytes bad and before its
-    /// transaction (`true`), until released (`false`): a test repairs the blob through
-    /// another server there.
-    pub fn hold_quarantines(&self, held: bool) {
-        self.quarantines_held.send_replace(held);
-    }
-
-    /// Returns once `n` quarantines wait at the hold of [`Faults::hold_quarantines`].
-    pub async fn quarantines_waiting(&self, n: usize) {
-        let mut waiting = self.quarantines_waiting.subscribe();
-        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
-    }
-
-    /// The hold of [`Faults::hold_quarantines`]: at once when no test holds them.
-    pub(crate) async fn before_quarantine(&self) {
-        wait_while_held(&self.quarantines_held, &self.quarantines_waiting).await;
-    }
-
-    /// Holds every idle-upload sweep after it listed the idle sessions and before it removes
-    /// them (`true`), until released (`false`): a test sends a chunk through another server
-    /// there.
-    pub fn hold_upload_sweeps(&self, held: bool) {
-        self.upload_sweeps_held.send_replace(held);
-    }
-
-    /// Returns once `n` sweeps wait at the hold of [`Faults::hold_upload_sweeps`].
-    pub async fn upload_sweeps_waiting(&self, n: usize) {
-        let mut waiting = self.upload_sweeps_waiting.subscribe();
-        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
-    }
-
-    /// The hold of [`Faults::hold_upload_sweeps`]: at once when no test holds them.
-    pub(crate) async fn before_upload_sweep(&self) {
-        wait_while_held(&self.upload_sweeps_held, &self.upload_sweeps_waiting).await;
+    /// Every idle-upload sweep, after it listed the idle sessions and before it removes them:
+    /// a test sends a chunk through another server there.
+    pub fn upload_sweeps(&self) -> &Hold {
+        &self.upload_sweeps
     }
 
     /// Whether a test holds the reactions now.
@@ -363,25 +308,43 @@ impl Faults {
     }
 }
 
-/// Waits while `held` says so, counted in `waiting` until it leaves: at once when not held.
-async fn wait_while_held(
-    held: &tokio::sync::watch::Sender<bool>,
-    waiting: &tokio::sync::watch::Sender<usize>,
-) {
-    if !*held.borrow() {
-        return;
+/// A place where a test holds requests ([`Hold::set`]) and waits until some are there
+/// ([`Hold::waiting`]); off (passed at once) in every server.
+#[derive(Clone, Debug, Default)]
+pub struct Hold {
+    held: Arc<tokio::sync::watch::Sender<bool>>,
+    waiting: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+impl Hold {
+    /// Holds every request that reaches it (`true`) until released (`false`).
+    pub fn set(&self, held: bool) {
+        self.held.send_replace(held);
     }
-    /// Counts a held one out however it leaves the hold: released, or dropped.
-    struct Waiting<'a>(&'a tokio::sync::watch::Sender<usize>);
-    impl Drop for Waiting<'_> {
-        fn drop(&mut self) {
-            self.0.send_modify(|waiting| *waiting -= 1);
+
+    /// Returns once `n` requests wait here.
+    pub async fn waiting(&self, n: usize) {
+        let mut waiting = self.waiting.subscribe();
+        let _ = waiting.wait_for(|waiting| *waiting >= n).await;
+    }
+
+    /// Waits while held, counted as waiting until it leaves: at once when not held.
+    pub(crate) async fn pass(&self) {
+        if !*self.held.borrow() {
+            return;
         }
+        /// Counts a held one out however it leaves the hold: released, or dropped.
+        struct Waiting<'a>(&'a tokio::sync::watch::Sender<usize>);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.send_modify(|waiting| *waiting -= 1);
+            }
+        }
+        self.waiting.send_modify(|waiting| *waiting += 1);
+        let _waiting = Waiting(&self.waiting);
+        let mut held = self.held.subscribe();
+        let _ = held.wait_for(|held| !*held).await;
     }
-    waiting.send_modify(|waiting| *waiting += 1);
-    let _waiting = Waiting(waiting);
-    let mut held = held.subscribe();
-    let _ = held.wait_for(|held| !*held).await;
 }
 
 /// What the database's VFS asks before each write: the site of that file and operation.

@@ -79,7 +79,7 @@ pub use engine::hot::HotStats;
 pub use engine::uploads::UploadCounters;
 pub use error::{BackendError, Error};
 pub use evidence::EvidenceFilter;
-pub use faults::{FaultKind, FaultSite, Faults, ReconcileStep};
+pub use faults::{FaultKind, FaultSite, Faults, Hold, ReconcileStep};
 pub use fingerprint::Fingerprint;
 pub use fsck::{FsckReport, Stats};
 pub use lifespan::{APPROVER_HOLDS, GROUP_HOLDS, HoldBy};

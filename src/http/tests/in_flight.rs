@@ -12,7 +12,7 @@ backends!(
         let worker = h.agent("w1", "g1", &["worker"]).await;
         let bytes = vec![5u8; 20_000];
         let blake3 = digest_of(&bytes).blake3;
-        h.faults.hold_promoted(true);
+        h.faults.promoted().set(true);
         let upload = {
             let request = request(
                 Method::PUT,
@@ -23,7 +23,7 @@ backends!(
             let app = h.app.clone();
             tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
         };
-        h.faults.promoted_waiting(1).await;
+        h.faults.promoted().waiting(1).await;
         let report = h.store.fsck().await.expect("fsck");
         let named = report
             .leftovers
@@ -37,7 +37,7 @@ backends!(
             assert_eq!(report.in_flight, 0, "{kind:?}");
         }
         assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
-        h.faults.hold_promoted(false);
+        h.faults.promoted().set(false);
         let answer = upload.await.expect("task").expect("answer");
         assert_eq!(answer.status(), StatusCode::CREATED, "{kind:?}");
         let report = h.store.fsck().await.expect("fsck");

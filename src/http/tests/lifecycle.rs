@@ -506,7 +506,7 @@ backends!(
         h.clock.advance(days(1));
         let other = h.agent("w2", "g1", &["worker"]).await;
         let _ = worker;
-        h.faults.hold_promoted(true);
+        h.faults.promoted().set(true);
         let upload = {
             let request = request(
                 Method::PUT,
@@ -517,13 +517,13 @@ backends!(
             let app = h.app.clone();
             tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
         };
-        h.faults.promoted_waiting(1).await;
+        h.faults.promoted().waiting(1).await;
         let collection = {
             let store = h.store.clone();
             tokio::spawn(async move { store.artifacts().collect(false, 100).await })
         };
         tokio::task::yield_now().await;
-        h.faults.hold_promoted(false);
+        h.faults.promoted().set(false);
         let answer = upload.await.expect("task").expect("answer");
         assert!(
             answer.status().is_success(),

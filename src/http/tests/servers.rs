@@ -83,7 +83,7 @@ async fn an_upload_that_found_a_file_another_server_disposes_of_records_nothing(
         let uploader = if staged { &other } else { &worker };
 
         // B finds the file (or the row) and waits before its row.
-        b.faults.hold_promoted(true);
+        b.faults.promoted().set(true);
         let upload = {
             let (app, request) = (
                 b.app.clone(),
@@ -99,13 +99,13 @@ async fn an_upload_that_found_a_file_another_server_disposes_of_records_nothing(
                 (status, body)
             })
         };
-        b.faults.promoted_waiting(1).await;
+        b.faults.promoted().waiting(1).await;
 
         // A sweeps: the row and then the file go.
         let report = a.store.artifacts().sweep().await.expect("sweep");
         assert_eq!(report.blobs_removed, 1, "staged {staged}: {report:?}");
 
-        b.faults.hold_promoted(false);
+        b.faults.promoted().set(false);
         let (status, body) = upload.await.expect("the upload task");
         assert_eq!(
             status,
@@ -487,7 +487,7 @@ async fn a_forward_and_a_publication_of_one_package_id_in_the_target_do_not_both
 
 /// A read through one server that found a blob's bytes bad, and a repair of that blob through
 /// another server before the read's quarantine commits (held there by
-/// `Faults::hold_quarantines`): the stale read fails its own answer, but the repaired blob
+/// `Faults::quarantines`): the stale read fails its own answer, but the repaired blob
 /// stays repaired, and the log has one failure and one repair. A repair was remembered only
 /// by the process that made it, so the stale read quarantined the repaired blob and appended
 /// a second, false, `artifact.integrity_failure`.
@@ -507,9 +507,9 @@ async fn a_stale_read_through_one_server_cannot_quarantine_a_blob_repaired_throu
         h.call(Method::GET, uri, Some(token), axum::body::Body::empty())
             .await
     }
-    a.faults.hold_quarantines(true);
+    a.faults.quarantines().set(true);
     let meanwhile = async {
-        a.faults.quarantines_waiting(1).await;
+        a.faults.quarantines().waiting(1).await;
         // Another read finds the bad bytes and quarantines the blob; an upload repairs it.
         let answer = get(&b, &uri, &worker.token).await;
         assert_eq!(answer.code().as_str(), "integrity_failure");
@@ -519,7 +519,7 @@ async fn a_stale_read_through_one_server_cannot_quarantine_a_blob_repaired_throu
             .await;
         assert!(answer.status.is_success(), "{}", answer.status);
         assert_eq!(b.stats().await.quarantined, 0, "repaired");
-        a.faults.hold_quarantines(false);
+        a.faults.quarantines().set(false);
     };
     let (stale, ()) = tokio::join!(get(&a, &uri, &worker.token), meanwhile);
     assert_eq!(

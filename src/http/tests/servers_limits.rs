@@ -211,7 +211,7 @@ async fn an_idle_upload_session_a_chunk_streams_into_through_one_server_is_not_s
 }
 
 /// The idle-upload sweep through one server lists a session as idle (held there by
-/// `Faults::hold_upload_sweeps`), then a chunk through another server marks the session live
+/// `Faults::upload_sweeps`), then a chunk through another server marks the session live
 /// and commits, then the sweep goes on: the session stays, with its chunk. The sweep's
 /// removal did not ask whether the row was still idle, so it removed a session a chunk had
 /// just been acknowledged into.
@@ -237,10 +237,10 @@ async fn a_session_one_servers_sweep_listed_as_idle_and_another_appended_to_stay
     let started = a.store.artifacts().start_upload(as_worker()).await;
     let id = started.expect("starts").upload_id;
     a.clock.advance(chrono::Duration::seconds(601));
-    a.faults.hold_upload_sweeps(true);
+    a.faults.upload_sweeps().set(true);
     let artifacts_a = a.store.artifacts();
     let meanwhile = async {
-        a.faults.upload_sweeps_waiting(1).await;
+        a.faults.upload_sweeps().waiting(1).await;
         let chunk = stream::iter([Ok(bytes::Bytes::from(vec![3u8; 1000]))]);
         let appended = b
             .store
@@ -248,7 +248,7 @@ async fn a_session_one_servers_sweep_listed_as_idle_and_another_appended_to_stay
             .append_upload(&id, 0, chunk, as_worker())
             .await;
         assert_eq!(appended.expect("the chunk commits").offset, 1000);
-        a.faults.hold_upload_sweeps(false);
+        a.faults.upload_sweeps().set(false);
     };
     let (report, ()) = tokio::join!(artifacts_a.sweep(), meanwhile);
     let report = report.expect("sweep");

@@ -13,14 +13,14 @@ fn large() -> Vec<u8> {
     (0..1_100_000u32).map(|i| (i % 241) as u8).collect()
 }
 
-/// An upload held after its bytes are placed and before its row (`Faults::hold_promoted`).
+/// An upload held after its bytes are placed and before its row (`Faults::promoted`).
 type Held = tokio::task::JoinHandle<Result<axum::response::Response, std::convert::Infallible>>;
 
 impl Harness {
     /// Uploads `bytes` as `worker` and holds the upload once its bytes are placed (or found
-    /// present), before its row; `hold_promoted(false)` lets it go on.
+    /// present), before its row; `promoted().set(false)` lets it go on.
     async fn held_upload(&self, worker: &Agent, bytes: &[u8]) -> Held {
-        self.faults.hold_promoted(true);
+        self.faults.promoted().set(true);
         let request = request(
             Method::PUT,
             &format!("/v1/blobs/{}", digest_of(bytes).blake3),
@@ -29,7 +29,7 @@ impl Harness {
         );
         let app = self.app.clone();
         let upload = tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await });
-        self.faults.promoted_waiting(1).await;
+        self.faults.promoted().waiting(1).await;
         upload
     }
 
@@ -39,8 +39,8 @@ impl Harness {
         let upload = self.held_upload(worker, bytes).await;
         upload.abort();
         assert!(upload.await.expect_err("dropped").is_cancelled());
-        self.faults.promoted_waiting(0).await;
-        self.faults.hold_promoted(false);
+        self.faults.promoted().waiting(0).await;
+        self.faults.promoted().set(false);
     }
 
     /// How many of fsck's leftovers name `id`, and how many objects it counts in flight.
@@ -133,7 +133,7 @@ backends!(
             tokio::spawn(async move { store.artifacts().sweep().await })
         };
         tokio::task::yield_now().await;
-        h.faults.hold_promoted(false);
+        h.faults.promoted().set(false);
         let answer = upload.await.expect("task").expect("answer");
         assert_eq!(answer.status(), StatusCode::CREATED, "{kind:?}");
         let report = sweep.await.expect("task").expect("sweep");
@@ -172,7 +172,7 @@ async fn a_stray_another_server_disposes_of_under_an_upload_records_nothing() {
     let upload = b.held_upload(&worker, &bytes).await;
     let report = a.store.artifacts().sweep().await.expect("sweep");
     assert_eq!(report.strays_removed, 1, "{report:?}");
-    b.faults.hold_promoted(false);
+    b.faults.promoted().set(false);
     let answer = upload.await.expect("task").expect("answer");
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
     let head = b
@@ -212,7 +212,7 @@ async fn a_lost_compactions_objects_are_removed_by_the_sweep() {
         a.put(&worker, "g1", format!("artifact {n}").as_bytes(), &[])
             .await;
     }
-    b.faults.hold_promoted(true);
+    b.faults.promoted().set(true);
     let losing = {
         let compaction = b.store.clone();
         tokio::spawn(async move {
@@ -222,7 +222,7 @@ async fn a_lost_compactions_objects_are_removed_by_the_sweep() {
                 .await
         })
     };
-    b.faults.promoted_waiting(1).await;
+    b.faults.promoted().waiting(1).await;
     let won = a
         .store
         .compaction()
@@ -230,7 +230,7 @@ async fn a_lost_compactions_objects_are_removed_by_the_sweep() {
         .await
         .expect("a compacts");
     assert_eq!(won.len(), 1, "{won:?}");
-    b.faults.hold_promoted(false);
+    b.faults.promoted().set(false);
     let lost = losing.await.expect("task").expect("b answers");
     assert!(lost.is_empty(), "b compacted nothing: {lost:?}");
     let (_, in_flight) = a.fsck_names("blake3:").await;

@@ -1,7 +1,7 @@
 //! A capability token revoked while a write under it is on its way (LSE-7: revocation takes
 //! effect at once): the write checks the token again first in its own transaction, so one
 //! let in at the door before the revocation commits nothing after it. The hold between the
-//! checks before the writer and the transaction is `Faults::hold_publications`.
+//! checks before the writer and the transaction is `Faults::publications`.
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
@@ -19,7 +19,7 @@ async fn revoke_while_held(
     lease: &str,
     token_id: &str,
 ) -> weft_storage::Fingerprint {
-    h.faults.publications_waiting(1).await;
+    h.faults.publications().waiting(1).await;
     let revoke = request(
         Method::DELETE,
         &format!("/v1/leases/{lease}/tokens/{token_id}"),
@@ -29,7 +29,7 @@ async fn revoke_while_held(
     let revoked = h.send(revoke).await;
     assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{revoked:?}");
     let before = h.fingerprint().await;
-    h.faults.hold_publications(false);
+    h.faults.publications().set(false);
     before
 }
 
@@ -48,7 +48,7 @@ backends!(
         assert_eq!(uploaded.status, StatusCode::CREATED, "{uploaded:?}");
         let envelope = manifest_for(&w1, bytes, "wi-1", &lease);
         let token_id = issued["tokenId"].as_str().expect("id").to_owned();
-        h.faults.hold_publications(true);
+        h.faults.publications().set(true);
         let revoke_meanwhile = revoke_while_held(&h, &w1, &lease, &token_id);
         let (published, before) = tokio::join!(
             h.send(publish_as(secret(&issued), &envelope)),
@@ -75,7 +75,7 @@ backends!(
         let issued = issue(&h, &w1, &lease, &["evidence:record"], 60).await;
         let token_id = issued["tokenId"].as_str().expect("id").to_owned();
         let execution = h.execution_of(&w1, "wi-1").await;
-        h.faults.hold_publications(true);
+        h.faults.publications().set(true);
         let revoke_meanwhile = revoke_while_held(&h, &w1, &lease, &token_id);
         let (recorded, before) = tokio::join!(
             h.send(evidence_as(secret(&issued), &w1, "wi-1", execution)),

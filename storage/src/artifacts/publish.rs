@@ -553,7 +553,7 @@ impl Artifacts<'_> {
     ) -> Result<(Published, bool), Error> {
         let group = verified.manifest.group_id.to_string();
         let now = crate::clock::format_instant(verified.now);
-        self.0.faults.before_publication().await;
+        self.0.faults.publications().pass().await;
         let (recording, aftermath) = verified.into_recording(Bytes::Stored);
         // 3. Everything else is checked in the transaction that records it, in its Group's
         // lane (`db/writer.rs`).

@@ -575,7 +575,7 @@ impl Artifacts<'_> {
                 move |conn| rows::upload_sessions::idle_since(conn, &cutoff)
             })
             .await?;
-        self.0.faults.before_upload_sweep().await;
+        self.0.faults.upload_sweeps().pass().await;
         let mut n_removed = 0;
         for (upload_id, path) in idle {
             let Some(_claim) = self.0.upload_claims.try_claim(&upload_id) else {

@@ -367,7 +367,7 @@ impl Artifacts<'_> {
         // Bytes only hashed (the uploader could see them when it began) rely on the row
         // found then: it must still be there when this one is written.
         let hashed_only = inline.is_none() && read_before.is_none() && !promoted;
-        self.0.faults.after_promotion().await;
+        self.0.faults.promoted().pass().await;
         // The uploader's Group's lane (`db/writer.rs`); the operator's in the first. Bytes
         // that repair a quarantined blob append `artifact.repaired` to every Group that
         // published it: that job names no lane, so it runs before any Group job of its batch

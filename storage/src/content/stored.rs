@@ -233,7 +233,7 @@ impl Engine {
         // meanwhile, or already marked), and the log says which.
         tracing::error!(artifact = %blake3, %reason, "integrity failure: stored bytes do not verify");
         metrics::counter!("weft_integrity_failures_total").increment(1);
-        self.faults.before_quarantine().await;
+        self.faults.quarantines().pass().await;
         self.db
             .write(move |txn| {
                 if repairs.since(&blake3, seen) {

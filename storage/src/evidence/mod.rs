@@ -92,7 +92,7 @@ impl Handle<'_> {
         // armed for one run of the job, whose answer it stores with the work.
         let group = prepared.evidence.group_id.to_string();
         let now = crate::clock::format_instant(prepared.now);
-        self.0.faults.before_publication().await;
+        self.0.faults.publications().pass().await;
         self.0
             .db
             .write_in(&group, move |txn| {
