@@ -139,17 +139,19 @@ async fn two_presence_reports_through_two_servers_at_once_are_taken_once() {
     }
 }
 
-/// A chunk streaming through one server into an upload session idle long enough to be swept,
-/// while another server sweeps: the session stays and the chunk commits. Each server's claim
-/// on a session is its own, so the sweep removed the session under the chunk, which then
-/// answered `not_found`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_upload_session_a_chunk_streams_into_through_one_server_is_not_swept_by_another() {
-    use futures::{SinkExt as _, StreamExt as _};
-    use weft_storage::Uploader;
+/// Two servers over one index whose sweep takes uploads idle for 600 s, and an upload session
+/// of `w1` (its Agent session here) started through the first and idle past that (the clock
+/// moved 601 s). `None` when PostgreSQL is not installed.
+struct IdleSession {
+    a: Harness,
+    b: Harness,
+    session: weft_storage::Session,
+    id: String,
+}
 
+async fn idle_session() -> Option<IdleSession> {
     if !postgres_available() {
-        return;
+        return None;
     }
     let ttl = |config: &mut crate::config::Config| config.unpublished_blob_ttl_secs = 600;
     let a = harness_with(Kind::Postgres, ttl).await;
@@ -161,10 +163,48 @@ async fn an_idle_upload_session_a_chunk_streams_into_through_one_server_is_not_s
         .authenticate(&worker.token)
         .await
         .expect("live");
-    let as_worker = || Uploader::Agent(&session);
-    let started = a.store.artifacts().start_upload(as_worker()).await;
+    let started = a
+        .store
+        .artifacts()
+        .start_upload(weft_storage::Uploader::Agent(&session))
+        .await;
     let id = started.expect("starts").upload_id;
     a.clock.advance(chrono::Duration::seconds(601));
+    Some(IdleSession { a, b, session, id })
+}
+
+/// Finishes upload `id` through `h` as `session`, whose bytes must be `whole`.
+async fn finish(h: &Harness, session: &weft_storage::Session, id: &str, whole: &[u8]) {
+    let none = None::<(
+        u64,
+        futures::stream::Empty<Result<bytes::Bytes, std::io::Error>>,
+    )>;
+    let finished = h
+        .store
+        .artifacts()
+        .finish_upload(
+            id,
+            weft_api::Digest::Blake3(digest_of(whole).blake3),
+            none,
+            weft_storage::Uploader::Agent(session),
+        )
+        .await;
+    assert!(finished.is_ok(), "{:?}", finished.err());
+}
+
+/// A chunk streaming through one server into an upload session idle long enough to be swept,
+/// while another server sweeps: the session stays and the chunk commits. Each server's claim
+/// on a session is its own, so the sweep removed the session under the chunk, which then
+/// answered `not_found`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_upload_session_a_chunk_streams_into_through_one_server_is_not_swept_by_another() {
+    use futures::{SinkExt as _, StreamExt as _};
+    use weft_storage::Uploader;
+
+    let Some(IdleSession { a, b, session, id }) = idle_session().await else {
+        return;
+    };
+    let as_worker = || Uploader::Agent(&session);
     // The chunk's body: its first part is taken, then it waits for the rest.
     let (mut send, parts) =
         futures::channel::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(0);
@@ -193,21 +233,7 @@ async fn an_idle_upload_session_a_chunk_streams_into_through_one_server_is_not_s
     assert_eq!(appended.expect("the chunk commits").offset, 200_000);
     let mut whole = vec![1u8; 100_000];
     whole.extend(vec![2u8; 100_000]);
-    let none = None::<(
-        u64,
-        futures::stream::Empty<Result<bytes::Bytes, std::io::Error>>,
-    )>;
-    let finished = a
-        .store
-        .artifacts()
-        .finish_upload(
-            &id,
-            weft_api::Digest::Blake3(digest_of(&whole).blake3),
-            none,
-            as_worker(),
-        )
-        .await;
-    assert!(finished.is_ok(), "{:?}", finished.err());
+    finish(&a, &session, &id, &whole).await;
 }
 
 /// The idle-upload sweep through one server lists a session as idle (held there by
@@ -220,23 +246,10 @@ async fn a_session_one_servers_sweep_listed_as_idle_and_another_appended_to_stay
     use futures::stream;
     use weft_storage::Uploader;
 
-    if !postgres_available() {
+    let Some(IdleSession { a, b, session, id }) = idle_session().await else {
         return;
-    }
-    let ttl = |config: &mut crate::config::Config| config.unpublished_blob_ttl_secs = 600;
-    let a = harness_with(Kind::Postgres, ttl).await;
-    let b = a.peer(ttl).await;
-    let worker = a.agent("w1", "g1", &["worker"]).await;
-    let session = a
-        .store
-        .sessions()
-        .authenticate(&worker.token)
-        .await
-        .expect("live");
+    };
     let as_worker = || Uploader::Agent(&session);
-    let started = a.store.artifacts().start_upload(as_worker()).await;
-    let id = started.expect("starts").upload_id;
-    a.clock.advance(chrono::Duration::seconds(601));
     a.faults.upload_sweeps().set(true);
     let artifacts_a = a.store.artifacts();
     let meanwhile = async {
@@ -253,16 +266,5 @@ async fn a_session_one_servers_sweep_listed_as_idle_and_another_appended_to_stay
     let (report, ()) = tokio::join!(artifacts_a.sweep(), meanwhile);
     let report = report.expect("sweep");
     assert_eq!(report.upload_sessions_removed, 0, "{report:?}");
-    let none = None::<(u64, stream::Empty<Result<bytes::Bytes, std::io::Error>>)>;
-    let finished = a
-        .store
-        .artifacts()
-        .finish_upload(
-            &id,
-            weft_api::Digest::Blake3(digest_of(&[3u8; 1000]).blake3),
-            none,
-            as_worker(),
-        )
-        .await;
-    assert!(finished.is_ok(), "{:?}", finished.err());
+    finish(&a, &session, &id, &[3u8; 1000]).await;
 }
