@@ -64,6 +64,17 @@ pub(super) async fn set_retention(
     .await
 }
 
+/// `DELETE /v1/admin/holds/{hold_id}` as the operator; its answer.
+pub(super) async fn lift_hold(h: &Harness, hold_id: &str) -> crate::http::tests::harness::Answer {
+    h.call(
+        Method::DELETE,
+        &format!("/v1/admin/holds/{hold_id}"),
+        Some(ADMIN),
+        Body::empty(),
+    )
+    .await
+}
+
 /// `agent` with a fresh session in g1 (the clock moved past its old one).
 async fn renewed(h: &Harness, agent: Agent) -> Agent {
     renewed_in(h, agent, "g1").await
@@ -264,14 +275,7 @@ backends!(
         );
         assert_unchanged(&before, &h.fingerprint().await, "a refused policy");
         // A policy set before the hold stands; the hold still keeps what it holds.
-        let lift_first = h
-            .call(
-                Method::DELETE,
-                &format!("/v1/admin/holds/{hold_id}"),
-                Some(ADMIN),
-                Body::empty(),
-            )
-            .await;
+        let lift_first = lift_hold(&h, &hold_id).await;
         assert_eq!(lift_first.status, StatusCode::OK);
         let set = set_retention(&h, "g1", json!({"keepBytes": "1d"})).await;
         assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
@@ -303,14 +307,7 @@ backends!(
             Some(2),
             "{listed}"
         );
-        let lifted = h
-            .call(
-                Method::DELETE,
-                &format!("/v1/admin/holds/{hold_id}"),
-                Some(ADMIN),
-                Body::empty(),
-            )
-            .await;
+        let lifted = lift_hold(&h, &hold_id).await;
         assert_eq!(lifted.status, StatusCode::OK);
         assert!(lifted.json()["liftedAt"].is_string());
         assert_eq!(h.events_of(&auditor, "hold.lifted").await.len(), 2);

@@ -3,12 +3,11 @@
 //! another server meanwhile is seen. Two `Store`s in one test process, as in `servers.rs`; on
 //! the other backends this test says it skipped.
 
-use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use serde_json::json;
 
 use super::harness::*;
-use super::lifecycle::{end_mission, renewed_in, set_retention};
+use super::lifecycle::{end_mission, lift_hold, renewed_in, set_retention};
 
 /// A hold placed through one server while another sets a policy that would let the held
 /// artifact go now: the policy is refused `held`, or it committed first and the hold after
@@ -62,14 +61,7 @@ async fn a_hold_and_a_policy_its_artifact_forbids_through_two_servers_never_land
         }
         let keep = set_retention(&a, "g1", json!({"keepBytes": "3650d"})).await;
         assert_eq!(keep.status, StatusCode::OK, "{keep:?}");
-        let lifted = a
-            .call(
-                Method::DELETE,
-                &format!("/v1/admin/holds/{hold_id}"),
-                Some(ADMIN),
-                Body::empty(),
-            )
-            .await;
+        let lifted = lift_hold(&a, &hold_id).await;
         assert_eq!(lifted.status, StatusCode::OK, "{lifted:?}");
     }
     eprintln!("policies refused: {refused}, committed before the hold: {first}");

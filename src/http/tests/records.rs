@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use weft_api::Envelope;
 
 use super::harness::*;
-use super::lifecycle::{end_mission, gc, renewed_in, set_retention};
+use super::lifecycle::{end_mission, gc, lift_hold, renewed_in, set_retention};
 use super::with_content::{bound, publication};
 use super::work_setup::evidence_payload;
 
@@ -221,14 +221,7 @@ backends!(
         let report = gc(&h, false).await;
         assert!(records(&report).is_empty(), "{kind:?}: held: {report}");
         assert_eq!(report["recordsKept"], 2, "{kind:?}: {report}");
-        let lifted = h
-            .call(
-                Method::DELETE,
-                &format!("/v1/admin/holds/{hold_id}"),
-                Some(ADMIN),
-                Body::empty(),
-            )
-            .await;
+        let lifted = lift_hold(&h, &hold_id).await;
         assert_eq!(lifted.status, StatusCode::OK, "{kind:?}: {lifted:?}");
         let report = gc(&h, false).await;
         assert_eq!(records(&report).len(), 1, "{kind:?}: {report}");
