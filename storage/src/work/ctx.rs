@@ -67,6 +67,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
         now: DateTime<Utc>,
         roles: Vec<Role>,
         session_epoch: u64,
+        faults: Faults,
     ) -> Self {
         Self {
             tx,
@@ -78,7 +79,7 @@ impl<'t, 'c> Ctx<'t, 'c> {
             appended: Vec::new(),
             offline: None,
             usage: None,
-            faults: Faults::default(),
+            faults,
             authority: None,
             max_open_proposals: 0,
             resumes_attempt: false,
