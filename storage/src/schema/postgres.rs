@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 15] = [
+const MIGRATIONS: [(i64, &str); 16] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -34,6 +34,7 @@ const MIGRATIONS: [(i64, &str); 15] = [
     (42, include_str!("postgres_v42.sql")),
     (43, include_str!("postgres_v43.sql")),
     (44, include_str!("postgres_v44.sql")),
+    (45, include_str!("postgres_v45.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").

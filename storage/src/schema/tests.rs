@@ -77,6 +77,42 @@ fn stored_commands_move_under_their_group() {
     .expect("the same id in another Group and for an Agent");
 }
 
+/// Issue #44 (V45): `commands` becomes a rowid table with its key in a unique index; every
+/// Command kept before keeps its answer and envelope, and the key still admits one row.
+#[test]
+fn commands_keep_their_rows_and_their_key_in_a_rowid_table() {
+    let conn = sqlite_at(44);
+    conn.execute_batch(
+        "INSERT INTO commands (group_id, agent_id, command_id, request_hash, answer, envelope,
+                               recorded_at)
+             VALUES ('g1', 'a', 'cmd-1', x'01', '{\"n\":1}', '{\"e\":1}', '2026-01-01T00:00:00Z'),
+                    ('g1', '', 'cmd-2', x'02', '', NULL, NULL);",
+    )
+    .expect("old rows");
+    super::migrate_sqlite(&conn).expect("migrated");
+    let kept = pairs::<String, String>(
+        &conn,
+        "SELECT command_id, answer || '|' || IFNULL(envelope, '-') FROM commands ORDER BY 1",
+    );
+    let want = [("cmd-1", "{\"n\":1}|{\"e\":1}"), ("cmd-2", "|-")];
+    assert_eq!(
+        kept,
+        want.map(|(id, kept)| (id.to_owned(), kept.to_owned()))
+    );
+    let again = conn.execute(
+        "INSERT INTO commands (group_id, agent_id, command_id, request_hash, answer)
+             VALUES ('g1', 'a', 'cmd-1', x'03', '{}')",
+        [],
+    );
+    assert!(again.is_err(), "the key admits one row: {again:?}");
+    let (_, without_rowid) = pairs::<String, bool>(
+        &conn,
+        "SELECT name, wr FROM pragma_table_list WHERE name = 'commands'",
+    )
+    .remove(0);
+    assert!(!without_rowid, "a rowid table");
+}
+
 /// Issue #50 (V28): the Events appended before are given their actor from their
 /// payloads, by `EventPayload::actor`'s rule; the operator's and the Authority's none.
 #[test]
@@ -306,7 +342,7 @@ fn looking_for_a_command_searches_its_whole_key() {
     for step in searches {
         assert!(
             step.starts_with("SEARCH")
-                && step.contains("PRIMARY KEY (group_id=? AND command_id=? AND agent_id=?)"),
+                && step.contains("commands_key (group_id=? AND command_id=? AND agent_id=?)"),
             "{steps:?}"
         );
     }
@@ -326,7 +362,7 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
             "SELECT agent_id, envelope FROM commands WHERE group_id = ?1 AND command_id = ?2
              ORDER BY agent_id LIMIT ?3",
             3,
-            "PRIMARY KEY (group_id=? AND command_id=?)",
+            "commands_key (group_id=? AND command_id=?)",
         ),
         (
             "SELECT group_id, command_id, agent_id FROM commands
