@@ -7,7 +7,8 @@
 //! `json_each(x)` becomes `json_array_elements_text(x::json)` (its column is `value` on both);
 //! `json_extract(x, '$.k')` becomes `(x::json ->> 'k')`; `zeroblob(n)` becomes `n` zero
 //! bytes. Anything else must already be common SQL; the schema gives every rowid table a
-//! `rowid` identity column, so `rowid` means the same.
+//! `rowid` identity column, so `rowid` means the same, except `commands` (a rowid table on
+//! SQLite only since V45, with no `rowid` on PostgreSQL: never name its rowid).
 
 /// A statement written for both engines, in PostgreSQL's spelling (see the module's doc).
 pub(crate) fn translate(sql: &str) -> String {

@@ -368,8 +368,6 @@ fn apply_prepared(
     // aggregate answers exactly as another Group's (unknown, whether or not it exists).
     let scope = crate::access::scope_of(missions)?;
     check_scope(tx, &command, &body, scope, work_item_read.as_ref())?;
-    // The faults handed in, not a default replaced after: a default `Faults` allocates its
-    // holds' channels, and dropping it woke their (absent) waiters, on every Command.
     let mut ctx = Ctx::new(tx, &command, now, roles, session_epoch, faults);
     ctx.offline = offline;
     ctx.usage = usage;
