@@ -272,7 +272,7 @@ impl From<weft_storage::Error> for HttpError {
             E::BlobStore(_) => {
                 "the blob store did not answer; nothing was kept, retry later".to_owned()
             }
-            E::Config(_) => "internal storage error".to_owned(),
+            E::Config(_) | E::InOrder => "internal storage error".to_owned(),
         };
         let sequence = match &error {
             E::Disposed(_, sequence) | E::RecordDisposed(_, sequence) => {

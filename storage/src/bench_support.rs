@@ -352,6 +352,8 @@ pub fn full_rehash_range(
     content.into_full_rehash_body(range)
 }
 
+pub mod postgres;
+
 /// Corrupting an index file behind the server's back, as a disk fault or an intruder would
 /// (tests of what fsck and verify-on-read then say). Each opens `index` (an `index.sqlite`)
 /// on its own connection and answers how many rows it changed.

@@ -79,9 +79,12 @@ pub fn answer_with<T: Any>(render: impl Fn(&T) -> Option<(u16, Vec<u8>)> + Send 
     });
 }
 
+/// A request's claim as a write took it, with the renderer of its answer.
+pub(crate) type Armed = (Arc<Claim>, Arc<Renderer>);
+
 /// The armed claim of the current task if a write of result type `T` should honour it.
 /// Taking it disarms it, so exactly one write per request stores the answer.
-pub(crate) fn armed_for<T: Any>() -> Option<(Arc<Claim>, Arc<Renderer>)> {
+pub(crate) fn armed_for<T: Any>() -> Option<Armed> {
     CLAIM
         .try_with(|claim| {
             let mut armed = claim.armed.lock().unwrap_or_else(|p| p.into_inner());

@@ -462,10 +462,22 @@ impl Db {
         group: Option<&str>,
         f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
-        let Some((claim, renderer)) = crate::claim::armed_for::<T>() else {
+        let claim = crate::claim::armed_for::<T>();
+        self.write_claimed(group, claim.as_ref(), f).await
+    }
+
+    /// Runs `f` in the lane of `group` (the first if none) with the request's claim, if one
+    /// was taken: its key checked before `f`, its answer stored after, in one transaction.
+    async fn write_claimed<T: Send + 'static>(
+        &self,
+        group: Option<&str>,
+        claim: Option<&crate::claim::Armed>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let Some((claim, renderer)) = claim else {
             return self.write_in_lane(group, f).await;
         };
-        let claim_in = Arc::clone(&claim);
+        let (claim_in, renderer) = (Arc::clone(claim), Arc::clone(renderer));
         let (value, stored) = self
             .write_in_lane(group, move |tx| {
                 claim_in.check(tx)?;
@@ -478,6 +490,39 @@ impl Db {
             claim.committed(answer);
         }
         Ok(value)
+    }
+
+    /// [`Db::write_in`] for a job that may learn only under its Group's lock that it must
+    /// lock other Groups too (an upload of small bytes that repairs a quarantined blob
+    /// appends `artifact.repaired` to every Group that published it). It runs with `false`
+    /// in `group`'s lane; if it answers [`Error::InOrder`] (rolled back, nothing kept), it
+    /// runs once more with `true` and no lane, so before any Group job of its batch takes a
+    /// lock, where it takes every lock it needs in Group order (the order of every batch and
+    /// of a quarantine): on PostgreSQL under several servers, taking another Group's lock
+    /// after its own could wait in a circle with a quarantine and be rolled back (issue
+    /// #43). The request's claim is taken once and goes with both runs.
+    pub(crate) async fn write_in_or_in_order<T, F>(
+        &self,
+        group: Option<&str>,
+        f: F,
+    ) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: Fn(&Tx<'_>, bool) -> Result<T, Error> + Send + Sync + 'static,
+    {
+        let claim = crate::claim::armed_for::<T>();
+        let f = Arc::new(f);
+        let run = Arc::clone(&f);
+        match self
+            .write_claimed(group, claim.as_ref(), move |tx| run(tx, false))
+            .await
+        {
+            Err(Error::InOrder) => {
+                self.write_claimed(None, claim.as_ref(), move |tx| f(tx, true))
+                    .await
+            }
+            outcome => outcome,
+        }
     }
 
     /// [`Db::write`] without the idempotency wrapping (reads on an in-memory database), in

@@ -43,6 +43,11 @@ pub enum Error {
     /// store that does not answer at start).
     #[error("{0}")]
     Config(String),
+    /// A job found, under its Group's lock, that it must lock other Groups too: rolled back
+    /// (nothing of it kept), it runs again with every lock taken in Group order
+    /// ([`crate::db::Db`]'s `write_in_or_in_order`). Never leaves the engine.
+    #[error("the job must run again with its Groups' locks in order")]
+    InOrder,
 }
 
 impl Error {
@@ -64,7 +69,7 @@ impl Error {
             Self::Disposed(..) | Self::RecordDisposed(..) => ErrorCode::Disposed,
             Self::ShuttingDown => ErrorCode::ShuttingDown,
             Self::BlobStore(_) => ErrorCode::BlobStoreUnavailable,
-            Self::Config(_) => ErrorCode::Internal,
+            Self::Config(_) | Self::InOrder => ErrorCode::Internal,
             Self::Backend(error) => match disk_failure(error.as_ref()) {
                 Some(DiskFailure::Full) => ErrorCode::InsufficientStorage,
                 Some(DiskFailure::Io) => ErrorCode::StorageUnavailable,

@@ -72,6 +72,7 @@ mod scope;
 mod scope_leases;
 mod servers;
 mod servers_limits;
+mod servers_locks;
 mod session_replay;
 mod sessions;
 mod snapshots;

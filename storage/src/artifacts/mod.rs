@@ -12,6 +12,7 @@ mod publish;
 mod quota;
 mod reads;
 mod records;
+mod repair;
 mod resumable;
 mod reuse;
 mod strays;

@@ -370,13 +370,17 @@ impl Artifacts<'_> {
         self.0.faults.promoted().pass().await;
         // The uploader's Group's lane (`db/writer.rs`); the operator's in the first. Bytes
         // that repair a quarantined blob append `artifact.repaired` to every Group that
-        // published it: that job names no lane, so it runs before any Group job of its batch
-        // takes a lock, and it takes every Group's lock it needs at once, in Group order (the
-        // order every batch takes them), then ends its transaction (issue #43).
+        // published it: that job runs with no lane, so before any Group job of its batch
+        // takes a lock, and takes every Group's lock it needs at once, in Group order (the
+        // order every batch and every quarantine takes them), then ends its transaction
+        // (issue #43). A file's repair is known before (read above); small bytes learn it
+        // under their Group's lock, and then run again in order (`Db::write_in_or_in_order`).
         let repairs_file = read_before.is_some_and(|(quarantined, _)| quarantined) && promoted;
         let lane = uploader_group.clone().filter(|_| !repairs_file);
-        let job = move |txn: &crate::unit::Tx<'_>| {
-            if repairs_file {
+        // Taken by the run that records the blob (the first run to get that far).
+        let then = std::sync::Mutex::new(Some(then));
+        let job = move |txn: &crate::unit::Tx<'_>, in_order: bool| {
+            if repairs_file || in_order {
                 let mut groups = crate::rows::manifests::groups_of(txn, &digests.blake3)?;
                 groups.extend(uploader_group.clone());
                 groups.sort();
@@ -393,7 +397,7 @@ impl Artifacts<'_> {
             }
             // The Group's quota, read with the liveness check (one round trip on PostgreSQL).
             let quota = super::quota::settings_ahead(txn, &uploader)?;
-            if let Some(acting) = acting {
+            if let Some(acting) = &acting {
                 acting.check(txn, &format_instant(now))?;
             }
             // Another server deleted this blob's rows and is deleting, or has deleted, the
@@ -422,6 +426,9 @@ impl Artifacts<'_> {
             // Only bytes this call wrote can repair a quarantined blob: bytes that were
             // only hashed (the blob was healthy when the upload began) repair nothing.
             let repair = quarantined && (inline.is_some() || promoted);
+            if repair && !(repairs_file || in_order) {
+                return Err(Error::InOrder);
+            }
             record_row(txn, &digests, now, (inline.as_deref(), inline_now), repair)?;
             // Pending from here until the guard, delivered with the answer after the
             // commit, is dropped: no read of the replaced copy quarantines the repaired
@@ -432,7 +439,7 @@ impl Artifacts<'_> {
             // finding 9c).
             let repaired = repair && crate::rows::blobs::repair(txn, &digests.blake3, now)?;
             if repaired {
-                append_repaired(txn, digests.blake3, now)?;
+                super::repair::append_repaired(txn, digests.blake3, now)?;
                 // Bytes back after a disposal count again for every Group citing them: no
                 // quota bound counted before holds (`quota.rs`).
                 crate::rows::usage_epoch::advance(txn)?;
@@ -471,12 +478,16 @@ impl Artifacts<'_> {
                     digests.size,
                 )?;
             }
+            let then = then
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+                .ok_or_else(|| {
+                    Error::backend(std::io::Error::other("an upload's job recorded twice"))
+                })?;
             then(txn, already_visible).map(|answer| (answer, pending))
         };
-        let written = match lane {
-            Some(group) => self.0.db.write_in(&group, job).await,
-            None => self.0.db.write(job).await,
-        };
+        let written = self.0.db.write_in_or_in_order(lane.as_deref(), job).await;
         let answer = match written {
             Ok((answer, _ended)) => answer,
             Err(error) => {
@@ -572,27 +583,6 @@ fn record_row(
             inline_bytes::delete(txn, inline_id)?;
         }
         (Some(_), _) => {}
-    }
-    Ok(())
-}
-
-/// Appends `artifact.repaired` to every Group that published `blake3` (the Groups that got
-/// its `artifact.integrity_failure`).
-fn append_repaired(
-    txn: &crate::unit::Tx<'_>,
-    blake3: weft_api::ArtifactId,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<(), Error> {
-    let groups = crate::rows::manifests::groups_of(txn, &blake3)?;
-    for group in groups {
-        let group = weft_api::Id::parse("groupId", &group)?;
-        let repaired = weft_api::kinds::ArtifactRepaired { artifact: blake3 };
-        crate::events::append(
-            txn,
-            &group,
-            &weft_api::kinds::EventPayload::ArtifactRepaired(repaired),
-            now,
-        )?;
     }
     Ok(())
 }

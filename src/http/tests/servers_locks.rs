@@ -1,0 +1,92 @@
+//! Group locks under several servers over one PostgreSQL index (issue #43): a job that
+//! learns only under its own Group's lock that it must lock other Groups too takes them all
+//! again in Group order, so it never waits in a circle with another server's transaction.
+
+use axum::http::{Method, StatusCode};
+use weft_storage::bench_support::postgres::{
+    lock_groups_in_turn, lock_waiters, tamper_inline_bytes,
+};
+
+use super::harness::*;
+
+/// An upload of small bytes through one server repairs a blob published in Groups `g1` and
+/// `g2` and quarantined, while another server's transaction holds `g1`'s lock and then asks
+/// for `g2`'s (as a quarantine of that blob takes them, in Group order). The uploader is in
+/// `g2`: its job locked `g2`, learned of the repair, and asked for `g1` to append
+/// `artifact.repaired` there, so the two waited on each other until PostgreSQL rolled one
+/// back (the upload answered 503, or the other transaction failed). Now the upload runs again
+/// with every lock in Group order: both finish, and each Group hears of the repair once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_upload_that_repairs_a_blob_of_two_groups_takes_their_locks_in_order() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness_with(Kind::Postgres, |config| config.hot_blob_bytes = 0).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let here = a.agent("w1", "g1", &["worker"]).await;
+    let there = a.agent("w2", "g2", &["worker"]).await;
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    let id = a.put(&here, "g1", &bytes, &[]).await;
+    assert_eq!(a.put(&there, "g2", &bytes, &[]).await, id);
+    let mut flipped = bytes.clone();
+    flipped[100] ^= 1;
+    let changed = tamper_inline_bytes(&url, &id, &flipped).expect("tamper");
+    assert_eq!(changed, 1, "{id} is stored inline");
+    let uri = format!("/v1/artifacts/{id}/content");
+    let answer = a
+        .call(
+            Method::GET,
+            &uri,
+            Some(&here.token),
+            axum::body::Body::empty(),
+        )
+        .await;
+    assert_eq!(answer.code(), "integrity_failure");
+    assert_eq!(a.stats().await.quarantined, 1);
+
+    let (holding, held) = tokio::sync::oneshot::channel();
+    let holder = tokio::task::spawn_blocking(move || {
+        let mut saw_a_waiter = false;
+        let outcome = lock_groups_in_turn(&url, "g1", "g2", || {
+            let _ = holding.send(());
+            // Until the upload waits for `g1`'s lock (bounded: 10 s).
+            for _ in 0..2_000 {
+                if lock_waiters(&url).expect("pg_stat_activity") > 0 {
+                    saw_a_waiter = true;
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        });
+        (outcome, saw_a_waiter)
+    });
+    held.await.expect("the other transaction holds g1");
+    let repaired = a.upload(&there, &bytes).await;
+    assert_eq!(repaired.blake3, id);
+    let (outcome, saw_a_waiter) = holder.await.expect("the holder ran");
+    outcome.expect("the other server's transaction commits");
+    assert!(saw_a_waiter, "the upload waited for g1's lock");
+
+    assert_eq!(a.stats().await.quarantined, 0, "repaired");
+    let answer = a
+        .call(
+            Method::GET,
+            &uri,
+            Some(&here.token),
+            axum::body::Body::empty(),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    for (reader, group) in [(&here, "g1"), (&there, "g2")] {
+        let events = a
+            .get_json(reader, &format!("/v1/groups/{group}/events?limit=1000"))
+            .await;
+        let repairs = events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|event| event["type"] == "artifact.repaired")
+            .count();
+        assert_eq!(repairs, 1, "{group} hears of the repair once");
+    }
+}

@@ -1,0 +1,26 @@
+//! The repair of a quarantined blob by verified bytes (`upload.rs`): every Group that got its
+//! `artifact.integrity_failure` hears of the repair. Such an upload holds every one of those
+//! Groups' locks, taken in Group order (`Db::write_in_or_in_order`), before it appends.
+
+use crate::error::Error;
+
+/// Appends `artifact.repaired` to every Group that published `blake3` (the Groups that got
+/// its `artifact.integrity_failure`).
+pub(super) fn append_repaired(
+    txn: &crate::unit::Tx<'_>,
+    blake3: weft_api::ArtifactId,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
+    let groups = crate::rows::manifests::groups_of(txn, &blake3)?;
+    for group in groups {
+        let group = weft_api::Id::parse("groupId", &group)?;
+        let repaired = weft_api::kinds::ArtifactRepaired { artifact: blake3 };
+        crate::events::append(
+            txn,
+            &group,
+            &weft_api::kinds::EventPayload::ArtifactRepaired(repaired),
+            now,
+        )?;
+    }
+    Ok(())
+}

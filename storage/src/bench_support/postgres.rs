@@ -1,0 +1,53 @@
+//! Another server's hands on a shared PostgreSQL index, for the tests of several servers
+//! (issue #43): corrupting a row behind every server's back, holding Group locks as another
+//! writer's transaction does, and seeing who waits for a lock. Each runs where the
+//! synchronous client may block (`sql::postgres::off_runtime`), so async tests call them too.
+
+use weft_api::ArtifactId;
+
+use crate::error::Error;
+use crate::sql::postgres::off_runtime;
+use crate::sql::{Cached as _, Connection};
+
+fn open(url: &str) -> Result<Connection, Error> {
+    Ok(Connection::Postgres(Box::new(
+        crate::sql::postgres::Pg::connect(url)?,
+    )))
+}
+
+/// Replaces the inline copy of blob `id` in the index at `url` with `bytes`; answers how
+/// many rows changed.
+pub fn tamper_inline_bytes(url: &str, id: &ArtifactId, bytes: &[u8]) -> Result<usize, Error> {
+    off_runtime(|| crate::rows::inline_bytes::tamper_of_blob(&open(url)?, &id.0, bytes))
+}
+
+/// How many sessions of the index at `url`'s database wait for a lock now.
+pub fn lock_waiters(url: &str) -> Result<u64, Error> {
+    off_runtime(|| {
+        let waiting = open(url)?.value::<i64, _>(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            [],
+        )?;
+        Ok(u64::try_from(waiting.unwrap_or(0)).unwrap_or(0))
+    })
+}
+
+/// One transaction of its own on the index at `url`, as another server's writer takes Group
+/// locks in order (a quarantine does): Group `first`'s lock, then `meanwhile`, then Group
+/// `then`'s lock, then the commit. It blocks its caller until then.
+pub fn lock_groups_in_turn(
+    url: &str,
+    first: &str,
+    then: &str,
+    meanwhile: impl FnOnce() + Send,
+) -> Result<(), Error> {
+    off_runtime(|| {
+        let conn = open(url)?;
+        conn.begin()?;
+        crate::rows::groups::lock(&conn, first)?;
+        meanwhile();
+        crate::rows::groups::lock(&conn, then)?;
+        conn.control("COMMIT")?;
+        Ok(())
+    })
+}
