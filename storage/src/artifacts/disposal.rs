@@ -42,11 +42,11 @@ pub(super) enum Begun {
 
 impl Begun {
     /// Begins a disposal in the transaction that will delete the rows.
-    pub(super) fn begin(conn: &Connection, now: DateTime<Utc>) -> Result<Self, Error> {
-        if conn.engine() != Engine::Postgres {
+    pub(super) fn begin(c: &impl crate::unit::Conn, now: DateTime<Utc>) -> Result<Self, Error> {
+        if c.conn().engine() != Engine::Postgres {
             return Ok(Self::Alone);
         }
-        Ok(match blob_disposals::begin(conn, &format_instant(now))? {
+        Ok(match blob_disposals::begin(c, &format_instant(now))? {
             Some(generation) => Self::Batch {
                 generation,
                 until: now + LEASE,

@@ -199,3 +199,80 @@ async fn a_batch_takes_a_groups_lock_once() {
     assert_eq!(first.expect("first"), 1, "taken again");
     assert_eq!(second.expect("second"), 0, "held");
 }
+
+/// A job that took the exclusive disposal lock (a sweep's, a collection's or a records
+/// batch's, `rows/blob_disposals.rs`) ends its transaction on PostgreSQL, as one that took a
+/// Group's lock it did not name does: here server A's first lane holds an unrouted job that
+/// takes it and a job routed to Group `low`; server B's upload-like job holds `low` and asks
+/// for the shared side. Were A's two jobs one transaction, A would wait for `low` under the
+/// exclusive lock while B waits for it under `low`, until PostgreSQL rolled one back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_under_the_disposal_lock_never_holds_it_under_a_groups_batch() {
+    use std::sync::mpsc::channel;
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
+        return;
+    };
+    let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
+    let b = Db::open(&Location::Postgres(url)).expect("b opens");
+    let low = (0..)
+        .map(|n| format!("g{n}"))
+        .find(|g| lane_of(g, a.lanes.len()) == 0)
+        .expect("a group of the first lane");
+    let l = low.clone();
+    a.write(move |tx| groups::insert(tx, &l, chrono::Utc::now()))
+        .await
+        .expect("group");
+
+    // B locks `low`, then waits until A's unrouted job holds the exclusive lock.
+    let (b_locked, b_has_low) = tokio::sync::oneshot::channel::<()>();
+    let (a_locked, a_excludes) = channel::<()>();
+    let l = low.clone();
+    let on_b = tokio::spawn(async move {
+        b.write_in(&l.clone(), move |tx| {
+            groups::lock(tx, &l)?;
+            b_locked.send(()).expect("told");
+            a_excludes.recv().expect("heard");
+            crate::rows::blob_disposals::fence(tx)?;
+            Ok(tx.settle()?)
+        })
+        .await
+    });
+    b_has_low.await.expect("B holds low");
+    // A's first lane is kept busy while its next two jobs queue up behind, as one batch.
+    let (release, held) = channel::<()>();
+    let (started, busy_started) = tokio::sync::oneshot::channel::<()>();
+    let busy = tokio::spawn({
+        let a = a.clone();
+        async move {
+            a.write(move |_| {
+                let _ = started.send(());
+                held.recv().map_err(Error::backend)
+            })
+            .await
+        }
+    });
+    busy_started.await.expect("the first lane is busy");
+    let unrouted = tokio::spawn({
+        let a = a.clone();
+        async move {
+            a.write(move |tx| {
+                crate::rows::blob_disposals::exclude(tx)?;
+                a_locked.send(()).expect("told");
+                Ok(())
+            })
+            .await
+        }
+    });
+    let routed = tokio::spawn({
+        let (a, l) = (a.clone(), low.clone());
+        async move { a.write_in(&l.clone(), move |tx| groups::lock(tx, &l)).await }
+    });
+    while a.lanes[0].max_capacity() - a.lanes[0].capacity() < 2 {
+        tokio::task::yield_now().await;
+    }
+    release.send(()).expect("released");
+    busy.await.expect("busy").expect("busy job");
+    unrouted.await.expect("task").expect("A's unrouted job");
+    on_b.await.expect("task").expect("B's job");
+    routed.await.expect("task").expect("A's routed job");
+}

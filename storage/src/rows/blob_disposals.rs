@@ -113,9 +113,23 @@ pub(crate) fn wait_briefly(conn: &Connection, brief: bool) -> Result<(), Error> 
 /// take their Group's lock before the shared one, the opposite order: these short waits end
 /// such a circle before PostgreSQL's `deadlock_timeout` (one second by default; keep it above
 /// 600 ms) would pick a victim.
-pub(crate) fn exclude(conn: &Connection) -> Result<(), Error> {
-    if conn.engine() != Engine::Postgres {
+pub(crate) fn exclude(c: &impl Conn) -> Result<(), Error> {
+    if c.conn().engine() != Engine::Postgres {
         return Ok(());
+    }
+    take_exclusive(c)
+}
+
+/// The exclusive lock, waiting at most a tenth of a second, noted for the writer: it ends
+/// its batch after the job (`Memo::note_row_lock`), so no later job of the batch takes a
+/// Group's lock while the transaction holds this one. Group jobs take their Group's lock
+/// before the shared one; a later job waiting for a Group under this lock could wait in a
+/// circle with another server's upload waiting for the shared side, until PostgreSQL rolled
+/// one back.
+fn take_exclusive(c: &impl Conn) -> Result<(), Error> {
+    let conn = c.conn();
+    if let Some(memo) = c.memo() {
+        memo.note_row_lock("blob_disposals");
     }
     conn.execute_batch("SET LOCAL lock_timeout = '100ms'")?;
     conn.value::<i64, _>("SELECT 1 FROM pg_advisory_xact_lock(?1)", [LOCK])?;
@@ -127,13 +141,12 @@ pub(crate) fn exclude(conn: &Connection) -> Result<(), Error> {
 /// tenth of a second so that it never joins a deadlock with other servers' writers (a
 /// timeout fails the job as `storage_unavailable`: the sweep tries again on its next round),
 /// and answers the next generation, or `None` while another disposal is deleting files.
-pub(crate) fn begin(conn: &Connection, now: &str) -> Result<Option<i64>, Error> {
+pub(crate) fn begin(c: &impl Conn, now: &str) -> Result<Option<i64>, Error> {
+    let conn = c.conn();
     if conn.engine() != Engine::Postgres {
         return Ok(None);
     }
-    conn.execute_batch("SET LOCAL lock_timeout = '100ms'")?;
-    conn.value::<i64, _>("SELECT 1 FROM pg_advisory_xact_lock(?1)", [LOCK])?;
-    conn.execute_batch("SET LOCAL lock_timeout = '10s'")?;
+    take_exclusive(c)?;
     let latest = conn
         .row(
             "SELECT generation, deleting_until FROM blob_disposals
