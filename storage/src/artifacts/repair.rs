@@ -4,16 +4,17 @@
 
 use crate::error::Error;
 
-/// Appends `artifact.repaired` to every Group that published `blake3` (the Groups that got
-/// its `artifact.integrity_failure`).
+/// Appends `artifact.repaired` to `groups`, every Group that published `blake3` (the Groups
+/// that got its `artifact.integrity_failure`), as read when their locks were taken: a second
+/// read could name a Group whose lock this transaction does not hold.
 pub(super) fn append_repaired(
     txn: &crate::unit::Tx<'_>,
     blake3: weft_api::ArtifactId,
     now: chrono::DateTime<chrono::Utc>,
+    groups: &[String],
 ) -> Result<(), Error> {
-    let groups = crate::rows::manifests::groups_of(txn, &blake3)?;
     for group in groups {
-        let group = weft_api::Id::parse("groupId", &group)?;
+        let group = weft_api::Id::parse("groupId", group)?;
         let repaired = weft_api::kinds::ArtifactRepaired { artifact: blake3 };
         crate::events::append(
             txn,

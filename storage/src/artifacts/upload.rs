@@ -380,14 +380,18 @@ impl Artifacts<'_> {
         // Taken by the run that records the blob (the first run to get that far).
         let then = std::sync::Mutex::new(Some(then));
         let job = move |txn: &crate::unit::Tx<'_>, in_order: bool| {
+            // The Groups that published the blob, locked with the uploader's, in order.
+            let mut published = None;
             if repairs_file || in_order {
-                let mut groups = crate::rows::manifests::groups_of(txn, &digests.blake3)?;
+                let groups_of = crate::rows::manifests::groups_of(txn, &digests.blake3)?;
+                let mut groups = groups_of.clone();
                 groups.extend(uploader_group.clone());
                 groups.sort();
                 groups.dedup();
                 for group in &groups {
                     crate::rows::groups::lock(txn, group)?;
                 }
+                published = Some(groups_of);
             }
             // Bytes may have streamed for long: the caller must still be live now, or
             // nothing of them is recorded (LSE-7; an ended caller hears why, first), under
@@ -426,9 +430,11 @@ impl Artifacts<'_> {
             // Only bytes this call wrote can repair a quarantined blob: bytes that were
             // only hashed (the blob was healthy when the upload began) repair nothing.
             let repair = quarantined && (inline.is_some() || promoted);
-            if repair && !(repairs_file || in_order) {
-                return Err(Error::InOrder);
-            }
+            // Only a run holding every publishing Group's lock may repair (it appends there).
+            let repairing = match (repair, published) {
+                (true, None) => return Err(Error::InOrder),
+                (repair, published) => published.filter(|_| repair),
+            };
             record_row(txn, &digests, now, (inline.as_deref(), inline_now), repair)?;
             // Pending from here until the guard, delivered with the answer after the
             // commit, is dropped: no read of the replaced copy quarantines the repaired
@@ -438,8 +444,8 @@ impl Artifacts<'_> {
             // Every Group that heard of the quarantine hears of the repair (issue #10
             // finding 9c).
             let repaired = repair && crate::rows::blobs::repair(txn, &digests.blake3, now)?;
-            if repaired {
-                super::repair::append_repaired(txn, digests.blake3, now)?;
+            if let (true, Some(groups)) = (repaired, &repairing) {
+                super::repair::append_repaired(txn, digests.blake3, now, groups)?;
                 // Bytes back after a disposal count again for every Group citing them: no
                 // quota bound counted before holds (`quota.rs`).
                 crate::rows::usage_epoch::advance(txn)?;
