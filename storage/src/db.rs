@@ -1,5 +1,5 @@
 //! The index and event log (SQLite, or PostgreSQL: `sql/`), behind a fence.
-//! Long (about 620 lines) because the writer, its batches, the readers and the WAL's
+//! Long (about 710 lines) because the writer, its batches, the readers and the WAL's
 //! checkpointer share one connection story and are told in one place.
 //!
 //! One dedicated thread (`weft-sqlite-writer`) owns this process's only read-write

@@ -103,8 +103,8 @@ impl Memo {
         self.locked.borrow_mut().push(group.to_owned());
     }
 
-    /// The job took a row lock other jobs take after Group locks (an Agent's row, a
-    /// capability token's), `what` naming it: the writer ends the batch after this job, as
+    /// The job took a lock other jobs take after Group locks (an Agent's row, a capability
+    /// token's, the exclusive disposal lock), `what` naming it: the writer ends the batch after this job, as
     /// after a job that took a Group's lock it did not name (`db/writer.rs`), so no later job
     /// of the batch takes a Group's lock while the transaction holds this row. The name is no
     /// Group's id (it starts with a NUL), so no job is told it holds a Group's lock by it.

@@ -1,6 +1,7 @@
 //! The auditor's page in a real headless browser (Debian's Chromium): the graph shows the
 //! expected nodes, a node link leads to that artifact's page, and a screenshot is saved.
 
+use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 
@@ -55,7 +56,9 @@ fn browse(profile: &Path, extra: &[&str], url: &str) -> String {
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );
-        eprintln!("chromium failed on {url}, {failure}");
+        // Straight to the process's stderr: the test harness does not capture it, so a
+        // launch that failed shows in CI's log even when a later one passes.
+        let _ = writeln!(std::io::stderr(), "chromium failed on {url}, {failure}");
         failures.push(failure);
     }
     panic!("chromium failed three times: {}", failures.join("\n"));

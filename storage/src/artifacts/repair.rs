@@ -5,8 +5,10 @@
 use crate::error::Error;
 
 /// Appends `artifact.repaired` to `groups`, every Group that published `blake3` (the Groups
-/// that got its `artifact.integrity_failure`), as read when their locks were taken: a second
-/// read could name a Group whose lock this transaction does not hold.
+/// that got its `artifact.integrity_failure`), as read just before their locks were taken: a
+/// second read could name a Group whose lock this transaction does not hold. A Group that
+/// publishes the blob in between is not told; none can: a quarantined blob is published only
+/// with its bytes, and that publication is itself a repair, which waits for these locks.
 pub(super) fn append_repaired(
     txn: &crate::unit::Tx<'_>,
     blake3: weft_api::ArtifactId,
