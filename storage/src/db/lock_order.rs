@@ -95,43 +95,19 @@ async fn an_unrouted_job_never_holds_its_lock_under_a_groups_batch() {
         .await
     });
     b_has_low.await.expect("B holds low");
-    // A's first lane is kept busy while its next two jobs queue up behind, as one batch.
-    let (release, held) = channel::<()>();
-    let (started, busy_started) = tokio::sync::oneshot::channel::<()>();
-    let busy = tokio::spawn({
-        let a = a.clone();
-        async move {
-            a.write(move |_| {
-                let _ = started.send(());
-                held.recv().map_err(Error::backend)
-            })
-            .await
-        }
-    });
-    busy_started.await.expect("the first lane is busy");
-    let unrouted = tokio::spawn({
-        let (a, h) = (a.clone(), high.clone());
-        async move {
-            a.write(move |tx| {
-                groups::lock(tx, &h)?;
-                a_locked.send(()).expect("told");
-                Ok(())
-            })
-            .await
-        }
-    });
-    let routed = tokio::spawn({
-        let (a, l) = (a.clone(), low.clone());
-        async move { a.write_in(&l.clone(), move |tx| groups::lock(tx, &l)).await }
-    });
-    while a.lanes[0].max_capacity() - a.lanes[0].capacity() < 2 {
-        tokio::task::yield_now().await;
-    }
-    release.send(()).expect("released");
-    busy.await.expect("busy").expect("busy job");
-    unrouted.await.expect("task").expect("A's unrouted job");
+    let (unrouted, routed) = batched_behind_busy(
+        &a,
+        move |tx| {
+            groups::lock(tx, &high)?;
+            a_locked.send(()).expect("told");
+            Ok(())
+        },
+        &low,
+    )
+    .await;
+    unrouted.expect("A's unrouted job");
     on_b.await.expect("task").expect("B's job");
-    routed.await.expect("task").expect("A's routed job");
+    routed.expect("A's routed job");
 }
 
 /// A Group's lock is taken once per writer transaction, not once per job (PostgreSQL): a
@@ -238,8 +214,30 @@ async fn a_job_under_the_disposal_lock_never_holds_it_under_a_groups_batch() {
         .await
     });
     b_has_low.await.expect("B holds low");
-    // A's first lane is kept busy while its next two jobs queue up behind, as one batch.
-    let (release, held) = channel::<()>();
+    let (unrouted, routed) = batched_behind_busy(
+        &a,
+        move |tx| {
+            crate::rows::blob_disposals::exclude(tx)?;
+            a_locked.send(()).expect("told");
+            Ok(())
+        },
+        &low,
+    )
+    .await;
+    unrouted.expect("A's unrouted job");
+    on_b.await.expect("task").expect("B's job");
+    routed.expect("A's routed job");
+}
+
+/// Queues `unrouted` (no lane) and then a job routed to Group `low` that locks it behind a
+/// job that keeps `a`'s first lane busy, so the two run as one batch (`low` is of the first
+/// lane); answers both jobs' outcomes.
+async fn batched_behind_busy(
+    a: &Db,
+    unrouted: impl FnOnce(&Tx<'_>) -> Result<(), Error> + Send + 'static,
+    low: &str,
+) -> (Result<(), Error>, Result<(), Error>) {
+    let (release, held) = std::sync::mpsc::channel::<()>();
     let (started, busy_started) = tokio::sync::oneshot::channel::<()>();
     let busy = tokio::spawn({
         let a = a.clone();
@@ -254,17 +252,10 @@ async fn a_job_under_the_disposal_lock_never_holds_it_under_a_groups_batch() {
     busy_started.await.expect("the first lane is busy");
     let unrouted = tokio::spawn({
         let a = a.clone();
-        async move {
-            a.write(move |tx| {
-                crate::rows::blob_disposals::exclude(tx)?;
-                a_locked.send(()).expect("told");
-                Ok(())
-            })
-            .await
-        }
+        async move { a.write(unrouted).await }
     });
     let routed = tokio::spawn({
-        let (a, l) = (a.clone(), low.clone());
+        let (a, l) = (a.clone(), low.to_owned());
         async move { a.write_in(&l.clone(), move |tx| groups::lock(tx, &l)).await }
     });
     while a.lanes[0].max_capacity() - a.lanes[0].capacity() < 2 {
@@ -272,7 +263,6 @@ async fn a_job_under_the_disposal_lock_never_holds_it_under_a_groups_batch() {
     }
     release.send(()).expect("released");
     busy.await.expect("busy").expect("busy job");
-    unrouted.await.expect("task").expect("A's unrouted job");
-    on_b.await.expect("task").expect("B's job");
-    routed.await.expect("task").expect("A's routed job");
+    let unrouted = unrouted.await.expect("task");
+    (unrouted, routed.await.expect("task"))
 }
