@@ -34,19 +34,21 @@ pub(crate) fn insert(
     Ok(())
 }
 
+/// A lease's newest renewals, newest first ([`newest`]).
+pub(crate) const NEWEST: &str = "SELECT renewed_at FROM lease_renewals WHERE lease_id = ?1
+     ORDER BY renewed_at DESC, rowid DESC LIMIT ?2";
+
 /// The newest `n` renewal instants of a lease as stored, oldest first (LSE-3): read backwards
-/// along the `lease_id` index, so the cost is `n`'s, never the lease's age. Sent ahead of its use
-/// (`sql/ahead.rs`): read with `get`.
+/// along the `(lease_id, renewed_at)` index alone (V46), so the cost is `n`'s, never the lease's
+/// age. Newest by instant, then by insertion for renewals stored at one instant: a renewal is
+/// stamped with its writer's clock as it commits, so the two orders differ only where two
+/// servers' clocks do. Sent ahead of its use (`sql/ahead.rs`): read with `get`.
 pub(crate) fn newest(
     conn: &Connection,
     lease_id: &str,
     n: u64,
 ) -> Result<Ahead<Vec<String>, Error>, Error> {
-    let renewals = conn.rows_ahead(
-        "SELECT renewed_at FROM lease_renewals WHERE lease_id = ?1 ORDER BY rowid DESC LIMIT ?2",
-        params![lease_id, n],
-        |r| r.get::<_, String>(0),
-    )?;
+    let renewals = conn.rows_ahead(NEWEST, params![lease_id, n], |r| r.get::<_, String>(0))?;
     Ok(renewals.then(|mut renewals: Vec<String>| {
         renewals.reverse();
         Ok(renewals)
@@ -76,12 +78,12 @@ pub(crate) fn forget_all_but_newest(
             params![lease_id],
         )?
     } else {
-        // The `keep`-th newest row's rowid bounds what goes; fewer rows than `keep` make
-        // the bound NULL, and nothing goes.
+        // The `keep`-th newest row (in `newest`'s order) bounds what goes; fewer rows than
+        // `keep` make the bound NULL, and nothing goes.
         conn.run(
-            "DELETE FROM lease_renewals WHERE lease_id = ?1 AND rowid < (
-                 SELECT rowid FROM lease_renewals WHERE lease_id = ?1
-                 ORDER BY rowid DESC LIMIT 1 OFFSET ?2)",
+            "DELETE FROM lease_renewals WHERE lease_id = ?1 AND (renewed_at, rowid) < (
+                 SELECT renewed_at, rowid FROM lease_renewals WHERE lease_id = ?1
+                 ORDER BY renewed_at DESC, rowid DESC LIMIT 1 OFFSET ?2)",
             params![lease_id, keep - 1],
         )?
     };

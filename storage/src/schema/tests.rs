@@ -352,7 +352,8 @@ fn looking_for_a_command_searches_its_whole_key() {
 /// trimming batches search the answers not yet trimmed by age, a token's session is found by
 /// its Agent, Group and epoch, a Group's disposition of a blob by its key, and a Group's
 /// Missions by their Group: never a walk of the history or of other Groups' rows. Stop 70
-/// (V40): a WorkItem's current lease by its unreleased leases, not every lease it had.
+/// (V40): a WorkItem's current lease by its unreleased leases, not every lease it had. V46:
+/// a lease's newest renewals from the index alone. In one step: nothing sorted.
 #[test]
 fn by_id_and_by_age_lookups_search_their_indexes() {
     let conn = Connection::open_in_memory().expect("open");
@@ -407,6 +408,9 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
             "{sql}: {steps:?}"
         );
     }
+    let renewals = plan(&conn, crate::rows::lease_renewals::NEWEST, 2);
+    let index = "SEARCH lease_renewals USING COVERING INDEX lease_renewals_lease (lease_id=?)";
+    assert_eq!(renewals, [index]);
 }
 
 /// Stop 70 (V40): a WorkItem's history written before is given each Event's type, read from
