@@ -253,7 +253,14 @@ pub(crate) async fn forward(
     let (answer, created) = state
         .store
         .context()
-        .forward_context(package_id, request, &caller.reader())
+        .forward_context(
+            package_id,
+            request,
+            match &caller {
+                Caller::Agent(session) => Some(session),
+                Caller::Admin => None,
+            },
+        )
         .await?;
     Ok(json(created_or_ok(created), &answer))
 }

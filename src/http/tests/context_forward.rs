@@ -327,3 +327,54 @@ backends!(
         assert_eq!(answer.code(), "unknown_work_item");
     }
 );
+
+backends!(
+    /// A session ended meanwhile (its Agent deactivated) that another server's cache still
+    /// served (here: the `Session` read before, handed to the store as that cache would):
+    /// the forward re-checks it under both Groups' locks, answers 401, and appends nothing
+    /// (its Membership rows outlive the deactivation, so the role check alone let it commit).
+    async fn a_forward_under_a_session_ended_meanwhile_is_refused(kind: Kind) {
+        let h = harness(kind).await;
+        let (worker, artifact) = setting(&h).await;
+        let pkg = package(
+            &worker,
+            ("g1", "mission-1"),
+            "pkg-1",
+            1,
+            None,
+            (1, 2),
+            &[artifact],
+        );
+        published(&h, &worker, "g1", &pkg).await;
+        let coordinator = h.agent("ctx-coord", "g1", &["coordinator"]).await;
+        h.join(&coordinator, "g2", &["coordinator"]).await;
+        let cached = h
+            .store
+            .sessions()
+            .authenticate(&coordinator.token)
+            .await
+            .expect("live");
+        let id = weft_api::Id::parse("agentId", "ctx-coord").expect("id");
+        h.store
+            .directory()
+            .deactivate_agent(id)
+            .await
+            .expect("deactivated");
+        let before = h.fingerprint().await;
+        let request: weft_api::context::ForwardRequest =
+            serde_json::from_value(json!({"toGroupId": "g2"})).expect("request");
+        let package_id = weft_api::Id::parse("packageId", "pkg-1").expect("id");
+        let refused = h
+            .store
+            .context()
+            .forward_context(package_id, request, Some(&cached))
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            refused.code(),
+            weft_api::ErrorCode::Unauthorized,
+            "{kind:?}"
+        );
+        assert_eq!(h.fingerprint().await, before, "{kind:?}: nothing changed");
+    }
+);

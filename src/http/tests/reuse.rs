@@ -243,3 +243,40 @@ backends!(
         assert_eq!(published_in_one, 0);
     }
 );
+
+backends!(
+    /// An approver's session ended meanwhile (its Agent deactivated) that another server's
+    /// cache still served (here: the `Session` read before, handed to the store as that cache
+    /// would): publishing as reusable re-checks it under the Group's lock and answers 401,
+    /// changing nothing (its Membership, which outlives the deactivation, let it through).
+    async fn publishing_as_reusable_under_a_session_ended_meanwhile_is_refused(kind: Kind) {
+        let World { h, a1, .. } = world(kind).await;
+        let approver = h.agent("approver", "g1", &["approver"]).await;
+        let approval_id = record(&h, &approver, &approval(&approver, &a1.to_string())).await;
+        let cached = h
+            .store
+            .sessions()
+            .authenticate(&approver.token)
+            .await
+            .expect("live");
+        let id = weft_api::Id::parse("agentId", "approver").expect("id");
+        let directory = h.store.directory();
+        directory.deactivate_agent(id).await.expect("deactivated");
+        let before = h.fingerprint().await;
+        let request: weft_api::views::ReuseRequest =
+            serde_json::from_value(json!({"classification": "internal", "approval": approval_id}))
+                .expect("request");
+        let refused = h
+            .store
+            .artifacts()
+            .publish_reusable(a1, request, &cached)
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            refused.code(),
+            weft_api::ErrorCode::Unauthorized,
+            "{kind:?}"
+        );
+        assert_eq!(h.fingerprint().await, before, "{kind:?}: nothing changed");
+    }
+);

@@ -4,7 +4,7 @@
 
 use axum::http::{Method, StatusCode};
 use weft_storage::bench_support::postgres::{
-    lock_groups_in_turn, lock_waiters, tamper_inline_bytes,
+    lock_groups_in_turn, lock_waiters, remove_membership_under_lock, tamper_inline_bytes,
 };
 
 use super::harness::*;
@@ -89,4 +89,55 @@ async fn a_small_upload_that_repairs_a_blob_of_two_groups_takes_their_locks_in_o
             .count();
         assert_eq!(repairs, 1, "{group} hears of the repair once");
     }
+}
+
+/// An approver places a hold while another server removes its Membership: the removal holds
+/// the Group's lock when the placement, its session checked, asks for it. Once the removal
+/// commits, the placement checks the session again under the lock and is refused, so no
+/// `hold.placed` follows the `membership.removed` it never saw (the check before the lock
+/// alone let it commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_placed_while_another_server_removes_the_approver_is_refused() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let coordinator = a.agent("c1", "g1", &["coordinator"]).await;
+    let approver = a.agent("a1", "g1", &["approver"]).await;
+    super::work::mission(&a, &coordinator, "g1", "m-held").await;
+    let session = a
+        .store
+        .sessions()
+        .authenticate(&approver.token)
+        .await
+        .expect("session");
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let holder = tokio::task::spawn_blocking(move || {
+        remove_membership_under_lock(&url, "g1", "a1", 99, || {
+            let _ = locking.send(());
+        })
+    });
+    locked.await.expect("the other transaction holds g1");
+    let group = weft_api::Id::parse("groupId", "g1").expect("id");
+    let target = weft_api::lifecycle::HoldTarget::MissionId(
+        weft_api::Id::parse("missionId", "m-held").expect("id"),
+    );
+    let by = weft_storage::HoldBy::Approver {
+        group: &group,
+        session: &session,
+    };
+    let placed = a
+        .store
+        .lifespan()
+        .place_hold(target, "r".to_owned(), by)
+        .await;
+    let waited = holder.await.expect("the holder ran").expect("it commits");
+    assert!(waited, "the placement waited for g1's lock");
+    let refused = placed.expect_err("refused once the Membership is gone");
+    assert_ne!(refused.code(), weft_api::ErrorCode::Internal, "{refused:?}");
+    let holds = a
+        .admin_json(Method::GET, "/v1/admin/holds", serde_json::Value::Null)
+        .await;
+    assert_eq!(holds.json()["holds"], serde_json::json!([]), "{holds:?}");
 }

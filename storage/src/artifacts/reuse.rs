@@ -36,6 +36,7 @@ impl Artifacts<'_> {
     ) -> Result<(ReuseRecord, bool), Error> {
         let reader = session.reader();
         let (group_id, agent_id) = (session.group_id.clone(), session.agent_id.clone());
+        let acting = crate::acting::Acting::session(session);
         let now = self.0.clock.now();
         self.0
             .db
@@ -44,6 +45,9 @@ impl Artifacts<'_> {
                 // The Group's lock first (PostgreSQL): no records batch (`records.rs`) disposes
                 // of the approval between its check and this record citing it.
                 crate::rows::groups::lock(txn, group)?;
+                // The session again, under the lock: another server's cache may have served
+                // one that a key rotation or a deactivation ended meanwhile.
+                acting.check(txn, &format_instant(now))?;
                 match membership(txn, group, agent_id.as_str())? {
                     Some((roles, _)) if roles.contains(&Role::Approver) => {}
                     _ => {

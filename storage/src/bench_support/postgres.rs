@@ -51,3 +51,34 @@ pub fn lock_groups_in_turn(
         Ok(())
     })
 }
+
+/// One transaction of its own on the index at `url`, as another server's removal of a
+/// Membership runs: Group `group`'s lock, then `locked`, then (once some session waits for a
+/// lock, for at most 10 s) Agent `agent`'s Membership of it ended at epoch `epoch`, then the
+/// commit. It blocks its caller until then; answers whether a session waited.
+pub fn remove_membership_under_lock(
+    url: &str,
+    group: &str,
+    agent: &str,
+    epoch: u64,
+    locked: impl FnOnce() + Send,
+) -> Result<bool, Error> {
+    off_runtime(|| {
+        let conn = open(url)?;
+        conn.begin()?;
+        crate::rows::groups::lock(&conn, group)?;
+        locked();
+        let mut waited = false;
+        for _ in 0..2_000 {
+            if lock_waiters(url)? > 0 {
+                waited = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let now = crate::clock::format_instant(chrono::Utc::now());
+        crate::rows::memberships::remove(&conn, group, agent, epoch, &now)?;
+        conn.control("COMMIT")?;
+        Ok(waited)
+    })
+}

@@ -21,7 +21,9 @@ use weft_api::manifest::Classification;
 use weft_api::session::Role;
 use weft_api::{ArtifactId, Envelope, ErrorCode, EventPayload, Id};
 
-use crate::access::{Reader, can_read_artifact, may_cite, membership, mission_scope};
+use crate::access::{Reader, Session, can_read_artifact, may_cite, membership, mission_scope};
+use crate::acting::Acting;
+use crate::clock::format_instant;
 use crate::context::handle::Context;
 use crate::error::{Error, reject};
 use crate::events;
@@ -309,19 +311,16 @@ impl Context<'_> {
         &self,
         package_id: Id,
         request: ForwardRequest,
-        caller: &Reader,
+        session: Option<&Session>,
     ) -> Result<(ContextForwardedAnswer, bool), Error> {
-        let Reader::Agent {
-            agent_id,
-            group_id: from,
-            ..
-        } = caller.clone()
-        else {
+        let Some(session) = session else {
             return Err(reject(
                 ErrorCode::Forbidden,
                 "a forward is an Agent's act: use a session of the source Group",
             ));
         };
+        let (agent_id, from) = (session.agent_id.clone(), session.group_id.clone());
+        let acting = Acting::session(session);
         let now = self.0.clock.now();
         let hot = std::sync::Arc::clone(&self.0.hot);
         self.0
@@ -359,6 +358,12 @@ impl Context<'_> {
                 };
                 crate::rows::groups::lock(txn, first.as_str())?;
                 crate::rows::groups::lock(txn, second.as_str())?;
+                // Under both locks, what may end the session or the role (a Membership
+                // removed, a key rotated, an Agent deactivated: each appends to the source
+                // Group) has committed or waits: the session and the source role again, as
+                // another server's cache may have served a session ended meanwhile.
+                acting.check(txn, &format_instant(now))?;
+                check_writer(txn, from.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
                 check_writer(txn, to.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
                 let package = &record.package;
                 let level = classification(txn, from.as_str(), &package.artifacts)?;

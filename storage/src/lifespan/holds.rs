@@ -121,6 +121,10 @@ impl Lifespan<'_> {
                     // Counted under the Group's lock (PostgreSQL): two servers' placements
                     // cannot both see room for one more.
                     crate::rows::groups::lock(txn, group)?;
+                    // The session (and its approver role) again under the lock, which a
+                    // Membership's removal or change takes: one committed since the check
+                    // above is seen here.
+                    approver.acting.check(txn, &format_instant(now))?;
                     if crate::rows::holds::in_force_of_group(txn, group)? >= GROUP_HOLDS {
                         return Err(reject(
                             ErrorCode::Conflict,
@@ -188,6 +192,10 @@ impl Lifespan<'_> {
                 };
                 let groups = row_groups(txn, &row)?;
                 if let Some(approver) = &approver {
+                    // Its Group's lock, then the session again (as `place_hold` does): an
+                    // approver's holds append to its own Group only.
+                    crate::rows::groups::lock(txn, approver.group.as_str())?;
+                    approver.acting.check(txn, &format_instant(now))?;
                     if !shown_to(txn, approver, &row, &groups)? {
                         return Err(missing());
                     }
