@@ -4,7 +4,8 @@
 
 use axum::http::{Method, StatusCode};
 use weft_storage::bench_support::postgres::{
-    lock_groups_in_turn, lock_waiters, remove_membership_under_lock, tamper_inline_bytes,
+    derive_under_lock, lock_groups_in_turn, lock_waiters, remove_membership_under_lock,
+    tamper_inline_bytes,
 };
 
 use super::harness::*;
@@ -140,4 +141,36 @@ async fn a_hold_placed_while_another_server_removes_the_approver_is_refused() {
         .admin_json(Method::GET, "/v1/admin/holds", serde_json::Value::Null)
         .await;
     assert_eq!(holds.json()["holds"], serde_json::json!([]), "{holds:?}");
+}
+
+/// DESIGN §6 across Groups: another server's publication in another Group records `x`
+/// derived from `y` and has not committed when a publication here of `y` derived from `x`
+/// checks for a cycle. Each read only what was committed under its own Group's lock, so both
+/// committed and the graph held the cycle `x → y → x`. Now both lock the ends of their edges:
+/// this one waits, then sees the other's edge and answers `cycle`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_groups_publications_cannot_close_a_cycle_between_them() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let worker = a.agent("w2", "g2", &["worker"]).await;
+    let x = a.put(&worker, "g2", b"x: the first artifact", &[]).await;
+    let y_bytes = b"y: the second artifact";
+    let y = a.put(&worker, "g2", y_bytes, &[]).await;
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let holder = tokio::task::spawn_blocking(move || {
+        derive_under_lock(&url, &x, &y, || {
+            let _ = locking.send(());
+        })
+    });
+    locked.await.expect("the other transaction holds the edge");
+    let digests = a.upload(&worker, y_bytes).await;
+    let envelope = sign(&worker.key, &manifest(&worker, "g2", digests, &[x]));
+    let answer = a.publish(&worker, &envelope).await;
+    let waited = holder.await.expect("the holder ran").expect("it commits");
+    assert!(waited, "the publication waited for the edge's ends");
+    assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
+    assert_eq!(answer.code(), "cycle", "{answer:?}");
 }

@@ -82,3 +82,35 @@ pub fn remove_membership_under_lock(
         Ok(waited)
     })
 }
+
+/// One transaction of its own on the index at `url`, as another Group's publication of
+/// `artifact` derived from `source` runs on another server: the ends' locks
+/// (`rows/derivations.rs`), the edge, then `locked`, then (once some session waits for a
+/// lock, for at most 10 s) the commit. It blocks its caller until then; answers whether a
+/// session waited. The edge names no manifest of this index (foreign keys are not checked:
+/// the test cluster's user is its superuser).
+pub fn derive_under_lock(
+    url: &str,
+    artifact: &ArtifactId,
+    source: &ArtifactId,
+    locked: impl FnOnce() + Send,
+) -> Result<bool, Error> {
+    off_runtime(|| {
+        let conn = open(url)?;
+        conn.begin()?;
+        conn.run("SET LOCAL session_replication_role = replica", [])?;
+        crate::rows::derivations::lock_ends(&conn, artifact, std::slice::from_ref(source))?;
+        crate::rows::derivations::insert(&conn, artifact, source, artifact)?;
+        locked();
+        let mut waited = false;
+        for _ in 0..2_000 {
+            if lock_waiters(url)? > 0 {
+                waited = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        conn.control("COMMIT")?;
+        Ok(waited)
+    })
+}
