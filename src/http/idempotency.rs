@@ -1,8 +1,11 @@
 //! `Idempotency-Key` on mutating JSON routes (DLV-11, PRG-9): the same key from the same
 //! caller with the same request returns the stored answer without doing the work twice; the
 //! same key with a different request is `422 idempotency_key_reused`; concurrent requests with
-//! one key execute once (they queue on a per-key lock in this process, and across processes
-//! the stored answer's primary key lets only one commit).
+//! one key execute once: they queue on a per-key lock in this process, and across processes
+//! a route that arms its claim (below) looks the key up again under the key's transaction
+//! lock in the transaction of its work, so a retry through another server waits for the
+//! first one's commit and replays it. A route that arms nothing is left to the stored
+//! answer's primary key (only one answer commits), so it must be idempotent by nature.
 //!
 //! The answer of a request that does work is committed in the same transaction as the work
 //! (issue #10 finding 8): the request runs inside `weft_storage::with_idempotency`, and its

@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use weft_api::work::views::TokenRequest;
+use weft_api::work::views::{TokenIssued, TokenRequest};
 use weft_api::{ErrorCode, Id};
 use weft_storage::Session;
 
@@ -52,6 +52,9 @@ pub(crate) async fn issue(
     let session = owner_session(caller)?;
     let bytes = read_json(&headers, body).await?;
     let request: TokenRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
+    // With an Idempotency-Key, the answer commits with the token: a retry through another
+    // server waits for that commit and replays it, never minting a second token.
+    super::idempotency::answer_with(|issued: &TokenIssued| (StatusCode::CREATED, issued.clone()));
     let issued = state
         .store
         .work()

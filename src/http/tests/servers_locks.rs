@@ -4,8 +4,8 @@
 
 use axum::http::{Method, StatusCode};
 use weft_storage::bench_support::postgres::{
-    derive_under_lock, lock_groups_in_turn, lock_waiters, remove_membership_under_lock,
-    tamper_inline_bytes,
+    derive_under_lock, hold_idempotency_key, lock_groups_in_turn, lock_waiters,
+    remove_membership_under_lock, tamper_inline_bytes,
 };
 
 use super::harness::*;
@@ -173,4 +173,47 @@ async fn two_groups_publications_cannot_close_a_cycle_between_them() {
     assert!(waited, "the publication waited for the edge's ends");
     assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
     assert_eq!(answer.code(), "cycle", "{answer:?}");
+}
+
+/// One request for a capability token, sent with one Idempotency-Key to two servers at once
+/// (a client retrying on another server while the first still works): both looked the key
+/// up before either answered, found nothing, and each minted a token, two live secrets for
+/// one request. The answer now commits with the token, the key looked up again
+/// under its lock in that transaction: one token, and the other server replays its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_request_retried_on_another_server_mints_one_token() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let (_, worker, _, lease) = super::tokens::setup(&a).await;
+    let uri = format!(
+        "/v1/leases/{}/tokens",
+        lease["leaseId"].as_str().expect("id")
+    );
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    // Both servers' look-ups wait behind this lock, then both find nothing.
+    let holder = tokio::task::spawn_blocking(move || {
+        hold_idempotency_key(&url, "agent:w1", "token-once", 2, || {
+            let _ = locking.send(());
+        })
+    });
+    locked.await.expect("the key is held");
+    let body = serde_json::json!({"scope": ["blob:write"], "ttlSeconds": 60});
+    let key = [("Idempotency-Key", "token-once")];
+    let (first, second) = tokio::join!(
+        a.json_as(Method::POST, &uri, &worker.token, body.clone(), &key),
+        b.json_as(Method::POST, &uri, &worker.token, body, &key),
+    );
+    let waited = holder.await.expect("the holder ran").expect("it ends");
+    assert!(waited, "both servers looked the key up behind its lock");
+    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+    assert_eq!(second.status, StatusCode::CREATED, "{second:?}");
+    assert_eq!(
+        first.json()["tokenId"],
+        second.json()["tokenId"],
+        "one token, its answer replayed"
+    );
 }

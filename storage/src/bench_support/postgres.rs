@@ -114,3 +114,32 @@ pub fn derive_under_lock(
         Ok(waited)
     })
 }
+
+/// One transaction of its own on the index at `url` that takes `(scope, key)`'s
+/// idempotency lock (as a request's work does), then `locked`, then waits until `waiters`
+/// sessions wait for a lock (for at most 10 s), then ends storing nothing. It blocks its
+/// caller until then; answers whether they all waited.
+pub fn hold_idempotency_key(
+    url: &str,
+    scope: &str,
+    key: &str,
+    waiters: u64,
+    locked: impl FnOnce() + Send,
+) -> Result<bool, Error> {
+    off_runtime(|| {
+        let conn = open(url)?;
+        conn.begin()?;
+        crate::rows::idempotency::lookup(&conn, scope, key)?;
+        locked();
+        let mut waited = false;
+        for _ in 0..2_000 {
+            if lock_waiters(url)? >= waiters {
+                waited = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        conn.control("ROLLBACK")?;
+        Ok(waited)
+    })
+}
