@@ -121,6 +121,8 @@ pub(crate) struct Db {
     foreign: tokio::sync::broadcast::Sender<Foreign>,
     /// Held (never read) by every clone; the follower thread ends when the last is dropped.
     _alive: Arc<()>,
+    /// When the follower's connection last proved it works (`None`: no follower).
+    heard: Option<Arc<follow::Heard>>,
     /// Reads on PostgreSQL at once (each holds a connection of the server's): past it a read
     /// waits for one to end, so no client can open connections without bound.
     read_permits: Option<Arc<tokio::sync::Semaphore>>,
@@ -314,10 +316,13 @@ impl Db {
         // Names this process in the commits it announces on a shared index.
         let origin: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let announce = matches!(location, Location::Postgres(_)).then(|| Arc::clone(&origin));
-        if let Location::Postgres(url) = location {
+        let heard =
+            matches!(location, Location::Postgres(_)).then(|| Arc::new(follow::Heard::new()));
+        if let (Location::Postgres(url), Some(heard)) = (location, &heard) {
             let outlets = follow::Outlets {
                 committed: committed.clone(),
                 foreign: foreign.clone(),
+                heard: Arc::clone(heard),
             };
             follow::start(url.clone(), origin, outlets, Arc::downgrade(&alive))
                 .map_err(Error::backend)?;
@@ -379,6 +384,7 @@ impl Db {
             reactions_owed,
             foreign,
             _alive: alive,
+            heard,
             read_permits: matches!(location, Location::Postgres(_))
                 .then(|| Arc::new(tokio::sync::Semaphore::new(MAX_POSTGRES_READERS))),
         })
@@ -424,6 +430,12 @@ impl Db {
     /// from the index must be read again, not only kept by its own commits.
     pub(crate) fn is_shared(&self) -> bool {
         matches!(self.read_from, Some(ReadFrom::Postgres(_)))
+    }
+
+    /// How long since the follower of a shared index last heard from it (`None`: no
+    /// follower, nothing shared to follow).
+    pub(crate) fn follower_silent_for(&self) -> Option<std::time::Duration> {
+        self.heard.as_ref().map(|heard| heard.silent_for())
     }
 
     /// The meter of the writer's SQL work (tests; see [`crate::sql::WriteMeter`]).

@@ -155,7 +155,8 @@ fn follow_other_servers(engine: &Arc<engine::Engine>) {
 }
 
 /// On a shared index, reads `SELECT 1` every second, one probe at a time, and notes each
-/// answer (`engine/contact.rs`); ends with the engine.
+/// answer while the follower hears from the index too (`engine/contact.rs`); ends with the
+/// engine.
 fn probe_the_index(engine: &Arc<engine::Engine>) {
     if !engine.db.is_shared() {
         return;
@@ -178,7 +179,13 @@ fn probe_the_index(engine: &Arc<engine::Engine>) {
                     .db
                     .read(|conn| Ok(sql::Cached::value::<i64, _>(conn, "SELECT 1", [])?))
                     .await;
-                if answered.is_ok() {
+                // The follower too: while it has not heard from the index, another server's
+                // end of a session may be unknown here, so the index is not taken as current.
+                let following = engine
+                    .db
+                    .follower_silent_for()
+                    .is_none_or(|silent| silent <= engine::contact::STALE_AFTER);
+                if answered.is_ok() && following {
                     engine.contact.answered();
                 }
                 engine.contact.end_probe();

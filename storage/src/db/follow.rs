@@ -11,9 +11,13 @@
 //! stream stays gap-free and in order. A notification lost while the connection was down is
 //! not replayed: subscribers catch up from the log at the next gap, and the engine hears
 //! [`Foreign::Resync`] at every (re)connection, which it treats as "anything may have changed".
+//! A quiet connection asks for a sign of life every [`HEARTBEAT`] ([`Heard`]): one the
+//! server lost fails then (its connection gives up on unacknowledged data, `sql/pipeline.rs`)
+//! and is replaced, and while none answers the engine takes nothing it caches as current.
 
 use std::sync::Weak;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::Sender;
@@ -30,6 +34,41 @@ const MAX_PAYLOAD: usize = 7000;
 
 /// How long the follower waits for a notification before it looks whether the store is gone.
 const POLL: Duration = Duration::from_millis(250);
+
+/// How long the follower's connection may stay silent before it asks the server for a sign
+/// of life (`SELECT 1`): LISTEN alone sends nothing, so a connection the server lost would
+/// wait for notifications for ever, and the engine would trust what it caches meanwhile.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// When the follower's connection last proved it works (a notification read, or a heartbeat
+/// answered): the engine trusts what it caches from the index only while that is recent
+/// (`engine/contact.rs`).
+#[derive(Debug)]
+pub(crate) struct Heard {
+    started: Instant,
+    /// Milliseconds after `started`; 0 until the first connection.
+    last: AtomicU64,
+}
+
+impl Heard {
+    pub(super) fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    fn note(&self) {
+        let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.fetch_max(elapsed, Ordering::Relaxed);
+    }
+
+    /// How long since the follower's connection last proved it works.
+    pub(crate) fn silent_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(last)
+    }
+}
 
 /// One notification: the process that committed, and per Group the sequences appended.
 #[derive(Debug, Serialize, Deserialize)]
@@ -87,6 +126,7 @@ pub(crate) enum Foreign {
 pub(super) struct Outlets {
     pub(super) committed: Sender<Event>,
     pub(super) foreign: Sender<Foreign>,
+    pub(super) heard: std::sync::Arc<Heard>,
 }
 
 /// Starts the follower of `url` for the process `origin`; it ends once `alive` is gone.
@@ -115,6 +155,7 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
         }
         // What was announced while no connection listened is not replayed.
         let _ = outlets.foreign.send(Foreign::Resync);
+        outlets.heard.note();
         while alive.strong_count() > 0 {
             let Connection::Postgres(pg) = &conn else {
                 return;
@@ -122,6 +163,14 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
             let Ok(payloads) = pg.notifications(POLL) else {
                 break; // connect again
             };
+            if !payloads.is_empty() {
+                outlets.heard.note();
+            } else if outlets.heard.silent_for() >= HEARTBEAT {
+                if conn.execute_batch("SELECT 1").is_err() {
+                    break; // connect again
+                }
+                outlets.heard.note();
+            }
             for payload in payloads {
                 if publish(&conn, origin, &payload, outlets).is_err() {
                     tracing::warn!(
@@ -253,6 +302,25 @@ mod tests {
                 .await
                 .is_none(),
             "a's own commits are not foreign to it"
+        );
+    }
+
+    /// With nothing committed anywhere, the follower still proves its connection works about
+    /// every [`super::HEARTBEAT`] (LISTEN alone sends nothing, so a connection the server
+    /// lost would never fail): what it last heard stays recent, and the engine trusts its
+    /// caches only while it does.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_quiet_follower_still_hears_from_the_index() {
+        let Some(url) = weft_testkit::postgres_database_or_skip() else {
+            return;
+        };
+        let db = Db::open(&Location::Postgres(url)).expect("opens");
+        let quiet = super::HEARTBEAT * 3;
+        tokio::time::sleep(quiet).await;
+        let silent = db.follower_silent_for().expect("a follower");
+        assert!(
+            silent < super::HEARTBEAT + super::POLL * 2,
+            "silent for {silent:?} after {quiet:?} of quiet"
         );
     }
 }

@@ -1,6 +1,8 @@
 //! Whether a shared index answers (issue #43: a server partitioned from its database). A probe
 //! reads `SELECT 1` every [`PROBE`] (one at a time: a probe stuck on a silent database is not
-//! joined by more) and notes when one last answered. While the index has been silent longer
+//! joined by more) and notes when one last answered while the follower of other servers'
+//! commits had heard from the index too (`db/follow.rs`: a follower cut off would miss the
+//! end of a session). While the index has been silent longer
 //! than [`STALE_AFTER`], what this process keeps from it in memory may be stale: the session
 //! cache is not used (every token is read from the index, which then fails or waits), and
 //! `/healthz` answers 503 `storage_unavailable`. A single-process index is always current.

@@ -45,6 +45,10 @@ pub(super) struct Link {
     control_failed: bool,
 }
 
+/// How long what a connection sent may stay unacknowledged before the connection fails
+/// (TCP's own limit; ignored on Unix sockets, where the kernel sees the peer end).
+const UNACKNOWLEDGED: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Link {
     /// Connects to `url` without TLS. Must not run inside another runtime (`off_runtime`).
     pub(super) fn connect(url: &str) -> Result<Self> {
@@ -52,7 +56,14 @@ impl Link {
             .enable_all()
             .build()
             .map_err(SqlError::Runtime)?;
-        let config: tokio_postgres::Config = url.parse()?;
+        let mut config: tokio_postgres::Config = url.parse()?;
+        // A connection whose peer went away without a word (a host lost, a middlebox that
+        // dropped it) fails its next request once what it sent stays unacknowledged this
+        // long, instead of waiting for an answer for ever: the follower's heartbeat
+        // (`db/follow.rs`) then notices. The URL may set its own `tcp_user_timeout`.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(UNACKNOWLEDGED);
+        }
         let (client, connection) = runtime.block_on(config.connect(tokio_postgres::NoTls))?;
         Ok(Self {
             runtime,
