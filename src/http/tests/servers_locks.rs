@@ -136,18 +136,24 @@ async fn a_hold_placed_while_another_server_removes_the_approver_is_refused() {
     let waited = holder.await.expect("the holder ran").expect("it commits");
     assert!(waited, "the placement waited for g1's lock");
     let refused = placed.expect_err("refused once the Membership is gone");
-    assert_ne!(refused.code(), weft_api::ErrorCode::Internal, "{refused:?}");
+    assert_eq!(
+        refused.code(),
+        weft_api::ErrorCode::StaleMembership,
+        "{refused:?}"
+    );
     let holds = a
         .admin_json(Method::GET, "/v1/admin/holds", serde_json::Value::Null)
         .await;
     assert_eq!(holds.json()["holds"], serde_json::json!([]), "{holds:?}");
 }
 
-/// DESIGN §6 across Groups: another server's publication in another Group records `x`
-/// derived from `y` and has not committed when a publication here of `y` derived from `x`
-/// checks for a cycle. Each read only what was committed under its own Group's lock, so both
-/// committed and the graph held the cycle `x → y → x`. Now both lock the ends of their edges:
-/// this one waits, then sees the other's edge and answers `cycle`.
+/// DESIGN §6 across Groups: with `s` derived from `b` and `t` from `a` recorded, another
+/// server's publication in another Group records `a` derived from `s` and has not committed
+/// when a publication here of `b` derived from `t` checks for a cycle. Each walked only what
+/// was committed, under its own Group's lock, so both committed and the graph held the cycle
+/// `a → s → b → t → a`; their edges share no end, so locking the ends would not stop it.
+/// Now both take the graph's lock: this one waits, then sees the other's edge and answers
+/// `cycle`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_groups_publications_cannot_close_a_cycle_between_them() {
     if !postgres_available() {
@@ -156,21 +162,23 @@ async fn two_groups_publications_cannot_close_a_cycle_between_them() {
     let a = harness(Kind::Postgres).await;
     let url = a.index.clone().expect("a PostgreSQL index");
     let worker = a.agent("w2", "g2", &["worker"]).await;
-    let x = a.put(&worker, "g2", b"x: the first artifact", &[]).await;
-    let y_bytes = b"y: the second artifact";
-    let y = a.put(&worker, "g2", y_bytes, &[]).await;
+    let a_id = a.put(&worker, "g2", b"a", &[]).await;
+    let b_bytes = b"b";
+    let b_id = a.put(&worker, "g2", b_bytes, &[]).await;
+    let s_id = a.put(&worker, "g2", b"s", &[b_id]).await;
+    let t_id = a.put(&worker, "g2", b"t", &[a_id]).await;
     let (locking, locked) = tokio::sync::oneshot::channel();
     let holder = tokio::task::spawn_blocking(move || {
-        derive_under_lock(&url, &x, &y, || {
+        derive_under_lock(&url, &a_id, &s_id, || {
             let _ = locking.send(());
         })
     });
-    locked.await.expect("the other transaction holds the edge");
-    let digests = a.upload(&worker, y_bytes).await;
-    let envelope = sign(&worker.key, &manifest(&worker, "g2", digests, &[x]));
+    locked.await.expect("the other transaction holds its edge");
+    let digests = a.upload(&worker, b_bytes).await;
+    let envelope = sign(&worker.key, &manifest(&worker, "g2", digests, &[t_id]));
     let answer = a.publish(&worker, &envelope).await;
     let waited = holder.await.expect("the holder ran").expect("it commits");
-    assert!(waited, "the publication waited for the edge's ends");
+    assert!(waited, "the publication waited for the graph's lock");
     assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
     assert_eq!(answer.code(), "cycle", "{answer:?}");
 }

@@ -391,11 +391,11 @@ impl Verified {
     ) -> Result<(Published, bool), Error> {
         // Every check below reads what the Group's last commit left, in any process.
         crate::rows::groups::lock(txn, self.manifest.group_id.as_str())?;
-        // Then the ends of its edges, across Groups (the cycle check below, DESIGN §6). The
-        // writer ends its batch after this job: no later job takes a Group's lock under them.
+        // Then, with sources, the derivation graph's lock, across Groups (the cycle check
+        // below, DESIGN §6). The writer ends its batch after this job: no later job takes a
+        // Group's lock under it.
         if !self.manifest.sources.is_empty() {
-            let content = &self.manifest.content.blake3;
-            crate::rows::derivations::lock_ends(txn, content, &self.manifest.sources)?;
+            crate::rows::derivations::lock_graph(txn)?;
             txn.loaded().note_row_lock("derivations");
         }
         let (already, reads) = self.first_reads(txn)?;

@@ -84,7 +84,7 @@ pub fn remove_membership_under_lock(
 }
 
 /// One transaction of its own on the index at `url`, as another Group's publication of
-/// `artifact` derived from `source` runs on another server: the ends' locks
+/// `artifact` derived from `source` runs on another server: the derivation graph's lock
 /// (`rows/derivations.rs`), the edge, then `locked`, then (once some session waits for a
 /// lock, for at most 10 s) the commit. It blocks its caller until then; answers whether a
 /// session waited. The edge names no manifest of this index (foreign keys are not checked:
@@ -99,7 +99,7 @@ pub fn derive_under_lock(
         let conn = open(url)?;
         conn.begin()?;
         conn.run("SET LOCAL session_replication_role = replica", [])?;
-        crate::rows::derivations::lock_ends(&conn, artifact, std::slice::from_ref(source))?;
+        crate::rows::derivations::lock_graph(&conn)?;
         crate::rows::derivations::insert(&conn, artifact, source, artifact)?;
         locked();
         let mut waited = false;

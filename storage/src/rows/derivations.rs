@@ -10,29 +10,19 @@ use super::artifact_id;
 use crate::error::Error;
 use crate::sql::Cached as _;
 
-/// Locks, until the transaction ends, every artifact that edges from `artifact` to
-/// `sources` would join (PostgreSQL; SQLite's one writer already serialises publications).
-/// A publication checks that its edges close no cycle (DESIGN §6) by reading the edges
-/// committed before it, under its own Group's lock only: two publications in two Groups, `x`
-/// from `y` and `y` from `x`, each saw none of the other's edge and both committed. Any two
-/// publications whose edges could close a cycle together share an endpoint, so they now take
-/// one lock of it in turn (each set in digest order, so never in a circle), and the later
-/// one's check sees the earlier one's edges.
-pub(crate) fn lock_ends(
-    conn: &Connection,
-    artifact: &ArtifactId,
-    sources: &[ArtifactId],
-) -> Result<(), Error> {
-    if conn.engine() != crate::sql::Engine::Postgres || sources.is_empty() {
-        return Ok(());
-    }
-    let mut ends: Vec<&ArtifactId> = sources.iter().chain([artifact]).collect();
-    ends.sort_by_key(|end| end.0);
-    ends.dedup();
-    for end in ends {
+/// Takes, until the transaction ends, the one lock of the derivation graph (PostgreSQL;
+/// SQLite's one writer already serialises publications). A publication checks that its
+/// edges close no cycle (DESIGN §6) by walking the edges committed before it: under its own
+/// Group's lock alone, two publications in two Groups, `x` from `y` and `y` from `x`, each
+/// missed the other's edge and both committed. Locking only their edges' ends would not do:
+/// with `s` from `b` and `t` from `a` already recorded, `a` from `s` and `b` from `t` close
+/// `a → s → b → t → a` and share no end. So every publication with sources takes this one
+/// lock, after its Group's, and the later one's walk sees the earlier one's edges.
+pub(crate) fn lock_graph(conn: &Connection) -> Result<(), Error> {
+    if conn.engine() == crate::sql::Engine::Postgres {
         conn.value::<i64, _>(
             "SELECT 1 FROM pg_advisory_xact_lock(hashtextextended(?1, 0))",
-            [format!("derivation {end}")],
+            ["derivations"],
         )?;
     }
     Ok(())
