@@ -28,7 +28,7 @@ pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
         Some(silent) => HttpError::new(
             ErrorCode::StorageUnavailable,
             format!(
-                "the index database has not answered for {} s",
+                "the index database (or this server's follower of its commits) has not answered for {} s",
                 silent.as_secs()
             ),
         )

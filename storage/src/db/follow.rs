@@ -163,9 +163,7 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
             let Ok(payloads) = pg.notifications(POLL) else {
                 break; // connect again
             };
-            if !payloads.is_empty() {
-                outlets.heard.note();
-            } else if outlets.heard.silent_for() >= HEARTBEAT {
+            if payloads.is_empty() && outlets.heard.silent_for() >= HEARTBEAT {
                 if conn.execute_batch("SELECT 1").is_err() {
                     break; // connect again
                 }
@@ -177,6 +175,9 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
                         "could not read another server's Events; subscribers catch up from the log"
                     );
                     let _ = outlets.foreign.send(Foreign::Resync);
+                } else {
+                    // Each one read: a long burst to catch up with is not silence.
+                    outlets.heard.note();
                 }
             }
         }
