@@ -225,3 +225,54 @@ async fn a_token_request_retried_on_another_server_mints_one_token() {
         "one token, its answer replayed"
     );
 }
+
+/// A renewal that waited for its Group's lock (another server's batch held it) past its
+/// lease's expiry: it ran with the time read at the door, so it renewed a lease that had
+/// expired while it waited and stamped its Event with a time before those committed ahead
+/// of it. A Command now reads the time once it holds the lock: the lease has expired, the
+/// renewal is `stale_lease` (LSE-5), and nothing is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_waited_past_its_leases_expiry_is_refused() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let (_, worker, _, lease) = super::tokens::setup(&a).await;
+    let mut renewal = super::work_setup::command_doc(
+        &a,
+        &worker,
+        "g1",
+        "lease.renew",
+        serde_json::json!({"workItemId": "wi-1"}),
+    )
+    .await;
+    renewal["leaseId"] = lease["leaseId"].clone();
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let clock = a.clock.clone();
+    let holder = tokio::task::spawn_blocking(move || {
+        let mut saw_a_waiter = false;
+        let outcome = lock_groups_in_turn(&url, "g1", "g1", || {
+            let _ = locking.send(());
+            for _ in 0..2_000 {
+                if lock_waiters(&url).expect("pg_stat_activity") > 0 {
+                    saw_a_waiter = true;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            // The lease's 300 s pass while the renewal waits.
+            clock.advance(chrono::Duration::seconds(301));
+        });
+        (outcome, saw_a_waiter)
+    });
+    locked.await.expect("the other transaction holds g1");
+    let answer = a
+        .send(super::work_setup::command_request(&worker, "g1", &renewal))
+        .await;
+    let (outcome, saw_a_waiter) = holder.await.expect("the holder ran");
+    outcome.expect("the other transaction commits");
+    assert!(saw_a_waiter, "the renewal waited for g1's lock");
+    assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
+    assert_eq!(answer.code(), "stale_lease", "{answer:?}");
+}

@@ -62,12 +62,12 @@ impl Work<'_> {
     ) -> Result<Accepted, Error> {
         let group = route_group.to_string();
         let prepared = self.prepare_command(route_group, envelope, session).await?;
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let deadlines = self.0.deadlines.clone();
         let faults = self.0.faults.clone();
         // A deadlock with another server's batch runs it again (`db/again.rs`).
         crate::db::write_again_if_raced(&self.0.db, &group, move |tx| {
-            apply_prepared(tx, prepared.clone(), now, &deadlines, faults.clone())
+            apply_prepared(tx, prepared.clone(), &*clock, &deadlines, faults.clone())
         })
         .await
     }
@@ -97,7 +97,7 @@ impl Work<'_> {
                 }
             }
         }
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let deadlines = self.0.deadlines.clone();
         let faults = self.0.faults.clone();
         // In the route Group's lane: every Command of the batch writes that Group.
@@ -108,9 +108,9 @@ impl Work<'_> {
             .write_in(&group, move |tx| {
                 let mut accepted = Vec::with_capacity(prepared.len());
                 for (index, command) in prepared.into_iter().enumerate() {
-                    match tx
-                        .nested(|tx| apply_prepared(tx, command, now, &deadlines, faults.clone()))
-                    {
+                    match tx.nested(|tx| {
+                        apply_prepared(tx, command, &*clock, &deadlines, faults.clone())
+                    }) {
                         Ok(answer) => accepted.push(answer),
                         Err(error) => return Ok((accepted, Some((index, error)))),
                     }
@@ -214,7 +214,7 @@ impl Work<'_> {
 fn apply_prepared(
     tx: &Tx<'_>,
     prepared: Prepared,
-    now: chrono::DateTime<chrono::Utc>,
+    clock: &dyn crate::clock::Clock,
     deadlines: &crate::engine::deadlines::Deadlines,
     faults: crate::faults::Faults,
 ) -> Result<Accepted, Error> {
@@ -235,6 +235,10 @@ fn apply_prepared(
     let agent = command.agent_id.as_str();
     // Every check below reads what the Group's last commit left, in any process.
     crate::rows::groups::lock(tx, group)?;
+    // And runs at the time it holds the lock: a Command that waited for it (another server's
+    // batch held it, for up to the lock's 10 s) neither renews a lease that expired meanwhile
+    // nor stamps its Events earlier than those committed before it.
+    let now = clock.now();
     // The Membership and session epoch step 4 checks, sent ahead to travel with the lookup
     // (one round trip on PostgreSQL, not three); a replay never reads them.
     let membership = crate::rows::memberships::current_with_scope_ahead(tx, group, agent)?;
