@@ -276,3 +276,102 @@ async fn a_renewal_that_waited_past_its_leases_expiry_is_refused() {
     assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
     assert_eq!(answer.code(), "stale_lease", "{answer:?}");
 }
+
+/// The same for a publication under the lease (LSE-5): it waited for its Group's lock while
+/// the lease's 300 s passed, and is judged at the time it holds the lock: `stale_lease`, and
+/// nothing recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publication_that_waited_past_its_leases_expiry_is_refused() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let (_, worker, _, lease) = super::tokens::setup(&a).await;
+    let digests = a.upload(&worker, b"a late result").await;
+    let mut late = manifest(&worker, "g1", digests, &[]);
+    late.work_item_id = weft_api::Id::parse("w", "wi-1").expect("id");
+    late.execution = weft_api::manifest::Execution {
+        lease_id: weft_api::Id::parse("leaseId", lease["leaseId"].as_str().expect("id"))
+            .expect("id"),
+        ownership_epoch: 1,
+    };
+    let envelope = sign(&worker.key, &late);
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let clock = a.clock.clone();
+    let holder = tokio::task::spawn_blocking(move || {
+        let mut saw_a_waiter = false;
+        let outcome = lock_groups_in_turn(&url, "g1", "g1", || {
+            let _ = locking.send(());
+            for _ in 0..2_000 {
+                if lock_waiters(&url).expect("pg_stat_activity") > 0 {
+                    saw_a_waiter = true;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            clock.advance(chrono::Duration::seconds(301));
+        });
+        (outcome, saw_a_waiter)
+    });
+    locked.await.expect("the other transaction holds g1");
+    let answer = a.send(publish_request(&worker, &envelope)).await;
+    let (outcome, saw_a_waiter) = holder.await.expect("the holder ran");
+    outcome.expect("the other transaction commits");
+    assert!(saw_a_waiter, "the publication waited for g1's lock");
+    assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
+    assert_eq!(answer.code(), "stale_lease", "{answer:?}");
+}
+
+/// And for the owner's Evidence under the lease: judged at the time it holds the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_that_waited_past_its_leases_expiry_is_refused() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let (_, worker, _, lease) = super::tokens::setup(&a).await;
+    let mut payload = super::work_setup::evidence_payload(
+        &worker,
+        "g1",
+        "mission-1",
+        "wi-1",
+        "automated_test",
+        &[],
+    );
+    payload["execution"] =
+        serde_json::json!({"leaseId": lease["leaseId"].clone(), "ownershipEpoch": 1});
+    let signed = super::work_setup::signed_evidence(&worker, &payload);
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let clock = a.clock.clone();
+    let holder = tokio::task::spawn_blocking(move || {
+        let mut saw_a_waiter = false;
+        let outcome = lock_groups_in_turn(&url, "g1", "g1", || {
+            let _ = locking.send(());
+            for _ in 0..2_000 {
+                if lock_waiters(&url).expect("pg_stat_activity") > 0 {
+                    saw_a_waiter = true;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            clock.advance(chrono::Duration::seconds(301));
+        });
+        (outcome, saw_a_waiter)
+    });
+    locked.await.expect("the other transaction holds g1");
+    let answer = a
+        .send(request(
+            Method::POST,
+            "/v1/evidence",
+            Some(&worker.token),
+            signed,
+        ))
+        .await;
+    let (outcome, saw_a_waiter) = holder.await.expect("the holder ran");
+    outcome.expect("the other transaction commits");
+    assert!(saw_a_waiter, "the record waited for g1's lock");
+    assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
+    assert_eq!(answer.code(), "stale_lease", "{answer:?}");
+}

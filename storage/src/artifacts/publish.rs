@@ -70,8 +70,12 @@ pub(crate) struct Verified {
     manifest_id: ArtifactId,
     pub(crate) manifest: Manifest,
     envelope_json: String,
-    /// When it is recorded: set again just before its transaction (`with_content.rs`).
+    /// When its caller is judged live (set again just before its transaction,
+    /// `with_content.rs`); the publication itself is judged and stamped at the time it holds
+    /// its Group's lock, read from `clock` then (a wait for the lock may be long on a shared
+    /// index).
     pub(crate) now: chrono::DateTime<chrono::Utc>,
+    clock: Arc<dyn crate::clock::Clock>,
 }
 
 /// What a publication's transaction leaves for after its commit: a fenced owner's manifest
@@ -383,14 +387,17 @@ impl Verified {
     /// Checks everything else in the transaction that records the manifest, its edges and
     /// its `artifact.published` Event.
     fn record(
-        self,
+        mut self,
         txn: &Tx<'_>,
         bytes: Bytes,
         fenced_in: &Mutex<Option<Inert>>,
         rowid_in: &AtomicU64,
     ) -> Result<(Published, bool), Error> {
-        // Every check below reads what the Group's last commit left, in any process.
+        // Every check below reads what the Group's last commit left, in any process, and
+        // runs at the time the lock is held: a lease that expired while the publication
+        // waited for it is stale (LSE-5), and its Event is not stamped before those ahead.
         crate::rows::groups::lock(txn, self.manifest.group_id.as_str())?;
+        self.now = self.clock.now();
         // Then, with sources, the derivation graph's lock, across Groups (the cycle check
         // below, DESIGN §6). The writer ends its batch after this job: no later job takes a
         // Group's lock under it.
@@ -529,6 +536,7 @@ impl Artifacts<'_> {
             manifest,
             envelope_json,
             now: self.0.clock.now(),
+            clock: Arc::clone(&self.0.clock),
         })
     }
 

@@ -66,6 +66,9 @@ pub(crate) struct Prepared {
     is_authority: bool,
     envelope_json: String,
     now: chrono::DateTime<chrono::Utc>,
+    /// The store's clock: the record is judged and stamped at the time it holds its Group's
+    /// lock, not at `now` (a wait for the lock may be long on a shared index).
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
 }
 
 impl Handle<'_> {
@@ -154,6 +157,7 @@ impl Handle<'_> {
             is_authority,
             envelope_json,
             now: self.0.clock.now(),
+            clock: std::sync::Arc::clone(&self.0.clock),
         })
     }
 }
@@ -251,7 +255,8 @@ impl Prepared {
             evidence,
             is_authority,
             envelope_json,
-            now,
+            now: _,
+            clock,
         } = self;
         // The same record again is a retry, answered as the first time (idempotent, as a
         // manifest's: its id is the hash of a payload naming its signer, so only the signer
@@ -261,6 +266,7 @@ impl Prepared {
         // (CTX-5) learns nothing of the disposal. The server's own review, run again,
         // finds it recorded.
         lock_group(txn, evidence.group_id.as_str())?;
+        let now = clock.now();
         if let Some((sequence, disposed)) = crate::rows::evidence::sequence_of(txn, &evidence_id)? {
             if let Some(disposed) = disposed.filter(|_| !is_authority) {
                 producer(txn, &signer, &keyid, is_authority, &evidence)?;
