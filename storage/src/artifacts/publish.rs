@@ -398,13 +398,6 @@ impl Verified {
         // waited for it is stale (LSE-5), and its Event is not stamped before those ahead.
         crate::rows::groups::lock(txn, self.manifest.group_id.as_str())?;
         self.now = self.clock.now();
-        // Then, with sources, the derivation graph's lock, across Groups (the cycle check
-        // below, DESIGN §6). The writer ends its batch after this job: no later job takes a
-        // Group's lock under it.
-        if !self.manifest.sources.is_empty() {
-            crate::rows::derivations::lock_graph(txn)?;
-            txn.loaded().note_row_lock("derivations");
-        }
         let (already, reads) = self.first_reads(txn)?;
         let reads = match self.recorded(txn, already, reads)? {
             Recorded::New(reads) => reads,
@@ -417,6 +410,13 @@ impl Verified {
                 return Ok((published, false));
             }
         };
+        // A new one with sources takes the derivation graph's lock, across Groups, for the
+        // cycle check (DESIGN §6); a retry of one recorded has answered above without it. The
+        // writer ends its batch after this job: no later job takes a Group's lock under it.
+        if !self.manifest.sources.is_empty() {
+            crate::rows::derivations::lock_graph(txn)?;
+            txn.loaded().note_row_lock("derivations");
+        }
         self.check(txn, bytes, fenced_in, *reads)?;
         let Self {
             signer,

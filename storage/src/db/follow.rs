@@ -163,7 +163,10 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
             let Ok(payloads) = pg.notifications(POLL) else {
                 break; // connect again
             };
-            if payloads.is_empty() && outlets.heard.silent_for() >= HEARTBEAT {
+            if !payloads.is_empty() {
+                // They came through: the connection works, whatever reading them brings.
+                outlets.heard.note();
+            } else if outlets.heard.silent_for() >= HEARTBEAT {
                 if conn.execute_batch("SELECT 1").is_err() {
                     break; // connect again
                 }

@@ -236,8 +236,9 @@ pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
 /// The sequence of the newest online Event appended before `cutoff` (instants compare as
 /// text: they are written in one format), by bisection over the Group's online sequences,
 /// some 2 × log2(n) point reads whatever the online window holds. `appended_at` follows the
-/// sequence but for the skew between servers' clocks and a Command's `now` taken before it
-/// queues; the bisection answers an Event before the cutoff, so never later than the `MAX`
+/// sequence but for the skew between servers' clocks and the writes that still read their
+/// time before their Group's lock (Commands, publications and Evidence records read it
+/// after); the bisection answers an Event before the cutoff, so never later than the `MAX`
 /// would, and compaction never goes further than it did. The one `MAX(sequence) … AND
 /// appended_at < ?2` it replaces (stop 69) read the Group's whole online window at every
 /// round of compaction. A gap in the sequences (which fsck reports as damage) falls back to
