@@ -4,8 +4,8 @@
 
 use axum::http::{Method, StatusCode};
 use weft_storage::bench_support::postgres::{
-    derive_under_lock, hold_idempotency_key, lock_groups_in_turn, lock_waiters,
-    remove_membership_under_lock, tamper_inline_bytes,
+    derive_under_lock, hold_idempotency_key, lock_groups_in_turn, remove_membership_under_lock,
+    tamper_inline_bytes, wait_for_waiters,
 };
 
 use super::harness::*;
@@ -51,13 +51,7 @@ async fn a_small_upload_that_repairs_a_blob_of_two_groups_takes_their_locks_in_o
         let outcome = lock_groups_in_turn(&url, "g1", "g2", || {
             let _ = holding.send(());
             // Until the upload waits for `g1`'s lock (bounded: 10 s).
-            for _ in 0..2_000 {
-                if lock_waiters(&url).expect("pg_stat_activity") > 0 {
-                    saw_a_waiter = true;
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+            saw_a_waiter = wait_for_waiters(&url, 1).expect("pg_stat_activity");
         });
         (outcome, saw_a_waiter)
     });
@@ -237,7 +231,6 @@ async fn a_renewal_that_waited_past_its_leases_expiry_is_refused() {
         return;
     }
     let a = harness(Kind::Postgres).await;
-    let url = a.index.clone().expect("a PostgreSQL index");
     let (_, worker, _, lease) = super::tokens::setup(&a).await;
     let mut renewal = super::work_setup::command_doc(
         &a,
@@ -248,31 +241,11 @@ async fn a_renewal_that_waited_past_its_leases_expiry_is_refused() {
     )
     .await;
     renewal["leaseId"] = lease["leaseId"].clone();
-    let (locking, locked) = tokio::sync::oneshot::channel();
-    let clock = a.clock.clone();
-    let holder = tokio::task::spawn_blocking(move || {
-        let mut saw_a_waiter = false;
-        let outcome = lock_groups_in_turn(&url, "g1", "g1", || {
-            let _ = locking.send(());
-            for _ in 0..2_000 {
-                if lock_waiters(&url).expect("pg_stat_activity") > 0 {
-                    saw_a_waiter = true;
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            // The lease's 300 s pass while the renewal waits.
-            clock.advance(chrono::Duration::seconds(301));
-        });
-        (outcome, saw_a_waiter)
-    });
-    locked.await.expect("the other transaction holds g1");
-    let answer = a
-        .send(super::work_setup::command_request(&worker, "g1", &renewal))
-        .await;
-    let (outcome, saw_a_waiter) = holder.await.expect("the holder ran");
-    outcome.expect("the other transaction commits");
-    assert!(saw_a_waiter, "the renewal waited for g1's lock");
+    let answer = past_the_lease_while_g1_is_held(
+        &a,
+        super::work_setup::command_request(&worker, "g1", &renewal),
+    )
+    .await;
     assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
     assert_eq!(answer.code(), "stale_lease", "{answer:?}");
 }
@@ -286,7 +259,6 @@ async fn a_publication_that_waited_past_its_leases_expiry_is_refused() {
         return;
     }
     let a = harness(Kind::Postgres).await;
-    let url = a.index.clone().expect("a PostgreSQL index");
     let (_, worker, _, lease) = super::tokens::setup(&a).await;
     let digests = a.upload(&worker, b"a late result").await;
     let mut late = manifest(&worker, "g1", digests, &[]);
@@ -297,28 +269,7 @@ async fn a_publication_that_waited_past_its_leases_expiry_is_refused() {
         ownership_epoch: 1,
     };
     let envelope = sign(&worker.key, &late);
-    let (locking, locked) = tokio::sync::oneshot::channel();
-    let clock = a.clock.clone();
-    let holder = tokio::task::spawn_blocking(move || {
-        let mut saw_a_waiter = false;
-        let outcome = lock_groups_in_turn(&url, "g1", "g1", || {
-            let _ = locking.send(());
-            for _ in 0..2_000 {
-                if lock_waiters(&url).expect("pg_stat_activity") > 0 {
-                    saw_a_waiter = true;
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            clock.advance(chrono::Duration::seconds(301));
-        });
-        (outcome, saw_a_waiter)
-    });
-    locked.await.expect("the other transaction holds g1");
-    let answer = a.send(publish_request(&worker, &envelope)).await;
-    let (outcome, saw_a_waiter) = holder.await.expect("the holder ran");
-    outcome.expect("the other transaction commits");
-    assert!(saw_a_waiter, "the publication waited for g1's lock");
+    let answer = past_the_lease_while_g1_is_held(&a, publish_request(&worker, &envelope)).await;
     assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
     assert_eq!(answer.code(), "stale_lease", "{answer:?}");
 }
@@ -330,7 +281,6 @@ async fn evidence_that_waited_past_its_leases_expiry_is_refused() {
         return;
     }
     let a = harness(Kind::Postgres).await;
-    let url = a.index.clone().expect("a PostgreSQL index");
     let (_, worker, _, lease) = super::tokens::setup(&a).await;
     let mut payload = super::work_setup::evidence_payload(
         &worker,
@@ -343,35 +293,38 @@ async fn evidence_that_waited_past_its_leases_expiry_is_refused() {
     payload["execution"] =
         serde_json::json!({"leaseId": lease["leaseId"].clone(), "ownershipEpoch": 1});
     let signed = super::work_setup::signed_evidence(&worker, &payload);
+    let answer = past_the_lease_while_g1_is_held(
+        &a,
+        request(Method::POST, "/v1/evidence", Some(&worker.token), signed),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
+    assert_eq!(answer.code(), "stale_lease", "{answer:?}");
+}
+
+/// Sends `request` while another transaction holds `g1`'s lock; once the request waits for
+/// it, the clock passes the 300 s of `wi-1`'s lease (`tokens::setup`), then the other
+/// transaction commits. Answers the request's answer.
+async fn past_the_lease_while_g1_is_held(
+    a: &Harness,
+    request: axum::http::Request<axum::body::Body>,
+) -> Answer {
+    let url = a.index.clone().expect("a PostgreSQL index");
     let (locking, locked) = tokio::sync::oneshot::channel();
     let clock = a.clock.clone();
     let holder = tokio::task::spawn_blocking(move || {
         let mut saw_a_waiter = false;
         let outcome = lock_groups_in_turn(&url, "g1", "g1", || {
             let _ = locking.send(());
-            for _ in 0..2_000 {
-                if lock_waiters(&url).expect("pg_stat_activity") > 0 {
-                    saw_a_waiter = true;
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+            saw_a_waiter = wait_for_waiters(&url, 1).expect("pg_stat_activity");
             clock.advance(chrono::Duration::seconds(301));
         });
         (outcome, saw_a_waiter)
     });
     locked.await.expect("the other transaction holds g1");
-    let answer = a
-        .send(request(
-            Method::POST,
-            "/v1/evidence",
-            Some(&worker.token),
-            signed,
-        ))
-        .await;
+    let answer = a.send(request).await;
     let (outcome, saw_a_waiter) = holder.await.expect("the holder ran");
     outcome.expect("the other transaction commits");
-    assert!(saw_a_waiter, "the record waited for g1's lock");
-    assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
-    assert_eq!(answer.code(), "stale_lease", "{answer:?}");
+    assert!(saw_a_waiter, "the request waited for g1's lock");
+    answer
 }

@@ -32,6 +32,18 @@ pub fn lock_waiters(url: &str) -> Result<u64, Error> {
     })
 }
 
+/// Waits (polling, for at most 10 s) until at least `n` sessions of the index at `url`'s
+/// database wait for a lock; answers whether they did.
+pub fn wait_for_waiters(url: &str, n: u64) -> Result<bool, Error> {
+    for _ in 0..2_000 {
+        if lock_waiters(url)? >= n {
+            return Ok(true);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(false)
+}
+
 /// One transaction of its own on the index at `url`, as another server's writer takes Group
 /// locks in order (a quarantine does): Group `first`'s lock, then `meanwhile`, then Group
 /// `then`'s lock, then the commit. It blocks its caller until then.
@@ -68,14 +80,7 @@ pub fn remove_membership_under_lock(
         conn.begin()?;
         crate::rows::groups::lock(&conn, group)?;
         locked();
-        let mut waited = false;
-        for _ in 0..2_000 {
-            if lock_waiters(url)? > 0 {
-                waited = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let waited = wait_for_waiters(url, 1)?;
         let now = crate::clock::format_instant(chrono::Utc::now());
         crate::rows::memberships::remove(&conn, group, agent, epoch, &now)?;
         conn.control("COMMIT")?;
@@ -102,14 +107,7 @@ pub fn derive_under_lock(
         crate::rows::derivations::lock_graph(&conn)?;
         crate::rows::derivations::insert(&conn, artifact, source, artifact)?;
         locked();
-        let mut waited = false;
-        for _ in 0..2_000 {
-            if lock_waiters(url)? > 0 {
-                waited = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let waited = wait_for_waiters(url, 1)?;
         conn.control("COMMIT")?;
         Ok(waited)
     })
@@ -131,14 +129,7 @@ pub fn hold_idempotency_key(
         conn.begin()?;
         crate::rows::idempotency::lookup(&conn, scope, key)?;
         locked();
-        let mut waited = false;
-        for _ in 0..2_000 {
-            if lock_waiters(url)? >= waiters {
-                waited = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let waited = wait_for_waiters(url, waiters)?;
         conn.control("ROLLBACK")?;
         Ok(waited)
     })
