@@ -14,6 +14,10 @@
 //! bytes, so every replay is byte for byte the same. A request that did no work (a refusal,
 //! or a route that arms nothing) has its answer stored afterwards, as before.
 //!
+//! An answer that holds a bearer secret (a capability token's, a new session's) is stored
+//! sealed to the caller's own bearer token (`sealed.rs`, PD-20): the route says so with
+//! [`seal_answer`] or [`answer_sealed_with`], and a retry with any other token is refused.
+//!
 //! Blob uploads are content-addressed and so idempotent by nature; they are not buffered here.
 //! Server errors (5xx) are not stored, so a retry after one runs again.
 
@@ -28,7 +32,21 @@ use weft_storage::{Claimed, IdempotentRequest, StoredAnswer};
 
 use super::body::{MAX_JSON_BYTES, read_json};
 use super::error::HttpError;
+use super::sealed::{Sealer, is_sealed};
 use super::state::AppState;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The current request's sealer, and whether its route asked for its answer to be sealed.
+#[derive(Clone, Debug)]
+struct Sealing {
+    sealer: Sealer,
+    wanted: Arc<AtomicBool>,
+}
+
+tokio::task_local! {
+    static SEALING: Sealing;
+}
 
 fn check_key(value: &HeaderValue) -> Result<String, HttpError> {
     let key = value.to_str().unwrap_or_default();
@@ -78,7 +96,10 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_owned);
-    let Some(scope) = scope_of(&state, token).await else {
+    let Some(bearer) = token else {
+        return Ok(next.run(request).await);
+    };
+    let Some(scope) = scope_of(&state, Some(bearer.clone())).await else {
         return Ok(next.run(request).await);
     };
     let (parts, body) = request.into_parts();
@@ -90,6 +111,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
     hasher.update(b"\n");
     hasher.update(&bytes);
     let request_hash = *hasher.finalize().as_bytes();
+    let sealer = Sealer::new(&bearer, &scope, &key, &request_hash);
 
     let lock = state.in_flight.lock_for(&scope, &key);
     let _guard = lock.lock().await;
@@ -111,7 +133,7 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
                 "this Idempotency-Key was answered longer ago than answers are kept; the request is not done again",
             ));
         }
-        return Ok(replay(stored));
+        return opened(stored, &sealer).map(replay);
     }
     let claim = IdempotentRequest {
         scope: scope.clone(),
@@ -119,21 +141,30 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         request_hash,
         received_at: state.store.now(),
     };
-    let (response, claimed) = weft_storage::with_idempotency(
-        claim,
-        next.run(Request::from_parts(parts, Body::from(bytes))),
-    )
-    .await;
+    let sealing = Sealing {
+        sealer: sealer.clone(),
+        wanted: Arc::new(AtomicBool::new(false)),
+    };
+    let wanted = Arc::clone(&sealing.wanted);
+    let (response, claimed) = SEALING
+        .scope(
+            sealing,
+            weft_storage::with_idempotency(
+                claim,
+                next.run(Request::from_parts(parts, Body::from(bytes))),
+            ),
+        )
+        .await;
     let status = response.status();
     if status.is_server_error() {
         return Ok(response);
     }
     match claimed {
         // Another process answered this key between our look-up and the write.
-        Some(Claimed::Replay(stored)) => return Ok(replay(stored)),
+        Some(Claimed::Replay(stored)) => return opened(stored, &sealer).map(replay),
         // The answer was committed with the work: answer with exactly those bytes.
         Some(Claimed::Stored(stored)) => {
-            let mut first = answer(&stored);
+            let mut first = answer(&opened(stored, &sealer)?);
             first.headers_mut().remove("idempotent-replayed");
             return Ok(first);
         }
@@ -153,10 +184,17 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
         }
         answer.extend_from_slice(&chunk);
     }
+    let body = if wanted.load(Ordering::Relaxed) {
+        sealer
+            .seal(&answer)
+            .ok_or_else(|| HttpError::new(ErrorCode::Internal, "could not seal the answer"))?
+    } else {
+        answer.clone()
+    };
     let stored = StoredAnswer {
         request_hash,
         status: status.as_u16(),
-        body: answer.clone(),
+        body,
     };
     state
         .store
@@ -172,12 +210,55 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
 pub(crate) fn answer_with<T: 'static, V: serde::Serialize>(
     render: impl Fn(&T) -> (StatusCode, V) + Send + Sync + 'static,
 ) {
+    let sealer = SEALING
+        .try_with(|sealing| {
+            sealing
+                .wanted
+                .load(Ordering::Relaxed)
+                .then(|| sealing.sealer.clone())
+        })
+        .ok()
+        .flatten();
     weft_storage::answer_with::<T>(move |value| {
         let (status, body) = render(value);
         // An unencodable answer is not stored with the work; the handler then fails as usual.
         let bytes = serde_json::to_vec(&body).ok()?;
+        let bytes = match &sealer {
+            Some(sealer) => sealer.seal(&bytes)?,
+            None => bytes,
+        };
         Some((status.as_u16(), bytes))
     });
+}
+
+/// The current request's answer holds a bearer secret: with an `Idempotency-Key` it is stored
+/// sealed to the caller's bearer token (`sealed.rs`), whichever way it is stored.
+pub(crate) fn seal_answer() {
+    let _ = SEALING.try_with(|sealing| sealing.wanted.store(true, Ordering::Relaxed));
+}
+
+/// [`answer_with`] for an answer that holds a bearer secret: the answer committed with the
+/// work is sealed to the caller (see [`seal_answer`]).
+pub(crate) fn answer_sealed_with<T: 'static, V: serde::Serialize>(
+    render: impl Fn(&T) -> (StatusCode, V) + Send + Sync + 'static,
+) {
+    seal_answer();
+    answer_with(render);
+}
+
+/// `stored` as this caller may see it: a sealed answer opened with the caller's bearer, or
+/// refused when another token sealed it (a retry by another session of the same Agent).
+fn opened(stored: StoredAnswer, sealer: &Sealer) -> Result<StoredAnswer, HttpError> {
+    if !is_sealed(&stored.body) {
+        return Ok(stored);
+    }
+    let body = sealer.open(&stored.body).ok_or_else(|| {
+        HttpError::new(
+            ErrorCode::Forbidden,
+            "this Idempotency-Key was answered to another session, with a secret only that session's token opens",
+        )
+    })?;
+    Ok(StoredAnswer { body, ..stored })
 }
 
 fn replay(stored: StoredAnswer) -> Response {

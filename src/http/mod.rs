@@ -35,6 +35,7 @@ mod openapi_check;
 #[cfg(test)]
 mod openapi_standard;
 mod params;
+mod sealed;
 mod sessions;
 mod state;
 mod streams;

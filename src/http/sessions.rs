@@ -27,6 +27,9 @@ pub(crate) async fn open(
     headers: HeaderMap,
     body: Body,
 ) -> HttpResult<Response> {
+    // The grant holds the new session's token: stored only sealed (PD-20) when a caller
+    // that sent its own bearer token asks with an Idempotency-Key.
+    super::idempotency::seal_answer();
     let envelope = read_envelope(&headers, body).await?;
     let grant = state.store.sessions().open_session(envelope).await?;
     Ok(json(StatusCode::CREATED, &grant))

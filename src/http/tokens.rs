@@ -53,8 +53,11 @@ pub(crate) async fn issue(
     let bytes = read_json(&headers, body).await?;
     let request: TokenRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
     // With an Idempotency-Key, the answer commits with the token: a retry through another
-    // server waits for that commit and replays it, never minting a second token.
-    super::idempotency::answer_with(|issued: &TokenIssued| (StatusCode::CREATED, issued.clone()));
+    // server waits for that commit and replays it, never minting a second token. It holds
+    // the secret, so it is stored sealed to this session's token (PD-20).
+    super::idempotency::answer_sealed_with(|issued: &TokenIssued| {
+        (StatusCode::CREATED, issued.clone())
+    });
     let issued = state
         .store
         .work()

@@ -102,3 +102,102 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// PD-20: only hashes of secrets are stored. A capability token or a session asked for
+    /// with an Idempotency-Key answers with a fresh bearer secret, and the answer is kept for a
+    /// retry: it is stored sealed to the caller's own bearer token, so the index never holds the
+    /// secret, the same session's retry gets it back, and another session of the same Agent
+    /// (the key's scope) is refused instead of being handed it.
+    async fn answers_holding_a_secret_are_stored_sealed_to_their_caller(kind: Kind) {
+        let h = harness(kind).await;
+        let (_, worker, _, lease) = crate::http::tests::tokens::setup(&h).await;
+        let uri = format!(
+            "/v1/leases/{}/tokens",
+            crate::http::tests::tokens::lease_id(&lease)
+        );
+        let body = json!({"scope": ["blob:write"], "ttlSeconds": 60});
+        let ask = |bearer: &str, key: &str, body: Value| {
+            h.send(json_request(
+                Method::POST,
+                &uri,
+                bearer,
+                body,
+                &[("idempotency-key", key)],
+            ))
+        };
+        let first = ask(&worker.token, "tok-1", body.clone()).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{kind:?}: {first:?}");
+        let secret = crate::http::tests::tokens::secret(&first.json()).to_owned();
+        let retry = ask(&worker.token, "tok-1", body.clone()).await;
+        assert_eq!(
+            retry.json(),
+            first.json(),
+            "{kind:?}: the same session's retry"
+        );
+        assert_eq!(retry.headers["idempotent-replayed"], "true");
+        let stored = h
+            .store
+            .idempotent_answer("agent:w1".to_owned(), "tok-1".to_owned())
+            .await
+            .expect("read")
+            .expect("stored");
+        let in_the_clear = |bytes: &[u8], secret: &str| {
+            bytes
+                .windows(secret.len())
+                .any(|window| window == secret.as_bytes())
+        };
+        assert!(
+            !in_the_clear(&stored.body, &secret),
+            "{kind:?}: the token at rest"
+        );
+        // Another session of the same Agent, same key, same request: refused, not handed it.
+        let other = h.session(&worker.key, "w1", "g1").await;
+        let before = h.fingerprint().await;
+        let refused = ask(&other, "tok-1", body.clone()).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::FORBIDDEN,
+            "{kind:?}: {refused:?}"
+        );
+        assert!(!in_the_clear(&refused.body, &secret), "{kind:?}");
+        let detail = refused.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(detail.contains("another session"), "{kind:?}: {detail}");
+        assert_unchanged(&before, &h.fingerprint().await, "a refused retry");
+
+        // A session opened in another Group (which leaves the caller's own session live) by a
+        // caller that sent its own token and an Idempotency-Key.
+        h.join(&worker, "g2", &["worker"]).await;
+        let open = || {
+            let mut request =
+                session_request(&worker.key, "w1", "g2", h.clock_now(), "nonce-sealed-0001");
+            let headers = request.headers_mut();
+            let bearer = format!("Bearer {other}");
+            headers.insert("authorization", bearer.parse().expect("header"));
+            headers.insert("idempotency-key", HeaderValue::from_static("open-1"));
+            h.send(request)
+        };
+        let opened = open().await;
+        assert_eq!(opened.status, StatusCode::CREATED, "{kind:?}: {opened:?}");
+        let session = opened.json()["token"].as_str().expect("token").to_owned();
+        let stored = h
+            .store
+            .idempotent_answer("agent:w1".to_owned(), "open-1".to_owned())
+            .await
+            .expect("read")
+            .expect("stored");
+        assert!(
+            !in_the_clear(&stored.body, &session),
+            "{kind:?}: the session at rest"
+        );
+        let again = open().await;
+        assert_eq!(
+            again.json(),
+            opened.json(),
+            "{kind:?}: replayed to its caller"
+        );
+    }
+);
