@@ -309,6 +309,16 @@ async fn past_the_lease_while_g1_is_held(
     a: &Harness,
     request: axum::http::Request<axum::body::Body>,
 ) -> Answer {
+    while_g1_is_held_time_passes(a, request, 301).await
+}
+
+/// Sends `request` while another transaction holds `g1`'s lock; once the request waits for
+/// it, the clock moves `seconds` on, then the other transaction commits.
+async fn while_g1_is_held_time_passes(
+    a: &Harness,
+    request: axum::http::Request<axum::body::Body>,
+    seconds: i64,
+) -> Answer {
     let url = a.index.clone().expect("a PostgreSQL index");
     let (locking, locked) = tokio::sync::oneshot::channel();
     let clock = a.clock.clone();
@@ -317,7 +327,7 @@ async fn past_the_lease_while_g1_is_held(
         let outcome = lock_groups_in_turn(&url, "g1", "g1", || {
             let _ = locking.send(());
             saw_a_waiter = wait_for_waiters(&url, 1).expect("pg_stat_activity");
-            clock.advance(chrono::Duration::seconds(301));
+            clock.advance(chrono::Duration::seconds(seconds));
         });
         (outcome, saw_a_waiter)
     });
@@ -327,4 +337,84 @@ async fn past_the_lease_while_g1_is_held(
     outcome.expect("the other transaction commits");
     assert!(saw_a_waiter, "the request waited for g1's lock");
     answer
+}
+
+/// A capability token of 30 s on `wi-1`'s lease (`tokens::setup`) with `scope`.
+async fn short_token(
+    a: &Harness,
+    worker: &Agent,
+    lease: &serde_json::Value,
+    scope: &[&str],
+) -> String {
+    let issued = super::tokens::issue(a, worker, super::tokens::lease_id(lease), scope, 30).await;
+    super::tokens::secret(&issued).to_owned()
+}
+
+/// A write under a capability token that expired while it waited for its Group's lock (the
+/// lease still has 270 s to run) is refused `unauthorized`, for each way a token writes: a
+/// publication, an Evidence record, an upload. Their transactions judged the token at the
+/// time read before the wait, so it passed, and the lease, judged after, passed too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_that_expired_while_its_write_waited_writes_nothing() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let (_, worker, _, lease) = super::tokens::setup(&a).await;
+    let scope = ["artifact:publish", "evidence:record", "blob:write"];
+    a.upload(&worker, b"a result under a token").await;
+    let late = super::tokens::manifest_for(
+        &worker,
+        b"a result under a token",
+        "wi-1",
+        super::tokens::lease_id(&lease),
+    );
+    let body = serde_json::to_vec(&late).expect("json");
+    let publication = request(Method::POST, "/v1/artifacts", None, body);
+    let mut payload = super::work_setup::evidence_payload(
+        &worker,
+        "g1",
+        "mission-1",
+        "wi-1",
+        "automated_test",
+        &[],
+    );
+    payload["execution"] =
+        serde_json::json!({"leaseId": lease["leaseId"].clone(), "ownershipEpoch": 1});
+    let signed = super::work_setup::signed_evidence(&worker, &payload);
+    let evidence = request(Method::POST, "/v1/evidence", None, signed);
+    let upload = super::tokens::upload_request("none yet", b"bytes sent under a token");
+    for (what, write) in [
+        ("publication", publication),
+        ("evidence", evidence),
+        ("upload", upload),
+    ] {
+        let token = short_token(&a, &worker, &lease, &scope).await;
+        let write = with_bearer(write, &token);
+        let before = a.fingerprint().await;
+        let answer = while_g1_is_held_time_passes(&a, write, 31).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::UNAUTHORIZED,
+            "{what}: {answer:?}"
+        );
+        assert!(
+            answer.json()["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("expired"),
+            "{what}: {answer:?}"
+        );
+        assert_unchanged(&before, &a.fingerprint().await, what);
+    }
+}
+
+/// `request` carrying `bearer` instead.
+fn with_bearer(
+    mut request: axum::http::Request<axum::body::Body>,
+    bearer: &str,
+) -> axum::http::Request<axum::body::Body> {
+    let value = format!("Bearer {bearer}").parse().expect("a header value");
+    request.headers_mut().insert("authorization", value);
+    request
 }

@@ -567,17 +567,21 @@ impl Artifacts<'_> {
         acting: Option<crate::acting::Acting>,
     ) -> Result<(Published, bool), Error> {
         let group = verified.manifest.group_id.to_string();
-        let now = crate::clock::format_instant(verified.now);
+        let clock = Arc::clone(&verified.clock);
+        let locked = group.clone();
         self.0.faults.publications().pass().await;
         let (recording, aftermath) = verified.into_recording(Bytes::Stored);
         // 3. Everything else is checked in the transaction that records it, in its Group's
-        // lane (`db/writer.rs`).
+        // lane (`db/writer.rs`). The caller is judged live at the time the Group's lock is
+        // held (a token that expired while the publication waited for it publishes nothing),
+        // and that lock comes before the token's row, the order every use takes them in.
         let outcome = self
             .0
             .db
             .write_in(&group, move |txn| {
                 if let Some(acting) = acting {
-                    acting.check(txn, &now)?;
+                    crate::rows::groups::lock(txn, &locked)?;
+                    acting.check(txn, &crate::clock::format_instant(clock.now()))?;
                 }
                 recording(txn)
             })

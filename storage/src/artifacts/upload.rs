@@ -359,7 +359,7 @@ impl Artifacts<'_> {
             }
         }
         let session_object = finishing.as_deref().map(crate::blobs::upload_path);
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let uploader = uploader.clone();
         let generation = self.0.hot.generation();
         let hot = inline.clone();
@@ -399,6 +399,10 @@ impl Artifacts<'_> {
             if let Some(group) = &uploader_group {
                 crate::rows::groups::lock(txn, group)?;
             }
+            // Judged and stamped at the time the locks are held: a wait for another server's
+            // batch may be long, and a caller that died meanwhile must not record, nor an
+            // `artifact.repaired` be stamped before the Events committed ahead of it.
+            let now = clock.now();
             // The Group's quota, read with the liveness check (one round trip on PostgreSQL).
             let quota = super::quota::settings_ahead(txn, &uploader)?;
             if let Some(acting) = &acting {

@@ -65,9 +65,8 @@ pub(crate) struct Prepared {
     evidence: Evidence,
     is_authority: bool,
     envelope_json: String,
-    now: chrono::DateTime<chrono::Utc>,
     /// The store's clock: the record is judged and stamped at the time it holds its Group's
-    /// lock, not at `now` (a wait for the lock may be long on a shared index).
+    /// lock, not when it was prepared (a wait for the lock may be long on a shared index).
     clock: std::sync::Arc<dyn crate::clock::Clock>,
 }
 
@@ -94,13 +93,18 @@ impl Handle<'_> {
         // Not run again after a deadlock (`db/again.rs`): an `Idempotency-Key`'s claim is
         // armed for one run of the job, whose answer it stores with the work.
         let group = prepared.evidence.group_id.to_string();
-        let now = crate::clock::format_instant(prepared.now);
+        let clock = std::sync::Arc::clone(&prepared.clock);
+        let locked = group.clone();
         self.0.faults.publications().pass().await;
         self.0
             .db
             .write_in(&group, move |txn| {
+                // The caller is judged live at the time the Group's lock is held (a token that
+                // expired while the record waited for it records nothing), and that lock comes
+                // before the token's row, the order every use takes them in.
                 if let Some(acting) = acting {
-                    acting.check(txn, &now)?;
+                    lock_group(txn, &locked)?;
+                    acting.check(txn, &crate::clock::format_instant(clock.now()))?;
                 }
                 prepared.record(txn)
             })
@@ -156,7 +160,6 @@ impl Handle<'_> {
             evidence,
             is_authority,
             envelope_json,
-            now: self.0.clock.now(),
             clock: std::sync::Arc::clone(&self.0.clock),
         })
     }
@@ -255,7 +258,6 @@ impl Prepared {
             evidence,
             is_authority,
             envelope_json,
-            now: _,
             clock,
         } = self;
         // The same record again is a retry, answered as the first time (idempotent, as a
