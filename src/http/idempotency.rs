@@ -210,22 +210,18 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
 pub(crate) fn answer_with<T: 'static, V: serde::Serialize>(
     render: impl Fn(&T) -> (StatusCode, V) + Send + Sync + 'static,
 ) {
-    let sealer = SEALING
-        .try_with(|sealing| {
-            sealing
-                .wanted
-                .load(Ordering::Relaxed)
-                .then(|| sealing.sealer.clone())
-        })
-        .ok()
-        .flatten();
+    // Whether to seal is asked when the answer is rendered, so a route may say so before or
+    // after arming its claim.
+    let sealing = SEALING.try_with(Sealing::clone).ok();
     weft_storage::answer_with::<T>(move |value| {
         let (status, body) = render(value);
         // An unencodable answer is not stored with the work; the handler then fails as usual.
         let bytes = serde_json::to_vec(&body).ok()?;
-        let bytes = match &sealer {
-            Some(sealer) => sealer.seal(&bytes)?,
-            None => bytes,
+        let bytes = match &sealing {
+            Some(sealing) if sealing.wanted.load(Ordering::Relaxed) => {
+                sealing.sealer.seal(&bytes)?
+            }
+            _ => bytes,
         };
         Some((status.as_u16(), bytes))
     });

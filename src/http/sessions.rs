@@ -21,6 +21,7 @@ use super::state::AppState;
 /// Opens a session for the signing Agent in the requested Group.
 #[utoipa::path(post, path = "/v1/sessions", request_body(content = String, description = "DSSE envelope of a session request", content_type = "application/json"),
     responses((status = 201, description = "{token, sessionEpoch, membershipEpoch, expiresAt}"), (status = 400, description = "bad_signature, clock_skew, …"),
+              (status = 403, description = "forbidden: a retry, sent with a bearer token and an Idempotency-Key, of a request another token made (its answer is sealed to that token)"),
               (status = 429, description = "rate_limited: too many session requests by this agent (Retry-After)")))]
 pub(crate) async fn open(
     State(state): State<AppState>,

@@ -38,7 +38,7 @@ fn owner_session(caller: Caller) -> Result<Session, HttpError> {
     request_body(content = String, description = "{scope: [blob:write|artifact:publish|evidence:record], ttlSeconds, replaces?: tokenId}", content_type = "application/json"),
     responses((status = 201, description = "{tokenId, token, scope, expiresAt}; the token is an opaque bearer secret (only its hash is stored), shown once"),
               (status = 400, description = "bad_request: empty or unknown scope, ttlSeconds 0"),
-              (status = 403, description = "forbidden: not the lease's owner session"),
+              (status = 403, description = "forbidden: not the lease's owner session, or a retry with an Idempotency-Key whose answer another session's token sealed"),
               (status = 404, description = "not_found: no such lease in your Group, or no such token to replace"),
               (status = 409, description = "stale_lease: the lease was released or has expired")))]
 pub(crate) async fn issue(

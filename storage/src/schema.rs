@@ -731,11 +731,14 @@ const V45: &str = include_str!("schema/sqlite_v45.sql");
 /// A lease's renewals indexed by lease and instant (its newest read from the index alone).
 const V46: &str = include_str!("schema/sqlite_v46.sql");
 
+/// No bearer secret at rest in a stored answer: those stored in the clear are trimmed.
+const V47: &str = include_str!("schema/sqlite_v47.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 46] = [
+const MIGRATIONS: [&str; 47] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
     V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39, V40,
-    V41, V42, V43, V44, V45, V46,
+    V41, V42, V43, V44, V45, V46, V47,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.
@@ -792,3 +795,5 @@ fn migrate_sqlite(conn: &Connection) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_secrets;

@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 17] = [
+const MIGRATIONS: [(i64, &str); 18] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -36,6 +36,7 @@ const MIGRATIONS: [(i64, &str); 17] = [
     (44, include_str!("postgres_v44.sql")),
     (45, include_str!("postgres_v45.sql")),
     (46, include_str!("postgres_v46.sql")),
+    (47, include_str!("postgres_v47.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").

@@ -4,7 +4,7 @@
 use rusqlite::Connection;
 
 /// An SQLite database at schema version `version`, as a weft of that version left it.
-fn sqlite_at(version: usize) -> Connection {
+pub(super) fn sqlite_at(version: usize) -> Connection {
     let conn = Connection::open_in_memory().expect("open");
     for (done, sql) in (1..).zip(&super::MIGRATIONS[..version]) {
         conn.execute_batch(&format!(
@@ -17,7 +17,7 @@ fn sqlite_at(version: usize) -> Connection {
 
 /// A fresh PostgreSQL database at schema version `version`; `None` where PostgreSQL is not
 /// installed.
-fn postgres_at(version: i64) -> Option<crate::sql::Connection> {
+pub(super) fn postgres_at(version: i64) -> Option<crate::sql::Connection> {
     let url = weft_testkit::postgres_database_or_skip()?;
     let pg = crate::sql::postgres::Pg::connect(&url).expect("connect");
     let conn = crate::sql::Connection::Postgres(Box::new(pg));
