@@ -418,3 +418,28 @@ fn with_bearer(
     request.headers_mut().insert("authorization", value);
     request
 }
+
+/// An approver's hold that waited for its Group's lock while the approver's session expired
+/// (13 h pass; sessions last 12) is refused: the placement judged the session at the time
+/// read before the wait, so it passed and stamped its Event before those committed ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_that_waited_past_its_sessions_expiry_is_refused() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let coordinator = a.agent("c1", "g1", &["coordinator"]).await;
+    let approver = a.agent("a1", "g1", &["approver"]).await;
+    super::work::mission(&a, &coordinator, "g1", "m-held").await;
+    let placement = json_request(
+        Method::POST,
+        "/v1/groups/g1/holds",
+        &approver.token,
+        serde_json::json!({"missionId": "m-held", "reason": "an audit"}),
+        &[],
+    );
+    let before = a.fingerprint().await;
+    let answer = while_g1_is_held_time_passes(&a, placement, 13 * 3600).await;
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{answer:?}");
+    assert_unchanged(&before, &a.fingerprint().await, "a hold placed too late");
+}

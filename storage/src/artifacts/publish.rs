@@ -70,12 +70,16 @@ pub(crate) struct Verified {
     manifest_id: ArtifactId,
     pub(crate) manifest: Manifest,
     envelope_json: String,
-    /// When its caller is judged live (set again just before its transaction,
-    /// `with_content.rs`); the publication itself is judged and stamped at the time it holds
-    /// its Group's lock, read from `clock` then (a wait for the lock may be long on a shared
+    /// When the checks made before its bytes are staged judge it (`precheck_publication`);
+    /// its transaction judges it, and its caller, and stamps it at the time it holds its
+    /// Group's lock, read from `clock` then (a wait for the lock may be long on a shared
     /// index).
     pub(crate) now: chrono::DateTime<chrono::Utc>,
     clock: Arc<dyn crate::clock::Clock>,
+    /// Who it is published as when that must be checked again in its transaction (a
+    /// capability token: revoked or expired since the door, it publishes nothing), at the
+    /// same instant as the rest.
+    acting: Option<crate::acting::Acting>,
 }
 
 /// What a publication's transaction leaves for after its commit: a fenced owner's manifest
@@ -398,6 +402,9 @@ impl Verified {
         // waited for it is stale (LSE-5), and its Event is not stamped before those ahead.
         crate::rows::groups::lock(txn, self.manifest.group_id.as_str())?;
         self.now = self.clock.now();
+        if let Some(acting) = self.acting.take() {
+            acting.check(txn, &crate::clock::format_instant(self.now))?;
+        }
         let (already, reads) = self.first_reads(txn)?;
         let reads = match self.recorded(txn, already, reads)? {
             Recorded::New(reads) => reads,
@@ -537,6 +544,7 @@ impl Artifacts<'_> {
             envelope_json,
             now: self.0.clock.now(),
             clock: Arc::clone(&self.0.clock),
+            acting: None,
         })
     }
 
@@ -558,34 +566,23 @@ impl Artifacts<'_> {
         self.publish_verified_as(verified, None).await
     }
 
-    /// [`Self::publish_verified`] by `acting` (a capability token), checked first in the
-    /// publication's transaction: a token revoked after the check at the door, and before the
-    /// commit, publishes nothing (`work/tokens.rs`: revocation takes effect at once).
+    /// [`Self::publish_verified`] by `acting` (a capability token), checked again in the
+    /// publication's transaction once it holds its Group's lock, at the instant the rest is
+    /// judged: a token revoked or expired after the check at the door, and before the commit,
+    /// publishes nothing (`work/tokens.rs`: revocation takes effect at once). The Group's
+    /// lock comes before the token's row, the order every use takes them in.
     pub(crate) async fn publish_verified_as(
         &self,
-        verified: Verified,
+        mut verified: Verified,
         acting: Option<crate::acting::Acting>,
     ) -> Result<(Published, bool), Error> {
         let group = verified.manifest.group_id.to_string();
-        let clock = Arc::clone(&verified.clock);
-        let locked = group.clone();
+        verified.acting = acting;
         self.0.faults.publications().pass().await;
         let (recording, aftermath) = verified.into_recording(Bytes::Stored);
         // 3. Everything else is checked in the transaction that records it, in its Group's
-        // lane (`db/writer.rs`). The caller is judged live at the time the Group's lock is
-        // held (a token that expired while the publication waited for it publishes nothing),
-        // and that lock comes before the token's row, the order every use takes them in.
-        let outcome = self
-            .0
-            .db
-            .write_in(&group, move |txn| {
-                if let Some(acting) = acting {
-                    crate::rows::groups::lock(txn, &locked)?;
-                    acting.check(txn, &crate::clock::format_instant(clock.now()))?;
-                }
-                recording(txn)
-            })
-            .await;
+        // lane (`db/writer.rs`).
+        let outcome = self.0.db.write_in(&group, recording).await;
         self.conclude_publication(outcome, aftermath).await
     }
 

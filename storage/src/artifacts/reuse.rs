@@ -37,7 +37,7 @@ impl Artifacts<'_> {
         let reader = session.reader();
         let (group_id, agent_id) = (session.group_id.clone(), session.agent_id.clone());
         let acting = crate::acting::Acting::session(session);
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         self.0
             .db
             .write(move |txn| {
@@ -45,8 +45,10 @@ impl Artifacts<'_> {
                 // The Group's lock first (PostgreSQL): no records batch (`records.rs`) disposes
                 // of the approval between its check and this record citing it.
                 crate::rows::groups::lock(txn, group)?;
-                // The session again, under the lock: another server's cache may have served
-                // one that a key rotation or a deactivation ended meanwhile.
+                // Judged and stamped at the time the lock is held (a wait for another server's
+                // batch may be long). The session again, under the lock: another server's
+                // cache may have served one that a key rotation or a deactivation ended.
+                let now = clock.now();
                 acting.check(txn, &format_instant(now))?;
                 match membership(txn, group, agent_id.as_str())? {
                     Some((roles, _)) if roles.contains(&Role::Approver) => {}

@@ -57,7 +57,7 @@ impl Artifacts<'_> {
     /// for `grant`, when it goes under a capability token).
     pub(crate) async fn publish_verified_with_content<S>(
         &self,
-        mut verified: Verified,
+        verified: Verified,
         expected: Digest,
         body: S,
         session: &Session,
@@ -134,12 +134,12 @@ impl Artifacts<'_> {
                 ),
             ));
         }
-        // The publication is recorded at the time of its transaction (LSE-5: its lease is
-        // judged then, not when the request began). The bytes may have taken long, whatever
-        // their size (a slow body has no overall deadline): the caller must still be live when
-        // the publication commits, checked in its transaction, first, so an ended caller hears
-        // why as it would at the door, and a promoted file is undone as on any refusal.
-        verified.now = self.0.clock.now();
+        // The publication is judged at the time its transaction holds its Group's lock (LSE-5:
+        // its lease is judged then, not when the request began). The bytes may have taken
+        // long, whatever their size (a slow body has no overall deadline): the caller must
+        // still be live then, checked by the blob's part of that transaction, under the same
+        // lock, before anything is recorded, so an ended caller hears why as it would at the
+        // door, and a promoted file is undone as on any refusal.
         let acting = match grant {
             Some(grant) => Acting::token(grant),
             None => Acting::session(session),

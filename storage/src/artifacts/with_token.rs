@@ -14,8 +14,9 @@ use crate::signatures::{AuthorityMay, Signed};
 impl Artifacts<'_> {
     /// Publishes under a token: scope `artifact:publish`, a manifest of the lease's WorkItem
     /// naming the lease, then the publication as the lease owner's session would make it.
-    // The grant is re-checked just before the publication's transaction, and again first
-    // inside it (a token revoked in between publishes nothing); there, the manifest's lease
+    // The grant is re-checked just before the publication's transaction, and again inside it
+    // once it holds its Group's lock (a token revoked or expired in between publishes
+    // nothing); there, the manifest's lease
     // must still be the WorkItem's current Execution Lease (`artifacts/binding.rs`).
     /// [`Artifacts::publish`] under a capability token (`work/tokens.rs`): scope
     /// `artifact:publish`, and a manifest of the token's lease and WorkItem only (`forbidden`

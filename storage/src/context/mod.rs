@@ -211,7 +211,7 @@ impl Context<'_> {
             _ => {}
         }
         let envelope_json = serde_json::to_string(&envelope).map_err(Error::backend)?;
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         self.0
             .db
             .write(move |txn| {
@@ -219,6 +219,8 @@ impl Context<'_> {
                 // The Group's lock before the lookup (PostgreSQL): of two identical packages
                 // sent through two servers at once, the second waits and finds the first.
                 crate::rows::groups::lock(txn, group)?;
+                // Stamped at the time the lock is held: not before the Events committed ahead.
+                let now = clock.now();
                 let existing = crate::rows::context_packages::sequence_of(txn, &context_id, group)?;
                 let answer = |sequence| ContextPublishedAnswer {
                     context_id,
@@ -321,7 +323,7 @@ impl Context<'_> {
         };
         let (agent_id, from) = (session.agent_id.clone(), session.group_id.clone());
         let acting = Acting::session(session);
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let hot = std::sync::Arc::clone(&self.0.hot);
         self.0
             .db
@@ -361,7 +363,9 @@ impl Context<'_> {
                 // Under both locks, what may end the session or the role (a Membership
                 // removed, a key rotated, an Agent deactivated: each appends to the source
                 // Group) has committed or waits: the session and the source role again, as
-                // another server's cache may have served a session ended meanwhile.
+                // another server's cache may have served a session ended meanwhile. Judged and
+                // stamped at the time the locks are held.
+                let now = clock.now();
                 acting.check(txn, &format_instant(now))?;
                 check_writer(txn, from.as_str(), agent_id.as_str(), &[Role::Coordinator])?;
                 check_writer(txn, to.as_str(), agent_id.as_str(), &[Role::Coordinator])?;

@@ -68,6 +68,9 @@ pub(crate) struct Prepared {
     /// The store's clock: the record is judged and stamped at the time it holds its Group's
     /// lock, not when it was prepared (a wait for the lock may be long on a shared index).
     clock: std::sync::Arc<dyn crate::clock::Clock>,
+    /// Who records it when that must be checked again in its transaction (a capability
+    /// token), at the same instant as the rest.
+    acting: Option<crate::acting::Acting>,
 }
 
 impl Handle<'_> {
@@ -80,34 +83,26 @@ impl Handle<'_> {
         self.record_evidence_as(envelope, caller, None).await
     }
 
-    /// [`Self::record_evidence`] by `acting` (a capability token), checked first in the
-    /// record's transaction: a token revoked after the check at the door, and before the
-    /// commit, records nothing (`work/tokens.rs`: revocation takes effect at once).
+    /// [`Self::record_evidence`] by `acting` (a capability token), checked again in the
+    /// record's transaction once it holds its Group's lock, at the instant the rest is judged:
+    /// a token revoked or expired after the check at the door, and before the commit, records
+    /// nothing (`work/tokens.rs`: revocation takes effect at once). The Group's lock comes
+    /// before the token's row, the order every use takes them in.
     pub(crate) async fn record_evidence_as(
         &self,
         envelope: Envelope,
         caller: &Reader,
         acting: Option<crate::acting::Acting>,
     ) -> Result<(EvidenceRecorded, bool), Error> {
-        let prepared = self.prepare_evidence(envelope, caller).await?;
+        let mut prepared = self.prepare_evidence(envelope, caller).await?;
+        prepared.acting = acting;
         // Not run again after a deadlock (`db/again.rs`): an `Idempotency-Key`'s claim is
         // armed for one run of the job, whose answer it stores with the work.
         let group = prepared.evidence.group_id.to_string();
-        let clock = std::sync::Arc::clone(&prepared.clock);
-        let locked = group.clone();
         self.0.faults.publications().pass().await;
         self.0
             .db
-            .write_in(&group, move |txn| {
-                // The caller is judged live at the time the Group's lock is held (a token that
-                // expired while the record waited for it records nothing), and that lock comes
-                // before the token's row, the order every use takes them in.
-                if let Some(acting) = acting {
-                    lock_group(txn, &locked)?;
-                    acting.check(txn, &crate::clock::format_instant(clock.now()))?;
-                }
-                prepared.record(txn)
-            })
+            .write_in(&group, move |txn| prepared.record(txn))
             .await
     }
 
@@ -161,6 +156,7 @@ impl Handle<'_> {
             is_authority,
             envelope_json,
             clock: std::sync::Arc::clone(&self.0.clock),
+            acting: None,
         })
     }
 }
@@ -259,6 +255,7 @@ impl Prepared {
             is_authority,
             envelope_json,
             clock,
+            acting,
         } = self;
         // The same record again is a retry, answered as the first time (idempotent, as a
         // manifest's: its id is the hash of a payload naming its signer, so only the signer
@@ -269,6 +266,9 @@ impl Prepared {
         // finds it recorded.
         lock_group(txn, evidence.group_id.as_str())?;
         let now = clock.now();
+        if let Some(acting) = acting {
+            acting.check(txn, &crate::clock::format_instant(now))?;
+        }
         if let Some((sequence, disposed)) = crate::rows::evidence::sequence_of(txn, &evidence_id)? {
             if let Some(disposed) = disposed.filter(|_| !is_authority) {
                 producer(txn, &signer, &keyid, is_authority, &evidence)?;

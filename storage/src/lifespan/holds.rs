@@ -89,13 +89,13 @@ impl Lifespan<'_> {
         by: HoldBy<'_>,
     ) -> Result<HoldView, Error> {
         let approver = by.approver()?;
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let hold_id = Id::parse("holdId", &format!("hold-{}", uuid::Uuid::now_v7()))?;
         self.0
             .db
             .write(move |txn| {
                 if let Some(approver) = &approver {
-                    approver.acting.check(txn, &format_instant(now))?;
+                    approver.acting.check(txn, &format_instant(clock.now()))?;
                 }
                 crate::rows::blob_disposals::fence(txn)?;
                 let groups = match &approver {
@@ -116,11 +116,14 @@ impl Lifespan<'_> {
                         format!("{what} does not exist"),
                     ));
                 }
+                // Judged and stamped at the time every Group it appends to is locked (a wait
+                // for another server's batch may be long). An approver's is its own Group.
+                lock_in_order(txn, &groups)?;
+                let now = clock.now();
                 if let Some(approver) = &approver {
                     let group = approver.group.as_str();
-                    // Counted under the Group's lock (PostgreSQL): two servers' placements
-                    // cannot both see room for one more.
-                    crate::rows::groups::lock(txn, group)?;
+                    // Counted under the Group's lock (PostgreSQL, taken above): two servers'
+                    // placements cannot both see room for one more.
                     // The session (and its approver role) again under the lock, which a
                     // Membership's removal or change takes: one committed since the check
                     // above is seen here.
@@ -178,12 +181,12 @@ impl Lifespan<'_> {
     /// answers as it was lifted (nothing appended).
     pub async fn lift_hold(&self, hold_id: Id, by: HoldBy<'_>) -> Result<HoldView, Error> {
         let approver = by.approver()?;
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         self.0
             .db
             .write(move |txn| {
                 if let Some(approver) = &approver {
-                    approver.acting.check(txn, &format_instant(now))?;
+                    approver.acting.check(txn, &format_instant(clock.now()))?;
                 }
                 crate::rows::blob_disposals::fence(txn)?;
                 let missing = || reject(ErrorCode::NotFound, format!("no hold {hold_id}"));
@@ -195,7 +198,7 @@ impl Lifespan<'_> {
                     // Its Group's lock, then the session again (as `place_hold` does): an
                     // approver's holds append to its own Group only.
                     crate::rows::groups::lock(txn, approver.group.as_str())?;
-                    approver.acting.check(txn, &format_instant(now))?;
+                    approver.acting.check(txn, &format_instant(clock.now()))?;
                     if !shown_to(txn, approver, &row, &groups)? {
                         return Err(missing());
                     }
@@ -206,6 +209,10 @@ impl Lifespan<'_> {
                         ));
                     }
                 }
+                // Stamped at the time every Group it appends to is locked (the approver's own
+                // was locked above; the operator's, in Group order, here).
+                lock_in_order(txn, &groups)?;
+                let now = clock.now();
                 if crate::rows::holds::lift(txn, hold_id.as_str(), now)? {
                     row.lifted_at = Some(now);
                     let payload = EventPayload::HoldLifted(HoldLifted {
@@ -352,4 +359,16 @@ fn view(row: HoldRow, groups: Vec<Id>) -> HoldView {
         groups,
         placed_by: row.placed_in.map(|(_, agent)| agent),
     }
+}
+
+/// Locks `groups` in Group order (the order every batch takes them in), before an operator's
+/// hold appends to each; a lock already held is not taken again.
+fn lock_in_order(txn: &crate::unit::Tx<'_>, groups: &[Id]) -> Result<(), Error> {
+    let mut ordered: Vec<&str> = groups.iter().map(Id::as_str).collect();
+    ordered.sort_unstable();
+    ordered.dedup();
+    for group in ordered {
+        crate::rows::groups::lock(txn, group)?;
+    }
+    Ok(())
 }

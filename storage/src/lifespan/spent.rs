@@ -83,6 +83,12 @@ impl Lifespan<'_> {
                             forgotten += capability_tokens::forget(txn, hash)?;
                         }
                     }
+                    // Token rows deleted are held to the commit: no later job of the batch
+                    // takes a Group's lock under them (a use takes the Group's, then shares
+                    // the token's row).
+                    if forgotten > 0 {
+                        txn.loaded().note_row_lock("token");
+                    }
                     Ok((forgotten, expired.last().map(|(hash, _)| hash.clone())))
                 })
                 .await?;
