@@ -491,7 +491,7 @@ impl Db {
         };
         let (claim_in, renderer) = (Arc::clone(claim), Arc::clone(renderer));
         let (value, stored) = self
-            .write_in_lane(group, move |tx| {
+            .queue(group, true, move |tx| {
                 claim_in.check(tx)?;
                 let value = f(tx)?;
                 let stored = claim_in.store(tx, &renderer, &value)?;
@@ -551,6 +551,17 @@ impl Db {
         group: Option<&str>,
         f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
+        self.queue(group, false, f).await
+    }
+
+    /// Queues `f` in the lane of `group` (the first if none); `claimed` when it takes an
+    /// idempotency key's lock first (`db/writer.rs` runs it first in a transaction).
+    async fn queue<T: Send + 'static>(
+        &self,
+        group: Option<&str>,
+        claimed: bool,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
         let lane = group.map_or(0, |group| lane_of(group, self.lanes.len()));
         let group = group.map(Box::from);
@@ -558,6 +569,7 @@ impl Db {
             body: f,
             reply,
             group,
+            claimed,
         });
         let sender = &self.lanes[lane % self.lanes.len()];
         sender.send(job).await.map_err(|_| Error::ShuttingDown)?;

@@ -266,3 +266,122 @@ async fn batched_behind_busy(
     let unrouted = unrouted.await.expect("task");
     (unrouted, routed.await.expect("task"))
 }
+
+/// Another server's retry of an `Idempotency-Key` takes the key's lock, then its Group's
+/// (`claim.rs`). Here, the job under that key, batched behind a job that took the Group's
+/// lock, waited for the key while its transaction held the Group: the two waited on each
+/// other in a circle until PostgreSQL rolled one back (a 503 here, or the retry failed).
+/// The job under a key now starts a transaction of its own: the first job commits, the
+/// retry takes the Group and commits, and the key is then free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_under_an_idempotency_key_never_waits_for_it_under_a_groups_lock() {
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
+        return;
+    };
+    let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
+    let group = (0..)
+        .map(|n| format!("g{n}"))
+        .find(|g| lane_of(g, a.lanes.len()) == 0)
+        .expect("a group of the first lane");
+    let g = group.clone();
+    a.write(move |tx| groups::insert(tx, &g, chrono::Utc::now()))
+        .await
+        .expect("group");
+    let (b_locked, b_has_key) = tokio::sync::oneshot::channel::<()>();
+    let on_b = tokio::task::spawn_blocking({
+        let (url, group) = (url.clone(), group.clone());
+        move || {
+            lock_group_under_key(&url, ("agent:w1", "k-1"), &group, || {
+                b_locked.send(()).expect("told")
+            })
+        }
+    });
+    b_has_key.await.expect("B holds the key");
+    // A's lane kept busy while a job that locks the Group and then one under the key queue.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (started, busy_started) = tokio::sync::oneshot::channel::<()>();
+    let busy = tokio::spawn({
+        let a = a.clone();
+        async move {
+            a.write(move |_| {
+                let _ = started.send(());
+                held.recv().map_err(Error::backend)
+            })
+            .await
+        }
+    });
+    busy_started.await.expect("the first lane is busy");
+    let queued = |n: usize| a.lanes[0].max_capacity() - a.lanes[0].capacity() >= n;
+    let first = tokio::spawn({
+        let (a, g) = (a.clone(), group.clone());
+        async move { a.write_in(&g.clone(), move |tx| groups::lock(tx, &g)).await }
+    });
+    while !queued(1) {
+        tokio::task::yield_now().await;
+    }
+    let keyed = tokio::spawn({
+        let (a, g) = (a.clone(), group.clone());
+        let request = crate::claim::IdempotentRequest {
+            scope: "agent:w1".to_owned(),
+            key: "k-1".to_owned(),
+            request_hash: [1; 32],
+            received_at: chrono::Utc::now(),
+        };
+        crate::claim::with_idempotency(request, async move {
+            crate::claim::answer_with::<()>(|()| Some((200, b"{}".to_vec())));
+            a.write_in(&g.clone(), move |tx| groups::lock(tx, &g)).await
+        })
+    });
+    while !queued(2) {
+        tokio::task::yield_now().await;
+    }
+    release.send(()).expect("released");
+    busy.await.expect("busy").expect("busy job");
+    first
+        .await
+        .expect("task")
+        .expect("the job that locked the Group");
+    let (keyed, claimed) = keyed.await.expect("task");
+    keyed.expect("the job under the key");
+    assert!(
+        matches!(claimed, Some(crate::claim::Claimed::Stored(_))),
+        "{claimed:?}"
+    );
+    let waited = on_b.await.expect("task").expect("the retry's transaction");
+    assert!(waited, "the job under the key waited for it");
+}
+
+/// One transaction of its own on the index at `url`, as another server's retry of an
+/// `Idempotency-Key` runs: the key's lock (`scope`, `key`), then `locked`, then, once a
+/// session waits for a lock, Group `group`'s lock, then the commit. Answers whether one
+/// waited.
+fn lock_group_under_key(
+    url: &str,
+    (scope, key): (&str, &str),
+    group: &str,
+    locked: impl FnOnce() + Send,
+) -> Result<bool, Error> {
+    crate::sql::postgres::off_runtime(|| {
+        let conn = Connection::Postgres(Box::new(crate::sql::postgres::Pg::connect(url)?));
+        conn.begin()?;
+        crate::rows::idempotency::lookup(&conn, scope, key)?;
+        locked();
+        let mut waited = false;
+        for _ in 0..2_000 {
+            let waiting = crate::sql::Cached::value::<i64, _>(
+                &conn,
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                [],
+            )?;
+            if waiting.unwrap_or(0) >= 1 {
+                waited = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        groups::lock(&conn, group)?;
+        conn.control("COMMIT")?;
+        Ok(waited)
+    })
+}

@@ -29,12 +29,15 @@ pub(super) trait Work: Send {
     fn fail(self: Box<Self>, error: Error);
     /// The Group it writes, when its caller said (`Db::write_in`).
     fn group(&self) -> Option<&str>;
+    /// Whether it takes an idempotency key's lock before anything else (`claim.rs`).
+    fn claimed(&self) -> bool;
 }
 
 pub(super) struct Typed<T, F> {
     pub(super) body: F,
     pub(super) reply: oneshot::Sender<Result<T, Error>>,
     pub(super) group: Option<Box<str>>,
+    pub(super) claimed: bool,
 }
 
 impl<T, F> Work for Typed<T, F>
@@ -62,6 +65,10 @@ where
 
     fn group(&self) -> Option<&str> {
         self.group.as_deref()
+    }
+
+    fn claimed(&self) -> bool {
+        self.claimed
     }
 }
 
@@ -208,6 +215,8 @@ fn run_batch(
     // take them again (a round trip each). A rolled-back job's locks are not counted: its
     // savepoint's rollback let them go.
     let mut held: Vec<String> = Vec::new();
+    // Whether a job kept a lock in the transaction (kept even when `held` is forgotten).
+    let mut under_locks = false;
     // Each Group's newest Event as the released jobs left it (`rows/events.rs`): a later
     // job appends after it without reading it again. A refused job forgets them all.
     let mut heads: Vec<(String, crate::rows::events::Newest)> = Vec::new();
@@ -216,6 +225,15 @@ fn run_batch(
         if let Some(error) = &broken {
             job.fail(error.clone());
             continue;
+        }
+        // A job under an `Idempotency-Key` takes the key's lock first (`claim.rs`), as a
+        // retry of the key through another server does before that one's Group locks: it
+        // never waits for the key while this transaction holds a Group's lock an earlier job
+        // took, or the two could wait on each other in a circle. It starts the next
+        // transaction instead.
+        if cuts && job.claimed() && under_locks {
+            rest = std::iter::once(job).chain(jobs).collect();
+            break;
         }
         let named = cuts.then(|| job.group().map(Box::<str>::from));
         // Sent ahead on PostgreSQL: read with the job's first statement.
@@ -247,7 +265,11 @@ fn run_batch(
         };
         let cut = named.is_some_and(|named| tx.loaded().locked_other_than(named.as_deref()));
         match ok {
-            true if cuts => held.extend(tx.loaded().locked()),
+            true if cuts => {
+                let locked = tx.loaded().locked();
+                under_locks |= !locked.is_empty();
+                held.extend(locked);
+            }
             // A refused job's rollback goes to its own savepoint, unless a savepoint statement
             // sent ahead failed (then the batch rolls back whole): held no longer, to be sure.
             false => {
