@@ -278,7 +278,34 @@ async fn a_job_under_an_idempotency_key_never_waits_for_it_under_a_groups_lock()
     let Some(url) = weft_testkit::postgres_database_or_skip() else {
         return;
     };
-    let a = Db::open(&Location::Postgres(url.clone())).expect("a opens");
+    keyed_behind(&url, None, |conn, group| groups::lock(conn, group)).await;
+}
+
+/// The same with two keys: a job under one key (that locks no Group) batched before a job
+/// under another, while another server's transaction takes the second key, then the first.
+/// The first key's lock lasts to the commit, so the second job now starts a transaction too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_under_an_idempotency_key_never_waits_for_it_under_another_key() {
+    let Some(url) = weft_testkit::postgres_database_or_skip() else {
+        return;
+    };
+    keyed_behind(&url, Some("k-0"), |conn, _| {
+        crate::rows::idempotency::lookup(conn, "agent:w1", "k-0").map(|_| ())
+    })
+    .await;
+}
+
+/// Another server's transaction takes key `k-1`'s lock, then (once a session waits for a
+/// lock) `then`; meanwhile this server's first lane runs, as one batch, a job of a Group
+/// that locks it (or, under key `first_key` when given, locks nothing) and a job of that
+/// Group under `k-1`.
+/// Both servers' jobs must commit.
+async fn keyed_behind(
+    url: &str,
+    first_key: Option<&'static str>,
+    then: impl FnOnce(&Connection, &str) -> Result<(), Error> + Send + 'static,
+) {
+    let a = Db::open(&Location::Postgres(url.to_owned())).expect("a opens");
     let group = (0..)
         .map(|n| format!("g{n}"))
         .find(|g| lane_of(g, a.lanes.len()) == 0)
@@ -289,11 +316,14 @@ async fn a_job_under_an_idempotency_key_never_waits_for_it_under_a_groups_lock()
         .expect("group");
     let (b_locked, b_has_key) = tokio::sync::oneshot::channel::<()>();
     let on_b = tokio::task::spawn_blocking({
-        let (url, group) = (url.clone(), group.clone());
+        let (url, group) = (url.to_owned(), group.clone());
         move || {
-            lock_group_under_key(&url, ("agent:w1", "k-1"), &group, || {
-                b_locked.send(()).expect("told")
-            })
+            under_key(
+                &url,
+                ("agent:w1", "k-1"),
+                || b_locked.send(()).expect("told"),
+                |conn| then(conn, &group),
+            )
         }
     });
     b_has_key.await.expect("B holds the key");
@@ -312,37 +342,43 @@ async fn a_job_under_an_idempotency_key_never_waits_for_it_under_a_groups_lock()
     });
     busy_started.await.expect("the first lane is busy");
     let queued = |n: usize| a.lanes[0].max_capacity() - a.lanes[0].capacity() >= n;
-    let first = tokio::spawn({
-        let (a, g) = (a.clone(), group.clone());
-        async move { a.write_in(&g.clone(), move |tx| groups::lock(tx, &g)).await }
-    });
-    while !queued(1) {
-        tokio::task::yield_now().await;
-    }
-    let keyed = tokio::spawn({
+    let keyed = |key: &'static str, locks: bool| {
         let (a, g) = (a.clone(), group.clone());
         let request = crate::claim::IdempotentRequest {
             scope: "agent:w1".to_owned(),
-            key: "k-1".to_owned(),
+            key: key.to_owned(),
             request_hash: [1; 32],
             received_at: chrono::Utc::now(),
         };
         crate::claim::with_idempotency(request, async move {
             crate::claim::answer_with::<()>(|()| Some((200, b"{}".to_vec())));
-            a.write_in(&g.clone(), move |tx| groups::lock(tx, &g)).await
+            let lane = g.clone();
+            let job = move |tx: &Tx<'_>| if locks { groups::lock(tx, &g) } else { Ok(()) };
+            a.write_in(&lane, job).await
         })
-    });
+    };
+    let first = match first_key {
+        Some(key) => {
+            let job = keyed(key, false);
+            tokio::spawn(async move { job.await.0 })
+        }
+        None => tokio::spawn({
+            let (a, g) = (a.clone(), group.clone());
+            async move { a.write_in(&g.clone(), move |tx| groups::lock(tx, &g)).await }
+        }),
+    };
+    while !queued(1) {
+        tokio::task::yield_now().await;
+    }
+    let second = tokio::spawn(keyed("k-1", true));
     while !queued(2) {
         tokio::task::yield_now().await;
     }
     release.send(()).expect("released");
     busy.await.expect("busy").expect("busy job");
-    first
-        .await
-        .expect("task")
-        .expect("the job that locked the Group");
-    let (keyed, claimed) = keyed.await.expect("task");
-    keyed.expect("the job under the key");
+    first.await.expect("task").expect("the first job");
+    let (second, claimed) = second.await.expect("task");
+    second.expect("the job under the key");
     assert!(
         matches!(claimed, Some(crate::claim::Claimed::Stored(_))),
         "{claimed:?}"
@@ -353,13 +389,12 @@ async fn a_job_under_an_idempotency_key_never_waits_for_it_under_a_groups_lock()
 
 /// One transaction of its own on the index at `url`, as another server's retry of an
 /// `Idempotency-Key` runs: the key's lock (`scope`, `key`), then `locked`, then, once a
-/// session waits for a lock, Group `group`'s lock, then the commit. Answers whether one
-/// waited.
-fn lock_group_under_key(
+/// session waits for a lock, `then`, then the commit. Answers whether one waited.
+fn under_key(
     url: &str,
     (scope, key): (&str, &str),
-    group: &str,
     locked: impl FnOnce() + Send,
+    then: impl FnOnce(&Connection) -> Result<(), Error> + Send,
 ) -> Result<bool, Error> {
     crate::sql::postgres::off_runtime(|| {
         let conn = Connection::Postgres(Box::new(crate::sql::postgres::Pg::connect(url)?));
@@ -380,7 +415,7 @@ fn lock_group_under_key(
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        groups::lock(&conn, group)?;
+        then(&conn)?;
         conn.control("COMMIT")?;
         Ok(waited)
     })

@@ -236,6 +236,7 @@ fn run_batch(
             break;
         }
         let named = cuts.then(|| job.group().map(Box::<str>::from));
+        let claimed = job.claimed();
         // Sent ahead on PostgreSQL: read with the job's first statement.
         if let Err(error) = txn.control_later("SAVEPOINT job") {
             let error = Error::from(error);
@@ -267,7 +268,9 @@ fn run_batch(
         match ok {
             true if cuts => {
                 let locked = tx.loaded().locked();
-                under_locks |= !locked.is_empty();
+                // A claimed job keeps its key's lock to the commit too: a second key is not
+                // waited for under it (another server may take the two the other way round).
+                under_locks |= claimed || !locked.is_empty();
                 held.extend(locked);
             }
             // A refused job's rollback goes to its own savepoint, unless a savepoint statement
