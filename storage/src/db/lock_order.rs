@@ -278,7 +278,7 @@ async fn a_job_under_an_idempotency_key_never_waits_for_it_under_a_groups_lock()
     let Some(url) = weft_testkit::postgres_database_or_skip() else {
         return;
     };
-    keyed_behind(&url, None, |conn, group| groups::lock(conn, group)).await;
+    keyed_behind(&url, None, groups::lock).await;
 }
 
 /// The same with two keys: a job under one key (that locks no Group) batched before a job
