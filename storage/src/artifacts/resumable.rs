@@ -149,7 +149,7 @@ impl Artifacts<'_> {
     pub async fn start_upload(&self, uploader: Uploader<'_>) -> Result<UploadSession, Error> {
         let owner = resumable_caller(uploader)?;
         let upload_id = format!("up-{}", uuid::Uuid::new_v4().simple());
-        let now = format_instant(self.0.clock.now());
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let (session, lease, acting) = (
             owner.session.clone(),
             owner.lease.map(str::to_owned),
@@ -159,6 +159,8 @@ impl Artifacts<'_> {
         self.0
             .db
             .write(move |txn| {
+                // Judged at the time the job runs, not when it queued (as every write below).
+                let now = format_instant(clock.now());
                 acting.check(txn, &now)?;
                 require_uploading_role(txn, &session)?;
                 // The Agent's row held while its sessions are counted: two starts through two
@@ -284,17 +286,15 @@ impl Artifacts<'_> {
         if row.updated_at >= format_instant(now - self.0.unpublished_blob_ttl / 2) {
             return Ok(None);
         }
-        let (id, received, now) = (upload_id.to_owned(), row.received, format_instant(now));
-        let mark = Mark {
-            previous: row.updated_at.clone(),
-            at: now.clone(),
-        };
+        let (id, received, previous) = (upload_id.to_owned(), row.received, row.updated_at.clone());
+        let clock = std::sync::Arc::clone(&self.0.clock);
         self.0
             .db
             .write(move |txn| {
+                let now = format_instant(clock.now());
                 acting.check(txn, &now)?;
                 if rows::upload_sessions::touch(txn, &id, received, &now)? {
-                    return Ok(Some(mark));
+                    return Ok(Some(Mark { previous, at: now }));
                 }
                 Err(match rows::upload_sessions::received(txn, &id)? {
                     Some(at) => offset_mismatch(received, at),
@@ -374,7 +374,7 @@ impl Artifacts<'_> {
             )
             .await;
         let (appended, chunk) = self.unmark(upload_id, mark.clone(), streamed).await?;
-        let now = format_instant(self.0.clock.now());
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let id = upload_id.to_owned();
         let before = row.received;
         let named = chunk.clone();
@@ -383,6 +383,7 @@ impl Artifacts<'_> {
             .db
             .write(move |txn| {
                 // The chunk may have streamed for long: its caller must still be live.
+                let now = format_instant(clock.now());
                 acting.check(txn, &now)?;
                 let moved = rows::upload_sessions::advance(
                     txn,
@@ -489,13 +490,13 @@ impl Artifacts<'_> {
         };
         if !matches {
             let id = upload_id.to_owned();
-            let now = format_instant(self.0.clock.now());
+            let clock = std::sync::Arc::clone(&self.0.clock);
             let discarded = self
                 .0
                 .db
                 .write(move |txn| {
                     // The re-hash may have taken long: an ended caller discards nothing.
-                    acting.check(txn, &now)?;
+                    acting.check(txn, &format_instant(clock.now()))?;
                     rows::upload_sessions::delete(txn, &id)
                 })
                 .await;
@@ -544,12 +545,12 @@ impl Artifacts<'_> {
             owner.lease.map(str::to_owned),
             owner.acting,
         );
-        let now = format_instant(self.0.clock.now());
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let path = self
             .0
             .db
             .write(move |txn| {
-                acting.check(txn, &now)?;
+                acting.check(txn, &format_instant(clock.now()))?;
                 let row = owned(txn, &id, &looking, lease.as_deref())?;
                 rows::upload_sessions::delete(txn, &id)?;
                 Ok(row.staging_path)
