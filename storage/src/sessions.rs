@@ -110,7 +110,7 @@ impl Sessions<'_> {
             agent_id,
             keyid,
             request,
-            now,
+            now: _,
         } = self.checked_request(&envelope).await?;
         if agent_id != session.agent_id || request.group_id != session.group_id {
             return Err(reject(
@@ -119,14 +119,24 @@ impl Sessions<'_> {
             ));
         }
         let token_hash = session.token_hash();
-        let expires_at = now + self.engine.session_ttl;
-        self.engine
+        let (clock, ttl) = (
+            std::sync::Arc::clone(&self.engine.clock),
+            self.engine.session_ttl,
+        );
+        let expires_at = self
+            .engine
             .db
             .write(move |txn| {
+                // Judged, and the new expiry counted, at the time the Group's lock is held
+                // (a wait for another server's batch may be long).
+                crate::rows::groups::lock(txn, request.group_id.as_str())?;
+                let now = clock.now();
                 live_session(txn, token_hash, &format_instant(now))?;
                 signed_by_current_key(txn, request.group_id.as_str(), &keyid, &agent_id)?;
                 spend_nonce(txn, agent_id.as_str(), &request.nonce, now)?;
-                crate::rows::sessions::extend(txn, &token_hash, expires_at)
+                let expires_at = now + ttl;
+                crate::rows::sessions::extend(txn, &token_hash, expires_at)?;
+                Ok(expires_at)
             })
             .await?;
         // Cached look-ups hold the old expiry; they are read again.

@@ -443,3 +443,28 @@ async fn a_hold_that_waited_past_its_sessions_expiry_is_refused() {
     assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{answer:?}");
     assert_unchanged(&before, &a.fingerprint().await, "a hold placed too late");
 }
+
+/// A session renewal that waited for its Group's lock while the session expired (13 h
+/// pass; sessions last 12) is refused: it judged the session, and counted the new expiry,
+/// from the time read before the wait, so it renewed a dead session to an instant already
+/// past.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_renewal_that_waited_past_its_expiry_is_refused() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let renewal = super::sessions::renewal(
+        &worker.token,
+        &worker.key,
+        "w1",
+        "g1",
+        a.clock_now(),
+        "nonce-renewed-late-01",
+    );
+    let before = a.fingerprint().await;
+    let answer = while_g1_is_held_time_passes(&a, renewal, 13 * 3600).await;
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{answer:?}");
+    assert_unchanged(&before, &a.fingerprint().await, "a renewal too late");
+}

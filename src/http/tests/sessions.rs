@@ -169,7 +169,7 @@ backends!(
 );
 
 /// `POST /v1/session/renew` with a session request signed by `key`, as `token`.
-fn renewal(
+pub(super) fn renewal(
     token: &str,
     key: &SigningKey,
     agent_id: &str,

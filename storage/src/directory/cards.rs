@@ -259,11 +259,12 @@ impl Directory<'_> {
                 .await?,
         )?;
         let acting = Acting::session(session);
+        let clock = std::sync::Arc::clone(&self.0.clock);
         self.0
             .db
             .write(move |txn| {
-                // The session is still live at the commit (a Membership removed meanwhile).
-                acting.check(txn, &format_instant(now))?;
+                // The session is still live when the job runs (a Membership removed meanwhile).
+                acting.check(txn, &format_instant(clock.now()))?;
                 too_soon(rows::presence::reported_ms(
                     txn,
                     group_id.as_str(),

@@ -87,10 +87,8 @@ impl Work<'_> {
                 "ttlSeconds must be at least 1",
             ));
         }
-        let now = self.0.clock.now();
+        let clock = std::sync::Arc::clone(&self.0.clock);
         let ttl = request.ttl_seconds.min(MAX_TTL_SECONDS);
-        // In range: MAX_TTL_SECONDS fits an i64 by far.
-        let wanted = now + chrono::Duration::seconds(ttl as i64);
         let token_bytes: [u8; 32] = rand::random();
         let token = format!(
             "{PREFIX}{}",
@@ -103,6 +101,10 @@ impl Work<'_> {
         self.0
             .db
             .write(move |txn| {
+                // The lease is judged, and the token dated, when the job runs.
+                let now = clock.now();
+                // In range: MAX_TTL_SECONDS fits an i64 by far.
+                let wanted = now + chrono::Duration::seconds(ttl as i64);
                 let lease = owned_lease(txn, lease_id.as_str(), &session)?;
                 if let Some(why) = lease.dead_at(now) {
                     return Err(reject(
