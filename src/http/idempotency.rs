@@ -11,15 +11,17 @@
 //! (issue #10 finding 8): the request runs inside `weft_storage::with_idempotency`, and its
 //! handler names, with [`answer_with`], the result of the write that does the work and how it
 //! renders its answer (see `storage/src/idempotency.rs`). The first answer is then the stored
-//! bytes, so every replay is byte for byte the same. A request that did no work (a refusal,
-//! or a route that arms nothing) has its answer stored afterwards, as before.
+//! bytes, so every replay is byte for byte the same. A success of a route that arms nothing
+//! (idempotent by nature) has its answer stored afterwards.
 //!
 //! An answer that holds a bearer secret (a capability token's, a new session's) is stored
 //! sealed to the caller's own bearer token (`sealed.rs`, PD-20): the route says so with
 //! [`seal_answer`] or [`answer_sealed_with`], and a retry with any other token is refused.
 //!
 //! Blob uploads are content-addressed and so idempotent by nature; they are not buffered here.
-//! Server errors (5xx) are not stored, so a retry after one runs again.
+//! Refusals (4xx) and server errors (5xx) are not stored: they did no work, so a retry runs
+//! again (a rate limit, a quota or a lease may have changed since), and a flood of refused
+//! requests under fresh keys writes nothing (a refusal's detail may echo up to a whole body).
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -169,6 +171,10 @@ async fn run(state: AppState, request: Request, next: Next) -> Result<Response, 
             return Ok(first);
         }
         None => {}
+    }
+    // A refusal did no work (its transaction, if any, rolled back): nothing to keep.
+    if status.is_client_error() {
+        return Ok(response);
     }
     let (response_parts, body) = response.into_parts();
     let mut stream = body.into_data_stream();

@@ -201,3 +201,47 @@ backends!(
         );
     }
 );
+
+backends!(
+    /// A refusal under an Idempotency-Key stores nothing: it did no work, so a retry runs
+    /// again (here it is then accepted), and a flood of refusals under fresh keys, each of
+    /// whose details may echo its whole body, writes nothing (they were kept 30 days).
+    async fn refusals_under_a_key_store_nothing(kind: Kind) {
+        let h = harness(kind).await;
+        h.agent("w1", "g1", &["worker"]).await;
+        let uri = "/v1/admin/groups/g1/members/w1";
+        let echoed = "x".repeat(100_000);
+        let bad = |key: &'static str| {
+            json_request(
+                Method::PUT,
+                uri,
+                ADMIN,
+                json!({"roles": [echoed]}),
+                &[("idempotency-key", key)],
+            )
+        };
+        for key in ["flood-1", "flood-2", "flood-3"] {
+            let answer = refused(&h, bad(key), "bad_request").await;
+            assert!(
+                answer.body.len() > 100_000,
+                "{kind:?}: the detail echoes the body"
+            );
+        }
+        // The same key and request again: run again, not replayed.
+        let again = refused(&h, bad("flood-1"), "bad_request").await;
+        assert!(
+            !again.headers.contains_key("idempotent-replayed"),
+            "{kind:?}"
+        );
+        // The same key with a good request: done (the refusal held no claim on it).
+        let good = json_request(
+            Method::PUT,
+            uri,
+            ADMIN,
+            json!({"roles": ["worker", "reviewer"]}),
+            &[("idempotency-key", "flood-1")],
+        );
+        let answer = h.send(good).await;
+        assert_eq!(answer.status, StatusCode::OK, "{kind:?}: {answer:?}");
+    }
+);
