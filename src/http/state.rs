@@ -109,16 +109,67 @@ impl ChainCache {
 /// One lock per (caller scope, key).
 type KeyLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
 
-/// Per-(scope, key) locks of requests in flight (`idempotency` queues on them).
+/// Per-(scope, key) locks of requests in flight (`idempotency` queues on them), and the
+/// size at which the map is next swept of locks no request holds.
 #[derive(Debug, Default)]
-pub struct InFlight(Mutex<KeyLocks>);
+pub struct InFlight(Mutex<(KeyLocks, usize)>);
+
+/// The fewest locks the map sweeps at.
+const SWEEP_AT_LEAST: usize = 64;
 
 impl InFlight {
-    /// The lock of `(scope, key)`, made on first use; locks no request holds are dropped.
+    /// The lock of `(scope, key)`, made on first use. Locks no request holds are dropped
+    /// when the map has doubled since its last sweep: a sweep walks the whole map, so one on
+    /// every call cost each request the number of keys in flight (quadratic under a flood).
     pub(super) fn lock_for(&self, scope: &str, key: &str) -> Arc<tokio::sync::Mutex<()>> {
         // Short critical section, no await inside.
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|_, lock| Arc::strong_count(lock) > 1);
+        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, sweep_at) = &mut *guard;
+        if map.len() >= (*sweep_at).max(SWEEP_AT_LEAST) {
+            map.retain(|_, lock| Arc::strong_count(lock) > 1);
+            *sweep_at = map.len() * 2;
+        }
         Arc::clone(map.entry((scope.to_owned(), key.to_owned())).or_default())
+    }
+
+    /// How many locks the map holds now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).0.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_no_request_holds_are_swept_and_held_ones_kept() {
+        let in_flight = InFlight::default();
+        let held = in_flight.lock_for("agent:w1", "kept");
+        for n in 0..10_000 {
+            drop(in_flight.lock_for("agent:w1", &format!("k-{n}")));
+            assert!(
+                in_flight.len() <= 2 * SWEEP_AT_LEAST,
+                "{n}: {}",
+                in_flight.len()
+            );
+        }
+        // The held lock survived every sweep: the same one is handed out again.
+        assert!(Arc::ptr_eq(&held, &in_flight.lock_for("agent:w1", "kept")));
+        // Many held at once: all kept, the map grows with them.
+        let many: Vec<_> = (0..1_000)
+            .map(|n| in_flight.lock_for("agent:w2", &format!("h-{n}")))
+            .collect();
+        assert!(in_flight.len() >= 1_000);
+        drop(many);
+        for n in 0..4_000 {
+            drop(in_flight.lock_for("agent:w3", &format!("z-{n}")));
+        }
+        assert!(
+            in_flight.len() <= 4 * 1_000,
+            "swept again: {}",
+            in_flight.len()
+        );
     }
 }
