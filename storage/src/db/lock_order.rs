@@ -229,14 +229,14 @@ async fn a_job_under_the_disposal_lock_never_holds_it_under_a_groups_batch() {
     routed.expect("A's routed job");
 }
 
-/// Queues `unrouted` (no lane) and then a job routed to Group `low` that locks it behind a
-/// job that keeps `a`'s first lane busy, so the two run as one batch (`low` is of the first
-/// lane); answers both jobs' outcomes.
-async fn batched_behind_busy(
+/// Keeps `a`'s first lane busy with a job that runs until the answered sender sends (or is
+/// dropped), so the jobs queued meanwhile run as one batch; answers the sender and the job.
+async fn busy_first_lane(
     a: &Db,
-    unrouted: impl FnOnce(&Tx<'_>) -> Result<(), Error> + Send + 'static,
-    low: &str,
-) -> (Result<(), Error>, Result<(), Error>) {
+) -> (
+    std::sync::mpsc::Sender<()>,
+    tokio::task::JoinHandle<Result<(), Error>>,
+) {
     let (release, held) = std::sync::mpsc::channel::<()>();
     let (started, busy_started) = tokio::sync::oneshot::channel::<()>();
     let busy = tokio::spawn({
@@ -250,6 +250,25 @@ async fn batched_behind_busy(
         }
     });
     busy_started.await.expect("the first lane is busy");
+    (release, busy)
+}
+
+/// Waits until `n` jobs wait in `a`'s first lane.
+async fn queued_in_first_lane(a: &Db, n: usize) {
+    while a.lanes[0].max_capacity() - a.lanes[0].capacity() < n {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Queues `unrouted` (no lane) and then a job routed to Group `low` that locks it behind a
+/// job that keeps `a`'s first lane busy, so the two run as one batch (`low` is of the first
+/// lane); answers both jobs' outcomes.
+async fn batched_behind_busy(
+    a: &Db,
+    unrouted: impl FnOnce(&Tx<'_>) -> Result<(), Error> + Send + 'static,
+    low: &str,
+) -> (Result<(), Error>, Result<(), Error>) {
+    let (release, busy) = busy_first_lane(a).await;
     let unrouted = tokio::spawn({
         let a = a.clone();
         async move { a.write(unrouted).await }
@@ -258,9 +277,7 @@ async fn batched_behind_busy(
         let (a, l) = (a.clone(), low.to_owned());
         async move { a.write_in(&l.clone(), move |tx| groups::lock(tx, &l)).await }
     });
-    while a.lanes[0].max_capacity() - a.lanes[0].capacity() < 2 {
-        tokio::task::yield_now().await;
-    }
+    queued_in_first_lane(a, 2).await;
     release.send(()).expect("released");
     busy.await.expect("busy").expect("busy job");
     let unrouted = unrouted.await.expect("task");
@@ -328,20 +345,7 @@ async fn keyed_behind(
     });
     b_has_key.await.expect("B holds the key");
     // A's lane kept busy while a job that locks the Group and then one under the key queue.
-    let (release, held) = std::sync::mpsc::channel::<()>();
-    let (started, busy_started) = tokio::sync::oneshot::channel::<()>();
-    let busy = tokio::spawn({
-        let a = a.clone();
-        async move {
-            a.write(move |_| {
-                let _ = started.send(());
-                held.recv().map_err(Error::backend)
-            })
-            .await
-        }
-    });
-    busy_started.await.expect("the first lane is busy");
-    let queued = |n: usize| a.lanes[0].max_capacity() - a.lanes[0].capacity() >= n;
+    let (release, busy) = busy_first_lane(&a).await;
     let keyed = |key: &'static str, locks: bool| {
         let (a, g) = (a.clone(), group.clone());
         let request = crate::claim::IdempotentRequest {
@@ -367,13 +371,9 @@ async fn keyed_behind(
             async move { a.write_in(&g.clone(), move |tx| groups::lock(tx, &g)).await }
         }),
     };
-    while !queued(1) {
-        tokio::task::yield_now().await;
-    }
+    queued_in_first_lane(&a, 1).await;
     let second = tokio::spawn(keyed("k-1", true));
-    while !queued(2) {
-        tokio::task::yield_now().await;
-    }
+    queued_in_first_lane(&a, 2).await;
     release.send(()).expect("released");
     busy.await.expect("busy").expect("busy job");
     first.await.expect("task").expect("the first job");
