@@ -260,15 +260,9 @@ async fn a_publication_that_waited_past_its_leases_expiry_is_refused() {
     }
     let a = harness(Kind::Postgres).await;
     let (_, worker, _, lease) = super::tokens::setup(&a).await;
-    let digests = a.upload(&worker, b"a late result").await;
-    let mut late = manifest(&worker, "g1", digests, &[]);
-    late.work_item_id = weft_api::Id::parse("w", "wi-1").expect("id");
-    late.execution = weft_api::manifest::Execution {
-        lease_id: weft_api::Id::parse("leaseId", lease["leaseId"].as_str().expect("id"))
-            .expect("id"),
-        ownership_epoch: 1,
-    };
-    let envelope = sign(&worker.key, &late);
+    a.upload(&worker, b"a late result").await;
+    let lease_id = super::tokens::lease_id(&lease);
+    let envelope = super::tokens::manifest_for(&worker, b"a late result", "wi-1", lease_id);
     let answer = past_the_lease_while_g1_is_held(&a, publish_request(&worker, &envelope)).await;
     assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
     assert_eq!(answer.code(), "stale_lease", "{answer:?}");
@@ -282,17 +276,7 @@ async fn evidence_that_waited_past_its_leases_expiry_is_refused() {
     }
     let a = harness(Kind::Postgres).await;
     let (_, worker, _, lease) = super::tokens::setup(&a).await;
-    let mut payload = super::work_setup::evidence_payload(
-        &worker,
-        "g1",
-        "mission-1",
-        "wi-1",
-        "automated_test",
-        &[],
-    );
-    payload["execution"] =
-        serde_json::json!({"leaseId": lease["leaseId"].clone(), "ownershipEpoch": 1});
-    let signed = super::work_setup::signed_evidence(&worker, &payload);
+    let signed = evidence_under(&worker, &lease);
     let answer = past_the_lease_while_g1_is_held(
         &a,
         request(Method::POST, "/v1/evidence", Some(&worker.token), signed),
@@ -371,17 +355,7 @@ async fn a_token_that_expired_while_its_write_waited_writes_nothing() {
     );
     let body = serde_json::to_vec(&late).expect("json");
     let publication = request(Method::POST, "/v1/artifacts", None, body);
-    let mut payload = super::work_setup::evidence_payload(
-        &worker,
-        "g1",
-        "mission-1",
-        "wi-1",
-        "automated_test",
-        &[],
-    );
-    payload["execution"] =
-        serde_json::json!({"leaseId": lease["leaseId"].clone(), "ownershipEpoch": 1});
-    let signed = super::work_setup::signed_evidence(&worker, &payload);
+    let signed = evidence_under(&worker, &lease);
     let evidence = request(Method::POST, "/v1/evidence", None, signed);
     let upload = super::tokens::upload_request("none yet", b"bytes sent under a token");
     for (what, write) in [
@@ -467,4 +441,19 @@ async fn a_session_renewal_that_waited_past_its_expiry_is_refused() {
     let answer = while_g1_is_held_time_passes(&a, renewal, 13 * 3600).await;
     assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{answer:?}");
     assert_unchanged(&before, &a.fingerprint().await, "a renewal too late");
+}
+
+/// The owner's signed Evidence for `wi-1` under `lease` (`tokens::setup`).
+fn evidence_under(worker: &Agent, lease: &serde_json::Value) -> Vec<u8> {
+    let mut payload = super::work_setup::evidence_payload(
+        worker,
+        "g1",
+        "mission-1",
+        "wi-1",
+        "automated_test",
+        &[],
+    );
+    payload["execution"] =
+        serde_json::json!({"leaseId": lease["leaseId"].clone(), "ownershipEpoch": 1});
+    super::work_setup::signed_evidence(worker, &payload)
 }
