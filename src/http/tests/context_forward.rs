@@ -348,18 +348,7 @@ backends!(
         published(&h, &worker, "g1", &pkg).await;
         let coordinator = h.agent("ctx-coord", "g1", &["coordinator"]).await;
         h.join(&coordinator, "g2", &["coordinator"]).await;
-        let cached = h
-            .store
-            .sessions()
-            .authenticate(&coordinator.token)
-            .await
-            .expect("live");
-        let id = weft_api::Id::parse("agentId", "ctx-coord").expect("id");
-        h.store
-            .directory()
-            .deactivate_agent(id)
-            .await
-            .expect("deactivated");
+        let cached = h.session_ended_after_read(&coordinator).await;
         let before = h.fingerprint().await;
         let request: weft_api::context::ForwardRequest =
             serde_json::from_value(json!({"toGroupId": "g2"})).expect("request");

@@ -253,15 +253,7 @@ backends!(
         let World { h, a1, .. } = world(kind).await;
         let approver = h.agent("approver", "g1", &["approver"]).await;
         let approval_id = record(&h, &approver, &approval(&approver, &a1.to_string())).await;
-        let cached = h
-            .store
-            .sessions()
-            .authenticate(&approver.token)
-            .await
-            .expect("live");
-        let id = weft_api::Id::parse("agentId", "approver").expect("id");
-        let directory = h.store.directory();
-        directory.deactivate_agent(id).await.expect("deactivated");
+        let cached = h.session_ended_after_read(&approver).await;
         let before = h.fingerprint().await;
         let request: weft_api::views::ReuseRequest =
             serde_json::from_value(json!({"classification": "internal", "approval": approval_id}))
