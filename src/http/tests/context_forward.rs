@@ -348,7 +348,7 @@ backends!(
         published(&h, &worker, "g1", &pkg).await;
         let coordinator = h.agent("ctx-coord", "g1", &["coordinator"]).await;
         h.join(&coordinator, "g2", &["coordinator"]).await;
-        let cached = h.session_ended_after_read(&coordinator).await;
+        let cached = session_ended_after_read(&h, &coordinator).await;
         let before = h.fingerprint().await;
         let request: weft_api::context::ForwardRequest =
             serde_json::from_value(json!({"toGroupId": "g2"})).expect("request");
@@ -367,3 +367,20 @@ backends!(
         assert_eq!(h.fingerprint().await, before, "{kind:?}: nothing changed");
     }
 );
+
+/// `agent`'s session as another server's cache holds it, its Agent deactivated since: the
+/// cache would still serve it, and the store must refuse it under its locks (also `reuse.rs`).
+pub(super) async fn session_ended_after_read(h: &Harness, agent: &Agent) -> weft_storage::Session {
+    let cached = h
+        .store
+        .sessions()
+        .authenticate(&agent.token)
+        .await
+        .expect("live");
+    h.store
+        .directory()
+        .deactivate_agent(agent.id.clone())
+        .await
+        .expect("deactivated");
+    cached
+}

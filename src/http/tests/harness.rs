@@ -544,23 +544,6 @@ impl Harness {
         }
     }
 
-    /// `agent`'s session as another server's cache holds it, its Agent deactivated since:
-    /// the cache would still serve it, and the store must refuse it under its locks.
-    pub(super) async fn session_ended_after_read(&self, agent: &Agent) -> weft_storage::Session {
-        let cached = self
-            .store
-            .sessions()
-            .authenticate(&agent.token)
-            .await
-            .expect("live");
-        self.store
-            .directory()
-            .deactivate_agent(agent.id.clone())
-            .await
-            .expect("deactivated");
-        cached
-    }
-
     pub(super) async fn session(&self, key: &SigningKey, agent_id: &str, group: &str) -> String {
         let answer = self
             .open_session(key, agent_id, group, self.clock_now(), &random_nonce())

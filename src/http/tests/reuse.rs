@@ -253,7 +253,8 @@ backends!(
         let World { h, a1, .. } = world(kind).await;
         let approver = h.agent("approver", "g1", &["approver"]).await;
         let approval_id = record(&h, &approver, &approval(&approver, &a1.to_string())).await;
-        let cached = h.session_ended_after_read(&approver).await;
+        let cached =
+            crate::http::tests::context_forward::session_ended_after_read(&h, &approver).await;
         let before = h.fingerprint().await;
         let request: weft_api::views::ReuseRequest =
             serde_json::from_value(json!({"classification": "internal", "approval": approval_id}))
