@@ -75,10 +75,10 @@ fn append_with(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<u64, Error> {
     crate::rows::groups::lock(tx, group_id.as_str())?;
-    let (prev_sequence, prev_hash) = head(tx, group_id.as_str())?;
+    let (prev_sequence, prev_hash, prev_at) = head_at(tx, group_id.as_str())?;
     let sequence = prev_sequence + 1;
     let event_id = uuid::Uuid::now_v7().to_string();
-    let appended_at = format_instant(now);
+    let appended_at = stamp(now, prev_at);
     let canonical = Unhashed {
         event_id: &event_id,
         group_id: group_id.as_str(),
@@ -126,19 +126,44 @@ fn append_with(
     Ok(sequence)
 }
 
+/// An Event's `appendedAt`: `now`, or its predecessor's if that is later. Along a Group's
+/// chain `appendedAt` never goes back, even when servers whose clocks disagree append to one
+/// Group in turn (each reads its time under the Group's lock, which orders the appends but
+/// not the clocks); an auditor may take the order of the instants as the order of the chain,
+/// and compaction's bisection (`rows/events.rs`) relies on it. Instants compare as text: they
+/// are all written in one format ([`format_instant`]). After a compaction that left nothing
+/// online, the predecessor's instant is not known; compaction only takes Events older than
+/// its cutoff, which `now` is past.
+fn stamp(now: chrono::DateTime<chrono::Utc>, prev_at: Option<String>) -> String {
+    let now = format_instant(now);
+    match prev_at {
+        Some(prev) if prev > now => prev,
+        _ => now,
+    }
+}
+
 /// `(sequence, hash)` of the newest Event of a Group, online or compacted into a snapshot
 /// (`(0, GENESIS)` for an empty log).
 pub(crate) fn head(
     c: &(impl crate::unit::Conn + ?Sized),
     group_id: &str,
 ) -> Result<(u64, EventHash), Error> {
+    let (sequence, hash, _) = head_at(c, group_id)?;
+    Ok((sequence, hash))
+}
+
+/// [`head`] and the newest online Event's `appendedAt`.
+fn head_at(
+    c: &(impl crate::unit::Conn + ?Sized),
+    group_id: &str,
+) -> Result<(u64, EventHash, Option<String>), Error> {
     let online = crate::rows::events::newest(c, group_id)?;
-    if let Some((sequence, hash)) = online {
-        return Ok((sequence, EventHash(to32(hash)?)));
+    if let Some((sequence, hash, appended_at)) = online {
+        return Ok((sequence, EventHash(to32(hash)?), Some(appended_at)));
     }
     match compacted(c.conn(), group_id)? {
-        Some((sequence, hash)) => Ok((sequence, hash)),
-        None => Ok((0, EventHash::GENESIS)),
+        Some((sequence, hash)) => Ok((sequence, hash, None)),
+        None => Ok((0, EventHash::GENESIS, None)),
     }
 }
 

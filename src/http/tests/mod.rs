@@ -11,6 +11,7 @@ mod actor_events;
 mod actors;
 mod admin;
 mod admin_races;
+mod appended;
 mod approvals;
 mod approver_holds;
 mod artifacts;

@@ -69,8 +69,8 @@ fn settled(c: &(impl Conn + ?Sized), memo: &crate::unit::Memo, group_id: &str) -
     c.conn().engine() != crate::sql::Engine::Postgres || memo.holds_lock(group_id)
 }
 
-/// A Group's newest online Event: `(sequence, hash)`.
-pub(crate) type Newest = Option<(u64, Vec<u8>)>;
+/// A Group's newest online Event: `(sequence, hash, appended_at)`.
+pub(crate) type Newest = Option<(u64, Vec<u8>, String)>;
 
 /// Appends one Event row.
 pub(crate) fn insert(c: &(impl Conn + ?Sized), row: &New<'_>) -> Result<(), Error> {
@@ -93,7 +93,8 @@ pub(crate) fn insert(c: &(impl Conn + ?Sized), row: &New<'_>) -> Result<(), Erro
     )?;
     if let Some(memo) = c.memo() {
         if settled(c, memo, row.group_id) {
-            let newest: Newest = Some((row.sequence, row.hash.to_vec()));
+            let newest: Newest =
+                Some((row.sequence, row.hash.to_vec(), row.appended_at.to_owned()));
             memo.remember(NEWEST, row.group_id, newest);
         } else {
             memo.forget(NEWEST, row.group_id);
@@ -102,15 +103,15 @@ pub(crate) fn insert(c: &(impl Conn + ?Sized), row: &New<'_>) -> Result<(), Erro
     Ok(())
 }
 
-/// `(sequence, hash)` of the newest online Event of a Group.
+/// `(sequence, hash, appended_at)` of the newest online Event of a Group.
 pub(crate) fn newest(c: &(impl Conn + ?Sized), group_id: &str) -> Result<Newest, Error> {
     let read = || -> Result<Newest, Error> {
         Ok(c.conn()
             .row(
-                "SELECT sequence, hash FROM events WHERE group_id = ?1
+                "SELECT sequence, hash, appended_at FROM events WHERE group_id = ?1
                  ORDER BY sequence DESC LIMIT 1",
                 [group_id],
-                |row| Ok((row.get(0)?, row.get(1)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()?)
     };
@@ -235,11 +236,11 @@ pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
 
 /// The sequence of the newest online Event appended before `cutoff` (instants compare as
 /// text: they are written in one format), by bisection over the Group's online sequences,
-/// some 2 × log2(n) point reads whatever the online window holds. `appended_at` follows the
-/// sequence but for the skew between servers' clocks and the writes that still read their
-/// time before their Group's lock (Commands, publications and Evidence records read it
-/// after); the bisection answers an Event before the cutoff, so never later than the `MAX`
-/// would, and compaction never goes further than it did. The one `MAX(sequence) … AND
+/// some 2 × log2(n) point reads whatever the online window holds. `appended_at` never goes
+/// back along the sequence (`events.rs` stamps an Event no earlier than its predecessor);
+/// were it to in rows stamped before that rule, the bisection still answers an Event before
+/// the cutoff, so never later than the `MAX` would, and compaction never goes further than
+/// it did. The one `MAX(sequence) … AND
 /// appended_at < ?2` it replaces (stop 69) read the Group's whole online window at every
 /// round of compaction. A gap in the sequences (which fsck reports as damage) falls back to
 /// that query.
@@ -305,7 +306,7 @@ pub(crate) fn hash_at(
 /// log, `bench_support::tamper`); answers how many went and the head they went from.
 #[cfg(feature = "bench-support")]
 pub(crate) fn cut_tail(conn: &Connection, group_id: &str, n: u64) -> Result<(usize, u64), Error> {
-    let head = newest(conn, group_id)?.map_or(0, |(sequence, _)| sequence);
+    let head = newest(conn, group_id)?.map_or(0, |(sequence, _, _)| sequence);
     let cut = conn.run(
         "DELETE FROM events WHERE group_id = ?1 AND sequence > ?2",
         params![group_id, head.saturating_sub(n)],
