@@ -1,13 +1,82 @@
-//! Retention policies and holds through two servers at once over one PostgreSQL index (issue
-//! #43): a policy reads the holds in force under its Group's lock, so a hold placed through
-//! another server meanwhile is seen. Two `Store`s in one test process, as in `servers.rs`; on
-//! the other backends this test says it skipped.
+//! Lifecycle races. Retention policies and holds through two servers at once over one
+//! PostgreSQL index (issue #43): a policy reads the holds in force under its Group's lock, so
+//! a hold placed through another server meanwhile is seen (two `Store`s in one test process,
+//! as in `servers.rs`; on the other backends that test says it skipped). The finishing of an
+//! interrupted collection against an upload that brings its bytes back (every backend).
 
+use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use serde_json::json;
 
 use super::harness::*;
 use super::lifecycle::{end_mission, lift_hold, renewed_in, set_retention};
+
+backends!(
+    /// A collection disposed of a blob but failed to delete its file (it stays marked). The
+    /// same bytes are uploaded again, which brings the blob back, while the next collection
+    /// waits to finish the interrupted one: the next collection reads the marks once the
+    /// upload is recorded, so the live blob keeps its file and reads back verified. (It read
+    /// them before the upload and then deleted the file of a live blob.)
+    async fn finishing_a_collection_spares_bytes_uploaded_again_meanwhile(kind: Kind) {
+        let h = harness_files(kind).await;
+        let worker = h.agent("w1", "g1", &["worker"]).await;
+        let bytes = vec![7u8; 30_000];
+        let artifact = h.put(&worker, "g1", &bytes, &[]).await;
+        set_retention(&h, "g1", json!({"keepBytes": "0s"})).await;
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(chrono::Duration::days(1));
+        h.faults.fail_writes(
+            weft_storage::FaultSite::BlobWrite,
+            weft_storage::FaultKind::Io,
+        );
+        let failed = h
+            .call(Method::POST, "/v1/admin/gc", Some(ADMIN), Body::empty())
+            .await;
+        assert!(failed.status.is_server_error(), "{kind:?}: {failed:?}");
+        h.faults.clear();
+        let worker = renewed_in(&h, worker, "g1").await;
+        h.faults.promoted().set(true);
+        let upload = {
+            let request = request(
+                Method::PUT,
+                &format!("/v1/blobs/{artifact}"),
+                Some(&worker.token),
+                bytes.clone(),
+            );
+            let app = h.app.clone();
+            tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
+        };
+        h.faults.promoted().waiting(1).await;
+        let collection = {
+            let app = h.app.clone();
+            let request = request(Method::POST, "/v1/admin/gc", Some(ADMIN), Vec::new());
+            tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
+        };
+        // Time for the collection to reach the sweep lock the held upload keeps.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        h.faults.promoted().set(false);
+        let answer = upload.await.expect("task").expect("answer");
+        assert!(
+            answer.status().is_success(),
+            "{kind:?}: {}",
+            answer.status()
+        );
+        let answer = collection.await.expect("task").expect("answer");
+        assert_eq!(answer.status(), StatusCode::OK, "{kind:?}");
+        let content = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{artifact}/content"),
+                Some(&worker.token),
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(content.status, StatusCode::OK, "{kind:?}: {content:?}");
+        assert_eq!(content.body, bytes, "{kind:?}");
+        let report = h.store.fsck().await.expect("fsck");
+        assert!(report.problems.is_empty(), "{kind:?}: {report:?}");
+    }
+);
 
 /// A hold placed through one server while another sets a policy that would let the held
 /// artifact go now: the policy is refused `held`, or it committed first and the hold after

@@ -270,37 +270,63 @@ impl Artifacts<'_> {
         for id in &files {
             self.0.hot.forget(id);
         }
-        let deleted = self.delete_disposed(begun, &files).await?;
-        let done: Vec<ArtifactId> = files.iter().take(deleted).copied().collect();
+        let (done, failed) = self.delete_disposed(begun, &files).await?;
         self.0
             .db
             .write(move |txn| rows::blobs::disposal_done(txn, &done))
             .await?;
+        if let Some(error) = failed {
+            // The rest stay marked: the next collection finishes them first.
+            return Err(error);
+        }
         Ok((views, kept, false))
     }
 
     /// Deletes the files of blobs a collection disposed of but stopped before deleting (a
-    /// crash, a failed deletion), and clears their mark.
+    /// crash, a failed deletion), and clears their mark. The marks are read under the sweep
+    /// lock, in the transaction that begins the batch (on a shared index): an upload of the
+    /// same bytes that brought a blob back (`rows/blobs.rs`, `repair`) cleared its mark first,
+    /// and so keeps its file, or finds the batch and is refused. A file that cannot be deleted
+    /// keeps its mark for a later round; it stops no collection (only this round of
+    /// finishing).
     async fn finish_pending_disposals(&self) -> Result<(), Error> {
         loop {
-            let pending = self
+            let _exclusive = self.0.sweep_lock.write().await;
+            let now = self.0.clock.now();
+            let (begun, pending) = self
                 .0
                 .db
-                .read(|conn| rows::blobs::disposal_pending(conn, BATCH as u64))
+                .write(move |txn| {
+                    let pending = rows::blobs::disposal_pending(txn, BATCH as u64)?;
+                    if pending.is_empty() {
+                        return Ok((Begun::Alone, pending));
+                    }
+                    let begun = Begun::begin(txn, now)?;
+                    if matches!(begun, Begun::Busy) {
+                        // Another server is deleting a batch's files: a later round.
+                        return Ok((begun, Vec::new()));
+                    }
+                    let digests: Vec<[u8; 32]> = pending.iter().map(|id| id.0).collect();
+                    begun.record(txn, now, &digests)?;
+                    Ok((begun, pending))
+                })
                 .await?;
             if pending.is_empty() {
                 return Ok(());
             }
-            let _exclusive = self.0.sweep_lock.write().await;
-            for id in &pending {
-                self.0.blobs.remove(id).await?;
-            }
-            let done = pending.clone();
+            let (done, failed) = self.delete_disposed(begun, &pending).await?;
+            let finished = done.len() == pending.len();
+            tracing::info!(files = done.len(), "finished an interrupted collection");
             self.0
                 .db
                 .write(move |txn| rows::blobs::disposal_done(txn, &done))
                 .await?;
-            tracing::info!(files = pending.len(), "finished an interrupted collection");
+            if !finished {
+                if let Some(error) = failed {
+                    tracing::warn!(%error, "files of an interrupted collection stay for a later round");
+                }
+                return Ok(());
+            }
         }
     }
 }

@@ -130,29 +130,40 @@ impl Artifacts<'_> {
         } else {
             (Begun::Alone, ids)
         };
-        self.delete_disposed(begun, &rowless).await
+        match self.delete_disposed(begun, &rowless).await? {
+            (_, Some(error)) => Err(error),
+            (deleted, None) => Ok(deleted.len()),
+        }
     }
 
     /// Deletes the files of a committed disposal (while its lease lasts), then ends its batch.
-    /// Answers the files deleted.
+    /// Answers the files deleted, in `files`' order, and the first failure to delete one: a
+    /// file the store fails to delete is left (a disposed blob keeps its mark,
+    /// `disposal_pending`, for a later round) and the others are still tried.
     pub(super) async fn delete_disposed(
         &self,
         begun: Begun,
         files: &[ArtifactId],
-    ) -> Result<usize, Error> {
-        let mut deleted = 0;
-        for id in files {
+    ) -> Result<(Vec<ArtifactId>, Option<Error>), Error> {
+        let mut deleted = Vec::with_capacity(files.len());
+        let mut failed = None;
+        for (n, id) in files.iter().enumerate() {
             if let Begun::Batch { until, .. } = begun
                 && self.0.clock.now() > until - MARGIN
             {
                 tracing::warn!(
-                    left = files.len() - deleted,
-                    "a disposal's lease ended: its remaining files stay, with no row"
+                    left = files.len() - n,
+                    "a disposal's lease ended: its remaining files stay"
                 );
                 break;
             }
-            self.0.blobs.remove(id).await?;
-            deleted += 1;
+            match self.0.blobs.remove(id).await {
+                Ok(()) => deleted.push(*id),
+                Err(error) => {
+                    tracing::warn!(%error, blob = %id, "a disposed blob's file could not be deleted");
+                    failed.get_or_insert(error);
+                }
+            }
         }
         if let Begun::Batch { generation, .. } = begun
             && !files.is_empty()
@@ -162,6 +173,6 @@ impl Artifacts<'_> {
                 .write(move |txn| blob_disposals::finish(txn, generation))
                 .await?;
         }
-        Ok(deleted)
+        Ok((deleted, failed))
     }
 }

@@ -182,8 +182,11 @@ impl Artifacts<'_> {
             ..SweepReport::default()
         };
         let files: Vec<ArtifactId> = removed.iter().map(|(id, _)| *id).collect();
-        let deleted = self.delete_disposed(begun, &files).await?;
-        for (_, size) in removed.iter().take(deleted) {
+        let (deleted, failed) = self.delete_disposed(begun, &files).await?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        for (_, size) in removed.iter().take(deleted.len()) {
             report.blobs_removed += 1;
             report.bytes_removed += size;
         }
