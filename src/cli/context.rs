@@ -254,7 +254,7 @@ async fn verify(
         // against the signed snapshot references and checkpoint, which must reach the range.
         Err(error) if error.code() == Some(weft_api::ErrorCode::CursorTooOld) => {
             let group = package.group_id.as_str();
-            let verified = super::events::verify(api, group, authority_key, None).await?;
+            let verified = super::events::verify(api, group, authority_key, None, None).await?;
             verified.say();
             let checkpoint = verified.checkpoint;
             if checkpoint < range.to {
@@ -298,7 +298,7 @@ async fn verify(
         (&signed.checkpoint, true),
         at,
         "chain broken after the range",
-        None,
+        (None, None),
     )
     .await?;
     match at_checkpoint {

@@ -45,14 +45,20 @@ pub(super) async fn run(client: &ClientArgs, action: EventsAction) -> anyhow::Re
                 witnesses.len()
             );
             let policy = Policy { witnesses, quorum };
-            let verified = verify(&api, &group, authority_key.as_deref(), Some(&policy)).await?;
+            // The checkpoint seen before, read first: the chain verified below also answers
+            // its hash at that sequence, so nothing about it is fetched again afterwards.
+            let saved = match &since_checkpoint {
+                Some(file) => saved_checkpoint(file)?,
+                None => None,
+            };
+            let watch = saved.as_ref().map(|saved| saved.checkpoint.sequence);
+            let verified =
+                verify(&api, &group, authority_key.as_deref(), Some(&policy), watch).await?;
             if !json {
                 verified.say();
             }
             let since_ok = match &since_checkpoint {
-                Some(file) => {
-                    Some(since(&api, &group, authority_key.as_deref(), file, json).await?)
-                }
+                Some(file) => Some(since(&api, &group, &verified, saved, file, json).await?),
                 None => None,
             };
             if json {
@@ -80,6 +86,14 @@ pub(super) struct Verified {
     pub(super) checkpoint: u64,
     pub(super) tree: Option<u64>,
     pub(super) cosigned: Vec<String>,
+    /// The Authority's keys the checkpoints were checked with.
+    authority: Vec<ed25519_dalek::VerifyingKey>,
+    /// The signed checkpoint the chain matches.
+    signed: weft_api::views::SignedCheckpoint,
+    /// The transparency-log checkpoint the log makes.
+    checked_tree: Option<super::tlog::CheckedTree>,
+    /// The verified chain's hash at the sequence `verify` was asked to watch.
+    watched: Option<weft_api::EventHash>,
 }
 
 /// Which witnesses' cosignatures `verify` requires, and how many.
@@ -108,26 +122,41 @@ impl Verified {
     }
 }
 
+/// The checkpoint `weft events verify --since-checkpoint FILE` saved last, if `file` exists
+/// (its signature is checked by [`since`], with the keys the log was verified with).
+fn saved_checkpoint(
+    file: &std::path::Path,
+) -> anyhow::Result<Option<weft_api::views::SignedCheckpoint>> {
+    use anyhow::Context as _;
+    if !file.exists() {
+        return Ok(None);
+    }
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let saved = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a signed checkpoint", file.display()))?;
+    Ok(Some(saved))
+}
+
 /// `weft events verify --since-checkpoint FILE` (issue #40): the log must still hold the
-/// checkpoint saved in `file`, the last one this client verified, at its sequence and hash, so
-/// a server whose log lost its tail (and signs a head older than what it once signed) is
-/// caught. On success the current signed checkpoint replaces it.
+/// checkpoint `saved` from `file`, the last one this client verified, at its sequence and
+/// hash, so a server whose log lost its tail (and signs a head older than what it once signed)
+/// is caught. Judged against what `verified` checked (its signed checkpoint, its chain, its
+/// transparency-log tree), never against anything fetched again: a server could answer a
+/// second request from another history. On success what was verified replaces the file.
 async fn since(
     api: &Client,
     group: &str,
-    pinned: Option<&str>,
+    verified: &Verified,
+    saved: Option<weft_api::views::SignedCheckpoint>,
     file: &std::path::Path,
     quiet: bool,
 ) -> anyhow::Result<u64> {
     use anyhow::Context as _;
     let group_id = Id::parse("group", group)?;
-    let authority = authority_keys(api, pinned).await?;
-    let current = trusted_checkpoint(api, &group_id, &authority).await?;
-    if file.exists() {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        let saved: weft_api::views::SignedCheckpoint = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a signed checkpoint", file.display()))?;
+    let authority = &verified.authority;
+    let current = &verified.signed;
+    if let Some(saved) = saved {
         if !authority.iter().any(|key| {
             saved
                 .envelope
@@ -159,43 +188,31 @@ async fn since(
                 seen.sequence
             );
         }
-        if seen.sequence > 0 {
-            // Fail closed: only the Event at the saved sequence, with the saved hash, passes;
-            // an empty page or any error but a compaction's 410 is a refusal, and the saved
-            // checkpoint is kept for the next try.
-            let event = match api.events(&group_id, seen.sequence - 1, 1).await {
-                Ok(page) => page.into_iter().next(),
-                // A compacted sequence is no longer online: its archive (whose chain `verify`
-                // checked against the signed snapshot) holds it.
-                Err(error) if error.code() == Some(weft_api::ErrorCode::CursorTooOld) => {
-                    archived_event(api, &group_id, seen.sequence)
-                        .await?
-                        .map(weft_api::event::Delivered::from)
-                }
-                Err(error) => {
-                    bail!(
-                        "the log at sequence {} could not be read, so it is not known to hold the checkpoint seen before: {error}",
-                        seen.sequence
-                    )
-                }
-            };
-            match event {
-                Some(event) if event.sequence() == seen.sequence && event.hash() == seen.hash => {}
-                _ => bail!(
-                    "the log at sequence {} is not the checkpoint seen before",
-                    seen.sequence
-                ),
-            }
+        // Fail closed: only the verified chain's hash at the saved sequence passes.
+        if seen.sequence > 0 && verified.watched != Some(seen.hash) {
+            bail!(
+                "the log at sequence {} is not the checkpoint seen before",
+                seen.sequence
+            );
         }
     }
     // The transparency log's tree too (issue #45): it may only have grown, consistently.
+    let Some(tree) = &verified.checked_tree else {
+        bail!("the log was verified without its transparency-log checkpoint");
+    };
     let mut tree_file = file.as_os_str().to_owned();
     tree_file.push(".tlog");
-    let tree =
-        super::tlog::since(api, &group_id, &authority, std::path::Path::new(&tree_file)).await?;
+    let tree = super::tlog::since(
+        api,
+        &group_id,
+        authority,
+        std::path::Path::new(&tree_file),
+        tree,
+    )
+    .await?;
     // Replaced whole or not at all: a crash mid-write must not lose the checkpoint seen.
     let partial = file.with_extension("partial");
-    std::fs::write(&partial, serde_json::to_vec_pretty(&current)?)
+    std::fs::write(&partial, serde_json::to_vec_pretty(current)?)
         .with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, file).with_context(|| format!("writing {}", file.display()))?;
     if !quiet {
@@ -205,32 +222,6 @@ async fn since(
         );
     }
     Ok(current.checkpoint.sequence)
-}
-
-/// The Event at `sequence` from the Group's compacted archives, if one holds it.
-async fn archived_event(
-    api: &Client,
-    group: &Id,
-    sequence: u64,
-) -> anyhow::Result<Option<weft_api::Event>> {
-    for snapshot in api.snapshots(group).await?.snapshots {
-        let mut archive = Vec::new();
-        api.download_path(
-            &format!("/v1/groups/{group}/snapshots/blobs/{}", snapshot.archive),
-            &mut archive,
-        )
-        .await?;
-        for line in archive
-            .split(|b| *b == b'\n')
-            .filter(|line| !line.is_empty())
-        {
-            let event: weft_api::Event = serde_json::from_slice(line)?;
-            if event.sequence == sequence {
-                return Ok(Some(event));
-            }
-        }
-    }
-    Ok(None)
 }
 
 /// `weft events tail`: Events as JSON lines after `after`, page by page until the end of the
@@ -286,12 +277,13 @@ async fn by(api: &Client, group: &str, actor: &str, limit: Option<u64>) -> anyho
 /// `weft events verify`: the checkpoint's signature, each compacted archive against its signed
 /// snapshot reference, then the online chain from where the archives end; the chain must agree
 /// with the checkpoint at its sequence. Answers the signed checkpoint's sequence (`weft
-/// context verify` checks a compacted range with it).
+/// context verify` checks a compacted range with it), and the chain's hash at `watch`.
 pub(super) async fn verify(
     api: &Client,
     group: &str,
     pinned: Option<&str>,
     policy: Option<&Policy>,
+    watch: Option<u64>,
 ) -> anyhow::Result<Verified> {
     let group = Id::parse("group", group)?;
     // The checkpoint first: the chain read afterwards must reach at least its head.
@@ -312,6 +304,10 @@ pub(super) async fn verify(
         None => None,
     };
     let (mut sequence, mut head) = (0u64, weft_api::EventHash::GENESIS);
+    let mut watched = watch.map(|sequence| Watched {
+        sequence,
+        hash: None,
+    });
     // Compacted history first: each archive, chained on from the previous one, must end
     // at the chain hash its authority-signed snapshot reference states.
     for snapshot in api.snapshots(&group).await?.snapshots {
@@ -349,6 +345,9 @@ pub(super) async fn verify(
             .collect::<Result<_, _>>()?;
         (sequence, head) = weft_api::event::verify_chain(sequence, head, &events)
             .map_err(|problem| anyhow::anyhow!("archive chain broken: {problem}"))?;
+        if let Some(watched) = watched.as_mut() {
+            watched.see(events.iter().map(|e| (e.sequence, e.hash)));
+        }
         if let Some(tree) = tree.as_mut() {
             for event in events {
                 tree.feed(api, &group, &Delivered::from(event)).await?;
@@ -375,20 +374,26 @@ pub(super) async fn verify(
         (&signed.checkpoint, false),
         at,
         "chain broken",
-        tree.as_mut(),
+        (tree.as_mut(), watched.as_mut()),
     )
     .await?;
-    let tree_size = tree
-        .as_ref()
-        .map(super::tlog::TreeCheck::finish)
-        .transpose()?;
-    let cosigned = tree.map(|t| t.witnesses).unwrap_or_default();
+    let (checked_tree, cosigned) = match tree {
+        Some(tree) => {
+            let (checked, cosigned) = tree.checked()?;
+            (Some(checked), cosigned)
+        }
+        None => (None, Vec::new()),
+    };
     match hash_at_checkpoint {
         Some(hash) if hash == signed.checkpoint.hash => Ok(Verified {
             events: sequence,
             checkpoint: signed.checkpoint.sequence,
-            tree: tree_size,
+            tree: checked_tree.as_ref().map(|tree| tree.head.size),
             cosigned,
+            authority,
+            signed,
+            checked_tree,
+            watched: watched.and_then(|watched| watched.hash),
         }),
         Some(_) => bail!(
             "the chain disagrees with the signed checkpoint at sequence {}",
@@ -461,10 +466,26 @@ pub(super) async fn trusted_checkpoint(
     Ok(signed)
 }
 
+/// A sequence whose hash a chain check notes as it passes.
+pub(super) struct Watched {
+    sequence: u64,
+    hash: Option<weft_api::EventHash>,
+}
+
+impl Watched {
+    /// Notes the hash at the watched sequence among `events` (sequence, hash), if there.
+    fn see(&mut self, events: impl IntoIterator<Item = (u64, weft_api::EventHash)>) {
+        if let Some((_, hash)) = events.into_iter().find(|(at, _)| *at == self.sequence) {
+            self.hash = Some(hash);
+        }
+    }
+}
+
 /// Reads and chain-checks the log after `from` (sequence, hash) page by page, to its end or
 /// (with `stop_at_checkpoint`) until it reaches the checkpoint's sequence; answers the last
 /// sequence and hash, and the hash at the checkpoint's sequence (`at` if already seen). With
-/// `tree`, each Event also feeds the transparency-log check.
+/// `tree`, each Event also feeds the transparency-log check; with `watched`, the hash at its
+/// sequence is noted.
 pub(super) async fn chain_onwards(
     api: &Client,
     group: &Id,
@@ -472,7 +493,7 @@ pub(super) async fn chain_onwards(
     (checkpoint, stop_at_checkpoint): (&weft_api::views::Checkpoint, bool),
     mut at: Option<weft_api::EventHash>,
     broken: &str,
-    mut tree: Option<&mut super::tlog::TreeCheck>,
+    (mut tree, mut watched): (Option<&mut super::tlog::TreeCheck>, Option<&mut Watched>),
 ) -> anyhow::Result<(u64, weft_api::EventHash, Option<weft_api::EventHash>)> {
     let (mut sequence, mut head) = from;
     while !stop_at_checkpoint || sequence < checkpoint.sequence {
@@ -489,6 +510,9 @@ pub(super) async fn chain_onwards(
         }
         if let Some(event) = page.iter().find(|e| e.sequence() == checkpoint.sequence) {
             at = Some(event.hash());
+        }
+        if let Some(watched) = watched.as_deref_mut() {
+            watched.see(page.iter().map(|e| (e.sequence(), e.hash())));
         }
     }
     Ok((sequence, head, at))

@@ -8,7 +8,9 @@
 //!
 //! With `--since-checkpoint FILE`, the transparency-log checkpoint this client verified last
 //! is kept in `FILE.tlog`: the next run requires a consistency proof from that tree to the
-//! current one, so a server that shows this client a shorter or forked history is caught.
+//! one it just verified the log against (never a checkpoint fetched again, which a server
+//! could answer differently), so a server that shows this client a shorter or forked history
+//! is caught.
 
 use anyhow::bail;
 use ed25519_dalek::VerifyingKey;
@@ -27,6 +29,16 @@ pub(super) struct TreeCheck {
     tile: Option<(u64, Vec<u8>)>,
     /// The witnesses that cosigned the checkpoint.
     pub(super) witnesses: Vec<String>,
+    /// The checkpoint's note as served, cosignatures included.
+    note: String,
+}
+
+/// A transparency-log checkpoint `weft events verify` checked the log against: its tree and
+/// its note as served.
+#[derive(Clone, Debug)]
+pub(super) struct CheckedTree {
+    pub(super) head: TreeHead,
+    pub(super) note: String,
 }
 
 impl TreeCheck {
@@ -57,6 +69,7 @@ impl TreeCheck {
                         frontier: Frontier::default(),
                         tile: None,
                         witnesses: cosigned,
+                        note,
                     });
                 }
                 Err(rejection) => refusal = Some(rejection.message),
@@ -122,8 +135,20 @@ impl TreeCheck {
         Ok(bytes[at..at + 32].try_into()?)
     }
 
+    /// The checkpoint, once the leaves fed made exactly its tree, and its cosigners.
+    pub(super) fn checked(self) -> anyhow::Result<(CheckedTree, Vec<String>)> {
+        self.finish()?;
+        Ok((
+            CheckedTree {
+                head: self.head,
+                note: self.note,
+            },
+            self.witnesses,
+        ))
+    }
+
     /// Whether the leaves fed make exactly the checkpoint's tree.
-    pub(super) fn finish(&self) -> anyhow::Result<u64> {
+    fn finish(&self) -> anyhow::Result<u64> {
         if self.frontier.size() < self.head.size {
             bail!(
                 "the log ends at {} before the transparency-log checkpoint's tree of {}",
@@ -142,25 +167,20 @@ impl TreeCheck {
 }
 
 /// `--since-checkpoint`'s tree: the checkpoint in `file` (the last one this client verified)
-/// must be extended, consistently, by the current one, which then replaces it. Answers the
-/// current tree's size.
+/// must be extended, consistently, by `now` (the one the log was just verified against), which
+/// then replaces it. Answers `now`'s size.
 pub(super) async fn since(
     api: &Client,
     group: &Id,
     authority: &[VerifyingKey],
     file: &std::path::Path,
+    now: &CheckedTree,
 ) -> anyhow::Result<u64> {
     use anyhow::Context as _;
     let open = |note: &[u8]| {
         authority.iter().find_map(|key| {
             tlog::open_checkpoint(note, key, &tlog::origin(key, group.as_str())).ok()
         })
-    };
-    let note = api
-        .get_text(&format!("/v1/groups/{group}/tlog/checkpoint"), &[])
-        .await?;
-    let Some(now) = open(note.as_bytes()) else {
-        bail!("the transparency-log checkpoint is not signed by the Authority");
     };
     if let Ok(saved) = std::fs::read(file) {
         let Some(seen) = open(&saved) else {
@@ -169,10 +189,10 @@ pub(super) async fn since(
                 file.display()
             );
         };
-        if now.size < seen.size {
+        if now.head.size < seen.size {
             bail!(
                 "the transparency log's tree of {} is smaller than the tree of {} seen before",
-                now.size,
+                now.head.size,
                 seen.size
             );
         }
@@ -181,22 +201,22 @@ pub(super) async fn since(
                 &format!("/v1/groups/{group}/tlog/proof/consistency"),
                 &[
                     ("from", seen.size.to_string()),
-                    ("to", now.size.to_string()),
+                    ("to", now.head.size.to_string()),
                 ],
             )
             .await?;
         let proof: tlog::Proof = serde_json::from_str(&proof)?;
-        if tlog::check_consistency(&proof, seen, now).is_err() {
+        if tlog::check_consistency(&proof, seen, now.head).is_err() {
             bail!(
                 "the transparency log's tree of {} does not extend the tree of {} seen before: a forked history",
-                now.size,
+                now.head.size,
                 seen.size
             );
         }
     }
     let partial = file.with_extension("tlog.partial");
-    std::fs::write(&partial, note.as_bytes())
+    std::fs::write(&partial, now.note.as_bytes())
         .with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, file).with_context(|| format!("writing {}", file.display()))?;
-    Ok(now.size)
+    Ok(now.head.size)
 }
