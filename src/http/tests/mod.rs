@@ -47,6 +47,7 @@ mod in_flight;
 mod journal;
 mod leases;
 mod lifecycle;
+mod lifecycle_groups;
 mod lifecycle_races;
 mod limits;
 mod lineage;

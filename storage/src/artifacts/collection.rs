@@ -48,9 +48,22 @@ use crate::sql::Connection;
 pub(crate) const BATCH: usize = 256;
 
 /// What one batch decided about one blob.
+/// What a Group's `artifact.disposed` Event tells of a blob: only its own citations' Missions,
+/// policies and reasons. Which other Groups published the same bytes, or which Missions'
+/// Evidence cites them, and when those ended, is theirs to know; the operator's report has
+/// it all.
+#[derive(Debug)]
+struct Told {
+    group: Id,
+    missions: Vec<Id>,
+    policy: String,
+    reason: String,
+}
+
 enum Decision {
-    /// Disposed of (or, in a dry run, would be).
-    Dispose(DisposalView, weft_api::Sha256Digest, Vec<(Id, Vec<Id>)>),
+    /// Disposed of (or, in a dry run, would be): the operator's view, and per Group that
+    /// published it its Missions and what of the policies and reasons is theirs ([`Told`]).
+    Dispose(DisposalView, weft_api::Sha256Digest, Vec<Told>),
     /// Past its Mission's policy, but something needs it.
     Keep,
     /// Not collectable now: disposed of already, quarantined, or held by another writer.
@@ -216,14 +229,14 @@ impl Artifacts<'_> {
                     if !rows::blobs::dispose(txn, blob, now)? {
                         continue;
                     }
-                    for (group, missions) in groups {
+                    for told in groups {
                         by_group
-                            .entry((group.clone(), missions.clone()))
+                            .entry((told.group.clone(), told.missions.clone()))
                             .or_default()
                             .push(DisposedArtifact {
                                 artifact: *blob,
-                                policy: view.policy.clone(),
-                                reason: view.reason.clone(),
+                                policy: told.policy.clone(),
+                                reason: told.reason.clone(),
                                 sha256: *sha256,
                                 size: view.size,
                             });
@@ -387,8 +400,15 @@ fn decide(
     {
         return Ok(Decision::Keep);
     }
-    // Each citation's due instant; the blob goes only when all are past.
-    let mut groups: BTreeMap<Id, BTreeSet<Id>> = BTreeMap::new();
+    // Each citation's due instant; the blob goes only when all are past. What let it go is
+    // gathered for the operator (all of it) and per publishing Group (its own citations).
+    #[derive(Default)]
+    struct Why {
+        missions: BTreeSet<Id>,
+        reasons: BTreeMap<Id, String>,
+        governing: BTreeSet<String>,
+    }
+    let mut groups: BTreeMap<Id, Why> = BTreeMap::new();
     let mut reasons = BTreeMap::new();
     let mut governing = BTreeSet::new();
     let manifests = rows::manifests::citations(conn, blob)?;
@@ -423,21 +443,22 @@ fn decide(
         let Some(due) = due.filter(|due| *due <= now) else {
             return Ok(Decision::Keep);
         };
-        if !by_evidence {
-            groups
-                .entry(group.clone())
-                .or_default()
-                .insert(mission.clone());
-        }
+        let told = (!by_evidence).then(|| {
+            let why = groups.entry(group.clone()).or_default();
+            why.missions.insert(mission.clone());
+            why
+        });
         if let (Some(ended), Some((_, name))) = (ended, policy) {
-            reasons.insert(
-                mission.clone(),
-                format!(
-                    "Mission {mission} ended {}, due {}",
-                    format_instant(ended),
-                    format_instant(due)
-                ),
+            let reason = format!(
+                "Mission {mission} ended {}, due {}",
+                format_instant(ended),
+                format_instant(due)
             );
+            if let Some(why) = told {
+                why.reasons.insert(mission.clone(), reason.clone());
+                why.governing.insert(name.clone());
+            }
+            reasons.insert(mission.clone(), reason);
             governing.insert(name);
         }
     }
@@ -453,7 +474,12 @@ fn decide(
     };
     let groups = groups
         .into_iter()
-        .map(|(group, missions)| (group, missions.into_iter().collect()))
+        .map(|(group, why)| Told {
+            group,
+            missions: why.missions.into_iter().collect(),
+            policy: why.governing.into_iter().collect::<Vec<_>>().join("; "),
+            reason: why.reasons.into_values().collect::<Vec<_>>().join("; "),
+        })
         .collect();
     Ok(Decision::Dispose(view, row.sha256, groups))
 }

@@ -1,0 +1,69 @@
+//! Lifecycle across Groups that published the same bytes: what one Group's log tells of a
+//! disposal is its own; which other Groups published the bytes, their Missions, policies and
+//! when those ended are theirs to know (the operator's report has it all).
+
+use axum::http::StatusCode;
+use serde_json::json;
+
+use super::harness::*;
+use super::lifecycle::{end_mission, gc, renewed_in, set_retention};
+
+backends!(
+    /// Two Groups publish the same bytes, both Missions end, both policies let them go: each
+    /// Group's `artifact.disposed` names only its own Mission, policy and reason. (Each named
+    /// the other's too: its Mission's id, when it ended, its policy.)
+    async fn a_disposal_tells_each_group_only_its_own(kind: Kind) {
+        let h = harness_files(kind).await;
+        let w1 = h.agent("w1", "g1", &["worker"]).await;
+        let w2 = h.agent("w2", "g2", &["worker"]).await;
+        let auditors = [
+            h.agent("aud1", "g1", &["auditor"]).await,
+            h.agent("aud2", "g2", &["auditor"]).await,
+        ];
+        let bytes = vec![4u8; 30_000];
+        let artifact = h.put(&w1, "g1", &bytes, &[]).await;
+        h.put(&w2, "g2", &bytes, &[]).await;
+        for (group, keep) in [("g1", "1d"), ("g2", "2d")] {
+            let set = set_retention(&h, group, json!({"keepBytes": keep})).await;
+            assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        }
+        end_mission(&h, "g1", "mission-1").await;
+        end_mission(&h, "g2", "mission-1-g2").await;
+        h.clock.advance(chrono::Duration::days(3));
+        let report = gc(&h, false).await;
+        let operators = &report["disposed"][0];
+        assert_eq!(operators["artifact"], artifact.to_string(), "{report}");
+        for told in ["mission-1-g2", "group g2", "group g1"] {
+            assert!(
+                operators["policy"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(told)
+                    || operators["reason"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains(told),
+                "{kind:?}: the operator is told of {told}: {report}"
+            );
+        }
+        for (auditor, (own, other)) in auditors.into_iter().zip([("g1", "g2"), ("g2", "g1")]) {
+            let auditor = renewed_in(&h, auditor, own).await;
+            let page = h
+                .get_json(&auditor, &format!("/v1/groups/{own}/events?limit=1000"))
+                .await;
+            let disposed: Vec<&serde_json::Value> = page["events"]
+                .as_array()
+                .expect("events")
+                .iter()
+                .filter(|e| e["type"] == "artifact.disposed")
+                .collect();
+            assert_eq!(disposed.len(), 1, "{kind:?}: {own}");
+            let told = disposed[0]["payload"].to_string();
+            assert!(told.contains(&format!("group {own}")), "{kind:?}: {told}");
+            assert!(
+                !told.contains(other),
+                "{kind:?}: {own} is told of {other}: {told}"
+            );
+        }
+    }
+);
