@@ -711,8 +711,7 @@ const V39: &str = include_str!("schema/sqlite_v39.sql");
 /// A WorkItem's history rows carry their Event's type; its unreleased leases indexed by start.
 const V40: &str = include_str!("schema/sqlite_v40.sql");
 
-/// The artifacts each Context Package version cites, a row each; schemas' and snapshots'
-/// blobs indexed (whether the store cites a blob, by index).
+/// The artifacts each Context Package version cites, a row each; schemas', snapshots' blobs.
 const V41: &str = include_str!("schema/sqlite_v41.sql");
 
 /// Each Agent's uncited uploads' bytes, by Group, a sum that only grows (the uncited bound).
@@ -724,8 +723,7 @@ const V43: &str = include_str!("schema/sqlite_v43.sql");
 /// When a quarantined blob was last repaired (a stale read through another server skips it).
 const V44: &str = include_str!("schema/sqlite_v44.sql");
 
-/// Commands in a rowid table, their key in its own index (a Command's insert and look-up
-/// touch the short key, not the whole rows' tree; issue #44).
+/// Commands in a rowid table, their key in its own index (insert and look-up touch the key).
 const V45: &str = include_str!("schema/sqlite_v45.sql");
 
 /// A lease's renewals indexed by lease and instant (its newest read from the index alone).
@@ -734,11 +732,14 @@ const V46: &str = include_str!("schema/sqlite_v46.sql");
 /// No bearer secret at rest in a stored answer: those stored in the clear are trimmed.
 const V47: &str = include_str!("schema/sqlite_v47.sql");
 
+/// The Groups an operator's hold was placed in, kept with it.
+const V48: &str = include_str!("schema/sqlite_v48.sql");
+
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 47] = [
+const MIGRATIONS: [&str; 48] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
     V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39, V40,
-    V41, V42, V43, V44, V45, V46, V47,
+    V41, V42, V43, V44, V45, V46, V47, V48,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

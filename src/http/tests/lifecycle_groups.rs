@@ -2,11 +2,11 @@
 //! disposal is its own; which other Groups published the bytes, their Missions, policies and
 //! when those ended are theirs to know (the operator's report has it all).
 
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use serde_json::json;
 
 use super::harness::*;
-use super::lifecycle::{end_mission, gc, renewed_in, set_retention};
+use super::lifecycle::{end_mission, gc, lift_hold, renewed_in, set_retention};
 
 backends!(
     /// Two Groups publish the same bytes, both Missions end, both policies let them go: each
@@ -65,5 +65,47 @@ backends!(
                 "{kind:?}: {own} is told of {other}: {told}"
             );
         }
+    }
+);
+
+backends!(
+    /// The operator holds bytes only g1 published; g2 publishes them afterwards. The hold
+    /// stays g1's: lifting it appends `hold.lifted` to g1 alone, and g2's approvers never see
+    /// it. (It was judged by who published the bytes at each read: g2 got a `hold.lifted`
+    /// for a hold it never had placed, and its approvers listed it, with its reason and a
+    /// `placedAt` before their own publication.)
+    async fn an_operators_hold_stays_in_the_groups_it_was_placed_in(kind: Kind) {
+        let h = harness(kind).await;
+        let w1 = h.agent("w1", "g1", &["worker"]).await;
+        let w2 = h.agent("w2", "g2", &["worker"]).await;
+        let approver = h.agent("a2", "g2", &["approver", "auditor"]).await;
+        let bytes = b"held before g2 had them";
+        let artifact = h.put(&w1, "g1", bytes, &[]).await;
+        let placed = h
+            .admin_json(
+                Method::POST,
+                "/v1/admin/holds",
+                json!({"artifact": artifact.to_string(), "reason": "g1's matter"}),
+            )
+            .await;
+        assert_eq!(placed.status, StatusCode::CREATED, "{kind:?}: {placed:?}");
+        assert_eq!(placed.json()["groups"], json!(["g1"]), "{placed:?}");
+        let hold_id = placed.json()["holdId"].as_str().expect("id").to_owned();
+        h.put(&w2, "g2", bytes, &[]).await;
+        let listed = h.get_json(&approver, "/v1/groups/g2/holds").await;
+        assert_eq!(listed["holds"], json!([]), "{kind:?}: {listed}");
+        let lifted = lift_hold(&h, &hold_id).await;
+        assert_eq!(lifted.status, StatusCode::OK, "{kind:?}: {lifted:?}");
+        assert_eq!(lifted.json()["groups"], json!(["g1"]), "{lifted:?}");
+        let g2 = h
+            .get_json(&approver, "/v1/groups/g2/events?limit=1000")
+            .await;
+        let heard: Vec<&serde_json::Value> = g2["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("hold.")))
+            .collect();
+        assert!(heard.is_empty(), "{kind:?}: {heard:?}");
     }
 );

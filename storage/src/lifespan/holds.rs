@@ -162,6 +162,10 @@ impl Lifespan<'_> {
                         .map(|a| (a.group.clone(), a.agent.clone())),
                 };
                 crate::rows::holds::insert(txn, &row)?;
+                if approver.is_none() {
+                    // The Groups it is placed in, kept: its lifting and listing go to them.
+                    crate::rows::hold_groups::insert(txn, hold_id.as_str(), &groups)?;
+                }
                 let payload = EventPayload::HoldPlaced(HoldPlaced {
                     hold_id: hold_id.clone(),
                     reason: reason.clone(),
@@ -321,12 +325,17 @@ fn sees(conn: &Connection, reader: &Reader, target: &HoldTarget) -> Result<bool,
 }
 
 /// The Groups whose logs carry hold `row`'s Events: its approver's Group, or for the
-/// operator's, those of what it holds.
+/// operator's, those it was placed in (`rows/hold_groups.rs`), never a Group that published
+/// the held bytes afterwards; for one placed before those were kept, those of what it holds.
 fn row_groups(conn: &Connection, row: &HoldRow) -> Result<Vec<Id>, Error> {
-    match &row.placed_in {
-        Some((group, _)) => Ok(vec![group.clone()]),
-        None => groups_of(conn, &row.target),
+    if let Some((group, _)) = &row.placed_in {
+        return Ok(vec![group.clone()]);
     }
+    let placed_in = crate::rows::hold_groups::of(conn, row.hold_id.as_str())?;
+    if placed_in.is_empty() {
+        return groups_of(conn, &row.target);
+    }
+    Ok(placed_in)
 }
 
 /// The Groups a hold on `target` belongs to, in order.

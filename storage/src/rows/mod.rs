@@ -31,6 +31,7 @@ pub(crate) mod evidence;
 pub(crate) mod evidence_artifacts;
 pub(crate) mod forwarded_artifacts;
 pub(crate) mod groups;
+pub(crate) mod hold_groups;
 pub(crate) mod holds;
 pub(crate) mod idempotency;
 pub(crate) mod inert_publications;

@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 18] = [
+const MIGRATIONS: [(i64, &str); 19] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -37,6 +37,7 @@ const MIGRATIONS: [(i64, &str); 18] = [
     (45, include_str!("postgres_v45.sql")),
     (46, include_str!("postgres_v46.sql")),
     (47, include_str!("postgres_v47.sql")),
+    (48, include_str!("postgres_v48.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").
