@@ -135,3 +135,59 @@ async fn a_hold_and_a_policy_its_artifact_forbids_through_two_servers_never_land
     }
     eprintln!("policies refused: {refused}, committed before the hold: {first}");
 }
+
+/// An upload of bytes its sender could read is only hashed; held before its row, another
+/// server's collection disposes of the blob. The upload is refused as retryable (503) and
+/// records nothing (it answered success, storing no byte, and the next publication of them
+/// found them gone); sent again, the bytes are stored and read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_only_hashed_while_another_server_disposes_of_its_blob_is_refused() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness_files(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let bytes = vec![6u8; 30_000];
+    let artifact = a.put(&worker, "g1", &bytes, &[]).await;
+    set_retention(&a, "g1", json!({"keepBytes": "0s"})).await;
+    end_mission(&a, "g1", "mission-1").await;
+    a.clock.advance(chrono::Duration::days(2));
+    let worker = renewed_in(&a, worker, "g1").await;
+    let put = |h: &Harness| {
+        let request = request(
+            Method::PUT,
+            &format!("/v1/blobs/{artifact}"),
+            Some(&worker.token),
+            bytes.clone(),
+        );
+        let app = h.app.clone();
+        tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
+    };
+    a.faults.promoted().set(true);
+    let upload = put(&a);
+    a.faults.promoted().waiting(1).await;
+    let report = super::lifecycle::gc(&b, false).await;
+    assert_eq!(
+        super::lifecycle::disposed(&report),
+        vec![artifact.to_string()],
+        "{report}"
+    );
+    let before = a.fingerprint().await;
+    a.faults.promoted().set(false);
+    let answer = upload.await.expect("task").expect("answer");
+    assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_unchanged(&before, &a.fingerprint().await, "a refused upload");
+    let again = put(&a).await.expect("task").expect("answer");
+    assert!(again.status().is_success(), "{}", again.status());
+    let content = a
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{artifact}/content"),
+            Some(&worker.token),
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(content.status, StatusCode::OK, "{content:?}");
+    assert_eq!(content.body, bytes);
+}

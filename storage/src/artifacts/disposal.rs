@@ -82,6 +82,17 @@ pub(super) fn swept_meanwhile() -> Error {
     )
 }
 
+/// The refusal of an upload that only hashed bytes it could already read, whose blob was
+/// disposed of or quarantined (through another server) before its row: nothing was recorded,
+/// and sending the bytes again stores them.
+pub(super) fn gone_meanwhile() -> Error {
+    Error::reject(
+        ErrorCode::StorageUnavailable,
+        "the stored copy of these bytes was disposed of or found damaged while this upload \
+         hashed them; send them again",
+    )
+}
+
 /// The blobs of `ids` that no row names.
 fn rowless(conn: &Connection, ids: &[ArtifactId]) -> Result<Vec<ArtifactId>, Error> {
     let mut rowless = Vec::new();
