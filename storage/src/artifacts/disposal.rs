@@ -82,15 +82,18 @@ pub(super) fn swept_meanwhile() -> Error {
     )
 }
 
-/// The refusal of an upload that only hashed bytes it could already read, whose blob was
-/// disposed of or quarantined (through another server) before its row: nothing was recorded,
-/// and sending the bytes again stores them.
-pub(super) fn gone_meanwhile() -> Error {
-    Error::reject(
-        ErrorCode::StorageUnavailable,
-        "the stored copy of these bytes was disposed of or found damaged while this upload \
-         hashed them; send them again",
-    )
+/// Refuses an upload that only hashed bytes its sender could already read when their blob
+/// was disposed of or quarantined (through another server) before its row: its row stays, its
+/// bytes are gone or bad. Nothing is recorded, and sending the bytes again stores them.
+pub(super) fn not_gone_meanwhile(conn: &Connection, blake3: &ArtifactId) -> Result<(), Error> {
+    match crate::rows::blobs::row(conn, &weft_api::Digest::Blake3(*blake3))? {
+        Some((_, true)) => Err(Error::reject(
+            ErrorCode::StorageUnavailable,
+            "the stored copy of these bytes was disposed of or found damaged while this \
+             upload hashed them; send them again",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The blobs of `ids` that no row names.

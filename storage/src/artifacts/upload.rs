@@ -421,12 +421,7 @@ impl Artifacts<'_> {
                 if crate::rows::blobs::inline_id(txn, &blake3)?.is_none() {
                     return Err(super::disposal::swept_meanwhile());
                 }
-                // Disposed of (or quarantined) meanwhile, through another server: the row
-                // stays, the bytes are gone or bad, and these were only hashed. Nothing is
-                // recorded; sent again, they are stored and bring the blob back.
-                if matches!(blob_row(txn, &Digest::Blake3(blake3))?, Some((_, true))) {
-                    return Err(super::disposal::gone_meanwhile());
-                }
+                super::disposal::not_gone_meanwhile(txn, &blake3)?;
             }
             // The blob's inline copy as it is now (nothing is written before `record_row`),
             // sent ahead: it travels with the reads below.
