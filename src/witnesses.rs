@@ -3,7 +3,11 @@
 //! a witness last cosigned it, the server sends that witness `add-checkpoint` (the checkpoint
 //! note and the consistency proof from the size the witness holds), checks the cosignature it
 //! answers against the witness's key and keeps it (`store.delivery().tlog_record_cosignature`);
-//! the checkpoint route then serves the newest cosigned tree with its cosignatures.
+//! the checkpoint route then serves the tree a majority cosigned, never a smaller one than it
+//! served before. Witnesses are kept on common sizes so a majority forms
+//! (`weft_api::tlog::witness::served`): one behind the newest cosigned tree is sent that tree,
+//! and one that holds it waits (a few rounds at most) for a majority to hold it before it is
+//! sent the tree as it is now.
 //!
 //! A witness that answers 409 holds another size: the push is retried once from that size (a
 //! witness that restarted, or another server of the same index that pushed first). A witness
@@ -15,8 +19,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use weft_api::Id;
 use weft_api::tlog::witness::AddCheckpoint;
+use weft_api::tlog::witness::served::{self, Next};
 use weft_storage::{Reader, Store};
 
 use crate::config::Witness;
@@ -37,16 +44,17 @@ pub fn start(store: Store, witnesses: Vec<Witness>, every: Duration) {
             return;
         }
     };
+    let names: Arc<[String]> = witnesses.iter().map(|w| w.key.name.clone()).collect();
     for witness in witnesses {
-        let (store, http) = (store.clone(), http.clone());
+        let (store, http, names) = (store.clone(), http.clone(), Arc::clone(&names));
         tokio::spawn(async move {
-            // The size this witness holds, by Group.
-            let mut held: HashMap<String, u64> = HashMap::new();
+            // The size this witness holds, and the rounds it waited for a majority, by Group.
+            let mut held: HashMap<String, (u64, u32)> = HashMap::new();
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                if let Err(error) = round(&store, &http, &witness, &mut held).await {
+                if let Err(error) = round(&store, &http, (&witness, &names), &mut held).await {
                     tracing::warn!(witness = %witness.url, %error, "a round of witness pushes failed; retried next round");
                 }
             }
@@ -54,32 +62,47 @@ pub fn start(store: Store, witnesses: Vec<Witness>, every: Duration) {
     }
 }
 
-/// One round: every Group whose tree this witness has not cosigned as it is now.
+/// One round: every Group whose tree this witness has not cosigned as it is now, each sent
+/// what `served::next` says. `names` are every configured witness's.
 async fn round(
     store: &Store,
     http: &reqwest::Client,
-    witness: &Witness,
-    held: &mut HashMap<String, u64>,
+    (witness, names): (&Witness, &[String]),
+    held: &mut HashMap<String, (u64, u32)>,
 ) -> anyhow::Result<()> {
     for group in store.directory().group_ids().await? {
+        let (old, waited) = held.get(&group).copied().unwrap_or((0, 0));
         let outcome = async {
             let group_id = Id::parse("groupId", &group)?;
             let current = store
                 .delivery()
                 .tlog_checkpoint(group_id.clone(), &Reader::Admin, &[])
                 .await?;
-            if held.get(&group) == Some(&current.head.size) {
-                return anyhow::Ok(None);
-            }
-            let old = held.get(&group).copied().unwrap_or(0);
-            push(store, http, witness, &group_id, &current, old)
+            let cosigned = store
+                .delivery()
+                .tlog_cosigned(group_id.clone(), names)
+                .await?;
+            let size = match served::next(old, &cosigned, names.len(), current.head.size, waited) {
+                Next::Idle => return anyhow::Ok(None),
+                Next::Wait => return anyhow::Ok(Some((old, waited + 1))),
+                Next::Push(size) => size,
+            };
+            let checkpoint = if size == current.head.size {
+                current
+            } else {
+                store
+                    .delivery()
+                    .tlog_checkpoint_at(group_id.clone(), size)
+                    .await?
+            };
+            push(store, http, (witness, names), &group_id, &checkpoint, old)
                 .await
-                .map(Some)
+                .map(|size| Some((size, 0)))
         }
         .await;
         match outcome {
-            Ok(Some(size)) => {
-                held.insert(group, size);
+            Ok(Some(now)) => {
+                held.insert(group, now);
             }
             Ok(None) => {}
             Err(error) => {
@@ -94,7 +117,7 @@ async fn round(
 async fn push(
     store: &Store,
     http: &reqwest::Client,
-    witness: &Witness,
+    (witness, names): (&Witness, &[String]),
     group_id: &Id,
     checkpoint: &weft_storage::TlogCheckpoint,
     old: u64,
@@ -156,8 +179,8 @@ async fn push(
             .tlog_record_cosignature(
                 group_id.clone(),
                 &witness.key,
-                checkpoint.head.size,
-                format!("{line}\n"),
+                (checkpoint.head.size, format!("{line}\n")),
+                names,
             )
             .await?;
         return Ok(checkpoint.head.size);

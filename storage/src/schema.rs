@@ -696,10 +696,8 @@ const V35: &str = include_str!("schema/sqlite_v35.sql");
 /// runs one and until when (`rows/reactions.rs::claim`), so two servers do not both run it.
 const V36: &str = include_str!("schema/sqlite_v36.sql");
 
-/// Records disposed of by policy (issue #46, `artifacts/records.rs`): a manifest's or an
-/// Evidence record's `records.disposed` Event (its envelope is then `''`: the row stays as a
-/// tombstone), the indexes that find a Mission's Evidence and its kept records, and a
-/// Mission's blobs in digest order (collection pages through them, `collection.rs`).
+/// Records disposed of by policy (`artifacts/records.rs`): each record's `records.disposed`
+/// Event (a tombstone row stays), indexes of a Mission's records and of its blobs by digest.
 const V37: &str = include_str!("schema/sqlite_v37.sql");
 
 /// Commands keyed by (Group, id, Agent); the answers not yet trimmed found by age (stop 69).
@@ -734,12 +732,14 @@ const V47: &str = include_str!("schema/sqlite_v47.sql");
 
 /// The Groups an operator's hold was placed in, kept with it.
 const V48: &str = include_str!("schema/sqlite_v48.sql");
+/// The witnessed tree size each Group's checkpoint route serves (it only grows).
+const V49: &str = include_str!("schema/sqlite_v49.sql");
 
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 48] = [
+const MIGRATIONS: [&str; 49] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
     V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39, V40,
-    V41, V42, V43, V44, V45, V46, V47, V48,
+    V41, V42, V43, V44, V45, V46, V47, V48, V49,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -315,5 +315,7 @@ pub fn decide(
     }
 }
 
+pub mod served;
+
 #[cfg(test)]
 mod tests;

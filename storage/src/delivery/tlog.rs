@@ -37,6 +37,18 @@ pub struct TlogTile {
     pub full: bool,
 }
 
+/// Group `group`'s kept cosignatures from the `witnesses` configured: (witness, size, line).
+fn cosigned_by(
+    conn: &crate::sql::Connection,
+    group: &str,
+    witnesses: &[String],
+) -> Result<Vec<(String, u64, String)>, Error> {
+    Ok(crate::rows::tlog_cosignatures::of_group(conn, group)?
+        .into_iter()
+        .filter(|(witness, _, _)| witnesses.contains(witness))
+        .collect())
+}
+
 fn beyond(what: &str) -> Error {
     reject(
         ErrorCode::NotFound,
@@ -51,9 +63,10 @@ impl Delivery<'_> {
     }
 
     /// The checkpoint of Group `group_id`'s tree, signed by the Authority key: with
-    /// `witnesses` (the names of the witnesses the server pushes to), the size most of them
-    /// cosigned (the newer of two as good), with their cosignatures appended (the tree as it
-    /// is now until one has cosigned); without, the tree as it is now.
+    /// `witnesses` (the names of the witnesses the server pushes to), the size served since
+    /// they cosigned it (`rows/tlog_served.rs`: it only grows), with the cosignatures of it
+    /// appended (the tree as it is now until one has cosigned); without, the tree as it is
+    /// now.
     pub async fn tlog_checkpoint(
         &self,
         group_id: Id,
@@ -70,26 +83,14 @@ impl Delivery<'_> {
                 if group_access(conn, group.as_str(), &reader)?.is_none() {
                     return Err(not_visible(&group));
                 }
-                let cosigned: Vec<(String, u64, String)> = if witnesses.is_empty() {
-                    Vec::new()
+                let served = if witnesses.is_empty() {
+                    None
                 } else {
-                    crate::rows::tlog_cosignatures::of_group(conn, group.as_str())?
-                        .into_iter()
-                        .filter(|(witness, _, _)| witnesses.contains(witness))
-                        .collect()
+                    crate::rows::tlog_served::size(conn, group.as_str())?
                 };
-                let mut by_size: std::collections::BTreeMap<u64, usize> =
-                    std::collections::BTreeMap::new();
-                for (_, size, _) in &cosigned {
-                    *by_size.entry(*size).or_default() += 1;
-                }
-                let best = by_size
-                    .iter()
-                    .max_by_key(|(size, count)| (**count, **size))
-                    .map(|(size, _)| *size);
-                let size = match best {
-                    Some(size) => size,
-                    None => crate::tlog::size(conn, group.as_str())?,
+                let (size, cosigned) = match served {
+                    Some(size) => (size, cosigned_by(conn, group.as_str(), &witnesses)?),
+                    None => (crate::tlog::size(conn, group.as_str())?, Vec::new()),
                 };
                 let lines: Vec<String> = cosigned
                     .into_iter()
@@ -110,13 +111,14 @@ impl Delivery<'_> {
 
     /// Keeps witness `witness`'s cosignature `line` of Group `group_id`'s checkpoint at
     /// `size`, after checking it verifies over exactly that checkpoint (operator only: the
-    /// server's witness pusher).
+    /// server's witness pusher), and moves the size served on by the rule of
+    /// `weft_api::tlog::witness::served`, among the `witnesses` configured (their names).
     pub async fn tlog_record_cosignature(
         &self,
         group_id: Id,
         witness: &WitnessKey,
-        size: u64,
-        line: String,
+        (size, line): (u64, String),
+        witnesses: &[String],
     ) -> Result<(), Error> {
         let group = group_id.clone();
         let root = self
@@ -142,12 +144,66 @@ impl Delivery<'_> {
         )
         .map_err(Error::Rejected)?;
         let name = witness.name.clone();
+        let witnesses = witnesses.to_vec();
         self.0
             .db
             .write(move |tx| {
-                crate::rows::tlog_cosignatures::record(tx, group_id.as_str(), &name, size, &line)
+                let group = group_id.as_str();
+                crate::rows::tlog_cosignatures::record(tx, group, &name, size, &line)?;
+                let cosigned: Vec<(String, u64)> = cosigned_by(tx, group, &witnesses)?
+                    .into_iter()
+                    .map(|(witness, size, _)| (witness, size))
+                    .collect();
+                if let Some(served) = tlog::witness::served::served_size(&cosigned, witnesses.len())
+                {
+                    crate::rows::tlog_served::advance(tx, group, served)?;
+                }
+                Ok(())
             })
             .await
+    }
+
+    /// The cosignatures of Group `group_id`'s tree kept from the `witnesses` configured:
+    /// (witness, size), for the witness pusher (operator only).
+    pub async fn tlog_cosigned(
+        &self,
+        group_id: Id,
+        witnesses: &[String],
+    ) -> Result<Vec<(String, u64)>, Error> {
+        let witnesses = witnesses.to_vec();
+        self.0
+            .db
+            .read(move |conn| {
+                Ok(cosigned_by(conn, group_id.as_str(), &witnesses)?
+                    .into_iter()
+                    .map(|(witness, size, _)| (witness, size))
+                    .collect())
+            })
+            .await
+    }
+
+    /// The checkpoint of Group `group_id`'s tree at `size` (at most its size now), signed by
+    /// the Authority key, with no cosignature: what the witness pusher sends (operator only).
+    pub async fn tlog_checkpoint_at(
+        &self,
+        group_id: Id,
+        size: u64,
+    ) -> Result<TlogCheckpoint, Error> {
+        let group = group_id.clone();
+        let root = self
+            .0
+            .db
+            .read(move |conn| {
+                if size > crate::tlog::size(conn, group.as_str())? {
+                    return Err(beyond(&format!("a tree of {size}")));
+                }
+                crate::tlog::root(conn, group.as_str(), size)
+            })
+            .await?;
+        let head = TreeHead { size, root };
+        let note = tlog::sign_checkpoint(&self.0.authority, &self.tlog_origin(&group_id), head)
+            .map_err(Error::Rejected)?;
+        Ok(TlogCheckpoint { note, head })
     }
 
     /// The tile at C2SP path `path` (`tile/…`) of Group `group_id`'s tree.

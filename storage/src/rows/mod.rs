@@ -54,6 +54,7 @@ pub(crate) mod sessions;
 pub(crate) mod snapshots;
 pub(crate) mod tlog_cosignatures;
 pub(crate) mod tlog_hashes;
+pub(crate) mod tlog_served;
 pub(crate) mod upload_sessions;
 pub(crate) mod usage_epoch;
 pub(crate) mod work_contract;

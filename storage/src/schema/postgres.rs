@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 19] = [
+const MIGRATIONS: [(i64, &str); 20] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -38,6 +38,7 @@ const MIGRATIONS: [(i64, &str); 19] = [
     (46, include_str!("postgres_v46.sql")),
     (47, include_str!("postgres_v47.sql")),
     (48, include_str!("postgres_v48.sql")),
+    (49, include_str!("postgres_v49.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").
