@@ -24,6 +24,7 @@ from .errors import (
 )
 from .events import ChainVerifier, Event
 from .keys import AgentKey
+from .tlog import TreeHead
 from .work import LeaseKeeper
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "StaleLease",
     "StateConflict",
     "Transient",
+    "TreeHead",
     "Unauthenticated",
     "WeftError",
     "connect",

@@ -1,5 +1,6 @@
 """A Group's Events: replay pages, a follow iterator over the live stream that verifies the
-hash chain and resumes from a cursor, and the ACK that records the cursor (DLV-6)."""
+hash chain and resumes from a cursor, the ACK that records the cursor (DLV-6), and the
+transparency log's checkpoints and proofs, checked against the Authority's key (``tlog.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ from collections.abc import Iterator
 
 import httpx
 
-from .errors import ChainError, Transient, from_code
+from .errors import ChainError, IntegrityError, Transient, from_code
 from .events import ChainVerifier, Event, parse_page, sse_frames
 from .review import Review
+from .tlog import (
+    Frontier,
+    TreeHead,
+    check_consistency,
+    check_inclusion,
+    leaf_hash,
+    open_checkpoint,
+    origin,
+    proof_hashes,
+)
 
 
 class _Idle(Exception):
@@ -29,15 +40,74 @@ class Feed(Review):
         )
         return parse_page(response.text)
 
-    def verify_log(self, page_size: int = 500) -> int:
-        """Replays the whole Group log and checks its chain; the last sequence checked."""
+    def verify_log(self, page_size: int = 500, checkpoint: TreeHead | None = None) -> int:
+        """Replays the whole Group log and checks its chain; the last sequence checked. With
+        ``checkpoint`` (from :meth:`tlog_checkpoint`), the log's first ``checkpoint.size``
+        Events must make exactly the tree it signs (a Mission-scoped reader, whose log holds
+        withheld placeholders, checks single Events with :meth:`tlog_prove` instead)."""
         verifier = ChainVerifier()
+        tree = Frontier() if checkpoint is not None else None
         while True:
             page = self.events(verifier.sequence, page_size)
             for event in page:
                 verifier.check(event)
+                if tree is not None and checkpoint is not None and event.sequence <= checkpoint.size:
+                    if event.withheld:
+                        raise IntegrityError(
+                            "tlog_withheld", f"Event {event.sequence} is withheld from this reader"
+                        )
+                    tree.push(leaf_hash(event.canonical_bytes()))
             if len(page) < page_size:
-                return verifier.sequence
+                break
+        if tree is not None and checkpoint is not None:
+            if tree.size < checkpoint.size:
+                raise IntegrityError(
+                    "tlog_short",
+                    f"the log ends at {tree.size}, before the checkpoint's tree of {checkpoint.size}",
+                )
+            if tree.root() != checkpoint.root:
+                raise IntegrityError(
+                    "tlog_fork",
+                    f"the log's first {checkpoint.size} Events are not the tree the checkpoint signs",
+                )
+        return verifier.sequence
+
+    def tlog_checkpoint(self, authority_key: bytes, seen: TreeHead | None = None) -> TreeHead:
+        """The Group's transparency-log checkpoint, checked: signed by ``authority_key`` (the
+        Authority's raw Ed25519 public key, pinned out of band) under the Group's origin; with
+        ``seen`` (a checkpoint checked before), it must extend that tree (its consistency
+        proof, checked). Raises :class:`IntegrityError` otherwise."""
+        group = self.session.group_id
+        note = self._t.request("GET", f"/v1/groups/{group}/tlog/checkpoint").text
+        head = open_checkpoint(note, authority_key, origin(authority_key, group))
+        if seen is not None:
+            self.tlog_extends(seen, head)
+        return head
+
+    def tlog_extends(self, old: TreeHead, new: TreeHead) -> None:
+        """That the tree ``new`` signs extends the tree ``old`` signs (a consistency proof the
+        server serves, checked): a forked or shorter history raises :class:`IntegrityError`."""
+        proof: list[bytes] = []
+        if 0 < old.size < new.size:
+            answer = self._t.json(
+                "GET",
+                f"/v1/groups/{self.session.group_id}/tlog/proof/consistency",
+                params={"from": old.size, "to": new.size},
+            )
+            proof = proof_hashes(answer)
+        check_consistency(old, new, proof)
+
+    def tlog_prove(self, event: Event, head: TreeHead) -> None:
+        """That ``event``, as served, is in the tree ``head`` signs (its inclusion proof,
+        checked against its canonical bytes): raises :class:`IntegrityError` otherwise."""
+        answer = self._t.json(
+            "GET",
+            f"/v1/groups/{self.session.group_id}/tlog/proof/inclusion",
+            params={"sequence": event.sequence, "size": head.size},
+        )
+        check_inclusion(
+            leaf_hash(event.canonical_bytes()), event.sequence - 1, proof_hashes(answer), head
+        )
 
     def head_of(self, sequence: int) -> str | None:
         """The hash of Event ``sequence``, recomputed from its content (``None`` for 0: the
