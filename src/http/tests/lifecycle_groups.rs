@@ -109,3 +109,52 @@ backends!(
         assert!(heard.is_empty(), "{kind:?}: {heard:?}");
     }
 );
+
+backends!(
+    /// g2's approver holds bytes g1 and g2 both published. g1's Mission ends and its policy
+    /// lets its records go: g1's manifest of them goes (`records.disposed` in g1), while the
+    /// bytes stay for g2. (g2's hold kept g1's records past g1's policy, with nothing in g1's
+    /// log, and g1's approvers could not see why.)
+    async fn another_groups_hold_keeps_its_bytes_not_this_groups_records(kind: Kind) {
+        let h = harness_files(kind).await;
+        let w1 = h.agent("w1", "g1", &["worker"]).await;
+        let w2 = h.agent("w2", "g2", &["worker"]).await;
+        let approver = h.agent("a2", "g2", &["approver"]).await;
+        let auditor = h.agent("aud1", "g1", &["auditor"]).await;
+        let bytes = vec![5u8; 30_000];
+        let artifact = h.put(&w1, "g1", &bytes, &[]).await;
+        h.put(&w2, "g2", &bytes, &[]).await;
+        let placed = h
+            .json_as(
+                Method::POST,
+                "/v1/groups/g2/holds",
+                &approver.token,
+                json!({"artifact": artifact.to_string(), "reason": "g2's review"}),
+                &[],
+            )
+            .await;
+        assert_eq!(placed.status, StatusCode::CREATED, "{kind:?}: {placed:?}");
+        let set = set_retention(&h, "g1", json!({"keepBytes": "1d", "keepRecords": "2d"})).await;
+        assert_eq!(set.status, StatusCode::OK, "{kind:?}: {set:?}");
+        end_mission(&h, "g1", "mission-1").await;
+        h.clock.advance(chrono::Duration::days(3));
+        let report = gc(&h, false).await;
+        assert!(
+            report["disposed"].as_array().is_some_and(Vec::is_empty),
+            "{kind:?}: g2's hold keeps the bytes: {report}"
+        );
+        let auditor = renewed_in(&h, auditor, "g1").await;
+        let disposed = h.events_of(&auditor, "records.disposed").await;
+        assert_eq!(disposed.len(), 1, "{kind:?}: g1's records went: {report}");
+        let w2 = renewed_in(&h, w2, "g2").await;
+        let content = h
+            .call(
+                Method::GET,
+                &format!("/v1/artifacts/{artifact}/content"),
+                Some(&w2.token),
+                axum::body::Body::empty(),
+            )
+            .await;
+        assert_eq!(content.status, StatusCode::OK, "{kind:?}: {content:?}");
+    }
+);

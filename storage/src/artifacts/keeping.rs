@@ -96,11 +96,16 @@ impl Policies {
 
 /// The blobs the holds in force keep, recomputed when the holds change: each hold's seeds
 /// (its artifact; what its WorkItem or Mission published or its Evidence cites) and every
-/// ancestor of them through `derivedFrom`.
+/// ancestor of them through `derivedFrom`. Bytes are kept by any hold (every Group that
+/// published them reads the same bytes); a Group's records only by the operator's holds and
+/// its own approvers' ([`HeldCache::holds_blob_for`]): another Group's approver, holding bytes
+/// both published, does not keep this Group's records past its policy unseen.
 #[derive(Default)]
 pub(super) struct HeldCache {
     holds: Vec<Id>,
     blobs: BTreeSet<ArtifactId>,
+    /// The blobs each placer's holds keep: the operator's (`None`), each Group's approvers'.
+    by_placer: BTreeMap<Option<Id>, BTreeSet<ArtifactId>>,
     /// The WorkItems and Missions holds name (their records are kept, `records.rs`).
     /// (Mission, WorkItem): a WorkItem id is unique only within its Mission.
     work_items: BTreeSet<(String, String)>,
@@ -117,9 +122,14 @@ impl HeldCache {
                 .contains(&(mission.to_string(), work_item.to_owned()))
     }
 
-    /// Whether a hold in force reaches blob `blob` (as of the last [`HeldCache::refresh`]).
-    pub(super) fn holds_blob(&self, blob: &ArtifactId) -> bool {
-        self.blobs.contains(blob)
+    /// Whether the operator's holds or Group `group`'s approvers' reach blob `blob` (as of
+    /// the last [`HeldCache::refresh`]): what keeps that Group's records of it.
+    pub(super) fn holds_blob_for(&self, group: &Id, blob: &ArtifactId) -> bool {
+        [None, Some(group.clone())].iter().any(|placer| {
+            self.by_placer
+                .get(placer)
+                .is_some_and(|blobs| blobs.contains(blob))
+        })
     }
 
     pub(super) fn refresh(&mut self, conn: &Connection) -> Result<&BTreeSet<ArtifactId>, Error> {
@@ -128,9 +138,11 @@ impl HeldCache {
         if ids == self.holds && !ids.is_empty() {
             return Ok(&self.blobs);
         }
-        let mut seeds = Vec::new();
+        let mut seeds_of: BTreeMap<Option<Id>, Vec<ArtifactId>> = BTreeMap::new();
         let (mut work_items, mut missions) = (BTreeSet::new(), BTreeSet::new());
         for hold in &holds {
+            let placer = hold.placed_in.as_ref().map(|(group, _)| group.clone());
+            let seeds = seeds_of.entry(placer).or_default();
             match &hold.target {
                 HoldTarget::Artifact(artifact) => seeds.push(*artifact),
                 HoldTarget::WorkItemId(work_item) => {
@@ -155,14 +167,19 @@ impl HeldCache {
                 }
             }
         }
-        let mut blobs = BTreeSet::new();
-        while let Some(blob) = seeds.pop() {
-            if blobs.insert(blob) {
-                seeds.extend(rows::derivations::sources_of(conn, &blob)?);
+        let mut by_placer = BTreeMap::new();
+        for (placer, mut seeds) in seeds_of {
+            let mut blobs = BTreeSet::new();
+            while let Some(blob) = seeds.pop() {
+                if blobs.insert(blob) {
+                    seeds.extend(rows::derivations::sources_of(conn, &blob)?);
+                }
             }
+            by_placer.insert(placer, blobs);
         }
         self.holds = ids;
-        self.blobs = blobs;
+        self.blobs = by_placer.values().flatten().copied().collect();
+        self.by_placer = by_placer;
         self.work_items = work_items;
         self.missions = missions;
         Ok(&self.blobs)

@@ -260,7 +260,7 @@ fn decide(
             continue;
         };
         if held.holds_work(mission, &record.work_item_id)
-            || held.holds_blob(&record.artifact)
+            || held.holds_blob_for(group, &record.artifact)
             || rows::reusable_artifacts::anywhere(conn, &record.artifact)?
         {
             kept += 1;
@@ -290,7 +290,7 @@ fn decide(
             break;
         }
         next.evidence = rowid;
-        let cites_held = cited.iter().any(|blob| held.holds_blob(blob));
+        let cites_held = cited.iter().any(|blob| held.holds_blob_for(group, blob));
         if held.holds_work(mission, &work_item)
             || cites_held
             || rows::reusable_artifacts::approves(conn, &evidence_id)?
