@@ -390,6 +390,17 @@ pub mod tamper {
         crate::rows::events::tamper_payload(&open(index)?, group_id, sequence, payload)
     }
 
+    /// Relinks Event `sequence` of Group `group_id` to `prev_hash`, rehashed: whole, but not
+    /// chained to the Event before it.
+    pub fn event_link(
+        index: &Path,
+        group_id: &str,
+        sequence: u64,
+        prev_hash: [u8; 32],
+    ) -> Result<usize, Error> {
+        crate::rows::events::tamper_link(&open(index)?, group_id, sequence, prev_hash)
+    }
+
     /// Rewrites the indexed actor of Event `sequence` of Group `group_id`.
     pub fn event_actor(
         index: &Path,

@@ -187,14 +187,27 @@ fn catch_up_online(conn: &Connection, group_id: &str, n: u64) -> Result<(), Erro
         size,
         u32::try_from(n - size).unwrap_or(u32::MAX),
     )?;
+    // Each Event whole and linked to the one before (the online Event the tree ends at, or
+    // the genesis; unknown only if compacted, which refuses below anyway).
+    let mut prev = match size {
+        0 => Some(weft_api::EventHash::GENESIS),
+        _ => crate::rows::events::hash_at(conn, group_id, size)?
+            .map(crate::events::to32)
+            .transpose()?
+            .map(weft_api::EventHash),
+    };
     for row in rows {
         let event = row.into_event()?;
-        if event.sequence != size + 1 || event.computed_hash() != event.hash {
+        if event.sequence != size + 1
+            || event.computed_hash() != event.hash
+            || prev.is_some_and(|prev| prev != event.prev_hash)
+        {
             return Err(behind(format!(
                 "Event {} does not extend the Merkle tree of {size} leaves (compacted, a gap, or a broken chain)",
                 event.sequence
             )));
         }
+        prev = Some(event.hash);
         if !extend(conn, group_id, size, &event.canonical_bytes())? {
             return Err(behind(format!(
                 "the Merkle tree has a gap below leaf {size}"

@@ -85,6 +85,7 @@ mod story;
 mod strays;
 mod streams;
 mod tlog;
+mod tlog_rebuild;
 mod tlog_served;
 mod token_races;
 mod token_uploads;

@@ -24,7 +24,7 @@ async fn authority(h: &Harness) -> ed25519_dalek::VerifyingKey {
 }
 
 /// The checkpoint as `reader` gets it, opened with the Authority key under g1's origin.
-async fn checkpoint(h: &Harness, reader: &Agent) -> TreeHead {
+pub(super) async fn checkpoint(h: &Harness, reader: &Agent) -> TreeHead {
     let answer = get(h, reader, "/v1/groups/g1/tlog/checkpoint").await;
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
     assert_eq!(

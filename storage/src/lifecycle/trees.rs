@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use weft_api::Event;
+use weft_api::{Event, EventHash};
 
 use crate::engine::Engine;
 use crate::error::Error;
@@ -55,7 +55,8 @@ async fn catch_up_group(engine: &Arc<Engine>, group: String) -> Result<(), Error
         head,
         "building the group's Merkle tree over its log"
     );
-    // What compaction archived first, then the online log.
+    // What compaction archived first, then the online log; each Event linked to the last.
+    let mut prev = None;
     if size + 1 < online_from {
         let g = group.clone();
         let snapshots = engine
@@ -70,7 +71,7 @@ async fn catch_up_group(engine: &Arc<Engine>, group: String) -> Result<(), Error
                 .archived_events(snapshot.archive)
                 .await?;
             for chunk in events.chunks(BATCH as usize) {
-                add(engine, &group, chunk.to_vec()).await?;
+                prev = add(engine, &group, chunk.to_vec(), prev).await?;
             }
         }
     }
@@ -89,12 +90,20 @@ async fn catch_up_group(engine: &Arc<Engine>, group: String) -> Result<(), Error
         if events.is_empty() {
             return Ok(());
         }
-        add(engine, &group, events).await?;
+        prev = add(engine, &group, events, prev).await?;
     }
 }
 
-/// Adds `events`' leaves to the tree, those it does not hold yet, in one transaction.
-async fn add(engine: &Arc<Engine>, group: &str, events: Vec<Event>) -> Result<(), Error> {
+/// Adds `events`' leaves to the tree, those it does not hold yet, in one transaction. Each
+/// must be whole (its hash recomputed) and linked to the one before (`prev`: the hash of the
+/// Event before the first, when the caller read it; else the genesis, or the online Event the
+/// tree ends at). Answers the hash of the last Event, for the next call.
+async fn add(
+    engine: &Arc<Engine>,
+    group: &str,
+    events: Vec<Event>,
+    prev: Option<EventHash>,
+) -> Result<Option<EventHash>, Error> {
     let group = group.to_owned();
     engine
         .db
@@ -102,11 +111,24 @@ async fn add(engine: &Arc<Engine>, group: &str, events: Vec<Event>) -> Result<()
             crate::rows::groups::lock(tx, &group)?;
             let conn: &crate::sql::Connection = tx;
             let mut size = crate::tlog::size(conn, &group)?;
-            for event in events {
+            let mut prev = prev;
+            for event in &events {
                 if event.sequence <= size {
+                    prev = Some(event.hash);
                     continue;
                 }
-                if event.sequence != size + 1 || event.computed_hash() != event.hash {
+                let expected = match prev {
+                    Some(hash) => Some(hash),
+                    None if size == 0 => Some(EventHash::GENESIS),
+                    None => crate::rows::events::hash_at(conn, &group, size)?
+                        .map(crate::events::to32)
+                        .transpose()?
+                        .map(EventHash),
+                };
+                if event.sequence != size + 1
+                    || event.computed_hash() != event.hash
+                    || expected.is_some_and(|expected| expected != event.prev_hash)
+                {
                     return Err(Error::backend(std::io::Error::other(format!(
                         "group {group}: Event {} does not extend the tree of {size} leaves (a gap, or a broken chain: run `weft fsck`)",
                         event.sequence
@@ -118,8 +140,9 @@ async fn add(engine: &Arc<Engine>, group: &str, events: Vec<Event>) -> Result<()
                     ))));
                 }
                 size += 1;
+                prev = Some(event.hash);
             }
-            Ok(())
+            Ok(prev)
         })
         .await
 }

@@ -329,6 +329,36 @@ pub(crate) fn tamper_payload(
     )?)
 }
 
+/// Relinks Event `sequence` of `group_id` to `prev_hash` and rehashes it, so the row is whole
+/// but no longer chained to the one before (tests: the tree is never built over it).
+#[cfg(feature = "bench-support")]
+pub(crate) fn tamper_link(
+    conn: &Connection,
+    group_id: &str,
+    sequence: u64,
+    prev_hash: [u8; 32],
+) -> Result<usize, Error> {
+    let Some(row) = conn
+        .row(
+            "SELECT event_id, group_id, sequence, type, causation_command_id, payload, appended_at,
+                    prev_hash, hash
+             FROM events WHERE group_id = ?1 AND sequence = ?2",
+            params![group_id, sequence],
+            to_row,
+        )
+        .optional()?
+    else {
+        return Ok(0);
+    };
+    let mut event = row.into_event()?;
+    event.prev_hash = weft_api::event::EventHash(prev_hash);
+    let hash = event.computed_hash();
+    Ok(conn.run(
+        "UPDATE events SET prev_hash = ?3, hash = ?4 WHERE group_id = ?1 AND sequence = ?2",
+        params![group_id, sequence, &prev_hash[..], &hash.0[..]],
+    )?)
+}
+
 /// Rewrites the indexed actor of Event `sequence` of `group_id` (tests: fsck must notice).
 #[cfg(feature = "bench-support")]
 pub(crate) fn tamper_actor(
