@@ -9,13 +9,15 @@ refused where the probe would accept it."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
-import base64
-
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 import weft
 from conftest import World
@@ -101,8 +103,8 @@ def test_what_a_lying_server_shows_is_refused(world: World) -> None:
     forged = note.replace("\n", "\n1", 1)
     with pytest.raises(weft.IntegrityError):
         tlog.open_checkpoint(forged, key, tlog.origin(key, world.worker.session.group_id))
-    # A tree seen before that the current one does not extend: another root of the same
-    # size (a fork), a larger one (a cut tail), an older one with another root.
+    # A tree seen before that the current one does not extend: an older one with another
+    # root (a fork), a larger one (a cut tail).
     world.work_item()
     for seen, code in [
         (dataclasses.replace(head, root=bytes(32)), "tlog_fork"),
@@ -116,3 +118,47 @@ def test_what_a_lying_server_shows_is_refused(world: World) -> None:
     with pytest.raises(weft.IntegrityError, match="tlog_proof"):
         world.worker.tlog_prove(altered, head)
     world.worker.tlog_prove(event, head)
+
+
+def signed(text: str, *, key: Ed25519PrivateKey, name: str) -> tuple[str, bytes]:
+    """A note of ``text`` signed by ``key`` under ``name``, and the key's raw public bytes."""
+    public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    key_id = hashlib.sha256(name.encode() + b"\n\x01" + public).digest()[:4]
+    signature = key.sign(text.encode())
+    line = f"\u2014 {name} {base64.b64encode(key_id + signature).decode()}\n"
+    return text + "\n" + line, public
+
+
+def test_notes_are_parsed_as_strictly_as_signed_note_asks() -> None:
+    key = Ed25519PrivateKey.generate()
+    root = base64.b64encode(bytes(range(32))).decode()
+    name = "weft/0123456789abcdef/g1"
+    good, public = signed(f"{name}\n5\n{root}\n", key=key, name=name)
+    assert tlog.open_checkpoint(good, public, name) == tlog.TreeHead(5, bytes(range(32)))
+    other = Ed25519PrivateKey.generate()
+    cosigned = good + signed(f"{name}\n5\n{root}\n", key=other, name="w.test/a")[0].split("\n\n")[1]
+    assert tlog.open_checkpoint(cosigned, public, name).size == 5, "another key's line is ignored"
+    # Of one key's lines only the first counts (Go's note.Open).
+    first = good.split("\n\n")[1]
+    assert tlog.open_checkpoint(good + first[:-10] + "AAAAAAAAA\n", public, name).size == 5
+    text, sep, block = good.rpartition("\n\n")
+    refused = {
+        "an extra blank line before the signatures": text + "\n\n\n" + block,
+        "a blank line after the signatures": good + "\n",
+        "no final newline": good[:-1],
+        "a junk line": good + "junk\n",
+        "a tab in the text": good.replace("5\n", "5\t\n", 1),
+        "the right key's line cut short": text + sep + block[:-40] + "\n",
+    }
+    for why, note in refused.items():
+        with pytest.raises(weft.IntegrityError):
+            tlog.open_checkpoint(note, public, name)
+            pytest.fail(why)
+    for size, root_text in [("05", root), ("\uff15", root), ("18446744073709551616", root),
+                            ("5", root[:-2] + "B="), ("5", root + "AAAA")]:
+        note, _ = signed(f"{name}\n{size}\n{root_text}\n", key=key, name=name)
+        with pytest.raises(weft.IntegrityError):
+            tlog.open_checkpoint(note, public, name)
+            pytest.fail(f"{size!r} {root_text!r}")
+    with pytest.raises(weft.IntegrityError):
+        tlog.open_checkpoint(good, public[:31], name)

@@ -94,7 +94,7 @@ class Feed(Review):
                 f"/v1/groups/{self.session.group_id}/tlog/proof/consistency",
                 params={"from": old.size, "to": new.size},
             )
-            proof = proof_hashes(answer)
+            proof = proof_hashes(answer, new.size)
         check_consistency(old, new, proof)
 
     def tlog_prove(self, event: Event, head: TreeHead) -> None:
@@ -105,8 +105,9 @@ class Feed(Review):
             f"/v1/groups/{self.session.group_id}/tlog/proof/inclusion",
             params={"sequence": event.sequence, "size": head.size},
         )
+        index = event.sequence - 1
         check_inclusion(
-            leaf_hash(event.canonical_bytes()), event.sequence - 1, proof_hashes(answer), head
+            leaf_hash(event.canonical_bytes()), index, proof_hashes(answer, head.size, index), head
         )
 
     def head_of(self, sequence: int) -> str | None:

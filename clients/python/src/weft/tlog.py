@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from dataclasses import dataclass
 
 import blake3
@@ -60,54 +61,75 @@ def _fail(code: str, detail: str) -> IntegrityError:
 
 def open_checkpoint(note: str, authority_key: bytes, expected_origin: str) -> TreeHead:
     """The tree a checkpoint note commits to, once a signature of ``authority_key`` under
-    ``expected_origin`` verifies over its text and its first line is that origin. Other
-    signature lines (witnesses' cosignatures) are ignored here."""
-    text, sep, signatures = note.partition("\n\n")
-    if not sep or not text:
-        raise _fail("note", "not a signed note (no blank line before its signatures)")
-    body = (text + "\n").encode("utf-8")
+    ``expected_origin`` verifies over its text and its first line is that origin. The note is
+    parsed as strictly as c2sp.org/signed-note asks (and ``weft_api::tlog``): its text ends at
+    the last blank line, holds no empty line and no control character, and every signature
+    line is ``— <name> <base64>`` ending in a newline; a malformed note is refused whole. Other
+    keys' lines (witnesses' cosignatures) are ignored here; of one key's lines only the first
+    counts, as Go's ``note.Open`` does."""
+    if len(authority_key) != 32:
+        raise _fail("key", "an Ed25519 public key is 32 bytes")
+    text, sep, block = note.rpartition("\n\n")
+    if not sep or not text or not block.endswith("\n"):
+        raise _fail("note", "not a signed note (text, a blank line, signature lines)")
+    if any(ord(char) < 0x20 and char != "\n" for char in note):
+        raise _fail("note", "a control character in the note")
     lines = text.split("\n")
-    if len(lines) < 3:
-        raise _fail("note", "a checkpoint has an origin, a size and a root")
+    if any(line == "" for line in lines) or len(lines) < 3:
+        raise _fail("note", "a checkpoint is an origin, a size, a root and extension lines")
     if lines[0] != expected_origin:
         raise _fail("origin", f"the checkpoint is of {lines[0]!r}, not {expected_origin!r}")
+    body = (text + "\n").encode("utf-8")
     key_id = hashlib.sha256(
         expected_origin.encode("utf-8") + b"\n" + _SIGNATURE_ED25519 + authority_key
     ).digest()[:4]
     public = Ed25519PublicKey.from_public_bytes(authority_key)
+    seen: set[tuple[str, bytes]] = set()
     signed = False
-    for line in signatures.split("\n"):
-        if not line:
-            continue
+    for line in block[:-1].split("\n"):
         parts = line.split(" ")
-        if len(parts) != 3 or parts[0] != "\u2014" or parts[1] != expected_origin:
-            continue
+        if len(parts) != 3 or parts[0] != "\u2014" or not parts[1] or "+" in parts[1]:
+            raise _fail("note", f"a malformed signature line {line!r}")
         try:
             blob = base64.b64decode(parts[2], validate=True)
         except ValueError:
             raise _fail("note", "a signature line is not base64") from None
-        if len(blob) != 4 + 64 or blob[:4] != key_id:
+        if len(blob) < 5:
+            raise _fail("note", "a signature line shorter than a key id and a signature")
+        if (parts[1], blob[:4]) in seen:
+            continue
+        seen.add((parts[1], blob[:4]))
+        if parts[1] != expected_origin or blob[:4] != key_id:
             continue
         try:
+            if len(blob) != 4 + 64:
+                raise InvalidSignature
             public.verify(blob[4:], body)
         except InvalidSignature:
             raise _fail("signature", "the Authority's signature does not verify") from None
         signed = True
     if not signed:
         raise _fail("signature", "no signature of the Authority's key on the checkpoint")
-    if not lines[1].isdigit() or (lines[1] != "0" and lines[1].startswith("0")):
-        raise _fail("note", f"the checkpoint's size {lines[1]!r} is not a number")
+    if not re.fullmatch(r"0|[1-9][0-9]{0,19}", lines[1]) or int(lines[1]) >= 2**64:
+        raise _fail("note", f"the checkpoint's size {lines[1]!r} is not a 64-bit number")
     try:
         root = base64.b64decode(lines[2], validate=True)
     except ValueError:
         raise _fail("note", "the checkpoint's root is not base64") from None
-    if len(root) != 32:
-        raise _fail("note", "the checkpoint's root is not 32 bytes")
+    if len(root) != 32 or base64.b64encode(root).decode() != lines[2]:
+        raise _fail("note", "the checkpoint's root is not 32 bytes in canonical base64")
     return TreeHead(int(lines[1]), root)
 
 
-def proof_hashes(proof: dict[str, object]) -> list[bytes]:
-    """The hashes of a proof as the API serves it (``{treeSize, leafIndex?, hashes}``)."""
+def proof_hashes(
+    proof: object, tree_size: int, leaf_index: int | None = None
+) -> list[bytes]:
+    """The hashes of a proof as the API serves it (``{treeSize, leafIndex?, hashes}``), for
+    the tree of ``tree_size`` (and leaf ``leaf_index``): a proof of another is refused."""
+    if not isinstance(proof, dict):
+        raise _fail("proof", "a proof is a JSON object")
+    if proof.get("treeSize") != tree_size or proof.get("leafIndex") != leaf_index:
+        raise _fail("proof", f"a proof of another tree or leaf than {tree_size}, {leaf_index}")
     hashes = proof.get("hashes")
     if not isinstance(hashes, list):
         raise _fail("proof", "a proof without hashes")
