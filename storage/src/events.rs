@@ -127,20 +127,37 @@ fn append_with(
 }
 
 /// An Event's `appendedAt`: `now`, or its predecessor's if that is later. Along a Group's
-/// chain `appendedAt` never goes back, even when servers whose clocks disagree append to one
-/// Group in turn (each reads its time under the Group's lock, which orders the appends but
-/// not the clocks); an auditor may take the order of the instants as the order of the chain,
-/// and compaction's bisection (`rows/events.rs`) relies on it. Instants compare as text: they
-/// are all written in one format ([`format_instant`]). After a compaction that left nothing
-/// online, the predecessor's instant is not known; compaction only takes Events older than
-/// its cutoff, which `now` is past.
+/// chain `appendedAt` does not go back when servers whose clocks disagree append to one Group
+/// in turn (each reads its time under the Group's lock, which orders the appends but not the
+/// clocks), nor when a clock is stepped back: an auditor may take the order of the instants
+/// as the order of the chain, and compaction's bisection (`rows/events.rs`) relies on it.
+/// Within [`MAX_CLAMP`] only: a predecessor stamped further ahead came from a clock that is
+/// wrong, and carrying its time on would pin every later Event to it (and what is reckoned
+/// from them, a retry's backoff, compaction's cutoff) until real time caught up; that Event
+/// keeps its own time, and the step back is logged. Instants compare as text: they are all
+/// written in one format ([`format_instant`]).
 fn stamp(now: chrono::DateTime<chrono::Utc>, prev_at: Option<String>) -> String {
-    let now = format_instant(now);
+    let at = format_instant(now);
     match prev_at {
-        Some(prev) if prev > now => prev,
-        _ => now,
+        Some(prev) if prev > at => {
+            if prev <= format_instant(now + MAX_CLAMP) {
+                return prev;
+            }
+            tracing::warn!(
+                previous = prev,
+                now = at,
+                "an Event's predecessor is stamped more than 5 minutes ahead of this server's clock"
+            );
+            at
+        }
+        _ => at,
     }
 }
+
+/// How far ahead of this server's clock a predecessor's `appendedAt` may be and still be
+/// carried on ([`stamp`]): the clock margin collection allows (`CLOCK_MARGIN_SECONDS`).
+const MAX_CLAMP: chrono::Duration =
+    chrono::Duration::seconds(weft_api::lifecycle::CLOCK_MARGIN_SECONDS);
 
 /// `(sequence, hash)` of the newest Event of a Group, online or compacted into a snapshot
 /// (`(0, GENESIS)` for an empty log).

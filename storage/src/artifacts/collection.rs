@@ -47,7 +47,6 @@ use crate::sql::Connection;
 /// wait at most one batch.
 pub(crate) const BATCH: usize = 256;
 
-/// What one batch decided about one blob.
 /// What a Group's `artifact.disposed` Event tells of a blob: only its own citations' Missions,
 /// policies and reasons. Which other Groups published the same bytes, or which Missions'
 /// Evidence cites them, and when those ended, is theirs to know; the operator's report has
@@ -60,6 +59,7 @@ struct Told {
     reason: String,
 }
 
+/// What one batch decided about one blob.
 enum Decision {
     /// Disposed of (or, in a dry run, would be): the operator's view, and per Group that
     /// published it its Missions and what of the policies and reasons is theirs ([`Told`]).
@@ -297,33 +297,42 @@ impl Artifacts<'_> {
 
     /// Deletes the files of blobs a collection disposed of but stopped before deleting (a
     /// crash, a failed deletion), and clears their mark. The marks are read under the sweep
-    /// lock, in the transaction that begins the batch (on a shared index): an upload of the
-    /// same bytes that brought a blob back (`rows/blobs.rs`, `repair`) cleared its mark first,
-    /// and so keeps its file, or finds the batch and is refused. A file that cannot be deleted
-    /// keeps its mark for a later round; it stops no collection (only this round of
-    /// finishing).
+    /// lock, in the transaction that begins the batch (on a shared index), after it holds the
+    /// disposal lock every server's uploads fence on: an upload of the same bytes that brought
+    /// a blob back (`rows/blobs.rs`, `repair`) committed first and cleared its mark, so keeps
+    /// its file, or comes after and finds the batch, and is refused. A file that cannot be
+    /// deleted keeps its mark for a later round; it stops no collection (only this round of
+    /// finishing), nor does another server's disposal holding the lock.
     async fn finish_pending_disposals(&self) -> Result<(), Error> {
         loop {
             let _exclusive = self.0.sweep_lock.write().await;
             let now = self.0.clock.now();
-            let (begun, pending) = self
+            let begun = self
                 .0
                 .db
                 .write(move |txn| {
-                    let pending = rows::blobs::disposal_pending(txn, BATCH as u64)?;
-                    if pending.is_empty() {
-                        return Ok((Begun::Alone, pending));
-                    }
+                    // The disposal lock first: the marks read after it are what every
+                    // upload committed before it left them.
                     let begun = Begun::begin(txn, now)?;
                     if matches!(begun, Begun::Busy) {
                         // Another server is deleting a batch's files: a later round.
                         return Ok((begun, Vec::new()));
                     }
+                    let pending = rows::blobs::disposal_pending(txn, BATCH as u64)?;
                     let digests: Vec<[u8; 32]> = pending.iter().map(|id| id.0).collect();
                     begun.record(txn, now, &digests)?;
                     Ok((begun, pending))
                 })
-                .await?;
+                .await;
+            let (begun, pending) = match begun {
+                Ok(begun) => begun,
+                // Another server's writers held the disposal lock past its wait: next round.
+                Err(error) if error.code() == weft_api::ErrorCode::StorageUnavailable => {
+                    tracing::debug!(%error, "finishing a collection waits for its next round");
+                    return Ok(());
+                }
+                Err(error) => return Err(error),
+            };
             if pending.is_empty() {
                 return Ok(());
             }

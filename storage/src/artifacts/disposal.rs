@@ -151,9 +151,10 @@ impl Artifacts<'_> {
     }
 
     /// Deletes the files of a committed disposal (while its lease lasts), then ends its batch.
-    /// Answers the files deleted, in `files`' order, and the first failure to delete one: a
-    /// file the store fails to delete is left (a disposed blob keeps its mark,
-    /// `disposal_pending`, for a later round) and the others are still tried.
+    /// Answers the files deleted, in `files`' order, and the failure that stopped it: the
+    /// first file the store fails to delete, and those after it, are left (a disposed blob
+    /// keeps its mark, `disposal_pending`, for a later round). It stops there: a store that
+    /// fails may take minutes a request, and the caller holds the sweep lock uploads wait on.
     pub(super) async fn delete_disposed(
         &self,
         begun: Begun,
@@ -174,8 +175,9 @@ impl Artifacts<'_> {
             match self.0.blobs.remove(id).await {
                 Ok(()) => deleted.push(*id),
                 Err(error) => {
-                    tracing::warn!(%error, blob = %id, "a disposed blob's file could not be deleted");
-                    failed.get_or_insert(error);
+                    tracing::warn!(%error, blob = %id, left = files.len() - n, "a disposed blob's file could not be deleted");
+                    failed = Some(error);
+                    break;
                 }
             }
         }

@@ -97,14 +97,17 @@ impl Policies {
 /// The blobs the holds in force keep, recomputed when the holds change: each hold's seeds
 /// (its artifact; what its WorkItem or Mission published or its Evidence cites) and every
 /// ancestor of them through `derivedFrom`. Bytes are kept by any hold (every Group that
-/// published them reads the same bytes); a Group's records only by the operator's holds and
-/// its own approvers' ([`HeldCache::holds_blob_for`]): another Group's approver, holding bytes
-/// both published, does not keep this Group's records past its policy unseen.
+/// published them reads the same bytes); a Group's records only by the holds whose Events it
+/// has, its own approvers' and the operator's placed in it ([`HeldCache::holds_blob_for`]):
+/// another Group's hold on bytes both published does not keep its records past its policy
+/// unseen.
 #[derive(Default)]
 pub(super) struct HeldCache {
     holds: Vec<Id>,
     blobs: BTreeSet<ArtifactId>,
-    /// The blobs each placer's holds keep: the operator's (`None`), each Group's approvers'.
+    /// The blobs the holds keep, by whose records they keep: a Group's (its approvers' holds
+    /// and the operator's placed in it), or every Group's (`None`: the operator's placed
+    /// before the Groups a hold was placed in were kept).
     by_placer: BTreeMap<Option<Id>, BTreeSet<ArtifactId>>,
     /// The WorkItems and Missions holds name (their records are kept, `records.rs`).
     /// (Mission, WorkItem): a WorkItem id is unique only within its Mission.
@@ -122,8 +125,8 @@ impl HeldCache {
                 .contains(&(mission.to_string(), work_item.to_owned()))
     }
 
-    /// Whether the operator's holds or Group `group`'s approvers' reach blob `blob` (as of
-    /// the last [`HeldCache::refresh`]): what keeps that Group's records of it.
+    /// Whether the holds of Group `group` (its approvers', the operator's placed in it) reach
+    /// blob `blob` (as of the last [`HeldCache::refresh`]): what keeps its records of it.
     pub(super) fn holds_blob_for(&self, group: &Id, blob: &ArtifactId) -> bool {
         [None, Some(group.clone())].iter().any(|placer| {
             self.by_placer
@@ -141,8 +144,7 @@ impl HeldCache {
         let mut seeds_of: BTreeMap<Option<Id>, Vec<ArtifactId>> = BTreeMap::new();
         let (mut work_items, mut missions) = (BTreeSet::new(), BTreeSet::new());
         for hold in &holds {
-            let placer = hold.placed_in.as_ref().map(|(group, _)| group.clone());
-            let seeds = seeds_of.entry(placer).or_default();
+            let mut seeds = Vec::new();
             match &hold.target {
                 HoldTarget::Artifact(artifact) => seeds.push(*artifact),
                 HoldTarget::WorkItemId(work_item) => {
@@ -165,6 +167,25 @@ impl HeldCache {
                     seeds.extend(rows::manifests::blobs_of(conn, mission.as_str(), None)?);
                     seeds.extend(rows::evidence::cited_by(conn, mission.as_str(), None)?);
                 }
+            }
+            // Whose records it keeps: an approver's Group's; the operator's, the Groups it
+            // was placed in (`rows/hold_groups.rs`), or every Group for one placed before
+            // those were kept.
+            let placers: Vec<Option<Id>> = match &hold.placed_in {
+                Some((group, _)) => vec![Some(group.clone())],
+                None => {
+                    let groups = rows::hold_groups::of(conn, hold.hold_id.as_str())?;
+                    match groups.is_empty() {
+                        true => vec![None],
+                        false => groups.into_iter().map(Some).collect(),
+                    }
+                }
+            };
+            for placer in placers {
+                seeds_of
+                    .entry(placer)
+                    .or_default()
+                    .extend(seeds.iter().copied());
             }
         }
         let mut by_placer = BTreeMap::new();
