@@ -192,7 +192,7 @@ fn catch_up_online(conn: &Connection, group_id: &str, n: u64) -> Result<(), Erro
     let mut prev = match size {
         0 => Some(weft_api::EventHash::GENESIS),
         _ => crate::rows::events::hash_at(conn, group_id, size)?
-            .map(crate::events::to32)
+            .map(crate::rows::bytes32)
             .transpose()?
             .map(weft_api::EventHash),
     };

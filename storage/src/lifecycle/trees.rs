@@ -121,7 +121,7 @@ async fn add(
                     Some(hash) => Some(hash),
                     None if size == 0 => Some(EventHash::GENESIS),
                     None => crate::rows::events::hash_at(conn, &group, size)?
-                        .map(crate::events::to32)
+                        .map(crate::rows::bytes32)
                         .transpose()?
                         .map(EventHash),
                 };
