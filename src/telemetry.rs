@@ -90,6 +90,11 @@ pub(crate) const COUNTERS: &[Counter] = &[
         "Bytes collection disposed of under a retention policy.",
     ),
     (
+        "weft_gc_disposed_records_total",
+        &[],
+        "Signed manifests and Evidence records collection disposed of under a retention policy.",
+    ),
+    (
         "weft_outboard_failures_total",
         &[],
         "Range reads whose outboard failed verification (answered by the full re-hash).",
