@@ -187,15 +187,8 @@ fn catch_up_online(conn: &Connection, group_id: &str, n: u64) -> Result<(), Erro
         size,
         u32::try_from(n - size).unwrap_or(u32::MAX),
     )?;
-    // Each Event whole and linked to the one before (the online Event the tree ends at, or
-    // the genesis; unknown only if compacted, which refuses below anyway).
-    let mut prev = match size {
-        0 => Some(weft_api::EventHash::GENESIS),
-        _ => crate::rows::events::hash_at(conn, group_id, size)?
-            .map(crate::rows::bytes32)
-            .transpose()?
-            .map(weft_api::EventHash),
-    };
+    // Each Event whole and linked to the one before (the Event the tree ends at).
+    let mut prev = Some(hash_of_event(conn, group_id, size)?);
     for row in rows {
         let event = row.into_event()?;
         if event.sequence != size + 1
@@ -221,6 +214,29 @@ fn catch_up_online(conn: &Connection, group_id: &str, n: u64) -> Result<(), Erro
         )));
     }
     Ok(())
+}
+
+/// The hash of Event `sequence` of `group_id`: the genesis for 0, the online Event's, or the
+/// chain hash a snapshot that ends at it states; an error when none holds it (a gap).
+pub(crate) fn hash_of_event(
+    conn: &Connection,
+    group_id: &str,
+    sequence: u64,
+) -> Result<weft_api::EventHash, Error> {
+    if sequence == 0 {
+        return Ok(weft_api::EventHash::GENESIS);
+    }
+    if let Some(hash) = crate::rows::events::hash_at(conn, group_id, sequence)? {
+        return Ok(weft_api::EventHash(crate::rows::bytes32(hash)?));
+    }
+    match crate::rows::snapshots::newest(conn, group_id)? {
+        Some((through, hash, _)) if through == sequence => {
+            Ok(weft_api::EventHash(crate::rows::bytes32(hash)?))
+        }
+        _ => Err(Error::backend(std::io::Error::other(format!(
+            "group {group_id}: Event {sequence} is neither online nor the end of its newest snapshot"
+        )))),
+    }
 }
 
 /// Adds leaf `n` (0-based) to a tree that holds leaves `0..n`; `false` (and nothing added)

@@ -305,6 +305,15 @@ impl Artifacts<'_> {
     /// finishing), nor does another server's disposal holding the lock.
     async fn finish_pending_disposals(&self) -> Result<(), Error> {
         loop {
+            // Most rounds have none: read without any lock first.
+            let any = self
+                .0
+                .db
+                .read(|conn| rows::blobs::disposal_pending(conn, 1))
+                .await?;
+            if any.is_empty() {
+                return Ok(());
+            }
             let _exclusive = self.0.sweep_lock.write().await;
             let now = self.0.clock.now();
             let begun = self

@@ -26,6 +26,9 @@ const LEASE: chrono::Duration = chrono::Duration::minutes(15);
 /// found the object and recorded its row.
 const MARGIN: chrono::Duration = chrono::Duration::minutes(6);
 
+/// Failed deletions in a row that stop a disposal's deleting (`delete_disposed`).
+const FAILURES_IN_A_ROW: u32 = 3;
+
 /// A disposal begun in a transaction: on a shared index its generation and lease.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Begun {
@@ -151,10 +154,11 @@ impl Artifacts<'_> {
     }
 
     /// Deletes the files of a committed disposal (while its lease lasts), then ends its batch.
-    /// Answers the files deleted, in `files`' order, and the failure that stopped it: the
-    /// first file the store fails to delete, and those after it, are left (a disposed blob
-    /// keeps its mark, `disposal_pending`, for a later round). It stops there: a store that
-    /// fails may take minutes a request, and the caller holds the sweep lock uploads wait on.
+    /// Answers the files deleted, in `files`' order, and the first failure: a file the store
+    /// fails to delete is left (a disposed blob keeps its mark, `disposal_pending`, for a later
+    /// round) and the next ones are tried, so one object the store refuses for good stops no
+    /// other; [`FAILURES_IN_A_ROW`] failures in a row stop it (a store that is down may take
+    /// minutes a request, and the caller holds the sweep lock uploads wait on).
     pub(super) async fn delete_disposed(
         &self,
         begun: Begun,
@@ -162,6 +166,7 @@ impl Artifacts<'_> {
     ) -> Result<(Vec<ArtifactId>, Option<Error>), Error> {
         let mut deleted = Vec::with_capacity(files.len());
         let mut failed = None;
+        let mut in_a_row = 0;
         for (n, id) in files.iter().enumerate() {
             if let Begun::Batch { until, .. } = begun
                 && self.0.clock.now() > until - MARGIN
@@ -173,11 +178,17 @@ impl Artifacts<'_> {
                 break;
             }
             match self.0.blobs.remove(id).await {
-                Ok(()) => deleted.push(*id),
+                Ok(()) => {
+                    deleted.push(*id);
+                    in_a_row = 0;
+                }
                 Err(error) => {
                     tracing::warn!(%error, blob = %id, left = files.len() - n, "a disposed blob's file could not be deleted");
-                    failed = Some(error);
-                    break;
+                    failed.get_or_insert(error);
+                    in_a_row += 1;
+                    if in_a_row == FAILURES_IN_A_ROW {
+                        break;
+                    }
                 }
             }
         }

@@ -65,7 +65,8 @@ impl Delivery<'_> {
     /// The checkpoint of Group `group_id`'s tree, signed by the Authority key: with
     /// `witnesses` (the names of the witnesses the server pushes to), the size served since
     /// they cosigned it (`rows/tlog_served.rs`: it only grows), with the cosignatures of it
-    /// appended (the empty tree until one has cosigned); without, the tree as it is now.
+    /// appended (the tree as it is now until one has cosigned); without, the tree as it is
+    /// now.
     pub async fn tlog_checkpoint(
         &self,
         group_id: Id,
@@ -87,14 +88,12 @@ impl Delivery<'_> {
                 } else {
                     crate::rows::tlog_served::size(conn, group.as_str())?
                 };
-                // With witnesses and none cosigned yet: the empty tree. The tree as it is now
-                // would be larger than the first tree cosigned, should the log grow while
-                // that one is pushed: a client that saw it would take the cosigned one for a
-                // fork.
-                let (size, cosigned) = match (served, witnesses.is_empty()) {
-                    (Some(size), _) => (size, cosigned_by(conn, group.as_str(), &witnesses)?),
-                    (None, false) => (0, Vec::new()),
-                    (None, true) => (crate::tlog::size(conn, group.as_str())?, Vec::new()),
+                // Until a witness cosigned one, the tree as it is now (an empty tree would
+                // look like a cut tail to a client that saw the tree before witnesses were
+                // configured, and would check nothing while no witness answers).
+                let (size, cosigned) = match served {
+                    Some(size) => (size, cosigned_by(conn, group.as_str(), &witnesses)?),
+                    None => (crate::tlog::size(conn, group.as_str())?, Vec::new()),
                 };
                 let lines: Vec<String> = cosigned
                     .into_iter()

@@ -65,6 +65,11 @@ async fn catch_up_group(engine: &Arc<Engine>, group: String) -> Result<(), Error
             .await?;
         for snapshot in snapshots {
             if snapshot.reference.sequence <= size {
+                // Its chain hash, signed, links the next archive's first Event.
+                prev = Some((
+                    snapshot.reference.sequence,
+                    snapshot.reference.event_chain_hash,
+                ));
                 continue;
             }
             let events = crate::compaction::handle::Compaction(engine)
@@ -95,15 +100,16 @@ async fn catch_up_group(engine: &Arc<Engine>, group: String) -> Result<(), Error
 }
 
 /// Adds `events`' leaves to the tree, those it does not hold yet, in one transaction. Each
-/// must be whole (its hash recomputed) and linked to the one before (`prev`: the hash of the
-/// Event before the first, when the caller read it; else the genesis, or the online Event the
-/// tree ends at). Answers the hash of the last Event, for the next call.
+/// must be whole (its hash recomputed) and linked to the one before: `prev`, the sequence and
+/// hash of the last Event the caller read, when the tree ends there; else the Event the tree
+/// ends at as the index holds it (another server may have grown the tree meanwhile). Answers
+/// the last Event's sequence and hash, for the next call.
 async fn add(
     engine: &Arc<Engine>,
     group: &str,
     events: Vec<Event>,
-    prev: Option<EventHash>,
-) -> Result<Option<EventHash>, Error> {
+    prev: Option<(u64, EventHash)>,
+) -> Result<Option<(u64, EventHash)>, Error> {
     let group = group.to_owned();
     engine
         .db
@@ -114,20 +120,16 @@ async fn add(
             let mut prev = prev;
             for event in &events {
                 if event.sequence <= size {
-                    prev = Some(event.hash);
+                    prev = Some((event.sequence, event.hash));
                     continue;
                 }
                 let expected = match prev {
-                    Some(hash) => Some(hash),
-                    None if size == 0 => Some(EventHash::GENESIS),
-                    None => crate::rows::events::hash_at(conn, &group, size)?
-                        .map(crate::rows::bytes32)
-                        .transpose()?
-                        .map(EventHash),
+                    Some((sequence, hash)) if sequence == size => hash,
+                    _ => crate::tlog::hash_of_event(conn, &group, size)?,
                 };
                 if event.sequence != size + 1
                     || event.computed_hash() != event.hash
-                    || expected.is_some_and(|expected| expected != event.prev_hash)
+                    || expected != event.prev_hash
                 {
                     return Err(Error::backend(std::io::Error::other(format!(
                         "group {group}: Event {} does not extend the tree of {size} leaves (a gap, or a broken chain: run `weft fsck`)",
@@ -140,7 +142,7 @@ async fn add(
                     ))));
                 }
                 size += 1;
-                prev = Some(event.hash);
+                prev = Some((event.sequence, event.hash));
             }
             Ok(prev)
         })

@@ -236,11 +236,11 @@ pub(crate) fn count(conn: &Connection) -> Result<u64, Error> {
 
 /// The sequence of the newest online Event appended before `cutoff` (instants compare as
 /// text: they are written in one format), by bisection over the Group's online sequences,
-/// some 2 × log2(n) point reads whatever the online window holds. `appended_at` never goes
-/// back along the sequence (`events.rs` stamps an Event no earlier than its predecessor);
-/// were it to in rows stamped before that rule, the bisection still answers an Event before
-/// the cutoff, so never later than the `MAX` would, and compaction never goes further than
-/// it did. The one `MAX(sequence) … AND
+/// some 2 × log2(n) point reads whatever the online window holds. `appended_at` does not go
+/// back along the sequence while servers' clocks agree within five minutes (`events.rs`
+/// stamps an Event no earlier than its predecessor); where it does (a wrong clock, rows
+/// stamped before that rule), the bisection still answers an Event before the cutoff, so
+/// never later than the `MAX` would, and compaction never goes further than it did. The one `MAX(sequence) … AND
 /// appended_at < ?2` it replaces (stop 69) read the Group's whole online window at every
 /// round of compaction. A gap in the sequences (which fsck reports as damage) falls back to
 /// that query.
