@@ -409,7 +409,9 @@ async fn a_file_that_repairs_an_inline_blob_replaces_its_copy() {
 
 /// Bytes that were only hashed, because the blob was healthy and visible when the upload
 /// began, repair nothing: a quarantine that lands while the body is read stays, and no
-/// `artifact.repaired` is claimed (the review of stop 30).
+/// `artifact.repaired` is claimed (the review of stop 30). The upload is refused as retryable
+/// (it stored no byte the blob could be read from); sent again, the bytes take the full path
+/// and repair it.
 #[tokio::test]
 async fn bytes_only_hashed_do_not_repair_a_quarantine_that_landed_meanwhile() {
     let dir = tempfile::tempdir().expect("dir");
@@ -418,6 +420,7 @@ async fn bytes_only_hashed_do_not_repair_a_quarantine_that_landed_meanwhile() {
         .expect("open");
     let admin = || weft_storage::Uploader::Admin;
     let bytes = vec![5u8; 1000];
+    let bytes_again = bytes.clone();
     let blob = store
         .artifacts()
         .upload(owned_body(bytes.clone()), None, admin())
@@ -443,10 +446,17 @@ async fn bytes_only_hashed_do_not_repair_a_quarantine_that_landed_meanwhile() {
             .expect("quarantine");
         Ok(Bytes::from(bytes))
     });
-    store
+    let refused = store
         .artifacts()
         .upload(body, claimed, admin())
         .await
-        .expect("hashed");
+        .expect_err("the bytes were only hashed");
+    assert_eq!(refused.code(), weft_api::ErrorCode::StorageUnavailable);
     assert_eq!(store.stats().await.expect("stats").quarantined, 1);
+    store
+        .artifacts()
+        .upload(owned_body(bytes_again), claimed, admin())
+        .await
+        .expect("sent again");
+    assert_eq!(store.stats().await.expect("stats").quarantined, 0);
 }
