@@ -304,11 +304,19 @@ pub(crate) async fn gc(
     let started = std::time::Instant::now();
     let deadline = started + state.limits.request_timeout / 2;
     let tidy_deadline = started + (state.limits.request_timeout - state.limits.request_timeout / 4);
-    let mut report: CollectionReport = state
-        .store
-        .artifacts()
-        .collect_until(dry_run, limit, Some(deadline))
-        .await?;
+    // In a task of its own: a request cut off by its timeout (or its client) must not stop a
+    // collection between a disposal batch's rows and the end of its file deletions, which
+    // would leave the batch open (every server's disposals `Busy`) until its lease ends.
+    let store = state.store.clone();
+    let collection = tokio::spawn(async move {
+        store
+            .artifacts()
+            .collect_until(dry_run, limit, Some(deadline))
+            .await
+    });
+    let mut report: CollectionReport = collection
+        .await
+        .map_err(|error| HttpError::new(ErrorCode::Internal, error.to_string()))??;
     if !dry_run {
         let lifespan = state.store.lifespan();
         report.answers_trimmed = lifespan.trim_answers_until(Some(tidy_deadline)).await?;
