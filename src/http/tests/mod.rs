@@ -68,6 +68,7 @@ mod replay;
 mod restart;
 mod reuse;
 mod review;
+mod review_reruns;
 mod revisions;
 mod revocation;
 mod scope;

@@ -236,6 +236,31 @@ impl Handle<'_> {
                 self.check_schemas(artifacts, reader).await?,
             ),
         };
+        // This run supersedes the reviewer's own record in force of the same check on the
+        // criterion: a new run outweighs the last (an `inconclusive` for a busy store, a
+        // `fail` before rework), never contests it (`weft_api::verdict::in_force`).
+        let keys = (
+            group_id.to_string(),
+            mission_id.to_string(),
+            work_item_id.to_string(),
+            criterion.to_owned(),
+        );
+        let supersedes = self
+            .0
+            .db
+            .read(move |conn| {
+                let (group, mission, work_item, criterion) = &keys;
+                crate::rows::evidence::newest_in_force_of(
+                    conn,
+                    (group, mission, work_item),
+                    criterion,
+                    kind.as_str(),
+                    AUTHORITY_AGENT,
+                )
+            })
+            .await?
+            .map(crate::rows::artifact_id)
+            .transpose()?;
         let outcome = if findings.iter().any(|f| f.outcome == Outcome::Fail) {
             Outcome::Fail
         } else if findings.iter().any(|f| f.outcome == Outcome::Inconclusive) {
@@ -292,7 +317,7 @@ impl Handle<'_> {
             },
             timestamp: self.0.clock.now().fixed_offset(),
             artifacts: artifacts.to_vec(),
-            supersedes: None,
+            supersedes,
             execution: None,
         };
         let payload = serde_json::to_vec(&evidence).map_err(Error::backend)?;

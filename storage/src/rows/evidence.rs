@@ -319,6 +319,36 @@ pub(crate) fn approval(
         .optional()?)
 }
 
+/// The newest record of `producer` with `method_kind` on `criterion` of WorkItem
+/// `work_item_id` of Mission `mission_id` in Group `group_id` that no record supersedes: what
+/// the built-in reviewer's next run of that check supersedes.
+pub(crate) fn newest_in_force_of(
+    conn: &Connection,
+    (group_id, mission_id, work_item_id): (&str, &str, &str),
+    criterion: &str,
+    method_kind: &str,
+    producer: &str,
+) -> Result<Option<Vec<u8>>, Error> {
+    Ok(conn
+        .row(
+            "SELECT e.evidence_id FROM evidence e
+             WHERE e.work_item_id = ?1 AND e.criterion = ?2 AND e.mission_id = ?3
+               AND e.group_id = ?4 AND e.method_kind = ?5 AND e.producer = ?6
+               AND NOT EXISTS (SELECT 1 FROM evidence s WHERE s.supersedes = e.evidence_id)
+             ORDER BY e.rowid DESC LIMIT 1",
+            params![
+                work_item_id,
+                criterion,
+                mission_id,
+                group_id,
+                method_kind,
+                producer
+            ],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
 /// Whether any record supersedes `evidence_id`.
 pub(crate) fn is_superseded(conn: &Connection, evidence_id: &ArtifactId) -> Result<bool, Error> {
     Ok(conn
