@@ -325,6 +325,12 @@ pub fn check(
             )),
         }
     }
+    // The Authority signs as `weft-authority` (its reviewer's Evidence, approvals) with the
+    // key trusted above, pinned or witnessed; never one the bundle brings for it.
+    keys.insert(
+        KeyId::of(&key).as_str().to_owned(),
+        (key, crate::evidence::AUTHORITY_AGENT.to_owned()),
+    );
     // The key that signed `envelope`, which must be the key of the Agent its Event names.
     let signer = |envelope: &crate::Envelope, sequence: u64| -> Result<VerifyingKey, String> {
         let keyid = envelope.signer_keyid().map_err(|r| r.message)?;

@@ -253,7 +253,11 @@ async fn export(
         keyids.insert(envelope.signer_keyid()?.as_str().to_owned());
     }
     let mut keys = Vec::new();
-    for keyid in keyids {
+    // The Authority's own signatures (its reviewer's Evidence, a child Mission's approval)
+    // are checked against `authorityKey`, which `verify` trusts only when pinned or
+    // witnessed: no Agent key is fetched for it (`/v1/keys` holds Agents' keys only).
+    let own = weft_api::KeyId::of(&authority_key);
+    for keyid in keyids.into_iter().filter(|keyid| *keyid != own.as_str()) {
         let text = api.get_text(&format!("/v1/keys/{keyid}"), &[]).await?;
         let value: serde_json::Value = serde_json::from_str(&text)?;
         keys.push(AgentKey {

@@ -155,3 +155,67 @@ fn a_records_disposition_is_in_scope_and_names_its_records() {
         .collect();
     assert_eq!(named, vec![manifest, evidence]);
 }
+
+/// Evidence the Authority signed (its reviewer's, an approval) is checked against the trusted
+/// Authority key, as `weft-authority`: no Agent key in the bundle is asked for it. (The
+/// export asked the server for an Agent key under the Authority's keyid and failed, and
+/// `check` found the signer "has no key in the bundle".)
+#[test]
+fn the_authoritys_own_evidence_is_checked_against_the_trusted_key() {
+    let key = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);
+    let payload = serde_json::json!({
+        "subject": {"kind": "workItem", "id": "wi1"},
+        "missionId": "m1", "groupId": "g1", "workItemId": "wi1",
+        "criterion": "ac-1",
+        "method": {"kind": "integrity_check", "name": "weft integrity check", "version": "1"},
+        "result": {"outcome": "pass", "summary": "", "metrics": {}},
+        "producer": {"agentId": crate::evidence::AUTHORITY_AGENT, "agentCardVersion": "1"},
+        "timestamp": "2026-11-30T12:05:00Z",
+        "artifacts": []
+    })
+    .to_string();
+    let evidence = crate::evidence::Evidence::parse(payload.as_bytes()).expect("evidence");
+    let evidence_id = ArtifactId::of(payload.as_bytes());
+    let envelope = crate::Envelope::sign(&key, crate::evidence::EVIDENCE_TYPE, payload.as_bytes());
+    let recorded = EventPayload::EvidenceRecorded(crate::kinds::EvidenceRecorded {
+        artifacts: Vec::new(),
+        criterion: "ac-1".into(),
+        evidence_id,
+        method: crate::evidence::MethodKind::IntegrityCheck,
+        mission_id: crate::Id::parse("missionId", "m1").expect("id"),
+        outcome: crate::evidence::Outcome::Pass,
+        producer: crate::Id::parse("agentId", crate::evidence::AUTHORITY_AGENT).expect("id"),
+        supersedes: None,
+        work_item_id: crate::Id::parse("workItemId", "wi1").expect("id"),
+    });
+    let event = Event {
+        event_id: "e1".into(),
+        group_id: "g1".into(),
+        sequence: 1,
+        kind: "evidence.recorded".into(),
+        causation_command_id: None,
+        payload: serde_json::value::RawValue::from_string(recorded.to_json()).expect("json"),
+        appended_at: "2026-11-30T12:05:00.000000Z".into(),
+        prev_hash: crate::EventHash::GENESIS,
+        hash: crate::EventHash::GENESIS,
+    };
+    let mut with = bundle(&key);
+    with.events.push(ProvenEvent {
+        event,
+        proof: Proof::new(1, Some(0), &[]),
+    });
+    with.evidence.push(crate::views::EvidenceRecord {
+        evidence_id,
+        group_id: "g1".into(),
+        sequence: 1,
+        envelope,
+        evidence,
+    });
+    let pinned = key.verifying_key();
+    let failures = check(&with, Some(&pinned), &[], 0, &BlobsFound::new());
+    let about = format!("evidence {evidence_id}");
+    assert!(
+        !failures.iter().any(|f| f.starts_with(&about)),
+        "{failures:?}"
+    );
+}
