@@ -96,7 +96,9 @@ impl Handle<'_> {
                 Ok(Id::parse("missionId", &mission)?)
             })
             .await?;
-        let mut records = Vec::new();
+        // Every check runs first, then all are recorded in one transaction: a check refused
+        // (no download slot) or failing records nothing, not the checks before it.
+        let mut signed = Vec::new();
         for (check, criterion) in &assignments {
             let (envelope, evidence) = self
                 .sign_check(
@@ -109,18 +111,36 @@ impl Handle<'_> {
                     &reader,
                 )
                 .await?;
-            let (recorded, _) = self
-                .record_evidence(envelope.clone(), &Reader::Admin)
+            let prepared = self
+                .prepare_evidence(envelope.clone(), &Reader::Admin)
                 .await?;
-            records.push(EvidenceRecord {
+            signed.push((envelope, evidence, prepared));
+        }
+        let (kept, prepared): (Vec<_>, Vec<_>) = signed
+            .into_iter()
+            .map(|(envelope, evidence, prepared)| ((envelope, evidence), prepared))
+            .unzip();
+        let recorded = self
+            .0
+            .db
+            .write_in(&session.group_id, move |tx| {
+                prepared
+                    .into_iter()
+                    .map(|evidence| Ok(evidence.record(tx)?.0))
+                    .collect::<Result<Vec<_>, Error>>()
+            })
+            .await?;
+        Ok(kept
+            .into_iter()
+            .zip(recorded)
+            .map(|((envelope, evidence), recorded)| EvidenceRecord {
                 evidence_id: recorded.evidence_id,
                 group_id: session.group_id.to_string(),
                 sequence: recorded.sequence,
                 envelope,
                 evidence,
-            });
-        }
-        Ok(records)
+            })
+            .collect())
     }
 
     /// EVD-3: after the submission appended at `sequence`, the built-in reviewer runs the
