@@ -134,13 +134,18 @@ pub(crate) fn check_supersedes(
             format!("supersedes names unknown Evidence {earlier}"),
         ));
     }
-    if mission_id != evidence.mission_id.as_str()
-        || work_item_id != evidence.work_item_id.as_str()
-        || criterion != evidence.criterion
-    {
+    // Another Mission's record is not this one's to correct; to a producer scoped away from
+    // that Mission it is not there at all (CTX-5), so it answers as an unknown one to all.
+    if mission_id != evidence.mission_id.as_str() {
+        return Err(reject(
+            ErrorCode::UnknownEvidence,
+            format!("supersedes names unknown Evidence {earlier}"),
+        ));
+    }
+    if work_item_id != evidence.work_item_id.as_str() || criterion != evidence.criterion {
         return Err(reject(
             ErrorCode::SupersedesMismatch,
-            "supersedes names Evidence of another Mission, WorkItem or criterion",
+            "supersedes names Evidence of another WorkItem or criterion",
         ));
     }
     if !may_supersede_method(stored_method(&method)?, evidence.method.kind) {

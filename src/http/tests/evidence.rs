@@ -485,6 +485,16 @@ backends!(
                 &reviewer,
                 mutated(&|p| p["supersedes"] = json!(other_id)),
             ),
+            // Another Mission's record answers as an unknown one (CTX-5), never confirming it.
+            (
+                "unknown_evidence",
+                &reviewer,
+                mutated(&|p| {
+                    p["supersedes"] = json!(other_id);
+                    p["missionId"] = json!("mission-elsewhere");
+                    p["artifacts"] = json!([]);
+                }),
+            ),
         ];
         for (code, caller, envelope) in cases {
             refused(&h, record_request(caller, &envelope), code).await;
