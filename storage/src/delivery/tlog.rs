@@ -123,21 +123,9 @@ impl Delivery<'_> {
         (size, line): (u64, String),
         witnesses: &[String],
     ) -> Result<(), Error> {
-        let group = group_id.clone();
-        let root = self
-            .0
-            .db
-            .read(move |conn| {
-                if size > crate::tlog::size(conn, group.as_str())? {
-                    return Err(beyond(&format!("a tree of {size}")));
-                }
-                crate::tlog::root(conn, group.as_str(), size)
-            })
-            .await?;
+        let checkpoint = self.tlog_checkpoint_at(group_id.clone(), size).await?;
         let origin = self.tlog_origin(&group_id);
-        let note = tlog::sign_checkpoint(&self.0.authority, &origin, TreeHead { size, root })
-            .map_err(Error::Rejected)?;
-        let whole = tlog::witness::with_cosignatures(&note, std::slice::from_ref(&line));
+        let whole = tlog::witness::with_cosignatures(&checkpoint.note, std::slice::from_ref(&line));
         tlog::witness::open_witnessed(
             whole.as_bytes(),
             &self.0.authority.verifying_key(),
