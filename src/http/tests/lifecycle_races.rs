@@ -11,6 +11,15 @@ use serde_json::json;
 use super::harness::*;
 use super::lifecycle::{end_mission, lift_hold, renewed_in, set_retention};
 
+/// `request` sent to `h`'s server in a task of its own (it may wait at a held fault).
+fn sent(
+    h: &Harness,
+    request: axum::http::Request<Body>,
+) -> tokio::task::JoinHandle<Result<axum::response::Response, std::convert::Infallible>> {
+    let app = h.app.clone();
+    tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
+}
+
 backends!(
     /// A collection disposed of a blob but failed to delete its file (it stays marked). The
     /// same bytes are uploaded again, which brings the blob back, while the next collection
@@ -36,22 +45,20 @@ backends!(
         h.faults.clear();
         let worker = renewed_in(&h, worker, "g1").await;
         h.faults.promoted().set(true);
-        let upload = {
-            let request = request(
+        let upload = sent(
+            &h,
+            request(
                 Method::PUT,
                 &format!("/v1/blobs/{artifact}"),
                 Some(&worker.token),
                 bytes.clone(),
-            );
-            let app = h.app.clone();
-            tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
-        };
+            ),
+        );
         h.faults.promoted().waiting(1).await;
-        let collection = {
-            let app = h.app.clone();
-            let request = request(Method::POST, "/v1/admin/gc", Some(ADMIN), Vec::new());
-            tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
-        };
+        let collection = sent(
+            &h,
+            request(Method::POST, "/v1/admin/gc", Some(ADMIN), Vec::new()),
+        );
         // Time for the collection to reach the sweep lock the held upload keeps.
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         h.faults.promoted().set(false);
@@ -155,14 +162,15 @@ async fn an_upload_only_hashed_while_another_server_disposes_of_its_blob_is_refu
     a.clock.advance(chrono::Duration::days(2));
     let worker = renewed_in(&a, worker, "g1").await;
     let put = |h: &Harness| {
-        let request = request(
-            Method::PUT,
-            &format!("/v1/blobs/{artifact}"),
-            Some(&worker.token),
-            bytes.clone(),
-        );
-        let app = h.app.clone();
-        tokio::spawn(async move { tower::ServiceExt::oneshot(app, request).await })
+        sent(
+            h,
+            request(
+                Method::PUT,
+                &format!("/v1/blobs/{artifact}"),
+                Some(&worker.token),
+                bytes.clone(),
+            ),
+        )
     };
     a.faults.promoted().set(true);
     let upload = put(&a);
