@@ -7,9 +7,8 @@
 //! two published artifacts (foreign keys are on), and `events` sequences per Group are
 //! contiguous from 1 (enforced by the single writer, checked by fsck).
 
-use rusqlite::Connection;
-
 use crate::error::Error;
+use rusqlite::Connection;
 
 mod backfill;
 mod postgres;
@@ -705,7 +704,6 @@ const V38: &str = include_str!("schema/sqlite_v38.sql");
 
 /// A session found by its Agent, Group and epoch; PostgreSQL's indexes ordered by `rowid`.
 const V39: &str = include_str!("schema/sqlite_v39.sql");
-
 /// A WorkItem's history rows carry their Event's type; its unreleased leases indexed by start.
 const V40: &str = include_str!("schema/sqlite_v40.sql");
 
@@ -734,12 +732,14 @@ const V47: &str = include_str!("schema/sqlite_v47.sql");
 const V48: &str = include_str!("schema/sqlite_v48.sql");
 /// The witnessed tree size each Group's checkpoint route serves (it only grows).
 const V49: &str = include_str!("schema/sqlite_v49.sql");
+/// A WorkItem's refused publications indexed by arrival, its questions by sequence.
+const V50: &str = include_str!("schema/sqlite_v50.sql");
 
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 49] = [
+const MIGRATIONS: [&str; 50] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
     V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39, V40,
-    V41, V42, V43, V44, V45, V46, V47, V48, V49,
+    V41, V42, V43, V44, V45, V46, V47, V48, V49, V50,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

@@ -2,38 +2,41 @@
 //! keeps for a retry of the same bytes (`work/answer.rs`: its id, Events and aggregate), and
 //! its signed envelope, under its id (DESIGN §10).
 
-use crate::sql::{Connection, OptionalExtension as _, params};
+use crate::sql::{Connection, params};
 
 use crate::error::Error;
 use crate::sql::Cached as _;
 
-/// The lookup of [`stored`]: two point reads of the key, the Agent's row first. Not
+/// The lookup of [`stored`]: two point reads of the key, the Agent's row (`mine` 1) and the
+/// Authority's (0), both answered and chosen between by the caller. Not
 /// `agent_id IN (?2, '') ORDER BY agent_id DESC LIMIT 1`: PostgreSQL (before 17) cannot keep
 /// the key's order through a list on its middle column, so for that `LIMIT 1` its plan walked
 /// the Group's whole range of the key backwards, checking each entry: every Command read all
 /// its Group's earlier ones (stop 69, `pg_stat_statements`: 184 µs and 38 pages a Command at
-/// 10,000, half of all the database's time on a `work.progress`).
-pub(crate) const STORED: &str = "SELECT request_hash, answer FROM (
-         SELECT request_hash, answer, 1 AS mine FROM commands
+/// 10,000, half of all the database's time on a `work.progress`). Nor an `ORDER BY mine` over
+/// the two: on SQLite that opened a sorter for every Command (issue #44).
+pub(crate) const STORED: &str = "SELECT request_hash, answer, 1 AS mine FROM commands
           WHERE group_id = ?1 AND agent_id = ?2 AND command_id = ?3
-         UNION ALL
-         SELECT request_hash, answer, 0 AS mine FROM commands
-          WHERE group_id = ?1 AND agent_id = '' AND command_id = ?3
-     ) AS found ORDER BY mine DESC LIMIT 1";
+     UNION ALL
+     SELECT request_hash, answer, 0 AS mine FROM commands
+          WHERE group_id = ?1 AND agent_id = '' AND command_id = ?3";
 
 /// The request hash and answer (JSON) stored for Command `command_id` of `agent_id` in
-/// `group_id` (or of the Authority, agent `''`, whose rows predate per-Agent ids).
+/// `group_id` (or of the Authority, agent `''`, whose rows predate per-Agent ids): the
+/// Agent's own when both are stored.
 pub(crate) fn stored(
     conn: &Connection,
     group_id: &str,
     agent_id: &str,
     command_id: &str,
 ) -> Result<Option<(Vec<u8>, String)>, Error> {
-    Ok(conn
-        .row(STORED, params![group_id, agent_id, command_id], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .optional()?)
+    let found = conn.rows(STORED, params![group_id, agent_id, command_id], |row| {
+        Ok((row.get::<_, i64>(2)?, row.get(0)?, row.get(1)?))
+    })?;
+    Ok(found
+        .into_iter()
+        .max_by_key(|(mine, ..)| *mine)
+        .map(|(_, hash, answer)| (hash, answer)))
 }
 
 /// Keeps the answer (JSON) of an accepted Command, and its signed envelope (JSON), answered

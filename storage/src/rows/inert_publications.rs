@@ -54,6 +54,13 @@ pub(crate) fn insert(conn: &Connection, new: &NewInert<'_>) -> Result<(), Error>
     Ok(())
 }
 
+/// A WorkItem's newest inert records, newest first ([`newest`]): from the end of the index
+/// of its records by arrival (V50), nothing sorted.
+pub(crate) const NEWEST: &str =
+    "SELECT manifest_id, producer, lease_id, ownership_epoch, received_at
+     FROM inert_publications WHERE work_item_id = ?1
+     ORDER BY received_at DESC, manifest_id DESC LIMIT ?2";
+
 /// The newest `limit` inert records of `work_item_id`, newest first. Sent ahead of its use
 /// (`sql/ahead.rs`): read with `get`.
 pub(crate) fn newest(
@@ -61,21 +68,15 @@ pub(crate) fn newest(
     work_item_id: &str,
     limit: u64,
 ) -> Result<Ahead<Vec<InertPublication>, Error>, Error> {
-    let rows = conn.rows_ahead(
-        "SELECT manifest_id, producer, lease_id, ownership_epoch, received_at
-         FROM inert_publications WHERE work_item_id = ?1
-         ORDER BY received_at DESC, manifest_id DESC LIMIT ?2",
-        params![work_item_id, limit],
-        |r| {
-            Ok((
-                r.get::<_, Vec<u8>>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, u64>(3)?,
-                r.get::<_, String>(4)?,
-            ))
-        },
-    )?;
+    let rows = conn.rows_ahead(NEWEST, params![work_item_id, limit], |r| {
+        Ok((
+            r.get::<_, Vec<u8>>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, u64>(3)?,
+            r.get::<_, String>(4)?,
+        ))
+    })?;
     Ok(
         rows.then(|rows: Vec<(Vec<u8>, String, String, u64, String)>| {
             rows.into_iter()

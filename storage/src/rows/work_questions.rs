@@ -157,6 +157,19 @@ pub(crate) struct QuestionRow {
     pub(crate) offer_live: bool,
 }
 
+/// A WorkItem's newest questions, newest first, with whether their offer is live at `?1`
+/// ([`newest`]): from the end of the index of its questions by sequence (V50), nothing
+/// sorted. Built once: every Command's answer reads it.
+pub(crate) static NEWEST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT q.question_id, q.offer_id, q.agent_id, q.text, q.asked_at, q.asked_sequence,
+                q.answer, q.resolution, q.answered_by, q.answered_at, q.answered_sequence,
+                EXISTS ({LIVE_OFFER})
+         FROM work_questions q WHERE q.work_item_id = ?2
+         ORDER BY q.asked_sequence DESC LIMIT ?3"
+    )
+});
+
 /// The newest `limit` questions of a WorkItem, newest first, with their offer's standing
 /// at `now`. Sent ahead of its use
 /// (`sql/ahead.rs`): read with `get`.
@@ -166,42 +179,26 @@ pub(crate) fn newest(
     now: &str,
     limit: u64,
 ) -> Result<Ahead<Vec<QuestionRow>, Error>, Error> {
-    let rows = conn.rows_ahead(
-        &format!(
-            "SELECT q.question_id, q.offer_id, q.agent_id, q.text, q.asked_at, q.asked_sequence,
-                q.answer, q.resolution, q.answered_by, q.answered_at, q.answered_sequence,
-                EXISTS ({LIVE_OFFER})
-         FROM work_questions q WHERE q.work_item_id = ?2
-         ORDER BY q.asked_sequence DESC LIMIT ?3"
-        ),
-        params![now, work_item_id, limit],
-        |r| {
-            let asked = (
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            );
-            let answer = r
-                .get::<_, Option<String>>(6)?
-                .map(|text| {
-                    Ok::<_, crate::sql::SqlError>((
-                        text,
-                        r.get(7)?,
-                        r.get(8)?,
-                        r.get(9)?,
-                        r.get(10)?,
-                    ))
-                })
-                .transpose()?;
-            Ok(QuestionRow {
-                asked,
-                answer,
-                offer_live: r.get(11)?,
+    let rows = conn.rows_ahead(&NEWEST, params![now, work_item_id, limit], |r| {
+        let asked = (
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        );
+        let answer = r
+            .get::<_, Option<String>>(6)?
+            .map(|text| {
+                Ok::<_, crate::sql::SqlError>((text, r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?))
             })
-        },
-    )?;
+            .transpose()?;
+        Ok(QuestionRow {
+            asked,
+            answer,
+            offer_live: r.get(11)?,
+        })
+    })?;
     Ok(rows.then(Ok))
 }

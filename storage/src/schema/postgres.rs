@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 20] = [
+const MIGRATIONS: [(i64, &str); 21] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -39,6 +39,7 @@ const MIGRATIONS: [(i64, &str); 20] = [
     (47, include_str!("postgres_v47.sql")),
     (48, include_str!("postgres_v48.sql")),
     (49, include_str!("postgres_v49.sql")),
+    (50, include_str!("postgres_v50.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").

@@ -339,6 +339,11 @@ fn looking_for_a_command_searches_its_whole_key() {
         .filter(|step| step.contains("commands"))
         .collect();
     assert_eq!(searches.len(), 2, "{steps:?}");
+    // Both answered, the caller chooses: no sorter for every Command (issue #44).
+    assert!(
+        !steps.iter().any(|step| step.contains("TEMP B-TREE")),
+        "{steps:?}"
+    );
     for step in searches {
         assert!(
             step.starts_with("SEARCH")
@@ -411,6 +416,17 @@ fn by_id_and_by_age_lookups_search_their_indexes() {
     let renewals = plan(&conn, crate::rows::lease_renewals::NEWEST, 2);
     let index = "SEARCH lease_renewals USING COVERING INDEX lease_renewals_lease (lease_id=?)";
     assert_eq!(renewals, [index]);
+    // V50: a WorkItem's newest inert records and questions, read with every Command's answer.
+    let inert = plan(&conn, crate::rows::inert_publications::NEWEST, 2);
+    let index =
+        "SEARCH inert_publications USING INDEX inert_publications_work_item (work_item_id=?)";
+    assert_eq!(inert, [index]);
+    let questions = plan(&conn, &crate::rows::work_questions::NEWEST, 3);
+    assert!(
+        questions[0] == "SEARCH q USING INDEX work_questions_by_sequence (work_item_id=?)"
+            && !questions.iter().any(|step| step.contains("TEMP B-TREE")),
+        "{questions:?}"
+    );
 }
 
 /// Stop 70 (V40): a WorkItem's history written before is given each Event's type, read from
