@@ -23,7 +23,7 @@
 //! key (PRG-9), so effects keyed on it happen once. A run past its wall-clock limit is stopped
 //! and failed `budget`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,7 +49,8 @@ pub(super) struct Job {
     pub(super) executor: ExecutorConfig,
     pub(super) slot_dir: PathBuf,
     pub(super) uid: Option<u32>,
-    pub(super) checkpoint: Option<Vec<u8>>,
+    /// The checkpoint an earlier attempt left, kept in the Worker's own files.
+    pub(super) checkpoint: Option<PathBuf>,
     pub(super) card_version: String,
     pub(super) preempt: watch::Receiver<bool>,
     pub(super) journal: Arc<Mutex<Journal>>,
@@ -62,14 +63,14 @@ pub(super) enum Outcome {
     Submitted,
     /// Back to `queued`; run again with this checkpoint.
     Checkpointed {
-        checkpoint: Option<Vec<u8>>,
+        checkpoint: Option<PathBuf>,
     },
     Failed(String),
     /// The Authority refused to start it or took the lease away.
     Lost(String),
     /// It ended while the Authority was away; a checkpoint is in the journal.
     Offline {
-        checkpoint: Option<Vec<u8>>,
+        checkpoint: Option<PathBuf>,
     },
 }
 
@@ -149,6 +150,8 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         )
         .await
         .context("a capability token for the lease")?;
+    // Nothing an earlier run left in this slot may reach this one (SCH-12).
+    executor::clear_slot(job.uid).await;
     let dir = RunDir::prepare(
         &job.slot_dir.join("run"),
         job.checkpoint.as_deref(),
@@ -271,7 +274,9 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         wall_clock_seconds: elapsed,
         ..Budgets::default()
     };
-    let checkpoint = std::fs::read(dir.checkpoint()).ok();
+    // Nothing of the run changes its files while the Worker reads them.
+    executor::clear_slot(job.uid).await;
+    let checkpoint = executor::take_file(&dir.checkpoint(), &kept_checkpoint(job));
     if offline_since.is_some() {
         let note = match &ending {
             Ending::Done => "completed while the Authority was away; runs again".to_owned(),
@@ -312,8 +317,22 @@ struct EndingParts {
     ending: Ending,
     evidence_lines: Vec<executor::EvidenceLine>,
     usage: Budgets,
-    checkpoint: Option<Vec<u8>>,
+    checkpoint: Option<PathBuf>,
     wall_clock: Duration,
+}
+
+/// Where the Worker keeps a WorkItem's checkpoint between attempts: its own files, outside
+/// every slot (`state_dir/checkpoints/<Group>/<WorkItem>`).
+fn kept_checkpoint(job: &Job) -> PathBuf {
+    let state_dir = job
+        .slot_dir
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(&job.slot_dir);
+    state_dir
+        .join("checkpoints")
+        .join(job.link.group.as_str())
+        .join(job.work_item.as_str())
 }
 
 /// Tells the Authority how the run ended: submit, checkpoint or fail.
@@ -340,9 +359,9 @@ async fn conclude(
         ),
         Ending::Checkpointed => {
             let artifact = match &checkpoint {
-                Some(_) => Some(
-                    results::publish(&run_of(job, leased), &dir.checkpoint(), "checkpoint").await?,
-                ),
+                Some(kept) => {
+                    Some(results::publish(&run_of(job, leased), kept, "checkpoint").await?)
+                }
                 None => None,
             };
             let mut body = json!({"note": "checkpointed at the executor's safe point"});
@@ -384,16 +403,40 @@ async fn conclude(
             } else {
                 "worker_error"
             };
+            // T13 needs Evidence, and `work.fail` carries no usage (its payload refuses
+            // unknown fields): a fail the Authority refused left the WorkItem to lapse back
+            // to the queue and run again, side effects and all.
+            let detail = format!("attempt {attempts} of {max}: the executor failed: {why}");
+            let evidence = results::failure_evidence(&run_of(job, leased), &detail).await?;
+            charge(job, leased, usage).await;
             job.link
                 .send(
                     CommandType::WorkFail,
-                    json!({"workItemId": job.work_item, "evidence": [], "reason": reason,
-                        "detail": format!("attempt {attempts} of {max}: the executor failed: {why}"), "usage": usage}),
+                    json!({"workItemId": job.work_item, "evidence": [evidence], "reason": reason,
+                        "detail": detail}),
                     Some(&leased.lease),
                 )
                 .await?;
             Ok(Outcome::Failed(why))
         }
+    }
+}
+
+/// Charges a run that ends in `work.fail` with what it used: `work.fail` carries no usage, so
+/// a last progress report does (any owner Command's `usage` is a delta charged to the
+/// budgets). Refused (a budget it would overflow), the failure still follows.
+async fn charge(job: &Job, leased: &Leased, usage: Budgets) {
+    let payload = json!({
+        "workItemId": job.work_item, "phase": "ended", "milestonesDone": [],
+        "nextCheckpoint": null, "blockers": [], "evidence": [],
+        "estimate": {"completionAt": null, "confidence": 1.0}, "usage": usage,
+    });
+    let sent = job
+        .link
+        .send(CommandType::WorkProgress, payload, Some(&leased.lease))
+        .await;
+    if let Err(error) = sent {
+        tracing::warn!("the run's usage was not charged: {error}");
     }
 }
 

@@ -103,11 +103,11 @@ impl RunDir {
         self.root.join("checkpoint")
     }
 
-    /// A fresh run directory at `root` (an earlier run's is removed; its checkpoint, if any,
-    /// is carried in `checkpoint`).
+    /// A fresh run directory at `root` (an earlier run's is removed; the checkpoint kept from
+    /// an earlier attempt, if any, is copied to `checkpoint`).
     pub(super) fn prepare(
         root: &Path,
-        checkpoint: Option<&[u8]>,
+        checkpoint: Option<&Path>,
         uid: Option<u32>,
     ) -> anyhow::Result<Self> {
         if root.exists() {
@@ -121,8 +121,9 @@ impl RunDir {
             std::fs::create_dir_all(&path)?;
             private(&path, uid)?;
         }
-        if let Some(bytes) = checkpoint {
-            std::fs::write(dir.checkpoint(), bytes)?;
+        if let Some(kept) = checkpoint {
+            std::fs::copy(kept, dir.checkpoint())
+                .with_context(|| format!("the checkpoint {}", kept.display()))?;
             private(&dir.checkpoint(), uid)?;
         }
         Ok(dir)
@@ -239,25 +240,106 @@ pub(super) fn start(launch: Launch<'_>) -> anyhow::Result<Running> {
 async fn wait(mut child: tokio::process::Child, pid: u32, wall_clock: Duration) -> Ending {
     {
         match tokio::time::timeout(wall_clock, child.wait()).await {
-            Ok(Ok(status)) => match status.code() {
-                Some(0) => Ending::Done,
-                Some(CHECKPOINTED) => Ending::Checkpointed,
-                Some(code) => Ending::Failed(format!("exit status {code}")),
-                None => Ending::Failed(format!("ended by {status}")),
-            },
-            Ok(Err(error)) => Ending::Failed(format!("waiting for it: {error}")),
+            Ok(Ok(status)) => {
+                // What it started and left behind in its group ends with it: nothing acts
+                // after the run, without a lease.
+                signal(pid, Signal::Kill);
+                match status.code() {
+                    Some(0) => Ending::Done,
+                    Some(CHECKPOINTED) => Ending::Checkpointed,
+                    Some(code) => Ending::Failed(format!("exit status {code}")),
+                    None => Ending::Failed(format!("ended by {status}")),
+                }
+            }
+            Ok(Err(error)) => {
+                signal(pid, Signal::Kill);
+                Ending::Failed(format!("waiting for it: {error}"))
+            }
             Err(_) => {
                 signal(pid, Signal::Term);
                 if tokio::time::timeout(Duration::from_secs(5), child.wait())
                     .await
                     .is_err()
                 {
+                    signal(pid, Signal::Kill);
                     let _ = child.kill().await;
                 }
+                // A descendant that ignored SIGTERM outlives the leader's exit.
+                signal(pid, Signal::Kill);
                 Ending::TimedOut
             }
         }
     }
+}
+
+/// Stops every process of slot uid `uid` (SCH-12): what a run left, even out of its process
+/// group (`setsid`), must not read or plant files in the slot's next run, which may be
+/// another Group's. Run before a slot is prepared and when a run ends, before its outputs are
+/// read, so that no file of the run changes while the Worker reads it. `kill(-1)` as that uid
+/// reaches exactly its processes (and not the caller).
+pub(super) async fn clear_slot(uid: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(uid) = uid {
+        let status = tokio::process::Command::new("/bin/sh")
+            .args(["-c", "kill -KILL -1 2>/dev/null; exit 0"])
+            .env_clear()
+            .uid(uid)
+            .gid(uid)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        if let Err(error) = status {
+            tracing::warn!("stopping slot uid {uid}'s processes: {error}");
+        }
+    }
+}
+
+/// A regular file the run left at `path` (never a symlink, a directory or a device),
+/// moved to `kept` (a path of the Worker's own, outside the run directory): `Some(kept)`.
+/// Moved, not read: a checkpoint may be larger than the Worker's memory, and once moved
+/// nothing of the run can swap it. Run after [`clear_slot`].
+pub(super) fn take_file(path: &Path, kept: &Path) -> Option<PathBuf> {
+    let regular = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file());
+    if !regular(path) {
+        return None;
+    }
+    if let Some(parent) = kept.parent()
+        && let Err(error) = std::fs::create_dir_all(parent)
+    {
+        tracing::warn!("keeping {}: {error}", path.display());
+        return None;
+    }
+    if let Err(error) = std::fs::rename(path, kept) {
+        tracing::warn!("keeping {}: {error}", path.display());
+        return None;
+    }
+    if regular(kept) {
+        Some(kept.to_owned())
+    } else {
+        let _ = std::fs::remove_file(kept);
+        None
+    }
+}
+
+/// The regular files directly in `dir`, sorted; symlinks, directories and devices are
+/// skipped (a symlink to the Worker's key would otherwise be published). `dir` itself must
+/// be a directory, not a symlink to one.
+pub(super) fn regular_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let meta = std::fs::symlink_metadata(dir).with_context(|| dir.display().to_string())?;
+    anyhow::ensure!(
+        meta.file_type().is_dir(),
+        "{} is not a directory",
+        dir.display()
+    );
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
+        .map(|entry| entry.path())
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// The kernel's start time of process `pid` (field 22 of `/proc/<pid>/stat`), so a recorded

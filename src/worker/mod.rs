@@ -70,7 +70,7 @@ struct Item {
     since: DateTime<Utc>,
     eligible: bool,
     approved: bool,
-    checkpoint: Option<Vec<u8>>,
+    checkpoint: Option<std::path::PathBuf>,
     executor: Option<usize>,
 }
 

@@ -2,8 +2,6 @@
 //! bound to its lease, its Evidence (the executor's lines, or the Worker's own `exit-status`),
 //! and `work.submit`; or, for a failure, the Evidence `work.fail` needs (T13).
 
-use std::path::PathBuf;
-
 use anyhow::Context as _;
 use chrono::Utc;
 use serde_json::json;
@@ -157,11 +155,7 @@ pub(super) async fn submit(
     lines: Vec<EvidenceLine>,
     usage: Budgets,
 ) -> anyhow::Result<Result<(), String>> {
-    let mut outputs: Vec<PathBuf> = std::fs::read_dir(dir.outputs())?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.is_file())
-        .collect();
-    outputs.sort();
+    let outputs = super::executor::regular_files(&dir.outputs())?;
     let mut artifacts = Vec::new();
     for path in &outputs {
         let name = path
@@ -172,7 +166,9 @@ pub(super) async fn submit(
     }
     if artifacts.is_empty() {
         // work.submit names at least one Artifact: the run's own report stands in.
-        let report = dir.root.join("run-report.json");
+        // Written beside the run directory, in the Worker's own: the run's directory is the
+        // executor's, which could have left a symlink at any name in it.
+        let report = dir.root.with_file_name("run-report.json");
         let names: Vec<String> = lines.iter().map(|l| l.criterion.clone()).collect();
         std::fs::write(
             &report,

@@ -7,6 +7,7 @@
 //! hangs (stopped at its wall-clock limit, the WorkItem failed, never left `active`), and an
 //! executor that tries to read another slot's files or write outside its directory (refused
 //! by construction when the Worker runs as root with per-slot uids, SCH-12).
+//! Over 600 lines: one scenario per fault, all sharing the one `Fleet` harness.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -387,6 +388,33 @@ fn a_hanging_executor_is_stopped_and_its_work_item_failed() {
     assert_eq!(view["state"], "failed", "{view}");
 }
 
+/// An executor that exits non-zero fails its WorkItem (T13: with the run's Evidence), and
+/// the attempt's usage is charged; before, the Authority refused that `work.fail` (it carried
+/// `usage` and no Evidence), the lease lapsed and the WorkItem ran again and again.
+#[test]
+fn a_failing_executor_fails_its_work_item_with_evidence_and_its_usage() {
+    let fleet = Fleet::new();
+    let config = fleet.worker_config("w1", "cap.work", "cat > /dev/null; sleep 1; exit 3", "");
+    let worker = fleet.start(&config);
+    let plan = fleet.plan(
+        "fail.toml",
+        "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"bad\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\nmax_attempts = 1\nbackoff_seconds = 0\n",
+    );
+    let (ok, _, err) = fleet.run_plan(&plan, 60);
+    assert!(!ok, "the plan cannot succeed");
+    assert!(
+        err.contains("bad failed"),
+        "{err}\nworker:\n{}",
+        worker.log()
+    );
+    let view = fleet.work_item("bad");
+    assert_eq!(view["state"], "failed", "{view}");
+    assert!(
+        view["budget"]["spent"]["computeSeconds"].as_f64() >= Some(1.0),
+        "the attempt's usage is charged: {view}"
+    );
+}
+
 /// OFL-3…5: the Authority killed while a Worker runs. The run goes on within its grace, its
 /// end is buffered in the journal, and on reconnect the journal is reconciled before anything
 /// else; the WorkItem then runs again and is verified.
@@ -505,6 +533,80 @@ fn an_executor_cannot_reach_another_slot_or_the_workers_files() {
         "an executor reached what it must not: {breaches:?}"
     );
     assert!(!state.join("planted").exists());
+}
+
+/// SCH-12: what a run leaves reaches nothing after it. A symlink in `outputs/` to the
+/// Worker's key is not published (the Worker followed it before); a process it left in its
+/// group, and with per-slot uids one in a session of its own (`setsid`), is stopped when the
+/// run ends, so nothing acts without a lease or reaches the slot's next run.
+#[test]
+fn a_runs_symlinks_and_leftover_processes_reach_nothing() {
+    let fleet = Fleet::new();
+    let root = rustix::process::geteuid().is_root();
+    std::fs::set_permissions(
+        fleet.root.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let report = fleet.path("report");
+    std::fs::create_dir_all(&report).expect("report dir");
+    std::fs::set_permissions(&report, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .expect("chmod");
+    let key = fleet.path("w1").join("agent.key");
+    let session = if root {
+        format!(
+            "setsid sleep 60 & echo $! > {}/session.pid; ",
+            report.display()
+        )
+    } else {
+        String::new()
+    };
+    let script = format!(
+        "cat > /dev/null; ln -s {key} outputs/key; sleep 60 & echo $! > {r}/group.pid; \
+         {session}echo ok > outputs/out.txt",
+        key = key.display(),
+        r = report.display(),
+    );
+    let extra = if root { "slot_uid_base = 62100" } else { "" };
+    let config = fleet.worker_config("w1", "cap.work", &script, extra);
+    let worker = fleet.start(&config);
+    let plan = fleet.plan(
+        "left.toml",
+        "mission = \"m1\"\ntitle = \"t\"\n[[work]]\nid = \"one\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\n",
+    );
+    let (ok, out, err) = fleet.run_plan(&plan, 90);
+    assert!(
+        ok,
+        "stdout:\n{out}\nstderr:\n{err}\nworker:\n{}",
+        worker.log()
+    );
+    let pids: Vec<String> = ["group.pid", "session.pid"]
+        .iter()
+        .filter_map(|name| std::fs::read_to_string(report.join(name)).ok())
+        .map(|pid| pid.trim().to_owned())
+        .collect();
+    assert_eq!(pids.len(), if root { 2 } else { 1 }, "{pids:?}");
+    for pid in &pids {
+        // Gone, or a zombie its parent has not reaped yet: stopped either way.
+        eventually(
+            &format!("leftover {pid} stopped"),
+            Duration::from_secs(10),
+            || {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+                    stat.rsplit_once(')')
+                        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+                })
+            },
+        );
+    }
+    // The Mission's Artifacts: the run's one regular output, nothing the symlink named.
+    let (ok, listed, err) = weft(
+        &fleet.coordinator,
+        &fleet.server.url(),
+        &["ls", "--mission", "m1"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(listed.lines().count(), 2, "a header and out.txt: {listed}");
 }
 
 /// LSE-11, LSE-12, PRG-3: a Coordinator's `preemption.request` reaches the executor as
