@@ -78,11 +78,22 @@ pub struct CommandSigner<'a> {
 }
 
 /// A connection to one weft server with one bearer token (admin or session).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Client {
     base: String,
     http: reqwest::Client,
     token: Option<String>,
+}
+
+/// Never the token: a `{:?}` of a client (or of anything holding one) must not put a bearer
+/// secret in a log.
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
 }
 
 async fn decode<T: DeserializeOwned>(

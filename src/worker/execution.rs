@@ -294,8 +294,14 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Offline { checkpoint });
     }
     // Results go to the Authority within a bound: a request that never answers must not
-    // hold the slot (the lease then lapses, and the log says what the WorkItem is).
-    let bound = Duration::from_secs(leased.view.contract.leases.execution_seconds.max(60));
+    // hold the slot (the lease then lapses, and the log says what the WorkItem is). The
+    // lease is renewed meanwhile: outputs larger than one lease period take longer to upload
+    // than the lease lasts, and a lapsed lease makes every publication `stale_lease`.
+    let bound = Duration::from_secs(
+        (leased.view.contract.leases.execution_seconds)
+            .max(contract.budgets.wall_clock_seconds)
+            .max(60),
+    );
     let ending_view = EndingParts {
         ending,
         evidence_lines,
@@ -303,12 +309,44 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         checkpoint,
         wall_clock,
     };
-    match tokio::time::timeout(bound, conclude(job, &leased, &dir, ending_view)).await {
+    let renewing = tokio::spawn(keep_renewing(
+        job.link.clone(),
+        job.work_item.clone(),
+        leased.lease.clone(),
+        renew_every,
+    ));
+    let concluded = tokio::time::timeout(bound, conclude(job, &leased, &dir, ending_view)).await;
+    renewing.abort();
+    match concluded {
         Ok(outcome) => outcome,
         Err(_) => Ok(Outcome::Lost(format!(
             "the results did not reach the Authority within {} s",
             bound.as_secs()
         ))),
+    }
+}
+
+/// Renews `lease` every `every` until aborted, or until a renewal is refused (the lease is
+/// gone: what is being sent then fails on its own with `stale_lease`).
+async fn keep_renewing(link: Link, work_item: Id, lease: Id, every: Duration) {
+    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        renew.tick().await;
+        let renewed = link
+            .send(
+                CommandType::LeaseRenew,
+                json!({"workItemId": work_item}),
+                Some(&lease),
+            )
+            .await;
+        match renewed {
+            Ok(_) => {}
+            Err(error) if unreachable(&error) => {}
+            Err(error) => {
+                tracing::warn!("lease.renew while sending the results: {error}");
+                return;
+            }
+        }
     }
 }
 
@@ -353,8 +391,10 @@ async fn conclude(
     match ending {
         Ending::Done => Ok(
             match results::submit(&run_of(job, leased), dir, evidence_lines, usage).await? {
-                Ok(()) => Outcome::Submitted,
-                Err(why) => Outcome::Failed(why),
+                results::Submitted::Done => Outcome::Submitted,
+                results::Submitted::Failed(why) => Outcome::Failed(why),
+                // The log decides what the WorkItem is now.
+                results::Submitted::Unknown(why) => Outcome::Lost(why),
             },
         ),
         Ending::Checkpointed => {

@@ -147,14 +147,23 @@ pub(super) async fn failure_evidence(run: &Run<'_>, why: &str) -> anyhow::Result
         .evidence_id)
 }
 
-/// Publishes the outputs, records Evidence for every criterion, submits: `Ok(Err(why))` when
-/// it failed the WorkItem instead (no Evidence for a criterion, or the submission refused).
+/// How a submission ended.
+pub(super) enum Submitted {
+    Done,
+    /// The WorkItem was failed instead (no Evidence for a criterion, or the submission
+    /// refused).
+    Failed(String),
+    /// The server failed (5xx): the submission may or may not have landed; the log says.
+    Unknown(String),
+}
+
+/// Publishes the outputs, records Evidence for every criterion, submits.
 pub(super) async fn submit(
     run: &Run<'_>,
     dir: &RunDir,
     lines: Vec<EvidenceLine>,
     usage: Budgets,
-) -> anyhow::Result<Result<(), String>> {
+) -> anyhow::Result<Submitted> {
     let outputs = super::executor::regular_files(&dir.outputs())?;
     let mut artifacts = Vec::new();
     for path in &outputs {
@@ -221,7 +230,10 @@ pub(super) async fn submit(
                         Some(run.lease),
                     )
                     .await?;
-                return Ok(Err(format!("no Evidence for {}", criterion.id)));
+                return Ok(Submitted::Failed(format!(
+                    "no Evidence for {}",
+                    criterion.id
+                )));
             }
         };
         let record = Evidence {
@@ -272,8 +284,11 @@ pub(super) async fn submit(
         )
         .await;
     match answer {
-        Ok(_) => Ok(Ok(())),
-        Err(ClientError::Api { body, .. }) => {
+        Ok(_) => Ok(Submitted::Done),
+        // Refused: a 4xx. A server that failed (5xx) said nothing of the work, which may
+        // even have been submitted: the run ends without failing complete work, and the
+        // log decides what the WorkItem is.
+        Err(ClientError::Api { status, body }) if status < 500 => {
             let detail = format!("work.submit refused: {} ({})", body.detail, body.code);
             run.link
                 .send(
@@ -282,8 +297,11 @@ pub(super) async fn submit(
                     Some(run.lease),
                 )
                 .await?;
-            Ok(Err(detail))
+            Ok(Submitted::Failed(detail))
         }
+        Err(error @ ClientError::Api { .. }) => Ok(Submitted::Unknown(format!(
+            "work.submit: the server failed: {error}"
+        ))),
         Err(error) => Err(error.into()),
     }
 }

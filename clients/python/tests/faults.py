@@ -18,7 +18,8 @@ Rule = Callable[[httpx.Request, int], str | None]
 class Faulty(httpx.BaseTransport):
     """``rule(request, n)`` (n counts requests matching nothing in particular) answers
     ``None`` (pass), ``"drop-before"`` (the request never leaves), ``"drop-after"`` (the
-    server handles it, the answer is lost), ``"503"`` (refused with Retry-After: 0), or
+    server handles it, the answer is lost), ``"502"`` (a gateway's failure, never sent on),
+    ``"503"`` (refused with Retry-After: 0), or
     ``"flip"`` (one byte of the answer's body inverted), or ``"cut"`` (the answer's body
     ends half way with a reset connection)."""
 
@@ -31,6 +32,13 @@ class Faulty(httpx.BaseTransport):
         action = self.rule(request, len(self.seen))
         if action == "drop-before":
             raise httpx.ConnectError("injected: connection refused", request=request)
+        if action == "502":
+            return httpx.Response(
+                502,
+                headers={"Content-Type": "application/problem+json"},
+                json={"code": "bad_gateway", "detail": "injected", "status": 502},
+                request=request,
+            )
         if action == "503":
             return httpx.Response(
                 503,

@@ -83,7 +83,11 @@ impl Signer {
         print_accepted(&accepted, args.json)
     }
 
-    /// `--lease`, else the current lease of the WorkItem when this agent owns it (LSE-4).
+    /// `--lease`, else the Execution Lease `work.json` remembers for the WorkItem (the one
+    /// this home's last answer showed it holding), else the WorkItem's current lease when
+    /// this agent owns it (LSE-4). The remembered one first: quoting whatever lease is
+    /// current would carry a late Command of an attempt whose lease was revoked past the
+    /// fence (LSE-5) under its successor's.
     pub(super) async fn lease_for(
         &self,
         work_item: &Id,
@@ -91,6 +95,12 @@ impl Signer {
     ) -> anyhow::Result<Option<Id>> {
         if let Some(lease) = &args.lease {
             return Ok(Some(Id::parse("lease", lease)?));
+        }
+        let remembered = super::lease::LocalState::load(&self.home)?
+            .work_items
+            .remove(work_item.as_str());
+        if let Some(lease) = remembered {
+            return Ok(Some(Id::parse("lease", &lease.lease_id)?));
         }
         let view = self.api.work_item(work_item).await?;
         let mine = view

@@ -89,6 +89,7 @@ mod tlog;
 mod tlog_rebuild;
 mod tlog_served;
 mod token_races;
+mod token_renewal;
 mod token_uploads;
 mod tokens;
 mod truncation;

@@ -177,7 +177,8 @@ pub(crate) fn resolve(conn: &Connection, token_hash: [u8; 32], now: &str) -> Res
         work_item_id: lease.lease.work_item_id,
         mission_id: Id::parse("missionId", &lease.work_item.mission_id)?,
         scope,
-        expires_at: format_instant(expires_at),
+        // Its own end, or its lease's, whichever comes first (LSE-7).
+        expires_at: format_instant(expires_at.min(lease.lease.expires_at)),
         session,
         token_hash,
     })

@@ -30,9 +30,11 @@ use crate::error::{Error, reject};
 use crate::rows::capability_tokens;
 use crate::work::handle::Work;
 
-/// The longest `ttlSeconds` looked at: any more is clamped by the lease anyway, and this keeps
-/// instants in the four-digit years their text form compares in.
-const MAX_TTL_SECONDS: u64 = 10 * 365 * 86_400;
+/// The longest `ttlSeconds` looked at: a week. Every use also ends a token at its lease's end;
+/// the row keeps the token's own end, so a token of a lease renewed for longer is rotated
+/// (`replaces`), and a token's row is forgotten at most this long after its lease ended
+/// (`lifespan/spent.rs`).
+const MAX_TTL_SECONDS: u64 = 7 * 86_400;
 
 /// The lease `lease_id` as its owner `session` may manage its tokens: `not_found` outside the
 /// session's Group or its Mission scope (CTX-5: answered as an unknown lease, issue #40),
@@ -124,7 +126,11 @@ impl Work<'_> {
                         ));
                     }
                 }
-                // LSE-7: never past the lease.
+                // LSE-7: never past the lease. The row keeps the token's own end; every use
+                // also ends it at its lease's end (`access/grant.rs`), however often the lease
+                // is renewed: a token clamped for good to the expiry its lease had at issue died
+                // one lease period into every longer run (the lease renewed, its token not).
+                // The answer names the end as it stands now.
                 let expires = wanted.min(lease.lease.expires_at);
                 capability_tokens::insert(
                     txn,
@@ -134,7 +140,7 @@ impl Work<'_> {
                         lease_id: lease_id.as_str(),
                         scope: &scope,
                         issued_at: now,
-                        expires_at: expires,
+                        expires_at: wanted,
                     },
                 )?;
                 let expires_at = format_instant(expires);

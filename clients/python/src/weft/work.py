@@ -20,7 +20,15 @@ import secrets
 
 from . import dsse
 from ._base import Base, Lease, Session, now_rfc3339
-from .errors import LeaseLost, StaleLease, StateConflict, Transient, Unauthenticated, WeftError
+from .errors import (
+    LeaseLost,
+    ServerError,
+    StaleLease,
+    StateConflict,
+    Transient,
+    Unauthenticated,
+    WeftError,
+)
 
 USAGE_DIMENSIONS = (
     "financial",
@@ -636,7 +644,9 @@ class LeaseKeeper:
             except (StaleLease, StateConflict, Unauthenticated) as error:
                 self._lose(error)
                 return
-            except Transient:
+            except (Transient, ServerError):
+                # A busy or failing server (a 502 from a load balancer in front of several)
+                # says nothing of the lease: try again until it expires.
                 continue
             except WeftError as error:
                 self._lose(error)
