@@ -143,15 +143,48 @@ fn follow_other_servers(engine: &Arc<engine::Engine>) {
                     {
                         follow_publication(&engine, published.manifest_id).await;
                     }
+                    follow_unreadable(&engine, &event.kind, event.payload.get());
                 }
                 Ok(db::Foreign::Resync) | Err(RecvError::Lagged(_)) => {
                     engine.auth_changed();
+                    // Any disposal, quarantine or forward may have been missed.
+                    engine.hot.forget_all();
                     follow_publications(&engine).await;
                 }
                 Err(RecvError::Closed) => return,
             }
         }
     });
+}
+
+/// Another server disposed of bytes, quarantined them or forwarded them with a Context
+/// Package: this server's memory of small artifacts (`engine/hot.rs`) must not answer them
+/// any more (it served disposed bytes until they aged out), and a forwarded one takes the
+/// ordinary read, which sees the other Group's manifests. A payload that does not parse
+/// forgets everything.
+fn follow_unreadable(engine: &engine::Engine, kind: &str, payload: &str) {
+    use weft_api::kinds::{ContextForwarded, IntegrityFailure};
+    use weft_api::lifecycle::ArtifactDisposed;
+    let parsed = match kind {
+        "artifact.disposed" => serde_json::from_str::<ArtifactDisposed>(payload).map(|disposed| {
+            disposed
+                .artifacts
+                .iter()
+                .for_each(|a| engine.hot.forget(&a.artifact))
+        }),
+        "artifact.integrity_failure" => serde_json::from_str::<IntegrityFailure>(payload)
+            .map(|failed| engine.hot.forget(&failed.artifact)),
+        "context.forwarded" => serde_json::from_str::<ContextForwarded>(payload).map(|forwarded| {
+            for artifact in forwarded.artifacts {
+                engine.hot.note_forwarded(artifact);
+                engine.hot.forget(&artifact);
+            }
+        }),
+        _ => Ok(()),
+    };
+    if parsed.is_err() {
+        engine.hot.forget_all();
+    }
 }
 
 /// On a shared index, reads `SELECT 1` every second, one probe at a time, and notes each

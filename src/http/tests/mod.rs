@@ -74,6 +74,7 @@ mod revocation;
 mod scope;
 mod scope_leases;
 mod servers;
+mod servers_hot;
 mod servers_limits;
 mod servers_locks;
 mod session_replay;

@@ -18,7 +18,9 @@
 //! stale; what it must not do is outlive a quarantine. [`Hot::forget`] runs before the
 //! quarantine's transaction and bumps a generation, and a cold read inserts only if the
 //! generation it saw before reading the index is unchanged, so a read racing a quarantine
-//! cannot put the blob back.
+//! cannot put the blob back. On a shared index, another server's disposals, quarantines
+//! and forwards reach this one through the log (`lib.rs`, `follow_unreadable`), and a missed
+//! stretch of it empties the cache.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -125,6 +127,15 @@ impl Hot {
         if let Some(old) = lru.map.remove(id) {
             lru.bytes -= old.bytes.len() as u64;
         }
+    }
+
+    /// Drops every entry, as [`Hot::forget`] drops one (another server's disposals or
+    /// quarantines may have been missed).
+    pub(crate) fn forget_all(&self) {
+        let mut lru = self.lru();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        lru.map.clear();
+        lru.bytes = 0;
     }
 
     /// Notes that `id` is being forwarded with a Context Package (before that commits).
