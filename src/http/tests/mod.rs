@@ -30,6 +30,7 @@ mod context_reads;
 mod context_scope;
 mod contracts;
 mod conversation;
+mod cycles;
 mod delivery;
 mod deterministic;
 mod disposed_citations;

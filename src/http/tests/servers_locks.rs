@@ -141,15 +141,16 @@ async fn a_hold_placed_while_another_server_removes_the_approver_is_refused() {
     assert_eq!(holds.json()["holds"], serde_json::json!([]), "{holds:?}");
 }
 
-/// DESIGN §6 across Groups: with `s` derived from `b` and `t` from `a` recorded, another
-/// server's publication in another Group records `a` derived from `s` and has not committed
-/// when a publication here of `b` derived from `t` checks for a cycle. Each walked only what
-/// was committed, under its own Group's lock, so both committed and the graph held the cycle
-/// `a → s → b → t → a`; their edges share no end, so locking the ends would not stop it.
-/// Now both take the graph's lock: this one waits, then sees the other's edge and answers
-/// `cycle`.
+/// DESIGN §6 across servers: with `s` derived from `b` and `t` from `a` recorded, another
+/// server's publication in the Group records `a` derived from `s` (declared by a manifest of
+/// the Group) and has not committed when a publication here of `b` derived from `t` checks
+/// for a cycle. Each walked only what was committed, so both committed and the Group's graph
+/// held the cycle `a → s → b → t → a`; their edges share no end, so locking the ends would
+/// not stop it. Now both take the graph's lock: this one waits, then sees the other's edge
+/// and answers `cycle`. (Only the Group's own edges count: another Group's provenance is not
+/// this one's to learn of, `artifacts/publish.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_groups_publications_cannot_close_a_cycle_between_them() {
+async fn two_publications_cannot_close_a_cycle_between_them() {
     if !postgres_available() {
         return;
     }
@@ -161,9 +162,20 @@ async fn two_groups_publications_cannot_close_a_cycle_between_them() {
     let b_id = a.put(&worker, "g2", b_bytes, &[]).await;
     let s_id = a.put(&worker, "g2", b"s", &[b_id]).await;
     let t_id = a.put(&worker, "g2", b"t", &[a_id]).await;
+    let view = a
+        .call(
+            Method::GET,
+            &format!("/v1/artifacts/{s_id}"),
+            Some(&worker.token),
+            Vec::new(),
+        )
+        .await
+        .json();
+    let declared_by: weft_api::ArtifactId =
+        serde_json::from_value(view["manifests"][0]["manifestId"].clone()).expect("a manifest id");
     let (locking, locked) = tokio::sync::oneshot::channel();
     let holder = tokio::task::spawn_blocking(move || {
-        derive_under_lock(&url, &a_id, &s_id, || {
+        derive_under_lock(&url, &a_id, &s_id, &declared_by, || {
             let _ = locking.send(());
         })
     });

@@ -25,16 +25,24 @@ use crate::events::{self};
 use crate::signatures::{AuthorityMay, Signed};
 use crate::unit::Tx;
 
-/// Whether `target` is reachable from `start` by following derivedFrom edges towards sources.
-/// Iterative breadth-first search: never recurses on the call stack.
-fn reaches(conn: &Connection, start: &[ArtifactId], target: &ArtifactId) -> Result<bool, Error> {
+/// Whether `target` is reachable from `start` by following derivedFrom edges towards sources,
+/// the edges Group `group`'s own manifests declared. Never another Group's: its answer (a
+/// `cycle` refusal, before the WorkItem and lease checks) told a member whether bytes it
+/// guessed were an ancestor in another Group's provenance, and another Group's edges refused
+/// this Group's publications. Iterative breadth-first search: never recurses on the stack.
+fn reaches(
+    conn: &Connection,
+    start: &[ArtifactId],
+    target: &ArtifactId,
+    group: &str,
+) -> Result<bool, Error> {
     let mut seen: HashSet<ArtifactId> = start.iter().copied().collect();
     let mut queue: VecDeque<ArtifactId> = start.iter().copied().collect();
     while let Some(node) = queue.pop_front() {
         if node == *target {
             return Ok(true);
         }
-        for source in crate::rows::derivations::sources_of(conn, &node)? {
+        for source in crate::rows::derivations::sources_in_group(conn, &node, group)? {
             if seen.insert(source) {
                 queue.push_back(source);
             }
@@ -351,7 +359,7 @@ impl Verified {
         for source in &manifest.sources {
             may_cite(conn, &producer, manifest.mission_id.as_str(), source)??;
         }
-        if reaches(conn, &manifest.sources, &content.blake3)? {
+        if reaches(conn, &manifest.sources, &content.blake3, group)? {
             return Err(reject(
                 ErrorCode::Cycle,
                 format!(

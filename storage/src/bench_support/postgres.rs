@@ -88,16 +88,17 @@ pub fn remove_membership_under_lock(
     })
 }
 
-/// One transaction of its own on the index at `url`, as another Group's publication of
-/// `artifact` derived from `source` runs on another server: the derivation graph's lock
-/// (`rows/derivations.rs`), the edge, then `locked`, then (once some session waits for a
-/// lock, for at most 10 s) the commit. It blocks its caller until then; answers whether a
-/// session waited. The edge names no manifest of this index (foreign keys are not checked:
-/// the test cluster's user is its superuser).
+/// One transaction of its own on the index at `url`, as a publication of `artifact` derived
+/// from `source` runs on another server: the derivation graph's lock (`rows/derivations.rs`),
+/// the edge (declared by manifest `declared_by`, which the caller picks for the Group it
+/// plays), then `locked`, then (once some session waits for a lock, for at most 10 s) the
+/// commit. It blocks its caller until then; answers whether a session waited. Foreign keys
+/// are not checked (the test cluster's user is its superuser).
 pub fn derive_under_lock(
     url: &str,
     artifact: &ArtifactId,
     source: &ArtifactId,
+    declared_by: &ArtifactId,
     locked: impl FnOnce() + Send,
 ) -> Result<bool, Error> {
     off_runtime(|| {
@@ -105,7 +106,7 @@ pub fn derive_under_lock(
         conn.begin()?;
         conn.run("SET LOCAL session_replication_role = replica", [])?;
         crate::rows::derivations::lock_graph(&conn)?;
-        crate::rows::derivations::insert(&conn, artifact, source, artifact)?;
+        crate::rows::derivations::insert(&conn, artifact, source, declared_by)?;
         locked();
         let waited = wait_for_waiters(url, 1)?;
         conn.control("COMMIT")?;

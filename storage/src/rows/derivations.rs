@@ -54,6 +54,23 @@ pub(crate) fn sources_of(
     sources.into_iter().map(artifact_id).collect()
 }
 
+/// The sources Group `group_id`'s own manifests derive `artifact` from, each once: the
+/// Group's provenance, all that a publication in it may learn anything of (its cycle check).
+pub(crate) fn sources_in_group(
+    conn: &Connection,
+    artifact: &ArtifactId,
+    group_id: &str,
+) -> Result<Vec<ArtifactId>, Error> {
+    let sources = conn.rows(
+        "SELECT DISTINCT d.source FROM derivations d
+         JOIN manifests m ON m.manifest_id = d.manifest_id
+         WHERE d.artifact = ?1 AND m.group_id = ?2",
+        params![&artifact.0[..], group_id],
+        |row| row.get::<_, Vec<u8>>(0),
+    )?;
+    sources.into_iter().map(artifact_id).collect()
+}
+
 /// Every edge (manifest id, source), in the order they were written.
 pub(crate) fn all(conn: &Connection) -> Result<Vec<(Vec<u8>, ArtifactId)>, Error> {
     let rows = conn
