@@ -123,6 +123,14 @@ fn follow_other_servers(engine: &Arc<engine::Engine>) {
     let weak = Arc::downgrade(engine);
     tokio::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
+        // What other servers committed between this server's loading of its projections and
+        // this subscription was heard by no one here (the follower's first resync usually
+        // goes out before it): caught up once, now that everything later is heard.
+        if let Some(engine) = weak.upgrade() {
+            engine.auth_changed();
+            engine.hot.forget_all();
+            follow_publications(&engine).await;
+        }
         loop {
             let received = foreign.recv().await;
             let Some(engine) = weak.upgrade() else {
