@@ -119,6 +119,7 @@ pub(crate) struct Db {
     reactions_owed: Arc<tokio::sync::Notify>,
     /// Events other processes committed to a shared index (`db/follow.rs`).
     foreign: tokio::sync::broadcast::Sender<Foreign>,
+    resyncs: follow::Resyncs,
     /// Held (never read) by every clone; the follower thread ends when the last is dropped.
     _alive: Arc<()>,
     /// When the follower's connection last proved it works (`None`: no follower).
@@ -312,6 +313,7 @@ impl Db {
         let reactions_owed = Arc::new(tokio::sync::Notify::new());
         let owed = Arc::clone(&reactions_owed);
         let (foreign, _) = tokio::sync::broadcast::channel(COMMITTED_BUFFER);
+        let resyncs = follow::Resyncs::new(foreign.clone());
         let alive = Arc::new(());
         // Names this process in the commits it announces on a shared index.
         let origin: Arc<str> = uuid::Uuid::new_v4().to_string().into();
@@ -322,6 +324,7 @@ impl Db {
             let outlets = follow::Outlets {
                 committed: committed.clone(),
                 foreign: foreign.clone(),
+                resyncs: resyncs.clone(),
                 heard: Arc::clone(heard),
             };
             follow::start(url.clone(), origin, outlets, Arc::downgrade(&alive))
@@ -363,6 +366,7 @@ impl Db {
                     meter: Arc::clone(&writer_meter),
                     owed: Arc::clone(&owed),
                     announce: announce.clone(),
+                    resyncs: resyncs.clone(),
                     written: written_tx.clone(),
                 },
             )?;
@@ -383,11 +387,17 @@ impl Db {
             meter,
             reactions_owed,
             foreign,
+            resyncs,
             _alive: alive,
             heard,
             read_permits: matches!(location, Location::Postgres(_))
                 .then(|| Arc::new(tokio::sync::Semaphore::new(MAX_POSTGRES_READERS))),
         })
+    }
+
+    /// Changes whenever Events may have been missed (`follow::Resyncs`; never on SQLite).
+    pub(crate) fn subscribe_resyncs(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.resyncs.subscribe()
     }
 
     /// Events other processes commit to a shared index, from now on (nothing on SQLite).

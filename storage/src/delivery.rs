@@ -160,6 +160,10 @@ struct Follower {
     group_id: String,
     last_sent: u64,
     live: tokio::sync::broadcast::Receiver<Event>,
+    /// Changes when Events may have been missed (`db/follow.rs`, `Resyncs`): the stream then
+    /// reads the log, instead of waiting for the Group's next Event to show the gap. `None`
+    /// once its sender is gone.
+    resyncs: Option<tokio::sync::watch::Receiver<u64>>,
     backlog: VecDeque<Event>,
     catching_up: bool,
     /// Set after an error was yielded: the stream then ends, and the client reconnects (and
@@ -181,6 +185,7 @@ impl Delivery<'_> {
         // Subscribe before looking at the log: anything committed from here on arrives live,
         // anything before is in the log.
         let live = self.0.db.subscribe();
+        let resyncs = Some(self.0.db.subscribe_resyncs());
         let (checking, group) = (reader.clone(), group_id.clone());
         let head = self
             .0
@@ -207,6 +212,7 @@ impl Delivery<'_> {
             group_id: group_id.to_string(),
             last_sent: after,
             live,
+            resyncs,
             backlog: VecDeque::new(),
             catching_up: true,
             failed: false,
@@ -258,7 +264,20 @@ impl Delivery<'_> {
                         }
                         continue;
                     }
-                    match follower.live.recv().await {
+                    let received = match &mut follower.resyncs {
+                        Some(resyncs) => tokio::select! {
+                            changed = resyncs.changed() => {
+                                match changed {
+                                    Ok(()) => follower.catching_up = true,
+                                    Err(_) => follower.resyncs = None,
+                                }
+                                continue;
+                            }
+                            received = follower.live.recv() => received,
+                        },
+                        None => follower.live.recv().await,
+                    };
+                    match received {
                         Ok(event)
                             if event.group_id != follower.group_id
                                 || event.sequence <= follower.last_sent => {}

@@ -122,10 +122,42 @@ pub(crate) enum Foreign {
     Resync,
 }
 
+/// Says that Events may have been missed: the follower (re)connected or could not read an
+/// announcement, or a commit of this process failed with its outcome unknown (PostgreSQL
+/// may have applied it, and no one here published its Events). The engine's caches
+/// (`Foreign::Resync`) and every open stream (`delivery.rs`, which otherwise waited for the
+/// Group's next Event to notice a gap) read from the index again.
+#[derive(Clone, Debug)]
+pub(crate) struct Resyncs {
+    foreign: Sender<Foreign>,
+    streams: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Resyncs {
+    pub(crate) fn new(foreign: Sender<Foreign>) -> Self {
+        Self {
+            foreign,
+            streams: std::sync::Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+
+    pub(crate) fn send(&self) {
+        // A send fails only with no subscriber.
+        let _ = self.foreign.send(Foreign::Resync);
+        self.streams.send_modify(|n| *n += 1);
+    }
+
+    /// Changes at every resync from now on.
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.streams.subscribe()
+    }
+}
+
 /// Where the follower publishes what it reads.
 pub(super) struct Outlets {
     pub(super) committed: Sender<Event>,
     pub(super) foreign: Sender<Foreign>,
+    pub(super) resyncs: Resyncs,
     pub(super) heard: std::sync::Arc<Heard>,
 }
 
@@ -154,7 +186,7 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
             continue;
         }
         // What was announced while no connection listened is not replayed.
-        let _ = outlets.foreign.send(Foreign::Resync);
+        outlets.resyncs.send();
         outlets.heard.note();
         while alive.strong_count() > 0 {
             let Connection::Postgres(pg) = &conn else {
@@ -177,7 +209,7 @@ fn run(url: &str, origin: &str, outlets: &Outlets, alive: &Weak<()>) {
                     tracing::warn!(
                         "could not read another server's Events; subscribers catch up from the log"
                     );
-                    let _ = outlets.foreign.send(Foreign::Resync);
+                    outlets.resyncs.send();
                 } else {
                     // Each one read: a long burst to catch up with is not silence.
                     outlets.heard.note();

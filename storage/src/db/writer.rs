@@ -84,6 +84,8 @@ pub(super) struct Outlets {
     pub(super) owed: Arc<tokio::sync::Notify>,
     /// This process's name in the commits it announces on a shared index.
     pub(super) announce: Option<Arc<str>>,
+    /// Told when a commit on a shared index fails with its outcome unknown.
+    pub(super) resyncs: super::follow::Resyncs,
     /// Nudges the checkpointer (SQLite) after a batch.
     pub(super) written: std::sync::mpsc::SyncSender<()>,
 }
@@ -151,6 +153,7 @@ pub(super) fn spawn(
                             &out.publish,
                             &out.meter,
                             out.announce.as_deref(),
+                            &out.resyncs,
                         )
                     }));
                     let (owes, rest) = match ran {
@@ -190,6 +193,7 @@ fn run_batch(
     publish: &tokio::sync::broadcast::Sender<weft_api::Event>,
     meter: &crate::sql::WriteMeter,
     announce: Option<&str>,
+    resyncs: &super::follow::Resyncs,
 ) -> (bool, Vec<Job>) {
     let cuts = conn.engine() == crate::sql::Engine::Postgres;
     let txn: &Connection = conn;
@@ -360,6 +364,12 @@ fn run_batch(
     if commit.is_err() {
         // What the batch's jobs read may never have been (`sql/lasting.rs`).
         conn.forget_lasting();
+        if announce.is_some() {
+            // On a shared index a COMMIT that failed (a connection lost) may have been
+            // applied: its Events were published to no one here, and the follower skips this
+            // process's own announcements. Everything that follows the log reads it again.
+            resyncs.send();
+        }
     }
     if commit.is_err() && !conn.is_autocommit() {
         // The rollback on drop failed too: without this the writer could never begin again.
