@@ -706,10 +706,8 @@ const V38: &str = include_str!("schema/sqlite_v38.sql");
 const V39: &str = include_str!("schema/sqlite_v39.sql");
 /// A WorkItem's history rows carry their Event's type; its unreleased leases indexed by start.
 const V40: &str = include_str!("schema/sqlite_v40.sql");
-
 /// The artifacts each Context Package version cites, a row each; schemas', snapshots' blobs.
 const V41: &str = include_str!("schema/sqlite_v41.sql");
-
 /// Each Agent's uncited uploads' bytes, by Group, a sum that only grows (the uncited bound).
 const V42: &str = include_str!("schema/sqlite_v42.sql");
 
@@ -734,12 +732,14 @@ const V48: &str = include_str!("schema/sqlite_v48.sql");
 const V49: &str = include_str!("schema/sqlite_v49.sql");
 /// A WorkItem's refused publications indexed by arrival, its questions by sequence.
 const V50: &str = include_str!("schema/sqlite_v50.sql");
+/// How far each forward vouched for its artifact's manifests in the source Group.
+const V51: &str = include_str!("schema/sqlite_v51.sql");
 
 /// Every migration, in order: the one at index `i` brings the schema to version `i + 1`.
-const MIGRATIONS: [&str; 50] = [
+const MIGRATIONS: [&str; 51] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
     V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32, V33, V34, V35, V36, V37, V38, V39, V40,
-    V41, V42, V43, V44, V45, V46, V47, V48, V49, V50,
+    V41, V42, V43, V44, V45, V46, V47, V48, V49, V50, V51,
 ];
 
 /// A step a migration's SQL cannot do, in Rust.

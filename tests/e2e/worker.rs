@@ -7,7 +7,7 @@
 //! hangs (stopped at its wall-clock limit, the WorkItem failed, never left `active`), and an
 //! executor that tries to read another slot's files or write outside its directory (refused
 //! by construction when the Worker runs as root with per-slot uids, SCH-12).
-//! Over 600 lines: one scenario per fault, all sharing the one `Fleet` harness.
+//! Long (over 600 lines): one scenario per fault, all sharing the one `Fleet` harness.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

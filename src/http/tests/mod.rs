@@ -26,6 +26,7 @@ mod collection_pages;
 mod content;
 mod context;
 mod context_forward;
+mod context_forward_later;
 mod context_reads;
 mod context_scope;
 mod contracts;

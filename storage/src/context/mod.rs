@@ -436,12 +436,16 @@ impl Context<'_> {
                 for artifact in &package.artifacts {
                     // Before the commit: the fast read may only ever leave too many to the index.
                     hot.note_forwarded(*artifact);
+                    // What the classification above weighed: the source's manifests now.
+                    let up_to =
+                        crate::rows::manifests::newest_row_in_group(txn, artifact, from.as_str())?;
                     crate::rows::forwarded_artifacts::insert(
                         txn,
                         to.as_str(),
                         artifact,
                         &context_id,
                         from.as_str(),
+                        up_to,
                     )?;
                 }
                 Ok((answer(from_sequence, to_sequence), true))

@@ -10,18 +10,28 @@ use crate::error::Error;
 use crate::sql::Cached as _;
 
 /// Records that Context Package `context_id` forwarded `blake3` from `from_group_id` into
-/// `group_id` (once: a second forwarding of the same artifact adds nothing).
+/// `group_id`, vouching for its manifests there up to row `up_to` (V51: the newest when the
+/// forward commits; later ones were never weighed, CTX-7). Once: a second forwarding of the
+/// same artifact by the same package adds nothing.
 pub(crate) fn insert(
     conn: &Connection,
     group_id: &str,
     blake3: &ArtifactId,
     context_id: &ArtifactId,
     from_group_id: &str,
+    up_to: u64,
 ) -> Result<(), Error> {
     conn.run(
-        "INSERT OR IGNORE INTO forwarded_artifacts (group_id, blake3, context_id, from_group_id)
-         VALUES (?1, ?2, ?3, ?4)",
-        params![group_id, &blake3.0[..], &context_id.0[..], from_group_id],
+        "INSERT OR IGNORE INTO forwarded_artifacts
+             (group_id, blake3, context_id, from_group_id, up_to)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            group_id,
+            &blake3.0[..],
+            &context_id.0[..],
+            from_group_id,
+            up_to
+        ],
     )?;
     Ok(())
 }

@@ -75,6 +75,20 @@ pub(crate) fn sequence_of_ahead(
     Ok(rows.then(|rows: Vec<(u64, Option<u64>)>| Ok::<_, Error>(rows.into_iter().next())))
 }
 
+/// The newest row among `blake3`'s manifests in Group `group_id` (0: none): how far a
+/// forward of it vouches (`rows/forwarded_artifacts.rs`).
+pub(crate) fn newest_row_in_group(
+    conn: &Connection,
+    blake3: &ArtifactId,
+    group_id: &str,
+) -> Result<u64, Error> {
+    Ok(conn.row(
+        "SELECT coalesce(max(rowid), 0) FROM manifests WHERE blake3 = ?1 AND group_id = ?2",
+        params![&blake3.0[..], group_id],
+        |row| row.get::<_, i64>(0),
+    )? as u64)
+}
+
 /// The manifest id of the row at `rowid`, if there is one.
 pub(crate) fn id_at(conn: &Connection, rowid: u64) -> Result<Option<Vec<u8>>, Error> {
     Ok(conn
@@ -636,7 +650,7 @@ const AGENT: &str = "WITH seen(id) AS (
         UNION
         SELECT m.rowid FROM forwarded_artifacts f CROSS JOIN manifests m INDEXED BY manifests_blake3_group
          WHERE ?3 IS NULL AND f.group_id = ?2 AND f.blake3 = ?1
-           AND m.blake3 = ?1 AND m.group_id = f.from_group_id)
+           AND m.blake3 = ?1 AND m.group_id = f.from_group_id AND m.rowid <= f.up_to)
     SELECT b.blake3, b.sha256, b.size, b.quarantined_at,
            m.manifest_id, m.media_type, m.sequence, CASE WHEN ?4 <> 0 THEN m.envelope END
     FROM seen CROSS JOIN manifests m CROSS JOIN blobs b

@@ -18,7 +18,7 @@ const V29: &str = include_str!("postgres.sql");
 const BASE: i64 = 29;
 
 /// The migrations after [`BASE`], in PostgreSQL's spelling: (version it brings, DDL).
-const MIGRATIONS: [(i64, &str); 21] = [
+const MIGRATIONS: [(i64, &str); 22] = [
     (30, include_str!("postgres_v30.sql")),
     (31, include_str!("postgres_v31.sql")),
     (32, include_str!("postgres_v32.sql")),
@@ -40,6 +40,7 @@ const MIGRATIONS: [(i64, &str); 21] = [
     (48, include_str!("postgres_v48.sql")),
     (49, include_str!("postgres_v49.sql")),
     (50, include_str!("postgres_v50.sql")),
+    (51, include_str!("postgres_v51.sql")),
 ];
 
 /// An arbitrary, fixed key for `pg_advisory_xact_lock` (the bytes of "weftschm").
