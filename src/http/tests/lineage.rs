@@ -693,11 +693,17 @@ backends!(
             .await;
         assert_eq!(elsewhere.status, StatusCode::NOT_FOUND, "{elsewhere:?}");
 
-        // A Mission's own subgraph follows its own manifests.
+        // A Mission's own subgraph follows its own manifests, and so does its WorkItem's.
         let mission_b = lineage(&h, &worker, "/v1/missions/mission-b/provenance").await;
         assert_eq!(
             sorted(ids(&mission_b)),
             sorted(vec![r.to_string(), b_data.to_string()])
+        );
+        let work_item_b = lineage(&h, &worker, "/v1/workitems/wb/provenance").await;
+        assert_eq!(
+            sorted(ids(&work_item_b)),
+            sorted(ids(&mission_b)),
+            "{kind:?}"
         );
         // One Mission only: no name needed. Impact spans every Mission.
         let only = lineage(&h, &worker, &format!("/v1/artifacts/{a_data}/provenance")).await;

@@ -255,27 +255,41 @@ impl Index {
     ) -> Option<Lineage> {
         let graph = self.graph.read().unwrap_or_else(|p| p.into_inner());
         let groups = Self::groups_of(&graph, audience);
-        let view = Self::view(&graph, groups.as_deref(), audience, query)?;
+        let mut view = Self::view(&graph, groups.as_deref(), audience, query)?;
         let members = match scope {
             Scope::WorkItem => graph.by_work_item.get(name)?,
             Scope::Mission => graph.by_mission.get(name)?,
         };
         let mut starts: Vec<u32> = Vec::new();
         let mut started: FastSet<u32> = FastSet::default();
+        // The Missions of the WorkItem's manifests this view passes (one, unless two Groups
+        // the reader sees name a WorkItem alike).
+        let mut missions: Vec<Name> = Vec::new();
         for &node in members {
-            let in_scope = graph.manifests_of(node).any(|(_, m)| {
-                view.passes(m)
-                    && match scope {
-                        Scope::WorkItem => m.work_item.as_str() == name,
-                        Scope::Mission => m.mission.as_str() == name,
+            let mut in_scope = false;
+            for (_, m) in graph.manifests_of(node) {
+                let named = match scope {
+                    Scope::WorkItem => m.work_item.as_str() == name,
+                    Scope::Mission => m.mission.as_str() == name,
+                };
+                if named && view.passes(m) {
+                    in_scope = true;
+                    if scope == Scope::WorkItem && !missions.contains(&m.mission) {
+                        missions.push(m.mission);
                     }
-            });
+                }
+            }
             if in_scope && started.insert(node) {
                 starts.push(node);
             }
         }
         if starts.is_empty() {
             return None;
+        }
+        // A WorkItem's provenance is its Mission's, as a Mission's is (issue #50): only the
+        // edges its Mission's manifests declared, never another Mission's that shares bytes.
+        if let ([mission], None) = (missions.as_slice(), view.follow) {
+            view.follow = Some(*mission);
         }
         let mut query = query.clone();
         query.direction = Direction::Ancestors;
