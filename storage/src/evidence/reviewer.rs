@@ -120,10 +120,28 @@ impl Handle<'_> {
             .into_iter()
             .map(|(envelope, evidence, prepared)| ((envelope, evidence), prepared))
             .unzip();
+        // The caller again, under the Group's lock: the checks took long (every byte hashed),
+        // and its session or role may have ended meanwhile, through another server too.
+        let acting = crate::acting::Acting::session(session);
+        let clock = std::sync::Arc::clone(&self.0.clock);
+        let (group, agent) = (session.group_id.clone(), session.agent_id.clone());
         let recorded = self
             .0
             .db
             .write_in(&session.group_id, move |tx| {
+                acting.check(tx, &crate::clock::format_instant(clock.now()))?;
+                match membership(tx, group.as_str(), agent.as_str())? {
+                    Some((roles, _))
+                        if roles
+                            .iter()
+                            .any(|r| matches!(r, Role::Reviewer | Role::Coordinator)) => {}
+                    _ => {
+                        return Err(reject(
+                            ErrorCode::Forbidden,
+                            "the reviewer runs for coordinators and reviewers of the Group",
+                        ));
+                    }
+                }
                 prepared
                     .into_iter()
                     .map(|evidence| Ok(evidence.record(tx)?.0))

@@ -226,6 +226,10 @@ impl Lifespan<'_> {
                     for group in &groups {
                         events::append(txn, group, &payload, now)?;
                     }
+                } else if row.lifted_at.is_none() {
+                    // Lifted by another server since it was read (before the locks): answer
+                    // as it was lifted, not as in force.
+                    row = crate::rows::holds::load(txn, hold_id.as_str())?.ok_or_else(missing)?;
                 }
                 Ok(view(row, groups))
             })
