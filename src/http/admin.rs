@@ -166,15 +166,23 @@ pub(crate) async fn deactivate_agent(
 ) -> HttpResult<Response> {
     caller.require_admin()?;
     let agent_id = path_id("agentId", agent_id)?;
+    // The answer commits with the deactivation (its write answers the Groups told): a retry
+    // through another server replays it, Groups and all.
+    let answer_id = agent_id.clone();
+    let render = move |groups: &Vec<weft_api::Id>| {
+        (
+            StatusCode::OK,
+            json!({"agentId": answer_id, "deactivated": true, "groups": groups}),
+        )
+    };
+    answer_with(render.clone());
     let groups = state
         .store
         .directory()
         .deactivate_agent(agent_id.clone())
         .await?;
-    Ok(json(
-        StatusCode::OK,
-        &json!({"agentId": agent_id, "deactivated": true, "groups": groups}),
-    ))
+    let (status, body) = render(&groups);
+    Ok(json(status, &body))
 }
 
 /// `POST /v1/admin/agents/{agentId}/keys` body.
@@ -201,13 +209,17 @@ pub(crate) async fn rotate_key(
     let bytes = read_json(&headers, body).await?;
     let rotation: KeyRotation = parse_body(&bytes, ErrorCode::BadRequest)?;
     let key = weft_api::dsse::parse_public_key(&rotation.public_key)?;
-    let keyid = state
+    // The answer commits with the rotation (its one write answers `()`): a retry with the
+    // same Idempotency-Key through another server replays it, where it ran again and was
+    // refused `conflict` (the key was registered by the first).
+    let answer = json!({"agentId": agent_id, "keyid": weft_api::KeyId::of(&key)});
+    let render = move |_: &()| (StatusCode::OK, answer.clone());
+    answer_with(render.clone());
+    state
         .store
         .directory()
         .rotate_key(agent_id.clone(), key)
         .await?;
-    Ok(json(
-        StatusCode::OK,
-        &json!({"agentId": agent_id, "keyid": keyid}),
-    ))
+    let (status, body) = render(&());
+    Ok(json(status, &body))
 }

@@ -76,6 +76,7 @@ mod revocation;
 mod scope;
 mod scope_leases;
 mod servers;
+mod servers_admin;
 mod servers_hot;
 mod servers_limits;
 mod servers_locks;
