@@ -31,7 +31,7 @@ use anyhow::Context as _;
 use chrono::Utc;
 use serde_json::json;
 use tokio::sync::{Mutex, watch};
-use weft_api::journal::{Journal, OfflineLease};
+use weft_api::journal::{Journal, OfflineLease, Rebase};
 use weft_api::work::CommandType;
 use weft_api::work::contract::Budgets;
 use weft_api::work::views::{TokenRequest, TokenScope, WorkItemView};
@@ -234,7 +234,12 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
             _ = renew.tick() => {
                 match job.link.send(CommandType::LeaseRenew, json!({"workItemId": job.work_item}), Some(&leased.lease)).await {
                     Ok(accepted) => {
-                        offline_since = None;
+                        // OFL-5: what was buffered while the Authority was away goes before
+                        // anything this run sends from now on (a progress report, its
+                        // submission); until it has, later reports are buffered behind it.
+                        if offline_since.is_some() && reconcile_first(job).await {
+                            offline_since = None;
+                        }
                         if let Ok(view) = serde_json::from_value::<WorkItemView>(accepted.state)
                             && let Ok(renewed) = lease_of(view)
                         {
@@ -477,6 +482,29 @@ async fn charge(job: &Job, leased: &Leased, usage: Budgets) {
         .await;
     if let Err(error) = sent {
         tracing::warn!("the run's usage was not charged: {error}");
+    }
+}
+
+/// Sends what the Group's journal holds (OFL-5): `true` once nothing of it is pending. A
+/// journal stopped at a refusal is discarded, as the runtime does on reconnect.
+async fn reconcile_first(job: &Job) -> bool {
+    let mut journal = job.journal.lock().await;
+    let rebase = Rebase {
+        key: &job.link.key,
+        session_epoch: job.link.session_epoch,
+        membership_epoch: job.link.membership_epoch,
+        issued_at: Utc::now().fixed_offset(),
+    };
+    match journal.reconcile(&job.link.api, rebase).await {
+        Ok(done) if done.refused.is_some() => {
+            tracing::warn!("the journal stopped at a refusal: {:?}", done.refused);
+            journal.discard().is_ok()
+        }
+        Ok(_) => journal.pending().next().is_none(),
+        Err(error) => {
+            tracing::warn!("reconciling the journal: {error}");
+            false
+        }
     }
 }
 

@@ -22,6 +22,8 @@
 //! - **Offline**: a run that met an unreachable Authority marks the Worker offline: nothing
 //!   new starts; every tick tries the Authority, and on reconnect the journals are reconciled
 //!   before anything else.
+//! - **A session gone for good** (401: replaced, expired, a Membership change) starts the
+//!   runtime again as a restart does (`run`). What it keeps of each item is in `state.rs`.
 
 mod config;
 mod execution;
@@ -30,6 +32,7 @@ mod link;
 mod offers;
 mod queue;
 mod results;
+mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -37,7 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use ed25519_dalek::SigningKey;
 use serde_json::json;
 use tokio::sync::{Mutex, mpsc, watch};
@@ -56,47 +59,13 @@ use config::WorkerConfig;
 use execution::{Job, Outcome};
 use link::Link;
 use queue::GroupQueue;
+use state::{Arrived, Finished, Item, Slot, fetch};
 
 /// How often the runtime looks at its state when nothing arrives.
 const TICK: Duration = Duration::from_millis(200);
 
-/// A WorkItem this Worker owns and has not finished.
-struct Item {
-    group: String,
-    mission: String,
-    class: Level,
-    urgency: Level,
-    deadline: DateTime<Utc>,
-    since: DateTime<Utc>,
-    eligible: bool,
-    approved: bool,
-    checkpoint: Option<std::path::PathBuf>,
-    executor: Option<usize>,
-}
-
 /// Queued items of one (Group, Mission, urgency), as the Scheduler may be shown them.
 type Bucket<'a> = Vec<(&'a String, &'a Item)>;
-
-struct Slot {
-    work_item: String,
-    group: String,
-    rank: u64,
-    preempt: watch::Sender<bool>,
-}
-
-struct Finished {
-    slot: u32,
-    work_item: String,
-    outcome: Outcome,
-}
-
-/// One Group's event, as the subscription hands it over.
-struct Arrived {
-    group: String,
-    sequence: u64,
-    kind: String,
-    payload: String,
-}
 
 struct Runtime {
     config: WorkerConfig,
@@ -124,19 +93,54 @@ struct Runtime {
     /// The schedule changed materially: report Presence as soon as the rate limit allows.
     disclose: bool,
     finished: (mpsc::Sender<Finished>, mpsc::Receiver<Finished>),
+    /// Told when a Group's session is gone for good (replaced, expired, a Membership
+    /// change: 401): the runtime starts again with new sessions.
+    lost: mpsc::Sender<String>,
 }
 
-/// `weft worker --config FILE`: runs until interrupted.
+/// `weft worker --config FILE`: runs until interrupted. When a Group's session is gone for
+/// good (replaced, expired while the Authority was away, ended by a Membership change), the
+/// runtime starts again as after a restart (new sessions, journals reconciled first, queues
+/// rebuilt from the log, executors left behind stopped): before, that Group's subscription
+/// ended for good and the Worker stayed up, hearing nothing.
 pub async fn run(config_path: &Path) -> anyhow::Result<()> {
+    let stop = tokio::signal::ctrl_c();
+    tokio::pin!(stop);
+    let mut wait = Duration::from_secs(1);
+    loop {
+        let began = Instant::now();
+        let why = tokio::select! {
+            ran = run_once(config_path) => ran?,
+            _ = &mut stop => {
+                tracing::info!("stopping: running WorkItems stay leased until their leases expire");
+                return Ok(());
+            }
+        };
+        if began.elapsed() > Duration::from_secs(60) {
+            wait = Duration::from_secs(1);
+        }
+        tracing::warn!(
+            "{why}; starting again in {} s with new sessions",
+            wait.as_secs()
+        );
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = &mut stop => return Ok(()),
+        }
+        wait = (wait * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// One life of the runtime: `Ok(why)` when a session was lost and it must start again.
+async fn run_once(config_path: &Path) -> anyhow::Result<String> {
     let config = WorkerConfig::load(config_path)?;
     let key = Arc::new(crate::keyfile::read(&config.key)?);
     std::fs::create_dir_all(&config.state_dir)
         .with_context(|| format!("creating {}", config.state_dir.display()))?;
     let (sender, mut arrivals) = mpsc::channel::<Arrived>(1024);
-    let mut runtime = Runtime::start(config, key, sender).await?;
+    let (lost, mut losses) = mpsc::channel::<String>(16);
+    let mut runtime = Runtime::start(config, key, sender, lost).await?;
     let mut tick = tokio::time::interval(TICK);
-    let stop = tokio::signal::ctrl_c();
-    tokio::pin!(stop);
     loop {
         tokio::select! {
             Some(arrived) = arrivals.recv() => {
@@ -146,14 +150,17 @@ pub async fn run(config_path: &Path) -> anyhow::Result<()> {
                 }
             }
             Some(finished) = runtime.finished.1.recv() => runtime.finish(finished),
+            Some(why) = losses.recv() => return Ok(why),
             _ = tick.tick() => {}
-            _ = &mut stop => {
-                tracing::info!("stopping: running WorkItems stay leased until their leases expire");
-                return Ok(());
-            }
         }
         runtime.react().await;
     }
+}
+
+/// Whether `error` says the session itself is gone (401): nothing sent with it will be
+/// accepted again.
+fn session_gone(error: &weft_api::client::Error) -> bool {
+    matches!(error, weft_api::client::Error::Api { status: 401, .. })
 }
 
 impl Runtime {
@@ -161,6 +168,7 @@ impl Runtime {
         config: WorkerConfig,
         key: Arc<SigningKey>,
         events: mpsc::Sender<Arrived>,
+        lost: mpsc::Sender<String>,
     ) -> anyhow::Result<Self> {
         let agent = Id::parse("agentId", &config.agent_id)?;
         executor::reap(&config.state_dir.join("slots"));
@@ -210,6 +218,7 @@ impl Runtime {
             let subscription = Subscription::new(link.api.clone(), group_id.clone(), cursor);
             let sender = events.clone();
             let name = group.id.clone();
+            let ended = lost.clone();
             tokio::spawn(async move {
                 let result = subscription
                     .run(|event| {
@@ -226,7 +235,11 @@ impl Runtime {
                         }
                     })
                     .await;
-                tracing::error!("{name}: the subscription ended: {result:?}");
+                // Nothing of the Group is heard from here on: the runtime starts again (a
+                // send fails only once it has ended anyway).
+                let _ = ended
+                    .send(format!("{name}: the subscription ended: {result:?}"))
+                    .await;
             });
             queues.insert(group.id.clone(), GroupQueue::new(agent.as_str()));
             journals.insert(group.id.clone(), Arc::new(Mutex::new(journal)));
@@ -277,6 +290,7 @@ impl Runtime {
             schedules: BTreeMap::new(),
             disclose: false,
             finished: mpsc::channel(64),
+            lost,
         })
     }
 
@@ -349,8 +363,17 @@ impl Runtime {
     /// Tries the Authority; on an answer, reconciles every journal first (OFL-5).
     async fn reconnect(&mut self) {
         for (group, link) in &self.links {
-            if link.api.current_session().await.is_err() {
-                return;
+            match link.api.current_session().await {
+                Ok(_) => {}
+                // The Authority answers, but the session expired while it was away: start
+                // again with a new one (before, the Worker stayed offline for good).
+                Err(error) if session_gone(&error) => {
+                    let _ = self
+                        .lost
+                        .try_send(format!("{group}: the session is gone: {error}"));
+                    return;
+                }
+                Err(_) => return,
             }
             let mut journal = self.journals[group].lock().await;
             let rebase = Rebase {
@@ -671,12 +694,13 @@ impl Runtime {
                     group: placement.group.clone(),
                     rank: placement.rank,
                     preempt,
+                    task: None,
                 },
             );
             let done = self.finished.0.clone();
             let slot = placement.slot;
             let work_item = placement.work_item;
-            tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 let outcome = execution::run(job).await;
                 let _ = done
                     .send(Finished {
@@ -686,6 +710,9 @@ impl Runtime {
                     })
                     .await;
             });
+            if let Some(running) = self.slots.get_mut(&slot) {
+                running.task = Some(task.abort_handle());
+            }
         }
     }
 
@@ -715,6 +742,11 @@ impl Runtime {
         for (group, link) in &mut self.links {
             if let Err(error) = link.renew_if_due(Utc::now()).await {
                 tracing::warn!("{group}: renewing the session: {error}");
+                if session_gone(&error) {
+                    let _ = self
+                        .lost
+                        .try_send(format!("{group}: the session is gone: {error}"));
+                }
             }
             let report = PresenceReport {
                 free_slots: free,
@@ -731,47 +763,4 @@ impl Runtime {
             }
         }
     }
-}
-
-/// What the Scheduler needs of a queued WorkItem: its view (`cached` from its offer, else
-/// read) and its Mission's priority class (read once per Mission).
-async fn fetch(
-    link: &Link,
-    work_item: &str,
-    config: &WorkerConfig,
-    cached: Option<WorkItemView>,
-    classes: &mut BTreeMap<String, Level>,
-) -> anyhow::Result<Item> {
-    let id = Id::parse("workItemId", work_item)?;
-    let view = match cached {
-        Some(view) => view,
-        None => link.api.work_item(&id).await?,
-    };
-    let class = match classes.get(&view.mission_id) {
-        Some(class) => *class,
-        None => {
-            let class = link.api.scheduling(&id).await?.priority_class;
-            classes.insert(view.mission_id.clone(), class);
-            class
-        }
-    };
-    let wanted = &view.contract.required_capabilities;
-    let executor = config.executors.iter().position(|e| {
-        wanted.is_empty()
-            || wanted
-                .iter()
-                .any(|c| c.id == e.capability && c.version == e.version)
-    });
-    Ok(Item {
-        group: view.group_id.clone(),
-        mission: view.mission_id.clone(),
-        class,
-        urgency: view.contract.urgency,
-        deadline: view.contract.deadline.to_utc(),
-        since: Utc::now(),
-        eligible: view.eligible,
-        approved: !view.contract.needs_approval() || view.approval_granted,
-        checkpoint: None,
-        executor,
-    })
 }

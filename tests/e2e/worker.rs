@@ -415,6 +415,51 @@ fn a_failing_executor_fails_its_work_item_with_evidence_and_its_usage() {
     );
 }
 
+/// A Membership change makes every session of the Worker's Agent in the Group stale: its
+/// stream ends with 401. The Worker starts again with new sessions and takes the next work;
+/// before, that Group's subscription ended for good and the Worker stayed up hearing nothing.
+#[test]
+fn a_worker_whose_session_went_stale_starts_again_and_takes_work() {
+    let fleet = Fleet::new();
+    let script = "cat > /dev/null; echo ok > outputs/out.txt";
+    let config = fleet.worker_config("w1", "cap.work", script, "");
+    let worker = fleet.start(&config);
+    let one = |mission: &str| {
+        format!(
+            "mission = \"{mission}\"\ntitle = \"t\"\n[[work]]\nid = \"{mission}-w\"\ncapability = \"cap.work:1\"\nobjective = \"o\"\n"
+        )
+    };
+    let (ok, out, err) = fleet.run_plan(&fleet.plan("first.toml", &one("m1")), 60);
+    assert!(
+        ok,
+        "stdout:\n{out}\nstderr:\n{err}\nworker:\n{}",
+        worker.log()
+    );
+    let token_file = fleet.server.data_dir.join("admin.token");
+    let (ok, _, err) = weft(
+        &fleet.coordinator,
+        &fleet.server.url(),
+        &[
+            "admin",
+            "--admin-token-file",
+            token_file.to_str().expect("utf-8"),
+            "member",
+            "set",
+            "g1",
+            "w1",
+            "--role",
+            "worker",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = fleet.run_plan(&fleet.plan("second.toml", &one("m2")), 60);
+    assert!(
+        ok,
+        "stdout:\n{out}\nstderr:\n{err}\nworker:\n{}",
+        worker.log()
+    );
+}
+
 /// OFL-3…5: the Authority killed while a Worker runs. The run goes on within its grace, its
 /// end is buffered in the journal, and on reconnect the journal is reconciled before anything
 /// else; the WorkItem then runs again and is verified.
