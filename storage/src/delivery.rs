@@ -72,7 +72,7 @@ pub(crate) use crate::events::head;
 /// `artifact.repaired` name only an artifact, and are shown when the reader may read it.
 /// Group-level Events (`group.created`, memberships, sessions, agents, and
 /// `artifact.reuse_published`, whose point is to announce reusable knowledge) reach every
-/// member. An Event this version cannot classify is withheld from a scoped member.
+/// member, but a Membership scoped to Missions the reader does not all see (not its own). An Event this version cannot classify is withheld from a scoped member.
 pub(crate) fn deliver(
     conn: &Connection,
     reader: &Reader,
@@ -118,8 +118,17 @@ pub(crate) fn deliver(
                 .missions
                 .iter()
                 .all(|mission| reader.sees_mission(group, mission.as_str())),
+            // A Membership scoped to Missions names them: shown to a scoped member that sees
+            // every one of them, or whose own Membership it is (other Missions' ids, and who
+            // works where, are not its to learn).
+            EventPayload::MembershipSet(p) => {
+                p.missions.as_ref().is_none_or(|missions| {
+                    missions
+                        .iter()
+                        .all(|mission| reader.sees_mission(group, mission.as_str()))
+                }) || matches!(reader, Reader::Agent { agent_id, .. } if *agent_id == p.agent_id)
+            }
             EventPayload::GroupCreated(_)
-            | EventPayload::MembershipSet(_)
             | EventPayload::MembershipRemoved(_)
             | EventPayload::SessionOpened(_)
             | EventPayload::AgentDeactivated(_)

@@ -75,6 +75,7 @@ mod revisions;
 mod revocation;
 mod scope;
 mod scope_leases;
+mod scope_members;
 mod servers;
 mod servers_admin;
 mod servers_hot;
