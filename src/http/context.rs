@@ -43,6 +43,13 @@ pub(crate) async fn publish(
 ) -> HttpResult<Response> {
     let group_id = path_id("groupId", group_id)?;
     let envelope = read_envelope(&headers, body).await?;
+    // The answer commits with the publication (several servers: a retry through another one
+    // replays 201, not a 200 "already published").
+    super::idempotency::answer_with(
+        |(answer, created): &(weft_api::context::ContextPublishedAnswer, bool)| {
+            (created_or_ok(*created), answer.clone())
+        },
+    );
     let (answer, created) = state
         .store
         .context()
@@ -250,6 +257,12 @@ pub(crate) async fn forward(
     let package_id = path_id("packageId", package_id)?;
     let bytes = read_json(&headers, body).await?;
     let request: ForwardRequest = parse_body(&bytes, ErrorCode::BadRequest)?;
+    // The answer commits with the forward (several servers, as for a publication).
+    super::idempotency::answer_with(
+        |(answer, created): &(weft_api::context::ContextForwardedAnswer, bool)| {
+            (created_or_ok(*created), answer.clone())
+        },
+    );
     let (answer, created) = state
         .store
         .context()

@@ -1,14 +1,15 @@
-//! Several servers and the operator's writes that are not idempotent by nature (issue #43):
-//! a key rotation sent with one Idempotency-Key to two servers at once (a client retrying on
-//! another server while the first still works) rotates once, and both answer alike. Before,
-//! its answer was stored after the rotation committed, in a transaction of its own, so the
-//! retry found no answer, rotated again and was refused `conflict` (the key was registered).
+//! Several servers and writes whose answers were stored after their work, in a transaction of
+//! their own (issue #43): sent with one Idempotency-Key to two servers at once (a client
+//! retrying on another server while the first still works), each runs once and both answer
+//! alike. Before, the retry found no answer and ran again: a key rotation was refused
+//! `conflict` (the key was registered), a Context Package answered 200 "already published".
 
 use axum::http::{Method, StatusCode};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use weft_storage::bench_support::postgres::hold_idempotency_key;
 
+use super::context::setting;
 use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,4 +46,48 @@ async fn a_key_rotation_retried_on_another_server_rotates_once() {
         second.json(),
         "one rotation, its answer replayed"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_package_retried_on_another_server_answers_as_the_first() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let (worker, artifact) = setting(&a).await;
+    let payload = super::context::package(
+        &worker,
+        ("g1", "mission-1"),
+        "pkg-1",
+        1,
+        None,
+        (1, 2),
+        &[artifact],
+    );
+    let envelope = weft_api::Envelope::sign(
+        &worker.key,
+        weft_api::context::CONTEXT_TYPE,
+        payload.to_string().as_bytes(),
+    );
+    let body = serde_json::to_value(&envelope).expect("json");
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let holder = tokio::task::spawn_blocking(move || {
+        hold_idempotency_key(&url, "agent:ctx-worker", "context-once", 2, || {
+            let _ = locking.send(());
+        })
+    });
+    locked.await.expect("the key is held");
+    let uri = "/v1/groups/g1/context";
+    let header = [("Idempotency-Key", "context-once")];
+    let (first, second) = tokio::join!(
+        a.json_as(Method::POST, uri, &worker.token, body.clone(), &header),
+        b.json_as(Method::POST, uri, &worker.token, body, &header),
+    );
+    let waited = holder.await.expect("the holder ran").expect("it ends");
+    assert!(waited, "both servers looked the key up behind its lock");
+    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+    assert_eq!(second.status, StatusCode::CREATED, "{second:?}");
+    assert_eq!(first.json(), second.json());
 }
