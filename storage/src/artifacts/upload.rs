@@ -6,8 +6,8 @@
 //! (uploads in flight per Agent and in all, and bytes an Agent holds uploaded but uncited).
 //!
 //! No timing oracle: bytes the uploader cannot already see take the full path (staged,
-//! fsynced, promoted) even when another Group holds them, so they cost what new bytes cost.
-//! Only bytes the uploader may already see take the hash-only fast path.
+//! fsynced, promoted) even when another Group holds them, so they cost what new bytes cost;
+//! only bytes it may already see take the hash-only fast path. A HEAD reads alike either way.
 
 use crate::sql::Connection;
 use bytes::Bytes;
@@ -16,8 +16,7 @@ use weft_api::session::Role;
 use weft_api::{Digest, Digests, ErrorCode};
 
 use super::blob_row;
-use crate::access::Session;
-use crate::access::{Reader, can_see_blob, membership};
+use crate::access::{Reader, Session, can_see_blob, membership};
 use crate::acting::Acting;
 use crate::artifacts::handle::Artifacts;
 use crate::blobs::Staged;
@@ -550,6 +549,8 @@ impl Artifacts<'_> {
             .db
             .read(move |conn| {
                 let Some((digests, _)) = blob_row(conn, &digest)? else {
+                    // Another Group's blob's reads, on no bytes: timing tells nothing (#40).
+                    can_see_blob(conn, &reader, &weft_api::ArtifactId([0; 32]))?;
                     return Ok(None);
                 };
                 Ok(can_see_blob(conn, &reader, &digests.blake3)?.then_some(digests))
