@@ -148,6 +148,17 @@ impl WorkerConfig {
                 bail!("group {} is listed twice", group.id);
             }
         }
+        if let Some(base) = self.slot_uid_base {
+            // Every slot's uid is a uid of its own: never root, never the Worker's, never
+            // past u32 (`clear_slot` stops every process of a slot's uid).
+            let last = base.checked_add(self.slots);
+            let own = rustix::process::getuid().as_raw();
+            if base == 0 || last.is_none() || (base..=last.unwrap_or(u32::MAX)).contains(&own) {
+                bail!(
+                    "slot_uid_base must be above 0, leave room for every slot and not cover the Worker's own uid {own}"
+                );
+            }
+        }
         if self.executors.is_empty() {
             bail!("name at least one [[executor]]");
         }
@@ -251,6 +262,25 @@ command = ["true"]
             (
                 "bad agent id",
                 GOOD.replace("agent_id = \"w1\"", "agent_id = \"\""),
+            ),
+            // Slot uids: never root, never past u32, never the Worker's own.
+            (
+                "slot uid 0",
+                GOOD.replace("slots = 2", "slots = 2\nslot_uid_base = 0"),
+            ),
+            (
+                "slot uids past u32",
+                GOOD.replace("slots = 2", "slots = 2\nslot_uid_base = 4294967295"),
+            ),
+            (
+                "the Worker's own uid",
+                GOOD.replace(
+                    "slots = 2",
+                    &format!(
+                        "slots = 2\nslot_uid_base = {}",
+                        rustix::process::getuid().as_raw()
+                    ),
+                ),
             ),
         ] {
             assert!(load(&bad).is_err(), "{what} was accepted");

@@ -151,7 +151,7 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         .await
         .context("a capability token for the lease")?;
     // Nothing an earlier run left in this slot may reach this one (SCH-12).
-    executor::clear_slot(job.uid).await;
+    executor::clear_slot(job.uid).await?;
     let dir = RunDir::prepare(
         &job.slot_dir.join("run"),
         job.checkpoint.as_deref(),
@@ -280,7 +280,8 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         ..Budgets::default()
     };
     // Nothing of the run changes its files while the Worker reads them.
-    executor::clear_slot(job.uid).await;
+    executor::clear_slot(job.uid).await?;
+    executor::seal_run(&dir, job.uid)?;
     let checkpoint = executor::take_file(&dir.checkpoint(), &kept_checkpoint(job));
     if offline_since.is_some() {
         let note = match &ending {
@@ -314,20 +315,30 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         checkpoint,
         wall_clock,
     };
-    let renewing = tokio::spawn(keep_renewing(
+    // Aborted when dropped: also when this run's own task is aborted meanwhile.
+    let renewing = AbortOnDrop(tokio::spawn(keep_renewing(
         job.link.clone(),
         job.work_item.clone(),
         leased.lease.clone(),
         renew_every,
-    ));
+    )));
     let concluded = tokio::time::timeout(bound, conclude(job, &leased, &dir, ending_view)).await;
-    renewing.abort();
+    drop(renewing);
     match concluded {
         Ok(outcome) => outcome,
         Err(_) => Ok(Outcome::Lost(format!(
             "the results did not reach the Authority within {} s",
             bound.as_secs()
         ))),
+    }
+}
+
+/// A task that ends with its handle.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -163,6 +163,17 @@ pub(super) struct Running {
     pub(super) ended: tokio::task::JoinHandle<Ending>,
 }
 
+/// A run given up (its task aborted: the runtime starts again) stops its executor and what
+/// it started; one that ended finds nothing left to stop.
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.ended.is_finished() {
+            self.ended.abort();
+            signal(self.pid, Signal::Kill);
+        }
+    }
+}
+
 /// Starts the executor; its lines arrive on `lines`, its ending on `ended`.
 pub(super) fn start(launch: Launch<'_>) -> anyhow::Result<Running> {
     let (program, args) = launch
@@ -277,7 +288,8 @@ async fn wait(mut child: tokio::process::Child, pid: u32, wall_clock: Duration) 
 /// another Group's. Run before a slot is prepared and when a run ends, before its outputs are
 /// read, so that no file of the run changes while the Worker reads it. `kill(-1)` as that uid
 /// reaches exactly its processes (and not the caller).
-pub(super) async fn clear_slot(uid: Option<u32>) {
+/// Fails closed: a slot whose processes could not be stopped runs nothing.
+pub(super) async fn clear_slot(uid: Option<u32>) -> anyhow::Result<()> {
     #[cfg(unix)]
     if let Some(uid) = uid {
         let status = tokio::process::Command::new("/bin/sh")
@@ -289,42 +301,101 @@ pub(super) async fn clear_slot(uid: Option<u32>) {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
-            .await;
-        if let Err(error) = status {
-            tracing::warn!("stopping slot uid {uid}'s processes: {error}");
+            .await
+            .with_context(|| format!("stopping slot uid {uid}'s processes"))?;
+        anyhow::ensure!(
+            status.success(),
+            "stopping slot uid {uid}'s processes: {status}"
+        );
+    }
+    Ok(())
+}
+
+/// After a run, with per-slot uids: its directory and `outputs/` become the Worker's (mode
+/// 0700), so nothing of the slot's uid, not even a process started after [`clear_slot`]
+/// (cron, `at`), can add, remove or swap an entry while the Worker reads them.
+pub(super) fn seal_run(dir: &RunDir, uid: Option<u32>) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    if uid.is_some() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (own, group) = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
+        for path in [dir.root.clone(), dir.outputs()] {
+            let meta = std::fs::symlink_metadata(&path)?;
+            anyhow::ensure!(
+                meta.file_type().is_dir(),
+                "{} is not a directory",
+                path.display()
+            );
+            std::os::unix::fs::chown(&path, Some(own), Some(group))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
         }
     }
+    Ok(())
 }
 
 /// A regular file the run left at `path` (never a symlink, a directory or a device),
 /// moved to `kept` (a path of the Worker's own, outside the run directory): `Some(kept)`.
 /// Moved, not read: a checkpoint may be larger than the Worker's memory, and once moved
 /// nothing of the run can swap it. Run after [`clear_slot`].
+/// The file becomes the Worker's own (mode 0600, in directories of mode 0700): a later run
+/// of the slot's uid, maybe another Group's, can neither read nor rewrite it.
 pub(super) fn take_file(path: &Path, kept: &Path) -> Option<PathBuf> {
-    let regular = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file());
     if !regular(path) {
         return None;
     }
-    if let Some(parent) = kept.parent()
-        && let Err(error) = std::fs::create_dir_all(parent)
-    {
-        tracing::warn!("keeping {}: {error}", path.display());
-        return None;
-    }
-    if let Err(error) = std::fs::rename(path, kept) {
-        tracing::warn!("keeping {}: {error}", path.display());
-        return None;
-    }
-    if regular(kept) {
-        Some(kept.to_owned())
-    } else {
-        let _ = std::fs::remove_file(kept);
-        None
+    let taken = (|| -> std::io::Result<()> {
+        if let Some(parent) = kept.parent() {
+            std::fs::create_dir_all(parent)?;
+            #[cfg(unix)]
+            for dir in [parent, parent.parent().unwrap_or(parent)] {
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+            }
+        }
+        std::fs::rename(path, kept)?;
+        if !regular(kept) {
+            return Err(std::io::Error::other("not a regular file of one link"));
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::os::unix::fs::chown(
+                kept,
+                Some(rustix::process::geteuid().as_raw()),
+                Some(rustix::process::getegid().as_raw()),
+            )?;
+            std::fs::set_permissions(kept, std::fs::Permissions::from_mode(0o600))?;
+        }
+        Ok(())
+    })();
+    match taken {
+        Ok(()) => Some(kept.to_owned()),
+        Err(error) => {
+            tracing::warn!("keeping {}: {error}", path.display());
+            let _ = std::fs::remove_file(kept);
+            None
+        }
     }
 }
 
-/// The regular files directly in `dir`, sorted; symlinks, directories and devices are
-/// skipped (a symlink to the Worker's key would otherwise be published). `dir` itself must
+/// A regular file (not a symlink, a directory or a device) with one link: a hard link to a
+/// file of someone else's would otherwise pass.
+fn regular(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| {
+        #[cfg(unix)]
+        let one_link = std::os::unix::fs::MetadataExt::nlink(&m) == 1;
+        #[cfg(not(unix))]
+        let one_link = true;
+        m.file_type().is_file() && one_link
+    })
+}
+
+/// The regular files of one link directly in `dir`, sorted; symlinks, hard links,
+/// directories and devices are skipped (a symlink to the Worker's key would otherwise be
+/// published). `dir` itself must
 /// be a directory, not a symlink to one.
 pub(super) fn regular_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let meta = std::fs::symlink_metadata(dir).with_context(|| dir.display().to_string())?;
@@ -335,8 +406,8 @@ pub(super) fn regular_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     );
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .flatten()
-        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
         .map(|entry| entry.path())
+        .filter(|path| regular(path))
         .collect();
     files.sort();
     Ok(files)

@@ -96,6 +96,16 @@ struct Runtime {
     /// Told when a Group's session is gone for good (replaced, expired, a Membership
     /// change: 401): the runtime starts again with new sessions.
     lost: mpsc::Sender<String>,
+    /// Each Group's subscription task, ended with the runtime.
+    subscriptions: Vec<tokio::task::AbortHandle>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        for subscription in &self.subscriptions {
+            subscription.abort();
+        }
+    }
 }
 
 /// `weft worker --config FILE`: runs until interrupted. When a Group's session is gone for
@@ -107,15 +117,23 @@ pub async fn run(config_path: &Path) -> anyhow::Result<()> {
     let stop = tokio::signal::ctrl_c();
     tokio::pin!(stop);
     let mut wait = Duration::from_secs(1);
+    let mut lives = 0u64;
     loop {
         let began = Instant::now();
         let why = tokio::select! {
-            ran = run_once(config_path) => ran?,
+            ran = run_once(config_path) => match ran {
+                Ok(why) => why,
+                // The first start failing is the operator's to see (a wrong config, no
+                // Authority); a later one is retried: another Group's work goes on after.
+                Err(error) if lives == 0 => return Err(error),
+                Err(error) => format!("starting again failed: {error:#}"),
+            },
             _ = &mut stop => {
                 tracing::info!("stopping: running WorkItems stay leased until their leases expire");
                 return Ok(());
             }
         };
+        lives += 1;
         if began.elapsed() > Duration::from_secs(60) {
             wait = Duration::from_secs(1);
         }
@@ -172,6 +190,9 @@ impl Runtime {
     ) -> anyhow::Result<Self> {
         let agent = Id::parse("agentId", &config.agent_id)?;
         executor::reap(&config.state_dir.join("slots"));
+        // Checkpoints kept by an earlier life: its items are rebuilt without them.
+        let _ = std::fs::remove_dir_all(config.state_dir.join("checkpoints"));
+        let mut subscriptions = Vec::new();
         let mut links = BTreeMap::new();
         let mut queues = BTreeMap::new();
         let mut journals = BTreeMap::new();
@@ -219,7 +240,7 @@ impl Runtime {
             let sender = events.clone();
             let name = group.id.clone();
             let ended = lost.clone();
-            tokio::spawn(async move {
+            let subscribed = tokio::spawn(async move {
                 let result = subscription
                     .run(|event| {
                         let sender = sender.clone();
@@ -241,6 +262,7 @@ impl Runtime {
                     .send(format!("{name}: the subscription ended: {result:?}"))
                     .await;
             });
+            subscriptions.push(subscribed.abort_handle());
             queues.insert(group.id.clone(), GroupQueue::new(agent.as_str()));
             journals.insert(group.id.clone(), Arc::new(Mutex::new(journal)));
             links.insert(group.id.clone(), link);
@@ -291,6 +313,7 @@ impl Runtime {
             disclose: false,
             finished: mpsc::channel(64),
             lost,
+            subscriptions,
         })
     }
 
@@ -301,7 +324,13 @@ impl Runtime {
     }
 
     fn finish(&mut self, finished: Finished) {
-        self.slots.remove(&finished.slot);
+        if let Some(slot) = self.slots.remove(&finished.slot)
+            && matches!(finished.outcome, Outcome::Submitted | Outcome::Failed(_))
+        {
+            // Done with: its checkpoint is kept no longer.
+            let kept = self.config.state_dir.join("checkpoints");
+            let _ = std::fs::remove_file(kept.join(&slot.group).join(&finished.work_item));
+        }
         self.changed = true;
         self.schedules.remove(&finished.work_item);
         self.disclose = true;

@@ -285,10 +285,12 @@ pub(super) async fn submit(
         .await;
     match answer {
         Ok(_) => Ok(Submitted::Done),
-        // Refused: a 4xx. A server that failed (5xx) said nothing of the work, which may
-        // even have been submitted: the run ends without failing complete work, and the
-        // log decides what the WorkItem is.
-        Err(ClientError::Api { status, body }) if status < 500 => {
+        // Refused: a 4xx. A server that failed (5xx), timed out (408) or was busy (429) said
+        // nothing of the work, which may even have been submitted: the run ends without
+        // failing complete work, and the log decides what the WorkItem is.
+        Err(ClientError::Api { status, body })
+            if status < 500 && status != 408 && status != 429 =>
+        {
             let detail = format!("work.submit refused: {} ({})", body.detail, body.code);
             run.link
                 .send(

@@ -105,6 +105,20 @@ pub(super) fn remember(home: &Path, agent_id: &str, state: &Value) {
     }
 }
 
+/// Forgets what `work.json` in `home` remembers of `work_item` (its lease was refused
+/// `stale_lease`). A failure to write is reported, never fatal.
+pub(super) fn forget(home: &Path, work_item: &str) {
+    let outcome = LocalState::load(home).and_then(|mut local| {
+        if local.work_items.remove(work_item).is_some() {
+            local.save(home)?;
+        }
+        Ok(())
+    });
+    if let Err(error) = outcome {
+        eprintln!("warning: {FILE} not updated: {error:#}");
+    }
+}
+
 /// The lease to publish under for `work_item` (`weft put`, `weft work token`): the one
 /// `work.json` remembers, else the WorkItem's current Execution Lease when `agent_id` holds
 /// it (one read of the WorkItem); `None` when neither names one.

@@ -69,7 +69,8 @@ impl Signer {
             membership_epoch: self.membership_epoch,
         };
         let payload = serde_json::to_value(payload)?;
-        let accepted = self
+        let work_item = payload["workItemId"].as_str().map(str::to_owned);
+        let sent = self
             .api
             .command(
                 &signer,
@@ -78,7 +79,15 @@ impl Signer {
                 lease.as_ref(),
                 args.expected_revision,
             )
-            .await?;
+            .await;
+        if let (Err(error), Some(work_item)) = (&sent, &work_item)
+            && error.code() == Some(weft_api::ErrorCode::StaleLease)
+        {
+            // The lease `work.json` remembered is over: the next Command quotes the
+            // WorkItem's current one (`lease_for`) instead of failing the same way for ever.
+            super::lease::forget(&self.home, work_item);
+        }
+        let accepted = sent?;
         remember(&self.home, self.agent_id.as_str(), &accepted.state);
         print_accepted(&accepted, args.json)
     }
