@@ -183,13 +183,18 @@ pub(crate) fn decode(envelope_json: &str) -> Result<(Envelope, Evidence), Error>
 
 /// The approval's signer and Mission, if `evidence_id` is an approver's passing, unsuperseded
 /// `reuse` Evidence about `artifact` in `group`.
+///
+/// Evidence of a Mission `reader` does not see answers as absent (CTX-5: `unknown_evidence`,
+/// where `evidence_missing` told a Mission-scoped caller that it exists).
 pub(crate) fn reuse_approval(
     conn: &Connection,
+    reader: &crate::access::Reader,
     group: &str,
     artifact: &ArtifactId,
     evidence_id: &ArtifactId,
 ) -> Result<(String, String), Error> {
-    let row = crate::rows::evidence::approval(conn, evidence_id, group)?;
+    let row = crate::rows::evidence::approval(conn, evidence_id, group)?
+        .filter(|(_, mission_id, _, _)| reader.sees_mission(group, mission_id));
     let Some((producer, mission_id, standing, envelope)) = row else {
         return Err(reject(
             ErrorCode::UnknownEvidence,

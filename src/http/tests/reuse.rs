@@ -273,3 +273,47 @@ backends!(
         assert_eq!(h.fingerprint().await, before, "{kind:?}: nothing changed");
     }
 );
+
+backends!(
+    /// CTX-5 on the approval a reuse cites: a member scoped to mission-2, holding the bytes
+    /// there too, cannot cite mission-1's approval: it answers as an unknown Evidence id, as an
+    /// absent one does. Before, the approval was found whatever the caller's scope (and so
+    /// accepted, or `evidence_missing`: either way it told the caller it exists).
+    async fn a_scoped_approver_cannot_cite_another_missions_approval(kind: Kind) {
+        let World {
+            h, producer, a1, ..
+        } = world(kind).await;
+        let a1_text = a1.to_string();
+        let approver = h.agent("approver", "g1", &["approver"]).await;
+        let approval_id = record(&h, &approver, &approval(&approver, &a1_text)).await;
+        let answer = publish_in(
+            &h,
+            &producer,
+            "mission-2",
+            "work-2",
+            b"mission one's notes",
+            &[],
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        let scoped = scoped_agent(&h, "approver-2", &["approver"], &["mission-2"]).await;
+        refused(
+            &h,
+            reuse_request(&scoped, &a1_text, &approval_id),
+            "unknown_evidence",
+        )
+        .await;
+        let absent = digest_of(b"no approval").blake3.to_string();
+        refused(
+            &h,
+            reuse_request(&scoped, &a1_text, &absent),
+            "unknown_evidence",
+        )
+        .await;
+        // The Group-wide approver cites it.
+        let published = h
+            .send(reuse_request(&approver, &a1_text, &approval_id))
+            .await;
+        assert_eq!(published.status, StatusCode::CREATED, "{published:?}");
+    }
+);

@@ -90,7 +90,7 @@ impl Artifacts<'_> {
                     ));
                 }
                 let (approved_by, mission_id) =
-                    crate::standing::reuse_approval(txn, group, &artifact, &request.approval)?;
+                    crate::standing::reuse_approval(txn, &reader, group, &artifact, &request.approval)?;
                 let event = EventPayload::ReusePublished(kinds::ReusePublished {
                     approved_by: Id::parse("agentId", &approved_by)?,
                     artifact,
