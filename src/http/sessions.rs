@@ -29,8 +29,12 @@ pub(crate) async fn open(
     body: Body,
 ) -> HttpResult<Response> {
     // The grant holds the new session's token: stored only sealed (PD-20) when a caller
-    // that sent its own bearer token asks with an Idempotency-Key.
-    super::idempotency::seal_answer();
+    // that sent its own bearer token asks with an Idempotency-Key, and with the session's
+    // commit (several servers: a retry through another one replays it, where it ran again
+    // and was refused `nonce_reused`).
+    super::idempotency::answer_sealed_with(|grant: &weft_api::session::SessionGrant| {
+        (StatusCode::CREATED, grant.clone())
+    });
     let envelope = read_envelope(&headers, body).await?;
     let grant = state.store.sessions().open_session(envelope).await?;
     Ok(json(StatusCode::CREATED, &grant))
@@ -87,12 +91,20 @@ pub(crate) async fn renew(
         ));
     };
     let envelope = read_envelope(&headers, body).await?;
+    // The answer commits with the renewal (its write answers the new expiry): a retry through
+    // another server replays it, where it ran again and was refused `nonce_reused`.
+    let held = view_of(&session);
+    let render = move |expires_at: &chrono::DateTime<chrono::Utc>| {
+        let mut view = held.clone();
+        view.expires_at = expires_at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+        (StatusCode::OK, view)
+    };
+    super::idempotency::answer_with(render.clone());
     let expires_at = state
         .store
         .sessions()
         .renew_session(&session, envelope)
         .await?;
-    let mut view = view_of(&session);
-    view.expires_at = expires_at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
-    Ok(json(StatusCode::OK, &view))
+    let (status, view) = render(&expires_at);
+    Ok(json(status, &view))
 }

@@ -2,7 +2,8 @@
 //! their own (issue #43): sent with one Idempotency-Key to two servers at once (a client
 //! retrying on another server while the first still works), each runs once and both answer
 //! alike. Before, the retry found no answer and ran again: a key rotation was refused
-//! `conflict` (the key was registered), a Context Package answered 200 "already published".
+//! `conflict` (the key was registered), a Context Package answered 200 "already published",
+//! a session renewal `nonce_reused`.
 
 use axum::http::{Method, StatusCode};
 use base64::Engine as _;
@@ -89,5 +90,44 @@ async fn a_context_package_retried_on_another_server_answers_as_the_first() {
     assert!(waited, "both servers looked the key up behind its lock");
     assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
     assert_eq!(second.status, StatusCode::CREATED, "{second:?}");
+    assert_eq!(first.json(), second.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_renewal_retried_on_another_server_answers_as_the_first() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let issued = weft_storage::Clock::now(&a.clock).to_rfc3339();
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let holder = tokio::task::spawn_blocking(move || {
+        hold_idempotency_key(&url, "agent:w1", "renew-once", 2, || {
+            let _ = locking.send(());
+        })
+    });
+    locked.await.expect("the key is held");
+    let request = || {
+        let mut request = super::sessions::renewal(
+            &worker.token,
+            &worker.key,
+            "w1",
+            "g1",
+            issued.clone(),
+            "0123456789abcdef0123",
+        );
+        request
+            .headers_mut()
+            .insert("Idempotency-Key", "renew-once".parse().expect("header"));
+        request
+    };
+    let (first, second) = tokio::join!(a.send(request()), b.send(request()));
+    let waited = holder.await.expect("the holder ran").expect("it ends");
+    assert!(waited, "both servers looked the key up behind its lock");
+    assert_eq!(first.status, StatusCode::OK, "{first:?}");
+    assert_eq!(second.status, StatusCode::OK, "{second:?}");
     assert_eq!(first.json(), second.json());
 }
