@@ -3,7 +3,7 @@
 //! retrying on another server while the first still works), each runs once and both answer
 //! alike. Before, the retry found no answer and ran again: a key rotation was refused
 //! `conflict` (the key was registered), a Context Package answered 200 "already published",
-//! a session renewal `nonce_reused`.
+//! a session renewal `nonce_reused`, a review recorded a second set of Evidence.
 
 use axum::http::{Method, StatusCode};
 use base64::Engine as _;
@@ -130,4 +130,48 @@ async fn a_session_renewal_retried_on_another_server_answers_as_the_first() {
     assert_eq!(first.status, StatusCode::OK, "{first:?}");
     assert_eq!(second.status, StatusCode::OK, "{second:?}");
     assert_eq!(first.json(), second.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_retried_on_another_server_records_once() {
+    if !postgres_available() {
+        return;
+    }
+    let a = harness(Kind::Postgres).await;
+    let b = a.peer(|_| {}).await;
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let worker = a.agent("w1", "g1", &["worker"]).await;
+    let reviewer = a.agent("r1", "g1", &["reviewer"]).await;
+    let artifact = a.put(&worker, "g1", b"reviewed once", &[]).await;
+    let body = serde_json::json!({"artifacts": [artifact], "criteria": {"integrity": "ac-1"}});
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let holder = tokio::task::spawn_blocking(move || {
+        hold_idempotency_key(&url, "agent:r1", "review-once", 2, || {
+            let _ = locking.send(());
+        })
+    });
+    locked.await.expect("the key is held");
+    let uri = "/v1/workitems/work-1/review";
+    let header = [("Idempotency-Key", "review-once")];
+    let (first, second) = tokio::join!(
+        a.json_as(Method::POST, uri, &reviewer.token, body.clone(), &header),
+        b.json_as(Method::POST, uri, &reviewer.token, body, &header),
+    );
+    let waited = holder.await.expect("the holder ran").expect("it ends");
+    assert!(waited, "both servers looked the key up behind its lock");
+    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+    assert_eq!(second.status, StatusCode::CREATED, "{second:?}");
+    assert_eq!(
+        first.json(),
+        second.json(),
+        "one review, its answer replayed"
+    );
+    let criteria = a
+        .get_json(&reviewer, "/v1/evidence?workItemId=work-1")
+        .await;
+    assert_eq!(
+        criteria["items"].as_array().map(Vec::len),
+        Some(1),
+        "one record: {criteria}"
+    );
 }

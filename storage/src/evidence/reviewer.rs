@@ -142,23 +142,25 @@ impl Handle<'_> {
                         ));
                     }
                 }
-                prepared
+                let recorded = prepared
                     .into_iter()
                     .map(|evidence| Ok(evidence.record(tx)?.0))
-                    .collect::<Result<Vec<_>, Error>>()
+                    .collect::<Result<Vec<_>, Error>>()?;
+                // The answer itself, so that a route's idempotent answer commits with it.
+                Ok(kept
+                    .into_iter()
+                    .zip(recorded)
+                    .map(|((envelope, evidence), recorded)| EvidenceRecord {
+                        evidence_id: recorded.evidence_id,
+                        group_id: group.to_string(),
+                        sequence: recorded.sequence,
+                        envelope,
+                        evidence,
+                    })
+                    .collect::<Vec<EvidenceRecord>>())
             })
             .await?;
-        Ok(kept
-            .into_iter()
-            .zip(recorded)
-            .map(|((envelope, evidence), recorded)| EvidenceRecord {
-                evidence_id: recorded.evidence_id,
-                group_id: session.group_id.to_string(),
-                sequence: recorded.sequence,
-                envelope,
-                evidence,
-            })
-            .collect())
+        Ok(recorded)
     }
 
     /// EVD-3: after the submission appended at `sequence`, the built-in reviewer runs the
