@@ -149,13 +149,14 @@ impl WorkerConfig {
             }
         }
         if let Some(base) = self.slot_uid_base {
-            // Every slot's uid is a uid of its own: never root, never the Worker's, never
-            // past u32 (`clear_slot` stops every process of a slot's uid).
-            let last = base.checked_add(self.slots);
+            // Every slot's uid (and gid, the same) is one of its own: no system uid or group
+            // (below 1000: `shadow`, daemons `clear_slot` would stop), never the Worker's, never
+            // -1 (which `chown` reads as "unchanged").
+            let last = base.checked_add(self.slots).filter(|last| *last < u32::MAX);
             let own = rustix::process::getuid().as_raw();
-            if base == 0 || last.is_none() || (base..=last.unwrap_or(u32::MAX)).contains(&own) {
+            if base < 1000 || last.is_none() || (base..=last.unwrap_or(u32::MAX)).contains(&own) {
                 bail!(
-                    "slot_uid_base must be above 0, leave room for every slot and not cover the Worker's own uid {own}"
+                    "slot_uid_base must be 1000 or more, end below 4294967295 and not cover the Worker's own uid {own}"
                 );
             }
         }
@@ -263,10 +264,10 @@ command = ["true"]
                 "bad agent id",
                 GOOD.replace("agent_id = \"w1\"", "agent_id = \"\""),
             ),
-            // Slot uids: never root, never past u32, never the Worker's own.
+            // Slot uids: never system ones, never past u32, never the Worker's own.
             (
-                "slot uid 0",
-                GOOD.replace("slots = 2", "slots = 2\nslot_uid_base = 0"),
+                "system uids",
+                GOOD.replace("slots = 2", "slots = 2\nslot_uid_base = 41"),
             ),
             (
                 "slot uids past u32",

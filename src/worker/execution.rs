@@ -152,16 +152,12 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         .context("a capability token for the lease")?;
     // Nothing an earlier run left in this slot may reach this one (SCH-12).
     executor::clear_slot(job.uid).await?;
-    let dir = RunDir::prepare(
-        &job.slot_dir.join("run"),
-        job.checkpoint.as_deref(),
-        job.uid,
-    )?;
+    let dir = RunDir::prepare(&job.slot_dir.join("run"), job.checkpoint.as_deref())?;
     std::fs::write(
         dir.root.join("contract.json"),
         serde_json::to_vec_pretty(&contract)?,
     )?;
-    executor::private(&dir.root.join("contract.json"), job.uid)?;
+    executor::private(&dir.root.join("contract.json"), None)?;
     for input in &contract.inputs {
         let path = dir.inputs().join(input.hex());
         let mut file = tokio::fs::File::create(&path).await?;
@@ -169,8 +165,9 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
             .download(&Digest::Blake3(*input), &mut file, |_, _| {})
             .await
             .with_context(|| format!("input {input}"))?;
-        executor::private(&path, job.uid)?;
+        executor::private(&path, None)?;
     }
+    dir.hand_over(job.uid)?;
     let effect_key =
         weft_api::idempotency::operation_key(&mission, &job.work_item, leased.epoch, "effects");
     let attempt_key = leased.view.attempt_key.clone().unwrap_or_default();
@@ -279,9 +276,10 @@ async fn execute(job: &mut Job, mut leased: Leased) -> anyhow::Result<Outcome> {
         wall_clock_seconds: elapsed,
         ..Budgets::default()
     };
-    // Nothing of the run changes its files while the Worker reads them.
-    executor::clear_slot(job.uid).await?;
+    // Nothing of the run changes its files while the Worker reads them: sealed first, then
+    // every process of the slot's uid stopped (with the files it held open).
     executor::seal_run(&dir, job.uid)?;
+    executor::clear_slot(job.uid).await?;
     let checkpoint = executor::take_file(&dir.checkpoint(), &kept_checkpoint(job));
     if offline_since.is_some() {
         let note = match &ending {

@@ -104,12 +104,10 @@ impl RunDir {
     }
 
     /// A fresh run directory at `root` (an earlier run's is removed; the checkpoint kept from
-    /// an earlier attempt, if any, is copied to `checkpoint`).
-    pub(super) fn prepare(
-        root: &Path,
-        checkpoint: Option<&Path>,
-        uid: Option<u32>,
-    ) -> anyhow::Result<Self> {
+    /// an earlier attempt, if any, is copied to `checkpoint`), the Worker's own (0700) until
+    /// [`RunDir::hand_over`]: nothing of the slot's uid can plant a symlink where the Worker
+    /// (maybe root) writes the contract, the inputs and the checkpoint.
+    pub(super) fn prepare(root: &Path, checkpoint: Option<&Path>) -> anyhow::Result<Self> {
         if root.exists() {
             std::fs::remove_dir_all(root)
                 .with_context(|| format!("clearing {}", root.display()))?;
@@ -119,14 +117,39 @@ impl RunDir {
         };
         for path in [dir.root.clone(), dir.inputs(), dir.outputs()] {
             std::fs::create_dir_all(&path)?;
-            private(&path, uid)?;
+            private(&path, None)?;
         }
         if let Some(kept) = checkpoint {
             std::fs::copy(kept, dir.checkpoint())
                 .with_context(|| format!("the checkpoint {}", kept.display()))?;
-            private(&dir.checkpoint(), uid)?;
+            private(&dir.checkpoint(), None)?;
         }
         Ok(dir)
+    }
+
+    /// Gives the filled run directory to the slot's uid: everything in it first, the
+    /// directory itself last, so no process of that uid reaches any of it before it is whole.
+    pub(super) fn hand_over(&self, uid: Option<u32>) -> anyhow::Result<()> {
+        if uid.is_none() {
+            return Ok(());
+        }
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(self.inputs())?
+            .flatten()
+            .map(|entry| entry.path())
+            .collect();
+        paths.push(self.inputs());
+        paths.push(self.outputs());
+        for name in ["contract.json", "checkpoint"] {
+            let path = self.root.join(name);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                paths.push(path);
+            }
+        }
+        paths.push(self.root.clone());
+        for path in &paths {
+            private(path, uid)?;
+        }
+        Ok(())
     }
 }
 

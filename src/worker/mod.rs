@@ -96,13 +96,18 @@ struct Runtime {
     /// Told when a Group's session is gone for good (replaced, expired, a Membership
     /// change: 401): the runtime starts again with new sessions.
     lost: mpsc::Sender<String>,
-    /// Each Group's subscription task, ended with the runtime.
-    subscriptions: Vec<tokio::task::AbortHandle>,
+    /// Each Group's subscription task, ended with the runtime (held for its `Drop`).
+    _subscriptions: Subscriptions,
 }
 
-impl Drop for Runtime {
+/// Subscription tasks, ended when dropped: with the runtime, or when its start fails after
+/// some were spawned.
+#[derive(Default)]
+struct Subscriptions(Vec<tokio::task::AbortHandle>);
+
+impl Drop for Subscriptions {
     fn drop(&mut self) {
-        for subscription in &self.subscriptions {
+        for subscription in &self.0 {
             subscription.abort();
         }
     }
@@ -192,7 +197,7 @@ impl Runtime {
         executor::reap(&config.state_dir.join("slots"));
         // Checkpoints kept by an earlier life: its items are rebuilt without them.
         let _ = std::fs::remove_dir_all(config.state_dir.join("checkpoints"));
-        let mut subscriptions = Vec::new();
+        let mut subscriptions = Subscriptions::default();
         let mut links = BTreeMap::new();
         let mut queues = BTreeMap::new();
         let mut journals = BTreeMap::new();
@@ -262,7 +267,7 @@ impl Runtime {
                     .send(format!("{name}: the subscription ended: {result:?}"))
                     .await;
             });
-            subscriptions.push(subscribed.abort_handle());
+            subscriptions.0.push(subscribed.abort_handle());
             queues.insert(group.id.clone(), GroupQueue::new(agent.as_str()));
             journals.insert(group.id.clone(), Arc::new(Mutex::new(journal)));
             links.insert(group.id.clone(), link);
@@ -313,7 +318,7 @@ impl Runtime {
             disclose: false,
             finished: mpsc::channel(64),
             lost,
-            subscriptions,
+            _subscriptions: subscriptions,
         })
     }
 

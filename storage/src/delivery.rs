@@ -72,7 +72,9 @@ pub(crate) use crate::events::head;
 /// `artifact.repaired` name only an artifact, and are shown when the reader may read it.
 /// Group-level Events (`group.created`, memberships, sessions, agents, and
 /// `artifact.reuse_published`, whose point is to announce reusable knowledge) reach every
-/// member, but a Membership scoped to Missions the reader does not all see (not its own). An Event this version cannot classify is withheld from a scoped member.
+/// member, except a `membership.set` naming Missions the reader does not all see (unless it
+/// is the reader's own). An Event this version cannot classify is withheld from a scoped
+/// member.
 pub(crate) fn deliver(
     conn: &Connection,
     reader: &Reader,
