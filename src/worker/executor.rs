@@ -430,7 +430,18 @@ pub(super) fn regular_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .flatten()
         .map(|entry| entry.path())
-        .filter(|path| regular(path))
+        .filter(|path| {
+            let kept = regular(path);
+            if !kept {
+                // Said, not silent: an executor that hard-linked an input as a cheap copy
+                // learns why its output is missing.
+                tracing::warn!(
+                    "not published: {} is not a regular file of one link",
+                    path.display()
+                );
+            }
+            kept
+        })
         .collect();
     files.sort();
     Ok(files)
