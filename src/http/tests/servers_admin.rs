@@ -13,6 +13,32 @@ use weft_storage::bench_support::postgres::hold_idempotency_key;
 use super::context::setting;
 use super::harness::*;
 
+/// `request` (an Idempotency-Key of `key` in `scope`) sent through servers `a` and `b` at
+/// once, while another transaction holds the key's lock until both wait behind it, so both
+/// look it up and find nothing: asserts both answer `status` alike, and answers `a`'s.
+async fn through_both_behind_a_held_key(
+    (a, b): (&Harness, &Harness),
+    (scope, key): (&'static str, &'static str),
+    request: impl Fn() -> axum::http::Request<axum::body::Body>,
+    status: StatusCode,
+) -> Answer {
+    let url = a.index.clone().expect("a PostgreSQL index");
+    let (locking, locked) = tokio::sync::oneshot::channel();
+    let holder = tokio::task::spawn_blocking(move || {
+        hold_idempotency_key(&url, scope, key, 2, || {
+            let _ = locking.send(());
+        })
+    });
+    locked.await.expect("the key is held");
+    let (first, second) = tokio::join!(a.send(request()), b.send(request()));
+    let waited = holder.await.expect("the holder ran").expect("it ends");
+    assert!(waited, "both servers looked the key up behind its lock");
+    assert_eq!(first.status, status, "{first:?}");
+    assert_eq!(second.status, status, "{second:?}");
+    assert_eq!(first.json(), second.json(), "one run, its answer replayed");
+    first
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_rotation_retried_on_another_server_rotates_once() {
     if !postgres_available() {
@@ -20,33 +46,21 @@ async fn a_key_rotation_retried_on_another_server_rotates_once() {
     }
     let a = harness(Kind::Postgres).await;
     let b = a.peer(|_| {}).await;
-    let url = a.index.clone().expect("a PostgreSQL index");
     a.agent("w1", "g1", &["worker"]).await;
     let key = ed25519_dalek::SigningKey::from_bytes(&[42; 32]);
     let body = serde_json::json!({"publicKey": BASE64.encode(key.verifying_key().as_bytes())});
-    let (locking, locked) = tokio::sync::oneshot::channel();
-    // Both servers' look-ups wait behind this lock, then both find nothing.
-    let holder = tokio::task::spawn_blocking(move || {
-        hold_idempotency_key(&url, "admin", "rotate-once", 2, || {
-            let _ = locking.send(());
-        })
-    });
-    locked.await.expect("the key is held");
-    let uri = "/v1/admin/agents/w1/keys";
     let header = [("Idempotency-Key", "rotate-once")];
-    let (first, second) = tokio::join!(
-        a.json_as(Method::POST, uri, ADMIN, body.clone(), &header),
-        b.json_as(Method::POST, uri, ADMIN, body, &header),
-    );
-    let waited = holder.await.expect("the holder ran").expect("it ends");
-    assert!(waited, "both servers looked the key up behind its lock");
-    assert_eq!(first.status, StatusCode::OK, "{first:?}");
-    assert_eq!(second.status, StatusCode::OK, "{second:?}");
-    assert_eq!(
-        first.json(),
-        second.json(),
-        "one rotation, its answer replayed"
-    );
+    let request = || {
+        json_request(
+            Method::POST,
+            "/v1/admin/agents/w1/keys",
+            ADMIN,
+            body.clone(),
+            &header,
+        )
+    };
+    through_both_behind_a_held_key((&a, &b), ("admin", "rotate-once"), request, StatusCode::OK)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,7 +70,6 @@ async fn a_context_package_retried_on_another_server_answers_as_the_first() {
     }
     let a = harness(Kind::Postgres).await;
     let b = a.peer(|_| {}).await;
-    let url = a.index.clone().expect("a PostgreSQL index");
     let (worker, artifact) = setting(&a).await;
     let payload = super::context::package(
         &worker,
@@ -67,30 +80,16 @@ async fn a_context_package_retried_on_another_server_answers_as_the_first() {
         (1, 2),
         &[artifact],
     );
-    let envelope = weft_api::Envelope::sign(
-        &worker.key,
-        weft_api::context::CONTEXT_TYPE,
-        payload.to_string().as_bytes(),
-    );
-    let body = serde_json::to_value(&envelope).expect("json");
-    let (locking, locked) = tokio::sync::oneshot::channel();
-    let holder = tokio::task::spawn_blocking(move || {
-        hold_idempotency_key(&url, "agent:ctx-worker", "context-once", 2, || {
-            let _ = locking.send(());
-        })
-    });
-    locked.await.expect("the key is held");
-    let uri = "/v1/groups/g1/context";
     let header = [("Idempotency-Key", "context-once")];
-    let (first, second) = tokio::join!(
-        a.json_as(Method::POST, uri, &worker.token, body.clone(), &header),
-        b.json_as(Method::POST, uri, &worker.token, body, &header),
-    );
-    let waited = holder.await.expect("the holder ran").expect("it ends");
-    assert!(waited, "both servers looked the key up behind its lock");
-    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
-    assert_eq!(second.status, StatusCode::CREATED, "{second:?}");
-    assert_eq!(first.json(), second.json());
+    let request = || {
+        let mut request = super::context::publish_context(&worker, "g1", &payload);
+        request
+            .headers_mut()
+            .insert(header[0].0, header[0].1.parse().expect("header"));
+        request
+    };
+    let key = ("agent:ctx-worker", "context-once");
+    through_both_behind_a_held_key((&a, &b), key, request, StatusCode::CREATED).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,16 +99,8 @@ async fn a_session_renewal_retried_on_another_server_answers_as_the_first() {
     }
     let a = harness(Kind::Postgres).await;
     let b = a.peer(|_| {}).await;
-    let url = a.index.clone().expect("a PostgreSQL index");
     let worker = a.agent("w1", "g1", &["worker"]).await;
     let issued = weft_storage::Clock::now(&a.clock).to_rfc3339();
-    let (locking, locked) = tokio::sync::oneshot::channel();
-    let holder = tokio::task::spawn_blocking(move || {
-        hold_idempotency_key(&url, "agent:w1", "renew-once", 2, || {
-            let _ = locking.send(());
-        })
-    });
-    locked.await.expect("the key is held");
     let request = || {
         let mut request = super::sessions::renewal(
             &worker.token,
@@ -124,12 +115,13 @@ async fn a_session_renewal_retried_on_another_server_answers_as_the_first() {
             .insert("Idempotency-Key", "renew-once".parse().expect("header"));
         request
     };
-    let (first, second) = tokio::join!(a.send(request()), b.send(request()));
-    let waited = holder.await.expect("the holder ran").expect("it ends");
-    assert!(waited, "both servers looked the key up behind its lock");
-    assert_eq!(first.status, StatusCode::OK, "{first:?}");
-    assert_eq!(second.status, StatusCode::OK, "{second:?}");
-    assert_eq!(first.json(), second.json());
+    through_both_behind_a_held_key(
+        (&a, &b),
+        ("agent:w1", "renew-once"),
+        request,
+        StatusCode::OK,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,33 +131,17 @@ async fn a_review_retried_on_another_server_records_once() {
     }
     let a = harness(Kind::Postgres).await;
     let b = a.peer(|_| {}).await;
-    let url = a.index.clone().expect("a PostgreSQL index");
     let worker = a.agent("w1", "g1", &["worker"]).await;
     let reviewer = a.agent("r1", "g1", &["reviewer"]).await;
     let artifact = a.put(&worker, "g1", b"reviewed once", &[]).await;
     let body = serde_json::json!({"artifacts": [artifact], "criteria": {"integrity": "ac-1"}});
-    let (locking, locked) = tokio::sync::oneshot::channel();
-    let holder = tokio::task::spawn_blocking(move || {
-        hold_idempotency_key(&url, "agent:r1", "review-once", 2, || {
-            let _ = locking.send(());
-        })
-    });
-    locked.await.expect("the key is held");
-    let uri = "/v1/workitems/work-1/review";
     let header = [("Idempotency-Key", "review-once")];
-    let (first, second) = tokio::join!(
-        a.json_as(Method::POST, uri, &reviewer.token, body.clone(), &header),
-        b.json_as(Method::POST, uri, &reviewer.token, body, &header),
-    );
-    let waited = holder.await.expect("the holder ran").expect("it ends");
-    assert!(waited, "both servers looked the key up behind its lock");
-    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
-    assert_eq!(second.status, StatusCode::CREATED, "{second:?}");
-    assert_eq!(
-        first.json(),
-        second.json(),
-        "one review, its answer replayed"
-    );
+    let request = || {
+        let uri = "/v1/workitems/work-1/review";
+        json_request(Method::POST, uri, &reviewer.token, body.clone(), &header)
+    };
+    let key = ("agent:r1", "review-once");
+    through_both_behind_a_held_key((&a, &b), key, request, StatusCode::CREATED).await;
     let criteria = a
         .get_json(&reviewer, "/v1/evidence?workItemId=work-1")
         .await;
