@@ -373,18 +373,15 @@ struct EndingParts {
     wall_clock: Duration,
 }
 
-/// Where the Worker keeps a WorkItem's checkpoint between attempts: its own files, outside
-/// every slot (`state_dir/checkpoints/<Group>/<WorkItem>`).
+/// Where the Worker keeps this run's WorkItem's checkpoint between attempts
+/// (`executor::kept_checkpoint`; the slot's directory is `state_dir/slots/<n>`).
 fn kept_checkpoint(job: &Job) -> PathBuf {
     let state_dir = job
         .slot_dir
         .parent()
         .and_then(Path::parent)
         .unwrap_or(&job.slot_dir);
-    state_dir
-        .join("checkpoints")
-        .join(job.link.group.as_str())
-        .join(job.work_item.as_str())
+    executor::kept_checkpoint(state_dir, job.link.group.as_str(), job.work_item.as_str())
 }
 
 /// Tells the Authority how the run ended: submit, checkpoint or fail.

@@ -363,6 +363,17 @@ pub(super) fn seal_run(dir: &RunDir, uid: Option<u32>) -> anyhow::Result<()> {
 /// moved to `kept` (a path of the Worker's own, outside the run directory): `Some(kept)`.
 /// Moved, not read: a checkpoint may be larger than the Worker's memory, and once moved
 /// nothing of the run can swap it. Run after [`clear_slot`].
+/// Where the Worker keeps the checkpoints of its WorkItems between attempts: its own files,
+/// outside every slot (emptied at every start).
+pub(super) fn kept_checkpoints(state_dir: &Path) -> PathBuf {
+    state_dir.join("checkpoints")
+}
+
+/// Where the Worker keeps WorkItem `work_item`'s (of Group `group`) checkpoint.
+pub(super) fn kept_checkpoint(state_dir: &Path, group: &str, work_item: &str) -> PathBuf {
+    kept_checkpoints(state_dir).join(group).join(work_item)
+}
+
 /// The file becomes the Worker's own (mode 0600, in directories of mode 0700): a later run
 /// of the slot's uid, maybe another Group's, can neither read nor rewrite it.
 pub(super) fn take_file(path: &Path, kept: &Path) -> Option<PathBuf> {

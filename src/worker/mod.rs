@@ -196,7 +196,7 @@ impl Runtime {
         let agent = Id::parse("agentId", &config.agent_id)?;
         executor::reap(&config.state_dir.join("slots"));
         // Checkpoints kept by an earlier life: its items are rebuilt without them.
-        let _ = std::fs::remove_dir_all(config.state_dir.join("checkpoints"));
+        let _ = std::fs::remove_dir_all(executor::kept_checkpoints(&config.state_dir));
         let mut subscriptions = Subscriptions::default();
         let mut links = BTreeMap::new();
         let mut queues = BTreeMap::new();
@@ -333,8 +333,8 @@ impl Runtime {
             && matches!(finished.outcome, Outcome::Submitted | Outcome::Failed(_))
         {
             // Done with: its checkpoint is kept no longer.
-            let kept = self.config.state_dir.join("checkpoints");
-            let _ = std::fs::remove_file(kept.join(&slot.group).join(&finished.work_item));
+            let (dir, item) = (&self.config.state_dir, &finished.work_item);
+            let _ = std::fs::remove_file(executor::kept_checkpoint(dir, &slot.group, item));
         }
         self.changed = true;
         self.schedules.remove(&finished.work_item);
